@@ -1,0 +1,297 @@
+"""The body grammar: load ``grammars/body.lark``, parse chat bodies with Lark LALR.
+
+Bodies come out as plain ``(tag, text)`` tuples with entities decoded; the parser
+module turns them into models. Errors come out as :class:`BodyError` with offsets
+into the *decoded* body string; the caller maps them back to the raw input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from charfmt._resources import read_text
+from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TAGS, TEXT_TAG
+
+Element = tuple[str, str]
+"""A parsed element: ``(tag, decoded text)``."""
+
+_C_MARK: Final = "\x1c"
+_TEXT_MARK: Final = "\x1d"
+# Internal batch rule: every body of one reply in one LALR call. The marks are C0
+# controls, which TEXT and KEY exclude, so a body can never contain one unnoticed
+# (a body that did would change the count of results, which the caller checks).
+_BATCH_RULES: Final = f"""
+// internal: all bodies of one reply in one call
+bodies: (_C_MARK c_body | _TEXT_MARK text_body)*
+_C_MARK: "\\x{ord(_C_MARK):02x}"
+_TEXT_MARK: "\\x{ord(_TEXT_MARK):02x}"
+"""
+
+
+def element_rules() -> str:
+    """The grammar rules generated from the tag table (appended to ``body.lark``)."""
+    lines = ["", "// generated from charfmt/tags.py", "?element: " + " | ".join(t.name for t in TAGS)]
+    for t in TAGS:
+        content = "KEY" if t.content == "key" else "TEXT?"
+        lines.append(f"{t.name}: {t.terminal}_OPEN {content} {t.terminal}_CLOSE")
+    for t in TAGS:
+        lines.append(f'{t.terminal}_OPEN: "{t.open}"')
+        lines.append(f'{t.terminal}_CLOSE: "{t.close}"')
+    return "\n".join(lines) + "\n"
+
+
+@cache
+def grammar_text() -> str:
+    """The complete body grammar: ``grammars/body.lark`` plus the generated element rules."""
+    return read_text("grammars", "body.lark") + element_rules()
+
+
+# --- entity decoding ---------------------------------------------------------
+
+_ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
+_NAMED: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+
+
+class _BadEntity(Exception):
+    def __init__(self, entity: str) -> None:
+        self.entity = entity
+
+
+def _decode_match(m: re.Match[str]) -> str:
+    name, dec, hexa = m.groups()
+    if name:
+        return _NAMED[name]
+    code = int(dec) if dec else int(hexa, 16)
+    ch = chr(code) if code <= 0x10FFFF else ""
+    if not ch or not _TEXT_CHAR.fullmatch(ch):
+        raise _BadEntity(m.group())
+    return ch
+
+
+def decode_text(raw: str) -> str:
+    """Decode the entities of one TEXT token."""
+    return _ENTITY.sub(_decode_match, raw) if "&" in raw else str(raw)
+
+
+# --- the parser --------------------------------------------------------------
+
+
+class _ToElements(Transformer[Token, object]):
+    """Inline LALR callbacks, one per grammar rule, building ``(tag, text)`` tuples."""
+
+    def c_body(self, children: list[Element]) -> list[Element]:
+        return children
+
+    def text_body(self, children: list[Token]) -> list[Element]:
+        return [(TEXT_TAG, decode_text(children[0]))]
+
+    def bodies(self, children: list[list[Element]]) -> list[list[Element]]:
+        return children
+
+
+def _element_callback(tag: str, key: bool) -> object:
+    if key:
+
+        def element(_self: object, children: list[Token]) -> Element:
+            return (tag, str(children[1]))
+    else:
+
+        def element(_self: object, children: list[Token]) -> Element:
+            return (tag, decode_text(children[1]) if len(children) == 3 else "")
+
+    element.__name__ = tag
+    return element
+
+
+for _t in TAGS:
+    setattr(_ToElements, _t.name, _element_callback(_t.name, _t.content == "key"))
+
+
+@cache
+def _lark() -> Lark:
+    return Lark(
+        grammar_text() + _BATCH_RULES,
+        parser="lalr",
+        lexer="contextual",
+        start=["c_body", "text_body", "bodies"],
+        transformer=_ToElements(),
+    )
+
+
+@cache
+def terminal_regex(name: str) -> re.Pattern[str]:
+    """The compiled pattern of grammar terminal ``name`` (``KEY``, ``TEXT``...)."""
+    return re.compile(_lark().get_terminal(name).pattern.to_regexp())
+
+
+_TEXT_CHAR: Final = re.compile(r"[^<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+"""One character that TEXT allows literally (plus '<' and '&', which it allows escaped)."""
+
+
+def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None:
+    """Parse every ``(chat type, body)`` of a reply in one LALR call.
+
+    Returns one element list per body, or ``None`` when any body is invalid (then
+    call :func:`parse_body` per body to learn what and where).
+    """
+    doc = "".join((_C_MARK if kind in TAGGED_TYPES else _TEXT_MARK) + body for kind, body in bodies)
+    try:
+        result: list[list[Element]] = _lark().parse(doc, start="bodies")  # type: ignore[assignment]
+    except (UnexpectedInput, _BadEntity):
+        return None
+    return result if len(result) == len(bodies) else None
+
+
+@dataclass(frozen=True, slots=True)
+class BodyError(Exception):
+    """Why a body failed, with offsets into the decoded body string."""
+
+    code: str
+    message: str
+    start: int
+    end: int
+
+
+def parse_body(kind: str, body: str) -> list[Element]:
+    """Parse one body of chat type ``kind``; raises :class:`BodyError`."""
+    start = "c_body" if kind in TAGGED_TYPES else "text_body"
+    try:
+        result: list[Element] = _lark().parse(body, start=start)  # type: ignore[assignment]
+    except _BadEntity as e:
+        at = body.find(e.entity)
+        raise BodyError(
+            "CF207", f"entity {e.entity} is not a character allowed in text", at, at + len(e.entity)
+        ) from None
+    except UnexpectedInput as e:
+        raise _diagnose(e, kind, body) from None
+    return result
+
+
+# --- error translation ---------------------------------------------------------
+
+_TAG_AT: Final = re.compile(r"<(/?)\s*([^\s<>/]*)([^<>]*?)(/?)>")
+
+
+def _closing_for(expected: set[str]) -> str | None:
+    for name in expected:
+        if name.endswith("_CLOSE"):
+            return name[: -len("_CLOSE")].lower()
+    return None
+
+
+def _describe(token_type: str) -> str:
+    if token_type.endswith(("_OPEN", "_CLOSE")):
+        stem, _, side = token_type.rpartition("_")
+        tag = TAG_BY_NAME.get(stem.lower())
+        if tag:
+            return tag.open if side == "OPEN" else tag.close
+    return {"_NL": "a newline", "$END": "the end of the body", "TEXT": "text", "KEY": "a key"}.get(
+        token_type, token_type
+    )
+
+
+def _expected(expected: set[str]) -> str:
+    names = sorted(_describe(e) for e in expected if not e.startswith(("_C_MARK", "_TEXT_MARK")))
+    return ", ".join(names) if names else "nothing more"
+
+
+def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
+    """Turn a Lark error into a :class:`BodyError` with a specific code."""
+    expected = set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
+    inside = _closing_for(expected)
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        pos = len(body) if tok.type == "$END" else (tok.start_pos or 0)
+        end = pos + len(tok)
+        if tok.type == "$END":
+            if inside:
+                return BodyError("CF202", f"<{inside}> is not closed before the end of the body", pos, pos)
+            if pos == 0:
+                what = "a C body holds at least one element" if kind in TAGGED_TYPES else "an I or E body holds text"
+                return BodyError("CF210", f"empty body: {what}", 0, 0)
+            if body.endswith("\n"):
+                return BodyError("CF206", "newline after the last element", pos - 1, pos)
+            return BodyError("CF201", f"unexpected end of body; expected {_expected(expected)}", pos, pos)
+        if tok.type.endswith("_CLOSE") and inside:
+            return BodyError("CF205", f"{tok} closes <{inside}>; expected </{inside}>", pos, end)
+        if tok.type.endswith("_OPEN"):
+            if inside:
+                return BodyError("CF211", f"{tok} inside <{inside}>: elements do not nest", pos, end)
+            if "_NL" in expected:
+                return BodyError("CF206", f"{tok} must start on a new line (one newline between elements)", pos, end)
+        if tok.type == "_NL":
+            return BodyError("CF206", "blank line: exactly one newline between elements", pos, end)
+        if "KEY" in expected or (inside and TAG_BY_NAME[inside].content == "key" and tok.type in ("TEXT", "KEY")):
+            return BodyError("CF208", "an emotion key is not empty and has no surrounding whitespace", pos, end)
+        if tok.type in ("TEXT", "KEY") and not inside:
+            return _text_outside(body, pos)
+        return BodyError("CF201", f"unexpected {_describe(tok.type)}; expected {_expected(expected)}", pos, end)
+    assert isinstance(e, UnexpectedCharacters)
+    pos = e.pos_in_stream or 0
+    ch = body[pos]
+    if ch == "<":
+        return _diagnose_angle(body, pos, text_context=bool(inside) or kind not in TAGGED_TYPES)
+    if ch == "&":
+        m = re.compile(r"&[#\w]*;?").match(body, pos)
+        got = m.group() if m else "&"
+        return BodyError("CF207", f"{got!r} is not an entity charfmt decodes: write '&' as &amp;", pos, pos + len(got))
+    if not _TEXT_CHAR.match(ch) and ch not in "\t\n\r":
+        return BodyError("CF209", f"character U+{ord(ch):04X} is not allowed in text", pos, pos + 1)
+    if "KEY" in expected or (inside and TAG_BY_NAME[inside].content == "key"):
+        return BodyError("CF208", "an emotion key has no surrounding whitespace and is not empty", pos, pos + 1)
+    if "_NL" in expected:
+        if ch in "\r\n":
+            return BodyError("CF206", "elements are separated by exactly one '\\n'", pos, pos + 1)
+        return BodyError(
+            "CF203", "text after an element: put it inside <msg>…</msg> on its own line", pos, _line_end(body, pos)
+        )
+    if kind in TAGGED_TYPES and not inside:
+        return _text_outside(body, pos)
+    return BodyError("CF201", f"unexpected {ch!r}; expected {_expected(expected)}", pos, pos + 1)
+
+
+def _diagnose_angle(body: str, pos: int, *, text_context: bool) -> BodyError:
+    """A '<' the lexer could not use: a raw '<' in text, a tag with attributes, or an unknown tag."""
+    m = _TAG_AT.match(body, pos)
+    if m:
+        slash, name, attrs, _self_closing = m.groups()
+        if name.lower() in TAG_BY_NAME:
+            if attrs.strip():
+                return BodyError(
+                    "CF212", f"{m.group()}: tags take no attributes; write <{slash}{name.lower()}>", pos, m.end()
+                )
+            return BodyError(
+                "CF204",
+                f"{m.group()}: tag names are lower case with no spaces; write <{slash}{name.lower()}>",
+                pos,
+                m.end(),
+            )
+    if text_context:
+        return BodyError("CF207", "raw '<' in text: write it as &lt;", pos, pos + 1)
+    tags = ", ".join(t.open for t in TAGS)
+    if m:
+        return BodyError("CF204", f"unknown tag {m.group()}; the tags are {tags}", pos, m.end())
+    return BodyError("CF204", f"'<' does not start a tag; the tags are {tags}", pos, pos + 1)
+
+
+def _line_end(body: str, pos: int) -> int:
+    stop = body.find("\n", pos)
+    return len(body) if stop == -1 else stop
+
+
+def _text_outside(body: str, pos: int) -> BodyError:
+    if body[pos] in " \t\r\n":
+        return BodyError("CF206", "whitespace between elements: exactly one '\\n' and nothing else", pos, pos + 1)
+    return BodyError(
+        "CF203",
+        "text outside an element: a C body holds only <emo>, <act>, <msg>, <thought> lines",
+        pos,
+        _line_end(body, pos),
+    )

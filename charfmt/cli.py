@@ -1,0 +1,180 @@
+"""The ``charfmt`` command: parse, check, schema, demo.
+
+Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from typing import TextIO
+
+from charfmt.diagnostics import Diagnostic, ParseError
+from charfmt.models import Reply
+from charfmt.parser import DEFAULT_MAX_SIZE, parse
+from charfmt.schema import PROVIDERS, json_schema
+from charfmt.tags import TAG_BY_NAME
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+class _InputError(Exception):
+    """A file could not be read at all (missing, a directory, no permission)."""
+
+
+def _read(path: str, max_size: int) -> bytes:
+    """Read ``path`` (``-`` for standard input), at most ``max_size + 1`` bytes."""
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read(max_size + 1)
+        with open(path, "rb") as f:
+            return f.read(max_size + 1)
+    except OSError as e:
+        raise _InputError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _pretty(reply: Reply, out: TextIO) -> None:
+    if not reply.chats:
+        print("(no chats: the character stays silent)", file=out)
+    for chat in reply.chats:
+        print(f"#{chat.order} {chat.type}", file=out)
+        for seg in chat.segments:
+            hidden = "" if seg.tag not in TAG_BY_NAME or TAG_BY_NAME[seg.tag].shown else " (hidden)"
+            lines = seg.text.split("\n")
+            print(f"  {seg.tag:<8}{lines[0]}{hidden}", file=out)
+            for line in lines[1:]:
+                print(f"  {'':<8}{line}", file=out)
+    for d in reply.diagnostics:
+        print(f"{d.severity}: {d}", file=out)
+
+
+def _diag_line(name: str, d: Diagnostic) -> str:
+    return f"{name}:{d.line}:{d.column}: {d.code} {d.message}"
+
+
+def _emit_diagnostics(name: str, source: str, diagnostics: Sequence[Diagnostic], fmt: str, out: TextIO) -> None:
+    for d in diagnostics:
+        if fmt == "jsonl":
+            print(json.dumps({"file": name, **d.model_dump()}, ensure_ascii=False), file=out)
+        else:
+            print(_diag_line(name, d), file=out)
+            print(d.snippet(source), file=out)
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    name = "<stdin>" if args.file == "-" else args.file
+    data = _read(args.file, args.max_size)
+    try:
+        reply = parse(data, lenient=args.lenient, max_size=args.max_size)
+    except ParseError as e:
+        _emit_diagnostics(name, e.source, e.diagnostics, "jsonl" if args.format == "jsonl" else "text", sys.stderr)
+        return EXIT_INVALID
+    if args.format == "pretty":
+        _pretty(reply, sys.stdout)
+    elif args.format == "json":
+        print(reply.model_dump_json(indent=2), file=sys.stdout)
+    else:
+        for event in reply.events():
+            print(json.dumps(event.to_dict(), ensure_ascii=False), file=sys.stdout)
+    return EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    status = EXIT_OK
+    for path in args.files:
+        name = "<stdin>" if path == "-" else path
+        try:
+            data = _read(path, args.max_size)
+        except _InputError as e:
+            print(f"charfmt: error: {e}", file=sys.stderr)
+            status = EXIT_USAGE
+            continue
+        try:
+            reply = parse(data, max_size=args.max_size)
+        except ParseError as e:
+            _emit_diagnostics(name, e.source, e.diagnostics, args.format, sys.stdout)
+            status = max(status, EXIT_INVALID)
+            continue
+        _emit_diagnostics(name, data.decode("utf-8"), reply.diagnostics, args.format, sys.stdout)
+        if args.format == "text" and not args.quiet:
+            print(f"{name}: ok ({len(reply.chats)} chats)", file=sys.stdout)
+    return status
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(args.provider), ensure_ascii=False, indent=2))
+    return EXIT_OK
+
+
+def _cmd_demo(_args: argparse.Namespace) -> int:
+    data = resources.files("charfmt").joinpath("data")
+    good = data.joinpath("demo_reply.json").read_text(encoding="utf-8")
+    broken = data.joinpath("demo_broken.json").read_text(encoding="utf-8")
+    print("== A reply from the model ==")
+    print(good.rstrip())
+    print("\n== charfmt.parse(reply) ==")
+    _pretty(parse(good), sys.stdout)
+    print("\n== A broken reply, parsed strictly ==")
+    print(broken.rstrip())
+    print()
+    try:
+        parse(broken)
+    except ParseError as e:
+        print(f"ParseError: {e}\n")
+        print(e.report("demo_broken.json"))
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="charfmt", description="Parse and check game-character chat replies.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add_size(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--max-size",
+            type=int,
+            default=DEFAULT_MAX_SIZE,
+            metavar="BYTES",
+            help=f"largest input accepted (default {DEFAULT_MAX_SIZE:,})",
+        )
+
+    sp = sub.add_parser("parse", help="parse a reply and print it")
+    sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
+    sp.add_argument("--lenient", action="store_true", help="report problems instead of failing")
+    sp.add_argument("--format", choices=("pretty", "json", "jsonl"), default="pretty")
+    add_size(sp)
+    sp.set_defaults(run=_cmd_parse)
+
+    sp = sub.add_parser("check", help="check replies strictly; exit 1 if any is invalid")
+    sp.add_argument("files", nargs="+", metavar="FILE")
+    sp.add_argument("--format", choices=("text", "jsonl"), default="text")
+    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing for valid files")
+    add_size(sp)
+    sp.set_defaults(run=_cmd_check)
+
+    sp = sub.add_parser("schema", help="print the reply envelope as JSON Schema")
+    sp.add_argument("--provider", choices=PROVIDERS, default=None)
+    sp.set_defaults(run=_cmd_schema)
+
+    sp = sub.add_parser("demo", help="parse a bundled reply and show a strict error")
+    sp.set_defaults(run=_cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return int(e.code or 0)
+    try:
+        return int(args.run(args))
+    except _InputError as e:
+        print(f"charfmt: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK

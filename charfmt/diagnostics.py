@@ -1,0 +1,172 @@
+"""Diagnostics and errors: what went wrong, where in the raw input, and how bad it is."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Severity = Literal["error", "warning", "info"]
+
+CODES: Final[dict[str, tuple[Severity, str]]] = {
+    # input
+    "CF001": ("error", "input is not valid UTF-8"),
+    "CF002": ("error", "input is larger than the configured maximum"),
+    "CF003": ("error", "input is empty"),
+    # envelope (JSON)
+    "CF101": ("error", "invalid JSON"),
+    "CF102": ("error", 'top level is not an object {"chats": [...]}'),
+    "CF103": ("error", "a chat is not a JSON object"),
+    "CF104": ("error", "a required key is missing"),
+    "CF105": ("error", "unknown key"),
+    "CF106": ("error", "duplicate key in a JSON object"),
+    "CF107": ("error", 'chat type is not "C", "I" or "E"'),
+    "CF108": ("error", "order is not an integer >= 1"),
+    "CF109": ("error", "body is not a string"),
+    "CF110": ("error", "JSON nested too deeply"),
+    "CF111": ("error", "two chats share one order"),
+    "CF112": ("warning", "orders are not 1..n: some are missing"),
+    "CF113": ("warning", "chats are not listed in order; presented sorted"),
+    # body
+    "CF201": ("error", "syntax error in a body"),
+    "CF202": ("error", "element not closed before the end of the body"),
+    "CF203": ("error", "text outside an element in a C body"),
+    "CF204": ("error", "unknown tag"),
+    "CF205": ("error", "closing tag does not match the open element"),
+    "CF206": ("error", "elements must be separated by exactly one newline"),
+    "CF207": ("error", "raw '<' or '&' in text, or an entity charfmt does not decode"),
+    "CF208": ("error", "emotion key is empty or has surrounding whitespace"),
+    "CF209": ("error", "character not allowed in text (control character or lone surrogate)"),
+    "CF210": ("error", "empty body"),
+    "CF211": ("error", "elements do not nest"),
+    "CF212": ("error", "tags take no attributes"),
+    # meaning
+    "CF301": ("error", "emotion key is not in the vocabulary"),
+}
+"""Every diagnostic code charfmt emits: default severity and a one-line title.
+
+Codes are stable: a code keeps its meaning forever; new problems get new codes.
+"""
+
+
+def _width(ch: str) -> int:
+    """Terminal columns a character takes: 2 for East Asian wide and full-width ones."""
+    return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+
+
+def line_col(source: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset`` in ``source`` (columns count code points)."""
+    offset = max(0, min(offset, len(source)))
+    line = source.count("\n", 0, offset) + 1
+    column = offset - (source.rfind("\n", 0, offset) + 1) + 1
+    return line, column
+
+
+class Diagnostic(BaseModel):
+    """One problem (or repair) found in the raw input."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    """Stable code such as ``CF201``; see ``docs/FORMAT.md`` for the list."""
+    message: str
+    """What is wrong, in words, naming what was found and what was expected."""
+    severity: Severity = "error"
+    """``error`` makes strict parsing fail; ``warning`` and ``info`` do not."""
+    line: int
+    """1-based line in the raw input."""
+    column: int
+    """1-based column (in code points) in the raw input."""
+    offset: int
+    """0-based offset (in code points) in the raw input."""
+    end: int
+    """0-based offset just past the raw span concerned (``== offset`` for a point)."""
+    chat: int | None = None
+    """Index of the chat in the JSON ``chats`` array, or ``None`` for the envelope."""
+
+    @classmethod
+    def at(
+        cls,
+        source: str,
+        code: str,
+        message: str,
+        offset: int,
+        end: int | None = None,
+        *,
+        chat: int | None = None,
+        severity: Severity | None = None,
+    ) -> Diagnostic:
+        """Build a diagnostic for ``source[offset:end]``; the one place positions are computed."""
+        offset = max(0, min(offset, len(source)))
+        end = offset if end is None else max(offset, min(end, len(source)))
+        line, column = line_col(source, offset)
+        return cls(
+            code=code,
+            message=message,
+            severity=severity or CODES[code][0],
+            line=line,
+            column=column,
+            offset=offset,
+            end=end,
+            chat=chat,
+        )
+
+    def snippet(self, source: str) -> str:
+        """The raw input line holding the problem, with carets under the span."""
+        start = source.rfind("\n", 0, self.offset) + 1
+        stop = source.find("\n", self.offset)
+        if stop == -1:
+            stop = len(source)
+        text = source[start:stop]
+        width = max(1, min(self.end, stop) - self.offset)
+        # Keep very long lines (a whole reply on one line) readable: show a window.
+        lo = max(0, self.offset - start - 40)
+        hi = min(len(text), self.offset - start + width + 40)
+        shown = ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+        pad = (1 if lo else 0) + (self.offset - start - lo)
+        caret_pad = "".join("\t" if ch == "\t" else " " * _width(ch) for ch in shown[:pad])
+        carets = "^" * max(1, sum(_width(ch) for ch in shown[pad : pad + width]))
+        gutter = f"{self.line} | "
+        return f"{gutter}{shown}\n{' ' * len(gutter)}{caret_pad}{carets}"
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.column}: {self.code} {self.message}"
+
+
+class CharfmtError(ValueError):
+    """Base class of every error charfmt raises on purpose."""
+
+
+class ParseError(CharfmtError):
+    """Strict parsing found errors; ``diagnostics`` lists all of them in input order."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], source: str = "") -> None:
+        self.diagnostics: list[Diagnostic] = list(diagnostics)
+        self.source = source
+        first = next((d for d in self.diagnostics if d.severity == "error"), self.diagnostics[0])
+        self.first: Diagnostic = first
+        """The first error, the one ``str()`` names."""
+        more = sum(d.severity == "error" for d in self.diagnostics) - 1
+        tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
+        super().__init__(f"{first.code} at line {first.line}, column {first.column}: {first.message}{tail}")
+
+    @property
+    def line(self) -> int:
+        """Line of the first error."""
+        return self.first.line
+
+    @property
+    def column(self) -> int:
+        """Column of the first error."""
+        return self.first.column
+
+    def report(self, name: str = "<input>") -> str:
+        """Every diagnostic as ``name:line:col: CODE message`` with its caret snippet."""
+        parts = []
+        for d in self.diagnostics:
+            parts.append(f"{name}:{d}")
+            if self.source:
+                parts.append(d.snippet(self.source))
+        return "\n".join(parts)

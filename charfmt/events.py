@@ -1,0 +1,129 @@
+"""Events: a reply as a flat sequence, the shape streaming consumers (games, TTS) want.
+
+``Reply.events()`` yields them for a parsed reply; the streaming parser emits the
+same types as text arrives. Every event has a ``kind`` and a ``chat`` index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from charfmt.diagnostics import Diagnostic
+
+if TYPE_CHECKING:
+    from charfmt.models import Reply
+
+
+@dataclass(frozen=True, slots=True)
+class _EventBase:
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict, ``kind`` first."""
+        data = asdict(self)
+        return {"kind": data.pop("kind"), **data}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatStart(_EventBase):
+    """A chat begins."""
+
+    chat: int
+    type: str
+    order: int
+    kind: Literal["chat_start"] = field(default="chat_start", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStart(_EventBase):
+    """An element of the chat body begins (``tag`` is ``emo``, ``msg``, ``text``...)."""
+
+    chat: int
+    segment: int
+    tag: str
+    kind: Literal["segment_start"] = field(default="segment_start", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Emotion(_EventBase):
+    """The complete emotion key of an ``emo`` element: switch the sprite now."""
+
+    chat: int
+    segment: int
+    text: str
+    kind: Literal["emotion"] = field(default="emotion", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Action(_EventBase):
+    """The complete text of an ``act`` element."""
+
+    chat: int
+    segment: int
+    text: str
+    kind: Literal["action"] = field(default="action", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta(_EventBase):
+    """More decoded text of a ``msg``, ``thought`` or ``text`` segment (append it)."""
+
+    chat: int
+    segment: int
+    tag: str
+    text: str
+    kind: Literal["text"] = field(default="text", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentEnd(_EventBase):
+    """The element is complete."""
+
+    chat: int
+    segment: int
+    tag: str
+    kind: Literal["segment_end"] = field(default="segment_end", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatEnd(_EventBase):
+    """The chat is complete."""
+
+    chat: int
+    kind: Literal["chat_end"] = field(default="chat_end", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnosticEvent(_EventBase):
+    """A problem or repair; ``chat`` is the chat it concerns, or ``None``."""
+
+    chat: int | None
+    diagnostic: Diagnostic
+    kind: Literal["diagnostic"] = field(default="diagnostic", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the diagnostic's fields inline."""
+        return {"kind": self.kind, "chat": self.chat, "diagnostic": self.diagnostic.model_dump()}
+
+
+Event = ChatStart | SegmentStart | Emotion | Action | TextDelta | SegmentEnd | ChatEnd | DiagnosticEvent
+"""Every event type; switch on ``event.kind``."""
+
+_WHOLE: dict[str, type[Emotion] | type[Action]] = {"emo": Emotion, "act": Action}
+
+
+def reply_events(reply: Reply) -> Iterator[Event]:
+    """Diagnostics first, then each chat in display order, element by element."""
+    for d in reply.diagnostics:
+        yield DiagnosticEvent(d.chat, d)
+    for c, chat in enumerate(reply.chats):
+        yield ChatStart(c, chat.type, chat.order)
+        for s, seg in enumerate(chat.segments):
+            yield SegmentStart(c, s, seg.tag)
+            whole = _WHOLE.get(seg.tag)
+            if whole is not None:
+                yield whole(c, s, seg.text)
+            elif seg.text:
+                yield TextDelta(c, s, seg.tag, seg.text)
+            yield SegmentEnd(c, s, seg.tag)
+        yield ChatEnd(c)

@@ -1,0 +1,161 @@
+"""Typed models of a reply: ``Reply`` → ``Chat`` → ``Segment``, and the ``Vocabulary``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from charfmt.body import terminal_regex
+from charfmt.diagnostics import Diagnostic
+from charfmt.events import Event, reply_events
+from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
+
+ChatType = Literal["C", "I", "E"]
+
+
+class Segment(BaseModel):
+    """One element of a chat body: an emotion, an action, speech, inner voice or plain text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tag: str
+    """``emo``, ``act``, ``msg``, ``thought``, or ``text`` for an untagged I/E body."""
+    text: str
+    """Decoded content: the emotion key for ``emo``, otherwise the text as shown."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Segment:
+        spec = TAG_BY_NAME.get(self.tag)
+        if spec is None and self.tag != TEXT_TAG:
+            raise ValueError(f"unknown segment tag {self.tag!r}")
+        if spec is not None and spec.content == "key":
+            if not terminal_regex("KEY").fullmatch(self.text):
+                raise ValueError(
+                    f"{self.tag} key {self.text!r} must be non-empty, without surrounding "
+                    "whitespace, markup or control characters"
+                )
+        elif self.text and not _text_ok(self.text):
+            raise ValueError(f"{self.tag} text holds a control character or lone surrogate")
+        return self
+
+
+def _text_ok(text: str) -> bool:
+    # TEXT allows '<' and '&' only escaped; the writer escapes them, so check the rest.
+    probe = text.replace("<", "a").replace("&", "a")
+    return bool(terminal_regex("TEXT").fullmatch(probe))
+
+
+class Chat(BaseModel):
+    """One entry of the reply's ``chats`` array."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: ChatType
+    """``C`` chat (tag elements), ``I`` info / system log, ``E`` event (plain text)."""
+    order: int = Field(ge=1)
+    """Display order, 1-based; ``Reply.chats`` is sorted by it."""
+    segments: list[Segment]
+    """The body, element by element (one ``text`` segment for I and E)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Chat:
+        if self.type in TAGGED_TYPES:
+            if not self.segments:
+                raise ValueError("a C chat has at least one segment")
+            for s in self.segments:
+                if s.tag not in TAG_BY_NAME:
+                    raise ValueError(f"a C chat cannot hold a {s.tag!r} segment")
+        elif len(self.segments) != 1 or self.segments[0].tag != TEXT_TAG or not self.segments[0].text:
+            raise ValueError(f"an {self.type} chat holds exactly one non-empty 'text' segment")
+        return self
+
+    def texts(self, tag: str) -> list[str]:
+        """The texts of every segment with ``tag``, in order."""
+        return [s.text for s in self.segments if s.tag == tag]
+
+
+class Reply(BaseModel):
+    """A parsed model reply: chats in display order, and what the parser had to say."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chats: list[Chat] = Field(default_factory=list)
+    """Chats sorted by ``order`` (stable: equal orders keep their arrival order)."""
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    """Problems and repairs, in input order; empty for clean input."""
+
+    @field_validator("chats")
+    @classmethod
+    def _sorted(cls, chats: list[Chat]) -> list[Chat]:
+        return sorted(chats, key=lambda c: c.order)
+
+    def events(self) -> Iterator[Event]:
+        """The reply as the event stream a streaming parse would emit."""
+        return reply_events(self)
+
+
+class EmotionKey(BaseModel):
+    """One emotion key of a character's vocabulary."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    """The key written in ``<emo>``, e.g. ``joy``."""
+    description: str = ""
+    """When the character shows it; goes into the system prompt."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other words that mean this key (``happy``, ``喜び``); resolved to ``key``."""
+    sprite: str | None = None
+    """Optional sprite / expression id the game shows for it."""
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        if not terminal_regex("KEY").fullmatch(key):
+            raise ValueError(f"emotion key {key!r} is not a valid key")
+        return key
+
+
+class Vocabulary(BaseModel):
+    """The emotion keys a character may use; strict parsing rejects any other key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    emotions: list[EmotionKey]
+    """Known emotions, in the order prompts list them."""
+    _lookup: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("emotions", mode="before")
+    @classmethod
+    def _from_keys(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [{"key": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _index(self) -> Vocabulary:
+        lookup: dict[str, str] = {}
+        for e in self.emotions:
+            for word in (e.key, *e.aliases):
+                folded = word.strip().casefold()
+                if lookup.get(folded, e.key) != e.key:
+                    raise ValueError(f"{word!r} names both {lookup[folded]!r} and {e.key!r}")
+                lookup[folded] = e.key
+        self._lookup = lookup
+        return self
+
+    @classmethod
+    def of(cls, *keys: str) -> Vocabulary:
+        """A vocabulary of bare keys: ``Vocabulary.of("joy", "sad")``."""
+        return cls(emotions=[EmotionKey(key=k) for k in keys])
+
+    @property
+    def keys(self) -> list[str]:
+        """The canonical keys, in order."""
+        return [e.key for e in self.emotions]
+
+    def resolve(self, word: str) -> str | None:
+        """The canonical key ``word`` names (key or alias, any case), or ``None``."""
+        return self._lookup.get(word.strip().casefold())

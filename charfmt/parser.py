@@ -1,0 +1,265 @@
+"""``parse``: raw model output → envelope → body grammar → models.
+
+Strict mode raises :class:`ParseError` listing every problem found in one pass
+(at most one per body); ``lenient=True`` returns whatever parsed, with the
+problems as ``Reply.diagnostics``, and never raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from charfmt.body import BodyError, Element, parse_batch, parse_body
+from charfmt.diagnostics import Diagnostic, ParseError
+from charfmt.envelope import JSONError, Locator, NonFinite, decode
+from charfmt.models import Chat, Reply, Segment, Vocabulary
+from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
+
+DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
+"""Largest input (in characters, or bytes for ``bytes`` input) ``parse`` accepts by default."""
+
+_CHAT_KEYS: Final = ("type", "order", "body")
+_KEY_TAGS: Final = frozenset(t.name for t in TAG_BY_NAME.values() if t.content == "key")
+
+
+def parse(
+    text: str | bytes,
+    *,
+    lenient: bool = False,
+    vocabulary: Vocabulary | None = None,
+    max_size: int = DEFAULT_MAX_SIZE,
+) -> Reply:
+    """Parse a model reply ``{"chats": [...]}`` into a :class:`Reply`.
+
+    Strict (default): raise :class:`ParseError` on any error. Lenient: never raise;
+    chats that could not be read are left out and each problem is a diagnostic.
+    """
+    run = _Run(lenient, vocabulary)
+    try:
+        reply = run.parse(text, max_size)
+    except _Stop:
+        reply = Reply.model_construct(chats=[], diagnostics=run.diagnostics)
+    if not lenient and any(d.severity == "error" for d in reply.diagnostics):
+        raise ParseError(reply.diagnostics, run.source)
+    return reply
+
+
+class _Stop(Exception):
+    """Nothing more can be read: the diagnostics say why."""
+
+
+class _Run:
+    """The state of one parse: the raw source, the locator, the diagnostics so far."""
+
+    def __init__(self, lenient: bool, vocabulary: Vocabulary | None) -> None:
+        self.lenient = lenient
+        self.vocabulary = vocabulary
+        self.source = ""
+        self.diagnostics: list[Diagnostic] = []
+        self._locator: Locator | None = None
+
+    # -- the one place diagnostics are made ------------------------------------
+    def fail(self, code: str, message: str, start: int, end: int | None = None, chat: int | None = None) -> None:
+        self.diagnostics.append(Diagnostic.at(self.source, code, message, start, end, chat=chat))
+
+    def at_value(self, code: str, message: str, path: tuple[str | int, ...], chat: int | None = None) -> None:
+        start, end = self.locator.value(path)
+        self.fail(code, message, start, end, chat)
+
+    @property
+    def locator(self) -> Locator:
+        if self._locator is None:
+            self._locator = Locator(self.source)
+        return self._locator
+
+    # -- the pipeline -------------------------------------------------------------
+    def parse(self, text: str | bytes, max_size: int) -> Reply:
+        self.source = self._text(text, max_size)
+        try:
+            decoded = decode(self.source)
+        except JSONError as e:
+            self.fail(e.code, e.message, e.pos, e.pos + 1)
+            raise _Stop from None
+        if decoded.duplicate_keys:
+            self._report_duplicate_keys()
+        rows = self._chats(decoded.value)
+        bodies = [(kind, body) for _i, kind, _o, body in rows]
+        parsed = parse_batch(bodies)
+        chats: list[Chat] = []
+        for n, (index, kind, order, body) in enumerate(rows):
+            if parsed is not None:
+                elements = parsed[n]
+            else:
+                try:
+                    elements = parse_body(kind, body)
+                except BodyError as e:
+                    self._body_error(index, e)
+                    continue
+            chats.append(self._chat(index, kind, order, elements))
+        self._check_orders(rows)
+        self.diagnostics.sort(key=lambda d: (d.offset, d.end))
+        chats.sort(key=lambda c: c.order)
+        return Reply.model_construct(chats=chats, diagnostics=self.diagnostics)
+
+    def _text(self, text: str | bytes, max_size: int) -> str:
+        if len(text) > max_size:
+            self.fail("CF002", f"input is {len(text):,} long; the maximum is {max_size:,} (max_size)", 0)
+            raise _Stop
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            raw = bytes(text)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                self.source = raw[: e.start].decode("utf-8")
+                self.fail(
+                    "CF001", f"input is not UTF-8: byte 0x{raw[e.start]:02X} at byte offset {e.start}", len(self.source)
+                )
+                raise _Stop from None
+        if not text.strip():
+            self.source = text
+            self.fail("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))
+            raise _Stop
+        return text
+
+    def _report_duplicate_keys(self) -> None:
+        for path, spans in self.locator._spans.keys.items():
+            for start, end in spans[1:]:
+                chat = path[1] if len(path) > 2 and path[0] == "chats" and isinstance(path[1], int) else None
+                self.fail("CF106", f"duplicate key {path[-1]!r}: JSON keys are unique", start, end, chat)
+
+    def _chats(self, value: Any) -> list[tuple[int, str, int, str]]:
+        """Check the envelope's shape; the rows ``(index, type, order, body)`` that passed."""
+        if not isinstance(value, dict) or not isinstance(value.get("chats"), list):
+            if isinstance(value, dict) and "chats" in value:
+                self.at_value("CF102", f'"chats" must be an array, not {_kind(value["chats"])}', ("chats",))
+            elif isinstance(value, dict):
+                self.at_value("CF102", 'missing key "chats": expected {"chats": [...]}', ())
+            else:
+                self.at_value("CF102", f'top level is {_kind(value)}; expected an object {{"chats": [...]}}', ())
+            raise _Stop
+        for key in value:
+            if key != "chats":
+                start, end = self.locator.keys((key,))[0]
+                self.fail("CF105", f'unknown key {key!r}: the top level holds only "chats"', start, end)
+        rows = []
+        for i, chat in enumerate(value["chats"]):
+            row = self._chat_row(i, chat)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    def _chat_row(self, i: int, chat: Any) -> Any:
+        path: tuple[str | int, ...] = ("chats", i)
+        if not isinstance(chat, dict):
+            self.at_value("CF103", f"chat {i} is {_kind(chat)}; expected an object with type, order, body", path, i)
+            return None
+        ok = True
+        for key in chat:
+            if key not in _CHAT_KEYS:
+                start, end = self.locator.keys((*path, key))[0]
+                self.fail("CF105", f"unknown key {key!r} in chat {i}: a chat holds type, order, body", start, end, i)
+                ok = False
+        for key in _CHAT_KEYS:
+            if key not in chat:
+                self.at_value("CF104", f"chat {i} has no {key!r}", path, i)
+                ok = False
+        kind, order, body = chat.get("type"), chat.get("order"), chat.get("body")
+        if "type" in chat and kind not in CHAT_TYPES:
+            self.at_value("CF107", f'chat {i} type is {_show(kind)}; expected "C", "I" or "E"', (*path, "type"), i)
+            ok = False
+        if "order" in chat and (type(order) is not int or order < 1):
+            self.at_value("CF108", f"chat {i} order is {_show(order)}; expected an integer >= 1", (*path, "order"), i)
+            ok = False
+        if "body" in chat and not isinstance(body, str):
+            self.at_value("CF109", f"chat {i} body is {_kind(body)}; expected a string", (*path, "body"), i)
+            ok = False
+        return (i, kind, order, body) if ok else None
+
+    def _body_error(self, index: int, e: BodyError) -> None:
+        path = ("chats", index, "body")
+        start = self.locator.string_offset(path, e.start)
+        end = self.locator.string_offset(path, e.end) if e.end > e.start else start
+        self.fail(e.code, f"chat {index} body: {e.message}", start, end, index)
+
+    def _chat(self, index: int, kind: str, order: int, elements: list[Element]) -> Chat:
+        segments = []
+        vocabulary = self.vocabulary
+        for n, (tag, text) in enumerate(elements):
+            shown = text
+            if vocabulary is not None and tag in _KEY_TAGS:
+                key = vocabulary.resolve(text)
+                if key is None:
+                    self._unknown_key(index, n, elements, text, vocabulary)
+                else:
+                    shown = key
+            segments.append(Segment.model_construct(tag=tag, text=shown))
+        return Chat.model_construct(type=kind, order=order, segments=segments)  # type: ignore[arg-type]
+
+    def _unknown_key(self, index: int, n: int, elements: list[Element], key: str, vocabulary: Vocabulary) -> None:
+        path = ("chats", index, "body")
+        tag = elements[n][0]
+        body_value = self._body_string(index)
+        # Valid bodies hold no raw '<', so the k-th "<emo>" is the k-th emo element.
+        k = sum(1 for t, _ in elements[:n] if t == tag)
+        at = -1
+        for _ in range(k + 1):
+            at = body_value.find(f"<{tag}>", at + 1)
+        start = at + len(tag) + 2
+        known = ", ".join(vocabulary.keys)
+        self.fail(
+            "CF301",
+            f"chat {index} body: emotion {key!r} is not in the vocabulary ({known})",
+            self.locator.string_offset(path, start),
+            self.locator.string_offset(path, start + len(key)),
+            index,
+        )
+
+    def _body_string(self, index: int) -> str:
+        start, end = self.locator.value(("chats", index, "body"))
+        return str(decode(self.source[start:end]).value)
+
+    def _check_orders(self, rows: list[tuple[int, str, int, str]]) -> None:
+        if not rows:
+            return
+        seen: dict[int, int] = {}
+        previous = 0
+        unsorted = False
+        for index, _kind, order, _body in rows:
+            if order in seen:
+                self.at_value(
+                    "CF111",
+                    f"chat {index} has order {order}, like chat {seen[order]}",
+                    ("chats", index, "order"),
+                    index,
+                )
+            else:
+                seen[order] = index
+            unsorted = unsorted or order < previous
+            previous = order
+        missing = sorted(set(range(1, max(seen) + 1)) - set(seen))
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (" …" if len(missing) > 10 else "")
+            self.at_value("CF112", f"orders skip {shown}", ("chats",))
+        if unsorted:
+            self.at_value("CF113", "chats are not listed in order; they are presented sorted by order", ("chats",))
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, NonFinite):
+        return "a non-finite number (not JSON)"
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (str, int, float)) and not isinstance(value, NonFinite):
+        text = repr(value) if not isinstance(value, str) else '"' + value[:40] + '"'
+        return text if not isinstance(value, bool) else str(value).lower()
+    return _kind(value)

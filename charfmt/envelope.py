@@ -56,8 +56,13 @@ def decode(text: str) -> Decoded:
     try:
         value = json.loads(text, object_pairs_hook=pairs, parse_constant=NonFinite)
     except json.JSONDecodeError as e:
-        return_msg = e.msg[0].lower() + e.msg[1:]
-        raise JSONError("CF101", f"invalid JSON: {return_msg}", e.pos) from None
+        comma = text[: e.pos].rstrip(" \t\n\r")
+        if e.pos < len(text) and text[e.pos] in "]}" and comma.endswith(","):
+            # Python's wording differs across versions ("Expecting value" / "Illegal
+            # trailing comma"); say it plainly and point at the comma itself.
+            raise JSONError("CF101", "invalid JSON: trailing comma", len(comma) - 1) from None
+        message = e.msg[0].lower() + e.msg[1:]
+        raise JSONError("CF101", f"invalid JSON: {message}", e.pos) from None
     except RecursionError:
         raise JSONError("CF110", "JSON nested too deeply", 0) from None
     return Decoded(value, dup)

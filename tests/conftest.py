@@ -1,0 +1,40 @@
+"""Shared helpers: fixture files of cases, and the repository root."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = Path(__file__).resolve().parent / "cases"
+MARK = "\u2038"  # ‸ marks expected diagnostic positions in fixture inputs
+
+settings.register_profile("default", max_examples=100, deadline=None)
+settings.register_profile("ci", max_examples=200, deadline=None, derandomize=True)
+settings.register_profile("fuzz", max_examples=20_000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "default"))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of a fixture file: a name, an input, the expected lines."""
+
+    name: str
+    input: str
+    expected: list[str]
+
+
+def load_cases(filename: str) -> list[Case]:
+    """Read ``tests/cases/FILENAME``: ``=== name``, input, ``---``, expected lines."""
+    cases: list[Case] = []
+    text = (CASES / filename).read_text(encoding="utf-8")
+    for block in text.split("\n=== ")[1:]:
+        name, _, rest = block.partition("\n")
+        given, sep, expected = rest.partition("\n---\n")
+        assert sep, f"case {name!r} in {filename} has no '---' line"
+        lines = [line for line in expected.strip("\n").split("\n") if line.strip()]
+        cases.append(Case(name.strip(), given.rstrip("\n") if given.endswith("\n\n") else given.rstrip("\n"), lines))
+    return cases

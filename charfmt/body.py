@@ -70,7 +70,7 @@ def _decode_match(m: re.Match[str]) -> str:
         return _NAMED[name]
     code = int(dec) if dec else int(hexa, 16)
     ch = chr(code) if code <= 0x10FFFF else ""
-    if not ch or not _TEXT_CHAR.fullmatch(ch):
+    if not ch or (ch not in "<&" and not _TEXT_CHAR.fullmatch(ch)):
         raise _BadEntity(m.group())
     return ch
 

@@ -1,0 +1,180 @@
+"""Models, vocabulary and events through the public API."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+import charfmt
+from charfmt import Reply, Segment, Vocabulary
+
+SAMPLE = (
+    '{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\\n<act>jump</act>\\n<msg>Hi &amp; bye</msg>"},'
+    ' {"type": "I", "order": 2, "body": "Affection +1"}]}'
+)
+
+
+def test_parse_accepts_bytes() -> None:
+    assert charfmt.parse(SAMPLE.encode()) == charfmt.parse(SAMPLE)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tag": "emo", "text": " joy"}, "key"),
+        ({"tag": "emo", "text": ""}, "key"),
+        ({"tag": "emo", "text": "a<b"}, "key"),
+        ({"tag": "msg", "text": "bell\x07"}, "control"),
+        ({"tag": "speak", "text": "x"}, "unknown segment tag"),
+    ],
+)
+def test_segment_rejects_what_the_grammar_rejects(kwargs: dict[str, str], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Segment(**kwargs)
+
+
+def test_segment_text_may_hold_markup_characters() -> None:
+    seg = Segment(tag="msg", text="</msg><emo>x</emo> & more")
+    reply = Reply(chats=[charfmt.Chat(type="C", order=1, segments=[seg])])
+    assert charfmt.parse(charfmt.dumps(reply)) == reply
+
+
+def test_chat_shapes_are_checked() -> None:
+    with pytest.raises(ValidationError):
+        charfmt.Chat(type="I", order=1, segments=[Segment(tag="msg", text="x")])
+    with pytest.raises(ValidationError):
+        charfmt.Chat(type="C", order=1, segments=[])
+    with pytest.raises(ValidationError):
+        charfmt.Chat(type="C", order=0, segments=[Segment(tag="msg", text="x")])
+    with pytest.raises(ValidationError):
+        charfmt.Chat(type="X", order=1, segments=[Segment(tag="msg", text="x")])  # type: ignore[arg-type]
+
+
+def test_reply_presents_chats_sorted_by_order_stably() -> None:
+    a = charfmt.Chat(type="I", order=2, segments=[Segment(tag="text", text="a")])
+    b = charfmt.Chat(type="I", order=1, segments=[Segment(tag="text", text="b")])
+    assert [c.order for c in Reply(chats=[a, b]).chats] == [1, 2]
+
+
+def test_dumps_is_canonical() -> None:
+    assert charfmt.dumps(charfmt.parse(SAMPLE)) == (
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<act>jump</act>\\n<msg>Hi &amp; bye</msg>"},'
+        '{"type":"I","order":2,"body":"Affection +1"}]}'
+    )
+
+
+def test_dumps_writes_non_ascii_as_itself() -> None:
+    reply = charfmt.parse('{"chats":[{"type":"I","order":1,"body":"\\u3042"}]}')
+    assert charfmt.dumps(reply) == '{"chats":[{"type":"I","order":1,"body":"あ"}]}'
+
+
+def test_vocabulary_resolves_keys_and_aliases_any_case() -> None:
+    vocab = Vocabulary(emotions=[{"key": "joy", "aliases": ["happy", "喜び"]}, "sad"])
+    assert vocab.keys == ["joy", "sad"]
+    assert vocab.resolve("Joy") == "joy"
+    assert vocab.resolve(" HAPPY ") == "joy"
+    assert vocab.resolve("喜び") == "joy"
+    assert vocab.resolve("angry") is None
+
+
+def test_vocabulary_rejects_an_alias_naming_two_keys() -> None:
+    with pytest.raises(ValidationError, match="names both"):
+        Vocabulary(emotions=[{"key": "joy", "aliases": ["glad"]}, {"key": "calm", "aliases": ["glad"]}])
+
+
+def test_strict_parse_with_vocabulary_rejects_unknown_key_at_its_position() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<msg>\\u3042</msg>\\n<emo>furious</emo>"}]}'
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(text, vocabulary=Vocabulary.of("joy", "sad"))
+    (d,) = info.value.diagnostics
+    assert d.code == "CF301"
+    assert text[d.offset : d.end] == "furious"
+    assert "joy, sad" in d.message
+
+
+def test_vocabulary_normalises_aliases_to_the_canonical_key() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>Happy</emo>"}]}'
+    vocab = Vocabulary(emotions=[{"key": "joy", "aliases": ["happy"]}])
+    assert charfmt.parse(text, vocabulary=vocab).chats[0].segments[0].text == "joy"
+    assert charfmt.parse(text).chats[0].segments[0].text == "Happy"
+
+
+def test_events_follow_the_reply() -> None:
+    events = list(charfmt.parse(SAMPLE).events())
+    assert [e.kind for e in events] == [
+        "chat_start",
+        "segment_start", "emotion", "segment_end",
+        "segment_start", "action", "segment_end",
+        "segment_start", "text", "segment_end",
+        "chat_end",
+        "chat_start", "segment_start", "text", "segment_end", "chat_end",
+    ]  # fmt: skip
+    emotion = events[2]
+    assert isinstance(emotion, charfmt.Emotion)
+    assert emotion.to_dict() == {"kind": "emotion", "chat": 0, "segment": 0, "text": "joy"}
+    delta = events[8]
+    assert isinstance(delta, charfmt.TextDelta)
+    assert (delta.tag, delta.text) == ("msg", "Hi & bye")
+
+
+def test_diagnostics_become_events_in_lenient_mode() -> None:
+    reply = charfmt.parse('{"chats":[{"type":"I","order":1,"body":"a"},{"type":"I","order":1,"body":"b"}]}', lenient=True)
+    first = next(reply.events())
+    assert isinstance(first, charfmt.DiagnosticEvent)
+    assert first.to_dict()["diagnostic"]["code"] == "CF111"
+
+
+def test_warnings_do_not_fail_strict_parsing() -> None:
+    reply = charfmt.parse('{"chats":[{"type":"I","order":3,"body":"b"},{"type":"I","order":1,"body":"a"}]}')
+    assert [d.code for d in reply.diagnostics] == ["CF112", "CF113"]
+    assert all(d.severity == "warning" for d in reply.diagnostics)
+
+
+def test_diagnostic_snippet_points_at_the_span() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<msg>hi</act>"}]}'
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(text)
+    snippet = info.value.diagnostics[0].snippet(text)
+    line, carets = snippet.split("\n")
+    assert carets.index("^") == line.index("</act>")
+    assert carets.count("^") == len("</act>")
+    assert "demo:1:" in info.value.report("demo")
+
+
+def test_snippet_counts_wide_characters_twice() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<msg>わあ</act>"}]}'
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(text)
+    line, carets = info.value.diagnostics[0].snippet(text).split("\n")
+    assert carets.index("^") == line.index("</act>") + 2  # two wide characters before it
+
+
+def test_parse_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        charfmt.parse("{}")
+    assert issubclass(charfmt.ParseError, charfmt.CharfmtError)
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [(b"\xff\xfe{", "CF001"), ("", "CF003"), ("   \n", "CF003"), ("[" * 100_000, "CF110")],
+)
+def test_bad_input_is_a_diagnostic_never_a_traceback(data: str | bytes, code: str) -> None:
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(data)
+    assert info.value.diagnostics[0].code == code
+    assert [d.code for d in charfmt.parse(data, lenient=True).diagnostics] == [code]
+
+
+def test_max_size_is_enforced_and_configurable() -> None:
+    with pytest.raises(charfmt.ParseError, match="CF002"):
+        charfmt.parse(SAMPLE, max_size=10)
+    assert charfmt.parse(SAMPLE, max_size=len(SAMPLE)).chats
+
+
+def test_public_api_is_small_and_exported() -> None:
+    for name in charfmt.__all__:
+        assert hasattr(charfmt, name)
+    assert {"parse", "dumps", "json_schema", "Reply", "Chat", "Segment", "Diagnostic", "ParseError"} <= set(
+        charfmt.__all__
+    )

@@ -1,0 +1,84 @@
+"""json_schema: valid replies validate, and each provider variant keeps to what it accepts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given
+
+import charfmt
+from charfmt.testing import replies
+
+# Keywords each provider's structured-output mode accepts (as documented by each).
+ALLOWED = {
+    "openai": {"type", "properties", "required", "additionalProperties", "enum", "items", "description", "minimum"},
+    "anthropic": {"type", "properties", "required", "additionalProperties", "enum", "items", "description"},
+    "gemini": {"type", "properties", "required", "enum", "items", "description", "minimum", "propertyOrdering"},
+}
+
+
+def _objects(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [schema]
+    for sub in schema.get("properties", {}).values():
+        found += _objects(sub)
+    if "items" in schema:
+        found += _objects(schema["items"])
+    return found
+
+
+def _keywords(schema: dict[str, Any]) -> set[str]:
+    return {k for node in _objects(schema) for k in node}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_provider_schema_uses_only_supported_keywords(provider: str) -> None:
+    schema = charfmt.json_schema(provider)
+    assert _keywords(schema) <= ALLOWED[provider]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_strict_providers_close_every_object_and_require_every_property(provider: str) -> None:
+    for node in _objects(charfmt.json_schema(provider)):
+        if node.get("type") == "object":
+            assert node["additionalProperties"] is False
+            assert set(node["required"]) == set(node["properties"])
+
+
+def test_gemini_orders_properties_for_streaming() -> None:
+    chat = charfmt.json_schema("gemini")["properties"]["chats"]["items"]
+    assert chat["propertyOrdering"] == ["type", "order", "body"]
+
+
+def test_unknown_provider_is_a_charfmt_error() -> None:
+    with pytest.raises(charfmt.CharfmtError, match="unknown provider"):
+        charfmt.json_schema("llama")
+
+
+def test_generic_schema_is_valid_json_schema() -> None:
+    schema = charfmt.json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@given(replies())
+def test_every_valid_reply_validates(reply: charfmt.Reply) -> None:
+    doc = json.loads(charfmt.dumps(reply))
+    for provider in (None, "openai", "anthropic", "gemini"):
+        jsonschema.validate(doc, charfmt.json_schema(provider))
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"chats": [{"type": "X", "order": 1, "body": ""}]},
+        {"chats": [{"type": "C", "order": 0, "body": ""}]},
+        {"chats": [{"type": "C", "order": 1}]},
+        {"chats": [{"type": "C", "order": 1, "body": "", "extra": 1}]},
+        {"chats": [], "mood": "joy"},
+    ],
+)
+def test_schema_rejects_wrong_envelopes(doc: dict[str, Any]) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, charfmt.json_schema())

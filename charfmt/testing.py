@@ -43,10 +43,7 @@ def keys() -> st.SearchStrategy[str]:
 def segments() -> st.SearchStrategy[Segment]:
     """One element of a ``C`` body, any tag of the tag table."""
     return st.one_of(
-        *(
-            st.builds(Segment, tag=st.just(t.name), text=keys() if t.content == "key" else texts())
-            for t in TAGS
-        )
+        *(st.builds(Segment, tag=st.just(t.name), text=keys() if t.content == "key" else texts()) for t in TAGS)
     )
 
 

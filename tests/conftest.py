@@ -36,5 +36,5 @@ def load_cases(filename: str) -> list[Case]:
         given, sep, expected = rest.partition("\n---\n")
         assert sep, f"case {name!r} in {filename} has no '---' line"
         lines = [line for line in expected.strip("\n").split("\n") if line.strip()]
-        cases.append(Case(name.strip(), given.rstrip("\n") if given.endswith("\n\n") else given.rstrip("\n"), lines))
+        cases.append(Case(name.strip(), given.rstrip("\n"), lines))
     return cases

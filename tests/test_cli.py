@@ -75,7 +75,7 @@ def test_check_valid_and_invalid(good: Path, bad: Path, capsys: pytest.CaptureFi
     assert "ok (2 chats)" in capsys.readouterr().out
     assert main(["check", str(good), str(bad)]) == 1
     out = capsys.readouterr().out
-    line, snippet, carets = out.splitlines()[1:4]
+    line, _snippet, carets = out.splitlines()[1:4]
     assert line == f"{bad}:1:48: CF205 chat 0 body: </act> closes <msg>; expected </msg>"
     assert carets.strip() == "^^^^^^"
 

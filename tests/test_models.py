@@ -118,7 +118,9 @@ def test_events_follow_the_reply() -> None:
 
 
 def test_diagnostics_become_events_in_lenient_mode() -> None:
-    reply = charfmt.parse('{"chats":[{"type":"I","order":1,"body":"a"},{"type":"I","order":1,"body":"b"}]}', lenient=True)
+    reply = charfmt.parse(
+        '{"chats":[{"type":"I","order":1,"body":"a"},{"type":"I","order":1,"body":"b"}]}', lenient=True
+    )
     first = next(reply.events())
     assert isinstance(first, charfmt.DiagnosticEvent)
     assert first.to_dict()["diagnostic"]["code"] == "CF111"

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.testing import chats, replies
 from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES
+from charfmt.testing import chats, replies
 
 
 @given(replies())
@@ -31,13 +31,12 @@ def test_any_unique_orders_round_trip(items: list[charfmt.Chat]) -> None:
 
 def _noisy(reply: charfmt.Reply, rnd: random.Random) -> str:
     """The same reply written as a model might: other escapes, key order, spacing."""
+
     def escape(text: str) -> str:
         # Every spelling the parser decodes: named, decimal and hex references, raw '>'.
         spellings = {"&": ["&amp;", "&#38;"], "<": ["&lt;", "&#x3c;"], ">": ["&gt;", ">", "&#62;", "&#X3E;"]}
         return "".join(
-            rnd.choice(spellings[c]) if c in spellings
-            else f"&#{ord(c)};" if c.isalpha() and rnd.random() < 0.1
-            else c
+            rnd.choice(spellings[c]) if c in spellings else f"&#{ord(c)};" if c.isalpha() and rnd.random() < 0.1 else c
             for c in text
         )
 

@@ -8,13 +8,14 @@ into the *decoded* body string; the caller maps them back to the raw input.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Final
+from typing import Any, Final
 
-from lark import Lark, Token, Transformer
+from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.parsers.lalr_analysis import Shift
 
 from charfmt._resources import read_text
 from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TAGS, TEXT_TAG
@@ -83,37 +84,6 @@ def decode_text(raw: str) -> str:
 # --- the parser --------------------------------------------------------------
 
 
-class _ToElements(Transformer[Token, object]):
-    """Inline LALR callbacks, one per grammar rule, building ``(tag, text)`` tuples."""
-
-    def c_body(self, children: list[Element]) -> list[Element]:
-        return children
-
-    def text_body(self, children: list[Token]) -> list[Element]:
-        return [(TEXT_TAG, decode_text(children[0]))]
-
-    def bodies(self, children: list[list[Element]]) -> list[list[Element]]:
-        return children
-
-
-def _element_callback(tag: str, key: bool) -> object:
-    if key:
-
-        def element(_self: object, children: list[Token]) -> Element:
-            return (tag, str(children[1]))
-    else:
-
-        def element(_self: object, children: list[Token]) -> Element:
-            return (tag, decode_text(children[1]) if len(children) == 3 else "")
-
-    element.__name__ = tag
-    return element
-
-
-for _t in TAGS:
-    setattr(_ToElements, _t.name, _element_callback(_t.name, _t.content == "key"))
-
-
 @cache
 def _lark() -> Lark:
     return Lark(
@@ -121,7 +91,6 @@ def _lark() -> Lark:
         parser="lalr",
         lexer="contextual",
         start=["c_body", "text_body", "bodies"],
-        transformer=_ToElements(),
     )
 
 
@@ -135,6 +104,133 @@ _TEXT_CHAR: Final = re.compile(r"[^<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff
 """One character that TEXT allows literally (plus '<' and '&', which it allows escaped)."""
 
 
+class _Reject(Exception):
+    """The fast driver met input the grammar does not accept."""
+
+
+class _Driver:
+    """Lark's LALR tables and callbacks, driven by a lean loop (the hot path).
+
+    Lark's own ``parse`` spends most of its time on per-token objects (``Token``,
+    lexer and parser state); this loop runs the same tables, the same rule
+    callbacks and the same contextual lexing (one scanner regex per parser state,
+    holding only the terminals that state accepts), on plain strings. It only
+    answers "accepted, with this value" or "rejected": diagnostics come from
+    Lark's own parser, which is run again on the body that failed.
+    """
+
+    def __init__(self, lark: Lark) -> None:
+        frontend: Any = lark.parser
+        parser = frontend.parser.parser
+        table = parser.parse_table
+        self.start_states: dict[str, int] = table.start_states
+        self.end_states: dict[str, int] = table.end_states
+        terminals = {t.name: t for t in lark.terminals}
+        reducers = {rule: (str(rule.origin.name), len(rule.expansion), _reducer(rule)) for rule in parser.callbacks}
+        # Shift: (True, next state); reduce: (False, (rule name, rule length, semantic action)).
+        self.states: dict[int, dict[str, tuple[bool, Any]]] = {
+            state: {
+                str(sym): (True, arg) if action is Shift else (False, reducers[arg])
+                for sym, (action, arg) in actions.items()
+            }
+            for state, actions in table.states.items()
+        }
+        self.scanners: dict[int, re.Pattern[str] | None] = {}
+        for state, actions in table.states.items():
+            defs = sorted(
+                (terminals[name] for name in actions if name in terminals),
+                key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
+            )
+            alternatives = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in defs)
+            self.scanners[state] = re.compile(alternatives) if alternatives else None
+
+    def parse(self, text: str, start: str) -> Any:
+        states, scanners = self.states, self.scanners
+        state_stack = [self.start_states[start]]
+        value_stack: list[Any] = []
+        end_state = self.end_states[start]
+        pos, n = 0, len(text)
+        while True:
+            if pos < n:
+                scanner = scanners[state_stack[-1]]
+                m = scanner.match(text, pos) if scanner is not None else None
+                if m is None:
+                    raise _Reject
+                kind: str = m.lastgroup  # type: ignore[assignment]
+                value: Any = m.group()
+                pos = m.end()
+            else:
+                kind, value = "$END", ""
+            while True:
+                try:
+                    shift, arg = states[state_stack[-1]][kind]
+                except KeyError:
+                    raise _Reject from None
+                if shift:
+                    state_stack.append(arg)
+                    value_stack.append(value)
+                    break
+                origin, size, action = arg
+                if size:
+                    children = value_stack[-size:]
+                    del state_stack[-size:]
+                    del value_stack[-size:]
+                else:
+                    children = []
+                state_stack.append(states[state_stack[-1]][origin][1])
+                value_stack.append(action(children))
+                if kind == "$END" and state_stack[-1] == end_state:
+                    return value_stack[-1]
+
+
+def _reducer(rule: Any) -> Callable[[list[Any]], Any]:
+    """The semantic action of one grammar rule, building ``(tag, text)`` elements.
+
+    Tag rules (generated from the tag table) give an element; ``text_body`` gives a
+    one-element list; ``?rule`` with one child passes it through; every other rule
+    gives the list of its children, with ``_``-terminals dropped and ``_``-rules
+    (Lark's helpers for ``*`` and ``+``) spliced in, reusing the left child's list
+    so long bodies build in linear time.
+    """
+    name = str(rule.origin.name)
+    symbols = rule.expansion
+    if name in TAG_BY_NAME:
+        at = next((i for i, sym in enumerate(symbols) if sym.is_term and sym.name in ("TEXT", "KEY")), None)
+        if at is None:
+            return lambda children: (name, "")
+        if TAG_BY_NAME[name].content == "key":
+            return lambda children: (name, children[at])
+        return lambda children: (name, decode_text(children[at]))
+    if name == "text_body":
+        return lambda children: [(TEXT_TAG, decode_text(children[0]))]
+    kept = [i for i, sym in enumerate(symbols) if not (sym.is_term and (sym.filter_out or sym.name.startswith("_")))]
+    if rule.options.expand1 and len(kept) == 1:
+        only = kept[0]
+        return lambda children: children[only]
+    spliced = frozenset(i for i in kept if not symbols[i].is_term and symbols[i].name.startswith("_"))
+
+    def collect(children: list[Any]) -> list[Any]:
+        out: list[Any] | None = None
+        for i in kept:
+            if i in spliced:
+                if out is None:
+                    out = children[i]  # the helper's own list: append to it in place
+                else:
+                    out.extend(children[i])
+            elif out is None:
+                out = [children[i]]
+            else:
+                out.append(children[i])
+        return out if out is not None else []
+
+    return collect
+
+
+@cache
+def _driver() -> _Driver:
+    return _Driver(_lark())
+
+
 def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None:
     """Parse every ``(chat type, body)`` of a reply in one LALR call.
 
@@ -143,8 +239,8 @@ def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None
     """
     doc = "".join((_C_MARK if kind in TAGGED_TYPES else _TEXT_MARK) + body for kind, body in bodies)
     try:
-        result: list[list[Element]] = _lark().parse(doc, start="bodies")  # type: ignore[assignment]
-    except (UnexpectedInput, _BadEntity):
+        result: list[list[Element]] = _driver().parse(doc, "bodies")
+    except (_Reject, _BadEntity):
         return None
     return result if len(result) == len(bodies) else None
 
@@ -163,14 +259,18 @@ def parse_body(kind: str, body: str) -> list[Element]:
     """Parse one body of chat type ``kind``; raises :class:`BodyError`."""
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     try:
-        result: list[Element] = _lark().parse(body, start=start)  # type: ignore[assignment]
+        result: list[Element] = _driver().parse(body, start)
+    except _Reject:
+        try:
+            _lark().parse(body, start=start)
+        except UnexpectedInput as e:
+            raise _diagnose(e, kind, body) from None
+        raise BodyError("CF201", "body rejected", 0, len(body)) from None  # the two parsers disagree: a bug
     except _BadEntity as e:
         at = body.find(e.entity)
         raise BodyError(
             "CF207", f"entity {e.entity} is not a character allowed in text", at, at + len(e.entity)
         ) from None
-    except UnexpectedInput as e:
-        raise _diagnose(e, kind, body) from None
     return result
 
 

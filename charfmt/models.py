@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -13,6 +13,23 @@ from charfmt.events import Event, reply_events
 from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
 
 ChatType = Literal["C", "I", "E"]
+
+_M = TypeVar("_M", bound=BaseModel)
+_set = object.__setattr__
+
+
+def construct_trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    """Build a model from values the parser already checked (no validation).
+
+    ``model_construct`` does the same but spends most of a parse's time on
+    defaults bookkeeping; the parser knows every field is present and valid.
+    """
+    obj = cls.__new__(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", set(values))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
 
 
 class Segment(BaseModel):

@@ -12,7 +12,7 @@ from typing import Any, Final
 from charfmt.body import BodyError, Element, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError
 from charfmt.envelope import JSONError, Locator, NonFinite, decode
-from charfmt.models import Chat, Reply, Segment, Vocabulary
+from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
@@ -38,7 +38,7 @@ def parse(
     try:
         reply = run.parse(text, max_size)
     except _Stop:
-        reply = Reply.model_construct(chats=[], diagnostics=run.diagnostics)
+        reply = construct_trusted(Reply, {"chats": [], "diagnostics": run.diagnostics})
     if not lenient and any(d.severity == "error" for d in reply.diagnostics):
         raise ParseError(reply.diagnostics, run.source)
     return reply
@@ -99,7 +99,7 @@ class _Run:
         self._check_orders(rows)
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
         chats.sort(key=lambda c: c.order)
-        return Reply.model_construct(chats=chats, diagnostics=self.diagnostics)
+        return construct_trusted(Reply, {"chats": chats, "diagnostics": self.diagnostics})
 
     def _text(self, text: str | bytes, max_size: int) -> str:
         if len(text) > max_size:
@@ -192,8 +192,8 @@ class _Run:
                     self._unknown_key(index, n, elements, text, vocabulary)
                 else:
                     shown = key
-            segments.append(Segment.model_construct(tag=tag, text=shown))
-        return Chat.model_construct(type=kind, order=order, segments=segments)  # type: ignore[arg-type]
+            segments.append(construct_trusted(Segment, {"tag": tag, "text": shown}))
+        return construct_trusted(Chat, {"type": kind, "order": order, "segments": segments})
 
     def _unknown_key(self, index: int, n: int, elements: list[Element], key: str, vocabulary: Vocabulary) -> None:
         path = ("chats", index, "body")

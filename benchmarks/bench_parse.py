@@ -1,0 +1,158 @@
+"""Benchmark: charfmt.parse (strict) against json.loads + re.finditer, interleaved in one run.
+
+Run: .venv/bin/python benchmarks/bench_parse.py [--quick] [--json OUT]
+
+Prints, per reply size, the median time of each and their ratio, the scaling of
+charfmt.parse from 3 KB to 3 MB (time ratio divided by size ratio: 1.0 is linear),
+and the cold start (``import charfmt`` + first parse in a fresh process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import charfmt
+from charfmt.writer import escape
+
+REFERENCE_TAG = re.compile(r"<(emo|act|msg|thought)>(.*?)</\1>", re.S)
+
+LINES_JA = ["わあ、本当ですか！", "まさか、あなたがそこまで知っているなんて…", "えへへ、ありがとう♪", "もう、知らないっ！"]
+LINES_EN = ["Wait, you found it?", "That's *amazing* — really!", "HP < 50 & falling, run!", "Fine. Whatever. 3.5 stars."]
+EMOJI = ["🎉", "😳", "💢", "✨", ""]
+EMOS = ["joy", "surprise", "angry", "sad", "shy", "neutral"]
+ACTS = ["jump", "一歩あとずさりする", "crosses arms", "looks away"]
+INFO = ["好感度が上がった音がした。", "Mio joined the party.", 'Quest "Lost & Found" updated.']
+
+
+def _chat(rnd: random.Random, order: int) -> dict[str, Any]:
+    kind = rnd.choices("CIE", weights=[6, 2, 1])[0]
+    if kind != "C":
+        return {"type": kind, "order": order, "body": escape(rnd.choice(INFO))}
+    parts = [f"<emo>{rnd.choice(EMOS)}</emo>"]
+    if rnd.random() < 0.6:
+        parts.append(f"<act>{escape(rnd.choice(ACTS))}</act>")
+    for _ in range(rnd.randint(1, 2)):
+        line = rnd.choice(LINES_JA + LINES_EN) + rnd.choice(EMOJI)
+        parts.append(f"<msg>{escape(line)}</msg>")
+    if rnd.random() < 0.2:
+        parts.append(f"<thought>{escape(rnd.choice(LINES_JA))}</thought>")
+    return {"type": "C", "order": order, "body": "\n".join(parts)}
+
+
+def make_reply(target_bytes: int, seed: int = 1) -> str:
+    """A realistic reply of about ``target_bytes`` UTF-8 bytes (JSON escapes included)."""
+    rnd = random.Random(seed)
+    chats: list[dict[str, Any]] = []
+    size = 12
+    while size < target_bytes or not chats:
+        chat = _chat(rnd, len(chats) + 1)
+        chats.append(chat)
+        size += len(json.dumps(chat, ensure_ascii=rnd.random() < 0.3).encode())
+    return json.dumps({"chats": chats}, ensure_ascii=False)
+
+
+def reference(text: str) -> list[list[tuple[str, str]]]:
+    """What a hand-rolled consumer does: json.loads, then one regex over each body."""
+    out = []
+    for chat in json.loads(text)["chats"]:
+        body = chat["body"]
+        if chat["type"] == "C":
+            out.append([(m.group(1), _unescape(m.group(2))) for m in REFERENCE_TAG.finditer(body)])
+        else:
+            out.append([("text", _unescape(body))])
+    return out
+
+
+def _unescape(text: str) -> str:
+    return html.unescape(text) if "&" in text else text
+
+
+def _time(fn: Callable[[str], object], text: str, number: int) -> float:
+    start = time.perf_counter()
+    for _ in range(number):
+        fn(text)
+    return (time.perf_counter() - start) / number
+
+
+def compare(text: str, rounds: int, budget: float) -> dict[str, float]:
+    """Median per-call seconds of reference, strict and lenient parse, interleaved."""
+    one = max(_time(charfmt.parse, text, 1), 1e-6)
+    number = max(1, int(budget / rounds / one / 3))
+    samples: dict[str, list[float]] = {"reference": [], "strict": [], "lenient": []}
+    lenient: Callable[[str], object] = lambda t: charfmt.parse(t, lenient=True)  # noqa: E731
+    for _ in range(rounds):
+        samples["reference"].append(_time(reference, text, number))
+        samples["strict"].append(_time(charfmt.parse, text, number))
+        samples["lenient"].append(_time(lenient, text, number))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def cold_start(sample: str, runs: int) -> dict[str, float]:
+    """Fresh-process seconds for ``import charfmt`` + first parse, minus bare interpreter start."""
+    code = f"import charfmt; charfmt.parse({sample!r})"
+
+    def run(args: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, *args], check=True)
+        return time.perf_counter() - start
+
+    bare = statistics.median(run(["-c", "pass"]) for _ in range(runs))
+    full = statistics.median(run(["-c", code]) for _ in range(runs))
+    return {"interpreter": bare, "import_and_first_parse": full - bare}
+
+
+def _human(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} KB" if n >= 1e3 else f"{n} B"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    ap.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
+    args = ap.parse_args(argv)
+    rounds, budget = (3, 0.3) if args.quick else (9, 3.0)
+    sizes = {"typical": 300, "3KB": 3_000, "300KB": 300_000, "3MB": 3_000_000}
+    results: dict[str, Any] = {"python": sys.version.split()[0], "sizes": {}}
+    print(f"{'reply':>8} {'bytes':>9} {'reference':>11} {'strict':>11} {'ratio':>6} {'lenient':>11} {'len/str':>7}")
+    for name, target in sizes.items():
+        text = make_reply(target)
+        assert [[(s.tag, s.text) for s in c.segments] for c in charfmt.parse(text).chats] == reference(text)
+        t = compare(text, rounds, budget)
+        size = len(text.encode())
+        ratio = t["strict"] / t["reference"]
+        results["sizes"][name] = {"bytes": size, **t, "ratio": ratio, "lenient_over_strict": t["lenient"] / t["strict"]}
+        print(
+            f"{name:>8} {_human(size):>9} {t['reference'] * 1e6:>9.1f}us {t['strict'] * 1e6:>9.1f}us "
+            f"{ratio:>5.2f}x {t['lenient'] * 1e6:>9.1f}us {t['lenient'] / t['strict']:>6.2f}x"
+        )
+    s = results["sizes"]
+    scaling = {
+        "3KB->300KB": (s["300KB"]["strict"] / s["3KB"]["strict"]) / (s["300KB"]["bytes"] / s["3KB"]["bytes"]),
+        "300KB->3MB": (s["3MB"]["strict"] / s["300KB"]["strict"]) / (s["3MB"]["bytes"] / s["300KB"]["bytes"]),
+    }
+    results["scaling"] = scaling
+    print("scaling (time ratio / size ratio, 1.00 = linear): " + ", ".join(f"{k} {v:.2f}" for k, v in scaling.items()))
+    results["cold_start"] = cold_start(make_reply(300), 3 if args.quick else 7)
+    print(
+        f"cold start: import charfmt + first parse {results['cold_start']['import_and_first_parse'] * 1e3:.0f} ms "
+        f"(bare interpreter {results['cold_start']['interpreter'] * 1e3:.0f} ms)"
+    )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

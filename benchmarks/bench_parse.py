@@ -26,8 +26,18 @@ from charfmt.writer import escape
 
 REFERENCE_TAG = re.compile(r"<(emo|act|msg|thought)>(.*?)</\1>", re.S)
 
-LINES_JA = ["わあ、本当ですか！", "まさか、あなたがそこまで知っているなんて…", "えへへ、ありがとう♪", "もう、知らないっ！"]
-LINES_EN = ["Wait, you found it?", "That's *amazing* — really!", "HP < 50 & falling, run!", "Fine. Whatever. 3.5 stars."]
+LINES_JA = [
+    "わあ、本当ですか！",
+    "まさか、あなたがそこまで知っているなんて…",
+    "えへへ、ありがとう♪",
+    "もう、知らないっ！",
+]
+LINES_EN = [
+    "Wait, you found it?",
+    "That's *amazing* — really!",
+    "HP < 50 & falling, run!",
+    "Fine. Whatever. 3.5 stars.",
+]
 EMOJI = ["🎉", "😳", "💢", "✨", ""]
 EMOS = ["joy", "surprise", "angry", "sad", "shy", "neutral"]
 ACTS = ["jump", "一歩あとずさりする", "crosses arms", "looks away"]

@@ -6,6 +6,7 @@
 [('emo', 'joy'), ('msg', 'Hi!')]
 """
 
+from charfmt.character import Character, CharacterError, Exchange, load_history
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.events import (
     Action,
@@ -20,13 +21,26 @@ from charfmt.events import (
 )
 from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
 from charfmt.parser import parse
+from charfmt.render import (
+    BudgetError,
+    TemplateError,
+    estimate_tokens,
+    render_messages,
+    render_system,
+    render_text,
+    render_user_block,
+)
 from charfmt.schema import json_schema
 from charfmt.tags import TAGS, TagSpec
+from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
 from charfmt.writer import dumps
 
 __all__ = [
     "TAGS",
     "Action",
+    "BudgetError",
+    "Character",
+    "CharacterError",
     "CharfmtError",
     "Chat",
     "ChatEnd",
@@ -36,15 +50,28 @@ __all__ = [
     "Emotion",
     "EmotionKey",
     "Event",
+    "Exchange",
     "ParseError",
     "Reply",
     "Segment",
     "SegmentEnd",
     "SegmentStart",
     "TagSpec",
+    "TemplateError",
     "TextDelta",
+    "UserChat",
+    "UserContext",
+    "UserTurn",
     "Vocabulary",
     "dumps",
+    "estimate_tokens",
     "json_schema",
+    "load_history",
     "parse",
+    "parse_input",
+    "parse_shorthand",
+    "render_messages",
+    "render_system",
+    "render_text",
+    "render_user_block",
 ]

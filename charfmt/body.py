@@ -104,11 +104,11 @@ _TEXT_CHAR: Final = re.compile(r"[^<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff
 """One character that TEXT allows literally (plus '<' and '&', which it allows escaped)."""
 
 
-class _Reject(Exception):
+class Reject(Exception):
     """The fast driver met input the grammar does not accept."""
 
 
-class _Driver:
+class Driver:
     """Lark's LALR tables and callbacks, driven by a lean loop (the hot path).
 
     Lark's own ``parse`` spends most of its time on per-token objects (``Token``,
@@ -155,7 +155,7 @@ class _Driver:
                 scanner = scanners[state_stack[-1]]
                 m = scanner.match(text, pos) if scanner is not None else None
                 if m is None:
-                    raise _Reject
+                    raise Reject
                 kind: str = m.lastgroup  # type: ignore[assignment]
                 value: Any = m.group()
                 pos = m.end()
@@ -165,7 +165,7 @@ class _Driver:
                 try:
                     shift, arg = states[state_stack[-1]][kind]
                 except KeyError:
-                    raise _Reject from None
+                    raise Reject from None
                 if shift:
                     state_stack.append(arg)
                     value_stack.append(value)
@@ -227,8 +227,8 @@ def _reducer(rule: Any) -> Callable[[list[Any]], Any]:
 
 
 @cache
-def _driver() -> _Driver:
-    return _Driver(_lark())
+def _driver() -> Driver:
+    return Driver(_lark())
 
 
 def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None:
@@ -240,7 +240,7 @@ def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None
     doc = "".join((_C_MARK if kind in TAGGED_TYPES else _TEXT_MARK) + body for kind, body in bodies)
     try:
         result: list[list[Element]] = _driver().parse(doc, "bodies")
-    except (_Reject, _BadEntity):
+    except (Reject, _BadEntity):
         return None
     return result if len(result) == len(bodies) else None
 
@@ -260,7 +260,7 @@ def parse_body(kind: str, body: str) -> list[Element]:
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     try:
         result: list[Element] = _driver().parse(body, start)
-    except _Reject:
+    except Reject:
         try:
             _lark().parse(body, start=start)
         except UnexpectedInput as e:

@@ -1,4 +1,4 @@
-"""The ``charfmt`` command: parse, check, schema, demo.
+"""The ``charfmt`` command: parse, check, schema, render, demo.
 
 Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import TextIO
 
-from charfmt.diagnostics import Diagnostic, ParseError
+from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.models import Reply
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.schema import PROVIDERS, json_schema
@@ -109,6 +109,30 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_render(args: argparse.Namespace) -> int:
+    from charfmt.character import Character, load_history  # noqa: PLC0415 (jinja only when rendering)
+    from charfmt.render import render_messages, render_text  # noqa: PLC0415
+
+    try:
+        character = Character.load(args.character)
+        history = load_history(args.history, character) if args.history else []
+        turn = character.shorthand(args.say)
+        for d in turn.diagnostics:
+            print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
+        options = {"templates": args.templates, "budget": args.budget}
+        if args.format == "text":
+            print(render_text(character, history, turn, **options))
+        else:
+            request = render_messages(
+                character, history, turn, provider=args.provider, structured=args.structured, **options
+            )
+            print(json.dumps(request, ensure_ascii=False, indent=2))
+    except CharfmtError as e:
+        print(f"charfmt: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
 def _cmd_demo(_args: argparse.Namespace) -> int:
     data = resources.files("charfmt").joinpath("data")
     good = data.joinpath("demo_reply.json").read_text(encoding="utf-8")
@@ -158,6 +182,19 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("schema", help="print the reply envelope as JSON Schema")
     sp.add_argument("--provider", choices=PROVIDERS, default=None)
     sp.set_defaults(run=_cmd_schema)
+
+    sp = sub.add_parser("render", help="render a provider request for a character and a user turn")
+    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file")
+    sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
+    sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
+    sp.add_argument("--provider", choices=PROVIDERS, default="openai")
+    sp.add_argument(
+        "--format", choices=("json", "text"), default="json", help="json: provider request; text: one prompt"
+    )
+    sp.add_argument("--templates", metavar="DIR", help="a folder of your own templates, looked up first")
+    sp.add_argument("--budget", type=int, metavar="TOKENS", help="drop the oldest exchanges to fit")
+    sp.add_argument("--structured", action="store_true", help="add the provider's structured-output schema")
+    sp.set_defaults(run=_cmd_render)
 
     sp = sub.add_parser("demo", help="parse a bundled reply and show a strict error")
     sp.set_defaults(run=_cmd_demo)

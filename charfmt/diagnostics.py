@@ -44,6 +44,9 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF212": ("error", "tags take no attributes"),
     # meaning
     "CF301": ("error", "emotion key is not in the vocabulary"),
+    # user input
+    "CF401": ("warning", "shorthand word is not an emotion or action of the character; kept as text"),
+    "CF501": ("error", "text is not a user block as prompts/user.j2 renders it"),
 }
 """Every diagnostic code charfmt emits: default severity and a one-line title.
 

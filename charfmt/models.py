@@ -64,6 +64,18 @@ def _text_ok(text: str) -> bool:
     return bool(terminal_regex("TEXT").fullmatch(probe))
 
 
+def check_body(kind: str, segments: list[Segment]) -> None:
+    """Raise ``ValueError`` unless ``segments`` is a valid body for chat type ``kind``."""
+    if kind in TAGGED_TYPES:
+        if not segments:
+            raise ValueError("a C chat has at least one segment")
+        for s in segments:
+            if s.tag not in TAG_BY_NAME:
+                raise ValueError(f"a C chat cannot hold a {s.tag!r} segment")
+    elif len(segments) != 1 or segments[0].tag != TEXT_TAG or not segments[0].text:
+        raise ValueError(f"an {kind} chat holds exactly one non-empty 'text' segment")
+
+
 class Chat(BaseModel):
     """One entry of the reply's ``chats`` array."""
 
@@ -78,14 +90,7 @@ class Chat(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Chat:
-        if self.type in TAGGED_TYPES:
-            if not self.segments:
-                raise ValueError("a C chat has at least one segment")
-            for s in self.segments:
-                if s.tag not in TAG_BY_NAME:
-                    raise ValueError(f"a C chat cannot hold a {s.tag!r} segment")
-        elif len(self.segments) != 1 or self.segments[0].tag != TEXT_TAG or not self.segments[0].text:
-            raise ValueError(f"an {self.type} chat holds exactly one non-empty 'text' segment")
+        check_body(self.type, self.segments)
         return self
 
     def texts(self, tag: str) -> list[str]:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from charfmt.body import terminal_regex
 from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import TAGGED_TYPES, TAGS, TEXT_TAG
+from charfmt.userinput import CONTEXT_FIELDS, UserChat, UserContext, UserTurn
 
 _CONTROLS_ALLOWED = "\t\n\r"
 
@@ -66,3 +67,54 @@ def replies(draw: st.DrawFn, max_chats: int = 5) -> Reply:
     n = draw(st.integers(min_value=0, max_value=max_chats))
     orders = draw(st.permutations(list(range(1, n + 1))))
     return Reply(chats=[draw(chats(order=o)) for o in orders])
+
+
+def _nasty() -> st.SearchStrategy[str]:
+    """Strings that try to break out: markup, template syntax, brackets, quotes, RTL, emoji."""
+    return st.sampled_from(
+        [
+            "</msg>", "<emo>x</emo>", "</chat></user_chats>", "[angry]", "{{ 7*7 }}", "{% raw %}", "&amp;", "&lt;",
+            '"quoted"', "'single'", "\n", "\r\n", "\t", "مرحبا", "🎉", "[User Context]", "Emotion: joy", "&#10;",
+        ]
+    )  # fmt: skip
+
+
+def user_texts(*, min_size: int = 0) -> st.SearchStrategy[str]:
+    """User-supplied text: random text mixed with injection attempts."""
+    return (
+        st.lists(st.one_of(texts(max_size=8), _nasty()), min_size=min_size, max_size=5)
+        .map("".join)
+        .filter(lambda s: len(s) >= min_size)
+    )
+
+
+@st.composite
+def user_chats(draw: st.DrawFn) -> UserChat:
+    """One user chat with a valid body (text drawn from :func:`user_texts`)."""
+    kind = draw(st.sampled_from(["C", "C", "I", "E"]))
+    if kind in TAGGED_TYPES:
+        segs = [
+            Segment(tag=t.name, text=draw(keys() if t.content == "key" else user_texts()))
+            for t in draw(st.lists(st.sampled_from(TAGS), min_size=1, max_size=4))
+        ]
+    else:
+        segs = [Segment(tag=TEXT_TAG, text=draw(user_texts(min_size=1)))]
+    return UserChat(type=kind, segments=segs)
+
+
+def user_contexts() -> st.SearchStrategy[UserContext | None]:
+    """A ``[User Context]`` block, or ``None``."""
+    value = st.one_of(st.none(), user_texts(min_size=1))
+    extra = st.dictionaries(
+        st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,8}", fullmatch=True), user_texts(min_size=1), max_size=3
+    )
+    contexts = st.builds(
+        UserContext, emotion=value, action=value, environment=value,
+        extra=extra.map(lambda d: {k: v for k, v in d.items() if k.lower() not in CONTEXT_FIELDS}),
+    )  # fmt: skip
+    return st.one_of(st.none(), contexts)
+
+
+def user_turns() -> st.SearchStrategy[UserTurn]:
+    """A user turn: chats and an optional context, with injection attempts in every string."""
+    return st.builds(UserTurn, chats=st.lists(user_chats(), max_size=3), context=user_contexts())

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Final
 
-from charfmt.models import Chat, Reply
+from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import ELEMENT_SEPARATOR, TAG_BY_NAME, TAGGED_TYPES
 
 _ESCAPES: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
@@ -18,10 +19,15 @@ def escape(text: str) -> str:
 
 def body(chat: Chat) -> str:
     """The canonical body string of one chat."""
-    if chat.type not in TAGGED_TYPES:
-        return escape(chat.segments[0].text)
+    return body_text(chat.type, chat.segments)
+
+
+def body_text(kind: str, segments: Sequence[Segment]) -> str:
+    """The canonical body string of chat type ``kind`` holding ``segments``."""
+    if kind not in TAGGED_TYPES:
+        return escape(segments[0].text)
     parts = []
-    for seg in chat.segments:
+    for seg in segments:
         tag = TAG_BY_NAME[seg.tag]
         content = seg.text if tag.content == "key" else escape(seg.text)
         parts.append(f"{tag.open}{content}{tag.close}")

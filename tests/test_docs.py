@@ -80,3 +80,10 @@ def test_example_reports_a_broken_reply(tmp_path: object) -> None:
     )
     assert done.returncode == 1
     assert "CF301" in done.stderr
+
+
+def test_readme_full_round_is_the_example_script() -> None:
+    script = (ROOT / "examples" / "full_round.py").read_text(encoding="utf-8")
+    block = README.split("A full round")[1].split("```python\n", 1)[1].split("\n```", 1)[0]
+    for line in block.splitlines():
+        assert line.strip() in script, line

@@ -19,6 +19,7 @@ from charfmt.events import (
     SegmentStart,
     TextDelta,
 )
+from charfmt.export import grammar
 from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
 from charfmt.parser import parse
 from charfmt.render import (
@@ -65,6 +66,7 @@ __all__ = [
     "Vocabulary",
     "dumps",
     "estimate_tokens",
+    "grammar",
     "json_schema",
     "load_history",
     "parse",

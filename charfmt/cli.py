@@ -1,4 +1,4 @@
-"""The ``charfmt`` command: parse, check, schema, render, demo.
+"""The ``charfmt`` command: parse, check, schema, render, grammar, demo.
 
 Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file.
 """
@@ -13,7 +13,7 @@ from importlib import resources
 from typing import TextIO
 
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
-from charfmt.models import Reply
+from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.schema import PROVIDERS, json_schema
 from charfmt.tags import TAG_BY_NAME
@@ -133,6 +133,25 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_grammar(args: argparse.Namespace) -> int:
+    from charfmt.character import Character  # noqa: PLC0415
+    from charfmt.export import grammar  # noqa: PLC0415
+
+    try:
+        vocabulary = None
+        if args.character:
+            vocabulary = Character.load(args.character).vocabulary
+        elif args.emotions:
+            vocabulary = Vocabulary.of(*(k.strip() for k in args.emotions.split(",") if k.strip()))
+        sys.stdout.write(grammar(args.target, vocabulary=vocabulary))
+        if args.target == "regex":
+            sys.stdout.write("\n")
+    except (CharfmtError, ValueError) as e:
+        print(f"charfmt: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
 def _cmd_demo(_args: argparse.Namespace) -> int:
     data = resources.files("charfmt").joinpath("data")
     good = data.joinpath("demo_reply.json").read_text(encoding="utf-8")
@@ -195,6 +214,18 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--budget", type=int, metavar="TOKENS", help="drop the oldest exchanges to fit")
     sp.add_argument("--structured", action="store_true", help="add the provider's structured-output schema")
     sp.set_defaults(run=_cmd_render)
+
+    sp = sub.add_parser("grammar", help="print the reply format as a grammar for constrained decoding")
+    sp.add_argument(
+        "--target",
+        choices=("lark", "gbnf", "regex"),
+        required=True,
+        help="lark: llguidance / vLLM / SGLang / outlines; gbnf: llama.cpp; regex: one C body",
+    )
+    group = sp.add_mutually_exclusive_group()
+    group.add_argument("--emotions", metavar="KEYS", help="restrict <emo> to these comma-separated keys")
+    group.add_argument("--character", metavar="FILE", help="restrict <emo> to this character's emotions")
+    sp.set_defaults(run=_cmd_grammar)
 
     sp = sub.add_parser("demo", help="parse a bundled reply and show a strict error")
     sp.set_defaults(run=_cmd_demo)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from charfmt.diagnostics import CharfmtError
-from charfmt.tags import CHAT_TYPES, TAGS
+from charfmt.export import body_regex
+from charfmt.models import Vocabulary
+from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS
 
 PROVIDERS: Final = ("openai", "anthropic", "gemini")
 
@@ -19,50 +21,78 @@ _ORDER_DESCRIPTION: Final = "Display order, an integer starting at 1."
 _TYPE_DESCRIPTION: Final = "; ".join(f"{k}: {v}" for k, v in CHAT_TYPES.items())
 
 
-def _base(*, minimum: bool, closed: bool) -> dict[str, Any]:
+def _chat(types: list[str], *, minimum: bool, closed: bool, pattern: str | None) -> dict[str, Any]:
     order: dict[str, Any] = {"type": "integer", "description": _ORDER_DESCRIPTION}
     if minimum:
         order["minimum"] = 1
+    body: dict[str, Any] = {"type": "string", "description": _BODY_DESCRIPTION}
+    if pattern is not None:
+        body["pattern"] = pattern
     chat: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "type": {"type": "string", "enum": list(CHAT_TYPES), "description": _TYPE_DESCRIPTION},
+            "type": {"type": "string", "enum": types, "description": _TYPE_DESCRIPTION},
             "order": order,
-            "body": {"type": "string", "description": _BODY_DESCRIPTION},
+            "body": body,
         },
         "required": ["type", "order", "body"],
     }
+    if closed:
+        chat["additionalProperties"] = False
+    return chat
+
+
+def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary | None) -> dict[str, Any]:
+    if patterns:
+        # One schema per kind of body, so each body gets the pattern of its own language.
+        tagged = sorted(TAGGED_TYPES)
+        plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
+        items: dict[str, Any] = {
+            "anyOf": [
+                _chat(
+                    tagged,
+                    minimum=minimum,
+                    closed=closed,
+                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma"),
+                ),
+                _chat(plain, minimum=minimum, closed=closed, pattern=body_regex("I", flavor="ecma")),
+            ]
+        }
+    else:
+        items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None)
     root: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "chats": {"type": "array", "items": chat, "description": "The character's reply, chat by chat."}
+            "chats": {"type": "array", "items": items, "description": "The character's reply, chat by chat."}
         },
         "required": ["chats"],
     }
     if closed:
-        chat["additionalProperties"] = False
         root["additionalProperties"] = False
     return root
 
 
-def json_schema(provider: str | None = None) -> dict[str, Any]:
+def json_schema(provider: str | None = None, *, vocabulary: Vocabulary | None = None) -> dict[str, Any]:
     """The ``{"chats": [...]}`` envelope as JSON Schema.
 
-    ``None``: standard JSON Schema (2020-12). ``"openai"``: strict structured outputs
-    (every property required, ``additionalProperties: false``). ``"anthropic"``:
-    structured outputs (no numeric bounds; ``order >= 1`` is stated in the
-    description). ``"gemini"``: the OpenAPI-subset ``responseSchema`` (no
-    ``additionalProperties``; ``propertyOrdering`` so ``type`` and ``order`` come first).
+    ``None``: standard JSON Schema (2020-12), each body constrained by an anchored
+    ``pattern`` of its language. ``"openai"``: strict structured outputs (every
+    property required, ``additionalProperties: false``), with the body patterns,
+    which OpenAI enforces. ``"anthropic"``: structured outputs, no numeric bounds and
+    no patterns (``order >= 1`` and the body language are stated in descriptions).
+    ``"gemini"``: the OpenAPI-subset ``responseSchema`` (no ``additionalProperties``,
+    no patterns; ``propertyOrdering`` so ``type`` and ``order`` come first). With
+    ``vocabulary``, the ``C`` body pattern allows only its emotion keys.
     """
     if provider is None:
-        schema = _base(minimum=True, closed=True)
+        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary)
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
     if provider == "openai":
-        return _base(minimum=True, closed=True)
+        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary)
     if provider == "anthropic":
-        return _base(minimum=False, closed=True)
+        return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary)
     if provider == "gemini":
-        schema = _base(minimum=True, closed=False)
+        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary)
         chat = schema["properties"]["chats"]["items"]
         chat["propertyOrdering"] = list(chat["properties"])
         return schema

@@ -14,7 +14,18 @@ from charfmt.testing import replies
 
 # Keywords each provider's structured-output mode accepts (as documented by each).
 ALLOWED = {
-    "openai": {"type", "properties", "required", "additionalProperties", "enum", "items", "description", "minimum"},
+    "openai": {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "items",
+        "description",
+        "minimum",
+        "anyOf",
+        "pattern",
+    },
     "anthropic": {"type", "properties", "required", "additionalProperties", "enum", "items", "description"},
     "gemini": {"type", "properties", "required", "enum", "items", "description", "minimum", "propertyOrdering"},
 }
@@ -26,6 +37,8 @@ def _objects(schema: dict[str, Any]) -> list[dict[str, Any]]:
         found += _objects(sub)
     if "items" in schema:
         found += _objects(schema["items"])
+    for sub in schema.get("anyOf", []):
+        found += _objects(sub)
     return found
 
 
@@ -45,6 +58,27 @@ def test_strict_providers_close_every_object_and_require_every_property(provider
         if node.get("type") == "object":
             assert node["additionalProperties"] is False
             assert set(node["required"]) == set(node["properties"])
+
+
+def test_openai_and_generic_schemas_constrain_each_body_by_its_pattern() -> None:
+    for provider in (None, "openai"):
+        tagged, plain = charfmt.json_schema(provider)["properties"]["chats"]["items"]["anyOf"]
+        assert tagged["properties"]["type"]["enum"] == ["C"]
+        assert plain["properties"]["type"]["enum"] == ["I", "E"]
+        assert tagged["properties"]["body"]["pattern"].startswith("^")
+        assert tagged["properties"]["body"]["pattern"].endswith("$")
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["<msg>hi</act>", "<emo> joy</emo>", "hello", "<msg>a < b</msg>", "<emo>joy</emo><msg>x</msg>", "<emo>sad</emo>"],
+)
+def test_body_pattern_rejects_what_strict_parsing_rejects(body: str) -> None:
+    doc = {"chats": [{"type": "C", "order": 1, "body": body}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, charfmt.json_schema("openai", vocabulary=charfmt.Vocabulary.of("joy")))
+    with pytest.raises(charfmt.ParseError):
+        charfmt.parse(json.dumps(doc), vocabulary=charfmt.Vocabulary.of("joy"))
 
 
 def test_gemini_orders_properties_for_streaming() -> None:

@@ -1,0 +1,214 @@
+"""Exported grammars: verified offline against charfmt's strict parser (llguidance, GBNF, Python re)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pytest
+from conftest import ROOT
+from hypothesis import given
+from hypothesis import strategies as st
+
+import charfmt
+from charfmt.body import BodyError, parse_body
+from charfmt.cli import main
+from charfmt.testing import replies
+from charfmt.writer import body as body_of
+
+llguidance = pytest.importorskip("llguidance", reason="llguidance is not installed (pip install charfmt[engines])")
+from llguidance.gbnf_to_lark import gbnf_to_lark  # noqa: E402
+
+
+class _ByteTokenizer:
+    """A tokenizer with one token per byte (and an end token): no model needed."""
+
+    eos_token_id = 256
+    bos_token_id = None
+    tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+    special_token_ids: ClassVar[list[int]] = [256]
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        return list(text.encode() if isinstance(text, str) else text)
+
+
+TOKENIZER = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokenizer()))
+VOCAB = charfmt.Vocabulary.of("joy", "sad", "slightly happy")
+
+
+class Engine:
+    """One exported grammar compiled by llguidance."""
+
+    def __init__(self, grammar: str) -> None:
+        assert llguidance.LLMatcher.validate_grammar(grammar, TOKENIZER) == ""
+        self.matcher = llguidance.LLMatcher(TOKENIZER, grammar, log_level=0)
+        assert not self.matcher.is_error(), self.matcher.get_error()
+
+    def accepts(self, text: str) -> bool:
+        m = self.matcher.deep_copy()
+        return m.consume_tokens(list(text.encode())) and not m.is_error() and m.is_accepting()
+
+
+ENGINES = {
+    "lark": Engine(charfmt.grammar("lark")),
+    "gbnf": Engine(gbnf_to_lark(charfmt.grammar("gbnf"))),
+}
+VOCAB_ENGINES = {
+    "lark": Engine(charfmt.grammar("lark", vocabulary=VOCAB)),
+    "gbnf": Engine(gbnf_to_lark(charfmt.grammar("gbnf", vocabulary=VOCAB))),
+}
+
+
+def strict_ok(text: str, vocabulary: charfmt.Vocabulary | None = None) -> bool:
+    try:
+        charfmt.parse(text, vocabulary=vocabulary)
+    except charfmt.ParseError:
+        return False
+    return True
+
+
+# --- damage that keeps charfmt's canonical spelling (what a constrained model could drift to) ---
+
+
+def _body_damage(fn: Callable[[str], str]) -> Callable[[dict[str, Any], int], None]:
+    def apply(doc: dict[str, Any], i: int) -> None:
+        doc["chats"][i]["body"] = fn(doc["chats"][i]["body"])
+
+    return apply
+
+
+def _set(key: str, value: Any) -> Callable[[dict[str, Any], int], None]:
+    def apply(doc: dict[str, Any], i: int) -> None:
+        doc["chats"][i][key] = value
+
+    return apply
+
+
+DAMAGE: dict[str, Callable[[dict[str, Any], int], None]] = {
+    "none": lambda doc, i: None,
+    "mismatched closer": _body_damage(lambda b: re.sub(r"</(msg|act|thought)>", "</emo>", b, count=1)),
+    "raw less-than": _body_damage(lambda b: b.replace("</", "<</", 1)),
+    "raw ampersand": _body_damage(lambda b: b + "&"),
+    "no newline": _body_damage(lambda b: b.replace(">\n<", "><", 1)),
+    "blank line": _body_damage(lambda b: b.replace("\n", "\n\n", 1)),
+    "attribute": _body_damage(lambda b: b.replace("<emo>", '<emo type="x">', 1)),
+    "unclosed": _body_damage(lambda b: b[: b.rfind("</")] if "</" in b else b),
+    "upper case": _body_damage(lambda b: b.replace("<msg>", "<MSG>", 1)),
+    "unknown tag": _body_damage(lambda b: b + "\n<speak>hi</speak>"),
+    "stray text": _body_damage(lambda b: b + "\nhello"),
+    "padded key": _body_damage(lambda b: b.replace("<emo>", "<emo> ", 1)),
+    "trailing newline": _body_damage(lambda b: b + "\n"),
+    "empty body": _body_damage(lambda b: ""),
+    "control character": _body_damage(lambda b: b[:1] + "\x07" + b[1:]),
+    "unknown emotion": _body_damage(lambda b: b.replace("<emo>", "<emo>furious", 1)),
+    "lower-case type": _set("type", "c"),
+    "order zero": _set("order", 0),
+    "order string": _set("order", "1"),
+    "extra key": _set("mood", "joy"),
+}
+
+
+@st.composite
+def damaged(draw: st.DrawFn) -> str:
+    reply = draw(replies().filter(lambda r: bool(r.chats)))
+    doc = json.loads(charfmt.dumps(reply))
+    name = draw(st.sampled_from(sorted(DAMAGE)))
+    DAMAGE[name](doc, draw(st.integers(0, len(doc["chats"]) - 1)))
+    text = json.dumps(doc, ensure_ascii=False, indent=draw(st.sampled_from([None, 2])))
+    if draw(st.booleans()) and name == "none":
+        text = text[: draw(st.integers(0, len(text) - 1))]  # truncated
+    return text
+
+
+@pytest.mark.parametrize("target", sorted(ENGINES))
+def test_example_replies_are_accepted(target: str) -> None:
+    demo = (ROOT / "charfmt" / "data" / "demo_reply.json").read_text(encoding="utf-8")
+    assert ENGINES[target].accepts(demo)
+    assert ENGINES[target].accepts('{"chats": []}')
+    assert not ENGINES[target].accepts('{"chats":[{"type":"C","order":1,"body":"<msg>hi</act>"}]}')
+
+
+@pytest.mark.parametrize("target", sorted(ENGINES))
+@given(reply=replies(), indent=st.sampled_from([None, 1, 2]))
+def test_every_valid_reply_is_accepted(target: str, reply: charfmt.Reply, indent: int | None) -> None:
+    assert ENGINES[target].accepts(charfmt.dumps(reply, indent=indent))
+
+
+@pytest.mark.parametrize("target", sorted(ENGINES))
+@given(text=damaged())
+def test_grammar_agrees_with_strict_parsing(target: str, text: str) -> None:
+    assert ENGINES[target].accepts(text) == strict_ok(text)
+
+
+@pytest.mark.parametrize("target", sorted(VOCAB_ENGINES))
+@given(text=damaged(), key=st.sampled_from(["joy", "sad", "slightly happy", "angry", "Joy"]))
+def test_vocabulary_grammar_allows_only_its_keys(target: str, text: str, key: str) -> None:
+    text = re.sub(r"<emo>[^<]*</emo>", f"<emo>{key}</emo>", text)
+    grammar_ok = VOCAB_ENGINES[target].accepts(text)
+    if key == "Joy":  # strict resolves case; the grammar asks for the exact key
+        assert not grammar_ok or "<emo>" not in text
+    else:
+        assert grammar_ok == strict_ok(text, VOCAB)
+
+
+# --- the regex target, with Python's re -------------------------------------------------------
+
+
+def _body_ok(body: str) -> bool:
+    try:
+        parse_body("C", body)
+    except BodyError:
+        return False
+    return True
+
+
+REGEX = re.compile(charfmt.grammar("regex"))
+
+
+@given(text=damaged())
+def test_regex_agrees_with_the_body_parser(text: str) -> None:
+    try:
+        doc = json.loads(text)
+        bodies = [c["body"] for c in doc["chats"] if c.get("type") == "C" and isinstance(c.get("body"), str)]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return
+    for b in bodies:
+        assert (REGEX.fullmatch(b) is not None) == _body_ok(b)
+
+
+@given(replies())
+def test_regex_matches_every_valid_body(reply: charfmt.Reply) -> None:
+    for chat in reply.chats:
+        if chat.type == "C":
+            assert REGEX.fullmatch(body_of(chat))
+
+
+def test_regex_with_vocabulary() -> None:
+    regex = re.compile(charfmt.grammar("regex", vocabulary=VOCAB))
+    assert regex.fullmatch("<emo>slightly happy</emo>\n<msg>hi</msg>")
+    assert not regex.fullmatch("<emo>angry</emo>")
+
+
+def test_unknown_target() -> None:
+    with pytest.raises(charfmt.CharfmtError, match="unknown target"):
+        charfmt.grammar("xgrammar")
+
+
+def test_exported_grammars_follow_the_tag_table() -> None:
+    for target in ("lark", "gbnf", "regex"):
+        text = charfmt.grammar(target)
+        for tag in charfmt.TAGS:
+            assert f"<{tag.name}>" in text and f"</{tag.name}>" in text
+
+
+def test_cli_grammar(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
+    assert main(["grammar", "--target", "gbnf"]) == 0
+    assert capsys.readouterr().out.startswith("# charfmt reply grammar for llama.cpp")
+    assert main(["grammar", "--target", "lark", "--emotions", "joy,sad"]) == 0
+    (key,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("KEY:")]
+    assert key == "KEY: /joy|sad/"
+    character = str(ROOT / "examples" / "characters" / "rex.toml")
+    assert main(["grammar", "--target", "regex", "--character", character]) == 0
+    assert "annoyed" in capsys.readouterr().out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Literal, TypeVar
 
@@ -41,12 +42,14 @@ class Segment(BaseModel):
     """``emo``, ``act``, ``msg``, ``thought``, or ``text`` for an untagged I/E body."""
     text: str
     """Decoded content: the emotion key for ``emo``, otherwise the text as shown."""
+    intensity: float | None = None
+    """How strong the emotion is, 0 to 1, when a lenient read found one (``[surprised:0.6]``)."""
 
     @model_validator(mode="after")
     def _check(self) -> Segment:
         spec = TAG_BY_NAME.get(self.tag)
-        if spec is None and self.tag != TEXT_TAG:
-            raise ValueError(f"unknown segment tag {self.tag!r}")
+        if spec is None and self.tag != TEXT_TAG and not _UNKNOWN_TAG.fullmatch(self.tag):
+            raise ValueError(f"segment tag {self.tag!r} is not a tag name")
         if spec is not None and spec.content == "key":
             if not terminal_regex("KEY").fullmatch(self.text):
                 raise ValueError(
@@ -56,6 +59,10 @@ class Segment(BaseModel):
         elif self.text and not _text_ok(self.text):
             raise ValueError(f"{self.tag} text holds a control character or lone surrogate")
         return self
+
+
+_UNKNOWN_TAG = re.compile(r"[a-z_][a-z0-9_\-]*")
+"""Lenient parsing keeps tags it does not know under their own (lower-case) name."""
 
 
 def _text_ok(text: str) -> bool:
@@ -70,7 +77,7 @@ def check_body(kind: str, segments: list[Segment]) -> None:
         if not segments:
             raise ValueError("a C chat has at least one segment")
         for s in segments:
-            if s.tag not in TAG_BY_NAME:
+            if s.tag == TEXT_TAG:
                 raise ValueError(f"a C chat cannot hold a {s.tag!r} segment")
     elif len(segments) != 1 or segments[0].tag != TEXT_TAG or not segments[0].text:
         raise ValueError(f"an {kind} chat holds exactly one non-empty 'text' segment")
@@ -107,6 +114,9 @@ class Reply(BaseModel):
     """Chats sorted by ``order`` (stable: equal orders keep their arrival order)."""
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     """Problems and repairs, in input order; empty for clean input."""
+    dialect: str | None = None
+    """Lenient parsing only: the format the model actually wrote (``canonical``,
+    ``json-fields``, ``attribute-xml``, ``bracket``...); ``None`` for input that was valid."""
 
     @field_validator("chats")
     @classmethod
@@ -147,6 +157,12 @@ class Vocabulary(BaseModel):
 
     emotions: list[EmotionKey]
     """Known emotions, in the order prompts list them."""
+    policy: Literal["error", "alias", "nearest", "fallback", "keep"] = "alias"
+    """What an unknown key becomes: ``error`` (keys only), ``alias`` (keys and aliases,
+    the default), ``nearest`` (the closest key), ``fallback`` (the ``fallback`` key),
+    ``keep`` (as written, with a warning). Every decision is a diagnostic."""
+    fallback: str | None = None
+    """The key ``policy="fallback"`` uses; must be one of the keys."""
     _lookup: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("emotions", mode="before")
@@ -166,12 +182,14 @@ class Vocabulary(BaseModel):
                     raise ValueError(f"{word!r} names both {lookup[folded]!r} and {e.key!r}")
                 lookup[folded] = e.key
         self._lookup = lookup
+        if self.policy == "fallback" and self.fallback not in self.keys:
+            raise ValueError(f"policy 'fallback' needs fallback= one of {self.keys}")
         return self
 
     @classmethod
-    def of(cls, *keys: str) -> Vocabulary:
+    def of(cls, *keys: str, policy: str = "alias", fallback: str | None = None) -> Vocabulary:
         """A vocabulary of bare keys: ``Vocabulary.of("joy", "sad")``."""
-        return cls(emotions=[EmotionKey(key=k) for k in keys])
+        return cls.model_validate({"emotions": [{"key": k} for k in keys], "policy": policy, "fallback": fallback})
 
     @property
     def keys(self) -> list[str]:

@@ -14,7 +14,9 @@ from charfmt.body import BodyError, Element, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError
 from charfmt.envelope import JSONError, Locator, NonFinite, decode
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
+from charfmt.recover import recover
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
+from charfmt.vocabulary import apply_vocabulary
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 """Largest input (in characters, or bytes for ``bytes`` input) ``parse`` accepts by default."""
@@ -34,7 +36,8 @@ def parse(
     """Parse a model reply ``{"chats": [...]}`` into a :class:`Reply`.
 
     Strict (default): raise :class:`ParseError` on any error. Lenient: never raise;
-    chats that could not be read are left out and each problem is a diagnostic.
+    valid input gives exactly the strict result, anything else is recovered (see
+    ``docs/LENIENT.md``) with every repair in ``Reply.diagnostics``.
     """
     run = _Run(lenient, vocabulary)
     # A large reply allocates hundreds of thousands of models at once; the cyclic
@@ -50,9 +53,60 @@ def parse(
     finally:
         if pause:
             gc.enable()
-    if not lenient and any(d.severity == "error" for d in reply.diagnostics):
+    failed = any(d.severity == "error" for d in reply.diagnostics)
+    if failed and not lenient:
         raise ParseError(reply.diagnostics, run.source)
+    if failed and not any(d.code in _FINAL for d in reply.diagnostics):
+        return _recover(text, vocabulary)
     return reply
+
+
+_FINAL: Final = frozenset({"CF002", "CF003"})
+"""Errors lenient parsing does not try to repair: too large, or empty."""
+
+
+def _recover(text: str | bytes, vocabulary: Vocabulary | None) -> Reply:
+    """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
+    prior: list[Diagnostic] = []
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        raw = bytes(text)
+        decoded = raw.decode("utf-8", errors="replace")
+        if "\ufffd" in decoded:
+            # Map each replacement character back: decode again piece by piece.
+            pos = 0
+            out = 0
+            while pos < len(raw):
+                try:
+                    raw[pos:].decode("utf-8")
+                    break
+                except UnicodeDecodeError as e:
+                    out += len(raw[pos : pos + e.start].decode("utf-8"))
+                    prior.append(
+                        Diagnostic.at(
+                            decoded,
+                            "CF001",
+                            f"invalid UTF-8 byte 0x{raw[pos + e.start]:02X} replaced by U+FFFD",
+                            out,
+                            out + 1,
+                            severity="warning",
+                        )
+                    )
+                    out += 1
+                    pos += e.end
+        text = decoded
+    pause = len(text) > _GC_PAUSE_ABOVE and gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        return recover(text, vocabulary, prior)
+    except Exception as e:  # lenient parsing promises never to raise
+        crash = Diagnostic.at(
+            text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0
+        )
+        return construct_trusted(Reply, {"chats": [], "diagnostics": [*prior, crash], "dialect": None})
+    finally:
+        if pause:
+            gc.enable()
 
 
 class _Stop(Exception):
@@ -110,7 +164,7 @@ class _Run:
         self._check_orders(rows)
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
         chats.sort(key=lambda c: c.order)
-        return construct_trusted(Reply, {"chats": chats, "diagnostics": self.diagnostics})
+        return construct_trusted(Reply, {"chats": chats, "diagnostics": self.diagnostics, "dialect": None})
 
     def _text(self, text: str | bytes, max_size: int) -> str:
         if len(text) > max_size:
@@ -198,15 +252,14 @@ class _Run:
         for n, (tag, text) in enumerate(elements):
             shown = text
             if vocabulary is not None and tag in _KEY_TAGS:
-                key = vocabulary.resolve(text)
-                if key is None:
-                    self._unknown_key(index, n, elements, text, vocabulary)
-                else:
-                    shown = key
-            segments.append(construct_trusted(Segment, {"tag": tag, "text": shown}))
+                decision = apply_vocabulary(text, vocabulary)
+                if decision.code is not None:
+                    self._key_decision(index, n, elements, decision.code, decision.message)
+                shown = decision.key or text
+            segments.append(construct_trusted(Segment, {"tag": tag, "text": shown, "intensity": None}))
         return construct_trusted(Chat, {"type": kind, "order": order, "segments": segments})
 
-    def _unknown_key(self, index: int, n: int, elements: list[Element], key: str, vocabulary: Vocabulary) -> None:
+    def _key_decision(self, index: int, n: int, elements: list[Element], code: str, message: str) -> None:
         path = ("chats", index, "body")
         tag = elements[n][0]
         body_value = self._body_string(index)
@@ -216,12 +269,11 @@ class _Run:
         for _ in range(k + 1):
             at = body_value.find(f"<{tag}>", at + 1)
         start = at + len(tag) + 2
-        known = ", ".join(vocabulary.keys)
         self.fail(
-            "CF301",
-            f"chat {index} body: emotion {key!r} is not in the vocabulary ({known})",
+            code,
+            f"chat {index} body: {message}",
             self.locator.string_offset(path, start),
-            self.locator.string_offset(path, start + len(key)),
+            self.locator.string_offset(path, start + len(elements[n][1])),
             index,
         )
 

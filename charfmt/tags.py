@@ -67,3 +67,31 @@ TAGGED_TYPES: Final[frozenset[str]] = frozenset({"C"})
 
 ELEMENT_SEPARATOR: Final = "\n"
 """What stands between two elements of a ``C`` body."""
+
+# --- what models write instead (lenient parsing) ---------------------------------------
+# One table per question, each the only place that answers it.
+
+TAG_SYNONYMS: Final[dict[str, str]] = {
+    "emo": "emo", "emotion": "emo", "emotions": "emo", "expression": "emo", "mood": "emo", "face": "emo",
+    "feeling": "emo", "feel": "emo",
+    "act": "act", "action": "act", "actions": "act", "motion": "act", "gesture": "act", "move": "act",
+    "msg": "msg", "message": "msg", "speak": "msg", "speech": "msg", "say": "msg", "said": "msg",
+    "dialogue": "msg", "dialog": "msg", "line": "msg", "content": "msg", "text": "msg", "saying": "msg",
+    "reply": "msg", "response": "msg", "talk": "msg",
+    "thought": "thought", "thoughts": "thought", "thinking": "thought", "inner": "thought",
+    "inner_voice": "thought", "monologue": "thought", "mind": "thought",
+}  # fmt: skip
+"""Tag names (lower case) models use, mapped to the canonical tag. Also the JSON field
+names of the design study's pattern A (``{"emotion": ..., "content": ...}``)."""
+
+TYPE_ALIASES: Final[dict[str, str]] = {
+    "c": "C", "chat": "C", "character": "C", "assistant": "C", "say": "C", "dialogue": "C", "message": "C",
+    "i": "I", "info": "I", "information": "I", "system": "I", "log": "I", "narration": "I", "narrator": "I",
+    "e": "E", "event": "E", "events": "E", "game": "E",
+}  # fmt: skip
+"""Chat type spellings (lower case) mapped to ``C``, ``I`` or ``E``."""
+
+REASONING_TAGS: Final[frozenset[str]] = frozenset(
+    {"think", "thinking", "thought", "reasoning", "reflection", "analysis"}
+)
+"""Tags that wrap a model's reasoning when they stand outside the reply: dropped, never shown."""

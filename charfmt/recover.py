@@ -1,0 +1,541 @@
+"""Lenient parsing's slow path: recover a reply from whatever a model produced.
+
+Pipeline: decode (bad UTF-8 replaced) → set aside what is not the reply (special
+tokens, reasoning, code fences, prose) → read the JSON forgivingly (``tolerant``) or,
+when there is none, read the text itself as a body → normalise the shape (bare array,
+single chat, the design study's patterns A and D, bodies as lists of lines, type
+aliases, orders) → read each body (``soup``) → apply the vocabulary policy.
+
+Every character of the input ends up in a segment, or inside the span of a diagnostic
+that says it was dropped (or is markup: JSON punctuation, keys, tags).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from charfmt.diagnostics import Diagnostic
+from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
+from charfmt.soup import Piece, Repair, Result, decode_entities, read_body, read_prose
+from charfmt.tags import REASONING_TAGS, TAG_BY_NAME, TAG_SYNONYMS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
+from charfmt.tolerant import JNode, Reader, raw_offset
+from charfmt.vocabulary import apply_vocabulary
+
+_SPECIAL: Final = re.compile(r"<\|[^|<>\n]{1,40}\|>|</s>|<s>|\[/?INST\]|<eos>|<bos>|<\|end▁of▁sentence\|>")
+_FENCE: Final = re.compile(r"(?:```|~~~)[A-Za-z0-9_+-]*")
+_REASONING_OPEN: Final = re.compile(r"<\s*(" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", re.I)
+_HEADING: Final = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?(?:thinking|thoughts?|reasoning|analysis|思考)(?:\*\*)?[ \t]*:?[ \t]*$", re.I | re.M
+)
+_ANSWER_HEADING: Final = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?(?:answer|response|reply|final(?: answer)?|output|回答)(?:\*\*)?[ \t]*:?[ \t]*$",
+    re.I | re.M,
+)
+_CHANNEL: Final = re.compile(r"<\|channel\|>\s*(\w+)\s*(?:<\|constrain\|>\s*\w*\s*)?<\|message\|>")
+_CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
+_CHAT_KEYS: Final = ("type", "order", "body")
+_HYBRID_BODY: Final = ("chat_body", "chatbody")
+_HYBRID_EMOTION: Final = ("emotion_summary", "emotionsummary")
+_TAGGED: Final = re.compile(r"[<＜]\s*/?\s*[^\W\d][\w.\-:]*[^<>＜＞]*[>＞]")
+_FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")
+
+
+@dataclass(slots=True)
+class _Source:
+    """The text being read, and how to find each of its offsets in the raw input."""
+
+    text: str
+    raw: str
+    map: array[int] | None = None  # text offset -> raw offset, when the text is a rewrite
+
+    def to_raw(self, i: int) -> int:
+        if self.map is None:
+            return i
+        return self.map[min(max(i, 0), len(self.map) - 1)]
+
+
+@dataclass(slots=True)
+class _RawChat:
+    index: int
+    node: JNode | None
+    kind: str | None = None
+    order: int | None = None
+    pieces: list[Piece] = field(default_factory=list)
+
+
+class Recovery:
+    """One lenient read of one input."""
+
+    def __init__(self, raw: str, vocabulary: Vocabulary | None) -> None:
+        self.source = _Source(raw, raw)
+        self.vocabulary = vocabulary
+        self.diagnostics: list[Diagnostic] = []
+        self.dialects: list[str] = []
+
+    # -- diagnostics, in raw offsets -------------------------------------------------
+    def note(self, code: str, message: str, start: int, end: int, chat: int | None = None) -> None:
+        raw = self.source.raw
+        a, b = self.source.to_raw(start), self.source.to_raw(end) if end > start else self.source.to_raw(start)
+        if end > start and self.source.map is not None:
+            b = self.source.to_raw(end - 1) + 1
+        self.diagnostics.append(Diagnostic.at(raw, code, message, a, max(a, b), chat=chat))
+
+    def dialect(self, name: str) -> None:
+        if name not in self.dialects:
+            self.dialects.append(name)
+
+    # -- the pipeline -------------------------------------------------------------------
+    def run(self) -> Reply:
+        text = self.source.text
+        start, end = self._reply_region(text)
+        chats: list[_RawChat] = []
+        found = self._json(start, end, chats)
+        if not found:
+            self._bare(start, end, chats)
+        return self._finish(chats)
+
+    def _reply_region(self, text: str) -> tuple[int, int]:
+        """Set aside special tokens, reasoning and fences around the reply; the region left."""
+        start, end = 0, len(text)
+        channels = list(_CHANNEL.finditer(text))
+        if channels:
+            last = channels[-1]
+            self.note(
+                "CF603", "the model's other channels (analysis) before the final message are dropped", 0, last.end()
+            )
+            start = last.end()
+        closers = [
+            m for m in re.finditer(r"<\s*/\s*(" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", text[start:], re.I)
+        ]
+        for m in _REASONING_OPEN.finditer(text, start):
+            if m.start() < start:
+                continue
+            close = re.compile(r"<\s*/\s*" + re.escape(m.group(1)) + r"\s*>", re.I).search(text, m.end())
+            if self._before_reply(text, m.start(), start):
+                stop = close.end() if close else self._json_start(text, m.end(), end)
+                self.note("CF603", f"reasoning <{m.group(1)}> is dropped, never shown", m.start(), stop)
+                start = stop
+        if closers and not _REASONING_OPEN.search(text, 0, start + closers[-1].start()):
+            orphan = closers[-1]
+            stop = start + orphan.end()
+            if self._json_start(text, start, start + orphan.start()) == start + orphan.start():
+                self.note(
+                    "CF603", f"everything before the orphan </{orphan.group(1)}> is reasoning, dropped", start, stop
+                )
+                start = stop
+        heading = _HEADING.search(text, start)
+        if heading and not text[start : heading.start()].strip():
+            answer = _ANSWER_HEADING.search(text, heading.end())
+            stop = answer.end() if answer else self._json_start(text, heading.end(), end)
+            self.note("CF603", "a reasoning section is dropped, never shown", heading.start(), stop)
+            start = stop
+        return start, end
+
+    def _before_reply(self, text: str, at: int, start: int) -> bool:
+        """A reasoning tag counts only before the reply's JSON (inside a body, <thought> is a tag)."""
+        first = self._json_start(text, start, len(text))
+        return at <= first or first >= len(text)
+
+    def _json_start(self, text: str, start: int, end: int) -> int:
+        m = re.compile(r"[{\[]").search(text, start, end)
+        return m.start() if m else end
+
+    def _drop(self, start: int, end: int) -> None:
+        """Say what the text outside the reply was, and that it is dropped."""
+        text = self.source.text
+        segment = text[start:end]
+        if not segment.strip():
+            return
+        for m in _SPECIAL.finditer(segment):
+            self.note("CF604", f"special token {m.group()} dropped", start + m.start(), start + m.end())
+        rest = _SPECIAL.sub(lambda m: " " * len(m.group()), segment)
+        for m in _FENCE.finditer(rest):
+            self.note("CF602", "code fence dropped", start + m.start(), start + m.end())
+        rest = _FENCE.sub(lambda m: " " * len(m.group()), rest)
+        stripped = rest.strip()
+        if stripped:
+            lead = len(rest) - len(rest.lstrip())
+            self.note(
+                "CF601",
+                f"text outside the reply dropped: {stripped[:40]!r}",
+                start + lead,
+                start + lead + len(stripped),
+            )
+
+    # -- JSON -----------------------------------------------------------------------------
+    def _json(self, start: int, end: int, chats: list[_RawChat]) -> bool:
+        text = self.source.text
+        tries = 0
+        pos = start
+        while tries < 8:
+            at = self._json_start(text, pos, end)
+            if at >= end:
+                return False
+            tries += 1
+            if text.startswith("&quot;", self.source_skip(at + 1)) or text.startswith("{&quot;", at):
+                self._unescape_html(at, end)
+                text = self.source.text
+                end = len(text)
+            reader = Reader(text[:end])
+            node = reader.read(at)
+            if self._looks_like_reply(node):
+                self._drop(start, at)
+                self._repairs(reader.repairs)
+                self._shape(node, chats)
+                after = node.end if node.end >= 0 else end
+                self._more(after, end, chats)
+                return True
+            pos = at + 1
+        return False
+
+    def source_skip(self, pos: int) -> int:
+        text = self.source.text
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    def _unescape_html(self, at: int, end: int) -> None:
+        """``{&quot;chats&quot;: ...}``: the JSON was HTML-escaped once; read it unescaped."""
+        text = self.source.text
+        out: list[str] = []
+        mapping = array("l")
+        pos = 0
+        for m in re.finditer(r"&(?:quot|amp|lt|gt|apos|#\d+|#x[0-9a-fA-F]+);", text[at:end]):
+            lo, hi = at + m.start(), at + m.end()
+            out.append(text[pos:lo])
+            mapping.extend(range(pos, lo))
+            out.append(html.unescape(m.group()))
+            mapping.append(lo)
+            pos = hi
+        out.append(text[pos:])
+        mapping.extend(range(pos, len(text)))
+        mapping.append(len(text))
+        self.note("CF609", "the JSON was HTML-escaped (&quot;); read unescaped", at, end)
+        self.source = _Source("".join(out), self.source.raw, array("l", (self.source.to_raw(i) for i in mapping)))
+
+    def _looks_like_reply(self, node: JNode) -> bool:
+        if node.kind == "object":
+            keys = {k.lower() for k, _s, _e, _v in node.pairs}
+            return bool(keys & {*_CHATS_KEYS, *_CHAT_KEYS, *TAG_SYNONYMS, *_HYBRID_BODY})
+        if node.kind == "array":
+            return any(item.kind in ("object", "string") for item in node.items)
+        return False
+
+    def _more(self, after: int, end: int, chats: list[_RawChat]) -> None:
+        """Text after the JSON: more JSON replies (merged), or junk (dropped)."""
+        text = self.source.text
+        pos = after
+        while pos < end:
+            at = self._json_start(text, pos, end)
+            if at >= end:
+                break
+            reader = Reader(text[:end])
+            node = reader.read(at)
+            if not self._looks_like_reply(node):
+                break
+            self._drop(pos, at)
+            self.note("CF611", "a second JSON reply follows the first: its chats are added", at, node.end)
+            self._repairs(reader.repairs)
+            self._shape(node, chats)
+            pos = node.end if node.end > at else end
+        self._drop(pos, end)
+
+    def _repairs(self, repairs: list[Repair]) -> None:
+        for r in repairs:
+            self.note(r.code, r.message, r.start, r.end)
+
+    def _shape(self, node: JNode, chats: list[_RawChat]) -> None:
+        """Find the chats in whatever shape the JSON has."""
+        if node.kind == "array":
+            self.dialect("json-array")
+            self.note("CF612", 'a bare array of chats, without {"chats": ...}', node.start, node.start + 1)
+            items = node.items
+        else:
+            holder = next((v for k, _s, _e, v in node.pairs if k.lower() in _CHATS_KEYS), None)
+            if holder is None:
+                self.dialect(self._fields_dialect(node))
+                self.note("CF612", 'a single chat object without {"chats": [...]}', node.start, node.start + 1)
+                items = [node]
+            else:
+                for k, ks, _ke, v in node.pairs:
+                    if v is not holder:
+                        self.note("CF615", f"unknown key {k!r} dropped", ks, v.end)
+                if holder.kind == "array":
+                    items = holder.items
+                else:
+                    self.note("CF612", '"chats" holds one chat, not an array', holder.start, holder.start + 1)
+                    items = [holder]
+        for item in items:
+            chats.append(self._chat(len(chats), item))
+
+    def _fields_dialect(self, node: JNode) -> str:
+        keys = {k.lower() for k, _s, _e, _v in node.pairs}
+        if keys & set(_HYBRID_BODY):
+            return "hybrid"
+        if keys & {"type", "body"}:
+            return "single-chat"
+        return "json-fields"
+
+    def _chat(self, index: int, item: JNode) -> _RawChat:
+        chat = _RawChat(index, item)
+        if item.kind == "string":
+            chat.kind = "C"
+            self._read_string(chat, item, tagged=True)
+            return chat
+        if item.kind != "object":
+            self.note("CF615", "a chat that is not an object is dropped", item.start, item.end)
+            return chat
+        body: JNode | None = None
+        seen: set[str] = set()
+        for key, ks, _ke, value in item.pairs:
+            lower = key.lower()
+            if lower in seen and lower in (*_CHAT_KEYS, *_HYBRID_BODY):
+                self.note("CF615", f"key {key!r} repeats: the last value is used", ks, value.end, index)
+            seen.add(lower)
+            if lower == "type":
+                chat.kind = self._type(value, index)
+            elif lower == "order":
+                chat.order = self._order(value, index)
+            elif lower in ("body", *_HYBRID_BODY):
+                body = value
+                if lower != "body":
+                    self.dialect("hybrid")
+            elif lower in _HYBRID_EMOTION:
+                self.dialect("hybrid")
+                if value.kind in ("string", "scalar") and value.value:
+                    chat.pieces.append(Piece("emo", str(value.value).strip(), value.start, value.end))
+            elif lower in TAG_SYNONYMS:
+                self.dialect("json-fields")
+                self._field(chat, TAG_SYNONYMS[lower], value, index)
+            else:
+                self.note("CF615", f"unknown key {key!r} dropped", ks, value.end, index)
+        if chat.kind is None:
+            chat.kind = "C"
+            if body is not None and not chat.pieces:
+                self.note("CF613", "a chat without a type is read as C", item.start, item.start + 1, index)
+        if body is not None:
+            self._read_body(chat, body)
+        if chat.kind not in TAGGED_TYPES and chat.pieces and any(p.tag != TEXT_TAG for p in chat.pieces):
+            self.note("CF613", f"a {chat.kind} chat with tag elements is read as C", item.start, item.start + 1, index)
+            chat.kind = "C"
+        if not item.closed:
+            self.note("CF610", f"chat {index} was cut off; what arrived is kept", item.start, item.end, index)
+        return chat
+
+    def _type(self, node: JNode, index: int) -> str | None:
+        word = str(node.value).strip() if node.kind in ("string", "scalar") and node.value is not None else ""
+        if word in ("C", "I", "E"):
+            return word
+        kind = TYPE_ALIASES.get(word.lower())
+        if kind is None:
+            self.note("CF613", f"unknown chat type {word!r} read as C", node.start, node.end, index)
+            return "C"
+        self.note("CF613", f"chat type {word!r} read as {kind!r}", node.start, node.end, index)
+        return kind
+
+    def _order(self, node: JNode, index: int) -> int | None:
+        value = node.value
+        if isinstance(value, bool) or value is None:
+            return None
+        if isinstance(value, float) and value.is_integer() and value >= 1:
+            self.note("CF614", f"order {node.value!r} read as {int(value)}", node.start, node.end, index)
+            value = int(value)
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, int) and value >= 1:
+            if node.kind == "string":
+                self.note("CF614", f"order {node.value!r} read as a number", node.start, node.end, index)
+            return value
+        return None
+
+    def _field(self, chat: _RawChat, tag: str, node: JNode, index: int) -> None:
+        """Pattern A: ``"emotion": "joy"``, ``"content": "…"`` as segments, in the order written."""
+        if node.kind == "string" and node.value:
+            text = str(node.value)
+            if tag == "msg" and _TAGGED.search(text):
+                self._read_string(chat, node, tagged=True)
+                return
+            chat.pieces.append(Piece(tag, text.strip() if tag == "emo" else text, node.start, node.end))
+        elif node.kind == "array":
+            for item in node.items:
+                self._field(chat, tag, item, index)
+        elif node.kind == "scalar" and node.value is not None:
+            chat.pieces.append(Piece(tag, str(node.value), node.start, node.end))
+
+    def _read_body(self, chat: _RawChat, body: JNode) -> None:
+        if body.kind == "array":
+            strings = [item for item in body.items if item.kind == "string"]
+            self.note("CF612", "a body given as a list of lines is joined with newlines", body.start, body.start + 1)
+            for n, item in enumerate(strings):
+                self._read_string(chat, item, tagged=chat.kind in TAGGED_TYPES, first=n == 0)
+        elif body.kind == "string":
+            self._read_string(chat, body, tagged=chat.kind in TAGGED_TYPES)
+        elif body.kind == "scalar" and body.value is not None:
+            chat.pieces.append(
+                Piece(TEXT_TAG if chat.kind not in TAGGED_TYPES else "msg", str(body.value), body.start, body.end)
+            )
+        else:
+            self.note("CF615", "a body that is not text is dropped", body.start, body.end, chat.index)
+
+    def _read_string(self, chat: _RawChat, node: JNode, *, tagged: bool, first: bool = True) -> None:
+        text = str(node.value)
+        start = node.content_start
+        mapper: Callable[[int], int] = lambda i: raw_offset(self.source.text, start, i)  # noqa: E731
+        if not tagged:
+            if chat.pieces and chat.pieces[-1].tag == TEXT_TAG:
+                chat.pieces[-1].text += "\n" + decode_entities(text)
+            elif text:
+                chat.pieces.append(Piece(TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text))))
+            return
+        result = read_body(text, self.vocabulary)
+        self._take(chat, result, mapper)
+
+    def _take(self, chat: _RawChat, result: Result, mapper: Callable[[int], int]) -> None:
+        for d in result.dialects:
+            self.dialect(d)
+        for r in result.repairs:
+            self.note(r.code, r.message, mapper(r.start), mapper(r.end), chat.index)
+        for p in result.pieces:
+            chat.pieces.append(Piece(p.tag, p.text, mapper(p.start), mapper(p.end), p.intensity))
+
+    # -- no JSON ---------------------------------------------------------------------------
+    def _bare(self, start: int, end: int, chats: list[_RawChat]) -> None:
+        """No JSON: the text itself is the character's chat (tags, front matter, brackets, prose)."""
+        text = self.source.text
+        region = text[start:end]
+        lead = len(region) - len(region.lstrip())
+        self._drop_fences_only(start, end)
+        body = region
+        chat = _RawChat(0, None, "C")
+        fm = _FRONT_MATTER.match(body)
+        offset = start
+        if fm:
+            self.dialect("front-matter")
+            self._front_matter(chat, fm, offset)
+            body = body[fm.end() :]
+            offset += fm.end()
+        cleaned = _FENCE.sub(lambda m: " " * len(m.group()), _SPECIAL.sub(lambda m: " " * len(m.group()), body))
+        if not cleaned.strip() and not chat.pieces:
+            if not text.strip():
+                self.note("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))
+            return
+        if _TAGGED.search(cleaned):
+            self.dialect("bare-tags")
+            result = read_body(cleaned.strip(), self.vocabulary)
+            inner = offset + (len(cleaned) - len(cleaned.lstrip()))
+        else:
+            result = Result()
+            read_prose(cleaned, self.vocabulary, result)
+            inner = offset
+            for d in result.dialects:
+                self.dialect(d)
+            if not result.dialects:
+                self.dialect("plain-text")
+        self.note("CF616", "no JSON reply: the text itself is read as the character's chat", start + lead, start + lead)
+        self._take(chat, result, lambda i: inner + i)
+        chats.append(chat)
+
+    def _drop_fences_only(self, start: int, end: int) -> None:
+        text = self.source.text
+        for m in _SPECIAL.finditer(text, start, end):
+            self.note("CF604", f"special token {m.group()} dropped", m.start(), m.end())
+        for m in _FENCE.finditer(text, start, end):
+            self.note("CF602", "code fence dropped", m.start(), m.end())
+
+    def _front_matter(self, chat: _RawChat, fm: re.Match[str], offset: int) -> None:
+        """Pattern C: ``---\\nemotion: joy\\naction: jump\\n---`` then the text."""
+        block_start = offset + fm.start(1)
+        for m in re.finditer(r"^[ \t]*([\w-]+)[ \t]*:[ \t]*(.*?)[ \t]*$", fm.group(1), re.M):
+            tag = TAG_SYNONYMS.get(m.group(1).lower())
+            a, b = block_start + m.start(), block_start + m.end()
+            if tag is None or not m.group(2):
+                self.note("CF615", f"front matter key {m.group(1)!r} dropped", a, b)
+                continue
+            chat.pieces.append(Piece(tag, m.group(2), block_start + m.start(2), block_start + m.end(2)))
+
+    # -- the result -------------------------------------------------------------------------
+    def _finish(self, raw_chats: list[_RawChat]) -> Reply:
+        chats: list[tuple[_RawChat, list[Segment]]] = []
+        for rc in raw_chats:
+            segments = self._segments(rc)
+            if segments:
+                chats.append((rc, segments))
+            elif rc.node is not None:
+                self.note(
+                    "CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index
+                )
+        orders = [rc.order for rc, _ in chats]
+        valid = all(o is not None for o in orders) and len(set(orders)) == len(orders)
+        if not valid:
+            if any(rc.node is not None for rc, _ in chats):
+                first = chats[0][0].node
+                at = first.start if first is not None else 0
+                self.note("CF614", "orders missing or repeated: chats are numbered in reading order", at, at)
+            ranked = sorted(range(len(chats)), key=lambda n: (orders[n] if orders[n] is not None else 0, n))
+            if any(o is None for o in orders):
+                ranked = list(range(len(chats)))
+            numbered = [(n + 1, chats[i]) for n, i in enumerate(ranked)]
+        else:
+            numbered = [(o, c) for o, c in zip(orders, chats, strict=True)]  # type: ignore[misc]
+            if orders != sorted(orders):  # type: ignore[type-var]
+                first = chats[0][0].node
+                self.note(
+                    "CF113",
+                    "chats are not listed in order; presented sorted",
+                    first.start if first else 0,
+                    first.start if first else 0,
+                )
+        built = [
+            construct_trusted(Chat, {"type": rc.kind or "C", "order": order, "segments": segments})
+            for order, (rc, segments) in numbered
+        ]
+        built.sort(key=lambda c: c.order)
+        dialect = self.dialects[0] if self.dialects else "canonical"
+        if dialect != "canonical":
+            self.diagnostics.append(
+                Diagnostic.at(self.source.raw, "CF600", f"dialect: {dialect}", 0, 0, severity="info")
+            )
+        self.diagnostics.sort(key=lambda d: (d.offset, d.end))
+        return construct_trusted(Reply, {"chats": built, "diagnostics": self.diagnostics, "dialect": dialect})
+
+    def _segments(self, rc: _RawChat) -> list[Segment]:
+        segments: list[Segment] = []
+        kind = rc.kind or "C"
+        for p in rc.pieces:
+            tag, text = p.tag, p.text
+            if kind in TAGGED_TYPES and tag == TEXT_TAG:
+                tag = "msg"
+            if kind not in TAGGED_TYPES:
+                tag, text = TEXT_TAG, (segments[0].text + "\n" + text if segments else text)
+                segments = []
+            if tag == "emo":
+                decision = apply_vocabulary(text, self.vocabulary)
+                if decision.code:
+                    self.note(decision.code, decision.message, p.start, p.end, rc.index)
+                if decision.key is None:
+                    continue
+                text = decision.key
+            if _BAD_TEXT.search(text):
+                self.note("CF714", "control characters or lone surrogates replaced by U+FFFD", p.start, p.end, rc.index)
+                text = _BAD_TEXT.sub("\ufffd", text)
+            if tag not in TAG_BY_NAME and tag != TEXT_TAG and not re.fullmatch(r"[a-z_][a-z0-9_\-]*", tag):
+                tag = "msg"
+            segments.append(construct_trusted(Segment, {"tag": tag, "text": text, "intensity": p.intensity}))
+        if kind not in TAGGED_TYPES and segments and not segments[0].text:
+            return []
+        return segments
+
+
+_BAD_TEXT: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def recover(raw: str, vocabulary: Vocabulary | None, prior: list[Diagnostic]) -> Reply:
+    """Read ``raw`` leniently; ``prior`` diagnostics (from decoding bytes) come first."""
+    recovery = Recovery(raw, vocabulary)
+    recovery.diagnostics.extend(prior)
+    return recovery.run()

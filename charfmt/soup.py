@@ -1,0 +1,417 @@
+"""Lenient body reading: turn whatever a model wrote in a body into segments, and say what was repaired.
+
+Used only when strict parsing failed. It reads tag soup (any case, spaces, long names,
+attributes, self-closing and dot-notation tags, ``</>`` closers, unclosed and mismatched
+elements, full-width brackets) and, outside tags, bracket tags (``[joy]``,
+``[action:sigh]``, ``【疑惑】``) and role-play prose (``*jumps*``, quoted speech).
+Offsets in the results are into the decoded body string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.entities import html5
+from typing import Final
+
+from charfmt.models import Vocabulary
+from charfmt.tags import TAG_BY_NAME, TAG_SYNONYMS
+
+_ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
+_NAMED: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+_BAD_CHARS: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def decode_entities(text: str) -> str:
+    """Decode the entities the strict parser decodes, and HTML's named ones; leave any other ``&``."""
+
+    def one(m: re.Match[str]) -> str:
+        name, dec, hexa = m.groups()
+        if name:
+            return _NAMED[name]
+        code = int(dec) if dec else int(hexa, 16)
+        ch = chr(code) if code <= 0x10FFFF else ""
+        return ch if ch and not _BAD_CHARS.match(ch) else m.group()
+
+    if "&" not in text:
+        return text
+    text = _ENTITY.sub(one, text)
+    return _HTML_NAMED.sub(lambda m: html5.get(m.group(1), m.group()), text) if "&" in text else text
+
+
+_HTML_NAMED: Final = re.compile(r"&([A-Za-z][A-Za-z0-9]{1,31};)")
+_ANY_AMP: Final = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31};|#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};)?")
+
+
+def ampersands(text: str) -> list[tuple[int, int, str]]:
+    """Each ``&`` in ``text`` that strict parsing would reject, with what lenient reading does."""
+    found = []
+    for m in _ANY_AMP.finditer(text):
+        if _ENTITY.fullmatch(m.group()) and decode_entities(m.group()) != m.group():
+            continue
+        if m.group()[1:] in html5 and len(m.group()) > 1:
+            found.append((m.start(), m.end(), f"HTML entity {m.group()} decoded"))
+        else:
+            found.append((m.start(), m.end(), f"{m.group() or '&'!r} is not an entity: kept as text"))
+    return found
+
+
+@dataclass(slots=True)
+class Piece:
+    """A segment being read: its tag, text, optional intensity, and where it came from."""
+
+    tag: str
+    text: str
+    start: int
+    end: int
+    intensity: float | None = None
+
+
+@dataclass(slots=True)
+class Repair:
+    """One repair, with offsets into the string that was read."""
+
+    code: str
+    message: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Result:
+    """What a body turned into."""
+
+    pieces: list[Piece] = field(default_factory=list)
+    repairs: list[Repair] = field(default_factory=list)
+    dialects: list[str] = field(default_factory=list)
+
+    def note(self, code: str, message: str, start: int, end: int) -> None:
+        self.repairs.append(Repair(code, message, start, end))
+
+    def dialect(self, name: str) -> None:
+        if name not in self.dialects:
+            self.dialects.append(name)
+
+
+# --- tags -------------------------------------------------------------------------------
+
+_TAG: Final = re.compile(
+    r"""[<＜](?P<lead>\s*)(?P<slash>[/／]?)\s*(?P<name>[^\W\d][\w.\-:]*|)
+        (?P<attrs>(?:\s+[^<>＜＞]*?)?)\s*(?P<self>/?)\s*[>＞]""",
+    re.X,
+)
+_ATTR: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+_ESCAPED_NEWLINE: Final = re.compile(r"(?:\\\\|\\)n")
+
+
+@dataclass(frozen=True, slots=True)
+class _Tag:
+    closing: bool
+    canon: str | None  # emo / act / msg / thought, an unknown tag's own name, or None for "</>"
+    key: str | None  # emotion key or action id carried by the tag (dot, type="...", emotion-named)
+    intensity: float | None
+    self_closing: bool
+    wraps_speech: bool  # <emotion type="joy">わあ</emotion>: the content is speech
+    exact: bool  # written exactly as the strict format writes it
+    known: bool
+
+
+def _intensity(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number / 100 if number > 1 else number
+
+
+def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
+    """What a tag-like match means, or ``None`` when it is plain text (``a < b > c``)."""
+    name = m.group("name")
+    closing = bool(m.group("slash"))
+    attrs_text = m.group("attrs").strip()
+    attrs = {
+        a.lower(): (v1 if v1 is not None else v2 if v2 is not None else v3)
+        for a, v1, v2, v3 in _ATTR.findall(attrs_text)
+    }
+    if attrs_text and not attrs:
+        return None  # "< b and c >": not a tag
+    if not name:
+        return _Tag(True, None, None, None, False, False, False, True) if closing and not attrs_text else None
+    lower = name.lower()
+    base, _, sub = lower.partition(".")
+    key = sub or attrs.get("type") or attrs.get("name") or attrs.get("value") or None
+    intensity = _intensity(attrs.get("intensity") or attrs.get("level"))
+    canon = TAG_SYNONYMS.get(base)
+    exact = name in TAG_BY_NAME and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
+    self_closing = bool(m.group("self"))
+    if canon is not None:
+        wraps = canon == "emo" and key is not None
+        return _Tag(closing, canon, key, intensity, self_closing, wraps, exact, True)
+    if vocabulary is not None and vocabulary.resolve(name) is not None and not sub:
+        return _Tag(closing, "emo", vocabulary.resolve(name), intensity, self_closing, True, False, True)
+    if m.group("lead") or not re.fullmatch(r"[A-Za-z_][\w\-]*", name):
+        return None
+    return _Tag(closing, lower, None, intensity, self_closing, False, False, False)
+
+
+def read_body(body: str, vocabulary: Vocabulary | None = None) -> Result:
+    """Read a ``C`` body leniently into pieces, with every repair noted."""
+    out = Result()
+    if _ESCAPED_NEWLINE.search(body) and "\n" not in body:
+        # "<emo>joy</emo>\\n<msg>…" decoded once too few: the separators are literal "\n".
+        for m in _ESCAPED_NEWLINE.finditer(body):
+            out.note("CF711", "a double-escaped newline (\\\\n) read as a newline", m.start(), m.end())
+        body_view = _ESCAPED_NEWLINE.sub(lambda m: "\n" + " " * (len(m.group()) - 1), body)
+    else:
+        body_view = body
+    state = _Reader(out, vocabulary, body)
+    pos = 0
+    for m in _TAG.finditer(body_view):
+        tag = _resolve(m, vocabulary)
+        if tag is None:
+            continue
+        state.text(pos, m.start(), body_view)
+        state.tag(tag, m)
+        pos = m.end()
+    state.text(pos, len(body_view), body_view)
+    state.finish(len(body))
+    return out
+
+
+class _Reader:
+    """The element state machine of ``read_body``."""
+
+    def __init__(self, out: Result, vocabulary: Vocabulary | None, raw: str) -> None:
+        self.out = out
+        self.vocabulary = vocabulary
+        self.raw = raw
+        self.open: Piece | None = None
+        self.open_tag: _Tag | None = None
+        self.resume: str | None = None  # a message split by a nested emotion continues after it
+        self.last_end = 0  # where the last element ended, to see missing newlines
+
+    def text(self, start: int, end: int, view: str) -> None:
+        if start >= end:
+            return
+        chunk = view[start:end]
+        if "<" in chunk or "＜" in chunk:
+            at = start + min(i for i in (chunk.find("<"), chunk.find("＜")) if i >= 0)
+            self.out.note("CF707", "a '<' that starts no tag is kept as text", at, at + 1)
+        if "&" in chunk:
+            for a, b, message in ampersands(chunk):
+                self.out.note("CF707", message, start + a, start + b)
+        if self.open is not None:
+            self.open.text += chunk
+            self.open.end = end
+            return
+        if not chunk.strip():
+            if chunk != "\n" and self.out.pieces:
+                self.out.note("CF701", "whitespace between elements is layout, not content", start, end)
+            return
+        self.out.dialect("prose")
+        read_prose(chunk, self.vocabulary, self.out, offset=start)
+
+    def tag(self, tag: _Tag, m: re.Match[str]) -> None:
+        start, end = m.start(), m.end()
+        if not tag.exact and tag.canon is not None:
+            self._explain(tag, m)
+        if tag.closing:
+            self._close(tag, start, end)
+            return
+        if self.open is not None:
+            if tag.canon == "emo" and self.open.tag in ("msg", "thought", "act") and not tag.wraps_speech:
+                self.out.note(
+                    "CF709",
+                    f"<{m.group('name')}> inside <{self.open.tag}>: the {self.open.tag} is split around it",
+                    start,
+                    end,
+                )
+                self.resume = self.open.tag
+                self._emit()
+            else:
+                self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
+                self._emit()
+        elif self.out.pieces and start > 0 and self.raw[start - 1 : start] not in ("\n",) and self.last_end == start:
+            self.out.note("CF701", "elements must be separated by a newline", start, start)
+        canon = tag.canon
+        assert canon is not None
+        if not tag.known:
+            self.out.note("CF708", f"unknown tag <{canon}> kept as a segment of its own", start, end)
+        if tag.wraps_speech or (canon == "emo" and tag.key is not None):
+            key = (tag.key or "").strip()
+            if key:
+                self.out.pieces.append(Piece("emo", key, start, end, tag.intensity))
+            if tag.self_closing:
+                self.last_end = end
+                return
+            self.open = Piece("msg", "", end, end)
+            self.open_tag = tag
+            return
+        if tag.self_closing:
+            if tag.key:
+                self.out.pieces.append(Piece(canon, tag.key, start, end, tag.intensity))
+            self.last_end = end
+            return
+        self.open = Piece(canon, "", end, end, tag.intensity)
+        self.open_tag = tag
+
+    def _explain(self, tag: _Tag, m: re.Match[str]) -> None:
+        name = m.group("name")
+        if tag.wraps_speech and tag.key is not None and "." in name:
+            self.out.dialect("dot-notation")
+            self.out.note(
+                "CF705", f"dot notation <{name}> read as an emotion and the speech it wraps", m.start(), m.end()
+            )
+        elif m.group("attrs").strip():
+            self.out.dialect("attribute-xml")
+            what = "an emotion and the speech it wraps" if tag.wraps_speech else "its attributes dropped"
+            self.out.note("CF705", f"attribute form {m.group(0)} read as {what}", m.start(), m.end())
+        elif tag.known and tag.canon == "emo" and tag.wraps_speech:
+            self.out.note(
+                "CF710", f"<{name}> names an emotion: read as an emotion and the speech it wraps", m.start(), m.end()
+            )
+        elif tag.canon is not None and tag.known:
+            self.out.note(
+                "CF704", f"{m.group(0)} read as {'</' if tag.closing else '<'}{tag.canon}>", m.start(), m.end()
+            )
+
+    def _close(self, tag: _Tag, start: int, end: int) -> None:
+        if self.open is None:
+            self.out.note("CF712", "a closing tag with no open element is dropped", start, end)
+            return
+        opened = self.open_tag
+        matches = (
+            tag.canon is None
+            or tag.canon == self.open.tag
+            or (opened is not None and (tag.canon == opened.canon or (opened.wraps_speech and tag.canon == "emo")))
+        )
+        if not matches:
+            self.out.note("CF703", f"</{tag.canon}> closes <{self.open.tag}>", start, end)
+        elif tag.canon is None:
+            self.out.note("CF703", f"</> closes <{self.open.tag}>", start, end)
+        self.open.end = start
+        self._emit()
+        self.last_end = end
+        if self.resume is not None and self.open is None and tag.canon == "emo":
+            self.open = Piece(self.resume, "", end, end)
+            self.open_tag = None
+            self.resume = None
+
+    def _emit(self) -> None:
+        piece, self.open, self.open_tag = self.open, None, None
+        if piece is None:
+            return
+        piece.text = decode_entities(piece.text)
+        if piece.tag == "emo":
+            key = piece.text.strip()
+            if key != piece.text:
+                self.out.note("CF704", "spaces around an emotion key removed", piece.start, piece.end)
+            if not key:
+                self.out.note("CF702", "an empty emotion is dropped", piece.start, piece.end)
+                return
+            piece.text = key
+        elif piece.tag != "emo" and not piece.text.strip() and self.out.pieces:
+            previous = self.out.pieces[-1]
+            if previous.tag == "emo" and previous.end <= piece.start and (self.resume is None or piece.text == ""):
+                return  # a wrapper with nothing inside, or a split message with nothing after the emotion
+        self.out.pieces.append(piece)
+
+    def finish(self, end: int) -> None:
+        if self.open is not None:
+            if not (
+                self.resume is None and self.open.tag == "msg" and not self.open.text.strip() and self.open_tag is None
+            ):
+                self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
+            self.open.end = end
+            self._emit()
+
+
+# --- brackets and prose --------------------------------------------------------------
+
+_PROSE: Final = re.compile(
+    r"""\[\[?\s*(?P<word>[^\[\]\n:：]+?)\s*(?:[:：]\s*(?P<val>[^\[\]\n]+?))?\s*\]\]?   # [joy] [emotion:angry] [[x:y]]
+      | 【(?P<full>[^【】\n]+)】                                               # 【疑惑】
+      | \*\*\((?P<direction>[^)\n]+)\)\*\*                                    # **(stage direction)**
+      | \*(?P<star>[^*\n]+)\*                                                 # *jumps*
+      | （(?P<paren>[^（）\n]+)）                                              # （动作）
+      | (?:^|(?<=[.!?。！？\n]\s)|(?<=[.!?。！？\n]))\((?P<half>[^()\n]+)\)         # (sighs) at a sentence start
+      | "(?P<dq>[^"\n]+)"|「(?P<jq>[^「」]+)」|“(?P<cq>[^“”]+)”                  # quoted speech
+    """,
+    re.X,
+)
+
+
+def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None) -> tuple[str, str, float | None] | None:
+    """A bracket tag's meaning: ``(tag, text, intensity)``, or ``None`` to keep it as text."""
+    number = _intensity(val) if val is not None and re.fullmatch(r"\s*[0-9.]+\s*", val) else None
+    lower = word.strip().lower()
+    if val is not None and number is None:
+        canon = TAG_SYNONYMS.get(lower)
+        if canon is None:
+            return None
+        value = val.strip()
+        if canon == "emo" and vocabulary is not None:
+            value = vocabulary.resolve(value) or value
+        return (canon, value, None)
+    if vocabulary is not None:
+        key = vocabulary.resolve(word)
+        if key is not None:
+            return ("emo", key, number)
+    if re.fullmatch(r"[^\s<>&]+", word.strip()):
+        return ("emo", word.strip(), number)
+    return None
+
+
+def read_prose(text: str, vocabulary: Vocabulary | None, out: Result, offset: int = 0) -> None:
+    """Read untagged text: bracket tags, starred or parenthesised actions, quoted speech, the rest speech.
+
+    When quoted speech is present, unquoted narration between quotes is read as action.
+    """
+    marks: list[tuple[int, int, str, str, float | None]] = []
+    quoted = False
+    for m in _PROSE.finditer(text):
+        kind = m.lastgroup
+        if kind in ("word", "val"):
+            meaning = _bracket(m.group("word"), m.group("val"), vocabulary)
+            if meaning is None:
+                continue
+            marks.append((m.start(), m.end(), meaning[0], meaning[1], meaning[2]))
+            out.dialect("bracket")
+        elif kind == "full":
+            value = m.group("full").strip()
+            canon = (vocabulary.resolve(value) if vocabulary else None) or value
+            marks.append((m.start(), m.end(), "emo", canon, None))
+            out.dialect("bracket")
+        elif kind in ("direction", "star", "paren", "half"):
+            marks.append((m.start(), m.end(), "act", m.group(kind or 0).strip(), None))
+            out.dialect("roleplay")
+        else:
+            quoted = True
+            marks.append((m.start(), m.end(), "msg", m.group(kind or 0), None))
+    pos = 0
+    for start, end, tag, value, intensity in marks:
+        _plain(text[pos:start], offset + pos, "act" if quoted else "msg", out)
+        out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
+        if tag != "msg":
+            out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
+        pos = end
+    _plain(text[pos:], offset + pos, "act" if quoted else "msg", out)
+
+
+def _plain(chunk: str, offset: int, tag: str, out: Result) -> None:
+    stripped = chunk.strip()
+    if not stripped:
+        return
+    lead = len(chunk) - len(chunk.lstrip())
+    start, end = offset + lead, offset + lead + len(stripped)
+    out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
+    reason = (
+        "narration around quoted speech read as action" if tag == "act" else "text outside an element read as speech"
+    )
+    out.note("CF706", reason, start, end)
+
+
+Mapper = Callable[[int], int]

@@ -1,0 +1,287 @@
+"""A forgiving JSON reader for what models write: every repair is noted, every value keeps its raw span.
+
+It reads strict JSON as JSON, and also: single quotes, unquoted keys, Python and
+bare-word literals, trailing and missing commas, raw newlines and control characters in
+strings, invalid escapes, unescaped double quotes inside strings (decided by what
+follows, and by open tags in the text so far), and input cut off anywhere. It never
+recurses, so nesting depth costs no stack.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from charfmt.soup import Repair
+
+
+@dataclass(slots=True)
+class JNode:
+    """A JSON value with its raw span ``[start, end)``."""
+
+    kind: str  # "object", "array", "string", "scalar"
+    start: int
+    end: int = -1
+    value: Any = None  # the string, number, bool or None (for strings and scalars)
+    items: list[JNode] = field(default_factory=list)  # array items
+    pairs: list[tuple[str, int, int, JNode]] = field(default_factory=list)  # object: key, key span, value
+    closed: bool = True  # False when the input ended inside it
+    content_start: int = 0  # strings: offset of the first character after the quote
+
+    def get(self, key: str) -> JNode | None:
+        """The value of ``key`` in an object (the last one, as JSON readers do), or ``None``."""
+        found = None
+        for k, _s, _e, v in self.pairs:
+            if k == key:
+                found = v
+        return found
+
+
+_WS: Final = re.compile(r"[ \t\n\r\ufeff]*")
+_NUMBER: Final = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_WORD: Final = re.compile(r"[^\s,:{}\[\]\"']+")
+_LITERALS: Final = {
+    "true": True, "false": False, "null": None, "True": True, "False": False, "None": None,
+    "NONE": None, "NULL": None, "nil": None, "undefined": None, "TRUE": True, "FALSE": False,
+}  # fmt: skip
+_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
+_OPEN_TAG: Final = re.compile(r"<\s*([A-Za-z][\w.\-]*)[^<>]*>")
+_CLOSE_TAG: Final = re.compile(r"<\s*/")
+
+
+class Reader:
+    """Read one JSON value starting at ``pos``; ``repairs`` lists what was mended."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.repairs: list[Repair] = []
+        self._noted: set[tuple[str, int]] = set()
+
+    def note(self, code: str, message: str, start: int, end: int) -> None:
+        if (code, start) not in self._noted:
+            self._noted.add((code, start))
+            self.repairs.append(Repair(code, message, start, end))
+
+    def skip_ws(self, pos: int) -> int:
+        m = _WS.match(self.text, pos)
+        return m.end() if m else pos
+
+    def read(self, pos: int) -> JNode:
+        """The value at ``pos`` (after whitespace); never raises."""
+        text, n = self.text, len(self.text)
+        root = JNode("array", pos)  # a holder: the value read ends up as its only item
+        stack: list[JNode] = [root]
+        keys: list[tuple[str, int, int] | None] = [None]  # per container: the key awaiting its value
+        after_value: list[bool] = [False]  # per container: a value was just read, a separator is due
+        while stack:
+            pos = self.skip_ws(pos)
+            top = stack[-1]
+            if top is root and root.items:
+                break
+            if pos >= n:
+                for node in stack[1:]:
+                    node.closed = False
+                    node.end = n
+                if len(stack) > 1:
+                    self.note("CF610", "the reply was cut off: open strings, arrays and objects are closed", n, n)
+                break
+            ch = text[pos]
+            if ch in "]}":
+                if top is not root and (ch == "]") == (top.kind == "array"):
+                    if keys[-1] is not None:
+                        self.note("CF606", f"key {keys[-1][0]!r} has no value", pos, pos)
+                    top.end = pos + 1
+                    stack.pop()
+                    keys.pop()
+                    after_value.pop()
+                    after_value[-1] = True
+                else:
+                    self.note("CF601", f"an unmatched {ch!r} is dropped", pos, pos + 1)
+                pos += 1
+                continue
+            if ch == ",":
+                if after_value[-1] and top is not root:
+                    after_value[-1] = False
+                    nxt = self.skip_ws(pos + 1)
+                    if nxt < n and text[nxt] in "]}":
+                        self.note("CF605", "a trailing comma is dropped", pos, pos + 1)
+                else:
+                    self.note("CF605", "a stray comma is dropped", pos, pos + 1)
+                pos += 1
+                continue
+            if after_value[-1] and top is not root:
+                self.note("CF605", "a missing comma between values is assumed", pos, pos)
+                after_value[-1] = False
+            if top.kind == "object" and keys[-1] is None:
+                key, kstart, pos = self._key(pos)
+                pos = self.skip_ws(pos)
+                if pos < n and text[pos] == ":":
+                    pos += 1
+                else:
+                    self.note("CF606", "a missing ':' after a key is assumed", pos, pos)
+                keys[-1] = (key, kstart, kstart + len(key))
+                continue
+            if ch == ":":
+                self.note("CF601", "a stray ':' is dropped", pos, pos + 1)
+                pos += 1
+                continue
+            if ch in "{[":
+                node = JNode("object" if ch == "{" else "array", pos)
+                self._attach(top, keys, node)
+                stack.append(node)
+                keys.append(None)
+                after_value.append(False)
+                pos += 1
+                continue
+            if ch in "\"'":
+                node, pos = self._string(pos, in_body=self._is_body(keys))
+            else:
+                node, pos = self._scalar(pos)
+            self._attach(top, keys, node)
+            after_value[-1] = True
+        return root.items[0] if root.items else JNode("scalar", pos, pos, None, closed=False)
+
+    def _is_body(self, keys: list[tuple[str, int, int] | None]) -> bool:
+        key = keys[-1]
+        return key is not None and key[0] in ("body", "chat_body", "content", "message", "text")
+
+    def _attach(self, top: JNode, keys: list[tuple[str, int, int] | None], node: JNode) -> None:
+        if top.kind == "object":
+            key = keys[-1]
+            assert key is not None
+            top.pairs.append((key[0], key[1], key[2], node))
+            keys[-1] = None
+        else:
+            top.items.append(node)
+
+    def _key(self, pos: int) -> tuple[str, int, int]:
+        text = self.text
+        if text[pos] in "\"'":
+            node, end = self._string(pos, in_body=False)
+            if text[pos] == "'":
+                self.note("CF606", "single-quoted key read as a string", pos, end)
+            return str(node.value), pos, end
+        m = _WORD.match(text, pos)
+        end = m.end() if m else pos + 1
+        self.note("CF606", f"unquoted key {text[pos:end]!r} read as a string", pos, end)
+        return text[pos:end], pos, end
+
+    def _scalar(self, pos: int) -> tuple[JNode, int]:
+        text = self.text
+        m = _NUMBER.match(text, pos)
+        if m and (m.end() >= len(text) or not (text[m.end()].isalnum() or text[m.end()] == "_")):
+            raw = m.group()
+            try:
+                value: Any = int(raw) if re.fullmatch(r"[-+]?\d+", raw) else float(raw)
+            except ValueError:
+                value = raw
+            return JNode("scalar", pos, m.end(), value), m.end()
+        m = _WORD.match(text, pos)
+        end = m.end() if m else pos + 1
+        word = text[pos:end]
+        if word in _LITERALS:
+            if word not in ("true", "false", "null"):
+                self.note("CF606", f"{word} read as {_LITERALS[word]!r}", pos, end)
+            return JNode("scalar", pos, end, _LITERALS[word]), end
+        self.note("CF606", f"bare word {word!r} read as a string", pos, end)
+        return JNode("string", pos, end, word, content_start=pos), end
+
+    def _string(self, pos: int, *, in_body: bool) -> tuple[JNode, int]:
+        """A quoted string; an inner quote ends it only if what follows could follow a string."""
+        text, n = self.text, len(self.text)
+        quote = text[pos]
+        if quote == "'":
+            self.note("CF606", "single-quoted string read as a string", pos, pos + 1)
+        parts: list[str] = []
+        i = pos + 1
+        plain = re.compile(r"[^\\\x00-\x1f" + ('"' if quote == '"' else "'") + "]+")
+        while i < n:
+            m = plain.match(text, i)
+            if m:
+                parts.append(m.group())
+                i = m.end()
+                if i >= n:
+                    break
+            ch = text[i]
+            if ch == quote:
+                if self._ends_string(i, "".join(parts) if in_body else ""):
+                    return JNode("string", pos, i + 1, "".join(parts), content_start=pos + 1), i + 1
+                self.note("CF607", "an unescaped quote inside a string is kept as text", i, i + 1)
+                parts.append(ch)
+                i += 1
+            elif ch == "\\":
+                i = self._escape(i, parts)
+            else:  # a raw control character
+                self.note("CF608", f"raw control character U+{ord(ch):04X} inside a string", i, i + 1)
+                parts.append(ch)
+                i += 1
+        self.note("CF610", "the reply was cut off inside a string", n, n)
+        return JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1), n
+
+    def _ends_string(self, i: int, so_far: str) -> bool:
+        text = self.text
+        after = self.skip_ws(i + 1)
+        if after >= len(text):
+            return True
+        nxt = text[after]
+        if nxt in "}]:":
+            return True
+        if nxt != ",":
+            return False
+        # '",' inside a body whose text has an open element is dialogue, not the end:
+        # "<msg>He said "hi", then left</msg>".
+        opened = len(_OPEN_TAG.findall(so_far))
+        closed = len(_CLOSE_TAG.findall(so_far))
+        return opened <= closed
+
+    def _escape(self, i: int, parts: list[str]) -> int:
+        text = self.text
+        if i + 1 >= len(text):
+            return i + 1
+        c = text[i + 1]
+        if c == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
+            code = int(text[i + 2 : i + 6], 16)
+            if (
+                0xD800 <= code < 0xDC00
+                and text[i + 6 : i + 8] == "\\u"
+                and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 8 : i + 12])
+            ):
+                low = int(text[i + 8 : i + 12], 16)
+                if 0xDC00 <= low < 0xE000:
+                    parts.append(chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)))
+                    return i + 12
+            parts.append(chr(code))
+            return i + 6
+        if c in _ESCAPES:
+            parts.append(_ESCAPES[c])
+            return i + 2
+        self.note("CF608", f"invalid escape \\{c} read as {c!r}", i, i + 2)
+        parts.append(c)
+        return i + 2
+
+
+def raw_offset(text: str, start: int, index: int) -> int:
+    """Raw offset of decoded character ``index`` of the string whose content starts at ``start``.
+
+    Mirrors ``Reader._string``: ``\\uXXXX`` is 6 raw characters (a surrogate pair 12),
+    any other escape 2, everything else 1.
+    """
+    pos, left = start, index
+    n = len(text)
+    while left > 0 and pos < n:
+        nxt = text.find("\\", pos, pos + left + 1)
+        if nxt == -1:
+            return pos + left
+        left -= nxt - pos
+        pos = nxt
+        if left == 0:
+            return pos
+        if text[pos + 1 : pos + 2] == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[pos + 2 : pos + 6]):
+            high = int(text[pos + 2 : pos + 6], 16)
+            pair = 0xD800 <= high < 0xDC00 and text[pos + 6 : pos + 8] == "\\u"
+            pos += 12 if pair and re.fullmatch(r"[dD][c-fC-F][0-9a-fA-F]{2}", text[pos + 8 : pos + 12]) else 6
+        else:
+            pos += 2
+        left -= 1
+    return pos

@@ -1,4 +1,4 @@
-"""The ``charfmt`` command: parse, check, schema, render, grammar, demo.
+"""The ``charfmt`` command: parse, check, fix, schema, render, grammar, demo.
 
 Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file.
 """
@@ -6,6 +6,7 @@ Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.schema import PROVIDERS, json_schema
 from charfmt.tags import TAG_BY_NAME
+from charfmt.writer import dumps
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -52,7 +54,8 @@ def _pretty(reply: Reply, out: TextIO) -> None:
 
 
 def _diag_line(name: str, d: Diagnostic) -> str:
-    return f"{name}:{d.line}:{d.column}: {d.code} {d.message}"
+    level = "" if d.severity == "error" else f"{d.severity}: "
+    return f"{name}:{d.line}:{d.column}: {d.code} {level}{d.message}"
 
 
 def _emit_diagnostics(name: str, source: str, diagnostics: Sequence[Diagnostic], fmt: str, out: TextIO) -> None:
@@ -75,7 +78,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     if args.format == "pretty":
         _pretty(reply, sys.stdout)
     elif args.format == "json":
-        print(reply.model_dump_json(indent=2), file=sys.stdout)
+        print(reply.model_dump_json(indent=2, exclude_none=True), file=sys.stdout)
     else:
         for event in reply.events():
             print(json.dumps(event.to_dict(), ensure_ascii=False), file=sys.stdout)
@@ -93,15 +96,35 @@ def _cmd_check(args: argparse.Namespace) -> int:
             status = EXIT_USAGE
             continue
         try:
-            reply = parse(data, max_size=args.max_size)
+            reply = parse(data, lenient=args.lenient, max_size=args.max_size)
         except ParseError as e:
             _emit_diagnostics(name, e.source, e.diagnostics, args.format, sys.stdout)
             status = max(status, EXIT_INVALID)
             continue
-        _emit_diagnostics(name, data.decode("utf-8"), reply.diagnostics, args.format, sys.stdout)
-        if args.format == "text" and not args.quiet:
-            print(f"{name}: ok ({len(reply.chats)} chats)", file=sys.stdout)
+        _emit_diagnostics(name, data.decode("utf-8", errors="replace"), reply.diagnostics, args.format, sys.stdout)
+        if any(d.severity == "error" for d in reply.diagnostics):
+            status = max(status, EXIT_INVALID)
+        elif args.format == "text" and not args.quiet:
+            repaired = " after repairs" if reply.dialect is not None else ""
+            print(f"{name}: ok{repaired} ({len(reply.chats)} chats)", file=sys.stdout)
     return status
+
+
+def _cmd_fix(args: argparse.Namespace) -> int:
+    name = "<stdin>" if args.file == "-" else args.file
+    data = _read(args.file, args.max_size)
+    reply = parse(data, lenient=True, max_size=args.max_size)
+    source = data.decode("utf-8", errors="replace")
+    _emit_diagnostics(name, source, reply.diagnostics, "text", sys.stderr)
+    fixed = dumps(reply, indent=args.indent)
+    if args.diff:
+        diff = difflib.unified_diff(
+            source.splitlines(keepends=True), (fixed + "\n").splitlines(keepends=True), name, f"{name} (fixed)"
+        )
+        sys.stdout.writelines(diff)
+    else:
+        print(fixed)
+    return EXIT_INVALID if any(d.severity == "error" for d in reply.diagnostics) else EXIT_OK
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -195,8 +218,16 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("files", nargs="+", metavar="FILE")
     sp.add_argument("--format", choices=("text", "jsonl"), default="text")
     sp.add_argument("-q", "--quiet", action="store_true", help="print nothing for valid files")
+    sp.add_argument("--lenient", action="store_true", help="repair what can be repaired; report repairs as warnings")
     add_size(sp)
     sp.set_defaults(run=_cmd_check)
+
+    sp = sub.add_parser("fix", help="repair a reply leniently; print it canonically, the repair log on stderr")
+    sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
+    sp.add_argument("--diff", action="store_true", help="print a unified diff from the input to the fixed reply")
+    sp.add_argument("--indent", type=int, default=None, metavar="N", help="pretty-print the JSON")
+    add_size(sp)
+    sp.set_defaults(run=_cmd_fix)
 
     sp = sub.add_parser("schema", help="print the reply envelope as JSON Schema")
     sp.add_argument("--provider", choices=PROVIDERS, default=None)

@@ -21,7 +21,7 @@ from typing import Final
 
 from charfmt.diagnostics import Diagnostic
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
-from charfmt.soup import Piece, Repair, Result, decode_entities, read_body, read_prose
+from charfmt.soup import Piece, Repair, Result, decode_entities, note_literals, read_body, read_prose
 from charfmt.tags import REASONING_TAGS, TAG_BY_NAME, TAG_SYNONYMS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
 from charfmt.tolerant import JNode, Reader, raw_offset
 from charfmt.vocabulary import apply_vocabulary
@@ -223,7 +223,18 @@ class Recovery:
             keys = {k.lower() for k, _s, _e, _v in node.pairs}
             return bool(keys & {*_CHATS_KEYS, *_CHAT_KEYS, *TAG_SYNONYMS, *_HYBRID_BODY})
         if node.kind == "array":
-            return any(item.kind in ("object", "string") for item in node.items)
+            # "[joy] やったー！" is a bracket tag, not JSON: an array counts when it holds
+            # chat objects, or quoted strings written in the tag language.
+            text = self.source.text
+            return any(
+                item.kind == "object"
+                or (
+                    item.kind == "string"
+                    and text[item.start : item.start + 1] in "\"'"
+                    and _TAGGED.search(str(item.value))
+                )
+                for item in node.items
+            )
         return False
 
     def _more(self, after: int, end: int, chats: list[_RawChat]) -> None:
@@ -257,6 +268,9 @@ class Recovery:
             items = node.items
         else:
             holder = next((v for k, _s, _e, v in node.pairs if k.lower() in _CHATS_KEYS), None)
+            named = next((k for k, _s, _e, v in node.pairs if v is holder), "chats")
+            if holder is not None and named != "chats":
+                self.note("CF612", f'{named!r} read as "chats"', node.start, node.start + 1)
             if holder is None:
                 self.dialect(self._fields_dialect(node))
                 self.note("CF612", 'a single chat object without {"chats": [...]}', node.start, node.start + 1)
@@ -291,12 +305,13 @@ class Recovery:
             self.note("CF615", "a chat that is not an object is dropped", item.start, item.end)
             return chat
         body: JNode | None = None
-        seen: set[str] = set()
+        seen: dict[str, tuple[int, int]] = {}
         for key, ks, _ke, value in item.pairs:
             lower = key.lower()
             if lower in seen and lower in (*_CHAT_KEYS, *_HYBRID_BODY):
-                self.note("CF615", f"key {key!r} repeats: the last value is used", ks, value.end, index)
-            seen.add(lower)
+                a, b = seen[lower]
+                self.note("CF615", f"key {key!r} repeats: this earlier value is dropped", a, b, index)
+            seen[lower] = (ks, value.end)
             if lower == "type":
                 chat.kind = self._type(value, index)
             elif lower == "order":
@@ -387,6 +402,9 @@ class Recovery:
         start = node.content_start
         mapper: Callable[[int], int] = lambda i: raw_offset(self.source.text, start, i)  # noqa: E731
         if not tagged:
+            notes = Result()
+            note_literals(text, 0, notes)
+            self._take(chat, notes, mapper)
             if chat.pieces and chat.pieces[-1].tag == TEXT_TAG:
                 chat.pieces[-1].text += "\n" + decode_entities(text)
             elif text:

@@ -66,6 +66,7 @@ class Piece:
     start: int
     end: int
     intensity: float | None = None
+    implicit: bool = False  # opened by charfmt (speech wrapped by an emotion tag, a split message)
 
 
 @dataclass(slots=True)
@@ -105,6 +106,16 @@ _ATTR: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]
 _ESCAPED_NEWLINE: Final = re.compile(r"(?:\\\\|\\)n")
 
 
+def note_literals(chunk: str, offset: int, out: Result) -> None:
+    """Note each '<' and '&' in text that strict parsing would reject (kept as text, or decoded)."""
+    if "<" in chunk or "＜" in chunk:
+        at = offset + min(i for i in (chunk.find("<"), chunk.find("＜")) if i >= 0)
+        out.note("CF707", "a '<' that starts no tag is kept as text", at, at + 1)
+    if "&" in chunk:
+        for a, b, message in ampersands(chunk):
+            out.note("CF707", message, offset + a, offset + b)
+
+
 @dataclass(frozen=True, slots=True)
 class _Tag:
     closing: bool
@@ -132,10 +143,7 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     name = m.group("name")
     closing = bool(m.group("slash"))
     attrs_text = m.group("attrs").strip()
-    attrs = {
-        a.lower(): (v1 if v1 is not None else v2 if v2 is not None else v3)
-        for a, v1, v2, v3 in _ATTR.findall(attrs_text)
-    }
+    attrs = {a.lower(): v1 or v2 or v3 for a, v1, v2, v3 in _ATTR.findall(attrs_text)}
     if attrs_text and not attrs:
         return None  # "< b and c >": not a tag
     if not name:
@@ -197,18 +205,13 @@ class _Reader:
         if start >= end:
             return
         chunk = view[start:end]
-        if "<" in chunk or "＜" in chunk:
-            at = start + min(i for i in (chunk.find("<"), chunk.find("＜")) if i >= 0)
-            self.out.note("CF707", "a '<' that starts no tag is kept as text", at, at + 1)
-        if "&" in chunk:
-            for a, b, message in ampersands(chunk):
-                self.out.note("CF707", message, start + a, start + b)
+        note_literals(chunk, start, self.out)
         if self.open is not None:
             self.open.text += chunk
             self.open.end = end
             return
         if not chunk.strip():
-            if chunk != "\n" and self.out.pieces:
+            if (chunk != "\n" or end == len(view)) and self.out.pieces:
                 self.out.note("CF701", "whitespace between elements is layout, not content", start, end)
             return
         self.out.dialect("prose")
@@ -230,7 +233,10 @@ class _Reader:
                     end,
                 )
                 self.resume = self.open.tag
-                self._emit()
+                if self.open.text.strip():
+                    self._emit()
+                else:
+                    self.open = self.open_tag = None
             else:
                 self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
                 self._emit()
@@ -247,7 +253,7 @@ class _Reader:
             if tag.self_closing:
                 self.last_end = end
                 return
-            self.open = Piece("msg", "", end, end)
+            self.open = Piece("msg", "", end, end, implicit=True)
             self.open_tag = tag
             return
         if tag.self_closing:
@@ -296,7 +302,7 @@ class _Reader:
         self._emit()
         self.last_end = end
         if self.resume is not None and self.open is None and tag.canon == "emo":
-            self.open = Piece(self.resume, "", end, end)
+            self.open = Piece(self.resume, "", end, end, implicit=True)
             self.open_tag = None
             self.resume = None
 
@@ -313,10 +319,8 @@ class _Reader:
                 self.out.note("CF702", "an empty emotion is dropped", piece.start, piece.end)
                 return
             piece.text = key
-        elif piece.tag != "emo" and not piece.text.strip() and self.out.pieces:
-            previous = self.out.pieces[-1]
-            if previous.tag == "emo" and previous.end <= piece.start and (self.resume is None or piece.text == ""):
-                return  # a wrapper with nothing inside, or a split message with nothing after the emotion
+        elif piece.implicit and not piece.text.strip():
+            return  # a wrapper with nothing inside, or a split message with nothing after the emotion
         self.out.pieces.append(piece)
 
     def finish(self, end: int) -> None:

@@ -78,7 +78,7 @@ TAG_SYNONYMS: Final[dict[str, str]] = {
     "msg": "msg", "message": "msg", "speak": "msg", "speech": "msg", "say": "msg", "said": "msg",
     "dialogue": "msg", "dialog": "msg", "line": "msg", "content": "msg", "text": "msg", "saying": "msg",
     "reply": "msg", "response": "msg", "talk": "msg",
-    "thought": "thought", "thoughts": "thought", "thinking": "thought", "inner": "thought",
+    "thought": "thought", "thoughts": "thought", "thinking": "thought", "think": "thought", "inner": "thought",
     "inner_voice": "thought", "monologue": "thought", "mind": "thought",
 }  # fmt: skip
 """Tag names (lower case) models use, mapped to the canonical tag. Also the JSON field

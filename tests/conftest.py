@@ -33,7 +33,7 @@ def load_cases(filename: str) -> list[Case]:
     text = (CASES / filename).read_text(encoding="utf-8")
     for block in text.split("\n=== ")[1:]:
         name, _, rest = block.partition("\n")
-        given, sep, expected = rest.partition("\n---\n")
+        given, sep, expected = rest.rpartition("\n---\n")  # the last one: inputs may hold "---"
         assert sep, f"case {name!r} in {filename} has no '---' line"
         lines = [line for line in expected.strip("\n").split("\n") if line.strip()]
         cases.append(Case(name.strip(), given.rstrip("\n"), lines))

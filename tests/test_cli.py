@@ -67,7 +67,7 @@ def test_parse_invalid_strict_exits_1_with_diagnostics(bad: Path, capsys: pytest
 
 def test_parse_lenient_reports_instead(bad: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["parse", str(bad), "--lenient"]) == 0
-    assert "error: 1:48: CF205" in capsys.readouterr().out
+    assert "warning: 1:48: CF703 </act> closes <msg>" in capsys.readouterr().out
 
 
 def test_check_valid_and_invalid(good: Path, bad: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -71,6 +71,17 @@ def make_reply(target_bytes: int, seed: int = 1) -> str:
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
+def damage(text: str) -> str:
+    """What a sloppy model does to a reply: a fence and prose around it, no newlines between
+    elements, shouted tag names, an unclosed last message, a trailing comma."""
+    doc = json.loads(text)
+    for chat in doc["chats"]:
+        if chat["type"] == "C":
+            chat["body"] = chat["body"].replace("\n<", "<").replace("<msg>", "<MSG>").replace("</msg>", "</MSG>")
+    body = json.dumps(doc, ensure_ascii=False).replace("}]}", "},]}")
+    return "Sure! Here you go:\n```json\n" + body[: body.rfind("</MSG>")] + "\n```\nAnything else?"
+
+
 def reference(text: str) -> list[list[tuple[str, str]]]:
     """What a hand-rolled consumer does: json.loads, then one regex over each body."""
     out = []
@@ -153,6 +164,27 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["scaling"] = scaling
     print("scaling (time ratio / size ratio, 1.00 = linear): " + ", ".join(f"{k} {v:.2f}" for k, v in scaling.items()))
+    damaged: dict[str, Any] = {}
+    for name in ("3KB", "300KB", "3MB"):
+        text = damage(make_reply(sizes[name]))
+        reply = charfmt.parse(text, lenient=True)
+        assert reply.chats and not any(d.code == "CF999" for d in reply.diagnostics)
+        per_call = statistics.median(
+            _time(lambda t: charfmt.parse(t, lenient=True), text, 1) for _ in range(rounds // 2 + 1)
+        )
+        damaged[name] = {"bytes": len(text.encode()), "lenient": per_call}
+    d = damaged
+    damaged_scaling = {
+        "3KB->300KB": (d["300KB"]["lenient"] / d["3KB"]["lenient"]) / (d["300KB"]["bytes"] / d["3KB"]["bytes"]),
+        "300KB->3MB": (d["3MB"]["lenient"] / d["300KB"]["lenient"]) / (d["3MB"]["bytes"] / d["300KB"]["bytes"]),
+    }
+    results["damaged"] = {"sizes": damaged, "scaling": damaged_scaling}
+    print(
+        "damaged input, lenient: "
+        + ", ".join(f"{k} {v['lenient'] * 1e3:.1f} ms" for k, v in damaged.items())
+        + "; scaling "
+        + ", ".join(f"{k} {v:.2f}" for k, v in damaged_scaling.items())
+    )
     results["cold_start"] = cold_start(make_reply(300), 3 if args.quick else 7)
     print(
         f"cold start: import charfmt + first parse {results['cold_start']['import_and_first_parse'] * 1e3:.0f} ms "

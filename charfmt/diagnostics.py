@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
+import re
 import unicodedata
+from array import array
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -100,9 +104,18 @@ def _width(ch: str) -> int:
 def line_col(source: str, offset: int) -> tuple[int, int]:
     """1-based line and column of ``offset`` in ``source`` (columns count code points)."""
     offset = max(0, min(offset, len(source)))
-    line = source.count("\n", 0, offset) + 1
-    column = offset - (source.rfind("\n", 0, offset) + 1) + 1
-    return line, column
+    if len(source) < 4096:
+        line = source.count("\n", 0, offset) + 1
+        return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
+    # A damaged reply can have a diagnostic per line: index the newlines once, then bisect.
+    newlines = _newlines(source)
+    k = bisect.bisect_left(newlines, offset)
+    return k + 1, offset - (newlines[k - 1] + 1 if k else 0) + 1
+
+
+@lru_cache(maxsize=4)
+def _newlines(source: str) -> array[int]:
+    return array("q", (m.start() for m in re.finditer("\n", source)))
 
 
 class Diagnostic(BaseModel):

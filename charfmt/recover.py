@@ -487,27 +487,28 @@ class Recovery:
                 self.note(
                     "CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index
                 )
-        orders = [rc.order for rc, _ in chats]
-        valid = all(o is not None for o in orders) and len(set(orders)) == len(orders)
-        if not valid:
-            if any(rc.node is not None for rc, _ in chats):
-                first = chats[0][0].node
-                at = first.start if first is not None else 0
-                self.note("CF614", "orders missing or repeated: chats are numbered in reading order", at, at)
-            ranked = sorted(range(len(chats)), key=lambda n: (orders[n] if orders[n] is not None else 0, n))
-            if any(o is None for o in orders):
-                ranked = list(range(len(chats)))
-            numbered = [(n + 1, chats[i]) for n, i in enumerate(ranked)]
-        else:
-            numbered = [(o, c) for o, c in zip(orders, chats, strict=True)]  # type: ignore[misc]
-            if orders != sorted(orders):  # type: ignore[type-var]
-                first = chats[0][0].node
-                self.note(
-                    "CF113",
-                    "chats are not listed in order; presented sorted",
-                    first.start if first else 0,
-                    first.start if first else 0,
-                )
+        numbered = []
+        seen: set[int] = set()
+        top = 0
+        unsorted = False
+        for rc, segments in chats:
+            order = rc.order
+            if order is None or order in seen:
+                # A missing or repeated order takes the next free number: the chats before
+                # it keep theirs, so a streamed reply never has to renumber what it showed.
+                at = rc.node.start if rc.node is not None else 0
+                if rc.node is not None:
+                    why = "has no order" if order is None else f"repeats order {order}"
+                    self.note("CF614", f"chat {rc.index} {why}: numbered {top + 1}", at, at, rc.index)
+                order = top + 1
+            unsorted = unsorted or order < top
+            seen.add(order)
+            top = max(top, order)
+            numbered.append((order, (rc, segments)))
+        if unsorted:
+            first = chats[0][0].node
+            at = first.start if first is not None else 0
+            self.note("CF113", "chats are not listed in order; presented sorted", at, at)
         built = [
             construct_trusted(Chat, {"type": rc.kind or "C", "order": order, "segments": segments})
             for order, (rc, segments) in numbered

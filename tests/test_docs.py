@@ -87,3 +87,12 @@ def test_readme_full_round_is_the_example_script() -> None:
     block = README.split("A full round")[1].split("```python\n", 1)[1].split("\n```", 1)[0]
     for line in block.splitlines():
         assert line.strip() in script, line
+
+
+def test_readme_lenient_example() -> None:
+    (call,) = re.findall(r"reply = charfmt\.parse\('(Sure!.*)', lenient=True\)", README)
+    reply = charfmt.parse(call.encode().decode("unicode_escape"), lenient=True)
+    (segments,) = re.findall(r"segments\]   # (.*)", README)
+    assert str([(s.tag, s.text) for s in reply.chats[0].segments]) == segments
+    (codes,) = re.findall(r"diagnostics\] +# \[(.*), \.\.\.\]", README)
+    assert str([d.code for d in reply.diagnostics]).startswith("[" + codes)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import charfmt
@@ -186,3 +188,12 @@ def test_public_api_is_small_and_exported() -> None:
     assert {"parse", "dumps", "json_schema", "Reply", "Chat", "Segment", "Diagnostic", "ParseError"} <= set(
         charfmt.__all__
     )
+
+
+@given(st.text(alphabet="ab\n", min_size=4096, max_size=6000), st.data())
+def test_line_and_column_of_long_sources(source: str, data: st.DataObject) -> None:
+    from charfmt.diagnostics import line_col
+
+    offset = data.draw(st.integers(0, len(source)))
+    before = source[:offset]
+    assert line_col(source, offset) == (before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1)

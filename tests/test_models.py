@@ -190,10 +190,11 @@ def test_public_api_is_small_and_exported() -> None:
     )
 
 
-@given(st.text(alphabet="ab\n", min_size=4096, max_size=6000), st.data())
-def test_line_and_column_of_long_sources(source: str, data: st.DataObject) -> None:
+@given(st.text(alphabet="ab\n", max_size=200), st.data())
+def test_line_and_column_of_long_sources(tail: str, data: st.DataObject) -> None:
     from charfmt.diagnostics import line_col
 
+    source = "x\n" * 2100 + tail  # long enough for the indexed path
     offset = data.draw(st.integers(0, len(source)))
     before = source[:offset]
     assert line_col(source, offset) == (before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1)

@@ -15,6 +15,7 @@ from charfmt.events import (
     DiagnosticEvent,
     Emotion,
     Event,
+    Reset,
     SegmentEnd,
     SegmentStart,
     TextDelta,
@@ -32,6 +33,7 @@ from charfmt.render import (
     render_user_block,
 )
 from charfmt.schema import json_schema
+from charfmt.stream import StreamParser, aiter_events, collect, iter_events
 from charfmt.tags import TAGS, TagSpec
 from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
 from charfmt.writer import dumps
@@ -54,9 +56,11 @@ __all__ = [
     "Exchange",
     "ParseError",
     "Reply",
+    "Reset",
     "Segment",
     "SegmentEnd",
     "SegmentStart",
+    "StreamParser",
     "TagSpec",
     "TemplateError",
     "TextDelta",
@@ -64,9 +68,12 @@ __all__ = [
     "UserContext",
     "UserTurn",
     "Vocabulary",
+    "aiter_events",
+    "collect",
     "dumps",
     "estimate_tokens",
     "grammar",
+    "iter_events",
     "json_schema",
     "load_history",
     "parse",

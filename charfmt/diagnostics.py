@@ -88,6 +88,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF712": ("warning", "closing tag with nothing open dropped"),
     "CF713": ("warning", "bracket tag or role-play markup read as an element"),
     "CF714": ("warning", "control characters or lone surrogates replaced by U+FFFD"),
+    # streaming
+    "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),
 }
 """Every diagnostic code charfmt emits: default severity and a one-line title.

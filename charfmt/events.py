@@ -51,6 +51,7 @@ class Emotion(_EventBase):
     chat: int
     segment: int
     text: str
+    intensity: float | None = None
     kind: Literal["emotion"] = field(default="emotion", init=False)
 
 
@@ -106,10 +107,20 @@ class DiagnosticEvent(_EventBase):
         return {"kind": self.kind, "chat": self.chat, "diagnostic": self.diagnostic.model_dump()}
 
 
-Event = ChatStart | SegmentStart | Emotion | Action | TextDelta | SegmentEnd | ChatEnd | DiagnosticEvent
-"""Every event type; switch on ``event.kind``."""
+@dataclass(frozen=True, slots=True)
+class Reset(_EventBase):
+    """Forget every event so far: the events that follow describe the whole reply.
 
-_WHOLE: dict[str, type[Emotion] | type[Action]] = {"emo": Emotion, "act": Action}
+    Streaming only, and only when a damaged reply, read again as a whole at the end,
+    contradicts what was already shown (for example a later ``<|channel|>`` marker
+    that turns everything before it into the model's analysis).
+    """
+
+    kind: Literal["reset"] = field(default="reset", init=False)
+
+
+Event = ChatStart | SegmentStart | Emotion | Action | TextDelta | SegmentEnd | ChatEnd | DiagnosticEvent | Reset
+"""Every event type; switch on ``event.kind``."""
 
 
 def reply_events(reply: Reply) -> Iterator[Event]:
@@ -120,9 +131,10 @@ def reply_events(reply: Reply) -> Iterator[Event]:
         yield ChatStart(c, chat.type, chat.order)
         for s, seg in enumerate(chat.segments):
             yield SegmentStart(c, s, seg.tag)
-            whole = _WHOLE.get(seg.tag)
-            if whole is not None:
-                yield whole(c, s, seg.text)
+            if seg.tag == "emo":
+                yield Emotion(c, s, seg.text, seg.intensity)
+            elif seg.tag == "act":
+                yield Action(c, s, seg.text)
             elif seg.text:
                 yield TextDelta(c, s, seg.tag, seg.text)
             yield SegmentEnd(c, s, seg.tag)

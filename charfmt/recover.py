@@ -410,7 +410,7 @@ class Recovery:
             elif text:
                 chat.pieces.append(Piece(TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text))))
             return
-        result = read_body(text, self.vocabulary)
+        result = read_body(text, self.vocabulary, cut_off=not node.closed)
         self._take(chat, result, mapper)
 
     def _take(self, chat: _RawChat, result: Result, mapper: Callable[[int], int]) -> None:

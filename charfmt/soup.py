@@ -24,23 +24,26 @@ _BAD_CHARS: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 def decode_entities(text: str) -> str:
-    """Decode the entities the strict parser decodes, and HTML's named ones; leave any other ``&``."""
+    """Decode the entities the strict parser decodes, and HTML's named ones; leave any other ``&``.
+
+    One pass, so ``&amp;lt;`` is ``&lt;``, never ``<``.
+    """
 
     def one(m: re.Match[str]) -> str:
-        name, dec, hexa = m.groups()
-        if name:
-            return _NAMED[name]
-        code = int(dec) if dec else int(hexa, 16)
-        ch = chr(code) if code <= 0x10FFFF else ""
-        return ch if ch and not _BAD_CHARS.match(ch) else m.group()
+        whole = m.group()
+        inner = whole[1:-1]
+        if inner in _NAMED:
+            return _NAMED[inner]
+        if inner.startswith("#"):
+            code = int(inner[2:], 16) if inner[1:2] in ("x", "X") else int(inner[1:])
+            ch = chr(code) if code <= 0x10FFFF else ""
+            return ch if ch and not _BAD_CHARS.match(ch) else whole
+        return html5.get(inner + ";", whole)
 
-    if "&" not in text:
-        return text
-    text = _ENTITY.sub(one, text)
-    return _HTML_NAMED.sub(lambda m: html5.get(m.group(1), m.group()), text) if "&" in text else text
+    return _ANY_ENTITY.sub(one, text) if "&" in text else text
 
 
-_HTML_NAMED: Final = re.compile(r"&([A-Za-z][A-Za-z0-9]{1,31};)")
+_ANY_ENTITY: Final = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _ANY_AMP: Final = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31};|#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};)?")
 
 
@@ -165,9 +168,19 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     return _Tag(closing, lower, None, intensity, self_closing, False, False, False)
 
 
-def read_body(body: str, vocabulary: Vocabulary | None = None) -> Result:
-    """Read a ``C`` body leniently into pieces, with every repair noted."""
+_CUT_TAG: Final = re.compile(r"[<＜]\s*[/／]?\s*[\w.\-:]*$")
+
+
+def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool = False) -> Result:
+    """Read a ``C`` body leniently into pieces, with every repair noted.
+
+    ``cut_off``: the body ends where the input was cut; a tag begun at its very end
+    (``<emo>joy</em``) is markup cut in half, dropped rather than kept as text.
+    """
     out = Result()
+    if cut_off and (m := _CUT_TAG.search(body)) is not None:
+        out.note("CF702", f"a tag cut off at the end is dropped: {m.group()!r}", m.start(), len(body))
+        body = body[: m.start()]
     if _ESCAPED_NEWLINE.search(body) and "\n" not in body:
         # "<emo>joy</emo>\\n<msg>…" decoded once too few: the separators are literal "\n".
         for m in _ESCAPED_NEWLINE.finditer(body):

@@ -1,0 +1,195 @@
+"""Streaming: for any input and any chunking, the events rebuild exactly the batch result."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator
+
+import pytest
+from conftest import MARK, load_cases
+from hypothesis import given
+from hypothesis import strategies as st
+from test_lenient import CASES as LENIENT_CASES
+from test_lenient import _mutate
+
+import charfmt
+from charfmt.testing import replies
+
+INVALID = [c.input.replace(MARK, "") for c in load_cases("invalid.txt")]
+DAMAGED = [c.input for c in LENIENT_CASES]
+
+
+def _chunks(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+def _stream(chunks: list[str] | list[bytes], **kwargs: object) -> list[charfmt.Event]:
+    parser = charfmt.StreamParser(**kwargs)  # type: ignore[arg-type]
+    events: list[charfmt.Event] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+    events.extend(parser.close())
+    assert parser.reply == charfmt.collect(events)
+    return events
+
+
+def _same(events: list[charfmt.Event], batch: charfmt.Reply) -> None:
+    got = charfmt.collect(events)
+    assert got.chats == batch.chats
+    assert sorted(d.code for d in got.diagnostics) == sorted(d.code for d in batch.diagnostics)
+
+
+@given(replies(), st.lists(st.integers(0, 10_000), max_size=40), st.sampled_from([None, 2]))
+def test_valid_replies_stream_without_holding(reply: charfmt.Reply, cuts: list[int], indent: int | None) -> None:
+    text = charfmt.dumps(reply, indent=indent)
+    events = _stream(_chunks(text, cuts))
+    _same(events, charfmt.parse(text, lenient=True))
+    assert not any(isinstance(e, charfmt.Reset) for e in events)
+
+
+@given(replies())
+def test_one_character_chunks(reply: charfmt.Reply) -> None:
+    text = charfmt.dumps(reply)
+    _same(_stream(list(text)), charfmt.parse(text, lenient=True))
+
+
+@given(replies(), st.lists(st.integers(0, 10_000), max_size=40))
+def test_bytes_split_anywhere_even_inside_a_character(reply: charfmt.Reply, cuts: list[int]) -> None:
+    data = charfmt.dumps(reply).encode()
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    _same(_stream(chunks), charfmt.parse(data, lenient=True))
+
+
+@given(replies(), st.randoms(use_true_random=False), st.lists(st.integers(0, 10_000), max_size=30))
+def test_damaged_replies_stream_to_the_batch_result(reply: charfmt.Reply, rnd: random.Random, cuts: list[int]) -> None:
+    text = _mutate(charfmt.dumps(reply), rnd)
+    _same(_stream(_chunks(text, cuts)), charfmt.parse(text, lenient=True))
+
+
+@pytest.mark.parametrize("text", INVALID + DAMAGED)
+def test_every_case_file_input_streams_to_the_batch_result(text: str) -> None:
+    rnd = random.Random(len(text))
+    cuts = [rnd.randint(0, len(text)) for _ in range(12)]
+    _same(_stream(_chunks(text, cuts)), charfmt.parse(text, lenient=True))
+    _same(_stream(list(text)), charfmt.parse(text, lenient=True))
+
+
+@given(st.text(max_size=200), st.lists(st.integers(0, 400), max_size=10))
+def test_random_text_streams_to_the_batch_result(text: str, cuts: list[int]) -> None:
+    _same(_stream(_chunks(text, cuts)), charfmt.parse(text, lenient=True))
+
+
+@given(replies().filter(lambda r: bool(r.chats)), st.integers(0, 10_000), st.lists(st.integers(0, 10_000), max_size=20))
+def test_a_stream_cut_off_keeps_the_partial_text_like_the_batch(
+    reply: charfmt.Reply, stop: int, cuts: list[int]
+) -> None:
+    text = charfmt.dumps(reply)
+    text = text[: stop % len(text)]
+    events = _stream(_chunks(text, cuts))
+    _same(events, charfmt.parse(text, lenient=True))
+    assert not any(isinstance(e, charfmt.Reset) for e in events)
+
+
+def test_deltas_never_hold_a_fragment_of_a_tag_entity_or_escape() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>a &amp; b \\u3042\\ud83d\\ude00 &lt;c&gt;</msg>"}]}'
+    for size in range(1, 12):
+        events = _stream([text[i : i + size] for i in range(0, len(text), size)])
+        deltas = [e.text for e in events if isinstance(e, charfmt.TextDelta)]
+        assert "".join(deltas) == "a & b あ😀 <c>"
+        for d in deltas:  # each delta is decided text: no piece of "&amp;", "\\u3042" or "</msg>"
+            assert not any(piece in d for piece in ("amp", "lt;", "gt;", "\\", "u30", "ud8", "</", "/m"))
+
+
+def test_emotion_is_emitted_once_when_complete() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>surprise</emo>\\n<msg>Hi</msg>"}]}'
+    parser = charfmt.StreamParser()
+    seen = []
+    for ch in text:
+        seen.extend(e for e in parser.feed(ch) if isinstance(e, charfmt.Emotion))
+        if "</emo>" in text[: text.index(ch)]:
+            break
+    assert [e.text for e in seen] == ["surprise"]
+
+
+def test_out_of_order_chats_keep_their_order_and_the_reply_is_sorted() -> None:
+    text = '{"chats":[{"type":"I","order":2,"body":"second"},{"type":"C","order":1,"body":"<msg>first</msg>"}]}'
+    events = _stream([text])
+    starts = [(e.chat, e.order) for e in events if isinstance(e, charfmt.ChatStart)]
+    assert starts == [(0, 2), (1, 1)]  # arrival order, each with its order
+    reply = charfmt.collect(events)
+    assert [c.order for c in reply.chats] == [1, 2]
+    assert [d.code for d in reply.diagnostics] == ["CF113"]
+
+
+def test_damage_streams_up_to_the_damage_then_completes_at_close() -> None:
+    text = (
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello there</msg>"},'
+        '{"type":"C","order":2,"body":"<MSG>shout</MSG>"}]}'
+    )
+    parser = charfmt.StreamParser()
+    early = []
+    for i in range(0, len(text), 5):
+        early.extend(parser.feed(text[i : i + 5]))
+    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)) == "Hello there"
+    late = parser.close()
+    assert any(isinstance(e, charfmt.DiagnosticEvent) and e.diagnostic.code == "CF704" for e in late)
+    _same(early + late, charfmt.parse(text, lenient=True))
+
+
+def test_strict_stream_raises_at_close_on_invalid_input() -> None:
+    parser = charfmt.StreamParser(lenient=False)
+    parser.feed('{"chats":[{"type":"C","order":1,"body":"<msg>hi</act>"}]}')
+    with pytest.raises(charfmt.ParseError, match="CF205"):
+        parser.close()
+
+
+def test_vocabulary_decisions_stream_like_the_batch() -> None:
+    vocab = charfmt.Vocabulary(emotions=[{"key": "joy", "aliases": ["happy"]}])
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>Happy</emo>\\n<msg>x</msg>"}]}'
+    events = _stream(list(text), vocabulary=vocab)
+    batch = charfmt.parse(text, lenient=True, vocabulary=vocab)
+    _same(events, batch)
+    streamed = next(e.diagnostic for e in events if isinstance(e, charfmt.DiagnosticEvent))
+    assert (streamed.code, streamed.offset, streamed.line, streamed.column) == (
+        batch.diagnostics[0].code, batch.diagnostics[0].offset, batch.diagnostics[0].line, batch.diagnostics[0].column,
+    )  # fmt: skip
+
+
+def test_iter_and_aiter_events() -> None:
+    text = charfmt.dumps(
+        charfmt.parse(
+            (charfmt.__path__[0] + "/data/demo_reply.json")
+            and open(charfmt.__path__[0] + "/data/demo_reply.json", encoding="utf-8").read()
+        )
+    )
+    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
+    assert charfmt.collect(charfmt.iter_events(chunks)).chats == charfmt.parse(text).chats
+
+    async def source() -> AsyncIterator[str]:
+        for c in chunks:
+            yield c
+
+    async def run() -> list[charfmt.Event]:
+        return [e async for e in charfmt.aiter_events(source())]
+
+    assert charfmt.collect(asyncio.run(run())).chats == charfmt.parse(text).chats
+
+
+def test_events_are_json_ready() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>"}]}'
+    for event in _stream([text]):
+        assert json.loads(json.dumps(event.to_dict()))["kind"] == event.kind
+
+
+def test_keep_reply_false_keeps_no_reply_and_still_completes() -> None:
+    parser = charfmt.StreamParser(keep_reply=False)
+    events = parser.feed('{"chats":[{"type":"C","order":1,"body":"<MSG>x</MSG>"}]}') + parser.close()
+    assert (
+        charfmt.collect(events).chats == charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<msg>x</msg>"}]}').chats
+    )
+    with pytest.raises(ValueError):
+        _ = parser.reply

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class _EventBase:
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict, ``kind`` first."""
+        """A JSON-ready dict, ``kind`` first; optional fields that are not set are left out."""
         data = asdict(self)
-        return {"kind": data.pop("kind"), **data}
+        return {"kind": data.pop("kind"), **{k: v for k, v in data.items() if v is not None or k == "chat"}}
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,7 +106,8 @@ _TAG: Final = re.compile(
     re.X,
 )
 _ATTR: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
-_ESCAPED_NEWLINE: Final = re.compile(r"(?:\\\\|\\)n")
+_ESCAPED_NEWLINE: Final = re.compile(r"(?:</[^<>]{0,30}>|/>|＜／[^＜＞]{0,30}＞)((?:\\\\|\\)n)(?=\s*[<＜])")
+"""A literal ``\\n`` right after a closing tag and before the next tag: a separator escaped twice."""
 
 
 def note_literals(chunk: str, offset: int, out: Result) -> None:
@@ -183,9 +184,12 @@ def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool 
         body = body[: m.start()]
     if _ESCAPED_NEWLINE.search(body) and "\n" not in body:
         # "<emo>joy</emo>\\n<msg>…" decoded once too few: the separators are literal "\n".
+        parts, pos = [], 0
         for m in _ESCAPED_NEWLINE.finditer(body):
-            out.note("CF711", "a double-escaped newline (\\\\n) read as a newline", m.start(), m.end())
-        body_view = _ESCAPED_NEWLINE.sub(lambda m: "\n" + " " * (len(m.group()) - 1), body)
+            out.note("CF711", "a double-escaped newline (\\\\n) read as a newline", m.start(1), m.end(1))
+            parts += [body[pos : m.start(1)], "\n" + " " * (m.end(1) - m.start(1) - 1)]
+            pos = m.end(1)
+        body_view = "".join(parts) + body[pos:]
     else:
         body_view = body
     state = _Reader(out, vocabulary, body)

@@ -95,7 +95,8 @@ def test_a_stream_cut_off_keeps_the_partial_text_like_the_batch(
 
 
 def test_deltas_never_hold_a_fragment_of_a_tag_entity_or_escape() -> None:
-    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>a &amp; b \\u3042\\ud83d\\ude00 &lt;c&gt;</msg>"}]}'
+    body = "<emo>joy</emo>\\n<msg>a &amp; b \\u3042\\ud83d\\ude00 &lt;c&gt;</msg>"
+    text = '{"chats":[{"type":"C","order":1,"body":"' + body + '"}]}'
     for size in range(1, 12):
         events = _stream([text[i : i + size] for i in range(0, len(text), size)])
         deltas = [e.text for e in events if isinstance(e, charfmt.TextDelta)]
@@ -160,12 +161,8 @@ def test_vocabulary_decisions_stream_like_the_batch() -> None:
 
 
 def test_iter_and_aiter_events() -> None:
-    text = charfmt.dumps(
-        charfmt.parse(
-            (charfmt.__path__[0] + "/data/demo_reply.json")
-            and open(charfmt.__path__[0] + "/data/demo_reply.json", encoding="utf-8").read()
-        )
-    )
+    demo = Path(charfmt.__path__[0]) / "data" / "demo_reply.json"
+    text = charfmt.dumps(charfmt.parse(demo.read_text(encoding="utf-8")))
     chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
     assert charfmt.collect(charfmt.iter_events(chunks)).chats == charfmt.parse(text).chats
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from conftest import MARK, load_cases

@@ -33,6 +33,7 @@ from charfmt.render import (
     render_user_block,
 )
 from charfmt.schema import json_schema
+from charfmt.speech import Sentence, SentenceSplitter, sentences
 from charfmt.stream import StreamParser, aiter_events, collect, iter_events
 from charfmt.tags import TAGS, TagSpec
 from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
@@ -60,6 +61,8 @@ __all__ = [
     "Segment",
     "SegmentEnd",
     "SegmentStart",
+    "Sentence",
+    "SentenceSplitter",
     "StreamParser",
     "TagSpec",
     "TemplateError",
@@ -83,4 +86,5 @@ __all__ = [
     "render_system",
     "render_text",
     "render_user_block",
+    "sentences",
 ]

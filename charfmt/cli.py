@@ -1,4 +1,4 @@
-"""The ``charfmt`` command: parse, check, fix, schema, render, grammar, demo.
+"""The ``charfmt`` command: parse, check, fix, stream, schema, render, grammar, demo.
 
 Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file.
 """
@@ -9,11 +9,13 @@ import argparse
 import difflib
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import TextIO
 
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
+from charfmt.events import Event
 from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.schema import PROVIDERS, json_schema
@@ -127,6 +129,49 @@ def _cmd_fix(args: argparse.Namespace) -> int:
     return EXIT_INVALID if any(d.severity == "error" for d in reply.diagnostics) else EXIT_OK
 
 
+def _stream_chunks(args: argparse.Namespace) -> Iterator[bytes | str]:
+    """Standard input as it arrives, or a saved reply replayed in chunks."""
+    if args.replay:
+        try:
+            with open(args.replay, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise _InputError(f"cannot read {args.replay}: {e}") from None
+        for i in range(0, len(text), args.chunk):
+            if i and args.delay_ms:
+                time.sleep(args.delay_ms / 1000)
+            yield text[i : i + args.chunk]
+        return
+    stdin = sys.stdin.buffer
+    read = getattr(stdin, "read1", stdin.read)
+    while chunk := read(4096):
+        yield chunk
+
+
+def _cmd_stream(args: argparse.Namespace) -> int:
+    from charfmt.speech import SentenceSplitter  # noqa: PLC0415
+    from charfmt.stream import StreamParser  # noqa: PLC0415
+
+    parser = StreamParser(lenient=not args.strict, max_size=args.max_size)
+    splitter = SentenceSplitter() if args.sentences else None
+
+    def emit(events: list[Event]) -> None:
+        for event in events:
+            print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
+            if splitter is not None:
+                for sentence in splitter.feed(event):
+                    print(json.dumps({"kind": "sentence", **sentence.to_dict()}, ensure_ascii=False), flush=True)
+
+    try:
+        for chunk in _stream_chunks(args):
+            emit(parser.feed(chunk))
+        emit(parser.close())
+    except ParseError as e:
+        _emit_diagnostics("<stream>", e.source, e.diagnostics, "text", sys.stderr)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     print(json.dumps(json_schema(args.provider), ensure_ascii=False, indent=2))
     return EXIT_OK
@@ -221,6 +266,15 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--lenient", action="store_true", help="repair what can be repaired; report repairs as warnings")
     add_size(sp)
     sp.set_defaults(run=_cmd_check)
+
+    sp = sub.add_parser("stream", help="read a reply as it arrives; print events as JSON Lines")
+    sp.add_argument("--replay", metavar="FILE", help="simulate a model stream from a saved reply")
+    sp.add_argument("--chunk", type=int, default=4, metavar="N", help="characters per replayed chunk (default 4)")
+    sp.add_argument("--delay-ms", type=float, default=0, metavar="D", help="pause between replayed chunks")
+    sp.add_argument("--strict", action="store_true", help="fail on invalid input instead of repairing it")
+    sp.add_argument("--sentences", action="store_true", help="also print complete sentences for speech")
+    add_size(sp)
+    sp.set_defaults(run=_cmd_stream)
 
     sp = sub.add_parser("fix", help="repair a reply leniently; print it canonically, the repair log on stderr")
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")

@@ -55,6 +55,11 @@ _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\
 _ENTITIES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 _TEXT_BAD: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _OPENS: Final = tuple(t.open for t in TAG_BY_NAME.values())
+_CLOSERS: Final[dict[str | None, str]] = {
+    **{t.name: t.close for t in TAG_BY_NAME.values()},
+    TEXT_TAG: "\x00",  # never in a body: an I/E text has no closer
+    None: "\x00",
+}
 
 
 class _Held(Exception):
@@ -143,6 +148,7 @@ class StreamParser:
         self.vocabulary = vocabulary
         self.max_size = max_size
         self._collector: Collector | None = Collector() if keep_reply else None
+        self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
         self._kept: list[str | bytes] | None = []
         self._kept_size = 0
@@ -156,9 +162,13 @@ class StreamParser:
         self._token: list[str] = []
         self._key = ""
         self._chat: _Chat | None = None
-        self._chats: list[_Chat] = []
+        # Only chats still open are kept: memory grows with the number of chats (their
+        # orders, for duplicates and gaps), never with their text.
+        self._chats: dict[int, _Chat] = {}
+        self._count = 0
+        self._unsorted = False
+        self._last_order = 0
         self._orders: set[int] = set()
-        self._order_list: list[int] = []
         self._chats_at: tuple[int, int, int] = (0, 1, 1)
         self._chats_end = 0
         self._b = _B_OPEN
@@ -175,9 +185,15 @@ class StreamParser:
     @property
     def reply(self) -> Reply:
         """The reply the events so far describe."""
+        return self._folded().reply()
+
+    def _folded(self) -> Collector:
         if self._collector is None:
             raise ValueError("StreamParser(keep_reply=False) keeps no reply")
-        return self._collector.reply()
+        for event in self._unfolded:
+            self._collector.add(event)
+        self._unfolded = []
+        return self._collector
 
     def feed(self, chunk: str | bytes) -> list[Event]:
         """Consume one chunk; returns the events it made certain."""
@@ -194,7 +210,13 @@ class StreamParser:
                 self._hold()
                 return self._flush()
         else:
-            self._keep(chunk)
+            kept = self._kept
+            if kept is not None:
+                self._kept_size += len(chunk)
+                if self._kept_size > self.max_size and self._state != _HELD:
+                    self._kept = None
+                else:
+                    kept.append(chunk)
             text = chunk
         if text and self._state != _HELD:
             self._chunk = text
@@ -202,8 +224,14 @@ class StreamParser:
                 self._consume(text)
             except _Held:
                 self._hold()
-        self._advance(text)
-        return self._flush()
+        self._offset += len(text)
+        if "\n" in text:
+            self._line += text.count("\n")
+            self._line_start = self._offset - (len(text) - text.rfind("\n") - 1)
+        out, self._out = self._out, []
+        if self._collector is not None and out:
+            self._unfolded.extend(out)
+        return out
 
     def close(self) -> list[Event]:
         """End of input: the remaining events (damaged or cut-off input is completed in batch)."""
@@ -251,8 +279,7 @@ class StreamParser:
     def _flush(self) -> list[Event]:
         out, self._out = self._out, []
         if self._collector is not None:
-            for event in out:
-                self._collector.add(event)
+            self._unfolded.extend(out)
         return out
 
     def _here(self, ahead: int = 0) -> tuple[int, int, int]:
@@ -320,10 +347,11 @@ class StreamParser:
             self._chats_at = self._here()
             self._state = _CHATS
         elif state == _CHATS and ch == "{":
-            self._chat = _Chat(len(self._chats))
-            self._chats.append(self._chat)
+            self._chat = _Chat(self._count)
+            self._chats[self._count] = self._chat
+            self._count += 1
             self._state = _CHAT_KEY
-        elif ((state == _CHATS and not self._chats) or state == _CHATS_SEP) and ch == "]":
+        elif ((state == _CHATS and not self._count) or state == _CHATS_SEP) and ch == "]":
             self._chats_end = self._here()[0] + 1
             self._state = _TOP_END
         elif state == _CHATS_SEP and ch == ",":
@@ -386,7 +414,8 @@ class StreamParser:
         elif key == "body" and ch == '"' and chat.kind is not None and chat.order is not None:
             chat.body_seen = True
             self._orders.add(chat.order)
-            self._order_list.append(chat.order)
+            self._unsorted = self._unsorted or chat.order < self._last_order
+            self._last_order = chat.order
             if chat.kind in TAGGED_TYPES:
                 self._b = _B_OPEN
             else:
@@ -411,6 +440,7 @@ class StreamParser:
         if not chat.body_seen:
             raise _Held
         chat.ended = True
+        del self._chats[chat.index]
         self._out.append(ChatEnd(chat.index))
         self._chat = None
         self._state = _CHATS_SEP
@@ -423,11 +453,35 @@ class StreamParser:
             if self._in_escape:
                 i = self._json_escape(text, i)
                 continue
-            if self._b == _B_TEXT and self._high == "":
+            b = self._b
+            if b == _B_TEXT and self._high == "":
                 m = _PLAIN.match(text, i)
                 if m is not None:
                     self._text.append(m.group())
                     i = m.end()
+                    continue
+                # Fast path: a whole closing tag in this chunk (tags need no JSON escaping).
+                chat = self._chat
+                if text[i] == "<" and chat is not None and text.startswith(closer := _CLOSERS[chat.tag], i):
+                    self._segment_end()
+                    i += len(closer)
+                    continue
+            elif b == _B_OPEN and not self._buf and text[i] == "<":
+                opener = next((o for o in _OPENS if text.startswith(o, i)), None)
+                if opener is not None:
+                    self._segment_start(opener[1:-1])
+                    i += len(opener)
+                    continue
+            elif b == _B_AFTER and text.startswith("\\n", i):
+                self._b = _B_OPEN
+                i += 2
+                continue
+            elif b == _B_KEY:
+                end = text.find("<", i)
+                run = text[i:] if end == -1 else text[i:end]
+                if run and "\\" not in run and '"' not in run and not _TEXT_BAD.search(run):
+                    self._text.append(run)
+                    i += len(run)
                     continue
             ch = text[i]
             if self._high and ch != "\\":
@@ -612,7 +666,7 @@ class StreamParser:
     # -- the end -------------------------------------------------------------------------------------
     def _order_warnings(self) -> None:
         """What strict parsing says about orders (CF112, CF113), now that all are known."""
-        orders = self._order_list
+        orders = self._orders
         if not orders:
             return
         at, end = self._chats_at, self._chats_end
@@ -626,7 +680,7 @@ class StreamParser:
                 k += 1
             shown = ", ".join(map(str, missing)) + (" …" if len(missing) == 10 else "")
             self._diagnostic("CF112", f"orders are not 1..{len(orders)}: {shown} missing", at, end, None)
-        if orders != sorted(orders):
+        if self._unsorted:
             message = "chats are not listed in order; they are presented sorted by order"
             self._diagnostic("CF113", message, at, end, None)
 
@@ -650,16 +704,16 @@ class StreamParser:
 
     def _reconcile(self, batch: Reply) -> None:
         """Emit what ``batch`` holds beyond what was streamed, or ``Reset`` and all of it."""
-        streamed = self._collector
-        if streamed is None:
+        if self._collector is None:
             self._out = [Reset(), *reply_events(batch)]
             return
+        streamed = self._folded()
         out: list[Event] = []
         shown = {(d.code, d.offset) for d in streamed.diagnostics}
         out.extend(DiagnosticEvent(d.chat, d) for d in batch.diagnostics if (d.code, d.offset) not in shown)
         by_order = {c["order"]: (index, c) for index, c in streamed.chats.items()}
-        next_index = len(self._chats)
-        unannounced = {c.order: c.index for c in self._chats if not c.started and c.order is not None}
+        next_index = self._count
+        unannounced = {c.order: c.index for c in self._chats.values() if not c.started and c.order is not None}
         consistent = len(shown) <= len(batch.diagnostics)
         for chat in batch.chats:
             if chat.order in by_order:
@@ -680,7 +734,8 @@ class StreamParser:
 
     def _finish_chat(self, index: int, have: dict[str, Any], chat: Chat) -> list[Event] | None:
         """The events that complete streamed chat ``index`` into ``chat``; ``None`` if it contradicts."""
-        state = self._chats[index]
+        state = self._chats.get(index)  # None: the chat ended in the stream
+        closed = state.closed_segments if state is not None else len(have["segments"])
         segments = have["segments"]
         if have["type"] != chat.type or len(segments) > len(chat.segments):
             return None
@@ -693,7 +748,7 @@ class StreamParser:
             text = "".join(parts)
             if tag != seg.tag or not seg.text.startswith(text) or intensity != seg.intensity:
                 return None
-            if n < state.closed_segments:
+            if n < closed:
                 if text != seg.text:
                     return None
                 continue
@@ -707,7 +762,7 @@ class StreamParser:
             elif len(seg.text) > len(text):
                 out.append(TextDelta(index, n, seg.tag, seg.text[len(text) :]))
             out.append(SegmentEnd(index, n, seg.tag))
-        if not state.ended:
+        if state is not None and not state.ended:
             out.append(ChatEnd(index))
         return out
 

@@ -1,0 +1,118 @@
+"""Benchmark: streaming against one batch parse, per-chunk latency, and memory on a long stream.
+
+Run: .venv/bin/python benchmarks/bench_stream.py [--quick]
+
+- total cost of streaming a reply in 4-character chunks, as a ratio to one batch
+  ``parse(lenient=True)`` of the same text, measured interleaved in one run; the naive
+  "re-parse the whole prefix on every chunk" approach as the baseline for context;
+- p50/p99 latency of one ``feed()`` call, for a 3 KB and a 300 KB reply (flat = good);
+- peak RSS of a fresh process streaming a 50 MB reply (``keep_reply=False``), against
+  the same process after import only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_parse import make_reply
+
+import charfmt
+
+
+def stream_once(text: str, size: int) -> float:
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    start = time.perf_counter()
+    parser = charfmt.StreamParser()
+    for chunk in chunks:
+        parser.feed(chunk)
+    parser.close()
+    return time.perf_counter() - start
+
+
+def batch_once(text: str) -> float:
+    start = time.perf_counter()
+    charfmt.parse(text, lenient=True)
+    return time.perf_counter() - start
+
+
+def reparse_prefix(text: str, size: int) -> float:
+    start = time.perf_counter()
+    for end in range(size, len(text) + size, size):
+        charfmt.parse(text[:end], lenient=True)
+    return time.perf_counter() - start
+
+
+def latencies(text: str, size: int) -> list[float]:
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    parser = charfmt.StreamParser(keep_reply=False)
+    out = []
+    clock = time.perf_counter
+    for chunk in chunks:
+        t = clock()
+        parser.feed(chunk)
+        out.append(clock() - t)
+    parser.close()
+    return out
+
+
+RSS_SCRIPT = """
+import resource, sys, charfmt
+size = int(sys.argv[1])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+chat = '{"type":"C","order":%d,"body":"<emo>joy</emo>\\\\n<msg>' + 'わあ、本当ですか！ That is great. ' * 8 + '</msg>"}'
+parser = charfmt.StreamParser(keep_reply=False, max_size=1 << 20)
+parser.feed('{"chats":[')
+written, n, events = 0, 0, 0
+while written < size:
+    n += 1
+    piece = ("," if n > 1 else "") + chat % n
+    for i in range(0, len(piece), 1024):
+        events += len(parser.feed(piece[i:i + 1024]))
+    written += len(piece.encode())
+events += len(parser.feed("]}")) + len(parser.close())
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(before, after, written, n, events)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    rounds = 3 if args.quick else 11
+    text = make_reply(3_000)
+    size = 4
+    stream_t, batch_t = [], []
+    for _ in range(rounds):
+        stream_t.append(stream_once(text, size))
+        batch_t.append(batch_once(text))
+    s, b = statistics.median(stream_t), statistics.median(batch_t)
+    naive = reparse_prefix(text, size)
+    print(f"3 KB reply, {size}-char chunks: streaming {s * 1e3:.2f} ms, batch lenient {b * 1e3:.2f} ms -> {s / b:.2f}x")
+    print(f"  baseline, re-parse the prefix on every chunk: {naive * 1e3:.0f} ms -> {naive / b:.0f}x the batch parse")
+    for name, target in (("3 KB", 3_000), ("300 KB", 300_000)):
+        lat = sorted(latencies(make_reply(target), size))
+        p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+        print(
+            f"{name}: {len(lat)} feeds, per-chunk latency p50 {p50 * 1e6:.1f} us, p99 {p99 * 1e6:.1f} us, max {lat[-1] * 1e6:.0f} us"
+        )
+    size_mb = 5 if args.quick else 50
+    done = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, str(size_mb * 1_000_000)], capture_output=True, text=True, check=True
+    )
+    before, after, written, chats, events = map(int, done.stdout.split())
+    print(
+        f"{written / 1e6:.0f} MB stream ({chats:,} chats, {events:,} events): peak RSS {after / 1024:.0f} MB "
+        f"(after import {before / 1024:.0f} MB; +{(after - before) / 1024:.1f} MB)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

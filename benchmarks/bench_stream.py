@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         lat = sorted(latencies(make_reply(target), size))
         p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
         print(
-            f"{name}: {len(lat)} feeds, per-chunk latency p50 {p50 * 1e6:.1f} us, p99 {p99 * 1e6:.1f} us, max {lat[-1] * 1e6:.0f} us"
+            f"{name}: {len(lat)} feeds, per-chunk latency p50 {p50 * 1e6:.1f} us, "
+            f"p99 {p99 * 1e6:.1f} us, max {lat[-1] * 1e6:.0f} us"
         )
     size_mb = 5 if args.quick else 50
     done = subprocess.run(

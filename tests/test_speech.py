@@ -58,7 +58,8 @@ def test_a_sentence_is_out_as_soon_as_it_ends() -> None:
 
 
 def test_each_sentence_keeps_its_emotion_and_markup_never_reaches_it() -> None:
-    body = "<emo>joy</emo>\\n<msg>Yay! &lt;3</msg>\\n<emo>sad</emo>\\n<msg>But... no.</msg>\\n<thought>secret.</thought>"
+    body = "<emo>joy</emo>\\n<msg>Yay! &lt;3</msg>\\n<emo>sad</emo>\\n<msg>But... no.</msg>"
+    body += "\\n<thought>secret.</thought>"
     text = '{"chats":[{"type":"C","order":1,"body":"' + body + '"}]}'
     got = [(s.text, s.emotion) for s in charfmt.sentences(charfmt.iter_events([text]))]
     assert got == [("Yay!", "joy"), ("<3", "joy"), ("But...", "sad"), ("no.", "sad")]

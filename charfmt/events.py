@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from charfmt.models import Reply
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _EventBase:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, ``kind`` first; optional fields that are not set are left out."""
@@ -24,7 +24,7 @@ class _EventBase:
         return {"kind": data.pop("kind"), **{k: v for k, v in data.items() if v is not None or k == "chat"}}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChatStart(_EventBase):
     """A chat begins."""
 
@@ -34,7 +34,7 @@ class ChatStart(_EventBase):
     kind: Literal["chat_start"] = field(default="chat_start", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SegmentStart(_EventBase):
     """An element of the chat body begins (``tag`` is ``emo``, ``msg``, ``text``...)."""
 
@@ -44,7 +44,7 @@ class SegmentStart(_EventBase):
     kind: Literal["segment_start"] = field(default="segment_start", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Emotion(_EventBase):
     """The complete emotion key of an ``emo`` element: switch the sprite now."""
 
@@ -55,7 +55,7 @@ class Emotion(_EventBase):
     kind: Literal["emotion"] = field(default="emotion", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Action(_EventBase):
     """The complete text of an ``act`` element."""
 
@@ -65,7 +65,7 @@ class Action(_EventBase):
     kind: Literal["action"] = field(default="action", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextDelta(_EventBase):
     """More decoded text of a ``msg``, ``thought`` or ``text`` segment (append it)."""
 
@@ -76,7 +76,7 @@ class TextDelta(_EventBase):
     kind: Literal["text"] = field(default="text", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SegmentEnd(_EventBase):
     """The element is complete."""
 
@@ -86,7 +86,7 @@ class SegmentEnd(_EventBase):
     kind: Literal["segment_end"] = field(default="segment_end", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChatEnd(_EventBase):
     """The chat is complete."""
 
@@ -94,7 +94,7 @@ class ChatEnd(_EventBase):
     kind: Literal["chat_end"] = field(default="chat_end", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DiagnosticEvent(_EventBase):
     """A problem or repair; ``chat`` is the chat it concerns, or ``None``."""
 
@@ -107,7 +107,7 @@ class DiagnosticEvent(_EventBase):
         return {"kind": self.kind, "chat": self.chat, "diagnostic": self.diagnostic.model_dump()}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reset(_EventBase):
     """Forget every event so far: the events that follow describe the whole reply.
 

@@ -52,9 +52,14 @@ _DIGITS: Final = re.compile(r"[0-9]*")
 _HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")
 _NUMERIC: Final = re.compile(r"#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}")
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_PLAIN_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": "\r", "t": "\t"}
 _ENTITIES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 _TEXT_BAD: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _OPENS: Final = tuple(t.open for t in TAG_BY_NAME.values())
+_STREAMED: Final = frozenset(
+    {TEXT_TAG, *(t.name for t in TAG_BY_NAME.values() if t.content == "text" and t.name != "act")}
+)
+"""Segments whose text goes out as deltas (an action goes out whole, like an emotion)."""
 _CLOSERS: Final[dict[str | None, str]] = {
     **{t.name: t.close for t in TAG_BY_NAME.values()},
     TEXT_TAG: "\x00",  # never in a body: an I/E text has no closer
@@ -199,6 +204,28 @@ class StreamParser:
         """Consume one chunk; returns the events it made certain."""
         if self._closed:
             raise ValueError("feed() after close()")
+        chat = self._chat
+        if (
+            type(chunk) is str
+            and self._b == _B_TEXT
+            and self._state == _BODY
+            and chat is not None
+            and chat.started
+            and not (self._in_escape or self._high or self._text)
+            and chat.tag in _STREAMED
+            and self._kept is not None
+            and _PLAIN.fullmatch(chunk)
+        ):
+            # The common case, inside a message: the whole chunk is decided text.
+            self._kept.append(chunk)
+            self._kept_size += len(chunk)
+            self._offset += len(chunk)
+            event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
+            if self._collector is not None:
+                self._unfolded.append(event)
+            if self._kept_size > self.max_size:
+                self._kept = None
+            return [event]
         if isinstance(chunk, (bytes, bytearray, memoryview)):
             data = bytes(chunk)
             self._keep(data)
@@ -460,18 +487,58 @@ class StreamParser:
                     self._text.append(m.group())
                     i = m.end()
                     continue
+                if text[i] == "\\":
+                    # Fast path: a whole escape that decodes to plain text (\u3042, \", \n).
+                    nxt = text[i + 1 : i + 2]
+                    if nxt == "u" and _HEX4.fullmatch(text, i + 2, i + 6):
+                        code = int(text[i + 2 : i + 6], 16)
+                        if code >= 0x20 and code not in (0x26, 0x3C, 0x7F) and not 0xD800 <= code < 0xE000:
+                            self._text.append(chr(code))
+                            i += 6
+                            continue
+                    elif nxt in _PLAIN_ESCAPES:
+                        self._text.append(_PLAIN_ESCAPES[nxt])
+                        i += 2
+                        continue
                 # Fast path: a whole closing tag in this chunk (tags need no JSON escaping).
                 chat = self._chat
                 if text[i] == "<" and chat is not None and text.startswith(closer := _CLOSERS[chat.tag], i):
                     self._segment_end()
                     i += len(closer)
                     continue
-            elif b == _B_OPEN and not self._buf and text[i] == "<":
-                opener = next((o for o in _OPENS if text.startswith(o, i)), None)
-                if opener is not None:
+            elif b == _B_OPEN and text[i] != "\\":
+                # A whole or partial opening tag, several characters at a time.
+                got = "".join(self._buf)
+                for opener in _OPENS:
+                    if opener.startswith(got):
+                        rest = opener[len(got) :]
+                        take = text[i : i + len(rest)]
+                        if rest.startswith(take):
+                            break
+                else:
+                    raise _Held  # no tag starts like this (an escaped letter is not worth a fast path)
+                i += len(take)
+                if take == rest:
+                    self._buf = []
                     self._segment_start(opener[1:-1])
-                    i += len(opener)
-                    continue
+                else:
+                    self._buf = [got + take]
+                continue
+            elif b == _B_CLOSE and self._chat is not None and text[i] != "\\":
+                want, got = _CLOSERS[self._chat.tag], "".join(self._buf)
+                rest = want[len(got) :]
+                take = text[i : i + len(rest)]
+                cut = take.find("\\")
+                take = take if cut == -1 else take[:cut]  # an escape inside: the character path decodes it
+                if not rest.startswith(take):
+                    raise _Held
+                i += len(take)
+                if take == rest:
+                    self._buf = []
+                    self._segment_end()
+                else:
+                    self._buf = [got + take]
+                continue
             elif b == _B_AFTER and text.startswith("\\n", i):
                 self._b = _B_OPEN
                 i += 2

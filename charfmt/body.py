@@ -56,7 +56,7 @@ def grammar_text() -> str:
 
 # --- entity decoding ---------------------------------------------------------
 
-_ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
+_ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]+)|#[xX]([0-9a-fA-F]+));")
 _NAMED: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 
 

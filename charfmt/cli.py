@@ -1,4 +1,4 @@
-"""The ``charfmt`` command: parse, check, fix, stream, schema, render, grammar, demo.
+"""The ``charfmt`` command: parse, check, fix, stream, schema, render, grammar, fuzz, demo.
 
 Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file.
 """
@@ -172,6 +172,19 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    from charfmt.fuzz import fuzz_cases  # noqa: PLC0415
+
+    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
+    try:
+        for i, case in enumerate(fuzz_cases(args.seed, args.count)):
+            print(json.dumps({"seed": args.seed, "index": i, **case.to_dict()}, ensure_ascii=False), file=out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return EXIT_OK
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     print(json.dumps(json_schema(args.provider), ensure_ascii=False, indent=2))
     return EXIT_OK
@@ -282,6 +295,12 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--indent", type=int, default=None, metavar="N", help="pretty-print the JSON")
     add_size(sp)
     sp.set_defaults(run=_cmd_fix)
+
+    sp = sub.add_parser("fuzz", help="write damaged replies (with the clean original and the mutations), by seed")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--count", type=int, default=100)
+    sp.add_argument("--out", metavar="FILE", help="JSON Lines file (default: standard output)")
+    sp.set_defaults(run=_cmd_fuzz)
 
     sp = sub.add_parser("schema", help="print the reply envelope as JSON Schema")
     sp.add_argument("--provider", choices=PROVIDERS, default=None)

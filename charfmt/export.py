@@ -137,7 +137,12 @@ def simplify(node: Node) -> Node:
     if isinstance(node, Alt):
         return Alt(tuple(simplify(n) for n in node.items))
     if isinstance(node, Rep):
-        return Rep(simplify(node.item), node.low, node.high)
+        item = simplify(node.item)
+        # (x+)? and (x*)* are x*: one repetition is easier on every engine (and on
+        # llguidance's GBNF reader, which cannot take "(x+)?").
+        if isinstance(item, Rep) and item.high is None and item.low <= 1 and node.low == 0:
+            return Rep(item.item, 0, None)
+        return Rep(item, node.low, node.high)
     return node
 
 

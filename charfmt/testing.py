@@ -2,17 +2,29 @@
 
 Install with ``pip install charfmt[testing]``. Every strategy draws from the tag
 table and the grammar's own terminals, so generated data is exactly what the
-strict parser accepts.
+strict parser accepts; ``damaged_replies`` damages it the way models do.
+
+    from hypothesis import given
+    from charfmt.testing import damaged_replies
+
+    @given(damaged_replies())
+    def test_my_handler_survives(damaged):
+        my_game.handle(charfmt.parse(damaged.text, lenient=True))
 """
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 from hypothesis import strategies as st
 
 from charfmt.body import terminal_regex
+from charfmt.fuzz import MUTATIONS, Damaged
 from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import TAGGED_TYPES, TAGS, TEXT_TAG
 from charfmt.userinput import CONTEXT_FIELDS, UserChat, UserContext, UserTurn
+from charfmt.writer import body_text, dumps
 
 _CONTROLS_ALLOWED = "\t\n\r"
 
@@ -118,3 +130,44 @@ def user_contexts() -> st.SearchStrategy[UserContext | None]:
 def user_turns() -> st.SearchStrategy[UserTurn]:
     """A user turn: chats and an optional context, with injection attempts in every string."""
     return st.builds(UserTurn, chats=st.lists(user_chats(), max_size=3), context=user_contexts())
+
+
+def bodies() -> st.SearchStrategy[str]:
+    """Valid ``C`` body strings (decoded, in the tag language)."""
+    return st.lists(segments(), min_size=1, max_size=6).map(lambda segs: body_text("C", segs))
+
+
+@st.composite
+def damaged_replies(draw: st.DrawFn) -> Damaged:
+    """A valid reply damaged the way models damage replies; ``.text``, ``.original``, ``.mutations``.
+
+    Mutations (``charfmt.fuzz.MUTATIONS``): truncation anywhere, fences and prose,
+    reasoning blocks, unclosed / mismatched / upper-case / long-name tags, missing
+    newlines, the attribute form, broken quotes and escapes, trailing commas, chats out
+    of order, and drift into other dialects.
+    """
+    reply = draw(replies())
+    names = draw(st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3, unique=True))
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    text = dumps(reply)
+    for name in names:
+        text = MUTATIONS[name](text, rng)
+    return Damaged(text, reply, tuple(names))
+
+
+@st.composite
+def chunkings(draw: st.DrawFn, text: str | bytes) -> list[Any]:
+    """``text`` cut into chunks at random places, as a stream delivers it (1-character chunks included)."""
+    if draw(st.booleans()) and text:
+        return [text[i : i + 1] for i in range(len(text))]
+    cuts = draw(st.lists(st.integers(0, len(text)), max_size=max(1, min(len(text), 40)), unique=True))
+    points = sorted(cuts)
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True) if b > a]
+
+
+def _hypothesis_setup_hook() -> None:
+    """Hypothesis plugin entry point: ``st.from_type(charfmt.Reply)`` and friends just work."""
+    st.register_type_strategy(Reply, replies())
+    st.register_type_strategy(Chat, chats())
+    st.register_type_strategy(Segment, segments())
+    st.register_type_strategy(UserTurn, user_turns())

@@ -186,6 +186,10 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
     """
     segments: list[Segment] = []
     diagnostics: list[Diagnostic] = []
+    for m in _BAD_VALUE.finditer(text):
+        message = f"character U+{ord(m.group()):04X} cannot be sent; replaced by U+FFFD"
+        diagnostics.append(Diagnostic.at(text, "CF402", message, m.start(), m.end(), severity="warning"))
+    text = _BAD_VALUE.sub("\ufffd", text)
     known_actions = {a.casefold(): a for a in actions or ()}
     pos = 0
     pending = ""

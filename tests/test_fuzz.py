@@ -1,0 +1,126 @@
+"""charfmt survives hostile input: crash-freedom properties, the strategies users get, the fuzz CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import Case, load_cases
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.lark import from_lark
+
+import charfmt
+from charfmt.body import grammar_text
+from charfmt.cli import main
+from charfmt.fuzz import MUTATIONS, check, damage, fuzz_cases, random_reply
+from charfmt.testing import bodies, chunkings, damaged_replies, user_turns
+
+REGRESSIONS = load_cases("fuzz_regressions.txt")
+
+
+@pytest.mark.parametrize("case", REGRESSIONS, ids=[c.name for c in REGRESSIONS])
+def test_regression(case: Case) -> None:
+    text = json.loads(case.input)
+    for chunk in (1, 2, 5):
+        check(text, chunk)
+        check(text.encode("utf-8", "surrogatepass"), chunk)
+
+
+@given(st.text(max_size=400))
+def test_random_unicode(text: str) -> None:
+    check(text)
+
+
+@given(st.binary(max_size=400))
+def test_random_bytes(data: bytes) -> None:
+    check(data)
+
+
+@given(damaged_replies(), st.integers(1, 8))
+def test_damaged_replies(damaged: object, chunk: int) -> None:
+    assert hasattr(damaged, "text")
+    check(damaged.text, chunk)  # type: ignore[attr-defined]
+
+
+_LARK = __import__("lark").Lark(grammar_text(), start="c_body")
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(from_lark(_LARK, start="c_body"))
+def test_grammar_generated_bodies_parse(body: str) -> None:
+    text = json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False)
+    reply = charfmt.parse(text)  # what the grammar generates, strict parsing accepts
+    assert reply.chats
+    check(text)
+
+
+@given(bodies())
+def test_bodies_strategy_gives_valid_bodies(body: str) -> None:
+    charfmt.parse(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}))
+
+
+@given(st.data())
+def test_chunkings_rebuild_the_text(data: st.DataObject) -> None:
+    text = data.draw(st.text(max_size=50))
+    chunks = data.draw(chunkings(text))
+    assert "".join(chunks) == text
+
+
+@given(user_turns(), st.text(max_size=50))
+def test_rendering_raises_only_charfmt_errors(turn: charfmt.UserTurn, junk: str) -> None:
+    charfmt.render_user_block(turn)
+    with contextlib.suppress(charfmt.CharfmtError):  # anything else fails the test
+        charfmt.parse_input(junk)
+    with contextlib.suppress(charfmt.CharfmtError):
+        charfmt.Character.from_toml(junk, "junk.toml")
+
+
+def test_from_type_works_through_the_plugin() -> None:
+    @settings(max_examples=10)
+    @given(st.from_type(charfmt.Reply))
+    def inner(reply: charfmt.Reply) -> None:
+        assert charfmt.parse(charfmt.dumps(reply)) == reply
+
+    inner()
+
+
+def test_every_mutation_changes_or_keeps_a_reply_without_breaking_anything() -> None:
+    rng = random.Random(5)
+    for name, mutate in MUTATIONS.items():
+        for _ in range(20):
+            reply = random_reply(rng)
+            text = mutate(charfmt.dumps(reply), rng)
+            assert isinstance(text, str), name
+            check(text)
+
+
+def test_damage_is_reproducible() -> None:
+    assert [d.to_dict() for d in fuzz_cases(42, 20)] == [d.to_dict() for d in fuzz_cases(42, 20)]
+    assert fuzz_cases(42, 5) != fuzz_cases(43, 5)
+    d = damage(random_reply(random.Random(1)), random.Random(2), count=2)
+    assert len(d.mutations) == 2
+
+
+def test_cli_fuzz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cases.jsonl"
+    assert main(["fuzz", "--seed", "7", "--count", "25", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 25
+    assert set(rows[0]) == {"seed", "index", "damaged", "original", "mutations"}
+    assert all(set(r["mutations"]) <= set(MUTATIONS) for r in rows)
+    assert main(["fuzz", "--seed", "7", "--count", "25"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == rows
+    for row in rows:
+        assert charfmt.parse(row["original"]).chats
+        check(row["damaged"])
+
+
+def test_max_size_is_a_clear_error_and_deep_nesting_does_not_recurse() -> None:
+    with pytest.raises(charfmt.ParseError, match="CF002"):
+        charfmt.parse("x" * 101, max_size=100)
+    reply = charfmt.parse("[" * 200_000, lenient=True)
+    assert "CF999" not in [d.code for d in reply.diagnostics]

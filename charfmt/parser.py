@@ -94,7 +94,9 @@ def _recover(text: str | bytes, vocabulary: Vocabulary | None) -> Reply:
                     out += 1
                     pos += e.end
         text = decoded
-    pause = len(text) > _GC_PAUSE_ABOVE and gc.isenabled()
+    # Recovery builds many small acyclic objects (a node per bracket of "[[[[…"): the
+    # collector would rescan them all again and again, so it rests meanwhile.
+    pause = gc.isenabled()
     if pause:
         gc.disable()
     try:

@@ -23,7 +23,7 @@ from charfmt.diagnostics import Diagnostic
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.soup import Piece, Repair, Result, decode_entities, note_literals, read_body, read_prose
 from charfmt.tags import REASONING_TAGS, TAG_BY_NAME, TAG_SYNONYMS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
-from charfmt.tolerant import JNode, Reader, raw_offset
+from charfmt.tolerant import JNode, OffsetMap, Reader
 from charfmt.vocabulary import apply_vocabulary
 
 _SPECIAL: Final = re.compile(r"<\|[^|<>\n]{1,40}\|>|</s>|<s>|\[/?INST\]|<eos>|<bos>|<\|end▁of▁sentence\|>")
@@ -190,7 +190,8 @@ class Recovery:
                 after = node.end if node.end >= 0 else end
                 self._more(after, end, chats)
                 return True
-            pos = at + 1
+            # The next candidate starts after this value: "[[[[…" is read once, not once per bracket.
+            pos = node.end if node.end > at else at + 1
         return False
 
     def source_skip(self, pos: int) -> int:
@@ -400,7 +401,7 @@ class Recovery:
     def _read_string(self, chat: _RawChat, node: JNode, *, tagged: bool, first: bool = True) -> None:
         text = str(node.value)
         start = node.content_start
-        mapper: Callable[[int], int] = lambda i: raw_offset(self.source.text, start, i)  # noqa: E731
+        mapper: Callable[[int], int] = OffsetMap(self.source.text, start)
         if not tagged:
             notes = Result()
             note_literals(text, 0, notes)

@@ -46,6 +46,8 @@ _LITERALS: Final = {
     "NONE": None, "NULL": None, "nil": None, "undefined": None, "TRUE": True, "FALSE": False,
 }  # fmt: skip
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
+_PLAIN_DQ: Final = re.compile(r'[^\\\x00-\x1f"]+')
+_PLAIN_SQ: Final = re.compile(r"[^\\\x00-\x1f']+")
 _OPEN_TAG: Final = re.compile(r"<\s*([A-Za-z][\w.\-]*)[^<>]*>")
 _CLOSE_TAG: Final = re.compile(r"<\s*/")
 
@@ -195,17 +197,21 @@ class Reader:
             self.note("CF606", "single-quoted string read as a string", pos, pos + 1)
         parts: list[str] = []
         i = pos + 1
-        plain = re.compile(r"[^\\\x00-\x1f" + ('"' if quote == '"' else "'") + "]+")
+        plain = _PLAIN_DQ if quote == '"' else _PLAIN_SQ
+        open_tags = 0  # elements opened minus closed in the text so far (bodies only), kept as we go
         while i < n:
             m = plain.match(text, i)
             if m:
-                parts.append(m.group())
+                run = m.group()
+                parts.append(run)
+                if in_body and "<" in run:
+                    open_tags += len(_OPEN_TAG.findall(run)) - len(_CLOSE_TAG.findall(run))
                 i = m.end()
                 if i >= n:
                     break
             ch = text[i]
             if ch == quote:
-                if self._ends_string(i, "".join(parts) if in_body else ""):
+                if self._ends_string(i, open_tags > 0):
                     return JNode("string", pos, i + 1, "".join(parts), content_start=pos + 1), i + 1
                 self.note("CF607", "an unescaped quote inside a string is kept as text", i, i + 1)
                 parts.append(ch)
@@ -219,7 +225,7 @@ class Reader:
         self.note("CF610", "the reply was cut off inside a string", n, n)
         return JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1), n
 
-    def _ends_string(self, i: int, so_far: str) -> bool:
+    def _ends_string(self, i: int, element_open: bool) -> bool:
         text = self.text
         after = self.skip_ws(i + 1)
         if after >= len(text):
@@ -231,9 +237,7 @@ class Reader:
             return False
         # '",' inside a body whose text has an open element is dialogue, not the end:
         # "<msg>He said "hi", then left</msg>".
-        opened = len(_OPEN_TAG.findall(so_far))
-        closed = len(_CLOSE_TAG.findall(so_far))
-        return opened <= closed
+        return not element_open
 
     def _escape(self, i: int, parts: list[str]) -> int:
         text = self.text
@@ -259,6 +263,21 @@ class Reader:
         self.note("CF608", f"invalid escape \\{c} read as {c!r}", i, i + 2)
         parts.append(c)
         return i + 2
+
+
+class OffsetMap:
+    """``raw_offset`` for one string, fast for increasing indexes (linear over a whole body)."""
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text, self.start = text, start
+        self._index, self._raw = 0, start
+
+    def __call__(self, index: int) -> int:
+        if index < self._index:
+            self._index, self._raw = 0, self.start
+        self._raw = raw_offset(self.text, self._raw, index - self._index)
+        self._index = index
+        return self._raw
 
 
 def raw_offset(text: str, start: int, index: int) -> int:

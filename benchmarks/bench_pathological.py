@@ -1,0 +1,94 @@
+"""Benchmark: linear time on pathological input (10x the input must cost at most 12x the time).
+
+Run: .venv/bin/python benchmarks/bench_pathological.py [--quick]
+
+Each input comes at two sizes, n/10 and n; both are parsed leniently (the mode that
+must read everything) and, where it differs, strictly. For context, the lazy regex
+``<(\\w+)>(.*?)</\\1>`` that many tools use is timed on the same inputs (capped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import charfmt
+
+LAZY = re.compile(r"<(\w+)>(.*?)</\1>", re.S)
+
+
+def wrap(body: str) -> str:
+    return json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False)
+
+
+INPUTS: dict[str, Callable[[int], str]] = {
+    "unclosed <emo> x N": lambda n: wrap("<emo>" * n),
+    "one message of N bytes": lambda n: wrap("<msg>" + "あいうえお.. " * (n // 20) + "</msg>"),
+    "'<' x N": lambda n: wrap("<msg>" + "<" * n + "</msg>"),
+    "tiny elements x N": lambda n: wrap("\n".join("<emo>a</emo>" for _ in range(n))),
+    "unclosed <think> x N": lambda n: "<think>" * n + '{"chats": []}',
+    "'[' x N": lambda n: "[" * n,
+    "unclosed quotes x N": lambda n: wrap('<msg>"' * n),
+}
+SIZES = {
+    "unclosed <emo> x N": 100_000,
+    "one message of N bytes": 1_000_000,
+    "'<' x N": 10_000,
+    "tiny elements x N": 100_000,
+    "unclosed <think> x N": 100_000,
+    "'[' x N": 100_000,
+    "unclosed quotes x N": 100_000,
+}
+
+
+def best(fn: Callable[[], object], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one tenth of the sizes, fewer rounds")
+    args = ap.parse_args(argv)
+    rounds = 3 if args.quick else 5
+    print(f"{'input':<24} {'N':>9} {'lenient N/10':>13} {'lenient N':>11} {'ratio':>6}  {'strict N':>9}  lazy regex N")
+    worst = 0.0
+    for name, make in INPUTS.items():
+        n = SIZES[name] // (10 if args.quick else 1)
+        small, large = make(n // 10), make(n)
+        size = max(len(large) * 2, charfmt.parser.DEFAULT_MAX_SIZE)
+        t_small = best(lambda s=small: charfmt.parse(s, lenient=True, max_size=size), rounds)  # type: ignore[misc]
+        t_large = best(lambda s=large: charfmt.parse(s, lenient=True, max_size=size), rounds)  # type: ignore[misc]
+        reply = charfmt.parse(large, lenient=True, max_size=size)
+        assert "CF999" not in [d.code for d in reply.diagnostics], name
+
+        def strict(s: str = large) -> None:
+            try:
+                charfmt.parse(s, max_size=size)
+            except charfmt.ParseError:
+                pass
+
+        t_strict = best(strict, rounds)
+        lazy_text = large[:50_000]
+        t_lazy = best(lambda s=lazy_text: list(LAZY.finditer(s)), 1)  # type: ignore[misc]
+        ratio = t_large / t_small
+        worst = max(worst, ratio)
+        print(
+            f"{name:<24} {n:>9,} {t_small * 1e3:>11.1f}ms {t_large * 1e3:>9.1f}ms {ratio:>5.1f}x  "
+            f"{t_strict * 1e3:>7.1f}ms  {t_lazy * 1e3:.1f}ms on the first 50 KB"
+        )
+    print(f"worst ratio for 10x the input: {worst:.1f}x (linear: 10x; the bound: 12x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

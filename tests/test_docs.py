@@ -60,7 +60,11 @@ def test_readme_parse_example() -> None:
         assert line in README
 
 
-@pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "script",
+    sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("test_")),
+    ids=lambda p: p.name,
+)
 def test_examples_run(script: object) -> None:
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -96,3 +100,12 @@ def test_readme_lenient_example() -> None:
     assert str([(s.tag, s.text) for s in reply.chats[0].segments]) == segments
     (codes,) = re.findall(r"diagnostics\] +# \[(.*), \.\.\.\]", README)
     assert str([d.code for d in reply.diagnostics]).startswith("[" + codes)
+
+
+def test_the_example_user_test_passes() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "examples" / "test_event_handler.py")],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout

@@ -10,6 +10,8 @@ must read everything) and, where it differs, strictly. For context, the lazy reg
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import re
 import statistics
@@ -66,16 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         n = SIZES[name] // (10 if args.quick else 1)
         small, large = make(n // 10), make(n)
         size = max(len(large) * 2, charfmt.parser.DEFAULT_MAX_SIZE)
-        t_small = best(lambda s=small: charfmt.parse(s, lenient=True, max_size=size), rounds)  # type: ignore[misc]
-        t_large = best(lambda s=large: charfmt.parse(s, lenient=True, max_size=size), rounds)  # type: ignore[misc]
+        t_small = best(functools.partial(charfmt.parse, small, lenient=True, max_size=size), rounds)
+        t_large = best(functools.partial(charfmt.parse, large, lenient=True, max_size=size), rounds)
         reply = charfmt.parse(large, lenient=True, max_size=size)
         assert "CF999" not in [d.code for d in reply.diagnostics], name
 
-        def strict(s: str = large) -> None:
-            try:
-                charfmt.parse(s, max_size=size)
-            except charfmt.ParseError:
-                pass
+        def strict(s: str = large, limit: int = size) -> None:
+            with contextlib.suppress(charfmt.ParseError):
+                charfmt.parse(s, max_size=limit)
 
         t_strict = best(strict, rounds)
         lazy_text = large[:50_000]

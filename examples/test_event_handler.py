@@ -47,7 +47,7 @@ def test_handler_survives_whatever_the_model_sends(damaged: charfmt.fuzz.Damaged
 
 @given(damaged_replies().flatmap(lambda d: chunkings(d.text).map(lambda chunks: (d, chunks))))
 def test_streamed_text_never_shows_a_tag(case: tuple[charfmt.fuzz.Damaged, list[str]]) -> None:
-    damaged, chunks = case
+    _damaged, chunks = case
     window = MessageWindow()
     for event in charfmt.iter_events(chunks, vocabulary=VOCABULARY):
         window.handle(event)

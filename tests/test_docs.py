@@ -103,8 +103,9 @@ def test_readme_lenient_example() -> None:
 
 
 def test_the_example_user_test_passes() -> None:
+    example = str(ROOT / "examples" / "test_event_handler.py")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "examples" / "test_event_handler.py")],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", example],
         capture_output=True, text=True, check=False, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

@@ -329,6 +329,8 @@ class StreamParser:
     # -- the envelope ------------------------------------------------------------------------
     def _consume(self, text: str) -> None:
         i, n = 0, len(text)
+        if self._state == _BODY:  # most chunks fall inside a body: go straight there
+            i = self._body(text, 0)
         while i < n:
             self._pos = i
             state = self._state

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from charfmt.body import terminal_regex
+from charfmt.body import decode_text, terminal_regex
 from charfmt.diagnostics import CODES, Diagnostic
 from charfmt.events import (
     Action,
@@ -50,10 +50,8 @@ _WS: Final = " \t\n\r"
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f<&\x7f\ud800-\udfff]+')
 _DIGITS: Final = re.compile(r"[0-9]*")
 _HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")
-_NUMERIC: Final = re.compile(r"#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}")
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _PLAIN_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": "\r", "t": "\t"}
-_ENTITIES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 _TEXT_BAD: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _OPENS: Final = tuple(t.open for t in TAG_BY_NAME.values())
 _STREAMED: Final = frozenset(
@@ -617,7 +615,7 @@ class StreamParser:
             self._buf.append(ch)
             if ch == ";":
                 self._entity("".join(self._buf)[1:-1])
-            elif len(self._buf) > 9 or not (ch.isascii() and (ch.isalnum() or ch == "#")):
+            elif len(self._buf) > 40 or not (ch.isascii() and (ch.isalnum() or ch == "#")):
                 raise _Held
         elif b == _B_CLOSE:
             self._buf.append(ch)
@@ -650,15 +648,10 @@ class StreamParser:
             raise _Held
 
     def _entity(self, name: str) -> None:
-        ch = _ENTITIES.get(name)
-        if ch is None:
-            if not _NUMERIC.fullmatch(name):
-                raise _Held
-            code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
-            ch = chr(code) if code <= 0x10FFFF else ""
-            if not ch or (ch not in "<&" and _TEXT_BAD.match(ch)):
-                raise _Held
-        self._text.append(ch)
+        entity = f"&{name};"
+        if not terminal_regex("TEXT").fullmatch(entity):
+            raise _Held  # the grammar decides which entities are text, as in strict parsing
+        self._text.append(decode_text(entity))
         self._buf = []
         self._b = _B_TEXT
 

@@ -249,6 +249,8 @@ def _cmd_demo(_args: argparse.Namespace) -> int:
     except ParseError as e:
         print(f"ParseError: {e}\n")
         print(e.report("demo_broken.json"))
+    print("\n== The same reply, parsed leniently: what could be repaired, and how ==")
+    _pretty(parse(broken, lenient=True), sys.stdout)
     return EXIT_OK
 
 

@@ -139,6 +139,8 @@ def test_demo(capsys: pytest.CaptureFixture[str]) -> None:
     assert "emo     surprise" in out
     assert "ParseError: CF205" in out
     assert "demo_broken.json:2:83: CF205" in out
+    lenient = out.split("parsed leniently")[1]
+    assert "msg     やった！" in lenient and "warning: 2:83: CF703" in lenient
 
 
 def test_python_dash_m_runs_the_cli() -> None:

@@ -30,10 +30,11 @@ _SPECIAL: Final = re.compile(r"<\|[^|<>\n]{1,40}\|>|</s>|<s>|\[/?INST\]|<eos>|<b
 _FENCE: Final = re.compile(r"(?:```|~~~)[A-Za-z0-9_+-]*")
 _REASONING_OPEN: Final = re.compile(r"<\s*(" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", re.I)
 _HEADING: Final = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?(?:thinking|thoughts?|reasoning|analysis|思考)(?:\*\*)?[ \t]*:?[ \t]*$", re.I | re.M
+    r"^[ \t]*+(?:#{1,6}[ \t]*+|\*\*)?(?:thinking|thoughts?|reasoning|analysis|思考)(?:\*\*)?[ \t]*+:?[ \t]*+$",
+    re.I | re.M,
 )
 _ANSWER_HEADING: Final = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?(?:answer|response|reply|final(?: answer)?|output|回答)(?:\*\*)?[ \t]*:?[ \t]*$",
+    r"^[ \t]*+(?:#{1,6}[ \t]*+|\*\*)?(?:answer|response|reply|final(?: answer)?|output|回答)(?:\*\*)?[ \t]*+:?[ \t]*+$",
     re.I | re.M,
 )
 _CHANNEL: Final = re.compile(r"<\|channel\|>\s*(\w+)\s*(?:<\|constrain\|>\s*\w*\s*)?<\|message\|>")
@@ -41,7 +42,7 @@ _CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
 _CHAT_KEYS: Final = ("type", "order", "body")
 _HYBRID_BODY: Final = ("chat_body", "chatbody")
 _HYBRID_EMOTION: Final = ("emotion_summary", "emotionsummary")
-_TAGGED: Final = re.compile(r"[<＜]\s*/?\s*[^\W\d][\w.\-:]*[^<>＜＞]*[>＞]")
+_TAGGED: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[^\W\d][\w.\-:]*+[^<>＜＞]*+[>＞]")
 _FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")
 
 
@@ -545,7 +546,8 @@ class Recovery:
                 text = _BAD_TEXT.sub("\ufffd", text)
             if tag not in TAG_BY_NAME and tag != TEXT_TAG and not re.fullmatch(r"[a-z_][a-z0-9_\-]*", tag):
                 tag = "msg"
-            segments.append(construct_trusted(Segment, {"tag": tag, "text": text, "intensity": p.intensity}))
+            intensity = p.intensity if tag == "emo" else None  # how strong an emotion is; nothing else has one
+            segments.append(construct_trusted(Segment, {"tag": tag, "text": text, "intensity": intensity}))
         if kind not in TAGGED_TYPES and segments and not segments[0].text:
             return []
         return segments

@@ -100,9 +100,11 @@ class Result:
 
 # --- tags -------------------------------------------------------------------------------
 
+# Possessive quantifiers, and no two adjacent ones that could share characters: a regex
+# that may split a run of spaces several ways takes seconds on a few hundred of them.
 _TAG: Final = re.compile(
-    r"""[<＜](?P<lead>\s*)(?P<slash>[/／]?)\s*(?P<name>[^\W\d][\w.\-:]*|)
-        (?P<attrs>(?:\s+[^<>＜＞]*?)?)\s*(?P<self>/?)\s*[>＞]""",
+    r"""[<＜](?P<lead>\s*+)(?:(?P<slash>[/／])\s*+)?(?P<name>(?:[^\W\d][\w.\-:]*+)?)
+        (?P<attrs>[^<>＜＞]*+)[>＞]""",
     re.X,
 )
 _ATTR: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
@@ -147,6 +149,11 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     name = m.group("name")
     closing = bool(m.group("slash"))
     attrs_text = m.group("attrs").strip()
+    self_closing = attrs_text.endswith(("/", "／"))
+    if self_closing:
+        attrs_text = attrs_text[:-1].rstrip()
+    if attrs_text and not m.group("attrs")[:1].isspace():
+        return None  # "<a:b>x" is not a tag with attributes; attributes follow a space
     attrs = {a.lower(): v1 or v2 or v3 for a, v1, v2, v3 in _ATTR.findall(attrs_text)}
     if attrs_text and not attrs:
         return None  # "< b and c >": not a tag
@@ -158,7 +165,6 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     intensity = _intensity(attrs.get("intensity") or attrs.get("level"))
     canon = TAG_SYNONYMS.get(base)
     exact = name in TAG_BY_NAME and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
-    self_closing = bool(m.group("self"))
     if canon is not None:
         wraps = canon == "emo" and key is not None
         return _Tag(closing, canon, key, intensity, self_closing, wraps, exact, True)
@@ -169,7 +175,7 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     return _Tag(closing, lower, None, intensity, self_closing, False, False, False)
 
 
-_CUT_TAG: Final = re.compile(r"[<＜]\s*[/／]?\s*[\w.\-:]*$")
+_CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
 
 
 def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool = False) -> Result:
@@ -353,7 +359,7 @@ class _Reader:
 # --- brackets and prose --------------------------------------------------------------
 
 _PROSE: Final = re.compile(
-    r"""\[\[?\s*(?P<word>[^\[\]\n:：]+?)\s*(?:[:：]\s*(?P<val>[^\[\]\n]+?))?\s*\]\]?   # [joy] [emotion:angry] [[x:y]]
+    r"""\[\[?(?P<word>[^\[\]\n:：]++)(?:[:：](?P<val>[^\[\]\n]++))?\]\]?      # [joy] [emotion:angry] [[x:y]]
       | 【(?P<full>[^【】\n]+)】                                               # 【疑惑】
       | \*\*\((?P<direction>[^)\n]+)\)\*\*                                    # **(stage direction)**
       | \*(?P<star>[^*\n]+)\*                                                 # *jumps*

@@ -48,7 +48,7 @@ _LITERALS: Final = {
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
 _PLAIN_DQ: Final = re.compile(r'[^\\\x00-\x1f"]+')
 _PLAIN_SQ: Final = re.compile(r"[^\\\x00-\x1f']+")
-_OPEN_TAG: Final = re.compile(r"<\s*([A-Za-z][\w.\-]*)[^<>]*>")
+_OPEN_TAG: Final = re.compile(r"<\s*+([A-Za-z][\w.\-]*+)[^<>]*+>")
 _CLOSE_TAG: Final = re.compile(r"<\s*/")
 
 

@@ -170,7 +170,7 @@ def _context(rows: list[list[str]]) -> UserContext:
 
 # --- shorthand -----------------------------------------------------------------
 
-_BRACKET: Final = re.compile(r"\[\[?\s*([^\[\]\n]+?)\s*\]?\]|【\s*([^【】\n]+?)\s*】")
+_BRACKET: Final = re.compile(r"\[\[?([^\[\]\n]++)\]\]?|【([^【】\n]++)】")
 _EMOTION_PREFIXES: Final = ("emotion", "emo", "face", "mood", "expression")
 _ACTION_PREFIXES: Final = ("action", "act", "motion")
 

@@ -43,6 +43,17 @@ from charfmt.vocabulary import apply_vocabulary
 # Envelope states.
 (_START, _TOP_KEY, _TOP_KEY_STR, _TOP_COLON, _TOP_VALUE, _CHATS, _CHATS_SEP, _CHAT_KEY, _CHAT_KEY_STR,
  _CHAT_COLON, _CHAT_VALUE, _TYPE_STR, _ORDER_NUM, _BODY, _CHAT_SEP, _TOP_END, _DONE, _HELD) = range(18)  # fmt: skip
+_MOVES: Final = {
+    (_START, "{"): _TOP_KEY,
+    (_TOP_KEY, '"'): _TOP_KEY_STR,
+    (_TOP_COLON, ":"): _TOP_VALUE,
+    (_CHATS_SEP, ","): _CHATS,
+    (_CHAT_KEY, '"'): _CHAT_KEY_STR,
+    (_CHAT_COLON, ":"): _CHAT_VALUE,
+    (_CHAT_SEP, ","): _CHAT_KEY,
+    (_TOP_END, "}"): _DONE,
+}
+"""Envelope moves that only change the state (the others go through ``_structure``)."""
 # Body states.
 _B_OPEN, _B_KEY, _B_TEXT, _B_CLOSE, _B_ENTITY, _B_AFTER = range(6)
 
@@ -358,9 +369,14 @@ class StreamParser:
                 self._order_done(digits, text[i])
                 continue
             ch = text[i]
-            if ch not in _WS:
-                self._structure(ch)
             i += 1
+            if ch in _WS:
+                continue
+            nxt = _MOVES.get((state, ch))
+            if nxt is not None:  # a plain move between states: no bookkeeping
+                self._state = nxt
+            else:
+                self._structure(ch)
 
     def _structure(self, ch: str) -> None:
         state = self._state

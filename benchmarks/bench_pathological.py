@@ -28,7 +28,7 @@ def wrap(body: str) -> str:
     return json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False)
 
 
-INPUTS: dict[str, Callable[[int], str]] = {
+INPUTS: dict[str, Callable[[int], str | bytes]] = {
     "unclosed <emo> x N": lambda n: wrap("<emo>" * n),
     "one message of N bytes": lambda n: wrap("<msg>" + "あいうえお.. " * (n // 20) + "</msg>"),
     "'<' x N": lambda n: wrap("<msg>" + "<" * n + "</msg>"),
@@ -36,6 +36,7 @@ INPUTS: dict[str, Callable[[int], str]] = {
     "unclosed <think> x N": lambda n: "<think>" * n + '{"chats": []}',
     "'[' x N": lambda n: "[" * n,
     "unclosed quotes x N": lambda n: wrap('<msg>"' * n),
+    "invalid UTF-8 x N": lambda n: b"\xff" * n,
 }
 SIZES = {
     "unclosed <emo> x N": 100_000,
@@ -45,6 +46,7 @@ SIZES = {
     "unclosed <think> x N": 100_000,
     "'[' x N": 100_000,
     "unclosed quotes x N": 100_000,
+    "invalid UTF-8 x N": 1_000_000,
 }
 
 
@@ -73,12 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         reply = charfmt.parse(large, lenient=True, max_size=size)
         assert "CF999" not in [d.code for d in reply.diagnostics], name
 
-        def strict(s: str = large, limit: int = size) -> None:
+        def strict(s: str | bytes = large, limit: int = size) -> None:
             with contextlib.suppress(charfmt.ParseError):
                 charfmt.parse(s, max_size=limit)
 
         t_strict = best(strict, rounds)
-        lazy_text = large[:50_000]
+        lazy_text = (large if isinstance(large, str) else large.decode("latin-1"))[:50_000]
         t_lazy = best(lambda s=lazy_text: list(LAZY.finditer(s)), 1)  # type: ignore[misc]
         ratio = t_large / t_small
         worst = max(worst, ratio)

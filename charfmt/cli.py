@@ -17,7 +17,7 @@ from typing import TextIO
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.events import Event
 from charfmt.models import Reply, Vocabulary
-from charfmt.parser import DEFAULT_MAX_SIZE, parse
+from charfmt.parser import DEFAULT_MAX_SIZE, lenient_text, parse
 from charfmt.schema import PROVIDERS, json_schema
 from charfmt.tags import TAG_BY_NAME
 from charfmt.writer import dumps
@@ -103,7 +103,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             _emit_diagnostics(name, e.source, e.diagnostics, args.format, sys.stdout)
             status = max(status, EXIT_INVALID)
             continue
-        _emit_diagnostics(name, data.decode("utf-8", errors="replace"), reply.diagnostics, args.format, sys.stdout)
+        _emit_diagnostics(name, lenient_text(data), reply.diagnostics, args.format, sys.stdout)
         if any(d.severity == "error" for d in reply.diagnostics):
             status = max(status, EXIT_INVALID)
         elif args.format == "text" and not args.quiet:
@@ -116,7 +116,7 @@ def _cmd_fix(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     data = _read(args.file, args.max_size)
     reply = parse(data, lenient=True, max_size=args.max_size)
-    source = data.decode("utf-8", errors="replace")
+    source = lenient_text(data)
     _emit_diagnostics(name, source, reply.diagnostics, "text", sys.stderr)
     fixed = dumps(reply, indent=args.indent)
     if args.diff:

@@ -8,6 +8,7 @@ problems as ``Reply.diagnostics``, and never raises.
 from __future__ import annotations
 
 import gc
+import re
 from typing import Any, Final
 
 from charfmt.body import BodyError, Element, parse_batch, parse_body
@@ -62,37 +63,34 @@ def parse(
 
 
 _FINAL: Final = frozenset({"CF002", "CF003"})
+_ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
 """Errors lenient parsing does not try to repair: too large, or empty."""
+
+
+def lenient_text(data: str | bytes) -> str:
+    """Input as lenient parsing reads it: each byte that is not UTF-8 becomes one U+FFFD.
+
+    Diagnostic offsets of a lenient parse of ``bytes`` count characters of this text.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data).decode("utf-8", errors="surrogateescape")
+    return _ESCAPED_BYTES.sub(lambda m: "\ufffd" * len(m.group()), data)
 
 
 def _recover(text: str | bytes, vocabulary: Vocabulary | None) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
     prior: list[Diagnostic] = []
     if isinstance(text, (bytes, bytearray, memoryview)):
-        raw = bytes(text)
-        decoded = raw.decode("utf-8", errors="replace")
-        if "\ufffd" in decoded:
-            # Map each replacement character back: decode again piece by piece.
-            pos = 0
-            out = 0
-            while pos < len(raw):
-                try:
-                    raw[pos:].decode("utf-8")
-                    break
-                except UnicodeDecodeError as e:
-                    out += len(raw[pos : pos + e.start].decode("utf-8"))
-                    prior.append(
-                        Diagnostic.at(
-                            decoded,
-                            "CF001",
-                            f"invalid UTF-8 byte 0x{raw[pos + e.start]:02X} replaced by U+FFFD",
-                            out,
-                            out + 1,
-                            severity="warning",
-                        )
-                    )
-                    out += 1
-                    pos += e.end
+        # Each invalid byte becomes one U+FFFD (via surrogateescape: one pass, no re-decoding),
+        # and each run of them one diagnostic naming its first byte.
+        escaped = bytes(text).decode("utf-8", errors="surrogateescape")
+        decoded = lenient_text(escaped)
+        for m in _ESCAPED_BYTES.finditer(escaped):
+            byte = ord(m.group()[0]) - 0xDC00
+            message = f"invalid UTF-8 byte 0x{byte:02X} replaced by U+FFFD" + (
+                f" (and {len(m.group()) - 1} more)" if len(m.group()) > 1 else ""
+            )
+            prior.append(Diagnostic.at(decoded, "CF001", message, m.start(), m.end(), severity="warning"))
         text = decoded
     # Recovery builds many small acyclic objects (a node per bracket of "[[[[…"): the
     # collector would rescan them all again and again, so it rests meanwhile.

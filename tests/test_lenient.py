@@ -195,3 +195,12 @@ def test_cli_check_lenient_reports_warnings(tmp_path: object, capsys: pytest.Cap
     capsys.readouterr()
     assert main(["check", "--lenient", str(path)]) == 0
     assert "CF602" in capsys.readouterr().out
+
+
+def test_invalid_utf8_is_one_replacement_per_byte_and_one_diagnostic_per_run() -> None:
+    data = b'{"chats":[{"type":"I","order":1,"body":"a\xe3\x81b\xff"}]}'
+    reply = charfmt.parse(data, lenient=True)
+    assert reply.chats[0].segments[0].text == "a\ufffd\ufffdb\ufffd"
+    runs = [(d.offset, d.end) for d in reply.diagnostics if d.code == "CF001"]
+    source = charfmt.parser.lenient_text(data)
+    assert [source[a:b] for a, b in runs] == ["\ufffd\ufffd", "\ufffd"]

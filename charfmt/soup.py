@@ -10,7 +10,6 @@ Offsets in the results are into the decoded body string.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.entities import html5
 from typing import Final
@@ -440,5 +439,3 @@ def _plain(chunk: str, offset: int, tag: str, out: Result) -> None:
     )
     out.note("CF706", reason, start, end)
 
-
-Mapper = Callable[[int], int]

@@ -90,7 +90,6 @@ class _Chat:
     closed_segments: int = 0
     tag: str | None = None
     had_text: bool = False
-    ended: bool = False
     started: bool = False
     key_start: int = 0
 
@@ -300,13 +299,6 @@ class StreamParser:
             return
         self._kept.append(chunk)
 
-    def _advance(self, text: str) -> None:
-        self._offset += len(text)
-        newlines = text.count("\n")
-        if newlines:
-            self._line += newlines
-            self._line_start = self._offset - (len(text) - text.rfind("\n") - 1)
-
     def _hold(self) -> None:
         if self._state != _HELD:
             self._held_at = self._offset + self._pos
@@ -482,7 +474,6 @@ class StreamParser:
         assert chat is not None
         if not chat.body_seen:
             raise _Held
-        chat.ended = True
         del self._chats[chat.index]
         self._out.append(ChatEnd(chat.index))
         self._chat = None
@@ -840,7 +831,7 @@ class StreamParser:
             elif len(seg.text) > len(text):
                 out.append(TextDelta(index, n, seg.tag, seg.text[len(text) :]))
             out.append(SegmentEnd(index, n, seg.tag))
-        if state is not None and not state.ended:
+        if state is not None:  # still open in the stream (ended chats leave the table)
             out.append(ChatEnd(index))
         return out
 

@@ -1,15 +1,23 @@
 """Streaming: events as model output arrives, never a partial tag, identical to the batch result.
 
 ``StreamParser`` reads the reply incrementally while it is in charfmt's format (any JSON
-whitespace and escapes, keys in any order as long as ``type`` and ``order`` come before
-``body``). Each event is emitted as soon as it is certain: an emotion when its key is
-complete, text deltas as soon as their characters are decided — never a fragment of a
-tag, an entity, a JSON escape or a UTF-8 character.
+whitespace, escapes in text, ``type`` and ``order`` in either order before ``body``).
+Each event is emitted as soon as it is certain: an emotion when its key is complete,
+text deltas as soon as their characters are decided — never a fragment of a tag, an
+entity, a JSON escape or a UTF-8 character.
+
+The reader works token by token: a regular expression per state (the chat header, an
+opening tag, a run of text, an escape, an entity, a closing tag) matched where the last
+token ended. A token cut by a chunk boundary waits, at most ``_TOKEN_MAX`` characters
+(``_ENVELOPE_MAX`` between chats), for the next chunk; the cost of a chunk is the work on
+its own characters plus that short tail, so total work is linear in the input.
 
 The moment the input leaves the format, the stream keeps what it has shown and holds the
 rest; ``close()`` reads the whole text with ``charfmt.parse(lenient=True)`` (the same
 recovery rules) and emits only what is missing, so the events always rebuild exactly
 the batch result. Damaged input streams up to the damage and completes at the end.
+Markup written as JSON escapes (``\\u003c`` for ``<``) is valid but rare: it is read at
+``close()``.
 """
 
 from __future__ import annotations
@@ -40,40 +48,50 @@ from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
 from charfmt.vocabulary import apply_vocabulary
 
-# Envelope states.
-(_START, _TOP_KEY, _TOP_KEY_STR, _TOP_COLON, _TOP_VALUE, _CHATS, _CHATS_SEP, _CHAT_KEY, _CHAT_KEY_STR,
- _CHAT_COLON, _CHAT_VALUE, _TYPE_STR, _ORDER_NUM, _BODY, _CHAT_SEP, _TOP_END, _DONE, _HELD) = range(18)  # fmt: skip
-_MOVES: Final = {
-    (_START, "{"): _TOP_KEY,
-    (_TOP_KEY, '"'): _TOP_KEY_STR,
-    (_TOP_COLON, ":"): _TOP_VALUE,
-    (_CHATS_SEP, ","): _CHATS,
-    (_CHAT_KEY, '"'): _CHAT_KEY_STR,
-    (_CHAT_COLON, ":"): _CHAT_VALUE,
-    (_CHAT_SEP, ","): _CHAT_KEY,
-    (_TOP_END, "}"): _DONE,
-}
-"""Envelope moves that only change the state (the others go through ``_structure``)."""
-# Body states.
-_B_OPEN, _B_KEY, _B_TEXT, _B_CLOSE, _B_ENTITY, _B_AFTER = range(6)
+# States. Envelope: before '{"chats": [' (_TOP); where a chat may start (_LIST); after a
+# body's closing quote (_CHAT_END); after a chat's '}' (_SEP); after ']' (_END); done.
+# Body: an opening tag (_OPEN), an emotion key (_KEY), the closing tag after a key
+# (_CLOSE), text (_TEXT), after a closing tag (_AFTER). _HELD: the input left the format.
+_TOP, _LIST, _CHAT_END, _SEP, _END, _DONE, _OPEN, _KEY, _CLOSE, _TEXT, _AFTER, _HELD = range(12)
 
-_WS: Final = " \t\n\r"
+_TOKEN_MAX: Final = 48
+"""The longest body token a chunk boundary may cut (an escaped surrogate pair is 12,
+a numeric entity with leading zeros up to 40): a longer tail that matches nothing is damage."""
+_ENVELOPE_MAX: Final = 4096
+"""The same for a chat header (it may hold JSON whitespace)."""
+
+_JWS: Final = "[ \t\n\r]*"
+_WS_RUN: Final = re.compile(_JWS)
+_TYPES: Final = "|".join(map(re.escape, CHAT_TYPES))
+_ORDER: Final = "[1-9][0-9]*"
+_TOP_RE: Final = re.compile(rf'\{{{_JWS}"chats"{_JWS}:{_JWS}\[')
+_HEADER: Final = re.compile(
+    rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"({_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}({_ORDER})'
+    rf'|"order"{_JWS}:{_JWS}({_ORDER}){_JWS},{_JWS}"type"{_JWS}:{_JWS}"({_TYPES})")'
+    rf'{_JWS},{_JWS}"body"{_JWS}:{_JWS}"'
+)
+"""A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
+_HEADER_QUOTES: Final = 9
+"""How many '"' a header holds: fewer in the tail, and it cannot be complete yet."""
+_TAG_NAMES: Final = "|".join(map(re.escape, TAG_BY_NAME))
+_OPEN_RE: Final = re.compile(f"<({_TAG_NAMES})>")
+_SEP_OPEN_RE: Final = re.compile(rf"\\n<({_TAG_NAMES})>")
+_CLOSE_RE: Final = {name: re.compile(rf"<\\?/{re.escape(name)}>") for name in TAG_BY_NAME}
+"""Closing tags, raw in the JSON string: '</msg>', or '<\\/msg>' from serializers that escape '/'."""
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f<&\x7f\ud800-\udfff]+')
-_DIGITS: Final = re.compile(r"[0-9]*")
-_HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")
+_KEY_RUN: Final = re.compile(r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]+')
+_ESCAPE: Final = re.compile(
+    r'\\(?:(["\\/bfnrt])|u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))'
+)
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-_PLAIN_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": "\r", "t": "\t"}
-_TEXT_BAD: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
-_OPENS: Final = tuple(t.open for t in TAG_BY_NAME.values())
+_ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
+_TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+"""A decoded character that text does not allow literally ('<' and '&' would be markup)."""
+_KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
 _STREAMED: Final = frozenset(
     {TEXT_TAG, *(t.name for t in TAG_BY_NAME.values() if t.content == "text" and t.name != "act")}
 )
 """Segments whose text goes out as deltas (an action goes out whole, like an emotion)."""
-_CLOSERS: Final[dict[str | None, str]] = {
-    **{t.name: t.close for t in TAG_BY_NAME.values()},
-    TEXT_TAG: "\x00",  # never in a body: an I/E text has no closer
-    None: "\x00",
-}
 
 
 class _Held(Exception):
@@ -83,15 +101,23 @@ class _Held(Exception):
 @dataclass(slots=True)
 class _Chat:
     index: int
-    kind: str | None = None
-    order: int | None = None
-    body_seen: bool = False
+    kind: str
+    order: int
     segment: int = -1
     closed_segments: int = 0
     tag: str | None = None
     had_text: bool = False
     started: bool = False
     key_start: int = 0
+
+
+def _unescape(m: re.Match[str]) -> str:
+    simple, high, low, code = m.groups()
+    if simple is not None:
+        return _ESCAPES[simple]
+    if high is not None:
+        return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
+    return chr(int(code, 16))
 
 
 class Collector:
@@ -164,16 +190,14 @@ class StreamParser:
         self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
         self._kept: list[str | bytes] | None = []
-        self._kept_size = 0
+        self._room = max_size  # what may still be kept
         self._bytes = False
-        self._state = _START
-        self._offset = 0  # characters before the current chunk
-        self._line = 1  # line at the start of the current chunk
-        self._line_start = 0  # offset where that line starts
-        self._chunk = ""
-        self._pos = 0  # index in the current chunk of the character being handled
-        self._token: list[str] = []
-        self._key = ""
+        self._state = _TOP
+        self._pend = ""  # the start of a token cut by the chunk boundary
+        self._need = ""  # a character that token needs (see _stall)
+        self._base = 0  # raw offset (characters) of the first character not yet consumed
+        self._line = 1  # its line
+        self._line_start = 0  # the offset where that line starts
         self._chat: _Chat | None = None
         # Only chats still open are kept: memory grows with the number of chats (their
         # orders, for duplicates and gaps), never with their text.
@@ -184,15 +208,13 @@ class StreamParser:
         self._orders: set[int] = set()
         self._chats_at: tuple[int, int, int] = (0, 1, 1)
         self._chats_end = 0
-        self._b = _B_OPEN
-        self._buf: list[str] = []
-        self._text: list[str] = []
-        self._in_escape = False
-        self._escape = ""
-        self._high = ""
+        self._closer: re.Pattern[str] | None = None  # the closing tag of the open element
+        self._text: list[str] = []  # decoded text of the open segment not yet emitted
+        self._streams = False  # the open segment's text goes out as deltas
+        self._live = False  # ... and its chat is announced: a plain chunk is one delta
         self._out: list[Event] = []
         self._closed = False
-        self._held_at = -1
+        self._held_at = (0, 1, 1)  # where the input left the format
 
     # -- public ---------------------------------------------------------------------------
     @property
@@ -210,59 +232,67 @@ class StreamParser:
 
     def feed(self, chunk: str | bytes) -> list[Event]:
         """Consume one chunk; returns the events it made certain."""
-        if self._closed:
-            raise ValueError("feed() after close()")
-        chat = self._chat
-        if (
-            type(chunk) is str
-            and self._b == _B_TEXT
-            and self._state == _BODY
-            and chat is not None
-            and chat.started
-            and not (self._in_escape or self._high or self._text)
-            and chat.tag in _STREAMED
-            and self._kept is not None
-            and _PLAIN.fullmatch(chunk)
-        ):
-            # The common case, inside a message: the whole chunk is decided text.
-            self._kept.append(chunk)
-            self._kept_size += len(chunk)
-            self._offset += len(chunk)
-            event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
-            if self._collector is not None:
-                self._unfolded.append(event)
-            if self._kept_size > self.max_size:
-                self._kept = None
-            return [event]
-        if isinstance(chunk, (bytes, bytearray, memoryview)):
+        if isinstance(chunk, str):
+            if (kept := self._kept) is not None:
+                self._room -= len(chunk)
+                if self._room < 0 and self._state != _HELD:
+                    self._kept = None  # memory stays flat from here on
+                else:
+                    kept.append(chunk)
+            if self._live:
+                if _PLAIN.fullmatch(chunk):
+                    # The common case, inside a message: the whole chunk is decided text.
+                    self._base += len(chunk)
+                    chat = self._chat
+                    assert chat is not None and chat.tag is not None
+                    event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
+                    if self._collector is not None:
+                        self._unfolded.append(event)
+                    return [event]
+            elif self._closed:
+                raise ValueError("feed() after close()")
+            elif pend := self._pend:
+                # A token cut by the last boundary: no work while this chunk cannot complete it.
+                s = pend + chunk
+                need = self._need
+                if (need not in chunk and len(s) < _TOKEN_MAX) or (
+                    need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX
+                ):
+                    self._pend = s
+                    return []
+            text = chunk
+        else:
+            if self._closed:
+                raise ValueError("feed() after close()")
             data = bytes(chunk)
+            self._bytes = True
             self._keep(data)
             if self._decoder is None:
                 self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
             try:
                 text = self._decoder.decode(data)
             except UnicodeDecodeError:
-                self._hold()
+                self._hold(self._pend, len(self._pend))
                 return self._flush()
+        if not text:
+            return self._flush()
+        if self._state == _HELD:
+            self._base += len(text)
+            return []
+        if pend := self._pend:
+            s = pend + text
+            self._pend = ""
         else:
-            kept = self._kept
-            if kept is not None:
-                self._kept_size += len(chunk)
-                if self._kept_size > self.max_size and self._state != _HELD:
-                    self._kept = None
-                else:
-                    kept.append(chunk)
-            text = chunk
-        if text and self._state != _HELD:
-            self._chunk = text
-            try:
-                self._consume(text)
-            except _Held:
-                self._hold()
-        self._offset += len(text)
-        if "\n" in text:
-            self._line += text.count("\n")
-            self._line_start = self._offset - (len(text) - text.rfind("\n") - 1)
+            s = text
+        end = self._scan(s)
+        if end:
+            newlines = s.count("\n", 0, end)
+            if newlines:
+                self._line += newlines
+                self._line_start = self._base + s.rfind("\n", 0, end) + 1
+            self._base += end
+        if self._text and self._streams:
+            self._emit_text()
         out, self._out = self._out, []
         if self._collector is not None and out:
             self._unfolded.extend(out)
@@ -273,16 +303,15 @@ class StreamParser:
         if self._closed:
             return []
         self._closed = True
+        self._live = False
         if self._decoder is not None and self._state != _HELD:
             try:
                 self._decoder.decode(b"", final=True)
             except UnicodeDecodeError:
-                self._hold()
-        if self._state == _DONE:
+                self._hold(self._pend, len(self._pend))
+        if self._state == _DONE and not self._pend:
             self._order_warnings()
             return self._flush()
-        self._pos = len(self._chunk)
-        self._emit_text()
         early = self._flush()  # what was decided before the end, now in the collector too
         self._complete()
         return early + self._flush()
@@ -291,33 +320,48 @@ class StreamParser:
     def _keep(self, chunk: str | bytes) -> None:
         if self._kept is None:
             return
-        self._kept_size += len(chunk)
-        if isinstance(chunk, bytes):
-            self._bytes = True
-        if self._kept_size > self.max_size and self._state != _HELD:
+        self._room -= len(chunk)
+        if self._room < 0 and self._state != _HELD:
             self._kept = None  # memory stays flat from here on
             return
         self._kept.append(chunk)
 
-    def _hold(self) -> None:
+    def _hold(self, s: str, i: int) -> int:
+        """The input left the format at ``s[i]``: emit the text decided before it, hold the rest."""
         if self._state != _HELD:
-            self._held_at = self._offset + self._pos
-        self._state = _HELD
+            if self._text and self._streams:
+                self._emit_text()
+            self._held_at = self._here(s, i)
+            self._state = _HELD
+            self._live = self._streams = False
+        self._pend = ""
+        return len(s)
+
+    def _stall(self, s: str, i: int, limit: int, need: str = "") -> int:
+        """No token matches at ``s[i]``: wait for the next chunk, unless the tail is too long.
+
+        ``need``: a character the token ends with, if there is one ('>' for a tag, '"' for a
+        chat header): until a chunk brings it, there is nothing to try again.
+        """
+        if len(s) - i >= limit:
+            return self._hold(s, i)
+        self._pend = s[i:]
+        self._need = need
+        self._live = False  # until the token is read, a chunk is not plain text
+        return i
 
     def _flush(self) -> list[Event]:
         out, self._out = self._out, []
-        if self._collector is not None:
+        if self._collector is not None and out:
             self._unfolded.extend(out)
         return out
 
-    def _here(self, ahead: int = 0) -> tuple[int, int, int]:
-        """Raw offset, line and column of the current character (plus ``ahead``)."""
-        i = self._pos + ahead
-        chunk = self._chunk
-        newlines = chunk.count("\n", 0, i)
+    def _here(self, s: str, i: int) -> tuple[int, int, int]:
+        """Raw offset, line and column of ``s[i]`` (``s`` starts at the first unconsumed character)."""
+        newlines = s.count("\n", 0, i)
         if newlines:
-            return self._offset + i, self._line + newlines, i - chunk.rfind("\n", 0, i)
-        return self._offset + i, self._line, self._offset + i - self._line_start + 1
+            return self._base + i, self._line + newlines, i - s.rfind("\n", 0, i)
+        return self._base + i, self._line, self._base + i - self._line_start + 1
 
     def _diagnostic(self, code: str, message: str, at: tuple[int, int, int], end: int, chat: int | None) -> None:
         offset, line, column = at
@@ -327,144 +371,145 @@ class StreamParser:
         )  # fmt: skip
         self._out.append(DiagnosticEvent(chat, d))
 
-    # -- the envelope ------------------------------------------------------------------------
-    def _consume(self, text: str) -> None:
-        i, n = 0, len(text)
-        if self._state == _BODY:  # most chunks fall inside a body: go straight there
-            i = self._body(text, 0)
-        while i < n:
-            self._pos = i
-            state = self._state
-            if state == _BODY:
-                i = self._body(text, i)
-                continue
-            if state in (_TOP_KEY_STR, _CHAT_KEY_STR, _TYPE_STR):
-                end = text.find('"', i)
-                piece = text[i:] if end == -1 else text[i:end]
-                if "\\" in piece or _TEXT_BAD.search(piece) or "\n" in piece:
-                    raise _Held  # escapes in keys: rare enough for the batch reader
-                self._token.append(piece)
-                if end == -1:
-                    return
-                i = end + 1
-                value, self._token = "".join(self._token), []
-                self._string_done(value)
-                continue
-            if state == _ORDER_NUM:
-                m = _DIGITS.match(text, i)
-                end = m.end() if m else i
-                self._token.append(text[i:end])
-                if end >= n:
-                    return
-                i = end
-                digits, self._token = "".join(self._token), []
-                self._order_done(digits, text[i])
-                continue
-            ch = text[i]
-            i += 1
-            if ch in _WS:
-                continue
-            nxt = _MOVES.get((state, ch))
-            if nxt is not None:  # a plain move between states: no bookkeeping
-                self._state = nxt
-            else:
-                self._structure(ch)
+    # -- the reader ---------------------------------------------------------------------------
+    def _scan(self, s: str) -> int:
+        """Read tokens from ``s``; returns how much was consumed (the rest waits in ``_pend``)."""
+        i, n = 0, len(s)
+        text = self._text
+        try:
+            while i < n:
+                state = self._state
+                if state == _TEXT:
+                    m = _PLAIN.match(s, i)
+                    if m is not None:
+                        text.append(m.group())
+                        i = m.end()
+                        continue
+                    c = s[i]
+                    if c == "<":
+                        if self._closer is None:
+                            raise _Held  # markup in an I/E body
+                        m = self._closer.match(s, i)
+                        if m is None:
+                            return self._stall(s, i, _TOKEN_MAX, ">")
+                        self._segment_end()
+                        i = m.end()
+                    elif c == "\\":
+                        m = _ESCAPE.match(s, i)
+                        if m is None or _TEXT_BAD.match(ch := _unescape(m)):
+                            return self._stall(s, i, _TOKEN_MAX)
+                        text.append(ch)
+                        i = m.end()
+                    elif c == "&":
+                        m = _ENTITY.match(s, i)
+                        if m is None or not terminal_regex("TEXT").fullmatch(m.group()):
+                            return self._stall(s, i, _TOKEN_MAX, ";")
+                        text.append(decode_text(m.group()))
+                        i = m.end()
+                    elif c == '"':
+                        self._body_end()
+                        i += 1
+                    else:
+                        raise _Held  # a raw control character or a lone surrogate: not JSON text
+                elif state == _AFTER:
+                    if s[i] == '"':
+                        self._body_end()
+                        i += 1
+                        continue
+                    m = _SEP_OPEN_RE.match(s, i)
+                    if m is None:
+                        return self._stall(s, i, _TOKEN_MAX, ">")
+                    i = m.end()
+                    self._segment_start(m.group(1), i)
+                elif state == _KEY:
+                    m = _KEY_RUN.match(s, i)
+                    if m is not None:
+                        text.append(m.group())
+                        i = m.end()
+                        continue
+                    c = s[i]
+                    if c == "<":
+                        self._key_done(s, i)
+                    elif c == "\\":
+                        m = _ESCAPE.match(s, i)
+                        if m is None or _KEY_BAD.match(ch := _unescape(m)):
+                            return self._stall(s, i, _TOKEN_MAX)
+                        text.append(ch)
+                        i = m.end()
+                    else:
+                        raise _Held
+                elif state == _CLOSE:
+                    assert self._closer is not None
+                    m = self._closer.match(s, i)
+                    if m is None:
+                        return self._stall(s, i, _TOKEN_MAX, ">")
+                    self._segment_end()
+                    i = m.end()
+                elif state == _OPEN:
+                    m = _OPEN_RE.match(s, i)
+                    if m is None:
+                        return self._stall(s, i, _TOKEN_MAX, ">")
+                    i = m.end()
+                    self._segment_start(m.group(1), i)
+                else:  # the envelope, between bodies
+                    c = s[i]
+                    if c in " \t\n\r":
+                        m = _WS_RUN.match(s, i)
+                        assert m is not None
+                        i = m.end()
+                    elif state == _CHAT_END and c == "}":
+                        self._chat_done()
+                        i += 1
+                    elif state == _SEP and c == ",":
+                        self._state = _LIST
+                        i += 1
+                    elif (state == _SEP or (state == _LIST and not self._count)) and c == "]":
+                        self._chats_end = self._base + i + 1
+                        self._state = _END
+                        i += 1
+                    elif state == _LIST and c == "{":
+                        if s.count('"', i) < _HEADER_QUOTES:
+                            return self._stall(s, i, _ENVELOPE_MAX, '"')
+                        m = _HEADER.match(s, i)
+                        if m is None:
+                            return self._stall(s, i, _ENVELOPE_MAX, '"')
+                        self._chat_begins(m)
+                        i = m.end()
+                    elif state == _TOP and c == "{":
+                        m = _TOP_RE.match(s, i)
+                        if m is None:
+                            return self._stall(s, i, _ENVELOPE_MAX, "[")
+                        self._chats_at = self._here(s, m.end() - 1)
+                        self._state = _LIST
+                        i = m.end()
+                    elif state == _END and c == "}":
+                        self._state = _DONE
+                        i += 1
+                    else:
+                        raise _Held
+        except _Held:
+            return self._hold(s, i)
+        return i
 
-    def _structure(self, ch: str) -> None:
-        state = self._state
-        if state == _START and ch == "{":
-            self._state = _TOP_KEY
-        elif state == _TOP_KEY and ch == '"':
-            self._state = _TOP_KEY_STR
-        elif state == _TOP_COLON and ch == ":":
-            self._state = _TOP_VALUE
-        elif state == _TOP_VALUE and ch == "[":
-            self._chats_at = self._here()
-            self._state = _CHATS
-        elif state == _CHATS and ch == "{":
-            self._chat = _Chat(self._count)
-            self._chats[self._count] = self._chat
-            self._count += 1
-            self._state = _CHAT_KEY
-        elif ((state == _CHATS and not self._count) or state == _CHATS_SEP) and ch == "]":
-            self._chats_end = self._here()[0] + 1
-            self._state = _TOP_END
-        elif state == _CHATS_SEP and ch == ",":
-            self._state = _CHATS
-        elif state == _CHAT_KEY and ch == '"':
-            self._state = _CHAT_KEY_STR
-        elif state == _CHAT_COLON and ch == ":":
-            self._state = _CHAT_VALUE
-        elif state == _CHAT_VALUE:
-            self._value(ch)
-        elif state == _CHAT_SEP and ch == ",":
-            self._state = _CHAT_KEY
-        elif state == _CHAT_SEP and ch == "}":
-            self._chat_done()
-        elif state == _TOP_END and ch == "}":
-            self._state = _DONE
-        else:
-            raise _Held
-
-    def _string_done(self, value: str) -> None:
-        state, chat = self._state, self._chat
-        if state == _TOP_KEY_STR:
-            if value != "chats":
-                raise _Held
-            self._state = _TOP_COLON
-        elif state == _CHAT_KEY_STR:
-            assert chat is not None
-            seen = {"type": chat.kind is not None, "order": chat.order is not None, "body": chat.body_seen}
-            if seen.get(value, True):
-                raise _Held  # an unknown or repeated key
-            self._key = value
-            self._state = _CHAT_COLON
-        else:
-            assert chat is not None
-            if value not in CHAT_TYPES:
-                raise _Held
-            chat.kind = value
-            self._state = _CHAT_SEP
-
-    def _order_done(self, digits: str, after: str) -> None:
-        chat = self._chat
-        assert chat is not None
-        if not digits or digits[0] == "0" or after not in _WS + ",}":
-            raise _Held  # 0, 1.0, 1e3, -1 ...
-        order = int(digits)
+    def _chat_begins(self, m: re.Match[str]) -> None:
+        kind, order_text = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
+        order = int(order_text)
         if order in self._orders:
             raise _Held  # a repeated order: the batch reader renumbers it
-        chat.order = order
-        self._state = _CHAT_SEP
-
-    def _value(self, ch: str) -> None:
-        chat, key = self._chat, self._key
-        assert chat is not None
-        self._key = ""
-        if key == "type" and ch == '"':
-            self._state = _TYPE_STR
-        elif key == "order" and ch in "123456789":
-            self._token = [ch]
-            self._state = _ORDER_NUM
-        elif key == "body" and ch == '"' and chat.kind is not None and chat.order is not None:
-            chat.body_seen = True
-            self._orders.add(chat.order)
-            self._unsorted = self._unsorted or chat.order < self._last_order
-            self._last_order = chat.order
-            if chat.kind in TAGGED_TYPES:
-                self._b = _B_OPEN
-            else:
-                chat.segment, chat.tag, self._b = 0, TEXT_TAG, _B_TEXT
-            self._state = _BODY
+        chat = self._chat = self._chats[self._count] = _Chat(self._count, kind, order)
+        self._count += 1
+        self._orders.add(order)
+        self._unsorted = self._unsorted or order < self._last_order
+        self._last_order = order
+        if kind in TAGGED_TYPES:
+            self._state = _OPEN
         else:
-            raise _Held  # another value, or a body before its type and order
+            chat.segment, chat.tag, self._closer = 0, TEXT_TAG, None
+            self._state, self._streams = _TEXT, True
 
     def _start(self, chat: _Chat) -> None:
         """Announce the chat with its first content: a chat cut off before any has no events."""
-        if chat.started:
-            return
         chat.started = True
-        assert chat.kind is not None and chat.order is not None
         self._out.append(ChatStart(chat.index, chat.kind, chat.order))
         if chat.kind not in TAGGED_TYPES:
             self._out.append(SegmentStart(chat.index, 0, TEXT_TAG))
@@ -472,265 +517,93 @@ class StreamParser:
     def _chat_done(self) -> None:
         chat = self._chat
         assert chat is not None
-        if not chat.body_seen:
-            raise _Held
         del self._chats[chat.index]
         self._out.append(ChatEnd(chat.index))
         self._chat = None
-        self._state = _CHATS_SEP
+        self._state = _SEP
 
-    # -- the body, inside its JSON string ------------------------------------------------------------
-    def _body(self, text: str, i: int) -> int:
-        n = len(text)
-        while i < n:
-            self._pos = i
-            if self._in_escape:
-                i = self._json_escape(text, i)
-                continue
-            b = self._b
-            if b == _B_TEXT and self._high == "":
-                m = _PLAIN.match(text, i)
-                if m is not None:
-                    self._text.append(m.group())
-                    i = m.end()
-                    continue
-                if text[i] == "\\":
-                    # Fast path: a whole escape that decodes to plain text (\u3042, \", \n).
-                    nxt = text[i + 1 : i + 2]
-                    if nxt == "u" and _HEX4.fullmatch(text, i + 2, i + 6):
-                        code = int(text[i + 2 : i + 6], 16)
-                        if code >= 0x20 and code not in (0x26, 0x3C, 0x7F) and not 0xD800 <= code < 0xE000:
-                            self._text.append(chr(code))
-                            i += 6
-                            continue
-                    elif nxt in _PLAIN_ESCAPES:
-                        self._text.append(_PLAIN_ESCAPES[nxt])
-                        i += 2
-                        continue
-                # Fast path: a whole closing tag in this chunk (tags need no JSON escaping).
-                chat = self._chat
-                if text[i] == "<" and chat is not None and text.startswith(closer := _CLOSERS[chat.tag], i):
-                    self._segment_end()
-                    i += len(closer)
-                    continue
-            elif b == _B_OPEN and text[i] != "\\":
-                # A whole or partial opening tag, several characters at a time.
-                got = "".join(self._buf)
-                for opener in _OPENS:
-                    if opener.startswith(got):
-                        rest = opener[len(got) :]
-                        take = text[i : i + len(rest)]
-                        if rest.startswith(take):
-                            break
-                else:
-                    raise _Held  # no tag starts like this (an escaped letter is not worth a fast path)
-                i += len(take)
-                if take == rest:
-                    self._buf = []
-                    self._segment_start(opener[1:-1])
-                else:
-                    self._buf = [got + take]
-                continue
-            elif b == _B_CLOSE and self._chat is not None and text[i] != "\\":
-                want, got = _CLOSERS[self._chat.tag], "".join(self._buf)
-                rest = want[len(got) :]
-                take = text[i : i + len(rest)]
-                cut = take.find("\\")
-                take = take if cut == -1 else take[:cut]  # an escape inside: the character path decodes it
-                if not rest.startswith(take):
-                    raise _Held
-                i += len(take)
-                if take == rest:
-                    self._buf = []
-                    self._segment_end()
-                else:
-                    self._buf = [got + take]
-                continue
-            elif b == _B_AFTER and text.startswith("\\n", i):
-                self._b = _B_OPEN
-                i += 2
-                continue
-            elif b == _B_KEY:
-                end = text.find("<", i)
-                run = text[i:] if end == -1 else text[i:end]
-                if run and "\\" not in run and '"' not in run and not _TEXT_BAD.search(run):
-                    self._text.append(run)
-                    i += len(run)
-                    continue
-            ch = text[i]
-            if self._high and ch != "\\":
-                raise _Held  # a lone high surrogate
-            if ch == '"':
-                self._body_end()
-                return i + 1
-            if ch == "\\":
-                self._in_escape = True
-                i += 1
-                continue
-            if ch < " ":
-                raise _Held  # a raw control character: not JSON
-            self._decoded(ch)
-            i += 1
-        self._emit_text()
-        return i
-
-    def _json_escape(self, text: str, i: int) -> int:
-        """One JSON escape; its backslash is read. It may continue in the next chunk."""
-        need = self._escape + text[i : i + 5]
-        c = need[0]
-        if c != "u":
-            if c not in _ESCAPES or self._high:
-                raise _Held
-            self._in_escape = False
-            self._decoded(_ESCAPES[c])
-            return i + 1
-        if len(need) < 5:
-            self._escape = need
-            return len(text)
-        if not _HEX4.fullmatch(need, 1, 5):
-            raise _Held
-        consumed = 5 - len(self._escape)
-        self._escape, self._in_escape = "", False
-        code = int(need[1:5], 16)
-        if self._high:
-            high, self._high = self._high, ""
-            if not 0xDC00 <= code < 0xE000:
-                raise _Held
-            self._decoded(chr(0x10000 + ((ord(high) - 0xD800) << 10) + (code - 0xDC00)))
-        elif 0xD800 <= code < 0xDC00:
-            self._high = chr(code)
-        else:
-            self._decoded(chr(code))
-        return i + consumed
-
-    def _decoded(self, ch: str) -> None:
-        """One decoded body character that is not part of a plain run."""
-        b = self._b
-        if b == _B_TEXT:
-            if ch == "<":
-                self._emit_text()
-                self._buf = ["<"]
-                self._b = _B_CLOSE
-            elif ch == "&":
-                self._buf = ["&"]
-                self._b = _B_ENTITY
-            elif _TEXT_BAD.match(ch):
-                raise _Held
-            else:
-                self._text.append(ch)
-        elif b == _B_ENTITY:
-            self._buf.append(ch)
-            if ch == ";":
-                self._entity("".join(self._buf)[1:-1])
-            elif len(self._buf) > 40 or not (ch.isascii() and (ch.isalnum() or ch == "#")):
-                raise _Held
-        elif b == _B_CLOSE:
-            self._buf.append(ch)
-            chat = self._chat
-            assert chat is not None
-            want, got = f"</{chat.tag}>", "".join(self._buf)
-            if not want.startswith(got):
-                raise _Held
-            if got == want:
-                self._buf = []
-                self._segment_end()
-        elif b == _B_OPEN:
-            self._buf.append(ch)
-            got = "".join(self._buf)
-            if got in _OPENS:
-                self._buf = []
-                self._segment_start(got[1:-1])
-            elif not any(o.startswith(got) for o in _OPENS):
-                raise _Held
-        elif b == _B_KEY:
-            if ch == "<":
-                self._key_done()
-                self._buf = ["<"]
-                self._b = _B_CLOSE
-            else:
-                self._text.append(ch)
-        elif ch == "\n":  # _B_AFTER
-            self._b = _B_OPEN
-        else:
-            raise _Held
-
-    def _entity(self, name: str) -> None:
-        entity = f"&{name};"
-        if not terminal_regex("TEXT").fullmatch(entity):
-            raise _Held  # the grammar decides which entities are text, as in strict parsing
-        self._text.append(decode_text(entity))
-        self._buf = []
-        self._b = _B_TEXT
-
-    def _segment_start(self, tag: str) -> None:
+    def _segment_start(self, tag: str, after: int) -> None:
+        """The opening tag of ``tag`` ends just before ``s[after]``."""
         chat = self._chat
         assert chat is not None
         chat.segment += 1
         chat.tag = tag
+        self._closer = _CLOSE_RE[tag]
         if TAG_BY_NAME[tag].content == "key":
             # Announced whole, once the key is complete: a key cut off shows nothing early.
-            chat.key_start = self._here(1)[0]
-            self._b = _B_KEY
+            chat.key_start = self._base + after
+            self._state = _KEY
         else:
-            self._start(chat)
+            if not chat.started:
+                self._start(chat)
             self._out.append(SegmentStart(chat.index, chat.segment, tag))
-            self._b = _B_TEXT
+            self._state = _TEXT
+            self._streams = self._live = tag in _STREAMED
 
-    def _key_done(self) -> None:
+    def _key_done(self, s: str, i: int) -> None:
+        """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""
         chat = self._chat
-        assert chat is not None
-        key, self._text = "".join(self._text), []
+        assert chat is not None and chat.tag is not None
+        key = "".join(self._text)
         if not terminal_regex("KEY").fullmatch(key):
             raise _Held
-        decision = apply_vocabulary(key, self.vocabulary)
-        if decision.code == "CF301":
-            raise _Held  # an error: the batch reader decides what becomes of it
-        if decision.code is not None:
-            # A key holds no raw newline (JSON strings cannot), so it starts on the current line.
-            offset, line, column = self._here()
-            start = (chat.key_start, line, column - (offset - chat.key_start))
-            message = f"chat {chat.index} body: {decision.message}"
-            self._diagnostic(decision.code, message, start, offset, chat.index)
-        self._start(chat)
-        self._out.append(SegmentStart(chat.index, chat.segment, chat.tag or "emo"))
-        self._out.append(Emotion(chat.index, chat.segment, decision.key or key))
+        if self.vocabulary is not None:
+            decision = apply_vocabulary(key, self.vocabulary)
+            if decision.code == "CF301":
+                raise _Held  # an error: the batch reader decides what becomes of it
+            if decision.code is not None:
+                # A key holds no raw newline (JSON strings cannot), so it starts on the current line.
+                offset, line, column = self._here(s, i)
+                start = (chat.key_start, line, column - (offset - chat.key_start))
+                message = f"chat {chat.index} body: {decision.message}"
+                self._diagnostic(decision.code, message, start, offset, chat.index)
+            key = decision.key or key
+        self._text.clear()
+        if not chat.started:
+            self._start(chat)
+        self._out.append(SegmentStart(chat.index, chat.segment, chat.tag))
+        self._out.append(Emotion(chat.index, chat.segment, key))
+        self._state = _CLOSE
 
     def _segment_end(self) -> None:
         chat = self._chat
         assert chat is not None and chat.tag is not None
         if chat.tag == "act":
             self._out.append(Action(chat.index, chat.segment, "".join(self._text)))
-            self._text = []
-        else:
+            self._text.clear()
+        elif self._text:
             self._emit_text()
         self._out.append(SegmentEnd(chat.index, chat.segment, chat.tag))
         chat.closed_segments = chat.segment + 1
-        self._b = _B_AFTER
+        self._state = _AFTER
+        self._streams = self._live = False
 
     def _emit_text(self) -> None:
+        """Emit the decided text of the open (streamed) segment as one delta."""
         chat = self._chat
-        if not self._text or chat is None or chat.tag in ("act", "emo") or self._b == _B_KEY:
-            return
-        self._start(chat)
+        assert chat is not None and chat.tag is not None
+        if not chat.started:
+            self._start(chat)
         chat.had_text = True
-        self._out.append(TextDelta(chat.index, chat.segment, chat.tag or TEXT_TAG, "".join(self._text)))
-        self._text = []
+        self._out.append(TextDelta(chat.index, chat.segment, chat.tag, "".join(self._text)))
+        self._text.clear()
+        self._live = not self._pend
 
     def _body_end(self) -> None:
         chat = self._chat
         assert chat is not None
         if chat.kind in TAGGED_TYPES:
-            if self._b != _B_AFTER:
+            if self._state != _AFTER:
                 raise _Held  # an empty body, or inside an element
         else:
-            if self._b != _B_TEXT:
-                raise _Held
-            self._emit_text()
+            if self._text:
+                self._emit_text()
             if not chat.had_text:
                 raise _Held  # an empty I/E body
             self._out.append(SegmentEnd(chat.index, 0, TEXT_TAG))
             chat.closed_segments = 1
-        self._state = _CHAT_SEP
+            self._streams = self._live = False
+        self._state = _CHAT_END
 
     # -- the end -------------------------------------------------------------------------------------
     def _order_warnings(self) -> None:
@@ -756,10 +629,12 @@ class StreamParser:
     def _complete(self) -> None:
         """Damaged or cut-off input: read it all in batch, emit only what is missing."""
         if self._kept is None:
-            at = max(self._held_at, 0)
+            end = self._base + len(self._pend)
+            self._hold(self._pend, len(self._pend))  # a stream cut off leaves the format at its end
+            offset, line, column = self._held_at
             message = f"the stream is longer than max_size ({self.max_size:,}) and left the format: the rest is dropped"
             self._out.append(DiagnosticEvent(None, Diagnostic(
-                code="CF801", message=message, severity="error", line=self._line, column=1, offset=at, end=self._offset,
+                code="CF801", message=message, severity="error", line=line, column=column, offset=offset, end=end,
             )))  # fmt: skip
             return
         raw: str | bytes

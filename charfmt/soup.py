@@ -438,4 +438,3 @@ def _plain(chunk: str, offset: int, tag: str, out: Result) -> None:
         "narration around quoted speech read as action" if tag == "act" else "text outside an element read as speech"
     )
     out.note("CF706", reason, start, end)
-

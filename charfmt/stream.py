@@ -209,6 +209,7 @@ class StreamParser:
         self._chats_at: tuple[int, int, int] = (0, 1, 1)
         self._chats_end = 0
         self._closer: re.Pattern[str] | None = None  # the closing tag of the open element
+        self._close_tag = ""  # ... as written in canonical output
         self._text: list[str] = []  # decoded text of the open segment not yet emitted
         self._streams = False  # the open segment's text goes out as deltas
         self._live = False  # ... and its chat is announced: a plain chunk is one delta
@@ -240,11 +241,21 @@ class StreamParser:
                 else:
                     kept.append(chunk)
             if self._live:
-                if _PLAIN.fullmatch(chunk):
-                    # The common case, inside a message: the whole chunk is decided text.
-                    self._base += len(chunk)
+                # The common cases, inside a message: the chunk is decided text, or decided
+                # text and the start of the closing tag.
+                m = _PLAIN.match(chunk)
+                cut = 0 if m is None else m.end()
+                if cut == len(chunk) or (
+                    chunk[cut] == "<" and len(chunk) - cut < len(self._close_tag) and self._close_tag.startswith(chunk[cut:])
+                ):
                     chat = self._chat
                     assert chat is not None and chat.tag is not None
+                    if cut < len(chunk):
+                        self._pend, self._need, self._live = chunk[cut:], ">", False
+                        if not cut:
+                            return []
+                        chunk = chunk[:cut]
+                    self._base += cut
                     event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
                     if self._collector is not None:
                         self._unfolded.append(event)
@@ -529,6 +540,7 @@ class StreamParser:
         chat.segment += 1
         chat.tag = tag
         self._closer = _CLOSE_RE[tag]
+        self._close_tag = TAG_BY_NAME[tag].close
         if TAG_BY_NAME[tag].content == "key":
             # Announced whole, once the key is complete: a key cut off shows nothing early.
             chat.key_start = self._base + after

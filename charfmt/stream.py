@@ -76,8 +76,6 @@ _HEADER_QUOTES: Final = 9
 _TAG_NAMES: Final = "|".join(map(re.escape, TAG_BY_NAME))
 _OPEN_RE: Final = re.compile(f"<({_TAG_NAMES})>")
 _SEP_OPEN_RE: Final = re.compile(rf"\\n<({_TAG_NAMES})>")
-_CLOSE_RE: Final = {name: re.compile(rf"<\\?/{re.escape(name)}>") for name in TAG_BY_NAME}
-"""Closing tags, raw in the JSON string: '</msg>', or '<\\/msg>' from serializers that escape '/'."""
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f<&\x7f\ud800-\udfff]+')
 _KEY_RUN: Final = re.compile(r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]+')
 _ESCAPE: Final = re.compile(
@@ -92,6 +90,12 @@ _STREAMED: Final = frozenset(
     {TEXT_TAG, *(t.name for t in TAG_BY_NAME.values() if t.content == "text" and t.name != "act")}
 )
 """Segments whose text goes out as deltas (an action goes out whole, like an emotion)."""
+_ELEMENT: Final = {
+    t.name: (re.compile(rf"<\\?/{re.escape(t.name)}>"), t.close, t.content == "key", t.name in _STREAMED)
+    for t in TAG_BY_NAME.values()
+}
+"""Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
+serializers that escape '/') and as written, whether it holds a key, whether its text streams."""
 
 
 class _Held(Exception):
@@ -245,8 +249,9 @@ class StreamParser:
                 # text and the start of the closing tag.
                 m = _PLAIN.match(chunk)
                 cut = 0 if m is None else m.end()
+                tag = self._close_tag
                 if cut == len(chunk) or (
-                    chunk[cut] == "<" and len(chunk) - cut < len(self._close_tag) and self._close_tag.startswith(chunk[cut:])
+                    chunk[cut] == "<" and len(chunk) - cut < len(tag) and tag.startswith(chunk[cut:])
                 ):
                     chat = self._chat
                     assert chat is not None and chat.tag is not None
@@ -302,9 +307,17 @@ class StreamParser:
                 self._line += newlines
                 self._line_start = self._base + s.rfind("\n", 0, end) + 1
             self._base += end
+        out = self._out
         if self._text and self._streams:
-            self._emit_text()
-        out, self._out = self._out, []
+            chat = self._chat
+            assert chat is not None and chat.tag is not None
+            if not chat.started:
+                self._start(chat)
+            chat.had_text = True
+            out.append(TextDelta(chat.index, chat.segment, chat.tag, "".join(self._text)))
+            self._text.clear()
+            self._live = not self._pend
+        self._out = []
         if self._collector is not None and out:
             self._unfolded.extend(out)
         return out
@@ -539,9 +552,8 @@ class StreamParser:
         assert chat is not None
         chat.segment += 1
         chat.tag = tag
-        self._closer = _CLOSE_RE[tag]
-        self._close_tag = TAG_BY_NAME[tag].close
-        if TAG_BY_NAME[tag].content == "key":
+        self._closer, self._close_tag, is_key, streams = _ELEMENT[tag]
+        if is_key:
             # Announced whole, once the key is complete: a key cut off shows nothing early.
             chat.key_start = self._base + after
             self._state = _KEY
@@ -550,7 +562,7 @@ class StreamParser:
                 self._start(chat)
             self._out.append(SegmentStart(chat.index, chat.segment, tag))
             self._state = _TEXT
-            self._streams = self._live = tag in _STREAMED
+            self._streams = self._live = streams
 
     def _key_done(self, s: str, i: int) -> None:
         """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""

@@ -300,7 +300,134 @@ class StreamParser:
             self._pend = ""
         else:
             s = text
-        end = self._scan(s)
+        # Read tokens from s: one pattern per state, matched where the last token ended. A
+        # token the chunk boundary cuts waits in _pend (_stall); damage holds the rest (_hold).
+        i, n = 0, len(s)
+        buf = self._text
+        try:
+            while i < n:
+                state = self._state
+                if state == _TEXT:
+                    m = _PLAIN.match(s, i)
+                    if m is not None:
+                        buf.append(m.group())
+                        i = m.end()
+                        continue
+                    c = s[i]
+                    if c == "<":
+                        if self._closer is None:
+                            raise _Held  # markup in an I/E body
+                        m = self._closer.match(s, i)
+                        if m is None:
+                            i = self._stall(s, i, _TOKEN_MAX, ">")
+                            break
+                        self._segment_end()
+                        i = m.end()
+                    elif c == "\\":
+                        m = _ESCAPE.match(s, i)
+                        if m is None or _TEXT_BAD.match(ch := _unescape(m)):
+                            i = self._stall(s, i, _TOKEN_MAX)
+                            break
+                        buf.append(ch)
+                        i = m.end()
+                    elif c == "&":
+                        m = _ENTITY.match(s, i)
+                        if m is None or not terminal_regex("TEXT").fullmatch(m.group()):
+                            i = self._stall(s, i, _TOKEN_MAX, ";")
+                            break
+                        buf.append(decode_text(m.group()))
+                        i = m.end()
+                    elif c == '"':
+                        self._body_end()
+                        i += 1
+                    else:
+                        raise _Held  # a raw control character or a lone surrogate: not JSON text
+                elif state == _AFTER:
+                    if s[i] == '"':
+                        self._body_end()
+                        i += 1
+                        continue
+                    m = _SEP_OPEN_RE.match(s, i)
+                    if m is None:
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    i = m.end()
+                    self._segment_start(m.group(1), i)
+                elif state == _KEY:
+                    m = _KEY_RUN.match(s, i)
+                    if m is not None:
+                        buf.append(m.group())
+                        i = m.end()
+                        continue
+                    c = s[i]
+                    if c == "<":
+                        self._key_done(s, i)
+                    elif c == "\\":
+                        m = _ESCAPE.match(s, i)
+                        if m is None or _KEY_BAD.match(ch := _unescape(m)):
+                            i = self._stall(s, i, _TOKEN_MAX)
+                            break
+                        buf.append(ch)
+                        i = m.end()
+                    else:
+                        raise _Held
+                elif state == _CLOSE:
+                    assert self._closer is not None
+                    m = self._closer.match(s, i)
+                    if m is None:
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    self._segment_end()
+                    i = m.end()
+                elif state == _OPEN:
+                    m = _OPEN_RE.match(s, i)
+                    if m is None:
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    i = m.end()
+                    self._segment_start(m.group(1), i)
+                else:  # the envelope, between bodies
+                    c = s[i]
+                    if c in " \t\n\r":
+                        m = _WS_RUN.match(s, i)
+                        assert m is not None
+                        i = m.end()
+                    elif state == _CHAT_END and c == "}":
+                        self._chat_done()
+                        i += 1
+                    elif state == _SEP and c == ",":
+                        self._state = _LIST
+                        i += 1
+                    elif (state == _SEP or (state == _LIST and not self._count)) and c == "]":
+                        self._chats_end = self._base + i + 1
+                        self._state = _END
+                        i += 1
+                    elif state == _LIST and c == "{":
+                        if s.count('"', i) < _HEADER_QUOTES:
+                            i = self._stall(s, i, _ENVELOPE_MAX, '"')
+                            break
+                        m = _HEADER.match(s, i)
+                        if m is None:
+                            i = self._stall(s, i, _ENVELOPE_MAX, '"')
+                            break
+                        self._chat_begins(m)
+                        i = m.end()
+                    elif state == _TOP and c == "{":
+                        m = _TOP_RE.match(s, i)
+                        if m is None:
+                            i = self._stall(s, i, _ENVELOPE_MAX, "[")
+                            break
+                        self._chats_at = self._here(s, m.end() - 1)
+                        self._state = _LIST
+                        i = m.end()
+                    elif state == _END and c == "}":
+                        self._state = _DONE
+                        i += 1
+                    else:
+                        raise _Held
+        except _Held:
+            i = self._hold(s, i)
+        end = i
         if end:
             newlines = s.count("\n", 0, end)
             if newlines:
@@ -395,126 +522,7 @@ class StreamParser:
         )  # fmt: skip
         self._out.append(DiagnosticEvent(chat, d))
 
-    # -- the reader ---------------------------------------------------------------------------
-    def _scan(self, s: str) -> int:
-        """Read tokens from ``s``; returns how much was consumed (the rest waits in ``_pend``)."""
-        i, n = 0, len(s)
-        text = self._text
-        try:
-            while i < n:
-                state = self._state
-                if state == _TEXT:
-                    m = _PLAIN.match(s, i)
-                    if m is not None:
-                        text.append(m.group())
-                        i = m.end()
-                        continue
-                    c = s[i]
-                    if c == "<":
-                        if self._closer is None:
-                            raise _Held  # markup in an I/E body
-                        m = self._closer.match(s, i)
-                        if m is None:
-                            return self._stall(s, i, _TOKEN_MAX, ">")
-                        self._segment_end()
-                        i = m.end()
-                    elif c == "\\":
-                        m = _ESCAPE.match(s, i)
-                        if m is None or _TEXT_BAD.match(ch := _unescape(m)):
-                            return self._stall(s, i, _TOKEN_MAX)
-                        text.append(ch)
-                        i = m.end()
-                    elif c == "&":
-                        m = _ENTITY.match(s, i)
-                        if m is None or not terminal_regex("TEXT").fullmatch(m.group()):
-                            return self._stall(s, i, _TOKEN_MAX, ";")
-                        text.append(decode_text(m.group()))
-                        i = m.end()
-                    elif c == '"':
-                        self._body_end()
-                        i += 1
-                    else:
-                        raise _Held  # a raw control character or a lone surrogate: not JSON text
-                elif state == _AFTER:
-                    if s[i] == '"':
-                        self._body_end()
-                        i += 1
-                        continue
-                    m = _SEP_OPEN_RE.match(s, i)
-                    if m is None:
-                        return self._stall(s, i, _TOKEN_MAX, ">")
-                    i = m.end()
-                    self._segment_start(m.group(1), i)
-                elif state == _KEY:
-                    m = _KEY_RUN.match(s, i)
-                    if m is not None:
-                        text.append(m.group())
-                        i = m.end()
-                        continue
-                    c = s[i]
-                    if c == "<":
-                        self._key_done(s, i)
-                    elif c == "\\":
-                        m = _ESCAPE.match(s, i)
-                        if m is None or _KEY_BAD.match(ch := _unescape(m)):
-                            return self._stall(s, i, _TOKEN_MAX)
-                        text.append(ch)
-                        i = m.end()
-                    else:
-                        raise _Held
-                elif state == _CLOSE:
-                    assert self._closer is not None
-                    m = self._closer.match(s, i)
-                    if m is None:
-                        return self._stall(s, i, _TOKEN_MAX, ">")
-                    self._segment_end()
-                    i = m.end()
-                elif state == _OPEN:
-                    m = _OPEN_RE.match(s, i)
-                    if m is None:
-                        return self._stall(s, i, _TOKEN_MAX, ">")
-                    i = m.end()
-                    self._segment_start(m.group(1), i)
-                else:  # the envelope, between bodies
-                    c = s[i]
-                    if c in " \t\n\r":
-                        m = _WS_RUN.match(s, i)
-                        assert m is not None
-                        i = m.end()
-                    elif state == _CHAT_END and c == "}":
-                        self._chat_done()
-                        i += 1
-                    elif state == _SEP and c == ",":
-                        self._state = _LIST
-                        i += 1
-                    elif (state == _SEP or (state == _LIST and not self._count)) and c == "]":
-                        self._chats_end = self._base + i + 1
-                        self._state = _END
-                        i += 1
-                    elif state == _LIST and c == "{":
-                        if s.count('"', i) < _HEADER_QUOTES:
-                            return self._stall(s, i, _ENVELOPE_MAX, '"')
-                        m = _HEADER.match(s, i)
-                        if m is None:
-                            return self._stall(s, i, _ENVELOPE_MAX, '"')
-                        self._chat_begins(m)
-                        i = m.end()
-                    elif state == _TOP and c == "{":
-                        m = _TOP_RE.match(s, i)
-                        if m is None:
-                            return self._stall(s, i, _ENVELOPE_MAX, "[")
-                        self._chats_at = self._here(s, m.end() - 1)
-                        self._state = _LIST
-                        i = m.end()
-                    elif state == _END and c == "}":
-                        self._state = _DONE
-                        i += 1
-                    else:
-                        raise _Held
-        except _Held:
-            return self._hold(s, i)
-        return i
-
+    # -- the reader: what a token means ------------------------------------------------------
     def _chat_begins(self, m: re.Match[str]) -> None:
         kind, order_text = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
         order = int(order_text)

@@ -109,10 +109,16 @@ class _Chat:
     order: int
     segment: int = -1
     closed_segments: int = 0
-    tag: str | None = None
+    tag: str = ""
     had_text: bool = False
     started: bool = False
     key_start: int = 0
+
+
+_NO_CHAT: Final = _Chat(-1, "", 0)
+"""Stands for "no chat" between chats (never read there: the states say where a chat is open)."""
+_NO_CLOSER: Final = re.compile(r"(?!)")
+"""An I/E body has no closing tag: '<' in it is damage."""
 
 
 def _unescape(m: re.Match[str]) -> str:
@@ -202,7 +208,7 @@ class StreamParser:
         self._base = 0  # raw offset (characters) of the first character not yet consumed
         self._line = 1  # its line
         self._line_start = 0  # the offset where that line starts
-        self._chat: _Chat | None = None
+        self._chat = _NO_CHAT  # the chat being read
         # Only chats still open are kept: memory grows with the number of chats (their
         # orders, for duplicates and gaps), never with their text.
         self._chats: dict[int, _Chat] = {}
@@ -212,7 +218,7 @@ class StreamParser:
         self._orders: set[int] = set()
         self._chats_at: tuple[int, int, int] = (0, 1, 1)
         self._chats_end = 0
-        self._closer: re.Pattern[str] | None = None  # the closing tag of the open element
+        self._closer = _NO_CLOSER  # the closing tag of the open element
         self._close_tag = ""  # ... as written in canonical output
         self._text: list[str] = []  # decoded text of the open segment not yet emitted
         self._streams = False  # the open segment's text goes out as deltas
@@ -254,7 +260,6 @@ class StreamParser:
                     chunk[cut] == "<" and len(chunk) - cut < len(tag) and tag.startswith(chunk[cut:])
                 ):
                     chat = self._chat
-                    assert chat is not None and chat.tag is not None
                     if cut < len(chunk):
                         self._pend, self._need, self._live = chunk[cut:], ">", False
                         if not cut:
@@ -315,7 +320,7 @@ class StreamParser:
                         continue
                     c = s[i]
                     if c == "<":
-                        if self._closer is None:
+                        if self._closer is _NO_CLOSER:
                             raise _Held  # markup in an I/E body
                         m = self._closer.match(s, i)
                         if m is None:
@@ -372,7 +377,6 @@ class StreamParser:
                     else:
                         raise _Held
                 elif state == _CLOSE:
-                    assert self._closer is not None
                     m = self._closer.match(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
@@ -437,7 +441,6 @@ class StreamParser:
         out = self._out
         if self._text and self._streams:
             chat = self._chat
-            assert chat is not None and chat.tag is not None
             if not chat.started:
                 self._start(chat)
             chat.had_text = True
@@ -536,7 +539,7 @@ class StreamParser:
         if kind in TAGGED_TYPES:
             self._state = _OPEN
         else:
-            chat.segment, chat.tag, self._closer = 0, TEXT_TAG, None
+            chat.segment, chat.tag, self._closer = 0, TEXT_TAG, _NO_CLOSER
             self._state, self._streams = _TEXT, True
 
     def _start(self, chat: _Chat) -> None:
@@ -548,16 +551,14 @@ class StreamParser:
 
     def _chat_done(self) -> None:
         chat = self._chat
-        assert chat is not None
         del self._chats[chat.index]
         self._out.append(ChatEnd(chat.index))
-        self._chat = None
+        self._chat = _NO_CHAT
         self._state = _SEP
 
     def _segment_start(self, tag: str, after: int) -> None:
         """The opening tag of ``tag`` ends just before ``s[after]``."""
         chat = self._chat
-        assert chat is not None
         chat.segment += 1
         chat.tag = tag
         self._closer, self._close_tag, is_key, streams = _ELEMENT[tag]
@@ -575,7 +576,6 @@ class StreamParser:
     def _key_done(self, s: str, i: int) -> None:
         """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""
         chat = self._chat
-        assert chat is not None and chat.tag is not None
         key = "".join(self._text)
         if not terminal_regex("KEY").fullmatch(key):
             raise _Held
@@ -599,7 +599,6 @@ class StreamParser:
 
     def _segment_end(self) -> None:
         chat = self._chat
-        assert chat is not None and chat.tag is not None
         if chat.tag == "act":
             self._out.append(Action(chat.index, chat.segment, "".join(self._text)))
             self._text.clear()
@@ -613,7 +612,6 @@ class StreamParser:
     def _emit_text(self) -> None:
         """Emit the decided text of the open (streamed) segment as one delta."""
         chat = self._chat
-        assert chat is not None and chat.tag is not None
         if not chat.started:
             self._start(chat)
         chat.had_text = True
@@ -623,7 +621,6 @@ class StreamParser:
 
     def _body_end(self) -> None:
         chat = self._chat
-        assert chat is not None
         if chat.kind in TAGGED_TYPES:
             if self._state != _AFTER:
                 raise _Held  # an empty body, or inside an element

@@ -272,15 +272,6 @@ class StreamParser:
                     return [event]
             elif self._closed:
                 raise ValueError("feed() after close()")
-            elif pend := self._pend:
-                # A token cut by the last boundary: no work while this chunk cannot complete it.
-                s = pend + chunk
-                need = self._need
-                if (need not in chunk and len(s) < _TOKEN_MAX) or (
-                    need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX
-                ):
-                    self._pend = s
-                    return []
             text = chunk
         else:
             if self._closed:
@@ -295,14 +286,21 @@ class StreamParser:
             except UnicodeDecodeError:
                 self._hold(self._pend, len(self._pend))
                 return self._flush()
-        if not text:
-            return self._flush()
-        if self._state == _HELD:
+        if pend := self._pend:
+            # A token cut by the last boundary: no work while this chunk cannot complete it.
+            s = pend + text
+            need = self._need
+            if (need not in text and len(s) < _TOKEN_MAX) or (
+                need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX
+            ):
+                self._pend = s
+                return []
+            self._pend = ""
+        elif not text:
+            return []
+        elif self._state == _HELD:
             self._base += len(text)
             return []
-        if pend := self._pend:
-            s = pend + text
-            self._pend = ""
         else:
             s = text
         # Read tokens from s: one pattern per state, matched where the last token ended. A

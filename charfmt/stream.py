@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import sys
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -200,7 +201,8 @@ class StreamParser:
         self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
         self._kept: list[str | bytes] | None = []
-        self._room = max_size  # what may still be kept
+        self._room = max_size  # what may still be kept (bytes)
+        self._limit = max_size  # past this offset (characters), nothing more is kept
         self._bytes = False
         self._state = _TOP
         self._pend = ""  # the start of a token cut by the chunk boundary
@@ -245,11 +247,7 @@ class StreamParser:
         """Consume one chunk; returns the events it made certain."""
         if isinstance(chunk, str):
             if (kept := self._kept) is not None:
-                self._room -= len(chunk)
-                if self._room < 0 and self._state != _HELD:
-                    self._kept = None  # memory stays flat from here on
-                else:
-                    kept.append(chunk)
+                kept.append(chunk)  # its size is checked where _base moves (_over_size)
             if self._live:
                 # The common cases, inside a message: the chunk is decided text, or decided
                 # text and the start of the closing tag.
@@ -266,6 +264,8 @@ class StreamParser:
                             return []
                         chunk = chunk[:cut]
                     self._base += cut
+                    if self._base > self._limit:
+                        self._over_size()
                     event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
                     if self._collector is not None:
                         self._unfolded.append(event)
@@ -436,6 +436,8 @@ class StreamParser:
                 self._line += newlines
                 self._line_start = self._base + s.rfind("\n", 0, end) + 1
             self._base += end
+            if self._base > self._limit:
+                self._over_size()
         out = self._out
         if self._text and self._streams:
             chat = self._chat
@@ -477,6 +479,12 @@ class StreamParser:
             self._kept = None  # memory stays flat from here on
             return
         self._kept.append(chunk)
+
+    def _over_size(self) -> None:
+        """The text read so far is past ``max_size``: memory stays flat from here on."""
+        if self._state != _HELD:
+            self._kept = None
+            self._limit = sys.maxsize
 
     def _hold(self, s: str, i: int) -> int:
         """The input left the format at ``s[i]``: emit the text decided before it, hold the rest."""

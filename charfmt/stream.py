@@ -248,29 +248,22 @@ class StreamParser:
         if isinstance(chunk, str):
             if (kept := self._kept) is not None:
                 kept.append(chunk)  # its size is checked where _base moves (_over_size)
-            if self._live:
-                # The common cases, inside a message: the chunk is decided text, or decided
-                # text and the start of the closing tag.
-                m = _PLAIN.match(chunk)
-                cut = 0 if m is None else m.end()
-                tag = self._close_tag
-                if cut == len(chunk) or (
-                    chunk[cut] == "<" and len(chunk) - cut < len(tag) and tag.startswith(chunk[cut:])
-                ):
-                    chat = self._chat
-                    if cut < len(chunk):
-                        self._pend, self._need, self._live = chunk[cut:], ">", False
-                        if not cut:
-                            return []
-                        chunk = chunk[:cut]
-                    self._base += cut
-                    if self._base > self._limit:
-                        self._over_size()
-                    event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
-                    if self._collector is not None:
-                        self._unfolded.append(event)
-                    return [event]
-            elif self._closed:
+            # The common cases, inside a message: the chunk is decided text, or decided text
+            # and the start of the closing tag.
+            if self._live and (_PLAIN.fullmatch(chunk) or self._cut_closer(chunk)):
+                if pend := self._pend:
+                    chunk = chunk[: -len(pend)]
+                    if not chunk:
+                        return []
+                self._base += len(chunk)
+                if self._base > self._limit:
+                    self._over_size()
+                chat = self._chat
+                event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
+                if self._collector is not None:
+                    self._unfolded.append(event)
+                return [event]
+            if self._closed:
                 raise ValueError("feed() after close()")
             text = chunk
         else:
@@ -479,6 +472,16 @@ class StreamParser:
             self._kept = None  # memory stays flat from here on
             return
         self._kept.append(chunk)
+
+    def _cut_closer(self, chunk: str) -> bool:
+        """Whether ``chunk`` is decided text and then the start of the closing tag (which then waits)."""
+        m = _PLAIN.match(chunk)
+        cut = 0 if m is None else m.end()
+        tag = self._close_tag
+        if chunk[cut] != "<" or len(chunk) - cut >= len(tag) or not tag.startswith(chunk[cut:]):
+            return False
+        self._pend, self._need, self._live = chunk[cut:], ">", False
+        return True
 
     def _over_size(self) -> None:
         """The text read so far is past ``max_size``: memory stays flat from here on."""

@@ -478,7 +478,7 @@ class StreamParser:
         m = _PLAIN.match(chunk)
         cut = 0 if m is None else m.end()
         tag = self._close_tag
-        if chunk[cut] != "<" or len(chunk) - cut >= len(tag) or not tag.startswith(chunk[cut:]):
+        if cut == len(chunk) or chunk[cut] != "<" or len(chunk) - cut >= len(tag) or not tag.startswith(chunk[cut:]):
             return False
         self._pend, self._need, self._live = chunk[cut:], ">", False
         return True
@@ -668,7 +668,7 @@ class StreamParser:
         """Damaged or cut-off input: read it all in batch, emit only what is missing."""
         if self._kept is None:
             end = self._base + len(self._pend)
-            self._hold(self._pend, len(self._pend))  # a stream cut off leaves the format at its end
+            self._hold(self._pend, 0)  # where the reader stopped (a token that never completed)
             offset, line, column = self._held_at
             message = f"the stream is longer than max_size ({self.max_size:,}) and left the format: the rest is dropped"
             self._out.append(DiagnosticEvent(None, Diagnostic(

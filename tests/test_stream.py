@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -191,3 +192,108 @@ def test_keep_reply_false_keeps_no_reply_and_still_completes() -> None:
     )
     with pytest.raises(ValueError):
         _ = parser.reply
+
+
+# -- incremental: valid input is shown as it arrives, not completed at close ------------------------
+ORDER_WARNINGS = {"CF112", "CF113"}  # decided only once every order is known
+
+
+def _close_adds_nothing(chunks: list[str] | list[bytes], **kwargs: object) -> list[charfmt.Event]:
+    """Stream ``chunks``; assert ``close()`` has nothing left to add but the order warnings."""
+    parser = charfmt.StreamParser(**kwargs)  # type: ignore[arg-type]
+    events: list[charfmt.Event] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+    late = parser.close()
+    assert all(isinstance(e, charfmt.DiagnosticEvent) and e.diagnostic.code in ORDER_WARNINGS for e in late), late
+    return events + late
+
+
+def _serialized(reply: charfmt.Reply, *, ensure_ascii: bool, escape_slash: bool) -> str:
+    """``reply`` as other JSON writers put it: \\uXXXX escapes (surrogate pairs too), '\\/' for '/'."""
+    text = json.dumps(json.loads(charfmt.dumps(reply)), ensure_ascii=ensure_ascii)
+    return text.replace("/", "\\/") if escape_slash else text
+
+
+@given(
+    replies(), st.lists(st.integers(0, 10_000), max_size=40), st.sampled_from([None, 2]), st.booleans(), st.booleans()
+)
+def test_valid_replies_stream_completely_before_close(
+    reply: charfmt.Reply, cuts: list[int], indent: int | None, ensure_ascii: bool, escape_slash: bool
+) -> None:
+    other = _serialized(reply, ensure_ascii=ensure_ascii, escape_slash=escape_slash)
+    for text in (charfmt.dumps(reply, indent=indent), other):
+        events = _close_adds_nothing(_chunks(text, cuts))
+        _same(events, charfmt.parse(text, lenient=True))
+
+
+@given(replies(), st.lists(st.integers(0, 10_000), max_size=40))
+def test_valid_bytes_stream_completely_before_close(reply: charfmt.Reply, cuts: list[int]) -> None:
+    data = charfmt.dumps(reply).encode()
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    _same(_close_adds_nothing(chunks), charfmt.parse(data, lenient=True))
+
+
+@given(st.text(st.characters(exclude_categories=("Cs", "Cc"), exclude_characters='<&"\\'), min_size=1, max_size=30))
+def test_each_plain_character_is_emitted_by_the_feed_that_brings_it(message: str) -> None:
+    for head, tail in (
+        ('{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>', '</msg>"}]}'),
+        ('{"chats":[{"order":1,"type":"I","body":"', '"}]}'),
+    ):
+        parser = charfmt.StreamParser()
+        for ch in head:
+            parser.feed(ch)
+        for ch in message:
+            assert [e.text for e in parser.feed(ch) if isinstance(e, charfmt.TextDelta)] == [ch]
+        for ch in tail:
+            assert not [e for e in parser.feed(ch) if isinstance(e, charfmt.TextDelta)]
+        assert not parser.close()
+
+
+def test_markup_written_as_json_escapes_completes_at_close() -> None:
+    body = "\\u003cmsg\\u003eHi\\u003c/msg\\u003e"  # '<msg>Hi</msg>', every markup character escaped
+    text = '{"chats":[{"type":"C","order":1,"body":"' + body + '"}]}'
+    for size in (1, 3, len(text)):
+        events = _stream([text[i : i + size] for i in range(0, len(text), size)])
+        _same(events, charfmt.parse(text, lenient=True))
+        assert charfmt.collect(events).chats[0].segments[0].text == "Hi"
+
+
+def test_long_whitespace_in_a_chat_header_still_gives_the_batch_result() -> None:
+    text = '{"chats":[{"type":"C",' + " " * 10_000 + '"order":1,"body":"<msg>Hi</msg>"}]}'
+    for size in (4, 5_000):
+        _same(_stream([text[i : i + size] for i in range(0, len(text), size)]), charfmt.parse(text, lenient=True))
+
+
+# -- max_size: memory stays flat on long streams ----------------------------------------------------
+def _long_reply(chats: int) -> str:
+    body = "<emo>joy</emo>\\n<msg>" + "わあ、本当ですか！ That is great. " * 8 + "</msg>"
+    return '{"chats":[' + ",".join(f'{{"type":"C","order":{n},"body":"{body}"}}' for n in range(1, chats + 1)) + "]}"
+
+
+def test_a_valid_stream_longer_than_max_size_streams_with_flat_memory() -> None:
+    text = _long_reply(4_000)  # about 1.2 MB
+    chunks = [text[i : i + 64] for i in range(0, len(text), 64)]
+    tracemalloc.start()
+    try:
+        parser = charfmt.StreamParser(keep_reply=False, max_size=1 << 16)
+        count = sum(len(parser.feed(chunk)) for chunk in chunks) + len(parser.close())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count > 4_000 * 5
+    assert peak < 400_000, peak  # the text read (1.2 MB) is not kept
+
+
+def test_damage_past_max_size_is_reported_not_repaired() -> None:
+    text = _long_reply(300)
+    damaged = text[:-2] + ',{"type":"C","order":301,"body":"<MSG>shout</MSG>"}]}'
+    events = _stream([damaged[i : i + 100] for i in range(0, len(damaged), 100)], max_size=50_000)
+    reply = charfmt.collect(events)
+    assert len(reply.chats) == 300  # every chat before the damage was streamed
+    cf801 = [d for d in reply.diagnostics if d.code == "CF801"]
+    assert len(cf801) == 1 and cf801[0].offset == damaged.index("<MSG>")  # where the input left the format
+    assert cf801[0].line == 1 and cf801[0].column == cf801[0].offset + 1
+    # Within max_size the same damage is repaired like the batch parser does.
+    _same(_stream([damaged[i : i + 100] for i in range(0, len(damaged), 100)]), charfmt.parse(damaged, lenient=True))

@@ -7,7 +7,6 @@ import re
 import unicodedata
 from array import array
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -116,9 +115,19 @@ def line_col(source: str, offset: int) -> tuple[int, int]:
     return k + 1, offset - (newlines[k - 1] + 1 if k else 0) + 1
 
 
-@lru_cache(maxsize=4)
+_NEWLINES: list[tuple[str, array[int]]] = []
+"""The newline index of the last few sources, found by identity: a cache keyed by equality
+would compare a whole megabyte reply with an equal copy on every lookup."""
+
+
 def _newlines(source: str) -> array[int]:
-    return array("q", (m.start() for m in re.finditer("\n", source)))
+    for known, index in _NEWLINES:
+        if known is source:
+            return index
+    index = array("q", (m.start() for m in re.finditer("\n", source)))
+    _NEWLINES.insert(0, (source, index))
+    del _NEWLINES[4:]
+    return index
 
 
 class Diagnostic(BaseModel):

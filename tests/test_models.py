@@ -198,3 +198,15 @@ def test_line_and_column_of_long_sources(tail: str, data: st.DataObject) -> None
     offset = data.draw(st.integers(0, len(source)))
     before = source[:offset]
     assert line_col(source, offset) == (before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1)
+
+
+def test_line_index_cache_tells_sources_apart() -> None:
+    from charfmt.diagnostics import line_col
+
+    # Six long sources of the same length, newlines in different places, asked in turn
+    # (more than the cache holds): each answer is its own source's.
+    sources = ["a" * k + "\n" + "b" * (5000 - k) for k in range(0, 6000, 1000)]
+    for _ in range(2):
+        for k, source in zip(range(0, 6000, 1000), sources, strict=True):
+            assert line_col(source, 5000) == ((2, 5000 - k) if k < 5000 else (1, 5001))
+            assert line_col("".join(source), 5000) == line_col(source, 5000)  # an equal copy

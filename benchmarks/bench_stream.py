@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     q1, _, q3 = statistics.quantiles(ratios, n=4)
     naive = reparse_prefix(text, size)
     print(
-        f"3 KB reply ({len(text):,} characters), {size}-char chunks, {rounds} interleaved rounds: streaming "
+        f"3 KB reply ({len(text.encode()):,} bytes, {len(text):,} characters), {size}-char chunks, "
+        f"{rounds} interleaved rounds: streaming "
         f"{s * 1e3:.2f} ms, batch lenient {b * 1e3:.2f} ms -> {r:.2f}x (median ratio per round; "
         f"quartiles {q1:.2f}-{q3:.2f})"
     )

@@ -23,6 +23,7 @@ Markup written as JSON escapes (``\\u003c`` for ``<``) is valid but rare: it is 
 from __future__ import annotations
 
 import codecs
+import gc
 import re
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
@@ -681,8 +682,18 @@ class StreamParser:
         else:
             raw = "".join(c for c in self._kept if isinstance(c, str))
         size = max(self.max_size, len(raw))
-        batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=size)  # strict: raises
-        self._reconcile(batch)
+        # The batch result of a long damaged reply can hold hundreds of thousands of
+        # diagnostics, each becoming an event: acyclic objects the collector would rescan
+        # again and again (the parser pauses it for the same reason).
+        pause = gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=size)  # strict: raises
+            self._reconcile(batch)
+        finally:
+            if pause:
+                gc.enable()
 
     def _reconcile(self, batch: Reply) -> None:
         """Emit what ``batch`` holds beyond what was streamed, or ``Reset`` and all of it."""

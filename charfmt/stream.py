@@ -1,7 +1,8 @@
 """Streaming: events as model output arrives, never a partial tag, identical to the batch result.
 
 ``StreamParser`` reads the reply incrementally while it is in charfmt's format (any JSON
-whitespace, escapes in text, ``type`` and ``order`` in either order before ``body``).
+whitespace, JSON escapes in text and keys, ``<\\/msg>`` closing tags, ``type`` and
+``order`` in either order before ``body``).
 Each event is emitted as soon as it is certain: an emotion when its key is complete,
 text deltas as soon as their characters are decided — never a fragment of a tag, an
 entity, a JSON escape or a UTF-8 character.
@@ -9,8 +10,10 @@ entity, a JSON escape or a UTF-8 character.
 The reader works token by token: a regular expression per state (the chat header, an
 opening tag, a run of text, an escape, an entity, a closing tag) matched where the last
 token ended. A token cut by a chunk boundary waits, at most ``_TOKEN_MAX`` characters
-(``_ENVELOPE_MAX`` between chats), for the next chunk; the cost of a chunk is the work on
-its own characters plus that short tail, so total work is linear in the input.
+(``_ENVELOPE_MAX`` for a chat header), for the next chunk, and is tried again only when a
+chunk brings the character it ends with; the cost of a chunk is the work on its own
+characters plus that short tail, so total work is linear in the input. A chunk of plain
+text inside a message is one delta without entering the reader at all.
 
 The moment the input leaves the format, the stream keeps what it has shown and holds the
 rest; ``close()`` reads the whole text with ``charfmt.parse(lenient=True)`` (the same

@@ -126,13 +126,23 @@ _NO_CLOSER: Final = re.compile(r"(?!)")
 """An I/E body has no closing tag: '<' in it is damage."""
 
 
-def _unescape(m: re.Match[str]) -> str:
+def _escape(s: str, i: int, buf: list[str], bad: re.Pattern[str]) -> int:
+    """Decode the JSON escape at ``s[i]`` into ``buf``; where it ends, or -1 if it is cut
+    off by the chunk boundary or decodes to a character ``bad`` matches."""
+    m = _ESCAPE.match(s, i)
+    if m is None:
+        return -1
     simple, high, low, code = m.groups()
     if simple is not None:
-        return _ESCAPES[simple]
-    if high is not None:
-        return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
-    return chr(int(code, 16))
+        ch = _ESCAPES[simple]
+    elif high is not None:
+        ch = chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
+    else:
+        ch = chr(int(code, 16))
+    if bad.match(ch):
+        return -1
+    buf.append(ch)
+    return m.end()
 
 
 class Collector:
@@ -360,12 +370,10 @@ class StreamParser:
                         self._segment_end()
                         i = m.end()
                     elif c == "\\":
-                        m = _ESCAPE.match(s, i)
-                        if m is None or _TEXT_BAD.match(ch := _unescape(m)):
+                        if (j := _escape(s, i, buf, _TEXT_BAD)) < 0:
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
-                        buf.append(ch)
-                        i = m.end()
+                        i = j
                     elif c == "&":
                         m = _ENTITY.match(s, i)
                         if m is None or not terminal_regex("TEXT").fullmatch(m.group()):
@@ -399,12 +407,10 @@ class StreamParser:
                     if c == "<":
                         self._key_done(s, i)
                     elif c == "\\":
-                        m = _ESCAPE.match(s, i)
-                        if m is None or _KEY_BAD.match(ch := _unescape(m)):
+                        if (j := _escape(s, i, buf, _KEY_BAD)) < 0:
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
-                        buf.append(ch)
-                        i = m.end()
+                        i = j
                     else:
                         raise _Held
                 elif state == _CLOSE:
@@ -471,19 +477,9 @@ class StreamParser:
             self._base += end
             if self._base > self._limit:
                 self._over_size()
-        out = self._out
         if self._text and self._streams:
-            chat = self._chat
-            if not chat.started:
-                self._start(chat)
-            chat.had_text = True
-            out.append(TextDelta(chat.index, chat.segment, chat.tag, "".join(self._text)))
-            self._text.clear()
-            self._live = not self._pend
-        self._out = []
-        if self._collector is not None and out:
-            self._unfolded.extend(out)
-        return out
+            self._emit_text()
+        return self._flush()
 
     def close(self) -> list[Event]:
         """End of input: the remaining events (damaged or cut-off input is completed in batch)."""

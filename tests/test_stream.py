@@ -8,6 +8,7 @@ import random
 import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import AnyStr
 
 import pytest
 from conftest import MARK, load_cases
@@ -23,7 +24,7 @@ INVALID = [c.input.replace(MARK, "") for c in load_cases("invalid.txt")]
 DAMAGED = [c.input for c in LENIENT_CASES]
 
 
-def _chunks(text: str, cuts: list[int]) -> list[str]:
+def _chunks(text: AnyStr, cuts: list[int]) -> list[AnyStr]:
     points = sorted({c % (len(text) + 1) for c in cuts})
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
 
@@ -61,8 +62,7 @@ def test_one_character_chunks(reply: charfmt.Reply) -> None:
 @given(replies(), st.lists(st.integers(0, 10_000), max_size=40))
 def test_bytes_split_anywhere_even_inside_a_character(reply: charfmt.Reply, cuts: list[int]) -> None:
     data = charfmt.dumps(reply).encode()
-    points = sorted({c % (len(data) + 1) for c in cuts})
-    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    chunks = _chunks(data, cuts)
     _same(_stream(chunks), charfmt.parse(data, lenient=True))
 
 
@@ -230,8 +230,7 @@ def test_valid_replies_stream_completely_before_close(
 @given(replies(), st.lists(st.integers(0, 10_000), max_size=40))
 def test_valid_bytes_stream_completely_before_close(reply: charfmt.Reply, cuts: list[int]) -> None:
     data = charfmt.dumps(reply).encode()
-    points = sorted({c % (len(data) + 1) for c in cuts})
-    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    chunks = _chunks(data, cuts)
     _same(_close_adds_nothing(chunks), charfmt.parse(data, lenient=True))
 
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Case, load_cases
+from conftest import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +22,6 @@ GOLDEN = Path(__file__).parent / "golden"
 MIO = Character.load(CHARACTERS / "mio.toml")
 REX = Character.load(CHARACTERS / "rex.toml")
 HISTORY = charfmt.load_history(ROOT / "examples" / "history.jsonl", MIO)
-SHORTHAND = load_cases("shorthand.txt")
 
 # --- symmetry and safety -------------------------------------------------------
 
@@ -217,20 +216,6 @@ def test_estimate_tokens_counts_wide_characters_more() -> None:
 
 
 # --- characters and shorthand ------------------------------------------------------
-
-
-@pytest.mark.parametrize("case", SHORTHAND, ids=[c.name for c in SHORTHAND])
-def test_shorthand(case: Case) -> None:
-    turn = MIO.shorthand(case.input)
-    segments = [[s.tag, s.text] for chat in turn.chats for s in chat.segments]
-    assert segments == [json.loads(line) for line in case.expected if not line.startswith("!")]
-    assert [d.code for d in turn.diagnostics] == [line[2:] for line in case.expected if line.startswith("!")]
-
-
-def test_shorthand_warning_points_at_the_word() -> None:
-    text = "[angry] なんで？ [sigh] もういい"
-    (d,) = MIO.shorthand(text).diagnostics
-    assert text[d.offset : d.end] == "[sigh]"
 
 
 @pytest.mark.parametrize(

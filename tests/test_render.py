@@ -218,26 +218,6 @@ def test_estimate_tokens_counts_wide_characters_more() -> None:
 # --- characters and shorthand ------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("toml", "where"),
-    [
-        ('name = "x"\npersona = "p"\n', "c.toml: emotions: Field required"),
-        ('name = "x"\npersona = "p"\n[[emotions]]\nkey = "joy"\n\n[[emotions]]\nkey = " sad"\n',
-         "c.toml:7: emotions[1].key"),
-        ('name = "x"\npersona = "p"\nactions = ["a\\u0007"]\n[[emotions]]\nkey = "joy"\n', "c.toml:3: actions[0]"),
-        ('name = "x"\npersona = "p"\n[[emotions]]\nkey = "joy"\n[[examples]]\nuser = "hi"\n'
-         '[[examples.reply]]\nbody = "<msg>hi</act>"\n', "c.toml:8: examples[0].reply[0].body: CF205"),
-        ('name = "x"\npersona = "p"\n[[emotions]]\nkey = "joy"\n[[examples]]\nuser = "hi"\n'
-         '[[examples.reply]]\nbody = "<emo>sad</emo>"\n', "c.toml:8: examples[0].reply[0].body: emotion 'sad'"),
-        ('name = "x\n', "c.toml:1: invalid TOML"),
-    ],
-)  # fmt: skip
-def test_character_errors_name_file_key_and_line(toml: str, where: str) -> None:
-    with pytest.raises(CharacterError) as info:
-        Character.from_toml(toml, "c.toml")
-    assert str(info.value).startswith(where)
-
-
 def test_example_characters_load() -> None:
     assert MIO.language == "ja" and MIO.vocabulary.resolve("喜び") == "joy"
     assert REX.language == "en" and REX.emotions[1].sprite == "rex_annoyed"

@@ -230,7 +230,7 @@ def _example(n: int, raw: Any, character: Character, fail: _Fail) -> Any:
         if not isinstance(chat, dict):
             raise fail(("examples", n, "reply", i), "a reply chat is a table with type and body")
         kind, body = chat.get("type", "C"), chat.get("body")
-        if kind not in CHAT_TYPES:
+        if not isinstance(kind, str) or kind not in CHAT_TYPES:
             raise fail(("examples", n, "reply", i, "type"), f"type must be one of {', '.join(CHAT_TYPES)}")
         if not isinstance(body, str):
             raise fail(loc, "body must be a string")

@@ -1,9 +1,11 @@
-"""The user's side: ``UserTurn``, the ``[angry] なんで？`` shorthand, and reading a rendered user block back.
+"""The user's side: ``UserTurn``, the ``[angry] なんで？`` shorthand, and reading a user block back.
 
 The user block uses the same tag language as the character's reply (design study,
 section 4): ``<user_chats><chat type="C"><emo>angry</emo><msg>…</msg></chat></user_chats>``,
-optionally after a ``[User Context]`` block. ``parse_input`` reads exactly what
-``prompts/user.j2`` writes, with the grammar ``grammars/input.lark``.
+optionally after a ``[User Context]`` block. ``parse_input`` reads what
+``prompts/user.j2`` writes and the study's own layouts (indented, compact on one line,
+CRLF), with the grammar ``grammars/input.lark``: whitespace between elements is layout,
+text inside them is kept exactly.
 """
 
 from __future__ import annotations
@@ -283,7 +285,9 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
     The text between words becomes ``msg`` segments. Each emotion opens a new chat
     once the current one already has an emotion or a message, so every chat shows one
     emotion, as in a character's reply: ``[joy] やったー！ [sad] でも疲れちゃった...``
-    gives two chats, ``joy`` + its message and ``sad`` + its message.
+    gives two chats, ``joy`` + its message and ``sad`` + its message. (The study
+    writes that line after a ``User:`` speaker label; a label is not read specially:
+    typed, it is text like any other.)
     """
     segments: list[Segment] = []
     diagnostics: list[Diagnostic] = []

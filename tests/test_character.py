@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Case, load_cases
+from hypothesis import given
+from hypothesis import strategies as st
 
 import charfmt
 from charfmt import Character, CharacterError, CharfmtError, EmotionKey, Vocabulary
@@ -74,6 +76,20 @@ def test_hostile_character_text_is_a_character_error(make: Callable[[], str]) ->
     with pytest.raises(CharacterError) as info:
         Character.from_toml(make(), "c.toml")
     assert str(info.value).startswith("c.toml")
+
+
+MIO_TEXT = (ROOT / "examples" / "characters" / "mio.toml").read_text(encoding="utf-8")
+
+
+@given(
+    st.integers(0, len(MIO_TEXT)), st.integers(0, 40), st.sampled_from(["", "[", "]", "=", '"', "\n", "{", "1", "x"])
+)
+def test_a_damaged_character_file_loads_or_is_a_character_error(at: int, cut: int, insert: str) -> None:
+    text = MIO_TEXT[:at] + insert + MIO_TEXT[at + cut :]
+    try:
+        Character.from_toml(text, "c.toml")
+    except CharacterError as e:
+        assert str(e).startswith("c.toml")
 
 
 def test_unreadable_files_are_character_errors(tmp_path: Path) -> None:

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from charfmt.body import BodyError, parse_body
 from charfmt.diagnostics import CharfmtError
-from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
+from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary, dotted_path, vocabulary_clashes
 from charfmt.parser import parse
-from charfmt.tags import CHAT_TYPES
+from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
 from charfmt.userinput import UserTurn, parse_shorthand
+
+MAX_FILE_SIZE: Final = 16 * 1024 * 1024
+"""The largest character or history file ``Character.load`` and ``load_history`` read (``max_size=``)."""
 
 
 class CharacterError(CharfmtError):
@@ -46,7 +52,7 @@ def _action(text: str) -> str:
 class Character(BaseModel):
     """A character definition: persona, emotion vocabulary, actions, examples."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
     """The character's name, as the system prompt introduces them."""
@@ -67,10 +73,11 @@ class Character(BaseModel):
     def _examples_use_the_vocabulary(self) -> Character:
         vocab = self.vocabulary
         for n, example in enumerate(self.examples):
-            for chat in example.reply.chats:
-                for seg in chat.segments:
-                    if seg.tag == "emo" and vocab.resolve(seg.text) is None:
-                        raise ValueError(f"example {n}: emotion {seg.text!r} is not in emotions")
+            for side, chats in (("user", example.user.chats), ("reply", example.reply.chats)):
+                for chat in chats:
+                    for seg in chat.segments:
+                        if _is_key(seg.tag) and vocab.resolve(seg.text) is None:
+                            raise ValueError(f"example {n} ({side}): emotion {seg.text!r} is not in emotions")
         return self
 
     @property
@@ -83,47 +90,147 @@ class Character(BaseModel):
         return parse_shorthand(text, vocabulary=self.vocabulary, actions=self.actions)
 
     @classmethod
-    def load(cls, path: str | Path) -> Character:
-        """Load a character from a TOML file; raises ``CharacterError``."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise CharacterError(str(path), "", None, f"cannot read: {e}") from None
-        return cls.from_toml(text, str(path))
+    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Character:
+        """Load a character from a TOML file; raises ``CharacterError`` naming the file, key and line."""
+        return cls.from_toml(_read(Path(path), max_size), str(path))
 
     @classmethod
     def from_toml(cls, text: str, file: str = "<character>") -> Character:
-        """Build a character from TOML text; ``file`` names it in errors."""
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            m = re.search(r"\(at line (\d+)", str(e))
-            raise CharacterError(file, "", int(m.group(1)) if m else None, f"invalid TOML: {e}") from None
-        try:
-            # Examples are read with the character's own vocabulary and actions.
-            base = cls.model_validate({**data, "examples": []})
-            data["examples"] = [_example(text, file, n, ex, base) for n, ex in enumerate(data.get("examples", []))]
-            return cls.model_validate(data)
-        except ValidationError as e:
-            err = e.errors()[0]
-            loc = tuple(err["loc"])
-            raise CharacterError(file, _dotted(loc), _toml_line(text, loc), err["msg"]) from None
+        """Build a character from TOML text; ``file`` names it in errors. Raises ``CharacterError``."""
+        with _translated(file):
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as e:
+                m = re.search(r"\(at line (\d+)", str(e))
+                raise CharacterError(file, "", int(m.group(1)) if m else None, f"invalid TOML: {e}") from None
+
+            def fail(loc: tuple[Any, ...], message: str) -> CharacterError:
+                return CharacterError(file, dotted_path(loc), _toml_line(text, loc), message)
+
+            _check_keys(data, fail)
+            try:
+                emotions = _EMOTIONS.validate_python(data.get("emotions", []))
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise fail(("emotions", *err["loc"]), _message(err)) from None
+            for where, message in vocabulary_clashes(emotions):
+                raise fail(("emotions", *where), message)
+            try:
+                # Examples are read with the character's own vocabulary and actions.
+                base = cls.model_validate({**data, "examples": []})
+                data["examples"] = [_example(n, ex, base, fail) for n, ex in enumerate(data.get("examples", []))]
+                return cls.model_validate(data)
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise fail(tuple(err["loc"]), _message(err)) from None
 
 
-def _example(text: str, file: str, n: int, raw: Any, character: Character) -> Any:
-    """Turn a TOML example (shorthand user, reply as type/body tables) into model data."""
+_EMOTIONS: Final = TypeAdapter(list[EmotionKey])
 
-    def fail(loc: tuple[Any, ...], message: str) -> CharacterError:
-        return CharacterError(file, _dotted(loc), _toml_line(text, loc), message)
+_FRIENDLY: Final = {
+    ("emotions", "missing"): "a character needs at least one [[emotions]] table",
+    ("emotions", "too_short"): "a character needs at least one [[emotions]] table",
+}
+"""Messages in the author's words where pydantic's would name its own types."""
 
+
+def _message(err: Any) -> str:
+    loc = tuple(err["loc"])
+    friendly = _FRIENDLY.get((loc[0] if loc else "", err["type"]))
+    return friendly or str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def _is_key(tag: str) -> bool:
+    spec = TAG_BY_NAME.get(tag)
+    return spec is not None and spec.content == "key"
+
+
+_Fail = Callable[[tuple[Any, ...], str], CharacterError]
+"""Builds the error for a location in the file (``("emotions", 1, "key")``) and a message."""
+
+# Keys a character file may hold, table by table; anything else is a misspelling.
+_EXAMPLE_KEYS: Final = ("user", "reply")
+_REPLY_KEYS: Final = ("type", "body")
+
+
+def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
+    """Reject unknown keys (``aliasses``, ``exmaples``), naming the closest known key."""
+
+    def check(table: Any, known: Any, loc: tuple[Any, ...]) -> None:
+        if not isinstance(table, dict):
+            return
+        for key in table:
+            if key not in known:
+                close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"the keys here are {', '.join(known)}"
+                raise fail((*loc, key), f"unknown key {key!r}; {hint}")
+
+    check(data, list(Character.model_fields), ())
+    for name, keys in (("emotions", list(EmotionKey.model_fields)), ("examples", _EXAMPLE_KEYS)):
+        rows = data.get(name)
+        for i, row in enumerate(rows if isinstance(rows, list) else ()):
+            check(row, keys, (name, i))
+            replies = row.get("reply") if name == "examples" and isinstance(row, dict) else None
+            for j, chat in enumerate(replies if isinstance(replies, list) else ()):
+                check(chat, _REPLY_KEYS, (name, i, "reply", j))
+
+
+def _read(path: Path, max_size: int) -> str:
+    """A file's text, at most ``max_size`` bytes of UTF-8; every failure is a ``CharacterError``."""
+    file = str(path)
+    try:
+        with path.open("rb") as f:
+            data = f.read(max_size + 1)
+    except (OSError, MemoryError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise CharacterError(file, "", None, f"cannot read: {reason}") from None
+    if len(data) > max_size:
+        raise CharacterError(file, "", None, f"larger than {max_size:,} bytes (max_size)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise CharacterError(file, "", line, f"not UTF-8: byte 0x{data[e.start]:02X} at offset {e.start}") from None
+
+
+@contextmanager
+def _translated(file: str, line: int | None = None) -> Iterator[None]:
+    """The one place foreign errors become ``CharacterError`` (hostile or absurd input, never a traceback)."""
+    try:
+        yield
+    except CharacterError:
+        raise
+    except RecursionError:
+        raise CharacterError(file, "", line, "nested too deeply") from None
+    except MemoryError:
+        raise CharacterError(file, "", line, "too large to load") from None
+    except ValidationError as e:
+        raise CharacterError(file, "", line, _message(e.errors()[0])) from None
+    except ValueError as e:  # ParseError, JSON errors, UnicodeError, CPython's limit on integer digits
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "integer string conversion" in message:
+            message = "a number is too long (more than 4,300 digits)"
+        raise CharacterError(file, "", line, message) from None
+
+
+def _example(n: int, raw: Any, character: Character, fail: _Fail) -> Any:
+    """Turn a TOML example (shorthand user, reply as type/body tables) into model data.
+
+    A character file is authored, so what the shorthand would only warn about (an
+    unknown ``[furious]``) is an error here.
+    """
     if not isinstance(raw, dict) or not isinstance(raw.get("user"), str) or not isinstance(raw.get("reply"), list):
         raise fail(("examples", n), 'an example has user = "..." and [[examples.reply]] tables')
+    user = character.shorthand(raw["user"])
+    for d in user.diagnostics:
+        raise fail(("examples", n, "user"), f"{d.code} {d.message.removesuffix('; kept as text')}")
     chats = []
     for i, chat in enumerate(raw["reply"]):
         loc = ("examples", n, "reply", i, "body")
+        if not isinstance(chat, dict):
+            raise fail(("examples", n, "reply", i), "a reply chat is a table with type and body")
         kind, body = chat.get("type", "C"), chat.get("body")
-        if kind not in CHAT_TYPES:
+        if not isinstance(kind, str) or kind not in CHAT_TYPES:
             raise fail(("examples", n, "reply", i, "type"), f"type must be one of {', '.join(CHAT_TYPES)}")
         if not isinstance(body, str):
             raise fail(loc, "body must be a string")
@@ -132,17 +239,10 @@ def _example(text: str, file: str, n: int, raw: Any, character: Character) -> An
         except BodyError as e:
             raise fail(loc, f"{e.code} {e.message}") from None
         for tag, key in elements:
-            if tag == "emo" and character.vocabulary.resolve(key) is None:
+            if _is_key(tag) and character.vocabulary.resolve(key) is None:
                 raise fail(loc, f"emotion {key!r} is not one of {', '.join(character.vocabulary.keys)}")
         chats.append(Chat(type=kind, order=i + 1, segments=[Segment(tag=t, text=s) for t, s in elements]))
-    return {"user": character.shorthand(raw["user"]).model_dump(), "reply": Reply(chats=chats).model_dump()}
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+    return {"user": user.model_dump(), "reply": Reply(chats=chats).model_dump()}
 
 
 _HEADER: Final = re.compile(r"^\s*\[\[\s*([\w.-]+)\s*\]\]")
@@ -155,7 +255,7 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     lines: dict[tuple[Any, ...], int] = {}
     counts: dict[tuple[Any, ...], int] = {}
     current: tuple[Any, ...] = ()
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):
         if m := _HEADER.match(line):
             path: tuple[Any, ...] = ()
             names = m.group(1).split(".")
@@ -167,6 +267,7 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
                 path = (*path, index)
             current = path
             lines.setdefault(current, number)
+            lines.setdefault(current[:-1], number)  # the array itself: its first table
         elif m := _TABLE.match(line):
             current = tuple(m.group(1).split("."))
             lines.setdefault(current, number)
@@ -178,30 +279,29 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     return None
 
 
-def load_history(path: str | Path, character: Character) -> list[Exchange]:
-    """Read a conversation from JSON Lines: ``{"user": ..., "reply": ...}`` per line, oldest first.
+def load_history(path: str | Path, character: Character, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:
+    """Read a conversation from a JSON Lines file (see ``history_from_jsonl``); raises ``CharacterError``."""
+    return history_from_jsonl(_read(Path(path), max_size), character, str(path))
+
+
+def history_from_jsonl(text: str, character: Character, file: str = "<history>") -> list[Exchange]:
+    """Read a conversation from JSON Lines text: ``{"user": ..., "reply": ...}`` per line, oldest first.
 
     ``user`` is shorthand text (``"[angry] なんで？"``) or a ``UserTurn`` object;
     ``reply`` is the character's reply in the wire format, as an object or a string,
-    parsed strictly with the character's vocabulary.
+    parsed strictly with the character's vocabulary. Errors are ``CharacterError``
+    naming ``file`` and the line.
     """
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise CharacterError(str(path), "", None, f"cannot read: {e}") from None
     history = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
-        try:
+        with _translated(file, number):
             row = json.loads(line)
             if not isinstance(row, dict) or set(row) != {"user", "reply"}:
-                raise ValueError('each line is an object {"user": ..., "reply": ...}')
+                raise CharacterError(file, "", number, 'each line is an object {"user": ..., "reply": ...}')
             user = row["user"]
             turn = character.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
             reply = row["reply"] if isinstance(row["reply"], str) else json.dumps(row["reply"], ensure_ascii=False)
             history.append(Exchange(user=turn, reply=parse(reply, vocabulary=character.vocabulary)))
-        except (ValueError, ValidationError) as e:  # ParseError and JSONDecodeError are ValueErrors
-            raise CharacterError(str(path), "", number, str(e).splitlines()[0]) from None
     return history

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from charfmt.body import terminal_regex
-from charfmt.diagnostics import Diagnostic
+from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.events import Event, reply_events
 from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
 
@@ -17,6 +17,19 @@ ChatType = Literal["C", "I", "E"]
 
 _M = TypeVar("_M", bound=BaseModel)
 _set = object.__setattr__
+
+
+def dotted_path(loc: Sequence[int | str]) -> str:
+    """A location as written in messages: ``("emotions", 1, "aliases")`` is ``emotions[1].aliases``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+
+
+def validation_message(error: ValidationError) -> str:
+    """The first problem of a pydantic error in plain words: ``emotions[1].key: ...``, without pydantic's prefixes."""
+    first = error.errors()[0]
+    where = dotted_path(first["loc"])
+    message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return f"{where}: {message}" if where else message
 
 
 def construct_trusted(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -131,7 +144,7 @@ class Reply(BaseModel):
 class EmotionKey(BaseModel):
     """One emotion key of a character's vocabulary."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str
     """The key written in ``<emo>``, e.g. ``joy``."""
@@ -150,20 +163,57 @@ class EmotionKey(BaseModel):
         return key
 
 
+def vocabulary_clashes(emotions: Sequence[EmotionKey]) -> Iterator[tuple[tuple[int | str, ...], str]]:
+    """Each word (key or alias, any case) that names a second key: its place in ``emotions`` and why.
+
+    The place is ``(index, "key")`` or ``(index, "aliases", n)``, so a caller can point at the line.
+    """
+    owner: dict[str, str] = {}
+    for i, e in enumerate(emotions):
+        if e.key.casefold() in owner and owner[e.key.casefold()] == e.key:
+            yield (i, "key"), f"emotion {e.key!r} is listed twice"
+        for n, word in enumerate((e.key, *e.aliases)):
+            folded = word.strip().casefold()
+            if owner.get(folded, e.key) != e.key:
+                where: tuple[int | str, ...] = (i, "key") if n == 0 else (i, "aliases", n - 1)
+                yield where, f"{word!r} names both {owner[folded]!r} and {e.key!r}"
+            owner.setdefault(folded, e.key)
+
+
+Policy = Literal["error", "alias", "nearest", "fallback", "keep"]
+"""What a vocabulary does with an emotion key it does not know (see ``Vocabulary.policy``)."""
+
+
 class Vocabulary(BaseModel):
-    """The emotion keys a character may use; strict parsing rejects any other key."""
+    """The emotion keys a character may use; strict parsing rejects any other key.
+
+    ``Vocabulary(emotions=["joy", {"key": "sad", "aliases": ["悲しい"]}, EmotionKey(key="calm")])``:
+    each emotion is a bare key, a mapping of ``EmotionKey`` fields, or an ``EmotionKey``.
+    A vocabulary holds at least one key.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     emotions: list[EmotionKey]
     """Known emotions, in the order prompts list them."""
-    policy: Literal["error", "alias", "nearest", "fallback", "keep"] = "alias"
+    policy: Policy = "alias"
     """What an unknown key becomes: ``error`` (keys only), ``alias`` (keys and aliases,
     the default), ``nearest`` (the closest key), ``fallback`` (the ``fallback`` key),
     ``keep`` (as written, with a warning). Every decision is a diagnostic."""
     fallback: str | None = None
     """The key ``policy="fallback"`` uses; must be one of the keys."""
     _lookup: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    if TYPE_CHECKING:
+        # What callers may pass (the validator below turns keys and mappings into
+        # EmotionKey); pydantic would otherwise type the argument as list[EmotionKey].
+        def __init__(
+            self,
+            *,
+            emotions: Sequence[str | EmotionKey | Mapping[str, Any]],
+            policy: Policy = "alias",
+            fallback: str | None = None,
+        ) -> None: ...
 
     @field_validator("emotions", mode="before")
     @classmethod
@@ -174,22 +224,22 @@ class Vocabulary(BaseModel):
 
     @model_validator(mode="after")
     def _index(self) -> Vocabulary:
-        lookup: dict[str, str] = {}
-        for e in self.emotions:
-            for word in (e.key, *e.aliases):
-                folded = word.strip().casefold()
-                if lookup.get(folded, e.key) != e.key:
-                    raise ValueError(f"{word!r} names both {lookup[folded]!r} and {e.key!r}")
-                lookup[folded] = e.key
-        self._lookup = lookup
+        if not self.emotions:
+            raise ValueError("a vocabulary needs at least one emotion key; got none")
+        for where, message in vocabulary_clashes(self.emotions):
+            raise ValueError(f"{dotted_path(('emotions', *where))}: {message}")
+        self._lookup = {word.strip().casefold(): e.key for e in self.emotions for word in (e.key, *e.aliases)}
         if self.policy == "fallback" and self.fallback not in self.keys:
             raise ValueError(f"policy 'fallback' needs fallback= one of {self.keys}")
         return self
 
     @classmethod
-    def of(cls, *keys: str, policy: str = "alias", fallback: str | None = None) -> Vocabulary:
-        """A vocabulary of bare keys: ``Vocabulary.of("joy", "sad")``."""
-        return cls.model_validate({"emotions": [{"key": k} for k in keys], "policy": policy, "fallback": fallback})
+    def of(cls, *keys: str, policy: Policy = "alias", fallback: str | None = None) -> Vocabulary:
+        """A vocabulary of bare keys: ``Vocabulary.of("joy", "sad")``; raises ``CharfmtError``."""
+        try:
+            return cls.model_validate({"emotions": list(keys), "policy": policy, "fallback": fallback})
+        except ValidationError as e:
+            raise CharfmtError(validation_message(e)) from None
 
     @property
     def keys(self) -> list[str]:

@@ -1,9 +1,11 @@
-"""The user's side: ``UserTurn``, the ``[angry] なんで？`` shorthand, and reading a rendered user block back.
+"""The user's side: ``UserTurn``, the ``[angry] なんで？`` shorthand, and reading a user block back.
 
 The user block uses the same tag language as the character's reply (design study,
 section 4): ``<user_chats><chat type="C"><emo>angry</emo><msg>…</msg></chat></user_chats>``,
-optionally after a ``[User Context]`` block. ``parse_input`` reads exactly what
-``prompts/user.j2`` writes, with the grammar ``grammars/input.lark``.
+optionally after a ``[User Context]`` block. ``parse_input`` reads what
+``prompts/user.j2`` writes and the study's own layouts (indented, compact on one line,
+CRLF), with the grammar ``grammars/input.lark``: whitespace between elements is layout,
+text inside them is kept exactly.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ from functools import cache
 from typing import Any, Final
 
 from lark import Lark
-from lark.exceptions import UnexpectedInput
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from lark.exceptions import UnexpectedInput, UnexpectedToken
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from charfmt._resources import read_text
-from charfmt.body import Driver, Reject, decode_text, grammar_text
+from charfmt.body import Driver, Reject, _BadEntity, decode_text, grammar_text
 from charfmt.diagnostics import Diagnostic, ParseError
 from charfmt.models import ChatType, Segment, Vocabulary, check_body
-from charfmt.tags import CHAT_TYPES, TAGGED_TYPES
+from charfmt.tags import CHAT_TYPES, TAG_SYNONYMS, TAGGED_TYPES, TAGS
 
 CONTEXT_FIELDS: Final = ("emotion", "action", "environment")
 """The context fields of the study's pattern B, in the order they are rendered."""
@@ -107,15 +109,15 @@ class UserTurn(BaseModel):
     @classmethod
     def say(cls, message: str, *, emotion: str | None = None, action: str | None = None) -> UserTurn:
         """A one-chat turn: ``UserTurn.say("なんで？", emotion="angry")``."""
-        segments = [Segment(tag=tag, text=text) for tag, text in (("emo", emotion), ("act", action)) if text]
-        return cls(chats=[UserChat(segments=[*segments, Segment(tag="msg", text=message)])])
+        segments = [Segment(tag=tag, text=text) for tag, text in ((_EMO, emotion), (_ACT, action)) if text]
+        return cls(chats=[UserChat(segments=[*segments, Segment(tag=_MSG, text=message)])])
 
 
 _CONTEXT_KEY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _BAD_VALUE: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
-# --- reading a rendered user block back ----------------------------------------
+# --- reading a user block back ------------------------------------------------
 
 
 def _chat_terminals() -> str:
@@ -135,28 +137,110 @@ def _input_driver() -> Driver:
     return Driver(_input_lark())
 
 
+def _terminal_words() -> dict[str, str]:
+    """Grammar terminals in the user's words, for "expected ..." in error messages."""
+    words = {
+        "_USER_CHATS_OPEN": "<user_chats>",
+        "_USER_CHATS_CLOSE": "</user_chats>",
+        "_CHAT_CLOSE": "</chat>",
+        "CHAT_TAGGED": " or ".join(f'<chat type="{t}">' for t in CHAT_TYPES if t in TAGGED_TYPES),
+        "CHAT_PLAIN": " or ".join(f'<chat type="{t}">' for t in CHAT_TYPES if t not in TAGGED_TYPES),
+        "_CONTEXT_HEADER": "[User Context]",
+        "CONTEXT_KEY": "a context line (Key: value)",
+        "_CONTEXT_SEP": "': ' after the key",
+        "CONTEXT_VALUE": "a value",
+        "_EOL": "the end of the line",
+        "TEXT": "text",
+        "KEY": "an emotion key",
+        "$END": "the end of the input",
+    }
+    for tag in TAGS:
+        words[f"{tag.terminal}_OPEN"] = tag.open
+        words[f"{tag.terminal}_CLOSE"] = tag.close
+    return words
+
+
+_WORDS: Final = _terminal_words()
+
+
+def _expected(expected: set[str]) -> str:
+    # Layout whitespace is always optional: it is never what was missing.
+    names = sorted({_WORDS.get(name, name) for name in expected if name != "_LAYOUT"})
+    return ", ".join(names) if names else "nothing more"
+
+
+def _found(text: str, pos: int) -> str:
+    """What stands at ``pos``, as the user wrote it: a tag, a character, or the end."""
+    if pos >= len(text):
+        return "the end of the input"
+    m = re.compile(r"</?[^<>\s]*(?:\s[^<>]*)?>").match(text, pos)
+    if m and len(m.group()) <= 40:
+        return m.group()
+    return repr(text[pos])
+
+
+def _fail(text: str, e: UnexpectedInput) -> ParseError:
+    """The one place a user block is rejected: what was found, what was expected, where."""
+    expected = set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
+    at_end = isinstance(e, UnexpectedToken) and e.token.type == "$END"
+    pos = len(text) if at_end else e.pos_in_stream or 0
+    found = _found(text, pos)
+    ch = text[pos] if pos < len(text) else ""
+    if "KEY" in expected or (expected and all(n.startswith("EMO_CLOSE") for n in expected)):
+        message = f"unexpected {found}: an emotion key is not empty and has no surrounding whitespace"
+    elif found.startswith("<chat") and "CHAT_TAGGED" in expected:
+        message = f"{found}: a chat opens with {' or '.join(f'<chat type={t!r}>' for t in CHAT_TYPES)}"
+        message = message.replace("'", '"')
+    elif ch in ("<", "&") and not found.startswith("<") and ("TEXT" in expected or _closes_text(expected)):
+        message = f"raw {ch!r} in text: write '<' as &lt; and '&' as &amp;"
+    elif not ch:
+        message = f"the input ends too early; expected {_expected(expected)}"
+    else:
+        message = f"unexpected {found}; expected {_expected(expected)}"
+    end = pos + (len(found) if found.startswith("<") else 1)
+    return ParseError([Diagnostic.at(text, "CF501", message, pos, end)], text)
+
+
+def _closes_text(expected: set[str]) -> bool:
+    if any(f"{t.terminal}_CLOSE" in expected for t in TAGS if t.content == "text"):
+        return True
+    # the text of an I/E chat, not the place between two elements of a C chat
+    return "_CHAT_CLOSE" in expected and not any(f"{t.terminal}_OPEN" in expected for t in TAGS)
+
+
 def parse_input(text: str) -> UserTurn:
-    """Read back a user block rendered by ``render_user_block``; raises ``ParseError``."""
+    """Read a user block (``render_user_block``'s output, or the design study's layouts); raises ``ParseError``.
+
+    Whitespace between blocks, chats and elements is layout (indentation, CRLF, blank
+    lines, none at all); text inside elements is kept exactly. Errors say what was
+    expected, at the line and column of ``text``.
+    """
     try:
         tree = _input_driver().parse(text, "user_input")
-    except Reject:
+    except (Reject, _BadEntity):
         try:
             _input_lark().parse(text)
         except UnexpectedInput as e:
-            pos = e.pos_in_stream or 0
-            expected = ", ".join(sorted(getattr(e, "expected", None) or getattr(e, "allowed", None) or ()))
-            message = f"not a user block: unexpected input; expected {expected or 'nothing more'}"
-            raise ParseError([Diagnostic.at(text, "CF501", message, pos, pos + 1)], text) from None
+            raise _fail(text, e) from None
         raise ParseError([Diagnostic.at(text, "CF501", "not a user block", 0)], text) from None
     context_rows: list[Any] = tree[0] if len(tree) == 2 else []
     chats_rows: list[Any] = tree[-1]
-    context = _context(context_rows) if context_rows else None
-    chats = []
-    for row in chats_rows:
-        opener, segments = row[0], row[1]
-        kind = opener[len('<chat type="')]
-        chats.append(UserChat(type=kind, segments=[Segment(tag=t, text=s) for t, s in segments]))
-    return UserTurn(chats=chats, context=context)
+    try:
+        context = _context(context_rows) if context_rows else None
+        chats = [_chat(row) for row in chats_rows]
+        return UserTurn(chats=chats, context=context)
+    except ValidationError as e:
+        message = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise ParseError([Diagnostic.at(text, "CF501", message, 0, len(text))], text) from None
+
+
+def _chat(row: list[Any]) -> UserChat:
+    """One ``chat`` row: the opener, then ``(tag, text)`` elements or a one-element text body."""
+    opener, *elements = row
+    kind = opener[len('<chat type="')]
+    if kind not in TAGGED_TYPES:
+        elements = elements[0]
+    return UserChat(type=kind, segments=[Segment(tag=t, text=s) for t, s in elements])
 
 
 def _context(rows: list[list[str]]) -> UserContext:
@@ -170,9 +254,16 @@ def _context(rows: list[list[str]]) -> UserContext:
 
 # --- shorthand -----------------------------------------------------------------
 
-_BRACKET: Final = re.compile(r"\[\[?([^\[\]\n]++)\]\]?|【([^【】\n]++)】")
-_EMOTION_PREFIXES: Final = ("emotion", "emo", "face", "mood", "expression")
-_ACTION_PREFIXES: Final = ("action", "act", "motion")
+_BRACKET: Final = re.compile(
+    r"\[\[?(?P<square>[^\[\]\n]++)\]\]?|【(?P<lenticular>[^【】\n]++)】|[(（](?P<paren>[^()（）\n]++)[)）]"
+)
+"""A shorthand word: ``[joy]``, ``[[joy]]``, ``【喜び】``, or in parentheses ``(怒り)``, ``（怒り）``."""
+_EMO: Final = TAG_SYNONYMS["emotion"]
+_ACT: Final = TAG_SYNONYMS["action"]
+_MSG: Final = TAG_SYNONYMS["message"]
+_EMOTION_PREFIXES: Final = frozenset(name for name, tag in TAG_SYNONYMS.items() if tag == _EMO)
+"""``[emotion:angry]``, ``[mood:angry]``...: every name the tag table knows for the emotion tag."""
+_ACTION_PREFIXES: Final = frozenset(name for name, tag in TAG_SYNONYMS.items() if tag == _ACT)
 
 
 def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions: list[str] | None = None) -> UserTurn:
@@ -181,8 +272,22 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
     A bracketed word (``[joy]``, ``[emotion:angry]``, ``[action:sigh]``, full-width
     ``【怒り】``) becomes an ``emo`` when the vocabulary knows it (key or alias), an
     ``act`` when it is one of ``actions`` or carries an action prefix. Without a
-    vocabulary a bare word is an emotion. Anything else stays text, with a
-    ``CF401`` warning. The text between brackets becomes ``msg`` segments.
+    vocabulary a bare bracketed word is an emotion. Any other bracketed word stays
+    text, with a ``CF401`` warning.
+
+    A word in parentheses (the design study's 省略形 ``(怒り) なんで？ (ため息)``,
+    full-width ``（怒り）`` too) is read the same way when it is one of the
+    character's emotion keys, aliases or actions, or carries a prefix. Parentheses
+    are also ordinary prose (``I (really) mean it``), so any other parenthesised
+    words stay text without a warning; only a prefixed one (``(emotion:furious)``),
+    which can only be meant as a tag, gets ``CF401``.
+
+    The text between words becomes ``msg`` segments. Each emotion opens a new chat
+    once the current one already has an emotion or a message, so every chat shows one
+    emotion, as in a character's reply: ``[joy] やったー！ [sad] でも疲れちゃった...``
+    gives two chats, ``joy`` + its message and ``sad`` + its message. (The study
+    writes that line after a ``User:`` speaker label; a label is not read specially:
+    typed, it is text like any other.)
     """
     segments: list[Segment] = []
     diagnostics: list[Diagnostic] = []
@@ -197,22 +302,24 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
     def flush(upto: str) -> None:
         words = upto.strip()
         if words:
-            segments.append(Segment(tag="msg", text=words))
+            segments.append(Segment(tag=_MSG, text=words))
 
     for m in _BRACKET.finditer(text):
-        word = (m.group(1) or m.group(2)).strip()
-        resolved = _resolve_word(word, vocabulary, known_actions)
+        paren = m.group("paren") is not None
+        word = (m.group("square") or m.group("lenticular") or m.group("paren")).strip()
+        resolved = _resolve_word(word, vocabulary, known_actions, bare_is_emotion=not paren)
         if resolved is None:
-            diagnostics.append(
-                Diagnostic.at(
-                    text,
-                    "CF401",
-                    f"{m.group()}: not an emotion or action of this character; kept as text",
-                    m.start(),
-                    m.end(),
-                    severity="warning",
+            if not paren or _has_prefix(word):
+                diagnostics.append(
+                    Diagnostic.at(
+                        text,
+                        "CF401",
+                        f"{m.group()}: not an emotion or action of this character; kept as text",
+                        m.start(),
+                        m.end(),
+                        severity="warning",
+                    )
                 )
-            )
             pending += text[pos : m.end()]
             pos = m.end()
             continue
@@ -221,29 +328,51 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
         pos = m.end()
         segments.append(Segment(tag=resolved[0], text=resolved[1]))
     flush(pending + text[pos:])
-    if not segments:
-        return UserTurn(diagnostics=diagnostics)
-    return UserTurn(chats=[UserChat(type="C", segments=segments)], diagnostics=diagnostics)
+    return UserTurn(
+        chats=[UserChat(type="C", segments=chat) for chat in _one_emotion_each(segments)], diagnostics=diagnostics
+    )
 
 
-def _resolve_word(word: str, vocabulary: Vocabulary | None, actions: dict[str, str]) -> tuple[str, str] | None:
+def _one_emotion_each(segments: list[Segment]) -> list[list[Segment]]:
+    """Cut the segments into chats: an emotion after an emotion or a message starts a new chat."""
+    chats: list[list[Segment]] = []
+    current: list[Segment] = []
+    for seg in segments:
+        if seg.tag == _EMO and any(s.tag in (_EMO, _MSG) for s in current):
+            chats.append(current)
+            current = []
+        current.append(seg)
+    if current:
+        chats.append(current)
+    return chats
+
+
+def _has_prefix(word: str) -> bool:
+    prefix, sep, _ = word.partition(":")
+    return bool(sep) and prefix.strip().casefold() in _EMOTION_PREFIXES | _ACTION_PREFIXES
+
+
+def _resolve_word(
+    word: str, vocabulary: Vocabulary | None, actions: dict[str, str], *, bare_is_emotion: bool
+) -> tuple[str, str] | None:
     prefix, sep, rest = word.partition(":")
     if sep:
         name, value = prefix.strip().casefold(), rest.strip()
         if name in _ACTION_PREFIXES and value:
-            return ("act", actions.get(value.casefold(), value))
+            return (_ACT, actions.get(value.casefold(), value))
         if name in _EMOTION_PREFIXES and value:
             word = value
+            bare_is_emotion = True
         else:
             return None
     if vocabulary is not None:
         key = vocabulary.resolve(word)
         if key is not None:
-            return ("emo", key)
+            return (_EMO, key)
     if word.casefold() in actions:
-        return ("act", actions[word.casefold()])
-    if vocabulary is None and _KEYLIKE.fullmatch(word):
-        return ("emo", word)
+        return (_ACT, actions[word.casefold()])
+    if vocabulary is None and bare_is_emotion and _KEYLIKE.fullmatch(word):
+        return (_EMO, word)
     return None
 
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Case, load_cases
+from conftest import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +22,6 @@ GOLDEN = Path(__file__).parent / "golden"
 MIO = Character.load(CHARACTERS / "mio.toml")
 REX = Character.load(CHARACTERS / "rex.toml")
 HISTORY = charfmt.load_history(ROOT / "examples" / "history.jsonl", MIO)
-SHORTHAND = load_cases("shorthand.txt")
 
 # --- symmetry and safety -------------------------------------------------------
 
@@ -217,40 +216,6 @@ def test_estimate_tokens_counts_wide_characters_more() -> None:
 
 
 # --- characters and shorthand ------------------------------------------------------
-
-
-@pytest.mark.parametrize("case", SHORTHAND, ids=[c.name for c in SHORTHAND])
-def test_shorthand(case: Case) -> None:
-    turn = MIO.shorthand(case.input)
-    segments = [[s.tag, s.text] for chat in turn.chats for s in chat.segments]
-    assert segments == [json.loads(line) for line in case.expected if not line.startswith("!")]
-    assert [d.code for d in turn.diagnostics] == [line[2:] for line in case.expected if line.startswith("!")]
-
-
-def test_shorthand_warning_points_at_the_word() -> None:
-    text = "[angry] なんで？ [sigh] もういい"
-    (d,) = MIO.shorthand(text).diagnostics
-    assert text[d.offset : d.end] == "[sigh]"
-
-
-@pytest.mark.parametrize(
-    ("toml", "where"),
-    [
-        ('name = "x"\npersona = "p"\n', "c.toml: emotions: Field required"),
-        ('name = "x"\npersona = "p"\n[[emotions]]\nkey = "joy"\n\n[[emotions]]\nkey = " sad"\n',
-         "c.toml:7: emotions[1].key"),
-        ('name = "x"\npersona = "p"\nactions = ["a\\u0007"]\n[[emotions]]\nkey = "joy"\n', "c.toml:3: actions[0]"),
-        ('name = "x"\npersona = "p"\n[[emotions]]\nkey = "joy"\n[[examples]]\nuser = "hi"\n'
-         '[[examples.reply]]\nbody = "<msg>hi</act>"\n', "c.toml:8: examples[0].reply[0].body: CF205"),
-        ('name = "x"\npersona = "p"\n[[emotions]]\nkey = "joy"\n[[examples]]\nuser = "hi"\n'
-         '[[examples.reply]]\nbody = "<emo>sad</emo>"\n', "c.toml:8: examples[0].reply[0].body: emotion 'sad'"),
-        ('name = "x\n', "c.toml:1: invalid TOML"),
-    ],
-)  # fmt: skip
-def test_character_errors_name_file_key_and_line(toml: str, where: str) -> None:
-    with pytest.raises(CharacterError) as info:
-        Character.from_toml(toml, "c.toml")
-    assert str(info.value).startswith(where)
 
 
 def test_example_characters_load() -> None:

@@ -1,0 +1,139 @@
+"""The user's side: reading user blocks back (``parse_input``) and the typed shorthand (``parse_shorthand``)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import ROOT, Case, load_cases
+from hypothesis import given
+from hypothesis import strategies as st
+
+import charfmt
+from charfmt import Character, UserChat, UserContext, UserTurn
+from charfmt.testing import user_turns
+from charfmt.writer import body_text
+
+MIO = Character.load(ROOT / "examples" / "characters" / "mio.toml")
+SHORTHAND_CHARACTER = MIO.model_copy(update={"actions": [*MIO.actions, "ため息"]})
+SHORTHAND = load_cases("shorthand.txt")
+INPUTS = load_cases("user_input.txt")
+
+
+def _unescape(text: str) -> str:
+    """Case inputs write control characters as ``\\uXXXX``."""
+    return re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+# --- parse_input -------------------------------------------------------------------
+
+
+def _input(case: Case) -> str:
+    text = case.input.replace("␍", "\r")
+    return text[:-1] + "\n" if text.endswith("␤") else text
+
+
+@pytest.mark.parametrize("case", INPUTS, ids=[c.name for c in INPUTS])
+def test_parse_input(case: Case) -> None:
+    text = _input(case)
+    errors = [line[2:] for line in case.expected if line.startswith("! ")]
+    if errors:
+        (expected,) = errors
+        code, where, message = expected.split(" ", 2)
+        with pytest.raises(charfmt.ParseError) as info:
+            charfmt.parse_input(text)
+        (d,) = info.value.diagnostics
+        assert (d.code, f"{d.line}:{d.column}") == (code, where)
+        assert d.message.startswith(message), d.message
+        return
+    turn = charfmt.parse_input(text)
+    contexts = [json.loads(line[len("context ") :]) for line in case.expected if line.startswith("context ")]
+    assert turn.context == (UserContext(**contexts[0]) if contexts else None)
+    chats = [json.loads(line) for line in case.expected if line.startswith("{")]
+    assert [{"type": c.type, "segments": [[s.tag, s.text] for s in c.segments]} for c in turn.chats] == chats
+    # What was read renders to the canonical form, which reads back the same.
+    assert charfmt.parse_input(charfmt.render_user_block(turn)) == turn
+
+
+_LAYOUT = st.sampled_from(["", "\n", " ", "\r\n", "\n  ", "\n    ", "\t", "\n\n"])
+
+
+@st.composite
+def _laid_out(draw: st.DrawFn, turn: UserTurn) -> str:
+    """``turn`` written by hand: any layout whitespace between blocks, chats and elements."""
+    rendered = charfmt.render_user_block(turn)
+    context = rendered[: rendered.index("<user_chats>")]
+    if context:
+        context = context.rstrip("\n") + draw(st.sampled_from(["\n", "\r\n"])) + draw(_LAYOUT)
+    parts = [draw(_LAYOUT), context, "<user_chats>", draw(_LAYOUT)]
+    for chat in turn.chats:
+        parts.append(f'<chat type="{chat.type}">')
+        if chat.type == "C":
+            for seg in chat.segments:
+                parts += [draw(_LAYOUT), body_text("C", [seg])]
+            parts.append(draw(_LAYOUT))
+        else:
+            parts.append(body_text(chat.type, chat.segments))
+        parts += ["</chat>", draw(_LAYOUT)]
+    parts += ["</user_chats>", draw(_LAYOUT)]
+    return "".join(parts)
+
+
+@given(st.data(), user_turns())
+def test_any_layout_reads_back_the_same_turn(data: st.DataObject, turn: UserTurn) -> None:
+    assert charfmt.parse_input(data.draw(_laid_out(turn))) == turn
+
+
+_INTERNAL = re.compile(r"\$END|\b_?[A-Z]+(?:_[A-Z]+)+\b|__ANON|Token\(")
+
+
+@given(user_turns(), st.integers(0, 10_000), st.sampled_from(["", "<", "&", "x", " ", "\r", ">", '"', "</chat>"]))
+def test_errors_speak_the_users_words(turn: UserTurn, at: int, insert: str) -> None:
+    block = charfmt.render_user_block(turn)
+    cut = at % (len(block) + 1)
+    damaged = block[:cut] + insert + block[cut + (1 if not insert else 0) :]
+    try:
+        charfmt.parse_input(damaged)
+    except charfmt.ParseError as e:
+        (d,) = e.diagnostics
+        assert d.code == "CF501"
+        assert not _INTERNAL.search(d.message), d.message
+        assert 0 <= d.offset <= len(damaged)
+
+
+def test_parse_input_reads_the_few_shot_users_of_the_system_prompt() -> None:
+    for example in MIO.examples:
+        block = charfmt.render_user_block(example.user)
+        assert charfmt.parse_input(block + "\n") == example.user
+        assert charfmt.parse_input("  " + block.replace("\n", "\r\n")) == example.user
+
+
+# --- parse_shorthand ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", SHORTHAND, ids=[c.name for c in SHORTHAND])
+def test_shorthand(case: Case) -> None:
+    text = _unescape(case.input)
+    turn = SHORTHAND_CHARACTER.shorthand(text)
+    chats = [[[s.tag, s.text] for s in chat.segments] for chat in turn.chats]
+    assert chats == [json.loads(line) for line in case.expected if not line.startswith("!")]
+    assert all(chat.type == "C" for chat in turn.chats)
+    diagnostics = [(d.code, text[d.offset : d.end]) for d in turn.diagnostics]
+    expected = [tuple(_unescape(line[2:]).split(" ", 1)) for line in case.expected if line.startswith("!")]
+    assert diagnostics == expected
+
+
+def test_shorthand_turn_renders_and_reads_back() -> None:
+    for case in SHORTHAND:
+        turn = SHORTHAND_CHARACTER.shorthand(_unescape(case.input))
+        assert charfmt.parse_input(charfmt.render_user_block(turn)).chats == turn.chats
+
+
+def test_parentheses_without_a_vocabulary_are_text() -> None:
+    turn = charfmt.parse_shorthand("(angry) hi [sad] bye")
+    assert turn.chats == [
+        UserChat(segments=[charfmt.Segment(tag="msg", text="(angry) hi")]),
+        UserChat(segments=[charfmt.Segment(tag="emo", text="sad"), charfmt.Segment(tag="msg", text="bye")]),
+    ]
+    assert turn.diagnostics == []

@@ -62,9 +62,8 @@ def hostile_chats(draw: st.DrawFn, *, user: bool) -> Any:
 def hostile_turns(draw: st.DrawFn) -> UserTurn:
     chats = draw(st.lists(hostile_chats(user=True), min_size=1, max_size=2))
     value = st.one_of(st.none(), hostile())
-    context = UserContext(
-        emotion=draw(value), action=draw(value), environment=draw(value), extra=draw(st.dictionaries(st.sampled_from(["HP", "Place"]), hostile(), max_size=2))
-    )  # fmt: skip
+    extra = draw(st.dictionaries(st.sampled_from(["HP", "Place"]), hostile(), max_size=2))
+    context = UserContext(emotion=draw(value), action=draw(value), environment=draw(value), extra=extra)
     return UserTurn(chats=chats, context=context)
 
 
@@ -148,7 +147,8 @@ def test_a_hostile_history_file_forges_no_turn(tmp_path: Path) -> None:
     assert _hash_lines(prompt) == _hash_lines(charfmt.render_system(REX)) + ["### Customer", "### Rex"] * 2
     _no_control_string(prompt)
     for provider in PROVIDERS:
-        _no_control_string(json.dumps(charfmt.render_messages(REX, history, UserTurn.say(forged), provider=provider), ensure_ascii=False))  # fmt: skip
+        request = charfmt.render_messages(REX, history, UserTurn.say(forged), provider=provider)
+        _no_control_string(json.dumps(request, ensure_ascii=False))
 
 
 def test_names_and_persona_cannot_forge_a_turn_either() -> None:
@@ -250,8 +250,10 @@ def test_the_views_keep_every_name_templates_use(tmp_path: Path) -> None:
         "{{ character.name }}|{{ character.language }}|{{ character.user_name }}|{{ character.actions | join(',') }}|"
         "{% for e in character.emotions %}{{ e.key }}:{{ e.aliases | join('/') }}:{{ e.sprite }};{% endfor %}|"
         "{{ character.vocabulary.keys | join(',') }}|{{ character.vocabulary.resolve('happy') }}|"
-        "{{ character.examples[0].reply.chats[0].texts('msg') | join }}|{{ character.examples[0].user | user_block | length > 0 }}|"
-        "{% for t in tags %}{{ t.name }}{{ t.open }}{% endfor %}|{% for k, v in chat_types.items() %}{{ k }}{% endfor %}",
+        "{{ character.examples[0].reply.chats[0].texts('msg') | join }}|"
+        "{{ character.examples[0].user | user_block | length > 0 }}|"
+        "{% for t in tags %}{{ t.name }}{{ t.open }}{% endfor %}|"
+        "{% for k, v in chat_types.items() %}{{ k }}{% endfor %}",
         encoding="utf-8",
     )  # fmt: skip
     out = charfmt.render_system(REX, templates=tmp_path)
@@ -267,12 +269,16 @@ def test_the_views_keep_every_name_templates_use(tmp_path: Path) -> None:
 
 # --- bounded memory -----------------------------------------------------------------------
 
+RECURSE = "{{% macro f(x, n) %}}{{% if n %}}{{{{ f({step}, n - 1) }}}}{{% else %}}{{{{ {end} }}}}{{% endif %}}"
+RECURSE += "{{% endmacro %}}{{{{ f({start}, 60) }}}}"
+
 BOMBS = {
     "str times huge": "{{ ('a' * 10**15) | length }}",
     "list times huge": "{{ ([1] * 10**12) | length }}",
-    "doubling by ~": "{% macro f(s, n) %}{% if n %}{{ f(s ~ s, n - 1) }}{% else %}{{ s | length }}{% endif %}{% endmacro %}{{ f('a', 60) }}",
-    "doubling by +": "{% macro f(s, n) %}{% if n %}{{ f(s + s, n - 1) }}{% else %}{{ s | length }}{% endif %}{% endmacro %}{{ f(['a'], 60) }}",
-    "namespace doubling": "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+    "doubling by ~": RECURSE.format(step="x ~ x", end="x | length", start="'a'"),
+    "doubling by +": RECURSE.format(step="x + x", end="x | length", start="['a']"),
+    "namespace doubling": "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+    "{% endfor %}{{ ns.s | length }}",
     "join separator": "{{ range(100000) | join('x' * 1000000) }}",
     "str.join": "{{ ('x' * 1000000).join(range(100000) | map('string')) | length }}",
     "center": "{{ 'x' | center(10**12) }}",
@@ -288,11 +294,12 @@ BOMBS = {
     "format filter star": "{{ '%*d' | format(10**9, 1) }}",
     "wordwrap": "{{ ('a ' * 100000) | wordwrap(1, wrapstring='x' * 100000) }}",
     "big power": "{{ 7 ** (10 ** 9) }}",
-    "squaring": "{% macro f(x, n) %}{% if n %}{{ f(x * x, n - 1) }}{% else %}{{ x > 1 }}{% endif %}{% endmacro %}{{ f(10, 40) }}",
+    "squaring": RECURSE.format(step="x * x", end="x > 1", start="10"),
     "map center list": "{{ range(100000) | map('center', 1000000) | list | length }}",
     "references": "{{ (['y' * 1000000] * 100) | join | length }}",
     "output loop": "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
-    "macro body": "{% macro m() %}{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}{% endmacro %}{{ m() | length }}",
+    "macro body": "{% macro m() %}{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}{% endmacro %}"
+    "{{ m() | length }}",
     "set block": "{% set x %}{% for i in range(100000) %}{{ 'z' * 1000 }}{% endfor %}{% endset %}{{ x | length }}",
     "lipsum": "{{ lipsum(10**9) }}",
     "slice": "{{ range(10) | slice(10**9) | list }}",
@@ -334,5 +341,6 @@ def test_ordinary_growth_within_the_limit_still_renders(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert charfmt.render_system(REX, templates=tmp_path) == "2000     x    |0-1-2-3-4 007    1 1024 3 ab"
-    long_history = [Exchange(user=UserTurn.say("あ" * 2000), reply=ex.reply) for ex in charfmt.load_history(ROOT / "examples" / "history.jsonl", MIO)] * 200  # fmt: skip
+    base = charfmt.load_history(ROOT / "examples" / "history.jsonl", MIO)
+    long_history = [Exchange(user=UserTurn.say("あ" * 2000), reply=ex.reply) for ex in base] * 200
     assert charfmt.render_text(MIO, long_history, UserTurn.say("hi")).count("### ミオ") == len(long_history) + 1

@@ -245,8 +245,7 @@ class _Record:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Record) and self._source == other._source
 
-    def __hash__(self) -> int:
-        return id(self._source)
+    __hash__ = None  # type: ignore[assignment]  # equal views of equal models; unhashable like the lists inside
 
     def __repr__(self) -> str:
         return f"{type(self._source).__name__}({', '.join(f'{k}={v!r}' for k, v in self._fields.items())})"

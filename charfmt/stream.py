@@ -34,18 +34,20 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from charfmt.body import decode_text, terminal_regex
-from charfmt.diagnostics import CODES, Diagnostic
+from charfmt.diagnostics import CODES, Diagnostic, ParseError
 from charfmt.events import (
     Action,
     ChatEnd,
     ChatStart,
     DiagnosticEvent,
+    Dialect,
     Emotion,
     Event,
     Reset,
     SegmentEnd,
     SegmentStart,
     TextDelta,
+    reply_dialect,
     reply_events,
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
@@ -69,6 +71,9 @@ _JWS: Final = "[ \t\n\r]*"
 _WS_RUN: Final = re.compile(_JWS)
 _TYPES: Final = "|".join(map(re.escape, CHAT_TYPES))
 _ORDER: Final = "[1-9][0-9]*"
+_ORDER_DIGITS_MAX: Final = 640
+"""A longer order is read by the batch reader at ``close()``: ``int()`` refuses longer digit
+strings where a process lowers CPython's limit (4,300 by default) to its minimum, 640."""
 _TOP_RE: Final = re.compile(rf'\{{{_JWS}"chats"{_JWS}:{_JWS}\[')
 _HEADER: Final = re.compile(
     rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"({_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}({_ORDER})'
@@ -151,6 +156,7 @@ class Collector:
     def __init__(self) -> None:
         self.chats: dict[int, dict[str, Any]] = {}
         self.diagnostics: list[Diagnostic] = []
+        self.dialect: str | None = None
 
     def add(self, event: Event) -> None:
         """Apply one event."""
@@ -165,9 +171,12 @@ class Collector:
                 segment[2] = event.intensity
         elif isinstance(event, DiagnosticEvent):
             self.diagnostics.append(event.diagnostic)
+        elif isinstance(event, Dialect):
+            self.dialect = event.name
         elif isinstance(event, Reset):
             self.chats.clear()
             self.diagnostics.clear()
+            self.dialect = None
 
     def reply(self) -> Reply:
         """The reply so far, chats sorted by order (stable: equal orders keep arrival order)."""
@@ -180,7 +189,7 @@ class Collector:
             chats.append(construct_trusted(Chat, {"type": c["type"], "order": c["order"], "segments": segments}))
         chats.sort(key=lambda c: c.order)
         diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
-        return construct_trusted(Reply, {"chats": chats, "diagnostics": diagnostics, "dialect": None})
+        return construct_trusted(Reply, {"chats": chats, "diagnostics": diagnostics, "dialect": self.dialect})
 
 
 def collect(events: Iterable[Event]) -> Reply:
@@ -224,6 +233,7 @@ class StreamParser:
         "_need",
         "_orders",
         "_out",
+        "_oversize",
         "_pend",
         "_room",
         "_state",
@@ -251,8 +261,9 @@ class StreamParser:
         self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
         self._kept: list[str | bytes] | None = []
-        self._room = max_size  # what may still be kept (bytes)
+        self._room = max_size  # max_size less the bytes fed (bytes input)
         self._limit = max_size  # past this offset (characters), nothing more is kept
+        self._oversize = False  # left the format within max_size, then grew past it (see _over_size)
         self._bytes = False
         self._state = _TOP
         self._pend = ""  # the start of a token cut by the chunk boundary
@@ -328,6 +339,8 @@ class StreamParser:
                 text = self._decoder.decode(data)
             except UnicodeDecodeError:
                 self._hold(self._pend, len(self._pend))
+                if self._room < 0:
+                    self._over_size()
                 return self._flush()
         if pend := self._pend:
             # A token cut by the last boundary: no work while this chunk cannot complete it.
@@ -337,12 +350,16 @@ class StreamParser:
                 need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX
             ):
                 self._pend = s
+                if self._room < 0:  # bytes: the next chunk is not kept either
+                    self._over_size()
                 return []
             self._pend = ""
         elif not text:
             return []
         elif self._state == _HELD:
             self._base += len(text)
+            if self._base > self._limit or self._room < 0:
+                self._over_size()
             return []
         else:
             s = text
@@ -475,8 +492,8 @@ class StreamParser:
                 self._line += newlines
                 self._line_start = self._base + s.rfind("\n", 0, end) + 1
             self._base += end
-            if self._base > self._limit:
-                self._over_size()
+        if self._base > self._limit or self._room < 0:
+            self._over_size()
         if self._text and self._streams:
             self._emit_text()
         return self._flush()
@@ -500,14 +517,10 @@ class StreamParser:
         return early + self._flush()
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def _keep(self, chunk: str | bytes) -> None:
-        if self._kept is None:
-            return
-        self._room -= len(chunk)
-        if self._room < 0 and self._state != _HELD:
-            self._kept = None  # memory stays flat from here on
-            return
-        self._kept.append(chunk)
+    def _keep(self, chunk: bytes) -> None:
+        self._room -= len(chunk)  # checked once the chunk is read (_over_size)
+        if self._kept is not None:
+            self._kept.append(chunk)
 
     def _cut_closer(self, chunk: str) -> bool:
         """Whether ``chunk`` is decided text and then the start of the closing tag (which then waits)."""
@@ -520,10 +533,31 @@ class StreamParser:
         return True
 
     def _over_size(self) -> None:
-        """The text read so far is past ``max_size``: memory stays flat from here on."""
-        if self._state != _HELD:
-            self._kept = None
-            self._limit = sys.maxsize
+        """More than ``max_size`` was fed: nothing more is kept, memory stays flat from here on.
+
+        The stream reads its first ``max_size`` characters (bytes for ``bytes`` input) like
+        ``parse`` does. Still in the format there, it is a long stream: it goes on streaming,
+        and damage after that point is reported as ``CF801`` (see ``_complete``). Out of the
+        format before that point, it is read like ``parse`` reads input over ``max_size``: at
+        ``close()``, ``CF002`` and no chats.
+        """
+        if self._kept is None:
+            return
+        if self._state == _HELD and self._held_offset() < self.max_size:
+            self._oversize = True
+        self._kept = None
+        self._limit = sys.maxsize
+
+    def _held_offset(self) -> int:
+        """Where the input left the format, in the unit of ``max_size`` (bytes for ``bytes`` input)."""
+        offset = self._held_at[0]
+        if self._bytes and self._kept is not None:
+            raw = self._raw(self._kept)
+            return len(raw.decode("utf-8", "surrogateescape")[:offset].encode("utf-8", "surrogateescape"))
+        return offset
+
+    def _raw(self, kept: list[str | bytes]) -> bytes:
+        return b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in kept)
 
     def _hold(self, s: str, i: int) -> int:
         """The input left the format at ``s[i]``: emit the text decided before it, hold the rest."""
@@ -573,6 +607,8 @@ class StreamParser:
     # -- the reader: what a token means ------------------------------------------------------
     def _chat_begins(self, m: re.Match[str]) -> None:
         kind, order_text = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
+        if len(order_text) > _ORDER_DIGITS_MAX:
+            raise _Held
         order = int(order_text)
         if order in self._orders:
             raise _Held  # a repeated order: the batch reader renumbers it
@@ -702,6 +738,14 @@ class StreamParser:
 
     def _complete(self) -> None:
         """Damaged or cut-off input: read it all in batch, emit only what is missing."""
+        if self._oversize:
+            # What parse(text, lenient=True) says of the same input (and all it says).
+            size = self.max_size - self._room if self._bytes else self._base
+            message = f"input is {size:,} long; the maximum is {self.max_size:,} (max_size)"
+            shown = self._collector is None or bool(self._folded().chats or self._collector.diagnostics)
+            self._out = [Reset()] if shown else []
+            self._out.append(DiagnosticEvent(None, Diagnostic.at("", "CF002", message, 0)))
+            return
         if self._kept is None:
             end = self._base + len(self._pend)
             self._hold(self._pend, 0)  # where the reader stopped (a token that never completed)
@@ -713,7 +757,7 @@ class StreamParser:
             return
         raw: str | bytes
         if self._bytes:
-            raw = b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in self._kept)
+            raw = self._raw(self._kept)
         else:
             raw = "".join(c for c in self._kept if isinstance(c, str))
         size = max(self.max_size, len(raw))
@@ -724,7 +768,15 @@ class StreamParser:
         if pause:
             gc.disable()
         try:
-            batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=size)  # strict: raises
+            try:
+                batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=size)  # strict: raises
+            except Exception as e:
+                if not self.lenient or isinstance(e, ParseError):
+                    raise
+                # A lenient stream never raises: a bug in the batch reader is reported, not thrown.
+                message = f"internal error while recovering ({type(e).__name__}: {e}); please report it"
+                self._out = [DiagnosticEvent(None, Diagnostic.at("", "CF999", message, 0))]
+                return
             self._reconcile(batch)
         finally:
             if pause:
@@ -758,6 +810,8 @@ class StreamParser:
                 next_index += 1
         if by_order or not consistent:
             out = [Reset(), *reply_events(batch)]  # the batch reader contradicts what was shown
+        elif (dialect := reply_dialect(batch)) is not None:
+            out.append(Dialect(dialect))  # last, as in Reply.events()
         self._out = out
 
     def _finish_chat(self, index: int, have: dict[str, Any], chat: Chat) -> list[Event] | None:

@@ -18,7 +18,8 @@ text inside a message is one delta without entering the reader at all.
 The moment the input leaves the format, the stream keeps what it has shown and holds the
 rest; ``close()`` reads the whole text with ``charfmt.parse(lenient=True)`` (the same
 recovery rules) and emits only what is missing, so the events always rebuild exactly
-the batch result. Damaged input streams up to the damage and completes at the end.
+the batch result. Damaged input streams up to the damage and completes at the end; a
+repaired reply's ``Dialect`` is its last event, as in ``Reply.events()``.
 Markup written as JSON escapes (``\\u003c`` for ``<``) is valid but rare: it is read at
 ``close()``.
 """
@@ -203,10 +204,21 @@ def collect(events: Iterable[Event]) -> Reply:
 class StreamParser:
     """Feed it chunks of model output (``str`` or ``bytes``); get events as soon as they are certain.
 
-    ``max_size`` bounds the text kept for repairs: past it, memory stays flat, and damage
-    after that point can no longer be repaired (``CF801``). ``keep_reply=False`` keeps no
-    ``reply`` either (for unbounded streams); a damaged stream then ends with ``Reset``
-    and the whole batch result.
+    ``max_size`` (characters of ``str`` input, bytes of ``bytes`` input, as in ``parse``)
+    bounds the text kept for repairs, and at that bound the stream agrees with
+    ``parse(text, lenient=True, max_size=...)``:
+
+    - a stream of at most ``max_size`` is repaired exactly like the batch;
+    - a stream that left the format before ``max_size`` and goes on past it ends like the
+      batch, with ``CF002`` and no chats (after a ``Reset`` that takes back what it showed);
+      nothing past the bound is kept, so memory stays flat;
+    - a stream still in the format at ``max_size`` is a long stream, which the batch would
+      refuse whole: it goes on streaming with flat memory, and damage after that point is
+      reported as ``CF801`` where it begins, not repaired.
+
+    ``keep_reply=False`` keeps no ``reply`` either (for unbounded streams); a damaged
+    stream then ends with ``Reset`` and the whole batch result. A lenient stream never
+    raises (a bug in the batch reader becomes a ``CF999`` diagnostic, as in ``parse``).
     """
 
     # Slots: the hot path reads a dozen attributes per chunk (about 8% faster than a __dict__).
@@ -551,10 +563,18 @@ class StreamParser:
     def _held_offset(self) -> int:
         """Where the input left the format, in the unit of ``max_size`` (bytes for ``bytes`` input)."""
         offset = self._held_at[0]
-        if self._bytes and self._kept is not None:
-            raw = self._raw(self._kept)
-            return len(raw.decode("utf-8", "surrogateescape")[:offset].encode("utf-8", "surrogateescape"))
-        return offset
+        if not self._bytes or self._kept is None:
+            return offset
+        # Count the bytes of the first ``offset`` characters chunk by chunk (no copy of the whole).
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        chars = size = 0
+        for chunk in self._kept:
+            text = decoder.decode(chunk if isinstance(chunk, bytes) else chunk.encode("utf-8", "surrogatepass"))
+            if chars + len(text) >= offset:
+                return size + len(text[: offset - chars].encode("utf-8", "surrogateescape"))
+            chars += len(text)
+            size += len(text.encode("utf-8", "surrogateescape"))
+        return size
 
     def _raw(self, kept: list[str | bytes]) -> bytes:
         return b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in kept)
@@ -755,11 +775,7 @@ class StreamParser:
                 code="CF801", message=message, severity="error", line=line, column=column, offset=offset, end=end,
             )))  # fmt: skip
             return
-        raw: str | bytes
-        if self._bytes:
-            raw = self._raw(self._kept)
-        else:
-            raw = "".join(c for c in self._kept if isinstance(c, str))
+        raw = self._raw(self._kept) if self._bytes else "".join(c for c in self._kept if isinstance(c, str))
         size = max(self.max_size, len(raw))
         # The batch result of a long damaged reply can hold hundreds of thousands of
         # diagnostics, each becoming an event: acyclic objects the collector would rescan

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from conftest import CASES, MARK, load_cases
 from hypothesis import given
-from hypothesis import strategies as st
 
 import charfmt
 from charfmt.fuzz import Damaged

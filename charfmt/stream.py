@@ -758,25 +758,35 @@ class StreamParser:
 
     def _complete(self) -> None:
         """Damaged or cut-off input: read it all in batch, emit only what is missing."""
+        raw: str | bytes | None = None
+        if self._kept is not None:
+            raw = self._raw(self._kept) if self._bytes else "".join(c for c in self._kept if isinstance(c, str))
+            # Over max_size only by a token that never completed: it began before the bound.
+            self._oversize = self._oversize or len(raw) > self.max_size
         if self._oversize:
             # What parse(text, lenient=True) says of the same input (and all it says).
-            size = self.max_size - self._room if self._bytes else self._base
+            if raw is not None:
+                size = len(raw)
+            else:
+                size = self.max_size - self._room if self._bytes else self._base + len(self._pend)
             message = f"input is {size:,} long; the maximum is {self.max_size:,} (max_size)"
+            cf002 = Diagnostic.at("", "CF002", message, 0)
+            self._fail(cf002)
             shown = self._collector is None or bool(self._folded().chats or self._collector.diagnostics)
             self._out = [Reset()] if shown else []
-            self._out.append(DiagnosticEvent(None, Diagnostic.at("", "CF002", message, 0)))
+            self._out.append(DiagnosticEvent(None, cf002))
             return
-        if self._kept is None:
+        if raw is None:
             end = self._base + len(self._pend)
             self._hold(self._pend, 0)  # where the reader stopped (a token that never completed)
             offset, line, column = self._held_at
             message = f"the stream is longer than max_size ({self.max_size:,}) and left the format: the rest is dropped"
-            self._out.append(DiagnosticEvent(None, Diagnostic(
+            cf801 = Diagnostic(
                 code="CF801", message=message, severity="error", line=line, column=column, offset=offset, end=end,
-            )))  # fmt: skip
+            )  # fmt: skip
+            self._fail(cf801)
+            self._out.append(DiagnosticEvent(None, cf801))
             return
-        raw = self._raw(self._kept) if self._bytes else "".join(c for c in self._kept if isinstance(c, str))
-        size = max(self.max_size, len(raw))
         # The batch result of a long damaged reply can hold hundreds of thousands of
         # diagnostics, each becoming an event: acyclic objects the collector would rescan
         # again and again (the parser pauses it for the same reason).
@@ -785,7 +795,7 @@ class StreamParser:
             gc.disable()
         try:
             try:
-                batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=size)  # strict: raises
+                batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=self.max_size)
             except Exception as e:
                 if not self.lenient or isinstance(e, ParseError):
                     raise
@@ -797,6 +807,11 @@ class StreamParser:
         finally:
             if pause:
                 gc.enable()
+
+    def _fail(self, diagnostic: Diagnostic) -> None:
+        """A strict stream raises where ``parse`` would; a lenient one reports ``diagnostic``."""
+        if not self.lenient:
+            raise ParseError([diagnostic])
 
     def _reconcile(self, batch: Reply) -> None:
         """Emit what ``batch`` holds beyond what was streamed, or ``Reset`` and all of it."""

@@ -296,6 +296,11 @@ def test_damage_past_max_size_is_reported_not_repaired() -> None:
     assert cf801[0].line == 1 and cf801[0].column == cf801[0].offset + 1
     # Within max_size the same damage is repaired like the batch parser does.
     _same(_stream([damaged[i : i + 100] for i in range(0, len(damaged), 100)]), charfmt.parse(damaged, lenient=True))
+    strict = charfmt.StreamParser(lenient=False, max_size=50_000)
+    for i in range(0, len(damaged), 100):
+        strict.feed(damaged[i : i + 100])
+    with pytest.raises(charfmt.ParseError, match="CF801"):
+        strict.close()
 
 
 def _observed_reply(reply: charfmt.Reply) -> tuple[object, ...]:
@@ -325,6 +330,25 @@ def test_a_damaged_stream_longer_than_max_size_gives_the_batch_result(as_bytes: 
             assert _observed_reply(charfmt.collect(events)) == _observed_reply(batch)
             if oversize:  # what was shown before the damage is taken back, as the batch shows nothing
                 assert any(isinstance(e, charfmt.Reset) for e in events)
+        strict = charfmt.StreamParser(lenient=False, max_size=max_size)
+        for i in range(0, len(data), 512):
+            strict.feed(data[i : i + 512])
+        with pytest.raises(charfmt.ParseError) as raised:
+            strict.close()
+        with pytest.raises(charfmt.ParseError) as expected:
+            charfmt.parse(data, max_size=max_size)
+        assert raised.value.first.code == expected.value.first.code
+        assert (expected.value.first.code == "CF002") == oversize
+
+
+def test_a_stream_cut_inside_a_token_at_max_size_gives_the_batch_result() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>' + "x" * 100 + "&amp;</msg>"
+    cut = text.index("&amp;") + 3  # ends inside the entity, which waits for its ';'
+    for max_size in (cut - 2, cut - 1, cut):
+        events = _stream([text[:cut]], max_size=max_size)
+        assert _observed_reply(charfmt.collect(events)) == _observed_reply(
+            charfmt.parse(text[:cut], lenient=True, max_size=max_size)
+        )
 
 
 @pytest.mark.parametrize(("words", "width"), [("on and on. ", 1), ("ずっと続く。", 2)])
@@ -434,5 +458,5 @@ def test_a_reply_cut_inside_an_escape_ends_without_a_piece_of_it(stop: int, befo
     text = _CUT_REPLY[:stop]
     for reply in (charfmt.parse(text, lenient=True), charfmt.collect(_stream(list(text)))):
         assert "".join(reply.chats[0].texts("msg")) == before
-        assert any(d.offset == _CUT_REPLY.rindex("\\" if text.rfind("\\") > text.rfind("&") else "&", 0, stop)
-                   for d in reply.diagnostics)  # fmt: skip
+        piece = max(text.rfind("\\"), text.rfind("&"))  # where the cut-off escape or entity begins
+        assert any(piece <= d.offset <= stop for d in reply.diagnostics)

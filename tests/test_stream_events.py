@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from conftest import CASES, MARK, load_cases
 from hypothesis import given
+from hypothesis import strategies as st
 
 import charfmt
 from charfmt.fuzz import Damaged
@@ -158,3 +159,20 @@ def test_inputs_cover_every_case_file() -> None:
     files = {Path(p.id.split(":")[0]) for p in INPUTS if p.id is not None}
     assert {Path(f.stem) for f in CASES.glob("*.txt")} == files
     assert len(INPUTS) > 200
+
+
+@given(
+    damaged_replies().flatmap(lambda d: chunkings(d.text).map(lambda chunks: (d, chunks))),
+    st.floats(0.2, 1.5),
+)
+def test_damaged_replies_agree_with_the_batch_at_max_size(case: tuple[Damaged, list[str]], fraction: float) -> None:
+    damaged, chunks = case
+    max_size = max(1, int(len(damaged.text) * fraction))
+    events = _stream(chunks, max_size=max_size)
+    codes = {e.diagnostic.code for e in events if isinstance(e, charfmt.DiagnosticEvent)}
+    if len(damaged.text) > max_size and "CF002" not in codes:
+        # Still in the format at max_size: a long stream, streamed rather than refused (see
+        # StreamParser); damage after the bound is CF801, never a repair.
+        assert "CF801" in codes or not any(isinstance(e, charfmt.Reset) for e in events)
+        return
+    _agree(chunks, damaged.text, max_size=max_size)

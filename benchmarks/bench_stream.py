@@ -2,12 +2,14 @@
 
 Run: .venv/bin/python benchmarks/bench_stream.py [--quick]
 
-- total cost of streaming a reply in 4-character chunks, as a ratio to one batch
-  ``parse(lenient=True)`` of the same text, measured interleaved in one run; the naive
-  "re-parse the whole prefix on every chunk" approach as the baseline for context;
+- total cost (CPU time) of streaming a reply in 4-character chunks, as a ratio to one
+  batch ``parse(lenient=True)`` of the same text, measured interleaved in one run; the
+  naive "re-parse the whole prefix on every chunk" approach as the baseline for context;
 - p50/p99 latency of one ``feed()`` call, for a 3 KB and a 300 KB reply (flat = good);
 - peak RSS of a fresh process streaming a 50 MB reply (``keep_reply=False``), against
-  the same process after import only.
+  the same process after import only;
+- the sentence splitter on the shapes that once were quadratic (a trailing run of ``.``,
+  text inside an unclosed 「): CPU time for n and 10n characters in 4-character deltas.
 """
 
 from __future__ import annotations
@@ -27,18 +29,30 @@ import charfmt
 
 def stream_once(text: str, size: int) -> float:
     chunks = [text[i : i + size] for i in range(0, len(text), size)]
-    start = time.perf_counter()
+    start = time.process_time()
     parser = charfmt.StreamParser()
     for chunk in chunks:
         parser.feed(chunk)
     parser.close()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def batch_once(text: str) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     charfmt.parse(text, lenient=True)
-    return time.perf_counter() - start
+    return time.process_time() - start
+
+
+def split_once(text: str, size: int = 4) -> float:
+    """CPU time of the sentence splitter over one ``msg`` segment delivered in ``size``-character deltas."""
+    deltas = [charfmt.TextDelta(0, 0, "msg", text[i : i + size]) for i in range(0, len(text), size)]
+    start = time.process_time()
+    splitter = charfmt.SentenceSplitter()
+    splitter.feed(charfmt.ChatStart(0, "C", 1))
+    for delta in deltas:
+        splitter.feed(delta)
+    splitter.feed(charfmt.SegmentEnd(0, 0, "msg"))
+    return time.process_time() - start
 
 
 def reparse_prefix(text: str, size: int) -> float:
@@ -101,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     naive = reparse_prefix(text, size)
     print(
         f"3 KB reply ({len(text.encode()):,} bytes, {len(text):,} characters), {size}-char chunks, "
-        f"{rounds} interleaved rounds: streaming "
+        f"{rounds} interleaved rounds, CPU time: streaming "
         f"{s * 1e3:.2f} ms, batch lenient {b * 1e3:.2f} ms -> {r:.2f}x (median ratio per round; "
         f"quartiles {q1:.2f}-{q3:.2f})"
     )
@@ -122,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{written / 1e6:.0f} MB stream ({chats:,} chats, {events:,} events): peak RSS {after / 1024:.0f} MB "
         f"(after import {before / 1024:.0f} MB; +{(after - before) / 1024:.1f} MB)"
     )
+    n = 20_000 if args.quick else 200_000
+    for name, shape in (("trailing '.' run", lambda k: "." * k), ("unclosed 「", lambda k: "「" + "あ" * k)):
+        small = min(split_once(shape(n)) for _ in range(3))
+        large = min(split_once(shape(10 * n)) for _ in range(3))
+        print(
+            f"sentence splitter, {name}: {n:,} chars {small * 1e3:.1f} ms, {10 * n:,} chars "
+            f"{large * 1e3:.1f} ms -> x{large / small:.1f} for 10x input"
+        )
     return 0
 
 

@@ -119,12 +119,27 @@ class Reset(_EventBase):
     kind: Literal["reset"] = field(default="reset", init=False)
 
 
-Event = ChatStart | SegmentStart | Emotion | Action | TextDelta | SegmentEnd | ChatEnd | DiagnosticEvent | Reset
+@dataclass(slots=True)
+class Dialect(_EventBase):
+    """The format the model actually wrote (``Reply.dialect``): the last event of a reply read leniently.
+
+    Only a reply that was not valid has one (``canonical`` when it was repaired but written
+    in charfmt's own format). A stream learns it at ``close()``, when it completes a damaged
+    reply, so ``Reply.events()`` puts it last too.
+    """
+
+    name: str
+    kind: Literal["dialect"] = field(default="dialect", init=False)
+
+
+Event = (
+    ChatStart | SegmentStart | Emotion | Action | TextDelta | SegmentEnd | ChatEnd | DiagnosticEvent | Reset | Dialect
+)
 """Every event type; switch on ``event.kind``."""
 
 
 def reply_events(reply: Reply) -> Iterator[Event]:
-    """Diagnostics first, then each chat in display order, element by element."""
+    """Diagnostics first, then each chat in display order, element by element, then the dialect."""
     for d in reply.diagnostics:
         yield DiagnosticEvent(d.chat, d)
     for c, chat in enumerate(reply.chats):
@@ -139,3 +154,10 @@ def reply_events(reply: Reply) -> Iterator[Event]:
                 yield TextDelta(c, s, seg.tag, seg.text)
             yield SegmentEnd(c, s, seg.tag)
         yield ChatEnd(c)
+    if (dialect := reply_dialect(reply)) is not None:
+        yield Dialect(dialect)
+
+
+def reply_dialect(reply: Reply) -> str | None:
+    """``reply.dialect``, also for a reply built without the field (``parse`` of empty or oversize input)."""
+    return reply.__dict__.get("dialect")

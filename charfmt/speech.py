@@ -1,12 +1,36 @@
 """Sentences for text-to-speech: complete sentences from message deltas, as early as possible.
 
-Splits after ``。！？…`` (Japanese, Chinese), after ``.!?`` followed by a space (not in
-``3.5``), and at newlines; never inside quotes (「…」, "…", “…”). Each sentence keeps
-the emotion that was active when it was spoken. Only decoded text reaches it: no markup.
+The rule, read left to right over one segment's decoded text (only decoded text reaches
+it: no markup); the result depends on the text only, never on how it was chunked:
+
+- A **newline** always ends a sentence (and closes any quote left open on its line).
+- Inside quotes (「…」, 『…』, “…”, "…", （…）, (…)) nothing else ends a sentence.
+- Outside quotes, a **run** of end punctuation (``。！？…‼⁇⁈⁉.!?``, any mix) and the
+  closing brackets right after it end a sentence together: ``えっ！？``, ``やったー！！！``
+  and ``本当…。`` are one sentence each, and speech never gets a lone ``？``. Then:
+
+  - a run holding CJK punctuation ends the sentence whatever follows (``わあ！本当``);
+  - a run of ``.!?`` only ends it when whitespace or the end follows (not ``3.5``,
+    ``a.b`` or ``?!x``);
+  - a single ``.`` after an abbreviation of ``ABBREVIATIONS`` (``Dr. Smith``,
+    ``e.g. this``) never ends it;
+  - an ellipsis (``...``, ``…``) followed, after optional spaces, by a lower-case letter
+    does not end it (``Really... that's great`` is one sentence; ``Wait... What?`` is two).
+
+- A closing quote right after end punctuation ends the sentence when whitespace, an
+  opening quote or the end follows (``「ねえ！」「なに？」`` is two sentences;
+  ``「ねえ！」と言った。`` is one).
+
+A sentence whose end cannot be decided yet (a run of end punctuation, closing brackets
+or the spaces after an ellipsis at the end of the text so far) waits for the next delta
+or the end of the segment. Each sentence keeps the emotion that was active when it was
+spoken. Every character is looked at once and pending text is never copied again, so the
+work is linear in the text however it is chunked.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
@@ -15,8 +39,24 @@ from charfmt.events import ChatStart, Emotion, Event, Reset, SegmentEnd, TextDel
 
 _CJK_END: Final = frozenset("。！？…‼⁇⁈⁉")
 _WESTERN_END: Final = frozenset(".!?")
+_END: Final = _CJK_END | _WESTERN_END
+_ELLIPSIS: Final = frozenset(".…")
 _OPENERS: Final = {"「": "」", "『": "』", "“": "”", "（": "）", "(": ")"}
-_CLOSERS: Final = frozenset("」』”）)\"'")
+_CLOSERS: Final = frozenset("」』”）)'")
+"""Closing brackets that belong to the end punctuation before them ('"' toggles instead)."""
+_SPECIAL: Final = re.compile("[" + re.escape("".join(sorted(_END | set(_OPENERS) | _CLOSERS | {'"', "\n"}))) + "]")
+"""A character the rule looks at outside a pending decision; everything else is skipped."""
+
+ABBREVIATIONS: Final = frozenset(
+    {"mr", "mrs", "ms", "mx", "dr", "prof", "st", "sr", "jr", "mt", "vs", "etc", "e.g", "i.e", "cf", "approx"}
+)
+"""Words (lower case, without the final ``.``) whose ``.`` never ends a sentence: ``Dr. Smith``."""
+_LOOKBACK: Final = 8
+"""How many characters before a ``.`` are kept to recognise an abbreviation (longer than any)."""
+
+# Phases of a pending decision: none; in a run of end punctuation; in the closing brackets
+# after it; in the spaces after an ellipsis; in the closing brackets after a closed quote.
+_NONE, _RUN, _RUN_CLOSERS, _ELLIPSIS_SPACE, _QUOTE_CLOSERS = range(5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +75,23 @@ class Sentence:
 
 @dataclass(slots=True)
 class _Buffer:
-    text: str = ""
-    scanned: int = 0
-    start: int = 0
+    """One segment's state: the text of the sentence so far, and the rule's state at its end."""
+
+    parts: list[str] = field(default_factory=list)
+    """The sentence so far, as the deltas brought it (joined once, when it is emitted)."""
+    tail: str = ""
+    """The last ``_LOOKBACK`` characters of the segment (for ``3.5`` and abbreviations)."""
     quotes: list[str] = field(default_factory=list)
     ascii_quote: bool = False
+    phase: int = _NONE
+    run_cjk: bool = False  # the run holds CJK punctuation
+    run_ellipsis: bool = False  # the run is only '.' and '…'
+    run_length: int = 0
+    run_digit: bool = False  # the run is a '.' after a digit (maybe "3.5")
+    run_abbreviation: bool = False  # the run is a '.' after an abbreviation
+    run_closers: int = 0
+    steps: int = 0
+    """Characters looked at one by one (a measure of the work, for tests)."""
 
 
 class SentenceSplitter:
@@ -49,6 +101,8 @@ class SentenceSplitter:
         self.tags = frozenset(tags)
         self._emotion: dict[int, str | None] = {}
         self._buffers: dict[tuple[int, int], _Buffer] = {}
+        self.steps = 0
+        """Characters looked at one by one so far (grows linearly with the text)."""
 
     def feed(self, event: Event) -> list[Sentence]:
         """The sentences ``event`` completes."""
@@ -57,12 +111,15 @@ class SentenceSplitter:
         elif isinstance(event, Emotion):
             self._emotion[event.chat] = event.text
         elif isinstance(event, TextDelta) and event.tag in self.tags:
-            buf = self._buffers.setdefault((event.chat, event.segment), _Buffer())
-            buf.text += event.text
-            return self._split(event.chat, event.segment, buf, final=False)
+            key = (event.chat, event.segment)
+            buf = self._buffers.get(key)
+            if buf is None:
+                buf = self._buffers[key] = _Buffer()
+            return self._scan(event.chat, event.segment, buf, event.text)
         elif isinstance(event, SegmentEnd):
-            ended = self._buffers.pop((event.chat, event.segment), _Buffer())
-            return self._split(event.chat, event.segment, ended, final=True)
+            ended = self._buffers.pop((event.chat, event.segment), None)
+            if ended is not None:
+                return self._finish(event.chat, event.segment, ended)
         elif isinstance(event, Reset):
             self._emotion.clear()
             self._buffers.clear()
@@ -72,18 +129,76 @@ class SentenceSplitter:
         """Whatever is left (a stream that ended mid-sentence)."""
         out: list[Sentence] = []
         for (chat, segment), buf in sorted(self._buffers.items()):
-            out += self._split(chat, segment, buf, final=True)
+            out += self._finish(chat, segment, buf)
         self._buffers.clear()
         return out
 
-    def _split(self, chat: int, segment: int, buf: _Buffer, *, final: bool) -> list[Sentence]:
+    def _finish(self, chat: int, segment: int, buf: _Buffer) -> list[Sentence]:
+        """The end of the segment decides whatever waited: the rest is one sentence."""
         out: list[Sentence] = []
-        text = buf.text
-        i = buf.scanned
-        n = len(text)
+        self._emit(out, buf, chat, segment)
+        return out
+
+    def _scan(self, chat: int, segment: int, buf: _Buffer, text: str) -> list[Sentence]:
+        """Read one delta; emit the sentences it completes."""
+        out: list[Sentence] = []
+        start = 0  # where the part of the sentence in this delta begins
+        i, n = 0, len(text)
+        steps = 0
         while i < n:
+            phase = buf.phase
+            if phase != _NONE:
+                # A pending decision: look at characters one by one until one decides it.
+                c = text[i]
+                steps += 1
+                cut = False
+                if phase == _RUN:
+                    if c in _END:
+                        buf.run_length += 1
+                        buf.run_cjk = buf.run_cjk or c in _CJK_END
+                        buf.run_ellipsis = buf.run_ellipsis and c in _ELLIPSIS
+                        i += 1
+                        continue
+                    if c in _CLOSERS:
+                        buf.phase = _RUN_CLOSERS
+                        buf.run_closers += 1
+                        i += 1
+                        continue
+                    cut = self._run_ends(buf, c)
+                elif phase == _RUN_CLOSERS:
+                    if c in _CLOSERS:
+                        buf.run_closers += 1
+                        i += 1
+                        continue
+                    if c in _END:  # 「わあ！）？」: the run goes on after a stray closer
+                        buf.phase = _RUN
+                        continue
+                    cut = self._run_ends(buf, c)
+                elif phase == _ELLIPSIS_SPACE:
+                    if c.isspace() and c != "\n":
+                        i += 1
+                        continue
+                    cut = not c.islower()
+                else:  # _QUOTE_CLOSERS
+                    if c in _CLOSERS:
+                        i += 1
+                        continue
+                    cut = c.isspace() or c in _OPENERS or c == '"'
+                if buf.phase == _ELLIPSIS_SPACE and phase != _ELLIPSIS_SPACE:
+                    i += 1  # _run_ends deferred: c is a space after an ellipsis
+                    continue
+                buf.phase = _NONE
+                if cut:
+                    buf.parts.append(text[start:i])
+                    self._emit(out, buf, chat, segment)
+                    start = i
+                # c is read again below, as any character outside a decision
+            m = _SPECIAL.search(text, i)
+            if m is None:
+                break
+            i = m.start()
             c = text[i]
-            cut = -1
+            steps += 1
             if c in _OPENERS:
                 buf.quotes.append(_OPENERS[c])
             elif (buf.quotes and c == buf.quotes[-1]) or (c == '"' and buf.ascii_quote):
@@ -91,60 +206,69 @@ class SentenceSplitter:
                     buf.ascii_quote = False
                 else:
                     buf.quotes.pop()
-                if not buf.quotes and not buf.ascii_quote and i > 0 and text[i - 1] in _WESTERN_END | _CJK_END:
-                    # 「聞いて！」 ends a sentence only if nothing continues it (「…」と言った。)
-                    j = self._after_closers(text, i + 1)
-                    if j >= n and not final:
-                        if c == '"':  # undo: this closer is looked at again when more text comes
-                            buf.ascii_quote = True
-                        else:
-                            buf.quotes.append(c)
-                        break
-                    if j >= n or text[j].isspace() or text[j] in _OPENERS or text[j] == '"':
-                        cut = j
+                if not buf.quotes and not buf.ascii_quote and self._before(buf, text, i, 1) in _END:
+                    buf.phase = _QUOTE_CLOSERS  # 「聞いて！」 ends a sentence only if nothing continues it
             elif c == '"':
                 buf.ascii_quote = True
             elif c == "\n":
-                cut = i
-            elif not buf.quotes and not buf.ascii_quote:
-                if c in _CJK_END:
-                    cut = self._after_enders(text, i)
-                elif c in _WESTERN_END:
-                    j = self._after_enders(text, i)
-                    if j >= n and not final:
-                        break  # wait: "3." may become "3.5", "Hi." may get a quote
-                    if c == "." and i > 0 and text[i - 1].isdigit() and j < n and text[j].isdigit():
-                        cut = -1
-                    elif j >= n or text[j].isspace():
-                        cut = j
-            if cut >= 0:
-                self._emit(out, text[buf.start : cut], chat, segment)
-                buf.start = cut + (1 if cut < n and text[cut] == "\n" else 0)
-                i = max(cut, i + 1)
-                continue
+                buf.parts.append(text[start:i])
+                self._emit(out, buf, chat, segment)
+                start = i + 1
+                buf.quotes.clear()  # a quote left open on its line closes with it
+                buf.ascii_quote = False
+            elif c in _END and not buf.quotes and not buf.ascii_quote:
+                buf.phase = _RUN
+                buf.run_length = 1
+                buf.run_cjk = c in _CJK_END
+                buf.run_ellipsis = c in _ELLIPSIS
+                buf.run_closers = 0
+                before = self._before(buf, text, i, _LOOKBACK)
+                buf.run_digit = c == "." and before[-1:].isdigit()
+                buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
             i += 1
-        buf.scanned = i
-        if final:
-            self._emit(out, text[buf.start :], chat, segment)
-            buf.start = buf.scanned = n
-        elif buf.start > 4096:
-            buf.text, buf.scanned, buf.start = text[buf.start :], buf.scanned - buf.start, 0  # keep memory flat
+        if start < n:
+            buf.parts.append(text[start:])
+        buf.tail = (buf.tail + text[-_LOOKBACK:])[-_LOOKBACK:]
+        buf.steps += steps
+        self.steps += steps
         return out
 
-    def _after_enders(self, text: str, i: int) -> int:
-        while i < len(text) and (text[i] in _CJK_END or text[i] in _WESTERN_END):
-            i += 1
-        return self._after_closers(text, i)
+    @staticmethod
+    def _before(buf: _Buffer, text: str, i: int, count: int) -> str:
+        """The ``count`` characters of the segment before ``text[i]`` (fewer at its start)."""
+        if i >= count:
+            return text[i - count : i]
+        return (buf.tail + text[:i])[-count:]
 
-    def _after_closers(self, text: str, i: int) -> int:
-        while i < len(text) and text[i] in _CLOSERS and text[i] != '"':
-            i += 1
-        return i
+    @staticmethod
+    def _run_ends(buf: _Buffer, c: str) -> bool:
+        """Whether the run of end punctuation (and closers) ends the sentence, ``c`` following it."""
+        single_dot = buf.run_length == 1 and not buf.run_cjk and buf.run_ellipsis
+        if single_dot and buf.run_abbreviation:
+            return False
+        if single_dot and buf.run_digit and not buf.run_closers and c.isdigit():
+            return False  # 3.5
+        if buf.run_ellipsis and (buf.run_length > 1 or buf.run_cjk):
+            if c.isspace() and c != "\n":
+                buf.phase = _ELLIPSIS_SPACE  # the first letter after the spaces decides
+                return False
+            if c.islower():
+                return False
+        return buf.run_cjk or c.isspace()
 
-    def _emit(self, out: list[Sentence], text: str, chat: int, segment: int) -> None:
-        text = text.strip()
+    def _emit(self, out: list[Sentence], buf: _Buffer, chat: int, segment: int) -> None:
+        text = "".join(buf.parts).strip()
+        buf.parts.clear()
         if text:
             out.append(Sentence(text, self._emotion.get(chat), chat, segment))
+
+
+def _word_at_end(text: str) -> str:
+    """The word (letters and inner dots) ``text`` ends with, in lower case: ``e.g`` in ``see e.g``."""
+    k = len(text)
+    while k > 0 and (text[k - 1].isalpha() or text[k - 1] == "."):
+        k -= 1
+    return text[k:].lower()
 
 
 def sentences(events: Iterable[Event], *, tags: Iterable[str] = ("msg",)) -> Iterator[Sentence]:

@@ -18,7 +18,8 @@ text inside a message is one delta without entering the reader at all.
 The moment the input leaves the format, the stream keeps what it has shown and holds the
 rest; ``close()`` reads the whole text with ``charfmt.parse(lenient=True)`` (the same
 recovery rules) and emits only what is missing, so the events always rebuild exactly
-the batch result. Damaged input streams up to the damage and completes at the end.
+the batch result. Damaged input streams up to the damage and completes at the end; a
+repaired reply's ``Dialect`` is its last event, as in ``Reply.events()``.
 Markup written as JSON escapes (``\\u003c`` for ``<``) is valid but rare: it is read at
 ``close()``.
 """
@@ -34,18 +35,20 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from charfmt.body import decode_text, terminal_regex
-from charfmt.diagnostics import CODES, Diagnostic
+from charfmt.diagnostics import CODES, Diagnostic, ParseError
 from charfmt.events import (
     Action,
     ChatEnd,
     ChatStart,
     DiagnosticEvent,
+    Dialect,
     Emotion,
     Event,
     Reset,
     SegmentEnd,
     SegmentStart,
     TextDelta,
+    reply_dialect,
     reply_events,
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
@@ -69,6 +72,9 @@ _JWS: Final = "[ \t\n\r]*"
 _WS_RUN: Final = re.compile(_JWS)
 _TYPES: Final = "|".join(map(re.escape, CHAT_TYPES))
 _ORDER: Final = "[1-9][0-9]*"
+_ORDER_DIGITS_MAX: Final = 640
+"""A longer order is read by the batch reader at ``close()``: ``int()`` refuses longer digit
+strings where a process lowers CPython's limit (4,300 by default) to its minimum, 640."""
 _TOP_RE: Final = re.compile(rf'\{{{_JWS}"chats"{_JWS}:{_JWS}\[')
 _HEADER: Final = re.compile(
     rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"({_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}({_ORDER})'
@@ -151,6 +157,7 @@ class Collector:
     def __init__(self) -> None:
         self.chats: dict[int, dict[str, Any]] = {}
         self.diagnostics: list[Diagnostic] = []
+        self.dialect: str | None = None
 
     def add(self, event: Event) -> None:
         """Apply one event."""
@@ -165,9 +172,12 @@ class Collector:
                 segment[2] = event.intensity
         elif isinstance(event, DiagnosticEvent):
             self.diagnostics.append(event.diagnostic)
+        elif isinstance(event, Dialect):
+            self.dialect = event.name
         elif isinstance(event, Reset):
             self.chats.clear()
             self.diagnostics.clear()
+            self.dialect = None
 
     def reply(self) -> Reply:
         """The reply so far, chats sorted by order (stable: equal orders keep arrival order)."""
@@ -180,7 +190,7 @@ class Collector:
             chats.append(construct_trusted(Chat, {"type": c["type"], "order": c["order"], "segments": segments}))
         chats.sort(key=lambda c: c.order)
         diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
-        return construct_trusted(Reply, {"chats": chats, "diagnostics": diagnostics, "dialect": None})
+        return construct_trusted(Reply, {"chats": chats, "diagnostics": diagnostics, "dialect": self.dialect})
 
 
 def collect(events: Iterable[Event]) -> Reply:
@@ -194,10 +204,21 @@ def collect(events: Iterable[Event]) -> Reply:
 class StreamParser:
     """Feed it chunks of model output (``str`` or ``bytes``); get events as soon as they are certain.
 
-    ``max_size`` bounds the text kept for repairs: past it, memory stays flat, and damage
-    after that point can no longer be repaired (``CF801``). ``keep_reply=False`` keeps no
-    ``reply`` either (for unbounded streams); a damaged stream then ends with ``Reset``
-    and the whole batch result.
+    ``max_size`` (characters of ``str`` input, bytes of ``bytes`` input, as in ``parse``)
+    bounds the text kept for repairs, and at that bound the stream agrees with
+    ``parse(text, lenient=True, max_size=...)``:
+
+    - a stream of at most ``max_size`` is repaired exactly like the batch;
+    - a stream that left the format before ``max_size`` and goes on past it ends like the
+      batch, with ``CF002`` and no chats (after a ``Reset`` that takes back what it showed);
+      nothing past the bound is kept, so memory stays flat;
+    - a stream still in the format at ``max_size`` is a long stream, which the batch would
+      refuse whole: it goes on streaming with flat memory, and damage after that point is
+      reported as ``CF801`` where it begins, not repaired.
+
+    ``keep_reply=False`` keeps no ``reply`` either (for unbounded streams); a damaged
+    stream then ends with ``Reset`` and the whole batch result. A lenient stream never
+    raises (a bug in the batch reader becomes a ``CF999`` diagnostic, as in ``parse``).
     """
 
     # Slots: the hot path reads a dozen attributes per chunk (about 8% faster than a __dict__).
@@ -224,6 +245,7 @@ class StreamParser:
         "_need",
         "_orders",
         "_out",
+        "_oversize",
         "_pend",
         "_room",
         "_state",
@@ -251,8 +273,9 @@ class StreamParser:
         self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
         self._kept: list[str | bytes] | None = []
-        self._room = max_size  # what may still be kept (bytes)
+        self._room = max_size  # max_size less the bytes fed (bytes input)
         self._limit = max_size  # past this offset (characters), nothing more is kept
+        self._oversize = False  # left the format within max_size, then grew past it (see _over_size)
         self._bytes = False
         self._state = _TOP
         self._pend = ""  # the start of a token cut by the chunk boundary
@@ -328,6 +351,8 @@ class StreamParser:
                 text = self._decoder.decode(data)
             except UnicodeDecodeError:
                 self._hold(self._pend, len(self._pend))
+                if self._room < 0:
+                    self._over_size()
                 return self._flush()
         if pend := self._pend:
             # A token cut by the last boundary: no work while this chunk cannot complete it.
@@ -337,12 +362,16 @@ class StreamParser:
                 need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX
             ):
                 self._pend = s
+                if self._room < 0:  # bytes: the next chunk is not kept either
+                    self._over_size()
                 return []
             self._pend = ""
         elif not text:
             return []
         elif self._state == _HELD:
             self._base += len(text)
+            if self._base > self._limit or self._room < 0:
+                self._over_size()
             return []
         else:
             s = text
@@ -475,8 +504,8 @@ class StreamParser:
                 self._line += newlines
                 self._line_start = self._base + s.rfind("\n", 0, end) + 1
             self._base += end
-            if self._base > self._limit:
-                self._over_size()
+        if self._base > self._limit or self._room < 0:
+            self._over_size()
         if self._text and self._streams:
             self._emit_text()
         return self._flush()
@@ -500,14 +529,10 @@ class StreamParser:
         return early + self._flush()
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def _keep(self, chunk: str | bytes) -> None:
-        if self._kept is None:
-            return
-        self._room -= len(chunk)
-        if self._room < 0 and self._state != _HELD:
-            self._kept = None  # memory stays flat from here on
-            return
-        self._kept.append(chunk)
+    def _keep(self, chunk: bytes) -> None:
+        self._room -= len(chunk)  # checked once the chunk is read (_over_size)
+        if self._kept is not None:
+            self._kept.append(chunk)
 
     def _cut_closer(self, chunk: str) -> bool:
         """Whether ``chunk`` is decided text and then the start of the closing tag (which then waits)."""
@@ -520,10 +545,39 @@ class StreamParser:
         return True
 
     def _over_size(self) -> None:
-        """The text read so far is past ``max_size``: memory stays flat from here on."""
-        if self._state != _HELD:
-            self._kept = None
-            self._limit = sys.maxsize
+        """More than ``max_size`` was fed: nothing more is kept, memory stays flat from here on.
+
+        The stream reads its first ``max_size`` characters (bytes for ``bytes`` input) like
+        ``parse`` does. Still in the format there, it is a long stream: it goes on streaming,
+        and damage after that point is reported as ``CF801`` (see ``_complete``). Out of the
+        format before that point, it is read like ``parse`` reads input over ``max_size``: at
+        ``close()``, ``CF002`` and no chats.
+        """
+        if self._kept is None:
+            return
+        if self._state == _HELD and self._held_offset() < self.max_size:
+            self._oversize = True
+        self._kept = None
+        self._limit = sys.maxsize
+
+    def _held_offset(self) -> int:
+        """Where the input left the format, in the unit of ``max_size`` (bytes for ``bytes`` input)."""
+        offset = self._held_at[0]
+        if not self._bytes or self._kept is None:
+            return offset
+        # Count the bytes of the first ``offset`` characters chunk by chunk (no copy of the whole).
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        chars = size = 0
+        for chunk in self._kept:
+            text = decoder.decode(chunk if isinstance(chunk, bytes) else chunk.encode("utf-8", "surrogatepass"))
+            if chars + len(text) >= offset:
+                return size + len(text[: offset - chars].encode("utf-8", "surrogateescape"))
+            chars += len(text)
+            size += len(text.encode("utf-8", "surrogateescape"))
+        return size
+
+    def _raw(self, kept: list[str | bytes]) -> bytes:
+        return b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in kept)
 
     def _hold(self, s: str, i: int) -> int:
         """The input left the format at ``s[i]``: emit the text decided before it, hold the rest."""
@@ -573,6 +627,8 @@ class StreamParser:
     # -- the reader: what a token means ------------------------------------------------------
     def _chat_begins(self, m: re.Match[str]) -> None:
         kind, order_text = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
+        if len(order_text) > _ORDER_DIGITS_MAX:
+            raise _Held
         order = int(order_text)
         if order in self._orders:
             raise _Held  # a repeated order: the batch reader renumbers it
@@ -702,21 +758,35 @@ class StreamParser:
 
     def _complete(self) -> None:
         """Damaged or cut-off input: read it all in batch, emit only what is missing."""
-        if self._kept is None:
+        raw: str | bytes | None = None
+        if self._kept is not None:
+            raw = self._raw(self._kept) if self._bytes else "".join(c for c in self._kept if isinstance(c, str))
+            # Over max_size only by a token that never completed: it began before the bound.
+            self._oversize = self._oversize or len(raw) > self.max_size
+        if self._oversize:
+            # What parse(text, lenient=True) says of the same input (and all it says).
+            if raw is not None:
+                size = len(raw)
+            else:
+                size = self.max_size - self._room if self._bytes else self._base + len(self._pend)
+            message = f"input is {size:,} long; the maximum is {self.max_size:,} (max_size)"
+            cf002 = Diagnostic.at("", "CF002", message, 0)
+            self._fail(cf002)
+            shown = self._collector is None or bool(self._folded().chats or self._collector.diagnostics)
+            self._out = [Reset()] if shown else []
+            self._out.append(DiagnosticEvent(None, cf002))
+            return
+        if raw is None:
             end = self._base + len(self._pend)
             self._hold(self._pend, 0)  # where the reader stopped (a token that never completed)
             offset, line, column = self._held_at
             message = f"the stream is longer than max_size ({self.max_size:,}) and left the format: the rest is dropped"
-            self._out.append(DiagnosticEvent(None, Diagnostic(
+            cf801 = Diagnostic(
                 code="CF801", message=message, severity="error", line=line, column=column, offset=offset, end=end,
-            )))  # fmt: skip
+            )  # fmt: skip
+            self._fail(cf801)
+            self._out.append(DiagnosticEvent(None, cf801))
             return
-        raw: str | bytes
-        if self._bytes:
-            raw = b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in self._kept)
-        else:
-            raw = "".join(c for c in self._kept if isinstance(c, str))
-        size = max(self.max_size, len(raw))
         # The batch result of a long damaged reply can hold hundreds of thousands of
         # diagnostics, each becoming an event: acyclic objects the collector would rescan
         # again and again (the parser pauses it for the same reason).
@@ -724,11 +794,24 @@ class StreamParser:
         if pause:
             gc.disable()
         try:
-            batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=size)  # strict: raises
+            try:
+                batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=self.max_size)
+            except Exception as e:
+                if not self.lenient or isinstance(e, ParseError):
+                    raise
+                # A lenient stream never raises: a bug in the batch reader is reported, not thrown.
+                message = f"internal error while recovering ({type(e).__name__}: {e}); please report it"
+                self._out = [DiagnosticEvent(None, Diagnostic.at("", "CF999", message, 0))]
+                return
             self._reconcile(batch)
         finally:
             if pause:
                 gc.enable()
+
+    def _fail(self, diagnostic: Diagnostic) -> None:
+        """A strict stream raises where ``parse`` would; a lenient one reports ``diagnostic``."""
+        if not self.lenient:
+            raise ParseError([diagnostic])
 
     def _reconcile(self, batch: Reply) -> None:
         """Emit what ``batch`` holds beyond what was streamed, or ``Reset`` and all of it."""
@@ -758,6 +841,8 @@ class StreamParser:
                 next_index += 1
         if by_order or not consistent:
             out = [Reset(), *reply_events(batch)]  # the batch reader contradicts what was shown
+        elif (dialect := reply_dialect(batch)) is not None:
+            out.append(Dialect(dialect))  # last, as in Reply.events()
         self._out = out
 
     def _finish_chat(self, index: int, have: dict[str, Any], chat: Chat) -> list[Event] | None:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import random
 import tracemalloc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import AnyStr
 
@@ -296,3 +296,167 @@ def test_damage_past_max_size_is_reported_not_repaired() -> None:
     assert cf801[0].line == 1 and cf801[0].column == cf801[0].offset + 1
     # Within max_size the same damage is repaired like the batch parser does.
     _same(_stream([damaged[i : i + 100] for i in range(0, len(damaged), 100)]), charfmt.parse(damaged, lenient=True))
+    strict = charfmt.StreamParser(lenient=False, max_size=50_000)
+    for i in range(0, len(damaged), 100):
+        strict.feed(damaged[i : i + 100])
+    with pytest.raises(charfmt.ParseError, match="CF801"):
+        strict.close()
+
+
+def _observed_reply(reply: charfmt.Reply) -> tuple[object, ...]:
+    diagnostics = sorted((d.offset, d.end, d.code, d.message, d.line, d.column, d.chat) for d in reply.diagnostics)
+    return reply.chats, diagnostics, reply.__dict__.get("dialect")  # parse() of oversize input: issue 11.3
+
+
+def _damaged_long(size: int, words: str = "ずっと続く。") -> str:
+    """A reply that leaves the format early (an upper-case tag) and then goes on for ``size`` characters."""
+    head = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>前</msg>"},'
+    tail = '{"type":"C","order":2,"body":"<MSG>'
+    filler = words * (size // len(words) + 1)
+    return head + tail + filler[: max(0, size - len(head) - len(tail) - 10)] + '</MSG>"}]}'
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_a_damaged_stream_longer_than_max_size_gives_the_batch_result(as_bytes: bool) -> None:
+    text = _damaged_long(30_000)
+    data: str | bytes = text.encode() if as_bytes else text
+    limit = len(data)
+    for max_size, oversize in ((limit, False), (limit - 1, True)):
+        batch = charfmt.parse(data, lenient=True, max_size=max_size)
+        assert ("CF002" in {d.code for d in batch.diagnostics}) == oversize
+        for size in (1, 7, 4096):
+            chunks = [data[i : i + size] for i in range(0, len(data), size)]
+            events = _stream(chunks, max_size=max_size)
+            assert _observed_reply(charfmt.collect(events)) == _observed_reply(batch)
+            if oversize:  # what was shown before the damage is taken back, as the batch shows nothing
+                assert any(isinstance(e, charfmt.Reset) for e in events)
+        strict = charfmt.StreamParser(lenient=False, max_size=max_size)
+        for i in range(0, len(data), 512):
+            strict.feed(data[i : i + 512])
+        with pytest.raises(charfmt.ParseError) as raised:
+            strict.close()
+        with pytest.raises(charfmt.ParseError) as expected:
+            charfmt.parse(data, max_size=max_size)
+        assert raised.value.first.code == expected.value.first.code
+        assert (expected.value.first.code == "CF002") == oversize
+
+
+def test_a_stream_cut_inside_a_token_at_max_size_gives_the_batch_result() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>' + "x" * 100 + "&amp;</msg>"
+    cut = text.index("&amp;") + 3  # ends inside the entity, which waits for its ';'
+    for max_size in (cut - 2, cut - 1, cut):
+        events = _stream([text[:cut]], max_size=max_size)
+        assert _observed_reply(charfmt.collect(events)) == _observed_reply(
+            charfmt.parse(text[:cut], lenient=True, max_size=max_size)
+        )
+
+
+@pytest.mark.parametrize(("words", "width"), [("on and on. ", 1), ("ずっと続く。", 2)])
+def test_a_damaged_stream_of_10x_max_size_keeps_under_2x_max_size(words: str, width: int) -> None:
+    # max_size counts characters of str input (``width`` bytes each in memory), bytes of bytes input.
+    max_size = 100_000
+    text = _damaged_long(10 * max_size, words)
+
+    def chunks() -> Iterator[str]:  # made while traced: a kept chunk counts
+        for i in range(0, len(text), 256):
+            yield text[i : i + 256]
+
+    for as_bytes in (False, True):
+        tracemalloc.start()
+        try:
+            parser = charfmt.StreamParser(max_size=max_size)
+            for chunk in chunks():
+                parser.feed(chunk.encode() if as_bytes else chunk)
+            current, _ = tracemalloc.get_traced_memory()
+            events = parser.close()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        bound = 2 * max_size * (1 if as_bytes else width)
+        assert current < bound and peak < bound, (as_bytes, current, peak)
+        assert [e.diagnostic.code for e in events if isinstance(e, charfmt.DiagnosticEvent)] == ["CF002"]
+
+
+# -- hostile JSON: the stream never raises (issues 12.1, 12.2) ---------------------------------------
+HOSTILE = [
+    '{"chats":[{"type":{"a":1},"order":1,"body":"x"}]}',
+    '{"chats":[{"type":["C"],"order":1,"body":"<msg>x</msg>"}]}',
+    '{"chats":[{"type":"C","order":1' + "0" * 5_000 + ',"body":"<msg>x</msg>"}]}',
+    '{"chats":[{"order":' + "1" * 4_301 + ',"type":"I","body":"x"}]}',
+]
+
+
+def test_an_order_of_1000_digits_streams_like_the_batch() -> None:
+    text = '{"chats":[{"type":"C","order":' + "9" * 1_000 + ',"body":"<msg>x</msg>"}]}'
+    batch = charfmt.parse(text, lenient=True)
+    for size in (1, 100, len(text)):
+        events = _stream([text[i : i + size] for i in range(0, len(text), size)])
+        assert _observed_reply(charfmt.collect(events)) == _observed_reply(batch)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_json_never_makes_the_stream_raise(text: str) -> None:
+    for chunks in ([text], list(text), [text.encode()], _chunks(text.encode(), [7, 13, 4_099])):
+        parser = charfmt.StreamParser()
+        events = [e for chunk in chunks for e in parser.feed(chunk)] + parser.close()
+        reply = charfmt.collect(events)
+        assert any(d.severity == "error" for d in reply.diagnostics)
+
+
+@pytest.mark.xfail(strict=False, reason="needs the batch fix of issues 12.1/12.2 (parser branch): parse() raises today")
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_json_streams_to_the_batch_result(text: str) -> None:
+    batch = charfmt.parse(text, lenient=True)
+    assert _observed_reply(charfmt.collect(_stream(list(text)))) == _observed_reply(batch)
+
+
+_HUGE = "\x00huge"
+"""Stands for an integer literal of 5,000 digits (json.dumps refuses to write one)."""
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | st.just(_HUGE),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@given(st.fixed_dictionaries({}, optional={"type": _JSON_VALUES, "order": _JSON_VALUES, "body": _JSON_VALUES}))
+def test_hostile_chat_fields_never_make_a_lenient_stream_raise(chat: dict[str, object]) -> None:
+    text = '{"chats":[' + json.dumps(chat, allow_nan=True) + "]}"
+    text = text.replace(json.dumps(_HUGE), "7" * 5_000)
+    parser = charfmt.StreamParser()
+    events = [e for ch in _chunks(text, [5, 17, 40]) for e in parser.feed(ch)] + parser.close()
+    assert isinstance(charfmt.collect(events), charfmt.Reply)
+
+
+# -- a reply cut off inside an escape or an entity (issue 11.9) -------------------------------------
+_CUT_BODY = "<emo>joy</emo>\\n<msg>a \\u3084 \\n &amp; &#x3042; b</msg>"
+_CUT_REPLY = '{"chats":[{"type":"C","order":1,"body":"' + _CUT_BODY + '"}]}'
+_CUT_TOKENS = ["\\u3084", "\\n", "&amp;", "&#x3042;"]
+_CUT_DECODED = ["a ", "a や ", "a や \n ", "a や \n & "]
+"""The message text decided before each token."""
+CUTS = [
+    pytest.param(_CUT_REPLY.index(token, _CUT_REPLY.index("<msg>")) + k, before, id=f"{token}[:{k}]")
+    for token, before in zip(_CUT_TOKENS, _CUT_DECODED, strict=True)
+    for k in range(1, len(token))
+]
+
+
+@pytest.mark.parametrize(("stop", "before"), CUTS)
+def test_a_reply_cut_inside_an_escape_streams_no_piece_of_it(stop: int, before: str) -> None:
+    text = _CUT_REPLY[:stop]
+    for chunks in (list(text), [text], _chunks(text.encode(), [3, 11, 40, 57])):
+        parser = charfmt.StreamParser()
+        early = [e for chunk in chunks for e in parser.feed(chunk)]
+        assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)) == before
+        events = early + parser.close()
+        assert _observed_reply(charfmt.collect(events)) == _observed_reply(charfmt.parse(text, lenient=True))
+
+
+@pytest.mark.xfail(strict=False, reason="needs the batch fix of issue 11.9 (lenient parse drops a cut-off escape)")
+@pytest.mark.parametrize(("stop", "before"), CUTS)
+def test_a_reply_cut_inside_an_escape_ends_without_a_piece_of_it(stop: int, before: str) -> None:
+    text = _CUT_REPLY[:stop]
+    for reply in (charfmt.parse(text, lenient=True), charfmt.collect(_stream(list(text)))):
+        assert "".join(reply.chats[0].texts("msg")) == before
+        piece = max(text.rfind("\\"), text.rfind("&"))  # where the cut-off escape or entity begins
+        assert any(piece <= d.offset <= stop for d in reply.diagnostics)

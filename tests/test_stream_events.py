@@ -1,0 +1,178 @@
+"""The stream and the batch parse agree on what a user observes: the event sequence, not only the reply.
+
+For every case file input and damaged reply, cut into random chunks (``str`` and ``bytes``):
+the events of ``StreamParser`` against ``parse(text, lenient=True).events()``, compared as
+(kind, tag, text) with adjacent text deltas of one segment merged, and ``collect(events)``
+against the batch reply, ``dialect`` included.
+
+Where they may legitimately differ, the comparison says why:
+
+- a stream shows events in arrival order as they become certain; ``Reply.events()`` lists
+  the diagnostics first and the chats sorted by ``order``. So diagnostics are compared as a
+  sorted list, and each chat's events as a sequence, chats taken in ``order``;
+- a ``Reset`` (the batch reading of a damaged reply contradicts what was already shown)
+  is followed by the whole batch result: the comparison starts after the last ``Reset``.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CASES, MARK, load_cases
+from hypothesis import given
+from hypothesis import strategies as st
+
+import charfmt
+from charfmt.fuzz import Damaged
+from charfmt.testing import chunkings, damaged_replies
+
+INPUTS = [
+    pytest.param(case.input.replace(MARK, ""), id=f"{path.stem}:{case.name}")
+    for path in sorted(CASES.glob("*.txt"))
+    for case in load_cases(path.name)
+]
+
+
+def _dialect(reply: charfmt.Reply) -> str | None:
+    # parse() builds its reply for empty and oversize input without the field (issue 11.3).
+    return reply.__dict__.get("dialect")
+
+
+def _stream(chunks: list[str] | list[bytes], **kwargs: Any) -> list[charfmt.Event]:
+    parser = charfmt.StreamParser(**kwargs)
+    events: list[charfmt.Event] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+    events.extend(parser.close())
+    return events
+
+
+def _diagnostic(d: charfmt.Diagnostic) -> tuple[Any, ...]:
+    return (d.offset, d.end, d.code, d.severity, d.line, d.column, d.chat, d.message)
+
+
+def _observed(events: list[charfmt.Event]) -> tuple[list[tuple[Any, ...]], list[list[tuple[Any, ...]]], list[str]]:
+    """What a user sees: diagnostics (sorted), each chat's events (chats in ``order``), the dialect."""
+    last_reset = max((n for n, e in enumerate(events) if isinstance(e, charfmt.Reset)), default=-1)
+    diagnostics: list[tuple[Any, ...]] = []
+    dialects: list[str] = []
+    chats: dict[int, list[tuple[Any, ...]]] = {}
+    orders: dict[int, int] = {}
+    for event in events[last_reset + 1 :]:
+        if isinstance(event, charfmt.DiagnosticEvent):
+            diagnostics.append(_diagnostic(event.diagnostic))
+        elif isinstance(event, charfmt.Dialect):
+            assert not chats or event is events[-1], "the dialect is the last event"
+            dialects.append(event.name)
+        elif isinstance(event, charfmt.Reset):
+            raise AssertionError("unreachable: after the last Reset")
+        else:
+            seq = chats.setdefault(event.chat, [])
+            if isinstance(event, charfmt.ChatStart):
+                orders[event.chat] = event.order
+                seq.append((event.kind, event.type, event.order))
+            elif isinstance(event, charfmt.TextDelta):
+                assert event.text, "a delta is never empty"
+                if seq and seq[-1][0] == "text" and seq[-1][1] == event.segment:
+                    seq[-1] = (*seq[-1][:3], seq[-1][3] + event.text)  # one segment's deltas, merged
+                else:
+                    seq.append((event.kind, event.segment, event.tag, event.text))
+            elif isinstance(event, (charfmt.Emotion, charfmt.Action)):
+                seq.append((event.kind, event.segment, event.text))
+            elif isinstance(event, (charfmt.SegmentStart, charfmt.SegmentEnd)):
+                seq.append((event.kind, event.segment, event.tag))
+            else:
+                seq.append((event.kind,))
+    for index, seq in chats.items():
+        assert seq[0][0] == "chat_start" and seq[-1] == ("chat_end",), (index, seq)
+    in_order = sorted(chats, key=lambda index: orders[index])  # stable: arrival order for equal orders
+    return sorted(diagnostics), [chats[index] for index in in_order], dialects
+
+
+def _agree(chunks: list[str] | list[bytes], text: str | bytes, **kwargs: Any) -> list[charfmt.Event]:
+    events = _stream(chunks, **kwargs)
+    batch = charfmt.parse(text, lenient=True, **kwargs)
+    assert _observed(events) == _observed(list(batch.events()))
+    got = charfmt.collect(events)
+    assert got.chats == batch.chats
+    assert sorted(map(_diagnostic, got.diagnostics)) == sorted(map(_diagnostic, batch.diagnostics))
+    assert got.dialect == _dialect(batch)
+    return events
+
+
+def _cut(text: Any, rnd: random.Random) -> Any:
+    points = sorted({rnd.randint(0, len(text)) for _ in range(rnd.randint(0, 12))})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+@pytest.mark.parametrize("text", INPUTS)
+def test_every_case_file_input_streams_the_batch_events(text: str) -> None:
+    rnd = random.Random(text)
+    data = text.encode("utf-8", "surrogatepass")
+    _agree(_cut(text, rnd), text)
+    _agree(list(text), text)
+    _agree(_cut(data, rnd), data)
+
+
+@given(damaged_replies().flatmap(lambda d: chunkings(d.text).map(lambda chunks: (d, chunks))))
+def test_damaged_replies_stream_the_batch_events(case: tuple[Damaged, list[str]]) -> None:
+    damaged, chunks = case
+    _agree(chunks, damaged.text)
+
+
+@given(damaged_replies().flatmap(lambda d: chunkings(d.text.encode()).map(lambda chunks: (d, chunks))))
+def test_damaged_bytes_stream_the_batch_events(case: tuple[Damaged, list[bytes]]) -> None:
+    damaged, chunks = case
+    _agree(chunks, damaged.text.encode())
+
+
+def test_the_dialect_reaches_collect_and_is_the_last_event() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>hi</msg>"}]}'
+    fenced = "```json\n" + text + "\n```"
+    for source, dialect in ((text, None), (fenced, charfmt.parse(fenced, lenient=True).dialect)):
+        events = _agree(list(source), source)
+        assert charfmt.collect(events).dialect == dialect
+        batch_events = list(charfmt.parse(source, lenient=True).events())
+        if dialect is None:
+            assert not any(isinstance(e, charfmt.Dialect) for e in events + batch_events)
+        else:
+            assert events[-1] == batch_events[-1] == charfmt.Dialect(dialect)
+            assert events[-1].to_dict() == {"kind": "dialect", "name": dialect}
+    assert charfmt.parse(fenced, lenient=True).dialect is not None
+
+
+def test_a_reset_is_followed_by_the_whole_batch_result() -> None:
+    # The channel marker arrives after a message was shown: what was shown becomes analysis.
+    head = '{"chats":[{"type":"C","order":1,"body":"<msg>shown</msg>"}]}'
+    text = head + "<|channel|>final<|message|>" + head.replace("shown", "final")
+    events = _stream(list(text))
+    batch = list(charfmt.parse(text, lenient=True).events())
+    resets = [n for n, e in enumerate(events) if isinstance(e, charfmt.Reset)]
+    assert resets and events[resets[-1] + 1 :] == batch
+    _agree(list(text), text)
+
+
+def test_inputs_cover_every_case_file() -> None:
+    files = {Path(p.id.split(":")[0]) for p in INPUTS if p.id is not None}
+    assert {Path(f.stem) for f in CASES.glob("*.txt")} == files
+    assert len(INPUTS) > 200
+
+
+@given(
+    damaged_replies().flatmap(lambda d: chunkings(d.text).map(lambda chunks: (d, chunks))),
+    st.floats(0.2, 1.5),
+)
+def test_damaged_replies_agree_with_the_batch_at_max_size(case: tuple[Damaged, list[str]], fraction: float) -> None:
+    damaged, chunks = case
+    max_size = max(1, int(len(damaged.text) * fraction))
+    events = _stream(chunks, max_size=max_size)
+    codes = {e.diagnostic.code for e in events if isinstance(e, charfmt.DiagnosticEvent)}
+    if len(damaged.text) > max_size and "CF002" not in codes:
+        # Still in the format at max_size: a long stream, streamed rather than refused (see
+        # StreamParser); damage after the bound is CF801, never a repair.
+        assert "CF801" in codes or not any(isinstance(e, charfmt.Reset) for e in events)
+        return
+    _agree(chunks, damaged.text, max_size=max_size)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import difflib
+import errno
 import json
 import math
 import os
@@ -54,6 +55,10 @@ MAX_FUZZ_COUNT: Final = 100_000
 """Most cases one ``fuzz`` run writes: they are built in memory (about 7 KB each)."""
 
 MAX_DELAY_MS: Final = 60_000.0
+"""The longest pause ``stream --delay-ms`` accepts between replayed chunks."""
+
+_PIECE: Final = 1 << 20
+"""Bytes read at a time."""
 
 
 class _InputError(Exception):
@@ -65,7 +70,7 @@ class _InvalidError(Exception):
 
 
 def _first_line(e: BaseException) -> str:
-    """The gist of an error: pydantic's multi-line messages name the problem on their third line."""
+    """One line for an error: a pydantic ``ValidationError``'s first message, else the first line."""
     errors = getattr(e, "errors", None)
     if callable(errors):
         first = errors()[0]
@@ -126,7 +131,7 @@ def _read(path: str, limit: int) -> _Input:
             return _read_from(name, _stdin(), limit)
         with open(path, "rb") as f:
             return _read_from(name, f, limit)
-    except (OSError, ValueError) as e:  # ValueError: reading a closed file object
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path, or a closed file object
         raise _InputError(f"cannot read {name}: {_reason(e)}") from None
 
 
@@ -138,12 +143,18 @@ def _read_from(name: str, f: IO[bytes], limit: int) -> _Input:
         pass
     else:
         if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(21, "Is a directory")
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         if stat.S_ISREG(st.st_mode) and st.st_size > 0:  # /proc files say 0: read them
             size = st.st_size
             if size > limit:
                 return _Input(name, b"", over=True, size=size)
-    data = f.read(limit + 1)
+    # In pieces: read(limit + 1) allocates limit + 1 bytes at once (--max-size 10**15: MemoryError).
+    pieces: list[bytes] = []
+    total = 0
+    while total <= limit and (piece := f.read(min(limit + 1 - total, _PIECE))):
+        pieces.append(piece)
+        total += len(piece)
+    data = b"".join(pieces)
     if len(data) > limit:
         return _Input(name, b"", over=True, size=size if size is not None and size > limit else None)
     return _Input(name, data)
@@ -338,7 +349,7 @@ def _cmd_fix(args: argparse.Namespace) -> int:
     reply = _parse(inp, lenient=True, max_size=args.max_size)
     source = lenient_text(inp.data)
     _emit_diagnostics(inp.name, source, reply.diagnostics, "text", sys.stderr)
-    fixed = _json_text(dumps(reply, indent=args.indent), sys.stdout)
+    fixed = dumps(reply, indent=args.indent)
     if args.diff:
         diff = difflib.unified_diff(
             source.splitlines(keepends=True),
@@ -348,7 +359,7 @@ def _cmd_fix(args: argparse.Namespace) -> int:
         )
         sys.stdout.writelines(diff)
     else:
-        print(fixed, file=sys.stdout)
+        print(_json_text(fixed, sys.stdout), file=sys.stdout)
     return EXIT_INVALID if _failed(reply.diagnostics) else EXIT_OK
 
 
@@ -421,7 +432,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     if args.out is not None:
         try:
             out = open(args.out, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: a NUL in the path
             raise _InputError(f"cannot write {args.out}: {_reason(e)}") from None
     try:
         for i, case in enumerate(fuzz_cases(args.seed, args.count)):
@@ -451,7 +462,7 @@ def _load_history(path: str, character: Character, limit: int) -> list[Exchange]
     # the bound first (a pipe or a device would be read twice, or forever: /dev/zero).
     try:
         st = os.stat(path)
-    except OSError as e:
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
         raise _InputError(f"cannot read {path}: {_reason(e)}") from None
     if stat.S_ISDIR(st.st_mode):
         raise _InputError(f"cannot read {path}: Is a directory")

@@ -80,6 +80,8 @@ def _cells() -> Iterator[Cell]:
         yield Cell(command, "max-size-negative", (*prefix, "{good}", "--max-size", "-1"), 2)
         yield Cell(command, "max-size-word", (*prefix, "{good}", "--max-size", "lots"), 2)
         yield Cell(command, "good", (*prefix, "{good}"), 0)
+        yield Cell(command, "max-size-huge", (*prefix, "{good}", "--max-size", str(10**15)), 0)  # not allocated
+        yield Cell(command, "nul-in-path", (*prefix, "{good}\0"), 2)
     yield Cell("parse", "lenient-empty", ("parse", "--lenient", "{empty}"), 1, shows="CF003")
     yield Cell("parse", "format", ("parse", "--format", "xml", "{good}"), 2)
     yield Cell("check", "format", ("check", "--format", "xml", "{good}"), 2)
@@ -110,6 +112,8 @@ def _cells() -> Iterator[Cell]:
     templates = (*render, "{character}", "--templates")
     yield Cell("render", "templates-missing", (*templates, "{missing}"), 2)
     yield Cell("render", "templates-file", (*templates, "{good}"), 2)
+    yield Cell("render", "history-nul-in-path", (*history, "{history}\0"), 2)
+    yield Cell("render", "templates-nul-in-path", (*templates, "{dir}\0"), 2)
     yield Cell("render", "templates-empty-folder", (*templates, "{dir}"), 0)  # the built-ins
 
     grammar = ("grammar", "--target", "lark", "--character")
@@ -125,6 +129,7 @@ def _cells() -> Iterator[Cell]:
     fuzz = ("fuzz", "--count", "2", "--out")
     yield Cell("fuzz", "missing", (*fuzz, "{missing}/x.jsonl"), 2, subprocess=True)
     yield Cell("fuzz", "directory", (*fuzz, "{dir}"), 2)
+    yield Cell("fuzz", "nul-in-path", (*fuzz, "{dir}/x\0"), 2)
     yield Cell("fuzz", "empty", (*fuzz, "{out_empty}"), 0)  # an existing file is replaced
     yield Cell("fuzz", "binary", (*fuzz, "{out_binary}"), 0)
     yield Cell("fuzz", "closed-stdin", ("fuzz", "--count", "1"), 0, closed_stdin=True, subprocess=True)

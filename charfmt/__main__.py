@@ -2,6 +2,10 @@
 
 import sys
 
-from charfmt.cli import main
+try:
+    from charfmt.cli import main
+except KeyboardInterrupt:  # Ctrl-C while starting up: the same one line as later
+    print("charfmt: error: interrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

@@ -1,18 +1,40 @@
 """The ``charfmt`` command: parse, check, fix, stream, schema, render, grammar, fuzz, demo.
 
-Exit codes: 0 success / valid, 1 invalid input, 2 usage error or unreadable file.
+Exit codes:
+
+- 0: success; the input is valid (or, with ``--lenient``, repaired with warnings only);
+- 1: invalid input: a file was read but charfmt rejects what it holds (a reply with
+  errors, an empty or binary reply, a character file that is not valid TOML or UTF-8);
+- 2: usage error (an unknown option, a bad option value) or a file that cannot be used
+  at all: missing, a directory, closed standard input, an output file that cannot be
+  created, or a ``--replay`` / ``--character`` / ``--history`` file larger than
+  ``--max-size``;
+- 130: interrupted (Ctrl-C).
+
+Every error is one line on standard error, ``charfmt: error: ...`` (diagnostics of a
+reply keep their ``file:line:col: CODE message`` form and caret snippet); never a traceback.
+Output that the terminal's encoding cannot hold is escaped (``\\u3042``), not a crash.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import difflib
+import errno
 import json
+import math
+import os
+import re
+import stat
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from importlib import resources
-from typing import TextIO
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO
 
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.events import Event
@@ -22,22 +44,229 @@ from charfmt.schema import PROVIDERS, json_schema
 from charfmt.tags import TAG_BY_NAME
 from charfmt.writer import dumps
 
+if TYPE_CHECKING:
+    from charfmt.character import Character, Exchange
+
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED: Final = 130
+"""128 + SIGINT, what shells report for a command stopped with Ctrl-C."""
+
+MAX_FUZZ_COUNT: Final = 100_000
+"""Most cases one ``fuzz`` run writes: they are built in memory (about 7 KB each)."""
+
+MAX_DELAY_MS: Final = 60_000.0
+"""The longest pause ``stream --delay-ms`` accepts between replayed chunks."""
+
+_PIECE: Final = 1 << 20
+"""Bytes read at a time."""
 
 
 class _InputError(Exception):
-    """A file could not be read at all (missing, a directory, no permission)."""
+    """A file could not be used at all (missing, a directory, closed, too large): exit 2."""
 
 
-def _read(path: str, max_size: int) -> bytes:
-    """Read ``path`` (``-`` for standard input), at most ``max_size + 1`` bytes."""
+class _InvalidError(Exception):
+    """A file was read but what it holds is rejected (not UTF-8, for instance): exit 1."""
+
+
+def _first_line(e: BaseException) -> str:
+    """One line for an error: a pydantic ``ValidationError``'s first message, else the first line."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return str(first.get("msg", e)).removeprefix("Value error, ")
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__
+
+
+# -- reading ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Input:
+    """A file read with a size bound."""
+
+    name: str
+    """How messages name it: the path, or ``<stdin>``."""
+    data: bytes
+    """The content; empty when the file is over the bound (``over``)."""
+    over: bool = False
+    """Larger than the bound: ``data`` was not (completely) read."""
+    size: int | None = None
+    """The real size in bytes when the file system knows it (a regular file)."""
+
+    def size_words(self, limit: int) -> str:
+        """The size of an input over ``limit``: the real one, or "more than" for a pipe."""
+        return f"{self.size:,} bytes" if self.size is not None else f"more than {limit:,} bytes"
+
+    def too_large(self, limit: int) -> str:
+        """Why an input over ``limit`` is refused, naming it."""
+        if self.size is None:
+            return f"{self.name}: more than {limit:,} bytes (--max-size)"
+        return f"{self.name}: {self.size:,} bytes; the maximum is {limit:,} (--max-size)"
+
+
+def _stdin() -> IO[bytes]:
+    """Standard input as bytes; a closed one (``<&-``) is an unreadable file."""
+    stdin: TextIO | None = sys.stdin
+    if stdin is None:
+        raise _InputError("cannot read standard input: it is closed")
+    return stdin.buffer
+
+
+def _read(path: str, limit: int) -> _Input:
+    """Read ``path`` (``-`` for standard input), at most ``limit`` bytes.
+
+    Missing files, directories, closed standard input and read errors raise
+    ``_InputError``; a file over ``limit`` comes back with ``over`` set.
+    """
+    name = "<stdin>" if path == "-" else path
     try:
         if path == "-":
-            return sys.stdin.buffer.read(max_size + 1)
+            return _read_from(name, _stdin(), limit)
         with open(path, "rb") as f:
-            return f.read(max_size + 1)
-    except OSError as e:
-        raise _InputError(f"cannot read {path}: {e.strerror or e}") from None
+            return _read_from(name, f, limit)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path, or a closed file object
+        raise _InputError(f"cannot read {name}: {_reason(e)}") from None
+
+
+def _read_from(name: str, f: IO[bytes], limit: int) -> _Input:
+    size = None
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's in-memory stream)
+        pass
+    else:
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISREG(st.st_mode) and st.st_size > 0:  # /proc files say 0: read them
+            size = st.st_size
+            if size > limit:
+                return _Input(name, b"", over=True, size=size)
+    # In pieces: read(limit + 1) allocates limit + 1 bytes at once (--max-size 10**15: MemoryError).
+    pieces: list[bytes] = []
+    total = 0
+    while total <= limit and (piece := f.read(min(limit + 1 - total, _PIECE))):
+        pieces.append(piece)
+        total += len(piece)
+    data = b"".join(pieces)
+    if len(data) > limit:
+        return _Input(name, b"", over=True, size=size if size is not None and size > limit else None)
+    return _Input(name, data)
+
+
+def _read_text(path: str, limit: int, what: str) -> str:
+    """A UTF-8 text file for an option (``--character``, ``--history``), bounded by ``limit``."""
+    inp = _read(path, limit)
+    if inp.over:
+        raise _InputError(f"cannot read {what} {inp.too_large(limit)}")
+    try:
+        return inp.data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _InvalidError(
+            f"{inp.name}: not UTF-8 text: byte 0x{inp.data[e.start]:02X} at byte offset {e.start}"
+        ) from None
+
+
+def _parse(inp: _Input, *, lenient: bool, max_size: int) -> Reply:
+    """``parse`` of what was read; an input over ``--max-size`` is ``CF002`` with its real size."""
+    if inp.over:
+        message = f"input is {inp.size_words(max_size)} long; the maximum is {max_size:,} (--max-size)"
+        d = Diagnostic.at("", "CF002", message, 0)
+        if not lenient:
+            raise ParseError([d], "")
+        return Reply(diagnostics=[d])
+    return parse(inp.data, lenient=lenient, max_size=max_size)
+
+
+def _failed(diagnostics: Sequence[Diagnostic]) -> bool:
+    return any(d.severity == "error" for d in diagnostics)
+
+
+# -- writing ---------------------------------------------------------------------
+
+
+def _ascii_only(out: TextIO) -> bool:
+    """Whether ``out`` cannot hold every character (``PYTHONIOENCODING=ascii``, a latin-1 terminal)."""
+    try:
+        return not codecs.lookup(getattr(out, "encoding", None) or "utf-8").name.startswith("utf")
+    except LookupError:
+        return True
+
+
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
+
+
+def _json_text(text: str, out: TextIO) -> str:
+    """JSON text for ``out``: non-ASCII as ``\\uXXXX`` escapes when ``out`` cannot hold it.
+
+    Right only where every non-ASCII character sits inside a JSON string, as in charfmt's own output.
+    """
+    if not _ascii_only(out):
+        return text
+    return _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], text)
+
+
+def _json(value: Any, out: TextIO, *, indent: int | None = None) -> str:
+    """``value`` as JSON that ``out`` can hold (lone surrogates escaped, ASCII where needed)."""
+    return json.dumps(value, ensure_ascii=_ascii_only(out), indent=indent)
+
+
+def _escape_errors(e: UnicodeError) -> tuple[str | bytes, int]:
+    """``surrogateescape`` where it applies (undecodable bytes of a file name), else ``backslashreplace``."""
+    if isinstance(e, UnicodeEncodeError) and all(0xDC80 <= ord(c) <= 0xDCFF for c in e.object[e.start : e.end]):
+        return codecs.lookup_error("surrogateescape")(e)
+    return codecs.backslashreplace_errors(e)
+
+
+codecs.register_error("charfmt.escape", _escape_errors)
+
+_FORGIVING: Final = {"strict": "backslashreplace", "surrogateescape": "charfmt.escape"}
+"""The error handler standard output and error get, by the one they had."""
+
+
+@contextmanager
+def _forgiving_output() -> Iterator[None]:
+    """Write what the terminal cannot encode as escapes (``\\u3042``) instead of failing.
+
+    A lone surrogate (a reply may hold ``"\\ud800"``) or Japanese text on an ASCII
+    terminal (``PYTHONIOENCODING=ascii``) would otherwise raise ``UnicodeEncodeError``.
+    """
+    changed: list[tuple[Any, str]] = []
+    for stream in (sys.stdout, sys.stderr):
+        errors = getattr(stream, "errors", None)
+        if errors in _FORGIVING and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors=_FORGIVING[errors])
+            except (OSError, ValueError):
+                continue
+            changed.append((stream, errors))
+    try:
+        yield
+    finally:
+        for stream, errors in changed:
+            with suppress(OSError, ValueError):
+                stream.reconfigure(errors=errors)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at ``os.devnull`` so that the flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _error(message: str) -> None:
+    if sys.stderr is not None:
+        print(f"charfmt: error: {message}", file=sys.stderr)
 
 
 def _pretty(reply: Reply, out: TextIO) -> None:
@@ -63,88 +292,107 @@ def _diag_line(name: str, d: Diagnostic) -> str:
 def _emit_diagnostics(name: str, source: str, diagnostics: Sequence[Diagnostic], fmt: str, out: TextIO) -> None:
     for d in diagnostics:
         if fmt == "jsonl":
-            print(json.dumps({"file": name, **d.model_dump()}, ensure_ascii=False), file=out)
+            print(_json({"file": name, **d.model_dump()}, out), file=out)
         else:
             print(_diag_line(name, d), file=out)
-            print(d.snippet(source), file=out)
+            if source:
+                print(d.snippet(source), file=out)
+
+
+# -- commands --------------------------------------------------------------------
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    name = "<stdin>" if args.file == "-" else args.file
-    data = _read(args.file, args.max_size)
+    inp = _read(args.file, args.max_size)
     try:
-        reply = parse(data, lenient=args.lenient, max_size=args.max_size)
+        reply = _parse(inp, lenient=args.lenient, max_size=args.max_size)
     except ParseError as e:
-        _emit_diagnostics(name, e.source, e.diagnostics, "jsonl" if args.format == "jsonl" else "text", sys.stderr)
+        _emit_diagnostics(inp.name, e.source, e.diagnostics, "jsonl" if args.format == "jsonl" else "text", sys.stderr)
         return EXIT_INVALID
+    out = sys.stdout
     if args.format == "pretty":
-        _pretty(reply, sys.stdout)
+        _pretty(reply, out)
     elif args.format == "json":
-        print(reply.model_dump_json(indent=2, exclude_none=True), file=sys.stdout)
+        print(_json(reply.model_dump(mode="json", exclude_none=True), out, indent=2), file=out)
     else:
         for event in reply.events():
-            print(json.dumps(event.to_dict(), ensure_ascii=False), file=sys.stdout)
-    return EXIT_OK
+            print(_json(event.to_dict(), out), file=out)
+    return EXIT_INVALID if _failed(reply.diagnostics) else EXIT_OK
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.files:
-        name = "<stdin>" if path == "-" else path
         try:
-            data = _read(path, args.max_size)
+            inp = _read(path, args.max_size)
         except _InputError as e:
-            print(f"charfmt: error: {e}", file=sys.stderr)
+            _error(str(e))
             status = EXIT_USAGE
             continue
         try:
-            reply = parse(data, lenient=args.lenient, max_size=args.max_size)
+            reply = _parse(inp, lenient=args.lenient, max_size=args.max_size)
         except ParseError as e:
-            _emit_diagnostics(name, e.source, e.diagnostics, args.format, sys.stdout)
+            _emit_diagnostics(inp.name, e.source, e.diagnostics, args.format, sys.stdout)
             status = max(status, EXIT_INVALID)
             continue
-        _emit_diagnostics(name, lenient_text(data), reply.diagnostics, args.format, sys.stdout)
-        if any(d.severity == "error" for d in reply.diagnostics):
+        _emit_diagnostics(inp.name, lenient_text(inp.data), reply.diagnostics, args.format, sys.stdout)
+        if _failed(reply.diagnostics):
             status = max(status, EXIT_INVALID)
         elif args.format == "text" and not args.quiet:
             repaired = " after repairs" if reply.dialect is not None else ""
-            print(f"{name}: ok{repaired} ({len(reply.chats)} chats)", file=sys.stdout)
+            print(f"{inp.name}: ok{repaired} ({len(reply.chats)} chats)", file=sys.stdout)
     return status
 
 
 def _cmd_fix(args: argparse.Namespace) -> int:
-    name = "<stdin>" if args.file == "-" else args.file
-    data = _read(args.file, args.max_size)
-    reply = parse(data, lenient=True, max_size=args.max_size)
-    source = lenient_text(data)
-    _emit_diagnostics(name, source, reply.diagnostics, "text", sys.stderr)
+    inp = _read(args.file, args.max_size)
+    reply = _parse(inp, lenient=True, max_size=args.max_size)
+    source = lenient_text(inp.data)
+    _emit_diagnostics(inp.name, source, reply.diagnostics, "text", sys.stderr)
     fixed = dumps(reply, indent=args.indent)
     if args.diff:
         diff = difflib.unified_diff(
-            source.splitlines(keepends=True), (fixed + "\n").splitlines(keepends=True), name, f"{name} (fixed)"
+            source.splitlines(keepends=True),
+            (fixed + "\n").splitlines(keepends=True),
+            inp.name,
+            f"{inp.name} (fixed)",
         )
         sys.stdout.writelines(diff)
     else:
-        print(fixed)
-    return EXIT_INVALID if any(d.severity == "error" for d in reply.diagnostics) else EXIT_OK
+        print(_json_text(fixed, sys.stdout), file=sys.stdout)
+    return EXIT_INVALID if _failed(reply.diagnostics) else EXIT_OK
+
+
+def _replay(data: bytes, chunk: int, delay_ms: float) -> Iterator[bytes | str]:
+    """A saved reply in chunks of ``chunk`` characters (bytes, if it is not UTF-8)."""
+    text: str | bytes
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data  # the stream parser reports the bad bytes, as it does on standard input
+    for i in range(0, len(text), chunk):
+        if i and delay_ms:
+            time.sleep(delay_ms / 1000)
+        yield text[i : i + chunk]
 
 
 def _stream_chunks(args: argparse.Namespace) -> Iterator[bytes | str]:
     """Standard input as it arrives, or a saved reply replayed in chunks."""
-    if args.replay:
-        try:
-            with open(args.replay, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise _InputError(f"cannot read {args.replay}: {e}") from None
-        for i in range(0, len(text), args.chunk):
-            if i and args.delay_ms:
-                time.sleep(args.delay_ms / 1000)
-            yield text[i : i + args.chunk]
+    if args.replay is not None:
+        inp = _read(args.replay, args.max_size)
+        if inp.over:
+            raise _InputError(f"cannot replay {inp.too_large(args.max_size)}")
+        yield from _replay(inp.data, args.chunk, args.delay_ms)
         return
-    stdin = sys.stdin.buffer
+    stdin = _stdin()
     read = getattr(stdin, "read1", stdin.read)
-    while chunk := read(4096):
+    while True:
+        try:
+            chunk = read(65536)
+        except (OSError, ValueError) as e:
+            raise _InputError(f"cannot read standard input: {_reason(e)}") from None
+        if not chunk:
+            return
         yield chunk
 
 
@@ -154,13 +402,18 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 
     parser = StreamParser(lenient=not args.strict, max_size=args.max_size)
     splitter = SentenceSplitter() if args.sentences else None
+    failed = False
 
     def emit(events: list[Event]) -> None:
+        nonlocal failed
+        out = sys.stdout
         for event in events:
-            print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
+            if event.kind == "diagnostic" and event.diagnostic.severity == "error":
+                failed = True
+            print(_json(event.to_dict(), out), file=out, flush=True)
             if splitter is not None:
                 for sentence in splitter.feed(event):
-                    print(json.dumps({"kind": "sentence", **sentence.to_dict()}, ensure_ascii=False), flush=True)
+                    print(_json({"kind": "sentence", **sentence.to_dict()}, out), file=out, flush=True)
 
     try:
         for chunk in _stream_chunks(args):
@@ -169,16 +422,21 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     except ParseError as e:
         _emit_diagnostics("<stream>", e.source, e.diagnostics, "text", sys.stderr)
         return EXIT_INVALID
-    return EXIT_OK
+    return EXIT_INVALID if failed else EXIT_OK
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
     from charfmt.fuzz import fuzz_cases  # noqa: PLC0415
 
-    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
+    out: TextIO = sys.stdout
+    if args.out is not None:
+        try:
+            out = open(args.out, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+            raise _InputError(f"cannot write {args.out}: {_reason(e)}") from None
     try:
         for i, case in enumerate(fuzz_cases(args.seed, args.count)):
-            print(json.dumps({"seed": args.seed, "index": i, **case.to_dict()}, ensure_ascii=False), file=out)
+            print(_json({"seed": args.seed, "index": i, **case.to_dict()}, out), file=out)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -186,50 +444,78 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(json_schema(args.provider), ensure_ascii=False, indent=2))
+    print(_json(json_schema(args.provider), sys.stdout, indent=2))
     return EXIT_OK
 
 
-def _cmd_render(args: argparse.Namespace) -> int:
-    from charfmt.character import Character, load_history  # noqa: PLC0415 (jinja only when rendering)
-    from charfmt.render import render_messages, render_text  # noqa: PLC0415
+def _load_character(path: str, limit: int) -> Character:
+    from charfmt.character import Character  # noqa: PLC0415
 
+    text = _read_text(path, limit, "--character")
+    return Character.from_toml(text, "<stdin>" if path == "-" else path)
+
+
+def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
+    from charfmt.character import load_history  # noqa: PLC0415
+
+    # load_history reads the file by path: check that it is a readable regular file within
+    # the bound first (a pipe or a device would be read twice, or forever: /dev/zero).
     try:
-        character = Character.load(args.character)
-        history = load_history(args.history, character) if args.history else []
-        turn = character.shorthand(args.say)
-        for d in turn.diagnostics:
-            print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
-        options = {"templates": args.templates, "budget": args.budget}
-        if args.format == "text":
-            print(render_text(character, history, turn, **options))
-        else:
-            request = render_messages(
-                character, history, turn, provider=args.provider, structured=args.structured, **options
-            )
-            print(json.dumps(request, ensure_ascii=False, indent=2))
-    except CharfmtError as e:
-        print(f"charfmt: error: {e}", file=sys.stderr)
-        return EXIT_INVALID
+        st = os.stat(path)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise _InputError(f"cannot read {path}: {_reason(e)}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise _InputError(f"cannot read {path}: Is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise _InputError(f"cannot read {path}: --history must be a regular file, not a pipe or device")
+    _read_text(path, limit, "--history")
+    return load_history(path, character)
+
+
+def _templates(folder: str | None) -> str | None:
+    if folder is not None and not Path(folder).is_dir():
+        reason = "not a directory" if Path(folder).exists() else "no such directory"
+        raise _InputError(f"cannot read templates folder {folder}: {reason}")
+    return folder
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from charfmt.render import render_messages, render_text  # noqa: PLC0415 (jinja only when rendering)
+
+    templates = _templates(args.templates)
+    character = _load_character(args.character, args.max_size)
+    history = _load_history(args.history, character, args.max_size) if args.history is not None else []
+    turn = character.shorthand(args.say)
+    for d in turn.diagnostics:
+        print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
+    options: dict[str, Any] = {"templates": templates, "budget": args.budget}
+    if args.format == "text":
+        print(render_text(character, history, turn, **options))
+    else:
+        request = render_messages(
+            character, history, turn, provider=args.provider, structured=args.structured, **options
+        )
+        print(_json(request, sys.stdout, indent=2))
     return EXIT_OK
 
 
 def _cmd_grammar(args: argparse.Namespace) -> int:
-    from charfmt.character import Character  # noqa: PLC0415
     from charfmt.export import grammar  # noqa: PLC0415
 
-    try:
-        vocabulary = None
-        if args.character:
-            vocabulary = Character.load(args.character).vocabulary
-        elif args.emotions:
-            vocabulary = Vocabulary.of(*(k.strip() for k in args.emotions.split(",") if k.strip()))
-        sys.stdout.write(grammar(args.target, vocabulary=vocabulary))
-        if args.target == "regex":
-            sys.stdout.write("\n")
-    except (CharfmtError, ValueError) as e:
-        print(f"charfmt: error: {e}", file=sys.stderr)
-        return EXIT_INVALID
+    vocabulary = None
+    if args.character is not None:
+        vocabulary = _load_character(args.character, args.max_size).vocabulary
+    elif args.emotions is not None:
+        keys = [k.strip() for k in args.emotions.split(",") if k.strip()]
+        if not keys:
+            _usage_error(args, "argument --emotions: no emotion key given")
+        try:
+            vocabulary = Vocabulary.of(*keys)
+        except ValueError as e:  # pydantic's ValidationError: a key the format cannot hold
+            _usage_error(args, f"argument --emotions: {_first_line(e)}")
+    sys.stdout.write(grammar(args.target, vocabulary=vocabulary))
+    if args.target == "regex":
+        sys.stdout.write("\n")
     return EXIT_OK
 
 
@@ -254,61 +540,105 @@ def _cmd_demo(_args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- options ---------------------------------------------------------------------
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with usage errors as one line: ``charfmt: error: ... (see 'charfmt X --help')``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"charfmt: error: {message} (see '{self.prog} --help')\n")
+
+
+def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
+    parser: argparse.ArgumentParser = args.parser
+    parser.error(message)
+
+
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An option's type: a whole number from ``low`` (to ``high``)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text[:40]!r}") from None
+        if value < low or (high is not None and value > high):
+            limits = f"from {low:,} to {high:,}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"must be {limits}, not {value}")
+        return value
+
+    return whole
+
+
+def _milliseconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, not {text[:40]!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_DELAY_MS):
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_DELAY_MS:,.0f}, not {text[:40]}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="charfmt", description="Parse and check game-character chat replies.")
+    p = _ArgumentParser(prog="charfmt", description="Parse and check game-character chat replies.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add_size(sp: argparse.ArgumentParser) -> None:
+    def add_size(sp: argparse.ArgumentParser, what: str = "input") -> None:
         sp.add_argument(
             "--max-size",
-            type=int,
+            type=_whole(1),
             default=DEFAULT_MAX_SIZE,
             metavar="BYTES",
-            help=f"largest input accepted (default {DEFAULT_MAX_SIZE:,})",
+            help=f"largest {what} accepted (default {DEFAULT_MAX_SIZE:,})",
         )
 
-    sp = sub.add_parser("parse", help="parse a reply and print it")
+    def command(name: str, run: Callable[[argparse.Namespace], int], **kwargs: Any) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, **kwargs)
+        sp.set_defaults(run=run, parser=sp)
+        return sp
+
+    sp = command("parse", _cmd_parse, help="parse a reply and print it")
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
     sp.add_argument("--lenient", action="store_true", help="report problems instead of failing")
     sp.add_argument("--format", choices=("pretty", "json", "jsonl"), default="pretty")
     add_size(sp)
-    sp.set_defaults(run=_cmd_parse)
 
-    sp = sub.add_parser("check", help="check replies strictly; exit 1 if any is invalid")
+    sp = command("check", _cmd_check, help="check replies strictly; exit 1 if any is invalid")
     sp.add_argument("files", nargs="+", metavar="FILE")
     sp.add_argument("--format", choices=("text", "jsonl"), default="text")
     sp.add_argument("-q", "--quiet", action="store_true", help="print nothing for valid files")
     sp.add_argument("--lenient", action="store_true", help="repair what can be repaired; report repairs as warnings")
     add_size(sp)
-    sp.set_defaults(run=_cmd_check)
 
-    sp = sub.add_parser("stream", help="read a reply as it arrives; print events as JSON Lines")
+    sp = command("stream", _cmd_stream, help="read a reply as it arrives; print events as JSON Lines")
     sp.add_argument("--replay", metavar="FILE", help="simulate a model stream from a saved reply")
-    sp.add_argument("--chunk", type=int, default=4, metavar="N", help="characters per replayed chunk (default 4)")
-    sp.add_argument("--delay-ms", type=float, default=0, metavar="D", help="pause between replayed chunks")
+    sp.add_argument("--chunk", type=_whole(1), default=4, metavar="N", help="characters per replayed chunk (default 4)")
+    sp.add_argument(
+        "--delay-ms", type=_milliseconds, default=0.0, metavar="D", help="pause between replayed chunks (0 to 60,000)"
+    )
     sp.add_argument("--strict", action="store_true", help="fail on invalid input instead of repairing it")
     sp.add_argument("--sentences", action="store_true", help="also print complete sentences for speech")
-    add_size(sp)
-    sp.set_defaults(run=_cmd_stream)
+    add_size(sp, "stream or --replay file")
 
-    sp = sub.add_parser("fix", help="repair a reply leniently; print it canonically, the repair log on stderr")
+    sp = command("fix", _cmd_fix, help="repair a reply leniently; print it canonically, the repair log on stderr")
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
     sp.add_argument("--diff", action="store_true", help="print a unified diff from the input to the fixed reply")
-    sp.add_argument("--indent", type=int, default=None, metavar="N", help="pretty-print the JSON")
+    sp.add_argument("--indent", type=_whole(0, 64), default=None, metavar="N", help="pretty-print the JSON")
     add_size(sp)
-    sp.set_defaults(run=_cmd_fix)
 
-    sp = sub.add_parser("fuzz", help="write damaged replies (with the clean original and the mutations), by seed")
-    sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--count", type=int, default=100)
+    sp = command("fuzz", _cmd_fuzz, help="write damaged replies (with the clean original and the mutations), by seed")
+    sp.add_argument("--seed", type=_whole(0), default=0)
+    sp.add_argument(
+        "--count", type=_whole(0, MAX_FUZZ_COUNT), default=100, help=f"cases to write (at most {MAX_FUZZ_COUNT:,})"
+    )
     sp.add_argument("--out", metavar="FILE", help="JSON Lines file (default: standard output)")
-    sp.set_defaults(run=_cmd_fuzz)
 
-    sp = sub.add_parser("schema", help="print the reply envelope as JSON Schema")
+    sp = command("schema", _cmd_schema, help="print the reply envelope as JSON Schema")
     sp.add_argument("--provider", choices=PROVIDERS, default=None)
-    sp.set_defaults(run=_cmd_schema)
 
-    sp = sub.add_parser("render", help="render a provider request for a character and a user turn")
+    sp = command("render", _cmd_render, help="render a provider request for a character and a user turn")
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file")
     sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
     sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
@@ -317,11 +647,11 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=("json", "text"), default="json", help="json: provider request; text: one prompt"
     )
     sp.add_argument("--templates", metavar="DIR", help="a folder of your own templates, looked up first")
-    sp.add_argument("--budget", type=int, metavar="TOKENS", help="drop the oldest exchanges to fit")
+    sp.add_argument("--budget", type=_whole(1), metavar="TOKENS", help="drop the oldest exchanges to fit")
     sp.add_argument("--structured", action="store_true", help="add the provider's structured-output schema")
-    sp.set_defaults(run=_cmd_render)
+    add_size(sp, "--character or --history file")
 
-    sp = sub.add_parser("grammar", help="print the reply format as a grammar for constrained decoding")
+    sp = command("grammar", _cmd_grammar, help="print the reply format as a grammar for constrained decoding")
     sp.add_argument(
         "--target",
         choices=("lark", "gbnf", "regex"),
@@ -331,24 +661,43 @@ def _parser() -> argparse.ArgumentParser:
     group = sp.add_mutually_exclusive_group()
     group.add_argument("--emotions", metavar="KEYS", help="restrict <emo> to these comma-separated keys")
     group.add_argument("--character", metavar="FILE", help="restrict <emo> to this character's emotions")
-    sp.set_defaults(run=_cmd_grammar)
+    add_size(sp, "--character file")
 
-    sp = sub.add_parser("demo", help="parse a bundled reply and show a strict error")
-    sp.set_defaults(run=_cmd_demo)
+    command("demo", _cmd_demo, help="parse a bundled reply and show a strict error")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    parser = _parser()
+    """Run the command line; returns the exit code (see the module docstring)."""
+    with _forgiving_output():
+        status = _run(argv)
+    return status
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
-        args = parser.parse_args(argv)
+        args = _parser().parse_args(argv)
+        if sys.stdout is None and not (args.command == "fuzz" and args.out is not None):
+            raise _InputError("cannot write standard output: it is closed")
+        status = int(args.run(args))
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a write error shows here, not in a traceback at exit
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
-        return int(e.code or 0)
-    try:
-        return int(args.run(args))
+        return EXIT_OK if e.code is None else e.code if isinstance(e.code, int) else EXIT_USAGE
     except _InputError as e:
-        print(f"charfmt: error: {e}", file=sys.stderr)
+        _error(str(e))
         return EXIT_USAGE
-    except BrokenPipeError:
+    except (_InvalidError, CharfmtError) as e:
+        _error(str(e))
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say
+        _discard_stdout()
         return EXIT_OK
+    except OSError as e:  # writing failed: a full disk, a closed standard output
+        _discard_stdout()
+        _error(f"cannot write output: {_reason(e)}")
+        return EXIT_USAGE
+    return status

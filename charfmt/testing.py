@@ -14,6 +14,12 @@ strict parser accepts; ``damaged_replies`` damages it the way models do.
 
 from __future__ import annotations
 
+# Installs made before the hook moved name ``charfmt.testing:_hypothesis_setup_hook`` as
+# hypothesis's entry point, and hypothesis loads it while the import below is still running
+# (this module half initialised): the name must exist before hypothesis is imported.
+from charfmt._hypothesis_plugin import _hypothesis_setup_hook  # noqa: F401 (the entry point of old installs)
+
+# isort: split
 import random
 from typing import Any
 
@@ -163,11 +169,3 @@ def chunkings(draw: st.DrawFn, text: str | bytes) -> list[Any]:
     cuts = draw(st.lists(st.integers(0, len(text)), max_size=max(1, min(len(text), 40)), unique=True))
     points = sorted(cuts)
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True) if b > a]
-
-
-def _hypothesis_setup_hook() -> None:
-    """Hypothesis plugin entry point: ``st.from_type(charfmt.Reply)`` and friends just work."""
-    st.register_type_strategy(Reply, replies())
-    st.register_type_strategy(Chat, chats())
-    st.register_type_strategy(Segment, segments())
-    st.register_type_strategy(UserTurn, user_turns())

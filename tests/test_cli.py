@@ -93,11 +93,12 @@ def test_check_unreadable_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["check", str(tmp_path)]) == 2  # a directory
 
 
-def test_usage_error_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 2
-    assert main(["check"]) == 2
-    assert main(["schema", "--provider", "nope"]) == 2
-    assert "usage:" in capsys.readouterr().err
+def test_usage_error_is_exit_2_and_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([], ["check"], ["schema", "--provider", "nope"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("charfmt: error: ") and err.count("\n") == 1, err
+        assert "--help" in err  # where to find the usage
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,44 @@
+"""Hypothesis plugin: ``st.from_type(charfmt.Reply)`` and friends draw from ``charfmt.testing``.
+
+Hypothesis runs every ``hypothesis`` entry point while it is itself being imported, so
+this module imports nothing at load time, and the hook registers *deferred* strategies:
+``charfmt.testing`` (which imports hypothesis) is imported only when a strategy is first
+drawn from. Importing ``charfmt.testing`` first, hypothesis first, or neither all work.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+_STRATEGIES = (
+    ("charfmt.models", "Reply", "replies"),
+    ("charfmt.models", "Chat", "chats"),
+    ("charfmt.models", "Segment", "segments"),
+    ("charfmt.userinput", "UserTurn", "user_turns"),
+)
+"""``(module, type, strategy in charfmt.testing)`` for ``st.register_type_strategy``."""
+
+
+def _deferred(strategy: str) -> SearchStrategy[object]:
+    from hypothesis import strategies as st  # noqa: PLC0415
+
+    def resolve() -> SearchStrategy[object]:
+        from charfmt import testing  # noqa: PLC0415 (imports hypothesis: only when drawn from)
+
+        made: SearchStrategy[object] = getattr(testing, strategy)()
+        return made
+
+    return st.deferred(resolve)
+
+
+def _hypothesis_setup_hook() -> None:
+    """Hypothesis plugin entry point (``[project.entry-points.hypothesis]``)."""
+    from importlib import import_module  # noqa: PLC0415
+
+    from hypothesis import strategies as st  # noqa: PLC0415
+
+    for module, name, strategy in _STRATEGIES:
+        st.register_type_strategy(getattr(import_module(module), name), _deferred(strategy))

@@ -456,20 +456,10 @@ def _load_character(path: str, limit: int) -> Character:
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
-    from charfmt.character import load_history  # noqa: PLC0415
+    from charfmt.character import history_from_jsonl  # noqa: PLC0415
 
-    # load_history reads the file by path: check that it is a readable regular file within
-    # the bound first (a pipe or a device would be read twice, or forever: /dev/zero).
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        raise _InputError(f"cannot read {path}: {_reason(e)}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise _InputError(f"cannot read {path}: Is a directory")
-    if not stat.S_ISREG(st.st_mode):
-        raise _InputError(f"cannot read {path}: --history must be a regular file, not a pipe or device")
-    _read_text(path, limit, "--history")
-    return load_history(path, character)
+    text = _read_text(path, limit, "--history")
+    return history_from_jsonl(text, character, "<stdin>" if path == "-" else path)
 
 
 def _templates(folder: str | None) -> str | None:

@@ -439,6 +439,9 @@ class Recovery:
             if tag == "msg" and _TAGGED.search(text):
                 self._read_string(chat, node, tagged=True)
                 return
+            if tag == "emo" and "&" in text and (decoded := decode_entities(text)) != text:
+                self.note("CF717", f"entities in emotion {_short(text)!r} decoded", node.start, node.end, index)
+                text = decoded
             chat.pieces.append(Piece(tag, text, node.start, node.end))
         elif node.kind == "array":
             for item in node.items:
@@ -640,19 +643,18 @@ class Recovery:
 
         ``""``: nothing is left (dropped, noted); ``None``: it cannot be a key.
 
-        Entities are decoded, runs of whitespace and control characters become one space,
-        the ends are stripped. Text with ``<``, ``>`` or ``&`` left is no key: unless the
+        Runs of whitespace and control characters become one space, the ends are stripped
+        (entities were decoded where the key was read). Text with ``<``, ``>`` or ``&`` left is no key: unless the
         vocabulary names a key for it, the caller keeps it as an action (``CF718``).
         """
         text = p.text
-        key = decode_entities(text) if "&" in text else text
-        key = _SURROGATE.sub("\ufffd", _KEY_SPACE.sub(" ", key).strip())
+        key = _SURROGATE.sub("\ufffd", _KEY_SPACE.sub(" ", text).strip())
         if not key:
             self.note("CF702", "an empty emotion is dropped", p.start, p.end, index)
             return ""
-        if key != text:
-            self.note("CF717", f"emotion key {_short(text)!r} read as {_short(key)!r}", p.start, p.end, index)
         if _KEY.fullmatch(key):
+            if key != text:
+                self.note("CF717", f"emotion key {_short(text)!r} read as {_short(key)!r}", p.start, p.end, index)
             return key
         if self.vocabulary is not None:
             decision = apply_vocabulary(key, self.vocabulary)
@@ -661,7 +663,7 @@ class Recovery:
                 return decision.key
         self.note(
             "CF718",
-            f"emotion {_short(key)!r} cannot be a key (markup characters): kept as an action",
+            f"emotion {_short(text)!r} cannot be a key (markup characters): kept as an action",
             p.start,
             p.end,
             index,

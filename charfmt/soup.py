@@ -152,6 +152,8 @@ def _intensity(value: str | None) -> float | None:
         number = float(value)
     except ValueError:
         return None
+    if not 0 <= number <= 100:  # nan, inf, negative: no intensity
+        return None
     return number / 100 if number > 1 else number
 
 
@@ -173,6 +175,8 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     lower = name.lower()
     base, _, sub = lower.partition(".")
     key = sub or attrs.get("type") or attrs.get("name") or attrs.get("value") or None
+    if key is not None and "&" in key:
+        key = decode_entities(key)  # an attribute value, read as XML reads it
     intensity = _intensity(attrs.get("intensity") or attrs.get("level"))
     canon = TAG_SYNONYMS.get(base)
     exact = name in TAG_BY_NAME and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
@@ -453,7 +457,7 @@ def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None) -> tuple
         canon = TAG_SYNONYMS.get(lower)
         if canon is None:
             return None
-        value = val.strip()
+        value = decode_entities(val.strip())
         if canon == "emo" and vocabulary is not None:
             value = vocabulary.resolve(value) or value
         if canon == "emo" and _MARKUP_CHARS.search(value):
@@ -484,7 +488,7 @@ def read_prose(text: str, vocabulary: Vocabulary | None, out: Result, offset: in
             marks.append((m.start(), m.end(), meaning[0], meaning[1], meaning[2]))
             out.dialect("bracket")
         elif kind == "full":
-            value = m.group("full").strip()
+            value = decode_entities(m.group("full").strip())
             canon = (vocabulary.resolve(value) if vocabulary else None) or value
             if _MARKUP_CHARS.search(canon):
                 continue  # 【露娜>w<】 names no emotion: it stays text

@@ -114,15 +114,20 @@ class Recovery:
 
     # -- the pipeline -------------------------------------------------------------------
     def run(self) -> Reply:
-        text = self.source.text
-        start, end = self._reply_region(text)
+        mark = len(self.diagnostics)
+        start, end = self._reply_region(self.source.text, json=True)
+        region_notes = len(self.diagnostics)
         chats: list[_RawChat] = []
         found = self._json(start, end, chats)
         if not found:
+            # The '{' or '[' that reasoning seemed to stand before is no JSON reply: the
+            # text is the reply, so read what stands around it again as a reply without JSON.
+            del self.diagnostics[mark:region_notes]
+            start, end = self._reply_region(self.source.text, json=False)
             self._bare(start, end, chats)
         return self._finish(chats)
 
-    def _reply_region(self, text: str) -> tuple[int, int]:
+    def _reply_region(self, text: str, *, json: bool) -> tuple[int, int]:
         """Set aside special tokens, reasoning and fences around the reply; the region left.
 
         A reasoning tag is the model's reasoning only where it stands before the reply:
@@ -138,7 +143,7 @@ class Recovery:
                 "CF603", "the model's other channels (analysis) before the final message are dropped", 0, last.end()
             )
             start = last.end()
-        first = self._json_start(text, start, end)  # the first '{' or '[' at or after start
+        first = self._json_start(text, start, end) if json else end  # the first '{' or '[' at or after start
         while True:
             if first < end:
                 m = _REASONING_OPEN.search(text, start, first)
@@ -156,7 +161,7 @@ class Recovery:
             self.note("CF603", f"reasoning <{m.group(1)}> is dropped, never shown", m.start(), stop)
             start = stop
             if first < start:
-                first = self._json_start(text, start, end)
+                first = self._json_start(text, start, end) if json else end
         orphan = None
         for found in _REASONING_CLOSE.finditer(text, start, first):
             orphan = found  # the last closer before the JSON

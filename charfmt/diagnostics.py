@@ -73,6 +73,10 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF614": ("warning", "orders missing or repeated: chats numbered in reading order"),
     "CF615": ("warning", "unknown key or empty chat dropped"),
     "CF616": ("warning", "no JSON: the text itself read as the character's chat"),
+    "CF617": ("warning", "an integer too long to convert read as a huge number"),
+    "CF618": ("warning", "an escape cut off at the end of the input dropped"),
+    "CF619": ("warning", "a number, boolean or object where text was expected, read as text"),
+    "CF620": ("warning", "a value that cannot be read where it stands dropped (object, array, null)"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),
     "CF702": ("warning", "element not closed (closed by the next tag or the end), or empty emotion dropped"),
@@ -88,6 +92,10 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF712": ("warning", "closing tag with nothing open dropped"),
     "CF713": ("warning", "bracket tag or role-play markup read as an element"),
     "CF714": ("warning", "control characters or lone surrogates replaced by U+FFFD"),
+    "CF715": ("info", "inline markup inside text removed (<b>, <i>, <span>...), its text kept"),
+    "CF716": ("warning", "an entity cut off at the end of the input dropped"),
+    "CF717": ("warning", "emotion key repaired (entities decoded, whitespace collapsed, stripped)"),
+    "CF718": ("warning", "an emotion that cannot be a key (markup characters) kept as an action"),
     # streaming
     "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),

@@ -2,8 +2,9 @@
 
 Each mutation is a named function of ``(text, rng)`` modelled on a failure seen in
 model output. ``damage`` applies a few of them and says which; ``check`` runs one input
-through every entry point and raises on any broken promise (the fuzz harness and the
-regression tests use it).
+through every entry point and raises on any broken promise, among them that a lenient
+result passes its own validators (``revalidate``); the fuzz harness and the regression
+tests use it.
 """
 
 from __future__ import annotations
@@ -214,6 +215,22 @@ def fuzz_cases(seed: int, count: int) -> list[Damaged]:
     return [damage(random_reply(rng), rng) for _ in range(count)]
 
 
+def revalidate(reply: Reply) -> None:
+    """Raise unless every segment, chat and the reply pass their own validators again.
+
+    Lenient parsing builds its result without validation (it checked each value as it
+    went): this is the check that it checked enough (emotion keys match the grammar's
+    ``KEY``, texts hold no control characters, ``C`` chats have elements).
+    """
+    try:
+        for chat in reply.chats:
+            for segment in chat.segments:
+                Segment.model_validate(segment.model_dump())
+        Reply.model_validate(reply.model_dump())
+    except ValueError as e:  # pydantic's ValidationError is one
+        raise AssertionError(f"a lenient result fails its own validation: {e}") from e
+
+
 def check(text: str | bytes, chunk: int = 3) -> None:
     """Run one input through parse (both modes), the streamer and the renderer; raise if a promise breaks."""
     from charfmt.parser import parse  # noqa: PLC0415 (fuzz sits above the parser)
@@ -224,6 +241,7 @@ def check(text: str | bytes, chunk: int = 3) -> None:
     lenient = parse(text, lenient=True)
     if any(d.code == "CF999" for d in lenient.diagnostics):
         raise AssertionError(f"lenient parsing failed internally: {[str(d) for d in lenient.diagnostics]}")
+    revalidate(lenient)
     with contextlib.suppress(ParseError):  # strict parsing may only ever raise this
         parse(text)
     parser = StreamParser()

@@ -12,16 +12,29 @@ that says it was dropped (or is markup: JSON punctuation, keys, tags).
 
 from __future__ import annotations
 
+import functools
 import html
+import math
+import operator
 import re
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
-from charfmt.soup import Piece, Repair, Result, decode_entities, note_literals, read_body, read_prose
+from charfmt.soup import (
+    Piece,
+    Repair,
+    Result,
+    decode_entities,
+    drop_cut_entity,
+    note_literals,
+    read_body,
+    read_prose,
+)
 from charfmt.tags import REASONING_TAGS, TAG_BY_NAME, TAG_SYNONYMS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
 from charfmt.tolerant import JNode, OffsetMap, Reader
 from charfmt.vocabulary import apply_vocabulary
@@ -37,6 +50,13 @@ _ANSWER_HEADING: Final = re.compile(
     r"^[ \t]*+(?:#{1,6}[ \t]*+|\*\*)?(?:answer|response|reply|final(?: answer)?|output|回答)(?:\*\*)?[ \t]*+:?[ \t]*+$",
     re.I | re.M,
 )
+_REASONING_CLOSE: Final = re.compile(r"<\s*/\s*(" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", re.I)
+_JSON_START: Final = re.compile(r"[{\[]")
+_NON_SPACE: Final = re.compile(r"\S")
+_DIGITS: Final = re.compile(r"[0-9]{1,4300}")
+_INF: Final = float("inf")
+_VALUE_KEYS: Final = frozenset({"name", "type", "value", "key", "label", "id", "text", "content", "emotion", "action"})
+"""Keys that name the value of a pattern-A field given as an object (``{"name": "joy"}``)."""
 _CHANNEL: Final = re.compile(r"<\|channel\|>\s*(\w+)\s*(?:<\|constrain\|>\s*\w*\s*)?<\|message\|>")
 _CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
 _CHAT_KEYS: Final = ("type", "order", "body")
@@ -67,6 +87,7 @@ class _RawChat:
     kind: str | None = None
     order: int | None = None
     pieces: list[Piece] = field(default_factory=list)
+    order_noted: bool = False  # an unusable order was reported where it stands
 
 
 class Recovery:
@@ -77,6 +98,7 @@ class Recovery:
         self.vocabulary = vocabulary
         self.diagnostics: list[Diagnostic] = []
         self.dialects: list[str] = []
+        self._json_reader: Reader | None = None
 
     # -- diagnostics, in raw offsets -------------------------------------------------
     def note(self, code: str, message: str, start: int, end: int, chat: int | None = None) -> None:
@@ -92,16 +114,27 @@ class Recovery:
 
     # -- the pipeline -------------------------------------------------------------------
     def run(self) -> Reply:
-        text = self.source.text
-        start, end = self._reply_region(text)
+        mark = len(self.diagnostics)
+        start, end = self._reply_region(self.source.text, json=True)
+        region_notes = len(self.diagnostics)
         chats: list[_RawChat] = []
         found = self._json(start, end, chats)
         if not found:
+            # The '{' or '[' that reasoning seemed to stand before is no JSON reply: the
+            # text is the reply, so read what stands around it again as a reply without JSON.
+            del self.diagnostics[mark:region_notes]
+            start, end = self._reply_region(self.source.text, json=False)
             self._bare(start, end, chats)
         return self._finish(chats)
 
-    def _reply_region(self, text: str) -> tuple[int, int]:
-        """Set aside special tokens, reasoning and fences around the reply; the region left."""
+    def _reply_region(self, text: str, *, json: bool) -> tuple[int, int]:
+        """Set aside special tokens, reasoning and fences around the reply; the region left.
+
+        A reasoning tag is the model's reasoning only where it stands before the reply:
+        before the JSON, or, in a reply without JSON, first and followed by the reply. Inside
+        a tag-soup reply ``<thought>`` is the format's own element. One pass: each search
+        starts where the last one ended.
+        """
         start, end = 0, len(text)
         channels = list(_CHANNEL.finditer(text))
         if channels:
@@ -110,25 +143,37 @@ class Recovery:
                 "CF603", "the model's other channels (analysis) before the final message are dropped", 0, last.end()
             )
             start = last.end()
-        closers = [
-            m for m in re.finditer(r"<\s*/\s*(" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", text[start:], re.I)
-        ]
-        for m in _REASONING_OPEN.finditer(text, start):
-            if m.start() < start:
-                continue
-            close = re.compile(r"<\s*/\s*" + re.escape(m.group(1)) + r"\s*>", re.I).search(text, m.end())
-            if self._before_reply(text, m.start(), start):
-                stop = close.end() if close else self._json_start(text, m.end(), end)
-                self.note("CF603", f"reasoning <{m.group(1)}> is dropped, never shown", m.start(), stop)
-                start = stop
-        if closers and not _REASONING_OPEN.search(text, 0, start + closers[-1].start()):
-            orphan = closers[-1]
-            stop = start + orphan.end()
-            if self._json_start(text, start, start + orphan.start()) == start + orphan.start():
-                self.note(
-                    "CF603", f"everything before the orphan </{orphan.group(1)}> is reasoning, dropped", start, stop
-                )
-                start = stop
+        first = self._json_start(text, start, end) if json else end  # the first '{' or '[' at or after start
+        while True:
+            if first < end:
+                m = _REASONING_OPEN.search(text, start, first)
+            else:
+                m = _REASONING_OPEN.match(text, self.source_skip(start))
+                if m is not None and m.group(1).lower() in TAG_BY_NAME:
+                    m = None  # <thought> opening a reply without JSON is its first element
+            if m is None:
+                break
+            close = _reasoning_close(m.group(1)).search(text, m.end())
+            if first >= end and (close is None or not _NON_SPACE.search(text, close.end())):
+                break  # no reply follows: it is the reply's own (thought) element
+            stop = close.end() if close is not None else first
+            self._drop(start, m.start())
+            self.note("CF603", f"reasoning <{m.group(1)}> is dropped, never shown", m.start(), stop)
+            start = stop
+            if first < start:
+                first = self._json_start(text, start, end) if json else end
+        orphan = None
+        for found in _REASONING_CLOSE.finditer(text, start, first):
+            orphan = found  # the last closer before the JSON
+        if (
+            orphan is not None
+            and (first < end or orphan.group(1).lower() not in TAG_BY_NAME)
+            and _NON_SPACE.search(text, orphan.end())
+            and not _REASONING_OPEN.search(text, 0, orphan.start())
+        ):
+            stop = orphan.end()
+            self.note("CF603", f"everything before the orphan </{orphan.group(1)}> is reasoning, dropped", start, stop)
+            start = stop
         heading = _HEADING.search(text, start)
         if heading and not text[start : heading.start()].strip():
             answer = _ANSWER_HEADING.search(text, heading.end())
@@ -137,13 +182,8 @@ class Recovery:
             start = stop
         return start, end
 
-    def _before_reply(self, text: str, at: int, start: int) -> bool:
-        """A reasoning tag counts only before the reply's JSON (inside a body, <thought> is a tag)."""
-        first = self._json_start(text, start, len(text))
-        return at <= first or first >= len(text)
-
     def _json_start(self, text: str, start: int, end: int) -> int:
-        m = re.compile(r"[{\[]").search(text, start, end)
+        m = _JSON_START.search(text, start, end)
         return m.start() if m else end
 
     def _drop(self, start: int, end: int) -> None:
@@ -182,11 +222,12 @@ class Recovery:
                 self._unescape_html(at, end)
                 text = self.source.text
                 end = len(text)
-            reader = Reader(text[:end])
+            reader = self._reader(end)
+            mark = len(reader.repairs)
             node = reader.read(at)
             if self._looks_like_reply(node):
                 self._drop(start, at)
-                self._repairs(reader.repairs)
+                self._repairs(reader.repairs[mark:])
                 self._shape(node, chats)
                 after = node.end if node.end >= 0 else end
                 self._more(after, end, chats)
@@ -194,6 +235,13 @@ class Recovery:
             # The next candidate starts after this value: "[[[[…" is read once, not once per bracket.
             pos = node.end if node.end > at else at + 1
         return False
+
+    def _reader(self, end: int) -> Reader:
+        """One JSON reader per source text: each candidate value is read once, never re-copied."""
+        text = self.source.text
+        if self._json_reader is None or self._json_reader.text is not text or end != len(text):
+            self._json_reader = Reader(text if end == len(text) else text[:end])
+        return self._json_reader
 
     def source_skip(self, pos: int) -> int:
         text = self.source.text
@@ -247,13 +295,14 @@ class Recovery:
             at = self._json_start(text, pos, end)
             if at >= end:
                 break
-            reader = Reader(text[:end])
+            reader = self._reader(end)
+            mark = len(reader.repairs)
             node = reader.read(at)
             if not self._looks_like_reply(node):
                 break
             self._drop(pos, at)
             self.note("CF611", "a second JSON reply follows the first: its chats are added", at, node.end)
-            self._repairs(reader.repairs)
+            self._repairs(reader.repairs[mark:])
             self._shape(node, chats)
             pos = node.end if node.end > at else end
         self._drop(pos, end)
@@ -306,26 +355,27 @@ class Recovery:
         if item.kind != "object":
             self.note("CF615", "a chat that is not an object is dropped", item.start, item.end)
             return chat
-        body: JNode | None = None
+        bodies: list[tuple[str, JNode]] = []
         seen: dict[str, tuple[int, int]] = {}
         for key, ks, _ke, value in item.pairs:
             lower = key.lower()
             if lower in seen and lower in (*_CHAT_KEYS, *_HYBRID_BODY):
                 a, b = seen[lower]
                 self.note("CF615", f"key {key!r} repeats: this earlier value is dropped", a, b, index)
+                if lower in ("body", *_HYBRID_BODY):
+                    bodies = [(k, v) for k, v in bodies if k != lower]
             seen[lower] = (ks, value.end)
             if lower == "type":
                 chat.kind = self._type(value, index)
             elif lower == "order":
-                chat.order = self._order(value, index)
+                chat.order = self._order(chat, value, index)
             elif lower in ("body", *_HYBRID_BODY):
-                body = value
+                bodies.append((lower, value))
                 if lower != "body":
                     self.dialect("hybrid")
             elif lower in _HYBRID_EMOTION:
                 self.dialect("hybrid")
-                if value.kind in ("string", "scalar") and value.value:
-                    chat.pieces.append(Piece("emo", str(value.value).strip(), value.start, value.end))
+                self._field(chat, "emo", value, index)
             elif lower in TAG_SYNONYMS:
                 self.dialect("json-fields")
                 self._field(chat, TAG_SYNONYMS[lower], value, index)
@@ -333,9 +383,12 @@ class Recovery:
                 self.note("CF615", f"unknown key {key!r} dropped", ks, value.end, index)
         if chat.kind is None:
             chat.kind = "C"
-            if body is not None and not chat.pieces:
+            if bodies and not chat.pieces:
                 self.note("CF613", "a chat without a type is read as C", item.start, item.start + 1, index)
-        if body is not None:
+        if len({k for k, _v in bodies}) > 1:
+            names = " and ".join(repr(k) for k, _v in bodies)
+            self.note("CF612", f"a chat with both {names}: each is read, in order", item.start, item.start + 1, index)
+        for _key, body in bodies:
             self._read_body(chat, body)
         if chat.kind not in TAGGED_TYPES and chat.pieces and any(p.tag != TEXT_TAG for p in chat.pieces):
             self.note("CF613", f"a {chat.kind} chat with tag elements is read as C", item.start, item.start + 1, index)
@@ -345,30 +398,44 @@ class Recovery:
         return chat
 
     def _type(self, node: JNode, index: int) -> str | None:
-        word = str(node.value).strip() if node.kind in ("string", "scalar") and node.value is not None else ""
+        if node.kind not in ("string", "scalar"):
+            what = "an object" if node.kind == "object" else "an array"
+            self.note("CF613", f"a chat type that is {what}, not a name, is read as C", node.start, node.end, index)
+            return "C"
+        word = self._scalar_text(node).strip() if node.value is not None else ""
         if word in ("C", "I", "E"):
             return word
         kind = TYPE_ALIASES.get(word.lower())
         if kind is None:
-            self.note("CF613", f"unknown chat type {word!r} read as C", node.start, node.end, index)
+            self.note("CF613", f"unknown chat type {_short(word)!r} read as C", node.start, node.end, index)
             return "C"
         self.note("CF613", f"chat type {word!r} read as {kind!r}", node.start, node.end, index)
         return kind
 
-    def _order(self, node: JNode, index: int) -> int | None:
+    def _order(self, chat: _RawChat, node: JNode, index: int) -> int | None:
         value = node.value
-        if isinstance(value, bool) or value is None:
-            return None
-        if isinstance(value, float) and value.is_integer() and value >= 1:
-            self.note("CF614", f"order {node.value!r} read as {int(value)}", node.start, node.end, index)
-            value = int(value)
-        if isinstance(value, str) and value.strip().isdigit():
+        if node.kind == "string" and isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+            self.note("CF614", f"order {_short(value)!r} read as a number", node.start, node.end, index)
             value = int(value.strip())
-        if isinstance(value, int) and value >= 1:
-            if node.kind == "string":
-                self.note("CF614", f"order {node.value!r} read as a number", node.start, node.end, index)
+        elif node.kind == "scalar" and isinstance(value, float) and value.is_integer() and value >= 1:
+            self.note("CF614", f"order {self._scalar_text(node)} read as {int(value)}", node.start, node.end, index)
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             return value
+        shown = self._scalar_text(node) if node.kind in ("string", "scalar") else node.kind
+        huge = value in (_INF, -_INF) or (
+            isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()
+        )
+        why = "too large" if huge else "not a whole number from 1"
+        self.note("CF614", f"order {_short(shown)} is {why}: numbered in reading order", node.start, node.end, index)
+        chat.order_noted = True
         return None
+
+    def _scalar_text(self, node: JNode) -> str:
+        """A string's value, or a number or literal as written (``1e3``, ``true``)."""
+        if node.kind == "string":
+            return str(node.value)
+        return self.source.text[node.start : node.end]
 
     def _field(self, chat: _RawChat, tag: str, node: JNode, index: int) -> None:
         """Pattern A: ``"emotion": "joy"``, ``"content": "…"`` as segments, in the order written."""
@@ -377,40 +444,92 @@ class Recovery:
             if tag == "msg" and _TAGGED.search(text):
                 self._read_string(chat, node, tagged=True)
                 return
-            chat.pieces.append(Piece(tag, text.strip() if tag == "emo" else text, node.start, node.end))
+            if tag == "emo" and "&" in text and (decoded := decode_entities(text)) != text:
+                self.note("CF717", f"entities in emotion {_short(text)!r} decoded", node.start, node.end, index)
+                text = decoded
+            chat.pieces.append(Piece(tag, text, node.start, node.end))
         elif node.kind == "array":
             for item in node.items:
                 self._field(chat, tag, item, index)
+        elif node.kind == "object":
+            self._field_object(chat, tag, node, index)
         elif node.kind == "scalar" and node.value is not None:
-            chat.pieces.append(Piece(tag, str(node.value), node.start, node.end))
+            text = self._scalar_text(node)
+            self.note("CF619", f"the {_kind(node)} {_short(text)} read as <{tag}> text", node.start, node.end, index)
+            chat.pieces.append(Piece(tag, text, node.start, node.end))
+        else:
+            what = "null" if node.kind == "scalar" else "an empty string"
+            self.note("CF620", f"<{tag}> given as {what} is dropped", node.start, node.end, index)
+
+    def _field_object(self, chat: _RawChat, tag: str, node: JNode, index: int) -> None:
+        """``"emotion": {"name": "joy", "intensity": 0.8}``: the value it names, the rest reported dropped."""
+        value = next(
+            (v for k, _s, _e, v in node.pairs if k.lower() in _VALUE_KEYS and v.kind in ("string", "scalar")), None
+        )
+        level = next((v for k, _s, _e, v in node.pairs if k.lower() in ("intensity", "level")), None)
+        if value is None or value.value is None or value.value == "":
+            self.note(
+                "CF620", f"<{tag}> given as an object with no name or value is dropped", node.start, node.end, index
+            )
+            return
+        text = self._scalar_text(value)
+        self.note(
+            "CF619", f"<{tag}> given as an object: its value {_short(text)!r} is read", node.start, node.end, index
+        )
+        intensity = None
+        if tag == "emo" and level is not None and level.kind == "scalar":
+            intensity = _unit(level.value)
+        for k, ks, _ke, v in node.pairs:
+            if v is not value and (v is not level or intensity is None):
+                self.note("CF620", f"key {k!r} of the <{tag}> object dropped", ks, v.end, index)
+        chat.pieces.append(Piece(tag, text, value.start, value.end, intensity))
 
     def _read_body(self, chat: _RawChat, body: JNode) -> None:
+        tagged = chat.kind in TAGGED_TYPES
         if body.kind == "array":
-            strings = [item for item in body.items if item.kind == "string"]
             self.note("CF612", "a body given as a list of lines is joined with newlines", body.start, body.start + 1)
-            for n, item in enumerate(strings):
-                self._read_string(chat, item, tagged=chat.kind in TAGGED_TYPES, first=n == 0)
+            for item in body.items:
+                if item.kind == "string":
+                    self._read_string(chat, item, tagged=tagged)
+                elif item.kind == "scalar" and item.value is not None:
+                    self._body_scalar(chat, item)
+                else:
+                    what = "null" if item.kind == "scalar" else f"an {item.kind}"
+                    self.note("CF620", f"a body line that is {what} is dropped", item.start, item.end, chat.index)
         elif body.kind == "string":
-            self._read_string(chat, body, tagged=chat.kind in TAGGED_TYPES)
+            self._read_string(chat, body, tagged=tagged)
         elif body.kind == "scalar" and body.value is not None:
-            chat.pieces.append(
-                Piece(TEXT_TAG if chat.kind not in TAGGED_TYPES else "msg", str(body.value), body.start, body.end)
-            )
+            self._body_scalar(chat, body)
         else:
-            self.note("CF615", "a body that is not text is dropped", body.start, body.end, chat.index)
+            what = "null" if body.kind == "scalar" else f"an {body.kind}"
+            self.note("CF620", f"a body that is {what}, not text, is dropped", body.start, body.end, chat.index)
 
-    def _read_string(self, chat: _RawChat, node: JNode, *, tagged: bool, first: bool = True) -> None:
+    def _body_scalar(self, chat: _RawChat, node: JNode) -> None:
+        """A number or literal where the body's text belongs: its spelling, as text."""
+        text = self._scalar_text(node)
+        self.note("CF619", f"the {_kind(node)} {_short(text)} read as body text", node.start, node.end, chat.index)
+        tag = "msg" if chat.kind in TAGGED_TYPES else TEXT_TAG
+        self._add_text(chat, tag, text, node.start, node.end)
+
+    def _add_text(self, chat: _RawChat, tag: str, text: str, start: int, end: int) -> None:
+        if tag == TEXT_TAG and chat.pieces and chat.pieces[-1].tag == TEXT_TAG:
+            chat.pieces[-1].text += "\n" + text  # an I/E body given as lines: one text
+            chat.pieces[-1].end = end
+        elif text:
+            chat.pieces.append(Piece(tag, text, start, end))
+
+    def _read_string(self, chat: _RawChat, node: JNode, *, tagged: bool) -> None:
         text = str(node.value)
-        start = node.content_start
-        mapper: Callable[[int], int] = OffsetMap(self.source.text, start)
+        # A bare word has no escapes: one raw character per character.
+        quoted = _quoted(self.source.text, node)
+        mapper: Callable[[int], int] = OffsetMap(node) if quoted else functools.partial(operator.add, node.start)
         if not tagged:
             notes = Result()
+            if not node.closed:
+                text = drop_cut_entity(text, notes)
             note_literals(text, 0, notes)
             self._take(chat, notes, mapper)
-            if chat.pieces and chat.pieces[-1].tag == TEXT_TAG:
-                chat.pieces[-1].text += "\n" + decode_entities(text)
-            elif text:
-                chat.pieces.append(Piece(TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text))))
+            self._add_text(chat, TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text)))
             return
         result = read_body(text, self.vocabulary, cut_off=not node.closed)
         self._take(chat, result, mapper)
@@ -499,7 +618,7 @@ class Recovery:
                 # A missing or repeated order takes the next free number: the chats before
                 # it keep theirs, so a streamed reply never has to renumber what it showed.
                 at = rc.node.start if rc.node is not None else 0
-                if rc.node is not None:
+                if rc.node is not None and not (order is None and rc.order_noted):
                     why = "has no order" if order is None else f"repeats order {order}"
                     self.note("CF614", f"chat {rc.index} {why}: numbered {top + 1}", at, at, rc.index)
                 order = top + 1
@@ -524,6 +643,39 @@ class Recovery:
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
         return construct_trusted(Reply, {"chats": built, "diagnostics": self.diagnostics, "dialect": dialect})
 
+    def _key(self, p: Piece, index: int) -> str | None:
+        """``p``'s text as an emotion key (the grammar's KEY), repaired and noted.
+
+        ``""``: nothing is left (dropped, noted); ``None``: it cannot be a key.
+
+        Runs of whitespace and control characters become one space, the ends are stripped
+        (entities were decoded where the key was read). Text with ``<``, ``>`` or ``&`` left is no key: unless the
+        vocabulary names a key for it, the caller keeps it as an action (``CF718``).
+        """
+        text = p.text
+        key = _SURROGATE.sub("\ufffd", _KEY_SPACE.sub(" ", text).strip())
+        if not key:
+            self.note("CF702", "an empty emotion is dropped", p.start, p.end, index)
+            return ""
+        if _KEY.fullmatch(key):
+            if key != text:
+                self.note("CF717", f"emotion key {_short(text)!r} read as {_short(key)!r}", p.start, p.end, index)
+            return key
+        if self.vocabulary is not None:
+            decision = apply_vocabulary(key, self.vocabulary)
+            if decision.code in _MAPPED and decision.key is not None:
+                self.note(decision.code or "", decision.message, p.start, p.end, index)
+                return decision.key
+        self.note(
+            "CF718",
+            f"emotion {_short(text)!r} cannot be a key (markup characters): kept as an action",
+            p.start,
+            p.end,
+            index,
+        )
+        p.text = key
+        return None
+
     def _segments(self, rc: _RawChat) -> list[Segment]:
         segments: list[Segment] = []
         kind = rc.kind or "C"
@@ -535,12 +687,18 @@ class Recovery:
                 tag, text = TEXT_TAG, (segments[0].text + "\n" + text if segments else text)
                 segments = []
             if tag == "emo":
-                decision = apply_vocabulary(text, self.vocabulary)
-                if decision.code:
-                    self.note(decision.code, decision.message, p.start, p.end, rc.index)
-                if decision.key is None:
+                key = self._key(p, rc.index)
+                if key == "":
                     continue
-                text = decision.key
+                if key is None:
+                    tag, text = "act", p.text  # content that cannot be a key is kept, as what the character does
+                else:
+                    decision = apply_vocabulary(key, self.vocabulary)
+                    if decision.code:
+                        self.note(decision.code, decision.message, p.start, p.end, rc.index)
+                    if decision.key is None:
+                        continue
+                    text = decision.key
             if _BAD_TEXT.search(text):
                 self.note("CF714", "control characters or lone surrogates replaced by U+FFFD", p.start, p.end, rc.index)
                 text = _BAD_TEXT.sub("\ufffd", text)
@@ -553,7 +711,42 @@ class Recovery:
         return segments
 
 
+@functools.lru_cache(maxsize=16)
+def _reasoning_close(name: str) -> re.Pattern[str]:
+    """The closer of reasoning tag ``name``, any case and spacing."""
+    return re.compile(r"<\s*/\s*" + re.escape(name) + r"\s*>", re.I)
+
+
+def _short(text: str) -> str:
+    """A value for a message: long ones cut (a 5,000-digit number is not worth quoting)."""
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _kind(node: JNode) -> str:
+    value = node.value
+    return "boolean" if isinstance(value, bool) else "number" if isinstance(value, (int, float)) else "value"
+
+
+def _quoted(text: str, node: JNode) -> bool:
+    """A quoted string (escapes decoded), not a bare word read as one."""
+    return text[node.start : node.start + 1] in "\"'"
+
+
+def _unit(value: object) -> float | None:
+    """An intensity as 0..1: ``0.8`` or ``80`` (percent); anything else is none."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    number = value / 100 if value > 1 else value
+    return float(number) if number <= 1 else None
+
+
 _BAD_TEXT: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_KEY: Final = terminal_regex("KEY")
+"""An emotion key, as the grammar (and ``Segment``'s validator) defines it."""
+_KEY_SPACE: Final = re.compile(r"[\s\x00-\x1f\x7f]+")
+_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
+_MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
+"""Vocabulary decisions that replace a word with one of the vocabulary's keys."""
 
 
 def recover(raw: str, vocabulary: Vocabulary | None, prior: list[Diagnostic]) -> Reply:

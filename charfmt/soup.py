@@ -99,6 +99,18 @@ class Result:
 
 # --- tags -------------------------------------------------------------------------------
 
+INLINE_MARKUP: Final[frozenset[str]] = frozenset(
+    {
+        "a", "abbr", "b", "bdi", "bdo", "big", "br", "cite", "code", "del", "dfn", "em", "font", "i", "ins",
+        "kbd", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u",
+        "var", "wbr",
+    }
+)  # fmt: skip
+"""HTML's inline (phrasing) elements: markup models put inside text. Removed, their text kept."""
+
+LINE_BREAKS: Final[frozenset[str]] = frozenset({"br"})
+"""Inline markup that stands for a line break: removed, a newline kept in its place."""
+
 # Possessive quantifiers, and no two adjacent ones that could share characters: a regex
 # that may split a run of spaces several ways takes seconds on a few hundred of them.
 _TAG: Final = re.compile(
@@ -140,6 +152,8 @@ def _intensity(value: str | None) -> float | None:
         number = float(value)
     except ValueError:
         return None
+    if not 0 <= number <= 100:  # nan, inf, negative: no intensity
+        return None
     return number / 100 if number > 1 else number
 
 
@@ -161,6 +175,8 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     lower = name.lower()
     base, _, sub = lower.partition(".")
     key = sub or attrs.get("type") or attrs.get("name") or attrs.get("value") or None
+    if key is not None and "&" in key:
+        key = decode_entities(key)  # an attribute value, read as XML reads it
     intensity = _intensity(attrs.get("intensity") or attrs.get("level"))
     canon = TAG_SYNONYMS.get(base)
     exact = name in TAG_BY_NAME and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
@@ -187,6 +203,8 @@ def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool 
     if cut_off and (m := _CUT_TAG.search(body)) is not None:
         out.note("CF702", f"a tag cut off at the end is dropped: {m.group()!r}", m.start(), len(body))
         body = body[: m.start()]
+    if cut_off:
+        body = drop_cut_entity(body, out)
     if _ESCAPED_NEWLINE.search(body) and "\n" not in body:
         # "<emo>joy</emo>\\n<msg>…" decoded once too few: the separators are literal "\n".
         parts, pos = [], 0
@@ -199,16 +217,58 @@ def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool 
         body_view = body
     state = _Reader(out, vocabulary, body)
     pos = 0
+    holes: list[tuple[int, int, str]] = []  # inline markup in the text since pos: (start, end, replacement)
     for m in _TAG.finditer(body_view):
         tag = _resolve(m, vocabulary)
         if tag is None:
             continue
-        state.text(pos, m.start(), body_view)
+        if not tag.known and tag.canon in INLINE_MARKUP:
+            keep = "\n" if tag.canon in LINE_BREAKS else ""
+            what = "a line break" if keep else "its text kept"
+            out.note("CF715", f"inline markup {m.group()} removed: {what}", m.start(), m.end())
+            holes.append((m.start(), m.end(), keep))
+            continue
+        state.text(pos, m.start(), body_view, holes)
+        holes = []
         state.tag(tag, m)
         pos = m.end()
-    state.text(pos, len(body_view), body_view)
+    state.text(pos, len(body_view), body_view, holes)
     state.finish(len(body))
     return out
+
+
+_CUT_ENTITY: Final = re.compile(r"&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?\Z")
+
+
+def drop_cut_entity(text: str, out: Result) -> str:
+    """``text`` without an entity cut off at its very end (``&am``), noted: half an entity is not text."""
+    m = _CUT_ENTITY.search(text, max(0, len(text) - 40))
+    if m is None:
+        return text
+    name = m.group()[1:]
+    if name[:1].isalpha() and not any(known.startswith(name) for known in html5):
+        return text  # "&xyz" at the end can never become an entity: it is text
+    out.note("CF716", f"an entity cut off at the end is dropped: {m.group()!r}", m.start(), len(text))
+    return text[: m.start()]
+
+
+def _span(where: list[int], start: int, end: int) -> tuple[int, int]:
+    """A span of a text with holes, in the offsets of the text around it."""
+    return where[start], (where[end - 1] + 1 if end > start else where[start])
+
+
+def _without(view: str, start: int, end: int, holes: list[tuple[int, int, str]]) -> tuple[str, list[int]]:
+    """``view[start:end]`` with the holes replaced, and the view offset of each of its characters (and its end)."""
+    parts: list[str] = []
+    where: list[int] = []
+    pos = start
+    for a, b, keep in holes:
+        parts += [view[pos:a], keep]
+        where += [*range(pos, a), *([a] * len(keep))]
+        pos = b
+    parts.append(view[pos:end])
+    where += [*range(pos, end), end]
+    return "".join(parts), where
 
 
 class _Reader:
@@ -223,21 +283,36 @@ class _Reader:
         self.resume: str | None = None  # a message split by a nested emotion continues after it
         self.last_end = 0  # where the last element ended, to see missing newlines
 
-    def text(self, start: int, end: int, view: str) -> None:
+    def text(self, start: int, end: int, view: str, holes: list[tuple[int, int, str]]) -> None:
+        """The text between two tags, less the inline markup in it (``holes``)."""
         if start >= end:
             return
-        chunk = view[start:end]
-        note_literals(chunk, start, self.out)
+        if not holes:
+            self._text(view[start:end], start, end, view, self.out)
+            return
+        chunk, where = _without(view, start, end, holes)
+        found = Result()
+        self._text(chunk, 0, end, view, found)
+        for r in found.repairs:
+            self.out.note(r.code, r.message, *_span(where, r.start, r.end))
+        for p in found.pieces:
+            p.start, p.end = _span(where, p.start, p.end)
+            self.out.pieces.append(p)
+        for d in found.dialects:
+            self.out.dialect(d)
+
+    def _text(self, chunk: str, offset: int, end: int, view: str, out: Result) -> None:
+        note_literals(chunk, offset, out)
         if self.open is not None:
             self.open.text += chunk
             self.open.end = end
             return
         if not chunk.strip():
             if (chunk != "\n" or end == len(view)) and self.out.pieces:
-                self.out.note("CF701", "whitespace between elements is layout, not content", start, end)
+                out.note("CF701", "whitespace between elements is layout, not content", offset, offset + len(chunk))
             return
-        self.out.dialect("prose")
-        read_prose(chunk, self.vocabulary, self.out, offset=start)
+        out.dialect("prose")
+        read_prose(chunk, self.vocabulary, out, offset=offset)
 
     def tag(self, tag: _Tag, m: re.Match[str]) -> None:
         start, end = m.start(), m.end()
@@ -370,6 +445,10 @@ _PROSE: Final = re.compile(
 )
 
 
+_MARKUP_CHARS: Final = re.compile(r"[<>&]")
+"""Characters an emotion key cannot hold."""
+
+
 def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None) -> tuple[str, str, float | None] | None:
     """A bracket tag's meaning: ``(tag, text, intensity)``, or ``None`` to keep it as text."""
     number = _intensity(val) if val is not None and re.fullmatch(r"\s*[0-9.]+\s*", val) else None
@@ -378,9 +457,11 @@ def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None) -> tuple
         canon = TAG_SYNONYMS.get(lower)
         if canon is None:
             return None
-        value = val.strip()
+        value = decode_entities(val.strip())
         if canon == "emo" and vocabulary is not None:
             value = vocabulary.resolve(value) or value
+        if canon == "emo" and _MARKUP_CHARS.search(value):
+            return None  # [emotion:a<b] names no emotion: it stays text
         return (canon, value, None)
     if vocabulary is not None:
         key = vocabulary.resolve(word)
@@ -407,8 +488,10 @@ def read_prose(text: str, vocabulary: Vocabulary | None, out: Result, offset: in
             marks.append((m.start(), m.end(), meaning[0], meaning[1], meaning[2]))
             out.dialect("bracket")
         elif kind == "full":
-            value = m.group("full").strip()
+            value = decode_entities(m.group("full").strip())
             canon = (vocabulary.resolve(value) if vocabulary else None) or value
+            if _MARKUP_CHARS.search(canon):
+                continue  # 【露娜>w<】 names no emotion: it stays text
             marks.append((m.start(), m.end(), "emo", canon, None))
             out.dialect("bracket")
         elif kind in ("direction", "star", "paren", "half"):

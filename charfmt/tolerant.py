@@ -10,6 +10,8 @@ recurses, so nesting depth costs no stack.
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -28,6 +30,7 @@ class JNode:
     pairs: list[tuple[str, int, int, JNode]] = field(default_factory=list)  # object: key, key span, value
     closed: bool = True  # False when the input ended inside it
     content_start: int = 0  # strings: offset of the first character after the quote
+    escapes: array[int] | None = None  # strings: (decoded index, raw offset) just after each escape, flat
 
     def get(self, key: str) -> JNode | None:
         """The value of ``key`` in an object (the last one, as JSON readers do), or ``None``."""
@@ -48,6 +51,10 @@ _LITERALS: Final = {
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
 _PLAIN_DQ: Final = re.compile(r'[^\\\x00-\x1f"]+')
 _PLAIN_SQ: Final = re.compile(r"[^\\\x00-\x1f']+")
+_HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")
+_CUT_HEX: Final = re.compile(r"[0-9a-fA-F]{0,3}")
+_MAX_DIGITS: Final = 4300
+"""CPython refuses to convert longer digit strings to ``int`` (``sys.get_int_max_str_digits``)."""
 _OPEN_TAG: Final = re.compile(r"<\s*+([A-Za-z][\w.\-]*+)[^<>]*+>")
 _CLOSE_TAG: Final = re.compile(r"<\s*/")
 
@@ -174,10 +181,19 @@ class Reader:
         m = _NUMBER.match(text, pos)
         if m and (m.end() >= len(text) or not (text[m.end()].isalnum() or text[m.end()] == "_")):
             raw = m.group()
-            try:
-                value: Any = int(raw) if re.fullmatch(r"[-+]?\d+", raw) else float(raw)
-            except ValueError:
-                value = raw
+            value: Any
+            if not re.fullmatch(r"[-+]?\d+", raw):
+                try:
+                    value = float(raw)  # a huge exponent is inf
+                except ValueError:  # digits of other scripts that float() does not take
+                    value = raw
+            elif len(raw.lstrip("+-")) > _MAX_DIGITS:
+                value = float("-inf") if raw.startswith("-") else float("inf")
+                self.note(
+                    "CF617", f"an integer of {len(raw.lstrip('+-'))} digits is read as a huge number", pos, m.end()
+                )
+            else:
+                value = int(raw)
             return JNode("scalar", pos, m.end(), value), m.end()
         m = _WORD.match(text, pos)
         end = m.end() if m else pos + 1
@@ -199,11 +215,14 @@ class Reader:
         i = pos + 1
         plain = _PLAIN_DQ if quote == '"' else _PLAIN_SQ
         open_tags = 0  # elements opened minus closed in the text so far (bodies only), kept as we go
+        decoded = 0  # characters in parts so far
+        escapes: array[int] | None = None  # where decoded and raw offsets part: see JNode.escapes
         while i < n:
             m = plain.match(text, i)
             if m:
                 run = m.group()
                 parts.append(run)
+                decoded += len(run)
                 if in_body and "<" in run:
                     open_tags += len(_OPEN_TAG.findall(run)) - len(_CLOSE_TAG.findall(run))
                 i = m.end()
@@ -212,18 +231,27 @@ class Reader:
             ch = text[i]
             if ch == quote:
                 if self._ends_string(i, open_tags > 0):
-                    return JNode("string", pos, i + 1, "".join(parts), content_start=pos + 1), i + 1
+                    node = JNode("string", pos, i + 1, "".join(parts), content_start=pos + 1, escapes=escapes)
+                    return node, i + 1
                 self.note("CF607", "an unescaped quote inside a string is kept as text", i, i + 1)
                 parts.append(ch)
+                decoded += 1
                 i += 1
             elif ch == "\\":
+                before = len(parts)
                 i = self._escape(i, parts)
+                decoded += sum(len(p) for p in parts[before:])
+                if escapes is None:
+                    escapes = array("q")
+                escapes.extend((decoded, i))
             else:  # a raw control character
                 self.note("CF608", f"raw control character U+{ord(ch):04X} inside a string", i, i + 1)
                 parts.append(ch)
+                decoded += 1
                 i += 1
         self.note("CF610", "the reply was cut off inside a string", n, n)
-        return JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1), n
+        node = JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1, escapes=escapes)
+        return node, n
 
     def _ends_string(self, i: int, element_open: bool) -> bool:
         text = self.text
@@ -240,21 +268,21 @@ class Reader:
         return not element_open
 
     def _escape(self, i: int, parts: list[str]) -> int:
-        text = self.text
-        if i + 1 >= len(text):
-            return i + 1
+        """Decode the escape at ``i`` into ``parts``; the offset after it."""
+        text, n = self.text, len(self.text)
+        if self._cut_escape(i, i):
+            return n
         c = text[i + 1]
-        if c == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
+        if c == "u" and _HEX4.fullmatch(text, i + 2, i + 6):
             code = int(text[i + 2 : i + 6], 16)
-            if (
-                0xD800 <= code < 0xDC00
-                and text[i + 6 : i + 8] == "\\u"
-                and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 8 : i + 12])
-            ):
-                low = int(text[i + 8 : i + 12], 16)
-                if 0xDC00 <= low < 0xE000:
-                    parts.append(chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)))
-                    return i + 12
+            if 0xD800 <= code < 0xDC00:
+                if text[i + 6 : i + 8] == "\\u" and _HEX4.fullmatch(text, i + 8, i + 12):
+                    low = int(text[i + 8 : i + 12], 16)
+                    if 0xDC00 <= low < 0xE000:
+                        parts.append(chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)))
+                        return i + 12
+                elif self._cut_escape(i, i + 6):  # the low half of a pair was cut off
+                    return n
             parts.append(chr(code))
             return i + 6
         if c in _ESCAPES:
@@ -264,43 +292,41 @@ class Reader:
         parts.append(c)
         return i + 2
 
+    def _cut_escape(self, start: int, at: int) -> bool:
+        """The input ends inside the escape at ``at`` (``\\``, ``\\u30``): drop it, from ``start``, with a note.
+
+        A cut escape is half of a character, not text: ``\\u30`` must not show as ``u30``.
+        """
+        text, n = self.text, len(self.text)
+        if at >= n:
+            cut = at > start  # the input ends right after the high half of a pair
+        elif text[at] != "\\":
+            return False
+        elif at + 1 >= n:
+            cut = True
+        else:
+            cut = text[at + 1] == "u" and _CUT_HEX.fullmatch(text, at + 2) is not None
+        if cut:
+            self.note("CF618", f"an escape cut off at the end is dropped: {text[start:n]!r}", start, n)
+        return cut
+
 
 class OffsetMap:
-    """``raw_offset`` for one string, fast for increasing indexes (linear over a whole body)."""
+    """Raw offset of each decoded character of one string read by ``Reader``, in any order.
 
-    def __init__(self, text: str, start: int) -> None:
-        self.text, self.start = text, start
-        self._index, self._raw = 0, start
+    Decoded and raw offsets part only at escapes, which the reader listed as it read them
+    (``JNode.escapes``): a lookup is a bisect over those, so repairs noted out of order
+    cost no rescans of the body.
+    """
+
+    def __init__(self, node: JNode) -> None:
+        self.start = node.content_start
+        escapes = node.escapes if node.escapes is not None else array("q")
+        self._decoded = escapes[0::2]
+        self._raw = escapes[1::2]
 
     def __call__(self, index: int) -> int:
-        if index < self._index:
-            self._index, self._raw = 0, self.start
-        self._raw = raw_offset(self.text, self._raw, index - self._index)
-        self._index = index
-        return self._raw
-
-
-def raw_offset(text: str, start: int, index: int) -> int:
-    """Raw offset of decoded character ``index`` of the string whose content starts at ``start``.
-
-    Mirrors ``Reader._string``: ``\\uXXXX`` is 6 raw characters (a surrogate pair 12),
-    any other escape 2, everything else 1.
-    """
-    pos, left = start, index
-    n = len(text)
-    while left > 0 and pos < n:
-        nxt = text.find("\\", pos, pos + left + 1)
-        if nxt == -1:
-            return pos + left
-        left -= nxt - pos
-        pos = nxt
-        if left == 0:
-            return pos
-        if text[pos + 1 : pos + 2] == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[pos + 2 : pos + 6]):
-            high = int(text[pos + 2 : pos + 6], 16)
-            pair = 0xD800 <= high < 0xDC00 and text[pos + 6 : pos + 8] == "\\u"
-            pos += 12 if pair and re.fullmatch(r"[dD][c-fC-F][0-9a-fA-F]{2}", text[pos + 8 : pos + 12]) else 6
-        else:
-            pos += 2
-        left -= 1
-    return pos
+        k = bisect_right(self._decoded, index)
+        if k == 0:
+            return self.start + index
+        return self._raw[k - 1] + (index - self._decoded[k - 1])

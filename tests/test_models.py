@@ -94,6 +94,25 @@ def test_strict_parse_with_vocabulary_rejects_unknown_key_at_its_position() -> N
     assert "joy, sad" in d.message
 
 
+def test_every_vocabulary_decision_points_at_its_own_key() -> None:
+    # Escapes before and between the keys (\u3042 is 6 raw characters for 1, \n 2 for 1)
+    # and keys repeated across elements: each decision names the raw span of its key.
+    vocab = Vocabulary(emotions=[{"key": "joy", "aliases": ["happy"]}, {"key": "sad"}], policy="alias")
+    words = ["Joy", "sad", "HAPPY", "\\u3042\\u3042", "Sad", "furious"]
+    body = "\\n".join(f"<msg>\\u3042 &amp; {i}</msg>\\n<emo>{w}</emo>" for i, w in enumerate(words))
+    text = '{"chats":[{"type":"I","order":1,"body":"x"},{"type":"C","order":2,"body":"' + body + '"}]}'
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(text, vocabulary=vocab)
+    spans = [(d.code, text[d.offset : d.end], d.chat) for d in info.value.diagnostics]
+    assert spans == [
+        ("CF302", "Joy", 1),
+        ("CF302", "HAPPY", 1),
+        ("CF301", "\\u3042\\u3042", 1),
+        ("CF302", "Sad", 1),
+        ("CF301", "furious", 1),
+    ]
+
+
 def test_vocabulary_normalises_aliases_to_the_canonical_key() -> None:
     text = '{"chats":[{"type":"C","order":1,"body":"<emo>Happy</emo>"}]}'
     vocab = Vocabulary(emotions=[{"key": "joy", "aliases": ["happy"]}])
@@ -174,6 +193,19 @@ def test_bad_input_is_a_diagnostic_never_a_traceback(data: str | bytes, code: st
         charfmt.parse(data)
     assert info.value.diagnostics[0].code == code
     assert lenient_code in [d.code for d in charfmt.parse(data, lenient=True).diagnostics]
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["", " \n\t ", b"", b"\xff\xfe{", "x" * 11, "[" * 100_000],
+    ids=["empty", "blank", "no-bytes", "bad-utf8", "oversize", "deep"],
+)
+def test_every_lenient_reply_has_a_dialect(data: str | bytes) -> None:
+    # Issue 11, defect 3: the early exits built a Reply without ``dialect``.
+    reply = charfmt.parse(data, lenient=True, max_size=10 if data == "x" * 11 else charfmt.parser.DEFAULT_MAX_SIZE)
+    assert reply.dialect is None or isinstance(reply.dialect, str)
+    assert reply.model_dump()["dialect"] == reply.dialect
+    assert Reply.model_validate(reply.model_dump()) == reply
 
 
 def test_max_size_is_enforced_and_configurable() -> None:

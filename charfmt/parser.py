@@ -62,6 +62,9 @@ def parse(
     return reply
 
 
+_BUILT: Final[list[Element]] = []
+"""Stands in for a chat's parsed elements once its models are built."""
+
 _FINAL: Final = frozenset({"CF002", "CF003"})
 _ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
 """Errors lenient parsing does not try to repair: too large, or empty."""
@@ -148,12 +151,17 @@ class _Run:
         if decoded.duplicate_keys:
             self._report_duplicate_keys()
         rows = self._chats(decoded.value)
-        bodies = [(kind, body) for _i, kind, _o, body in rows]
-        parsed = parse_batch(bodies)
+        # Memory: the peak comes when every model exists. Free what is no longer needed
+        # before that: the JSON objects (the rows hold their values), the order index of
+        # the order checks, and each chat's parsed elements once its models are built.
+        del decoded
+        self._check_orders(rows)
+        parsed = parse_batch([(kind, body) for _i, kind, _o, body in rows])
         chats: list[Chat] = []
         for n, (index, kind, order, body) in enumerate(rows):
             if parsed is not None:
                 elements = parsed[n]
+                parsed[n] = _BUILT
             else:
                 try:
                     elements = parse_body(kind, body)
@@ -161,7 +169,6 @@ class _Run:
                     self._body_error(index, e)
                     continue
             chats.append(self._chat(index, kind, order, body, elements))
-        self._check_orders(rows)
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
         chats.sort(key=lambda c: c.order)
         return construct_trusted(Reply, {"chats": chats, "diagnostics": self.diagnostics, "dialect": None})

@@ -62,9 +62,6 @@ def parse(
     return reply
 
 
-_BUILT: Final[list[Element]] = []
-"""Stands in for a chat's parsed elements once its models are built."""
-
 _FINAL: Final = frozenset({"CF002", "CF003"})
 _ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
 """Errors lenient parsing does not try to repair: too large, or empty."""
@@ -153,15 +150,19 @@ class _Run:
         rows = self._chats(decoded.value)
         # Memory: the peak comes when every model exists. Free what is no longer needed
         # before that: the JSON objects (the rows hold their values), the order index of
-        # the order checks, and each chat's parsed elements once its models are built.
+        # the order checks, and each chat's row and parsed elements once its models are
+        # built (popped from reversed lists: the bodies go as the models come).
         del decoded
         self._check_orders(rows)
         parsed = parse_batch([(kind, body) for _i, kind, _o, body in rows])
         chats: list[Chat] = []
-        for n, (index, kind, order, body) in enumerate(rows):
+        rows.reverse()
+        if parsed is not None:
+            parsed.reverse()
+        while rows:
+            index, kind, order, body = rows.pop()
             if parsed is not None:
-                elements = parsed[n]
-                parsed[n] = _BUILT
+                elements = parsed.pop()
             else:
                 try:
                     elements = parse_body(kind, body)

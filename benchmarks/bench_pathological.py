@@ -8,7 +8,8 @@ which completes damaged input with the lenient parse), ``speech`` (``SentenceSpl
 fed 4-character message deltas) and ``render`` (``render_text`` with a history of N
 exchanges). Time is CPU time (``time.process_time``: other load on the machine does not
 count). The two sizes run interleaved, round after round, each from a collected heap;
-a round's ratio is large/small, and the figure is the median of the rounds' ratios.
+a round's ratio is large/small, and the figure is the median of the rounds' ratios. A
+run shorter than 20 ms is repeated (up to 20 times) within its round and averaged.
 
 ``tests/test_linear.py`` runs the same shapes at small sizes as a regression guard.
 """
@@ -164,15 +165,21 @@ class Measure:
     """Median over the rounds of large / small."""
 
 
+def _repeat(run: Callable[[Any], object], data: Any) -> int:
+    """How many runs make one timing of at least 20 ms (at most 20): below that the clock,
+    the allocator's first touch of fresh pages and other one-off costs decide."""
+    once = cpu(lambda: run(data))
+    return max(1, min(20, int(0.02 / max(once, 1e-6))))
+
+
 def measure(run: Callable[[Any], object], small: Any, large: Any, rounds: int) -> Measure:
-    """Interleaved rounds; in each, the small input runs often enough to be timed precisely."""
+    """Interleaved rounds; in each, both sizes run often enough to be timed precisely."""
     run(small)  # warm caches (grammar tables, templates) outside the timing
-    once = cpu(lambda: run(small))
-    repeat = max(1, min(20, int(0.02 / max(once, 1e-6))))
+    k_small, k_large = _repeat(run, small), _repeat(run, large)
     smalls, larges, ratios = [], [], []
     for _ in range(rounds):
-        t_small = cpu(lambda: [run(small) for _ in range(repeat)]) / repeat
-        t_large = cpu(lambda: run(large))
+        t_small = cpu(lambda: [run(small) for _ in range(k_small)]) / k_small
+        t_large = cpu(lambda: [run(large) for _ in range(k_large)]) / k_large
         smalls.append(t_small)
         larges.append(t_large)
         ratios.append(t_large / max(t_small, 1e-9))

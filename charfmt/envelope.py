@@ -140,6 +140,12 @@ class Locator:
 
     def value(self, path: Path) -> tuple[int, int]:
         """Raw ``(start, end)`` of the value at ``path`` (e.g. ``("chats", 0, "body")``)."""
+        if len(path) == 1 and isinstance(path[0], str) and "_spans" not in self.__dict__:
+            # A top-level member (``"chats"``, for CF112/CF113): skip the members with the C
+            # decoder instead of recording every position of a large reply in Python.
+            span = _top_level(self.text, path[0])
+            if span is not None:
+                return span
         while path not in self._spans.values and path:
             path = path[:-1]
         return self._spans.values.get(path, (0, len(self.text)))
@@ -196,6 +202,36 @@ def _escape_length(text: str, pos: int) -> int:
     high = int(text[pos + 2 : pos + 6], 16)
     pair = 0xD800 <= high < 0xDC00 and text.startswith("\\u", pos + 6)
     return 12 if pair and 0xDC00 <= int(text[pos + 8 : pos + 12], 16) < 0xE000 else 6
+
+
+_SKIPPER: Final = json.JSONDecoder(parse_constant=NonFinite, parse_int=lambda literal: None)
+"""Decodes values only to learn where they end (integers are not even converted)."""
+
+
+def _top_level(text: str, key: str) -> tuple[int, int] | None:
+    """Raw span of the value of top-level ``key`` (the last one, as decoding keeps), if any."""
+    found = None
+    try:
+        pos = _skip_ws(text, 0)
+        if not text.startswith("{", pos):
+            return None
+        pos = _skip_ws(text, pos + 1)
+        while text.startswith('"', pos):
+            name, pos = scanstring(text, pos + 1)
+            pos = _skip_ws(text, pos)
+            if not text.startswith(":", pos):
+                return None
+            start = _skip_ws(text, pos + 1)
+            _value, end = _SKIPPER.raw_decode(text, start)
+            if name == key:
+                found = (start, end)
+            pos = _skip_ws(text, end)
+            if not text.startswith(",", pos):
+                break
+            pos = _skip_ws(text, pos + 1)
+    except (ValueError, RecursionError):
+        return None  # not the valid JSON this is used on: the full scan decides
+    return found
 
 
 _WS: Final = re.compile(r"[ \t\n\r]*")

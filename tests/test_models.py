@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +11,7 @@ from pydantic import ValidationError
 
 import charfmt
 from charfmt import Reply, Segment, Vocabulary
+from charfmt.envelope import Locator
 
 SAMPLE = (
     '{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\\n<act>jump</act>\\n<msg>Hi &amp; bye</msg>"},'
@@ -242,3 +245,30 @@ def test_line_index_cache_tells_sources_apart() -> None:
         for k, source in zip(range(0, 6000, 1000), sources, strict=True):
             assert line_col(source, 5000) == ((2, 5000 - k) if k < 5000 else (1, 5001))
             assert line_col("".join(source), 5000) == line_col(source, 5000)  # an equal copy
+
+
+ORDER_WARNINGS = [
+    '{"chats": [{"type": "I", "order": 3, "body": "x"}, {"type": "I", "order": 1, "body": "y"}]}',
+    '\n {"chats":[{"order":5,"body":"x","type":"E"},{"order":2,"body":"\\"]","type":"E"}]}\n',
+    '{"meta": {"a": [1, "]"]}, "chats" : [{"type": "I", "order": 2, "body": "x"}] , "n": 1e5}',
+    '{"chats": [], "chats": [{"type": "I", "order": 9, "body": "x"}]}',
+]
+
+
+@pytest.mark.parametrize("text", ORDER_WARNINGS)
+def test_order_warnings_point_at_the_chats_array(text: str) -> None:
+    try:
+        diagnostics = charfmt.parse(text).diagnostics
+    except charfmt.ParseError as e:  # an unknown or duplicate key besides
+        diagnostics = e.diagnostics
+    spans = {d.code: text[d.offset : d.end] for d in diagnostics if d.code in ("CF112", "CF113")}
+    assert "CF112" in spans
+    for span in spans.values():
+        assert span.startswith("[") and span.endswith("]")
+        assert json.loads(span) == json.loads(text)["chats"]
+
+
+@pytest.mark.parametrize("text", ORDER_WARNINGS)
+def test_the_quick_top_level_locator_agrees_with_the_full_scan(text: str) -> None:
+    quick = Locator(text)
+    assert quick.value(("chats",)) == Locator(text)._spans.values[("chats",)]

@@ -272,3 +272,21 @@ def test_order_warnings_point_at_the_chats_array(text: str) -> None:
 def test_the_quick_top_level_locator_agrees_with_the_full_scan(text: str) -> None:
     quick = Locator(text)
     assert quick.value(("chats",)) == Locator(text)._spans.values[("chats",)]
+
+
+@pytest.mark.parametrize("at", [0, 1, 65_535, 65_536, 65_537, 200_000])
+def test_invalid_utf8_in_large_input_is_found_at_its_byte(at: int) -> None:
+    data = bytearray(b'{"chats":[]}' + b" " * 300_000)
+    data[at] = 0xFF
+    with pytest.raises(charfmt.ParseError, match=f"byte 0xFF at byte offset {at}$") as info:
+        charfmt.parse(bytes(data))
+    assert info.value.first.code == "CF001"
+    assert info.value.first.offset == len(bytes(data[:at]).decode())
+
+
+def test_a_character_across_the_utf8_probe_is_not_an_error() -> None:
+    for pad in range(65_533, 65_537):
+        text = " " * pad + "あ" + '{"chats":[]}'
+        with pytest.raises(charfmt.ParseError) as info:
+            charfmt.parse(text.encode())
+        assert info.value.first.code == "CF101"  # JSON after the character, not CF001

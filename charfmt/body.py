@@ -237,6 +237,14 @@ def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None
     Returns one element list per body, or ``None`` when any body is invalid (then
     call :func:`parse_body` per body to learn what and where).
     """
+    if len(bodies) == 1:
+        # One body (most replies): parse it where it is; the joined copy would double the
+        # memory a long message takes.
+        kind, body = bodies[0]
+        try:
+            return [_driver().parse(body, "c_body" if kind in TAGGED_TYPES else "text_body")]
+        except (Reject, _BadEntity):
+            return None
     doc = "".join((_C_MARK if kind in TAGGED_TYPES else _TEXT_MARK) + body for kind, body in bodies)
     try:
         result: list[list[Element]] = _driver().parse(doc, "bodies")

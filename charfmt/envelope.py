@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -22,6 +24,16 @@ _PLAIN: Final = re.compile(r'[^"\\]*')
 
 class NonFinite(float):
     """``NaN``/``Infinity`` in the input: not JSON, kept only to be reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class HugeInteger:
+    """An integer literal with more digits than Python converts (``sys.get_int_max_str_digits``).
+
+    Kept as its digits, only to be reported: no field of a reply takes such a number.
+    """
+
+    digits: str
 
 
 @dataclass(slots=True)
@@ -43,18 +55,20 @@ class JSONError(Exception):
 
 
 def decode(text: str) -> Decoded:
-    """Decode JSON strictly (no NaN); raises :class:`JSONError`."""
-    dup = False
+    """Decode JSON strictly (no NaN); raises :class:`JSONError`.
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal dup
-        d = dict(items)
-        if len(d) != len(items):
-            dup = True
-        return d
-
+    ``NaN``/``Infinity`` come back as :class:`NonFinite` and integers too long to convert
+    as :class:`HugeInteger`, for the caller to report where they stand.
+    """
     try:
-        value = json.loads(text, object_pairs_hook=pairs, parse_constant=NonFinite)
+        try:
+            return _loads(text, int)
+        except ValueError as e:
+            if isinstance(e, json.JSONDecodeError) or "digits" not in str(e):
+                raise
+            # CPython refuses to convert an integer of more than 4,300 digits (a guard
+            # against quadratic time). Rare: decode again, keeping such literals as text.
+            return _loads(text, _integer)
     except json.JSONDecodeError as e:
         comma = text[: e.pos].rstrip(" \t\n\r")
         if e.pos < len(text) and text[e.pos] in "]}" and comma.endswith(","):
@@ -64,8 +78,48 @@ def decode(text: str) -> Decoded:
         message = e.msg[0].lower() + e.msg[1:]
         raise JSONError("CF101", f"invalid JSON: {message}", e.pos) from None
     except RecursionError:
-        raise JSONError("CF110", "JSON nested too deeply", 0) from None
+        at = _deepest(text)
+        where = f" (level {_DEEP} opens here; a reply needs 3)" if at is not None else ""
+        raise JSONError("CF110", f"JSON nested too deeply{where}", at or 0) from None
+
+
+def _loads(text: str, parse_int: Callable[[str], Any]) -> Decoded:
+    dup = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal dup
+        d = dict(items)
+        if len(d) != len(items):
+            dup = True
+        return d
+
+    value = json.loads(text, object_pairs_hook=pairs, parse_constant=NonFinite, parse_int=parse_int)
     return Decoded(value, dup)
+
+
+def _integer(literal: str) -> int | HugeInteger:
+    if len(literal.lstrip("-")) > sys.get_int_max_str_digits() > 0:
+        return HugeInteger(literal)
+    return int(literal)
+
+
+_BRACKETS: Final = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"')
+_DEEP: Final = 100
+"""Nesting far deeper than any reply needs; the bracket that opens it is where CF110 points."""
+
+
+def _deepest(text: str) -> int | None:
+    """Raw offset of the bracket that opens nesting level ``_DEEP``, if there is one."""
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        ch = m.group()[0]
+        if ch in "[{":
+            depth += 1
+            if depth >= _DEEP:
+                return m.start()
+        elif ch in "]}":
+            depth -= 1
+    return None
 
 
 @dataclass(slots=True)
@@ -86,6 +140,12 @@ class Locator:
 
     def value(self, path: Path) -> tuple[int, int]:
         """Raw ``(start, end)`` of the value at ``path`` (e.g. ``("chats", 0, "body")``)."""
+        if len(path) == 1 and isinstance(path[0], str) and "_spans" not in self.__dict__:
+            # A top-level member (``"chats"``, for CF112/CF113): skip the members with the C
+            # decoder instead of recording every position of a large reply in Python.
+            span = _top_level(self.text, path[0])
+            if span is not None:
+                return span
         while path not in self._spans.values and path:
             path = path[:-1]
         return self._spans.values.get(path, (0, len(self.text)))
@@ -100,30 +160,78 @@ class Locator:
         A JSON escape stands for one character but takes 2 (``\\n``), 6 (``\\u3042``)
         or 12 (a surrogate pair) raw characters; this walks them.
         """
-        text = self.text
+        return self.string_offsets(path, [index])[0]
+
+    def string_offsets(self, path: Path, indices: Sequence[int]) -> list[int]:
+        """Raw offsets of several decoded characters of one string, in a single walk.
+
+        ``indices`` ascend; an index past the end of the string maps to its closing quote.
+        The walk never goes back, so *k* offsets in a string of *n* raw characters cost
+        O(n + k), however many there are.
+        """
+        text, n = self.text, len(self.text)
         pos = self.value(path)[0] + 1  # past the opening quote
-        left = index
-        while True:
-            plain = _PLAIN.match(text, pos)
-            run = (plain.end() if plain else pos) - pos
-            if left <= run:
-                return pos + left
-            pos += run
-            left -= run
-            if pos >= len(text) or text[pos] != "\\":
-                return pos  # index past the end of the string: its closing quote
-            if text[pos + 1] == "u":
-                high = int(text[pos + 2 : pos + 6], 16)
-                pair = 0xD800 <= high < 0xDC00 and text.startswith("\\u", pos + 6)
-                if pair and 0xDC00 <= int(text[pos + 8 : pos + 12], 16) < 0xE000:
-                    pos += 12
-                else:
-                    pos += 6
-            else:
-                pos += 2
-            left -= 1
-            if left < 0:
-                return pos
+        consumed = 0  # decoded characters before ``pos``
+        run_end = -1  # end of the run of plain characters ``pos`` stands in (once known)
+        out: list[int] = []
+        for index in indices:
+            while True:
+                if run_end < pos:
+                    plain = _PLAIN.match(text, pos)
+                    run_end = plain.end() if plain else pos
+                left = index - consumed
+                if left <= run_end - pos:
+                    pos += max(left, 0)
+                    consumed += max(left, 0)
+                    out.append(pos)
+                    break
+                consumed += run_end - pos
+                pos = run_end
+                if pos >= n or text[pos] != "\\":
+                    out.append(pos)  # index past the end of the string: its closing quote
+                    break
+                pos += _escape_length(text, pos)
+                consumed += 1
+        return out
+
+
+def _escape_length(text: str, pos: int) -> int:
+    """Raw length of the JSON escape at ``pos``: 12 for a surrogate pair, 6 for ``\\uXXXX``, else 2."""
+    if text[pos + 1] != "u":
+        return 2
+    high = int(text[pos + 2 : pos + 6], 16)
+    pair = 0xD800 <= high < 0xDC00 and text.startswith("\\u", pos + 6)
+    return 12 if pair and 0xDC00 <= int(text[pos + 8 : pos + 12], 16) < 0xE000 else 6
+
+
+_SKIPPER: Final = json.JSONDecoder(parse_constant=NonFinite, parse_int=lambda literal: None)
+"""Decodes values only to learn where they end (integers are not even converted)."""
+
+
+def _top_level(text: str, key: str) -> tuple[int, int] | None:
+    """Raw span of the value of top-level ``key`` (the last one, as decoding keeps), if any."""
+    found = None
+    try:
+        pos = _skip_ws(text, 0)
+        if not text.startswith("{", pos):
+            return None
+        pos = _skip_ws(text, pos + 1)
+        while text.startswith('"', pos):
+            name, pos = scanstring(text, pos + 1)
+            pos = _skip_ws(text, pos)
+            if not text.startswith(":", pos):
+                return None
+            start = _skip_ws(text, pos + 1)
+            _value, end = _SKIPPER.raw_decode(text, start)
+            if name == key:
+                found = (start, end)
+            pos = _skip_ws(text, end)
+            if not text.startswith(",", pos):
+                break
+            pos = _skip_ws(text, pos + 1)
+    except (ValueError, RecursionError):
+        return None  # not the valid JSON this is used on: the full scan decides
+    return found
 
 
 _WS: Final = re.compile(r"[ \t\n\r]*")

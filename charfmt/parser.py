@@ -7,13 +7,14 @@ problems as ``Reply.diagnostics``, and never raises.
 
 from __future__ import annotations
 
+import codecs
 import gc
 import re
 from typing import Any, Final
 
 from charfmt.body import BodyError, Element, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError
-from charfmt.envelope import JSONError, Locator, NonFinite, decode
+from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.recover import recover
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
@@ -23,6 +24,7 @@ DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 """Largest input (in characters, or bytes for ``bytes`` input) ``parse`` accepts by default."""
 
 _GC_PAUSE_ABOVE: Final = 64 * 1024
+_PROBE: Final = 64 * 1024
 _CHAT_KEYS: Final = ("type", "order", "body")
 _KEY_TAGS: Final = frozenset(t.name for t in TAG_BY_NAME.values() if t.content == "key")
 
@@ -50,7 +52,7 @@ def parse(
     try:
         reply = run.parse(text, max_size)
     except _Stop:
-        reply = construct_trusted(Reply, {"chats": [], "diagnostics": run.diagnostics})
+        reply = construct_trusted(Reply, {"chats": [], "diagnostics": run.diagnostics, "dialect": None})
     finally:
         if pause:
             gc.enable()
@@ -148,20 +150,28 @@ class _Run:
         if decoded.duplicate_keys:
             self._report_duplicate_keys()
         rows = self._chats(decoded.value)
-        bodies = [(kind, body) for _i, kind, _o, body in rows]
-        parsed = parse_batch(bodies)
+        # Memory: the peak comes when every model exists. Free what is no longer needed
+        # before that: the JSON objects (the rows hold their values), the order index of
+        # the order checks, and each chat's row and parsed elements once its models are
+        # built (popped from reversed lists: the bodies go as the models come).
+        del decoded
+        self._check_orders(rows)
+        parsed = parse_batch([(kind, body) for _i, kind, _o, body in rows])
         chats: list[Chat] = []
-        for n, (index, kind, order, body) in enumerate(rows):
+        rows.reverse()
+        if parsed is not None:
+            parsed.reverse()
+        while rows:
+            index, kind, order, body = rows.pop()
             if parsed is not None:
-                elements = parsed[n]
+                elements = parsed.pop()
             else:
                 try:
                     elements = parse_body(kind, body)
                 except BodyError as e:
                     self._body_error(index, e)
                     continue
-            chats.append(self._chat(index, kind, order, elements))
-        self._check_orders(rows)
+            chats.append(self._chat(index, kind, order, body, elements))
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
         chats.sort(key=lambda c: c.order)
         return construct_trusted(Reply, {"chats": chats, "diagnostics": self.diagnostics, "dialect": None})
@@ -173,6 +183,10 @@ class _Run:
         if isinstance(text, (bytes, bytearray, memoryview)):
             raw = bytes(text)
             try:
+                if len(raw) > _PROBE:
+                    # A decode error carries a copy of all it was given (10 MB: 5 ms): let
+                    # an error near the start, the usual place, carry only the probe.
+                    codecs.utf_8_decode(memoryview(raw)[:_PROBE], "strict", False)
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 self.source = raw[: e.start].decode("utf-8")
@@ -229,7 +243,7 @@ class _Run:
                 self.at_value("CF104", f"chat {i} has no {key!r}", path, i)
                 ok = False
         kind, order, body = chat.get("type"), chat.get("order"), chat.get("body")
-        if "type" in chat and kind not in CHAT_TYPES:
+        if "type" in chat and not (isinstance(kind, str) and kind in CHAT_TYPES):  # an object is unhashable
             self.at_value("CF107", f'chat {i} type is {_show(kind)}; expected "C", "I" or "E"', (*path, "type"), i)
             ok = False
         if "order" in chat and (type(order) is not int or order < 1):
@@ -246,40 +260,40 @@ class _Run:
         end = self.locator.string_offset(path, e.end) if e.end > e.start else start
         self.fail(e.code, f"chat {index} body: {e.message}", start, end, index)
 
-    def _chat(self, index: int, kind: str, order: int, elements: list[Element]) -> Chat:
+    def _chat(self, index: int, kind: str, order: int, body: str, elements: list[Element]) -> Chat:
         segments = []
         vocabulary = self.vocabulary
+        decisions: list[tuple[int, str, str]] = []
         for n, (tag, text) in enumerate(elements):
             shown = text
             if vocabulary is not None and tag in _KEY_TAGS:
                 decision = apply_vocabulary(text, vocabulary)
                 if decision.code is not None:
-                    self._key_decision(index, n, elements, decision.code, decision.message)
+                    decisions.append((n, decision.code, decision.message))
                 shown = decision.key or text
             segments.append(construct_trusted(Segment, {"tag": tag, "text": shown, "intensity": None}))
+        if decisions:
+            self._key_decisions(index, body, elements, decisions)
         return construct_trusted(Chat, {"type": kind, "order": order, "segments": segments})
 
-    def _key_decision(self, index: int, n: int, elements: list[Element], code: str, message: str) -> None:
-        path = ("chats", index, "body")
-        tag = elements[n][0]
-        body_value = self._body_string(index)
-        # Valid bodies hold no raw '<', so the k-th "<emo>" is the k-th emo element.
-        k = sum(1 for t, _ in elements[:n] if t == tag)
-        at = -1
-        for _ in range(k + 1):
-            at = body_value.find(f"<{tag}>", at + 1)
-        start = at + len(tag) + 2
-        self.fail(
-            code,
-            f"chat {index} body: {message}",
-            self.locator.string_offset(path, start),
-            self.locator.string_offset(path, start + len(elements[n][1])),
-            index,
-        )
-
-    def _body_string(self, index: int) -> str:
-        start, end = self.locator.value(("chats", index, "body"))
-        return str(decode(self.source[start:end]).value)
+    def _key_decisions(
+        self, index: int, body: str, elements: list[Element], decisions: list[tuple[int, str, str]]
+    ) -> None:
+        """Report each vocabulary decision at its key, in one pass over the body (linear)."""
+        # Valid bodies hold no raw '<', so the k-th "<emo>" is the k-th emo element: one
+        # cursor per tag finds every element's opening tag with a single left-to-right scan.
+        wanted = {n for n, _code, _message in decisions}
+        cursors: dict[str, int] = {}
+        spans: list[int] = []
+        for n, (tag, text) in enumerate(elements):
+            opener = f"<{tag}>"
+            at = body.find(opener, cursors.get(tag, 0))
+            cursors[tag] = at + len(opener)
+            if n in wanted:
+                spans += [at + len(opener), at + len(opener) + len(text)]
+        raw = self.locator.string_offsets(("chats", index, "body"), spans)
+        for k, (_n, code, message) in enumerate(decisions):
+            self.fail(code, f"chat {index} body: {message}", raw[2 * k], raw[2 * k + 1], index)
 
     def _check_orders(self, rows: list[tuple[int, str, int, str]]) -> None:
         if not rows:
@@ -299,10 +313,11 @@ class _Run:
                 seen[order] = index
             unsorted = unsorted or order < previous
             previous = order
-        if max(seen) != len(seen):  # unique orders are exactly 1..n iff the largest is n
+        top = max(seen)
+        if top != len(seen):  # unique orders are exactly 1..n iff the largest is n
             missing: list[int] = []
             k = 1
-            while len(missing) < 10 and k < max(seen):  # at most len(seen) + 10 steps
+            while len(missing) < 10 and k < top:  # at most len(seen) + 10 steps
                 if k not in seen:
                     missing.append(k)
                 k += 1
@@ -315,6 +330,8 @@ class _Run:
 def _kind(value: Any) -> str:
     if isinstance(value, NonFinite):
         return "a non-finite number (not JSON)"
+    if isinstance(value, HugeInteger):
+        return f"a number of {len(value.digits.lstrip('-')):,} digits"
     return {
         dict: "an object",
         list: "an array",

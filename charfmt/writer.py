@@ -1,4 +1,19 @@
-"""``dumps``: write a :class:`Reply` in the canonical form charfmt's strict parser reads back."""
+"""``dumps``: write a :class:`Reply` in the canonical form charfmt's strict parser reads back.
+
+Every valid :class:`Reply` can be written, and nothing in it is lost. A segment whose
+tag is in the tag table and that has no ``intensity`` is written canonically; what the
+canonical form cannot say is written the way lenient parsing reads it back:
+
+* a tag outside the tag table (lenient parsing keeps ``<wink>`` as segment ``wink``)
+  becomes its own element, ``<wink>hi</wink>``, its text escaped like ``<msg>``;
+* an emotion with an ``intensity`` takes the attribute form
+  ``<emo intensity="0.6">surprised</emo>``.
+
+So ``parse(dumps(r), lenient=True).chats == r.chats`` for every reply, and strict
+``parse(dumps(r))`` gives equal chats exactly when :func:`is_canonical` holds for ``r``;
+otherwise it raises :class:`~charfmt.ParseError` naming the unknown tag (CF204) or the
+attribute (CF212).
+"""
 
 from __future__ import annotations
 
@@ -23,21 +38,36 @@ def body(chat: Chat) -> str:
 
 
 def body_text(kind: str, segments: Sequence[Segment]) -> str:
-    """The canonical body string of chat type ``kind`` holding ``segments``."""
+    """The body string of chat type ``kind`` holding ``segments`` (canonical where it can be)."""
     if kind not in TAGGED_TYPES:
         return escape(segments[0].text)
-    parts = []
-    for seg in segments:
-        tag = TAG_BY_NAME[seg.tag]
-        content = seg.text if tag.content == "key" else escape(seg.text)
-        parts.append(f"{tag.open}{content}{tag.close}")
-    return ELEMENT_SEPARATOR.join(parts)
+    return ELEMENT_SEPARATOR.join(map(element, segments))
+
+
+def element(seg: Segment) -> str:
+    """One element of a ``C`` body: ``<tag>content</tag>``, or its attribute form with an intensity."""
+    spec = TAG_BY_NAME.get(seg.tag)
+    content = seg.text if spec is not None and spec.content == "key" else escape(seg.text)
+    # repr() of a float is the shortest text that float() reads back as the same number.
+    attributes = "" if seg.intensity is None else f' intensity="{seg.intensity!r}"'
+    return f"<{seg.tag}{attributes}>{content}</{seg.tag}>"
+
+
+def is_canonical(reply: Reply) -> bool:
+    """Whether strict parsing reads ``dumps(reply)`` back: only table tags, no intensity."""
+    return all(
+        seg.intensity is None and (seg.tag in TAG_BY_NAME or chat.type not in TAGGED_TYPES)
+        for chat in reply.chats
+        for seg in chat.segments
+    )
 
 
 def dumps(reply: Reply, *, indent: int | None = None) -> str:
-    """The canonical JSON text of ``reply``: chats sorted by order, keys type/order/body.
+    """The JSON text of ``reply``: chats sorted by order, keys type/order/body.
 
-    Compact and on one line by default; ``indent`` pretty-prints (still canonical content).
+    Canonical when :func:`is_canonical` holds; otherwise the forms the module docstring
+    lists, which lenient parsing reads back to equal chats. Compact and on one line by
+    default; ``indent`` pretty-prints (the content stays the same).
     Non-ASCII characters are written as themselves, not as ``\\u`` escapes.
     """
     chats = sorted(reply.chats, key=lambda c: c.order)

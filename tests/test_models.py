@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +11,7 @@ from pydantic import ValidationError
 
 import charfmt
 from charfmt import Reply, Segment, Vocabulary
+from charfmt.envelope import Locator
 
 SAMPLE = (
     '{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\\n<act>jump</act>\\n<msg>Hi &amp; bye</msg>"},'
@@ -94,6 +97,25 @@ def test_strict_parse_with_vocabulary_rejects_unknown_key_at_its_position() -> N
     assert "joy, sad" in d.message
 
 
+def test_every_vocabulary_decision_points_at_its_own_key() -> None:
+    # Escapes before and between the keys (\u3042 is 6 raw characters for 1, \n 2 for 1)
+    # and keys repeated across elements: each decision names the raw span of its key.
+    vocab = Vocabulary(emotions=[{"key": "joy", "aliases": ["happy"]}, {"key": "sad"}], policy="alias")
+    words = ["Joy", "sad", "HAPPY", "\\u3042\\u3042", "Sad", "furious"]
+    body = "\\n".join(f"<msg>\\u3042 &amp; {i}</msg>\\n<emo>{w}</emo>" for i, w in enumerate(words))
+    text = '{"chats":[{"type":"I","order":1,"body":"x"},{"type":"C","order":2,"body":"' + body + '"}]}'
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(text, vocabulary=vocab)
+    spans = [(d.code, text[d.offset : d.end], d.chat) for d in info.value.diagnostics]
+    assert spans == [
+        ("CF302", "Joy", 1),
+        ("CF302", "HAPPY", 1),
+        ("CF301", "\\u3042\\u3042", 1),
+        ("CF302", "Sad", 1),
+        ("CF301", "furious", 1),
+    ]
+
+
 def test_vocabulary_normalises_aliases_to_the_canonical_key() -> None:
     text = '{"chats":[{"type":"C","order":1,"body":"<emo>Happy</emo>"}]}'
     vocab = Vocabulary(emotions=[{"key": "joy", "aliases": ["happy"]}])
@@ -176,6 +198,19 @@ def test_bad_input_is_a_diagnostic_never_a_traceback(data: str | bytes, code: st
     assert lenient_code in [d.code for d in charfmt.parse(data, lenient=True).diagnostics]
 
 
+@pytest.mark.parametrize(
+    "data",
+    ["", " \n\t ", b"", b"\xff\xfe{", "x" * 11, "[" * 100_000],
+    ids=["empty", "blank", "no-bytes", "bad-utf8", "oversize", "deep"],
+)
+def test_every_lenient_reply_has_a_dialect(data: str | bytes) -> None:
+    # Issue 11, defect 3: the early exits built a Reply without ``dialect``.
+    reply = charfmt.parse(data, lenient=True, max_size=10 if data == "x" * 11 else charfmt.parser.DEFAULT_MAX_SIZE)
+    assert reply.dialect is None or isinstance(reply.dialect, str)
+    assert reply.model_dump()["dialect"] == reply.dialect
+    assert Reply.model_validate(reply.model_dump()) == reply
+
+
 def test_max_size_is_enforced_and_configurable() -> None:
     with pytest.raises(charfmt.ParseError, match="CF002"):
         charfmt.parse(SAMPLE, max_size=10)
@@ -210,3 +245,48 @@ def test_line_index_cache_tells_sources_apart() -> None:
         for k, source in zip(range(0, 6000, 1000), sources, strict=True):
             assert line_col(source, 5000) == ((2, 5000 - k) if k < 5000 else (1, 5001))
             assert line_col("".join(source), 5000) == line_col(source, 5000)  # an equal copy
+
+
+ORDER_WARNINGS = [
+    '{"chats": [{"type": "I", "order": 3, "body": "x"}, {"type": "I", "order": 1, "body": "y"}]}',
+    '\n {"chats":[{"order":5,"body":"x","type":"E"},{"order":2,"body":"\\"]","type":"E"}]}\n',
+    '{"meta": {"a": [1, "]"]}, "chats" : [{"type": "I", "order": 2, "body": "x"}] , "n": 1e5}',
+    '{"chats": [], "chats": [{"type": "I", "order": 9, "body": "x"}]}',
+]
+
+
+@pytest.mark.parametrize("text", ORDER_WARNINGS)
+def test_order_warnings_point_at_the_chats_array(text: str) -> None:
+    try:
+        diagnostics = charfmt.parse(text).diagnostics
+    except charfmt.ParseError as e:  # an unknown or duplicate key besides
+        diagnostics = e.diagnostics
+    spans = {d.code: text[d.offset : d.end] for d in diagnostics if d.code in ("CF112", "CF113")}
+    assert "CF112" in spans
+    for span in spans.values():
+        assert span.startswith("[") and span.endswith("]")
+        assert json.loads(span) == json.loads(text)["chats"]
+
+
+@pytest.mark.parametrize("text", ORDER_WARNINGS)
+def test_the_quick_top_level_locator_agrees_with_the_full_scan(text: str) -> None:
+    quick = Locator(text)
+    assert quick.value(("chats",)) == Locator(text)._spans.values[("chats",)]
+
+
+@pytest.mark.parametrize("at", [0, 1, 65_535, 65_536, 65_537, 200_000])
+def test_invalid_utf8_in_large_input_is_found_at_its_byte(at: int) -> None:
+    data = bytearray(b'{"chats":[]}' + b" " * 300_000)
+    data[at] = 0xFF
+    with pytest.raises(charfmt.ParseError, match=f"byte 0xFF at byte offset {at}$") as info:
+        charfmt.parse(bytes(data))
+    assert info.value.first.code == "CF001"
+    assert info.value.first.offset == len(bytes(data[:at]).decode())
+
+
+def test_a_character_across_the_utf8_probe_is_not_an_error() -> None:
+    for pad in range(65_533, 65_537):
+        text = " " * pad + "あ" + '{"chats":[]}'
+        with pytest.raises(charfmt.ParseError) as info:
+            charfmt.parse(text.encode())
+        assert info.value.first.code == "CF101"  # JSON after the character, not CF001

@@ -1,16 +1,26 @@
-"""Round trips: parse(dumps(r)) == r, and dumps(parse(t)) is a fixed point."""
+"""Round trips: parse(dumps(r)) == r, and dumps(parse(t)) is a fixed point.
+
+``dumps`` writes every valid reply; lenient parsing reads it back to equal chats, and
+strict parsing does exactly when the reply holds only table tags and no intensity.
+"""
 
 from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
+import pytest
+from conftest import MARK, ROOT, load_cases
 from hypothesis import given
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES
-from charfmt.testing import chats, replies
+from charfmt.cli import main
+from charfmt.render import PROVIDERS
+from charfmt.tags import TAG_BY_NAME, TAG_SYNONYMS, TAGGED_TYPES, TAGS, TEXT_TAG
+from charfmt.testing import chats, keys, replies, segments, texts
+from charfmt.writer import is_canonical
 
 
 @given(replies())
@@ -63,3 +73,132 @@ def test_canonical_form_is_a_fixed_point(reply: charfmt.Reply, rnd: random.Rando
     assert parsed.chats == reply.chats
     canonical = charfmt.dumps(parsed)
     assert charfmt.dumps(charfmt.parse(canonical)) == canonical
+
+
+# --- dumps writes every valid Reply, and loses nothing (issue 11, defect 2) ---------------------
+# Lenient parsing keeps tags it does not know (``<wink>`` → segment ``wink``) and reads an
+# emotion's strength (``intensity``); ``dumps`` writes both in the forms lenient parsing
+# reads back, and strict parsing rejects exactly those forms, naming them.
+
+_UNKNOWN_TAGS = st.from_regex(r"[a-z_][a-z0-9_\-]{0,10}", fullmatch=True).filter(
+    lambda name: name not in TAG_SYNONYMS and name != TEXT_TAG
+)
+"""Tags lenient parsing keeps under their own name (a synonym such as ``mood`` is read as its tag)."""
+
+_INTENSITIES = st.floats(min_value=0.0, max_value=1.0)
+"""The documented range (0 to 1) of ``Segment.intensity``."""
+
+
+def _extra_segments() -> st.SearchStrategy[charfmt.Segment]:
+    key_tags = [t.name for t in TAGS if t.content == "key"]
+    return st.one_of(
+        segments(),
+        st.builds(charfmt.Segment, tag=_UNKNOWN_TAGS, text=texts()),
+        st.builds(charfmt.Segment, tag=st.sampled_from(key_tags), text=keys(), intensity=_INTENSITIES),
+    )
+
+
+@st.composite
+def _any_replies(draw: st.DrawFn) -> charfmt.Reply:
+    """Replies as lenient parsing returns them: table tags, unknown tags, emotions with intensities."""
+    base = draw(replies())
+    out = []
+    for chat in base.chats:
+        if chat.type in TAGGED_TYPES and draw(st.booleans()):
+            segs = draw(st.lists(_extra_segments(), min_size=1, max_size=6))
+            out.append(charfmt.Chat(type=chat.type, order=chat.order, segments=segs))
+        else:
+            out.append(chat)
+    return charfmt.Reply(chats=out)
+
+
+def _representable(reply: charfmt.Reply) -> bool:
+    """Whether strict parsing can read the reply back: only table tags, no intensity."""
+    return all(
+        s.intensity is None and (s.tag in TAG_BY_NAME or c.type not in TAGGED_TYPES)
+        for c in reply.chats
+        for s in c.segments
+    )
+
+
+def _assert_dumps_round_trips(reply: charfmt.Reply) -> None:
+    text = charfmt.dumps(reply)
+    assert charfmt.parse(text, lenient=True).chats == reply.chats
+    if _representable(reply):
+        assert charfmt.parse(text).chats == reply.chats
+        assert is_canonical(reply)
+    else:
+        assert not is_canonical(reply)
+        with pytest.raises(charfmt.ParseError) as info:
+            charfmt.parse(text)
+        codes = {d.code for d in info.value.diagnostics if d.severity == "error"}
+        assert codes <= {"CF204", "CF212"}, info.value
+        tagged = [s for c in reply.chats if c.type in TAGGED_TYPES for s in c.segments]
+        first = next(s for s in tagged if s.tag not in TAG_BY_NAME or s.intensity is not None)
+        needle = f"<{first.tag}>" if first.intensity is None else f"<{first.tag} intensity="
+        assert needle in str(info.value)
+
+
+@given(replies())
+def test_dumps_of_a_canonical_reply_reads_back_both_ways(reply: charfmt.Reply) -> None:
+    _assert_dumps_round_trips(reply)
+
+
+@given(_any_replies())
+def test_dumps_writes_unknown_tags_and_intensities_that_lenient_parsing_reads_back(reply: charfmt.Reply) -> None:
+    _assert_dumps_round_trips(reply)
+
+
+def _case_inputs() -> list[tuple[str, str]]:
+    inputs = []
+    for filename in ("valid.txt", "invalid.txt", "lenient_body.txt", "lenient_dialects.txt", "lenient_envelope.txt"):
+        inputs += [(f"{filename}:{c.name}", c.input.replace(MARK, "")) for c in load_cases(filename)]
+    inputs += [(f"fuzz_regressions.txt:{c.name}", json.loads(c.input)) for c in load_cases("fuzz_regressions.txt")]
+    return inputs
+
+
+CASE_INPUTS = _case_inputs()
+
+
+@pytest.mark.parametrize(("name", "text"), CASE_INPUTS, ids=[name for name, _ in CASE_INPUTS])
+def test_dumps_of_every_lenient_case_reads_back(name: str, text: str) -> None:
+    _assert_dumps_round_trips(charfmt.parse(text, lenient=True))
+
+
+def test_dumps_writes_an_unknown_tag_as_its_own_element() -> None:
+    reply = charfmt.parse("<wink>a < b & c</wink>", lenient=True)
+    assert charfmt.dumps(reply) == r'{"chats":[{"type":"C","order":1,"body":"<wink>a &lt; b &amp; c</wink>"}]}'
+    with pytest.raises(charfmt.ParseError, match="unknown tag <wink>") as info:
+        charfmt.parse(charfmt.dumps(reply))
+    assert [d.code for d in info.value.diagnostics] == ["CF204"]
+
+
+def test_dumps_keeps_an_emotions_intensity() -> None:
+    reply = charfmt.parse("[surprised:0.6] hi", lenient=True)
+    assert reply.chats[0].segments[0].intensity == 0.6
+    text = charfmt.dumps(reply)
+    assert r'"<emo intensity=\"0.6\">surprised</emo>\n<msg>hi</msg>"' in text
+    assert charfmt.parse(text, lenient=True).chats == reply.chats
+    with pytest.raises(charfmt.ParseError, match="tags take no attributes") as info:
+        charfmt.parse(text)
+    assert [d.code for d in info.value.diagnostics] == ["CF212"]
+
+
+def test_fix_writes_a_reply_with_an_unknown_tag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "wink.txt"
+    path.write_text("<emo>joy</emo>\n<wink>hi</wink>", encoding="utf-8")
+    assert main(["fix", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["chats"][0]["body"] == "<emo>joy</emo>\n<wink>hi</wink>"
+
+
+def test_a_history_holding_a_lenient_reply_renders() -> None:
+    character = charfmt.Character.load(ROOT / "examples" / "characters" / "mio.toml")
+    reply = charfmt.parse('<emo intensity="0.6">surprised</emo>\n<wink>hi</wink>', lenient=True)
+    history = [charfmt.Exchange(user=charfmt.UserTurn.say("hello"), reply=reply)]
+    turn = charfmt.UserTurn.say("again")
+    written = charfmt.dumps(reply)
+    assert "<wink>hi</wink>" in charfmt.render_text(character, history, turn)
+    for provider in PROVIDERS:
+        request = json.dumps(charfmt.render_messages(character, history, turn, provider=provider), ensure_ascii=False)
+        assert json.dumps(written, ensure_ascii=False)[1:-1] in request

@@ -163,10 +163,10 @@ def test_an_empty_vocabulary_is_rejected(make: Callable[[], Vocabulary]) -> None
 
 
 def test_cli_grammar_with_no_emotion_keys_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["grammar", "--target", "regex", "--emotions", " , "]) != 0
+    assert main(["grammar", "--target", "regex", "--emotions", " , "]) == 2  # a usage error
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == "charfmt: error: a vocabulary needs at least one emotion key; got none\n"
+    assert captured.err == "charfmt: error: argument --emotions: no emotion key given (see 'charfmt grammar --help')\n"
 
 
 def test_vocabulary_of_raises_a_charfmt_error_in_plain_words() -> None:

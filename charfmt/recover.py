@@ -62,6 +62,8 @@ _CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
 _CHAT_KEYS: Final = ("type", "order", "body")
 _HYBRID_BODY: Final = ("chat_body", "chatbody")
 _HYBRID_EMOTION: Final = ("emotion_summary", "emotionsummary")
+_EMOTION: Final = TAG_SYNONYMS["emotion"]
+"""The tag an emotion is written in (``emo``), from the tag table's synonyms."""
 _TAGGED: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[^\W\d][\w.\-:]*+[^<>＜＞]*+[>＞]")
 _FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")
 
@@ -356,6 +358,7 @@ class Recovery:
             self.note("CF615", "a chat that is not an object is dropped", item.start, item.end)
             return chat
         bodies: list[tuple[str, JNode]] = []
+        summaries: list[Piece] = []
         seen: dict[str, tuple[int, int]] = {}
         for key, ks, _ke, value in item.pairs:
             lower = key.lower()
@@ -375,7 +378,9 @@ class Recovery:
                     self.dialect("hybrid")
             elif lower in _HYBRID_EMOTION:
                 self.dialect("hybrid")
-                self._field(chat, "emo", value, index)
+                before = len(chat.pieces)
+                self._field(chat, _EMOTION, value, index)
+                summaries += chat.pieces[before:]
             elif lower in TAG_SYNONYMS:
                 self.dialect("json-fields")
                 self._field(chat, TAG_SYNONYMS[lower], value, index)
@@ -390,12 +395,22 @@ class Recovery:
             self.note("CF612", f"a chat with both {names}: each is read, in order", item.start, item.start + 1, index)
         for _key, body in bodies:
             self._read_body(chat, body)
+        self._drop_repeated_summaries(chat, summaries)
         if chat.kind not in TAGGED_TYPES and chat.pieces and any(p.tag != TEXT_TAG for p in chat.pieces):
             self.note("CF613", f"a {chat.kind} chat with tag elements is read as C", item.start, item.start + 1, index)
             chat.kind = "C"
         if not item.closed:
             self.note("CF610", f"chat {index} was cut off; what arrived is kept", item.start, item.end, index)
         return chat
+
+    def _drop_repeated_summaries(self, chat: _RawChat, summaries: list[Piece]) -> None:
+        """Pattern D's ``"emotion_summary"`` sums up the body: where the body shows that emotion, it is said once."""
+        shown = {p.text.strip().casefold() for p in chat.pieces if p.tag == _EMOTION and p not in summaries}
+        for p in summaries:
+            if p.text.strip().casefold() in shown:
+                message = f"emotion summary {_short(p.text)!r} repeats the body's emotion: read once"
+                self.note("CF615", message, p.start, p.end, chat.index)
+                chat.pieces.remove(p)
 
     def _type(self, node: JNode, index: int) -> str | None:
         if node.kind not in ("string", "scalar"):
@@ -438,19 +453,29 @@ class Recovery:
         return self.source.text[node.start : node.end]
 
     def _field(self, chat: _RawChat, tag: str, node: JNode, index: int) -> None:
-        """Pattern A: ``"emotion": "joy"``, ``"content": "…"`` as segments, in the order written."""
+        """Pattern A: ``"emotion": "joy"``, ``"content": "…"`` as segments, in the order written.
+
+        Arrays (``"action": ["jump", "spin"]``) are walked with a stack, not recursion:
+        a model may nest them thousands deep.
+        """
+        stack = [node]
+        while stack:
+            node = stack.pop()
+            if node.kind == "array":
+                stack.extend(reversed(node.items))
+            else:
+                self._field_value(chat, tag, node, index)
+
+    def _field_value(self, chat: _RawChat, tag: str, node: JNode, index: int) -> None:
         if node.kind == "string" and node.value:
             text = str(node.value)
             if tag == "msg" and _TAGGED.search(text):
                 self._read_string(chat, node, tagged=True)
                 return
-            if tag == "emo" and "&" in text and (decoded := decode_entities(text)) != text:
+            if tag == _EMOTION and "&" in text and (decoded := decode_entities(text)) != text:
                 self.note("CF717", f"entities in emotion {_short(text)!r} decoded", node.start, node.end, index)
                 text = decoded
             chat.pieces.append(Piece(tag, text, node.start, node.end))
-        elif node.kind == "array":
-            for item in node.items:
-                self._field(chat, tag, item, index)
         elif node.kind == "object":
             self._field_object(chat, tag, node, index)
         elif node.kind == "scalar" and node.value is not None:
@@ -477,7 +502,7 @@ class Recovery:
             "CF619", f"<{tag}> given as an object: its value {_short(text)!r} is read", node.start, node.end, index
         )
         intensity = None
-        if tag == "emo" and level is not None and level.kind == "scalar":
+        if tag == _EMOTION and level is not None and level.kind == "scalar":
             intensity = _unit(level.value)
         for k, ks, _ke, v in node.pairs:
             if v is not value and (v is not level or intensity is None):
@@ -686,7 +711,7 @@ class Recovery:
             if kind not in TAGGED_TYPES:
                 tag, text = TEXT_TAG, (segments[0].text + "\n" + text if segments else text)
                 segments = []
-            if tag == "emo":
+            if tag == _EMOTION:
                 key = self._key(p, rc.index)
                 if key == "":
                     continue
@@ -704,7 +729,7 @@ class Recovery:
                 text = _BAD_TEXT.sub("\ufffd", text)
             if tag not in TAG_BY_NAME and tag != TEXT_TAG and not re.fullmatch(r"[a-z_][a-z0-9_\-]*", tag):
                 tag = "msg"
-            intensity = p.intensity if tag == "emo" else None  # how strong an emotion is; nothing else has one
+            intensity = p.intensity if tag == _EMOTION else None  # how strong an emotion is; nothing else has one
             segments.append(construct_trusted(Segment, {"tag": tag, "text": text, "intensity": intensity}))
         if kind not in TAGGED_TYPES and segments and not segments[0].text:
             return []

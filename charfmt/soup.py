@@ -218,11 +218,17 @@ def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool 
     state = _Reader(out, vocabulary, body)
     pos = 0
     holes: list[tuple[int, int, str]] = []  # inline markup in the text since pos: (start, end, replacement)
+    removed: set[str] = set()  # inline markup names removed so far (their closers go too)
     for m in _TAG.finditer(body_view):
         tag = _resolve(m, vocabulary)
         if tag is None:
             continue
-        if not tag.known and tag.canon in INLINE_MARKUP:
+        # Inside an element or in running prose, HTML's inline markup is formatting; standing
+        # between elements it is an unknown element, kept under its own name (``dumps`` writes
+        # a segment ``a`` as <a>…</a>).
+        inline = state.open is not None or tag.canon in removed or bool(body_view[pos : m.start()].strip())
+        if not tag.known and tag.canon in INLINE_MARKUP and inline:
+            removed.add(tag.canon)
             keep = "\n" if tag.canon in LINE_BREAKS else ""
             what = "a line break" if keep else "its text kept"
             out.note("CF715", f"inline markup {m.group()} removed: {what}", m.start(), m.end())

@@ -116,23 +116,12 @@ def _inputs(draw: st.DrawFn, kind: str) -> str | bytes:
 KINDS = [*HOSTILE, "bad-utf8"]
 MODES = ["strict", "lenient", "stream"]
 
-# Which (mode, hostility) pairs still fail on this branch, and whose fix it is. Lenient
-# recovery (recover.py / tolerant.py) and streaming (stream.py) belong to other helpers.
-_KNOWN: dict[tuple[str, str], str] = {
-    ("lenient", "huge-integer"): "recover.py _order: int() of an order of > 4,300 digits raises ValueError (CF999)",
-    ("stream", "huge-integer"): "stream.py _chat_begins: int(order_text) of > 4,300 digits raises ValueError",
-    ("lenient", "deep-nesting"): "recover.py _field recurses into a deeply nested chat field: RecursionError (CF999)",
-    ("stream", "deep-nesting"): "the stream completes with recover.py, whose _field recursion fails (CF999)",
-}
-
 
 def _params() -> list[object]:
     out: list[object] = []
     for mode in MODES:
         for kind in KINDS:
-            reason = _KNOWN.get((mode, kind))
-            marks = [pytest.mark.xfail(strict=False, reason=reason)] if reason else []
-            out.append(pytest.param(mode, kind, marks=marks, id=f"{mode}-{kind}"))
+            out.append(pytest.param(mode, kind, id=f"{mode}-{kind}"))
     return out
 
 
@@ -220,10 +209,7 @@ def _named_params() -> list[object]:
     out: list[object] = []
     for mode in ("lenient", "stream"):
         for name in NAMED:
-            kind = {"huge-order": "huge-integer", "deep-field": "deep-nesting"}.get(name, "")
-            reason = _KNOWN.get((mode, kind))
-            marks = [pytest.mark.xfail(strict=False, reason=reason)] if reason else []
-            out.append(pytest.param(mode, name, marks=marks, id=f"{mode}-{name}"))
+            out.append(pytest.param(mode, name, id=f"{mode}-{name}"))
     return out
 
 

@@ -26,21 +26,21 @@ _spec.loader.exec_module(bench)
 RATIO = 30.0
 SHAPES = {shape.name: shape for shape in bench.SHAPES}
 
-# (shape, mode, small n, owner of the fix when it is not this branch's parser)
-GUARDS: list[tuple[str, str, int, str]] = [
-    ("vocabulary: <emo>Joy</emo> x N", "strict", 300, ""),
-    ("vocabulary: <emo>Joy</emo> x N", "lenient", 300, ""),
-    ("vocabulary: <emo>Joy</emo> x N", "stream", 300, ""),
-    ("order gap: N chats 2..N+1", "strict", 2_000, ""),  # lenient reads valid input on the same path
-    ("padded keys <EMO> joy </EMO> x N", "lenient", 100, "lenient recovery (OffsetMap, recover.py/soup.py)"),
-    ("padded keys <EMO> joy </EMO> x N", "stream", 100, "lenient recovery (OffsetMap, recover.py/soup.py)"),
-    ('{"chats":[]} + N <think>', "lenient", 300, "lenient reply-region search (recover.py/tolerant.py)"),
-    ('{"chats":[]} + N <think>', "stream", 300, "lenient reply-region search (recover.py/tolerant.py)"),
-    ("bare tags, N <thought>", "lenient", 100, "lenient reply-region search (recover.py/tolerant.py)"),
-    ("bare tags, N <thought>", "stream", 100, "lenient reply-region search (recover.py/tolerant.py)"),
-    ("trailing '.' x N, 4-char deltas", "speech", 200, "SentenceSplitter (speech.py)"),
-    ("unclosed 「 + N chars, 4-char deltas", "speech", 30_000, "SentenceSplitter (speech.py)"),
-    ("render_text, N exchanges", "render", 20, ""),
+# (shape, mode, small n)
+GUARDS: list[tuple[str, str, int]] = [
+    ("vocabulary: <emo>Joy</emo> x N", "strict", 300),
+    ("vocabulary: <emo>Joy</emo> x N", "lenient", 300),
+    ("vocabulary: <emo>Joy</emo> x N", "stream", 300),
+    ("order gap: N chats 2..N+1", "strict", 2_000),  # lenient reads valid input on the same path
+    ("padded keys <EMO> joy </EMO> x N", "lenient", 100),
+    ("padded keys <EMO> joy </EMO> x N", "stream", 100),
+    ('{"chats":[]} + N <think>', "lenient", 300),
+    ('{"chats":[]} + N <think>', "stream", 300),
+    ("bare tags, N <thought>", "lenient", 100),
+    ("bare tags, N <thought>", "stream", 100),
+    ("trailing '.' x N, 4-char deltas", "speech", 200),
+    ("unclosed 「 + N chars, 4-char deltas", "speech", 30_000),
+    ("render_text, N exchanges", "render", 20),
 ]
 
 
@@ -55,9 +55,8 @@ def _best(run: Callable[[Any], object], data: Any) -> float:
 
 def _params() -> list[object]:
     out: list[object] = []
-    for name, mode, n, owner in GUARDS:
-        marks = [pytest.mark.xfail(strict=False, reason=f"fix owned by {owner}")] if owner else []
-        out.append(pytest.param(name, mode, n, marks=marks, id=f"{name}-{mode}"))
+    for name, mode, n in GUARDS:
+        out.append(pytest.param(name, mode, n, id=f"{name}-{mode}"))
     return out
 
 
@@ -73,5 +72,5 @@ def test_ten_times_the_input_costs_about_ten_times_the_time(name: str, mode: str
 
 
 def test_every_issue_shape_of_the_benchmark_is_guarded() -> None:
-    guarded = {name for name, _mode, _n, _owner in GUARDS}
+    guarded = {name for name, _mode, _n in GUARDS}
     assert {s.name for s in bench.SHAPES if s.issue} <= guarded

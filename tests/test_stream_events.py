@@ -51,7 +51,8 @@ def _stream(chunks: list[str] | list[bytes], **kwargs: Any) -> list[charfmt.Even
 
 
 def _diagnostic(d: charfmt.Diagnostic) -> tuple[Any, ...]:
-    return (d.offset, d.end, d.code, d.severity, d.line, d.column, d.chat, d.message)
+    chat = -1 if d.chat is None else d.chat  # sortable: None and an index never compare
+    return (d.offset, d.end, d.code, d.severity, d.line, d.column, chat, d.message)
 
 
 def _observed(events: list[charfmt.Event]) -> tuple[list[tuple[Any, ...]], list[list[tuple[Any, ...]]], list[str]]:

@@ -226,8 +226,9 @@ def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool 
         # Inside an element or in running prose, HTML's inline markup is formatting; standing
         # between elements it is an unknown element, kept under its own name (``dumps`` writes
         # a segment ``a`` as <a>…</a>).
+        closes_open = tag.closing and state.open is not None and state.open.tag == tag.canon
         inline = state.open is not None or tag.canon in removed or bool(body_view[pos : m.start()].strip())
-        if not tag.known and tag.canon in INLINE_MARKUP and inline:
+        if not tag.known and tag.canon in INLINE_MARKUP and inline and not closes_open:
             removed.add(tag.canon)
             keep = "\n" if tag.canon in LINE_BREAKS else ""
             what = "a line break" if keep else "its text kept"

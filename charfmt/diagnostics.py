@@ -54,7 +54,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     # user input
     "CF401": ("warning", "shorthand word is not an emotion or action of the character; kept as text"),
     "CF402": ("warning", "control character or lone surrogate in typed text replaced by U+FFFD"),
-    "CF501": ("error", "text is not a user block as prompts/user.j2 renders it"),
+    "CF501": ("error", "text is not a user block (the language of prompts/user.j2)"),
     # lenient parsing: the envelope and what surrounds it
     "CF600": ("info", "the reply is written in another dialect (named in the message)"),
     "CF601": ("warning", "text outside the reply dropped (prose, stray punctuation)"),

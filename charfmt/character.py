@@ -14,11 +14,12 @@ from typing import Annotated, Any, Final
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from charfmt.body import BodyError, parse_body
-from charfmt.diagnostics import CharfmtError
+from charfmt.diagnostics import CharfmtError, ParseError
 from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary, dotted_path, vocabulary_clashes
 from charfmt.parser import parse
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
 from charfmt.userinput import UserTurn, parse_shorthand
+from charfmt.writer import dumps, is_canonical
 
 MAX_FILE_SIZE: Final = 16 * 1024 * 1024
 """The largest character or history file ``Character.load`` and ``load_history`` read (``max_size=``)."""
@@ -289,8 +290,9 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
 
     ``user`` is shorthand text (``"[angry] なんで？"``) or a ``UserTurn`` object;
     ``reply`` is the character's reply in the wire format, as an object or a string,
-    parsed strictly with the character's vocabulary. Errors are ``CharacterError``
-    naming ``file`` and the line.
+    parsed strictly with the character's vocabulary; what ``dumps`` writes for a lenient
+    result (an unknown tag kept, an emotion's intensity) reads back exactly too. Errors are
+    ``CharacterError`` naming ``file`` and the line.
     """
     history = []
     for number, line in enumerate(text.split("\n"), 1):
@@ -303,5 +305,28 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
             user = row["user"]
             turn = character.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
             reply = row["reply"] if isinstance(row["reply"], str) else json.dumps(row["reply"], ensure_ascii=False)
-            history.append(Exchange(user=turn, reply=parse(reply, vocabulary=character.vocabulary)))
+            history.append(Exchange(user=turn, reply=_stored_reply(reply, character)))
     return history
+
+
+def _stored_reply(text: str, character: Character) -> Reply:
+    """A reply as ``dumps`` stored it: strictly valid, or ``dumps``'s form for what the canonical
+    form cannot say (an unknown tag a lenient read kept, an emotion's intensity).
+
+    Anything else is the strict ``ParseError``: a history file is data charfmt wrote, not a
+    model's reply to repair.
+    """
+    try:
+        return parse(text, vocabulary=character.vocabulary)
+    except ParseError:
+        reply = parse(text, lenient=True, vocabulary=character.vocabulary)
+        if not is_canonical(reply) and json.loads(dumps(reply)) == _json_or_none(text):
+            return reply.model_copy(update={"diagnostics": [], "dialect": None})
+        raise
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

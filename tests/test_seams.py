@@ -202,3 +202,30 @@ def test_empty_and_oversize_replies_have_a_dialect_attribute() -> None:
         reply = charfmt.parse(text, lenient=True, max_size=10)
         assert reply.dialect is None or isinstance(reply.dialect, str)
         assert charfmt.Reply.model_validate(reply.model_dump()) == reply
+
+
+def test_a_lenient_reply_stored_with_dumps_loads_back_from_a_history_file(tmp_path: object) -> None:
+    from pathlib import Path
+
+    character = _character()
+    stored = Path(str(tmp_path)) / "history.jsonl"
+    replies = [
+        charfmt.parse(text, lenient=True, vocabulary=character.vocabulary)  # as the game reads its model
+        for text in ("<wink>hi</wink>", "[surprised:0.6] wow", '{"emotion": "joy", "content": "やった"}')
+    ]
+    lines = [json.dumps({"user": "[joy] ねえ", "reply": charfmt.dumps(r)}, ensure_ascii=False) for r in replies]
+    stored.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    history = charfmt.load_history(stored, character)
+    assert [ex.reply.chats for ex in history] == [r.chats for r in replies]
+    request = charfmt.render_messages(character, history, character.shorthand("[joy] つぎは？"))
+    assert [charfmt.parse(t, lenient=True).chats for t in _assistant_texts(request)] == [r.chats for r in replies]
+
+
+def test_a_history_reply_that_is_not_what_dumps_writes_is_an_error(tmp_path: object) -> None:
+    from pathlib import Path
+
+    stored = Path(str(tmp_path)) / "history.jsonl"
+    line = {"user": "hi", "reply": {"chats": [{"type": "C", "order": 1, "body": "<wink>hi"}]}}  # unclosed: damage
+    stored.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    with pytest.raises(charfmt.CharacterError, match="history.jsonl"):
+        charfmt.load_history(stored, _character())

@@ -227,5 +227,5 @@ def test_a_history_reply_that_is_not_what_dumps_writes_is_an_error(tmp_path: obj
     stored = Path(str(tmp_path)) / "history.jsonl"
     line = {"user": "hi", "reply": {"chats": [{"type": "C", "order": 1, "body": "<wink>hi"}]}}  # unclosed: damage
     stored.write_text(json.dumps(line) + "\n", encoding="utf-8")
-    with pytest.raises(charfmt.CharacterError, match="history.jsonl"):
+    with pytest.raises(charfmt.CharacterError, match=r"history\.jsonl:1"):
         charfmt.load_history(stored, _character())

@@ -510,24 +510,22 @@ class Recovery:
         chat.pieces.append(Piece(tag, text, value.start, value.end, intensity))
 
     def _read_body(self, chat: _RawChat, body: JNode) -> None:
-        tagged = chat.kind in TAGGED_TYPES
         if body.kind == "array":
             self.note("CF612", "a body given as a list of lines is joined with newlines", body.start, body.start + 1)
             for item in body.items:
-                if item.kind == "string":
-                    self._read_string(chat, item, tagged=tagged)
-                elif item.kind == "scalar" and item.value is not None:
-                    self._body_scalar(chat, item)
-                else:
-                    what = "null" if item.kind == "scalar" else f"an {item.kind}"
-                    self.note("CF620", f"a body line that is {what} is dropped", item.start, item.end, chat.index)
-        elif body.kind == "string":
-            self._read_string(chat, body, tagged=tagged)
-        elif body.kind == "scalar" and body.value is not None:
-            self._body_scalar(chat, body)
+                self._body_part(chat, item, "a body line")
         else:
-            what = "null" if body.kind == "scalar" else f"an {body.kind}"
-            self.note("CF620", f"a body that is {what}, not text, is dropped", body.start, body.end, chat.index)
+            self._body_part(chat, body, "a body")
+
+    def _body_part(self, chat: _RawChat, node: JNode, what: str) -> None:
+        """A body, or one line of a body given as a list: text, a literal's spelling, or dropped."""
+        if node.kind == "string":
+            self._read_string(chat, node, tagged=chat.kind in TAGGED_TYPES)
+        elif node.kind == "scalar" and node.value is not None:
+            self._body_scalar(chat, node)
+        else:
+            kind = "null" if node.kind == "scalar" else f"an {node.kind}"
+            self.note("CF620", f"{what} that is {kind}, not text, is dropped", node.start, node.end, chat.index)
 
     def _body_scalar(self, chat: _RawChat, node: JNode) -> None:
         """A number or literal where the body's text belongs: its spelling, as text."""

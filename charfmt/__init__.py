@@ -144,22 +144,24 @@ _HOME: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name (or a submodule, ``charfmt.render``) on first use, then keep it."""
-    home = _HOME.get(name)
-    if home is not None:
-        value = getattr(import_module(f"charfmt.{home}"), name)
-    elif not name.startswith("__"):
-        try:
-            value = import_module(f"charfmt.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"charfmt.{name}":
-                raise
-            raise AttributeError(f"module 'charfmt' has no attribute {name!r}") from None
-    else:
-        raise AttributeError(f"module 'charfmt' has no attribute {name!r}")
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name stays an error there
+
+    def __getattr__(name: str) -> Any:
+        """Load a public name (or a submodule, ``charfmt.render``) on first use, then keep it."""
+        home = _HOME.get(name)
+        if home is not None:
+            value = getattr(import_module(f"charfmt.{home}"), name)
+        elif not name.startswith("__"):
+            try:
+                value = import_module(f"charfmt.{name}")
+            except ModuleNotFoundError as e:
+                if e.name != f"charfmt.{name}":
+                    raise
+                raise AttributeError(f"module 'charfmt' has no attribute {name!r}") from None
+        else:
+            raise AttributeError(f"module 'charfmt' has no attribute {name!r}")
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

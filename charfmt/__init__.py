@@ -6,39 +6,45 @@
 [('emo', 'joy'), ('msg', 'Hi!')]
 """
 
-from charfmt.character import Character, CharacterError, Exchange, load_history
-from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
-from charfmt.events import (
-    Action,
-    ChatEnd,
-    ChatStart,
-    DiagnosticEvent,
-    Dialect,
-    Emotion,
-    Event,
-    Reset,
-    SegmentEnd,
-    SegmentStart,
-    TextDelta,
-)
-from charfmt.export import grammar
-from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
-from charfmt.parser import parse
-from charfmt.render import (
-    BudgetError,
-    TemplateError,
-    estimate_tokens,
-    render_messages,
-    render_system,
-    render_text,
-    render_user_block,
-)
-from charfmt.schema import json_schema
-from charfmt.speech import Sentence, SentenceSplitter, sentences
-from charfmt.stream import StreamParser, aiter_events, collect, iter_events
-from charfmt.tags import TAGS, TagSpec
-from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
-from charfmt.writer import dumps
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from charfmt.character import Character, CharacterError, Exchange, load_history
+    from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
+    from charfmt.events import (
+        Action,
+        ChatEnd,
+        ChatStart,
+        DiagnosticEvent,
+        Dialect,
+        Emotion,
+        Event,
+        Reset,
+        SegmentEnd,
+        SegmentStart,
+        TextDelta,
+    )
+    from charfmt.export import grammar
+    from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
+    from charfmt.parser import parse
+    from charfmt.render import (
+        BudgetError,
+        TemplateError,
+        estimate_tokens,
+        render_messages,
+        render_system,
+        render_text,
+        render_user_block,
+    )
+    from charfmt.schema import json_schema
+    from charfmt.speech import Sentence, SentenceSplitter, sentences
+    from charfmt.stream import StreamParser, aiter_events, collect, iter_events
+    from charfmt.tags import TAGS, TagSpec
+    from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
+    from charfmt.writer import dumps
 
 __all__ = [
     "TAGS",
@@ -90,3 +96,73 @@ __all__ = [
     "render_user_block",
     "sentences",
 ]
+
+# Where each public name lives. ``import charfmt`` loads none of these modules: a strict
+# parse of valid input needs only the parser, the models, json and re, and Jinja (render),
+# Lark (diagnostics of invalid bodies, grammar export, user input) and the streaming,
+# speech and character machinery load when first used (tests/test_lazy_import.py).
+_HOME: dict[str, str] = {
+    **dict.fromkeys(("Character", "CharacterError", "Exchange", "load_history"), "character"),
+    **dict.fromkeys(("CharfmtError", "Diagnostic", "ParseError"), "diagnostics"),
+    **dict.fromkeys(
+        (
+            "Action",
+            "ChatEnd",
+            "ChatStart",
+            "DiagnosticEvent",
+            "Dialect",
+            "Emotion",
+            "Event",
+            "Reset",
+            "SegmentEnd",
+            "SegmentStart",
+            "TextDelta",
+        ),
+        "events",
+    ),
+    "grammar": "export",
+    **dict.fromkeys(("Chat", "EmotionKey", "Reply", "Segment", "Vocabulary"), "models"),
+    "parse": "parser",
+    **dict.fromkeys(
+        (
+            "BudgetError",
+            "TemplateError",
+            "estimate_tokens",
+            "render_messages",
+            "render_system",
+            "render_text",
+            "render_user_block",
+        ),
+        "render",
+    ),
+    "json_schema": "schema",
+    **dict.fromkeys(("Sentence", "SentenceSplitter", "sentences"), "speech"),
+    **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
+    **dict.fromkeys(("TAGS", "TagSpec"), "tags"),
+    **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "userinput"),
+    "dumps": "writer",
+}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name stays an error there
+
+    def __getattr__(name: str) -> Any:
+        """Load a public name (or a submodule, ``charfmt.render``) on first use, then keep it."""
+        home = _HOME.get(name)
+        if home is not None:
+            value = getattr(import_module(f"charfmt.{home}"), name)
+        elif not name.startswith("__"):
+            try:
+                value = import_module(f"charfmt.{name}")
+            except ModuleNotFoundError as e:
+                if e.name != f"charfmt.{name}":
+                    raise
+                raise AttributeError(f"module 'charfmt' has no attribute {name!r}") from None
+        else:
+            raise AttributeError(f"module 'charfmt' has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,7 +8,6 @@ so the package copy is tried first and the source tree second.
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Final
 
@@ -21,8 +20,10 @@ def resource_dir(name: str) -> Path:
     """The folder ``name`` (``grammars`` or ``prompts``) that this charfmt ships."""
     if name not in _FOLDERS:
         raise ValueError(f"unknown resource folder {name!r}")
-    inside = resources.files("charfmt").joinpath(name)
-    if isinstance(inside, Path) and inside.is_dir():
+    # The folder inside the package (a wheel) is what importlib.resources.files() finds for
+    # a package on the file system; looking there directly spares importing it (~5 ms).
+    inside = _PACKAGE_DIR / name
+    if inside.is_dir():
         return inside
     beside = _PACKAGE_DIR.parent / name
     if beside.is_dir():

@@ -11,14 +11,14 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final
-
-from lark import Lark
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from lark.parsers.lalr_analysis import Shift
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._resources import read_text
 from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TAGS, TEXT_TAG
+
+if TYPE_CHECKING:  # Lark loads only to build tables the cache lacks or to explain an invalid body
+    from lark import Lark
+    from lark.exceptions import UnexpectedInput
 
 Element = tuple[str, str]
 """A parsed element: ``(tag, decoded text)``."""
@@ -84,10 +84,17 @@ def decode_text(raw: str) -> str:
 # --- the parser --------------------------------------------------------------
 
 
+def full_grammar_text() -> str:
+    """What the parser is built from: :func:`grammar_text` plus the internal batch rule."""
+    return grammar_text() + _BATCH_RULES
+
+
 @cache
 def _lark() -> Lark:
+    from lark import Lark  # noqa: PLC0415
+
     return Lark(
-        grammar_text() + _BATCH_RULES,
+        full_grammar_text(),
         parser="lalr",
         lexer="contextual",
         start=["c_body", "text_body", "bodies"],
@@ -97,6 +104,11 @@ def _lark() -> Lark:
 @cache
 def terminal_regex(name: str) -> re.Pattern[str]:
     """The compiled pattern of grammar terminal ``name`` (``KEY``, ``TEXT``...)."""
+    from charfmt._tables import cached_terminals  # noqa: PLC0415
+
+    cached = cached_terminals(full_grammar_text())
+    if cached is not None and name in cached:
+        return re.compile(cached[name])
     return re.compile(_lark().get_terminal(name).pattern.to_regexp())
 
 
@@ -120,6 +132,8 @@ class Driver:
     """
 
     def __init__(self, lark: Lark) -> None:
+        from lark.parsers.lalr_analysis import Shift  # noqa: PLC0415
+
         frontend: Any = lark.parser
         parser = frontend.parser.parser
         table = parser.parse_table
@@ -228,7 +242,9 @@ def _reducer(rule: Any) -> Callable[[list[Any]], Any]:
 
 @cache
 def _driver() -> Driver:
-    return Driver(_lark())
+    from charfmt._tables import cached_driver  # noqa: PLC0415
+
+    return cached_driver(full_grammar_text()) or Driver(_lark())
 
 
 def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None:
@@ -269,6 +285,8 @@ def parse_body(kind: str, body: str) -> list[Element]:
     try:
         result: list[Element] = _driver().parse(body, start)
     except Reject:
+        from lark.exceptions import UnexpectedInput  # noqa: PLC0415
+
         try:
             _lark().parse(body, start=start)
         except UnexpectedInput as e:
@@ -312,6 +330,8 @@ def _expected(expected: set[str]) -> str:
 
 def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
     """Turn a Lark error into a :class:`BodyError` with a specific code."""
+    from lark.exceptions import UnexpectedCharacters, UnexpectedToken  # noqa: PLC0415
+
     expected = set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
     inside = _closing_for(expected)
     if isinstance(e, UnexpectedToken):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import unicodedata
 from array import array
 from collections.abc import Sequence
 from typing import Final, Literal
@@ -108,6 +107,8 @@ Codes are stable: a code keeps its meaning forever; new problems get new codes.
 
 def _width(ch: str) -> int:
     """Terminal columns a character takes: 2 for East Asian wide and full-width ones."""
+    import unicodedata  # noqa: PLC0415 (only snippets need it)
+
     return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
 
 
@@ -141,7 +142,7 @@ def _newlines(source: str) -> array[int]:
 class Diagnostic(BaseModel):
     """One problem (or repair) found in the raw input."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     code: str
     """Stable code such as ``CF201``; see ``docs/FORMAT.md`` for the list."""

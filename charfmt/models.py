@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.events import Event, reply_events
 from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
+
+if TYPE_CHECKING:
+    from charfmt.events import Event
 
 ChatType = Literal["C", "I", "E"]
 
@@ -49,7 +51,7 @@ def construct_trusted(cls: type[_M], values: dict[str, Any]) -> _M:
 class Segment(BaseModel):
     """One element of a chat body: an emotion, an action, speech, inner voice or plain text."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     tag: str
     """``emo``, ``act``, ``msg``, ``thought``, or ``text`` for an untagged I/E body."""
@@ -99,7 +101,7 @@ def check_body(kind: str, segments: list[Segment]) -> None:
 class Chat(BaseModel):
     """One entry of the reply's ``chats`` array."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     type: ChatType
     """``C`` chat (tag elements), ``I`` info / system log, ``E`` event (plain text)."""
@@ -121,7 +123,7 @@ class Chat(BaseModel):
 class Reply(BaseModel):
     """A parsed model reply: chats in display order, and what the parser had to say."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     chats: list[Chat] = Field(default_factory=list)
     """Chats sorted by ``order`` (stable: equal orders keep their arrival order)."""
@@ -138,13 +140,15 @@ class Reply(BaseModel):
 
     def events(self) -> Iterator[Event]:
         """The reply as the event stream a streaming parse would emit."""
+        from charfmt.events import reply_events  # noqa: PLC0415 (events load with streaming, not parsing)
+
         return reply_events(self)
 
 
 class EmotionKey(BaseModel):
     """One emotion key of a character's vocabulary."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     key: str
     """The key written in ``<emo>``, e.g. ``joy``."""
@@ -192,7 +196,7 @@ class Vocabulary(BaseModel):
     A vocabulary holds at least one key.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     emotions: list[EmotionKey]
     """Known emotions, in the order prompts list them."""

@@ -16,7 +16,6 @@ from charfmt.body import BodyError, Element, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
-from charfmt.recover import recover
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
 from charfmt.vocabulary import apply_vocabulary
 
@@ -81,6 +80,8 @@ def lenient_text(data: str | bytes) -> str:
 
 def _recover(text: str | bytes, vocabulary: Vocabulary | None) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
+    from charfmt.recover import recover  # noqa: PLC0415 (valid input never needs recovery)
+
     prior: list[Diagnostic] = []
     if isinstance(text, (bytes, bytearray, memoryview)):
         # Each invalid byte becomes one U+FFFD (via surrogateescape: one pass, no re-decoding),

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from charfmt.diagnostics import CharfmtError
-from charfmt.export import body_regex
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS
 
@@ -54,6 +53,8 @@ def _chat(
 
 def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary | None) -> dict[str, Any]:
     if patterns:
+        from charfmt.export import body_regex  # noqa: PLC0415 (Lark loads only for patterns)
+
         # One schema per kind of body, so each body gets the pattern of its own language.
         tagged = sorted(TAGGED_TYPES)
         plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from charfmt.models import Vocabulary
@@ -39,6 +38,8 @@ def apply_vocabulary(word: str, vocabulary: Vocabulary | None) -> Decision:
         return Decision(key, "CF302", f"emotion {word!r} is an alias of {key!r}")
     known = ", ".join(vocabulary.keys)
     if policy == "nearest":
+        import difflib  # noqa: PLC0415 (only the nearest policy needs it)
+
         words = {w.casefold(): e.key for e in vocabulary.emotions for w in (e.key, *e.aliases)}
         close = difflib.get_close_matches(folded, list(words), n=1, cutoff=0.6)
         if close:

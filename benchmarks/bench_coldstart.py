@@ -1,0 +1,127 @@
+"""Benchmark: cold start, ``import charfmt`` + the first strict parse of a typical reply, in a fresh process.
+
+Run: .venv/bin/python benchmarks/bench_coldstart.py [--runs N] [--json OUT]
+
+Each round starts two fresh interpreters back to back: a bare one (``-c pass``) and one that
+imports charfmt and parses a typical ~300-byte reply (``bench_parse.make_reply(300)``) strictly.
+The figure is the median over rounds of (full - bare): what charfmt itself costs at start-up.
+Bytecode is cached (in a private folder), as it is after an install. The figure is CPU time
+(user + system of the child, from ``getrusage(RUSAGE_CHILDREN)``), which a loaded machine moves
+little; wall-clock time is shown for context. ``-X importtime`` of the same run is summarised
+as the slowest imports (cumulative microseconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_parse import make_reply
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_MS = 120.0
+_PYCACHE = tempfile.mkdtemp(prefix="charfmt-coldstart-")
+
+
+def _env() -> dict[str, str]:
+    """The children import the charfmt beside this file, with bytecode cached (as after an install).
+
+    ``PYTHONDONTWRITEBYTECODE`` would make every run compile charfmt's sources anew; the
+    bytecode goes to a private folder instead of the source tree.
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = _PYCACHE
+    return env
+
+
+def _child(args: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one fresh interpreter running ``args``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *args], check=True, env=_env(), cwd=ROOT)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+def cold_start(sample: str, runs: int) -> dict[str, float]:
+    """Median over ``runs`` interleaved rounds of the full run minus the bare interpreter (seconds)."""
+    code = f"import charfmt; charfmt.parse({sample!r})"
+    cpu: list[float] = []
+    wall: list[float] = []
+    bare_cpu: list[float] = []
+    bare_wall: list[float] = []
+    _child(["-c", code])  # warm the file cache and write the bytecode
+    _child(["-c", "pass"])
+    for _ in range(runs):
+        b_cpu, b_wall = _child(["-c", "pass"])
+        f_cpu, f_wall = _child(["-c", code])
+        cpu.append(f_cpu - b_cpu)
+        wall.append(f_wall - b_wall)
+        bare_cpu.append(b_cpu)
+        bare_wall.append(b_wall)
+    return {
+        "cpu": statistics.median(cpu),
+        "wall": statistics.median(wall),
+        "interpreter_cpu": statistics.median(bare_cpu),
+        "interpreter_wall": statistics.median(bare_wall),
+    }
+
+
+def import_profile(code: str, top: int) -> list[tuple[int, str]]:
+    """The ``top`` slowest imports of running ``code`` by cumulative time (µs), from ``-X importtime``."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(),
+        cwd=ROOT,
+    )
+    rows: list[tuple[int, str]] = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _self, cumulative, name = line.removeprefix("import time:").split("|")
+        rows.append((int(cumulative), name.rstrip()))
+    return sorted(rows, reverse=True)[:top]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the figures; exit 1 if CPU time is over the goal."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15, help="interleaved rounds (default 15)")
+    ap.add_argument("--top", type=int, default=15, help="import-time rows to show (default 15)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args(argv)
+    sample = make_reply(300)
+    result = cold_start(sample, args.runs)
+    profile = import_profile(f"import charfmt; charfmt.parse({sample!r})", args.top)
+    print(
+        f"cold start (import charfmt + first strict parse, bare interpreter subtracted, median of {args.runs}):\n"
+        f"  CPU  {result['cpu'] * 1e3:6.1f} ms   (bare interpreter {result['interpreter_cpu'] * 1e3:.1f} ms)\n"
+        f"  wall {result['wall'] * 1e3:6.1f} ms   (bare interpreter {result['interpreter_wall'] * 1e3:.1f} ms)\n"
+        f"  goal <= {GOAL_MS:.0f} ms CPU"
+    )
+    print("slowest imports of import charfmt + first strict parse (cumulative µs, -X importtime):")
+    for cumulative, name in profile:
+        print(f"  {cumulative:8d}  {name}")
+    if args.json:
+        args.json.write_text(json.dumps({**result, "imports": profile}, indent=2), encoding="utf-8")
+    return 0 if result["cpu"] * 1e3 <= GOAL_MS else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

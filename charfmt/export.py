@@ -462,8 +462,11 @@ def body_regex(kind: str = "C", *, vocabulary: Vocabulary | None = None, flavor:
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     node = _inline(Ref(start), rules, terminals)
-    syn = _PY if flavor == "python" else _ECMA
-    return f"^(?:{_write(node, syn, str)})$"
+    if flavor == "python":
+        # \Z, not $: Python's $ also matches before a final newline, which strict parsing rejects.
+        return f"^(?:{_write(node, _PY, str)})\\Z"
+    # ECMA's $ (without the m flag) matches only at the very end.
+    return f"^(?:{_write(node, _ECMA, str)})$"
 
 
 def _lark_target(g: Grammar) -> str:

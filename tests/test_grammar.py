@@ -1,4 +1,4 @@
-"""The body grammar's own promises: TEXT accepts exactly the entities strict parsing decodes; the regex export agrees."""
+"""The body grammar's promises: TEXT accepts exactly the entities strict parsing decodes; the regex export agrees."""
 
 from __future__ import annotations
 

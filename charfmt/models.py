@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -37,13 +37,30 @@ def construct_trusted(cls: type[_M], values: dict[str, Any]) -> _M:
 
     ``model_construct`` does the same but spends most of a parse's time on
     defaults bookkeeping; the parser knows every field is present and valid.
+    The result equals the validated model (same class, fields, no extra, no private state).
     """
-    obj = cls.__new__(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    obj = _new(cls)
+    _set_dict(obj, values)
+    _set_fields_set(obj, set(values))
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
+
+
+def _slot_setter(name: str) -> Callable[[Any, Any], None]:
+    """The setter of one of ``BaseModel``'s instance slots, called directly (no ``__setattr__`` lookup)."""
+    slot = BaseModel.__dict__.get(name)
+    setter = getattr(slot, "__set__", None)
+    if setter is None:  # a pydantic that keeps these elsewhere: the generic way
+        return lambda obj, value: _set(obj, name, value)
+    return cast("Callable[[Any, Any], None]", setter)
+
+
+_new = object.__new__
+_set_dict: Final = _slot_setter("__dict__")
+_set_fields_set: Final = _slot_setter("__pydantic_fields_set__")
+_set_extra: Final = _slot_setter("__pydantic_extra__")
+_set_private: Final = _slot_setter("__pydantic_private__")
 
 
 class Segment(BaseModel):
@@ -72,6 +89,22 @@ class Segment(BaseModel):
         elif self.text and not _text_ok(self.text):
             raise ValueError(f"{self.tag} text holds a control character or lone surrogate")
         return self
+
+
+def trusted_segments(elements: Iterable[tuple[str, str]]) -> list[Segment]:
+    """``construct_trusted(Segment, ...)`` for each checked ``(tag, text)`` pair, with no intensity."""
+    new, segment, set_dict, set_fields_set, set_extra, set_private = (
+        _new, Segment, _set_dict, _set_fields_set, _set_extra, _set_private
+    )
+    out = []
+    for tag, text in elements:
+        obj = new(segment)
+        set_dict(obj, {"tag": tag, "text": text, "intensity": None})
+        set_fields_set(obj, {"tag", "text", "intensity"})
+        set_extra(obj, None)
+        set_private(obj, None)
+        out.append(obj)
+    return out
 
 
 _UNKNOWN_TAG = re.compile(r"[a-z_][a-z0-9_\-]*")

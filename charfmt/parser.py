@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import codecs
 import gc
-import json
 import re
 from typing import Any, Final
 
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError
-from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode
-from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_segments
+from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
+from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
 from charfmt.recover import recover
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
 from charfmt.vocabulary import apply_vocabulary
@@ -77,10 +76,8 @@ def _parse(
     return reply
 
 
-_DECODER: Final = json.JSONDecoder(object_pairs_hook=tuple)
-"""JSON objects come back as tuples of ``(key, value)`` pairs: a duplicate key stays in
-sight, and no Python function runs per object (as a hook that checks for them would)."""
 _FIELDS: Final = frozenset(_CHAT_KEYS)
+_TYPES: Final = tuple(CHAT_TYPES)
 
 
 def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Reply | None:
@@ -99,10 +96,7 @@ def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Re
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError:
             return None
-    try:
-        top = _DECODER.decode(text)
-    except (ValueError, RecursionError):
-        return None
+    top = decode_pairs(text)
     if type(top) is not tuple or len(top) != 1:
         return None
     key, items = top[0]
@@ -120,16 +114,14 @@ def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Re
             if fields.keys() != _FIELDS:  # three pairs, three distinct keys: no duplicate
                 return None
             kind, number, body = fields["type"], fields["order"], fields["body"]
-        if type(number) is not int or number != order or type(kind) is not str or kind not in CHAT_TYPES:
-            return None
-        if type(body) is not str:
-            return None
+        if number != order or type(number) is not int or kind not in _TYPES or type(body) is not str:
+            return None  # ``in`` a tuple compares with ==: an unhashable "type" is simply not one
         elements = read(kind, body)
         if elements is None:
             return None
         if known is not None and any(tag in _KEY_TAGS and content not in known for tag, content in elements):
             return None  # a key the vocabulary does not list as written: a decision to report
-        chats.append(construct_trusted(Chat, {"type": kind, "order": number, "segments": trusted_segments(elements)}))
+        chats.append(trusted_chat(kind, number, elements))
     return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "dialect": None})
 
 

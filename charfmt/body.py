@@ -120,8 +120,7 @@ def fast_reader() -> FastReader:
     # Atomic groups: each element matches in exactly one way, so a body that fails is
     # given up after one linear pass, never backtracked through.
     element = "|".join(
-        re.escape(t.open) + (f"(?:{key})" if t.content == "key" else f"(?:{text})?") + re.escape(t.close)
-        for t in TAGS
+        re.escape(t.open) + (f"(?:{key})" if t.content == "key" else f"(?:{text})?") + re.escape(t.close) for t in TAGS
     )
     c_body = re.compile(f"(?>{element})(?:{newline}(?>{element}))*+").fullmatch
     text_body = re.compile(f"(?:{text})").fullmatch

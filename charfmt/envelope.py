@@ -97,7 +97,7 @@ def _loads(text: str, parse_int: Callable[[str], Any]) -> Decoded:
     return Decoded(value, dup)
 
 
-_PAIRS_SCAN: Final = json.JSONDecoder(object_pairs_hook=tuple).scan_once
+_PAIRS_SCAN: Final = json.JSONDecoder(object_pairs_hook=tuple).scan_once  # type: ignore[attr-defined]
 
 
 def decode_pairs(text: str) -> Any:

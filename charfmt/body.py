@@ -36,12 +36,17 @@ _TEXT_MARK: "\\x{ord(_TEXT_MARK):02x}"
 """
 
 
+_CONTENT: Final[dict[str, tuple[str, str]]] = {"key": ("KEY", ""), "text": ("TEXT", "?")}
+"""What stands between a tag's opening and closing: by the tag's content kind, the
+terminal and how many (``?``: it may be empty)."""
+
+
 def element_rules() -> str:
     """The grammar rules generated from the tag table (appended to ``body.lark``)."""
     lines = ["", "// generated from charfmt/tags.py", "?element: " + " | ".join(t.name for t in TAGS)]
     for t in TAGS:
-        content = "KEY" if t.content == "key" else "TEXT?"
-        lines.append(f"{t.name}: {t.terminal}_OPEN {content} {t.terminal}_CLOSE")
+        terminal, times = _CONTENT[t.content]
+        lines.append(f"{t.name}: {t.terminal}_OPEN {terminal}{times} {t.terminal}_CLOSE")
     for t in TAGS:
         lines.append(f'{t.terminal}_OPEN: "{t.open}"')
         lines.append(f'{t.terminal}_CLOSE: "{t.close}"')
@@ -116,20 +121,28 @@ def fast_reader() -> FastReader:
     only where a ``&`` stands. It says nothing about invalid bodies: the LALR parser
     (:func:`parse_batch`, :func:`parse_body`) is the one that explains them.
     """
-    text, key, newline = (terminal_regex(name).pattern for name in ("TEXT", "KEY", "_NL"))
-    # Atomic groups: each element matches in exactly one way, so a body that fails is
-    # given up after one linear pass, never backtracked through.
+    newline = terminal_regex("_NL").pattern
+    # One alternative per kind of content, the tag name captured and its closing tag a
+    # backreference: the long TEXT pattern is compiled once, not once per tag (cold start).
     element = "|".join(
-        re.escape(t.open) + (f"(?:{key})" if t.content == "key" else f"(?:{text})?") + re.escape(t.close) for t in TAGS
+        f"<(?P<{kind}>{'|'.join(re.escape(t.name) for t in TAGS if t.content == kind)})>"
+        f"(?:{terminal_regex(_CONTENT[kind][0]).pattern}){_CONTENT[kind][1]}</(?P={kind})>"
+        for kind in dict.fromkeys(t.content for t in TAGS)
     )
-    c_body = re.compile(f"(?>{element})(?:{newline}(?>{element}))*+").fullmatch
-    text_body = re.compile(f"(?:{text})").fullmatch
+    # ``element (_NL element)*`` with one copy of ``element``. Atomic: each element
+    # matches in one way only, so a body that fails is given up in linear time. (Not
+    # possessive: CPython 3.11's ``++`` with a backreference inside raises SystemError.)
+    c_body = re.compile(f"(?:(?>{element})(?:{newline}(?!\\Z)|\\Z))+").fullmatch
+    text_body = re.compile(f"(?:{terminal_regex('TEXT').pattern})").fullmatch
     pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in TAGS) + ")>([^<]*)<").findall
     tagged = TAGGED_TYPES
 
     def read(kind: str, body: str) -> list[Element] | None:
         if kind in tagged:
-            if c_body(body) is None:
+            try:
+                if not c_body(body):
+                    return None
+            except Exception:  # a fault of the regex engine must not cost the parse: the LALR parser decides
                 return None
             elements: list[Element] = pieces(body)
             if "&" in body:

@@ -42,6 +42,9 @@ def parse(
     valid input gives exactly the strict result, anything else is recovered (see
     ``docs/LENIENT.md``) with every repair in ``Reply.diagnostics``.
     """
+    if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
+        reply = _fast(text, vocabulary, max_size)
+        return reply if reply is not None else _parse(text, lenient, vocabulary, max_size, fast=False)
     return _parse(text, lenient, vocabulary, max_size)
 
 

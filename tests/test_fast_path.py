@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +269,29 @@ def test_text_bodies_decode_entities_once() -> None:
     reply = _fast(wrap(("I", 1, body)), None, DEFAULT_MAX_SIZE)
     assert reply is not None
     assert reply.chats[0].segments == [Segment(tag=TEXT_TAG, text="a &lt; b < c > d \ne")]
+
+
+def _cpu(run: Any, arg: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        run(arg)
+        best = min(best, time.process_time() - start)
+    return best
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda n: "<emo>joy</emo>\n" * n + "x",  # fails at the very end
+        lambda n: ("<msg>" + "a" * 50 + "</msg>\n") * n + "<msg>unclosed",
+        lambda n: "<msg>" + "a &amp; " * n + "&bogus;</msg>",
+        lambda n: "<emo>joy</emo>\n" * n,  # a trailing newline
+    ],
+)
+def test_a_failing_body_costs_linear_time(shape: Any) -> None:
+    """Atomic elements: the reader gives up on an invalid body without backtracking through it."""
+    read = fast_reader()
+    small, large = shape(2_000), shape(20_000)
+    assert read("C", small) is None and read("C", large) is None
+    assert _cpu(lambda b: read("C", b), large) <= 30 * max(_cpu(lambda b: read("C", b), small), 1e-5)

@@ -122,27 +122,24 @@ def fast_reader() -> FastReader:
     (:func:`parse_batch`, :func:`parse_body`) is the one that explains them.
     """
     newline = terminal_regex("_NL").pattern
-    # One alternative per kind of content, the tag name captured and its closing tag a
-    # backreference: the long TEXT pattern is compiled once, not once per tag (cold start).
     element = "|".join(
-        f"<(?P<{kind}>{'|'.join(re.escape(t.name) for t in TAGS if t.content == kind)})>"
-        f"(?:{terminal_regex(_CONTENT[kind][0]).pattern}){_CONTENT[kind][1]}</(?P={kind})>"
-        for kind in dict.fromkeys(t.content for t in TAGS)
+        re.escape(t.open)
+        + f"(?:{terminal_regex(_CONTENT[t.content][0]).pattern}){_CONTENT[t.content][1]}"
+        + re.escape(t.close)
+        for t in TAGS
     )
-    # ``element (_NL element)*`` with one copy of ``element``. Atomic: each element
-    # matches in one way only, so a body that fails is given up in linear time. (Not
-    # possessive: CPython 3.11's ``++`` with a backreference inside raises SystemError.)
-    c_body = re.compile(f"(?:(?>{element})(?:{newline}(?!\\Z)|\\Z))+").fullmatch
+    # ``element (_NL element)*``, written with one copy of ``element`` (compiling the
+    # TEXT pattern is most of the cost of first use). Atomic and possessive: each element
+    # matches in one way only, so a body that fails is given up after one linear pass.
+    # (No capturing group inside: CPython 3.11 mishandles one in a possessive repeat.)
+    c_body = re.compile(f"(?:(?>{element})(?:{newline}(?!\\Z)|\\Z))++").fullmatch
     text_body = re.compile(f"(?:{terminal_regex('TEXT').pattern})").fullmatch
     pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in TAGS) + ")>([^<]*)<").findall
     tagged = TAGGED_TYPES
 
     def read(kind: str, body: str) -> list[Element] | None:
         if kind in tagged:
-            try:
-                if not c_body(body):
-                    return None
-            except Exception:  # a fault of the regex engine must not cost the parse: the LALR parser decides
+            if not c_body(body):
                 return None
             elements: list[Element] = pieces(body)
             if "&" in body:

@@ -2,9 +2,12 @@
 
 Run: .venv/bin/python benchmarks/bench_parse.py [--quick] [--json OUT]
 
-Prints, per reply size, the median time of each and their ratio, the scaling of
-charfmt.parse from 3 KB to 3 MB (time ratio divided by size ratio: 1.0 is linear),
-and the cold start (``import charfmt`` + first parse in a fresh process).
+All times are CPU time (``time.process_time``), so other load on the machine does not
+move them. Prints, per reply size, the median per-call time of each and the median of
+the per-round ratios (reference, strict and lenient run interleaved, round after round),
+the scaling of charfmt.parse from 3 KB to 3 MB (time ratio divided by size ratio: 1.0
+is linear), and the cold start (``import charfmt`` + first parse in a fresh process,
+CPU time of the child, a bare interpreter's subtracted).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import html
 import json
 import random
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -99,37 +103,59 @@ def _unescape(text: str) -> str:
 
 
 def _time(fn: Callable[[str], object], text: str, number: int) -> float:
-    start = time.perf_counter()
+    """CPU seconds per call of ``fn(text)``, over ``number`` calls (a loaded machine does not move it)."""
+    start = time.process_time()
     for _ in range(number):
         fn(text)
-    return (time.perf_counter() - start) / number
+    return (time.process_time() - start) / number
+
+
+def _lenient(text: str) -> object:
+    return charfmt.parse(text, lenient=True)
 
 
 def compare(text: str, rounds: int, budget: float) -> dict[str, float]:
-    """Median per-call seconds of reference, strict and lenient parse, interleaved."""
+    """Per-call CPU seconds of reference, strict and lenient parse, and their ratios.
+
+    The three run interleaved, round after round; each ratio is the median of the
+    per-round ratios, so a slow stretch of the machine hits both sides of a ratio alike.
+    """
+    for fn in (reference, charfmt.parse, _lenient):  # warm up: caches, compiled patterns
+        fn(text)
     one = max(_time(charfmt.parse, text, 1), 1e-6)
     number = max(1, int(budget / rounds / one / 3))
     samples: dict[str, list[float]] = {"reference": [], "strict": [], "lenient": []}
-    lenient: Callable[[str], object] = lambda t: charfmt.parse(t, lenient=True)  # noqa: E731
     for _ in range(rounds):
         samples["reference"].append(_time(reference, text, number))
         samples["strict"].append(_time(charfmt.parse, text, number))
-        samples["lenient"].append(_time(lenient, text, number))
-    return {k: statistics.median(v) for k, v in samples.items()}
+        samples["lenient"].append(_time(_lenient, text, number))
+    ref, strict, lenient = samples["reference"], samples["strict"], samples["lenient"]
+    return {
+        **{k: statistics.median(v) for k, v in samples.items()},
+        "ratio": statistics.median(s / r for s, r in zip(strict, ref, strict=True)),
+        "lenient_over_strict": statistics.median(le / s for le, s in zip(lenient, strict, strict=True)),
+    }
 
 
 def cold_start(sample: str, runs: int) -> dict[str, float]:
-    """Fresh-process seconds for ``import charfmt`` + first parse, minus bare interpreter start."""
+    """CPU seconds of a fresh process doing ``import charfmt`` + first parse, minus a bare interpreter's."""
     code = f"import charfmt; charfmt.parse({sample!r})"
 
     def run(args: list[str]) -> float:
-        start = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run([sys.executable, *args], check=True)
-        return time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
-    bare = statistics.median(run(["-c", "pass"]) for _ in range(runs))
-    full = statistics.median(run(["-c", code]) for _ in range(runs))
-    return {"interpreter": bare, "import_and_first_parse": full - bare}
+    bare: list[float] = []
+    full: list[float] = []
+    for _ in range(runs):  # interleaved
+        bare.append(run(["-c", "pass"]))
+        full.append(run(["-c", code]))
+    return {
+        "interpreter": statistics.median(bare),
+        "import_and_first_parse": statistics.median(f - b for f, b in zip(full, bare, strict=True)),
+    }
 
 
 def _human(n: int) -> str:
@@ -151,11 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         assert [[(s.tag, s.text) for s in c.segments] for c in charfmt.parse(text).chats] == reference(text)
         t = compare(text, rounds, budget)
         size = len(text.encode())
-        ratio = t["strict"] / t["reference"]
-        results["sizes"][name] = {"bytes": size, **t, "ratio": ratio, "lenient_over_strict": t["lenient"] / t["strict"]}
+        results["sizes"][name] = {"bytes": size, **t}
         print(
             f"{name:>8} {_human(size):>9} {t['reference'] * 1e6:>9.1f}us {t['strict'] * 1e6:>9.1f}us "
-            f"{ratio:>5.2f}x {t['lenient'] * 1e6:>9.1f}us {t['lenient'] / t['strict']:>6.2f}x"
+            f"{t['ratio']:>5.2f}x {t['lenient'] * 1e6:>9.1f}us {t['lenient_over_strict']:>6.2f}x"
         )
     s = results["sizes"]
     scaling = {
@@ -169,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         text = damage(make_reply(sizes[name]))
         reply = charfmt.parse(text, lenient=True)
         assert reply.chats and not any(d.code == "CF999" for d in reply.diagnostics)
-        per_call = statistics.median(
-            _time(lambda t: charfmt.parse(t, lenient=True), text, 1) for _ in range(rounds // 2 + 1)
-        )
+        per_call = statistics.median(_time(_lenient, text, 1) for _ in range(rounds // 2 + 1))
         damaged[name] = {"bytes": len(text.encode()), "lenient": per_call}
     d = damaged
     damaged_scaling = {

@@ -36,12 +36,17 @@ _TEXT_MARK: "\\x{ord(_TEXT_MARK):02x}"
 """
 
 
+_CONTENT: Final[dict[str, tuple[str, str]]] = {"key": ("KEY", ""), "text": ("TEXT", "?")}
+"""What stands between a tag's opening and closing: by the tag's content kind, the
+terminal and how many (``?``: it may be empty)."""
+
+
 def element_rules() -> str:
     """The grammar rules generated from the tag table (appended to ``body.lark``)."""
     lines = ["", "// generated from charfmt/tags.py", "?element: " + " | ".join(t.name for t in TAGS)]
     for t in TAGS:
-        content = "KEY" if t.content == "key" else "TEXT?"
-        lines.append(f"{t.name}: {t.terminal}_OPEN {content} {t.terminal}_CLOSE")
+        terminal, times = _CONTENT[t.content]
+        lines.append(f"{t.name}: {t.terminal}_OPEN {terminal}{times} {t.terminal}_CLOSE")
     for t in TAGS:
         lines.append(f'{t.terminal}_OPEN: "{t.open}"')
         lines.append(f'{t.terminal}_CLOSE: "{t.close}"')
@@ -110,6 +115,59 @@ def terminal_regex(name: str) -> re.Pattern[str]:
     if cached is not None and name in cached:
         return re.compile(cached[name])
     return re.compile(_lark().get_terminal(name).pattern.to_regexp())
+
+
+FastReader = Callable[[str, str], "list[Element] | None"]
+"""``read(chat type, body)``: the body's elements, or ``None`` when the body is not valid."""
+
+
+@cache
+def fast_reader() -> FastReader:
+    """A reader of valid bodies by regular expression, derived from the grammar and the tag table.
+
+    The body language is regular: a ``C`` body is ``element (_NL element)*``, each element
+    one rule generated from the tag table (``<name>KEY</name>`` or ``<name>TEXT?</name>``),
+    an ``I``/``E`` body is ``TEXT``. One ``fullmatch`` validates a body against patterns
+    built from the grammar's own ``TEXT``, ``KEY`` and ``_NL`` terminals; a second scan
+    lifts the elements out (valid content holds no raw ``<``), and entities are decoded
+    only where a ``&`` stands. It says nothing about invalid bodies: the LALR parser
+    (:func:`parse_batch`, :func:`parse_body`) is the one that explains them.
+    """
+    newline = terminal_regex("_NL").pattern
+    element = "|".join(
+        re.escape(t.open)
+        + f"(?:{terminal_regex(_CONTENT[t.content][0]).pattern}){_CONTENT[t.content][1]}"
+        + re.escape(t.close)
+        for t in TAGS
+    )
+    # ``element (_NL element)*``, written with one copy of ``element`` (compiling the
+    # TEXT pattern is most of the cost of first use). Atomic and possessive: each element
+    # matches in one way only, so a body that fails is given up after one linear pass.
+    # (No capturing group inside: CPython 3.11 mishandles one in a possessive repeat.)
+    c_body = re.compile(f"(?:(?>{element})(?:{newline}(?!\\Z)|\\Z))++").fullmatch
+    text_body = re.compile(f"(?:{terminal_regex('TEXT').pattern})").fullmatch
+    pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in TAGS) + ")>([^<]*)<").findall
+    tagged = TAGGED_TYPES
+
+    def read(kind: str, body: str) -> list[Element] | None:
+        if kind in tagged:
+            if not c_body(body):
+                return None
+            elements: list[Element] = pieces(body)
+            if "&" in body:
+                try:
+                    elements = [(tag, decode_text(raw)) for tag, raw in elements]
+                except _BadEntity:  # TEXT admits no such entity; should it ever, the parser decides
+                    return None
+            return elements
+        if text_body(body) is None:
+            return None
+        try:
+            return [(TEXT_TAG, decode_text(body))]
+        except _BadEntity:
+            return None
+
+    return read
 
 
 _TEXT_CHAR: Final = re.compile(r"[^<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")

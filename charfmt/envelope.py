@@ -97,6 +97,29 @@ def _loads(text: str, parse_int: Callable[[str], Any]) -> Decoded:
     return Decoded(value, dup)
 
 
+_PAIRS_SCAN: Final = json.JSONDecoder(object_pairs_hook=tuple).scan_once  # type: ignore[attr-defined]
+
+
+def decode_pairs(text: str) -> Any:
+    """The JSON value of ``text`` with each object as a tuple of ``(key, value)`` pairs; ``None`` if not JSON.
+
+    For the parser's fast path: a duplicate key stays in sight (two pairs) with no Python
+    function run per object, as a hook that looks for duplicates would. No diagnostics:
+    ``None`` (also what ``null`` gives) sends the caller to :func:`decode`. NaN and
+    infinities come back as floats, which no field of a reply accepts.
+    """
+    try:
+        # The decoder's C scanner, called directly: ``json.loads`` adds Python frames and
+        # whitespace matches that a reply of a few hundred bytes notices.
+        start = 0 if text[:1] == "{" else _skip_ws(text, 0)
+        value, end = _PAIRS_SCAN(text, start)
+    except (ValueError, RecursionError, StopIteration):
+        return None
+    if end != len(text) and _skip_ws(text, end) != len(text):
+        return None
+    return value
+
+
 def _integer(literal: str) -> int | HugeInteger:
     if len(literal.lstrip("-")) > sys.get_int_max_str_digits() > 0:
         return HugeInteger(literal)

@@ -1,0 +1,297 @@
+"""The strict fast path (one regular expression per body, trusted models) against the full path.
+
+``charfmt.parse`` first tries ``charfmt.parser._fast``, which accepts only input that needs
+no diagnostic at all; everything else goes to the full path (the envelope checks and the
+LALR body parser), which explains what is wrong. These tests hold the two to one result:
+for every input the strategies and the case files produce, valid or damaged, strict and
+lenient, ``parse`` with the fast path equals ``parse`` without it (the ``Reply``,
+diagnostics included, or the ``ParseError`` and its diagnostics), and the fast path takes
+an input exactly when the full path finds nothing to say about it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CASES, MARK, load_cases
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from charfmt import ParseError, Reply, Vocabulary, dumps
+from charfmt.body import BodyError, fast_reader, parse_body
+from charfmt.models import Chat, Segment
+from charfmt.parser import DEFAULT_MAX_SIZE, _fast, _parse
+from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS, TEXT_TAG
+from charfmt.testing import bodies, damaged_replies, keys, replies, texts
+
+KEY_TAGS = [t.name for t in TAGS if t.content == "key"]
+
+
+def outcome(text: str | bytes, *, lenient: bool, fast: bool, vocabulary: Vocabulary | None = None, **kw: Any) -> Any:
+    """What a caller observes: the reply (with its diagnostics), or the error and its diagnostics."""
+    max_size = kw.get("max_size", DEFAULT_MAX_SIZE)
+    try:
+        reply = _parse(text, lenient, vocabulary, max_size, fast=fast)
+    except ParseError as e:
+        return ("error", e.diagnostics, str(e))
+    return ("reply", reply, repr(reply), reply.model_dump())
+
+
+def check(text: str | bytes, vocabulary: Vocabulary | None = None, max_size: int = DEFAULT_MAX_SIZE) -> bool:
+    """Fast path == full path, strict and lenient; returns whether the fast path took the input."""
+    for lenient in (False, True):
+        fast = outcome(text, lenient=lenient, fast=True, vocabulary=vocabulary, max_size=max_size)
+        full = outcome(text, lenient=lenient, fast=False, vocabulary=vocabulary, max_size=max_size)
+        assert fast == full
+    taken = _fast(text, vocabulary, max_size)
+    strict = outcome(text, lenient=False, fast=False, vocabulary=vocabulary, max_size=max_size)
+    clean = strict[0] == "reply" and not strict[1].diagnostics
+    assert (taken is not None) == clean, "the fast path takes exactly the input that needs no diagnostic"
+    if taken is not None:
+        assert taken == strict[1]
+        assert [type(c) for c in taken.chats] == [Chat] * len(taken.chats)
+        assert all(type(s) is Segment for c in taken.chats for s in c.segments)
+        assert Reply.model_validate(taken.model_dump()) == taken  # equal to the validated models
+    return taken is not None
+
+
+def wrap(*chats: tuple[Any, Any, Any]) -> str:
+    return json.dumps({"chats": [{"type": k, "order": o, "body": b} for k, o, b in chats]}, ensure_ascii=False)
+
+
+# --- valid replies, written several ways ----------------------------------------------
+
+
+def written(reply: Reply, way: int, rnd: random.Random) -> str | bytes:
+    """``reply`` as JSON text: canonical, pretty, ASCII-escaped, keys shuffled, or UTF-8 bytes."""
+    if way == 0:
+        return dumps(reply)
+    if way == 1:
+        return dumps(reply, indent=2)
+    doc = json.loads(dumps(reply))
+    if way == 2:
+        return " \n" + json.dumps(doc, ensure_ascii=True) + "\n\t"
+    if way == 3:
+        shuffled = []
+        for chat in doc["chats"]:
+            items = list(chat.items())
+            rnd.shuffle(items)
+            shuffled.append(dict(items))
+        return json.dumps({"chats": shuffled}, ensure_ascii=False)
+    return dumps(reply).encode("utf-8")
+
+
+@given(replies(), st.integers(0, 4), st.randoms(use_true_random=False))
+def test_valid_replies_take_the_fast_path(reply: Reply, way: int, rnd: random.Random) -> None:
+    assert check(written(reply, way, rnd)), "a valid reply with orders 1..n is read by the fast path"
+
+
+@given(replies(), st.data())
+def test_vocabulary(reply: Reply, data: st.DataObject) -> None:
+    """Keys the vocabulary lists as written stay on the fast path; any other key is the full path's decision."""
+    used = sorted({s.text for c in reply.chats for s in c.segments if s.tag in KEY_TAGS})
+    extra = data.draw(st.lists(keys(), max_size=2))
+    dropped = data.draw(st.sets(st.sampled_from(used))) if used else set()
+    listed = [k for k in dict.fromkeys([*used, *extra]) if k not in dropped]
+    folded = [k.strip().casefold() for k in listed]
+    if not listed or len(set(folded)) != len(folded):
+        return
+    policy = data.draw(st.sampled_from(["error", "alias", "nearest", "keep"]))
+    vocabulary = Vocabulary.of(*listed, policy=policy)
+    assert check(dumps(reply), vocabulary) == (not dropped)
+
+
+# --- bodies, valid and damaged character by character -------------------------------
+
+NASTY = ["<", ">", "&", ";", "/", "\n", "\r", " ", "\t", "\x00", "\x1c", "\x7f", "\ud800", "#", "x", "A", "é", "🎉"]
+
+
+@st.composite
+def damaged_bodies(draw: st.DrawFn) -> str:
+    """A valid body with a few characters inserted, deleted or replaced (markup and controls favoured)."""
+    body = draw(bodies())
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(body)))
+        what = draw(st.sampled_from(["insert", "delete", "replace"]))
+        ch = draw(st.one_of(st.sampled_from(NASTY), st.sampled_from([t.open for t in TAGS] + [t.close for t in TAGS])))
+        if what == "insert":
+            body = body[:at] + ch + body[at:]
+        elif what == "delete":
+            body = body[:at] + body[at + 1 :]
+        else:
+            body = body[:at] + ch + body[at + 1 :]
+    return body
+
+
+@given(bodies())
+def test_valid_bodies(body: str) -> None:
+    assert fast_reader()("C", body) == parse_body("C", body)
+    assert check(wrap(("C", 1, body)))
+
+
+@given(st.one_of(damaged_bodies(), texts(max_size=30)), st.sampled_from(sorted(CHAT_TYPES)))
+@example("<emo>joy</emo>\n", "C")
+@example("<msg>a &#0; b</msg>", "C")
+@example("<msg>&#x110000;</msg>", "C")
+@example("<emo> joy</emo>", "C")
+@example("<msg></msg>", "C")
+@example("", "E")
+@example("a\nb &amp; c", "I")
+def test_any_body(body: str, kind: str) -> None:
+    """On any body the reader accepts exactly what the LALR parser accepts, with the same elements."""
+    read = fast_reader()(kind, body)
+    try:
+        expected = parse_body(kind, body)
+    except BodyError:
+        assert read is None
+    else:
+        assert read == expected
+    check(wrap((kind, 1, body)))
+
+
+# --- the envelope: shapes, keys, orders, types ----------------------------------------
+
+VALUES: list[Any] = [1, 2, 0, -1, 1.0, True, None, "1", "C", "c", "I", "E", "X", [], {}, [1], 10**30]
+
+
+@st.composite
+def envelopes(draw: st.DrawFn) -> str:
+    """Reply-like JSON text with the envelope's every way to go wrong: keys missing, extra,
+    repeated or reordered; orders out of line; types and bodies of the wrong kind; other tops."""
+    n = draw(st.integers(0, 4))
+    chats = []
+    for i in range(n):
+        kind = draw(st.sampled_from(sorted(CHAT_TYPES)))
+        body = draw(bodies()) if kind in TAGGED_TYPES else draw(texts(min_size=1, max_size=10)).replace("<", "")
+        fields: list[tuple[str, Any]] = [("type", kind), ("order", i + 1), ("body", body)]
+        for _ in range(draw(st.integers(0, 2))):
+            what = draw(st.sampled_from(["drop", "extra", "repeat", "swap", "value"]))
+            if what == "drop" and fields:
+                fields.pop(draw(st.integers(0, len(fields) - 1)))
+            elif what == "extra":
+                fields.append((draw(st.sampled_from(["note", "Type", "bodies", "order "])), 1))
+            elif what == "repeat" and fields:
+                fields.append(draw(st.sampled_from(fields)))
+            elif what == "swap" and len(fields) > 1:
+                a, b = draw(st.permutations(range(len(fields))))[:2]
+                fields[a], fields[b] = fields[b], fields[a]
+            elif what == "value" and fields:
+                at = draw(st.integers(0, len(fields) - 1))
+                fields[at] = (fields[at][0], draw(st.sampled_from(VALUES)))
+        chats.append("{" + ",".join(f"{json.dumps(k)}:{json.dumps(v, ensure_ascii=False)}" for k, v in fields) + "}")
+    if draw(st.booleans()):
+        chats = draw(st.permutations(chats))
+    array = "[" + ",".join(chats) + "]"
+    top = draw(
+        st.sampled_from(
+            [
+                '{"chats":%s}',
+                '{"chats":%s,"chats":[]}',
+                '{"chats":%s,"extra":1}',
+                '{"other":1,"chats":%s}',
+                "%s",
+                '{"chats":{"0":%s}}',
+                ' {"chats" : %s} ',
+                '{"chats":%s}\n{}',
+                '\ufeff{"chats":%s}',
+                '{"chats":%s} NaN',
+            ]
+        )
+    )
+    return top.replace("%s", array)
+
+
+@given(envelopes())
+def test_envelopes(text: str) -> None:
+    check(text)
+
+
+# --- damaged replies and the case files ----------------------------------------------
+
+
+@given(damaged_replies())
+def test_damaged_replies(damaged: Any) -> None:
+    check(damaged.text)
+
+
+@given(damaged_replies())
+def test_damaged_replies_as_bytes(damaged: Any) -> None:
+    check(damaged.text.encode("utf-8", errors="surrogatepass"))
+
+
+CASE_INPUTS = [
+    pytest.param(case.input.replace(MARK, ""), id=f"{path.stem}:{case.name}")
+    for path in sorted(Path(CASES).glob("*.txt"))
+    for case in load_cases(path.name)
+]
+
+
+@pytest.mark.parametrize("text", CASE_INPUTS)
+def test_case_files(text: str) -> None:
+    check(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"chats":[{"type":"E","order":1,"body":"caf\xc3\xa9 \xff"}]}',
+        "",
+        "   ",
+        "null",
+        "[" * 5000,
+        '{"chats":[{"type":"E","order":1,"body":"x"}]}' + " " * 3,
+        '{"chats":[{"type":"E","order":1,"body":"x"}]} x',
+        '{"chats":[{"type":"E","order":1,"body":"\\ud800"}]}',
+        '{"chats":[{"type":"E","order":' + "9" * 5000 + ',"body":"x"}]}',
+        '{"chats":[{"type":"E","order":NaN,"body":"x"}]}',
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>"},{"type":"C","order":1,"body":"<emo>joy</emo>"}]}',
+        '{"chats":[{"type":"C","order":2,"body":"<emo>joy</emo>"},{"type":"C","order":1,"body":"<emo>joy</emo>"}]}',
+    ],
+)
+def test_edges(text: str | bytes) -> None:
+    check(text)
+
+
+def test_max_size_is_the_full_paths_decision() -> None:
+    text = wrap(("E", 1, "hello"))
+    assert check(text, max_size=len(text))
+    assert not check(text, max_size=len(text) - 1)
+    assert not check(text.encode(), max_size=len(text.encode()) - 1)
+
+
+def test_text_bodies_decode_entities_once() -> None:
+    body = "a &amp;lt; b &#x3C; c &gt; d &#10;e"
+    reply = _fast(wrap(("I", 1, body)), None, DEFAULT_MAX_SIZE)
+    assert reply is not None
+    assert reply.chats[0].segments == [Segment(tag=TEXT_TAG, text="a &lt; b < c > d \ne")]
+
+
+def _cpu(run: Any, arg: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        run(arg)
+        best = min(best, time.process_time() - start)
+    return best
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda n: "<emo>joy</emo>\n" * n + "x",  # fails at the very end
+        lambda n: ("<msg>" + "a" * 50 + "</msg>\n") * n + "<msg>unclosed",
+        lambda n: "<msg>" + "a &amp; " * n + "&bogus;</msg>",
+        lambda n: "<emo>joy</emo>\n" * n,  # a trailing newline
+    ],
+)
+def test_a_failing_body_costs_linear_time(shape: Any) -> None:
+    """Atomic elements: the reader gives up on an invalid body without backtracking through it."""
+    read = fast_reader()
+    small, large = shape(2_000), shape(20_000)
+    assert read("C", small) is None and read("C", large) is None
+    assert _cpu(lambda b: read("C", b), large) <= 30 * max(_cpu(lambda b: read("C", b), small), 1e-5)

@@ -50,18 +50,34 @@ def _action(text: str) -> str:
     return text
 
 
+_BOM: Final = "\ufeff"
+_LINE_BREAK: Final = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """A name or tag printed inside a prompt line (a turn header): one line, no control characters."""
+    if m := _LINE_BREAK.search(text):
+        raise ValueError(f"must be one line without control characters; found U+{ord(m.group()):04X}")
+    if text != text.strip():
+        raise ValueError("must not start or end with whitespace")
+    return text
+
+
+_OneLine = Annotated[str, AfterValidator(_one_line)]
+
+
 class Character(BaseModel):
     """A character definition: persona, emotion vocabulary, actions, examples."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: _OneLine = Field(min_length=1)
     """The character's name, as the system prompt introduces them."""
     persona: str
     """Who they are and how they talk, in their own language."""
-    language: str = "en"
+    language: _OneLine = "en"
     """Language tag of the replies (``ja``, ``en``); the prompt asks for it."""
-    user_name: str = "User"
+    user_name: _OneLine = Field("User", min_length=1)
     """What the prompt calls the player."""
     emotions: list[EmotionKey] = Field(min_length=1)
     """The emotion vocabulary: keys with descriptions, sprites and aliases."""
@@ -98,6 +114,7 @@ class Character(BaseModel):
     @classmethod
     def from_toml(cls, text: str, file: str = "<character>") -> Character:
         """Build a character from TOML text; ``file`` names it in errors. Raises ``CharacterError``."""
+        text = text.removeprefix(_BOM)  # Windows editors start files with a byte order mark
         with _translated(file):
             try:
                 data = tomllib.loads(text)
@@ -295,6 +312,7 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
     ``CharacterError`` naming ``file`` and the line.
     """
     history = []
+    text = text.removeprefix(_BOM)
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue

@@ -98,6 +98,8 @@ def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Re
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError:
             return None
+    if text[:1] == _BOM:
+        text = " " + text[1:]  # as the full path reads it
     top = decode_pairs(text)
     if type(top) is not tuple or len(top) != 1:
         return None
@@ -128,6 +130,7 @@ def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Re
 
 
 _FINAL: Final = frozenset({"CF002", "CF003"})
+_BOM: Final = "\ufeff"
 _ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
 """Errors lenient parsing does not try to repair: too large, or empty."""
 
@@ -259,6 +262,10 @@ class _Run:
                     "CF001", f"input is not UTF-8: byte 0x{raw[e.start]:02X} at byte offset {e.start}", len(self.source)
                 )
                 raise _Stop from None
+        if text[:1] == _BOM:
+            # A byte order mark (Windows editors write one) is not part of the JSON text;
+            # RFC 8259 lets a parser ignore it. A space in its place keeps every offset.
+            text = " " + text[1:]
         if not text.strip():
             self.source = text
             self.fail("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))

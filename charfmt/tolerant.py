@@ -42,6 +42,8 @@ class JNode:
 
 
 _WS: Final = re.compile(r"[ \t\n\r\ufeff]*")
+_COMMENT: Final = re.compile(r"//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?")
+"""A ``// line`` or ``/* block */`` comment, which models write in JSON (the design study does)."""
 _NUMBER: Final = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _WORD: Final = re.compile(r"[^\s,:{}\[\]\"']+")
 _LITERALS: Final = {
@@ -72,9 +74,17 @@ class Reader:
             self._noted.add((code, start))
             self.repairs.append(Repair(code, message, start, end))
 
-    def skip_ws(self, pos: int) -> int:
-        m = _WS.match(self.text, pos)
-        return m.end() if m else pos
+    def skip_ws(self, pos: int, *, note: bool = True) -> int:
+        """The position after whitespace and comments; ``note=False`` only looks ahead."""
+        text = self.text
+        while True:
+            m = _WS.match(text, pos)
+            pos = m.end() if m else pos
+            if not text.startswith("/", pos) or (c := _COMMENT.match(text, pos)) is None:
+                return pos
+            if note:
+                self.note("CF621", "comment dropped: JSON has no comments", c.start(), c.end())
+            pos = c.end()
 
     def read(self, pos: int) -> JNode:
         """The value at ``pos`` (after whitespace); never raises."""
@@ -255,7 +265,7 @@ class Reader:
 
     def _ends_string(self, i: int, element_open: bool) -> bool:
         text = self.text
-        after = self.skip_ws(i + 1)
+        after = self.skip_ws(i + 1, note=False)
         if after >= len(text):
             return True
         nxt = text[after]

@@ -229,3 +229,41 @@ def test_a_history_reply_that_is_not_what_dumps_writes_is_an_error(tmp_path: obj
     stored.write_text(json.dumps(line) + "\n", encoding="utf-8")
     with pytest.raises(charfmt.CharacterError, match=r"history\.jsonl:1"):
         charfmt.load_history(stored, _character())
+
+
+# --- files as editors write them ------------------------------------------------------
+
+BOM = "\ufeff"
+
+
+def test_a_byte_order_mark_is_ignored_by_every_reader(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from conftest import ROOT
+
+    reply_text = next(c.input for c in STUDY if c.name == "3 the final format")
+    expected = charfmt.parse(reply_text)
+    for data in (BOM + reply_text, (BOM + reply_text).encode()):
+        assert charfmt.parse(data) == expected
+        assert charfmt.parse(data, lenient=True) == expected
+        assert charfmt.collect(charfmt.iter_events([data])) == expected
+    assert [d.code for d in charfmt.parse(BOM, lenient=True).diagnostics] == ["CF003"]
+    folder = Path(str(tmp_path))
+    toml = (ROOT / "examples" / "characters" / "mio.toml").read_text(encoding="utf-8")
+    (folder / "mio.toml").write_text(BOM + toml, encoding="utf-8")
+    character = charfmt.Character.load(folder / "mio.toml")
+    assert character == _character()
+    line = json.dumps({"user": "[joy] ねえ", "reply": charfmt.dumps(expected)}, ensure_ascii=False)
+    (folder / "history.jsonl").write_text(BOM + line + "\r\n", encoding="utf-8")
+    assert [ex.reply for ex in charfmt.load_history(folder / "history.jsonl", character)] == [expected]
+
+
+@pytest.mark.parametrize("field", ["name", "user_name", "language"])
+@pytest.mark.parametrize("value", ["Mio\\n### 旅人", "ja\\u2028x", " Mio", "a\\u0085b"])
+def test_names_printed_in_prompt_lines_are_one_line(field: str, value: str) -> None:
+    from conftest import ROOT
+
+    toml = (ROOT / "examples" / "characters" / "mio.toml").read_text(encoding="utf-8")
+    toml = f'{field} = "{value}"\n' + "\n".join(line for line in toml.splitlines() if not line.startswith(f"{field} ="))
+    with pytest.raises(charfmt.CharacterError, match=f"{field}: must"):
+        charfmt.Character.from_toml(toml, "mio.toml")

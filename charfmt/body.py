@@ -415,13 +415,16 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
         if tok.type == "_NL":
             return BodyError("CF206", "blank line: exactly one newline between elements", pos, end)
         if "KEY" in expected or (inside and TAG_BY_NAME[inside].content == "key" and tok.type in ("TEXT", "KEY")):
-            return BodyError("CF208", "an emotion key is not empty and has no surrounding whitespace", pos, end)
+            return _bad_key(body, pos)
         if tok.type in ("TEXT", "KEY") and not inside:
             return _text_outside(body, pos)
         return BodyError("CF201", f"unexpected {_describe(tok.type)}; expected {_expected(expected)}", pos, end)
     assert isinstance(e, UnexpectedCharacters)
     pos = e.pos_in_stream or 0
     ch = body[pos]
+    in_key = "KEY" in expected or bool(inside and TAG_BY_NAME[inside].content == "key")
+    if in_key and not body.startswith("</", pos):
+        return _bad_key(body, pos)
     if ch == "<":
         return _diagnose_angle(body, pos, text_context=bool(inside) or kind not in TAGGED_TYPES)
     if ch == "&":
@@ -430,8 +433,6 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
         return BodyError("CF207", f"{got!r} is not an entity charfmt decodes: write '&' as &amp;", pos, pos + len(got))
     if not _TEXT_CHAR.match(ch) and ch not in "\t\n\r":
         return BodyError("CF209", f"character U+{ord(ch):04X} is not allowed in text", pos, pos + 1)
-    if "KEY" in expected or (inside and TAG_BY_NAME[inside].content == "key"):
-        return BodyError("CF208", "an emotion key has no surrounding whitespace and is not empty", pos, pos + 1)
     if "_NL" in expected:
         if ch in "\r\n":
             return BodyError("CF206", "elements are separated by exactly one '\\n'", pos, pos + 1)
@@ -470,6 +471,29 @@ def _diagnose_angle(body: str, pos: int, *, text_context: bool) -> BodyError:
 def _line_end(body: str, pos: int) -> int:
     stop = body.find("\n", pos)
     return len(body) if stop == -1 else stop
+
+
+def _bad_key(body: str, pos: int) -> BodyError:
+    """CF208 for the key around ``pos``, saying what is wrong with it (not the rule it breaks)."""
+    start = body.rfind(">", 0, pos) + 1
+    stop = body.find("</", pos)
+    stop = len(body) if stop < 0 else stop
+    key = body[start:stop]
+    if not key:
+        return BodyError("CF208", "the emotion key is empty", start, start)
+    if key != key.strip():
+        at = start if key[0].isspace() else start + len(key.rstrip())
+        return BodyError("CF208", f"the emotion key {key!r} starts or ends with whitespace", at, at + 1)
+    for n, ch in enumerate(key):
+        if ch in "<>&" or ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF:
+            what = repr(ch) if ch in "<>&" else f"U+{ord(ch):04X}"
+            return BodyError(
+                "CF208",
+                f"the emotion key {key!r} holds {what}: a key has no markup, entities or control characters",
+                start + n,
+                start + n + 1,
+            )
+    return BodyError("CF208", f"the emotion key {key!r} is not a key", start, stop)
 
 
 def _text_outside(body: str, pos: int) -> BodyError:

@@ -39,7 +39,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF205": ("error", "closing tag does not match the open element"),
     "CF206": ("error", "elements must be separated by exactly one newline"),
     "CF207": ("error", "raw '<' or '&' in text, or an entity charfmt does not decode"),
-    "CF208": ("error", "emotion key is empty or has surrounding whitespace"),
+    "CF208": ("error", "emotion key is empty, padded, or holds markup, an entity or a control character"),
     "CF209": ("error", "character not allowed in text (control character or lone surrogate)"),
     "CF210": ("error", "empty body"),
     "CF211": ("error", "elements do not nest"),

@@ -55,3 +55,20 @@ def test_invalid_input_is_repaired_and_the_repair_reported_when_lenient(case: Ca
     reply = charfmt.parse(text, lenient=True)
     assert reply.diagnostics, "a lenient read of invalid input says what it repaired"
     assert "CF999" not in [d.code for d in reply.diagnostics]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("<emo></emo>", "is empty"),
+        ("<emo> joy</emo>", "starts or ends with whitespace"),
+        ("<emo>a&lt;b</emo>", "holds '&'"),
+        ("<emo>a<</emo>", "holds '<'"),
+        ("<emo>a\tb</emo>", "holds U+0009"),
+    ],
+)
+def test_a_bad_emotion_key_is_described_as_it_is(body: str, says: str) -> None:
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}))
+    assert info.value.first.code == "CF208"
+    assert says in info.value.first.message

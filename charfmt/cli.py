@@ -449,8 +449,9 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
     with _output(args.out) as out:
         # One case at a time: the first line comes at once, and memory does not grow with --count.
+        # Each line in one write (print writes its end apart): Ctrl-C between cases cuts no line.
         for i, case in enumerate(iter_fuzz_cases(args.seed, args.count)):
-            print(_json({"seed": args.seed, "index": i, **case.to_dict()}, out), file=out)
+            out.write(_json({"seed": args.seed, "index": i, **case.to_dict()}, out) + "\n")
     return EXIT_OK
 
 

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import secrets
 import stat
 import sys
 import time
@@ -50,9 +51,6 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED: Final = 130
 """128 + SIGINT, what shells report for a command stopped with Ctrl-C."""
-
-MAX_FUZZ_COUNT: Final = 100_000
-"""Most cases one ``fuzz`` run writes: they are built in memory (about 7 KB each)."""
 
 MAX_DELAY_MS: Final = 60_000.0
 """The longest pause ``stream --delay-ms`` accepts between replayed chunks."""
@@ -269,7 +267,8 @@ def _error(message: str) -> None:
         print(f"charfmt: error: {message}", file=sys.stderr)
 
 
-def _pretty(reply: Reply, out: TextIO) -> None:
+def _pretty(reply: Reply, name: str, out: TextIO) -> None:
+    """The readable view of ``reply``; its diagnostics as ``name:line:col: CODE ...``, as strict errors are."""
     if not reply.chats:
         print("(no chats: the character stays silent)", file=out)
     for chat in reply.chats:
@@ -281,7 +280,7 @@ def _pretty(reply: Reply, out: TextIO) -> None:
             for line in lines[1:]:
                 print(f"  {'':<8}{line}", file=out)
     for d in reply.diagnostics:
-        print(f"{d.severity}: {d}", file=out)
+        print(_diag_line(name, d), file=out)
 
 
 def _diag_line(name: str, d: Diagnostic) -> str:
@@ -311,7 +310,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     out = sys.stdout
     if args.format == "pretty":
-        _pretty(reply, out)
+        _pretty(reply, inp.name, out)
     elif args.format == "json":
         print(_json(reply.model_dump(mode="json", exclude_none=True), out, indent=2), file=out)
     else:
@@ -351,16 +350,35 @@ def _cmd_fix(args: argparse.Namespace) -> int:
     _emit_diagnostics(inp.name, source, reply.diagnostics, "text", sys.stderr)
     fixed = dumps(reply, indent=args.indent)
     if args.diff:
-        diff = difflib.unified_diff(
-            source.splitlines(keepends=True),
-            (fixed + "\n").splitlines(keepends=True),
-            inp.name,
-            f"{inp.name} (fixed)",
-        )
-        sys.stdout.writelines(diff)
+        # The input as it is on disk: bytes that are not UTF-8 go back out unchanged (surrogateescape).
+        original = inp.data.decode("utf-8", errors="surrogateescape")
+        sys.stdout.writelines(_unified_diff(original, fixed + "\n", inp.name, f"{inp.name} (fixed)"))
     else:
         print(_json_text(fixed, sys.stdout), file=sys.stdout)
     return EXIT_INVALID if _failed(reply.diagnostics) else EXIT_OK
+
+
+NO_NEWLINE: Final = "\\ No newline at end of file\n"
+"""What ``diff`` and ``patch`` write after a last line that has no newline."""
+
+
+def _patch_lines(text: str) -> list[str]:
+    """``text`` in lines as ``patch`` counts them: ended by ``\\n`` only, each keeping its end.
+
+    Not ``str.splitlines``: it also ends lines at ``\\r``, U+2028 and the like, which
+    ``patch`` reads as characters within a line.
+    """
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
+def _unified_diff(old: str, new: str, old_name: str, new_name: str) -> Iterator[str]:
+    """A unified diff that ``patch`` applies, a last line without a newline marked as ``diff`` marks it."""
+    for line in difflib.unified_diff(_patch_lines(old), _patch_lines(new), old_name, new_name):
+        yield line
+        if not line.endswith("\n"):
+            yield "\n" + NO_NEWLINE
 
 
 def _replay(data: bytes, chunk: int, delay_ms: float) -> Iterator[bytes | str]:
@@ -420,27 +438,81 @@ def _cmd_stream(args: argparse.Namespace) -> int:
             emit(parser.feed(chunk))
         emit(parser.close())
     except ParseError as e:
-        _emit_diagnostics("<stream>", e.source, e.diagnostics, "text", sys.stderr)
+        name = "<stdin>" if args.replay in (None, "-") else args.replay
+        _emit_diagnostics(name, e.source, e.diagnostics, "text", sys.stderr)
         return EXIT_INVALID
     return EXIT_INVALID if failed else EXIT_OK
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
-    from charfmt.fuzz import fuzz_cases  # noqa: PLC0415
+    from charfmt.fuzz import iter_fuzz_cases  # noqa: PLC0415
 
-    out: TextIO = sys.stdout
-    if args.out is not None:
-        try:
-            out = open(args.out, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
-        except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-            raise _InputError(f"cannot write {args.out}: {_reason(e)}") from None
-    try:
-        for i, case in enumerate(fuzz_cases(args.seed, args.count)):
-            print(_json({"seed": args.seed, "index": i, **case.to_dict()}, out), file=out)
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    with _output(args.out) as out:
+        # One case at a time: the first line comes at once, and memory does not grow with --count.
+        # Each line in one write (print writes its end apart): Ctrl-C between cases cuts no line.
+        for i, case in enumerate(iter_fuzz_cases(args.seed, args.count)):
+            out.write(_json({"seed": args.seed, "index": i, **case.to_dict()}, out) + "\n")
     return EXIT_OK
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[TextIO]:
+    """Standard output, or the file ``path`` written whole or not at all.
+
+    A regular file (or a new one) is written to a temporary file beside it, renamed over
+    it when the block ends without an error: an error or Ctrl-C leaves what was there and
+    removes the temporary file. Something that is not a regular file (``/dev/null``, a
+    FIFO) is written directly.
+    """
+    if path is None:
+        yield sys.stdout
+        return
+    temporary = ""
+    try:
+        target = os.path.realpath(path)  # through a symbolic link: the file it names is replaced
+        try:
+            st: os.stat_result | None = os.stat(target)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            fd = os.open(target, os.O_WRONLY | os.O_TRUNC)
+        else:
+            if st is not None and not os.access(target, os.W_OK):  # a rename would get round the permission
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            temporary, fd = _temporary_beside(target)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise _InputError(f"cannot write {path}: {_reason(e)}") from None
+    if not temporary:
+        with open(fd, "w", encoding="utf-8") as f:
+            yield f
+        return
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            yield f
+        if st is not None:
+            os.chmod(temporary, stat.S_IMODE(st.st_mode))
+        os.replace(temporary, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _temporary_beside(target: str) -> tuple[str, int]:
+    """A new file in ``target``'s folder, named after it and hidden: its path and an open descriptor.
+
+    Created with mode 0666 less the umask, as ``open`` creates a file (``tempfile``'s are 0600).
+    """
+    folder, name = os.path.split(target)
+    for _ in range(100):
+        temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {name}")
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -472,6 +544,8 @@ def _templates(folder: str | None) -> str | None:
 def _cmd_render(args: argparse.Namespace) -> int:
     from charfmt.render import render_messages, render_text  # noqa: PLC0415 (jinja only when rendering)
 
+    if not args.say.strip():
+        _usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
     templates = _templates(args.templates)
     character = _load_character(args.character, args.max_size)
     history = _load_history(args.history, character, args.max_size) if args.history is not None else []
@@ -516,7 +590,7 @@ def _cmd_demo(_args: argparse.Namespace) -> int:
     print("== A reply from the model ==")
     print(good.rstrip())
     print("\n== charfmt.parse(reply) ==")
-    _pretty(parse(good), sys.stdout)
+    _pretty(parse(good), "demo_reply.json", sys.stdout)
     print("\n== A broken reply, parsed strictly ==")
     print(broken.rstrip())
     print()
@@ -526,7 +600,7 @@ def _cmd_demo(_args: argparse.Namespace) -> int:
         print(f"ParseError: {e}\n")
         print(e.report("demo_broken.json"))
     print("\n== The same reply, parsed leniently: what could be repaired, and how ==")
-    _pretty(parse(broken, lenient=True), sys.stdout)
+    _pretty(parse(broken, lenient=True), "demo_broken.json", sys.stdout)
     return EXIT_OK
 
 
@@ -620,10 +694,10 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = command("fuzz", _cmd_fuzz, help="write damaged replies (with the clean original and the mutations), by seed")
     sp.add_argument("--seed", type=_whole(0), default=0)
+    sp.add_argument("--count", type=_whole(0), default=100, help="cases to write (default 100)")
     sp.add_argument(
-        "--count", type=_whole(0, MAX_FUZZ_COUNT), default=100, help=f"cases to write (at most {MAX_FUZZ_COUNT:,})"
+        "--out", metavar="FILE", help="JSON Lines file, replaced only when every case is written (default: stdout)"
     )
-    sp.add_argument("--out", metavar="FILE", help="JSON Lines file (default: standard output)")
 
     sp = command("schema", _cmd_schema, help="print the reply envelope as JSON Schema")
     sp.add_argument("--provider", choices=PROVIDERS, default=None)

@@ -13,7 +13,7 @@ import contextlib
 import json
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -209,10 +209,16 @@ def random_reply(rng: random.Random) -> Reply:
     return Reply(chats=chats)
 
 
-def fuzz_cases(seed: int, count: int) -> list[Damaged]:
-    """``count`` damaged replies, the same for the same seed."""
+def iter_fuzz_cases(seed: int, count: int) -> Iterator[Damaged]:
+    """``count`` damaged replies, the same for the same seed, made one at a time as they are asked for."""
     rng = random.Random(seed)
-    return [damage(random_reply(rng), rng) for _ in range(count)]
+    for _ in range(count):
+        yield damage(random_reply(rng), rng)
+
+
+def fuzz_cases(seed: int, count: int) -> list[Damaged]:
+    """``count`` damaged replies, the same for the same seed (``iter_fuzz_cases`` as a list)."""
+    return list(iter_fuzz_cases(seed, count))
 
 
 def revalidate(reply: Reply) -> None:

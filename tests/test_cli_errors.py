@@ -28,7 +28,7 @@ import pytest
 from conftest import ROOT
 
 import charfmt
-from charfmt.cli import MAX_FUZZ_COUNT, main
+from charfmt.cli import main
 
 GOOD = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>わあ🎉</msg>"}]}'
 BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\x80garbage"
@@ -100,6 +100,8 @@ def _cells() -> Iterator[Cell]:
     yield Cell("render", "empty", (*render, "{empty}"), 1, shows="name")
     yield Cell("render", "binary", (*render, "{binary}"), 1, shows="not UTF-8", subprocess=True)
     yield Cell("render", "closed-stdin", (*render, "{character}"), 0, closed_stdin=True, subprocess=True)
+    yield Cell("render", "say-empty", ("render", "--character", "{character}", "--say", ""), 2, subprocess=True)
+    yield Cell("render", "say-blank", ("render", "--character", "{character}", "--say", " \t\u3000"), 2)
     yield Cell("render", "budget-negative", (*render, "{character}", "--budget", "-1"), 2)
     yield Cell("render", "budget-0", (*render, "{character}", "--budget", "0"), 2)
     yield Cell("render", "provider", (*render, "{character}", "--provider", "nope"), 2)
@@ -134,7 +136,8 @@ def _cells() -> Iterator[Cell]:
     yield Cell("fuzz", "binary", (*fuzz, "{out_binary}"), 0)
     yield Cell("fuzz", "closed-stdin", ("fuzz", "--count", "1"), 0, closed_stdin=True, subprocess=True)
     yield Cell("fuzz", "count-negative", ("fuzz", "--count", "-1"), 2)
-    yield Cell("fuzz", "count-huge", ("fuzz", "--count", str(MAX_FUZZ_COUNT + 1)), 2)
+    yield Cell("fuzz", "count-word", ("fuzz", "--count", "many"), 2)
+    yield Cell("fuzz", "count-fraction", ("fuzz", "--count", "1.5"), 2)
     yield Cell("fuzz", "seed-word", ("fuzz", "--seed", "x"), 2)
 
     yield Cell("schema", "closed-stdin", ("schema",), 0, closed_stdin=True, subprocess=True)

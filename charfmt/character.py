@@ -19,7 +19,7 @@ from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary, dotted_
 from charfmt.parser import parse
 from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
 from charfmt.userinput import UserTurn, parse_shorthand
-from charfmt.writer import dumps, is_canonical
+from charfmt.writer import canonical_form, dumps, is_canonical
 
 MAX_FILE_SIZE: Final = 16 * 1024 * 1024
 """The largest character or history file ``Character.load`` and ``load_history`` read (``max_size=``)."""
@@ -332,15 +332,31 @@ def _stored_reply(text: str, character: Character) -> Reply:
     form cannot say (an unknown tag a lenient read kept, an emotion's intensity).
 
     Anything else is the strict ``ParseError``: a history file is data charfmt wrote, not a
-    model's reply to repair.
+    model's reply to repair. The character's vocabulary applies as in strict parsing.
     """
     try:
         return parse(text, vocabulary=character.vocabulary)
     except ParseError:
-        reply = parse(text, lenient=True, vocabulary=character.vocabulary)
-        if not is_canonical(reply) and json.loads(dumps(reply)) == _json_or_none(text):
-            return reply.model_copy(update={"diagnostics": [], "dialect": None})
-        raise
+        reply = parse(text, lenient=True)
+        if is_canonical(reply) or json.loads(dumps(reply)) != _json_or_none(text):
+            raise
+    # The canonical part, strictly, with the vocabulary (its own errors if a key is unknown);
+    # its keys, in order, are the stored reply's emotion keys as the vocabulary reads them.
+    keys = iter(
+        seg.text
+        for chat in parse(dumps(canonical_form(reply)), vocabulary=character.vocabulary).chats
+        for seg in chat.segments
+        if _is_key(seg.tag)
+    )
+    chats = [
+        chat.model_copy(
+            update={
+                "segments": [s.model_copy(update={"text": next(keys)}) if _is_key(s.tag) else s for s in chat.segments]
+            }
+        )
+        for chat in reply.chats
+    ]
+    return reply.model_copy(update={"chats": chats, "diagnostics": [], "dialect": None})
 
 
 def _json_or_none(text: str) -> Any:

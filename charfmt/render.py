@@ -62,7 +62,7 @@ from charfmt.models import Chat, Reply, Segment, Vocabulary
 from charfmt.schema import json_schema
 from charfmt.tags import CHAT_TYPES, ELEMENT_SEPARATOR, TAG_BY_NAME, TAGGED_TYPES, TAGS
 from charfmt.userinput import UserChat, UserContext, UserTurn
-from charfmt.writer import dumps, escape
+from charfmt.writer import canonical_form, dumps, escape
 
 PROVIDERS: Final = ("openai", "anthropic", "gemini")
 Counter = Callable[[str], int]
@@ -142,8 +142,9 @@ def _json(text: str) -> str:
 
 
 def _reply_json(reply: Reply) -> str:
+    """A reply of the history as the model sees it: canonical, as the format it must write."""
     try:
-        text = dumps(reply)
+        text = dumps(canonical_form(reply))
     except (KeyError, ValueError) as e:
         raise TemplateError(f"cannot write a reply of the history: {type(e).__name__}: {e}") from None
     return _json(text)

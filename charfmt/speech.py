@@ -33,9 +33,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from charfmt.events import ChatStart, Emotion, Event, Reset, SegmentEnd, TextDelta
+
+if TYPE_CHECKING:
+    from charfmt.models import Reply
 
 _CJK_END: Final = frozenset("。！？…‼⁇⁈⁉")
 _WESTERN_END: Final = frozenset(".!?")
@@ -271,9 +274,13 @@ def _word_at_end(text: str) -> str:
     return text[k:].lower()
 
 
-def sentences(events: Iterable[Event], *, tags: Iterable[str] = ("msg",)) -> Iterator[Sentence]:
-    """Complete sentences of the ``msg`` text in ``events``, each with its active emotion."""
+def sentences(events: Iterable[Event] | Reply, *, tags: Iterable[str] = ("msg",)) -> Iterator[Sentence]:
+    """Complete sentences of the ``msg`` text in ``events`` (or a whole ``Reply``), each with its active emotion."""
     splitter = SentenceSplitter(tags=tags)
-    for event in events:
+    from charfmt.models import Reply  # noqa: PLC0415 (the splitter itself needs no models)
+
+    # A Reply is iterable too (pydantic yields its fields): read its events, not its fields.
+    stream: Iterable[Event] = events.events() if isinstance(events, Reply) else events
+    for event in stream:
         yield from splitter.feed(event)
     yield from splitter.close()

@@ -62,6 +62,28 @@ def is_canonical(reply: Reply) -> bool:
     )
 
 
+def canonical_form(reply: Reply) -> Reply:
+    """``reply`` as the canonical form can say it: no unknown tags, no intensity.
+
+    What a prompt shows the model of its own earlier answers (``render_messages``,
+    ``render_text``): only the format it must write. Segments with a tag outside the tag
+    table are left out, a ``C`` chat left with no segment too, and intensities are dropped.
+    Your data keeps them: this is a view, and ``dumps(reply)`` still writes everything.
+    """
+    if is_canonical(reply):
+        return reply
+    chats = []
+    for chat in reply.chats:
+        segments = [
+            seg if seg.intensity is None else seg.model_copy(update={"intensity": None})
+            for seg in chat.segments
+            if seg.tag in TAG_BY_NAME or chat.type not in TAGGED_TYPES
+        ]
+        if segments:
+            chats.append(chat.model_copy(update={"segments": segments}))
+    return reply.model_copy(update={"chats": chats})
+
+
 def dumps(reply: Reply, *, indent: int | None = None) -> str:
     """The JSON text of ``reply``: chats sorted by order, keys type/order/body.
 

@@ -173,12 +173,17 @@ def test_an_emotion_key_that_cannot_be_defused_is_refused(key: str) -> None:
 
 @pytest.mark.parametrize("provider", [*PROVIDERS, "text"])
 def test_history_with_an_unknown_tag_from_lenient_parsing_renders(provider: str) -> None:
-    reply = charfmt.parse("<wink>hi</wink>", lenient=True)
+    # The model is shown its earlier answer in the format it must write: the unknown
+    # element is left out of the prompt (the stored reply keeps it).
+    reply = charfmt.parse("<wink>hi</wink>\n<msg>hello there</msg>", lenient=True)
     history = [Exchange(user=UserTurn.say("hello"), reply=reply)]
     if provider == "text":
-        assert "wink" in charfmt.render_text(REX, history, UserTurn.say("again"))
+        shown = charfmt.render_text(REX, history, UserTurn.say("again"))
     else:
-        assert "wink" in json.dumps(charfmt.render_messages(REX, history, UserTurn.say("again"), provider=provider))
+        shown = json.dumps(charfmt.render_messages(REX, history, UserTurn.say("again"), provider=provider))
+    assert "hello there" in shown
+    assert "wink" not in shown
+    assert [s.tag for s in reply.chats[0].segments] == ["wink", "msg"]
 
 
 # --- a sealed sandbox ---------------------------------------------------------------------

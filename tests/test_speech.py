@@ -220,3 +220,9 @@ def test_10x_the_text_costs_about_10x_the_time(shape: Callable[[int], str], n: i
     # 10x input cost x100 (a copy is cheap per character: it shows from about 50,000 on); the bound
     # is generous for a loaded machine.
     assert _cpu(shape(10 * n)) <= 30 * _cpu(shape(n))
+
+
+def test_sentences_of_a_whole_reply_are_those_of_its_events() -> None:
+    reply = charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hi! How are you?</msg>"}]}')
+    assert list(charfmt.sentences(reply)) == list(charfmt.sentences(reply.events()))
+    assert [s.text for s in charfmt.sentences(reply)] == ["Hi!", "How are you?"]

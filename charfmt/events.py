@@ -154,10 +154,5 @@ def reply_events(reply: Reply) -> Iterator[Event]:
                 yield TextDelta(c, s, seg.tag, seg.text)
             yield SegmentEnd(c, s, seg.tag)
         yield ChatEnd(c)
-    if (dialect := reply_dialect(reply)) is not None:
-        yield Dialect(dialect)
-
-
-def reply_dialect(reply: Reply) -> str | None:
-    """``reply.dialect``, also for a reply built without the field (``parse`` of empty or oversize input)."""
-    return reply.__dict__.get("dialect")
+    if reply.dialect is not None:
+        yield Dialect(reply.dialect)

@@ -48,7 +48,6 @@ from charfmt.events import (
     SegmentEnd,
     SegmentStart,
     TextDelta,
-    reply_dialect,
     reply_events,
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
@@ -841,7 +840,7 @@ class StreamParser:
                 next_index += 1
         if by_order or not consistent:
             out = [Reset(), *reply_events(batch)]  # the batch reader contradicts what was shown
-        elif (dialect := reply_dialect(batch)) is not None:
+        elif (dialect := batch.dialect) is not None:
             out.append(Dialect(dialect))  # last, as in Reply.events()
         self._out = out
 

@@ -305,7 +305,7 @@ def test_damage_past_max_size_is_reported_not_repaired() -> None:
 
 def _observed_reply(reply: charfmt.Reply) -> tuple[object, ...]:
     diagnostics = sorted((d.offset, d.end, d.code, d.message, d.line, d.column, d.chat) for d in reply.diagnostics)
-    return reply.chats, diagnostics, reply.__dict__.get("dialect")  # parse() of oversize input: issue 11.3
+    return reply.chats, diagnostics, reply.dialect
 
 
 def _damaged_long(size: int, words: str = "ずっと続く。") -> str:

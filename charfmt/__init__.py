@@ -18,10 +18,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         Action,
         ChatEnd,
         ChatStart,
+        Cue,
         DiagnosticEvent,
         Dialect,
         Emotion,
         Event,
+        Reasoning,
         Reset,
         SegmentEnd,
         SegmentStart,
@@ -42,11 +44,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from charfmt.schema import json_schema
     from charfmt.speech import Sentence, SentenceSplitter, sentences
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
-    from charfmt.tags import TAGS, TagSpec
+    from charfmt.tags import DEFAULT_TAGS, TAGS, TagSpec, TagTable
     from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
     from charfmt.writer import dumps
 
 __all__ = [
+    "DEFAULT_TAGS",
     "TAGS",
     "Action",
     "BudgetError",
@@ -56,6 +59,7 @@ __all__ = [
     "Chat",
     "ChatEnd",
     "ChatStart",
+    "Cue",
     "Diagnostic",
     "DiagnosticEvent",
     "Dialect",
@@ -64,6 +68,7 @@ __all__ = [
     "Event",
     "Exchange",
     "ParseError",
+    "Reasoning",
     "Reply",
     "Reset",
     "Segment",
@@ -73,6 +78,7 @@ __all__ = [
     "SentenceSplitter",
     "StreamParser",
     "TagSpec",
+    "TagTable",
     "TemplateError",
     "TextDelta",
     "UserChat",
@@ -109,10 +115,12 @@ _HOME: dict[str, str] = {
             "Action",
             "ChatEnd",
             "ChatStart",
+            "Cue",
             "DiagnosticEvent",
             "Dialect",
             "Emotion",
             "Event",
+            "Reasoning",
             "Reset",
             "SegmentEnd",
             "SegmentStart",
@@ -138,7 +146,7 @@ _HOME: dict[str, str] = {
     "json_schema": "schema",
     **dict.fromkeys(("Sentence", "SentenceSplitter", "sentences"), "speech"),
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
-    **dict.fromkeys(("TAGS", "TagSpec"), "tags"),
+    **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagSpec", "TagTable"), "tags"),
     **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "userinput"),
     "dumps": "writer",
 }

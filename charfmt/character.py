@@ -356,7 +356,7 @@ def _stored_reply(text: str, character: Character) -> Reply:
         )
         for chat in reply.chats
     ]
-    return reply.model_copy(update={"chats": chats, "diagnostics": [], "dialect": None})
+    return reply.model_copy(update={"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
 
 
 def _json_or_none(text: str) -> Any:

@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from charfmt.diagnostics import Diagnostic
+from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.models import Reply
+    from charfmt.models import Reply, Segment
 
 
 @dataclass(slots=True)
@@ -63,6 +64,29 @@ class Action(_EventBase):
     segment: int
     text: str
     kind: Literal["action"] = field(default="action", init=False)
+
+
+@dataclass(slots=True)
+class Cue(_EventBase):
+    """The complete value of a ``cue`` element (a sound effect, a motion...): act on it now."""
+
+    chat: int
+    segment: int
+    tag: str
+    text: str
+    kind: Literal["cue"] = field(default="cue", init=False)
+
+
+@dataclass(slots=True)
+class Reasoning(_EventBase):
+    """More of the model's own reasoning (``<think>``...) written before the reply (append it).
+
+    Not the character's inner voice (that is a ``hidden`` tag such as ``thought``): keep it
+    out of the game. ``Reply.reasoning`` holds the whole of it.
+    """
+
+    text: str
+    kind: Literal["reasoning"] = field(default="reasoning", init=False)
 
 
 @dataclass(slots=True)
@@ -133,26 +157,52 @@ class Dialect(_EventBase):
 
 
 Event = (
-    ChatStart | SegmentStart | Emotion | Action | TextDelta | SegmentEnd | ChatEnd | DiagnosticEvent | Reset | Dialect
+    ChatStart
+    | SegmentStart
+    | Emotion
+    | Action
+    | Cue
+    | TextDelta
+    | SegmentEnd
+    | ChatEnd
+    | DiagnosticEvent
+    | Reset
+    | Dialect
+    | Reasoning
 )
 """Every event type; switch on ``event.kind``."""
 
 
-def reply_events(reply: Reply) -> Iterator[Event]:
-    """Diagnostics first, then each chat in display order, element by element, then the dialect."""
+def segment_events(chat: int, n: int, seg: Segment, tags: TagTable = DEFAULT_TAGS) -> list[Event]:
+    """The events of one segment; what they are follows the tag's role in ``tags``.
+
+    A tag the table does not know (kept by lenient parsing) streams as text.
+    """
+    spec = tags.get(seg.tag)
+    role = spec.role if spec is not None else None
+    out: list[Event] = [SegmentStart(chat, n, seg.tag)]
+    if role == "emotion":
+        out.append(Emotion(chat, n, seg.text, seg.intensity))
+    elif role == "action":
+        out.append(Action(chat, n, seg.text))
+    elif role == "cue":
+        out.append(Cue(chat, n, seg.tag, seg.text))
+    elif seg.text:
+        out.append(TextDelta(chat, n, seg.tag, seg.text))
+    out.append(SegmentEnd(chat, n, seg.tag))
+    return out
+
+
+def reply_events(reply: Reply, tags: TagTable = DEFAULT_TAGS) -> Iterator[Event]:
+    """Reasoning, diagnostics, then each chat in display order, element by element, then the dialect."""
+    if reply.reasoning:
+        yield Reasoning(reply.reasoning)
     for d in reply.diagnostics:
         yield DiagnosticEvent(d.chat, d)
     for c, chat in enumerate(reply.chats):
         yield ChatStart(c, chat.type, chat.order)
         for s, seg in enumerate(chat.segments):
-            yield SegmentStart(c, s, seg.tag)
-            if seg.tag == "emo":
-                yield Emotion(c, s, seg.text, seg.intensity)
-            elif seg.tag == "act":
-                yield Action(c, s, seg.text)
-            elif seg.text:
-                yield TextDelta(c, s, seg.tag, seg.text)
-            yield SegmentEnd(c, s, seg.tag)
+            yield from segment_events(c, s, seg, tags)
         yield ChatEnd(c)
     if reply.dialect is not None:
         yield Dialect(reply.dialect)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
+from charfmt.tags import DEFAULT_TAGS, TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG, TagTable
 
 if TYPE_CHECKING:
     from charfmt.events import Event
@@ -166,6 +166,9 @@ class Reply(BaseModel):
     """Chats sorted by ``order`` (stable: equal orders keep their arrival order)."""
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     """Problems and repairs, in input order; empty for clean input."""
+    reasoning: str | None = None
+    """Lenient parsing only: the model's own reasoning written before the reply (``<think>``...),
+    kept apart from the chats; never the character's inner voice."""
     dialect: str | None = None
     """Lenient parsing only: the format the model actually wrote (``canonical``,
     ``json-fields``, ``attribute-xml``, ``bracket``...); ``None`` for input that was valid."""
@@ -175,11 +178,11 @@ class Reply(BaseModel):
     def _sorted(cls, chats: list[Chat]) -> list[Chat]:
         return sorted(chats, key=lambda c: c.order)
 
-    def events(self) -> Iterator[Event]:
-        """The reply as the event stream a streaming parse would emit."""
+    def events(self, tags: TagTable | None = None) -> Iterator[Event]:
+        """The reply as the event stream a streaming parse would emit (roles from ``tags``)."""
         from charfmt.events import reply_events  # noqa: PLC0415 (events load with streaming, not parsing)
 
-        return reply_events(self)
+        return reply_events(self, DEFAULT_TAGS if tags is None else tags)
 
 
 class EmotionKey(BaseModel):

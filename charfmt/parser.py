@@ -66,7 +66,9 @@ def _parse(
         try:
             reply = run.parse(text, max_size)
         except _Stop:
-            reply = construct_trusted(Reply, {"chats": [], "diagnostics": run.diagnostics, "dialect": None})
+            reply = construct_trusted(
+                Reply, {"chats": [], "diagnostics": run.diagnostics, "reasoning": None, "dialect": None}
+            )
     finally:
         if pause:
             gc.enable()
@@ -126,7 +128,7 @@ def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Re
         if known is not None and any(tag in _KEY_TAGS and content not in known for tag, content in elements):
             return None  # a key the vocabulary does not list as written: a decision to report
         chats.append(trusted_chat(kind, number, elements))
-    return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "dialect": None})
+    return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
 
 
 _FINAL: Final = frozenset({"CF002", "CF003"})
@@ -173,7 +175,9 @@ def _recover(text: str | bytes, vocabulary: Vocabulary | None) -> Reply:
         crash = Diagnostic.at(
             text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0
         )
-        return construct_trusted(Reply, {"chats": [], "diagnostics": [*prior, crash], "dialect": None})
+        return construct_trusted(
+            Reply, {"chats": [], "diagnostics": [*prior, crash], "reasoning": None, "dialect": None}
+        )
     finally:
         if pause:
             gc.enable()
@@ -242,7 +246,9 @@ class _Run:
             chats.append(self._chat(index, kind, order, body, elements))
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
         chats.sort(key=lambda c: c.order)
-        return construct_trusted(Reply, {"chats": chats, "diagnostics": self.diagnostics, "dialect": None})
+        return construct_trusted(
+            Reply, {"chats": chats, "diagnostics": self.diagnostics, "reasoning": None, "dialect": None}
+        )
 
     def _text(self, text: str | bytes, max_size: int) -> str:
         if len(text) > max_size:

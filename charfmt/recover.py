@@ -664,7 +664,9 @@ class Recovery:
                 Diagnostic.at(self.source.raw, "CF600", f"dialect: {dialect}", 0, 0, severity="info")
             )
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
-        return construct_trusted(Reply, {"chats": built, "diagnostics": self.diagnostics, "dialect": dialect})
+        return construct_trusted(
+            Reply, {"chats": built, "diagnostics": self.diagnostics, "reasoning": None, "dialect": dialect}
+        )
 
     def _key(self, p: Piece, index: int) -> str | None:
         """``p``'s text as an emotion key (the grammar's KEY), repaired and noted.

@@ -189,7 +189,9 @@ class Collector:
             chats.append(construct_trusted(Chat, {"type": c["type"], "order": c["order"], "segments": segments}))
         chats.sort(key=lambda c: c.order)
         diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
-        return construct_trusted(Reply, {"chats": chats, "diagnostics": diagnostics, "dialect": self.dialect})
+        return construct_trusted(
+            Reply, {"chats": chats, "diagnostics": diagnostics, "reasoning": None, "dialect": self.dialect}
+        )
 
 
 def collect(events: Iterable[Event]) -> Reply:

@@ -43,6 +43,10 @@ class Exchange(BaseModel):
     """The user's turn."""
     reply: Reply
     """The character's answer, in the wire format."""
+    foreign: dict[str, Any] | None = None
+    """What another format said that charfmt has no place for (ids, timestamps, actors, media and
+    tool parts), kept by ``charfmt.interop`` so that exporting again writes it back; ``None`` for
+    exchanges charfmt wrote."""
 
 
 def _action(text: str) -> str:
@@ -318,12 +322,13 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
             continue
         with _translated(file, number):
             row = json.loads(line)
-            if not isinstance(row, dict) or set(row) != {"user", "reply"}:
+            if not isinstance(row, dict) or set(row) - {"foreign"} != {"user", "reply"}:
                 raise CharacterError(file, "", number, 'each line is an object {"user": ..., "reply": ...}')
             user = row["user"]
             turn = character.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
             reply = row["reply"] if isinstance(row["reply"], str) else json.dumps(row["reply"], ensure_ascii=False)
-            history.append(Exchange(user=turn, reply=_stored_reply(reply, character)))
+            foreign = row.get("foreign")
+            history.append(Exchange(user=turn, reply=_stored_reply(reply, character), foreign=foreign))
     return history
 
 

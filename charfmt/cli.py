@@ -728,6 +728,12 @@ def _parser() -> argparse.ArgumentParser:
     add_size(sp, "--character file")
 
     command("demo", _cmd_demo, help="parse a bundled reply and show a strict error")
+
+    from charfmt import _cli_convert  # noqa: PLC0415
+
+    sp = command("convert", _cli_convert.run, help="convert a conversation: jsonl, pam, uacs, groupchat, ailoy")
+    _cli_convert.add_arguments(sp)
+    add_size(sp, "input or --character file")
     return p
 
 

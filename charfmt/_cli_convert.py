@@ -11,7 +11,6 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
 

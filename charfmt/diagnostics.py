@@ -102,7 +102,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF901": ("error", "not a document of the format: a required key is missing or has another type"),
     "CF902": ("error", "charfmt's payload in the document is of an unknown version or not an exchange"),
     "CF903": ("info", "foreign text read as a plain chat: speech, or an I chat for system and tool messages"),
-    "CF904": ("warning", "foreign content charfmt has no place for (media, tool call, reference) kept in Exchange.foreign"),
+    "CF904": ("warning", "foreign content charfmt has no place for (media, tool, reference) kept in Exchange.foreign"),
     "CF905": ("info", "foreign model reasoning (PAM is_thought, Ailoy thinking) read as Reply.reasoning"),
     "CF906": ("warning", "foreign message without text kept only in Exchange.foreign"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),

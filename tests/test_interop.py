@@ -183,18 +183,14 @@ def _without_ours(fmt: str, message: dict[str, Any]) -> dict[str, Any]:
     if fmt == "ailoy":
         message["contents"] = [p for p in message["contents"] if not (p["type"] == "value" and "charfmt" in p["value"])]
         return message
+    if fmt == "uacs":
+        message["content"] = [p for p in message["content"] if p["type"] != "structured_data"]
     key = _EXTENSION[fmt]
     rest = {k: v for k, v in message.get(key, {}).items() if k != "charfmt"}
-    if rest or key in message and fmt != "pam" and key != "extra":
+    if rest:
         message[key] = rest
     else:
         message.pop(key, None)
-    if fmt == "uacs":
-        message["content"] = [p for p in message["content"] if p["type"] != "structured_data"]
-        if not rest:
-            message.pop(key, None)
-    if fmt == "groupchat" and rest:
-        message[key] = rest
     return message
 
 
@@ -251,13 +247,33 @@ def test_edited_foreign_exchange_writes_the_new_text_back() -> None:
 # --- bad input ---------------------------------------------------------------------------------
 
 BAD = [
-    ("pam", '{"schema": "portable-ai-memory-conversation", "messages": [{"role": "robot"}]}', "CF901", "messages[0].role"),
+    (
+        "pam",
+        '{"schema": "portable-ai-memory-conversation", "messages": [{"role": "robot"}]}',
+        "CF901",
+        "messages[0].role",
+    ),
     ("pam", '{"schema": "nope", "messages": []}', "CF901", "schema"),
     ("uacs", '{"messages": [{"actor": {"id": "a"}, "content": []}]}', "CF901", "messages[0].actor"),
-    ("groupchat", '{"version": "1", "conversation_meta": {"user_details": {}}, "conversation_list": [{"sender": "x"}]}', "CF901", "sender"),
+    (
+        "groupchat",
+        '{"version": "1", "conversation_meta": {"user_details": {}}, "conversation_list": [{"sender": "x"}]}',
+        "CF901",
+        "sender",
+    ),
     ("ailoy", '[{"role": "user", "contents": [{"type": "audio"}]}]', "CF901", "contents[0].type"),
-    ("ailoy", '[{"role": "user", "contents": [{"type": "value", "value": {"charfmt": {"v": 9}}}]}]', "CF902", "version 9"),
-    ("ailoy", '[{"role": "user", "contents": [{"type": "value", "value": {"charfmt": {"v": 1, "exchange": {"user": 3}}}}]}]', "CF902", "not an exchange"),
+    (
+        "ailoy",
+        '[{"role": "user", "contents": [{"type": "value", "value": {"charfmt": {"v": 9}}}]}]',
+        "CF902",
+        "version 9",
+    ),
+    (
+        "ailoy",
+        '[{"role": "user", "contents": [{"type": "value", "value": {"charfmt": {"v": 1, "exchange": {"user": 3}}}}]}]',
+        "CF902",
+        "not an exchange",
+    ),
     ("uacs", '{"messages": [', "CF101", "invalid JSON"),
 ]
 
@@ -282,7 +298,7 @@ def test_convert_reports_bad_input_and_exits_1(fmt: str, text: str, code: str, w
         check=False,
     )
     assert done.returncode == 1
-    assert f"<stdin>:1:" in done.stderr and code in done.stderr and "^" in done.stderr
+    assert "<stdin>:1:" in done.stderr and code in done.stderr and "^" in done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
 

@@ -140,7 +140,9 @@ def need(source: Source, value: Any, path: Path, kind: type | tuple[type, ...], 
     return value
 
 
-def member(source: Source, obj: dict[str, Any], path: Path, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+def member(
+    source: Source, obj: dict[str, Any], path: Path, key: str, *, kind: type | tuple[type, ...], what: str
+) -> Any:
     """The required member ``key`` of ``obj``, of ``kind``; CF901 if missing or of another type."""
     if key not in obj:
         raise source.fail("CF901", f"{where(path)}: missing required key {key!r} ({what})", path)
@@ -155,7 +157,9 @@ def marker(source: Source, ext: Any, path: Path) -> dict[str, Any] | None:
     at = (*path, KEY)
     if not isinstance(entry, dict) or entry.get("v") != VERSION:
         version = entry.get("v") if isinstance(entry, dict) else None
-        raise source.fail("CF902", f"{where(at)}: charfmt payload version {version!r}; this charfmt reads {VERSION}", at)
+        raise source.fail(
+            "CF902", f"{where(at)}: charfmt payload version {version!r}; this charfmt reads {VERSION}", at
+        )
     if "exchange" not in entry and entry.get("continued") is not True:
         raise source.fail("CF902", f"{where(at)}: charfmt payload holds neither an exchange nor a continuation", at)
     return entry
@@ -169,7 +173,9 @@ def exchange_of(source: Source, entry: dict[str, Any], path: Path) -> Exchange:
     try:
         return Exchange.model_validate(entry["exchange"])
     except ValidationError as e:
-        raise source.fail("CF902", f"{where(at)}: charfmt payload is not an exchange: {validation_message(e)}", at) from None
+        raise source.fail(
+            "CF902", f"{where(at)}: charfmt payload is not an exchange: {validation_message(e)}", at
+        ) from None
 
 
 # --- foreign documents -----------------------------------------------------------------------
@@ -265,7 +271,9 @@ class ForeignReader:
             side.diagnostics.append(self.source.diagnostic("CF903", message, at))
         elif not reasoning:
             side.diagnostics.append(
-                self.source.diagnostic("CF906", f"{where(path)}: message without text kept only in Exchange.foreign", path)
+                self.source.diagnostic(
+                    "CF906", f"{where(path)}: message without text kept only in Exchange.foreign", path
+                )
             )
         pending.messages.append(link)
 
@@ -279,17 +287,25 @@ class ForeignReader:
             return
         speech = self.tags.speech.name
         user_chats = [
-            UserChat(type="C", segments=[Segment(tag=speech, text=t)]) if k == "C" else UserChat(type="I", segments=[Segment(tag=TEXT_TAG, text=t)])
+            UserChat(type="C", segments=[Segment(tag=speech, text=t)])
+            if k == "C"
+            else UserChat(type="I", segments=[Segment(tag=TEXT_TAG, text=t)])
             for k, t in pending.user.chats
         ]
         chats = [
-            Chat(type="C", order=n, segments=[Segment(tag=speech, text=t)]) if k == "C" else Chat(type="I", order=n, segments=[Segment(tag=TEXT_TAG, text=t)])
+            Chat(type="C", order=n, segments=[Segment(tag=speech, text=t)])
+            if k == "C"
+            else Chat(type="I", order=n, segments=[Segment(tag=TEXT_TAG, text=t)])
             for n, (k, t) in enumerate(pending.reply.chats, 1)
         ]
         foreign: dict[str, Any] = {"format": self.fmt, "messages": pending.messages}
-        reply = Reply(chats=chats, diagnostics=pending.reply.diagnostics, reasoning="\n".join(pending.reasoning) or None)
+        reply = Reply(
+            chats=chats, diagnostics=pending.reply.diagnostics, reasoning="\n".join(pending.reasoning) or None
+        )
         self.out.append(
-            Exchange(user=UserTurn(chats=user_chats, diagnostics=pending.user.diagnostics), reply=reply, foreign=foreign)
+            Exchange(
+                user=UserTurn(chats=user_chats, diagnostics=pending.user.diagnostics), reply=reply, foreign=foreign
+            )
         )
         self._pending = _Pending()
         self._seen_reply = False
@@ -352,7 +368,10 @@ def document_of(history: Sequence[Exchange], fmt: str) -> dict[str, Any] | None:
 
 
 def rewritten(
-    exchange: Exchange, foreign: dict[str, Any], set_text: Callable[[dict[str, Any], str], dict[str, Any]], tags: TagTable
+    exchange: Exchange,
+    foreign: dict[str, Any],
+    set_text: Callable[[dict[str, Any], str], dict[str, Any]],
+    tags: TagTable,
 ) -> list[dict[str, Any]]:
     """The original messages of a foreign exchange, each read chat's text taken from the exchange now."""
     out = []
@@ -367,6 +386,16 @@ def rewritten(
                     message = set_text(message, text)
         out.append(message)
     return out
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is an object, else an empty one (an extension point that is absent or odd)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` if it is an array, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def names(character: Character | None) -> tuple[str, str]:

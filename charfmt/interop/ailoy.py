@@ -14,6 +14,7 @@ from charfmt.interop._common import (
     CONTINUED,
     Reader,
     Source,
+    as_list,
     foreign_of,
     lines,
     marker,
@@ -44,7 +45,9 @@ def _set_text(message: dict[str, Any], text: str) -> dict[str, Any]:
     return {**message, "contents": parts}
 
 
-def export(history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[dict[str, Any]]:
+def export(
+    history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+) -> list[dict[str, Any]]:
     """Ailoy messages of ``history``: text parts, and the exchange in a value part."""
     messages: list[dict[str, Any]] = []
     for n, exchange in enumerate(history):
@@ -57,7 +60,7 @@ def export(history: Sequence[Exchange], character: Character | None = None, *, t
                 for k, line in enumerate(lines(exchange, tags))
             ] or [{"role": "assistant", "contents": [], "id": f"x{n}-0"}]
         for k, message in enumerate(out):
-            contents = message.get("contents") if isinstance(message.get("contents"), list) else []
+            contents = as_list(message.get("contents"))
             value = payload(exchange) if k == 0 else CONTINUED
             out[k] = {**message, "contents": [*contents, {"type": "value", "value": value}]}
         messages.extend(out)
@@ -76,24 +79,32 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     for i, message in enumerate(doc):
         path: tuple[Any, ...] = (i,)
         need(source, message, path, dict, "a message object")
-        role = member(source, message, path, "role", str, "system, user, assistant or tool")
+        role = member(source, message, path, "role", kind=str, what="system, user, assistant or tool")
         if role not in ROLES:
-            raise source.fail("CF901", f"[{i}].role: expected one of {', '.join(ROLES)}, found {role!r}", (*path, "role"))
-        contents = member(source, message, path, "contents", list, "an array of parts")
+            raise source.fail(
+                "CF901", f"[{i}].role: expected one of {', '.join(ROLES)}, found {role!r}", (*path, "role")
+            )
+        contents = member(source, message, path, "contents", kind=list, what="an array of parts")
         entry = None
         for j, part in enumerate(contents):
             at = (*path, "contents", j)
             need(source, part, at, dict, "a part object")
-            kind = member(source, part, at, "type", str, "text, function, value or image")
+            kind = member(source, part, at, "type", kind=str, what="text, function, value or image")
             if kind not in PART_TYPES:
-                raise source.fail("CF901", f"[{i}].contents[{j}].type: expected one of {', '.join(PART_TYPES)}, found {kind!r}", (*at, "type"))
+                raise source.fail(
+                    "CF901",
+                    f"[{i}].contents[{j}].type: expected one of {', '.join(PART_TYPES)}, found {kind!r}",
+                    (*at, "type"),
+                )
             if kind == "value" and entry is None:
                 entry = marker(source, part.get("value"), (*at, "value"))
                 if entry is not None:
                     reader.ours(entry, (*at, "value"))
         if entry is not None:
             continue
-        texts, dropped, text_path = [], [], None
+        texts: list[str] = []
+        dropped: list[tuple[str, Any]] = []
+        text_path: tuple[Any, ...] | None = None
         for j, part in enumerate(contents):
             at = (*path, "contents", j)
             if part["type"] == "text" and isinstance(part.get("text"), str):

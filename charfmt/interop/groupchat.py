@@ -15,6 +15,7 @@ from charfmt.interop._common import (
     CONTINUED,
     Reader,
     Source,
+    as_dict,
     document_of,
     foreign_of,
     lines,
@@ -46,7 +47,9 @@ def _set_text(message: dict[str, Any], text: str) -> dict[str, Any]:
     return message
 
 
-def export(history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> dict[str, Any]:
+def export(
+    history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+) -> dict[str, Any]:
     """A group chat document of ``history``: text in ``content``, the exchange in ``extra``."""
     user_name, character_name = names(character)
     stamp = now()
@@ -81,12 +84,23 @@ def export(history: Sequence[Exchange], character: Character | None = None, *, t
                     message["sender_name"] = full[sender]
                 if line.role != "system":
                     message["role"] = line.role
-                message.update({"type": "text" if line.role != "system" else "system", "content": line.text, "refer_list": []})
+                message.update(
+                    {"type": "text" if line.role != "system" else "system", "content": line.text, "refer_list": []}
+                )
                 out.append(message)
             if not out:
-                out = [{"message_id": f"x{n}-0", "create_time": stamp, "sender": "game", "type": "system", "content": SILENT, "refer_list": []}]
+                out = [
+                    {
+                        "message_id": f"x{n}-0",
+                        "create_time": stamp,
+                        "sender": "game",
+                        "type": "system",
+                        "content": SILENT,
+                        "refer_list": [],
+                    }
+                ]
         for k, message in enumerate(out):
-            extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+            extra = as_dict(message.get("extra"))
             out[k] = {**message, "extra": {**extra, **(payload(exchange) if k == 0 else CONTINUED)}}
         messages.extend(out)
     return {**doc, "conversation_list": messages}
@@ -100,25 +114,33 @@ def read(text: str, character: Character | None = None, *, tags: TagTable = DEFA
 
 def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     need(source, doc, (), dict, "a group chat object")
-    member(source, doc, (), "version", str, "a version string")
-    meta = member(source, doc, (), "conversation_meta", dict, "an object")
-    details = member(source, meta, ("conversation_meta",), "user_details", dict, "an object of users by id")
-    messages = member(source, doc, (), "conversation_list", list, "an array of messages")
+    member(source, doc, (), "version", kind=str, what="a version string")
+    meta = member(source, doc, (), "conversation_meta", kind=dict, what="an object")
+    details = member(source, meta, ("conversation_meta",), "user_details", kind=dict, what="an object of users by id")
+    messages = member(source, doc, (), "conversation_list", kind=list, what="an array of messages")
     reader = Reader(NAME, source, tags)
     for i, message in enumerate(messages):
         path = ("conversation_list", i)
         need(source, message, path, dict, "a message object")
-        sender = member(source, message, path, "sender", str, "a user id")
+        sender = member(source, message, path, "sender", kind=str, what="a user id")
         if sender not in details:
-            raise source.fail("CF901", f"conversation_list[{i}].sender: {sender!r} is not in conversation_meta.user_details", (*path, "sender"))
+            raise source.fail(
+                "CF901",
+                f"conversation_list[{i}].sender: {sender!r} is not in conversation_meta.user_details",
+                (*path, "sender"),
+            )
         entry = marker(source, message.get("extra"), (*path, "extra"))
         if entry is not None:
             reader.ours(entry, (*path, "extra"))
             continue
         kind = message.get("type", "text")
         if kind not in MESSAGE_TYPES:
-            raise source.fail("CF901", f"conversation_list[{i}].type: expected one of {', '.join(MESSAGE_TYPES)}, found {kind!r}", (*path, "type"))
-        content = member(source, message, path, "content", str, "a string")
+            raise source.fail(
+                "CF901",
+                f"conversation_list[{i}].type: expected one of {', '.join(MESSAGE_TYPES)}, found {kind!r}",
+                (*path, "type"),
+            )
+        content = member(source, message, path, "content", kind=str, what="a string")
         role = message.get("role") or (details.get(sender) or {}).get("role") or "user"
         if kind == "system":
             role = "system"
@@ -129,7 +151,14 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             text = None
         if message.get("refer_list"):
             dropped.append(("references", (*path, "refer_list")))
-        reader.foreign.message(message, path, role if role in ("user", "assistant", "system") else "user", text, text_path=(*path, "content"), dropped=dropped)
+        reader.foreign.message(
+            message,
+            path,
+            role if role in ("user", "assistant", "system") else "user",
+            text,
+            text_path=(*path, "content"),
+            dropped=dropped,
+        )
     header = {k: v for k, v in doc.items() if k != "conversation_list"}
     return reader.done(header)
 

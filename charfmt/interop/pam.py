@@ -15,6 +15,7 @@ from charfmt.interop._common import (
     CONTINUED,
     Reader,
     Source,
+    as_dict,
     document_of,
     foreign_of,
     lines,
@@ -45,7 +46,9 @@ def _set_text(message: dict[str, Any], text: str) -> dict[str, Any]:
     return message
 
 
-def export(history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> dict[str, Any]:
+def export(
+    history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+) -> dict[str, Any]:
     """A PAM conversation of ``history``: text in ``content``, the exchange in ``raw_metadata``."""
     user_name, character_name = names(character)
     stamp = now()
@@ -64,11 +67,16 @@ def export(history: Sequence[Exchange], character: Character | None = None, *, t
             out = rewritten(exchange, foreign, _set_text, tags)
         else:
             out = [
-                {"id": f"x{n}-{k}", "role": line.role, "created_at": stamp, "content": {"type": "text", "text": line.text}}
+                {
+                    "id": f"x{n}-{k}",
+                    "role": line.role,
+                    "created_at": stamp,
+                    "content": {"type": "text", "text": line.text},
+                }
                 for k, line in enumerate(lines(exchange, tags))
             ] or [{"id": f"x{n}-0", "role": "assistant", "created_at": stamp}]
         for k, message in enumerate(out):
-            meta = message.get("raw_metadata") if isinstance(message.get("raw_metadata"), dict) else {}
+            meta = as_dict(message.get("raw_metadata"))
             out[k] = {**message, "raw_metadata": {**meta, **(payload(exchange) if k == 0 else CONTINUED)}}
         messages.extend(out)
     return {**doc, "messages": messages}
@@ -82,17 +90,19 @@ def read(text: str, character: Character | None = None, *, tags: TagTable = DEFA
 
 def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     need(source, doc, (), dict, "a PAM conversation object")
-    schema = member(source, doc, (), "schema", str, f'"{SCHEMA}"')
+    schema = member(source, doc, (), "schema", kind=str, what=f'"{SCHEMA}"')
     if schema != SCHEMA:
         raise source.fail("CF901", f'schema: expected "{SCHEMA}", found {schema!r}', ("schema",))
-    messages = member(source, doc, (), "messages", list, "an array of messages")
+    messages = member(source, doc, (), "messages", kind=list, what="an array of messages")
     reader = Reader(NAME, source, tags)
     for i, message in enumerate(messages):
         path = ("messages", i)
         need(source, message, path, dict, "a message object")
-        role = member(source, message, path, "role", str, "user, assistant, system or tool")
+        role = member(source, message, path, "role", kind=str, what="user, assistant, system or tool")
         if role not in ROLES:
-            raise source.fail("CF901", f"messages[{i}].role: expected one of {', '.join(ROLES)}, found {role!r}", (*path, "role"))
+            raise source.fail(
+                "CF901", f"messages[{i}].role: expected one of {', '.join(ROLES)}, found {role!r}", (*path, "role")
+            )
         entry = marker(source, message.get("raw_metadata"), (*path, "raw_metadata"))
         if entry is not None:
             reader.ours(entry, (*path, "raw_metadata"))
@@ -116,7 +126,9 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     return reader.done(header)
 
 
-def _content(source: Source, message: dict[str, Any], path: tuple[Any, ...]) -> tuple[str | None, Any, list[tuple[str, Any]]]:
+def _content(
+    source: Source, message: dict[str, Any], path: tuple[Any, ...]
+) -> tuple[str | None, Any, list[tuple[str, Any]]]:
     content = message.get("content")
     if content is None:
         return None, None, []

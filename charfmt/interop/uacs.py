@@ -17,6 +17,8 @@ from charfmt.interop._common import (
     VERSION,
     Reader,
     Source,
+    as_dict,
+    as_list,
     document_of,
     foreign_of,
     lines,
@@ -53,7 +55,9 @@ def _set_text(message: dict[str, Any], text: str) -> dict[str, Any]:
     return {**message, "content": parts}
 
 
-def export(history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> dict[str, Any]:
+def export(
+    history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+) -> dict[str, Any]:
     """A UACS conversation of ``history``: text parts, and the exchange in a structured_data part."""
     user_name, character_name = names(character)
     actors = {
@@ -79,12 +83,16 @@ def export(history: Sequence[Exchange], character: Character | None = None, *, t
                 for k, line in enumerate(lines(exchange, tags))
             ] or [{"message_id": f"x{n}-0", "timestamp": stamp, "actor": actors["assistant"], "content": []}]
         for k, message in enumerate(out):
-            meta = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
+            meta = as_dict(message.get("metadata"))
             if k == 0:
                 data = payload(exchange)
                 part = {"type": "structured_data", "schema_id": SCHEMA_ID, "data": data}
-                content = message.get("content") if isinstance(message.get("content"), list) else []
-                out[k] = {**message, "content": [*content, part], "metadata": {**meta, KEY: {"v": VERSION, "exchange_part": len(content)}}}
+                content = as_list(message.get("content"))
+                out[k] = {
+                    **message,
+                    "content": [*content, part],
+                    "metadata": {**meta, KEY: {"v": VERSION, "exchange_part": len(content)}},
+                }
             else:
                 out[k] = {**message, "metadata": {**meta, **CONTINUED}}
         messages.extend(out)
@@ -100,23 +108,31 @@ def read(text: str, character: Character | None = None, *, tags: TagTable = DEFA
 def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     need(source, doc, (), dict, "a UACS Conversation object")
     if set(doc) == {"Conversation"}:  # the seed's root schema wraps the conversation in a property
-        raise source.fail("CF901", "the document is wrapped in {\"Conversation\": ...}; give the Conversation object itself", ())
-    messages = member(source, doc, (), "messages", list, "an array of messages")
+        raise source.fail(
+            "CF901", 'the document is wrapped in {"Conversation": ...}; give the Conversation object itself', ()
+        )
+    messages = member(source, doc, (), "messages", kind=list, what="an array of messages")
     reader = Reader(NAME, source, tags)
     for i, message in enumerate(messages):
         path = ("messages", i)
         need(source, message, path, dict, "a message object")
-        actor = member(source, message, path, "actor", dict, "an actor object {id, role}")
-        role = member(source, actor, (*path, "actor"), "role", str, "human, assistant, system or tool")
+        actor = member(source, message, path, "actor", kind=dict, what="an actor object {id, role}")
+        role = member(source, actor, (*path, "actor"), "role", kind=str, what="human, assistant, system or tool")
         if role not in ROLES:
-            raise source.fail("CF901", f"messages[{i}].actor.role: expected one of {', '.join(ROLES)}, found {role!r}", (*path, "actor", "role"))
-        content = member(source, message, path, "content", list, "an array of content parts")
+            raise source.fail(
+                "CF901",
+                f"messages[{i}].actor.role: expected one of {', '.join(ROLES)}, found {role!r}",
+                (*path, "actor", "role"),
+            )
+        content = member(source, message, path, "content", kind=list, what="an array of content parts")
         ours = _ours(source, message, content, path)
         if ours is not None:
             entry, at = ours
             reader.ours(entry, at)
             continue
-        texts, dropped, text_path = [], [], None
+        texts: list[str] = []
+        dropped: list[tuple[str, Any]] = []
+        text_path: tuple[Any, ...] | None = None
         for j, part in enumerate(content):
             at = (*path, "content", j)
             if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
@@ -125,15 +141,23 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             else:
                 kind = part.get("type") if isinstance(part, dict) else None
                 dropped.append((f"a {kind or 'malformed'} part", at))
-        reader.foreign.message(message, path, ROLES[role], "\n".join(texts) or None, text_path=text_path, dropped=dropped)
+        reader.foreign.message(
+            message, path, ROLES[role], "\n".join(texts) or None, text_path=text_path, dropped=dropped
+        )
     header = {k: v for k, v in doc.items() if k != "messages"}
     return reader.done(header)
 
 
-def _ours(source: Source, message: dict[str, Any], content: list[Any], path: tuple[Any, ...]) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
+def _ours(
+    source: Source, message: dict[str, Any], content: list[Any], path: tuple[Any, ...]
+) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
     """charfmt's entry in a message: the structured_data part's payload, or the metadata marker."""
     for j, part in enumerate(content):
-        if isinstance(part, dict) and part.get("type") == "structured_data" and str(part.get("schema_id", "")).startswith("application/vnd.charfmt."):
+        if (
+            isinstance(part, dict)
+            and part.get("type") == "structured_data"
+            and str(part.get("schema_id", "")).startswith("application/vnd.charfmt.")
+        ):
             at = (*path, "content", j, "data")
             entry = marker(source, part.get("data"), at)
             if entry is not None:

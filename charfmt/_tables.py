@@ -1,4 +1,4 @@
-"""The body grammar's text and LALR tables, the tables cached in ``charfmt/_body_table.py`` so that a valid body parses without Lark.
+"""The body grammar's text, and its LALR tables cached in ``charfmt/_body_table.py`` (a valid body parses without Lark).
 
 The grammar is ``grammars/body.lark`` plus element rules generated from a tag table
 (:func:`grammar_text`); the cache holds the tables of the default table's grammar only.

@@ -394,7 +394,9 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyE
             return _bad_key(body, pos, _key_name(tags, inside))
         if tok.type in ("TEXT", "KEY") and not inside:
             return _text_outside(body, pos, tags)
-        return BodyError("CF201", f"unexpected {_describe(tok.type, tags)}; expected {_expected(expected, tags)}", pos, end)
+        return BodyError(
+            "CF201", f"unexpected {_describe(tok.type, tags)}; expected {_expected(expected, tags)}", pos, end
+        )
     assert isinstance(e, UnexpectedCharacters)
     pos = e.pos_in_stream or 0
     ch = body[pos]

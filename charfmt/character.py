@@ -25,7 +25,16 @@ from pydantic import (
 
 from charfmt.body import BodyError, parse_body
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary, dotted_path, vocabulary_clashes
+from charfmt.models import (
+    Chat,
+    EmotionKey,
+    Reply,
+    Segment,
+    Vocabulary,
+    dotted_path,
+    error_message,
+    vocabulary_clashes,
+)
 from charfmt.parser import parse
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagSpec, TagTable
 from charfmt.userinput import UserTurn, parse_shorthand
@@ -72,7 +81,7 @@ def tag_spec(row: Any) -> TagSpec:
         raise ValueError("a tag is a table with name, role and description")
     for key in ("name", "role", "description"):
         if not isinstance(row.get(key), str):
-            raise ValueError(f"a tag needs {key} = \"...\" (a string)")
+            raise ValueError(f'a tag needs {key} = "..." (a string)')
     if row["role"] not in ROLES:
         raise ValueError(f"tag {row['name']!r}: role {row['role']!r} is not one of {', '.join(ROLES)}")
     lists: dict[str, tuple[str, ...]] = {}
@@ -83,7 +92,7 @@ def tag_spec(row: Any) -> TagSpec:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"tag {row['name']!r}: {key} is a list of strings")
         lists[key] = tuple(value)
-    return TagSpec(row["name"], row["role"], row["description"], **lists)  # type: ignore[arg-type]
+    return TagSpec(row["name"], row["role"], row["description"], **lists)
 
 
 def tag_table(value: Any) -> TagTable:
@@ -231,7 +240,7 @@ _FRIENDLY: Final = {
 def _message(err: Any) -> str:
     loc = tuple(err["loc"])
     friendly = _FRIENDLY.get((loc[0] if loc else "", err["type"]))
-    return friendly or str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return friendly or error_message(err)
 
 
 def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
@@ -245,7 +254,7 @@ def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
         except ValueError as e:
             message = str(e)
             words = (("role", "role"), ("value", "values"), ("synonym", "synonyms"), ("description", "description"))
-            field = next((k for word, k in words if word in message.split(":")[-1]), "name")
+            field = next((k for word, k in words if word in message.rpartition(":")[2]), "name")
             raise fail(("tags", i, field) if isinstance(row, dict) and field in row else ("tags", i), message) from None
         if specs[-1].role == "emotion":
             raise fail(("tags", i, "role"), f"tag {specs[-1].name!r}: the emotion tag is <{DEFAULT_TAGS.emotion.name}>")
@@ -351,7 +360,7 @@ def _example(n: int, raw: Any, character: Character, fail: _Fail) -> Any:
         except BodyError as e:
             raise fail(loc, f"{e.code} {e.message}") from None
         for tag, key in elements:
-            spec = character.tags[tag] if tag in character.tags else None
+            spec = character.tags.get(tag)
             if tag == character.tags.emotion.name and character.vocabulary.resolve(key) is None:
                 raise fail(loc, f"emotion {key!r} is not one of {', '.join(character.vocabulary.keys)}")
             if spec is not None and spec.values is not None and key not in spec.values:
@@ -449,7 +458,9 @@ def _stored_reply(text: str, character: Character) -> Reply:
     chats = [
         chat.model_copy(
             update={
-                "segments": [s.model_copy(update={"text": next(keys)}) if s.tag == emotion else s for s in chat.segments]
+                "segments": [
+                    s.model_copy(update={"text": next(keys)}) if s.tag == emotion else s for s in chat.segments
+                ]
             }
         )
         for chat in reply.chats

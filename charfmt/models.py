@@ -24,11 +24,16 @@ def dotted_path(loc: Sequence[int | str]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
+def error_message(err: Mapping[str, Any]) -> str:
+    """One pydantic error's message (its ``msg`` entry, the one key named so), without pydantic's prefixes."""
+    return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
 def validation_message(error: ValidationError) -> str:
     """The first problem of a pydantic error in plain words: ``emotions[1].key: ...``, without pydantic's prefixes."""
     first = error.errors()[0]
     where = dotted_path(first["loc"])
-    message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    message = error_message(first)
     return f"{where}: {message}" if where else message
 
 

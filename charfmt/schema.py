@@ -90,9 +90,7 @@ def _base(
             ]
         }
     else:
-        items = _chat(
-            list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary, tags=tags
-        )
+        items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary, tags=tags)
     root: dict[str, Any] = {
         "type": "object",
         "properties": {

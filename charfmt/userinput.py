@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from charfmt._resources import read_text
 from charfmt.body import Driver, Reject, _BadEntity, decode_text, grammar_text
 from charfmt.diagnostics import Diagnostic, ParseError
-from charfmt.models import ChatType, Segment, Vocabulary, check_body
+from charfmt.models import ChatType, Segment, Vocabulary, check_body, error_message
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagTable
 
 CONTEXT_FIELDS: Final = ("emotion", "action", "environment")
@@ -233,7 +233,7 @@ def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
         chats = [_chat(row) for row in chats_rows]
         return UserTurn(chats=chats, context=context)
     except ValidationError as e:
-        message = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+        message = error_message(e.errors()[0])
         raise ParseError([Diagnostic.at(text, "CF501", message, 0, len(text))], text) from None
 
 
@@ -261,6 +261,8 @@ _BRACKET: Final = re.compile(
     r"\[\[?(?P<square>[^\[\]\n]++)\]\]?|【(?P<lenticular>[^【】\n]++)】|[(（](?P<paren>[^()（）\n]++)[)）]"
 )
 """A shorthand word: ``[joy]``, ``[[joy]]``, ``【喜び】``, or in parentheses ``(怒り)``, ``（怒り）``."""
+
+
 def parse_shorthand(
     text: str,
     *,

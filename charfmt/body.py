@@ -391,7 +391,7 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyE
         if tok.type == "_NL":
             return BodyError("CF206", "blank line: exactly one newline between elements", pos, end)
         if "KEY" in expected or (inside and _is_key(tags, inside) and tok.type in ("TEXT", "KEY")):
-            return _bad_key(body, pos, _key_name(tags, inside))
+            return _bad_key(body, pos, tags)
         if tok.type in ("TEXT", "KEY") and not inside:
             return _text_outside(body, pos, tags)
         return BodyError(
@@ -402,7 +402,7 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyE
     ch = body[pos]
     in_key = "KEY" in expected or bool(inside and _is_key(tags, inside))
     if in_key and not body.startswith("</", pos):
-        return _bad_key(body, pos, _key_name(tags, inside))
+        return _bad_key(body, pos, tags)
     if ch == "<":
         return _diagnose_angle(body, pos, tags, text_context=bool(inside) or kind not in TAGGED_TYPES)
     if ch == "&":
@@ -431,9 +431,13 @@ def _is_key(tags: TagTable, name: str) -> bool:
     return spec is not None and spec.content == "key"
 
 
-def _key_name(tags: TagTable, name: str | None) -> str:
-    """What a key element's content is called in messages: ``the emotion key``, ``the sfx value``."""
-    spec = tags.get(name) if name else None
+_OPENER_BEFORE: Final = re.compile(r"<([a-z][a-z0-9_]*)>\Z")
+
+
+def _key_name(tags: TagTable, before: str) -> str:
+    """What the key after ``before`` is called in messages: ``the emotion key``, ``the sfx value``."""
+    m = _OPENER_BEFORE.search(before)
+    spec = tags.get(m.group(1)) if m else None
     return f"the {spec.name} value" if spec is not None and spec.role != "emotion" else "the emotion key"
 
 
@@ -466,9 +470,10 @@ def _line_end(body: str, pos: int) -> int:
     return len(body) if stop == -1 else stop
 
 
-def _bad_key(body: str, pos: int, what: str = "the emotion key") -> BodyError:
+def _bad_key(body: str, pos: int, tags: TagTable) -> BodyError:
     """CF208 for the key around ``pos``, saying what is wrong with it (not the rule it breaks)."""
     start = body.rfind(">", 0, pos) + 1
+    what = _key_name(tags, body[max(0, start - 40) : start])
     stop = body.find("</", pos)
     stop = len(body) if stop < 0 else stop
     key = body[start:stop]

@@ -253,7 +253,13 @@ def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
             specs.append(tag_spec(row))
         except ValueError as e:
             message = str(e)
-            words = (("role", "role"), ("value", "values"), ("synonym", "synonyms"), ("description", "description"))
+            words = (
+                ("role", "role"),
+                ("value", "values"),
+                ("synonym", "synonyms"),
+                ("prefix", "prefixes"),
+                ("description", "description"),
+            )
             field = next((k for word, k in words if word in message.rpartition(":")[2]), "name")
             raise fail(("tags", i, field) if isinstance(row, dict) and field in row else ("tags", i), message) from None
         if specs[-1].role == "emotion":

@@ -725,7 +725,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     group = sp.add_mutually_exclusive_group()
     group.add_argument("--emotions", metavar="KEYS", help="restrict <emo> to these comma-separated keys")
-    group.add_argument("--character", metavar="FILE", help="restrict <emo> to this character's emotions; add its [[tags]]")
+    group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
     add_size(sp, "--character file")
 
     command("demo", _cmd_demo, help="parse a bundled reply and show a strict error")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import gc
 import re
+from functools import cache
 from typing import Any, Final
 
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
@@ -94,12 +95,10 @@ _FIELDS: Final = frozenset(_CHAT_KEYS)
 _TYPES: Final = tuple(CHAT_TYPES)
 
 
-def _checked_tags(tags: TagTable, vocabulary: Vocabulary | None) -> dict[str, frozenset[str]]:
-    """Each tag whose content must be one of a set of keys, and that set (as written)."""
-    checked = {t.name: frozenset(t.values) for t in tags if t.values is not None}
-    if vocabulary is not None:
-        checked[tags.emotion.name] = frozenset(vocabulary.keys)
-    return checked
+@cache
+def _value_tags(tags: TagTable) -> dict[str, frozenset[str]]:
+    """Each cue tag with a closed list of values, and its values."""
+    return {t.name: frozenset(t.values) for t in tags if t.values is not None}
 
 
 def _fast(
@@ -129,7 +128,8 @@ def _fast(
     if key != "chats" or type(items) is not list:
         return None
     read = fast_reader(tags)
-    checked = _checked_tags(tags, vocabulary) if vocabulary is not None or tags is not DEFAULT_TAGS else None
+    known = None if vocabulary is None else frozenset(vocabulary.keys)
+    emotion, values = tags.emotion.name, _value_tags(tags)
     chats: list[Chat] = []
     for order, chat in enumerate(items, 1):
         if type(chat) is not tuple or len(chat) != 3:
@@ -145,8 +145,10 @@ def _fast(
         elements = read(kind, body)
         if elements is None:
             return None
-        if checked and any(tag in checked and content not in checked[tag] for tag, content in elements):
-            return None  # a key the vocabulary or the tag's values do not list as written: a decision to report
+        if known is not None and any(tag == emotion and content not in known for tag, content in elements):
+            return None  # a key the vocabulary does not list as written: a decision to report
+        if values and any(tag in values and content not in values[tag] for tag, content in elements):
+            return None  # a value outside its tag's list: an error to report
         chats.append(trusted_chat(kind, number, elements))
     return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
 

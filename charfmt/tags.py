@@ -200,18 +200,18 @@ class TagTable:
         """The tags with any of ``roles``, in table order."""
         return tuple(s for s in self.specs if s.role in roles)
 
-    @property
+    @cached_property
     def emotion(self) -> TagSpec:
         """The emotion tag."""
         return self.with_role("emotion")[0]
 
-    @property
+    @cached_property
     def action(self) -> TagSpec | None:
         """The action tag, if the table has one."""
         found = self.with_role("action")
         return found[0] if found else None
 
-    @property
+    @cached_property
     def speech(self) -> TagSpec:
         """The first speech tag: where lenient parsing puts untagged text; what TTS reads by default."""
         return self.with_role("speech")[0]

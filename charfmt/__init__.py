@@ -2,8 +2,8 @@
 
 >>> import charfmt
 >>> reply = charfmt.parse('{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\\n<msg>Hi!</msg>"}]}')
->>> [(s.tag, s.text) for s in reply.chats[0].segments]
-[('emo', 'joy'), ('msg', 'Hi!')]
+>>> [f"{s.tag}: {s.text}" for s in reply.chats[0].segments]
+['emo: joy', 'msg: Hi!']
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""The body grammar's LALR tables, cached in ``charfmt/_body_table.py`` so that a valid body parses without Lark.
+"""The body grammar's text, and its LALR tables cached in ``charfmt/_body_table.py`` (a valid body parses without Lark).
+
+The grammar is ``grammars/body.lark`` plus element rules generated from a tag table
+(:func:`grammar_text`); the cache holds the tables of the default table's grammar only.
+Any other table (``DEFAULT_TAGS.extend(...)``) gets its tables from Lark, built once per table.
+The grammar's ``KEY`` and ``TEXT`` patterns (:func:`terminal_regex`) come from the cache too,
+so the models check content without loading the parser.
 
 Building the tables means importing Lark and analysing the grammar (about half of
 charfmt's cold start). The tables are a pure function of the grammar text, so they
@@ -16,8 +22,12 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final
+
+from charfmt._resources import read_text
+from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
     from lark import Lark
@@ -25,6 +35,67 @@ if TYPE_CHECKING:
     from charfmt.body import Driver
 
 CACHE_FILE: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_body_table.py")
+
+# --- the grammar text -------------------------------------------------------------
+
+_CONTENT: Final[dict[str, tuple[str, str]]] = {"key": ("KEY", ""), "text": ("TEXT", "?")}
+"""What stands between a tag's opening and closing: by the tag's content kind, the
+terminal and how many (``?``: it may be empty)."""
+
+_C_MARK: Final = "\x1c"
+_TEXT_MARK: Final = "\x1d"
+# Internal batch rule: every body of one reply in one LALR call. The marks are C0
+# controls, which TEXT and KEY exclude, so a body can never contain one unnoticed
+# (a body that did would change the count of results, which the caller checks).
+_BATCH_RULES: Final = f"""
+// internal: all bodies of one reply in one call
+bodies: (_C_MARK c_body | _TEXT_MARK text_body)*
+_C_MARK: "\\x{ord(_C_MARK):02x}"
+_TEXT_MARK: "\\x{ord(_TEXT_MARK):02x}"
+"""
+
+
+def content_terminal(kind: str) -> tuple[str, str]:
+    """The terminal between a tag's opening and closing for content ``kind``, and its repetition."""
+    return _CONTENT[kind]
+
+
+def element_rules(tags: TagTable = DEFAULT_TAGS) -> str:
+    """The grammar rules generated from a tag table (appended to ``body.lark``)."""
+    lines = ["", "// generated from charfmt/tags.py", "?element: " + " | ".join(t.name for t in tags)]
+    for t in tags:
+        terminal, times = _CONTENT[t.content]
+        lines.append(f"{t.name}: {t.terminal}_OPEN {terminal}{times} {t.terminal}_CLOSE")
+    for t in tags:
+        lines.append(f'{t.terminal}_OPEN: "{t.open}"')
+        lines.append(f'{t.terminal}_CLOSE: "{t.close}"')
+    return "\n".join(lines) + "\n"
+
+
+@cache
+def grammar_text(tags: TagTable = DEFAULT_TAGS) -> str:
+    """The complete body grammar of ``tags``: ``grammars/body.lark`` plus the generated element rules."""
+    return read_text("grammars", "body.lark") + element_rules(tags)
+
+
+def full_grammar_text(tags: TagTable = DEFAULT_TAGS) -> str:
+    """What the parser is built from: :func:`grammar_text` plus the internal batch rule."""
+    return grammar_text(tags) + _BATCH_RULES
+
+
+@cache
+def terminal_regex(name: str) -> re.Pattern[str]:
+    """The compiled pattern of grammar terminal ``name`` (``KEY``, ``TEXT``, ``_NL``...).
+
+    These terminals do not depend on the tag table. Read from the cache when it is the
+    current grammar's; otherwise Lark builds the grammar (an edited ``body.lark``).
+    """
+    cached = cached_terminals(full_grammar_text())
+    if cached is not None and name in cached:
+        return re.compile(cached[name])
+    from charfmt.body import _lark  # noqa: PLC0415 (only an edited grammar needs Lark here)
+
+    return re.compile(_lark().get_terminal(name).pattern.to_regexp())
 
 
 def tables(lark: Lark) -> dict[str, Any]:
@@ -81,7 +152,7 @@ def tables(lark: Lark) -> dict[str, Any]:
 
 def generate() -> str:
     """The source of ``_body_table.py`` for the grammar charfmt loads now (imports Lark)."""
-    from charfmt import body  # noqa: PLC0415 (body imports this module lazily)
+    from charfmt import body  # noqa: PLC0415 (generating needs the parser)
 
     data = tables(body._lark())
     lines = [
@@ -89,7 +160,7 @@ def generate() -> str:
         "",
         "# fmt: off",
         "# ruff: noqa",
-        f"GRAMMAR = {body.full_grammar_text()!r}",
+        f"GRAMMAR = {full_grammar_text()!r}",
     ]
     lines += [f"{name} = {value!r}" for name, value in data.items()]
     return "\n".join(lines) + "\n"
@@ -122,8 +193,11 @@ class _Scanners(dict[int, "re.Pattern[str] | None"]):
         return compiled
 
 
-def cached_driver(grammar: str) -> Driver | None:
-    """A :class:`body.Driver` from the cache, without Lark; ``None`` if the cache is not for ``grammar``."""
+def cached_driver(grammar: str, tags: TagTable = DEFAULT_TAGS) -> Driver | None:
+    """A :class:`body.Driver` from the cache, without Lark; ``None`` if the cache is not for ``grammar``.
+
+    ``tags``: the table ``grammar`` was generated from (its tag rules build elements).
+    """
     from charfmt.body import Driver, _reducer  # noqa: PLC0415
 
     cache = _cache(grammar)
@@ -138,7 +212,7 @@ def cached_driver(grammar: str) -> Driver | None:
             expansion=[SimpleNamespace(name=n, is_term=t, filter_out=f) for n, t, f in expansion],
             options=SimpleNamespace(expand1=expand1),
         )
-        reducers.append((origin, len(expansion), _reducer(rule)))
+        reducers.append((origin, len(expansion), _reducer(rule, tags)))
     driver = Driver.__new__(Driver)
     driver.start_states = dict(cache.START_STATES)
     driver.end_states = dict(cache.END_STATES)

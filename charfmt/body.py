@@ -13,50 +13,39 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._resources import read_text
-from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES, TAGS, TEXT_TAG
+from charfmt._tables import (
+    _C_MARK,
+    _TEXT_MARK,
+    content_terminal,
+    element_rules,
+    full_grammar_text,
+    grammar_text,
+    terminal_regex,
+)
+from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
 if TYPE_CHECKING:  # Lark loads only to build tables the cache lacks or to explain an invalid body
     from lark import Lark
     from lark.exceptions import UnexpectedInput
 
+__all__ = [
+    "BodyError",
+    "Driver",
+    "Element",
+    "FastReader",
+    "Reject",
+    "decode_text",
+    "element_rules",
+    "fast_reader",
+    "full_grammar_text",
+    "grammar_text",
+    "parse_batch",
+    "parse_body",
+    "terminal_regex",
+]
+
 Element = tuple[str, str]
 """A parsed element: ``(tag, decoded text)``."""
-
-_C_MARK: Final = "\x1c"
-_TEXT_MARK: Final = "\x1d"
-# Internal batch rule: every body of one reply in one LALR call. The marks are C0
-# controls, which TEXT and KEY exclude, so a body can never contain one unnoticed
-# (a body that did would change the count of results, which the caller checks).
-_BATCH_RULES: Final = f"""
-// internal: all bodies of one reply in one call
-bodies: (_C_MARK c_body | _TEXT_MARK text_body)*
-_C_MARK: "\\x{ord(_C_MARK):02x}"
-_TEXT_MARK: "\\x{ord(_TEXT_MARK):02x}"
-"""
-
-
-_CONTENT: Final[dict[str, tuple[str, str]]] = {"key": ("KEY", ""), "text": ("TEXT", "?")}
-"""What stands between a tag's opening and closing: by the tag's content kind, the
-terminal and how many (``?``: it may be empty)."""
-
-
-def element_rules() -> str:
-    """The grammar rules generated from the tag table (appended to ``body.lark``)."""
-    lines = ["", "// generated from charfmt/tags.py", "?element: " + " | ".join(t.name for t in TAGS)]
-    for t in TAGS:
-        terminal, times = _CONTENT[t.content]
-        lines.append(f"{t.name}: {t.terminal}_OPEN {terminal}{times} {t.terminal}_CLOSE")
-    for t in TAGS:
-        lines.append(f'{t.terminal}_OPEN: "{t.open}"')
-        lines.append(f'{t.terminal}_CLOSE: "{t.close}"')
-    return "\n".join(lines) + "\n"
-
-
-@cache
-def grammar_text() -> str:
-    """The complete body grammar: ``grammars/body.lark`` plus the generated element rules."""
-    return read_text("grammars", "body.lark") + element_rules()
 
 
 # --- entity decoding ---------------------------------------------------------
@@ -89,32 +78,16 @@ def decode_text(raw: str) -> str:
 # --- the parser --------------------------------------------------------------
 
 
-def full_grammar_text() -> str:
-    """What the parser is built from: :func:`grammar_text` plus the internal batch rule."""
-    return grammar_text() + _BATCH_RULES
-
-
 @cache
-def _lark() -> Lark:
+def _lark(tags: TagTable = DEFAULT_TAGS) -> Lark:
     from lark import Lark  # noqa: PLC0415
 
     return Lark(
-        full_grammar_text(),
+        full_grammar_text(tags),
         parser="lalr",
         lexer="contextual",
         start=["c_body", "text_body", "bodies"],
     )
-
-
-@cache
-def terminal_regex(name: str) -> re.Pattern[str]:
-    """The compiled pattern of grammar terminal ``name`` (``KEY``, ``TEXT``...)."""
-    from charfmt._tables import cached_terminals  # noqa: PLC0415
-
-    cached = cached_terminals(full_grammar_text())
-    if cached is not None and name in cached:
-        return re.compile(cached[name])
-    return re.compile(_lark().get_terminal(name).pattern.to_regexp())
 
 
 FastReader = Callable[[str, str], "list[Element] | None"]
@@ -122,7 +95,7 @@ FastReader = Callable[[str, str], "list[Element] | None"]
 
 
 @cache
-def fast_reader() -> FastReader:
+def fast_reader(tags: TagTable = DEFAULT_TAGS) -> FastReader:
     """A reader of valid bodies by regular expression, derived from the grammar and the tag table.
 
     The body language is regular: a ``C`` body is ``element (_NL element)*``, each element
@@ -136,9 +109,9 @@ def fast_reader() -> FastReader:
     newline = terminal_regex("_NL").pattern
     element = "|".join(
         re.escape(t.open)
-        + f"(?:{terminal_regex(_CONTENT[t.content][0]).pattern}){_CONTENT[t.content][1]}"
+        + f"(?:{terminal_regex(content_terminal(t.content)[0]).pattern}){content_terminal(t.content)[1]}"
         + re.escape(t.close)
-        for t in TAGS
+        for t in tags
     )
     # ``element (_NL element)*``, written with one copy of ``element`` (compiling the
     # TEXT pattern is most of the cost of first use). Atomic and possessive: each element
@@ -146,7 +119,7 @@ def fast_reader() -> FastReader:
     # (No capturing group inside: CPython 3.11 mishandles one in a possessive repeat.)
     c_body = re.compile(f"(?:(?>{element})(?:{newline}(?!\\Z)|\\Z))++").fullmatch
     text_body = re.compile(f"(?:{terminal_regex('TEXT').pattern})").fullmatch
-    pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in TAGS) + ")>([^<]*)<").findall
+    pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in tags) + ")>([^<]*)<").findall
     tagged = TAGGED_TYPES
 
     def read(kind: str, body: str) -> list[Element] | None:
@@ -189,7 +162,7 @@ class Driver:
     Lark's own parser, which is run again on the body that failed.
     """
 
-    def __init__(self, lark: Lark) -> None:
+    def __init__(self, lark: Lark, tags: TagTable = DEFAULT_TAGS) -> None:
         from lark.parsers.lalr_analysis import Shift  # noqa: PLC0415
 
         frontend: Any = lark.parser
@@ -198,7 +171,9 @@ class Driver:
         self.start_states: dict[str, int] = table.start_states
         self.end_states: dict[str, int] = table.end_states
         terminals = {t.name: t for t in lark.terminals}
-        reducers = {rule: (str(rule.origin.name), len(rule.expansion), _reducer(rule)) for rule in parser.callbacks}
+        reducers = {
+            rule: (str(rule.origin.name), len(rule.expansion), _reducer(rule, tags)) for rule in parser.callbacks
+        }
         # Shift: (True, next state); reduce: (False, (rule name, rule length, semantic action)).
         self.states: dict[int, dict[str, tuple[bool, Any]]] = {
             state: {
@@ -255,7 +230,7 @@ class Driver:
                     return value_stack[-1]
 
 
-def _reducer(rule: Any) -> Callable[[list[Any]], Any]:
+def _reducer(rule: Any, tags: TagTable = DEFAULT_TAGS) -> Callable[[list[Any]], Any]:
     """The semantic action of one grammar rule, building ``(tag, text)`` elements.
 
     Tag rules (generated from the tag table) give an element; ``text_body`` gives a
@@ -266,11 +241,12 @@ def _reducer(rule: Any) -> Callable[[list[Any]], Any]:
     """
     name = str(rule.origin.name)
     symbols = rule.expansion
-    if name in TAG_BY_NAME:
+    spec = tags.get(name)
+    if spec is not None:
         at = next((i for i, sym in enumerate(symbols) if sym.is_term and sym.name in ("TEXT", "KEY")), None)
         if at is None:
             return lambda children: (name, "")
-        if TAG_BY_NAME[name].content == "key":
+        if spec.content == "key":
             return lambda children: (name, children[at])
         return lambda children: (name, decode_text(children[at]))
     if name == "text_body":
@@ -299,13 +275,13 @@ def _reducer(rule: Any) -> Callable[[list[Any]], Any]:
 
 
 @cache
-def _driver() -> Driver:
+def _driver(tags: TagTable = DEFAULT_TAGS) -> Driver:
     from charfmt._tables import cached_driver  # noqa: PLC0415
 
-    return cached_driver(full_grammar_text()) or Driver(_lark())
+    return cached_driver(full_grammar_text(tags), tags) or Driver(_lark(tags), tags)
 
 
-def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None:
+def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS) -> list[list[Element]] | None:
     """Parse every ``(chat type, body)`` of a reply in one LALR call.
 
     Returns one element list per body, or ``None`` when any body is invalid (then
@@ -316,12 +292,12 @@ def parse_batch(bodies: Sequence[tuple[str, str]]) -> list[list[Element]] | None
         # memory a long message takes.
         kind, body = bodies[0]
         try:
-            return [_driver().parse(body, "c_body" if kind in TAGGED_TYPES else "text_body")]
+            return [_driver(tags).parse(body, "c_body" if kind in TAGGED_TYPES else "text_body")]
         except (Reject, _BadEntity):
             return None
     doc = "".join((_C_MARK if kind in TAGGED_TYPES else _TEXT_MARK) + body for kind, body in bodies)
     try:
-        result: list[list[Element]] = _driver().parse(doc, "bodies")
+        result: list[list[Element]] = _driver(tags).parse(doc, "bodies")
     except (Reject, _BadEntity):
         return None
     return result if len(result) == len(bodies) else None
@@ -337,18 +313,18 @@ class BodyError(Exception):
     end: int
 
 
-def parse_body(kind: str, body: str) -> list[Element]:
-    """Parse one body of chat type ``kind``; raises :class:`BodyError`."""
+def parse_body(kind: str, body: str, tags: TagTable = DEFAULT_TAGS) -> list[Element]:
+    """Parse one body of chat type ``kind`` in the language of ``tags``; raises :class:`BodyError`."""
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     try:
-        result: list[Element] = _driver().parse(body, start)
+        result: list[Element] = _driver(tags).parse(body, start)
     except Reject:
         from lark.exceptions import UnexpectedInput  # noqa: PLC0415
 
         try:
-            _lark().parse(body, start=start)
+            _lark(tags).parse(body, start=start)
         except UnexpectedInput as e:
-            raise _diagnose(e, kind, body) from None
+            raise _diagnose(e, kind, body, tags) from None
         raise BodyError("CF201", "body rejected", 0, len(body)) from None  # the two parsers disagree: a bug
     except _BadEntity as e:
         at = body.find(e.entity)
@@ -370,10 +346,10 @@ def _closing_for(expected: set[str]) -> str | None:
     return None
 
 
-def _describe(token_type: str) -> str:
+def _describe(token_type: str, tags: TagTable) -> str:
     if token_type.endswith(("_OPEN", "_CLOSE")):
         stem, _, side = token_type.rpartition("_")
-        tag = TAG_BY_NAME.get(stem.lower())
+        tag = tags.get(stem.lower())
         if tag:
             return tag.open if side == "OPEN" else tag.close
     return {"_NL": "a newline", "$END": "the end of the body", "TEXT": "text", "KEY": "a key"}.get(
@@ -381,12 +357,12 @@ def _describe(token_type: str) -> str:
     )
 
 
-def _expected(expected: set[str]) -> str:
-    names = sorted(_describe(e) for e in expected if not e.startswith(("_C_MARK", "_TEXT_MARK")))
+def _expected(expected: set[str], tags: TagTable) -> str:
+    names = sorted(_describe(e, tags) for e in expected if not e.startswith(("_C_MARK", "_TEXT_MARK")))
     return ", ".join(names) if names else "nothing more"
 
 
-def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
+def _diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyError:
     """Turn a Lark error into a :class:`BodyError` with a specific code."""
     from lark.exceptions import UnexpectedCharacters, UnexpectedToken  # noqa: PLC0415
 
@@ -404,7 +380,7 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
                 return BodyError("CF210", f"empty body: {what}", 0, 0)
             if body.endswith("\n"):
                 return BodyError("CF206", "newline after the last element", pos - 1, pos)
-            return BodyError("CF201", f"unexpected end of body; expected {_expected(expected)}", pos, pos)
+            return BodyError("CF201", f"unexpected end of body; expected {_expected(expected, tags)}", pos, pos)
         if tok.type.endswith("_CLOSE") and inside:
             return BodyError("CF205", f"{tok} closes <{inside}>; expected </{inside}>", pos, end)
         if tok.type.endswith("_OPEN"):
@@ -414,19 +390,21 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
                 return BodyError("CF206", f"{tok} must start on a new line (one newline between elements)", pos, end)
         if tok.type == "_NL":
             return BodyError("CF206", "blank line: exactly one newline between elements", pos, end)
-        if "KEY" in expected or (inside and TAG_BY_NAME[inside].content == "key" and tok.type in ("TEXT", "KEY")):
-            return _bad_key(body, pos)
+        if "KEY" in expected or (inside and _is_key(tags, inside) and tok.type in ("TEXT", "KEY")):
+            return _bad_key(body, pos, tags)
         if tok.type in ("TEXT", "KEY") and not inside:
-            return _text_outside(body, pos)
-        return BodyError("CF201", f"unexpected {_describe(tok.type)}; expected {_expected(expected)}", pos, end)
+            return _text_outside(body, pos, tags)
+        return BodyError(
+            "CF201", f"unexpected {_describe(tok.type, tags)}; expected {_expected(expected, tags)}", pos, end
+        )
     assert isinstance(e, UnexpectedCharacters)
     pos = e.pos_in_stream or 0
     ch = body[pos]
-    in_key = "KEY" in expected or bool(inside and TAG_BY_NAME[inside].content == "key")
+    in_key = "KEY" in expected or bool(inside and _is_key(tags, inside))
     if in_key and not body.startswith("</", pos):
-        return _bad_key(body, pos)
+        return _bad_key(body, pos, tags)
     if ch == "<":
-        return _diagnose_angle(body, pos, text_context=bool(inside) or kind not in TAGGED_TYPES)
+        return _diagnose_angle(body, pos, tags, text_context=bool(inside) or kind not in TAGGED_TYPES)
     if ch == "&":
         m = re.compile(r"&[#\w]*;?").match(body, pos)
         got = m.group() if m else "&"
@@ -436,20 +414,39 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str) -> BodyError:
     if "_NL" in expected:
         if ch in "\r\n":
             return BodyError("CF206", "elements are separated by exactly one '\\n'", pos, pos + 1)
+        speech = tags.speech
         return BodyError(
-            "CF203", "text after an element: put it inside <msg>…</msg> on its own line", pos, _line_end(body, pos)
+            "CF203",
+            f"text after an element: put it inside {speech.open}…{speech.close} on its own line",
+            pos,
+            _line_end(body, pos),
         )
     if kind in TAGGED_TYPES and not inside:
-        return _text_outside(body, pos)
-    return BodyError("CF201", f"unexpected {ch!r}; expected {_expected(expected)}", pos, pos + 1)
+        return _text_outside(body, pos, tags)
+    return BodyError("CF201", f"unexpected {ch!r}; expected {_expected(expected, tags)}", pos, pos + 1)
 
 
-def _diagnose_angle(body: str, pos: int, *, text_context: bool) -> BodyError:
+def _is_key(tags: TagTable, name: str) -> bool:
+    spec = tags.get(name)
+    return spec is not None and spec.content == "key"
+
+
+_OPENER_BEFORE: Final = re.compile(r"<([a-z][a-z0-9_]*)>\Z")
+
+
+def _key_name(tags: TagTable, before: str) -> str:
+    """What the key after ``before`` is called in messages: ``the emotion key``, ``the sfx value``."""
+    m = _OPENER_BEFORE.search(before)
+    spec = tags.get(m.group(1)) if m else None
+    return f"the {spec.name} value" if spec is not None and spec.role != "emotion" else "the emotion key"
+
+
+def _diagnose_angle(body: str, pos: int, tags: TagTable, *, text_context: bool) -> BodyError:
     """A '<' the lexer could not use: a raw '<' in text, a tag with attributes, or an unknown tag."""
     m = _TAG_AT.match(body, pos)
     if m:
         slash, name, attrs, _self_closing = m.groups()
-        if name.lower() in TAG_BY_NAME:
+        if name.lower() in tags:
             if attrs.strip():
                 return BodyError(
                     "CF212", f"{m.group()}: tags take no attributes; write <{slash}{name.lower()}>", pos, m.end()
@@ -462,10 +459,10 @@ def _diagnose_angle(body: str, pos: int, *, text_context: bool) -> BodyError:
             )
     if text_context:
         return BodyError("CF207", "raw '<' in text: write it as &lt;", pos, pos + 1)
-    tags = ", ".join(t.open for t in TAGS)
+    names = ", ".join(t.open for t in tags)
     if m:
-        return BodyError("CF204", f"unknown tag {m.group()}; the tags are {tags}", pos, m.end())
-    return BodyError("CF204", f"'<' does not start a tag; the tags are {tags}", pos, pos + 1)
+        return BodyError("CF204", f"unknown tag {m.group()}; the tags are {names}", pos, m.end())
+    return BodyError("CF204", f"'<' does not start a tag; the tags are {names}", pos, pos + 1)
 
 
 def _line_end(body: str, pos: int) -> int:
@@ -473,35 +470,36 @@ def _line_end(body: str, pos: int) -> int:
     return len(body) if stop == -1 else stop
 
 
-def _bad_key(body: str, pos: int) -> BodyError:
+def _bad_key(body: str, pos: int, tags: TagTable) -> BodyError:
     """CF208 for the key around ``pos``, saying what is wrong with it (not the rule it breaks)."""
     start = body.rfind(">", 0, pos) + 1
+    what = _key_name(tags, body[max(0, start - 40) : start])
     stop = body.find("</", pos)
     stop = len(body) if stop < 0 else stop
     key = body[start:stop]
     if not key:
-        return BodyError("CF208", "the emotion key is empty", start, start)
+        return BodyError("CF208", f"{what} is empty", start, start)
     if key != key.strip():
         at = start if key[0].isspace() else start + len(key.rstrip())
-        return BodyError("CF208", f"the emotion key {key!r} starts or ends with whitespace", at, at + 1)
+        return BodyError("CF208", f"{what} {key!r} starts or ends with whitespace", at, at + 1)
     for n, ch in enumerate(key):
         if ch in "<>&" or ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF:
             what = repr(ch) if ch in "<>&" else f"U+{ord(ch):04X}"
             return BodyError(
                 "CF208",
-                f"the emotion key {key!r} holds {what}: a key has no markup, entities or control characters",
+                f"{what} {key!r} holds {what}: a key has no markup, entities or control characters",
                 start + n,
                 start + n + 1,
             )
-    return BodyError("CF208", f"the emotion key {key!r} is not a key", start, stop)
+    return BodyError("CF208", f"{what} {key!r} is not a key", start, stop)
 
 
-def _text_outside(body: str, pos: int) -> BodyError:
+def _text_outside(body: str, pos: int, tags: TagTable) -> BodyError:
     if body[pos] in " \t\r\n":
         return BodyError("CF206", "whitespace between elements: exactly one '\\n' and nothing else", pos, pos + 1)
     return BodyError(
         "CF203",
-        "text outside an element: a C body holds only <emo>, <act>, <msg>, <thought> lines",
+        f"text outside an element: a C body holds only {', '.join(t.open for t in tags)} lines",
         pos,
         _line_end(body, pos),
     )

@@ -11,13 +11,32 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from charfmt.body import BodyError, parse_body
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary, dotted_path, vocabulary_clashes
+from charfmt.models import (
+    Chat,
+    EmotionKey,
+    Reply,
+    Segment,
+    Vocabulary,
+    dotted_path,
+    error_message,
+    vocabulary_clashes,
+)
 from charfmt.parser import parse
-from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagSpec, TagTable
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
 
@@ -50,8 +69,68 @@ class Exchange(BaseModel):
 
 
 def _action(text: str) -> str:
-    Segment(tag="act", text=text)  # the same rules as an <act> the model writes
+    Segment(tag=TEXT_TAG, text=text)  # the same rules as any text the model writes
     return text
+
+
+_TAG_KEYS: Final = ("name", "role", "description", "values", "synonyms", "prefixes")
+"""What a ``[[tags]]`` table of a character file holds."""
+
+
+def tag_spec(row: Any) -> TagSpec:
+    """One ``[[tags]]`` entry (a mapping, or a ``TagSpec``) as a ``TagSpec``; raises ``ValueError``."""
+    if isinstance(row, TagSpec):
+        return row
+    if not isinstance(row, dict):
+        raise ValueError("a tag is a table with name, role and description")
+    for key in ("name", "role", "description"):
+        if not isinstance(row.get(key), str):
+            raise ValueError(f'a tag needs {key} = "..." (a string)')
+    if row["role"] not in ROLES:
+        raise ValueError(f"tag {row['name']!r}: role {row['role']!r} is not one of {', '.join(ROLES)}")
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in ("values", "synonyms", "prefixes"):
+        value = row.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"tag {row['name']!r}: {key} is a list of strings")
+        lists[key] = tuple(value)
+    return TagSpec(row["name"], row["role"], row["description"], **lists)
+
+
+def tag_table(value: Any) -> TagTable:
+    """A character's tags: a ``TagTable`` as it is; a list of tags extends ``DEFAULT_TAGS``.
+
+    A list that declares an emotion tag is a whole table of its own (what ``model_dump`` writes
+    for a table that does not start with the default tags).
+    """
+    if isinstance(value, TagTable):
+        return value
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("tags is a list of [[tags]] tables")
+    specs = [tag_spec(row) for row in value]
+    if any(spec.role == "emotion" for spec in specs):
+        return TagTable(tuple(specs))
+    return DEFAULT_TAGS.extend(*specs)
+
+
+def _tag_rows(table: TagTable) -> list[dict[str, Any]]:
+    """What ``model_dump`` writes: the tags beyond the defaults (or every tag of another table)."""
+    start = len(DEFAULT_TAGS) if table.specs[: len(DEFAULT_TAGS)] == DEFAULT_TAGS.specs else 0
+    rows = []
+    for spec in table.specs[start:]:
+        row: dict[str, Any] = {"name": spec.name, "role": spec.role, "description": spec.description}
+        if spec.values is not None:
+            row["values"] = list(spec.values)
+        for key, words in (("synonyms", spec.synonyms), ("prefixes", spec.prefixes)):
+            if words:
+                row[key] = list(words)
+        rows.append(row)
+    return rows
+
+
+_Tags = Annotated[TagTable, PlainValidator(tag_table), PlainSerializer(_tag_rows)]
 
 
 _BOM: Final = "\ufeff"
@@ -86,18 +165,22 @@ class Character(BaseModel):
     emotions: list[EmotionKey] = Field(min_length=1)
     """The emotion vocabulary: keys with descriptions, sprites and aliases."""
     actions: list[Annotated[str, AfterValidator(_action)]] = Field(default_factory=list)
-    """Suggested actions for ``<act>`` (the model may use others)."""
+    """Suggested actions for the action tag (``<act>``; the model may use others)."""
+    tags: _Tags = DEFAULT_TAGS
+    """The tags the character writes: ``DEFAULT_TAGS`` plus the file's ``[[tags]]`` (sound
+    effects, motions...). Parsing, prompts, grammars and schemas for this character use them."""
     examples: list[Exchange] = Field(default_factory=list)
     """Few-shot exchanges shown in the system prompt."""
 
     @model_validator(mode="after")
     def _examples_use_the_vocabulary(self) -> Character:
         vocab = self.vocabulary
+        emotion = self.tags.emotion.name
         for n, example in enumerate(self.examples):
             for side, chats in (("user", example.user.chats), ("reply", example.reply.chats)):
                 for chat in chats:
                     for seg in chat.segments:
-                        if _is_key(seg.tag) and vocab.resolve(seg.text) is None:
+                        if seg.tag == emotion and vocab.resolve(seg.text) is None:
                             raise ValueError(f"example {n} ({side}): emotion {seg.text!r} is not in emotions")
         return self
 
@@ -107,8 +190,8 @@ class Character(BaseModel):
         return Vocabulary(emotions=self.emotions)
 
     def shorthand(self, text: str) -> UserTurn:
-        """``parse_shorthand`` with this character's vocabulary and actions."""
-        return parse_shorthand(text, vocabulary=self.vocabulary, actions=self.actions)
+        """``parse_shorthand`` with this character's vocabulary, actions and tags."""
+        return parse_shorthand(text, vocabulary=self.vocabulary, actions=self.actions, tags=self.tags)
 
     @classmethod
     def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Character:
@@ -137,6 +220,8 @@ class Character(BaseModel):
                 raise fail(("emotions", *err["loc"]), _message(err)) from None
             for where, message in vocabulary_clashes(emotions):
                 raise fail(("emotions", *where), message)
+            if "tags" in data:
+                data["tags"] = _toml_tags(data["tags"], fail)
             try:
                 # Examples are read with the character's own vocabulary and actions.
                 base = cls.model_validate({**data, "examples": []})
@@ -159,12 +244,36 @@ _FRIENDLY: Final = {
 def _message(err: Any) -> str:
     loc = tuple(err["loc"])
     friendly = _FRIENDLY.get((loc[0] if loc else "", err["type"]))
-    return friendly or str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return friendly or error_message(err)
 
 
-def _is_key(tag: str) -> bool:
-    spec = TAG_BY_NAME.get(tag)
-    return spec is not None and spec.content == "key"
+def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
+    """The ``[[tags]]`` of a character file as its tag table; errors point at the entry."""
+    if not isinstance(rows, list):
+        raise fail(("tags",), "tags are [[tags]] tables (name, role, description)")
+    specs = []
+    for i, row in enumerate(rows):
+        try:
+            specs.append(tag_spec(row))
+        except ValueError as e:
+            message = str(e)
+            words = (
+                ("role", "role"),
+                ("value", "values"),
+                ("synonym", "synonyms"),
+                ("prefix", "prefixes"),
+                ("description", "description"),
+            )
+            field = next((k for word, k in words if word in message.rpartition(":")[2]), "name")
+            raise fail(("tags", i, field) if isinstance(row, dict) and field in row else ("tags", i), message) from None
+        if specs[-1].role == "emotion":
+            raise fail(("tags", i, "role"), f"tag {specs[-1].name!r}: the emotion tag is <{DEFAULT_TAGS.emotion.name}>")
+        try:
+            DEFAULT_TAGS.extend(*specs)
+        except ValueError as e:
+            defaults = ", ".join(DEFAULT_TAGS.names)
+            raise fail(("tags", i, "name"), f"{e} (the default tags are {defaults})") from None
+    return DEFAULT_TAGS.extend(*specs)
 
 
 _Fail = Callable[[tuple[Any, ...], str], CharacterError]
@@ -188,7 +297,7 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
                 raise fail((*loc, key), f"unknown key {key!r}; {hint}")
 
     check(data, list(Character.model_fields), ())
-    for name, keys in (("emotions", list(EmotionKey.model_fields)), ("examples", _EXAMPLE_KEYS)):
+    for name, keys in (("emotions", list(EmotionKey.model_fields)), ("examples", _EXAMPLE_KEYS), ("tags", _TAG_KEYS)):
         rows = data.get(name)
         for i, row in enumerate(rows if isinstance(rows, list) else ()):
             check(row, keys, (name, i))
@@ -257,12 +366,15 @@ def _example(n: int, raw: Any, character: Character, fail: _Fail) -> Any:
         if not isinstance(body, str):
             raise fail(loc, "body must be a string")
         try:
-            elements = parse_body(kind, body)
+            elements = parse_body(kind, body, character.tags)
         except BodyError as e:
             raise fail(loc, f"{e.code} {e.message}") from None
         for tag, key in elements:
-            if _is_key(tag) and character.vocabulary.resolve(key) is None:
+            spec = character.tags.get(tag)
+            if tag == character.tags.emotion.name and character.vocabulary.resolve(key) is None:
                 raise fail(loc, f"emotion {key!r} is not one of {', '.join(character.vocabulary.keys)}")
+            if spec is not None and spec.values is not None and key not in spec.values:
+                raise fail(loc, f"CF131 <{tag}> value {key!r} is not one of {', '.join(spec.values)}")
         chats.append(Chat(type=kind, order=i + 1, segments=[Segment(tag=t, text=s) for t, s in elements]))
     return {"user": user.model_dump(), "reply": Reply(chats=chats).model_dump()}
 
@@ -339,24 +451,27 @@ def _stored_reply(text: str, character: Character) -> Reply:
     Anything else is the strict ``ParseError``: a history file is data charfmt wrote, not a
     model's reply to repair. The character's vocabulary applies as in strict parsing.
     """
+    tags, emotion = character.tags, character.tags.emotion.name
     try:
-        return parse(text, vocabulary=character.vocabulary)
+        return parse(text, vocabulary=character.vocabulary, tags=tags)
     except ParseError:
-        reply = parse(text, lenient=True)
-        if is_canonical(reply) or json.loads(dumps(reply)) != _json_or_none(text):
+        reply = parse(text, lenient=True, tags=tags)
+        if is_canonical(reply, tags) or json.loads(dumps(reply)) != _json_or_none(text):
             raise
     # The canonical part, strictly, with the vocabulary (its own errors if a key is unknown);
     # its keys, in order, are the stored reply's emotion keys as the vocabulary reads them.
     keys = iter(
         seg.text
-        for chat in parse(dumps(canonical_form(reply)), vocabulary=character.vocabulary).chats
+        for chat in parse(dumps(canonical_form(reply, tags)), vocabulary=character.vocabulary, tags=tags).chats
         for seg in chat.segments
-        if _is_key(seg.tag)
+        if seg.tag == emotion
     )
     chats = [
         chat.model_copy(
             update={
-                "segments": [s.model_copy(update={"text": next(keys)}) if _is_key(s.tag) else s for s in chat.segments]
+                "segments": [
+                    s.model_copy(update={"text": next(keys)}) if s.tag == emotion else s for s in chat.segments
+                ]
             }
         )
         for chat in reply.chats

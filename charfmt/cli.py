@@ -566,9 +566,10 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _cmd_grammar(args: argparse.Namespace) -> int:
     from charfmt.export import grammar  # noqa: PLC0415
 
-    vocabulary = None
+    vocabulary = tags = None
     if args.character is not None:
-        vocabulary = _load_character(args.character, args.max_size).vocabulary
+        character = _load_character(args.character, args.max_size)
+        vocabulary, tags = character.vocabulary, character.tags
     elif args.emotions is not None:
         keys = [k.strip() for k in args.emotions.split(",") if k.strip()]
         if not keys:
@@ -577,7 +578,7 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
             vocabulary = Vocabulary.of(*keys)
         except ValueError as e:  # pydantic's ValidationError: a key the format cannot hold
             _usage_error(args, f"argument --emotions: {_first_line(e)}")
-    sys.stdout.write(grammar(args.target, vocabulary=vocabulary))
+    sys.stdout.write(grammar(args.target, vocabulary=vocabulary, tags=tags))
     if args.target == "regex":
         sys.stdout.write("\n")
     return EXIT_OK
@@ -724,7 +725,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     group = sp.add_mutually_exclusive_group()
     group.add_argument("--emotions", metavar="KEYS", help="restrict <emo> to these comma-separated keys")
-    group.add_argument("--character", metavar="FILE", help="restrict <emo> to this character's emotions")
+    group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
     add_size(sp, "--character file")
 
     command("demo", _cmd_demo, help="parse a bundled reply and show a strict error")

@@ -31,6 +31,9 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF111": ("error", "two chats share one order"),
     "CF112": ("warning", "orders are not 1..n: some are missing"),
     "CF113": ("warning", "chats are not listed in order; presented sorted"),
+    # CF13x: tag roles (custom tags)
+    "CF131": ("error", "a cue tag's value is not one of its values"),
+    "CF132": ("warning", "a cue tag's value is not one of its values; kept as written (lenient)"),
     # body
     "CF201": ("error", "syntax error in a body"),
     "CF202": ("error", "element not closed before the end of the body"),

@@ -2,19 +2,55 @@
 
 ``Reply.events()`` yields them for a parsed reply; the streaming parser emits the
 same types as text arrives. Every event has a ``kind`` and a ``chat`` index.
+
+This module sits below the models: it reads a reply through the small protocols below
+(what a ``Reply``, ``Chat`` and ``Segment`` have), so ``models`` imports it and not the
+other way round.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from charfmt.diagnostics import Diagnostic
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
-if TYPE_CHECKING:
-    from charfmt.models import Reply, Segment
+
+class SegmentLike(Protocol):
+    """What events read of a segment (``charfmt.Segment``)."""
+
+    @property
+    def tag(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def intensity(self) -> float | None: ...
+
+
+class ChatLike(Protocol):
+    """What events read of a chat (``charfmt.Chat``)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def order(self) -> int: ...
+    @property
+    def segments(self) -> Sequence[SegmentLike]: ...
+
+
+class ReplyLike(Protocol):
+    """What events read of a reply (``charfmt.Reply``)."""
+
+    @property
+    def chats(self) -> Sequence[ChatLike]: ...
+    @property
+    def diagnostics(self) -> Sequence[Diagnostic]: ...
+    @property
+    def reasoning(self) -> str | None: ...
+    @property
+    def dialect(self) -> str | None: ...
 
 
 @dataclass(slots=True)
@@ -173,7 +209,7 @@ Event = (
 """Every event type; switch on ``event.kind``."""
 
 
-def segment_events(chat: int, n: int, seg: Segment, tags: TagTable = DEFAULT_TAGS) -> list[Event]:
+def segment_events(chat: int, n: int, seg: SegmentLike, tags: TagTable = DEFAULT_TAGS) -> list[Event]:
     """The events of one segment; what they are follows the tag's role in ``tags``.
 
     A tag the table does not know (kept by lenient parsing) streams as text.
@@ -193,7 +229,7 @@ def segment_events(chat: int, n: int, seg: Segment, tags: TagTable = DEFAULT_TAG
     return out
 
 
-def reply_events(reply: Reply, tags: TagTable = DEFAULT_TAGS) -> Iterator[Event]:
+def reply_events(reply: ReplyLike, tags: TagTable = DEFAULT_TAGS) -> Iterator[Event]:
     """Reasoning, diagnostics, then each chat in display order, element by element, then the dialect."""
     if reply.reasoning:
         yield Reasoning(reply.reasoning)

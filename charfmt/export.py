@@ -35,7 +35,7 @@ from lark.load_grammar import load_grammar
 from charfmt.body import grammar_text
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
-from charfmt.tags import CHAT_TYPES, TAGGED_TYPES
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagTable
 
 TARGETS: Final = ("lark", "gbnf", "regex")
 
@@ -364,9 +364,13 @@ def _ebnf(tree: Any) -> Node:
 
 
 @cache
-def _body_grammar() -> tuple[dict[str, Node], dict[str, Node]]:
-    """The body grammar's rules and terminals (decoded level), read from the shipped grammar."""
-    text = grammar_text()
+def _body_grammar(tags: TagTable = DEFAULT_TAGS) -> tuple[dict[str, Node], dict[str, Node]]:
+    """The body grammar's rules and terminals (decoded level), read from the shipped grammar.
+
+    A cue tag with a list of values gets its own terminal ``NAME_VALUE``, one of them, in
+    place of ``KEY``: what a constrained model writes there is always one of the values.
+    """
+    text = grammar_text(tags)
     loaded, _ = load_grammar(text, "<body>", None, False)  # type: ignore[no-untyped-call]
     rules = {str(name): _ebnf(tree) for name, _params, tree, _opts in loaded.rule_defs}
     lark = Lark(text, parser="lalr", start=["c_body", "text_body"])
@@ -376,6 +380,11 @@ def _body_grammar() -> tuple[dict[str, Node], dict[str, Node]]:
             terminals[t.name] = Lit(t.pattern.value)
         else:
             terminals[t.name] = from_regex(t.pattern.value)
+    for spec in tags:
+        if spec.values is not None:
+            value = f"{spec.terminal}_VALUE"
+            terminals[value] = Alt(tuple(Lit(v) for v in spec.values))
+            rules[spec.name] = Seq((Ref(f"{spec.terminal}_OPEN"), Ref(value), Ref(f"{spec.terminal}_CLOSE")))
     return rules, terminals
 
 
@@ -385,9 +394,9 @@ def _key(vocabulary: Vocabulary | None, default: Node) -> Node:
     return Alt(tuple(Lit(k) for k in vocabulary.keys))
 
 
-def reply_grammar(vocabulary: Vocabulary | None = None) -> Grammar:
-    """The whole reply: the JSON envelope, with bodies in the tag language inside JSON strings."""
-    body_rules, body_terms = _body_grammar()
+def reply_grammar(vocabulary: Vocabulary | None = None, tags: TagTable | None = None) -> Grammar:
+    """The whole reply: the JSON envelope, with bodies in the tag language of ``tags`` inside JSON strings."""
+    body_rules, body_terms = _body_grammar(DEFAULT_TAGS if tags is None else tags)
     terminals = {name: json_encoded(lexeme_friendly(node)) for name, node in body_terms.items()}
     terminals["KEY"] = json_encoded(_key(vocabulary, lexeme_friendly(body_terms["KEY"])))
     terminals["ORDER"] = from_regex(r"[1-9][0-9]*")
@@ -542,12 +551,14 @@ def _lark_literal(text: str) -> str:
 _LARK_RULES: Final = _Syntax(lambda cp: f"\\x{{{cp:x}}}", _lark_literal, False, ("(", ")"), " ", " | ")
 
 
-def body_regex(kind: str = "C", *, vocabulary: Vocabulary | None = None, flavor: str = "python") -> str:
-    """An anchored regular expression for a decoded body of chat type ``kind``.
+def body_regex(
+    kind: str = "C", *, vocabulary: Vocabulary | None = None, flavor: str = "python", tags: TagTable | None = None
+) -> str:
+    """An anchored regular expression for a decoded body of chat type ``kind`` (tags of ``tags``).
 
     ``flavor``: ``python`` (``re``), or ``ecma`` (JSON Schema ``pattern``).
     """
-    rules, terminals = _body_grammar()
+    rules, terminals = _body_grammar(DEFAULT_TAGS if tags is None else tags)
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     node = _inline(Ref(start), rules, terminals)
@@ -640,18 +651,19 @@ def _gbnf_target(g: Grammar) -> str:
     return "\n".join(lines) + "\n"
 
 
-def grammar(target: str, *, vocabulary: Vocabulary | None = None) -> str:
+def grammar(target: str, *, vocabulary: Vocabulary | None = None, tags: TagTable | None = None) -> str:
     """The reply format as a grammar for a constrained-decoding engine.
 
     ``lark``: llguidance's Lark syntax for the whole reply (llguidance, vLLM
     ``structured_outputs={"grammar": ...}``, SGLang, outlines ``CFG``); ``gbnf``: the
     same for llama.cpp; ``regex``: one decoded ``C`` body, for engines that take only
-    a regular expression. With ``vocabulary``, ``<emo>`` holds only its keys.
+    a regular expression. With ``vocabulary``, the emotion tag holds only its keys;
+    ``tags``: the tag table (``None``: ``DEFAULT_TAGS``), a cue with values holds one of them.
     """
     if target == "lark":
-        return _lark_target(reply_grammar(vocabulary))
+        return _lark_target(reply_grammar(vocabulary, tags))
     if target == "gbnf":
-        return _gbnf_target(reply_grammar(vocabulary))
+        return _gbnf_target(reply_grammar(vocabulary, tags))
     if target == "regex":
-        return body_regex("C", vocabulary=vocabulary)
+        return body_regex("C", vocabulary=vocabulary, tags=tags)
     raise ExportError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")

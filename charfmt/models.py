@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from charfmt.body import terminal_regex
+from charfmt._tables import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.tags import DEFAULT_TAGS, TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG, TagTable
-
-if TYPE_CHECKING:
-    from charfmt.events import Event
+from charfmt.events import Event, reply_events
+from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
 ChatType = Literal["C", "I", "E"]
 
@@ -26,11 +24,16 @@ def dotted_path(loc: Sequence[int | str]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
+def error_message(err: Mapping[str, Any]) -> str:
+    """One pydantic error's message (its ``msg`` entry, the one key named so), without pydantic's prefixes."""
+    return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
 def validation_message(error: ValidationError) -> str:
     """The first problem of a pydantic error in plain words: ``emotions[1].key: ...``, without pydantic's prefixes."""
     first = error.errors()[0]
     where = dotted_path(first["loc"])
-    message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    message = error_message(first)
     return f"{where}: {message}" if where else message
 
 
@@ -71,15 +74,18 @@ class Segment(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
 
     tag: str
-    """``emo``, ``act``, ``msg``, ``thought``, or ``text`` for an untagged I/E body."""
+    """A tag name of the tag table (or of your own table), or ``text`` for an untagged I/E body."""
     text: str
-    """Decoded content: the emotion key for ``emo``, otherwise the text as shown."""
+    """Decoded content: the key of a key tag (the emotion, a cue with a list of values), otherwise the text as shown."""
     intensity: float | None = None
     """How strong the emotion is, 0 to 1, when a lenient read found one (``[surprised:0.6]``)."""
 
     @model_validator(mode="after")
     def _check(self) -> Segment:
-        spec = TAG_BY_NAME.get(self.tag)
+        # A segment does not know which table it belongs to: the default table's tags are
+        # checked by their content kind, any other name must look like a tag name (a
+        # custom tag, or an unknown tag lenient parsing kept); the parser checks the rest.
+        spec = DEFAULT_TAGS.get(self.tag)
         if spec is None and self.tag != TEXT_TAG and not _UNKNOWN_TAG.fullmatch(self.tag):
             raise ValueError(f"segment tag {self.tag!r} is not a tag name")
         if spec is not None and spec.content == "key":
@@ -180,8 +186,6 @@ class Reply(BaseModel):
 
     def events(self, tags: TagTable | None = None) -> Iterator[Event]:
         """The reply as the event stream a streaming parse would emit (roles from ``tags``)."""
-        from charfmt.events import reply_events  # noqa: PLC0415 (events load with streaming, not parsing)
-
         return reply_events(self, DEFAULT_TAGS if tags is None else tags)
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import codecs
 import gc
 import re
+from functools import cache
 from typing import Any, Final
 
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
-from charfmt.tags import CHAT_TYPES, TAG_BY_NAME
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 from charfmt.vocabulary import apply_vocabulary
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
@@ -25,7 +26,6 @@ DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 _GC_PAUSE_ABOVE: Final = 64 * 1024
 _PROBE: Final = 64 * 1024
 _CHAT_KEYS: Final = ("type", "order", "body")
-_KEY_TAGS: Final = frozenset(t.name for t in TAG_BY_NAME.values() if t.content == "key")
 
 
 def parse(
@@ -33,22 +33,33 @@ def parse(
     *,
     lenient: bool = False,
     vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
 ) -> Reply:
     """Parse a model reply ``{"chats": [...]}`` into a :class:`Reply`.
 
     Strict (default): raise :class:`ParseError` on any error. Lenient: never raise;
     valid input gives exactly the strict result, anything else is recovered (see
-    ``docs/LENIENT.md``) with every repair in ``Reply.diagnostics``.
+    ``docs/LENIENT.md``) with every repair in ``Reply.diagnostics``. ``tags``: the tag
+    table the bodies are written in (``None``: :data:`charfmt.DEFAULT_TAGS`); the
+    emotion tag's keys are checked against ``vocabulary``, a cue tag with a list of
+    values holds one of them.
     """
+    table = DEFAULT_TAGS if tags is None else tags
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
-        reply = _fast(text, vocabulary, max_size)
-        return reply if reply is not None else _parse(text, lenient, vocabulary, max_size, fast=False)
-    return _parse(text, lenient, vocabulary, max_size)
+        reply = _fast(text, vocabulary, max_size, table)
+        return reply if reply is not None else _parse(text, lenient, vocabulary, max_size, fast=False, tags=table)
+    return _parse(text, lenient, vocabulary, max_size, tags=table)
 
 
 def _parse(
-    text: str | bytes, lenient: bool, vocabulary: Vocabulary | None, max_size: int, *, fast: bool = True
+    text: str | bytes,
+    lenient: bool,
+    vocabulary: Vocabulary | None,
+    max_size: int,
+    *,
+    fast: bool = True,
+    tags: TagTable = DEFAULT_TAGS,
 ) -> Reply:
     """:func:`parse`; ``fast=False`` skips the fast path (tests compare the two)."""
     # A large reply allocates hundreds of thousands of models at once; the cyclic
@@ -59,10 +70,10 @@ def _parse(
         gc.disable()
     try:
         if fast:
-            fast_reply = _fast(text, vocabulary, max_size)
+            fast_reply = _fast(text, vocabulary, max_size, tags)
             if fast_reply is not None:
                 return fast_reply
-        run = _Run(lenient, vocabulary)
+        run = _Run(lenient, vocabulary, tags)
         try:
             reply = run.parse(text, max_size)
         except _Stop:
@@ -76,7 +87,7 @@ def _parse(
     if failed and not lenient:
         raise ParseError(reply.diagnostics, run.source)
     if failed and not any(d.code in _FINAL for d in reply.diagnostics):
-        return _recover(text, vocabulary)
+        return _recover(text, vocabulary, tags)
     return reply
 
 
@@ -84,7 +95,15 @@ _FIELDS: Final = frozenset(_CHAT_KEYS)
 _TYPES: Final = tuple(CHAT_TYPES)
 
 
-def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Reply | None:
+@cache
+def _value_tags(tags: TagTable) -> dict[str, frozenset[str]]:
+    """Each cue tag with a closed list of values, and its values."""
+    return {t.name: frozenset(t.values) for t in tags if t.values is not None}
+
+
+def _fast(
+    text: str | bytes, vocabulary: Vocabulary | None, max_size: int, tags: TagTable = DEFAULT_TAGS
+) -> Reply | None:
     """The reply, when ``text`` is a valid reply that needs no diagnostic at all; else ``None``.
 
     Equal to what the full path returns for such input: the same checks, written for
@@ -108,8 +127,9 @@ def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Re
     key, items = top[0]
     if key != "chats" or type(items) is not list:
         return None
-    read = fast_reader()
+    read = fast_reader(tags)
     known = None if vocabulary is None else frozenset(vocabulary.keys)
+    emotion, values = tags.emotion.name, _value_tags(tags)
     chats: list[Chat] = []
     for order, chat in enumerate(items, 1):
         if type(chat) is not tuple or len(chat) != 3:
@@ -125,8 +145,10 @@ def _fast(text: str | bytes, vocabulary: Vocabulary | None, max_size: int) -> Re
         elements = read(kind, body)
         if elements is None:
             return None
-        if known is not None and any(tag in _KEY_TAGS and content not in known for tag, content in elements):
+        if known is not None and any(tag == emotion and content not in known for tag, content in elements):
             return None  # a key the vocabulary does not list as written: a decision to report
+        if values and any(tag in values and content not in values[tag] for tag, content in elements):
+            return None  # a value outside its tag's list: an error to report
         chats.append(trusted_chat(kind, number, elements))
     return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
 
@@ -147,7 +169,7 @@ def lenient_text(data: str | bytes) -> str:
     return _ESCAPED_BYTES.sub(lambda m: "\ufffd" * len(m.group()), data)
 
 
-def _recover(text: str | bytes, vocabulary: Vocabulary | None) -> Reply:
+def _recover(text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
     from charfmt.recover import recover  # noqa: PLC0415 (valid input never needs recovery)
 
@@ -170,7 +192,10 @@ def _recover(text: str | bytes, vocabulary: Vocabulary | None) -> Reply:
     if pause:
         gc.disable()
     try:
-        return recover(text, vocabulary, prior)
+        if tags is DEFAULT_TAGS:
+            return recover(text, vocabulary, prior)
+        # The tags parameter of recover() lands with the dialect table (issue 13.3).
+        return recover(text, vocabulary, prior, tags)  # type: ignore[call-arg,unused-ignore]
     except Exception as e:  # lenient parsing promises never to raise
         crash = Diagnostic.at(
             text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0
@@ -190,9 +215,12 @@ class _Stop(Exception):
 class _Run:
     """The state of one parse: the raw source, the locator, the diagnostics so far."""
 
-    def __init__(self, lenient: bool, vocabulary: Vocabulary | None) -> None:
+    def __init__(self, lenient: bool, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> None:
         self.lenient = lenient
         self.vocabulary = vocabulary
+        self.tags = tags
+        self._emotion = tags.emotion.name
+        self._values = {t.name: t.values for t in tags if t.values is not None}
         self.source = ""
         self.diagnostics: list[Diagnostic] = []
         self._locator: Locator | None = None
@@ -228,7 +256,7 @@ class _Run:
         # built (popped from reversed lists: the bodies go as the models come).
         del decoded
         self._check_orders(rows)
-        parsed = parse_batch([(kind, body) for _i, kind, _o, body in rows])
+        parsed = parse_batch([(kind, body) for _i, kind, _o, body in rows], self.tags)
         chats: list[Chat] = []
         rows.reverse()
         if parsed is not None:
@@ -239,7 +267,7 @@ class _Run:
                 elements = parsed.pop()
             else:
                 try:
-                    elements = parse_body(kind, body)
+                    elements = parse_body(kind, body, self.tags)
                 except BodyError as e:
                     self._body_error(index, e)
                     continue
@@ -342,13 +370,21 @@ class _Run:
         segments = []
         vocabulary = self.vocabulary
         decisions: list[tuple[int, str, str]] = []
+        emotion, values = self._emotion, self._values
         for n, (tag, text) in enumerate(elements):
             shown = text
-            if vocabulary is not None and tag in _KEY_TAGS:
+            if vocabulary is not None and tag == emotion:
                 decision = apply_vocabulary(text, vocabulary)
                 if decision.code is not None:
                     decisions.append((n, decision.code, decision.message))
                 shown = decision.key or text
+            elif tag in values and text not in values[tag]:
+                allowed = ", ".join(values[tag])
+                if self.lenient:
+                    message = f"<{tag}> value {text!r} is not one of {allowed}; kept as written"
+                    decisions.append((n, "CF132", message))
+                else:
+                    decisions.append((n, "CF131", f"<{tag}> value {text!r} is not one of {allowed}"))
             segments.append(construct_trusted(Segment, {"tag": tag, "text": shown, "intensity": None}))
         if decisions:
             self._key_decisions(index, body, elements, decisions)

@@ -60,7 +60,7 @@ from charfmt.character import Character, Exchange
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
 from charfmt.schema import json_schema
-from charfmt.tags import CHAT_TYPES, ELEMENT_SEPARATOR, TAG_BY_NAME, TAGGED_TYPES, TAGS
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 from charfmt.userinput import UserChat, UserContext, UserTurn
 from charfmt.writer import canonical_form, dumps, escape
 
@@ -141,10 +141,10 @@ def _json(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group()[0]):04x}{m.group()[1:]}", text)
 
 
-def _reply_json(reply: Reply) -> str:
-    """A reply of the history as the model sees it: canonical, as the format it must write."""
+def _reply_json(reply: Reply, tags: TagTable = DEFAULT_TAGS) -> str:
+    """A reply of the history as the model sees it: canonical (for ``tags``), as the format it must write."""
     try:
-        text = dumps(canonical_form(reply))
+        text = dumps(canonical_form(reply, tags))
     except (KeyError, ValueError) as e:
         raise TemplateError(f"cannot write a reply of the history: {type(e).__name__}: {e}") from None
     return _json(text)
@@ -156,7 +156,7 @@ def _body(kind: str, segments: Sequence[Segment]) -> str:
         return _text(segments[0].text)
     parts = []
     for seg in segments:
-        spec = TAG_BY_NAME.get(seg.tag)
+        spec = DEFAULT_TAGS.get(seg.tag)
         opener, closer = (spec.open, spec.close) if spec is not None else (f"<{seg.tag}>", f"</{seg.tag}>")
         content = _key(seg.tag, seg.text) if spec is not None and spec.content == "key" else _text(seg.text)
         parts.append(f"{opener}{content}{closer}")
@@ -585,7 +585,9 @@ def _environment(user_dir: str | None) -> _Sandbox:
         lstrip_blocks=True,
     )
     env.filters["body"] = lambda chat: Safe(_body(*_chat_parts(chat)))
-    env.filters["dumps"] = lambda reply: Safe(_reply_json(_source(reply, Reply, "dumps")))
+    env.filters["dumps"] = lambda reply, tags=DEFAULT_TAGS: Safe(
+        _reply_json(_source(reply, Reply, "dumps"), _source(tags, TagTable, "dumps"))
+    )
     env.filters["line"] = lambda value: Safe(_defuse(escape(str(value)).translate(_LINE_ESCAPES)))
     env.filters["user_block"] = lambda turn: Safe(_render("user.j2", user_dir, turn=_turn_view(turn)))
     for name, function in list(env.filters.items()):
@@ -639,17 +641,14 @@ def _dir(templates: str | Path | None) -> str | None:
     return str(path.resolve())
 
 
-_TAGS_VIEW: Final = tuple(TAGS)
-
-
-def _system(character: Any, folder: str | None) -> str:
+def _system(character: Any, folder: str | None, tags: TagTable) -> str:
     chat_types = MappingProxyType(dict(CHAT_TYPES))
-    return _render("system.j2", folder, character=character, tags=_TAGS_VIEW, chat_types=chat_types)
+    return _render("system.j2", folder, character=character, tags=tags, chat_types=chat_types)
 
 
 def render_system(character: Character, *, templates: str | Path | None = None) -> str:
-    """The system prompt for ``character`` (``prompts/system.j2``)."""
-    return _system(_view(character), _dir(templates))
+    """The system prompt for ``character`` (``prompts/system.j2``), teaching its tags (``character.tags``) by role."""
+    return _system(_view(character), _dir(templates), character.tags)
 
 
 def render_user_block(turn: UserTurn, *, templates: str | Path | None = None) -> str:
@@ -665,9 +664,10 @@ def _fit(
     budget: int | None,
     counter: Counter,
     folder: str | None,
+    tags: TagTable = DEFAULT_TAGS,
 ) -> list[tuple[str, str]]:
     """History as (user text, reply text) pairs, oldest whole exchanges dropped to fit ``budget``."""
-    pairs = [(_render("user.j2", folder, turn=_view(ex.user)), _reply_json(ex.reply)) for ex in history]
+    pairs = [(_render("user.j2", folder, turn=_view(ex.user)), _reply_json(ex.reply, tags)) for ex in history]
     if budget is None:
         return pairs
     fixed = counter(system) + counter(turn_text)
@@ -706,14 +706,14 @@ def render_messages(
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     folder = _dir(templates)
-    system = _system(_view(character), folder)
+    system = _system(_view(character), folder, character.tags)
     turn_text = _render("user.j2", folder, turn=_view(user_turn))
-    pairs = _fit(system, history, turn_text, budget=budget, counter=counter, folder=folder)
+    pairs = _fit(system, history, turn_text, budget=budget, counter=counter, folder=folder, tags=character.tags)
     turns: list[tuple[str, str]] = []
     for user_text, reply_text in pairs:
         turns += [("user", user_text), ("assistant", reply_text)]
     turns.append(("user", turn_text))
-    schema = json_schema(provider, vocabulary=character.vocabulary) if structured else None
+    schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
     if provider == "openai":
         request: dict[str, Any] = {
             "messages": [{"role": "system", "content": system}] + [{"role": r, "content": t} for r, t in turns]
@@ -754,7 +754,7 @@ def render_text(
     """
     folder = _dir(templates)
     character_view = _view(character)
-    system = Safe(_system(character_view, folder))
+    system = Safe(_system(character_view, folder, character.tags))
     history_view: tuple[Any, ...] = _view(list(history))
     turn_view = _view(user_turn)
 

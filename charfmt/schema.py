@@ -6,35 +6,51 @@ from typing import Any, Final
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
-from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
 
 PROVIDERS: Final = ("openai", "anthropic", "gemini")
 
-_BODY_DESCRIPTION: Final = (
-    "For type C: one element per line, separated by \\n, each one of "
-    + ", ".join(f"{t.open}…{t.close} ({t.description})" for t in TAGS)
-    + "; no attributes; escape & < > in text as &amp; &lt; &gt;. "
-    "For types I and E: plain text with the same escapes."
-)
+
+def _describe_tag(t: TagSpec) -> str:
+    values = "" if t.values is None else f"; one of: {', '.join(t.values)}"
+    return f"{t.open}…{t.close} ({t.description}{values})"
+
+
+def _tags_description(tags: TagTable) -> str:
+    return (
+        "For type C: one element per line, separated by \\n, each one of "
+        + ", ".join(map(_describe_tag, tags))
+        + "; no attributes; escape & < > in text as &amp; &lt; &gt;. "
+        "For types I and E: plain text with the same escapes."
+    )
+
+
+_BODY_DESCRIPTION: Final = _tags_description(DEFAULT_TAGS)
 _ORDER_DESCRIPTION: Final = "Display order, an integer starting at 1."
 _TYPE_DESCRIPTION: Final = "; ".join(f"{k}: {v}" for k, v in CHAT_TYPES.items())
 
 
-def _body_description(vocabulary: Vocabulary | None) -> str:
-    """What a body holds; with a vocabulary, also the only keys its key elements take (all providers read it)."""
+def _body_description(vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> str:
+    """What a body holds; with a vocabulary, also the only keys the emotion tag takes (all providers read it)."""
+    base = _BODY_DESCRIPTION if tags is DEFAULT_TAGS else _tags_description(tags)
     if vocabulary is None:
-        return _BODY_DESCRIPTION
-    elements = " and ".join(t.open for t in TAGS if t.content == "key")
-    return f"{_BODY_DESCRIPTION} The only keys allowed in {elements}: {', '.join(vocabulary.keys)}."
+        return base
+    return f"{base} The only keys allowed in {tags.emotion.open}: {', '.join(vocabulary.keys)}."
 
 
 def _chat(
-    types: list[str], *, minimum: bool, closed: bool, pattern: str | None, vocabulary: Vocabulary | None
+    types: list[str],
+    *,
+    minimum: bool,
+    closed: bool,
+    pattern: str | None,
+    vocabulary: Vocabulary | None,
+    tags: TagTable = DEFAULT_TAGS,
 ) -> dict[str, Any]:
     order: dict[str, Any] = {"type": "integer", "description": _ORDER_DESCRIPTION}
     if minimum:
         order["minimum"] = 1
-    body: dict[str, Any] = {"type": "string", "description": _body_description(vocabulary)}
+    body: dict[str, Any] = {"type": "string", "description": _body_description(vocabulary, tags)}
     if pattern is not None:
         body["pattern"] = pattern
     chat: dict[str, Any] = {
@@ -51,7 +67,9 @@ def _chat(
     return chat
 
 
-def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary | None) -> dict[str, Any]:
+def _base(
+    *, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS
+) -> dict[str, Any]:
     if patterns:
         from charfmt.export import body_regex  # noqa: PLC0415 (Lark loads only for patterns)
 
@@ -64,14 +82,15 @@ def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary
                     tagged,
                     minimum=minimum,
                     closed=closed,
-                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma"),
+                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma", tags=tags),
                     vocabulary=vocabulary,
+                    tags=tags,
                 ),
                 _chat(plain, minimum=minimum, closed=closed, pattern=body_regex("I", flavor="ecma"), vocabulary=None),
             ]
         }
     else:
-        items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary)
+        items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary, tags=tags)
     root: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -84,7 +103,9 @@ def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary
     return root
 
 
-def json_schema(provider: str | None = None, *, vocabulary: Vocabulary | None = None) -> dict[str, Any]:
+def json_schema(
+    provider: str | None = None, *, vocabulary: Vocabulary | None = None, tags: TagTable | None = None
+) -> dict[str, Any]:
     """The ``{"chats": [...]}`` envelope as JSON Schema.
 
     ``None``: standard JSON Schema (2020-12), each body constrained by an anchored
@@ -96,16 +117,19 @@ def json_schema(provider: str | None = None, *, vocabulary: Vocabulary | None = 
     no patterns; ``propertyOrdering`` so ``type`` and ``order`` come first). With
     ``vocabulary``, the ``C`` body pattern allows only its emotion keys, and the body's
     description names them (the only restriction providers without patterns get).
+    ``tags``: the tag table (``None``: ``DEFAULT_TAGS``); its tags, with their values, are
+    what the pattern and the description allow.
     """
+    table = DEFAULT_TAGS if tags is None else tags
     if provider is None:
-        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary)
+        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table)
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
     if provider == "openai":
-        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary)
+        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table)
     if provider == "anthropic":
-        return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary)
+        return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary, tags=table)
     if provider == "gemini":
-        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary)
+        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary, tags=table)
         chat = schema["properties"]["chats"]["items"]
         chat["propertyOrdering"] = list(chat["properties"])
         return schema

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from charfmt.events import ChatStart, Emotion, Event, Reset, SegmentEnd, TextDelta
+from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
     from charfmt.models import Reply
@@ -100,8 +101,9 @@ class _Buffer:
 class SentenceSplitter:
     """Feed it events; it returns sentences as soon as each one is complete."""
 
-    def __init__(self, *, tags: Iterable[str] = ("msg",)) -> None:
-        self.tags = frozenset(tags)
+    def __init__(self, *, tags: Iterable[str] | TagTable | None = None) -> None:
+        self.tags = _speech_tags(tags)
+        """The tags whose text is split: the table's speech tags by default."""
         self._emotion: dict[int, str | None] = {}
         self._buffers: dict[tuple[int, int], _Buffer] = {}
         self.steps = 0
@@ -274,13 +276,27 @@ def _word_at_end(text: str) -> str:
     return text[k:].lower()
 
 
-def sentences(events: Iterable[Event] | Reply, *, tags: Iterable[str] = ("msg",)) -> Iterator[Sentence]:
-    """Complete sentences of the ``msg`` text in ``events`` (or a whole ``Reply``), each with its active emotion."""
+def _speech_tags(tags: Iterable[str] | TagTable | None) -> frozenset[str]:
+    """Tag names to split: given names, or the speech tags of a table (``None``: ``DEFAULT_TAGS``)."""
+    if tags is None or isinstance(tags, TagTable):
+        table = DEFAULT_TAGS if tags is None else tags
+        return frozenset(t.name for t in table.with_role("speech"))
+    return frozenset(tags)
+
+
+def sentences(events: Iterable[Event] | Reply, *, tags: Iterable[str] | TagTable | None = None) -> Iterator[Sentence]:
+    """Complete sentences of the speech text in ``events`` (or a whole ``Reply``), each with its active emotion.
+
+    ``tags``: the tags to read, as names, or a tag table whose ``speech`` tags are read
+    (``None``: the speech tags of ``DEFAULT_TAGS``, i.e. ``msg``). A table also gives a
+    ``Reply``'s events their roles.
+    """
     splitter = SentenceSplitter(tags=tags)
     from charfmt.models import Reply  # noqa: PLC0415 (the splitter itself needs no models)
 
     # A Reply is iterable too (pydantic yields its fields): read its events, not its fields.
-    stream: Iterable[Event] = events.events() if isinstance(events, Reply) else events
+    table = tags if isinstance(tags, TagTable) else None
+    stream: Iterable[Event] = events.events(table) if isinstance(events, Reply) else events
     for event in stream:
         yield from splitter.feed(event)
     yield from splitter.close()

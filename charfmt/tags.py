@@ -80,6 +80,20 @@ class TagSpec:
                 raise ValueError(f"tag {self.name!r}: only a cue tag has a closed list of values")
             if not self.values:
                 raise ValueError(f"tag {self.name!r}: an empty list of values allows nothing")
+            if len(set(self.values)) != len(self.values):
+                raise ValueError(f"tag {self.name!r}: a value is listed twice")
+            from charfmt._tables import terminal_regex  # noqa: PLC0415 (the grammar's KEY; tags load first)
+
+            key = terminal_regex("KEY")
+            for value in self.values:
+                if not isinstance(value, str) or not key.fullmatch(value):
+                    raise ValueError(
+                        f"tag {self.name!r}: value {value!r} is not a key (non-empty, no surrounding "
+                        "whitespace, markup or control characters)"
+                    )
+        for word in (*self.synonyms, *self.prefixes):
+            if not isinstance(word, str) or not word or word != word.lower():
+                raise ValueError(f"tag {self.name!r}: synonyms and prefixes are non-empty lower-case words")
 
     @property
     def content(self) -> ContentKind:
@@ -115,8 +129,10 @@ class TagSpec:
 TEXT_TAG: Final = "text"
 """The segment tag of an untagged ``I``/``E`` body."""
 
-RESERVED_NAMES: Final[frozenset[str]] = frozenset({TEXT_TAG, "chat", "chats", "user_chats", "context", "body"})
-"""Names a tag may not take: they mean something else in the envelope or the request."""
+RESERVED_NAMES: Final[frozenset[str]] = frozenset(
+    {TEXT_TAG, "chat", "chats", "user_chats", "context", "body", "element", "c_body", "text_body", "bodies"}
+)
+"""Names a tag may not take: they mean something else in the envelope, the request or the grammar."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +141,17 @@ class TagTable:
 
     specs: tuple[TagSpec, ...]
     _by_name: dict[str, TagSpec] = field(init=False, repr=False, compare=False, hash=False)
+    _hash: int = field(init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:
+        # Parsers are cached by table and looked up on every parse: hash once.
+        return self._hash
 
     def __post_init__(self) -> None:
+        specs = tuple(self.specs)
+        if not all(isinstance(s, TagSpec) for s in specs):
+            raise TypeError("a TagTable holds TagSpec entries")
+        object.__setattr__(self, "specs", specs)
         by_name: dict[str, TagSpec] = {}
         for spec in self.specs:
             if spec.name in by_name:
@@ -148,6 +173,7 @@ class TagTable:
                 if other != spec.name:
                     raise ValueError(f"{word!r} cannot name both {other!r} and {spec.name!r}")
         object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_hash", hash(specs))
 
     def __iter__(self) -> Iterator[TagSpec]:
         return iter(self.specs)
@@ -174,18 +200,18 @@ class TagTable:
         """The tags with any of ``roles``, in table order."""
         return tuple(s for s in self.specs if s.role in roles)
 
-    @property
+    @cached_property
     def emotion(self) -> TagSpec:
         """The emotion tag."""
         return self.with_role("emotion")[0]
 
-    @property
+    @cached_property
     def action(self) -> TagSpec | None:
         """The action tag, if the table has one."""
         found = self.with_role("action")
         return found[0] if found else None
 
-    @property
+    @cached_property
     def speech(self) -> TagSpec:
         """The first speech tag: where lenient parsing puts untagged text; what TTS reads by default."""
         return self.with_role("speech")[0]

@@ -25,10 +25,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from charfmt.body import terminal_regex
+from charfmt._tables import terminal_regex
 from charfmt.fuzz import MUTATIONS, Damaged
 from charfmt.models import Chat, Reply, Segment
-from charfmt.tags import TAGGED_TYPES, TAGS, TEXT_TAG
+from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagSpec, TagTable
 from charfmt.userinput import CONTEXT_FIELDS, UserChat, UserContext, UserTurn
 from charfmt.writer import body_text, dumps
 
@@ -59,32 +59,40 @@ def keys() -> st.SearchStrategy[str]:
     )
 
 
-def segments() -> st.SearchStrategy[Segment]:
-    """One element of a ``C`` body, any tag of the tag table."""
-    return st.one_of(
-        *(st.builds(Segment, tag=st.just(t.name), text=keys() if t.content == "key" else texts()) for t in TAGS)
-    )
+def contents(spec: TagSpec, text: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[str]:
+    """What tag ``spec`` may hold: one of its values, a key (the emotion), or text (``text``, default :func:`texts`)."""
+    if spec.values is not None:
+        return st.sampled_from(spec.values)
+    if spec.content == "key":
+        return keys()
+    return texts() if text is None else text
+
+
+def segments(tags: TagTable | None = None) -> st.SearchStrategy[Segment]:
+    """One element of a ``C`` body, any tag of the tag table (``None``: ``DEFAULT_TAGS``)."""
+    table = DEFAULT_TAGS if tags is None else tags
+    return st.one_of(*(st.builds(Segment, tag=st.just(t.name), text=contents(t)) for t in table))
 
 
 @st.composite
-def chats(draw: st.DrawFn, order: int | None = None) -> Chat:
-    """A chat of any type with a valid body."""
+def chats(draw: st.DrawFn, order: int | None = None, tags: TagTable | None = None) -> Chat:
+    """A chat of any type with a valid body (its elements from ``tags``)."""
     kind = draw(st.sampled_from(["C", "I", "E"]))
     if order is None:
         order = draw(st.integers(min_value=1, max_value=1000))
     if kind in TAGGED_TYPES:
-        segs = draw(st.lists(segments(), min_size=1, max_size=6))
+        segs = draw(st.lists(segments(tags), min_size=1, max_size=6))
     else:
         segs = [Segment(tag=TEXT_TAG, text=draw(texts(min_size=1)))]
     return Chat(type=kind, order=order, segments=segs)
 
 
 @st.composite
-def replies(draw: st.DrawFn, max_chats: int = 5) -> Reply:
-    """A valid reply whose orders are 1..n (listed in any arrival order)."""
+def replies(draw: st.DrawFn, max_chats: int = 5, tags: TagTable | None = None) -> Reply:
+    """A valid reply whose orders are 1..n (listed in any arrival order), in the tags of ``tags``."""
     n = draw(st.integers(min_value=0, max_value=max_chats))
     orders = draw(st.permutations(list(range(1, n + 1))))
-    return Reply(chats=[draw(chats(order=o)) for o in orders])
+    return Reply(chats=[draw(chats(order=o, tags=tags)) for o in orders])
 
 
 def _nasty() -> st.SearchStrategy[str]:
@@ -107,13 +115,14 @@ def user_texts(*, min_size: int = 0) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def user_chats(draw: st.DrawFn) -> UserChat:
+def user_chats(draw: st.DrawFn, tags: TagTable | None = None) -> UserChat:
     """One user chat with a valid body (text drawn from :func:`user_texts`)."""
+    table = DEFAULT_TAGS if tags is None else tags
     kind = draw(st.sampled_from(["C", "C", "I", "E"]))
     if kind in TAGGED_TYPES:
         segs = [
-            Segment(tag=t.name, text=draw(keys() if t.content == "key" else user_texts()))
-            for t in draw(st.lists(st.sampled_from(TAGS), min_size=1, max_size=4))
+            Segment(tag=t.name, text=draw(contents(t, user_texts())))
+            for t in draw(st.lists(st.sampled_from(table.specs), min_size=1, max_size=4))
         ]
     else:
         segs = [Segment(tag=TEXT_TAG, text=draw(user_texts(min_size=1)))]
@@ -133,18 +142,18 @@ def user_contexts() -> st.SearchStrategy[UserContext | None]:
     return st.one_of(st.none(), contexts)
 
 
-def user_turns() -> st.SearchStrategy[UserTurn]:
+def user_turns(tags: TagTable | None = None) -> st.SearchStrategy[UserTurn]:
     """A user turn: chats and an optional context, with injection attempts in every string."""
-    return st.builds(UserTurn, chats=st.lists(user_chats(), max_size=3), context=user_contexts())
+    return st.builds(UserTurn, chats=st.lists(user_chats(tags), max_size=3), context=user_contexts())
 
 
-def bodies() -> st.SearchStrategy[str]:
-    """Valid ``C`` body strings (decoded, in the tag language)."""
-    return st.lists(segments(), min_size=1, max_size=6).map(lambda segs: body_text("C", segs))
+def bodies(tags: TagTable | None = None) -> st.SearchStrategy[str]:
+    """Valid ``C`` body strings (decoded, in the tag language of ``tags``)."""
+    return st.lists(segments(tags), min_size=1, max_size=6).map(lambda segs: body_text("C", segs))
 
 
 @st.composite
-def damaged_replies(draw: st.DrawFn) -> Damaged:
+def damaged_replies(draw: st.DrawFn, tags: TagTable | None = None) -> Damaged:
     """A valid reply damaged the way models damage replies; ``.text``, ``.original``, ``.mutations``.
 
     Mutations (``charfmt.fuzz.MUTATIONS``): truncation anywhere, fences and prose,
@@ -152,7 +161,7 @@ def damaged_replies(draw: st.DrawFn) -> Damaged:
     newlines, the attribute form, broken quotes and escapes, trailing commas, chats out
     of order, and drift into other dialects.
     """
-    reply = draw(replies())
+    reply = draw(replies(tags=tags))
     names = draw(st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3, unique=True))
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     text = dumps(reply)

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from charfmt._resources import read_text
 from charfmt.body import Driver, Reject, _BadEntity, decode_text, grammar_text
 from charfmt.diagnostics import Diagnostic, ParseError
-from charfmt.models import ChatType, Segment, Vocabulary, check_body
-from charfmt.tags import CHAT_TYPES, TAG_SYNONYMS, TAGGED_TYPES, TAGS
+from charfmt.models import ChatType, Segment, Vocabulary, check_body, error_message
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagTable
 
 CONTEXT_FIELDS: Final = ("emotion", "action", "environment")
 """The context fields of the study's pattern B, in the order they are rendered."""
@@ -109,8 +109,10 @@ class UserTurn(BaseModel):
     @classmethod
     def say(cls, message: str, *, emotion: str | None = None, action: str | None = None) -> UserTurn:
         """A one-chat turn: ``UserTurn.say("なんで？", emotion="angry")``."""
-        segments = [Segment(tag=tag, text=text) for tag, text in ((_EMO, emotion), (_ACT, action)) if text]
-        return cls(chats=[UserChat(segments=[*segments, Segment(tag=_MSG, text=message)])])
+        table = DEFAULT_TAGS
+        pairs = [(table.emotion.name, emotion), *([(table.action.name, action)] if table.action else [])]
+        segments = [Segment(tag=tag, text=text) for tag, text in pairs if text]
+        return cls(chats=[UserChat(segments=[*segments, Segment(tag=DEFAULT_TAGS.speech.name, text=message)])])
 
 
 _CONTEXT_KEY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -127,17 +129,18 @@ def _chat_terminals() -> str:
 
 
 @cache
-def _input_lark() -> Lark:
-    text = read_text("grammars", "input.lark") + _chat_terminals() + grammar_text()
+def _input_lark(tags: TagTable = DEFAULT_TAGS) -> Lark:
+    text = read_text("grammars", "input.lark") + _chat_terminals() + grammar_text(tags)
     return Lark(text, parser="lalr", lexer="contextual", start="user_input")
 
 
 @cache
-def _input_driver() -> Driver:
-    return Driver(_input_lark())
+def _input_driver(tags: TagTable = DEFAULT_TAGS) -> Driver:
+    return Driver(_input_lark(tags), tags)
 
 
-def _terminal_words() -> dict[str, str]:
+@cache
+def _terminal_words(tags: TagTable = DEFAULT_TAGS) -> dict[str, str]:
     """Grammar terminals in the user's words, for "expected ..." in error messages."""
     words = {
         "_USER_CHATS_OPEN": "<user_chats>",
@@ -154,18 +157,16 @@ def _terminal_words() -> dict[str, str]:
         "KEY": "an emotion key",
         "$END": "the end of the input",
     }
-    for tag in TAGS:
+    for tag in tags:
         words[f"{tag.terminal}_OPEN"] = tag.open
         words[f"{tag.terminal}_CLOSE"] = tag.close
     return words
 
 
-_WORDS: Final = _terminal_words()
-
-
-def _expected(expected: set[str]) -> str:
+def _expected(expected: set[str], tags: TagTable) -> str:
     # Layout whitespace is always optional: it is never what was missing.
-    names = sorted({_WORDS.get(name, name) for name in expected if name != "_LAYOUT"})
+    words = _terminal_words(tags)
+    names = sorted({words.get(name, name) for name in expected if name != "_LAYOUT"})
     return ", ".join(names) if names else "nothing more"
 
 
@@ -179,49 +180,51 @@ def _found(text: str, pos: int) -> str:
     return repr(text[pos])
 
 
-def _fail(text: str, e: UnexpectedInput) -> ParseError:
+def _fail(text: str, e: UnexpectedInput, tags: TagTable) -> ParseError:
     """The one place a user block is rejected: what was found, what was expected, where."""
     expected = set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
     at_end = isinstance(e, UnexpectedToken) and e.token.type == "$END"
     pos = len(text) if at_end else e.pos_in_stream or 0
     found = _found(text, pos)
     ch = text[pos] if pos < len(text) else ""
-    if "KEY" in expected or (expected and all(n.startswith("EMO_CLOSE") for n in expected)):
+    key_closes = {f"{t.terminal}_CLOSE" for t in tags if t.content == "key"}
+    if "KEY" in expected or (expected and all(n in key_closes for n in expected)):
         message = f"unexpected {found}: an emotion key is not empty and has no surrounding whitespace"
     elif found.startswith("<chat") and "CHAT_TAGGED" in expected:
         message = f"{found}: a chat opens with {' or '.join(f'<chat type={t!r}>' for t in CHAT_TYPES)}"
         message = message.replace("'", '"')
-    elif ch in ("<", "&") and not found.startswith("<") and ("TEXT" in expected or _closes_text(expected)):
+    elif ch in ("<", "&") and not found.startswith("<") and ("TEXT" in expected or _closes_text(expected, tags)):
         message = f"raw {ch!r} in text: write '<' as &lt; and '&' as &amp;"
     elif not ch:
-        message = f"the input ends too early; expected {_expected(expected)}"
+        message = f"the input ends too early; expected {_expected(expected, tags)}"
     else:
-        message = f"unexpected {found}; expected {_expected(expected)}"
+        message = f"unexpected {found}; expected {_expected(expected, tags)}"
     end = pos + (len(found) if found.startswith("<") else 1)
     return ParseError([Diagnostic.at(text, "CF501", message, pos, end)], text)
 
 
-def _closes_text(expected: set[str]) -> bool:
-    if any(f"{t.terminal}_CLOSE" in expected for t in TAGS if t.content == "text"):
+def _closes_text(expected: set[str], tags: TagTable) -> bool:
+    if any(f"{t.terminal}_CLOSE" in expected for t in tags if t.content == "text"):
         return True
     # the text of an I/E chat, not the place between two elements of a C chat
-    return "_CHAT_CLOSE" in expected and not any(f"{t.terminal}_OPEN" in expected for t in TAGS)
+    return "_CHAT_CLOSE" in expected and not any(f"{t.terminal}_OPEN" in expected for t in tags)
 
 
-def parse_input(text: str) -> UserTurn:
+def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
     """Read a user block (``render_user_block``'s output, or the design study's layouts); raises ``ParseError``.
 
     Whitespace between blocks, chats and elements is layout (indentation, CRLF, blank
     lines, none at all); text inside elements is kept exactly. Errors say what was
-    expected, at the line and column of ``text``.
+    expected, at the line and column of ``text``. ``tags``: the tag table (``None``: ``DEFAULT_TAGS``).
     """
+    table = DEFAULT_TAGS if tags is None else tags
     try:
-        tree = _input_driver().parse(text, "user_input")
+        tree = _input_driver(table).parse(text, "user_input")
     except (Reject, _BadEntity):
         try:
-            _input_lark().parse(text)
+            _input_lark(table).parse(text)
         except UnexpectedInput as e:
-            raise _fail(text, e) from None
+            raise _fail(text, e, table) from None
         raise ParseError([Diagnostic.at(text, "CF501", "not a user block", 0)], text) from None
     context_rows: list[Any] = tree[0] if len(tree) == 2 else []
     chats_rows: list[Any] = tree[-1]
@@ -230,7 +233,7 @@ def parse_input(text: str) -> UserTurn:
         chats = [_chat(row) for row in chats_rows]
         return UserTurn(chats=chats, context=context)
     except ValidationError as e:
-        message = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+        message = error_message(e.errors()[0])
         raise ParseError([Diagnostic.at(text, "CF501", message, 0, len(text))], text) from None
 
 
@@ -258,15 +261,15 @@ _BRACKET: Final = re.compile(
     r"\[\[?(?P<square>[^\[\]\n]++)\]\]?|【(?P<lenticular>[^【】\n]++)】|[(（](?P<paren>[^()（）\n]++)[)）]"
 )
 """A shorthand word: ``[joy]``, ``[[joy]]``, ``【喜び】``, or in parentheses ``(怒り)``, ``（怒り）``."""
-_EMO: Final = TAG_SYNONYMS["emotion"]
-_ACT: Final = TAG_SYNONYMS["action"]
-_MSG: Final = TAG_SYNONYMS["message"]
-_EMOTION_PREFIXES: Final = frozenset(name for name, tag in TAG_SYNONYMS.items() if tag == _EMO)
-"""``[emotion:angry]``, ``[mood:angry]``...: every name the tag table knows for the emotion tag."""
-_ACTION_PREFIXES: Final = frozenset(name for name, tag in TAG_SYNONYMS.items() if tag == _ACT)
 
 
-def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions: list[str] | None = None) -> UserTurn:
+def parse_shorthand(
+    text: str,
+    *,
+    vocabulary: Vocabulary | None = None,
+    actions: list[str] | None = None,
+    tags: TagTable | None = None,
+) -> UserTurn:
     """Turn what a player types, ``[angry] なんで？ [sigh] もういい``, into a ``UserTurn``.
 
     A bracketed word (``[joy]``, ``[emotion:angry]``, ``[action:sigh]``, full-width
@@ -288,7 +291,13 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
     gives two chats, ``joy`` + its message and ``sad`` + its message. (The study
     writes that line after a ``User:`` speaker label; a label is not read specially:
     typed, it is text like any other.)
+
+    Prefixes come from the tag table (``tags``, ``None``: ``DEFAULT_TAGS``): each tag's
+    ``prefixes`` mark a word as that tag, so a table with
+    ``TagSpec("sfx", "cue", ..., prefixes=("sfx",))`` reads ``[sfx:door_slam]`` as an
+    ``<sfx>`` (one of its values, when it has a list).
     """
+    table = DEFAULT_TAGS if tags is None else tags
     segments: list[Segment] = []
     diagnostics: list[Diagnostic] = []
     for m in _BAD_VALUE.finditer(text):
@@ -302,14 +311,14 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
     def flush(upto: str) -> None:
         words = upto.strip()
         if words:
-            segments.append(Segment(tag=_MSG, text=words))
+            segments.append(Segment(tag=table.speech.name, text=words))
 
     for m in _BRACKET.finditer(text):
         paren = m.group("paren") is not None
         word = (m.group("square") or m.group("lenticular") or m.group("paren")).strip()
-        resolved = _resolve_word(word, vocabulary, known_actions, bare_is_emotion=not paren)
+        resolved = _resolve_word(word, vocabulary, known_actions, table, bare_is_emotion=not paren)
         if resolved is None:
-            if not paren or _has_prefix(word):
+            if not paren or _has_prefix(word, table):
                 diagnostics.append(
                     Diagnostic.at(
                         text,
@@ -329,16 +338,18 @@ def parse_shorthand(text: str, *, vocabulary: Vocabulary | None = None, actions:
         segments.append(Segment(tag=resolved[0], text=resolved[1]))
     flush(pending + text[pos:])
     return UserTurn(
-        chats=[UserChat(type="C", segments=chat) for chat in _one_emotion_each(segments)], diagnostics=diagnostics
+        chats=[UserChat(type="C", segments=chat) for chat in _one_emotion_each(segments, table)],
+        diagnostics=diagnostics,
     )
 
 
-def _one_emotion_each(segments: list[Segment]) -> list[list[Segment]]:
+def _one_emotion_each(segments: list[Segment], tags: TagTable) -> list[list[Segment]]:
     """Cut the segments into chats: an emotion after an emotion or a message starts a new chat."""
     chats: list[list[Segment]] = []
     current: list[Segment] = []
+    emotion, speech = tags.emotion.name, tags.speech.name
     for seg in segments:
-        if seg.tag == _EMO and any(s.tag in (_EMO, _MSG) for s in current):
+        if seg.tag == emotion and any(s.tag in (emotion, speech) for s in current):
             chats.append(current)
             current = []
         current.append(seg)
@@ -347,32 +358,39 @@ def _one_emotion_each(segments: list[Segment]) -> list[list[Segment]]:
     return chats
 
 
-def _has_prefix(word: str) -> bool:
+def _has_prefix(word: str, tags: TagTable) -> bool:
     prefix, sep, _ = word.partition(":")
-    return bool(sep) and prefix.strip().casefold() in _EMOTION_PREFIXES | _ACTION_PREFIXES
+    return bool(sep) and prefix.strip().casefold() in tags.prefixes
 
 
 def _resolve_word(
-    word: str, vocabulary: Vocabulary | None, actions: dict[str, str], *, bare_is_emotion: bool
+    word: str, vocabulary: Vocabulary | None, actions: dict[str, str], tags: TagTable, *, bare_is_emotion: bool
 ) -> tuple[str, str] | None:
+    """The ``(tag, content)`` a shorthand word stands for, or ``None`` (kept as text)."""
+    emotion, action = tags.emotion.name, tags.action.name if tags.action is not None else None
     prefix, sep, rest = word.partition(":")
     if sep:
         name, value = prefix.strip().casefold(), rest.strip()
-        if name in _ACTION_PREFIXES and value:
-            return (_ACT, actions.get(value.casefold(), value))
-        if name in _EMOTION_PREFIXES and value:
+        spec = tags.get(tags.prefixes.get(name, ""))
+        if spec is None or not value:
+            return None
+        if spec.role == "emotion":
             word = value
             bare_is_emotion = True
+        elif spec.role == "action":
+            return (spec.name, actions.get(value.casefold(), value))
+        elif spec.values is not None:
+            return (spec.name, value) if value in spec.values else None
         else:
-            return None
+            return (spec.name, value)
     if vocabulary is not None:
         key = vocabulary.resolve(word)
         if key is not None:
-            return (_EMO, key)
-    if word.casefold() in actions:
-        return (_ACT, actions[word.casefold()])
+            return (emotion, key)
+    if action is not None and word.casefold() in actions:
+        return (action, actions[word.casefold()])
     if vocabulary is None and bare_is_emotion and _KEYLIKE.fullmatch(word):
-        return (_EMO, word)
+        return (emotion, word)
     return None
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from charfmt.models import Chat, Reply, Segment
-from charfmt.tags import ELEMENT_SEPARATOR, TAG_BY_NAME, TAGGED_TYPES
+from charfmt.tags import DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 
 _ESCAPES: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
@@ -46,23 +46,25 @@ def body_text(kind: str, segments: Sequence[Segment]) -> str:
 
 def element(seg: Segment) -> str:
     """One element of a ``C`` body: ``<tag>content</tag>``, or its attribute form with an intensity."""
-    spec = TAG_BY_NAME.get(seg.tag)
-    content = seg.text if spec is not None and spec.content == "key" else escape(seg.text)
+    # A key (the emotion, a cue's value) holds no '<', '>' or '&', so escaping every content
+    # writes keys unchanged: the element is the same whichever table the tag comes from.
+    content = escape(seg.text)
     # repr() of a float is the shortest text that float() reads back as the same number.
     attributes = "" if seg.intensity is None else f' intensity="{seg.intensity!r}"'
     return f"<{seg.tag}{attributes}>{content}</{seg.tag}>"
 
 
-def is_canonical(reply: Reply) -> bool:
-    """Whether strict parsing reads ``dumps(reply)`` back: only table tags, no intensity."""
+def is_canonical(reply: Reply, tags: TagTable | None = None) -> bool:
+    """Whether strict parsing (with ``tags``) reads ``dumps(reply)`` back: only table tags, no intensity."""
+    table = DEFAULT_TAGS if tags is None else tags
     return all(
-        seg.intensity is None and (seg.tag in TAG_BY_NAME or chat.type not in TAGGED_TYPES)
+        seg.intensity is None and (seg.tag in table or chat.type not in TAGGED_TYPES)
         for chat in reply.chats
         for seg in chat.segments
     )
 
 
-def canonical_form(reply: Reply) -> Reply:
+def canonical_form(reply: Reply, tags: TagTable | None = None) -> Reply:
     """``reply`` as the canonical form can say it: no unknown tags, no intensity.
 
     What a prompt shows the model of its own earlier answers (``render_messages``,
@@ -70,14 +72,15 @@ def canonical_form(reply: Reply) -> Reply:
     table are left out, a ``C`` chat left with no segment too, and intensities are dropped.
     Your data keeps them: this is a view, and ``dumps(reply)`` still writes everything.
     """
-    if is_canonical(reply):
+    table = DEFAULT_TAGS if tags is None else tags
+    if is_canonical(reply, table):
         return reply
     chats = []
     for chat in reply.chats:
         segments = [
             seg if seg.intensity is None else seg.model_copy(update={"intensity": None})
             for seg in chat.segments
-            if seg.tag in TAG_BY_NAME or chat.type not in TAGGED_TYPES
+            if seg.tag in table or chat.type not in TAGGED_TYPES
         ]
         if segments:
             chats.append(chat.model_copy(update={"segments": segments}))

@@ -71,8 +71,9 @@ def _first_line(e: BaseException) -> str:
     """One line for an error: a pydantic ``ValidationError``'s first message, else the first line."""
     errors = getattr(e, "errors", None)
     if callable(errors):
-        first = errors()[0]
-        return str(first.get("msg", e)).removeprefix("Value error, ")
+        from charfmt.models import error_message  # noqa: PLC0415 (pydantic errors come with the models loaded)
+
+        return error_message(errors()[0])
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 

@@ -270,6 +270,7 @@ def read_front_matter(text: str, offset: int, out: Result, tags: TagTable = DEFA
         if tag is None or not m.group(2):
             out.note("CF615", f"front matter key {m.group(1)!r} dropped", block + m.start(), block + m.end())
             continue
+        out.note("CF713", f"front matter {m.group(1)!r} read as <{tag}>", block + m.start(), block + m.end())
         out.pieces.append(Piece(tag, decode_entities(m.group(2)), block + m.start(2), block + m.end(2)))
     return fm.end()
 

@@ -65,6 +65,8 @@ _CHAT_KEYS: Final = ("type", "order", "body")
 _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
 _CHAT_ELEMENT: Final = re.compile(r"[<＜]\s*+([/／]\s*+)?(user_chats|chat)\b([^<>＜＞]*+)[>＞]", re.I)
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
+_CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?\Z")
+"""A tag the input ends inside: ``<chat type="C``, ``</ms``."""
 _ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
 _CHANNEL_END: Final = re.compile(r"<\|(?:end|start|channel|return|call)\|>")
 
@@ -638,6 +640,15 @@ class Recovery:
         ``<chat>`` left open ends at the next one or at the end; text between chats is
         dropped (``CF601``). A ``<user_chats>`` wrapper with no ``<chat>`` in it holds one ``C`` chat.
         """
+        if (cut := _CUT_ELEMENT.search(text)) is not None:
+            # The form is markup: a tag the input ends inside (<chat type="C, <ms) is half an element.
+            self.note(
+                "CF702",
+                f"a tag cut off at the end is dropped: {cut.group()!r}",
+                offset + cut.start(),
+                offset + len(text),
+            )
+            text = text[: cut.start()]
         elements = list(_CHAT_ELEMENT.finditer(text))
         if not any(m.group(2).lower() == "chat" for m in elements):
             blanked = text

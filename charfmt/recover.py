@@ -358,8 +358,8 @@ class Recovery:
             if holder is not None and named != "chats":
                 self.note("CF612", f'{named!r} read as "chats"', node.start, node.start + 1)
             if holder is None:
-                if self.walk("json", Sample(keys=_keys(node), top=True)) is None:
-                    self.dialect("single-chat")  # a chat object with no key the table knows (an order only)
+                # Always one of hybrid, single-chat, json-fields: it looked like a reply by those keys.
+                self.walk("json", Sample(keys=_keys(node), top=True))
                 self.note("CF612", 'a single chat object without {"chats": [...]}', node.start, node.start + 1)
                 items = [node]
             else:

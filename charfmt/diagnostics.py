@@ -93,12 +93,13 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF710": ("warning", "a tag named after an emotion read as that emotion"),
     "CF711": ("warning", "double-escaped newline read as a newline"),
     "CF712": ("warning", "closing tag with nothing open dropped"),
-    "CF713": ("warning", "bracket tag or role-play markup read as an element"),
+    "CF713": ("warning", "bracket tag, role-play markup or front matter read as an element"),
     "CF714": ("warning", "control characters or lone surrogates replaced by U+FFFD"),
     "CF715": ("info", "inline markup inside text removed (<b>, <i>, <span>...), its text kept"),
     "CF716": ("warning", "an entity cut off at the end of the input dropped"),
     "CF717": ("warning", "emotion key repaired (entities decoded, whitespace collapsed, stripped)"),
     "CF718": ("warning", "an emotion that cannot be a key (markup characters) kept as an action"),
+    "CF719": ("warning", "a value that is not in its tag's closed list of values kept as written"),
     # streaming
     "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
     # interop: documents of other formats (charfmt.interop)

@@ -15,14 +15,27 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from charfmt.diagnostics import CharfmtError, ParseError
+from charfmt.dialects import DialectName
 from charfmt.models import Chat, Reply, Segment
-from charfmt.tags import TAGS
+from charfmt.tags import DEFAULT_TAGS, TEXT_TAG
 from charfmt.writer import dumps
 
 Mutation = Callable[[str, random.Random], str]
+
+_TAGS: Final = DEFAULT_TAGS
+_EMO: Final = _TAGS.emotion.name
+_SPEECH: Final = _TAGS.speech.name
+_ACT: Final = _TAGS.action.name if _TAGS.action is not None else _SPEECH
+_NAMES: Final = "|".join(re.escape(name) for name in _TAGS.names)
+"""Every tag of the table, as a regex alternative."""
+_LONG_NAMES: Final = {spec.name: spec.synonyms[0] for spec in _TAGS if spec.synonyms}
+"""The first synonym of each tag: the long name models write (``emotion`` for the emotion tag)."""
+_LONG_EMO: Final = _LONG_NAMES.get(_EMO, _EMO)
+_SPEECH_OPEN: Final = _TAGS.speech.open
+_ELEMENT: Final = re.compile(r"<(" + _NAMES + r")>([^<]*)</\1>")
 
 _PROSE: Final = ["Sure! Here is the reply:\n", "Okay.\n", "以下が返答です。\n", "Here you go: "]
 _AFTER: Final = [
@@ -39,7 +52,6 @@ _REASONING: Final = [
     "###Thinking\nThey want the amulet.\n",
     "<|channel|>analysis<|message|>be kind<|end|><|start|>assistant<|channel|>final<|message|>",
 ]
-_LONG_NAMES: Final = {"emo": "emotion", "act": "action", "msg": "speak", "thought": "thinking"}
 _WORDS: Final = [
     "わあ、本当ですか！",
     "Hello there.",
@@ -50,6 +62,9 @@ _WORDS: Final = [
     "えっ…",
     "Okay!",
 ]
+
+
+# --- damage: the reply stays in its dialect ---------------------------------------------
 
 
 def _cut(text: str, rng: random.Random) -> str:
@@ -69,7 +84,7 @@ def _reasoning(text: str, rng: random.Random) -> str:
 
 
 def _unclose(text: str, rng: random.Random) -> str:
-    closers = [m for m in re.finditer(r"</(emo|act|msg|thought)>", text)]
+    closers = list(re.finditer(r"</(" + _NAMES + r")>", text))
     if not closers:
         return text
     m = rng.choice(closers)
@@ -77,25 +92,22 @@ def _unclose(text: str, rng: random.Random) -> str:
 
 
 def _mismatch(text: str, rng: random.Random) -> str:
-    return re.sub(r"</(msg|act)>", lambda m: "</emo>" if rng.random() < 0.5 else "</>", text, count=1)
+    spoken = "|".join(re.escape(name) for name in (_SPEECH, _ACT))
+    return re.sub(rf"</({spoken})>", lambda m: f"</{_EMO}>" if rng.random() < 0.5 else "</>", text, count=1)
 
 
 def _upper(text: str, rng: random.Random) -> str:
-    return re.sub(r"</?(emo|act|msg|thought)>", lambda m: m.group().upper(), text)
+    return re.sub(r"</?(" + _NAMES + r")>", lambda m: m.group().upper(), text)
 
 
 def _long_names(text: str, rng: random.Random) -> str:
-    return re.sub(r"<(/?)(emo|act|msg|thought)>", lambda m: f"<{m.group(1)}{_LONG_NAMES[m.group(2)]}>", text)
+    return re.sub(
+        r"<(/?)(" + _NAMES + r")>", lambda m: f"<{m.group(1)}{_LONG_NAMES.get(m.group(2), m.group(2))}>", text
+    )
 
 
 def _no_newlines(text: str, rng: random.Random) -> str:
     return text.replace("\\n<", "<")
-
-
-def _attribute(text: str, rng: random.Random) -> str:
-    return re.sub(r"<emo>([^<]*)</emo>\\n<msg>", r"<emotion type=\"\1\">", text, count=1).replace(
-        "</msg>", "</emotion>", 1
-    )
 
 
 def _single_quotes(text: str, rng: random.Random) -> str:
@@ -107,11 +119,11 @@ def _trailing_comma(text: str, rng: random.Random) -> str:
 
 
 def _unescaped_quote(text: str, rng: random.Random) -> str:
-    return text.replace('\\"', '"', 1) if '\\"' in text else text.replace("<msg>", '<msg>"', 1)
+    return text.replace('\\"', '"', 1) if '\\"' in text else text.replace(_SPEECH_OPEN, _SPEECH_OPEN + '"', 1)
 
 
 def _bad_escape(text: str, rng: random.Random) -> str:
-    return text.replace("<msg>", "<msg>\\[", 1)
+    return text.replace(_SPEECH_OPEN, _SPEECH_OPEN + "\\[", 1)
 
 
 def _out_of_order(text: str, rng: random.Random) -> str:
@@ -128,46 +140,201 @@ def _out_of_order(text: str, rng: random.Random) -> str:
     return json.dumps(doc, ensure_ascii=False)
 
 
-def _dialect(text: str, rng: random.Random) -> str:
-    """Drift into the design study's pattern A: one JSON object of fields."""
+# --- dialects: the reply drifts into another way of writing it ------------------------------
+
+
+def _chats(text: str) -> list[dict[str, Any]] | None:
+    """The chats of a canonical reply, or ``None`` when the text is no longer one."""
     try:
         doc = json.loads(text)
-        body = doc["chats"][0]["body"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except ValueError:
+        return None
+    chats = doc.get("chats") if isinstance(doc, dict) else None
+    if not isinstance(chats, list) or not all(isinstance(c, dict) and isinstance(c.get("body"), str) for c in chats):
+        return None
+    return chats
+
+
+def _first_c(text: str) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The chats and the first ``C`` chat of a canonical reply."""
+    chats = _chats(text)
+    found = next((c for c in chats if c.get("type") == "C"), None) if chats else None
+    return (chats, found) if chats is not None and found is not None else None
+
+
+def _elements(body: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in _ELEMENT.finditer(body)]
+
+
+def _user_chats(text: str, rng: random.Random) -> str:
+    """Echo the request form: ``<user_chats><chat type="C">…</chat>…``, maybe left unclosed."""
+    chats = _chats(text)
+    if not chats:
         return text
-    fields = {m.group(1): m.group(2) for m in re.finditer(r"<(emo|act|msg)>([^<]*)</\1>", body)}
-    names = {"emo": "emotion", "act": "action", "msg": "content"}
-    return json.dumps({names[k]: v for k, v in fields.items()}, ensure_ascii=False) if fields else text
+    parts = ["<user_chats>"]
+    for chat in chats:
+        kind = chat.get("type", "C")
+        parts.append(
+            f'<chat type="{kind}">\n{chat["body"]}\n</chat>'
+            if kind == "C"
+            else f'<chat type="{kind}">{chat["body"]}</chat>'
+        )
+    out = "\n".join(parts)
+    cut = rng.random()
+    if cut < 0.3:
+        return out.removesuffix("</chat>")  # the last chat never closed
+    return out if cut < 0.6 else out + "\n</user_chats>"
+
+
+def _json_array(text: str, rng: random.Random) -> str:
+    """A bare array of chats."""
+    chats = _chats(text)
+    return json.dumps(chats, ensure_ascii=False) if chats else text
+
+
+def _hybrid(text: str, rng: random.Random) -> str:
+    """Pattern D: ``chat_body`` and ``emotion_summary``."""
+    found = _first_c(text)
+    if found is None:
+        return text
+    chats, chat = found
+    emotion = next((value for tag, value in _elements(chat["body"]) if tag == _EMO), "neutral")
+    chat["emotion_summary"] = emotion
+    chat["chat_body"] = chat.pop("body")
+    return json.dumps({"chats": chats}, ensure_ascii=False)
+
+
+def _single_chat(text: str, rng: random.Random) -> str:
+    """One chat object, without ``{"chats": [...]}``."""
+    chats = _chats(text)
+    return json.dumps(chats[0], ensure_ascii=False) if chats else text
+
+
+def _json_fields(text: str, rng: random.Random) -> str:
+    """Pattern A: one JSON object of fields named after the tags' long names."""
+    found = _first_c(text)
+    if found is None:
+        return text
+    fields: dict[str, str] = {}
+    for tag, value in _elements(found[1]["body"]):
+        fields.setdefault(_LONG_NAMES.get(tag, tag), value)
+    return json.dumps(fields, ensure_ascii=False) if fields else text
+
+
+def _front_matter(text: str, rng: random.Random) -> str:
+    """Pattern C: the emotion and action in a ``---`` block, the speech after it (bare or in the body)."""
+    found = _first_c(text)
+    if found is None:
+        return text
+    chats, chat = found
+    head = [f"{_LONG_NAMES.get(tag, tag)}: {value}" for tag, value in _elements(chat["body"]) if tag in (_EMO, _ACT)]
+    said = [value for tag, value in _elements(chat["body"]) if tag not in (_EMO, _ACT)]
+    if not head:
+        return text
+    block = "---\n" + "\n".join(head) + "\n---\n" + "\n".join(said)
+    if rng.random() < 0.5:
+        return block
+    chat["body"] = block
+    return json.dumps({"chats": chats}, ensure_ascii=False)
+
+
+def _bare_tags(text: str, rng: random.Random) -> str:
+    """The first ``C`` body alone: tags, no JSON."""
+    found = _first_c(text)
+    return found[1]["body"] if found is not None else text
+
+
+def _dot_notation(text: str, rng: random.Random) -> str:
+    """Pattern E: ``<emotion.joy>speech</emotion.joy>``."""
+    pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
+    return re.sub(
+        pattern, lambda m: f"<{_LONG_EMO}.{m.group(1)}>{m.group(2)}</{_LONG_EMO}.{m.group(1)}>", text, count=1
+    )
+
+
+def _attribute(text: str, rng: random.Random) -> str:
+    """Pattern B: ``<emotion type="joy">speech</emotion>``."""
+    pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
+    return re.sub(pattern, lambda m: f'<{_LONG_EMO} type=\\"{m.group(1)}\\">{m.group(2)}</{_LONG_EMO}>', text, count=1)
 
 
 def _brackets(text: str, rng: random.Random) -> str:
-    """Drift into bracket tags with no JSON at all."""
-    pieces = re.findall(r"<(emo|act|msg)>([^<]*)</\1>", text)
+    """Bracket tags with no JSON at all: ``[joy] *waves* Hello``."""
+    pieces = _elements(text)
+    if not any(tag == _EMO for tag, _value in pieces):
+        return text
+    shape = {_EMO: "[{}]", _ACT: "*{}*", _SPEECH: "{}"}
+    return " ".join(shape[tag].format(value) for tag, value in pieces if tag in shape)
+
+
+def _roleplay(text: str, rng: random.Random) -> str:
+    """Role-play prose with no JSON: ``*looks joy* Hello``."""
+    pieces = _elements(text)
     if not pieces:
         return text
-    out = {"emo": "[{}]", "act": "*{}*", "msg": "{}"}
-    return " ".join(out[tag].format(value) for tag, value in pieces)
+    acts = [value for tag, value in pieces if tag == _ACT] or [f"looks {v}" for tag, v in pieces if tag == _EMO]
+    said = [value for tag, value in pieces if tag == _SPEECH]
+    return " ".join([*(f"*{a}*" for a in acts or ["nods"]), *said])
 
 
-MUTATIONS: Final[dict[str, Mutation]] = {
-    "truncate": _cut,
-    "fence": _fence,
-    "prose": _prose,
-    "reasoning": _reasoning,
-    "unclosed-tag": _unclose,
-    "mismatched-tag": _mismatch,
-    "upper-case-tags": _upper,
-    "long-tag-names": _long_names,
-    "missing-newlines": _no_newlines,
-    "attribute-form": _attribute,
-    "single-quotes": _single_quotes,
-    "trailing-comma": _trailing_comma,
-    "unescaped-quote": _unescaped_quote,
-    "invalid-escape": _bad_escape,
-    "out-of-order": _out_of_order,
-    "dialect-json-fields": _dialect,
-    "dialect-brackets": _brackets,
-}
+def _stray_prose(text: str, rng: random.Random) -> str:
+    """Speech without its tag, standing between the body's elements."""
+    return re.sub(rf"<{_SPEECH}>([^<]*)</{_SPEECH}>", r"\1", text, count=1)
+
+
+def _plain_text(text: str, rng: random.Random) -> str:
+    """Only the words: no JSON, no tags."""
+    said = [value for tag, value in _elements(text) if tag == _SPEECH]
+    return " ".join(said) if said else text
+
+
+@dataclass(frozen=True, slots=True)
+class MutationRule:
+    """One entry of the mutation tables: a name, what it does, and the dialect it drifts into."""
+
+    name: str
+    """Stable: ``charfmt fuzz`` output and tests refer to it."""
+    mutate: Mutation
+    dialect: DialectName | None = None
+    """The dialect of the dialect table the reply is then written in; ``None`` for damage."""
+
+
+DIALECT_MUTATIONS: Final[tuple[MutationRule, ...]] = (
+    MutationRule("dialect-user-chats", _user_chats, "user-chats"),
+    MutationRule("dialect-json-array", _json_array, "json-array"),
+    MutationRule("dialect-hybrid", _hybrid, "hybrid"),
+    MutationRule("dialect-single-chat", _single_chat, "single-chat"),
+    MutationRule("dialect-json-fields", _json_fields, "json-fields"),
+    MutationRule("dialect-front-matter", _front_matter, "front-matter"),
+    MutationRule("dialect-bare-tags", _bare_tags, "bare-tags"),
+    MutationRule("dialect-dot-notation", _dot_notation, "dot-notation"),
+    MutationRule("attribute-form", _attribute, "attribute-xml"),
+    MutationRule("dialect-brackets", _brackets, "bracket"),
+    MutationRule("dialect-roleplay", _roleplay, "roleplay"),
+    MutationRule("dialect-prose", _stray_prose, "prose"),
+    MutationRule("dialect-plain-text", _plain_text, "plain-text"),
+)
+"""One mutation per entry of the dialect table (but ``canonical``, which damage gives), in table order."""
+
+DAMAGE: Final[tuple[MutationRule, ...]] = (
+    MutationRule("truncate", _cut),
+    MutationRule("fence", _fence),
+    MutationRule("prose", _prose),
+    MutationRule("reasoning", _reasoning),
+    MutationRule("unclosed-tag", _unclose),
+    MutationRule("mismatched-tag", _mismatch),
+    MutationRule("upper-case-tags", _upper),
+    MutationRule("long-tag-names", _long_names),
+    MutationRule("missing-newlines", _no_newlines),
+    MutationRule("single-quotes", _single_quotes),
+    MutationRule("trailing-comma", _trailing_comma),
+    MutationRule("unescaped-quote", _unescaped_quote),
+    MutationRule("invalid-escape", _bad_escape),
+    MutationRule("out-of-order", _out_of_order),
+)
+"""Damage that keeps the reply in its dialect (a canonical reply, damaged, reads as ``canonical``)."""
+
+MUTATIONS: Final[dict[str, Mutation]] = {rule.name: rule.mutate for rule in (*DAMAGE, *DIALECT_MUTATIONS)}
 """Every mutation, by name (the names are stable: fuzz output and tests refer to them)."""
 
 
@@ -199,12 +366,12 @@ def random_reply(rng: random.Random) -> Reply:
     for order in range(1, rng.randint(1, 4) + 1):
         kind = rng.choice("CCCIE")
         if kind == "C":
-            segments = [Segment(tag="emo", text=rng.choice(["joy", "sad", "angry", "surprise"]))]
+            segments = [Segment(tag=_EMO, text=rng.choice(["joy", "sad", "angry", "surprise"]))]
             for _ in range(rng.randint(1, 3)):
-                tag = rng.choice([t.name for t in TAGS if t.content == "text"])
+                tag = rng.choice([t.name for t in _TAGS if t.content == "text"])
                 segments.append(Segment(tag=tag, text=rng.choice(_WORDS)))
         else:
-            segments = [Segment(tag="text", text=rng.choice(_WORDS))]
+            segments = [Segment(tag=TEXT_TAG, text=rng.choice(_WORDS))]
         chats.append(Chat(type=kind, order=order, segments=segments))
     return Reply(chats=chats)
 

@@ -175,7 +175,25 @@ class Reply(BaseModel):
     reasoning: str | None = None
     """Lenient parsing only: the model's own reasoning written before the reply (``<think>``...),
     kept apart from the chats; never the character's inner voice."""
-    dialect: str | None = None
+    dialect: (
+        Literal[
+            "canonical",
+            "user-chats",
+            "json-array",
+            "hybrid",
+            "single-chat",
+            "json-fields",
+            "front-matter",
+            "bare-tags",
+            "dot-notation",
+            "attribute-xml",
+            "bracket",
+            "roleplay",
+            "prose",
+            "plain-text",
+        ]
+        | None
+    ) = None
     """Lenient parsing only: the format the model actually wrote (``canonical``,
     ``json-fields``, ``attribute-xml``, ``bracket``...); ``None`` for input that was valid."""
 

@@ -22,8 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from charfmt import dialects
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic
+from charfmt.dialects import CHATS_KEYS, HYBRID_BODY, HYBRID_EMOTION, TAGGED, Sample
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.soup import (
     Piece,
@@ -33,9 +35,10 @@ from charfmt.soup import (
     drop_cut_entity,
     note_literals,
     read_body,
+    read_front_matter,
     read_prose,
 )
-from charfmt.tags import REASONING_TAGS, TAG_BY_NAME, TAG_SYNONYMS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
+from charfmt.tags import DEFAULT_TAGS, REASONING_TAGS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES, TagTable
 from charfmt.tolerant import JNode, OffsetMap, Reader
 from charfmt.vocabulary import apply_vocabulary
 
@@ -58,14 +61,14 @@ _INF: Final = float("inf")
 _VALUE_KEYS: Final = frozenset({"name", "type", "value", "key", "label", "id", "text", "content", "emotion", "action"})
 """Keys that name the value of a pattern-A field given as an object (``{"name": "joy"}``)."""
 _CHANNEL: Final = re.compile(r"<\|channel\|>\s*(\w+)\s*(?:<\|constrain\|>\s*\w*\s*)?<\|message\|>")
-_CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
 _CHAT_KEYS: Final = ("type", "order", "body")
-_HYBRID_BODY: Final = ("chat_body", "chatbody")
-_HYBRID_EMOTION: Final = ("emotion_summary", "emotionsummary")
-_EMOTION: Final = TAG_SYNONYMS["emotion"]
-"""The tag an emotion is written in (``emo``), from the tag table's synonyms."""
-_TAGGED: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[^\W\d][\w.\-:]*+[^<>＜＞]*+[>＞]")
-_FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")
+_HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
+_CHAT_ELEMENT: Final = re.compile(r"[<＜]\s*+([/／]\s*+)?(user_chats|chat)\b([^<>＜＞]*+)[>＞]", re.I)
+"""An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
+_CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?\Z")
+"""A tag the input ends inside: ``<chat type="C``, ``</ms``."""
+_ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+_CHANNEL_END: Final = re.compile(r"<\|(?:end|start|channel|return|call)\|>")
 
 
 @dataclass(slots=True)
@@ -95,11 +98,17 @@ class _RawChat:
 class Recovery:
     """One lenient read of one input."""
 
-    def __init__(self, raw: str, vocabulary: Vocabulary | None) -> None:
+    def __init__(self, raw: str, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> None:
         self.source = _Source(raw, raw)
         self.vocabulary = vocabulary
+        self.tags = tags
+        self.emotion = tags.emotion.name
+        self.speech = tags.speech.name
+        # Where content that cannot be an emotion key goes: what the character does (or says).
+        self.narration = tags.action.name if tags.action is not None else self.speech
         self.diagnostics: list[Diagnostic] = []
         self.dialects: list[str] = []
+        self.reasoning: list[str] = []  # the model's own reasoning before the reply, kept apart
         self._json_reader: Reader | None = None
 
     # -- diagnostics, in raw offsets -------------------------------------------------
@@ -111,8 +120,21 @@ class Recovery:
         self.diagnostics.append(Diagnostic.at(raw, code, message, a, max(a, b), chat=chat))
 
     def dialect(self, name: str) -> None:
+        """Record that the reader met dialect ``name`` (an entry of the dialect table)."""
         if name not in self.dialects:
             self.dialects.append(name)
+
+    def walk(self, chain: dialects.Chain, sample: Sample, after: str | None = None) -> dialects.DialectRule | None:
+        """The first entry of ``chain`` (after entry ``after``) that detects ``sample``, recorded as met."""
+        entry = dialects.first(chain, sample, self.tags, after=after)
+        if entry is not None:
+            self.dialect(entry.name)
+        return entry
+
+    def keep_reasoning(self, text: str) -> None:
+        """Keep the model's reasoning (``Reply.reasoning``), apart from the chats."""
+        if text.strip():
+            self.reasoning.append(text.strip())
 
     # -- the pipeline -------------------------------------------------------------------
     def run(self) -> Reply:
@@ -125,6 +147,7 @@ class Recovery:
             # The '{' or '[' that reasoning seemed to stand before is no JSON reply: the
             # text is the reply, so read what stands around it again as a reply without JSON.
             del self.diagnostics[mark:region_notes]
+            self.reasoning.clear()
             start, end = self._reply_region(self.source.text, json=False)
             self._bare(start, end, chats)
         return self._finish(chats)
@@ -141,8 +164,14 @@ class Recovery:
         channels = list(_CHANNEL.finditer(text))
         if channels:
             last = channels[-1]
+            for channel in channels[:-1]:
+                closer = _CHANNEL_END.search(text, channel.end(), last.start())
+                self.keep_reasoning(text[channel.end() : closer.start() if closer else last.start()])
             self.note(
-                "CF603", "the model's other channels (analysis) before the final message are dropped", 0, last.end()
+                "CF603",
+                "the model's other channels (analysis) before the final message are kept apart as reasoning",
+                0,
+                last.end(),
             )
             start = last.end()
         first = self._json_start(text, start, end) if json else end  # the first '{' or '[' at or after start
@@ -151,7 +180,7 @@ class Recovery:
                 m = _REASONING_OPEN.search(text, start, first)
             else:
                 m = _REASONING_OPEN.match(text, self.source_skip(start))
-                if m is not None and m.group(1).lower() in TAG_BY_NAME:
+                if m is not None and m.group(1).lower() in self.tags:
                     m = None  # <thought> opening a reply without JSON is its first element
             if m is None:
                 break
@@ -160,7 +189,8 @@ class Recovery:
                 break  # no reply follows: it is the reply's own (thought) element
             stop = close.end() if close is not None else first
             self._drop(start, m.start())
-            self.note("CF603", f"reasoning <{m.group(1)}> is dropped, never shown", m.start(), stop)
+            self.keep_reasoning(text[m.end() : close.start() if close is not None else first])
+            self.note("CF603", f"reasoning <{m.group(1)}> kept apart as reasoning, never shown", m.start(), stop)
             start = stop
             if first < start:
                 first = self._json_start(text, start, end) if json else end
@@ -169,18 +199,21 @@ class Recovery:
             orphan = found  # the last closer before the JSON
         if (
             orphan is not None
-            and (first < end or orphan.group(1).lower() not in TAG_BY_NAME)
+            and (first < end or orphan.group(1).lower() not in self.tags)
             and _NON_SPACE.search(text, orphan.end())
             and not _REASONING_OPEN.search(text, 0, orphan.start())
         ):
             stop = orphan.end()
-            self.note("CF603", f"everything before the orphan </{orphan.group(1)}> is reasoning, dropped", start, stop)
+            self.keep_reasoning(text[start : orphan.start()])
+            message = f"everything before the orphan </{orphan.group(1)}> is reasoning, kept apart"
+            self.note("CF603", message, start, stop)
             start = stop
         heading = _HEADING.search(text, start)
         if heading and not text[start : heading.start()].strip():
             answer = _ANSWER_HEADING.search(text, heading.end())
             stop = answer.end() if answer else self._json_start(text, heading.end(), end)
-            self.note("CF603", "a reasoning section is dropped, never shown", heading.start(), stop)
+            self.keep_reasoning(text[heading.end() : answer.start() if answer else stop])
+            self.note("CF603", "a reasoning section is kept apart as reasoning, never shown", heading.start(), stop)
             start = stop
         return start, end
 
@@ -273,7 +306,7 @@ class Recovery:
     def _looks_like_reply(self, node: JNode) -> bool:
         if node.kind == "object":
             keys = {k.lower() for k, _s, _e, _v in node.pairs}
-            return bool(keys & {*_CHATS_KEYS, *_CHAT_KEYS, *TAG_SYNONYMS, *_HYBRID_BODY})
+            return bool(keys & {*CHATS_KEYS, *_CHAT_KEYS, *self.tags.synonyms, *HYBRID_BODY})
         if node.kind == "array":
             # "[joy] やったー！" is a bracket tag, not JSON: an array counts when it holds
             # chat objects, or quoted strings written in the tag language.
@@ -283,7 +316,7 @@ class Recovery:
                 or (
                     item.kind == "string"
                     and text[item.start : item.start + 1] in "\"'"
-                    and _TAGGED.search(str(item.value))
+                    and TAGGED.search(str(item.value))
                 )
                 for item in node.items
             )
@@ -316,16 +349,17 @@ class Recovery:
     def _shape(self, node: JNode, chats: list[_RawChat]) -> None:
         """Find the chats in whatever shape the JSON has."""
         if node.kind == "array":
-            self.dialect("json-array")
+            self.walk("json", Sample(array=True, top=True))
             self.note("CF612", 'a bare array of chats, without {"chats": ...}', node.start, node.start + 1)
             items = node.items
         else:
-            holder = next((v for k, _s, _e, v in node.pairs if k.lower() in _CHATS_KEYS), None)
+            holder = next((v for k, _s, _e, v in node.pairs if k.lower() in CHATS_KEYS), None)
             named = next((k for k, _s, _e, v in node.pairs if v is holder), "chats")
             if holder is not None and named != "chats":
                 self.note("CF612", f'{named!r} read as "chats"', node.start, node.start + 1)
             if holder is None:
-                self.dialect(self._fields_dialect(node))
+                # Always one of hybrid, single-chat, json-fields: it looked like a reply by those keys.
+                self.walk("json", Sample(keys=_keys(node), top=True))
                 self.note("CF612", 'a single chat object without {"chats": [...]}', node.start, node.start + 1)
                 items = [node]
             else:
@@ -340,14 +374,6 @@ class Recovery:
         for item in items:
             chats.append(self._chat(len(chats), item))
 
-    def _fields_dialect(self, node: JNode) -> str:
-        keys = {k.lower() for k, _s, _e, _v in node.pairs}
-        if keys & set(_HYBRID_BODY):
-            return "hybrid"
-        if keys & {"type", "body"}:
-            return "single-chat"
-        return "json-fields"
-
     def _chat(self, index: int, item: JNode) -> _RawChat:
         chat = _RawChat(index, item)
         if item.kind == "string":
@@ -357,6 +383,7 @@ class Recovery:
         if item.kind != "object":
             self.note("CF615", "a chat that is not an object is dropped", item.start, item.end)
             return chat
+        self.walk("json", Sample(keys=_keys(item)))  # the shape of this chat: fields, pattern D
         bodies: list[tuple[str, JNode]] = []
         summaries: list[Piece] = []
         seen: dict[str, tuple[int, int]] = {}
@@ -374,16 +401,12 @@ class Recovery:
                 chat.order = self._order(chat, value, index)
             elif lower in ("body", *_HYBRID_BODY):
                 bodies.append((lower, value))
-                if lower != "body":
-                    self.dialect("hybrid")
-            elif lower in _HYBRID_EMOTION:
-                self.dialect("hybrid")
+            elif lower in HYBRID_EMOTION:
                 before = len(chat.pieces)
-                self._field(chat, _EMOTION, value, index)
+                self._field(chat, self.emotion, value, index)
                 summaries += chat.pieces[before:]
-            elif lower in TAG_SYNONYMS:
-                self.dialect("json-fields")
-                self._field(chat, TAG_SYNONYMS[lower], value, index)
+            elif lower in self.tags.synonyms:
+                self._field(chat, self.tags.synonyms[lower], value, index)
             else:
                 self.note("CF615", f"unknown key {key!r} dropped", ks, value.end, index)
         if chat.kind is None:
@@ -405,7 +428,7 @@ class Recovery:
 
     def _drop_repeated_summaries(self, chat: _RawChat, summaries: list[Piece]) -> None:
         """Pattern D's ``"emotion_summary"`` sums up the body: where the body shows that emotion, it is said once."""
-        shown = {p.text.strip().casefold() for p in chat.pieces if p.tag == _EMOTION and p not in summaries}
+        shown = {p.text.strip().casefold() for p in chat.pieces if p.tag == self.emotion and p not in summaries}
         for p in summaries:
             if p.text.strip().casefold() in shown:
                 message = f"emotion summary {_short(p.text)!r} repeats the body's emotion: read once"
@@ -418,13 +441,17 @@ class Recovery:
             self.note("CF613", f"a chat type that is {what}, not a name, is read as C", node.start, node.end, index)
             return "C"
         word = self._scalar_text(node).strip() if node.value is not None else ""
+        return self._type_word(word, node.start, node.end, index)
+
+    def _type_word(self, word: str, start: int, end: int, index: int) -> str:
+        """A chat type as written: ``C``, ``I``, ``E``, or an alias (``chat``, ``info``...) read as one, noted."""
         if word in ("C", "I", "E"):
             return word
         kind = TYPE_ALIASES.get(word.lower())
         if kind is None:
-            self.note("CF613", f"unknown chat type {_short(word)!r} read as C", node.start, node.end, index)
+            self.note("CF613", f"unknown chat type {_short(word)!r} read as C", start, end, index)
             return "C"
-        self.note("CF613", f"chat type {word!r} read as {kind!r}", node.start, node.end, index)
+        self.note("CF613", f"chat type {word!r} read as {kind!r}", start, end, index)
         return kind
 
     def _order(self, chat: _RawChat, node: JNode, index: int) -> int | None:
@@ -469,10 +496,10 @@ class Recovery:
     def _field_value(self, chat: _RawChat, tag: str, node: JNode, index: int) -> None:
         if node.kind == "string" and node.value:
             text = str(node.value)
-            if tag == "msg" and _TAGGED.search(text):
+            if tag == self.speech and TAGGED.search(text):
                 self._read_string(chat, node, tagged=True)
                 return
-            if tag == _EMOTION and "&" in text and (decoded := decode_entities(text)) != text:
+            if tag == self.emotion and "&" in text and (decoded := decode_entities(text)) != text:
                 self.note("CF717", f"entities in emotion {_short(text)!r} decoded", node.start, node.end, index)
                 text = decoded
             chat.pieces.append(Piece(tag, text, node.start, node.end))
@@ -502,7 +529,7 @@ class Recovery:
             "CF619", f"<{tag}> given as an object: its value {_short(text)!r} is read", node.start, node.end, index
         )
         intensity = None
-        if tag == _EMOTION and level is not None and level.kind == "scalar":
+        if tag == self.emotion and level is not None and level.kind == "scalar":
             intensity = _unit(level.value)
         for k, ks, _ke, v in node.pairs:
             if v is not value and (v is not level or intensity is None):
@@ -531,7 +558,7 @@ class Recovery:
         """A number or literal where the body's text belongs: its spelling, as text."""
         text = self._scalar_text(node)
         self.note("CF619", f"the {_kind(node)} {_short(text)} read as body text", node.start, node.end, chat.index)
-        tag = "msg" if chat.kind in TAGGED_TYPES else TEXT_TAG
+        tag = self.speech if chat.kind in TAGGED_TYPES else TEXT_TAG
         self._add_text(chat, tag, text, node.start, node.end)
 
     def _add_text(self, chat: _RawChat, tag: str, text: str, start: int, end: int) -> None:
@@ -554,7 +581,7 @@ class Recovery:
             self._take(chat, notes, mapper)
             self._add_text(chat, TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text)))
             return
-        result = read_body(text, self.vocabulary, cut_off=not node.closed)
+        result = read_body(text, self.vocabulary, cut_off=not node.closed, tags=self.tags)
         self._take(chat, result, mapper)
 
     def _take(self, chat: _RawChat, result: Result, mapper: Callable[[int], int]) -> None:
@@ -567,40 +594,158 @@ class Recovery:
 
     # -- no JSON ---------------------------------------------------------------------------
     def _bare(self, start: int, end: int, chats: list[_RawChat]) -> None:
-        """No JSON: the text itself is the character's chat (tags, front matter, brackets, prose)."""
+        """No JSON: the text itself is the reply, read as the first entry of the table's ``text`` chain says."""
         text = self.source.text
         region = text[start:end]
-        lead = len(region) - len(region.lstrip())
         self._drop_fences_only(start, end)
-        body = region
-        chat = _RawChat(0, None, "C")
-        fm = _FRONT_MATTER.match(body)
-        offset = start
-        if fm:
-            self.dialect("front-matter")
-            self._front_matter(chat, fm, offset)
-            body = body[fm.end() :]
-            offset += fm.end()
-        cleaned = _FENCE.sub(lambda m: " " * len(m.group()), _SPECIAL.sub(lambda m: " " * len(m.group()), body))
-        if not cleaned.strip() and not chat.pieces:
+        cleaned = _FENCE.sub(_blank, _SPECIAL.sub(_blank, region))
+        if not cleaned.strip():
             if not text.strip():
                 self.note("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))
             return
-        if _TAGGED.search(cleaned):
-            self.dialect("bare-tags")
-            result = read_body(cleaned.strip(), self.vocabulary)
-            inner = offset + (len(cleaned) - len(cleaned.lstrip()))
-        else:
-            result = Result()
-            read_prose(cleaned, self.vocabulary, result)
-            inner = offset
-            for d in result.dialects:
-                self.dialect(d)
-            if not result.dialects:
-                self.dialect("plain-text")
-        self.note("CF616", "no JSON reply: the text itself is read as the character's chat", start + lead, start + lead)
-        self._take(chat, result, lambda i: inner + i)
+        at = start + len(region) - len(region.lstrip())
+        entry = self.walk("text", Sample(cleaned))
+        if entry is not None and entry.name == "user-chats":
+            message = "no JSON reply: the reply echoes the request form, each <chat> is read as a chat"
+            self.note("CF616", message, at, at)
+            self._user_chats(start, cleaned, chats)
+            return
+        self.note("CF616", "no JSON reply: the text itself is read as the character's chat", at, at)
+        chat = _RawChat(len(chats), None, "C")
+        self._text_body(chat, cleaned, start, entry)
         chats.append(chat)
+
+    def _text_body(self, chat: _RawChat, text: str, offset: int, entry: dialects.DialectRule | None) -> None:
+        """One chat written with no JSON around it: front matter, then tags or prose, as the ``text`` chain says."""
+        pos = 0
+        if entry is not None and entry.name == "front-matter":
+            found = Result()
+            pos = read_front_matter(text, 0, found, self.tags)
+            self._take(chat, found, lambda i: offset + i)
+            entry = self.walk("text", Sample(text[pos:]), after="front-matter")
+        rest = text[pos:]
+        if entry is not None and entry.name == "bare-tags":
+            inner = offset + pos + len(rest) - len(rest.lstrip())
+            result = read_body(rest.strip(), self.vocabulary, tags=self.tags)
+        else:
+            inner = offset + pos
+            result = Result()
+            read_prose(rest, self.vocabulary, result, tags=self.tags)
+        self._take(chat, result, lambda i: inner + i)
+
+    def _user_chats(self, offset: int, text: str, chats: list[_RawChat]) -> None:
+        """The request form echoed: ``<user_chats><chat type="C">…</chat>…``, each ``<chat>`` one chat.
+
+        A chat's type and order come from its attributes (a missing order is its place); a
+        ``<chat>`` left open ends at the next one or at the end; text between chats is
+        dropped (``CF601``). A ``<user_chats>`` wrapper with no ``<chat>`` in it holds one ``C`` chat.
+        """
+        if (cut := _CUT_ELEMENT.search(text)) is not None:
+            # The form is markup: a tag the input ends inside (<chat type="C, <ms) is half an element.
+            self.note(
+                "CF702",
+                f"a tag cut off at the end is dropped: {cut.group()!r}",
+                offset + cut.start(),
+                offset + len(text),
+            )
+            text = text[: cut.start()]
+        elements = list(_CHAT_ELEMENT.finditer(text))
+        if not any(m.group(2).lower() == "chat" for m in elements):
+            blanked = text
+            for m in elements:
+                self.note(
+                    "CF612", f"the request form's {m.group()} is markup, removed", offset + m.start(), offset + m.end()
+                )
+                blanked = blanked[: m.start()] + " " * (m.end() - m.start()) + blanked[m.end() :]
+            chat = _RawChat(len(chats), None, "C")
+            self._text_body(
+                chat, blanked, offset, dialects.first("text", Sample(blanked), self.tags, after="user-chats")
+            )
+            chats.append(chat)
+            return
+        open_chat: tuple[_RawChat, int] | None = None  # the chat being read and where its body starts
+        pos = 0  # where text not yet accounted for starts
+        for m in elements:
+            closing, name = m.group(1) is not None, m.group(2).lower()
+            if open_chat is not None:
+                chat, body = open_chat
+                if not (closing and name == "chat"):
+                    self.note(
+                        "CF702",
+                        "<chat> is not closed; the next element closes it",
+                        offset + m.start(),
+                        offset + m.start(),
+                    )
+                self._chat_body(chat, text, body, m.start(), offset, cut_off=False)
+                open_chat = None
+                if closing and name == "chat":
+                    pos = m.end()
+                    continue
+            else:
+                self._drop(offset + pos, offset + m.start())
+                if closing and name == "chat":
+                    self.note(
+                        "CF712", "a closing </chat> with no open chat is dropped", offset + m.start(), offset + m.end()
+                    )
+            if name == "chat" and not closing:
+                chat = _RawChat(len(chats), None)
+                self._chat_attributes(chat, m, offset)
+                chats.append(chat)
+                open_chat = (chat, m.end())
+            pos = m.end()
+        if open_chat is not None:
+            chat, body = open_chat
+            self.note(
+                "CF702", "<chat> is not closed before the end", offset + len(text), offset + len(text), chat.index
+            )
+            self._chat_body(chat, text, body, len(text), offset, cut_off=True)
+        else:
+            self._drop(offset + pos, offset + len(text))
+
+    def _chat_attributes(self, chat: _RawChat, m: re.Match[str], offset: int) -> None:
+        """``<chat type="C" order="2">``: the chat's type and order."""
+        attrs = {
+            a.lower(): (v1 or v2 or v3, offset + m.start(3) + found.start(), offset + m.start(3) + found.end())
+            for found in _ATTRIBUTE.finditer(m.group(3))
+            for a, v1, v2, v3 in [found.groups()]
+        }
+        if "type" in attrs:
+            word, a, b = attrs["type"]
+            chat.kind = self._type_word(word.strip(), a, b, chat.index)
+        else:
+            chat.kind = "C"
+            self.note("CF613", "a <chat> without a type is read as C", offset + m.start(), offset + m.end(), chat.index)
+        if "order" in attrs:
+            word, a, b = attrs["order"]
+            if _DIGITS.fullmatch(word.strip()) and int(word) >= 1:
+                chat.order = int(word)
+            else:
+                self.note(
+                    "CF614",
+                    f"order {_short(word)!r} is not a whole number from 1: numbered in reading order",
+                    a,
+                    b,
+                    chat.index,
+                )
+                chat.order_noted = True
+
+    def _chat_body(self, chat: _RawChat, text: str, start: int, end: int, offset: int, *, cut_off: bool) -> None:
+        """The body of an echoed ``<chat>``: elements for ``C``, plain text for ``I``/``E``."""
+        body = text[start:end]
+        inner = offset + start + len(body) - len(body.lstrip())
+        body = body.strip()
+        if chat.kind not in TAGGED_TYPES and TAGGED.search(body):
+            self.note("CF613", f"a {chat.kind} chat with tag elements is read as C", inner, inner, chat.index)
+            chat.kind = "C"
+        if chat.kind in TAGGED_TYPES:
+            self._take(chat, read_body(body, self.vocabulary, cut_off=cut_off, tags=self.tags), lambda i: inner + i)
+            return
+        notes = Result()
+        if cut_off:
+            body = drop_cut_entity(body, notes)
+        note_literals(body, 0, notes)
+        self._take(chat, notes, lambda i: inner + i)
+        self._add_text(chat, TEXT_TAG, decode_entities(body), inner, inner + len(body))
 
     def _drop_fences_only(self, start: int, end: int) -> None:
         text = self.source.text
@@ -608,17 +753,6 @@ class Recovery:
             self.note("CF604", f"special token {m.group()} dropped", m.start(), m.end())
         for m in _FENCE.finditer(text, start, end):
             self.note("CF602", "code fence dropped", m.start(), m.end())
-
-    def _front_matter(self, chat: _RawChat, fm: re.Match[str], offset: int) -> None:
-        """Pattern C: ``---\\nemotion: joy\\naction: jump\\n---`` then the text."""
-        block_start = offset + fm.start(1)
-        for m in re.finditer(r"^[ \t]*([\w-]+)[ \t]*:[ \t]*(.*?)[ \t]*$", fm.group(1), re.M):
-            tag = TAG_SYNONYMS.get(m.group(1).lower())
-            a, b = block_start + m.start(), block_start + m.end()
-            if tag is None or not m.group(2):
-                self.note("CF615", f"front matter key {m.group(1)!r} dropped", a, b)
-                continue
-            chat.pieces.append(Piece(tag, m.group(2), block_start + m.start(2), block_start + m.end(2)))
 
     # -- the result -------------------------------------------------------------------------
     def _finish(self, raw_chats: list[_RawChat]) -> Reply:
@@ -658,14 +792,20 @@ class Recovery:
             for order, (rc, segments) in numbered
         ]
         built.sort(key=lambda c: c.order)
-        dialect = self.dialects[0] if self.dialects else "canonical"
+        dialect = dialects.winner(self.dialects)
         if dialect != "canonical":
             self.diagnostics.append(
                 Diagnostic.at(self.source.raw, "CF600", f"dialect: {dialect}", 0, 0, severity="info")
             )
         self.diagnostics.sort(key=lambda d: (d.offset, d.end))
         return construct_trusted(
-            Reply, {"chats": built, "diagnostics": self.diagnostics, "reasoning": None, "dialect": dialect}
+            Reply,
+            {
+                "chats": built,
+                "diagnostics": self.diagnostics,
+                "reasoning": "\n\n".join(self.reasoning) or None,
+                "dialect": dialect,
+            },
         )
 
     def _key(self, p: Piece, index: int) -> str | None:
@@ -707,16 +847,19 @@ class Recovery:
         for p in rc.pieces:
             tag, text = p.tag, p.text
             if kind in TAGGED_TYPES and tag == TEXT_TAG:
-                tag = "msg"
+                tag = self.speech
             if kind not in TAGGED_TYPES:
                 tag, text = TEXT_TAG, (segments[0].text + "\n" + text if segments else text)
                 segments = []
-            if tag == _EMOTION:
+            if tag == self.emotion:
                 key = self._key(p, rc.index)
                 if key == "":
                     continue
                 if key is None:
-                    tag, text = "act", p.text  # content that cannot be a key is kept, as what the character does
+                    tag, text = (
+                        self.narration,
+                        p.text,
+                    )  # content that cannot be a key is kept, as what the character does
                 else:
                     decision = apply_vocabulary(key, self.vocabulary)
                     if decision.code:
@@ -727,13 +870,18 @@ class Recovery:
             if _BAD_TEXT.search(text):
                 self.note("CF714", "control characters or lone surrogates replaced by U+FFFD", p.start, p.end, rc.index)
                 text = _BAD_TEXT.sub("\ufffd", text)
-            if tag not in TAG_BY_NAME and tag != TEXT_TAG and not re.fullmatch(r"[a-z_][a-z0-9_\-]*", tag):
-                tag = "msg"
-            intensity = p.intensity if tag == _EMOTION else None  # how strong an emotion is; nothing else has one
+            if tag not in self.tags and tag != TEXT_TAG and not re.fullmatch(r"[a-z_][a-z0-9_\-]*", tag):
+                tag = self.speech
+            intensity = p.intensity if tag == self.emotion else None  # how strong an emotion is; nothing else has one
             segments.append(construct_trusted(Segment, {"tag": tag, "text": text, "intensity": intensity}))
         if kind not in TAGGED_TYPES and segments and not segments[0].text:
             return []
         return segments
+
+
+def _blank(m: re.Match[str]) -> str:
+    """A match replaced by as many spaces: offsets after it stay put."""
+    return " " * len(m.group())
 
 
 @functools.lru_cache(maxsize=16)
@@ -774,8 +922,17 @@ _MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
 """Vocabulary decisions that replace a word with one of the vocabulary's keys."""
 
 
-def recover(raw: str, vocabulary: Vocabulary | None, prior: list[Diagnostic]) -> Reply:
-    """Read ``raw`` leniently; ``prior`` diagnostics (from decoding bytes) come first."""
-    recovery = Recovery(raw, vocabulary)
+def _keys(node: JNode) -> frozenset[str]:
+    """An object's keys, lower case: what the dialect table's ``json`` entries look at."""
+    return frozenset(k.lower() for k, _s, _e, _v in node.pairs)
+
+
+def recover(raw: str, vocabulary: Vocabulary | None, prior: list[Diagnostic], tags: TagTable = DEFAULT_TAGS) -> Reply:
+    """Read ``raw`` leniently; ``prior`` diagnostics (from decoding bytes) come first.
+
+    ``tags``: the tag table; a tag is read by its role (``tags.emotion``, ``tags.speech``...),
+    so a custom tag (``DEFAULT_TAGS.extend(TagSpec("sfx", "cue", ...))``) is a known tag.
+    """
+    recovery = Recovery(raw, vocabulary, tags)
     recovery.diagnostics.extend(prior)
     return recovery.run()

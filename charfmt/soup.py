@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from html.entities import html5
 from typing import Final
 
+from charfmt import dialects
+from charfmt.dialects import FRONT_MATTER, Sample
 from charfmt.models import Vocabulary
-from charfmt.tags import TAG_BY_NAME, TAG_SYNONYMS
+from charfmt.tags import DEFAULT_TAGS, TagSpec, TagTable
 
 _ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
 _NAMED: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
@@ -88,6 +90,7 @@ class Result:
     pieces: list[Piece] = field(default_factory=list)
     repairs: list[Repair] = field(default_factory=list)
     dialects: list[str] = field(default_factory=list)
+    """Every entry of the dialect table met while reading (``dialects.winner`` picks the reply's)."""
 
     def note(self, code: str, message: str, start: int, end: int) -> None:
         self.repairs.append(Repair(code, message, start, end))
@@ -157,7 +160,7 @@ def _intensity(value: str | None) -> float | None:
     return number / 100 if number > 1 else number
 
 
-def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
+def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) -> _Tag | None:
     """What a tag-like match means, or ``None`` when it is plain text (``a < b > c``)."""
     name = m.group("name")
     closing = bool(m.group("slash"))
@@ -178,13 +181,14 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
     if key is not None and "&" in key:
         key = decode_entities(key)  # an attribute value, read as XML reads it
     intensity = _intensity(attrs.get("intensity") or attrs.get("level"))
-    canon = TAG_SYNONYMS.get(base)
-    exact = name in TAG_BY_NAME and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
+    canon = tags.synonyms.get(base)
+    exact = name in tags and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
+    emotion = tags.emotion.name
     if canon is not None:
-        wraps = canon == "emo" and key is not None
+        wraps = canon == emotion and key is not None
         return _Tag(closing, canon, key, intensity, self_closing, wraps, exact, True)
     if vocabulary is not None and vocabulary.resolve(name) is not None and not sub:
-        return _Tag(closing, "emo", vocabulary.resolve(name), intensity, self_closing, True, False, True)
+        return _Tag(closing, emotion, vocabulary.resolve(name), intensity, self_closing, True, False, True)
     if m.group("lead") or not re.fullmatch(r"[A-Za-z_][\w\-]*", name):
         return None
     return _Tag(closing, lower, None, intensity, self_closing, False, False, False)
@@ -193,11 +197,14 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None) -> _Tag | None:
 _CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
 
 
-def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool = False) -> Result:
+def read_body(
+    body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool = False, tags: TagTable = DEFAULT_TAGS
+) -> Result:
     """Read a ``C`` body leniently into pieces, with every repair noted.
 
     ``cut_off``: the body ends where the input was cut; a tag begun at its very end
     (``<emo>joy</em``) is markup cut in half, dropped rather than kept as text.
+    ``tags``: the tag table; a tag's role, not its name, says how it is read.
     """
     out = Result()
     if cut_off and (m := _CUT_TAG.search(body)) is not None:
@@ -215,12 +222,16 @@ def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool 
         body_view = "".join(parts) + body[pos:]
     else:
         body_view = body
-    state = _Reader(out, vocabulary, body)
+    state = _Reader(out, vocabulary, body, tags)
     pos = 0
+    for entry in dialects.chain("body"):  # what may stand before the elements (front matter)
+        if entry.detect is not None and entry.detect(Sample(body_view[pos:]), tags):
+            out.dialect(entry.name)
+            pos += _BODY_START_READERS[entry.name](body_view[pos:], pos, out, tags)
     holes: list[tuple[int, int, str]] = []  # inline markup in the text since pos: (start, end, replacement)
     removed: set[str] = set()  # inline markup names removed so far (their closers go too)
-    for m in _TAG.finditer(body_view):
-        tag = _resolve(m, vocabulary)
+    for m in _TAG.finditer(body_view, pos):
+        tag = _resolve(m, vocabulary, tags)
         if tag is None:
             continue
         # Inside an element or in running prose, HTML's inline markup is formatting; standing
@@ -243,6 +254,30 @@ def read_body(body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool 
     state.finish(len(body))
     return out
 
+
+def read_front_matter(text: str, offset: int, out: Result, tags: TagTable = DEFAULT_TAGS) -> int:
+    """Pattern C at the start of ``text``: ``---\\nemotion: joy\\naction: jump\\n---``; how many characters it took.
+
+    Each key the tag table knows (``tags.synonyms``) gives a piece of its tag; any other
+    key, or one with no value, is reported dropped (``CF615``).
+    """
+    fm = FRONT_MATTER.match(text)
+    if fm is None:
+        return 0
+    block = offset + fm.start(1)
+    for m in _FRONT_MATTER_LINE.finditer(fm.group(1)):
+        tag = tags.synonyms.get(m.group(1).lower())
+        if tag is None or not m.group(2):
+            out.note("CF615", f"front matter key {m.group(1)!r} dropped", block + m.start(), block + m.end())
+            continue
+        out.note("CF713", f"front matter {m.group(1)!r} read as <{tag}>", block + m.start(), block + m.end())
+        out.pieces.append(Piece(tag, decode_entities(m.group(2)), block + m.start(2), block + m.end(2)))
+    return fm.end()
+
+
+_FRONT_MATTER_LINE: Final = re.compile(r"^[ \t]*([\w-]+)[ \t]*:[ \t]*(.*?)[ \t]*$", re.M)
+_BODY_START_READERS: Final = {"front-matter": read_front_matter}
+"""The reader of each ``body`` entry of the dialect table: it returns how many characters it took."""
 
 _CUT_ENTITY: Final = re.compile(r"&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?\Z")
 
@@ -281,10 +316,15 @@ def _without(view: str, start: int, end: int, holes: list[tuple[int, int, str]])
 class _Reader:
     """The element state machine of ``read_body``."""
 
-    def __init__(self, out: Result, vocabulary: Vocabulary | None, raw: str) -> None:
+    def __init__(self, out: Result, vocabulary: Vocabulary | None, raw: str, tags: TagTable) -> None:
         self.out = out
         self.vocabulary = vocabulary
         self.raw = raw
+        self.tags = tags
+        self.emotion = tags.emotion.name
+        self.speech = tags.speech.name
+        # What an emotion written inside them splits in two (their text continues after it).
+        self.splittable = frozenset(s.name for s in tags.with_role("speech", "hidden", "action"))
         self.open: Piece | None = None
         self.open_tag: _Tag | None = None
         self.resume: str | None = None  # a message split by a nested emotion continues after it
@@ -318,8 +358,10 @@ class _Reader:
             if (chunk != "\n" or end == len(view)) and self.out.pieces:
                 out.note("CF701", "whitespace between elements is layout, not content", offset, offset + len(chunk))
             return
-        out.dialect("prose")
-        read_prose(chunk, self.vocabulary, out, offset=offset)
+        entry = dialects.first("stray", Sample(chunk), self.tags)
+        if entry is not None:
+            out.dialect(entry.name)
+        read_prose(chunk, self.vocabulary, out, offset=offset, tags=self.tags)
 
     def tag(self, tag: _Tag, m: re.Match[str]) -> None:
         start, end = m.start(), m.end()
@@ -329,7 +371,7 @@ class _Reader:
             self._close(tag, start, end)
             return
         if self.open is not None:
-            if tag.canon == "emo" and self.open.tag in ("msg", "thought", "act") and not tag.wraps_speech:
+            if tag.canon == self.emotion and self.open.tag in self.splittable and not tag.wraps_speech:
                 self.out.note(
                     "CF709",
                     f"<{m.group('name')}> inside <{self.open.tag}>: the {self.open.tag} is split around it",
@@ -350,14 +392,14 @@ class _Reader:
         assert canon is not None
         if not tag.known:
             self.out.note("CF708", f"unknown tag <{canon}> kept as a segment of its own", start, end)
-        if tag.wraps_speech or (canon == "emo" and tag.key is not None):
+        if tag.wraps_speech or (canon == self.emotion and tag.key is not None):
             key = (tag.key or "").strip()
             if key:
-                self.out.pieces.append(Piece("emo", key, start, end, tag.intensity))
+                self.out.pieces.append(Piece(self.emotion, key, start, end, tag.intensity))
             if tag.self_closing:
                 self.last_end = end
                 return
-            self.open = Piece("msg", "", end, end, implicit=True)
+            self.open = Piece(self.speech, "", end, end, implicit=True)
             self.open_tag = tag
             return
         if tag.self_closing:
@@ -370,16 +412,19 @@ class _Reader:
 
     def _explain(self, tag: _Tag, m: re.Match[str]) -> None:
         name = m.group("name")
-        if tag.wraps_speech and tag.key is not None and "." in name:
-            self.out.dialect("dot-notation")
+        form = dialects.first("tag", Sample(m.group(0)), self.tags)
+        if form is not None and form.name == "dot-notation" and not (tag.wraps_speech and tag.key is not None):
+            form = dialects.first("tag", Sample(m.group(0)), self.tags, after=form.name)  # <msg.x>: no emotion in it
+        if form is not None:
+            self.out.dialect(form.name)
+        if form is not None and form.name == "dot-notation":
             self.out.note(
                 "CF705", f"dot notation <{name}> read as an emotion and the speech it wraps", m.start(), m.end()
             )
-        elif m.group("attrs").strip():
-            self.out.dialect("attribute-xml")
+        elif form is not None and form.name == "attribute-xml":
             what = "an emotion and the speech it wraps" if tag.wraps_speech else "its attributes dropped"
             self.out.note("CF705", f"attribute form {m.group(0)} read as {what}", m.start(), m.end())
-        elif tag.known and tag.canon == "emo" and tag.wraps_speech:
+        elif tag.known and tag.canon == self.emotion and tag.wraps_speech:
             self.out.note(
                 "CF710", f"<{name}> names an emotion: read as an emotion and the speech it wraps", m.start(), m.end()
             )
@@ -396,7 +441,10 @@ class _Reader:
         matches = (
             tag.canon is None
             or tag.canon == self.open.tag
-            or (opened is not None and (tag.canon == opened.canon or (opened.wraps_speech and tag.canon == "emo")))
+            or (
+                opened is not None
+                and (tag.canon == opened.canon or (opened.wraps_speech and tag.canon == self.emotion))
+            )
         )
         if not matches:
             self.out.note("CF703", f"</{tag.canon}> closes <{self.open.tag}>", start, end)
@@ -405,7 +453,7 @@ class _Reader:
         self.open.end = start
         self._emit()
         self.last_end = end
-        if self.resume is not None and self.open is None and tag.canon == "emo":
+        if self.resume is not None and self.open is None and tag.canon == self.emotion:
             self.open = Piece(self.resume, "", end, end, implicit=True)
             self.open_tag = None
             self.resume = None
@@ -415,22 +463,46 @@ class _Reader:
         if piece is None:
             return
         piece.text = decode_entities(piece.text)
-        if piece.tag == "emo":
+        spec = self.tags.get(piece.tag)
+        if spec is not None and spec.content == "key":
+            what = "an emotion" if spec.role == "emotion" else f"a <{spec.name}> value"
             key = piece.text.strip()
             if key != piece.text:
-                self.out.note("CF704", "spaces around an emotion key removed", piece.start, piece.end)
+                self.out.note("CF704", f"spaces around {what} removed", piece.start, piece.end)
             if not key:
-                self.out.note("CF702", "an empty emotion is dropped", piece.start, piece.end)
+                self.out.note(
+                    "CF702",
+                    f"{'an empty emotion' if spec.role == 'emotion' else f'an empty <{spec.name}>'} is dropped",
+                    piece.start,
+                    piece.end,
+                )
                 return
-            piece.text = key
+            piece.text = self._value(spec, key, piece) if spec.values is not None else key
         elif piece.implicit and not piece.text.strip():
             return  # a wrapper with nothing inside, or a split message with nothing after the emotion
         self.out.pieces.append(piece)
 
+    def _value(self, spec: TagSpec, key: str, piece: Piece) -> str:
+        """A value of a tag with a closed list (``spec.values``): the listed one it names, else kept as written."""
+        values = spec.values or ()
+        if key in values:
+            return key
+        same = next((v for v in values if v.casefold() == key.casefold()), None)
+        if same is not None:
+            self.out.note("CF704", f"<{spec.name}> value {key!r} read as {same!r}", piece.start, piece.end)
+            return same
+        self.out.note(
+            "CF719", f"{key!r} is not one of the values of <{spec.name}>: kept as written", piece.start, piece.end
+        )
+        return key
+
     def finish(self, end: int) -> None:
         if self.open is not None:
             if not (
-                self.resume is None and self.open.tag == "msg" and not self.open.text.strip() and self.open_tag is None
+                self.resume is None
+                and self.open.tag == self.speech
+                and not self.open.text.strip()
+                and self.open_tag is None
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
             self.open.end = end
@@ -439,85 +511,97 @@ class _Reader:
 
 # --- brackets and prose --------------------------------------------------------------
 
+_QUOTED: Final = r""""(?P<dq>[^"\n]+)"|「(?P<jq>[^「」]+)」|“(?P<cq>[^“”]+)”"""
+"""Quoted speech: no dialect of its own (plain text quotes too), tried after the dialects' patterns."""
 _PROSE: Final = re.compile(
-    r"""\[\[?(?P<word>[^\[\]\n:：]++)(?:[:：](?P<val>[^\[\]\n]++))?\]\]?      # [joy] [emotion:angry] [[x:y]]
-      | 【(?P<full>[^【】\n]+)】                                               # 【疑惑】
-      | \*\*\((?P<direction>[^)\n]+)\)\*\*                                    # **(stage direction)**
-      | \*(?P<star>[^*\n]+)\*                                                 # *jumps*
-      | （(?P<paren>[^（）\n]+)）                                              # （动作）
-      | (?:^|(?<=[.!?。！？\n]\s)|(?<=[.!?。！？\n]))\((?P<half>[^()\n]+)\)         # (sighs) at a sentence start
-      | "(?P<dq>[^"\n]+)"|「(?P<jq>[^「」]+)」|“(?P<cq>[^“”]+)”                  # quoted speech
-    """,
-    re.X,
+    "|".join([*(f"(?:{entry.pattern})" for entry in dialects.chain("prose") if entry.pattern), _QUOTED]), re.X
 )
+"""The ``prose`` entries of the dialect table, in table order, then quoted speech: one regex."""
+_QUOTES: Final = frozenset('"「“')
+_GROUP_DIALECT: Final[dict[str, str]] = {
+    group: entry.name
+    for entry in dialects.chain("prose")
+    if entry.pattern
+    for group in re.compile(entry.pattern, re.X).groupindex
+}
+"""Each named group of ``_PROSE`` and the dialect entry whose pattern holds it."""
 
 
 _MARKUP_CHARS: Final = re.compile(r"[<>&]")
 """Characters an emotion key cannot hold."""
 
 
-def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None) -> tuple[str, str, float | None] | None:
+def _bracket(
+    word: str, val: str | None, vocabulary: Vocabulary | None, tags: TagTable
+) -> tuple[str, str, float | None] | None:
     """A bracket tag's meaning: ``(tag, text, intensity)``, or ``None`` to keep it as text."""
     number = _intensity(val) if val is not None and re.fullmatch(r"\s*[0-9.]+\s*", val) else None
     lower = word.strip().lower()
+    emotion = tags.emotion.name
     if val is not None and number is None:
-        canon = TAG_SYNONYMS.get(lower)
+        canon = tags.synonyms.get(lower) or tags.prefixes.get(lower)
         if canon is None:
             return None
         value = decode_entities(val.strip())
-        if canon == "emo" and vocabulary is not None:
+        if canon == emotion and vocabulary is not None:
             value = vocabulary.resolve(value) or value
-        if canon == "emo" and _MARKUP_CHARS.search(value):
+        if canon == emotion and _MARKUP_CHARS.search(value):
             return None  # [emotion:a<b] names no emotion: it stays text
         return (canon, value, None)
     if vocabulary is not None:
         key = vocabulary.resolve(word)
         if key is not None:
-            return ("emo", key, number)
+            return (emotion, key, number)
     if re.fullmatch(r"[^\s<>&]+", word.strip()):
-        return ("emo", word.strip(), number)
+        return (emotion, word.strip(), number)
     return None
 
 
-def read_prose(text: str, vocabulary: Vocabulary | None, out: Result, offset: int = 0) -> None:
+def read_prose(
+    text: str, vocabulary: Vocabulary | None, out: Result, offset: int = 0, *, tags: TagTable = DEFAULT_TAGS
+) -> None:
     """Read untagged text: bracket tags, starred or parenthesised actions, quoted speech, the rest speech.
 
-    When quoted speech is present, unquoted narration between quotes is read as action.
+    The marks are the ``prose`` entries of the dialect table, in its order. When quoted
+    speech is present, unquoted narration between quotes is read as action (the table's
+    action tag; speech when the table has none).
     """
+    emotion, speech = tags.emotion.name, tags.speech.name
+    narration = tags.action.name if tags.action is not None else speech
     marks: list[tuple[int, int, str, str, float | None]] = []
     quoted = False
     for m in _PROSE.finditer(text):
         kind = m.lastgroup
         if kind in ("word", "val"):
-            meaning = _bracket(m.group("word"), m.group("val"), vocabulary)
+            meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
             if meaning is None:
                 continue
             marks.append((m.start(), m.end(), meaning[0], meaning[1], meaning[2]))
-            out.dialect("bracket")
         elif kind == "full":
             value = decode_entities(m.group("full").strip())
             canon = (vocabulary.resolve(value) if vocabulary else None) or value
             if _MARKUP_CHARS.search(canon):
                 continue  # 【露娜>w<】 names no emotion: it stays text
-            marks.append((m.start(), m.end(), "emo", canon, None))
-            out.dialect("bracket")
+            marks.append((m.start(), m.end(), emotion, canon, None))
         elif kind in ("direction", "star", "paren", "half"):
-            marks.append((m.start(), m.end(), "act", m.group(kind or 0).strip(), None))
-            out.dialect("roleplay")
+            marks.append((m.start(), m.end(), narration, m.group(kind or 0).strip(), None))
         else:
             quoted = True
-            marks.append((m.start(), m.end(), "msg", m.group(kind or 0), None))
+            marks.append((m.start(), m.end(), speech, m.group(kind or 0), None))
+            continue
+        out.dialect(_GROUP_DIALECT[kind or ""])
     pos = 0
+    rest = narration if quoted else speech
     for start, end, tag, value, intensity in marks:
-        _plain(text[pos:start], offset + pos, "act" if quoted else "msg", out)
+        _plain(text[pos:start], offset + pos, rest, out, speech)
         out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
-        if tag != "msg":
+        if not (quoted and tag == speech and text[start] in _QUOTES):
             out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
         pos = end
-    _plain(text[pos:], offset + pos, "act" if quoted else "msg", out)
+    _plain(text[pos:], offset + pos, rest, out, speech)
 
 
-def _plain(chunk: str, offset: int, tag: str, out: Result) -> None:
+def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     stripped = chunk.strip()
     if not stripped:
         return
@@ -525,6 +609,6 @@ def _plain(chunk: str, offset: int, tag: str, out: Result) -> None:
     start, end = offset + lead, offset + lead + len(stripped)
     out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
     reason = (
-        "narration around quoted speech read as action" if tag == "act" else "text outside an element read as speech"
+        "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"
     )
     out.note("CF706", reason, start, end)

@@ -192,10 +192,7 @@ def _recover(text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = 
     if pause:
         gc.disable()
     try:
-        if tags is DEFAULT_TAGS:
-            return recover(text, vocabulary, prior)
-        # The tags parameter of recover() lands with the dialect table (issue 13.3).
-        return recover(text, vocabulary, prior, tags)  # type: ignore[call-arg,unused-ignore]
+        return recover(text, vocabulary, prior, tags)
     except Exception as e:  # lenient parsing promises never to raise
         crash = Diagnostic.at(
             text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0

@@ -44,6 +44,7 @@ from charfmt.events import (
     Dialect,
     Emotion,
     Event,
+    Reasoning,
     Reset,
     SegmentEnd,
     SegmentStart,
@@ -157,6 +158,7 @@ class Collector:
         self.chats: dict[int, dict[str, Any]] = {}
         self.diagnostics: list[Diagnostic] = []
         self.dialect: str | None = None
+        self.reasoning: list[str] = []
 
     def add(self, event: Event) -> None:
         """Apply one event."""
@@ -173,9 +175,12 @@ class Collector:
             self.diagnostics.append(event.diagnostic)
         elif isinstance(event, Dialect):
             self.dialect = event.name
+        elif isinstance(event, Reasoning):
+            self.reasoning.append(event.text)
         elif isinstance(event, Reset):
             self.chats.clear()
             self.diagnostics.clear()
+            self.reasoning.clear()
             self.dialect = None
 
     def reply(self) -> Reply:
@@ -190,7 +195,13 @@ class Collector:
         chats.sort(key=lambda c: c.order)
         diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
         return construct_trusted(
-            Reply, {"chats": chats, "diagnostics": diagnostics, "reasoning": None, "dialect": self.dialect}
+            Reply,
+            {
+                "chats": chats,
+                "diagnostics": diagnostics,
+                "reasoning": "".join(self.reasoning) or None,
+                "dialect": self.dialect,
+            },
         )
 
 
@@ -842,8 +853,11 @@ class StreamParser:
                 next_index += 1
         if by_order or not consistent:
             out = [Reset(), *reply_events(batch)]  # the batch reader contradicts what was shown
-        elif (dialect := batch.dialect) is not None:
-            out.append(Dialect(dialect))  # last, as in Reply.events()
+        else:
+            if batch.reasoning:
+                out.insert(0, Reasoning(batch.reasoning))  # first, as in Reply.events()
+            if (dialect := batch.dialect) is not None:
+                out.append(Dialect(dialect))  # last, as in Reply.events()
         self._out = out
 
     def _finish_chat(self, index: int, have: dict[str, Any], chat: Chat) -> list[Event] | None:

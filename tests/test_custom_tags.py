@@ -10,7 +10,6 @@ shorthand and user blocks, and a character file with ``[[tags]]``.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import subprocess
@@ -27,7 +26,6 @@ from charfmt import DEFAULT_TAGS, TagSpec, TagTable
 from charfmt.character import CharacterError
 from charfmt.events import Action, Cue, Emotion, TextDelta
 from charfmt.parser import _parse
-from charfmt.recover import recover
 from charfmt.testing import bodies, damaged_replies, replies, segments, user_turns
 
 SFX = TagSpec("sfx", "cue", "a sound effect the game plays at once", values=("door_slam", "thunder"), prefixes=("sfx",))
@@ -153,10 +151,7 @@ def test_the_emotion_is_whatever_tag_has_the_role() -> None:
 
 # --- lenient parsing ------------------------------------------------------------------------
 
-_RECOVER_TAKES_TAGS = "tags" in inspect.signature(recover).parameters
 
-
-@pytest.mark.skipif(not _RECOVER_TAKES_TAGS, reason="recover(tags=) lands with the dialect table (issue 13.3)")
 def test_lenient_parse_repairs_a_reply_with_a_custom_tag() -> None:
     damaged = (
         '```json\n{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo><sfx>thunder</sfx>\\n<msg>Oh!</msg>"}]}\n```'

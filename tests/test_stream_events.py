@@ -65,6 +65,8 @@ def _observed(events: list[charfmt.Event]) -> tuple[list[tuple[Any, ...]], list[
             dialects.append(event.name)
         elif isinstance(event, charfmt.Reset):
             raise AssertionError("unreachable: after the last Reset")
+        elif isinstance(event, charfmt.Reasoning):
+            dialects.append("reasoning:" + event.text)
         else:
             seq = chats.setdefault(event.chat, [])
             if isinstance(event, charfmt.ChatStart):

@@ -32,6 +32,7 @@ import re
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Final
 
 from charfmt.body import decode_text, terminal_regex
@@ -40,19 +41,22 @@ from charfmt.events import (
     Action,
     ChatEnd,
     ChatStart,
+    Cue,
     DiagnosticEvent,
     Dialect,
     Emotion,
     Event,
+    Reasoning,
     Reset,
     SegmentEnd,
     SegmentStart,
     TextDelta,
     reply_events,
+    segment_events,
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
-from charfmt.tags import CHAT_TYPES, TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, REASONING_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 from charfmt.vocabulary import apply_vocabulary
 
 # States. Envelope: before '{"chats": [' (_TOP); where a chat may start (_LIST); after a
@@ -83,9 +87,9 @@ _HEADER: Final = re.compile(
 """A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
 _HEADER_QUOTES: Final = 9
 """How many '"' a header holds: fewer in the tail, and it cannot be complete yet."""
-_TAG_NAMES: Final = "|".join(map(re.escape, TAG_BY_NAME))
-_OPEN_RE: Final = re.compile(f"<({_TAG_NAMES})>")
-_SEP_OPEN_RE: Final = re.compile(rf"\\n<({_TAG_NAMES})>")
+_BODY_END: Final = re.compile(r'"[ \t\n\r]*')
+"""A '"' in a body, and the whitespace after it: the body ends there only if a '}' follows
+(an unescaped quote inside the text is damage, read without contradicting what was shown)."""
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f<&\x7f\ud800-\udfff]+')
 _KEY_RUN: Final = re.compile(r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]+')
 _ESCAPE: Final = re.compile(
@@ -96,16 +100,68 @@ _ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
 _TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 """A decoded character that text does not allow literally ('<' and '&' would be markup)."""
 _KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
-_STREAMED: Final = frozenset(
-    {TEXT_TAG, *(t.name for t in TAG_BY_NAME.values() if t.content == "text" and t.name != "act")}
-)
-"""Segments whose text goes out as deltas (an action goes out whole, like an emotion)."""
-_ELEMENT: Final = {
-    t.name: (re.compile(rf"<\\?/{re.escape(t.name)}>"), t.close, t.content == "key", t.name in _STREAMED)
-    for t in TAG_BY_NAME.values()
-}
-"""Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
-serializers that escape '/') and as written, whether it holds a key, whether its text streams."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Language:
+    """What the reader needs of one tag table, built once per table."""
+
+    open: re.Pattern[str]
+    """An opening tag of the table, the tag name in group 1."""
+    sep_open: re.Pattern[str]
+    """The element separator (JSON-escaped) and an opening tag."""
+    element: dict[str, tuple[re.Pattern[str], str, bool, bool]]
+    """Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
+    serializers that escape '/') and as written, whether it holds a key (announced whole,
+    checked against the vocabulary: the emotion role), whether its text streams (speech and
+    hidden roles; an action or a cue goes out whole)."""
+    whole: dict[str, str]
+    """Tags announced whole, mapped to their role (emotion, action, cue)."""
+    reasoning: re.Pattern[str]
+    """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
+    is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
+
+
+@cache
+def _language(tags: TagTable) -> _Language:
+    names = "|".join(re.escape(t.name) for t in tags)
+    element = {
+        t.name: (re.compile(rf"<\\?/{re.escape(t.name)}>"), t.close, t.role == "emotion", t.streamed) for t in tags
+    }
+    whole = {t.name: str(t.role) for t in tags if not t.streamed}
+    words = "|".join(sorted(REASONING_TAGS - set(tags.names)))
+    reasoning = re.compile(rf"<\s*(?:{words})\s*>", re.IGNORECASE)
+    return _Language(re.compile(f"<({names})>"), re.compile(rf"\\n<({names})>"), element, whole, reasoning)
+
+
+_SPECULATE_MIN: Final = 8
+"""A held stream is read again (``_speculate``) once it has grown by this many characters..."""
+_SPECULATE_SHIFT: Final = 3
+"""... and by an eighth (``>> 3``) of what was read last time: the rereads cost a bounded
+multiple of the input, so a damaged stream stays linear."""
+_SPECULATE_LIMIT_SHIFT: Final = 5
+"""A held stream is reread only while it is shorter than ``max_size >> 5``."""
+_HOLD_BACK: Final = 12
+"""Characters of the segment still being written that a reread does not show yet: a tag, an
+entity or an escape cut by the end of the text so far reads as text until it completes."""
+_UNSURE: Final = re.compile(r"[<&\\*\[`]")
+"""Characters that may begin markup a later character completes; the open segment's text is
+shown only up to the last one near its end."""
+_UNSURE_SPAN: Final = 48
+
+_UNSETTLED: Final = frozenset({"plain-text", "prose"})
+"""Dialects of a reread that show nothing early: untagged text may be prose before the reply."""
+
+
+def _settled(text: str) -> str:
+    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change."""
+    t = text.rstrip()
+    cut = max(0, len(t) - _HOLD_BACK)
+    start = max(0, len(t) - _UNSURE_SPAN)
+    for m in _UNSURE.finditer(t, start):
+        cut = min(cut, m.start())
+        break
+    return t[:cut]
 
 
 class _Held(Exception):
@@ -157,6 +213,7 @@ class Collector:
         self.chats: dict[int, dict[str, Any]] = {}
         self.diagnostics: list[Diagnostic] = []
         self.dialect: str | None = None
+        self.reasoning: list[str] = []
 
     def add(self, event: Event) -> None:
         """Apply one event."""
@@ -164,7 +221,7 @@ class Collector:
             self.chats[event.chat] = {"type": event.type, "order": event.order, "segments": []}
         elif isinstance(event, SegmentStart):
             self.chats[event.chat]["segments"].append([event.tag, [], None])
-        elif isinstance(event, (Emotion, Action, TextDelta)):
+        elif isinstance(event, (Emotion, Action, Cue, TextDelta)):
             segment = self.chats[event.chat]["segments"][event.segment]
             segment[1].append(event.text)
             if isinstance(event, Emotion):
@@ -173,10 +230,13 @@ class Collector:
             self.diagnostics.append(event.diagnostic)
         elif isinstance(event, Dialect):
             self.dialect = event.name
+        elif isinstance(event, Reasoning):
+            self.reasoning.append(event.text)
         elif isinstance(event, Reset):
             self.chats.clear()
             self.diagnostics.clear()
             self.dialect = None
+            self.reasoning.clear()
 
     def reply(self) -> Reply:
         """The reply so far, chats sorted by order (stable: equal orders keep arrival order)."""
@@ -190,7 +250,13 @@ class Collector:
         chats.sort(key=lambda c: c.order)
         diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
         return construct_trusted(
-            Reply, {"chats": chats, "diagnostics": diagnostics, "reasoning": None, "dialect": self.dialect}
+            Reply,
+            {
+                "chats": chats,
+                "diagnostics": diagnostics,
+                "reasoning": "".join(self.reasoning) or None,
+                "dialect": self.dialect,
+            },
         )
 
 
@@ -234,10 +300,12 @@ class StreamParser:
         "_closed",
         "_closer",
         "_collector",
+        "_damaged",
         "_count",
         "_decoder",
         "_held_at",
         "_kept",
+        "_lang",
         "_last_order",
         "_limit",
         "_line",
@@ -248,7 +316,10 @@ class StreamParser:
         "_out",
         "_oversize",
         "_pend",
+        "_reasoning",
         "_room",
+        "_spec_at",
+        "_spec_on",
         "_state",
         "_streams",
         "_text",
@@ -256,6 +327,7 @@ class StreamParser:
         "_unsorted",
         "lenient",
         "max_size",
+        "tags",
         "vocabulary",
     )
 
@@ -266,10 +338,17 @@ class StreamParser:
         vocabulary: Vocabulary | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
         keep_reply: bool = True,
+        tags: TagTable | None = None,
     ) -> None:
         self.lenient = lenient
         self.vocabulary = vocabulary
         self.max_size = max_size
+        self.tags = DEFAULT_TAGS if tags is None else tags
+        self._lang = _language(self.tags)
+        self._reasoning = ""  # the model's reasoning shown so far (Reasoning events)
+        self._damaged = False  # read through damage the batch reader repairs the same way (close() completes it)
+        self._spec_at = 0  # how much of a held stream the last reread read (see _speculate)
+        self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
         self._collector: Collector | None = Collector() if keep_reply else None
         self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
@@ -373,6 +452,8 @@ class StreamParser:
             self._base += len(text)
             if self._base > self._limit or self._room < 0:
                 self._over_size()
+            if self._spec_on and self._kept is not None:
+                return self._speculate()
             return []
         else:
             s = text
@@ -412,6 +493,18 @@ class StreamParser:
                         buf.append(decode_text(m.group()))
                         i = m.end()
                     elif c == '"':
+                        m = _BODY_END.match(s, i)
+                        assert m is not None
+                        if m.end() == n:
+                            i = self._stall(s, i, _ENVELOPE_MAX)
+                            break
+                        if s[m.end()] != "}":
+                            # An unescaped quote inside the text: the batch reader keeps it as text
+                            # (CF607), and so does the stream; close() adds the diagnostic.
+                            buf.append('"')
+                            self._damaged = True
+                            i += 1
+                            continue
                         self._body_end()
                         i += 1
                     else:
@@ -421,7 +514,7 @@ class StreamParser:
                         self._body_end()
                         i += 1
                         continue
-                    m = _SEP_OPEN_RE.match(s, i)
+                    m = self._lang.sep_open.match(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
@@ -451,7 +544,7 @@ class StreamParser:
                     self._segment_end()
                     i = m.end()
                 elif state == _OPEN:
-                    m = _OPEN_RE.match(s, i)
+                    m = self._lang.open.match(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
@@ -509,6 +602,8 @@ class StreamParser:
             self._over_size()
         if self._text and self._streams:
             self._emit_text()
+        if self._state == _HELD and self._spec_on and self._kept is not None:
+            return self._speculate()
         return self._flush()
 
     def close(self) -> list[Event]:
@@ -522,12 +617,150 @@ class StreamParser:
                 self._decoder.decode(b"", final=True)
             except UnicodeDecodeError:
                 self._hold(self._pend, len(self._pend))
-        if self._state == _DONE and not self._pend:
+        if self._state == _DONE and not self._pend and not self._damaged:
             self._order_warnings()
             return self._flush()
         early = self._flush()  # what was decided before the end, now in the collector too
         self._complete()
         return early + self._flush()
+
+    # -- a held stream: reread what came so far, show what more text cannot change ------------
+    def _batch_kwargs(self) -> dict[str, Any]:
+        # The default table is what parse() reads without being told.
+        return {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
+
+    def _speculate(self) -> list[Event]:
+        """Reread the held stream with the lenient batch reader; emit what it settles.
+
+        Run when the text has grown by an eighth since the last reread (so the rereads cost
+        a bounded multiple of the input). What a reread of a prefix says is taken only where
+        more text cannot change it (``_advance``); the first reread that contradicts what was
+        shown stops the rereads, and ``close()`` decides (``Reset`` only if the whole reply
+        still contradicts it).
+        """
+        early = self._flush()
+        size = self._base + len(self._pend)
+        if size - self._spec_at < max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT):
+            return early
+        if size > self.max_size >> _SPECULATE_LIMIT_SHIFT:
+            # What is shown is kept (the reply), and a reread needs memory of its own: past
+            # 1/32 of max_size, a damaged stream waits for close() (memory within max_size).
+            self._spec_on = False
+            return early
+        self._spec_at = size
+        kept = self._kept
+        assert kept is not None
+        raw = self._raw(kept) if self._bytes else "".join(c for c in kept if isinstance(c, str))
+        pause = gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            batch = parse(raw, lenient=True, vocabulary=self.vocabulary, max_size=self.max_size, **self._batch_kwargs())
+        except Exception:  # close() reads it again and reports what went wrong
+            self._spec_on = False
+            return early
+        finally:
+            if pause:
+                gc.enable()
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        head = text.partition("{")[0]  # a reasoning tag before the JSON, if there is JSON
+        if batch.dialect in _UNSETTLED or (batch.reasoning is None and self._lang.reasoning.search(head)):
+            return early  # the text so far may yet turn out to be a preamble to the reply
+        if not self._advance(batch, self._folded()):
+            self._spec_on = False
+            self._out = []  # not even the part before the contradiction: the reread is unsure
+        return early + self._flush()
+
+    def _advance(self, batch: Reply, shown: Collector) -> bool:
+        """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
+
+        Settled: the reasoning once the reply has begun, every chat but the last one as it
+        is, and in the last chat every segment but the last one; the last segment's text up
+        to ``_settled`` (a whole value waits for its segment to close).
+        """
+        out = self._out
+        whole = self._lang.whole
+        reasoning = batch.reasoning or ""
+        if not reasoning.startswith(self._reasoning):
+            return False
+        settled = reasoning if batch.chats else _settled(reasoning)
+        if len(settled) > len(self._reasoning) and settled.startswith(self._reasoning):
+            out.append(Reasoning(settled[len(self._reasoning) :]))
+            self._reasoning = settled
+        arrival = sorted(shown.chats)
+        chats = batch.chats
+        if [c.order for c in chats[: len(arrival)]] != [shown.chats[i]["order"] for i in arrival]:
+            return False  # chats the reread sorts before one shown: close() decides
+        unannounced = {c.order: c for c in self._chats.values() if not c.started}
+        last = len(chats) - 1
+        for k, chat in enumerate(chats):
+            segments: list[list[Any]]
+            if k < len(arrival):
+                index = arrival[k]
+                have = shown.chats[index]
+                if have["type"] != chat.type:
+                    return False
+                found = self._chats.get(index)
+                if found is None:
+                    continue  # ended in the stream; close() checks it against the whole reply
+                state = found
+                segments = have["segments"]
+            else:
+                if k == last and not chat.segments:
+                    break
+                state = unannounced.pop(chat.order, None) or _Chat(self._count, chat.type, chat.order)
+                if state.kind != chat.type:
+                    return False
+                if state.index == self._count:
+                    self._count += 1
+                    self._chats[state.index] = state
+                    self._orders.add(chat.order)
+                state.started = True
+                index = state.index
+                out.append(ChatStart(index, chat.type, chat.order))
+                segments = []
+            count = len(chat.segments)
+            for n, seg in enumerate(chat.segments):
+                still_open = k == last and n == count - 1
+                # Text followed only by a segment still unsure may yet lose trailing space or
+                # turn into markup: it stays open until what follows it is settled.
+                if k == last and n == count - 2 and seg.tag not in whole:
+                    after = chat.segments[-1]
+                    still_open = after.tag in whole or not _settled(after.text)
+                if n < len(segments):
+                    tag, parts, intensity = segments[n]
+                    text = "".join(parts)
+                    if tag != seg.tag or intensity != seg.intensity:
+                        return False
+                    if n < state.closed_segments:
+                        if text != seg.text:
+                            return False
+                        continue
+                else:
+                    if still_open and (seg.tag in whole or not _settled(seg.text)):
+                        break  # a whole value waits for its segment to close; a tag, for its first text
+                    out.append(SegmentStart(index, n, seg.tag))
+                    text = ""
+                if seg.tag in whole:
+                    if text and text != seg.text:
+                        return False
+                    if not text:
+                        out.extend(segment_events(index, n, seg, self.tags)[1:-1])
+                else:
+                    if not seg.text.startswith(text):
+                        return False
+                    more = _settled(seg.text) if still_open else seg.text
+                    if len(more) > len(text) and more.startswith(text):
+                        out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
+                if still_open:
+                    break
+                out.append(SegmentEnd(index, n, seg.tag))
+                state.closed_segments = n + 1
+            else:
+                if k < last:
+                    out.append(ChatEnd(index))
+                    del self._chats[index]
+        return True
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _keep(self, chunk: bytes) -> None:
@@ -663,7 +896,7 @@ class StreamParser:
         chat = self._chat
         chat.segment += 1
         chat.tag = tag
-        self._closer, self._close_tag, is_key, streams = _ELEMENT[tag]
+        self._closer, self._close_tag, is_key, streams = self._lang.element[tag]
         if is_key:
             # Announced whole, once the key is complete: a key cut off shows nothing early.
             chat.key_start = self._base + after
@@ -701,9 +934,13 @@ class StreamParser:
 
     def _segment_end(self) -> None:
         chat = self._chat
-        if chat.tag == "act":
-            self._out.append(Action(chat.index, chat.segment, "".join(self._text)))
+        if (role := self._lang.whole.get(chat.tag)) is not None and role != "emotion":  # (shown at _key_done)
+            text = "".join(self._text)
             self._text.clear()
+            if role == "action":
+                self._out.append(Action(chat.index, chat.segment, text))
+            else:
+                self._out.append(Cue(chat.index, chat.segment, chat.tag, text))
         elif self._text:
             self._emit_text()
         self._out.append(SegmentEnd(chat.index, chat.segment, chat.tag))
@@ -796,7 +1033,9 @@ class StreamParser:
             gc.disable()
         try:
             try:
-                batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=self.max_size)
+                batch = parse(
+                    raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=self.max_size, **self._batch_kwargs()
+                )
             except Exception as e:
                 if not self.lenient or isinstance(e, ParseError):
                     raise
@@ -817,7 +1056,7 @@ class StreamParser:
     def _reconcile(self, batch: Reply) -> None:
         """Emit what ``batch`` holds beyond what was streamed, or ``Reset`` and all of it."""
         if self._collector is None:
-            self._out = [Reset(), *reply_events(batch)]
+            self._out = [Reset(), *reply_events(batch, self.tags)]
             return
         streamed = self._folded()
         out: list[Event] = []
@@ -827,6 +1066,11 @@ class StreamParser:
         next_index = self._count
         unannounced = {c.order: c.index for c in self._chats.values() if not c.started and c.order is not None}
         consistent = len(shown) <= len(batch.diagnostics)
+        reasoning = batch.reasoning or ""
+        if not reasoning.startswith(self._reasoning):
+            consistent = False
+        elif len(reasoning) > len(self._reasoning):
+            out.insert(0, Reasoning(reasoning[len(self._reasoning) :]))
         for chat in batch.chats:
             if chat.order in by_order:
                 index, have = by_order.pop(chat.order)
@@ -836,12 +1080,12 @@ class StreamParser:
                     break
                 out.extend(events)
             elif chat.order in unannounced:
-                out.extend(_chat_events(unannounced.pop(chat.order), chat))
+                out.extend(_chat_events(unannounced.pop(chat.order), chat, self.tags))
             else:
-                out.extend(_chat_events(next_index, chat))
+                out.extend(_chat_events(next_index, chat, self.tags))
                 next_index += 1
         if by_order or not consistent:
-            out = [Reset(), *reply_events(batch)]  # the batch reader contradicts what was shown
+            out = [Reset(), *reply_events(batch, self.tags)]  # the batch reader contradicts what was shown
         elif (dialect := batch.dialect) is not None:
             out.append(Dialect(dialect))  # last, as in Reply.events()
         self._out = out
@@ -856,7 +1100,7 @@ class StreamParser:
         out: list[Event] = []
         for n, seg in enumerate(chat.segments):
             if n >= len(segments):
-                out.extend(_segment_events(index, n, seg))
+                out.extend(segment_events(index, n, seg, self.tags))
                 continue
             tag, parts, intensity = segments[n]
             text = "".join(parts)
@@ -866,13 +1110,11 @@ class StreamParser:
                 if text != seg.text:
                     return None
                 continue
-            if seg.tag in ("emo", "act"):
+            if seg.tag in self._lang.whole:
                 if text and text != seg.text:
-                    return None  # an emotion or action is shown whole, once
+                    return None  # an emotion, action or cue is shown whole, once
                 if not text:
-                    out.append(
-                        Emotion(index, n, seg.text, seg.intensity) if seg.tag == "emo" else Action(index, n, seg.text)
-                    )
+                    out.extend(segment_events(index, n, seg, self.tags)[1:-1])
             elif len(seg.text) > len(text):
                 out.append(TextDelta(index, n, seg.tag, seg.text[len(text) :]))
             out.append(SegmentEnd(index, n, seg.tag))
@@ -881,41 +1123,37 @@ class StreamParser:
         return out
 
 
-def _segment_events(chat: int, n: int, seg: Segment) -> list[Event]:
-    out: list[Event] = [SegmentStart(chat, n, seg.tag)]
-    if seg.tag == "emo":
-        out.append(Emotion(chat, n, seg.text, seg.intensity))
-    elif seg.tag == "act":
-        out.append(Action(chat, n, seg.text))
-    elif seg.text:
-        out.append(TextDelta(chat, n, seg.tag, seg.text))
-    out.append(SegmentEnd(chat, n, seg.tag))
-    return out
-
-
-def _chat_events(index: int, chat: Chat) -> list[Event]:
+def _chat_events(index: int, chat: Chat, tags: TagTable) -> list[Event]:
     out: list[Event] = [ChatStart(index, chat.type, chat.order)]
     for n, seg in enumerate(chat.segments):
-        out.extend(_segment_events(index, n, seg))
+        out.extend(segment_events(index, n, seg, tags))
     out.append(ChatEnd(index))
     return out
 
 
 def iter_events(
-    chunks: Iterable[str | bytes], *, lenient: bool = True, vocabulary: Vocabulary | None = None
+    chunks: Iterable[str | bytes],
+    *,
+    lenient: bool = True,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
 ) -> Iterator[Event]:
     """Events from an iterable of chunks, yielded as each chunk arrives."""
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary)
+    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags)
     for chunk in chunks:
         yield from parser.feed(chunk)
     yield from parser.close()
 
 
 async def aiter_events(
-    chunks: AsyncIterable[str | bytes], *, lenient: bool = True, vocabulary: Vocabulary | None = None
+    chunks: AsyncIterable[str | bytes],
+    *,
+    lenient: bool = True,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
 ) -> AsyncIterator[Event]:
     """Events from an async iterable of chunks (an SDK stream), yielded as each chunk arrives."""
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary)
+    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags)
     async for chunk in chunks:
         for event in parser.feed(chunk):
             yield event

@@ -117,7 +117,7 @@ print(before, after, written, n, events)
 
 def drift(seed: int, count: int, size: int = 4) -> dict[str, float]:
     """The early-event figures of ``--drift`` (see the module docstring), as percentages."""
-    from charfmt.fuzz import iter_fuzz_cases  # noqa: PLC0415
+    from charfmt.fuzz import iter_fuzz_cases
 
     speech_tags = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
     with_speech = speech_early = emotions_early = resets = quotes = quote_resets = 0

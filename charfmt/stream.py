@@ -300,8 +300,8 @@ class StreamParser:
         "_closed",
         "_closer",
         "_collector",
-        "_damaged",
         "_count",
+        "_damaged",
         "_decoder",
         "_held_at",
         "_kept",
@@ -708,7 +708,11 @@ class StreamParser:
             else:
                 if k == last and not chat.segments:
                     break
-                state = unannounced.pop(chat.order, None) or _Chat(self._count, chat.type, chat.order)
+                state = (
+                    unannounced.pop(chat.order)
+                    if chat.order in unannounced
+                    else _Chat(self._count, chat.type, chat.order)
+                )
                 if state.kind != chat.type:
                     return False
                 if state.index == self._count:
@@ -1034,7 +1038,11 @@ class StreamParser:
         try:
             try:
                 batch = parse(
-                    raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=self.max_size, **self._batch_kwargs()
+                    raw,
+                    lenient=self.lenient,
+                    vocabulary=self.vocabulary,
+                    max_size=self.max_size,
+                    **self._batch_kwargs(),
                 )
             except Exception as e:
                 if not self.lenient or isinstance(e, ParseError):

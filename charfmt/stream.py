@@ -56,7 +56,16 @@ from charfmt.events import (
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
-from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, REASONING_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
+from charfmt.tags import (
+    CHAT_TYPES,
+    DEFAULT_TAGS,
+    REASONING_TAGS,
+    TAGGED_TYPES,
+    TEXT_TAG,
+    TYPE_ALIASES,
+    TagSpec,
+    TagTable,
+)
 from charfmt.vocabulary import apply_vocabulary
 
 # States. Envelope: before '{"chats": [' (_TOP); where a chat may start (_LIST); after a
@@ -73,12 +82,15 @@ _ENVELOPE_MAX: Final = 4096
 
 _JWS: Final = "[ \t\n\r]*"
 _WS_RUN: Final = re.compile(_JWS)
-_TYPES: Final = "|".join(map(re.escape, CHAT_TYPES))
+_TYPES: Final = "(?i:" + "|".join(map(re.escape, sorted({*CHAT_TYPES, *TYPE_ALIASES}, key=len, reverse=True))) + ")"
+"""A chat type as written: ``C``, or a spelling the batch reader takes for it (``c``, ``chat``: CF613)."""
 _ORDER: Final = "[1-9][0-9]*"
 _ORDER_DIGITS_MAX: Final = 640
 """A longer order is read by the batch reader at ``close()``: ``int()`` refuses longer digit
 strings where a process lowers CPython's limit (4,300 by default) to its minimum, 640."""
 _TOP_RE: Final = re.compile(rf'\{{{_JWS}"chats"{_JWS}:{_JWS}\[')
+_TOP_CUT: Final = re.compile(rf'\{{{_JWS}(?:"(?:c(?:h(?:a(?:t(?:s(?:"{_JWS}(?::{_JWS})?)?)?)?)?)?)?)?\Z')
+"""The start of ``{"chats": [`` cut by the end of the text so far."""
 _HEADER: Final = re.compile(
     rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"({_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}({_ORDER})'
     rf'|"order"{_JWS}:{_JWS}({_ORDER}){_JWS},{_JWS}"type"{_JWS}:{_JWS}"({_TYPES})")'
@@ -107,9 +119,11 @@ class _Language:
     """What the reader needs of one tag table, built once per table."""
 
     open: re.Pattern[str]
-    """An opening tag of the table, the tag name in group 1."""
+    """An opening tag of the table as the batch reader takes it (any case, a synonym: CF704), the name in group 1."""
     sep_open: re.Pattern[str]
-    """The element separator (JSON-escaped) and an opening tag."""
+    """The element separator (JSON-escaped; missing: CF701) in group 1 and an opening tag in group 2."""
+    names: dict[str, str]
+    """A tag name as written (lower-cased) mapped to the tag of the table."""
     element: dict[str, tuple[re.Pattern[str], str, bool, bool]]
     """Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
     serializers that escape '/') and as written, whether it holds a key (announced whole,
@@ -124,14 +138,20 @@ class _Language:
 
 @cache
 def _language(tags: TagTable) -> _Language:
-    names = "|".join(re.escape(t.name) for t in tags)
-    element = {
-        t.name: (re.compile(rf"<\\?/{re.escape(t.name)}>"), t.close, t.role == "emotion", t.streamed) for t in tags
-    }
+    words = sorted(tags.synonyms, key=len, reverse=True)
+    names = "(?i:" + "|".join(map(re.escape, words)) + ")"
+
+    def closer(t: TagSpec) -> re.Pattern[str]:
+        spelt = sorted((w for w, name in tags.synonyms.items() if name == t.name), key=len, reverse=True)
+        return re.compile(rf"<\\?/(?:({re.escape(t.name)})|(?i:{'|'.join(map(re.escape, spelt))}))>")
+
+    element = {t.name: (closer(t), t.close, t.role == "emotion", t.streamed) for t in tags}
     whole = {t.name: str(t.role) for t in tags if not t.streamed}
-    words = "|".join(sorted(REASONING_TAGS - set(tags.names)))
-    reasoning = re.compile(rf"<\s*(?:{words})\s*>", re.IGNORECASE)
-    return _Language(re.compile(f"<({names})>"), re.compile(rf"\\n<({names})>"), element, whole, reasoning)
+    thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
+    reasoning = re.compile(rf"<\s*(?:{thinking})\s*>", re.IGNORECASE)
+    return _Language(
+        re.compile(f"<({names})>"), re.compile(rf"(\\n)?<({names})>"), dict(tags.synonyms), element, whole, reasoning
+    )
 
 
 _SPECULATE_MIN: Final = 8
@@ -410,7 +430,7 @@ class StreamParser:
                         return []
                 self._base += len(chunk)
                 if self._base > self._limit:
-                    self._over_size()
+                    self._past_limit()
                 chat = self._chat
                 event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
                 if self._collector is not None:
@@ -451,7 +471,7 @@ class StreamParser:
         elif self._state == _HELD:
             self._base += len(text)
             if self._base > self._limit or self._room < 0:
-                self._over_size()
+                self._past_limit()
             if self._spec_on and self._kept is not None:
                 return self._speculate()
             return []
@@ -478,6 +498,8 @@ class StreamParser:
                         if m is None:
                             i = self._stall(s, i, _TOKEN_MAX, ">")
                             break
+                        if m.group(1) is None:
+                            self._repair()
                         self._segment_end()
                         i = m.end()
                     elif c == "\\":
@@ -502,7 +524,7 @@ class StreamParser:
                             # An unescaped quote inside the text: the batch reader keeps it as text
                             # (CF607), and so does the stream; close() adds the diagnostic.
                             buf.append('"')
-                            self._damaged = True
+                            self._repair()
                             i += 1
                             continue
                         self._body_end()
@@ -518,8 +540,10 @@ class StreamParser:
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
+                    if m.group(1) is None:
+                        self._repair()  # no newline between elements (CF701)
+                    self._segment_start(m.group(2), m.end())
                     i = m.end()
-                    self._segment_start(m.group(1), i)
                 elif state == _KEY:
                     m = _KEY_RUN.match(s, i)
                     if m is not None:
@@ -541,6 +565,8 @@ class StreamParser:
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
+                    if m.group(1) is None:
+                        self._repair()
                     self._segment_end()
                     i = m.end()
                 elif state == _OPEN:
@@ -548,8 +574,8 @@ class StreamParser:
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
+                    self._segment_start(m.group(1), m.end())
                     i = m.end()
-                    self._segment_start(m.group(1), i)
                 else:  # the envelope, between bodies
                     c = s[i]
                     if c in " \t\n\r":
@@ -562,7 +588,9 @@ class StreamParser:
                     elif state == _SEP and c == ",":
                         self._state = _LIST
                         i += 1
-                    elif (state == _SEP or (state == _LIST and not self._count)) and c == "]":
+                    elif (state == _SEP or state == _LIST) and c == "]":
+                        if state == _LIST and self._count:
+                            self._repair()  # a trailing comma
                         self._chats_end = self._base + i + 1
                         self._state = _END
                         i += 1
@@ -576,17 +604,31 @@ class StreamParser:
                             break
                         self._chat_begins(m)
                         i = m.end()
-                    elif state == _TOP and c == "{":
-                        m = _TOP_RE.match(s, i)
+                    elif state == _TOP:
+                        m = _TOP_RE.search(s, i)
                         if m is None:
-                            i = self._stall(s, i, _ENVELOPE_MAX, "[")
+                            # Prose, a fence, reasoning before the reply: skipped (the batch
+                            # reader reports it), unless the reread shows a reply in it.
+                            j = s.rfind("{", i)
+                            cut = j >= 0 and _TOP_CUT.match(s, j) is not None
+                            if (cut and j > i) or not cut:
+                                self._repair()
+                            if cut:
+                                i = self._stall(s, j, _ENVELOPE_MAX)
+                            else:
+                                i = n
                             break
+                        if m.start() > i:
+                            self._repair()
                         self._chats_at = self._here(s, m.end() - 1)
                         self._state = _LIST
                         i = m.end()
                     elif state == _END and c == "}":
                         self._state = _DONE
                         i += 1
+                    elif state == _DONE:
+                        self._repair()  # text after the reply: the batch reader decides at close()
+                        i = n
                     else:
                         raise _Held
         except _Held:
@@ -599,10 +641,14 @@ class StreamParser:
                 self._line_start = self._base + s.rfind("\n", 0, end) + 1
             self._base += end
         if self._base > self._limit or self._room < 0:
-            self._over_size()
+            self._past_limit()
         if self._text and self._streams:
             self._emit_text()
-        if self._state == _HELD and self._spec_on and self._kept is not None:
+        if (
+            (self._state == _HELD or (self._state == _TOP and self._damaged))
+            and self._spec_on
+            and self._kept is not None
+        ):
             return self._speculate()
         return self._flush()
 
@@ -663,12 +709,19 @@ class StreamParser:
             if pause:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        head = text.partition("{")[0]  # a reasoning tag before the JSON, if there is JSON
-        if batch.dialect in _UNSETTLED or (batch.reasoning is None and self._lang.reasoning.search(head)):
+        if batch.dialect in _UNSETTLED or (
+            batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text)
+        ):
             return early  # the text so far may yet turn out to be a preamble to the reply
         if not self._advance(batch, self._folded()):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
+        if self._out and self._state == _TOP:
+            # What came before any JSON reads as a reply (bare tags, brackets): from here on
+            # the rereads show it, and a JSON envelope after it is no longer looked for.
+            self._base += len(self._pend)
+            self._pend = ""
+            self._hold("", 0)
         return early + self._flush()
 
     def _advance(self, batch: Reply, shown: Collector) -> bool:
@@ -793,8 +846,8 @@ class StreamParser:
         """
         if self._kept is None:
             return
-        if self._state == _HELD and self._held_offset() < self.max_size:
-            self._oversize = True
+        if self._damaged or (self._state == _HELD and self._held_offset() < self.max_size):
+            self._oversize = True  # (a repair is only ever made while the text is kept: within max_size)
         self._kept = None
         self._limit = sys.maxsize
 
@@ -841,6 +894,29 @@ class StreamParser:
         self._live = False  # until the token is read, a chunk is not plain text
         return i
 
+    def _repair(self) -> None:
+        """The reader goes on through damage the batch reader repairs the same way (``close()`` completes it).
+
+        Past ``max_size`` nothing is kept to complete it with: there, damage is damage (CF801).
+        """
+        if self._kept is None:
+            raise _Held
+        self._damaged = True
+        self._limit = min(self._limit, self.max_size >> _SPECULATE_LIMIT_SHIFT)
+
+    def _past_limit(self) -> None:
+        """The stream grew past ``_limit``: a repaired one stops showing, a long one stops keeping."""
+        if self._damaged and self._limit < self.max_size:
+            # What is shown is kept (the reply) besides the raw text kept for close(): past
+            # 1/32 of max_size, a repaired stream waits for close() (memory within max_size).
+            if self._state != _HELD:
+                self._base += len(self._pend)
+                self._pend = ""
+                self._hold("", 0)
+            self._limit = self.max_size
+        if self._base > self._limit or self._room < 0:
+            self._over_size()
+
     def _flush(self) -> list[Event]:
         out, self._out = self._out, []
         if self._collector is not None and out:
@@ -865,6 +941,9 @@ class StreamParser:
     # -- the reader: what a token means ------------------------------------------------------
     def _chat_begins(self, m: re.Match[str]) -> None:
         kind, order_text = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
+        if kind not in CHAT_TYPES:
+            kind = TYPE_ALIASES[kind.lower()]
+            self._repair()  # a chat type the batch reader reads as C, I or E (CF613)
         if len(order_text) > _ORDER_DIGITS_MAX:
             raise _Held
         order = int(order_text)
@@ -895,8 +974,12 @@ class StreamParser:
         self._chat = _NO_CHAT
         self._state = _SEP
 
-    def _segment_start(self, tag: str, after: int) -> None:
-        """The opening tag of ``tag`` ends just before ``s[after]``."""
+    def _segment_start(self, written: str, after: int) -> None:
+        """The opening tag ``written`` (a name of the table in any case, or a synonym) ends just before ``s[after]``."""
+        tag = written
+        if tag not in self._lang.element:
+            tag = self._lang.names[written.lower()]
+            self._repair()  # read as the tag it means (CF704)
         chat = self._chat
         chat.segment += 1
         chat.tag = tag

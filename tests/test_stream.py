@@ -128,18 +128,36 @@ def test_out_of_order_chats_keep_their_order_and_the_reply_is_sorted() -> None:
     assert [d.code for d in reply.diagnostics] == ["CF113"]
 
 
-def test_damage_streams_up_to_the_damage_then_completes_at_close() -> None:
+def test_repairs_the_batch_reader_makes_the_same_way_stream_through_and_are_reported_at_close() -> None:
     text = (
         '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello there</msg>"},'
-        '{"type":"C","order":2,"body":"<MSG>shout</MSG>"}]}'
+        '{"type":"c","order":2,"body":"<EMO>sad</EMO><MSG>shout</MSG>"},]}'
     )
     parser = charfmt.StreamParser()
     early = []
     for i in range(0, len(text), 5):
         early.extend(parser.feed(text[i : i + 5]))
-    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)) == "Hello there"
+    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)) == "Hello thereshout"
+    assert [e.text for e in early if isinstance(e, charfmt.Emotion)] == ["joy", "sad"]
     late = parser.close()
-    assert any(isinstance(e, charfmt.DiagnosticEvent) and e.diagnostic.code == "CF704" for e in late)
+    assert not any(isinstance(e, charfmt.Reset) for e in late)
+    codes = {e.diagnostic.code for e in late if isinstance(e, charfmt.DiagnosticEvent)}
+    assert {"CF613", "CF704", "CF701"} <= codes
+    _same(early + late, charfmt.parse(text, lenient=True))
+
+
+def test_damage_streams_up_to_the_damage_then_completes_at_close() -> None:
+    text = (
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello there</msg>"},'
+        '{"type":"C","order":2,"body":"<msg>shout</emo>\\n<msg>again</msg>"}]}'
+    )
+    parser = charfmt.StreamParser()
+    early = []
+    for i in range(0, len(text), 5):
+        early.extend(parser.feed(text[i : i + 5]))
+    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)).startswith("Hello there")
+    late = parser.close()
+    assert not any(isinstance(e, charfmt.Reset) for e in late)
     _same(early + late, charfmt.parse(text, lenient=True))
 
 

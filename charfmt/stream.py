@@ -588,7 +588,7 @@ class StreamParser:
                     elif state == _SEP and c == ",":
                         self._state = _LIST
                         i += 1
-                    elif (state == _SEP or state == _LIST) and c == "]":
+                    elif (state in (_SEP, _LIST)) and c == "]":
                         if state == _LIST and self._count:
                             self._repair()  # a trailing comma
                         self._chats_end = self._base + i + 1
@@ -613,10 +613,7 @@ class StreamParser:
                             cut = j >= 0 and _TOP_CUT.match(s, j) is not None
                             if (cut and j > i) or not cut:
                                 self._repair()
-                            if cut:
-                                i = self._stall(s, j, _ENVELOPE_MAX)
-                            else:
-                                i = n
+                            i = self._stall(s, j, _ENVELOPE_MAX) if cut else n
                             break
                         if m.start() > i:
                             self._repair()

@@ -108,6 +108,7 @@ _ESCAPE: Final = re.compile(
     r'\\(?:(["\\/bfnrt])|u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))'
 )
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE_STARTS: Final = frozenset('"\\/bfnrtu')
 _ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
 _TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 """A decoded character that text does not allow literally ('<' and '&' would be markup)."""
@@ -124,6 +125,8 @@ class _Language:
     """The element separator (JSON-escaped; missing: CF701) in group 1 and an opening tag in group 2."""
     names: dict[str, str]
     """A tag name as written (lower-cased) mapped to the tag of the table."""
+    any_close: re.Pattern[str]
+    """Any closing tag of the table (any spelling), or ``</>``; group 1 never matches (it is damage)."""
     element: dict[str, tuple[re.Pattern[str], str, bool, bool]]
     """Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
     serializers that escape '/') and as written, whether it holds a key (announced whole,
@@ -150,7 +153,13 @@ def _language(tags: TagTable) -> _Language:
     thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
     reasoning = re.compile(rf"<\s*(?:{thinking})\s*>", re.IGNORECASE)
     return _Language(
-        re.compile(f"<({names})>"), re.compile(rf"(\\n)?<({names})>"), dict(tags.synonyms), element, whole, reasoning
+        re.compile(f"<({names})>"),
+        re.compile(rf"(\\n)?<({names})>"),
+        dict(tags.synonyms),
+        re.compile(rf"<\\?/(?:((?!)))?(?:{names})?>"),
+        element,
+        whole,
+        reasoning,
     )
 
 
@@ -339,6 +348,7 @@ class StreamParser:
         "_reasoning",
         "_room",
         "_spec_at",
+        "_spec_last",
         "_spec_on",
         "_state",
         "_streams",
@@ -368,6 +378,7 @@ class StreamParser:
         self._reasoning = ""  # the model's reasoning shown so far (Reasoning events)
         self._damaged = False  # read through damage the batch reader repairs the same way (close() completes it)
         self._spec_at = 0  # how much of a held stream the last reread read (see _speculate)
+        self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
         self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
         self._collector: Collector | None = Collector() if keep_reply else None
         self._unfolded: list[Event] = []  # events not yet folded into the collector
@@ -494,7 +505,7 @@ class StreamParser:
                     if c == "<":
                         if self._closer is _NO_CLOSER:
                             raise _Held  # markup in an I/E body
-                        m = self._closer.match(s, i)
+                        m = self._closer.match(s, i) or self._other_closer(s, i)
                         if m is None:
                             i = self._stall(s, i, _TOKEN_MAX, ">")
                             break
@@ -503,7 +514,7 @@ class StreamParser:
                         self._segment_end()
                         i = m.end()
                     elif c == "\\":
-                        if (j := _escape(s, i, buf, _TEXT_BAD)) < 0:
+                        if (j := _escape(s, i, buf, _TEXT_BAD)) < 0 and (j := self._bad_escape(s, i, buf)) < 0:
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
                         i = j
@@ -558,10 +569,18 @@ class StreamParser:
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
                         i = j
+                    elif c == '"' and self._lenient_end(s, i):
+                        self._key_done(s, i)  # a key cut by the end of the body (CF702)
+                        self._segment_end()
+                        self._body_end()
+                        i += 1
+                    elif c == '"' and len(s) - i < _ENVELOPE_MAX and not s[i + 1 :].strip():
+                        i = self._stall(s, i, _ENVELOPE_MAX)
+                        break
                     else:
                         raise _Held
                 elif state == _CLOSE:
-                    m = self._closer.match(s, i)
+                    m = self._closer.match(s, i) or self._other_closer(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
@@ -743,6 +762,12 @@ class StreamParser:
             return False  # chats the reread sorts before one shown: close() decides
         unannounced = {c.order: c for c in self._chats.values() if not c.started}
         last = len(chats) - 1
+        # The last segment read the same by two rereads, the text having grown in between,
+        # is complete (what came in between is markup after it): shown whole, left open.
+        tail = chats[-1].segments[-1] if chats and chats[-1].segments else None
+        now = None if tail is None else (chats[-1].order, len(chats[-1].segments) - 1, tail.tag, tail.text)
+        steady = now is not None and now == self._spec_last
+        self._spec_last = now
         for k, chat in enumerate(chats):
             segments: list[list[Any]]
             if k < len(arrival):
@@ -791,7 +816,11 @@ class StreamParser:
                             return False
                         continue
                 else:
-                    if still_open and (seg.tag in whole or not _settled(seg.text)):
+                    if n == count - 1 and steady:
+                        unsure = not seg.text
+                    else:
+                        unsure = seg.tag in whole or not _settled(seg.text)
+                    if still_open and unsure:
                         break  # a whole value waits for its segment to close; a tag, for its first text
                     out.append(SegmentStart(index, n, seg.tag))
                     text = ""
@@ -803,7 +832,7 @@ class StreamParser:
                 else:
                     if not seg.text.startswith(text):
                         return False
-                    more = _settled(seg.text) if still_open else seg.text
+                    more = _settled(seg.text) if still_open and not (steady and n == count - 1) else seg.text
                     if len(more) > len(text) and more.startswith(text):
                         out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
                 if still_open:
@@ -890,6 +919,26 @@ class StreamParser:
         self._need = need
         self._live = False  # until the token is read, a chunk is not plain text
         return i
+
+    def _other_closer(self, s: str, i: int) -> re.Match[str] | None:
+        """A closing tag of another element (or ``</>``): the batch reader lets it close the open one (CF703)."""
+        return self._lang.any_close.match(s, i)
+
+    def _lenient_end(self, s: str, i: int) -> bool:
+        """Whether the '"' at ``s[i]`` ends the body (a '}' follows); raises nothing, decides only when it can."""
+        m = _BODY_END.match(s, i)
+        return m is not None and m.end() < len(s) and s[m.end()] == "}" and self._kept is not None
+
+    def _bad_escape(self, s: str, i: int, buf: list[str]) -> int:
+        """A backslash before a character no JSON escape starts with: the batch reader reads the character (CF608)."""
+        if i + 1 >= len(s):
+            return -1
+        ch = s[i + 1]
+        if ch in _ESCAPE_STARTS or _TEXT_BAD.match(ch) or ch in '\r\n\t"':
+            return -1
+        self._repair()
+        buf.append(ch)
+        return i + 2
 
     def _repair(self) -> None:
         """The reader goes on through damage the batch reader repairs the same way (``close()`` completes it).
@@ -1045,8 +1094,11 @@ class StreamParser:
     def _body_end(self) -> None:
         chat = self._chat
         if chat.kind in TAGGED_TYPES:
+            if self._state == _TEXT:
+                self._repair()  # an element not closed before the end of the body (CF702)
+                self._segment_end()
             if self._state != _AFTER:
-                raise _Held  # an empty body, or inside an element
+                raise _Held  # an empty body
         else:
             if self._text:
                 self._emit_text()

@@ -170,27 +170,23 @@ _SPECULATE_SHIFT: Final = 3
 multiple of the input, so a damaged stream stays linear."""
 _SPECULATE_LIMIT_SHIFT: Final = 5
 """A held stream is reread only while it is shorter than ``max_size >> 5``."""
-_HOLD_BACK: Final = 12
-"""Characters of the segment still being written that a reread does not show yet: a tag, an
-entity or an escape cut by the end of the text so far reads as text until it completes."""
-_UNSURE: Final = re.compile(r"[<&\\*\[`]")
-"""Characters that may begin markup a later character completes; the open segment's text is
-shown only up to the last one near its end."""
+_UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
+"""Characters that may begin markup a later character completes (a tag, an entity, an escape,
+an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
+open segment's text is shown only up to the first one near its end."""
 _UNSURE_SPAN: Final = 48
-
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 """Dialects of a reread that show nothing early: untagged text may be prose before the reply."""
 
 
-def _settled(text: str) -> str:
-    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change."""
-    t = text.rstrip()
-    cut = max(0, len(t) - _HOLD_BACK)
-    start = max(0, len(t) - _UNSURE_SPAN)
-    for m in _UNSURE.finditer(t, start):
-        cut = min(cut, m.start())
-        break
-    return t[:cut]
+def _settled(text: str, *, whole_text: bool = False) -> str:
+    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
+
+    Up to the first character near the end that may begin markup, less trailing white
+    space (the batch reader strips it where a segment ends).
+    """
+    m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+    return (text if m is None else text[: m.start()]).rstrip()
 
 
 class _Held(Exception):
@@ -803,9 +799,13 @@ class StreamParser:
                 still_open = k == last and n == count - 1
                 # Text followed only by a segment still unsure may yet lose trailing space or
                 # turn into markup: it stays open until what follows it is settled.
-                if k == last and n == count - 2 and seg.tag not in whole:
+                # So does text of the last chat holding a character that may begin markup (an
+                # asterisk a later one closes may make it an action).
+                if k == last and not still_open and seg.tag not in whole:
                     after = chat.segments[-1]
-                    still_open = after.tag in whole or not _settled(after.text)
+                    still_open = _UNSURE.search(seg.text) is not None or (
+                        n == count - 2 and (after.tag in whole or not _settled(after.text))
+                    )
                 if n < len(segments):
                     tag, parts, intensity = segments[n]
                     text = "".join(parts)
@@ -832,7 +832,10 @@ class StreamParser:
                 else:
                     if not seg.text.startswith(text):
                         return False
-                    more = _settled(seg.text) if still_open and not (steady and n == count - 1) else seg.text
+                    if not still_open or (steady and n == count - 1):
+                        more = seg.text
+                    else:
+                        more = _settled(seg.text, whole_text=n < count - 1)
                     if len(more) > len(text) and more.startswith(text):
                         out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
                 if still_open:

@@ -168,6 +168,10 @@ _SPECULATE_MIN: Final = 8
 _SPECULATE_SHIFT: Final = 3
 """... and by an eighth (``>> 3``) of what was read last time: the rereads cost a bounded
 multiple of the input, so a damaged stream stays linear."""
+_SPECULATE_BUDGET: Final = 16
+"""... or sooner, on a character that may complete something, while all rereads together have
+read at most this many times the text so far."""
+_DECISIVE: Final = re.compile(r"[\]>*\")}\n]")
 _SPECULATE_LIMIT_SHIFT: Final = 5
 """A held stream is reread only while it is shorter than ``max_size >> 5``."""
 _UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
@@ -344,6 +348,7 @@ class StreamParser:
         "_reasoning",
         "_room",
         "_spec_at",
+        "_spec_work",
         "_spec_last",
         "_spec_on",
         "_state",
@@ -374,6 +379,7 @@ class StreamParser:
         self._reasoning = ""  # the model's reasoning shown so far (Reasoning events)
         self._damaged = False  # read through damage the batch reader repairs the same way (close() completes it)
         self._spec_at = 0  # how much of a held stream the last reread read (see _speculate)
+        self._spec_work = 0  # how much all rereads read
         self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
         self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
         self._collector: Collector | None = Collector() if keep_reply else None
@@ -480,7 +486,7 @@ class StreamParser:
             if self._base > self._limit or self._room < 0:
                 self._past_limit()
             if self._spec_on and self._kept is not None:
-                return self._speculate()
+                return self._speculate(text)
             return []
         else:
             s = text
@@ -661,7 +667,7 @@ class StreamParser:
             and self._spec_on
             and self._kept is not None
         ):
-            return self._speculate()
+            return self._speculate(text)
         return self._flush()
 
     def close(self) -> list[Event]:
@@ -687,19 +693,25 @@ class StreamParser:
         # The default table is what parse() reads without being told.
         return {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
 
-    def _speculate(self) -> list[Event]:
+    def _speculate(self, chunk: str) -> list[Event]:
         """Reread the held stream with the lenient batch reader; emit what it settles.
 
-        Run when the text has grown by an eighth since the last reread (so the rereads cost
-        a bounded multiple of the input). What a reread of a prefix says is taken only where
+        Run when the text has grown by an eighth since the last reread, or when ``chunk``
+        brings a character that may complete something (a ']', a '>', an asterisk, a quote)
+        while the rereads have read less than ``_SPECULATE_BUDGET`` times the text: either
+        way, the rereads cost a bounded multiple of the input. What a reread of a prefix says is taken only where
         more text cannot change it (``_advance``); the first reread that contradicts what was
         shown stops the rereads, and ``close()`` decides (``Reset`` only if the whole reply
         still contradicts it).
         """
         early = self._flush()
         size = self._base + len(self._pend)
-        if size - self._spec_at < max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT):
+        grown = size - self._spec_at
+        if grown < max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) and not (
+            grown and self._spec_work + size <= _SPECULATE_BUDGET * size and _DECISIVE.search(chunk)
+        ):
             return early
+        self._spec_work += size
         if size > self.max_size >> _SPECULATE_LIMIT_SHIFT:
             # What is shown is kept (the reply), and a reread needs memory of its own: past
             # 1/32 of max_size, a damaged stream waits for close() (memory within max_size).

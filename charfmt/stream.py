@@ -82,7 +82,9 @@ _ENVELOPE_MAX: Final = 4096
 
 _JWS: Final = "[ \t\n\r]*"
 _WS_RUN: Final = re.compile(_JWS)
-_TYPES: Final = "(?i:" + "|".join(map(re.escape, sorted({*CHAT_TYPES, *TYPE_ALIASES}, key=len, reverse=True))) + ")"
+_TYPES: Final = (
+    "|".join(CHAT_TYPES) + "|(?i:" + "|".join(map(re.escape, sorted(TYPE_ALIASES, key=len, reverse=True))) + ")"
+)
 """A chat type as written: ``C``, or a spelling the batch reader takes for it (``c``, ``chat``: CF613)."""
 _ORDER: Final = "[1-9][0-9]*"
 _ORDER_DIGITS_MAX: Final = 640
@@ -141,8 +143,9 @@ class _Language:
 
 @cache
 def _language(tags: TagTable) -> _Language:
+    # The names as the table writes them first: the common case matches without backtracking.
     words = sorted(tags.synonyms, key=len, reverse=True)
-    names = "(?i:" + "|".join(map(re.escape, words)) + ")"
+    names = "|".join(re.escape(t.name) for t in tags) + "|(?i:" + "|".join(map(re.escape, words)) + ")"
 
     def closer(t: TagSpec) -> re.Pattern[str]:
         spelt = sorted((w for w, name in tags.synonyms.items() if name == t.name), key=len, reverse=True)

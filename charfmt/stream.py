@@ -536,6 +536,8 @@ class StreamParser:
                         if m.end() == n:
                             i = self._stall(s, i, _ENVELOPE_MAX)
                             break
+                        if s[m.end()] in ",]:":
+                            raise _Held  # the batch reader may end the string here: it decides
                         if s[m.end()] != "}":
                             # An unescaped quote inside the text: the batch reader keeps it as text
                             # (CF607), and so does the stream; close() adds the diagnostic.
@@ -575,6 +577,7 @@ class StreamParser:
                             break
                         i = j
                     elif c == '"' and self._lenient_end(s, i):
+                        self._repair()
                         self._key_done(s, i)  # a key cut by the end of the body (CF702)
                         self._segment_end()
                         self._body_end()

@@ -351,9 +351,9 @@ class StreamParser:
         "_reasoning",
         "_room",
         "_spec_at",
-        "_spec_work",
         "_spec_last",
         "_spec_on",
+        "_spec_work",
         "_state",
         "_streams",
         "_text",
@@ -834,10 +834,8 @@ class StreamParser:
                             return False
                         continue
                 else:
-                    if n == count - 1 and steady:
-                        unsure = not seg.text
-                    else:
-                        unsure = seg.tag in whole or not _settled(seg.text)
+                    steady_last = n == count - 1 and steady
+                    unsure = not seg.text if steady_last else seg.tag in whole or not _settled(seg.text)
                     if still_open and unsure:
                         break  # a whole value waits for its segment to close; a tag, for its first text
                     out.append(SegmentStart(index, n, seg.tag))

@@ -130,7 +130,7 @@ def _agree(
 
 
 def _batch_events(batch: charfmt.Reply, tags: TagTable) -> list[charfmt.Event]:
-    from charfmt.events import reply_events  # noqa: PLC0415 (Reply.events() reads the default table)
+    from charfmt.events import reply_events
 
     return list(reply_events(batch, tags))
 

@@ -127,6 +127,10 @@ class _Language:
     """The element separator (JSON-escaped; missing: CF701) in group 1 and an opening tag in group 2."""
     names: dict[str, str]
     """A tag name as written (lower-cased) mapped to the tag of the table."""
+    first_whole: re.Pattern[str]
+    """A whole element (emotion, action, cue) as the table writes it, first in a body: tag and value in groups 1, 2."""
+    sep_whole: re.Pattern[str]
+    """The same after the element separator."""
     any_close: re.Pattern[str]
     """Any closing tag of the table (any spelling), or ``</>``; group 1 never matches (it is damage)."""
     element: dict[str, tuple[re.Pattern[str], str, bool, bool]]
@@ -153,12 +157,18 @@ def _language(tags: TagTable) -> _Language:
 
     element = {t.name: (closer(t), t.close, t.role == "emotion", t.streamed) for t in tags}
     whole = {t.name: str(t.role) for t in tags if not t.streamed}
+    wholes = "|".join(re.escape(t.name) for t in tags if not t.streamed)
+    run = r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]*'
+    first_whole = re.compile(rf"<({wholes})>({run})</\1>")
+    sep_whole = re.compile(rf"\\n<({wholes})>({run})</\1>")
     thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
     reasoning = re.compile(rf"<\s*(?:{thinking})\s*>", re.IGNORECASE)
     return _Language(
         re.compile(f"<({names})>"),
         re.compile(rf"(\\n)?<({names})>"),
         dict(tags.synonyms),
+        first_whole,
+        sep_whole,
         re.compile(rf"<\\?/(?:((?!)))?(?:{names})?>"),
         element,
         whole,
@@ -554,8 +564,15 @@ class StreamParser:
                         self._body_end()
                         i += 1
                         continue
+                    m = self._lang.sep_whole.match(s, i)
+                    if m is not None and self._whole(m):
+                        i = m.end()
+                        continue
                     m = self._lang.sep_open.match(s, i)
                     if m is None:
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if self._whole_cut(s, i, m.group(2), m.end()):
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
                     if m.group(1) is None:
@@ -597,8 +614,15 @@ class StreamParser:
                     self._segment_end()
                     i = m.end()
                 elif state == _OPEN:
+                    m = self._lang.first_whole.match(s, i)
+                    if m is not None and self._whole(m):
+                        i = m.end()
+                        continue
                     m = self._lang.open.match(s, i)
                     if m is None:
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if self._whole_cut(s, i, m.group(1), m.end()):
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
                     self._segment_start(m.group(1), m.end())
@@ -1059,6 +1083,39 @@ class StreamParser:
             self._out.append(SegmentStart(chat.index, chat.segment, tag))
             self._state = _TEXT
             self._streams = self._live = streams
+
+    def _whole(self, m: re.Match[str]) -> bool:
+        """A whole element as the table writes it (``<emo>joy</emo>``) in one match; ``False``: token by token."""
+        tag, value = m.group(1), m.group(2)
+        role = self._lang.whole[tag]
+        if role == "emotion" and (self.vocabulary is not None or not terminal_regex("KEY").fullmatch(value)):
+            return False  # the token reader decides (vocabulary diagnostics, damage)
+        chat = self._chat
+        n = chat.segment = chat.segment + 1
+        chat.tag = tag
+        if not chat.started:
+            self._start(chat)
+        index = chat.index
+        out = self._out
+        out.append(SegmentStart(index, n, tag))
+        if role == "emotion":
+            out.append(Emotion(index, n, value))
+        elif role == "action":
+            out.append(Action(index, n, value))
+        else:
+            out.append(Cue(index, n, tag, value))
+        out.append(SegmentEnd(index, n, tag))
+        chat.closed_segments = n + 1
+        self._state = _AFTER
+        return True
+
+    def _whole_cut(self, s: str, i: int, written: str, after: int) -> bool:
+        """Whether ``s[i:]`` is the start of a whole element cut by the chunk boundary (it waits, to be read whole)."""
+        if written not in self._lang.whole or len(s) - i >= _TOKEN_MAX:
+            return False
+        m = _KEY_RUN.match(s, after)
+        rest = s[m.end() if m is not None else after :]
+        return not rest or self._lang.element[written][1].startswith(rest)
 
     def _key_done(self, s: str, i: int) -> None:
         """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""

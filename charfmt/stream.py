@@ -1,27 +1,30 @@
 """Streaming: events as model output arrives, never a partial tag, identical to the batch result.
 
-``StreamParser`` reads the reply incrementally while it is in charfmt's format (any JSON
-whitespace, JSON escapes in text and keys, ``<\\/msg>`` closing tags, ``type`` and
-``order`` in either order before ``body``).
-Each event is emitted as soon as it is certain: an emotion when its key is complete,
-text deltas as soon as their characters are decided — never a fragment of a tag, an
-entity, a JSON escape or a UTF-8 character.
+``StreamParser`` reads the reply incrementally with the tables the batch reader uses (the
+tag table's names, synonyms and roles: ``tags=``; the chat types and their spellings).
+Each event is emitted as soon as it is certain: an emotion, action or cue when its value is
+complete, text deltas as soon as their characters are decided, never a fragment of a
+tag, an entity, a JSON escape or a UTF-8 character.
 
-The reader works token by token: a regular expression per state (the chat header, an
-opening tag, a run of text, an escape, an entity, a closing tag) matched where the last
-token ended. A token cut by a chunk boundary waits, at most ``_TOKEN_MAX`` characters
-(``_ENVELOPE_MAX`` for a chat header), for the next chunk, and is tried again only when a
-chunk brings the character it ends with; the cost of a chunk is the work on its own
-characters plus that short tail, so total work is linear in the input. A chunk of plain
-text inside a message is one delta without entering the reader at all.
+The reader works token by token: a regular expression per state (the chat header, a whole
+element, an opening tag, a run of text, an escape, an entity, a closing tag) matched where
+the last token ended. A token cut by a chunk boundary waits, at most ``_TOKEN_MAX``
+characters (``_ENVELOPE_MAX`` for a chat header), for the next chunk, and is tried again
+only when a chunk brings the character it ends with; the cost of a chunk is the work on
+its own characters plus that short tail, so total work is linear in the input. A chunk of
+plain text inside a message is one delta without entering the reader at all.
 
-The moment the input leaves the format, the stream keeps what it has shown and holds the
-rest; ``close()`` reads the whole text with ``charfmt.parse(lenient=True)`` (the same
-recovery rules) and emits only what is missing, so the events always rebuild exactly
-the batch result. Damaged input streams up to the damage and completes at the end; a
-repaired reply's ``Dialect`` is its last event, as in ``Reply.events()``.
-Markup written as JSON escapes (``\\u003c`` for ``<``) is valid but rare: it is read at
-``close()``.
+Damage the batch reader repairs in a known way is read the same way, still streaming
+(prose, fences and reasoning before the JSON, text after it, tag synonyms and case,
+missing newlines, chat type spellings, a trailing comma, unescaped quotes, mismatched or
+missing closing tags, invalid escapes); ``close()`` then reads the whole text with
+``charfmt.parse(lenient=True)`` and adds its diagnostics. Any other shape (bare tags,
+brackets, other dialects) is reread with the batch reader as it grows (``_speculate``),
+and what a reread settles is emitted (``_advance``). At ``close()`` the stream reconciles
+with the batch result and emits only what is missing; ``Reset`` and the whole result only
+where it contradicts what was shown (docs/LENIENT.md lists the cases). A repaired reply's
+``Dialect`` is its last event, as in ``Reply.events()``. Markup written as JSON escapes
+(``\\u003c`` for ``<``) is valid but rare: it is read at ``close()``.
 """
 
 from __future__ import annotations

@@ -65,13 +65,14 @@ def reference_once(text: str, number: int = 1) -> float:
 
 def split_once(text: str, size: int = 4) -> float:
     """CPU time of the sentence splitter over one ``msg`` segment delivered in ``size``-character deltas."""
-    deltas = [charfmt.TextDelta(0, 0, "msg", text[i : i + size]) for i in range(0, len(text), size)]
+    tag = charfmt.DEFAULT_TAGS.speech.name
+    deltas = [charfmt.TextDelta(0, 0, tag, text[i : i + size]) for i in range(0, len(text), size)]
     start = time.process_time()
     splitter = charfmt.SentenceSplitter()
     splitter.feed(charfmt.ChatStart(0, "C", 1))
     for delta in deltas:
         splitter.feed(delta)
-    splitter.feed(charfmt.SegmentEnd(0, 0, "msg"))
+    splitter.feed(charfmt.SegmentEnd(0, 0, tag))
     return time.process_time() - start
 
 

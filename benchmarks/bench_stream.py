@@ -1,6 +1,6 @@
 """Benchmark: streaming against one batch parse, per-chunk latency, and memory on a long stream.
 
-Run: .venv/bin/python benchmarks/bench_stream.py [--quick]
+Run: .venv/bin/python benchmarks/bench_stream.py [--quick] [--drift [--seed N --count N]]
 
 - total cost (CPU time) of streaming a reply in 4-character chunks, as a ratio to the
   reference (``json.loads`` + one ``re.finditer`` per body, ``bench_parse.reference``; the
@@ -12,6 +12,13 @@ Run: .venv/bin/python benchmarks/bench_stream.py [--quick]
   the same process after import only;
 - the sentence splitter on the shapes that once were quadratic (a trailing run of ``.``,
   text inside an unclosed 「): CPU time for n and 10n characters in 4-character deltas.
+
+``--drift`` measures instead how the stream behaves on what ``charfmt fuzz --seed 1 --count
+1500`` generates (``charfmt.fuzz.iter_fuzz_cases``), each reply streamed in 4-character
+chunks: of the replies whose lenient parse has speech text, how many have their first
+speech ``TextDelta`` before ``close()``, and how many have every emotion of the batch result
+emitted before ``close()``; and how often a stream emits a ``Reset`` (overall, and for
+replies with an unescaped quote).
 """
 
 from __future__ import annotations
@@ -58,13 +65,14 @@ def reference_once(text: str, number: int = 1) -> float:
 
 def split_once(text: str, size: int = 4) -> float:
     """CPU time of the sentence splitter over one ``msg`` segment delivered in ``size``-character deltas."""
-    deltas = [charfmt.TextDelta(0, 0, "msg", text[i : i + size]) for i in range(0, len(text), size)]
+    tag = charfmt.DEFAULT_TAGS.speech.name
+    deltas = [charfmt.TextDelta(0, 0, tag, text[i : i + size]) for i in range(0, len(text), size)]
     start = time.process_time()
     splitter = charfmt.SentenceSplitter()
     splitter.feed(charfmt.ChatStart(0, "C", 1))
     for delta in deltas:
         splitter.feed(delta)
-    splitter.feed(charfmt.SegmentEnd(0, 0, "msg"))
+    splitter.feed(charfmt.SegmentEnd(0, 0, tag))
     return time.process_time() - start
 
 
@@ -108,10 +116,66 @@ print(before, after, written, n, events)
 """
 
 
+def drift(seed: int, count: int, size: int = 4) -> dict[str, float]:
+    """The early-event figures of ``--drift`` (see the module docstring), as percentages."""
+    from charfmt.fuzz import iter_fuzz_cases
+
+    speech_tags = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
+    with_speech = speech_early = emotions_early = resets = quotes = quote_resets = 0
+    for case in iter_fuzz_cases(seed, count):
+        text = case.text
+        batch = charfmt.parse(text, lenient=True)
+        parser = charfmt.StreamParser()
+        early: list[charfmt.Event] = []
+        for i in range(0, len(text), size):
+            early.extend(parser.feed(text[i : i + size]))
+        late = parser.close()
+        reset = any(isinstance(e, charfmt.Reset) for e in early + late)
+        resets += reset
+        if "unescaped-quote" in case.mutations:
+            quotes += 1
+            quote_resets += reset
+        speaks = any(s.tag in speech_tags and s.text for c in batch.chats for s in c.segments)
+        if not speaks:
+            continue
+        with_speech += 1
+        if any(isinstance(e, charfmt.TextDelta) and e.tag in speech_tags for e in early):
+            speech_early += 1
+        wanted = [s.text for c in batch.chats for s in c.segments if s.tag == charfmt.DEFAULT_TAGS.emotion.name]
+        shown = [e.text for e in early if isinstance(e, charfmt.Emotion)]
+        if all(shown.count(w) >= wanted.count(w) for w in set(wanted)) and not (reset and wanted):
+            emotions_early += 1
+    return {
+        "replies": count,
+        "with_speech": with_speech,
+        "speech_early": 100 * speech_early / max(with_speech, 1),
+        "emotions_early": 100 * emotions_early / max(with_speech, 1),
+        "reset": 100 * resets / max(count, 1),
+        "quote_cases": quotes,
+        "quote_reset": quote_resets,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--drift", action="store_true", help="early events and resets on fuzz cases (see above)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--count", type=int, default=1500)
     args = ap.parse_args(argv)
+    if args.drift:
+        f = drift(args.seed, args.count)
+        print(
+            f"charfmt fuzz --seed {args.seed} --count {args.count}, 4-char chunks: "
+            f"{f['with_speech']:.0f} replies whose lenient parse has speech text"
+        )
+        print(f"  first speech TextDelta before close(): {f['speech_early']:.1f} %  (target >= 95 %)")
+        print(f"  every batch emotion emitted before close(): {f['emotions_early']:.1f} %  (target >= 95 %)")
+        print(
+            f"  Reset: {f['reset']:.2f} % of {f['replies']:.0f} replies (target <= 0.2 %); "
+            f"{f['quote_reset']:.0f} of {f['quote_cases']:.0f} with an unescaped quote (target 0)"
+        )
+        return 0
     rounds = 31 if args.quick else 301
     text = make_reply(3_000)
     size = 4

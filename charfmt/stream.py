@@ -1,27 +1,30 @@
 """Streaming: events as model output arrives, never a partial tag, identical to the batch result.
 
-``StreamParser`` reads the reply incrementally while it is in charfmt's format (any JSON
-whitespace, JSON escapes in text and keys, ``<\\/msg>`` closing tags, ``type`` and
-``order`` in either order before ``body``).
-Each event is emitted as soon as it is certain: an emotion when its key is complete,
-text deltas as soon as their characters are decided — never a fragment of a tag, an
-entity, a JSON escape or a UTF-8 character.
+``StreamParser`` reads the reply incrementally with the tables the batch reader uses (the
+tag table's names, synonyms and roles: ``tags=``; the chat types and their spellings).
+Each event is emitted as soon as it is certain: an emotion, action or cue when its value is
+complete, text deltas as soon as their characters are decided, never a fragment of a
+tag, an entity, a JSON escape or a UTF-8 character.
 
-The reader works token by token: a regular expression per state (the chat header, an
-opening tag, a run of text, an escape, an entity, a closing tag) matched where the last
-token ended. A token cut by a chunk boundary waits, at most ``_TOKEN_MAX`` characters
-(``_ENVELOPE_MAX`` for a chat header), for the next chunk, and is tried again only when a
-chunk brings the character it ends with; the cost of a chunk is the work on its own
-characters plus that short tail, so total work is linear in the input. A chunk of plain
-text inside a message is one delta without entering the reader at all.
+The reader works token by token: a regular expression per state (the chat header, a whole
+element, an opening tag, a run of text, an escape, an entity, a closing tag) matched where
+the last token ended. A token cut by a chunk boundary waits, at most ``_TOKEN_MAX``
+characters (``_ENVELOPE_MAX`` for a chat header), for the next chunk, and is tried again
+only when a chunk brings the character it ends with; the cost of a chunk is the work on
+its own characters plus that short tail, so total work is linear in the input. A chunk of
+plain text inside a message is one delta without entering the reader at all.
 
-The moment the input leaves the format, the stream keeps what it has shown and holds the
-rest; ``close()`` reads the whole text with ``charfmt.parse(lenient=True)`` (the same
-recovery rules) and emits only what is missing, so the events always rebuild exactly
-the batch result. Damaged input streams up to the damage and completes at the end; a
-repaired reply's ``Dialect`` is its last event, as in ``Reply.events()``.
-Markup written as JSON escapes (``\\u003c`` for ``<``) is valid but rare: it is read at
-``close()``.
+Damage the batch reader repairs in a known way is read the same way, still streaming
+(prose, fences and reasoning before the JSON, text after it, tag synonyms and case,
+missing newlines, chat type spellings, a trailing comma, unescaped quotes, mismatched or
+missing closing tags, invalid escapes); ``close()`` then reads the whole text with
+``charfmt.parse(lenient=True)`` and adds its diagnostics. Any other shape (bare tags,
+brackets, other dialects) is reread with the batch reader as it grows (``_speculate``),
+and what a reread settles is emitted (``_advance``). At ``close()`` the stream reconciles
+with the batch result and emits only what is missing; ``Reset`` and the whole result only
+where it contradicts what was shown (docs/LENIENT.md lists the cases). A repaired reply's
+``Dialect`` is its last event, as in ``Reply.events()``. Markup written as JSON escapes
+(``\\u003c`` for ``<``) is valid but rare: it is read at ``close()``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import re
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Final
 
 from charfmt.body import decode_text, terminal_regex
@@ -40,6 +44,7 @@ from charfmt.events import (
     Action,
     ChatEnd,
     ChatStart,
+    Cue,
     DiagnosticEvent,
     Dialect,
     Emotion,
@@ -50,10 +55,20 @@ from charfmt.events import (
     SegmentStart,
     TextDelta,
     reply_events,
+    segment_events,
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
-from charfmt.tags import CHAT_TYPES, TAG_BY_NAME, TAGGED_TYPES, TEXT_TAG
+from charfmt.tags import (
+    CHAT_TYPES,
+    DEFAULT_TAGS,
+    REASONING_TAGS,
+    TAGGED_TYPES,
+    TEXT_TAG,
+    TYPE_ALIASES,
+    TagSpec,
+    TagTable,
+)
 from charfmt.vocabulary import apply_vocabulary
 
 # States. Envelope: before '{"chats": [' (_TOP); where a chat may start (_LIST); after a
@@ -66,16 +81,23 @@ _TOKEN_MAX: Final = 48
 """The longest body token a chunk boundary may cut (an escaped surrogate pair is 12,
 a numeric entity with leading zeros up to 40): a longer tail that matches nothing is damage."""
 _ENVELOPE_MAX: Final = 4096
+_EMPTY_REPLY: Final = '{"chats":[]}'
+"""Put after the text skipped before a reply to reread it as a preamble (its reasoning)."""
 """The same for a chat header (it may hold JSON whitespace)."""
 
 _JWS: Final = "[ \t\n\r]*"
 _WS_RUN: Final = re.compile(_JWS)
-_TYPES: Final = "|".join(map(re.escape, CHAT_TYPES))
+_TYPES: Final = (
+    "|".join(CHAT_TYPES) + "|(?i:" + "|".join(map(re.escape, sorted(TYPE_ALIASES, key=len, reverse=True))) + ")"
+)
+"""A chat type as written: ``C``, or a spelling the batch reader takes for it (``c``, ``chat``: CF613)."""
 _ORDER: Final = "[1-9][0-9]*"
 _ORDER_DIGITS_MAX: Final = 640
 """A longer order is read by the batch reader at ``close()``: ``int()`` refuses longer digit
 strings where a process lowers CPython's limit (4,300 by default) to its minimum, 640."""
 _TOP_RE: Final = re.compile(rf'\{{{_JWS}"chats"{_JWS}:{_JWS}\[')
+_TOP_CUT: Final = re.compile(rf'\{{{_JWS}(?:"(?:c(?:h(?:a(?:t(?:s(?:"{_JWS}(?::{_JWS})?)?)?)?)?)?)?)?\Z')
+"""The start of ``{"chats": [`` cut by the end of the text so far."""
 _HEADER: Final = re.compile(
     rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"({_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}({_ORDER})'
     rf'|"order"{_JWS}:{_JWS}({_ORDER}){_JWS},{_JWS}"type"{_JWS}:{_JWS}"({_TYPES})")'
@@ -84,29 +106,109 @@ _HEADER: Final = re.compile(
 """A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
 _HEADER_QUOTES: Final = 9
 """How many '"' a header holds: fewer in the tail, and it cannot be complete yet."""
-_TAG_NAMES: Final = "|".join(map(re.escape, TAG_BY_NAME))
-_OPEN_RE: Final = re.compile(f"<({_TAG_NAMES})>")
-_SEP_OPEN_RE: Final = re.compile(rf"\\n<({_TAG_NAMES})>")
+_BODY_END: Final = re.compile(r'"[ \t\n\r]*')
+"""A '"' in a body, and the whitespace after it: the body ends there only if a '}' follows
+(an unescaped quote inside the text is damage, read without contradicting what was shown)."""
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f<&\x7f\ud800-\udfff]+')
 _KEY_RUN: Final = re.compile(r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]+')
 _ESCAPE: Final = re.compile(
     r'\\(?:(["\\/bfnrt])|u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))'
 )
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE_STARTS: Final = frozenset('"\\/bfnrtu')
 _ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
 _TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 """A decoded character that text does not allow literally ('<' and '&' would be markup)."""
 _KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
-_STREAMED: Final = frozenset(
-    {TEXT_TAG, *(t.name for t in TAG_BY_NAME.values() if t.content == "text" and t.name != "act")}
-)
-"""Segments whose text goes out as deltas (an action goes out whole, like an emotion)."""
-_ELEMENT: Final = {
-    t.name: (re.compile(rf"<\\?/{re.escape(t.name)}>"), t.close, t.content == "key", t.name in _STREAMED)
-    for t in TAG_BY_NAME.values()
-}
-"""Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
-serializers that escape '/') and as written, whether it holds a key, whether its text streams."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Language:
+    """What the reader needs of one tag table, built once per table."""
+
+    open: re.Pattern[str]
+    """An opening tag of the table as the batch reader takes it (any case, a synonym: CF704), the name in group 1."""
+    sep_open: re.Pattern[str]
+    """The element separator (JSON-escaped; missing: CF701) in group 1 and an opening tag in group 2."""
+    names: dict[str, str]
+    """A tag name as written (lower-cased) mapped to the tag of the table."""
+    first_whole: re.Pattern[str]
+    """A whole element (emotion, action, cue) as the table writes it, first in a body: tag and value in groups 1, 2."""
+    sep_whole: re.Pattern[str]
+    """The same after the element separator."""
+    any_close: re.Pattern[str]
+    """Any closing tag of the table (any spelling), or ``</>``; group 1 never matches (it is damage)."""
+    element: dict[str, tuple[re.Pattern[str], str, bool, bool]]
+    """Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
+    serializers that escape '/') and as written, whether it holds a key (announced whole,
+    checked against the vocabulary: the emotion role), whether its text streams (speech and
+    hidden roles; an action or a cue goes out whole)."""
+    whole: dict[str, str]
+    """Tags announced whole, mapped to their role (emotion, action, cue)."""
+    reasoning: re.Pattern[str]
+    """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
+    is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
+
+
+@cache
+def _language(tags: TagTable) -> _Language:
+    # The names as the table writes them first: the common case matches without backtracking.
+    words = sorted(tags.synonyms, key=len, reverse=True)
+    names = "|".join(re.escape(t.name) for t in tags) + "|(?i:" + "|".join(map(re.escape, words)) + ")"
+
+    def closer(t: TagSpec) -> re.Pattern[str]:
+        spelt = sorted((w for w, name in tags.synonyms.items() if name == t.name), key=len, reverse=True)
+        return re.compile(rf"<\\?/(?:({re.escape(t.name)})|(?i:{'|'.join(map(re.escape, spelt))}))>")
+
+    element = {t.name: (closer(t), t.close, t.role == "emotion", t.streamed) for t in tags}
+    whole = {t.name: str(t.role) for t in tags if not t.streamed}
+    wholes = "|".join(re.escape(t.name) for t in tags if not t.streamed)
+    run = r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]*'
+    first_whole = re.compile(rf"<({wholes})>({run})</\1>")
+    sep_whole = re.compile(rf"\\n<({wholes})>({run})</\1>")
+    thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
+    reasoning = re.compile(rf"<\s*(?:{thinking})\s*>", re.IGNORECASE)
+    return _Language(
+        re.compile(f"<({names})>"),
+        re.compile(rf"(\\n)?<({names})>"),
+        dict(tags.synonyms),
+        first_whole,
+        sep_whole,
+        re.compile(rf"<\\?/(?:((?!)))?(?:{names})?>"),
+        element,
+        whole,
+        reasoning,
+    )
+
+
+_SPECULATE_MIN: Final = 8
+"""A held stream is read again (``_speculate``) once it has grown by this many characters..."""
+_SPECULATE_SHIFT: Final = 3
+"""... and by an eighth (``>> 3``) of what was read last time: the rereads cost a bounded
+multiple of the input, so a damaged stream stays linear."""
+_SPECULATE_BUDGET: Final = 16
+"""... or sooner, on a character that may complete something, while all rereads together have
+read at most this many times the text so far."""
+_DECISIVE: Final = re.compile(r"[\]>*\")}\n]")
+_SPECULATE_LIMIT_SHIFT: Final = 5
+"""A held stream is reread only while it is shorter than ``max_size >> 5``."""
+_UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
+"""Characters that may begin markup a later character completes (a tag, an entity, an escape,
+an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
+open segment's text is shown only up to the first one near its end."""
+_UNSURE_SPAN: Final = 48
+_UNSETTLED: Final = frozenset({"plain-text", "prose"})
+"""Dialects of a reread that show nothing early: untagged text may be prose before the reply."""
+
+
+def _settled(text: str, *, whole_text: bool = False) -> str:
+    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
+
+    Up to the first character near the end that may begin markup, less trailing white
+    space (the batch reader strips it where a segment ends).
+    """
+    m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+    return (text if m is None else text[: m.start()]).rstrip()
 
 
 class _Held(Exception):
@@ -166,7 +268,7 @@ class Collector:
             self.chats[event.chat] = {"type": event.type, "order": event.order, "segments": []}
         elif isinstance(event, SegmentStart):
             self.chats[event.chat]["segments"].append([event.tag, [], None])
-        elif isinstance(event, (Emotion, Action, TextDelta)):
+        elif isinstance(event, (Emotion, Action, Cue, TextDelta)):
             segment = self.chats[event.chat]["segments"][event.segment]
             segment[1].append(event.text)
             if isinstance(event, Emotion):
@@ -180,8 +282,8 @@ class Collector:
         elif isinstance(event, Reset):
             self.chats.clear()
             self.diagnostics.clear()
-            self.reasoning.clear()
             self.dialect = None
+            self.reasoning.clear()
 
     def reply(self) -> Reply:
         """The reply so far, chats sorted by order (stable: equal orders keep arrival order)."""
@@ -246,9 +348,11 @@ class StreamParser:
         "_closer",
         "_collector",
         "_count",
+        "_damaged",
         "_decoder",
         "_held_at",
         "_kept",
+        "_lang",
         "_last_order",
         "_limit",
         "_line",
@@ -259,7 +363,13 @@ class StreamParser:
         "_out",
         "_oversize",
         "_pend",
+        "_preamble",
+        "_reasoning",
         "_room",
+        "_spec_at",
+        "_spec_last",
+        "_spec_on",
+        "_spec_work",
         "_state",
         "_streams",
         "_text",
@@ -267,6 +377,7 @@ class StreamParser:
         "_unsorted",
         "lenient",
         "max_size",
+        "tags",
         "vocabulary",
     )
 
@@ -277,10 +388,20 @@ class StreamParser:
         vocabulary: Vocabulary | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
         keep_reply: bool = True,
+        tags: TagTable | None = None,
     ) -> None:
         self.lenient = lenient
         self.vocabulary = vocabulary
         self.max_size = max_size
+        self.tags = DEFAULT_TAGS if tags is None else tags
+        self._lang = _language(self.tags)
+        self._reasoning = ""  # the model's reasoning shown so far (Reasoning events)
+        self._preamble: list[str] | None = []  # text skipped before the reply (reasoning, prose, a fence)
+        self._damaged = False  # read through damage the batch reader repairs the same way (close() completes it)
+        self._spec_at = 0  # how much of a held stream the last reread read (see _speculate)
+        self._spec_work = 0  # how much all rereads read
+        self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
+        self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
         self._collector: Collector | None = Collector() if keep_reply else None
         self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
@@ -342,7 +463,7 @@ class StreamParser:
                         return []
                 self._base += len(chunk)
                 if self._base > self._limit:
-                    self._over_size()
+                    self._past_limit()
                 chat = self._chat
                 event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
                 if self._collector is not None:
@@ -383,7 +504,9 @@ class StreamParser:
         elif self._state == _HELD:
             self._base += len(text)
             if self._base > self._limit or self._room < 0:
-                self._over_size()
+                self._past_limit()
+            if self._spec_on and self._kept is not None:
+                return self._speculate(text)
             return []
         else:
             s = text
@@ -404,14 +527,16 @@ class StreamParser:
                     if c == "<":
                         if self._closer is _NO_CLOSER:
                             raise _Held  # markup in an I/E body
-                        m = self._closer.match(s, i)
+                        m = self._closer.match(s, i) or self._other_closer(s, i)
                         if m is None:
                             i = self._stall(s, i, _TOKEN_MAX, ">")
                             break
+                        if m.group(1) is None:
+                            self._repair()
                         self._segment_end()
                         i = m.end()
                     elif c == "\\":
-                        if (j := _escape(s, i, buf, _TEXT_BAD)) < 0:
+                        if (j := _escape(s, i, buf, _TEXT_BAD)) < 0 and (j := self._bad_escape(s, i, buf)) < 0:
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
                         i = j
@@ -423,6 +548,20 @@ class StreamParser:
                         buf.append(decode_text(m.group()))
                         i = m.end()
                     elif c == '"':
+                        m = _BODY_END.match(s, i)
+                        assert m is not None
+                        if m.end() == n:
+                            i = self._stall(s, i, _ENVELOPE_MAX)
+                            break
+                        if s[m.end()] in ",]:":
+                            raise _Held  # the batch reader may end the string here: it decides
+                        if s[m.end()] != "}":
+                            # An unescaped quote inside the text: the batch reader keeps it as text
+                            # (CF607), and so does the stream; close() adds the diagnostic.
+                            buf.append('"')
+                            self._repair()
+                            i += 1
+                            continue
                         self._body_end()
                         i += 1
                     else:
@@ -432,12 +571,21 @@ class StreamParser:
                         self._body_end()
                         i += 1
                         continue
-                    m = _SEP_OPEN_RE.match(s, i)
+                    m = self._lang.sep_whole.match(s, i)
+                    if m is not None and self._whole(m):
+                        i = m.end()
+                        continue
+                    m = self._lang.sep_open.match(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
+                    if self._whole_cut(s, i, m.group(2), m.end()):
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if m.group(1) is None:
+                        self._repair()  # no newline between elements (CF701)
+                    self._segment_start(m.group(2), m.end())
                     i = m.end()
-                    self._segment_start(m.group(1), i)
                 elif state == _KEY:
                     m = _KEY_RUN.match(s, i)
                     if m is not None:
@@ -452,27 +600,47 @@ class StreamParser:
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
                         i = j
+                    elif c == '"' and self._lenient_end(s, i):
+                        self._repair()
+                        self._key_done(s, i)  # a key cut by the end of the body (CF702)
+                        self._segment_end()
+                        self._body_end()
+                        i += 1
+                    elif c == '"' and len(s) - i < _ENVELOPE_MAX and not s[i + 1 :].strip():
+                        i = self._stall(s, i, _ENVELOPE_MAX)
+                        break
                     else:
                         raise _Held
                 elif state == _CLOSE:
-                    m = self._closer.match(s, i)
+                    m = self._closer.match(s, i) or self._other_closer(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
+                    if m.group(1) is None:
+                        self._repair()
                     self._segment_end()
                     i = m.end()
                 elif state == _OPEN:
-                    m = _OPEN_RE.match(s, i)
+                    m = self._lang.first_whole.match(s, i)
+                    if m is not None and self._whole(m):
+                        i = m.end()
+                        continue
+                    m = self._lang.open.match(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
+                    if self._whole_cut(s, i, m.group(1), m.end()):
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    self._segment_start(m.group(1), m.end())
                     i = m.end()
-                    self._segment_start(m.group(1), i)
                 else:  # the envelope, between bodies
                     c = s[i]
                     if c in " \t\n\r":
                         m = _WS_RUN.match(s, i)
                         assert m is not None
+                        if state == _TOP:
+                            self._skip(m.group())
                         i = m.end()
                     elif state == _CHAT_END and c == "}":
                         self._chat_done()
@@ -480,7 +648,9 @@ class StreamParser:
                     elif state == _SEP and c == ",":
                         self._state = _LIST
                         i += 1
-                    elif (state == _SEP or (state == _LIST and not self._count)) and c == "]":
+                    elif (state in (_SEP, _LIST)) and c == "]":
+                        if state == _LIST and self._count:
+                            self._repair()  # a trailing comma
                         self._chats_end = self._base + i + 1
                         self._state = _END
                         i += 1
@@ -494,17 +664,31 @@ class StreamParser:
                             break
                         self._chat_begins(m)
                         i = m.end()
-                    elif state == _TOP and c == "{":
-                        m = _TOP_RE.match(s, i)
+                    elif state == _TOP:
+                        m = _TOP_RE.search(s, i)
                         if m is None:
-                            i = self._stall(s, i, _ENVELOPE_MAX, "[")
+                            # Prose, a fence, reasoning before the reply: skipped (the batch
+                            # reader reports it), unless the reread shows a reply in it.
+                            j = s.rfind("{", i)
+                            cut = j >= 0 and _TOP_CUT.match(s, j) is not None
+                            if (cut and j > i) or not cut:
+                                self._repair()
+                            self._skip(s[i : j if cut else n])
+                            i = self._stall(s, j, _ENVELOPE_MAX) if cut else n
                             break
+                        if m.start() > i:
+                            self._repair()
+                            self._skip(s[i : m.start()])
+                        self._preamble_reasoning()
                         self._chats_at = self._here(s, m.end() - 1)
                         self._state = _LIST
                         i = m.end()
                     elif state == _END and c == "}":
                         self._state = _DONE
                         i += 1
+                    elif state == _DONE:
+                        self._repair()  # text after the reply: the batch reader decides at close()
+                        i = n
                     else:
                         raise _Held
         except _Held:
@@ -517,9 +701,15 @@ class StreamParser:
                 self._line_start = self._base + s.rfind("\n", 0, end) + 1
             self._base += end
         if self._base > self._limit or self._room < 0:
-            self._over_size()
+            self._past_limit()
         if self._text and self._streams:
             self._emit_text()
+        if (
+            (self._state == _HELD or (self._state == _TOP and self._damaged))
+            and self._spec_on
+            and self._kept is not None
+        ):
+            return self._speculate(text)
         return self._flush()
 
     def close(self) -> list[Event]:
@@ -533,12 +723,205 @@ class StreamParser:
                 self._decoder.decode(b"", final=True)
             except UnicodeDecodeError:
                 self._hold(self._pend, len(self._pend))
-        if self._state == _DONE and not self._pend:
+        if self._state == _DONE and not self._pend and not self._damaged:
             self._order_warnings()
             return self._flush()
         early = self._flush()  # what was decided before the end, now in the collector too
         self._complete()
         return early + self._flush()
+
+    # -- a held stream: reread what came so far, show what more text cannot change ------------
+    def _skip(self, text: str) -> None:
+        """Keep text skipped before the reply (bounded): it may hold the model's reasoning."""
+        if self._preamble is not None and text:
+            self._preamble.append(text)
+            if sum(map(len, self._preamble)) > _ENVELOPE_MAX * 64:
+                self._preamble = None  # too long to reread here: close() reports the reasoning
+
+    def _preamble_reasoning(self) -> None:
+        """The reply begins: the reasoning written before it is settled, so it streams now, before the chats."""
+        preamble, self._preamble = self._preamble, None
+        if not preamble or self._reasoning:
+            return
+        text = "".join(preamble)
+        if not text.strip():
+            return
+        # Read as what it is, text before a reply: alone, <think> would read as a bare-tag reply.
+        reasoning = parse(
+            text + _EMPTY_REPLY, lenient=True, vocabulary=self.vocabulary, **self._batch_kwargs()
+        ).reasoning
+        if reasoning:
+            self._out.append(Reasoning(reasoning))
+            self._reasoning = reasoning
+
+    def _batch_kwargs(self) -> dict[str, Any]:
+        # The default table is what parse() reads without being told.
+        return {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
+
+    def _speculate(self, chunk: str) -> list[Event]:
+        """Reread the held stream with the lenient batch reader; emit what it settles.
+
+        Run when the text has grown by an eighth since the last reread, or when ``chunk``
+        brings a character that may complete something (a ']', a '>', an asterisk, a quote)
+        while the rereads have read less than ``_SPECULATE_BUDGET`` times the text: either
+        way, the rereads cost a bounded multiple of the input. What a reread of a prefix says is taken only where
+        more text cannot change it (``_advance``); the first reread that contradicts what was
+        shown stops the rereads, and ``close()`` decides (``Reset`` only if the whole reply
+        still contradicts it).
+        """
+        early = self._flush()
+        size = self._base + len(self._pend)
+        grown = size - self._spec_at
+        if grown < max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) and not (
+            grown and self._spec_work + size <= _SPECULATE_BUDGET * size and _DECISIVE.search(chunk)
+        ):
+            return early
+        self._spec_work += size
+        if size > self.max_size >> _SPECULATE_LIMIT_SHIFT:
+            # What is shown is kept (the reply), and a reread needs memory of its own: past
+            # 1/32 of max_size, a damaged stream waits for close() (memory within max_size).
+            self._spec_on = False
+            return early
+        self._spec_at = size
+        kept = self._kept
+        assert kept is not None
+        raw = self._raw(kept) if self._bytes else "".join(c for c in kept if isinstance(c, str))
+        pause = gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            batch = parse(raw, lenient=True, vocabulary=self.vocabulary, max_size=self.max_size, **self._batch_kwargs())
+        except Exception:  # close() reads it again and reports what went wrong
+            self._spec_on = False
+            return early
+        finally:
+            if pause:
+                gc.enable()
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        if batch.dialect in _UNSETTLED or (
+            batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text)
+        ):
+            return early  # the text so far may yet turn out to be a preamble to the reply
+        if not self._advance(batch, self._folded()):
+            self._spec_on = False
+            self._out = []  # not even the part before the contradiction: the reread is unsure
+        if self._out and self._state == _TOP:
+            # What came before any JSON reads as a reply (bare tags, brackets): from here on
+            # the rereads show it, and a JSON envelope after it is no longer looked for.
+            self._base += len(self._pend)
+            self._pend = ""
+            self._hold("", 0)
+        return early + self._flush()
+
+    def _advance(self, batch: Reply, shown: Collector) -> bool:
+        """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
+
+        Settled: the reasoning once the reply has begun, every chat but the last one as it
+        is, and in the last chat every segment but the last one; the last segment's text up
+        to ``_settled`` (a whole value waits for its segment to close).
+        """
+        out = self._out
+        whole = self._lang.whole
+        reasoning = batch.reasoning or ""
+        if not reasoning.startswith(self._reasoning):
+            return False
+        settled = reasoning if batch.chats else _settled(reasoning)
+        if len(settled) > len(self._reasoning) and settled.startswith(self._reasoning):
+            out.append(Reasoning(settled[len(self._reasoning) :]))
+            self._reasoning = settled
+        arrival = sorted(shown.chats)
+        chats = batch.chats
+        if [c.order for c in chats[: len(arrival)]] != [shown.chats[i]["order"] for i in arrival]:
+            return False  # chats the reread sorts before one shown: close() decides
+        unannounced = {c.order: c for c in self._chats.values() if not c.started}
+        last = len(chats) - 1
+        # The last segment read the same by two rereads, the text having grown in between,
+        # is complete (what came in between is markup after it): shown whole, left open.
+        tail = chats[-1].segments[-1] if chats and chats[-1].segments else None
+        now = None if tail is None else (chats[-1].order, len(chats[-1].segments) - 1, tail.tag, tail.text)
+        steady = now is not None and now == self._spec_last
+        self._spec_last = now
+        for k, chat in enumerate(chats):
+            segments: list[list[Any]]
+            if k < len(arrival):
+                index = arrival[k]
+                have = shown.chats[index]
+                if have["type"] != chat.type:
+                    return False
+                found = self._chats.get(index)
+                if found is None:
+                    continue  # ended in the stream; close() checks it against the whole reply
+                state = found
+                segments = have["segments"]
+            else:
+                if k == last and not chat.segments:
+                    break
+                state = (
+                    unannounced.pop(chat.order)
+                    if chat.order in unannounced
+                    else _Chat(self._count, chat.type, chat.order)
+                )
+                if state.kind != chat.type:
+                    return False
+                if state.index == self._count:
+                    self._count += 1
+                    self._chats[state.index] = state
+                    self._orders.add(chat.order)
+                state.started = True
+                index = state.index
+                out.append(ChatStart(index, chat.type, chat.order))
+                segments = []
+            count = len(chat.segments)
+            for n, seg in enumerate(chat.segments):
+                still_open = k == last and n == count - 1
+                # Text followed only by a segment still unsure may yet lose trailing space or
+                # turn into markup: it stays open until what follows it is settled.
+                # So does text of the last chat holding a character that may begin markup (an
+                # asterisk a later one closes may make it an action).
+                if k == last and not still_open and seg.tag not in whole:
+                    after = chat.segments[-1]
+                    still_open = _UNSURE.search(seg.text) is not None or (
+                        n == count - 2 and (after.tag in whole or not _settled(after.text))
+                    )
+                if n < len(segments):
+                    tag, parts, intensity = segments[n]
+                    text = "".join(parts)
+                    if tag != seg.tag or intensity != seg.intensity:
+                        return False
+                    if n < state.closed_segments:
+                        if text != seg.text:
+                            return False
+                        continue
+                else:
+                    steady_last = n == count - 1 and steady
+                    unsure = not seg.text if steady_last else seg.tag in whole or not _settled(seg.text)
+                    if still_open and unsure:
+                        break  # a whole value waits for its segment to close; a tag, for its first text
+                    out.append(SegmentStart(index, n, seg.tag))
+                    text = ""
+                if seg.tag in whole:
+                    if text and text != seg.text:
+                        return False
+                    if not text:
+                        out.extend(segment_events(index, n, seg, self.tags)[1:-1])
+                else:
+                    if not seg.text.startswith(text):
+                        return False
+                    if not still_open or (steady and n == count - 1):
+                        more = seg.text
+                    else:
+                        more = _settled(seg.text, whole_text=n < count - 1)
+                    if len(more) > len(text) and more.startswith(text):
+                        out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
+                if still_open:
+                    break
+                out.append(SegmentEnd(index, n, seg.tag))
+                state.closed_segments = n + 1
+            else:
+                if k < last:
+                    out.append(ChatEnd(index))
+                    del self._chats[index]
+        return True
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _keep(self, chunk: bytes) -> None:
@@ -567,8 +950,8 @@ class StreamParser:
         """
         if self._kept is None:
             return
-        if self._state == _HELD and self._held_offset() < self.max_size:
-            self._oversize = True
+        if self._damaged or (self._state == _HELD and self._held_offset() < self.max_size):
+            self._oversize = True  # (a repair is only ever made while the text is kept: within max_size)
         self._kept = None
         self._limit = sys.maxsize
 
@@ -615,6 +998,49 @@ class StreamParser:
         self._live = False  # until the token is read, a chunk is not plain text
         return i
 
+    def _other_closer(self, s: str, i: int) -> re.Match[str] | None:
+        """A closing tag of another element (or ``</>``): the batch reader lets it close the open one (CF703)."""
+        return self._lang.any_close.match(s, i)
+
+    def _lenient_end(self, s: str, i: int) -> bool:
+        """Whether the '"' at ``s[i]`` ends the body (a '}' follows); raises nothing, decides only when it can."""
+        m = _BODY_END.match(s, i)
+        return m is not None and m.end() < len(s) and s[m.end()] == "}" and self._kept is not None
+
+    def _bad_escape(self, s: str, i: int, buf: list[str]) -> int:
+        """A backslash before a character no JSON escape starts with: the batch reader reads the character (CF608)."""
+        if i + 1 >= len(s):
+            return -1
+        ch = s[i + 1]
+        if ch in _ESCAPE_STARTS or _TEXT_BAD.match(ch) or ch in '\r\n\t"':
+            return -1
+        self._repair()
+        buf.append(ch)
+        return i + 2
+
+    def _repair(self) -> None:
+        """The reader goes on through damage the batch reader repairs the same way (``close()`` completes it).
+
+        Past ``max_size`` nothing is kept to complete it with: there, damage is damage (CF801).
+        """
+        if self._kept is None:
+            raise _Held
+        self._damaged = True
+        self._limit = min(self._limit, self.max_size >> _SPECULATE_LIMIT_SHIFT)
+
+    def _past_limit(self) -> None:
+        """The stream grew past ``_limit``: a repaired one stops showing, a long one stops keeping."""
+        if self._damaged and self._limit < self.max_size:
+            # What is shown is kept (the reply) besides the raw text kept for close(): past
+            # 1/32 of max_size, a repaired stream waits for close() (memory within max_size).
+            if self._state != _HELD:
+                self._base += len(self._pend)
+                self._pend = ""
+                self._hold("", 0)
+            self._limit = self.max_size
+        if self._base > self._limit or self._room < 0:
+            self._over_size()
+
     def _flush(self) -> list[Event]:
         out, self._out = self._out, []
         if self._collector is not None and out:
@@ -639,6 +1065,9 @@ class StreamParser:
     # -- the reader: what a token means ------------------------------------------------------
     def _chat_begins(self, m: re.Match[str]) -> None:
         kind, order_text = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
+        if kind not in CHAT_TYPES:
+            kind = TYPE_ALIASES[kind.lower()]
+            self._repair()  # a chat type the batch reader reads as C, I or E (CF613)
         if len(order_text) > _ORDER_DIGITS_MAX:
             raise _Held
         order = int(order_text)
@@ -669,12 +1098,16 @@ class StreamParser:
         self._chat = _NO_CHAT
         self._state = _SEP
 
-    def _segment_start(self, tag: str, after: int) -> None:
-        """The opening tag of ``tag`` ends just before ``s[after]``."""
+    def _segment_start(self, written: str, after: int) -> None:
+        """The opening tag ``written`` (a name of the table in any case, or a synonym) ends just before ``s[after]``."""
+        tag = written
+        if tag not in self._lang.element:
+            tag = self._lang.names[written.lower()]
+            self._repair()  # read as the tag it means (CF704)
         chat = self._chat
         chat.segment += 1
         chat.tag = tag
-        self._closer, self._close_tag, is_key, streams = _ELEMENT[tag]
+        self._closer, self._close_tag, is_key, streams = self._lang.element[tag]
         if is_key:
             # Announced whole, once the key is complete: a key cut off shows nothing early.
             chat.key_start = self._base + after
@@ -685,6 +1118,46 @@ class StreamParser:
             self._out.append(SegmentStart(chat.index, chat.segment, tag))
             self._state = _TEXT
             self._streams = self._live = streams
+
+    def _whole(self, m: re.Match[str]) -> bool:
+        """A whole element as the table writes it (``<emo>joy</emo>``) in one match; ``False``: token by token."""
+        tag, value = m.group(1), m.group(2)
+        role = self._lang.whole[tag]
+        if role == "emotion" and (self.vocabulary is not None or not terminal_regex("KEY").fullmatch(value)):
+            return False  # the token reader decides (vocabulary diagnostics, damage)
+        if self._off_list(tag, value):
+            return False
+        chat = self._chat
+        n = chat.segment = chat.segment + 1
+        chat.tag = tag
+        if not chat.started:
+            self._start(chat)
+        index = chat.index
+        out = self._out
+        out.append(SegmentStart(index, n, tag))
+        if role == "emotion":
+            out.append(Emotion(index, n, value))
+        elif role == "action":
+            out.append(Action(index, n, value))
+        else:
+            out.append(Cue(index, n, tag, value))
+        out.append(SegmentEnd(index, n, tag))
+        chat.closed_segments = n + 1
+        self._state = _AFTER
+        return True
+
+    def _off_list(self, tag: str, value: str) -> bool:
+        """Whether ``value`` is not one of the closed list of values of cue ``tag`` (the batch reader reports it)."""
+        spec = self.tags.get(tag)
+        return spec is not None and spec.values is not None and value not in spec.values
+
+    def _whole_cut(self, s: str, i: int, written: str, after: int) -> bool:
+        """Whether ``s[i:]`` is the start of a whole element cut by the chunk boundary (it waits, to be read whole)."""
+        if written not in self._lang.whole or len(s) - i >= _TOKEN_MAX:
+            return False
+        m = _KEY_RUN.match(s, after)
+        rest = s[m.end() if m is not None else after :]
+        return not rest or self._lang.element[written][1].startswith(rest)
 
     def _key_done(self, s: str, i: int) -> None:
         """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""
@@ -712,9 +1185,15 @@ class StreamParser:
 
     def _segment_end(self) -> None:
         chat = self._chat
-        if chat.tag == "act":
-            self._out.append(Action(chat.index, chat.segment, "".join(self._text)))
+        if (role := self._lang.whole.get(chat.tag)) is not None and role != "emotion":  # (shown at _key_done)
+            text = "".join(self._text)
+            if self._off_list(chat.tag, text):
+                raise _Held  # a value its tag does not allow: the batch reader decides (CF131/CF132)
             self._text.clear()
+            if role == "action":
+                self._out.append(Action(chat.index, chat.segment, text))
+            else:
+                self._out.append(Cue(chat.index, chat.segment, chat.tag, text))
         elif self._text:
             self._emit_text()
         self._out.append(SegmentEnd(chat.index, chat.segment, chat.tag))
@@ -735,8 +1214,11 @@ class StreamParser:
     def _body_end(self) -> None:
         chat = self._chat
         if chat.kind in TAGGED_TYPES:
+            if self._state == _TEXT:
+                self._repair()  # an element not closed before the end of the body (CF702)
+                self._segment_end()
             if self._state != _AFTER:
-                raise _Held  # an empty body, or inside an element
+                raise _Held  # an empty body
         else:
             if self._text:
                 self._emit_text()
@@ -807,7 +1289,13 @@ class StreamParser:
             gc.disable()
         try:
             try:
-                batch = parse(raw, lenient=self.lenient, vocabulary=self.vocabulary, max_size=self.max_size)
+                batch = parse(
+                    raw,
+                    lenient=self.lenient,
+                    vocabulary=self.vocabulary,
+                    max_size=self.max_size,
+                    **self._batch_kwargs(),
+                )
             except Exception as e:
                 if not self.lenient or isinstance(e, ParseError):
                     raise
@@ -828,7 +1316,7 @@ class StreamParser:
     def _reconcile(self, batch: Reply) -> None:
         """Emit what ``batch`` holds beyond what was streamed, or ``Reset`` and all of it."""
         if self._collector is None:
-            self._out = [Reset(), *reply_events(batch)]
+            self._out = [Reset(), *reply_events(batch, self.tags)]
             return
         streamed = self._folded()
         out: list[Event] = []
@@ -838,6 +1326,11 @@ class StreamParser:
         next_index = self._count
         unannounced = {c.order: c.index for c in self._chats.values() if not c.started and c.order is not None}
         consistent = len(shown) <= len(batch.diagnostics)
+        reasoning = batch.reasoning or ""
+        if not reasoning.startswith(self._reasoning):
+            consistent = False
+        elif len(reasoning) > len(self._reasoning):
+            out.insert(0, Reasoning(reasoning[len(self._reasoning) :]))
         for chat in batch.chats:
             if chat.order in by_order:
                 index, have = by_order.pop(chat.order)
@@ -847,17 +1340,14 @@ class StreamParser:
                     break
                 out.extend(events)
             elif chat.order in unannounced:
-                out.extend(_chat_events(unannounced.pop(chat.order), chat))
+                out.extend(_chat_events(unannounced.pop(chat.order), chat, self.tags))
             else:
-                out.extend(_chat_events(next_index, chat))
+                out.extend(_chat_events(next_index, chat, self.tags))
                 next_index += 1
         if by_order or not consistent:
-            out = [Reset(), *reply_events(batch)]  # the batch reader contradicts what was shown
-        else:
-            if batch.reasoning:
-                out.insert(0, Reasoning(batch.reasoning))  # first, as in Reply.events()
-            if (dialect := batch.dialect) is not None:
-                out.append(Dialect(dialect))  # last, as in Reply.events()
+            out = [Reset(), *reply_events(batch, self.tags)]  # the batch reader contradicts what was shown
+        elif (dialect := batch.dialect) is not None:
+            out.append(Dialect(dialect))  # last, as in Reply.events()
         self._out = out
 
     def _finish_chat(self, index: int, have: dict[str, Any], chat: Chat) -> list[Event] | None:
@@ -870,7 +1360,7 @@ class StreamParser:
         out: list[Event] = []
         for n, seg in enumerate(chat.segments):
             if n >= len(segments):
-                out.extend(_segment_events(index, n, seg))
+                out.extend(segment_events(index, n, seg, self.tags))
                 continue
             tag, parts, intensity = segments[n]
             text = "".join(parts)
@@ -880,13 +1370,11 @@ class StreamParser:
                 if text != seg.text:
                     return None
                 continue
-            if seg.tag in ("emo", "act"):
+            if seg.tag in self._lang.whole:
                 if text and text != seg.text:
-                    return None  # an emotion or action is shown whole, once
+                    return None  # an emotion, action or cue is shown whole, once
                 if not text:
-                    out.append(
-                        Emotion(index, n, seg.text, seg.intensity) if seg.tag == "emo" else Action(index, n, seg.text)
-                    )
+                    out.extend(segment_events(index, n, seg, self.tags)[1:-1])
             elif len(seg.text) > len(text):
                 out.append(TextDelta(index, n, seg.tag, seg.text[len(text) :]))
             out.append(SegmentEnd(index, n, seg.tag))
@@ -895,41 +1383,37 @@ class StreamParser:
         return out
 
 
-def _segment_events(chat: int, n: int, seg: Segment) -> list[Event]:
-    out: list[Event] = [SegmentStart(chat, n, seg.tag)]
-    if seg.tag == "emo":
-        out.append(Emotion(chat, n, seg.text, seg.intensity))
-    elif seg.tag == "act":
-        out.append(Action(chat, n, seg.text))
-    elif seg.text:
-        out.append(TextDelta(chat, n, seg.tag, seg.text))
-    out.append(SegmentEnd(chat, n, seg.tag))
-    return out
-
-
-def _chat_events(index: int, chat: Chat) -> list[Event]:
+def _chat_events(index: int, chat: Chat, tags: TagTable) -> list[Event]:
     out: list[Event] = [ChatStart(index, chat.type, chat.order)]
     for n, seg in enumerate(chat.segments):
-        out.extend(_segment_events(index, n, seg))
+        out.extend(segment_events(index, n, seg, tags))
     out.append(ChatEnd(index))
     return out
 
 
 def iter_events(
-    chunks: Iterable[str | bytes], *, lenient: bool = True, vocabulary: Vocabulary | None = None
+    chunks: Iterable[str | bytes],
+    *,
+    lenient: bool = True,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
 ) -> Iterator[Event]:
     """Events from an iterable of chunks, yielded as each chunk arrives."""
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary)
+    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags)
     for chunk in chunks:
         yield from parser.feed(chunk)
     yield from parser.close()
 
 
 async def aiter_events(
-    chunks: AsyncIterable[str | bytes], *, lenient: bool = True, vocabulary: Vocabulary | None = None
+    chunks: AsyncIterable[str | bytes],
+    *,
+    lenient: bool = True,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
 ) -> AsyncIterator[Event]:
     """Events from an async iterable of chunks (an SDK stream), yielded as each chunk arrives."""
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary)
+    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags)
     async for chunk in chunks:
         for event in parser.feed(chunk):
             yield event

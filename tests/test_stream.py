@@ -128,18 +128,36 @@ def test_out_of_order_chats_keep_their_order_and_the_reply_is_sorted() -> None:
     assert [d.code for d in reply.diagnostics] == ["CF113"]
 
 
-def test_damage_streams_up_to_the_damage_then_completes_at_close() -> None:
+def test_repairs_the_batch_reader_makes_the_same_way_stream_through_and_are_reported_at_close() -> None:
     text = (
         '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello there</msg>"},'
-        '{"type":"C","order":2,"body":"<MSG>shout</MSG>"}]}'
+        '{"type":"c","order":2,"body":"<EMO>sad</EMO><MSG>shout</MSG>"},]}'
     )
     parser = charfmt.StreamParser()
     early = []
     for i in range(0, len(text), 5):
         early.extend(parser.feed(text[i : i + 5]))
-    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)) == "Hello there"
+    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)) == "Hello thereshout"
+    assert [e.text for e in early if isinstance(e, charfmt.Emotion)] == ["joy", "sad"]
     late = parser.close()
-    assert any(isinstance(e, charfmt.DiagnosticEvent) and e.diagnostic.code == "CF704" for e in late)
+    assert not any(isinstance(e, charfmt.Reset) for e in late)
+    codes = {e.diagnostic.code for e in late if isinstance(e, charfmt.DiagnosticEvent)}
+    assert {"CF613", "CF704", "CF701"} <= codes
+    _same(early + late, charfmt.parse(text, lenient=True))
+
+
+def test_damage_streams_up_to_the_damage_then_completes_at_close() -> None:
+    text = (
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello there</msg>"},'
+        '{"type":"C","order":2,"body":"<msg>shout</emo>\\n<msg>again</msg>"}]}'
+    )
+    parser = charfmt.StreamParser()
+    early = []
+    for i in range(0, len(text), 5):
+        early.extend(parser.feed(text[i : i + 5]))
+    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)).startswith("Hello there")
+    late = parser.close()
+    assert not any(isinstance(e, charfmt.Reset) for e in late)
     _same(early + late, charfmt.parse(text, lenient=True))
 
 
@@ -459,3 +477,93 @@ def test_a_reply_cut_inside_an_escape_ends_without_a_piece_of_it(stop: int, befo
         assert "".join(reply.chats[0].texts("msg")) == before
         piece = max(text.rfind("\\"), text.rfind("&"))  # where the cut-off escape or entity begins
         assert any(piece <= d.offset <= stop for d in reply.diagnostics)
+
+
+# -- drift: the stream keeps streaming on the shapes real models write (issue 13.4) ---------------
+_REPLY = (
+    '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello there, how are you today? It is a fine day.'
+    '</msg>"},{"type":"I","order":2,"body":"Mio joined the party."}]}'
+)
+_SPOKEN = "Hello there, how are you today? It is a fine day."
+DRIFT = {
+    "fence": "```json\n" + _REPLY + "\n```",
+    "prose around": "Sure! Here is the reply:\n" + _REPLY + "\nHope this helps!",
+    "special token after": _REPLY + "<|im_end|>",
+    "reasoning before": "<think>The user is upset. Stay calm.</think>\n" + _REPLY,
+    "long and lower-case chat types": _REPLY.replace('"type":"C"', '"type":"chat"').replace('"type":"I"', '"type":"i"'),
+    "missing newline": _REPLY.replace("\\n<msg>", "<msg>"),
+    "upper-case and long tag names": _REPLY.replace("<emo>joy</emo>", "<EMOTION>joy</EMOTION>"),
+    "unescaped quotes": _REPLY.replace("how are you", 'how "are" you').replace("Mio joined", 'Mio "joined'),
+    "trailing comma": _REPLY.replace("}]}", "},]}"),
+    "bare tags": "<emo>joy</emo><msg>" + _SPOKEN + "</msg>",
+    "brackets": "[joy] " + _SPOKEN + " [sad] Oh no.",
+    "echoed user_chats": '<user_chats><chat type="C"><emo>joy</emo>\n<msg>' + _SPOKEN + "</msg></chat></user_chats>",
+}
+
+
+@pytest.mark.parametrize("size", [1, 3, 16])
+@pytest.mark.parametrize("text", list(DRIFT.values()), ids=list(DRIFT))
+def test_drift_streams_the_emotion_and_speech_before_close_without_reset(text: str, size: int) -> None:
+    parser = charfmt.StreamParser()
+    early: list[charfmt.Event] = []
+    for i in range(0, len(text), size):
+        early.extend(parser.feed(text[i : i + size]))
+    late = parser.close()
+    assert not any(isinstance(e, charfmt.Reset) for e in early + late)
+    assert [e.text for e in early if isinstance(e, charfmt.Emotion)][:1] == ["joy"]
+    batch = charfmt.parse(text, lenient=True)
+    first = next(n for n, seg in enumerate(batch.chats[0].segments) if seg.tag == "msg")
+    spoken = "".join(e.text for e in early if isinstance(e, charfmt.TextDelta) and (e.chat, e.segment) == (0, first))
+    assert spoken and batch.chats[0].segments[first].text.startswith(spoken)
+    _same(early + late, batch)
+    assert charfmt.collect(early + late).dialect == batch.dialect
+
+
+def test_an_unescaped_quote_never_takes_back_what_was_shown() -> None:
+    for text in (
+        DRIFT["unescaped quotes"],
+        '{"chats":[{"type":"I","order":1,"body":"He said "hi" and left."}]}',
+        '{"chats":[{"type":"I","order":1,"body":"He said "hi", then left."}]}',  # the batch ends the string at '",'
+    ):
+        for size in (1, 2, 5):
+            events = _stream([text[i : i + size] for i in range(0, len(text), size)])
+            assert not any(isinstance(e, charfmt.Reset) for e in events)
+            codes = [e.diagnostic.code for e in events if isinstance(e, charfmt.DiagnosticEvent)]
+            assert "CF607" in codes  # reported, as the batch reader reports it
+            _same(events, charfmt.parse(text, lenient=True))
+
+
+def test_reasoning_before_the_reply_streams_as_reasoning_events() -> None:
+    # Needs the dialects branch: the batch reader fills Reply.reasoning.
+    text = DRIFT["reasoning before"]
+    batch = charfmt.parse(text, lenient=True)
+    assert batch.reasoning == "The user is upset. Stay calm."
+    events = _stream([text[i : i + 3] for i in range(0, len(text), 3)])
+    reasoning = [n for n, e in enumerate(events) if isinstance(e, charfmt.Reasoning)]
+    first_chat = next(n for n, e in enumerate(events) if isinstance(e, charfmt.ChatStart))
+    assert reasoning and max(reasoning) < first_chat
+    assert charfmt.collect(events).reasoning == batch.reasoning
+
+
+def test_a_cue_of_an_extended_table_streams_whole_and_a_second_speech_tag_as_deltas() -> None:
+    tags = charfmt.DEFAULT_TAGS.extend(
+        charfmt.TagSpec("sfx", "cue", "a sound effect", values=("door_slam",)),
+        charfmt.TagSpec("whisper", "speech", "what the character whispers"),
+    )
+    text = (
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<sfx>door_slam</sfx>\\n'
+        '<whisper>psst, over here</whisper>\\n<msg>Hi!</msg>"}]}'
+    )
+    parser = charfmt.StreamParser(tags=tags)
+    events: list[charfmt.Event] = []
+    for ch in text:
+        events.extend(parser.feed(ch))
+    assert parser.close() == []
+    cues = [e for e in events if isinstance(e, charfmt.Cue)]
+    assert cues == [charfmt.Cue(0, 1, "sfx", "door_slam")]
+    whispered = [e.text for e in events if isinstance(e, charfmt.TextDelta) and e.tag == "whisper"]
+    assert len(whispered) > 1 and "".join(whispered) == "psst, over here"
+    assert not any(isinstance(e, charfmt.TextDelta) and e.tag == "sfx" for e in events)
+    # The default table does not know <sfx>: that reply is damaged there, and streams no cue.
+    default = _stream(list(text))
+    assert not any(isinstance(e, charfmt.Cue) for e in default)

@@ -12,6 +12,10 @@ Where they may legitimately differ, the comparison says why:
   sorted list, and each chat's events as a sequence, chats taken in ``order``;
 - a ``Reset`` (the batch reading of a damaged reply contradicts what was already shown)
   is followed by the whole batch result: the comparison starts after the last ``Reset``.
+
+Every property runs twice: with the default tag table and with an extended one (an ``sfx``
+cue and a second speech tag, ``whisper``), streamed with ``StreamParser(tags=...)`` and
+parsed with ``parse(..., tags=...)``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt.fuzz import Damaged
+from charfmt.tags import DEFAULT_TAGS, TagSpec, TagTable
 from charfmt.testing import chunkings, damaged_replies
+
+EXTENDED = DEFAULT_TAGS.extend(
+    TagSpec("sfx", "cue", "a sound effect the game plays", values=("door_slam", "thunder")),
+    TagSpec("whisper", "speech", "what the character whispers"),
+)
+TABLES = [pytest.param(DEFAULT_TAGS, id="default-tags"), pytest.param(EXTENDED, id="extended-tags")]
 
 INPUTS = [
     pytest.param(case.input.replace(MARK, ""), id=f"{path.stem}:{case.name}")
@@ -36,7 +47,7 @@ INPUTS = [
 ]
 
 
-def _stream(chunks: list[str] | list[bytes], **kwargs: Any) -> list[charfmt.Event]:
+def _stream(chunks: list[str] | list[bytes] | list[str | bytes], **kwargs: Any) -> list[charfmt.Event]:
     parser = charfmt.StreamParser(**kwargs)
     events: list[charfmt.Event] = []
     for chunk in chunks:
@@ -50,23 +61,29 @@ def _diagnostic(d: charfmt.Diagnostic) -> tuple[Any, ...]:
     return (d.offset, d.end, d.code, d.severity, d.line, d.column, chat, d.message)
 
 
-def _observed(events: list[charfmt.Event]) -> tuple[list[tuple[Any, ...]], list[list[tuple[Any, ...]]], list[str]]:
-    """What a user sees: diagnostics (sorted), each chat's events (chats in ``order``), the dialect."""
+Observed = tuple[list[tuple[Any, ...]], list[list[tuple[Any, ...]]], list[str], str]
+
+
+def _observed(events: list[charfmt.Event]) -> Observed:
+    """What a user sees: diagnostics (sorted), each chat's events (chats in ``order``), the dialect, the reasoning."""
     last_reset = max((n for n, e in enumerate(events) if isinstance(e, charfmt.Reset)), default=-1)
     diagnostics: list[tuple[Any, ...]] = []
     dialects: list[str] = []
+    reasoning: list[str] = []
     chats: dict[int, list[tuple[Any, ...]]] = {}
     orders: dict[int, int] = {}
     for event in events[last_reset + 1 :]:
-        if isinstance(event, charfmt.DiagnosticEvent):
+        if isinstance(event, charfmt.Reasoning):
+            assert event.text, "a reasoning delta is never empty"
+            assert not chats, "reasoning comes before the reply"
+            reasoning.append(event.text)  # merged: deltas of the one reasoning text
+        elif isinstance(event, charfmt.DiagnosticEvent):
             diagnostics.append(_diagnostic(event.diagnostic))
         elif isinstance(event, charfmt.Dialect):
             assert not chats or event is events[-1], "the dialect is the last event"
             dialects.append(event.name)
         elif isinstance(event, charfmt.Reset):
             raise AssertionError("unreachable: after the last Reset")
-        elif isinstance(event, charfmt.Reasoning):
-            dialects.append("reasoning:" + event.text)
         else:
             seq = chats.setdefault(event.chat, [])
             if isinstance(event, charfmt.ChatStart):
@@ -80,6 +97,8 @@ def _observed(events: list[charfmt.Event]) -> tuple[list[tuple[Any, ...]], list[
                     seq.append((event.kind, event.segment, event.tag, event.text))
             elif isinstance(event, (charfmt.Emotion, charfmt.Action)):
                 seq.append((event.kind, event.segment, event.text))
+            elif isinstance(event, charfmt.Cue):
+                seq.append((event.kind, event.segment, event.tag, event.text))
             elif isinstance(event, (charfmt.SegmentStart, charfmt.SegmentEnd)):
                 seq.append((event.kind, event.segment, event.tag))
             else:
@@ -87,18 +106,33 @@ def _observed(events: list[charfmt.Event]) -> tuple[list[tuple[Any, ...]], list[
     for index, seq in chats.items():
         assert seq[0][0] == "chat_start" and seq[-1] == ("chat_end",), (index, seq)
     in_order = sorted(chats, key=lambda index: orders[index])  # stable: arrival order for equal orders
-    return sorted(diagnostics), [chats[index] for index in in_order], dialects
+    return sorted(diagnostics), [chats[index] for index in in_order], dialects, "".join(reasoning)
 
 
-def _agree(chunks: list[str] | list[bytes], text: str | bytes, **kwargs: Any) -> list[charfmt.Event]:
-    events = _stream(chunks, **kwargs)
-    batch = charfmt.parse(text, lenient=True, **kwargs)
-    assert _observed(events) == _observed(list(batch.events()))
+def _batch(text: str | bytes, tags: TagTable = DEFAULT_TAGS, **kwargs: Any) -> charfmt.Reply:
+    if tags is not DEFAULT_TAGS:
+        kwargs["tags"] = tags  # parse(tags=) comes with the roles branch
+    return charfmt.parse(text, lenient=True, **kwargs)
+
+
+def _agree(
+    chunks: list[str] | list[bytes] | list[str | bytes], text: str | bytes, tags: TagTable = DEFAULT_TAGS, **kwargs: Any
+) -> list[charfmt.Event]:
+    events = _stream(chunks, tags=tags, **kwargs)
+    batch = _batch(text, tags, **kwargs)
+    assert _observed(events) == _observed(list(_batch_events(batch, tags)))
     got = charfmt.collect(events)
     assert got.chats == batch.chats
     assert sorted(map(_diagnostic, got.diagnostics)) == sorted(map(_diagnostic, batch.diagnostics))
     assert got.dialect == batch.dialect
+    assert got.reasoning == batch.reasoning
     return events
+
+
+def _batch_events(batch: charfmt.Reply, tags: TagTable) -> list[charfmt.Event]:
+    from charfmt.events import reply_events
+
+    return list(reply_events(batch, tags))
 
 
 def _cut(text: Any, rnd: random.Random) -> Any:
@@ -106,25 +140,67 @@ def _cut(text: Any, rnd: random.Random) -> Any:
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
 
 
+@pytest.mark.parametrize("tags", TABLES)
 @pytest.mark.parametrize("text", INPUTS)
-def test_every_case_file_input_streams_the_batch_events(text: str) -> None:
+def test_every_case_file_input_streams_the_batch_events(text: str, tags: TagTable) -> None:
     rnd = random.Random(text)
     data = text.encode("utf-8", "surrogatepass")
-    _agree(_cut(text, rnd), text)
-    _agree(list(text), text)
-    _agree(_cut(data, rnd), data)
+    _agree(_cut(text, rnd), text, tags)
+    _agree(list(text), text, tags)
+    _agree(_cut(data, rnd), data, tags)
 
 
+@pytest.mark.parametrize("tags", TABLES)
 @given(damaged_replies().flatmap(lambda d: chunkings(d.text).map(lambda chunks: (d, chunks))))
-def test_damaged_replies_stream_the_batch_events(case: tuple[Damaged, list[str]]) -> None:
+def test_damaged_replies_stream_the_batch_events(tags: TagTable, case: tuple[Damaged, list[str]]) -> None:
     damaged, chunks = case
-    _agree(chunks, damaged.text)
+    _agree(chunks, damaged.text, tags)
 
 
+@pytest.mark.parametrize("tags", TABLES)
 @given(damaged_replies().flatmap(lambda d: chunkings(d.text.encode()).map(lambda chunks: (d, chunks))))
-def test_damaged_bytes_stream_the_batch_events(case: tuple[Damaged, list[bytes]]) -> None:
+def test_damaged_bytes_stream_the_batch_events(tags: TagTable, case: tuple[Damaged, list[bytes]]) -> None:
     damaged, chunks = case
-    _agree(chunks, damaged.text.encode())
+    _agree(chunks, damaged.text.encode(), tags)
+
+
+# -- replies that use the extended table's own tags -------------------------------------------------
+_WORDS = st.sampled_from(["Hello there.", "わあ、本当ですか！", "3 &lt; 5 &amp; 7", "psst…", 'He said \\"hi\\".'])
+_ELEMENTS = st.one_of(
+    st.sampled_from(["<sfx>door_slam</sfx>", "<sfx>thunder</sfx>", "<act>waves</act>", "<thought>hm</thought>"]),
+    _WORDS.map(lambda w: f"<msg>{w}</msg>"),
+    _WORDS.map(lambda w: f"<whisper>{w}</whisper>"),
+)
+
+
+@st.composite
+def _extended_replies(draw: st.DrawFn) -> str:
+    """A reply in the envelope whose C bodies use sfx and whisper elements, as text (damaged at times)."""
+    chats = []
+    for order in range(1, draw(st.integers(1, 3)) + 1):
+        body = "\\n".join(["<emo>joy</emo>", *draw(st.lists(_ELEMENTS, min_size=1, max_size=4))])
+        chats.append(f'{{"type":"C","order":{order},"body":"{body}"}}')
+    text = '{"chats":[' + ",".join(chats) + "]}"
+    damage = draw(st.sampled_from(["", "fence", "no-newlines", "upper", "cut"]))
+    if damage == "fence":
+        text = "```json\n" + text + "\n```"
+    elif damage == "no-newlines":
+        text = text.replace("\\n<", "<")
+    elif damage == "upper":
+        text = text.replace("<sfx>", "<SFX>").replace("</sfx>", "</SFX>")
+    elif damage == "cut":
+        text = text[: draw(st.integers(0, len(text)))]
+    return text
+
+
+@pytest.mark.parametrize("tags", TABLES)
+@given(_extended_replies().flatmap(lambda t: chunkings(t).map(lambda chunks: (t, chunks))))
+def test_replies_with_the_extended_tags_stream_the_batch_events(tags: TagTable, case: tuple[str, list[str]]) -> None:
+    text, chunks = case
+    events = _agree(chunks, text, tags)
+    if tags is EXTENDED and "sfx" in text and not any(isinstance(e, charfmt.Reset) for e in events):
+        # A cue is one whole event, never text deltas.
+        assert not any(isinstance(e, charfmt.TextDelta) and e.tag == "sfx" for e in events)
 
 
 def test_the_dialect_reaches_collect_and_is_the_last_event() -> None:

@@ -363,6 +363,9 @@ def _compact(
     fmt: Format, exchange: Exchange, built: _Built, texts: list[str | None], header: dict[str, Any] | None
 ) -> dict[str, Any]:
     x = exchange.model_dump(mode="json", exclude_defaults=True)
+    for part in (x.get("user"), x.get("reply")):
+        if isinstance(part, dict) and part.get("diagnostics"):
+            part["diagnostics"] = [_short(d) for d in part["diagnostics"]]
     sides = {"u": x.get("user", {}).get("chats", []), "r": x.get("reply", {}).get("chats", [])}
     for k, shown in enumerate(built.shown):
         text = texts[k]
@@ -404,6 +407,35 @@ def _compact(
         links.append(link)
     foreign["messages"] = links
     return x
+
+
+_DIAGNOSTIC_FIELDS: Final = ("code", "message", "line", "column", "offset", "end")
+
+
+def _short(d: dict[str, Any]) -> list[Any]:
+    """A diagnostic as ``[code, message, line, column, offset, end]`` (+ an object of the rest)."""
+    from charfmt.diagnostics import CODES  # noqa: PLC0415
+
+    out: list[Any] = [d.get(k) for k in _DIAGNOSTIC_FIELDS]
+    rest = {k: v for k, v in d.items() if k not in _DIAGNOSTIC_FIELDS}
+    if rest.get("severity", "error") == CODES.get(str(d.get("code")), ("error",))[0]:
+        rest.pop("severity", None)
+    else:
+        rest.setdefault("severity", "error")
+    return [*out, rest] if rest else out
+
+
+def _long(d: Any) -> Any:
+    """What ``_short`` wrote, as a diagnostic's fields again (anything else as it is, for validation to judge)."""
+    from charfmt.diagnostics import CODES  # noqa: PLC0415
+
+    if not isinstance(d, list) or len(d) not in (6, 7) or (len(d) == 7 and not isinstance(d[6], dict)):
+        return d
+    out = dict(zip(_DIAGNOSTIC_FIELDS, d, strict=False))
+    out["severity"] = CODES.get(str(out["code"]), ("error",))[0]
+    if len(d) == 7:
+        out.update(d[6])
+    return out
 
 
 def dumps_document(doc: Any, *, indent: int | None | Literal["auto"] = "auto") -> str:
@@ -856,6 +888,9 @@ class Reader:
             else:
                 changed[(side, index)] = (text, d)
         x = entry["x"]
+        for part in (x.get("user"), x.get("reply")):
+            if isinstance(part, dict) and isinstance(part.get("diagnostics"), list):
+                part["diagnostics"] = [_long(d) for d in part["diagnostics"]]
         for chat in [*as_list(as_dict(x.get("user")).get("chats")), *as_list(as_dict(x.get("reply")).get("chats"))]:
             for segment in as_list(as_dict(chat).get("segments")):
                 ref = segment.get("text") if isinstance(segment, dict) else None

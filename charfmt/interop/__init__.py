@@ -67,7 +67,7 @@ def dumps(
     *,
     tags: TagTable = DEFAULT_TAGS,
     created_at: str | None = None,
-    indent: int | None | Literal["auto"] = "auto",
+    indent: int | Literal["auto"] | None = "auto",
 ) -> str:
     """``export`` as JSON text: indented when small (``"auto"``), else compact; ``indent=`` decides."""
     return dumps_document(export(fmt, history, character, tags=tags, created_at=created_at), indent=indent)

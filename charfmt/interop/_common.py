@@ -117,9 +117,7 @@ def digest(text: str | None) -> str:
 
 
 def _canonical(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode(
-        "utf-8", "surrogatepass"
-    )
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
 # --- formats ------------------------------------------------------------------------------------
@@ -149,7 +147,10 @@ class Format:
         raise NotImplementedError
 
     def set_text(self, message: dict[str, Any], text: str | None) -> dict[str, Any] | None:
-        """``message`` showing ``text`` instead; ``None`` removes its text (and the message, if nothing else is left)."""
+        """``message`` showing ``text`` instead.
+
+        ``None`` removes its text (and the whole message, if nothing else is left in it).
+        """
         raise NotImplementedError
 
     def native_of(self, message: dict[str, Any]) -> Native:
@@ -237,7 +238,7 @@ def export_messages(
     out: list[dict[str, Any]] = []
     for n, exchange in enumerate(history):
         eid = f"{base}-{n}"
-        built = _build(fmt, exchange, tags, eid, names, stamp)
+        built = _build(fmt, exchange, tags, eid=eid, names=names, stamp=stamp)
         texts = [fmt.text_of(m) for m in built.messages]
         entry: dict[str, Any] = {
             "v": VERSION,
@@ -250,13 +251,11 @@ def export_messages(
     return out
 
 
-def _build(
-    fmt: Format, exchange: Exchange, tags: TagTable, eid: str, names: tuple[str, str], stamp: str
-) -> _Built:
+def _build(fmt: Format, exchange: Exchange, tags: TagTable, *, eid: str, names: tuple[str, str], stamp: str) -> _Built:
     foreign = exchange.foreign
     if foreign_of(exchange, fmt.name) is not None:
         assert foreign is not None
-        return _rewritten(fmt, exchange, foreign, tags, eid, names, stamp)
+        return _rewritten(fmt, exchange, foreign, tags, eid=eid, names=names, stamp=stamp)
     natives = _natives(exchange)
     built = _Built([], [])
     for k, line in enumerate(lines(exchange, tags)):
@@ -271,9 +270,7 @@ def _build(
     return built
 
 
-def _native(
-    natives: dict[tuple[str, int], Native], line: Line, mid: str, names: tuple[str, str], stamp: str
-) -> Native:
+def _native(natives: dict[tuple[str, int], Native], line: Line, mid: str, names: tuple[str, str], stamp: str) -> Native:
     found = natives.get((line.side, line.index))
     name = names[0] if line.role == "user" else names[1] if line.role == "assistant" else None
     if found is None:
@@ -308,6 +305,7 @@ def _rewritten(
     exchange: Exchange,
     foreign: dict[str, Any],
     tags: TagTable,
+    *,
     eid: str,
     names: tuple[str, str],
     stamp: str,
@@ -319,7 +317,7 @@ def _rewritten(
     of its side.
     """
     built = _Built([], [])
-    chats = {"u": exchange.user.chats, "r": exchange.reply.chats}
+    chats: dict[str, Sequence[Any]] = {"u": exchange.user.chats, "r": exchange.reply.chats}
     linked: set[tuple[str, int]] = set()
     last = {"u": -1, "r": -1}
     for i, link in enumerate(foreign["messages"]):
@@ -381,10 +379,11 @@ def _compact(
     if foreign.get("format") == fmt.name:
         links = []
         for i, link in enumerate(foreign["messages"]):
-            k = built.same.get(i)
-            if k is not None and fmt.strip(fmt.attach(built.messages[k], {})) == link["message"]:
-                link = {key: v for key, v in link.items() if key != "message"} | {"same": k}
-            links.append(link)
+            same = built.same.get(i)
+            if same is not None and fmt.strip(fmt.attach(built.messages[same], {})) == link["message"]:
+                links.append({key: v for key, v in link.items() if key != "message"} | {"same": same})
+            else:
+                links.append(link)
         foreign["messages"] = links
         if header is not None and foreign.get("document") == header:
             foreign["document"] = "same"
@@ -393,17 +392,18 @@ def _compact(
         source = spec(str(foreign.get("format")))
     except (ImportError, AttributeError):
         return x
-    by_chat = {(s[0], s[1]): k for k, s in enumerate(built.shown) if s is not None}
+    by_chat: dict[tuple[str, int], int] = {(s[0], s[1]): k for k, s in enumerate(built.shown) if s is not None}
     links = []
     for link in foreign["messages"]:
         side = "u" if link.get("side") == "user" else "r"
-        k = by_chat.get((side, link["chat"])) if isinstance(link.get("chat"), int) else None
-        text = texts[k] if k is not None else None
+        at = by_chat.get((side, link["chat"])) if isinstance(link.get("chat"), int) else None
+        text = texts[at] if at is not None else None
         original = link.get("message")
         if text and isinstance(original, dict):
             blank = source.set_text(original, "")
             if blank is not None and source.set_text(blank, text) == original:
-                link = {**link, "message": blank, "blank": k}
+                links.append({**link, "message": blank, "blank": at})
+                continue
         links.append(link)
     foreign["messages"] = links
     return x
@@ -438,7 +438,7 @@ def _long(d: Any) -> Any:
     return out
 
 
-def dumps_document(doc: Any, *, indent: int | None | Literal["auto"] = "auto") -> str:
+def dumps_document(doc: Any, *, indent: int | Literal["auto"] | None = "auto") -> str:
     """A document as JSON text (UTF-8 kept readable); ``"auto"`` indents only a small one.
 
     Never writes ``NaN`` or ``Infinity`` (``ValueError``: nothing charfmt reads holds one).
@@ -482,6 +482,10 @@ def where(path: Path) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "the document"
 
 
+_TOO_DEEP: Final = (
+    f"JSON nested too deeply: more than {DOCUMENT_DEPTH} levels (level {DOCUMENT_DEPTH + 1} opens here);"
+    " a conversation document needs far fewer"
+)
 _BRACKET: Final = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"')
 
 
@@ -539,7 +543,7 @@ def read_json(data: Any) -> tuple[Any, Source]:
     except JSONError as e:
         if e.code == "CF110":
             at = _level_at(source.text, DOCUMENT_DEPTH)
-            message = f"JSON nested too deeply: more than {DOCUMENT_DEPTH} levels (level {DOCUMENT_DEPTH + 1} opens here)"
+            message = _TOO_DEEP
             raise InteropError([Diagnostic.at(source.text, "CF110", message, at)], source.text) from None
         raise InteropError([Diagnostic.at(source.text, e.code, e.message, e.pos)], source.text) from None
     _check_values(decoded.value, source)
@@ -565,8 +569,7 @@ def _check_values(value: Any, source: Source) -> None:
                 raise source.fail("CF909", f"{bad}; a conversation document holds none", path)
             continue
         if len(path) >= DOCUMENT_DEPTH:
-            message = f"JSON nested too deeply: more than {DOCUMENT_DEPTH} levels (level {DOCUMENT_DEPTH + 1} opens here)"
-            raise source.fail("CF110", message, path)
+            raise source.fail("CF110", _TOO_DEEP, path)
         stack.extend((child, (*path, key)) for key, child in children)
 
 
@@ -763,6 +766,10 @@ class ForeignReader:
         self._seen_reply = False
 
 
+_Edit = tuple[str | None, Diagnostic]
+"""A message's text as edited (``None``: the message is gone) and the diagnostic saying so."""
+
+
 @dataclass
 class _Open:
     """A version 2 exchange being read: its payload and the messages of it found so far."""
@@ -858,8 +865,8 @@ class Reader:
         got = {k: (fmt.strip(m), p) for k, (m, p) in current.messages.items()}
         texts = {k: fmt.text_of(m) for k, (m, _) in got.items()}
         shown: list[Any] = entry["shown"]
-        changed: dict[tuple[str, int], tuple[str | None, Diagnostic]] = {}
-        reasoning: tuple[str | None, Diagnostic] | None = None
+        changed: dict[tuple[str, int], _Edit] = {}
+        reasoning: _Edit | None = None
         for k, item in enumerate(shown):
             if not (isinstance(item, list) and len(item) == 3):
                 continue
@@ -867,7 +874,8 @@ class Reader:
             if k not in got:
                 d = self.source.diagnostic(
                     "CF908",
-                    f"{where(current.at)}: message {k} of this exchange is missing (deleted?); what it showed was dropped",
+                    f"{where(current.at)}: message {k} of this exchange is missing (deleted?);"
+                    " what it showed was dropped",
                     current.at,
                 )
                 text: str | None = None
@@ -895,8 +903,8 @@ class Reader:
             for segment in as_list(as_dict(chat).get("segments")):
                 ref = segment.get("text") if isinstance(segment, dict) else None
                 if isinstance(ref, dict):
-                    k = ref.get("m")
-                    segment["text"] = texts.get(k) or "" if isinstance(k, int) else ref
+                    m = ref.get("m")
+                    segment["text"] = (texts.get(m) or "") if isinstance(m, int) else ref
         foreign = x.get("foreign")
         if isinstance(foreign, dict) and isinstance(foreign.get("messages"), list):
             self._resolve_foreign(foreign, got, texts)
@@ -916,8 +924,11 @@ class Reader:
                 if isinstance(link, dict) and isinstance(link.get("chat"), int):
                     mapping = user_map if link.get("side") == "user" else reply_map
                     new = mapping.get(link["chat"])
-                    link = {k: v for k, v in link.items() if k != "chat"} | ({"chat": new} if new is not None else {})
-                links.append(link)
+                    links.append(
+                        {k: v for k, v in link.items() if k != "chat"} | ({"chat": new} if new is not None else {})
+                    )
+                else:
+                    links.append(link)
             new_foreign = {**new_foreign, "messages": links}
         user = UserTurn(
             chats=user_chats, context=exchange.user.context, diagnostics=[*exchange.user.diagnostics, *user_diags]
@@ -927,7 +938,7 @@ class Reader:
         )
 
     def _apply(
-        self, chats: Sequence[Any], side: str, changed: dict[tuple[str, int], tuple[str | None, Diagnostic]], *, user: bool
+        self, chats: Sequence[Any], side: str, changed: dict[tuple[str, int], _Edit], *, user: bool
     ) -> tuple[list[Any], list[Diagnostic], dict[int, int]]:
         out: list[Any] = []
         diags: list[Diagnostic] = []
@@ -952,17 +963,16 @@ class Reader:
             foreign["document"] = self.header
         links = []
         for link in foreign["messages"]:
-            if isinstance(link, dict) and isinstance(link.get("same"), int):
-                k = link["same"]
-                if k not in got:
-                    continue
-                link = {key: v for key, v in link.items() if key != "same"} | {"message": got[k][0]}
-            elif isinstance(link, dict) and isinstance(link.get("blank"), int) and isinstance(link.get("message"), dict):
-                k = link["blank"]
-                text = texts.get(k)
-                original = spec(str(foreign.get("format"))).set_text(link["message"], text or "")
-                link = {key: v for key, v in link.items() if key != "blank"} | {"message": original}
-            links.append(link)
+            same = link.get("same") if isinstance(link, dict) else None
+            blank = link.get("blank") if isinstance(link, dict) else None
+            if isinstance(same, int):
+                if same in got:
+                    links.append({key: v for key, v in link.items() if key != "same"} | {"message": got[same][0]})
+            elif isinstance(blank, int) and isinstance(link.get("message"), dict):
+                original = spec(str(foreign.get("format"))).set_text(link["message"], texts.get(blank) or "")
+                links.append({key: v for key, v in link.items() if key != "blank"} | {"message": original})
+            else:
+                links.append(link)
         foreign["messages"] = links
 
     def done(self, document: dict[str, Any]) -> list[Exchange]:

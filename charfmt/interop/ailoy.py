@@ -45,6 +45,15 @@ def _texts(message: dict[str, Any]) -> list[int]:
     return [n for n, p in enumerate(contents) if isinstance(p, dict) and p.get("type") == "text"]
 
 
+def _ours(part: Any) -> bool:
+    return (
+        isinstance(part, dict)
+        and part.get("type") == "value"
+        and isinstance(part.get("value"), dict)
+        and KEY in part["value"]
+    )
+
+
 class _Ailoy(Format):
     name = NAME
 
@@ -97,11 +106,7 @@ class _Ailoy(Format):
         contents = message.get("contents")
         if not isinstance(contents, list):
             return message
-        kept = [
-            p
-            for p in contents
-            if not (isinstance(p, dict) and p.get("type") == "value" and isinstance(p.get("value"), dict) and KEY in p["value"])
-        ]
+        kept = [p for p in contents if not _ours(p)]
         return message if len(kept) == len(contents) else {**message, "contents": kept}
 
     def add_reasoning(self, messages: list[dict[str, Any]], shown: list[Any], text: str, native: Native) -> None:

@@ -146,7 +146,9 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     if version.split(".")[0] != VERSION.split(".")[0]:
         reader.notes.append(
             source.diagnostic(
-                "CF912", f"version: {version!r}; this charfmt knows {VERSION}: read as that, it may differ", ("version",)
+                "CF912",
+                f"version: {version!r}; this charfmt knows {VERSION}: read as that, it may differ",
+                ("version",),
             )
         )
     for i, message in enumerate(messages):
@@ -164,7 +166,8 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             notes.append(
                 source.diagnostic(
                     "CF913",
-                    f"{where((*path, 'sender'))}: 'system' is not in conversation_meta.user_details; read as a system message",
+                    f"{where((*path, 'sender'))}: 'system' is not in conversation_meta.user_details;"
+                    " read as a system message",
                     (*path, "sender"),
                 )
             )
@@ -191,9 +194,7 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             text = None
         if message.get("refer_list"):
             dropped.append(("references", (*path, "refer_list")))
-        reader.foreign.message(
-            message, path, role, text, text_path=(*path, "content"), dropped=dropped, notes=notes
-        )
+        reader.foreign.message(message, path, role, text, text_path=(*path, "content"), dropped=dropped, notes=notes)
     return reader.done(header)
 
 

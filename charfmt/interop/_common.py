@@ -675,6 +675,8 @@ class ForeignReader:
         self.out: list[Exchange] = []
         self._pending = _Pending()
         self._seen_reply = False
+        self.notes: list[Diagnostic] = []
+        """Diagnostics for the first message read (the document's own, such as an unknown version)."""
 
     def message(
         self,
@@ -701,7 +703,8 @@ class ForeignReader:
         pending = self._pending
         side = pending.user if role == "user" else pending.reply
         link: dict[str, Any] = {"message": original, "side": "user" if role == "user" else "reply"}
-        side.diagnostics.extend(notes)
+        side.diagnostics.extend([*self.notes, *notes])
+        self.notes = []
         for what, at in dropped:
             side.diagnostics.append(
                 self.source.diagnostic("CF904", f"{where(at)}: {what} kept only in Exchange.foreign", at)
@@ -789,7 +792,7 @@ class Reader:
     header: dict[str, Any] = field(default_factory=dict)
     exchanges: list[Exchange] = field(default_factory=list)
     notes: list[Diagnostic] = field(default_factory=list)
-    """Diagnostics about the document as a whole (they go to the first exchange's user turn)."""
+    """Diagnostics about reading the document as a foreign one (they go with its first foreign message)."""
     _foreign: ForeignReader | None = None
     _open: _Open | None = None
     _v1_open: bool = False
@@ -800,6 +803,7 @@ class Reader:
         self._close()
         if self._foreign is None:
             self._foreign = ForeignReader(self.fmt.name, self.source, self.tags)
+            self._foreign.notes = self.notes
         return self._foreign
 
     def _flush_foreign(self) -> None:
@@ -986,10 +990,6 @@ class Reader:
                 assert ex.foreign is not None
                 if "document" not in ex.foreign:
                     self.exchanges[first] = ex.model_copy(update={"foreign": {**ex.foreign, "document": document}})
-        if self.notes and self.exchanges:
-            ex = self.exchanges[0]
-            user = ex.user.model_copy(update={"diagnostics": [*self.notes, *ex.user.diagnostics]})
-            self.exchanges[0] = ex.model_copy(update={"user": user})
         return self.exchanges
 
 

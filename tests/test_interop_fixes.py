@@ -431,7 +431,7 @@ def test_groupchat_unknown_version_and_system_sender_are_warnings() -> None:
     assert {"CF912", "CF913"} <= {d.code for d in diagnostics}
     assert all(d.severity == "warning" for d in diagnostics if d.code in ("CF912", "CF913"))
     first = history[0]
-    assert [c.type for c in [*first.user.chats, *first.reply.chats]][0] == "I"
+    assert next(c.type for c in [*first.user.chats, *first.reply.chats]) == "I"
     assert interop.read("groupchat", interop.dumps("groupchat", history)) == history
 
 

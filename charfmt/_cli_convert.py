@@ -1,7 +1,9 @@
 """``charfmt convert``: a conversation from one format to another (jsonl, pam, uacs, groupchat, ailoy).
 
 Exit 0 when converted, 1 when the input is not a document of ``--from`` (a positioned
-diagnostic with a caret on standard error), 2 for a file that cannot be read or written.
+diagnostic with a caret on standard error) or the output would be too big to read back,
+2 for a file that cannot be read or written. What it writes reads back with the same
+``--max-size`` (default 16 MiB): a document over it is refused, not written.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -22,8 +25,26 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--from", dest="source_format", choices=FORMATS, required=True, help="format of IN")
     sp.add_argument("--to", dest="target_format", choices=FORMATS, required=True, help="format of OUT")
     sp.add_argument("--character", metavar="FILE", help="character TOML (needed to read jsonl; names the speakers)")
+    sp.add_argument(
+        "--indent",
+        metavar="N",
+        type=int,
+        default=None,
+        help="indent a JSON document by N spaces (default: 2 up to 1 MiB, compact above; 0 = compact)",
+    )
     sp.add_argument("input", metavar="IN", help="input file, or - for standard input")
     sp.add_argument("output", metavar="OUT", help="output file, or - for standard output")
+    parse_known = sp.parse_known_args
+
+    def own_errors(args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        # An unknown option is this command's usage error (see 'charfmt convert --help'),
+        # not the top-level parser's.
+        parsed, extras = parse_known(args, namespace)
+        if extras:
+            sp.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    sp.parse_known_args = own_errors  # type: ignore[method-assign,assignment]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,14 +55,23 @@ def run(args: argparse.Namespace) -> int:
     character = cli._load_character(args.character, args.max_size) if args.character else None
     if args.source_format == "jsonl" and character is None:
         cli._usage_error(args, "argument --character: reading jsonl needs the character (its vocabulary)")
+    if args.indent is not None and args.indent < 0:
+        cli._usage_error(args, "argument --indent: a number of spaces, 0 or more")
     name = "<stdin>" if args.input == "-" else args.input
     text = cli._read_text(args.input, args.max_size, "input")
     try:
         history = _read(args.source_format, text, character, name)
+        out = _write(args.target_format, history, character, args.indent)
     except InteropError as e:
         print(e.report(name), file=sys.stderr)
         return cli.EXIT_INVALID
-    out = _write(args.target_format, history, character)
+    size = len(out.encode("utf-8", "surrogatepass"))
+    if size > args.max_size:
+        cli._error(
+            f"the {args.target_format} output would be {size:,} bytes, more than charfmt reads back"
+            f" ({args.max_size:,}, --max-size); nothing written (a larger --max-size writes it)"
+        )
+        return cli.EXIT_INVALID
     if args.output == "-":
         sys.stdout.write(out)
     else:
@@ -58,26 +88,54 @@ def _read(fmt: str, text: str, character: Character | None, name: str) -> list[E
         from charfmt.character import history_from_jsonl  # noqa: PLC0415
 
         assert character is not None
+        _not_jsonl(text)
         return history_from_jsonl(text, character, name)
     from charfmt.interop import read  # noqa: PLC0415
 
     return read(fmt, text, character)
 
 
-def _write(fmt: str, history: list[Exchange], character: Character | None) -> str:
-    if fmt == "jsonl":
-        from charfmt.writer import dumps  # noqa: PLC0415
+def _not_jsonl(text: str) -> None:
+    """CF910 if ``text`` is one JSON document over several lines (not JSON Lines)."""
+    from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
+    from charfmt.interop import InteropError  # noqa: PLC0415
 
-        rows = []
-        for ex in history:
-            row: dict[str, Any] = {"user": ex.user.model_dump(mode="json"), "reply": json.loads(dumps(ex.reply))}
-            if ex.foreign is not None:
-                row["foreign"] = ex.foreign
-            rows.append(json.dumps(row, ensure_ascii=False) + "\n")
-        return "".join(rows)
+    body = text.removeprefix("\ufeff")
+    first = body.lstrip()
+    if "\n" not in first.strip() or first[:1] not in "{[":
+        return
+    line = first.split("\n", 1)[0]
+    try:
+        json.loads(line)
+        return  # the first line is a value of its own: JSON Lines
+    except ValueError:
+        pass
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return
+    at = len(body) - len(first)
+    kind = "an array" if isinstance(value, list) else "an object"
+    hint = (
+        " (it looks like a pam, uacs or groupchat document: --from pam|uacs|groupchat)"
+        if isinstance(value, dict)
+        else " (an Ailoy message array? --from ailoy)"
+    )
+    message = (
+        f"the input is one JSON document ({kind} over several lines), not JSON Lines"
+        f" (one exchange object per line){hint}"
+    )
+    raise InteropError([Diagnostic.at(body, "CF910", message, at, at + 1)], body)
+
+
+def _write(fmt: str, history: list[Exchange], character: Character | None, indent: int | None) -> str:
+    if fmt == "jsonl":
+        from charfmt.character import history_line  # noqa: PLC0415
+
+        return "".join(history_line(ex) for ex in history)
     from charfmt.interop import dumps as dump_document  # noqa: PLC0415
 
-    return dump_document(fmt, history, character)
+    return dump_document(fmt, history, character, indent="auto" if indent is None else indent or None)
 
 
 __all__ = ["FORMATS", "add_arguments", "run"]

@@ -424,8 +424,10 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
     ``user`` is shorthand text (``"[angry] なんで？"``) or a ``UserTurn`` object;
     ``reply`` is the character's reply in the wire format, as an object or a string,
     parsed strictly with the character's vocabulary; what ``dumps`` writes for a lenient
-    result (an unknown tag kept, an emotion's intensity) reads back exactly too. Errors are
-    ``CharacterError`` naming ``file`` and the line.
+    result (an unknown tag kept, an emotion's intensity) reads back exactly too. Optional keys
+    (what ``history_line`` writes, so nothing is lost): ``reasoning``, ``dialect`` and
+    ``diagnostics`` are the reply's (the user's diagnostics are inside ``user``), ``foreign``
+    is ``Exchange.foreign``. Errors are ``CharacterError`` naming ``file`` and the line.
     """
     history = []
     text = text.removeprefix(_BOM)
@@ -434,14 +436,35 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
             continue
         with _translated(file, number):
             row = json.loads(line)
-            if not isinstance(row, dict) or set(row) - {"foreign"} != {"user", "reply"}:
+            if not isinstance(row, dict) or set(row) - _LINE_EXTRAS != {"user", "reply"}:
                 raise CharacterError(file, "", number, 'each line is an object {"user": ..., "reply": ...}')
             user = row["user"]
             turn = character.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
             reply = row["reply"] if isinstance(row["reply"], str) else json.dumps(row["reply"], ensure_ascii=False)
-            foreign = row.get("foreign")
-            history.append(Exchange(user=turn, reply=_stored_reply(reply, character), foreign=foreign))
+            extra = {k: row[k] for k in ("reasoning", "dialect", "diagnostics") if row.get(k) is not None}
+            stored = _stored_reply(reply, character)
+            if extra:
+                stored = Reply.model_validate({**stored.model_dump(), **extra})
+            history.append(Exchange(user=turn, reply=stored, foreign=row.get("foreign")))
     return history
+
+
+_LINE_EXTRAS: Final = frozenset({"foreign", "reasoning", "dialect", "diagnostics"})
+
+
+def history_line(exchange: Exchange) -> str:
+    """One line of a JSON Lines history (``history_from_jsonl`` reads it back exactly), newline included."""
+    row: dict[str, Any] = {"user": exchange.user.model_dump(mode="json"), "reply": json.loads(dumps(exchange.reply))}
+    reply = exchange.reply
+    if reply.reasoning is not None:
+        row["reasoning"] = reply.reasoning
+    if reply.dialect is not None:
+        row["dialect"] = reply.dialect
+    if reply.diagnostics:
+        row["diagnostics"] = [d.model_dump(mode="json") for d in reply.diagnostics]
+    if exchange.foreign is not None:
+        row["foreign"] = exchange.foreign
+    return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _stored_reply(text: str, character: Character) -> Reply:

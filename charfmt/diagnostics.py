@@ -109,6 +109,13 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF904": ("warning", "foreign content charfmt has no place for (media, tool, reference) kept in Exchange.foreign"),
     "CF905": ("info", "foreign model reasoning (PAM is_thought, Ailoy thinking) read as Reply.reasoning"),
     "CF906": ("warning", "foreign message without text kept only in Exchange.foreign"),
+    "CF907": ("warning", "a message charfmt wrote was edited elsewhere: its visible text read as a plain chat"),
+    "CF908": ("warning", "a message of charfmt's exchange is missing, or a continuation lost its payload"),
+    "CF909": ("error", "a number JSON cannot carry (NaN, Infinity, out of range) in a conversation document"),
+    "CF910": ("error", "convert --from jsonl: the input is one JSON document, not JSON Lines"),
+    "CF911": ("warning", "PAM branching: only the first branch read as chats; the others kept in Exchange.foreign"),
+    "CF912": ("warning", "group chat document of an unknown major version: read as 1.0.0"),
+    "CF913": ("warning", "group chat sender 'system' not in user_details: read as a system (I) message"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),
 }
 """Every diagnostic code charfmt emits: default severity and a one-line title.

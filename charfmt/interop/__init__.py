@@ -12,7 +12,7 @@ chats with diagnostics, and what charfmt has no place for stays in ``Exchange.fo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from charfmt.interop import ailoy, groupchat, pam, uacs
 from charfmt.interop._common import InteropError, dumps_document
@@ -44,19 +44,40 @@ def _format(fmt: str) -> tuple[Exporter, Reader]:
 
 
 def export(
-    fmt: str, history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+    fmt: str,
+    history: Sequence[Exchange],
+    character: Character | None = None,
+    *,
+    tags: TagTable = DEFAULT_TAGS,
+    created_at: str | None = None,
 ) -> Any:
-    """``history`` as a document of ``fmt`` (a JSON-ready dict, or a list for Ailoy)."""
-    return _format(fmt)[0](history, character, tags=tags)
+    """``history`` as a document of ``fmt`` (a JSON-ready dict, or a list for Ailoy).
+
+    Deterministic: the same history gives the same document (ids are derived from it);
+    ``created_at`` is the time written where none is known. ``TypeError`` if ``history``
+    is not a sequence of ``Exchange``.
+    """
+    return _format(fmt)[0](history, character, tags=tags, created_at=created_at)
 
 
 def dumps(
-    fmt: str, history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+    fmt: str,
+    history: Sequence[Exchange],
+    character: Character | None = None,
+    *,
+    tags: TagTable = DEFAULT_TAGS,
+    created_at: str | None = None,
+    indent: int | Literal["auto"] | None = "auto",
 ) -> str:
-    """``export`` as JSON text."""
-    return dumps_document(export(fmt, history, character, tags=tags))
+    """``export`` as JSON text: indented when small (``"auto"``), else compact; ``indent=`` decides."""
+    return dumps_document(export(fmt, history, character, tags=tags, created_at=created_at), indent=indent)
 
 
-def read(fmt: str, text: str, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
-    """The exchanges in a document of ``fmt``; raises ``InteropError`` with positioned diagnostics."""
-    return _format(fmt)[1](text, character, tags=tags)
+def read(fmt: str, data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
+    """The exchanges in a document of ``fmt``: JSON text (``str``), ``bytes``, or the decoded ``dict``/``list``.
+
+    Raises ``InteropError`` (a ``CharfmtError``) with positioned diagnostics for bad content
+    (for a decoded value, positions are in its JSON text as ``json.dumps`` writes it), and
+    ``TypeError`` for data of another type.
+    """
+    return _format(fmt)[1](data, character, tags=tags)

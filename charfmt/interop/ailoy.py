@@ -2,7 +2,8 @@
 
 Ailoy's serde types drop unknown keys without a word, so charfmt's payload is a ``value`` part
 (``{"type": "value", "value": {"charfmt": ...}}``), the one place arbitrary data survives.
-``thinking`` is model reasoning (``Reply.reasoning`` on import), never the character's thought.
+``thinking`` is model reasoning: ``Reply.reasoning`` is written there (on the first assistant
+message) and read back from there, never as the character's thought.
 """
 
 from __future__ import annotations
@@ -11,18 +12,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.interop._common import (
-    CONTINUED,
+    KEY,
+    UNKNOWN_TIME,
+    Format,
+    Line,
+    Native,
     Reader,
     Source,
-    as_list,
-    foreign_of,
-    lines,
+    check_history,
+    conversation_id,
+    export_messages,
     marker,
     member,
+    names,
     need,
-    payload,
     read_json,
-    rewritten,
 )
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -34,48 +38,111 @@ ROLES: Final = ("system", "user", "assistant", "tool")
 PART_TYPES: Final = ("text", "function", "value", "image")
 
 
-def _set_text(message: dict[str, Any], text: str) -> dict[str, Any]:
+def _texts(message: dict[str, Any]) -> list[int]:
     contents = message.get("contents")
     if not isinstance(contents, list):
-        return message
-    parts = [dict(p) if isinstance(p, dict) else p for p in contents]
-    texts = [n for n, p in enumerate(parts) if isinstance(p, dict) and p.get("type") == "text"]
-    if len(texts) == 1:
-        parts[texts[0]]["text"] = text
-    return {**message, "contents": parts}
+        return []
+    return [n for n, p in enumerate(contents) if isinstance(p, dict) and p.get("type") == "text"]
+
+
+def _ours(part: Any) -> bool:
+    return (
+        isinstance(part, dict)
+        and part.get("type") == "value"
+        and isinstance(part.get("value"), dict)
+        and KEY in part["value"]
+    )
+
+
+class _Ailoy(Format):
+    name = NAME
+
+    def new_message(self, line: Line, native: Native) -> dict[str, Any]:
+        return {"role": line.role, "contents": [{"type": "text", "text": line.text}], "id": native.id}
+
+    def empty_message(self, native: Native) -> dict[str, Any]:
+        return {"role": "assistant", "contents": [], "id": native.id}
+
+    def text_of(self, message: dict[str, Any]) -> str | None:
+        found = [message["contents"][n].get("text") for n in _texts(message)]
+        texts = [t for t in found if isinstance(t, str)]
+        return "\n".join(texts) if texts else None
+
+    def text_path(self, message: dict[str, Any]) -> tuple[Any, ...]:
+        texts = _texts(message)
+        return ("contents", texts[0], "text") if len(texts) == 1 else ("contents",)
+
+    def set_text(self, message: dict[str, Any], text: str | None) -> dict[str, Any] | None:
+        if text is not None and text == self.text_of(message):
+            return message
+        contents = message.get("contents")
+        if not isinstance(contents, list):
+            return message
+        texts = _texts(message)
+        if text is None:
+            rest = [p for n, p in enumerate(contents) if n not in texts]
+            if not rest and not message.get("tool_calls") and not message.get("thinking"):
+                return None
+            return {**message, "contents": rest}
+        parts = list(contents)
+        if len(texts) == 1:
+            parts[texts[0]] = {**parts[texts[0]], "text": text}
+        elif not texts:
+            parts.append({"type": "text", "text": text})
+        else:
+            return message
+        return {**message, "contents": parts}
+
+    def native_of(self, message: dict[str, Any]) -> Native:
+        mid = message.get("id")
+        return Native(mid if isinstance(mid, str) else None)
+
+    def attach(self, message: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+        contents = message.get("contents")
+        parts = contents if isinstance(contents, list) else []
+        return {**message, "contents": [*parts, {"type": "value", "value": {KEY: entry}}]}
+
+    def strip(self, message: dict[str, Any]) -> dict[str, Any]:
+        contents = message.get("contents")
+        if not isinstance(contents, list):
+            return message
+        kept = [p for p in contents if not _ours(p)]
+        return message if len(kept) == len(contents) else {**message, "contents": kept}
+
+    def add_reasoning(self, messages: list[dict[str, Any]], shown: list[Any], text: str, native: Native) -> None:
+        for n, message in enumerate(messages):
+            if message.get("role") == "assistant":
+                messages[n] = {**message, "thinking": text}
+                return
+        messages.append({"role": "assistant", "contents": [], "id": native.id, "thinking": text})
+        shown.append(None)
+
+
+SPEC: Final = _Ailoy()
 
 
 def export(
-    history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+    history: Sequence[Exchange],
+    character: Character | None = None,
+    *,
+    tags: TagTable = DEFAULT_TAGS,
+    created_at: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Ailoy messages of ``history``: text parts, and the exchange in a value part."""
-    messages: list[dict[str, Any]] = []
-    for n, exchange in enumerate(history):
-        foreign = foreign_of(exchange, NAME)
-        if foreign is not None:
-            out = rewritten(exchange, foreign, _set_text, tags)
-        else:
-            out = [
-                {"role": line.role, "contents": [{"type": "text", "text": line.text}], "id": f"x{n}-{k}"}
-                for k, line in enumerate(lines(exchange, tags))
-            ] or [{"role": "assistant", "contents": [], "id": f"x{n}-0"}]
-        for k, message in enumerate(out):
-            contents = as_list(message.get("contents"))
-            value = payload(exchange) if k == 0 else CONTINUED
-            out[k] = {**message, "contents": [*contents, {"type": "value", "value": value}]}
-        messages.extend(out)
-    return messages
+    """Ailoy messages of ``history``: text parts, reasoning as ``thinking``, the exchange in a value part."""
+    history = check_history(history)
+    base = conversation_id(history).hex[:8]
+    return export_messages(SPEC, history, tags, names=names(character), base=base, stamp=created_at or UNKNOWN_TIME)
 
 
-def read(text: str, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
+def read(data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
     """The exchanges of an array of Ailoy messages; raises ``InteropError`` with a positioned diagnostic."""
-    doc, source = read_json(text)
+    doc, source = read_json(data)
     return _read(doc, source, tags)
 
 
 def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     need(source, doc, (), list, "an array of Ailoy messages")
-    reader = Reader(NAME, source, tags)
+    reader = Reader(SPEC, source, tags)
     for i, message in enumerate(doc):
         path: tuple[Any, ...] = (i,)
         need(source, message, path, dict, "a message object")
@@ -99,7 +166,7 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             if kind == "value" and entry is None:
                 entry = marker(source, part.get("value"), (*at, "value"))
                 if entry is not None:
-                    reader.ours(entry, (*at, "value"))
+                    reader.ours(entry, (*at, "value"), message, path, role)
         if entry is not None:
             continue
         texts: list[str] = []

@@ -12,21 +12,22 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.interop._common import (
-    CONTINUED,
+    UNKNOWN_TIME,
+    Format,
+    Line,
+    Native,
     Reader,
     Source,
-    as_dict,
+    check_history,
+    conversation_id,
     document_of,
-    foreign_of,
-    lines,
+    export_messages,
     marker,
     member,
     names,
     need,
-    now,
-    payload,
     read_json,
-    rewritten,
+    where,
 )
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -41,18 +42,70 @@ SILENT: Final = "…"
 _SENDERS: Final = {"user": "user", "assistant": "character", "system": "game"}
 
 
-def _set_text(message: dict[str, Any], text: str) -> dict[str, Any]:
-    if message.get("type", "text") in ("text", "system") and isinstance(message.get("content"), str):
+class _GroupChat(Format):
+    name = NAME
+    extension = "extra"
+
+    def __init__(self, full: dict[str, str | None] | None = None) -> None:
+        self.full = full or {}
+
+    def new_message(self, line: Line, native: Native) -> dict[str, Any]:
+        sender = _SENDERS[line.role]
+        message: dict[str, Any] = {"message_id": native.id, "create_time": native.time, "sender": sender}
+        name = native.name or self.full.get(sender)
+        if name:
+            message["sender_name"] = name
+        if line.role != "system":
+            message["role"] = line.role
+        message.update({"type": "text" if line.role != "system" else "system", "content": line.text, "refer_list": []})
+        return message
+
+    def empty_message(self, native: Native) -> dict[str, Any]:
+        return {
+            "message_id": native.id,
+            "create_time": native.time,
+            "sender": "game",
+            "type": "system",
+            "content": SILENT,
+            "refer_list": [],
+        }
+
+    def text_of(self, message: dict[str, Any]) -> str | None:
+        content = message.get("content")
+        if message.get("type", "text") in ("text", "system") and isinstance(content, str):
+            return content
+        return None
+
+    def text_path(self, message: dict[str, Any]) -> tuple[Any, ...]:
+        return ("content",)
+
+    def set_text(self, message: dict[str, Any], text: str | None) -> dict[str, Any] | None:
+        if self.text_of(message) is None:
+            return message
+        if text is None or not text:
+            return None if text is None else {**message, "content": text}
         return {**message, "content": text}
-    return message
+
+    def native_of(self, message: dict[str, Any]) -> Native:
+        mid, time, name = message.get("message_id"), message.get("create_time"), message.get("sender_name")
+        return Native(*(v if isinstance(v, str) else None for v in (mid, time, name)))
+
+
+SPEC: Final = _GroupChat()
 
 
 def export(
-    history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+    history: Sequence[Exchange],
+    character: Character | None = None,
+    *,
+    tags: TagTable = DEFAULT_TAGS,
+    created_at: str | None = None,
 ) -> dict[str, Any]:
     """A group chat document of ``history``: text in ``content``, the exchange in ``extra``."""
+    history = check_history(history)
     user_name, character_name = names(character)
-    stamp = now()
+    stamp = created_at or UNKNOWN_TIME
+    cid = conversation_id(history)
     doc = document_of(history, NAME) or {
         "version": VERSION,
         "conversation_meta": {
@@ -70,70 +123,63 @@ def export(
     }
     details = doc.get("conversation_meta", {}).get("user_details", {})
     full = {sender: details.get(sender, {}).get("full_name") for sender in _SENDERS.values()}
-    messages: list[dict[str, Any]] = []
-    for n, exchange in enumerate(history):
-        foreign = foreign_of(exchange, NAME)
-        if foreign is not None:
-            out = rewritten(exchange, foreign, _set_text, tags)
-        else:
-            out = []
-            for k, line in enumerate(lines(exchange, tags) or []):
-                sender = _SENDERS[line.role]
-                message: dict[str, Any] = {"message_id": f"x{n}-{k}", "create_time": stamp, "sender": sender}
-                if full.get(sender):
-                    message["sender_name"] = full[sender]
-                if line.role != "system":
-                    message["role"] = line.role
-                message.update(
-                    {"type": "text" if line.role != "system" else "system", "content": line.text, "refer_list": []}
-                )
-                out.append(message)
-            if not out:
-                out = [
-                    {
-                        "message_id": f"x{n}-0",
-                        "create_time": stamp,
-                        "sender": "game",
-                        "type": "system",
-                        "content": SILENT,
-                        "refer_list": [],
-                    }
-                ]
-        for k, message in enumerate(out):
-            extra = as_dict(message.get("extra"))
-            out[k] = {**message, "extra": {**extra, **(payload(exchange) if k == 0 else CONTINUED)}}
-        messages.extend(out)
+    messages = export_messages(
+        _GroupChat(full), history, tags, names=(user_name, character_name), base=cid.hex[:8], stamp=stamp, header=doc
+    )
     return {**doc, "conversation_list": messages}
 
 
-def read(text: str, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
+def read(data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
     """The exchanges of a group chat document; raises ``InteropError`` with a positioned diagnostic."""
-    doc, source = read_json(text)
+    doc, source = read_json(data)
     return _read(doc, source, tags)
 
 
 def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     need(source, doc, (), dict, "a group chat object")
-    member(source, doc, (), "version", kind=str, what="a version string")
+    version = member(source, doc, (), "version", kind=str, what="a version string")
     meta = member(source, doc, (), "conversation_meta", kind=dict, what="an object")
     details = member(source, meta, ("conversation_meta",), "user_details", kind=dict, what="an object of users by id")
     messages = member(source, doc, (), "conversation_list", kind=list, what="an array of messages")
-    reader = Reader(NAME, source, tags)
+    header = {k: v for k, v in doc.items() if k != "conversation_list"}
+    reader = Reader(SPEC, source, tags, header)
+    if version.split(".")[0] != VERSION.split(".")[0]:
+        reader.notes.append(
+            source.diagnostic(
+                "CF912",
+                f"version: {version!r}; this charfmt knows {VERSION}: read as that, it may differ",
+                ("version",),
+            )
+        )
     for i, message in enumerate(messages):
         path = ("conversation_list", i)
         need(source, message, path, dict, "a message object")
         sender = member(source, message, path, "sender", kind=str, what="a user id")
+        notes = []
         if sender not in details:
-            raise source.fail(
-                "CF901",
-                f"conversation_list[{i}].sender: {sender!r} is not in conversation_meta.user_details",
-                (*path, "sender"),
+            if sender != "system":
+                raise source.fail(
+                    "CF901",
+                    f"conversation_list[{i}].sender: {sender!r} is not in conversation_meta.user_details",
+                    (*path, "sender"),
+                )
+            notes.append(
+                source.diagnostic(
+                    "CF913",
+                    f"{where((*path, 'sender'))}: 'system' is not in conversation_meta.user_details;"
+                    " read as a system message",
+                    (*path, "sender"),
+                )
             )
         entry = marker(source, message.get("extra"), (*path, "extra"))
-        if entry is not None:
-            reader.ours(entry, (*path, "extra"))
-            continue
         kind = message.get("type", "text")
+        role = message.get("role") or (details.get(sender) or {}).get("role") or "user"
+        if kind == "system" or sender not in details:
+            role = "system"
+        role = role if role in ("user", "assistant", "system") else "user"
+        if entry is not None:
+            reader.ours(entry, (*path, "extra"), message, path, role)
+            continue
         if kind not in MESSAGE_TYPES:
             raise source.fail(
                 "CF901",
@@ -141,9 +187,6 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
                 (*path, "type"),
             )
         content = member(source, message, path, "content", kind=str, what="a string")
-        role = message.get("role") or (details.get(sender) or {}).get("role") or "user"
-        if kind == "system":
-            role = "system"
         dropped: list[tuple[str, Any]] = []
         text: str | None = content
         if kind not in ("text", "system"):
@@ -151,15 +194,7 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             text = None
         if message.get("refer_list"):
             dropped.append(("references", (*path, "refer_list")))
-        reader.foreign.message(
-            message,
-            path,
-            role if role in ("user", "assistant", "system") else "user",
-            text,
-            text_path=(*path, "content"),
-            dropped=dropped,
-        )
-    header = {k: v for k, v in doc.items() if k != "conversation_list"}
+        reader.foreign.message(message, path, role, text, text_path=(*path, "content"), dropped=dropped, notes=notes)
     return reader.done(header)
 
 

@@ -2,8 +2,8 @@
 
 Every object in PAM is closed (``additionalProperties: false``) except ``raw_metadata``, so
 charfmt's payload goes in the first message's ``raw_metadata``. ``is_thought`` means model
-reasoning: a foreign thought message becomes ``Reply.reasoning``, never the character's
-``thought``.
+reasoning: ``Reply.reasoning`` is written as an ``is_thought`` assistant message, and a foreign
+thought message becomes ``Reply.reasoning``, never the character's ``thought``.
 """
 
 from __future__ import annotations
@@ -12,21 +12,22 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.interop._common import (
-    CONTINUED,
+    UNKNOWN_TIME,
+    Format,
+    Line,
+    Native,
     Reader,
     Source,
-    as_dict,
+    check_history,
+    conversation_id,
     document_of,
-    foreign_of,
-    lines,
+    export_messages,
     marker,
     member,
     names,
     need,
-    now,
-    payload,
     read_json,
-    rewritten,
+    where,
 )
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -39,52 +40,108 @@ SCHEMA_VERSION: Final = "1.0"
 ROLES: Final = ("user", "assistant", "system", "tool")
 
 
-def _set_text(message: dict[str, Any], text: str) -> dict[str, Any]:
-    content = message.get("content")
-    if isinstance(content, dict) and content.get("type") == "text":
-        return {**message, "content": {**content, "text": text}}
-    return message
+class _Pam(Format):
+    name = NAME
+    extension = "raw_metadata"
+
+    def new_message(self, line: Line, native: Native) -> dict[str, Any]:
+        return {
+            "id": native.id,
+            "role": line.role,
+            "created_at": native.time,
+            "content": {"type": "text", "text": line.text},
+        }
+
+    def empty_message(self, native: Native) -> dict[str, Any]:
+        return {"id": native.id, "role": "assistant", "created_at": native.time}
+
+    def text_of(self, message: dict[str, Any]) -> str | None:
+        content = message.get("content")
+        if not isinstance(content, dict):
+            return None
+        if content.get("type") == "text":
+            text = content.get("text")
+            return text if isinstance(text, str) else None
+        parts = content.get("parts")
+        texts = [
+            p["text"]
+            for p in (parts if isinstance(parts, list) else [])
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        ]
+        return "\n".join(texts) if texts else None
+
+    def text_path(self, message: dict[str, Any]) -> tuple[Any, ...]:
+        content = message.get("content")
+        return ("content", "text") if isinstance(content, dict) and content.get("type") == "text" else ("content",)
+
+    def set_text(self, message: dict[str, Any], text: str | None) -> dict[str, Any] | None:
+        if text is not None and text == self.text_of(message):
+            return message
+        content = message.get("content")
+        if text is None:
+            if not (isinstance(content, dict) and content.get("type") == "text"):
+                return message
+            rest = {k: v for k, v in message.items() if k != "content"}
+            return rest if rest.get("tool_calls") or rest.get("attachments") else None
+        if content is None:
+            return {**message, "content": {"type": "text", "text": text}}
+        if isinstance(content, dict) and content.get("type") == "text":
+            return {**message, "content": {**content, "text": text}}
+        return message
+
+    def native_of(self, message: dict[str, Any]) -> Native:
+        mid, time = message.get("id"), message.get("created_at")
+        return Native(mid if isinstance(mid, str) else None, time if isinstance(time, str) else None)
+
+    def add_reasoning(self, messages: list[dict[str, Any]], shown: list[Any], text: str, native: Native) -> None:
+        at = next((n for n, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
+        thought = {
+            "id": native.id,
+            "role": "assistant",
+            "created_at": native.time,
+            "content": {"type": "text", "text": text},
+            "is_thought": True,
+        }
+        messages.insert(at, thought)
+        shown.insert(at, ("R", 0))
+
+
+SPEC: Final = _Pam()
 
 
 def export(
-    history: Sequence[Exchange], character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
+    history: Sequence[Exchange],
+    character: Character | None = None,
+    *,
+    tags: TagTable = DEFAULT_TAGS,
+    created_at: str | None = None,
 ) -> dict[str, Any]:
-    """A PAM conversation of ``history``: text in ``content``, the exchange in ``raw_metadata``."""
+    """A PAM conversation of ``history``: text in ``content``, the exchange in ``raw_metadata``.
+
+    The conversation id is a uuid5 of the history (the same history, the same id); ``created_at``
+    is the time written where none is known (default ``1970-01-01T00:00:00Z``).
+    """
+    history = check_history(history)
     user_name, character_name = names(character)
-    stamp = now()
+    stamp = created_at or UNKNOWN_TIME
+    cid = conversation_id(history)
     doc = document_of(history, NAME) or {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "id": f"charfmt-{stamp}",
+        "id": str(cid),
         "provider": {"name": "charfmt"},
         "temporal": {"created_at": stamp},
         "participants": [{"role": "user", "name": user_name}, {"role": "assistant", "name": character_name}],
     }
-    messages: list[dict[str, Any]] = []
-    for n, exchange in enumerate(history):
-        foreign = foreign_of(exchange, NAME)
-        if foreign is not None:
-            out = rewritten(exchange, foreign, _set_text, tags)
-        else:
-            out = [
-                {
-                    "id": f"x{n}-{k}",
-                    "role": line.role,
-                    "created_at": stamp,
-                    "content": {"type": "text", "text": line.text},
-                }
-                for k, line in enumerate(lines(exchange, tags))
-            ] or [{"id": f"x{n}-0", "role": "assistant", "created_at": stamp}]
-        for k, message in enumerate(out):
-            meta = as_dict(message.get("raw_metadata"))
-            out[k] = {**message, "raw_metadata": {**meta, **(payload(exchange) if k == 0 else CONTINUED)}}
-        messages.extend(out)
+    messages = export_messages(
+        SPEC, history, tags, names=(user_name, character_name), base=cid.hex[:8], stamp=stamp, header=doc
+    )
     return {**doc, "messages": messages}
 
 
-def read(text: str, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
+def read(data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
     """The exchanges of a PAM conversation; raises ``InteropError`` with a positioned diagnostic."""
-    doc, source = read_json(text)
+    doc, source = read_json(data)
     return _read(doc, source, tags)
 
 
@@ -94,7 +151,9 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
     if schema != SCHEMA:
         raise source.fail("CF901", f'schema: expected "{SCHEMA}", found {schema!r}', ("schema",))
     messages = member(source, doc, (), "messages", kind=list, what="an array of messages")
-    reader = Reader(NAME, source, tags)
+    header = {k: v for k, v in doc.items() if k != "messages"}
+    reader = Reader(SPEC, source, tags, header)
+    branches = _branches(messages)
     for i, message in enumerate(messages):
         path = ("messages", i)
         need(source, message, path, dict, "a message object")
@@ -105,12 +164,24 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             )
         entry = marker(source, message.get("raw_metadata"), (*path, "raw_metadata"))
         if entry is not None:
-            reader.ours(entry, (*path, "raw_metadata"))
+            reader.ours(entry, (*path, "raw_metadata"), message, path, role)
             continue
         text, text_path, dropped = _content(source, message, path)
         for key in ("attachments", "tool_calls", "citations"):
             if message.get(key):
                 dropped.append((key.replace("_", " "), (*path, key)))
+        notes = []
+        if i in branches:
+            parent, n = branches[i]
+            notes.append(
+                source.diagnostic(
+                    "CF911",
+                    f"{where(path)}: alternative {n + 1} of the replies to messages[{parent}] (branching);"
+                    " only the first branch was read as chats, this message is kept in Exchange.foreign",
+                    path,
+                )
+            )
+            text = None
         thought = message.get("is_thought") is True
         reader.foreign.message(
             message,
@@ -121,9 +192,32 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             dropped=dropped,
             reasoning=text if thought else None,
             reasoning_path=text_path,
+            notes=notes,
         )
-    header = {k: v for k, v in doc.items() if k != "messages"}
     return reader.done(header)
+
+
+def _branches(messages: list[Any]) -> dict[int, tuple[int, int]]:
+    """Messages that are a second or later child of another (``children_ids``): index -> (parent, which)."""
+    index = {m["id"]: n for n, m in enumerate(messages) if isinstance(m, dict) and isinstance(m.get("id"), str)}
+    out: dict[int, tuple[int, int]] = {}
+    for n, message in enumerate(messages):
+        children = message.get("children_ids") if isinstance(message, dict) else None
+        if not isinstance(children, list) or len(children) < 2:
+            continue
+        for which, child in enumerate(children[1:], 1):
+            k = index.get(child) if isinstance(child, str) else None
+            if k is not None:
+                out.setdefault(k, (n, which))
+    # a discarded branch's own descendants (later in the list) are discarded with it
+    for n, message in enumerate(messages):
+        if n in out or not isinstance(message, dict):
+            continue
+        parent = message.get("parent_id")
+        k = index.get(parent) if isinstance(parent, str) else None
+        if k is not None and k in out:
+            out[n] = out[k]
+    return out
 
 
 def _content(

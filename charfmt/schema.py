@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
+
+if TYPE_CHECKING:
+    from charfmt.export import Bounds
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS
 
-PROVIDERS: Final = ("openai", "anthropic", "gemini")
+PROVIDERS: Final = ("openai", "anthropic", "gemini", "xgrammar")
 
 _BODY_DESCRIPTION: Final = (
     "For type C: one element per line, separated by \\n, each one of "
@@ -51,7 +54,15 @@ def _chat(
     return chat
 
 
-def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary | None) -> dict[str, Any]:
+def _base(
+    *,
+    minimum: bool,
+    closed: bool,
+    patterns: bool,
+    vocabulary: Vocabulary | None,
+    flavor: str = "ecma",
+    bounds: Bounds | None = None,
+) -> dict[str, Any]:
     if patterns:
         from charfmt.export import body_regex  # noqa: PLC0415 (Lark loads only for patterns)
 
@@ -64,10 +75,16 @@ def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary
                     tagged,
                     minimum=minimum,
                     closed=closed,
-                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma"),
+                    pattern=body_regex("C", vocabulary=vocabulary, flavor=flavor, bounds=bounds),
                     vocabulary=vocabulary,
                 ),
-                _chat(plain, minimum=minimum, closed=closed, pattern=body_regex("I", flavor="ecma"), vocabulary=None),
+                _chat(
+                    plain,
+                    minimum=minimum,
+                    closed=closed,
+                    pattern=body_regex("I", flavor=flavor, bounds=bounds),
+                    vocabulary=None,
+                ),
             ]
         }
     else:
@@ -79,12 +96,21 @@ def _base(*, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary
         },
         "required": ["chats"],
     }
+    if bounds is not None and bounds.max_chats is not None:
+        root["properties"]["chats"]["maxItems"] = bounds.max_chats
     if closed:
         root["additionalProperties"] = False
     return root
 
 
-def json_schema(provider: str | None = None, *, vocabulary: Vocabulary | None = None) -> dict[str, Any]:
+def json_schema(
+    provider: str | None = None,
+    *,
+    vocabulary: Vocabulary | None = None,
+    max_tokens: int | None = None,
+    max_chars: int | None = None,
+    max_chats: int | None = None,
+) -> dict[str, Any]:
     """The ``{"chats": [...]}`` envelope as JSON Schema.
 
     ``None``: standard JSON Schema (2020-12), each body constrained by an anchored
@@ -96,16 +122,30 @@ def json_schema(provider: str | None = None, *, vocabulary: Vocabulary | None = 
     no patterns; ``propertyOrdering`` so ``type`` and ``order`` come first). With
     ``vocabulary``, the ``C`` body pattern allows only its emotion keys, and the body's
     description names them (the only restriction providers without patterns get).
+    ``"xgrammar"``: for vLLM and SGLang on their default XGrammar backend, which matches
+    ``pattern`` against the string as written in JSON (escapes included), not its decoded
+    value: the same schema as ``"openai"`` with each pattern written over the JSON-escaped
+    body (``\\n`` between elements), so multi-element bodies match.
+    Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
+    ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
+    bound the body patterns, so they hold where patterns are enforced.
     """
+    bounds = None
+    if (max_tokens, max_chars, max_chats) != (None, None, None):
+        from charfmt.export import resolve_bounds  # noqa: PLC0415 (Lark loads only for bounds)
+
+        bounds = resolve_bounds(max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary)
     if provider is None:
-        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary)
+        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, bounds=bounds)
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
     if provider == "openai":
-        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary)
+        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, bounds=bounds)
+    if provider == "xgrammar":
+        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, flavor="ecma-json", bounds=bounds)
     if provider == "anthropic":
         return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary)
     if provider == "gemini":
-        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary)
+        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary, bounds=bounds)
         chat = schema["properties"]["chats"]["items"]
         chat["propertyOrdering"] = list(chat["properties"])
         return schema

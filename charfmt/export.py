@@ -482,13 +482,13 @@ def _bounded_text(text: Node, bounds: Bounds) -> Node:
 
 
 def _bounded_key(key: Node, bounds: Bounds) -> Node:
-    """``KEY`` (``n (m* n)?``) with at most ``max_chars`` characters in each part."""
+    """``KEY`` (``n (m* n)?``) of at most ``max_chars`` characters."""
     shape = _trimmed(key)
     if shape is None or bounds.max_chars is None:
         raise ExportError("the body grammar's KEY no longer has the shape bounds are written for")
     edge, middle = shape
     n = bounds.max_chars
-    return Seq((edge, Rep(Seq((Rep(middle, 0, n), edge)), 0, 1)))
+    return edge if n == 1 else Seq((edge, Rep(Seq((Rep(middle, 0, n - 2), edge)), 0, 1)))
 
 
 def _bounded_body(
@@ -683,9 +683,13 @@ def _write(node: Node, syn: _Syntax, names: Callable[[str], str]) -> str:
         return names(node.name)
     if isinstance(node, Seq):
         parts = [_atom(n, syn, names) if isinstance(n, Alt) else _write(n, syn, names) for n in node.items]
-        return syn.separator.join(parts)
+        return syn.separator.join(p for p in parts if p)  # a bounded x{0,0} writes nothing
     if isinstance(node, Alt):
         return syn.alternation.join(_write(n, syn, names) for n in node.items)
+    if node.high == 0:
+        return ""  # x{0,0}: nothing (llguidance's Lark rejects the range)
+    if (node.low, node.high) == (1, 1):
+        return _atom(node.item, syn, names)
     quant = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((node.low, node.high))
     if quant is None:
         quant = f"{{{node.low},{'' if node.high is None else node.high}}}"
@@ -786,18 +790,15 @@ def body_regex(
 ) -> str:
     """An anchored regular expression for a decoded body of chat type ``kind``.
 
-    ``flavor``: ``python`` (``re``), ``ecma`` (JSON Schema ``pattern``, valid ECMA-262 in
-    unicode mode), or ``ecma-json``: the same over the body as written *inside its JSON string*
-    (``\\n`` for a newline, ``\\"`` for a quote), which is how XGrammar applies ``pattern``.
+    ``flavor``: ``python`` (``re``), or ``ecma`` (JSON Schema ``pattern``, valid ECMA-262 in
+    unicode mode: ajv, browsers). ``bounds``: the lengths of ``Bounds`` written in.
     """
     rules, terminals = _bounded_body(*_body_grammar(), bounds)
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     node = _inline(Ref(start), rules, terminals)
-    if flavor == "ecma-json":
-        node = json_encoded(node)
-    elif flavor not in ("python", "ecma"):
-        raise ExportError(f"unknown regex flavor {flavor!r}; expected python, ecma or ecma-json")
+    if flavor not in ("python", "ecma"):
+        raise ExportError(f"unknown regex flavor {flavor!r}; expected python or ecma")
     if flavor == "python":
         # \Z, not $: Python's $ also matches before a final newline, which strict parsing rejects.
         return f"^(?:{_write(node, _PY, str)})\\Z"

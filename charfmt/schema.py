@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
-
-if TYPE_CHECKING:
-    from charfmt.export import Bounds
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS
 
-PROVIDERS: Final = ("openai", "anthropic", "gemini", "xgrammar")
+if TYPE_CHECKING:
+    from charfmt.export import Bounds
+
+PROVIDERS: Final = ("openai", "anthropic", "gemini")
 
 _BODY_DESCRIPTION: Final = (
     "For type C: one element per line, separated by \\n, each one of "
@@ -55,13 +55,7 @@ def _chat(
 
 
 def _base(
-    *,
-    minimum: bool,
-    closed: bool,
-    patterns: bool,
-    vocabulary: Vocabulary | None,
-    flavor: str = "ecma",
-    bounds: Bounds | None = None,
+    *, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary | None, bounds: Bounds | None = None
 ) -> dict[str, Any]:
     if patterns:
         from charfmt.export import body_regex  # noqa: PLC0415 (Lark loads only for patterns)
@@ -75,14 +69,14 @@ def _base(
                     tagged,
                     minimum=minimum,
                     closed=closed,
-                    pattern=body_regex("C", vocabulary=vocabulary, flavor=flavor, bounds=bounds),
+                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma", bounds=bounds),
                     vocabulary=vocabulary,
                 ),
                 _chat(
                     plain,
                     minimum=minimum,
                     closed=closed,
-                    pattern=body_regex("I", flavor=flavor, bounds=bounds),
+                    pattern=body_regex("I", flavor="ecma", bounds=bounds),
                     vocabulary=None,
                 ),
             ]
@@ -122,10 +116,10 @@ def json_schema(
     no patterns; ``propertyOrdering`` so ``type`` and ``order`` come first). With
     ``vocabulary``, the ``C`` body pattern allows only its emotion keys, and the body's
     description names them (the only restriction providers without patterns get).
-    ``"xgrammar"``: for vLLM and SGLang on their default XGrammar backend, which matches
-    ``pattern`` against the string as written in JSON (escapes included), not its decoded
-    value: the same schema as ``"openai"`` with each pattern written over the JSON-escaped
-    body (``\\n`` between elements), so multi-element bodies match.
+    On XGrammar (vLLM's and SGLang's default backend) the body patterns cannot match a
+    body of two or more elements: XGrammar matches ``pattern`` without JSON escapes, and
+    the ``\\n`` between elements is one. Constrain those servers with the grammar
+    (``charfmt.engines.request_fields``) or a structural tag instead.
     Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
     ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
     bound the body patterns, so they hold where patterns are enforced.
@@ -140,8 +134,6 @@ def json_schema(
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
     if provider == "openai":
         return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, bounds=bounds)
-    if provider == "xgrammar":
-        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, flavor="ecma-json", bounds=bounds)
     if provider == "anthropic":
         return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary)
     if provider == "gemini":

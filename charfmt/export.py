@@ -749,7 +749,9 @@ _ECMA: Final = _Syntax(_ecma_char, lambda s: "".join(_ecma_lit(c) for c in s), F
 def _gbnf_char(cp: int) -> str:
     # In a class an escape is always followed by "\", "-" or "]", so XGrammar's greedy \x cannot
     # run on; \xHH (not \u00HH) also keeps llguidance's gbnf_to_lark converter reading it.
-    return f"\\x{cp:02X}" if cp < 0x100 else _fixed_width_char(cp)
+    # An astral character is written raw (UTF-8, which llama.cpp and XGrammar read): the
+    # converter drops \U's leading zeros (\U10FFFF), which Rust regex then refuses.
+    return f"\\x{cp:02X}" if cp < 0x100 else f"\\u{cp:04X}" if cp < 0x10000 else chr(cp)
 
 
 _GBNF_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -883,8 +885,29 @@ def _gbnf_target(g: Grammar) -> str:
         f"root ::= {name(g.start)}",
     ]
     for n, node in [*g.rules.items(), *g.terminals.items()]:
-        lines.append(f"{name(n)} ::= {_write(node, _GBNF, name)}")
+        lines.append(f"{name(n)} ::= {_write(_positive_beyond_ascii(node), _GBNF, name)}")
     return "\n".join(lines) + "\n"
+
+
+def _positive_beyond_ascii(node: Node) -> Node:
+    """``node`` with each negated class that excludes a non-ASCII character written as its complement.
+
+    llama.cpp matches a token that ends inside a UTF-8 sequence against the code points that
+    sequence could still become; for a negated class it rejects the token when any of them is
+    excluded (after ``>``, the byte 0xC2 of ``¤`` is refused because U+0085 and U+00A0 are
+    not keys). A positive class is checked by overlap, which is right for a partial character.
+    """
+    if isinstance(node, Cls):
+        if node.negated and any(hi > 0x7F for _lo, hi in node.ranges):
+            return Cls(tuple(_subtract([(0, 0x10FFFF)], _merge(node.ranges))), False)
+        return node
+    if isinstance(node, Seq):
+        return Seq(tuple(_positive_beyond_ascii(n) for n in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(_positive_beyond_ascii(n) for n in node.items))
+    if isinstance(node, Rep):
+        return Rep(_positive_beyond_ascii(node.item), node.low, node.high)
+    return node
 
 
 def resolve_bounds(

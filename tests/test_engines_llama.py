@@ -31,6 +31,7 @@ from charfmt.character import Character, Exchange
 from charfmt.chat import DEFAULT_MAX_ELEMENTS, TurnStats, take_turn
 from charfmt.engines import default_model_path
 from charfmt.export import Bounds, _gbnf_target, max_reply_tokens, reply_grammar
+from charfmt.stream import StreamParser
 from charfmt.testing import replies
 
 llama_cpp = pytest.importorskip(
@@ -202,7 +203,7 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
             turn = take_turn(character, history, say, bounded, strict=True)
             stats = constrained[-1]
             assert stats.finished and stats.tokens <= BUDGET, (say, turn.text)
-            streamed = charfmt.stream.StreamParser(lenient=False, vocabulary=character.vocabulary)
+            streamed = StreamParser(lenient=False, vocabulary=character.vocabulary)
             for chunk in turn.chunks:
                 streamed.feed(chunk)
             streamed.close()

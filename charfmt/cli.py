@@ -729,6 +729,10 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
     add_size(sp, "--character file")
 
+    from charfmt.chat import register as register_chat  # noqa: PLC0415 (the chat command's code)
+
+    register_chat(sub, command)
+
     command("demo", _cmd_demo, help="parse a bundled reply and show a strict error")
 
     from charfmt import _cli_convert  # noqa: PLC0415

@@ -394,13 +394,212 @@ def _key(vocabulary: Vocabulary | None, default: Node) -> Node:
     return Alt(tuple(Lit(k) for k in vocabulary.keys))
 
 
-def reply_grammar(vocabulary: Vocabulary | None = None, tags: TagTable | None = None) -> Grammar:
-    """The whole reply: the JSON envelope, with bodies in the tag language of ``tags`` inside JSON strings."""
+# --- length bounds: replies that close within a token budget ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Length bounds written into an exported grammar or schema (``None``: unbounded).
+
+    A grammar alone guarantees syntax, not that a reply ends: a model may repeat inside
+    ``<msg>`` until the token budget runs out and the reply is cut mid-string. With bounds
+    every path through the grammar is finite, so the longest reply it allows has a known
+    length; ``Bounds.for_tokens`` picks them so that length fits a token budget.
+    """
+
+    max_chars: int | None = None
+    """Characters of each element's content (and of an ``I``/``E`` body) between two character
+    references; a reference (``&amp;``) counts as one character."""
+    max_chats: int | None = None
+    """Chats in the reply (JSON Schema ``maxItems``)."""
+    max_elements: int | None = None
+    """Elements in a ``C`` body."""
+    max_entities: int = 0
+    """Character references per element content when ``max_chars`` is set (0: none; ``< & >``
+    are then unavailable, which keeps the longest content ``max_chars`` characters)."""
+    max_ws: int | None = None
+    """Whitespace characters between two JSON tokens."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_chars", "max_chats", "max_elements", "max_ws"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ExportError(f"{name} must be at least 1, not {value}")
+        if self.max_entities < 0:
+            raise ExportError(f"max_entities must be at least 0, not {self.max_entities}")
+
+    @property
+    def closed(self) -> bool:
+        """Whether every length is bounded (the longest reply is finite)."""
+        return None not in (self.max_chars, self.max_chats, self.max_elements, self.max_ws)
+
+    @classmethod
+    def for_tokens(
+        cls,
+        max_tokens: int,
+        *,
+        max_chats: int = 1,
+        max_elements: int = 4,
+        max_entities: int = 0,
+        max_ws: int = 1,
+        tokens_per_char: int | None = None,
+        vocabulary: Vocabulary | None = None,
+        tags: TagTable | None = None,
+    ) -> Bounds:
+        """The largest ``max_chars`` whose longest reply fits in ``max_tokens`` tokens.
+
+        How it is computed: every token a model emits holds at least one byte, so a reply of
+        ``n`` bytes takes at most ``n`` tokens. ``max_reply_tokens`` walks the bounded grammar
+        and adds up the longest path: each literal counts its UTF-8 bytes, each character from
+        a class counts the most bytes a character of that class takes in UTF-8 (4 for free
+        text), or ``tokens_per_char`` where given (1 is exact for ASCII text and an estimate
+        for other scripts). One token is kept for the end-of-sequence token. The result is
+        the largest ``max_chars`` with ``max_reply_tokens(bounds) + 1 <= max_tokens``.
+        """
+
+        def fits(n: int) -> bool:
+            b = cls(n, max_chats, max_elements, max_entities, max_ws)
+            return (
+                max_reply_tokens(b, vocabulary=vocabulary, tags=tags, tokens_per_char=tokens_per_char) + 1 <= max_tokens
+            )
+
+        if not fits(1):
+            need = max_reply_tokens(
+                cls(1, max_chats, max_elements, max_entities, max_ws),
+                vocabulary=vocabulary,
+                tags=tags,
+                tokens_per_char=tokens_per_char,
+            )
+            raise ExportError(
+                f"max_tokens={max_tokens} is too small for {max_chats} chat(s) of {max_elements} element(s): "
+                f"the shortest bound (1 character per element) needs {need + 1} tokens"
+            )
+        low, high = 1, max(1, max_tokens)
+        while low < high:  # the largest n that fits
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid - 1)
+        return cls(low, max_chats, max_elements, max_entities, max_ws)
+
+
+def _bounded_text(text: Node, bounds: Bounds) -> Node:
+    """``TEXT`` (non-empty ``(c | e)+``) with at most ``max_chars`` characters per run."""
+    shape = _unrolled(text)
+    if shape is None or bounds.max_chars is None:
+        raise ExportError("the body grammar's TEXT no longer has the shape bounds are written for")
+    plain, entity = shape
+    n, m = bounds.max_chars, bounds.max_entities
+    if m == 0:
+        return Rep(plain, 1, n)
+    run = Seq((entity, Rep(plain, 0, n)))
+    return Alt((Seq((Rep(plain, 1, n), Rep(run, 0, m))), Rep(run, 1, m)))
+
+
+def _bounded_key(key: Node, bounds: Bounds) -> Node:
+    """``KEY`` (``n (m* n)?``) of at most ``max_chars`` characters."""
+    shape = _trimmed(key)
+    if shape is None or bounds.max_chars is None:
+        raise ExportError("the body grammar's KEY no longer has the shape bounds are written for")
+    edge, middle = shape
+    n = bounds.max_chars
+    return edge if n == 1 else Seq((edge, Rep(Seq((Rep(middle, 0, n - 2), edge)), 0, 1)))
+
+
+def _bounded_body(
+    rules: dict[str, Node], terminals: dict[str, Node], bounds: Bounds | None
+) -> tuple[dict[str, Node], dict[str, Node]]:
+    """The body rules and terminals (decoded level) with ``bounds`` applied."""
+    if bounds is None:
+        return rules, terminals
+    rules, terminals = dict(rules), dict(terminals)
+    if bounds.max_elements is not None:
+        rules["c_body"] = Seq((Ref("element"), Rep(Seq((Ref("_NL"), Ref("element"))), 0, bounds.max_elements - 1)))
+    if bounds.max_chars is not None:
+        terminals["TEXT"] = _bounded_text(terminals["TEXT"], bounds)
+        terminals["KEY"] = _bounded_key(terminals["KEY"], bounds)
+    return rules, terminals
+
+
+def _utf8_max(cls: Cls) -> int:
+    top = 0x10FFFF if cls.negated else max(hi for _lo, hi in cls.ranges)
+    return 1 if top < 0x80 else 2 if top < 0x800 else 3 if top < 0x10000 else 4
+
+
+def max_length(node: Node, g: Grammar, char_cost: Callable[[Cls], int]) -> int:
+    """The longest text ``node`` allows: literals by UTF-8 bytes, class characters by ``char_cost``.
+
+    Raises ``ExportError`` if some repetition is unbounded (the longest text is infinite).
+    """
+    memo: dict[str, int] = {}
+
+    def walk(n: Node, seen: tuple[str, ...]) -> int:
+        if isinstance(n, Lit):
+            return len(n.text.encode())
+        if isinstance(n, Cls):
+            return char_cost(n)
+        if isinstance(n, Seq):
+            return sum(walk(i, seen) for i in n.items)
+        if isinstance(n, Alt):
+            return max(walk(i, seen) for i in n.items)
+        if isinstance(n, Rep):
+            if n.high is None:
+                raise ExportError("the grammar has an unbounded repetition: set every bound")
+            return n.high * walk(n.item, seen) if n.high else 0
+        if n.name not in memo:
+            if n.name in seen:
+                raise ExportError(f"rule {n.name} is recursive: its longest text is unbounded")
+            target = g.rules.get(n.name) or g.terminals[n.name]
+            memo[n.name] = walk(target, (*seen, n.name))
+        return memo[n.name]
+
+    return walk(node, ())
+
+
+def max_reply_tokens(
+    bounds: Bounds,
+    *,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+    tokens_per_char: int | None = None,
+) -> int:
+    """The most tokens a reply the bounded grammar allows can take (end token not counted).
+
+    An upper bound for any tokenizer whose tokens each hold at least one byte (every
+    byte-level BPE, and SentencePiece with byte fallback): the reply's longest length in
+    bytes. ``tokens_per_char`` replaces the per-character byte count of text classes
+    (an assumption about the tokenizer, not a guarantee).
+    """
+    if not bounds.closed:
+        raise ExportError("max_reply_tokens needs max_chars, max_chats, max_elements and max_ws all set")
+    g = reply_grammar(vocabulary, tags, bounds=bounds)
+
+    def cost(c: Cls) -> int:
+        most = _utf8_max(c)
+        return most if tokens_per_char is None or most == 1 else tokens_per_char
+
+    return max_length(Ref(g.start), g, cost)
+
+
+def reply_grammar(
+    vocabulary: Vocabulary | None = None, tags: TagTable | None = None, *, bounds: Bounds | None = None
+) -> Grammar:
+    """The whole reply: the JSON envelope, with bodies in the tag language inside JSON strings.
+
+    With ``bounds``, the lengths they set are written into the grammar (see ``Bounds``).
+    """
     body_rules, body_terms = _body_grammar(DEFAULT_TAGS if tags is None else tags)
-    terminals = {name: json_encoded(lexeme_friendly(node)) for name, node in body_terms.items()}
-    terminals["KEY"] = json_encoded(_key(vocabulary, lexeme_friendly(body_terms["KEY"])))
-    terminals["ORDER"] = from_regex(r"[1-9][0-9]*")
-    terminals["WS"] = from_regex(r"[ \t\n\r]+")
+    body_rules, bounded_terms = _bounded_body(body_rules, body_terms, bounds)
+    terminals = {
+        name: json_encoded(node if node is not body_terms.get(name) else lexeme_friendly(node))
+        for name, node in bounded_terms.items()
+    }
+    bounded_key = bounds is not None and bounds.max_chars is not None
+    key_default = bounded_terms["KEY"] if bounded_key else lexeme_friendly(body_terms["KEY"])
+    terminals["KEY"] = json_encoded(_key(vocabulary, key_default))
+    max_chats = None if bounds is None else bounds.max_chats
+    max_ws = None if bounds is None else bounds.max_ws
+    digits = None if max_chats is None else len(str(max_chats)) - 1
+    terminals["ORDER"] = Seq((from_regex("[1-9]"), Rep(from_regex("[0-9]"), 0, digits)))
+    terminals["WS"] = Rep(from_regex(r"[ \t\n\r]"), 1, max_ws)
     ws = Rep(Ref("WS"), 0, 1)
 
     def member(key: str, value: Node) -> Node:
@@ -427,7 +626,11 @@ def reply_grammar(vocabulary: Vocabulary | None = None, tags: TagTable | None = 
                         (
                             Lit("["),
                             ws,
-                            Rep(Seq((Ref("chat"), Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, None))), 0, 1),
+                            Rep(
+                                Seq((Ref("chat"), Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, _less(max_chats)))),
+                                0,
+                                1,
+                            ),
                             ws,
                             Lit("]"),
                         )
@@ -442,6 +645,10 @@ def reply_grammar(vocabulary: Vocabulary | None = None, tags: TagTable | None = 
         **body_rules,
     }
     return Grammar("reply", rules, terminals)
+
+
+def _less(n: int | None) -> int | None:
+    return None if n is None else n - 1
 
 
 # --- writing it out ---------------------------------------------------------------------
@@ -495,9 +702,13 @@ def _write(node: Node, syn: _Syntax, names: Callable[[str], str]) -> str:
         return names(node.name)
     if isinstance(node, Seq):
         parts = [_atom(n, syn, names) if isinstance(n, Alt) else _write(n, syn, names) for n in node.items]
-        return syn.separator.join(parts)
+        return syn.separator.join(p for p in parts if p)  # a bounded x{0,0} writes nothing
     if isinstance(node, Alt):
         return syn.alternation.join(_write(n, syn, names) for n in node.items)
+    if node.high == 0:
+        return ""  # x{0,0}: nothing (llguidance's Lark rejects the range)
+    if (node.low, node.high) == (1, 1):
+        return _atom(node.item, syn, names)
     quant = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((node.low, node.high))
     if quant is None:
         quant = f"{{{node.low},{'' if node.high is None else node.high}}}"
@@ -517,28 +728,72 @@ def _py_char(cp: int) -> str:
 
 
 _PY: Final = _Syntax(_py_char, re.escape, True, ("(?:", ")"), "", "|")
-_RUST: Final = _Syntax(lambda cp: f"\\x{{{cp:x}}}", lambda s: "".join(_rust_lit(c) for c in s), False, ("(?:", ")"),
-                       "", "|")  # fmt: skip
-_ECMA: Final = _Syntax(lambda cp: f"\\u{cp:04x}" if cp < 0x10000 else _surrogate_pair(cp), re.escape, False,
-                       ("(?:", ")"), "", "|")  # fmt: skip
+
+
+def _fixed_width_char(cp: int) -> str:
+    # \uXXXX / \UXXXXXXXX, never \xXX: XGrammar reads \x greedily (\x26a is U+026A, not "&a"),
+    # while Rust regex (llguidance), llama.cpp and XGrammar all read these two at fixed width.
+    return f"\\u{cp:04X}" if cp < 0x10000 else f"\\U{cp:08X}"
 
 
 def _rust_lit(c: str) -> str:
-    return c if c.isalnum() and ord(c) < 128 else f"\\x{{{ord(c):x}}}"
+    return c if c.isalnum() and ord(c) < 128 else _fixed_width_char(ord(c))
 
 
-def _surrogate_pair(cp: int) -> str:
-    cp -= 0x10000
-    return f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}"
+_RUST: Final = _Syntax(_fixed_width_char, lambda s: "".join(_rust_lit(c) for c in s), False, ("(?:", ")"), "", "|")
+
+# ECMA-262 in unicode mode (what ajv and browsers compile ``pattern`` with) allows an identity escape
+# only for syntax characters and "/": "\&" or "\#" is a SyntaxError there. Everything else is
+# written raw (printable ASCII, and astral characters, which also keeps Python's re, where
+# "\u{...}" does not exist, matching the same code point) or as a four-digit \uXXXX.
+_ECMA_SYNTAX: Final = frozenset("^$\\.*+?()[]{}|/")
+
+
+def _ecma_lit(c: str) -> str:
+    cp = ord(c)
+    if c in _ECMA_SYNTAX:
+        return "\\" + c
+    if 0x20 <= cp < 0x7F or cp >= 0x10000:
+        return c
+    return f"\\u{cp:04x}"
+
+
+def _ecma_char(cp: int) -> str:
+    return f"\\u{cp:04x}" if cp < 0x10000 else chr(cp)
+
+
+_ECMA: Final = _Syntax(_ecma_char, lambda s: "".join(_ecma_lit(c) for c in s), False, ("(?:", ")"), "", "|")
 
 
 def _gbnf_char(cp: int) -> str:
-    return f"\\x{cp:02X}" if cp < 0x100 else f"\\u{cp:04X}" if cp < 0x10000 else f"\\U{cp:08X}"
+    # In a class an escape is always followed by "\", "-" or "]", so XGrammar's greedy \x cannot
+    # run on; \xHH (not \u00HH) also keeps llguidance's gbnf_to_lark converter reading it.
+    # An astral character is written raw (UTF-8, which llama.cpp and XGrammar read): the
+    # converter drops \U's leading zeros (\U10FFFF), which Rust regex then refuses.
+    return f"\\x{cp:02X}" if cp < 0x100 else f"\\u{cp:04X}" if cp < 0x10000 else chr(cp)
+
+
+_GBNF_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _gbnf_literal(text: str) -> str:
-    out = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else _gbnf_char(ord(c)) for c in text)
-    return f'"{out}"'
+    # \" and \\, never \x22: XGrammar reads \x greedily ("\x22c" is one escape, U+22C). Other
+    # text is written raw (llama.cpp and XGrammar read UTF-8); a control character becomes \xHH,
+    # and the literal is split after it where a hex digit follows.
+    parts: list[str] = []
+    out = ""
+    for i, c in enumerate(text):
+        if c in _GBNF_ESCAPES:
+            out += _GBNF_ESCAPES[c]
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out += f"\\x{ord(c):02X}"
+            if i + 1 < len(text) and text[i + 1] in "0123456789abcdefABCDEF":
+                parts.append(out)
+                out = ""
+        else:
+            out += c
+    parts.append(out)
+    return " ".join(f'"{p}"' for p in parts)
 
 
 _GBNF: Final = _Syntax(_gbnf_char, _gbnf_literal, False, ("(", ")"), " ", " | ")
@@ -548,20 +803,28 @@ def _lark_literal(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-_LARK_RULES: Final = _Syntax(lambda cp: f"\\x{{{cp:x}}}", _lark_literal, False, ("(", ")"), " ", " | ")
+_LARK_RULES: Final = _Syntax(_fixed_width_char, _lark_literal, False, ("(", ")"), " ", " | ")
 
 
 def body_regex(
-    kind: str = "C", *, vocabulary: Vocabulary | None = None, flavor: str = "python", tags: TagTable | None = None
+    kind: str = "C",
+    *,
+    vocabulary: Vocabulary | None = None,
+    flavor: str = "python",
+    tags: TagTable | None = None,
+    bounds: Bounds | None = None,
 ) -> str:
     """An anchored regular expression for a decoded body of chat type ``kind`` (tags of ``tags``).
 
-    ``flavor``: ``python`` (``re``), or ``ecma`` (JSON Schema ``pattern``).
+    ``flavor``: ``python`` (``re``), or ``ecma`` (JSON Schema ``pattern``, valid ECMA-262 in
+    unicode mode: ajv, browsers). ``bounds``: the lengths of ``Bounds`` written in.
     """
-    rules, terminals = _body_grammar(DEFAULT_TAGS if tags is None else tags)
+    rules, terminals = _bounded_body(*_body_grammar(DEFAULT_TAGS if tags is None else tags), bounds)
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     node = _inline(Ref(start), rules, terminals)
+    if flavor not in ("python", "ecma"):
+        raise ExportError(f"unknown regex flavor {flavor!r}; expected python or ecma")
     if flavor == "python":
         # \Z, not $: Python's $ also matches before a final newline, which strict parsing rejects.
         return f"^(?:{_write(node, _PY, str)})\\Z"
@@ -571,9 +834,8 @@ def body_regex(
 
 def _lark_target(g: Grammar) -> str:
     lines = [
-        '// charfmt reply grammar for llguidance (Lark syntax), generated by charfmt.grammar("lark").',
+        '// charfmt reply grammar in Lark syntax (llguidance, XGrammar), generated by charfmt.grammar("lark").',
         "// The whole reply: the JSON envelope, each body a JSON string in the tag language.",
-        "%llguidance {}",
         "",
         f"start: {g.start}",
     ]
@@ -647,23 +909,83 @@ def _gbnf_target(g: Grammar) -> str:
         f"root ::= {name(g.start)}",
     ]
     for n, node in [*g.rules.items(), *g.terminals.items()]:
-        lines.append(f"{name(n)} ::= {_write(node, _GBNF, name)}")
+        lines.append(f"{name(n)} ::= {_write(_positive_beyond_ascii(node), _GBNF, name)}")
     return "\n".join(lines) + "\n"
 
 
-def grammar(target: str, *, vocabulary: Vocabulary | None = None, tags: TagTable | None = None) -> str:
+def _positive_beyond_ascii(node: Node) -> Node:
+    """``node`` with each negated class that excludes a non-ASCII character written as its complement.
+
+    llama.cpp matches a token that ends inside a UTF-8 sequence against the code points that
+    sequence could still become; for a negated class it rejects the token when any of them is
+    excluded (after ``>``, the byte 0xC2 of ``¤`` is refused because U+0085 and U+00A0 are
+    not keys). A positive class is checked by overlap, which is right for a partial character.
+    """
+    if isinstance(node, Cls):
+        if node.negated and any(hi > 0x7F for _lo, hi in node.ranges):
+            return Cls(tuple(_subtract([(0, 0x10FFFF)], _merge(node.ranges))), False)
+        return node
+    if isinstance(node, Seq):
+        return Seq(tuple(_positive_beyond_ascii(n) for n in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(_positive_beyond_ascii(n) for n in node.items))
+    if isinstance(node, Rep):
+        return Rep(_positive_beyond_ascii(node.item), node.low, node.high)
+    return node
+
+
+def resolve_bounds(
+    *,
+    max_tokens: int | None = None,
+    max_chars: int | None = None,
+    max_chats: int | None = None,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+) -> Bounds | None:
+    """The ``Bounds`` the keyword arguments of ``grammar``/``json_schema`` ask for (``None``: none).
+
+    ``max_tokens``: ``Bounds.for_tokens`` (``max_chats`` defaults to 1 there), lowered to
+    ``max_chars`` where that is smaller; otherwise ``max_chars`` and ``max_chats`` as given.
+    """
+    if max_tokens is not None:
+        found = Bounds.for_tokens(max_tokens, max_chats=max_chats or 1, vocabulary=vocabulary, tags=tags)
+        if max_chars is not None and max_chars < (found.max_chars or 0):
+            found = Bounds(max_chars, found.max_chats, found.max_elements, found.max_entities, found.max_ws)
+        return found
+    if max_chars is None and max_chats is None:
+        return None
+    return Bounds(max_chars=max_chars, max_chats=max_chats)
+
+
+def grammar(
+    target: str,
+    *,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+    max_tokens: int | None = None,
+    max_chars: int | None = None,
+    max_chats: int | None = None,
+) -> str:
     """The reply format as a grammar for a constrained-decoding engine.
 
-    ``lark``: llguidance's Lark syntax for the whole reply (llguidance, vLLM
-    ``structured_outputs={"grammar": ...}``, SGLang, outlines ``CFG``); ``gbnf``: the
-    same for llama.cpp; ``regex``: one decoded ``C`` body, for engines that take only
+    ``lark``: Lark syntax for the whole reply, read by llguidance (vLLM
+    ``structured_outputs={"grammar": ...}``, SGLang, outlines ``CFG``) and by XGrammar
+    (``GrammarCompiler.compile_lark``); ``gbnf``: the same for llama.cpp and XGrammar
+    (``compile_grammar``); ``regex``: one decoded ``C`` body, for engines that take only
     a regular expression. With ``vocabulary``, the emotion tag holds only its keys;
     ``tags``: the tag table (``None``: ``DEFAULT_TAGS``), a cue with values holds one of them.
+
+    Length bounds (see ``Bounds``): ``max_chars`` per element content, ``max_chats`` per
+    reply, or ``max_tokens``, a token budget the longest allowed reply fits in
+    (``Bounds.for_tokens``), so a constrained reply always closes before the budget ends.
     """
+    bounds = resolve_bounds(
+        max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary, tags=tags
+    )
     if target == "lark":
-        return _lark_target(reply_grammar(vocabulary, tags))
+        return _lark_target(reply_grammar(vocabulary, tags, bounds=bounds))
     if target == "gbnf":
-        return _gbnf_target(reply_grammar(vocabulary, tags))
+        return _gbnf_target(reply_grammar(vocabulary, tags, bounds=bounds))
     if target == "regex":
-        return body_regex("C", vocabulary=vocabulary, tags=tags)
+        return body_regex("C", vocabulary=vocabulary, tags=tags, bounds=bounds)
     raise ExportError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
+
+if TYPE_CHECKING:
+    from charfmt.export import Bounds
 
 PROVIDERS: Final = ("openai", "anthropic", "gemini")
 
@@ -68,7 +71,13 @@ def _chat(
 
 
 def _base(
-    *, minimum: bool, closed: bool, patterns: bool, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS
+    *,
+    minimum: bool,
+    closed: bool,
+    patterns: bool,
+    vocabulary: Vocabulary | None,
+    tags: TagTable = DEFAULT_TAGS,
+    bounds: Bounds | None = None,
 ) -> dict[str, Any]:
     if patterns:
         from charfmt.export import body_regex  # noqa: PLC0415 (Lark loads only for patterns)
@@ -82,11 +91,17 @@ def _base(
                     tagged,
                     minimum=minimum,
                     closed=closed,
-                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma", tags=tags),
+                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma", tags=tags, bounds=bounds),
                     vocabulary=vocabulary,
                     tags=tags,
                 ),
-                _chat(plain, minimum=minimum, closed=closed, pattern=body_regex("I", flavor="ecma"), vocabulary=None),
+                _chat(
+                    plain,
+                    minimum=minimum,
+                    closed=closed,
+                    pattern=body_regex("I", flavor="ecma", bounds=bounds),
+                    vocabulary=None,
+                ),
             ]
         }
     else:
@@ -98,13 +113,21 @@ def _base(
         },
         "required": ["chats"],
     }
+    if bounds is not None and bounds.max_chats is not None:
+        root["properties"]["chats"]["maxItems"] = bounds.max_chats
     if closed:
         root["additionalProperties"] = False
     return root
 
 
 def json_schema(
-    provider: str | None = None, *, vocabulary: Vocabulary | None = None, tags: TagTable | None = None
+    provider: str | None = None,
+    *,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+    max_tokens: int | None = None,
+    max_chars: int | None = None,
+    max_chats: int | None = None,
 ) -> dict[str, Any]:
     """The ``{"chats": [...]}`` envelope as JSON Schema.
 
@@ -119,17 +142,31 @@ def json_schema(
     description names them (the only restriction providers without patterns get).
     ``tags``: the tag table (``None``: ``DEFAULT_TAGS``); its tags, with their values, are
     what the pattern and the description allow.
+    On XGrammar (vLLM's and SGLang's default backend) the body patterns cannot match a
+    body of two or more elements: XGrammar matches ``pattern`` without JSON escapes, and
+    the ``\\n`` between elements is one. Constrain those servers with the grammar
+    (``charfmt.engines.request_fields``) or a structural tag instead.
+    Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
+    ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
+    bound the body patterns, so they hold where patterns are enforced.
     """
     table = DEFAULT_TAGS if tags is None else tags
+    bounds = None
+    if (max_tokens, max_chars, max_chats) != (None, None, None):
+        from charfmt.export import resolve_bounds  # noqa: PLC0415 (Lark loads only for bounds)
+
+        bounds = resolve_bounds(
+            max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary, tags=table
+        )
     if provider is None:
-        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table)
+        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table, bounds=bounds)
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
     if provider == "openai":
-        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table)
+        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table, bounds=bounds)
     if provider == "anthropic":
         return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary, tags=table)
     if provider == "gemini":
-        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary, tags=table)
+        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary, tags=table, bounds=bounds)
         chat = schema["properties"]["chats"]["items"]
         chat["propertyOrdering"] = list(chat["properties"])
         return schema

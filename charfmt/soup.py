@@ -539,7 +539,7 @@ def _bracket(
     lower = word.strip().lower()
     emotion = tags.emotion.name
     if val is not None and number is None:
-        canon = tags.synonyms.get(lower) or tags.prefixes.get(lower)
+        canon = tags.prefixes.get(lower) or tags.synonyms.get(lower)  # a prefix means what shorthand reads
         if canon is None:
             return None
         value = decode_entities(val.strip())

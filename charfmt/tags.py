@@ -182,7 +182,7 @@ class TagTable:
         _check_words(specs)
         emotions = [s.name for s in specs if s.role == "emotion"]
         if len(emotions) != 1:
-            raise TagError("a tag table has exactly one emotion tag", (emotions or [None])[-1], "role")
+            raise TagError("a tag table has exactly one emotion tag", emotions[-1] if emotions else None, "role")
         actions = [s.name for s in specs if s.role == "action"]
         if len(actions) > 1:
             raise TagError(

@@ -36,7 +36,7 @@ from charfmt.models import (
     vocabulary_clashes,
 )
 from charfmt.parser import parse
-from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagSpec, TagTable
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
 
@@ -78,23 +78,25 @@ _TAG_KEYS: Final = ("name", "role", "description", "values", "synonyms", "prefix
 
 
 def tag_spec(row: Any) -> TagSpec:
-    """One ``[[tags]]`` entry (a mapping, or a ``TagSpec``) as a ``TagSpec``; raises ``ValueError``."""
+    """One ``[[tags]]`` entry (a mapping, or a ``TagSpec``) as a ``TagSpec``; raises ``TagError``."""
     if isinstance(row, TagSpec):
         return row
     if not isinstance(row, dict):
-        raise ValueError("a tag is a table with name, role and description")
-    for key in ("name", "role", "description"):
+        raise TagError("a tag is a table with name, role and description")
+    fields: tuple[TagField, ...] = ("name", "role", "description")
+    for key in fields:
         if not isinstance(row.get(key), str):
-            raise ValueError(f'a tag needs {key} = "..." (a string)')
+            raise TagError(f'a tag needs {key} = "..." (a string)', None, key)
     if row["role"] not in ROLES:
-        raise ValueError(f"tag {row['name']!r}: role {row['role']!r} is not one of {', '.join(ROLES)}")
+        raise TagError(f"tag {row['name']!r}: role {row['role']!r} is not one of {', '.join(ROLES)}", None, "role")
     lists: dict[str, tuple[str, ...]] = {}
-    for key in ("values", "synonyms", "prefixes"):
+    words: tuple[TagField, ...] = ("values", "synonyms", "prefixes")
+    for key in words:
         value = row.get(key)
         if value is None:
             continue
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"tag {row['name']!r}: {key} is a list of strings")
+            raise TagError(f"tag {row['name']!r}: {key} is a list of strings", row["name"], key)
         lists[key] = tuple(value)
     return TagSpec(row["name"], row["role"], row["description"], **lists)
 
@@ -117,7 +119,9 @@ def tag_table(value: Any) -> TagTable:
 
 def _tag_rows(table: TagTable) -> list[dict[str, Any]]:
     """What ``model_dump`` writes: the tags beyond the defaults (or every tag of another table)."""
-    start = len(DEFAULT_TAGS) if table.specs[: len(DEFAULT_TAGS)] == DEFAULT_TAGS.specs else 0
+    n = len(DEFAULT_TAGS)
+    extended = table.names[:n] == DEFAULT_TAGS.names and DEFAULT_TAGS.extend(*table.specs[n:]) == table
+    start = n if extended else 0
     rows = []
     for spec in table.specs[start:]:
         row: dict[str, Any] = {"name": spec.name, "role": spec.role, "description": spec.description}
@@ -248,31 +252,28 @@ def _message(err: Any) -> str:
 
 
 def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
-    """The ``[[tags]]`` of a character file as its tag table; errors point at the entry."""
+    """The ``[[tags]]`` of a character file as its tag table; errors point at the key of the entry at fault."""
     if not isinstance(rows, list):
         raise fail(("tags",), "tags are [[tags]] tables (name, role, description)")
-    specs = []
+
+    def at(i: int, key: str) -> tuple[Any, ...]:
+        return ("tags", i, key) if isinstance(rows[i], dict) and key in rows[i] else ("tags", i)
+
+    specs: list[TagSpec] = []
     for i, row in enumerate(rows):
         try:
             specs.append(tag_spec(row))
-        except ValueError as e:
-            message = str(e)
-            words = (
-                ("role", "role"),
-                ("value", "values"),
-                ("synonym", "synonyms"),
-                ("prefix", "prefixes"),
-                ("description", "description"),
-            )
-            field = next((k for word, k in words if word in message.rpartition(":")[2]), "name")
-            raise fail(("tags", i, field) if isinstance(row, dict) and field in row else ("tags", i), message) from None
+        except TagError as e:
+            raise fail(at(i, e.field), str(e)) from None
         if specs[-1].role == "emotion":
-            raise fail(("tags", i, "role"), f"tag {specs[-1].name!r}: the emotion tag is <{DEFAULT_TAGS.emotion.name}>")
+            raise fail(at(i, "role"), f"tag {specs[-1].name!r}: the emotion tag is <{DEFAULT_TAGS.emotion.name}>")
         try:
             DEFAULT_TAGS.extend(*specs)
-        except ValueError as e:
-            defaults = ", ".join(DEFAULT_TAGS.names)
-            raise fail(("tags", i, "name"), f"{e} (the default tags are {defaults})") from None
+        except TagError as e:
+            message = str(e)
+            if e.field == "name" and "built-in" in message:
+                message += f" (the built-in tags are {', '.join(DEFAULT_TAGS.names)})"
+            raise fail(at(i, e.field), message) from None
     return DEFAULT_TAGS.extend(*specs)
 
 

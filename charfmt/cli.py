@@ -42,7 +42,7 @@ from charfmt.events import Event
 from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, lenient_text, parse
 from charfmt.schema import PROVIDERS, json_schema
-from charfmt.tags import TAG_BY_NAME
+from charfmt.tags import DEFAULT_TAGS, TagTable
 from charfmt.writer import dumps
 
 if TYPE_CHECKING:
@@ -172,7 +172,24 @@ def _read_text(path: str, limit: int, what: str) -> str:
         ) from None
 
 
-def _parse(inp: _Input, *, lenient: bool, max_size: int) -> Reply:
+@dataclass(frozen=True)
+class _Language:
+    """What a reply is read against: the emotion vocabulary and the tag table (``--character``)."""
+
+    vocabulary: Vocabulary | None = None
+    tags: TagTable = DEFAULT_TAGS
+
+
+def _language(args: argparse.Namespace) -> _Language:
+    """The ``--character`` file's vocabulary and tags, or the defaults without one."""
+    path = getattr(args, "character", None)
+    if path is None:
+        return _Language()
+    character = _load_character(path, args.max_size)
+    return _Language(character.vocabulary, character.tags)
+
+
+def _parse(inp: _Input, *, lenient: bool, max_size: int, language: _Language = _Language()) -> Reply:
     """``parse`` of what was read; an input over ``--max-size`` is ``CF002`` with its real size."""
     if inp.over:
         message = f"input is {inp.size_words(max_size)} long; the maximum is {max_size:,} (--max-size)"
@@ -180,7 +197,7 @@ def _parse(inp: _Input, *, lenient: bool, max_size: int) -> Reply:
         if not lenient:
             raise ParseError([d], "")
         return Reply(diagnostics=[d])
-    return parse(inp.data, lenient=lenient, max_size=max_size)
+    return parse(inp.data, lenient=lenient, max_size=max_size, vocabulary=language.vocabulary, tags=language.tags)
 
 
 def _failed(diagnostics: Sequence[Diagnostic]) -> bool:
@@ -268,14 +285,15 @@ def _error(message: str) -> None:
         print(f"charfmt: error: {message}", file=sys.stderr)
 
 
-def _pretty(reply: Reply, name: str, out: TextIO) -> None:
+def _pretty(reply: Reply, name: str, out: TextIO, tags: TagTable = DEFAULT_TAGS) -> None:
     """The readable view of ``reply``; its diagnostics as ``name:line:col: CODE ...``, as strict errors are."""
     if not reply.chats:
         print("(no chats: the character stays silent)", file=out)
     for chat in reply.chats:
         print(f"#{chat.order} {chat.type}", file=out)
         for seg in chat.segments:
-            hidden = "" if seg.tag not in TAG_BY_NAME or TAG_BY_NAME[seg.tag].shown else " (hidden)"
+            spec = tags.get(seg.tag)
+            hidden = "" if spec is None or spec.shown else " (hidden)"
             lines = seg.text.split("\n")
             print(f"  {seg.tag:<8}{lines[0]}{hidden}", file=out)
             for line in lines[1:]:
@@ -303,24 +321,26 @@ def _emit_diagnostics(name: str, source: str, diagnostics: Sequence[Diagnostic],
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    language = _language(args)
     inp = _read(args.file, args.max_size)
     try:
-        reply = _parse(inp, lenient=args.lenient, max_size=args.max_size)
+        reply = _parse(inp, lenient=args.lenient, max_size=args.max_size, language=language)
     except ParseError as e:
         _emit_diagnostics(inp.name, e.source, e.diagnostics, "jsonl" if args.format == "jsonl" else "text", sys.stderr)
         return EXIT_INVALID
     out = sys.stdout
     if args.format == "pretty":
-        _pretty(reply, inp.name, out)
+        _pretty(reply, inp.name, out, language.tags)
     elif args.format == "json":
         print(_json(reply.model_dump(mode="json", exclude_none=True), out, indent=2), file=out)
     else:
-        for event in reply.events():
+        for event in reply.events(language.tags):
             print(_json(event.to_dict(), out), file=out)
     return EXIT_INVALID if _failed(reply.diagnostics) else EXIT_OK
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    language = _language(args)
     status = EXIT_OK
     for path in args.files:
         try:
@@ -330,7 +350,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             status = EXIT_USAGE
             continue
         try:
-            reply = _parse(inp, lenient=args.lenient, max_size=args.max_size)
+            reply = _parse(inp, lenient=args.lenient, max_size=args.max_size, language=language)
         except ParseError as e:
             _emit_diagnostics(inp.name, e.source, e.diagnostics, args.format, sys.stdout)
             status = max(status, EXIT_INVALID)
@@ -345,8 +365,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_fix(args: argparse.Namespace) -> int:
+    language = _language(args)
     inp = _read(args.file, args.max_size)
-    reply = _parse(inp, lenient=True, max_size=args.max_size)
+    reply = _parse(inp, lenient=True, max_size=args.max_size, language=language)
     source = lenient_text(inp.data)
     _emit_diagnostics(inp.name, source, reply.diagnostics, "text", sys.stderr)
     fixed = dumps(reply, indent=args.indent)
@@ -517,7 +538,9 @@ def _temporary_beside(target: str) -> tuple[str, int]:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    print(_json(json_schema(args.provider), sys.stdout, indent=2))
+    language = _language(args)
+    schema = json_schema(args.provider, vocabulary=language.vocabulary, tags=language.tags)
+    print(_json(schema, sys.stdout, indent=2))
     return EXIT_OK
 
 
@@ -660,6 +683,9 @@ def _parser() -> argparse.ArgumentParser:
             help=f"largest {what} accepted (default {DEFAULT_MAX_SIZE:,})",
         )
 
+    def add_character(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--character", metavar="FILE", help="read replies with this character's emotions and [[tags]]")
+
     def command(name: str, run: Callable[[argparse.Namespace], int], **kwargs: Any) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, **kwargs)
         sp.set_defaults(run=run, parser=sp)
@@ -669,14 +695,16 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
     sp.add_argument("--lenient", action="store_true", help="report problems instead of failing")
     sp.add_argument("--format", choices=("pretty", "json", "jsonl"), default="pretty")
-    add_size(sp)
+    add_character(sp)
+    add_size(sp, "input or --character file")
 
     sp = command("check", _cmd_check, help="check replies strictly; exit 1 if any is invalid")
     sp.add_argument("files", nargs="+", metavar="FILE")
     sp.add_argument("--format", choices=("text", "jsonl"), default="text")
     sp.add_argument("-q", "--quiet", action="store_true", help="print nothing for valid files")
     sp.add_argument("--lenient", action="store_true", help="repair what can be repaired; report repairs as warnings")
-    add_size(sp)
+    add_character(sp)
+    add_size(sp, "input or --character file")
 
     sp = command("stream", _cmd_stream, help="read a reply as it arrives; print events as JSON Lines")
     sp.add_argument("--replay", metavar="FILE", help="simulate a model stream from a saved reply")
@@ -692,7 +720,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
     sp.add_argument("--diff", action="store_true", help="print a unified diff from the input to the fixed reply")
     sp.add_argument("--indent", type=_whole(0, 64), default=None, metavar="N", help="pretty-print the JSON")
-    add_size(sp)
+    add_character(sp)
+    add_size(sp, "input or --character file")
 
     sp = command("fuzz", _cmd_fuzz, help="write damaged replies (with the clean original and the mutations), by seed")
     sp.add_argument("--seed", type=_whole(0), default=0)
@@ -703,6 +732,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = command("schema", _cmd_schema, help="print the reply envelope as JSON Schema")
     sp.add_argument("--provider", choices=PROVIDERS, default=None)
+    add_character(sp)
+    add_size(sp, "--character file")
 
     sp = command("render", _cmd_render, help="render a provider request for a character and a user turn")
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file")

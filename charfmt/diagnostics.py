@@ -34,6 +34,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     # CF13x: tag roles (custom tags)
     "CF131": ("error", "a cue tag's value is not one of its values"),
     "CF132": ("warning", "a cue tag's value is not one of its values; kept as written (lenient)"),
+    "CF133": ("warning", "a cue tag's value cut off at the end of the input, not one of its values: dropped"),
     # body
     "CF201": ("error", "syntax error in a body"),
     "CF202": ("error", "element not closed before the end of the body"),
@@ -99,7 +100,6 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF716": ("warning", "an entity cut off at the end of the input dropped"),
     "CF717": ("warning", "emotion key repaired (entities decoded, whitespace collapsed, stripped)"),
     "CF718": ("warning", "an emotion that cannot be a key (markup characters) kept as an action"),
-    "CF719": ("warning", "a value that is not in its tag's closed list of values kept as written"),
     # streaming
     "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
     # interop: documents of other formats (charfmt.interop)

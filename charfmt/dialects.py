@@ -181,7 +181,9 @@ DIALECTS: Final[tuple[DialectRule, ...]] = (
     ),
     DialectRule("json-array", 'a bare JSON array of chats, without {"chats": …}', ("json",), _json_array),
     DialectRule("hybrid", "pattern D: chat_body and emotion_summary keys", ("json",), _hybrid),
-    DialectRule("single-chat", 'one chat object without {"chats": [...]}', ("json",), _single_chat),
+    DialectRule(
+        "single-chat", 'one chat object (type, order or body keys) without {"chats": [...]}', ("json",), _single_chat
+    ),
     DialectRule(
         "json-fields", 'pattern A: tags as JSON fields, {"emotion": "joy", "content": "…"}', ("json",), _json_fields
     ),

@@ -71,6 +71,18 @@ class Piece:
     end: int
     intensity: float | None = None
     implicit: bool = False  # opened by charfmt (speech wrapped by an emotion tag, a split message)
+    attribute: Attribute | None = None  # <sfx type="thunder"></sfx>: a value written as an attribute
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    """A value written as an attribute of a tag (``type=``, ``name=``, ``value=``) and where the tag stands."""
+
+    value: str
+    written: str
+    """The opening tag as written, for the repair's message."""
+    start: int
+    end: int
 
 
 @dataclass(slots=True)
@@ -222,7 +234,7 @@ def read_body(
         body_view = "".join(parts) + body[pos:]
     else:
         body_view = body
-    state = _Reader(out, vocabulary, body, tags)
+    state = _Reader(out, vocabulary, body, tags, cut_off=cut_off)
     pos = 0
     for entry in dialects.chain("body"):  # what may stand before the elements (front matter)
         if entry.detect is not None and entry.detect(Sample(body_view[pos:]), tags):
@@ -316,8 +328,11 @@ def _without(view: str, start: int, end: int, holes: list[tuple[int, int, str]])
 class _Reader:
     """The element state machine of ``read_body``."""
 
-    def __init__(self, out: Result, vocabulary: Vocabulary | None, raw: str, tags: TagTable) -> None:
+    def __init__(
+        self, out: Result, vocabulary: Vocabulary | None, raw: str, tags: TagTable, *, cut_off: bool = False
+    ) -> None:
         self.out = out
+        self.cut_off = cut_off  # the body ends where the input was cut
         self.vocabulary = vocabulary
         self.raw = raw
         self.tags = tags
@@ -402,12 +417,14 @@ class _Reader:
             self.open = Piece(self.speech, "", end, end, implicit=True)
             self.open_tag = tag
             return
+        attribute = None if tag.key is None else Attribute(tag.key, m.group(0), start, end)
         if tag.self_closing:
-            if tag.key:
-                self.out.pieces.append(Piece(canon, tag.key, start, end, tag.intensity))
+            if tag.key:  # <sfx type="thunder"/>: read as <sfx>thunder</sfx>, its value checked as any other
+                self.open = Piece(canon, "", start, end, tag.intensity, attribute=attribute)
+                self._emit()
             self.last_end = end
             return
-        self.open = Piece(canon, "", end, end, tag.intensity)
+        self.open = Piece(canon, "", end, end, tag.intensity, attribute=attribute)
         self.open_tag = tag
 
     def _explain(self, tag: _Tag, m: re.Match[str]) -> None:
@@ -417,13 +434,21 @@ class _Reader:
             form = dialects.first("tag", Sample(m.group(0)), self.tags, after=form.name)  # <msg.x>: no emotion in it
         if form is not None:
             self.out.dialect(form.name)
+        if form is not None and tag.closing:  # </emotion.joy>: its opening tag's CF705 says what the element is
+            self.out.note("CF704", f"{m.group(0)} read as </{tag.canon}>", m.start(), m.end())
+            return
         if form is not None and form.name == "dot-notation":
             self.out.note(
                 "CF705", f"dot notation <{name}> read as an emotion and the speech it wraps", m.start(), m.end()
             )
         elif form is not None and form.name == "attribute-xml":
-            what = "an emotion and the speech it wraps" if tag.wraps_speech else "its attributes dropped"
-            self.out.note("CF705", f"attribute form {m.group(0)} read as {what}", m.start(), m.end())
+            if tag.wraps_speech:
+                message = f"attribute form {m.group(0)} read as an emotion and the speech it wraps"
+            elif tag.key is not None:
+                return  # the value is in the attribute, or in the text: said when the element ends (_emit)
+            else:
+                message = f"attribute form {m.group(0)} read as <{tag.canon}>: its attributes dropped"
+            self.out.note("CF705", message, m.start(), m.end())
         elif tag.known and tag.canon == self.emotion and tag.wraps_speech:
             self.out.note(
                 "CF710", f"<{name}> names an emotion: read as an emotion and the speech it wraps", m.start(), m.end()
@@ -458,11 +483,23 @@ class _Reader:
             self.open_tag = None
             self.resume = None
 
-    def _emit(self) -> None:
+    def _emit(self, *, cut: bool = False) -> None:
+        """Add the open element as a piece; ``cut``: its text ends where the input was cut."""
         piece, self.open, self.open_tag = self.open, None, None
         if piece is None:
             return
         piece.text = decode_entities(piece.text)
+        attribute = piece.attribute
+        if attribute is not None:
+            written, at = attribute.written, (attribute.start, attribute.end)
+            if piece.text.strip():
+                message = (
+                    f"attribute form {written} read as <{piece.tag}>: its text is the value, the attribute dropped"
+                )
+            else:
+                piece.text = attribute.value  # decoded as an attribute value already
+                message = f"attribute form {written} read as <{piece.tag}>{attribute.value}</{piece.tag}>"
+            self.out.note("CF705", message, *at)
         spec = self.tags.get(piece.tag)
         if spec is not None and spec.content == "key":
             what = "an emotion" if spec.role == "emotion" else f"a <{spec.name}> value"
@@ -477,13 +514,22 @@ class _Reader:
                     piece.end,
                 )
                 return
-            piece.text = self._value(spec, key, piece) if spec.values is not None else key
+            if spec.values is not None:
+                value = self._value(spec, key, piece, cut=cut)
+                if value is None:
+                    return
+                key = value
+            piece.text = key
         elif piece.implicit and not piece.text.strip():
             return  # a wrapper with nothing inside, or a split message with nothing after the emotion
         self.out.pieces.append(piece)
 
-    def _value(self, spec: TagSpec, key: str, piece: Piece) -> str:
-        """A value of a tag with a closed list (``spec.values``): the listed one it names, else kept as written."""
+    def _value(self, spec: TagSpec, key: str, piece: Piece, *, cut: bool = False) -> str | None:
+        """A value of a tag with a closed list (``spec.values``): the listed one it names, else kept as written.
+
+        ``cut``: the value ends where the input was cut; one that is not in the list is
+        most likely the start of one (``anv`` of ``anvil``): dropped (``None``), not kept.
+        """
         values = spec.values or ()
         if key in values:
             return key
@@ -491,8 +537,13 @@ class _Reader:
         if same is not None:
             self.out.note("CF704", f"<{spec.name}> value {key!r} read as {same!r}", piece.start, piece.end)
             return same
+        allowed = ", ".join(values)
+        if cut:
+            message = f"<{spec.name}> value {key!r} is cut off at the end and is not one of {allowed}: dropped"
+            self.out.note("CF133", message, piece.start, piece.end)
+            return None
         self.out.note(
-            "CF719", f"{key!r} is not one of the values of <{spec.name}>: kept as written", piece.start, piece.end
+            "CF132", f"<{spec.name}> value {key!r} is not one of {allowed}; kept as written", piece.start, piece.end
         )
         return key
 
@@ -506,7 +557,7 @@ class _Reader:
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
             self.open.end = end
-            self._emit()
+            self._emit(cut=self.cut_off)
 
 
 # --- brackets and prose --------------------------------------------------------------
@@ -539,7 +590,7 @@ def _bracket(
     lower = word.strip().lower()
     emotion = tags.emotion.name
     if val is not None and number is None:
-        canon = tags.synonyms.get(lower) or tags.prefixes.get(lower)
+        canon = tags.prefixes.get(lower) or tags.synonyms.get(lower)  # a prefix means what shorthand reads
         if canon is None:
             return None
         value = decode_entities(val.strip())

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Final, Literal
+
+from charfmt.diagnostics import CharfmtError
 
 Role = Literal["emotion", "action", "cue", "speech", "hidden"]
 
@@ -49,6 +51,19 @@ ROLES: Final[dict[Role, str]] = {
 ContentKind = Literal["key", "text"]
 
 _NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
+
+TagField = Literal["name", "role", "description", "values", "synonyms", "prefixes"]
+
+
+class TagError(CharfmtError):
+    """A tag, or a table of tags, that cannot be: ``tag`` and ``field`` say which entry and which of its keys."""
+
+    def __init__(self, message: str, tag: str | None = None, field: TagField = "name") -> None:
+        super().__init__(message)
+        self.tag = tag
+        """The tag the error is about (the later of two that clash), if it has a name."""
+        self.field: TagField = field
+        """Which of its keys is wrong: ``name``, ``role``, ``values``, ``synonyms``, ``prefixes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,31 +84,38 @@ class TagSpec:
     """Words that mark a shorthand value as this tag: ``[emotion:angry]`` (lower case)."""
 
     def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
-            raise ValueError(
-                f"tag name {self.name!r} must be lower-case letters, digits and '_', starting with a letter"
+        name = self.name
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise TagError(
+                f"tag name {name!r} must be lower-case letters, digits and '_', starting with a letter", None
             )
         if self.role not in ROLES:
-            raise ValueError(f"tag {self.name!r}: role {self.role!r} is not one of {', '.join(ROLES)}")
+            raise TagError(f"tag {name!r}: role {self.role!r} is not one of {', '.join(ROLES)}", name, "role")
         if self.values is not None:
             if self.role != "cue":
-                raise ValueError(f"tag {self.name!r}: only a cue tag has a closed list of values")
+                raise TagError(f"tag {name!r}: only a cue tag has a closed list of values", name, "values")
             if not self.values:
-                raise ValueError(f"tag {self.name!r}: an empty list of values allows nothing")
+                raise TagError(f"tag {name!r}: an empty list of values allows nothing", name, "values")
             if len(set(self.values)) != len(self.values):
-                raise ValueError(f"tag {self.name!r}: a value is listed twice")
+                raise TagError(f"tag {name!r}: a value is listed twice", name, "values")
             from charfmt._tables import terminal_regex  # noqa: PLC0415 (the grammar's KEY; tags load first)
 
             key = terminal_regex("KEY")
             for value in self.values:
                 if not isinstance(value, str) or not key.fullmatch(value):
-                    raise ValueError(
-                        f"tag {self.name!r}: value {value!r} is not a key (non-empty, no surrounding "
-                        "whitespace, markup or control characters)"
+                    raise TagError(
+                        f"tag {name!r}: value {value!r} is not a key (non-empty, no surrounding "
+                        "whitespace, markup or control characters)",
+                        name,
+                        "values",
                     )
-        for word in (*self.synonyms, *self.prefixes):
-            if not isinstance(word, str) or not word or word != word.lower():
-                raise ValueError(f"tag {self.name!r}: synonyms and prefixes are non-empty lower-case words")
+        lists: tuple[tuple[TagField, tuple[str, ...]], ...] = (("synonyms", self.synonyms), ("prefixes", self.prefixes))
+        for kind, words in lists:
+            for word in words:
+                if not isinstance(word, str) or not word or word != word.lower():
+                    raise TagError(f"tag {name!r}: {kind} are non-empty lower-case words", name, kind)
+            if len(set(words)) != len(words):
+                raise TagError(f"tag {name!r}: a word is listed twice in {kind}", name, kind)
 
     @property
     def content(self) -> ContentKind:
@@ -154,24 +176,20 @@ class TagTable:
         object.__setattr__(self, "specs", specs)
         by_name: dict[str, TagSpec] = {}
         for spec in self.specs:
-            if spec.name in by_name:
-                raise ValueError(f"tag {spec.name!r} is declared twice")
             if spec.name in RESERVED_NAMES:
-                raise ValueError(f"{spec.name!r} cannot be a tag name: it is reserved")
-            by_name[spec.name] = spec
-        roles = [s.role for s in self.specs]
-        if roles.count("emotion") != 1:
-            raise ValueError("a tag table has exactly one emotion tag")
-        if roles.count("action") > 1:
-            raise ValueError("a tag table has at most one action tag")
-        if "speech" not in roles:
-            raise ValueError("a tag table has at least one speech tag")
-        seen: dict[str, str] = {}
-        for spec in self.specs:
-            for word in (spec.name, *spec.synonyms):
-                other = seen.setdefault(word, spec.name)
-                if other != spec.name:
-                    raise ValueError(f"{word!r} cannot name both {other!r} and {spec.name!r}")
+                raise TagError(f"{spec.name!r} cannot be a tag name: it is reserved", spec.name)
+            by_name.setdefault(spec.name, spec)
+        _check_words(specs)
+        emotions = [s.name for s in specs if s.role == "emotion"]
+        if len(emotions) != 1:
+            raise TagError("a tag table has exactly one emotion tag", emotions[-1] if emotions else None, "role")
+        actions = [s.name for s in specs if s.role == "action"]
+        if len(actions) > 1:
+            raise TagError(
+                f"a tag table has at most one action tag: {actions[0]!r} and {actions[1]!r}", actions[-1], "role"
+            )
+        if not any(s.role == "speech" for s in specs):
+            raise TagError("a tag table has at least one speech tag", None, "role")
         object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_hash", hash(specs))
 
@@ -227,8 +245,78 @@ class TagTable:
         return {word: s.name for s in self.specs for word in s.prefixes}
 
     def extend(self, *specs: TagSpec) -> TagTable:
-        """A new table: this one's tags, then ``specs``."""
-        return TagTable((*self.specs, *specs))
+        """A new table: this one's tags, then ``specs``.
+
+        A word that ``specs`` declare (as a name, a synonym or a prefix) and that is only a
+        synonym or a prefix of one of this table's tags goes to the new tag: it is taken out
+        of the older tag's synonyms and prefixes (``TagSpec("motion", "cue", ...)`` makes
+        ``<motion>`` and ``[motion:...]`` the new tag, no longer ``<act>``). A word that is the
+        *name* of one of this table's tags, or that two of ``specs`` both declare, is an error
+        (``TagError``).
+        """
+        named = {word for spec in specs for word in (spec.name, *spec.synonyms)}
+        marked = {word for spec in specs for word in spec.prefixes}
+        older = []
+        for old in self.specs:
+            synonyms = tuple(w for w in old.synonyms if w not in named)
+            prefixes = tuple(w for w in old.prefixes if w not in named and w not in marked)
+            if (synonyms, prefixes) != (old.synonyms, old.prefixes):
+                old = replace(old, synonyms=synonyms, prefixes=prefixes)  # noqa: PLW2901
+            older.append(old)
+        return TagTable((*older, *specs))
+
+
+def _check_words(specs: tuple[TagSpec, ...]) -> None:
+    """Refuse a word that would mean two tags, naming the later tag and what the word already is.
+
+    Names and synonyms are one space of words (``<word>``, a JSON field); prefixes another
+    (``[word:value]``), in which a word may not be another tag's prefix or name.
+    """
+    named: dict[str, tuple[TagSpec, str]] = {}  # word -> (tag, "name" | "synonym")
+    marked: dict[str, TagSpec] = {}  # prefix -> tag
+
+    def what(word: str, owner: TagSpec, kind: str) -> str:
+        if kind == "name":
+            return "a built-in tag" if _builtin(owner) else f"already the tag {word!r}"
+        return f"already a {kind} of {owner.name!r}"
+
+    for spec in specs:
+        words: tuple[tuple[TagField, str, tuple[str, ...]], ...] = (
+            ("name", "name", (spec.name,)),
+            ("synonyms", "synonym", spec.synonyms),
+        )
+        for key, kind, group in words:
+            for word in group:
+                seen = named.get(word)
+                if seen is not None and seen[0] is not spec:
+                    owner, how = seen
+                    if key == "name" and how == "name" and not _builtin(owner):
+                        raise TagError(f"tag {word!r} is declared twice", spec.name)
+                    subject = f"{word!r}" if key == "name" else f"tag {spec.name!r}: synonym {word!r}"
+                    raise TagError(f"{subject} is {what(word, owner, how)}", spec.name, key)
+                if word in marked and marked[word] is not spec and key == "name":
+                    raise TagError(f"{word!r} is already a prefix of {marked[word].name!r}", spec.name, key)
+                named.setdefault(word, (spec, kind))
+        for word in spec.prefixes:
+            seen = named.get(word)
+            if seen is not None and seen[1] == "name" and seen[0] is not spec:
+                raise TagError(f"tag {spec.name!r}: prefix {word!r} is {what(word, *seen)}", spec.name, "prefixes")
+            if word in marked and marked[word] is not spec:
+                raise TagError(
+                    f"tag {spec.name!r}: prefix {word!r} is already a prefix of {marked[word].name!r}",
+                    spec.name,
+                    "prefixes",
+                )
+            marked[word] = spec
+
+
+def _builtin(spec: TagSpec) -> bool:
+    """Whether ``spec`` is one of the default table's tags (or one of them less a word a new tag took)."""
+    default: TagTable | None = globals().get("DEFAULT_TAGS")
+    if default is None:
+        return True  # building the default table itself
+    known = default.get(spec.name)
+    return known is not None and known.role == spec.role
 
 
 DEFAULT_TAGS: Final = TagTable(

@@ -11,8 +11,8 @@ canonical form cannot say is written the way lenient parsing reads it back:
 
 So ``parse(dumps(r), lenient=True).chats == r.chats`` for every reply, and strict
 ``parse(dumps(r))`` gives equal chats exactly when :func:`is_canonical` holds for ``r``;
-otherwise it raises :class:`~charfmt.ParseError` naming the unknown tag (CF204) or the
-attribute (CF212).
+otherwise it raises :class:`~charfmt.ParseError` naming the unknown tag (CF204), the
+attribute (CF212) or the value outside its tag's list (CF131).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
+from charfmt._tables import terminal_regex
 from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 
@@ -55,22 +56,38 @@ def element(seg: Segment) -> str:
 
 
 def is_canonical(reply: Reply, tags: TagTable | None = None) -> bool:
-    """Whether strict parsing (with ``tags``) reads ``dumps(reply)`` back: only table tags, no intensity."""
+    """Whether strict parsing (with ``tags``) reads ``dumps(reply)`` back.
+
+    It does when every segment of a ``C`` chat has a tag of the table and no intensity, and
+    each whole value (the emotion, a cue with a closed list) is a key its tag allows: a
+    cue's value one of its ``values``.
+    """
     table = DEFAULT_TAGS if tags is None else tags
     return all(
-        seg.intensity is None and (seg.tag in table or chat.type not in TAGGED_TYPES)
+        seg.intensity is None and (chat.type not in TAGGED_TYPES or _writable(seg, table))
         for chat in reply.chats
         for seg in chat.segments
     )
 
 
+def _writable(seg: Segment, tags: TagTable) -> bool:
+    """Whether strict parsing with ``tags`` reads this segment of a ``C`` body back (its intensity aside)."""
+    spec = tags.get(seg.tag)
+    if spec is None:
+        return False
+    if spec.content == "text":
+        return True
+    return (spec.values is None or seg.text in spec.values) and terminal_regex("KEY").fullmatch(seg.text) is not None
+
+
 def canonical_form(reply: Reply, tags: TagTable | None = None) -> Reply:
-    """``reply`` as the canonical form can say it: no unknown tags, no intensity.
+    """``reply`` as the canonical form can say it: what strict parsing with ``tags`` reads.
 
     What a prompt shows the model of its own earlier answers (``render_messages``,
-    ``render_text``): only the format it must write. Segments with a tag outside the tag
-    table are left out, a ``C`` chat left with no segment too, and intensities are dropped.
-    Your data keeps them: this is a view, and ``dumps(reply)`` still writes everything.
+    ``render_text``): only what it may write. Left out: segments with a tag outside the
+    tag table, whole values their tag does not allow (a cue value not in its ``values``,
+    an emotion that is not a key), and a ``C`` chat left with no segment; intensities are
+    dropped. Your data keeps them: this is a view, and ``dumps(reply)`` still writes everything.
     """
     table = DEFAULT_TAGS if tags is None else tags
     if is_canonical(reply, table):
@@ -80,7 +97,7 @@ def canonical_form(reply: Reply, tags: TagTable | None = None) -> Reply:
         segments = [
             seg if seg.intensity is None else seg.model_copy(update={"intensity": None})
             for seg in chat.segments
-            if seg.tag in table or chat.type not in TAGGED_TYPES
+            if chat.type not in TAGGED_TYPES or _writable(seg, table)
         ]
         if segments:
             chats.append(chat.model_copy(update={"segments": segments}))

@@ -73,10 +73,13 @@ def test_extend_makes_a_new_table_and_leaves_the_default_alone() -> None:
         (lambda: TagSpec("sfx", "speech", "d", values=("a",)), "only a cue tag"),
         (lambda: TagSpec("sfx", "cue", "d", values=("door slam ",)), "is not a key"),
         (lambda: TagSpec("sfx", "cue", "d", values=("a", "a")), "twice"),
-        (lambda: DEFAULT_TAGS.extend(TagSpec("msg", "speech", "d")), "declared twice"),
+        (lambda: DEFAULT_TAGS.extend(TagSpec("msg", "speech", "d")), "'msg' is a built-in tag"),
         (lambda: DEFAULT_TAGS.extend(TagSpec("element", "cue", "d")), "reserved"),
         (lambda: DEFAULT_TAGS.extend(TagSpec("face", "emotion", "d")), "exactly one emotion tag"),
-        (lambda: DEFAULT_TAGS.extend(TagSpec("sound", "cue", "d", synonyms=("message",))), "cannot name both"),
+        (
+            lambda: DEFAULT_TAGS.extend(TagSpec("sound", "cue", "d", synonyms=("msg",))),
+            "tag 'sound': synonym 'msg' is a built-in tag",
+        ),
     ],
 )
 def test_a_bad_tag_is_refused_with_a_reason(spec: Any, message: str) -> None:
@@ -404,7 +407,7 @@ def test_the_example_character_with_sfx_loads_and_drives_every_path() -> None:
     [
         (('role = "cue"', 'role = "sound"'), "<character>:10: tags[0].role: tag 'sfx': role 'sound' is not one of"),
         (('name = "sfx"', 'name = "Sfx"'), "<character>:9: tags[0].name: tag name 'Sfx' must be lower-case"),
-        (('name = "sfx"', 'name = "msg"'), "<character>:9: tags[0].name: tag 'msg' is declared twice"),
+        (('name = "sfx"', 'name = "msg"'), "<character>:9: tags[0].name: 'msg' is a built-in tag (the built-in"),
         (('name = "sfx"', 'name = "text"'), "<character>:9: tags[0].name: 'text' cannot be a tag name"),
         (('role = "cue"', 'role = "speech"'), "<character>:12: tags[0].values: tag 'sfx': only a cue tag"),
         (

@@ -145,7 +145,7 @@ def test_a_custom_cue_tag_is_a_known_tag_only_with_its_table() -> None:
     [
         ("<emo>joy</emo>\n<Sound>chime</Sound>", "chime", "CF704"),  # a synonym, any case
         ("<emo>joy</emo>\n<se> Door_Slam </se>", "door_slam", "CF704"),  # spaces and case of a listed value
-        ("<emo>joy</emo>\n<sfx>thunder</sfx>", "thunder", "CF719"),  # not in the list: kept, reported
+        ("<emo>joy</emo>\n<sfx>thunder</sfx>", "thunder", "CF132"),  # not in the list: kept, reported
         ('{"emotion": "joy", "sound": "chime", "content": "hi"}', "chime", "CF612"),  # a JSON field
         ("[sfx:chime] [joy] hi", "chime", "CF713"),  # a bracket tag
     ],

@@ -440,8 +440,11 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     from charfmt.speech import SentenceSplitter  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
 
-    parser = StreamParser(lenient=not args.strict, max_size=args.max_size)
-    splitter = SentenceSplitter() if args.sentences else None
+    language = _language(args)
+    parser = StreamParser(
+        lenient=not args.strict, max_size=args.max_size, vocabulary=language.vocabulary, tags=language.tags
+    )
+    splitter = SentenceSplitter(tags=language.tags) if args.sentences else None
     failed = False
 
     def emit(events: list[Event]) -> None:
@@ -714,7 +717,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--strict", action="store_true", help="fail on invalid input instead of repairing it")
     sp.add_argument("--sentences", action="store_true", help="also print complete sentences for speech")
-    add_size(sp, "stream or --replay file")
+    add_character(sp)
+    add_size(sp, "stream or --replay file or --character file")
 
     sp = command("fix", _cmd_fix, help="repair a reply leniently; print it canonically, the repair log on stderr")
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")

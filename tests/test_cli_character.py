@@ -153,3 +153,31 @@ def test_a_character_file_that_cannot_be_used_is_one_line_and_the_documented_exi
     assert "tags[0].role: tag 'sfx': role 'sound' is not one of" in bad.stderr
     large = _run(command, "--character", files["hana"], "--max-size", "10", *reply)
     assert large.returncode == 2 and "--max-size" in large.stderr and "Traceback" not in large.stderr
+
+
+def test_stream_with_the_character_streams_its_cues_whole(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["stream", "--replay", files["valid"], "--chunk", "3", "--sentences"]) == 0
+    plain = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert not any(e["kind"] == "cue" for e in plain)  # without the character, <sfx> is no tag of the table
+    assert main(["stream", "--replay", files["valid"], "--chunk", "3", "--sentences", "--character", files["hana"]]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(e["tag"], e["text"]) for e in events if e["kind"] == "cue"] == [("sfx", "anvil"), ("anim", "nod")]
+    assert [e["text"] for e in events if e["kind"] == "sentence"] == ["Hi"]
+    assert not any(e["kind"] == "diagnostic" for e in events)
+
+
+def test_stream_with_a_bad_character_file_is_one_line_and_exit_2(files: dict[str, str], tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.toml")
+    done = subprocess.run(
+        [sys.executable, "-m", "charfmt", "stream", "--replay", files["valid"], "--character", missing],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE_ROOT,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)},
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

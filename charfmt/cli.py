@@ -728,6 +728,11 @@ def _parser() -> argparse.ArgumentParser:
     add_size(sp, "--character file")
 
     command("demo", _cmd_demo, help="parse a bundled reply and show a strict error")
+
+    from charfmt import _cli_report  # noqa: PLC0415 (the command lives in its own module)
+
+    sp = command("report", _cli_report.cmd_report, help="conformance of a JSON Lines log of replies, per group")
+    _cli_report.add_arguments(sp, _whole)
     return p
 
 

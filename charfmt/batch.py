@@ -125,6 +125,20 @@ def result_schema() -> Any:
     )
 
 
+def sql_type() -> str:
+    """The result struct as a SQL type, for a DuckDB user function: ``STRUCT("valid" BOOLEAN, ...)``."""
+    pa = _pyarrow()
+
+    def spell(kind: Any) -> str:
+        if pa.types.is_struct(kind):
+            return "STRUCT(" + ", ".join(f'"{f.name}" {spell(f.type)}' for f in kind) + ")"
+        if pa.types.is_list(kind):
+            return spell(kind.value_type) + "[]"
+        return {"bool": "BOOLEAN", "string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE"}[str(kind)]
+
+    return spell(pa.struct(list(result_schema())))
+
+
 def row(reply: Reply, size: int) -> dict[str, Any]:
     """The row of one parsed reply (``size``: its length in UTF-8 bytes), as plain Python values."""
     errors = [d.code for d in reply.diagnostics if d.severity == "error"]

@@ -163,7 +163,7 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
     try:
         record = json.loads(raw)
     except UnicodeDecodeError as e:
-        return None, None, f"not UTF-8: byte 0x{raw[e.start]:02X} at byte {e.start + 1}"
+        return None, None, f"not UTF-8: byte 0x{raw[e.start]:02X} at byte offset {e.start}"
     except json.JSONDecodeError as e:
         return None, None, f"not JSON: {e.msg} at column {e.colno}"
     except RecursionError:
@@ -549,17 +549,24 @@ def ray_tables(job: Job, path: str, address: str | None = None) -> Iterator[Arro
         import ray.data  # noqa: PLC0415
     except ImportError:
         raise CharfmtError("--engine ray needs Ray Data: pip install 'charfmt[ray]'") from None
-    ranges = ray_ranges(path, job.max_line)
+    import logging  # noqa: PLC0415
+
+    ranges = ray_ranges(path, job.max_line, RAY_RANGE_BYTES)
     if not ranges:
         return
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    context = ray.data.DataContext.get_current()
-    context.execution_options.preserve_order = True  # the rows come back in line order
-    context.enable_progress_bars = False
-    ds = ray.data.from_items(ranges, override_num_blocks=len(ranges))
-    ds = ds.map_batches(partial(ray_parse_ranges, job=job), batch_size=1, batch_format="pyarrow")
-    yield from ds.iter_batches(batch_size=None, batch_format="pyarrow")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        context = ray.data.DataContext.get_current()
+        context.execution_options.preserve_order = True  # the rows come back in line order
+        context.enable_progress_bars = False
+        ds = ray.data.from_items(ranges, override_num_blocks=len(ranges))
+        ds = ds.map_batches(partial(ray_parse_ranges, job=job), batch_size=1, batch_format="pyarrow")
+        yield from ds.iter_batches(batch_size=None, batch_format="pyarrow")
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def run(

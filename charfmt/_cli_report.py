@@ -23,7 +23,9 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--field", default="text", help="the key holding the model's reply (default text)")
     sp.add_argument("--by", default="", metavar="KEYS", help="comma-separated keys to group by: model,prompt_version")
     sp.add_argument("--jobs", type=whole(1, 1024), default=1, metavar="N", help="worker processes (default 1)")
-    sp.add_argument("--format", choices=FORMATS, default="text", help="text (default), json, or a self-contained html page")
+    sp.add_argument(
+        "--format", choices=FORMATS, default="text", help="text (default), json, or a self-contained html page"
+    )
     sp.add_argument("--out", metavar="DIR", help="also write rows.parquet, keep.jsonl (canonical) and the report here")
     sp.add_argument("--engine", choices=("local", "ray"), default="local", help="local processes or Ray Data")
     sp.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: an existing cluster (ray.init(address=))")

@@ -82,7 +82,9 @@ _SCRIPT: Final = r"""
     var box = document.getElementById("charts-" + i);
     box.appendChild(figure(outcomeBar(group), "strict-valid / repaired / empty"));
     if (group.codes.length) { box.appendChild(figure(barChart("codes", group.codes, "code"), "top diagnostic codes")); }
-    if (group.dialects.length) { box.appendChild(figure(barChart("dialects", group.dialects, "dialect"), "dialect mix")); }
+    if (group.dialects.length) {
+      box.appendChild(figure(barChart("dialects", group.dialects, "dialect"), "dialect mix"));
+    }
   });
   document.body.setAttribute("data-rendered", String(groups.length));
 })();

@@ -16,8 +16,9 @@ codes), the canonical form to store or train on, and whether to keep it for fine
 
 from __future__ import annotations
 
-from functools import cache
 from collections.abc import Iterable, Iterator, Sequence
+from functools import cache
+from importlib import import_module
 from typing import Any, Final
 
 from charfmt.diagnostics import CharfmtError
@@ -68,10 +69,10 @@ RESULT_COLUMNS: Final = (
 def _pyarrow() -> Any:
     """``pyarrow``, imported on first use; a clear error when the extra is missing."""
     try:
-        import pyarrow  # noqa: PLC0415 (optional dependency, and import charfmt stays cheap)
+        # By name: an optional dependency without type information, loaded only here.
+        return import_module("pyarrow")
     except ImportError:
         raise CharfmtError("charfmt.batch needs pyarrow: pip install 'charfmt[arrow]'") from None
-    return pyarrow
 
 
 @cache

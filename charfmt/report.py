@@ -22,8 +22,10 @@ import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
+from importlib import import_module
 from typing import IO, Any, Final
 
 from charfmt import batch
@@ -35,7 +37,7 @@ CHUNK_LINES: Final = 1000
 """Lines per chunk handed to a worker."""
 CHUNK_BYTES: Final = 4 << 20
 """A chunk also ends once it holds this many bytes (a log of large replies)."""
-ROW_GROUP: Final = 50_000
+ROW_GROUP: Final = 10_000
 """Rows per Parquet row group; fixed, so the file is the same whatever the chunks were."""
 FIRST_BAD: Final = 100
 """Bad lines the report lists by line number (all of them are rows of ``rows.parquet``)."""
@@ -124,7 +126,9 @@ def _lines(f: Any, max_line: int) -> Iterator[bytes | None]:
             yield line
 
 
-def read_chunks(f: Any, max_line: int = DEFAULT_MAX_SIZE, first_line: int = 1) -> Iterator[tuple[int, list[bytes | None]]]:
+def read_chunks(
+    f: Any, max_line: int = DEFAULT_MAX_SIZE, first_line: int = 1
+) -> Iterator[tuple[int, list[bytes | None]]]:
     """``(first line number, lines)`` chunks of ``f`` (anything with ``readline(limit)``), in order."""
     lines: list[bytes | None] = []
     size = 0
@@ -306,7 +310,9 @@ class Summary:
         lines = col("line").to_pylist()
         keys = list(zip(*(col(name).to_pylist() for name in self.job.by), strict=True)) or [()] * len(lines)
         bad, valid, repaired, empty, keep = (col(n).to_pylist() for n in ("bad", "valid", "repaired", "empty", "keep"))
-        dialect, errors, warnings, size = (col(n).to_pylist() for n in ("dialect", "error_codes", "warning_codes", "size"))
+        dialect, errors, warnings, size = (
+            col(n).to_pylist() for n in ("dialect", "error_codes", "warning_codes", "size")
+        )
         diagnostics = col("diagnostics")
         self.lines = lines[-1]
         for i, line in enumerate(lines):
@@ -380,8 +386,10 @@ def render_text(report: dict[str, Any]) -> str:
         rows += [(_key_words(g["key"]), g) for g in report["groups"]]
     width = max(len(name) for name, _ in rows)
     out.append("")
-    out.append(f"{'group':<{width}}  {'replies':>9}  {'valid':>6}  {'repaired':>8}  {'empty':>6}  {'keep':>6}"
-               f"  {'p50 size':>9}  {'p99 size':>9}")
+    out.append(
+        f"{'group':<{width}}  {'replies':>9}  {'valid':>6}  {'repaired':>8}  {'empty':>6}  {'keep':>6}"
+        f"  {'p50 size':>9}  {'p99 size':>9}"
+    )
     for name, g in rows:
         out.append(
             f"{name:<{width}}  {g['count']:>9,}  {g['valid_pct']:>5.1f}%  {g['repaired_pct']:>7.1f}%"
@@ -394,7 +402,9 @@ def render_text(report: dict[str, Any]) -> str:
         out.append(f"  dialects: {mix}")
         out.append("  top codes:" if g["codes"] else "  top codes: none")
         for c in g["codes"]:
-            out.append(f"    {c['code']}  {c['pct']:>5.1f}%  {c['replies']:>9,} replies  e.g. line {c['example']['line']}:")
+            out.append(
+                f"    {c['code']}  {c['pct']:>5.1f}%  {c['replies']:>9,} replies  e.g. line {c['example']['line']}:"
+            )
             out.append(f"        {c['example']['message']}")
     out.append("")
     if bad["count"]:
@@ -418,8 +428,8 @@ class Outputs:
     """
 
     def __init__(self, folder: str, job: Job) -> None:
-        import pyarrow.parquet as pq  # noqa: PLC0415 (optional dependency)
-
+        batch._pyarrow()  # a clear error if it is missing
+        pq = import_module("pyarrow.parquet")
         self.folder = folder
         self.job = job
         self._rows_tmp = os.path.join(folder, ".rows.parquet.tmp")
@@ -468,15 +478,11 @@ class Outputs:
     def abort(self) -> None:
         """Remove the unfinished files."""
         for close in (self._writer.close, self._keep.close):
-            try:
+            with suppress(Exception):  # the job already failed; the files go anyway
                 close()
-            except Exception:  # noqa: S110 (the job already failed; the files go anyway)
-                pass
         for path in (self._rows_tmp, self._keep_tmp):
-            try:
+            with suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
 
 
 # -- running ---------------------------------------------------------------------------
@@ -509,7 +515,7 @@ def local_tables(job: Job, chunks: Iterable[tuple[int, list[bytes | None]]], job
 
 
 def ray_ranges(path: str, max_line: int, size: int = RAY_RANGE_BYTES) -> list[dict[str, Any]]:
-    """The file cut into ranges of about ``size`` bytes at line ends: ``path``, ``start``, ``length``, ``first_line``."""
+    """The file cut at line ends into ranges of about ``size`` bytes: path, start, length, first_line."""
     ranges: list[dict[str, Any]] = []
     with open(path, "rb") as f:
         start = position = 0
@@ -561,9 +567,9 @@ def ray_tables(job: Job, path: str, address: str | None = None) -> Iterator[Arro
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # the rows come back in line order
         context.enable_progress_bars = False
-        ds = ray.data.from_items(ranges, override_num_blocks=len(ranges))
-        ds = ds.map_batches(partial(ray_parse_ranges, job=job), batch_size=1, batch_format="pyarrow")
-        yield from ds.iter_batches(batch_size=None, batch_format="pyarrow")
+        items = ray.data.from_items(ranges, override_num_blocks=len(ranges))
+        rows = items.map_batches(partial(ray_parse_ranges, job=job), batch_size=1, batch_format="pyarrow")
+        yield from rows.iter_batches(batch_size=None, batch_format="pyarrow")
     finally:
         if started:
             ray.shutdown()

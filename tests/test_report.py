@@ -218,9 +218,13 @@ def test_stdin_and_exit_codes_as_subprocesses(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "charfmt", "report"]
     log = (json.dumps({"text": "hi"}) + "\nnope\n").encode()
-    done = subprocess.run([*command, "-", "--format", "json"], input=log, capture_output=True, env=env, timeout=120)
+    done = subprocess.run(
+        [*command, "-", "--format", "json"], input=log, capture_output=True, env=env, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["bad_lines"]["first"] == [{"line": 2, "reason": "not JSON: Expecting value at column 1"}]
+    assert json.loads(done.stdout)["bad_lines"]["first"] == [
+        {"line": 2, "reason": "not JSON: Expecting value at column 1"}
+    ]
     unreadable = tmp_path / "secret.jsonl"
     unreadable.write_bytes(log)
     unreadable.chmod(0)
@@ -229,14 +233,19 @@ def test_stdin_and_exit_codes_as_subprocesses(tmp_path: Path) -> None:
         (tmp_path, "Is a directory"),
         *([(unreadable, "Permission denied")] if not os.access(unreadable, os.R_OK) else []),
     ]:
-        done = subprocess.run([*command, str(path)], capture_output=True, env=env, timeout=120, text=True)
+        done = subprocess.run([*command, str(path)], capture_output=True, env=env, timeout=120, check=False, text=True)
         assert done.returncode == 2, (path, done.stderr)
         assert done.stderr == f"charfmt: error: cannot read {path}: {reason}\n"
         assert done.stdout == ""
     blocker = tmp_path / "file"
     blocker.write_text("", encoding="utf-8")
     done = subprocess.run(
-        [*command, "-", "--out", str(blocker / "out")], input=log, capture_output=True, env=env, timeout=120
+        [*command, "-", "--out", str(blocker / "out")],
+        input=log,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 2 and b"cannot write --out" in done.stderr
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def test_ray_ranges_cover_the_file_at_line_ends(tmp_path: Path) -> None:
     log.write_bytes(data)
     ranges = report.ray_ranges(str(log), 1000, 1024)
     assert ranges[0]["start"] == 0 and ranges[0]["first_line"] == 1
-    for before, after in zip(ranges, ranges[1:], strict=False):
+    for before, after in pairwise(ranges):
         assert after["start"] == before["start"] + before["length"]
         assert data[after["start"] - 1 : after["start"]] == b"\n"
         assert after["first_line"] == data.count(b"\n", 0, after["start"]) + 1

@@ -131,6 +131,7 @@ def main() -> None:
     p.add_argument("--records", type=int, default=None)
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--no-ray", action="store_true", help="skip the Ray run")
+    p.add_argument("--ray-only", action="store_true", help="only the Ray run against --jobs 2")
     p.add_argument("--no-out", action="store_true", help="report only, no Parquet / keep-set")
     args = p.parse_args()
     records = args.records or (20_000 if args.quick else 200_000)
@@ -147,7 +148,7 @@ def main() -> None:
             return None if args.no_out else work / name
 
         runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
-        for r in range(rounds):
+        for r in range(0 if args.ray_only else rounds):
             for jobs in (1, 2) if r % 2 == 0 else (2, 1):
                 result = measure(_command(log, out(f"out{jobs}"), "--jobs", str(jobs)))
                 runs[jobs].append(result)
@@ -155,6 +156,9 @@ def main() -> None:
                     f"round {r + 1} --jobs {jobs}: {records / result['wall']:8,.0f} records/s wall, "
                     f"{result['cpu']:6.1f} s CPU, peak RSS {result['rss_mb']:.0f} MB"
                 )
+        if args.ray_only:
+            ray_run(args, log, out, work)
+            return
         first = runs[1][0]["report"]
         assert all(run["report"] == first for rs in runs.values() for run in rs), "reports differ between runs"
         if not args.no_out:
@@ -183,28 +187,35 @@ def main() -> None:
         )
 
         if not args.no_ray:
-            try:
-                import ray  # noqa: F401
-            except ImportError:
-                print("ray: not installed; skipped")
-                return
-            local = measure_session(_command(log, out("out_local"), "--jobs", "2"))
-            ray_run = measure_session(_command(log, out("out_ray"), "--engine", "ray"))
-            same = ray_run["report"] == local["report"]
-            if not args.no_out:
-                same = same and all(
-                    (work / "out_ray" / n).read_bytes() == (work / "out_local" / n).read_bytes()
-                    for n in ("rows.parquet", "keep.jsonl")
-                )
-            print(
-                f"ray local mode: {ray_run['wall']:.1f} s wall, {ray_run['cpu']:.1f} s CPU over "
-                f"{ray_run['processes']} processes; --jobs 2: {local['wall']:.1f} s wall, {local['cpu']:.1f} s CPU; "
-                f"CPU overhead {100 * (ray_run['cpu'] / local['cpu'] - 1):+.0f}%, "
-                f"wall {ray_run['wall'] / local['wall']:.2f}x; report identical: {same}"
-            )
-            assert same, "the Ray run's report differs from the local one"
+            ray_run(args, log, out, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def ray_run(args: argparse.Namespace, log: Path, out: Any, work: Path) -> None:
+    """``--engine ray`` against ``--jobs 2``: identical output, and the CPU of every process of each run."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        print("ray: not installed; skipped")
+        return
+    local = measure_session(_command(log, out("out_local"), "--jobs", "2"))
+    on_ray = measure_session(_command(log, out("out_ray"), "--engine", "ray"))
+    differ = [] if on_ray["report"] == local["report"] else ["report"]
+    if not args.no_out:
+        differ += [
+            n
+            for n in ("rows.parquet", "keep.jsonl")
+            if (work / "out_ray" / n).read_bytes() != (work / "out_local" / n).read_bytes()
+        ]
+    same = not differ
+    print(
+        f"ray local mode: {on_ray['wall']:.1f} s wall, {on_ray['cpu']:.1f} s CPU over "
+        f"{on_ray['processes']} processes; --jobs 2: {local['wall']:.1f} s wall, {local['cpu']:.1f} s CPU; "
+        f"CPU overhead {100 * (on_ray['cpu'] / local['cpu'] - 1):+.0f}%, "
+        f"wall {on_ray['wall'] / local['wall']:.2f}x; report identical: {same}"
+    )
+    assert same, f"the Ray run's output differs from the local one: {', '.join(differ)}"
 
 
 if __name__ == "__main__":

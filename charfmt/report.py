@@ -459,7 +459,9 @@ class Outputs:
     def _flush(self, count: int) -> None:
         pa = batch._pyarrow()
         table = pa.concat_tables(self._pending)
-        self._writer.write_table(table.slice(0, count), row_group_size=ROW_GROUP)
+        # One contiguous chunk per column: page boundaries then follow the rows alone, not
+        # how they arrived, and the file is the same byte for byte.
+        self._writer.write_table(table.slice(0, count).combine_chunks(), row_group_size=ROW_GROUP)
         rest = table.slice(count)
         self._pending = [rest] if rest.num_rows else []
         self._held = rest.num_rows

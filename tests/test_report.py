@@ -328,3 +328,23 @@ def test_a_failed_job_leaves_no_half_written_out(tmp_path: Path, monkeypatch: py
     out = tmp_path / "out"
     assert main(["report", str(path), "--out", str(out)]) == 130
     assert os.listdir(out) == []
+
+
+def test_rows_parquet_is_the_same_however_the_rows_arrive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Columns of a few MB span several Parquet pages: page boundaries must follow the rows, not the tables.
+    monkeypatch.setattr(report, "ROW_GROUP", 1500)
+    job = report.Job(by=("model",), full=True)
+    # Distinct plain texts (the cheapest lenient parse): the dictionary outgrows its page and falls back.
+    lines = [json.dumps({"text": f"{i} " + "x" * 1500, "model": "m"}).encode() for i in range(2000)]
+    rows = report.parse_lines(job, 1, lines)
+    files = []
+    for size in (2000, 7):
+        folder = tmp_path / str(size)
+        folder.mkdir()
+        outputs = report.Outputs(str(folder), job)
+        for start in range(0, rows.num_rows, size):
+            outputs.add(rows.slice(start, size))
+        outputs.close("", "txt")
+        files.append((folder / "rows.parquet").read_bytes())
+    assert pq.read_table(tmp_path / "7" / "rows.parquet").equals(rows)
+    assert files[0] == files[1]

@@ -775,6 +775,11 @@ def _parser() -> argparse.ArgumentParser:
     sp = command("convert", _cli_convert.run, help="convert a conversation: jsonl, pam, uacs, groupchat, ailoy")
     _cli_convert.add_arguments(sp)
     add_size(sp, "input or --character file")
+
+    from charfmt import _cli_report  # noqa: PLC0415 (the command lives in its own module)
+
+    sp = command("report", _cli_report.cmd_report, help="conformance of a JSON Lines log of replies, per group")
+    _cli_report.add_arguments(sp, _whole)
     return p
 
 

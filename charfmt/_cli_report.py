@@ -1,0 +1,132 @@
+"""``charfmt report FILE.jsonl|-``: conformance of a log of model replies, per group (``charfmt.report``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from charfmt.diagnostics import CharfmtError
+from charfmt.parser import DEFAULT_MAX_SIZE
+
+FORMATS = ("text", "json", "html")
+_EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
+
+
+def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
+    """The options of ``charfmt report`` (``whole``: the CLI's whole-number option type)."""
+    sp.add_argument("file", metavar="FILE", help="JSON Lines log, one object per reply, or - for standard input")
+    sp.add_argument("--field", default="text", help="the key holding the model's reply (default text)")
+    sp.add_argument("--by", default="", metavar="KEYS", help="comma-separated keys to group by: model,prompt_version")
+    sp.add_argument("--jobs", type=whole(1, 1024), default=1, metavar="N", help="worker processes (default 1)")
+    sp.add_argument(
+        "--format", choices=FORMATS, default="text", help="text (default), json, or a self-contained html page"
+    )
+    sp.add_argument("--out", metavar="DIR", help="also write rows.parquet, keep.jsonl (canonical) and the report here")
+    sp.add_argument("--engine", choices=("local", "ray"), default="local", help="local processes or Ray Data")
+    sp.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: an existing cluster (ray.init(address=))")
+    sp.add_argument("--top", type=whole(1, 1000), default=5, metavar="N", help="codes listed per group (default 5)")
+    sp.add_argument(
+        "--max-size",
+        type=whole(1),
+        default=DEFAULT_MAX_SIZE,
+        metavar="BYTES",
+        help=f"longest line read; a longer one is a bad line (default {DEFAULT_MAX_SIZE:,})",
+    )
+    sp.add_argument("--no-progress", action="store_true", help="no counter on the terminal")
+
+
+@contextmanager
+def _input(path: str) -> Iterator[IO[bytes]]:
+    from charfmt.cli import _InputError, _stdin  # noqa: PLC0415 (cli imports this module)
+
+    if path == "-":
+        yield _stdin()
+        return
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(21, "Is a directory")
+        f = open(path, "rb")  # noqa: SIM115 (closed below)
+    except (OSError, ValueError) as e:
+        raise _InputError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    with f:
+        yield f
+
+
+def _out_folder(path: str) -> str:
+    from charfmt.cli import _InputError  # noqa: PLC0415
+
+    try:
+        os.makedirs(path, exist_ok=True)
+        if not os.access(path, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except (OSError, ValueError) as e:
+        raise _InputError(f"cannot write --out {path}: {getattr(e, 'strerror', None) or e}") from None
+    return path
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Run ``charfmt report``; 0 once the report is written, whatever the replies hold."""
+    from charfmt import report  # noqa: PLC0415
+    from charfmt.batch import _pyarrow  # noqa: PLC0415
+
+    by = tuple(name.strip() for name in args.by.split(",") if name.strip())
+    if len(set(by)) != len(by):
+        args.parser.error(f"argument --by: a key is listed twice: {args.by}")
+    try:
+        job = report.Job(field=args.field, by=by, max_line=args.max_size, full=args.out is not None)
+    except CharfmtError as e:
+        args.parser.error(str(e))
+    if args.engine == "ray" and args.file == "-":
+        args.parser.error("--engine ray reads a file (each task reads its own part); write standard input to one")
+    if args.engine != "ray" and args.ray_address is not None:
+        args.parser.error("--ray-address needs --engine ray")
+    _pyarrow()  # a clear error now, not in a worker
+    name = "<stdin>" if args.file == "-" else args.file
+    folder = _out_folder(args.out) if args.out is not None else None
+    counter = report.ProgressCounter(sys.stderr) if not args.no_progress and _tty(sys.stderr) else None
+    with _input(args.file) as f:
+        outputs = report.Outputs(folder, job) if folder is not None else None
+        try:
+            if args.engine == "ray":
+                tables = report.ray_tables(job, args.file, args.ray_address)
+            else:
+                tables = report.local_tables(job, report.read_chunks(f, job.max_line), args.jobs)
+            summary = report.run(job, tables, outputs, counter)
+        except BaseException:
+            if outputs is not None:
+                outputs.abort()
+            raise
+        finally:
+            if counter is not None:
+                counter.done()
+    data = summary.to_dict(name, top=args.top)
+    text = render(data, args.format)
+    if outputs is not None:
+        outputs.close(text, _EXTENSIONS[args.format])
+    sys.stdout.write(text)
+    return 0
+
+
+def render(data: dict[str, Any], fmt: str) -> str:
+    """The report in ``fmt`` (text, json or html)."""
+    if fmt == "json":
+        return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    if fmt == "html":
+        from charfmt._report_html import render_html  # noqa: PLC0415
+
+        return render_html(data)
+    from charfmt.report import render_text  # noqa: PLC0415
+
+    return render_text(data)
+
+
+def _tty(stream: IO[str] | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        return False

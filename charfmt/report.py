@@ -1,0 +1,619 @@
+"""Conformance at scale: read a JSON Lines log of model replies, parse each, summarise per group.
+
+The job is three steps, each usable alone:
+
+1. :func:`read_chunks` streams a log in chunks of lines (memory bounded by the chunk,
+   a line longer than ``max_line`` is skipped without being held);
+2. :func:`parse_lines` (the worker) turns a chunk into Arrow rows: the line number, the
+   group fields, the reply, why the line was bad (not JSON, no field), and the columns
+   of :mod:`charfmt.batch`;
+3. :class:`Summary` takes the rows in line order and keeps counts per group (memory
+   grows with the groups, codes and distinct reply sizes, not with the lines).
+
+:func:`run` wires them up in this process (``jobs=1``), in worker processes, or on Ray
+Data, and the report is the same in every case: rows arrive in line order and the
+summary depends on nothing else. The command is ``charfmt report`` (``charfmt._cli_report``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from functools import partial
+from importlib import import_module
+from typing import IO, Any, Final
+
+from charfmt import batch
+from charfmt.batch import RESULT_COLUMNS, ArrowTable
+from charfmt.diagnostics import CharfmtError
+from charfmt.parser import DEFAULT_MAX_SIZE
+
+CHUNK_LINES: Final = 1000
+"""Lines per chunk handed to a worker."""
+CHUNK_BYTES: Final = 4 << 20
+"""A chunk also ends once it holds this many bytes (a log of large replies)."""
+ROW_GROUP: Final = 10_000
+"""Rows per Parquet row group; fixed, so the file is the same whatever the chunks were."""
+FIRST_BAD: Final = 100
+"""Bad lines the report lists by line number (all of them are rows of ``rows.parquet``)."""
+RAY_RANGE_BYTES: Final = 8 << 20
+"""Bytes of the file each Ray task reads."""
+
+SUMMARY_COLUMNS: Final = (
+    "valid",
+    "repaired",
+    "empty",
+    "keep",
+    "dialect",
+    "error_codes",
+    "warning_codes",
+    "diagnostics",
+    "size",
+)
+"""The result columns :class:`Summary` reads; a job without ``--out`` ships only these."""
+
+Progress = Callable[[int], None]
+"""Called with the number of lines read so far."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to read from each line and what to keep."""
+
+    field: str = "text"
+    """The key of each JSON object that holds the model's reply."""
+    by: tuple[str, ...] = ()
+    """Keys whose values form the group (``model``, ``prompt_version``)."""
+    max_line: int = DEFAULT_MAX_SIZE
+    """Longest line read, in bytes; a longer one is a bad line."""
+    full: bool = False
+    """Keep every column (for ``--out``), not only those the summary needs."""
+
+    def __post_init__(self) -> None:
+        taken = {"line", "bad", *RESULT_COLUMNS}
+        for name in (self.field, *self.by):
+            if not name:
+                raise CharfmtError("a field name is empty")
+            if name in taken:
+                raise CharfmtError(f"field {name!r} is named like a column of the report's rows; rename it")
+            taken.add(name)
+
+    @property
+    def result_columns(self) -> tuple[str, ...]:
+        """The result columns each row carries."""
+        return RESULT_COLUMNS if self.full else SUMMARY_COLUMNS
+
+    def schema(self) -> Any:
+        """The schema of the rows :func:`parse_lines` returns."""
+        pa = batch._pyarrow()
+        results = batch.result_schema()
+        fields = [pa.field("line", pa.int64()), *(pa.field(name, pa.string()) for name in self.by)]
+        if self.full:
+            fields.append(pa.field(self.field, pa.string()))
+        fields.append(pa.field("bad", pa.string()))
+        return pa.schema([*fields, *(results.field(name) for name in self.result_columns)])
+
+
+# -- 1. reading ------------------------------------------------------------------------
+
+
+class _Range:
+    """``readline`` over ``size`` bytes of an open file from where it stands (a Ray task's share)."""
+
+    def __init__(self, f: IO[bytes], size: int) -> None:
+        self._f = f
+        self._left = size
+
+    def readline(self, limit: int) -> bytes:
+        line = self._f.readline(min(limit, self._left)) if self._left > 0 else b""
+        self._left -= len(line)
+        return line
+
+
+def _lines(f: Any, max_line: int) -> Iterator[bytes | None]:
+    """Each line of ``f`` (newline kept), or ``None`` for one longer than ``max_line`` bytes (not held)."""
+    while line := f.readline(max_line + 1):
+        if len(line) > max_line and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):  # skip the rest of it, a piece at a time
+                line = f.readline(1 << 20)
+            yield None
+        else:
+            yield line
+
+
+def read_chunks(
+    f: Any, max_line: int = DEFAULT_MAX_SIZE, first_line: int = 1
+) -> Iterator[tuple[int, list[bytes | None]]]:
+    """``(first line number, lines)`` chunks of ``f`` (anything with ``readline(limit)``), in order."""
+    lines: list[bytes | None] = []
+    size = 0
+    start = first_line
+    for line in _lines(f, max_line):
+        lines.append(line)
+        size += len(line) if line is not None else 0
+        if len(lines) >= CHUNK_LINES or size >= CHUNK_BYTES:
+            yield start, lines
+            start += len(lines)
+            lines, size = [], 0
+    if lines:
+        yield start, lines
+
+
+# -- 2. the worker ---------------------------------------------------------------------
+
+_JSON_KINDS: Final = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number"}
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else _JSON_KINDS.get(type(value), "a number")
+
+
+def _group_value(value: Any) -> str | None:
+    """A group field's value as text: strings as they are, other JSON values as JSON, missing or null as null."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | None, str | None]:
+    """``(reply, record, why bad)`` of one line: the reply text, or why there is none."""
+    if raw is None:
+        return None, None, f"line longer than {job.max_line:,} bytes (--max-size)"
+    try:
+        record = json.loads(raw)
+    except UnicodeDecodeError as e:
+        return None, None, f"not UTF-8: byte 0x{raw[e.start]:02X} at byte offset {e.start}"
+    except json.JSONDecodeError as e:
+        return None, None, f"not JSON: {e.msg} at column {e.colno}"
+    except RecursionError:
+        return None, None, "not JSON that can be read: nested too deeply"
+    if not isinstance(record, dict):
+        return None, None, f"not a JSON object but {_kind(record)}"
+    if job.field not in record:
+        return None, record, f"no field {job.field!r}"
+    text = record[job.field]
+    if not isinstance(text, str):
+        return None, record, f"field {job.field!r} is {_kind(text)}, not a string"
+    return text, record, None
+
+
+def parse_lines(job: Job, first_line: int, lines: Sequence[bytes | None]) -> ArrowTable:
+    """The rows of one chunk (blank lines skipped): what each line held and what parsing made of it."""
+    numbers: list[int] = []
+    groups: list[list[str | None]] = [[] for _ in job.by]
+    texts: list[str | None] = []
+    bad: list[str | None] = []
+    for k, raw in enumerate(lines):
+        if raw is not None and not raw.strip():
+            continue
+        text, record, why = _record(raw, job)
+        numbers.append(first_line + k)
+        for values, name in zip(groups, job.by, strict=True):
+            values.append(None if record is None else _group_value(record.get(name)))
+        texts.append(text)
+        bad.append(why)
+    found = batch.rows(texts)
+    for i, why in enumerate(bad):
+        if why is not None:
+            found[i] = None
+    pa = batch._pyarrow()
+    schema = job.schema()
+    arrays = [pa.array(numbers, type=pa.int64()), *(batch.array(values, pa.string()) for values in groups)]
+    if job.full:
+        arrays.append(batch.array(texts, pa.string()))
+    arrays.append(pa.array(bad, type=pa.string()))
+    arrays.extend(batch.columns(found, job.result_columns))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+# -- 3. the summary --------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    """Counts of one group of replies."""
+
+    count: int = 0
+    valid: int = 0
+    repaired: int = 0
+    empty: int = 0
+    keep: int = 0
+    codes: Counter[str] = field(default_factory=Counter)
+    """Replies with at least one diagnostic of the code."""
+    examples: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """The first reply (line, diagnostic) with each code."""
+    dialects: Counter[str] = field(default_factory=Counter)
+    sizes: Counter[int] = field(default_factory=Counter)
+    """Replies per size in bytes: exact percentiles in memory that grows with distinct sizes only."""
+
+    def merge(self, other: Group) -> None:
+        """Add ``other``'s counts; examples from whichever line comes first."""
+        self.count += other.count
+        self.valid += other.valid
+        self.repaired += other.repaired
+        self.empty += other.empty
+        self.keep += other.keep
+        self.codes.update(other.codes)
+        for code, example in other.examples.items():
+            if code not in self.examples or example < self.examples[code]:
+                self.examples[code] = example
+        self.dialects.update(other.dialects)
+        self.sizes.update(other.sizes)
+
+    def percentile(self, q: float) -> int | None:
+        """The nearest-rank ``q`` percentile of the reply sizes (``None`` with no reply)."""
+        if not self.count:
+            return None
+        rank = max(1, -(-int(q * self.count * 1000) // 100_000))  # ceil(q/100 * count), in integers
+        seen = 0
+        for size in sorted(self.sizes):
+            seen += self.sizes[size]
+            if seen >= rank:
+                return size
+        raise AssertionError("unreachable: the sizes sum to the count")
+
+    def to_dict(self, top: int) -> dict[str, Any]:
+        """The group's figures as JSON-ready values (``top`` codes)."""
+
+        def pct(n: int) -> float:
+            return round(100 * n / self.count, 2) if self.count else 0.0
+
+        codes = sorted(self.codes.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+        dialects = sorted(self.dialects.items(), key=lambda kv: (-kv[1], kv[0]))
+        return {
+            "count": self.count,
+            "valid": self.valid,
+            "valid_pct": pct(self.valid),
+            "repaired": self.repaired,
+            "repaired_pct": pct(self.repaired),
+            "empty": self.empty,
+            "empty_pct": pct(self.empty),
+            "keep": self.keep,
+            "keep_pct": pct(self.keep),
+            "size_p50": self.percentile(50),
+            "size_p99": self.percentile(99),
+            "codes": [
+                {
+                    "code": code,
+                    "replies": n,
+                    "pct": pct(n),
+                    "example": {"line": self.examples[code][0], "message": self.examples[code][1]},
+                }
+                for code, n in codes
+            ],
+            "dialects": [{"dialect": name, "replies": n, "pct": pct(n)} for name, n in dialects],
+        }
+
+
+class Summary:
+    """The report's figures, fed rows in line order (:meth:`add`)."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.groups: dict[tuple[str | None, ...], Group] = {}
+        self.lines = 0
+        """The last line number seen."""
+        self.bad = 0
+        self.bad_reasons: Counter[str] = Counter()
+        self.bad_first: list[tuple[int, str]] = []
+
+    def add(self, table: ArrowTable) -> None:
+        """Count the rows of ``table`` (from :func:`parse_lines`), which follow the rows added before."""
+        if not table.num_rows:
+            return
+        col = table.column
+        lines = col("line").to_pylist()
+        keys = list(zip(*(col(name).to_pylist() for name in self.job.by), strict=True)) or [()] * len(lines)
+        bad, valid, repaired, empty, keep = (col(n).to_pylist() for n in ("bad", "valid", "repaired", "empty", "keep"))
+        dialect, errors, warnings, size = (
+            col(n).to_pylist() for n in ("dialect", "error_codes", "warning_codes", "size")
+        )
+        diagnostics = col("diagnostics")
+        self.lines = lines[-1]
+        for i, line in enumerate(lines):
+            why = bad[i]
+            if why is not None:
+                self.bad += 1
+                self.bad_reasons[why.split(":")[0]] += 1
+                if len(self.bad_first) < FIRST_BAD:
+                    self.bad_first.append((line, why))
+                continue
+            group = self.groups.get(keys[i])
+            if group is None:
+                group = self.groups[keys[i]] = Group()
+            group.count += 1
+            group.valid += valid[i]
+            group.repaired += repaired[i]
+            group.empty += empty[i]
+            group.keep += keep[i]
+            group.dialects[dialect[i] or ("strict" if valid[i] else "none")] += 1
+            group.sizes[size[i]] += 1
+            codes = {*errors[i], *warnings[i]}
+            for code in codes:
+                group.codes[code] += 1
+            missing = codes.difference(group.examples)
+            if missing:
+                for d in diagnostics[i].as_py():
+                    if d["code"] in missing:
+                        missing.discard(d["code"])
+                        group.examples[d["code"]] = (line, f"{d['line']}:{d['column']}: {d['code']} {d['message']}")
+
+    def to_dict(self, name: str, top: int = 5) -> dict[str, Any]:
+        """The report as JSON-ready values; the same for the same input, whatever ran it."""
+        total = Group()
+        for group in self.groups.values():
+            total.merge(group)
+        ordered = sorted(self.groups.items(), key=lambda kv: [(v is not None, v or "") for v in kv[0]])
+        return {
+            "input": name,
+            "field": self.job.field,
+            "by": list(self.job.by),
+            "lines": self.lines,
+            "bad_lines": {
+                "count": self.bad,
+                "reasons": dict(sorted(self.bad_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "first": [{"line": line, "reason": why} for line, why in self.bad_first],
+            },
+            "total": total.to_dict(top),
+            "groups": [
+                {"key": dict(zip(self.job.by, key, strict=True)), **group.to_dict(top)} for key, group in ordered
+            ],
+        }
+
+
+# -- output ----------------------------------------------------------------------------
+
+
+def _key_words(key: dict[str, Any]) -> str:
+    return " ".join(f"{name}={'-' if value is None else value}" for name, value in key.items()) or "all"
+
+
+def _size(n: int | None) -> str:
+    return "-" if n is None else f"{n:,} B"
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The report for a terminal: a table of the groups, then each group's codes and dialects."""
+    out = [f"charfmt report: {report['input']}, field {report['field']!r}, {report['lines']:,} lines"]
+    bad = report["bad_lines"]
+    rows = [("all", report["total"])]
+    if report["by"]:
+        rows += [(_key_words(g["key"]), g) for g in report["groups"]]
+    width = max(len(name) for name, _ in rows)
+    out.append("")
+    out.append(
+        f"{'group':<{width}}  {'replies':>9}  {'valid':>6}  {'repaired':>8}  {'empty':>6}  {'keep':>6}"
+        f"  {'p50 size':>9}  {'p99 size':>9}"
+    )
+    for name, g in rows:
+        out.append(
+            f"{name:<{width}}  {g['count']:>9,}  {g['valid_pct']:>5.1f}%  {g['repaired_pct']:>7.1f}%"
+            f"  {g['empty_pct']:>5.1f}%  {g['keep_pct']:>5.1f}%  {_size(g['size_p50']):>9}  {_size(g['size_p99']):>9}"
+        )
+    for name, g in rows:
+        out.append("")
+        out.append(f"== {name}: {g['count']:,} replies")
+        mix = ", ".join(f"{d['dialect']} {d['pct']:.1f}%" for d in g["dialects"]) or "-"
+        out.append(f"  dialects: {mix}")
+        out.append("  top codes:" if g["codes"] else "  top codes: none")
+        for c in g["codes"]:
+            out.append(
+                f"    {c['code']}  {c['pct']:>5.1f}%  {c['replies']:>9,} replies  e.g. line {c['example']['line']}:"
+            )
+            out.append(f"        {c['example']['message']}")
+    out.append("")
+    if bad["count"]:
+        reasons = ", ".join(f"{why} {n:,}" for why, n in bad["reasons"].items())
+        out.append(f"bad lines: {bad['count']:,} ({reasons})")
+        for b in bad["first"]:
+            out.append(f"  line {b['line']}: {b['reason']}")
+        if bad["count"] > len(bad["first"]):
+            out.append(f"  ... and {bad['count'] - len(bad['first']):,} more (every one is a row of rows.parquet)")
+    else:
+        out.append("bad lines: none")
+    return "\n".join(out) + "\n"
+
+
+class Outputs:
+    """``--out DIR``: every row as Parquet (``rows.parquet``), the keep-set as JSON Lines (``keep.jsonl``).
+
+    Written beside their final names and renamed over them by :meth:`close`, so a job
+    that fails or is interrupted leaves what was there. Row groups have a fixed size, so
+    the file is the same however the rows arrived.
+    """
+
+    def __init__(self, folder: str, job: Job) -> None:
+        batch._pyarrow()  # a clear error if it is missing
+        pq = import_module("pyarrow.parquet")
+        self.folder = folder
+        self.job = job
+        self._rows_tmp = os.path.join(folder, ".rows.parquet.tmp")
+        self._keep_tmp = os.path.join(folder, ".keep.jsonl.tmp")
+        self._writer = pq.ParquetWriter(self._rows_tmp, job.schema())
+        self._keep = open(self._keep_tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed in close/abort)
+        self._pending: list[ArrowTable] = []
+        self._held = 0
+
+    def add(self, table: ArrowTable) -> None:
+        """Write ``table``'s rows (row groups of :data:`ROW_GROUP`) and its kept replies."""
+        self._pending.append(table)
+        self._held += table.num_rows
+        while self._held >= ROW_GROUP:
+            self._flush(ROW_GROUP)
+        keep = table.column("keep").to_pylist()
+        if any(keep):
+            lines = table.column("line").to_pylist()
+            canonical = table.column("canonical").to_pylist()
+            groups = [table.column(name).to_pylist() for name in self.job.by]
+            for i, kept in enumerate(keep):
+                if kept:
+                    record = {"line": lines[i], **{name: g[i] for name, g in zip(self.job.by, groups, strict=True)}}
+                    record[self.job.field] = canonical[i]
+                    self._keep.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def _flush(self, count: int) -> None:
+        pa = batch._pyarrow()
+        table = pa.concat_tables(self._pending)
+        # One contiguous chunk per column: page boundaries then follow the rows alone, not
+        # how they arrived, and the file is the same byte for byte.
+        self._writer.write_table(table.slice(0, count).combine_chunks(), row_group_size=ROW_GROUP)
+        rest = table.slice(count)
+        self._pending = [rest] if rest.num_rows else []
+        self._held = rest.num_rows
+
+    def close(self, report: str, extension: str) -> None:
+        """Finish both files, write the report beside them, and put them in place."""
+        if self._held:
+            self._flush(self._held)
+        self._writer.close()
+        self._keep.close()
+        os.replace(self._rows_tmp, os.path.join(self.folder, "rows.parquet"))
+        os.replace(self._keep_tmp, os.path.join(self.folder, "keep.jsonl"))
+        with open(os.path.join(self.folder, f"report.{extension}"), "w", encoding="utf-8") as f:
+            f.write(report)
+
+    def abort(self) -> None:
+        """Remove the unfinished files."""
+        for close in (self._writer.close, self._keep.close):
+            with suppress(Exception):  # the job already failed; the files go anyway
+                close()
+        for path in (self._rows_tmp, self._keep_tmp):
+            with suppress(OSError):
+                os.unlink(path)
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+def local_tables(job: Job, chunks: Iterable[tuple[int, list[bytes | None]]], jobs: int) -> Iterator[ArrowTable]:
+    """The rows of each chunk, in order: here (``jobs=1``) or in ``jobs`` worker processes.
+
+    At most ``2 * jobs`` chunks are in flight, so memory does not grow with the input.
+    """
+    if jobs == 1:
+        for first, lines in chunks:
+            yield parse_lines(job, first, lines)
+        return
+    from concurrent.futures import Future, ProcessPoolExecutor  # noqa: PLC0415
+    from multiprocessing import get_context  # noqa: PLC0415
+
+    # spawn: a fresh interpreter per worker; forking a process that holds Arrow's threads is unsafe.
+    pool = ProcessPoolExecutor(jobs, mp_context=get_context("spawn"))
+    pending: deque[Future[ArrowTable]] = deque()
+    try:
+        for first, lines in chunks:
+            pending.append(pool.submit(parse_lines, job, first, lines))
+            if len(pending) >= 2 * jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def ray_ranges(path: str, max_line: int, size: int = RAY_RANGE_BYTES) -> list[dict[str, Any]]:
+    """The file cut at line ends into ranges of about ``size`` bytes: path, start, length, first_line."""
+    ranges: list[dict[str, Any]] = []
+    with open(path, "rb") as f:
+        start = position = 0
+        line = first = 1
+        for raw in _lines(f, max_line):
+            line += 1
+            position = f.tell() if raw is None else position + len(raw)
+            if position - start >= size:
+                ranges.append({"path": path, "start": start, "length": position - start, "first_line": first})
+                start, first = position, line
+        if position > start:
+            ranges.append({"path": path, "start": start, "length": position - start, "first_line": first})
+    return ranges
+
+
+def ray_parse_ranges(ranges: ArrowTable, job: Job) -> ArrowTable:
+    """The rows of each file range of ``ranges`` (a Ray Data batch), in order: the Ray worker."""
+    pa = batch._pyarrow()
+    tables = [job.schema().empty_table()]
+    for item in ranges.to_pylist():
+        with open(item["path"], "rb") as f:
+            f.seek(item["start"])
+            for first, lines in read_chunks(_Range(f, item["length"]), job.max_line, item["first_line"]):
+                tables.append(parse_lines(job, first, lines))
+    return pa.concat_tables(tables)
+
+
+def ray_tables(job: Job, path: str, address: str | None = None) -> Iterator[ArrowTable]:
+    """The rows of the file at ``path``, in order, computed by Ray Data ``map_batches``.
+
+    Each task reads its own byte range of the file, so on a cluster the file must be at
+    the same path on every node. ``address``: an existing cluster (``ray.init(address=...)``);
+    without it, the one already started in this process, or a new local one.
+    """
+    try:
+        import ray  # noqa: PLC0415 (optional dependency)
+        import ray.data  # noqa: PLC0415
+    except ImportError:
+        raise CharfmtError("--engine ray needs Ray Data: pip install 'charfmt[ray]'") from None
+    import logging  # noqa: PLC0415
+
+    ranges = ray_ranges(path, job.max_line, RAY_RANGE_BYTES)
+    if not ranges:
+        return
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        context = ray.data.DataContext.get_current()
+        context.execution_options.preserve_order = True  # the rows come back in line order
+        context.enable_progress_bars = False
+        items = ray.data.from_items(ranges, override_num_blocks=len(ranges))
+        rows = items.map_batches(partial(ray_parse_ranges, job=job), batch_size=1, batch_format="pyarrow")
+        yield from rows.iter_batches(batch_size=None, batch_format="pyarrow")
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run(
+    job: Job,
+    tables: Iterable[ArrowTable],
+    outputs: Outputs | None = None,
+    progress: Progress | None = None,
+) -> Summary:
+    """Feed every table of rows to a :class:`Summary` (and ``outputs``), calling ``progress`` as lines go by."""
+    summary = Summary(job)
+    for table in tables:
+        summary.add(table)
+        if outputs is not None:
+            outputs.add(table)
+        if progress is not None and table.num_rows:
+            progress(summary.lines)
+    return summary
+
+
+class ProgressCounter:
+    """A progress counter on a terminal: lines read and lines per second, redrawn at most 4 times a second."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.start = time.monotonic()
+        self.shown = 0.0
+        self.lines = 0
+
+    def __call__(self, lines: int) -> None:
+        self.lines = lines
+        now = time.monotonic()
+        if now - self.shown >= 0.25:
+            self.shown = now
+            rate = lines / max(now - self.start, 1e-9)
+            self.out.write(f"\rcharfmt report: {lines:,} lines, {rate:,.0f}/s ")
+            self.out.flush()
+
+    def done(self) -> None:
+        """End the counter's line (only if it drew one)."""
+        if self.shown:
+            self.out.write("\n")
+            self.out.flush()

@@ -161,7 +161,8 @@ def test_stream_with_the_character_streams_its_cues_whole(
     assert main(["stream", "--replay", files["valid"], "--chunk", "3", "--sentences"]) == 0
     plain = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert not any(e["kind"] == "cue" for e in plain)  # without the character, <sfx> is no tag of the table
-    assert main(["stream", "--replay", files["valid"], "--chunk", "3", "--sentences", "--character", files["hana"]]) == 0
+    argv = ["stream", "--replay", files["valid"], "--chunk", "3", "--sentences", "--character", files["hana"]]
+    assert main(argv) == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(e["tag"], e["text"]) for e in events if e["kind"] == "cue"] == [("sfx", "anvil"), ("anim", "nod")]
     assert [e["text"] for e in events if e["kind"] == "sentence"] == ["Hi"]

@@ -112,7 +112,7 @@ def test_a_large_conversion_reads_back_with_default_settings(tmp_path: Path) -> 
         out = tmp_path / f"big.{fmt}.json"
         assert main(["convert", "--from", "ailoy", "--to", fmt, str(src), str(out)]) == 0
         assert out.stat().st_size < 8 * 1024 * 1024
-        assert out.read_bytes()[:2] in (b'[{', b'{"')  # a big document is not indented
+        assert out.read_bytes()[:2] in (b"[{", b'{"')  # a big document is not indented
         back = tmp_path / f"back.{fmt}.json"
         assert main(["convert", "--from", fmt, "--to", "ailoy", str(out), str(back)]) == 0
 

@@ -18,7 +18,7 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .5em 0; }
 th, td { padding: .2em .7em; border-bottom: 1px solid #ddd; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
-td.msg { text-align: left; font-family: ui-monospace, monospace; font-size: 12px; }
+td.note { text-align: left; font-family: ui-monospace, monospace; font-size: 12px; }
 .charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
 figure { margin: 0; } figcaption { font-size: 12px; color: #555; }
 .legend span { display: inline-block; margin-right: 1em; font-size: 12px; }
@@ -141,14 +141,14 @@ def render_html(report: dict[str, Any]) -> str:
             for c in g["codes"]:
                 parts.append(
                     f"<tr><td>{_e(c['code'])}</td><td>{c['replies']:,}</td><td>{c['pct']:.1f}%</td>"
-                    f'<td class="msg">line {c["example"]["line"]}: {_e(c["example"]["message"])}</td></tr>'
+                    f'<td class="note">line {c["example"]["line"]}: {_e(c["example"]["message"])}</td></tr>'
                 )
             parts.append("</table>")
     bad = report["bad_lines"]
     parts.append(f"<h2>Bad lines: {bad['count']:,}</h2>")
     if bad["first"]:
         parts.append('<table id="bad"><tr><th>line</th><th>reason</th></tr>')
-        parts += [f'<tr><td>{b["line"]}</td><td class="msg">{_e(b["reason"])}</td></tr>' for b in bad["first"]]
+        parts += [f'<tr><td>{b["line"]}</td><td class="note">{_e(b["reason"])}</td></tr>' for b in bad["first"]]
         parts.append("</table>")
     parts.append(f'<script type="application/json" id="report-data">{data}</script>')
     parts.append(f"<script>{_SCRIPT}</script>")

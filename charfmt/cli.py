@@ -605,7 +605,20 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
             vocabulary = Vocabulary.of(*keys)
         except ValueError as e:  # pydantic's ValidationError: a key the format cannot hold
             _usage_error(args, f"argument --emotions: {_first_line(e)}")
-    sys.stdout.write(grammar(args.target, vocabulary=vocabulary, tags=tags))
+    from charfmt.export import ExportError  # noqa: PLC0415
+
+    try:
+        text = grammar(
+            args.target,
+            vocabulary=vocabulary,
+            tags=tags,
+            max_tokens=args.max_tokens,
+            max_chars=args.max_chars,
+            max_chats=args.max_chats,
+        )
+    except ExportError as e:  # bounds that cannot hold a reply (a token budget too small)
+        _usage_error(args, str(e))
+    sys.stdout.write(text)
     if args.target == "regex":
         sys.stdout.write("\n")
     return EXIT_OK
@@ -760,8 +773,15 @@ def _parser() -> argparse.ArgumentParser:
         help="lark: llguidance / vLLM / SGLang / outlines; gbnf: llama.cpp; regex: one C body",
     )
     group = sp.add_mutually_exclusive_group()
-    group.add_argument("--emotions", metavar="KEYS", help="restrict <emo> to these comma-separated keys")
+    group.add_argument(
+        "--emotions", metavar="KEYS", help=f"restrict {DEFAULT_TAGS.emotion.open} to these comma-separated keys"
+    )
     group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
+    sp.add_argument(
+        "--max-tokens", type=_whole(1), metavar="N", help="bound the reply so it always closes within N tokens"
+    )
+    sp.add_argument("--max-chars", type=_whole(1), metavar="N", help="at most N characters per element")
+    sp.add_argument("--max-chats", type=_whole(1), metavar="N", help="at most N chats per reply")
     add_size(sp, "--character file")
 
     from charfmt.chat import register as register_chat  # noqa: PLC0415 (the chat command's code)

@@ -120,7 +120,8 @@ def _nasty() -> st.SearchStrategy[str]:
     """Strings that try to break out: markup, template syntax, brackets, quotes, RTL, emoji."""
     return st.sampled_from(
         [
-            "</msg>", "<emo>x</emo>", "</chat></user_chats>", "[angry]", "{{ 7*7 }}", "{% raw %}", "&amp;", "&lt;",
+            DEFAULT_TAGS.speech.close, f"{DEFAULT_TAGS.emotion.open}x{DEFAULT_TAGS.emotion.close}",
+            "</chat></user_chats>", "[angry]", "{{ 7*7 }}", "{% raw %}", "&amp;", "&lt;",
             '"quoted"', "'single'", "\n", "\r\n", "\t", "مرحبا", "🎉", "[User Context]", "Emotion: joy", "&#10;",
         ]
     )  # fmt: skip

@@ -281,3 +281,17 @@ def test_slices_are_regular_expressions_llguidance_reads() -> None:
     assert len(slices) == len(set(slices))
     tokenizer = _cl100k()[1].with_slices(slices)  # raises on a slice llguidance cannot read
     assert tokenizer.vocab_size == _cl100k()[1].vocab_size
+
+
+def test_cli_grammar_length_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    for target in ("lark", "gbnf"):
+        assert main(["grammar", "--target", target, "--max-tokens", "384"]) == 0
+        bounded = capsys.readouterr().out
+        assert bounded == charfmt.grammar(target, max_tokens=384)
+        assert bounded != charfmt.grammar(target)
+    assert main(["grammar", "--target", "regex", "--max-chars", "5", "--max-chats", "2"]) == 0
+    pattern = capsys.readouterr().out.strip()
+    assert re.fullmatch(pattern, "<emo>joy</emo>\n<msg>hello</msg>")
+    assert not re.fullmatch(pattern, "<emo>joy</emo>\n<msg>hello!</msg>")  # six characters
+    assert main(["grammar", "--target", "gbnf", "--max-tokens", "3"]) == 2  # too small for any reply
+    assert "max_tokens=3 is too small" in capsys.readouterr().err

@@ -36,27 +36,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
+from charfmt._dialect_names import DialectName
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 Chain = Literal["text", "json", "body", "tag", "prose", "stray"]
-
-DialectName = Literal[
-    "canonical",
-    "user-chats",
-    "json-array",
-    "hybrid",
-    "single-chat",
-    "json-fields",
-    "front-matter",
-    "bare-tags",
-    "dot-notation",
-    "attribute-xml",
-    "bracket",
-    "roleplay",
-    "prose",
-    "plain-text",
-]
-"""The names of the table's entries, in table order (``Reply.dialect``'s type)."""
 
 
 @dataclass(frozen=True, slots=True)

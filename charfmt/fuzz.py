@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from charfmt._dialect_names import DialectName
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt.dialects import DialectName
 from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG
 from charfmt.writer import dumps

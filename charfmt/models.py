@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from charfmt._dialect_names import DialectName
 from charfmt._tables import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.events import Event, reply_events
@@ -175,25 +176,7 @@ class Reply(BaseModel):
     reasoning: str | None = None
     """Lenient parsing only: the model's own reasoning written before the reply (``<think>``...),
     kept apart from the chats; never the character's inner voice."""
-    dialect: (
-        Literal[
-            "canonical",
-            "user-chats",
-            "json-array",
-            "hybrid",
-            "single-chat",
-            "json-fields",
-            "front-matter",
-            "bare-tags",
-            "dot-notation",
-            "attribute-xml",
-            "bracket",
-            "roleplay",
-            "prose",
-            "plain-text",
-        ]
-        | None
-    ) = None
+    dialect: DialectName | None = None
     """Lenient parsing only: the format the model actually wrote (``canonical``,
     ``json-fields``, ``attribute-xml``, ``bracket``...); ``None`` for input that was valid."""
 

@@ -199,6 +199,11 @@ open segment's text is shown only up to the first one near its end."""
 _UNSURE_SPAN: Final = 48
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 """Dialects of a reread that show nothing early: untagged text may be prose before the reply."""
+_ECHOED: Final = "user-chats"
+_ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
+"""The echoed request form shows nothing early before its first ``<chat>``: until then the
+batch reader takes the text around ``<user_chats>`` for one chat, and drops it as prose
+once a ``<chat>`` comes."""
 
 
 def _settled(text: str, *, whole_text: bool = False) -> str:
@@ -798,8 +803,10 @@ class StreamParser:
             if pause:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        if batch.dialect in _UNSETTLED or (
-            batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text)
+        if (
+            batch.dialect in _UNSETTLED
+            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or (batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
         if not self._advance(batch, self._folded()):

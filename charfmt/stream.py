@@ -665,8 +665,9 @@ class StreamParser:
                             break
                         m = _HEADER.match(s, i)
                         if m is None:
-                            i = self._stall(s, i, _ENVELOPE_MAX, '"')
-                            break
+                            # All the quotes a header holds are here: more text cannot make it one.
+                            # Other keys, another order (a dialect): the rereads show what they settle.
+                            raise _Held
                         self._chat_begins(m)
                         i = m.end()
                     elif state == _TOP:

@@ -190,6 +190,8 @@ _SPECULATE_BUDGET: Final = 16
 """... or sooner, on a character that may complete something, while all rereads together have
 read at most this many times the text so far."""
 _DECISIVE: Final = re.compile(r"[\]>*\")}\n]")
+_SPECULATE_SMALL: Final = 64
+"""... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
 _SPECULATE_LIMIT_SHIFT: Final = 5
 """A held stream is reread only while it is shorter than ``max_size >> 5``."""
 _UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
@@ -198,7 +200,10 @@ an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in
 open segment's text is shown only up to the first one near its end."""
 _UNSURE_SPAN: Final = 48
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
-"""Dialects of a reread that show nothing early: untagged text may be prose before the reply."""
+"""Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
+prose before the reply (inside a body, it is the body's text)."""
+_FRONT_MATTER_START: Final = re.compile(r"[ \t]*---")
+"""A body held where front matter may begin: its text is not settled before the closing ``---``."""
 _ECHOED: Final = "user-chats"
 _ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
 """The echoed request form shows nothing early before its first ``<chat>``: until then the
@@ -778,9 +783,11 @@ class StreamParser:
         early = self._flush()
         size = self._base + len(self._pend)
         grown = size - self._spec_at
-        if grown < max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) and not (
-            grown and self._spec_work + size <= _SPECULATE_BUDGET * size and _DECISIVE.search(chunk)
-        ):
+        budget = grown > 0 and self._spec_work + size <= _SPECULATE_BUDGET * size
+        often = grown >= max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) or (
+            budget and _DECISIVE.search(chunk) is not None
+        )
+        if not often and not (budget and size <= _SPECULATE_SMALL):
             return early
         self._spec_work += size
         if size > self.max_size >> _SPECULATE_LIMIT_SHIFT:
@@ -805,12 +812,15 @@ class StreamParser:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         if (
-            batch.dialect in _UNSETTLED
+            (
+                batch.dialect in _UNSETTLED
+                and (not self._chats_at[0] or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None)
+            )
             or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
             or (batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
-        if not self._advance(batch, self._folded()):
+        if not self._advance(batch, self._folded(), often):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._out and self._state == _TOP:
@@ -821,7 +831,7 @@ class StreamParser:
             self._hold("", 0)
         return early + self._flush()
 
-    def _advance(self, batch: Reply, shown: Collector) -> bool:
+    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
 
         Settled: the reasoning once the reply has begun, every chat but the last one as it
@@ -847,8 +857,11 @@ class StreamParser:
         # is complete (what came in between is markup after it): shown whole, left open.
         tail = chats[-1].segments[-1] if chats and chats[-1].segments else None
         now = None if tail is None else (chats[-1].order, len(chats[-1].segments) - 1, tail.tag, tail.text)
-        steady = now is not None and now == self._spec_last
-        self._spec_last = now
+        # (Not between the rereads of every chunk of a short text: a few characters may add
+        # nothing the reader shows, a cut entity or a space, and still be the start of markup.)
+        steady = steady_test and now is not None and now == self._spec_last
+        if steady_test:
+            self._spec_last = now
         for k, chat in enumerate(chats):
             segments: list[list[Any]]
             if k < len(arrival):

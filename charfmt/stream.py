@@ -198,6 +198,9 @@ _UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
 """Characters that may begin markup a later character completes (a tag, an entity, an escape,
 an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
 open segment's text is shown only up to the first one near its end."""
+_PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd]")
+"""The same less '<' and '&': in a segment another one follows, those were read already (an
+entity decoded, a '<' that began no tag); the others may pair with a later character."""
 _UNSURE_SPAN: Final = 48
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 """Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
@@ -901,7 +904,7 @@ class StreamParser:
                 # asterisk a later one closes may make it an action).
                 if k == last and not still_open and seg.tag not in whole:
                     after = chat.segments[-1]
-                    still_open = _UNSURE.search(seg.text) is not None or (
+                    still_open = _PAIRED.search(seg.text) is not None or (
                         n == count - 2 and (after.tag in whole or not _settled(after.text))
                     )
                 if n < len(segments):
@@ -1287,7 +1290,9 @@ class StreamParser:
             message = f"input is {size:,} long; the maximum is {self.max_size:,} (max_size)"
             cf002 = Diagnostic.at("", "CF002", message, 0)
             self._fail(cf002)
-            shown = self._collector is None or bool(self._folded().chats or self._collector.diagnostics)
+            shown = self._collector is None or bool(
+                self._folded().chats or self._collector.diagnostics or self._collector.reasoning
+            )
             self._out = [Reset()] if shown else []
             self._out.append(DiagnosticEvent(None, cf002))
             return

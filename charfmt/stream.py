@@ -116,6 +116,8 @@ _ESCAPE: Final = re.compile(
 )
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _ESCAPE_STARTS: Final = frozenset('"\\/bfnrtu')
+_HIGH_SURROGATES: Final = ("d8", "d9", "da", "db")
+"""``\\uD800``-``\\uDBFF``: the first half of a pair, whose second half may be in the next chunk."""
 _ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
 _TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 """A decoded character that text does not allow literally ('<' and '&' would be markup)."""
@@ -205,8 +207,8 @@ _UNSURE_SPAN: Final = 48
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 """Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
 prose before the reply (inside a body, it is the body's text)."""
-_FRONT_MATTER_START: Final = re.compile(r"[ \t]*---")
-"""A body held where front matter may begin: its text is not settled before the closing ``---``."""
+_FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
+"""A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
 _ECHOED: Final = "user-chats"
 _ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
 """The echoed request form shows nothing early before its first ``<chat>``: until then the
@@ -243,6 +245,8 @@ class _Chat:
 
 _NO_CHAT: Final = _Chat(-1, "", 0)
 """Stands for "no chat" between chats (never read there: the states say where a chat is open)."""
+_NO_SEPARATOR: Final = re.compile(r"[^\\<]|\\[^n]|\\n[^<]")
+"""After an element: what neither the separator (``\\n``) nor an opening tag can begin with."""
 _NO_CLOSER: Final = re.compile(r"(?!)")
 """An I/E body has no closing tag: '<' in it is damage."""
 
@@ -590,6 +594,8 @@ class StreamParser:
                         continue
                     m = self._lang.sep_open.match(s, i)
                     if m is None:
+                        if _NO_SEPARATOR.match(s, i) is not None or s.find(">", i) >= 0:
+                            raise _Held  # no separator and tag can begin here, or a tag of no table
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
                     if self._whole_cut(s, i, m.group(2), m.end()):
@@ -610,6 +616,11 @@ class StreamParser:
                         self._key_done(s, i)
                     elif c == "\\":
                         if (j := _escape(s, i, buf, _KEY_BAD)) < 0:
+                            m = _ESCAPE.match(s, i)
+                            if (m is not None and not (m.group(4) or "").lower().startswith(_HIGH_SURROGATES)) or (
+                                i + 1 < n and s[i + 1] not in _ESCAPE_STARTS
+                            ):
+                                raise _Held  # a newline, markup or a bad escape in a key: the rereads read it
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
                         i = j
@@ -640,6 +651,8 @@ class StreamParser:
                         continue
                     m = self._lang.open.match(s, i)
                     if m is None:
+                        if s[i] != "<" or s.find(">", i) >= 0:
+                            raise _Held  # no tag can begin here, or a tag of no table: the rereads read it
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
                     if self._whole_cut(s, i, m.group(1), m.end()):

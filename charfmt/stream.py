@@ -147,6 +147,8 @@ class _Language:
     hidden roles; an action or a cue goes out whole)."""
     whole: dict[str, str]
     """Tags announced whole, mapped to their role (emotion, action, cue)."""
+    hidden: frozenset[str]
+    """Tags of the hidden role: only ever read from a tag, never from prose (a quote in one pairs with none later)."""
     reasoning: re.Pattern[str]
     """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
     is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
@@ -179,6 +181,7 @@ def _language(tags: TagTable) -> _Language:
         re.compile(rf"<\\?/(?:((?!)))?(?:{names})?>"),
         element,
         whole,
+        frozenset(t.name for t in tags.with_role("hidden")),
         reasoning,
     )
 
@@ -917,9 +920,8 @@ class StreamParser:
                 # asterisk a later one closes may make it an action).
                 if k == last and not still_open and seg.tag not in whole:
                     after = chat.segments[-1]
-                    still_open = _PAIRED.search(seg.text) is not None or (
-                        n == count - 2 and (after.tag in whole or not _settled(after.text))
-                    )
+                    paired = seg.tag not in self._lang.hidden and _PAIRED.search(seg.text) is not None
+                    still_open = paired or (n == count - 2 and (after.tag in whole or not _settled(after.text)))
                 if n < len(segments):
                     tag, parts, intensity = segments[n]
                     text = "".join(parts)

@@ -723,24 +723,28 @@ class StreamParser:
                         raise _Held
         except _Held:
             i = self._hold(s, i)
-        end = i
-        if end:
-            newlines = s.count("\n", 0, end)
-            if newlines:
-                self._line += newlines
-                self._line_start = self._base + s.rfind("\n", 0, end) + 1
-            self._base += end
-        if self._base > self._limit or self._room < 0:
+        base = self._base
+        if i:
+            if "\n" in s:
+                newlines = s.count("\n", 0, i)
+                if newlines:
+                    self._line += newlines
+                    self._line_start = base + s.rfind("\n", 0, i) + 1
+            base = self._base = base + i
+        if base > self._limit or self._room < 0:
             self._past_limit()
-        if self._text and self._streams:
+        if buf and self._streams:
             self._emit_text()
-        if (
-            (self._state == _HELD or (self._state == _TOP and self._damaged))
-            and self._spec_on
-            and self._kept is not None
-        ):
+        state = self._state
+        if (state == _HELD or (state == _TOP and self._damaged)) and self._spec_on and self._kept is not None:
             return self._speculate(text)
-        return self._flush()
+        out = self._out
+        if not out:
+            return []
+        self._out = []
+        if self._collector is not None:
+            self._unfolded.extend(out)
+        return out
 
     def close(self) -> list[Event]:
         """End of input: the remaining events (damaged or cut-off input is completed in batch)."""

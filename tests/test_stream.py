@@ -601,3 +601,23 @@ def test_the_echoed_request_form_shows_nothing_before_its_first_chat() -> None:
     events = [e for i in range(0, len(text), 4) for e in parser.feed(text[i : i + 4])] + parser.close()
     assert not any(isinstance(e, charfmt.Reset) for e in events)
     assert charfmt.collect(events) == charfmt.parse(text, lenient=True)
+
+
+def test_a_stream_past_max_size_takes_back_the_reasoning_it_showed() -> None:
+    # The batch reads input over max_size as CF002 and nothing else: no reasoning either.
+    text = '###Thinking\nThey want the amulet.\n{"chats":[]}'
+    parser = charfmt.StreamParser(max_size=len(text) - 1)
+    events = parser.feed(text) + parser.close()
+    assert charfmt.collect(events) == charfmt.parse(text, lenient=True, max_size=len(text) - 1)
+
+
+def test_a_header_with_other_keys_streams_from_the_rereads() -> None:
+    body = "<emo>sad</emo>\\n<msg>So it goes, and goes on.</msg>"
+    text = '{"chats": [{"type": "C", "order": 1, "emotion_summary": "sad", "chat_body": "' + body + '"}]}'
+    parser = charfmt.StreamParser()
+    early = [e for i in range(0, len(text), 4) for e in parser.feed(text[i : i + 4])]
+    events = early + parser.close()
+    assert [e.text for e in early if isinstance(e, charfmt.Emotion)] == ["sad"]
+    assert any(isinstance(e, charfmt.TextDelta) for e in early)
+    assert not any(isinstance(e, charfmt.Reset) for e in events)
+    assert charfmt.collect(events) == charfmt.parse(text, lenient=True)

@@ -384,6 +384,7 @@ class StreamParser:
         "_oversize",
         "_pend",
         "_preamble",
+        "_preamble_size",
         "_reasoning",
         "_room",
         "_spec_at",
@@ -417,6 +418,7 @@ class StreamParser:
         self._lang = _language(self.tags)
         self._reasoning = ""  # the model's reasoning shown so far (Reasoning events)
         self._preamble: list[str] | None = []  # text skipped before the reply (reasoning, prose, a fence)
+        self._preamble_size = 0  # ... its length
         self._damaged = False  # read through damage the batch reader repairs the same way (close() completes it)
         self._spec_at = 0  # how much of a held stream the last reread read (see _speculate)
         self._spec_work = 0  # how much all rereads read
@@ -769,7 +771,8 @@ class StreamParser:
         """Keep text skipped before the reply (bounded): it may hold the model's reasoning."""
         if self._preamble is not None and text:
             self._preamble.append(text)
-            if sum(map(len, self._preamble)) > _ENVELOPE_MAX * 64:
+            self._preamble_size += len(text)  # (a running sum: summing the list each time is quadratic)
+            if self._preamble_size > _ENVELOPE_MAX * 64:
                 self._preamble = None  # too long to reread here: close() reports the reasoning
 
     def _preamble_reasoning(self) -> None:

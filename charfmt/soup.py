@@ -613,9 +613,12 @@ def read_prose(
 ) -> None:
     """Read untagged text: bracket tags, starred or parenthesised actions, quoted speech, the rest speech.
 
-    The marks are the ``prose`` entries of the dialect table, in its order. When quoted
-    speech is present, unquoted narration between quotes is read as action (the table's
-    action tag; speech when the table has none).
+    The marks are the ``prose`` entries of the dialect table, in its order. Once quoted
+    speech has appeared, unquoted narration after it is read as action (the table's action
+    tag; speech when the table has none), and so is a whole sentence right before the first
+    quote (``She smiles. "Hi!"``). Other text before the first quote stays speech: it is
+    read from what came before it and what touches it, as a stream reads it, so a quote
+    later in the reply never turns text already shown as speech into an action.
     """
     emotion, speech = tags.emotion.name, tags.speech.name
     narration = tags.action.name if tags.action is not None else speech
@@ -642,14 +645,19 @@ def read_prose(
             continue
         out.dialect(_GROUP_DIALECT[kind or ""])
     pos = 0
-    rest = narration if quoted else speech
+    seen = False  # a quoted line came before: plain text from here on is narration
     for start, end, tag, value, intensity in marks:
-        _plain(text[pos:start], offset + pos, rest, out, speech)
+        quote = quoted and tag == speech and text[start] in _QUOTES
+        # A sentence ended just before the first quote narrates it; "He said "hi"" is one sentence.
+        lead = seen or (quote and re.search(r"[.!?。！？…]\s*\Z", text[pos:start]) is not None)
+        _plain(text[pos:start], offset + pos, narration if lead else speech, out, speech)
         out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
-        if not (quoted and tag == speech and text[start] in _QUOTES):
+        if quote:
+            seen = True
+        else:
             out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
         pos = end
-    _plain(text[pos:], offset + pos, rest, out, speech)
+    _plain(text[pos:], offset + pos, narration if seen else speech, out, speech)
 
 
 def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:

@@ -116,6 +116,8 @@ _ESCAPE: Final = re.compile(
 )
 _ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _ESCAPE_STARTS: Final = frozenset('"\\/bfnrtu')
+_HIGH_SURROGATES: Final = ("d8", "d9", "da", "db")
+"""``\\uD800``-``\\uDBFF``: the first half of a pair, whose second half may be in the next chunk."""
 _ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
 _TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 """A decoded character that text does not allow literally ('<' and '&' would be markup)."""
@@ -145,6 +147,8 @@ class _Language:
     hidden roles; an action or a cue goes out whole)."""
     whole: dict[str, str]
     """Tags announced whole, mapped to their role (emotion, action, cue)."""
+    hidden: frozenset[str]
+    """Tags of the hidden role: only ever read from a tag, never from prose (a quote in one pairs with none later)."""
     reasoning: re.Pattern[str]
     """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
     is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
@@ -177,6 +181,7 @@ def _language(tags: TagTable) -> _Language:
         re.compile(rf"<\\?/(?:((?!)))?(?:{names})?>"),
         element,
         whole,
+        frozenset(t.name for t in tags.with_role("hidden")),
         reasoning,
     )
 
@@ -190,15 +195,28 @@ _SPECULATE_BUDGET: Final = 16
 """... or sooner, on a character that may complete something, while all rereads together have
 read at most this many times the text so far."""
 _DECISIVE: Final = re.compile(r"[\]>*\")}\n]")
+_SPECULATE_SMALL: Final = 64
+"""... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
 _SPECULATE_LIMIT_SHIFT: Final = 5
 """A held stream is reread only while it is shorter than ``max_size >> 5``."""
 _UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
 """Characters that may begin markup a later character completes (a tag, an entity, an escape,
 an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
 open segment's text is shown only up to the first one near its end."""
+_PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd]")
+"""The same less '<' and '&': in a segment another one follows, those were read already (an
+entity decoded, a '<' that began no tag); the others may pair with a later character."""
 _UNSURE_SPAN: Final = 48
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
-"""Dialects of a reread that show nothing early: untagged text may be prose before the reply."""
+"""Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
+prose before the reply (inside a body, it is the body's text)."""
+_FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
+"""A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
+_ECHOED: Final = "user-chats"
+_ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
+"""The echoed request form shows nothing early before its first ``<chat>``: until then the
+batch reader takes the text around ``<user_chats>`` for one chat, and drops it as prose
+once a ``<chat>`` comes."""
 
 
 def _settled(text: str, *, whole_text: bool = False) -> str:
@@ -230,6 +248,8 @@ class _Chat:
 
 _NO_CHAT: Final = _Chat(-1, "", 0)
 """Stands for "no chat" between chats (never read there: the states say where a chat is open)."""
+_NO_SEPARATOR: Final = re.compile(r"[^\\<]|\\[^n]|\\n[^<]")
+"""After an element: what neither the separator (``\\n``) nor an opening tag can begin with."""
 _NO_CLOSER: Final = re.compile(r"(?!)")
 """An I/E body has no closing tag: '<' in it is damage."""
 
@@ -397,8 +417,8 @@ class StreamParser:
         self.tags = DEFAULT_TAGS if tags is None else tags
         self._lang = _language(self.tags)
         self._reasoning = ""  # the model's reasoning shown so far (Reasoning events)
-        self._preamble_size = 0
         self._preamble: list[str] | None = []  # text skipped before the reply (reasoning, prose, a fence)
+        self._preamble_size = 0  # ... its length
         self._damaged = False  # read through damage the batch reader repairs the same way (close() completes it)
         self._spec_at = 0  # how much of a held stream the last reread read (see _speculate)
         self._spec_work = 0  # how much all rereads read
@@ -579,6 +599,8 @@ class StreamParser:
                         continue
                     m = self._lang.sep_open.match(s, i)
                     if m is None:
+                        if _NO_SEPARATOR.match(s, i) is not None or s.find(">", i) >= 0:
+                            raise _Held  # no separator and tag can begin here, or a tag of no table
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
                     if self._whole_cut(s, i, m.group(2), m.end()):
@@ -599,6 +621,11 @@ class StreamParser:
                         self._key_done(s, i)
                     elif c == "\\":
                         if (j := _escape(s, i, buf, _KEY_BAD)) < 0:
+                            m = _ESCAPE.match(s, i)
+                            if (m is not None and not (m.group(4) or "").lower().startswith(_HIGH_SURROGATES)) or (
+                                i + 1 < n and s[i + 1] not in _ESCAPE_STARTS
+                            ):
+                                raise _Held  # a newline, markup or a bad escape in a key: the rereads read it
                             i = self._stall(s, i, _TOKEN_MAX)
                             break
                         i = j
@@ -629,6 +656,8 @@ class StreamParser:
                         continue
                     m = self._lang.open.match(s, i)
                     if m is None:
+                        if s[i] != "<" or s.find(">", i) >= 0:
+                            raise _Held  # no tag can begin here, or a tag of no table: the rereads read it
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
                     if self._whole_cut(s, i, m.group(1), m.end()):
@@ -662,8 +691,9 @@ class StreamParser:
                             break
                         m = _HEADER.match(s, i)
                         if m is None:
-                            i = self._stall(s, i, _ENVELOPE_MAX, '"')
-                            break
+                            # All the quotes a header holds are here: more text cannot make it one.
+                            # Other keys, another order (a dialect): the rereads show what they settle.
+                            raise _Held
                         self._chat_begins(m)
                         i = m.end()
                     elif state == _TOP:
@@ -695,24 +725,28 @@ class StreamParser:
                         raise _Held
         except _Held:
             i = self._hold(s, i)
-        end = i
-        if end:
-            newlines = s.count("\n", 0, end)
-            if newlines:
-                self._line += newlines
-                self._line_start = self._base + s.rfind("\n", 0, end) + 1
-            self._base += end
-        if self._base > self._limit or self._room < 0:
+        base = self._base
+        if i:
+            if "\n" in s:
+                newlines = s.count("\n", 0, i)
+                if newlines:
+                    self._line += newlines
+                    self._line_start = base + s.rfind("\n", 0, i) + 1
+            base = self._base = base + i
+        if base > self._limit or self._room < 0:
             self._past_limit()
-        if self._text and self._streams:
+        if buf and self._streams:
             self._emit_text()
-        if (
-            (self._state == _HELD or (self._state == _TOP and self._damaged))
-            and self._spec_on
-            and self._kept is not None
-        ):
+        state = self._state
+        if (state == _HELD or (state == _TOP and self._damaged)) and self._spec_on and self._kept is not None:
             return self._speculate(text)
-        return self._flush()
+        out = self._out
+        if not out:
+            return []
+        self._out = []
+        if self._collector is not None:
+            self._unfolded.extend(out)
+        return out
 
     def close(self) -> list[Event]:
         """End of input: the remaining events (damaged or cut-off input is completed in batch)."""
@@ -737,7 +771,7 @@ class StreamParser:
         """Keep text skipped before the reply (bounded): it may hold the model's reasoning."""
         if self._preamble is not None and text:
             self._preamble.append(text)
-            self._preamble_size += len(text)
+            self._preamble_size += len(text)  # (a running sum: summing the list each time is quadratic)
             if self._preamble_size > _ENVELOPE_MAX * 64:
                 self._preamble = None  # too long to reread here: close() reports the reasoning
 
@@ -775,9 +809,11 @@ class StreamParser:
         early = self._flush()
         size = self._base + len(self._pend)
         grown = size - self._spec_at
-        if grown < max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) and not (
-            grown and self._spec_work + size <= _SPECULATE_BUDGET * size and _DECISIVE.search(chunk)
-        ):
+        budget = grown > 0 and self._spec_work + size <= _SPECULATE_BUDGET * size
+        often = grown >= max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) or (
+            budget and _DECISIVE.search(chunk) is not None
+        )
+        if not often and not (budget and size <= _SPECULATE_SMALL):
             return early
         self._spec_work += size
         if size > self.max_size >> _SPECULATE_LIMIT_SHIFT:
@@ -801,11 +837,16 @@ class StreamParser:
             if pause:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        if batch.dialect in _UNSETTLED or (
-            batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text)
+        if (
+            (
+                batch.dialect in _UNSETTLED
+                and (not self._chats_at[0] or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None)
+            )
+            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or (batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
-        if not self._advance(batch, self._folded()):
+        if not self._advance(batch, self._folded(), often):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._out and self._state == _TOP:
@@ -816,7 +857,7 @@ class StreamParser:
             self._hold("", 0)
         return early + self._flush()
 
-    def _advance(self, batch: Reply, shown: Collector) -> bool:
+    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
 
         Settled: the reasoning once the reply has begun, every chat but the last one as it
@@ -842,8 +883,11 @@ class StreamParser:
         # is complete (what came in between is markup after it): shown whole, left open.
         tail = chats[-1].segments[-1] if chats and chats[-1].segments else None
         now = None if tail is None else (chats[-1].order, len(chats[-1].segments) - 1, tail.tag, tail.text)
-        steady = now is not None and now == self._spec_last
-        self._spec_last = now
+        # (Not between the rereads of every chunk of a short text: a few characters may add
+        # nothing the reader shows, a cut entity or a space, and still be the start of markup.)
+        steady = steady_test and now is not None and now == self._spec_last
+        if steady_test:
+            self._spec_last = now
         for k, chat in enumerate(chats):
             segments: list[list[Any]]
             if k < len(arrival):
@@ -883,9 +927,8 @@ class StreamParser:
                 # asterisk a later one closes may make it an action).
                 if k == last and not still_open and seg.tag not in whole:
                     after = chat.segments[-1]
-                    still_open = _UNSURE.search(seg.text) is not None or (
-                        n == count - 2 and (after.tag in whole or not _settled(after.text))
-                    )
+                    paired = seg.tag not in self._lang.hidden and _PAIRED.search(seg.text) is not None
+                    still_open = paired or (n == count - 2 and (after.tag in whole or not _settled(after.text)))
                 if n < len(segments):
                     tag, parts, intensity = segments[n]
                     text = "".join(parts)
@@ -1269,7 +1312,9 @@ class StreamParser:
             message = f"input is {size:,} long; the maximum is {self.max_size:,} (max_size)"
             cf002 = Diagnostic.at("", "CF002", message, 0)
             self._fail(cf002)
-            shown = self._collector is None or bool(self._folded().chats or self._collector.diagnostics)
+            shown = self._collector is None or bool(
+                self._folded().chats or self._collector.diagnostics or self._collector.reasoning
+            )
             self._out = [Reset()] if shown else []
             self._out.append(DiagnosticEvent(None, cf002))
             return

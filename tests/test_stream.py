@@ -567,3 +567,57 @@ def test_a_cue_of_an_extended_table_streams_whole_and_a_second_speech_tag_as_del
     # The default table does not know <sfx>: that reply is damaged there, and streams no cue.
     default = _stream(list(text))
     assert not any(isinstance(e, charfmt.Cue) for e in default)
+
+
+@pytest.mark.parametrize(
+    ("text", "segments"),
+    [
+        # Text before the first quote that does not end a sentence there stays speech...
+        (
+            '[joy] He said "hi" *waves* "Bye now."',
+            [("emo", "joy"), ("msg", "He said"), ("msg", "hi"), ("act", "waves"), ("msg", "Bye now.")],
+        ),
+        # ... narration after a quoted line is action.
+        (
+            '[sad] Okay then. *sighs* "Fine." She leaves.',
+            [("emo", "sad"), ("msg", "Okay then."), ("act", "sighs"), ("msg", "Fine."), ("act", "She leaves.")],
+        ),
+    ],
+)
+def test_a_later_quote_never_takes_back_speech_already_shown(text: str, segments: list[tuple[str, str]]) -> None:
+    batch = charfmt.parse(text, lenient=True)
+    assert [(s.tag, s.text) for c in batch.chats for s in c.segments] == segments
+    parser = charfmt.StreamParser()
+    early = [e for i in range(0, len(text), 4) for e in parser.feed(text[i : i + 4])]
+    late = parser.close()
+    assert not any(isinstance(e, charfmt.Reset) for e in early + late)
+    assert any(isinstance(e, charfmt.TextDelta) and e.tag == "msg" for e in early)  # shown before close()
+    assert charfmt.collect(early + late) == batch
+
+
+def test_the_echoed_request_form_shows_nothing_before_its_first_chat() -> None:
+    text = 'Sure! Here is the reply:\n<user_chats>\n<chat type="E">Mio joined.</chat>\n</user_chats>\nAnything else?'
+    parser = charfmt.StreamParser()
+    events = [e for i in range(0, len(text), 4) for e in parser.feed(text[i : i + 4])] + parser.close()
+    assert not any(isinstance(e, charfmt.Reset) for e in events)
+    assert charfmt.collect(events) == charfmt.parse(text, lenient=True)
+
+
+def test_a_stream_past_max_size_takes_back_the_reasoning_it_showed() -> None:
+    # The batch reads input over max_size as CF002 and nothing else: no reasoning either.
+    text = '###Thinking\nThey want the amulet.\n{"chats":[]}'
+    parser = charfmt.StreamParser(max_size=len(text) - 1)
+    events = parser.feed(text) + parser.close()
+    assert charfmt.collect(events) == charfmt.parse(text, lenient=True, max_size=len(text) - 1)
+
+
+def test_a_header_with_other_keys_streams_from_the_rereads() -> None:
+    body = "<emo>sad</emo>\\n<msg>So it goes, and goes on.</msg>"
+    text = '{"chats": [{"type": "C", "order": 1, "emotion_summary": "sad", "chat_body": "' + body + '"}]}'
+    parser = charfmt.StreamParser()
+    early = [e for i in range(0, len(text), 4) for e in parser.feed(text[i : i + 4])]
+    events = early + parser.close()
+    assert [e.text for e in early if isinstance(e, charfmt.Emotion)] == ["sad"]
+    assert any(isinstance(e, charfmt.TextDelta) for e in early)
+    assert not any(isinstance(e, charfmt.Reset) for e in events)
+    assert charfmt.collect(events) == charfmt.parse(text, lenient=True)

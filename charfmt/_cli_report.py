@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
@@ -20,8 +21,21 @@ _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
 def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     """The options of ``charfmt report`` (``whole``: the CLI's whole-number option type)."""
     sp.add_argument("file", metavar="FILE", help="JSON Lines log, one object per reply, or - for standard input")
-    sp.add_argument("--field", default="text", help="the key holding the model's reply (default text)")
-    sp.add_argument("--by", default="", metavar="KEYS", help="comma-separated keys to group by: model,prompt_version")
+    sp.add_argument(
+        "--field",
+        default="text",
+        help="the key holding the model's reply (default text; response.text for a nested one)",
+    )
+    sp.add_argument(
+        "--by", default="", metavar="KEYS", help="comma-separated keys to group by: model,prompt_version (meta.model)"
+    )
+    sp.add_argument(
+        "--max-groups",
+        type=whole(1),
+        default=1000,
+        metavar="N",
+        help="groups kept apart (default 1,000); the rest are counted in one '(other groups)' row",
+    )
     sp.add_argument("--jobs", type=whole(1, 1024), default=1, metavar="N", help="worker processes (default 1)")
     sp.add_argument(
         "--format", choices=FORMATS, default="text", help="text (default), json, or a self-contained html page"
@@ -58,19 +72,23 @@ def _input(path: str) -> Iterator[IO[bytes]]:
 
 
 def _out_folder(path: str) -> str:
+    """``--out``: a folder that exists (made if need be) and takes a file, checked before any line is read."""
     from charfmt.cli import _InputError  # noqa: PLC0415
 
     try:
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise NotADirectoryError(20, "Not a directory")
         os.makedirs(path, exist_ok=True)
-        if not os.access(path, os.W_OK):
-            raise PermissionError(13, "Permission denied")
+        fd, probe = tempfile.mkstemp(prefix=".charfmt-probe-", dir=path)  # os.access says yes to root
+        os.close(fd)
+        os.unlink(probe)
     except (OSError, ValueError) as e:
         raise _InputError(f"cannot write --out {path}: {getattr(e, 'strerror', None) or e}") from None
     return path
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Run ``charfmt report``; 0 once the report is written, whatever the replies hold."""
+    """Run ``charfmt report``; 0 once the report is written, 1 when no line held a reply (every line bad)."""
     from charfmt import report  # noqa: PLC0415
     from charfmt.batch import _pyarrow  # noqa: PLC0415
 
@@ -78,7 +96,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if len(set(by)) != len(by):
         args.parser.error(f"argument --by: a key is listed twice: {args.by}")
     try:
-        job = report.Job(field=args.field, by=by, max_line=args.max_size, full=args.out is not None)
+        job = report.Job(
+            field=args.field, by=by, max_line=args.max_size, full=args.out is not None, max_groups=args.max_groups
+        )
     except CharfmtError as e:
         args.parser.error(str(e))
     if args.engine == "ray" and args.file == "-":
@@ -109,6 +129,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     if outputs is not None:
         outputs.close(text, _EXTENSIONS[args.format])
     sys.stdout.write(text)
+    sys.stdout.flush()
+    for key in summary.unseen_by():
+        sys.stderr.write(f"charfmt report: --by key {key!r} appears in no line\n")
+    if summary.other is not None:
+        sys.stderr.write(
+            f"charfmt report: warning: more than {job.max_groups:,} groups; the rest are counted in one"
+            f" {report.OTHER!r} row (--max-groups)\n"
+        )
+    if (why := summary.all_bad()) is not None:
+        sys.stderr.write(f"charfmt report: {why}\n")
+        return 1
     return 0
 
 

@@ -46,10 +46,10 @@ _SCRIPT: Final = r"""
   function outcomeBar(group) {
     var width = 420, s = svg("outcome", width, 28, "outcome of " + group.count + " replies"), x = 0;
     ["valid", "repaired", "empty"].forEach(function (k) {
-      var w = width * group[k + "_pct"] / 100;
+      var w = width * (group[k + "_pct"] || 0) / 100;
       var r = el("rect", { x: x, y: 4, width: w.toFixed(2), height: 20, fill: COLOURS[k], "data-part": k,
                            "data-pct": group[k + "_pct"] });
-      r.appendChild(el("title", {}, k + " " + group[k + "_pct"] + "%"));
+      r.appendChild(el("title", {}, k + " " + (group[k + "_pct"] === null ? "-" : group[k + "_pct"] + "%")));
       s.appendChild(r);
       x += w;
     });
@@ -95,8 +95,8 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _group_name(key: dict[str, Any]) -> str:
-    return " ".join(f"{name}={'-' if value is None else value}" for name, value in key.items()) or "all"
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
 
 
 def _size(n: int | None) -> str:
@@ -107,7 +107,7 @@ def render_html(report: dict[str, Any]) -> str:
     """The whole page for ``report`` (:meth:`charfmt.report.Summary.to_dict`)."""
     groups = [("all", report["total"])]
     if report["by"]:
-        groups += [(_group_name(g["key"]), g) for g in report["groups"]]
+        groups += [(g["label"], g) for g in report["groups"]]
     data = json.dumps(report, ensure_ascii=False, sort_keys=True).replace("<", "\\u003c")
     parts = [
         "<!DOCTYPE html>",
@@ -128,8 +128,8 @@ def render_html(report: dict[str, Any]) -> str:
     ]
     for name, g in groups:
         parts.append(
-            f"<tr><td>{_e(name)}</td><td>{g['count']:,}</td><td>{g['valid_pct']:.1f}%</td>"
-            f"<td>{g['repaired_pct']:.1f}%</td><td>{g['empty_pct']:.1f}%</td><td>{g['keep_pct']:.1f}%</td>"
+            f"<tr><td>{_e(name)}</td><td>{g['count']:,}</td><td>{_pct(g['valid_pct'])}</td>"
+            f"<td>{_pct(g['repaired_pct'])}</td><td>{_pct(g['empty_pct'])}</td><td>{_pct(g['keep_pct'])}</td>"
             f"<td>{_size(g['size_p50'])}</td><td>{_size(g['size_p99'])}</td></tr>"
         )
     parts.append("</table>")

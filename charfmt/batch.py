@@ -204,6 +204,8 @@ def _texts(values: Any) -> list[str | bytes | None]:
     """The Python values of an Arrow array or chunked array of strings or bytes (or a plain sequence)."""
     pa = _pyarrow()
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if pa.types.is_dictionary(values.type) and str(values.type.value_type) in _TEXT_TYPES:
+            values = values.cast(values.type.value_type)  # dictionary-encoded (categorical) strings
         if str(values.type) not in _TEXT_TYPES:
             raise CharfmtError(f"replies must be strings or bytes, not Arrow {values.type}")
         return list(values.to_pylist())

@@ -67,6 +67,7 @@ _CHAT_ELEMENT: Final = re.compile(r"[<＜]\s*+([/／]\s*+)?(user_chats|chat)\b([
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
 _CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?\Z")
 """A tag the input ends inside: ``<chat type="C``, ``</ms``."""
+_CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)")
 _ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
 _CHANNEL_END: Final = re.compile(r"<\|(?:end|start|channel|return|call)\|>")
 
@@ -267,9 +268,33 @@ class Recovery:
                 after = node.end if node.end >= 0 else end
                 self._more(after, end, chats)
                 return True
+            if tries == 1 and self._cut_reply(start, at, end, node):
+                # '{', '{"chats":': only the beginning of a JSON reply arrived. It is a reply
+                # cut off before its first chat (as '{"chats":[' is), not prose.
+                self._drop(start, at)
+                self._repairs(reader.repairs[mark:])
+                for key, ks, _ke, value in node.pairs:
+                    self.note("CF615", f"unknown key {_short(key)!r} dropped", ks, value.end)
+                return True
             # The next candidate starts after this value: "[[[[…" is read once, not once per bracket.
             pos = node.end if node.end > at else at + 1
         return False
+
+    def _cut_reply(self, start: int, at: int, end: int, node: JNode) -> bool:
+        """The region is only the beginning of a JSON object (or array of objects), cut before it closed.
+
+        Nothing but space, code fences and special tokens stands before it, and what
+        follows ``at`` is a prefix of valid JSON that never closes: ``{``, ``{"chats":``,
+        ``[{"type": "C", "bo``. Prose with a brace in it is no such prefix.
+        """
+        text = self.source.text
+        if node.closed or node.kind not in ("object", "array") or node.end != end:
+            return False
+        if _FENCE.sub("", _SPECIAL.sub("", text[start:at])).strip():
+            return False
+        if text[at] == "[" and text[at + 1 : end].strip()[:1] not in ("", "{"):
+            return False
+        return _json_prefix(text, at, end)
 
     def _reader(self, end: int) -> Reader:
         """One JSON reader per source text: each candidate value is read once, never re-copied."""
@@ -604,6 +629,11 @@ class Recovery:
                 self.note("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))
             return
         at = start + len(region) - len(region.lstrip())
+        cleaned = self._drop_cut_tag(cleaned, start)
+        if not cleaned.strip():
+            self.dialect("plain-text")
+            self.note("CF616", "no JSON reply, and nothing of the reply but a tag cut off at the end", at, at)
+            return
         entry = self.walk("text", Sample(cleaned))
         if entry is not None and entry.name == "user-chats":
             message = "no JSON reply: the reply echoes the request form, each <chat> is read as a chat"
@@ -614,6 +644,30 @@ class Recovery:
         chat = _RawChat(len(chats), None, "C")
         self._text_body(chat, cleaned, start, entry)
         chats.append(chat)
+
+    def _drop_cut_tag(self, text: str, offset: int) -> str:
+        """``text`` with a tag the input ends inside (``</ms``, ``<em``, ``<chat type="C``) blanked, noted ``CF610``.
+
+        In a reply written in tags, any tag begun at the very end is one; in prose, only
+        the beginning of an element name the reader knows (``<em`` of ``<emo>``, ``<user_c``):
+        ``a <b`` or ``x <y`` stay text. ``text`` runs to the end of the input.
+        """
+        m = _CUT_ELEMENT.search(text, max(0, len(text) - 200))
+        if m is None:
+            return text
+        name = _CUT_NAME.match(m.group()).group(1).lower()  # type: ignore[union-attr]
+        if TAGGED.search(text, 0, m.start()) is None:
+            known = (*(n.lower() for n in self.tags.names), "user_chats", "chat", *REASONING_TAGS)
+            attributes = len(m.group().rstrip()) > _CUT_NAME.match(m.group()).end()  # type: ignore[union-attr]
+            if not any(k.startswith(name) and (k == name or not attributes) for k in known):
+                return text
+        self.note(
+            "CF610",
+            f"the reply was cut off inside a tag: {_short(m.group())!r} dropped",
+            offset + m.start(),
+            offset + len(text),
+        )
+        return text[: m.start()] + " " * (len(text) - m.start())
 
     def _text_body(self, chat: _RawChat, text: str, offset: int, entry: dialects.DialectRule | None) -> None:
         """One chat written with no JSON around it: front matter, then tags or prose, as the ``text`` chain says."""
@@ -920,6 +974,65 @@ _KEY_SPACE: Final = re.compile(r"[\s\x00-\x1f\x7f]+")
 _SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
 _MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
 """Vocabulary decisions that replace a word with one of the vocabulary's keys."""
+
+
+_JSON_TOKEN: Final = re.compile(
+    r"""[ \t\r\n]*+(?:(?P<p>[{}\[\]:,])|(?P<s>"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+")"""
+    r"|(?P<v>-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?(?![0-9.eE+\-])|true|false|null))"
+)
+_JSON_CUT_STRING: Final = re.compile(
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+(?:\\(?:u[0-9a-fA-F]{0,3})?)?\Z'
+)
+_JSON_CUT_VALUE: Final = re.compile(
+    r"(?:-|-?(?:0|[1-9][0-9]*+)(?:\.[0-9]*+)?(?:[eE][-+]?[0-9]*+)?|t(?:ru?)?|f(?:a(?:ls?)?)?|n(?:ul?)?)\Z"
+)
+
+
+def _json_prefix(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` is the beginning of valid JSON that has not closed yet (strict JSON, no repairs)."""
+    stack: list[str] = []
+    want = "value"  # value, key, colon, comma (each may also be a closer where JSON allows)
+    pos = start
+    while True:
+        m = _JSON_TOKEN.match(text, pos, end)
+        if m is None:
+            rest = text[pos:end].lstrip(" \t\r\n")
+            if not rest:
+                return bool(stack)
+            cut_string = want in ("key", "value") and _JSON_CUT_STRING.match(rest) is not None
+            return bool(stack) and (cut_string or (want == "value" and _JSON_CUT_VALUE.match(rest) is not None))
+        pos = m.end()
+        punct = m.group("p")
+        if punct is None:
+            if want == "key" and m.group("s") is None:
+                return False
+            if want not in ("key", "value"):
+                return False
+            want = "colon" if want == "key" else "comma"
+        elif punct in "{[":
+            if want != "value":
+                return False
+            stack.append(punct)
+            want = "key" if punct == "{" else "value"
+        elif punct in "}]":
+            if not stack or stack[-1] != ("{" if punct == "}" else "["):
+                return False
+            if want not in ("comma", "key" if punct == "}" else "value"):
+                return False
+            stack.pop()
+            if not stack:
+                return False  # it closed: a whole value, not a cut one
+            want = "comma"
+        elif punct == ":":
+            if want != "colon":
+                return False
+            want = "value"
+        else:  # ','
+            if want != "comma":
+                return False
+            want = "key" if stack[-1] == "{" else "value"
+        if not stack:
+            return False  # a scalar at the top: not an object or an array
 
 
 def _keys(node: JNode) -> frozenset[str]:

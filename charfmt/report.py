@@ -39,6 +39,14 @@ CHUNK_BYTES: Final = 4 << 20
 """A chunk also ends once it holds this many bytes (a log of large replies)."""
 ROW_GROUP: Final = 10_000
 """Rows per Parquet row group; fixed, so the file is the same whatever the chunks were."""
+MAX_GROUPS: Final = 1000
+"""Groups kept apart by default (``--max-groups``); the replies of any further group are counted in one row."""
+OTHER: Final = "(other groups)"
+"""The label of the row that holds the groups past the cap."""
+MISSING: Final = "(missing)"
+"""How a group key absent from a line is shown (a JSON ``null`` shows as ``null``)."""
+KEYS_LISTED: Final = 20
+"""Keys a "no field" bad line lists (what the line had instead)."""
 FIRST_BAD: Final = 100
 """Bad lines the report lists by line number (all of them are rows of ``rows.parquet``)."""
 RAY_RANGE_BYTES: Final = 8 << 20
@@ -73,6 +81,8 @@ class Job:
     """Longest line read, in bytes; a longer one is a bad line."""
     full: bool = False
     """Keep every column (for ``--out``), not only those the summary needs."""
+    max_groups: int = MAX_GROUPS
+    """Groups the summary keeps apart; the replies of any further group go to one ``(other groups)`` row."""
 
     def __post_init__(self) -> None:
         taken = {"line", "bad", *RESULT_COLUMNS}
@@ -146,6 +156,7 @@ def read_chunks(
 
 # -- 2. the worker ---------------------------------------------------------------------
 
+_GZIP: Final = b"\x1f\x8b"
 _JSON_KINDS: Final = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number"}
 
 
@@ -153,17 +164,42 @@ def _kind(value: Any) -> str:
     return "null" if value is None else _JSON_KINDS.get(type(value), "a number")
 
 
+_ABSENT: Final = object()
+
+
+def lookup(record: dict[str, Any], name: str) -> Any:
+    """The value of key ``name`` in ``record``; a dotted name (``meta.model``) walks into nested objects.
+
+    A key that holds the dot itself wins over the path. Missing: :data:`_ABSENT`.
+    """
+    if name in record:
+        return record[name]
+    value: Any = record
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value
+
+
 def _group_value(value: Any) -> str | None:
-    """A group field's value as text: strings as they are, other JSON values as JSON, missing or null as null."""
-    if value is None or isinstance(value, str):
-        return value
+    """A group field's value as JSON text, so its type stays (``3`` is not ``"3"``); a missing key is null."""
+    if value is _ABSENT:
+        return None
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def group_label(by: Sequence[str], key: Sequence[str | None]) -> str:
+    """A group's label: ``model="gpt" v=3``: values as JSON (one line, strings quoted), a missing key ``(missing)``."""
+    return " ".join(f"{name}={MISSING if value is None else value}" for name, value in zip(by, key, strict=True))
 
 
 def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | None, str | None]:
     """``(reply, record, why bad)`` of one line: the reply text, or why there is none."""
     if raw is None:
         return None, None, f"line longer than {job.max_line:,} bytes (--max-size)"
+    if raw.startswith(_GZIP):
+        return None, None, "gzip-compressed, not JSON Lines: decompress it (zcat FILE | charfmt report -)"
     try:
         record = json.loads(raw)
     except UnicodeDecodeError as e:
@@ -174,9 +210,10 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
         return None, None, "not JSON that can be read: nested too deeply"
     if not isinstance(record, dict):
         return None, None, f"not a JSON object but {_kind(record)}"
-    if job.field not in record:
-        return None, record, f"no field {job.field!r}"
-    text = record[job.field]
+    text = lookup(record, job.field)
+    if text is _ABSENT:
+        texts = sorted(k for k, v in record.items() if isinstance(v, str))[:KEYS_LISTED]
+        return None, record, f"no field {job.field!r} (string keys {json.dumps(texts, ensure_ascii=False)})"
     if not isinstance(text, str):
         return None, record, f"field {job.field!r} is {_kind(text)}, not a string"
     return text, record, None
@@ -194,7 +231,7 @@ def parse_lines(job: Job, first_line: int, lines: Sequence[bytes | None]) -> Arr
         text, record, why = _record(raw, job)
         numbers.append(first_line + k)
         for values, name in zip(groups, job.by, strict=True):
-            values.append(None if record is None else _group_value(record.get(name)))
+            values.append(None if record is None else _group_value(lookup(record, name)))
         texts.append(text)
         bad.append(why)
     found = batch.rows(texts)
@@ -260,8 +297,8 @@ class Group:
     def to_dict(self, top: int) -> dict[str, Any]:
         """The group's figures as JSON-ready values (``top`` codes)."""
 
-        def pct(n: int) -> float:
-            return round(100 * n / self.count, 2) if self.count else 0.0
+        def pct(n: int) -> float | None:
+            return round(100 * n / self.count, 2) if self.count else None
 
         codes = sorted(self.codes.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
         dialects = sorted(self.dialects.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -296,6 +333,17 @@ class Summary:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.groups: dict[tuple[str | None, ...], Group] = {}
+        self.other: Group | None = None
+        """The replies of groups past ``job.max_groups``, in one row."""
+        self.folded: set[tuple[str | None, ...]] = set()
+        """Keys folded into :attr:`other` (at most ``job.max_groups`` remembered: memory stays bounded)."""
+        self.folded_more = False
+        """More distinct keys were folded than :attr:`folded` remembers."""
+        self.seen_by: set[str] = set()
+        """The ``by`` keys some line had."""
+        self.missing_keys: Counter[str] = Counter()
+        """Keys of the lines that lacked the reply's field (for the "did you mean" note)."""
+        self.missing_field = 0
         self.lines = 0
         """The last line number seen."""
         self.bad = 0
@@ -308,30 +356,38 @@ class Summary:
             return
         col = table.column
         lines = col("line").to_pylist()
-        keys = list(zip(*(col(name).to_pylist() for name in self.job.by), strict=True)) or [()] * len(lines)
+        by_values = [col(name).to_pylist() for name in self.job.by]
+        keys = list(zip(*by_values, strict=True)) or [()] * len(lines)
         bad, valid, repaired, empty, keep = (col(n).to_pylist() for n in ("bad", "valid", "repaired", "empty", "keep"))
         dialect, errors, warnings, size = (
             col(n).to_pylist() for n in ("dialect", "error_codes", "warning_codes", "size")
         )
         diagnostics = col("diagnostics")
         self.lines = lines[-1]
+        for name, values in zip(self.job.by, by_values, strict=True):
+            if name not in self.seen_by and any(v is not None for v in values):
+                self.seen_by.add(name)
         for i, line in enumerate(lines):
             why = bad[i]
             if why is not None:
                 self.bad += 1
-                self.bad_reasons[why.split(":")[0]] += 1
+                self.bad_reasons[_reason(why)] += 1
                 if len(self.bad_first) < FIRST_BAD:
                     self.bad_first.append((line, why))
+                if why.startswith("no field ") and " (string keys [" in why:
+                    self.missing_field += 1
+                    with suppress(ValueError):
+                        for key in json.loads(why[why.index(" (string keys [") + 14 : -1]):
+                            if key in self.missing_keys or len(self.missing_keys) < 1000:
+                                self.missing_keys[key] += 1
                 continue
-            group = self.groups.get(keys[i])
-            if group is None:
-                group = self.groups[keys[i]] = Group()
+            group = self._group(keys[i])
             group.count += 1
             group.valid += valid[i]
             group.repaired += repaired[i]
             group.empty += empty[i]
             group.keep += keep[i]
-            group.dialects[dialect[i] or ("strict" if valid[i] else "none")] += 1
+            group.dialects[dialect[i] or ("strict" if valid[i] else "empty")] += 1
             group.sizes[size[i]] += 1
             codes = {*errors[i], *warnings[i]}
             for code in codes:
@@ -343,12 +399,59 @@ class Summary:
                         missing.discard(d["code"])
                         group.examples[d["code"]] = (line, f"{d['line']}:{d['column']}: {d['code']} {d['message']}")
 
+    def _group(self, key: tuple[str | None, ...]) -> Group:
+        """The group of ``key``; past ``job.max_groups`` groups, the one row of the other groups."""
+        group = self.groups.get(key)
+        if group is not None:
+            return group
+        if len(self.groups) < self.job.max_groups:
+            group = self.groups[key] = Group()
+            return group
+        if self.other is None:
+            self.other = Group()
+        if len(self.folded) < self.job.max_groups:
+            self.folded.add(key)
+        elif key not in self.folded:
+            self.folded_more = True
+        return self.other
+
+    def unseen_by(self) -> list[str]:
+        """The ``--by`` keys no line had."""
+        return [name for name in self.job.by if name not in self.seen_by]
+
+    def all_bad(self) -> str | None:
+        """When no line held a reply though some lines were read: one line saying why (else ``None``)."""
+        if not self.bad or any(g.count for g in self.groups.values()) or self.other is not None:
+            return None
+        field = self.job.field
+        if self.missing_field == self.bad:
+            note = f"no line had field {field!r}"
+            common = [k for k, n in self.missing_keys.most_common(5) if 2 * n > self.bad and k != field]
+            strings = [k for k in common if k in ("text", "reply", "response", "content", "output", "completion")]
+            best = (strings or common)[:1]
+            return note + (f" — did you mean --field {best[0]}?" if best else "")
+        reasons = ", ".join(f"{why} {n:,}" for why, n in sorted(self.bad_reasons.items(), key=lambda kv: -kv[1]))
+        return f"none of the {self.bad:,} lines held a reply ({reasons}): is the input a JSON Lines log?"
+
     def to_dict(self, name: str, top: int = 5) -> dict[str, Any]:
         """The report as JSON-ready values; the same for the same input, whatever ran it."""
         total = Group()
         for group in self.groups.values():
             total.merge(group)
+        if self.other is not None:
+            total.merge(self.other)
         ordered = sorted(self.groups.items(), key=lambda kv: [(v is not None, v or "") for v in kv[0]])
+        groups = [
+            {
+                "key": {n: json.loads(v) for n, v in zip(self.job.by, key, strict=True) if v is not None},
+                "label": group_label(self.job.by, key),
+                "other": False,
+                **group.to_dict(top),
+            }
+            for key, group in ordered
+        ]
+        if self.other is not None:
+            groups.append({"key": None, "label": OTHER, "other": True, **self.other.to_dict(top)})
         return {
             "input": name,
             "field": self.job.field,
@@ -359,22 +462,28 @@ class Summary:
                 "reasons": dict(sorted(self.bad_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
                 "first": [{"line": line, "reason": why} for line, why in self.bad_first],
             },
+            "max_groups": self.job.max_groups,
+            "folded_groups": None if self.other is None else (None if self.folded_more else len(self.folded)),
             "total": total.to_dict(top),
-            "groups": [
-                {"key": dict(zip(self.job.by, key, strict=True)), **group.to_dict(top)} for key, group in ordered
-            ],
+            "groups": groups,
         }
+
+
+def _reason(why: str) -> str:
+    """The kind of a bad line's reason: its words before the details (``not JSON``, ``no field 'text'``)."""
+    return why.split(":", 1)[0].split(" (string keys [", 1)[0]
 
 
 # -- output ----------------------------------------------------------------------------
 
 
-def _key_words(key: dict[str, Any]) -> str:
-    return " ".join(f"{name}={'-' if value is None else value}" for name, value in key.items()) or "all"
-
-
 def _size(n: int | None) -> str:
     return "-" if n is None else f"{n:,} B"
+
+
+def percent(value: float | None, width: int = 5) -> str:
+    """A share as ``12.5%``, or ``-`` where there was no reply to take a share of."""
+    return f"{'-':>{width + 1}}" if value is None else f"{value:>{width}.1f}%"
 
 
 def render_text(report: dict[str, Any]) -> str:
@@ -383,7 +492,7 @@ def render_text(report: dict[str, Any]) -> str:
     bad = report["bad_lines"]
     rows = [("all", report["total"])]
     if report["by"]:
-        rows += [(_key_words(g["key"]), g) for g in report["groups"]]
+        rows += [(g["label"], g) for g in report["groups"]]
     width = max(len(name) for name, _ in rows)
     out.append("")
     out.append(
@@ -392,8 +501,9 @@ def render_text(report: dict[str, Any]) -> str:
     )
     for name, g in rows:
         out.append(
-            f"{name:<{width}}  {g['count']:>9,}  {g['valid_pct']:>5.1f}%  {g['repaired_pct']:>7.1f}%"
-            f"  {g['empty_pct']:>5.1f}%  {g['keep_pct']:>5.1f}%  {_size(g['size_p50']):>9}  {_size(g['size_p99']):>9}"
+            f"{name:<{width}}  {g['count']:>9,}  {percent(g['valid_pct'])}  {percent(g['repaired_pct'], 7)}"
+            f"  {percent(g['empty_pct'])}  {percent(g['keep_pct'])}"
+            f"  {_size(g['size_p50']):>9}  {_size(g['size_p99']):>9}"
         )
     for name, g in rows:
         out.append("")
@@ -416,6 +526,8 @@ def render_text(report: dict[str, Any]) -> str:
             out.append(f"  ... and {bad['count'] - len(bad['first']):,} more (every one is a row of rows.parquet)")
     else:
         out.append("bad lines: none")
+    if report.get("folded_groups") is not None or any(g.get("other") for g in report["groups"]):
+        out.append(f"groups past the first {report['max_groups']:,} are counted in one row {OTHER!r} (--max-groups)")
     return "\n".join(out) + "\n"
 
 
@@ -452,7 +564,14 @@ class Outputs:
             groups = [table.column(name).to_pylist() for name in self.job.by]
             for i, kept in enumerate(keep):
                 if kept:
-                    record = {"line": lines[i], **{name: g[i] for name, g in zip(self.job.by, groups, strict=True)}}
+                    record = {
+                        "line": lines[i],
+                        **{
+                            name: json.loads(g[i])
+                            for name, g in zip(self.job.by, groups, strict=True)
+                            if g[i] is not None
+                        },
+                    }
                     record[self.job.field] = canonical[i]
                     self._keep.write(json.dumps(record, ensure_ascii=False) + "\n")
 
@@ -613,7 +732,8 @@ class ProgressCounter:
             self.out.flush()
 
     def done(self) -> None:
-        """End the counter's line (only if it drew one)."""
+        """Redraw the counter with the final count and end its line (only if it drew one)."""
         if self.shown:
-            self.out.write("\n")
+            took = time.monotonic() - self.start
+            self.out.write(f"\rcharfmt report: {self.lines:,} lines in {took:,.1f}s\x1b[K\n")
             self.out.flush()

@@ -27,7 +27,7 @@ from charfmt import report  # noqa: E402 (after the skip)
 BAD_LINES: dict[str, str] = {
     "not json\n": "not JSON: Expecting value at column 1",
     "[1, 2]\n": "not a JSON object but an array",
-    '{"model": "a"}\n': "no field 'text'",
+    '{"model": "a"}\n': 'no field \'text\' (string keys ["model"])',
     '{"text": 3, "model": "b"}\n': "field 'text' is a number, not a string",
     '{"text": null}\n': "field 'text' is null, not a string",
     "[" * 100_000 + "\n": "not JSON that can be read: nested too deeply",
@@ -104,7 +104,7 @@ def test_figures_match_an_independent_count(log: tuple[Path, list[dict[str, Any]
             assert c["example"]["line"] == first[0]
             d = next(d for d in first[1].diagnostics if d.code == c["code"])
             assert c["example"]["message"] == f"{d.line}:{d.column}: {d.code} {d.message}"
-        dialects = Counter(r.dialect or ("strict" if _strict_ok(t) else "none") for _, r, t in replies)
+        dialects = Counter(r.dialect or ("strict" if _strict_ok(t) else "empty") for _, r, t in replies)
         assert {d["dialect"]: d["replies"] for d in group["dialects"]} == dict(dialects)
     assert got["total"]["count"] == len(records)
     assert got["total"]["valid"] == sum(g["valid"] for g in got["groups"])
@@ -169,7 +169,7 @@ def test_text_format(log: tuple[Path, list[dict[str, Any]]], capsys: Any) -> Non
     assert captured.err == ""
     out = captured.out
     data = run_json(capsys, str(path), "--by", "model")
-    for name, group in [("all", data["total"]), ("model=a", data["groups"][0]), ("model=b", data["groups"][1])]:
+    for name, group in [("all", data["total"]), ('model="a"', data["groups"][0]), ('model="b"', data["groups"][1])]:
         assert f"== {name}: {group['count']:,} replies" in out
         assert f"{group['valid_pct']:.1f}%" in out
         for c in group["codes"]:
@@ -309,12 +309,15 @@ def test_group_values_that_are_not_strings(tmp_path: Path, capsys: Any) -> None:
     rows = [{"text": "hi", "v": v} for v in (2, None, "2", {"b": 1, "a": [1]}, True)] + [{"text": "hi"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     got = run_json(capsys, str(path), "--by", "v")
-    assert [(g["key"]["v"], g["count"]) for g in got["groups"]] == [
-        (None, 2),
-        ("2", 2),
-        ("true", 1),
-        ('{"a": [1], "b": 1}', 1),
-    ]  # by the text of the value; a missing or null value first
+    # Each JSON value is its own group, of its own type: 2 is not "2", null is not a missing key.
+    assert [(g["key"], g["label"], g["count"]) for g in got["groups"]] == [
+        ({}, "v=(missing)", 1),
+        ({"v": "2"}, 'v="2"', 1),
+        ({"v": 2}, "v=2", 1),
+        ({"v": None}, "v=null", 1),
+        ({"v": True}, "v=true", 1),
+        ({"v": {"a": [1], "b": 1}}, 'v={"a": [1], "b": 1}', 1),
+    ]  # by the JSON text of the value; a missing key first
 
 
 def test_a_failed_job_leaves_no_half_written_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

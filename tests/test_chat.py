@@ -376,7 +376,7 @@ def test_chat_uses_the_characters_tags(server: str, capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(("server_kind", "field"), [("vllm", "structured_outputs"), ("openai", "response_format")])
 def test_chat_sends_the_characters_tags_to_every_server(server: str, server_kind: str, field: str) -> None:
     assert main(["chat", "--character", YUKI, "--endpoint", server, "--server", server_kind, "--say", "hi"]) == 0
-    assert "wind_howl" in json.dumps(_Server.requests[0]["body"][field])  # the cue's values are in the constraint
+    assert "footsteps" in json.dumps(_Server.requests[0]["body"][field])  # the cue's values are in the constraint
 
 
 def test_the_hidden_role_is_decided_by_the_table_not_the_name() -> None:

@@ -176,6 +176,10 @@ class TerminalView:
             if event.kind == "segment_end":
                 self._end_typing()
 
+    def silent(self) -> None:
+        """The reply holds no chats (``{"chats": []}``): say so, or the turn shows nothing at all."""
+        self._line(f"({self.character.name} says nothing: no chats)")
+
     def finish(self) -> None:
         """The reply is complete: flush the last sentence; the next reply starts afresh."""
         if self.show_sentences:
@@ -452,6 +456,8 @@ def take_turn(
         view.finish()
     text = "".join(chunks)
     reply = parse(text, vocabulary=character.vocabulary, tags=character.tags) if strict else stream.reply
+    if view is not None and not reply.chats:
+        view.silent()
     history.append(Exchange(user=turn, reply=canonical_form(reply, tags=character.tags)))
     return Turn(reply, text, chunks)
 

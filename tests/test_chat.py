@@ -449,6 +449,13 @@ def test_a_stalled_server_is_a_timeout_not_an_output_error(server: str, capsys: 
     assert "cannot write output" not in err
 
 
+def test_a_reply_without_chats_is_shown_as_silence() -> None:
+    rex = Character.load(REX)
+    out = io.StringIO()
+    take_turn(rex, [], "hi", scripted('{"chats":[]}'), view=TerminalView(rex, out))
+    assert out.getvalue() == "(Rex says nothing: no chats)\n"
+
+
 def test_turn_stats_say_how_a_reply_ended() -> None:
     assert TurnStats(5, 0, 1, True, "stop").state == ""
     assert TurnStats(5, 0, 1, False, "length").state == "cut off at the token budget"

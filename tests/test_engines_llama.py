@@ -260,8 +260,9 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
                 streamed.feed(chunk)
             streamed.close()
             assert streamed.reply == charfmt.parse(turn.text, vocabulary=character.vocabulary) == turn.reply
-            lengths += [len(seg.text) for chat_ in turn.reply.chats for seg in chat_.segments]
-            assert all(n <= (bounds.max_chars or 0) for n in lengths)
+            these = [len(seg.text) for chat_ in turn.reply.chats for seg in chat_.segments]
+            assert all(n <= (bounds.max_chars or 0) for n in these), (bounds, turn.text)
+            lengths += these
             # the same turn, unconstrained, read leniently
             loose = take_turn(character, free_history, say, unbounded, budget=budget, counter=counter)
             total += 1

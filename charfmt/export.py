@@ -727,7 +727,16 @@ def _py_char(cp: int) -> str:
     return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
 
 
-_PY: Final = _Syntax(_py_char, re.escape, True, ("(?:", ")"), "", "|")
+_PY_CONTROLS: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _py_lit(text: str) -> str:
+    # re.escape writes a newline as a backslash and a raw newline: the regex would span lines.
+    # \n, \r and \t read the same in Python re and ECMA-262, so the regex prints on one line.
+    return "".join(_PY_CONTROLS.get(c) or re.escape(c) for c in text)
+
+
+_PY: Final = _Syntax(_py_char, _py_lit, True, ("(?:", ")"), "", "|")
 
 
 def _fixed_width_char(cp: int) -> str:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
@@ -16,8 +18,18 @@ from conftest import ROOT
 
 import charfmt
 from charfmt.character import Character, Exchange
-from charfmt.chat import TerminalView, TurnStats, take_turn
+from charfmt.chat import (
+    DEFAULT_MAX_TOKENS,
+    TerminalView,
+    TurnStats,
+    chat_bounds,
+    limit_note,
+    reply_shape,
+    run,
+    take_turn,
+)
 from charfmt.cli import main
+from charfmt.export import max_reply_tokens
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 REPLY = {
@@ -93,10 +105,40 @@ def test_turn_stats() -> None:
 class _Server(BaseHTTPRequestHandler):
     requests: ClassVar[list[dict[str, Any]]] = []
     status: ClassVar[int] = 200
+    mode: ClassVar[str] = "stream"
+    reply: ClassVar[str] = TEXT
+
+    def _send(self, kind: str, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append({"path": self.path, "body": body})
+        text, mode = type(self).reply, type(self).mode
+        if mode == "json":  # a server that ignores "stream": one chat.completion object
+            message = {"role": "assistant", "content": text}
+            done = {"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+            return self._send("application/json", json.dumps(done).encode())
+        if mode == "html":
+            return self._send("text/html", b"<html><body>502 Bad Gateway</body></html>\n")
+        if mode == "hang":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b'data: {"choices":[{"delta":{"content":"{"}}]}\n\n')
+            self.wfile.flush()
+            time.sleep(3)
+            return None
+        if mode == "empty":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"data: [DONE]\n\n")
+            return None
         if type(self).status != 200:
             self.send_response(type(self).status)
             self.end_headers()
@@ -105,10 +147,11 @@ class _Server(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        for i in range(0, len(TEXT), 5):
-            chunk = {"choices": [{"delta": {"content": TEXT[i : i + 5]}, "finish_reason": None}]}
+        for i in range(0, len(text), 5):
+            chunk = {"choices": [{"delta": {"content": text[i : i + 5]}, "finish_reason": None}]}
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
+        return None
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -118,6 +161,8 @@ class _Server(BaseHTTPRequestHandler):
 def server() -> Iterator[str]:
     _Server.requests = []
     _Server.status = 200
+    _Server.mode = "stream"
+    _Server.reply = TEXT
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -192,6 +237,7 @@ def test_missing_llama_cpp_is_a_clear_message() -> None:
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("charfmt: error: llama-cpp-python is not installed")
     assert "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "CMAKE_ARGS=" in done.stderr  # one line, the build flags in it
 
 
 def test_missing_model_is_a_clear_message() -> None:
@@ -200,13 +246,227 @@ def test_missing_model_is_a_clear_message() -> None:
         "import sys\nfrom charfmt.cli import main\n"
         f"sys.exit(main(['chat', '--character', {REX!r}, '--model', '/nonexistent/m.gguf', '--say', 'hi']))"
     )
-    assert done.returncode == 1
+    assert done.returncode == 2  # a missing file, as the README says
     assert done.stderr == "charfmt: error: model file not found: /nonexistent/m.gguf\n"
 
 
-def test_a_budget_too_small_for_a_reply_is_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["chat", "--character", REX, "--max-tokens", "50", "--say", "hi", "--model", "/x.gguf"]) == 1
+def test_a_budget_too_small_for_a_reply_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chat", "--character", REX, "--max-tokens", "50", "--say", "hi", "--endpoint", "http://x/v1"]) == 2
     err = capsys.readouterr().err
-    assert "max_tokens=50 is too small" in err or "not installed" in err or "not found" in err
-    assert main(["chat", "--character", REX, "--max-tokens", "0", "--say", "hi"]) == 1
-    assert "--max-tokens must be 1 or more" in capsys.readouterr().err
+    assert err.startswith("charfmt: error: --max-tokens 50 is too small") and len(err.splitlines()) == 1
+    assert main(["chat", "--character", REX, "--max-tokens", "0", "--say", "hi"]) == 2
+    assert "--max-tokens: must be 1 or more, not 0" in capsys.readouterr().err
+    assert main(["chat", "--character", REX, "--max-tokens", "4096", "--n-ctx", "4096", "--say", "hi"]) == 2
+    assert "leaves no room for the prompt" in capsys.readouterr().err
+
+
+def test_a_missing_character_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chat", "--character", "/nonexistent/rex.toml", "--say", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert err == "charfmt: error: cannot read /nonexistent/rex.toml: No such file or directory\n"
+
+
+def test_a_file_that_is_not_gguf_is_one_error_line(tmp_path: Any) -> None:
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"not a gguf\n")
+    done = _run(f"import sys\nfrom charfmt.cli import main\nsys.exit(main(['chat', '--character', {REX!r}, "
+                f"'--model', {str(fake)!r}, '--say', 'hi']))")  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("charfmt: error: not a GGUF model file: ") and len(done.stderr.splitlines()) == 1
+
+
+def test_an_endpoint_that_is_not_a_url_is_a_usage_error() -> None:
+    done = _run(f"import sys\nfrom charfmt.cli import main\nsys.exit(main(['chat', '--character', {REX!r}, "
+                "'--endpoint', 'notaurl', '--say', 'hi']))")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("charfmt: error: --endpoint 'notaurl' is not an http:// or https:// URL")
+    assert len(done.stderr.splitlines()) == 1
+
+
+# --- the context window -------------------------------------------------------------------------------
+
+
+def words(text: str) -> int:
+    """A counter: one token per word (and 4 per message)."""
+    return len(text.split()) + 4
+
+
+def test_old_turns_are_left_out_to_fit_the_prompt_budget() -> None:
+    rex = Character.load(REX)
+    model = scripted(TEXT)
+    history: list[Exchange] = []
+    alone = words(str(charfmt.render_messages(rex, [], rex.shorthand("hi"))["messages"]))
+    for n in range(12):
+        take_turn(rex, history, f"turn {n} please", model, budget=alone + 120, counter=words)
+    sizes = [sum(words(m["content"]) for m in asked) for asked in model.asked]
+    assert max(sizes) <= alone + 120  # every request fitted
+    assert len(model.asked[-1]) < 2 * 12  # the oldest exchanges were left out
+    assert model.asked[-1][-1]["content"].count("turn 11 please") == 1  # the new turn is always sent
+
+
+def test_an_over_long_turn_is_refused_with_one_error_line_and_the_chat_goes_on() -> None:
+    rex = Character.load(REX)
+    out, err = io.StringIO(), io.StringIO()
+    model = scripted(TEXT)
+    says = ["hi", "word " * 5000, "still there?"]
+    status = run(rex, generate=model, says=says, out=out, err=err, stats=[], budget=3000, counter=words)
+    assert status == 1
+    assert err.getvalue().startswith("charfmt: error: the system prompt and the new turn need ")
+    assert len(err.getvalue().splitlines()) == 1
+    assert len(model.asked) == 2  # the long turn was never sent; the next one was
+    assert out.getvalue().count("Rex: Forty bolts.") == 2
+
+
+# --- bounds that give useful lines, and the model is told them ------------------------------------
+
+
+def test_default_bounds_follow_the_examples_and_give_useful_lines() -> None:
+    rex, yuki = Character.load(REX), Character.load(YUKI)
+    assert reply_shape(rex) == (2, 3)  # an example reply holds 2 chats
+    assert reply_shape(yuki) == (1, 5)  # an example body holds 5 elements
+    for character in (rex, yuki):
+        bounds = chat_bounds(character, DEFAULT_MAX_TOKENS)
+        assert (bounds.max_chats, bounds.max_elements) == reply_shape(character)
+        assert bounds.max_chars is not None and bounds.max_chars >= 60, bounds
+        # the guarantee: the longest reply the grammar allows still fits the budget
+        longest = max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags)
+        assert longest + 1 <= DEFAULT_MAX_TOKENS
+        # every example message fits in the bound
+        for ex in character.examples:
+            for chat in ex.reply.chats:
+                assert all(len(seg.text) <= bounds.max_chars for seg in chat.segments)
+
+
+def test_the_model_is_told_the_bounds(server: str) -> None:
+    assert main(["chat", "--character", REX, "--endpoint", server, "--say", "hi"]) == 0
+    body = _Server.requests[0]["body"]
+    bounds = chat_bounds(Character.load(REX), DEFAULT_MAX_TOKENS)
+    system = body["messages"][0]["content"]
+    assert f"each element at most {bounds.max_chars} characters" in system
+    assert system.rstrip().splitlines()[-1] == limit_note(bounds)
+    assert body["max_tokens"] == DEFAULT_MAX_TOKENS
+    gbnf = body["grammar"]
+    assert f"{{1,{bounds.max_chars}}}" in gbnf  # the grammar holds the same bound
+
+
+# --- the character's own tags, roles in the view ----------------------------------------------------
+
+YUKI = str(ROOT / "examples" / "characters" / "yuki.toml")
+YUKI_REPLY = json.dumps({"chats": [{"type": "C", "order": 1, "body": (
+    "<emo>eerie</emo>\n<sfx>wind_howl</sfx>\n<msg>Listen. Do you hear it?</msg>\n"
+    "<whisper>It is only the wind.</whisper>\n<thought>They always jump.</thought>"
+)}]})  # fmt: skip
+
+
+def test_chat_uses_the_characters_tags(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _Server.reply = YUKI_REPLY
+    assert main(["chat", "--character", YUKI, "--endpoint", server, "--say", "[sfx:bell] what was that?"]) == 0
+    body = _Server.requests[0]["body"]
+    assert '"<sfx>"' in body["grammar"] or "<sfx>" in body["grammar"]  # the grammar knows the cue
+    assert "wind_howl" in body["grammar"]
+    out = capsys.readouterr().out
+    assert "[sfx: wind_howl]" in out.splitlines()  # a cue, shown as the game would act on it
+    assert "Yuki (whisper): It is only the wind." in out.splitlines()
+    assert "  (tts) It is only the wind." in out.splitlines()  # a speech tag: spoken
+    assert "  (thinks) They always jump." in out.splitlines()  # the hidden role: inner voice
+    assert "Yuki: They always jump." not in out and "(tts) They always jump." not in out
+    assert "!" not in "".join(line[:1] for line in out.splitlines())  # no diagnostic: the tags are known
+
+
+@pytest.mark.parametrize(("server_kind", "field"), [("vllm", "structured_outputs"), ("openai", "response_format")])
+def test_chat_sends_the_characters_tags_to_every_server(server: str, server_kind: str, field: str) -> None:
+    assert main(["chat", "--character", YUKI, "--endpoint", server, "--server", server_kind, "--say", "hi"]) == 0
+    assert "footsteps" in json.dumps(_Server.requests[0]["body"][field])  # the cue's values are in the constraint
+
+
+def test_the_hidden_role_is_decided_by_the_table_not_the_name() -> None:
+    from charfmt.tags import TagSpec
+
+    rex = Character.load(REX)
+    musing = rex.model_copy(update={"tags": rex.tags.extend(TagSpec("muse", "hidden", "private musing"))})
+    out = io.StringIO()
+    body = "<msg>Hello.</msg>\n<muse>Hm.</muse>\n<thought>Ok.</thought>"
+    take_turn(musing, [], "hi", scripted(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]})),
+              view=TerminalView(musing, out, color=True))  # fmt: skip
+    lines = out.getvalue().splitlines()
+    assert "\x1b[2m  (thinks) Hm.\x1b[0m" in lines and "\x1b[2m  (thinks) Ok.\x1b[0m" in lines  # dim
+
+
+def test_each_sentence_for_speech_prints_before_the_next_elements_line() -> None:
+    rex = Character.load(REX)
+    out = io.StringIO()
+    body = "<msg>I am not a toaster. 4</msg>\n<msg>Nobody says thanks.</msg>\n<act>beeps</act>"
+    take_turn(rex, [], "hi", scripted(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}), 2),
+              view=TerminalView(rex, out))  # fmt: skip
+    assert out.getvalue().splitlines() == [
+        "Rex: I am not a toaster. 4",
+        "  (tts) I am not a toaster.",
+        "  (tts) 4",
+        "Rex: Nobody says thanks.",
+        "  (tts) Nobody says thanks.",
+        "*beeps*",
+    ]
+
+
+def test_turns_from_standard_input_are_echoed(
+    server: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hello there\n"))
+    assert main(["chat", "--character", REX, "--endpoint", server]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "you> hello there"
+
+
+# --- what a server may send instead of a stream -------------------------------------------------------
+
+
+def test_a_non_streamed_completion_is_read(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _Server.mode = "json"
+    assert main(["chat", "--character", REX, "--endpoint", server, "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert "Rex: Forty bolts. Not one less! Deal?" in out and "cut off" not in out
+
+
+def test_an_html_page_is_one_clear_error(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _Server.mode = "html"
+    assert main(["chat", "--character", REX, "--endpoint", server, "--say", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("charfmt: error: ") and "not an OpenAI-compatible chat completion (text/html)" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_an_empty_reply_is_not_called_cut_off(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _Server.mode = "empty"
+    assert main(["chat", "--character", REX, "--endpoint", server, "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert "cut off" not in out and "empty reply" in out
+
+
+def test_a_stalled_server_is_a_timeout_not_an_output_error(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _Server.mode = "hang"
+    assert main(["chat", "--character", REX, "--endpoint", server, "--timeout", "0.5", "--say", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("charfmt: error: ") and "the server sent nothing for 0.5 s" in err
+    assert "cannot write output" not in err
+
+
+def test_a_reply_without_chats_is_shown_as_silence() -> None:
+    rex = Character.load(REX)
+    out = io.StringIO()
+    take_turn(rex, [], "hi", scripted('{"chats":[]}'), view=TerminalView(rex, out))
+    assert out.getvalue() == "(Rex says nothing: no chats)\n"
+
+
+def test_turn_stats_say_how_a_reply_ended() -> None:
+    assert TurnStats(5, 0, 1, True, "stop").state == ""
+    assert TurnStats(5, 0, 1, False, "length").state == "cut off at the token budget"
+    assert TurnStats(0, 0, 0, False, None).state == "empty reply"
+    assert "no finish reason" in TurnStats(3, 0, 1, False, None).state
+
+
+def test_the_regex_target_prints_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["grammar", "--target", "regex", "--character", YUKI]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("\n") == 1
+    pattern = re.compile(printed.rstrip("\n"))
+    assert pattern.match("<emo>calm</emo>\n<sfx>bell</sfx>\n<msg>hi</msg>")
+    assert not pattern.match("<emo>calm</emo>\\n<msg>hi</msg>")  # a backslash and n is no separator

@@ -28,9 +28,9 @@ from test_engines import DEMO, damaged, strict_ok
 
 import charfmt
 from charfmt.character import Character, Exchange
-from charfmt.chat import DEFAULT_MAX_ELEMENTS, TurnStats, take_turn
-from charfmt.engines import default_model_path
-from charfmt.export import Bounds, _gbnf_target, max_reply_tokens, reply_grammar
+from charfmt.chat import DEFAULT_MAX_TOKENS, TurnStats, take_turn
+from charfmt.engines import DEFAULT_N_CTX, default_model_path
+from charfmt.export import _gbnf_target, max_reply_tokens, reply_grammar
 from charfmt.stream import StreamParser
 from charfmt.testing import replies
 
@@ -144,9 +144,74 @@ def test_llama_cpp_agrees_with_strict_parsing(text: str) -> None:
     assert llama_accepts(GBNF, text) == strict_ok(text)
 
 
+# --- the context window: llama-cpp-python never lowers the budget the grammar was built for ------
+
+
+@functools.cache
+def small_model() -> Any:
+    return llama_cpp.Llama(model_path=model_path(), n_ctx=512, seed=0, verbose=False)
+
+
+def test_a_prompt_that_leaves_less_than_the_budget_is_refused_before_generating() -> None:
+    from charfmt import chat
+
+    llm = small_model()
+    stats: list[TurnStats] = []
+    generate = chat.local_model(llm, gbnf=None, max_tokens=400, stats=stats)
+    # about 150 prompt tokens: llama-cpp-python alone would lower max_tokens to what is left (~360)
+    messages = [{"role": "system", "content": "You are Rex. " * 30}, {"role": "user", "content": "hi"}]
+    assert len(llm.tokenize(("You are Rex. " * 30).encode())) + 400 >= 512
+    chunks = generate(messages)
+    with pytest.raises(chat.ContextFull, match=r"the prompt takes \d+ tokens and the reply may take 400"):
+        next(chunks)
+    assert stats == []  # nothing was generated
+    fits = chat.local_model(llm, gbnf=None, max_tokens=16, stats=stats)
+    assert "".join(fits([{"role": "user", "content": "Say hi."}]))  # the same model, a budget that fits
+    assert stats[-1].tokens <= 16
+
+
+def test_the_model_counter_leaves_old_turns_out_and_refuses_a_turn_too_long() -> None:
+    from charfmt.engines import llama_counter
+    from charfmt.render import BudgetError
+
+    rex = Character.load(ROOT / "examples" / "characters" / "rex.toml")
+    counter = llama_counter(small_model())
+    reply = '{"chats":[{"type":"C","order":1,"body":"<emo>neutral</emo>\\n<msg>Forty bolts.</msg>"}]}'
+    asked: list[list[dict[str, str]]] = []
+
+    def scripted(messages: list[dict[str, str]]) -> Any:
+        asked.append(messages)
+        yield reply
+
+    history: list[Exchange] = []
+    alone = sum(counter(m["content"]) for m in charfmt.render_messages(rex, [], rex.shorthand("hi"))["messages"])
+    for n in range(10):
+        take_turn(rex, history, f"[joy] Turn {n}: can you fix my drone?", scripted, budget=alone + 150, counter=counter)
+        assert sum(counter(m["content"]) for m in asked[-1]) <= alone + 150
+    assert len(asked[-1]) < len(asked[-2]) + 2 and len(history) == 10  # old exchanges left out
+    with pytest.raises(BudgetError):
+        take_turn(rex, history, "word " * 3000, scripted, budget=alone + 150, counter=counter)
+
+
+def test_an_over_long_turn_with_the_real_model_is_one_error_line() -> None:
+    import subprocess
+    import sys
+
+    rex = str(ROOT / "examples" / "characters" / "rex.toml")
+    code = (
+        "import sys\nfrom charfmt.cli import main\n"
+        f"sys.exit(main(['chat', '--character', {rex!r}, '--model', {model_path()!r}, '--n-ctx', '2048', "
+        "'--max-tokens', '1024', '--say', 'word ' * 2000]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("charfmt: error: the system prompt and the new turn need ")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
 # --- a real model, in character -----------------------------------------------------------------
 
-BUDGET = 384
+BUDGET = DEFAULT_MAX_TOKENS
 TURNS = {
     "rex.toml": [
         "[joy] Hi Rex! Can you fix my drone?",
@@ -160,58 +225,48 @@ TURNS = {
 
 @functools.cache
 def chat_model() -> Any:
-    return llama_cpp.Llama(model_path=model_path(), n_ctx=4096, seed=0, verbose=False)
-
-
-def _generate(gbnf: str | None, stats: list[TurnStats]) -> Any:
-    from charfmt import chat
-
-    llm = chat_model()
-    grammar = llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False) if gbnf is not None else None
-
-    def generate(messages: list[dict[str, str]]) -> Any:
-        clock, finished = chat._Clock(), False
-        for chunk in llm.create_chat_completion(
-            messages=messages, grammar=grammar, max_tokens=BUDGET, temperature=0.7, seed=0, stream=True
-        ):
-            choice = chunk["choices"][0]
-            text = choice["delta"].get("content")
-            if text:
-                clock.token()
-                yield text
-            finished = finished or choice.get("finish_reason") == "stop"
-        stats.append(clock.stats(finished))
-
-    return generate
+    return llama_cpp.Llama(model_path=model_path(), n_ctx=DEFAULT_N_CTX, seed=0, verbose=False)
 
 
 @pytest.mark.model
 def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.CaptureFixture[str]) -> None:
+    from charfmt import chat
+    from charfmt.engines import llama_counter
+
     constrained: list[TurnStats] = []
     free: list[TurnStats] = []
     with_speech = total = 0
+    lengths: list[int] = []
+    llm = chat_model()
+    counter = llama_counter(llm)
+    budget = DEFAULT_N_CTX - BUDGET - chat.PROMPT_MARGIN
     for name, says in TURNS.items():
         character = Character.load(ROOT / "examples" / "characters" / name)
-        bounds = Bounds.for_tokens(BUDGET, max_elements=DEFAULT_MAX_ELEMENTS, vocabulary=character.vocabulary)
-        assert max_reply_tokens(bounds, vocabulary=character.vocabulary) + 1 <= BUDGET
-        gbnf = _gbnf_target(reply_grammar(character.vocabulary, bounds=bounds))
-        bounded, unbounded = _generate(gbnf, constrained), _generate(None, free)
+        bounds = chat.chat_bounds(character, BUDGET)
+        assert max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags) + 1 <= BUDGET
+        gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds))
+        bounded = chat.local_model(llm, gbnf=gbnf, max_tokens=BUDGET, stats=constrained)
+        unbounded = chat.local_model(llm, gbnf=None, max_tokens=BUDGET, stats=free)
+        note = chat.limit_note(bounds)
         history: list[Exchange] = []
         for say in says:
             free_history = list(history)
             # strict=True: the streamed reply must parse strictly, or take_turn raises ParseError
-            turn = take_turn(character, history, say, bounded, strict=True)
+            turn = take_turn(character, history, say, bounded, strict=True, budget=budget, counter=counter, note=note)
             stats = constrained[-1]
             assert stats.finished and stats.tokens <= BUDGET, (say, turn.text)
-            streamed = StreamParser(lenient=False, vocabulary=character.vocabulary)
+            streamed = StreamParser(lenient=False, vocabulary=character.vocabulary, tags=character.tags)
             for chunk in turn.chunks:
                 streamed.feed(chunk)
             streamed.close()
             assert streamed.reply == charfmt.parse(turn.text, vocabulary=character.vocabulary) == turn.reply
+            these = [len(seg.text) for chat_ in turn.reply.chats for seg in chat_.segments]
+            assert all(n <= (bounds.max_chars or 0) for n in these), (bounds, turn.text)
+            lengths += these
             # the same turn, unconstrained, read leniently
-            loose = take_turn(character, free_history, say, unbounded)
+            loose = take_turn(character, free_history, say, unbounded, budget=budget, counter=counter)
             total += 1
-            with_speech += any(seg.text for chat in loose.reply.chats for seg in chat.segments if seg.tag == "msg")
+            with_speech += any(seg.text for chat_ in loose.reply.chats for seg in chat_.segments if seg.tag == "msg")
     assert len(constrained) == len(free) == 6
     per_reply = [s.first_token_seconds + s.seconds for s in constrained]
     rates = [s.tokens_per_second for s in constrained if s.tokens > 1]
@@ -219,7 +274,40 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
         print(
             f"\nSmolLM2-135M, llama.cpp, budget {BUDGET} tokens: constrained {len(constrained)}/6 finished and strict; "
             f"median {statistics.median(rates):.1f} tokens/s, median {statistics.median(per_reply):.1f} s per reply "
-            f"(prompt included), {sum(s.tokens for s in constrained)} tokens in all; "
-            f"unconstrained: {with_speech}/{total} replies with speech after lenient parsing, "
-            f"{sum(s.finished for s in free)}/{total} finished within the budget"
+            f"(prompt included), {sum(s.tokens for s in constrained)} tokens in all, longest element "
+            f"{max(lengths)} characters; unconstrained: {with_speech}/{total} replies with speech after lenient "
+            f"parsing, {sum(s.finished for s in free)}/{total} finished within the budget"
         )
+
+
+@pytest.mark.model
+def test_smollm2_a_long_chat_in_a_small_context_never_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    """The user's case: 14 turns in a 2048-token window; old turns are left out, every reply closes."""
+    import io
+
+    from charfmt import chat
+    from charfmt.engines import llama_counter
+
+    rex = Character.load(ROOT / "examples" / "characters" / "rex.toml")
+    llm = small_context_model()
+    max_tokens = 768
+    bounds = chat.chat_bounds(rex, max_tokens)
+    gbnf = _gbnf_target(reply_grammar(rex.vocabulary, rex.tags, bounds=bounds))
+    stats: list[TurnStats] = []
+    generate = chat.local_model(llm, gbnf=gbnf, max_tokens=max_tokens, stats=stats)
+    out, err = io.StringIO(), io.StringIO()
+    says = [f"[joy] Turn {n}: can you fix my drone? It is broken again." for n in range(1, 15)]
+    status = chat.run(
+        rex, generate=generate, says=says, out=out, err=err, stats=stats,
+        budget=2048 - max_tokens - chat.PROMPT_MARGIN, counter=llama_counter(llm), note=chat.limit_note(bounds),
+    )  # fmt: skip
+    assert status == 0 and err.getvalue() == "", err.getvalue()
+    assert len(stats) == 14 and all(s.finished for s in stats), [s.reason for s in stats]
+    with capsys.disabled():
+        print(f"\nlong chat, n_ctx 2048, budget {max_tokens}: 14/14 turns finished, median "
+              f"{statistics.median(s.first_token_seconds + s.seconds for s in stats):.1f} s per reply")  # fmt: skip
+
+
+@functools.cache
+def small_context_model() -> Any:
+    return llama_cpp.Llama(model_path=model_path(), n_ctx=2048, seed=0, verbose=False)

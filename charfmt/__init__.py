@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from charfmt.schema import json_schema
     from charfmt.speech import Sentence, SentenceSplitter, sentences
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
-    from charfmt.tags import DEFAULT_TAGS, TAGS, TagSpec, TagTable
+    from charfmt.tags import DEFAULT_TAGS, TAGS, TagError, TagSpec, TagTable
     from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
     from charfmt.writer import dumps
 
@@ -77,6 +77,7 @@ __all__ = [
     "Sentence",
     "SentenceSplitter",
     "StreamParser",
+    "TagError",
     "TagSpec",
     "TagTable",
     "TemplateError",
@@ -146,7 +147,7 @@ _HOME: dict[str, str] = {
     "json_schema": "schema",
     **dict.fromkeys(("Sentence", "SentenceSplitter", "sentences"), "speech"),
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
-    **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagSpec", "TagTable"), "tags"),
+    **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagError", "TagSpec", "TagTable"), "tags"),
     **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "userinput"),
     "dumps": "writer",
 }

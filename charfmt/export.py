@@ -597,8 +597,12 @@ def reply_grammar(
     terminals["KEY"] = json_encoded(_key(vocabulary, key_default))
     max_chats = None if bounds is None else bounds.max_chats
     max_ws = None if bounds is None else bounds.max_ws
-    digits = None if max_chats is None else len(str(max_chats)) - 1
-    terminals["ORDER"] = Seq((from_regex("[1-9]"), Rep(from_regex("[0-9]"), 0, digits)))
+    if max_chats is not None and max_chats < 10:
+        # Orders 1..max_chats: a model that numbers its reply by the turn writes a valid order instead.
+        terminals["ORDER"] = from_regex(f"[1-{max_chats}]")
+    else:
+        digits = None if max_chats is None else len(str(max_chats)) - 1
+        terminals["ORDER"] = Seq((from_regex("[1-9]"), Rep(from_regex("[0-9]"), 0, digits)))
     terminals["WS"] = Rep(from_regex(r"[ \t\n\r]"), 1, max_ws)
     ws = Rep(Ref("WS"), 0, 1)
 

@@ -295,3 +295,12 @@ def test_cli_grammar_length_bounds(capsys: pytest.CaptureFixture[str]) -> None:
     assert not re.fullmatch(pattern, "<emo>joy</emo>\n<msg>hello!</msg>")  # six characters
     assert main(["grammar", "--target", "gbnf", "--max-tokens", "3"]) == 2  # too small for any reply
     assert "max_tokens=3 is too small" in capsys.readouterr().err
+
+
+def test_bounded_orders_stay_within_max_chats() -> None:
+    # A model that numbers its reply by the turn (order 3 in turn 3) cannot, under bounds.
+    engine = Engine(charfmt.grammar("lark", max_chats=2, max_chars=20))
+    one = '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>hi</msg>"}'
+    assert engine.accepts('{"chats":[' + one % 1 + "," + one % 2 + "]}")
+    assert not engine.accepts('{"chats":[' + one % 3 + "]}")
+    assert Engine(charfmt.grammar("lark", max_chats=12, max_chars=20)).accepts('{"chats":[' + one % 12 + "]}")

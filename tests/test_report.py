@@ -27,7 +27,7 @@ from charfmt import report  # noqa: E402 (after the skip)
 BAD_LINES: dict[str, str] = {
     "not json\n": "not JSON: Expecting value at column 1",
     "[1, 2]\n": "not a JSON object but an array",
-    '{"model": "a"}\n': 'no field \'text\' (string keys ["model"])',
+    '{"model": "a"}\n': "no field 'text' (string keys [\"model\"])",
     '{"text": 3, "model": "b"}\n': "field 'text' is a number, not a string",
     '{"text": null}\n': "field 'text' is null, not a string",
     "[" * 100_000 + "\n": "not JSON that can be read: nested too deeply",

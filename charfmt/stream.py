@@ -171,7 +171,7 @@ def _language(tags: TagTable) -> _Language:
     first_whole = re.compile(rf"<({wholes})>({run})</\1>")
     sep_whole = re.compile(rf"\\n<({wholes})>({run})</\1>")
     thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
-    reasoning = re.compile(rf"<\s*(?:{thinking})\s*>", re.IGNORECASE)
+    reasoning = re.compile(rf"<\s*/?\s*(?:{thinking})\s*>", re.IGNORECASE)  # opened, or closed (the opener stripped)
     return _Language(
         re.compile(f"<({names})>"),
         re.compile(rf"(\\n)?<({names})>"),

@@ -621,3 +621,30 @@ def test_a_header_with_other_keys_streams_from_the_rereads() -> None:
     assert any(isinstance(e, charfmt.TextDelta) for e in early)
     assert not any(isinstance(e, charfmt.Reset) for e in events)
     assert charfmt.collect(events) == charfmt.parse(text, lenient=True)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 11])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # DeepSeek-R1 style: the server strips the opening <think>; only the closing one arrives.
+        'Okay, the user greets me. Mio should be happy.\n</think>\n\n{"chats":[{"type":"C","order":1,'
+        '"body":"<emo>joy</emo>\\n<msg>Hello! Nice to see you.</msg>"}]}',
+        "I should be happy.</think>\n<emo>joy</emo>\n<msg>Hello. Bye.</msg>",
+    ],
+    ids=["json", "bare tags"],
+)
+def test_reasoning_whose_opener_was_stripped_is_never_shown_as_speech(text: str, size: int) -> None:
+    parser = charfmt.StreamParser()
+    early: list[charfmt.Event] = []
+    for i in range(0, len(text), size):
+        early.extend(parser.feed(text[i : i + size]))
+    late = parser.close()
+    batch = charfmt.parse(text, lenient=True)
+    assert batch.reasoning and batch.reasoning in text
+    assert not any(isinstance(e, charfmt.Reset) for e in early + late)
+    spoken = "".join(e.text for e in early if isinstance(e, charfmt.TextDelta))
+    assert batch.reasoning not in spoken and spoken  # speech streams, the reasoning never as speech
+    kinds = [e.kind for e in early]
+    assert kinds.index("reasoning") < kinds.index("chat_start")
+    _same(early + late, batch)

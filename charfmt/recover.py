@@ -883,7 +883,7 @@ class Recovery:
         if self.vocabulary is not None:
             decision = apply_vocabulary(key, self.vocabulary)
             if decision.code in _MAPPED and decision.key is not None:
-                self.note(decision.code or "", decision.message, p.start, p.end, index)
+                self.note(decision.code or "", f"chat {index} body: {decision.message}", p.start, p.end, index)
                 return decision.key
         self.note(
             "CF718",
@@ -916,8 +916,9 @@ class Recovery:
                     )  # content that cannot be a key is kept, as what the character does
                 else:
                     decision = apply_vocabulary(key, self.vocabulary)
-                    if decision.code:
-                        self.note(decision.code, decision.message, p.start, p.end, rc.index)
+                    if decision.code:  # worded as strict parsing words it (and the stream)
+                        message = f"chat {rc.index} body: {decision.message}"
+                        self.note(decision.code, message, p.start, p.end, rc.index)
                     if decision.key is None:
                         continue
                     text = decision.key

@@ -648,3 +648,17 @@ def test_reasoning_whose_opener_was_stripped_is_never_shown_as_speech(text: str,
     kinds = [e.kind for e in early]
     assert kinds.index("reasoning") < kinds.index("chat_start")
     _same(early + late, batch)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7])
+@pytest.mark.parametrize(
+    "body",
+    ["<emo>JOY</emo><msg>Hi.</msg>", "<EMO>happy</EMO>\\n<msg>Hi.</msg>", "<emotion>sad</emotion><msg>Oh.</msg>"],
+)
+def test_a_vocabulary_on_damaged_input_words_its_diagnostics_as_the_batch_does(body: str, size: int) -> None:
+    vocabulary = charfmt.Vocabulary.model_validate({"emotions": [{"key": "joy", "aliases": ["happy"]}, {"key": "sad"}]})
+    text = '{"chats":[{"type":"C","order":1,"body":"' + body + '"}]}'
+    batch = charfmt.parse(text, lenient=True, vocabulary=vocabulary)
+    assert any(d.code.startswith("CF30") for d in batch.diagnostics) or body.startswith("<emotion>")
+    events = list(charfmt.iter_events([text[i : i + size] for i in range(0, len(text), size)], vocabulary=vocabulary))
+    assert charfmt.collect(events) == batch

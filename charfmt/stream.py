@@ -708,6 +708,13 @@ class StreamParser:
                             self._skip(s[i : j if cut else n])
                             i = self._stall(s, j, _ENVELOPE_MAX) if cut else n
                             break
+                        if self._inside_reasoning(s[i : m.start()]):
+                            # An envelope written inside the model's reasoning (<think>…{"chats": […) is
+                            # part of the reasoning: skipped, as the batch reader skips it.
+                            self._repair()
+                            self._skip(s[i : m.end()])
+                            i = m.end()
+                            continue
                         if m.start() > i:
                             self._repair()
                             self._skip(s[i : m.start()])
@@ -775,10 +782,17 @@ class StreamParser:
             if self._preamble_size > _ENVELOPE_MAX * 64:
                 self._preamble = None  # too long to reread here: close() reports the reasoning
 
+    def _inside_reasoning(self, tail: str) -> bool:
+        """Whether the text skipped so far, then ``tail``, ends inside an open reasoning block."""
+        if self._preamble is None:
+            return False
+        tags = [m.group() for m in self._lang.reasoning.finditer("".join(self._preamble) + tail)]
+        return bool(tags) and "/" not in tags[-1]
+
     def _preamble_reasoning(self) -> None:
         """The reply begins: the reasoning written before it is settled, so it streams now, before the chats."""
         preamble, self._preamble = self._preamble, None
-        if not preamble or self._reasoning:
+        if not preamble:
             return
         text = "".join(preamble)
         if not text.strip():
@@ -787,8 +801,9 @@ class StreamParser:
         reasoning = parse(
             text + _EMPTY_REPLY, lenient=True, vocabulary=self.vocabulary, **self._batch_kwargs()
         ).reasoning
-        if reasoning:
-            self._out.append(Reasoning(reasoning))
+        shown = self._reasoning  # what a reread already showed of it
+        if reasoning and len(reasoning) > len(shown) and reasoning.startswith(shown):
+            self._out.append(Reasoning(reasoning[len(shown) :]))
             self._reasoning = reasoning
 
     def _batch_kwargs(self) -> dict[str, Any]:
@@ -849,7 +864,7 @@ class StreamParser:
         if not self._advance(batch, self._folded(), often):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
-        if self._out and self._state == _TOP:
+        if self._state == _TOP and any(isinstance(e, ChatStart) for e in self._out):
             # What came before any JSON reads as a reply (bare tags, brackets): from here on
             # the rereads show it, and a JSON envelope after it is no longer looked for.
             self._base += len(self._pend)

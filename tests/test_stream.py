@@ -662,3 +662,21 @@ def test_a_vocabulary_on_damaged_input_words_its_diagnostics_as_the_batch_does(b
     assert any(d.code.startswith("CF30") for d in batch.diagnostics) or body.startswith("<emotion>")
     events = list(charfmt.iter_events([text[i : i + size] for i in range(0, len(text), size)], vocabulary=vocabulary))
     assert charfmt.collect(events) == batch
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("thought", ["a { b", "use a {brace}", 'Format: {"chats": [...]}. Joy.'])
+def test_a_brace_inside_reasoning_does_not_hold_the_reply(thought: str, size: int) -> None:
+    text = (
+        f"<think>{thought}</think>\n"
+        '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello there. Bye.</msg>"}]}'
+    )
+    parser = charfmt.StreamParser()
+    early: list[charfmt.Event] = []
+    for i in range(0, len(text), size):
+        early.extend(parser.feed(text[i : i + size]))
+    late = parser.close()
+    assert not any(isinstance(e, charfmt.Reset) for e in early + late)
+    assert [e.text for e in early if isinstance(e, charfmt.Emotion)] == ["joy"]
+    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)).startswith("Hello")
+    _same(early + late, charfmt.parse(text, lenient=True))

@@ -104,6 +104,8 @@ _HEADER: Final = re.compile(
     rf'{_JWS},{_JWS}"body"{_JWS}:{_JWS}"'
 )
 """A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
+_BODY_KEY: Final = re.compile(rf'"body"{_JWS}:{_JWS}"')
+"""The body of a chat begins (a canonical header writes it last)."""
 _HEADER_QUOTES: Final = 9
 """How many '"' a header holds: fewer in the tail, and it cannot be complete yet."""
 _BODY_END: Final = re.compile(r'"[ \t\n\r]*')
@@ -514,7 +516,7 @@ class StreamParser:
             s = pend + text
             need = self._need
             if (need not in text and len(s) < _TOKEN_MAX) or (
-                need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX
+                need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX and '"body"' not in s
             ):
                 self._pend = s
                 if self._room < 0:  # bytes: the next chunk is not kept either
@@ -687,6 +689,10 @@ class StreamParser:
                         i += 1
                     elif state == _LIST and c == "{":
                         if s.count('"', i) < _HEADER_QUOTES:
+                            if _BODY_KEY.search(s, i) is not None:
+                                # The body began before "type" and "order" were both written (one is
+                                # missing): no header; the rereads show what they settle.
+                                raise _Held
                             i = self._stall(s, i, _ENVELOPE_MAX, '"')
                             break
                         m = _HEADER.match(s, i)

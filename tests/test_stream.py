@@ -680,3 +680,18 @@ def test_a_brace_inside_reasoning_does_not_hold_the_reply(thought: str, size: in
     assert [e.text for e in early if isinstance(e, charfmt.Emotion)] == ["joy"]
     assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)).startswith("Hello")
     _same(early + late, charfmt.parse(text, lenient=True))
+
+
+@pytest.mark.parametrize("size", [1, 3, 7])
+@pytest.mark.parametrize("header", ['"type": "C", ', '"order": 1, ', ""], ids=["no order", "no type", "neither"])
+def test_a_chat_without_type_or_order_streams_before_close(header: str, size: int) -> None:
+    text = '{"chats": [{' + header + '"body": "<emo>joy</emo>\\n<msg>Hello there. Bye.</msg>"}]}'
+    parser = charfmt.StreamParser()
+    early: list[charfmt.Event] = []
+    for i in range(0, len(text), size):
+        early.extend(parser.feed(text[i : i + size]))
+    late = parser.close()
+    assert [e.text for e in early if isinstance(e, charfmt.Emotion)] == ["joy"]
+    assert "".join(e.text for e in early if isinstance(e, charfmt.TextDelta)).startswith("Hello")
+    assert not any(isinstance(e, charfmt.Reset) for e in early + late)
+    _same(early + late, charfmt.parse(text, lenient=True))

@@ -105,6 +105,7 @@ def test_each_visible_text_is_stored_once_and_big_documents_are_compact(fmt: str
     assert "\n  " in interop.dumps(fmt, history, indent=2)
 
 
+@pytest.mark.long
 def test_a_large_conversion_reads_back_with_default_settings(tmp_path: Path) -> None:
     src = tmp_path / "big.ailoy.json"
     src.write_text(_big_ailoy(10_000), encoding="utf-8")

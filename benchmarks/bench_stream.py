@@ -2,6 +2,9 @@
 
 Run: .venv/bin/python benchmarks/bench_stream.py [--quick] [--drift [--seed N --count N]]
 
+- which reader runs: the mypyc-compiled one (``charfmt.stream.COMPILED``, built at install
+  where a C compiler is available) or the pure-Python one; with the compiled one, the pure
+  one is timed in the same rounds too (same ratios, for context);
 - total cost (CPU time) of streaming a reply in 4-character chunks, as a ratio to the
   reference (``json.loads`` + one ``re.finditer`` per body, ``bench_parse.reference``; the
   headline figure) and to one batch ``parse(lenient=True)`` of the same text, all three
@@ -34,12 +37,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_parse import make_reply, reference
 
 import charfmt
+import charfmt.stream
 
 
-def stream_once(text: str, size: int) -> float:
+def stream_once(text: str, size: int, parser_class: type[charfmt.StreamParser] | None = None) -> float:
     chunks = [text[i : i + size] for i in range(0, len(text), size)]
     start = time.process_time()
-    parser = charfmt.StreamParser()
+    parser = (parser_class or charfmt.StreamParser)()
     for chunk in chunks:
         parser.feed(chunk)
     parser.close()
@@ -186,17 +190,24 @@ def main(argv: list[str] | None = None) -> int:
     # The batch parse and the reference are short: time a few calls per round, so that each
     # side of a ratio is of the same order as one streaming pass.
     number = 4
-    stream_t, batch_t, ref_t, over_ref, over_batch = [], [], [], [], []
+    from charfmt import _scanner
+
+    pure = _scanner.StreamParser if charfmt.stream.COMPILED else None
+    stream_t, batch_t, ref_t, over_ref, over_batch, pure_over_ref = [], [], [], [], [], []
     for _ in range(rounds):  # interleaved, so all see the same machine state; ratios per round
         ref_t.append(reference_once(text, number))
         stream_t.append(stream_once(text, size))
         batch_t.append(batch_once(text, number))
         over_ref.append(stream_t[-1] / ref_t[-1])
         over_batch.append(stream_t[-1] / batch_t[-1])
+        if pure is not None:
+            pure_over_ref.append(stream_once(text, size, pure) / ref_t[-1])
     s, b, f = statistics.median(stream_t), statistics.median(batch_t), statistics.median(ref_t)
     r_ref, r_batch = statistics.median(over_ref), statistics.median(over_batch)
     q1, _, q3 = statistics.quantiles(over_ref, n=4)
     naive = reparse_prefix(text, size)
+    reader = "mypyc-compiled" if charfmt.stream.COMPILED else "pure-Python"
+    print(f"reader: {reader} (charfmt.stream.COMPILED = {charfmt.stream.COMPILED}); Python {sys.version.split()[0]}")
     print(
         f"3 KB reply ({len(text.encode()):,} bytes, {len(text):,} characters), {size}-char chunks, "
         f"{rounds} interleaved rounds, CPU time: streaming {s * 1e3:.3f} ms, reference {f * 1e3:.3f} ms, "
@@ -206,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         f"  streaming = {r_ref:.2f}x the reference (median ratio per round; quartiles {q1:.2f}-{q3:.2f}), "
         f"{r_batch:.2f}x the batch lenient parse"
     )
+    if pure_over_ref:
+        p1, pm, p3 = statistics.quantiles(pure_over_ref, n=4)
+        print(f"  the pure-Python reader, same rounds: {pm:.2f}x the reference (quartiles {p1:.2f}-{p3:.2f})")
     print(f"  baseline, re-parse the prefix on every chunk: {naive * 1e3:.0f} ms -> {naive / b:.0f}x the batch parse")
     for name, target in (("3 KB", 3_000), ("300 KB", 300_000)):
         lat = sorted(latencies(make_reply(target), size))

@@ -1,0 +1,1465 @@
+"""The incremental reader behind ``charfmt.stream``: events as model output arrives, never a partial tag.
+
+This module is compiled with mypyc where the package is built with a C compiler (see
+``hatch_build.py``); ``charfmt.stream`` uses the compiled twin only while it was built from
+this very source, and this module otherwise. Keep it mypyc-compatible: no async generators,
+no monkeypatching of its classes.
+
+``StreamParser`` reads the reply incrementally with the tables the batch reader uses (the
+tag table's names, synonyms and roles: ``tags=``; the chat types and their spellings).
+Each event is emitted as soon as it is certain: an emotion, action or cue when its value is
+complete, text deltas as soon as their characters are decided, never a fragment of a
+tag, an entity, a JSON escape or a UTF-8 character.
+
+The reader works token by token: a regular expression per state (the chat header, a whole
+element, an opening tag, a run of text, an escape, an entity, a closing tag) matched where
+the last token ended. A token cut by a chunk boundary waits, at most ``_TOKEN_MAX``
+characters (``_ENVELOPE_MAX`` for a chat header), for the next chunk, and is tried again
+only when a chunk brings the character it ends with; the cost of a chunk is the work on
+its own characters plus that short tail, so total work is linear in the input. A chunk of
+plain text inside a message is one delta without entering the reader at all.
+
+Damage the batch reader repairs in a known way is read the same way, still streaming
+(prose, fences and reasoning before the JSON, text after it, tag synonyms and case,
+missing newlines, chat type spellings, a trailing comma, unescaped quotes, mismatched or
+missing closing tags, invalid escapes); ``close()`` then reads the whole text with
+``charfmt.parse(lenient=True)`` and adds its diagnostics. Any other shape (bare tags,
+brackets, other dialects) is reread with the batch reader as it grows (``_speculate``),
+and what a reread settles is emitted (``_advance``). At ``close()`` the stream reconciles
+with the batch result and emits only what is missing; ``Reset`` and the whole result only
+where it contradicts what was shown (docs/LENIENT.md lists the cases). A repaired reply's
+``Dialect`` is its last event, as in ``Reply.events()``. Markup written as JSON escapes
+(``\\u003c`` for ``<``) is valid but rare: it is read at ``close()``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gc
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+from charfmt.body import decode_text, terminal_regex
+from charfmt.diagnostics import CODES, Diagnostic, ParseError
+from charfmt.events import (
+    Action,
+    ChatEnd,
+    ChatStart,
+    Cue,
+    DiagnosticEvent,
+    Dialect,
+    Emotion,
+    Event,
+    Reasoning,
+    Reset,
+    SegmentEnd,
+    SegmentStart,
+    TextDelta,
+    reply_events,
+    segment_events,
+)
+from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
+from charfmt.parser import DEFAULT_MAX_SIZE, parse
+from charfmt.tags import (
+    CHAT_TYPES,
+    DEFAULT_TAGS,
+    REASONING_TAGS,
+    TAGGED_TYPES,
+    TEXT_TAG,
+    TYPE_ALIASES,
+    TagSpec,
+    TagTable,
+)
+from charfmt.vocabulary import apply_vocabulary
+
+# States. Envelope: before '{"chats": [' (_TOP); where a chat may start (_LIST); after a
+# body's closing quote (_CHAT_END); after a chat's '}' (_SEP); after ']' (_END); done.
+# Body: an opening tag (_OPEN), an emotion key (_KEY), the closing tag after a key
+# (_CLOSE), text (_TEXT), after a closing tag (_AFTER). _HELD: the input left the format.
+_TOP, _LIST, _CHAT_END, _SEP, _END, _DONE, _OPEN, _KEY, _CLOSE, _TEXT, _AFTER, _HELD = range(12)
+
+_TOKEN_MAX: Final = 48
+"""The longest body token a chunk boundary may cut (an escaped surrogate pair is 12,
+a numeric entity with leading zeros up to 40): a longer tail that matches nothing is damage."""
+_ENVELOPE_MAX: Final = 4096
+_EMPTY_REPLY: Final = '{"chats":[]}'
+"""Put after the text skipped before a reply to reread it as a preamble (its reasoning)."""
+"""The same for a chat header (it may hold JSON whitespace)."""
+
+_JWS: Final = "[ \t\n\r]*"
+_WS_RUN: Final = re.compile(_JWS)
+_TYPES: Final = (
+    "|".join(CHAT_TYPES) + "|(?i:" + "|".join(map(re.escape, sorted(TYPE_ALIASES, key=len, reverse=True))) + ")"
+)
+"""A chat type as written: ``C``, or a spelling the batch reader takes for it (``c``, ``chat``: CF613)."""
+_ORDER: Final = "[1-9][0-9]*"
+_ORDER_DIGITS_MAX: Final = 640
+"""A longer order is read by the batch reader at ``close()``: ``int()`` refuses longer digit
+strings where a process lowers CPython's limit (4,300 by default) to its minimum, 640."""
+_TOP_RE: Final = re.compile(rf'\{{{_JWS}"chats"{_JWS}:{_JWS}\[')
+_TOP_CUT: Final = re.compile(rf'\{{{_JWS}(?:"(?:c(?:h(?:a(?:t(?:s(?:"{_JWS}(?::{_JWS})?)?)?)?)?)?)?)?\Z')
+"""The start of ``{"chats": [`` cut by the end of the text so far."""
+_HEADER: Final = re.compile(
+    rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"({_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}({_ORDER})'
+    rf'|"order"{_JWS}:{_JWS}({_ORDER}){_JWS},{_JWS}"type"{_JWS}:{_JWS}"({_TYPES})")'
+    rf'{_JWS},{_JWS}"body"{_JWS}:{_JWS}"'
+)
+"""A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
+_BODY_KEY: Final = re.compile(rf'"body"{_JWS}:{_JWS}"')
+"""The body of a chat begins (a canonical header writes it last)."""
+_HEADER_QUOTES: Final = 9
+"""How many '"' a header holds: fewer in the tail, and it cannot be complete yet."""
+_BODY_END: Final = re.compile(r'"[ \t\n\r]*')
+"""A '"' in a body, and the whitespace after it: the body ends there only if a '}' follows
+(an unescaped quote inside the text is damage, read without contradicting what was shown)."""
+_PLAIN: Final = re.compile(r'[^"\\\x00-\x1f<&\x7f\ud800-\udfff]+')
+_KEY_RUN: Final = re.compile(r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]+')
+_ESCAPE: Final = re.compile(
+    r'\\(?:(["\\/bfnrt])|u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))'
+)
+_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE_STARTS: Final = frozenset('"\\/bfnrtu')
+_HIGH_SURROGATES: Final = ("d8", "d9", "da", "db")
+"""``\\uD800``-``\\uDBFF``: the first half of a pair, whose second half may be in the next chunk."""
+_ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
+_TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+"""A decoded character that text does not allow literally ('<' and '&' would be markup)."""
+_KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class _Language:
+    """What the reader needs of one tag table, built once per table."""
+
+    open: re.Pattern[str]
+    """An opening tag of the table as the batch reader takes it (any case, a synonym: CF704), the name in group 1."""
+    sep_open: re.Pattern[str]
+    """The element separator (JSON-escaped; missing: CF701) in group 1 and an opening tag in group 2."""
+    names: dict[str, str]
+    """A tag name as written (lower-cased) mapped to the tag of the table."""
+    first_whole: re.Pattern[str]
+    """A whole element (emotion, action, cue) as the table writes it, first in a body: tag and value in groups 1, 2."""
+    sep_whole: re.Pattern[str]
+    """The same after the element separator."""
+    any_close: re.Pattern[str]
+    """Any closing tag of the table (any spelling), or ``</>``; group 1 never matches (it is damage)."""
+    element: dict[str, tuple[re.Pattern[str], str, bool, bool]]
+    """Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
+    serializers that escape '/') and as written, whether it holds a key (announced whole,
+    checked against the vocabulary: the emotion role), whether its text streams (speech and
+    hidden roles; an action or a cue goes out whole)."""
+    whole: dict[str, str]
+    """Tags announced whole, mapped to their role (emotion, action, cue)."""
+    hidden: frozenset[str]
+    """Tags of the hidden role: only ever read from a tag, never from prose (a quote in one pairs with none later)."""
+    reasoning: re.Pattern[str]
+    """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
+    is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
+
+
+@cache
+def _language(tags: TagTable) -> _Language:
+    # The names as the table writes them first: the common case matches without backtracking.
+    words = sorted(tags.synonyms, key=len, reverse=True)
+    names = "|".join(re.escape(t.name) for t in tags) + "|(?i:" + "|".join(map(re.escape, words)) + ")"
+
+    def closer(t: TagSpec) -> re.Pattern[str]:
+        spelt = sorted((w for w, name in tags.synonyms.items() if name == t.name), key=len, reverse=True)
+        return re.compile(rf"<\\?/(?:({re.escape(t.name)})|(?i:{'|'.join(map(re.escape, spelt))}))>")
+
+    element = {t.name: (closer(t), t.close, t.role == "emotion", t.streamed) for t in tags}
+    whole = {t.name: str(t.role) for t in tags if not t.streamed}
+    wholes = "|".join(re.escape(t.name) for t in tags if not t.streamed)
+    run = r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]*'
+    first_whole = re.compile(rf"<({wholes})>({run})</\1>")
+    sep_whole = re.compile(rf"\\n<({wholes})>({run})</\1>")
+    thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
+    reasoning = re.compile(rf"<\s*/?\s*(?:{thinking})\s*>", re.IGNORECASE)  # opened, or closed (the opener stripped)
+    return _Language(
+        re.compile(f"<({names})>"),
+        re.compile(rf"(\\n)?<({names})>"),
+        dict(tags.synonyms),
+        first_whole,
+        sep_whole,
+        re.compile(rf"<\\?/(?:((?!)))?(?:{names})?>"),
+        element,
+        whole,
+        frozenset(t.name for t in tags.with_role("hidden")),
+        reasoning,
+    )
+
+
+_SPECULATE_MIN: Final = 8
+"""A held stream is read again (``_speculate``) once it has grown by this many characters..."""
+_SPECULATE_SHIFT: Final = 3
+"""... and by an eighth (``>> 3``) of what was read last time: the rereads cost a bounded
+multiple of the input, so a damaged stream stays linear."""
+_SPECULATE_BUDGET: Final = 16
+"""... or sooner, on a character that may complete something, while all rereads together have
+read at most this many times the text so far."""
+_DECISIVE: Final = re.compile(r"[\]>*\")}\n]")
+_SPECULATE_SMALL: Final = 64
+"""... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
+_SPECULATE_LIMIT_SHIFT: Final = 5
+"""A held stream is reread only while it is shorter than ``max_size >> 5``."""
+_UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
+"""Characters that may begin markup a later character completes (a tag, an entity, an escape,
+an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
+open segment's text is shown only up to the first one near its end."""
+_PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd]")
+"""The same less '<' and '&': in a segment another one follows, those were read already (an
+entity decoded, a '<' that began no tag); the others may pair with a later character."""
+_UNSURE_SPAN: Final = 48
+_UNSETTLED: Final = frozenset({"plain-text", "prose"})
+"""Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
+prose before the reply (inside a body, it is the body's text)."""
+_FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
+"""A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
+_ECHOED: Final = "user-chats"
+_ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
+"""The echoed request form shows nothing early before its first ``<chat>``: until then the
+batch reader takes the text around ``<user_chats>`` for one chat, and drops it as prose
+once a ``<chat>`` comes."""
+
+
+def _settled(text: str, *, whole_text: bool = False) -> str:
+    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
+
+    Up to the first character near the end that may begin markup, less trailing white
+    space (the batch reader strips it where a segment ends).
+    """
+    m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+    return (text if m is None else text[: m.start()]).rstrip()
+
+
+class _Held(Exception):
+    """The input left the format: hold the rest for the batch reader."""
+
+
+@dataclass(slots=True)
+class _Chat:
+    index: int
+    kind: str
+    order: int
+    segment: int = -1
+    closed_segments: int = 0
+    tag: str = ""
+    had_text: bool = False
+    started: bool = False
+    key_start: int = 0
+
+
+_NO_CHAT: Final = _Chat(-1, "", 0)
+"""Stands for "no chat" between chats (never read there: the states say where a chat is open)."""
+_NO_SEPARATOR: Final = re.compile(r"[^\\<]|\\[^n]|\\n[^<]")
+"""After an element: what neither the separator (``\\n``) nor an opening tag can begin with."""
+_NO_CLOSER: Final = re.compile(r"(?!)")
+"""An I/E body has no closing tag: '<' in it is damage."""
+
+
+def _escape(s: str, i: int, buf: list[str], bad: re.Pattern[str]) -> int:
+    """Decode the JSON escape at ``s[i]`` into ``buf``; where it ends, or -1 if it is cut
+    off by the chunk boundary or decodes to a character ``bad`` matches."""
+    m = _ESCAPE.match(s, i)
+    if m is None:
+        return -1
+    simple, high, low, code = m.groups()
+    if simple is not None:
+        ch = _ESCAPES[simple]
+    elif high is not None:
+        ch = chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
+    else:
+        ch = chr(int(code, 16))
+    if bad.match(ch):
+        return -1
+    buf.append(ch)
+    return m.end()
+
+
+class Collector:
+    """Rebuilds a ``Reply`` from events: what ``collect`` and ``StreamParser.reply`` use."""
+
+    def __init__(self) -> None:
+        self.chats: dict[int, dict[str, Any]] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.dialect: str | None = None
+        self.reasoning: list[str] = []
+
+    def add(self, event: Event) -> None:
+        """Apply one event."""
+        if isinstance(event, ChatStart):
+            self.chats[event.chat] = {"type": event.type, "order": event.order, "segments": []}
+        elif isinstance(event, SegmentStart):
+            self.chats[event.chat]["segments"].append([event.tag, [], None])
+        elif isinstance(event, (Emotion, Action, Cue, TextDelta)):
+            segment = self.chats[event.chat]["segments"][event.segment]
+            segment[1].append(event.text)
+            if isinstance(event, Emotion):
+                segment[2] = event.intensity
+        elif isinstance(event, DiagnosticEvent):
+            self.diagnostics.append(event.diagnostic)
+        elif isinstance(event, Dialect):
+            self.dialect = event.name
+        elif isinstance(event, Reasoning):
+            self.reasoning.append(event.text)
+        elif isinstance(event, Reset):
+            self.chats.clear()
+            self.diagnostics.clear()
+            self.dialect = None
+            self.reasoning.clear()
+
+    def reply(self) -> Reply:
+        """The reply so far, chats sorted by order (stable: equal orders keep arrival order)."""
+        chats = []
+        for _index, c in sorted(self.chats.items()):
+            segments = [
+                construct_trusted(Segment, {"tag": tag, "text": "".join(parts), "intensity": intensity})
+                for tag, parts, intensity in c["segments"]
+            ]
+            chats.append(construct_trusted(Chat, {"type": c["type"], "order": c["order"], "segments": segments}))
+        chats.sort(key=lambda c: c.order)
+        diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
+        return construct_trusted(
+            Reply,
+            {
+                "chats": chats,
+                "diagnostics": diagnostics,
+                "reasoning": "".join(self.reasoning) or None,
+                "dialect": self.dialect,
+            },
+        )
+
+
+def collect(events: Iterable[Event]) -> Reply:
+    """The ``Reply`` a sequence of events describes (chats sorted by order)."""
+    collector = Collector()
+    for event in events:
+        collector.add(event)
+    return collector.reply()
+
+
+class StreamParser:
+    """Feed it chunks of model output (``str`` or ``bytes``); get events as soon as they are certain.
+
+    ``max_size`` (characters of ``str`` input, bytes of ``bytes`` input, as in ``parse``)
+    bounds the text kept for repairs, and at that bound the stream agrees with
+    ``parse(text, lenient=True, max_size=...)``:
+
+    - a stream of at most ``max_size`` is repaired exactly like the batch;
+    - a stream that left the format before ``max_size`` and goes on past it ends like the
+      batch, with ``CF002`` and no chats (after a ``Reset`` that takes back what it showed);
+      nothing past the bound is kept, so memory stays flat;
+    - a stream still in the format at ``max_size`` is a long stream, which the batch would
+      refuse whole: it goes on streaming with flat memory, and damage after that point is
+      reported as ``CF801`` where it begins, not repaired.
+
+    ``keep_reply=False`` keeps no ``reply`` either (for unbounded streams); a damaged
+    stream then ends with ``Reset`` and the whole batch result. A lenient stream never
+    raises (a bug in the batch reader becomes a ``CF999`` diagnostic, as in ``parse``).
+    """
+
+    # Slots: the hot path reads a dozen attributes per chunk (about 8% faster than a __dict__).
+    __slots__ = (
+        "_base",
+        "_bytes",
+        "_chat",
+        "_chats",
+        "_chats_at",
+        "_chats_end",
+        "_close_tag",
+        "_closed",
+        "_closer",
+        "_collector",
+        "_count",
+        "_damaged",
+        "_decoder",
+        "_held_at",
+        "_kept",
+        "_lang",
+        "_last_order",
+        "_limit",
+        "_line",
+        "_line_start",
+        "_live",
+        "_need",
+        "_orders",
+        "_out",
+        "_oversize",
+        "_pend",
+        "_preamble",
+        "_preamble_size",
+        "_reasoning",
+        "_room",
+        "_spec_at",
+        "_spec_last",
+        "_spec_on",
+        "_spec_work",
+        "_state",
+        "_streams",
+        "_text",
+        "_unfolded",
+        "_unsorted",
+        "lenient",
+        "max_size",
+        "tags",
+        "vocabulary",
+    )
+
+    def __init__(
+        self,
+        *,
+        lenient: bool = True,
+        vocabulary: Vocabulary | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
+        keep_reply: bool = True,
+        tags: TagTable | None = None,
+    ) -> None:
+        self.lenient = lenient
+        self.vocabulary = vocabulary
+        self.max_size = max_size
+        self.tags = DEFAULT_TAGS if tags is None else tags
+        self._lang = _language(self.tags)
+        self._reasoning = ""  # the model's reasoning shown so far (Reasoning events)
+        self._preamble: list[str] | None = []  # text skipped before the reply (reasoning, prose, a fence)
+        self._preamble_size = 0  # ... its length
+        self._damaged = False  # read through damage the batch reader repairs the same way (close() completes it)
+        self._spec_at = 0  # how much of a held stream the last reread read (see _speculate)
+        self._spec_work = 0  # how much all rereads read
+        self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
+        self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
+        self._collector: Collector | None = Collector() if keep_reply else None
+        self._unfolded: list[Event] = []  # events not yet folded into the collector
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._kept: list[str | bytes] | None = []
+        self._room = max_size  # max_size less the bytes fed (bytes input)
+        self._limit = max_size  # past this offset (characters), nothing more is kept
+        self._oversize = False  # left the format within max_size, then grew past it (see _over_size)
+        self._bytes = False
+        self._state = _TOP
+        self._pend = ""  # the start of a token cut by the chunk boundary
+        self._need = ""  # a character that token needs (see _stall)
+        self._base = 0  # raw offset (characters) of the first character not yet consumed
+        self._line = 1  # its line
+        self._line_start = 0  # the offset where that line starts
+        self._chat = _NO_CHAT  # the chat being read
+        # Only chats still open are kept: memory grows with the number of chats (their
+        # orders, for duplicates and gaps), never with their text.
+        self._chats: dict[int, _Chat] = {}
+        self._count = 0
+        self._unsorted = False
+        self._last_order = 0
+        self._orders: set[int] = set()
+        self._chats_at: tuple[int, int, int] = (0, 1, 1)
+        self._chats_end = 0
+        self._closer = _NO_CLOSER  # the closing tag of the open element
+        self._close_tag = ""  # ... as written in canonical output
+        self._text: list[str] = []  # decoded text of the open segment not yet emitted
+        self._streams = False  # the open segment's text goes out as deltas
+        self._live = False  # ... and its chat is announced: a plain chunk is one delta
+        self._out: list[Event] = []
+        self._closed = False
+        self._held_at = (0, 1, 1)  # where the input left the format
+
+    # -- public ---------------------------------------------------------------------------
+    @property
+    def reply(self) -> Reply:
+        """The reply the events so far describe."""
+        return self._folded().reply()
+
+    def _folded(self) -> Collector:
+        if self._collector is None:
+            raise ValueError("StreamParser(keep_reply=False) keeps no reply")
+        for event in self._unfolded:
+            self._collector.add(event)
+        self._unfolded = []
+        return self._collector
+
+    def feed(self, chunk: str | bytes) -> list[Event]:
+        """Consume one chunk; returns the events it made certain."""
+        if isinstance(chunk, str):
+            if (kept := self._kept) is not None:
+                kept.append(chunk)  # its size is checked where _base moves (_over_size)
+            # The common cases, inside a message: the chunk is decided text, or decided text
+            # and the start of the closing tag.
+            if self._live and (_PLAIN.fullmatch(chunk) or self._cut_closer(chunk)):
+                if pend := self._pend:
+                    chunk = chunk[: -len(pend)]
+                    if not chunk:
+                        return []
+                self._base += len(chunk)
+                if self._base > self._limit:
+                    self._past_limit()
+                chat = self._chat
+                event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
+                if self._collector is not None:
+                    self._unfolded.append(event)
+                return [event]
+            if self._closed:
+                raise ValueError("feed() after close()")
+            text = chunk
+        else:
+            if self._closed:
+                raise ValueError("feed() after close()")
+            data = bytes(chunk)
+            self._bytes = True
+            self._keep(data)
+            if self._decoder is None:
+                self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+            try:
+                text = self._decoder.decode(data)
+            except UnicodeDecodeError:
+                self._hold(self._pend, len(self._pend))
+                if self._room < 0:
+                    self._over_size()
+                return self._flush()
+        if pend := self._pend:
+            # A token cut by the last boundary: no work while this chunk cannot complete it.
+            s = pend + text
+            need = self._need
+            if (need not in text and len(s) < _TOKEN_MAX) or (
+                need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX and '"body"' not in s
+            ):
+                self._pend = s
+                if self._room < 0:  # bytes: the next chunk is not kept either
+                    self._over_size()
+                return []
+            self._pend = ""
+        elif not text:
+            return []
+        elif self._state == _HELD:
+            self._base += len(text)
+            if self._base > self._limit or self._room < 0:
+                self._past_limit()
+            if self._spec_on and self._kept is not None:
+                return self._speculate(text)
+            return []
+        else:
+            s = text
+        # Read tokens from s: one pattern per state, matched where the last token ended. A
+        # token the chunk boundary cuts waits in _pend (_stall); damage holds the rest (_hold).
+        i, n = 0, len(s)
+        buf = self._text
+        try:
+            while i < n:
+                state = self._state
+                if state == _TEXT:
+                    m = _PLAIN.match(s, i)
+                    if m is not None:
+                        buf.append(m.group())
+                        i = m.end()
+                        continue
+                    c = s[i]
+                    if c == "<":
+                        if self._closer is _NO_CLOSER:
+                            raise _Held  # markup in an I/E body
+                        m = self._closer.match(s, i) or self._other_closer(s, i)
+                        if m is None:
+                            i = self._stall(s, i, _TOKEN_MAX, ">")
+                            break
+                        if m.group(1) is None:
+                            self._repair()
+                        self._segment_end()
+                        i = m.end()
+                    elif c == "\\":
+                        if (j := _escape(s, i, buf, _TEXT_BAD)) < 0 and (j := self._bad_escape(s, i, buf)) < 0:
+                            i = self._stall(s, i, _TOKEN_MAX)
+                            break
+                        i = j
+                    elif c == "&":
+                        m = _ENTITY.match(s, i)
+                        if m is None or not terminal_regex("TEXT").fullmatch(m.group()):
+                            i = self._stall(s, i, _TOKEN_MAX, ";")
+                            break
+                        buf.append(decode_text(m.group()))
+                        i = m.end()
+                    elif c == '"':
+                        m = _BODY_END.match(s, i)
+                        assert m is not None
+                        if m.end() == n:
+                            i = self._stall(s, i, _ENVELOPE_MAX)
+                            break
+                        if s[m.end()] in ",]:":
+                            raise _Held  # the batch reader may end the string here: it decides
+                        if s[m.end()] != "}":
+                            # An unescaped quote inside the text: the batch reader keeps it as text
+                            # (CF607), and so does the stream; close() adds the diagnostic.
+                            buf.append('"')
+                            self._repair()
+                            i += 1
+                            continue
+                        self._body_end()
+                        i += 1
+                    else:
+                        raise _Held  # a raw control character or a lone surrogate: not JSON text
+                elif state == _AFTER:
+                    if s[i] == '"':
+                        self._body_end()
+                        i += 1
+                        continue
+                    m = self._lang.sep_whole.match(s, i)
+                    if m is not None and self._whole(m):
+                        i = m.end()
+                        continue
+                    m = self._lang.sep_open.match(s, i)
+                    if m is None:
+                        if _NO_SEPARATOR.match(s, i) is not None or s.find(">", i) >= 0:
+                            raise _Held  # no separator and tag can begin here, or a tag of no table
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if self._whole_cut(s, i, m.group(2), m.end()):
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if m.group(1) is None:
+                        self._repair()  # no newline between elements (CF701)
+                    self._segment_start(m.group(2), m.end())
+                    i = m.end()
+                elif state == _KEY:
+                    m = _KEY_RUN.match(s, i)
+                    if m is not None:
+                        buf.append(m.group())
+                        i = m.end()
+                        continue
+                    c = s[i]
+                    if c == "<":
+                        self._key_done(s, i)
+                    elif c == "\\":
+                        if (j := _escape(s, i, buf, _KEY_BAD)) < 0:
+                            m = _ESCAPE.match(s, i)
+                            if (m is not None and not (m.group(4) or "").lower().startswith(_HIGH_SURROGATES)) or (
+                                i + 1 < n and s[i + 1] not in _ESCAPE_STARTS
+                            ):
+                                raise _Held  # a newline, markup or a bad escape in a key: the rereads read it
+                            i = self._stall(s, i, _TOKEN_MAX)
+                            break
+                        i = j
+                    elif c == '"' and self._lenient_end(s, i):
+                        self._repair()
+                        self._key_done(s, i)  # a key cut by the end of the body (CF702)
+                        self._segment_end()
+                        self._body_end()
+                        i += 1
+                    elif c == '"' and len(s) - i < _ENVELOPE_MAX and not s[i + 1 :].strip():
+                        i = self._stall(s, i, _ENVELOPE_MAX)
+                        break
+                    else:
+                        raise _Held
+                elif state == _CLOSE:
+                    m = self._closer.match(s, i) or self._other_closer(s, i)
+                    if m is None:
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if m.group(1) is None:
+                        self._repair()
+                    self._segment_end()
+                    i = m.end()
+                elif state == _OPEN:
+                    m = self._lang.first_whole.match(s, i)
+                    if m is not None and self._whole(m):
+                        i = m.end()
+                        continue
+                    m = self._lang.open.match(s, i)
+                    if m is None:
+                        if s[i] != "<" or s.find(">", i) >= 0:
+                            raise _Held  # no tag can begin here, or a tag of no table: the rereads read it
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if self._whole_cut(s, i, m.group(1), m.end()):
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    self._segment_start(m.group(1), m.end())
+                    i = m.end()
+                else:  # the envelope, between bodies
+                    c = s[i]
+                    if c in " \t\n\r":
+                        m = _WS_RUN.match(s, i)
+                        assert m is not None
+                        if state == _TOP:
+                            self._skip(m.group())
+                        i = m.end()
+                    elif state == _CHAT_END and c == "}":
+                        self._chat_done()
+                        i += 1
+                    elif state == _SEP and c == ",":
+                        self._state = _LIST
+                        i += 1
+                    elif (state in (_SEP, _LIST)) and c == "]":
+                        if state == _LIST and self._count:
+                            self._repair()  # a trailing comma
+                        self._chats_end = self._base + i + 1
+                        self._state = _END
+                        i += 1
+                    elif state == _LIST and c == "{":
+                        if s.count('"', i) < _HEADER_QUOTES:
+                            if _BODY_KEY.search(s, i) is not None:
+                                # The body began before "type" and "order" were both written (one is
+                                # missing): no header; the rereads show what they settle.
+                                raise _Held
+                            i = self._stall(s, i, _ENVELOPE_MAX, '"')
+                            break
+                        m = _HEADER.match(s, i)
+                        if m is None:
+                            # All the quotes a header holds are here: more text cannot make it one.
+                            # Other keys, another order (a dialect): the rereads show what they settle.
+                            raise _Held
+                        self._chat_begins(m)
+                        i = m.end()
+                    elif state == _TOP:
+                        m = _TOP_RE.search(s, i)
+                        if m is None:
+                            # Prose, a fence, reasoning before the reply: skipped (the batch
+                            # reader reports it), unless the reread shows a reply in it.
+                            j = s.rfind("{", i)
+                            cut = j >= 0 and _TOP_CUT.match(s, j) is not None
+                            if (cut and j > i) or not cut:
+                                self._repair()
+                            self._skip(s[i : j if cut else n])
+                            i = self._stall(s, j, _ENVELOPE_MAX) if cut else n
+                            break
+                        if self._inside_reasoning(s[i : m.start()]):
+                            # An envelope written inside the model's reasoning (<think>…{"chats": […) is
+                            # part of the reasoning: skipped, as the batch reader skips it.
+                            self._repair()
+                            self._skip(s[i : m.end()])
+                            i = m.end()
+                            continue
+                        if m.start() > i:
+                            self._repair()
+                            self._skip(s[i : m.start()])
+                        self._preamble_reasoning()
+                        self._chats_at = self._here(s, m.end() - 1)
+                        self._state = _LIST
+                        i = m.end()
+                    elif state == _END and c == "}":
+                        self._state = _DONE
+                        i += 1
+                    elif state == _DONE:
+                        self._repair()  # text after the reply: the batch reader decides at close()
+                        i = n
+                    else:
+                        raise _Held
+        except _Held:
+            i = self._hold(s, i)
+        base = self._base
+        if i:
+            if "\n" in s:
+                newlines = s.count("\n", 0, i)
+                if newlines:
+                    self._line += newlines
+                    self._line_start = base + s.rfind("\n", 0, i) + 1
+            base = self._base = base + i
+        if base > self._limit or self._room < 0:
+            self._past_limit()
+        if buf and self._streams:
+            self._emit_text()
+        state = self._state
+        if (state == _HELD or (state == _TOP and self._damaged)) and self._spec_on and self._kept is not None:
+            return self._speculate(text)
+        out = self._out
+        if not out:
+            return []
+        self._out = []
+        if self._collector is not None:
+            self._unfolded.extend(out)
+        return out
+
+    def close(self) -> list[Event]:
+        """End of input: the remaining events (damaged or cut-off input is completed in batch)."""
+        if self._closed:
+            return []
+        self._closed = True
+        self._live = False
+        if self._decoder is not None and self._state != _HELD:
+            try:
+                self._decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                self._hold(self._pend, len(self._pend))
+        if self._state == _DONE and not self._pend and not self._damaged:
+            self._order_warnings()
+            return self._flush()
+        early = self._flush()  # what was decided before the end, now in the collector too
+        self._complete()
+        return early + self._flush()
+
+    # -- a held stream: reread what came so far, show what more text cannot change ------------
+    def _skip(self, text: str) -> None:
+        """Keep text skipped before the reply (bounded): it may hold the model's reasoning."""
+        if self._preamble is not None and text:
+            self._preamble.append(text)
+            self._preamble_size += len(text)  # (a running sum: summing the list each time is quadratic)
+            if self._preamble_size > _ENVELOPE_MAX * 64:
+                self._preamble = None  # too long to reread here: close() reports the reasoning
+
+    def _inside_reasoning(self, tail: str) -> bool:
+        """Whether the text skipped so far, then ``tail``, ends inside an open reasoning block."""
+        if self._preamble is None:
+            return False
+        tags = [m.group() for m in self._lang.reasoning.finditer("".join(self._preamble) + tail)]
+        return bool(tags) and "/" not in tags[-1]
+
+    def _preamble_reasoning(self) -> None:
+        """The reply begins: the reasoning written before it is settled, so it streams now, before the chats."""
+        preamble, self._preamble = self._preamble, None
+        if not preamble:
+            return
+        text = "".join(preamble)
+        if not text.strip():
+            return
+        # Read as what it is, text before a reply: alone, <think> would read as a bare-tag reply.
+        reasoning = parse(
+            text + _EMPTY_REPLY, lenient=True, vocabulary=self.vocabulary, **self._batch_kwargs()
+        ).reasoning
+        shown = self._reasoning  # what a reread already showed of it
+        if reasoning and len(reasoning) > len(shown) and reasoning.startswith(shown):
+            self._out.append(Reasoning(reasoning[len(shown) :]))
+            self._reasoning = reasoning
+
+    def _batch_kwargs(self) -> dict[str, Any]:
+        # The default table is what parse() reads without being told.
+        return {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
+
+    def _speculate(self, chunk: str) -> list[Event]:
+        """Reread the held stream with the lenient batch reader; emit what it settles.
+
+        Run when the text has grown by an eighth since the last reread, or when ``chunk``
+        brings a character that may complete something (a ']', a '>', an asterisk, a quote)
+        while the rereads have read less than ``_SPECULATE_BUDGET`` times the text: either
+        way, the rereads cost a bounded multiple of the input. What a reread of a prefix says is taken only where
+        more text cannot change it (``_advance``); the first reread that contradicts what was
+        shown stops the rereads, and ``close()`` decides (``Reset`` only if the whole reply
+        still contradicts it).
+        """
+        early = self._flush()
+        size = self._base + len(self._pend)
+        grown = size - self._spec_at
+        budget = grown > 0 and self._spec_work + size <= _SPECULATE_BUDGET * size
+        often = grown >= max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) or (
+            budget and _DECISIVE.search(chunk) is not None
+        )
+        if not often and not (budget and size <= _SPECULATE_SMALL):
+            return early
+        self._spec_work += size
+        if size > self.max_size >> _SPECULATE_LIMIT_SHIFT:
+            # What is shown is kept (the reply), and a reread needs memory of its own: past
+            # 1/32 of max_size, a damaged stream waits for close() (memory within max_size).
+            self._spec_on = False
+            return early
+        self._spec_at = size
+        kept = self._kept
+        assert kept is not None
+        raw = self._raw(kept) if self._bytes else "".join(c for c in kept if isinstance(c, str))
+        pause = gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            batch = parse(raw, lenient=True, vocabulary=self.vocabulary, max_size=self.max_size, **self._batch_kwargs())
+        except Exception:  # close() reads it again and reports what went wrong
+            self._spec_on = False
+            return early
+        finally:
+            if pause:
+                gc.enable()
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        if (
+            (
+                batch.dialect in _UNSETTLED
+                and (not self._chats_at[0] or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None)
+            )
+            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or (batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text))
+        ):
+            return early  # the text so far may yet turn out to be a preamble to the reply
+        if not self._advance(batch, self._folded(), often):
+            self._spec_on = False
+            self._out = []  # not even the part before the contradiction: the reread is unsure
+        if self._state == _TOP and any(isinstance(e, ChatStart) for e in self._out):
+            # What came before any JSON reads as a reply (bare tags, brackets): from here on
+            # the rereads show it, and a JSON envelope after it is no longer looked for.
+            self._base += len(self._pend)
+            self._pend = ""
+            self._hold("", 0)
+        return early + self._flush()
+
+    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True) -> bool:
+        """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
+
+        Settled: the reasoning once the reply has begun, every chat but the last one as it
+        is, and in the last chat every segment but the last one; the last segment's text up
+        to ``_settled`` (a whole value waits for its segment to close).
+        """
+        out = self._out
+        whole = self._lang.whole
+        reasoning = batch.reasoning or ""
+        if not reasoning.startswith(self._reasoning):
+            return False
+        settled = reasoning if batch.chats else _settled(reasoning)
+        if len(settled) > len(self._reasoning) and settled.startswith(self._reasoning):
+            out.append(Reasoning(settled[len(self._reasoning) :]))
+            self._reasoning = settled
+        arrival = sorted(shown.chats)
+        chats = batch.chats
+        if [c.order for c in chats[: len(arrival)]] != [shown.chats[i]["order"] for i in arrival]:
+            return False  # chats the reread sorts before one shown: close() decides
+        unannounced = {c.order: c for c in self._chats.values() if not c.started}
+        last = len(chats) - 1
+        # The last segment read the same by two rereads, the text having grown in between,
+        # is complete (what came in between is markup after it): shown whole, left open.
+        tail = chats[-1].segments[-1] if chats and chats[-1].segments else None
+        now = None if tail is None else (chats[-1].order, len(chats[-1].segments) - 1, tail.tag, tail.text)
+        # (Not between the rereads of every chunk of a short text: a few characters may add
+        # nothing the reader shows, a cut entity or a space, and still be the start of markup.)
+        steady = steady_test and now is not None and now == self._spec_last
+        if steady_test:
+            self._spec_last = now
+        for k, chat in enumerate(chats):
+            segments: list[list[Any]]
+            if k < len(arrival):
+                index = arrival[k]
+                have = shown.chats[index]
+                if have["type"] != chat.type:
+                    return False
+                found = self._chats.get(index)
+                if found is None:
+                    continue  # ended in the stream; close() checks it against the whole reply
+                state = found
+                segments = have["segments"]
+            else:
+                if k == last and not chat.segments:
+                    break
+                state = (
+                    unannounced.pop(chat.order)
+                    if chat.order in unannounced
+                    else _Chat(self._count, chat.type, chat.order)
+                )
+                if state.kind != chat.type:
+                    return False
+                if state.index == self._count:
+                    self._count += 1
+                    self._chats[state.index] = state
+                    self._orders.add(chat.order)
+                state.started = True
+                index = state.index
+                out.append(ChatStart(index, chat.type, chat.order))
+                segments = []
+            count = len(chat.segments)
+            for n, seg in enumerate(chat.segments):
+                still_open = k == last and n == count - 1
+                # Text followed only by a segment still unsure may yet lose trailing space or
+                # turn into markup: it stays open until what follows it is settled.
+                # So does text of the last chat holding a character that may begin markup (an
+                # asterisk a later one closes may make it an action).
+                if k == last and not still_open and seg.tag not in whole:
+                    after = chat.segments[-1]
+                    paired = seg.tag not in self._lang.hidden and _PAIRED.search(seg.text) is not None
+                    still_open = paired or (n == count - 2 and (after.tag in whole or not _settled(after.text)))
+                if n < len(segments):
+                    tag, parts, intensity = segments[n]
+                    text = "".join(parts)
+                    if tag != seg.tag or intensity != seg.intensity:
+                        return False
+                    if n < state.closed_segments:
+                        if text != seg.text:
+                            return False
+                        continue
+                else:
+                    steady_last = n == count - 1 and steady
+                    unsure = not seg.text if steady_last else seg.tag in whole or not _settled(seg.text)
+                    if still_open and unsure:
+                        break  # a whole value waits for its segment to close; a tag, for its first text
+                    out.append(SegmentStart(index, n, seg.tag))
+                    text = ""
+                if seg.tag in whole:
+                    if text and text != seg.text:
+                        return False
+                    if not text:
+                        out.extend(segment_events(index, n, seg, self.tags)[1:-1])
+                else:
+                    if not seg.text.startswith(text):
+                        return False
+                    if not still_open or (steady and n == count - 1):
+                        more = seg.text
+                    else:
+                        more = _settled(seg.text, whole_text=n < count - 1)
+                    if len(more) > len(text) and more.startswith(text):
+                        out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
+                if still_open:
+                    break
+                out.append(SegmentEnd(index, n, seg.tag))
+                state.closed_segments = n + 1
+            else:
+                if k < last:
+                    out.append(ChatEnd(index))
+                    del self._chats[index]
+        return True
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _keep(self, chunk: bytes) -> None:
+        self._room -= len(chunk)  # checked once the chunk is read (_over_size)
+        if self._kept is not None:
+            self._kept.append(chunk)
+
+    def _cut_closer(self, chunk: str) -> bool:
+        """Whether ``chunk`` is decided text and then the start of the closing tag (which then waits)."""
+        m = _PLAIN.match(chunk)
+        cut = 0 if m is None else m.end()
+        tag = self._close_tag
+        if cut == len(chunk) or chunk[cut] != "<" or len(chunk) - cut >= len(tag) or not tag.startswith(chunk[cut:]):
+            return False
+        self._pend, self._need, self._live = chunk[cut:], ">", False
+        return True
+
+    def _over_size(self) -> None:
+        """More than ``max_size`` was fed: nothing more is kept, memory stays flat from here on.
+
+        The stream reads its first ``max_size`` characters (bytes for ``bytes`` input) like
+        ``parse`` does. Still in the format there, it is a long stream: it goes on streaming,
+        and damage after that point is reported as ``CF801`` (see ``_complete``). Out of the
+        format before that point, it is read like ``parse`` reads input over ``max_size``: at
+        ``close()``, ``CF002`` and no chats.
+        """
+        if self._kept is None:
+            return
+        if self._damaged or (self._state == _HELD and self._held_offset() < self.max_size):
+            self._oversize = True  # (a repair is only ever made while the text is kept: within max_size)
+        self._kept = None
+        self._limit = sys.maxsize
+
+    def _held_offset(self) -> int:
+        """Where the input left the format, in the unit of ``max_size`` (bytes for ``bytes`` input)."""
+        offset = self._held_at[0]
+        if not self._bytes or self._kept is None:
+            return offset
+        # Count the bytes of the first ``offset`` characters chunk by chunk (no copy of the whole).
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        chars = size = 0
+        for chunk in self._kept:
+            text = decoder.decode(chunk if isinstance(chunk, bytes) else chunk.encode("utf-8", "surrogatepass"))
+            if chars + len(text) >= offset:
+                return size + len(text[: offset - chars].encode("utf-8", "surrogateescape"))
+            chars += len(text)
+            size += len(text.encode("utf-8", "surrogateescape"))
+        return size
+
+    def _raw(self, kept: list[str | bytes]) -> bytes:
+        return b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in kept)
+
+    def _hold(self, s: str, i: int) -> int:
+        """The input left the format at ``s[i]``: emit the text decided before it, hold the rest."""
+        if self._state != _HELD:
+            if self._text and self._streams:
+                self._emit_text()
+            self._held_at = self._here(s, i)
+            self._state = _HELD
+            self._live = self._streams = False
+        self._pend = ""
+        return len(s)
+
+    def _stall(self, s: str, i: int, limit: int, need: str = "") -> int:
+        """No token matches at ``s[i]``: wait for the next chunk, unless the tail is too long.
+
+        ``need``: a character the token ends with, if there is one ('>' for a tag, '"' for a
+        chat header): until a chunk brings it, there is nothing to try again.
+        """
+        if len(s) - i >= limit:
+            return self._hold(s, i)
+        self._pend = s[i:]
+        self._need = need
+        self._live = False  # until the token is read, a chunk is not plain text
+        return i
+
+    def _other_closer(self, s: str, i: int) -> re.Match[str] | None:
+        """A closing tag of another element (or ``</>``): the batch reader lets it close the open one (CF703)."""
+        return self._lang.any_close.match(s, i)
+
+    def _lenient_end(self, s: str, i: int) -> bool:
+        """Whether the '"' at ``s[i]`` ends the body (a '}' follows); raises nothing, decides only when it can."""
+        m = _BODY_END.match(s, i)
+        return m is not None and m.end() < len(s) and s[m.end()] == "}" and self._kept is not None
+
+    def _bad_escape(self, s: str, i: int, buf: list[str]) -> int:
+        """A backslash before a character no JSON escape starts with: the batch reader reads the character (CF608)."""
+        if i + 1 >= len(s):
+            return -1
+        ch = s[i + 1]
+        if ch in _ESCAPE_STARTS or _TEXT_BAD.match(ch) or ch in '\r\n\t"':
+            return -1
+        self._repair()
+        buf.append(ch)
+        return i + 2
+
+    def _repair(self) -> None:
+        """The reader goes on through damage the batch reader repairs the same way (``close()`` completes it).
+
+        Past ``max_size`` nothing is kept to complete it with: there, damage is damage (CF801).
+        """
+        if self._kept is None:
+            raise _Held
+        self._damaged = True
+        self._limit = min(self._limit, self.max_size >> _SPECULATE_LIMIT_SHIFT)
+
+    def _past_limit(self) -> None:
+        """The stream grew past ``_limit``: a repaired one stops showing, a long one stops keeping."""
+        if self._damaged and self._limit < self.max_size:
+            # What is shown is kept (the reply) besides the raw text kept for close(): past
+            # 1/32 of max_size, a repaired stream waits for close() (memory within max_size).
+            if self._state != _HELD:
+                self._base += len(self._pend)
+                self._pend = ""
+                self._hold("", 0)
+            self._limit = self.max_size
+        if self._base > self._limit or self._room < 0:
+            self._over_size()
+
+    def _flush(self) -> list[Event]:
+        out, self._out = self._out, []
+        if self._collector is not None and out:
+            self._unfolded.extend(out)
+        return out
+
+    def _here(self, s: str, i: int) -> tuple[int, int, int]:
+        """Raw offset, line and column of ``s[i]`` (``s`` starts at the first unconsumed character)."""
+        newlines = s.count("\n", 0, i)
+        if newlines:
+            return self._base + i, self._line + newlines, i - s.rfind("\n", 0, i)
+        return self._base + i, self._line, self._base + i - self._line_start + 1
+
+    def _diagnostic(self, code: str, message: str, at: tuple[int, int, int], end: int, chat: int | None) -> None:
+        offset, line, column = at
+        d = Diagnostic(
+            code=code, message=message, severity=CODES[code][0], line=line, column=column,
+            offset=offset, end=max(end, offset), chat=chat,
+        )  # fmt: skip
+        self._out.append(DiagnosticEvent(chat, d))
+
+    # -- the reader: what a token means ------------------------------------------------------
+    def _chat_begins(self, m: re.Match[str]) -> None:
+        kind, order_text = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
+        if kind not in CHAT_TYPES:
+            kind = TYPE_ALIASES[kind.lower()]
+            self._repair()  # a chat type the batch reader reads as C, I or E (CF613)
+        if len(order_text) > _ORDER_DIGITS_MAX:
+            raise _Held
+        order = int(order_text)
+        if order in self._orders:
+            raise _Held  # a repeated order: the batch reader renumbers it
+        chat = self._chat = self._chats[self._count] = _Chat(self._count, kind, order)
+        self._count += 1
+        self._orders.add(order)
+        self._unsorted = self._unsorted or order < self._last_order
+        self._last_order = order
+        if kind in TAGGED_TYPES:
+            self._state = _OPEN
+        else:
+            chat.segment, chat.tag, self._closer = 0, TEXT_TAG, _NO_CLOSER
+            self._state, self._streams = _TEXT, True
+
+    def _start(self, chat: _Chat) -> None:
+        """Announce the chat with its first content: a chat cut off before any has no events."""
+        chat.started = True
+        self._out.append(ChatStart(chat.index, chat.kind, chat.order))
+        if chat.kind not in TAGGED_TYPES:
+            self._out.append(SegmentStart(chat.index, 0, TEXT_TAG))
+
+    def _chat_done(self) -> None:
+        chat = self._chat
+        del self._chats[chat.index]
+        self._out.append(ChatEnd(chat.index))
+        self._chat = _NO_CHAT
+        self._state = _SEP
+
+    def _segment_start(self, written: str, after: int) -> None:
+        """The opening tag ``written`` (a name of the table in any case, or a synonym) ends just before ``s[after]``."""
+        tag = written
+        if tag not in self._lang.element:
+            tag = self._lang.names[written.lower()]
+            self._repair()  # read as the tag it means (CF704)
+        chat = self._chat
+        chat.segment += 1
+        chat.tag = tag
+        self._closer, self._close_tag, is_key, streams = self._lang.element[tag]
+        if is_key:
+            # Announced whole, once the key is complete: a key cut off shows nothing early.
+            chat.key_start = self._base + after
+            self._state = _KEY
+        else:
+            if not chat.started:
+                self._start(chat)
+            self._out.append(SegmentStart(chat.index, chat.segment, tag))
+            self._state = _TEXT
+            self._streams = self._live = streams
+
+    def _whole(self, m: re.Match[str]) -> bool:
+        """A whole element as the table writes it (``<emo>joy</emo>``) in one match; ``False``: token by token."""
+        tag, value = m.group(1), m.group(2)
+        role = self._lang.whole[tag]
+        if role == "emotion" and (self.vocabulary is not None or not terminal_regex("KEY").fullmatch(value)):
+            return False  # the token reader decides (vocabulary diagnostics, damage)
+        if self._off_list(tag, value):
+            return False
+        chat = self._chat
+        n = chat.segment = chat.segment + 1
+        chat.tag = tag
+        if not chat.started:
+            self._start(chat)
+        index = chat.index
+        out = self._out
+        out.append(SegmentStart(index, n, tag))
+        if role == "emotion":
+            out.append(Emotion(index, n, value))
+        elif role == "action":
+            out.append(Action(index, n, value))
+        else:
+            out.append(Cue(index, n, tag, value))
+        out.append(SegmentEnd(index, n, tag))
+        chat.closed_segments = n + 1
+        self._state = _AFTER
+        return True
+
+    def _off_list(self, tag: str, value: str) -> bool:
+        """Whether ``value`` is not one of the closed list of values of cue ``tag`` (the batch reader reports it)."""
+        spec = self.tags.get(tag)
+        return spec is not None and spec.values is not None and value not in spec.values
+
+    def _whole_cut(self, s: str, i: int, written: str, after: int) -> bool:
+        """Whether ``s[i:]`` is the start of a whole element cut by the chunk boundary (it waits, to be read whole)."""
+        if written not in self._lang.whole or len(s) - i >= _TOKEN_MAX:
+            return False
+        m = _KEY_RUN.match(s, after)
+        rest = s[m.end() if m is not None else after :]
+        return not rest or self._lang.element[written][1].startswith(rest)
+
+    def _key_done(self, s: str, i: int) -> None:
+        """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""
+        chat = self._chat
+        key = "".join(self._text)
+        if not terminal_regex("KEY").fullmatch(key):
+            raise _Held
+        if self.vocabulary is not None:
+            decision = apply_vocabulary(key, self.vocabulary)
+            if decision.code == "CF301":
+                raise _Held  # an error: the batch reader decides what becomes of it
+            if decision.code is not None:
+                # A key holds no raw newline (JSON strings cannot), so it starts on the current line.
+                offset, line, column = self._here(s, i)
+                start = (chat.key_start, line, column - (offset - chat.key_start))
+                message = f"chat {chat.index} body: {decision.message}"
+                self._diagnostic(decision.code, message, start, offset, chat.index)
+            key = decision.key or key
+        self._text.clear()
+        if not chat.started:
+            self._start(chat)
+        self._out.append(SegmentStart(chat.index, chat.segment, chat.tag))
+        self._out.append(Emotion(chat.index, chat.segment, key))
+        self._state = _CLOSE
+
+    def _segment_end(self) -> None:
+        chat = self._chat
+        if (role := self._lang.whole.get(chat.tag)) is not None and role != "emotion":  # (shown at _key_done)
+            text = "".join(self._text)
+            if self._off_list(chat.tag, text):
+                raise _Held  # a value its tag does not allow: the batch reader decides (CF131/CF132)
+            self._text.clear()
+            if role == "action":
+                self._out.append(Action(chat.index, chat.segment, text))
+            else:
+                self._out.append(Cue(chat.index, chat.segment, chat.tag, text))
+        elif self._text:
+            self._emit_text()
+        self._out.append(SegmentEnd(chat.index, chat.segment, chat.tag))
+        chat.closed_segments = chat.segment + 1
+        self._state = _AFTER
+        self._streams = self._live = False
+
+    def _emit_text(self) -> None:
+        """Emit the decided text of the open (streamed) segment as one delta."""
+        chat = self._chat
+        if not chat.started:
+            self._start(chat)
+        chat.had_text = True
+        self._out.append(TextDelta(chat.index, chat.segment, chat.tag, "".join(self._text)))
+        self._text.clear()
+        self._live = not self._pend
+
+    def _body_end(self) -> None:
+        chat = self._chat
+        if chat.kind in TAGGED_TYPES:
+            if self._state == _TEXT:
+                self._repair()  # an element not closed before the end of the body (CF702)
+                self._segment_end()
+            if self._state != _AFTER:
+                raise _Held  # an empty body
+        else:
+            if self._text:
+                self._emit_text()
+            if not chat.had_text:
+                raise _Held  # an empty I/E body
+            self._out.append(SegmentEnd(chat.index, 0, TEXT_TAG))
+            chat.closed_segments = 1
+            self._streams = self._live = False
+        self._state = _CHAT_END
+
+    # -- the end -------------------------------------------------------------------------------------
+    def _order_warnings(self) -> None:
+        """What strict parsing says about orders (CF112, CF113), now that all are known."""
+        orders = self._orders
+        if not orders:
+            return
+        at, end = self._chats_at, self._chats_end
+        top = max(orders)
+        if top != len(orders):
+            missing: list[int] = []
+            k = 1
+            while len(missing) < 10 and k < top:
+                if k not in self._orders:
+                    missing.append(k)
+                k += 1
+            shown = ", ".join(map(str, missing)) + (" …" if len(missing) == 10 else "")
+            self._diagnostic("CF112", f"orders are not 1..{len(orders)}: {shown} missing", at, end, None)
+        if self._unsorted:
+            message = "chats are not listed in order; they are presented sorted by order"
+            self._diagnostic("CF113", message, at, end, None)
+
+    def _complete(self) -> None:
+        """Damaged or cut-off input: read it all in batch, emit only what is missing."""
+        raw: str | bytes | None = None
+        if self._kept is not None:
+            raw = self._raw(self._kept) if self._bytes else "".join(c for c in self._kept if isinstance(c, str))
+            # Over max_size only by a token that never completed: it began before the bound.
+            self._oversize = self._oversize or len(raw) > self.max_size
+        if self._oversize:
+            # What parse(text, lenient=True) says of the same input (and all it says).
+            if raw is not None:
+                size = len(raw)
+            else:
+                size = self.max_size - self._room if self._bytes else self._base + len(self._pend)
+            message = f"input is {size:,} long; the maximum is {self.max_size:,} (max_size)"
+            cf002 = Diagnostic.at("", "CF002", message, 0)
+            self._fail(cf002)
+            shown = self._collector is None or bool(
+                self._folded().chats or self._collector.diagnostics or self._collector.reasoning
+            )
+            self._out = [Reset()] if shown else []
+            self._out.append(DiagnosticEvent(None, cf002))
+            return
+        if raw is None:
+            end = self._base + len(self._pend)
+            self._hold(self._pend, 0)  # where the reader stopped (a token that never completed)
+            offset, line, column = self._held_at
+            message = f"the stream is longer than max_size ({self.max_size:,}) and left the format: the rest is dropped"
+            cf801 = Diagnostic(
+                code="CF801", message=message, severity="error", line=line, column=column, offset=offset, end=end,
+            )  # fmt: skip
+            self._fail(cf801)
+            self._out.append(DiagnosticEvent(None, cf801))
+            return
+        # The batch result of a long damaged reply can hold hundreds of thousands of
+        # diagnostics, each becoming an event: acyclic objects the collector would rescan
+        # again and again (the parser pauses it for the same reason).
+        pause = gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            try:
+                batch = parse(
+                    raw,
+                    lenient=self.lenient,
+                    vocabulary=self.vocabulary,
+                    max_size=self.max_size,
+                    **self._batch_kwargs(),
+                )
+            except Exception as e:
+                if not self.lenient or isinstance(e, ParseError):
+                    raise
+                # A lenient stream never raises: a bug in the batch reader is reported, not thrown.
+                message = f"internal error while recovering ({type(e).__name__}: {e}); please report it"
+                self._out = [DiagnosticEvent(None, Diagnostic.at("", "CF999", message, 0))]
+                return
+            self._reconcile(batch)
+        finally:
+            if pause:
+                gc.enable()
+
+    def _fail(self, diagnostic: Diagnostic) -> None:
+        """A strict stream raises where ``parse`` would; a lenient one reports ``diagnostic``."""
+        if not self.lenient:
+            raise ParseError([diagnostic])
+
+    def _reconcile(self, batch: Reply) -> None:
+        """Emit what ``batch`` holds beyond what was streamed, or ``Reset`` and all of it."""
+        if self._collector is None:
+            self._out = [Reset(), *reply_events(batch, self.tags)]
+            return
+        streamed = self._folded()
+        out: list[Event] = []
+        shown = {(d.code, d.offset) for d in streamed.diagnostics}
+        out.extend(DiagnosticEvent(d.chat, d) for d in batch.diagnostics if (d.code, d.offset) not in shown)
+        by_order = {c["order"]: (index, c) for index, c in streamed.chats.items()}
+        next_index = self._count
+        unannounced = {c.order: c.index for c in self._chats.values() if not c.started and c.order is not None}
+        consistent = len(shown) <= len(batch.diagnostics)
+        reasoning = batch.reasoning or ""
+        if not reasoning.startswith(self._reasoning):
+            consistent = False
+        elif len(reasoning) > len(self._reasoning):
+            out.insert(0, Reasoning(reasoning[len(self._reasoning) :]))
+        for chat in batch.chats:
+            if chat.order in by_order:
+                index, have = by_order.pop(chat.order)
+                events = self._finish_chat(index, have, chat)
+                if events is None:
+                    consistent = False
+                    break
+                out.extend(events)
+            elif chat.order in unannounced:
+                out.extend(_chat_events(unannounced.pop(chat.order), chat, self.tags))
+            else:
+                out.extend(_chat_events(next_index, chat, self.tags))
+                next_index += 1
+        if by_order or not consistent:
+            out = [Reset(), *reply_events(batch, self.tags)]  # the batch reader contradicts what was shown
+        elif (dialect := batch.dialect) is not None:
+            out.append(Dialect(dialect))  # last, as in Reply.events()
+        self._out = out
+
+    def _finish_chat(self, index: int, have: dict[str, Any], chat: Chat) -> list[Event] | None:
+        """The events that complete streamed chat ``index`` into ``chat``; ``None`` if it contradicts."""
+        state = self._chats.get(index)  # None: the chat ended in the stream
+        closed = state.closed_segments if state is not None else len(have["segments"])
+        segments = have["segments"]
+        if have["type"] != chat.type or len(segments) > len(chat.segments):
+            return None
+        out: list[Event] = []
+        for n, seg in enumerate(chat.segments):
+            if n >= len(segments):
+                out.extend(segment_events(index, n, seg, self.tags))
+                continue
+            tag, parts, intensity = segments[n]
+            text = "".join(parts)
+            if tag != seg.tag or not seg.text.startswith(text) or intensity != seg.intensity:
+                return None
+            if n < closed:
+                if text != seg.text:
+                    return None
+                continue
+            if seg.tag in self._lang.whole:
+                if text and text != seg.text:
+                    return None  # an emotion, action or cue is shown whole, once
+                if not text:
+                    out.extend(segment_events(index, n, seg, self.tags)[1:-1])
+            elif len(seg.text) > len(text):
+                out.append(TextDelta(index, n, seg.tag, seg.text[len(text) :]))
+            out.append(SegmentEnd(index, n, seg.tag))
+        if state is not None:  # still open in the stream (ended chats leave the table)
+            out.append(ChatEnd(index))
+        return out
+
+
+def _chat_events(index: int, chat: Chat, tags: TagTable) -> list[Event]:
+    out: list[Event] = [ChatStart(index, chat.type, chat.order)]
+    for n, seg in enumerate(chat.segments):
+        out.extend(segment_events(index, n, seg, tags))
+    out.append(ChatEnd(index))
+    return out

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
+from charfmt._tables import NAMED_ENTITIES
 from charfmt.body import decode_text, terminal_regex
 from charfmt.diagnostics import CODES, Diagnostic, ParseError
 from charfmt.events import (
@@ -126,6 +127,8 @@ _ESCAPE_STARTS: Final = frozenset('"\\/bfnrtu')
 _HIGH_SURROGATES: Final = ("d8", "d9", "da", "db")
 """``\\uD800``-``\\uDBFF``: the first half of a pair, whose second half may be in the next chunk."""
 _ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
+_XML_ENTITIES: Final = {f"&{name};": ch for name, ch in NAMED_ENTITIES.items()}
+"""The named entities as written, decoded without a lookup in the grammar (``decode_text`` does the rest)."""
 _TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 """A decoded character that text does not allow literally ('<' and '&' would be markup)."""
 _KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
@@ -159,6 +162,15 @@ class _Language:
     reasoning: re.Pattern[str]
     """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
     is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
+    whole_first: frozenset[str]
+    """The first letters of the tags announced whole, as the table writes them (where
+    ``first_whole`` and ``sep_whole`` may match)."""
+    closed: dict[str, frozenset[str]]
+    """Tags whose values form a closed list (cues), mapped to it."""
+    key: re.Pattern[str]
+    """The grammar's ``KEY`` terminal (an emotion key)."""
+    text: re.Pattern[str]
+    """The grammar's ``TEXT`` terminal (what an entity must be to be text)."""
 
 
 @cache
@@ -190,6 +202,10 @@ def _language(tags: TagTable) -> _Language:
         whole,
         frozenset(t.name for t in tags.with_role("hidden")),
         reasoning,
+        frozenset(t.name[0] for t in tags if not t.streamed),
+        {t.name: frozenset(t.values) for t in tags if t.values is not None},
+        terminal_regex("KEY"),
+        terminal_regex("TEXT"),
     )
 
 
@@ -259,6 +275,12 @@ _NO_SEPARATOR: Final = re.compile(r"[^\\<]|\\[^n]|\\n[^<]")
 """After an element: what neither the separator (``\\n``) nor an opening tag can begin with."""
 _NO_CLOSER: Final = re.compile(r"(?!)")
 """An I/E body has no closing tag: '<' in it is damage."""
+
+
+def _plain_end(chunk: str) -> int:
+    """Where the plain text (no markup, escape, entity or quote) at the start of ``chunk`` ends."""
+    m = _PLAIN.match(chunk)
+    return 0 if m is None else m.end()
 
 
 def _escape(s: str, i: int, buf: list[str], bad: re.Pattern[str]) -> int:
@@ -485,7 +507,7 @@ class StreamParser:
                 kept.append(chunk)  # its size is checked where _base moves (_over_size)
             # The common cases, inside a message: the chunk is decided text, or decided text
             # and the start of the closing tag.
-            if self._live and (_PLAIN.fullmatch(chunk) or self._cut_closer(chunk)):
+            if self._live and self._plain_or_cut(chunk):
                 if pend := self._pend:
                     chunk = chunk[: -len(pend)]
                     if not chunk:
@@ -571,10 +593,17 @@ class StreamParser:
                         i = j
                     elif c == "&":
                         m = _ENTITY.match(s, i)
-                        if m is None or not terminal_regex("TEXT").fullmatch(m.group()):
+                        if m is None:
                             i = self._stall(s, i, _TOKEN_MAX, ";")
                             break
-                        buf.append(decode_text(m.group()))
+                        entity = m.group()
+                        decoded = _XML_ENTITIES.get(entity)
+                        if decoded is None:
+                            if not self._lang.text.fullmatch(entity):
+                                i = self._stall(s, i, _TOKEN_MAX, ";")
+                                break
+                            decoded = decode_text(entity)
+                        buf.append(decoded)
                         i = m.end()
                     elif c == '"':
                         m = _BODY_END.match(s, i)
@@ -600,10 +629,16 @@ class StreamParser:
                         self._body_end()
                         i += 1
                         continue
-                    m = self._lang.sep_whole.match(s, i)
-                    if m is not None and self._whole(m):
-                        i = m.end()
-                        continue
+                    if s.find(">", i) < 0:  # no tag is complete yet (every pattern below needs its '>')
+                        if _NO_SEPARATOR.match(s, i) is not None:
+                            raise _Held  # no separator and tag can begin here
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if s[i + 3 : i + 4] in self._lang.whole_first and s.startswith("\\n<", i):
+                        m = self._lang.sep_whole.match(s, i)
+                        if m is not None and self._whole(m):
+                            i = m.end()
+                            continue
                     m = self._lang.sep_open.match(s, i)
                     if m is None:
                         if _NO_SEPARATOR.match(s, i) is not None or s.find(">", i) >= 0:
@@ -657,10 +692,14 @@ class StreamParser:
                     self._segment_end()
                     i = m.end()
                 elif state == _OPEN:
-                    m = self._lang.first_whole.match(s, i)
-                    if m is not None and self._whole(m):
-                        i = m.end()
-                        continue
+                    if s[i] == "<" and s.find(">", i) < 0:  # an opening tag, not complete yet
+                        i = self._stall(s, i, _TOKEN_MAX, ">")
+                        break
+                    if s[i + 1 : i + 2] in self._lang.whole_first:
+                        m = self._lang.first_whole.match(s, i)
+                        if m is not None and self._whole(m):
+                            i = m.end()
+                            continue
                     m = self._lang.open.match(s, i)
                     if m is None:
                         if s[i] != "<" or s.find(">", i) >= 0:
@@ -1001,10 +1040,15 @@ class StreamParser:
         if self._kept is not None:
             self._kept.append(chunk)
 
-    def _cut_closer(self, chunk: str) -> bool:
-        """Whether ``chunk`` is decided text and then the start of the closing tag (which then waits)."""
-        m = _PLAIN.match(chunk)
-        cut = 0 if m is None else m.end()
+    def _plain_or_cut(self, chunk: str) -> bool:
+        """Whether ``chunk`` is decided text, or decided text and then the start of the closing tag."""
+        cut = _plain_end(chunk)
+        if cut == len(chunk):
+            return cut > 0
+        return self._cut_closer(chunk, cut)
+
+    def _cut_closer(self, chunk: str, cut: int) -> bool:
+        """Whether ``chunk`` is decided text up to ``cut``, then the start of the closing tag (which then waits)."""
         tag = self._close_tag
         if cut == len(chunk) or chunk[cut] != "<" or len(chunk) - cut >= len(tag) or not tag.startswith(chunk[cut:]):
             return False
@@ -1195,7 +1239,7 @@ class StreamParser:
         """A whole element as the table writes it (``<emo>joy</emo>``) in one match; ``False``: token by token."""
         tag, value = m.group(1), m.group(2)
         role = self._lang.whole[tag]
-        if role == "emotion" and (self.vocabulary is not None or not terminal_regex("KEY").fullmatch(value)):
+        if role == "emotion" and (self.vocabulary is not None or not self._lang.key.fullmatch(value)):
             return False  # the token reader decides (vocabulary diagnostics, damage)
         if self._off_list(tag, value):
             return False
@@ -1220,8 +1264,8 @@ class StreamParser:
 
     def _off_list(self, tag: str, value: str) -> bool:
         """Whether ``value`` is not one of the closed list of values of cue ``tag`` (the batch reader reports it)."""
-        spec = self.tags.get(tag)
-        return spec is not None and spec.values is not None and value not in spec.values
+        values = self._lang.closed.get(tag)
+        return values is not None and value not in values
 
     def _whole_cut(self, s: str, i: int, written: str, after: int) -> bool:
         """Whether ``s[i:]`` is the start of a whole element cut by the chunk boundary (it waits, to be read whole)."""
@@ -1235,7 +1279,7 @@ class StreamParser:
         """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""
         chat = self._chat
         key = "".join(self._text)
-        if not terminal_regex("KEY").fullmatch(key):
+        if not self._lang.key.fullmatch(key):
             raise _Held
         if self.vocabulary is not None:
             decision = apply_vocabulary(key, self.vocabulary)

@@ -54,6 +54,9 @@ _C_MARK: "\\x{ord(_C_MARK):02x}"
 _TEXT_MARK: "\\x{ord(_TEXT_MARK):02x}"
 """
 
+NAMED_ENTITIES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+"""The named entities the grammar's ``TEXT`` terminal allows, and what each stands for."""
+
 
 def content_terminal(kind: str) -> tuple[str, str]:
     """The terminal between a tag's opening and closing for content ``kind``, and its repetition."""

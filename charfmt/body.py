@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt._tables import (
     _C_MARK,
     _TEXT_MARK,
+    NAMED_ENTITIES,
     content_terminal,
     element_rules,
     full_grammar_text,
@@ -51,7 +52,6 @@ Element = tuple[str, str]
 # --- entity decoding ---------------------------------------------------------
 
 _ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]+)|#[xX]([0-9a-fA-F]+));")
-_NAMED: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 
 
 class _BadEntity(Exception):
@@ -62,7 +62,7 @@ class _BadEntity(Exception):
 def _decode_match(m: re.Match[str]) -> str:
     name, dec, hexa = m.groups()
     if name:
-        return _NAMED[name]
+        return NAMED_ENTITIES[name]
     code = int(dec) if dec else int(hexa, 16)
     ch = chr(code) if code <= 0x10FFFF else ""
     if not ch or (ch not in "<&" and not _TEXT_CHAR.fullmatch(ch)):

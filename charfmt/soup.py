@@ -15,12 +15,12 @@ from html.entities import html5
 from typing import Final
 
 from charfmt import dialects
+from charfmt._tables import NAMED_ENTITIES
 from charfmt.dialects import FRONT_MATTER, Sample
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagSpec, TagTable
 
 _ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
-_NAMED: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
 _BAD_CHARS: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
@@ -33,8 +33,8 @@ def decode_entities(text: str) -> str:
     def one(m: re.Match[str]) -> str:
         whole = m.group()
         inner = whole[1:-1]
-        if inner in _NAMED:
-            return _NAMED[inner]
+        if inner in NAMED_ENTITIES:
+            return NAMED_ENTITIES[inner]
         if inner.startswith("#"):
             code = int(inner[2:], 16) if inner[1:2] in ("x", "X") else int(inner[1:])
             ch = chr(code) if code <= 0x10FFFF else ""

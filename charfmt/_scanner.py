@@ -279,6 +279,10 @@ _NO_CLOSER: Final = re.compile(r"(?!)")
 
 def _plain_end(chunk: str) -> int:
     """Where the plain text (no markup, escape, entity or quote) at the start of ``chunk`` ends."""
+    # (The common case without the pattern: printable means no control character and no
+    # surrogate; four characters may not occur. Either way the answer is _PLAIN's.)
+    if chunk.isprintable() and '"' not in chunk and "\\" not in chunk and "<" not in chunk and "&" not in chunk:
+        return len(chunk)
     m = _PLAIN.match(chunk)
     return 0 if m is None else m.end()
 

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final
+from typing import Any, Final, final
 
 from charfmt._tables import NAMED_ENTITIES
 from charfmt.body import decode_text, terminal_regex
@@ -138,6 +138,15 @@ _KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
 class _Language:
     """What the reader needs of one tag table, built once per table."""
 
+    def __copy__(self) -> _Language:
+        return self  # (immutable and shared: a copied parser shares it)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Language:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_language, (self.table,))  # (unpickled: the shared one of its table)
+
     open: re.Pattern[str]
     """An opening tag of the table as the batch reader takes it (any case, a synonym: CF704), the name in group 1."""
     sep_open: re.Pattern[str]
@@ -171,6 +180,8 @@ class _Language:
     """The grammar's ``KEY`` terminal (an emotion key)."""
     text: re.Pattern[str]
     """The grammar's ``TEXT`` terminal (what an entity must be to be text)."""
+    table: TagTable
+    """The tag table all this was built from."""
 
 
 @cache
@@ -206,6 +217,7 @@ def _language(tags: TagTable) -> _Language:
         {t.name: frozenset(t.values) for t in tags if t.values is not None},
         terminal_regex("KEY"),
         terminal_regex("TEXT"),
+        tags,
     )
 
 
@@ -368,6 +380,7 @@ def collect(events: Iterable[Event]) -> Reply:
     return collector.reply()
 
 
+@final
 class StreamParser:
     """Feed it chunks of model output (``str`` or ``bytes``); get events as soon as they are certain.
 
@@ -444,6 +457,13 @@ class StreamParser:
         keep_reply: bool = True,
         tags: TagTable | None = None,
     ) -> None:
+        # The compiled reader checks these types at the call; the pure one checks the same.
+        if not isinstance(lenient, bool) or not isinstance(keep_reply, bool):
+            raise TypeError("lenient and keep_reply must be bool")
+        if not isinstance(max_size, int):
+            raise TypeError(f"max_size must be an int, not {type(max_size).__name__}")
+        if not isinstance(tags, TagTable | None) or not isinstance(vocabulary, Vocabulary | None):
+            raise TypeError("tags must be a TagTable and vocabulary a Vocabulary (or None)")
         self.lenient = lenient
         self.vocabulary = vocabulary
         self.max_size = max_size
@@ -504,7 +524,12 @@ class StreamParser:
         self._unfolded = []
         return self._collector
 
-    def feed(self, chunk: str | bytes) -> list[Event]:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The compiled reader cannot be subclassed; the pure one refuses it too, so that code
+        # written against one runs against the other. Wrap a parser instead.
+        raise TypeError("StreamParser cannot be subclassed: wrap an instance instead")
+
+    def feed(self, chunk: str | bytes | bytearray | memoryview) -> list[Event]:
         """Consume one chunk; returns the events it made certain."""
         if isinstance(chunk, str):
             if (kept := self._kept) is not None:
@@ -528,6 +553,8 @@ class StreamParser:
                 raise ValueError("feed() after close()")
             text = chunk
         else:
+            if not isinstance(chunk, (bytes, bytearray, memoryview)):  # (as the compiled reader checks at the call)
+                raise TypeError(f"feed() takes str or bytes, not {type(chunk).__name__}")
             if self._closed:
                 raise ValueError("feed() after close()")
             data = bytes(chunk)

@@ -1,0 +1,79 @@
+"""``StreamParser`` behaves the same around its events whichever reader runs.
+
+The compiled reader (mypyc) refuses what does not fit its signature at the call, and a
+compiled class cannot be subclassed; the pure reader does the same, so that code written
+against one runs against the other. Both take bytes-like chunks and can be copied and
+pickled mid-stream (a copy goes on exactly like the original).
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any
+
+import pytest
+
+import charfmt
+import charfmt.stream
+from charfmt import _scanner
+
+READERS = [pytest.param(_scanner.StreamParser, id="pure")]
+if charfmt.stream.COMPILED:
+    READERS.append(pytest.param(charfmt.stream.StreamParser, id="compiled"))
+
+REPLY = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello &amp; welcome</msg>"}]}'
+
+
+def _all(parser: Any, chunks: list[Any]) -> list[charfmt.Event]:
+    events: list[charfmt.Event] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+    return events + parser.close()
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_it_cannot_be_subclassed(reader: type[charfmt.StreamParser]) -> None:
+    with pytest.raises(TypeError):
+        type("Mine", (reader,), {})
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_size": 1e6}, {"lenient": 1}, {"keep_reply": 0}, {"tags": "emo"}, {"vocabulary": ["joy"]}],
+    ids=["float-max_size", "int-lenient", "int-keep_reply", "str-tags", "list-vocabulary"],
+)
+def test_arguments_of_the_wrong_type_are_refused_at_the_call(
+    reader: type[charfmt.StreamParser], kwargs: dict[str, Any]
+) -> None:
+    with pytest.raises(TypeError):
+        reader(**kwargs)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_bytes_like_chunks_read_as_bytes_and_other_chunks_are_refused(reader: type[charfmt.StreamParser]) -> None:
+    data = REPLY.encode()
+    want = _all(reader(), [data[:40], data[40:]])
+    assert _all(reader(), [bytearray(data[:40]), memoryview(data)[40:]]) == want
+    assert charfmt.collect(want) == charfmt.parse(REPLY, lenient=True)
+    with pytest.raises(TypeError):
+        reader().feed(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_copy_taken_mid_stream_goes_on_like_the_original(reader: type[charfmt.StreamParser], how: str) -> None:
+    for cut in (10, 45, 60, len(REPLY) - 3):
+        original = reader()
+        shown = original.feed(REPLY[:cut])
+        if how == "copy":
+            twin = copy.copy(original)
+        elif how == "deepcopy":
+            twin = copy.deepcopy(original)
+        else:
+            twin = pickle.loads(pickle.dumps(original))
+        rest = _all(twin, [REPLY[cut:]])
+        if how != "copy":  # (a shallow copy shares the original's lists: one of the two goes on)
+            assert _all(original, [REPLY[cut:]]) == rest
+        assert charfmt.collect(shown + rest) == charfmt.parse(REPLY, lenient=True)

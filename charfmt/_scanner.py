@@ -110,6 +110,10 @@ _HEADER: Final = re.compile(
     rf'{_JWS},{_JWS}"body"{_JWS}:{_JWS}"'
 )
 """A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
+_HEADER_WRITTEN: Final = re.compile(
+    rf'\{{"type": ?"({"|".join(CHAT_TYPES)})", ?"order": ?({_ORDER}), ?"body": ?"'
+)
+"""The header as serializers write it (``json.dumps``, compact or not): ``_HEADER``'s groups 1 and 2, sooner."""
 _BODY_KEY: Final = re.compile(rf'"body"{_JWS}:{_JWS}"')
 """The body of a chat begins (a canonical header writes it last)."""
 _HEADER_QUOTES: Final = 9
@@ -283,8 +287,21 @@ class _Chat:
 
 _NO_CHAT: Final = _Chat(-1, "", 0)
 """Stands for "no chat" between chats (never read there: the states say where a chat is open)."""
-_NO_SEPARATOR: Final = re.compile(r"[^\\<]|\\[^n]|\\n[^<]")
-"""After an element: what neither the separator (``\\n``) nor an opening tag can begin with."""
+
+
+def _no_separator(s: str, i: int) -> bool:
+    """Whether ``s[i:]`` begins with what neither the element separator (``\\n``, JSON-escaped)
+    nor an opening tag can begin with (a cut ``\\`` or ``\\n`` may still be one)."""
+    c = s[i]
+    if c == "<":
+        return False
+    if c != "\\":
+        return True
+    if i + 1 < len(s) and s[i + 1] != "n":
+        return True
+    return i + 2 < len(s) and s[i + 2] != "<"
+
+
 _NO_CLOSER: Final = re.compile(r"(?!)")
 """An I/E body has no closing tag: '<' in it is damage."""
 
@@ -661,7 +678,7 @@ class StreamParser:
                         i += 1
                         continue
                     if s.find(">", i) < 0:  # no tag is complete yet (every pattern below needs its '>')
-                        if _NO_SEPARATOR.match(s, i) is not None:
+                        if _no_separator(s, i):
                             raise _Held  # no separator and tag can begin here
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
@@ -672,7 +689,7 @@ class StreamParser:
                             continue
                     m = self._lang.sep_open.match(s, i)
                     if m is None:
-                        if _NO_SEPARATOR.match(s, i) is not None or s.find(">", i) >= 0:
+                        if _no_separator(s, i) or s.find(">", i) >= 0:
                             raise _Held  # no separator and tag can begin here, or a tag of no table
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
@@ -770,7 +787,7 @@ class StreamParser:
                                 raise _Held
                             i = self._stall(s, i, _ENVELOPE_MAX, '"')
                             break
-                        m = _HEADER.match(s, i)
+                        m = _HEADER_WRITTEN.match(s, i) or _HEADER.match(s, i)
                         if m is None:
                             # All the quotes a header holds are here: more text cannot make it one.
                             # Other keys, another order (a dialect): the rereads show what they settle.

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pytest
-from conftest import CASES, MARK, ROOT, load_cases
+from conftest import CASES, MARK, load_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -187,7 +187,8 @@ def test_only_a_true_ish_charfmt_pure_python_asks_for_pure_python(value: str, re
 @pytest.mark.parametrize("value", ["1", "yes", "0", "false"])
 def test_charfmt_pure_python_at_run_time(value: str) -> None:
     probe = "import charfmt, charfmt.stream; print(charfmt.stream.COMPILED, charfmt.StreamParser.__module__)"
-    env = {**os.environ, "CHARFMT_PURE_PYTHON": value, "PYTHONPATH": str(ROOT)}
+    # The package imported here (a source tree, or an installed wheel): the one TWIN was looked up in.
+    env = {**os.environ, "CHARFMT_PURE_PYTHON": value, "PYTHONPATH": str(Path(charfmt.__file__).parent.parent)}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     if value in ("1", "yes") or TWIN is None:
         assert done.stdout.split() == ["False", "charfmt._scanner"]

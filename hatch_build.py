@@ -1,43 +1,79 @@
 """Build hook: compile the stream reader (``charfmt/_scanner.py``) with mypyc where possible.
 
-The compiled twin is ``charfmt._scanner_c``: a copy of ``_scanner.py`` with the SHA-256 of the
-source appended as ``SOURCE_DIGEST``, compiled with mypyc (about twice as fast; see
-``benchmarks/bench_stream.py``). ``charfmt.stream`` uses it only while the digest matches
-the ``_scanner.py`` installed next to it, so an editable install whose source was edited
-runs the source, never stale code.
+The compiled twin is ``charfmt._scanner_c``: a copy of ``_scanner.py`` with a SHA-256 of the
+package's modules (every ``charfmt/*.py``: mypyc inlines ``Final`` constants of the modules
+the reader imports) appended as ``SOURCE_DIGEST``, compiled with mypyc (about twice as fast;
+see ``benchmarks/bench_stream.py``). ``charfmt.stream`` uses it only while the digest matches
+the package installed around it, so an editable install whose source was edited (any module)
+runs the source, never stale code. The digest and the reading of ``CHARFMT_PURE_PYTHON`` are
+``charfmt/_twin.py``, loaded here by its path: one rule for the build and the import.
 
-Compiling needs a C compiler; without one (or with ``CHARFMT_PURE_PYTHON=1`` set), the build
-says why and installs the pure-Python package, which produces the same events. A wheel
-that holds the compiled twin is tagged for this interpreter and platform; a pure one stays
-``py3-none-any``.
+Compiling needs a C compiler and mypy (with setuptools), which the hook asks for as build
+dependencies; without a compiler the build says why and installs the pure-Python package,
+which produces the same events. With ``CHARFMT_PURE_PYTHON=1`` (or ``true``, ``yes``, ``on``)
+the hook asks for no dependency and compiles nothing: what an offline install without mypy
+in its wheelhouse needs. An editable build first removes the compiled files an earlier
+editable build left in the source tree. A wheel that holds the compiled twin is tagged for
+this interpreter and platform; a pure one stays ``py3-none-any``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = "charfmt/_scanner.py"
+PACKAGE = "charfmt"
 TWIN = "_scanner_c"
+BUILD_DEPENDENCIES = ["mypy>=1.10", "setuptools>=69"]
+"""What compiling needs (mypyc comes with mypy); asked for only when it will be used."""
+
+
+def _rules(root: Path) -> ModuleType:
+    """``charfmt/_twin.py`` (the digest, the ``CHARFMT_PURE_PYTHON`` rule), loaded by path, not as ``charfmt``."""
+    spec = importlib.util.spec_from_file_location("_charfmt_build_twin", root / PACKAGE / "_twin.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pure_python_requested(root: Path) -> bool:
+    return bool(_rules(root).pure_python_requested())
+
+
+def _stale_products(root: Path) -> list[Path]:
+    """Compiled files of the twin in the source tree (left by an editable build): so, pyd."""
+    return sorted(p for p in (root / PACKAGE).glob(f"{TWIN}*") if p.suffix in (".so", ".pyd"))
 
 
 class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
     PLUGIN_NAME = "custom"
 
+    def dependencies(self) -> list[str]:
+        """mypy and setuptools, unless ``CHARFMT_PURE_PYTHON`` asks for pure Python (offline installs)."""
+        return [] if _pure_python_requested(Path(self.root)) else list(BUILD_DEPENDENCIES)
+
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel":
             return
-        if os.environ.get("CHARFMT_PURE_PYTHON"):
+        root = Path(self.root)
+        if version == "editable":
+            # An editable install imports the source tree, so the twin an earlier editable build
+            # put there would still be found: remove it first, whatever is built next.
+            for stale in _stale_products(root):
+                stale.unlink()
+                self.app.display_info(f"charfmt: removed {stale.relative_to(root).as_posix()} (an earlier build's)")
+        if _pure_python_requested(root):
             self.app.display_info("charfmt: CHARFMT_PURE_PYTHON is set: the stream reader stays pure Python")
             return
-        root = Path(self.root)
         work = Path(tempfile.mkdtemp(prefix="charfmt-mypyc-"))
         try:
             built = _compile(root, work)
@@ -69,16 +105,18 @@ class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
 
 def _compile(root: Path, work: Path) -> list[Path]:
     """Compile a digest-stamped copy of ``_scanner.py`` as ``charfmt._scanner_c``; the built files."""
-    # Build dependencies (pyproject.toml), imported here: without them the build stays pure Python.
+    # Build dependencies (CompileScanner.dependencies), imported here: without them the build stays pure Python.
     from mypyc.build import mypycify  # noqa: PLC0415
     from setuptools import Distribution  # type: ignore[import-untyped]  # noqa: PLC0415
 
-    source = (root / SOURCE).read_bytes()
     tree = work / "src"
+    package = tree / PACKAGE
     # The whole package, so that mypy (which mypyc runs first) sees the types the reader uses.
-    shutil.copytree(root / "charfmt", tree / "charfmt", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    digest = hashlib.sha256(source).hexdigest()
-    twin = tree / "charfmt" / f"{TWIN}.py"
+    shutil.copytree(root / PACKAGE, package, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    # The digest of the very modules compiled (as charfmt.stream computes it at import).
+    digest = str(_rules(root).package_digest(package))
+    source = (package / "_scanner.py").read_bytes()
+    twin = package / f"{TWIN}.py"
     twin.write_bytes(source + f"\n\nSOURCE_DIGEST: Final = {digest!r}\n".encode())
     cwd = os.getcwd()
     os.chdir(tree)

@@ -11,8 +11,9 @@ Run: .venv/bin/python benchmarks/bench_stream.py [--quick] [--drift [--seed N --
   measured interleaved round after round (median of the per-round ratios); the naive
   "re-parse the whole prefix on every chunk" approach as the baseline for context;
 - p50/p99 latency of one ``feed()`` call, for a 3 KB and a 300 KB reply (flat = good);
-- peak RSS of a fresh process streaming a 50 MB reply (``keep_reply=False``), against
-  the same process after import only;
+- peak RSS (``VmHWM``) of a fresh process streaming a 50 MB reply (``keep_reply=False``),
+  against the same process after import only; it runs the installed charfmt (started in a
+  temporary folder, without ``PYTHONPATH``) and says which reader it ran;
 - the sentence splitter on the shapes that once were quadratic (a trailing run of ``.``,
   text inside an unclosed 「): CPU time for n and 10n characters in 4-character deltas.
 
@@ -27,9 +28,11 @@ replies with an unescaped quote).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,9 +104,14 @@ def latencies(text: str, size: int) -> list[float]:
 
 
 RSS_SCRIPT = """
-import resource, sys, charfmt
+import sys, charfmt, charfmt.stream
+
+def hwm():  # peak RSS of this process in KiB (ru_maxrss would report the parent's: it survives exec)
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
 size = int(sys.argv[1])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = hwm()
 chat = '{"type":"C","order":%d,"body":"<emo>joy</emo>\\\\n<msg>' + 'わあ、本当ですか！ That is great. ' * 8 + '</msg>"}'
 parser = charfmt.StreamParser(keep_reply=False, max_size=1 << 20)
 parser.feed('{"chats":[')
@@ -115,9 +123,27 @@ while written < size:
         events += len(parser.feed(piece[i:i + 1024]))
     written += len(piece.encode())
 events += len(parser.feed("]}")) + len(parser.close())
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(before, after, written, n, events)
+after = hwm()
+print(before, after, written, n, events, int(charfmt.stream.COMPILED), charfmt.__file__)
 """
+
+
+def peak_rss(size: int) -> tuple[int, int, int, int, int, bool, str]:
+    """Run ``RSS_SCRIPT`` in a fresh interpreter on the installed charfmt (not a source tree's).
+
+    The child starts in an empty temporary folder without ``PYTHONPATH``: ``python -c`` puts
+    the current folder first on ``sys.path``, so from a clone it would import the clone's
+    ``charfmt`` (pure Python, whatever was installed). Peak RSS is the child's ``VmHWM``.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    with tempfile.TemporaryDirectory(prefix="bench-stream-") as cwd:
+        done = subprocess.run(
+            [sys.executable, "-c", RSS_SCRIPT, str(size)], capture_output=True, text=True, cwd=cwd, env=env, check=False
+        )
+    if done.returncode != 0:
+        raise SystemExit(f"the memory child failed (is charfmt installed for {sys.executable}?):\n{done.stderr}")
+    before, after, written, chats, events, compiled, module = done.stdout.split(maxsplit=6)
+    return int(before), int(after), int(written), int(chats), int(events), compiled == "1", module.strip()
 
 
 def drift(seed: int, count: int, size: int = 4) -> dict[str, float]:
@@ -229,13 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             f"p99 {p99 * 1e6:.1f} us, max {lat[-1] * 1e6:.0f} us"
         )
     size_mb = 5 if args.quick else 50
-    done = subprocess.run(
-        [sys.executable, "-c", RSS_SCRIPT, str(size_mb * 1_000_000)], capture_output=True, text=True, check=True
-    )
-    before, after, written, chats, events = map(int, done.stdout.split())
+    before, after, written, chats, events, child_compiled, module = peak_rss(size_mb * 1_000_000)
+    child_reader = "mypyc-compiled" if child_compiled else "pure-Python"
     print(
         f"{written / 1e6:.0f} MB stream ({chats:,} chats, {events:,} events): peak RSS {after / 1024:.0f} MB "
-        f"(after import {before / 1024:.0f} MB; +{(after - before) / 1024:.1f} MB)"
+        f"(after import {before / 1024:.0f} MB; +{(after - before) / 1024:.1f} MB; VmHWM of a fresh process "
+        f"running the {child_reader} reader of {module})"
     )
     n = 20_000 if args.quick else 200_000
     for name, shape in (("trailing '.' run", lambda k: "." * k), ("unclosed 「", lambda k: "「" + "あ" * k)):

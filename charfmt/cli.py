@@ -686,8 +686,41 @@ def _milliseconds(text: str) -> float:
     return value
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version and which stream reader runs; computed only when asked (it imports the reader)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(_version_text())
+        parser.exit(EXIT_OK)
+
+
+def _version_text() -> str:
+    """``charfmt 0.1.0`` and the stream reader: ``compiled (mypyc)`` or ``pure Python`` (``charfmt.stream``)."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    from charfmt.stream import reader_name  # noqa: PLC0415 (the reader loads only for --version)
+
+    try:
+        number = version("charfmt")
+    except PackageNotFoundError:  # a source checkout that was never installed
+        number = "(not installed)"
+    return f"charfmt {number}\nstream reader: {reader_name()}"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="charfmt", description="Parse and check game-character chat replies.")
+    p.add_argument(
+        "--version", action=_VersionAction, help="print the version and the stream reader (compiled or pure Python)"
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add_size(sp: argparse.ArgumentParser, what: str = "input") -> None:

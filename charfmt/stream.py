@@ -6,45 +6,57 @@ iterables and async iterables; ``collect`` rebuilds the ``Reply`` a sequence of 
 
 Where the package was built with a C compiler, ``charfmt._scanner`` also exists compiled with
 mypyc (``charfmt._scanner_c``, made by ``hatch_build.py`` at install): the same source, the same
-events, about twice as fast. It is used only while it was compiled from the very
-``_scanner.py`` installed next to it (a digest of the source is compiled in), so an edited
-source never runs stale code; ``CHARFMT_PURE_PYTHON=1`` in the environment turns it off.
-``COMPILED`` says which one runs.
+events, about twice as fast. It is used only while it was compiled from the very package
+installed next to it: a digest of every module, ``charfmt/*.py`` (``charfmt._twin``; mypyc
+inlines constants of the modules the reader imports), is compiled in, so an edited source, of
+any module, never runs stale code. ``CHARFMT_PURE_PYTHON=1`` (or ``true``, ``yes``, ``on``) in
+the environment turns it off. ``COMPILED`` says which one runs.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
-from charfmt import _scanner
+from charfmt import _scanner, _twin
 from charfmt.events import Event
 from charfmt.models import Vocabulary
 from charfmt.tags import TagTable
 
-__all__ = ["COMPILED", "StreamParser", "aiter_events", "collect", "iter_events", "source_digest"]
+__all__ = [
+    "COMPILED",
+    "Collector",
+    "StreamParser",
+    "aiter_events",
+    "collect",
+    "iter_events",
+    "reader_name",
+    "source_digest",
+]
 
 
-def source_digest(source: bytes) -> str:
-    """The digest ``hatch_build.py`` compiles into ``charfmt._scanner_c`` (SHA-256 of ``_scanner.py``)."""
-    return hashlib.sha256(source).hexdigest()
+def source_digest(package: Path | None = None) -> str:
+    """The digest ``hatch_build.py`` compiles into ``charfmt._scanner_c``: SHA-256 of the package's modules.
+
+    ``package`` is the folder of ``charfmt`` (default: the installed one); every ``<name>.py``
+    in it counts, sorted by name, the compiled twin's own name excepted (``charfmt._twin``).
+    """
+    return _twin.package_digest(Path(_scanner.__file__).parent if package is None else package)
 
 
-def _compiled_twin() -> ModuleType | None:
-    """``charfmt._scanner_c`` if it was compiled from the ``_scanner.py`` next to it, else ``None``."""
-    if os.environ.get("CHARFMT_PURE_PYTHON"):
+def _compiled_twin(package: Path | None = None) -> ModuleType | None:
+    """``charfmt._scanner_c`` if it was compiled from the package it sits in, else ``None``."""
+    if _twin.pure_python_requested():
         return None
     try:
-        twin = importlib.import_module("charfmt._scanner_c")
-        source = Path(_scanner.__file__).read_bytes()
+        twin = importlib.import_module(f"charfmt.{_twin.TWIN}")
+        digest = source_digest(package)
     except (ImportError, OSError):  # not built (no compiler), or no source to compare with
         return None
-    return twin if getattr(twin, "SOURCE_DIGEST", None) == source_digest(source) else None
+    return twin if getattr(twin, "SOURCE_DIGEST", None) == digest else None
 
 
 _IMPL: Final = _compiled_twin() or _scanner
@@ -52,10 +64,16 @@ COMPILED: Final = _IMPL is not _scanner
 """Whether the mypyc-compiled reader runs (``False``: the pure-Python one, same events)."""
 
 if TYPE_CHECKING:
-    from charfmt._scanner import StreamParser, collect
+    from charfmt._scanner import Collector, StreamParser, collect
 else:
+    Collector = _IMPL.Collector
     StreamParser = _IMPL.StreamParser
     collect = _IMPL.collect
+
+
+def reader_name() -> str:
+    """Which stream reader runs, in words: ``compiled (mypyc)`` or ``pure Python`` (``charfmt --version``)."""
+    return "compiled (mypyc)" if COMPILED else "pure Python"
 
 
 def iter_events(

@@ -150,3 +150,19 @@ def test_python_dash_m_runs_the_cli() -> None:
     )
     assert done.returncode == 0
     assert json.loads(done.stdout)["required"] == ["chats"]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_version_names_the_stream_reader(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import charfmt.stream
+
+    assert main(["--version"]) == 0
+    first, reader = capsys.readouterr().out.splitlines()
+    assert first.startswith("charfmt ")
+    assert reader == ("stream reader: compiled (mypyc)" if charfmt.stream.COMPILED else "stream reader: pure Python")
+    monkeypatch.setattr(charfmt.stream, "COMPILED", compiled)
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("stream reader: compiled (mypyc)\n" if compiled else "stream reader: pure Python\n"), out

@@ -3,12 +3,14 @@ the wheel holds the mypyc-compiled stream reader where a C compiler is available
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -106,6 +108,17 @@ def test_the_wheel_holds_the_compiled_reader_where_a_compiler_is_available(wheel
         assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
 
 
+def _project_copy(tmp_path: Path) -> Path:
+    """What an editable install needs of this project, copied (so that installing never touches ROOT)."""
+    copy = tmp_path / "project"
+    ignore = shutil.ignore_patterns("*.so", "*.pyd", "__pycache__")
+    for folder in ("charfmt", "grammars", "prompts"):
+        shutil.copytree(ROOT / folder, copy / folder, ignore=ignore)
+    for name in ("pyproject.toml", "README.md", "hatch_build.py", ".gitignore"):
+        shutil.copy2(ROOT / name, copy / name)
+    return copy
+
+
 def test_editable_install(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -118,7 +131,64 @@ def test_editable_install(tmp_path: Path) -> None:
     ).stdout.strip()
     # Dependencies (lark, pydantic) come from the test environment; charfmt itself does not.
     (Path(inner) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _pip("--python", python, "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT), compile_reader=False)
+    project = _project_copy(tmp_path)
+    # What an earlier compiled editable install left in the source tree: a pure reinstall removes it.
+    tag = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    stale = [project / "charfmt" / f"_scanner_c{tag}", project / "charfmt" / f"_scanner_c__mypyc{tag}"]
+    stale.append(project / "charfmt" / "_scanner_c.pyd")
+    for path in stale:
+        path.write_bytes(b"an earlier build's")
+    _pip("--python", python, "install", "--no-deps", "--no-build-isolation", "-e", str(project), compile_reader=False)
+    assert [p.name for p in stale if p.exists()] == []
+    assert (project / "charfmt" / "_scanner.py").exists()
     got = _probe(python, tmp_path)
-    assert Path(got["module"]).parent == ROOT / "charfmt"
-    assert Path(got["grammars"]) == ROOT / "grammars"
+    assert Path(got["module"]).parent == project / "charfmt"
+    assert Path(got["grammars"]) == project / "grammars"
+    assert got["compiled"] is False
+
+
+def _hook_module() -> Any:
+    spec = importlib.util.spec_from_file_location("_charfmt_hatch_build", ROOT / "hatch_build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("value", "wanted"), [(None, True), ("1", False), ("TRUE", False), ("0", True), ("no", True)])
+def test_the_build_asks_for_mypy_only_when_it_compiles(
+    value: str | None, wanted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offline installs: with CHARFMT_PURE_PYTHON=1 the build needs nothing but hatchling."""
+    from hatchling.builders.wheel import WheelBuilder
+
+    if value is None:
+        monkeypatch.delenv("CHARFMT_PURE_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("CHARFMT_PURE_PYTHON", value)
+    dependencies = WheelBuilder(str(ROOT)).config.dependencies
+    assert dependencies == (_hook_module().BUILD_DEPENDENCIES if wanted else [])
+
+
+def test_the_hook_has_no_static_dependencies() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    hook = config["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["custom"]
+    assert "dependencies" not in hook, hook
+    assert {"mypy>=1.10", "setuptools>=69"} == set(_hook_module().BUILD_DEPENDENCIES)
+
+
+def test_a_pure_build_leaves_the_source_tree_of_a_wheel_build_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only an editable build removes compiled files (they are its own); a wheel build reads the tree only."""
+    project = _project_copy(tmp_path)
+    kept = project / "charfmt" / "_scanner_c.pyd"
+    kept.write_bytes(b"someone's")
+    monkeypatch.setenv("CHARFMT_PURE_PYTHON", "1")
+    hook = _hook_module().CompileScanner(str(project), {}, None, None, str(tmp_path), "wheel")
+    build_data: dict[str, Any] = {"force_include": {}}
+    hook.initialize("standard", build_data)
+    assert kept.exists()
+    hook.initialize("editable", build_data)
+    assert not kept.exists()
+    assert build_data == {"force_include": {}}  # pure: nothing added

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 from charfmt import report
@@ -228,6 +227,7 @@ def test_dotted_field_and_by(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_parse_table_reads_dictionary_encoded_strings() -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'charfmt[arrow]')")
     texts = [GOOD, "hi", None, GOOD]
     plain = parse_table(pa.table({"text": texts}))
     coded = parse_table(pa.table({"text": pa.array(texts).dictionary_encode()}))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import random
 import shutil
@@ -22,15 +23,17 @@ import sysconfig
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pytest
-from conftest import CASES, MARK, ROOT, load_cases
+from conftest import CASES, MARK, load_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
 import charfmt.stream
 from charfmt import _scanner
+from charfmt import _twin as _twin_module
 from charfmt.fuzz import Damaged, iter_fuzz_cases
 from charfmt.tags import DEFAULT_TAGS, TagSpec, TagTable
 from charfmt.testing import chunkings, damaged_replies
@@ -41,22 +44,45 @@ EXTENDED = DEFAULT_TAGS.extend(
 )
 
 
-def _twin() -> ModuleType | None:
-    """The compiled reader, if it was built for the installed source (else the tests below skip)."""
+def _twin() -> tuple[ModuleType | None, str]:
+    """The compiled reader, if it was built for the installed package; else why not (the tests below skip)."""
     if importlib.util.find_spec("charfmt._scanner_c") is None:
-        return None
+        return None, "no compiled reader was built here (pip install -e . builds it where a C compiler is)"
     twin = importlib.import_module("charfmt._scanner_c")
-    source = Path(_scanner.__file__).read_bytes()
-    return twin if charfmt.stream.source_digest(source) == twin.SOURCE_DIGEST else None
+    if charfmt.stream.source_digest() != twin.SOURCE_DIGEST:
+        return None, "the compiled reader was built from other sources than these (edited since: reinstall)"
+    return twin, ""
 
 
-TWIN = _twin()
-needs_twin = pytest.mark.skipif(TWIN is None, reason="no compiled reader for this source (pip install -e . builds it)")
+TWIN, NO_TWIN = _twin()
+needs_twin = pytest.mark.skipif(TWIN is None, reason=NO_TWIN)
 
 
-def _can_compile() -> bool:
+def _cannot_compile() -> str | None:
+    """Why this machine cannot build the compiled reader, or ``None`` when it can."""
+    if importlib.util.find_spec("mypyc") is None:
+        return "mypyc is not installed (the test extra has it): the pure reader is the installed one"
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    return importlib.util.find_spec("mypyc") is not None and shutil.which(cc) is not None
+    if shutil.which(cc) is None:
+        return f"no C compiler ({cc} is not on PATH): the pure reader is the installed one"
+    return None
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    """A copy of the installed package's modules (what the digest reads), in ``tmp_path/charfmt``."""
+    copy = tmp_path / "charfmt"
+    copy.mkdir()
+    for path in Path(charfmt.__file__).parent.glob("*.py"):
+        shutil.copy2(path, copy / path.name)
+    return copy
+
+
+def _edit_max_size(copy: Path) -> None:
+    """What the new-user trial did: change a ``Final`` of another module, which mypyc inlines."""
+    parser = copy / "parser.py"
+    text = parser.read_text(encoding="utf-8")
+    assert "DEFAULT_MAX_SIZE: Final = " in text
+    parser.write_text(text.replace("DEFAULT_MAX_SIZE: Final = ", "DEFAULT_MAX_SIZE: Final = 2 * "), encoding="utf-8")
 
 
 def _events(module: ModuleType, chunks: list[Any], **kwargs: Any) -> list[charfmt.Event]:
@@ -83,42 +109,119 @@ def _cut(text: str | bytes, rnd: random.Random) -> list[Any]:
 # -- which reader runs -----------------------------------------------------------------------
 def test_the_stream_runs_the_compiled_reader_only_when_built_from_this_source() -> None:
     chosen = charfmt.StreamParser
-    if TWIN is not None and not os.environ.get("CHARFMT_PURE_PYTHON"):
+    if TWIN is not None and not _twin_module.pure_python_requested():
         assert charfmt.stream.COMPILED
         assert chosen is TWIN.StreamParser
         assert charfmt.stream.collect is TWIN.collect
+        assert charfmt.stream.Collector is TWIN.Collector
     else:
         assert not charfmt.stream.COMPILED
         assert chosen is _scanner.StreamParser
+        assert charfmt.stream.Collector is _scanner.Collector
 
 
-def test_an_edited_source_runs_as_pure_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if importlib.util.find_spec("charfmt._scanner_c") is None:
-        pytest.skip("no compiled reader here")
-    edited = tmp_path / "_scanner.py"
-    edited.write_bytes(Path(_scanner.__file__).read_bytes() + b"\n# edited\n")
-    monkeypatch.setattr(_scanner, "__file__", str(edited))
+def test_collector_is_public_again() -> None:
+    assert "Collector" in charfmt.stream.__all__
+    collector = charfmt.stream.Collector()
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>hi</msg>"}]}'
+    for event in charfmt.iter_events([text[:20], text[20:]]):
+        collector.add(event)
+    assert collector.reply() == charfmt.parse(text, lenient=True)
+
+
+def test_the_digest_covers_every_module_of_the_package(tmp_path: Path) -> None:
+    copy = _package_copy(tmp_path)
+    digest = charfmt.stream.source_digest(copy)
+    assert digest == charfmt.stream.source_digest()  # the content counts, not where it lies
+    assert [p.name for p in _twin_module.digest_files(copy)] == sorted(p.name for p in copy.glob("*.py"))
+    # What is not a module of the package does not count: the twin's own name, an editor's file.
+    (copy / "_scanner_c.py").write_text("SOURCE_DIGEST = 'x'\n", encoding="utf-8")
+    (copy / ".#parser.py").write_text("junk\n", encoding="utf-8")
+    assert charfmt.stream.source_digest(copy) == digest
+    # Any module does: an edited one, a new one.
+    _edit_max_size(copy)
+    edited = charfmt.stream.source_digest(copy)
+    assert edited != digest
+    (copy / "extra.py").write_text("X = 1\n", encoding="utf-8")
+    assert charfmt.stream.source_digest(copy) not in (digest, edited)
+
+
+def test_an_edited_module_turns_the_compiled_twin_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any module: mypyc inlined ``DEFAULT_MAX_SIZE`` of ``charfmt.parser`` into the compiled reader."""
+    copy = _package_copy(tmp_path)
     monkeypatch.delenv("CHARFMT_PURE_PYTHON", raising=False)
-    assert charfmt.stream._compiled_twin() is None
+    # A stand-in for the compiled module, stamped as the build stamps it: so this runs without a compiler.
+    stand_in = ModuleType("charfmt._scanner_c")
+    stand_in.SOURCE_DIGEST = charfmt.stream.source_digest(copy)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "charfmt._scanner_c", stand_in)
+    assert charfmt.stream._compiled_twin(copy) is stand_in
+    monkeypatch.setenv("CHARFMT_PURE_PYTHON", "1")
+    assert charfmt.stream._compiled_twin(copy) is None
+    monkeypatch.setenv("CHARFMT_PURE_PYTHON", "0")
+    assert charfmt.stream._compiled_twin(copy) is stand_in
+    _edit_max_size(copy)
+    assert charfmt.stream._compiled_twin(copy) is None
 
 
-def test_charfmt_pure_python_turns_the_compiled_reader_off() -> None:
+@needs_twin
+def test_the_built_twin_runs_only_for_an_unedited_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHARFMT_PURE_PYTHON", raising=False)
+    copy = _package_copy(tmp_path)
+    assert charfmt.stream._compiled_twin(copy) is TWIN
+    _edit_max_size(copy)
+    assert charfmt.stream._compiled_twin(copy) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "requested"),
+    [
+        *[("1", True), ("true", True), ("TRUE", True), ("yes", True), (" On ", True)],
+        *[("0", False), ("false", False), ("No", False), ("off", False), ("", False), ("2", False)],
+    ],
+)
+def test_only_a_true_ish_charfmt_pure_python_asks_for_pure_python(value: str, requested: bool) -> None:
+    assert _twin_module.pure_python_requested({"CHARFMT_PURE_PYTHON": value}) is requested
+    assert _twin_module.pure_python_requested({}) is False
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "0", "false"])
+def test_charfmt_pure_python_at_run_time(value: str) -> None:
     probe = "import charfmt, charfmt.stream; print(charfmt.stream.COMPILED, charfmt.StreamParser.__module__)"
-    env = {**os.environ, "CHARFMT_PURE_PYTHON": "1", "PYTHONPATH": str(ROOT)}
+    # The package imported here (a source tree, or an installed wheel): the one TWIN was looked up in.
+    env = {**os.environ, "CHARFMT_PURE_PYTHON": value, "PYTHONPATH": str(Path(charfmt.__file__).parent.parent)}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "charfmt._scanner"]
+    if value in ("1", "yes") or TWIN is None:
+        assert done.stdout.split() == ["False", "charfmt._scanner"]
+    else:
+        assert done.stdout.split() == ["True", "charfmt._scanner_c"]
+
+
+def _installed_elsewhere() -> str | None:
+    """Why the installed distribution is not the package imported here, or ``None`` when it is."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("charfmt")
+    except PackageNotFoundError:
+        return "charfmt is not installed (run from a bare source checkout)"
+    here = Path(charfmt.__file__).resolve().parent
+    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    if direct.get("dir_info", {}).get("editable"):
+        source = Path(unquote(urlparse(direct["url"]).path)).resolve()
+        if source / "charfmt" != here:
+            return f"the installed charfmt is an editable install of {source}, not of {here.parent}"
+        return None
+    installed = Path(str(dist.locate_file("charfmt/__init__.py"))).resolve().parent
+    if installed != here:
+        return f"the charfmt imported here ({here}) is not the installed one ({installed})"
+    return None
 
 
 def test_an_installed_package_was_compiled_where_a_compiler_is_available() -> None:
     """CI installs with ``pip install -e .``: on a machine with a C compiler the twin must be there."""
-    if not _can_compile():
-        pytest.skip("no C compiler or no mypyc: the pure reader is the installed one")
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        distribution("charfmt")
-    except PackageNotFoundError:
-        pytest.skip("charfmt is not installed (run from a bare source checkout)")
+    reason = _cannot_compile() or _installed_elsewhere()
+    if reason is not None:
+        pytest.skip(reason)
     assert importlib.util.find_spec("charfmt._scanner_c") is not None, "pip install -e . did not compile the reader"
 
 

@@ -69,6 +69,9 @@ else:
     Collector = _IMPL.Collector
     StreamParser = _IMPL.StreamParser
     collect = _IMPL.collect
+    if COMPILED:  # mypyc keeps no docstrings: help() shows the source's
+        for _compiled, _source in ((StreamParser, _scanner.StreamParser), (Collector, _scanner.Collector)):
+            _compiled.__doc__ = _source.__doc__
 
 
 def reader_name() -> str:

@@ -77,3 +77,8 @@ def test_a_copy_taken_mid_stream_goes_on_like_the_original(reader: type[charfmt.
         if how != "copy":  # (a shallow copy shares the original's lists: one of the two goes on)
             assert _all(original, [REPLY[cut:]]) == rest
         assert charfmt.collect(shown + rest) == charfmt.parse(REPLY, lenient=True)
+
+
+def test_the_class_docstring_is_the_sources_whichever_reader_runs() -> None:
+    assert charfmt.StreamParser.__doc__ == _scanner.StreamParser.__doc__
+    assert "max_size" in (charfmt.StreamParser.__doc__ or "")

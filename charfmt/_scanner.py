@@ -45,7 +45,7 @@ from typing import Any, Final, final
 
 from charfmt._tables import NAMED_ENTITIES
 from charfmt.body import decode_text, terminal_regex
-from charfmt.diagnostics import CODES, Diagnostic, ParseError
+from charfmt.diagnostics import CODES, Diagnostic, ParseError, in_body
 from charfmt.events import (
     Action,
     ChatEnd,
@@ -175,6 +175,9 @@ class _Language:
     reasoning: re.Pattern[str]
     """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
     is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
+    whole_prefixes: frozenset[str]
+    """The starts of tag names (lower-cased, synonyms included) that only tags announced whole
+    begin with."""
     whole_first: frozenset[str]
     """The first letters of the tags announced whole, as the table writes them (where
     ``first_whole`` and ``sep_whole`` may match)."""
@@ -204,6 +207,11 @@ def _language(tags: TagTable) -> _Language:
     run = r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]*'
     first_whole = re.compile(rf"<({wholes})>({run})</\1>")
     sep_whole = re.compile(rf"\\n<({wholes})>({run})</\1>")
+    written = {t.name.lower(): t.name for t in tags} | {w.lower(): name for w, name in tags.synonyms.items()}
+    starts: dict[str, set[bool]] = {}
+    for word, name in written.items():
+        for k in range(1, len(word) + 1):
+            starts.setdefault(word[:k], set()).add(name in whole)
     thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
     reasoning = re.compile(rf"<\s*/?\s*(?:{thinking})\s*>", re.IGNORECASE)  # opened, or closed (the opener stripped)
     return _Language(
@@ -217,6 +225,7 @@ def _language(tags: TagTable) -> _Language:
         whole,
         frozenset(t.name for t in tags.with_role("hidden")),
         reasoning,
+        frozenset(start for start, kinds in starts.items() if kinds == {True}),
         frozenset(t.name[0] for t in tags if not t.streamed),
         {t.name: frozenset(t.values) for t in tags if t.values is not None},
         terminal_regex("KEY"),
@@ -457,6 +466,7 @@ class StreamParser:
         "_state",
         "_streams",
         "_text",
+        "_twice",
         "_unfolded",
         "_unsorted",
         "lenient",
@@ -505,6 +515,7 @@ class StreamParser:
         self._state = _TOP
         self._pend = ""  # the start of a token cut by the chunk boundary
         self._need = ""  # a character that token needs (see _stall)
+        self._twice = False  # ... twice (see _stall)
         self._base = 0  # raw offset (characters) of the first character not yet consumed
         self._line = 1  # its line
         self._line_start = 0  # the offset where that line starts
@@ -590,9 +601,13 @@ class StreamParser:
             # A token cut by the last boundary: no work while this chunk cannot complete it.
             s = pend + text
             need = self._need
-            if (need not in text and len(s) < _TOKEN_MAX) or (
-                need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX and '"body"' not in s
+            if (
+                (need not in text and len(s) < _TOKEN_MAX)
+                or (need == '"' and s.count('"') < _HEADER_QUOTES and len(s) < _ENVELOPE_MAX and '"body"' not in s)
+                or (self._twice and len(s) < _TOKEN_MAX and text.count(need) == 1)
             ):
+                if self._twice and need in text:
+                    self._twice = False  # the opening tag is complete: its closing tag's '>' is next
                 self._pend = s
                 if self._room < 0:  # bytes: the next chunk is not kept either
                     self._over_size()
@@ -1100,7 +1115,7 @@ class StreamParser:
         tag = self._close_tag
         if cut == len(chunk) or chunk[cut] != "<" or len(chunk) - cut >= len(tag) or not tag.startswith(chunk[cut:]):
             return False
-        self._pend, self._need, self._live = chunk[cut:], ">", False
+        self._pend, self._need, self._twice, self._live = chunk[cut:], ">", False, False
         return True
 
     def _over_size(self) -> None:
@@ -1157,8 +1172,11 @@ class StreamParser:
         """
         if len(s) - i >= limit:
             return self._hold(s, i)
-        self._pend = s[i:]
+        pend = self._pend = s[i:]
         self._need = need
+        # An opening tag cut in a name only tags announced whole begin with: read once their
+        # closing tag's '>' came too (before that, it would only be cut again).
+        self._twice = need == ">" and pend[pend.rfind("<") + 1 :].lower() in self._lang.whole_prefixes
         self._live = False  # until the token is read, a chunk is not plain text
         return i
 
@@ -1337,7 +1355,7 @@ class StreamParser:
                 # A key holds no raw newline (JSON strings cannot), so it starts on the current line.
                 offset, line, column = self._here(s, i)
                 start = (chat.key_start, line, column - (offset - chat.key_start))
-                message = f"chat {chat.index} body: {decision.message}"
+                message = in_body(chat.index, decision.message)
                 self._diagnostic(decision.code, message, start, offset, chat.index)
             key = decision.key or key
         self._text.clear()

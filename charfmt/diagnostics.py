@@ -124,6 +124,11 @@ Codes are stable: a code keeps its meaning forever; new problems get new codes.
 """
 
 
+def in_body(chat: int, message: str) -> str:
+    """A diagnostic message about the body of chat ``chat`` (every reader words it this way)."""
+    return f"chat {chat} body: {message}"
+
+
 def _width(ch: str) -> int:
     """Terminal columns a character takes: 2 for East Asian wide and full-width ones."""
     import unicodedata  # noqa: PLC0415 (only snippets need it)

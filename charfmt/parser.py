@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any, Final
 
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
-from charfmt.diagnostics import Diagnostic, ParseError
+from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
@@ -361,7 +361,7 @@ class _Run:
         path = ("chats", index, "body")
         start = self.locator.string_offset(path, e.start)
         end = self.locator.string_offset(path, e.end) if e.end > e.start else start
-        self.fail(e.code, f"chat {index} body: {e.message}", start, end, index)
+        self.fail(e.code, in_body(index, e.message), start, end, index)
 
     def _chat(self, index: int, kind: str, order: int, body: str, elements: list[Element]) -> Chat:
         segments = []
@@ -404,7 +404,7 @@ class _Run:
                 spans += [at + len(opener), at + len(opener) + len(text)]
         raw = self.locator.string_offsets(("chats", index, "body"), spans)
         for k, (_n, code, message) in enumerate(decisions):
-            self.fail(code, f"chat {index} body: {message}", raw[2 * k], raw[2 * k + 1], index)
+            self.fail(code, in_body(index, message), raw[2 * k], raw[2 * k + 1], index)
 
     def _check_orders(self, rows: list[tuple[int, str, int, str]]) -> None:
         if not rows:

@@ -24,7 +24,7 @@ from typing import Final
 
 from charfmt import dialects
 from charfmt.body import terminal_regex
-from charfmt.diagnostics import Diagnostic
+from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.dialects import CHATS_KEYS, HYBRID_BODY, HYBRID_EMOTION, TAGGED, Sample
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.soup import (
@@ -883,7 +883,7 @@ class Recovery:
         if self.vocabulary is not None:
             decision = apply_vocabulary(key, self.vocabulary)
             if decision.code in _MAPPED and decision.key is not None:
-                self.note(decision.code or "", f"chat {index} body: {decision.message}", p.start, p.end, index)
+                self.note(decision.code or "", in_body(index, decision.message), p.start, p.end, index)
                 return decision.key
         self.note(
             "CF718",
@@ -917,7 +917,7 @@ class Recovery:
                 else:
                     decision = apply_vocabulary(key, self.vocabulary)
                     if decision.code:  # worded as strict parsing words it (and the stream)
-                        message = f"chat {rc.index} body: {decision.message}"
+                        message = in_body(rc.index, decision.message)
                         self.note(decision.code, message, p.start, p.end, rc.index)
                     if decision.key is None:
                         continue

@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
 from conftest import ROOT
+from grammar_damage import damaged, strict_ok
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,67 +61,6 @@ VOCAB_ENGINES = {
     "lark": Engine(charfmt.grammar("lark", vocabulary=VOCAB)),
     "gbnf": Engine(gbnf_to_lark(charfmt.grammar("gbnf", vocabulary=VOCAB))),
 }
-
-
-def strict_ok(text: str, vocabulary: charfmt.Vocabulary | None = None) -> bool:
-    try:
-        charfmt.parse(text, vocabulary=vocabulary)
-    except charfmt.ParseError:
-        return False
-    return True
-
-
-# --- damage that keeps charfmt's canonical spelling (what a constrained model could drift to) ---
-
-
-def _body_damage(fn: Callable[[str], str]) -> Callable[[dict[str, Any], int], None]:
-    def apply(doc: dict[str, Any], i: int) -> None:
-        doc["chats"][i]["body"] = fn(doc["chats"][i]["body"])
-
-    return apply
-
-
-def _set(key: str, value: Any) -> Callable[[dict[str, Any], int], None]:
-    def apply(doc: dict[str, Any], i: int) -> None:
-        doc["chats"][i][key] = value
-
-    return apply
-
-
-DAMAGE: dict[str, Callable[[dict[str, Any], int], None]] = {
-    "none": lambda doc, i: None,
-    "mismatched closer": _body_damage(lambda b: re.sub(r"</(msg|act|thought)>", "</emo>", b, count=1)),
-    "raw less-than": _body_damage(lambda b: b.replace("</", "<</", 1)),
-    "raw ampersand": _body_damage(lambda b: b + "&"),
-    "no newline": _body_damage(lambda b: b.replace(">\n<", "><", 1)),
-    "blank line": _body_damage(lambda b: b.replace("\n", "\n\n", 1)),
-    "attribute": _body_damage(lambda b: b.replace("<emo>", '<emo type="x">', 1)),
-    "unclosed": _body_damage(lambda b: b[: b.rfind("</")] if "</" in b else b),
-    "upper case": _body_damage(lambda b: b.replace("<msg>", "<MSG>", 1)),
-    "unknown tag": _body_damage(lambda b: b + "\n<speak>hi</speak>"),
-    "stray text": _body_damage(lambda b: b + "\nhello"),
-    "padded key": _body_damage(lambda b: b.replace("<emo>", "<emo> ", 1)),
-    "trailing newline": _body_damage(lambda b: b + "\n"),
-    "empty body": _body_damage(lambda b: ""),
-    "control character": _body_damage(lambda b: b[:1] + "\x07" + b[1:]),
-    "unknown emotion": _body_damage(lambda b: b.replace("<emo>", "<emo>furious", 1)),
-    "lower-case type": _set("type", "c"),
-    "order zero": _set("order", 0),
-    "order string": _set("order", "1"),
-    "extra key": _set("mood", "joy"),
-}
-
-
-@st.composite
-def damaged(draw: st.DrawFn) -> str:
-    reply = draw(replies().filter(lambda r: bool(r.chats)))
-    doc = json.loads(charfmt.dumps(reply))
-    name = draw(st.sampled_from(sorted(DAMAGE)))
-    DAMAGE[name](doc, draw(st.integers(0, len(doc["chats"]) - 1)))
-    text = json.dumps(doc, ensure_ascii=False, indent=draw(st.sampled_from([None, 2])))
-    if draw(st.booleans()) and name == "none":
-        text = text[: draw(st.integers(0, len(text) - 1))]  # truncated
-    return text
 
 
 @pytest.mark.parametrize("target", sorted(ENGINES))

@@ -277,6 +277,18 @@ def _settled(text: str, *, whole_text: bool = False) -> str:
     return (text if m is None else text[: m.start()]).rstrip()
 
 
+# mypyc reads a module's Final names from C statics but imported names from the module's dict
+# on every use: the event classes the reader builds, as Final names (the same classes).
+_TextDelta: Final = TextDelta
+_SegmentStart: Final = SegmentStart
+_SegmentEnd: Final = SegmentEnd
+_ChatStart: Final = ChatStart
+_ChatEnd: Final = ChatEnd
+_Emotion: Final = Emotion
+_Action: Final = Action
+_Cue: Final = Cue
+
+
 class _Held(Exception):
     """The input left the format: hold the rest for the batch reader."""
 
@@ -573,7 +585,7 @@ class StreamParser:
                 if self._base > self._limit:
                     self._past_limit()
                 chat = self._chat
-                event = TextDelta(chat.index, chat.segment, chat.tag, chunk)
+                event = _TextDelta(chat.index, chat.segment, chat.tag, chunk)
                 if self._collector is not None:
                     self._unfolded.append(event)
                 return [event]
@@ -1044,7 +1056,7 @@ class StreamParser:
                     self._orders.add(chat.order)
                 state.started = True
                 index = state.index
-                out.append(ChatStart(index, chat.type, chat.order))
+                out.append(_ChatStart(index, chat.type, chat.order))
                 segments = []
             count = len(chat.segments)
             for n, seg in enumerate(chat.segments):
@@ -1071,7 +1083,7 @@ class StreamParser:
                     unsure = not seg.text if steady_last else seg.tag in whole or not _settled(seg.text)
                     if still_open and unsure:
                         break  # a whole value waits for its segment to close; a tag, for its first text
-                    out.append(SegmentStart(index, n, seg.tag))
+                    out.append(_SegmentStart(index, n, seg.tag))
                     text = ""
                 if seg.tag in whole:
                     if text and text != seg.text:
@@ -1086,14 +1098,14 @@ class StreamParser:
                     else:
                         more = _settled(seg.text, whole_text=n < count - 1)
                     if len(more) > len(text) and more.startswith(text):
-                        out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
+                        out.append(_TextDelta(index, n, seg.tag, more[len(text) :]))
                 if still_open:
                     break
-                out.append(SegmentEnd(index, n, seg.tag))
+                out.append(_SegmentEnd(index, n, seg.tag))
                 state.closed_segments = n + 1
             else:
                 if k < last:
-                    out.append(ChatEnd(index))
+                    out.append(_ChatEnd(index))
                     del self._chats[index]
         return True
 
@@ -1269,14 +1281,14 @@ class StreamParser:
     def _start(self, chat: _Chat) -> None:
         """Announce the chat with its first content: a chat cut off before any has no events."""
         chat.started = True
-        self._out.append(ChatStart(chat.index, chat.kind, chat.order))
+        self._out.append(_ChatStart(chat.index, chat.kind, chat.order))
         if chat.kind not in TAGGED_TYPES:
-            self._out.append(SegmentStart(chat.index, 0, TEXT_TAG))
+            self._out.append(_SegmentStart(chat.index, 0, TEXT_TAG))
 
     def _chat_done(self) -> None:
         chat = self._chat
         del self._chats[chat.index]
-        self._out.append(ChatEnd(chat.index))
+        self._out.append(_ChatEnd(chat.index))
         self._chat = _NO_CHAT
         self._state = _SEP
 
@@ -1297,7 +1309,7 @@ class StreamParser:
         else:
             if not chat.started:
                 self._start(chat)
-            self._out.append(SegmentStart(chat.index, chat.segment, tag))
+            self._out.append(_SegmentStart(chat.index, chat.segment, tag))
             self._state = _TEXT
             self._streams = self._live = streams
 
@@ -1316,14 +1328,14 @@ class StreamParser:
             self._start(chat)
         index = chat.index
         out = self._out
-        out.append(SegmentStart(index, n, tag))
+        out.append(_SegmentStart(index, n, tag))
         if role == "emotion":
-            out.append(Emotion(index, n, value))
+            out.append(_Emotion(index, n, value))
         elif role == "action":
-            out.append(Action(index, n, value))
+            out.append(_Action(index, n, value))
         else:
-            out.append(Cue(index, n, tag, value))
-        out.append(SegmentEnd(index, n, tag))
+            out.append(_Cue(index, n, tag, value))
+        out.append(_SegmentEnd(index, n, tag))
         chat.closed_segments = n + 1
         self._state = _AFTER
         return True
@@ -1361,8 +1373,8 @@ class StreamParser:
         self._text.clear()
         if not chat.started:
             self._start(chat)
-        self._out.append(SegmentStart(chat.index, chat.segment, chat.tag))
-        self._out.append(Emotion(chat.index, chat.segment, key))
+        self._out.append(_SegmentStart(chat.index, chat.segment, chat.tag))
+        self._out.append(_Emotion(chat.index, chat.segment, key))
         self._state = _CLOSE
 
     def _segment_end(self) -> None:
@@ -1373,12 +1385,12 @@ class StreamParser:
                 raise _Held  # a value its tag does not allow: the batch reader decides (CF131/CF132)
             self._text.clear()
             if role == "action":
-                self._out.append(Action(chat.index, chat.segment, text))
+                self._out.append(_Action(chat.index, chat.segment, text))
             else:
-                self._out.append(Cue(chat.index, chat.segment, chat.tag, text))
+                self._out.append(_Cue(chat.index, chat.segment, chat.tag, text))
         elif self._text:
             self._emit_text()
-        self._out.append(SegmentEnd(chat.index, chat.segment, chat.tag))
+        self._out.append(_SegmentEnd(chat.index, chat.segment, chat.tag))
         chat.closed_segments = chat.segment + 1
         self._state = _AFTER
         self._streams = self._live = False
@@ -1389,7 +1401,7 @@ class StreamParser:
         if not chat.started:
             self._start(chat)
         chat.had_text = True
-        self._out.append(TextDelta(chat.index, chat.segment, chat.tag, "".join(self._text)))
+        self._out.append(_TextDelta(chat.index, chat.segment, chat.tag, "".join(self._text)))
         self._text.clear()
         self._live = not self._pend
 
@@ -1406,7 +1418,7 @@ class StreamParser:
                 self._emit_text()
             if not chat.had_text:
                 raise _Held  # an empty I/E body
-            self._out.append(SegmentEnd(chat.index, 0, TEXT_TAG))
+            self._out.append(_SegmentEnd(chat.index, 0, TEXT_TAG))
             chat.closed_segments = 1
             self._streams = self._live = False
         self._state = _CHAT_END
@@ -1560,16 +1572,16 @@ class StreamParser:
                 if not text:
                     out.extend(segment_events(index, n, seg, self.tags)[1:-1])
             elif len(seg.text) > len(text):
-                out.append(TextDelta(index, n, seg.tag, seg.text[len(text) :]))
-            out.append(SegmentEnd(index, n, seg.tag))
+                out.append(_TextDelta(index, n, seg.tag, seg.text[len(text) :]))
+            out.append(_SegmentEnd(index, n, seg.tag))
         if state is not None:  # still open in the stream (ended chats leave the table)
-            out.append(ChatEnd(index))
+            out.append(_ChatEnd(index))
         return out
 
 
 def _chat_events(index: int, chat: Chat, tags: TagTable) -> list[Event]:
-    out: list[Event] = [ChatStart(index, chat.type, chat.order)]
+    out: list[Event] = [_ChatStart(index, chat.type, chat.order)]
     for n, seg in enumerate(chat.segments):
         out.extend(segment_events(index, n, seg, tags))
-    out.append(ChatEnd(index))
+    out.append(_ChatEnd(index))
     return out

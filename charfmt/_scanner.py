@@ -38,7 +38,7 @@ import codecs
 import gc
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, final
@@ -138,6 +138,10 @@ _TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]"
 _KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
 
 
+_Matcher = Callable[[str, int], "re.Match[str] | None"]
+"""A compiled pattern's bound ``match``: called without looking the method up by name."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Language:
     """What the reader needs of one tag table, built once per table."""
@@ -163,8 +167,8 @@ class _Language:
     """The same after the element separator."""
     any_close: re.Pattern[str]
     """Any closing tag of the table (any spelling), or ``</>``; group 1 never matches (it is damage)."""
-    element: dict[str, tuple[re.Pattern[str], str, bool, bool]]
-    """Per tag: its closing tag as a pattern (raw in the JSON string: '</msg>', or '<\\/msg>' from
+    element: dict[str, tuple[_Matcher, str, bool, bool]]
+    """Per tag: its closing tag as a pattern's bound ``match`` (raw in the JSON string: '</msg>', or '<\\/msg>' from
     serializers that escape '/') and as written, whether it holds a key (announced whole,
     checked against the vocabulary: the emotion role), whether its text streams (speech and
     hidden roles; an action or a cue goes out whole)."""
@@ -201,7 +205,9 @@ def _language(tags: TagTable) -> _Language:
         spelt = sorted((w for w, name in tags.synonyms.items() if name == t.name), key=len, reverse=True)
         return re.compile(rf"<\\?/(?:({re.escape(t.name)})|(?i:{'|'.join(map(re.escape, spelt))}))>")
 
-    element = {t.name: (closer(t), t.close, t.role == "emotion", t.streamed) for t in tags}
+    element: dict[str, tuple[_Matcher, str, bool, bool]] = {
+        t.name: (closer(t).match, t.close, t.role == "emotion", t.streamed) for t in tags
+    }
     whole = {t.name: str(t.role) for t in tags if not t.streamed}
     wholes = "|".join(re.escape(t.name) for t in tags if not t.streamed)
     run = r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]*'
@@ -277,6 +283,14 @@ def _settled(text: str, *, whole_text: bool = False) -> str:
     return (text if m is None else text[: m.start()]).rstrip()
 
 
+# The patterns' bound match methods, as Final names: called without a method lookup by name.
+_PLAIN_MATCH: Final = _PLAIN.match
+_KEY_RUN_MATCH: Final = _KEY_RUN.match
+_ENTITY_MATCH: Final = _ENTITY.match
+_BODY_END_MATCH: Final = _BODY_END.match
+_WS_RUN_MATCH: Final = _WS_RUN.match
+_HEADER_WRITTEN_MATCH: Final = _HEADER_WRITTEN.match
+_HEADER_MATCH: Final = _HEADER.match
 # mypyc reads a module's Final names from C statics but imported names from the module's dict
 # on every use: the event classes the reader builds, as Final names (the same classes).
 _TextDelta: Final = TextDelta
@@ -323,7 +337,7 @@ def _no_separator(s: str, i: int) -> bool:
     return i + 2 < len(s) and s[i + 2] != "<"
 
 
-_NO_CLOSER: Final = re.compile(r"(?!)")
+_NO_CLOSER: Final[_Matcher] = re.compile(r"(?!)").match
 """An I/E body has no closing tag: '<' in it is damage."""
 
 
@@ -333,7 +347,7 @@ def _plain_end(chunk: str) -> int:
     # surrogate; four characters may not occur. Either way the answer is _PLAIN's.)
     if chunk.isprintable() and '"' not in chunk and "\\" not in chunk and "<" not in chunk and "&" not in chunk:
         return len(chunk)
-    m = _PLAIN.match(chunk)
+    m = _PLAIN_MATCH(chunk)
     return 0 if m is None else m.end()
 
 
@@ -541,7 +555,7 @@ class StreamParser:
         self._orders: set[int] = set()
         self._chats_at: tuple[int, int, int] = (0, 1, 1)
         self._chats_end = 0
-        self._closer = _NO_CLOSER  # the closing tag of the open element
+        self._closer: _Matcher = _NO_CLOSER  # the closing tag of the open element
         self._close_tag = ""  # ... as written in canonical output
         self._text: list[str] = []  # decoded text of the open segment not yet emitted
         self._streams = False  # the open segment's text goes out as deltas
@@ -644,7 +658,7 @@ class StreamParser:
             while i < n:
                 state = self._state
                 if state == _TEXT:
-                    m = _PLAIN.match(s, i)
+                    m = _PLAIN_MATCH(s, i)
                     if m is not None:
                         buf.append(m.group())
                         i = m.end()
@@ -653,7 +667,7 @@ class StreamParser:
                     if c == "<":
                         if self._closer is _NO_CLOSER:
                             raise _Held  # markup in an I/E body
-                        m = self._closer.match(s, i) or self._other_closer(s, i)
+                        m = self._closer(s, i) or self._other_closer(s, i)
                         if m is None:
                             i = self._stall(s, i, _TOKEN_MAX, ">")
                             break
@@ -667,7 +681,7 @@ class StreamParser:
                             break
                         i = j
                     elif c == "&":
-                        m = _ENTITY.match(s, i)
+                        m = _ENTITY_MATCH(s, i)
                         if m is None:
                             i = self._stall(s, i, _TOKEN_MAX, ";")
                             break
@@ -681,7 +695,7 @@ class StreamParser:
                         buf.append(decoded)
                         i = m.end()
                     elif c == '"':
-                        m = _BODY_END.match(s, i)
+                        m = _BODY_END_MATCH(s, i)
                         assert m is not None
                         if m.end() == n:
                             i = self._stall(s, i, _ENVELOPE_MAX)
@@ -728,7 +742,7 @@ class StreamParser:
                     self._segment_start(m.group(2), m.end())
                     i = m.end()
                 elif state == _KEY:
-                    m = _KEY_RUN.match(s, i)
+                    m = _KEY_RUN_MATCH(s, i)
                     if m is not None:
                         buf.append(m.group())
                         i = m.end()
@@ -758,7 +772,7 @@ class StreamParser:
                     else:
                         raise _Held
                 elif state == _CLOSE:
-                    m = self._closer.match(s, i) or self._other_closer(s, i)
+                    m = self._closer(s, i) or self._other_closer(s, i)
                     if m is None:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
@@ -789,7 +803,7 @@ class StreamParser:
                 else:  # the envelope, between bodies
                     c = s[i]
                     if c in " \t\n\r":
-                        m = _WS_RUN.match(s, i)
+                        m = _WS_RUN_MATCH(s, i)
                         assert m is not None
                         if state == _TOP:
                             self._skip(m.group())
@@ -814,7 +828,7 @@ class StreamParser:
                                 raise _Held
                             i = self._stall(s, i, _ENVELOPE_MAX, '"')
                             break
-                        m = _HEADER_WRITTEN.match(s, i) or _HEADER.match(s, i)
+                        m = _HEADER_WRITTEN_MATCH(s, i) or _HEADER_MATCH(s, i)
                         if m is None:
                             # All the quotes a header holds are here: more text cannot make it one.
                             # Other keys, another order (a dialect): the rereads show what they settle.
@@ -1198,7 +1212,7 @@ class StreamParser:
 
     def _lenient_end(self, s: str, i: int) -> bool:
         """Whether the '"' at ``s[i]`` ends the body (a '}' follows); raises nothing, decides only when it can."""
-        m = _BODY_END.match(s, i)
+        m = _BODY_END_MATCH(s, i)
         return m is not None and m.end() < len(s) and s[m.end()] == "}" and self._kept is not None
 
     def _bad_escape(self, s: str, i: int, buf: list[str]) -> int:
@@ -1349,7 +1363,7 @@ class StreamParser:
         """Whether ``s[i:]`` is the start of a whole element cut by the chunk boundary (it waits, to be read whole)."""
         if written not in self._lang.whole or len(s) - i >= _TOKEN_MAX:
             return False
-        m = _KEY_RUN.match(s, after)
+        m = _KEY_RUN_MATCH(s, after)
         rest = s[m.end() if m is not None else after :]
         return not rest or self._lang.element[written][1].startswith(rest)
 

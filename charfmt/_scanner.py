@@ -273,6 +273,17 @@ batch reader takes the text around ``<user_chats>`` for one chat, and drops it a
 once a ``<chat>`` comes."""
 
 
+_CUT_TAG: Final = re.compile(r"<[A-Za-z/][^<>]*\Z")
+"""A tag cut before its '>' at the end of a segment's text."""
+_FRONT_MATTER_OPEN: Final = re.compile(r"\s*-(?![\s\S]*\n[ \t]*---)")
+"""Text that begins like front matter (``---``) whose closing ``---`` line has not come yet."""
+
+
+def _markup_ahead(text: str) -> bool:
+    """Whether the text of a segment read from a prefix may still turn into markup as the reply grows."""
+    return _CUT_TAG.search(text) is not None or _FRONT_MATTER_OPEN.match(text) is not None
+
+
 def _settled(text: str, *, whole_text: bool = False) -> str:
     """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
 
@@ -1083,6 +1094,10 @@ class StreamParser:
                     after = chat.segments[-1]
                     paired = seg.tag not in self._lang.hidden and _PAIRED.search(seg.text) is not None
                     still_open = paired or (n == count - 2 and (after.tag in whole or not _settled(after.text)))
+                # Text of the last chat that is a tag cut before its '>' (read as text only because
+                # it is not complete yet) or front matter not closed yet may turn into markup.
+                markup = k == last and seg.tag not in whole and _markup_ahead(seg.text)
+                still_open = still_open or markup
                 if n < len(segments):
                     tag, parts, intensity = segments[n]
                     text = "".join(parts)
@@ -1094,7 +1109,7 @@ class StreamParser:
                         continue
                 else:
                     steady_last = n == count - 1 and steady
-                    unsure = not seg.text if steady_last else seg.tag in whole or not _settled(seg.text)
+                    unsure = markup or (not seg.text if steady_last else seg.tag in whole or not _settled(seg.text))
                     if still_open and unsure:
                         break  # a whole value waits for its segment to close; a tag, for its first text
                     out.append(_SegmentStart(index, n, seg.tag))
@@ -1107,7 +1122,9 @@ class StreamParser:
                 else:
                     if not seg.text.startswith(text):
                         return False
-                    if not still_open or (steady and n == count - 1):
+                    if markup:
+                        more = text  # (nothing more until it is settled)
+                    elif not still_open or (steady and n == count - 1):
                         more = seg.text
                     else:
                         more = _settled(seg.text, whole_text=n < count - 1)
@@ -1230,8 +1247,10 @@ class StreamParser:
         """The reader goes on through damage the batch reader repairs the same way (``close()`` completes it).
 
         Past ``max_size`` nothing is kept to complete it with: there, damage is damage (CF801).
+        A strict stream shows nothing from the first damage on: ``close()`` raises where
+        ``parse`` would.
         """
-        if self._kept is None:
+        if self._kept is None or not self.lenient:
             raise _Held
         self._damaged = True
         self._limit = min(self._limit, self.max_size >> _SPECULATE_LIMIT_SHIFT)

@@ -82,3 +82,61 @@ def test_a_copy_taken_mid_stream_goes_on_like_the_original(reader: type[charfmt.
 def test_the_class_docstring_is_the_sources_whichever_reader_runs() -> None:
     assert charfmt.StreamParser.__doc__ == _scanner.StreamParser.__doc__
     assert "max_size" in (charfmt.StreamParser.__doc__ or "")
+
+
+STRICT_DAMAGE = [
+    pytest.param("```json\n" + REPLY + "\n```", "CF101", id="fence"),
+    pytest.param("Sure! Here it is: " + REPLY, "CF101", id="prose-before"),
+    pytest.param(REPLY.replace('"C"', '"c"'), "CF107", id="lower-case-type"),
+    pytest.param(REPLY.replace("\\n", ""), "CF206", id="no-newline"),
+]
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize(("text", "code"), STRICT_DAMAGE)
+@pytest.mark.parametrize("size", [1, 4, 64])
+def test_a_strict_stream_shows_nothing_from_the_first_damage_on(
+    reader: type[charfmt.StreamParser], text: str, code: str, size: int
+) -> None:
+    with pytest.raises(charfmt.ParseError) as strict:
+        charfmt.parse(text)
+    assert strict.value.diagnostics[0].code == code
+    parser = reader(lenient=False)
+    shown: list[charfmt.Event] = []
+    for i in range(0, len(text), size):
+        shown.extend(parser.feed(text[i : i + size]))
+    with pytest.raises(charfmt.ParseError) as streamed:
+        parser.close()
+    assert streamed.value.diagnostics[0].code == code
+    where = strict.value.diagnostics[0].offset
+    # Only what comes before the damage may have been shown: here, at most the emotion
+    # element before a missing newline; never the speech after it.
+    assert not any(isinstance(e, charfmt.TextDelta) for e in shown)
+    if where < text.index("<emo>"):
+        assert shown == []
+
+
+CUT_MARKUP = [
+    # The design study's pattern D: a tag with an attribute, its quotes JSON-escaped.
+    pytest.param('{"status":"ok","chat_body":"<emotion type=\\"joy\\">Hi there</emotion>"}', id="pattern-d"),
+    # A bare chats array whose body is front matter.
+    pytest.param('[{"type": "C", "order": 1, "body": "---\\nemotion: joy\\n---\\nHi there"}]', id="front-matter"),
+]
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("text", CUT_MARKUP)
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 8])
+def test_markup_not_complete_yet_is_never_shown_as_speech(
+    reader: type[charfmt.StreamParser], text: str, size: int
+) -> None:
+    parser = reader()
+    shown: list[charfmt.Event] = []
+    for i in range(0, len(text), size):
+        shown.extend(parser.feed(text[i : i + size]))
+    late = parser.close()
+    assert not any(isinstance(e, charfmt.Reset) for e in late)
+    spoken = "".join(e.text for e in shown if isinstance(e, charfmt.TextDelta))
+    assert "<" not in spoken and "-" not in spoken and "emotion" not in spoken, spoken
+    assert [e.text for e in shown if isinstance(e, charfmt.Emotion)] == ["joy"]
+    assert charfmt.collect(shown + late) == charfmt.parse(text, lenient=True)

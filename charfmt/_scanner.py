@@ -331,6 +331,41 @@ class _Chat:
     key_start: int = 0
 
 
+class _Orders:
+    """The chat orders seen: ``1..run`` as one number, the others in a set.
+
+    A long stream numbers its chats 1, 2, 3...: its memory stays flat however many chats it
+    has (a set of every order grew by about 75 bytes a chat). Orders are at least 1.
+    """
+
+    __slots__ = ("count", "rest", "run", "top")
+
+    def __init__(self) -> None:
+        self.run = 0  # 1..run were all seen
+        self.rest: set[int] = set()  # the others seen
+        self.count = 0  # how many distinct orders
+        self.top = 0  # the largest
+
+    def __contains__(self, order: int) -> bool:
+        return 1 <= order <= self.run or order in self.rest
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, order: int) -> None:
+        if order in self:
+            return
+        self.count += 1
+        self.top = max(self.top, order)
+        if order != self.run + 1:
+            self.rest.add(order)
+            return
+        self.run = order
+        while self.run + 1 in self.rest:
+            self.run += 1
+            self.rest.discard(self.run)
+
+
 _NO_CHAT: Final = _Chat(-1, "", 0)
 """Stands for "no chat" between chats (never read there: the states say where a chat is open)."""
 
@@ -557,13 +592,13 @@ class StreamParser:
         self._line = 1  # its line
         self._line_start = 0  # the offset where that line starts
         self._chat = _NO_CHAT  # the chat being read
-        # Only chats still open are kept: memory grows with the number of chats (their
-        # orders, for duplicates and gaps), never with their text.
+        # Only chats still open are kept, and the orders seen (for duplicates and gaps) as a
+        # run 1..n plus the others: memory grows with neither the chats nor their text.
         self._chats: dict[int, _Chat] = {}
         self._count = 0
         self._unsorted = False
         self._last_order = 0
-        self._orders: set[int] = set()
+        self._orders = _Orders()
         self._chats_at: tuple[int, int, int] = (0, 1, 1)
         self._chats_end = 0
         self._closer: _Matcher = _NO_CLOSER  # the closing tag of the open element
@@ -1460,10 +1495,10 @@ class StreamParser:
     def _order_warnings(self) -> None:
         """What strict parsing says about orders (CF112, CF113), now that all are known."""
         orders = self._orders
-        if not orders:
+        if not len(orders):
             return
         at, end = self._chats_at, self._chats_end
-        top = max(orders)
+        top = orders.top
         if top != len(orders):
             missing: list[int] = []
             k = 1

@@ -140,3 +140,29 @@ def test_markup_not_complete_yet_is_never_shown_as_speech(
     assert "<" not in spoken and "-" not in spoken and "emotion" not in spoken, spoken
     assert [e.text for e in shown if isinstance(e, charfmt.Emotion)] == ["joy"]
     assert charfmt.collect(shown + late) == charfmt.parse(text, lenient=True)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_long_stream_keeps_flat_memory(reader: type[charfmt.StreamParser]) -> None:
+    """``keep_reply=False`` past ``max_size``: what a stream holds does not grow with its chats."""
+    import tracemalloc
+
+    chat = '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>Hello there, traveller.</msg>"}'
+
+    def held(chats: int) -> int:
+        text = '{"chats":[' + ",".join(chat % n for n in range(1, chats + 1)) + "]}"
+        tracemalloc.start()
+        try:
+            parser = reader(keep_reply=False, max_size=1 << 14)
+            ended = 0
+            for i in range(0, len(text), 512):
+                ended += sum(isinstance(e, charfmt.ChatEnd) for e in parser.feed(text[i : i + 512]))
+            size, _ = tracemalloc.get_traced_memory()  # what the parser holds (the text was made before)
+        finally:
+            tracemalloc.stop()
+        assert ended == chats
+        assert parser.close() == []
+        return size
+
+    small, large = held(1_000), held(10_000)
+    assert large - small < 50_000, (small, large)  # a set of every order grew by about 700 KB here

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 from charfmt import _scanner, _twin
 from charfmt.events import Event
 from charfmt.models import Vocabulary
+from charfmt.parser import DEFAULT_MAX_SIZE
 from charfmt.tags import TagTable
 
 __all__ = [
@@ -80,15 +81,18 @@ def reader_name() -> str:
 
 
 def iter_events(
-    chunks: Iterable[str | bytes],
+    chunks: Iterable[str | bytes] | str | bytes,
     *,
     lenient: bool = True,
     vocabulary: Vocabulary | None = None,
     tags: TagTable | None = None,
+    max_size: int = DEFAULT_MAX_SIZE,
+    keep_reply: bool = True,
 ) -> Iterator[Event]:
-    """Events from an iterable of chunks, yielded as each chunk arrives."""
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags)
-    for chunk in chunks:
+    """Events from an iterable of chunks, yielded as each chunk arrives (a whole ``str`` or
+    ``bytes`` is one chunk). The keywords are ``StreamParser``'s."""
+    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
+    for chunk in _chunks(chunks):
         yield from parser.feed(chunk)
     yield from parser.close()
 
@@ -99,11 +103,21 @@ async def aiter_events(
     lenient: bool = True,
     vocabulary: Vocabulary | None = None,
     tags: TagTable | None = None,
+    max_size: int = DEFAULT_MAX_SIZE,
+    keep_reply: bool = True,
 ) -> AsyncIterator[Event]:
-    """Events from an async iterable of chunks (an SDK stream), yielded as each chunk arrives."""
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags)
+    """Events from an async iterable of chunks (an SDK stream), yielded as each chunk arrives.
+    The keywords are ``StreamParser``'s."""
+    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
     async for chunk in chunks:
         for event in parser.feed(chunk):
             yield event
     for event in parser.close():
         yield event
+
+
+def _chunks(chunks: Iterable[str | bytes] | str | bytes) -> Iterable[str | bytes]:
+    """A whole text passed where chunks are expected is one chunk (not one per character or byte)."""
+    if isinstance(chunks, str | bytes | bytearray | memoryview):
+        return [chunks if isinstance(chunks, str) else bytes(chunks)]
+    return chunks

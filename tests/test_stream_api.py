@@ -166,3 +166,37 @@ def test_a_long_stream_keeps_flat_memory(reader: type[charfmt.StreamParser]) -> 
 
     small, large = held(1_000), held(10_000)
     assert large - small < 50_000, (small, large)  # a set of every order grew by about 700 KB here
+
+
+def test_iter_events_takes_a_whole_text_as_one_chunk_and_the_parsers_keywords() -> None:
+    whole = list(charfmt.iter_events(REPLY))
+    assert whole == list(charfmt.iter_events([REPLY]))
+    assert list(charfmt.iter_events(REPLY.encode())) == list(charfmt.iter_events([REPLY.encode()]))
+    assert list(charfmt.iter_events(bytearray(REPLY.encode()))) == list(charfmt.iter_events([REPLY.encode()]))
+    assert charfmt.collect(whole) == charfmt.parse(REPLY, lenient=True)
+    # max_size and keep_reply reach the parser: out of the format before the bound and over
+    # it, the batch reader's CF002.
+    damaged = "Sure! " + REPLY
+    small = list(charfmt.iter_events([damaged[:20], damaged[20:]], max_size=10))
+    assert [e.diagnostic.code for e in small if isinstance(e, charfmt.DiagnosticEvent)] == ["CF002"]
+    parser = charfmt.StreamParser(max_size=10, keep_reply=False)
+    assert list(charfmt.iter_events([damaged[:20], damaged[20:]], max_size=10, keep_reply=False)) == [
+        *parser.feed(damaged[:20]),
+        *parser.feed(damaged[20:]),
+        *parser.close(),
+    ]
+
+
+def test_aiter_events_takes_the_parsers_keywords() -> None:
+    import asyncio
+
+    async def source(text: str) -> Any:
+        for i in range(0, len(text), 7):
+            yield text[i : i + 7]
+
+    async def run(text: str, **kwargs: Any) -> list[charfmt.Event]:
+        return [e async for e in charfmt.aiter_events(source(text), **kwargs)]
+
+    assert charfmt.collect(asyncio.run(run(REPLY))) == charfmt.parse(REPLY, lenient=True)
+    small = asyncio.run(run("Sure! " + REPLY, max_size=10, keep_reply=False))
+    assert [e.diagnostic.code for e in small if isinstance(e, charfmt.DiagnosticEvent)] == ["CF002"]

@@ -45,7 +45,7 @@ from typing import Any, Final, final
 
 from charfmt._tables import NAMED_ENTITIES
 from charfmt.body import decode_text, terminal_regex
-from charfmt.diagnostics import CODES, Diagnostic, ParseError, in_body
+from charfmt.diagnostics import CODES, Diagnostic, ParseError, in_body, too_long
 from charfmt.events import (
     Action,
     ChatEnd,
@@ -240,6 +240,10 @@ def _language(tags: TagTable) -> _Language:
     )
 
 
+_KEPT_RUN: Final = 256
+"""The chunks kept for ``close()`` are joined every this many (``_compact``)..."""
+_KEPT_SMALL: Final = 64
+"""... when they average at most this many characters (a join costs their size for a moment)."""
 _SPECULATE_MIN: Final = 8
 """A held stream is read again (``_speculate``) once it has grown by this many characters..."""
 _SPECULATE_SHIFT: Final = 3
@@ -516,6 +520,7 @@ class StreamParser:
         "_decoder",
         "_held_at",
         "_kept",
+        "_kept_mark",
         "_lang",
         "_last_order",
         "_limit",
@@ -580,6 +585,7 @@ class StreamParser:
         self._unfolded: list[Event] = []  # events not yet folded into the collector
         self._decoder: codecs.IncrementalDecoder | None = None
         self._kept: list[str | bytes] | None = []
+        self._kept_mark = 0  # kept[:mark] are joined runs of chunks (see _compact)
         self._room = max_size  # max_size less the bytes fed (bytes input)
         self._limit = max_size  # past this offset (characters), nothing more is kept
         self._oversize = False  # left the format within max_size, then grew past it (see _over_size)
@@ -634,6 +640,8 @@ class StreamParser:
         if isinstance(chunk, str):
             if (kept := self._kept) is not None:
                 kept.append(chunk)  # its size is checked where _base moves (_over_size)
+                if len(kept) - self._kept_mark >= _KEPT_RUN:
+                    self._compact(kept)
             # The common cases, inside a message: the chunk is decided text, or decided text
             # and the start of the closing tag.
             if self._live and self._plain_or_cut(chunk):
@@ -1176,10 +1184,31 @@ class StreamParser:
         return True
 
     # -- bookkeeping ------------------------------------------------------------------------
+    def _compact(self, kept: list[str | bytes]) -> None:
+        """Join the chunks kept since the last run into one (each type on its own: str and bytes may mix).
+
+        A list of model tokens costs about 15 bytes a character (an object each); joined, the
+        kept text costs about what it weighs, and each character is copied once more.
+        """
+        tail = kept[self._kept_mark :]
+        if sum(map(len, tail)) > _KEPT_RUN * _KEPT_SMALL:  # long chunks: their objects cost little
+            self._kept_mark = len(kept)
+            return
+        del kept[self._kept_mark :]
+        start = 0
+        for k in range(1, len(tail) + 1):
+            if k == len(tail) or type(tail[k]) is not type(tail[start]):
+                run = tail[start:k]
+                kept.append("".join(run) if isinstance(run[0], str) else b"".join(run))  # type: ignore[arg-type]
+                start = k
+        self._kept_mark = len(kept)
+
     def _keep(self, chunk: bytes) -> None:
         self._room -= len(chunk)  # checked once the chunk is read (_over_size)
-        if self._kept is not None:
-            self._kept.append(chunk)
+        if (kept := self._kept) is not None:
+            kept.append(chunk)
+            if len(kept) - self._kept_mark >= _KEPT_RUN:
+                self._compact(kept)
 
     def _plain_or_cut(self, chunk: str) -> bool:
         """Whether ``chunk`` is decided text, or decided text and then the start of the closing tag."""
@@ -1525,8 +1554,7 @@ class StreamParser:
                 size = len(raw)
             else:
                 size = self.max_size - self._room if self._bytes else self._base + len(self._pend)
-            message = f"input is {size:,} long; the maximum is {self.max_size:,} (max_size)"
-            cf002 = Diagnostic.at("", "CF002", message, 0)
+            cf002 = Diagnostic.at("", "CF002", too_long(size, self.max_size, in_bytes=self._bytes), 0)
             self._fail(cf002)
             shown = self._collector is None or bool(
                 self._folded().chats or self._collector.diagnostics or self._collector.reasoning

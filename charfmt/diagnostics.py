@@ -124,6 +124,12 @@ Codes are stable: a code keeps its meaning forever; new problems get new codes.
 """
 
 
+def too_long(size: int, maximum: int, *, in_bytes: bool) -> str:
+    """The message of ``CF002`` (``max_size`` counts characters of ``str`` input, bytes of ``bytes``)."""
+    unit = "bytes" if in_bytes else "characters"
+    return f"input is {size:,} {unit} long; the maximum is {maximum:,} (max_size)"
+
+
 def in_body(chat: int, message: str) -> str:
     """A diagnostic message about the body of chat ``chat`` (every reader words it this way)."""
     return f"chat {chat} body: {message}"

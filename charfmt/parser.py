@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any, Final
 
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
-from charfmt.diagnostics import Diagnostic, ParseError, in_body
+from charfmt.diagnostics import Diagnostic, ParseError, in_body, too_long
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
@@ -277,7 +277,7 @@ class _Run:
 
     def _text(self, text: str | bytes, max_size: int) -> str:
         if len(text) > max_size:
-            self.fail("CF002", f"input is {len(text):,} long; the maximum is {max_size:,} (max_size)", 0)
+            self.fail("CF002", too_long(len(text), max_size, in_bytes=not isinstance(text, str)), 0)
             raise _Stop
         if isinstance(text, (bytes, bytearray, memoryview)):
             raw = bytes(text)

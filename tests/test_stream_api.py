@@ -200,3 +200,25 @@ def test_aiter_events_takes_the_parsers_keywords() -> None:
     assert charfmt.collect(asyncio.run(run(REPLY))) == charfmt.parse(REPLY, lenient=True)
     small = asyncio.run(run("Sure! " + REPLY, max_size=10, keep_reply=False))
     assert [e.diagnostic.code for e in small if isinstance(e, charfmt.DiagnosticEvent)] == ["CF002"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+def test_the_text_kept_for_close_costs_about_what_it_weighs(reader: type[charfmt.StreamParser], as_bytes: bool) -> None:
+    """Within ``max_size`` the raw text is kept (``close()`` may need it): as text, not as a list of tokens."""
+    import tracemalloc
+
+    chat = '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>Hello there, traveller.</msg>"}'
+    text = '{"chats":[' + ",".join(chat % n for n in range(1, 5_001)) + "]}"
+    data: str | bytes = text.encode() if as_bytes else text
+    chunks = [data[i : i + 4] for i in range(0, len(data), 4)]
+    tracemalloc.start()
+    try:
+        parser = reader(keep_reply=False)
+        for chunk in chunks:
+            parser.feed(chunk)
+        size, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parser.close() == []
+    assert size < 1.5 * len(text), (size, len(text))  # a list of 4-character chunks: about 15x

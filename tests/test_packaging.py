@@ -60,12 +60,21 @@ def test_source_checkout(tmp_path: Path) -> None:
     assert Path(got["prompts"]) == ROOT / "prompts"
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    _pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT))
+def _wheel(out: Path, *, compile_reader: bool) -> Path:
+    _pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT), compile_reader=compile_reader)
     (built,) = out.glob("charfmt-*.whl")
     return built
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pure-Python wheel (seconds); the compiled one is built by the ``long`` tests below (about 20 s)."""
+    return _wheel(tmp_path_factory.mktemp("wheel"), compile_reader=False)
+
+
+@pytest.fixture(scope="module")
+def compiled_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _wheel(tmp_path_factory.mktemp("compiled"), compile_reader=True)
 
 
 def test_wheel_contains_the_folders(wheel: Path) -> None:
@@ -74,16 +83,23 @@ def test_wheel_contains_the_folders(wheel: Path) -> None:
     assert "charfmt/prompts/README.md" in names
     assert "charfmt/py.typed" in names
     assert "charfmt/data/demo_reply.json" in names
+    assert "charfmt/_scanner.py" in names  # the pure-Python reader ships either way
+    assert not any(n.endswith((".so", ".pyd")) for n in names)
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
 
 
-def test_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+def _install_and_probe(wheel: Path, tmp_path: Path) -> dict[str, Any]:
     site = tmp_path / "site"
     _pip("install", "--no-deps", "--target", str(site), str(wheel))
     got = _probe(sys.executable, tmp_path, str(site))
     assert Path(got["module"]).parent == site / "charfmt"
     assert Path(got["grammars"]) == site / "charfmt" / "grammars"
     assert Path(got["prompts"]) == site / "charfmt" / "prompts"
-    assert got["compiled"] == _can_compile()
+    return got
+
+
+def test_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    assert _install_and_probe(wheel, tmp_path)["compiled"] is False
 
 
 def _can_compile() -> bool:
@@ -96,16 +112,20 @@ def _can_compile() -> bool:
     return shutil.which(cc) is not None
 
 
-def test_the_wheel_holds_the_compiled_reader_where_a_compiler_is_available(wheel: Path) -> None:
-    names = set(zipfile.ZipFile(wheel).namelist())
+@pytest.mark.long
+def test_the_wheel_holds_the_compiled_reader_where_a_compiler_is_available(
+    compiled_wheel: Path, tmp_path: Path
+) -> None:
+    names = set(zipfile.ZipFile(compiled_wheel).namelist())
     compiled = {n for n in names if n.startswith("charfmt/_scanner_c") and n.endswith((".so", ".pyd"))}
     assert "charfmt/_scanner.py" in names  # the pure-Python reader ships either way
     if _can_compile():
         assert compiled, sorted(names)
-        assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name  # tagged for this platform
+        assert not compiled_wheel.name.endswith("-py3-none-any.whl"), compiled_wheel.name  # tagged for this platform
     else:
         assert not compiled
-        assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+        assert compiled_wheel.name.endswith("-py3-none-any.whl"), compiled_wheel.name
+    assert _install_and_probe(compiled_wheel, tmp_path)["compiled"] == _can_compile()
 
 
 def _project_copy(tmp_path: Path) -> Path:

@@ -116,11 +116,12 @@ def _not_jsonl(text: str) -> None:
         return
     at = len(body) - len(first)
     kind = "an array" if isinstance(value, list) else "an object"
-    hint = (
-        " (it looks like a pam, uacs or groupchat document: --from pam|uacs|groupchat)"
-        if isinstance(value, dict)
-        else " (an Ailoy message array? --from ailoy)"
-    )
+    if isinstance(value, dict) and "chats" in value:
+        hint = " (it looks like one model reply: convert reads histories; `charfmt parse` reads a reply)"
+    elif isinstance(value, dict):
+        hint = " (it looks like a pam, uacs or groupchat document: --from pam|uacs|groupchat)"
+    else:
+        hint = " (an Ailoy message array? --from ailoy)"
     message = (
         f"the input is one JSON document ({kind} over several lines), not JSON Lines"
         f" (one exchange object per line){hint}"

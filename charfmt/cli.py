@@ -360,7 +360,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
             status = max(status, EXIT_INVALID)
         elif args.format == "text" and not args.quiet:
             repaired = " after repairs" if reply.dialect is not None else ""
-            print(f"{inp.name}: ok{repaired} ({len(reply.chats)} chats)", file=sys.stdout)
+            count = len(reply.chats)
+            print(f"{inp.name}: ok{repaired} ({count} chat{'' if count == 1 else 's'})", file=sys.stdout)
     return status
 
 

@@ -74,7 +74,7 @@ def test_check_with_the_character_accepts_its_own_tags(
     assert main(["check", files["valid"]]) == 1  # without it, <sfx> is an unknown tag
     assert "CF204" in capsys.readouterr().out
     assert main(["check", "--character", files["hana"], files["valid"]]) == 0
-    assert capsys.readouterr().out.strip() == f"{files['valid']}: ok (1 chats)"
+    assert capsys.readouterr().out.strip() == f"{files['valid']}: ok (1 chat)"
 
 
 def test_check_with_the_character_applies_its_vocabulary_and_values(

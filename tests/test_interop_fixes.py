@@ -359,6 +359,19 @@ def test_convert_from_jsonl_on_a_json_document_says_so(tmp_path: Path, capsys: p
     assert main(["convert", "--from", "jsonl", "--to", "pam", "--character", str(CHARACTER), str(src), "-"]) == 1
     err = capsys.readouterr().err
     assert "CF910" in err and "not JSON Lines" in err and "^" in err
+    assert "pam, uacs or groupchat" in err
+
+
+def test_convert_from_jsonl_on_one_model_reply_points_to_parse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "reply.json"
+    reply = {"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\n<msg>Hi</msg>"}]}
+    src.write_text(json.dumps(reply, indent=2), encoding="utf-8")
+    assert main(["convert", "--from", "jsonl", "--to", "pam", "--character", str(CHARACTER), str(src), "-"]) == 1
+    err = capsys.readouterr().err
+    assert "CF910" in err and "one model reply" in err and "charfmt parse" in err
+    assert "pam, uacs or groupchat" not in err
 
 
 def test_deep_documents_say_so_without_mentioning_replies() -> None:

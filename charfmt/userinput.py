@@ -4,8 +4,9 @@ The user block uses the same tag language as the character's reply (design study
 section 4): ``<user_chats><chat type="C"><emo>angry</emo><msg>…</msg></chat></user_chats>``,
 optionally after a ``[User Context]`` block. ``parse_input`` reads what
 ``prompts/user.j2`` writes and the study's own layouts (indented, compact on one line,
-CRLF), with the grammar ``grammars/input.lark``: whitespace between elements is layout,
-text inside them is kept exactly.
+CRLF, and pattern B verbatim: the message under a ``[User Message]`` header), with the
+grammar ``grammars/input.lark``: whitespace between elements is layout, text inside them
+is kept exactly.
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ def _terminal_words(tags: TagTable = DEFAULT_TAGS) -> dict[str, str]:
         "CHAT_TAGGED": " or ".join(f'<chat type="{t}">' for t in CHAT_TYPES if t in TAGGED_TYPES),
         "CHAT_PLAIN": " or ".join(f'<chat type="{t}">' for t in CHAT_TYPES if t not in TAGGED_TYPES),
         "_CONTEXT_HEADER": "[User Context]",
+        "_MESSAGE_HEADER": "[User Message]",
+        "MESSAGE_TEXT": "the message",
         "CONTEXT_KEY": "a context line (Key: value)",
         "_CONTEXT_SEP": "': ' after the key",
         "CONTEXT_VALUE": "a value",
@@ -230,11 +233,20 @@ def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
     chats_rows: list[Any] = tree[-1]
     try:
         context = _context(context_rows) if context_rows else None
-        chats = [_chat(row) for row in chats_rows]
+        if len(chats_rows) == 1 and isinstance(chats_rows[0], str):  # [User Message] (pattern B)
+            chats = [_message(chats_rows[0], table)]
+        else:
+            chats = [_chat(row) for row in chats_rows]
         return UserTurn(chats=chats, context=context)
     except ValidationError as e:
         message = error_message(e.errors()[0])
         raise ParseError([Diagnostic.at(text, "CF501", message, 0, len(text))], text) from None
+
+
+def _message(raw: str, tags: TagTable) -> UserChat:
+    """The text under ``[User Message]``: one chat holding one message (trailing line breaks are layout)."""
+    text = decode_text(raw.rstrip(" \t\r\n"))
+    return UserChat(type="C", segments=[Segment(tag=tags.speech.name, text=text)])
 
 
 def _chat(row: list[Any]) -> UserChat:

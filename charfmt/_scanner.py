@@ -156,9 +156,11 @@ class _Language:
         return (_language, (self.table,))  # (unpickled: the shared one of its table)
 
     open: re.Pattern[str]
-    """An opening tag of the table as the batch reader takes it (any case, a synonym: CF704), the name in group 1."""
+    """An opening tag of the table as the batch reader takes it (any case, a synonym: CF704),
+    the name in group 1; then the plain text after it in group 2."""
     sep_open: re.Pattern[str]
-    """The element separator (JSON-escaped; missing: CF701) in group 1 and an opening tag in group 2."""
+    """The element separator (JSON-escaped; missing: CF701) in group 1 and an opening tag in
+    group 2; then the plain text after it in group 3."""
     names: dict[str, str]
     """A tag name as written (lower-cased) mapped to the tag of the table."""
     first_whole: re.Pattern[str]
@@ -218,11 +220,12 @@ def _language(tags: TagTable) -> _Language:
     for word, name in written.items():
         for k in range(1, len(word) + 1):
             starts.setdefault(word[:k], set()).add(name in whole)
+    run_text = _PLAIN.pattern.removesuffix("+") + "*"  # the text after an opening tag (its last group)
     thinking = "|".join(sorted(REASONING_TAGS - set(tags.names)))
     reasoning = re.compile(rf"<\s*/?\s*(?:{thinking})\s*>", re.IGNORECASE)  # opened, or closed (the opener stripped)
     return _Language(
-        re.compile(f"<({names})>"),
-        re.compile(rf"(\\n)?<({names})>"),
+        re.compile(f"<({names})>({run_text})"),
+        re.compile(rf"(\\n)?<({names})>({run_text})"),
         dict(tags.synonyms),
         first_whole,
         sep_whole,
@@ -243,7 +246,7 @@ def _language(tags: TagTable) -> _Language:
 _KEPT_RUN: Final = 256
 """The chunks kept for ``close()`` are joined every this many (``_compact``)..."""
 _KEPT_SMALL: Final = 64
-"""... when they average at most this many characters (a join costs their size for a moment)."""
+"""... when the first and the last are at most this long on average (a join costs their size for a moment)."""
 _SPECULATE_MIN: Final = 8
 """A held stream is read again (``_speculate``) once it has grown by this many characters..."""
 _SPECULATE_SHIFT: Final = 3
@@ -788,13 +791,14 @@ class StreamParser:
                             raise _Held  # no separator and tag can begin here, or a tag of no table
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
-                    if self._whole_cut(s, i, m.group(2), m.end()):
+                    written, after = m.group(2), m.start(3)
+                    if self._whole_cut(s, i, written, after):
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
                     if m.group(1) is None:
                         self._repair()  # no newline between elements (CF701)
-                    self._segment_start(m.group(2), m.end())
-                    i = m.end()
+                    self._segment_start(written, after)
+                    i = self._text_after_tag(m, 3, buf)
                 elif state == _KEY:
                     m = _KEY_RUN_MATCH(s, i)
                     if m is not None:
@@ -849,11 +853,12 @@ class StreamParser:
                             raise _Held  # no tag can begin here, or a tag of no table: the rereads read it
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
-                    if self._whole_cut(s, i, m.group(1), m.end()):
+                    written, after = m.group(1), m.start(2)
+                    if self._whole_cut(s, i, written, after):
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
-                    self._segment_start(m.group(1), m.end())
-                    i = m.end()
+                    self._segment_start(written, after)
+                    i = self._text_after_tag(m, 2, buf)
                 else:  # the envelope, between bodies
                     c = s[i]
                     if c in " \t\n\r":
@@ -1190,17 +1195,21 @@ class StreamParser:
         A list of model tokens costs about 15 bytes a character (an object each); joined, the
         kept text costs about what it weighs, and each character is copied once more.
         """
-        tail = kept[self._kept_mark :]
-        if sum(map(len, tail)) > _KEPT_RUN * _KEPT_SMALL:  # long chunks: their objects cost little
+        mark = self._kept_mark
+        if len(kept[mark]) + len(kept[-1]) > 2 * _KEPT_SMALL:  # long chunks: their objects cost little
             self._kept_mark = len(kept)
             return
-        del kept[self._kept_mark :]
-        start = 0
-        for k in range(1, len(tail) + 1):
-            if k == len(tail) or type(tail[k]) is not type(tail[start]):
-                run = tail[start:k]
-                kept.append("".join(run) if isinstance(run[0], str) else b"".join(run))  # type: ignore[arg-type]
-                start = k
+        tail = kept[mark:]
+        del kept[mark:]
+        try:
+            kept.append("".join(tail) if isinstance(tail[0], str) else b"".join(tail))  # type: ignore[arg-type]
+        except TypeError:  # str and bytes chunks both: one run of each type at a time
+            start = 0
+            for k in range(1, len(tail) + 1):
+                if k == len(tail) or type(tail[k]) is not type(tail[start]):
+                    run = tail[start:k]
+                    kept.append("".join(run) if isinstance(run[0], str) else b"".join(run))  # type: ignore[arg-type]
+                    start = k
         self._kept_mark = len(kept)
 
     def _keep(self, chunk: bytes) -> None:
@@ -1441,6 +1450,14 @@ class StreamParser:
         """Whether ``value`` is not one of the closed list of values of cue ``tag`` (the batch reader reports it)."""
         values = self._lang.closed.get(tag)
         return values is not None and value not in values
+
+    def _text_after_tag(self, m: re.Match[str], run: int, buf: list[str]) -> int:
+        """After an opening tag ``m`` matched with the plain text that follows it (group
+        ``run``): that text, where the element holds text; where the reader goes on."""
+        if self._state == _TEXT and m.end(run) > m.start(run):
+            buf.append(m.group(run))
+            return m.end()
+        return m.start(run)
 
     def _whole_cut(self, s: str, i: int, written: str, after: int) -> bool:
         """Whether ``s[i:]`` is the start of a whole element cut by the chunk boundary (it waits, to be read whole)."""

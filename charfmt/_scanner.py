@@ -396,10 +396,13 @@ _NO_CLOSER: Final[_Matcher] = re.compile(r"(?!)").match
 
 def _plain_end(chunk: str) -> int:
     """Where the plain text (no markup, escape, entity or quote) at the start of ``chunk`` ends."""
-    # (The common case without the pattern: printable means no control character and no
-    # surrogate; four characters may not occur. Either way the answer is _PLAIN's.)
-    if chunk.isprintable() and '"' not in chunk and "\\" not in chunk and "<" not in chunk and "&" not in chunk:
-        return len(chunk)
+    # (The common cases without the pattern, plain text up to the end or up to a '<' (a
+    # closing tag): printable means no control character and no surrogate, and three
+    # characters may not occur. Either way the answer is _PLAIN's.)
+    lt = chunk.find("<")
+    head = chunk if lt < 0 else chunk[:lt]
+    if head.isprintable() and '"' not in head and "\\" not in head and "&" not in head:
+        return len(head)
     m = _PLAIN_MATCH(chunk)
     return 0 if m is None else m.end()
 

@@ -92,7 +92,6 @@ _EMPTY_REPLY: Final = '{"chats":[]}'
 """The same for a chat header (it may hold JSON whitespace)."""
 
 _JWS: Final = "[ \t\n\r]*"
-_WS_RUN: Final = re.compile(_JWS)
 _TYPES: Final = (
     "|".join(CHAT_TYPES) + "|(?i:" + "|".join(map(re.escape, sorted(TYPE_ALIASES, key=len, reverse=True))) + ")"
 )
@@ -306,7 +305,6 @@ _PLAIN_MATCH: Final = _PLAIN.match
 _KEY_RUN_MATCH: Final = _KEY_RUN.match
 _ENTITY_MATCH: Final = _ENTITY.match
 _BODY_END_MATCH: Final = _BODY_END.match
-_WS_RUN_MATCH: Final = _WS_RUN.match
 _HEADER_WRITTEN_MATCH: Final = _HEADER_WRITTEN.match
 _HEADER_MATCH: Final = _HEADER.match
 # mypyc reads a module's Final names from C statics but imported names from the module's dict
@@ -865,11 +863,12 @@ class StreamParser:
                 else:  # the envelope, between bodies
                     c = s[i]
                     if c in " \t\n\r":
-                        m = _WS_RUN_MATCH(s, i)
-                        assert m is not None
+                        j = i + 1
+                        while j < n and s[j] in " \t\n\r":  # (JSON whitespace: a run is short)
+                            j += 1
                         if state == _TOP:
-                            self._skip(m.group())
-                        i = m.end()
+                            self._skip(s[i:j])
+                        i = j
                     elif state == _CHAT_END and c == "}":
                         self._chat_done()
                         i += 1
@@ -884,7 +883,7 @@ class StreamParser:
                         i += 1
                     elif state == _LIST and c == "{":
                         if s.count('"', i) < _HEADER_QUOTES:
-                            if _BODY_KEY.search(s, i) is not None:
+                            if s.find('"body"', i) >= 0 and _BODY_KEY.search(s, i) is not None:
                                 # The body began before "type" and "order" were both written (one is
                                 # missing): no header; the rereads show what they settle.
                                 raise _Held
@@ -1424,7 +1423,7 @@ class StreamParser:
 
     def _whole(self, m: re.Match[str]) -> bool:
         """A whole element as the table writes it (``<emo>joy</emo>``) in one match; ``False``: token by token."""
-        tag, value = m.group(1), m.group(2)
+        tag, value = m.group(1, 2)
         role = self._lang.whole[tag]
         if role == "emotion" and (self.vocabulary is not None or not self._lang.key.fullmatch(value)):
             return False  # the token reader decides (vocabulary diagnostics, damage)

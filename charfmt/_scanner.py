@@ -716,12 +716,13 @@ class StreamParser:
             while i < n:
                 state = self._state
                 if state == _TEXT:
-                    m = _PLAIN_MATCH(s, i)
-                    if m is not None:
-                        buf.append(m.group())
-                        i = m.end()
-                        continue
                     c = s[i]
+                    if c not in '<"\\&':  # (where markup, an escape or an entity begins, no text does)
+                        m = _PLAIN_MATCH(s, i)
+                        if m is not None:
+                            buf.append(m.group())
+                            i = m.end()
+                            continue
                     if c == "<":
                         if self._closer is _NO_CLOSER:
                             raise _Held  # markup in an I/E body

@@ -2,7 +2,7 @@
 
 The compiled twin is ``charfmt._scanner_c``: a copy of ``_scanner.py`` with a SHA-256 of the
 package's modules (every ``charfmt/*.py``: mypyc inlines ``Final`` constants of the modules
-the reader imports) appended as ``SOURCE_DIGEST``, compiled with mypyc (about twice as fast;
+the reader imports) appended as ``SOURCE_DIGEST``, compiled with mypyc (over twice as fast;
 see ``benchmarks/bench_stream.py``). ``charfmt.stream`` uses it only while the digest matches
 the package installed around it, so an editable install whose source was edited (any module)
 runs the source, never stale code. The digest and the reading of ``CHARFMT_PURE_PYTHON`` are

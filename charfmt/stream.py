@@ -6,7 +6,7 @@ iterables and async iterables; ``collect`` rebuilds the ``Reply`` a sequence of 
 
 Where the package was built with a C compiler, ``charfmt._scanner`` also exists compiled with
 mypyc (``charfmt._scanner_c``, made by ``hatch_build.py`` at install): the same source, the same
-events, about twice as fast. It is used only while it was compiled from the very package
+events, over twice as fast. It is used only while it was compiled from the very package
 installed next to it: a digest of every module, ``charfmt/*.py`` (``charfmt._twin``; mypyc
 inlines constants of the modules the reader imports), is compiled in, so an edited source, of
 any module, never runs stale code. ``CHARFMT_PURE_PYTHON=1`` (or ``true``, ``yes``, ``on``) in

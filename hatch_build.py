@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,6 +37,7 @@ BUILD_DEPENDENCIES = ["mypy>=1.10", "setuptools>=69"]
 """What compiling needs (mypyc comes with mypy); asked for only when it will be used."""
 
 
+@cache
 def _rules(root: Path) -> ModuleType:
     """``charfmt/_twin.py`` (the digest, the ``CHARFMT_PURE_PYTHON`` rule), loaded by path, not as ``charfmt``."""
     spec = importlib.util.spec_from_file_location("_charfmt_build_twin", root / PACKAGE / "_twin.py")

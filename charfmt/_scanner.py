@@ -405,6 +405,11 @@ def _plain_end(chunk: str) -> int:
     return 0 if m is None else m.end()
 
 
+def _joined(chunks: list[str | bytes]) -> str | bytes:
+    """Chunks of one type joined (``TypeError`` if both types are there)."""
+    return "".join(chunks) if isinstance(chunks[0], str) else b"".join(chunks)  # type: ignore[arg-type]
+
+
 def _escape(s: str, i: int, buf: list[str], bad: re.Pattern[str]) -> int:
     """Decode the JSON escape at ``s[i]`` into ``buf``; where it ends, or -1 if it is cut
     off by the chunk boundary or decodes to a character ``bad`` matches."""
@@ -726,14 +731,10 @@ class StreamParser:
                     if c == "<":
                         if self._closer is _NO_CLOSER:
                             raise _Held  # markup in an I/E body
-                        m = self._closer(s, i) or self._other_closer(s, i)
-                        if m is None:
+                        if (j := self._close_element(s, i)) < 0:
                             i = self._stall(s, i, _TOKEN_MAX, ">")
                             break
-                        if m.group(1) is None:
-                            self._repair()
-                        self._segment_end()
-                        i = m.end()
+                        i = j
                     elif c == "\\":
                         if (j := _escape(s, i, buf, _TEXT_BAD)) < 0 and (j := self._bad_escape(s, i, buf)) < 0:
                             i = self._stall(s, i, _TOKEN_MAX)
@@ -832,14 +833,10 @@ class StreamParser:
                     else:
                         raise _Held
                 elif state == _CLOSE:
-                    m = self._closer(s, i) or self._other_closer(s, i)
-                    if m is None:
+                    if (j := self._close_element(s, i)) < 0:
                         i = self._stall(s, i, _TOKEN_MAX, ">")
                         break
-                    if m.group(1) is None:
-                        self._repair()
-                    self._segment_end()
-                    i = m.end()
+                    i = j
                 elif state == _OPEN:
                     if s[i] == "<" and s.find(">", i) < 0:  # an opening tag, not complete yet
                         i = self._stall(s, i, _TOKEN_MAX, ">")
@@ -1038,9 +1035,7 @@ class StreamParser:
             self._spec_on = False
             return early
         self._spec_at = size
-        kept = self._kept
-        assert kept is not None
-        raw = self._raw(kept) if self._bytes else "".join(c for c in kept if isinstance(c, str))
+        raw = self._raw()
         pause = gc.isenabled()
         if pause:
             gc.disable()
@@ -1205,13 +1200,12 @@ class StreamParser:
         tail = kept[mark:]
         del kept[mark:]
         try:
-            kept.append("".join(tail) if isinstance(tail[0], str) else b"".join(tail))  # type: ignore[arg-type]
+            kept.append(_joined(tail))
         except TypeError:  # str and bytes chunks both: one run of each type at a time
             start = 0
             for k in range(1, len(tail) + 1):
                 if k == len(tail) or type(tail[k]) is not type(tail[start]):
-                    run = tail[start:k]
-                    kept.append("".join(run) if isinstance(run[0], str) else b"".join(run))  # type: ignore[arg-type]
+                    kept.append(_joined(tail[start:k]))
                     start = k
         self._kept_mark = len(kept)
 
@@ -1269,7 +1263,12 @@ class StreamParser:
             size += len(text.encode("utf-8", "surrogateescape"))
         return size
 
-    def _raw(self, kept: list[str | bytes]) -> bytes:
+    def _raw(self) -> str | bytes:
+        """The text kept so far, as fed: ``str``, or ``bytes`` once any chunk was bytes."""
+        kept = self._kept
+        assert kept is not None
+        if not self._bytes:
+            return "".join(c for c in kept if isinstance(c, str))
         return b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in kept)
 
     def _hold(self, s: str, i: int) -> int:
@@ -1298,6 +1297,16 @@ class StreamParser:
         self._twice = need == ">" and pend[pend.rfind("<") + 1 :].lower() in self._lang.whole_prefixes
         self._live = False  # until the token is read, a chunk is not plain text
         return i
+
+    def _close_element(self, s: str, i: int) -> int:
+        """The closing tag at ``s[i]`` ends the open element: where it ends, or -1 if none is complete there."""
+        m = self._closer(s, i) or self._other_closer(s, i)
+        if m is None:
+            return -1
+        if m.group(1) is None:
+            self._repair()  # another element's closing tag (CF703)
+        self._segment_end()
+        return m.end()
 
     def _other_closer(self, s: str, i: int) -> re.Match[str] | None:
         """A closing tag of another element (or ``</>``): the batch reader lets it close the open one (CF703)."""
@@ -1565,7 +1574,7 @@ class StreamParser:
         """Damaged or cut-off input: read it all in batch, emit only what is missing."""
         raw: str | bytes | None = None
         if self._kept is not None:
-            raw = self._raw(self._kept) if self._bytes else "".join(c for c in self._kept if isinstance(c, str))
+            raw = self._raw()
             # Over max_size only by a token that never completed: it began before the bound.
             self._oversize = self._oversize or len(raw) > self.max_size
         if self._oversize:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,3 +41,13 @@ def load_cases(filename: str) -> list[Case]:
         lines = [line for line in expected.strip("\n").split("\n") if line.strip()]
         cases.append(Case(name.strip(), given.rstrip("\n"), lines))
     return cases
+
+
+def cannot_compile() -> str | None:
+    """Why this machine cannot build the compiled stream reader, or ``None`` when it can."""
+    if importlib.util.find_spec("mypyc") is None:
+        return "mypyc is not installed (the test extra has it): the pure reader is the installed one"
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        return f"no C compiler ({cc} is not on PATH): the pure reader is the installed one"
+    return None

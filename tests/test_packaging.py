@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cannot_compile
 
 PROBE = """
 import json, charfmt, charfmt.stream
@@ -102,16 +102,6 @@ def test_installed_wheel(wheel: Path, tmp_path: Path) -> None:
     assert _install_and_probe(wheel, tmp_path)["compiled"] is False
 
 
-def _can_compile() -> bool:
-    """Whether this machine can build the compiled reader: a C compiler and mypyc (the test extra has it)."""
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    try:
-        import mypyc  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which(cc) is not None
-
-
 @pytest.mark.long
 def test_the_wheel_holds_the_compiled_reader_where_a_compiler_is_available(
     compiled_wheel: Path, tmp_path: Path
@@ -119,13 +109,13 @@ def test_the_wheel_holds_the_compiled_reader_where_a_compiler_is_available(
     names = set(zipfile.ZipFile(compiled_wheel).namelist())
     compiled = {n for n in names if n.startswith("charfmt/_scanner_c") and n.endswith((".so", ".pyd"))}
     assert "charfmt/_scanner.py" in names  # the pure-Python reader ships either way
-    if _can_compile():
+    if cannot_compile() is None:
         assert compiled, sorted(names)
         assert not compiled_wheel.name.endswith("-py3-none-any.whl"), compiled_wheel.name  # tagged for this platform
     else:
         assert not compiled
         assert compiled_wheel.name.endswith("-py3-none-any.whl"), compiled_wheel.name
-    assert _install_and_probe(compiled_wheel, tmp_path)["compiled"] == _can_compile()
+    assert _install_and_probe(compiled_wheel, tmp_path)["compiled"] == (cannot_compile() is None)
 
 
 def _project_copy(tmp_path: Path) -> Path:

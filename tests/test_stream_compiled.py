@@ -19,14 +19,13 @@ import random
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pytest
-from conftest import CASES, MARK, load_cases
+from conftest import CASES, MARK, cannot_compile, load_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,16 +55,6 @@ def _twin() -> tuple[ModuleType | None, str]:
 
 TWIN, NO_TWIN = _twin()
 needs_twin = pytest.mark.skipif(TWIN is None, reason=NO_TWIN)
-
-
-def _cannot_compile() -> str | None:
-    """Why this machine cannot build the compiled reader, or ``None`` when it can."""
-    if importlib.util.find_spec("mypyc") is None:
-        return "mypyc is not installed (the test extra has it): the pure reader is the installed one"
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(cc) is None:
-        return f"no C compiler ({cc} is not on PATH): the pure reader is the installed one"
-    return None
 
 
 def _package_copy(tmp_path: Path) -> Path:
@@ -219,7 +208,7 @@ def _installed_elsewhere() -> str | None:
 
 def test_an_installed_package_was_compiled_where_a_compiler_is_available() -> None:
     """CI installs with ``pip install -e .``: on a machine with a C compiler the twin must be there."""
-    reason = _cannot_compile() or _installed_elsewhere()
+    reason = cannot_compile() or _installed_elsewhere()
     if reason is not None:
         pytest.skip(reason)
     assert importlib.util.find_spec("charfmt._scanner_c") is not None, "pip install -e . did not compile the reader"

@@ -102,6 +102,13 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF718": ("warning", "an emotion that cannot be a key (markup characters) kept as an action"),
     # streaming
     "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
+    # SDK stream objects (iter_events, aiter_events): what is not reply text
+    "CF821": ("error", "the model refused to answer (its refusal text or stop reason in the message)"),
+    "CF822": ("warning", "the model called a tool: the call is not part of the reply (its name in the message)"),
+    "CF823": ("error", "the provider's safety or content filter stopped the reply or blocked the prompt"),
+    "CF824": ("warning", "the provider stopped the reply at a token limit: it may be cut off"),
+    "CF825": ("warning", "a stream item that is neither text nor an SDK object charfmt reads (or a later choice) skipped"),
+    "CF826": ("error", "the provider reported an error in the stream"),
     # interop: documents of other formats (charfmt.interop)
     "CF901": ("error", "not a document of the format: a required key is missing or has another type"),
     "CF902": ("error", "charfmt's payload in the document is of an unknown version or not an exchange"),

@@ -2,7 +2,8 @@
 
 ``StreamParser`` (the reader itself lives in ``charfmt._scanner``; its docstring says how it
 works) takes chunks of ``str`` or ``bytes``; ``iter_events`` and ``aiter_events`` wrap it for
-iterables and async iterables; ``collect`` rebuilds the ``Reply`` a sequence of events describes.
+iterables and async iterables of those or of the LLM SDKs' own stream objects (read by
+``charfmt._sdk_chunks``); ``collect`` rebuilds the ``Reply`` a sequence of events describes.
 
 Where the package was built with a C compiler, ``charfmt._scanner`` also exists compiled with
 mypyc (``charfmt._scanner_c``, made by ``hatch_build.py`` at install): the same source, the same
@@ -16,12 +17,12 @@ the environment turns it off. ``COMPILED`` says which one runs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from charfmt import _scanner, _twin
+from charfmt import _scanner, _sdk_chunks, _twin
 from charfmt.events import Event
 from charfmt.models import Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -81,7 +82,7 @@ def reader_name() -> str:
 
 
 def iter_events(
-    chunks: Iterable[str | bytes] | str | bytes,
+    chunks: Iterable[Any] | str | bytes | Any,
     *,
     lenient: bool = True,
     vocabulary: Vocabulary | None = None,
@@ -89,16 +90,30 @@ def iter_events(
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
 ) -> Iterator[Event]:
-    """Events from an iterable of chunks, yielded as each chunk arrives (a whole ``str`` or
-    ``bytes`` is one chunk). The keywords are ``StreamParser``'s."""
+    """Events from a stream, yielded as each item arrives. The keywords are ``StreamParser``'s.
+
+    ``chunks`` is an iterable of ``str`` or ``bytes`` (a whole ``str`` or ``bytes`` is one
+    chunk) or an SDK's own stream: OpenAI chat completions chunks and Responses API events,
+    Anthropic stream events or a ``MessageStream`` (or the ``client.messages.stream(...)``
+    manager), google-genai responses, ollama's ``ChatResponse``/``GenerateResponse``,
+    LangChain message chunks; or one whole, not streamed, response of these. The reply text
+    goes to the reader; the provider's reasoning becomes ``Reasoning`` events; a refusal, a
+    tool call, a safety stop or an item charfmt cannot read becomes a diagnostic
+    (``CF821``-``CF826``, see ``charfmt._sdk_chunks``).
+    """
     parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
-    for chunk in _chunks(chunks):
-        yield from parser.feed(chunk)
-    yield from parser.close()
+    reader = _sdk_chunks.Reader()
+    for item in _sdk_chunks.items(chunks):
+        text, shown = reader.read(item)
+        yield from shown
+        if text:
+            yield from reader.after(parser.feed(text))
+    yield from reader.close()
+    yield from reader.after(parser.close())
 
 
 async def aiter_events(
-    chunks: AsyncIterable[str | bytes],
+    chunks: AsyncIterable[Any] | Awaitable[Any] | Iterable[Any] | Any,
     *,
     lenient: bool = True,
     vocabulary: Vocabulary | None = None,
@@ -106,18 +121,23 @@ async def aiter_events(
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
 ) -> AsyncIterator[Event]:
-    """Events from an async iterable of chunks (an SDK stream), yielded as each chunk arrives.
-    The keywords are ``StreamParser``'s."""
+    """Events from an async stream, yielded as each item arrives: ``iter_events`` for async SDK clients.
+
+    ``chunks`` is anything ``iter_events`` takes, an async iterable of it, an async context
+    manager that opens one (``AsyncAnthropic().messages.stream(...)``) or an awaitable that
+    gives one (``AsyncOpenAI().chat.completions.create(..., stream=True)``, not awaited).
+    The keywords are ``StreamParser``'s.
+    """
     parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
-    async for chunk in chunks:
-        for event in parser.feed(chunk):
+    reader = _sdk_chunks.Reader()
+    async for item in _sdk_chunks.aitems(chunks):
+        text, shown = reader.read(item)
+        for event in shown:
             yield event
-    for event in parser.close():
+        if text:
+            for event in reader.after(parser.feed(text)):
+                yield event
+    for event in reader.close():
         yield event
-
-
-def _chunks(chunks: Iterable[str | bytes] | str | bytes) -> Iterable[str | bytes]:
-    """A whole text passed where chunks are expected is one chunk (not one per character or byte)."""
-    if isinstance(chunks, str | bytes | bytearray | memoryview):
-        return [chunks if isinstance(chunks, str) else bytes(chunks)]
-    return chunks
+    for event in reader.after(parser.close()):
+        yield event

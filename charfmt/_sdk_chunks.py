@@ -1,0 +1,508 @@
+"""The stream objects of the LLM SDKs read as what charfmt needs: speech text, reasoning, diagnostics.
+
+``iter_events`` and ``aiter_events`` take whatever an SDK streams. Each item goes through one
+ordered table, ``RULES``, of ``(name, detect, read)`` rules; the first rule whose ``detect``
+accepts the item reads it, so the order is visible here and nowhere else:
+
+========================  ==========================================================================
+``text``                  ``str`` and bytes-like chunks, as before (text of the reply)
+``anthropic-helper``      the events ``MessageStream`` derives (``text``, ``thinking``...): each
+                          repeats a raw event it also yields, so it is skipped
+``error-event``           an ``error`` event (Anthropic, OpenAI Responses): ``CF826``
+``openai-responses``      OpenAI Responses API events (``response.output_text.delta``...)
+``anthropic``             Anthropic raw stream events (``content_block_delta``...) and a ``Message``
+``openai-chat``           OpenAI chat completions chunks (and a whole ``ChatCompletion``), and
+                          every OpenAI-compatible server (vLLM, llama.cpp, ollama's ``/v1``...)
+``gemini``                google-genai ``GenerateContentResponse``
+``ollama``                ollama's ``ChatResponse`` and ``GenerateResponse``
+``langchain``             LangChain messages (``AIMessageChunk``, ``AIMessage``)
+========================  ==========================================================================
+
+Detection is duck typing on attributes (or keys: a dict of the same JSON shape reads the
+same); no SDK is imported here. What each item holds becomes a ``Piece``: speech text for the
+reader, reasoning (``Reasoning`` events), refusal text and notes (diagnostics ``CF821`` to
+``CF826``, positioned at the point of the speech text the stream had reached). A refusal,
+a tool call, a safety block or an item charfmt cannot read is a diagnostic, never an error.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from charfmt.diagnostics import CODES, Diagnostic
+from charfmt.events import DiagnosticEvent, Event, Reasoning, Reset
+
+_TEXT_TYPES: Final = (str, bytes, bytearray, memoryview)
+
+
+@dataclass(slots=True)
+class Piece:
+    """What one stream item holds for charfmt."""
+
+    text: str | bytes = ""
+    """Text of the reply, for the stream reader."""
+    reasoning: str = ""
+    """More of the provider's reasoning (thinking) text."""
+    refusal: str = ""
+    """More of the model's refusal text (one ``CF821`` at the end of the stream says all of it)."""
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    """Diagnostics as ``(code, message)``: a tool call, a stop reason, a part not read."""
+
+
+class Rule(NamedTuple):
+    """One kind of stream item: how to recognise it and how to read it."""
+
+    name: str
+    detect: Callable[[Any], bool]
+    read: Callable[[Any], Piece]
+
+
+def _get(obj: Any, name: str) -> Any:
+    """An attribute of an SDK object, or the key of the same name of its JSON as a dict."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _str(value: Any) -> str:
+    """A text field's value; ``None`` (a refusal's content, a tool call's text) and non-text are empty."""
+    return value if isinstance(value, str) else ""
+
+
+def _kind(item: Any) -> str:
+    """An event's or block's ``type`` (``""`` if it has none)."""
+    return _str(_get(item, "type"))
+
+
+def _name(value: Any) -> str:
+    """An enum's value (google-genai's ``FinishReason.SAFETY``) or a plain string, as a string."""
+    value = getattr(value, "value", value)
+    return value if isinstance(value, str) else ""
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+# -- stop reasons, tool calls: the notes every SDK shares ------------------------------------------
+
+_STOPS: Final[dict[str, tuple[str, str]]] = {
+    # a refusal: the model declined (Anthropic's stop_reason)
+    "refusal": ("CF821", "the model refused to answer (stop reason 'refusal')"),
+    # blocked by the provider's filters
+    "content_filter": ("CF823", "the provider's content filter stopped the reply ('content_filter')"),
+    "SAFETY": ("CF823", "the provider's safety filter stopped the reply ('SAFETY')"),
+    "RECITATION": ("CF823", "the provider stopped the reply as recitation ('RECITATION')"),
+    "BLOCKLIST": ("CF823", "the provider's blocklist stopped the reply ('BLOCKLIST')"),
+    "PROHIBITED_CONTENT": ("CF823", "the provider stopped the reply as prohibited content ('PROHIBITED_CONTENT')"),
+    "SPII": ("CF823", "the provider stopped the reply as personal information ('SPII')"),
+    "IMAGE_SAFETY": ("CF823", "the provider's safety filter stopped the reply ('IMAGE_SAFETY')"),
+    # cut at a token limit
+    "length": ("CF824", "the reply stopped at the token limit ('length'): it may be cut off"),
+    "max_tokens": ("CF824", "the reply stopped at the token limit ('max_tokens'): it may be cut off"),
+    "MAX_TOKENS": ("CF824", "the reply stopped at the token limit ('MAX_TOKENS'): it may be cut off"),
+    "max_output_tokens": ("CF824", "the reply stopped at the token limit ('max_output_tokens'): it may be cut off"),
+    "model_context_window_exceeded": (
+        "CF824",
+        "the reply stopped at the model's context window ('model_context_window_exceeded'): it may be cut off",
+    ),
+}
+"""Stop (finish) reasons worth a diagnostic, as each SDK spells them; the others say nothing."""
+
+
+def _stop(piece: Piece, reason: Any) -> Piece:
+    note = _STOPS.get(_name(reason))
+    if note is not None:
+        piece.notes.append(note)
+    return piece
+
+
+def _tool(piece: Piece, name: Any, what: str = "tool") -> None:
+    called = _str(name) or what
+    message = f"the model called the {what} {_quoted(called)}: a tool call is not part of the reply (the SDK has it)"
+    piece.notes.append(("CF822", message))
+
+
+def _only_first(piece: Piece, index: Any, what: str) -> bool:
+    """Whether a choice or candidate is the first one (the reply); a later one is noted, not read."""
+    if index in (None, 0):
+        return True
+    piece.notes.append(("CF825", f"{what} {index} not read: only the first one is the reply"))
+    return False
+
+
+# -- the rules --------------------------------------------------------------------------------------
+
+
+def _is_text(item: Any) -> bool:
+    return isinstance(item, _TEXT_TYPES)
+
+
+def _read_text(item: Any) -> Piece:
+    return Piece(text=item if isinstance(item, str | bytes) else bytes(item))
+
+
+_HELPER_EVENTS: Final = frozenset({"text", "thinking", "input_json", "citation", "signature"})
+
+
+def _is_anthropic_helper(item: Any) -> bool:
+    kind = _kind(item)
+    if kind == "signature":
+        return isinstance(_get(item, "signature"), str)
+    return kind in _HELPER_EVENTS and _get(item, "snapshot") is not None
+
+
+def _skip(item: Any) -> Piece:
+    return Piece()
+
+
+def _is_error_event(item: Any) -> bool:
+    return _kind(item) == "error"
+
+
+def _read_error_event(item: Any) -> Piece:
+    error = _get(item, "error")
+    message = _str(_get(error, "message")) or _str(_get(item, "message")) or "no message"
+    kind = _kind(error) or _str(_get(item, "code"))
+    return Piece(notes=[("CF826", f"the provider sent an error{f' ({kind})' if kind else ''}: {message}")])
+
+
+def _is_responses_event(item: Any) -> bool:
+    return _kind(item).startswith("response.")
+
+
+_RESPONSES_TEXT: Final = frozenset({"response.output_text.delta"})
+_RESPONSES_REASONING: Final = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
+
+
+def _read_responses_event(item: Any) -> Piece:
+    kind = _kind(item)
+    if kind in _RESPONSES_TEXT:
+        return Piece(text=_str(_get(item, "delta")))
+    if kind in _RESPONSES_REASONING:
+        return Piece(reasoning=_str(_get(item, "delta")))
+    if kind == "response.refusal.delta":
+        return Piece(refusal=_str(_get(item, "delta")))
+    piece = Piece()
+    if kind == "response.output_item.added":
+        output = _get(item, "item")
+        output_type = _kind(output)
+        if output_type.endswith("_call"):
+            _tool(piece, _get(output, "name") or output_type, "tool")
+    elif kind == "response.incomplete":
+        _stop(piece, _get(_get(_get(item, "response"), "incomplete_details"), "reason"))
+    elif kind == "response.failed":
+        error = _get(_get(item, "response"), "error")
+        message = _str(_get(error, "message")) or "no message"
+        piece.notes.append(("CF826", f"the provider failed the response: {message}"))
+    return piece
+
+
+_ANTHROPIC_EVENTS: Final = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "ping",
+        "message",
+    }
+)
+
+
+def _is_anthropic_event(item: Any) -> bool:
+    return _kind(item) in _ANTHROPIC_EVENTS
+
+
+def _anthropic_block(piece: Piece, block: Any) -> None:
+    kind = _kind(block)
+    if kind == "text":
+        piece.text = _str(piece.text) + _str(_get(block, "text"))
+    elif kind == "thinking":
+        piece.reasoning += _str(_get(block, "thinking"))
+    elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+        _tool(piece, _get(block, "name"))
+
+
+def _read_anthropic_event(item: Any) -> Piece:
+    kind = _kind(item)
+    piece = Piece()
+    if kind == "content_block_delta":
+        delta = _get(item, "delta")
+        delta_type = _kind(delta)
+        if delta_type == "text_delta":
+            piece.text = _str(_get(delta, "text"))
+        elif delta_type == "thinking_delta":
+            piece.reasoning = _str(_get(delta, "thinking"))
+    elif kind == "content_block_start":
+        _anthropic_block(piece, _get(item, "content_block"))
+    elif kind == "message_delta":
+        _stop(piece, _get(_get(item, "delta"), "stop_reason"))
+    elif kind == "message":  # a whole Message (messages.create without stream)
+        for block in _get(item, "content") or ():
+            _anthropic_block(piece, block)
+        _stop(piece, _get(item, "stop_reason"))
+    return piece
+
+
+def _is_openai_chat(item: Any) -> bool:
+    return isinstance(_get(item, "choices"), list)
+
+
+def _read_openai_chat(item: Any) -> Piece:
+    piece = Piece()
+    for choice in _get(item, "choices"):
+        if not _only_first(piece, _get(choice, "index"), "choice"):
+            continue
+        delta = _get(choice, "delta")
+        if delta is None:
+            delta = _get(choice, "message")  # a whole ChatCompletion
+        piece.text = _str(_get(delta, "content"))
+        # OpenAI-compatible servers stream reasoning under one of two names (DeepSeek, vLLM, OpenRouter, ollama)
+        piece.reasoning = _str(_get(delta, "reasoning_content")) or _str(_get(delta, "reasoning"))
+        piece.refusal = _str(_get(delta, "refusal"))
+        for call in _get(delta, "tool_calls") or ():
+            name = _get(_get(call, "function"), "name")
+            if name:  # the first delta of a call names it; the rest carry its arguments
+                _tool(piece, name)
+        legacy = _get(delta, "function_call")
+        if _get(legacy, "name"):
+            _tool(piece, _get(legacy, "name"), "function")
+        _stop(piece, _get(choice, "finish_reason"))
+    return piece
+
+
+def _is_gemini(item: Any) -> bool:
+    return _get(item, "candidates") is not None or _get(item, "prompt_feedback") is not None
+
+
+def _read_gemini(item: Any) -> Piece:
+    piece = Piece()
+    text: list[str] = []
+    feedback = _get(_get(item, "prompt_feedback"), "block_reason")
+    if feedback:
+        piece.notes.append(("CF823", f"the provider blocked the prompt ({_quoted(_name(feedback) or str(feedback))})"))
+    for n, candidate in enumerate(_get(item, "candidates") or ()):
+        if not _only_first(piece, _get(candidate, "index") or n, "candidate"):
+            continue
+        for part in _get(_get(candidate, "content"), "parts") or ():
+            if _get(part, "thought"):
+                piece.reasoning += _str(_get(part, "text"))
+            elif _get(part, "function_call") is not None:
+                _tool(piece, _get(_get(part, "function_call"), "name"))
+            else:
+                text.append(_str(_get(part, "text")))
+        _stop(piece, _get(candidate, "finish_reason"))
+    piece.text = "".join(text)
+    return piece
+
+
+def _is_ollama(item: Any) -> bool:
+    return _get(item, "done") is not None and (_get(item, "message") is not None or _get(item, "response") is not None)
+
+
+def _read_ollama(item: Any) -> Piece:
+    message = _get(item, "message")
+    if message is None:  # GenerateResponse
+        piece = Piece(text=_str(_get(item, "response")), reasoning=_str(_get(item, "thinking")))
+    else:  # ChatResponse
+        piece = Piece(text=_str(_get(message, "content")), reasoning=_str(_get(message, "thinking")))
+        for call in _get(message, "tool_calls") or ():
+            _tool(piece, _get(_get(call, "function"), "name"))
+    return _stop(piece, _get(item, "done_reason"))
+
+
+def _is_langchain(item: Any) -> bool:
+    return _get(item, "additional_kwargs") is not None and _get(item, "content") is not None
+
+
+_LANGCHAIN_STOP_KEYS: Final = ("finish_reason", "stop_reason", "done_reason")
+
+
+def _read_langchain(item: Any) -> Piece:
+    piece = Piece()
+    content = _get(item, "content")
+    text: list[str] = []
+    for block in [content] if isinstance(content, str) else content or ():
+        kind = "text" if isinstance(block, str) else _kind(block)
+        if kind == "text":
+            text.append(block if isinstance(block, str) else _str(_get(block, "text")))
+        elif kind == "thinking":  # Anthropic's and Gemini's, through LangChain
+            piece.reasoning += _str(_get(block, "thinking"))
+        elif kind == "reasoning":  # LangChain's standard block; OpenAI Responses' summary
+            piece.reasoning += _str(_get(block, "reasoning")) + "".join(
+                _str(_get(s, "text")) for s in _get(block, "summary") or ()
+            )
+    piece.text = "".join(text)
+    extra = _get(item, "additional_kwargs")
+    piece.reasoning += _str(_get(extra, "reasoning_content"))
+    piece.refusal = _str(_get(extra, "refusal"))
+    calls = _get(item, "tool_call_chunks")
+    if calls is None:
+        calls = _get(item, "tool_calls")
+    for call in calls or ():
+        if _get(call, "name"):
+            _tool(piece, _get(call, "name"))
+    metadata = _get(item, "response_metadata")
+    for key in _LANGCHAIN_STOP_KEYS:
+        _stop(piece, _get(metadata, key))
+    return piece
+
+
+def _not_read(item: Any) -> Piece:
+    return Piece()
+
+
+RULES: Final[tuple[Rule, ...]] = (
+    Rule("text", _is_text, _read_text),
+    Rule("anthropic-helper", _is_anthropic_helper, _skip),
+    Rule("error-event", _is_error_event, _read_error_event),
+    Rule("openai-responses", _is_responses_event, _read_responses_event),
+    Rule("anthropic", _is_anthropic_event, _read_anthropic_event),
+    Rule("openai-chat", _is_openai_chat, _read_openai_chat),
+    Rule("gemini", _is_gemini, _read_gemini),
+    Rule("ollama", _is_ollama, _read_ollama),
+    Rule("langchain", _is_langchain, _read_langchain),
+)
+"""Every kind of stream item charfmt reads, in the order they are tried: the first match wins."""
+
+
+def rule_for(item: Any) -> Rule | None:
+    """The first rule that recognises ``item``, or ``None``."""
+    for rule in RULES:
+        if rule.detect(item):
+            return rule
+    return None
+
+
+# -- a stream: its items, and what they add up to -------------------------------------------------
+
+
+def items(source: Any) -> Iterator[Any]:
+    """The items of ``source``: a stream (any iterable), a context manager that opens one
+    (Anthropic's ``client.messages.stream(...)``), or one whole text or SDK response."""
+    if isinstance(source, _TEXT_TYPES) or rule_for(source) is not None or not _iterable(source):
+        if not hasattr(source, "__iter__") and hasattr(source, "__enter__"):
+            with source as opened:
+                yield from items(opened)
+            return
+        yield source
+        return
+    yield from source
+
+
+async def aitems(source: Any) -> AsyncIterator[Any]:
+    """The items of ``source`` as ``items``, and also an async stream, an async context manager
+    (``client.messages.stream(...)`` of ``AsyncAnthropic``) or an awaitable that gives one
+    (``AsyncOpenAI().chat.completions.create(..., stream=True)`` before ``await``)."""
+    if hasattr(source, "__aiter__"):
+        async for item in source:
+            yield item
+    elif hasattr(source, "__aenter__"):
+        async with source as opened:
+            async for item in aitems(opened):
+                yield item
+    elif inspect.isawaitable(source):
+        async for item in aitems(await source):
+            yield item
+    else:
+        for item in items(source):
+            yield item
+
+
+def _iterable(source: Any) -> bool:
+    return hasattr(source, "__iter__") and not isinstance(source, Mapping)
+
+
+class Reader:
+    """Reads one stream's items in order: the text to feed the reader, the events to show now.
+
+    It keeps the provider's reasoning and the diagnostics it showed, because a ``Reset`` from
+    the stream reader forgets every event so far: after one, ``after`` shows them again.
+    """
+
+    def __init__(self) -> None:
+        self._offset = 0  # where the speech text fed so far ends: diagnostics point there
+        self._line = 1
+        self._line_start = 0
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._shown: list[DiagnosticEvent] = []
+        self._unread: set[str] = set()
+
+    def read(self, item: Any) -> tuple[str | bytes, list[Event]]:
+        """The reply text ``item`` holds (may be empty) and the events it gives at once."""
+        if type(item) is str:  # the common case first: a text chunk
+            self._advance(item)
+            return item, []
+        rule = rule_for(item)
+        if rule is None:
+            kind = type(item).__qualname__
+            if kind in self._unread:
+                return "", []
+            self._unread.add(kind)
+            return "", [
+                self._note(
+                    "CF825",
+                    f"a stream item of type {kind} is neither text nor an SDK stream object charfmt reads: skipped",
+                )
+            ]
+        piece = rule.read(item)
+        events: list[Event] = []
+        if piece.reasoning:
+            self._reasoning.append(piece.reasoning)
+            events.append(Reasoning(piece.reasoning))
+        if piece.refusal:
+            self._refusal.append(piece.refusal)
+        events.extend(self._note(code, message) for code, message in piece.notes)
+        self._advance(piece.text)
+        return piece.text, events
+
+    def close(self) -> list[Event]:
+        """The events of the end of the stream: the whole refusal, if the model refused."""
+        if not self._refusal:
+            return []
+        refusal, self._refusal = "".join(self._refusal), []
+        return [self._note("CF821", f"the model refused to answer: {_quoted(refusal)}")]
+
+    def after(self, events: list[Event]) -> list[Event]:
+        """``events`` of the stream reader, with what this reader showed again after a ``Reset``."""
+        if not (self._reasoning or self._shown) or not any(isinstance(e, Reset) for e in events):
+            return events
+        out: list[Event] = []
+        for event in events:
+            out.append(event)
+            if isinstance(event, Reset):
+                if self._reasoning:
+                    out.append(Reasoning("".join(self._reasoning)))
+                out.extend(self._shown)
+        return out
+
+    def _advance(self, text: str | bytes) -> None:
+        """Count the text fed (characters of ``str``, bytes of ``bytes``, as the reader counts them)."""
+        lines = text.count("\n") if isinstance(text, str) else text.count(b"\n")
+        if lines:
+            self._line += lines
+            self._line_start = self._offset + 1 + (text.rindex("\n") if isinstance(text, str) else text.rindex(b"\n"))
+        self._offset += len(text)
+
+    def _note(self, code: str, message: str) -> DiagnosticEvent:
+        diagnostic = Diagnostic(
+            code=code,
+            message=message,
+            severity=CODES[code][0],
+            line=self._line,
+            column=self._offset - self._line_start + 1,
+            offset=self._offset,
+            end=self._offset,
+        )
+        event = DiagnosticEvent(None, diagnostic)
+        self._shown.append(event)
+        return event
+

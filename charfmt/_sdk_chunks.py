@@ -505,4 +505,3 @@ class Reader:
         event = DiagnosticEvent(None, diagnostic)
         self._shown.append(event)
         return event
-

@@ -107,7 +107,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF822": ("warning", "the model called a tool: the call is not part of the reply (its name in the message)"),
     "CF823": ("error", "the provider's safety or content filter stopped the reply or blocked the prompt"),
     "CF824": ("warning", "the provider stopped the reply at a token limit: it may be cut off"),
-    "CF825": ("warning", "a stream item that is neither text nor an SDK object charfmt reads (or a later choice) skipped"),
+    "CF825": ("warning", "a stream item charfmt does not read (not text, no known SDK object, a later choice) skipped"),
     "CF826": ("error", "the provider reported an error in the stream"),
     # interop: documents of other formats (charfmt.interop)
     "CF901": ("error", "not a document of the format: a required key is missing or has another type"),

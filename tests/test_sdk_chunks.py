@@ -29,7 +29,10 @@ ITEMS: list[tuple[str, Any, tuple[str, str, str, list[str]]]] = [
     ("openai-chat", {"choices": [{"index": 0, "message": {"content": None, "refusal": "no"}}]}, ("", "", "no", [])),
     ("openai-chat", {"choices": [{"index": 1, "delta": {"content": "other"}}]}, ("", "", "", ["CF825"])),
     ("openai-chat", {"choices": [], "usage": {"total_tokens": 3}}, ("", "", "", [])),
+    ("openai-chat", {"choices": [{"index": 0, "text": "hi", "finish_reason": None}]}, ("hi", "", "", [])),
     ("openai-responses", {"type": "response.output_text.delta", "delta": "hi"}, ("hi", "", "", [])),
+    ("openai-responses", {"type": "response.reasoning_summary_part.added", "summary_index": 0}, ("", "", "", [])),
+    ("openai-responses", {"type": "response.reasoning_summary_part.added", "summary_index": 1}, ("", "\n\n", "", [])),
     ("openai-responses", {"type": "response.reasoning_text.delta", "delta": "r"}, ("", "r", "", [])),
     (
         "openai-responses",
@@ -60,6 +63,11 @@ ITEMS: list[tuple[str, Any, tuple[str, str, str, list[str]]]] = [
         ("hi", "r", "", []),
     ),
     ("gemini", {"prompt_feedback": {"block_reason": "SAFETY"}}, ("", "", "", ["CF823"])),
+    (
+        "gemini",
+        {"candidates": [{"content": {"parts": [{"executable_code": {"code": "1+1"}}]}}]},
+        ("", "", "", ["CF822"]),
+    ),
     ("ollama", {"message": {"content": "hi", "thinking": "r"}, "done": False}, ("hi", "r", "", [])),
     ("ollama", {"response": "hi", "done": True, "done_reason": "length"}, ("hi", "", "", ["CF824"])),
     (
@@ -189,3 +197,17 @@ def test_the_sdk_example_runs_without_the_sdks() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert "emotion -> surprise" in out.stdout and "reasoning += " in out.stdout
+
+
+def test_an_async_stream_given_to_iter_events_is_a_clear_error() -> None:
+    async def stream() -> Any:
+        yield SHORT
+
+    async def call() -> Any:
+        return [SHORT]
+
+    for wrong in (stream(), call()):
+        with pytest.raises(TypeError, match="aiter_events"):
+            list(charfmt.iter_events(wrong))
+        if hasattr(wrong, "close"):
+            wrong.close()  # (the coroutine, never awaited)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from types import GeneratorType
+from typing import Any, Final, NamedTuple, cast
 
 from charfmt.diagnostics import CODES, Diagnostic
 from charfmt.events import DiagnosticEvent, Event, Reasoning, Reset
@@ -389,21 +390,25 @@ def rule_for(item: Any) -> Rule | None:
 # -- a stream: its items, and what they add up to -------------------------------------------------
 
 
-def items(source: Any) -> Iterator[Any]:
-    """The items of ``source``: a stream (any iterable), a context manager that opens one
+def items(source: Any) -> Iterable[Any]:
+    """The items of ``source``: a stream (any iterable, as it is), a context manager that opens one
     (Anthropic's ``client.messages.stream(...)``), or one whole text or SDK response."""
+    if isinstance(source, list | tuple | GeneratorType):  # the usual streams, known at once
+        return source
     if inspect.isawaitable(source) or (hasattr(source, "__aiter__") and not hasattr(source, "__iter__")):
         raise TypeError(
             f"iter_events got an async stream or an awaitable ({type(source).__qualname__}): use aiter_events"
         )
     if isinstance(source, _TEXT_TYPES) or rule_for(source) is not None or not _iterable(source):
         if not hasattr(source, "__iter__") and hasattr(source, "__enter__"):
-            with source as opened:
-                yield from items(opened)
-            return
-        yield source
-        return
-    yield from source
+            return _opened(source)
+        return (source,)
+    return cast("Iterable[Any]", source)
+
+
+def _opened(manager: Any) -> Iterator[Any]:
+    with manager as opened:
+        yield from items(opened)
 
 
 async def aitems(source: Any) -> AsyncIterator[Any]:
@@ -429,15 +434,25 @@ def _iterable(source: Any) -> bool:
     return hasattr(source, "__iter__") and not isinstance(source, Mapping)
 
 
+FOLD: Final = 256
+"""How many text chunks ``Reader.fed`` holds before ``fold`` counts them (memory stays flat)."""
+
+
 class Reader:
     """Reads one stream's items in order: the text to feed the reader, the events to show now.
 
     It keeps the provider's reasoning and the diagnostics it showed, because a ``Reset`` from
     the stream reader forgets every event so far: after one, ``after`` shows them again.
+    A text chunk needs none of this: the caller appends it to ``fed`` (a diagnostic's position
+    is counted from there only when one is made) and calls ``fold`` past ``FOLD`` of them.
     """
 
     def __init__(self) -> None:
-        self._offset = 0  # where the speech text fed so far ends: diagnostics point there
+        self.fed: list[str | bytes] = []
+        """Text fed since the position was last counted."""
+        self.showing = False
+        """Whether this reader showed events a ``Reset`` would forget (then ``after`` is needed)."""
+        self._offset = 0  # where the speech text counted so far ends: diagnostics point there
         self._line = 1
         self._line_start = 0
         self._reasoning: list[str] = []
@@ -447,8 +462,8 @@ class Reader:
 
     def read(self, item: Any) -> tuple[str | bytes, list[Event]]:
         """The reply text ``item`` holds (may be empty) and the events it gives at once."""
-        if type(item) is str:  # the common case first: a text chunk
-            self._advance(item)
+        if type(item) is str:  # (iter_events reads these itself)
+            self.fed.append(item)
             return item, []
         rule = rule_for(item)
         if rule is None:
@@ -466,11 +481,13 @@ class Reader:
         events: list[Event] = []
         if piece.reasoning:
             self._reasoning.append(piece.reasoning)
+            self.showing = True
             events.append(Reasoning(piece.reasoning))
         if piece.refusal:
             self._refusal.append(piece.refusal)
         events.extend(self._note(code, message) for code, message in piece.notes)
-        self._advance(piece.text)
+        if piece.text:
+            self.fed.append(piece.text)
         return piece.text, events
 
     def close(self) -> list[Event]:
@@ -482,7 +499,7 @@ class Reader:
 
     def after(self, events: list[Event]) -> list[Event]:
         """``events`` of the stream reader, with what this reader showed again after a ``Reset``."""
-        if not (self._reasoning or self._shown) or not any(isinstance(e, Reset) for e in events):
+        if not self.showing or not any(isinstance(e, Reset) for e in events):
             return events
         out: list[Event] = []
         for event in events:
@@ -493,15 +510,20 @@ class Reader:
                 out.extend(self._shown)
         return out
 
-    def _advance(self, text: str | bytes) -> None:
-        """Count the text fed (characters of ``str``, bytes of ``bytes``, as the reader counts them)."""
-        lines = text.count("\n") if isinstance(text, str) else text.count(b"\n")
-        if lines:
-            self._line += lines
-            self._line_start = self._offset + 1 + (text.rindex("\n") if isinstance(text, str) else text.rindex(b"\n"))
-        self._offset += len(text)
+    def fold(self) -> None:
+        """Count the text in ``fed`` (characters of ``str``, bytes of ``bytes``, as the reader counts them)."""
+        for text in self.fed:
+            lines = text.count("\n") if isinstance(text, str) else text.count(b"\n")
+            if lines:
+                self._line += lines
+                last = text.rindex("\n") if isinstance(text, str) else text.rindex(b"\n")
+                self._line_start = self._offset + 1 + last
+            self._offset += len(text)
+        self.fed.clear()
 
     def _note(self, code: str, message: str) -> DiagnosticEvent:
+        self.fold()
+        self.showing = True
         diagnostic = Diagnostic(
             code=code,
             message=message,

@@ -103,11 +103,20 @@ def iter_events(
     """
     parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
     reader = _sdk_chunks.Reader()
+    fed, fold_at = reader.fed, _sdk_chunks.FOLD
     for item in _sdk_chunks.items(chunks):
-        text, shown = reader.read(item)
-        yield from shown
-        if text:
-            yield from reader.after(parser.feed(text))
+        if type(item) is str:  # a text chunk, the common case: kept as cheap as feeding the parser
+            fed.append(item)
+            if len(fed) >= fold_at:
+                reader.fold()
+            events = parser.feed(item)
+        else:
+            text, shown = reader.read(item)
+            yield from shown
+            if not text:
+                continue
+            events = parser.feed(text)
+        yield from reader.after(events) if reader.showing else events
     yield from reader.close()
     yield from reader.after(parser.close())
 
@@ -135,6 +144,8 @@ async def aiter_events(
         for event in shown:
             yield event
         if text:
+            if len(reader.fed) >= _sdk_chunks.FOLD:
+                reader.fold()
             for event in reader.after(parser.feed(text)):
                 yield event
     for event in reader.close():

@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import charfmt
 from charfmt import _sdk_chunks, interop
+from charfmt.testing import chunkings, damaged_replies
 
 SHORT = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello &amp; welcome!</msg>"}]}'
 
@@ -211,3 +214,71 @@ def test_an_async_stream_given_to_iter_events_is_a_clear_error() -> None:
             list(charfmt.iter_events(wrong))
         if hasattr(wrong, "close"):
             wrong.close()  # (the coroutine, never awaited)
+
+
+def test_a_diagnostic_after_many_text_chunks_points_at_the_end_of_their_text() -> None:
+    text = SHORT.replace("\\n", "\\n ") * 3 + "\nlast line"
+    for chunks in ([*text], [text.encode()[i : i + 1] for i in range(len(text))]):
+        events = list(charfmt.iter_events([*chunks, 5]))  # past FOLD chunks, str or bytes
+        (note,) = [
+            e.diagnostic for e in events if isinstance(e, charfmt.DiagnosticEvent) and e.diagnostic.code == "CF825"
+        ]
+        assert len(chunks) > _sdk_chunks.FOLD
+        assert (note.offset, note.line, note.column) == (len(text), 2, len("last line") + 1)
+
+
+# Each SDK's item carrying one text delta, one reasoning delta (as the SDK's JSON).
+SHAPES: dict[str, tuple[Any, Any]] = {
+    "openai-chat": (
+        lambda t: {"choices": [{"index": 0, "delta": {"content": t}}]},
+        lambda r: {"choices": [{"index": 0, "delta": {"content": None, "reasoning_content": r}}]},
+    ),
+    "openai-responses": (
+        lambda t: {"type": "response.output_text.delta", "delta": t},
+        lambda r: {"type": "response.reasoning_summary_text.delta", "delta": r},
+    ),
+    "anthropic": (
+        lambda t: {"type": "content_block_delta", "delta": {"type": "text_delta", "text": t}},
+        lambda r: {"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": r}},
+    ),
+    "gemini": (
+        lambda t: {"candidates": [{"content": {"parts": [{"text": t}]}}]},
+        lambda r: {"candidates": [{"content": {"parts": [{"text": r, "thought": True}]}}]},
+    ),
+    "ollama": (
+        lambda t: {"message": {"content": t}, "done": False},
+        lambda r: {"message": {"content": "", "thinking": r}, "done": False},
+    ),
+    "langchain": (
+        lambda t: {"content": [{"type": "text", "text": t}], "additional_kwargs": {}},
+        lambda r: {"content": "", "additional_kwargs": {"reasoning_content": r}},
+    ),
+}
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(damaged=damaged_replies(), sdk=st.sampled_from(sorted(SHAPES)), reasoning=st.text(max_size=20), data=st.data())
+def test_any_sdk_any_chunking_collects_to_the_batch_result(
+    damaged: Any, sdk: str, reasoning: str, data: st.DataObject
+) -> None:
+    text: str = damaged.text
+    wrap_text, wrap_reasoning = SHAPES[sdk]
+    items = [wrap_reasoning(r) for r in data.draw(chunkings(reasoning)) if r]
+    items += [wrap_text(t) for t in data.draw(chunkings(text))]
+    events = list(charfmt.iter_events(items))
+    batch = charfmt.parse(text, lenient=True)
+    want = batch.model_copy(update={"reasoning": (reasoning + (batch.reasoning or "")) or None})
+    assert charfmt.collect(events) == want
+
+
+def test_the_langchain_integration_without_langchain_says_how_to_install_it() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['langchain_core'] = None  # as if not installed\n"
+        "try:\n"
+        "    import charfmt.integrations.langchain\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'charfmt[langchain]'" in out.stdout

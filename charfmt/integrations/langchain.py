@@ -17,10 +17,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-from langchain_core.output_parsers.transform import BaseTransformOutputParser
-from langchain_core.outputs import Generation
 from pydantic import ConfigDict
+
+try:
+    from langchain_core.messages import BaseMessage
+    from langchain_core.output_parsers.transform import BaseTransformOutputParser
+    from langchain_core.outputs import Generation
+except ImportError as e:  # the one place this extra's absence is said
+    raise ImportError(
+        f"charfmt.integrations.langchain needs langchain-core: pip install 'charfmt[langchain]' ({e})"
+    ) from e
 
 import charfmt
 from charfmt import Character, Reply, TagTable, Vocabulary

@@ -468,16 +468,10 @@ class Reader:
         rule = rule_for(item)
         if rule is None:
             kind = type(item).__qualname__
-            if kind in self._unread:
-                return "", []
-            self._unread.add(kind)
-            return "", [
-                self._note(
-                    "CF825",
-                    f"a stream item of type {kind} is neither text nor an SDK stream object charfmt reads: skipped",
-                )
-            ]
-        piece = rule.read(item)
+            message = f"a stream item of type {kind} is neither text nor an SDK stream object charfmt reads: skipped"
+            piece = Piece(notes=[("CF825", message)])
+        else:
+            piece = rule.read(item)
         events: list[Event] = []
         if piece.reasoning:
             self._reasoning.append(piece.reasoning)
@@ -485,7 +479,12 @@ class Reader:
             events.append(Reasoning(piece.reasoning))
         if piece.refusal:
             self._refusal.append(piece.refusal)
-        events.extend(self._note(code, message) for code, message in piece.notes)
+        for code, message in piece.notes:
+            if code == "CF825":  # said once per kind of item (every chunk of a second choice...)
+                if message in self._unread:
+                    continue
+                self._unread.add(message)
+            events.append(self._note(code, message))
         if piece.text:
             self.fed.append(piece.text)
         return piece.text, events

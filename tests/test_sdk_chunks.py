@@ -104,6 +104,16 @@ def test_the_rules_are_one_ordered_table_and_the_module_docstring_lists_it_in_or
     assert [doc.index(f"``{name}``") for name in names] == sorted(doc.index(f"``{name}``") for name in names)
 
 
+def test_a_second_choice_is_one_diagnostic_for_the_whole_stream() -> None:
+    def chunk(index: int, text: str) -> dict[str, Any]:
+        return {"choices": [{"index": index, "delta": {"content": text}}]}
+
+    items = [item for i in range(0, len(SHORT), 10) for item in (chunk(0, SHORT[i : i + 10]), chunk(1, "other"))]
+    reply = charfmt.collect(charfmt.iter_events(items))
+    assert reply.chats == charfmt.parse(SHORT).chats
+    assert [(d.code, d.offset) for d in reply.diagnostics] == [("CF825", 10)]
+
+
 def test_an_item_charfmt_cannot_read_is_one_diagnostic_per_type_and_the_stream_goes_on() -> None:
     events = list(charfmt.iter_events([5, SHORT[:20], None, 6, SHORT[20:], object()]))
     notes = [e.diagnostic for e in events if isinstance(e, charfmt.DiagnosticEvent)]

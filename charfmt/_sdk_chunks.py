@@ -6,13 +6,16 @@ accepts the item reads it, so the order is visible here and nowhere else:
 
 ========================  ==========================================================================
 ``text``                  ``str`` and bytes-like chunks, as before (text of the reply)
-``anthropic-helper``      the events ``MessageStream`` derives (``text``, ``thinking``...): each
-                          repeats a raw event it also yields, so it is skipped
+``helper-derived``        the events a stream helper derives (Anthropic's ``MessageStream``:
+                          ``text``, ``thinking``...; OpenAI's ``chat.completions.stream``:
+                          ``content.delta``...): each repeats a raw event it also yields: skipped
+``openai-chat-helper``    the raw chunk OpenAI's ``chat.completions.stream`` wraps (``chunk``)
 ``error-event``           an ``error`` event (Anthropic, OpenAI Responses): ``CF826``
 ``openai-responses``      OpenAI Responses API events (``response.output_text.delta``...)
 ``anthropic``             Anthropic raw stream events (``content_block_delta``...) and a ``Message``
 ``openai-chat``           OpenAI chat completions chunks (and a whole ``ChatCompletion``), and
                           every OpenAI-compatible server (vLLM, llama.cpp, ollama's ``/v1``...)
+``openai-response``       a whole OpenAI Responses API ``Response``
 ``gemini``                google-genai ``GenerateContentResponse``
 ``ollama``                ollama's ``ChatResponse`` and ``GenerateResponse``
 ``langchain``             LangChain messages (``AIMessageChunk``, ``AIMessage``)
@@ -147,18 +150,31 @@ def _read_text(item: Any) -> Piece:
     return Piece(text=item if isinstance(item, str | bytes) else bytes(item))
 
 
-_HELPER_EVENTS: Final = frozenset({"text", "thinking", "input_json", "citation", "signature"})
+_ANTHROPIC_DERIVED: Final = frozenset({"text", "thinking", "input_json", "citation", "signature"})
+_OPENAI_DERIVED: Final = ("content.", "refusal.", "tool_calls.", "logprobs.")
 
 
-def _is_anthropic_helper(item: Any) -> bool:
+def _is_derived(item: Any) -> bool:
+    """An event a stream helper derives from a raw event it also yields (Anthropic's
+    ``MessageStream``, OpenAI's ``chat.completions.stream``): reading it would read twice."""
     kind = _kind(item)
     if kind == "signature":
         return isinstance(_get(item, "signature"), str)
-    return kind in _HELPER_EVENTS and _get(item, "snapshot") is not None
+    if kind in _ANTHROPIC_DERIVED:
+        return _get(item, "snapshot") is not None
+    return kind.startswith(_OPENAI_DERIVED)
 
 
 def _skip(item: Any) -> Piece:
     return Piece()
+
+
+def _is_openai_chat_helper(item: Any) -> bool:
+    return _kind(item) == "chunk" and _is_openai_chat(_get(item, "chunk"))
+
+
+def _read_openai_chat_helper(item: Any) -> Piece:
+    return _read_openai_chat(_get(item, "chunk"))
 
 
 def _is_error_event(item: Any) -> bool:
@@ -256,6 +272,29 @@ def _read_anthropic_event(item: Any) -> Piece:
 
 def _is_openai_chat(item: Any) -> bool:
     return isinstance(_get(item, "choices"), list)
+
+
+def _is_openai_response(item: Any) -> bool:
+    return _get(item, "object") == "response" and isinstance(_get(item, "output"), list)
+
+
+def _read_openai_response(item: Any) -> Piece:
+    """A whole ``Response`` (``responses.create`` without stream)."""
+    piece = Piece()
+    text: list[str] = []
+    for output in _get(item, "output"):
+        kind = _kind(output)
+        if kind == "message":
+            for part in _get(output, "content") or ():
+                text.append(_str(_get(part, "text")) if _kind(part) == "output_text" else "")
+                piece.refusal += _str(_get(part, "refusal")) if _kind(part) == "refusal" else ""
+        elif kind == "reasoning":
+            summary = [_str(_get(s, "text")) for s in _get(output, "summary") or ()]
+            piece.reasoning += "\n\n".join(t for t in summary if t)
+        elif kind.endswith("_call"):
+            _tool(piece, _get(output, "name") or kind)
+    piece.text = "".join(text)
+    return _stop(piece, _get(_get(item, "incomplete_details"), "reason"))
 
 
 def _read_openai_chat(item: Any) -> Piece:
@@ -367,11 +406,13 @@ def _not_read(item: Any) -> Piece:
 
 RULES: Final[tuple[Rule, ...]] = (
     Rule("text", _is_text, _read_text),
-    Rule("anthropic-helper", _is_anthropic_helper, _skip),
+    Rule("helper-derived", _is_derived, _skip),
+    Rule("openai-chat-helper", _is_openai_chat_helper, _read_openai_chat_helper),
     Rule("error-event", _is_error_event, _read_error_event),
     Rule("openai-responses", _is_responses_event, _read_responses_event),
     Rule("anthropic", _is_anthropic_event, _read_anthropic_event),
     Rule("openai-chat", _is_openai_chat, _read_openai_chat),
+    Rule("openai-response", _is_openai_response, _read_openai_response),
     Rule("gemini", _is_gemini, _read_gemini),
     Rule("ollama", _is_ollama, _read_ollama),
     Rule("langchain", _is_langchain, _read_langchain),

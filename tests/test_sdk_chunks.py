@@ -59,7 +59,13 @@ ITEMS: list[tuple[str, Any, tuple[str, str, str, list[str]]]] = [
         ("", "r", "", []),
     ),
     ("anthropic", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}, ("", "", "", ["CF824"])),
-    ("anthropic-helper", {"type": "text", "text": "hi", "snapshot": "hi"}, ("", "", "", [])),
+    ("helper-derived", {"type": "text", "text": "hi", "snapshot": "hi"}, ("", "", "", [])),
+    ("helper-derived", {"type": "content.delta", "delta": "hi", "snapshot": "hi"}, ("", "", "", [])),
+    (
+        "openai-chat-helper",
+        {"type": "chunk", "chunk": {"choices": [{"index": 0, "delta": {"content": "hi"}}]}},
+        ("hi", "", "", []),
+    ),
     (
         "gemini",
         {"candidates": [{"content": {"parts": [{"text": "r", "thought": True}, {"text": "hi"}]}}]},

@@ -83,6 +83,22 @@ SDKS = [
         _json_flag("stream"),
     ),
     Sdk(
+        "openai-chat-helper",  # chat.completions.stream(): its manager, as it is
+        sdk_wire.openai_chat_wire,
+        sdk_wire.openai_client,
+        lambda c, aio: c.chat.completions.stream(model="deepseek-reasoner", messages=MESSAGES),
+        _json_flag("stream"),
+    ),
+    Sdk(
+        "openai-responses-helper",  # responses.stream(): its manager, as it is
+        sdk_wire.responses_wire,
+        sdk_wire.openai_client,
+        lambda c, aio: c.responses.stream(
+            model="gpt-5-mini", input=MESSAGES, reasoning={"effort": "medium", "summary": "auto"}
+        ),
+        _json_flag("stream"),
+    ),
+    Sdk(
         "anthropic",
         sdk_wire.anthropic_wire,
         sdk_wire.anthropic_client,
@@ -386,7 +402,7 @@ def test_a_diagnostic_points_where_the_speech_text_had_reached() -> None:
 # -- whole (not streamed) responses ---------------------------------------------------------------------------
 
 
-def test_a_whole_chat_completion_and_a_whole_message_read_like_their_streams() -> None:
+def test_whole_responses_read_like_their_streams() -> None:
     completion = {
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -405,6 +421,30 @@ def test_a_whole_chat_completion_and_a_whole_message_read_like_their_streams() -
     seen: list[Any] = []
     client = sdk_wire.openai_client(json.dumps(completion).encode(), False, seen)
     whole = client.chat.completions.create(model="deepseek-reasoner", messages=MESSAGES)
+    assert _observed(list(charfmt.iter_events(whole))) == _observed(_expected(MIO, REASONING))
+
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": sdk_wire.CREATED,
+        "status": "completed",
+        "model": "gpt-5-mini",
+        "output": [
+            {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": REASONING}]},
+            {
+                "id": "msg_1",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": MIO, "annotations": []}],
+            },
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    client = sdk_wire.openai_client(json.dumps(response).encode(), False, seen)
+    whole = client.responses.create(model="gpt-5-mini", input=MESSAGES)
     assert _observed(list(charfmt.iter_events(whole))) == _observed(_expected(MIO, REASONING))
 
     message = {

@@ -222,6 +222,8 @@ def test_the_sdks_stream_gives_the_events_of_the_batch_parse(sdk: Sdk, aio: bool
     body = sdk.wire(_pieces(text, rnd), _pieces(reasoning, rnd))
     events = _events(sdk, body, aio)
     assert _observed(events) == _observed(_expected(text, reasoning))
+    kinds = [e.kind for e in events]
+    assert "reasoning" not in kinds[kinds.index("chat_start") :]  # streamed as it came: before the reply
     reply = charfmt.collect(events)
     batch = charfmt.parse(text, lenient=True)
     assert reply.chats == batch.chats

@@ -66,10 +66,20 @@ class Rule(NamedTuple):
 
 
 def _get(obj: Any, name: str) -> Any:
-    """An attribute of an SDK object, or the key of the same name of its JSON as a dict."""
+    """An attribute of an SDK object, or the key of the same name of its JSON as a dict
+    (snake_case, or camelCase as Gemini's REST API writes it: ``finishReason``)."""
     if isinstance(obj, Mapping):
-        return obj.get(name)
+        value = obj.get(name)
+        if value is None and "_" in name:
+            head, *rest = name.split("_")
+            value = obj.get(head + "".join(word.title() for word in rest))
+        return value
     return getattr(obj, name, None)
+
+
+def _has(obj: Any, name: str) -> bool:
+    """Whether an SDK object has the field ``name`` (set or not), or its JSON the key."""
+    return _get(obj, name) is not None if isinstance(obj, Mapping) else hasattr(obj, name)
 
 
 def _str(value: Any) -> str:
@@ -322,7 +332,8 @@ def _read_openai_chat(item: Any) -> Piece:
 
 
 def _is_gemini(item: Any) -> bool:
-    return _get(item, "candidates") is not None or _get(item, "prompt_feedback") is not None
+    # (a chunk may carry only usage, with no candidates: the fields are still there, unset)
+    return _has(item, "candidates") or _has(item, "prompt_feedback")
 
 
 def _read_gemini(item: Any) -> Piece:
@@ -398,10 +409,6 @@ def _read_langchain(item: Any) -> Piece:
     for key in _LANGCHAIN_STOP_KEYS:
         _stop(piece, _get(metadata, key))
     return piece
-
-
-def _not_read(item: Any) -> Piece:
-    return Piece()
 
 
 RULES: Final[tuple[Rule, ...]] = (

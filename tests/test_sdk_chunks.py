@@ -72,6 +72,12 @@ ITEMS: list[tuple[str, Any, tuple[str, str, str, list[str]]]] = [
         ("hi", "r", "", []),
     ),
     ("gemini", {"prompt_feedback": {"block_reason": "SAFETY"}}, ("", "", "", ["CF823"])),
+    ("gemini", {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}, ("", "", "", ["CF823"])),
+    (
+        "gemini",
+        {"candidates": [{"content": {"parts": [{"text": "hi"}]}, "finishReason": "MAX_TOKENS"}]},
+        ("hi", "", "", ["CF824"]),
+    ),
     (
         "gemini",
         {"candidates": [{"content": {"parts": [{"executable_code": {"code": "1+1"}}]}}]},

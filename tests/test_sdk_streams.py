@@ -462,3 +462,9 @@ def test_whole_responses_read_like_their_streams() -> None:
     client = sdk_wire.anthropic_client(json.dumps(message).encode(), False, seen)
     whole = client.messages.create(model="claude-sonnet-4-6", max_tokens=1024, messages=MESSAGES)
     assert _observed(list(charfmt.iter_events(whole))) == _observed(_expected(MIO, REASONING))
+
+
+def test_a_gemini_chunk_with_only_usage_says_nothing() -> None:
+    usage = {"usageMetadata": {"promptTokenCount": 4, "totalTokenCount": 9}, "modelVersion": "gemini-2.5-flash"}
+    events = _events(BY_NAME["gemini"], sdk_wire.gemini_wire([SHORT], extra=[usage]), False)
+    assert charfmt.collect(events) == charfmt.parse(SHORT, lenient=True)

@@ -107,8 +107,6 @@ def iter_events(
     for item in _sdk_chunks.items(chunks):
         if type(item) is str:  # a text chunk, the common case: kept as cheap as feeding the parser
             fed.append(item)
-            if len(fed) >= fold_at:
-                reader.fold()
             events = parser.feed(item)
         else:
             text, shown = reader.read(item)
@@ -116,6 +114,8 @@ def iter_events(
             if not text:
                 continue
             events = parser.feed(text)
+        if len(fed) >= fold_at:
+            reader.fold()
         yield from reader.after(events) if reader.showing else events
     yield from reader.close()
     yield from reader.after(parser.close())

@@ -68,13 +68,21 @@ class Rule(NamedTuple):
 def _get(obj: Any, name: str) -> Any:
     """An attribute of an SDK object, or the key of the same name of its JSON as a dict
     (snake_case, or camelCase as Gemini's REST API writes it: ``finishReason``)."""
-    if isinstance(obj, Mapping):
-        value = obj.get(name)
-        if value is None and "_" in name:
-            head, *rest = name.split("_")
-            value = obj.get(head + "".join(word.title() for word in rest))
-        return value
-    return getattr(obj, name, None)
+    if type(obj) is not dict and not isinstance(obj, Mapping):
+        return getattr(obj, name, None)
+    value = obj.get(name)
+    if value is None and "_" in name:
+        value = obj.get(_CAMEL.get(name) or _camel(name))
+    return value
+
+
+_CAMEL: dict[str, str] = {}  # (bounded: the names are this module's literals)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    _CAMEL[name] = camel = head + "".join(word.title() for word in rest)
+    return camel
 
 
 def _has(obj: Any, name: str) -> bool:

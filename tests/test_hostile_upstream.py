@@ -159,6 +159,11 @@ CASES: dict[str, Case] = {
         E,
         "HTTP 400",
     ),
+    "error message with controls": Case(
+        send(b"HTTP/1.1 400 Bad\r\n\r\n", b'{"error": {"message": "x\\u001b[2J\\u009b31m\\u202eevil"}}'),
+        E,
+        "HTTP 400: x\\x1b[2J\\x9b31m\\u202eevil",
+    ),
     # status line and headers
     "bad status line": Case(send(b"HTTP/1.1 abc\r\n\r\n"), E, "broke the HTTP protocol"),
     "not HTTP": Case(send(b"garbage garbage\r\n\r\n"), E, "broke the HTTP protocol"),

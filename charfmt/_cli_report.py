@@ -40,7 +40,13 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument(
         "--format", choices=FORMATS, default="text", help="text (default), json, or a self-contained html page"
     )
-    sp.add_argument("--out", metavar="DIR", help="also write rows.parquet, keep.jsonl (canonical) and the report here")
+    sp.add_argument(
+        "--out",
+        metavar="DIR",
+        help="also write rows.parquet, keep.jsonl (canonical) and the report here, each as a new file renamed"
+        " into place: a symlink at one of those names is replaced, never followed; a symlinked DIR is the folder"
+        " it points to",
+    )
     sp.add_argument("--engine", choices=("local", "ray"), default="local", help="local processes or Ray Data")
     sp.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: an existing cluster (ray.init(address=))")
     sp.add_argument("--top", type=whole(1, 1000), default=5, metavar="N", help="codes listed per group (default 5)")
@@ -146,7 +152,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def render(data: dict[str, Any], fmt: str) -> str:
     """The report in ``fmt`` (text, json or html)."""
     if fmt == "json":
-        return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+        return json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
     if fmt == "html":
         from charfmt._report_html import render_html  # noqa: PLC0415
 

@@ -108,7 +108,7 @@ def render_html(report: dict[str, Any]) -> str:
     groups = [("all", report["total"])]
     if report["by"]:
         groups += [(g["label"], g) for g in report["groups"]]
-    data = json.dumps(report, ensure_ascii=False, sort_keys=True).replace("<", "\\u003c")
+    data = json.dumps(report, ensure_ascii=False, sort_keys=True, allow_nan=False).replace("<", "\\u003c")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

@@ -21,7 +21,7 @@ from functools import cache
 from importlib import import_module
 from typing import Any, Final
 
-from charfmt.diagnostics import CharfmtError
+from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Reply, Vocabulary
 from charfmt.parser import parse
 from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES
@@ -140,8 +140,53 @@ def sql_type() -> str:
     return spell(pa.struct(list(result_schema())))
 
 
-def row(reply: Reply, size: int) -> dict[str, Any]:
-    """The row of one parsed reply (``size``: its length in UTF-8 bytes), as plain Python values."""
+INT64: Final = range(-(2**63), 2**63)
+"""The orders an Arrow ``int64`` column holds; a chat's order outside it is null there (CF960)."""
+
+
+def _table_orders(reply: Reply, source: str) -> tuple[list[int | None], list[Diagnostic]]:
+    """Each chat's order as the table holds it, and a CF960 warning for each that does not fit ``int64``.
+
+    The reply itself keeps the order exactly (``canonical`` holds its digits); only the
+    ``chats.order`` column, a 64-bit integer, cannot, and is null there.
+    """
+    orders: list[int | None] = []
+    found: list[Diagnostic] = []
+    for i, chat in enumerate(reply.chats):
+        if chat.order in INT64:
+            orders.append(chat.order)
+            continue
+        orders.append(None)
+        try:
+            digits = str(chat.order)
+        except ValueError:  # more digits than Python converts
+            digits = ""
+        offset = source.find(digits) if digits else -1
+        shown = digits if len(digits) <= 24 else f"{digits[:10]}...({len(digits):,} digits)"
+        found.append(
+            Diagnostic.at(
+                source,
+                "CF960",
+                f"chat {i}: order {shown or 'of more than 4,300 digits'} does not fit a 64-bit integer:"
+                " null in the table's order column",
+                max(offset, 0),
+                max(offset, 0) + len(digits) if offset >= 0 else None,
+                chat=i,
+            )
+        )
+    return orders, found
+
+
+def row(reply: Reply, size: int, source: str | bytes = "") -> dict[str, Any]:
+    """The row of one parsed reply (``size``: its length in UTF-8 bytes), as plain Python values.
+
+    ``source``: the raw reply, for the position of a diagnostic the table adds (CF960).
+    """
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    orders, table_notes = _table_orders(reply, source)
+    if table_notes:
+        reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *table_notes]})
     errors = [d.code for d in reply.diagnostics if d.severity == "error"]
     warnings = [d.code for d in reply.diagnostics if d.severity != "error"]
     valid = reply.dialect is None and not errors
@@ -161,10 +206,10 @@ def row(reply: Reply, size: int) -> dict[str, Any]:
         "chats": [
             {
                 "type": c.type,
-                "order": c.order,
+                "order": order,
                 "segments": [{"tag": s.tag, "text": s.text, "intensity": s.intensity} for s in c.segments],
             }
-            for c in reply.chats
+            for c, order in zip(reply.chats, orders, strict=True)
         ],
         "canonical": None if empty else dumps(canonical_form(reply)),
         "reasoning": reply.reasoning,
@@ -193,7 +238,7 @@ def rows(texts: Iterable[str | bytes | None], vocabulary: Vocabulary | None = No
             out.append(None)
             continue
         size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else len(text)
-        out.append(row(parse(text, lenient=True, vocabulary=vocabulary), size))
+        out.append(row(parse(text, lenient=True, vocabulary=vocabulary), size, text))
     return out
 
 

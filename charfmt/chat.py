@@ -9,16 +9,13 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 from charfmt.diagnostics import CharfmtError
 
@@ -288,9 +285,6 @@ def endpoint_url(url: str) -> str:
     return target
 
 
-_SSE_FIELDS: Final = ("data:", ":", "event:", "id:", "retry:")
-
-
 def endpoint_model(
     url: str,
     *,
@@ -302,95 +296,31 @@ def endpoint_model(
     """An OpenAI-compatible server at ``url`` (``…/v1`` or the full ``…/chat/completions``).
 
     ``fields`` (``charfmt.engines.request_fields``) carry the grammar or schema in that
-    server's own field. The reply is asked for streamed; a server that answers with one
-    ``chat.completion`` object instead is read too. Anything else (an HTML page, a proxy's
-    error) is a ``CharfmtError``; so is ``timeout`` seconds without a byte from the server.
+    server's own field and ``max_tokens``, the budget the reply is read within. The reply is
+    asked for streamed; a server that answers with one ``chat.completion`` object instead is
+    read too. Anything else (an HTML page, a proxy's error, a broken transfer, a stream past
+    its budget) is a ``CharfmtError``; so is ``timeout`` seconds without a byte from the server.
+    Every read is bounded (``charfmt._http_client``); httpx is needed (``charfmt[http]``).
     """
-    target = endpoint_url(url)
-    silent = f"{target}: the server sent nothing for {timeout:g} s"
+    from charfmt._http_client import Client  # noqa: PLC0415
+
+    client = Client(endpoint_url(url), timeout=timeout)
+    max_tokens = int(fields.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
     def generate(messages: list[dict[str, str]]) -> Iterator[str]:
         body: dict[str, Any] = {"messages": messages, "stream": True, **fields}
         if model is not None:
             body["model"] = model
-        request = urllib.request.Request(
-            target, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-        )
         clock, reason = _Clock(), None
-        try:
-            response = urllib.request.urlopen(request, timeout=timeout)
-        except urllib.error.HTTPError as e:
-            detail = e.read(500).decode("utf-8", "replace").strip()
-            raise CharfmtError(f"{target}: HTTP {e.code}: {' '.join(detail.split()) or e.reason}") from None
-        except TimeoutError:
-            raise CharfmtError(silent) from None
-        except (urllib.error.URLError, OSError) as e:
-            why = getattr(e, "reason", e)
-            if isinstance(why, TimeoutError):
-                raise CharfmtError(silent) from None
-            raise CharfmtError(f"{target}: cannot connect: {why}") from None
-        kind = response.headers.get_content_type()
-        try:
-            with response:
-                lines = iter(response)
-                for raw in lines:
-                    line = raw.decode("utf-8", "replace").strip()
-                    if not line:
-                        continue
-                    if line.startswith("{") and kind != "text/event-stream":  # one chat.completion object
-                        whole = line + b"".join(lines).decode("utf-8", "replace")
-                        text, reason = _completion(target, whole)
-                        if text:
-                            clock.token()
-                            yield text
-                        break
-                    if not line.startswith(_SSE_FIELDS):
-                        raise CharfmtError(
-                            f"{target}: not an OpenAI-compatible chat completion ({kind}): {line[:80]!r}"
-                        )
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    try:
-                        choice = json.loads(data)["choices"][0]
-                    except (ValueError, KeyError, IndexError, TypeError):
-                        raise CharfmtError(f"{target}: not an OpenAI chat completion stream: {data[:80]!r}") from None
-                    delta = (choice.get("delta") or {}).get("content")
-                    if delta:
-                        text = str(delta)
-                        clock.token()  # one chunk per token on llama-server, vLLM and SGLang
-                        yield text
-                    reason = choice.get("finish_reason") or reason
-        except TimeoutError:
-            raise CharfmtError(silent) from None
-        except OSError as e:
-            raise CharfmtError(f"{target}: the connection broke: {e.strerror or e}") from None
+        for delta in client.chat(body, max_tokens=max_tokens):
+            if delta.text:
+                clock.token()  # one chunk per token on llama-server, vLLM and SGLang
+                yield delta.text
+            reason = delta.reason or reason
         if stats is not None:
             stats.append(clock.stats(reason == "stop", reason))
 
     return generate
-
-
-def _completion(target: str, text: str) -> tuple[str, str | None]:
-    """The content and finish reason of one (non-streamed) ``chat.completion`` object."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise CharfmtError(f"{target}: not an OpenAI chat completion: {text[:80]!r}") from None
-    if isinstance(data, dict) and "error" in data:
-        error = data["error"]
-        message = error.get("message") if isinstance(error, dict) else error
-        raise CharfmtError(f"{target}: the server answered with an error: {str(message)[:200]}")
-    try:
-        choice = data["choices"][0]
-        content = choice["message"].get("content") or ""
-    except (KeyError, IndexError, TypeError, AttributeError):
-        raise CharfmtError(f"{target}: not an OpenAI chat completion: {text[:80]!r}") from None
-    if not isinstance(content, str):
-        raise CharfmtError(f"{target}: the completion's content is not text: {content!r:.80}")
-    return content, choice.get("finish_reason")
 
 
 # --- one turn -----------------------------------------------------------------------------------
@@ -623,8 +553,11 @@ def command(args: Any) -> int:
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
         generate = local_model(llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
         counter = llama_counter(llm)
+    from charfmt._terminal import VisibleWriter  # noqa: PLC0415
+
+    out = cast("TextIO", VisibleWriter(sys.stdout))  # the model's control and bidi characters shown escaped
     return run(
-        character, generate=generate, says=args.say, out=sys.stdout, stats=stats, budget=budget, counter=counter,
+        character, generate=generate, says=args.say, out=out, stats=stats, budget=budget, counter=counter,
         note=note,
     )  # fmt: skip
 

@@ -123,6 +123,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF911": ("warning", "PAM branching: only the first branch read as chats; the others kept in Exchange.foreign"),
     "CF912": ("warning", "group chat document of an unknown major version: read as 1.0.0"),
     "CF913": ("warning", "group chat sender 'system' not in user_details: read as a system (I) message"),
+    "CF960": ("warning", "a chat's order does not fit a 64-bit integer: null in a table's order column"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),
 }
 """Every diagnostic code charfmt emits: default severity and a one-line title.

@@ -18,7 +18,9 @@ summary depends on nothing else. The command is ``charfmt report`` (``charfmt._c
 from __future__ import annotations
 
 import json
+import math
 import os
+import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -161,7 +163,7 @@ _JSON_KINDS: Final = {dict: "an object", list: "an array", str: "a string", bool
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else _JSON_KINDS.get(type(value), "a number")
+    return "null" if value is None else _JSON_KINDS.get(type(value), "a number")  # _NumberText: a number
 
 
 _ABSENT: Final = object()
@@ -183,10 +185,30 @@ def lookup(record: dict[str, Any], name: str) -> Any:
 
 
 def _group_value(value: Any) -> str | None:
-    """A group field's value as JSON text, so its type stays (``3`` is not ``"3"``); a missing key is null."""
+    """A group field's value as JSON text, so its type stays (``3`` is not ``"3"``); a missing key is null.
+
+    Strict JSON: a number no double holds (``NaN``, ``Infinity``, ``1e400``) was read as its text (:func:`_load`).
+    """
     if value is _ABSENT:
         return None
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
+class _NumberText(str):
+    """A number no double holds (``NaN``, ``-Infinity``, ``1e400``), kept as its text: still a number, not a reply."""
+
+
+def _finite(text: str) -> float | str:
+    value = float(text)
+    return value if math.isfinite(value) else _NumberText(text)
+
+
+def _load(raw: bytes) -> Any:
+    """One log line's JSON; ``NaN``, ``Infinity`` and a number past a double's range are kept as their text.
+
+    So every value of a record can be written back as strict JSON (a group value, ``keep.jsonl``).
+    """
+    return json.loads(raw, parse_constant=_NumberText, parse_float=_finite)
 
 
 def group_label(by: Sequence[str], key: Sequence[str | None]) -> str:
@@ -201,20 +223,22 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
     if raw.startswith(_GZIP):
         return None, None, "gzip-compressed, not JSON Lines: decompress it (zcat FILE | charfmt report -)"
     try:
-        record = json.loads(raw)
+        record = _load(raw)
     except UnicodeDecodeError as e:
         return None, None, f"not UTF-8: byte 0x{raw[e.start]:02X} at byte offset {e.start}"
     except json.JSONDecodeError as e:
         return None, None, f"not JSON: {e.msg} at column {e.colno}"
     except RecursionError:
         return None, None, "not JSON that can be read: nested too deeply"
+    except ValueError as e:  # an integer of more than 4,300 digits
+        return None, None, f"not JSON that can be read: {str(e).split(';')[0][:120]}"
     if not isinstance(record, dict):
         return None, None, f"not a JSON object but {_kind(record)}"
     text = lookup(record, job.field)
     if text is _ABSENT:
         texts = sorted(k for k, v in record.items() if isinstance(v, str))[:KEYS_LISTED]
         return None, record, f"no field {job.field!r} (string keys {json.dumps(texts, ensure_ascii=False)})"
-    if not isinstance(text, str):
+    if not isinstance(text, str) or isinstance(text, _NumberText):
         return None, record, f"field {job.field!r} is {_kind(text)}, not a string"
     return text, record, None
 
@@ -229,9 +253,13 @@ def parse_lines(job: Job, first_line: int, lines: Sequence[bytes | None]) -> Arr
         if raw is not None and not raw.strip():
             continue
         text, record, why = _record(raw, job)
+        try:
+            key = [None if record is None else _group_value(lookup(record, name)) for name in job.by]
+        except RecursionError:  # read, but too deep to write back (near the interpreter's limit)
+            text, key, why = None, [None] * len(job.by), "not JSON that can be read: a --by value nested too deeply"
         numbers.append(first_line + k)
-        for values, name in zip(groups, job.by, strict=True):
-            values.append(None if record is None else _group_value(lookup(record, name)))
+        for values, value in zip(groups, key, strict=True):
+            values.append(value)
         texts.append(text)
         bad.append(why)
     found = batch.rows(texts)
@@ -534,9 +562,10 @@ def render_text(report: dict[str, Any]) -> str:
 class Outputs:
     """``--out DIR``: every row as Parquet (``rows.parquet``), the keep-set as JSON Lines (``keep.jsonl``).
 
-    Written beside their final names and renamed over them by :meth:`close`, so a job
-    that fails or is interrupted leaves what was there. Row groups have a fixed size, so
-    the file is the same however the rows arrived.
+    Written as new files beside their final names (created, never opened where something
+    is: a symlink planted at an output name is replaced, not followed) and renamed over
+    them by :meth:`close`, so a job that fails or is interrupted leaves what was there.
+    Row groups have a fixed size, so the file is the same however the rows arrived.
     """
 
     def __init__(self, folder: str, job: Job) -> None:
@@ -544,10 +573,18 @@ class Outputs:
         pq = import_module("pyarrow.parquet")
         self.folder = folder
         self.job = job
-        self._rows_tmp = os.path.join(folder, ".rows.parquet.tmp")
-        self._keep_tmp = os.path.join(folder, ".keep.jsonl.tmp")
-        self._writer = pq.ParquetWriter(self._rows_tmp, job.schema())
-        self._keep = open(self._keep_tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed in close/abort)
+        self._rows_tmp, rows = _new_file(folder, "rows.parquet", "wb")
+        self._keep_tmp = ""
+        try:
+            self._keep_tmp, self._keep = _new_file(folder, "keep.jsonl", "w")
+            self._rows = rows
+            self._writer = pq.ParquetWriter(rows, job.schema())
+        except BaseException:
+            rows.close()
+            for path in (self._rows_tmp, self._keep_tmp):
+                with suppress(OSError):
+                    os.unlink(path)
+            raise
         self._pending: list[ArrowTable] = []
         self._held = 0
 
@@ -573,7 +610,7 @@ class Outputs:
                         },
                     }
                     record[self.job.field] = canonical[i]
-                    self._keep.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    self._keep.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
 
     def _flush(self, count: int) -> None:
         pa = batch._pyarrow()
@@ -590,20 +627,39 @@ class Outputs:
         if self._held:
             self._flush(self._held)
         self._writer.close()
+        self._rows.close()
         self._keep.close()
+        name = f"report.{extension}"
+        self._report_tmp, f = _new_file(self.folder, name, "w")
+        with f:
+            f.write(report)
         os.replace(self._rows_tmp, os.path.join(self.folder, "rows.parquet"))
         os.replace(self._keep_tmp, os.path.join(self.folder, "keep.jsonl"))
-        with open(os.path.join(self.folder, f"report.{extension}"), "w", encoding="utf-8") as f:
-            f.write(report)
+        os.replace(self._report_tmp, os.path.join(self.folder, name))
 
     def abort(self) -> None:
         """Remove the unfinished files."""
-        for close in (self._writer.close, self._keep.close):
+        for close in (self._writer.close, self._rows.close, self._keep.close):
             with suppress(Exception):  # the job already failed; the files go anyway
                 close()
-        for path in (self._rows_tmp, self._keep_tmp):
+        for path in (self._rows_tmp, self._keep_tmp, getattr(self, "_report_tmp", "")):
             with suppress(OSError):
                 os.unlink(path)
+
+
+def _new_file(folder: str, name: str, mode: str) -> tuple[str, Any]:
+    """A new, empty file in ``folder`` for ``name`` (``O_EXCL``, a fresh name), open in ``mode``; its path."""
+    fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # as open() would have made it, not mkstemp's 0600
+        f = os.fdopen(fd, mode, encoding="utf-8") if "b" not in mode else os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    return path, f
 
 
 # -- running ---------------------------------------------------------------------------

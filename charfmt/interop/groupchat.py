@@ -173,7 +173,10 @@ def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
             )
         entry = marker(source, message.get("extra"), (*path, "extra"))
         kind = message.get("type", "text")
-        role = message.get("role") or (details.get(sender) or {}).get("role") or "user"
+        user = details.get(sender)
+        if sender in details:
+            need(source, user, ("conversation_meta", "user_details", sender), dict, "a user object")
+        role = message.get("role") or (user or {}).get("role") or "user"
         if kind == "system" or sender not in details:
             role = "system"
         role = role if role in ("user", "assistant", "system") else "user"

@@ -1,0 +1,412 @@
+"""The client for OpenAI-compatible servers: one bounded door for what ``chat --endpoint`` (and ``serve``) read.
+
+Everything a server sends is read through a limit: the status line and headers (httpcore's
+100 KiB header block, then at most ``MAX_HEADERS`` headers of at most ``MAX_HEADER_LINE``
+bytes), each SSE line and event, a whole body, an error body, the depth of any JSON value,
+and the whole stream (the tokens the request asked for, counted as they arrive, whatever
+the server does). Bytes are counted as they come off the socket (``iter_bytes``), never
+``read()`` and then checked, so memory stays flat. Every failure, of the transport or of the
+server, is one :class:`UpstreamError` whose message is one line; a transport failure is never
+taken for an empty reply.
+
+httpx is an optional dependency (``pip install 'charfmt[http]'``); :func:`require` says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from charfmt.diagnostics import CharfmtError
+
+if TYPE_CHECKING:
+    import httpx
+
+MAX_LINE: Final = 4 << 20
+"""Bytes in one line of an event stream (a longer one, or a body without newlines, is an error)."""
+
+MAX_EVENT: Final = 4 << 20
+"""Bytes of ``data:`` in one server-sent event."""
+
+MAX_BODY: Final = 16 << 20
+"""Bytes of a whole (non-streamed) ``chat.completion`` body."""
+
+MAX_ERROR_BODY: Final = 64 << 10
+"""Bytes of an error body read for its message (the rest is not read)."""
+
+MAX_STREAM: Final = 256 << 20
+"""Bytes of one streamed reply in all, whatever it holds."""
+
+MAX_DEPTH: Final = 64
+"""Nesting of a JSON value from the server (an OpenAI chunk nests 5 deep)."""
+
+MAX_HEADERS: Final = 100
+"""Response headers (as ``http.client`` allows)."""
+
+MAX_HEADER_LINE: Final = 8 << 10
+"""Bytes of one response header line (nginx's default buffer)."""
+
+CHARS_PER_TOKEN: Final = 32
+"""Characters of text a token may carry, at most: ``max_tokens`` × this bounds a reply's text."""
+
+LINES_PER_TOKEN: Final = 8
+"""Event-stream lines per token (a ``data:`` line, a blank line, comments), beyond ``EXTRA_LINES``."""
+
+EXTRA_LINES: Final = 1024
+"""Event-stream lines allowed beyond the tokens' (role chunks, usage, keep-alive comments)."""
+
+INSTALL: Final = "pip install 'charfmt[http]'"
+
+_SSE_FIELDS: Final = (b"data:", b":", b"event:", b"id:", b"retry:")
+
+
+class UpstreamError(CharfmtError):
+    """The server could not be reached, broke the protocol, or sent what is not a chat completion."""
+
+
+def require() -> Any:
+    """The ``httpx`` module, or a ``CharfmtError`` saying which extra installs it."""
+    try:
+        return importlib.import_module("httpx")
+    except ImportError as exc:
+        raise CharfmtError(f"--endpoint needs httpx, not installed ({exc}); install it with: {INSTALL}") from None
+
+
+# --- JSON with a depth limit -----------------------------------------------------------------------
+
+_STRING_OR_BRACKET: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+class JSONDepthError(ValueError):
+    """A JSON value nested deeper than allowed."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def check_depth(text: str, max_depth: int = MAX_DEPTH) -> None:
+    """Raise ``JSONDepthError`` where ``text`` nests arrays and objects deeper than ``max_depth``.
+
+    A linear scan (strings skipped whole), so ``json.loads`` never recurses past the limit.
+    """
+    depth = 0
+    for m in _STRING_OR_BRACKET.finditer(text):
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise JSONDepthError(f"JSON nested deeper than {max_depth} levels (at character {m.start()})")
+        elif token in "]}":
+            depth -= 1
+
+
+def load_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads`` with a depth limit and no ``NaN``/``Infinity``; every failure a ``ValueError``."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    check_depth(text, max_depth)
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:  # cannot happen after check_depth; kept as the last guard
+        raise JSONDepthError("JSON nested too deep") from None
+
+
+# --- bounded readers -------------------------------------------------------------------------------
+
+
+class _Counted:
+    """The body's chunks, counted: more than ``limit`` bytes in all raises ``UpstreamError``."""
+
+    def __init__(self, chunks: Iterator[bytes], limit: int, what: str) -> None:
+        self._chunks = chunks
+        self.limit = limit
+        self.what = what
+        self.total = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self.total += len(chunk)
+            if self.total > self.limit:
+                raise UpstreamError(f"{self.what} is longer than {self.limit:,} bytes; stopped reading")
+            yield chunk
+
+
+def lines(chunks: Iterator[bytes], max_line: int = MAX_LINE) -> Iterator[bytes]:
+    """The lines of a byte stream (``\\n``, ``\\r\\n`` or ``\\r`` ended), each at most ``max_line`` bytes."""
+    buf = bytearray()
+    for chunk in chunks:
+        seen = max(len(buf) - 1, 0)  # a '\r' left at the end may be half of '\r\n'
+        buf += chunk
+        start = 0
+        while True:
+            end = _line_end(buf, max(start, seen))
+            if end < 0:
+                break
+            if end - start > max_line:
+                raise UpstreamError(f"a line of the stream is longer than {max_line:,} bytes")
+            skip = 2 if buf[end : end + 2] == b"\r\n" else 1
+            if buf[end] == 13 and end + 1 == len(buf):  # a '\r' that may be half of '\r\n'
+                break
+            yield bytes(buf[start:end])
+            start = end + skip
+        del buf[:start]
+        if len(buf) > max_line:
+            raise UpstreamError(f"a line of the stream is longer than {max_line:,} bytes (no line end)")
+    if buf:
+        yield bytes(buf.rstrip(b"\r"))
+
+
+def _line_end(buf: bytearray, start: int) -> int:
+    n, r = buf.find(b"\n", start), buf.find(b"\r", start)
+    return n if r < 0 else r if n < 0 else min(n, r)
+
+
+# --- one chat completion ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One piece of a streamed reply: its text (may be empty) and the finish reason, where sent."""
+
+    text: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one streamed reply may hold, counted as it arrives: tokens, characters, lines, bytes."""
+
+    tokens: int
+    """Content deltas (servers send one token per delta, never more deltas than tokens)."""
+    chars: int
+    """Characters of reply text."""
+    lines: int
+    """Event-stream lines, comments and blank lines included."""
+    bytes: int = MAX_STREAM
+
+    @classmethod
+    def for_tokens(cls, max_tokens: int) -> Budget:
+        """The budget of a request for ``max_tokens`` tokens."""
+        return cls(
+            tokens=max_tokens,
+            chars=max_tokens * CHARS_PER_TOKEN,
+            lines=max_tokens * LINES_PER_TOKEN + EXTRA_LINES,
+            bytes=min(MAX_STREAM, max(MAX_BODY, max_tokens * 64 << 10)),
+        )
+
+
+class Client:
+    """POSTs chat-completion requests to one URL and reads the answers through the limits above."""
+
+    def __init__(self, url: str, *, timeout: float = 120.0) -> None:
+        lib = require()
+        self.url = url
+        self.timeout = timeout
+        self._httpx = lib
+        self._client: httpx.Client = lib.Client(
+            timeout=lib.Timeout(timeout),
+            limits=lib.Limits(max_connections=4, max_keepalive_connections=2),
+            follow_redirects=False,
+            headers={"Accept-Encoding": "identity"},  # nothing to inflate: the byte counts are the bytes
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def fail(self, message: str) -> UpstreamError:
+        """The one error of this client: ``URL: message``, on one line."""
+        return UpstreamError(f"{self.url}: {' '.join(message.split())}")
+
+    def chat(self, body: dict[str, Any], *, max_tokens: int) -> Iterator[Delta]:
+        """The reply to ``body`` (a chat-completion request), streamed or whole, within ``max_tokens``."""
+        httpx = self._httpx
+        try:
+            with self._client.stream("POST", self.url, json=body) as response:
+                yield from self._read(response, Budget.for_tokens(max_tokens))
+        except UpstreamError:
+            raise
+        except httpx.TimeoutException:
+            raise self.fail(f"the server sent nothing for {self.timeout:g} s") from None
+        except httpx.ConnectError as e:
+            raise self.fail(f"cannot connect: {_reason(e)}") from None
+        except httpx.RemoteProtocolError as e:
+            raise self.fail(f"the server broke the HTTP protocol: {_reason(e)}") from None
+        except (httpx.TransportError, httpx.StreamError) as e:
+            raise self.fail(f"the connection broke: {_reason(e)}") from None
+        except httpx.HTTPError as e:
+            raise self.fail(f"the request failed: {_reason(e)}") from None
+
+    def _read(self, response: httpx.Response, budget: Budget) -> Iterator[Delta]:
+        self._check_headers(response)
+        if response.status_code >= 300:
+            raise self.fail(f"HTTP {response.status_code}: {self._error_detail(response)}")
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise self.fail(f"the server sent a {encoding[:40]!r}-encoded body, which was not asked for")
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower() or "no content type"
+        chunks = iter(_Counted(response.iter_bytes(), budget.bytes, "the reply"))
+        first = b""
+        for chunk in chunks:  # the first bytes say which of the two shapes this is
+            first += chunk
+            if first.strip() or len(first) > MAX_LINE:
+                break
+        if not first.strip() and len(first) <= MAX_LINE:
+            raise self.fail("the server's answer was empty (no event, no completion)")
+        head = first.lstrip()
+        if head.startswith(b"{") and kind != "text/event-stream":  # one chat.completion object
+            yield self._completion(_whole(first, chunks, MAX_BODY, self))
+            return
+        yield from self._events(_prepend(first, chunks), kind, budget)
+
+    def _check_headers(self, response: httpx.Response) -> None:
+        raw = response.headers.raw
+        if len(raw) > MAX_HEADERS:
+            raise self.fail(f"the server sent {len(raw)} headers (at most {MAX_HEADERS})")
+        for name, value in raw:
+            if len(name) + len(value) + 2 > MAX_HEADER_LINE:
+                raise self.fail(
+                    f"the server sent a header line of {len(name) + len(value) + 2:,} bytes"
+                    f" (at most {MAX_HEADER_LINE:,}): {name[:40].decode('latin-1')!r}"
+                )
+
+    def _error_detail(self, response: httpx.Response) -> str:
+        data = b""
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) >= MAX_ERROR_BODY:
+                data = data[:MAX_ERROR_BODY]
+                break
+        text = data.decode("utf-8", "replace").strip()
+        try:
+            value = load_json(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and "error" in value:
+            error = value["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            text = message if isinstance(message, str) else json.dumps(message)[:200]
+        return " ".join(text.split())[:300] or response.reason_phrase or "(no message)"
+
+    def _completion(self, body: bytes) -> Delta:
+        """The content and finish reason of one (non-streamed) ``chat.completion`` object."""
+        text = body.decode("utf-8", "replace")
+        try:
+            data = load_json(text)
+        except ValueError as e:
+            raise self.fail(f"not an OpenAI chat completion ({e}): {text[:80]!r}") from None
+        if isinstance(data, dict) and "error" in data:
+            error = data["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise self.fail(f"the server answered with an error: {str(message)[:200]}")
+        choice = _first_choice(data)
+        message = choice.get("message") if choice is not None else None
+        if not isinstance(message, dict):
+            raise self.fail(f"not an OpenAI chat completion: {text[:80]!r}")
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            raise self.fail(f"the completion's content is not text: {json.dumps(content)[:80]}")
+        return Delta(content, _reason_of(choice))
+
+    def _events(self, stream: Iterator[bytes], kind: str, budget: Budget) -> Iterator[Delta]:
+        tokens = chars = count = events = 0
+        data: list[bytes] = []
+        size = 0
+        for line in lines(stream):
+            count += 1
+            if count > budget.lines:
+                raise self.fail(f"the stream went on past {budget.lines:,} lines without ending; stopped reading")
+            if line.strip() and not data and not line.startswith(_SSE_FIELDS):
+                raise self.fail(f"not an OpenAI-compatible chat completion ({kind}): {_show(line)}")
+            if line.startswith(b"data:"):
+                part = line[5:].removeprefix(b" ")
+                size += len(part)
+                if size > MAX_EVENT:
+                    raise self.fail(f"an event of the stream is longer than {MAX_EVENT:,} bytes")
+                data.append(part)
+                continue
+            if line.strip() or not data:  # another field, a comment, or a blank line between events
+                continue
+            event, data, size = b"\n".join(data).strip(), [], 0
+            events += 1
+            if event == b"[DONE]":
+                return
+            delta = self._chunk(event)
+            if delta.text:
+                tokens += 1
+                chars += len(delta.text)
+                if tokens > budget.tokens or chars > budget.chars:
+                    raise self.fail(
+                        f"the server sent more than the {budget.tokens} tokens asked for (max_tokens); stopped reading"
+                    )
+            yield delta
+        if data:  # the last event, without the blank line that should end it
+            event = b"\n".join(data).strip()
+            if event != b"[DONE]":
+                yield self._chunk(event)
+        elif events == 0:
+            raise self.fail("the stream ended before its first event")
+
+    def _chunk(self, event: bytes) -> Delta:
+        """The text and finish reason of one ``chat.completion.chunk``."""
+        try:
+            data = load_json(event)
+        except ValueError as e:
+            raise self.fail(f"not an OpenAI chat completion stream ({e}): {_show(event)}") from None
+        if isinstance(data, dict) and "error" in data:
+            error = data["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise self.fail(f"the server sent an error in the stream: {str(message)[:200]}")
+        choice = _first_choice(data)
+        if choice is None:
+            if isinstance(data, dict) and data.get("choices") == []:  # a usage chunk: no choice
+                return Delta("")
+            raise self.fail(f"not an OpenAI chat completion stream: {_show(event)}")
+        delta = choice.get("delta", {})
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise self.fail(f"the chunk's delta is not an object: {_show(event)}")
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise self.fail(f"the chunk's content is not text: {_show(event)}")
+        return Delta(content or "", _reason_of(choice))
+
+
+def _first_choice(data: Any) -> dict[str, Any] | None:
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0]
+    return None
+
+
+def _reason_of(choice: dict[str, Any] | None) -> str | None:
+    reason = choice.get("finish_reason") if choice is not None else None
+    return reason[:40] if isinstance(reason, str) else None
+
+
+def _whole(first: bytes, rest: Iterator[bytes], limit: int, client: Client) -> bytes:
+    body = bytearray(first)
+    for chunk in rest:
+        body += chunk
+        if len(body) > limit:
+            raise client.fail(f"the completion is longer than {limit:,} bytes; stopped reading")
+    return bytes(body)
+
+
+def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
+
+
+def _show(data: bytes) -> str:
+    return repr(data[:80].decode("utf-8", "replace"))
+
+
+def _reason(e: BaseException) -> str:
+    return (str(e) or str(e.__cause__ or e.__context__ or "") or type(e).__name__)[:200]

@@ -1,0 +1,383 @@
+"""``charfmt chat --endpoint`` against a scripted hostile server on 127.0.0.1.
+
+Every class of malformation a broken or malicious OpenAI-compatible server can send —
+malformed SSE shapes, deep JSON, bad status lines and headers, huge and newline-free
+bodies, broken chunking, endless streams (fast and slow), silence — ends with one
+``charfmt: error:`` line (exit 1, as the README says) or a clean reply, within a wall
+bound. The ``long`` variants run each in a child process and measure its peak memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import pytest
+from conftest import ROOT
+
+from charfmt.cli import main
+
+pytest.importorskip("httpx", reason="chat --endpoint needs httpx (pip install 'charfmt[http]')")
+
+REX = str(ROOT / "examples" / "characters" / "rex.toml")
+REPLY = json.dumps({"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\n<msg>Forty bolts. Deal?</msg>"}]})
+WALL = 20.0
+"""Seconds any scenario may take, in this process or a child."""
+PEAK_MB = 300
+"""Peak resident memory of the chat process, at most."""
+
+Script = Callable[[socket.socket], None]
+
+SSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+
+
+def chunk(text: str) -> bytes:
+    return json.dumps({"choices": [{"delta": {"content": text}, "finish_reason": None}]}).encode()
+
+
+def event(data: bytes) -> bytes:
+    return b"data: " + data + b"\n\n"
+
+
+def reply_events(text: str = REPLY) -> bytes:
+    body = b"".join(event(chunk(text[i : i + 4])) for i in range(0, len(text), 4))
+    return body + event(b'{"choices": [{"delta": {}, "finish_reason": "stop"}]}') + event(b"[DONE]")
+
+
+def send(*parts: bytes) -> Script:
+    def script(conn: socket.socket) -> None:
+        for part in parts:
+            conn.sendall(part)
+
+    return script
+
+
+def forever(head: bytes, each: bytes, pause: float = 0.0) -> Script:
+    def script(conn: socket.socket) -> None:
+        conn.sendall(head)
+        end = time.monotonic() + WALL * 2  # the server gives up too, well after the client must have
+        while time.monotonic() < end:
+            conn.sendall(each)
+            if pause:
+                time.sleep(pause)
+
+    return script
+
+
+def big(head: bytes, size: int, fill: bytes = b"x", lead: bytes = b"") -> Script:
+    block = fill * max(1, (1 << 16) // len(fill))  # about 64 KiB, sent again and again
+
+    def script(conn: socket.socket) -> None:
+        conn.sendall(head + lead)
+        for _ in range(size // len(block)):
+            conn.sendall(block)
+
+    return script
+
+
+def silence(conn: socket.socket) -> None:
+    conn.settimeout(WALL * 2)
+    conn.recv(1)  # until the client hangs up
+
+
+def headers_then_silence(conn: socket.socket) -> None:
+    conn.sendall(SSE + event(chunk("{")))
+    silence(conn)
+
+
+def chunked(*pieces: bytes) -> Script:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    return send(head, *pieces)
+
+
+def deep(n: int) -> bytes:
+    return b"[" * n + b"]" * n
+
+
+@dataclass(frozen=True)
+class Case:
+    script: Script
+    status: int
+    says: str
+    """A fragment of the error line (exit 1) or of the reply shown (exit 0)."""
+    args: tuple[str, ...] = ()
+    heavy: bool = False
+
+
+E = 1  # the README's exit status for a failed request: invalid input, one error line
+CASES: dict[str, Case] = {
+    # a clean reply, streamed and whole: the scripted server itself works
+    "clean stream": Case(send(SSE, reply_events()), 0, "Rex: Forty bolts. Deal?"),
+    "clean completion": Case(
+        send(JSON_HEAD, json.dumps({"choices": [{"message": {"content": REPLY}, "finish_reason": "stop"}]}).encode()),
+        0,
+        "Rex: Forty bolts. Deal?",
+    ),
+    "crlf lines": Case(send(SSE, reply_events().replace(b"\n", b"\r\n")), 0, "Rex: Forty bolts. Deal?"),
+    # malformed SSE shapes
+    "choices[0] a number": Case(send(SSE, event(b'{"choices": [5]}')), E, "not an OpenAI chat completion stream"),
+    "delta a string": Case(send(SSE, event(b'{"choices": [{"delta": "hi"}]}')), E, "delta is not an object"),
+    "content a number": Case(send(SSE, event(b'{"choices": [{"delta": {"content": 5}}]}')), E, "content is not text"),
+    "choices a string": Case(send(SSE, event(b'{"choices": "x"}')), E, "not an OpenAI chat completion stream"),
+    "event an array": Case(send(SSE, event(b"[1, 2]")), E, "not an OpenAI chat completion stream"),
+    "event not JSON": Case(send(SSE, event(b"{nope")), E, "not an OpenAI chat completion stream"),
+    "NaN content": Case(send(SSE, event(b'{"choices": [{"delta": {"content": NaN}}]}')), E, "NaN is not JSON"),
+    "4301-digit index": Case(
+        send(SSE, event(b'{"choices": [{"index": ' + b"9" * 4301 + b', "delta": {"content": "a"}}]}')),
+        E,
+        "not an OpenAI chat completion stream",
+    ),
+    "error event": Case(send(SSE, event(b'{"error": {"message": "boom"}}')), E, "error in the stream: boom"),
+    "not SSE": Case(send(SSE, b"hello\n\n"), E, "not an OpenAI-compatible chat completion (text/event-stream)"),
+    "html page": Case(send(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<html>502</html>\n"), E, "(text/html)"),
+    "empty body": Case(send(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), E, "answer was empty"),
+    "only comments": Case(send(SSE, b": ping\n\n: ping\n\n"), E, "ended before its first event"),
+    "completion content a list": Case(
+        send(JSON_HEAD, b'{"choices": [{"message": {"content": [1]}}]}'), E, "content is not text"
+    ),
+    "completion choices[0] a number": Case(send(JSON_HEAD, b'{"choices": [1]}'), E, "not an OpenAI chat completion"),
+    # deep JSON
+    "deep SSE event": Case(send(SSE, event(deep(100_000))), E, "nested deeper than 64"),
+    "deep body": Case(send(JSON_HEAD, b'{"choices": ' + deep(100_000) + b"}"), E, "nested deeper than 64"),
+    "deep error body": Case(
+        send(b"HTTP/1.1 500 Oops\r\nContent-Type: application/json\r\n\r\n", b'{"error": ' + deep(100_000) + b"}"),
+        E,
+        "HTTP 500",
+    ),
+    "error body NaN message": Case(
+        send(b"HTTP/1.1 400 Bad\r\nContent-Type: application/json\r\n\r\n", b'{"error": {"message": NaN}}'),
+        E,
+        "HTTP 400",
+    ),
+    "error message with controls": Case(
+        send(b"HTTP/1.1 400 Bad\r\n\r\n", b'{"error": {"message": "x\\u001b[2J\\u009b31m\\u202eevil"}}'),
+        E,
+        "HTTP 400: x\\x1b[2J\\x9b31m\\u202eevil",
+    ),
+    # status line and headers
+    "bad status line": Case(send(b"HTTP/1.1 abc\r\n\r\n"), E, "broke the HTTP protocol"),
+    "not HTTP": Case(send(b"garbage garbage\r\n\r\n"), E, "broke the HTTP protocol"),
+    "closed at once": Case(send(b""), E, "broke the HTTP protocol"),
+    "150 headers": Case(
+        send(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n" + reply_events()),
+        E,
+        "150 headers (at most 100)",
+    ),
+    "64 KB header line": Case(
+        send(b"HTTP/1.1 200 OK\r\nX-Big: " + b"y" * 65_536 + b"\r\n\r\n" + reply_events()), E, "header line of 65,"
+    ),
+    "1 MB of headers": Case(
+        send(b"HTTP/1.1 200 OK\r\n" + b"X-Big: " + b"y" * (1 << 20) + b"\r\n\r\n"), E, "broke the HTTP protocol"
+    ),
+    "redirect": Case(
+        send(b"HTTP/1.1 302 Found\r\nLocation: http://example.com/\r\nContent-Length: 0\r\n\r\n"), E, "302"
+    ),
+    "gzip body": Case(
+        send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n\r\n", b"\x1f\x8b"),
+        E,
+        "'gzip'-encoded body",
+    ),
+    # broken transfers: never an empty reply
+    "chunk cut": Case(chunked(b"40\r\n" + event(chunk("{"))[:20]), E, "broke the HTTP protocol"),
+    "bad chunk size": Case(chunked(b"zz\r\nhello\r\n"), E, "broke the HTTP protocol"),
+    "short content-length": Case(
+        send(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 5000\r\n\r\n", reply_events()[:300]
+        ),
+        E,
+        "broke the HTTP protocol",
+    ),
+    # huge bodies and lines
+    "50 MB without a newline (SSE)": Case(big(SSE, 50 << 20, lead=b"data: "), E, "longer than 4,194,304 bytes"),
+    "50 MB without a newline (JSON)": Case(
+        big(JSON_HEAD, 50 << 20, lead=b'{"choices": "'), E, "longer than 16,777,216 bytes", heavy=True
+    ),
+    "50 MB streamed reply": Case(
+        big(SSE, 50 << 20, fill=event(chunk("word "))), E, "more than the 2048 tokens asked for", heavy=True
+    ),
+    "50 MB of blank lines": Case(big(SSE, 50 << 20, fill=b"\n"), E, "past 17,408 lines", heavy=True),
+    # endless, fast and slow, and silence
+    "endless tokens": Case(forever(SSE, event(chunk("bla "))), E, "more than the 64 tokens", ("--max-tokens", "64")),
+    "endless long tokens": Case(
+        forever(SSE, event(chunk("x" * 4096))), E, "more than the 64 tokens", ("--max-tokens", "64")
+    ),
+    "endless empty deltas": Case(
+        forever(SSE, event(b'{"choices": [{"delta": {}}]}')), E, "past 1,536 lines", ("--max-tokens", "64")
+    ),
+    "endless comments": Case(forever(SSE, b": ping\n"), E, "past 1,536 lines", ("--max-tokens", "64")),
+    "endless slow": Case(
+        forever(SSE, event(chunk("bla ")), pause=0.1), E, "more than the 5 tokens", ("--max-tokens", "5")
+    ),
+    "silence": Case(silence, E, "sent nothing for 0.5 s", ("--timeout", "0.5")),
+    "silence after the headers": Case(headers_then_silence, E, "sent nothing for 0.5 s", ("--timeout", "0.5")),
+}
+
+
+def _request(conn: socket.socket) -> None:
+    """Read the client's request (headers and a Content-Length body) before answering."""
+    conn.settimeout(WALL)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = conn.recv(65536)
+        if not more:
+            return
+        data += more
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+    )
+    while len(body) < length:
+        more = conn.recv(65536)
+        if not more:
+            return
+        body += more
+
+
+@pytest.fixture
+def upstream() -> Iterator[Callable[[Script], str]]:
+    """Start a one-script server on 127.0.0.1; the URL is returned."""
+    servers: list[socket.socket] = []
+
+    def start(script: Script) -> str:
+        sock = socket.create_server(("127.0.0.1", 0))
+        servers.append(sock)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except OSError:
+                    return
+                threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+        def handle(conn: socket.socket) -> None:
+            with conn:
+                try:
+                    _request(conn)
+                    script(conn)
+                    conn.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass  # the client hung up: what a bounded client does
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+    yield start
+    for sock in servers:
+        sock.close()
+
+
+def _args(url: str, case: Case) -> list[str]:
+    free = [] if case.status == 0 else ["--free"]  # --free: no grammar, so any --max-tokens fits
+    return ["chat", "--character", REX, "--endpoint", url, *free, *case.args, "--say", "hi"]
+
+
+def _check(case: Case, status: int, out: str, err: str, seconds: float) -> None:
+    assert seconds < WALL, f"took {seconds:.1f} s"
+    assert status == case.status, err
+    if case.status == 0:
+        assert err == "" and case.says in out
+    else:
+        assert err.startswith("charfmt: error: ") and err.count("\n") == 1, err[:2000]
+        assert case.says in err, err[:2000]
+        assert "Traceback" not in err and "says nothing" not in out
+
+
+LIGHT = [name for name, case in CASES.items() if not case.heavy]
+
+
+@pytest.mark.parametrize("name", LIGHT)
+def test_each_malformation_is_one_error_line_or_a_clean_reply(
+    name: str, upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = CASES[name]
+    url = upstream(case.script)
+    start = time.monotonic()
+    status = main(_args(url, case))
+    seconds = time.monotonic() - start
+    captured = capsys.readouterr()
+    _check(case, status, captured.out, captured.err, seconds)
+
+
+_PEAK: Final = (
+    "import os, sys\n"
+    "from charfmt.cli import main\n"
+    "try:\n"
+    "    status = main(sys.argv[1:])\n"
+    "finally:\n"
+    "    with open('/proc/self/status') as f:\n"
+    "        peak = next(line.split()[1] for line in f if line.startswith('VmHWM:'))\n"
+    "    with open(os.environ['CHARFMT_TEST_PEAK'], 'w') as f:\n"
+    "        f.write(peak)\n"
+    "sys.exit(status)\n"
+)
+"""The chat process, writing its peak resident memory (VmHWM, this process's own, in kB) at exit."""
+
+
+def _child(args: list[str], tmp_path: Path) -> tuple[int, str, str, float, float]:
+    """Run ``charfmt ARGS`` in a child process: status, stdout, stderr, seconds, peak memory in MB."""
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("peak memory is read from /proc/self/status (Linux)")
+    peak_file = tmp_path / "peak"
+    env = {**os.environ, "CHARFMT_TEST_PEAK": str(peak_file)}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, *args], capture_output=True, text=True, timeout=WALL * 2, check=False, env=env
+    )
+    seconds = time.monotonic() - start
+    return done.returncode, done.stdout, done.stderr, seconds, int(peak_file.read_text()) / 1024
+
+
+def test_a_50_mb_body_without_a_newline_keeps_memory_flat(upstream: Callable[[Script], str], tmp_path: Path) -> None:
+    case = CASES["50 MB without a newline (SSE)"]
+    status, out, err, seconds, peak = _child(_args(upstream(case.script), case), tmp_path)
+    _check(case, status, out, err, seconds)
+    assert peak < PEAK_MB, f"peak {peak:.0f} MB"
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_malformation_in_a_child_process_within_the_memory_bound(
+    name: str, upstream: Callable[[Script], str], tmp_path: Path
+) -> None:
+    case = CASES[name]
+    status, out, err, seconds, peak = _child(_args(upstream(case.script), case), tmp_path)
+    _check(case, status, out, err, seconds)
+    assert peak < PEAK_MB, f"peak {peak:.0f} MB"
+    print(f"{name}: exit {status} in {seconds:.2f} s, peak {peak:.0f} MB")
+
+
+def test_missing_httpx_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['httpx'] = None\nfrom charfmt.cli import main\n"
+        f"sys.exit(main(['chat', '--character', {REX!r}, '--endpoint', 'http://127.0.0.1:9/v1', '--say', 'hi']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("charfmt: error: --endpoint needs httpx") and "charfmt[http]" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_chat_shows_the_models_control_and_bidi_characters_escaped(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = "<emo>joy</emo>\n<msg>Deal\u009b2J \u202eevil</msg>"
+    text = json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False)
+    url = upstream(send(SSE, reply_events(text)))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert "\u009b" not in out and "\u202e" not in out
+    assert "Rex: Deal\\x9b2J \\u202eevil" in out

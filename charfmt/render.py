@@ -38,8 +38,10 @@ tiktoken installed, an exact counter for OpenAI models is::
 from __future__ import annotations
 
 import contextvars
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from functools import cache, update_wrapper
 from pathlib import Path
 from types import MappingProxyType
@@ -539,13 +541,34 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return update_wrapper(bounded, value)
 
 
+class _OwnFirst(jinja2.BaseLoader):
+    """The user's folder first, then charfmt's templates; a template added to the folder later wins at once.
+
+    Jinja keeps a compiled template while its ``uptodate`` says so; for one taken from
+    charfmt's defaults that also checks the user's folder still has no file of the name.
+    """
+
+    def __init__(self, user_dir: str | None) -> None:
+        self.user_dir = user_dir
+        self.defaults = jinja2.FileSystemLoader(str(resource_dir("prompts")))
+        self.own = None if user_dir is None else jinja2.FileSystemLoader(user_dir)
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str | None, Any]:
+        if self.own is not None:
+            with suppress(jinja2.TemplateNotFound):
+                return self.own.get_source(environment, template)
+        source, filename, uptodate = self.defaults.get_source(environment, template)
+        own = self.user_dir
+        if own is None:
+            return source, filename, uptodate
+        shadow = os.path.join(own, *template.split("/"))
+        return source, filename, lambda: not os.path.exists(shadow) and uptodate()
+
+
 @cache
 def _environment(user_dir: str | None) -> _Sandbox:
-    loaders: list[jinja2.BaseLoader] = [jinja2.FileSystemLoader(str(resource_dir("prompts")))]
-    if user_dir is not None:
-        loaders.insert(0, jinja2.FileSystemLoader(user_dir))
     env = _Sandbox(
-        loader=jinja2.ChoiceLoader(loaders),
+        loader=_OwnFirst(user_dir),
         undefined=jinja2.StrictUndefined,
         finalize=_finalize,
         autoescape=False,

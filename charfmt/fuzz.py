@@ -13,7 +13,7 @@ import contextlib
 import json
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -68,7 +68,7 @@ _WORDS: Final = [
 
 
 def _cut(text: str, rng: random.Random) -> str:
-    return text[: rng.randint(0, len(text))]
+    return text[: rng.randint(0, len(text) - 1)] if text else text  # always shorter: a cut that cuts nothing is no cut
 
 
 def _fence(text: str, rng: random.Random) -> str:
@@ -351,13 +351,31 @@ class Damaged:
         return {"damaged": self.text, "original": dumps(self.original), "mutations": list(self.mutations)}
 
 
-def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Damaged:
-    """Apply 1 to 3 (or ``count``) mutations to the canonical text of ``reply``."""
-    text = dumps(reply)
-    names = rng.sample(sorted(MUTATIONS), k=count if count is not None else rng.randint(1, 3))
+def apply_mutations(text: str, names: Sequence[str], rng: random.Random, want: int) -> tuple[str, tuple[str, ...]]:
+    """Apply the mutations ``names`` in turn until ``want`` of them changed the text; ``(text, those names)``.
+
+    A mutation that finds nothing to act on (no closing tag to drop, one chat to reorder)
+    is passed over and not listed, and with ``want >= 1`` the text that comes out differs
+    from ``text``: mutations that undo each other do not count as damage. Listing every
+    mutation in ``names`` (``truncate`` always changes a text) makes ``want`` reachable.
+    """
+    applied: list[str] = []
+    current = text
     for name in names:
-        text = MUTATIONS[name](text, rng)
-    return Damaged(text, reply, tuple(names))
+        if len(applied) >= want and (want == 0 or current != text):
+            break
+        changed = MUTATIONS[name](current, rng)
+        if changed != current:
+            applied.append(name)
+            current = changed
+    return current, tuple(applied)
+
+
+def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Damaged:
+    """Apply 1 to 3 (or ``count``) mutations that change the canonical text of ``reply``; only those are listed."""
+    want = count if count is not None else rng.randint(1, 3)
+    text, names = apply_mutations(dumps(reply), rng.sample(sorted(MUTATIONS), k=len(MUTATIONS)), rng, want)
+    return Damaged(text, reply, names)
 
 
 def random_reply(rng: random.Random) -> Reply:

@@ -234,3 +234,45 @@ def test_parse_table_reads_dictionary_encoded_strings() -> None:
     assert coded.drop_columns(["text"]).equals(plain.drop_columns(["text"]))
     with pytest.raises(ValueError, match="strings or bytes"):
         parse_table(pa.table({"text": pa.array([1, 2]).dictionary_encode()}))
+
+
+# -- issue 22.12: the field hint survives lines that are not JSON, and finds nested fields -----
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ([{"id": i, "reply": GOOD} for i in range(6)], 0, "text", "--field reply"),
+        ([{"id": i, "reply": GOOD} for i in range(6)], 1, "text", "--field reply"),
+        ([{"id": i, "reply": GOOD} for i in range(6)], 3, "text", "--field reply"),
+        ([{"response": {"text": GOOD, "model": "m"}} for _ in range(6)], 0, "text", "--field response.text"),
+        ([{"response": {"text": GOOD}} for _ in range(6)], 2, "text", "--field response.text"),
+        (
+            [{"out": {"choice": {"content": GOOD}}, "id": "x"} for _ in range(4)],
+            1,
+            "reply",
+            "--field out.choice.content",
+        ),
+        ([{"response": {"text": GOOD}} for _ in range(4)], 0, "response", "--field response.text"),
+        ([{"meta": {"model": "m"}, "completion": GOOD} for _ in range(4)], 2, "text", "--field completion"),
+    ],
+    ids=["plain", "one-junk-line", "junk-lines", "nested", "nested-junk", "deep", "object-field", "not-meta"],
+)
+def test_the_field_hint_holds_with_junk_lines_and_nested_fields(
+    tmp_path: Path, capsys: Any, case: tuple[list[dict[str, Any]], int, str, str]
+) -> None:
+    records, junk, field, hint = case
+    path = tmp_path / "log.jsonl"
+    lines = [json.dumps(r) for r in records]
+    for k in range(junk):
+        lines.insert(2 * k, "this line is not JSON")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["report", str(path), "--field", field]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"charfmt report: no line had field {field!r}") and err.endswith(
+        f" — did you mean {hint}?\n"
+    ), err
+    suggested = hint.removeprefix("--field ")
+    assert main(["report", str(path), "--field", suggested, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["total"]["count"] == len(records) and report["bad_lines"]["count"] == junk

@@ -215,8 +215,8 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
         texts = _string_paths(record)
         return None, record, f"no field {job.field!r} (string keys {json.dumps(texts, ensure_ascii=False)})"
     if isinstance(text, dict):
-        texts = json.dumps([f"{job.field}.{path}" for path in _string_paths(text)], ensure_ascii=False)
-        return None, record, f"field {job.field!r} is an object, not a string (string keys {texts})"
+        listed = json.dumps([f"{job.field}.{path}" for path in _string_paths(text)], ensure_ascii=False)
+        return None, record, f"field {job.field!r} is an object, not a string (string keys {listed})"
     if not isinstance(text, str):
         return None, record, f"field {job.field!r} is {_kind(text)}, not a string"
     return text, record, None

@@ -79,17 +79,19 @@ def _pyarrow() -> Any:
 def result_schema() -> Any:
     """The schema of the rows: one field per name of :data:`RESULT_COLUMNS`.
 
-    - ``valid``: strict parsing accepts the reply as it is;
+    - ``valid``: strict parsing accepts the reply as it is (``{"chats": []}``, the
+      character staying silent, included);
     - ``repaired``: not valid, but lenient parsing recovered at least one chat;
-    - ``empty``: no chat at all (nothing recovered, or a valid ``{"chats": []}``);
-    - ``keep``: fit for fine-tuning data: at least one chat, no error, nothing of the
-      model's text lost (:data:`LOSES_TEXT`) and no segment the canonical form leaves out;
+    - ``empty``: not valid, and lenient parsing recovered no chat: nothing to use.
+      Exactly one of ``valid``, ``repaired`` and ``empty`` holds for each reply;
+    - ``keep``: fit for fine-tuning data: valid, or repaired with no error, nothing of
+      the model's text lost (:data:`LOSES_TEXT`) and no segment the canonical form leaves out;
     - ``dialect``: the format the model wrote (``Reply.dialect``), null when it was valid;
     - ``error_codes``, ``warning_codes``: codes of the diagnostics, in input order
       (``warning_codes`` holds warnings and infos: every repair and note);
     - ``chats``: ``Reply.chats`` as structs (type, order, segments of tag, text, intensity);
     - ``canonical``: ``dumps(canonical_form(reply))``, what a prompt shows and what to
-      train on; null when no chat was recovered;
+      train on; null when the reply is ``empty``;
     - ``reasoning``: ``Reply.reasoning``; ``diagnostics``: ``Reply.diagnostics`` as structs;
     - ``size``: the reply's length in UTF-8 bytes.
     """
@@ -145,11 +147,11 @@ def row(reply: Reply, size: int) -> dict[str, Any]:
     errors = [d.code for d in reply.diagnostics if d.severity == "error"]
     warnings = [d.code for d in reply.diagnostics if d.severity != "error"]
     valid = reply.dialect is None and not errors
-    empty = not reply.chats
+    empty = not valid and not reply.chats  # valid, repaired and empty split the replies
     left_out = any(
         seg.tag not in TAG_BY_NAME for chat in reply.chats if chat.type in TAGGED_TYPES for seg in chat.segments
     )
-    keep = not empty and not errors and not left_out and LOSES_TEXT.isdisjoint(warnings)
+    keep = valid or (not empty and not errors and not left_out and LOSES_TEXT.isdisjoint(warnings))
     return {
         "valid": valid,
         "repaired": not valid and not empty,

@@ -406,7 +406,8 @@ class Summary:
             group.repaired += repaired[i]
             group.empty += empty[i]
             group.keep += keep[i]
-            group.dialects[dialect[i] or ("strict" if valid[i] else "empty")] += 1
+            # The mix splits the replies as valid / repaired / empty do: the dialects are the repaired ones.
+            group.dialects["strict" if valid[i] else "empty" if empty[i] else dialect[i] or "canonical"] += 1
             group.sizes[size[i]] += 1
             codes = {*errors[i], *warnings[i]}
             for code in codes:

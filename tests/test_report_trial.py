@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from charfmt import report
 from charfmt.batch import parse_table
@@ -276,3 +278,38 @@ def test_the_field_hint_holds_with_junk_lines_and_nested_fields(
     assert main(["report", str(path), "--field", suggested, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["total"]["count"] == len(records) and report["bad_lines"]["count"] == junk
+
+
+# -- issue 22.11: valid, repaired and empty split the replies; keep holds every valid reply --
+
+SILENT = '{"chats": []}'
+_MIXED = [SILENT] * 7 + [GOOD] * 5 + ["Sure! " + GOOD] * 4 + ["", "   ", "{", '{"chats": [}', '{"chats": 5}']
+
+
+def test_a_valid_empty_reply_is_valid_kept_and_not_empty(tmp_path: Path, capsys: Any) -> None:
+    path = write(tmp_path / "log.jsonl", [{"text": t} for t in _MIXED])
+    assert main(["report", str(path), "--format", "json", "--out", str(tmp_path / "out")]) == 0
+    total = json.loads(capsys.readouterr().out)["total"]
+    assert (total["valid"], total["repaired"], total["empty"]) == (12, 4, 5)
+    assert total["valid"] + total["repaired"] + total["empty"] == total["count"] == len(_MIXED)
+    assert total["keep"] == 16  # every valid reply (the 7 silent ones too) and the 4 repaired without loss
+    mix = {d["dialect"]: d["replies"] for d in total["dialects"]}
+    assert mix["strict"] == total["valid"] and mix["empty"] == total["empty"]
+    assert sum(mix.values()) == total["count"]
+    kept = [json.loads(line) for line in (tmp_path / "out" / "keep.jsonl").read_text().splitlines()]
+    assert [k["text"] for k in kept[:7]] == ['{"chats":[]}'] * 7
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_MIXED) | st.text(max_size=30), min_size=1, max_size=25))
+def test_the_shares_sum_to_100_and_the_mix_refines_them(texts: list[str]) -> None:
+    job = report.Job()
+    summary = report.Summary(job)
+    summary.add(report.parse_lines(job, 1, [json.dumps({"text": t}).encode() + b"\n" for t in texts]))
+    g = summary.to_dict("x")["total"]
+    assert g["valid"] + g["repaired"] + g["empty"] == g["count"]
+    assert abs(g["valid_pct"] + g["repaired_pct"] + g["empty_pct"] - 100) < 0.05
+    mix = {d["dialect"]: d["replies"] for d in g["dialects"]}
+    assert mix.get("strict", 0) == g["valid"] and mix.get("empty", 0) == g["empty"]
+    assert sum(n for name, n in mix.items() if name not in ("strict", "empty")) == g["repaired"]
+    assert g["valid"] <= g["keep"] <= g["valid"] + g["repaired"]

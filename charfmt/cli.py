@@ -473,10 +473,12 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 def _cmd_fuzz(args: argparse.Namespace) -> int:
     from charfmt.fuzz import iter_fuzz_cases  # noqa: PLC0415
 
+    language = _language(args)
+    cases = iter_fuzz_cases(args.seed, args.count, tags=language.tags, vocabulary=language.vocabulary)
     with _output(args.out) as out:
         # One case at a time: the first line comes at once, and memory does not grow with --count.
         # Each line in one write (print writes its end apart): Ctrl-C between cases cuts no line.
-        for i, case in enumerate(iter_fuzz_cases(args.seed, args.count)):
+        for i, case in enumerate(cases):
             out.write(_json({"seed": args.seed, "index": i, **case.to_dict()}, out) + "\n")
     return EXIT_OK
 
@@ -822,6 +824,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--out", metavar="FILE", help="JSON Lines file, replaced only when every case is written (default: stdout)"
     )
+    sp.add_argument("--character", metavar="FILE", help="write the originals in this character's emotions and [[tags]]")
+    add_size(sp, "--character file")
 
     sp = command("schema", _cmd_schema, help="print the reply envelope as JSON Schema")
     sp.add_argument(

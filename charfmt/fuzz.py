@@ -19,8 +19,8 @@ from typing import Any, Final
 
 from charfmt._dialect_names import DialectName
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt.models import Chat, Reply, Segment
-from charfmt.tags import DEFAULT_TAGS, TEXT_TAG
+from charfmt.models import Chat, Reply, Segment, Vocabulary
+from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 from charfmt.writer import dumps
 
 Mutation = Callable[[str, random.Random], str]
@@ -378,32 +378,54 @@ def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Dam
     return Damaged(text, reply, names)
 
 
-def random_reply(rng: random.Random) -> Reply:
-    """A plausible clean reply (no hypothesis needed): C, I and E chats, orders 1..n."""
+_EMOTIONS: Final = ("joy", "sad", "angry", "surprise")
+
+
+def random_reply(rng: random.Random, tags: TagTable | None = None, vocabulary: Vocabulary | None = None) -> Reply:
+    """A plausible clean reply (no hypothesis needed): C, I and E chats, orders 1..n.
+
+    ``tags``: C chats also use the table's own tags (a cue's values, a second speech tag);
+    ``vocabulary``: emotions are its keys. ``parse(dumps(r), tags=tags, vocabulary=vocabulary)``
+    reads the reply back.
+    """
+    table = _TAGS if tags is None else tags
+    emotions = _EMOTIONS if vocabulary is None else vocabulary.keys
+    extra = [t for t in table if t.name not in _TAGS and t.role != "emotion"]
     chats = []
     for order in range(1, rng.randint(1, 4) + 1):
         kind = rng.choice("CCCIE")
         if kind == "C":
-            segments = [Segment(tag=_EMO, text=rng.choice(["joy", "sad", "angry", "surprise"]))]
+            segments = [Segment(tag=table.emotion.name, text=rng.choice(emotions))]
             for _ in range(rng.randint(1, 3)):
-                tag = rng.choice([t.name for t in _TAGS if t.content == "text"])
-                segments.append(Segment(tag=tag, text=rng.choice(_WORDS)))
+                # The default tags as before (the same cases for the same seed), then the table's own ones.
+                spec = rng.choice([t for t in _TAGS if t.content == "text"])
+                if extra and rng.random() < 0.4:
+                    spec = rng.choice(extra)
+                words = spec.values if spec.values is not None else _WORDS
+                segments.append(Segment(tag=spec.name, text=rng.choice(words)))
         else:
             segments = [Segment(tag=TEXT_TAG, text=rng.choice(_WORDS))]
         chats.append(Chat(type=kind, order=order, segments=segments))
     return Reply(chats=chats)
 
 
-def iter_fuzz_cases(seed: int, count: int) -> Iterator[Damaged]:
-    """``count`` damaged replies, the same for the same seed, made one at a time as they are asked for."""
+def iter_fuzz_cases(
+    seed: int, count: int, *, tags: TagTable | None = None, vocabulary: Vocabulary | None = None
+) -> Iterator[Damaged]:
+    """``count`` damaged replies, the same for the same seed, made one at a time as they are asked for.
+
+    ``tags`` / ``vocabulary``: the originals are written in a character's own tags and emotions.
+    """
     rng = random.Random(seed)
     for _ in range(count):
-        yield damage(random_reply(rng), rng)
+        yield damage(random_reply(rng, tags, vocabulary), rng)
 
 
-def fuzz_cases(seed: int, count: int) -> list[Damaged]:
+def fuzz_cases(
+    seed: int, count: int, *, tags: TagTable | None = None, vocabulary: Vocabulary | None = None
+) -> list[Damaged]:
     """``count`` damaged replies, the same for the same seed (``iter_fuzz_cases`` as a list)."""
-    return list(iter_fuzz_cases(seed, count))
+    return list(iter_fuzz_cases(seed, count, tags=tags, vocabulary=vocabulary))
 
 
 def revalidate(reply: Reply) -> None:

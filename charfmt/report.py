@@ -31,7 +31,9 @@ from typing import IO, Any, Final
 from charfmt import batch
 from charfmt.batch import RESULT_COLUMNS, ArrowTable
 from charfmt.diagnostics import CharfmtError
+from charfmt.models import Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE
+from charfmt.tags import TagTable
 
 CHUNK_LINES: Final = 1000
 """Lines per chunk handed to a worker."""
@@ -83,6 +85,10 @@ class Job:
     """Keep every column (for ``--out``), not only those the summary needs."""
     max_groups: int = MAX_GROUPS
     """Groups the summary keeps apart; the replies of any further group go to one ``(other groups)`` row."""
+    tags: TagTable | None = None
+    """The tag table replies are read with (a character's ``[[tags]]``: ``Character.tags``); ``None``: the default."""
+    vocabulary: Vocabulary | None = None
+    """The emotions replies are read with (``Character.vocabulary``); ``None``: any key."""
 
     def __post_init__(self) -> None:
         taken = {"line", "bad", *RESULT_COLUMNS}
@@ -253,7 +259,7 @@ def parse_lines(job: Job, first_line: int, lines: Sequence[bytes | None]) -> Arr
             values.append(None if record is None else _group_value(lookup(record, name)))
         texts.append(text)
         bad.append(why)
-    found = batch.rows(texts)
+    found = batch.rows(texts, job.vocabulary, job.tags)
     for i, why in enumerate(bad):
         if why is not None:
             found[i] = None

@@ -178,6 +178,7 @@ def _finalize(value: Any) -> Any:
 
 # --- token estimate -----------------------------------------------------------------
 
+
 def estimate_tokens(text: str) -> int:
     """Default token counter: never fewer tokens than cl100k makes of ``text``, whatever the text.
 

@@ -184,7 +184,8 @@ def estimate_tokens(text: str) -> int:
 
     An upper bound computed without the vocabulary (``charfmt._token_bound``): runs of
     one character, laughter, digits, emoji and random letters included. The price is
-    an estimate well above ordinary text (about 3x cl100k for English, 2x for Japanese):
+    an estimate well above ordinary text (1.2 to 2.2 times cl100k on charfmt's prompts,
+    about 2.5 on English prose, 2.3 on Japanese, 3 on Russian):
     pass your tokenizer's counter for exact budgets (see the module docstring).
     """
     return token_bound(text)

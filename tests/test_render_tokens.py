@@ -152,6 +152,9 @@ RUNS = {
     "mixed-scripts": "abcабвαβγאבגあいう한국어",
     "long-vowels": "ーーーーーーーー〜〜〜〜",
     "control-ish": "\x00\x01\x7f\u200b\ufeff",
+    "superscript-digits": "²000000000000000",
+    "arabic-digits": "12٣45٦7890",
+    "digits-then-letters": "2024年12月31日 99.5% 0x1F",
 }
 
 
@@ -165,7 +168,22 @@ def test_the_issue_figures(cl100k: charfmt.render.Counter) -> None:
     assert charfmt.estimate_tokens("w" * 60) >= cl100k("w" * 60) == 30
 
 
+def test_each_common_word_is_one_token_with_its_space(cl100k: charfmt.render.Counter) -> None:
+    from charfmt._token_bound import _COMMON
+
+    assert len(_COMMON) > 150
+    assert [w for w in sorted(_COMMON) if cl100k(" " + w) != 1] == []
+
+
+def _common_words() -> st.SearchStrategy[str]:
+    from charfmt._token_bound import _COMMON
+
+    return st.sampled_from(sorted(_COMMON)).map(lambda w: " " + w)
+
+
 _PIECES = st.one_of(
+    _common_words(),
+    st.sampled_from(["é", "'s", "'ll", "x", "\u0301", "²", "٣", "三", "  ", "\n", "Ä", "7"]),
     st.text(max_size=30),
     st.text(st.characters(max_codepoint=0x7F), max_size=30),
     st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzQXZ '!?.,\n 0123456789"), max_size=30),

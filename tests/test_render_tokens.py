@@ -200,10 +200,13 @@ def test_estimate_errs_high_on_any_text(cl100k: charfmt.render.Counter, text: st
 def test_a_budget_holds_on_a_repeated_character(cl100k: charfmt.render.Counter) -> None:
     mio = Character.load(CHARACTERS / "mio.toml")
     history = charfmt.load_history(ROOT / "examples" / "history.jsonl", mio)
-    for n in (500, 1000, 2000, 4000):
-        turn = mio.shorthand("[joy] " + "w" * n)
-        try:
-            request = charfmt.render_messages(mio, history, turn, budget=2500)
-        except charfmt.BudgetError:
-            continue
-        assert sum(cl100k(m["content"]) for m in request["messages"]) <= 2500, n
+    rendered = 0
+    for budget in (2500, 4000, 6000, 9000):
+        for turn_text in ("[joy] " + "w" * 4000, "[joy] " + "草" * 1500, "[joy] " + "8" * 3000, "[joy] " + "😂" * 600):
+            try:
+                request = charfmt.render_messages(mio, history, mio.shorthand(turn_text), budget=budget)
+            except charfmt.BudgetError:
+                continue
+            rendered += 1
+            assert sum(cl100k(m["content"]) for m in request["messages"]) <= budget, (budget, turn_text[:12])
+    assert rendered >= 6  # not a test of BudgetError alone

@@ -58,6 +58,9 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
         help=f"longest line read; a longer one is a bad line (default {DEFAULT_MAX_SIZE:,})",
     )
     sp.add_argument("--no-progress", action="store_true", help="no counter on the terminal")
+    sp.add_argument(
+        "--character", metavar="FILE", help="read replies with this character's emotions and [[tags]] (<sfx>...)"
+    )
 
 
 @contextmanager
@@ -101,9 +104,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     by = tuple(name.strip() for name in args.by.split(",") if name.strip())
     if len(set(by)) != len(by):
         args.parser.error(f"argument --by: a key is listed twice: {args.by}")
+    language: dict[str, Any] = {}
+    if args.character is not None:
+        from charfmt.cli import _load_character  # noqa: PLC0415 (cli imports this module)
+
+        character = _load_character(args.character, DEFAULT_MAX_SIZE)  # --max-size bounds a line here
+        language = {"tags": character.tags, "vocabulary": character.vocabulary}
     try:
         job = report.Job(
-            field=args.field, by=by, max_line=args.max_size, full=args.out is not None, max_groups=args.max_groups
+            field=args.field,
+            by=by,
+            max_line=args.max_size,
+            full=args.out is not None,
+            max_groups=args.max_groups,
+            **language,
         )
     except CharfmtError as e:
         args.parser.error(str(e))

@@ -24,7 +24,7 @@ from typing import Any, Final
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Reply, Vocabulary
 from charfmt.parser import parse
-from charfmt.tags import TAG_BY_NAME, TAGGED_TYPES
+from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
 from charfmt.writer import canonical_form, dumps
 
 ArrowTable = Any
@@ -79,17 +79,19 @@ def _pyarrow() -> Any:
 def result_schema() -> Any:
     """The schema of the rows: one field per name of :data:`RESULT_COLUMNS`.
 
-    - ``valid``: strict parsing accepts the reply as it is;
+    - ``valid``: strict parsing accepts the reply as it is (``{"chats": []}``, the
+      character staying silent, included);
     - ``repaired``: not valid, but lenient parsing recovered at least one chat;
-    - ``empty``: no chat at all (nothing recovered, or a valid ``{"chats": []}``);
-    - ``keep``: fit for fine-tuning data: at least one chat, no error, nothing of the
-      model's text lost (:data:`LOSES_TEXT`) and no segment the canonical form leaves out;
+    - ``empty``: not valid, and lenient parsing recovered no chat: nothing to use.
+      Exactly one of ``valid``, ``repaired`` and ``empty`` holds for each reply;
+    - ``keep``: fit for fine-tuning data: valid, or repaired with no error, nothing of
+      the model's text lost (:data:`LOSES_TEXT`) and no segment the canonical form leaves out;
     - ``dialect``: the format the model wrote (``Reply.dialect``), null when it was valid;
     - ``error_codes``, ``warning_codes``: codes of the diagnostics, in input order
       (``warning_codes`` holds warnings and infos: every repair and note);
     - ``chats``: ``Reply.chats`` as structs (type, order, segments of tag, text, intensity);
     - ``canonical``: ``dumps(canonical_form(reply))``, what a prompt shows and what to
-      train on; null when no chat was recovered;
+      train on; null when the reply is ``empty``;
     - ``reasoning``: ``Reply.reasoning``; ``diagnostics``: ``Reply.diagnostics`` as structs;
     - ``size``: the reply's length in UTF-8 bytes.
     """
@@ -177,11 +179,13 @@ def _table_orders(reply: Reply, source: str) -> tuple[list[int | None], list[Dia
     return orders, found
 
 
-def row(reply: Reply, size: int, source: str | bytes = "") -> dict[str, Any]:
+def row(reply: Reply, size: int, source: str | bytes = "", tags: TagTable | None = None) -> dict[str, Any]:
     """The row of one parsed reply (``size``: its length in UTF-8 bytes), as plain Python values.
 
-    ``source``: the raw reply, for the position of a diagnostic the table adds (CF960).
+    ``source``: the raw reply, for the position of a diagnostic the table adds (CF960);
+    ``tags``: the table it was read with.
     """
+    table = DEFAULT_TAGS if tags is None else tags
     if isinstance(source, bytes):
         source = source.decode("utf-8", "replace")
     orders, table_notes = _table_orders(reply, source)
@@ -190,11 +194,9 @@ def row(reply: Reply, size: int, source: str | bytes = "") -> dict[str, Any]:
     errors = [d.code for d in reply.diagnostics if d.severity == "error"]
     warnings = [d.code for d in reply.diagnostics if d.severity != "error"]
     valid = reply.dialect is None and not errors
-    empty = not reply.chats
-    left_out = any(
-        seg.tag not in TAG_BY_NAME for chat in reply.chats if chat.type in TAGGED_TYPES for seg in chat.segments
-    )
-    keep = not empty and not errors and not left_out and LOSES_TEXT.isdisjoint(warnings)
+    empty = not valid and not reply.chats  # valid, repaired and empty split the replies
+    left_out = any(seg.tag not in table for chat in reply.chats if chat.type in TAGGED_TYPES for seg in chat.segments)
+    keep = valid or (not empty and not errors and not left_out and LOSES_TEXT.isdisjoint(warnings))
     return {
         "valid": valid,
         "repaired": not valid and not empty,
@@ -211,7 +213,7 @@ def row(reply: Reply, size: int, source: str | bytes = "") -> dict[str, Any]:
             }
             for c, order in zip(reply.chats, orders, strict=True)
         ],
-        "canonical": None if empty else dumps(canonical_form(reply)),
+        "canonical": None if empty else dumps(canonical_form(reply, table)),
         "reasoning": reply.reasoning,
         "diagnostics": [
             {
@@ -230,15 +232,21 @@ def row(reply: Reply, size: int, source: str | bytes = "") -> dict[str, Any]:
     }
 
 
-def rows(texts: Iterable[str | bytes | None], vocabulary: Vocabulary | None = None) -> list[dict[str, Any] | None]:
-    """:func:`row` of ``parse(text, lenient=True)`` for each text; ``None`` for a missing one."""
+def rows(
+    texts: Iterable[str | bytes | None], vocabulary: Vocabulary | None = None, tags: TagTable | None = None
+) -> list[dict[str, Any] | None]:
+    """:func:`row` of ``parse(text, lenient=True, vocabulary=..., tags=...)`` for each text; ``None`` for a missing one.
+
+    ``tags``: a character's tag table (``Character.tags``), so its own tags (``<sfx>``) are
+    read, counted valid and kept; ``vocabulary``: its emotions (``Character.vocabulary``).
+    """
     out: list[dict[str, Any] | None] = []
     for text in texts:
         if text is None:
             out.append(None)
             continue
         size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else len(text)
-        out.append(row(parse(text, lenient=True, vocabulary=vocabulary), size, text))
+        out.append(row(parse(text, lenient=True, vocabulary=vocabulary, tags=tags), size, text, tags))
     return out
 
 
@@ -292,19 +300,21 @@ def _utf8(value: Any) -> Any:
     return value
 
 
-def parse_array(texts: Any, *, vocabulary: Vocabulary | None = None) -> ArrowArray:
+def parse_array(texts: Any, *, vocabulary: Vocabulary | None = None, tags: TagTable | None = None) -> ArrowArray:
     """One struct per reply (fields of :func:`result_schema`); null where the text is null.
 
     ``texts``: an Arrow array or chunked array of strings or bytes, or a sequence of
     ``str``/``bytes``/``None``. The shape DuckDB and Polars user functions return.
     """
     pa = _pyarrow()
-    found = rows(_texts(texts), vocabulary)
+    found = rows(_texts(texts), vocabulary, tags)
     mask = pa.array([r is None for r in found], type=pa.bool_())
     return pa.StructArray.from_arrays(columns(found), fields=list(result_schema()), mask=mask)
 
 
-def parse_table(table: Any, *, field: str = "text", vocabulary: Vocabulary | None = None) -> ArrowTable:
+def parse_table(
+    table: Any, *, field: str = "text", vocabulary: Vocabulary | None = None, tags: TagTable | None = None
+) -> ArrowTable:
     """``table`` (Arrow table or record batch) with the result columns added after its own.
 
     The replies are read from column ``field``; every other column (an id, the model, the
@@ -321,15 +331,15 @@ def parse_table(table: Any, *, field: str = "text", vocabulary: Vocabulary | Non
     clash = [name for name in RESULT_COLUMNS if name in table.column_names]
     if clash:
         raise CharfmtError(f"the table already has column(s) {', '.join(clash)}, which parse_table adds")
-    found = rows(_texts(table.column(field)), vocabulary)
+    found = rows(_texts(table.column(field)), vocabulary, tags)
     for name, column in zip(RESULT_COLUMNS, columns(found), strict=True):
         table = table.append_column(result_schema().field(name), column)
     return table
 
 
 def parse_batches(
-    batches: Iterable[Any], *, field: str = "text", vocabulary: Vocabulary | None = None
+    batches: Iterable[Any], *, field: str = "text", vocabulary: Vocabulary | None = None, tags: TagTable | None = None
 ) -> Iterator[Any]:
     """:func:`parse_table` of each record batch, as record batches: the function Spark's ``mapInArrow`` takes."""
     for batch in batches:
-        yield from parse_table(batch, field=field, vocabulary=vocabulary).to_batches()
+        yield from parse_table(batch, field=field, vocabulary=vocabulary, tags=tags).to_batches()

@@ -6,7 +6,7 @@ import difflib
 import json
 import re
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -47,10 +47,15 @@ MAX_FILE_SIZE: Final = 16 * 1024 * 1024
 class CharacterError(CharfmtError):
     """A character file is invalid; the message names the file, the key and the line."""
 
-    def __init__(self, file: str, key: str, line: int | None, message: str) -> None:
-        self.file, self.key, self.line = file, key, line
+    def __init__(
+        self, file: str, key: str, line: int | None, message: str, more: Sequence[CharacterError] = ()
+    ) -> None:
+        self.file, self.key, self.line, self.detail = file, key, line, message
+        self.errors: list[CharacterError] = [self, *more]
+        """Every problem found, in file order (this one first); one line each in the message."""
         where = f"{file}:{line}" if line else file
-        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+        text = f"{where}: {key}: {message}" if key else f"{where}: {message}"
+        super().__init__("\n".join([text, *(str(e) for e in more)]))
 
 
 class Exchange(BaseModel):
@@ -286,7 +291,8 @@ _REPLY_KEYS: Final = ("type", "body")
 
 
 def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
-    """Reject unknown keys (``aliasses``, ``exmaples``), naming the closest known key."""
+    """Reject unknown keys (``aliasses``, ``exmaples``), naming the closest known key: every one, in file order."""
+    found: list[CharacterError] = []
 
     def check(table: Any, known: Any, loc: tuple[Any, ...]) -> None:
         if not isinstance(table, dict):
@@ -295,7 +301,7 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
             if key not in known:
                 close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]!r}?" if close else f"the keys here are {', '.join(known)}"
-                raise fail((*loc, key), f"unknown key {key!r}; {hint}")
+                found.append(fail((*loc, key), f"unknown key {key!r}; {hint}"))
 
     check(data, list(Character.model_fields), ())
     for name, keys in (("emotions", list(EmotionKey.model_fields)), ("examples", _EXAMPLE_KEYS), ("tags", _TAG_KEYS)):
@@ -305,6 +311,9 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
             replies = row.get("reply") if name == "examples" and isinstance(row, dict) else None
             for j, chat in enumerate(replies if isinstance(replies, list) else ()):
                 check(chat, _REPLY_KEYS, (name, i, "reply", j))
+    if found:
+        first, *more = sorted(found, key=lambda e: e.line or 0)  # stable: same line, order found
+        raise CharacterError(first.file, first.key, first.line, first.detail, more)
 
 
 def _read(path: Path, max_size: int) -> str:

@@ -603,4 +603,6 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
     sp.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--say", action="append", metavar="TEXT", help="a user turn (repeatable); default: read stdin")
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument(
+        "--seed", type=int, default=0, help="sampling seed: the same seed, model and turns give the same replies"
+    )

@@ -482,10 +482,12 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 def _cmd_fuzz(args: argparse.Namespace) -> int:
     from charfmt.fuzz import iter_fuzz_cases  # noqa: PLC0415
 
+    language = _language(args)
+    cases = iter_fuzz_cases(args.seed, args.count, tags=language.tags, vocabulary=language.vocabulary)
     with _output(args.out) as out:
         # One case at a time: the first line comes at once, and memory does not grow with --count.
         # Each line in one write (print writes its end apart): Ctrl-C between cases cuts no line.
-        for i, case in enumerate(iter_fuzz_cases(args.seed, args.count)):
+        for i, case in enumerate(cases):
             out.write(_json({"seed": args.seed, "index": i, **case.to_dict()}, out) + "\n")
     return EXIT_OK
 
@@ -726,8 +728,35 @@ def _version_text() -> str:
     return f"charfmt {number}\nstream reader: {reader_name()}"
 
 
+_USAGE_EXIT: Final = "usage error, or a file that cannot be used (missing, a directory, over --max-size)"
+_EXITS: Final[dict[str, tuple[str, str | None]]] = {
+    "parse": ("the reply is valid (with --lenient: read, warnings only)", "the reply has errors, or is empty"),
+    "check": ("every file is valid (with --lenient: repairs only)", "a file is invalid"),
+    "stream": ("the stream was read (repairs are events)", "the stream has errors (with --strict) or no reply"),
+    "fix": ("fixed, warnings only", "errors remain (what could be read is still printed)"),
+    "fuzz": ("every case was written", None),
+    "schema": ("the schema was printed", "the --character file is invalid"),
+    "render": ("the request was printed", "the --character or --history file is invalid, or over --budget"),
+    "grammar": ("the grammar was printed", "the --character file is invalid"),
+    "demo": ("the demo ran", None),
+    "report": ("the report was written", "no line held a reply (the report is still written)"),
+}
+"""What exit statuses 0 and 1 mean, by subcommand (2 and 130 mean the same everywhere)."""
+
+
+def _exit_codes(ok: str = "success", invalid: str | None = "invalid input: charfmt rejects what the file holds") -> str:
+    """The ``exit status:`` block at the end of a ``--help``."""
+    rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", _USAGE_EXIT), ("130", "interrupted (Ctrl-C)")]
+    return "exit status:\n" + "\n".join(f"  {code:<5}{what}" for code, what in rows)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="charfmt", description="Parse and check game-character chat replies.")
+    p = _ArgumentParser(
+        prog="charfmt",
+        description="Parse and check game-character chat replies.",
+        epilog=_exit_codes(invalid="invalid input: a reply with errors, a character file charfmt rejects"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--version", action=_VersionAction, help="print the version and the stream reader (compiled or pure Python)"
     )
@@ -746,6 +775,11 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--character", metavar="FILE", help="read replies with this character's emotions and [[tags]]")
 
     def command(name: str, run: Callable[[argparse.Namespace], int], **kwargs: Any) -> argparse.ArgumentParser:
+        # --help says what the command does (its one-line help as a sentence) and its exit codes.
+        what = kwargs.get("help", "")
+        kwargs.setdefault("description", what[:1].upper() + what[1:] + "." if what else None)
+        kwargs.setdefault("epilog", _exit_codes(*_EXITS.get(name, ())))
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         sp = sub.add_parser(name, **kwargs)
         sp.set_defaults(run=run, parser=sp)
         return sp
@@ -753,13 +787,23 @@ def _parser() -> argparse.ArgumentParser:
     sp = command("parse", _cmd_parse, help="parse a reply and print it")
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
     sp.add_argument("--lenient", action="store_true", help="report problems instead of failing")
-    sp.add_argument("--format", choices=("pretty", "json", "jsonl"), default="pretty")
+    sp.add_argument(
+        "--format",
+        choices=("pretty", "json", "jsonl"),
+        default="pretty",
+        help="pretty: chats for a person (default); json: the Reply model; jsonl: one event per line",
+    )
     add_character(sp)
     add_size(sp, "input or --character file")
 
     sp = command("check", _cmd_check, help="check replies strictly; exit 1 if any is invalid")
-    sp.add_argument("files", nargs="+", metavar="FILE")
-    sp.add_argument("--format", choices=("text", "jsonl"), default="text")
+    sp.add_argument("files", nargs="+", metavar="FILE", help="reply files to check, or - for standard input")
+    sp.add_argument(
+        "--format",
+        choices=("text", "jsonl"),
+        default="text",
+        help="text: file:line:col: CODE message with a caret (default); jsonl: one diagnostic per line",
+    )
     sp.add_argument("-q", "--quiet", action="store_true", help="print nothing for valid files")
     sp.add_argument("--lenient", action="store_true", help="repair what can be repaired; report repairs as warnings")
     add_character(sp)
@@ -784,14 +828,21 @@ def _parser() -> argparse.ArgumentParser:
     add_size(sp, "input or --character file")
 
     sp = command("fuzz", _cmd_fuzz, help="write damaged replies (with the clean original and the mutations), by seed")
-    sp.add_argument("--seed", type=_whole(0), default=0)
+    sp.add_argument("--seed", type=_whole(0), default=0, help="the same seed writes the same cases (default 0)")
     sp.add_argument("--count", type=_whole(0), default=100, help="cases to write (default 100)")
     sp.add_argument(
         "--out", metavar="FILE", help="JSON Lines file, replaced only when every case is written (default: stdout)"
     )
+    sp.add_argument("--character", metavar="FILE", help="write the originals in this character's emotions and [[tags]]")
+    add_size(sp, "--character file")
 
     sp = command("schema", _cmd_schema, help="print the reply envelope as JSON Schema")
-    sp.add_argument("--provider", choices=PROVIDERS, default=None)
+    sp.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default=None,
+        help="the schema in the subset that provider's structured output accepts (default: plain JSON Schema)",
+    )
     add_character(sp)
     add_size(sp, "--character file")
 
@@ -799,7 +850,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file")
     sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
     sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
-    sp.add_argument("--provider", choices=PROVIDERS, default="openai")
+    sp.add_argument(
+        "--provider", choices=PROVIDERS, default="openai", help="whose chat API the request is for (default openai)"
+    )
     sp.add_argument(
         "--format", choices=("json", "text"), default="json", help="json: provider request; text: one prompt"
     )

@@ -13,14 +13,14 @@ import contextlib
 import json
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from charfmt._dialect_names import DialectName
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt.models import Chat, Reply, Segment
-from charfmt.tags import DEFAULT_TAGS, TEXT_TAG
+from charfmt.models import Chat, Reply, Segment, Vocabulary
+from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 from charfmt.writer import dumps
 
 Mutation = Callable[[str, random.Random], str]
@@ -68,7 +68,7 @@ _WORDS: Final = [
 
 
 def _cut(text: str, rng: random.Random) -> str:
-    return text[: rng.randint(0, len(text))]
+    return text[: rng.randint(0, len(text) - 1)] if text else text  # always shorter: a cut that cuts nothing is no cut
 
 
 def _fence(text: str, rng: random.Random) -> str:
@@ -351,41 +351,81 @@ class Damaged:
         return {"damaged": self.text, "original": dumps(self.original), "mutations": list(self.mutations)}
 
 
-def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Damaged:
-    """Apply 1 to 3 (or ``count``) mutations to the canonical text of ``reply``."""
-    text = dumps(reply)
-    names = rng.sample(sorted(MUTATIONS), k=count if count is not None else rng.randint(1, 3))
+def apply_mutations(text: str, names: Sequence[str], rng: random.Random, want: int) -> tuple[str, tuple[str, ...]]:
+    """Apply the mutations ``names`` in turn until ``want`` of them changed the text; ``(text, those names)``.
+
+    A mutation that finds nothing to act on (no closing tag to drop, one chat to reorder)
+    is passed over and not listed, and with ``want >= 1`` the text that comes out differs
+    from ``text``: mutations that undo each other do not count as damage. Listing every
+    mutation in ``names`` (``truncate`` always changes a text) makes ``want`` reachable.
+    """
+    applied: list[str] = []
+    current = text
     for name in names:
-        text = MUTATIONS[name](text, rng)
-    return Damaged(text, reply, tuple(names))
+        if len(applied) >= want and (want == 0 or current != text):
+            break
+        changed = MUTATIONS[name](current, rng)
+        if changed != current:
+            applied.append(name)
+            current = changed
+    return current, tuple(applied)
 
 
-def random_reply(rng: random.Random) -> Reply:
-    """A plausible clean reply (no hypothesis needed): C, I and E chats, orders 1..n."""
+def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Damaged:
+    """Apply 1 to 3 (or ``count``) mutations that change the canonical text of ``reply``; only those are listed."""
+    want = count if count is not None else rng.randint(1, 3)
+    text, names = apply_mutations(dumps(reply), rng.sample(sorted(MUTATIONS), k=len(MUTATIONS)), rng, want)
+    return Damaged(text, reply, names)
+
+
+_EMOTIONS: Final = ("joy", "sad", "angry", "surprise")
+
+
+def random_reply(rng: random.Random, tags: TagTable | None = None, vocabulary: Vocabulary | None = None) -> Reply:
+    """A plausible clean reply (no hypothesis needed): C, I and E chats, orders 1..n.
+
+    ``tags``: C chats also use the table's own tags (a cue's values, a second speech tag);
+    ``vocabulary``: emotions are its keys. ``parse(dumps(r), tags=tags, vocabulary=vocabulary)``
+    reads the reply back.
+    """
+    table = _TAGS if tags is None else tags
+    emotions = _EMOTIONS if vocabulary is None else vocabulary.keys
+    extra = [t for t in table if t.name not in _TAGS and t.role != "emotion"]
     chats = []
     for order in range(1, rng.randint(1, 4) + 1):
         kind = rng.choice("CCCIE")
         if kind == "C":
-            segments = [Segment(tag=_EMO, text=rng.choice(["joy", "sad", "angry", "surprise"]))]
+            segments = [Segment(tag=table.emotion.name, text=rng.choice(emotions))]
             for _ in range(rng.randint(1, 3)):
-                tag = rng.choice([t.name for t in _TAGS if t.content == "text"])
-                segments.append(Segment(tag=tag, text=rng.choice(_WORDS)))
+                # The default tags as before (the same cases for the same seed), then the table's own ones.
+                spec = rng.choice([t for t in _TAGS if t.content == "text"])
+                if extra and rng.random() < 0.4:
+                    spec = rng.choice(extra)
+                words = spec.values if spec.values is not None else _WORDS
+                segments.append(Segment(tag=spec.name, text=rng.choice(words)))
         else:
             segments = [Segment(tag=TEXT_TAG, text=rng.choice(_WORDS))]
         chats.append(Chat(type=kind, order=order, segments=segments))
     return Reply(chats=chats)
 
 
-def iter_fuzz_cases(seed: int, count: int) -> Iterator[Damaged]:
-    """``count`` damaged replies, the same for the same seed, made one at a time as they are asked for."""
+def iter_fuzz_cases(
+    seed: int, count: int, *, tags: TagTable | None = None, vocabulary: Vocabulary | None = None
+) -> Iterator[Damaged]:
+    """``count`` damaged replies, the same for the same seed, made one at a time as they are asked for.
+
+    ``tags`` / ``vocabulary``: the originals are written in a character's own tags and emotions.
+    """
     rng = random.Random(seed)
     for _ in range(count):
-        yield damage(random_reply(rng), rng)
+        yield damage(random_reply(rng, tags, vocabulary), rng)
 
 
-def fuzz_cases(seed: int, count: int) -> list[Damaged]:
+def fuzz_cases(
+    seed: int, count: int, *, tags: TagTable | None = None, vocabulary: Vocabulary | None = None
+) -> list[Damaged]:
     """``count`` damaged replies, the same for the same seed (``iter_fuzz_cases`` as a list)."""
-    return list(iter_fuzz_cases(seed, count))
+    return list(iter_fuzz_cases(seed, count, tags=tags, vocabulary=vocabulary))
 
 
 def revalidate(reply: Reply) -> None:

@@ -33,7 +33,9 @@ from typing import IO, Any, Final
 from charfmt import batch
 from charfmt.batch import RESULT_COLUMNS, ArrowTable
 from charfmt.diagnostics import CharfmtError
+from charfmt.models import Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE
+from charfmt.tags import TagTable
 
 CHUNK_LINES: Final = 1000
 """Lines per chunk handed to a worker."""
@@ -85,6 +87,10 @@ class Job:
     """Keep every column (for ``--out``), not only those the summary needs."""
     max_groups: int = MAX_GROUPS
     """Groups the summary keeps apart; the replies of any further group go to one ``(other groups)`` row."""
+    tags: TagTable | None = None
+    """The tag table replies are read with (a character's ``[[tags]]``: ``Character.tags``); ``None``: the default."""
+    vocabulary: Vocabulary | None = None
+    """The emotions replies are read with (``Character.vocabulary``); ``None``: any key."""
 
     def __post_init__(self) -> None:
         taken = {"line", "bad", *RESULT_COLUMNS}
@@ -236,11 +242,30 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
         return None, None, f"not a JSON object but {_kind(record)}"
     text = lookup(record, job.field)
     if text is _ABSENT:
-        texts = sorted(k for k, v in record.items() if isinstance(v, str))[:KEYS_LISTED]
+        texts = _string_paths(record)
         return None, record, f"no field {job.field!r} (string keys {json.dumps(texts, ensure_ascii=False)})"
+    if isinstance(text, dict):
+        listed = json.dumps([f"{job.field}.{path}" for path in _string_paths(text)], ensure_ascii=False)
+        return None, record, f"field {job.field!r} is an object, not a string (string keys {listed})"
     if not isinstance(text, str) or isinstance(text, _NumberText):
         return None, record, f"field {job.field!r} is {_kind(text)}, not a string"
     return text, record, None
+
+
+def _string_paths(record: dict[str, Any], depth: int = 3) -> list[str]:
+    """Dotted names of the string values of ``record``, nested objects included (``response.text``), sorted."""
+    found: list[str] = []
+    level: list[tuple[str, dict[str, Any]]] = [("", record)]
+    for _ in range(depth):
+        deeper: list[tuple[str, dict[str, Any]]] = []
+        for prefix, table in level:
+            for key, value in table.items():
+                if isinstance(value, str):
+                    found.append(prefix + key)
+                elif isinstance(value, dict) and len(deeper) < KEYS_LISTED:
+                    deeper.append((f"{prefix}{key}.", value))
+        level = deeper
+    return sorted(found)[:KEYS_LISTED]
 
 
 def parse_lines(job: Job, first_line: int, lines: Sequence[bytes | None]) -> ArrowTable:
@@ -262,7 +287,7 @@ def parse_lines(job: Job, first_line: int, lines: Sequence[bytes | None]) -> Arr
             values.append(value)
         texts.append(text)
         bad.append(why)
-    found = batch.rows(texts)
+    found = batch.rows(texts, job.vocabulary, job.tags)
     for i, why in enumerate(bad):
         if why is not None:
             found[i] = None
@@ -402,7 +427,7 @@ class Summary:
                 self.bad_reasons[_reason(why)] += 1
                 if len(self.bad_first) < FIRST_BAD:
                     self.bad_first.append((line, why))
-                if why.startswith("no field ") and " (string keys [" in why:
+                if " (string keys [" in why:
                     self.missing_field += 1
                     with suppress(ValueError):
                         for key in json.loads(why[why.index(" (string keys [") + 14 : -1]):
@@ -415,7 +440,8 @@ class Summary:
             group.repaired += repaired[i]
             group.empty += empty[i]
             group.keep += keep[i]
-            group.dialects[dialect[i] or ("strict" if valid[i] else "empty")] += 1
+            # The mix splits the replies as valid / repaired / empty do: the dialects are the repaired ones.
+            group.dialects["strict" if valid[i] else "empty" if empty[i] else dialect[i] or "canonical"] += 1
             group.sizes[size[i]] += 1
             codes = {*errors[i], *warnings[i]}
             for code in codes:
@@ -452,12 +478,13 @@ class Summary:
         if not self.bad or any(g.count for g in self.groups.values()) or self.other is not None:
             return None
         field = self.job.field
-        if self.missing_field == self.bad:
+        if self.missing_field:
+            # Lines that are not JSON (a log's header, a stray print) do not hide the hint.
             note = f"no line had field {field!r}"
-            common = [k for k, n in self.missing_keys.most_common(5) if 2 * n > self.bad and k != field]
-            strings = [k for k in common if k in ("text", "reply", "response", "content", "output", "completion")]
-            best = (strings or common)[:1]
-            return note + (f" — did you mean --field {best[0]}?" if best else "")
+            others = {why: n for why, n in self.bad_reasons.items() if not why.startswith(("no field ", "field "))}
+            if others:
+                note += " (other bad lines: " + ", ".join(f"{why} {n:,}" for why, n in others.items()) + ")"
+            return note + _hint(field, self.missing_keys, self.missing_field)
         reasons = ", ".join(f"{why} {n:,}" for why, n in sorted(self.bad_reasons.items(), key=lambda kv: -kv[1]))
         return f"none of the {self.bad:,} lines held a reply ({reasons}): is the input a JSON Lines log?"
 
@@ -495,6 +522,20 @@ class Summary:
             "total": total.to_dict(top),
             "groups": groups,
         }
+
+
+_REPLY_NAMES: Final = ("text", "reply", "response", "content", "output", "completion", "message", "answer")
+"""Names a log gives the model's reply (the last part of a nested name counts)."""
+
+
+def _hint(field: str, keys: Counter[str], lines: int) -> str:
+    """`` — did you mean --field X?`` for the string key most lines had instead of ``field`` (or nothing)."""
+    common = [k for k, n in keys.most_common(50) if 2 * n > lines and k != field]
+    last = field.rsplit(".", 1)[-1]
+    same = [k for k in common if k.rsplit(".", 1)[-1] == last]  # --field text where lines hold response.text
+    named = [k for k in common if k.rsplit(".", 1)[-1] in _REPLY_NAMES]
+    best = (same or named or common)[:1]
+    return f" — did you mean --field {best[0]}?" if best else ""
 
 
 def _reason(why: str) -> str:

@@ -20,14 +20,17 @@ from __future__ import annotations
 from charfmt._hypothesis_plugin import _hypothesis_setup_hook  # noqa: F401 (the entry point of old installs)
 
 # isort: split
+import functools
 import random
 from typing import Any
 
 from hypothesis import strategies as st
 
 from charfmt._tables import terminal_regex
-from charfmt.fuzz import MUTATIONS, Damaged
+from charfmt.fuzz import MUTATIONS, Damaged, apply_mutations
 from charfmt.models import Chat, Reply, Segment, Vocabulary
+from charfmt.parser import parse
+from charfmt.stream import iter_events
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagSpec, TagTable
 from charfmt.userinput import CONTEXT_FIELDS, UserChat, UserContext, UserTurn
 from charfmt.writer import body_text, dumps
@@ -174,22 +177,42 @@ def bodies(tags: TagTable | None = None, vocabulary: Vocabulary | None = None) -
     return st.lists(segments(tags, vocabulary), min_size=1, max_size=6).map(lambda segs: body_text("C", segs))
 
 
+@functools.cache
+def _warm_readers() -> None:
+    """Load the lenient readers once, before the first damaged reply reaches a user's test.
+
+    Their first import and pattern compiles take a few hundred milliseconds, which would
+    otherwise count against hypothesis' deadline in the first example of the user's test.
+    """
+    parse('{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>hi &am', lenient=True)
+    parse("*waves* Hello", lenient=True)
+    for _event in iter_events(["<emo>joy</emo>\n<msg>h", "i</msg>"]):
+        pass
+
+
 @st.composite
-def damaged_replies(draw: st.DrawFn, tags: TagTable | None = None, vocabulary: Vocabulary | None = None) -> Damaged:
+def damaged_replies(
+    draw: st.DrawFn, tags: TagTable | None = None, vocabulary: Vocabulary | None = None, *, min_mutations: int = 1
+) -> Damaged:
     """A valid reply damaged the way models damage replies; ``.text``, ``.original``, ``.mutations``.
 
     Mutations (``charfmt.fuzz.MUTATIONS``): truncation anywhere, fences and prose,
     reasoning blocks, unclosed / mismatched / upper-case / long-name tags, missing
     newlines, the attribute form, broken quotes and escapes, trailing commas, chats out
-    of order, and drift into other dialects.
+    of order, and drift into other dialects. Every draw is damaged (``.text`` differs
+    from ``dumps(.original)``) by ``min_mutations`` to 3 mutations, and ``.mutations``
+    lists only those that changed the text; ``min_mutations=0`` lets a draw through
+    undamaged (with no mutation listed).
     """
+    if not 0 <= min_mutations <= 3:
+        raise ValueError("min_mutations is 0 to 3")
+    _warm_readers()
     reply = draw(replies(tags=tags, vocabulary=vocabulary))
-    names = draw(st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3, unique=True))
+    want = draw(st.integers(min_mutations, 3))
+    order = draw(st.permutations(sorted(MUTATIONS)))
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    text = dumps(reply)
-    for name in names:
-        text = MUTATIONS[name](text, rng)
-    return Damaged(text, reply, tuple(names))
+    text, names = apply_mutations(dumps(reply), order, rng, want)
+    return Damaged(text, reply, names)
 
 
 @st.composite

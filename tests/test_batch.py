@@ -54,11 +54,13 @@ def _check_row(text: str | bytes, row: dict[str, Any]) -> None:
     assert row["dialect"] == reply.dialect
     assert row["reasoning"] == reply.reasoning
     assert row["valid"] is _strict_ok(text)  # the strict parser is the oracle, not the row's own rule
-    assert row["empty"] is (not reply.chats)
+    assert row["empty"] is (not row["valid"] and not reply.chats)
     assert row["repaired"] is (not row["valid"] and bool(reply.chats))
+    assert [row["valid"], row["repaired"], row["empty"]].count(True) == 1  # they split the replies
+    assert row["keep"] or not row["valid"]  # every valid reply is kept (``{"chats": []}`` too)
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     assert row["size"] == len(raw)
-    if reply.chats:
+    if not row["empty"]:
         assert row["canonical"] == dumps(canonical_form(reply))
     else:
         assert row["canonical"] is None

@@ -220,3 +220,73 @@ def test_documented_forms_pass_mypy_strict_in_user_code(tmp_path: Path) -> None:
 def test_examples_load_and_few_shot_users_are_clean() -> None:
     assert all(not ex.user.diagnostics for ex in MIO.examples)
     assert json.loads(json.dumps(MIO.model_dump(mode="json")))["name"] == "ミオ"
+
+
+# -- issue 22.15: every misspelt key is reported, in file order -----------------------------
+
+_MISSPELT = """name = "Rex"
+persona = "p"
+
+[[emotions]]
+key = "neutral"
+
+[[emotions]]
+key = "annoyed"
+aliasses = ["angry"]
+
+[[emotions]]
+key = "pleased"
+descripton = "happy"
+
+[[tags]]
+name = "sfx"
+role = "cue"
+descriptoin = "a sound"
+
+[[exmaples]]
+user = "hi"
+"""
+
+
+def test_several_misspelt_keys_are_each_reported_in_file_order() -> None:
+    with pytest.raises(CharacterError) as info:
+        Character.from_toml(_MISSPELT, "rex.toml")
+    lines = str(info.value).splitlines()
+    assert lines == [
+        "rex.toml:9: emotions[1].aliasses: unknown key 'aliasses'; did you mean 'aliases'?",
+        "rex.toml:13: emotions[2].descripton: unknown key 'descripton'; did you mean 'description'?",
+        "rex.toml:18: tags[0].descriptoin: unknown key 'descriptoin'; did you mean 'description'?",
+        "rex.toml:20: exmaples: unknown key 'exmaples'; did you mean 'examples'?",
+    ]
+    assert [(e.key, e.line) for e in info.value.errors] == [
+        ("emotions[1].aliasses", 9),
+        ("emotions[2].descripton", 13),
+        ("tags[0].descriptoin", 18),
+        ("exmaples", 20),
+    ]
+    assert (info.value.key, info.value.line) == ("emotions[1].aliasses", 9)  # the first one, as before
+
+
+_PLACES = {
+    "top": ("", "nmae = 'x'\n"),
+    "emotion": ("[[emotions]]\nkey = 'k{n}'\n", "aliasess = []\n"),
+    "example": ("[[examples]]\nuser = 'hi'\n", "replly = []\n"),
+    "reply": ("[[examples]]\nuser = 'hi'\n[[examples.reply]]\ntype = 'E'\nbody = 'x'\n", "bdy = 'y'\n"),
+}
+
+
+@given(st.lists(st.sampled_from(sorted(_PLACES)), min_size=2, max_size=6))
+def test_misspelt_keys_anywhere_are_all_reported_in_file_order(places: list[str]) -> None:
+    text = 'persona = "p"\n[[emotions]]\nkey = "joy"\n'
+    tops = [p for p in places if p == "top"]
+    text = "".join(_PLACES["top"][1] for _ in tops[:1]) + text
+    wrong_lines = [1] if tops else []
+    for n, place in enumerate(p for p in places if p != "top"):
+        head, wrong = _PLACES[place]
+        text += head.format(n=n)
+        wrong_lines.append(text.count("\n") + 1)
+        text += wrong
+    with pytest.raises(CharacterError) as info:
+        Character.from_toml('name = "x"\n' + text, "c.toml")
+    assert [e.line for e in info.value.errors] == [line + 1 for line in wrong_lines]
+    assert all("unknown key" in str(e) for e in info.value.errors)

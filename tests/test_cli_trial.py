@@ -207,7 +207,7 @@ def test_interrupted_fuzz_out_keeps_the_old_file(
 ) -> None:
     keep = tmp_path / "keep.jsonl"
     keep.write_text("old content\n", encoding="utf-8")
-    monkeypatch.setattr(charfmt.fuzz, "iter_fuzz_cases", lambda seed, count: _stop_after(3, error))
+    monkeypatch.setattr(charfmt.fuzz, "iter_fuzz_cases", lambda seed, count, **_: _stop_after(3, error))
     assert main(["fuzz", "--count", "10", "--out", str(keep)]) == code
     err = capsys.readouterr().err
     assert err.startswith("charfmt: error: ") and err.count("\n") == 1

@@ -16,7 +16,7 @@ from hypothesis.extra.lark import from_lark
 import charfmt
 from charfmt.body import grammar_text
 from charfmt.cli import main
-from charfmt.fuzz import MUTATIONS, check, damage, fuzz_cases, random_reply
+from charfmt.fuzz import MUTATIONS, Damaged, apply_mutations, check, damage, fuzz_cases, random_reply
 from charfmt.testing import bodies, chunkings, damaged_replies, user_turns
 
 REGRESSIONS = load_cases("fuzz_regressions.txt")
@@ -124,3 +124,67 @@ def test_max_size_is_a_clear_error_and_deep_nesting_does_not_recurse() -> None:
         charfmt.parse("x" * 101, max_size=100)
     reply = charfmt.parse("[" * 200_000, lenient=True)
     assert "CF999" not in [d.code for d in reply.diagnostics]
+
+
+# -- issue 22.7: every damaged reply is damaged, and lists only the mutations that changed it --
+
+
+def test_cli_fuzz_seed_1_count_1500_damages_every_case(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--seed", "1", "--count", "1500"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 1500
+    assert sum(row["damaged"] == row["original"] for row in rows) == 0
+    assert all(1 <= len(row["mutations"]) <= 3 for row in rows)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_damage_lists_only_mutations_that_changed_the_text(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(200):
+        reply = random_reply(rng)
+        count = rng.randint(1, 3)
+        state = rng.getstate()
+        d = damage(reply, rng, count=count)
+        assert d.text != charfmt.dumps(reply) and len(d.mutations) == count
+        # Replay the listed mutations from the same random state: each one changed the text it met.
+        rng2 = random.Random()
+        rng2.setstate(state)
+        assert d.mutations == damage(reply, rng2, count=count).mutations
+
+
+@settings(max_examples=300, deadline=None)
+@given(damaged_replies())
+def test_the_strategy_damages_every_draw(damaged: Damaged) -> None:
+    assert damaged.text != charfmt.dumps(damaged.original)
+    assert 1 <= len(damaged.mutations) <= 3
+
+
+@settings(max_examples=100, deadline=None)
+@given(damaged_replies(min_mutations=0))
+def test_the_strategy_may_leave_a_draw_undamaged_when_asked(damaged: Damaged) -> None:
+    assert (damaged.text == charfmt.dumps(damaged.original)) == (damaged.mutations == ())
+
+
+_QUIET_TEXTS = (
+    '{"chats":[]}',
+    '{"chats":[{"type":"E","order":1,"body":"Rain."}]}',
+    "just words",
+)
+NO_OPS = [
+    (name, text)
+    for name in sorted(MUTATIONS)
+    for text in _QUIET_TEXTS
+    if MUTATIONS[name](text, random.Random(0)) == text
+]
+
+
+def test_there_are_mutations_that_change_nothing_on_some_texts() -> None:
+    assert len({name for name, _text in NO_OPS}) >= 5
+
+
+@pytest.mark.parametrize(("name", "text"), NO_OPS)
+def test_a_mutation_that_changes_nothing_is_not_listed(name: str, text: str) -> None:
+    others = sorted(set(MUTATIONS) - {name})
+    for want in (1, 2, 3):
+        damaged, names = apply_mutations(text, [name, *others], random.Random(0), want)
+        assert name not in names and damaged != text and len(names) == want

@@ -140,6 +140,35 @@ def test_own_templates_override_one_template_and_run_sandboxed(tmp_path: Path) -
         charfmt.render_system(REX, templates=tmp_path)
 
 
+# -- issue 22.9: the templates folder is read as it is now, not as it was at first use --
+
+_OWN = {
+    "system.j2": "OWN SYSTEM {{ character.name }}",
+    "user.j2": "OWN USER",
+    "text.j2": "OWN TEXT {{ character.name }}",
+}
+
+
+def _rendered(name: str, folder: Path) -> str:
+    if name == "system.j2":
+        return charfmt.render_system(REX, templates=folder)
+    if name == "user.j2":
+        return charfmt.render_user_block(UserTurn.say("hi"), templates=folder)
+    return charfmt.render_text(REX, [], UserTurn.say("hi"), templates=folder)
+
+
+@pytest.mark.parametrize("name", list(_OWN))
+def test_a_template_added_changed_or_removed_later_is_used_at_once(tmp_path: Path, name: str) -> None:
+    default = _rendered(name, tmp_path)  # the folder's first use: the template is not there yet
+    assert "OWN" not in default
+    (tmp_path / name).write_text(_OWN[name])
+    assert _rendered(name, tmp_path).startswith(_OWN[name].split(" {{")[0])
+    (tmp_path / name).write_text("CHANGED")
+    assert _rendered(name, tmp_path) == "CHANGED"
+    (tmp_path / name).unlink()
+    assert _rendered(name, tmp_path) == default
+
+
 def test_template_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "user.j2").write_text("line one\n{% if %}")
     with pytest.raises(charfmt.TemplateError, match=r"user\.j2, line 2"):

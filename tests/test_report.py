@@ -92,7 +92,7 @@ def test_figures_match_an_independent_count(log: tuple[Path, list[dict[str, Any]
         replies = [(n, charfmt.parse(r["text"], lenient=True), r["text"]) for n, r in members]
         assert group["count"] == len(members)
         assert group["valid"] == sum(_strict_ok(t) for _, _, t in replies)
-        assert group["empty"] == sum(not r.chats for _, r, _ in replies)
+        assert group["empty"] == sum(not r.chats and not _strict_ok(t) for _, r, t in replies)
         assert group["repaired"] == sum(bool(r.chats) and not _strict_ok(t) for _, r, t in replies)
         sizes = sorted(len(t.encode()) for _, _, t in replies)
         assert group["size_p50"] == sizes[math.ceil(0.5 * len(sizes)) - 1]
@@ -104,7 +104,9 @@ def test_figures_match_an_independent_count(log: tuple[Path, list[dict[str, Any]
             assert c["example"]["line"] == first[0]
             d = next(d for d in first[1].diagnostics if d.code == c["code"])
             assert c["example"]["message"] == f"{d.line}:{d.column}: {d.code} {d.message}"
-        dialects = Counter(r.dialect or ("strict" if _strict_ok(t) else "empty") for _, r, t in replies)
+        dialects = Counter(
+            "strict" if _strict_ok(t) else r.dialect or "canonical" if r.chats else "empty" for _, r, t in replies
+        )
         assert {d["dialect"]: d["replies"] for d in group["dialects"]} == dict(dialects)
     assert got["total"]["count"] == len(records)
     assert got["total"]["valid"] == sum(g["valid"] for g in got["groups"])

@@ -64,3 +64,24 @@ def test_readme_ray_recipe(local_ray: None) -> None:
     rows = run_recipe("ray")["rows"]
     got = sorted(rows.take_all(), key=lambda r: r["id"])
     assert [(r["id"], r["valid"], r["dialect"]) for r in got] == [(1, True, None), (2, False, "plain-text")]
+
+
+def test_ray_reads_a_characters_own_tags(local_ray: None, tmp_path: Path, capsys: Any) -> None:
+    from test_custom_tags_tools import SFX_REPLIES, YUKI, YUKI_FILE, write_log
+
+    log = write_log(tmp_path / "log.jsonl", SFX_REPLIES)
+    printed = {}
+    for engine in ("local", "ray"):
+        argv = ["report", str(log), "--format", "json", "--character", str(YUKI_FILE), "--engine", engine]
+        assert main(argv) == 0
+        printed[engine] = capsys.readouterr().out
+    assert printed["ray"] == printed["local"] and '"valid_pct": 100.0' in printed["ray"]
+    # The README's recipe with a character: fn_kwargs carries the tags and the vocabulary to each task.
+    import pyarrow as pa
+
+    from charfmt.batch import parse_table
+
+    ds = ray.data.from_arrow(pa.table({"text": SFX_REPLIES}))
+    language = {"tags": YUKI.tags, "vocabulary": YUKI.vocabulary}
+    rows = ds.map_batches(parse_table, fn_kwargs=language, batch_format="pyarrow").take_all()
+    assert [r["keep"] for r in rows] == [True] * 30

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from charfmt import report
 from charfmt.batch import parse_table
@@ -234,3 +236,80 @@ def test_parse_table_reads_dictionary_encoded_strings() -> None:
     assert coded.drop_columns(["text"]).equals(plain.drop_columns(["text"]))
     with pytest.raises(ValueError, match="strings or bytes"):
         parse_table(pa.table({"text": pa.array([1, 2]).dictionary_encode()}))
+
+
+# -- issue 22.12: the field hint survives lines that are not JSON, and finds nested fields -----
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ([{"id": i, "reply": GOOD} for i in range(6)], 0, "text", "--field reply"),
+        ([{"id": i, "reply": GOOD} for i in range(6)], 1, "text", "--field reply"),
+        ([{"id": i, "reply": GOOD} for i in range(6)], 3, "text", "--field reply"),
+        ([{"response": {"text": GOOD, "model": "m"}} for _ in range(6)], 0, "text", "--field response.text"),
+        ([{"response": {"text": GOOD}} for _ in range(6)], 2, "text", "--field response.text"),
+        (
+            [{"out": {"choice": {"content": GOOD}}, "id": "x"} for _ in range(4)],
+            1,
+            "reply",
+            "--field out.choice.content",
+        ),
+        ([{"response": {"text": GOOD}} for _ in range(4)], 0, "response", "--field response.text"),
+        ([{"meta": {"model": "m"}, "completion": GOOD} for _ in range(4)], 2, "text", "--field completion"),
+    ],
+    ids=["plain", "one-junk-line", "junk-lines", "nested", "nested-junk", "deep", "object-field", "not-meta"],
+)
+def test_the_field_hint_holds_with_junk_lines_and_nested_fields(
+    tmp_path: Path, capsys: Any, case: tuple[list[dict[str, Any]], int, str, str]
+) -> None:
+    records, junk, field, hint = case
+    path = tmp_path / "log.jsonl"
+    lines = [json.dumps(r) for r in records]
+    for k in range(junk):
+        lines.insert(2 * k, "this line is not JSON")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["report", str(path), "--field", field]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"charfmt report: no line had field {field!r}") and err.endswith(
+        f" — did you mean {hint}?\n"
+    ), err
+    suggested = hint.removeprefix("--field ")
+    assert main(["report", str(path), "--field", suggested, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["total"]["count"] == len(records) and report["bad_lines"]["count"] == junk
+
+
+# -- issue 22.11: valid, repaired and empty split the replies; keep holds every valid reply --
+
+SILENT = '{"chats": []}'
+_MIXED = [SILENT] * 7 + [GOOD] * 5 + ["Sure! " + GOOD] * 4 + ["", "   ", "{", '{"chats": [}', '{"chats": 5}']
+
+
+def test_a_valid_empty_reply_is_valid_kept_and_not_empty(tmp_path: Path, capsys: Any) -> None:
+    path = write(tmp_path / "log.jsonl", [{"text": t} for t in _MIXED])
+    assert main(["report", str(path), "--format", "json", "--out", str(tmp_path / "out")]) == 0
+    total = json.loads(capsys.readouterr().out)["total"]
+    assert (total["valid"], total["repaired"], total["empty"]) == (12, 4, 5)
+    assert total["valid"] + total["repaired"] + total["empty"] == total["count"] == len(_MIXED)
+    assert total["keep"] == 16  # every valid reply (the 7 silent ones too) and the 4 repaired without loss
+    mix = {d["dialect"]: d["replies"] for d in total["dialects"]}
+    assert mix["strict"] == total["valid"] and mix["empty"] == total["empty"]
+    assert sum(mix.values()) == total["count"]
+    kept = [json.loads(line) for line in (tmp_path / "out" / "keep.jsonl").read_text().splitlines()]
+    assert [k["text"] for k in kept[:7]] == ['{"chats":[]}'] * 7
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_MIXED) | st.text(max_size=30), min_size=1, max_size=25))
+def test_the_shares_sum_to_100_and_the_mix_refines_them(texts: list[str]) -> None:
+    job = report.Job()
+    summary = report.Summary(job)
+    summary.add(report.parse_lines(job, 1, [json.dumps({"text": t}).encode() + b"\n" for t in texts]))
+    g = summary.to_dict("x")["total"]
+    assert g["valid"] + g["repaired"] + g["empty"] == g["count"]
+    assert abs(g["valid_pct"] + g["repaired_pct"] + g["empty_pct"] - 100) < 0.05
+    mix = {d["dialect"]: d["replies"] for d in g["dialects"]}
+    assert mix.get("strict", 0) == g["valid"] and mix.get("empty", 0) == g["empty"]
+    assert sum(n for name, n in mix.items() if name not in ("strict", "empty")) == g["repaired"]
+    assert g["valid"] <= g["keep"] <= g["valid"] + g["repaired"]

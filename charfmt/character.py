@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from charfmt.body import BodyError, parse_body
+from charfmt.cards import CardError, CardInfo, is_card, is_generated, read_card
 from charfmt.diagnostics import CharfmtError, ParseError
 from charfmt.models import (
     Chat,
@@ -178,6 +179,9 @@ class Character(BaseModel):
     """Few-shot exchanges shown in the system prompt."""
     stage: StageMap | None = None
     """What front ends do per emotion, action and cue (``[stage]``; see ``charfmt.stagemap``)."""
+    card: CardInfo | None = None
+    """For a character read from a SillyTavern / TavernAI card: what the card holds beyond these
+    fields (lorebook, system prompt, greetings, ``extensions``...), written back on export."""
 
     @model_validator(mode="after")
     def _examples_use_the_vocabulary(self) -> Character:
@@ -205,8 +209,32 @@ class Character(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Character:
-        """Load a character from a TOML file; raises ``CharacterError`` naming the file, key and line."""
-        return cls.from_toml(_read(Path(path), max_size), str(path))
+        """Load a character from a TOML file or a character card (PNG, CHARX, JSON); raises ``CharacterError``."""
+        return cls.from_bytes(_read_bytes(Path(path), max_size), str(path), max_size=max_size)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+        """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
+        if is_card(data):
+            return cls.from_card(data, file, max_size=max_size)
+        return cls.from_toml(_decode(data, file), file)
+
+    @classmethod
+    def from_card(cls, data: bytes, file: str = "<card>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+        """A character from a SillyTavern / TavernAI card's bytes; raises ``CharacterError`` naming the field."""
+        with _translated(file):
+            try:
+                fields, info = read_card(data, limit=max_size)
+            except CardError as e:
+                raise CharacterError(file, e.key, None, str(e)) from None
+            try:
+                character = cls.model_validate(fields)
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise CharacterError(file, dotted_path(err["loc"]), None, _message(err)) from None
+            if is_generated(character, info):  # charfmt's own export, untouched: nothing foreign to keep
+                return character
+            return character.model_copy(update={"card": info})
 
     @classmethod
     def from_toml(cls, text: str, file: str = "<character>") -> Character:
@@ -367,6 +395,11 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
 
 def _read(path: Path, max_size: int) -> str:
     """A file's text, at most ``max_size`` bytes of UTF-8; every failure is a ``CharacterError``."""
+    return _decode(_read_bytes(path, max_size), str(path))
+
+
+def _read_bytes(path: Path, max_size: int) -> bytes:
+    """A file's bytes, at most ``max_size``; every failure is a ``CharacterError``."""
     file = str(path)
     try:
         with path.open("rb") as f:
@@ -376,6 +409,11 @@ def _read(path: Path, max_size: int) -> str:
         raise CharacterError(file, "", None, f"cannot read: {reason}") from None
     if len(data) > max_size:
         raise CharacterError(file, "", None, f"larger than {max_size:,} bytes (max_size)")
+    return data
+
+
+def _decode(data: bytes, file: str) -> str:
+    """UTF-8 text of a file's bytes; a ``CharacterError`` naming the line of a bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -570,8 +570,10 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 def _load_character(path: str, limit: int) -> Character:
     from charfmt.character import Character  # noqa: PLC0415
 
-    text = _read_text(path, limit, "--character")
-    return Character.from_toml(text, "<stdin>" if path == "-" else path)
+    inp = _read(path, limit)
+    if inp.over:
+        raise _InputError(f"cannot read --character {inp.too_large(limit)}")
+    return Character.from_bytes(inp.data, inp.name, max_size=limit)
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:

@@ -441,7 +441,12 @@ class Collector:
     def add(self, event: Event) -> None:
         """Apply one event."""
         if isinstance(event, ChatStart):
-            self.chats[event.chat] = {"type": event.type, "order": event.order, "segments": []}
+            self.chats[event.chat] = {
+                "type": event.type,
+                "order": event.order,
+                "segments": [],
+                "speaker": event.speaker,
+            }
         elif isinstance(event, SegmentStart):
             self.chats[event.chat]["segments"].append([event.tag, [], None])
         elif isinstance(event, (Emotion, Action, Cue, TextDelta)):
@@ -469,7 +474,8 @@ class Collector:
                 construct_trusted(Segment, {"tag": tag, "text": "".join(parts), "intensity": intensity})
                 for tag, parts, intensity in c["segments"]
             ]
-            chats.append(construct_trusted(Chat, {"type": c["type"], "order": c["order"], "segments": segments}))
+            fields = {"type": c["type"], "order": c["order"], "segments": segments, "speaker": c["speaker"]}
+            chats.append(construct_trusted(Chat, fields))
         chats.sort(key=lambda c: c.order)
         diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
         return construct_trusted(
@@ -1104,7 +1110,7 @@ class StreamParser:
             if k < len(arrival):
                 index = arrival[k]
                 have = shown.chats[index]
-                if have["type"] != chat.type:
+                if have["type"] != chat.type or have["speaker"] != chat.speaker:
                     return False
                 found = self._chats.get(index)
                 if found is None:
@@ -1127,7 +1133,7 @@ class StreamParser:
                     self._orders.add(chat.order)
                 state.started = True
                 index = state.index
-                out.append(_ChatStart(index, chat.type, chat.order))
+                out.append(_ChatStart(index, chat.type, chat.order, chat.speaker))
                 segments = []
             count = len(chat.segments)
             for n, seg in enumerate(chat.segments):
@@ -1676,7 +1682,7 @@ class StreamParser:
         state = self._chats.get(index)  # None: the chat ended in the stream
         closed = state.closed_segments if state is not None else len(have["segments"])
         segments = have["segments"]
-        if have["type"] != chat.type or len(segments) > len(chat.segments):
+        if have["type"] != chat.type or have["speaker"] != chat.speaker or len(segments) > len(chat.segments):
             return None
         out: list[Event] = []
         for n, seg in enumerate(chat.segments):
@@ -1705,7 +1711,7 @@ class StreamParser:
 
 
 def _chat_events(index: int, chat: Chat, tags: TagTable) -> list[Event]:
-    out: list[Event] = [_ChatStart(index, chat.type, chat.order)]
+    out: list[Event] = [_ChatStart(index, chat.type, chat.order, chat.speaker)]
     for n, seg in enumerate(chat.segments):
         out.extend(segment_events(index, n, seg, tags))
     out.append(_ChatEnd(index))

@@ -13,6 +13,7 @@ import re
 from functools import cache
 from typing import Any, Final
 
+from charfmt._tables import terminal_regex
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError, in_body, too_long
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
@@ -26,6 +27,8 @@ DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 _GC_PAUSE_ABOVE: Final = 64 * 1024
 _PROBE: Final = 64 * 1024
 _CHAT_KEYS: Final = ("type", "order", "body")
+_SPEAKER: Final = "speaker"
+"""The optional key naming a chat's speaker in a scene of several characters."""
 
 
 def parse(
@@ -221,6 +224,7 @@ class _Run:
         self.source = ""
         self.diagnostics: list[Diagnostic] = []
         self._locator: Locator | None = None
+        self._speakers: dict[int, str] = {}  # chat index -> the speaker it names
 
     # -- the one place diagnostics are made ------------------------------------
     def fail(self, code: str, message: str, start: int, end: int | None = None, chat: int | None = None) -> None:
@@ -337,7 +341,7 @@ class _Run:
             return None
         ok = True
         for key in chat:
-            if key not in _CHAT_KEYS:
+            if key not in _CHAT_KEYS and key != _SPEAKER:
                 start, end = self.locator.keys((*path, key))[0]
                 self.fail("CF105", f"unknown key {key!r} in chat {i}: a chat holds type, order, body", start, end, i)
                 ok = False
@@ -355,6 +359,13 @@ class _Run:
         if "body" in chat and not isinstance(body, str):
             self.at_value("CF109", f"chat {i} body is {_kind(body)}; expected a string", (*path, "body"), i)
             ok = False
+        speaker = chat.get(_SPEAKER)
+        if _SPEAKER in chat and not (isinstance(speaker, str) and terminal_regex("KEY").fullmatch(speaker)):
+            message = f"chat {i} speaker is {_show(speaker)}; expected a name (a string without markup)"
+            self.at_value("CF145", message, (*path, _SPEAKER), i)
+            ok = False
+        if ok and speaker is not None:
+            self._speakers[i] = speaker
         return (i, kind, order, body) if ok else None
 
     def _body_error(self, index: int, e: BodyError) -> None:
@@ -385,7 +396,8 @@ class _Run:
             segments.append(construct_trusted(Segment, {"tag": tag, "text": shown, "intensity": None}))
         if decisions:
             self._key_decisions(index, body, elements, decisions)
-        return construct_trusted(Chat, {"type": kind, "order": order, "segments": segments})
+        speaker = self._speakers.get(index)
+        return construct_trusted(Chat, {"type": kind, "order": order, "segments": segments, "speaker": speaker})
 
     def _key_decisions(
         self, index: int, body: str, elements: list[Element], decisions: list[tuple[int, str, str]]

@@ -230,3 +230,23 @@ def test_interop_keeps_the_speakers(fmt: str) -> None:
     document = json.loads(interop.dumps(fmt, [exchange], tags=SCENE.tags))
     (back,) = interop.read(fmt, document, tags=SCENE.tags)
     assert back.reply.chats == reply.chats and [c.speaker for c in back.reply.chats] == ["rex", None, "mio", "yuki"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_a_scene_reply_streams_as_it_arrives(size: int) -> None:
+    parser = charfmt.StreamParser(tags=SCENE.tags)
+    shown_before_the_end = []
+    for i in range(0, len(THREE), size):
+        shown_before_the_end += [e for e in parser.feed(THREE[i : i + size]) if e.kind in ("chat_start", "text")]
+    assert not any(isinstance(e, charfmt.Reset) for e in parser.close())
+    starts = [e.to_dict().get("speaker") for e in shown_before_the_end if e.kind == "chat_start"]
+    assert starts == ["rex", None, "mio", "yuki"]  # each chat announced with its speaker before close()
+    assert "".join(e.text for e in shown_before_the_end if e.kind == "text" and e.chat == 0) == "Fine. 30 bolts."
+
+
+def test_arrow_rows_keep_the_speakers() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from charfmt.batch import parse_array
+
+    (row,) = parse_array(pa.array([THREE])).to_pylist()  # default tags: yuki's are kept as unknown tags
+    assert [c["speaker"] for c in row["chats"]] == ["rex", None, "mio", "yuki"]

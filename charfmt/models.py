@@ -149,7 +149,7 @@ class Chat(BaseModel):
         return [s.text for s in self.segments if s.tag == tag]
 
 
-def trusted_chat(kind: str, order: int, elements: Iterable[tuple[str, str]]) -> Chat:
+def trusted_chat(kind: str, order: int, elements: Iterable[tuple[str, str]], speaker: str | None = None) -> Chat:
     """``construct_trusted`` of a chat and of a segment (no intensity) per checked ``(tag, text)`` pair."""
     # construct_trusted written out: a typical reply builds a dozen models, and the
     # calls would be a tenth of its parse.
@@ -162,7 +162,7 @@ def trusted_chat(kind: str, order: int, elements: Iterable[tuple[str, str]]) -> 
         _set_private(obj, None)
         segments.append(obj)
     chat = _new(Chat)
-    _set_dict(chat, {"type": kind, "order": order, "segments": segments, "speaker": None})
+    _set_dict(chat, {"type": kind, "order": order, "segments": segments, "speaker": speaker})
     _set_fields_set(chat, {"type", "order", "segments", "speaker"})
     _set_extra(chat, None)
     _set_private(chat, None)

@@ -95,6 +95,8 @@ def _parse(
 
 
 _FIELDS: Final = frozenset(_CHAT_KEYS)
+_SPEAKER_FIELDS: Final = frozenset((*_CHAT_KEYS, _SPEAKER))
+_KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
 _TYPES: Final = tuple(CHAT_TYPES)
 
 
@@ -135,14 +137,25 @@ def _fast(
     emotion, values = tags.emotion.name, _value_tags(tags)
     chats: list[Chat] = []
     for order, chat in enumerate(items, 1):
-        if type(chat) is not tuple or len(chat) != 3:
+        if type(chat) is not tuple:
             return None
-        (k1, kind), (k2, number), (k3, body) = chat
-        if k1 != "type" or k2 != "order" or k3 != "body":  # any other order of the same three keys
-            fields = dict(chat)
-            if fields.keys() != _FIELDS:  # three pairs, three distinct keys: no duplicate
+        speaker = None
+        if len(chat) != 3:
+            if len(chat) != 4:
                 return None
-            kind, number, body = fields["type"], fields["order"], fields["body"]
+            fields = dict(chat)  # a scene's chat: the same three keys and "speaker"
+            if fields.keys() != _SPEAKER_FIELDS:
+                return None
+            kind, number, body, speaker = fields["type"], fields["order"], fields["body"], fields[_SPEAKER]
+            if type(speaker) is not str or _KEY_FULLMATCH(speaker) is None:
+                return None
+        else:
+            (k1, kind), (k2, number), (k3, body) = chat
+            if k1 != "type" or k2 != "order" or k3 != "body":  # any other order of the same three keys
+                fields = dict(chat)
+                if fields.keys() != _FIELDS:  # three pairs, three distinct keys: no duplicate
+                    return None
+                kind, number, body = fields["type"], fields["order"], fields["body"]
         if number != order or type(number) is not int or kind not in _TYPES or type(body) is not str:
             return None  # ``in`` a tuple compares with ==: an unhashable "type" is simply not one
         elements = read(kind, body)
@@ -152,7 +165,7 @@ def _fast(
             return None  # a key the vocabulary does not list as written: a decision to report
         if values and any(tag in values and content not in values[tag] for tag, content in elements):
             return None  # a value outside its tag's list: an error to report
-        chats.append(trusted_chat(kind, number, elements))
+        chats.append(trusted_chat(kind, number, elements, speaker))
     return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
 
 

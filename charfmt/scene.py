@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
@@ -86,10 +87,15 @@ class Scene(BaseModel):
                 raise ValueError(f"example {n}: {problems[0].message}")
         return self
 
-    @property
+    @cached_property
     def tags(self) -> TagTable:
         """Every tag of the cast, in one table (what the reply's bodies are read with)."""
         return _union_tags(self.cast)
+
+    @cached_property
+    def _vocabularies(self) -> dict[str, Vocabulary]:
+        """Each speaker's vocabulary, built once (``Character.vocabulary`` builds one per use)."""
+        return {who: character.vocabulary for who, character in self.cast.items()}
 
     @property
     def speakers(self) -> list[str]:
@@ -147,16 +153,16 @@ class Scene(BaseModel):
                 if len(self.cast) > 1:
                     problem("missing", f"a C chat names no speaker; the cast is {', '.join(self.cast)}", chat, "body")
                     continue
-                member = next(iter(self.cast.values()))
+                who = next(iter(self.cast))
             elif chat.speaker not in self.cast:
                 problem("speaker", f"speaker {chat.speaker!r} is not one of {', '.join(self.cast)}", chat, "speaker")
                 continue
             else:
-                member = self.cast[chat.speaker]
+                who = chat.speaker
+            vocabulary = self._vocabularies[who]
             for seg in chat.segments:
-                if seg.tag == emotion and member.vocabulary.resolve(seg.text) is None:
-                    keys = ", ".join(member.vocabulary.keys)
-                    who = chat.speaker or member.name
+                if seg.tag == emotion and vocabulary.resolve(seg.text) is None:
+                    keys = ", ".join(vocabulary.keys)
                     problem("emotion", f"emotion {seg.text!r} is not one of {who}'s: {keys}", chat, "body")
         return out
 
@@ -246,26 +252,34 @@ class Scene(BaseModel):
 
 
 class _Places:
-    """Where each chat of a reply stands in its raw text (JSON array index and key spans), when it is JSON."""
+    """Where each chat of a reply stands in its raw text (JSON array index and key spans), when it is JSON.
+
+    Found on first use: a reply without a problem never needs them.
+    """
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self._by_order: dict[int, int] = {}
-        self._locator: Locator | None = None
+
+    @cached_property
+    def _found(self) -> tuple[dict[int, int], Locator | None]:
+        source = self.source
+        by_order: dict[int, int] = {}
         try:
             top = json.loads(source) if source else None
         except ValueError:
             top = None
-        if isinstance(top, dict) and isinstance(top.get("chats"), list):
-            self._locator = Locator(source)
-            for i, chat in enumerate(top["chats"]):
-                if isinstance(chat, dict) and isinstance(chat.get("order"), int):
-                    self._by_order.setdefault(chat["order"], i)
+        if not (isinstance(top, dict) and isinstance(top.get("chats"), list)):
+            return by_order, None
+        for i, chat in enumerate(top["chats"]):
+            if isinstance(chat, dict) and isinstance(chat.get("order"), int):
+                by_order.setdefault(chat["order"], i)
+        return by_order, Locator(source)
 
     def index(self, chat: Chat) -> int | None:
-        return self._by_order.get(chat.order)
+        return self._found[0].get(chat.order)
 
     def span(self, index: int | None, key: str) -> tuple[int, int]:
-        if self._locator is None or index is None:
+        locator = self._found[1]
+        if locator is None or index is None:
             return 0, 0
-        return self._locator.value(("chats", index, key))
+        return locator.value(("chats", index, key))

@@ -250,3 +250,18 @@ def test_arrow_rows_keep_the_speakers() -> None:
 
     (row,) = parse_array(pa.array([THREE])).to_pylist()  # default tags: yuki's are kept as unknown tags
     assert [c["speaker"] for c in row["chats"]] == ["rex", None, "mio", "yuki"]
+
+
+def test_the_fast_path_reads_speakers_as_the_full_path_does() -> None:
+    from charfmt.parser import _parse
+
+    for text in (THREE, THREE.replace('"speaker": "rex"', '"speaker": " rex"'), THREE.replace('"rex"', "1")):
+        for lenient in (False, True):
+            try:
+                fast = _parse(text, lenient, None, 10**6, fast=True, tags=SCENE.tags)
+            except charfmt.ParseError as e:
+                with pytest.raises(charfmt.ParseError) as full:
+                    _parse(text, lenient, None, 10**6, fast=False, tags=SCENE.tags)
+                assert full.value.diagnostics == e.diagnostics
+                continue
+            assert fast == _parse(text, lenient, None, 10**6, fast=False, tags=SCENE.tags)

@@ -265,3 +265,13 @@ def test_the_fast_path_reads_speakers_as_the_full_path_does() -> None:
                 assert full.value.diagnostics == e.diagnostics
                 continue
             assert fast == _parse(text, lenient, None, 10**6, fast=False, tags=SCENE.tags)
+
+
+def test_sentences_carry_their_speaker_emotion_and_action() -> None:
+    got = [(s.speaker, s.emotion, s.action, s.text) for s in charfmt.sentences(SCENE.parse(THREE), tags=SCENE.tags)]
+    assert got[:3] == [
+        ("rex", "joy", "beeps", "Fine."),
+        ("rex", "joy", "beeps", "30 bolts."),
+        ("mio", "surprise", None, "えっ！？"),
+    ]
+    assert got[-1] == ("yuki", "eerie", None, "Did you hear that?")

@@ -230,6 +230,11 @@ def test_interop_keeps_the_speakers(fmt: str) -> None:
     document = json.loads(interop.dumps(fmt, [exchange], tags=SCENE.tags))
     (back,) = interop.read(fmt, document, tags=SCENE.tags)
     assert back.reply.chats == reply.chats and [c.speaker for c in back.reply.chats] == ["rex", None, "mio", "yuki"]
+    senders = {"groupchat": lambda m: m.get("sender_name"), "uacs": lambda m: m["actor"]["name"]}.get(fmt)
+    if senders is not None:  # formats with senders name each message's speaker
+        messages = document["conversation_list"] if fmt == "groupchat" else document["messages"]
+        names = [senders(m) for m in messages]
+        assert {"rex", "mio", "yuki"} <= set(names)
 
 
 @pytest.mark.parametrize("size", [1, 2, 5])

@@ -280,3 +280,19 @@ def test_sentences_carry_their_speaker_emotion_and_action() -> None:
         ("mio", "surprise", None, "えっ！？"),
     ]
     assert got[-1] == ("yuki", "eerie", None, "Did you hear that?")
+
+
+def test_cli_grammar_and_stream_take_a_scene(capsys: pytest.CaptureFixture[str]) -> None:
+    from charfmt.cli import main
+
+    path = str(EXAMPLES / "scenes" / "mars_shrine.toml")
+    assert main(["grammar", "--target", "gbnf", "--scene", path]) == 0
+    assert '"\\"speaker\\""' in capsys.readouterr().out
+    reply = str(EXAMPLES / "replies" / "mars_shrine.json")
+    assert main(["stream", "--replay", reply, "--chunk", "3", "--stage", "--scene", path]) == 0
+    got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    scene = Scene.load(path)
+    whole = charfmt.stage_cues(scene.parse(Path(reply).read_text(encoding="utf-8")).events(scene.tags), cast=scene.cast,
+                               narrator=scene.narrator)  # fmt: skip
+    assert got == [c.to_dict() for c in whole] and {c.get("speaker") for c in got} == {"rex", "mio", "narrator"}
+    assert main(["stream", "--replay", reply, "--scene", path, "--character", path]) == 2

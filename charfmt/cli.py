@@ -48,6 +48,8 @@ from charfmt.writer import dumps
 
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
+    from charfmt.scene import Scene
+    from charfmt.stage import StageReader
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED: Final = 130
@@ -182,8 +184,10 @@ class _Language:
 
 
 def _language(args: argparse.Namespace) -> _Language:
-    """The ``--character`` file's vocabulary and tags, or the defaults without one."""
+    """The ``--character`` file's vocabulary and tags (a ``--scene``'s tags), or the defaults without one."""
     path = getattr(args, "character", None)
+    if path is None and getattr(args, "scene", None) is not None:
+        return _Language(None, _load_scene(args.scene, args.max_size).tags)
     if path is None:
         return _Language()
     character = _load_character(path, args.max_size)
@@ -450,11 +454,14 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     from charfmt.speech import SentenceSplitter  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
 
+    if args.scene is not None and args.character is not None:
+        _usage_error(args, "argument --scene: not allowed with argument --character")
     language = _language(args)
     parser = StreamParser(
         lenient=not args.strict, max_size=args.max_size, vocabulary=language.vocabulary, tags=language.tags
     )
-    splitter = SentenceSplitter(tags=language.tags) if args.sentences else None
+    splitter = SentenceSplitter(tags=language.tags, max_length=args.max_length) if args.sentences else None
+    stage = _stage_reader(args) if args.stage else None
     failed = False
 
     def emit(events: list[Event]) -> None:
@@ -463,7 +470,13 @@ def _cmd_stream(args: argparse.Namespace) -> int:
         for event in events:
             if event.kind == "diagnostic" and event.diagnostic.severity == "error":
                 failed = True
-            print(_json(event.to_dict(), out), file=out, flush=True)
+                if stage is not None:  # the cues say nothing of it: say it where errors go
+                    print(_diag_line("<stream>", event.diagnostic), file=sys.stderr)
+            if stage is None:
+                print(_json(event.to_dict(), out), file=out, flush=True)
+            else:
+                for cue in stage.feed(event):
+                    print(_json(cue.to_dict(), out), file=out, flush=True)
             if splitter is not None:
                 for sentence in splitter.feed(event):
                     print(_json({"kind": "sentence", **sentence.to_dict()}, out), file=out, flush=True)
@@ -472,11 +485,24 @@ def _cmd_stream(args: argparse.Namespace) -> int:
         for chunk in _stream_chunks(args):
             emit(parser.feed(chunk))
         emit(parser.close())
+        for cue in stage.close() if stage is not None else ():
+            print(_json(cue.to_dict(), sys.stdout), file=sys.stdout, flush=True)
     except ParseError as e:
         name = "<stdin>" if args.replay in (None, "-") else args.replay
         _emit_diagnostics(name, e.source, e.diagnostics, "text", sys.stderr)
         return EXIT_INVALID
     return EXIT_INVALID if failed else EXIT_OK
+
+
+def _stage_reader(args: argparse.Namespace) -> StageReader:
+    """The stage reader of ``stream --stage``: the ``--character``'s stage map, or none."""
+    from charfmt.stage import StageReader  # noqa: PLC0415
+
+    if getattr(args, "scene", None) is not None:
+        return _load_scene(args.scene, args.max_size).stage(max_length=args.max_length)
+    path = getattr(args, "character", None)
+    character = _load_character(path, args.max_size) if path is not None else None
+    return StageReader(character, max_length=args.max_length)
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
@@ -562,8 +588,16 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 def _load_character(path: str, limit: int) -> Character:
     from charfmt.character import Character  # noqa: PLC0415
 
-    text = _read_text(path, limit, "--character")
-    return Character.from_toml(text, "<stdin>" if path == "-" else path)
+    inp = _read(path, limit)
+    if inp.over:
+        raise _InputError(f"cannot read --character {inp.too_large(limit)}")
+    return Character.from_bytes(inp.data, inp.name, max_size=limit)
+
+
+def _load_scene(path: str, limit: int) -> Scene:
+    from charfmt.scene import Scene  # noqa: PLC0415
+
+    return Scene.load(path, max_size=limit)
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
@@ -605,10 +639,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _cmd_grammar(args: argparse.Namespace) -> int:
     from charfmt.export import grammar  # noqa: PLC0415
 
-    vocabulary = tags = None
+    vocabulary = tags = speakers = None
     if args.character is not None:
         character = _load_character(args.character, args.max_size)
         vocabulary, tags = character.vocabulary, character.tags
+    elif args.scene is not None:
+        scene = _load_scene(args.scene, args.max_size)
+        vocabulary, tags, speakers = scene.vocabulary, scene.tags, scene.speakers
     elif args.emotions is not None:
         keys = [k.strip() for k in args.emotions.split(",") if k.strip()]
         if not keys:
@@ -627,6 +664,7 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             max_chars=args.max_chars,
             max_chats=args.max_chats,
+            speakers=speakers,
         )
     except ExportError as e:  # bounds that cannot hold a reply (a token budget too small)
         _usage_error(args, str(e))
@@ -817,6 +855,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--strict", action="store_true", help="fail on invalid input instead of repairing it")
     sp.add_argument("--sentences", action="store_true", help="also print complete sentences for speech")
+    sp.add_argument(
+        "--stage",
+        action="store_true",
+        help="print stage cues (expression, motion, speak) instead of events, mapped by --character's [stage]",
+    )
+    sp.add_argument(
+        "--max-length", type=_whole(1), metavar="N", help="for speech: a sentence longer than N also ends at 、 or ,"
+    )
+    sp.add_argument("--scene", metavar="FILE", help="a scene (TOML): its cast's tags; --stage maps each speaker")
     add_character(sp)
     add_size(sp, "stream or --replay file or --character file")
 
@@ -847,7 +894,7 @@ def _parser() -> argparse.ArgumentParser:
     add_size(sp, "--character file")
 
     sp = command("render", _cmd_render, help="render a provider request for a character and a user turn")
-    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file")
+    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
     sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
     sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
     sp.add_argument(
@@ -873,6 +920,7 @@ def _parser() -> argparse.ArgumentParser:
         "--emotions", metavar="KEYS", help=f"restrict {DEFAULT_TAGS.emotion.open} to these comma-separated keys"
     )
     group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
+    group.add_argument("--scene", metavar="FILE", help="a scene's cast: each C chat names its speaker (scene TOML)")
     sp.add_argument(
         "--max-tokens", type=_whole(1), metavar="N", help="bound the reply so it always closes within N tokens"
     )

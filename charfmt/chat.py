@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import urllib.error
@@ -96,27 +97,72 @@ class _Clock:
         return TurnStats(self.tokens, first - self.started, end - first, finished, reason)
 
 
+@dataclass(frozen=True)
+class PlainChatStyle:
+    """How ``TerminalView`` shows a chat whose body is plain text (not the character speaking)."""
+
+    role: str
+    """What the line is: ``narration`` (no speaker) or ``event`` (a game or system line)."""
+    prefix: str
+    """What each of its lines starts with, so a pipe tells it from speech."""
+    sgr: str
+    """The ANSI style (SGR parameters) of the line on a terminal."""
+
+
+PLAIN_CHAT_STYLES: Final[dict[str, PlainChatStyle]] = {
+    "I": PlainChatStyle("narration", "~ ", "3"),
+    "E": PlainChatStyle("event", "[event] ", "1"),
+}
+"""The view of each chat type whose body is plain text (``tags.CHAT_TYPES`` less ``TAGGED_TYPES``).
+
+An ``I`` chat (information: what the story tells) is narration, shown with no speaker; an
+``E`` chat (something that happened in the game) is a game line. Neither is speech."""
+
+_OTHER_PLAIN_CHAT: Final = PlainChatStyle("event", "[{type}] ", "1")
+"""A plain chat of a type the table does not know: a game line that names its type."""
+
+_UNSAFE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What a terminal would obey instead of showing: controls (but tab and newline), bidi marks and overrides."""
+
+
+def _printable(text: str) -> str:
+    """``text`` with terminal controls and bidi characters escaped (``\\x1b``, ``\\u202e``)."""
+    return _UNSAFE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: each run of whitespace holding a line break becomes one space."""
+    return _printable(re.sub(r"[ \t]*[\r\n][\s]*", " ", text.strip()))
+
+
 @dataclass
 class TerminalView:
     """Shows stream events as a game would: sprite, action, cues, typing speech, inner voice, sentences.
 
     Text is shown by its tag's role in the character's table: speech typed after the name
     (a second speech tag after the name and the tag), the hidden role as a dim ``(thinks)``
-    line, a cue as ``[tag: value]``. Each sentence text-to-speech would get is listed under
-    the line it came from, before the next element's line.
+    line, a cue as ``[tag: value]``. A chat of plain text is shown by ``PLAIN_CHAT_STYLES``:
+    an ``I`` chat as narration (``~ ``, no speaker), an ``E`` chat as a game line
+    (``[event] ``). Each sentence text-to-speech would get is listed under the line it came
+    from, before the next element's line. An action, a cue and a diagnostic take one line
+    each; a line break inside typed text starts a line indented (or, in a plain chat,
+    marked) as the first was. Terminal controls and bidi characters in the reply are escaped.
     """
 
     character: Character
     out: TextIO = field(default_factory=lambda: sys.stdout)
     show_sentences: bool = True
     color: bool | None = None
-    """Dim the inner voice with ANSI codes (``None``: when ``out`` is a terminal)."""
+    """Style the inner voice, narration and events with ANSI codes (``None``: when ``out`` is a terminal)."""
 
     def __post_init__(self) -> None:
         self._tags = self.character.tags
         self._splitter = self._new_splitter()
         self._typing = False
-        self._closing = ""  # what ends the line being typed (the end of the dim style)
+        self._closing = ""  # what ends the line being typed (the end of its style)
+        self._continued = ""  # what starts a line that a line break inside the typed text opens
+        self._held = ""  # line breaks that end the text typed so far (written once more text follows)
+        self._types: dict[int, str] = {}  # the type of each chat begun so far, by its index
         self._said: list[str] = []  # sentences for text-to-speech, shown once the typing line ends
         if self.color is None:
             isatty = getattr(self.out, "isatty", None)
@@ -135,43 +181,75 @@ class TerminalView:
     def _end_typing(self) -> None:
         if self._typing:
             self.out.write(self._closing + "\n")
-            self._typing, self._closing = False, ""
+            self._typing, self._closing, self._held = False, "", ""
         for sentence in self._said:
-            self.out.write(f"  (tts) {sentence}\n")
+            self.out.write(f"  (tts) {_printable(sentence)}\n")
         self._said.clear()
 
-    def _start_typing(self, tag: str) -> None:
+    def _styled(self, sgr: str, prefix: str) -> str:
+        """``prefix`` opening the style ``sgr`` on a terminal (closed by ``_closing``)."""
+        if not self.color:
+            return prefix
+        self._closing = "\x1b[0m"
+        return f"\x1b[{sgr}m{prefix}"
+
+    def _start_typing(self, chat: int, tag: str) -> None:
+        from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+
         self._end_typing()
         spec = self._tags.get(tag)
         name = self.character.name
-        if spec is not None and spec.role == "hidden":
-            self.out.write("\x1b[2m  (thinks) " if self.color else "  (thinks) ")
-            self._closing = "\x1b[0m" if self.color else ""
+        kind = self._types.get(chat, "C")
+        if kind not in TAGGED_TYPES:  # narration or a game line: nobody speaks it
+            style = PLAIN_CHAT_STYLES.get(kind, _OTHER_PLAIN_CHAT)
+            prefix = style.prefix.format(type=_printable(kind))
+            self.out.write(self._styled(style.sgr, prefix))
+            self._continued = prefix
+        elif spec is not None and spec.role == "hidden":
+            self.out.write(self._styled("2", "  (thinks) "))
+            self._continued = " " * len("  (thinks) ")
         elif spec is not None and spec.role == "speech" and spec.name == self._tags.speech.name:
             self.out.write(f"{name}: ")
+            self._continued = " " * (len(name) + 2)
         else:  # a second speech tag, or a tag the table does not know
             self.out.write(f"{name} ({tag}): ")
+            self._continued = " " * (len(name) + len(tag) + 5)
         self._typing = True
+
+    def _type(self, text: str) -> None:
+        """More of the line being typed; a line break in it opens a continuation line.
+
+        Line breaks at the end are held until more text follows, so that text ending in
+        one leaves no empty marked line behind.
+        """
+        text = self._held + _printable(text.replace("\r\n", "\n").replace("\r", "\n"))
+        kept = text.rstrip("\n")
+        self._held = text[len(kept) :]
+        self.out.write(kept.replace("\n", "\n" + self._continued))
+        self.out.flush()
 
     def show(self, events: Sequence[Event]) -> None:
         for event in events:
             said = self._splitter.feed(event) if self.show_sentences else []
-            if event.kind == "emotion":
+            if event.kind == "chat_start":
+                self._types[event.chat] = event.type
+            elif event.kind == "reset":
+                self._types.clear()
+            elif event.kind == "emotion":
                 key = self.character.vocabulary.resolve(event.text) or event.text
                 sprites = {e.key: e.sprite for e in self.character.vocabulary.emotions}
-                self._line(f"[sprite: {sprites.get(key) or key}]")
+                self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
             elif event.kind == "action":
-                self._line(f"*{event.text}*")
+                self._line(f"*{_one_line(event.text)}*")
             elif event.kind == "cue":
-                self._line(f"[{event.tag}: {event.text}]")
+                self._line(f"[{_one_line(event.tag)}: {_one_line(event.text)}]")
             elif event.kind == "text":
                 if not self._typing:
-                    self._start_typing(event.tag)
-                self.out.write(event.text)
-                self.out.flush()
+                    self._start_typing(event.chat, event.tag)
+                self._type(event.text)
             elif event.kind == "diagnostic":
                 d = event.diagnostic
-                self._line(f"! {d.severity} {d.code}: {d.message}")
+                self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
             self._said += [s.text for s in said]
             if event.kind == "segment_end":
                 self._end_typing()
@@ -186,6 +264,7 @@ class TerminalView:
             self._said += [s.text for s in self._splitter.close()]
         self._end_typing()
         self._splitter = self._new_splitter()
+        self._types.clear()
         self.out.flush()
 
 

@@ -300,13 +300,162 @@ class _Guarded:
         return self._llm.create_completion(prompt, *args, **kwargs)
 
 
-def _chat_handler(llm: Any) -> Any:
-    """The chat handler ``llm.create_chat_completion`` would use (its chat template)."""
+TEMPLATE_KEY: Final = "tokenizer.chat_template"
+"""The GGUF metadata key of a model's own chat template."""
+
+FORMAT_BY_ARCHITECTURE: Final[tuple[tuple[str, str], ...]] = (("gemma", "gemma"), ("qwen", "chatml"))
+"""(``general.architecture`` prefix, llama-cpp-python chat format) pairs: the format a model
+without a chat template was most likely trained on, named in the warning; first match wins."""
+
+_SYSTEM_PROBE: Final = "charfmt-system-probe-7d1e"
+"""A system message that no chat format writes by itself: found in a prompt, the format kept it."""
+
+
+class NoChatTemplate(UserWarning):
+    """The GGUF has no chat template: llama-cpp-python falls back to a format the model may never have seen."""
+
+
+def chat_formats(llm: Any = None) -> list[str]:
+    """The chat formats ``local_model(chat_format=)`` takes: llama-cpp-python's, and ``llm``'s own templates."""
+    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+
+    registry = load_llama_cpp().llama_chat_format.LlamaChatCompletionHandlerRegistry()
+    own = list(getattr(llm, "_chat_handlers", {}) or {})
+    return own + sorted(set(registry._chat_handlers) - set(own))
+
+
+def _chat_handler(llm: Any, chat_format: str | None = None) -> Any:
+    """The chat handler for ``chat_format``, or the one ``llm.create_chat_completion`` would use (its template).
+
+    An unknown ``chat_format`` is a ``CharfmtError`` that lists the known ones.
+    """
     from charfmt.engines import load_llama_cpp  # noqa: PLC0415
 
     formats = load_llama_cpp().llama_chat_format
-    handlers = getattr(llm, "_chat_handlers", {})
-    return llm.chat_handler or handlers.get(llm.chat_format) or formats.get_chat_completion_handler(llm.chat_format)
+    handlers = getattr(llm, "_chat_handlers", {}) or {}
+    if chat_format is None:
+        return llm.chat_handler or handlers.get(llm.chat_format) or formats.get_chat_completion_handler(llm.chat_format)
+    if chat_format in handlers:
+        return handlers[chat_format]
+    try:
+        return formats.get_chat_completion_handler(chat_format)
+    except formats.LlamaChatCompletionHandlerNotFoundException:
+        known = ", ".join(chat_formats(llm))
+        raise CharfmtError(f"unknown chat format {chat_format[:80]!r}; the known ones: {known}") from None
+
+
+def template_warning(llm: Any) -> str | None:
+    """What to tell the user when ``llm`` has no chat template of its own, or ``None`` when it has one."""
+    metadata = getattr(llm, "metadata", None) or {}
+    if getattr(llm, "chat_handler", None) is not None or TEMPLATE_KEY in metadata:
+        return None
+    model = os.path.basename(str(getattr(llm, "model_path", "") or "")) or "the model"
+    architecture = str(metadata.get("general.architecture", ""))
+    guess = next((fmt for prefix, fmt in FORMAT_BY_ARCHITECTURE if architecture.startswith(prefix)), None)
+    hint = (
+        f"--chat-format {guess} (chat_format={guess!r}) matches its architecture ({architecture})"
+        if guess is not None
+        else "--chat-format (chat_format=) chooses the format it was trained on"
+    )
+    return (
+        f"{model} has no chat template; llama-cpp-python falls back to the {llm.chat_format!r} format, "
+        f"which the model may echo; {hint}"
+    )
+
+
+class _Prompted(Exception):  # a signal, not an error
+    """Raised by ``_Recorder`` in place of generating: carries the prompt a chat handler built."""
+
+    def __init__(self, prompt: Any) -> None:
+        self.prompt = prompt
+
+
+class _NoPrompt(CharfmtError):
+    """A chat handler returned without building a prompt through ``create_completion``."""
+
+
+class _Recorder:
+    """``llm`` for a chat handler, its ``create_completion`` only reporting the prompt (``_Prompted``)."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def create_completion(self, prompt: Any, *args: Any, **kwargs: Any) -> Any:
+        raise _Prompted(prompt)
+
+
+def chat_prompt(llm: Any, messages: list[dict[str, str]], chat_format: str | None = None) -> str:
+    """The prompt text the chat format writes for ``messages`` (what ``local_model`` sends, before folding)."""
+    handler = _chat_handler(llm, chat_format)
+    try:
+        handler(llama=_Recorder(llm), messages=messages, max_tokens=1, stream=False)
+    except _Prompted as done:
+        prompt = done.prompt
+    else:
+        raise _NoPrompt(f"the chat format {chat_format or llm.chat_format!r} did not build a prompt")
+    if isinstance(prompt, list):
+        return bytes(llm.detokenize(prompt, special=True)).decode("utf-8", "replace")
+    return str(prompt)
+
+
+def has_system_role(llm: Any, chat_format: str | None = None) -> bool:
+    """Whether the chat format writes a system message into the prompt (llama-cpp-python's ``gemma`` drops it)."""
+    probe = [{"role": "system", "content": _SYSTEM_PROBE}, {"role": "user", "content": "hi"}]
+    try:
+        return _SYSTEM_PROBE in chat_prompt(llm, probe, chat_format)
+    except _NoPrompt:
+        return True  # a handler of its own: its messages are left as they are
+    except CharfmtError:
+        raise
+    except Exception:  # a template that refuses a system role says so by raising
+        return False
+
+
+_LOG_CALLBACK: list[Any] = []
+"""The log callback handed to llama.cpp, kept alive here (llama.cpp holds only its address)."""
+
+
+def llama_logs(*, verbose: bool = False) -> None:
+    """Send llama.cpp's own log lines to standard error when ``verbose``, else nowhere.
+
+    llama-cpp-python maps llama.cpp's log levels one step off, so its warnings
+    (``llama_kv_cache_iswa: using full-size SWA cache`` on every Gemma 3 load) reach
+    standard error even from a ``Llama(verbose=False)``.
+    """
+    import ctypes  # noqa: PLC0415
+
+    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+
+    llama_cpp = load_llama_cpp()
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def callback(level: int, text: bytes, user_data: Any) -> None:
+        if verbose and sys.stderr is not None:
+            sys.stderr.write(text.decode("utf-8", "replace"))
+            sys.stderr.flush()
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _LOG_CALLBACK[:] = [callback]
+
+
+def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``messages`` without system messages: their text opens the first user message instead.
+
+    For a chat format without a system role, which would drop the persona, the format
+    rules and the examples (Gemma's own template does the same).
+    """
+    system = "\n\n".join(m["content"].strip() for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if not system:
+        return rest
+    for message in rest:
+        if message["role"] == "user":
+            message["content"] = f"{system}\n\n{message['content']}"
+            return rest
+    return [{"role": "user", "content": system}, *rest]
 
 
 def local_model(
@@ -317,18 +466,31 @@ def local_model(
     temperature: float = 0.7,
     seed: int = 0,
     stats: list[TurnStats] | None = None,
+    chat_format: str | None = None,
 ) -> Generate:
     """A llama.cpp model (``charfmt.engines.load_llama``), constrained by ``gbnf`` where given.
 
+    ``chat_format``: a llama-cpp-python chat format (``gemma``, ``chatml``...; ``chat_formats()``
+    lists them), or ``None`` for the GGUF's own template; a GGUF without one is warned about
+    once (``NoChatTemplate``). A format without a system role gets the system prompt at the
+    start of the first user message (``fold_system``) instead of losing it.
     A turn whose prompt leaves less than ``max_tokens`` of the context window raises
     ``ContextFull`` before any token is generated.
     """
+    import warnings  # noqa: PLC0415
+
     from charfmt.engines import llama_grammar  # noqa: PLC0415
 
     grammar = llama_grammar(gbnf) if gbnf is not None else None
-    handler = _chat_handler(llm)
+    handler = _chat_handler(llm, chat_format)
+    missing = template_warning(llm) if chat_format is None else None
+    if missing is not None:
+        warnings.warn(missing, NoChatTemplate, stacklevel=2)
+    folded = not has_system_role(llm, chat_format)
 
     def generate(messages: list[dict[str, str]]) -> Iterator[str]:
+        if folded:
+            messages = fold_system(messages)
         clock, reason = _Clock(), None
         guarded = _Guarded(llm, max_tokens)
         chunks = handler(
@@ -666,6 +828,8 @@ def command(args: Any) -> int:
     target = None
     model_path = None
     if args.endpoint is not None:
+        if args.chat_format is not None:
+            _usage_error(args, "--chat-format is for a local model; the server at --endpoint applies its own template")
         try:
             target = endpoint_url(args.endpoint)
         except CharfmtError as e:
@@ -698,14 +862,46 @@ def command(args: Any) -> int:
     else:
         from charfmt.engines import llama_counter, load_llama  # noqa: PLC0415
 
+        llama_logs(verbose=args.verbose)
+        known = chat_formats()
+        if (
+            args.chat_format is not None
+            and args.chat_format not in known
+            and not args.chat_format.startswith("chat_template.")
+        ):  # checked before the model loads; a GGUF's own templates (chat_template.NAME) only after
+            _usage_error(args, f"--chat-format {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
         llm = load_llama(model_path, n_ctx=args.n_ctx, seed=args.seed)
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
-        generate = local_model(llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
+        generate = _local_for_cli(llm, args, gbnf=gbnf, stats=stats)
         counter = llama_counter(llm)
     return run(
         character, generate=generate, says=args.say, out=sys.stdout, stats=stats, budget=budget, counter=counter,
         note=note,
     )  # fmt: skip
+
+
+def _local_for_cli(llm: Any, args: Any, *, gbnf: str | None, stats: list[TurnStats]) -> Generate:
+    """``local_model`` for ``charfmt chat``: a missing chat template is one ``charfmt: warning:`` line."""
+    import warnings  # noqa: PLC0415
+
+    from charfmt.cli import _usage_error  # noqa: PLC0415
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NoChatTemplate)
+        try:
+            generate = local_model(
+                llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats, chat_format=args.chat_format
+            )
+        except CharfmtError as e:
+            if args.chat_format is None:
+                raise
+            _usage_error(args, f"--chat-format: {e}")
+    for warning in caught:
+        if issubclass(warning.category, NoChatTemplate):
+            print(f"charfmt: warning: {warning.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return generate
 
 
 def _seconds(text: str) -> float:
@@ -750,3 +946,8 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--say", action="append", metavar="TEXT", help="a user turn (repeatable); default: read stdin")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--chat-format", metavar="NAME",
+                    help="the local model's chat format, a llama-cpp-python name (gemma, chatml, llama-2...; default: "
+                    "the GGUF's own template, with a warning where it has none); a format without a system role "
+                    "gets the system prompt in the first user message")  # fmt: skip
+    sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")

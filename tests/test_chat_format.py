@@ -213,7 +213,9 @@ def test_an_unknown_chat_format_is_refused_before_the_model_loads(tmp_path: Any)
     fake.write_bytes(b"GGUF" + b"\0" * 60)  # llama.cpp could not load it: the check must come first
     code = (f"import sys; from charfmt.cli import main; sys.exit(main(['chat', '--character', {REX!r}, "
             f"'--model', {str(fake)!r}, '--chat-format', 'gemma-9', '--say', 'hi']))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert done.returncode == 2, done.stderr
     assert "--chat-format 'gemma-9' is not one of: " in done.stderr and "chatml" in done.stderr
     assert "Traceback" not in done.stderr

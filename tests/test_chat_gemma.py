@@ -19,7 +19,8 @@ import pytest
 from conftest import ROOT
 
 from charfmt.character import Character
-from charfmt.chat import has_system_role, local_model, template_warning
+from charfmt.chat import has_system_role, llama_logs, local_model, template_warning
+from charfmt.engines import load_llama
 from charfmt.render import render_messages
 
 pytestmark = pytest.mark.model
@@ -33,9 +34,6 @@ GEMMA = Path(os.environ.get("CHARFMT_GEMMA", "/work/models/gemma-3-270m-q4_k_m.g
 def gemma() -> Any:
     if not GEMMA.is_file():
         pytest.skip(f"no Gemma 3 270M GGUF at {GEMMA} (set CHARFMT_GEMMA)")
-    from charfmt.chat import llama_logs  # noqa: PLC0415
-    from charfmt.engines import load_llama  # noqa: PLC0415
-
     llama_logs(verbose=False)
     return load_llama(GEMMA, n_ctx=4096, seed=0)
 

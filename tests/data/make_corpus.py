@@ -133,6 +133,7 @@ def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+    os.chmod(tmp, 0o644)  # mkstemp makes it private
     os.replace(tmp, out)
 
 

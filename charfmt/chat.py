@@ -118,6 +118,9 @@ PLAIN_CHAT_STYLES: Final[dict[str, PlainChatStyle]] = {
 An ``I`` chat (information: what the story tells) is narration, shown with no speaker; an
 ``E`` chat (something that happened in the game) is a game line. Neither is speech."""
 
+RESET_LINE: Final = "(read again as a whole: the reply is shown anew)"
+"""Shown where the stream takes back what it showed (a ``Reset``): what follows replaces it."""
+
 _OTHER_PLAIN_CHAT: Final = PlainChatStyle("event", "[{type}] ", "1")
 """A plain chat of a type the table does not know: a game line that names its type."""
 
@@ -147,6 +150,8 @@ class TerminalView:
     from, before the next element's line. An action, a cue and a diagnostic take one line
     each; a line break inside typed text starts a line indented (or, in a plain chat,
     marked) as the first was. Terminal controls and bidi characters in the reply are escaped.
+    Where the stream takes back what it showed (a ``Reset``), ``RESET_LINE`` says so before
+    the reply is shown anew.
     """
 
     character: Character
@@ -162,6 +167,8 @@ class TerminalView:
         self._closing = ""  # what ends the line being typed (the end of its style)
         self._continued = ""  # what starts a line that a line break inside the typed text opens
         self._held = ""  # line breaks that end the text typed so far (written once more text follows)
+        self._shown = False  # whether the line being typed shows any text yet
+        self._wrote = False  # whether anything of this reply was shown yet
         self._types: dict[int, str] = {}  # the type of each chat begun so far, by its index
         self._said: list[str] = []  # sentences for text-to-speech, shown once the typing line ends
         if self.color is None:
@@ -175,13 +182,14 @@ class TerminalView:
 
     def _line(self, text: str) -> None:
         self._end_typing()
+        self._wrote = True
         self.out.write(text + "\n")
         self.out.flush()
 
     def _end_typing(self) -> None:
         if self._typing:
             self.out.write(self._closing + "\n")
-            self._typing, self._closing, self._held = False, "", ""
+            self._typing, self._closing, self._held, self._shown = False, "", "", False
         for sentence in self._said:
             self.out.write(f"  (tts) {_printable(sentence)}\n")
         self._said.clear()
@@ -219,13 +227,20 @@ class TerminalView:
     def _type(self, text: str) -> None:
         """More of the line being typed; a line break in it opens a continuation line.
 
-        Line breaks at the end are held until more text follows, so that text ending in
-        one leaves no empty marked line behind.
+        Line breaks at the start are dropped, and those at the end held until more text
+        follows, so that no empty marked line is left before or after the text.
         """
         text = self._held + _printable(text.replace("\r\n", "\n").replace("\r", "\n"))
+        if not self._shown:  # the line opens with its first visible character
+            text = text.lstrip()
         kept = text.rstrip("\n")
         self._held = text[len(kept) :]
-        self.out.write(kept.replace("\n", "\n" + self._continued))
+        if kept:
+            first, *more = kept.split("\n")
+            self.out.write(
+                first + "".join(f"\n{self._continued if line else self._continued.rstrip()}{line}" for line in more)
+            )
+            self._shown = self._wrote = True
         self.out.flush()
 
     def show(self, events: Sequence[Event]) -> None:
@@ -233,8 +248,10 @@ class TerminalView:
             said = self._splitter.feed(event) if self.show_sentences else []
             if event.kind == "chat_start":
                 self._types[event.chat] = event.type
-            elif event.kind == "reset":
+            elif event.kind == "reset":  # the damaged reply, read again as a whole, contradicts what was shown
                 self._types.clear()
+                if self._wrote:
+                    self._line(RESET_LINE)
             elif event.kind == "emotion":
                 key = self.character.vocabulary.resolve(event.text) or event.text
                 sprites = {e.key: e.sprite for e in self.character.vocabulary.emotions}
@@ -265,6 +282,7 @@ class TerminalView:
         self._end_typing()
         self._splitter = self._new_splitter()
         self._types.clear()
+        self._wrote = False
         self.out.flush()
 
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT
 
 from charfmt.character import Character
-from charfmt.chat import PLAIN_CHAT_STYLES, TerminalView, run, take_turn
+from charfmt.chat import PLAIN_CHAT_STYLES, RESET_LINE, TerminalView, run, take_turn
+from charfmt.stream import StreamParser
 from charfmt.tags import CHAT_TYPES, TAGGED_TYPES
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
@@ -126,3 +127,41 @@ def test_the_chat_loop_shows_plain_chats_in_a_pipe() -> None:
     model = scripted([c("<act>whirs\nand clicks</act>\n<msg>Hm.</msg>"), {"type": "I", "order": 2, "body": "Silence."}])
     assert run(rex, generate=model, says=["hello"], out=out, err=err, stats=[]) == 0
     assert out.getvalue().splitlines() == ["you> hello", "*whirs and clicks*", "Rex: Hm.", "  (tts) Hm.", "~ Silence."]
+
+
+def test_leading_and_blank_lines_of_typed_text_leave_no_empty_or_trailing_space_lines() -> None:
+    rex = Character.load(REX)
+    lines = shown(
+        rex, [c("<msg>\n\n  Hm.\n\nNo.</msg>"), {"type": "I", "order": 2, "body": "\nRain.\n\nWind."}], size=2
+    )
+    assert lines == ["Rex: Hm.", "", "     No.", "  (tts) Hm.", "  (tts) No.", "~ Rain.", "~", "~ Wind."]
+
+
+def test_a_reply_read_again_as_a_whole_is_marked_before_it_is_shown_anew() -> None:
+    # SmolLM2's free reply to mio (tests/data/free_replies.jsonl: smollm2, mio, turn 8), streamed a character at a time
+    mio = Character.load(MIO)
+    text = (
+        'アニンゴールは、小蔵系の首を利用します。\n<chats>\n<chat type="C">\n<emo>...</emo>\n'
+        "<msg>住所に私と宮司されは旅人です－）＆ブーリングを生ずるか？？</msg><thought:明日も晴れるだけど</thought>\n"
+        "<act>裏山の封印のモート・バップ＆太らは"
+    )
+    out = io.StringIO()
+    take_turn(mio, [], "hi", lambda messages: iter(text), view=TerminalView(mio, out))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "ミオ: アニンゴールは、小蔵系の首を利用します。"  # shown as it streamed
+    assert lines[1] == RESET_LINE  # then taken back: the reply read as a whole follows
+    assert lines.count(RESET_LINE) == 1
+    assert "ミオ: 住所に私と宮司されは旅人です－）＆ブーリングを生ずるか？？" in lines[2:]
+    assert lines[-1] == "*裏山の封印のモート・バップ＆太らは*"
+
+
+def test_no_reset_line_where_nothing_was_shown_before_the_reread() -> None:
+    rex = Character.load(REX)
+    text = '<msg>\n{\n  "type":"C" +\n    "<emo>"+\n      "The inn is a place."}'
+    out = io.StringIO()
+    take_turn(rex, [], "hi", lambda messages: (text[i : i + 4] for i in range(0, len(text), 4)),
+              view=TerminalView(rex, out))  # fmt: skip
+    assert RESET_LINE not in out.getvalue()
+    parser = StreamParser(lenient=True)
+    events = [e for i in range(0, len(text), 4) for e in parser.feed(text[i : i + 4])] + parser.close()
+    assert "reset" in [e.kind for e in events]  # the stream did take back its (empty) first reading

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TextIO, cast
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from charfmt._terminal import json_safe, visible
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
@@ -95,21 +97,59 @@ class _Clock:
         return TurnStats(self.tokens, first - self.started, end - first, finished, reason)
 
 
+@dataclass(frozen=True)
+class PlainChatStyle:
+    """How ``TerminalView`` shows a chat whose body is plain text (not the character speaking)."""
+
+    role: str
+    """What the line is: ``narration`` (no speaker) or ``event`` (a game or system line)."""
+    prefix: str
+    """What each of its lines starts with, so a pipe tells it from speech."""
+    sgr: str
+    """The ANSI style (SGR parameters) of the line on a terminal."""
+
+
+PLAIN_CHAT_STYLES: Final[dict[str, PlainChatStyle]] = {
+    "I": PlainChatStyle("narration", "~ ", "3"),
+    "E": PlainChatStyle("event", "[event] ", "1"),
+}
+"""The view of each chat type whose body is plain text (``tags.CHAT_TYPES`` less ``TAGGED_TYPES``).
+
+An ``I`` chat (information: what the story tells) is narration, shown with no speaker; an
+``E`` chat (something that happened in the game) is a game line. Neither is speech."""
+
+RESET_LINE: Final = "(read again as a whole: the reply is shown anew)"
+"""Shown where the stream takes back what it showed (a ``Reset``): what follows replaces it."""
+
+_OTHER_PLAIN_CHAT: Final = PlainChatStyle("event", "[{type}] ", "1")
+"""A plain chat of a type the table does not know: a game line that names its type."""
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: each run of whitespace holding a line break becomes one space."""
+    return visible(re.sub(r"[ \t]*[\r\n][\s]*", " ", text.strip()))
+
+
 @dataclass
 class TerminalView:
     """Shows stream events as a game would: sprite, action, cues, typing speech, inner voice, sentences.
 
     Text is shown by its tag's role in the character's table: speech typed after the name
     (a second speech tag after the name and the tag), the hidden role as a dim ``(thinks)``
-    line, a cue as ``[tag: value]``. Each sentence text-to-speech would get is listed under
-    the line it came from, before the next element's line.
+    line, a cue as ``[tag: value]``. A chat of plain text is shown by ``PLAIN_CHAT_STYLES``:
+    an ``I`` chat as narration (``~ ``, no speaker), an ``E`` chat as a game line
+    (``[event] ``). Each sentence text-to-speech would get is listed under the line it came
+    from, before the next element's line. An action, a cue and a diagnostic take one line
+    each; a line break inside typed text starts a line indented (or, in a plain chat,
+    marked) as the first was. Terminal controls and bidi characters in the reply are escaped.
+    Where the stream takes back what it showed (a ``Reset``), ``RESET_LINE`` says so before
+    the reply is shown anew.
     """
 
     character: Character
     out: TextIO = field(default_factory=lambda: sys.stdout)
     show_sentences: bool = True
     color: bool | None = None
-    """Dim the inner voice with ANSI codes (``None``: when ``out`` is a terminal)."""
+    """Style the inner voice, narration and events with ANSI codes (``None``: when ``out`` is a terminal)."""
     stage: StageReader | None = None
     """Also show each stage cue (``charfmt.stage``) as a JSON line, ``  (stage) {...}``, as it is decided."""
 
@@ -117,7 +157,12 @@ class TerminalView:
         self._tags = self.character.tags
         self._splitter = self._new_splitter()
         self._typing = False
-        self._closing = ""  # what ends the line being typed (the end of the dim style)
+        self._closing = ""  # what ends the line being typed (the end of its style)
+        self._continued = ""  # what starts a line that a line break inside the typed text opens
+        self._held = ""  # line breaks that end the text typed so far (written once more text follows)
+        self._shown = False  # whether the line being typed shows any text yet
+        self._wrote = False  # whether anything of this reply was shown yet
+        self._types: dict[int, str] = {}  # the type of each chat begun so far, by its index
         self._said: list[str] = []  # sentences for text-to-speech, shown once the typing line ends
         if self.color is None:
             isatty = getattr(self.out, "isatty", None)
@@ -130,55 +175,97 @@ class TerminalView:
 
     def _line(self, text: str) -> None:
         self._end_typing()
+        self._wrote = True
         self.out.write(text + "\n")
         self.out.flush()
 
     def _end_typing(self) -> None:
         if self._typing:
             self.out.write(self._closing + "\n")
-            self._typing, self._closing = False, ""
+            self._typing, self._closing, self._held, self._shown = False, "", "", False
         for sentence in self._said:
-            self.out.write(f"  (tts) {sentence}\n")
+            self.out.write(f"  (tts) {visible(sentence)}\n")
         self._said.clear()
 
-    def _start_typing(self, tag: str) -> None:
+    def _styled(self, sgr: str, prefix: str) -> str:
+        """``prefix`` opening the style ``sgr`` on a terminal (closed by ``_closing``)."""
+        if not self.color:
+            return prefix
+        self._closing = "\x1b[0m"
+        return f"\x1b[{sgr}m{prefix}"
+
+    def _start_typing(self, chat: int, tag: str) -> None:
+        from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+
         self._end_typing()
         spec = self._tags.get(tag)
         name = self.character.name
-        if spec is not None and spec.role == "hidden":
-            self.out.write("\x1b[2m  (thinks) " if self.color else "  (thinks) ")
-            self._closing = "\x1b[0m" if self.color else ""
+        kind = self._types.get(chat, "C")
+        if kind not in TAGGED_TYPES:  # narration or a game line: nobody speaks it
+            style = PLAIN_CHAT_STYLES.get(kind, _OTHER_PLAIN_CHAT)
+            prefix = style.prefix.format(type=visible(kind))
+            self.out.write(self._styled(style.sgr, prefix))
+            self._continued = prefix
+        elif spec is not None and spec.role == "hidden":
+            self.out.write(self._styled("2", "  (thinks) "))
+            self._continued = " " * len("  (thinks) ")
         elif spec is not None and spec.role == "speech" and spec.name == self._tags.speech.name:
-            self.out.write(f"{name}: ")
+            self.out.write(f"{visible(name)}: ")
+            self._continued = " " * (len(name) + 2)
         else:  # a second speech tag, or a tag the table does not know
-            self.out.write(f"{name} ({tag}): ")
+            self.out.write(f"{visible(name)} ({visible(tag)}): ")
+            self._continued = " " * (len(name) + len(tag) + 5)
         self._typing = True
 
     def _cues(self, cues: Sequence[Any]) -> None:
         for cue in cues:
-            self._line("  (stage) " + json.dumps(cue.to_dict(), ensure_ascii=False))
+            self._line("  (stage) " + json_safe(json.dumps(cue.to_dict(), ensure_ascii=False)))
+
+    def _type(self, text: str) -> None:
+        """More of the line being typed; a line break in it opens a continuation line.
+
+        Line breaks at the start are dropped, and those at the end held until more text
+        follows, so that no empty marked line is left before or after the text.
+        """
+        text = self._held + visible(text.replace("\r\n", "\n").replace("\r", "\n"))
+        if not self._shown:  # the line opens with its first visible character
+            text = text.lstrip()
+        kept = text.rstrip("\n")
+        self._held = text[len(kept) :]
+        if kept:
+            first, *more = kept.split("\n")
+            self.out.write(
+                first + "".join(f"\n{self._continued if line else self._continued.rstrip()}{line}" for line in more)
+            )
+            self._shown = self._wrote = True
+        self.out.flush()
 
     def show(self, events: Sequence[Event]) -> None:
         for event in events:
             if self.stage is not None:
                 self._cues(self.stage.feed(event))
             said = self._splitter.feed(event) if self.show_sentences else []
-            if event.kind == "emotion":
+            if event.kind == "chat_start":
+                self._types[event.chat] = event.type
+            elif event.kind == "reset":  # the damaged reply, read again as a whole, contradicts what was shown
+                self._types.clear()
+                if self._wrote:
+                    self._line(RESET_LINE)
+            elif event.kind == "emotion":
                 key = self.character.vocabulary.resolve(event.text) or event.text
                 sprites = {e.key: e.sprite for e in self.character.vocabulary.emotions}
-                self._line(f"[sprite: {sprites.get(key) or key}]")
+                self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
             elif event.kind == "action":
-                self._line(f"*{event.text}*")
+                self._line(f"*{_one_line(event.text)}*")
             elif event.kind == "cue":
-                self._line(f"[{event.tag}: {event.text}]")
+                self._line(f"[{_one_line(event.tag)}: {_one_line(event.text)}]")
             elif event.kind == "text":
                 if not self._typing:
-                    self._start_typing(event.tag)
-                self.out.write(event.text)
-                self.out.flush()
+                    self._start_typing(event.chat, event.tag)
+                self._type(event.text)
             elif event.kind == "diagnostic":
                 d = event.diagnostic
-                self._line(f"! {d.severity} {d.code}: {d.message}")
+                self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
             self._said += [s.text for s in said]
             if event.kind == "segment_end":
                 self._end_typing()
@@ -195,6 +282,8 @@ class TerminalView:
             self._cues(self.stage.close())
         self._end_typing()
         self._splitter = self._new_splitter()
+        self._types.clear()
+        self._wrote = False
         self.out.flush()
 
 
@@ -230,13 +319,162 @@ class _Guarded:
         return self._llm.create_completion(prompt, *args, **kwargs)
 
 
-def _chat_handler(llm: Any) -> Any:
-    """The chat handler ``llm.create_chat_completion`` would use (its chat template)."""
+TEMPLATE_KEY: Final = "tokenizer.chat_template"
+"""The GGUF metadata key of a model's own chat template."""
+
+FORMAT_BY_ARCHITECTURE: Final[tuple[tuple[str, str], ...]] = (("gemma", "gemma"), ("qwen", "chatml"))
+"""(``general.architecture`` prefix, llama-cpp-python chat format) pairs: the format a model
+without a chat template was most likely trained on, named in the warning; first match wins."""
+
+_SYSTEM_PROBE: Final = "charfmt-system-probe-7d1e"
+"""A system message that no chat format writes by itself: found in a prompt, the format kept it."""
+
+
+class NoChatTemplate(UserWarning):
+    """The GGUF has no chat template: llama-cpp-python falls back to a format the model may never have seen."""
+
+
+def chat_formats(llm: Any = None) -> list[str]:
+    """The chat formats ``local_model(chat_format=)`` takes: llama-cpp-python's, and ``llm``'s own templates."""
+    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+
+    registry = load_llama_cpp().llama_chat_format.LlamaChatCompletionHandlerRegistry()
+    own = list(getattr(llm, "_chat_handlers", {}) or {})
+    return own + sorted(set(registry._chat_handlers) - set(own))
+
+
+def _chat_handler(llm: Any, chat_format: str | None = None) -> Any:
+    """The chat handler for ``chat_format``, or the one ``llm.create_chat_completion`` would use (its template).
+
+    An unknown ``chat_format`` is a ``CharfmtError`` that lists the known ones.
+    """
     from charfmt.engines import load_llama_cpp  # noqa: PLC0415
 
     formats = load_llama_cpp().llama_chat_format
-    handlers = getattr(llm, "_chat_handlers", {})
-    return llm.chat_handler or handlers.get(llm.chat_format) or formats.get_chat_completion_handler(llm.chat_format)
+    handlers = getattr(llm, "_chat_handlers", {}) or {}
+    if chat_format is None:
+        return llm.chat_handler or handlers.get(llm.chat_format) or formats.get_chat_completion_handler(llm.chat_format)
+    if chat_format in handlers:
+        return handlers[chat_format]
+    try:
+        return formats.get_chat_completion_handler(chat_format)
+    except formats.LlamaChatCompletionHandlerNotFoundException:
+        known = ", ".join(chat_formats(llm))
+        raise CharfmtError(f"unknown chat format {chat_format[:80]!r}; the known ones: {known}") from None
+
+
+def template_warning(llm: Any) -> str | None:
+    """What to tell the user when ``llm`` has no chat template of its own, or ``None`` when it has one."""
+    metadata = getattr(llm, "metadata", None) or {}
+    if getattr(llm, "chat_handler", None) is not None or TEMPLATE_KEY in metadata:
+        return None
+    model = os.path.basename(str(getattr(llm, "model_path", "") or "")) or "the model"
+    architecture = str(metadata.get("general.architecture", ""))
+    guess = next((fmt for prefix, fmt in FORMAT_BY_ARCHITECTURE if architecture.startswith(prefix)), None)
+    hint = (
+        f"--chat-format {guess} (chat_format={guess!r}) matches its architecture ({architecture})"
+        if guess is not None
+        else "--chat-format (chat_format=) chooses the format it was trained on"
+    )
+    return (
+        f"{model} has no chat template; llama-cpp-python falls back to the {llm.chat_format!r} format, "
+        f"which the model may echo; {hint}"
+    )
+
+
+class _Prompted(Exception):  # a signal, not an error
+    """Raised by ``_Recorder`` in place of generating: carries the prompt a chat handler built."""
+
+    def __init__(self, prompt: Any) -> None:
+        self.prompt = prompt
+
+
+class _NoPrompt(CharfmtError):
+    """A chat handler returned without building a prompt through ``create_completion``."""
+
+
+class _Recorder:
+    """``llm`` for a chat handler, its ``create_completion`` only reporting the prompt (``_Prompted``)."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def create_completion(self, prompt: Any, *args: Any, **kwargs: Any) -> Any:
+        raise _Prompted(prompt)
+
+
+def chat_prompt(llm: Any, messages: list[dict[str, str]], chat_format: str | None = None) -> str:
+    """The prompt text the chat format writes for ``messages`` (what ``local_model`` sends, before folding)."""
+    handler = _chat_handler(llm, chat_format)
+    try:
+        handler(llama=_Recorder(llm), messages=messages, max_tokens=1, stream=False)
+    except _Prompted as done:
+        prompt = done.prompt
+    else:
+        raise _NoPrompt(f"the chat format {chat_format or llm.chat_format!r} did not build a prompt")
+    if isinstance(prompt, list):
+        return bytes(llm.detokenize(prompt, special=True)).decode("utf-8", "replace")
+    return str(prompt)
+
+
+def has_system_role(llm: Any, chat_format: str | None = None) -> bool:
+    """Whether the chat format writes a system message into the prompt (llama-cpp-python's ``gemma`` drops it)."""
+    probe = [{"role": "system", "content": _SYSTEM_PROBE}, {"role": "user", "content": "hi"}]
+    try:
+        return _SYSTEM_PROBE in chat_prompt(llm, probe, chat_format)
+    except _NoPrompt:
+        return True  # a handler of its own: its messages are left as they are
+    except CharfmtError:
+        raise
+    except Exception:  # a template that refuses a system role says so by raising
+        return False
+
+
+_LOG_CALLBACK: list[Any] = []
+"""The log callback handed to llama.cpp, kept alive here (llama.cpp holds only its address)."""
+
+
+def llama_logs(*, verbose: bool = False) -> None:
+    """Send llama.cpp's own log lines to standard error when ``verbose``, else nowhere.
+
+    llama-cpp-python maps llama.cpp's log levels one step off, so its warnings
+    (``llama_kv_cache_iswa: using full-size SWA cache`` on every Gemma 3 load) reach
+    standard error even from a ``Llama(verbose=False)``.
+    """
+    import ctypes  # noqa: PLC0415
+
+    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+
+    llama_cpp = load_llama_cpp()
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def callback(level: int, text: bytes, user_data: Any) -> None:
+        if verbose and sys.stderr is not None:
+            sys.stderr.write(text.decode("utf-8", "replace"))
+            sys.stderr.flush()
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _LOG_CALLBACK[:] = [callback]
+
+
+def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``messages`` without system messages: their text opens the first user message instead.
+
+    For a chat format without a system role, which would drop the persona, the format
+    rules and the examples (Gemma's own template does the same).
+    """
+    system = "\n\n".join(m["content"].strip() for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if not system:
+        return rest
+    for message in rest:
+        if message["role"] == "user":
+            message["content"] = f"{system}\n\n{message['content']}"
+            return rest
+    return [{"role": "user", "content": system}, *rest]
 
 
 def local_model(
@@ -247,18 +485,31 @@ def local_model(
     temperature: float = 0.7,
     seed: int = 0,
     stats: list[TurnStats] | None = None,
+    chat_format: str | None = None,
 ) -> Generate:
     """A llama.cpp model (``charfmt.engines.load_llama``), constrained by ``gbnf`` where given.
 
+    ``chat_format``: a llama-cpp-python chat format (``gemma``, ``chatml``...; ``chat_formats()``
+    lists them), or ``None`` for the GGUF's own template; a GGUF without one is warned about
+    once (``NoChatTemplate``). A format without a system role gets the system prompt at the
+    start of the first user message (``fold_system``) instead of losing it.
     A turn whose prompt leaves less than ``max_tokens`` of the context window raises
     ``ContextFull`` before any token is generated.
     """
+    import warnings  # noqa: PLC0415
+
     from charfmt.engines import llama_grammar  # noqa: PLC0415
 
     grammar = llama_grammar(gbnf) if gbnf is not None else None
-    handler = _chat_handler(llm)
+    handler = _chat_handler(llm, chat_format)
+    missing = template_warning(llm) if chat_format is None else None
+    if missing is not None:
+        warnings.warn(missing, NoChatTemplate, stacklevel=2)
+    folded = not has_system_role(llm, chat_format)
 
     def generate(messages: list[dict[str, str]]) -> Iterator[str]:
+        if folded:
+            messages = fold_system(messages)
         clock, reason = _Clock(), None
         guarded = _Guarded(llm, max_tokens)
         chunks = handler(
@@ -479,7 +730,7 @@ def run(
     def lines() -> Iterator[str]:
         if says:
             for say in says:
-                out.write(f"you> {say}\n")
+                out.write(f"you> {visible(say)}\n")
                 yield say
             return
         source = inp if inp is not None else sys.stdin
@@ -493,7 +744,7 @@ def run(
                 return
             if line.strip():
                 if not tty:
-                    out.write(f"you> {line.strip()}\n")  # echoed as --say is
+                    out.write(f"you> {visible(line.strip())}\n")  # echoed as --say is
                 yield line.strip()
 
     for say in lines():
@@ -530,6 +781,8 @@ def command(args: Any) -> int:
     target = None
     model_path = None
     if args.endpoint is not None:
+        if args.chat_format is not None:
+            _usage_error(args, "--chat-format is for a local model; the server at --endpoint applies its own template")
         try:
             target = endpoint_url(args.endpoint)
         except CharfmtError as e:
@@ -562,13 +815,19 @@ def command(args: Any) -> int:
     else:
         from charfmt.engines import llama_counter, load_llama  # noqa: PLC0415
 
+        llama_logs(verbose=args.verbose)
+        known = chat_formats()
+        if (
+            args.chat_format is not None
+            and args.chat_format not in known
+            and not args.chat_format.startswith("chat_template.")
+        ):  # checked before the model loads; a GGUF's own templates (chat_template.NAME) only after
+            _usage_error(args, f"--chat-format {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
         llm = load_llama(model_path, n_ctx=args.n_ctx, seed=args.seed)
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
-        generate = local_model(llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
+        generate = _local_for_cli(llm, args, gbnf=gbnf, stats=stats)
         counter = llama_counter(llm)
-    from charfmt._terminal import VisibleWriter  # noqa: PLC0415
-
-    out = cast("TextIO", VisibleWriter(sys.stdout))  # the model's control and bidi characters shown escaped
+    out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
     stage = None
     if args.stage:
         from charfmt.stage import StageReader  # noqa: PLC0415
@@ -578,6 +837,30 @@ def command(args: Any) -> int:
         character, generate=generate, says=args.say, out=out, stats=stats, budget=budget, counter=counter,
         note=note, stage=stage,
     )  # fmt: skip
+
+
+def _local_for_cli(llm: Any, args: Any, *, gbnf: str | None, stats: list[TurnStats]) -> Generate:
+    """``local_model`` for ``charfmt chat``: a missing chat template is one ``charfmt: warning:`` line."""
+    import warnings  # noqa: PLC0415
+
+    from charfmt.cli import _usage_error  # noqa: PLC0415
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NoChatTemplate)
+        try:
+            generate = local_model(
+                llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats, chat_format=args.chat_format
+            )
+        except CharfmtError as e:
+            if args.chat_format is None:
+                raise
+            _usage_error(args, f"--chat-format: {e}")
+    for warning in caught:
+        if issubclass(warning.category, NoChatTemplate):
+            print(f"charfmt: warning: {warning.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return generate
 
 
 def _seconds(text: str) -> float:
@@ -628,3 +911,8 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
                     help="also show each stage cue (expression, motion, speak) as a JSON line")  # fmt: skip
     sp.add_argument("--max-length", type=_whole(1), metavar="N",
                     help="for speech: a sentence longer than N also ends at 、 or ,")  # fmt: skip
+    sp.add_argument("--chat-format", metavar="NAME",
+                    help="the local model's chat format, a llama-cpp-python name (gemma, chatml, llama-2...; default: "
+                    "the GGUF's own template, with a warning where it has none); a format without a system role "
+                    "gets the system prompt in the first user message")  # fmt: skip
+    sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")

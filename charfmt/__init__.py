@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     )
     from charfmt.schema import json_schema
     from charfmt.speech import Sentence, SentenceSplitter, sentences
+    from charfmt.stage import StageReader, stage_cues
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
     from charfmt.tags import DEFAULT_TAGS, TAGS, TagError, TagSpec, TagTable
     from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
@@ -76,6 +77,7 @@ __all__ = [
     "SegmentStart",
     "Sentence",
     "SentenceSplitter",
+    "StageReader",
     "StreamParser",
     "TagError",
     "TagSpec",
@@ -102,6 +104,7 @@ __all__ = [
     "render_text",
     "render_user_block",
     "sentences",
+    "stage_cues",
 ]
 
 # Where each public name lives. ``import charfmt`` loads none of these modules: a strict
@@ -146,6 +149,7 @@ _HOME: dict[str, str] = {
     ),
     "json_schema": "schema",
     **dict.fromkeys(("Sentence", "SentenceSplitter", "sentences"), "speech"),
+    **dict.fromkeys(("StageReader", "stage_cues"), "stage"),
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
     **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagError", "TagSpec", "TagTable"), "tags"),
     **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "userinput"),

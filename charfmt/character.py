@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from charfmt.body import BodyError, parse_body
+from charfmt.cards import CardError, CardInfo, is_card, is_generated, read_card
 from charfmt.diagnostics import CharfmtError, ParseError
 from charfmt.models import (
     Chat,
@@ -36,6 +37,7 @@ from charfmt.models import (
     vocabulary_clashes,
 )
 from charfmt.parser import parse
+from charfmt.stagemap import Expression, Motion, StageMap, Voice
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
@@ -175,6 +177,11 @@ class Character(BaseModel):
     effects, motions...). Parsing, prompts, grammars and schemas for this character use them."""
     examples: list[Exchange] = Field(default_factory=list)
     """Few-shot exchanges shown in the system prompt."""
+    stage: StageMap | None = None
+    """What front ends do per emotion, action and cue (``[stage]``; see ``charfmt.stagemap``)."""
+    card: CardInfo | None = None
+    """For a character read from a SillyTavern / TavernAI card: what the card holds beyond these
+    fields (lorebook, system prompt, greetings, ``extensions``...), written back on export."""
 
     @model_validator(mode="after")
     def _examples_use_the_vocabulary(self) -> Character:
@@ -186,6 +193,9 @@ class Character(BaseModel):
                     for seg in chat.segments:
                         if seg.tag == emotion and vocab.resolve(seg.text) is None:
                             raise ValueError(f"example {n} ({side}): emotion {seg.text!r} is not in emotions")
+        if self.stage is not None:
+            for where, message in self.stage.check(self.vocabulary.keys, _cue_values(self.tags)):
+                raise ValueError(f"{dotted_path(('stage', *where))}: {message}")
         return self
 
     @property
@@ -199,8 +209,32 @@ class Character(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Character:
-        """Load a character from a TOML file; raises ``CharacterError`` naming the file, key and line."""
-        return cls.from_toml(_read(Path(path), max_size), str(path))
+        """Load a character from a TOML file or a character card (PNG, CHARX, JSON); raises ``CharacterError``."""
+        return cls.from_bytes(_read_bytes(Path(path), max_size), str(path), max_size=max_size)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+        """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
+        if is_card(data):
+            return cls.from_card(data, file, max_size=max_size)
+        return cls.from_toml(_decode(data, file), file)
+
+    @classmethod
+    def from_card(cls, data: bytes, file: str = "<card>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+        """A character from a SillyTavern / TavernAI card's bytes; raises ``CharacterError`` naming the field."""
+        with _translated(file):
+            try:
+                fields, info = read_card(data, limit=max_size)
+            except CardError as e:
+                raise CharacterError(file, e.key, None, str(e)) from None
+            try:
+                character = cls.model_validate(fields)
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise CharacterError(file, dotted_path(err["loc"]), None, _message(err)) from None
+            if is_generated(character, info):  # charfmt's own export, untouched: nothing foreign to keep
+                return character
+            return character.model_copy(update={"card": info})
 
     @classmethod
     def from_toml(cls, text: str, file: str = "<character>") -> Character:
@@ -226,6 +260,8 @@ class Character(BaseModel):
                 raise fail(("emotions", *where), message)
             if "tags" in data:
                 data["tags"] = _toml_tags(data["tags"], fail)
+            if "stage" in data:
+                _toml_stage(data["stage"], [e.key for e in emotions], data.get("tags", DEFAULT_TAGS), fail)
             try:
                 # Examples are read with the character's own vocabulary and actions.
                 base = cls.model_validate({**data, "examples": []})
@@ -280,6 +316,56 @@ def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
 _Fail = Callable[[tuple[Any, ...], str], CharacterError]
 """Builds the error for a location in the file (``("emotions", 1, "key")``) and a message."""
 
+
+def _cue_values(tags: TagTable) -> dict[str, tuple[str, ...] | None]:
+    """Each cue tag of a table with its closed list of values (``None``: any value)."""
+    return {spec.name: spec.values for spec in tags.with_role("cue")}
+
+
+# The keys of each table under [stage] (a misspelt one gets a "did you mean"); the tables
+# holding a name per entry (emotion keys, action words, cue tags) map to their entries' keys.
+_VOICE_KEYS: Final = tuple(Voice.model_fields)
+_EXPRESSION_KEYS: Final = tuple(Expression.model_fields)
+_MOTION_KEYS: Final = tuple(Motion.model_fields)
+
+
+def _toml_stage(stage: Any, keys: list[str], tags: TagTable, fail: _Fail) -> None:
+    """Check a ``[stage]`` table: known keys, emotion keys and cue values the character has, valid values."""
+    if not isinstance(stage, dict):
+        raise fail(("stage",), "stage is a table ([stage.emotions.KEY], [stage.actions.WORD], ...)")
+    _check_table(stage, tuple(StageMap.model_fields), ("stage",), fail)
+    named: tuple[tuple[str, tuple[str, ...]], ...] = (("emotions", _EXPRESSION_KEYS), ("actions", _MOTION_KEYS))
+    for name, fields in named:
+        for word, entry in (stage.get(name) or {}).items() if isinstance(stage.get(name), dict) else ():
+            _check_table(entry, fields, ("stage", name, word), fail)
+            if isinstance(entry, dict) and isinstance(entry.get("voice"), dict):
+                _check_table(entry["voice"], _VOICE_KEYS, ("stage", name, word, "voice"), fail)
+    cues = stage.get("cues")
+    for tag, values in cues.items() if isinstance(cues, dict) else ():
+        for value, entry in values.items() if isinstance(values, dict) else ():
+            _check_table(entry, _MOTION_KEYS, ("stage", "cues", tag, value), fail)
+    for name, fields in (("voice", _VOICE_KEYS), ("fallback", _EXPRESSION_KEYS), ("fallback_action", _MOTION_KEYS)):
+        _check_table(stage.get(name), fields, ("stage", name), fail)
+    try:
+        stage_map = StageMap.model_validate(stage)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise fail(("stage", *err["loc"]), _message(err)) from None
+    for where, message in stage_map.check(keys, _cue_values(tags)):
+        raise fail(("stage", *where), message)
+
+
+def _check_table(table: Any, known: tuple[str, ...], loc: tuple[Any, ...], fail: _Fail) -> None:
+    """Reject an unknown key of one table, naming the closest known key."""
+    if not isinstance(table, dict):
+        return
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"the keys here are {', '.join(known)}"
+            raise fail((*loc, key), f"unknown key {key!r}; {hint}")
+
+
 # Keys a character file may hold, table by table; anything else is a misspelling.
 _EXAMPLE_KEYS: Final = ("user", "reply")
 _REPLY_KEYS: Final = ("type", "body")
@@ -309,6 +395,11 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
 
 def _read(path: Path, max_size: int) -> str:
     """A file's text, at most ``max_size`` bytes of UTF-8; every failure is a ``CharacterError``."""
+    return _decode(_read_bytes(path, max_size), str(path))
+
+
+def _read_bytes(path: Path, max_size: int) -> bytes:
+    """A file's bytes, at most ``max_size``; every failure is a ``CharacterError``."""
     file = str(path)
     try:
         with path.open("rb") as f:
@@ -318,6 +409,11 @@ def _read(path: Path, max_size: int) -> str:
         raise CharacterError(file, "", None, f"cannot read: {reason}") from None
     if len(data) > max_size:
         raise CharacterError(file, "", None, f"larger than {max_size:,} bytes (max_size)")
+    return data
+
+
+def _decode(data: bytes, file: str) -> str:
+    """UTF-8 text of a file's bytes; a ``CharacterError`` naming the line of a bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -405,7 +501,8 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
             lines.setdefault(current[:-1], number)  # the array itself: its first table
         elif m := _TABLE.match(line):
             current = tuple(m.group(1).split("."))
-            lines.setdefault(current, number)
+            for size in range(1, len(current) + 1):  # [stage.cues.sfx.nod] is where stage.cues.sfx begins
+                lines.setdefault(current[:size], number)
         elif m := _KEY.match(line):
             lines.setdefault((*current, m.group(1)), number)
     for size in range(len(loc), 0, -1):

@@ -47,6 +47,7 @@ from charfmt.writer import dumps
 
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
+    from charfmt.stage import StageReader
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED: Final = 130
@@ -445,7 +446,8 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     parser = StreamParser(
         lenient=not args.strict, max_size=args.max_size, vocabulary=language.vocabulary, tags=language.tags
     )
-    splitter = SentenceSplitter(tags=language.tags) if args.sentences else None
+    splitter = SentenceSplitter(tags=language.tags, max_length=args.max_length) if args.sentences else None
+    stage = _stage_reader(args) if args.stage else None
     failed = False
 
     def emit(events: list[Event]) -> None:
@@ -454,7 +456,13 @@ def _cmd_stream(args: argparse.Namespace) -> int:
         for event in events:
             if event.kind == "diagnostic" and event.diagnostic.severity == "error":
                 failed = True
-            print(_json(event.to_dict(), out), file=out, flush=True)
+                if stage is not None:  # the cues say nothing of it: say it where errors go
+                    print(_diag_line("<stream>", event.diagnostic), file=sys.stderr)
+            if stage is None:
+                print(_json(event.to_dict(), out), file=out, flush=True)
+            else:
+                for cue in stage.feed(event):
+                    print(_json(cue.to_dict(), out), file=out, flush=True)
             if splitter is not None:
                 for sentence in splitter.feed(event):
                     print(_json({"kind": "sentence", **sentence.to_dict()}, out), file=out, flush=True)
@@ -463,11 +471,22 @@ def _cmd_stream(args: argparse.Namespace) -> int:
         for chunk in _stream_chunks(args):
             emit(parser.feed(chunk))
         emit(parser.close())
+        for cue in stage.close() if stage is not None else ():
+            print(_json(cue.to_dict(), sys.stdout), file=sys.stdout, flush=True)
     except ParseError as e:
         name = "<stdin>" if args.replay in (None, "-") else args.replay
         _emit_diagnostics(name, e.source, e.diagnostics, "text", sys.stderr)
         return EXIT_INVALID
     return EXIT_INVALID if failed else EXIT_OK
+
+
+def _stage_reader(args: argparse.Namespace) -> StageReader:
+    """The stage reader of ``stream --stage``: the ``--character``'s stage map, or none."""
+    from charfmt.stage import StageReader  # noqa: PLC0415
+
+    path = getattr(args, "character", None)
+    character = _load_character(path, args.max_size) if path is not None else None
+    return StageReader(character, max_length=args.max_length)
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
@@ -551,8 +570,10 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 def _load_character(path: str, limit: int) -> Character:
     from charfmt.character import Character  # noqa: PLC0415
 
-    text = _read_text(path, limit, "--character")
-    return Character.from_toml(text, "<stdin>" if path == "-" else path)
+    inp = _read(path, limit)
+    if inp.over:
+        raise _InputError(f"cannot read --character {inp.too_large(limit)}")
+    return Character.from_bytes(inp.data, inp.name, max_size=limit)
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
@@ -764,6 +785,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--strict", action="store_true", help="fail on invalid input instead of repairing it")
     sp.add_argument("--sentences", action="store_true", help="also print complete sentences for speech")
+    sp.add_argument(
+        "--stage",
+        action="store_true",
+        help="print stage cues (expression, motion, speak) instead of events, mapped by --character's [stage]",
+    )
+    sp.add_argument(
+        "--max-length", type=_whole(1), metavar="N", help="for speech: a sentence longer than N also ends at 、 or ,"
+    )
     add_character(sp)
     add_size(sp, "stream or --replay file or --character file")
 

@@ -20,6 +20,11 @@ it: no markup); the result depends on the text only, never on how it was chunked
 - A closing quote right after end punctuation ends the sentence when whitespace, an
   opening quote or the end follows (``「ねえ！」「なに？」`` is two sentences;
   ``「ねえ！」と言った。`` is one).
+- A sentence of punctuation alone (a lone ``…`` before ``寂しかった。``) is never spoken on
+  its own: it begins the next sentence (``…寂しかった。`` is one sentence).
+- With ``max_length`` set (for TTS that should start early), a ``、`` or ``,`` outside
+  quotes also ends a sentence once it is longer than ``max_length`` characters (a ``,``
+  between digits, ``3,000``, never does): the aituber-kit and ChatdollKit behaviour.
 
 A sentence whose end cannot be decided yet (a run of end punctuation, closing brackets
 or the spaces after an ellipsis at the end of the text so far) waits for the next delta
@@ -35,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from charfmt.events import ChatStart, Emotion, Event, Reset, SegmentEnd, TextDelta
+from charfmt.events import Action, ChatStart, Emotion, Event, Reset, SegmentEnd, TextDelta
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
@@ -48,8 +53,15 @@ _ELLIPSIS: Final = frozenset(".…")
 _OPENERS: Final = {"「": "」", "『": "』", "“": "”", "（": "）", "(": ")"}
 _CLOSERS: Final = frozenset("」』”）)'")
 """Closing brackets that belong to the end punctuation before them ('"' toggles instead)."""
-_SPECIAL: Final = re.compile("[" + re.escape("".join(sorted(_END | set(_OPENERS) | _CLOSERS | {'"', "\n"}))) + "]")
+_PAUSES: Final = frozenset("、,，")
+"""Where a sentence longer than ``max_length`` may also end (a pause, not an end)."""
+_SPECIAL_CHARS: Final = "".join(sorted(_END | set(_OPENERS) | _CLOSERS | {'"', "\n"}))
+_SPECIAL: Final = re.compile("[" + re.escape(_SPECIAL_CHARS) + "]")
 """A character the rule looks at outside a pending decision; everything else is skipped."""
+_SPECIAL_PAUSES: Final = re.compile("[" + re.escape(_SPECIAL_CHARS + "".join(sorted(_PAUSES))) + "]")
+"""The same, with the pauses (``max_length`` set)."""
+_NOT_SPOKEN: Final = frozenset(_END | set(_OPENERS) | _CLOSERS | _PAUSES | {'"', "・", "ー", "～", "~", "-", "—"})
+"""Characters a sentence made only of (and whitespace) is not spoken alone."""
 
 ABBREVIATIONS: Final = frozenset(
     {"mr", "mrs", "ms", "mx", "dr", "prof", "st", "sr", "jr", "mt", "vs", "etc", "e.g", "i.e", "cf", "approx"}
@@ -59,8 +71,9 @@ _LOOKBACK: Final = 8
 """How many characters before a ``.`` are kept to recognise an abbreviation (longer than any)."""
 
 # Phases of a pending decision: none; in a run of end punctuation; in the closing brackets
-# after it; in the spaces after an ellipsis; in the closing brackets after a closed quote.
-_NONE, _RUN, _RUN_CLOSERS, _ELLIPSIS_SPACE, _QUOTE_CLOSERS = range(5)
+# after it; in the spaces after an ellipsis; in the closing brackets after a closed quote;
+# after a ',' that would end a long sentence unless a digit follows.
+_NONE, _RUN, _RUN_CLOSERS, _ELLIPSIS_SPACE, _QUOTE_CLOSERS, _COMMA = range(6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +81,33 @@ class Sentence:
     """One sentence to speak."""
 
     text: str
+    """What to say (stripped; never punctuation alone)."""
     emotion: str | None
+    """The emotion active when it was spoken (the chat's latest ``<emo>``), or ``None``."""
     chat: int
+    """The chat's index in the reply."""
     segment: int
+    """The segment's index in its chat."""
+    intensity: float | None = None
+    """The emotion's intensity, where the reply gave one (``[joy:0.6]``)."""
+    action: str | None = None
+    """The action active when it was spoken (the chat's latest ``<act>``), or ``None``."""
+    speaker: str | None = None
+    """Who says it, where the chat names a speaker (a scene); ``None`` for the character."""
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return {"text": self.text, "emotion": self.emotion, "chat": self.chat, "segment": self.segment}
+        """A JSON-ready dict; ``intensity``, ``action`` and ``speaker`` only where set."""
+        out: dict[str, object] = {
+            "text": self.text,
+            "emotion": self.emotion,
+            "chat": self.chat,
+            "segment": self.segment,
+        }
+        for key in ("intensity", "action", "speaker"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
 
 
 @dataclass(slots=True)
@@ -94,6 +127,10 @@ class _Buffer:
     run_digit: bool = False  # the run is a '.' after a digit (maybe "3.5")
     run_abbreviation: bool = False  # the run is a '.' after an abbreviation
     run_closers: int = 0
+    length: int = 0
+    """Characters of the sentence held in ``parts``."""
+    spoken: bool = False
+    """Whether ``parts`` hold anything but punctuation and whitespace."""
     steps: int = 0
     """Characters looked at one by one (a measure of the work, for tests)."""
 
@@ -101,10 +138,17 @@ class _Buffer:
 class SentenceSplitter:
     """Feed it events; it returns sentences as soon as each one is complete."""
 
-    def __init__(self, *, tags: Iterable[str] | TagTable | None = None) -> None:
+    def __init__(self, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None) -> None:
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"max_length must be at least 1; got {max_length}")
         self.tags = _speech_tags(tags)
         """The tags whose text is split: the table's speech tags by default."""
+        self.max_length = max_length
+        """A sentence longer than this also ends at a ``、`` or ``,`` (``None``: only at end punctuation)."""
+        self._special = _SPECIAL if max_length is None else _SPECIAL_PAUSES
         self._emotion: dict[int, str | None] = {}
+        self._intensity: dict[int, float | None] = {}
+        self._action: dict[int, str | None] = {}
         self._buffers: dict[tuple[int, int], _Buffer] = {}
         self.steps = 0
         """Characters looked at one by one so far (grows linearly with the text)."""
@@ -113,8 +157,13 @@ class SentenceSplitter:
         """The sentences ``event`` completes."""
         if isinstance(event, ChatStart):
             self._emotion[event.chat] = None
+            self._intensity[event.chat] = None
+            self._action[event.chat] = None
         elif isinstance(event, Emotion):
             self._emotion[event.chat] = event.text
+            self._intensity[event.chat] = event.intensity
+        elif isinstance(event, Action):
+            self._action[event.chat] = event.text
         elif isinstance(event, TextDelta) and event.tag in self.tags:
             key = (event.chat, event.segment)
             buf = self._buffers.get(key)
@@ -127,6 +176,8 @@ class SentenceSplitter:
                 return self._finish(event.chat, event.segment, ended)
         elif isinstance(event, Reset):
             self._emotion.clear()
+            self._intensity.clear()
+            self._action.clear()
             self._buffers.clear()
         return []
 
@@ -141,7 +192,7 @@ class SentenceSplitter:
     def _finish(self, chat: int, segment: int, buf: _Buffer) -> list[Sentence]:
         """The end of the segment decides whatever waited: the rest is one sentence."""
         out: list[Sentence] = []
-        self._emit(out, buf, chat, segment)
+        self._emit(out, buf, chat, segment, final=True)
         return out
 
     def _scan(self, chat: int, segment: int, buf: _Buffer, text: str) -> list[Sentence]:
@@ -184,6 +235,8 @@ class SentenceSplitter:
                         i += 1
                         continue
                     cut = not c.islower()
+                elif phase == _COMMA:
+                    cut = not c.isdigit()
                 else:  # _QUOTE_CLOSERS
                     if c in _CLOSERS:
                         i += 1
@@ -194,11 +247,11 @@ class SentenceSplitter:
                     continue
                 buf.phase = _NONE
                 if cut:
-                    buf.parts.append(text[start:i])
+                    self._append(buf, text[start:i])
                     self._emit(out, buf, chat, segment)
                     start = i
                 # c is read again below, as any character outside a decision
-            m = _SPECIAL.search(text, i)
+            m = self._special.search(text, i)
             if m is None:
                 break
             i = m.start()
@@ -216,11 +269,19 @@ class SentenceSplitter:
             elif c == '"':
                 buf.ascii_quote = True
             elif c == "\n":
-                buf.parts.append(text[start:i])
+                self._append(buf, text[start:i])
                 self._emit(out, buf, chat, segment)
                 start = i + 1
                 buf.quotes.clear()  # a quote left open on its line closes with it
                 buf.ascii_quote = False
+            elif c in _PAUSES:
+                if not buf.quotes and not buf.ascii_quote and self._long(buf, i - start + 1):
+                    if c == ",":
+                        buf.phase = _COMMA  # 3,000 is a number: the next character decides
+                    else:
+                        self._append(buf, text[start : i + 1])
+                        self._emit(out, buf, chat, segment)
+                        start = i + 1
             elif c in _END and not buf.quotes and not buf.ascii_quote:
                 buf.phase = _RUN
                 buf.run_length = 1
@@ -232,7 +293,7 @@ class SentenceSplitter:
                 buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
             i += 1
         if start < n:
-            buf.parts.append(text[start:])
+            self._append(buf, text[start:])
         buf.tail = (buf.tail + text[-_LOOKBACK:])[-_LOOKBACK:]
         buf.steps += steps
         self.steps += steps
@@ -261,11 +322,36 @@ class SentenceSplitter:
                 return False
         return buf.run_cjk or c.isspace()
 
-    def _emit(self, out: list[Sentence], buf: _Buffer, chat: int, segment: int) -> None:
+    def _long(self, buf: _Buffer, more: int) -> bool:
+        """Whether the sentence, with ``more`` characters of this delta, is longer than ``max_length``."""
+        return self.max_length is not None and buf.length + more > self.max_length
+
+    @staticmethod
+    def _append(buf: _Buffer, part: str) -> None:
+        """Add text to the sentence (each character is looked at once: for ``spoken``)."""
+        buf.parts.append(part)
+        buf.length += len(part)
+        if not buf.spoken:
+            buf.spoken = any(not ch.isspace() and ch not in _NOT_SPOKEN for ch in part)
+
+    def _emit(self, out: list[Sentence], buf: _Buffer, chat: int, segment: int, *, final: bool = False) -> None:
+        if not buf.spoken and not final:
+            return  # punctuation alone (a lone '…'): it begins the next sentence
         text = "".join(buf.parts).strip()
         buf.parts.clear()
+        buf.length = 0
+        buf.spoken = False
         if text:
-            out.append(Sentence(text, self._emotion.get(chat), chat, segment))
+            out.append(
+                Sentence(
+                    text,
+                    self._emotion.get(chat),
+                    chat,
+                    segment,
+                    self._intensity.get(chat),
+                    self._action.get(chat),
+                )
+            )
 
 
 def _word_at_end(text: str) -> str:
@@ -284,14 +370,16 @@ def _speech_tags(tags: Iterable[str] | TagTable | None) -> frozenset[str]:
     return frozenset(tags)
 
 
-def sentences(events: Iterable[Event] | Reply, *, tags: Iterable[str] | TagTable | None = None) -> Iterator[Sentence]:
+def sentences(
+    events: Iterable[Event] | Reply, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None
+) -> Iterator[Sentence]:
     """Complete sentences of the speech text in ``events`` (or a whole ``Reply``), each with its active emotion.
 
     ``tags``: the tags to read, as names, or a tag table whose ``speech`` tags are read
     (``None``: the speech tags of ``DEFAULT_TAGS``, i.e. ``msg``). A table also gives a
-    ``Reply``'s events their roles.
+    ``Reply``'s events their roles. ``max_length``: see ``SentenceSplitter``.
     """
-    splitter = SentenceSplitter(tags=tags)
+    splitter = SentenceSplitter(tags=tags, max_length=max_length)
     from charfmt.models import Reply  # noqa: PLC0415 (the splitter itself needs no models)
 
     # A Reply is iterable too (pydantic yields its fields): read its events, not its fields.

@@ -1,0 +1,484 @@
+"""Character cards: SillyTavern / TavernAI cards read as charfmt characters, and characters written as cards.
+
+Read (``Character.load`` does it for a card file; ``read_card`` is the step underneath):
+
+- **V2** (``chara_card_v2``): JSON, base64-encoded in a PNG ``tEXt`` chunk ``chara``;
+- **V3** (``chara_card_v3``): the same in a ``ccv3`` chunk (preferred when both exist), a plain
+  JSON file, or a CHARX zip holding ``card.json`` and its assets;
+- **V1** (TavernAI): a plain object with ``name``, ``description``... at the top.
+
+What a card says becomes the character: ``{{char}}``/``{{user}}`` (and ``<BOT>``/``<USER>``)
+replaced by the names; the persona from ``description``, ``personality`` and ``scenario``; the
+greeting (``first_mes``) and ``mes_example`` read with the lenient role-play reader into
+few-shots (``*waves* Welcome`` is an action and a message); V3 assets of type ``emotion`` become
+emotion keys with their sprites. A card without emotions gets ``DEFAULT_EMOTIONS`` (``CF920``).
+Everything else of the card (lorebook, system prompt, alternate greetings, creator notes, assets,
+``extensions`` byte for byte) is kept in ``Character.card`` and written back by ``export_card``.
+
+Write: ``export_card(character, "json" | "png")`` is a V3 card (a PNG carries a V2 ``chara``
+chunk too, for older readers) with charfmt's own data (emotions, tags, stage map, examples)
+under ``extensions.charfmt``, so that reading it back gives the same character.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import re
+import zipfile
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from charfmt._png import PngError, blank_png, text_chunks, with_text_chunks
+from charfmt.diagnostics import CharfmtError, Diagnostic
+from charfmt.models import Chat, Reply, Vocabulary
+from charfmt.parser import parse
+from charfmt.userinput import UserTurn, parse_shorthand
+from charfmt.writer import canonical_form
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+
+CHARFMT_VERSION: Final = 1
+"""The version of what ``extensions.charfmt`` holds."""
+
+DEFAULT_EMOTIONS: Final = (
+    ("neutral", "Calm; the default.", ("calm",)),
+    ("joy", "Happy, pleased, amused.", ("happy", "amusement", "smile")),
+    ("sadness", "Sad, hurt, lonely.", ("sad", "grief")),
+    ("anger", "Angry, annoyed.", ("angry", "annoyance", "annoyed")),
+    ("surprise", "Surprised, startled.", ("surprised", "shock")),
+    ("fear", "Afraid, nervous.", ("afraid", "nervousness", "scared")),
+    ("embarrassment", "Embarrassed, shy, flustered.", ("embarrassed", "shy", "blush")),
+    ("love", "Affectionate, caring.", ("caring", "affection")),
+)
+"""The vocabulary of a card without emotions: SillyTavern's expression labels most cards' sprites use."""
+
+# The V3 data fields with their defaults: a card read is completed with them, so a V2 or V1
+# card written back as V3 and read again is the same.
+_FIELDS: Final[tuple[tuple[str, Any], ...]] = (
+    ("name", ""),
+    ("description", ""),
+    ("personality", ""),
+    ("scenario", ""),
+    ("first_mes", ""),
+    ("mes_example", ""),
+    ("creator_notes", ""),
+    ("system_prompt", ""),
+    ("post_history_instructions", ""),
+    ("alternate_greetings", []),
+    ("tags", []),
+    ("creator", ""),
+    ("character_version", ""),
+    ("group_only_greetings", []),
+)
+_V3_ONLY: Final = frozenset(
+    {"assets", "nickname", "creator_notes_multilingual", "source", "group_only_greetings", "creation_date",
+     "modification_date"}
+)  # fmt: skip
+"""Fields a V2 card (the PNG's ``chara`` chunk written for older readers) leaves out."""
+
+
+class CardError(CharfmtError):
+    """A file that is not a readable character card; ``key`` says which field, where one is at fault."""
+
+    def __init__(self, message: str, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class CardInfo(BaseModel):
+    """What a character card holds beyond what charfmt reads from it: kept, and written back on export."""
+
+    model_config = ConfigDict(frozen=True)
+
+    data: dict[str, Any]
+    """The card's ``data`` object as read (lorebook, system prompt, greetings, assets...), ``extensions`` left out."""
+    extensions: str = "{}"
+    """``data.extensions`` as the card's raw JSON text, byte for byte (charfmt's own entry left out)."""
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    """What reading the card had to say (a default vocabulary, few-shots that could not be read)."""
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def is_card(data: bytes) -> bool:
+    """Whether ``data`` looks like a card (PNG, zip, or a JSON object) rather than TOML."""
+    return data.startswith((b"\x89PNG", b"PK\x03\x04")) or data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
+
+
+def card_text(data: bytes, *, limit: int) -> str:
+    """The card JSON of a PNG (``ccv3`` preferred to ``chara``), a CHARX zip or a JSON file."""
+    if data.startswith(b"\x89PNG"):
+        try:
+            chunks = text_chunks(data, limit=limit)
+        except PngError as e:
+            raise CardError(str(e)) from None
+        key = "ccv3" if "ccv3" in chunks else "chara" if "chara" in chunks else None
+        if key is None:
+            raise CardError("a PNG without a character card (no 'ccv3' or 'chara' text chunk)")
+        try:
+            raw = base64.b64decode(chunks[key].strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise CardError(f"the PNG's {key!r} chunk is not base64") from None
+        return _utf8(raw, f"the PNG's {key!r} chunk")
+    if data.startswith(b"PK\x03\x04"):
+        return _utf8(_charx_member(data, "card.json", limit), "card.json")
+    return _utf8(data, "the card").removeprefix("\ufeff")
+
+
+def _utf8(raw: bytes, what: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CardError(f"{what} is not UTF-8: byte 0x{raw[e.start]:02X} at offset {e.start}") from None
+
+
+def _charx_member(data: bytes, name: str, limit: int) -> bytes:
+    """One file of a CHARX zip, at most ``limit`` bytes uncompressed (a zip bomb is an error)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            try:
+                info = z.getinfo(name)
+            except KeyError:
+                raise CardError(f"a CHARX file without {name}") from None
+            if info.file_size > limit:
+                raise CardError(f"{name} is larger than {limit:,} bytes")
+            with z.open(info) as f:
+                out = f.read(limit + 1)
+            if len(out) > limit:
+                raise CardError(f"{name} is larger than {limit:,} bytes")
+            return out
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as e:
+        raise CardError(f"not a readable CHARX (zip) file: {e}") from None
+
+
+def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
+    """A card's bytes as (the ``Character`` fields it gives, the card's ``CardInfo``); raises ``CardError``."""
+    text = card_text(data, limit=limit)
+    try:
+        card = json.loads(text)
+    except ValueError as e:
+        raise CardError(f"the card is not JSON: {e}") from None
+    if not isinstance(card, dict):
+        raise CardError("the card is not a JSON object")
+    spec = card.get("spec")
+    if spec in ("chara_card_v2", "chara_card_v3"):
+        fields = card.get("data")
+        if not isinstance(fields, dict):
+            raise CardError(f"a {spec} card has a data object", "data")
+        extensions = _raw_member(text, ("data", "extensions"))
+    elif spec is None and "name" in card:
+        fields, extensions = card, None  # V1 (TavernAI): the fields at the top
+    else:
+        raise CardError(f"unknown card spec {spec!r} (charfmt reads chara_card_v2 and chara_card_v3)", "spec")
+    extensions = extensions or "{}"
+    for key, default in _FIELDS:
+        value = fields.get(key, default)
+        if not isinstance(value, type(default)):
+            raise CardError(f"{key} is not a {'list' if isinstance(default, list) else 'string'}", f"data.{key}")
+    if not fields.get("name", "").strip():
+        raise CardError("the card has no name", "data.name")
+    try:
+        ext = json.loads(extensions)
+    except ValueError:
+        ext = None
+    if not isinstance(ext, dict):
+        raise CardError("extensions is not a JSON object", "data.extensions")
+    kept = {key: fields.get(key, default) for key, default in _FIELDS}
+    kept.update({k: v for k, v in fields.items() if k != "extensions"})
+    own = ext.get("charfmt")
+    foreign = _without_member(extensions, "charfmt") if own is not None else extensions
+    if isinstance(own, dict) and isinstance(own.get("character"), dict):
+        if own.get("version") != CHARFMT_VERSION:
+            raise CardError(f"extensions.charfmt version {own.get('version')!r} is not {CHARFMT_VERSION}")
+        notes = own.get("diagnostics", [])
+        return own["character"], CardInfo(data=kept, extensions=foreign, diagnostics=notes)
+    character, notes = _from_fields(kept)
+    return character, CardInfo(data=kept, extensions=foreign, diagnostics=notes)
+
+
+_NAMES: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(BOT|USER)>", re.IGNORECASE)
+_KANA: Final = re.compile(r"[\u3040-\u30ff]")
+_HAN: Final = re.compile(r"[\u4e00-\u9fff]")
+_HANGUL: Final = re.compile(r"[\uac00-\ud7af]")
+
+
+def _names(text: str, char: str, user: str) -> str:
+    """``{{char}}``/``{{user}}`` (any case, SillyTavern) and ``<BOT>``/``<USER>`` (TavernAI) replaced."""
+    return _NAMES.sub(lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text)
+
+
+def _language(text: str) -> str:
+    """The language the card is written in, as far as its script says (``en`` by default)."""
+    if _KANA.search(text):
+        return "ja"
+    if _HANGUL.search(text):
+        return "ko"
+    return "zh" if _HAN.search(text) else "en"
+
+
+def _note(code: str, message: str) -> Diagnostic:
+    return Diagnostic.at("", code, message, 0)
+
+
+def _from_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """The ``Character`` fields a card (without charfmt's own data) gives, and what reading it noted."""
+    name = fields["name"].strip()
+    user = "User"
+    notes: list[Diagnostic] = []
+
+    def sub(key: str) -> str:
+        return _names(str(fields.get(key) or ""), name, user).strip()
+
+    parts = [sub("description")]
+    if sub("personality"):
+        parts.append(f"{name}'s personality: {sub('personality')}")
+    if sub("scenario"):
+        parts.append(f"Scenario: {sub('scenario')}")
+    persona = "\n\n".join(p for p in parts if p) or name
+    emotions = _emotion_assets(fields.get("assets"), notes)
+    if not emotions:
+        emotions = [{"key": k, "description": d, "aliases": list(a)} for k, d, a in DEFAULT_EMOTIONS]
+        keys = ", ".join(k for k, _d, _a in DEFAULT_EMOTIONS)
+        notes.append(_note("CF920", f"the card names no emotions: the default vocabulary ({keys}) is used"))
+    vocabulary = Vocabulary.model_validate({"emotions": emotions})
+    examples = []
+    greeting = sub("first_mes")
+    if greeting:
+        reply = _reply(greeting, vocabulary)
+        if reply is not None:
+            examples.append({"user": UserTurn().model_dump(), "reply": reply.model_dump()})
+    for n, block in enumerate(_blocks(sub("mes_example"))):
+        exchanges = list(_exchanges(block, name, user, vocabulary))
+        if not exchanges:
+            notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
+        examples += exchanges
+    character = {
+        "name": name,
+        "persona": persona,
+        "language": _language(persona),
+        "user_name": user,
+        "emotions": emotions,
+        "examples": examples,
+    }
+    return character, notes
+
+
+def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]]:
+    """V3 assets of type ``emotion``: each name an emotion key, its URI the sprite."""
+    from charfmt._tables import terminal_regex  # noqa: PLC0415
+
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for asset in assets if isinstance(assets, list) else ():
+        if not isinstance(asset, dict) or asset.get("type") != "emotion":
+            continue
+        key, uri = asset.get("name"), asset.get("uri")
+        if not isinstance(key, str) or not terminal_regex("KEY").fullmatch(key) or key.casefold() in seen:
+            notes.append(_note("CF922", f"emotion asset {key!r} is not a usable emotion key: skipped"))
+            continue
+        seen.add(key.casefold())
+        out.append({"key": key, "sprite": uri if isinstance(uri, str) else None})
+    return out
+
+
+_START: Final = re.compile(r"^\s*<START>\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _blocks(text: str) -> list[str]:
+    return [b for b in _START.split(text) if b.strip()]
+
+
+def _exchanges(block: str, char: str, user: str, vocabulary: Vocabulary) -> Iterator[dict[str, Any]]:
+    """The exchanges of one ``<START>`` block: each ``User: ...`` line answered by the ``Char: ...`` lines after it."""
+    turns: list[list[str]] = []  # [who, text]
+    line_start = re.compile(rf"^({re.escape(char)}|{re.escape(user)})\s*:\s?(.*)$")
+    for line in block.split("\n"):
+        m = line_start.match(line)
+        if m:
+            turns.append([m.group(1), m.group(2)])
+        elif turns:
+            turns[-1][1] += "\n" + line
+    pending: UserTurn | None = None
+    replies: list[Chat] = []
+
+    def flush() -> Iterator[dict[str, Any]]:
+        if replies:
+            chats = [c.model_copy(update={"order": i + 1}) for i, c in enumerate(replies)]
+            yield {"user": (pending or UserTurn()).model_dump(), "reply": Reply(chats=chats).model_dump()}
+        replies.clear()
+
+    for who, text in turns:
+        if who == user and who != char:
+            yield from flush()
+            pending = parse_shorthand(text.strip() or "...", vocabulary=vocabulary)
+            pending = pending.model_copy(update={"diagnostics": []})
+        else:
+            reply = _reply(text, vocabulary)
+            replies.extend(reply.chats if reply is not None else [])
+    yield from flush()
+
+
+def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
+    """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped."""
+    reply = canonical_form(parse(text.strip(), lenient=True, vocabulary=vocabulary))
+    chats: list[Chat] = []
+    for chat in reply.chats:
+        segments = [s for s in chat.segments if s.tag != "emo" or vocabulary.resolve(s.text) is not None]
+        if segments:
+            chats.append(Chat(type=chat.type, order=len(chats) + 1, segments=segments))
+    return Reply(chats=chats) if chats else None
+
+
+# --- raw JSON members: extensions kept byte for byte ----------------------------------------------
+
+
+def _members(text: str, start: int) -> Iterator[tuple[str, int, int, int]]:
+    """The members of the JSON object at ``text[start]``: (key, key start, value start, value end)."""
+    decoder = json.JSONDecoder()
+    ws = re.compile(r"[ \t\n\r]*")
+    i = ws.match(text, start + 1).end()  # type: ignore[union-attr]
+    if text[i : i + 1] == "}":
+        return
+    while True:
+        key, after = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+        j = ws.match(text, after).end()  # type: ignore[union-attr]
+        j = ws.match(text, j + 1).end()  # type: ignore[union-attr]  # past ':'
+        _value, end = decoder.raw_decode(text, j)
+        yield key, i, j, end
+        i = ws.match(text, end).end()  # type: ignore[union-attr]
+        if text[i] == "}":
+            return
+        i = ws.match(text, i + 1).end()  # type: ignore[union-attr]  # past ','
+
+
+def _raw_member(text: str, path: tuple[str, ...]) -> str | None:
+    """The raw text of the value at ``path`` in a JSON document (the last of a repeated key), or ``None``."""
+    start = len(text) - len(text.lstrip())
+    for key in path:
+        if text[start : start + 1] != "{":
+            return None
+        found = None
+        for name, _k, value, end in _members(text, start):
+            if name == key:
+                found = (value, end)
+        if found is None:
+            return None
+        start = found[0]
+        last_end = found[1]
+    return text[start:last_end]
+
+
+def _without_member(obj: str, key: str) -> str:
+    """The raw JSON object ``obj`` without its member ``key`` (what surrounds it kept as written)."""
+    members = list(_members(obj, 0))
+    for n, (name, k, _value, end) in enumerate(members):
+        if name == key:
+            if n > 0:  # from the comma after the previous member
+                return obj[: members[n - 1][3]] + obj[end:]
+            if len(members) > 1:  # up to the next member
+                return obj[:k] + obj[members[1][1] :]
+            return obj[:k] + obj[end:]
+    return obj
+
+
+def _with_member(obj: str, key: str, value: str) -> str:
+    """The raw JSON object ``obj`` with the member ``"key": value`` added at its end."""
+    obj = _without_member(obj, key)
+    member = f"{json.dumps(key)}: {value}"
+    members = list(_members(obj, 0))
+    if members:  # right after the last value: _without_member takes exactly this away again
+        last = members[-1][3]
+        return obj[:last] + ", " + member + obj[last:]
+    close = obj.rstrip().rfind("}")
+    return obj[:close] + member + obj[close:]
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def _roleplay(reply: Any) -> str:
+    """A reply as role-play text: ``*action* message`` per chat, a line each."""
+    lines = []
+    for chat in reply.chats:
+        words = []
+        for seg in chat.segments:
+            if seg.tag == "act":
+                words.append(f"*{seg.text}*")
+            elif seg.tag in ("msg", "text"):
+                words.append(seg.text)
+        if words:
+            lines.append(" ".join(words))
+    return "\n".join(lines)
+
+
+def _generated(character: Character) -> dict[str, Any]:
+    """The card fields a character without a card of its own is written with."""
+    examples = list(character.examples)
+    first = ""
+    if examples and not examples[0].user.chats:
+        first = _roleplay(examples.pop(0).reply)
+    blocks = []
+    for ex in examples:
+        said = " ".join(s.text for chat in ex.user.chats for s in chat.segments if s.tag == "msg")
+        lines = ["<START>"]
+        if ex.user.chats:
+            lines.append(f"{{{{user}}}}: {said}")
+        lines.append(f"{{{{char}}}}: {_roleplay(ex.reply)}")
+        blocks.append("\n".join(lines))
+    fields: dict[str, Any] = {
+        key: (list(default) if isinstance(default, list) else default) for key, default in _FIELDS
+    }
+    fields.update(name=character.name, description=character.persona, first_mes=first, mes_example="\n".join(blocks))
+    assets = [{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}]
+    for e in character.emotions:
+        if e.sprite:
+            ext = e.sprite.rsplit(".", 1)[-1].lower() if "." in e.sprite.rsplit("/", 1)[-1] else "png"
+            assets.append({"type": "emotion", "uri": e.sprite, "name": e.key, "ext": ext})
+    fields["assets"] = assets
+    return fields
+
+
+def card_json(character: Character, *, spec: Literal["chara_card_v3", "chara_card_v2"] = "chara_card_v3") -> str:
+    """``character`` as a card's JSON text (V3 by default); reading it back gives the same character."""
+    card = character.card
+    fields = dict(card.data) if card is not None else _generated(character)
+    if spec == "chara_card_v2":
+        fields = {k: v for k, v in fields.items() if k not in _V3_ONLY}
+    own: dict[str, Any] = {"version": CHARFMT_VERSION, "character": character.model_dump(mode="json", exclude={"card"})}
+    if card is not None and card.diagnostics:  # what reading the card first said (a default vocabulary)
+        own["diagnostics"] = [d.model_dump(mode="json") for d in card.diagnostics]
+    extensions = _with_member(
+        card.extensions if card is not None else "{}", "charfmt", json.dumps(own, ensure_ascii=False)
+    )
+    marker = "\u0000charfmt-extensions\u0000"
+    document = {
+        "spec": spec,
+        "spec_version": "3.0" if spec == "chara_card_v3" else "2.0",
+        "data": {**fields, "extensions": marker},
+    }
+    text = json.dumps(document, ensure_ascii=False, allow_nan=False)
+    return text.replace(json.dumps(marker), extensions, 1)
+
+
+def export_card(character: Character, fmt: Literal["json", "png"] = "json", *, image: bytes | None = None) -> bytes:
+    """``character`` as a V3 card file: JSON, or a PNG (``image`` or a blank one) with ``ccv3`` and ``chara``."""
+    if fmt == "json":
+        return card_json(character).encode("utf-8")
+    v3 = base64.b64encode(card_json(character).encode("utf-8")).decode("ascii")
+    v2 = base64.b64encode(card_json(character, spec="chara_card_v2").encode("utf-8")).decode("ascii")
+    try:
+        return with_text_chunks(image if image is not None else blank_png(), {"chara": v2, "ccv3": v3})
+    except PngError as e:
+        raise CardError(f"image: {e}") from None
+
+
+def is_generated(character: Character, info: CardInfo) -> bool:
+    """Whether a card's fields are exactly what ``export_card`` writes for ``character`` (nothing foreign kept)."""
+    return info.extensions.strip() == "{}" and not info.diagnostics and info.data == _generated(character)

@@ -1,0 +1,156 @@
+"""The stage map: what each kind of front end does for an emotion, an action or a cue value.
+
+A character's ``[stage]`` table (TOML) or ``Character.stage`` (API) says, per emotion key,
+which sprite to show, which VRM expression preset to set at which weight, which Live2D
+expressions and motion group to play, which VTube Studio hotkey to trigger and which voice
+style the TTS speaks with; per action word and per cue value (a ``[[tags]]`` cue such as
+``<motion>wave</motion>``), which motion to play. A word off the lists gets the fallback.
+
+.. code-block:: toml
+
+    [stage.voice]                 # the character's voice (each emotion may change parts of it)
+    speaker = 3
+    [stage.emotions.joy]
+    vrm = "happy"                 # VRM expression preset (or a custom expression name)
+    weight = 0.8                  # the weight at full intensity
+    live2d = ["smile", "blush"]   # Live2D expressions (.exp3.json names)
+    live2d_motion = "Happy"       # a Live2D motion group
+    vts_hotkey = "Smile"          # a VTube Studio hotkey (name or id)
+    voice = { style = "happy", rate = 1.1 }
+    [stage.actions.bow]
+    live2d = "Bow"
+    [stage.cues.motion.wave]      # the cue tag <motion>, value "wave"
+    vrm = "wave.vrma"
+    [stage.fallback]              # an emotion off the list
+    vrm = "neutral"
+
+The stage reader (``charfmt.stage``) reads this map; this module only holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Voice(BaseModel):
+    """How the TTS speaks: each field left ``None`` keeps the character's default voice."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    style: str | None = None
+    """A style name of the TTS engine (VOICEVOX, Style-Bert-VITS2, Azure: ``happy``, ``ささやき``)."""
+    speaker: int | str | None = None
+    """A speaker id (VOICEVOX, AivisSpeech) or a voice name (Azure, OpenAI, ElevenLabs)."""
+    rate: float | None = Field(None, gt=0, le=10)
+    """Speaking rate, 1 = normal."""
+    pitch: float | None = Field(None, ge=-100, le=100)
+    """Pitch shift in the engine's own unit (0 = normal)."""
+
+    def over(self, base: Voice | None) -> Voice:
+        """This voice with the fields it leaves ``None`` taken from ``base``."""
+        if base is None:
+            return self
+        return Voice.model_validate({**base.model_dump(), **self.model_dump(exclude_none=True)})
+
+
+class Expression(BaseModel):
+    """What the front ends show for one emotion key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sprite: str | None = None
+    """A sprite or image id (``None``: the emotion key's own ``sprite``)."""
+    vrm: str | None = None
+    """A VRM expression preset (``happy``, ``angry``, ``sad``, ``relaxed``, ``surprised``,
+    ``neutral``) or a custom expression name of the model."""
+    weight: float = Field(1.0, ge=0, le=1)
+    """The VRM expression's weight at full intensity; an emotion's intensity scales it."""
+    live2d: list[str] = Field(default_factory=list)
+    """Live2D expressions (``.exp3.json`` names) to set, in order."""
+    live2d_motion: str | None = None
+    """A Live2D motion group to play with the expression."""
+    vts_hotkey: str | None = None
+    """A VTube Studio hotkey (its name or id) to trigger."""
+    voice: Voice | None = None
+    """The voice for speech in this emotion (over the character's ``stage.voice``)."""
+
+
+class Motion(BaseModel):
+    """What the front ends play for one action word or cue value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    vrm: str | None = None
+    """A VRM animation (a VRMA clip name) to play."""
+    live2d: str | None = None
+    """A Live2D motion group to play."""
+    live2d_index: int | None = Field(None, ge=0)
+    """Which motion of the group (``None``: the front end picks one)."""
+    vts_hotkey: str | None = None
+    """A VTube Studio hotkey (its name or id) to trigger."""
+    sprite: str | None = None
+    """A sprite or image id (a visual-novel front end's pose)."""
+
+
+class StageMap(BaseModel):
+    """A character's stage map: expressions per emotion key, motions per action word and cue value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    voice: Voice | None = None
+    """The character's voice: what every sentence is spoken with, unless an emotion changes it."""
+    emotions: dict[str, Expression] = Field(default_factory=dict)
+    """Per emotion key (the vocabulary's keys): what to show."""
+    actions: dict[str, Motion] = Field(default_factory=dict)
+    """Per action word (``bow``, ``crosses arms``): what to play."""
+    cues: dict[str, dict[str, Motion]] = Field(default_factory=dict)
+    """Per cue tag, per value (``cues.motion.wave``): what to play."""
+    fallback: Expression | None = None
+    """What to show for an emotion off ``emotions`` (``None``: the emotion key's sprite only)."""
+    fallback_action: Motion | None = None
+    """What to play for an action or cue value off the lists (``None``: nothing)."""
+
+    def expression(self, key: str, sprite: str | None = None) -> tuple[Expression, bool]:
+        """The expression for emotion ``key`` and whether it was mapped (else the fallback).
+
+        ``sprite``: the emotion key's own sprite, used where the map names none.
+        """
+        found = self.emotions.get(key)
+        expression = found if found is not None else (self.fallback or _NOTHING)
+        if expression.sprite is None and sprite is not None:
+            expression = expression.model_copy(update={"sprite": sprite})
+        return expression, found is not None
+
+    def motion(self, word: str, tag: str | None = None) -> tuple[Motion | None, bool]:
+        """The motion for an action word (``tag=None``) or a cue value, and whether it was mapped."""
+        table = self.actions if tag is None else self.cues.get(tag, {})
+        found = table.get(word)
+        return (found if found is not None else self.fallback_action), found is not None
+
+    def check(self, keys: list[str], cues: dict[str, tuple[str, ...] | None]) -> list[tuple[tuple[Any, ...], str]]:
+        """Each entry that names no emotion key or cue (its place under ``stage`` and why).
+
+        ``cues``: each cue tag with its closed list of values (``None``: any value).
+        Action words are free (the model may write others), so any word may be mapped.
+        """
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        for key in self.emotions:
+            if key not in keys:
+                problems.append((("emotions", key), f"{key!r} is not an emotion key (the keys are {', '.join(keys)})"))
+        for tag, values in self.cues.items():
+            if tag not in cues:
+                names = ", ".join(cues) or "none"
+                problems.append((("cues", tag), f"{tag!r} is not a cue tag of the character (cue tags: {names})"))
+                continue
+            allowed = cues[tag]
+            for value in values:
+                if allowed is not None and value not in allowed:
+                    problems.append(
+                        (("cues", tag, value), f"<{tag}> value {value!r} is not one of {', '.join(allowed)}")
+                    )
+        return problems
+
+
+_NOTHING: Final = Expression()

@@ -1,0 +1,199 @@
+"""Character cards: V1/V2/V3 (PNG, JSON, CHARX) read as characters; characters written as V3 cards and read back."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import charfmt
+from charfmt._png import blank_png, text_chunks, with_text_chunks
+from charfmt.cards import export_card
+from charfmt.cli import main
+
+EXAMPLES = Path(__file__).parents[1] / "examples" / "characters"
+# Extensions as another tool wrote them: odd spacing, escapes and number forms must survive byte for byte.
+EXTENSIONS = (
+    '{ "depth_prompt" : {"prompt":"x","depth":4}, "fav":false,"num":1.50e2, "uni":"\\u00e9\\n", '
+    '"deep": [1, {"a": null}] }'
+)
+DATA: dict[str, Any] = {
+    "name": "Seraphina",
+    "description": "{{char}} guards the forest and speaks gently to {{user}}.",
+    "personality": "caring, wise",
+    "scenario": "{{User}} wakes up in <BOT>'s glade.",
+    "first_mes": "*kneels beside you* You're awake! How do you feel?",
+    "mes_example": "<START>\n{{user}}: Where am I?\n{{char}}: *smiles softly* You're in my glade.\nYou are safe.\n"
+    "<START>\n{{user}}: Who are you?\n{{char}}: I am {{char}}.\n<START>\n{{user}}: hello?",
+    "creator_notes": "notes",
+    "system_prompt": "Be kind.",
+    "post_history_instructions": "",
+    "alternate_greetings": ["Hello again."],
+    "character_book": {"entries": [{"keys": ["glade"], "content": "A magic glade.", "extensions": {}}]},
+    "tags": ["fantasy"],
+    "creator": "me",
+    "character_version": "1",
+}
+
+
+def _card(spec: str, data: dict[str, Any], extensions: str = EXTENSIONS) -> str:
+    body = json.dumps(
+        {"spec": spec, "spec_version": "3.0" if spec.endswith("v3") else "2.0", "data": {**data, "extensions": "@"}}
+    )
+    return body.replace('"@"', extensions)
+
+
+def _png(**chunks: str) -> bytes:
+    return with_text_chunks(blank_png(), {k: base64.b64encode(v.encode()).decode() for k, v in chunks.items()})
+
+
+V3_DATA = {
+    **DATA,
+    "group_only_greetings": [],
+    "assets": [
+        {"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"},
+        {"type": "emotion", "uri": "embeded://assets/emotion/joy.png", "name": "joy", "ext": "png"},
+        {"type": "emotion", "uri": "embeded://assets/emotion/sad.png", "name": "sad", "ext": "png"},
+        {"type": "emotion", "uri": "x", "name": "bad <key>", "ext": "png"},
+    ],
+}
+
+
+def _charx() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("card.json", _card("chara_card_v3", V3_DATA))
+        z.writestr("assets/emotion/joy.png", blank_png())
+        z.writestr("assets/emotion/sad.png", blank_png())
+    return buf.getvalue()
+
+
+CARDS = {
+    "v2.png": lambda: _png(chara=_card("chara_card_v2", DATA)),
+    "v3.png": lambda: _png(chara=_card("chara_card_v2", {**DATA, "name": "Old"}), ccv3=_card("chara_card_v3", V3_DATA)),
+    "v3.json": lambda: _card("chara_card_v3", V3_DATA).encode(),
+    "v3.charx": _charx,
+    "v1.json": lambda: json.dumps(DATA).encode(),
+}
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_cards_import(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(CARDS[name]())
+    c = charfmt.Character.load(path)
+    assert c.name == "Seraphina"  # v3.png: the ccv3 chunk wins over chara
+    assert c.persona == (
+        "Seraphina guards the forest and speaks gently to User.\n\n"
+        "Seraphina's personality: caring, wise\n\nScenario: User wakes up in Seraphina's glade."
+    )
+    greeting, where, who = c.examples
+    assert greeting.user.chats == []
+    assert charfmt.dumps(greeting.reply) == (
+        '{"chats":[{"type":"C","order":1,"body":"<act>kneels beside you</act>\\n'
+        "<msg>You're awake! How do you feel?</msg>\"}]}"
+    )
+    assert [s.text for s in where.user.chats[0].segments] == ["Where am I?"]
+    assert [(s.tag, s.text) for s in where.reply.chats[0].segments] == [
+        ("act", "smiles softly"),
+        ("msg", "You're in my glade.\nYou are safe."),
+    ]
+    assert who.reply.chats[0].segments[-1].text == "I am Seraphina."
+    assert c.card is not None
+    codes = [d.code for d in c.card.diagnostics]
+    assert "CF921" in codes  # the block without a line of Seraphina
+    if name.startswith("v3"):
+        assert [(e.key, e.sprite) for e in c.emotions] == [
+            ("joy", "embeded://assets/emotion/joy.png"),
+            ("sad", "embeded://assets/emotion/sad.png"),
+        ]
+        assert "CF922" in codes and "CF920" not in codes
+    else:
+        assert "CF920" in codes and c.vocabulary.keys[0] == "neutral"
+    assert c.card.data["system_prompt"] == "Be kind." and c.card.data["character_book"] == DATA["character_book"]
+    assert c.card.data["alternate_greetings"] == ["Hello again."]
+    assert c.card.extensions == (EXTENSIONS if name != "v1.json" else "{}")
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+@pytest.mark.parametrize("fmt", ["json", "png"])
+def test_a_card_read_and_written_reads_back_the_same(name: str, fmt: str) -> None:
+    c = charfmt.Character.from_bytes(CARDS[name](), name)
+    out = export_card(c, fmt)  # type: ignore[arg-type]
+    again = charfmt.Character.from_bytes(out, f"out.{fmt}")
+    assert again == c
+    text = out.decode() if fmt == "json" else base64.b64decode(text_chunks(out, limit=10**7)["ccv3"]).decode()
+    if name != "v1.json":
+        assert EXTENSIONS.rstrip("} ") in text  # the card's own extensions, byte for byte
+    assert json.loads(text)["data"]["extensions"]["charfmt"]["version"] == 1
+    assert export_card(again, fmt) == out  # (type: ignore) and a second round changes nothing  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("toml", ["rex.toml", "mio.toml", "../../tests/stage/aoi.toml"])
+@pytest.mark.parametrize("fmt", ["json", "png"])
+def test_a_charfmt_character_exported_as_a_card_reads_back_the_same(toml: str, fmt: str) -> None:
+    c = charfmt.Character.load(EXAMPLES / toml)
+    out = export_card(c, fmt)  # type: ignore[arg-type]
+    assert charfmt.Character.from_bytes(out, "card") == c
+    card = json.loads(out if fmt == "json" else base64.b64decode(text_chunks(out, limit=10**7)["ccv3"]))
+    assert card["spec"] == "chara_card_v3" and card["data"]["name"] == c.name
+    assert card["data"]["description"] == c.persona
+    if fmt == "png":  # older readers get a V2 chunk
+        v2 = json.loads(base64.b64decode(text_chunks(out, limit=10**7)["chara"]))
+        assert v2["spec"] == "chara_card_v2" and "assets" not in v2["data"]
+
+
+def test_a_card_edited_elsewhere_keeps_what_the_editor_added() -> None:
+    rex = charfmt.Character.load(EXAMPLES / "rex.toml")
+    card = json.loads(export_card(rex))
+    card["data"]["system_prompt"] = "Stay gruff."
+    card["data"]["extensions"]["talkativeness"] = "0.4"
+    edited = charfmt.Character.from_bytes(json.dumps(card).encode(), "edited.json")
+    assert edited.model_copy(update={"card": None}) == rex
+    assert edited.card is not None and edited.card.data["system_prompt"] == "Stay gruff."
+    assert json.loads(edited.card.extensions) == {"talkativeness": "0.4"}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (blank_png(), "a PNG without a character card"),
+        (blank_png()[:-6], "no IEND chunk"),
+        (with_text_chunks(blank_png(), {"chara": "not base64!"}), "'chara' chunk is not base64"),
+        (_png(chara="[1]"), "the card is not a JSON object"),
+        (_png(chara='{"spec": "chara_card_v9", "data": {}}'), "unknown card spec 'chara_card_v9'"),
+        (b'{"spec": "chara_card_v2", "data": {"name": ""}}', "data.name: the card has no name"),
+        (b'{"spec": "chara_card_v2", "data": {"name": "A", "tags": "x"}}', "data.tags: tags is not a list"),
+        (b"PK\x03\x04broken", "not a readable CHARX (zip) file"),
+        (b'{"name": "A", "first_mes": "hi"', "the card is not JSON"),
+    ],
+)
+def test_a_bad_card_is_a_clear_error(data: bytes, message: str) -> None:
+    with pytest.raises(charfmt.CharacterError) as e:
+        charfmt.Character.from_bytes(data, "bad.card")
+    assert str(e.value).startswith("bad.card: ") and message in str(e.value)
+
+
+def test_a_charx_without_card_json_or_too_large() -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("other.json", "{}")
+    with pytest.raises(charfmt.CharacterError, match=r"a CHARX file without card\.json"):
+        charfmt.Character.from_bytes(buf.getvalue(), "x.charx")
+    with pytest.raises(charfmt.CharacterError, match=r"card\.json is larger than 100 bytes"):
+        charfmt.Character.from_bytes(_charx(), "x.charx", max_size=100)
+
+
+def test_render_grammar_and_stream_take_a_card(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sera.png"
+    path.write_bytes(CARDS["v3.png"]())
+    assert main(["render", "--character", str(path), "--say", "[joy] hi", "--format", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "You are Seraphina." in out and "Seraphina guards the forest" in out and "- joy" in out
+    assert main(["grammar", "--target", "gbnf", "--character", str(path)]) == 0
+    assert '"sad"' in capsys.readouterr().out

@@ -1,0 +1,154 @@
+"""The stage reader: expressions, motions and voiced sentences, in order, the same streamed or whole."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_lenient import CASES as LENIENT_CASES
+
+import charfmt
+from charfmt.cli import main
+from charfmt.stage import PlayMotion, SetExpression, Speak, StageReader, stage_cues
+from charfmt.stagemap import Voice
+from charfmt.testing import replies
+
+AOI_PATH = Path(__file__).parent / "stage" / "aoi.toml"
+AOI = charfmt.Character.load(AOI_PATH)
+REPLY = (
+    '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<act>wave</act>\\n'
+    '<msg>やっほー！今日も来てくれたんだね。</msg>\\n<motion>nod</motion>\\n<emo>sad</emo>\\n<msg>…寂しかった。</msg>"},'
+    '{"type":"E","order":2,"body":"Aoi waves."}]}'
+)
+
+
+def _chunks(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+def _streamed(chunks: list[str], character: charfmt.Character, **kwargs: Any) -> list[dict[str, Any]]:
+    parser = charfmt.StreamParser(lenient=True, vocabulary=character.vocabulary, tags=character.tags)
+    reader = StageReader(character, **kwargs)
+    cues = []
+    for chunk in chunks:
+        for event in parser.feed(chunk):
+            cues += reader.feed(event)
+    for event in parser.close():
+        cues += reader.feed(event)
+    cues += reader.close()
+    dicts = [c.to_dict() for c in cues]
+    resets = [i for i, c in enumerate(dicts) if c["kind"] == "reset"]
+    return dicts[resets[-1] + 1 :] if resets else dicts
+
+
+def _whole(reply: charfmt.Reply, character: charfmt.Character, **kwargs: Any) -> list[dict[str, Any]]:
+    return [c.to_dict() for c in stage_cues(reply, character, **kwargs)]
+
+
+def _cues_precede_their_sentences(cues: list[dict[str, Any]]) -> None:
+    """Each sentence is spoken after the expression and the action it carries were fired, for its chat."""
+    emotion: dict[int, str | None] = {}
+    action: dict[int, str | None] = {}
+    for cue in cues:
+        chat = cue["chat"]
+        if cue["kind"] == "expression":
+            emotion[chat] = cue["emotion"]
+        elif cue["kind"] == "motion" and "tag" not in cue:
+            action[chat] = cue["word"]
+        elif cue["kind"] == "speak":
+            assert cue.get("emotion") == emotion.get(chat)
+            assert cue.get("action") == action.get(chat)
+
+
+def test_the_cues_of_a_reply_in_order() -> None:
+    cues = list(
+        stage_cues(charfmt.parse(REPLY, vocabulary=AOI.vocabulary, tags=AOI.tags), AOI, narrator=Voice(speaker=9))
+    )
+    assert cues == [
+        SetExpression(0, "joy", 0.8, None, "aoi_smile", "happy", ["smile"], "Happy", "Smile", True),
+        PlayMotion(0, "wave", None, "wave.vrma", "Wave", mapped=True),
+        Speak(0, 2, "やっほー！", "joy", "wave", None, {"style": "happy", "speaker": 3, "rate": 1.1}),
+        Speak(0, 2, "今日も来てくれたんだね。", "joy", "wave", None, {"style": "happy", "speaker": 3, "rate": 1.1}),
+        PlayMotion(0, "nod", "motion", live2d="Nod", mapped=True),
+        SetExpression(0, "sad", 1.0, vrm="neutral"),  # the fallback; sad has no sprite
+        Speak(0, 5, "…寂しかった。", "sad", "wave", None, {"speaker": 3}),  # the character's voice
+        Speak(1, 0, "Aoi waves.", None, None, "narrator", {"speaker": 9}),
+    ]
+    # without a narrator voice, I/E chats are not spoken
+    assert [c.kind for c in stage_cues(charfmt.parse(REPLY, tags=AOI.tags), AOI)][-1] == "speak"
+    assert len(list(stage_cues(charfmt.parse(REPLY, tags=AOI.tags), AOI))) == 7
+
+
+def test_intensity_scales_the_weight() -> None:
+    reply = charfmt.parse("[joy:0.5] Hello there!", lenient=True)
+    (expression, speak) = stage_cues(reply, AOI)
+    assert isinstance(expression, SetExpression) and expression.weight == 0.4 and expression.intensity == 0.5
+    assert isinstance(speak, Speak) and speak.text == "Hello there!"
+
+
+def test_an_alias_reads_as_its_key_and_a_character_without_a_stage_gets_its_sprites() -> None:
+    rex = charfmt.Character.load(Path(__file__).parents[1] / "examples" / "characters" / "rex.toml")
+    reply = charfmt.parse(
+        '{"chats":[{"type":"C","order":1,"body":"<emo>happy</emo>\\n<msg>Fine.</msg>"}]}', lenient=True
+    )
+    cues = [c.to_dict() for c in stage_cues(reply, rex)]
+    assert cues == [
+        {
+            "kind": "expression",
+            "chat": 0,
+            "emotion": "pleased",
+            "weight": 1.0,
+            "sprite": "rex_pleased",
+            "mapped": False,
+        },
+        {"kind": "speak", "chat": 0, "segment": 1, "text": "Fine.", "emotion": "pleased"},
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    replies(tags=AOI.tags, vocabulary=AOI.vocabulary),
+    st.lists(st.integers(0, 10_000), max_size=30),
+    st.sampled_from([None, 6]),
+    st.sampled_from([None, Voice(speaker="n")]),
+)
+def test_stream_cues_equal_whole_reply_cues(
+    reply: charfmt.Reply, cuts: list[int], max_length: int | None, narrator: Voice | None
+) -> None:
+    text = charfmt.dumps(reply)
+    options = {"max_length": max_length, "narrator": narrator}
+    whole = _whole(reply, AOI, **options)
+    assert _streamed(_chunks(text, cuts), AOI, **options) == whole
+    assert _streamed(list(text), AOI, **options) == whole
+    _cues_precede_their_sentences(whole)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([c.input for c in LENIENT_CASES]), st.lists(st.integers(0, 10_000), max_size=20))
+def test_damaged_stream_cues_equal_the_lenient_batch(text: str, cuts: list[int]) -> None:
+    batch = charfmt.parse(text, lenient=True, vocabulary=AOI.vocabulary, tags=AOI.tags)
+    whole = _whole(batch, AOI, max_length=8)
+    assert _streamed(_chunks(text, cuts), AOI, max_length=8) == whole
+    _cues_precede_their_sentences(whole)
+
+
+def test_cli_stream_stage_prints_cues_as_json_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(REPLY, encoding="utf-8")
+    args = ["stream", "--replay", str(path), "--chunk", "3", "--stage", "--character", str(AOI_PATH)]
+    assert main(args) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == _whole(charfmt.parse(REPLY, tags=AOI.tags), AOI)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(REPLY.encode())))
+    assert main(["stream", "--stage", "--max-length", "4", "--character", str(AOI_PATH)]) == 0
+    texts = [c["text"] for c in map(json.loads, capsys.readouterr().out.splitlines()) if c["kind"] == "speak"]
+    assert texts == ["やっほー！", "今日も来てくれたんだね。", "…寂しかった。"]

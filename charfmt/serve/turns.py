@@ -1,0 +1,220 @@
+"""One turn: render → upstream (+ grammar) → stream → stage, as a sequence of typed pieces.
+
+``Engine.turn`` yields, in order: each raw text delta of the model (``Raw``), each event of the
+``StreamParser`` the moment it is certain, the stage cues and sentences each event makes
+certain, and last the ``Done`` record (the reply, its raw text, validity and timing). The
+endpoints only choose which pieces to send and in what shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from charfmt.diagnostics import CharfmtError
+
+if TYPE_CHECKING:
+    from charfmt.character import Character, Exchange
+    from charfmt.events import Event
+    from charfmt.models import Reply
+    from charfmt.serve.settings import Settings
+    from charfmt.serve.upstream import Upstream
+    from charfmt.speech import Sentence
+    from charfmt.stage import StageCue
+    from charfmt.userinput import UserTurn
+
+PROMPT_MARGIN = 32
+"""Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """A piece of the model's own text, as it arrived."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventPiece:
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class CuePiece:
+    cue: StageCue
+
+
+@dataclass(frozen=True, slots=True)
+class SentencePiece:
+    sentence: Sentence
+
+
+@dataclass(frozen=True)
+class Done:
+    """The end of a turn: what the character said and what it cost."""
+
+    request_id: str
+    reply: Reply
+    text: str
+    valid: bool
+    """Whether ``text`` parses strictly (with the character's vocabulary and tags)."""
+    exchange: Exchange
+    first_token_seconds: float
+    seconds: float
+    tokens: int
+    reason: str | None
+    prompt_version: str
+
+    def timing(self) -> dict[str, Any]:
+        """The timing fields of the log and of ``/v1/turn``'s reply event."""
+        return {
+            "first_token_s": round(self.first_token_seconds, 6),
+            "total_s": round(self.seconds, 6),
+            "tokens": self.tokens,
+            "finish_reason": self.reason,
+        }
+
+
+Piece = Raw | EventPiece | CuePiece | SentencePiece | Done
+
+
+class BadTurn(CharfmtError):
+    """The player's turn cannot be sent (nothing to say, or it does not fit the context window)."""
+
+
+class Engine:
+    """The character, its upstream and the request fields that constrain it."""
+
+    def __init__(self, settings: Settings, upstream: Upstream) -> None:
+        from charfmt.chat import chat_bounds, limit_note  # noqa: PLC0415
+
+        self.settings = settings
+        self.character: Character = settings.character
+        self.upstream = upstream
+        self.model = settings.model_name or self.character.name
+        bounds = chat_bounds(self.character, settings.max_tokens)
+        self.note = limit_note(bounds)
+        self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
+        self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
+
+    def _constraint(self, bounds: Any) -> dict[str, Any]:
+        from charfmt.engines import request_fields  # noqa: PLC0415
+
+        s = self.settings
+        server = "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
+        return request_fields(
+            server, vocabulary=self.character.vocabulary, tags=self.character.tags, max_tokens=s.max_tokens,
+            bounds=bounds,
+        )  # fmt: skip
+
+    def player_turn(self, say: str) -> UserTurn:
+        """The player's turn read as shorthand (``[joy] hi``, ``*waves*``), or ``BadTurn``."""
+        if not say.strip():
+            raise BadTurn("nothing to say: the player's turn is empty")
+        if len(say) > self.settings.max_say:
+            raise BadTurn(f"the player's turn is {len(say):,} characters (at most {self.settings.max_say:,})")
+        return self.character.shorthand(say)
+
+    def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
+        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
+        from charfmt.render import BudgetError, estimate_tokens, render_messages  # noqa: PLC0415
+
+        try:
+            messages: list[dict[str, str]] = render_messages(
+                self.character, history, turn, budget=self.budget - estimate_tokens(self.note)
+            )["messages"]
+        except BudgetError as e:
+            raise BadTurn(f"the turn does not fit the context window: {e}") from None
+        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{self.note}\n"}
+        on = self.settings.constrained if constrained is None else constrained
+        return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
+
+    async def turn(
+        self, history: list[Exchange], turn: UserTurn, *, constrained: bool | None = None, request_id: str | None = None
+    ) -> AsyncIterator[Piece]:
+        """The pieces of one turn (see the module docstring); the exchange is for the caller to keep."""
+        from charfmt.character import Exchange  # noqa: PLC0415
+        from charfmt.diagnostics import ParseError  # noqa: PLC0415
+        from charfmt.parser import parse  # noqa: PLC0415
+        from charfmt.speech import SentenceSplitter  # noqa: PLC0415
+        from charfmt.stage import StageReader  # noqa: PLC0415
+        from charfmt.stream import StreamParser  # noqa: PLC0415
+        from charfmt.writer import canonical_form  # noqa: PLC0415
+
+        character = self.character
+        body = self.request(history, turn, constrained)
+        version = hashlib.sha256(body["messages"][0]["content"].encode()).hexdigest()[:12]
+        rid = request_id or uuid.uuid4().hex
+        stream = StreamParser(lenient=True, vocabulary=character.vocabulary, tags=character.tags)
+        stage = StageReader(character, max_length=self.settings.max_length)
+        splitter = SentenceSplitter(tags=character.tags, max_length=self.settings.max_length)
+        started = time.perf_counter()
+        first: float | None = None
+        tokens, reason, chunks = 0, None, []
+
+        def pieces(events: list[Event]) -> list[Piece]:
+            out: list[Piece] = []
+            for event in events:
+                out.append(EventPiece(event))
+                out.extend(CuePiece(c) for c in stage.feed(event))
+                out.extend(SentencePiece(s) for s in splitter.feed(event))
+            return out
+
+        async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
+            reason = delta.reason or reason
+            if not delta.text:
+                continue
+            if first is None:
+                first = time.perf_counter()
+            tokens += 1
+            chunks.append(delta.text)
+            yield Raw(delta.text)
+            for piece in pieces(stream.feed(delta.text)):
+                yield piece
+        for piece in pieces(stream.close()):
+            yield piece
+        for cue in stage.close():
+            yield CuePiece(cue)
+        for sentence in splitter.close():
+            yield SentencePiece(sentence)
+        text = "".join(chunks)
+        try:
+            parse(text, vocabulary=character.vocabulary, tags=character.tags)
+            valid = True
+        except ParseError:
+            valid = False
+        reply = stream.reply
+        end = time.perf_counter()
+        exchange = Exchange(user=turn, reply=canonical_form(reply, tags=character.tags))
+        yield Done(
+            rid, reply, text, valid, exchange, (first or end) - started, end - started, tokens, reason, version
+        )
+
+
+def history_from_messages(character: Character, messages: list[tuple[str, str]]) -> list[Exchange]:
+    """Exchanges from a front end's own history (user/assistant pairs; the assistant's text read leniently).
+
+    A front end that shows ``[joy] hi`` sends that back: the lenient reader's bracket dialect
+    reads it as the same reply. System messages and unpaired turns are left out.
+    """
+    from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.parser import parse  # noqa: PLC0415
+    from charfmt.writer import canonical_form  # noqa: PLC0415
+
+    out: list[Exchange] = []
+    pending: str | None = None
+    for role, text in messages:
+        if role == "user":
+            pending = text
+        elif role == "assistant" and pending is not None:
+            reply = parse(text, lenient=True, vocabulary=character.vocabulary, tags=character.tags)
+            if pending.strip() and reply.chats:
+                out.append(
+                    Exchange(user=character.shorthand(pending), reply=canonical_form(reply, tags=character.tags))
+                )
+            pending = None
+    return out

@@ -33,7 +33,7 @@ from charfmt.tags import DEFAULT_TAGS, TagTable
 if TYPE_CHECKING:
     from charfmt.export import Bounds
 
-SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai")
+SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai", "ollama", "koboldcpp", "localai")
 """The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
 
 SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -71,7 +71,8 @@ def request_fields(
     ``llama-server``: ``{"grammar": <GBNF>}``; ``vllm``: ``{"structured_outputs": {"grammar":
     <Lark>}}`` (vLLM's default backend is XGrammar; the Lark export reads there and in llguidance);
     ``sglang``: ``{"ebnf": <GBNF>}``; ``lmstudio``: ``response_format`` with the JSON schema
-    (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema.
+    (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema;
+    ``ollama``: ``{"format": <JSON schema>}``; ``koboldcpp`` and ``localai``: ``{"grammar": <GBNF>}``.
     ``max_tokens`` bounds the reply so it fits (see ``charfmt.export.Bounds``) and is also sent as
     the request's ``max_tokens``. ``bounds``: these exact bounds for the grammar targets
     (``charfmt chat`` passes its own), instead of those ``max_tokens`` gives; the schema
@@ -92,13 +93,13 @@ def request_fields(
         )
 
     fields: dict[str, Any]
-    if server == "llama-server":
+    if server in ("llama-server", "koboldcpp", "localai"):  # each reads GBNF in ``grammar``
         fields = {"grammar": bounded("gbnf")}
     elif server == "vllm":
         fields = {"structured_outputs": {"grammar": bounded("lark")}}
     elif server == "sglang":
         fields = {"ebnf": bounded("gbnf")}
-    elif server in ("lmstudio", "openai"):
+    elif server in ("lmstudio", "openai", "ollama"):
         schema = json_schema(
             "openai" if server == "openai" else None,
             vocabulary=vocabulary,
@@ -114,6 +115,8 @@ def request_fields(
                 "json_schema": {"name": "charfmt_reply", "strict": True, "schema": schema},
             }
         }
+        if server == "ollama":  # ollama's own field (its OpenAI route reads response_format as well)
+            fields = {"format": schema}
     else:
         raise CharfmtError(f"unknown server {server!r}; expected one of {', '.join(SERVERS)}")
     if max_tokens is not None:

@@ -10,9 +10,6 @@ if TYPE_CHECKING:
     from charfmt.character import Character
     from charfmt.serve.upstream import Upstream
 
-SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai", "ollama", "koboldcpp", "localai")
-"""The upstreams ``--server`` names (each gets the grammar or schema in its own request field)."""
-
 DEFAULT_MAX_TOKENS: Final = 512
 """Tokens of one reply, at most (the grammar's bounds are computed from it)."""
 

@@ -27,7 +27,7 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=whole(0), default=8000, help="port (default 8000)")
     sp.add_argument("--reply-format", choices=FORMATS, default="canonical",
-                    help="what /v1/chat/completions answers: the JSON, [joy] tags, speech, or AIRI markers")  # fmt: skip
+                    help="what /v1/chat/completions answers: JSON, [joy] tags, speech or AIRI markers")  # fmt: skip
     mode = sp.add_mutually_exclusive_group()
     mode.add_argument("--constrained", dest="constrained", action="store_true", default=True,
                       help="send the reply grammar or schema upstream (default)")  # fmt: skip
@@ -42,7 +42,6 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--max-sessions", type=whole(1), default=1000, metavar="N", help="sessions kept (default 1000)")
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
                     help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
-
 
 def settings_from(args: argparse.Namespace) -> Any:
     """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
@@ -73,7 +72,6 @@ def settings_from(args: argparse.Namespace) -> Any:
         log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
         max_request_bytes=args.max_request_bytes,
     )  # fmt: skip
-
 
 def run(args: argparse.Namespace) -> int:
     """Run the server until interrupted."""

@@ -82,8 +82,9 @@ class Scripted:
             if mode == "silent":
                 await asyncio.sleep(60)
             if mode == "endless":
+                yield _chunk('{"chats":[{"type":"C","order":1,"body":"<msg>')
                 while True:
-                    yield _chunk("x")
+                    yield _chunk("la ")
                     await asyncio.sleep(0.001)
             pieces = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
             for i, piece in enumerate(pieces):

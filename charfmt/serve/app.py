@@ -101,6 +101,9 @@ def create_app(settings: Settings) -> Starlette:
     """The ASGI app serving ``settings.character`` (needs Starlette: ``charfmt[serve]``)."""
     if settings.reply_format not in FORMATS:
         raise CharfmtError(f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(FORMATS)}")
+    from charfmt.chat import chat_bounds  # noqa: PLC0415
+
+    chat_bounds(settings.character, settings.max_tokens)  # a budget too small for one reply fails here, not per turn
     state = _State(settings)
 
     def fail(status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None) -> Response:

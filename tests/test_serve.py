@@ -223,8 +223,8 @@ def test_client_disconnect_cancels_the_upstream(rex: Character, upstream: tuple[
     up = upstream[0]
     up.mode = "endless"
     with serve(rex, upstream, max_tokens=4096) as base:
-        for path, body in (("/v1/turn", {"say": "hi"}),
-                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream": True})):  # fmt: skip
+        chat = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+        for path, body in (("/v1/turn", {"say": "hi"}), ("/v1/chat/completions", chat)):
             before = up.cancelled
             with httpx.stream("POST", base + path, json=body, timeout=T) as r:
                 for n, _ in enumerate(r.iter_lines()):
@@ -244,15 +244,20 @@ def test_bearer_token_and_cors(rex: Character, upstream: tuple[Scripted, str]) -
         body = {"messages": [{"role": "user", "content": "hi"}]}
         r = httpx.post(base + "/v1/chat/completions", json=body, timeout=T)
         assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
-        wrong = httpx.post(base + "/v1/chat/completions", json=body, headers={"Authorization": "Bearer nope"}, timeout=T)
-        assert wrong.status_code == 401
-        ok = httpx.post(base + "/v1/chat/completions", json=body, headers={"Authorization": "Bearer s3cret"}, timeout=T)
+        url = base + "/v1/chat/completions"
+        assert httpx.post(url, json=body, headers={"Authorization": "Bearer nope"}, timeout=T).status_code == 401
+        ok = httpx.post(url, json=body, headers={"Authorization": "Bearer s3cret"}, timeout=T)
         assert ok.status_code == 200
         assert "access-control-allow-origin" not in ok.headers
         ws_client = pytest.importorskip("websockets.sync.client")
+        from websockets.exceptions import InvalidStatus
+
         url = base.replace("http://", "ws://") + "/v1/turn/ws"
-        with pytest.raises(Exception), ws_client.connect(url, open_timeout=T) as ws:  # noqa: B017, PT011
-            ws.recv(timeout=T)
+        with pytest.raises(InvalidStatus, match="403"):
+            ws_client.connect(url, open_timeout=T)
+        with ws_client.connect(url + "?token=s3cret", open_timeout=T) as ws:
+            ws.send(json.dumps({"say": "hi"}))
+            assert json.loads(ws.recv(timeout=T))["kind"] == "chat_start"
     with serve(rex, upstream, cors=("http://game.example",)) as base:
         pre = httpx.options(base + "/v1/turn", headers={"Origin": "http://game.example",
                             "Access-Control-Request-Method": "POST"}, timeout=T)  # fmt: skip
@@ -279,7 +284,9 @@ BAD_REQUESTS = [
 
 
 @pytest.mark.parametrize(("body", "status", "words"), BAD_REQUESTS)
-def test_malformed_requests(body: bytes, status: int, words: str, rex: Character, upstream: tuple[Scripted, str]) -> None:
+def test_malformed_requests(
+    body: bytes, status: int, words: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
     with serve(rex, upstream, max_request_bytes=65536) as base:
         r = httpx.post(base + "/v1/chat/completions", content=body, timeout=T)
     assert r.status_code == status

@@ -234,6 +234,16 @@ def test_client_disconnect_cancels_the_upstream(rex: Character, upstream: tuple[
             while up.cancelled == before and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert up.cancelled == before + 1, path
+        ws_client = pytest.importorskip("websockets.sync.client")
+        before = up.cancelled
+        with ws_client.connect(base.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=2) as ws:
+            ws.send(json.dumps({"say": "hi"}))
+            for _ in range(5):
+                ws.recv(timeout=T)
+        deadline = time.monotonic() + 5
+        while up.cancelled == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert up.cancelled == before + 1, "websocket"
 
 
 # --- the doors -----------------------------------------------------------------------------------------
@@ -257,7 +267,10 @@ def test_bearer_token_and_cors(rex: Character, upstream: tuple[Scripted, str]) -
             ws_client.connect(url, open_timeout=T)
         with ws_client.connect(url + "?token=s3cret", open_timeout=T) as ws:
             ws.send(json.dumps({"say": "hi"}))
-            assert json.loads(ws.recv(timeout=T))["kind"] == "chat_start"
+            kinds = [json.loads(ws.recv(timeout=T))["kind"]]
+            while kinds[-1] not in ("reply", "error"):
+                kinds.append(json.loads(ws.recv(timeout=T))["kind"])
+            assert kinds[0] == "chat_start" and kinds[-1] == "reply"
     with serve(rex, upstream, cors=("http://game.example",)) as base:
         pre = httpx.options(base + "/v1/turn", headers={"Origin": "http://game.example",
                             "Access-Control-Request-Method": "POST"}, timeout=T)  # fmt: skip

@@ -204,23 +204,50 @@ def create_app(settings: Settings) -> Starlette:
             await ws.close(code=1008, reason="missing or wrong bearer token")
             return
         await ws.accept()
+        # One reader task takes every message as it comes, so a client that goes away mid-turn
+        # cancels that turn (and its upstream request) at once; the turns of one socket run in order.
+        inbox: asyncio.Queue[str | None] = asyncio.Queue(maxsize=8)
+        current: list[asyncio.Task[None]] = []
+
+        async def reader() -> None:
+            try:
+                while True:
+                    message = await ws.receive()
+                    if message["type"] == "websocket.disconnect":
+                        break
+                    text = message.get("text")
+                    if text is None:
+                        text = (message.get("bytes") or b"").decode("utf-8", "replace")
+                    await inbox.put(text)
+            finally:
+                for task in current:
+                    task.cancel()
+                inbox.put_nowait(None) if not inbox.full() else None
+
+        async def answer(message: str) -> None:
+            try:
+                if len(message.encode()) > settings.max_request_bytes:
+                    raise HTTPFailure(413, f"a message is larger than {settings.max_request_bytes:,} bytes")
+                key, say, constrained = _turn_request(_json(message))
+                turn = _turn_or_400(await state.engine(), say)
+            except HTTPFailure as e:
+                await ws.send_text(json.dumps({"kind": "error", **error_body(e.status, str(e), e.param)}))
+                return
+            async for obj in state.turn_objects(key, turn, constrained, state.next_id()):
+                await ws.send_text(json.dumps(obj, ensure_ascii=False, allow_nan=False))
+
+        listening = asyncio.ensure_future(reader())
         try:
-            while True:
-                message = await ws.receive_text()
+            while (message := await inbox.get()) is not None:
+                current[:] = [asyncio.ensure_future(answer(message))]
                 try:
-                    if len(message.encode()) > settings.max_request_bytes:
-                        raise HTTPFailure(413, f"a message is larger than {settings.max_request_bytes:,} bytes")
-                    body = _json(message)
-                    key, say, constrained = _turn_request(body)
-                    engine = await state.engine()
-                    turn = _turn_or_400(engine, say)
-                except HTTPFailure as e:
-                    await ws.send_text(json.dumps({"kind": "error", **error_body(e.status, str(e), e.param)}))
-                    continue
-                async for obj in state.turn_objects(key, turn, constrained, state.next_id()):
-                    await ws.send_text(json.dumps(obj, ensure_ascii=False, allow_nan=False))
-        except WebSocketDisconnect:
-            return
+                    await current[0]
+                except (asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                    break  # the client went away (a send to a closed socket is a RuntimeError)
+        finally:
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listening
 
     async def info(request: Request) -> Response:
         c = settings.character

@@ -51,6 +51,8 @@ class Scripted:
         self.delay = 0.0
         """Seconds between chunks (``ok`` mode; the benchmark's model speed)."""
         self.requests: list[dict[str, Any]] = []
+        self.sent: dict[str, list[float]] | None = None
+        """Where set (the benchmark): per ``S<n>R<n>`` tag in the user message, when each text chunk was sent."""
         self.cancelled = 0
         self.finished = 0
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
@@ -71,9 +73,11 @@ class Scripted:
             message = {"role": "assistant", "content": text}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
             return JSONResponse({"object": "chat.completion", "choices": [choice]})
-        return StreamingResponse(self._stream(mode, text), media_type="text/event-stream")
+        tag = re.search(r"S\d+R\d+", user)
+        times = self.sent.setdefault(tag.group(), []) if self.sent is not None and tag else None
+        return StreamingResponse(self._stream(mode, text, times), media_type="text/event-stream")
 
-    async def _stream(self, mode: str, text: str) -> AsyncIterator[bytes]:
+    async def _stream(self, mode: str, text: str, times: list[float] | None = None) -> AsyncIterator[bytes]:
         try:
             yield _chunk("")
             if mode == "badsse":
@@ -94,6 +98,8 @@ class Scripted:
                     await asyncio.sleep(0.05)
                 elif self.delay:
                     await asyncio.sleep(self.delay)
+                if times is not None:
+                    times.append(time.perf_counter())
                 yield _chunk(piece)
             yield _chunk(None, "stop")
             yield b"data: [DONE]\n\n"

@@ -56,7 +56,8 @@ class _Page:
         port = port_file.read_text().split()[0]
         pages = []
         while not pages and time.monotonic() < deadline:
-            pages = [p for p in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5).json() if p["type"] == "page"]
+            listed = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5).json()
+            pages = [p for p in listed if p["type"] == "page"]
         from websockets.sync.client import connect
 
         self._socket = connect(pages[0]["webSocketDebuggerUrl"], max_size=64 << 20, open_timeout=10)

@@ -170,7 +170,8 @@ def create_app(settings: Settings) -> Starlette:
                     queue.append(chunk({"content": text}))
 
             try:
-                async for piece in state.turn_pieces(key, history, turn, None, cid):
+                pieces = state.turn_pieces(key, history, turn, None, cid, events=formatter is not None, cues=False)
+                async for piece in pieces:
                     on_piece(piece)
                     if queue:
                         yield b"".join(queue)
@@ -388,15 +389,17 @@ class _State:
         return _json(text)
 
     async def turn_pieces(
-        self, key: str | None, history: list[Any] | None, turn: Any, constrained: bool | None, rid: str
-    ) -> AsyncIterator[Piece]:
+        self, key: str | None, history: list[Any] | None, turn: Any, constrained: bool | None, rid: str,
+        *, events: bool = True, cues: bool = True,
+    ) -> AsyncIterator[Piece]:  # fmt: skip
         """The pieces of one turn in session ``key`` (or with ``history`` given); the exchange kept, the turn logged."""
         engine = await self.engine()
         session = self.sessions.get(key) if key else None
         lock = session.lock if session is not None else contextlib.nullcontext()
         async with lock:
             past = session.history if session is not None else (history or [])
-            async for piece in engine.turn(list(past), turn, constrained=constrained, request_id=rid):
+            pieces = engine.turn(list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues)
+            async for piece in pieces:
                 if isinstance(piece, Done):
                     if session is not None and piece.exchange.reply.chats:
                         self.sessions.add(session, piece.exchange)
@@ -406,7 +409,7 @@ class _State:
     async def run_turn(self, key: str | None, history: list[Any] | None, turn: Any, rid: str) -> Done:
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer)."""
         done: Done | None = None
-        async for piece in self.turn_pieces(key, history, turn, None, rid):
+        async for piece in self.turn_pieces(key, history, turn, None, rid, events=False, cues=False):
             if isinstance(piece, Done):
                 done = piece
         assert done is not None

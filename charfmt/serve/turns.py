@@ -134,9 +134,20 @@ class Engine:
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
 
     async def turn(
-        self, history: list[Exchange], turn: UserTurn, *, constrained: bool | None = None, request_id: str | None = None
+        self,
+        history: list[Exchange],
+        turn: UserTurn,
+        *,
+        constrained: bool | None = None,
+        request_id: str | None = None,
+        events: bool = True,
+        cues: bool = True,
     ) -> AsyncIterator[Piece]:
-        """The pieces of one turn (see the module docstring); the exchange is for the caller to keep."""
+        """The pieces of one turn (see the module docstring); the exchange is for the caller to keep.
+
+        ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
+        as the stream would have read it); ``cues=False``: no stage cues or sentences.
+        """
         from charfmt.character import Exchange  # noqa: PLC0415
         from charfmt.diagnostics import ParseError  # noqa: PLC0415
         from charfmt.parser import parse  # noqa: PLC0415
@@ -156,12 +167,13 @@ class Engine:
         first: float | None = None
         tokens, reason, chunks = 0, None, []
 
-        def pieces(events: list[Event]) -> list[Piece]:
+        def pieces(found: list[Event]) -> list[Piece]:
             out: list[Piece] = []
-            for event in events:
+            for event in found:
                 out.append(EventPiece(event))
-                out.extend(CuePiece(c) for c in stage.feed(event))
-                out.extend(SentencePiece(s) for s in splitter.feed(event))
+                if cues:
+                    out.extend(CuePiece(c) for c in stage.feed(event))
+                    out.extend(SentencePiece(s) for s in splitter.feed(event))
             return out
 
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
@@ -173,21 +185,27 @@ class Engine:
             tokens += 1
             chunks.append(delta.text)
             yield Raw(delta.text)
-            for piece in pieces(stream.feed(delta.text)):
-                yield piece
-        for piece in pieces(stream.close()):
-            yield piece
-        for cue in stage.close():
-            yield CuePiece(cue)
-        for sentence in splitter.close():
-            yield SentencePiece(sentence)
+            if events:
+                for piece in pieces(stream.feed(delta.text)):
+                    yield piece
         text = "".join(chunks)
+        if events:
+            for piece in pieces(stream.close()):
+                yield piece
+        if cues and events:
+            for cue in stage.close():
+                yield CuePiece(cue)
+            for sentence in splitter.close():
+                yield SentencePiece(sentence)
         try:
             parse(text, vocabulary=character.vocabulary, tags=character.tags)
             valid = True
         except ParseError:
             valid = False
-        reply = stream.reply
+        if events:
+            reply = stream.reply
+        else:
+            reply = parse(text, lenient=True, vocabulary=character.vocabulary, tags=character.tags)
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=character.tags))
         yield Done(

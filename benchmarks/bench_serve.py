@@ -65,6 +65,12 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> t
     return "".join(text), arrivals
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -84,7 +90,8 @@ async def main() -> None:
     up.delay = args.delay_ms / 1000
     up.sent = {}
     up_port, app_port = free_port(), free_port()
-    server = uvicorn.Server(uvicorn.Config(up.app, host="127.0.0.1", port=up_port, log_level="warning"))
+    config = uvicorn.Config(up.app, host="127.0.0.1", port=up_port, log_level="warning", timeout_keep_alive=120)
+    server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     app = subprocess.Popen(
@@ -93,7 +100,9 @@ async def main() -> None:
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     base = f"http://127.0.0.1:{app_port}"
-    limits = httpx.Limits(max_connections=4 * args.sessions, max_keepalive_connections=4 * args.sessions)
+    limits = httpx.Limits(
+        max_connections=4 * args.sessions, max_keepalive_connections=4 * args.sessions, keepalive_expiry=2
+    )  # the server's keep-alive is 5 s: never reuse a connection it may be closing
     try:
         async with httpx.AsyncClient(timeout=60, limits=limits) as client:
             for _ in range(600):
@@ -108,9 +117,11 @@ async def main() -> None:
                   f"a chunk every {args.delay_ms:g} ms (loopback, {os.cpu_count()} cores)")  # fmt: skip
             direct_p50, direct_p99, via_p50, via_p99, added50, added99 = [], [], [], [], [], []
             lost = 0
+            cpu_per_chunk = []
             for r in range(args.rounds):
                 lat: dict[str, list[float]] = {"direct": [], "via": []}
                 for how in ("direct", "via"):
+                    cpu_before = cpu_seconds(app.pid)
                     async def one(i: int, how: str = how, r: int = r, lat: dict[str, list[float]] = lat) -> None:
                         nonlocal lost
                         tag = f"S{i}R{r}{'d' if how == 'direct' else 'v'}"
@@ -135,6 +146,8 @@ async def main() -> None:
                         lat[how].extend((a - s) * 1000 for a, s in zip(arrivals, sent, strict=False))
 
                     await asyncio.gather(*(one(i) for i in range(args.sessions)))
+                    if how == "via":
+                        cpu_per_chunk.append((cpu_seconds(app.pid) - cpu_before) * 1000 / max(1, len(lat["via"])))
                 d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
                 v50, v99 = pct(lat["via"], 0.5), pct(lat["via"], 0.99)
                 direct_p50.append(d50)
@@ -144,7 +157,8 @@ async def main() -> None:
                 added50.append(v50 - d50)
                 added99.append(v99 - d99)
                 print(f"  round {r + 1}: direct p50 {d50:.2f} p99 {d99:.2f} ms;"
-                      f" via serve p50 {v50:.2f} p99 {v99:.2f} ms ({len(lat['via'])} chunks)")  # fmt: skip
+                      f" via serve p50 {v50:.2f} p99 {v99:.2f} ms ({len(lat['via'])} chunks,"
+                      f" server CPU {cpu_per_chunk[-1]:.3f} ms a chunk)")  # fmt: skip
             med = statistics.median
             print(f"per-chunk latency, median of rounds: direct p50 {med(direct_p50):.2f} ms,"
                   f" p99 {med(direct_p99):.2f} ms; via charfmt serve p50 {med(via_p50):.2f} ms,"

@@ -360,3 +360,25 @@ def test_cli_usage_errors_exit_2() -> None:
                          (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room")):  # fmt: skip
         p = subprocess.run([*env_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
+
+
+def test_readme_openai_sample_talks_to_the_server(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    pytest.importorskip("openai")
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Serve a character to any front end", 1)[1]
+    block = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    with serve(rex, upstream) as base:
+        text = namespace["talk"](base + "/v1")
+    reply = parse(text, vocabulary=rex.vocabulary, tags=rex.tags)
+    assert "Hi Rex" in reply.chats[0].segments[-1].text
+
+
+def test_turn_by_get_for_eventsource(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    with serve(rex, upstream, token="t") as base:
+        url = base + "/v1/turn?session=es&say=%5Bjoy%5D%20hi"
+        assert httpx.get(url, timeout=T).status_code == 401
+        with httpx.stream("GET", url + "&token=t", headers={"Accept": "text/event-stream"}, timeout=T) as r:
+            objs = list(sse(r))
+    assert objs[0]["kind"] == "chat_start" and objs[-1]["kind"] == "reply" and objs[-1]["session"] == "es"

@@ -6,7 +6,8 @@ Routes:
     OpenAI-compatible, streamed (SSE) or not; the last user message is the player's turn.
 ``POST /v1/turn``
     ``{"session": "...", "say": "[joy] hi"}`` → ``text/event-stream`` of typed events, stage cues
-    and sentences as they become certain, then ``{"kind": "reply", ...}``.
+    and sentences as they become certain, then ``{"kind": "reply", ...}``; ``GET /v1/turn?say=…``
+    the same for ``EventSource`` (which cannot POST; ``?token=`` where a token is set).
 ``WS /v1/turn/ws``
     the same JSON objects, one per message, for each ``{"session", "say"}`` the client sends.
 ``GET /v1/info``, ``GET /v1/models``
@@ -111,7 +112,10 @@ def create_app(settings: Settings) -> Starlette:
 
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
-            if not state.authorized(request.headers.get("authorization")):
+            header = request.headers.get("authorization")
+            if header is None and request.method == "GET":  # EventSource cannot send headers
+                header = _query_token(request.query_params.get("token"))
+            if not state.authorized(header):
                 return fail(401, "missing or wrong bearer token (Authorization: Bearer ...)", None,
                             {"WWW-Authenticate": "Bearer"})  # fmt: skip
             try:
@@ -188,7 +192,13 @@ def create_app(settings: Settings) -> Starlette:
         return StreamingResponse(events(), media_type="text/event-stream", headers=_NO_BUFFER)
 
     async def turn_sse(request: Request) -> Response:
-        body = await state.read_json(request)
+        if request.method == "GET":  # EventSource: the turn in the query string
+            query = request.query_params
+            body: dict[str, Any] = {"say": query.get("say"), "session": query.get("session")}
+            if "constrained" in query:
+                body["constrained"] = query["constrained"] in ("1", "true")
+        else:
+            body = await state.read_json(request)
         key, say, constrained = _turn_request(body)
         engine = await state.engine()
         turn = _turn_or_400(engine, say)
@@ -278,7 +288,7 @@ def create_app(settings: Settings) -> Starlette:
 
     routes: list[Any] = [
         Route("/v1/chat/completions", guarded(chat_completions), methods=["POST"]),
-        Route("/v1/turn", guarded(turn_sse), methods=["POST"]),
+        Route("/v1/turn", guarded(turn_sse), methods=["GET", "POST"]),
         WebSocketRoute("/v1/turn/ws", turn_ws),
         Route("/v1/info", guarded(info), methods=["GET"]),
         Route("/v1/models", guarded(models), methods=["GET"]),

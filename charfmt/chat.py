@@ -15,7 +15,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 
 from charfmt.diagnostics import CharfmtError
 
@@ -553,8 +553,11 @@ def command(args: Any) -> int:
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
         generate = local_model(llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
         counter = llama_counter(llm)
+    from charfmt._terminal import VisibleWriter  # noqa: PLC0415
+
+    out = cast("TextIO", VisibleWriter(sys.stdout))  # the model's control and bidi characters shown escaped
     return run(
-        character, generate=generate, says=args.say, out=sys.stdout, stats=stats, budget=budget, counter=counter,
+        character, generate=generate, says=args.say, out=out, stats=stats, budget=budget, counter=counter,
         note=note,
     )  # fmt: skip
 

@@ -35,8 +35,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO, cast
 
+from charfmt._terminal import VisibleWriter, json_safe, visible
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.events import Event
 from charfmt.models import Reply, Vocabulary
@@ -225,13 +226,16 @@ def _json_text(text: str, out: TextIO) -> str:
     Right only where every non-ASCII character sits inside a JSON string, as in charfmt's own output.
     """
     if not _ascii_only(out):
-        return text
+        return json_safe(text)
     return _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], text)
 
 
 def _json(value: Any, out: TextIO, *, indent: int | None = None) -> str:
-    """``value`` as JSON that ``out`` can hold (lone surrogates escaped, ASCII where needed)."""
-    return json.dumps(value, ensure_ascii=_ascii_only(out), indent=indent)
+    """``value`` as JSON that ``out`` can hold (lone surrogates escaped, ASCII where needed).
+
+    Control and bidi characters are ``\\u`` escapes too (``charfmt._terminal.json_safe``): the same value.
+    """
+    return json_safe(json.dumps(value, ensure_ascii=_ascii_only(out), indent=indent))
 
 
 def _escape_errors(e: UnicodeError) -> tuple[str | bytes, int]:
@@ -283,11 +287,15 @@ def _discard_stdout() -> None:
 
 def _error(message: str) -> None:
     if sys.stderr is not None:
-        print(f"charfmt: error: {message}", file=sys.stderr)
+        print(f"charfmt: error: {visible(message)}", file=sys.stderr)
 
 
 def _pretty(reply: Reply, name: str, out: TextIO, tags: TagTable = DEFAULT_TAGS) -> None:
-    """The readable view of ``reply``; its diagnostics as ``name:line:col: CODE ...``, as strict errors are."""
+    """The readable view of ``reply``; its diagnostics as ``name:line:col: CODE ...``, as strict errors are.
+
+    Control and bidi characters of the model's text are shown escaped (``charfmt._terminal``).
+    """
+    out = cast("TextIO", VisibleWriter(out))
     if not reply.chats:
         print("(no chats: the character stays silent)", file=out)
     for chat in reply.chats:
@@ -309,6 +317,7 @@ def _diag_line(name: str, d: Diagnostic) -> str:
 
 
 def _emit_diagnostics(name: str, source: str, diagnostics: Sequence[Diagnostic], fmt: str, out: TextIO) -> None:
+    out = cast("TextIO", VisibleWriter(out)) if fmt != "jsonl" else out
     for d in diagnostics:
         if fmt == "jsonl":
             print(_json({"file": name, **d.model_dump()}, out), file=out)

@@ -159,6 +159,11 @@ CASES: dict[str, Case] = {
         E,
         "HTTP 400",
     ),
+    "error message with controls": Case(
+        send(b"HTTP/1.1 400 Bad\r\n\r\n", b'{"error": {"message": "x\\u001b[2J\\u009b31m\\u202eevil"}}'),
+        E,
+        "HTTP 400: x\\x1b[2J\\x9b31m\\u202eevil",
+    ),
     # status line and headers
     "bad status line": Case(send(b"HTTP/1.1 abc\r\n\r\n"), E, "broke the HTTP protocol"),
     "not HTTP": Case(send(b"garbage garbage\r\n\r\n"), E, "broke the HTTP protocol"),
@@ -364,3 +369,15 @@ def test_missing_httpx_names_the_extra() -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("charfmt: error: --endpoint needs httpx") and "charfmt[http]" in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_chat_shows_the_models_control_and_bidi_characters_escaped(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = "<emo>joy</emo>\n<msg>Deal\u009b2J \u202eevil</msg>"
+    text = json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False)
+    url = upstream(send(SSE, reply_events(text)))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert "\u009b" not in out and "\u202e" not in out
+    assert "Rex: Deal\\x9b2J \\u202eevil" in out

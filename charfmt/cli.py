@@ -825,7 +825,7 @@ def _parser() -> argparse.ArgumentParser:
     add_size(sp, "--character file")
 
     sp = command("render", _cmd_render, help="render a provider request for a character and a user turn")
-    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file")
+    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
     sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
     sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
     sp.add_argument("--provider", choices=PROVIDERS, default="openai")

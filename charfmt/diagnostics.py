@@ -35,6 +35,9 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF131": ("error", "a cue tag's value is not one of its values"),
     "CF132": ("warning", "a cue tag's value is not one of its values; kept as written (lenient)"),
     "CF133": ("warning", "a cue tag's value cut off at the end of the input, not one of its values: dropped"),
+    # CF145-CF149: speakers (a scene of several characters)
+    "CF145": ("error", "a chat's speaker is not a name (a string without markup)"),
+    "CF146": ("warning", "a chat's speaker is not a name: dropped (lenient)"),
     # body
     "CF201": ("error", "syntax error in a body"),
     "CF202": ("error", "element not closed before the end of the body"),
@@ -54,6 +57,10 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF303": ("warning", "unknown emotion key replaced by the nearest vocabulary key"),
     "CF304": ("warning", "unknown emotion key replaced by the fallback key"),
     "CF305": ("warning", "unknown emotion key kept as written"),
+    "CF306": ("error", "emotion key is not in the vocabulary of the chat's speaker"),
+    "CF307": ("error", "the chat's speaker is not one of the scene's cast"),
+    "CF308": ("error", "a C chat of a scene names no speaker"),
+    "CF309": ("warning", "off-cast speaker or unknown emotion of a scene kept as written (lenient)"),
     # user input
     "CF401": ("warning", "shorthand word is not an emotion or action of the character; kept as text"),
     "CF402": ("warning", "control character or lone surrogate in typed text replaced by U+FFFD"),

@@ -38,6 +38,8 @@ class ChatLike(Protocol):
     def order(self) -> int: ...
     @property
     def segments(self) -> Sequence[SegmentLike]: ...
+    @property
+    def speaker(self) -> str | None: ...
 
 
 class ReplyLike(Protocol):
@@ -63,11 +65,12 @@ class _EventBase:
 
 @dataclass(slots=True)
 class ChatStart(_EventBase):
-    """A chat begins."""
+    """A chat begins (``speaker``: who speaks it, in a scene of several characters)."""
 
     chat: int
     type: str
     order: int
+    speaker: str | None = None
     kind: Literal["chat_start"] = field(default="chat_start", init=False)
 
 
@@ -236,7 +239,7 @@ def reply_events(reply: ReplyLike, tags: TagTable = DEFAULT_TAGS) -> Iterator[Ev
     for d in reply.diagnostics:
         yield DiagnosticEvent(d.chat, d)
     for c, chat in enumerate(reply.chats):
-        yield ChatStart(c, chat.type, chat.order)
+        yield ChatStart(c, chat.type, chat.order, chat.speaker)
         for s, seg in enumerate(chat.segments):
             yield from segment_events(c, s, seg, tags)
         yield ChatEnd(c)

@@ -23,7 +23,7 @@ import json
 import re
 import re._constants as sre_c  # type: ignore[import-not-found]
 import re._parser as sre_parse  # type: ignore[import-not-found]
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
@@ -580,11 +580,16 @@ def max_reply_tokens(
 
 
 def reply_grammar(
-    vocabulary: Vocabulary | None = None, tags: TagTable | None = None, *, bounds: Bounds | None = None
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+    *,
+    bounds: Bounds | None = None,
+    speakers: Sequence[str] | None = None,
 ) -> Grammar:
     """The whole reply: the JSON envelope, with bodies in the tag language inside JSON strings.
 
     With ``bounds``, the lengths they set are written into the grammar (see ``Bounds``).
+    With ``speakers`` (a scene's cast), each ``C`` chat names one of them after its order.
     """
     body_rules, body_terms = _body_grammar(DEFAULT_TAGS if tags is None else tags)
     body_rules, bounded_terms = _bounded_body(body_rules, body_terms, bounds)
@@ -611,9 +616,13 @@ def reply_grammar(
 
     def chat(types: list[str], body_rule: str) -> Node:
         kind = Alt(tuple(Lit(json.dumps(t)) for t in types)) if len(types) > 1 else Lit(json.dumps(types[0]))
+        speaker: tuple[Node, ...] = ()
+        if speakers and any(t in TAGGED_TYPES for t in types):  # a scene: who speaks, one of the cast
+            names = tuple(Lit(json.dumps(s, ensure_ascii=False)) for s in speakers)
+            speaker = (member("speaker", names[0] if len(names) == 1 else Alt(names)), ws, Lit(","), ws)
         return Seq((
             Lit("{"), ws, member("type", kind), ws, Lit(","), ws, member("order", Ref("ORDER")), ws, Lit(","), ws,
-            member("body", Seq((Lit('"'), Ref(body_rule), Lit('"')))), ws, Lit("}"),
+            *speaker, member("body", Seq((Lit('"'), Ref(body_rule), Lit('"')))), ws, Lit("}"),
         ))  # fmt: skip
 
     tagged = sorted(TAGGED_TYPES)
@@ -978,6 +987,7 @@ def grammar(
     max_tokens: int | None = None,
     max_chars: int | None = None,
     max_chats: int | None = None,
+    speakers: Sequence[str] | None = None,
 ) -> str:
     """The reply format as a grammar for a constrained-decoding engine.
 
@@ -991,14 +1001,15 @@ def grammar(
     Length bounds (see ``Bounds``): ``max_chars`` per element content, ``max_chats`` per
     reply, or ``max_tokens``, a token budget the longest allowed reply fits in
     (``Bounds.for_tokens``), so a constrained reply always closes before the budget ends.
+    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them.
     """
     bounds = resolve_bounds(
         max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary, tags=tags
     )
     if target == "lark":
-        return _lark_target(reply_grammar(vocabulary, tags, bounds=bounds))
+        return _lark_target(reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers))
     if target == "gbnf":
-        return _gbnf_target(reply_grammar(vocabulary, tags, bounds=bounds))
+        return _gbnf_target(reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers))
     if target == "regex":
         return body_regex("C", vocabulary=vocabulary, tags=tags, bounds=bounds)
     raise ExportError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")

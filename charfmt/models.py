@@ -133,10 +133,15 @@ class Chat(BaseModel):
     """Display order, 1-based; ``Reply.chats`` is sorted by it."""
     segments: list[Segment]
     """The body, element by element (one ``text`` segment for I and E)."""
+    speaker: str | None = None
+    """Who speaks this chat in a scene of several characters (the ``"speaker"`` key); ``None``
+    for a single character's reply, or a narrator's ``I``/``E`` chat."""
 
     @model_validator(mode="after")
     def _check(self) -> Chat:
         check_body(self.type, self.segments)
+        if self.speaker is not None and not terminal_regex("KEY").fullmatch(self.speaker):
+            raise ValueError(f"speaker {self.speaker!r} must be a name without markup or surrounding whitespace")
         return self
 
     def texts(self, tag: str) -> list[str]:
@@ -144,7 +149,7 @@ class Chat(BaseModel):
         return [s.text for s in self.segments if s.tag == tag]
 
 
-def trusted_chat(kind: str, order: int, elements: Iterable[tuple[str, str]]) -> Chat:
+def trusted_chat(kind: str, order: int, elements: Iterable[tuple[str, str]], speaker: str | None = None) -> Chat:
     """``construct_trusted`` of a chat and of a segment (no intensity) per checked ``(tag, text)`` pair."""
     # construct_trusted written out: a typical reply builds a dozen models, and the
     # calls would be a tenth of its parse.
@@ -157,8 +162,8 @@ def trusted_chat(kind: str, order: int, elements: Iterable[tuple[str, str]]) -> 
         _set_private(obj, None)
         segments.append(obj)
     chat = _new(Chat)
-    _set_dict(chat, {"type": kind, "order": order, "segments": segments})
-    _set_fields_set(chat, {"type", "order", "segments"})
+    _set_dict(chat, {"type": kind, "order": order, "segments": segments, "speaker": speaker})
+    _set_fields_set(chat, {"type", "order", "segments", "speaker"})
     _set_extra(chat, None)
     _set_private(chat, None)
     return chat

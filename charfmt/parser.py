@@ -13,6 +13,7 @@ import re
 from functools import cache
 from typing import Any, Final
 
+from charfmt._tables import terminal_regex
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError, in_body, too_long
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
@@ -26,6 +27,8 @@ DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 _GC_PAUSE_ABOVE: Final = 64 * 1024
 _PROBE: Final = 64 * 1024
 _CHAT_KEYS: Final = ("type", "order", "body")
+_SPEAKER: Final = "speaker"
+"""The optional key naming a chat's speaker in a scene of several characters."""
 
 
 def parse(
@@ -92,6 +95,8 @@ def _parse(
 
 
 _FIELDS: Final = frozenset(_CHAT_KEYS)
+_SPEAKER_FIELDS: Final = frozenset((*_CHAT_KEYS, _SPEAKER))
+_KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
 _TYPES: Final = tuple(CHAT_TYPES)
 
 
@@ -132,14 +137,25 @@ def _fast(
     emotion, values = tags.emotion.name, _value_tags(tags)
     chats: list[Chat] = []
     for order, chat in enumerate(items, 1):
-        if type(chat) is not tuple or len(chat) != 3:
+        if type(chat) is not tuple:
             return None
-        (k1, kind), (k2, number), (k3, body) = chat
-        if k1 != "type" or k2 != "order" or k3 != "body":  # any other order of the same three keys
-            fields = dict(chat)
-            if fields.keys() != _FIELDS:  # three pairs, three distinct keys: no duplicate
+        speaker = None
+        if len(chat) != 3:
+            if len(chat) != 4:
                 return None
-            kind, number, body = fields["type"], fields["order"], fields["body"]
+            fields = dict(chat)  # a scene's chat: the same three keys and "speaker"
+            if fields.keys() != _SPEAKER_FIELDS:
+                return None
+            kind, number, body, speaker = fields["type"], fields["order"], fields["body"], fields[_SPEAKER]
+            if type(speaker) is not str or _KEY_FULLMATCH(speaker) is None:
+                return None
+        else:
+            (k1, kind), (k2, number), (k3, body) = chat
+            if k1 != "type" or k2 != "order" or k3 != "body":  # any other order of the same three keys
+                fields = dict(chat)
+                if fields.keys() != _FIELDS:  # three pairs, three distinct keys: no duplicate
+                    return None
+                kind, number, body = fields["type"], fields["order"], fields["body"]
         if number != order or type(number) is not int or kind not in _TYPES or type(body) is not str:
             return None  # ``in`` a tuple compares with ==: an unhashable "type" is simply not one
         elements = read(kind, body)
@@ -149,7 +165,7 @@ def _fast(
             return None  # a key the vocabulary does not list as written: a decision to report
         if values and any(tag in values and content not in values[tag] for tag, content in elements):
             return None  # a value outside its tag's list: an error to report
-        chats.append(trusted_chat(kind, number, elements))
+        chats.append(trusted_chat(kind, number, elements, speaker))
     return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
 
 
@@ -221,6 +237,7 @@ class _Run:
         self.source = ""
         self.diagnostics: list[Diagnostic] = []
         self._locator: Locator | None = None
+        self._speakers: dict[int, str] = {}  # chat index -> the speaker it names
 
     # -- the one place diagnostics are made ------------------------------------
     def fail(self, code: str, message: str, start: int, end: int | None = None, chat: int | None = None) -> None:
@@ -337,7 +354,7 @@ class _Run:
             return None
         ok = True
         for key in chat:
-            if key not in _CHAT_KEYS:
+            if key not in _CHAT_KEYS and key != _SPEAKER:
                 start, end = self.locator.keys((*path, key))[0]
                 self.fail("CF105", f"unknown key {key!r} in chat {i}: a chat holds type, order, body", start, end, i)
                 ok = False
@@ -355,6 +372,13 @@ class _Run:
         if "body" in chat and not isinstance(body, str):
             self.at_value("CF109", f"chat {i} body is {_kind(body)}; expected a string", (*path, "body"), i)
             ok = False
+        speaker = chat.get(_SPEAKER)
+        if _SPEAKER in chat and not (isinstance(speaker, str) and terminal_regex("KEY").fullmatch(speaker)):
+            message = f"chat {i} speaker is {_show(speaker)}; expected a name (a string without markup)"
+            self.at_value("CF145", message, (*path, _SPEAKER), i)
+            ok = False
+        if ok and speaker is not None:
+            self._speakers[i] = speaker
         return (i, kind, order, body) if ok else None
 
     def _body_error(self, index: int, e: BodyError) -> None:
@@ -385,7 +409,8 @@ class _Run:
             segments.append(construct_trusted(Segment, {"tag": tag, "text": shown, "intensity": None}))
         if decisions:
             self._key_decisions(index, body, elements, decisions)
-        return construct_trusted(Chat, {"type": kind, "order": order, "segments": segments})
+        speaker = self._speakers.get(index)
+        return construct_trusted(Chat, {"type": kind, "order": order, "segments": segments, "speaker": speaker})
 
     def _key_decisions(
         self, index: int, body: str, elements: list[Element], decisions: list[tuple[int, str, str]]

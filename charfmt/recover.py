@@ -92,6 +92,7 @@ class _RawChat:
     node: JNode | None
     kind: str | None = None
     order: int | None = None
+    speaker: str | None = None
     pieces: list[Piece] = field(default_factory=list)
     order_noted: bool = False  # an unusable order was reported where it stands
 
@@ -424,6 +425,8 @@ class Recovery:
                 chat.kind = self._type(value, index)
             elif lower == "order":
                 chat.order = self._order(chat, value, index)
+            elif lower == "speaker":
+                chat.speaker = self._speaker(value, index)
             elif lower in ("body", *_HYBRID_BODY):
                 bodies.append((lower, value))
             elif lower in HYBRID_EMOTION:
@@ -478,6 +481,14 @@ class Recovery:
             return "C"
         self.note("CF613", f"chat type {word!r} read as {kind!r}", start, end, index)
         return kind
+
+    def _speaker(self, node: JNode, index: int) -> str | None:
+        """A chat's ``"speaker"`` (a scene): a name, or dropped with CF146."""
+        value = node.value.strip() if node.kind == "string" and isinstance(node.value, str) else None
+        if value and terminal_regex("KEY").fullmatch(value):
+            return value
+        self.note("CF146", "speaker is not a name: dropped", node.start, node.end, index)
+        return None
 
     def _order(self, chat: _RawChat, node: JNode, index: int) -> int | None:
         value = node.value
@@ -842,7 +853,9 @@ class Recovery:
             at = first.start if first is not None else 0
             self.note("CF113", "chats are not listed in order; presented sorted", at, at)
         built = [
-            construct_trusted(Chat, {"type": rc.kind or "C", "order": order, "segments": segments})
+            construct_trusted(
+                Chat, {"type": rc.kind or "C", "order": order, "segments": segments, "speaker": rc.speaker}
+            )
             for order, (rc, segments) in numbered
         ]
         built.sort(key=lambda c: c.order)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
@@ -49,6 +50,7 @@ def _chat(
     pattern: str | None,
     vocabulary: Vocabulary | None,
     tags: TagTable = DEFAULT_TAGS,
+    speakers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     order: dict[str, Any] = {"type": "integer", "description": _ORDER_DESCRIPTION}
     if minimum:
@@ -65,9 +67,20 @@ def _chat(
         },
         "required": ["type", "order", "body"],
     }
+    if speakers and any(t in TAGGED_TYPES for t in types):  # a scene: who speaks, one of the cast
+        chat["properties"] = {
+            "type": chat["properties"]["type"],
+            "order": order,
+            "speaker": {"type": "string", "enum": list(speakers), "description": _SPEAKER_DESCRIPTION},
+            "body": body,
+        }
+        chat["required"] = ["type", "order", "speaker", "body"]
     if closed:
         chat["additionalProperties"] = False
     return chat
+
+
+_SPEAKER_DESCRIPTION: Final = "Who speaks this chat: one of the scene's cast."
 
 
 def _base(
@@ -78,6 +91,7 @@ def _base(
     vocabulary: Vocabulary | None,
     tags: TagTable = DEFAULT_TAGS,
     bounds: Bounds | None = None,
+    speakers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     if patterns:
         from charfmt.export import body_regex  # noqa: PLC0415 (Lark loads only for patterns)
@@ -94,6 +108,7 @@ def _base(
                     pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma", tags=tags, bounds=bounds),
                     vocabulary=vocabulary,
                     tags=tags,
+                    speakers=speakers,
                 ),
                 _chat(
                     plain,
@@ -106,6 +121,14 @@ def _base(
         }
     else:
         items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary, tags=tags)
+        if speakers:  # a C chat names its speaker, an I or E chat none: one schema per kind
+            plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
+            spoken = _chat(
+                sorted(TAGGED_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary, tags=tags,
+                speakers=speakers,
+            )  # fmt: skip
+            told = _chat(plain, minimum=minimum, closed=closed, pattern=None, vocabulary=None)
+            items = {"anyOf": [spoken, told]}
     root: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -128,6 +151,7 @@ def json_schema(
     max_tokens: int | None = None,
     max_chars: int | None = None,
     max_chats: int | None = None,
+    speakers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The ``{"chats": [...]}`` envelope as JSON Schema.
 
@@ -149,6 +173,7 @@ def json_schema(
     Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
     ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
     bound the body patterns, so they hold where patterns are enforced.
+    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them.
     """
     table = DEFAULT_TAGS if tags is None else tags
     bounds = None
@@ -159,15 +184,40 @@ def json_schema(
             max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary, tags=table
         )
     if provider is None:
-        schema = _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table, bounds=bounds)
+        schema = _base(
+            minimum=True,
+            closed=True,
+            patterns=True,
+            vocabulary=vocabulary,
+            tags=table,
+            bounds=bounds,
+            speakers=speakers,
+        )
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
     if provider == "openai":
-        return _base(minimum=True, closed=True, patterns=True, vocabulary=vocabulary, tags=table, bounds=bounds)
+        return _base(
+            minimum=True,
+            closed=True,
+            patterns=True,
+            vocabulary=vocabulary,
+            tags=table,
+            bounds=bounds,
+            speakers=speakers,
+        )
     if provider == "anthropic":
-        return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary, tags=table)
+        return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary, tags=table, speakers=speakers)
     if provider == "gemini":
-        schema = _base(minimum=True, closed=False, patterns=False, vocabulary=vocabulary, tags=table, bounds=bounds)
-        chat = schema["properties"]["chats"]["items"]
-        chat["propertyOrdering"] = list(chat["properties"])
+        schema = _base(
+            minimum=True,
+            closed=False,
+            patterns=False,
+            vocabulary=vocabulary,
+            tags=table,
+            bounds=bounds,
+            speakers=speakers,
+        )
+        items = schema["properties"]["chats"]["items"]
+        for chat in items.get("anyOf", [items]):  # one schema, or one per kind of chat (a scene)
+            chat["propertyOrdering"] = list(chat["properties"])
         return schema
     raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)} or None")

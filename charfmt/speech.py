@@ -149,6 +149,7 @@ class SentenceSplitter:
         self._emotion: dict[int, str | None] = {}
         self._intensity: dict[int, float | None] = {}
         self._action: dict[int, str | None] = {}
+        self._speaker: dict[int, str | None] = {}
         self._buffers: dict[tuple[int, int], _Buffer] = {}
         self.steps = 0
         """Characters looked at one by one so far (grows linearly with the text)."""
@@ -159,6 +160,7 @@ class SentenceSplitter:
             self._emotion[event.chat] = None
             self._intensity[event.chat] = None
             self._action[event.chat] = None
+            self._speaker[event.chat] = event.speaker
         elif isinstance(event, Emotion):
             self._emotion[event.chat] = event.text
             self._intensity[event.chat] = event.intensity
@@ -178,6 +180,7 @@ class SentenceSplitter:
             self._emotion.clear()
             self._intensity.clear()
             self._action.clear()
+            self._speaker.clear()
             self._buffers.clear()
         return []
 
@@ -350,6 +353,7 @@ class SentenceSplitter:
                     segment,
                     self._intensity.get(chat),
                     self._action.get(chat),
+                    self._speaker.get(chat),
                 )
             )
 

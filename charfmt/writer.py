@@ -104,8 +104,15 @@ def canonical_form(reply: Reply, tags: TagTable | None = None) -> Reply:
     return reply.model_copy(update={"chats": chats})
 
 
+def _chat_object(chat: Chat) -> dict[str, object]:
+    """One chat of the envelope: type, order, the speaker where a scene names one, body."""
+    if chat.speaker is None:
+        return {"type": chat.type, "order": chat.order, "body": body(chat)}
+    return {"type": chat.type, "order": chat.order, "speaker": chat.speaker, "body": body(chat)}
+
+
 def dumps(reply: Reply, *, indent: int | None = None) -> str:
-    """The JSON text of ``reply``: chats sorted by order, keys type/order/body.
+    """The JSON text of ``reply``: chats sorted by order, keys type/order/body (type/order/speaker/body in a scene).
 
     Canonical when :func:`is_canonical` holds; otherwise the forms the module docstring
     lists, which lenient parsing reads back to equal chats. Compact and on one line by
@@ -113,6 +120,6 @@ def dumps(reply: Reply, *, indent: int | None = None) -> str:
     Non-ASCII characters are written as themselves, not as ``\\u`` escapes.
     """
     chats = sorted(reply.chats, key=lambda c: c.order)
-    doc = {"chats": [{"type": c.type, "order": c.order, "body": body(c)} for c in chats]}
+    doc = {"chats": [_chat_object(c) for c in chats]}
     separators = (",", ":") if indent is None else (",", ": ")
     return json.dumps(doc, ensure_ascii=False, indent=indent, separators=separators)

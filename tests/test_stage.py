@@ -152,3 +152,19 @@ def test_cli_stream_stage_prints_cues_as_json_lines(
     assert main(["stream", "--stage", "--max-length", "4", "--character", str(AOI_PATH)]) == 0
     texts = [c["text"] for c in map(json.loads, capsys.readouterr().out.splitlines()) if c["kind"] == "speak"]
     assert texts == ["やっほー！", "今日も来てくれたんだね。", "…寂しかった。"]
+
+
+def test_charfmt_chat_shows_the_stage_cues_before_the_speech() -> None:
+    from charfmt.chat import run
+
+    def model(messages: list[dict[str, str]]) -> Any:
+        assert messages[0]["role"] == "system"
+        return iter([REPLY[i : i + 4] for i in range(0, len(REPLY), 4)])
+
+    out = io.StringIO()
+    assert run(AOI, generate=model, says=["hi"], out=out, stats=[], stage=StageReader(AOI)) == 0
+    lines = out.getvalue().splitlines()
+    staged = [json.loads(line.removeprefix("  (stage) ")) for line in lines if line.startswith("  (stage) ")]
+    assert staged == _whole(charfmt.parse(REPLY, tags=AOI.tags), AOI)
+    first_speech = next(i for i, line in enumerate(lines) if line.startswith("Aoi: "))
+    assert lines.index("  (stage) " + json.dumps(staged[0], ensure_ascii=False)) < first_speech

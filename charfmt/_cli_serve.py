@@ -16,8 +16,9 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     from charfmt.serve.formats import FORMATS  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
-    sp.add_argument("--character", required=True, metavar="FILE|CARD", help="character TOML file or character card")
-    sp.add_argument("--scene", metavar="FILE", help="a scene file (a cast and a narrator), where charfmt.scene exists")
+    who = sp.add_mutually_exclusive_group(required=True)
+    who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
+    who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
     where.add_argument("--model", metavar="PATH.gguf", help="run this GGUF in-process with llama.cpp (offline)")
@@ -53,8 +54,6 @@ def settings_from(args: argparse.Namespace) -> Any:
 
     if args.max_tokens >= args.n_ctx:
         args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
-    if args.scene is not None:
-        args.parser.error("--scene needs charfmt.scene (the stage issue's scenes), which this build does not have")
     if not 0 < args.timeout <= 3600:
         args.parser.error(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
     if args.upstream is not None:
@@ -64,8 +63,16 @@ def settings_from(args: argparse.Namespace) -> Any:
             endpoint_url(args.upstream)  # a bad URL is a usage error now, not at the first turn
         except CharfmtError as e:
             args.parser.error(str(e).replace("--endpoint", "--upstream"))
+    scene = None
+    if args.scene is not None:
+        from charfmt.scene import Scene  # noqa: PLC0415
+
+        scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
+        character = next(iter(scene.cast.values()))
+    else:
+        character = _load_character(args.character, DEFAULT_MAX_SIZE)
     return Settings(
-        character=_load_character(args.character, DEFAULT_MAX_SIZE), upstream_url=args.upstream, server=args.server,
+        character=character, scene=scene, upstream_url=args.upstream, server=args.server,
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),

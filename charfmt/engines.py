@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -65,6 +65,7 @@ def request_fields(
     max_chars: int | None = None,
     max_chats: int | None = None,
     bounds: Bounds | None = None,
+    speakers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The request fields that constrain a reply on ``server`` (merge them into the request body).
 
@@ -76,7 +77,8 @@ def request_fields(
     ``max_tokens`` bounds the reply so it fits (see ``charfmt.export.Bounds``) and is also sent as
     the request's ``max_tokens``. ``bounds``: these exact bounds for the grammar targets
     (``charfmt chat`` passes its own), instead of those ``max_tokens`` gives; the schema
-    targets take its ``max_chars`` and ``max_chats``.
+    targets take its ``max_chars`` and ``max_chats``. ``speakers``: a scene's cast (each ``C``
+    chat names one of them).
     """
     from charfmt.export import _gbnf_target, _lark_target, grammar, reply_grammar  # noqa: PLC0415 (Lark loads only here)
     from charfmt.schema import json_schema  # noqa: PLC0415
@@ -86,11 +88,12 @@ def request_fields(
 
     def bounded(target: str) -> str:
         if bounds is not None:
-            g = reply_grammar(vocabulary, tags, bounds=bounds)
+            g = reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers)
             return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
         return grammar(
-            target, vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats
-        )
+            target, vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats,
+            speakers=speakers,
+        )  # fmt: skip
 
     fields: dict[str, Any]
     if server in ("llama-server", "koboldcpp", "localai"):  # each reads GBNF in ``grammar``
@@ -107,6 +110,7 @@ def request_fields(
             max_tokens=max_tokens,
             max_chars=max_chars,
             max_chats=max_chats,
+            speakers=speakers,
         )
         schema.pop("$schema", None)
         fields = {

@@ -36,6 +36,15 @@ def reply_for(user_text: str) -> str:
     return json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False)
 
 
+def scene_reply(speaker: str = "rex") -> str:
+    """A scene's reply: ``speaker`` says a line, then the narrator (an ``E`` chat)."""
+    chats = [
+        {"type": "C", "order": 1, "speaker": speaker, "body": "<emo>neutral</emo>\n<msg>The bell is cracked.</msg>"},
+        {"type": "E", "order": 2, "body": "The bell hums."},
+    ]
+    return json.dumps({"chats": chats}, ensure_ascii=False)
+
+
 def _chunk(text: str | None, reason: str | None = None) -> bytes:
     delta = {} if text is None else {"content": text}
     choice = {"index": 0, "delta": delta, "finish_reason": reason}
@@ -63,6 +72,8 @@ class Scripted:
         user = body["messages"][-1]["content"]
         text = reply_for(user)
         mode = self.mode
+        if mode.startswith("scene:"):  # scene:rex, scene:ghost (a speaker not in the cast)
+            text, mode = scene_reply(mode.split(":", 1)[1]), "ok"
         if mode == "500":
             return JSONResponse({"error": {"message": "model crashed", "type": "server_error"}}, status_code=500)
         if mode == "429":

@@ -382,3 +382,30 @@ def test_turn_by_get_for_eventsource(rex: Character, upstream: tuple[Scripted, s
         with httpx.stream("GET", url + "&token=t", headers={"Accept": "text/event-stream"}, timeout=T) as r:
             objs = list(sse(r))
     assert objs[0]["kind"] == "chat_start" and objs[-1]["kind"] == "reply" and objs[-1]["session"] == "es"
+
+
+def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None:
+    from charfmt.scene import Scene
+
+    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    first = next(iter(scene.cast.values()))
+    up = upstream[0]
+    app = create_app(Settings(character=first, scene=scene, upstream_url=upstream[1] + "/v1"))
+    with loopback(app) as base:
+        info = httpx.get(base + "/v1/info", timeout=T).json()
+        results = {}
+        for speaker in ("rex", "ghost"):
+            up.mode = f"scene:{speaker}"
+            with httpx.stream("POST", base + "/v1/turn", json={"say": "[joy] fix the bell"}, timeout=T) as r:
+                results[speaker] = list(sse(r))
+    assert info["speakers"] == ["rex", "mio"] and info["name"] == scene.name
+    sent = up.requests[-1]
+    assert '("\\"rex\\"" | "\\"mio\\"")' in sent["grammar"]  # the speaker is one of the cast
+    assert "Mio" in sent["messages"][0]["content"] and "Rex" in sent["messages"][0]["content"]
+    good = results["rex"]
+    assert good[0] == {"kind": "chat_start", "chat": 0, "type": "C", "order": 1, "speaker": "rex"}
+    expression = next(o["cue"] for o in good if o["kind"] == "stage" and o["cue"]["kind"] == "expression")
+    assert expression["speaker"] == "rex" and expression["sprite"] == "rex_idle"
+    assert good[-1]["kind"] == "reply" and good[-1]["valid"] is True
+    bad = results["ghost"][-1]
+    assert bad["valid"] is False and any(d["code"] == "CF309" for d in bad["diagnostics"])

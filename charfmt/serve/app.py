@@ -102,9 +102,9 @@ def create_app(settings: Settings) -> Starlette:
     """The ASGI app serving ``settings.character`` (needs Starlette: ``charfmt[serve]``)."""
     if settings.reply_format not in FORMATS:
         raise CharfmtError(f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(FORMATS)}")
-    from charfmt.chat import chat_bounds  # noqa: PLC0415
+    from charfmt.serve.turns import reply_bounds  # noqa: PLC0415
 
-    chat_bounds(settings.character, settings.max_tokens)  # a budget too small for one reply fails here, not per turn
+    reply_bounds(settings)  # a budget too small for one reply fails here, not at each turn
     state = _State(settings)
 
     def fail(status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None) -> Response:
@@ -133,13 +133,13 @@ def create_app(settings: Settings) -> Starlette:
         engine = await state.engine()
         turn = _turn_or_400(engine, say)
         fmt = settings.reply_format
-        history = None if key else _history(engine.character, messages)
+        history = None if key else _history(engine, messages)
         model = engine.model
         cid = f"chatcmpl-{state.next_id()}"
         created = int(time.time())
         if not stream:
             done = await _watch_disconnect(request, state.run_turn(key, history, turn, cid))
-            content = whole(fmt, done.reply, engine.character.tags)
+            content = whole(fmt, done.reply, engine.tags)
             return JSONResponse(
                 {
                     "id": cid, "object": "chat.completion", "created": created, "model": model,
@@ -160,7 +160,7 @@ def create_app(settings: Settings) -> Starlette:
             return _sse(obj)
 
         async def events() -> AsyncIterator[bytes]:
-            formatter = None if fmt == "canonical" else Formatter(fmt, engine.character.tags)
+            formatter = None if fmt == "canonical" else Formatter(fmt, engine.tags)
             yield chunk({"role": "assistant", "content": ""})
             queue: list[bytes] = []
 
@@ -261,19 +261,22 @@ def create_app(settings: Settings) -> Starlette:
                 await listening
 
     async def info(request: Request) -> Response:
-        c = settings.character
+        c, scene = settings.character, settings.scene
+        vocabulary = scene.vocabulary if scene is not None else c.vocabulary
+        name = scene.name if scene is not None else c.name
         return JSONResponse(
             {
-                "name": c.name, "model": settings.model_name or c.name,
-                "emotions": [e.key for e in c.vocabulary.emotions],
+                "name": name, "model": settings.model_name or name,
+                "emotions": [e.key for e in vocabulary.emotions],
                 "reply_format": settings.reply_format, "constrained": settings.constrained,
                 "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
-                "speakers": [c.name], "auth": settings.token is not None,
+                "speakers": scene.speakers if scene is not None else [c.name], "auth": settings.token is not None,
             }
         )
 
     async def models(request: Request) -> Response:
-        name = settings.model_name or settings.character.name
+        scene = settings.scene
+        name = settings.model_name or (scene.name if scene is not None else settings.character.name)
         return JSONResponse({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "charfmt"}]})
 
     async def playground(request: Request) -> Response:
@@ -441,7 +444,7 @@ class _State:
                 elif isinstance(piece, SentencePiece):
                     yield {"kind": "sentence", **piece.sentence.to_dict()}
                 elif isinstance(piece, Done):
-                    tags = engine.character.tags
+                    tags = engine.tags
                     yield {
                         "kind": "reply", "request_id": piece.request_id, "session": key, "valid": piece.valid,
                         "reply": json.loads(dumps(canonical_form(piece.reply, tags=tags))),

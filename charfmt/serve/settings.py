@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from charfmt.character import Character
+    from charfmt.scene import Scene
     from charfmt.serve.upstream import Upstream
 
 DEFAULT_MAX_TOKENS: Final = 512
@@ -19,6 +20,9 @@ class Settings:
     """One server: the character, the model behind it, the reply shape, and every limit."""
 
     character: Character
+    """The character served (with ``scene``: the cast member whose words read the player's shorthand)."""
+    scene: Scene | None = None
+    """A scene (a cast and a narrator) served instead of one character."""
     upstream_url: str | None = None
     """The upstream's ``…/v1`` or ``…/chat/completions`` URL (``None`` with ``model_path`` or ``upstream``)."""
     server: str = "llama-server"

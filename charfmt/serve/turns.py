@@ -82,6 +82,24 @@ class Done:
 Piece = Raw | EventPiece | CuePiece | SentencePiece | Done
 
 
+def reply_bounds(settings: Settings) -> Any:
+    """The grammar's bounds within ``max_tokens``: the shape the examples show (``charfmt chat``'s)."""
+    from charfmt.chat import DEFAULT_MAX_ELEMENTS, chat_bounds  # noqa: PLC0415
+    from charfmt.export import Bounds  # noqa: PLC0415
+    from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+
+    scene = settings.scene
+    if scene is None:
+        return chat_bounds(settings.character, settings.max_tokens)
+    replies = [ex.reply for ex in scene.examples]
+    chats = max((len(r.chats) for r in replies), default=len(scene.cast) + 1)
+    elements = max((len(c.segments) for r in replies for c in r.chats if c.type in TAGGED_TYPES), default=0)
+    return Bounds.for_tokens(
+        settings.max_tokens, max_chats=max(1, chats), max_elements=max(DEFAULT_MAX_ELEMENTS, elements),
+        vocabulary=scene.vocabulary, tags=scene.tags,
+    )  # fmt: skip
+
+
 class BadTurn(CharfmtError):
     """The player's turn cannot be sent (nothing to say, or it does not fit the context window)."""
 
@@ -90,13 +108,16 @@ class Engine:
     """The character, its upstream and the request fields that constrain it."""
 
     def __init__(self, settings: Settings, upstream: Upstream) -> None:
-        from charfmt.chat import chat_bounds, limit_note  # noqa: PLC0415
+        from charfmt.chat import limit_note  # noqa: PLC0415
 
         self.settings = settings
         self.character: Character = settings.character
+        self.scene = settings.scene
+        self.vocabulary = self.scene.vocabulary if self.scene is not None else self.character.vocabulary
+        self.tags = self.scene.tags if self.scene is not None else self.character.tags
         self.upstream = upstream
-        self.model = settings.model_name or self.character.name
-        bounds = chat_bounds(self.character, settings.max_tokens)
+        self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)
+        bounds = reply_bounds(settings)
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
         self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
@@ -106,10 +127,19 @@ class Engine:
 
         s = self.settings
         server = "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
+        speakers = self.scene.speakers if self.scene is not None else None
         return request_fields(
-            server, vocabulary=self.character.vocabulary, tags=self.character.tags, max_tokens=s.max_tokens,
-            bounds=bounds,
+            server, vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
+            speakers=speakers,
         )  # fmt: skip
+
+    def read(self, text: str, *, lenient: bool = True) -> Reply:
+        """A reply read as this character's (or, in a scene, each speaker's): ``ParseError`` if strict and bad."""
+        from charfmt.parser import parse  # noqa: PLC0415
+
+        if self.scene is not None:
+            return self.scene.parse(text, lenient=lenient)
+        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags)
 
     def player_turn(self, say: str) -> UserTurn:
         """The player's turn read as shorthand (``[joy] hi``, ``*waves*``), or ``BadTurn``."""
@@ -117,18 +147,28 @@ class Engine:
             raise BadTurn("nothing to say: the player's turn is empty")
         if len(say) > self.settings.max_say:
             raise BadTurn(f"the player's turn is {len(say):,} characters (at most {self.settings.max_say:,})")
-        return self.character.shorthand(say)
+        return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
 
     def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
         """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
         from charfmt.render import BudgetError, estimate_tokens, render_messages  # noqa: PLC0415
 
-        try:
-            messages: list[dict[str, str]] = render_messages(
-                self.character, history, turn, budget=self.budget - estimate_tokens(self.note)
-            )["messages"]
-        except BudgetError as e:
-            raise BadTurn(f"the turn does not fit the context window: {e}") from None
+        budget = self.budget - estimate_tokens(self.note)
+        messages: list[dict[str, str]]
+        if self.scene is not None:  # the scene's own prompt; the oldest exchanges left out to fit
+            past = list(history)
+            while True:
+                messages = self.scene.render_messages(past, turn)["messages"]
+                if sum(estimate_tokens(m["content"]) for m in messages) <= budget:
+                    break
+                if not past:
+                    raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
+                del past[0]
+        else:
+            try:
+                messages = render_messages(self.character, history, turn, budget=budget)["messages"]
+            except BudgetError as e:
+                raise BadTurn(f"the turn does not fit the context window: {e}") from None
         messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{self.note}\n"}
         on = self.settings.constrained if constrained is None else constrained
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
@@ -150,19 +190,21 @@ class Engine:
         """
         from charfmt.character import Exchange  # noqa: PLC0415
         from charfmt.diagnostics import ParseError  # noqa: PLC0415
-        from charfmt.parser import parse  # noqa: PLC0415
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
-        character = self.character
         body = self.request(history, turn, constrained)
         version = hashlib.sha256(body["messages"][0]["content"].encode()).hexdigest()[:12]
         rid = request_id or uuid.uuid4().hex
-        stream = StreamParser(lenient=True, vocabulary=character.vocabulary, tags=character.tags)
-        stage = StageReader(character, max_length=self.settings.max_length)
-        splitter = SentenceSplitter(tags=character.tags, max_length=self.settings.max_length)
+        stream = StreamParser(lenient=True, vocabulary=self.vocabulary, tags=self.tags)
+        length = self.settings.max_length
+        if self.scene is not None:
+            stage = self.scene.stage(max_length=length)
+        else:
+            stage = StageReader(self.character, max_length=length)
+        splitter = SentenceSplitter(tags=self.tags, max_length=length)
         started = time.perf_counter()
         first: float | None = None
         tokens, reason, chunks = 0, None, []
@@ -198,29 +240,25 @@ class Engine:
             for sentence in splitter.close():
                 yield SentencePiece(sentence)
         try:
-            parse(text, vocabulary=character.vocabulary, tags=character.tags)
+            self.read(text, lenient=False)
             valid = True
         except ParseError:
             valid = False
-        if events:
-            reply = stream.reply
-        else:
-            reply = parse(text, lenient=True, vocabulary=character.vocabulary, tags=character.tags)
+        reply = stream.reply if events and self.scene is None else self.read(text)
         end = time.perf_counter()
-        exchange = Exchange(user=turn, reply=canonical_form(reply, tags=character.tags))
+        exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
         yield Done(
             rid, reply, text, valid, exchange, (first or end) - started, end - started, tokens, reason, version
         )
 
 
-def history_from_messages(character: Character, messages: list[tuple[str, str]]) -> list[Exchange]:
+def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:
     """Exchanges from a front end's own history (user/assistant pairs; the assistant's text read leniently).
 
     A front end that shows ``[joy] hi`` sends that back: the lenient reader's bracket dialect
     reads it as the same reply. System messages and unpaired turns are left out.
     """
     from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.parser import parse  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
@@ -229,10 +267,8 @@ def history_from_messages(character: Character, messages: list[tuple[str, str]])
         if role == "user":
             pending = text
         elif role == "assistant" and pending is not None:
-            reply = parse(text, lenient=True, vocabulary=character.vocabulary, tags=character.tags)
+            reply = engine.read(text)
             if pending.strip() and reply.chats:
-                out.append(
-                    Exchange(user=character.shorthand(pending), reply=canonical_form(reply, tags=character.tags))
-                )
+                out.append(Exchange(user=engine.character.shorthand(pending), reply=canonical_form(reply, engine.tags)))
             pending = None
     return out

@@ -70,6 +70,7 @@ def test_openai_sdk_whole_and_streamed(rex: Character, upstream: tuple[Scripted,
         )
         content = done.choices[0].message.content
         assert content is not None
+        assert done.usage is not None and done.usage.prompt_tokens > 100 and done.usage.completion_tokens > 5
         reply = parse(content, vocabulary=rex.vocabulary, tags=rex.tags)  # strictly valid canonical JSON
         assert "hello there" in reply.chats[0].segments[-1].text
         parts = [

@@ -145,7 +145,8 @@ def create_app(settings: Settings) -> Starlette:
                     "id": cid, "object": "chat.completion", "created": created, "model": model,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                                  "finish_reason": _finish(done.reason)}],
-                    "usage": {"prompt_tokens": 0, "completion_tokens": done.tokens, "total_tokens": done.tokens},
+                    "usage": {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.tokens,
+                              "total_tokens": done.prompt_tokens + done.tokens},
                     "charfmt": {"valid": done.valid, "request_id": done.request_id},
                 }
             )

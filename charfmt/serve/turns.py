@@ -68,6 +68,8 @@ class Done:
     tokens: int
     reason: str | None
     prompt_version: str
+    prompt_tokens: int
+    """The prompt's tokens as ``estimate_tokens`` counts them (errs high against BPE tokenizers)."""
 
     def timing(self) -> dict[str, Any]:
         """The timing fields of the log and of ``/v1/turn``'s reply event."""
@@ -247,8 +249,11 @@ class Engine:
         reply = stream.reply if events and self.scene is None else self.read(text)
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
+        from charfmt.render import estimate_tokens  # noqa: PLC0415
+
+        prompt = sum(estimate_tokens(m["content"]) for m in body["messages"])
         yield Done(
-            rid, reply, text, valid, exchange, (first or end) - started, end - started, tokens, reason, version
+            rid, reply, text, valid, exchange, (first or end) - started, end - started, tokens, reason, version, prompt
         )
 
 

@@ -8,6 +8,7 @@ endpoints only choose which pieces to send and in what shape.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 import uuid
@@ -29,6 +30,14 @@ if TYPE_CHECKING:
 
 PROMPT_MARGIN = 32
 """Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
+
+
+@functools.lru_cache(maxsize=2048)
+def count_tokens(text: str) -> int:
+    """``estimate_tokens``, remembered: the system prompt and past exchanges come back every turn."""
+    from charfmt.render import estimate_tokens  # noqa: PLC0415
+
+    return estimate_tokens(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,22 +162,24 @@ class Engine:
 
     def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
         """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
-        from charfmt.render import BudgetError, estimate_tokens, render_messages  # noqa: PLC0415
+        from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
 
-        budget = self.budget - estimate_tokens(self.note)
+        budget = self.budget - count_tokens(self.note)
         messages: list[dict[str, str]]
         if self.scene is not None:  # the scene's own prompt; the oldest exchanges left out to fit
             past = list(history)
             while True:
                 messages = self.scene.render_messages(past, turn)["messages"]
-                if sum(estimate_tokens(m["content"]) for m in messages) <= budget:
+                if sum(count_tokens(m["content"]) for m in messages) <= budget:
                     break
                 if not past:
                     raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
                 del past[0]
         else:
             try:
-                messages = render_messages(self.character, history, turn, budget=budget)["messages"]
+                messages = render_messages(self.character, history, turn, budget=budget, counter=count_tokens)[
+                    "messages"
+                ]
             except BudgetError as e:
                 raise BadTurn(f"the turn does not fit the context window: {e}") from None
         messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{self.note}\n"}
@@ -249,9 +260,7 @@ class Engine:
         reply = stream.reply if events and self.scene is None else self.read(text)
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
-        from charfmt.render import estimate_tokens  # noqa: PLC0415
-
-        prompt = sum(estimate_tokens(m["content"]) for m in body["messages"])
+        prompt = sum(count_tokens(m["content"]) for m in body["messages"])
         yield Done(
             rid, reply, text, valid, exchange, (first or end) - started, end - started, tokens, reason, version, prompt
         )

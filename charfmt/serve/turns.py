@@ -8,6 +8,7 @@ endpoints only choose which pieces to send and in what shape.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import time
@@ -208,7 +209,9 @@ class Engine:
         from charfmt.stream import StreamParser  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
-        body = self.request(history, turn, constrained)
+        # Rendered in a worker thread: a burst of turns starting at once would otherwise hold the
+        # event loop for every render in a row, and the chunks of the turns already streaming wait.
+        body = await asyncio.to_thread(self.request, history, turn, constrained)
         version = hashlib.sha256(body["messages"][0]["content"].encode()).hexdigest()[:12]
         rid = request_id or uuid.uuid4().hex
         stream = StreamParser(lenient=True, vocabulary=self.vocabulary, tags=self.tags)

@@ -48,6 +48,7 @@ from charfmt.writer import dumps
 
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
+    from charfmt.scene import Scene
     from charfmt.stage import StageReader
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -183,8 +184,10 @@ class _Language:
 
 
 def _language(args: argparse.Namespace) -> _Language:
-    """The ``--character`` file's vocabulary and tags, or the defaults without one."""
+    """The ``--character`` file's vocabulary and tags (a ``--scene``'s tags), or the defaults without one."""
     path = getattr(args, "character", None)
+    if path is None and getattr(args, "scene", None) is not None:
+        return _Language(None, _load_scene(args.scene, args.max_size).tags)
     if path is None:
         return _Language()
     character = _load_character(path, args.max_size)
@@ -451,6 +454,8 @@ def _cmd_stream(args: argparse.Namespace) -> int:
     from charfmt.speech import SentenceSplitter  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
 
+    if args.scene is not None and args.character is not None:
+        _usage_error(args, "argument --scene: not allowed with argument --character")
     language = _language(args)
     parser = StreamParser(
         lenient=not args.strict, max_size=args.max_size, vocabulary=language.vocabulary, tags=language.tags
@@ -493,6 +498,8 @@ def _stage_reader(args: argparse.Namespace) -> StageReader:
     """The stage reader of ``stream --stage``: the ``--character``'s stage map, or none."""
     from charfmt.stage import StageReader  # noqa: PLC0415
 
+    if getattr(args, "scene", None) is not None:
+        return _load_scene(args.scene, args.max_size).stage(max_length=args.max_length)
     path = getattr(args, "character", None)
     character = _load_character(path, args.max_size) if path is not None else None
     return StageReader(character, max_length=args.max_length)
@@ -585,6 +592,12 @@ def _load_character(path: str, limit: int) -> Character:
     return Character.from_bytes(inp.data, inp.name, max_size=limit)
 
 
+def _load_scene(path: str, limit: int) -> Scene:
+    from charfmt.scene import Scene  # noqa: PLC0415
+
+    return Scene.load(path, max_size=limit)
+
+
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
     from charfmt.character import history_from_jsonl  # noqa: PLC0415
 
@@ -624,10 +637,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _cmd_grammar(args: argparse.Namespace) -> int:
     from charfmt.export import grammar  # noqa: PLC0415
 
-    vocabulary = tags = None
+    vocabulary = tags = speakers = None
     if args.character is not None:
         character = _load_character(args.character, args.max_size)
         vocabulary, tags = character.vocabulary, character.tags
+    elif args.scene is not None:
+        scene = _load_scene(args.scene, args.max_size)
+        vocabulary, tags, speakers = scene.vocabulary, scene.tags, scene.speakers
     elif args.emotions is not None:
         keys = [k.strip() for k in args.emotions.split(",") if k.strip()]
         if not keys:
@@ -646,6 +662,7 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             max_chars=args.max_chars,
             max_chats=args.max_chats,
+            speakers=speakers,
         )
     except ExportError as e:  # bounds that cannot hold a reply (a token budget too small)
         _usage_error(args, str(e))
@@ -802,6 +819,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--max-length", type=_whole(1), metavar="N", help="for speech: a sentence longer than N also ends at 、 or ,"
     )
+    sp.add_argument("--scene", metavar="FILE", help="a scene (TOML): its cast's tags; --stage maps each speaker")
     add_character(sp)
     add_size(sp, "stream or --replay file or --character file")
 
@@ -849,6 +867,7 @@ def _parser() -> argparse.ArgumentParser:
         "--emotions", metavar="KEYS", help=f"restrict {DEFAULT_TAGS.emotion.open} to these comma-separated keys"
     )
     group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
+    group.add_argument("--scene", metavar="FILE", help="a scene's cast: each C chat names its speaker (scene TOML)")
     sp.add_argument(
         "--max-tokens", type=_whole(1), metavar="N", help="bound the reply so it always closes within N tokens"
     )

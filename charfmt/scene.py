@@ -219,7 +219,8 @@ class Scene(BaseModel):
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise CharacterError(file, "", None, f"cannot read the scene: {e}") from None
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise CharacterError(file, "", None, f"cannot read the scene: {reason}") from None
         cast: dict[str, Character] = {}
         for i, row in enumerate(data.pop("cast", [])):
             if (

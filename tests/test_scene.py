@@ -230,6 +230,11 @@ def test_interop_keeps_the_speakers(fmt: str) -> None:
     document = json.loads(interop.dumps(fmt, [exchange], tags=SCENE.tags))
     (back,) = interop.read(fmt, document, tags=SCENE.tags)
     assert back.reply.chats == reply.chats and [c.speaker for c in back.reply.chats] == ["rex", None, "mio", "yuki"]
+    senders = {"groupchat": lambda m: m.get("sender_name"), "uacs": lambda m: m["actor"]["name"]}.get(fmt)
+    if senders is not None:  # formats with senders name each message's speaker
+        messages = document["conversation_list"] if fmt == "groupchat" else document["messages"]
+        names = [senders(m) for m in messages]
+        assert {"rex", "mio", "yuki"} <= set(names)
 
 
 @pytest.mark.parametrize("size", [1, 2, 5])
@@ -275,3 +280,19 @@ def test_sentences_carry_their_speaker_emotion_and_action() -> None:
         ("mio", "surprise", None, "えっ！？"),
     ]
     assert got[-1] == ("yuki", "eerie", None, "Did you hear that?")
+
+
+def test_cli_grammar_and_stream_take_a_scene(capsys: pytest.CaptureFixture[str]) -> None:
+    from charfmt.cli import main
+
+    path = str(EXAMPLES / "scenes" / "mars_shrine.toml")
+    assert main(["grammar", "--target", "gbnf", "--scene", path]) == 0
+    assert '"\\"speaker\\""' in capsys.readouterr().out
+    reply = str(EXAMPLES / "replies" / "mars_shrine.json")
+    assert main(["stream", "--replay", reply, "--chunk", "3", "--stage", "--scene", path]) == 0
+    got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    scene = Scene.load(path)
+    whole = charfmt.stage_cues(scene.parse(Path(reply).read_text(encoding="utf-8")).events(scene.tags), cast=scene.cast,
+                               narrator=scene.narrator)  # fmt: skip
+    assert got == [c.to_dict() for c in whole] and {c.get("speaker") for c in got} == {"rex", "mio", "narrator"}
+    assert main(["stream", "--replay", reply, "--scene", path, "--character", path]) == 2

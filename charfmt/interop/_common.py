@@ -72,6 +72,8 @@ class Line:
     side: Side = "r"
     index: int = 0
     """Which chat it shows: ``side`` (``u`` the user's, ``r`` the reply's) and its index there."""
+    speaker: str | None = None
+    """The chat's speaker in a scene: the message's sender name (group chat, UACS actor)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,8 @@ def lines(exchange: Exchange, tags: TagTable = DEFAULT_TAGS) -> list[Line]:
         out.append(Line(role, visible_text(chat.type, chat.segments, tags), chat.type, "u", n))
     for n, reply_chat in enumerate(exchange.reply.chats):
         role = "assistant" if reply_chat.type == "C" else "system"
-        out.append(Line(role, visible_text(reply_chat.type, reply_chat.segments, tags), reply_chat.type, "r", n))
+        text = visible_text(reply_chat.type, reply_chat.segments, tags)
+        out.append(Line(role, text, reply_chat.type, "r", n, reply_chat.speaker))
     return [line for line in out if line.text]
 
 
@@ -272,10 +275,17 @@ def _build(fmt: Format, exchange: Exchange, tags: TagTable, *, eid: str, names: 
 
 def _native(natives: dict[tuple[str, int], Native], line: Line, mid: str, names: tuple[str, str], stamp: str) -> Native:
     found = natives.get((line.side, line.index))
-    name = names[0] if line.role == "user" else names[1] if line.role == "assistant" else None
+    name = _name(line, names)
     if found is None:
         return Native(mid, stamp, name)
     return Native(found.id or mid, found.time or stamp, found.name or name)
+
+
+def _name(line: Line, names: tuple[str, str]) -> str | None:
+    """Who a message is from: the user's or the character's name, a scene's speaker, none for the system."""
+    if line.speaker is not None:
+        return line.speaker
+    return names[0] if line.role == "user" else names[1] if line.role == "assistant" else None
 
 
 def _natives(exchange: Exchange) -> dict[tuple[str, int], Native]:
@@ -345,8 +355,7 @@ def _rewritten(
     added = [line for line in lines(exchange, tags) if (line.side, line.index) not in linked]
     for n, line in enumerate(added):
         at = last[line.side] if last[line.side] >= 0 else len(built.messages)
-        name = names[0] if line.role == "user" else names[1] if line.role == "assistant" else None
-        built.messages.insert(at, fmt.new_message(line, Native(f"{eid}-n{n}", stamp, name)))
+        built.messages.insert(at, fmt.new_message(line, Native(f"{eid}-n{n}", stamp, _name(line, names))))
         built.shown.insert(at, (line.side, line.index))
         built.same = {i: (m + 1 if m >= at else m) for i, m in built.same.items()}
         last = {s: (v + 1 if v >= at else v) for s, v in last.items()}

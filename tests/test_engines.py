@@ -399,8 +399,8 @@ def test_every_exported_schema_pattern_compiles_in_unicode_mode() -> None:
 def test_request_fields_carry_a_grammar_the_named_engine_reads(server: str) -> None:
     fields = request_fields(server, vocabulary=VOCAB, max_tokens=400)
     assert fields["max_tokens"] == 400
-    if server in ("llama-server", "sglang"):  # GBNF: llama.cpp's reader; SGLang hands it to XGrammar
-        gbnf = fields["grammar" if server == "llama-server" else "ebnf"]
+    if server in ("llama-server", "sglang", "koboldcpp", "localai"):  # GBNF: llama.cpp's reader (SGLang: XGrammar)
+        gbnf = fields["ebnf" if server == "sglang" else "grammar"]
         assert xgr_accepts(xgr_compiler().compile_grammar(gbnf), DEMO.replace("surprise", "joy")) is False
         assert xgr_accepts(xgr_compiler().compile_grammar(gbnf), '{"chats": [{"type": "I", "order": 1, "body": "hi"}]}')
     elif server == "vllm":  # vLLM's default backend is XGrammar
@@ -408,9 +408,11 @@ def test_request_fields_carry_a_grammar_the_named_engine_reads(server: str) -> N
         assert xgr_accepts(
             xgr_compiler().compile_lark(lark), '{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>"}]}'
         )
+    elif server == "ollama":  # its own field: the JSON schema itself
+        assert fields["format"]["properties"]["chats"]["maxItems"] == 1 and "response_format" not in fields
     else:
         schema = fields["response_format"]["json_schema"]["schema"]
         assert schema["properties"]["chats"]["maxItems"] == 1
         assert fields["response_format"]["json_schema"]["strict"] is True
     with pytest.raises(charfmt.CharfmtError, match="unknown server"):
-        request_fields("ollama")
+        request_fields("tgi")

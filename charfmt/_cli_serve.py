@@ -1,0 +1,99 @@
+"""``charfmt serve``: flags into ``charfmt.serve.Settings``, then uvicorn runs ``create_app(settings)``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from charfmt.diagnostics import CharfmtError
+
+
+def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
+    """The flags of ``charfmt serve``."""
+    from charfmt.engines import SERVERS  # noqa: PLC0415
+    from charfmt.serve.formats import FORMATS  # noqa: PLC0415
+    from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
+
+    who = sp.add_mutually_exclusive_group(required=True)
+    who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
+    who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
+    where = sp.add_mutually_exclusive_group(required=True)
+    where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
+    where.add_argument("--model", metavar="PATH.gguf", help="run this GGUF in-process with llama.cpp (offline)")
+    sp.add_argument("--server", choices=SERVERS, default="llama-server",
+                    help="what --upstream runs: which request field carries the grammar or schema")  # fmt: skip
+    sp.add_argument("--model-name", metavar="NAME", help="the model name sent upstream (default: the character's name)")
+    sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    sp.add_argument("--port", type=whole(0), default=8000, help="port (default 8000)")
+    sp.add_argument("--reply-format", choices=FORMATS, default="canonical",
+                    help="what /v1/chat/completions answers: JSON, [joy] tags, speech or AIRI markers")  # fmt: skip
+    mode = sp.add_mutually_exclusive_group()
+    mode.add_argument("--constrained", dest="constrained", action="store_true", default=True,
+                      help="send the reply grammar or schema upstream (default)")  # fmt: skip
+    mode.add_argument("--free", dest="constrained", action="store_false", help="send no grammar")
+    sp.add_argument("--max-tokens", type=whole(1), default=DEFAULT_MAX_TOKENS, metavar="N",
+                    help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})")  # fmt: skip
+    sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N", help="the model's context window")
+    sp.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds the upstream may stay silent")
+    sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
+    sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN", help="allow this browser origin")
+    sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")
+    sp.add_argument("--max-sessions", type=whole(1), default=1000, metavar="N", help="sessions kept (default 1000)")
+    sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
+                    help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
+
+def settings_from(args: argparse.Namespace) -> Any:
+    """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
+    import os  # noqa: PLC0415
+
+    from charfmt.cli import _load_character  # noqa: PLC0415
+    from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
+    from charfmt.serve.settings import Settings  # noqa: PLC0415
+
+    if args.max_tokens >= args.n_ctx:
+        args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+    if not 0 < args.timeout <= 3600:
+        args.parser.error(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
+    if args.upstream is not None:
+        from charfmt.chat import endpoint_url  # noqa: PLC0415
+
+        try:
+            endpoint_url(args.upstream)  # a bad URL is a usage error now, not at the first turn
+        except CharfmtError as e:
+            args.parser.error(str(e).replace("--endpoint", "--upstream"))
+    scene = None
+    if args.scene is not None:
+        from charfmt.scene import Scene  # noqa: PLC0415
+
+        scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
+        character = next(iter(scene.cast.values()))
+    else:
+        character = _load_character(args.character, DEFAULT_MAX_SIZE)
+    return Settings(
+        character=character, scene=scene, upstream_url=args.upstream, server=args.server,
+        model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
+        constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
+        token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
+        log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
+        max_request_bytes=args.max_request_bytes,
+    )  # fmt: skip
+
+def run(args: argparse.Namespace) -> int:
+    """Run the server until interrupted."""
+    try:
+        import uvicorn  # noqa: PLC0415
+    except ImportError as e:
+        raise CharfmtError(f"charfmt serve needs uvicorn ({e}): pip install 'charfmt[serve]'") from None
+    from charfmt.serve import create_app  # noqa: PLC0415
+
+    settings = settings_from(args)
+    app = create_app(settings)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
+        print(f"charfmt serve: warning: listening on {args.host} with no --token", file=sys.stderr)
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
+        h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
+    )  # fmt: skip
+    return 0

@@ -1,0 +1,62 @@
+"""Everything ``create_app`` needs, as one frozen value: the CLI builds it from flags, tests by hand."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+    from charfmt.scene import Scene
+    from charfmt.serve.upstream import Upstream
+
+DEFAULT_MAX_TOKENS: Final = 512
+"""Tokens of one reply, at most (the grammar's bounds are computed from it)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One server: the character, the model behind it, the reply shape, and every limit."""
+
+    character: Character
+    """The character served (with ``scene``: the cast member whose words read the player's shorthand)."""
+    scene: Scene | None = None
+    """A scene (a cast and a narrator) served instead of one character."""
+    upstream_url: str | None = None
+    """The upstream's ``…/v1`` or ``…/chat/completions`` URL (``None`` with ``model_path`` or ``upstream``)."""
+    server: str = "llama-server"
+    """What ``upstream_url`` runs: which request field carries the grammar or schema."""
+    model_path: str | None = None
+    """A GGUF file run in-process by llama.cpp instead of an upstream URL."""
+    upstream: Upstream | None = None
+    """A ready upstream (tests, embedding); used instead of ``upstream_url``/``model_path``."""
+    model_name: str | None = None
+    """The ``model`` sent upstream and answered to front ends (default: the character's name)."""
+    reply_format: str = "canonical"
+    constrained: bool = True
+    """Send the reply grammar or schema upstream (a ``/v1/turn`` request may turn it off)."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    n_ctx: int = 8192
+    """The upstream's context window: the prompt's token budget is what ``max_tokens`` leaves."""
+    timeout: float = 120.0
+    """Seconds the upstream may stay silent."""
+    token: str | None = None
+    """Bearer token every ``/v1`` request must carry (``None``: no auth)."""
+    cors: tuple[str, ...] = ()
+    """Origins allowed to call from a browser (none: CORS off)."""
+    log: Path | None = None
+    """A JSON Lines file each turn is appended to (``charfmt report`` reads it)."""
+    max_request_bytes: int = 1 << 20
+    """Bytes of a request body or WebSocket message."""
+    max_say: int = 8000
+    """Characters of the player's turn."""
+    max_messages: int = 512
+    """Messages of a chat-completions request."""
+    max_sessions: int = 1000
+    session_bytes: int = 256 << 10
+    """Bytes of history a session keeps (the oldest exchanges go first)."""
+    max_length: int | None = None
+    """Sentences longer than this also end at ``、`` or ``,`` (early TTS), as ``charfmt stream``."""
+    playground: bool = True
+    """Serve the playground page at ``GET /``."""

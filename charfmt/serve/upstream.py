@@ -1,0 +1,359 @@
+"""The model behind ``charfmt serve``: an OpenAI-compatible server (async httpx) or llama.cpp in-process.
+
+The HTTP upstream reads through the same limits and the same chunk and completion readers as
+``charfmt chat --endpoint`` (:mod:`charfmt._http_client`): only the socket side is async here,
+so a client that goes away cancels the upstream request at once. Every failure is one
+:class:`UpstreamFailure` carrying the HTTP status the front end should see (and ``Retry-After``
+where the upstream sent one), never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Final, Protocol
+
+from charfmt import _http_client as hc
+from charfmt._http_client import Budget, Delta, UpstreamError
+
+MAX_RETRY_AFTER: Final = 3600
+"""Seconds of a ``Retry-After`` passed on to the front end, at most."""
+
+_TITLE: Final = re.compile(rb"<title[^>]*>(.{0,200}?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+class UpstreamFailure(UpstreamError):
+    """The upstream failed; ``status`` is what the front end is told, ``retry_after`` (seconds) where known."""
+
+    def __init__(self, message: str, *, status: int = 502, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class Upstream(Protocol):
+    """A model: a chat-completion request body in, the reply's deltas out."""
+
+    name: str
+    """What the logs call this upstream (the URL or the model file)."""
+
+    def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
+        """The deltas of the reply to ``body``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections or the model."""
+        ...
+
+
+def retry_after(value: str | None) -> int | None:
+    """Seconds from a ``Retry-After`` header (seconds or an HTTP date), within ``MAX_RETRY_AFTER``."""
+    if not value or len(value) > 64:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(int(value[:5]), MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0, min(int(when.timestamp() - time.time()), MAX_RETRY_AFTER))
+
+
+def front_status(upstream_status: int) -> int:
+    """The status a front end gets for an upstream's error status: 429 and 503 as they are, else 502."""
+    return upstream_status if upstream_status in (429, 503) else 502
+
+
+class _Reader(hc.Client):
+    """The chunk, completion and header readers of ``charfmt._http_client.Client``, without its sync pool."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.url = url
+        self.timeout = timeout
+
+
+class HTTPUpstream:
+    """An OpenAI-compatible ``/v1/chat/completions`` at ``url``, read through charfmt's bounded readers."""
+
+    def __init__(self, url: str, *, timeout: float = 120.0, max_connections: int = 100) -> None:
+        httpx = hc.require()
+        self.name = url
+        self.url = url
+        self.timeout = timeout
+        self._httpx = httpx
+        self._reader = _Reader(url, timeout)
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            follow_redirects=False,
+            headers={"Accept-Encoding": "identity"},
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    def fail(self, message: str, status: int = 502, retry: int | None = None) -> UpstreamFailure:
+        """The one error of this upstream: ``URL: message`` on one line, with the front end's status."""
+        return UpstreamFailure(f"upstream {self.url}: {' '.join(message.split())}", status=status, retry_after=retry)
+
+    async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
+        """The reply to ``body``, streamed or whole, within ``max_tokens``; cancelling closes the request."""
+        httpx = self._httpx
+        try:
+            async with self._client.stream("POST", self.url, json=body) as response:
+                async for delta in self._read(response, Budget.for_tokens(max_tokens)):
+                    yield delta
+        except UpstreamFailure:
+            raise
+        except UpstreamError as e:  # the shared readers' errors: the upstream broke the protocol
+            raise self.fail(str(e).removeprefix(f"{self.url}: ")) from None
+        except httpx.TimeoutException:
+            raise self.fail(f"the server sent nothing for {self.timeout:g} s", 504) from None
+        except httpx.ConnectError as e:
+            raise self.fail(f"cannot connect: {hc._reason(e)}") from None
+        except httpx.RemoteProtocolError as e:
+            raise self.fail(f"the server broke the HTTP protocol: {hc._reason(e)}") from None
+        except (httpx.TransportError, httpx.StreamError) as e:
+            raise self.fail(f"the connection broke: {hc._reason(e)}") from None
+        except httpx.HTTPError as e:
+            raise self.fail(f"the request failed: {hc._reason(e)}") from None
+
+    async def _read(self, response: Any, budget: Budget) -> AsyncIterator[Delta]:
+        self._reader._check_headers(response)
+        if response.status_code >= 300:
+            raise await self._error(response)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise self.fail(f"the server sent a {encoding[:40]!r}-encoded body, which was not asked for")
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower() or "no content type"
+        if kind == "text/html":
+            raise self.fail(f"the server answered with an HTML page, not a chat completion{_title(b'')}")
+        chunks = _counted(response.aiter_bytes(), budget.bytes)
+        first = b""
+        async for chunk in chunks:  # the first bytes say which of the two shapes this is
+            first += chunk
+            if first.strip() or len(first) > hc.MAX_LINE:
+                break
+        if not first.strip():
+            raise self.fail("the server's answer was empty (no event, no completion)")
+        if first.lstrip().startswith(b"{") and kind != "text/event-stream":  # one chat.completion object
+            body = bytearray(first)
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > hc.MAX_BODY:
+                    raise self.fail(f"the completion is longer than {hc.MAX_BODY:,} bytes; stopped reading")
+            yield self._reader._completion(bytes(body))
+            return
+        async for delta in self._events(first, chunks, kind, budget):
+            yield delta
+
+    async def _error(self, response: Any) -> UpstreamFailure:
+        data = b""
+        async for chunk in response.aiter_bytes():
+            data += chunk
+            if len(data) >= hc.MAX_ERROR_BODY:
+                data = data[: hc.MAX_ERROR_BODY]
+                break
+        status = response.status_code
+        retry = retry_after(response.headers.get("retry-after"))
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "text/html" or data.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
+            detail = f"an HTML error page{_title(data)}"
+        else:
+            detail = _Replay(data, response).detail(self._reader)
+        return self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
+
+    async def _events(
+        self, first: bytes, chunks: AsyncIterator[bytes], kind: str, budget: Budget
+    ) -> AsyncIterator[Delta]:
+        tokens = chars = count = events = size = 0
+        data: list[bytes] = []
+        splitter = _Lines(hc.MAX_LINE)
+        pending = [first]
+        done = False
+        while not done:
+            if pending:
+                chunk = pending.pop()
+            else:
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    chunk, done = b"", True
+            for line in splitter.feed(chunk) if not done else splitter.end():
+                count += 1
+                if count > budget.lines:
+                    raise self.fail(f"the stream went on past {budget.lines:,} lines without ending; stopped reading")
+                if line.strip() and not data and not line.startswith(hc._SSE_FIELDS):
+                    raise self.fail(f"not an OpenAI-compatible chat completion ({kind}): {hc._show(line)}")
+                if line.startswith(b"data:"):
+                    part = line[5:].removeprefix(b" ")
+                    size += len(part)
+                    if size > hc.MAX_EVENT:
+                        raise self.fail(f"an event of the stream is longer than {hc.MAX_EVENT:,} bytes")
+                    data.append(part)
+                    continue
+                if line.strip() or not data:
+                    continue
+                event, data, size = b"\n".join(data).strip(), [], 0
+                events += 1
+                if event == b"[DONE]":
+                    return
+                delta = self._reader._chunk(event)
+                if delta.text:
+                    tokens += 1
+                    chars += len(delta.text)
+                    if tokens > budget.tokens or chars > budget.chars:
+                        raise self.fail(
+                            f"the server sent more than the {budget.tokens} tokens asked for (max_tokens);"
+                            " stopped reading"
+                        )
+                yield delta
+        if data:  # the last event, without the blank line that should end it
+            event = b"\n".join(data).strip()
+            if event != b"[DONE]":
+                yield self._reader._chunk(event)
+        elif events == 0:
+            raise self.fail("the stream ended before its first event")
+
+
+class _Replay:
+    """An error body already read, shown to ``Client._error_detail`` as the response it came from."""
+
+    def __init__(self, data: bytes, response: Any) -> None:
+        self._data = data
+        self.reason_phrase = getattr(response, "reason_phrase", "")
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        yield self._data
+
+    def detail(self, reader: hc.Client) -> str:
+        return reader._error_detail(self)  # type: ignore[arg-type]
+
+
+class _Lines:
+    """``charfmt._http_client.lines`` fed a chunk at a time: the same line ends and the same limit."""
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buf = self._buf
+        seen = max(len(buf) - 1, 0)
+        buf += chunk
+        out: list[bytes] = []
+        start = 0
+        while True:
+            end = hc._line_end(buf, max(start, seen))
+            if end < 0:
+                break
+            if end - start > self.max_line:
+                raise UpstreamError(f"a line of the stream is longer than {self.max_line:,} bytes")
+            if buf[end] == 13 and end + 1 == len(buf):  # a '\r' that may be half of '\r\n'
+                break
+            out.append(bytes(buf[start:end]))
+            start = end + (2 if buf[end : end + 2] == b"\r\n" else 1)
+        del buf[:start]
+        if len(buf) > self.max_line:
+            raise UpstreamError(f"a line of the stream is longer than {self.max_line:,} bytes (no line end)")
+        return out
+
+    def end(self) -> list[bytes]:
+        rest = bytes(self._buf.rstrip(b"\r"))
+        self._buf.clear()
+        return [rest] if rest else []
+
+
+async def _counted(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    total = 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise UpstreamError(f"the reply is longer than {limit:,} bytes; stopped reading")
+        yield chunk
+
+
+def _title(page: bytes) -> str:
+    m = _TITLE.search(page)
+    return f" ({' '.join(m.group(1).decode('utf-8', 'replace').split())[:120]!r})" if m else ""
+
+
+# --- llama.cpp in-process ----------------------------------------------------------------------------
+
+_DONE: Final = object()
+
+
+class LocalUpstream:
+    """A llama.cpp model in this process (``--model PATH.gguf``): one generation at a time, in a thread.
+
+    The GBNF in ``body["grammar"]`` constrains it (the llama-server field). Cancelling the
+    request stops the generation at the next token.
+    """
+
+    def __init__(self, llm: Any, name: str) -> None:
+        self.name = name
+        self._llm = llm
+        self._lock = asyncio.Lock()  # llama.cpp's context serves one generation at a time
+
+    async def aclose(self) -> None:
+        """Nothing to close (the model lives as long as the process)."""
+
+    async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
+        """The deltas of the model's reply to ``body`` (messages, grammar, max_tokens, temperature, seed)."""
+        from charfmt.chat import ContextFull, _chat_handler, _Guarded  # noqa: PLC0415
+        from charfmt.engines import llama_grammar  # noqa: PLC0415
+
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+        grammar = llama_grammar(body["grammar"]) if body.get("grammar") else None
+        handler = _chat_handler(self._llm)
+
+        def put(item: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def work() -> None:
+            try:
+                chunks = handler(
+                    llama=_Guarded(self._llm, max_tokens), messages=body["messages"], grammar=grammar,
+                    max_tokens=max_tokens, temperature=float(body.get("temperature", 0.7)),
+                    seed=int(body.get("seed", 0)), stream=True,
+                )  # fmt: skip
+                for chunk in chunks:
+                    if stop.is_set():
+                        break
+                    choice = chunk["choices"][0]
+                    put(Delta(choice["delta"].get("content") or "", choice.get("finish_reason")))
+            except ContextFull as e:
+                put(UpstreamFailure(str(e), status=400))
+            except Exception as e:  # llama.cpp's own failures end the turn with one line
+                put(UpstreamFailure(f"llama.cpp failed: {hc._reason(e)}", status=500))
+            put(_DONE)
+
+        async with self._lock:
+            thread = threading.Thread(target=work, name="charfmt-llama", daemon=True)
+            thread.start()
+            try:
+                while (item := await queue.get()) is not _DONE:
+                    if isinstance(item, UpstreamFailure):
+                        raise item
+                    yield item
+            finally:
+                stop.set()
+                await asyncio.to_thread(thread.join)
+
+
+def load_local(path: str, *, n_ctx: int, seed: int = 0) -> LocalUpstream:
+    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.engines.load_llama``)."""
+    from charfmt.engines import load_llama  # noqa: PLC0415
+
+    return LocalUpstream(load_llama(path, n_ctx=n_ctx, seed=seed), path)
+
+
+Factory = Callable[[], Upstream]

@@ -1,0 +1,148 @@
+"""A scripted OpenAI-compatible upstream and a loopback uvicorn runner, for the serve tests and benchmark.
+
+``Scripted.mode`` picks what the next requests get: ``ok`` (the reply streamed in small chunks;
+its message repeats the player's words, so replies of different sessions differ), ``whole``
+(one ``chat.completion``), ``badsse``, ``slow``, ``cut`` (the connection drops mid-reply),
+``500``, ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error page), ``endless``
+(tokens until the client goes away) and ``silent`` (headers, then nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+CHUNK = 4
+"""Characters per streamed chunk."""
+
+
+def reply_for(user_text: str) -> str:
+    """The reply the scripted model writes to a prompt whose last user message is ``user_text``."""
+    words = " ".join(re.findall(r"[A-Za-z0-9]+", user_text.split("</msg>", maxsplit=1)[0])[-4:]) or "nothing"
+    body = f"<emo>neutral</emo>\n<act>beeps</act>\n<msg>You said {words}. Fine. Come back tomorrow.</msg>"
+    return json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False)
+
+
+def scene_reply(speaker: str = "rex") -> str:
+    """A scene's reply: ``speaker`` says a line, then the narrator (an ``E`` chat)."""
+    chats = [
+        {"type": "C", "order": 1, "speaker": speaker, "body": "<emo>neutral</emo>\n<msg>The bell is cracked.</msg>"},
+        {"type": "E", "order": 2, "body": "The bell hums."},
+    ]
+    return json.dumps({"chats": chats}, ensure_ascii=False)
+
+
+def _chunk(text: str | None, reason: str | None = None) -> bytes:
+    delta = {} if text is None else {"content": text}
+    choice = {"index": 0, "delta": delta, "finish_reason": reason}
+    obj = {"id": "x", "object": "chat.completion.chunk", "choices": [choice]}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+class Scripted:
+    """The upstream's state: the mode, the requests seen, and how many streams a client abandoned."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.delay = 0.0
+        """Seconds between chunks (``ok`` mode; the benchmark's model speed)."""
+        self.requests: list[dict[str, Any]] = []
+        self.sent: dict[str, list[float]] | None = None
+        """Where set (the benchmark): per ``S<n>R<n>`` tag in the user message, when each text chunk was sent."""
+        self.cancelled = 0
+        self.finished = 0
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+
+    async def chat(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        self.requests.append(body)
+        user = body["messages"][-1]["content"]
+        text = reply_for(user)
+        mode = self.mode
+        if mode.startswith("scene:"):  # scene:rex, scene:ghost (a speaker not in the cast)
+            text, mode = scene_reply(mode.split(":", 1)[1]), "ok"
+        if mode == "500":
+            return JSONResponse({"error": {"message": "model crashed", "type": "server_error"}}, status_code=500)
+        if mode == "429":
+            return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "7"})
+        if mode == "html":
+            return HTMLResponse("<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", 502)
+        if mode == "whole":
+            message = {"role": "assistant", "content": text}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            return JSONResponse({"object": "chat.completion", "choices": [choice]})
+        tag = re.search(r"S\d+R\d+", user)
+        times = self.sent.setdefault(tag.group(), []) if self.sent is not None and tag else None
+        return StreamingResponse(self._stream(mode, text, times), media_type="text/event-stream")
+
+    async def _stream(self, mode: str, text: str, times: list[float] | None = None) -> AsyncIterator[bytes]:
+        try:
+            yield _chunk("")
+            if mode == "badsse":
+                yield b"data: {not json\n\n"
+                return
+            if mode == "silent":
+                await asyncio.sleep(60)
+            if mode == "endless":
+                yield _chunk('{"chats":[{"type":"C","order":1,"body":"<msg>')
+                while True:
+                    yield _chunk("la ")
+                    await asyncio.sleep(0.001)
+            pieces = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
+            for i, piece in enumerate(pieces):
+                if mode == "cut" and i == len(pieces) // 2:
+                    raise ConnectionResetError("scripted cut")
+                if mode == "slow":
+                    await asyncio.sleep(0.05)
+                elif self.delay:
+                    await asyncio.sleep(self.delay)
+                if times is not None:
+                    times.append(time.perf_counter())
+                yield _chunk(piece)
+            yield _chunk(None, "stop")
+            yield b"data: [DONE]\n\n"
+            self.finished += 1
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled += 1
+            raise
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def loopback(app: Any, *, timeout: float = 10.0) -> Iterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1 in a thread; yields its base URL; stops within ``timeout``."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the loopback server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)

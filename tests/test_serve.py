@@ -1,0 +1,412 @@
+"""charfmt serve against real clients (openai SDK, httpx SSE, a WebSocket) and a scripted upstream on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+from charfmt import Character, parse  # noqa: E402
+from charfmt.serve import Settings, create_app  # noqa: E402
+from charfmt.serve.formats import whole  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scripted_upstream import Scripted, loopback, reply_for  # noqa: E402
+
+REX = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+T = 10.0  # seconds any one request may take
+
+
+@pytest.fixture(scope="module")
+def rex() -> Character:
+    return Character.load(REX)
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[tuple[Scripted, str]]:
+    up = Scripted()
+    with loopback(up.app) as base:
+        yield up, base
+
+
+@pytest.fixture
+def upstream(scripted: tuple[Scripted, str]) -> Iterator[tuple[Scripted, str]]:
+    up, base = scripted
+    up.mode, up.delay = "ok", 0.0
+    up.requests.clear()
+    up.cancelled = up.finished = 0
+    yield up, base
+
+
+def serve(rex: Character, upstream: tuple[Scripted, str], **kw: Any) -> Any:
+    return loopback(create_app(Settings(character=rex, upstream_url=upstream[1] + "/v1", **kw)))
+
+
+def sse(response: Any) -> Iterator[dict[str, Any]]:
+    for line in response.iter_lines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            yield json.loads(line[6:])
+
+
+# --- the openai SDK ----------------------------------------------------------------------------------
+
+
+def test_openai_sdk_whole_and_streamed(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    openai = pytest.importorskip("openai")
+    with serve(rex, upstream) as base:
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused", timeout=T, max_retries=0)
+        done = client.chat.completions.create(
+            model="rex", messages=[{"role": "user", "content": "[joy] hello there"}], user="p1"
+        )
+        content = done.choices[0].message.content
+        assert content is not None
+        assert done.usage is not None and done.usage.prompt_tokens > 100 and done.usage.completion_tokens > 5
+        reply = parse(content, vocabulary=rex.vocabulary, tags=rex.tags)  # strictly valid canonical JSON
+        assert "hello there" in reply.chats[0].segments[-1].text
+        parts = [
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(
+                model="rex", messages=[{"role": "user", "content": "fix my drone"}], user="p1", stream=True
+            )
+            if c.choices
+        ]
+        assert len([p for p in parts if p]) > 5  # streamed in pieces
+        parse("".join(parts), vocabulary=rex.vocabulary, tags=rex.tags)
+    # the second turn carried the first exchange back in canonical form, the grammar in llama-server's field
+    second = upstream[0].requests[-1]
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
+    assert "hello there" in second["messages"][-2]["content"]
+    assert "grammar" in second and second["max_tokens"] == 512
+
+
+@pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])
+def test_reply_formats_stream_equals_whole(fmt: str, rex: Character, upstream: tuple[Scripted, str]) -> None:
+    with serve(rex, upstream, reply_format=fmt) as base:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        whole_reply = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()
+        with httpx.stream("POST", base + "/v1/chat/completions", json={**body, "stream": True}, timeout=T) as r:
+            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
+    content = whole_reply["choices"][0]["message"]["content"]
+    assert streamed == content
+    expected = {
+        "tags": "[neutral] *beeps* You said",
+        "speech": "You said",
+        "airi": '<|ACT:{"emotion":{"name":"neutral","intensity":1}}|><|ACT:{"motion":"beeps"}|>You said',
+    }[fmt]
+    assert content.startswith(expected)
+    if fmt == "tags":  # what a front end shows reads back, leniently, as the same reply
+        back = parse(content, lenient=True, vocabulary=rex.vocabulary, tags=rex.tags)
+        assert [s.tag for s in back.chats[0].segments] == ["emo", "act", "msg"]
+
+
+def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    with serve(rex, upstream) as base:
+        messages = [
+            {"role": "system", "content": "the front end's own prompt (ignored: the character's is used)"},
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "[annoyed] *crosses arms* What now?"},
+            {"role": "user", "content": [{"type": "text", "text": "sorry"}]},
+        ]
+        r = httpx.post(base + "/v1/chat/completions", json={"messages": messages}, timeout=T)
+    assert r.status_code == 200
+    sent = upstream[0].requests[-1]["messages"]
+    past = json.loads(sent[-2]["content"])
+    assert "<emo>annoyed</emo>" in past["chats"][0]["body"] and "crosses arms" in past["chats"][0]["body"]
+    assert "the front end's own prompt" not in sent[0]["content"]
+
+
+def test_sessions_are_kept_apart(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    with serve(rex, upstream) as base:
+        for who in ("alice", "bob"):
+            httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": f"I am {who}"}]},
+                       headers={"X-Charfmt-Session": who}, timeout=T)  # fmt: skip
+        httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "again"}]},
+                   headers={"X-Charfmt-Session": "bob"}, timeout=T)  # fmt: skip
+    last = json.dumps(upstream[0].requests[-1]["messages"])
+    assert "I am bob" in last and "I am alice" not in last
+
+
+# --- /v1/turn: SSE and WebSocket -----------------------------------------------------------------
+
+
+def test_turn_sse_events_before_the_reply_ends(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    up = upstream[0]
+    up.mode = "slow"
+    seen: list[dict[str, Any]] = []
+    finished_when_first_text = None
+    with serve(rex, upstream) as base, httpx.stream(
+        "POST", base + "/v1/turn", json={"session": "g1", "say": "[joy] *waves* hi"}, timeout=T
+    ) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for obj in sse(r):
+            if obj["kind"] == "text" and finished_when_first_text is None:
+                finished_when_first_text = up.finished
+            seen.append(obj)
+    assert finished_when_first_text == 0  # speech arrived while the model was still writing
+    kinds = [o["kind"] for o in seen]
+    assert kinds[0] == "chat_start" and kinds[-1] == "reply"
+    cues = [o["cue"]["kind"] for o in seen if o["kind"] == "stage"]
+    assert cues[:2] == ["expression", "motion"] and "speak" in cues
+    assert kinds.index("sentence") < kinds.index("chat_end")
+    final = seen[-1]
+    assert final["valid"] is True and final["session"] == "g1" and final["raw"] == reply_for(
+        up.requests[-1]["messages"][-1]["content"]
+    )
+
+
+def test_turn_websocket(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    ws_client = pytest.importorskip("websockets.sync.client")
+    with serve(rex, upstream) as base:
+        url = base.replace("http://", "ws://") + "/v1/turn/ws"
+        with ws_client.connect(url, open_timeout=T, close_timeout=T) as ws:
+            for say in ("hello", "bye now"):
+                ws.send(json.dumps({"session": "w1", "say": say}))
+                got = []
+                while True:
+                    got.append(json.loads(ws.recv(timeout=T)))
+                    if got[-1]["kind"] in ("reply", "error"):
+                        break
+                assert got[-1]["kind"] == "reply" and got[-1]["valid"]
+                assert any(o["kind"] == "text" for o in got)
+            ws.send("{not json")
+            bad = json.loads(ws.recv(timeout=T))
+            assert bad["kind"] == "error" and bad["error"]["code"] == 400
+    assert "hello" in json.dumps(upstream[0].requests[-1]["messages"])  # the session kept the first turn
+
+
+# --- upstream failures -----------------------------------------------------------------------------
+
+FAILURES = [
+    ("500", 502, "model crashed"),
+    ("429", 429, "slow down"),
+    ("html", 502, "HTML error page"),
+    ("badsse", 502, "not an OpenAI chat completion stream"),
+    ("cut", 502, "upstream"),
+    ("silent", 504, "sent nothing for 0.5 s"),
+    ("endless", 502, "more than the 300 tokens"),
+]
+
+
+@pytest.mark.parametrize(("mode", "status", "words"), FAILURES)
+def test_upstream_failures_are_openai_errors(
+    mode: str, status: int, words: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    upstream[0].mode = mode
+    started = time.monotonic()
+    with serve(rex, upstream, timeout=0.5, max_tokens=300) as base:
+        r = httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=T)
+        assert r.status_code == status, r.text
+        error = r.json()["error"]
+        assert words in error["message"] and "Traceback" not in r.text
+        if mode == "429":
+            assert r.headers["retry-after"] == "7"
+        with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as s:
+            last = list(sse(s))[-1]
+        assert last["kind"] == "error" and last["status"] == status and words in last["error"]["message"]
+        with httpx.stream("POST", base + "/v1/chat/completions",
+                          json={"messages": [{"role": "user", "content": "hi"}], "stream": True}, timeout=T) as s:
+            chunks = list(sse(s))  # fmt: skip
+        assert chunks[-1]["error"]["code"] == status
+    assert time.monotonic() - started < 8
+
+
+def test_client_disconnect_cancels_the_upstream(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    up = upstream[0]
+    up.mode = "endless"
+    with serve(rex, upstream, max_tokens=4096) as base:
+        chat = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+        for path, body in (("/v1/turn", {"say": "hi"}), ("/v1/chat/completions", chat)):
+            before = up.cancelled
+            with httpx.stream("POST", base + path, json=body, timeout=T) as r:
+                for n, _ in enumerate(r.iter_lines()):
+                    if n > 20:
+                        break
+            deadline = time.monotonic() + 5
+            while up.cancelled == before and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert up.cancelled == before + 1, path
+        ws_client = pytest.importorskip("websockets.sync.client")
+        before = up.cancelled
+        with ws_client.connect(base.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=2) as ws:
+            ws.send(json.dumps({"say": "hi"}))
+            for _ in range(5):
+                ws.recv(timeout=T)
+        deadline = time.monotonic() + 5
+        while up.cancelled == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert up.cancelled == before + 1, "websocket"
+
+
+# --- the doors -----------------------------------------------------------------------------------------
+
+
+def test_bearer_token_and_cors(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    with serve(rex, upstream, token="s3cret") as base:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        r = httpx.post(base + "/v1/chat/completions", json=body, timeout=T)
+        assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+        url = base + "/v1/chat/completions"
+        assert httpx.post(url, json=body, headers={"Authorization": "Bearer nope"}, timeout=T).status_code == 401
+        ok = httpx.post(url, json=body, headers={"Authorization": "Bearer s3cret"}, timeout=T)
+        assert ok.status_code == 200
+        assert "access-control-allow-origin" not in ok.headers
+        ws_client = pytest.importorskip("websockets.sync.client")
+        from websockets.exceptions import InvalidStatus
+
+        url = base.replace("http://", "ws://") + "/v1/turn/ws"
+        with pytest.raises(InvalidStatus, match="403"):
+            ws_client.connect(url, open_timeout=T)
+        with ws_client.connect(url + "?token=s3cret", open_timeout=T) as ws:
+            ws.send(json.dumps({"say": "hi"}))
+            kinds = [json.loads(ws.recv(timeout=T))["kind"]]
+            while kinds[-1] not in ("reply", "error"):
+                kinds.append(json.loads(ws.recv(timeout=T))["kind"])
+            assert kinds[0] == "chat_start" and kinds[-1] == "reply"
+    with serve(rex, upstream, cors=("http://game.example",)) as base:
+        pre = httpx.options(base + "/v1/turn", headers={"Origin": "http://game.example",
+                            "Access-Control-Request-Method": "POST"}, timeout=T)  # fmt: skip
+        assert pre.headers["access-control-allow-origin"] == "http://game.example"
+        other = httpx.options(base + "/v1/turn", headers={"Origin": "http://evil.example",
+                              "Access-Control-Request-Method": "POST"}, timeout=T)  # fmt: skip
+        assert "access-control-allow-origin" not in other.headers
+
+
+BAD_REQUESTS = [
+    (b"{not json", 400, "not JSON"),
+    (b"[1, 2]", 400, "not an object"),
+    (b"[" * 100 + b"]" * 100, 400, "nested deeper"),
+    (b'{"messages": []}', 400, "non-empty array"),
+    (b'{"messages": [{"role": "assistant", "content": "x"}]}', 400, "last message must be the player's"),
+    (b'{"messages": [{"role": "user", "content": 5}]}', 400, "content must be a string"),
+    (b'{"messages": [{"role": "user", "content": "   "}]}', 400, "nothing to say"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "user": "a b"}', 400, "session key"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', 400, "'stream' must be"),
+    (b"\xff\xfe", 400, "not UTF-8"),
+    (json.dumps({"messages": [{"role": "user", "content": "x" * 9000}]}).encode(), 400, "at most 8,000"),
+    (json.dumps({"messages": [{"role": "user", "content": "x" * 70000}]}).encode(), 413, "at most 65,536"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "words"), BAD_REQUESTS)
+def test_malformed_requests(
+    body: bytes, status: int, words: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    with serve(rex, upstream, max_request_bytes=65536) as base:
+        r = httpx.post(base + "/v1/chat/completions", content=body, timeout=T)
+    assert r.status_code == status
+    assert words in r.json()["error"]["message"]
+    assert not upstream[0].requests
+
+
+def test_sessions_bounded_in_number_and_bytes(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    app = create_app(Settings(character=rex, upstream_url=upstream[1] + "/v1", max_sessions=2, session_bytes=1500))
+    store = app.state.charfmt.sessions
+    with loopback(app) as base:
+        for key in ("a", "b", "c", "c", "c"):
+            r = httpx.post(base + "/v1/turn", json={"session": key, "say": "hello " * 20}, timeout=T)
+            assert r.status_code == 200
+    assert len(store) == 2 and store.peek("a") is None
+    c = store.peek("c")
+    assert c is not None and 1 <= len(c.history) < 3 and (c.size <= 1500 or len(c.history) == 1)
+
+
+def test_log_is_read_by_report(rex: Character, upstream: tuple[Scripted, str], tmp_path: Path) -> None:
+    from charfmt.cli import main
+
+    log = tmp_path / "turns.jsonl"
+    with serve(rex, upstream, log=log) as base:
+        for say in ("one", "two"):
+            httpx.post(base + "/v1/turn", json={"session": "L", "say": say}, timeout=T)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(rows) == 2 and {r["session"] for r in rows} == {"L"}
+    assert all(r["valid"] and r["model"] == "Rex" and len(r["prompt_version"]) == 12 for r in rows)
+    assert main(["report", str(log), "--by", "model,prompt_version"]) == 0
+
+
+def test_playground_page_has_no_outside_url(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    with serve(rex, upstream) as base:
+        r = httpx.get(base + "/", timeout=T)
+        info = httpx.get(base + "/v1/info", timeout=T).json()
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    assert "http://" not in r.text and "https://" not in r.text and "//cdn" not in r.text
+    assert info["name"] == "Rex" and "pleased" in info["emotions"] and info["constrained"] is True
+
+
+def test_whole_formats_of_one_reply(rex: Character) -> None:
+    reply = parse(reply_for("hi there"), vocabulary=rex.vocabulary, tags=rex.tags)
+    assert whole("speech", reply, rex.tags) == "You said hi there. Fine. Come back tomorrow."
+    assert parse(whole("canonical", reply, rex.tags), vocabulary=rex.vocabulary, tags=rex.tags) == reply
+
+
+def test_a_budget_too_small_fails_at_create_app(rex: Character) -> None:
+    from charfmt import CharfmtError
+
+    with pytest.raises(CharfmtError, match="max_tokens=64 is too small"):
+        create_app(Settings(character=rex, upstream_url="http://127.0.0.1:9/v1", max_tokens=64))
+
+
+def test_cli_usage_errors_exit_2() -> None:
+    env_cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX)]
+    for extra, words in ((["--upstream", "ftp://x"], "not an http"), ([], "one of the arguments --upstream --model"),
+                         (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room")):  # fmt: skip
+        p = subprocess.run([*env_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
+        assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
+
+
+def test_readme_openai_sample_talks_to_the_server(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    pytest.importorskip("openai")
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Serve a character to any front end", 1)[1]
+    block = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    with serve(rex, upstream) as base:
+        text = namespace["talk"](base + "/v1")
+    reply = parse(text, vocabulary=rex.vocabulary, tags=rex.tags)
+    assert "Hi Rex" in reply.chats[0].segments[-1].text
+
+
+def test_turn_by_get_for_eventsource(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    with serve(rex, upstream, token="t") as base:
+        url = base + "/v1/turn?session=es&say=%5Bjoy%5D%20hi"
+        assert httpx.get(url, timeout=T).status_code == 401
+        with httpx.stream("GET", url + "&token=t", headers={"Accept": "text/event-stream"}, timeout=T) as r:
+            objs = list(sse(r))
+    assert objs[0]["kind"] == "chat_start" and objs[-1]["kind"] == "reply" and objs[-1]["session"] == "es"
+
+
+def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None:
+    from charfmt.scene import Scene
+
+    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    first = next(iter(scene.cast.values()))
+    up = upstream[0]
+    app = create_app(Settings(character=first, scene=scene, upstream_url=upstream[1] + "/v1"))
+    with loopback(app) as base:
+        info = httpx.get(base + "/v1/info", timeout=T).json()
+        results = {}
+        for speaker in ("rex", "ghost"):
+            up.mode = f"scene:{speaker}"
+            with httpx.stream("POST", base + "/v1/turn", json={"say": "[joy] fix the bell"}, timeout=T) as r:
+                results[speaker] = list(sse(r))
+    assert info["speakers"] == ["rex", "mio"] and info["name"] == scene.name
+    sent = up.requests[-1]
+    assert '("\\"rex\\"" | "\\"mio\\"")' in sent["grammar"]  # the speaker is one of the cast
+    assert "Mio" in sent["messages"][0]["content"] and "Rex" in sent["messages"][0]["content"]
+    good = results["rex"]
+    assert good[0] == {"kind": "chat_start", "chat": 0, "type": "C", "order": 1, "speaker": "rex"}
+    expression = next(o["cue"] for o in good if o["kind"] == "stage" and o["cue"]["kind"] == "expression")
+    assert expression["speaker"] == "rex" and expression["sprite"] == "rex_idle"
+    assert good[-1]["kind"] == "reply" and good[-1]["valid"] is True
+    bad = results["ghost"][-1]
+    assert bad["valid"] is False and any(d["code"] == "CF309" for d in bad["diagnostics"])

@@ -100,6 +100,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF716": ("warning", "an entity cut off at the end of the input dropped"),
     "CF717": ("warning", "emotion key repaired (entities decoded, whitespace collapsed, stripped)"),
     "CF718": ("warning", "an emotion that cannot be a key (markup characters) kept as an action"),
+    "CF720": ("warning", "markup cut off at the end: a half bracket tag dropped, an open mark read closed"),
     # streaming
     "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
     # interop: documents of other formats (charfmt.interop)

@@ -65,10 +65,15 @@ _CHAT_KEYS: Final = ("type", "order", "body")
 _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
 _CHAT_ELEMENT: Final = re.compile(r"[<＜]\s*+([/／]\s*+)?(user_chats|chat)\b([^<>＜＞]*+)[>＞]", re.I)
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
-_CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?\Z")
-"""A tag the input ends inside: ``<chat type="C``, ``</ms``."""
-_CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)")
+_CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
+"""A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
+_CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)?")
 _ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+_CUT_FRONT_MATTER: Final = re.compile(
+    r"\A\s*(?P<open>-{1,3})(?:[ \t]*\n(?P<lines>(?:[ \t]*[\w-]+[ \t]*:[^\n]*\n)*)"
+    r"(?P<partial>[ \t]*[\w-]*[ \t]*(?::[^\n]*)?|-{1,3}[ \t]*))?\s*\Z"
+)
+"""Front matter the input ends inside: ``-``, ``---\nemotion: joy\n-``, ``---\nemo``."""
 _CHANNEL_END: Final = re.compile(r"<\|(?:end|start|channel|return|call)\|>")
 
 
@@ -524,8 +529,19 @@ class Recovery:
             if tag == self.speech and TAGGED.search(text):
                 self._read_string(chat, node, tagged=True)
                 return
+            if "&" in text and not node.closed:
+                cut = Result()
+                text = drop_cut_entity(text, cut)
+                quoted = _quoted(self.source.text, node)
+                mapper = OffsetMap(node) if quoted else functools.partial(operator.add, node.start)
+                for r in cut.repairs:
+                    self.note(r.code, r.message, mapper(r.start), mapper(r.end), index)
             if tag == self.emotion and "&" in text and (decoded := decode_entities(text)) != text:
                 self.note("CF717", f"entities in emotion {_short(text)!r} decoded", node.start, node.end, index)
+                text = decoded
+            elif "&" in text and (decoded := decode_entities(text)) != text:
+                # An entity written in a field's text is one a model escaped out of habit: never shown as is.
+                self.note("CF707", f"entities in <{tag}> text decoded: {_short(text)!r}", node.start, node.end, index)
                 text = decoded
             chat.pieces.append(Piece(tag, text, node.start, node.end))
         elif node.kind == "object":
@@ -655,11 +671,12 @@ class Recovery:
         m = _CUT_ELEMENT.search(text, max(0, len(text) - 200))
         if m is None:
             return text
-        name = _CUT_NAME.match(m.group()).group(1).lower()  # type: ignore[union-attr]
+        name = (_CUT_NAME.match(m.group()).group(1) or "").lower()  # type: ignore[union-attr]
         if TAGGED.search(text, 0, m.start()) is None:
-            known = (*(n.lower() for n in self.tags.names), "user_chats", "chat", *REASONING_TAGS)
+            known = (*(n.lower() for n in self.tags.names), *self.tags.synonyms, "user_chats", "chat", *REASONING_TAGS)
             attributes = len(m.group().rstrip()) > _CUT_NAME.match(m.group()).end()  # type: ignore[union-attr]
-            if not any(k.startswith(name) and (k == name or not attributes) for k in known):
+            base = name.partition(".")[0]  # <emotion.jo: dot notation
+            if not any(k.startswith(base) and (k == base or not (attributes or "." in name)) for k in known):
                 return text
         self.note(
             "CF610",
@@ -672,6 +689,10 @@ class Recovery:
     def _text_body(self, chat: _RawChat, text: str, offset: int, entry: dialects.DialectRule | None) -> None:
         """One chat written with no JSON around it: front matter, then tags or prose, as the ``text`` chain says."""
         pos = 0
+        if entry is None or entry.name == "plain-text":
+            pos = self._cut_front_matter(chat, text, offset)
+            if pos:
+                entry = self.walk("text", Sample(text[pos:]), after="front-matter")
         if entry is not None and entry.name == "front-matter":
             found = Result()
             pos = read_front_matter(text, 0, found, self.tags)
@@ -680,12 +701,36 @@ class Recovery:
         rest = text[pos:]
         if entry is not None and entry.name == "bare-tags":
             inner = offset + pos + len(rest) - len(rest.lstrip())
-            result = read_body(rest.strip(), self.vocabulary, tags=self.tags)
+            # The text runs to the end of the input: a tag or an entity begun there is cut in half.
+            result = read_body(rest.strip(), self.vocabulary, cut_off=True, tags=self.tags)
         else:
             inner = offset + pos
             result = Result()
-            read_prose(rest, self.vocabulary, result, tags=self.tags)
+            read_prose(rest, self.vocabulary, result, tags=self.tags, cut_off=True)
         self._take(chat, result, lambda i: inner + i)
+
+    def _cut_front_matter(self, chat: _RawChat, text: str, offset: int) -> int:
+        """Front matter the input ends inside (``---\nemotion: jo``): its whole lines read, the rest dropped.
+
+        Returns how many characters it took (0: ``text`` is no such beginning).
+        """
+        m = _CUT_FRONT_MATTER.match(text)
+        if m is None:
+            return 0
+        partial = m.group("partial") or ""
+        name = partial.split(":", 1)[0].strip().lower()
+        if ":" not in partial and partial.strip("-") and not any(k.startswith(name) for k in self.tags.synonyms):
+            return 0  # "---\nHello": a rule, then text
+        found = Result()
+        if m.group("lines"):
+            block = text[: m.start("partial")] + "---\n"
+            read_front_matter(block, 0, found, self.tags)
+            self.dialect("front-matter")
+        self._take(chat, found, lambda i: offset + i)
+        start = m.start("partial") if m.group("lines") else m.start("open")
+        message = "the reply was cut off inside front matter: the unfinished line dropped"
+        self.note("CF610", message, offset + start, offset + len(text))
+        return len(text)
 
     def _user_chats(self, offset: int, text: str, chats: list[_RawChat]) -> None:
         """The request form echoed: ``<user_chats><chat type="C">…</chat>…``, each ``<chat>`` one chat.

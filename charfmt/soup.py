@@ -294,7 +294,7 @@ _BODY_START_READERS: Final = {"front-matter": read_front_matter}
 _CUT_ENTITY: Final = re.compile(r"&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?\Z")
 
 
-def drop_cut_entity(text: str, out: Result) -> str:
+def drop_cut_entity(text: str, out: Result, offset: int = 0) -> str:
     """``text`` without an entity cut off at its very end (``&am``), noted: half an entity is not text."""
     m = _CUT_ENTITY.search(text, max(0, len(text) - 40))
     if m is None:
@@ -302,7 +302,7 @@ def drop_cut_entity(text: str, out: Result) -> str:
     name = m.group()[1:]
     if name[:1].isalpha() and not any(known.startswith(name) for known in html5):
         return text  # "&xyz" at the end can never become an entity: it is text
-    out.note("CF716", f"an entity cut off at the end is dropped: {m.group()!r}", m.start(), len(text))
+    out.note("CF716", f"an entity cut off at the end is dropped: {m.group()!r}", offset + m.start(), offset + len(text))
     return text[: m.start()]
 
 
@@ -608,8 +608,50 @@ def _bracket(
     return None
 
 
+_OPEN_AT_END: Final = (
+    (re.compile(r"\*\*\((?P<v>[^)\n]+)\Z"), ")**"),
+    (re.compile(r"\*(?P<v>[^*\s][^*\n]*)\Z"), "*"),
+    (re.compile(r'"(?P<v>[^"\n]+)\Z'), '"'),
+    (re.compile(r"「(?P<v>[^「」]+)\Z"), "」"),
+    (re.compile(r"“(?P<v>[^“”]+)\Z"), "”"),
+    (re.compile(r"\((?P<v>[^()\n]+)\Z"), ")"),
+    (re.compile(r"（(?P<v>[^（）\n]+)\Z"), "）"),
+)
+"""A role-play mark or a quotation the input ends inside (``*wav``, ``"Hel``), and its closer, not come yet."""
+_CUT_MARK: Final = re.compile(
+    r"""(?:\[\[?[^\[\]\n]{0,40}|【[^【】\n]{0,40}|(?:^|(?<=\s))(?:\*\*\(?|[*"“(])|[「（])\Z"""
+)
+"""A bracket tag the input ends inside (``[jo``, ``【疑``: half a key), or a lone opening mark: never text."""
+
+
+def _cut_prose(text: str, out: Result, offset: int) -> tuple[str, str]:
+    """``text`` ending where the input was cut: a bracket tag cut in half dropped, and the closer of a
+    role-play mark or quotation left open at the very end (read as if it had come), each noted ``CF720``."""
+    end = len(text.rstrip())
+    if (m := _CUT_MARK.search(text, 0, end)) is not None:
+        out.note("CF720", f"markup cut off at the end is dropped: {m.group()!r}", offset + m.start(), offset + end)
+        return text[: m.start()], ""
+    found = [(m, closer) for pattern, closer in _OPEN_AT_END if (m := pattern.search(text, 0, end)) is not None]
+    for m, closer in sorted(found, key=lambda f: -f[0].start()):  # the mark opened last is the one left open
+        scan = text[:end] + closer
+        last = None
+        for mark in _PROSE.finditer(scan, max(0, m.start() - 1)):
+            last = mark
+        if last is not None and last.start() == m.start() and last.end() == len(scan):
+            message = f"{m.group()[:1]!r} left open at the end of the input: read as closed"
+            out.note("CF720", message, offset + m.start(), offset + end)
+            return text[:end], closer
+    return text, ""
+
+
 def read_prose(
-    text: str, vocabulary: Vocabulary | None, out: Result, offset: int = 0, *, tags: TagTable = DEFAULT_TAGS
+    text: str,
+    vocabulary: Vocabulary | None,
+    out: Result,
+    offset: int = 0,
+    *,
+    tags: TagTable = DEFAULT_TAGS,
+    cut_off: bool = False,
 ) -> None:
     """Read untagged text: bracket tags, starred or parenthesised actions, quoted speech, the rest speech.
 
@@ -624,7 +666,11 @@ def read_prose(
     narration = tags.action.name if tags.action is not None else speech
     marks: list[tuple[int, int, str, str, float | None]] = []
     quoted = False
-    for m in _PROSE.finditer(text):
+    closer = ""
+    if cut_off:
+        text = drop_cut_entity(text, out, offset)
+        text, closer = _cut_prose(text, out, offset)
+    for m in _PROSE.finditer(text + closer if closer else text):
         kind = m.lastgroup
         if kind in ("word", "val"):
             meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
@@ -641,16 +687,17 @@ def read_prose(
             marks.append((m.start(), m.end(), narration, m.group(kind or 0).strip(), None))
         else:
             quoted = True
-            marks.append((m.start(), m.end(), speech, m.group(kind or 0), None))
+            marks.append((m.start(), m.end(), speech, decode_entities(m.group(kind or 0)), None))
             continue
         out.dialect(_GROUP_DIALECT[kind or ""])
     pos = 0
     seen = False  # a quoted line came before: plain text from here on is narration
-    for start, end, tag, value, intensity in marks:
+    for start, stop, tag, value, intensity in marks:
         quote = quoted and tag == speech and text[start] in _QUOTES
         # A sentence ended just before the first quote narrates it; "He said "hi"" is one sentence.
         lead = seen or (quote and re.search(r"[.!?。！？…]\s*\Z", text[pos:start]) is not None)
         _plain(text[pos:start], offset + pos, narration if lead else speech, out, speech)
+        end = min(stop, len(text))  # a closer read as if it had come (cut_off) is not in the text
         out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
         if quote:
             seen = True

@@ -81,6 +81,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF619": ("warning", "a number, boolean or object where text was expected, read as text"),
     "CF620": ("warning", "a value that cannot be read where it stands dropped (object, array, null)"),
     "CF621": ("warning", "comment inside the JSON dropped (// line or /* block */)"),
+    "CF622": ("warning", "chat-template scaffolding dropped (<<SYS>>, [INST], <|im_start|>..., an echoed prompt turn)"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),
     "CF702": ("warning", "element not closed (closed by the next tag or the end), or empty emotion dropped"),

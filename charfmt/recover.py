@@ -31,12 +31,15 @@ from charfmt.soup import (
     Piece,
     Repair,
     Result,
+    blank,
+    cut_scaffolding,
     decode_entities,
     drop_cut_entity,
     note_literals,
     read_body,
     read_front_matter,
     read_prose,
+    scaffolding,
 )
 from charfmt.tags import DEFAULT_TAGS, REASONING_TAGS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES, TagTable
 from charfmt.tolerant import JNode, OffsetMap, Reader
@@ -636,7 +639,7 @@ class Recovery:
     # -- no JSON ---------------------------------------------------------------------------
     def _bare(self, start: int, end: int, chats: list[_RawChat]) -> None:
         """No JSON: the text itself is the reply, read as the first entry of the table's ``text`` chain says."""
-        text = self.source.text
+        text = self._drop_scaffolding(start, end)
         region = text[start:end]
         self._drop_fences_only(start, end)
         cleaned = _FENCE.sub(_blank, _SPECIAL.sub(_blank, region))
@@ -660,6 +663,24 @@ class Recovery:
         chat = _RawChat(len(chats), None, "C")
         self._text_body(chat, cleaned, start, entry)
         chats.append(chat)
+
+    def _drop_scaffolding(self, start: int, end: int) -> str:
+        """Blank the chat-template scaffolding of a reply without JSON (``soup.scaffolding``), noted ``CF622``.
+
+        The source keeps its length (no offset moves); returns its text.
+        """
+        text = self.source.text
+        spans = scaffolding(text[start:end])
+        if end == len(text) and (cut := cut_scaffolding(text[start:end])) is not None:
+            spans = [(a, min(b, cut), m) for a, b, m in spans if a < cut]
+            spans.append((cut, end - start, "the reply was cut off inside a chat-template marker: dropped"))
+        if spans:
+            for a, b, message in spans:
+                self.note("CF622", message, start + a, start + b)
+            self.source = _Source(
+                text[:start] + blank(text[start:end], spans) + text[end:], self.source.raw, self.source.map
+            )
+        return self.source.text
 
     def _drop_cut_tag(self, text: str, offset: int) -> str:
         """``text`` with a tag the input ends inside (``</ms``, ``<em``, ``<chat type="C``) blanked, noted ``CF610``.

@@ -64,7 +64,7 @@ from charfmt.events import (
     segment_events,
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
-from charfmt.parser import DEFAULT_MAX_SIZE, parse
+from charfmt.parser import DEFAULT_MAX_SIZE, parse, turn_lines
 from charfmt.tags import (
     CHAT_TYPES,
     DEFAULT_TAGS,
@@ -109,9 +109,7 @@ _HEADER: Final = re.compile(
     rf'{_JWS},{_JWS}"body"{_JWS}:{_JWS}"'
 )
 """A chat up to its body's opening quote (duplicate keys, other keys: the batch reader's)."""
-_HEADER_WRITTEN: Final = re.compile(
-    rf'\{{"type": ?"({"|".join(CHAT_TYPES)})", ?"order": ?({_ORDER}), ?"body": ?"'
-)
+_HEADER_WRITTEN: Final = re.compile(rf'\{{"type": ?"({"|".join(CHAT_TYPES)})", ?"order": ?({_ORDER}), ?"body": ?"')
 """The header as serializers write it (``json.dumps``, compact or not): ``_HEADER``'s groups 1 and 2, sooner."""
 _BODY_KEY: Final = re.compile(rf'"body"{_JWS}:{_JWS}"')
 """The body of a chat begins (a canonical header writes it last)."""
@@ -507,6 +505,9 @@ class StreamParser:
       refuse whole: it goes on streaming with flat memory, and damage after that point is
       reported as ``CF801`` where it begins, not repaired.
 
+    ``turn``: the player's turn the reply answers, as ``parse(turn=...)`` takes it; an echo
+    of it is never shown as the character's speech.
+
     ``keep_reply=False`` keeps no ``reply`` either (for unbounded streams); a damaged
     stream then ends with ``Reset`` and the whole batch result. A lenient stream never
     raises (a bug in the batch reader becomes a ``CF999`` diagnostic, as in ``parse``).
@@ -552,6 +553,7 @@ class StreamParser:
         "_state",
         "_streams",
         "_text",
+        "_turn",
         "_twice",
         "_unfolded",
         "_unsorted",
@@ -569,6 +571,7 @@ class StreamParser:
         max_size: int = DEFAULT_MAX_SIZE,
         keep_reply: bool = True,
         tags: TagTable | None = None,
+        turn: Any = None,
     ) -> None:
         # The compiled reader checks these types at the call; the pure one checks the same.
         if not isinstance(lenient, bool) or not isinstance(keep_reply, bool):
@@ -578,6 +581,7 @@ class StreamParser:
         if not isinstance(tags, TagTable | None) or not isinstance(vocabulary, Vocabulary | None):
             raise TypeError("tags must be a TagTable and vocabulary a Vocabulary (or None)")
         self.lenient = lenient
+        self._turn = turn_lines(turn)  # what the player said: an echo of it is not the character's (CF625)
         self.vocabulary = vocabulary
         self.max_size = max_size
         self.tags = DEFAULT_TAGS if tags is None else tags
@@ -1006,7 +1010,10 @@ class StreamParser:
 
     def _batch_kwargs(self) -> dict[str, Any]:
         # The default table is what parse() reads without being told.
-        return {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
+        kwargs: dict[str, Any] = {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
+        if self._turn:
+            kwargs["turn"] = self._turn
+        return kwargs
 
     def _speculate(self, chunk: str) -> list[Event]:
         """Reread the held stream with the lenient batch reader; emit what it settles.

@@ -10,8 +10,9 @@ from __future__ import annotations
 import codecs
 import gc
 import re
+from collections.abc import Sequence
 from functools import cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError, in_body, too_long
@@ -19,6 +20,9 @@ from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode,
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 from charfmt.vocabulary import apply_vocabulary
+
+if TYPE_CHECKING:
+    from charfmt.userinput import UserTurn
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 """Largest input (in characters, or bytes for ``bytes`` input) ``parse`` accepts by default."""
@@ -35,6 +39,7 @@ def parse(
     vocabulary: Vocabulary | None = None,
     tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
+    turn: UserTurn | str | Sequence[str] | None = None,
 ) -> Reply:
     """Parse a model reply ``{"chats": [...]}`` into a :class:`Reply`.
 
@@ -43,13 +48,48 @@ def parse(
     ``docs/LENIENT.md``) with every repair in ``Reply.diagnostics``. ``tags``: the tag
     table the bodies are written in (``None``: :data:`charfmt.DEFAULT_TAGS`); the
     emotion tag's keys are checked against ``vocabulary``, a cue tag with a list of
-    values holds one of them.
+    values holds one of them. ``turn``: the player's turn the reply answers (a
+    ``UserTurn``, the line as typed, or its lines); a lenient read recognises an echo of
+    it and drops it (``CF625``) instead of showing it as the character's speech.
     """
+    if not isinstance(text, str | bytes):
+        text = _text_argument(text)
     table = DEFAULT_TAGS if tags is None else tags
+    said = turn_lines(turn)
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
         reply = _fast(text, vocabulary, max_size, table)
-        return reply if reply is not None else _parse(text, lenient, vocabulary, max_size, fast=False, tags=table)
-    return _parse(text, lenient, vocabulary, max_size, tags=table)
+        if reply is not None:
+            return reply
+        return _parse(text, lenient, vocabulary, max_size, fast=False, tags=table, turn=said)
+    return _parse(text, lenient, vocabulary, max_size, tags=table, turn=said)
+
+
+def turn_lines(turn: UserTurn | str | Sequence[str] | None) -> tuple[str, ...]:
+    """What the player said in ``turn`` (``parse(turn=...)``): the text of each of its chats' segments."""
+    if turn is None:
+        return ()
+    if isinstance(turn, str):
+        return (turn,)
+    chats = getattr(turn, "chats", None)
+    if chats is not None:
+        return tuple(s.text for chat in chats for s in chat.segments)
+    if isinstance(turn, Sequence) and all(isinstance(t, str) for t in turn):
+        return tuple(turn)
+    raise TypeError(f"turn must be a UserTurn, a str or a list of str, not {type(turn).__name__}")
+
+
+def _text_argument(value: object) -> bytes:
+    """What ``parse`` was given in place of ``str`` or ``bytes``: a bytes-like object as bytes, else a TypeError."""
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    kind = type(value).__name__
+    if value is None:
+        hint = " (an SDK's message content is None on a refusal or a tool call: there is no text to read)"
+    elif isinstance(value, dict | list):
+        hint = f" (a {kind} decoded from JSON: pass the text, or json.dumps(value))"
+    else:
+        hint = ""
+    raise TypeError(f"parse() reads model output as str or bytes, not {kind}{hint}")
 
 
 def _parse(
@@ -60,6 +100,7 @@ def _parse(
     *,
     fast: bool = True,
     tags: TagTable = DEFAULT_TAGS,
+    turn: tuple[str, ...] = (),
 ) -> Reply:
     """:func:`parse`; ``fast=False`` skips the fast path (tests compare the two)."""
     # A large reply allocates hundreds of thousands of models at once; the cyclic
@@ -87,7 +128,7 @@ def _parse(
     if failed and not lenient:
         raise ParseError(reply.diagnostics, run.source)
     if failed and not any(d.code in _FINAL for d in reply.diagnostics):
-        return _recover(text, vocabulary, tags)
+        return _recover(text, vocabulary, tags, turn)
     return reply
 
 
@@ -169,7 +210,9 @@ def lenient_text(data: str | bytes) -> str:
     return _ESCAPED_BYTES.sub(lambda m: "\ufffd" * len(m.group()), data)
 
 
-def _recover(text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> Reply:
+def _recover(
+    text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS, turn: tuple[str, ...] = ()
+) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
     from charfmt.recover import recover  # noqa: PLC0415 (valid input never needs recovery)
 
@@ -192,7 +235,7 @@ def _recover(text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = 
     if pause:
         gc.disable()
     try:
-        return recover(text, vocabulary, prior, tags)
+        return recover(text, vocabulary, prior, tags, turn)
     except Exception as e:  # lenient parsing promises never to raise
         crash = Diagnostic.at(
             text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0

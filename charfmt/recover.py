@@ -77,6 +77,7 @@ _CUT_FRONT_MATTER: Final = re.compile(
     r"(?P<partial>[ \t]*[\w-]*[ \t]*(?::[^\n]*)?|-{1,3}[ \t]*))?\s*\Z"
 )
 """Front matter the input ends inside: ``-``, ``---\nemotion: joy\n-``, ``---\nemo``."""
+_ELEMENT_OPEN: Final = re.compile(r"[<＜]\s*+([A-Za-z][\w.\-]*+)[^<>＜＞/]*+[>＞]")
 _CHANNEL_END: Final = re.compile(r"<\|(?:end|start|channel|return|call)\|>")
 
 
@@ -107,8 +108,11 @@ class _RawChat:
 class Recovery:
     """One lenient read of one input."""
 
-    def __init__(self, raw: str, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> None:
+    def __init__(
+        self, raw: str, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS, turn: tuple[str, ...] = ()
+    ) -> None:
         self.source = _Source(raw, raw)
+        self.turn = tuple(_words(t) for t in turn if t.strip())  # what the player said this turn
         self.vocabulary = vocabulary
         self.tags = tags
         self.emotion = tags.emotion.name
@@ -184,6 +188,8 @@ class Recovery:
             )
             start = last.end()
         first = self._json_start(text, start, end) if json else end  # the first '{' or '[' at or after start
+        if json and self._elements_before(start, first):
+            return start, end  # '<thought>…</thought><msg>…</msg>{…}': a chat before the JSON, not reasoning
         while True:
             if first < end:
                 m = _REASONING_OPEN.search(text, start, first)
@@ -225,6 +231,31 @@ class Recovery:
             self.note("CF603", "a reasoning section is kept apart as reasoning, never shown", heading.start(), stop)
             start = stop
         return start, end
+
+    def _elements_before(self, start: int, at: int) -> bool:
+        """Whether ``text[start:at]`` holds an element of the format that is no reasoning tag (``<msg>…</msg>``)."""
+        return self._has_elements(self.source.text, start, at)
+
+    def _has_elements(self, text: str, start: int = 0, at: int | None = None) -> bool:
+        """Whether ``text`` (from ``start`` to ``at``) holds an element of the format that is no reasoning tag."""
+        found = _ELEMENT_OPEN.finditer(text, start, len(text) if at is None else at)
+        names = {m.group(1).lower() for m in found}
+        return any(name in self.tags.synonyms and name not in REASONING_TAGS for name in names)
+
+    def _lead(self, start: int, at: int, chats: list[_RawChat]) -> None:
+        """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped."""
+        if not self._elements_before(start, at):
+            self._drop(start, at)
+            return
+        text = self.source.text
+        self._drop_fences_only(start, at)
+        region = _FENCE.sub(_blank, _SPECIAL.sub(_blank, text[start:at]))
+        lead = len(region) - len(region.lstrip())
+        message = "elements written before the JSON reply are read as a chat of their own"
+        self.note("CF626", message, start + lead, start + len(region.rstrip()))
+        chat = _RawChat(len(chats), None, "C")
+        self._text_body(chat, region, start, self.walk("text", Sample(region)), cut_off=False)
+        chats.append(chat)
 
     def _json_start(self, text: str, start: int, end: int) -> int:
         m = _JSON_START.search(text, start, end)
@@ -270,7 +301,7 @@ class Recovery:
             mark = len(reader.repairs)
             node = reader.read(at)
             if self._looks_like_reply(node):
-                self._drop(start, at)
+                self._lead(start, at, chats)
                 self._repairs(reader.repairs[mark:])
                 self._shape(node, chats)
                 after = node.end if node.end >= 0 else end
@@ -654,6 +685,23 @@ class Recovery:
             self.note("CF616", "no JSON reply, and nothing of the reply but a tag cut off at the end", at, at)
             return
         entry = self.walk("text", Sample(cleaned))
+        if entry is not None and entry.name == "user-chats" and (blocks := self._request_blocks(cleaned)):
+            # The request form echoed beside the reply, or the player's own turn echoed: not the reply.
+            outside = blank(cleaned, blocks)
+            turn = self._echoes_turn(cleaned, blocks)
+            if self._has_elements(outside) or turn:
+                for a, b, _m in blocks:
+                    if turn:
+                        message = "the player's own turn echoed: not the character's speech, dropped"
+                        self.note("CF625", message, start + a, start + b)
+                    else:
+                        message = "the request form (<user_chats>) echoed beside the reply is dropped"
+                        self.note("CF624", message, start + a, start + b)
+                self.dialects.remove("user-chats")
+                if not outside.strip():
+                    return
+                cleaned = outside
+                entry = self.walk("text", Sample(cleaned), after="user-chats")
         if entry is not None and entry.name == "user-chats":
             message = "no JSON reply: the reply echoes the request form, each <chat> is read as a chat"
             self.note("CF616", message, at, at)
@@ -663,6 +711,37 @@ class Recovery:
         chat = _RawChat(len(chats), None, "C")
         self._text_body(chat, cleaned, start, entry)
         chats.append(chat)
+
+    def _request_blocks(self, text: str) -> list[tuple[int, int, str]]:
+        """The spans of the ``<user_chats>…</user_chats>`` blocks in ``text`` (one left open runs to its end)."""
+        blocks: list[tuple[int, int, str]] = []
+        opened: int | None = None
+        for m in _CHAT_ELEMENT.finditer(text):
+            if m.group(2).lower() != "user_chats":
+                continue
+            if m.group(1) is None and opened is None:
+                opened = m.start()
+            elif m.group(1) is not None and opened is not None:
+                blocks.append((opened, m.end(), ""))
+                opened = None
+        if opened is not None:
+            blocks.append((opened, len(text), ""))
+        return blocks
+
+    def _echoes_turn(self, text: str, blocks: list[tuple[int, int, str]]) -> bool:
+        """Whether the blocks repeat the player's turn (``turn=``): each line spoken in them is one the player said.
+
+        A block the input ends inside may end in the middle of a line: its start is enough.
+        """
+        if not self.turn:
+            return False
+        said = [_words(t) for t in self.turn]
+        spoken = []
+        for a, b, _m in blocks:
+            body = _CHAT_ELEMENT.sub(_blank, text[a:b])
+            spoken += [_words(p.text) for p in read_body(body, None, tags=self.tags).pieces if p.tag == self.speech]
+        spoken = [s for s in spoken if s]
+        return bool(spoken) and all(any(s in t for t in said) for s in spoken)
 
     def _drop_scaffolding(self, start: int, end: int) -> str:
         """Blank the chat-template scaffolding of a reply without JSON (``soup.scaffolding``), noted ``CF622``.
@@ -707,10 +786,15 @@ class Recovery:
         )
         return text[: m.start()] + " " * (len(text) - m.start())
 
-    def _text_body(self, chat: _RawChat, text: str, offset: int, entry: dialects.DialectRule | None) -> None:
-        """One chat written with no JSON around it: front matter, then tags or prose, as the ``text`` chain says."""
+    def _text_body(
+        self, chat: _RawChat, text: str, offset: int, entry: dialects.DialectRule | None, *, cut_off: bool = True
+    ) -> None:
+        """One chat written with no JSON around it: front matter, then tags or prose, as the ``text`` chain says.
+
+        ``cut_off``: ``text`` runs to the end of the input (what it ends inside is cut in half).
+        """
         pos = 0
-        if entry is None or entry.name == "plain-text":
+        if cut_off and (entry is None or entry.name == "plain-text"):
             pos = self._cut_front_matter(chat, text, offset)
             if pos:
                 entry = self.walk("text", Sample(text[pos:]), after="front-matter")
@@ -723,11 +807,11 @@ class Recovery:
         if entry is not None and entry.name == "bare-tags":
             inner = offset + pos + len(rest) - len(rest.lstrip())
             # The text runs to the end of the input: a tag or an entity begun there is cut in half.
-            result = read_body(rest.strip(), self.vocabulary, cut_off=True, tags=self.tags)
+            result = read_body(rest.strip(), self.vocabulary, cut_off=cut_off, tags=self.tags)
         else:
             inner = offset + pos
             result = Result()
-            read_prose(rest, self.vocabulary, result, tags=self.tags, cut_off=True)
+            read_prose(rest, self.vocabulary, result, tags=self.tags, cut_off=cut_off)
         self._take(chat, result, lambda i: inner + i)
 
     def _cut_front_matter(self, chat: _RawChat, text: str, offset: int) -> int:
@@ -1000,6 +1084,11 @@ class Recovery:
         return segments
 
 
+def _words(text: str) -> str:
+    """``text`` compared as words: entities decoded, case and runs of space folded."""
+    return " ".join(decode_entities(text).casefold().split())
+
+
 def _blank(m: re.Match[str]) -> str:
     """A match replaced by as many spaces: offsets after it stay put."""
     return " " * len(m.group())
@@ -1107,12 +1196,20 @@ def _keys(node: JNode) -> frozenset[str]:
     return frozenset(k.lower() for k, _s, _e, _v in node.pairs)
 
 
-def recover(raw: str, vocabulary: Vocabulary | None, prior: list[Diagnostic], tags: TagTable = DEFAULT_TAGS) -> Reply:
+def recover(
+    raw: str,
+    vocabulary: Vocabulary | None,
+    prior: list[Diagnostic],
+    tags: TagTable = DEFAULT_TAGS,
+    turn: tuple[str, ...] = (),
+) -> Reply:
     """Read ``raw`` leniently; ``prior`` diagnostics (from decoding bytes) come first.
+
+    ``turn``: what the player said this turn; an echo of it is dropped (``CF625``).
 
     ``tags``: the tag table; a tag is read by its role (``tags.emotion``, ``tags.speech``...),
     so a custom tag (``DEFAULT_TAGS.extend(TagSpec("sfx", "cue", ...))``) is a known tag.
     """
-    recovery = Recovery(raw, vocabulary, tags)
+    recovery = Recovery(raw, vocabulary, tags, turn)
     recovery.diagnostics.extend(prior)
     return recovery.run()

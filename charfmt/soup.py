@@ -776,7 +776,8 @@ def read_prose(
     if cut_off:
         text = drop_cut_entity(text, out, offset)
         text, closer = _cut_prose(text, out, offset)
-    for m in _PROSE.finditer(text + closer if closer else text):
+    scan = text + closer if closer else text
+    for m in _PROSE.finditer(scan):
         kind = m.lastgroup
         if kind in ("word", "val"):
             meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
@@ -792,6 +793,8 @@ def read_prose(
         elif kind in ("direction", "star", "paren", "half"):
             marks.append((m.start(), m.end(), narration, m.group(kind or 0).strip(), None))
         else:
+            if _in_sentence(scan, m, m.group(kind or 0)):
+                continue  # 'The word "hello" means hi.': a quotation inside a sentence is the sentence's
             quoted = True
             marks.append((m.start(), m.end(), speech, decode_entities(m.group(kind or 0)), None))
             continue
@@ -811,6 +814,25 @@ def read_prose(
             out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
         pos = end
     _plain(text[pos:], offset + pos, narration if seen else speech, out, speech)
+
+
+_SPOKEN_END: Final = re.compile(r"[.,!?…。、！？~〜—\-]\s*\Z")
+_BOUNDARY_BEFORE: Final = re.compile(r"(?:\A|[.!?…。！？:：*）)」”\n])\s*\Z")
+_BOUNDARY_AFTER: Final = re.compile(r"\s*(?:\Z|[*（(「“\n]|[A-Z]|[^\x00-\x7f])")
+
+
+def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
+    """A quotation inside a sentence (``The word "hello" means hi.``), not a line of dialogue.
+
+    Dialogue ends in punctuation (``"Hello there," she said.``) or touches a boundary: it
+    follows the start, a sentence's end, a colon or a mark, or it comes before the end, a
+    mark or a new sentence (``He said "hi" *waves*``). Words on both sides: inside a sentence.
+    """
+    if _SPOKEN_END.search(quoted):
+        return False
+    before = _BOUNDARY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
+    after = _BOUNDARY_AFTER.match(text, m.end()) is not None
+    return not (before or after)
 
 
 def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:

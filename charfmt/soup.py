@@ -356,9 +356,10 @@ _CUT_SPECIAL: Final = re.compile(r"<\|[^|<>\n]{0,40}\|?\Z")
 _HEADER_OPEN: Final = "<|start_header_id|>"
 _CUT_PLACEHOLDER: Final = re.compile(
     r"[<＜](?:[/／][A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]*+)*+"
-    r"|[A-Z][A-Z0-9]++(?:[-_][A-Z0-9]*+)*+(?:[>＞][^<>＜＞\n]{0,80}+(?:[<＜][/／]?[A-Z0-9_\-]*+)?)?)\Z"
+    r"|[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]*+)*+"
+    r"|[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]*+)++[>＞][^<>＜＞\n]{0,80}+(?:[<＜][/／]?[A-Z0-9_\-]*+)?)\Z"
 )
-"""An upper-case placeholder tag the input ends inside (``<USER-``), or its one-line value (``<USER-ID>12``)."""
+"""An upper-case tag the input ends inside (``<USER-``), or a placeholder's one-line value (``<USER-ID>12``)."""
 
 
 def cut_scaffolding(text: str) -> int | None:
@@ -818,7 +819,7 @@ def read_prose(
 
 _SPOKEN_END: Final = re.compile(r"[.,!?…。、！？~〜—\-]\s*\Z")
 _BOUNDARY_BEFORE: Final = re.compile(r"(?:\A|[.!?…。！？:：*）)」”\n])\s*\Z")
-_BOUNDARY_AFTER: Final = re.compile(r"\s*(?:\Z|[*（(「“\n]|[A-Z]|[^\x00-\x7f])")
+_BOUNDARY_AFTER: Final = re.compile(r"\s*(?:[*（(「“\n]|[A-Z]|[^\x00-\x7f])")
 
 
 def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
@@ -827,6 +828,7 @@ def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
     Dialogue ends in punctuation (``"Hello there," she said.``) or touches a boundary: it
     follows the start, a sentence's end, a colon or a mark, or it comes before the end, a
     mark or a new sentence (``He said "hi" *waves*``). Words on both sides: inside a sentence.
+    The end of the text is no boundary after it: a stream cut there reads it as the whole does.
     """
     if _SPOKEN_END.search(quoted):
         return False

@@ -105,3 +105,62 @@ def test_an_echo_that_is_not_the_players_turn_is_still_read() -> None:
     text = ECHO + "</chat></user_chats>"
     reply = charfmt.parse(text, lenient=True, turn="[joy] Good morning!")
     assert "You broke it again!" in [s.text for c in reply.chats for s in c.segments]
+
+
+# --- issue 29.5: the reader never manufactures chats, tags or elements from fragments -----------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from charfmt.testing import replies  # noqa: E402
+
+WORDS = st.lists(st.from_regex(r"[A-Za-z]{1,8}", fullmatch=True), min_size=2, max_size=12)
+PREFIXES = [
+    "<<SYS>>\nBe Rex.\n<</SYS>>\n", "[INST] hi [/INST]", "<|im_start|>assistant\n", "<start_of_turn>model\n",
+    "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|assistant|>", "<USER-CHAT-ID>7</USER-CHAT-ID>",
+    "[SYSTEM_PROMPT]Be Rex.[/SYSTEM_PROMPT]", "<|im_start|>user\nhi<|im_end|>\n",
+    "<start_of_turn>user\nhi<end_of_turn>",
+]  # fmt: skip
+"""Scaffolding echoed before a reply: prompt turns closed, or the assistant's turn opened."""
+SUFFIXES = ["<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "[INST]", "<|im_start|>user\nmore"]
+"""Scaffolding after a reply: its turn closed, or the next (user) turn begun."""
+MARKERS = ["<<SYS>>", "<</SYS>>", "[INST]", "[/INST]", "<|im_", "_of_turn>", "_header_id|>", "<|eot_id|>", "USER-CHAT"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(replies().filter(lambda r: bool(r.chats)), WORDS, st.sampled_from(["}", "", "]", "}}"]))
+def test_prose_after_a_json_reply_left_unbalanced_is_never_one_chat_per_word(
+    reply: charfmt.Reply, words: list[str], closer: str
+) -> None:
+    text = charfmt.dumps(reply)
+    assert text.endswith("]}")
+    damaged = text[:-2] + closer + "\n" + " ".join(words) + "."
+    got = charfmt.parse(damaged, lenient=True)
+    assert len(got.chats) <= len(reply.chats)
+    assert {d.code for d in got.diagnostics} & {"CF601", "CF623"}  # the prose is reported, not read as chats
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    WORDS,
+    st.lists(st.sampled_from(PREFIXES), max_size=3),
+    st.lists(st.sampled_from(SUFFIXES), max_size=2),
+    st.booleans(),
+)
+def test_chat_template_markers_are_never_tags_or_speech(
+    words: list[str], before: list[str], after: list[str], tagged: bool
+) -> None:
+    if not before and not after:
+        before = [PREFIXES[0]]
+    speech = " ".join(words) + "."
+    reply = f"<emo>joy</emo>\n<msg>{speech}</msg>" if tagged else speech
+    text = "".join(before) + reply + "".join(after)
+    got = charfmt.parse(text, lenient=True)
+    table = {t.name for t in charfmt.TAGS}
+    for chat in got.chats:
+        for s in chat.segments:
+            assert s.tag in table
+            assert not any(m in s.text for m in MARKERS), s.text
+            assert "<" not in s.text and "[" not in s.text and "|" not in s.text, s.text
+    assert any(s.text == speech for c in got.chats for s in c.segments)
+    assert "CF622" in {d.code for d in got.diagnostics}

@@ -133,6 +133,7 @@ def _parse(
 
 
 _FIELDS: Final = frozenset(_CHAT_KEYS)
+_UNESCAPED_QUOTE: Final = re.compile(r'(?<!\\)(?:\\\\)*"')
 _TYPES: Final = tuple(CHAT_TYPES)
 
 
@@ -285,6 +286,7 @@ class _Run:
         try:
             decoded = decode(self.source)
         except JSONError as e:
+            self._body_error_before(e.pos)
             self.fail(e.code, e.message, e.pos, e.pos + 1)
             raise _Stop from None
         if decoded.duplicate_keys:
@@ -399,6 +401,49 @@ class _Run:
             self.at_value("CF109", f"chat {i} body is {_kind(body)}; expected a string", (*path, "body"), i)
             ok = False
         return (i, kind, order, body) if ok else None
+
+    def _body_error_before(self, pos: int) -> None:
+        """The JSON breaks at ``pos``: report first a body error before it, from which no reply could go on.
+
+        ``{"chats":[{"type":"C","order":1,"body":"<EMO>joy</EMO>\\q"}]}`` cannot continue past
+        ``<EMO>`` (where a constrained decoder stops), though JSON breaks only at ``\\q``. Each
+        body that begins before ``pos`` is checked as far as it goes before it: a body closed
+        before ``pos`` whole, the one ``pos`` is in up to it (an error there counts only when
+        what it found ends before ``pos``: ``a &`` may yet be ``a &amp;``).
+        """
+        from charfmt.tolerant import OffsetMap, Reader  # noqa: PLC0415 (the error path only)
+
+        source = self.source
+        top = Reader(source).read(0)
+        chats = top.get("chats") if top.kind == "object" else None
+        if chats is None or chats.kind != "array":
+            return
+        for index, chat in enumerate(chats.items):
+            body = chat.get("body") if chat.kind == "object" else None
+            kind = chat.get("type") if chat.kind == "object" else None
+            if body is None or body.start >= pos or body.kind != "string" or source[body.start : body.start + 1] != '"':
+                if body is not None and body.start >= pos:
+                    return
+                continue
+            if kind is None or kind.value not in CHAT_TYPES:
+                continue
+            text = str(body.value)
+            where = OffsetMap(body)
+            whole = body.closed and body.end <= pos
+            if not whole:
+                cut = 0
+                while cut < len(text) and where(cut) < pos:
+                    cut += 1
+                text = text[:cut]
+                if _UNESCAPED_QUOTE.search(source, body.content_start, where(cut) if cut else body.content_start):
+                    return  # where strict JSON ends this string is not where the tolerant reader does
+            try:
+                parse_body(str(kind.value), text, self.tags)
+            except BodyError as e:
+                if whole or e.end < len(text):
+                    end = where(e.end) if e.end > e.start else where(e.start)
+                    self.fail(e.code, in_body(index, e.message), where(e.start), end, index)
+                    return
 
     def _body_error(self, index: int, e: BodyError) -> None:
         path = ("chats", index, "body")

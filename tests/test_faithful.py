@@ -164,3 +164,44 @@ def test_chat_template_markers_are_never_tags_or_speech(
             assert "<" not in s.text and "[" not in s.text and "|" not in s.text, s.text
     assert any(s.text == speech for c in got.chats for s in c.segments)
     assert "CF622" in {d.code for d in got.diagnostics}
+
+
+# --- issue 29.6: strict errors point at the first character no valid reply can continue from ---
+
+
+def _first_error(text: str) -> int | None:
+    try:
+        charfmt.parse(text)
+    except charfmt.ParseError as e:
+        return min(d.offset for d in e.diagnostics if d.severity == "error")
+    return None
+
+
+def _first_stream_error(text: str, size: int) -> int | None:
+    parser = StreamParser(lenient=False)
+    try:
+        for i in range(0, len(text), size):
+            parser.feed(text[i : i + size])
+        parser.close()
+    except charfmt.ParseError as e:
+        return min(d.offset for d in e.diagnostics if d.severity == "error")
+    return None
+
+
+def test_strict_first_error_is_where_the_strict_stream_first_fails_over_fuzz_cases() -> None:
+    from charfmt.fuzz import fuzz_cases
+
+    checked = 0
+    for case in fuzz_cases(7, 300):
+        first = _first_error(case.text)
+        assert first == _first_stream_error(case.text, 5), case.text
+        checked += first is not None
+    assert checked > 200
+
+
+def test_the_first_strict_error_is_the_body_before_the_broken_json() -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<EMO>joy</EMO>\\q"}]}'
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(text)
+    assert info.value.first.offset == text.index("<EMO>")
+    assert [d.code for d in info.value.diagnostics] == ["CF204", "CF101"]

@@ -295,6 +295,15 @@ def read_front_matter(text: str, offset: int, out: Result, tags: TagTable = DEFA
     return fm.end()
 
 
+_SCAFFOLD_HINTS: Final = ("<<", "<</", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>")
+_PLACEHOLDER_START: Final = re.compile(r"[<＜][/／]?[A-Z][A-Z0-9]*+[-_]")
+
+
+def _may_hold_scaffolding(text: str) -> bool:
+    """A cheap test before the scan: most bodies hold none of the markers' characters."""
+    return any(hint in text for hint in _SCAFFOLD_HINTS) or _PLACEHOLDER_START.search(text) is not None
+
+
 def scaffolding(text: str, *, turns: bool = True) -> list[tuple[int, int, str]]:
     """The chat-template scaffolding in ``text`` (``dialects.SCAFFOLDING``): ``(start, end, message)`` spans to drop.
 
@@ -303,6 +312,8 @@ def scaffolding(text: str, *, turns: bool = True) -> list[tuple[int, int, str]]:
     marker to its closing one, the next turn's opening one, or the end of ``text`` — and the
     value of a placeholder element on one line (``<USER-CHAT-ID>12</USER-CHAT-ID>``).
     """
+    if not _may_hold_scaffolding(text):
+        return []
     spans: list[tuple[int, int, str]] = []
     roles: list[tuple[str, int]] = []  # the open turns: role, where its text starts
     for m in dialects.SCAFFOLDING.finditer(text):

@@ -66,7 +66,9 @@ _VALUE_KEYS: Final = frozenset({"name", "type", "value", "key", "label", "id", "
 _CHANNEL: Final = re.compile(r"<\|channel\|>\s*(\w+)\s*(?:<\|constrain\|>\s*\w*\s*)?<\|message\|>")
 _CHAT_KEYS: Final = ("type", "order", "body")
 _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
-_CHAT_ELEMENT: Final = re.compile(r"[<＜]\s*+([/／]\s*+)?(user_chats|chat)\b([^<>＜＞]*+)[>＞]", re.I)
+_CHAT_ELEMENT: Final = re.compile(
+    r"[<＜]\s*+([/／]\s*+)?(user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
+)
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
 _CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
 """A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
@@ -253,8 +255,12 @@ class Recovery:
         lead = len(region) - len(region.lstrip())
         message = "elements written before the JSON reply are read as a chat of their own"
         self.note("CF626", message, start + lead, start + len(region.rstrip()))
+        entry = self.walk("text", Sample(region))
+        if entry is not None and entry.name == "user-chats":
+            self._user_chats(start, region, chats)
+            return
         chat = _RawChat(len(chats), None, "C")
-        self._text_body(chat, region, start, self.walk("text", Sample(region)), cut_off=False)
+        self._text_body(chat, region, start, entry, cut_off=False)
         chats.append(chat)
 
     def _json_start(self, text: str, start: int, end: int) -> int:
@@ -715,18 +721,23 @@ class Recovery:
     def _request_blocks(self, text: str) -> list[tuple[int, int, str]]:
         """The spans of the ``<user_chats>…</user_chats>`` blocks in ``text`` (one left open runs to its end)."""
         blocks: list[tuple[int, int, str]] = []
-        opened: int | None = None
+        opened: int | None = None  # where the block being read began
+        wrapped = chat = False  # inside a <user_chats> wrapper; inside a <chat>
+        found = False  # a wrapper was seen: without one, the form is no block beside a reply
         for m in _CHAT_ELEMENT.finditer(text):
-            if m.group(2).lower() != "user_chats":
-                continue
-            if m.group(1) is None and opened is None:
+            name, closing = _form_name(m, inside_chat=chat), m.group(1) is not None
+            if name == "chat":
+                chat = not closing
+            else:
+                wrapped, found = not closing, True
+            if opened is None and not closing:
                 opened = m.start()
-            elif m.group(1) is not None and opened is not None:
+            elif opened is not None and closing and not wrapped and not chat:
                 blocks.append((opened, m.end(), ""))
                 opened = None
         if opened is not None:
             blocks.append((opened, len(text), ""))
-        return blocks
+        return blocks if found else []
 
     def _echoes_turn(self, text: str, blocks: list[tuple[int, int, str]]) -> bool:
         """Whether the blocks repeat the player's turn (``turn=``): each line spoken in them is one the player said.
@@ -854,7 +865,7 @@ class Recovery:
             )
             text = text[: cut.start()]
         elements = list(_CHAT_ELEMENT.finditer(text))
-        if not any(m.group(2).lower() == "chat" for m in elements):
+        if not any(_form_name(m, inside_chat=False) == "chat" for m in elements):
             blanked = text
             for m in elements:
                 self.note(
@@ -870,7 +881,7 @@ class Recovery:
         open_chat: tuple[_RawChat, int] | None = None  # the chat being read and where its body starts
         pos = 0  # where text not yet accounted for starts
         for m in elements:
-            closing, name = m.group(1) is not None, m.group(2).lower()
+            closing, name = m.group(1) is not None, _form_name(m, inside_chat=open_chat is not None)
             if open_chat is not None:
                 chat, body = open_chat
                 if not (closing and name == "chat"):
@@ -1082,6 +1093,20 @@ class Recovery:
         if kind not in TAGGED_TYPES and segments and not segments[0].text:
             return []
         return segments
+
+
+def _form_name(m: re.Match[str], *, inside_chat: bool) -> str:
+    """The element of the request form a ``_CHAT_ELEMENT`` match is: ``user_chats`` or ``chat``.
+
+    Models mangle it: ``<user_chat_type="C">`` opens a chat, ``<user_chat>`` wraps, and its
+    closer closes the chat that is open, else the wrapper.
+    """
+    name = m.group(2).lower()
+    if name in ("user_chats", "chat"):
+        return name
+    if name.startswith("chat") or "=" in m.group(3) or (m.group(1) is not None and inside_chat):
+        return "chat"
+    return "user_chats"
 
 
 def _words(text: str) -> str:

@@ -207,6 +207,7 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
 
 
 _CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
+_LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
 
 
 def read_body(
@@ -295,8 +296,8 @@ def read_front_matter(text: str, offset: int, out: Result, tags: TagTable = DEFA
     return fm.end()
 
 
-_SCAFFOLD_HINTS: Final = ("<<", "<</", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>")
-_PLACEHOLDER_START: Final = re.compile(r"[<＜][/／]?[A-Z][A-Z0-9]*+[-_]")
+_SCAFFOLD_HINTS: Final = ("<<", ">>", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>", "SYS]", "USER]", "SYSTEM]")
+_PLACEHOLDER_START: Final = re.compile(r"[<＜\[][/／]?[A-Z][A-Z0-9]*+[-_]")
 
 
 def _may_hold_scaffolding(text: str) -> bool:
@@ -486,6 +487,11 @@ class _Reader:
         if self.open is not None:
             self.open.text += chunk
             self.open.end = end
+            return
+        if chunk.strip() in _LITERAL_NEWLINES:
+            # "</emo>\\n<act>": a separator written as an escape in a body that has real newlines too.
+            at = offset + chunk.index("\\")
+            out.note("CF711", "a literal \\n between elements read as a newline", at, at + len(chunk.strip()))
             return
         if not chunk.strip():
             if (chunk != "\n" or end == len(view)) and self.out.pieces:

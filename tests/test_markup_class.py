@@ -10,6 +10,8 @@ or ``'<'`` never are.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from conftest import Case, load_cases
@@ -121,3 +123,37 @@ def test_the_reported_cuts(text: str, want: str) -> None:
     speech = [s.text for c in reply.chats for s in c.segments if s.tag == "msg"]
     assert [s.strip() for s in speech] == [want]
     assert {"CF610", "CF702", "CF716", "CF720"} & {d.code for d in reply.diagnostics}
+
+
+# --- the real free replies of two small models (tests/data/real_replies.jsonl) -----------------------
+
+REAL = Path(__file__).parent / "data" / "real_replies.jsonl"
+REPLIES = [json.loads(line) for line in REAL.read_text(encoding="utf-8").splitlines()] if REAL.exists() else []
+FRAGMENT = re.compile(
+    r"""[<＜][/／]?\s*[A-Za-z_|!]      # a tag begun: <msg, </user_chats, <|im_start
+      | [A-Za-z_|"']\s*[>＞]           # a tag ended: C">, /user_chats>, |>
+      | &\#?[A-Za-z0-9]+;              # an entity left undecoded
+      | \\[nu"\\]                      # a JSON escape left undecoded
+      | \[/?INST\] | <<|>>             # chat-template scaffolding
+      | \btype=|"\s*[}\]]              # the request form's attributes, JSON punctuation
+      | ^[^\w.…!?。！？、\s]{1,3}$        # a lone piece of markup punctuation: '<', '"}]'
+    """,
+    re.X,
+)
+
+
+def test_there_are_real_replies_of_both_models() -> None:
+    assert {r["model"] for r in REPLIES} >= {"SmolLM2-135M-Instruct", "gemma-3-270m"}
+    assert len(REPLIES) >= 12
+
+
+@pytest.mark.parametrize("row", REPLIES, ids=[f"{r['model']}-{r['character']}-{i}" for i, r in enumerate(REPLIES)])
+def test_a_real_reply_shows_no_markup_in_batch_or_stream(row: dict[str, str]) -> None:
+    text = row["reply"]
+    batch = charfmt.parse(text, lenient=True)
+    for shown in _texts(batch):
+        assert not FRAGMENT.search(shown), f"{shown!r} from {text!r}"
+    events, deltas = _stream(text, [4], lenient=True)
+    for shown in deltas.values():
+        assert not FRAGMENT.search(shown), f"{shown!r} streamed from {text!r}"
+    assert collect(events).chats == batch.chats  # type: ignore[arg-type]

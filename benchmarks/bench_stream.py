@@ -17,6 +17,13 @@ Run: .venv/bin/python benchmarks/bench_stream.py [--quick] [--drift [--seed N --
 - the sentence splitter on the shapes that once were quadratic (a trailing run of ``.``,
   text inside an unclosed 「): CPU time for n and 10n characters in 4-character deltas.
 
+``--prose`` measures how soon replies that ignore the format speak (issue 22.17): the replies
+of ``tests/data/prose_replies.txt`` (prose, role-play, quoted speech, brackets, ``<think>``
+then prose, chat-template markers), then those and the fuzz cases of ``--seed``/``--count``
+written in a prose-like dialect of the table (bracket, roleplay, prose, plain-text), each
+streamed in 4-character chunks: how many show their first speech ``TextDelta`` before
+``close()``, and that the stream ends as the batch parse does.
+
 ``--drift`` measures instead how the stream behaves on what ``charfmt fuzz --seed 1 --count
 1500`` generates (``charfmt.fuzz.iter_fuzz_cases``), each reply streamed in 4-character
 chunks: of the replies whose lenient parse has speech text, how many have their first
@@ -35,11 +42,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Final
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_parse import make_reply, reference
 
 import charfmt
+import charfmt.dialects
 import charfmt.stream
 
 
@@ -186,13 +195,68 @@ def drift(seed: int, count: int, size: int = 4) -> dict[str, float]:
     }
 
 
+PROSE_CORPUS: Final = Path(__file__).resolve().parent.parent / "tests" / "data" / "prose_replies.txt"
+PROSE_LIKE: Final = frozenset(
+    rule.name
+    for rule in charfmt.dialects.DIALECTS
+    if {"prose", "stray"} & set(rule.chains) or rule.name == "plain-text"
+)
+"""The dialect table's entries for replies that ignore the format: bracket, roleplay, prose, plain-text."""
+
+
+def prose_corpus(seed: int = 1, count: int = 1500) -> list[str]:
+    """Replies that ignore the format: ``tests/data/prose_replies.txt`` (real-looking outputs), then the
+    fuzz cases of seed ``seed`` written in a prose-like dialect of the table (``PROSE_LIKE``)."""
+    from charfmt.fuzz import DIALECT_MUTATIONS, iter_fuzz_cases
+
+    text = PROSE_CORPUS.read_text(encoding="utf-8")
+    body = "\n".join(line for line in text.split("\n") if not line.startswith("#"))
+    replies = [r.strip("\n") for r in body.split("\n%%\n") if r.strip()]
+    prose_rules = {rule.name for rule in DIALECT_MUTATIONS if rule.dialect in PROSE_LIKE}
+    replies += [case.text for case in iter_fuzz_cases(seed, count) if prose_rules & set(case.mutations)]
+    return replies
+
+
+def prose_early(replies: list[str], size: int = 4) -> tuple[int, int, int, int]:
+    """Of ``replies`` whose lenient parse has speech: how many, how many show their first speech
+    ``TextDelta`` before ``close()`` (in ``size``-character chunks), how many emit a ``Reset``, and
+    how many streams end with other chats than the batch parse (must be 0)."""
+    speech = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
+    total = early_n = resets = differ = 0
+    for text in replies:
+        batch = charfmt.parse(text, lenient=True)
+        if not any(s.tag in speech and s.text for c in batch.chats for s in c.segments):
+            continue
+        total += 1
+        parser = charfmt.StreamParser()
+        early: list[charfmt.Event] = []
+        for i in range(0, len(text), size):
+            early.extend(parser.feed(text[i : i + size]))
+        late = parser.close()
+        early_n += any(isinstance(e, charfmt.TextDelta) and e.tag in speech for e in early)
+        resets += any(isinstance(e, charfmt.Reset) for e in early + late)
+        differ += charfmt.collect(early + late).chats != batch.chats
+    return total, early_n, resets, differ
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--drift", action="store_true", help="early events and resets on fuzz cases (see above)")
+    ap.add_argument("--prose", action="store_true", help="first speech before close() on prose replies (see above)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=1500)
     args = ap.parse_args(argv)
+    if args.prose:
+        hand = prose_corpus(args.seed, 0)
+        every = prose_corpus(args.seed, args.count)
+        for name, replies in (("tests/data/prose_replies.txt", hand), ("and prose-like fuzz cases", every)):
+            total, early_n, resets, differ = prose_early(replies)
+            print(
+                f"{name}: {total} replies with speech, 4-char chunks: first speech TextDelta before close() "
+                f"{100 * early_n / max(total, 1):.1f} % (target >= 90 %); Reset {resets}; stream != batch {differ}"
+            )
+        return 0
     if args.drift:
         f = drift(args.seed, args.count)
         print(

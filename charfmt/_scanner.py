@@ -64,7 +64,7 @@ from charfmt.events import (
     segment_events,
 )
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
-from charfmt.parser import DEFAULT_MAX_SIZE, parse
+from charfmt.parser import DEFAULT_MAX_SIZE, parse, turn_lines
 from charfmt.tags import (
     CHAT_TYPES,
     DEFAULT_TAGS,
@@ -308,6 +308,41 @@ _FRONT_MATTER_OPEN: Final = re.compile(r"\s*-(?![\s\S]*\n[ \t]*---)")
 """Text that begins like front matter (``---``) whose closing ``---`` line has not come yet."""
 
 
+_SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
+_PREAMBLE_HINT: Final = re.compile(
+    r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
+    r"|\bthe (?:user|player)\b|:[ \t]*+(?:\n|\Z)|以下"
+)
+"""Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
+(``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
+_ENDS_SENTENCE: Final = re.compile(r"[!?！？][\"')」』）]*+\Z")
+"""The text so far ends with an exclamation or a question: speech, where a plain sentence may
+yet narrate a quotation that follows (``She smiled. "Hi"``), and ``Okay.`` on a line of its
+own stand before a JSON reply."""
+_PROSE_DECIDED_MIN: Final = 8
+_PROSE_DECIDED_AFTER: Final = 12
+
+
+def _prose_decided(batch: Reply, text: str) -> bool:
+    """Whether a reread reads the text so far as prose that is the reply, not a preamble to a JSON one.
+
+    Nothing in it announces a reply to come (``Sure! Here is the JSON:``), it has at least
+    ``_PROSE_DECIDED_MIN`` characters, and two sentences are complete; or one, and it ends the
+    text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or
+    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words). More
+    text may still bring JSON (then ``close()`` takes back what was shown), but a reply that
+    ignores the format speaks as it is written.
+    """
+    spoken = " ".join(s.text for c in batch.chats for s in c.segments)
+    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None:
+        return False
+    ends = [m.end() for m in _SENTENCE_DONE.finditer(spoken)]
+    if len(ends) != 1:
+        return len(ends) > 1
+    after = len(spoken[ends[0] :].strip())
+    return after >= _PROSE_DECIDED_AFTER or (after == 0 and _ENDS_SENTENCE.search(text) is not None)
+
+
 def _markup_ahead(text: str) -> bool:
     """Whether the text of a segment read from a prefix may still turn into markup as the reply grows."""
     return _CUT_TAG.search(text) is not None or _FRONT_MATTER_OPEN.match(text) is not None
@@ -538,6 +573,9 @@ class StreamParser:
       refuse whole: it goes on streaming with flat memory, and damage after that point is
       reported as ``CF801`` where it begins, not repaired.
 
+    ``turn``: the player's turn the reply answers, as ``parse(turn=...)`` takes it; an echo
+    of it is never shown as the character's speech.
+
     ``keep_reply=False`` keeps no ``reply`` either (for unbounded streams); a damaged
     stream then ends with ``Reset`` and the whole batch result. A lenient stream never
     raises (a bug in the batch reader becomes a ``CF999`` diagnostic, as in ``parse``).
@@ -583,6 +621,7 @@ class StreamParser:
         "_state",
         "_streams",
         "_text",
+        "_turn",
         "_twice",
         "_unfolded",
         "_unsorted",
@@ -600,6 +639,7 @@ class StreamParser:
         max_size: int = DEFAULT_MAX_SIZE,
         keep_reply: bool = True,
         tags: TagTable | None = None,
+        turn: Any = None,
     ) -> None:
         # The compiled reader checks these types at the call; the pure one checks the same.
         if not isinstance(lenient, bool) or not isinstance(keep_reply, bool):
@@ -609,6 +649,7 @@ class StreamParser:
         if not isinstance(tags, TagTable | None) or not isinstance(vocabulary, Vocabulary | None):
             raise TypeError("tags must be a TagTable and vocabulary a Vocabulary (or None)")
         self.lenient = lenient
+        self._turn = turn_lines(turn)  # what the player said: an echo of it is not the character's (CF625)
         self.vocabulary = vocabulary
         self.max_size = max_size
         self.tags = DEFAULT_TAGS if tags is None else tags
@@ -1040,7 +1081,10 @@ class StreamParser:
 
     def _batch_kwargs(self) -> dict[str, Any]:
         # The default table is what parse() reads without being told.
-        return {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
+        kwargs: dict[str, Any] = {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
+        if self._turn:
+            kwargs["turn"] = self._turn
+        return kwargs
 
     def _speculate(self, chunk: str) -> list[Event]:
         """Reread the held stream with the lenient batch reader; emit what it settles.
@@ -1085,7 +1129,10 @@ class StreamParser:
         if (
             (
                 batch.dialect in _UNSETTLED
-                and (not self._chats_at[0] or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None)
+                and (
+                    (not self._chats_at[0] and not _prose_decided(batch, text))
+                    or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
+                )
             )
             or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
             or (batch.reasoning is None and self._state == _TOP and self._lang.reasoning.search(text))

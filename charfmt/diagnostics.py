@@ -88,6 +88,11 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF619": ("warning", "a number, boolean or object where text was expected, read as text"),
     "CF620": ("warning", "a value that cannot be read where it stands dropped (object, array, null)"),
     "CF621": ("warning", "comment inside the JSON dropped (// line or /* block */)"),
+    "CF622": ("warning", "chat-template scaffolding dropped (<<SYS>>, [INST], <|im_start|>..., an echoed prompt turn)"),
+    "CF623": ("warning", "prose after an unclosed JSON value ends the JSON there (never one chat per word)"),
+    "CF624": ("warning", "the request form (<user_chats>) echoed beside the reply dropped"),
+    "CF625": ("warning", "the player's own turn echoed: not the character's speech, dropped"),
+    "CF626": ("warning", "elements written before the JSON reply read as a chat of their own"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),
     "CF702": ("warning", "element not closed (closed by the next tag or the end), or empty emotion dropped"),
@@ -107,6 +112,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF716": ("warning", "an entity cut off at the end of the input dropped"),
     "CF717": ("warning", "emotion key repaired (entities decoded, whitespace collapsed, stripped)"),
     "CF718": ("warning", "an emotion that cannot be a key (markup characters) kept as an action"),
+    "CF720": ("warning", "markup cut off at the end: a half bracket tag dropped, an open mark read closed"),
     # streaming
     "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
     # SDK stream objects (iter_events, aiter_events): what is not reply text

@@ -77,7 +77,32 @@ class DialectRule:
 
 # --- detectors ---------------------------------------------------------------------------
 
-USER_CHATS: Final = re.compile(r"[<＜]\s*+(?:user_chats|chat)\b[^<>＜＞]*+[>＞]", re.I)
+SCAFFOLDING: Final = re.compile(
+    r"""(?P<sys_open><<SYS>>|\[SYSTEM_PROMPT\])
+      | (?P<sys_close><</SYS>>|\[/SYSTEM_PROMPT\])
+      | (?P<inst_open>\[INST\])
+      | (?P<inst_close>\[/INST\])
+      | <\|im_start\|>[ \t]*+(?P<chatml>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
+      | <start_of_turn>[ \t]*+(?P<gemma>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
+      | <\|start_header_id\|>[ \t]*+(?P<llama3>[^<>|\n]{0,30}?)[ \t]*+<\|end_header_id\|>[ \t]*+\n{0,2}
+      | <\|(?P<phi>system|user|assistant)\|>[ \t]*+\n?
+      | (?P<end><\|im_end\|>|<end_of_turn>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>)
+      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞]
+          | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
+      | (?P<angles><<++|>>++)""",
+    re.X,
+)
+"""Chat-template scaffolding a model echoes from its prompt: never a tag, never speech.
+
+llama-2 (``<<SYS>>``, ``[INST]``), Mistral (``[SYSTEM_PROMPT]``), ChatML (``<|im_start|>role``,
+``<|im_end|>``), Gemma (``<start_of_turn>role``, ``<end_of_turn>``), Llama 3
+(``<|start_header_id|>role<|end_header_id|>``, ``<|eot_id|>``), Phi (``<|user|>``, ``<|end|>``),
+upper-case placeholders (``<USER-CHAT-ID>``, ``[/USER-CONTEXT]``: the format's tags are never
+written so), and runs of ``<<`` or ``>>`` left of a mangled ``<<SYS>>``.
+"""
+SCAFFOLD_PROMPT_ROLES: Final = frozenset({"system", "user", "human", "tool", "ipython", "developer"})
+"""Turns of these roles are the prompt echoed, not the character's reply: their text is dropped."""
+USER_CHATS: Final = re.compile(r"[<＜]\s*+(?:user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])[^<>＜＞]*+[>＞]", re.I)
 """An element of the request form (``<user_chats>``, ``<chat type="C">``) written in a reply."""
 FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")
 """Pattern C: a ``---`` block of ``key: value`` lines at the very start."""

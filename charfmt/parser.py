@@ -10,8 +10,9 @@ from __future__ import annotations
 import codecs
 import gc
 import re
+from collections.abc import Sequence
 from functools import cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._tables import terminal_regex
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
@@ -20,6 +21,9 @@ from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode,
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 from charfmt.vocabulary import apply_vocabulary
+
+if TYPE_CHECKING:
+    from charfmt.userinput import UserTurn
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 """Largest input (in characters, or bytes for ``bytes`` input) ``parse`` accepts by default."""
@@ -38,6 +42,7 @@ def parse(
     vocabulary: Vocabulary | None = None,
     tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
+    turn: UserTurn | str | Sequence[str] | None = None,
 ) -> Reply:
     """Parse a model reply ``{"chats": [...]}`` into a :class:`Reply`.
 
@@ -46,13 +51,48 @@ def parse(
     ``docs/LENIENT.md``) with every repair in ``Reply.diagnostics``. ``tags``: the tag
     table the bodies are written in (``None``: :data:`charfmt.DEFAULT_TAGS`); the
     emotion tag's keys are checked against ``vocabulary``, a cue tag with a list of
-    values holds one of them.
+    values holds one of them. ``turn``: the player's turn the reply answers (a
+    ``UserTurn``, the line as typed, or its lines); a lenient read recognises an echo of
+    it and drops it (``CF625``) instead of showing it as the character's speech.
     """
+    if not isinstance(text, str | bytes):
+        text = _text_argument(text)
     table = DEFAULT_TAGS if tags is None else tags
+    said = turn_lines(turn)
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
         reply = _fast(text, vocabulary, max_size, table)
-        return reply if reply is not None else _parse(text, lenient, vocabulary, max_size, fast=False, tags=table)
-    return _parse(text, lenient, vocabulary, max_size, tags=table)
+        if reply is not None:
+            return reply
+        return _parse(text, lenient, vocabulary, max_size, fast=False, tags=table, turn=said)
+    return _parse(text, lenient, vocabulary, max_size, tags=table, turn=said)
+
+
+def turn_lines(turn: UserTurn | str | Sequence[str] | None) -> tuple[str, ...]:
+    """What the player said in ``turn`` (``parse(turn=...)``): the text of each of its chats' segments."""
+    if turn is None:
+        return ()
+    if isinstance(turn, str):
+        return (turn,)
+    chats = getattr(turn, "chats", None)
+    if chats is not None:
+        return tuple(s.text for chat in chats for s in chat.segments)
+    if isinstance(turn, Sequence) and all(isinstance(t, str) for t in turn):
+        return tuple(turn)
+    raise TypeError(f"turn must be a UserTurn, a str or a list of str, not {type(turn).__name__}")
+
+
+def _text_argument(value: object) -> bytes:
+    """What ``parse`` was given in place of ``str`` or ``bytes``: a bytes-like object as bytes, else a TypeError."""
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    kind = type(value).__name__
+    if value is None:
+        hint = " (an SDK's message content is None on a refusal or a tool call: there is no text to read)"
+    elif isinstance(value, dict | list):
+        hint = f" (a {kind} decoded from JSON: pass the text, or json.dumps(value))"
+    else:
+        hint = ""
+    raise TypeError(f"parse() reads model output as str or bytes, not {kind}{hint}")
 
 
 def _parse(
@@ -63,6 +103,7 @@ def _parse(
     *,
     fast: bool = True,
     tags: TagTable = DEFAULT_TAGS,
+    turn: tuple[str, ...] = (),
 ) -> Reply:
     """:func:`parse`; ``fast=False`` skips the fast path (tests compare the two)."""
     # A large reply allocates hundreds of thousands of models at once; the cyclic
@@ -90,13 +131,14 @@ def _parse(
     if failed and not lenient:
         raise ParseError(reply.diagnostics, run.source)
     if failed and not any(d.code in _FINAL for d in reply.diagnostics):
-        return _recover(text, vocabulary, tags)
+        return _recover(text, vocabulary, tags, turn)
     return reply
 
 
 _FIELDS: Final = frozenset(_CHAT_KEYS)
 _SPEAKER_FIELDS: Final = frozenset((*_CHAT_KEYS, _SPEAKER))
 _KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
+_UNESCAPED_QUOTE: Final = re.compile(r'(?<!\\)(?:\\\\)*"')
 _TYPES: Final = tuple(CHAT_TYPES)
 
 
@@ -185,7 +227,9 @@ def lenient_text(data: str | bytes) -> str:
     return _ESCAPED_BYTES.sub(lambda m: "\ufffd" * len(m.group()), data)
 
 
-def _recover(text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> Reply:
+def _recover(
+    text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS, turn: tuple[str, ...] = ()
+) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
     from charfmt.recover import recover  # noqa: PLC0415 (valid input never needs recovery)
 
@@ -208,7 +252,7 @@ def _recover(text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = 
     if pause:
         gc.disable()
     try:
-        return recover(text, vocabulary, prior, tags)
+        return recover(text, vocabulary, prior, tags, turn)
     except Exception as e:  # lenient parsing promises never to raise
         crash = Diagnostic.at(
             text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0
@@ -259,6 +303,7 @@ class _Run:
         try:
             decoded = decode(self.source)
         except JSONError as e:
+            self._body_error_before(e.pos)
             self.fail(e.code, e.message, e.pos, e.pos + 1)
             raise _Stop from None
         if decoded.duplicate_keys:
@@ -380,6 +425,49 @@ class _Run:
         if ok and speaker is not None:
             self._speakers[i] = speaker
         return (i, kind, order, body) if ok else None
+
+    def _body_error_before(self, pos: int) -> None:
+        """The JSON breaks at ``pos``: report first a body error before it, from which no reply could go on.
+
+        ``{"chats":[{"type":"C","order":1,"body":"<EMO>joy</EMO>\\q"}]}`` cannot continue past
+        ``<EMO>`` (where a constrained decoder stops), though JSON breaks only at ``\\q``. Each
+        body that begins before ``pos`` is checked as far as it goes before it: a body closed
+        before ``pos`` whole, the one ``pos`` is in up to it (an error there counts only when
+        what it found ends before ``pos``: ``a &`` may yet be ``a &amp;``).
+        """
+        from charfmt.tolerant import OffsetMap, Reader  # noqa: PLC0415 (the error path only)
+
+        source = self.source
+        top = Reader(source).read(0)
+        chats = top.get("chats") if top.kind == "object" else None
+        if chats is None or chats.kind != "array":
+            return
+        for index, chat in enumerate(chats.items):
+            body = chat.get("body") if chat.kind == "object" else None
+            kind = chat.get("type") if chat.kind == "object" else None
+            if body is None or body.start >= pos or body.kind != "string" or source[body.start : body.start + 1] != '"':
+                if body is not None and body.start >= pos:
+                    return
+                continue
+            if kind is None or kind.value not in CHAT_TYPES:
+                continue
+            text = str(body.value)
+            where = OffsetMap(body)
+            whole = body.closed and body.end <= pos
+            if not whole:
+                cut = 0
+                while cut < len(text) and where(cut) < pos:
+                    cut += 1
+                text = text[:cut]
+                if _UNESCAPED_QUOTE.search(source, body.content_start, where(cut) if cut else body.content_start):
+                    return  # where strict JSON ends this string is not where the tolerant reader does
+            try:
+                parse_body(str(kind.value), text, self.tags)
+            except BodyError as e:
+                if whole or e.end < len(text):
+                    end = where(e.end) if e.end > e.start else where(e.start)
+                    self.fail(e.code, in_body(index, e.message), where(e.start), end, index)
+                    return
 
     def _body_error(self, index: int, e: BodyError) -> None:
         path = ("chats", index, "body")

@@ -31,12 +31,15 @@ from charfmt.soup import (
     Piece,
     Repair,
     Result,
+    blank,
+    cut_scaffolding,
     decode_entities,
     drop_cut_entity,
     note_literals,
     read_body,
     read_front_matter,
     read_prose,
+    scaffolding,
 )
 from charfmt.tags import DEFAULT_TAGS, REASONING_TAGS, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES, TagTable
 from charfmt.tolerant import JNode, OffsetMap, Reader
@@ -63,12 +66,20 @@ _VALUE_KEYS: Final = frozenset({"name", "type", "value", "key", "label", "id", "
 _CHANNEL: Final = re.compile(r"<\|channel\|>\s*(\w+)\s*(?:<\|constrain\|>\s*\w*\s*)?<\|message\|>")
 _CHAT_KEYS: Final = ("type", "order", "body")
 _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
-_CHAT_ELEMENT: Final = re.compile(r"[<＜]\s*+([/／]\s*+)?(user_chats|chat)\b([^<>＜＞]*+)[>＞]", re.I)
+_CHAT_ELEMENT: Final = re.compile(
+    r"[<＜]\s*+([/／]\s*+)?(user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
+)
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
-_CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?\Z")
-"""A tag the input ends inside: ``<chat type="C``, ``</ms``."""
-_CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)")
+_CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
+"""A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
+_CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)?")
 _ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+_CUT_FRONT_MATTER: Final = re.compile(
+    r"\A\s*(?P<open>-{1,3})(?:[ \t]*\n(?P<lines>(?:[ \t]*[\w-]+[ \t]*:[^\n]*\n)*)"
+    r"(?P<partial>[ \t]*[\w-]*[ \t]*(?::[^\n]*)?|-{1,3}[ \t]*))?\s*\Z"
+)
+"""Front matter the input ends inside: ``-``, ``---\nemotion: joy\n-``, ``---\nemo``."""
+_ELEMENT_OPEN: Final = re.compile(r"[<＜]\s*+([A-Za-z][\w.\-]*+)[^<>＜＞/]*+[>＞]")
 _CHANNEL_END: Final = re.compile(r"<\|(?:end|start|channel|return|call)\|>")
 
 
@@ -100,8 +111,11 @@ class _RawChat:
 class Recovery:
     """One lenient read of one input."""
 
-    def __init__(self, raw: str, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS) -> None:
+    def __init__(
+        self, raw: str, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS, turn: tuple[str, ...] = ()
+    ) -> None:
         self.source = _Source(raw, raw)
+        self.turn = tuple(_words(t) for t in turn if t.strip())  # what the player said this turn
         self.vocabulary = vocabulary
         self.tags = tags
         self.emotion = tags.emotion.name
@@ -177,6 +191,8 @@ class Recovery:
             )
             start = last.end()
         first = self._json_start(text, start, end) if json else end  # the first '{' or '[' at or after start
+        if json and self._elements_before(start, first):
+            return start, end  # '<thought>…</thought><msg>…</msg>{…}': a chat before the JSON, not reasoning
         while True:
             if first < end:
                 m = _REASONING_OPEN.search(text, start, first)
@@ -218,6 +234,35 @@ class Recovery:
             self.note("CF603", "a reasoning section is kept apart as reasoning, never shown", heading.start(), stop)
             start = stop
         return start, end
+
+    def _elements_before(self, start: int, at: int) -> bool:
+        """Whether ``text[start:at]`` holds an element of the format that is no reasoning tag (``<msg>…</msg>``)."""
+        return self._has_elements(self.source.text, start, at)
+
+    def _has_elements(self, text: str, start: int = 0, at: int | None = None) -> bool:
+        """Whether ``text`` (from ``start`` to ``at``) holds an element of the format that is no reasoning tag."""
+        found = _ELEMENT_OPEN.finditer(text, start, len(text) if at is None else at)
+        names = {m.group(1).lower() for m in found}
+        return any(name in self.tags.synonyms and name not in REASONING_TAGS for name in names)
+
+    def _lead(self, start: int, at: int, chats: list[_RawChat]) -> None:
+        """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped."""
+        if not self._elements_before(start, at):
+            self._drop(start, at)
+            return
+        text = self.source.text
+        self._drop_fences_only(start, at)
+        region = _FENCE.sub(_blank, _SPECIAL.sub(_blank, text[start:at]))
+        lead = len(region) - len(region.lstrip())
+        message = "elements written before the JSON reply are read as a chat of their own"
+        self.note("CF626", message, start + lead, start + len(region.rstrip()))
+        entry = self.walk("text", Sample(region))
+        if entry is not None and entry.name == "user-chats":
+            self._user_chats(start, region, chats)
+            return
+        chat = _RawChat(len(chats), None, "C")
+        self._text_body(chat, region, start, entry, cut_off=False)
+        chats.append(chat)
 
     def _json_start(self, text: str, start: int, end: int) -> int:
         m = _JSON_START.search(text, start, end)
@@ -263,7 +308,7 @@ class Recovery:
             mark = len(reader.repairs)
             node = reader.read(at)
             if self._looks_like_reply(node):
-                self._drop(start, at)
+                self._lead(start, at, chats)
                 self._repairs(reader.repairs[mark:])
                 self._shape(node, chats)
                 after = node.end if node.end >= 0 else end
@@ -535,8 +580,19 @@ class Recovery:
             if tag == self.speech and TAGGED.search(text):
                 self._read_string(chat, node, tagged=True)
                 return
+            if "&" in text and not node.closed:
+                cut = Result()
+                text = drop_cut_entity(text, cut)
+                quoted = _quoted(self.source.text, node)
+                mapper = OffsetMap(node) if quoted else functools.partial(operator.add, node.start)
+                for r in cut.repairs:
+                    self.note(r.code, r.message, mapper(r.start), mapper(r.end), index)
             if tag == self.emotion and "&" in text and (decoded := decode_entities(text)) != text:
                 self.note("CF717", f"entities in emotion {_short(text)!r} decoded", node.start, node.end, index)
+                text = decoded
+            elif "&" in text and (decoded := decode_entities(text)) != text:
+                # An entity written in a field's text is one a model escaped out of habit: never shown as is.
+                self.note("CF707", f"entities in <{tag}> text decoded: {_short(text)!r}", node.start, node.end, index)
                 text = decoded
             chat.pieces.append(Piece(tag, text, node.start, node.end))
         elif node.kind == "object":
@@ -631,7 +687,7 @@ class Recovery:
     # -- no JSON ---------------------------------------------------------------------------
     def _bare(self, start: int, end: int, chats: list[_RawChat]) -> None:
         """No JSON: the text itself is the reply, read as the first entry of the table's ``text`` chain says."""
-        text = self.source.text
+        text = self._drop_scaffolding(start, end)
         region = text[start:end]
         self._drop_fences_only(start, end)
         cleaned = _FENCE.sub(_blank, _SPECIAL.sub(_blank, region))
@@ -646,6 +702,23 @@ class Recovery:
             self.note("CF616", "no JSON reply, and nothing of the reply but a tag cut off at the end", at, at)
             return
         entry = self.walk("text", Sample(cleaned))
+        if entry is not None and entry.name == "user-chats" and (blocks := self._request_blocks(cleaned)):
+            # The request form echoed beside the reply, or the player's own turn echoed: not the reply.
+            outside = blank(cleaned, blocks)
+            turn = self._echoes_turn(cleaned, blocks)
+            if self._has_elements(outside) or turn:
+                for a, b, _m in blocks:
+                    if turn:
+                        message = "the player's own turn echoed: not the character's speech, dropped"
+                        self.note("CF625", message, start + a, start + b)
+                    else:
+                        message = "the request form (<user_chats>) echoed beside the reply is dropped"
+                        self.note("CF624", message, start + a, start + b)
+                self.dialects.remove("user-chats")
+                if not outside.strip():
+                    return
+                cleaned = outside
+                entry = self.walk("text", Sample(cleaned), after="user-chats")
         if entry is not None and entry.name == "user-chats":
             message = "no JSON reply: the reply echoes the request form, each <chat> is read as a chat"
             self.note("CF616", message, at, at)
@@ -655,6 +728,60 @@ class Recovery:
         chat = _RawChat(len(chats), None, "C")
         self._text_body(chat, cleaned, start, entry)
         chats.append(chat)
+
+    def _request_blocks(self, text: str) -> list[tuple[int, int, str]]:
+        """The spans of the ``<user_chats>…</user_chats>`` blocks in ``text`` (one left open runs to its end)."""
+        blocks: list[tuple[int, int, str]] = []
+        opened: int | None = None  # where the block being read began
+        wrapped = chat = False  # inside a <user_chats> wrapper; inside a <chat>
+        found = False  # a wrapper was seen: without one, the form is no block beside a reply
+        for m in _CHAT_ELEMENT.finditer(text):
+            name, closing = _form_name(m, inside_chat=chat), m.group(1) is not None
+            if name == "chat":
+                chat = not closing
+            else:
+                wrapped, found = not closing, True
+            if opened is None and not closing:
+                opened = m.start()
+            elif opened is not None and closing and not wrapped and not chat:
+                blocks.append((opened, m.end(), ""))
+                opened = None
+        if opened is not None:
+            blocks.append((opened, len(text), ""))
+        return blocks if found else []
+
+    def _echoes_turn(self, text: str, blocks: list[tuple[int, int, str]]) -> bool:
+        """Whether the blocks repeat the player's turn (``turn=``): each line spoken in them is one the player said.
+
+        A block the input ends inside may end in the middle of a line: its start is enough.
+        """
+        if not self.turn:
+            return False
+        said = [_words(t) for t in self.turn]
+        spoken = []
+        for a, b, _m in blocks:
+            body = _CHAT_ELEMENT.sub(_blank, text[a:b])
+            spoken += [_words(p.text) for p in read_body(body, None, tags=self.tags).pieces if p.tag == self.speech]
+        spoken = [s for s in spoken if s]
+        return bool(spoken) and all(any(s in t for t in said) for s in spoken)
+
+    def _drop_scaffolding(self, start: int, end: int) -> str:
+        """Blank the chat-template scaffolding of a reply without JSON (``soup.scaffolding``), noted ``CF622``.
+
+        The source keeps its length (no offset moves); returns its text.
+        """
+        text = self.source.text
+        spans = scaffolding(text[start:end])
+        if end == len(text) and (cut := cut_scaffolding(text[start:end])) is not None:
+            spans = [(a, min(b, cut), m) for a, b, m in spans if a < cut]
+            spans.append((cut, end - start, "the reply was cut off inside a chat-template marker: dropped"))
+        if spans:
+            for a, b, message in spans:
+                self.note("CF622", message, start + a, start + b)
+            self.source = _Source(
+                text[:start] + blank(text[start:end], spans) + text[end:], self.source.raw, self.source.map
+            )
+        return self.source.text
 
     def _drop_cut_tag(self, text: str, offset: int) -> str:
         """``text`` with a tag the input ends inside (``</ms``, ``<em``, ``<chat type="C``) blanked, noted ``CF610``.
@@ -666,11 +793,12 @@ class Recovery:
         m = _CUT_ELEMENT.search(text, max(0, len(text) - 200))
         if m is None:
             return text
-        name = _CUT_NAME.match(m.group()).group(1).lower()  # type: ignore[union-attr]
+        name = (_CUT_NAME.match(m.group()).group(1) or "").lower()  # type: ignore[union-attr]
         if TAGGED.search(text, 0, m.start()) is None:
-            known = (*(n.lower() for n in self.tags.names), "user_chats", "chat", *REASONING_TAGS)
+            known = (*(n.lower() for n in self.tags.names), *self.tags.synonyms, "user_chats", "chat", *REASONING_TAGS)
             attributes = len(m.group().rstrip()) > _CUT_NAME.match(m.group()).end()  # type: ignore[union-attr]
-            if not any(k.startswith(name) and (k == name or not attributes) for k in known):
+            base = name.partition(".")[0]  # <emotion.jo: dot notation
+            if not any(k.startswith(base) and (k == base or not (attributes or "." in name)) for k in known):
                 return text
         self.note(
             "CF610",
@@ -680,9 +808,18 @@ class Recovery:
         )
         return text[: m.start()] + " " * (len(text) - m.start())
 
-    def _text_body(self, chat: _RawChat, text: str, offset: int, entry: dialects.DialectRule | None) -> None:
-        """One chat written with no JSON around it: front matter, then tags or prose, as the ``text`` chain says."""
+    def _text_body(
+        self, chat: _RawChat, text: str, offset: int, entry: dialects.DialectRule | None, *, cut_off: bool = True
+    ) -> None:
+        """One chat written with no JSON around it: front matter, then tags or prose, as the ``text`` chain says.
+
+        ``cut_off``: ``text`` runs to the end of the input (what it ends inside is cut in half).
+        """
         pos = 0
+        if cut_off and (entry is None or entry.name == "plain-text"):
+            pos = self._cut_front_matter(chat, text, offset)
+            if pos:
+                entry = self.walk("text", Sample(text[pos:]), after="front-matter")
         if entry is not None and entry.name == "front-matter":
             found = Result()
             pos = read_front_matter(text, 0, found, self.tags)
@@ -691,12 +828,36 @@ class Recovery:
         rest = text[pos:]
         if entry is not None and entry.name == "bare-tags":
             inner = offset + pos + len(rest) - len(rest.lstrip())
-            result = read_body(rest.strip(), self.vocabulary, tags=self.tags)
+            # The text runs to the end of the input: a tag or an entity begun there is cut in half.
+            result = read_body(rest.strip(), self.vocabulary, cut_off=cut_off, tags=self.tags)
         else:
             inner = offset + pos
             result = Result()
-            read_prose(rest, self.vocabulary, result, tags=self.tags)
+            read_prose(rest, self.vocabulary, result, tags=self.tags, cut_off=cut_off)
         self._take(chat, result, lambda i: inner + i)
+
+    def _cut_front_matter(self, chat: _RawChat, text: str, offset: int) -> int:
+        """Front matter the input ends inside (``---\nemotion: jo``): its whole lines read, the rest dropped.
+
+        Returns how many characters it took (0: ``text`` is no such beginning).
+        """
+        m = _CUT_FRONT_MATTER.match(text)
+        if m is None:
+            return 0
+        partial = m.group("partial") or ""
+        name = partial.split(":", 1)[0].strip().lower()
+        if ":" not in partial and partial.strip("-") and not any(k.startswith(name) for k in self.tags.synonyms):
+            return 0  # "---\nHello": a rule, then text
+        found = Result()
+        if m.group("lines"):
+            block = text[: m.start("partial")] + "---\n"
+            read_front_matter(block, 0, found, self.tags)
+            self.dialect("front-matter")
+        self._take(chat, found, lambda i: offset + i)
+        start = m.start("partial") if m.group("lines") else m.start("open")
+        message = "the reply was cut off inside front matter: the unfinished line dropped"
+        self.note("CF610", message, offset + start, offset + len(text))
+        return len(text)
 
     def _user_chats(self, offset: int, text: str, chats: list[_RawChat]) -> None:
         """The request form echoed: ``<user_chats><chat type="C">…</chat>…``, each ``<chat>`` one chat.
@@ -715,7 +876,7 @@ class Recovery:
             )
             text = text[: cut.start()]
         elements = list(_CHAT_ELEMENT.finditer(text))
-        if not any(m.group(2).lower() == "chat" for m in elements):
+        if not any(_form_name(m, inside_chat=False) == "chat" for m in elements):
             blanked = text
             for m in elements:
                 self.note(
@@ -731,7 +892,7 @@ class Recovery:
         open_chat: tuple[_RawChat, int] | None = None  # the chat being read and where its body starts
         pos = 0  # where text not yet accounted for starts
         for m in elements:
-            closing, name = m.group(1) is not None, m.group(2).lower()
+            closing, name = m.group(1) is not None, _form_name(m, inside_chat=open_chat is not None)
             if open_chat is not None:
                 chat, body = open_chat
                 if not (closing and name == "chat"):
@@ -947,6 +1108,25 @@ class Recovery:
         return segments
 
 
+def _form_name(m: re.Match[str], *, inside_chat: bool) -> str:
+    """The element of the request form a ``_CHAT_ELEMENT`` match is: ``user_chats`` or ``chat``.
+
+    Models mangle it: ``<user_chat_type="C">`` opens a chat, ``<user_chat>`` wraps, and its
+    closer closes the chat that is open, else the wrapper.
+    """
+    name = m.group(2).lower()
+    if name in ("user_chats", "chat"):
+        return name
+    if name.startswith("chat") or "=" in m.group(3) or (m.group(1) is not None and inside_chat):
+        return "chat"
+    return "user_chats"
+
+
+def _words(text: str) -> str:
+    """``text`` compared as words: entities decoded, case and runs of space folded."""
+    return " ".join(decode_entities(text).casefold().split())
+
+
 def _blank(m: re.Match[str]) -> str:
     """A match replaced by as many spaces: offsets after it stay put."""
     return " " * len(m.group())
@@ -1054,12 +1234,20 @@ def _keys(node: JNode) -> frozenset[str]:
     return frozenset(k.lower() for k, _s, _e, _v in node.pairs)
 
 
-def recover(raw: str, vocabulary: Vocabulary | None, prior: list[Diagnostic], tags: TagTable = DEFAULT_TAGS) -> Reply:
+def recover(
+    raw: str,
+    vocabulary: Vocabulary | None,
+    prior: list[Diagnostic],
+    tags: TagTable = DEFAULT_TAGS,
+    turn: tuple[str, ...] = (),
+) -> Reply:
     """Read ``raw`` leniently; ``prior`` diagnostics (from decoding bytes) come first.
+
+    ``turn``: what the player said this turn; an echo of it is dropped (``CF625``).
 
     ``tags``: the tag table; a tag is read by its role (``tags.emotion``, ``tags.speech``...),
     so a custom tag (``DEFAULT_TAGS.extend(TagSpec("sfx", "cue", ...))``) is a known tag.
     """
-    recovery = Recovery(raw, vocabulary, tags)
+    recovery = Recovery(raw, vocabulary, tags, turn)
     recovery.diagnostics.extend(prior)
     return recovery.run()

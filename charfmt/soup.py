@@ -207,6 +207,7 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
 
 
 _CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
+_LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
 
 
 def read_body(
@@ -219,11 +220,19 @@ def read_body(
     ``tags``: the tag table; a tag's role, not its name, says how it is read.
     """
     out = Result()
+    if cut_off and (at := cut_scaffolding(body)) is not None:
+        out.note("CF702", f"a chat-template marker cut off at the end is dropped: {body[at:]!r}", at, len(body))
+        body = body[:at]
     if cut_off and (m := _CUT_TAG.search(body)) is not None:
         out.note("CF702", f"a tag cut off at the end is dropped: {m.group()!r}", m.start(), len(body))
         body = body[: m.start()]
     if cut_off:
         body = drop_cut_entity(body, out)
+    if "<" in body or "[" in body or "＜" in body:
+        marks = scaffolding(body, turns=False)
+        for a, b, message in marks:
+            out.note("CF622", message, a, b)
+        body = blank(body, marks)
     if _ESCAPED_NEWLINE.search(body) and "\n" not in body:
         # "<emo>joy</emo>\\n<msg>…" decoded once too few: the separators are literal "\n".
         parts, pos = [], 0
@@ -287,6 +296,116 @@ def read_front_matter(text: str, offset: int, out: Result, tags: TagTable = DEFA
     return fm.end()
 
 
+_SCAFFOLD_HINTS: Final = ("<<", ">>", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>", "SYS]", "USER]", "SYSTEM]")
+_PLACEHOLDER_START: Final = re.compile(r"[<＜\[][/／]?[A-Z][A-Z0-9]*+[-_]")
+
+
+def _may_hold_scaffolding(text: str) -> bool:
+    """A cheap test before the scan: most bodies hold none of the markers' characters."""
+    return any(hint in text for hint in _SCAFFOLD_HINTS) or _PLACEHOLDER_START.search(text) is not None
+
+
+def scaffolding(text: str, *, turns: bool = True) -> list[tuple[int, int, str]]:
+    """The chat-template scaffolding in ``text`` (``dialects.SCAFFOLDING``): ``(start, end, message)`` spans to drop.
+
+    Each marker is one span. With ``turns``, so is the text of a turn of the prompt echoed
+    (a system prompt, a user turn: ``dialects.SCAFFOLD_PROMPT_ROLES``) — from its opening
+    marker to its closing one, the next turn's opening one, or the end of ``text`` — and the
+    value of a placeholder element on one line (``<USER-CHAT-ID>12</USER-CHAT-ID>``).
+    """
+    if not _may_hold_scaffolding(text):
+        return []
+    spans: list[tuple[int, int, str]] = []
+    roles: list[tuple[str, int]] = []  # the open turns: role, where its text starts
+    for m in dialects.SCAFFOLDING.finditer(text):
+        kind = m.lastgroup
+        role = None
+        if kind in ("chatml", "gemma", "llama3", "phi"):
+            role = (m.group(kind) or "").strip().lower() or "assistant"
+        elif m.group("sys_open"):
+            role = "system"
+        elif m.group("inst_open"):
+            role = "user"
+        closes = bool(m.group("sys_close") or m.group("inst_close") or m.group("end"))
+        # A closer ends the open turn; a turn's opener ends the turn before it (not a system block).
+        ends = closes or (role is not None and role != "system" and bool(roles) and roles[-1][0] != "system")
+        if turns and ends and roles:
+            was, at = roles.pop()
+            if was in dialects.SCAFFOLD_PROMPT_ROLES and text[at : m.start()].strip():
+                spans.append((at, m.start(), f"the prompt's {was} turn echoed: its text is dropped"))
+        spans.append((m.start(), m.end(), f"chat-template marker {m.group().strip()!r} is scaffolding: dropped"))
+        if role is not None:
+            roles.append((role, m.end()))
+    if turns:
+        for was, at in roles:  # a turn of the prompt the reply ends inside
+            if was in dialects.SCAFFOLD_PROMPT_ROLES and text[at:].strip():
+                spans.append((at, len(text), f"the prompt's {was} turn echoed: its text is dropped"))
+        for m in _PLACEHOLDER_VALUE.finditer(text):
+            if m.group(2).strip():
+                spans.append((m.start(2), m.end(2), "the value of a placeholder element is scaffolding: dropped"))
+    spans.sort()
+    merged: list[tuple[int, int, str]] = []
+    for a, b, message in spans:
+        if merged and a < merged[-1][1]:
+            if b > merged[-1][1]:
+                merged[-1] = (merged[-1][0], b, merged[-1][2])
+            continue
+        merged.append((a, b, message))
+    return merged
+
+
+_PLACEHOLDER_VALUE: Final = re.compile(
+    r"[<＜]([A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++)[>＞]([^<>＜＞\n]{0,80}?)[<＜][/／]\1[>＞]"
+)
+
+
+_MARKERS: Final = (
+    "<<SYS>>", "<</SYS>>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "<start_of_turn>",
+    "<end_of_turn>", "<|start_header_id|>", "<|end_header_id|>",
+)  # fmt: skip
+_MARKER_PREFIXES: Final = frozenset(m[:k] for m in _MARKERS for k in range(2, len(m)))
+_CUT_SPECIAL: Final = re.compile(r"<\|[^|<>\n]{0,40}\|?\Z")
+_HEADER_OPEN: Final = "<|start_header_id|>"
+_CUT_PLACEHOLDER: Final = re.compile(
+    r"[<＜](?:[/／][A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]*+)*+"
+    r"|[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]*+)*+"
+    r"|[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]*+)++[>＞][^<>＜＞\n]{0,80}+(?:[<＜][/／]?[A-Z0-9_\-]*+)?)\Z"
+)
+"""An upper-case tag the input ends inside (``<USER-``), or a placeholder's one-line value (``<USER-ID>12``)."""
+
+
+def cut_scaffolding(text: str) -> int | None:
+    """Where a chat-template marker the input ends inside begins (``<<SY``, ``[IN``, ``<|im_st``), or ``None``."""
+    tail = text[-20:]
+    for k in range(len(tail), 1, -1):
+        if tail[-k:] in _MARKER_PREFIXES:
+            return len(text) - k
+    if (m := _CUT_SPECIAL.search(text, max(0, len(text) - 44))) is not None:
+        return m.start()
+    if (m := _CUT_PLACEHOLDER.search(text, max(0, len(text) - 160))) is not None:
+        return m.start()
+    header = text.rfind(_HEADER_OPEN, max(0, len(text) - 80))
+    if header >= 0:  # <|start_header_id|>assist, <|start_header_id|>assistant<|end_hea: the role not read yet
+        rest = text[header + len(_HEADER_OPEN) :]
+        name = len(rest) - len(rest.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_ \t"))
+        cut = not rest[name:] or rest[name:] in _MARKER_PREFIXES or "<|end_header_id|>".startswith(rest[name:])
+        if cut and "\n" not in rest:
+            return header
+    return None
+
+
+def blank(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """``text`` with each span replaced by as many spaces: offsets after it stay put."""
+    if not spans:
+        return text
+    parts, pos = [], 0
+    for a, b, _message in spans:
+        parts += [text[pos:a], " " * (b - a)]
+        pos = b
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 _FRONT_MATTER_LINE: Final = re.compile(r"^[ \t]*([\w-]+)[ \t]*:[ \t]*(.*?)[ \t]*$", re.M)
 _BODY_START_READERS: Final = {"front-matter": read_front_matter}
 """The reader of each ``body`` entry of the dialect table: it returns how many characters it took."""
@@ -294,7 +413,7 @@ _BODY_START_READERS: Final = {"front-matter": read_front_matter}
 _CUT_ENTITY: Final = re.compile(r"&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?\Z")
 
 
-def drop_cut_entity(text: str, out: Result) -> str:
+def drop_cut_entity(text: str, out: Result, offset: int = 0) -> str:
     """``text`` without an entity cut off at its very end (``&am``), noted: half an entity is not text."""
     m = _CUT_ENTITY.search(text, max(0, len(text) - 40))
     if m is None:
@@ -302,7 +421,7 @@ def drop_cut_entity(text: str, out: Result) -> str:
     name = m.group()[1:]
     if name[:1].isalpha() and not any(known.startswith(name) for known in html5):
         return text  # "&xyz" at the end can never become an entity: it is text
-    out.note("CF716", f"an entity cut off at the end is dropped: {m.group()!r}", m.start(), len(text))
+    out.note("CF716", f"an entity cut off at the end is dropped: {m.group()!r}", offset + m.start(), offset + len(text))
     return text[: m.start()]
 
 
@@ -368,6 +487,11 @@ class _Reader:
         if self.open is not None:
             self.open.text += chunk
             self.open.end = end
+            return
+        if chunk.strip() in _LITERAL_NEWLINES:
+            # "</emo>\\n<act>": a separator written as an escape in a body that has real newlines too.
+            at = offset + chunk.index("\\")
+            out.note("CF711", "a literal \\n between elements read as a newline", at, at + len(chunk.strip()))
             return
         if not chunk.strip():
             if (chunk != "\n" or end == len(view)) and self.out.pieces:
@@ -608,8 +732,50 @@ def _bracket(
     return None
 
 
+_OPEN_AT_END: Final = (
+    (re.compile(r"\*\*\((?P<v>[^)\n]+)\Z"), ")**"),
+    (re.compile(r"\*(?P<v>[^*\s][^*\n]*)\Z"), "*"),
+    (re.compile(r'"(?P<v>[^"\n]+)\Z'), '"'),
+    (re.compile(r"「(?P<v>[^「」]+)\Z"), "」"),
+    (re.compile(r"“(?P<v>[^“”]+)\Z"), "”"),
+    (re.compile(r"\((?P<v>[^()\n]+)\Z"), ")"),
+    (re.compile(r"（(?P<v>[^（）\n]+)\Z"), "）"),
+)
+"""A role-play mark or a quotation the input ends inside (``*wav``, ``"Hel``), and its closer, not come yet."""
+_CUT_MARK: Final = re.compile(
+    r"""(?:\[\[?[^\[\]\n]{0,40}|【[^【】\n]{0,40}|(?:^|(?<=\s))(?:\*\*\(?|[*"“(])|[「（])\Z"""
+)
+"""A bracket tag the input ends inside (``[jo``, ``【疑``: half a key), or a lone opening mark: never text."""
+
+
+def _cut_prose(text: str, out: Result, offset: int) -> tuple[str, str]:
+    """``text`` ending where the input was cut: a bracket tag cut in half dropped, and the closer of a
+    role-play mark or quotation left open at the very end (read as if it had come), each noted ``CF720``."""
+    end = len(text.rstrip())
+    if (m := _CUT_MARK.search(text, 0, end)) is not None:
+        out.note("CF720", f"markup cut off at the end is dropped: {m.group()!r}", offset + m.start(), offset + end)
+        return text[: m.start()], ""
+    found = [(m, closer) for pattern, closer in _OPEN_AT_END if (m := pattern.search(text, 0, end)) is not None]
+    for m, closer in sorted(found, key=lambda f: -f[0].start()):  # the mark opened last is the one left open
+        scan = text[:end] + closer
+        last = None
+        for mark in _PROSE.finditer(scan):  # read from the start: a closing quote opens nothing
+            last = mark
+        if last is not None and last.start() == m.start() and last.end() == len(scan):
+            message = f"{m.group()[:1]!r} left open at the end of the input: read as closed"
+            out.note("CF720", message, offset + m.start(), offset + end)
+            return text[:end], closer
+    return text, ""
+
+
 def read_prose(
-    text: str, vocabulary: Vocabulary | None, out: Result, offset: int = 0, *, tags: TagTable = DEFAULT_TAGS
+    text: str,
+    vocabulary: Vocabulary | None,
+    out: Result,
+    offset: int = 0,
+    *,
+    tags: TagTable = DEFAULT_TAGS,
+    cut_off: bool = False,
 ) -> None:
     """Read untagged text: bracket tags, starred or parenthesised actions, quoted speech, the rest speech.
 
@@ -624,7 +790,12 @@ def read_prose(
     narration = tags.action.name if tags.action is not None else speech
     marks: list[tuple[int, int, str, str, float | None]] = []
     quoted = False
-    for m in _PROSE.finditer(text):
+    closer = ""
+    if cut_off:
+        text = drop_cut_entity(text, out, offset)
+        text, closer = _cut_prose(text, out, offset)
+    scan = text + closer if closer else text
+    for m in _PROSE.finditer(scan):
         kind = m.lastgroup
         if kind in ("word", "val"):
             meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
@@ -640,17 +811,20 @@ def read_prose(
         elif kind in ("direction", "star", "paren", "half"):
             marks.append((m.start(), m.end(), narration, m.group(kind or 0).strip(), None))
         else:
+            if _in_sentence(scan, m, m.group(kind or 0)):
+                continue  # 'The word "hello" means hi.': a quotation inside a sentence is the sentence's
             quoted = True
-            marks.append((m.start(), m.end(), speech, m.group(kind or 0), None))
+            marks.append((m.start(), m.end(), speech, decode_entities(m.group(kind or 0)), None))
             continue
         out.dialect(_GROUP_DIALECT[kind or ""])
     pos = 0
     seen = False  # a quoted line came before: plain text from here on is narration
-    for start, end, tag, value, intensity in marks:
+    for start, stop, tag, value, intensity in marks:
         quote = quoted and tag == speech and text[start] in _QUOTES
         # A sentence ended just before the first quote narrates it; "He said "hi"" is one sentence.
         lead = seen or (quote and re.search(r"[.!?。！？…]\s*\Z", text[pos:start]) is not None)
         _plain(text[pos:start], offset + pos, narration if lead else speech, out, speech)
+        end = min(stop, len(text))  # a closer read as if it had come (cut_off) is not in the text
         out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
         if quote:
             seen = True
@@ -658,6 +832,26 @@ def read_prose(
             out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
         pos = end
     _plain(text[pos:], offset + pos, narration if seen else speech, out, speech)
+
+
+_SPOKEN_END: Final = re.compile(r"[.,!?…。、！？~〜—\-]\s*\Z")
+_BOUNDARY_BEFORE: Final = re.compile(r"(?:\A|[.!?…。！？:：*）)」”\n])\s*\Z")
+_BOUNDARY_AFTER: Final = re.compile(r"\s*(?:[*（(「“\n]|[A-Z]|[^\x00-\x7f])")
+
+
+def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
+    """A quotation inside a sentence (``The word "hello" means hi.``), not a line of dialogue.
+
+    Dialogue ends in punctuation (``"Hello there," she said.``) or touches a boundary: it
+    follows the start, a sentence's end, a colon or a mark, or it comes before the end, a
+    mark or a new sentence (``He said "hi" *waves*``). Words on both sides: inside a sentence.
+    The end of the text is no boundary after it: a stream cut there reads it as the whole does.
+    """
+    if _SPOKEN_END.search(quoted):
+        return False
+    before = _BOUNDARY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
+    after = _BOUNDARY_AFTER.match(text, m.end()) is not None
+    return not (before or after)
 
 
 def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:

@@ -115,6 +115,17 @@ class Reader:
                     keys.pop()
                     after_value.pop()
                     after_value[-1] = True
+                elif any((ch == "]") == (node.kind == "array") for node in stack[1:]):
+                    # '}' where ']' is due ('[{…}}'): the containers it skips were left open; it closes
+                    # them and the one it matches, and prose after it stays prose.
+                    while (ch == "]") != (stack[-1].kind == "array"):
+                        skipped = stack.pop()
+                        skipped.end = pos
+                        keys.pop()
+                        after_value.pop()
+                        want = "]" if skipped.kind == "array" else "}"
+                        self.note("CF605", f"a missing {want!r} is assumed before {ch!r}", pos, pos)
+                    continue  # the matching container is closed by this character, on the next pass
                 else:
                     self.note("CF601", f"an unmatched {ch!r} is dropped", pos, pos + 1)
                 pos += 1
@@ -130,6 +141,13 @@ class Reader:
                 pos += 1
                 continue
             if after_value[-1] and top is not root:
+                if self._prose(pos):
+                    # Words after a value, with no comma: prose after a JSON reply left open. It
+                    # ends the reply here (read after it as text), never one value per word.
+                    for node in stack[1:]:
+                        node.end = pos
+                    self.note("CF623", "prose after an unclosed JSON value ends it: what is open is closed", pos, pos)
+                    break
                 self.note("CF605", "a missing comma between values is assumed", pos, pos)
                 after_value[-1] = False
             if top.kind == "object" and keys[-1] is None:
@@ -160,6 +178,17 @@ class Reader:
             self._attach(top, keys, node)
             after_value[-1] = True
         return root.items[0] if root.items else JNode("scalar", pos, pos, None, closed=False)
+
+    def _prose(self, pos: int) -> bool:
+        """Whether the text at ``pos`` is words of prose: a bare word (no literal), space, then another word."""
+        text = self.text
+        m = _WORD.match(text, pos)
+        if m is None or m.group() in _LITERALS or _NUMBER.fullmatch(m.group()):
+            return False
+        after = m.end()
+        while after < len(text) and text[after] in " \t":
+            after += 1
+        return after > m.end() and _WORD.match(text, after) is not None
 
     def _is_body(self, keys: list[tuple[str, int, int] | None]) -> bool:
         key = keys[-1]

@@ -133,7 +133,6 @@ def test_no_segment_is_a_markup_fragment() -> None:
     assert {i: f for i, f in bad.items() if f} == {}
 
 
-@pytest.mark.xfail(strict=False, reason=MARKER_DEFECTS)
 def test_no_tag_or_text_is_made_of_a_chat_template_marker() -> None:
     bad = {i: _markers(read(r)) for i, r in zip(IDS, ROWS, strict=True)}
     assert {i: f for i, f in bad.items() if f} == {}

@@ -265,9 +265,11 @@ class _Lines:
         return out
 
     def end(self) -> list[bytes]:
-        rest = bytes(self._buf.rstrip(b"\r"))
+        if not self._buf:
+            return []
+        rest = bytes(self._buf.rstrip(b"\r"))  # a lone '\r' left at the end ends an empty line
         self._buf.clear()
-        return [rest] if rest else []
+        return [rest]
 
 
 async def _counted(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

@@ -12,6 +12,7 @@ from conftest import ROOT
 
 from charfmt.character import Character
 from charfmt.chat import PLAIN_CHAT_STYLES, RESET_LINE, TerminalView, run, take_turn
+from charfmt.events import Reset
 from charfmt.stream import StreamParser
 from charfmt.tags import CHAT_TYPES, TAGGED_TYPES
 
@@ -156,12 +157,17 @@ def test_a_reply_read_again_as_a_whole_is_marked_before_it_is_shown_anew() -> No
 
 
 def test_no_reset_line_where_nothing_was_shown_before_the_reread() -> None:
+    """A ``Reset`` that takes back nothing visible (only diagnostics-free silence) prints no line."""
     rex = Character.load(REX)
-    text = '<msg>\n{\n  "type":"C" +\n    "<emo>"+\n      "The inn is a place."}'
-    out = io.StringIO()
-    take_turn(rex, [], "hi", lambda messages: (text[i : i + 4] for i in range(0, len(text), 4)),
-              view=TerminalView(rex, out))  # fmt: skip
-    assert RESET_LINE not in out.getvalue()
     parser = StreamParser(lenient=True)
-    events = [e for i in range(0, len(text), 4) for e in parser.feed(text[i : i + 4])] + parser.close()
-    assert "reset" in [e.kind for e in events]  # the stream did take back its (empty) first reading
+    whole = [*parser.feed('<msg>The inn is a place.</msg>'), *parser.close()]
+    out = io.StringIO()
+    view = TerminalView(rex, out)
+    view.show([Reset(), *whole])
+    view.finish()
+    assert RESET_LINE not in out.getvalue() and "The inn is a place." in out.getvalue()
+    shown = io.StringIO()
+    view = TerminalView(rex, shown)
+    view.show([*whole, Reset(), *whole])
+    view.finish()
+    assert RESET_LINE in shown.getvalue()

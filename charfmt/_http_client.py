@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -66,6 +67,19 @@ _SSE_FIELDS: Final = (b"data:", b":", b"event:", b"id:", b"retry:")
 
 class UpstreamError(CharfmtError):
     """The server could not be reached, broke the protocol, or sent what is not a chat completion."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: a password in it (``user:secret@``) and key-like query values hidden."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//***@", url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = re.sub(r"(?i)((?:^|&)[^=&]*(?:key|token|secret|password|sig)[^=&]*=)[^&]*", r"\1***", parts.query)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def require() -> Any:
@@ -203,16 +217,21 @@ class Budget:
 class Client:
     """POSTs chat-completion requests to one URL and reads the answers through the limits above."""
 
-    def __init__(self, url: str, *, timeout: float = 120.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 120.0, api_key: str | None = None) -> None:
         lib = require()
         self.url = url
+        self.shown = redact_url(url)
+        """The URL as errors show it (a password in it hidden)."""
+        headers = {"Accept-Encoding": "identity"}  # nothing to inflate: the byte counts are the bytes
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = timeout
         self._httpx = lib
         self._client: httpx.Client = lib.Client(
             timeout=lib.Timeout(timeout),
             limits=lib.Limits(max_connections=4, max_keepalive_connections=2),
             follow_redirects=False,
-            headers={"Accept-Encoding": "identity"},  # nothing to inflate: the byte counts are the bytes
+            headers=headers,
         )
 
     def close(self) -> None:
@@ -221,7 +240,7 @@ class Client:
 
     def fail(self, message: str) -> UpstreamError:
         """The one error of this client: ``URL: message``, on one line."""
-        return UpstreamError(f"{self.url}: {' '.join(message.split())}")
+        return UpstreamError(f"{self.shown}: {' '.join(message.split())}")
 
     def chat(self, body: dict[str, Any], *, max_tokens: int) -> Iterator[Delta]:
         """The reply to ``body`` (a chat-completion request), streamed or whole, within ``max_tokens``."""

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._sdk_chunks import Piece, read_chat_chunk
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
@@ -189,6 +190,8 @@ class Delta:
 
     text: str
     reason: str | None = None
+    piece: Piece | None = None
+    """The chunk as ``charfmt._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
 
 
 @dataclass(frozen=True)
@@ -325,12 +328,12 @@ class Client:
             raise self.fail(f"the server answered with an error: {str(message)[:200]}")
         choice = _first_choice(data)
         message = choice.get("message") if choice is not None else None
-        if not isinstance(message, dict):
+        if choice is None or not isinstance(message, dict):
             raise self.fail(f"not an OpenAI chat completion: {text[:80]!r}")
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise self.fail(f"the completion's content is not text: {json.dumps(content)[:80]}")
-        return Delta(content, _reason_of(choice))
+        return _delta(data, choice)
 
     def _events(self, stream: Iterator[bytes], kind: str, budget: Budget) -> Iterator[Delta]:
         tokens = chars = count = events = 0
@@ -394,7 +397,15 @@ class Client:
         content = delta.get("content")
         if content is not None and not isinstance(content, str):
             raise self.fail(f"the chunk's content is not text: {_show(event)}")
-        return Delta(content or "", _reason_of(choice))
+        return _delta(data, choice)
+
+
+def _delta(data: dict[str, Any], choice: dict[str, Any]) -> Delta:
+    """A checked chunk or completion, read by the same rule as ``iter_events`` reads an OpenAI chunk."""
+    piece = read_chat_chunk(data)
+    text = piece.text if isinstance(piece.text, str) else ""
+    piece.text = ""
+    return Delta(text, _reason_of(choice), piece if piece.reasoning or piece.refusal or piece.notes else None)
 
 
 def _first_choice(data: Any) -> dict[str, Any] | None:

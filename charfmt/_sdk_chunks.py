@@ -339,6 +339,15 @@ def _read_openai_chat(item: Any) -> Piece:
     return piece
 
 
+def read_chat_chunk(item: Any) -> Piece:
+    """One OpenAI chat completion chunk (or whole completion) read: the ``openai-chat`` rule's reader.
+
+    The HTTP client of ``chat --endpoint`` reads the chunks it decodes through this, so what a
+    chunk means (content, reasoning, refusal, tool calls, finish reason) is said only here.
+    """
+    return _read_openai_chat(item)
+
+
 def _is_gemini(item: Any) -> bool:
     # (a chunk may carry only usage, with no candidates: the fields are still there, unset)
     return _has(item, "candidates") or _has(item, "prompt_feedback")
@@ -528,6 +537,10 @@ class Reader:
             piece = Piece(notes=[("CF825", message)])
         else:
             piece = rule.read(item)
+        return self.take(piece)
+
+    def take(self, piece: Piece) -> tuple[str | bytes, list[Event]]:
+        """The reply text of an item already read into ``piece`` and the events it gives at once."""
         events: list[Event] = []
         if piece.reasoning:
             self._reasoning.append(piece.reasoning)

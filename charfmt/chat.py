@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO, cast
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
+    from charfmt._sdk_chunks import Piece
     from charfmt.character import Character, Exchange
     from charfmt.events import Event
     from charfmt.export import Bounds
@@ -45,8 +46,9 @@ without it is refused (a usage error), False where it works with one served mode
 DEFAULT_MAX_ELEMENTS: Final = 3
 """The fewest elements per body in the bounded grammar: an emotion, an action and a message."""
 
-Generate = Callable[[list[dict[str, str]]], Iterator[str]]
-"""A model: chat messages in, the reply's text out in chunks as it is generated."""
+Generate = Callable[[list[dict[str, str]]], Iterator["str | Piece"]]
+"""A model: chat messages in, the reply's text out in chunks as it is generated (and, from a
+server, ``Piece``s: what a chunk held besides text, a refusal, a tool call, reasoning)."""
 
 
 @dataclass
@@ -337,7 +339,7 @@ def endpoint_model(
     client = Client(endpoint_url(url), timeout=timeout, api_key=api_key)
     max_tokens = int(fields.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
-    def generate(messages: list[dict[str, str]]) -> Iterator[str]:
+    def generate(messages: list[dict[str, str]]) -> Iterator[str | Piece]:
         body: dict[str, Any] = {"messages": messages, "stream": True, **fields}
         if model is not None:
             body["model"] = model
@@ -346,6 +348,8 @@ def endpoint_model(
             if delta.text:
                 clock.token()  # one chunk per token on llama-server, vLLM and SGLang
                 yield delta.text
+            if delta.piece is not None:
+                yield delta.piece
             reason = delta.reason or reason
         if stats is not None:
             stats.append(clock.stats(reason == "stop", reason))
@@ -385,6 +389,7 @@ def take_turn(
     left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
     ``note``: a line added to the system prompt (the reply's length limits).
     """
+    from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.parser import parse  # noqa: PLC0415
     from charfmt.render import estimate_tokens, render_messages  # noqa: PLC0415
@@ -404,13 +409,20 @@ def take_turn(
     if note is not None:
         messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
     stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags)
+    reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     chunks: list[str] = []
     for chunk in generate(messages):
-        chunks.append(chunk)
-        events = stream.feed(chunk)
+        if isinstance(chunk, str):
+            chunks.append(chunk)
+            reader.fed.append(chunk)
+            if len(reader.fed) >= FOLD:
+                reader.fold()
+            events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
+        else:
+            events = reader.take(chunk)[1]
         if view is not None:
             view.show(events)
-    events = stream.close()
+    events = reader.close() + reader.after(stream.close())
     if view is not None:
         view.show(events)
         view.finish()

@@ -381,3 +381,58 @@ def test_chat_shows_the_models_control_and_bidi_characters_escaped(
     out = capsys.readouterr().out
     assert "\u009b" not in out and "\u202e" not in out
     assert "Rex: Deal\\x9b2J \\u202eevil" in out
+
+
+def _events_of(*deltas: dict[str, object], reason: str) -> bytes:
+    body = b"".join(event(json.dumps({"choices": [{"delta": d, "finish_reason": None}]}).encode()) for d in deltas)
+    return body + event(json.dumps({"choices": [{"delta": {}, "finish_reason": reason}]}).encode()) + event(b"[DONE]")
+
+
+_CALL = {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "lookup", "arguments": ""}}]}
+_ARGS = {"tool_calls": [{"index": 0, "function": {"arguments": '{"q": 1}'}}]}
+_COMPLETION_CALL = {"role": "assistant", "content": None, "tool_calls": [{**_CALL["tool_calls"][0], "index": None}]}
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        (send(SSE, _events_of({"refusal": "I can"}, {"refusal": "not help."}, reason="stop")),
+         'CF821: the model refused to answer: "I cannot help."'),
+        (send(SSE, _events_of(_CALL, _ARGS, reason="tool_calls")), 'CF822: the model called the tool "lookup"'),
+        (send(JSON_HEAD, json.dumps({"choices": [{"message": {"content": None, "refusal": "No."},
+                                                   "finish_reason": "stop"}]}).encode()),
+         'CF821: the model refused to answer: "No."'),
+        (send(JSON_HEAD, json.dumps({"choices": [{"message": _COMPLETION_CALL,
+                                                   "finish_reason": "tool_calls"}]}).encode()),
+         'CF822: the model called the tool "lookup"'),
+    ],
+    ids=["streamed refusal", "streamed tool call", "completion refusal", "completion tool call"],
+)  # fmt: skip
+def test_a_refusal_or_tool_call_is_reported_as_iter_events_does(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str], script: Script, says: str
+) -> None:
+    import charfmt
+
+    url = upstream(script)
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert says in out, out
+    assert out.count("CF822") <= 1  # the call is named once, not once per argument chunk
+    code = says.partition(":")[0]
+    # the same chunks through iter_events give the same diagnostic
+    conn_chunks = [json.loads(line[6:]) for line in _sse_lines(script) if line.startswith("data: {")]
+    events = list(charfmt.iter_events(conn_chunks))
+    assert any(e.kind == "diagnostic" and e.diagnostic.code == code for e in events)
+
+
+def _sse_lines(script: Script) -> list[str]:
+    """What ``script`` sends, its body's lines (a whole completion is one ``data:`` line here)."""
+    a, b = socket.socketpair()
+    with a, b:
+        script(a)
+        a.shutdown(socket.SHUT_WR)
+        data = b""
+        while more := b.recv(1 << 16):
+            data += more
+    body = data.partition(b"\r\n\r\n")[2].decode()
+    return body.splitlines() if body.startswith("data:") else ["data: " + body]

@@ -497,8 +497,11 @@ def run(
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
-    line on ``err`` (the chat goes on; the exit status is then 1).
+    line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
+    failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
+    added to the history.
     """
+    from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
     view = TerminalView(character, out, stage=stage)
@@ -534,6 +537,15 @@ def run(
             view.finish()
             out.flush()
             errors.write(f"charfmt: error: {e}; the turn was not sent\n")
+            errors.flush()
+            status = 1
+            continue
+        except UpstreamError as e:
+            if says is not None and len(says) == 1:
+                raise  # one --say: the error is the command's (exit 1)
+            view.finish()
+            out.flush()
+            errors.write(f"charfmt: error: {e}; the turn is not kept, the chat goes on\n")
             errors.flush()
             status = 1
             continue

@@ -223,14 +223,14 @@ CASES: dict[str, Case] = {
 }
 
 
-def _request(conn: socket.socket) -> None:
-    """Read the client's request (headers and a Content-Length body) before answering."""
+def _request(conn: socket.socket) -> bytes:
+    """Read the client's request (headers and a Content-Length body) before answering; its body."""
     conn.settimeout(WALL)
     data = b""
     while b"\r\n\r\n" not in data:
         more = conn.recv(65536)
         if not more:
-            return
+            return b""
         data += more
     head, _, body = data.partition(b"\r\n\r\n")
     length = next(
@@ -239,14 +239,20 @@ def _request(conn: socket.socket) -> None:
     while len(body) < length:
         more = conn.recv(65536)
         if not more:
-            return
+            return body
         body += more
+    return body
+
+
+REQUESTS: list[bytes] = []
+"""The bodies of the requests the servers of the running test got, in order."""
 
 
 @pytest.fixture
 def upstream() -> Iterator[Callable[[Script], str]]:
     """Start a one-script server on 127.0.0.1; the URL is returned."""
     servers: list[socket.socket] = []
+    REQUESTS.clear()
 
     def start(script: Script) -> str:
         sock = socket.create_server(("127.0.0.1", 0))
@@ -263,7 +269,7 @@ def upstream() -> Iterator[Callable[[Script], str]]:
         def handle(conn: socket.socket) -> None:
             with conn:
                 try:
-                    _request(conn)
+                    REQUESTS.append(_request(conn))
                     script(conn)
                     conn.shutdown(socket.SHUT_WR)
                 except OSError:
@@ -436,3 +442,43 @@ def _sse_lines(script: Script) -> list[str]:
             data += more
     body = data.partition(b"\r\n\r\n")[2].decode()
     return body.splitlines() if body.startswith("data:") else ["data: " + body]
+
+
+def in_turn(*scripts: Script) -> Script:
+    """Each request answered by the next script (the last one again once all were used)."""
+    left = list(scripts)
+
+    def script(conn: socket.socket) -> None:
+        (left.pop(0) if len(left) > 1 else left[0])(conn)
+
+    return script
+
+
+_OOM = b'{"error": "out of memory"}'
+ERROR_500 = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(_OOM),
+    _OOM,
+)
+
+
+def test_an_http_error_in_a_chat_is_one_line_and_the_chat_goes_on(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    url = upstream(in_turn(send(ERROR_500), send(SSE, reply_events())))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("first\nsecond\n"))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--timeout", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert "Forty bolts. Deal?" in out  # the second turn was answered
+    assert err.count("\n") == 1 and err.startswith("charfmt: error: ") and "HTTP 500: out of memory" in err
+    second = json.loads(REQUESTS[1])["messages"]
+    assert "first" not in json.dumps(second) and "second" in json.dumps(second)  # the failed turn is not history
+    REQUESTS.clear()
+    url = upstream(in_turn(send(ERROR_500), send(SSE, reply_events())))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "a", "--say", "b"]) == 1
+    assert "Forty bolts. Deal?" in capsys.readouterr().out
+    url = upstream(send(ERROR_500))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "only"]) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "HTTP 500" in err and "chat goes on" not in err

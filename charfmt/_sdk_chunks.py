@@ -106,6 +106,11 @@ def _name(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _paragraphs(*parts: str) -> str:
+    """Reasoning parts (a Responses API summary's parts) as paragraphs: kept apart by a blank line."""
+    return "\n\n".join(part for part in parts if part)
+
+
 def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
@@ -128,6 +133,8 @@ _STOPS: Final[dict[str, tuple[str, str]]] = {
     "max_tokens": ("CF824", "the reply stopped at the token limit ('max_tokens'): it may be cut off"),
     "MAX_TOKENS": ("CF824", "the reply stopped at the token limit ('MAX_TOKENS'): it may be cut off"),
     "max_output_tokens": ("CF824", "the reply stopped at the token limit ('max_output_tokens'): it may be cut off"),
+    # paused: a long-running turn (Anthropic's server tools) to be continued by sending it back
+    "pause_turn": ("CF827", "the provider paused the turn ('pause_turn'): send the reply back to continue it"),
     "model_context_window_exceeded": (
         "CF824",
         "the reply stopped at the model's context window ('model_context_window_exceeded'): it may be cut off",
@@ -308,7 +315,7 @@ def _read_openai_response(item: Any) -> Piece:
                 piece.refusal += _str(_get(part, "refusal")) if _kind(part) == "refusal" else ""
         elif kind == "reasoning":
             summary = [_str(_get(s, "text")) for s in _get(output, "summary") or ()]
-            piece.reasoning += "\n\n".join(t for t in summary if t)
+            piece.reasoning = _paragraphs(piece.reasoning, *summary)
         elif kind.endswith("_call"):
             _tool(piece, _get(output, "name") or kind)
     piece.text = "".join(text)
@@ -409,9 +416,8 @@ def _read_langchain(item: Any) -> Piece:
         elif kind == "thinking":  # Anthropic's and Gemini's, through LangChain
             piece.reasoning += _str(_get(block, "thinking"))
         elif kind == "reasoning":  # LangChain's standard block; OpenAI Responses' summary
-            piece.reasoning += _str(_get(block, "reasoning")) + "".join(
-                _str(_get(s, "text")) for s in _get(block, "summary") or ()
-            )
+            summary = [_str(_get(s, "text")) for s in _get(block, "summary") or ()]
+            piece.reasoning += _paragraphs(_str(_get(block, "reasoning")), *summary)
     piece.text = "".join(text)
     extra = _get(item, "additional_kwargs")
     piece.reasoning += _str(_get(extra, "reasoning_content"))

@@ -333,7 +333,7 @@ class Client:
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise self.fail(f"the completion's content is not text: {json.dumps(content)[:80]}")
-        return _delta(data, choice)
+        return _delta(data, choice, body)
 
     def _events(self, stream: Iterator[bytes], kind: str, budget: Budget) -> Iterator[Delta]:
         tokens = chars = count = events = 0
@@ -397,14 +397,20 @@ class Client:
         content = delta.get("content")
         if content is not None and not isinstance(content, str):
             raise self.fail(f"the chunk's content is not text: {_show(event)}")
-        return _delta(data, choice)
+        return _delta(data, choice, event)
 
 
-def _delta(data: dict[str, Any], choice: dict[str, Any]) -> Delta:
+def _delta(data: dict[str, Any], choice: dict[str, Any], raw: bytes) -> Delta:
     """A checked chunk or completion, read by the same rule as ``iter_events`` reads an OpenAI chunk."""
     piece = read_chat_chunk(data)
     text = piece.text if isinstance(piece.text, str) else ""
     piece.text = ""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # load_json read each bad byte as U+FFFD: say so, never silently
+        where = f"byte {e.start} of {'the completion' if 'message' in choice else 'a chunk'}"
+        piece.notes.append(("CF961", f"the server sent invalid UTF-8 ({where}: {raw[e.start : e.start + 4]!r}):"
+                                     " each bad byte read as U+FFFD"))  # fmt: skip
     return Delta(text, _reason_of(choice), piece if piece.reasoning or piece.refusal or piece.notes else None)
 
 

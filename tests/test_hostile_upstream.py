@@ -482,3 +482,19 @@ def test_an_http_error_in_a_chat_is_one_line_and_the_chat_goes_on(
     assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "only"]) == 1
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "HTTP 500" in err and "chat goes on" not in err
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["stream", "completion"])
+def test_invalid_utf8_from_the_server_is_a_diagnostic_never_silent(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str], whole: bool
+) -> None:
+    if whole:
+        body = b'{"choices": [{"message": {"content": ' + json.dumps(REPLY).encode().replace(b"Forty", b"F\xf6rty")
+        script = send(JSON_HEAD, body + b'}, "finish_reason": "stop"}]}')
+    else:
+        piece = json.dumps({"choices": [{"delta": {"content": REPLY}, "finish_reason": None}]}).encode()
+        script = send(SSE, event(piece.replace(b"Forty", b"F\xf6rty")), event(b"[DONE]"))
+    url = upstream(script)
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert "F\ufffdrty" in out and "CF961: the server sent invalid UTF-8" in out and "\\xf6" in out

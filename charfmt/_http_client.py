@@ -370,15 +370,17 @@ class Client:
         if data:  # the last event, without the blank line that should end it
             event = b"\n".join(data).strip()
             if event != b"[DONE]":
-                yield self._chunk(event)
+                yield self._chunk(event, last=True)
         elif events == 0:
             raise self.fail("the stream ended before its first event")
 
-    def _chunk(self, event: bytes) -> Delta:
-        """The text and finish reason of one ``chat.completion.chunk``."""
+    def _chunk(self, event: bytes, *, last: bool = False) -> Delta:
+        """The text and finish reason of one ``chat.completion.chunk`` (``last``: the stream ended inside it)."""
         try:
             data = load_json(event)
         except ValueError as e:
+            if last and not isinstance(e, JSONDepthError):  # no blank line, no [DONE], and half a JSON value
+                raise self.fail(f"the stream was cut off inside an event (no [DONE]): {_show(event[-80:])}") from None
             raise self.fail(f"not an OpenAI chat completion stream ({e}): {_show(event)}") from None
         if isinstance(data, dict) and "error" in data:
             error = data["error"]

@@ -188,6 +188,11 @@ CASES: dict[str, Case] = {
         "'gzip'-encoded body",
     ),
     # broken transfers: never an empty reply
+    "cut inside a data line (HTTP/1.0)": Case(
+        send(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", event(chunk("{")), b'data: {"choi'),
+        E,
+        "the stream was cut off inside an event",
+    ),
     "chunk cut": Case(chunked(b"40\r\n" + event(chunk("{"))[:20]), E, "broke the HTTP protocol"),
     "bad chunk size": Case(chunked(b"zz\r\nhello\r\n"), E, "broke the HTTP protocol"),
     "short content-length": Case(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any, Final, NamedTuple, cast
@@ -490,12 +491,21 @@ async def aitems(source: Any) -> AsyncIterator[Any]:
         async for item in source:
             yield item
     elif hasattr(source, "__aenter__"):
-        async with source as opened:
-            async for item in aitems(opened):
+        async with source as opened, aclosing(aitems(opened)) as inner:
+            async for item in inner:
                 yield item
     elif inspect.isawaitable(source):
-        async for item in aitems(await source):
-            yield item
+        opened = await source
+        try:
+            async with aclosing(aitems(opened)) as inner:
+                async for item in inner:
+                    yield item
+        finally:  # the stream this call opened (the response) is closed here, even when left early
+            close = getattr(opened, "aclose", None) or getattr(opened, "close", None)
+            if callable(close):
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
     else:
         for item in items(source):
             yield item

@@ -336,3 +336,60 @@ def test_an_anthropic_pause_turn_is_a_diagnostic() -> None:
     ]
     codes = [e.diagnostic.code for e in charfmt.iter_events(stream) if e.kind == "diagnostic"]
     assert codes == ["CF827"]
+
+
+class _Opened:
+    """An SDK's async stream (or response) that records whether it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __aiter__(self) -> Any:
+        return self._items()
+
+    async def _items(self) -> Any:
+        for i in range(0, len(SHORT), 8):
+            yield {"choices": [{"index": 0, "delta": {"content": SHORT[i : i + 8]}}]}
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class _Manager:
+    """``AsyncAnthropic().messages.stream(...)``: an async context manager that opens a stream."""
+
+    def __init__(self) -> None:
+        self.stream = _Opened()
+        self.exited = False
+
+    async def __aenter__(self) -> _Opened:
+        return self.stream
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.exited = True
+
+
+def test_aiter_events_left_early_closes_what_it_opened() -> None:
+    import asyncio
+
+    async def first_then_close(source: Any) -> None:
+        events = charfmt.aiter_events(source)
+        async for _event in events:
+            break
+        await events.aclose()
+
+    manager = _Manager()
+    asyncio.run(first_then_close(manager))
+    assert manager.exited  # the manager's exit ran (it closes the response)
+
+    opened = _Opened()
+
+    async def create() -> _Opened:  # create(..., stream=True) before await
+        return opened
+
+    asyncio.run(first_then_close(create()))
+    assert opened.closed
+
+    mine = _Opened()  # a stream the caller opened is the caller's to close
+    asyncio.run(first_then_close(mine))
+    assert not mine.closed

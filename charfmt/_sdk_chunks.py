@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import GeneratorType
@@ -483,7 +483,7 @@ def _opened(manager: Any) -> Iterator[Any]:
         yield from items(opened)
 
 
-async def aitems(source: Any) -> AsyncIterator[Any]:
+async def aitems(source: Any) -> AsyncGenerator[Any, None]:
     """The items of ``source`` as ``items``, and also an async stream, an async context manager
     (``client.messages.stream(...)`` of ``AsyncAnthropic``) or an awaitable that gives one
     (``AsyncOpenAI().chat.completions.create(..., stream=True)`` before ``await``)."""

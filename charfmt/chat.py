@@ -476,32 +476,67 @@ def reply_shape(character: Character) -> tuple[int, int]:
     return max(1, chats), max(DEFAULT_MAX_ELEMENTS, elements)
 
 
+MIN_SPEECH_CHARS: Final = 40
+"""The fewest characters of speech ``chat_bounds`` leaves an element: it bounds fewer chats before going under."""
+
+
 def chat_bounds(
-    character: Character, max_tokens: int, *, max_chats: int | None = None, max_elements: int | None = None
+    character: Character,
+    max_tokens: int,
+    *,
+    max_chats: int | None = None,
+    max_elements: int | None = None,
+    tokens_per_char: float | None = None,
+    require_speech: bool = True,
 ) -> Bounds:
     """The grammar's bounds for ``character`` within ``max_tokens`` (``Bounds.for_tokens``).
 
-    Chats and elements default to ``reply_shape(character)``; ``max_chars`` is then the
-    largest that keeps the longest reply the grammar allows within the budget.
+    Chats and elements default to ``reply_shape(character)``; a short emotion and action, at most
+    one speech element per chat, and speech gets the rest of the budget. Where that leaves less
+    than ``MIN_SPEECH_CHARS`` of speech, fewer chats are allowed (unless ``max_chats`` is given).
+    ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``:
+    every character at its worst, 4 bytes). ``require_speech``: every ``C`` chat says something.
     """
     from charfmt.export import Bounds  # noqa: PLC0415
 
     chats, elements = reply_shape(character)
-    return Bounds.for_tokens(
-        max_tokens,
-        max_chats=max_chats or chats,
-        max_elements=max_elements or elements,
-        vocabulary=character.vocabulary,
-        tags=character.tags,
-    )
+    tries = [max_chats] if max_chats is not None else list(range(chats, 0, -1))
+    found: Bounds | None = None
+    for n in tries:
+        try:
+            found = Bounds.for_tokens(
+                max_tokens,
+                max_chats=n,
+                max_elements=max_elements or elements,
+                vocabulary=character.vocabulary,
+                tags=character.tags,
+                tokens_per_char=tokens_per_char,
+                require_speech=require_speech,
+            )
+        except CharfmtError:
+            if n == tries[-1]:
+                raise
+            continue
+        if (found.max_chars or 0) >= MIN_SPEECH_CHARS:
+            break
+    assert found is not None
+    return found
+
+
+def speech_texts(character: Character) -> list[str]:
+    """What the character says in its examples (its language, for ``measure_tokens_per_char``)."""
+    speech = {spec.name for spec in character.tags if spec.role == "speech"}
+    return [seg.text for ex in character.examples for c in ex.reply.chats for seg in c.segments if seg.tag in speech]
 
 
 def limit_note(bounds: Bounds) -> str:
     """The line that tells the model the bounds, so it writes short complete lines instead of being cut."""
     chats = f"{bounds.max_chats} chat{'s' if bounds.max_chats != 1 else ''}"
+    short = "".join(f", {role} at most {n}" for role, n in bounds.role_chars)
+    said = " Every chat says something." if bounds.require_speech else ""
     return (
         f"Keep the reply short: at most {chats}, at most {bounds.max_elements} elements per chat, "
-        f"each element at most {bounds.max_chars} characters."
+        f"each element at most {bounds.max_chars} characters{short}.{said}"
     )
 
 
@@ -600,7 +635,10 @@ def command(args: Any) -> int:
     bounds = None
     if args.constrained:
         try:
-            bounds = chat_bounds(character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements)
+            bounds = chat_bounds(
+                character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
+                require_speech=args.require_speech,
+            )  # fmt: skip
         except ExportError as e:
             _usage_error(args, str(e).replace("max_tokens=", "--max-tokens "))
     note = limit_note(bounds) if bounds is not None else None
@@ -620,6 +658,15 @@ def command(args: Any) -> int:
         from charfmt.engines import llama_counter, load_llama  # noqa: PLC0415
 
         llm = load_llama(model_path, n_ctx=args.n_ctx, seed=args.seed)
+        if bounds is not None:  # the model's own tokens per character of the character's language
+            from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+
+            per_char = measure_tokens_per_char(llama_counter(llm, per_message=0), speech_texts(character))
+            bounds = chat_bounds(
+                character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
+                tokens_per_char=per_char, require_speech=args.require_speech,
+            )  # fmt: skip
+            note = limit_note(bounds)
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
         generate = local_model(llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
         counter = llama_counter(llm)
@@ -643,6 +690,8 @@ def _seconds(text: str) -> float:
 
 def register(sub: Any, command_factory: Callable[..., Any]) -> None:
     """Add ``chat`` to the CLI's subcommands (``command_factory`` is the CLI's ``command``)."""
+    import argparse  # noqa: PLC0415
+
     from charfmt.cli import _whole  # noqa: PLC0415
     from charfmt.engines import DEFAULT_N_CTX, SERVERS  # noqa: PLC0415
 
@@ -658,6 +707,8 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
     sp.add_argument("--n-ctx", type=_whole(64), default=DEFAULT_N_CTX, metavar="N",
                     help=f"context window, the local model's or the server's (default {DEFAULT_N_CTX}): "
                     "the oldest exchanges are left out to fit")  # fmt: skip
+    sp.add_argument("--require-speech", action=argparse.BooleanOptionalAction, default=True,
+                    help="every chat of a constrained reply says something (default: on)")  # fmt: skip
     sp.add_argument("--max-chats", type=_whole(1), metavar="N", help="chats per reply (default: as the examples show)")
     least = f"at least {DEFAULT_MAX_ELEMENTS}"
     sp.add_argument("--max-elements", type=_whole(1), metavar="N",

@@ -142,7 +142,8 @@ def _element_formats(
     )
 
     bounds = Bounds(max_chars=max_chars) if max_chars is not None else None
-    rules, terminals = _bounded_body(*_body_grammar(DEFAULT_TAGS if tags is None else tags), bounds)
+    table = DEFAULT_TAGS if tags is None else tags
+    rules, terminals = _bounded_body(*_body_grammar(table), bounds, table)
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     element = rules["element"]
     names = [n.name for n in getattr(element, "items", (element,)) if isinstance(n, Ref)]

@@ -238,24 +238,28 @@ def local_model(
     temperature: float = 0.7,
     seed: int = 0,
     stats: list[TurnStats] | None = None,
+    lark: str | None = None,
 ) -> Generate:
     """A llama.cpp model (``charfmt.engines.load_llama``), constrained by ``gbnf`` where given.
 
-    A turn whose prompt leaves less than ``max_tokens`` of the context window raises
-    ``ContextFull`` before any token is generated.
+    ``lark``: constrained by this Lark grammar through llguidance instead (``llguidance_processor``),
+    much faster on a large vocabulary. A turn whose prompt leaves less than ``max_tokens`` of the
+    context window raises ``ContextFull`` before any token is generated.
     """
-    from charfmt.engines import llama_grammar  # noqa: PLC0415
+    from charfmt.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
 
-    grammar = llama_grammar(gbnf) if gbnf is not None else None
+    grammar = llama_grammar(gbnf) if gbnf is not None and lark is None else None
     handler = _chat_handler(llm)
 
     def generate(messages: list[dict[str, str]]) -> Iterator[str]:
         clock, reason = _Clock(), None
         guarded = _Guarded(llm, max_tokens)
+        processors = None if lark is None else [llguidance_processor(llm, lark)]
         chunks = handler(
             llama=guarded,
             messages=messages,
             grammar=grammar,
+            logits_processor=processors,
             max_tokens=max_tokens,
             temperature=temperature,
             seed=seed,
@@ -476,6 +480,9 @@ def reply_shape(character: Character) -> tuple[int, int]:
     return max(1, chats), max(DEFAULT_MAX_ELEMENTS, elements)
 
 
+SPEECH_SHARE: Final = 0.5
+"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
+
 MIN_SPEECH_CHARS: Final = 40
 """The fewest characters of speech ``chat_bounds`` leaves an element: it bounds fewer chats before going under."""
 
@@ -492,29 +499,36 @@ def chat_bounds(
     """The grammar's bounds for ``character`` within ``max_tokens`` (``Bounds.for_tokens``).
 
     Chats and elements default to ``reply_shape(character)``; a short emotion and action, at most
-    one speech element per chat, and speech gets the rest of the budget. Where that leaves less
-    than ``MIN_SPEECH_CHARS`` of speech, fewer chats are allowed (unless ``max_chats`` is given).
+    one speech element per chat, and speech gets the rest of the budget; with ``require_speech``
+    every ``C`` chat says at least ``SPEECH_SHARE`` of that. Where that leaves less
+    than ``MIN_SPEECH_CHARS`` of speech, fewer chats, then ``DEFAULT_MAX_ELEMENTS`` elements, are
+    allowed (unless ``max_chats``/``max_elements`` are given).
     ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``:
     every character at its worst, 4 bytes). ``require_speech``: every ``C`` chat says something.
     """
     from charfmt.export import Bounds  # noqa: PLC0415
 
     chats, elements = reply_shape(character)
-    tries = [max_chats] if max_chats is not None else list(range(chats, 0, -1))
+    # The examples' shape first; where it leaves too little speech, fewer chats, then fewer elements.
+    shapes = [(c, e) for e in dict.fromkeys([elements, min(elements, DEFAULT_MAX_ELEMENTS)])
+              for c in ([max_chats] if max_chats is not None else range(chats, 0, -1))]  # fmt: skip
+    if max_elements is not None:
+        shapes = [(c, max_elements) for c in dict.fromkeys(c for c, _ in shapes)]
     found: Bounds | None = None
-    for n in tries:
+    for n, (c, e) in enumerate(shapes):
         try:
             found = Bounds.for_tokens(
                 max_tokens,
-                max_chats=n,
-                max_elements=max_elements or elements,
+                max_chats=c,
+                max_elements=e,
                 vocabulary=character.vocabulary,
                 tags=character.tags,
                 tokens_per_char=tokens_per_char,
                 require_speech=require_speech,
+                min_speech=SPEECH_SHARE,
             )
         except CharfmtError:
-            if n == tries[-1]:
+            if n == len(shapes) - 1:
                 raise
             continue
         if (found.max_chars or 0) >= MIN_SPEECH_CHARS:

@@ -426,7 +426,11 @@ class Bounds:
     max_speech: int | None = None
     """Speech elements (a tag of the ``speech`` role) in a ``C`` body (needs ``max_elements``)."""
     require_speech: bool = False
-    """Every ``C`` body holds a speech element with text: a chat is never an emotion alone."""
+    """Every ``C`` body holds a speech element with text (a chat is never an emotion alone), and
+    the reply opens with a ``C`` chat (it is never only log lines, nor empty)."""
+    min_speech: int = 1
+    """With ``require_speech``: the fewest characters of that speech element (at most ``max_chars``),
+    so a reply says at least a sentence rather than a word (needs ``max_entities`` 0)."""
 
     def __post_init__(self) -> None:
         for name in ("max_chars", "max_chats", "max_elements", "max_ws", "max_speech"):
@@ -440,6 +444,10 @@ class Bounds:
                 raise ExportError(f"role_chars: {role!r} must be a role and {n} at least 1")
         if self.max_speech is not None and self.max_elements is None:
             raise ExportError("max_speech needs max_elements")
+        if not 1 <= self.min_speech <= (self.max_chars or self.min_speech) or (
+            self.min_speech > 1 and self.max_entities
+        ):
+            raise ExportError(f"min_speech {self.min_speech} must be 1 to max_chars, with max_entities 0")
 
     def chars(self, role: Role) -> int | None:
         """The most characters of the content of a tag of ``role``."""
@@ -465,6 +473,7 @@ class Bounds:
         short: dict[Role, int] | None = None,
         max_speech: int | None = 1,
         require_speech: bool = False,
+        min_speech: float = 0,
     ) -> Bounds:
         """Bounds whose longest reply fits in ``max_tokens`` tokens, with the most room for speech.
 
@@ -473,6 +482,8 @@ class Bounds:
         most ``max_speech`` elements of a ``C`` body are speech (``None``: any), and speech gets
         the rest: ``max_chars`` (which also bounds ``I``/``E`` bodies) is the largest that fits.
         Where the budget is too small for the short roles' lengths, they shrink with speech.
+        ``require_speech``: every ``C`` body says something, at least ``min_speech`` (a share of
+        ``max_chars``, 0 to 1) of the speech length.
 
         How it is computed: every token a model emits holds at least one byte, so a reply of
         ``n`` bytes takes at most ``n`` tokens. ``max_reply_tokens`` walks the bounded grammar
@@ -491,7 +502,8 @@ class Bounds:
 
         def make(n: int) -> Bounds:
             role_chars = tuple((r, min(c, n)) for r, c in wanted.items() if r in roles and r != "speech")
-            return cls(n, max_chats, max_elements, max_entities, max_ws, role_chars, speech, require_speech)
+            least = max(1, int(n * min_speech)) if require_speech and not max_entities else 1
+            return cls(n, max_chats, max_elements, max_entities, max_ws, role_chars, speech, require_speech, least)
 
         def fits(n: int) -> bool:
             b = make(n)
@@ -512,7 +524,7 @@ class Bounds:
         return make(low)
 
 
-SHORT_ROLES: Final[dict[Role, int]] = {"emotion": 16, "action": 24, "cue": 16, "hidden": 24}
+SHORT_ROLES: Final[dict[Role, int]] = {"emotion": 16, "action": 32, "cue": 16, "hidden": 32}
 """``Bounds.for_tokens``' default lengths (characters) of the roles that are not speech."""
 
 
@@ -528,14 +540,15 @@ def measure_tokens_per_char(count: Callable[[str], int], texts: Iterable[str]) -
     return max([1.0, *ratios])
 
 
-def _bounded_text(text: Node, n: int, m: int) -> Node:
-    """``TEXT`` (non-empty ``(c | e)+``) with at most ``n`` characters per run and ``m`` references."""
+def _bounded_text(text: Node, n: int, m: int, *, low: int = 1) -> Node:
+    """``TEXT`` (non-empty ``(c | e)+``) with at most ``n`` characters per run and ``m`` references
+    (with ``m`` 0: at least ``low`` characters)."""
     shape = _unrolled(text)
     if shape is None:
         raise ExportError("the body grammar's TEXT no longer has the shape bounds are written for")
     plain, entity = shape
     if m == 0:
-        return Rep(plain, 1, n)
+        return Rep(plain, low, n)
     run = Seq((entity, Rep(plain, 0, n)))
     return Alt((Seq((Rep(plain, 1, n), Rep(run, 0, m))), Rep(run, 1, m)))
 
@@ -576,8 +589,12 @@ def _bounded_body(
                 rules[spec.name] = _text_element(spec, name, optional=True)
     speech = [s for s in tags if s.role == "speech"]
     if bounds.require_speech:
-        for spec in speech:  # a speech element says something
-            rules[f"{spec.name}_said"] = _text_element(spec, _text_terminal(rules[spec.name]), optional=False)
+        for spec in speech:  # a speech element says something: at least min_speech characters
+            said = _text_terminal(rules[spec.name])
+            if bounds.min_speech > 1:
+                said = f"{said}_SAID"
+                terminals[said] = _bounded_text(text, bounds.chars("speech") or 0, 0, low=bounds.min_speech)
+            rules[f"{spec.name}_said"] = _text_element(spec, said, optional=False)
     rules["c_body"] = _c_body(tags, speech, bounds, rules)
     return rules, terminals
 
@@ -752,6 +769,9 @@ def reply_grammar(
 
     tagged = sorted(TAGGED_TYPES)
     plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
+    # With require_speech a reply says something: it opens with a C chat (which holds speech).
+    speaks = bounds is not None and bounds.require_speech
+    first = "said_chat" if speaks else "chat"
     rules: dict[str, Node] = {
         "reply": Seq(
             (
@@ -765,8 +785,8 @@ def reply_grammar(
                             Lit("["),
                             ws,
                             Rep(
-                                Seq((Ref("chat"), Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, _less(max_chats)))),
-                                0,
+                                Seq((Ref(first), Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, _less(max_chats)))),
+                                int(speaks),
                                 1,
                             ),
                             ws,
@@ -782,6 +802,8 @@ def reply_grammar(
         "chat": Alt((chat(tagged, "c_body"), chat(plain, "text_body"))),
         **body_rules,
     }
+    if speaks:
+        rules["said_chat"] = chat(tagged, "c_body")
     return Grammar("reply", rules, terminals)
 
 

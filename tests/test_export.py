@@ -312,3 +312,61 @@ def test_keys_that_are_prefixes_or_hold_regex_syntax(reader: str) -> None:
         assert grammar.accepts(one % json.dumps(key)[1:-1]), key
     for key in ("joyfu", "aXb", "xxy", "c", "d", "dfe", "f", "g", "hi", "joyjoy", ""):
         assert not grammar.accepts(one % key), key
+
+
+# --- bounds that spend the budget on speech ------------------------------------------------------
+
+ONE_CHAT = '{"chats":[{"type":"%s","order":1,"body":"%s"}]}'
+
+
+def _c(body: str) -> str:
+    return ONE_CHAT % ("C", body.replace("\n", "\\n"))
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_roles_get_their_own_lengths_and_speech_the_rest(reader: str) -> None:
+    bounds = charfmt.export.Bounds.for_tokens(300, max_elements=3, vocabulary=VOCAB, tokens_per_char=1.0)
+    speech, short = bounds.max_chars or 0, dict(bounds.role_chars)
+    assert set(short) == {"action", "hidden"} and speech > 3 * short["action"]  # the emotion is a key of VOCAB
+    target, read = READERS[reader]
+    g = read(charfmt.export._lark_target(charfmt.export.reply_grammar(VOCAB, bounds=bounds)) if target == "lark"
+             else charfmt.export._gbnf_target(charfmt.export.reply_grammar(VOCAB, bounds=bounds)))  # fmt: skip
+    act = "a" * short["action"]
+    assert g.accepts(_c(f"<emo>joy</emo>\n<act>{act}</act>\n<msg>{'m' * speech}</msg>"))
+    assert not g.accepts(_c(f"<emo>joy</emo>\n<act>{act}a</act>\n<msg>hi</msg>"))  # a long action
+    assert not g.accepts(_c(f"<emo>joy</emo>\n<msg>{'m' * (speech + 1)}</msg>"))
+    assert not g.accepts(_c("<msg>one</msg>\n<msg>two</msg>"))  # one speech element per chat
+    assert g.accepts(_c("<act>waves</act>\n<thought>hm</thought>\n<msg>hi</msg>"))
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_required_speech(reader: str) -> None:
+    bounds = charfmt.export.Bounds.for_tokens(
+        300, max_elements=3, require_speech=True, min_speech=0.25, tokens_per_char=1.0
+    )
+    least = bounds.min_speech
+    assert bounds.require_speech and least == (bounds.max_chars or 0) // 4 > 1
+    target, read = READERS[reader]
+    writer = charfmt.export._lark_target if target == "lark" else charfmt.export._gbnf_target
+    g = read(writer(charfmt.export.reply_grammar(bounds=bounds)))
+    said = "s" * least
+    assert g.accepts(_c(f"<emo>joy</emo>\n<msg>{said}</msg>"))
+    assert g.accepts(_c(f"<emo>joy</emo>\n<act>bows</act>\n<msg>{said}</msg>"))
+    assert g.accepts(_c(f"<msg>{said}</msg>\n<act>bows</act>"))
+    silent = ["<emo>joy</emo>", "<emo>joy</emo>\n<act>bows</act>", "<emo>joy</emo>\n<msg></msg>"]
+    silent += [f"<emo>joy</emo>\n<msg>{said[1:]}</msg>", "<emo>joy</emo>\n<act>a</act>\n<thought>b</thought>"]
+    for body in silent:
+        assert strict_ok(_c(body)) and not g.accepts(_c(body)), body
+    assert not g.accepts('{"chats":[]}') and not g.accepts(ONE_CHAT % ("I", "a log line"))  # it says something
+    unbounded = read(writer(charfmt.export.reply_grammar(bounds=charfmt.export.Bounds(require_speech=True))))
+    assert unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<thought>y</thought>\n<msg>hi</msg>\n<msg></msg>"))
+    assert not unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<msg></msg>"))
+
+
+def test_tokens_per_char_is_measured_on_the_models_tokenizer() -> None:
+    measure = charfmt.export.measure_tokens_per_char
+    assert measure(lambda t: len(t.encode()), ["こんにちは", "abc"]) == 3.0  # a byte tokenizer: 3 per kana
+    assert measure(lambda t: len(t) // 4 + 1, ["hello there, traveller"]) == 1.0  # never under 1
+    cheap = charfmt.export.Bounds.for_tokens(300, max_elements=3, tokens_per_char=1.0)
+    worst = charfmt.export.Bounds.for_tokens(300, max_elements=3)
+    assert (cheap.max_chars or 0) > 2 * (worst.max_chars or 0)

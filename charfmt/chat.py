@@ -9,6 +9,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -626,7 +627,7 @@ def command(args: Any) -> int:
     """``charfmt chat`` (registered in ``charfmt.cli``)."""
     from charfmt.cli import _InputError, _load_character, _usage_error  # noqa: PLC0415
     from charfmt.engines import check_gguf, default_model_path, request_fields  # noqa: PLC0415
-    from charfmt.export import ExportError, _gbnf_target, reply_grammar  # noqa: PLC0415
+    from charfmt.export import ExportError, _gbnf_target, _lark_target, reply_grammar  # noqa: PLC0415
     from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
     from charfmt.render import estimate_tokens  # noqa: PLC0415
 
@@ -681,8 +682,11 @@ def command(args: Any) -> int:
                 tokens_per_char=per_char, require_speech=args.require_speech,
             )  # fmt: skip
             note = limit_note(bounds)
-        gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
-        generate = local_model(llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
+        g = reply_grammar(character.vocabulary, character.tags, bounds=bounds) if bounds else None
+        gbnf = _gbnf_target(g) if g is not None else None
+        # llguidance, where installed, samples as fast as free generation; llama.cpp's GBNF sampler does not
+        lark = _lark_target(g) if g is not None and importlib.util.find_spec("llguidance") is not None else None
+        generate = local_model(llm, gbnf=gbnf, lark=lark, max_tokens=args.max_tokens, seed=args.seed, stats=stats)
         counter = llama_counter(llm)
     return run(
         character, generate=generate, says=args.say, out=sys.stdout, stats=stats, budget=budget, counter=counter,

@@ -484,8 +484,8 @@ def reply_shape(character: Character) -> tuple[int, int]:
 SPEECH_SHARE: Final = 0.5
 """The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
 
-MIN_SPEECH_CHARS: Final = 40
-"""The fewest characters of speech ``chat_bounds`` leaves an element: it bounds fewer chats before going under."""
+MIN_SPEECH_CHARS: Final = 80
+"""The speech length ``chat_bounds`` aims for: below it, it allows fewer chats, then fewer elements."""
 
 
 def chat_bounds(

@@ -524,7 +524,7 @@ class Bounds:
         return make(low)
 
 
-SHORT_ROLES: Final[dict[Role, int]] = {"emotion": 16, "action": 32, "cue": 16, "hidden": 32}
+SHORT_ROLES: Final[dict[Role, int]] = {"emotion": 16, "action": 24, "cue": 16, "hidden": 24}
 """``Bounds.for_tokens``' default lengths (characters) of the roles that are not speech."""
 
 

@@ -9,6 +9,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -493,21 +494,23 @@ def local_model(
     seed: int = 0,
     stats: list[TurnStats] | None = None,
     chat_format: str | None = None,
+    lark: str | None = None,
 ) -> Generate:
     """A llama.cpp model (``charfmt.engines.load_llama``), constrained by ``gbnf`` where given.
 
-    ``chat_format``: a llama-cpp-python chat format (``gemma``, ``chatml``...; ``chat_formats()``
-    lists them), or ``None`` for the GGUF's own template; a GGUF without one is warned about
-    once (``NoChatTemplate``). A format without a system role gets the system prompt at the
-    start of the first user message (``fold_system``) instead of losing it.
+    ``lark``: constrained by this Lark grammar through llguidance instead (``llguidance_processor``),
+    much faster on a large vocabulary. ``chat_format``: a llama-cpp-python chat format (``gemma``,
+    ``chatml``...; ``chat_formats()`` lists them), or ``None`` for the GGUF's own template; a GGUF
+    without one is warned about once (``NoChatTemplate``). A format without a system role gets the
+    system prompt at the start of the first user message (``fold_system``) instead of losing it.
     A turn whose prompt leaves less than ``max_tokens`` of the context window raises
     ``ContextFull`` before any token is generated.
     """
     import warnings  # noqa: PLC0415
 
-    from charfmt.engines import llama_grammar  # noqa: PLC0415
+    from charfmt.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
 
-    grammar = llama_grammar(gbnf) if gbnf is not None else None
+    grammar = llama_grammar(gbnf) if gbnf is not None and lark is None else None
     handler = _chat_handler(llm, chat_format)
     missing = template_warning(llm) if chat_format is None else None
     if missing is not None:
@@ -519,10 +522,12 @@ def local_model(
             messages = fold_system(messages)
         clock, reason = _Clock(), None
         guarded = _Guarded(llm, max_tokens)
+        processors = None if lark is None else [llguidance_processor(llm, lark)]
         chunks = handler(
             llama=guarded,
             messages=messages,
             grammar=grammar,
+            logits_processor=processors,
             max_tokens=max_tokens,
             temperature=temperature,
             seed=seed,
@@ -699,32 +704,77 @@ def reply_shape(character: Character) -> tuple[int, int]:
     return max(1, chats), max(DEFAULT_MAX_ELEMENTS, elements)
 
 
+SPEECH_SHARE: Final = 0.5
+"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
+
+MIN_SPEECH_CHARS: Final = 80
+"""The speech length ``chat_bounds`` aims for: below it, it allows fewer chats, then fewer elements."""
+
+
 def chat_bounds(
-    character: Character, max_tokens: int, *, max_chats: int | None = None, max_elements: int | None = None
+    character: Character,
+    max_tokens: int,
+    *,
+    max_chats: int | None = None,
+    max_elements: int | None = None,
+    tokens_per_char: float | None = None,
+    require_speech: bool = True,
 ) -> Bounds:
     """The grammar's bounds for ``character`` within ``max_tokens`` (``Bounds.for_tokens``).
 
-    Chats and elements default to ``reply_shape(character)``; ``max_chars`` is then the
-    largest that keeps the longest reply the grammar allows within the budget.
+    Chats and elements default to ``reply_shape(character)``; a short emotion and action, at most
+    one speech element per chat, and speech gets the rest of the budget; with ``require_speech``
+    every ``C`` chat says at least ``SPEECH_SHARE`` of that. Where that leaves less
+    than ``MIN_SPEECH_CHARS`` of speech, fewer chats, then ``DEFAULT_MAX_ELEMENTS`` elements, are
+    allowed (unless ``max_chats``/``max_elements`` are given).
+    ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``:
+    every character at its worst, 4 bytes). ``require_speech``: every ``C`` chat says something.
     """
     from charfmt.export import Bounds  # noqa: PLC0415
 
     chats, elements = reply_shape(character)
-    return Bounds.for_tokens(
-        max_tokens,
-        max_chats=max_chats or chats,
-        max_elements=max_elements or elements,
-        vocabulary=character.vocabulary,
-        tags=character.tags,
-    )
+    # The examples' shape first; where it leaves too little speech, fewer chats, then fewer elements.
+    shapes = [(c, e) for e in dict.fromkeys([elements, min(elements, DEFAULT_MAX_ELEMENTS)])
+              for c in ([max_chats] if max_chats is not None else range(chats, 0, -1))]  # fmt: skip
+    if max_elements is not None:
+        shapes = [(c, max_elements) for c in dict.fromkeys(c for c, _ in shapes)]
+    found: Bounds | None = None
+    for n, (c, e) in enumerate(shapes):
+        try:
+            found = Bounds.for_tokens(
+                max_tokens,
+                max_chats=c,
+                max_elements=e,
+                vocabulary=character.vocabulary,
+                tags=character.tags,
+                tokens_per_char=tokens_per_char,
+                require_speech=require_speech,
+                min_speech=SPEECH_SHARE,
+            )
+        except CharfmtError:
+            if n == len(shapes) - 1:
+                raise
+            continue
+        if (found.max_chars or 0) >= MIN_SPEECH_CHARS:
+            break
+    assert found is not None
+    return found
+
+
+def speech_texts(character: Character) -> list[str]:
+    """What the character says in its examples (its language, for ``measure_tokens_per_char``)."""
+    speech = {spec.name for spec in character.tags if spec.role == "speech"}
+    return [seg.text for ex in character.examples for c in ex.reply.chats for seg in c.segments if seg.tag in speech]
 
 
 def limit_note(bounds: Bounds) -> str:
     """The line that tells the model the bounds, so it writes short complete lines instead of being cut."""
     chats = f"{bounds.max_chats} chat{'s' if bounds.max_chats != 1 else ''}"
+    short = "".join(f", {role} at most {n}" for role, n in bounds.role_chars)
+    said = " Every chat says something." if bounds.require_speech else ""
     return (
         f"Keep the reply short: at most {chats}, at most {bounds.max_elements} elements per chat, "
-        f"each element at most {bounds.max_chars} characters."
+        f"each element at most {bounds.max_chars} characters{short}.{said}"
     )
 
 
@@ -813,7 +863,7 @@ def command(args: Any) -> int:
     """``charfmt chat`` (registered in ``charfmt.cli``)."""
     from charfmt.cli import _InputError, _load_character, _usage_error  # noqa: PLC0415
     from charfmt.engines import check_gguf, default_model_path, request_fields  # noqa: PLC0415
-    from charfmt.export import ExportError, _gbnf_target, reply_grammar  # noqa: PLC0415
+    from charfmt.export import ExportError, _gbnf_target, _lark_target, reply_grammar  # noqa: PLC0415
     from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
     from charfmt.render import estimate_tokens  # noqa: PLC0415
 
@@ -852,7 +902,10 @@ def command(args: Any) -> int:
     bounds = None
     if args.constrained:
         try:
-            bounds = chat_bounds(character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements)
+            bounds = chat_bounds(
+                character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
+                require_speech=args.require_speech,
+            )  # fmt: skip
         except ExportError as e:
             _usage_error(args, str(e).replace("max_tokens=", "--max-tokens "))
     note = limit_note(bounds) if bounds is not None else None
@@ -882,8 +935,20 @@ def command(args: Any) -> int:
         ):  # checked before the model loads; a GGUF's own templates (chat_template.NAME) only after
             _usage_error(args, f"--chat-format {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
         llm = load_llama(model_path, n_ctx=args.n_ctx, seed=args.seed)
-        gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds)) if bounds else None
-        generate = _local_for_cli(llm, args, gbnf=gbnf, stats=stats)
+        if bounds is not None:  # the model's own tokens per character of the character's language
+            from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+
+            per_char = measure_tokens_per_char(llama_counter(llm, per_message=0), speech_texts(character))
+            bounds = chat_bounds(
+                character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
+                tokens_per_char=per_char, require_speech=args.require_speech,
+            )  # fmt: skip
+            note = limit_note(bounds)
+        g = reply_grammar(character.vocabulary, character.tags, bounds=bounds) if bounds else None
+        gbnf = _gbnf_target(g) if g is not None else None
+        # llguidance, where installed, samples as fast as free generation; llama.cpp's GBNF sampler does not
+        lark = _lark_target(g) if g is not None and importlib.util.find_spec("llguidance") is not None else None
+        generate = _local_for_cli(llm, args, gbnf=gbnf, lark=lark, stats=stats)
         counter = llama_counter(llm)
     out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
     stage = None
@@ -897,7 +962,7 @@ def command(args: Any) -> int:
     )  # fmt: skip
 
 
-def _local_for_cli(llm: Any, args: Any, *, gbnf: str | None, stats: list[TurnStats]) -> Generate:
+def _local_for_cli(llm: Any, args: Any, *, gbnf: str | None, lark: str | None, stats: list[TurnStats]) -> Generate:
     """``local_model`` for ``charfmt chat``: a missing chat template is one ``charfmt: warning:`` line."""
     import warnings  # noqa: PLC0415
 
@@ -907,7 +972,8 @@ def _local_for_cli(llm: Any, args: Any, *, gbnf: str | None, stats: list[TurnSta
         warnings.simplefilter("always", NoChatTemplate)
         try:
             generate = local_model(
-                llm, gbnf=gbnf, max_tokens=args.max_tokens, seed=args.seed, stats=stats, chat_format=args.chat_format
+                llm, gbnf=gbnf, lark=lark, max_tokens=args.max_tokens, seed=args.seed, stats=stats,
+                chat_format=args.chat_format,
             )
         except CharfmtError as e:
             if args.chat_format is None:
@@ -941,6 +1007,8 @@ def _seconds(text: str) -> float:
 
 def register(sub: Any, command_factory: Callable[..., Any]) -> None:
     """Add ``chat`` to the CLI's subcommands (``command_factory`` is the CLI's ``command``)."""
+    import argparse  # noqa: PLC0415
+
     from charfmt.cli import _whole  # noqa: PLC0415
     from charfmt.engines import DEFAULT_N_CTX, SERVERS  # noqa: PLC0415
 
@@ -956,6 +1024,8 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
     sp.add_argument("--n-ctx", type=_whole(64), default=DEFAULT_N_CTX, metavar="N",
                     help=f"context window, the local model's or the server's (default {DEFAULT_N_CTX}): "
                     "the oldest exchanges are left out to fit")  # fmt: skip
+    sp.add_argument("--require-speech", action=argparse.BooleanOptionalAction, default=True,
+                    help="every chat of a constrained reply says something (default: on)")  # fmt: skip
     sp.add_argument("--max-chats", type=_whole(1), metavar="N", help="chats per reply (default: as the examples show)")
     least = f"at least {DEFAULT_MAX_ELEMENTS}"
     sp.add_argument("--max-elements", type=_whole(1), metavar="N",

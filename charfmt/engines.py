@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -149,7 +150,8 @@ def _element_formats(
     )
 
     bounds = Bounds(max_chars=max_chars) if max_chars is not None else None
-    rules, terminals = _bounded_body(*_body_grammar(DEFAULT_TAGS if tags is None else tags), bounds)
+    table = DEFAULT_TAGS if tags is None else tags
+    rules, terminals = _bounded_body(*_body_grammar(table), bounds, table)
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     element = rules["element"]
     names = [n.name for n in getattr(element, "items", (element,)) if isinstance(n, Ref)]
@@ -340,3 +342,57 @@ def llama_counter(llm: Any, per_message: int = 8) -> Callable[[str], int]:
 def llama_grammar(gbnf: str) -> Any:
     """A ``llama_cpp.LlamaGrammar`` from GBNF text (``charfmt.grammar("gbnf", ...)``)."""
     return load_llama_cpp().LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+def llguidance_processor(llm: Any, grammar: str) -> Callable[[Any, Any], Any]:
+    """A llama-cpp-python ``logits_processor`` that constrains sampling to ``grammar`` (Lark) with llguidance.
+
+    llama-cpp-python's GBNF sampler checks the grammar against every token of the vocabulary
+    at every step (262,144 tokens for Gemma 3); llguidance computes the allowed tokens as a
+    bitmask, skipping whole slices of the vocabulary at once (``charfmt.export.llguidance_slices``).
+    One processor serves one reply: build a new one per generation.
+    """
+    try:
+        llguidance = importlib.import_module("llguidance")
+        lnp = importlib.import_module("llguidance.numpy")
+        lcpp = importlib.import_module("llguidance.llamacpp")
+    except ImportError as exc:
+        raise EngineMissing(f"llguidance is not installed ({exc}): pip install 'charfmt[engines]'") from exc
+    from charfmt.export import llguidance_slices  # noqa: PLC0415
+
+    tokenizer = _llg_tokenizers.get(id(llm))
+    if tokenizer is None:
+        vocab = load_llama_cpp().llama_model_get_vocab(llm.model)
+        with warnings.catch_warnings():  # llguidance still calls llama_token_get_attr, once per token
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tokenizer = lcpp.lltokenizer_from_vocab(vocab, slices=llguidance_slices())
+        _llg_tokenizers[id(llm)] = tokenizer
+    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+    if matcher.is_error():
+        raise CharfmtError(f"llguidance cannot read the grammar: {matcher.get_error()}")
+    n_vocab = int(llm.n_vocab())
+    mask = lnp.allocate_token_bitmask(1, tokenizer.vocab_size)
+    seen: list[int] = []
+
+    def process(input_ids: Any, scores: Any) -> Any:
+        if not seen:
+            seen.append(len(input_ids))  # the prompt ends here
+        for token in input_ids[seen[0] :]:
+            matcher.consume_token(int(token))
+        seen[0] = len(input_ids)
+        lnp.fill_next_token_bitmask(matcher, mask, 0)
+        bits = mask[0].view("uint8")
+        allowed = unpack_bits(bits)[:n_vocab]
+        scores[~allowed] = float("-inf")
+        return scores
+
+    return process
+
+
+_llg_tokenizers: dict[int, Any] = {}
+
+
+def unpack_bits(bits: Any) -> Any:
+    """llguidance's token bitmask (little-endian 32-bit words) as one boolean per token."""
+    np = importlib.import_module("numpy")
+    return np.unpackbits(bits, bitorder="little").astype(bool)

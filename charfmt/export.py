@@ -20,6 +20,7 @@ values unique (``CF111``).
 from __future__ import annotations
 
 import json
+import math
 import re
 import re._constants as sre_c  # type: ignore[import-not-found]
 import re._parser as sre_parse  # type: ignore[import-not-found]
@@ -35,7 +36,7 @@ from lark.load_grammar import load_grammar
 from charfmt.body import grammar_text
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
-from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagTable
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TAGGED_TYPES, Role, TagSpec, TagTable
 
 TARGETS: Final = ("lark", "gbnf", "regex")
 
@@ -419,14 +420,38 @@ class Bounds:
     are then unavailable, which keeps the longest content ``max_chars`` characters)."""
     max_ws: int | None = None
     """Whitespace characters between two JSON tokens."""
+    role_chars: tuple[tuple[Role, int], ...] = ()
+    """Characters of the content of a tag of each role listed, in place of ``max_chars``
+    (``(("action", 24), ("hidden", 24))``): a short action, the rest to speech."""
+    max_speech: int | None = None
+    """Speech elements (a tag of the ``speech`` role) in a ``C`` body (needs ``max_elements``)."""
+    require_speech: bool = False
+    """Every ``C`` body holds a speech element with text (a chat is never an emotion alone), and
+    the reply opens with a ``C`` chat (it is never only log lines, nor empty)."""
+    min_speech: int = 1
+    """With ``require_speech``: the fewest characters of that speech element (at most ``max_chars``),
+    so a reply says at least a sentence rather than a word (needs ``max_entities`` 0)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_chars", "max_chats", "max_elements", "max_ws"):
+        for name in ("max_chars", "max_chats", "max_elements", "max_ws", "max_speech"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ExportError(f"{name} must be at least 1, not {value}")
         if self.max_entities < 0:
             raise ExportError(f"max_entities must be at least 0, not {self.max_entities}")
+        for role, n in self.role_chars:
+            if role not in ROLES or n < 1:
+                raise ExportError(f"role_chars: {role!r} must be a role and {n} at least 1")
+        if self.max_speech is not None and self.max_elements is None:
+            raise ExportError("max_speech needs max_elements")
+        if not 1 <= self.min_speech <= (self.max_chars or self.min_speech) or (
+            self.min_speech > 1 and self.max_entities
+        ):
+            raise ExportError(f"min_speech {self.min_speech} must be 1 to max_chars, with max_entities 0")
+
+    def chars(self, role: Role) -> int | None:
+        """The most characters of the content of a tag of ``role``."""
+        return dict(self.role_chars).get(role, self.max_chars)
 
     @property
     def closed(self) -> bool:
@@ -442,34 +467,52 @@ class Bounds:
         max_elements: int = 4,
         max_entities: int = 0,
         max_ws: int = 1,
-        tokens_per_char: int | None = None,
+        tokens_per_char: float | None = None,
         vocabulary: Vocabulary | None = None,
         tags: TagTable | None = None,
+        short: dict[Role, int] | None = None,
+        max_speech: int | None = 1,
+        require_speech: bool = False,
+        min_speech: float = 0,
     ) -> Bounds:
-        """The largest ``max_chars`` whose longest reply fits in ``max_tokens`` tokens.
+        """Bounds whose longest reply fits in ``max_tokens`` tokens, with the most room for speech.
+
+        The budget goes where speech is: each role in ``short`` (default ``SHORT_ROLES``: an
+        emotion key, an action, a cue, the inner voice) gets at most that many characters, at
+        most ``max_speech`` elements of a ``C`` body are speech (``None``: any), and speech gets
+        the rest: ``max_chars`` (which also bounds ``I``/``E`` bodies) is the largest that fits.
+        Where the budget is too small for the short roles' lengths, they shrink with speech.
+        ``require_speech``: every ``C`` body says something, at least ``min_speech`` (a share of
+        ``max_chars``, 0 to 1) of the speech length.
 
         How it is computed: every token a model emits holds at least one byte, so a reply of
         ``n`` bytes takes at most ``n`` tokens. ``max_reply_tokens`` walks the bounded grammar
         and adds up the longest path: each literal counts its UTF-8 bytes, each character from
         a class counts the most bytes a character of that class takes in UTF-8 (4 for free
-        text), or ``tokens_per_char`` where given (1 is exact for ASCII text and an estimate
-        for other scripts). One token is kept for the end-of-sequence token. The result is
-        the largest ``max_chars`` with ``max_reply_tokens(bounds) + 1 <= max_tokens``.
+        text), or ``tokens_per_char`` where given (``measure_tokens_per_char`` measures it
+        on the model's own tokenizer: an estimate, not a guarantee). One token is kept for the
+        end-of-sequence token.
         """
+        wanted = dict(SHORT_ROLES if short is None else short)
+        table = DEFAULT_TAGS if tags is None else tags
+        roles = {spec.role for spec in table if spec.content == "text" or spec.role == "emotion"}
+        if vocabulary is not None:
+            roles.discard("emotion")  # the keys are literals: their length is known
+        speech = max_speech if max_speech is None else min(max_speech, max_elements)
+
+        def make(n: int) -> Bounds:
+            role_chars = tuple((r, min(c, n)) for r, c in wanted.items() if r in roles and r != "speech")
+            least = max(1, int(n * min_speech)) if require_speech and not max_entities else 1
+            return cls(n, max_chats, max_elements, max_entities, max_ws, role_chars, speech, require_speech, least)
 
         def fits(n: int) -> bool:
-            b = cls(n, max_chats, max_elements, max_entities, max_ws)
+            b = make(n)
             return (
                 max_reply_tokens(b, vocabulary=vocabulary, tags=tags, tokens_per_char=tokens_per_char) + 1 <= max_tokens
             )
 
         if not fits(1):
-            need = max_reply_tokens(
-                cls(1, max_chats, max_elements, max_entities, max_ws),
-                vocabulary=vocabulary,
-                tags=tags,
-                tokens_per_char=tokens_per_char,
-            )
+            need = max_reply_tokens(make(1), vocabulary=vocabulary, tags=tags, tokens_per_char=tokens_per_char)
             raise ExportError(
                 f"max_tokens={max_tokens} is too small for {max_chats} chat(s) of {max_elements} element(s): "
                 f"the shortest bound (1 character per element) needs {need + 1} tokens"
@@ -478,45 +521,136 @@ class Bounds:
         while low < high:  # the largest n that fits
             mid = (low + high + 1) // 2
             low, high = (mid, high) if fits(mid) else (low, mid - 1)
-        return cls(low, max_chats, max_elements, max_entities, max_ws)
+        return make(low)
 
 
-def _bounded_text(text: Node, bounds: Bounds) -> Node:
-    """``TEXT`` (non-empty ``(c | e)+``) with at most ``max_chars`` characters per run."""
+SHORT_ROLES: Final[dict[Role, int]] = {"emotion": 16, "action": 24, "cue": 16, "hidden": 24}
+"""``Bounds.for_tokens``' default lengths (characters) of the roles that are not speech."""
+
+
+def measure_tokens_per_char(count: Callable[[str], int], texts: Iterable[str]) -> float:
+    """The most tokens per character ``count`` (a model's tokenizer) takes on ``texts``, at least 1.
+
+    Derived from the model's own vocabulary for the language a character speaks (a model whose
+    vocabulary holds Japanese takes about one token per kana or kanji, one without it up to
+    three, one per byte); pass it to ``Bounds.for_tokens``. An estimate from those texts: a
+    reply in another script may take more. At least 1, which is exact for ASCII text.
+    """
+    ratios = [count(t) / len(t) for t in texts if t]
+    return max([1.0, *ratios])
+
+
+def _bounded_text(text: Node, n: int, m: int, *, low: int = 1) -> Node:
+    """``TEXT`` (non-empty ``(c | e)+``) with at most ``n`` characters per run and ``m`` references
+    (with ``m`` 0: at least ``low`` characters)."""
     shape = _unrolled(text)
-    if shape is None or bounds.max_chars is None:
+    if shape is None:
         raise ExportError("the body grammar's TEXT no longer has the shape bounds are written for")
     plain, entity = shape
-    n, m = bounds.max_chars, bounds.max_entities
     if m == 0:
-        return Rep(plain, 1, n)
+        return Rep(plain, low, n)
     run = Seq((entity, Rep(plain, 0, n)))
     return Alt((Seq((Rep(plain, 1, n), Rep(run, 0, m))), Rep(run, 1, m)))
 
 
-def _bounded_key(key: Node, bounds: Bounds) -> Node:
-    """``KEY`` (``n (m* n)?``) of at most ``max_chars`` characters."""
+def _bounded_key(key: Node, n: int) -> Node:
+    """``KEY`` (``n (m* n)?``) of at most ``n`` characters."""
     shape = _trimmed(key)
-    if shape is None or bounds.max_chars is None:
+    if shape is None:
         raise ExportError("the body grammar's KEY no longer has the shape bounds are written for")
     edge, middle = shape
-    n = bounds.max_chars
     return edge if n == 1 else Seq((edge, Rep(Seq((Rep(middle, 0, n - 2), edge)), 0, 1)))
 
 
 def _bounded_body(
-    rules: dict[str, Node], terminals: dict[str, Node], bounds: Bounds | None
+    rules: dict[str, Node], terminals: dict[str, Node], bounds: Bounds | None, tags: TagTable = DEFAULT_TAGS
 ) -> tuple[dict[str, Node], dict[str, Node]]:
-    """The body rules and terminals (decoded level) with ``bounds`` applied."""
+    """The body rules and terminals (decoded level) with ``bounds`` applied.
+
+    A role with its own length (``Bounds.role_chars``) gets its own text terminal,
+    ``TEXT_<ROLE>``, in the rules of its tags; the emotion key is bounded by its role's length.
+    """
     if bounds is None:
         return rules, terminals
     rules, terminals = dict(rules), dict(terminals)
-    if bounds.max_elements is not None:
-        rules["c_body"] = Seq((Ref("element"), Rep(Seq((Ref("_NL"), Ref("element"))), 0, bounds.max_elements - 1)))
+    text = terminals["TEXT"]
     if bounds.max_chars is not None:
-        terminals["TEXT"] = _bounded_text(terminals["TEXT"], bounds)
-        terminals["KEY"] = _bounded_key(terminals["KEY"], bounds)
+        terminals["TEXT"] = _bounded_text(text, bounds.max_chars, bounds.max_entities)
+    emotion_chars = bounds.chars("emotion")
+    if emotion_chars is not None:
+        terminals["KEY"] = _bounded_key(terminals["KEY"], emotion_chars)
+    for role, n in bounds.role_chars:
+        if role == "emotion":
+            continue
+        name = f"TEXT_{role.upper()}"
+        terminals[name] = _bounded_text(text, n, bounds.max_entities)
+        for spec in tags:
+            if spec.role == role and spec.content == "text":
+                rules[spec.name] = _text_element(spec, name, optional=True)
+    speech = [s for s in tags if s.role == "speech"]
+    if bounds.require_speech:
+        for spec in speech:  # a speech element says something: at least min_speech characters
+            said = _text_terminal(rules[spec.name])
+            if bounds.min_speech > 1:
+                said = f"{said}_SAID"
+                terminals[said] = _bounded_text(text, bounds.chars("speech") or 0, 0, low=bounds.min_speech)
+            rules[f"{spec.name}_said"] = _text_element(spec, said, optional=False)
+    rules["c_body"] = _c_body(tags, speech, bounds, rules)
     return rules, terminals
+
+
+def _text_terminal(rule: Node) -> str:
+    """The text terminal of a text element's rule (``OPEN TEXT? CLOSE``)."""
+    assert isinstance(rule, Seq) and isinstance(rule.items[1], Rep) and isinstance(rule.items[1].item, Ref)
+    return rule.items[1].item.name
+
+
+def _text_element(spec: TagSpec, terminal: str, *, optional: bool) -> Node:
+    content: Node = Rep(Ref(terminal), 0, 1) if optional else Ref(terminal)
+    return Seq((Ref(f"{spec.terminal}_OPEN"), content, Ref(f"{spec.terminal}_CLOSE")))
+
+
+def _c_body(tags: TagTable, speech: list[TagSpec], bounds: Bounds, rules: dict[str, Node]) -> Node:
+    """A ``C`` body under ``bounds``: at most ``max_elements`` elements, of them at most ``max_speech``
+    speech elements, and with ``require_speech`` one with text first among them.
+
+    Bounded, it is a small automaton over (elements written, speech elements written), one rule
+    per state (``c_next_I_K``) added to ``rules``.
+    """
+    element = Ref("element")
+    n, most = bounds.max_elements, bounds.max_speech
+    if not bounds.require_speech and most is None:
+        return Seq((element, Rep(Seq((Ref("_NL"), element)), 0, None if n is None else n - 1)))
+    said = Alt(tuple(Ref(f"{s.name}{'_said' if bounds.require_speech else ''}") for s in speech))
+    spoken = Alt(tuple(Ref(s.name) for s in speech))
+    others = tuple(Ref(s.name) for s in tags if s.role != "speech")
+    other = Alt(others)
+    if n is None:  # require_speech alone: (other NL)* said (NL element)*
+        tail = Rep(Seq((Ref("_NL"), element)), 0, None)
+        return Seq((Rep(Seq((other, Ref("_NL"))), 0, None), said, tail)) if others else Seq((said, tail))
+    least = 1 if bounds.require_speech else 0
+    most = n if most is None else most
+
+    def state(i: int, k: int) -> Ref:
+        """The element after ``i`` elements of which ``k`` are speech (``i < n``), as a rule."""
+        name = f"c_next_{i}_{k}"
+        if name not in rules:
+            choices: list[Node] = []
+            if k < most:
+                choices.append(then(said if k < least else spoken, i + 1, k + 1))
+            if others and n - i > least - k:  # room is left for the speech still required
+                choices.append(then(other, i + 1, k))
+            rules[name] = choices[0] if len(choices) == 1 else Alt(tuple(choices))
+        return Ref(name)
+
+    def then(first: Node, i: int, k: int) -> Node:
+        """``first``, the ``i``-th element, then what may follow it."""
+        if i == n:
+            return first
+        more = Seq((Ref("_NL"), state(i, k)))
+        return Seq((first, Rep(more, 0, 1) if k >= least else more))
+
+    return state(0, 0)
 
 
 def _utf8_max(cls: Cls) -> int:
@@ -524,14 +658,25 @@ def _utf8_max(cls: Cls) -> int:
     return 1 if top < 0x80 else 2 if top < 0x800 else 3 if top < 0x10000 else 4
 
 
-def max_length(node: Node, g: Grammar, char_cost: Callable[[Cls], int]) -> int:
-    """The longest text ``node`` allows: literals by UTF-8 bytes, class characters by ``char_cost``.
+def _is_json_char(n: Alt) -> bool:
+    """Whether ``n`` is one character of text written in a JSON string (``json_encoded``): a class or escapes."""
+    return isinstance(n.items[0], Cls) and all(isinstance(i, Lit) and i.text[:1] == "\\" for i in n.items[1:])
+
+
+def max_length(
+    node: Node,
+    g: Grammar,
+    char_cost: Callable[[Cls], float],
+    char_cost_of_escape: Callable[[Lit], float] | None = None,
+) -> int:
+    """The longest text ``node`` allows: literals by UTF-8 bytes, class characters by ``char_cost``
+    (the total rounded up); with ``char_cost_of_escape``, a JSON escape of a text character by it.
 
     Raises ``ExportError`` if some repetition is unbounded (the longest text is infinite).
     """
-    memo: dict[str, int] = {}
+    memo: dict[str, float] = {}
 
-    def walk(n: Node, seen: tuple[str, ...]) -> int:
+    def walk(n: Node, seen: tuple[str, ...]) -> float:
         if isinstance(n, Lit):
             return len(n.text.encode())
         if isinstance(n, Cls):
@@ -539,6 +684,9 @@ def max_length(node: Node, g: Grammar, char_cost: Callable[[Cls], int]) -> int:
         if isinstance(n, Seq):
             return sum(walk(i, seen) for i in n.items)
         if isinstance(n, Alt):
+            if char_cost_of_escape is not None and _is_json_char(n):
+                # one character of text in a JSON string: the character, or its JSON escape
+                return max(char_cost(n.items[0]), *(char_cost_of_escape(i) for i in n.items[1:]))  # type: ignore[arg-type]
             return max(walk(i, seen) for i in n.items)
         if isinstance(n, Rep):
             if n.high is None:
@@ -551,7 +699,7 @@ def max_length(node: Node, g: Grammar, char_cost: Callable[[Cls], int]) -> int:
             memo[n.name] = walk(target, (*seen, n.name))
         return memo[n.name]
 
-    return walk(node, ())
+    return math.ceil(walk(node, ()) - 1e-9)
 
 
 def max_reply_tokens(
@@ -559,7 +707,7 @@ def max_reply_tokens(
     *,
     vocabulary: Vocabulary | None = None,
     tags: TagTable | None = None,
-    tokens_per_char: int | None = None,
+    tokens_per_char: float | None = None,
 ) -> int:
     """The most tokens a reply the bounded grammar allows can take (end token not counted).
 
@@ -572,11 +720,14 @@ def max_reply_tokens(
         raise ExportError("max_reply_tokens needs max_chars, max_chats, max_elements and max_ws all set")
     g = reply_grammar(vocabulary, tags, bounds=bounds)
 
-    def cost(c: Cls) -> int:
+    def cost(c: Cls) -> float:
         most = _utf8_max(c)
         return most if tokens_per_char is None or most == 1 else tokens_per_char
 
-    return max_length(Ref(g.start), g, cost)
+    if tokens_per_char is None:
+        return max_length(Ref(g.start), g, cost)
+    # A JSON escape ("\\n") is one character of text too: counted as one, at most its two bytes.
+    return max_length(Ref(g.start), g, cost, lambda escape: min(len(escape.text), tokens_per_char))
 
 
 def reply_grammar(
@@ -592,12 +743,12 @@ def reply_grammar(
     With ``speakers`` (a scene's cast), each ``C`` chat names one of them after its order.
     """
     body_rules, body_terms = _body_grammar(DEFAULT_TAGS if tags is None else tags)
-    body_rules, bounded_terms = _bounded_body(body_rules, body_terms, bounds)
+    body_rules, bounded_terms = _bounded_body(body_rules, body_terms, bounds, DEFAULT_TAGS if tags is None else tags)
     terminals = {
         name: json_encoded(node if node is not body_terms.get(name) else lexeme_friendly(node))
         for name, node in bounded_terms.items()
     }
-    bounded_key = bounds is not None and bounds.max_chars is not None
+    bounded_key = bounds is not None and bounds.chars("emotion") is not None
     key_default = bounded_terms["KEY"] if bounded_key else lexeme_friendly(body_terms["KEY"])
     terminals["KEY"] = json_encoded(_key(vocabulary, key_default))
     max_chats = None if bounds is None else bounds.max_chats
@@ -627,6 +778,9 @@ def reply_grammar(
 
     tagged = sorted(TAGGED_TYPES)
     plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
+    # With require_speech a reply says something: it opens with a C chat (which holds speech).
+    speaks = bounds is not None and bounds.require_speech
+    first = "said_chat" if speaks else "chat"
     rules: dict[str, Node] = {
         "reply": Seq(
             (
@@ -640,8 +794,8 @@ def reply_grammar(
                             Lit("["),
                             ws,
                             Rep(
-                                Seq((Ref("chat"), Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, _less(max_chats)))),
-                                0,
+                                Seq((Ref(first), Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, _less(max_chats)))),
+                                int(speaks),
                                 1,
                             ),
                             ws,
@@ -657,6 +811,8 @@ def reply_grammar(
         "chat": Alt((chat(tagged, "c_body"), chat(plain, "text_body"))),
         **body_rules,
     }
+    if speaks:
+        rules["said_chat"] = chat(tagged, "c_body")
     return Grammar("reply", rules, terminals)
 
 
@@ -702,6 +858,8 @@ class _Syntax:
     group: tuple[str, str]
     separator: str
     alternation: str
+    bounded: Callable[[int, int | None], str] = lambda low, high: f"{{{low},{'' if high is None else high}}}"
+    """The suffix of ``x`` repeated ``low`` to ``high`` times (``None``: unbounded)."""
 
 
 def _write(node: Node, syn: _Syntax, names: Callable[[str], str]) -> str:
@@ -723,9 +881,12 @@ def _write(node: Node, syn: _Syntax, names: Callable[[str], str]) -> str:
     if (node.low, node.high) == (1, 1):
         return _atom(node.item, syn, names)
     quant = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((node.low, node.high))
+    atom = _atom(node.item, syn, names)
     if quant is None:
-        quant = f"{{{node.low},{'' if node.high is None else node.high}}}"
-    return _atom(node.item, syn, names) + quant
+        quant = syn.bounded(node.low, node.high)
+        if node.high is None and not quant:  # the target has no "at least n": x ~ n x*
+            return f"{atom} ~ {node.low} {atom}*"
+    return atom + quant
 
 
 def _atom(node: Node, syn: _Syntax, names: Callable[[str], str]) -> str:
@@ -825,7 +986,36 @@ def _lark_literal(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-_LARK_RULES: Final = _Syntax(_fixed_width_char, _lark_literal, False, ("(", ")"), " ", " | ")
+def _lark_bounded(low: int, high: int | None) -> str:
+    # Lark's own repetition syntax ("x ~ 2..5"), which the lark package, llguidance and XGrammar
+    # all read; "x{2,5}" in a rule is llguidance's alone.
+    if high is None:
+        return ""
+    return f" ~ {low}" if low == high else f" ~ {low}..{high}"
+
+
+_LARK_RULES: Final = _Syntax(_fixed_width_char, _lark_literal, False, ("(", ")"), " ", " | ", _lark_bounded)
+
+# What a regular expression gives a meaning to (in a class or outside one), in Python's re
+# and Rust's regex alike; each is written as an identity escape (a backslash before it).
+_REGEX_META: Final = frozenset("\\^$.|?*+()[]{}-")
+
+
+def _lark_regex_char(cp: int) -> str:
+    # The lark package unescapes \uXXXX in a /regex/ before Python's re compiles it, so
+    # "\u005C" reaches re as a bare backslash that escapes what follows (and "\u002E" as "."
+    # that matches anything); Rust regex (llguidance) and XGrammar read \uXXXX themselves.
+    # A metacharacter is therefore written as an identity escape, which all of them read as
+    # the character; everything else as \uXXXX, the character itself once unescaped.
+    c = chr(cp)
+    if c in _REGEX_META:
+        return "\\" + c
+    return _rust_lit(c)
+
+
+_LARK_REGEX: Final = _Syntax(
+    _lark_regex_char, lambda s: "".join(_lark_regex_char(ord(c)) for c in s), False, ("(?:", ")"), "", "|"
+)
 
 
 def body_regex(
@@ -841,7 +1031,8 @@ def body_regex(
     ``flavor``: ``python`` (``re``), or ``ecma`` (JSON Schema ``pattern``, valid ECMA-262 in
     unicode mode: ajv, browsers). ``bounds``: the lengths of ``Bounds`` written in.
     """
-    rules, terminals = _bounded_body(*_body_grammar(DEFAULT_TAGS if tags is None else tags), bounds)
+    table = DEFAULT_TAGS if tags is None else tags
+    rules, terminals = _bounded_body(*_body_grammar(table), bounds, table)
     terminals = {**terminals, "KEY": _key(vocabulary, terminals["KEY"])}
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     node = _inline(Ref(start), rules, terminals)
@@ -867,8 +1058,26 @@ def _lark_target(g: Grammar) -> str:
         if isinstance(node, Lit):
             lines.append(f"{name}: {_lark_literal(node.text)}")
         else:
-            lines.append(f"{name}: /{_write(node, _RUST, str)}/")
+            lines.append(f"{name}: /{_write(_longest_first(node), _LARK_REGEX, str)}/")
     return "\n".join(lines) + "\n"
+
+
+def _longest_first(node: Node) -> Node:
+    """``node`` with each choice of literals ordered longest first (same language).
+
+    The lark package's lexer takes the first alternative Python's re matches, not the longest:
+    with keys ``joy|joyful`` it would read "joy" out of "joyful" and fail at "ful".
+    """
+    if isinstance(node, Alt):
+        items = tuple(_longest_first(n) for n in node.items)
+        if all(isinstance(n, Lit) for n in items):
+            items = tuple(sorted(items, key=lambda n: -len(n.text) if isinstance(n, Lit) else 0))
+        return Alt(items)
+    if isinstance(node, Seq):
+        return Seq(tuple(_longest_first(n) for n in node.items))
+    if isinstance(node, Rep):
+        return Rep(_longest_first(node.item), node.low, node.high)
+    return node
 
 
 def _raw_in_json(cls: Cls) -> Cls:
@@ -931,8 +1140,29 @@ def _gbnf_target(g: Grammar) -> str:
         f"root ::= {name(g.start)}",
     ]
     for n, node in [*g.rules.items(), *g.terminals.items()]:
-        lines.append(f"{name(n)} ::= {_write(_positive_beyond_ascii(node), _GBNF, name)}")
+        lines.append(f"{name(n)} ::= {_write(_positive_beyond_ascii(_one_escape(node)), _GBNF, name)}")
     return "\n".join(lines) + "\n"
+
+
+def _one_escape(node: Node) -> Node:
+    """``node`` with each text character's JSON escapes as one alternative: ``c | "\\" [..]``.
+
+    The same language; llama.cpp's sampler keeps one parse stack per alternative and checks
+    each against every token of the vocabulary, so ``c | "\\\"" | "\\\\" | ...`` (seven stacks)
+    costs over three times ``c | "\\" [..]`` (two) at every step of a text.
+    """
+    if isinstance(node, Alt):
+        items = tuple(_one_escape(n) for n in node.items)
+        escapes = [i for i in items[1:] if isinstance(i, Lit) and len(i.text) == 2 and i.text[0] == "\\"]
+        if isinstance(items[0], Cls) and len(escapes) == len(items) - 1 and len(escapes) > 1:
+            seconds = Cls(tuple(_merge((ord(e.text[1]), ord(e.text[1])) for e in escapes)), False)
+            return Alt((items[0], Seq((Lit("\\"), seconds))))
+        return Alt(items)
+    if isinstance(node, Seq):
+        return Seq(tuple(_one_escape(n) for n in node.items))
+    if isinstance(node, Rep):
+        return Rep(_one_escape(node.item), node.low, node.high)
+    return node
 
 
 def _positive_beyond_ascii(node: Node) -> Node:

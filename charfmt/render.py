@@ -720,7 +720,8 @@ def render_messages(
     if provider == "anthropic":
         request = {"system": system, "messages": [{"role": r, "content": t} for r, t in turns]}
         if schema is not None:
-            request["output_format"] = {"type": "json_schema", "schema": schema}
+            # output_config.format: the Messages API and its SDK (anthropic 2.x) take no "output_format"
+            request["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         return request
     request = {
         "system_instruction": {"parts": [{"text": system}]},

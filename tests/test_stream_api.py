@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import pickle
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -222,3 +222,39 @@ def test_the_text_kept_for_close_costs_about_what_it_weighs(reader: type[charfmt
         tracemalloc.stop()
     assert parser.close() == []
     assert size < 1.5 * len(text), (size, len(text))  # a list of 4-character chunks: about 15x
+
+
+DAMAGED_LONG: Final = {
+    "prose before": ("Sure! Here it is:\n" + '{"chats":[', '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>Hi there.</msg>"}', ","),
+    "single quotes": ("{'chats':[", "{'type':'C','order':%d,'body':'<msg>Hi there.</msg>'}", ","),
+    "bare tags": ("", "<EMO>joy</EMO>\n<MSG>Hi there, number %d.</MSG>\n", ""),
+    "unclosed elements": ('{"chats":[', '{"type":"C","order":%d,"body":"<msg>Hi there.<act>waves"}', ","),
+    "role-play prose": ("", "*waves %d* \"Hello there,\" she said. ", ""),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("shape", sorted(DAMAGED_LONG))
+def test_a_damaged_stream_past_max_size_holds_flat_memory_while_fed(
+    reader: type[charfmt.StreamParser], shape: str
+) -> None:
+    """Issue 22.16: a damaged stream past ``max_size`` holds what a clean one does during ``feed()``, not the input."""
+    import tracemalloc
+
+    head, item, sep = DAMAGED_LONG[shape]
+
+    def peak(n: int) -> int:
+        text = head + sep.join(item % k for k in range(1, n + 1))
+        tracemalloc.start()
+        try:
+            parser = reader(keep_reply=False, max_size=1 << 13)
+            for i in range(0, len(text), 256):
+                parser.feed(text[i : i + 256])
+            _, top = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        parser.close()
+        return top
+
+    small, large = peak(500), peak(10_000)  # 20x the input
+    assert large < 2 * small + 200_000, (small, large)

@@ -225,7 +225,11 @@ def test_the_text_kept_for_close_costs_about_what_it_weighs(reader: type[charfmt
 
 
 DAMAGED_LONG: Final = {
-    "prose before": ("Sure! Here it is:\n" + '{"chats":[', '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>Hi there.</msg>"}', ","),
+    "prose before": (
+        'Sure! Here it is:\n{"chats":[',
+        '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>Hi there.</msg>"}',
+        ",",
+    ),
     "single quotes": ("{'chats':[", "{'type':'C','order':%d,'body':'<msg>Hi there.</msg>'}", ","),
     "bare tags": ("", "<EMO>joy</EMO>\n<MSG>Hi there, number %d.</MSG>\n", ""),
     "unclosed elements": ('{"chats":[', '{"type":"C","order":%d,"body":"<msg>Hi there.<act>waves"}', ","),

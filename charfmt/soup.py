@@ -854,12 +854,20 @@ def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
     return not (before or after)
 
 
+_JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
+"""Nothing but JSON punctuation with a bracket in it (``"}]}`` after an element): the end of a
+JSON reply the model wrote around bare elements, never words anyone says."""
+
+
 def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     stripped = chunk.strip()
     if not stripped:
         return
     lead = len(chunk) - len(chunk.lstrip())
     start, end = offset + lead, offset + lead + len(stripped)
+    if _JSON_DEBRIS.fullmatch(stripped):
+        out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
+        return
     out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
     reason = (
         "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"

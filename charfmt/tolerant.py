@@ -59,6 +59,7 @@ _MAX_DIGITS: Final = 4300
 """CPython refuses to convert longer digit strings to ``int`` (``sys.get_int_max_str_digits``)."""
 _OPEN_TAG: Final = re.compile(r"<\s*+([A-Za-z][\w.\-]*+)[^<>]*+>")
 _CLOSE_TAG: Final = re.compile(r"<\s*/")
+_TAG_START: Final = re.compile(r"<\s*+/?\s*+[A-Za-z]")
 
 
 class Reader:
@@ -146,7 +147,9 @@ class Reader:
                     # ends the reply here (read after it as text), never one value per word.
                     for node in stack[1:]:
                         node.end = pos
-                    self.note("CF623", "prose after an unclosed JSON value ends it: what is open is closed", pos, pos)
+                    self.note(
+                        "CF623", "prose or a tag after an unclosed JSON value ends it: what is open is closed", pos, pos
+                    )
                     break
                 self.note("CF605", "a missing comma between values is assumed", pos, pos)
                 after_value[-1] = False
@@ -180,8 +183,10 @@ class Reader:
         return root.items[0] if root.items else JNode("scalar", pos, pos, None, closed=False)
 
     def _prose(self, pos: int) -> bool:
-        """Whether the text at ``pos`` is words of prose: a bare word (no literal), space, then another word."""
+        """Whether the text at ``pos`` is words of prose (a bare word, no literal, space, another word) or a tag."""
         text = self.text
+        if _TAG_START.match(text, pos) is not None:
+            return True  # '<msg>No, I…' after a value: markup, never a bare word of the JSON
         m = _WORD.match(text, pos)
         if m is None or m.group() in _LITERALS or _NUMBER.fullmatch(m.group()):
             return False

@@ -964,7 +964,10 @@ class Recovery:
             self.note("CF613", f"a {chat.kind} chat with tag elements is read as C", inner, inner, chat.index)
             chat.kind = "C"
         if chat.kind in TAGGED_TYPES:
-            self._take(chat, read_body(body, self.vocabulary, cut_off=cut_off, tags=self.tags), lambda i: inner + i)
+            read = read_body(body, self.vocabulary, cut_off=cut_off, tags=self.tags)
+            if self.turn:
+                read.pieces = [p for p in read.pieces if not self._said_by_player(p, read)]
+            self._take(chat, read, lambda i: inner + i)
             return
         notes = Result()
         if cut_off:
@@ -972,6 +975,17 @@ class Recovery:
         note_literals(body, 0, notes)
         self._take(chat, notes, lambda i: inner + i)
         self._add_text(chat, TEXT_TAG, decode_entities(body), inner, inner + len(body))
+
+    def _said_by_player(self, piece: Piece, read: Result) -> bool:
+        """Whether ``piece`` (in the request form echoed) is speech the player said this turn, word for word.
+
+        Such a line is the prompt's own turn copied back, not the character's: noted ``CF625``.
+        """
+        if piece.tag != self.speech or _words(piece.text) not in self.turn:
+            return False
+        message = "the player's own turn echoed: not the character's speech, dropped"
+        read.note("CF625", message, piece.start, piece.end)
+        return True
 
     def _drop_fences_only(self, start: int, end: int) -> None:
         text = self.source.text

@@ -662,6 +662,11 @@ class Recovery:
 
     def _read_string(self, chat: _RawChat, node: JNode, *, tagged: bool) -> None:
         text = str(node.value)
+        if text.strip() == _PLACEHOLDER_BODY and node.closed:
+            # {"chats": [{"type": "C", "order": 1, "body": "..."}]}: the prompt's format spec echoed.
+            message = f"a body of {_PLACEHOLDER_BODY!r} is the format's placeholder, echoed from the prompt: dropped"
+            self.note("CF628", message, node.start, node.end, chat.index)
+            return
         # A bare word has no escapes: one raw character per character.
         quoted = _quoted(self.source.text, node)
         mapper: Callable[[int], int] = OffsetMap(node) if quoted else functools.partial(operator.add, node.start)
@@ -1134,6 +1139,10 @@ def _form_name(m: re.Match[str], *, inside_chat: bool) -> str:
     if name.startswith("chat") or "=" in m.group(3) or (m.group(1) is not None and inside_chat):
         return "chat"
     return "user_chats"
+
+
+_PLACEHOLDER_BODY: Final = "..."
+"""The body the prompt's format spec writes (``prompts/system.j2``): a model copying the spec, not a line."""
 
 
 def _words(text: str) -> str:

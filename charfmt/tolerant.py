@@ -59,6 +59,10 @@ _MAX_DIGITS: Final = 4300
 """CPython refuses to convert longer digit strings to ``int`` (``sys.get_int_max_str_digits``)."""
 _OPEN_TAG: Final = re.compile(r"<\s*+([A-Za-z][\w.\-]*+)[^<>]*+>")
 _CLOSE_TAG: Final = re.compile(r"<\s*/")
+_NEXT_REPLY: Final = re.compile(r"(?<=\n)[^\n\"{]{0,40}\{\s*\"chats\"\s*:")
+"""A reply beginning on a line of its own (after a speaker label, ``Rex:``, at most)."""
+_LABEL: Final = re.compile(r"[^\W\d][\w ]{0,30}:[ \t]*(?:\n|\Z)")
+"""A speaker label on a line of its own (``User:``, ``Rex:``): prose between replies."""
 _TAG_START: Final = re.compile(r"<\s*+/?\s*+[A-Za-z]")
 
 
@@ -69,6 +73,7 @@ class Reader:
         self.text = text
         self.repairs: list[Repair] = []
         self._noted: set[tuple[str, int]] = set()
+        self._replies: list[int] | None = None  # where a reply begins on a line of its own (found once)
 
     def note(self, code: str, message: str, start: int, end: int) -> None:
         if (code, start) not in self._noted:
@@ -185,8 +190,8 @@ class Reader:
     def _prose(self, pos: int) -> bool:
         """Whether the text at ``pos`` is words of prose (a bare word, no literal, space, another word) or a tag."""
         text = self.text
-        if _TAG_START.match(text, pos) is not None:
-            return True  # '<msg>No, I…' after a value: markup, never a bare word of the JSON
+        if _TAG_START.match(text, pos) is not None or _LABEL.match(text, pos) is not None:
+            return True  # '<msg>No, I…', 'User:' on a line of its own after a value: never a bare word of the JSON
         m = _WORD.match(text, pos)
         if m is None or m.group() in _LITERALS or _NUMBER.fullmatch(m.group()):
             return False
@@ -289,6 +294,10 @@ class Reader:
                     escapes = array("q")
                 escapes.extend((decoded, i))
             else:  # a raw control character
+                if in_body and ch == "\n" and self._runs_into_next_reply(i):
+                    self.note("CF629", "a body left open runs into the next reply: it ends at its line break", i, i)
+                    node = JNode("string", pos, i, "".join(parts), content_start=pos + 1, escapes=escapes)
+                    return node, i
                 self.note("CF608", f"raw control character U+{ord(ch):04X} inside a string", i, i + 1)
                 parts.append(ch)
                 decoded += 1
@@ -296,6 +305,17 @@ class Reader:
         self.note("CF610", "the reply was cut off inside a string", n, n)
         node = JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1, escapes=escapes)
         return node, n
+
+    def _runs_into_next_reply(self, i: int) -> bool:
+        """Whether a body string, at its raw line break ``i``, overran its end: a new reply (``{"chats":``)
+        begins on a later line and no quote before it could end the string (the model never closed it)."""
+        if self._replies is None:
+            self._replies = [m.start() for m in _NEXT_REPLY.finditer(self.text)]
+        k = bisect_right(self._replies, i)
+        if k == len(self._replies):
+            return False
+        at = self._replies[k]
+        return not any(self._ends_string(q, False) for q in _quotes(self.text, i, at))
 
     def _ends_string(self, i: int, element_open: bool) -> bool:
         text = self.text
@@ -374,3 +394,13 @@ class OffsetMap:
         if k == 0:
             return self.start + index
         return self._raw[k - 1] + (index - self._decoded[k - 1])
+
+
+def _quotes(text: str, start: int, end: int) -> list[int]:
+    """The offsets of the double quotes in ``text[start:end]``."""
+    found = []
+    at = text.find('"', start, end)
+    while at >= 0:
+        found.append(at)
+        at = text.find('"', at + 1, end)
+    return found

@@ -266,6 +266,7 @@ class Reader:
         open_tags = 0  # elements opened minus closed in the text so far (bodies only), kept as we go
         decoded = 0  # characters in parts so far
         escapes: array[int] | None = None  # where decoded and raw offsets part: see JNode.escapes
+        broken = False  # a raw line break was read (and did not end the string)
         while i < n:
             m = plain.match(text, i)
             if m:
@@ -294,10 +295,11 @@ class Reader:
                     escapes = array("q")
                 escapes.extend((decoded, i))
             else:  # a raw control character
-                if in_body and ch == "\n" and self._runs_into_next_reply(i):
+                if in_body and ch == "\n" and not broken and self._runs_into_next_reply(i):
                     self.note("CF629", "a body left open runs into the next reply: it ends at its line break", i, i)
                     node = JNode("string", pos, i, "".join(parts), content_start=pos + 1, escapes=escapes)
                     return node, i
+                broken = broken or ch == "\n"  # (asked at the first line break only: no rescans per line)
                 self.note("CF608", f"raw control character U+{ord(ch):04X} inside a string", i, i + 1)
                 parts.append(ch)
                 decoded += 1

@@ -89,10 +89,17 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF620": ("warning", "a value that cannot be read where it stands dropped (object, array, null)"),
     "CF621": ("warning", "comment inside the JSON dropped (// line or /* block */)"),
     "CF622": ("warning", "chat-template scaffolding dropped (<<SYS>>, [INST], <|im_start|>..., an echoed prompt turn)"),
-    "CF623": ("warning", "prose after an unclosed JSON value ends the JSON there (never one chat per word)"),
+    "CF623": ("warning", "prose or a tag after an unclosed JSON value ends the JSON there (never one chat per word)"),
     "CF624": ("warning", "the request form (<user_chats>) echoed beside the reply dropped"),
     "CF625": ("warning", "the player's own turn echoed: not the character's speech, dropped"),
     "CF626": ("warning", "elements written before the JSON reply read as a chat of their own"),
+    "CF627": ("warning", 'JSON punctuation outside an element dropped ("}]} after bare elements)'),
+    "CF628": ("warning", "a body of '...' (the format spec's placeholder, echoed from the prompt) dropped"),
+    "CF629": (
+        "warning",
+        'a body left open runs into the next reply ({"chats": on a later line): it ends at its line break',
+    ),
+    "CF630": ("warning", "the request form's <user_chats> or <chat> inside a body dropped: markup, never a segment"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),
     "CF702": ("warning", "element not closed (closed by the next tag or the end), or empty emotion dropped"),

@@ -87,7 +87,7 @@ SCAFFOLDING: Final = re.compile(
       | <\|start_header_id\|>[ \t]*+(?P<llama3>[^<>|\n]{0,30}?)[ \t]*+<\|end_header_id\|>[ \t]*+\n{0,2}
       | <\|(?P<phi>system|user|assistant)\|>[ \t]*+\n?
       | (?P<end><\|im_end\|>|<end_of_turn>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>)
-      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞]
+      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?
           | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
       | (?P<angles><<++|>>++)""",
     re.X,
@@ -98,7 +98,8 @@ llama-2 (``<<SYS>>``, ``[INST]``), Mistral (``[SYSTEM_PROMPT]``), ChatML (``<|im
 ``<|im_end|>``), Gemma (``<start_of_turn>role``, ``<end_of_turn>``), Llama 3
 (``<|start_header_id|>role<|end_header_id|>``, ``<|eot_id|>``), Phi (``<|user|>``, ``<|end|>``),
 upper-case placeholders (``<USER-CHAT-ID>``, ``[/USER-CONTEXT]``: the format's tags are never
-written so), and runs of ``<<`` or ``>>`` left of a mangled ``<<SYS>>``.
+written so; an upper-case path right after one, ``<USER-CHAT>/MYCHAT/DEFAULT>``, is part of it),
+and runs of ``<<`` or ``>>`` left of a mangled ``<<SYS>>``.
 """
 SCAFFOLD_PROMPT_ROLES: Final = frozenset({"system", "user", "human", "tool", "ipython", "developer"})
 """Turns of these roles are the prompt echoed, not the character's reply: their text is dropped."""

@@ -662,6 +662,11 @@ class Recovery:
 
     def _read_string(self, chat: _RawChat, node: JNode, *, tagged: bool) -> None:
         text = str(node.value)
+        if text.strip() == _PLACEHOLDER_BODY and node.closed:
+            # {"chats": [{"type": "C", "order": 1, "body": "..."}]}: the prompt's format spec echoed.
+            message = f"a body of {_PLACEHOLDER_BODY!r} is the format's placeholder, echoed from the prompt: dropped"
+            self.note("CF628", message, node.start, node.end, chat.index)
+            return
         # A bare word has no escapes: one raw character per character.
         quoted = _quoted(self.source.text, node)
         mapper: Callable[[int], int] = OffsetMap(node) if quoted else functools.partial(operator.add, node.start)
@@ -964,7 +969,10 @@ class Recovery:
             self.note("CF613", f"a {chat.kind} chat with tag elements is read as C", inner, inner, chat.index)
             chat.kind = "C"
         if chat.kind in TAGGED_TYPES:
-            self._take(chat, read_body(body, self.vocabulary, cut_off=cut_off, tags=self.tags), lambda i: inner + i)
+            read = read_body(body, self.vocabulary, cut_off=cut_off, tags=self.tags)
+            if self.turn:
+                read.pieces = [p for p in read.pieces if not self._said_by_player(p, read)]
+            self._take(chat, read, lambda i: inner + i)
             return
         notes = Result()
         if cut_off:
@@ -972,6 +980,17 @@ class Recovery:
         note_literals(body, 0, notes)
         self._take(chat, notes, lambda i: inner + i)
         self._add_text(chat, TEXT_TAG, decode_entities(body), inner, inner + len(body))
+
+    def _said_by_player(self, piece: Piece, read: Result) -> bool:
+        """Whether ``piece`` (in the request form echoed) is speech the player said this turn, word for word.
+
+        Such a line is the prompt's own turn copied back, not the character's: noted ``CF625``.
+        """
+        if piece.tag != self.speech or _words(piece.text) not in self.turn:
+            return False
+        message = "the player's own turn echoed: not the character's speech, dropped"
+        read.note("CF625", message, piece.start, piece.end)
+        return True
 
     def _drop_fences_only(self, start: int, end: int) -> None:
         text = self.source.text
@@ -1120,6 +1139,10 @@ def _form_name(m: re.Match[str], *, inside_chat: bool) -> str:
     if name.startswith("chat") or "=" in m.group(3) or (m.group(1) is not None and inside_chat):
         return "chat"
     return "user_chats"
+
+
+_PLACEHOLDER_BODY: Final = "..."
+"""The body the prompt's format spec writes (``prompts/system.j2``): a model copying the spec, not a line."""
 
 
 def _words(text: str) -> str:

@@ -444,6 +444,10 @@ def _without(view: str, start: int, end: int, holes: list[tuple[int, int, str]])
     return "".join(parts), where
 
 
+_REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
+"""The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
+
+
 class _Reader:
     """The element state machine of ``read_body``."""
 
@@ -504,6 +508,14 @@ class _Reader:
 
     def tag(self, tag: _Tag, m: re.Match[str]) -> None:
         start, end = m.start(), m.end()
+        if not tag.known and tag.canon is not None and _REQUEST_FORM.fullmatch(tag.canon):
+            # <user_chats>, <chat type="C">: the request form echoed inside a body, never a segment.
+            self.out.note("CF630", f"the request form's {m.group()} inside a body is markup: dropped", start, end)
+            if self.open is not None and not tag.closing:
+                self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
+                self._emit()
+            self.last_end = end
+            return
         if not tag.exact and tag.canon is not None:
             self._explain(tag, m)
         if tag.closing:
@@ -811,7 +823,7 @@ def read_prose(
         elif kind in ("direction", "star", "paren", "half"):
             marks.append((m.start(), m.end(), narration, m.group(kind or 0).strip(), None))
         else:
-            if _in_sentence(scan, m, m.group(kind or 0)):
+            if _in_sentence(scan, m, m.group(kind or 0)) or _json_string(scan, m):
                 continue  # 'The word "hello" means hi.': a quotation inside a sentence is the sentence's
             quoted = True
             marks.append((m.start(), m.end(), speech, decode_entities(m.group(kind or 0)), None))
@@ -854,12 +866,38 @@ def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
     return not (before or after)
 
 
+_JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
+"""Nothing but JSON punctuation with a bracket in it (``"}]}`` after an element): the end of a
+JSON reply the model wrote around bare elements, never words anyone says."""
+
+
+_JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")
+_JSON_COLON_AFTER: Final = re.compile(r"[ \t]*:")
+
+
+def _json_string(text: str, m: re.Match[str]) -> bool:
+    """A JSON key or value written in prose (``- "type": "C", "body": "..."``, a format spec echoed), not dialogue.
+
+    A key is followed by a colon; a value follows a quoted key and its colon. The text
+    stays text (kept whole, read as the text around it), never speech and narration cut apart.
+    """
+    if m.group()[:1] != '"':
+        return False
+    return (
+        _JSON_KEY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
+        or _JSON_COLON_AFTER.match(text, m.end()) is not None
+    )
+
+
 def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     stripped = chunk.strip()
     if not stripped:
         return
     lead = len(chunk) - len(chunk.lstrip())
     start, end = offset + lead, offset + lead + len(stripped)
+    if _JSON_DEBRIS.fullmatch(stripped):
+        out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
+        return
     out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
     reason = (
         "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"

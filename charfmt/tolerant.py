@@ -59,6 +59,11 @@ _MAX_DIGITS: Final = 4300
 """CPython refuses to convert longer digit strings to ``int`` (``sys.get_int_max_str_digits``)."""
 _OPEN_TAG: Final = re.compile(r"<\s*+([A-Za-z][\w.\-]*+)[^<>]*+>")
 _CLOSE_TAG: Final = re.compile(r"<\s*/")
+_NEXT_REPLY: Final = re.compile(r"(?<=\n)[^\n\"{]{0,40}\{\s*\"chats\"\s*:")
+"""A reply beginning on a line of its own (after a speaker label, ``Rex:``, at most)."""
+_LABEL: Final = re.compile(r"[^\W\d][\w ]{0,30}:[ \t]*(?:\n|\Z)")
+"""A speaker label on a line of its own (``User:``, ``Rex:``): prose between replies."""
+_TAG_START: Final = re.compile(r"<\s*+/?\s*+[A-Za-z]")
 
 
 class Reader:
@@ -68,6 +73,7 @@ class Reader:
         self.text = text
         self.repairs: list[Repair] = []
         self._noted: set[tuple[str, int]] = set()
+        self._replies: list[int] | None = None  # where a reply begins on a line of its own (found once)
 
     def note(self, code: str, message: str, start: int, end: int) -> None:
         if (code, start) not in self._noted:
@@ -146,7 +152,9 @@ class Reader:
                     # ends the reply here (read after it as text), never one value per word.
                     for node in stack[1:]:
                         node.end = pos
-                    self.note("CF623", "prose after an unclosed JSON value ends it: what is open is closed", pos, pos)
+                    self.note(
+                        "CF623", "prose or a tag after an unclosed JSON value ends it: what is open is closed", pos, pos
+                    )
                     break
                 self.note("CF605", "a missing comma between values is assumed", pos, pos)
                 after_value[-1] = False
@@ -180,8 +188,10 @@ class Reader:
         return root.items[0] if root.items else JNode("scalar", pos, pos, None, closed=False)
 
     def _prose(self, pos: int) -> bool:
-        """Whether the text at ``pos`` is words of prose: a bare word (no literal), space, then another word."""
+        """Whether the text at ``pos`` is words of prose (a bare word, no literal, space, another word) or a tag."""
         text = self.text
+        if _TAG_START.match(text, pos) is not None or _LABEL.match(text, pos) is not None:
+            return True  # '<msg>No, I…', 'User:' on a line of its own after a value: never a bare word of the JSON
         m = _WORD.match(text, pos)
         if m is None or m.group() in _LITERALS or _NUMBER.fullmatch(m.group()):
             return False
@@ -256,6 +266,7 @@ class Reader:
         open_tags = 0  # elements opened minus closed in the text so far (bodies only), kept as we go
         decoded = 0  # characters in parts so far
         escapes: array[int] | None = None  # where decoded and raw offsets part: see JNode.escapes
+        broken = False  # a raw line break was read (and did not end the string)
         while i < n:
             m = plain.match(text, i)
             if m:
@@ -284,6 +295,11 @@ class Reader:
                     escapes = array("q")
                 escapes.extend((decoded, i))
             else:  # a raw control character
+                if in_body and ch == "\n" and not broken and self._runs_into_next_reply(i):
+                    self.note("CF629", "a body left open runs into the next reply: it ends at its line break", i, i)
+                    node = JNode("string", pos, i, "".join(parts), content_start=pos + 1, escapes=escapes)
+                    return node, i
+                broken = broken or ch == "\n"  # (asked at the first line break only: no rescans per line)
                 self.note("CF608", f"raw control character U+{ord(ch):04X} inside a string", i, i + 1)
                 parts.append(ch)
                 decoded += 1
@@ -291,6 +307,17 @@ class Reader:
         self.note("CF610", "the reply was cut off inside a string", n, n)
         node = JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1, escapes=escapes)
         return node, n
+
+    def _runs_into_next_reply(self, i: int) -> bool:
+        """Whether a body string, at its raw line break ``i``, overran its end: a new reply (``{"chats":``)
+        begins on a later line and no quote before it could end the string (the model never closed it)."""
+        if self._replies is None:
+            self._replies = [m.start() for m in _NEXT_REPLY.finditer(self.text)]
+        k = bisect_right(self._replies, i)
+        if k == len(self._replies):
+            return False
+        at = self._replies[k]
+        return not any(self._ends_string(q, False) for q in _quotes(self.text, i, at))
 
     def _ends_string(self, i: int, element_open: bool) -> bool:
         text = self.text
@@ -369,3 +396,13 @@ class OffsetMap:
         if k == 0:
             return self.start + index
         return self._raw[k - 1] + (index - self._decoded[k - 1])
+
+
+def _quotes(text: str, start: int, end: int) -> list[int]:
+    """The offsets of the double quotes in ``text[start:end]``."""
+    found = []
+    at = text.find('"', start, end)
+    while at >= 0:
+        found.append(at)
+        at = text.find('"', at + 1, end)
+    return found

@@ -107,6 +107,26 @@ def test_an_echo_that_is_not_the_players_turn_is_still_read() -> None:
     assert "You broke it again!" in [s.text for c in reply.chats for s in c.segments]
 
 
+MIXED = '<user_chats>\n<chat type="C">\n<msg>Hi! Can you fix my drone?</msg>\nThe customer replied:\n<emo>pleased</emo>'
+"""The request form echoed with the player's line in it, then the model's own words in the same chat."""
+
+
+@pytest.mark.parametrize("size", [0, 1, 6])
+def test_the_players_line_inside_an_echoed_request_form_is_dropped_the_rest_read(size: int) -> None:
+    turn = charfmt.UserTurn.say("Hi! Can you fix my drone?", emotion="joy")
+    reply = charfmt.parse(MIXED, lenient=True, turn=turn)
+    assert [[(s.tag, s.text) for s in c.segments] for c in reply.chats] == [
+        [("msg", "The customer replied:"), ("emo", "pleased")]
+    ]
+    echo = next(d for d in reply.diagnostics if d.code == "CF625")
+    assert MIXED[echo.offset : echo.end] == "Hi! Can you fix my drone?"
+    if size:
+        parser = StreamParser(turn=turn)
+        events = [e for i in range(0, len(MIXED), size) for e in parser.feed(MIXED[i : i + size])] + parser.close()
+        assert "drone" not in "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert collect(events).chats == reply.chats
+
+
 # --- issue 29.5: the reader never manufactures chats, tags or elements from fragments -----------
 
 from hypothesis import given, settings  # noqa: E402

@@ -11,6 +11,9 @@ reply, read leniently with the character's vocabulary and tags:
 - no reply is exploded into one-word chats;
 - the stream (as the model streamed it, and cut into single characters) shows the same event
   sequence as the batch parse.
+
+Each reply is read as its caller reads it: told the player's turn it answers (``turn=``), so an
+echo of that turn is reported (``CF625``), not shown as the character's speech.
 """
 
 from __future__ import annotations
@@ -31,15 +34,6 @@ from charfmt.character import Character
 CORPUS: Final = Path(__file__).resolve().parent / "data" / "free_replies.jsonl"
 ROWS: Final[list[dict[str, Any]]] = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
 IDS: Final = [f"{r['model']}-{r['chat_format'] or 'default'}-{r['character']}-{r['turn_index']}" for r in ROWS]
-
-# The reader defects of issue 29 (1-5) and issue 22 (1, 2) are fixed on another branch; a property
-# that fails here only because of one of them is marked, with the defects, until they merge.
-FRAGMENT_DEFECTS: Final = (
-    "issue 22.1/22.2 and 29.4/29.5 (reader branch): '<' of '<<SYS>>', '\"}]}', '<chat'/'type='/'C\">' "
-    "and JSON punctuation (':', ',') read as speech and actions"
-)
-MARKER_DEFECTS: Final = "issue 29.4 (reader branch): '<<SYS>>' read as a tag 'sys'"
-EXPLODED_DEFECTS: Final = "issue 29.1 (reader branch): prose after an unbalanced JSON reply becomes one chat per word"
 
 _PIECE: Final = (
     r"</?(?:[A-Za-z_!?|][\w|!?-]*(?:\s+[\w-]+(?:=\"[^\"]*\"?)?)*\s*/?>?)?"  # a tag, whole or cut: <chat, <
@@ -77,7 +71,10 @@ def character(stem: str) -> Character:
 
 def read(row: dict[str, Any]) -> charfmt.Reply:
     c = character(row["character"])
-    return charfmt.parse(row["reply"], lenient=True, vocabulary=c.vocabulary, tags=c.tags)
+    # The caller knows the turn (render_messages built the request from it): an echo of it is told apart.
+    return charfmt.parse(
+        row["reply"], lenient=True, vocabulary=c.vocabulary, tags=c.tags, turn=c.shorthand(row["turn"])
+    )
 
 
 def test_the_corpus_is_what_its_readme_promises() -> None:
@@ -127,7 +124,6 @@ def _failing(check: Any) -> list[str]:
     return [ident for ident, row in zip(IDS, ROWS, strict=True) if check(read(row))]
 
 
-@pytest.mark.xfail(strict=False, reason=FRAGMENT_DEFECTS)
 def test_no_segment_is_a_markup_fragment() -> None:
     bad = {i: _fragments(read(r)) for i, r in zip(IDS, ROWS, strict=True)}
     assert {i: f for i, f in bad.items() if f} == {}
@@ -138,7 +134,6 @@ def test_no_tag_or_text_is_made_of_a_chat_template_marker() -> None:
     assert {i: f for i, f in bad.items() if f} == {}
 
 
-@pytest.mark.xfail(strict=False, reason=EXPLODED_DEFECTS)
 def test_no_reply_is_exploded_into_one_word_chats() -> None:
     assert _failing(_exploded) == []
 
@@ -150,6 +145,6 @@ def test_the_stream_shows_what_the_batch_reads(row: dict[str, Any]) -> None:
     expected = _observed(list(_batch_events(batch, c.tags)))
     text = row["reply"]
     for chunks in (row["chunks"], list(text)):
-        events = _stream(chunks, lenient=True, vocabulary=c.vocabulary, tags=c.tags)
+        events = _stream(chunks, lenient=True, vocabulary=c.vocabulary, tags=c.tags, turn=c.shorthand(row["turn"]))
         assert _observed(events) == expected
         assert charfmt.collect(events).chats == batch.chats

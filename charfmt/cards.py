@@ -469,6 +469,8 @@ def card_json(character: Character, *, spec: Literal["chara_card_v3", "chara_car
 
 def export_card(character: Character, fmt: Literal["json", "png"] = "json", *, image: bytes | None = None) -> bytes:
     """``character`` as a V3 card file: JSON, or a PNG (``image`` or a blank one) with ``ccv3`` and ``chara``."""
+    if fmt not in ("json", "png"):
+        raise ValueError(f'export_card: fmt is "json" or "png", not {fmt!r}')
     if fmt == "json":
         return card_json(character).encode("utf-8")
     v3 = base64.b64encode(card_json(character).encode("utf-8")).decode("ascii")

@@ -227,6 +227,10 @@ class Character(BaseModel):
     @classmethod
     def from_card(cls, data: bytes, file: str = "<card>", *, max_size: int = MAX_FILE_SIZE) -> Character:
         """A character from a SillyTavern / TavernAI card's bytes; raises ``CharacterError`` naming the field."""
+        if not isinstance(data, (bytes, bytearray)):
+            hint = "Character.load(path) reads a file" if isinstance(data, (str, Path)) else "json.dumps(card).encode()"
+            raise TypeError(f"Character.from_card takes the card file's bytes, not {type(data).__name__} ({hint})")
+        data = bytes(data)
         with _translated(file):
             try:
                 fields, info = read_card(data, limit=max_size)

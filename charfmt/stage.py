@@ -136,8 +136,14 @@ class StageReader:
         ``narrator``: the voice ``I``/``E`` chats are spoken with (``None``: they are not spoken).
         ``max_length``: a sentence longer than this also ends at ``、`` or ``,`` (TTS starts early).
         """
+        from charfmt.character import Character  # noqa: PLC0415
         from charfmt.tags import DEFAULT_TAGS  # noqa: PLC0415
 
+        if character is not None and not isinstance(character, Character):
+            name = type(character).__name__
+            raise TypeError(f"StageReader: character is a charfmt.Character (Character.load(path)), not {name}")
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)):
+            raise TypeError(f"StageReader: max_length is an int or None, not {type(max_length).__name__}")
         self.character = character
         self.cast: dict[str, Character] = dict(cast or {})
         self.narrator = narrator
@@ -152,6 +158,8 @@ class StageReader:
 
     def feed(self, event: Event) -> list[StageCue]:
         """The cues ``event`` makes certain (most events make none)."""
+        if not isinstance(event, _EVENT_TYPES):
+            raise TypeError(f"StageReader.feed takes a charfmt event (StreamParser.feed's), not {type(event).__name__}")
         out: list[StageCue] = []
         if isinstance(event, ChatStart):
             speaker = getattr(event, "speaker", None)
@@ -256,6 +264,7 @@ class StageReader:
 
 
 _EMPTY = StageMap()
+_EVENT_TYPES: tuple[type, ...] = tuple(getattr(Event, "__args__", ()))
 
 
 def stage_cues(
@@ -269,6 +278,8 @@ def stage_cues(
     """The stage cues of ``events`` (or of a whole ``Reply``, read with the character's tags), in order."""
     from charfmt.models import Reply  # noqa: PLC0415 (the reader itself needs no models)
 
+    if isinstance(events, (str, bytes)):
+        raise TypeError("stage_cues takes events or a Reply, not raw text: parse it first (charfmt.parse(text))")
     reader = StageReader(character, cast=cast, narrator=narrator, max_length=max_length)
     if isinstance(events, Reply):
         table = character.tags if character is not None else None

@@ -168,3 +168,26 @@ def test_charfmt_chat_shows_the_stage_cues_before_the_speech() -> None:
     assert staged == _whole(charfmt.parse(REPLY, tags=AOI.tags), AOI)
     first_speech = next(i for i, line in enumerate(lines) if line.startswith("Aoi: "))
     assert lines.index("  (stage) " + json.dumps(staged[0], ensure_ascii=False)) < first_speech
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: list(stage_cues(REPLY, AOI)), "raw text"),  # type: ignore[arg-type]
+        (lambda: list(stage_cues(charfmt.parse(REPLY, lenient=True), "aoi.toml")), "charfmt.Character"),  # type: ignore[arg-type]
+        (lambda: StageReader(AOI).feed("hello"), "charfmt event"),  # type: ignore[arg-type]
+        (lambda: StageReader(AOI, max_length="10"), "max_length"),  # type: ignore[arg-type]
+        (lambda: charfmt.Character.from_card("aoi.png"), "Character.load"),  # type: ignore[arg-type]
+        (lambda: charfmt.Character.from_card({"name": "x"}), "bytes"),  # type: ignore[arg-type]
+    ],
+)
+def test_wrong_types_are_a_clear_type_error(call: Any, needle: str) -> None:
+    with pytest.raises(TypeError, match=needle):
+        call()
+
+
+def test_export_card_of_an_unknown_format_is_a_value_error() -> None:
+    from charfmt.cards import export_card
+
+    with pytest.raises(ValueError, match='"json" or "png"'):
+        export_card(AOI, "webp")  # type: ignore[arg-type]

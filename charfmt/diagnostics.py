@@ -140,6 +140,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF920": ("info", "the card names no emotions: a default vocabulary is used"),
     "CF921": ("warning", "a mes_example block has no line of the character: kept in the card only"),
     "CF922": ("warning", "a card's emotion asset is not a usable emotion key: skipped"),
+    "CF930": ("warning", "a bracket tag's intensity is outside 0–1: clamped to 1, dropped below 0 (emotion kept)"),
     "CF960": ("warning", "a chat's order does not fit a 64-bit integer: null in a table's order column"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),
 }

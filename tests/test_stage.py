@@ -191,3 +191,19 @@ def test_export_card_of_an_unknown_format_is_a_value_error() -> None:
 
     with pytest.raises(ValueError, match='"json" or "png"'):
         export_card(AOI, "webp")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "intensity"), [("1.5", 1.0), ("2", 1.0), ("150", 1.0), ("-1", None), ("0.6", 0.6)]
+)
+def test_an_out_of_range_intensity_is_clamped_or_dropped_never_spoken(value: str, intensity: float | None) -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"[joy:' + value + '] hello there."}]}'
+    reply = charfmt.parse(text, lenient=True)
+    cues = [c.to_dict() for c in stage_cues(reply, AOI)]
+    expression = next(c for c in cues if c["kind"] == "expression")
+    assert expression["emotion"] == "joy"
+    assert expression.get("intensity") == intensity
+    assert [c["text"] for c in cues if c["kind"] == "speak"] == ["hello there."]
+    codes = [d.code for d in reply.diagnostics]
+    assert ("CF930" in codes) == (value != "0.6")
+    assert _streamed([text[:9], text[9:]], AOI) == cues

@@ -199,7 +199,8 @@ class Character(BaseModel):
                         if seg.tag == emotion and vocab.resolve(seg.text) is None:
                             raise ValueError(f"example {n} ({side}): emotion {seg.text!r} is not in emotions")
         if self.stage is not None:
-            for where, message in self.stage.check(self.vocabulary.keys, _cue_values(self.tags)):
+            check = self.stage.check(self.vocabulary.keys, _cue_values(self.tags), self.actions, vocab.resolve)
+            for where, message in check:
                 raise ValueError(f"{dotted_path(('stage', *where))}: {message}")
         return self
 
@@ -272,7 +273,7 @@ class Character(BaseModel):
             if "tags" in data:
                 data["tags"] = _toml_tags(data["tags"], fail)
             if "stage" in data:
-                _toml_stage(data["stage"], [e.key for e in emotions], data.get("tags", DEFAULT_TAGS), fail)
+                _toml_stage(data["stage"], emotions, data.get("tags", DEFAULT_TAGS), fail, data.get("actions"))
             try:
                 # Examples are read with the character's own vocabulary and actions.
                 base = cls.model_validate({**data, "examples": []})
@@ -340,7 +341,7 @@ _EXPRESSION_KEYS: Final = tuple(Expression.model_fields)
 _MOTION_KEYS: Final = tuple(Motion.model_fields)
 
 
-def _toml_stage(stage: Any, keys: list[str], tags: TagTable, fail: _Fail) -> None:
+def _toml_stage(stage: Any, emotions: Any, tags: TagTable, fail: _Fail, actions: Any = None) -> None:
     """Check a ``[stage]`` table: known keys, emotion keys and cue values the character has, valid values."""
     if not isinstance(stage, dict):
         raise fail(("stage",), "stage is a table ([stage.emotions.KEY], [stage.actions.WORD], ...)")
@@ -362,7 +363,10 @@ def _toml_stage(stage: Any, keys: list[str], tags: TagTable, fail: _Fail) -> Non
     except ValidationError as e:
         err = e.errors()[0]
         raise fail(("stage", *err["loc"]), _message(err)) from None
-    for where, message in stage_map.check(keys, _cue_values(tags)):
+    keys = [e.key for e in emotions]
+    words = [a for a in actions if isinstance(a, str)] if isinstance(actions, list) else []
+    resolve = Vocabulary(emotions=emotions).resolve
+    for where, message in stage_map.check(keys, _cue_values(tags), words, resolve):
         raise fail(("stage", *where), message)
 
 

@@ -39,7 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO, cast
 
 from charfmt._terminal import VisibleWriter, json_safe, visible
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
-from charfmt.events import Event
+from charfmt.events import DiagnosticEvent, Event
 from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, lenient_text, parse
 from charfmt.schema import PROVIDERS, json_schema
@@ -456,6 +456,10 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 
     if args.scene is not None and args.character is not None:
         _usage_error(args, "argument --scene: not allowed with argument --character")
+    if args.sentences and args.stage:  # the stage's speak cues are the sentences
+        _usage_error(args, "argument --sentences: not allowed with argument --stage (its speak cues are the sentences)")
+    if args.max_length is not None and not (args.sentences or args.stage):
+        _usage_error(args, "argument --max-length: splits sentences; it needs --sentences or --stage")
     language = _language(args)
     parser = StreamParser(
         lenient=not args.strict, max_size=args.max_size, vocabulary=language.vocabulary, tags=language.tags
@@ -472,19 +476,28 @@ def _cmd_stream(args: argparse.Namespace) -> int:
                 failed = True
                 if stage is not None:  # the cues say nothing of it: say it where errors go
                     print(_diag_line("<stream>", event.diagnostic), file=sys.stderr)
-            if stage is None:
+            if stage is None or event.kind == "diagnostic":  # the cues say nothing of it: a diagnostic line
                 print(_json(event.to_dict(), out), file=out, flush=True)
-            else:
+            if stage is not None:
                 for cue in stage.feed(event):
                     print(_json(cue.to_dict(), out), file=out, flush=True)
             if splitter is not None:
                 for sentence in splitter.feed(event):
                     print(_json({"kind": "sentence", **sentence.to_dict()}, out), file=out, flush=True)
 
+    scene = _load_scene(args.scene, args.max_size) if args.scene is not None else None
+    seen: list[str | bytes] = []
     try:
         for chunk in _stream_chunks(args):
+            if scene is not None:
+                seen.append(chunk)
             emit(parser.feed(chunk))
         emit(parser.close())
+        if scene is not None:  # speakers and their emotions, as Scene.parse checks them (stream == batch)
+            raw = b"".join(c if isinstance(c, bytes) else c.encode("utf-8") for c in seen)
+            text = raw.decode("utf-8", errors="replace")
+            problems = scene.check(parser.reply, text, lenient=not args.strict)
+            emit([DiagnosticEvent(d.chat, d) for d in problems])
         for cue in stage.close() if stage is not None else ():
             print(_json(cue.to_dict(), sys.stdout), file=sys.stdout, flush=True)
     except ParseError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,31 @@ def test_an_out_of_range_intensity_is_clamped_or_dropped_never_spoken(value: str
     codes = [d.code for d in reply.diagnostics]
     assert ("CF930" in codes) == (value != "0.6")
     assert _streamed([text[:9], text[9:]], AOI) == cues
+
+
+def test_cli_stream_stage_keeps_warnings_as_diagnostic_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<motion>jump</motion>\\n<msg>Hi.</msg>"}]}'
+    path = tmp_path / "r.json"
+    path.write_text(text, encoding="utf-8")
+    base = ["stream", "--replay", str(path), "--character", str(AOI_PATH)]
+    assert main(base) == 0
+    plain = [line for line in map(json.loads, capsys.readouterr().out.splitlines()) if line["kind"] == "diagnostic"]
+    assert main([*base, "--stage"]) == 0
+    staged = [line for line in map(json.loads, capsys.readouterr().out.splitlines()) if line["kind"] == "diagnostic"]
+    assert staged == plain and "CF132" in [line["diagnostic"]["code"] for line in plain]
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [(["--max-length", "8"], "--max-length"), (["--sentences", "--stage"], "--sentences")],
+)
+def test_cli_stream_flags_that_do_nothing_together_are_a_usage_error(flags: list[str], needle: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "charfmt", "stream", "--replay", str(AOI_PATH.parent / "missing.json"), *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 2 and needle in run.stderr

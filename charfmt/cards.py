@@ -112,14 +112,17 @@ def is_card(data: bytes) -> bool:
     return data.startswith((b"\x89PNG", b"PK\x03\x04")) or data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
 
 
-def card_text(data: bytes, *, limit: int) -> str:
-    """The card JSON of a PNG (``ccv3`` preferred to ``chara``), a CHARX zip or a JSON file."""
+def card_text(data: bytes, *, limit: int, key: str | None = None) -> str:
+    """The card JSON of a PNG (``ccv3`` preferred to ``chara``, or ``key``), a CHARX zip or a JSON file."""
+    if not data.strip():
+        raise CardError("empty file")
     if data.startswith(b"\x89PNG"):
         try:
             chunks = text_chunks(data, limit=limit)
         except PngError as e:
             raise CardError(str(e)) from None
-        key = "ccv3" if "ccv3" in chunks else "chara" if "chara" in chunks else None
+        if key is None:
+            key = "ccv3" if "ccv3" in chunks else "chara" if "chara" in chunks else None
         if key is None:
             raise CardError("a PNG without a character card (no 'ccv3' or 'chara' text chunk)")
         try:
@@ -160,7 +163,26 @@ def _charx_member(data: bytes, name: str, limit: int) -> bytes:
 
 def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
     """A card's bytes as (the ``Character`` fields it gives, the card's ``CardInfo``); raises ``CardError``."""
-    text = card_text(data, limit=limit)
+    try:
+        return _read_card(card_text(data, limit=limit), [])
+    except CardError as e:
+        if not data.startswith(b"\x89PNG"):
+            raise
+        try:
+            chunks = text_chunks(data, limit=limit)
+        except PngError:
+            raise e from None
+        if "ccv3" not in chunks or "chara" not in chunks:
+            raise
+        note = _note("CF925", f"the PNG's 'ccv3' chunk is unreadable ({e}): its 'chara' chunk read instead")
+        return _read_card(card_text(data, limit=limit, key="chara"), [note])
+
+
+_V1_FIELDS: Final = ("description", "personality", "first_mes", "mes_example")
+"""What a V1 (TavernAI) card has besides ``name``: an object with none of them is not a card."""
+
+
+def _read_card(text: str, notes: list[Diagnostic]) -> tuple[dict[str, Any], CardInfo]:
     try:
         card = json.loads(text)
     except ValueError as e:
@@ -173,12 +195,22 @@ def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
         if not isinstance(fields, dict):
             raise CardError(f"a {spec} card has a data object", "data")
         extensions = _raw_member(text, ("data", "extensions"))
-    elif spec is None and "name" in card:
+    elif spec is None and "name" in card and any(key in card for key in _V1_FIELDS):
         fields, extensions = card, None  # V1 (TavernAI): the fields at the top
+    elif spec is None:
+        raise CardError(
+            "not a character card: no spec (chara_card_v2, chara_card_v3) and not a V1 card"
+            f" (name with {', '.join(_V1_FIELDS)})",
+            "spec",
+        )
     else:
         raise CardError(f"unknown card spec {spec!r} (charfmt reads chara_card_v2 and chara_card_v3)", "spec")
     extensions = extensions or "{}"
+    fields = dict(fields)
     for key, default in _FIELDS:
+        if key in fields and fields[key] is None:  # SillyTavern exports null for fields never set
+            notes.append(_note("CF923", f"data.{key} is null: read as empty"))
+            fields[key] = type(default)()
         value = fields.get(key, default)
         if not isinstance(value, type(default)):
             raise CardError(f"{key} is not a {'list' if isinstance(default, list) else 'string'}", f"data.{key}")
@@ -189,7 +221,10 @@ def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
     except ValueError:
         ext = None
     if not isinstance(ext, dict):
-        raise CardError("extensions is not a JSON object", "data.extensions")
+        if ext not in (None, []) and ext != {}:
+            raise CardError("extensions is not a JSON object", "data.extensions")
+        notes.append(_note("CF924", f"data.extensions is {extensions.strip()}, not an object: read as {{}}"))
+        ext, extensions = {}, "{}"
     kept = {key: fields.get(key, default) for key, default in _FIELDS}
     kept.update({k: v for k, v in fields.items() if k != "extensions"})
     own = ext.get("charfmt")
@@ -197,10 +232,10 @@ def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
     if isinstance(own, dict) and isinstance(own.get("character"), dict):
         if own.get("version") != CHARFMT_VERSION:
             raise CardError(f"extensions.charfmt version {own.get('version')!r} is not {CHARFMT_VERSION}")
-        notes = own.get("diagnostics", [])
-        return own["character"], CardInfo(data=kept, extensions=foreign, diagnostics=notes)
-    character, notes = _from_fields(kept)
-    return character, CardInfo(data=kept, extensions=foreign, diagnostics=notes)
+        said = [*own.get("diagnostics", []), *notes]
+        return own["character"], CardInfo(data=kept, extensions=foreign, diagnostics=said)
+    character, read = _from_fields(kept)
+    return character, CardInfo(data=kept, extensions=foreign, diagnostics=[*notes, *read])
 
 
 _NAMES: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(BOT|USER)>", re.IGNORECASE)

@@ -221,7 +221,8 @@ class Character(BaseModel):
     @classmethod
     def from_bytes(cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE) -> Character:
         """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
-        if is_card(data):
+        suffix = Path(file).suffix.lower()
+        if suffix in _CARD_SUFFIXES or is_card(data):
             return cls.from_card(data, file, max_size=max_size)
         return cls.from_toml(_decode(data, file), file)
 
@@ -238,6 +239,13 @@ class Character(BaseModel):
             except CardError as e:
                 binary = not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
                 message = f"not UTF-8 TOML, and not a readable character card: {e}" if binary else str(e)
+                suffix = Path(file).suffix.lower()
+                if not data.strip():
+                    message = "empty file"
+                elif suffix in _SIGNATURES and not data.startswith(_SIGNATURES[suffix][0]):
+                    message = f"not {_SIGNATURES[suffix][1]}: the file does not start with its signature"
+                elif suffix in _CARD_SUFFIXES:
+                    message = f"not a character card: {e}" if binary else str(e)
                 raise CharacterError(file, e.key, None, message) from None
             try:
                 character = cls.model_validate(fields)
@@ -324,6 +332,11 @@ def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
             raise fail(at(i, e.field), message) from None
     return DEFAULT_TAGS.extend(*specs)
 
+
+_CARD_SUFFIXES: Final = frozenset({".png", ".charx", ".json"})
+"""Card file names: such a file is read as a card, never as TOML."""
+_SIGNATURES: Final = {".png": (b"\x89PNG", "a PNG"), ".charx": (b"PK\x03\x04", "a CHARX (zip) file")}
+"""The bytes a PNG and a CHARX file start with, and what to call a file that does not."""
 
 _Fail = Callable[[tuple[Any, ...], str], CharacterError]
 """Builds the error for a location in the file (``("emotions", 1, "key")``) and a message."""

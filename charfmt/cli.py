@@ -604,7 +604,10 @@ def _load_character(path: str, limit: int) -> Character:
     inp = _read(path, limit)
     if inp.over:
         raise _InputError(f"cannot read --character {inp.too_large(limit)}")
-    return Character.from_bytes(inp.data, inp.name, max_size=limit)
+    character = Character.from_bytes(inp.data, inp.name, max_size=limit)
+    for d in character.card.diagnostics if character.card is not None else ():  # a default vocabulary (CF920)...
+        print(_diag_line(inp.name, d), file=sys.stderr)
+    return character
 
 
 def _load_scene(path: str, limit: int) -> Scene:

@@ -197,3 +197,44 @@ def test_render_grammar_and_stream_take_a_card(tmp_path: Path, capsys: pytest.Ca
     assert "You are Seraphina." in out and "Seraphina guards the forest" in out and "- joy" in out
     assert main(["grammar", "--target", "gbnf", "--character", str(path)]) == 0
     assert '"sad"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("x.png", b"", "x.png: empty file"),
+        ("x.json", b"", "x.json: empty file"),
+        ("x.charx", b"", "x.charx: empty file"),
+        ("junk.png", b'name = "A"\npersona = "p"\n', "junk.png: not a PNG"),
+        ("junk.charx", b"hello", "junk.charx: not a CHARX (zip) file"),
+        ("x.json", b"hello", "x.json: not a character card: the card is not JSON"),
+        ("package.json", b'{"name":"my-npm-package","version":"1.0.0"}', "package.json: spec: not a character card"),
+    ],
+)
+def test_a_file_that_is_not_a_card_says_what_it_is(tmp_path: Path, name: str, data: bytes, message: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(charfmt.CharacterError) as e:
+        charfmt.Character.load(path)
+    assert str(e.value).startswith(str(tmp_path / message))
+
+
+def test_nulls_in_a_card_read_as_empty_and_a_broken_ccv3_falls_back_to_chara() -> None:
+    data = {**DATA, "description": None, "alternate_greetings": None}
+    text = _card("chara_card_v2", data, "[]")
+    ch = charfmt.Character.from_bytes(text.encode(), "null.json")
+    assert ch.card is not None
+    assert ch.card.data["description"] == "" and ch.card.data["alternate_greetings"] == []
+    codes = [d.code for d in ch.card.diagnostics]
+    assert codes.count("CF923") == 2 and "CF924" in codes
+    png = _png(chara=_card("chara_card_v2", DATA), ccv3="{broken")
+    fallback = charfmt.Character.from_bytes(png, "x.png")
+    assert fallback.name == DATA["name"] and fallback.card is not None
+    assert "CF925" in [d.code for d in fallback.card.diagnostics]
+
+
+def test_what_reading_a_card_noted_reaches_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "plain.json"
+    path.write_text(_card("chara_card_v2", DATA), encoding="utf-8")
+    assert main(["render", "--character", str(path), "--say", "hi", "--format", "text"]) == 0
+    assert f"{path}:1:1: CF920 info: the card names no emotions" in capsys.readouterr().err

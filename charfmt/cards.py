@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import io
 import json
 import re
@@ -237,6 +238,12 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tup
             raise CardError(f"extensions.charfmt version {own.get('version')!r} is not {CHARFMT_VERSION}")
         said = [*own.get("diagnostics", []), *notes]
         character = own["character"] if user_name is None else {**own["character"], "user_name": user_name}
+        written: dict[str, Any] = own["fields"] if isinstance(own.get("fields"), dict) else {}
+        changed = [k for k in _DIGESTED if k in written and written[k] != _digest(kept[k])]
+        if changed:  # edited elsewhere (SillyTavern) since charfmt wrote it: the card's fields win
+            character = _edited(character, kept, changed, user_name or character.get("user_name") or "User")
+            edited = ", ".join(changed)
+            said.append(_note("CF927", f"card fields edited since charfmt wrote them ({edited}): read from the card"))
         return character, CardInfo(data=kept, extensions=foreign, diagnostics=said)
     character, read = _from_fields(kept, user_name or "User")
     return character, CardInfo(data=kept, extensions=foreign, diagnostics=[*notes, *read])
@@ -266,7 +273,31 @@ def _note(code: str, message: str) -> Diagnostic:
     return Diagnostic.at("", code, message, 0)
 
 
-def _from_fields(fields: dict[str, Any], user: str = "User") -> tuple[dict[str, Any], list[Diagnostic]]:
+_DIGESTED: Final = ("name", "description", "personality", "scenario", "first_mes", "mes_example")
+"""The card fields charfmt reads: ``extensions.charfmt.fields`` holds a digest of each as written."""
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _edited(own: dict[str, Any], fields: dict[str, Any], changed: list[str], user: str) -> dict[str, Any]:
+    """charfmt's character with what the edited card ``fields`` say in place of what they said when written."""
+    derived, _notes = _from_fields(fields, user, emotions=own.get("emotions"))
+    out = dict(own)
+    if {"description", "personality", "scenario"} & set(changed):
+        out["persona"] = derived["persona"]
+    if "name" in changed:
+        out["name"] = derived["name"]
+    if {"first_mes", "mes_example"} & set(changed):
+        out["examples"] = derived["examples"]
+    return out
+
+
+def _from_fields(
+    fields: dict[str, Any], user: str = "User", *, emotions: list[Any] | None = None
+) -> tuple[dict[str, Any], list[Diagnostic]]:
     """The ``Character`` fields a card (without charfmt's own data) gives, and what reading it noted."""
     name = fields["name"].strip()
     nickname = fields.get("nickname")
@@ -287,7 +318,8 @@ def _from_fields(fields: dict[str, Any], user: str = "User") -> tuple[dict[str, 
     if sub("scenario"):
         parts.append(f"Scenario: {sub('scenario')}")
     persona = "\n\n".join(p for p in parts if p) or name
-    emotions = _emotion_assets(fields.get("assets"), notes)
+    if emotions is None:
+        emotions = _emotion_assets(fields.get("assets"), notes)
     if not emotions:
         emotions = [{"key": k, "description": d, "aliases": list(a)} for k, d, a in DEFAULT_EMOTIONS]
         keys = ", ".join(k for k, _d, _a in DEFAULT_EMOTIONS)
@@ -504,9 +536,20 @@ def card_json(character: Character, *, spec: Literal["chara_card_v3", "chara_car
     """``character`` as a card's JSON text (V3 by default); reading it back gives the same character."""
     card = character.card
     fields = dict(card.data) if card is not None else _generated(character)
+    if card is not None:  # the character changed since the card was read: write what it is now
+        derived, _notes = _from_fields(fields, character.user_name, emotions=character.model_dump()["emotions"])
+        if derived["persona"] != character.persona:
+            fields.update(description=character.persona, personality="", scenario="")
+        if derived["name"] != character.name:
+            fields["name"] = character.name
+    digests = {key: _digest(fields.get(key, default)) for key, default in _FIELDS if key in _DIGESTED}
     if spec == "chara_card_v2":
         fields = {k: v for k, v in fields.items() if k not in _V3_ONLY}
-    own: dict[str, Any] = {"version": CHARFMT_VERSION, "character": character.model_dump(mode="json", exclude={"card"})}
+    own: dict[str, Any] = {
+        "version": CHARFMT_VERSION,
+        "character": character.model_dump(mode="json", exclude={"card"}),
+        "fields": digests,
+    }
     if card is not None and card.diagnostics:  # what reading the card first said (a default vocabulary)
         own["diagnostics"] = [d.model_dump(mode="json") for d in card.diagnostics]
     extensions = _with_member(

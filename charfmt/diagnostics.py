@@ -144,6 +144,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF924": ("warning", "a card's extensions is null or a list, not an object: read as {}"),
     "CF925": ("warning", "a PNG card's ccv3 chunk is unreadable: its chara chunk read instead"),
     "CF926": ("info", "card fields kept (written back on export) but not used in prompts"),
+    "CF927": ("warning", "card fields edited elsewhere since charfmt wrote them: read from the card"),
     "CF930": ("warning", "a bracket tag's intensity is outside 0–1: clamped to 1, dropped below 0 (emotion kept)"),
     "CF960": ("warning", "a chat's order does not fit a 64-bit integer: null in a table's order column"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),

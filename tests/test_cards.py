@@ -260,3 +260,29 @@ def test_card_fields_kept_but_unused_are_said_once() -> None:
     assert notes == [
         "kept in the card but not used in prompts: lorebook (character_book), system_prompt, alternate_greetings"
     ]
+
+
+def test_a_card_edited_in_sillytavern_reads_with_the_edits() -> None:
+    rex = charfmt.Character.load(EXAMPLES / "rex.toml")
+    card = json.loads(export_card(rex))
+    assert set(card["data"]["extensions"]["charfmt"]["fields"]) >= {"description", "first_mes"}
+    card["data"]["description"] = "{{char}} runs a repair shop on Mars and haggles with {{user}}."
+    card["data"]["first_mes"] = "*looks up* What now?"
+    edited = charfmt.Character.from_bytes(json.dumps(card).encode(), "edited.json")
+    assert edited.persona == f"Rex runs a repair shop on Mars and haggles with {rex.user_name}."
+    assert edited.emotions == rex.emotions and edited.tags == rex.tags
+    greeting = edited.examples[0]
+    assert not greeting.user.chats and [s.text for s in greeting.reply.chats[0].segments] == ["looks up", "What now?"]
+    assert edited.card is not None
+    notes = [d.message for d in edited.card.diagnostics if d.code == "CF927"]
+    assert notes == ["card fields edited since charfmt wrote them (description, first_mes): read from the card"]
+
+
+def test_a_character_whose_persona_changed_exports_the_new_description() -> None:
+    c = charfmt.Character.from_bytes(CARDS["v3.json"](), "v3.json")
+    changed = c.model_copy(update={"persona": "A new persona."})
+    card = json.loads(export_card(changed))
+    assert card["data"]["description"] == "A new persona." and card["data"]["personality"] == ""
+    again = charfmt.Character.from_bytes(json.dumps(card).encode(), "again.json")
+    assert again.persona == "A new persona." and again.examples == c.examples
+    assert json.loads(export_card(c))["data"]["description"] == c.card.data["description"]  # type: ignore[union-attr]

@@ -273,7 +273,7 @@ def _note(code: str, message: str) -> Diagnostic:
     return Diagnostic.at("", code, message, 0)
 
 
-_DIGESTED: Final = ("name", "description", "personality", "scenario", "first_mes", "mes_example")
+_DIGESTED: Final[tuple[str, ...]] = ("name", "description", "personality", "scenario", "first_mes", "mes_example")
 """The card fields charfmt reads: ``extensions.charfmt.fields`` holds a digest of each as written."""
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import io
 import json
 import re
@@ -112,14 +113,17 @@ def is_card(data: bytes) -> bool:
     return data.startswith((b"\x89PNG", b"PK\x03\x04")) or data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
 
 
-def card_text(data: bytes, *, limit: int) -> str:
-    """The card JSON of a PNG (``ccv3`` preferred to ``chara``), a CHARX zip or a JSON file."""
+def card_text(data: bytes, *, limit: int, key: str | None = None) -> str:
+    """The card JSON of a PNG (``ccv3`` preferred to ``chara``, or ``key``), a CHARX zip or a JSON file."""
+    if not data.strip():
+        raise CardError("empty file")
     if data.startswith(b"\x89PNG"):
         try:
             chunks = text_chunks(data, limit=limit)
         except PngError as e:
             raise CardError(str(e)) from None
-        key = "ccv3" if "ccv3" in chunks else "chara" if "chara" in chunks else None
+        if key is None:
+            key = "ccv3" if "ccv3" in chunks else "chara" if "chara" in chunks else None
         if key is None:
             raise CardError("a PNG without a character card (no 'ccv3' or 'chara' text chunk)")
         try:
@@ -158,9 +162,31 @@ def _charx_member(data: bytes, name: str, limit: int) -> bytes:
         raise CardError(f"not a readable CHARX (zip) file: {e}") from None
 
 
-def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
-    """A card's bytes as (the ``Character`` fields it gives, the card's ``CardInfo``); raises ``CardError``."""
-    text = card_text(data, limit=limit)
+def read_card(data: bytes, *, limit: int, user_name: str | None = None) -> tuple[dict[str, Any], CardInfo]:
+    """A card's bytes as (the ``Character`` fields it gives, the card's ``CardInfo``); raises ``CardError``.
+
+    ``user_name``: what ``{{user}}`` becomes (the player's name; ``None``: ``User``, or what charfmt wrote).
+    """
+    try:
+        return _read_card(card_text(data, limit=limit), [], user_name)
+    except CardError as e:
+        if not data.startswith(b"\x89PNG"):
+            raise
+        try:
+            chunks = text_chunks(data, limit=limit)
+        except PngError:
+            raise e from None
+        if "ccv3" not in chunks or "chara" not in chunks:
+            raise
+        note = _note("CF925", f"the PNG's 'ccv3' chunk is unreadable ({e}): its 'chara' chunk read instead")
+        return _read_card(card_text(data, limit=limit, key="chara"), [note], user_name)
+
+
+_V1_FIELDS: Final = ("description", "personality", "first_mes", "mes_example")
+"""What a V1 (TavernAI) card has besides ``name``: an object with none of them is not a card."""
+
+
+def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tuple[dict[str, Any], CardInfo]:
     try:
         card = json.loads(text)
     except ValueError as e:
@@ -173,12 +199,22 @@ def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
         if not isinstance(fields, dict):
             raise CardError(f"a {spec} card has a data object", "data")
         extensions = _raw_member(text, ("data", "extensions"))
-    elif spec is None and "name" in card:
+    elif spec is None and "name" in card and any(key in card for key in _V1_FIELDS):
         fields, extensions = card, None  # V1 (TavernAI): the fields at the top
+    elif spec is None:
+        raise CardError(
+            "not a character card: no spec (chara_card_v2, chara_card_v3) and not a V1 card"
+            f" (name with {', '.join(_V1_FIELDS)})",
+            "spec",
+        )
     else:
         raise CardError(f"unknown card spec {spec!r} (charfmt reads chara_card_v2 and chara_card_v3)", "spec")
     extensions = extensions or "{}"
+    fields = dict(fields)
     for key, default in _FIELDS:
+        if key in fields and fields[key] is None:  # SillyTavern exports null for fields never set
+            notes.append(_note("CF923", f"data.{key} is null: read as empty"))
+            fields[key] = type(default)()
         value = fields.get(key, default)
         if not isinstance(value, type(default)):
             raise CardError(f"{key} is not a {'list' if isinstance(default, list) else 'string'}", f"data.{key}")
@@ -189,7 +225,10 @@ def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
     except ValueError:
         ext = None
     if not isinstance(ext, dict):
-        raise CardError("extensions is not a JSON object", "data.extensions")
+        if ext not in (None, []) and ext != {}:
+            raise CardError("extensions is not a JSON object", "data.extensions")
+        notes.append(_note("CF924", f"data.extensions is {extensions.strip()}, not an object: read as {{}}"))
+        ext, extensions = {}, "{}"
     kept = {key: fields.get(key, default) for key, default in _FIELDS}
     kept.update({k: v for k, v in fields.items() if k != "extensions"})
     own = ext.get("charfmt")
@@ -197,10 +236,17 @@ def read_card(data: bytes, *, limit: int) -> tuple[dict[str, Any], CardInfo]:
     if isinstance(own, dict) and isinstance(own.get("character"), dict):
         if own.get("version") != CHARFMT_VERSION:
             raise CardError(f"extensions.charfmt version {own.get('version')!r} is not {CHARFMT_VERSION}")
-        notes = own.get("diagnostics", [])
-        return own["character"], CardInfo(data=kept, extensions=foreign, diagnostics=notes)
-    character, notes = _from_fields(kept)
-    return character, CardInfo(data=kept, extensions=foreign, diagnostics=notes)
+        said = [*own.get("diagnostics", []), *notes]
+        character = own["character"] if user_name is None else {**own["character"], "user_name": user_name}
+        written: dict[str, Any] = own["fields"] if isinstance(own.get("fields"), dict) else {}
+        changed = [k for k in _DIGESTED if k in written and written[k] != _digest(kept[k])]
+        if changed:  # edited elsewhere (SillyTavern) since charfmt wrote it: the card's fields win
+            character = _edited(character, kept, changed, user_name or character.get("user_name") or "User")
+            edited = ", ".join(changed)
+            said.append(_note("CF927", f"card fields edited since charfmt wrote them ({edited}): read from the card"))
+        return character, CardInfo(data=kept, extensions=foreign, diagnostics=said)
+    character, read = _from_fields(kept, user_name or "User")
+    return character, CardInfo(data=kept, extensions=foreign, diagnostics=[*notes, *read])
 
 
 _NAMES: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(BOT|USER)>", re.IGNORECASE)
@@ -227,22 +273,53 @@ def _note(code: str, message: str) -> Diagnostic:
     return Diagnostic.at("", code, message, 0)
 
 
-def _from_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[Diagnostic]]:
+_DIGESTED: Final[tuple[str, ...]] = ("name", "description", "personality", "scenario", "first_mes", "mes_example")
+"""The card fields charfmt reads: ``extensions.charfmt.fields`` holds a digest of each as written."""
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _edited(own: dict[str, Any], fields: dict[str, Any], changed: list[str], user: str) -> dict[str, Any]:
+    """charfmt's character with what the edited card ``fields`` say in place of what they said when written."""
+    derived, _notes = _from_fields(fields, user, emotions=own.get("emotions"))
+    out = dict(own)
+    if {"description", "personality", "scenario"} & set(changed):
+        out["persona"] = derived["persona"]
+    if "name" in changed:
+        out["name"] = derived["name"]
+    if {"first_mes", "mes_example"} & set(changed):
+        out["examples"] = derived["examples"]
+    return out
+
+
+def _from_fields(
+    fields: dict[str, Any], user: str = "User", *, emotions: list[Any] | None = None
+) -> tuple[dict[str, Any], list[Diagnostic]]:
     """The ``Character`` fields a card (without charfmt's own data) gives, and what reading it noted."""
     name = fields["name"].strip()
-    user = "User"
+    nickname = fields.get("nickname")
+    # CCv3: where a nickname is given, {{char}} is the nickname
+    char = nickname.strip() if isinstance(nickname, str) and nickname.strip() else name
     notes: list[Diagnostic] = []
 
     def sub(key: str) -> str:
-        return _names(str(fields.get(key) or ""), name, user).strip()
+        return _names(str(fields.get(key) or ""), char, user).strip()
+
+    unused = [label for key, label in _UNUSED if fields.get(key)]
+    if unused:
+        notes.append(_note("CF926", f"kept in the card but not used in prompts: {', '.join(unused)}"))
 
     parts = [sub("description")]
     if sub("personality"):
-        parts.append(f"{name}'s personality: {sub('personality')}")
+        parts.append(f"{char}'s personality: {sub('personality')}")
     if sub("scenario"):
         parts.append(f"Scenario: {sub('scenario')}")
     persona = "\n\n".join(p for p in parts if p) or name
-    emotions = _emotion_assets(fields.get("assets"), notes)
+    if emotions is None:
+        emotions = _emotion_assets(fields.get("assets"), notes)
     if not emotions:
         emotions = [{"key": k, "description": d, "aliases": list(a)} for k, d, a in DEFAULT_EMOTIONS]
         keys = ", ".join(k for k, _d, _a in DEFAULT_EMOTIONS)
@@ -255,7 +332,7 @@ def _from_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[Diagnosti
         if reply is not None:
             examples.append({"user": UserTurn().model_dump(), "reply": reply.model_dump()})
     for n, block in enumerate(_blocks(sub("mes_example"))):
-        exchanges = list(_exchanges(block, name, user, vocabulary))
+        exchanges = list(_exchanges(block, char, user, vocabulary))
         if not exchanges:
             notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
         examples += exchanges
@@ -286,6 +363,16 @@ def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]
         seen.add(key.casefold())
         out.append({"key": key, "sprite": uri if isinstance(uri, str) else None})
     return out
+
+
+_UNUSED: Final = (
+    ("character_book", "lorebook (character_book)"),
+    ("system_prompt", "system_prompt"),
+    ("post_history_instructions", "post_history_instructions"),
+    ("alternate_greetings", "alternate_greetings"),
+    ("group_only_greetings", "group_only_greetings"),
+)
+"""Card fields charfmt keeps (and writes back) but does not put in its prompts."""
 
 
 _START: Final = re.compile(r"^\s*<START>\s*$", re.IGNORECASE | re.MULTILINE)
@@ -449,9 +536,20 @@ def card_json(character: Character, *, spec: Literal["chara_card_v3", "chara_car
     """``character`` as a card's JSON text (V3 by default); reading it back gives the same character."""
     card = character.card
     fields = dict(card.data) if card is not None else _generated(character)
+    if card is not None:  # the character changed since the card was read: write what it is now
+        derived, _notes = _from_fields(fields, character.user_name, emotions=character.model_dump()["emotions"])
+        if derived["persona"] != character.persona:
+            fields.update(description=character.persona, personality="", scenario="")
+        if derived["name"] != character.name:
+            fields["name"] = character.name
+    digests = {key: _digest(fields.get(key, default)) for key, default in _FIELDS if key in _DIGESTED}
     if spec == "chara_card_v2":
         fields = {k: v for k, v in fields.items() if k not in _V3_ONLY}
-    own: dict[str, Any] = {"version": CHARFMT_VERSION, "character": character.model_dump(mode="json", exclude={"card"})}
+    own: dict[str, Any] = {
+        "version": CHARFMT_VERSION,
+        "character": character.model_dump(mode="json", exclude={"card"}),
+        "fields": digests,
+    }
     if card is not None and card.diagnostics:  # what reading the card first said (a default vocabulary)
         own["diagnostics"] = [d.model_dump(mode="json") for d in card.diagnostics]
     extensions = _with_member(
@@ -469,6 +567,8 @@ def card_json(character: Character, *, spec: Literal["chara_card_v3", "chara_car
 
 def export_card(character: Character, fmt: Literal["json", "png"] = "json", *, image: bytes | None = None) -> bytes:
     """``character`` as a V3 card file: JSON, or a PNG (``image`` or a blank one) with ``ccv3`` and ``chara``."""
+    if fmt not in ("json", "png"):
+        raise ValueError(f'export_card: fmt is "json" or "png", not {fmt!r}')
     if fmt == "json":
         return card_json(character).encode("utf-8")
     v3 = base64.b64encode(card_json(character).encode("utf-8")).decode("ascii")

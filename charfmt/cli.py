@@ -39,7 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO, cast
 
 from charfmt._terminal import VisibleWriter, json_safe, visible
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
-from charfmt.events import Event
+from charfmt.events import DiagnosticEvent, Event
 from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, lenient_text, parse
 from charfmt.schema import PROVIDERS, json_schema
@@ -190,7 +190,7 @@ def _language(args: argparse.Namespace) -> _Language:
         return _Language(None, _load_scene(args.scene, args.max_size).tags)
     if path is None:
         return _Language()
-    character = _load_character(path, args.max_size)
+    character = _load_character(path, args.max_size, getattr(args, "user_name", None))
     return _Language(character.vocabulary, character.tags)
 
 
@@ -456,6 +456,10 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 
     if args.scene is not None and args.character is not None:
         _usage_error(args, "argument --scene: not allowed with argument --character")
+    if args.sentences and args.stage:  # the stage's speak cues are the sentences
+        _usage_error(args, "argument --sentences: not allowed with argument --stage (its speak cues are the sentences)")
+    if args.max_length is not None and not (args.sentences or args.stage):
+        _usage_error(args, "argument --max-length: splits sentences; it needs --sentences or --stage")
     language = _language(args)
     parser = StreamParser(
         lenient=not args.strict, max_size=args.max_size, vocabulary=language.vocabulary, tags=language.tags
@@ -472,19 +476,28 @@ def _cmd_stream(args: argparse.Namespace) -> int:
                 failed = True
                 if stage is not None:  # the cues say nothing of it: say it where errors go
                     print(_diag_line("<stream>", event.diagnostic), file=sys.stderr)
-            if stage is None:
+            if stage is None or event.kind == "diagnostic":  # the cues say nothing of it: a diagnostic line
                 print(_json(event.to_dict(), out), file=out, flush=True)
-            else:
+            if stage is not None:
                 for cue in stage.feed(event):
                     print(_json(cue.to_dict(), out), file=out, flush=True)
             if splitter is not None:
                 for sentence in splitter.feed(event):
                     print(_json({"kind": "sentence", **sentence.to_dict()}, out), file=out, flush=True)
 
+    scene = _load_scene(args.scene, args.max_size) if args.scene is not None else None
+    seen: list[str | bytes] = []
     try:
         for chunk in _stream_chunks(args):
+            if scene is not None:
+                seen.append(chunk)
             emit(parser.feed(chunk))
         emit(parser.close())
+        if scene is not None:  # speakers and their emotions, as Scene.parse checks them (stream == batch)
+            raw = b"".join(c if isinstance(c, bytes) else c.encode("utf-8") for c in seen)
+            text = raw.decode("utf-8", errors="replace")
+            problems = scene.check(parser.reply, text, lenient=not args.strict)
+            emit([DiagnosticEvent(d.chat, d) for d in problems])
         for cue in stage.close() if stage is not None else ():
             print(_json(cue.to_dict(), sys.stdout), file=sys.stdout, flush=True)
     except ParseError as e:
@@ -501,7 +514,8 @@ def _stage_reader(args: argparse.Namespace) -> StageReader:
     if getattr(args, "scene", None) is not None:
         return _load_scene(args.scene, args.max_size).stage(max_length=args.max_length)
     path = getattr(args, "character", None)
-    character = _load_character(path, args.max_size) if path is not None else None
+    user_name = getattr(args, "user_name", None)
+    character = _load_character(path, args.max_size, user_name) if path is not None else None
     return StageReader(character, max_length=args.max_length)
 
 
@@ -585,13 +599,16 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _load_character(path: str, limit: int) -> Character:
+def _load_character(path: str, limit: int, user_name: str | None = None) -> Character:
     from charfmt.character import Character  # noqa: PLC0415
 
     inp = _read(path, limit)
     if inp.over:
         raise _InputError(f"cannot read --character {inp.too_large(limit)}")
-    return Character.from_bytes(inp.data, inp.name, max_size=limit)
+    character = Character.from_bytes(inp.data, inp.name, max_size=limit, user_name=user_name)
+    for d in character.card.diagnostics if character.card is not None else ():  # a default vocabulary (CF920)...
+        print(_diag_line(inp.name, d), file=sys.stderr)
+    return character
 
 
 def _load_scene(path: str, limit: int) -> Scene:
@@ -620,7 +637,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if not args.say.strip():
         _usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
     templates = _templates(args.templates)
-    character = _load_character(args.character, args.max_size)
+    character = _load_character(args.character, args.max_size, getattr(args, "user_name", None))
     history = _load_history(args.history, character, args.max_size) if args.history is not None else []
     turn = character.shorthand(args.say)
     for d in turn.diagnostics:
@@ -641,7 +658,7 @@ def _cmd_grammar(args: argparse.Namespace) -> int:
 
     vocabulary = tags = speakers = None
     if args.character is not None:
-        character = _load_character(args.character, args.max_size)
+        character = _load_character(args.character, args.max_size, getattr(args, "user_name", None))
         vocabulary, tags = character.vocabulary, character.tags
     elif args.scene is not None:
         scene = _load_scene(args.scene, args.max_size)
@@ -811,6 +828,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def add_character(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--character", metavar="FILE", help="read replies with this character's emotions and [[tags]]")
+        sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
 
     def command(name: str, run: Callable[[argparse.Namespace], int], **kwargs: Any) -> argparse.ArgumentParser:
         # --help says what the command does (its one-line help as a sentence) and its exit codes.
@@ -895,6 +913,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = command("render", _cmd_render, help="render a provider request for a character and a user turn")
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
+    sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
     sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
     sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
     sp.add_argument(

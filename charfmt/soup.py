@@ -722,10 +722,10 @@ def _bracket(
     word: str, val: str | None, vocabulary: Vocabulary | None, tags: TagTable
 ) -> tuple[str, str, float | None] | None:
     """A bracket tag's meaning: ``(tag, text, intensity)``, or ``None`` to keep it as text."""
-    number = _intensity(val) if val is not None and re.fullmatch(r"\s*[0-9.]+\s*", val) else None
+    number = _bracket_intensity(val)
     lower = word.strip().lower()
     emotion = tags.emotion.name
-    if val is not None and number is None:
+    if val is not None and number is None and not _NUMBER.fullmatch(val):
         canon = tags.prefixes.get(lower) or tags.synonyms.get(lower)  # a prefix means what shorthand reads
         if canon is None:
             return None
@@ -741,6 +741,35 @@ def _bracket(
             return (emotion, key, number)
     if re.fullmatch(r"[^\s<>&]+", word.strip()):
         return (emotion, word.strip(), number)
+    return None
+
+
+def _bracket_intensity(val: str | None) -> float | None:
+    """A bracket tag's intensity (documented 0–1): above 1 clamped to 1, below 0 dropped (see ``_out_of_range``)."""
+    if val is None or not _NUMBER.fullmatch(val):
+        return None
+    try:
+        number = float(val)
+    except ValueError:
+        return None
+    return None if number < 0 else min(number, 1.0)
+
+
+_NUMBER: Final = re.compile(r"\s*[-+]?[0-9.]+\s*")
+
+
+def _out_of_range(val: str | None) -> str | None:
+    """What became of a bracket intensity outside 0–1 (``CF930``), or ``None`` where it is in range."""
+    if val is None or not _NUMBER.fullmatch(val):
+        return None
+    try:
+        number = float(val)
+    except ValueError:
+        return None
+    if number > 1:
+        return f"intensity {val.strip()} is outside 0–1: clamped to 1"
+    if number < 0:
+        return f"intensity {val.strip()} is outside 0–1: dropped, the emotion kept"
     return None
 
 
@@ -813,6 +842,8 @@ def read_prose(
             meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
             if meaning is None:
                 continue
+            if meaning[0] == emotion and (clamped := _out_of_range(m.group("val"))) is not None:
+                out.note("CF930", clamped, offset + m.start(), offset + m.end())
             marks.append((m.start(), m.end(), meaning[0], meaning[1], meaning[2]))
         elif kind == "full":
             value = decode_entities(m.group("full").strip())

@@ -11,6 +11,9 @@ Three kinds of cue come out, each as soon as it is certain:
 ``speak``
     speak this sentence, as this speaker, with this voice (the character's voice with the
     emotion's voice over it) — from the speech tags, split by ``SentenceSplitter``.
+    Punctuation within a message stays with its sentence (``…寂しかった。``); a message that is
+    punctuation only (``<msg>……</msg>``, a pause, a gasp) is a ``speak`` cue with ``silent=True``:
+    its text kept for display, nothing for TTS to say.
 
 The order is the order of the reply, and the reader never holds a cue back: an expression
 or motion is out the moment its element is complete, before any sentence written after it,
@@ -106,6 +109,8 @@ class Speak(_CueBase):
     speaker: str | None = None
     voice: dict[str, Any] | None = None
     """The voice (``Voice`` fields that are set), or ``None`` where no voice is mapped."""
+    silent: bool | None = None
+    """``True`` where the text is punctuation only (``……``, ``！？``): shown, not sent to TTS."""
     kind: Literal["speak"] = field(default="speak", init=False)
 
 
@@ -136,8 +141,14 @@ class StageReader:
         ``narrator``: the voice ``I``/``E`` chats are spoken with (``None``: they are not spoken).
         ``max_length``: a sentence longer than this also ends at ``、`` or ``,`` (TTS starts early).
         """
+        from charfmt.character import Character  # noqa: PLC0415
         from charfmt.tags import DEFAULT_TAGS  # noqa: PLC0415
 
+        if character is not None and not isinstance(character, Character):
+            name = type(character).__name__
+            raise TypeError(f"StageReader: character is a charfmt.Character (Character.load(path)), not {name}")
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)):
+            raise TypeError(f"StageReader: max_length is an int or None, not {type(max_length).__name__}")
         self.character = character
         self.cast: dict[str, Character] = dict(cast or {})
         self.narrator = narrator
@@ -152,6 +163,8 @@ class StageReader:
 
     def feed(self, event: Event) -> list[StageCue]:
         """The cues ``event`` makes certain (most events make none)."""
+        if not isinstance(event, _EVENT_TYPES):
+            raise TypeError(f"StageReader.feed takes a charfmt event (StreamParser.feed's), not {type(event).__name__}")
         out: list[StageCue] = []
         if isinstance(event, ChatStart):
             speaker = getattr(event, "speaker", None)
@@ -252,10 +265,12 @@ class StageReader:
             sentence.action,
             speaker,
             voice.model_dump(exclude_none=True) if voice is not None else None,
+            None if any(ch.isalnum() for ch in sentence.text) else True,
         )
 
 
 _EMPTY = StageMap()
+_EVENT_TYPES: tuple[type, ...] = tuple(getattr(Event, "__args__", ()))
 
 
 def stage_cues(
@@ -269,6 +284,8 @@ def stage_cues(
     """The stage cues of ``events`` (or of a whole ``Reply``, read with the character's tags), in order."""
     from charfmt.models import Reply  # noqa: PLC0415 (the reader itself needs no models)
 
+    if isinstance(events, (str, bytes)):
+        raise TypeError("stage_cues takes events or a Reply, not raw text: parse it first (charfmt.parse(text))")
     reader = StageReader(character, cast=cast, narrator=narrator, max_length=max_length)
     if isinstance(events, Reply):
         table = character.tags if character is not None else None

@@ -9,11 +9,11 @@ style the TTS speaks with; per action word and per cue value (a ``[[tags]]`` cue
 .. code-block:: toml
 
     [stage.voice]                 # the character's voice (each emotion may change parts of it)
-    speaker = 3
+    speaker = 3                   # an int id (VOICEVOX, AivisSpeech); a voice name is a string ("alloy")
     [stage.emotions.joy]
     vrm = "happy"                 # VRM expression preset (or a custom expression name)
     weight = 0.8                  # the weight at full intensity
-    live2d = ["smile", "blush"]   # Live2D expressions (.exp3.json names)
+    live2d = ["smile", "blush"]   # Live2D expressions (.exp3.json names; one may be a string)
     live2d_motion = "Happy"       # a Live2D motion group
     vts_hotkey = "Smile"          # a VTube Studio hotkey (name or id)
     voice = { style = "happy", rate = 1.1 }
@@ -29,9 +29,11 @@ The stage reader (``charfmt.stage``) reads this map; this module only holds it.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Voice(BaseModel):
@@ -43,10 +45,21 @@ class Voice(BaseModel):
     """A style name of the TTS engine (VOICEVOX, Style-Bert-VITS2, Azure: ``happy``, ``ささやき``)."""
     speaker: int | str | None = None
     """A speaker id (VOICEVOX, AivisSpeech) or a voice name (Azure, OpenAI, ElevenLabs)."""
+    # An id is an int (VOICEVOX and AivisSpeech take ints); a name is a string (Azure, OpenAI,
+    # ElevenLabs take names). A string of digits is an id written as a string: an error, not a name.
     rate: float | None = Field(None, gt=0, le=10)
     """Speaking rate, 1 = normal."""
     pitch: float | None = Field(None, ge=-100, le=100)
     """Pitch shift in the engine's own unit (0 = normal)."""
+
+    @field_validator("speaker", mode="before")
+    @classmethod
+    def _id_or_name(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            raise ValueError(f"speaker {value!r}: a speaker id is an int (speaker = {int(value)}), a name a string")
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("speaker is an int id (VOICEVOX, AivisSpeech) or a voice name, not empty")
+        return value
 
     def over(self, base: Voice | None) -> Voice:
         """This voice with the fields it leaves ``None`` taken from ``base``."""
@@ -69,6 +82,12 @@ class Expression(BaseModel):
     """The VRM expression's weight at full intensity; an emotion's intensity scales it."""
     live2d: list[str] = Field(default_factory=list)
     """Live2D expressions (``.exp3.json`` names) to set, in order."""
+
+    @field_validator("live2d", mode="before")
+    @classmethod
+    def _one_expression(cls, value: Any) -> Any:
+        """``live2d = "smile"`` is a list of one, as an action's ``live2d`` is one name."""
+        return [value] if isinstance(value, str) else value
     live2d_motion: str | None = None
     """A Live2D motion group to play with the expression."""
     vts_hotkey: str | None = None
@@ -129,16 +148,33 @@ class StageMap(BaseModel):
         found = table.get(word)
         return (found if found is not None else self.fallback_action), found is not None
 
-    def check(self, keys: list[str], cues: dict[str, tuple[str, ...] | None]) -> list[tuple[tuple[Any, ...], str]]:
-        """Each entry that names no emotion key or cue (its place under ``stage`` and why).
+    def check(
+        self,
+        keys: list[str],
+        cues: dict[str, tuple[str, ...] | None],
+        actions: Sequence[str] = (),
+        resolve: Callable[[str], str | None] | None = None,
+    ) -> list[tuple[tuple[Any, ...], str]]:
+        """Each entry that names no emotion key, action or cue (its place under ``stage`` and why).
 
         ``cues``: each cue tag with its closed list of values (``None``: any value).
-        Action words are free (the model may write others), so any word may be mapped.
+        ``actions``: the character's action words; where it lists none, any word may be mapped.
+        ``resolve``: the vocabulary's lookup, so that an alias written as a key says which key it means.
         """
         problems: list[tuple[tuple[Any, ...], str]] = []
         for key in self.emotions:
             if key not in keys:
-                problems.append((("emotions", key), f"{key!r} is not an emotion key (the keys are {', '.join(keys)})"))
+                alias = resolve(key) if resolve is not None else None
+                if alias is not None:
+                    message = f"{key!r} is an alias of {alias!r}: map the key ([stage.emotions.{alias}])"
+                else:
+                    message = f"{key!r} is not an emotion key (the keys are {', '.join(keys)}){_mean(key, keys)}"
+                problems.append((("emotions", key), message))
+        for word in self.actions if actions else ():
+            if word not in actions:
+                listed = ", ".join(actions)
+                message = f"{word!r} is not an action of the character (actions: {listed}){_mean(word, actions)}"
+                problems.append((("actions", word), message))
         for tag, values in self.cues.items():
             if tag not in cues:
                 names = ", ".join(cues) or "none"
@@ -154,3 +190,8 @@ class StageMap(BaseModel):
 
 
 _NOTHING: Final = Expression()
+
+
+def _mean(word: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

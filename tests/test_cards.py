@@ -197,3 +197,92 @@ def test_render_grammar_and_stream_take_a_card(tmp_path: Path, capsys: pytest.Ca
     assert "You are Seraphina." in out and "Seraphina guards the forest" in out and "- joy" in out
     assert main(["grammar", "--target", "gbnf", "--character", str(path)]) == 0
     assert '"sad"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("x.png", b"", "x.png: empty file"),
+        ("x.json", b"", "x.json: empty file"),
+        ("x.charx", b"", "x.charx: empty file"),
+        ("junk.png", b'name = "A"\npersona = "p"\n', "junk.png: not a PNG"),
+        ("junk.charx", b"hello", "junk.charx: not a CHARX (zip) file"),
+        ("x.json", b"hello", "x.json: not a character card: the card is not JSON"),
+        ("package.json", b'{"name":"my-npm-package","version":"1.0.0"}', "package.json: spec: not a character card"),
+    ],
+)
+def test_a_file_that_is_not_a_card_says_what_it_is(tmp_path: Path, name: str, data: bytes, message: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(charfmt.CharacterError) as e:
+        charfmt.Character.load(path)
+    assert str(e.value).startswith(str(tmp_path / message))
+
+
+def test_nulls_in_a_card_read_as_empty_and_a_broken_ccv3_falls_back_to_chara() -> None:
+    data = {**DATA, "description": None, "alternate_greetings": None}
+    text = _card("chara_card_v2", data, "[]")
+    ch = charfmt.Character.from_bytes(text.encode(), "null.json")
+    assert ch.card is not None
+    assert ch.card.data["description"] == "" and ch.card.data["alternate_greetings"] == []
+    codes = [d.code for d in ch.card.diagnostics]
+    assert codes.count("CF923") == 2 and "CF924" in codes
+    png = _png(chara=_card("chara_card_v2", DATA), ccv3="{broken")
+    fallback = charfmt.Character.from_bytes(png, "x.png")
+    assert fallback.name == DATA["name"] and fallback.card is not None
+    assert "CF925" in [d.code for d in fallback.card.diagnostics]
+
+
+def test_what_reading_a_card_noted_reaches_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "plain.json"
+    path.write_text(_card("chara_card_v2", DATA), encoding="utf-8")
+    assert main(["render", "--character", str(path), "--say", "hi", "--format", "text"]) == 0
+    assert f"{path}:1:1: CF920 info: the card names no emotions" in capsys.readouterr().err
+
+
+def test_user_name_and_nickname_replace_user_and_char(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sera.json"
+    path.write_text(_card("chara_card_v3", {**V3_DATA, "nickname": "Sera"}), encoding="utf-8")
+    ch = charfmt.Character.load(path, user_name="Alex")
+    assert ch.user_name == "Alex" and ch.name == "Seraphina"
+    assert ch.persona.startswith("Sera guards the forest and speaks gently to Alex.")
+    assert "{{" not in ch.persona and "User" not in ch.persona
+    assert main(["render", "--character", str(path), "--user-name", "Alex", "--say", "hi", "--format", "text"]) == 0
+    assert "speaks gently to Alex" in capsys.readouterr().out
+    exported = charfmt.Character.from_bytes(export_card(ch), "again.json", user_name="Kim")
+    assert exported.user_name == "Kim"
+
+
+def test_card_fields_kept_but_unused_are_said_once() -> None:
+    ch = charfmt.Character.from_bytes(_card("chara_card_v2", DATA).encode(), "sera.json")
+    assert ch.card is not None
+    notes = [d.message for d in ch.card.diagnostics if d.code == "CF926"]
+    assert notes == [
+        "kept in the card but not used in prompts: lorebook (character_book), system_prompt, alternate_greetings"
+    ]
+
+
+def test_a_card_edited_in_sillytavern_reads_with_the_edits() -> None:
+    rex = charfmt.Character.load(EXAMPLES / "rex.toml")
+    card = json.loads(export_card(rex))
+    assert set(card["data"]["extensions"]["charfmt"]["fields"]) >= {"description", "first_mes"}
+    card["data"]["description"] = "{{char}} runs a repair shop on Mars and haggles with {{user}}."
+    card["data"]["first_mes"] = "*looks up* What now?"
+    edited = charfmt.Character.from_bytes(json.dumps(card).encode(), "edited.json")
+    assert edited.persona == f"Rex runs a repair shop on Mars and haggles with {rex.user_name}."
+    assert edited.emotions == rex.emotions and edited.tags == rex.tags
+    greeting = edited.examples[0]
+    assert not greeting.user.chats and [s.text for s in greeting.reply.chats[0].segments] == ["looks up", "What now?"]
+    assert edited.card is not None
+    notes = [d.message for d in edited.card.diagnostics if d.code == "CF927"]
+    assert notes == ["card fields edited since charfmt wrote them (description, first_mes): read from the card"]
+
+
+def test_a_character_whose_persona_changed_exports_the_new_description() -> None:
+    c = charfmt.Character.from_bytes(CARDS["v3.json"](), "v3.json")
+    changed = c.model_copy(update={"persona": "A new persona."})
+    card = json.loads(export_card(changed))
+    assert card["data"]["description"] == "A new persona." and card["data"]["personality"] == ""
+    again = charfmt.Character.from_bytes(json.dumps(card).encode(), "again.json")
+    assert again.persona == "A new persona." and again.examples == c.examples
+    assert json.loads(export_card(c))["data"]["description"] == c.card.data["description"]  # type: ignore[union-attr]

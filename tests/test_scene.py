@@ -296,3 +296,35 @@ def test_cli_grammar_and_stream_take_a_scene(capsys: pytest.CaptureFixture[str])
                                narrator=scene.narrator)  # fmt: skip
     assert got == [c.to_dict() for c in whole] and {c.get("speaker") for c in got} == {"rex", "mio", "narrator"}
     assert main(["stream", "--replay", reply, "--scene", path, "--character", path]) == 2
+
+
+BAD_SCENE_REPLY = (
+    '{"chats":[{"type":"C","order":1,"speaker":"zed","body":"<msg>Hi.</msg>"},'
+    '{"type":"C","order":2,"body":"<msg>Who?</msg>"},'
+    '{"type":"C","order":3,"speaker":"rex","body":"<emo>sparkly</emo>\\n<msg>Fine.</msg>"}]}'
+)
+
+
+@pytest.mark.parametrize("stage", [False, True])
+def test_cli_stream_checks_a_scenes_speakers_and_emotions_as_parse_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stage: bool
+) -> None:
+    from charfmt.cli import main
+
+    scene_path = str(EXAMPLES / "scenes" / "mars_shrine.toml")
+    scene = Scene.load(scene_path)
+    path = tmp_path / "r.json"
+    path.write_text(BAD_SCENE_REPLY, encoding="utf-8")
+    args = ["stream", "--replay", str(path), "--chunk", "5", "--scene", scene_path, *(["--stage"] if stage else [])]
+    with pytest.raises(charfmt.ParseError) as e:
+        scene.parse(BAD_SCENE_REPLY)
+    assert main([*args, "--strict"]) == 1
+    out = capsys.readouterr().out
+    codes = [line["diagnostic"]["code"] for line in map(json.loads, out.splitlines()) if line["kind"] == "diagnostic"]
+    assert sorted(codes) == sorted(d.code for d in e.value.diagnostics) == ["CF306", "CF307", "CF308"]
+    assert main(args) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    diagnostics = [line["diagnostic"] for line in lines if line["kind"] == "diagnostic"]
+    lenient = [d for d in diagnostics if d["code"] == "CF309"]
+    expected = [d for d in scene.parse(BAD_SCENE_REPLY, lenient=True).diagnostics if d.code == "CF309"]
+    assert lenient == [d.model_dump() for d in expected] and len(lenient) == 3

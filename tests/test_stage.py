@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,98 @@ def test_charfmt_chat_shows_the_stage_cues_before_the_speech() -> None:
     assert staged == _whole(charfmt.parse(REPLY, tags=AOI.tags), AOI)
     first_speech = next(i for i, line in enumerate(lines) if line.startswith("Aoi: "))
     assert lines.index("  (stage) " + json.dumps(staged[0], ensure_ascii=False)) < first_speech
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: list(stage_cues(REPLY, AOI)), "raw text"),  # type: ignore[arg-type]
+        (lambda: list(stage_cues(charfmt.parse(REPLY, lenient=True), "aoi.toml")), "charfmt.Character"),  # type: ignore[arg-type]
+        (lambda: StageReader(AOI).feed("hello"), "charfmt event"),  # type: ignore[arg-type]
+        (lambda: StageReader(AOI, max_length="10"), "max_length"),  # type: ignore[arg-type]
+        (lambda: charfmt.Character.from_card("aoi.png"), "Character.load"),  # type: ignore[arg-type]
+        (lambda: charfmt.Character.from_card({"name": "x"}), "bytes"),  # type: ignore[arg-type]
+    ],
+)
+def test_wrong_types_are_a_clear_type_error(call: Any, needle: str) -> None:
+    with pytest.raises(TypeError, match=needle):
+        call()
+
+
+def test_export_card_of_an_unknown_format_is_a_value_error() -> None:
+    from charfmt.cards import export_card
+
+    with pytest.raises(ValueError, match='"json" or "png"'):
+        export_card(AOI, "webp")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "intensity"), [("1.5", 1.0), ("2", 1.0), ("150", 1.0), ("-1", None), ("0.6", 0.6)]
+)
+def test_an_out_of_range_intensity_is_clamped_or_dropped_never_spoken(value: str, intensity: float | None) -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"[joy:' + value + '] hello there."}]}'
+    reply = charfmt.parse(text, lenient=True)
+    cues = [c.to_dict() for c in stage_cues(reply, AOI)]
+    expression = next(c for c in cues if c["kind"] == "expression")
+    assert expression["emotion"] == "joy"
+    assert expression.get("intensity") == intensity
+    assert [c["text"] for c in cues if c["kind"] == "speak"] == ["hello there."]
+    codes = [d.code for d in reply.diagnostics]
+    assert ("CF930" in codes) == (value != "0.6")
+    assert _streamed([text[:9], text[9:]], AOI) == cues
+
+
+def test_cli_stream_stage_keeps_warnings_as_diagnostic_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<motion>jump</motion>\\n<msg>Hi.</msg>"}]}'
+    path = tmp_path / "r.json"
+    path.write_text(text, encoding="utf-8")
+    base = ["stream", "--replay", str(path), "--character", str(AOI_PATH)]
+    assert main(base) == 0
+    plain = [line for line in map(json.loads, capsys.readouterr().out.splitlines()) if line["kind"] == "diagnostic"]
+    assert main([*base, "--stage"]) == 0
+    staged = [line for line in map(json.loads, capsys.readouterr().out.splitlines()) if line["kind"] == "diagnostic"]
+    assert staged == plain and "CF132" in [line["diagnostic"]["code"] for line in plain]
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [(["--max-length", "8"], "--max-length"), (["--sentences", "--stage"], "--sentences")],
+)
+def test_cli_stream_flags_that_do_nothing_together_are_a_usage_error(flags: list[str], needle: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "charfmt", "stream", "--replay", str(AOI_PATH.parent / "missing.json"), *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 2 and needle in run.stderr
+
+
+@pytest.mark.parametrize(("body", "silent"), [("……", True), ("...", True), ("！？", True), ("こんにちは。……", False)])
+def test_a_message_of_punctuation_only_is_not_spoken(body: str, silent: bool) -> None:
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>' + body + '</msg>"}]}'
+    speaks = [c for c in stage_cues(charfmt.parse(text, tags=AOI.tags), AOI) if isinstance(c, Speak)]
+    assert [c.text for c in speaks] == [body]
+    assert speaks[0].to_dict().get("silent", False) is silent
+    assert _streamed([text[:30], text[30:]], AOI) == [c.to_dict() for c in stage_cues(charfmt.parse(text), AOI)]
+
+
+def test_charfmt_chat_max_length_splits_the_tts_lines_and_cues_do_not_break_the_typed_line() -> None:
+    from charfmt.chat import run
+
+    def model(messages: list[dict[str, str]]) -> Any:
+        return iter([REPLY[i : i + 4] for i in range(0, len(REPLY), 4)])
+
+    out = io.StringIO()
+    stage = StageReader(AOI, max_length=4)
+    assert run(AOI, generate=model, says=["hi"], out=out, stats=[], stage=stage, max_length=4) == 0
+    lines = out.getvalue().splitlines()
+    typed = [line for line in lines if line.startswith("Aoi: ")]
+    assert typed == ["Aoi: やっほー！今日も来てくれたんだね。", "Aoi: …寂しかった。"]
+    assert [line.removeprefix("  (tts) ") for line in lines if line.startswith("  (tts) ")] == [
+        "やっほー！",
+        "今日も来てくれたんだね。",
+        "…寂しかった。",
+    ]

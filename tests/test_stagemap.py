@@ -49,8 +49,8 @@ def test_a_character_without_a_stage_is_as_before() -> None:
         ),
         (
             "[stage.emotions.joy]",
-            "[stage.emotions.happy]",
-            "aoi.toml:21: stage.emotions.happy: 'happy' is not an emotion key (the keys are joy, sad)",
+            "[stage.emotions.happi]",
+            "aoi.toml:21: stage.emotions.happi: 'happi' is not an emotion key (the keys are joy, sad)",
         ),
         (
             "[stage.cues.motion.nod]",
@@ -73,10 +73,12 @@ def test_a_character_without_a_stage_is_as_before() -> None:
             "aoi.toml:36: stage.fallbak: unknown key 'fallbak'; did you mean 'fallback'?",
         ),
         (
-            'live2d = ["smile"]',
-            'live2d = "smile"',
-            "aoi.toml:24: stage.emotions.joy.live2d: Input should be a valid list",
+            "[stage.actions.wave]",
+            "[stage.actions.wavee]",
+            "aoi.toml:29: stage.actions.wavee: 'wavee' is not an action of the character (actions: wave, bow);"
+            " did you mean 'wave'?",
         ),
+        ("speaker = 3", 'speaker = "8"', "aoi.toml:19: stage.voice.speaker: speaker '8': a speaker id is an int"),
         ("speaker = 3", "speaker = [3]", "aoi.toml:19: stage.voice.speaker"),
     ],
 )
@@ -86,6 +88,19 @@ def test_stage_errors_name_the_file_the_key_and_the_line(old: str, new: str, exp
     with pytest.raises(charfmt.CharacterError) as e:
         charfmt.Character.from_toml(text.replace(old, new), "aoi.toml")
     assert str(e.value).startswith(expected)
+
+
+def test_an_alias_mapped_as_a_key_says_which_key_it_means() -> None:
+    text = AOI.read_text(encoding="utf-8").replace('key = "joy"', 'key = "joy"\naliases = ["happy"]')
+    with pytest.raises(charfmt.CharacterError, match=r"stage\.emotions\.happy: 'happy' is an alias of 'joy'"):
+        charfmt.Character.from_toml(text.replace("[stage.emotions.joy]", "[stage.emotions.happy]"), "aoi.toml")
+
+
+def test_live2d_may_be_one_name_and_a_voice_name_is_a_string() -> None:
+    text = AOI.read_text(encoding="utf-8").replace('live2d = ["smile"]', 'live2d = "smile"')
+    c = charfmt.Character.from_toml(text.replace("speaker = 3", 'speaker = "alloy"'), "aoi.toml")
+    assert c.stage is not None and c.stage.expression("joy")[0].live2d == ["smile"]
+    assert c.stage.voice == Voice(speaker="alloy")
 
 
 def test_the_api_checks_the_stage_against_the_vocabulary() -> None:

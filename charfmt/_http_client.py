@@ -17,10 +17,12 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._sdk_chunks import Piece, read_chat_chunk
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
@@ -66,6 +68,19 @@ _SSE_FIELDS: Final = (b"data:", b":", b"event:", b"id:", b"retry:")
 
 class UpstreamError(CharfmtError):
     """The server could not be reached, broke the protocol, or sent what is not a chat completion."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: a password in it (``user:secret@``) and key-like query values hidden."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//***@", url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = re.sub(r"(?i)((?:^|&)[^=&]*(?:key|token|secret|password|sig)[^=&]*=)[^&]*", r"\1***", parts.query)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def require() -> Any:
@@ -175,6 +190,8 @@ class Delta:
 
     text: str
     reason: str | None = None
+    piece: Piece | None = None
+    """The chunk as ``charfmt._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
 
 
 @dataclass(frozen=True)
@@ -203,16 +220,21 @@ class Budget:
 class Client:
     """POSTs chat-completion requests to one URL and reads the answers through the limits above."""
 
-    def __init__(self, url: str, *, timeout: float = 120.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 120.0, api_key: str | None = None) -> None:
         lib = require()
         self.url = url
+        self.shown = redact_url(url)
+        """The URL as errors show it (a password in it hidden)."""
+        headers = {"Accept-Encoding": "identity"}  # nothing to inflate: the byte counts are the bytes
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = timeout
         self._httpx = lib
         self._client: httpx.Client = lib.Client(
             timeout=lib.Timeout(timeout),
             limits=lib.Limits(max_connections=4, max_keepalive_connections=2),
             follow_redirects=False,
-            headers={"Accept-Encoding": "identity"},  # nothing to inflate: the byte counts are the bytes
+            headers=headers,
         )
 
     def close(self) -> None:
@@ -221,7 +243,7 @@ class Client:
 
     def fail(self, message: str) -> UpstreamError:
         """The one error of this client: ``URL: message``, on one line."""
-        return UpstreamError(f"{self.url}: {' '.join(message.split())}")
+        return UpstreamError(f"{self.shown}: {' '.join(message.split())}")
 
     def chat(self, body: dict[str, Any], *, max_tokens: int) -> Iterator[Delta]:
         """The reply to ``body`` (a chat-completion request), streamed or whole, within ``max_tokens``."""
@@ -306,12 +328,12 @@ class Client:
             raise self.fail(f"the server answered with an error: {str(message)[:200]}")
         choice = _first_choice(data)
         message = choice.get("message") if choice is not None else None
-        if not isinstance(message, dict):
+        if choice is None or not isinstance(message, dict):
             raise self.fail(f"not an OpenAI chat completion: {text[:80]!r}")
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise self.fail(f"the completion's content is not text: {json.dumps(content)[:80]}")
-        return Delta(content, _reason_of(choice))
+        return _delta(data, choice, body)
 
     def _events(self, stream: Iterator[bytes], kind: str, budget: Budget) -> Iterator[Delta]:
         tokens = chars = count = events = 0
@@ -348,15 +370,17 @@ class Client:
         if data:  # the last event, without the blank line that should end it
             event = b"\n".join(data).strip()
             if event != b"[DONE]":
-                yield self._chunk(event)
+                yield self._chunk(event, last=True)
         elif events == 0:
             raise self.fail("the stream ended before its first event")
 
-    def _chunk(self, event: bytes) -> Delta:
-        """The text and finish reason of one ``chat.completion.chunk``."""
+    def _chunk(self, event: bytes, *, last: bool = False) -> Delta:
+        """The text and finish reason of one ``chat.completion.chunk`` (``last``: the stream ended inside it)."""
         try:
             data = load_json(event)
         except ValueError as e:
+            if last and not isinstance(e, JSONDepthError):  # no blank line, no [DONE], and half a JSON value
+                raise self.fail(f"the stream was cut off inside an event (no [DONE]): {_show(event[-80:])}") from None
             raise self.fail(f"not an OpenAI chat completion stream ({e}): {_show(event)}") from None
         if isinstance(data, dict) and "error" in data:
             error = data["error"]
@@ -375,7 +399,21 @@ class Client:
         content = delta.get("content")
         if content is not None and not isinstance(content, str):
             raise self.fail(f"the chunk's content is not text: {_show(event)}")
-        return Delta(content or "", _reason_of(choice))
+        return _delta(data, choice, event)
+
+
+def _delta(data: dict[str, Any], choice: dict[str, Any], raw: bytes) -> Delta:
+    """A checked chunk or completion, read by the same rule as ``iter_events`` reads an OpenAI chunk."""
+    piece = read_chat_chunk(data)
+    text = piece.text if isinstance(piece.text, str) else ""
+    piece.text = ""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # load_json read each bad byte as U+FFFD: say so, never silently
+        where = f"byte {e.start} of {'the completion' if 'message' in choice else 'a chunk'}"
+        piece.notes.append(("CF961", f"the server sent invalid UTF-8 ({where}: {raw[e.start : e.start + 4]!r}):"
+                                     " each bad byte read as U+FFFD"))  # fmt: skip
+    return Delta(text, _reason_of(choice), piece if piece.reasoning or piece.refusal or piece.notes else None)
 
 
 def _first_choice(data: Any) -> dict[str, Any] | None:

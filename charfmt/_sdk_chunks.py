@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any, Final, NamedTuple, cast
@@ -106,6 +107,11 @@ def _name(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _paragraphs(*parts: str) -> str:
+    """Reasoning parts (a Responses API summary's parts) as paragraphs: kept apart by a blank line."""
+    return "\n\n".join(part for part in parts if part)
+
+
 def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
@@ -128,6 +134,8 @@ _STOPS: Final[dict[str, tuple[str, str]]] = {
     "max_tokens": ("CF824", "the reply stopped at the token limit ('max_tokens'): it may be cut off"),
     "MAX_TOKENS": ("CF824", "the reply stopped at the token limit ('MAX_TOKENS'): it may be cut off"),
     "max_output_tokens": ("CF824", "the reply stopped at the token limit ('max_output_tokens'): it may be cut off"),
+    # paused: a long-running turn (Anthropic's server tools) to be continued by sending it back
+    "pause_turn": ("CF827", "the provider paused the turn ('pause_turn'): send the reply back to continue it"),
     "model_context_window_exceeded": (
         "CF824",
         "the reply stopped at the model's context window ('model_context_window_exceeded'): it may be cut off",
@@ -308,7 +316,7 @@ def _read_openai_response(item: Any) -> Piece:
                 piece.refusal += _str(_get(part, "refusal")) if _kind(part) == "refusal" else ""
         elif kind == "reasoning":
             summary = [_str(_get(s, "text")) for s in _get(output, "summary") or ()]
-            piece.reasoning += "\n\n".join(t for t in summary if t)
+            piece.reasoning = _paragraphs(piece.reasoning, *summary)
         elif kind.endswith("_call"):
             _tool(piece, _get(output, "name") or kind)
     piece.text = "".join(text)
@@ -337,6 +345,15 @@ def _read_openai_chat(item: Any) -> Piece:
             _tool(piece, _get(legacy, "name"), "function")
         _stop(piece, _get(choice, "finish_reason"))
     return piece
+
+
+def read_chat_chunk(item: Any) -> Piece:
+    """One OpenAI chat completion chunk (or whole completion) read: the ``openai-chat`` rule's reader.
+
+    The HTTP client of ``chat --endpoint`` reads the chunks it decodes through this, so what a
+    chunk means (content, reasoning, refusal, tool calls, finish reason) is said only here.
+    """
+    return _read_openai_chat(item)
 
 
 def _is_gemini(item: Any) -> bool:
@@ -400,9 +417,8 @@ def _read_langchain(item: Any) -> Piece:
         elif kind == "thinking":  # Anthropic's and Gemini's, through LangChain
             piece.reasoning += _str(_get(block, "thinking"))
         elif kind == "reasoning":  # LangChain's standard block; OpenAI Responses' summary
-            piece.reasoning += _str(_get(block, "reasoning")) + "".join(
-                _str(_get(s, "text")) for s in _get(block, "summary") or ()
-            )
+            summary = [_str(_get(s, "text")) for s in _get(block, "summary") or ()]
+            piece.reasoning += _paragraphs(_str(_get(block, "reasoning")), *summary)
     piece.text = "".join(text)
     extra = _get(item, "additional_kwargs")
     piece.reasoning += _str(_get(extra, "reasoning_content"))
@@ -467,7 +483,7 @@ def _opened(manager: Any) -> Iterator[Any]:
         yield from items(opened)
 
 
-async def aitems(source: Any) -> AsyncIterator[Any]:
+async def aitems(source: Any) -> AsyncGenerator[Any, None]:
     """The items of ``source`` as ``items``, and also an async stream, an async context manager
     (``client.messages.stream(...)`` of ``AsyncAnthropic``) or an awaitable that gives one
     (``AsyncOpenAI().chat.completions.create(..., stream=True)`` before ``await``)."""
@@ -475,12 +491,21 @@ async def aitems(source: Any) -> AsyncIterator[Any]:
         async for item in source:
             yield item
     elif hasattr(source, "__aenter__"):
-        async with source as opened:
-            async for item in aitems(opened):
+        async with source as opened, aclosing(aitems(opened)) as inner:
+            async for item in inner:
                 yield item
     elif inspect.isawaitable(source):
-        async for item in aitems(await source):
-            yield item
+        opened = await source
+        try:
+            async with aclosing(aitems(opened)) as inner:
+                async for item in inner:
+                    yield item
+        finally:  # the stream this call opened (the response) is closed here, even when left early
+            close = getattr(opened, "aclose", None) or getattr(opened, "close", None)
+            if callable(close):
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
     else:
         for item in items(source):
             yield item
@@ -528,6 +553,10 @@ class Reader:
             piece = Piece(notes=[("CF825", message)])
         else:
             piece = rule.read(item)
+        return self.take(piece)
+
+    def take(self, piece: Piece) -> tuple[str | bytes, list[Event]]:
+        """The reply text of an item already read into ``piece`` and the events it gives at once."""
         events: list[Event] = []
         if piece.reasoning:
             self._reasoning.append(piece.reasoning)

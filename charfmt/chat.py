@@ -23,6 +23,7 @@ from charfmt._terminal import json_safe, visible
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
+    from charfmt._sdk_chunks import Piece
     from charfmt.character import Character, Exchange
     from charfmt.events import Event
     from charfmt.export import Bounds
@@ -39,11 +40,17 @@ Only a cap: a reply takes the tokens it needs. For Rex (2 chats of 3 elements) i
 PROMPT_MARGIN: Final = 32
 """Tokens of the context window kept free beyond the prompt's count (the generation prompt)."""
 
+API_KEY_ENV: Final = "OPENAI_API_KEY"
+"""Where ``chat --endpoint`` finds its API key unless ``--api-key-env`` names another variable."""
+NAMED_SERVERS: Final = {"openai": True, "vllm": False}
+"""Servers that want the model's name in each request (``--model-name``): True where a request
+without it is refused (a usage error), False where it works with one served model (a warning)."""
 DEFAULT_MAX_ELEMENTS: Final = 3
 """The fewest elements per body in the bounded grammar: an emotion, an action and a message."""
 
-Generate = Callable[[list[dict[str, str]]], Iterator[str]]
-"""A model: chat messages in, the reply's text out in chunks as it is generated."""
+Generate = Callable[[list[dict[str, str]]], Iterator["str | Piece"]]
+"""A model: chat messages in, the reply's text out in chunks as it is generated (and, from a
+server, ``Piece``s: what a chunk held besides text, a refusal, a tool call, reasoning)."""
 
 
 @dataclass
@@ -535,17 +542,29 @@ def local_model(
 
 
 def endpoint_url(url: str) -> str:
-    """The chat-completions URL for ``url`` (``…/v1`` or the full ``…/chat/completions``).
+    """The chat-completions URL for ``url``: a base URL + ``/chat/completions`` (as the OpenAI
+    SDK's ``base_url``), a full ``…/chat/completions`` URL as is, a bare ``http://host:port`` + ``/v1/…``.
 
     Raises ``CharfmtError`` unless ``url`` is an ``http``/``https`` URL with a host.
     """
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise CharfmtError(f"--endpoint {url[:80]!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1)")
-    target = url.rstrip("/")
-    if not target.endswith("/chat/completions"):
-        target += "/chat/completions" if target.endswith("/v1") else "/v1/chat/completions"
-    return target
+    from charfmt._http_client import redact_url  # noqa: PLC0415
+
+    shown = redact_url(url)[:80]
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # a port outside 0-65535 or not a number raises ValueError here
+    except ValueError as e:
+        raise CharfmtError(f"--endpoint {shown!r} is not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CharfmtError(f"--endpoint {shown!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1)")
+    if port == 0:
+        raise CharfmtError(f"--endpoint {shown!r}: port 0 is not a server's port")
+    path = parts.path.rstrip("/")
+    if not path:
+        path = "/v1/chat/completions"  # a bare http://host:port: the usual /v1 base
+    elif not path.endswith("/chat/completions"):  # a full URL is used as is
+        path += "/chat/completions"  # a base URL, as the OpenAI SDK's base_url: any path kept
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 def endpoint_model(
@@ -555,6 +574,7 @@ def endpoint_model(
     model: str | None = None,
     timeout: float = 120.0,
     stats: list[TurnStats] | None = None,
+    api_key: str | None = None,
 ) -> Generate:
     """An OpenAI-compatible server at ``url`` (``…/v1`` or the full ``…/chat/completions``).
 
@@ -567,10 +587,10 @@ def endpoint_model(
     """
     from charfmt._http_client import Client  # noqa: PLC0415
 
-    client = Client(endpoint_url(url), timeout=timeout)
+    client = Client(endpoint_url(url), timeout=timeout, api_key=api_key)
     max_tokens = int(fields.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
-    def generate(messages: list[dict[str, str]]) -> Iterator[str]:
+    def generate(messages: list[dict[str, str]]) -> Iterator[str | Piece]:
         body: dict[str, Any] = {"messages": messages, "stream": True, **fields}
         if model is not None:
             body["model"] = model
@@ -579,6 +599,8 @@ def endpoint_model(
             if delta.text:
                 clock.token()  # one chunk per token on llama-server, vLLM and SGLang
                 yield delta.text
+            if delta.piece is not None:
+                yield delta.piece
             reason = delta.reason or reason
         if stats is not None:
             stats.append(clock.stats(reason == "stop", reason))
@@ -618,6 +640,7 @@ def take_turn(
     left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
     ``note``: a line added to the system prompt (the reply's length limits).
     """
+    from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.parser import parse  # noqa: PLC0415
     from charfmt.render import estimate_tokens, render_messages  # noqa: PLC0415
@@ -637,13 +660,20 @@ def take_turn(
     if note is not None:
         messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
     stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags)
+    reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     chunks: list[str] = []
     for chunk in generate(messages):
-        chunks.append(chunk)
-        events = stream.feed(chunk)
+        if isinstance(chunk, str):
+            chunks.append(chunk)
+            reader.fed.append(chunk)
+            if len(reader.fed) >= FOLD:
+                reader.fold()
+            events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
+        else:
+            events = reader.take(chunk)[1]
         if view is not None:
             view.show(events)
-    events = stream.close()
+    events = reader.close() + reader.after(stream.close())
     if view is not None:
         view.show(events)
         view.finish()
@@ -718,8 +748,11 @@ def run(
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
-    line on ``err`` (the chat goes on; the exit status is then 1).
+    line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
+    failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
+    added to the history.
     """
+    from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
     view = TerminalView(character, out, stage=stage)
@@ -758,6 +791,15 @@ def run(
             errors.flush()
             status = 1
             continue
+        except UpstreamError as e:
+            if says is not None and len(says) == 1:
+                raise  # one --say: the error is the command's (exit 1)
+            view.finish()
+            out.flush()
+            errors.write(f"charfmt: error: {e}; the turn is not kept, the chat goes on\n")
+            errors.flush()
+            status = 1
+            continue
         if len(stats) > before:
             last = stats[-1]
             state = f", {last.state}" if last.state else ""
@@ -775,11 +817,22 @@ def command(args: Any) -> int:
     from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
     from charfmt.render import estimate_tokens  # noqa: PLC0415
 
+    if args.endpoint is not None and args.model is not None:
+        _usage_error(args, "argument --model: not allowed with argument --endpoint (one or the other)")
+    if args.endpoint is not None and args.model_name is None and args.server in NAMED_SERVERS:
+        if NAMED_SERVERS[args.server]:
+            _usage_error(args, f"argument --model-name: --server {args.server} needs the model's name")
+        sys.stderr.write(f"charfmt: warning: no --model-name for --server {args.server}: the server's default model\n")
+    if args.say is not None and any(not say.strip() for say in args.say):
+        _usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
+    if not args.say and sys.stdin is None:
+        raise _InputError("cannot read standard input: it is closed")
     if args.max_tokens >= args.n_ctx:
         _usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
     character = _load_character(args.character, DEFAULT_MAX_SIZE)
     target = None
     model_path = None
+    api_key = None
     if args.endpoint is not None:
         if args.chat_format is not None:
             _usage_error(args, "--chat-format is for a local model; the server at --endpoint applies its own template")
@@ -787,6 +840,9 @@ def command(args: Any) -> int:
             target = endpoint_url(args.endpoint)
         except CharfmtError as e:
             _usage_error(args, str(e))
+        api_key = _api_key(args.api_key_env)
+        if api_key is None and args.api_key_env is not None:
+            _usage_error(args, f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
     else:
         model_path = args.model if args.model is not None else default_model_path()
         if model_path is not None and not os.path.isfile(model_path):
@@ -810,7 +866,9 @@ def command(args: Any) -> int:
                 args.server, vocabulary=character.vocabulary, tags=character.tags, max_tokens=args.max_tokens,
                 bounds=bounds,
             )  # fmt: skip
-        generate = endpoint_model(target, fields=fields, model=args.model_name, timeout=args.timeout, stats=stats)
+        generate = endpoint_model(
+            target, fields=fields, model=args.model_name, timeout=args.timeout, stats=stats, api_key=api_key
+        )
         counter = estimate_tokens  # errs high against BPE tokenizers
     else:
         from charfmt.engines import llama_counter, load_llama  # noqa: PLC0415
@@ -863,6 +921,12 @@ def _local_for_cli(llm: Any, args: Any, *, gbnf: str | None, stats: list[TurnSta
     return generate
 
 
+def _api_key(name: str | None) -> str | None:
+    """The API key in the environment variable ``name`` (default ``API_KEY_ENV``), or None; never shown."""
+    value = os.environ.get(name or API_KEY_ENV, "").strip()
+    return value or None
+
+
 def _seconds(text: str) -> float:
     import argparse  # noqa: PLC0415
 
@@ -901,6 +965,9 @@ def register(sub: Any, command_factory: Callable[..., Any]) -> None:
         "--server", choices=SERVERS, default="llama-server", help="what --endpoint runs (its grammar field)"
     )
     sp.add_argument("--model-name", metavar="NAME", help="the model name to send to --endpoint")
+    sp.add_argument("--api-key-env", metavar="NAME",
+                    help=f"the environment variable holding --endpoint's API key, sent as 'Authorization: Bearer'"
+                    f" (default {API_KEY_ENV}, where set)")  # fmt: skip
     sp.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--say", action="append", metavar="TEXT", help="a user turn (repeatable); default: read stdin")

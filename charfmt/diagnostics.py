@@ -122,6 +122,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF824": ("warning", "the provider stopped the reply at a token limit: it may be cut off"),
     "CF825": ("warning", "a stream item charfmt does not read (not text, no known SDK object, a later choice) skipped"),
     "CF826": ("error", "the provider reported an error in the stream"),
+    "CF827": ("info", "the provider paused a long-running turn ('pause_turn'): send the reply back to continue it"),
+    "CF961": ("error", "the server sent invalid UTF-8: each bad byte read as U+FFFD"),
     # interop: documents of other formats (charfmt.interop)
     "CF901": ("error", "not a document of the format: a required key is missing or has another type"),
     "CF902": ("error", "charfmt's payload in the document is of an unknown version or not an exchange"),

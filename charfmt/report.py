@@ -233,7 +233,7 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
     except UnicodeDecodeError as e:
         return None, None, f"not UTF-8: byte 0x{raw[e.start]:02X} at byte offset {e.start}"
     except json.JSONDecodeError as e:
-        return None, None, f"not JSON: {e.msg} at column {e.colno}"
+        return None, None, f"not JSON: {e.msg.removesuffix(' at')} at column {e.colno}"  # "starting at"
     except RecursionError:
         return None, None, "not JSON that can be read: nested too deeply"
     except ValueError as e:  # an integer of more than 4,300 digits
@@ -557,11 +557,13 @@ def percent(value: float | None, width: int = 5) -> str:
 
 def render_text(report: dict[str, Any]) -> str:
     """The report for a terminal: a table of the groups, then each group's codes and dialects."""
+    from charfmt._terminal import visible  # noqa: PLC0415
+
     out = [f"charfmt report: {report['input']}, field {report['field']!r}, {report['lines']:,} lines"]
     bad = report["bad_lines"]
     rows = [("all", report["total"])]
     if report["by"]:
-        rows += [(g["label"], g) for g in report["groups"]]
+        rows += [(visible(g["label"]), g) for g in report["groups"]]  # escaped before the width is taken
     width = max(len(name) for name, _ in rows)
     out.append("")
     out.append(
@@ -597,7 +599,7 @@ def render_text(report: dict[str, Any]) -> str:
         out.append("bad lines: none")
     if report.get("folded_groups") is not None or any(g.get("other") for g in report["groups"]):
         out.append(f"groups past the first {report['max_groups']:,} are counted in one row {OTHER!r} (--max-groups)")
-    return "\n".join(out) + "\n"
+    return visible("\n".join(out)) + "\n"  # group values, messages and bad lines come from the log
 
 
 class Outputs:

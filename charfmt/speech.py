@@ -156,6 +156,9 @@ class SentenceSplitter:
 
     def feed(self, event: Event) -> list[Sentence]:
         """The sentences ``event`` completes."""
+        if not isinstance(event, Event):  # a str would otherwise be dropped as an unknown event
+            got = type(event).__name__
+            raise TypeError(f"SentenceSplitter.feed takes events (from StreamParser.feed or Reply.events()), not {got}")
         if isinstance(event, ChatStart):
             self._emotion[event.chat] = None
             self._intensity[event.chat] = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator
+from contextlib import aclosing
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
@@ -139,15 +140,17 @@ async def aiter_events(
     """
     parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
     reader = _sdk_chunks.Reader()
-    async for item in _sdk_chunks.aitems(chunks):
-        text, shown = reader.read(item)
-        for event in shown:
-            yield event
-        if text:
-            if len(reader.fed) >= _sdk_chunks.FOLD:
-                reader.fold()
-            for event in reader.after(parser.feed(text)):
+    # (aclosing: a consumer that stops early closes what aitems opened, a manager or a response)
+    async with aclosing(_sdk_chunks.aitems(chunks)) as items:
+        async for item in items:
+            text, shown = reader.read(item)
+            for event in shown:
                 yield event
+            if text:
+                if len(reader.fed) >= _sdk_chunks.FOLD:
+                    reader.fold()
+                for event in reader.after(parser.feed(text)):
+                    yield event
     for event in reader.close():
         yield event
     for event in reader.after(parser.close()):

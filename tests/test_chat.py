@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -117,7 +118,7 @@ class _Server(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, "body": body})
+        type(self).requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
         text, mode = type(self).reply, type(self).mode
         if mode == "json":  # a server that ignores "stream": one chat.completion object
             message = {"role": "assistant", "content": text}
@@ -375,7 +376,8 @@ def test_chat_uses_the_characters_tags(server: str, capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize(("server_kind", "field"), [("vllm", "structured_outputs"), ("openai", "response_format")])
 def test_chat_sends_the_characters_tags_to_every_server(server: str, server_kind: str, field: str) -> None:
-    assert main(["chat", "--character", YUKI, "--endpoint", server, "--server", server_kind, "--say", "hi"]) == 0
+    name = ["--model-name", "m"] if server_kind == "openai" else []
+    assert main(["chat", "--character", YUKI, "--endpoint", server, "--server", server_kind, *name, "--say", "hi"]) == 0
     assert "footsteps" in json.dumps(_Server.requests[0]["body"][field])  # the cue's values are in the constraint
 
 
@@ -470,3 +472,80 @@ def test_the_regex_target_prints_on_one_line(capsys: pytest.CaptureFixture[str])
     pattern = re.compile(printed.rstrip("\n"))
     assert pattern.match("<emo>calm</emo>\n<sfx>bell</sfx>\n<msg>hi</msg>")
     assert not pattern.match("<emo>calm</emo>\\n<msg>hi</msg>")  # a backslash and n is no separator
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return subprocess.run(
+        [sys.executable, "-m", "charfmt", "chat", "--character", REX, *args],
+        capture_output=True, text=True, timeout=60, env={**env, "PYTHONPATH": str(ROOT)}, check=False,
+    )  # fmt: skip
+
+
+def test_chat_with_closed_stdin_is_one_error_line() -> None:
+    done = subprocess.run(  # <&- : the child starts with standard input closed
+        f"exec {sys.executable} -m charfmt chat --character {REX} --endpoint http://127.0.0.1:9/v1 <&-",
+        shell=True, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "charfmt: error: cannot read standard input: it is closed\n"
+
+
+@pytest.mark.parametrize("url", ["http://[::1:18777/v1", "http://127.0.0.1:99999/v1", "http://127.0.0.1:0/v1"])
+def test_a_malformed_endpoint_is_a_usage_error(url: str) -> None:
+    done = _cli("--endpoint", url, "--say", "hi")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("charfmt: error: --endpoint") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_model_with_endpoint_is_a_usage_error() -> None:
+    done = _cli("--endpoint", "http://127.0.0.1:9/v1", "--model", "/no/such.gguf", "--say", "hi")
+    assert done.returncode == 2 and "not allowed with argument --endpoint" in done.stderr, done.stderr
+
+
+def test_openai_without_a_model_name_is_a_usage_error() -> None:
+    done = _cli("--endpoint", "http://127.0.0.1:9/v1", "--server", "openai", "--say", "hi")
+    assert done.returncode == 2 and "--model-name" in done.stderr, done.stderr
+
+
+def test_a_blank_say_is_a_usage_error_as_a_blank_line_is_skipped() -> None:
+    done = _cli("--endpoint", "http://127.0.0.1:9/v1", "--say", "   ")
+    assert done.returncode == 2 and "nothing to say" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("base", "path"),
+    [("", "/v1/chat/completions"), ("/v1", "/v1/chat/completions"),
+     ("/v1beta/openai/", "/v1beta/openai/chat/completions"),
+     ("/openai/v1/chat/completions", "/openai/v1/chat/completions")],
+)  # fmt: skip
+def test_the_endpoint_is_a_base_url_as_in_the_openai_sdk(server: str, base: str, path: str) -> None:
+    root = server.removesuffix("/v1")
+    assert main(["chat", "--character", REX, "--endpoint", root + base, "--free", "--say", "hi"]) == 0
+    assert _Server.requests[0]["path"] == path
+
+
+def test_the_api_key_is_sent_from_the_environment_and_never_shown(
+    server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-secret-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-default-2")
+    free = ["chat", "--character", REX, "--endpoint", server, "--free", "--say", "hi"]
+    assert main([*free, "--api-key-env", "MY_KEY"]) == 0
+    assert main(["chat", "--character", REX, "--endpoint", server, "--free", "--say", "hi"]) == 0
+    assert [r["auth"] for r in _Server.requests] == ["Bearer sk-secret-1", "Bearer sk-default-2"]
+    _Server.status = 500
+    assert main(["chat", "--character", REX, "--endpoint", server, "--free", "--say", "hi"]) == 1
+    out, err = capsys.readouterr()
+    assert "sk-" not in out + err and "HTTP 500" in err
+
+
+def test_credentials_in_the_endpoint_url_are_never_shown(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _Server.status = 500
+    url = server.replace("http://", "http://user:hunter2@") + "?api_key=abc123"
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert "HTTP 500" in err and "hunter2" not in err and "abc123" not in err and "***@127.0.0.1" in err
+    done = _cli("--endpoint", "http://user:hunter2@[::1/v1", "--say", "hi")
+    assert done.returncode == 2 and "hunter2" not in done.stderr, done.stderr

@@ -188,6 +188,11 @@ CASES: dict[str, Case] = {
         "'gzip'-encoded body",
     ),
     # broken transfers: never an empty reply
+    "cut inside a data line (HTTP/1.0)": Case(
+        send(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", event(chunk("{")), b'data: {"choi'),
+        E,
+        "the stream was cut off inside an event",
+    ),
     "chunk cut": Case(chunked(b"40\r\n" + event(chunk("{"))[:20]), E, "broke the HTTP protocol"),
     "bad chunk size": Case(chunked(b"zz\r\nhello\r\n"), E, "broke the HTTP protocol"),
     "short content-length": Case(
@@ -223,14 +228,14 @@ CASES: dict[str, Case] = {
 }
 
 
-def _request(conn: socket.socket) -> None:
-    """Read the client's request (headers and a Content-Length body) before answering."""
+def _request(conn: socket.socket) -> bytes:
+    """Read the client's request (headers and a Content-Length body) before answering; its body."""
     conn.settimeout(WALL)
     data = b""
     while b"\r\n\r\n" not in data:
         more = conn.recv(65536)
         if not more:
-            return
+            return b""
         data += more
     head, _, body = data.partition(b"\r\n\r\n")
     length = next(
@@ -239,14 +244,20 @@ def _request(conn: socket.socket) -> None:
     while len(body) < length:
         more = conn.recv(65536)
         if not more:
-            return
+            return body
         body += more
+    return body
+
+
+REQUESTS: list[bytes] = []
+"""The bodies of the requests the servers of the running test got, in order."""
 
 
 @pytest.fixture
 def upstream() -> Iterator[Callable[[Script], str]]:
     """Start a one-script server on 127.0.0.1; the URL is returned."""
     servers: list[socket.socket] = []
+    REQUESTS.clear()
 
     def start(script: Script) -> str:
         sock = socket.create_server(("127.0.0.1", 0))
@@ -263,7 +274,7 @@ def upstream() -> Iterator[Callable[[Script], str]]:
         def handle(conn: socket.socket) -> None:
             with conn:
                 try:
-                    _request(conn)
+                    REQUESTS.append(_request(conn))
                     script(conn)
                     conn.shutdown(socket.SHUT_WR)
                 except OSError:
@@ -381,3 +392,114 @@ def test_chat_shows_the_models_control_and_bidi_characters_escaped(
     out = capsys.readouterr().out
     assert "\u009b" not in out and "\u202e" not in out
     assert "Rex: Deal\\x9b2J \\u202eevil" in out
+
+
+def _events_of(*deltas: dict[str, object], reason: str) -> bytes:
+    body = b"".join(event(json.dumps({"choices": [{"delta": d, "finish_reason": None}]}).encode()) for d in deltas)
+    return body + event(json.dumps({"choices": [{"delta": {}, "finish_reason": reason}]}).encode()) + event(b"[DONE]")
+
+
+_CALL = {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "lookup", "arguments": ""}}]}
+_ARGS = {"tool_calls": [{"index": 0, "function": {"arguments": '{"q": 1}'}}]}
+_COMPLETION_CALL = {"role": "assistant", "content": None, "tool_calls": [{**_CALL["tool_calls"][0], "index": None}]}
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        (send(SSE, _events_of({"refusal": "I can"}, {"refusal": "not help."}, reason="stop")),
+         'CF821: the model refused to answer: "I cannot help."'),
+        (send(SSE, _events_of(_CALL, _ARGS, reason="tool_calls")), 'CF822: the model called the tool "lookup"'),
+        (send(JSON_HEAD, json.dumps({"choices": [{"message": {"content": None, "refusal": "No."},
+                                                   "finish_reason": "stop"}]}).encode()),
+         'CF821: the model refused to answer: "No."'),
+        (send(JSON_HEAD, json.dumps({"choices": [{"message": _COMPLETION_CALL,
+                                                   "finish_reason": "tool_calls"}]}).encode()),
+         'CF822: the model called the tool "lookup"'),
+    ],
+    ids=["streamed refusal", "streamed tool call", "completion refusal", "completion tool call"],
+)  # fmt: skip
+def test_a_refusal_or_tool_call_is_reported_as_iter_events_does(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str], script: Script, says: str
+) -> None:
+    import charfmt
+
+    url = upstream(script)
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert says in out, out
+    assert out.count("CF822") <= 1  # the call is named once, not once per argument chunk
+    code = says.partition(":")[0]
+    # the same chunks through iter_events give the same diagnostic
+    conn_chunks = [json.loads(line[6:]) for line in _sse_lines(script) if line.startswith("data: {")]
+    events = list(charfmt.iter_events(conn_chunks))
+    assert any(e.kind == "diagnostic" and e.diagnostic.code == code for e in events)
+
+
+def _sse_lines(script: Script) -> list[str]:
+    """What ``script`` sends, its body's lines (a whole completion is one ``data:`` line here)."""
+    a, b = socket.socketpair()
+    with a, b:
+        script(a)
+        a.shutdown(socket.SHUT_WR)
+        data = b""
+        while more := b.recv(1 << 16):
+            data += more
+    body = data.partition(b"\r\n\r\n")[2].decode()
+    return body.splitlines() if body.startswith("data:") else ["data: " + body]
+
+
+def in_turn(*scripts: Script) -> Script:
+    """Each request answered by the next script (the last one again once all were used)."""
+    left = list(scripts)
+
+    def script(conn: socket.socket) -> None:
+        (left.pop(0) if len(left) > 1 else left[0])(conn)
+
+    return script
+
+
+_OOM = b'{"error": "out of memory"}'
+ERROR_500 = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(_OOM),
+    _OOM,
+)
+
+
+def test_an_http_error_in_a_chat_is_one_line_and_the_chat_goes_on(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    url = upstream(in_turn(send(ERROR_500), send(SSE, reply_events())))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("first\nsecond\n"))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--timeout", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert "Forty bolts. Deal?" in out  # the second turn was answered
+    assert err.count("\n") == 1 and err.startswith("charfmt: error: ") and "HTTP 500: out of memory" in err
+    second = json.loads(REQUESTS[1])["messages"]
+    assert "first" not in json.dumps(second) and "second" in json.dumps(second)  # the failed turn is not history
+    REQUESTS.clear()
+    url = upstream(in_turn(send(ERROR_500), send(SSE, reply_events())))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "a", "--say", "b"]) == 1
+    assert "Forty bolts. Deal?" in capsys.readouterr().out
+    url = upstream(send(ERROR_500))
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "only"]) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "HTTP 500" in err and "chat goes on" not in err
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["stream", "completion"])
+def test_invalid_utf8_from_the_server_is_a_diagnostic_never_silent(
+    upstream: Callable[[Script], str], capsys: pytest.CaptureFixture[str], whole: bool
+) -> None:
+    if whole:
+        body = b'{"choices": [{"message": {"content": ' + json.dumps(REPLY).encode().replace(b"Forty", b"F\xf6rty")
+        script = send(JSON_HEAD, body + b'}, "finish_reason": "stop"}]}')
+    else:
+        piece = json.dumps({"choices": [{"delta": {"content": REPLY}, "finish_reason": None}]}).encode()
+        script = send(SSE, event(piece.replace(b"Forty", b"F\xf6rty")), event(b"[DONE]"))
+    url = upstream(script)
+    assert main(["chat", "--character", REX, "--endpoint", url, "--free", "--say", "hi"]) == 0
+    out = capsys.readouterr().out
+    assert "F\ufffdrty" in out and "CF961: the server sent invalid UTF-8" in out and "\\xf6" in out

@@ -353,3 +353,15 @@ def test_rows_parquet_is_the_same_however_the_rows_arrive(tmp_path: Path, monkey
         files.append((folder / "rows.parquet").read_bytes())
     assert pq.read_table(tmp_path / "7" / "rows.parquet").equals(rows)
     assert files[0] == files[1]
+
+
+def test_text_report_escapes_bidi_in_group_labels_and_says_where_json_broke(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "b.jsonl"
+    reply = json.dumps({"chats": []})
+    path.write_text(json.dumps({"model": "a\u202eb", "text": reply}, ensure_ascii=False) + '\n{"text": "abc')
+    assert main(["report", str(path), "--by", "model", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and 'model="a\\u202eb"' in out
+    table = [line for line in out.splitlines() if line.startswith(("group ", "all ", "model="))]
+    assert len({len(line) for line in table}) == 1  # the escaped label keeps the columns aligned
+    assert "line 2: not JSON: Unterminated string starting at column 10" in out and "at at" not in out

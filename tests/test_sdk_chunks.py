@@ -59,6 +59,7 @@ ITEMS: list[tuple[str, Any, tuple[str, str, str, list[str]]]] = [
         ("", "r", "", []),
     ),
     ("anthropic", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}, ("", "", "", ["CF824"])),
+    ("anthropic", {"type": "message_delta", "delta": {"stop_reason": "pause_turn"}}, ("", "", "", ["CF827"])),
     ("helper-derived", {"type": "text", "text": "hi", "snapshot": "hi"}, ("", "", "", [])),
     ("helper-derived", {"type": "content.delta", "delta": "hi", "snapshot": "hi"}, ("", "", "", [])),
     (
@@ -304,3 +305,91 @@ def test_the_langchain_integration_without_langchain_says_how_to_install_it() ->
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'charfmt[langchain]'" in out.stdout
+
+
+def _reasoning(events: list[Any]) -> str:
+    return "".join(e.text for e in events if e.kind == "reasoning")
+
+
+def test_reasoning_summary_parts_are_paragraphs_in_every_shape() -> None:
+    parts = [{"type": "summary_text", "text": "First."}, {"type": "summary_text", "text": "Second."}]
+    response = {
+        "object": "response",
+        "output": [
+            {"type": "reasoning", "summary": parts},
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Third."}]},
+            {"type": "message", "content": [{"type": "output_text", "text": SHORT}]},
+        ],
+    }
+    assert _reasoning(list(charfmt.iter_events(response))) == "First.\n\nSecond.\n\nThird."
+    message = {
+        "content": [{"type": "reasoning", "summary": parts}, {"type": "text", "text": SHORT}],
+        "additional_kwargs": {},
+    }
+    assert _reasoning(list(charfmt.iter_events(message))) == "First.\n\nSecond."
+
+
+def test_an_anthropic_pause_turn_is_a_diagnostic() -> None:
+    stream = [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": SHORT}},
+        {"type": "message_delta", "delta": {"stop_reason": "pause_turn"}},
+    ]
+    codes = [e.diagnostic.code for e in charfmt.iter_events(stream) if e.kind == "diagnostic"]
+    assert codes == ["CF827"]
+
+
+class _Opened:
+    """An SDK's async stream (or response) that records whether it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __aiter__(self) -> Any:
+        return self._items()
+
+    async def _items(self) -> Any:
+        for i in range(0, len(SHORT), 8):
+            yield {"choices": [{"index": 0, "delta": {"content": SHORT[i : i + 8]}}]}
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class _Manager:
+    """``AsyncAnthropic().messages.stream(...)``: an async context manager that opens a stream."""
+
+    def __init__(self) -> None:
+        self.stream = _Opened()
+        self.exited = False
+
+    async def __aenter__(self) -> _Opened:
+        return self.stream
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.exited = True
+
+
+def test_aiter_events_left_early_closes_what_it_opened() -> None:
+    import asyncio
+
+    async def first_then_close(source: Any) -> None:
+        events = charfmt.aiter_events(source)
+        async for _event in events:
+            break
+        await events.aclose()
+
+    manager = _Manager()
+    asyncio.run(first_then_close(manager))
+    assert manager.exited  # the manager's exit ran (it closes the response)
+
+    opened = _Opened()
+
+    async def create() -> _Opened:  # create(..., stream=True) before await
+        return opened
+
+    asyncio.run(first_then_close(create()))
+    assert opened.closed
+
+    mine = _Opened()  # a stream the caller opened is the caller's to close
+    asyncio.run(first_then_close(mine))
+    assert not mine.closed

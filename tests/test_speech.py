@@ -226,3 +226,9 @@ def test_sentences_of_a_whole_reply_are_those_of_its_events() -> None:
     reply = charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hi! How are you?</msg>"}]}')
     assert list(charfmt.sentences(reply)) == list(charfmt.sentences(reply.events()))
     assert [s.text for s in charfmt.sentences(reply)] == ["Hi!", "How are you?"]
+
+
+@pytest.mark.parametrize("wrong", ["Hello. World.", b"Hello.", ["Hello."]])
+def test_feed_refuses_text_instead_of_events(wrong: object) -> None:
+    with pytest.raises(TypeError, match="takes events"):
+        charfmt.SentenceSplitter().feed(wrong)  # type: ignore[arg-type]

@@ -22,6 +22,9 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
     where.add_argument("--model", metavar="PATH.gguf", help="run this GGUF in-process with llama.cpp (offline)")
+    sp.add_argument("--api-key-env", metavar="NAME",
+                    help="the environment variable holding --upstream's API key, sent as 'Authorization: Bearer'"
+                    " (default OPENAI_API_KEY, where set); credentials in the URL are never sent")  # fmt: skip
     sp.add_argument("--server", choices=SERVERS, default="llama-server",
                     help="what --upstream runs: which request field carries the grammar or schema")  # fmt: skip
     sp.add_argument("--model-name", metavar="NAME", help="the model name sent upstream (default: the character's name)")
@@ -63,6 +66,14 @@ def settings_from(args: argparse.Namespace) -> Any:
             endpoint_url(args.upstream)  # a bad URL is a usage error now, not at the first turn
         except CharfmtError as e:
             args.parser.error(str(e).replace("--endpoint", "--upstream"))
+    api_key = key_env = None
+    if args.upstream is not None:
+        from charfmt.chat import API_KEY_ENV, _api_key  # noqa: PLC0415
+
+        key_env = args.api_key_env or API_KEY_ENV
+        api_key = _api_key(args.api_key_env)
+        if api_key is None and args.api_key_env is not None:
+            args.parser.error(f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
     scene = None
     if args.scene is not None:
         from charfmt.scene import Scene  # noqa: PLC0415
@@ -74,7 +85,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     return Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
-        constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
+        api_key=api_key, api_key_env=key_env, constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
         log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
         max_request_bytes=args.max_request_bytes,

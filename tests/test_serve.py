@@ -410,3 +410,29 @@ def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None
     assert good[-1]["kind"] == "reply" and good[-1]["valid"] is True
     bad = results["ghost"][-1]
     assert bad["valid"] is False and any(d["code"] == "CF309" for d in bad["diagnostics"])
+
+
+# --- the upstream's key and URL --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["ok", "401", "403", "500", "html"])
+def test_upstream_key_is_bearer_and_the_url_is_never_shown(
+    mode: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    up, base_url = upstream
+    up.mode = mode
+    up.auth.clear()
+    secret_url = base_url.replace("http://", "http://alice:pw-in-url@") + "/v1"
+    app = create_app(Settings(character=rex, upstream_url=secret_url, api_key="sk-key-123", api_key_env="MY_KEY"))
+    with loopback(app) as base:
+        r = httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=T)
+    assert up.auth == ["Bearer sk-key-123"]  # the key as Bearer; the URL's userinfo never sent as Basic
+    for leak in ("sk-key-123", "pw-in-url", "alice", base_url.removeprefix("http://")):
+        assert leak not in r.text
+    if mode == "ok":
+        assert r.status_code == 200
+        return
+    message = r.json()["error"]["message"]
+    assert message.startswith("the upstream: "), message
+    if mode in ("401", "403"):
+        assert r.status_code == 502 and "MY_KEY" in message and f"HTTP {mode}" in message

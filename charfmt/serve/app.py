@@ -371,7 +371,9 @@ class _State:
             from charfmt.chat import endpoint_url  # noqa: PLC0415
             from charfmt.serve.upstream import HTTPUpstream  # noqa: PLC0415
 
-            return HTTPUpstream(endpoint_url(s.upstream_url), timeout=s.timeout)
+            return HTTPUpstream(
+                endpoint_url(s.upstream_url), timeout=s.timeout, api_key=s.api_key, key_env=s.api_key_env
+            )
         if s.model_path is not None:
             from charfmt.serve.upstream import load_local  # noqa: PLC0415
 

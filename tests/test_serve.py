@@ -358,9 +358,27 @@ def test_a_budget_too_small_fails_at_create_app(rex: Character) -> None:
 def test_cli_usage_errors_exit_2() -> None:
     env_cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX)]
     for extra, words in ((["--upstream", "ftp://x"], "not an http"), ([], "one of the arguments --upstream --model"),
-                         (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room")):  # fmt: skip
+                         (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room"),
+                         (["--upstream", "http://127.0.0.1:9/v1", "--port", "99999"], "--port"),
+                         (["--upstream", "http://127.0.0.1:9/v1", "--api-key-env", "CF_NO_SUCH_VAR"], "CF_NO_SUCH_VAR")):  # fmt: skip
         p = subprocess.run([*env_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_port_in_use_is_one_error_line_exit_1() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX),
+               "--upstream", "http://127.0.0.1:9/v1", "--port", str(port)]  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and p.stderr.startswith("charfmt: error: cannot listen")
+    help_text = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
+    assert "exit status:" in help_text and "port in use" in help_text and "(default 120)" in help_text
 
 
 def test_readme_openai_sample_talks_to_the_server(rex: Character, upstream: tuple[Scripted, str]) -> None:

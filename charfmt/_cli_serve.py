@@ -12,11 +12,10 @@ from charfmt.diagnostics import CharfmtError
 
 def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     """The flags of ``charfmt serve``."""
+    from charfmt.cli import _exit_codes  # noqa: PLC0415
     from charfmt.engines import SERVERS  # noqa: PLC0415
     from charfmt.serve.formats import FORMATS  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
-
-    from charfmt.cli import _exit_codes  # noqa: PLC0415
 
     sp.epilog = _exit_codes(
         "the server ran and was stopped (Ctrl-C stops it too: 130)",
@@ -46,7 +45,8 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--max-tokens", type=whole(1), default=DEFAULT_MAX_TOKENS, metavar="N",
                     help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})")  # fmt: skip
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N", help="the model's context window")
-    sp.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds the upstream may stay silent (default 120)")
+    sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                    help="seconds the upstream may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
     sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN", help="allow this browser origin")
     sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")
@@ -92,7 +92,8 @@ def settings_from(args: argparse.Namespace) -> Any:
     return Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
-        api_key=api_key, api_key_env=key_env, constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
+        api_key=api_key, api_key_env=key_env,
+        constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
         log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
         max_request_bytes=args.max_request_bytes,

@@ -3,8 +3,9 @@
 ``Scripted.mode`` picks what the next requests get: ``ok`` (the reply streamed in small chunks;
 its message repeats the player's words, so replies of different sessions differ), ``whole``
 (one ``chat.completion``), ``badsse``, ``slow``, ``cut`` (the connection drops mid-reply),
-``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error page), ``endless``
-(tokens until the client goes away) and ``silent`` (headers, then nothing).
+``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
+page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT) and
+``silent`` (headers, then nothing).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class Scripted:
         user = body["messages"][-1]["content"]
         text = reply_for(user)
         mode = self.mode
+        if mode.startswith("say:"):  # say:TEXT: the model writes TEXT, whatever it is
+            text, mode = mode[4:], "ok"
         if mode.startswith("scene:"):  # scene:rex, scene:ghost (a speaker not in the cast)
             text, mode = scene_reply(mode.split(":", 1)[1]), "ok"
         if mode == "500":

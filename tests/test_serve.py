@@ -80,7 +80,7 @@ def test_openai_sdk_whole_and_streamed(rex: Character, upstream: tuple[Scripted,
             )
             if c.choices
         ]
-        assert len([p for p in parts if p]) > 5  # streamed in pieces
+        assert len([p for p in parts if p]) == 1  # canonical JSON is the repaired reply: it comes whole, at the end
         parse("".join(parts), vocabulary=rex.vocabulary, tags=rex.tags)
     # the second turn carried the first exchange back in canonical form, the grammar in llama-server's field
     second = upstream[0].requests[-1]
@@ -89,8 +89,24 @@ def test_openai_sdk_whole_and_streamed(rex: Character, upstream: tuple[Scripted,
     assert "grammar" in second and second["max_tokens"] == 512
 
 
-@pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])
-def test_reply_formats_stream_equals_whole(fmt: str, rex: Character, upstream: tuple[Scripted, str]) -> None:
+SCRIPTED_REPLIES = [
+    None,  # the scripted model's own valid reply
+    "Hello there, friend.  How are you?",  # free text
+    '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo><msg>reply:</msg><msg>Hello</msg>"}]}',  # no line break
+    '{"chats":[{"type":"I","order":1,"body":"He thinks."},{"type":"C","order":2,'
+    '"body":"<emo>joy</emo>\\n<msg>Hi.</msg>"},{"type":"E","order":3,"body":"The bell hums."}]}',  # narrator lines
+    "<emo>joy</emo>\n<act>waves</act>\n<msg>hi</msg>\n",  # a body without its envelope, a trailing line break
+    "{'chats': [{'type': 'C', 'order': 1, 'body': '<emo>joy</emo>\\n<msg>single quotes</msg>'}]}",
+]
+
+
+@pytest.mark.parametrize("text", SCRIPTED_REPLIES)
+@pytest.mark.parametrize("fmt", ["canonical", "tags", "speech", "airi"])
+def test_reply_formats_stream_equals_whole(
+    fmt: str, text: str | None, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    if text is not None:
+        upstream[0].mode = "say:" + text
     with serve(rex, upstream, reply_format=fmt) as base:
         body = {"messages": [{"role": "user", "content": "hi"}]}
         whole_reply = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()
@@ -98,6 +114,13 @@ def test_reply_formats_stream_equals_whole(fmt: str, rex: Character, upstream: t
             streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
     content = whole_reply["choices"][0]["message"]["content"]
     assert streamed == content
+    if fmt == "canonical":
+        parse(content, vocabulary=rex.vocabulary, tags=rex.tags)  # the repaired form: strictly valid
+    else:
+        assert "\n\n" not in content and content == content.strip()  # no empty line, no separator at an end
+        assert "reply:Hello" not in content and "He thinks" not in content and "bell" not in content
+    if text is not None or fmt == "canonical":
+        return
     expected = {
         "tags": "[neutral] *beeps* You said",
         "speech": "You said",
@@ -215,8 +238,12 @@ def test_upstream_failures_are_openai_errors(
         assert last["kind"] == "error" and last["status"] == status and words in last["error"]["message"]
         with httpx.stream("POST", base + "/v1/chat/completions",
                           json={"messages": [{"role": "user", "content": "hi"}], "stream": True}, timeout=T) as s:
-            chunks = list(sse(s))  # fmt: skip
-        assert chunks[-1]["error"]["code"] == status
+            s.read()
+            if mode in ("cut", "endless"):  # the upstream failed after its first bytes: 200, then an error chunk
+                assert s.status_code == 200 and json.loads(s.text.split("data: ")[-1])["error"]["code"] == status
+            else:  # failed before its first byte: the status held until then, streamed as not
+                assert s.status_code == status and s.json()["error"]["code"] == status, s.text
+                assert s.headers.get("retry-after") == ("7" if mode == "429" else None)
     assert time.monotonic() - started < 8
 
 
@@ -360,7 +387,8 @@ def test_cli_usage_errors_exit_2() -> None:
     for extra, words in ((["--upstream", "ftp://x"], "not an http"), ([], "one of the arguments --upstream --model"),
                          (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room"),
                          (["--upstream", "http://127.0.0.1:9/v1", "--port", "99999"], "--port"),
-                         (["--upstream", "http://127.0.0.1:9/v1", "--api-key-env", "CF_NO_SUCH_VAR"], "CF_NO_SUCH_VAR")):  # fmt: skip
+                         (["--upstream", "http://127.0.0.1:9/v1", "--api-key-env", "CF_NO_VAR"], "CF_NO_VAR"),
+                         ):  # fmt: skip
         p = subprocess.run([*env_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
 

@@ -26,8 +26,8 @@ import contextlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -40,7 +40,7 @@ from charfmt._http_client import JSONDepthError, load_json
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.formats import FORMATS, Formatter, whole
 from charfmt.serve.sessions import SessionStore, check_key
-from charfmt.serve.turns import BadTurn, CuePiece, Done, Engine, EventPiece, Piece, Raw, SentencePiece
+from charfmt.serve.turns import BadTurn, CuePiece, Done, Engine, EventPiece, Piece, SentencePiece
 from charfmt.serve.turns import history_from_messages as _history
 from charfmt.serve.upstream import UpstreamFailure
 
@@ -137,9 +137,20 @@ def create_app(settings: Settings) -> Starlette:
         model = engine.model
         cid = f"chatcmpl-{state.next_id()}"
         created = int(time.time())
+        scene = engine.scene is not None
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+
+        def _usage_chunk(done: Done) -> bytes:
+            total = done.prompt_tokens + done.tokens
+            return _sse({
+                "id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
+                "usage": {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.tokens, "total_tokens": total},
+            })  # fmt: skip
+
         if not stream:
             done = await _watch_disconnect(request, state.run_turn(key, history, turn, cid))
-            content = whole(fmt, done.reply, engine.tags)
+            content = whole(fmt, done.reply, engine.tags, speakers=scene)
             return JSONResponse(
                 {
                     "id": cid, "object": "chat.completion", "created": created, "model": model,
@@ -160,34 +171,44 @@ def create_app(settings: Settings) -> Starlette:
                 obj.update(extra)
             return _sse(obj)
 
+        # Canonical JSON is the repaired reply, known only at the end: streamed, it comes whole in
+        # the last content chunk. The other formats stream as their events come; at the end, what
+        # the whole answer has beyond what was streamed follows, so streamed == whole.
+        formatter = None if fmt == "canonical" else Formatter(fmt, engine.tags, speakers=scene)
+        pieces = state.turn_pieces(key, history, turn, None, cid, events=formatter is not None, cues=False)
+        try:  # the status waits for the upstream's first piece: a 429 stays a 429 (Retry-After too)
+            first = await _watch_disconnect(request, _first_piece(pieces))
+        except Exception as e:
+            await pieces.aclose()
+            status, message, param, headers = _failure(e)
+            return fail(status, message, param, headers)
+
         async def events() -> AsyncIterator[bytes]:
-            formatter = None if fmt == "canonical" else Formatter(fmt, engine.tags)
             yield chunk({"role": "assistant", "content": ""})
-            queue: list[bytes] = []
-
-            def on_piece(piece: Piece) -> None:
-                text = ""
-                if formatter is None and isinstance(piece, Raw):
-                    text = piece.text
-                elif formatter is not None and isinstance(piece, EventPiece):
-                    text = formatter.feed(piece.event)
-                if text:
-                    queue.append(chunk({"content": text}))
-
+            sent: list[str] = []
+            piece = first
             try:
-                pieces = state.turn_pieces(key, history, turn, None, cid, events=formatter is not None, cues=False)
-                async for piece in pieces:
-                    on_piece(piece)
-                    if queue:
-                        yield b"".join(queue)
-                        queue.clear()
+                while piece is not None:
+                    text = formatter.feed(piece.event) if formatter and isinstance(piece, EventPiece) else ""
+                    if isinstance(piece, Done):
+                        target = whole(fmt, piece.reply, engine.tags, speakers=scene)
+                        so_far = "".join(sent)
+                        text = target[len(so_far) :] if target.startswith(so_far) else ""
+                    if text:
+                        sent.append(text)
+                        yield chunk({"content": text})
                     if isinstance(piece, Done):
                         extra = {"charfmt": {"valid": piece.valid, "request_id": piece.request_id}}
                         yield chunk({}, _finish(piece.reason), extra)
+                        if usage:
+                            yield _usage_chunk(piece)
+                    piece = await anext(pieces, None)
             except Exception as e:
                 status, message, param, _ = _failure(e)
                 yield _sse(error_body(status, message, param))
                 return
+            finally:
+                await pieces.aclose()
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream", headers=_NO_BUFFER)
@@ -323,6 +344,8 @@ def create_app(settings: Settings) -> Starlette:
     return app
 
 
+_T = TypeVar("_T")
+
 _NO_BUFFER: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _CSP: Final = "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:"
 
@@ -407,7 +430,7 @@ class _State:
     async def turn_pieces(
         self, key: str | None, history: list[Any] | None, turn: Any, constrained: bool | None, rid: str,
         *, events: bool = True, cues: bool = True,
-    ) -> AsyncIterator[Piece]:  # fmt: skip
+    ) -> AsyncGenerator[Piece, None]:  # fmt: skip
         """The pieces of one turn in session ``key`` (or with ``history`` given); the exchange kept, the turn logged."""
         engine = await self.engine()
         session = self.sessions.get(key) if key else None
@@ -438,6 +461,7 @@ class _State:
         from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
         engine = await self.engine()
+        scene = engine.scene is not None
         try:
             async for piece in self.turn_pieces(key, None, turn, constrained, rid):
                 if isinstance(piece, EventPiece):
@@ -451,7 +475,8 @@ class _State:
                     yield {
                         "kind": "reply", "request_id": piece.request_id, "session": key, "valid": piece.valid,
                         "reply": json.loads(dumps(canonical_form(piece.reply, tags=tags))),
-                        "content": whole(self.settings.reply_format, piece.reply, tags), "raw": piece.text,
+                        "content": whole(self.settings.reply_format, piece.reply, tags, speakers=scene),
+                        "raw": piece.text,
                         "diagnostics": [d.model_dump() for d in piece.reply.diagnostics], "timing": piece.timing(),
                     }  # fmt: skip
         except Exception as e:
@@ -565,7 +590,11 @@ def _sse(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _watch_disconnect(request: Request, work: Awaitable[Done]) -> Done:
+async def _first_piece(pieces: AsyncIterator[Piece]) -> Piece | None:
+    return await anext(pieces, None)
+
+
+async def _watch_disconnect(request: Request, work: Awaitable[_T]) -> _T:
     """``work``'s result, or cancel it (and the upstream request) when the client goes away first."""
     task = asyncio.ensure_future(work)
 

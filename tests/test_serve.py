@@ -482,3 +482,28 @@ def test_upstream_key_is_bearer_and_the_url_is_never_shown(
     assert message.startswith("the upstream: "), message
     if mode in ("401", "403"):
         assert r.status_code == 502 and "MY_KEY" in message and f"HTTP {mode}" in message
+
+
+@pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])
+def test_a_scene_in_tags_speech_airi_says_who_speaks(fmt: str, upstream: tuple[Scripted, str]) -> None:
+    from charfmt.scene import Scene
+
+    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    up = upstream[0]
+    two = {"chats": [
+        {"type": "C", "order": 1, "speaker": "rex", "body": "<emo>neutral</emo>\n<msg>The bell is cracked.</msg>"},
+        {"type": "E", "order": 2, "body": "The bell hums."},
+        {"type": "C", "order": 3, "speaker": "mio", "body": "<emo>joy</emo>\n<msg>Fix it!</msg>"},
+    ]}  # fmt: skip
+    up.mode = "say:" + json.dumps(two)
+    app = create_app(Settings(character=next(iter(scene.cast.values())), scene=scene,
+                              upstream_url=upstream[1] + "/v1", reply_format=fmt))  # fmt: skip
+    body = {"messages": [{"role": "user", "content": "fix the bell"}]}
+    with loopback(app) as base:
+        content = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()["choices"][0]["message"]
+        with httpx.stream("POST", base + "/v1/chat/completions", json={**body, "stream": True}, timeout=T) as r:
+            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
+    lines = content["content"].split("\n")
+    assert streamed == content["content"] and len(lines) == 2  # the narrator's line says nothing: no empty line
+    assert lines[0].startswith("rex: ") and lines[1].startswith("mio: ")
+    assert lines[0].endswith("The bell is cracked.") and lines[1].endswith("Fix it!")

@@ -203,7 +203,11 @@ def test_turn_websocket(rex: Character, upstream: tuple[Scripted, str]) -> None:
                 assert any(o["kind"] == "text" for o in got)
             ws.send("{not json")
             bad = json.loads(ws.recv(timeout=T))
-            assert bad["kind"] == "error" and bad["error"]["code"] == 400
+            assert bad["kind"] == "error" and bad["error"]["code"] == 400 and bad["status"] == 400
+            assert bad["error"]["message"].startswith("the WebSocket message is not JSON") and bad["session"] is None
+            ws.send(json.dumps({"session": "w1", "say": 5}))
+            bad = json.loads(ws.recv(timeout=T))
+            assert bad["status"] == 400 and bad["session"] == "w1" and bad["error"]["param"] == "say"
     assert "hello" in json.dumps(upstream[0].requests[-1]["messages"])  # the session kept the first turn
 
 
@@ -329,7 +333,8 @@ def test_malformed_requests(
     body: bytes, status: int, words: str, rex: Character, upstream: tuple[Scripted, str]
 ) -> None:
     with serve(rex, upstream, max_request_bytes=65536) as base:
-        r = httpx.post(base + "/v1/chat/completions", content=body, timeout=T)
+        json_type = {"Content-Type": "application/json"}
+        r = httpx.post(base + "/v1/chat/completions", content=body, headers=json_type, timeout=T)
     assert r.status_code == status
     assert words in r.json()["error"]["message"]
     assert not upstream[0].requests
@@ -507,3 +512,24 @@ def test_a_scene_in_tags_speech_airi_says_who_speaks(fmt: str, upstream: tuple[S
     assert streamed == content["content"] and len(lines) == 2  # the narrator's line says nothing: no empty line
     assert lines[0].startswith("rex: ") and lines[1].startswith("mio: ")
     assert lines[0].endswith("The bell is cracked.") and lines[1].endswith("Fix it!")
+
+
+def test_cross_site_requests_are_refused_without_cors(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    ws_client = pytest.importorskip("websockets.sync.client")
+    from websockets.exceptions import InvalidStatus
+
+    with serve(rex, upstream, cors=("http://game.example",)) as base:
+        body = json.dumps({"say": "hi"})
+        for kind in ("text/plain", "application/x-www-form-urlencoded", None):  # what a form or no-cors fetch sends
+            headers = {"Content-Type": kind} if kind else {}
+            r = httpx.post(base + "/v1/turn", content=body, headers=headers, timeout=T)
+            assert r.status_code == 415 and "application/json" in r.json()["error"]["message"]
+        r = httpx.post(base + "/v1/chat/completions", content=body, headers={"Content-Type": "text/plain"}, timeout=T)
+        assert r.status_code == 415
+        url = base.replace("http://", "ws://") + "/v1/turn/ws"
+        with pytest.raises(InvalidStatus, match="403"):
+            ws_client.connect(url, open_timeout=T, origin="http://evil.example")  # type: ignore[arg-type]
+        for origin in (None, base, "http://game.example"):  # absent, the server's own, a --cors one
+            with ws_client.connect(url, open_timeout=T, origin=origin) as ws:  # type: ignore[arg-type]
+                ws.send(json.dumps({"say": 1}))
+                assert json.loads(ws.recv(timeout=T))["status"] == 400

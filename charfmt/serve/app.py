@@ -233,6 +233,10 @@ def create_app(settings: Settings) -> Starlette:
         return StreamingResponse(events(), media_type="text/event-stream", headers=_NO_BUFFER)
 
     async def turn_ws(ws: WebSocket) -> None:
+        origin = ws.headers.get("origin")
+        if origin is not None and not _same_origin(origin, ws.headers.get("host")) and origin not in settings.cors:
+            await ws.close(code=1008, reason="this Origin may not open a WebSocket (see --cors)")  # HTTP 403
+            return
         if not state.authorized(ws.headers.get("authorization") or _query_token(ws.query_params.get("token"))):
             await ws.close(code=1008, reason="missing or wrong bearer token")
             return
@@ -258,13 +262,18 @@ def create_app(settings: Settings) -> Starlette:
                 inbox.put_nowait(None) if not inbox.full() else None
 
         async def answer(message: str) -> None:
+            key: str | None = None
             try:
                 if len(message.encode()) > settings.max_request_bytes:
                     raise HTTPFailure(413, f"a message is larger than {settings.max_request_bytes:,} bytes")
-                key, say, constrained = _turn_request(_json(message))
+                body = _json(message, "the WebSocket message")
+                given = body.get("session")
+                key = given if isinstance(given, str) else None
+                key, say, constrained = _turn_request(body)
                 turn = _turn_or_400(await state.engine(), say)
-            except HTTPFailure as e:
-                await ws.send_text(json.dumps({"kind": "error", **error_body(e.status, str(e), e.param)}))
+            except HTTPFailure as e:  # the same shape as a failed turn's: kind, status, session, error
+                error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
+                await ws.send_text(json.dumps(error))
                 return
             async for obj in state.turn_objects(key, turn, constrained, state.next_id()):
                 await ws.send_text(json.dumps(obj, ensure_ascii=False, allow_nan=False))
@@ -413,6 +422,10 @@ class _State:
     async def read_json(self, request: Request) -> dict[str, Any]:
         """The request's JSON object, read within ``max_request_bytes`` and the JSON depth limit."""
         limit = self.settings.max_request_bytes
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":  # a cross-site form or text/plain POST needs no CORS preflight: refused
+            shown = kind[:60] or "none"
+            raise HTTPFailure(415, f"the request body must be sent as Content-Type: application/json (not {shown})")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise HTTPFailure(413, f"the request body is {int(declared):,} bytes (at most {limit:,})")
@@ -483,7 +496,8 @@ class _State:
             status, message, param, headers = _failure(e)
             error = error_body(status, message, param)
             retry = headers.get("Retry-After")
-            yield {"kind": "error", "status": status, **error, **({"retry_after": int(retry)} if retry else {})}
+            retry_field = {"retry_after": int(retry)} if retry else {}
+            yield {"kind": "error", "status": status, "session": key, **error, **retry_field}
 
     def log(self, done: Done, key: str | None, engine: Engine) -> None:
         if self._log is None:
@@ -501,15 +515,15 @@ class _State:
 # --- reading requests ------------------------------------------------------------------------------
 
 
-def _json(text: str) -> dict[str, Any]:
+def _json(text: str, what: str = "the request body") -> dict[str, Any]:
     try:
         value = load_json(text)
     except JSONDepthError as e:
-        raise HTTPFailure(400, f"the request body is not usable JSON: {e}") from None
+        raise HTTPFailure(400, f"{what} is not usable JSON: {e}") from None
     except ValueError as e:
-        raise HTTPFailure(400, f"the request body is not JSON: {str(e)[:200]}") from None
+        raise HTTPFailure(400, f"{what} is not JSON: {str(e)[:200]}") from None
     if not isinstance(value, dict):
-        raise HTTPFailure(400, f"the request body is JSON {type(value).__name__}, not an object")
+        raise HTTPFailure(400, f"{what} is JSON {type(value).__name__}, not an object")
     return value
 
 
@@ -576,6 +590,12 @@ def _turn_or_400(engine: Engine, say: str) -> Any:
         return engine.player_turn(say)
     except CharfmtError as e:
         raise HTTPFailure(400, str(e), "say") from None
+
+
+def _same_origin(origin: str, host: str | None) -> bool:
+    """Whether ``origin`` (a browser page's) is this server's own (its ``Host``)."""
+    scheme, _, rest = origin.partition("://")
+    return host is not None and scheme in ("http", "https") and rest.lower() == host.lower()
 
 
 def _query_token(token: str | None) -> str | None:

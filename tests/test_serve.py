@@ -352,17 +352,35 @@ def test_sessions_bounded_in_number_and_bytes(rex: Character, upstream: tuple[Sc
     assert c is not None and 1 <= len(c.history) < 3 and (c.size <= 1500 or len(c.history) == 1)
 
 
-def test_log_is_read_by_report(rex: Character, upstream: tuple[Scripted, str], tmp_path: Path) -> None:
+def test_log_is_read_by_report(
+    rex: Character, upstream: tuple[Scripted, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from charfmt.cli import main
 
+    up = upstream[0]
     log = tmp_path / "turns.jsonl"
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
     with serve(rex, upstream, log=log) as base:
         for say in ("one", "two"):
             httpx.post(base + "/v1/turn", json={"session": "L", "say": say}, timeout=T)
+        up.mode = "429"
+        assert httpx.post(base + "/v1/chat/completions", json=chat, timeout=T).status_code == 429
+        up.mode = "endless"
+        with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
+            next(r.iter_lines())  # then the client goes away mid-turn
+        deadline = time.monotonic() + 5
+        while len(log.read_text().splitlines()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(rows) == 2 and {r["session"] for r in rows} == {"L"}
-    assert all(r["valid"] and r["model"] == "Rex" and len(r["prompt_version"]) == 12 for r in rows)
-    assert main(["report", str(log), "--by", "model,prompt_version"]) == 0
+    assert len(rows) == 4 and {r["session"] for r in rows[:2]} == {"L"}
+    assert all(r["valid"] and r["model"] == "Rex" and len(r["prompt_version"]) == 12 for r in rows[:2])
+    failed, cancelled = rows[2:]
+    assert failed["text"] is None and failed["status"] == 429 and "slow down" in failed["error"]
+    assert cancelled["text"] is None and cancelled["status"] == 499 and "cancelled" in cancelled["error"]
+    capsys.readouterr()
+    assert main(["report", str(log), "--by", "model"]) == 0
+    shown = capsys.readouterr()
+    assert "4 lines" in shown.out + shown.err and "bad lines: 2 (field 'text' is null" in shown.out + shown.err
 
 
 def test_playground_page_has_no_outside_url(rex: Character, upstream: tuple[Scripted, str]) -> None:

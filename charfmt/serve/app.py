@@ -451,12 +451,23 @@ class _State:
         async with lock:
             past = session.history if session is not None else (history or [])
             pieces = engine.turn(list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues)
-            async for piece in pieces:
-                if isinstance(piece, Done):
-                    if session is not None and piece.exchange.reply.chats:
-                        self.sessions.add(session, piece.exchange)
-                    self.log(piece, key, engine)
-                yield piece
+            ended = False
+            try:
+                async for piece in pieces:
+                    if isinstance(piece, Done):
+                        ended = True
+                        if session is not None and piece.exchange.reply.chats:
+                            self.sessions.add(session, piece.exchange)
+                        self.log(piece, key, engine)
+                    yield piece
+            except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn
+                if not ended:
+                    self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
+                raise
+            except Exception as e:
+                status, message, _, _ = _failure(e)
+                self.log_failure(rid, key, engine, status, message)
+                raise
 
     async def run_turn(self, key: str | None, history: list[Any] | None, turn: Any, rid: str) -> Done:
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer)."""
@@ -498,6 +509,18 @@ class _State:
             retry = headers.get("Retry-After")
             retry_field = {"retry_after": int(retry)} if retry else {}
             yield {"kind": "error", "status": status, "session": key, **error, **retry_field}
+
+    def log_failure(self, rid: str, key: str | None, engine: Engine, status: int, message: str) -> None:
+        """Log a turn that gave no reply: ``text`` null (``charfmt report``: no reply), ``error``, ``status``."""
+        if self._log is None:
+            return
+        self._log.write(
+            {
+                "request_id": rid, "session": key, "model": engine.model, "upstream": engine.upstream.name,
+                "text": None, "valid": False, "status": status, "error": message,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )  # fmt: skip
 
     def log(self, done: Done, key: str | None, engine: Engine) -> None:
         if self._log is None:

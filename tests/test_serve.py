@@ -551,3 +551,26 @@ def test_cross_site_requests_are_refused_without_cors(rex: Character, upstream: 
             with ws_client.connect(url, open_timeout=T, origin=origin) as ws:  # type: ignore[arg-type]
                 ws.send(json.dumps({"say": 1}))
                 assert json.loads(ws.recv(timeout=T))["status"] == 400
+
+
+def test_front_end_sampling_system_and_usage_reach_the_upstream(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    openai = pytest.importorskip("openai")
+    up = upstream[0]
+    with serve(rex, upstream) as base:
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused", timeout=T, max_retries=0)
+        messages = [{"role": "system", "content": "Answer in pirate speak."}, {"role": "user", "content": "hi"}]
+        chunks = list(client.chat.completions.create(
+            model="whatever", messages=messages, temperature=0.3, top_p=0.9, seed=7, stop=["</x>"], stream=True,
+            stream_options={"include_usage": True},
+        ))  # fmt: skip
+        bad = httpx.post(base + "/v1/chat/completions", json={"messages": messages, "temperature": "hot"}, timeout=T)
+    sent = up.requests[-1]
+    assert (sent["temperature"], sent["top_p"], sent["seed"], sent["stop"]) == (0.3, 0.9, 7, ["</x>"])
+    assert sent["messages"][0]["role"] == "system" and sent["messages"][0]["content"].rstrip().endswith(
+        "Answer in pirate speak."
+    )
+    assert sum(m["content"].count("pirate") for m in sent["messages"]) == 1  # in the system prompt only
+    usage = chunks[-1].usage
+    assert not chunks[-1].choices and usage is not None and usage.completion_tokens > 5
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "temperature"

@@ -129,6 +129,7 @@ def create_app(settings: Settings) -> Starlette:
     async def chat_completions(request: Request) -> Response:
         body = await state.read_json(request)
         messages, say, stream = _chat_request(body, settings)
+        options = _front_options(body, messages)
         key = request.headers.get(SESSION_HEADER) or (body.get("user") if isinstance(body.get("user"), str) else None)
         engine = await state.engine()
         turn = _turn_or_400(engine, say)
@@ -138,8 +139,8 @@ def create_app(settings: Settings) -> Starlette:
         cid = f"chatcmpl-{state.next_id()}"
         created = int(time.time())
         scene = engine.scene is not None
-        options = body.get("stream_options")
-        usage = isinstance(options, dict) and options.get("include_usage") is True
+        stream_options = body.get("stream_options")
+        usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
 
         def _usage_chunk(done: Done) -> bytes:
             total = done.prompt_tokens + done.tokens
@@ -149,7 +150,7 @@ def create_app(settings: Settings) -> Starlette:
             })  # fmt: skip
 
         if not stream:
-            done = await _watch_disconnect(request, state.run_turn(key, history, turn, cid))
+            done = await _watch_disconnect(request, state.run_turn(key, history, turn, cid, options))
             content = whole(fmt, done.reply, engine.tags, speakers=scene)
             return JSONResponse(
                 {
@@ -175,7 +176,9 @@ def create_app(settings: Settings) -> Starlette:
         # the last content chunk. The other formats stream as their events come; at the end, what
         # the whole answer has beyond what was streamed follows, so streamed == whole.
         formatter = None if fmt == "canonical" else Formatter(fmt, engine.tags, speakers=scene)
-        pieces = state.turn_pieces(key, history, turn, None, cid, events=formatter is not None, cues=False)
+        pieces = state.turn_pieces(
+            key, history, turn, None, cid, events=formatter is not None, cues=False, options=options
+        )
         try:  # the status waits for the upstream's first piece: a 429 stays a 429 (Retry-After too)
             first = await _watch_disconnect(request, _first_piece(pieces))
         except Exception as e:
@@ -442,7 +445,7 @@ class _State:
 
     async def turn_pieces(
         self, key: str | None, history: list[Any] | None, turn: Any, constrained: bool | None, rid: str,
-        *, events: bool = True, cues: bool = True,
+        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
     ) -> AsyncGenerator[Piece, None]:  # fmt: skip
         """The pieces of one turn in session ``key`` (or with ``history`` given); the exchange kept, the turn logged."""
         engine = await self.engine()
@@ -450,7 +453,9 @@ class _State:
         lock = session.lock if session is not None else contextlib.nullcontext()
         async with lock:
             past = session.history if session is not None else (history or [])
-            pieces = engine.turn(list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues)
+            pieces = engine.turn(
+                list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
+            )
             ended = False
             try:
                 async for piece in pieces:
@@ -469,10 +474,12 @@ class _State:
                 self.log_failure(rid, key, engine, status, message)
                 raise
 
-    async def run_turn(self, key: str | None, history: list[Any] | None, turn: Any, rid: str) -> Done:
+    async def run_turn(
+        self, key: str | None, history: list[Any] | None, turn: Any, rid: str, options: dict[str, Any] | None = None
+    ) -> Done:
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer)."""
         done: Done | None = None
-        async for piece in self.turn_pieces(key, history, turn, None, rid, events=False, cues=False):
+        async for piece in self.turn_pieces(key, history, turn, None, rid, events=False, cues=False, options=options):
             if isinstance(piece, Done):
                 done = piece
         assert done is not None
@@ -589,6 +596,40 @@ def _chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[
     if isinstance(user, str) and (why := check_key(user)) is not None:
         raise HTTPFailure(400, why, "user")
     return read[:-1], read[-1][1], stream
+
+
+_SAMPLING: Final = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
+"""Sampling fields a front end may set, forwarded upstream, with their ranges."""
+
+
+def _front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict[str, Any]:
+    """The front end's sampling fields (checked) and its own system text, for the upstream request.
+
+    ``model`` is not forwarded: the upstream gets ``--model-name`` and the answer names the served model.
+    """
+    options: dict[str, Any] = {}
+    for name, (low, high) in _SAMPLING.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise HTTPFailure(400, f"'{name}' must be a number from {low:g} to {high:g}", name)
+        options[name] = value
+    seed = body.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or abs(seed) >= 1 << 63:
+            raise HTTPFailure(400, "'seed' must be a whole number", "seed")
+        options["seed"] = seed
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
+            raise HTTPFailure(400, "'stop' must be a string or up to 4 strings", "stop")
+        options["stop"] = stops
+    system = "\n\n".join(text.strip() for role, text in messages if role in ("system", "developer") and text.strip())
+    if system:
+        options["system"] = system
+    return options
 
 
 def _turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:

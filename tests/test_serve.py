@@ -135,7 +135,7 @@ def test_reply_formats_stream_equals_whole(
 def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[Scripted, str]) -> None:
     with serve(rex, upstream) as base:
         messages = [
-            {"role": "system", "content": "the front end's own prompt (ignored: the character's is used)"},
+            {"role": "system", "content": "the front end's own prompt (appended to the character's)"},
             {"role": "user", "content": "hello"},
             {"role": "assistant", "content": "[annoyed] *crosses arms* What now?"},
             {"role": "user", "content": [{"type": "text", "text": "sorry"}]},
@@ -145,7 +145,8 @@ def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[
     sent = upstream[0].requests[-1]["messages"]
     past = json.loads(sent[-2]["content"])
     assert "<emo>annoyed</emo>" in past["chats"][0]["body"] and "crosses arms" in past["chats"][0]["body"]
-    assert "the front end's own prompt" not in sent[0]["content"]
+    system = sent[0]["content"]
+    assert system.index("Rex") < system.index("the front end's own prompt") and system.count("front end's own") == 1
 
 
 def test_sessions_are_kept_apart(rex: Character, upstream: tuple[Scripted, str]) -> None:

@@ -123,7 +123,6 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF825": ("warning", "a stream item charfmt does not read (not text, no known SDK object, a later choice) skipped"),
     "CF826": ("error", "the provider reported an error in the stream"),
     "CF827": ("info", "the provider paused a long-running turn ('pause_turn'): send the reply back to continue it"),
-    "CF961": ("error", "the server sent invalid UTF-8: each bad byte read as U+FFFD"),
     # interop: documents of other formats (charfmt.interop)
     "CF901": ("error", "not a document of the format: a required key is missing or has another type"),
     "CF902": ("error", "charfmt's payload in the document is of an unknown version or not an exchange"),
@@ -143,6 +142,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF921": ("warning", "a mes_example block has no line of the character: kept in the card only"),
     "CF922": ("warning", "a card's emotion asset is not a usable emotion key: skipped"),
     "CF960": ("warning", "a chat's order does not fit a 64-bit integer: null in a table's order column"),
+    "CF961": ("error", "the server sent invalid UTF-8: each bad byte read as U+FFFD"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),
 }
 """Every diagnostic code charfmt emits: default severity and a one-line title.

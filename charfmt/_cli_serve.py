@@ -12,21 +12,30 @@ from charfmt.diagnostics import CharfmtError
 
 def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     """The flags of ``charfmt serve``."""
+    from charfmt.cli import _exit_codes  # noqa: PLC0415
     from charfmt.engines import SERVERS  # noqa: PLC0415
     from charfmt.serve.formats import FORMATS  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
+    sp.epilog = _exit_codes(
+        "the server ran and was stopped (Ctrl-C stops it too: 130)",
+        "the server could not start: the address cannot be bound (a port in use, an unknown host),"
+        " or the --character/--scene file is invalid",
+    )
     who = sp.add_mutually_exclusive_group(required=True)
     who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
     who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
     where.add_argument("--model", metavar="PATH.gguf", help="run this GGUF in-process with llama.cpp (offline)")
+    sp.add_argument("--api-key-env", metavar="NAME",
+                    help="the environment variable holding --upstream's API key, sent as 'Authorization: Bearer'"
+                    " (default OPENAI_API_KEY, where set); credentials in the URL are never sent")  # fmt: skip
     sp.add_argument("--server", choices=SERVERS, default="llama-server",
                     help="what --upstream runs: which request field carries the grammar or schema")  # fmt: skip
     sp.add_argument("--model-name", metavar="NAME", help="the model name sent upstream (default: the character's name)")
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    sp.add_argument("--port", type=whole(0), default=8000, help="port (default 8000)")
+    sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
     sp.add_argument("--reply-format", choices=FORMATS, default="canonical",
                     help="what /v1/chat/completions answers: JSON, [joy] tags, speech or AIRI markers")  # fmt: skip
     mode = sp.add_mutually_exclusive_group()
@@ -36,7 +45,8 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--max-tokens", type=whole(1), default=DEFAULT_MAX_TOKENS, metavar="N",
                     help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})")  # fmt: skip
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N", help="the model's context window")
-    sp.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds the upstream may stay silent")
+    sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                    help="seconds the upstream may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
     sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN", help="allow this browser origin")
     sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")
@@ -63,6 +73,14 @@ def settings_from(args: argparse.Namespace) -> Any:
             endpoint_url(args.upstream)  # a bad URL is a usage error now, not at the first turn
         except CharfmtError as e:
             args.parser.error(str(e).replace("--endpoint", "--upstream"))
+    api_key = key_env = None
+    if args.upstream is not None:
+        from charfmt.chat import API_KEY_ENV, _api_key  # noqa: PLC0415
+
+        key_env = args.api_key_env or API_KEY_ENV
+        api_key = _api_key(args.api_key_env)
+        if api_key is None and args.api_key_env is not None:
+            args.parser.error(f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
     scene = None
     if args.scene is not None:
         from charfmt.scene import Scene  # noqa: PLC0415
@@ -74,6 +92,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     return Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
+        api_key=api_key, api_key_env=key_env,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
         log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
@@ -92,8 +111,31 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(settings)
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
         print(f"charfmt serve: warning: listening on {args.host} with no --token", file=sys.stderr)
-    uvicorn.run(
+    sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
+    config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
         h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
     )  # fmt: skip
+    with sock:
+        uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def _bind(host: str, port: int) -> Any:
+    """A listening socket on ``host:port``, or a ``CharfmtError`` saying why not (in use, unknown host)."""
+    import socket  # noqa: PLC0415
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as e:
+        raise CharfmtError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise CharfmtError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock

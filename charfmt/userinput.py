@@ -271,8 +271,10 @@ def _context(rows: list[list[str]]) -> UserContext:
 
 _BRACKET: Final = re.compile(
     r"\[\[?(?P<square>[^\[\]\n]++)\]\]?|【(?P<lenticular>[^【】\n]++)】|[(（](?P<paren>[^()（）\n]++)[)）]"
+    r"|(?<![\w*])\*(?P<star>[^*\s](?:[^*\n]*+(?<=[^*\s]))?)\*(?![\w*])"
 )
-"""A shorthand word: ``[joy]``, ``[[joy]]``, ``【喜び】``, or in parentheses ``(怒り)``, ``（怒り）``."""
+"""A shorthand word: ``[joy]``, ``[[joy]]``, ``【喜び】``, in parentheses ``(怒り)``, ``（怒り）``, or
+an action between asterisks, ``*waves*`` (not ``**bold**``, not ``2*3*4``)."""
 
 
 def parse_shorthand(
@@ -289,6 +291,9 @@ def parse_shorthand(
     ``act`` when it is one of ``actions`` or carries an action prefix. Without a
     vocabulary a bare bracketed word is an emotion. Any other bracketed word stays
     text, with a ``CF401`` warning.
+
+    A word between asterisks (``*waves*``, as roleplay writes an action) is an action,
+    tagged with the tag table's action tag; ``**bold**`` and ``2*3*4`` stay text.
 
     A word in parentheses (the design study's 省略形 ``(怒り) なんで？ (ため息)``,
     full-width ``（怒り）`` too) is read the same way when it is one of the
@@ -326,6 +331,15 @@ def parse_shorthand(
             segments.append(Segment(tag=table.speech.name, text=words))
 
     for m in _BRACKET.finditer(text):
+        if m.group("star") is not None:  # *waves*: an action, as roleplay writes one (the table's action tag)
+            if table.action is None:
+                continue
+            star = m.group("star")
+            flush(pending + text[pos : m.start()])
+            pending = ""
+            pos = m.end()
+            segments.append(Segment(tag=table.action.name, text=known_actions.get(star.casefold(), star)))
+            continue
         paren = m.group("paren") is not None
         word = (m.group("square") or m.group("lenticular") or m.group("paren")).strip()
         resolved = _resolve_word(word, vocabulary, known_actions, table, bare_is_emotion=not paren)

@@ -3,8 +3,9 @@
 ``Scripted.mode`` picks what the next requests get: ``ok`` (the reply streamed in small chunks;
 its message repeats the player's words, so replies of different sessions differ), ``whole``
 (one ``chat.completion``), ``badsse``, ``slow``, ``cut`` (the connection drops mid-reply),
-``500``, ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error page), ``endless``
-(tokens until the client goes away) and ``silent`` (headers, then nothing).
+``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
+page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT) and
+``silent`` (headers, then nothing).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class Scripted:
         self.delay = 0.0
         """Seconds between chunks (``ok`` mode; the benchmark's model speed)."""
         self.requests: list[dict[str, Any]] = []
+        self.auth: list[str | None] = []
+        """The ``Authorization`` header of each request."""
         self.sent: dict[str, list[float]] | None = None
         """Where set (the benchmark): per ``S<n>R<n>`` tag in the user message, when each text chunk was sent."""
         self.cancelled = 0
@@ -69,13 +72,18 @@ class Scripted:
     async def chat(self, request: Request) -> Response:
         body = json.loads(await request.body())
         self.requests.append(body)
+        self.auth.append(request.headers.get("authorization"))
         user = body["messages"][-1]["content"]
         text = reply_for(user)
         mode = self.mode
+        if mode.startswith("say:"):  # say:TEXT: the model writes TEXT, whatever it is
+            text, mode = mode[4:], "ok"
         if mode.startswith("scene:"):  # scene:rex, scene:ghost (a speaker not in the cast)
             text, mode = scene_reply(mode.split(":", 1)[1]), "ok"
         if mode == "500":
             return JSONResponse({"error": {"message": "model crashed", "type": "server_error"}}, status_code=500)
+        if mode in ("401", "403"):
+            return JSONResponse({"error": {"message": "invalid api key"}}, status_code=int(mode))
         if mode == "429":
             return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "7"})
         if mode == "html":

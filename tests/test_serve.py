@@ -80,7 +80,7 @@ def test_openai_sdk_whole_and_streamed(rex: Character, upstream: tuple[Scripted,
             )
             if c.choices
         ]
-        assert len([p for p in parts if p]) > 5  # streamed in pieces
+        assert len([p for p in parts if p]) == 1  # canonical JSON is the repaired reply: it comes whole, at the end
         parse("".join(parts), vocabulary=rex.vocabulary, tags=rex.tags)
     # the second turn carried the first exchange back in canonical form, the grammar in llama-server's field
     second = upstream[0].requests[-1]
@@ -89,8 +89,24 @@ def test_openai_sdk_whole_and_streamed(rex: Character, upstream: tuple[Scripted,
     assert "grammar" in second and second["max_tokens"] == 512
 
 
-@pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])
-def test_reply_formats_stream_equals_whole(fmt: str, rex: Character, upstream: tuple[Scripted, str]) -> None:
+SCRIPTED_REPLIES = [
+    None,  # the scripted model's own valid reply
+    "Hello there, friend.  How are you?",  # free text
+    '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo><msg>reply:</msg><msg>Hello</msg>"}]}',  # no line break
+    '{"chats":[{"type":"I","order":1,"body":"He thinks."},{"type":"C","order":2,'
+    '"body":"<emo>joy</emo>\\n<msg>Hi.</msg>"},{"type":"E","order":3,"body":"The bell hums."}]}',  # narrator lines
+    "<emo>joy</emo>\n<act>waves</act>\n<msg>hi</msg>\n",  # a body without its envelope, a trailing line break
+    "{'chats': [{'type': 'C', 'order': 1, 'body': '<emo>joy</emo>\\n<msg>single quotes</msg>'}]}",
+]
+
+
+@pytest.mark.parametrize("text", SCRIPTED_REPLIES)
+@pytest.mark.parametrize("fmt", ["canonical", "tags", "speech", "airi"])
+def test_reply_formats_stream_equals_whole(
+    fmt: str, text: str | None, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    if text is not None:
+        upstream[0].mode = "say:" + text
     with serve(rex, upstream, reply_format=fmt) as base:
         body = {"messages": [{"role": "user", "content": "hi"}]}
         whole_reply = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()
@@ -98,6 +114,13 @@ def test_reply_formats_stream_equals_whole(fmt: str, rex: Character, upstream: t
             streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
     content = whole_reply["choices"][0]["message"]["content"]
     assert streamed == content
+    if fmt == "canonical":
+        parse(content, vocabulary=rex.vocabulary, tags=rex.tags)  # the repaired form: strictly valid
+    else:
+        assert "\n\n" not in content and content == content.strip()  # no empty line, no separator at an end
+        assert "reply:Hello" not in content and "He thinks" not in content and "bell" not in content
+    if text is not None or fmt == "canonical":
+        return
     expected = {
         "tags": "[neutral] *beeps* You said",
         "speech": "You said",
@@ -112,7 +135,7 @@ def test_reply_formats_stream_equals_whole(fmt: str, rex: Character, upstream: t
 def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[Scripted, str]) -> None:
     with serve(rex, upstream) as base:
         messages = [
-            {"role": "system", "content": "the front end's own prompt (ignored: the character's is used)"},
+            {"role": "system", "content": "the front end's own prompt (appended to the character's)"},
             {"role": "user", "content": "hello"},
             {"role": "assistant", "content": "[annoyed] *crosses arms* What now?"},
             {"role": "user", "content": [{"type": "text", "text": "sorry"}]},
@@ -122,7 +145,8 @@ def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[
     sent = upstream[0].requests[-1]["messages"]
     past = json.loads(sent[-2]["content"])
     assert "<emo>annoyed</emo>" in past["chats"][0]["body"] and "crosses arms" in past["chats"][0]["body"]
-    assert "the front end's own prompt" not in sent[0]["content"]
+    system = sent[0]["content"]
+    assert system.index("Rex") < system.index("the front end's own prompt") and system.count("front end's own") == 1
 
 
 def test_sessions_are_kept_apart(rex: Character, upstream: tuple[Scripted, str]) -> None:
@@ -180,7 +204,11 @@ def test_turn_websocket(rex: Character, upstream: tuple[Scripted, str]) -> None:
                 assert any(o["kind"] == "text" for o in got)
             ws.send("{not json")
             bad = json.loads(ws.recv(timeout=T))
-            assert bad["kind"] == "error" and bad["error"]["code"] == 400
+            assert bad["kind"] == "error" and bad["error"]["code"] == 400 and bad["status"] == 400
+            assert bad["error"]["message"].startswith("the WebSocket message is not JSON") and bad["session"] is None
+            ws.send(json.dumps({"session": "w1", "say": 5}))
+            bad = json.loads(ws.recv(timeout=T))
+            assert bad["status"] == 400 and bad["session"] == "w1" and bad["error"]["param"] == "say"
     assert "hello" in json.dumps(upstream[0].requests[-1]["messages"])  # the session kept the first turn
 
 
@@ -215,8 +243,12 @@ def test_upstream_failures_are_openai_errors(
         assert last["kind"] == "error" and last["status"] == status and words in last["error"]["message"]
         with httpx.stream("POST", base + "/v1/chat/completions",
                           json={"messages": [{"role": "user", "content": "hi"}], "stream": True}, timeout=T) as s:
-            chunks = list(sse(s))  # fmt: skip
-        assert chunks[-1]["error"]["code"] == status
+            s.read()
+            if mode in ("cut", "endless"):  # the upstream failed after its first bytes: 200, then an error chunk
+                assert s.status_code == 200 and json.loads(s.text.split("data: ")[-1])["error"]["code"] == status
+            else:  # failed before its first byte: the status held until then, streamed as not
+                assert s.status_code == status and s.json()["error"]["code"] == status, s.text
+                assert s.headers.get("retry-after") == ("7" if mode == "429" else None)
     assert time.monotonic() - started < 8
 
 
@@ -302,7 +334,8 @@ def test_malformed_requests(
     body: bytes, status: int, words: str, rex: Character, upstream: tuple[Scripted, str]
 ) -> None:
     with serve(rex, upstream, max_request_bytes=65536) as base:
-        r = httpx.post(base + "/v1/chat/completions", content=body, timeout=T)
+        json_type = {"Content-Type": "application/json"}
+        r = httpx.post(base + "/v1/chat/completions", content=body, headers=json_type, timeout=T)
     assert r.status_code == status
     assert words in r.json()["error"]["message"]
     assert not upstream[0].requests
@@ -320,17 +353,35 @@ def test_sessions_bounded_in_number_and_bytes(rex: Character, upstream: tuple[Sc
     assert c is not None and 1 <= len(c.history) < 3 and (c.size <= 1500 or len(c.history) == 1)
 
 
-def test_log_is_read_by_report(rex: Character, upstream: tuple[Scripted, str], tmp_path: Path) -> None:
+def test_log_is_read_by_report(
+    rex: Character, upstream: tuple[Scripted, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from charfmt.cli import main
 
+    up = upstream[0]
     log = tmp_path / "turns.jsonl"
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
     with serve(rex, upstream, log=log) as base:
         for say in ("one", "two"):
             httpx.post(base + "/v1/turn", json={"session": "L", "say": say}, timeout=T)
+        up.mode = "429"
+        assert httpx.post(base + "/v1/chat/completions", json=chat, timeout=T).status_code == 429
+        up.mode = "endless"
+        with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
+            next(r.iter_lines())  # then the client goes away mid-turn
+        deadline = time.monotonic() + 5
+        while len(log.read_text().splitlines()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(rows) == 2 and {r["session"] for r in rows} == {"L"}
-    assert all(r["valid"] and r["model"] == "Rex" and len(r["prompt_version"]) == 12 for r in rows)
-    assert main(["report", str(log), "--by", "model,prompt_version"]) == 0
+    assert len(rows) == 4 and {r["session"] for r in rows[:2]} == {"L"}
+    assert all(r["valid"] and r["model"] == "Rex" and len(r["prompt_version"]) == 12 for r in rows[:2])
+    failed, cancelled = rows[2:]
+    assert failed["text"] is None and failed["status"] == 429 and "slow down" in failed["error"]
+    assert cancelled["text"] is None and cancelled["status"] == 499 and "cancelled" in cancelled["error"]
+    capsys.readouterr()
+    assert main(["report", str(log), "--by", "model"]) == 0
+    shown = capsys.readouterr()
+    assert "4 lines" in shown.out + shown.err and "bad lines: 2 (field 'text' is null" in shown.out + shown.err
 
 
 def test_playground_page_has_no_outside_url(rex: Character, upstream: tuple[Scripted, str]) -> None:
@@ -358,9 +409,28 @@ def test_a_budget_too_small_fails_at_create_app(rex: Character) -> None:
 def test_cli_usage_errors_exit_2() -> None:
     env_cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX)]
     for extra, words in ((["--upstream", "ftp://x"], "not an http"), ([], "one of the arguments --upstream --model"),
-                         (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room")):  # fmt: skip
+                         (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room"),
+                         (["--upstream", "http://127.0.0.1:9/v1", "--port", "99999"], "--port"),
+                         (["--upstream", "http://127.0.0.1:9/v1", "--api-key-env", "CF_NO_VAR"], "CF_NO_VAR"),
+                         ):  # fmt: skip
         p = subprocess.run([*env_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_port_in_use_is_one_error_line_exit_1() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX),
+               "--upstream", "http://127.0.0.1:9/v1", "--port", str(port)]  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and p.stderr.startswith("charfmt: error: cannot listen")
+    help_text = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
+    assert "exit status:" in help_text and "port in use" in help_text and "(default 120)" in help_text
 
 
 def test_readme_openai_sample_talks_to_the_server(rex: Character, upstream: tuple[Scripted, str]) -> None:
@@ -410,3 +480,98 @@ def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None
     assert good[-1]["kind"] == "reply" and good[-1]["valid"] is True
     bad = results["ghost"][-1]
     assert bad["valid"] is False and any(d["code"] == "CF309" for d in bad["diagnostics"])
+
+
+# --- the upstream's key and URL --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["ok", "401", "403", "500", "html"])
+def test_upstream_key_is_bearer_and_the_url_is_never_shown(
+    mode: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    up, base_url = upstream
+    up.mode = mode
+    up.auth.clear()
+    secret_url = base_url.replace("http://", "http://alice:pw-in-url@") + "/v1"
+    app = create_app(Settings(character=rex, upstream_url=secret_url, api_key="sk-key-123", api_key_env="MY_KEY"))
+    with loopback(app) as base:
+        r = httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=T)
+    assert up.auth == ["Bearer sk-key-123"]  # the key as Bearer; the URL's userinfo never sent as Basic
+    for leak in ("sk-key-123", "pw-in-url", "alice", base_url.removeprefix("http://")):
+        assert leak not in r.text
+    if mode == "ok":
+        assert r.status_code == 200
+        return
+    message = r.json()["error"]["message"]
+    assert message.startswith("the upstream: "), message
+    if mode in ("401", "403"):
+        assert r.status_code == 502 and "MY_KEY" in message and f"HTTP {mode}" in message
+
+
+@pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])
+def test_a_scene_in_tags_speech_airi_says_who_speaks(fmt: str, upstream: tuple[Scripted, str]) -> None:
+    from charfmt.scene import Scene
+
+    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    up = upstream[0]
+    two = {"chats": [
+        {"type": "C", "order": 1, "speaker": "rex", "body": "<emo>neutral</emo>\n<msg>The bell is cracked.</msg>"},
+        {"type": "E", "order": 2, "body": "The bell hums."},
+        {"type": "C", "order": 3, "speaker": "mio", "body": "<emo>joy</emo>\n<msg>Fix it!</msg>"},
+    ]}  # fmt: skip
+    up.mode = "say:" + json.dumps(two)
+    app = create_app(Settings(character=next(iter(scene.cast.values())), scene=scene,
+                              upstream_url=upstream[1] + "/v1", reply_format=fmt))  # fmt: skip
+    body = {"messages": [{"role": "user", "content": "fix the bell"}]}
+    with loopback(app) as base:
+        content = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()["choices"][0]["message"]
+        with httpx.stream("POST", base + "/v1/chat/completions", json={**body, "stream": True}, timeout=T) as r:
+            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
+    lines = content["content"].split("\n")
+    assert streamed == content["content"] and len(lines) == 2  # the narrator's line says nothing: no empty line
+    assert lines[0].startswith("rex: ") and lines[1].startswith("mio: ")
+    assert lines[0].endswith("The bell is cracked.") and lines[1].endswith("Fix it!")
+
+
+def test_cross_site_requests_are_refused_without_cors(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    ws_client = pytest.importorskip("websockets.sync.client")
+    from websockets.exceptions import InvalidStatus
+
+    with serve(rex, upstream, cors=("http://game.example",)) as base:
+        body = json.dumps({"say": "hi"})
+        for kind in ("text/plain", "application/x-www-form-urlencoded", None):  # what a form or no-cors fetch sends
+            headers = {"Content-Type": kind} if kind else {}
+            r = httpx.post(base + "/v1/turn", content=body, headers=headers, timeout=T)
+            assert r.status_code == 415 and "application/json" in r.json()["error"]["message"]
+        r = httpx.post(base + "/v1/chat/completions", content=body, headers={"Content-Type": "text/plain"}, timeout=T)
+        assert r.status_code == 415
+        url = base.replace("http://", "ws://") + "/v1/turn/ws"
+        with pytest.raises(InvalidStatus, match="403"):
+            ws_client.connect(url, open_timeout=T, origin="http://evil.example")  # type: ignore[arg-type]
+        for origin in (None, base, "http://game.example"):  # absent, the server's own, a --cors one
+            with ws_client.connect(url, open_timeout=T, origin=origin) as ws:  # type: ignore[arg-type]
+                ws.send(json.dumps({"say": 1}))
+                assert json.loads(ws.recv(timeout=T))["status"] == 400
+
+
+def test_front_end_sampling_system_and_usage_reach_the_upstream(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    openai = pytest.importorskip("openai")
+    up = upstream[0]
+    with serve(rex, upstream) as base:
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused", timeout=T, max_retries=0)
+        messages = [{"role": "system", "content": "Answer in pirate speak."}, {"role": "user", "content": "hi"}]
+        chunks = list(client.chat.completions.create(
+            model="whatever", messages=messages, temperature=0.3, top_p=0.9, seed=7, stop=["</x>"], stream=True,
+            stream_options={"include_usage": True},
+        ))  # fmt: skip
+        bad = httpx.post(base + "/v1/chat/completions", json={"messages": messages, "temperature": "hot"}, timeout=T)
+    sent = up.requests[-1]
+    assert (sent["temperature"], sent["top_p"], sent["seed"], sent["stop"]) == (0.3, 0.9, 7, ["</x>"])
+    assert sent["messages"][0]["role"] == "system" and sent["messages"][0]["content"].rstrip().endswith(
+        "Answer in pirate speak."
+    )
+    assert sum(m["content"].count("pirate") for m in sent["messages"]) == 1  # in the system prompt only
+    usage = chunks[-1].usage
+    assert not chunks[-1].choices and usage is not None and usage.completion_tokens > 5
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "temperature"

@@ -26,8 +26,8 @@ import contextlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -40,7 +40,7 @@ from charfmt._http_client import JSONDepthError, load_json
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.formats import FORMATS, Formatter, whole
 from charfmt.serve.sessions import SessionStore, check_key
-from charfmt.serve.turns import BadTurn, CuePiece, Done, Engine, EventPiece, Piece, Raw, SentencePiece
+from charfmt.serve.turns import BadTurn, CuePiece, Done, Engine, EventPiece, Piece, SentencePiece
 from charfmt.serve.turns import history_from_messages as _history
 from charfmt.serve.upstream import UpstreamFailure
 
@@ -129,6 +129,7 @@ def create_app(settings: Settings) -> Starlette:
     async def chat_completions(request: Request) -> Response:
         body = await state.read_json(request)
         messages, say, stream = _chat_request(body, settings)
+        options = _front_options(body, messages)
         key = request.headers.get(SESSION_HEADER) or (body.get("user") if isinstance(body.get("user"), str) else None)
         engine = await state.engine()
         turn = _turn_or_400(engine, say)
@@ -137,9 +138,20 @@ def create_app(settings: Settings) -> Starlette:
         model = engine.model
         cid = f"chatcmpl-{state.next_id()}"
         created = int(time.time())
+        scene = engine.scene is not None
+        stream_options = body.get("stream_options")
+        usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
+
+        def _usage_chunk(done: Done) -> bytes:
+            total = done.prompt_tokens + done.tokens
+            return _sse({
+                "id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
+                "usage": {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.tokens, "total_tokens": total},
+            })  # fmt: skip
+
         if not stream:
-            done = await _watch_disconnect(request, state.run_turn(key, history, turn, cid))
-            content = whole(fmt, done.reply, engine.tags)
+            done = await _watch_disconnect(request, state.run_turn(key, history, turn, cid, options))
+            content = whole(fmt, done.reply, engine.tags, speakers=scene)
             return JSONResponse(
                 {
                     "id": cid, "object": "chat.completion", "created": created, "model": model,
@@ -160,34 +172,46 @@ def create_app(settings: Settings) -> Starlette:
                 obj.update(extra)
             return _sse(obj)
 
+        # Canonical JSON is the repaired reply, known only at the end: streamed, it comes whole in
+        # the last content chunk. The other formats stream as their events come; at the end, what
+        # the whole answer has beyond what was streamed follows, so streamed == whole.
+        formatter = None if fmt == "canonical" else Formatter(fmt, engine.tags, speakers=scene)
+        pieces = state.turn_pieces(
+            key, history, turn, None, cid, events=formatter is not None, cues=False, options=options
+        )
+        try:  # the status waits for the upstream's first piece: a 429 stays a 429 (Retry-After too)
+            first = await _watch_disconnect(request, _first_piece(pieces))
+        except Exception as e:
+            await pieces.aclose()
+            status, message, param, headers = _failure(e)
+            return fail(status, message, param, headers)
+
         async def events() -> AsyncIterator[bytes]:
-            formatter = None if fmt == "canonical" else Formatter(fmt, engine.tags)
             yield chunk({"role": "assistant", "content": ""})
-            queue: list[bytes] = []
-
-            def on_piece(piece: Piece) -> None:
-                text = ""
-                if formatter is None and isinstance(piece, Raw):
-                    text = piece.text
-                elif formatter is not None and isinstance(piece, EventPiece):
-                    text = formatter.feed(piece.event)
-                if text:
-                    queue.append(chunk({"content": text}))
-
+            sent: list[str] = []
+            piece = first
             try:
-                pieces = state.turn_pieces(key, history, turn, None, cid, events=formatter is not None, cues=False)
-                async for piece in pieces:
-                    on_piece(piece)
-                    if queue:
-                        yield b"".join(queue)
-                        queue.clear()
+                while piece is not None:
+                    text = formatter.feed(piece.event) if formatter and isinstance(piece, EventPiece) else ""
+                    if isinstance(piece, Done):
+                        target = whole(fmt, piece.reply, engine.tags, speakers=scene)
+                        so_far = "".join(sent)
+                        text = target[len(so_far) :] if target.startswith(so_far) else ""
+                    if text:
+                        sent.append(text)
+                        yield chunk({"content": text})
                     if isinstance(piece, Done):
                         extra = {"charfmt": {"valid": piece.valid, "request_id": piece.request_id}}
                         yield chunk({}, _finish(piece.reason), extra)
+                        if usage:
+                            yield _usage_chunk(piece)
+                    piece = await anext(pieces, None)
             except Exception as e:
                 status, message, param, _ = _failure(e)
                 yield _sse(error_body(status, message, param))
                 return
+            finally:
+                await pieces.aclose()
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream", headers=_NO_BUFFER)
@@ -212,6 +236,10 @@ def create_app(settings: Settings) -> Starlette:
         return StreamingResponse(events(), media_type="text/event-stream", headers=_NO_BUFFER)
 
     async def turn_ws(ws: WebSocket) -> None:
+        origin = ws.headers.get("origin")
+        if origin is not None and not _same_origin(origin, ws.headers.get("host")) and origin not in settings.cors:
+            await ws.close(code=1008, reason="this Origin may not open a WebSocket (see --cors)")  # HTTP 403
+            return
         if not state.authorized(ws.headers.get("authorization") or _query_token(ws.query_params.get("token"))):
             await ws.close(code=1008, reason="missing or wrong bearer token")
             return
@@ -237,13 +265,18 @@ def create_app(settings: Settings) -> Starlette:
                 inbox.put_nowait(None) if not inbox.full() else None
 
         async def answer(message: str) -> None:
+            key: str | None = None
             try:
                 if len(message.encode()) > settings.max_request_bytes:
                     raise HTTPFailure(413, f"a message is larger than {settings.max_request_bytes:,} bytes")
-                key, say, constrained = _turn_request(_json(message))
+                body = _json(message, "the WebSocket message")
+                given = body.get("session")
+                key = given if isinstance(given, str) else None
+                key, say, constrained = _turn_request(body)
                 turn = _turn_or_400(await state.engine(), say)
-            except HTTPFailure as e:
-                await ws.send_text(json.dumps({"kind": "error", **error_body(e.status, str(e), e.param)}))
+            except HTTPFailure as e:  # the same shape as a failed turn's: kind, status, session, error
+                error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
+                await ws.send_text(json.dumps(error))
                 return
             async for obj in state.turn_objects(key, turn, constrained, state.next_id()):
                 await ws.send_text(json.dumps(obj, ensure_ascii=False, allow_nan=False))
@@ -323,6 +356,8 @@ def create_app(settings: Settings) -> Starlette:
     return app
 
 
+_T = TypeVar("_T")
+
 _NO_BUFFER: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _CSP: Final = "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:"
 
@@ -371,7 +406,9 @@ class _State:
             from charfmt.chat import endpoint_url  # noqa: PLC0415
             from charfmt.serve.upstream import HTTPUpstream  # noqa: PLC0415
 
-            return HTTPUpstream(endpoint_url(s.upstream_url), timeout=s.timeout)
+            return HTTPUpstream(
+                endpoint_url(s.upstream_url), timeout=s.timeout, api_key=s.api_key, key_env=s.api_key_env
+            )
         if s.model_path is not None:
             from charfmt.serve.upstream import load_local  # noqa: PLC0415
 
@@ -388,6 +425,10 @@ class _State:
     async def read_json(self, request: Request) -> dict[str, Any]:
         """The request's JSON object, read within ``max_request_bytes`` and the JSON depth limit."""
         limit = self.settings.max_request_bytes
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":  # a cross-site form or text/plain POST needs no CORS preflight: refused
+            shown = kind[:60] or "none"
+            raise HTTPFailure(415, f"the request body must be sent as Content-Type: application/json (not {shown})")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise HTTPFailure(413, f"the request body is {int(declared):,} bytes (at most {limit:,})")
@@ -404,26 +445,41 @@ class _State:
 
     async def turn_pieces(
         self, key: str | None, history: list[Any] | None, turn: Any, constrained: bool | None, rid: str,
-        *, events: bool = True, cues: bool = True,
-    ) -> AsyncIterator[Piece]:  # fmt: skip
+        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[Piece, None]:  # fmt: skip
         """The pieces of one turn in session ``key`` (or with ``history`` given); the exchange kept, the turn logged."""
         engine = await self.engine()
         session = self.sessions.get(key) if key else None
         lock = session.lock if session is not None else contextlib.nullcontext()
         async with lock:
             past = session.history if session is not None else (history or [])
-            pieces = engine.turn(list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues)
-            async for piece in pieces:
-                if isinstance(piece, Done):
-                    if session is not None and piece.exchange.reply.chats:
-                        self.sessions.add(session, piece.exchange)
-                    self.log(piece, key, engine)
-                yield piece
+            pieces = engine.turn(
+                list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
+            )
+            ended = False
+            try:
+                async for piece in pieces:
+                    if isinstance(piece, Done):
+                        ended = True
+                        if session is not None and piece.exchange.reply.chats:
+                            self.sessions.add(session, piece.exchange)
+                        self.log(piece, key, engine)
+                    yield piece
+            except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn
+                if not ended:
+                    self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
+                raise
+            except Exception as e:
+                status, message, _, _ = _failure(e)
+                self.log_failure(rid, key, engine, status, message)
+                raise
 
-    async def run_turn(self, key: str | None, history: list[Any] | None, turn: Any, rid: str) -> Done:
+    async def run_turn(
+        self, key: str | None, history: list[Any] | None, turn: Any, rid: str, options: dict[str, Any] | None = None
+    ) -> Done:
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer)."""
         done: Done | None = None
-        async for piece in self.turn_pieces(key, history, turn, None, rid, events=False, cues=False):
+        async for piece in self.turn_pieces(key, history, turn, None, rid, events=False, cues=False, options=options):
             if isinstance(piece, Done):
                 done = piece
         assert done is not None
@@ -436,6 +492,7 @@ class _State:
         from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
         engine = await self.engine()
+        scene = engine.scene is not None
         try:
             async for piece in self.turn_pieces(key, None, turn, constrained, rid):
                 if isinstance(piece, EventPiece):
@@ -449,14 +506,28 @@ class _State:
                     yield {
                         "kind": "reply", "request_id": piece.request_id, "session": key, "valid": piece.valid,
                         "reply": json.loads(dumps(canonical_form(piece.reply, tags=tags))),
-                        "content": whole(self.settings.reply_format, piece.reply, tags), "raw": piece.text,
+                        "content": whole(self.settings.reply_format, piece.reply, tags, speakers=scene),
+                        "raw": piece.text,
                         "diagnostics": [d.model_dump() for d in piece.reply.diagnostics], "timing": piece.timing(),
                     }  # fmt: skip
         except Exception as e:
             status, message, param, headers = _failure(e)
             error = error_body(status, message, param)
             retry = headers.get("Retry-After")
-            yield {"kind": "error", "status": status, **error, **({"retry_after": int(retry)} if retry else {})}
+            retry_field = {"retry_after": int(retry)} if retry else {}
+            yield {"kind": "error", "status": status, "session": key, **error, **retry_field}
+
+    def log_failure(self, rid: str, key: str | None, engine: Engine, status: int, message: str) -> None:
+        """Log a turn that gave no reply: ``text`` null (``charfmt report``: no reply), ``error``, ``status``."""
+        if self._log is None:
+            return
+        self._log.write(
+            {
+                "request_id": rid, "session": key, "model": engine.model, "upstream": engine.upstream.name,
+                "text": None, "valid": False, "status": status, "error": message,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )  # fmt: skip
 
     def log(self, done: Done, key: str | None, engine: Engine) -> None:
         if self._log is None:
@@ -474,15 +545,15 @@ class _State:
 # --- reading requests ------------------------------------------------------------------------------
 
 
-def _json(text: str) -> dict[str, Any]:
+def _json(text: str, what: str = "the request body") -> dict[str, Any]:
     try:
         value = load_json(text)
     except JSONDepthError as e:
-        raise HTTPFailure(400, f"the request body is not usable JSON: {e}") from None
+        raise HTTPFailure(400, f"{what} is not usable JSON: {e}") from None
     except ValueError as e:
-        raise HTTPFailure(400, f"the request body is not JSON: {str(e)[:200]}") from None
+        raise HTTPFailure(400, f"{what} is not JSON: {str(e)[:200]}") from None
     if not isinstance(value, dict):
-        raise HTTPFailure(400, f"the request body is JSON {type(value).__name__}, not an object")
+        raise HTTPFailure(400, f"{what} is JSON {type(value).__name__}, not an object")
     return value
 
 
@@ -527,6 +598,40 @@ def _chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[
     return read[:-1], read[-1][1], stream
 
 
+_SAMPLING: Final = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
+"""Sampling fields a front end may set, forwarded upstream, with their ranges."""
+
+
+def _front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict[str, Any]:
+    """The front end's sampling fields (checked) and its own system text, for the upstream request.
+
+    ``model`` is not forwarded: the upstream gets ``--model-name`` and the answer names the served model.
+    """
+    options: dict[str, Any] = {}
+    for name, (low, high) in _SAMPLING.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise HTTPFailure(400, f"'{name}' must be a number from {low:g} to {high:g}", name)
+        options[name] = value
+    seed = body.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or abs(seed) >= 1 << 63:
+            raise HTTPFailure(400, "'seed' must be a whole number", "seed")
+        options["seed"] = seed
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
+            raise HTTPFailure(400, "'stop' must be a string or up to 4 strings", "stop")
+        options["stop"] = stops
+    system = "\n\n".join(text.strip() for role, text in messages if role in ("system", "developer") and text.strip())
+    if system:
+        options["system"] = system
+    return options
+
+
 def _turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:
     """(session, say, constrained) of a ``/v1/turn`` body."""
     key = body.get("session")
@@ -551,6 +656,12 @@ def _turn_or_400(engine: Engine, say: str) -> Any:
         raise HTTPFailure(400, str(e), "say") from None
 
 
+def _same_origin(origin: str, host: str | None) -> bool:
+    """Whether ``origin`` (a browser page's) is this server's own (its ``Host``)."""
+    scheme, _, rest = origin.partition("://")
+    return host is not None and scheme in ("http", "https") and rest.lower() == host.lower()
+
+
 def _query_token(token: str | None) -> str | None:
     return f"Bearer {token}" if token else None
 
@@ -563,7 +674,11 @@ def _sse(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _watch_disconnect(request: Request, work: Awaitable[Done]) -> Done:
+async def _first_piece(pieces: AsyncIterator[Piece]) -> Piece | None:
+    return await anext(pieces, None)
+
+
+async def _watch_disconnect(request: Request, work: Awaitable[_T]) -> _T:
     """``work``'s result, or cancel it (and the upstream request) when the client goes away first."""
     task = asyncio.ensure_future(work)
 

@@ -1,12 +1,19 @@
 """What the character says, in the shape each front end reads (``--reply-format``).
 
 ``canonical``
-    the reply's JSON (``{"chats": [...]}``); streamed, the model's own text as it arrives.
+    the reply's JSON (``{"chats": [...]}``), repaired: streamed, it comes whole at the end (the
+    repaired form is known only then), the same string a non-streamed answer carries.
 ``tags``
     inline ``[joy] Hello!`` (aituber-kit, Open-LLM-VTuber): the emotion in brackets before the
     speech, an action as ``*waves*`` (what charfmt's lenient reader reads back as an action).
 ``speech``
     only what is spoken: the speech tags' text, chats on their own lines.
+
+In ``tags``, ``speech`` and ``airi`` each chat that says something is one line, its pieces kept
+apart by a space; a narrator's ``I``/``E`` chat says nothing there (it is no character's speech:
+read it from ``canonical`` or ``/v1/turn``). Serving a scene, each line starts with its speaker's
+id, ``rex: [annoyed] No.``: neither aituber-kit nor Open-LLM-VTuber reads a speaker from the
+text, so the prefix is plain text they show, and a front end that splits lines can route them.
 ``airi``
     AIRI's markers: ``<|ACT:{"emotion":{"name":"joy","intensity":1}}|>`` before the speech, an
     action as ``<|ACT:{"motion":"waves"}|>``.
@@ -20,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
-from charfmt.events import Action, ChatEnd, ChatStart, Cue, Emotion, Event, Reset, TextDelta
+from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reset, TextDelta
 
 if TYPE_CHECKING:
     from charfmt.models import Reply
@@ -31,36 +38,61 @@ FORMATS: Final = ("canonical", "tags", "speech", "airi")
 
 
 class Formatter:
-    """Events in, the text a front end shows out (``tags``, ``speech`` or ``airi``)."""
+    """Events in, the text a front end shows out (``tags``, ``speech`` or ``airi``).
 
-    def __init__(self, name: str, tags: TagTable) -> None:
+    Each chat that shows something is one line (no empty lines: a narrator's ``I``/``E`` chat,
+    which holds no speech, shows nothing); the pieces of one chat are kept apart by a space, so
+    a lost line break never glues two words. With ``speakers`` (a scene), each line starts with
+    its speaker's id and ``": "``. The text never starts or ends with a separator, so a streamed
+    answer and ``whole`` are the same string.
+    """
+
+    def __init__(self, name: str, tags: TagTable, *, speakers: bool = False) -> None:
         if name not in FORMATS[1:]:
             raise ValueError(f"no event formatter for {name!r}")
         self.name = name
+        self.speakers = speakers
         self._speech = {spec.name for spec in tags.with_role("speech")}
-        self._chats = 0
-        self._after = ""  # what goes between the last piece and the next speech (a space after a marker)
+        self._shown = False  # anything shown yet (a later line starts with a line break)
+        self._line = ""  # what the chat's first shown piece starts with: a line break, the speaker
+        self._in_line = False  # this chat has shown something
+        self._gap = ""  # what goes before the chat's next piece (a space after a marker or a segment)
+        self._segment: tuple[int, int] | None = None  # the segment the last speech text came from
+        self._last_space = False  # the last piece shown ends with a space
 
     def feed(self, event: Event) -> str:
         """The text ``event`` adds (often ``""``)."""
         name = self.name
         if isinstance(event, ChatStart):
-            self._chats += 1
-            self._after = ""
-            return "\n" if self._chats > 1 else ""
+            self._start(event.speaker)
+            return ""
         if isinstance(event, Emotion | Action | Cue) and name != "speech":
-            before, self._after = self._after if name == "tags" else "", " " if name == "tags" else ""
-            return before + self._marker(event)
+            if name == "tags" and self._in_line and not self._gap:
+                self._gap = " "  # ``hi *waves*``, not ``hi*waves*``
+            return self._show(self._marker(event), " " if name == "tags" else "")
         if isinstance(event, TextDelta) and event.tag in self._speech and event.text:
-            out, self._after = self._after + event.text, ""
-            return out
-        if isinstance(event, ChatEnd):
-            self._after = ""
+            where = (event.chat, event.segment)
+            if self._segment is not None and self._segment != where and not self._gap:
+                self._gap = " "  # a new segment of speech: kept apart from the last one
+            self._segment = where
+            return self._show(event.text, "")
         if isinstance(event, Reset):  # what was shown cannot be taken back: start a new line
-            self._chats = 0
-            return "\n"
+            self._start(None)
         return ""
 
+    def _start(self, speaker: str | None) -> None:
+        self._line = ("\n" if self._shown else "") + (f"{speaker}: " if self.speakers and speaker else "")
+        self._in_line, self._gap, self._segment = False, "", None
+
+    def _show(self, text: str, gap_after: str) -> str:
+        if not self._in_line:
+            out, self._in_line, self._shown = self._line + text, True, True
+        else:
+            gap = self._gap if not self._last_space else ""
+            out = gap + text
+        self._gap = gap_after
+        self._last_space = out[-1:].isspace()
+        return out
 
     def _marker(self, event: Emotion | Action | Cue) -> str:
         if self.name == "tags":
@@ -77,12 +109,12 @@ def _act(value: dict[str, object]) -> str:
     return f"<|ACT:{json.dumps(value, ensure_ascii=False, separators=(',', ':'))}|>"
 
 
-def whole(name: str, reply: Reply, tags: TagTable) -> str:
-    """``reply`` in format ``name``, as a non-streamed answer carries it."""
+def whole(name: str, reply: Reply, tags: TagTable, *, speakers: bool = False) -> str:
+    """``reply`` in format ``name``, as a non-streamed answer carries it (``speakers``: a scene's)."""
     from charfmt.events import reply_events  # noqa: PLC0415
     from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
     if name == "canonical":
         return dumps(canonical_form(reply, tags=tags))
-    formatter = Formatter(name, tags)
-    return "".join(formatter.feed(e) for e in reply_events(reply, tags)).strip()
+    formatter = Formatter(name, tags, speakers=speakers)
+    return "".join(formatter.feed(e) for e in reply_events(reply, tags))

@@ -25,6 +25,10 @@ class Settings:
     """A scene (a cast and a narrator) served instead of one character."""
     upstream_url: str | None = None
     """The upstream's ``…/v1`` or ``…/chat/completions`` URL (``None`` with ``model_path`` or ``upstream``)."""
+    api_key: str | None = None
+    """Sent upstream as ``Authorization: Bearer`` (the CLI reads it from ``--api-key-env``); never shown."""
+    api_key_env: str | None = None
+    """The environment variable ``api_key`` came from: an upstream 401/403's message names it."""
     server: str = "llama-server"
     """What ``upstream_url`` runs: which request field carries the grammar or schema."""
     model_path: str | None = None

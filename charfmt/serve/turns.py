@@ -196,9 +196,12 @@ class Engine:
         request_id: str | None = None,
         events: bool = True,
         cues: bool = True,
+        options: dict[str, Any] | None = None,
     ) -> AsyncIterator[Piece]:
         """The pieces of one turn (see the module docstring); the exchange is for the caller to keep.
 
+        ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
+        sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences.
         """
@@ -212,6 +215,13 @@ class Engine:
         # Rendered in a worker thread: a burst of turns starting at once would otherwise hold the
         # event loop for every render in a row, and the chunks of the turns already streaming wait.
         body = await asyncio.to_thread(self.request, history, turn, constrained)
+        if options:
+            front = dict(options)
+            system = front.pop("system", None)
+            if system:
+                head = body["messages"][0]
+                body["messages"][0] = {**head, "content": f"{head['content'].rstrip()}\n\n{system}\n"}
+            body.update(front)
         version = hashlib.sha256(body["messages"][0]["content"].encode()).hexdigest()[:12]
         rid = request_id or uuid.uuid4().hex
         stream = StreamParser(lenient=True, vocabulary=self.vocabulary, tags=self.tags)

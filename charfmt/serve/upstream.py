@@ -14,6 +14,7 @@ import email.utils
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final, Protocol
 
@@ -74,24 +75,51 @@ class _Reader(hc.Client):
 
     def __init__(self, url: str, timeout: float) -> None:
         self.url = url
+        self.shown = "the upstream"
         self.timeout = timeout
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (httpx would send it as Basic auth; the key goes as Bearer)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 class HTTPUpstream:
-    """An OpenAI-compatible ``/v1/chat/completions`` at ``url``, read through charfmt's bounded readers."""
+    """An OpenAI-compatible ``/v1/chat/completions`` at ``url``, read through charfmt's bounded readers.
 
-    def __init__(self, url: str, *, timeout: float = 120.0, max_connections: int = 100) -> None:
+    ``api_key`` goes as ``Authorization: Bearer`` (as ``charfmt chat --endpoint --api-key-env``);
+    credentials in the URL (``user:secret@``) are dropped, never sent as Basic auth, and errors
+    say "the upstream", never its URL (front ends must not learn where the model runs).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 120.0,
+        max_connections: int = 100,
+        api_key: str | None = None,
+        key_env: str | None = None,
+    ) -> None:
         httpx = hc.require()
-        self.name = url
-        self.url = url
+        self.name = hc.redact_url(url)
+        self.url = _without_userinfo(url)
         self.timeout = timeout
+        self.key_env = key_env
+        """The environment variable the key came from (named in a 401/403's message), or None."""
         self._httpx = httpx
-        self._reader = _Reader(url, timeout)
+        self._reader = _Reader(self.url, timeout)
+        headers = {"Accept-Encoding": "identity"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             follow_redirects=False,
-            headers={"Accept-Encoding": "identity"},
+            headers=headers,
         )
 
     async def aclose(self) -> None:
@@ -99,8 +127,9 @@ class HTTPUpstream:
         await self._client.aclose()
 
     def fail(self, message: str, status: int = 502, retry: int | None = None) -> UpstreamFailure:
-        """The one error of this upstream: ``URL: message`` on one line, with the front end's status."""
-        return UpstreamFailure(f"upstream {self.url}: {' '.join(message.split())}", status=status, retry_after=retry)
+        """The one error of this upstream: ``the upstream: message`` on one line, with the front end's status."""
+        text = " ".join(message.split()).replace(self.url, "the upstream").replace(self.name, "the upstream")
+        return UpstreamFailure(f"the upstream: {text}", status=status, retry_after=retry)
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
         """The reply to ``body``, streamed or whole, within ``max_tokens``; cancelling closes the request."""
@@ -112,7 +141,7 @@ class HTTPUpstream:
         except UpstreamFailure:
             raise
         except UpstreamError as e:  # the shared readers' errors: the upstream broke the protocol
-            raise self.fail(str(e).removeprefix(f"{self.url}: ")) from None
+            raise self.fail(str(e).removeprefix(f"{self.url}: ").removeprefix(f"{self._reader.shown}: ")) from None
         except httpx.TimeoutException:
             raise self.fail(f"the server sent nothing for {self.timeout:g} s", 504) from None
         except httpx.ConnectError as e:
@@ -167,6 +196,9 @@ class HTTPUpstream:
             detail = f"an HTML error page{_title(data)}"
         else:
             detail = _Replay(data, response).detail(self._reader)
+        if status in (401, 403):  # the key is charfmt's to fix, not the front end's: a gateway error
+            where = f"the environment variable {self.key_env}" if self.key_env else "--api-key-env"
+            return self.fail(f"HTTP {status}: refused charfmt's API key (check {where}): {detail}", 502)
         return self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
 
     async def _events(

@@ -6,7 +6,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import lark
 import pytest
@@ -89,6 +89,12 @@ READERS: dict[str, tuple[str, Callable[[str], Engine | LarkEngine]]] = {
     "gbnf": ("gbnf", _gbnf_engine),
     "lark-package": ("lark", LarkEngine),
 }
+READER_PARAMS: Final = [pytest.param(r, marks=pytest.mark.long) if r == "lark-package" else r for r in sorted(READERS)]
+"""Each reader as a test parameter: the lark package's LALR build of an export takes about 45 s here,
+so its checks run under the ``long`` marker (``.ci/run`` runs it), not in the default run."""
+BOUNDED_READERS: Final = sorted(set(READERS) - {"lark-package"})
+"""The readers of bounded grammars: the lark package builds LALR tables for each bounded repetition
+(``x ~ 0..300`` becomes hundreds of rules) and takes minutes on one; llguidance reads the same export."""
 
 
 @functools.cache
@@ -97,7 +103,7 @@ def engine(name: str, vocabulary: bool = False, **bounds: int) -> Engine | LarkE
     return reader(charfmt.grammar(target, vocabulary=VOCAB if vocabulary else None, **bounds))
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", READER_PARAMS)
 def test_example_replies_are_accepted(reader: str) -> None:
     demo = (ROOT / "charfmt" / "data" / "demo_reply.json").read_text(encoding="utf-8")
     assert engine(reader).accepts(demo)
@@ -105,7 +111,7 @@ def test_example_replies_are_accepted(reader: str) -> None:
     assert not engine(reader).accepts('{"chats":[{"type":"C","order":1,"body":"<msg>hi</act>"}]}')
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", READER_PARAMS)
 def test_every_chat_type_and_escape_is_read_alike(reader: str) -> None:
     """What the lark package misread: I/E bodies, JSON escapes, a raw quote or backslash in a body."""
     one = '{"chats":[{"type":"%s","order":1,"body":"%s"}]}'
@@ -115,19 +121,19 @@ def test_every_chat_type_and_escape_is_read_alike(reader: str) -> None:
         assert not strict_ok(one % (kind, body)) and not engine(reader).accepts(one % (kind, body)), (kind, body)
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", READER_PARAMS)
 @given(reply=replies(), indent=st.sampled_from([None, 1, 2]))
 def test_every_valid_reply_is_accepted(reader: str, reply: charfmt.Reply, indent: int | None) -> None:
     assert engine(reader).accepts(charfmt.dumps(reply, indent=indent))
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", READER_PARAMS)
 @given(text=damaged())
 def test_grammar_agrees_with_strict_parsing(reader: str, text: str) -> None:
     assert engine(reader).accepts(text) == strict_ok(text)
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", READER_PARAMS)
 @given(text=damaged(), key=st.sampled_from(["joy", "sad", "slightly happy", "angry", "Joy"]))
 def test_vocabulary_grammar_allows_only_its_keys(reader: str, text: str, key: str) -> None:
     text = re.sub(r"<emo>[^<]*</emo>", f"<emo>{key}</emo>", text)
@@ -282,7 +288,7 @@ def test_cli_grammar_length_bounds(capsys: pytest.CaptureFixture[str]) -> None:
     assert "max_tokens=3 is too small" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", BOUNDED_READERS)
 def test_bounded_orders_stay_within_max_chats(reader: str) -> None:
     # A model that numbers its reply by the turn (order 3 in turn 3) cannot, under bounds.
     two = engine(reader, max_chats=2, max_chars=20)
@@ -293,7 +299,7 @@ def test_bounded_orders_stay_within_max_chats(reader: str) -> None:
     assert engine(reader, max_chats=12, max_chars=20).accepts('{"chats":[' + one % 12 + "]}")
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", BOUNDED_READERS)
 @settings(max_examples=30)
 @given(text=damaged())
 def test_bounded_grammars_accept_only_strictly_valid_replies(reader: str, text: str) -> None:
@@ -301,7 +307,7 @@ def test_bounded_grammars_accept_only_strictly_valid_replies(reader: str, text: 
         assert strict_ok(text)
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", READER_PARAMS)
 def test_keys_that_are_prefixes_or_hold_regex_syntax(reader: str) -> None:
     """Keys one of which begins another, and keys with characters a regular expression gives a meaning."""
     vocab = charfmt.Vocabulary.of("joy", "joyful", "a.b", "x+y", "[c]", "d-e", "f|g", "h\\i", "^$")
@@ -323,7 +329,7 @@ def _c(body: str) -> str:
     return ONE_CHAT % ("C", body.replace("\n", "\\n"))
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", BOUNDED_READERS)
 def test_roles_get_their_own_lengths_and_speech_the_rest(reader: str) -> None:
     bounds = charfmt.export.Bounds.for_tokens(300, max_elements=3, vocabulary=VOCAB, tokens_per_char=1.0)
     speech, short = bounds.max_chars or 0, dict(bounds.role_chars)
@@ -339,7 +345,7 @@ def test_roles_get_their_own_lengths_and_speech_the_rest(reader: str) -> None:
     assert g.accepts(_c("<act>waves</act>\n<thought>hm</thought>\n<msg>hi</msg>"))
 
 
-@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("reader", BOUNDED_READERS)
 def test_required_speech(reader: str) -> None:
     bounds = charfmt.export.Bounds.for_tokens(
         300, max_elements=3, require_speech=True, min_speech=0.25, tokens_per_char=1.0

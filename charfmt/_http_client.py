@@ -151,29 +151,51 @@ class _Counted:
             yield chunk
 
 
-def lines(chunks: Iterator[bytes], max_line: int = MAX_LINE) -> Iterator[bytes]:
-    """The lines of a byte stream (``\\n``, ``\\r\\n`` or ``\\r`` ended), each at most ``max_line`` bytes."""
-    buf = bytearray()
-    for chunk in chunks:
+class LineSplitter:
+    """The lines of a byte stream fed a chunk at a time (``\\n``, ``\\r\\n`` or ``\\r`` ended), each at most
+    ``max_line`` bytes: ``bytes.splitlines`` of the whole stream, decided as the chunks arrive."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines that ``chunk`` completes."""
+        buf = self._buf
         seen = max(len(buf) - 1, 0)  # a '\r' left at the end may be half of '\r\n'
         buf += chunk
+        out: list[bytes] = []
         start = 0
         while True:
             end = _line_end(buf, max(start, seen))
             if end < 0:
                 break
-            if end - start > max_line:
-                raise UpstreamError(f"a line of the stream is longer than {max_line:,} bytes")
-            skip = 2 if buf[end : end + 2] == b"\r\n" else 1
+            if end - start > self.max_line:
+                raise UpstreamError(f"a line of the stream is longer than {self.max_line:,} bytes")
             if buf[end] == 13 and end + 1 == len(buf):  # a '\r' that may be half of '\r\n'
                 break
-            yield bytes(buf[start:end])
-            start = end + skip
+            out.append(bytes(buf[start:end]))
+            start = end + (2 if buf[end : end + 2] == b"\r\n" else 1)
         del buf[:start]
-        if len(buf) > max_line:
-            raise UpstreamError(f"a line of the stream is longer than {max_line:,} bytes (no line end)")
-    if buf:
-        yield bytes(buf.rstrip(b"\r"))
+        if len(buf) > self.max_line:
+            raise UpstreamError(f"a line of the stream is longer than {self.max_line:,} bytes (no line end)")
+        return out
+
+    def end(self) -> list[bytes]:
+        """The last line, where the stream does not end with a line end (a lone ``\\r`` ends an empty one)."""
+        if not self._buf:
+            return []
+        rest = bytes(self._buf.rstrip(b"\r"))
+        self._buf.clear()
+        return [rest]
+
+
+def lines(chunks: Iterator[bytes], max_line: int = MAX_LINE) -> Iterator[bytes]:
+    """The lines of a byte stream (``\\n``, ``\\r\\n`` or ``\\r`` ended), each at most ``max_line`` bytes."""
+    splitter = LineSplitter(max_line)
+    for chunk in chunks:
+        yield from splitter.feed(chunk)
+    yield from splitter.end()
 
 
 def _line_end(buf: bytearray, start: int) -> int:

@@ -1,4 +1,4 @@
-"""The serve upstream's incremental readers agree with charfmt._http_client's (the same lines, the same limits)."""
+"""The upstream readers' line splitter (shared by chat and serve) and the serve upstream's status helpers."""
 
 from __future__ import annotations
 
@@ -8,22 +8,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from charfmt._http_client import UpstreamError, lines
-from charfmt.serve.upstream import _Lines, front_status, retry_after
+from charfmt._http_client import LineSplitter, UpstreamError, lines
+from charfmt.serve.upstream import front_status, retry_after
 
 
 @given(st.binary(max_size=60).map(lambda b: b.replace(b"x", b"\r").replace(b"y", b"\n")), st.data())
-def test_lines_fed_in_chunks_are_the_shared_readers_lines(stream: bytes, data: st.DataObject) -> None:
+def test_lines_fed_in_any_chunks_are_the_streams_splitlines(stream: bytes, data: st.DataObject) -> None:
     cuts = data.draw(st.lists(st.integers(min_value=0, max_value=len(stream)), max_size=8))
     points = [0, *sorted(cuts), len(stream)]
     chunks = [stream[a:b] for a, b in itertools.pairwise(points)]
-    reader = _Lines(1 << 20)
+    reader = LineSplitter(1 << 20)
     fed = [line for chunk in chunks for line in reader.feed(chunk)] + reader.end()
-    assert fed == list(lines(iter(chunks)))
+    assert fed == list(lines(iter(chunks))) == stream.splitlines()
 
 
 def test_a_line_past_the_limit_is_the_same_error() -> None:
-    reader = _Lines(10_000)
+    reader = LineSplitter(10_000)
     with pytest.raises(UpstreamError, match="longer than 10,000 bytes"):
         for _ in range(20):
             reader.feed(b"x" * 1000)

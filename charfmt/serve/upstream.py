@@ -206,7 +206,7 @@ class HTTPUpstream:
     ) -> AsyncIterator[Delta]:
         tokens = chars = count = events = size = 0
         data: list[bytes] = []
-        splitter = _Lines(hc.MAX_LINE)
+        splitter = hc.LineSplitter(hc.MAX_LINE)
         pending = [first]
         done = False
         while not done:
@@ -266,42 +266,6 @@ class _Replay:
 
     def detail(self, reader: hc.Client) -> str:
         return reader._error_detail(self)  # type: ignore[arg-type]
-
-
-class _Lines:
-    """``charfmt._http_client.lines`` fed a chunk at a time: the same line ends and the same limit."""
-
-    def __init__(self, max_line: int) -> None:
-        self.max_line = max_line
-        self._buf = bytearray()
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        buf = self._buf
-        seen = max(len(buf) - 1, 0)
-        buf += chunk
-        out: list[bytes] = []
-        start = 0
-        while True:
-            end = hc._line_end(buf, max(start, seen))
-            if end < 0:
-                break
-            if end - start > self.max_line:
-                raise UpstreamError(f"a line of the stream is longer than {self.max_line:,} bytes")
-            if buf[end] == 13 and end + 1 == len(buf):  # a '\r' that may be half of '\r\n'
-                break
-            out.append(bytes(buf[start:end]))
-            start = end + (2 if buf[end : end + 2] == b"\r\n" else 1)
-        del buf[:start]
-        if len(buf) > self.max_line:
-            raise UpstreamError(f"a line of the stream is longer than {self.max_line:,} bytes (no line end)")
-        return out
-
-    def end(self) -> list[bytes]:
-        if not self._buf:
-            return []
-        rest = bytes(self._buf.rstrip(b"\r"))  # a lone '\r' left at the end ends an empty line
-        self._buf.clear()
-        return [rest]
 
 
 async def _counted(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

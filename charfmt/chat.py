@@ -675,7 +675,8 @@ def take_turn(
     messages: list[dict[str, str]] = request["messages"]
     if note is not None:
         messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
-    stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags)
+    # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
+    stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     chunks: list[str] = []
     for chunk in generate(messages):

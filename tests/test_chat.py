@@ -549,3 +549,19 @@ def test_credentials_in_the_endpoint_url_are_never_shown(server: str, capsys: py
     assert "HTTP 500" in err and "hunter2" not in err and "abc123" not in err and "***@127.0.0.1" in err
     done = _cli("--endpoint", "http://user:hunter2@[::1/v1", "--say", "hi")
     assert done.returncode == 2 and "hunter2" not in done.stderr, done.stderr
+
+
+def test_an_echo_of_the_players_turn_is_not_shown_as_the_characters_speech() -> None:
+    """Issue 22.2b: small models echo the ``<user_chats>`` block they were shown; chat tells the reader the turn."""
+    rex = Character.load(REX)
+    echo = (
+        '<user_chats>\n<chat type="C">\n<emo>annoyed</emo>\n<msg>You broke it again!</msg>\n</chat>\n</user_chats>\n'
+        "<emo>annoyed</emo>\n<msg>I did not touch it.</msg>"
+    )
+    out = io.StringIO()
+    turn = take_turn(rex, [], "[annoyed] You broke it again!", lambda messages: iter([echo[:30], echo[30:]]),
+                     view=TerminalView(rex, out))  # fmt: skip
+    speech = [s.text for c in turn.reply.chats for s in c.segments if s.tag == "msg"]
+    assert speech == ["I did not touch it."]
+    assert "CF625" in [d.code for d in turn.reply.diagnostics]
+    assert "You broke it again!" not in out.getvalue()

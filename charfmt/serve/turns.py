@@ -224,7 +224,7 @@ class Engine:
             body.update(front)
         version = hashlib.sha256(body["messages"][0]["content"].encode()).hexdigest()[:12]
         rid = request_id or uuid.uuid4().hex
-        stream = StreamParser(lenient=True, vocabulary=self.vocabulary, tags=self.tags)
+        stream = StreamParser(lenient=True, vocabulary=self.vocabulary, tags=self.tags, turn=turn)  # echoes: CF625
         length = self.settings.max_length
         if self.scene is not None:
             stage = self.scene.stage(max_length=length)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,8 @@ def test_the_scene_example_reads_each_speaker_and_refuses_an_off_cast_one() -> N
 
 def test_the_card_example_imports_chats_and_exports() -> None:
     lines = _run("card_chat.py")
-    assert lines[0].startswith("CF920 the card names no emotions")
+    notes = [line for line in lines if re.match(r"CF9\d\d ", line)]
+    assert [n[:5] for n in notes] == ["CF926", "CF920"]  # alternate_greetings kept unused; no emotions
+    assert notes[1].startswith("CF920 the card names no emotions")
     assert "Lumi: Sardines! You may stay." in lines and "  (tts) I am not afraid." in lines
     assert lines[-2:] == ["exported as a V3 card and read back the same: True", "extensions kept: True"]

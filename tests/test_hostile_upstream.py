@@ -460,7 +460,8 @@ def in_turn(*scripts: Script) -> Script:
 
 
 _OOM = b'{"error": "out of memory"}'
-ERROR_500 = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+# the script closes the connection after each answer: say so, or the client may reuse it for the next turn
+ERROR_500 = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (
     len(_OOM),
     _OOM,
 )

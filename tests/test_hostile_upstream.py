@@ -461,7 +461,10 @@ def in_turn(*scripts: Script) -> Script:
 
 _OOM = b'{"error": "out of memory"}'
 # the script closes the connection after each answer: say so, or the client may reuse it for the next turn
-ERROR_500 = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (
+ERROR_500 = (
+    b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    b"Content-Length: %d\r\n\r\n%s"
+) % (
     len(_OOM),
     _OOM,
 )

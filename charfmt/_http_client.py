@@ -199,8 +199,11 @@ def lines(chunks: Iterator[bytes], max_line: int = MAX_LINE) -> Iterator[bytes]:
 
 
 def _line_end(buf: bytearray, start: int) -> int:
-    n, r = buf.find(b"\n", start), buf.find(b"\r", start)
-    return n if r < 0 else r if n < 0 else min(n, r)
+    # '\r' is looked for only before the next '\n': a stream of short lines costs linear time, not a scan
+    # of the whole rest of the chunk for each line
+    n = buf.find(b"\n", start)
+    r = buf.find(b"\r", start, n if n >= 0 else len(buf))
+    return n if r < 0 else r
 
 
 # --- one chat completion ------------------------------------------------------------------------

@@ -95,8 +95,7 @@ def import_graph() -> dict[str, set[str]]:
                 else:
                     source = node.module or ""
                 targets = [
-                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
-                    for alias in node.names
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names
                 ]
             for written in targets:
                 # `import charfmt.x.y` also runs charfmt.x; the bare package is its lazy facade

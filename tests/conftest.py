@@ -9,6 +9,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,3 +52,20 @@ def cannot_compile() -> str | None:
     if shutil.which(cc) is None:
         return f"no C compiler ({cc} is not on PATH): the pure reader is the installed one"
     return None
+
+
+LONG_TESTS = Path(__file__).resolve().parent / "long_tests.txt"
+
+
+def long_test_ids() -> set[str]:
+    """The ``file::function`` ids ``tests/long_tests.txt`` moves behind the ``long`` marker."""
+    lines = LONG_TESTS.read_text(encoding="utf-8").splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests listed in ``tests/long_tests.txt`` ``long`` (left out of the default run)."""
+    listed = long_test_ids()
+    for item in items:
+        if item.nodeid.partition("[")[0] in listed:
+            item.add_marker(pytest.mark.long)

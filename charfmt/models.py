@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from charfmt._dialect_names import DialectName
-from charfmt._tables import terminal_regex
+from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.events import Event, reply_events
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable

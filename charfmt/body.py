@@ -1,5 +1,9 @@
-"""The body grammar: load ``grammars/body.lark``, parse chat bodies with Lark LALR.
+"""The strict body reader: parse chat bodies in the grammar of a tag table, and say why one is invalid.
 
+Three ways through one grammar (``charfmt._grammar``): a regular expression that reads a
+valid body (:func:`fast_reader`), a lean LALR driver over the generated tables that reads
+every body of a reply in one call (:func:`parse_batch`), and Lark's own parser, run again
+on a body that failed, whose error becomes a specific diagnostic (:func:`parse_body`).
 Bodies come out as plain ``(tag, text)`` tuples with entities decoded; the parser
 module turns them into models. Errors come out as :class:`BodyError` with offsets
 into the *decoded* body string; the caller maps them back to the raw input.
@@ -14,7 +18,7 @@ from functools import cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._grammar.lexical import TEXT_CHAR, BadEntity, decode_text
+from charfmt._grammar.lexical import NOT_KEY_CHAR, NOT_TEXT_CHAR, BadEntity, decode_text
 from charfmt._grammar.rules import (
     C_MARK,
     TEXT_MARK,
@@ -412,7 +416,7 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyE
         m = re.compile(r"&[#\w]*;?").match(body, pos)
         got = m.group() if m else "&"
         return BodyError("CF207", f"{got!r} is not an entity charfmt decodes: write '&' as &amp;", pos, pos + len(got))
-    if not TEXT_CHAR.match(ch) and ch not in "\t\n\r":
+    if NOT_TEXT_CHAR.match(ch):
         return BodyError("CF209", f"character U+{ord(ch):04X} is not allowed in text", pos, pos + 1)
     if "_NL" in expected:
         if ch in "\r\n":
@@ -486,7 +490,7 @@ def _bad_key(body: str, pos: int, tags: TagTable) -> BodyError:
         at = start if key[0].isspace() else start + len(key.rstrip())
         return BodyError("CF208", f"{what} {key!r} starts or ends with whitespace", at, at + 1)
     for n, ch in enumerate(key):
-        if ch in "<>&" or ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF:
+        if NOT_KEY_CHAR.match(ch):
             what = repr(ch) if ch in "<>&" else f"U+{ord(ch):04X}"
             return BodyError(
                 "CF208",

@@ -5,7 +5,8 @@ writer use these, so an entity or escape fix is made in one place:
 
 - **Text.** A character text holds literally: :data:`TEXT_CHAR`; one that text never holds,
   not even escaped: :data:`NOT_TEXT_CHAR`; the two markup characters text writes only as
-  entities: :data:`MARKUP`. Read from the grammar's ``_PLAIN`` terminal.
+  entities: :data:`MARKUP`. Read from the grammar's ``_PLAIN`` terminal (and a key's
+  :data:`NOT_KEY_CHAR` from ``KEY``).
 - **Entities.** Which references text decodes (the names read from the grammar's ``_ENTITY``
   terminal, numeric references to a character text holds): :func:`entity_char`, the one
   decoder of a reference. :func:`decode_text` decodes strict text (a reference to no text
@@ -53,6 +54,16 @@ TEXT_CHAR: Final = re.compile(f"[^{MARKUP}{NOT_TEXT}]")
 
 NOT_TEXT_CHAR: Final = re.compile(f"[{NOT_TEXT}]")
 """One character text never holds, not even escaped."""
+
+
+_KEY_CLASSES: Final = _terminal(
+    "KEY", r"/\[\^\\s(?P<edge>[^\]]+)\]\(\?:\[\^(?P<inner>[^\]]+)\]\*\[\^\\s(?P=edge)\]\)\?/"
+)
+"""The grammar's ``KEY``: a first and a last character of class ``edge`` (no whitespace), ``inner`` between."""
+
+NOT_KEY_CHAR: Final = re.compile(f"[{_KEY_CLASSES.group('inner')}]")
+"""One character a key never holds (markup, ``>``, control characters, lone surrogates), read from
+the grammar's ``KEY``; a key also neither starts nor ends with whitespace."""
 
 
 def text_class(excluding: str = "") -> str:

@@ -30,7 +30,7 @@ from charfmt._grammar.rules import (
 )
 from charfmt._grammar.static import terminal_regex
 from charfmt._grammar.tables import cached, scanner_pattern
-from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
+from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, TAGGED_TYPES, TEXT_TAG, TagTable
 
 if TYPE_CHECKING:  # Lark loads only to build tables the cache lacks or to explain an invalid body
     from lark import Lark
@@ -445,7 +445,9 @@ def _key_name(tags: TagTable, before: str) -> str:
     """What the key after ``before`` is called in messages: ``the emotion key``, ``the sfx value``."""
     m = _OPENER_BEFORE.search(before)
     spec = tags.get(m.group(1)) if m else None
-    return f"the {spec.name} value" if spec is not None and spec.role != "emotion" else "the emotion key"
+    if spec is None or ROLE_TABLE[spec.role].vocabulary:
+        return "the emotion key"
+    return f"the {spec.name} value"
 
 
 def _diagnose_angle(body: str, pos: int, tags: TagTable, *, text_context: bool) -> BodyError:

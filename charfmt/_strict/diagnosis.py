@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from charfmt._grammar.lexical import NOT_KEY_CHAR, NOT_TEXT_CHAR
+from charfmt._grammar.lexical import NOT_KEY, NOT_TEXT_CHAR
 from charfmt.tags import ROLE_TABLE, TAGGED_TYPES, TagTable
 
 if TYPE_CHECKING:  # Lark loads only where a body needs explaining
@@ -26,6 +26,8 @@ class BodyError(Exception):
     end: int
 
 
+_NOT_KEY_CHAR: Final = f"[{NOT_KEY}]"
+"""A character no key holds (compiled on first use: the error path only)."""
 _TAG_AT: Final = re.compile(r"<(/?)\s*([^\s<>/]*)([^<>]*?)(/?)>")
 
 
@@ -175,7 +177,7 @@ def _bad_key(body: str, pos: int, tags: TagTable) -> BodyError:
         at = start if key[0].isspace() else start + len(key.rstrip())
         return BodyError("CF208", f"{what} {key!r} starts or ends with whitespace", at, at + 1)
     for n, ch in enumerate(key):
-        if NOT_KEY_CHAR.match(ch):
+        if re.match(_NOT_KEY_CHAR, ch):
             what = repr(ch) if ch in "<>&" else f"U+{ord(ch):04X}"
             return BodyError(
                 "CF208",

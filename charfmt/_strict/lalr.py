@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from charfmt._grammar.lexical import decode_text
 from charfmt._grammar.rules import full_grammar_text, lark_parser
-from charfmt._grammar.tables import cached, scanner_pattern
+from charfmt._grammar.static import cached
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 
 if TYPE_CHECKING:  # Lark loads only to build tables the cache lacks
@@ -57,6 +57,8 @@ class Driver:
 
     def __init__(self, lark: Lark, tags: TagTable = DEFAULT_TAGS) -> None:
         from lark.parsers.lalr_analysis import Shift  # noqa: PLC0415
+
+        from charfmt._grammar.tables import scanner_pattern  # noqa: PLC0415 (Lark's build only)
 
         frontend: Any = lark.parser
         parser = frontend.parser.parser

@@ -131,10 +131,16 @@ def entity_char(reference: str) -> str | None:
 
 
 def _strict(m: re.Match[str]) -> str:
-    ch = entity_char(m.group(1))
+    reference = m.group(1)
+    ch = _NAMED(reference)  # most references are named: no call of entity_char for them (the hot path)
     if ch is None:
-        raise BadEntity(m.group())
+        ch = entity_char(reference)
+        if ch is None:
+            raise BadEntity(m.group())
     return ch
+
+
+_NAMED: Final = NAMED_ENTITIES.get
 
 
 def decode_text(raw: str) -> str:

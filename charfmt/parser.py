@@ -231,7 +231,7 @@ def _recover(
     text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS, turn: tuple[str, ...] = ()
 ) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
-    from charfmt.recover import recover  # noqa: PLC0415 (valid input never needs recovery)
+    from charfmt._lenient.recovery import recover  # noqa: PLC0415 (valid input never needs recovery)
 
     prior: list[Diagnostic] = []
     if isinstance(text, (bytes, bytearray, memoryview)):

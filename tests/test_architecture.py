@@ -42,7 +42,6 @@ KNOWN_LONG: set[str] = {
     "_scanner:StreamParser",
     "_scanner:StreamParser.feed",
     "_scanner:StreamParser._advance",
-    "recover:Recovery",
     "serve.app:create_app",
     "serve.app:create_app.chat_completions",
     "cli:_parser",

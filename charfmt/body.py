@@ -1,5 +1,9 @@
-"""The body grammar: load ``grammars/body.lark``, parse chat bodies with Lark LALR.
+"""The strict body reader: parse chat bodies in the grammar of a tag table, and say why one is invalid.
 
+Three ways through one grammar (``charfmt._grammar``): a regular expression that reads a
+valid body (:func:`fast_reader`), a lean LALR driver over the generated tables that reads
+every body of a reply in one call (:func:`parse_batch`), and Lark's own parser, run again
+on a body that failed, whose error becomes a specific diagnostic (:func:`parse_body`).
 Bodies come out as plain ``(tag, text)`` tuples with entities decoded; the parser
 module turns them into models. Errors come out as :class:`BodyError` with offsets
 into the *decoded* body string; the caller maps them back to the raw input.
@@ -11,18 +15,21 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._tables import (
-    _C_MARK,
-    _TEXT_MARK,
-    NAMED_ENTITIES,
+from charfmt._grammar.lexical import NOT_KEY_CHAR, NOT_TEXT_CHAR, BadEntity, decode_text
+from charfmt._grammar.rules import (
+    C_MARK,
+    TEXT_MARK,
     content_terminal,
     element_rules,
     full_grammar_text,
     grammar_text,
-    terminal_regex,
+    lark_parser,
 )
+from charfmt._grammar.static import terminal_regex
+from charfmt._grammar.tables import cached, scanner_pattern
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
 if TYPE_CHECKING:  # Lark loads only to build tables the cache lacks or to explain an invalid body
@@ -48,46 +55,11 @@ __all__ = [
 Element = tuple[str, str]
 """A parsed element: ``(tag, decoded text)``."""
 
-
-# --- entity decoding ---------------------------------------------------------
-
-_ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]+)|#[xX]([0-9a-fA-F]+));")
-
-
-class _BadEntity(Exception):
-    def __init__(self, entity: str) -> None:
-        self.entity = entity
-
-
-def _decode_match(m: re.Match[str]) -> str:
-    name, dec, hexa = m.groups()
-    if name:
-        return NAMED_ENTITIES[name]
-    code = int(dec) if dec else int(hexa, 16)
-    ch = chr(code) if code <= 0x10FFFF else ""
-    if not ch or (ch not in "<&" and not _TEXT_CHAR.fullmatch(ch)):
-        raise _BadEntity(m.group())
-    return ch
-
-
-def decode_text(raw: str) -> str:
-    """Decode the entities of one TEXT token."""
-    return _ENTITY.sub(_decode_match, raw) if "&" in raw else str(raw)
+_BadEntity = BadEntity
+"""A reference in text to a character text does not hold (the lexical module's, under its old name here)."""
 
 
 # --- the parser --------------------------------------------------------------
-
-
-@cache
-def _lark(tags: TagTable = DEFAULT_TAGS) -> Lark:
-    from lark import Lark  # noqa: PLC0415
-
-    return Lark(
-        full_grammar_text(tags),
-        parser="lalr",
-        lexer="contextual",
-        start=["c_body", "text_body", "bodies"],
-    )
 
 
 FastReader = Callable[[str, str], "list[Element] | None"]
@@ -143,12 +115,26 @@ def fast_reader(tags: TagTable = DEFAULT_TAGS) -> FastReader:
     return read
 
 
-_TEXT_CHAR: Final = re.compile(r"[^<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
-"""One character that TEXT allows literally (plus '<' and '&', which it allows escaped)."""
-
-
 class Reject(Exception):
     """The fast driver met input the grammar does not accept."""
+
+
+class _Scanners(dict[int, "re.Pattern[str] | None"]):
+    """Each parser state's scanner, compiled when the state is first reached.
+
+    Compiling all of them up front costs more than the rest of the first parse; a reply
+    reaches only the states of the tags it uses.
+    """
+
+    def __init__(self, patterns: dict[int, str | None]) -> None:
+        super().__init__()
+        self._patterns = patterns
+
+    def __missing__(self, state: int) -> re.Pattern[str] | None:
+        pattern = self._patterns[state]
+        compiled = None if pattern is None else re.compile(pattern)
+        self[state] = compiled
+        return compiled
 
 
 class Driver:
@@ -184,12 +170,34 @@ class Driver:
         }
         self.scanners: dict[int, re.Pattern[str] | None] = {}
         for state, actions in table.states.items():
-            defs = sorted(
-                (terminals[name] for name in actions if name in terminals),
-                key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
+            pattern = scanner_pattern(terminals[name] for name in actions if name in terminals)
+            self.scanners[state] = None if pattern is None else re.compile(pattern)
+
+    @classmethod
+    def from_cache(cls, lalr: Any, tags: TagTable = DEFAULT_TAGS) -> Driver:
+        """The driver of the generated tables ``lalr`` (``charfmt._grammar._lalr``), without Lark.
+
+        ``tags``: the table the cached grammar was generated from (its tag rules build elements).
+        """
+        reducers = []
+        for origin, expansion, expand1 in lalr.RULES:
+            # What _reducer reads of a Lark rule: origin.name, expansion (name, is_term,
+            # filter_out of each symbol) and options.expand1.
+            rule = SimpleNamespace(
+                origin=SimpleNamespace(name=origin),
+                expansion=[SimpleNamespace(name=n, is_term=t, filter_out=f) for n, t, f in expansion],
+                options=SimpleNamespace(expand1=expand1),
             )
-            alternatives = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in defs)
-            self.scanners[state] = re.compile(alternatives) if alternatives else None
+            reducers.append((origin, len(expansion), _reducer(rule, tags)))
+        driver = cls.__new__(cls)
+        driver.start_states = dict(lalr.START_STATES)
+        driver.end_states = dict(lalr.END_STATES)
+        driver.states = {
+            state: {sym: (True, arg) if shift else (False, reducers[arg]) for sym, (shift, arg) in actions.items()}
+            for state, actions in lalr.STATES.items()
+        }
+        driver.scanners = _Scanners(lalr.SCANNERS)
+        return driver
 
     def parse(self, text: str, start: str) -> Any:
         states, scanners = self.states, self.scanners
@@ -276,9 +284,8 @@ def _reducer(rule: Any, tags: TagTable = DEFAULT_TAGS) -> Callable[[list[Any]], 
 
 @cache
 def _driver(tags: TagTable = DEFAULT_TAGS) -> Driver:
-    from charfmt._tables import cached_driver  # noqa: PLC0415
-
-    return cached_driver(full_grammar_text(tags), tags) or Driver(_lark(tags), tags)
+    lalr = cached(full_grammar_text(tags))
+    return Driver(lark_parser(tags), tags) if lalr is None else Driver.from_cache(lalr, tags)
 
 
 def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS) -> list[list[Element]] | None:
@@ -295,7 +302,7 @@ def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS
             return [_driver(tags).parse(body, "c_body" if kind in TAGGED_TYPES else "text_body")]
         except (Reject, _BadEntity):
             return None
-    doc = "".join((_C_MARK if kind in TAGGED_TYPES else _TEXT_MARK) + body for kind, body in bodies)
+    doc = "".join((C_MARK if kind in TAGGED_TYPES else TEXT_MARK) + body for kind, body in bodies)
     try:
         result: list[list[Element]] = _driver(tags).parse(doc, "bodies")
     except (Reject, _BadEntity):
@@ -322,7 +329,7 @@ def parse_body(kind: str, body: str, tags: TagTable = DEFAULT_TAGS) -> list[Elem
         from lark.exceptions import UnexpectedInput  # noqa: PLC0415
 
         try:
-            _lark(tags).parse(body, start=start)
+            lark_parser(tags).parse(body, start=start)
         except UnexpectedInput as e:
             raise _diagnose(e, kind, body, tags) from None
         raise BodyError("CF201", "body rejected", 0, len(body)) from None  # the two parsers disagree: a bug
@@ -409,7 +416,7 @@ def _diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyE
         m = re.compile(r"&[#\w]*;?").match(body, pos)
         got = m.group() if m else "&"
         return BodyError("CF207", f"{got!r} is not an entity charfmt decodes: write '&' as &amp;", pos, pos + len(got))
-    if not _TEXT_CHAR.match(ch) and ch not in "\t\n\r":
+    if NOT_TEXT_CHAR.match(ch):
         return BodyError("CF209", f"character U+{ord(ch):04X} is not allowed in text", pos, pos + 1)
     if "_NL" in expected:
         if ch in "\r\n":
@@ -483,7 +490,7 @@ def _bad_key(body: str, pos: int, tags: TagTable) -> BodyError:
         at = start if key[0].isspace() else start + len(key.rstrip())
         return BodyError("CF208", f"{what} {key!r} starts or ends with whitespace", at, at + 1)
     for n, ch in enumerate(key):
-        if ch in "<>&" or ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF:
+        if NOT_KEY_CHAR.match(ch):
             what = repr(ch) if ch in "<>&" else f"U+{ord(ch):04X}"
             return BodyError(
                 "CF208",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._tables import terminal_regex
+from charfmt._grammar.static import terminal_regex
 from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
 from charfmt.diagnostics import Diagnostic, ParseError, in_body, too_long
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Final, Literal
 
+from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError
 
 Role = Literal["emotion", "action", "cue", "speech", "hidden"]
@@ -98,8 +99,6 @@ class TagSpec:
                 raise TagError(f"tag {name!r}: an empty list of values allows nothing", name, "values")
             if len(set(self.values)) != len(self.values):
                 raise TagError(f"tag {name!r}: a value is listed twice", name, "values")
-            from charfmt._tables import terminal_regex  # noqa: PLC0415 (the grammar's KEY; tags load first)
-
             key = terminal_regex("KEY")
             for value in self.values:
                 if not isinstance(value, str) or not key.fullmatch(value):

@@ -435,10 +435,10 @@ class _Run:
         before ``pos`` whole, the one ``pos`` is in up to it (an error there counts only when
         what it found ends before ``pos``: ``a &`` may yet be ``a &amp;``).
         """
-        from charfmt.tolerant import OffsetMap, Reader  # noqa: PLC0415 (the error path only)
+        from charfmt._lenient.json import JsonReader, OffsetMap  # noqa: PLC0415 (the error path only)
 
         source = self.source
-        top = Reader(source).read(0)
+        top = JsonReader(source).read(0)
         chats = top.get("chats") if top.kind == "object" else None
         if chats is None or chats.kind != "array":
             return

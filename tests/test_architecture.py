@@ -46,7 +46,6 @@ KNOWN_LONG: set[str] = {
     "cli:_parser",
     "speech:SentenceSplitter._scan",
     "chat:command",
-    "tolerant:Reader.read",
     "userinput:parse_shorthand",
     "serve.turns:Engine.turn",
     "export:reply_grammar",

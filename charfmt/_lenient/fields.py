@@ -15,15 +15,17 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from charfmt._grammar.lexical import decode_entities
+from charfmt._lenient.body import read_elements
+from charfmt._lenient.json import JNode, OffsetMap
+from charfmt._lenient.literals import drop_cut_entity, note_literals
+from charfmt._lenient.marks import CHAT_KEYS, HYBRID_BODY, HYBRID_EMOTION, TAGGED
+from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.state import RawChat, Recovery, short
+from charfmt._lenient.table import Sample
 from charfmt.body import terminal_regex
-from charfmt.dialects import HYBRID_BODY, HYBRID_EMOTION, TAGGED, Sample
-from charfmt.soup import Piece, Result, decode_entities, drop_cut_entity, note_literals, read_body
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
-from charfmt.tolerant import JNode, OffsetMap
 
-CHAT_KEYS: Final = ("type", "order", "body")
-"""A chat object's own keys."""
 _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
 _BODY_KEYS: Final = ("body", *_HYBRID_BODY)
 _REPEATABLE: Final = (*CHAT_KEYS, *_HYBRID_BODY)
@@ -285,7 +287,7 @@ def read_string(state: Recovery, chat: RawChat, node: JNode, *, tagged: bool) ->
         state.take(chat, notes, mapper)
         add_text(chat, TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text)))
         return
-    result = read_body(text, state.vocabulary, cut_off=not node.closed, tags=state.tags)
+    result = read_elements(text, state.reading, cut_off=not node.closed)
     state.take(chat, result, mapper)
 
 

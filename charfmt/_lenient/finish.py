@@ -11,20 +11,18 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from charfmt import dialects
+from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._lenient.pieces import Piece
 from charfmt._lenient.state import RawChat, Recovery, short
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, construct_trusted
-from charfmt.soup import Piece
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 from charfmt.vocabulary import apply_vocabulary
 
-_BAD_TEXT: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _KEY: Final = terminal_regex("KEY")
 """An emotion key, as the grammar (and ``Segment``'s validator) defines it."""
 _KEY_SPACE: Final = re.compile(r"[\s\x00-\x1f\x7f]+")
-_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
 _TAG_NAME: Final = re.compile(r"[a-z_][a-z0-9_\-]*")
 _MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
 """Vocabulary decisions that replace a word with one of the vocabulary's keys."""
@@ -69,7 +67,7 @@ def number(state: Recovery) -> None:
 
 def name_dialect(state: Recovery) -> None:
     """The dialect that names the reply (the first met in table order), said in an info note."""
-    state.dialect_name = dialects.winner(state.dialects)
+    state.dialect_name = state.reading.table.winner(state.dialects)
     if state.dialect_name != "canonical":
         message = f"dialect: {state.dialect_name}"
         state.diagnostics.append(Diagnostic.at(state.source.raw, "CF600", message, 0, 0, severity="info"))
@@ -111,9 +109,9 @@ def _segments(state: Recovery, rc: RawChat) -> list[Segment]:
             if emotion is None:
                 continue
             tag, text = emotion
-        if _BAD_TEXT.search(text):
+        if NOT_TEXT_CHAR.search(text):
             state.note("CF714", "control characters or lone surrogates replaced by U+FFFD", p.start, p.end, rc.index)
-            text = _BAD_TEXT.sub("\ufffd", text)
+            text = NOT_TEXT_CHAR.sub("\ufffd", text)
         if tag not in state.tags and tag != TEXT_TAG and not _TAG_NAME.fullmatch(tag):
             tag = state.speech
         intensity = p.intensity if tag == state.emotion else None  # how strong an emotion is; nothing else has one
@@ -148,7 +146,7 @@ def _key(state: Recovery, p: Piece, index: int) -> str | None:
     vocabulary names a key for it, the caller keeps it as an action (``CF718``).
     """
     text = p.text
-    key = _SURROGATE.sub("\ufffd", _KEY_SPACE.sub(" ", text).strip())
+    key = NOT_TEXT_CHAR.sub("\ufffd", _KEY_SPACE.sub(" ", text).strip())  # lone surrogates: the rest are spaces
     if not key:
         state.note("CF702", "an empty emotion is dropped", p.start, p.end, index)
         return ""

@@ -12,11 +12,12 @@ import re
 from typing import Final
 
 from charfmt._lenient import request_form
+from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.region import has_elements
-from charfmt._lenient.state import RawChat, Recovery, Source, short, without_tokens
+from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
+from charfmt._lenient.state import Recovery, Source, short, without_tokens
+from charfmt._lenient.table import Sample
 from charfmt._lenient.text import read_text
-from charfmt.dialects import TAGGED, Sample
-from charfmt.soup import blank, cut_scaffolding, scaffolding
 from charfmt.tags import REASONING_TAGS
 
 _CUT_ELEMENT: Final = request_form.CUT_ELEMENT
@@ -34,13 +35,7 @@ def lead(state: Recovery, start: int, at: int) -> None:
     lead = len(region) - len(region.lstrip())
     message = "elements written before the JSON reply are read as a chat of their own"
     state.note("CF626", message, start + lead, start + len(region.rstrip()))
-    entry = state.walk("text", Sample(region))
-    if entry is not None and entry.name == "user-chats":
-        request_form.read(state, start, region)
-        return
-    chat = RawChat(len(state.chats), None, "C")
-    read_text(state, chat, region, start, entry, cut_off=False)
-    state.chats.append(chat)
+    read_text(state, region, start, state.walk("text", Sample(region)), cut_off=False)
 
 
 def read_bare(state: Recovery, start: int, end: int) -> None:
@@ -69,13 +64,10 @@ def read_bare(state: Recovery, start: int, end: int) -> None:
             entry = state.walk("text", Sample(cleaned), after="user-chats")
     if entry is not None and entry.name == "user-chats":
         message = "no JSON reply: the reply echoes the request form, each <chat> is read as a chat"
-        state.note("CF616", message, at, at)
-        request_form.read(state, start, cleaned)
-        return
-    state.note("CF616", "no JSON reply: the text itself is read as the character's chat", at, at)
-    chat = RawChat(len(state.chats), None, "C")
-    read_text(state, chat, cleaned, start, entry)
-    state.chats.append(chat)
+    else:
+        message = "no JSON reply: the text itself is read as the character's chat"
+    state.note("CF616", message, at, at)
+    read_text(state, cleaned, start, entry)
 
 
 def _set_aside_echo(state: Recovery, text: str, offset: int) -> str | None:
@@ -102,7 +94,7 @@ def _set_aside_echo(state: Recovery, text: str, offset: int) -> str | None:
 
 
 def _drop_scaffolding(state: Recovery, start: int, end: int) -> str:
-    """Blank the chat-template scaffolding of a reply without JSON (``soup.scaffolding``), noted ``CF622``.
+    """Blank the chat-template scaffolding of a reply without JSON (``scaffolding.scaffolding``), noted ``CF622``.
 
     The source keeps its length (no offset moves); returns its text.
     """

@@ -1,4 +1,4 @@
-"""Lenient parsing's slow path: recover a reply from whatever a model produced.
+"""Lenient parsing's slow path: recover a reply from whatever a model produced (``recover``; one body: ``read_body``).
 
 ``STEPS`` is the pipeline, an ordered table of named steps (as markdown-it-py's rule
 chains are) run over one ``state.Recovery``: set aside what is not the reply (special
@@ -17,9 +17,13 @@ from collections.abc import Callable
 from typing import Final
 
 from charfmt._lenient import finish, forms, shapes
+from charfmt._lenient.body import read_elements
+from charfmt._lenient.pieces import Result
 from charfmt._lenient.region import reply_region
 from charfmt._lenient.state import Recovery
+from charfmt._lenient.table import Reading
 from charfmt.diagnostics import Diagnostic
+from charfmt.dialects import TABLE
 from charfmt.models import Reply, Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -84,8 +88,20 @@ def recover(
     ``tags``: the tag table; a tag is read by its role (``tags.emotion``, ``tags.speech``...),
     so a custom tag (``DEFAULT_TAGS.extend(TagSpec("sfx", "cue", ...))``) is a known tag.
     """
-    state = Recovery(raw, vocabulary, tags, turn)
+    state = Recovery(raw, Reading(tags, vocabulary, TABLE), turn)
     state.diagnostics.extend(prior)
     for _name, step in STEPS:
         step(state)
     return finish.reply(state)
+
+
+def read_body(
+    body: str, vocabulary: Vocabulary | None = None, *, cut_off: bool = False, tags: TagTable = DEFAULT_TAGS
+) -> Result:
+    """Read one ``C`` body leniently into pieces, with every repair noted (``body.read_elements``, this table).
+
+    ``cut_off``: the body ends where the input was cut; a tag begun at its very end
+    (``<emo>joy</em``) is markup cut in half, dropped rather than kept as text.
+    ``tags``: the tag table; a tag's role, not its name, says how it is read.
+    """
+    return read_elements(body, Reading(tags, vocabulary, TABLE), cut_off=cut_off)

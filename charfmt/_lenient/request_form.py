@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from charfmt import dialects
+from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient import fields
+from charfmt._lenient.body import read_elements
+from charfmt._lenient.literals import drop_cut_entity, note_literals
+from charfmt._lenient.marks import TAGGED
+from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.state import RawChat, Recovery, blank_match, short, words
+from charfmt._lenient.table import Reading, Sample, Span
 from charfmt._lenient.text import read_text
-from charfmt.dialects import TAGGED, Sample
-from charfmt.soup import Piece, Result, decode_entities, drop_cut_entity, note_literals, read_body
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 
 CHAT_ELEMENT: Final = re.compile(
@@ -26,6 +29,15 @@ CHAT_ELEMENT: Final = re.compile(
 CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
 """A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
 _ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+
+
+def read_form(span: Span) -> int:
+    """The dialect table's reader of the request form (the ``text`` chain): its chats added to the read's."""
+    if span.state is None:
+        raise LookupError("the request form is read only as a reply's text")
+    read(span.state, span.offset, span.text)
+    span.own_chats = True
+    return len(span.text)
 
 
 def read(state: Recovery, offset: int, text: str) -> None:
@@ -49,9 +61,8 @@ def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Mat
     for m in elements:
         state.note("CF612", f"the request form's {m.group()} is markup, removed", offset + m.start(), offset + m.end())
         blanked = blanked[: m.start()] + " " * (m.end() - m.start()) + blanked[m.end() :]
-    chat = RawChat(len(state.chats), None, "C")
-    read_text(state, chat, blanked, offset, dialects.first("text", Sample(blanked), state.tags, after="user-chats"))
-    state.chats.append(chat)
+    entry = state.reading.table.first("text", Sample(blanked), state.tags, after="user-chats")
+    read_text(state, blanked, offset, entry)
 
 
 def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
@@ -123,7 +134,7 @@ def _chat_body(state: Recovery, chat: RawChat, text: str, span: tuple[int, int],
         state.note("CF613", f"a {chat.kind} chat with tag elements is read as C", inner, inner, chat.index)
         chat.kind = "C"
     if chat.kind in TAGGED_TYPES:
-        read = read_body(body, state.vocabulary, cut_off=cut_off, tags=state.tags)
+        read = read_elements(body, state.reading, cut_off=cut_off)
         if state.turn:
             read.pieces = [p for p in read.pieces if not _said_by_player(state, p, read)]
         state.take(chat, read, lambda i: inner + i)
@@ -193,8 +204,9 @@ def echoes_turn(state: Recovery, text: str, spans: list[tuple[int, int, str]]) -
         return False
     said = [words(t) for t in state.turn]
     spoken = []
+    reading = Reading(state.tags, None, state.reading.table)  # what was spoken, as written: no vocabulary
     for a, b, _m in spans:
         body = CHAT_ELEMENT.sub(blank_match, text[a:b])
-        spoken += [words(p.text) for p in read_body(body, None, tags=state.tags).pieces if p.tag == state.speech]
+        spoken += [words(p.text) for p in read_elements(body, reading).pieces if p.tag == state.speech]
     spoken = [s for s in spoken if s]
     return bool(spoken) and all(any(s in t for t in said) for s in spoken)

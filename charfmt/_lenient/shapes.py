@@ -14,10 +14,11 @@ from array import array
 from typing import Final
 
 from charfmt._lenient import fields, forms
+from charfmt._lenient.json import JNode, JsonReader
+from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS, HYBRID_BODY, TAGGED
+from charfmt._lenient.pieces import Repair
 from charfmt._lenient.state import FENCE, SPECIAL, Recovery, Source, short
-from charfmt.dialects import CHATS_KEYS, HYBRID_BODY, TAGGED, Sample
-from charfmt.soup import Repair
-from charfmt.tolerant import JNode, Reader
+from charfmt._lenient.table import Sample, reader
 
 _TRIES: Final = 8
 """How many candidate values (a '{' or '[' each) are read before the text is taken for no JSON reply."""
@@ -35,12 +36,12 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         if text.startswith("&quot;", state.skip_space(at + 1)) or text.startswith("{&quot;", at):
             _unescape_html(state, at, end)
             end = len(state.source.text)
-        reader = _reader(state, end)
-        mark = len(reader.repairs)
-        node = reader.read(at)
+        json = _json_reader(state, end)
+        mark = len(json.repairs)
+        node = json.read(at)
         if _looks_like_reply(state, node):
             forms.lead(state, start, at)
-            _repairs(state, reader.repairs[mark:])
+            _repairs(state, json.repairs[mark:])
             _shape(state, node)
             _more(state, node.end if node.end >= 0 else end, end)
             return True
@@ -48,7 +49,7 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
             # '{', '{"chats":': only the beginning of a JSON reply arrived. It is a reply
             # cut off before its first chat (as '{"chats":[' is), not prose.
             state.drop(start, at)
-            _repairs(state, reader.repairs[mark:])
+            _repairs(state, json.repairs[mark:])
             for key, ks, _ke, value in node.pairs:
                 state.note("CF615", f"unknown key {short(key)!r} dropped", ks, value.end)
             return True
@@ -57,11 +58,11 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
     return False
 
 
-def _reader(state: Recovery, end: int) -> Reader:
+def _json_reader(state: Recovery, end: int) -> JsonReader:
     """One JSON reader per source text: each candidate value is read once, never re-copied."""
     text = state.source.text
     if state.json_reader is None or state.json_reader.text is not text or end != len(text):
-        state.json_reader = Reader(text if end == len(text) else text[:end])
+        state.json_reader = JsonReader(text if end == len(text) else text[:end])
     return state.json_reader
 
 
@@ -88,7 +89,7 @@ def _unescape_html(state: Recovery, at: int, end: int) -> None:
 def _looks_like_reply(state: Recovery, node: JNode) -> bool:
     if node.kind == "object":
         keys = {k.lower() for k, _s, _e, _v in node.pairs}
-        return bool(keys & {*CHATS_KEYS, *fields.CHAT_KEYS, *state.tags.synonyms, *HYBRID_BODY})
+        return bool(keys & {*CHATS_KEYS, *CHAT_KEYS, *state.tags.synonyms, *HYBRID_BODY})
     if node.kind == "array":
         # "[joy] やったー！" is a bracket tag, not JSON: an array counts when it holds
         # chat objects, or quoted strings written in the tag language.
@@ -125,14 +126,14 @@ def _more(state: Recovery, after: int, end: int) -> None:
         at = state.json_start(pos, end)
         if at >= end:
             break
-        reader = _reader(state, end)
-        mark = len(reader.repairs)
-        node = reader.read(at)
+        json = _json_reader(state, end)
+        mark = len(json.repairs)
+        node = json.read(at)
         if not _looks_like_reply(state, node):
             break
         state.drop(pos, at)
         state.note("CF611", "a second JSON reply follows the first: its chats are added", at, node.end)
-        _repairs(state, reader.repairs[mark:])
+        _repairs(state, json.repairs[mark:])
         _shape(state, node)
         pos = node.end if node.end > at else end
     state.drop(pos, end)
@@ -144,32 +145,44 @@ def _repairs(state: Recovery, repairs: list[Repair]) -> None:
 
 
 def _shape(state: Recovery, node: JNode) -> None:
-    """Find the chats in whatever shape the JSON has."""
-    if node.kind == "array":
-        state.walk("json", Sample(array=True, top=True))
-        state.note("CF612", 'a bare array of chats, without {"chats": ...}', node.start, node.start + 1)
-        items = node.items
+    """Find the chats in whatever shape the JSON has: ``{"chats": [...]}``, or as the ``json`` chain reads it."""
+    holder = None if node.kind == "array" else next((v for k, _s, _e, v in node.pairs if k.lower() in CHATS_KEYS), None)
+    if holder is not None:
+        items = _held(state, node, holder)
     else:
-        holder = next((v for k, _s, _e, v in node.pairs if k.lower() in CHATS_KEYS), None)
-        named = next((k for k, _s, _e, v in node.pairs if v is holder), "chats")
-        if holder is not None and named != "chats":
-            state.note("CF612", f'{named!r} read as "chats"', node.start, node.start + 1)
-        if holder is None:
-            # Always one of hybrid, single-chat, json-fields: it looked like a reply by those keys.
-            state.walk("json", Sample(keys=fields.keys(node), top=True))
-            state.note("CF612", 'a single chat object without {"chats": [...]}', node.start, node.start + 1)
-            items = [node]
-        else:
-            for k, ks, _ke, v in node.pairs:
-                if v is not holder:
-                    state.note("CF615", f"unknown key {k!r} dropped", ks, v.end)
-            if holder.kind == "array":
-                items = holder.items
-            else:
-                state.note("CF612", '"chats" holds one chat, not an array', holder.start, holder.start + 1)
-                items = [holder]
+        # Always one of the chain's entries: it looked like a reply by the keys they detect.
+        sample = Sample(array=True, top=True) if node.kind == "array" else Sample(keys=fields.keys(node), top=True)
+        entry = state.walk("json", sample)
+        read = reader(entry, "json") if entry is not None else read_array if node.kind == "array" else read_one_chat
+        items = read(state, node)
     for item in items:
         state.chats.append(fields.read_chat(state, len(state.chats), item))
+
+
+def _held(state: Recovery, node: JNode, holder: JNode) -> list[JNode]:
+    """``{"chats": [...]}`` (or ``messages``, ``replies``...): its chats; its other keys dropped."""
+    named = next((k for k, _s, _e, v in node.pairs if v is holder), "chats")
+    if named != "chats":
+        state.note("CF612", f'{named!r} read as "chats"', node.start, node.start + 1)
+    for k, ks, _ke, v in node.pairs:
+        if v is not holder:
+            state.note("CF615", f"unknown key {k!r} dropped", ks, v.end)
+    if holder.kind == "array":
+        return holder.items
+    state.note("CF612", '"chats" holds one chat, not an array', holder.start, holder.start + 1)
+    return [holder]
+
+
+def read_array(state: Recovery, node: JNode) -> list[JNode]:
+    """A bare array of chats (the ``json-array`` entry's reader)."""
+    state.note("CF612", 'a bare array of chats, without {"chats": ...}', node.start, node.start + 1)
+    return node.items
+
+
+def read_one_chat(state: Recovery, node: JNode) -> list[JNode]:
+    """One chat object as the whole reply (the reader of the ``json`` entries that detect one)."""
+    state.note("CF612", 'a single chat object without {"chats": [...]}', node.start, node.start + 1)
+    return [node]
 
 
 _JSON_TOKEN: Final = re.compile(

@@ -13,16 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from charfmt import dialects
 from charfmt._dialect_names import DialectName
+from charfmt._grammar.lexical import decode_entities
+from charfmt._lenient.pieces import Piece, Result
+from charfmt._lenient.table import Chain, DialectRule, Reading, Sample
 from charfmt.diagnostics import Diagnostic
-from charfmt.dialects import Sample
-from charfmt.models import Segment, Vocabulary
-from charfmt.soup import Piece, Result, decode_entities
-from charfmt.tags import TagTable
+from charfmt.models import Segment
 
 if TYPE_CHECKING:
-    from charfmt.tolerant import JNode, Reader
+    from charfmt._lenient.json import JNode, JsonReader
 
 SPECIAL: Final = re.compile(r"<\|[^|<>\n]{1,40}\|>|</s>|<s>|\[/?INST\]|<eos>|<bos>|<\|end▁of▁sentence\|>")
 """A special token of a chat template, written out."""
@@ -62,11 +61,12 @@ class RawChat:
 class Recovery:
     """One lenient read of one input."""
 
-    def __init__(self, raw: str, vocabulary: Vocabulary | None, tags: TagTable, turn: tuple[str, ...] = ()) -> None:
+    def __init__(self, raw: str, reading: Reading, turn: tuple[str, ...] = ()) -> None:
         self.source = Source(raw, raw)
         self.turn = tuple(words(t) for t in turn if t.strip())  # what the player said this turn
-        self.vocabulary = vocabulary
-        self.tags = tags
+        self.reading = reading
+        self.vocabulary = reading.vocabulary
+        self.tags = tags = reading.tags
         self.emotion = tags.emotion.name
         self.speech = tags.speech.name
         # Where content that cannot be an emotion key goes: what the character does (or says).
@@ -79,7 +79,7 @@ class Recovery:
         self.end = len(raw)
         self.region_notes = (0, 0)  # the diagnostics the region's steps noted (undone when no JSON is found)
         self.found = False  # a JSON reply was read
-        self.json_reader: Reader | None = None
+        self.json_reader: JsonReader | None = None
         self.dialect_name: DialectName = "canonical"  # the dialect that names the reply (``finish``)
 
     # -- diagnostics, in raw offsets -------------------------------------------------
@@ -95,9 +95,9 @@ class Recovery:
         if name not in self.dialects:
             self.dialects.append(name)
 
-    def walk(self, chain: dialects.Chain, sample: Sample, after: str | None = None) -> dialects.DialectRule | None:
+    def walk(self, chain: Chain, sample: Sample, after: str | None = None) -> DialectRule | None:
         """The first entry of ``chain`` (after entry ``after``) that detects ``sample``, recorded as met."""
-        entry = dialects.first(chain, sample, self.tags, after=after)
+        entry = self.reading.table.first(chain, sample, self.tags, after=after)
         if entry is not None:
             self.dialect(entry.name)
         return entry
@@ -107,10 +107,17 @@ class Recovery:
         if text.strip():
             self.reasoning.append(text.strip())
 
-    def take(self, chat: RawChat, result: Result, mapper: Callable[[int], int]) -> None:
-        """A reader's result into ``chat``: its dialects, its repairs (noted), its pieces, offsets mapped."""
+    def take(self, chat: RawChat, result: Result, mapper: Callable[[int], int] | None = None) -> None:
+        """A reader's result into ``chat``: its dialects, its repairs (noted), its pieces, offsets mapped by
+        ``mapper`` (none: they are offsets of the text being read already)."""
         for d in result.dialects:
             self.dialect(d)
+        if mapper is None:
+            for r in result.repairs:
+                self.note(r.code, r.message, r.start, r.end, chat.index)
+            for p in result.pieces:
+                chat.pieces.append(Piece(p.tag, p.text, p.start, p.end, p.intensity))
+            return
         for r in result.repairs:
             self.note(r.code, r.message, mapper(r.start), mapper(r.end), chat.index)
         for p in result.pieces:

@@ -1,24 +1,27 @@
 """The dialect table: every way of writing a reply that lenient parsing reads, in one ordered list.
 
 Like markdown-it-py's ``Ruler`` (an ordered list of named rules, each naming the chains
-it runs in), each entry is a name, a description, the readers' chains it takes part in
-and the rule that detects it. The two lenient readers walk this table instead of
-deciding in branches of their own:
+it runs in), each entry is a name, a description, the readers' chains it takes part in,
+the rule that detects it and the reader that reads it: adding a dialect is adding a row.
+The lenient readers (``charfmt._lenient``) walk this table instead of deciding in
+branches of their own; each chain hands its entries' readers what they read
+(``charfmt._lenient.table``):
 
 ``text``
-    a reply without JSON (``recover``): the first matching entry decides how the text is
-    read (echoed request form, front matter, bare tags, plain text).
+    a reply without JSON: the first matching entry reads the text (echoed request form,
+    front matter, bare tags, plain text); after front matter the chain goes on.
 ``json``
-    a JSON value (``recover``): the shape of the whole reply (top level) or of one chat.
+    a JSON value: the shape of the whole reply (top level: its reader finds the chats)
+    or of one chat.
 ``body``
-    the start of a ``C`` body (``soup``): front matter standing before the elements.
+    the start of a ``C`` body: front matter standing before the elements.
 ``tag``
-    one tag as written (``soup``): the attribute form, dot notation.
+    one tag as written: the attribute form, dot notation (its reader says how it was read).
 ``prose``
-    untagged text (``soup``): the entry's ``pattern`` is the regex its reader matches
-    (bracket tags, role-play marks), tried in table order.
+    untagged text: the entry's ``pattern`` is the regex its reader reads (bracket tags,
+    role-play marks), tried in table order.
 ``stray``
-    text standing between the elements of a tagged body (``soup``).
+    text standing between the elements of a tagged body.
 
 **Which dialect names a reply is the table order**: a reader reports every dialect it
 met; ``winner`` picks the one that stands first here. Outer shapes come before what is
@@ -32,92 +35,55 @@ met.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Final, Literal, get_args
+from collections.abc import Iterable, Iterator
+from typing import Final, get_args
 
 from charfmt._dialect_names import DialectName
+from charfmt._lenient import front_matter, prose, request_form, shapes, text
+from charfmt._lenient.body import read_attribute_form, read_dot_notation
+from charfmt._lenient.marks import (
+    CHAT_KEYS,
+    CHATS_KEYS,
+    FRONT_MATTER,
+    HYBRID_BODY,
+    HYBRID_EMOTION,
+    SCAFFOLD_PROMPT_ROLES,
+    SCAFFOLDING,
+    TAGGED,
+)
+from charfmt._lenient.table import Chain, Detect, DialectRule, Dialects, Sample
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
-Chain = Literal["text", "json", "body", "tag", "prose", "stray"]
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """What a reader shows the table: some text, or (JSON) the keys of an object."""
-
-    text: str = ""
-    """``text``: the reply; ``body``: a body; ``tag``: one tag as written."""
-    keys: frozenset[str] = frozenset()
-    """``json``: the object's keys, lower case (empty for an array)."""
-    array: bool = False
-    """``json``: the value is an array."""
-    top: bool = False
-    """``json``: the value is the whole reply, not one chat of it."""
-
-
-Detect = Callable[[Sample, TagTable], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class DialectRule:
-    """One entry of the dialect table."""
-
-    name: DialectName
-    """What ``Reply.dialect`` says when this entry names the reply."""
-    description: str
-    """What the model wrote, in one line (documentation, ``charfmt fuzz`` output)."""
-    chains: tuple[Chain, ...]
-    """The readers' chains this entry runs in (markdown-it-py's ``alt``)."""
-    detect: Detect | None = None
-    """Whether a sample is written in this dialect; ``None`` for ``canonical``, which detects nothing."""
-    pattern: str | None = None
-    """``prose`` entries: the (verbose) regex the reader matches, with named groups it dispatches on."""
-
+__all__ = [
+    "CHATS_KEYS",
+    "DIALECTS",
+    "DIALECT_NAMES",
+    "FRONT_MATTER",
+    "HYBRID_BODY",
+    "HYBRID_EMOTION",
+    "SCAFFOLDING",
+    "SCAFFOLD_PROMPT_ROLES",
+    "TABLE",
+    "TAGGED",
+    "USER_CHATS",
+    "Chain",
+    "Detect",
+    "DialectName",
+    "DialectRule",
+    "Sample",
+    "chain",
+    "first",
+    "rule",
+    "winner",
+]
 
 # --- detectors ---------------------------------------------------------------------------
 
-SCAFFOLDING: Final = re.compile(
-    r"""(?P<sys_open><<SYS>>|\[SYSTEM_PROMPT\])
-      | (?P<sys_close><</SYS>>|\[/SYSTEM_PROMPT\])
-      | (?P<inst_open>\[INST\])
-      | (?P<inst_close>\[/INST\])
-      | <\|im_start\|>[ \t]*+(?P<chatml>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
-      | <start_of_turn>[ \t]*+(?P<gemma>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
-      | <\|start_header_id\|>[ \t]*+(?P<llama3>[^<>|\n]{0,30}?)[ \t]*+<\|end_header_id\|>[ \t]*+\n{0,2}
-      | <\|(?P<phi>system|user|assistant)\|>[ \t]*+\n?
-      | (?P<end><\|im_end\|>|<end_of_turn>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>)
-      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?
-          | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
-      | (?P<angles><<++|>>++)""",
-    re.X,
-)
-"""Chat-template scaffolding a model echoes from its prompt: never a tag, never speech.
-
-llama-2 (``<<SYS>>``, ``[INST]``), Mistral (``[SYSTEM_PROMPT]``), ChatML (``<|im_start|>role``,
-``<|im_end|>``), Gemma (``<start_of_turn>role``, ``<end_of_turn>``), Llama 3
-(``<|start_header_id|>role<|end_header_id|>``, ``<|eot_id|>``), Phi (``<|user|>``, ``<|end|>``),
-upper-case placeholders (``<USER-CHAT-ID>``, ``[/USER-CONTEXT]``: the format's tags are never
-written so; an upper-case path right after one, ``<USER-CHAT>/MYCHAT/DEFAULT>``, is part of it),
-and runs of ``<<`` or ``>>`` left of a mangled ``<<SYS>>``.
-"""
-SCAFFOLD_PROMPT_ROLES: Final = frozenset({"system", "user", "human", "tool", "ipython", "developer"})
-"""Turns of these roles are the prompt echoed, not the character's reply: their text is dropped."""
 USER_CHATS: Final = re.compile(r"[<＜]\s*+(?:user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])[^<>＜＞]*+[>＞]", re.I)
 """An element of the request form (``<user_chats>``, ``<chat type="C">``) written in a reply."""
-FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")
-"""Pattern C: a ``---`` block of ``key: value`` lines at the very start."""
-TAGGED: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[^\W\d][\w.\-:]*+[^<>＜＞]*+[>＞]")
-"""Anything that looks like a tag."""
 _DOT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[^\W\d][\w\-]*+\.[\w.\-]")
 _ATTRIBUTE: Final = re.compile(r"[<＜]\s*+[/／]?\s*+[^\W\d][\w.\-:]*+\s[^<>＜＞]*=")
-HYBRID_BODY: Final = frozenset({"chat_body", "chatbody"})
-"""Pattern D's body key."""
-HYBRID_EMOTION: Final = frozenset({"emotion_summary", "emotionsummary"})
-"""Pattern D's emotion key."""
-CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
-"""Keys that hold the list of chats (``chats`` and what models write instead)."""
-_CHAT_KEYS: Final = frozenset({"type", "order", "body"})
+_CHAT_KEYS: Final = frozenset(CHAT_KEYS)
 
 
 def _user_chats(sample: Sample, tags: TagTable) -> bool:
@@ -169,17 +135,6 @@ def _pattern(source: str) -> Detect:
     return detect
 
 
-_BRACKET: Final = r"""
-    \[\[?(?P<word>[^\[\]\n:：]++)(?:[:：](?P<val>[^\[\]\n]++))?\]\]?       # [joy] [emotion:angry] [[x:y]]
-  | 【(?P<full>[^【】\n]+)】                                                # 【疑惑】
-"""
-_ROLEPLAY: Final = r"""
-    \*\*\((?P<direction>[^)\n]+)\)\*\*                                     # **(stage direction)**
-  | \*(?P<star>[^*\n]+)\*                                                  # *jumps*
-  | （(?P<paren>[^（）\n]+)）                                               # （动作）
-  | (?:^|(?<=[.!?。！？\n]\s)|(?<=[.!?。！？\n]))\((?P<half>[^()\n]+)\)          # (sighs) at a sentence start
-"""
-
 DIALECTS: Final[tuple[DialectRule, ...]] = (
     DialectRule("canonical", "charfmt's own format, repaired (the fallback: detects nothing)", ()),
     DialectRule(
@@ -187,41 +142,87 @@ DIALECTS: Final[tuple[DialectRule, ...]] = (
         'the request form echoed: <user_chats><chat type="C">…</chat>…, possibly unclosed',
         ("text",),
         _user_chats,
-    ),
-    DialectRule("json-array", 'a bare JSON array of chats, without {"chats": …}', ("json",), _json_array),
-    DialectRule("hybrid", "pattern D: chat_body and emotion_summary keys", ("json",), _hybrid),
-    DialectRule(
-        "single-chat", 'one chat object (type, order or body keys) without {"chats": [...]}', ("json",), _single_chat
+        read=request_form.read_form,
     ),
     DialectRule(
-        "json-fields", 'pattern A: tags as JSON fields, {"emotion": "joy", "content": "…"}', ("json",), _json_fields
+        "json-array",
+        'a bare JSON array of chats, without {"chats": …}',
+        ("json",),
+        _json_array,
+        read=shapes.read_array,
+    ),
+    DialectRule(
+        "hybrid", "pattern D: chat_body and emotion_summary keys", ("json",), _hybrid, read=shapes.read_one_chat
+    ),
+    DialectRule(
+        "single-chat",
+        'one chat object (type, order or body keys) without {"chats": [...]}',
+        ("json",),
+        _single_chat,
+        read=shapes.read_one_chat,
+    ),
+    DialectRule(
+        "json-fields",
+        'pattern A: tags as JSON fields, {"emotion": "joy", "content": "…"}',
+        ("json",),
+        _json_fields,
+        read=shapes.read_one_chat,
     ),
     DialectRule(
         "front-matter",
         "pattern C: a ---/key: value/--- block, then the text (bare, or at the start of a JSON body)",
         ("text", "body"),
         _front_matter,
+        read=front_matter.read,
     ),
-    DialectRule("bare-tags", "tag elements with no JSON around them", ("text",), _bare_tags),
-    DialectRule("dot-notation", "pattern E: <emotion.surprise>えっ！？</emotion.surprise>", ("tag",), _dot_notation),
-    DialectRule("attribute-xml", 'pattern B: <emotion type="joy">わあ</emotion>', ("tag",), _attribute_xml),
-    DialectRule("bracket", "bracket tags: [joy], [emotion:angry], 【疑惑】", ("prose",), _pattern(_BRACKET), _BRACKET),
+    DialectRule("bare-tags", "tag elements with no JSON around them", ("text",), _bare_tags, read=text.read_tags),
+    DialectRule(
+        "dot-notation",
+        "pattern E: <emotion.surprise>えっ！？</emotion.surprise>",
+        ("tag",),
+        _dot_notation,
+        read=read_dot_notation,
+    ),
+    DialectRule(
+        "attribute-xml",
+        'pattern B: <emotion type="joy">わあ</emotion>',
+        ("tag",),
+        _attribute_xml,
+        read=read_attribute_form,
+    ),
+    DialectRule(
+        "bracket",
+        "bracket tags: [joy], [emotion:angry], 【疑惑】",
+        ("prose",),
+        _pattern(prose.BRACKET),
+        prose.BRACKET,
+        prose.read_bracket,
+    ),
     DialectRule(
         "roleplay",
         "role-play marks: *jumps*, **(aside)**, （动作）, (sighs)",
         ("prose",),
-        _pattern(_ROLEPLAY),
-        _ROLEPLAY,
+        _pattern(prose.ROLEPLAY),
+        prose.ROLEPLAY,
+        prose.read_roleplay,
     ),
-    DialectRule("prose", "text outside the elements of a tagged body", ("stray",), _stray_text),
-    DialectRule("plain-text", "a reply that is only text: no JSON, no tags, no brackets", ("text",), _stray_text),
+    DialectRule("prose", "text outside the elements of a tagged body", ("stray",), _stray_text, read=prose.read_prose),
+    DialectRule(
+        "plain-text",
+        "a reply that is only text: no JSON, no tags, no brackets",
+        ("text",),
+        _stray_text,
+        read=text.read_plain,
+    ),
 )
 """Every dialect, in the order that decides which one names a reply (see the module docstring)."""
 
-DIALECT_NAMES: Final[tuple[DialectName, ...]] = tuple(rule.name for rule in DIALECTS)
+TABLE: Final = Dialects(DIALECTS)
+"""The table as the readers walk it."""
+
+DIALECT_NAMES: Final[tuple[DialectName, ...]] = TABLE.names
 """The dialects' names in table order: the values ``Reply.dialect`` takes."""
 
-_RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(DIALECT_NAMES)}
 _BY_NAME: Final[dict[str, DialectRule]] = {rule.name: rule for rule in DIALECTS}
 
 if get_args(DialectName) != DIALECT_NAMES:  # pragma: no cover - a table edit without the Literal
@@ -235,21 +236,16 @@ def rule(name: str) -> DialectRule:
 
 def chain(name: Chain) -> Iterator[DialectRule]:
     """The entries that run in chain ``name``, in table order."""
-    return (rule for rule in DIALECTS if name in rule.chains)
+    return iter(TABLE.chain(name))
 
 
 def first(
     name: Chain, sample: Sample, tags: TagTable = DEFAULT_TAGS, *, after: str | None = None
 ) -> DialectRule | None:
     """The first entry of chain ``name`` that detects ``sample`` (only those after entry ``after``), or ``None``."""
-    floor = _RANK[after] if after is not None else -1
-    for entry in chain(name):
-        if _RANK[entry.name] > floor and entry.detect is not None and entry.detect(sample, tags):
-            return entry
-    return None
+    return TABLE.first(name, sample, tags, after=after)
 
 
 def winner(found: Iterable[str]) -> DialectName:
     """The dialect that names a reply in which the readers met ``found``: the first in table order."""
-    ranks = [_RANK[name] for name in found]
-    return DIALECT_NAMES[min(ranks)] if ranks else "canonical"
+    return TABLE.winner(found)

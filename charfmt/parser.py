@@ -232,7 +232,7 @@ def _recover(
     text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS, turn: tuple[str, ...] = ()
 ) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
-    from charfmt.recover import recover  # noqa: PLC0415 (valid input never needs recovery)
+    from charfmt._lenient.recovery import recover  # noqa: PLC0415 (valid input never needs recovery)
 
     prior: list[Diagnostic] = []
     if isinstance(text, (bytes, bytearray, memoryview)):
@@ -436,10 +436,10 @@ class _Run:
         before ``pos`` whole, the one ``pos`` is in up to it (an error there counts only when
         what it found ends before ``pos``: ``a &`` may yet be ``a &amp;``).
         """
-        from charfmt.tolerant import OffsetMap, Reader  # noqa: PLC0415 (the error path only)
+        from charfmt._lenient.json import JsonReader, OffsetMap  # noqa: PLC0415 (the error path only)
 
         source = self.source
-        top = Reader(source).read(0)
+        top = JsonReader(source).read(0)
         chats = top.get("chats") if top.kind == "object" else None
         if chats is None or chats.kind != "array":
             return

@@ -34,7 +34,7 @@ LAZY = (
     "charfmt.speech",
     "charfmt.userinput",
     "charfmt.character",
-    "charfmt.recover",
+    "charfmt._lenient.recovery",
     "charfmt.schema",
 )
 """What a strict parse of valid input must not load."""

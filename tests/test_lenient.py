@@ -15,12 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import charfmt
+from charfmt._lenient.body import INLINE_MARKUP, LINE_BREAKS
+from charfmt._lenient.recovery import recover
 from charfmt.body import terminal_regex
 from charfmt.cli import main
 from charfmt.fuzz import Damaged, revalidate
 from charfmt.models import Reply, Segment
-from charfmt.recover import recover
-from charfmt.soup import INLINE_MARKUP, LINE_BREAKS
 from charfmt.tags import REASONING_TAGS
 from charfmt.testing import bodies, damaged_replies, keys, replies
 from charfmt.writer import is_canonical

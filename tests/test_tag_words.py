@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt import DEFAULT_TAGS, TagSpec
+from charfmt._lenient.recovery import read_body
 from charfmt.character import CharacterError
-from charfmt.soup import read_body
 from charfmt.tags import TagError
 from charfmt.testing import damaged_replies, replies, segments
 from charfmt.userinput import parse_shorthand

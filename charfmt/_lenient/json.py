@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from charfmt._grammar.lexical import JSON_ESCAPES
-from charfmt.soup import Repair
+from charfmt._lenient.pieces import Repair
 
 
 @dataclass(slots=True)
@@ -67,7 +67,27 @@ _LABEL: Final = re.compile(r"[^\W\d][\w ]{0,30}:[ \t]*(?:\n|\Z)")
 _TAG_START: Final = re.compile(r"<\s*+/?\s*+[A-Za-z]")
 
 
-class Reader:
+@dataclass(slots=True)
+class _Open:
+    """The containers open while a value is read, innermost last: each, the key awaiting its value, and
+    whether a value was just read (a separator is due). The first is a holder of the value read."""
+
+    nodes: list[JNode]
+    keys: list[tuple[str, int, int] | None]
+    after_value: list[bool]
+
+    def push(self, node: JNode) -> None:
+        self.nodes.append(node)
+        self.keys.append(None)
+        self.after_value.append(False)
+
+    def pop(self) -> JNode:
+        self.keys.pop()
+        self.after_value.pop()
+        return self.nodes.pop()
+
+
+class JsonReader:
     """Read one JSON value starting at ``pos``; ``repairs`` lists what was mended."""
 
     def __init__(self, text: str) -> None:
@@ -97,55 +117,22 @@ class Reader:
         """The value at ``pos`` (after whitespace); never raises."""
         text, n = self.text, len(self.text)
         root = JNode("array", pos)  # a holder: the value read ends up as its only item
-        stack: list[JNode] = [root]
-        keys: list[tuple[str, int, int] | None] = [None]  # per container: the key awaiting its value
-        after_value: list[bool] = [False]  # per container: a value was just read, a separator is due
+        open_ = _Open([root], [None], [False])
+        stack, keys, after_value = open_.nodes, open_.keys, open_.after_value
         while stack:
             pos = self.skip_ws(pos)
             top = stack[-1]
             if top is root and root.items:
                 break
             if pos >= n:
-                for node in stack[1:]:
-                    node.closed = False
-                    node.end = n
-                if len(stack) > 1:
-                    self.note("CF610", "the reply was cut off: open strings, arrays and objects are closed", n, n)
+                self._cut(open_, n)
                 break
             ch = text[pos]
             if ch in "]}":
-                if top is not root and (ch == "]") == (top.kind == "array"):
-                    if keys[-1] is not None:
-                        self.note("CF606", f"key {keys[-1][0]!r} has no value", pos, pos)
-                    top.end = pos + 1
-                    stack.pop()
-                    keys.pop()
-                    after_value.pop()
-                    after_value[-1] = True
-                elif any((ch == "]") == (node.kind == "array") for node in stack[1:]):
-                    # '}' where ']' is due ('[{…}}'): the containers it skips were left open; it closes
-                    # them and the one it matches, and prose after it stays prose.
-                    while (ch == "]") != (stack[-1].kind == "array"):
-                        skipped = stack.pop()
-                        skipped.end = pos
-                        keys.pop()
-                        after_value.pop()
-                        want = "]" if skipped.kind == "array" else "}"
-                        self.note("CF605", f"a missing {want!r} is assumed before {ch!r}", pos, pos)
-                    continue  # the matching container is closed by this character, on the next pass
-                else:
-                    self.note("CF601", f"an unmatched {ch!r} is dropped", pos, pos + 1)
-                pos += 1
+                pos = self._closer(open_, ch, pos)
                 continue
             if ch == ",":
-                if after_value[-1] and top is not root:
-                    after_value[-1] = False
-                    nxt = self.skip_ws(pos + 1)
-                    if nxt < n and text[nxt] in "]}":
-                        self.note("CF605", "a trailing comma is dropped", pos, pos + 1)
-                else:
-                    self.note("CF605", "a stray comma is dropped", pos, pos + 1)
-                pos += 1
+                pos = self._comma(open_, pos)
                 continue
             if after_value[-1] and top is not root:
                 if self._prose(pos):
@@ -160,33 +147,74 @@ class Reader:
                 self.note("CF605", "a missing comma between values is assumed", pos, pos)
                 after_value[-1] = False
             if top.kind == "object" and keys[-1] is None:
-                key, kstart, pos = self._key(pos)
-                pos = self.skip_ws(pos)
-                if pos < n and text[pos] == ":":
-                    pos += 1
-                else:
-                    self.note("CF606", "a missing ':' after a key is assumed", pos, pos)
-                keys[-1] = (key, kstart, kstart + len(key))
-                continue
-            if ch == ":":
+                pos = self._key_and_colon(open_, pos)
+            elif ch == ":":
                 self.note("CF601", "a stray ':' is dropped", pos, pos + 1)
                 pos += 1
-                continue
-            if ch in "{[":
+            elif ch in "{[":
                 node = JNode("object" if ch == "{" else "array", pos)
                 self._attach(top, keys, node)
-                stack.append(node)
-                keys.append(None)
-                after_value.append(False)
+                open_.push(node)
                 pos += 1
-                continue
-            if ch in "\"'":
-                node, pos = self._string(pos, in_body=self._is_body(keys))
             else:
-                node, pos = self._scalar(pos)
-            self._attach(top, keys, node)
-            after_value[-1] = True
+                node, pos = self._string(pos, in_body=self._is_body(keys)) if ch in "\"'" else self._scalar(pos)
+                self._attach(top, keys, node)
+                after_value[-1] = True
         return root.items[0] if root.items else JNode("scalar", pos, pos, None, closed=False)
+
+    def _cut(self, open_: _Open, n: int) -> None:
+        """The input ends with containers open: each is closed where it ends."""
+        for node in open_.nodes[1:]:
+            node.closed = False
+            node.end = n
+        if len(open_.nodes) > 1:
+            self.note("CF610", "the reply was cut off: open strings, arrays and objects are closed", n, n)
+
+    def _closer(self, open_: _Open, ch: str, pos: int) -> int:
+        """A ``]`` or ``}``: it closes the open container it matches; where it comes after the next one closes."""
+        stack = open_.nodes
+        top = stack[-1]
+        if top is not stack[0] and (ch == "]") == (top.kind == "array"):
+            key = open_.keys[-1]
+            if key is not None:
+                self.note("CF606", f"key {key[0]!r} has no value", pos, pos)
+            top.end = pos + 1
+            open_.pop()
+            open_.after_value[-1] = True
+        elif any((ch == "]") == (node.kind == "array") for node in stack[1:]):
+            # '}' where ']' is due ('[{…}}'): the containers it skips were left open; it closes
+            # them and the one it matches, and prose after it stays prose.
+            while (ch == "]") != (stack[-1].kind == "array"):
+                skipped = open_.pop()
+                skipped.end = pos
+                want = "]" if skipped.kind == "array" else "}"
+                self.note("CF605", f"a missing {want!r} is assumed before {ch!r}", pos, pos)
+            return pos  # the matching container is closed by this character, on the next pass
+        else:
+            self.note("CF601", f"an unmatched {ch!r} is dropped", pos, pos + 1)
+        return pos + 1
+
+    def _comma(self, open_: _Open, pos: int) -> int:
+        """A ``,``: due after a value (a trailing one before a closer is noted), else stray."""
+        if open_.after_value[-1] and open_.nodes[-1] is not open_.nodes[0]:
+            open_.after_value[-1] = False
+            nxt = self.skip_ws(pos + 1)
+            if nxt < len(self.text) and self.text[nxt] in "]}":
+                self.note("CF605", "a trailing comma is dropped", pos, pos + 1)
+        else:
+            self.note("CF605", "a stray comma is dropped", pos, pos + 1)
+        return pos + 1
+
+    def _key_and_colon(self, open_: _Open, pos: int) -> int:
+        """An object's key, and the ``:`` after it (assumed where it is missing)."""
+        key, kstart, pos = self._key(pos)
+        pos = self.skip_ws(pos)
+        if pos < len(self.text) and self.text[pos] == ":":
+            pos += 1
+        else:
+            self.note("CF606", "a missing ':' after a key is assumed", pos, pos)
+        open_.keys[-1] = (key, kstart, kstart + len(key))
+        return pos
 
     def _prose(self, pos: int) -> bool:
         """Whether the text at ``pos`` is words of prose (a bare word, no literal, space, another word) or a tag."""
@@ -379,7 +407,7 @@ class Reader:
 
 
 class OffsetMap:
-    """Raw offset of each decoded character of one string read by ``Reader``, in any order.
+    """Raw offset of each decoded character of one string read by ``JsonReader``, in any order.
 
     Decoded and raw offsets part only at escapes, which the reader listed as it read them
     (``JNode.escapes``): a lookup is a bisect over those, so repairs noted out of order

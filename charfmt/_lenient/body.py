@@ -1,0 +1,475 @@
+"""Tag soup: the elements of a ``C`` body as a model wrote them, read into pieces, every repair noted.
+
+Used only where strict parsing failed. It reads tags in any case, with spaces, long names,
+attributes, self-closing and dot-notation tags, ``</>`` closers, unclosed and mismatched
+elements, full-width brackets; text between the elements is read as prose (``prose``).
+Offsets in the results are into the decoded body string.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from charfmt._grammar.lexical import decode_entities
+from charfmt._lenient.literals import drop_cut_entity, note_literals
+from charfmt._lenient.pieces import Attribute, Piece, Result
+from charfmt._lenient.prose import read_prose
+from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
+from charfmt._lenient.table import Reading, Sample, Span, reader
+from charfmt.models import Vocabulary
+from charfmt.tags import TagSpec, TagTable
+
+# --- tags -------------------------------------------------------------------------------
+
+INLINE_MARKUP: Final[frozenset[str]] = frozenset(
+    {
+        "a", "abbr", "b", "bdi", "bdo", "big", "br", "cite", "code", "del", "dfn", "em", "font", "i", "ins",
+        "kbd", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u",
+        "var", "wbr",
+    }
+)  # fmt: skip
+"""HTML's inline (phrasing) elements: markup models put inside text. Removed, their text kept."""
+
+LINE_BREAKS: Final[frozenset[str]] = frozenset({"br"})
+"""Inline markup that stands for a line break: removed, a newline kept in its place."""
+
+# Possessive quantifiers, and no two adjacent ones that could share characters: a regex
+# that may split a run of spaces several ways takes seconds on a few hundred of them.
+_TAG: Final = re.compile(
+    r"""[<＜](?P<lead>\s*+)(?:(?P<slash>[/／])\s*+)?(?P<name>(?:[^\W\d][\w.\-:]*+)?)
+        (?P<attrs>[^<>＜＞]*+)[>＞]""",
+    re.X,
+)
+_ATTR: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+_ESCAPED_NEWLINE: Final = re.compile(r"(?:</[^<>]{0,30}>|/>|＜／[^＜＞]{0,30}＞)((?:\\\\|\\)n)(?=\s*[<＜])")
+"""A literal ``\\n`` right after a closing tag and before the next tag: a separator escaped twice."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    """What a tag as written means."""
+
+    closing: bool
+    canon: str | None  # emo / act / msg / thought, an unknown tag's own name, or None for "</>"
+    key: str | None  # emotion key or action id carried by the tag (dot, type="...", emotion-named)
+    intensity: float | None
+    self_closing: bool
+    wraps_speech: bool  # <emotion type="joy">わあ</emotion>: the content is speech
+    exact: bool  # written exactly as the strict format writes it
+    known: bool
+
+
+def _intensity(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if not 0 <= number <= 100:  # nan, inf, negative: no intensity
+        return None
+    return number / 100 if number > 1 else number
+
+
+def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) -> Tag | None:
+    """What a tag-like match means, or ``None`` when it is plain text (``a < b > c``)."""
+    name = m.group("name")
+    closing = bool(m.group("slash"))
+    attrs_text = m.group("attrs").strip()
+    self_closing = attrs_text.endswith(("/", "／"))
+    if self_closing:
+        attrs_text = attrs_text[:-1].rstrip()
+    if attrs_text and not m.group("attrs")[:1].isspace():
+        return None  # "<a:b>x" is not a tag with attributes; attributes follow a space
+    attrs = {a.lower(): v1 or v2 or v3 for a, v1, v2, v3 in _ATTR.findall(attrs_text)}
+    if attrs_text and not attrs:
+        return None  # "< b and c >": not a tag
+    if not name:
+        return Tag(True, None, None, None, False, False, False, True) if closing and not attrs_text else None
+    lower = name.lower()
+    base, _, sub = lower.partition(".")
+    key = sub or attrs.get("type") or attrs.get("name") or attrs.get("value") or None
+    if key is not None and "&" in key:
+        key = decode_entities(key)  # an attribute value, read as XML reads it
+    intensity = _intensity(attrs.get("intensity") or attrs.get("level"))
+    canon = tags.synonyms.get(base)
+    exact = name in tags and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
+    emotion = tags.emotion.name
+    if canon is not None:
+        wraps = canon == emotion and key is not None
+        return Tag(closing, canon, key, intensity, self_closing, wraps, exact, True)
+    if vocabulary is not None and vocabulary.resolve(name) is not None and not sub:
+        return Tag(closing, emotion, vocabulary.resolve(name), intensity, self_closing, True, False, True)
+    if m.group("lead") or not re.fullmatch(r"[A-Za-z_][\w\-]*", name):
+        return None
+    return Tag(closing, lower, None, intensity, self_closing, False, False, False)
+
+
+_CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
+_LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
+
+
+def read_elements(body: str, reading: Reading, *, cut_off: bool = False) -> Result:
+    """Read a ``C`` body leniently into pieces, with every repair noted.
+
+    ``cut_off``: the body ends where the input was cut; a tag begun at its very end
+    (``<emo>joy</em``) is markup cut in half, dropped rather than kept as text.
+    ``reading.tags``: the tag table; a tag's role, not its name, says how it is read.
+    """
+    out = Result()
+    body, view = _prepare(body, out, cut_off=cut_off)
+    tags = reading.tags
+    elements = _Elements(out, reading, body, cut_off=cut_off)
+    pos = 0
+    for entry in reading.table.chain("body"):  # what may stand before the elements (front matter)
+        if entry.detect is not None and entry.detect(Sample(view[pos:]), tags):
+            out.dialect(entry.name)
+            pos += reader(entry, "body")(Span(view[pos:], pos, out, reading))
+    holes: list[tuple[int, int, str]] = []  # inline markup in the text since pos: (start, end, replacement)
+    removed: set[str] = set()  # inline markup names removed so far (their closers go too)
+    for m in _TAG.finditer(view, pos):
+        tag = _resolve(m, reading.vocabulary, tags)
+        if tag is None:
+            continue
+        # Inside an element or in running prose, HTML's inline markup is formatting; standing
+        # between elements it is an unknown element, kept under its own name (``dumps`` writes
+        # a segment ``a`` as <a>…</a>).
+        closes_open = tag.closing and elements.open is not None and elements.open.tag == tag.canon
+        inline = elements.open is not None or tag.canon in removed or bool(view[pos : m.start()].strip())
+        if not tag.known and tag.canon in INLINE_MARKUP and inline and not closes_open:
+            removed.add(tag.canon)
+            keep = "\n" if tag.canon in LINE_BREAKS else ""
+            what = "a line break" if keep else "its text kept"
+            out.note("CF715", f"inline markup {m.group()} removed: {what}", m.start(), m.end())
+            holes.append((m.start(), m.end(), keep))
+            continue
+        elements.text(pos, m.start(), view, holes)
+        holes = []
+        elements.tag(tag, m)
+        pos = m.end()
+    elements.text(pos, len(view), view, holes)
+    elements.finish(len(body))
+    return out
+
+
+def _prepare(body: str, out: Result, *, cut_off: bool) -> tuple[str, str]:
+    """The body with what the input ends inside cut and scaffolding blanked, and the view its elements are read
+    in (separators escaped twice read as newlines), each repair noted."""
+    if cut_off and (at := cut_scaffolding(body)) is not None:
+        out.note("CF702", f"a chat-template marker cut off at the end is dropped: {body[at:]!r}", at, len(body))
+        body = body[:at]
+    if cut_off and (m := _CUT_TAG.search(body)) is not None:
+        out.note("CF702", f"a tag cut off at the end is dropped: {m.group()!r}", m.start(), len(body))
+        body = body[: m.start()]
+    if cut_off:
+        body = drop_cut_entity(body, out)
+    if "<" in body or "[" in body or "＜" in body:
+        marks = scaffolding(body, turns=False)
+        for a, b, message in marks:
+            out.note("CF622", message, a, b)
+        body = blank(body, marks)
+    if not (_ESCAPED_NEWLINE.search(body) and "\n" not in body):
+        return body, body
+    # "<emo>joy</emo>\\n<msg>…" decoded once too few: the separators are literal "\n".
+    parts, pos = [], 0
+    for m in _ESCAPED_NEWLINE.finditer(body):
+        out.note("CF711", "a double-escaped newline (\\\\n) read as a newline", m.start(1), m.end(1))
+        parts += [body[pos : m.start(1)], "\n" + " " * (m.end(1) - m.start(1) - 1)]
+        pos = m.end(1)
+    return body, "".join(parts) + body[pos:]
+
+
+def _span(where: list[int], start: int, end: int) -> tuple[int, int]:
+    """A span of a text with holes, in the offsets of the text around it."""
+    return where[start], (where[end - 1] + 1 if end > start else where[start])
+
+
+def _without(view: str, start: int, end: int, holes: list[tuple[int, int, str]]) -> tuple[str, list[int]]:
+    """``view[start:end]`` with the holes replaced, and the view offset of each of its characters (and its end)."""
+    parts: list[str] = []
+    where: list[int] = []
+    pos = start
+    for a, b, keep in holes:
+        parts += [view[pos:a], keep]
+        where += [*range(pos, a), *([a] * len(keep))]
+        pos = b
+    parts.append(view[pos:end])
+    where += [*range(pos, end), end]
+    return "".join(parts), where
+
+
+_REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
+"""The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
+
+
+class _Elements:
+    """The element state machine of ``read_elements``."""
+
+    def __init__(self, out: Result, reading: Reading, raw: str, *, cut_off: bool = False) -> None:
+        self.out = out
+        self.cut_off = cut_off  # the body ends where the input was cut
+        self.reading = reading
+        self.raw = raw
+        self.tags = tags = reading.tags
+        self.emotion = tags.emotion.name
+        self.speech = tags.speech.name
+        # What an emotion written inside them splits in two (their text continues after it).
+        self.splittable = frozenset(s.name for s in tags.with_role("speech", "hidden", "action"))
+        self.open: Piece | None = None
+        self.open_tag: Tag | None = None
+        self.resume: str | None = None  # a message split by a nested emotion continues after it
+        self.last_end = 0  # where the last element ended, to see missing newlines
+
+    def text(self, start: int, end: int, view: str, holes: list[tuple[int, int, str]]) -> None:
+        """The text between two tags, less the inline markup in it (``holes``)."""
+        if start >= end:
+            return
+        if not holes:
+            self._text(view[start:end], start, end, view, self.out)
+            return
+        chunk, where = _without(view, start, end, holes)
+        found = Result()
+        self._text(chunk, 0, end, view, found)
+        for r in found.repairs:
+            self.out.note(r.code, r.message, *_span(where, r.start, r.end))
+        for p in found.pieces:
+            p.start, p.end = _span(where, p.start, p.end)
+            self.out.pieces.append(p)
+        for d in found.dialects:
+            self.out.dialect(d)
+
+    def _text(self, chunk: str, offset: int, end: int, view: str, out: Result) -> None:
+        note_literals(chunk, offset, out)
+        if self.open is not None:
+            self.open.text += chunk
+            self.open.end = end
+            return
+        if chunk.strip() in _LITERAL_NEWLINES:
+            # "</emo>\\n<act>": a separator written as an escape in a body that has real newlines too.
+            at = offset + chunk.index("\\")
+            out.note("CF711", "a literal \\n between elements read as a newline", at, at + len(chunk.strip()))
+            return
+        if not chunk.strip():
+            if (chunk != "\n" or end == len(view)) and self.out.pieces:
+                out.note("CF701", "whitespace between elements is layout, not content", offset, offset + len(chunk))
+            return
+        span = Span(chunk, offset, out, self.reading)
+        entry = self.reading.table.first("stray", Sample(chunk), self.tags)
+        if entry is None:
+            read_prose(span)
+            return
+        out.dialect(entry.name)
+        reader(entry, "stray")(span)
+
+    def tag(self, tag: Tag, m: re.Match[str]) -> None:
+        start, end = m.start(), m.end()
+        if not tag.known and tag.canon is not None and _REQUEST_FORM.fullmatch(tag.canon):
+            # <user_chats>, <chat type="C">: the request form echoed inside a body, never a segment.
+            self.out.note("CF630", f"the request form's {m.group()} inside a body is markup: dropped", start, end)
+            if self.open is not None and not tag.closing:
+                self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
+                self._emit()
+            self.last_end = end
+            return
+        if not tag.exact and tag.canon is not None:
+            self._explain(tag, m)
+        if tag.closing:
+            self._close(tag, start, end)
+            return
+        if self.open is not None:
+            if tag.canon == self.emotion and self.open.tag in self.splittable and not tag.wraps_speech:
+                self.out.note(
+                    "CF709",
+                    f"<{m.group('name')}> inside <{self.open.tag}>: the {self.open.tag} is split around it",
+                    start,
+                    end,
+                )
+                self.resume = self.open.tag
+                if self.open.text.strip():
+                    self._emit()
+                else:
+                    self.open = self.open_tag = None
+            else:
+                self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
+                self._emit()
+        elif self.out.pieces and start > 0 and self.raw[start - 1 : start] not in ("\n",) and self.last_end == start:
+            self.out.note("CF701", "elements must be separated by a newline", start, start)
+        canon = tag.canon
+        assert canon is not None
+        if not tag.known:
+            self.out.note("CF708", f"unknown tag <{canon}> kept as a segment of its own", start, end)
+        if tag.wraps_speech or (canon == self.emotion and tag.key is not None):
+            key = (tag.key or "").strip()
+            if key:
+                self.out.pieces.append(Piece(self.emotion, key, start, end, tag.intensity))
+            if tag.self_closing:
+                self.last_end = end
+                return
+            self.open = Piece(self.speech, "", end, end, implicit=True)
+            self.open_tag = tag
+            return
+        attribute = None if tag.key is None else Attribute(tag.key, m.group(0), start, end)
+        if tag.self_closing:
+            if tag.key:  # <sfx type="thunder"/>: read as <sfx>thunder</sfx>, its value checked as any other
+                self.open = Piece(canon, "", start, end, tag.intensity, attribute=attribute)
+                self._emit()
+            self.last_end = end
+            return
+        self.open = Piece(canon, "", end, end, tag.intensity, attribute=attribute)
+        self.open_tag = tag
+
+    def _explain(self, tag: Tag, m: re.Match[str]) -> None:
+        """Say how a tag not written as the format writes it was read: as the ``tag`` chain's entry it is written
+        in explains it, else as what its name is a synonym of."""
+        sample, after = Sample(m.group(0)), None
+        while (form := self.reading.table.first("tag", sample, self.tags, after=after)) is not None:
+            if reader(form, "tag")(tag, m, self.out):
+                self.out.dialect(form.name)
+                return
+            after = form.name
+        name = m.group("name")
+        if tag.known and tag.canon == self.emotion and tag.wraps_speech:
+            self.out.note(
+                "CF710", f"<{name}> names an emotion: read as an emotion and the speech it wraps", m.start(), m.end()
+            )
+        elif tag.canon is not None and tag.known:
+            self.out.note(
+                "CF704", f"{m.group(0)} read as {'</' if tag.closing else '<'}{tag.canon}>", m.start(), m.end()
+            )
+
+    def _close(self, tag: Tag, start: int, end: int) -> None:
+        if self.open is None:
+            self.out.note("CF712", "a closing tag with no open element is dropped", start, end)
+            return
+        opened = self.open_tag
+        matches = (
+            tag.canon is None
+            or tag.canon == self.open.tag
+            or (
+                opened is not None
+                and (tag.canon == opened.canon or (opened.wraps_speech and tag.canon == self.emotion))
+            )
+        )
+        if not matches:
+            self.out.note("CF703", f"</{tag.canon}> closes <{self.open.tag}>", start, end)
+        elif tag.canon is None:
+            self.out.note("CF703", f"</> closes <{self.open.tag}>", start, end)
+        self.open.end = start
+        self._emit()
+        self.last_end = end
+        if self.resume is not None and self.open is None and tag.canon == self.emotion:
+            self.open = Piece(self.resume, "", end, end, implicit=True)
+            self.open_tag = None
+            self.resume = None
+
+    def _emit(self, *, cut: bool = False) -> None:
+        """Add the open element as a piece; ``cut``: its text ends where the input was cut."""
+        piece, self.open, self.open_tag = self.open, None, None
+        if piece is None:
+            return
+        piece.text = decode_entities(piece.text)
+        attribute = piece.attribute
+        if attribute is not None:
+            written, at = attribute.written, (attribute.start, attribute.end)
+            if piece.text.strip():
+                message = (
+                    f"attribute form {written} read as <{piece.tag}>: its text is the value, the attribute dropped"
+                )
+            else:
+                piece.text = attribute.value  # decoded as an attribute value already
+                message = f"attribute form {written} read as <{piece.tag}>{attribute.value}</{piece.tag}>"
+            self.out.note("CF705", message, *at)
+        spec = self.tags.get(piece.tag)
+        if spec is not None and spec.content == "key":
+            what = "an emotion" if spec.role == "emotion" else f"a <{spec.name}> value"
+            key = piece.text.strip()
+            if key != piece.text:
+                self.out.note("CF704", f"spaces around {what} removed", piece.start, piece.end)
+            if not key:
+                self.out.note(
+                    "CF702",
+                    f"{'an empty emotion' if spec.role == 'emotion' else f'an empty <{spec.name}>'} is dropped",
+                    piece.start,
+                    piece.end,
+                )
+                return
+            if spec.values is not None:
+                value = self._value(spec, key, piece, cut=cut)
+                if value is None:
+                    return
+                key = value
+            piece.text = key
+        elif piece.implicit and not piece.text.strip():
+            return  # a wrapper with nothing inside, or a split message with nothing after the emotion
+        self.out.pieces.append(piece)
+
+    def _value(self, spec: TagSpec, key: str, piece: Piece, *, cut: bool = False) -> str | None:
+        """A value of a tag with a closed list (``spec.values``): the listed one it names, else kept as written.
+
+        ``cut``: the value ends where the input was cut; one that is not in the list is
+        most likely the start of one (``anv`` of ``anvil``): dropped (``None``), not kept.
+        """
+        values = spec.values or ()
+        if key in values:
+            return key
+        same = next((v for v in values if v.casefold() == key.casefold()), None)
+        if same is not None:
+            self.out.note("CF704", f"<{spec.name}> value {key!r} read as {same!r}", piece.start, piece.end)
+            return same
+        allowed = ", ".join(values)
+        if cut:
+            message = f"<{spec.name}> value {key!r} is cut off at the end and is not one of {allowed}: dropped"
+            self.out.note("CF133", message, piece.start, piece.end)
+            return None
+        self.out.note(
+            "CF132", f"<{spec.name}> value {key!r} is not one of {allowed}; kept as written", piece.start, piece.end
+        )
+        return key
+
+    def finish(self, end: int) -> None:
+        if self.open is not None:
+            if not (
+                self.resume is None
+                and self.open.tag == self.speech
+                and not self.open.text.strip()
+                and self.open_tag is None
+            ):
+                self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
+            self.open.end = end
+            self._emit(cut=self.cut_off)
+
+
+# --- the tag chain's readers: how a tag written in a dialect is explained ---------------------
+
+
+def read_dot_notation(tag: Tag, m: re.Match[str], out: Result) -> bool:
+    """``<emotion.surprise>``: an emotion and the speech it wraps (``<msg.x>`` is none: ``False``)."""
+    if not (tag.wraps_speech and tag.key is not None):
+        return False
+    if not _closing(tag, m, out):
+        message = f"dot notation <{m.group('name')}> read as an emotion and the speech it wraps"
+        out.note("CF705", message, m.start(), m.end())
+    return True
+
+
+def read_attribute_form(tag: Tag, m: re.Match[str], out: Result) -> bool:
+    """``<emotion type="joy">``: an emotion and the speech it wraps, a tag's value, or attributes dropped."""
+    if _closing(tag, m, out):
+        return True
+    if tag.wraps_speech:
+        message = f"attribute form {m.group(0)} read as an emotion and the speech it wraps"
+    elif tag.key is not None:
+        return True  # the value is in the attribute, or in the text: said when the element ends (_emit)
+    else:
+        message = f"attribute form {m.group(0)} read as <{tag.canon}>: its attributes dropped"
+    out.note("CF705", message, m.start(), m.end())
+    return True
+
+
+def _closing(tag: Tag, m: re.Match[str], out: Result) -> bool:
+    """A closer written in a dialect (``</emotion.joy>``): its opening tag's CF705 says what the element is."""
+    if tag.closing:
+        out.note("CF704", f"{m.group(0)} read as </{tag.canon}>", m.start(), m.end())
+    return tag.closing

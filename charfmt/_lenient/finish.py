@@ -1,0 +1,165 @@
+"""The last steps of a lenient read: each chat's pieces as segments, orders numbered, the reply built.
+
+An emotion is made a key (repaired, or kept as an action when it cannot be one) and the
+vocabulary policy applied; control characters are replaced; a chat with no content is
+dropped; a missing or repeated order takes the next free number; the dialect that names
+the reply is the first in table order.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._lenient.pieces import Piece
+from charfmt._lenient.state import RawChat, Recovery, short
+from charfmt.body import terminal_regex
+from charfmt.diagnostics import Diagnostic, in_body
+from charfmt.models import Chat, Reply, Segment, construct_trusted
+from charfmt.tags import TAGGED_TYPES, TEXT_TAG
+from charfmt.vocabulary import apply_vocabulary
+
+_KEY: Final = terminal_regex("KEY")
+"""An emotion key, as the grammar (and ``Segment``'s validator) defines it."""
+_KEY_SPACE: Final = re.compile(r"[\s\x00-\x1f\x7f]+")
+_TAG_NAME: Final = re.compile(r"[a-z_][a-z0-9_\-]*")
+_MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
+"""Vocabulary decisions that replace a word with one of the vocabulary's keys."""
+
+
+def segments(state: Recovery) -> None:
+    """Each chat's segments; a chat with none is dropped (noted where it stands in the JSON)."""
+    kept: list[RawChat] = []
+    for rc in state.chats:
+        rc.segments = _segments(state, rc)
+        if rc.segments:
+            kept.append(rc)
+        elif rc.node is not None:
+            state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
+    state.chats = kept
+
+
+def number(state: Recovery) -> None:
+    """Each chat's order: a missing or repeated one takes the next free number; chats out of order noted."""
+    seen: set[int] = set()
+    top = 0
+    unsorted = False
+    for rc in state.chats:
+        order = rc.order
+        if order is None or order in seen:
+            # A missing or repeated order takes the next free number: the chats before
+            # it keep theirs, so a streamed reply never has to renumber what it showed.
+            at = rc.node.start if rc.node is not None else 0
+            if rc.node is not None and not (order is None and rc.order_noted):
+                why = "has no order" if order is None else f"repeats order {order}"
+                state.note("CF614", f"chat {rc.index} {why}: numbered {top + 1}", at, at, rc.index)
+            order = top + 1
+        unsorted = unsorted or order < top
+        seen.add(order)
+        top = max(top, order)
+        rc.order = order
+    if unsorted:
+        first = state.chats[0].node
+        at = first.start if first is not None else 0
+        state.note("CF113", "chats are not listed in order; presented sorted", at, at)
+
+
+def name_dialect(state: Recovery) -> None:
+    """The dialect that names the reply (the first met in table order), said in an info note."""
+    state.dialect_name = state.reading.table.winner(state.dialects)
+    if state.dialect_name != "canonical":
+        message = f"dialect: {state.dialect_name}"
+        state.diagnostics.append(Diagnostic.at(state.source.raw, "CF600", message, 0, 0, severity="info"))
+
+
+def reply(state: Recovery) -> Reply:
+    """The reply: its chats sorted by order, every diagnostic in offset order."""
+    built = [
+        construct_trusted(
+            Chat, {"type": rc.kind or "C", "order": rc.order, "segments": rc.segments, "speaker": rc.speaker}
+        )
+        for rc in state.chats
+    ]
+    built.sort(key=lambda c: c.order)
+    state.diagnostics.sort(key=lambda d: (d.offset, d.end))
+    return construct_trusted(
+        Reply,
+        {
+            "chats": built,
+            "diagnostics": state.diagnostics,
+            "reasoning": "\n\n".join(state.reasoning) or None,
+            "dialect": state.dialect_name,
+        },
+    )
+
+
+def _segments(state: Recovery, rc: RawChat) -> list[Segment]:
+    found: list[Segment] = []
+    kind = rc.kind or "C"
+    for p in rc.pieces:
+        tag, text = p.tag, p.text
+        if kind in TAGGED_TYPES and tag == TEXT_TAG:
+            tag = state.speech
+        if kind not in TAGGED_TYPES:
+            tag, text = TEXT_TAG, (found[0].text + "\n" + text if found else text)
+            found = []
+        if tag == state.emotion:
+            emotion = _emotion(state, p, rc.index)
+            if emotion is None:
+                continue
+            tag, text = emotion
+        if NOT_TEXT_CHAR.search(text):
+            state.note("CF714", "control characters or lone surrogates replaced by U+FFFD", p.start, p.end, rc.index)
+            text = NOT_TEXT_CHAR.sub("\ufffd", text)
+        if tag not in state.tags and tag != TEXT_TAG and not _TAG_NAME.fullmatch(tag):
+            tag = state.speech
+        intensity = p.intensity if tag == state.emotion else None  # how strong an emotion is; nothing else has one
+        found.append(construct_trusted(Segment, {"tag": tag, "text": text, "intensity": intensity}))
+    if kind not in TAGGED_TYPES and found and not found[0].text:
+        return []
+    return found
+
+
+def _emotion(state: Recovery, p: Piece, index: int) -> tuple[str, str] | None:
+    """An emotion piece as ``(tag, text)``: its key as the vocabulary decides, or an action; ``None``: dropped."""
+    key = _key(state, p, index)
+    if key == "":
+        return None
+    if key is None:
+        return state.narration, p.text  # content that cannot be a key is kept, as what the character does
+    decision = apply_vocabulary(key, state.vocabulary)
+    if decision.code:  # worded as strict parsing words it (and the stream)
+        state.note(decision.code, in_body(index, decision.message), p.start, p.end, index)
+    if decision.key is None:
+        return None
+    return state.emotion, decision.key
+
+
+def _key(state: Recovery, p: Piece, index: int) -> str | None:
+    """``p``'s text as an emotion key (the grammar's KEY), repaired and noted.
+
+    ``""``: nothing is left (dropped, noted); ``None``: it cannot be a key.
+
+    Runs of whitespace and control characters become one space, the ends are stripped
+    (entities were decoded where the key was read). Text with ``<``, ``>`` or ``&`` left is no key: unless the
+    vocabulary names a key for it, the caller keeps it as an action (``CF718``).
+    """
+    text = p.text
+    key = NOT_TEXT_CHAR.sub("\ufffd", _KEY_SPACE.sub(" ", text).strip())  # lone surrogates: the rest are spaces
+    if not key:
+        state.note("CF702", "an empty emotion is dropped", p.start, p.end, index)
+        return ""
+    if _KEY.fullmatch(key):
+        if key != text:
+            state.note("CF717", f"emotion key {short(text)!r} read as {short(key)!r}", p.start, p.end, index)
+        return key
+    if state.vocabulary is not None:
+        decision = apply_vocabulary(key, state.vocabulary)
+        if decision.code in _MAPPED and decision.key is not None:
+            state.note(decision.code or "", in_body(index, decision.message), p.start, p.end, index)
+            return decision.key
+    message = f"emotion {short(text)!r} cannot be a key (markup characters): kept as an action"
+    state.note("CF718", message, p.start, p.end, index)
+    p.text = key
+    return None

@@ -1,0 +1,141 @@
+"""A reply without JSON, or text before a JSON reply: the text itself read as chats.
+
+The dialect table's ``text`` chain says how: the request form echoed (``request_form``),
+front matter, bare tags, plain text. Chat-template scaffolding, code fences, special
+tokens and a tag the input ends inside are set aside first; so is the request form
+echoed beside the reply, or the player's own turn echoed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from charfmt._lenient import request_form
+from charfmt._lenient.marks import TAGGED
+from charfmt._lenient.region import has_elements
+from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
+from charfmt._lenient.state import Recovery, Source, short, without_tokens
+from charfmt._lenient.table import Sample
+from charfmt._lenient.text import read_text
+from charfmt.tags import REASONING_TAGS
+
+_CUT_ELEMENT: Final = request_form.CUT_ELEMENT
+_CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)?")
+
+
+def lead(state: Recovery, start: int, at: int) -> None:
+    """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped."""
+    text = state.source.text
+    if not has_elements(state, text, start, at):
+        state.drop(start, at)
+        return
+    state.drop_fences_only(start, at)
+    region = without_tokens(text[start:at])
+    lead = len(region) - len(region.lstrip())
+    message = "elements written before the JSON reply are read as a chat of their own"
+    state.note("CF626", message, start + lead, start + len(region.rstrip()))
+    read_text(state, region, start, state.walk("text", Sample(region)), cut_off=False)
+
+
+def read_bare(state: Recovery, start: int, end: int) -> None:
+    """No JSON: the text itself is the reply, read as the first entry of the table's ``text`` chain says."""
+    text = _drop_scaffolding(state, start, end)
+    region = text[start:end]
+    state.drop_fences_only(start, end)
+    cleaned = without_tokens(region)
+    if not cleaned.strip():
+        if not text.strip():
+            state.note("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))
+        return
+    at = start + len(region) - len(region.lstrip())
+    cleaned = _drop_cut_tag(state, cleaned, start)
+    if not cleaned.strip():
+        state.dialect("plain-text")
+        state.note("CF616", "no JSON reply, and nothing of the reply but a tag cut off at the end", at, at)
+        return
+    entry = state.walk("text", Sample(cleaned))
+    if entry is not None and entry.name == "user-chats":
+        aside = _set_aside_echo(state, cleaned, start)
+        if aside is None:
+            return
+        if aside is not cleaned:
+            cleaned = aside
+            entry = state.walk("text", Sample(cleaned), after="user-chats")
+    if entry is not None and entry.name == "user-chats":
+        message = "no JSON reply: the reply echoes the request form, each <chat> is read as a chat"
+    else:
+        message = "no JSON reply: the text itself is read as the character's chat"
+    state.note("CF616", message, at, at)
+    read_text(state, cleaned, start, entry)
+
+
+def _set_aside_echo(state: Recovery, text: str, offset: int) -> str | None:
+    """The request form echoed beside the reply, or the player's own turn echoed: not the reply, dropped.
+
+    Returns the text left (``text`` itself where nothing was set aside), or ``None`` where nothing is left.
+    """
+    blocks = request_form.blocks(text)
+    if not blocks:
+        return text
+    outside = blank(text, blocks)
+    turn = request_form.echoes_turn(state, text, blocks)
+    if not (has_elements(state, outside) or turn):
+        return text
+    for a, b, _m in blocks:
+        if turn:
+            message = "the player's own turn echoed: not the character's speech, dropped"
+            state.note("CF625", message, offset + a, offset + b)
+        else:
+            message = "the request form (<user_chats>) echoed beside the reply is dropped"
+            state.note("CF624", message, offset + a, offset + b)
+    state.dialects.remove("user-chats")
+    return outside if outside.strip() else None
+
+
+def _drop_scaffolding(state: Recovery, start: int, end: int) -> str:
+    """Blank the chat-template scaffolding of a reply without JSON (``scaffolding.scaffolding``), noted ``CF622``.
+
+    The source keeps its length (no offset moves); returns its text.
+    """
+    text = state.source.text
+    spans = scaffolding(text[start:end])
+    if end == len(text) and (cut := cut_scaffolding(text[start:end])) is not None:
+        spans = [(a, min(b, cut), m) for a, b, m in spans if a < cut]
+        spans.append((cut, end - start, "the reply was cut off inside a chat-template marker: dropped"))
+    if spans:
+        for a, b, message in spans:
+            state.note("CF622", message, start + a, start + b)
+        state.source = Source(
+            text[:start] + blank(text[start:end], spans) + text[end:], state.source.raw, state.source.map
+        )
+    return state.source.text
+
+
+def _drop_cut_tag(state: Recovery, text: str, offset: int) -> str:
+    """``text`` with a tag the input ends inside (``</ms``, ``<em``, ``<chat type="C``) blanked, noted ``CF610``.
+
+    In a reply written in tags, any tag begun at the very end is one; in prose, only
+    the beginning of an element name the reader knows (``<em`` of ``<emo>``, ``<user_c``):
+    ``a <b`` or ``x <y`` stay text. ``text`` runs to the end of the input.
+    """
+    m = _CUT_ELEMENT.search(text, max(0, len(text) - 200))
+    if m is None:
+        return text
+    named = _CUT_NAME.match(m.group())
+    assert named is not None  # _CUT_ELEMENT's match begins as _CUT_NAME does
+    name = (named.group(1) or "").lower()
+    if TAGGED.search(text, 0, m.start()) is None:
+        tags = state.tags
+        known = (*(n.lower() for n in tags.names), *tags.synonyms, "user_chats", "chat", *REASONING_TAGS)
+        attributes = len(m.group().rstrip()) > named.end()
+        base = name.partition(".")[0]  # <emotion.jo: dot notation
+        if not any(k.startswith(base) and (k == base or not (attributes or "." in name)) for k in known):
+            return text
+    state.note(
+        "CF610",
+        f"the reply was cut off inside a tag: {short(m.group())!r} dropped",
+        offset + m.start(),
+        offset + len(text),
+    )
+    return text[: m.start()] + " " * (len(text) - m.start())

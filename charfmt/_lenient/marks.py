@@ -1,0 +1,49 @@
+"""What the dialects of a reply look like: the patterns and keys the dialect table and the readers both look for.
+
+Apart from the table (``charfmt.dialects``) because the table names the readers, and the
+readers need these too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+SCAFFOLDING: Final = re.compile(
+    r"""(?P<sys_open><<SYS>>|\[SYSTEM_PROMPT\])
+      | (?P<sys_close><</SYS>>|\[/SYSTEM_PROMPT\])
+      | (?P<inst_open>\[INST\])
+      | (?P<inst_close>\[/INST\])
+      | <\|im_start\|>[ \t]*+(?P<chatml>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
+      | <start_of_turn>[ \t]*+(?P<gemma>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
+      | <\|start_header_id\|>[ \t]*+(?P<llama3>[^<>|\n]{0,30}?)[ \t]*+<\|end_header_id\|>[ \t]*+\n{0,2}
+      | <\|(?P<phi>system|user|assistant)\|>[ \t]*+\n?
+      | (?P<end><\|im_end\|>|<end_of_turn>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>)
+      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?
+          | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
+      | (?P<angles><<++|>>++)""",
+    re.X,
+)
+"""Chat-template scaffolding a model echoes from its prompt: never a tag, never speech.
+
+llama-2 (``<<SYS>>``, ``[INST]``), Mistral (``[SYSTEM_PROMPT]``), ChatML (``<|im_start|>role``,
+``<|im_end|>``), Gemma (``<start_of_turn>role``, ``<end_of_turn>``), Llama 3
+(``<|start_header_id|>role<|end_header_id|>``, ``<|eot_id|>``), Phi (``<|user|>``, ``<|end|>``),
+upper-case placeholders (``<USER-CHAT-ID>``, ``[/USER-CONTEXT]``: the format's tags are never
+written so; an upper-case path right after one, ``<USER-CHAT>/MYCHAT/DEFAULT>``, is part of it),
+and runs of ``<<`` or ``>>`` left of a mangled ``<<SYS>>``.
+"""
+SCAFFOLD_PROMPT_ROLES: Final = frozenset({"system", "user", "human", "tool", "ipython", "developer"})
+"""Turns of these roles are the prompt echoed, not the character's reply: their text is dropped."""
+FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")
+"""Pattern C: a ``---`` block of ``key: value`` lines at the very start."""
+TAGGED: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[^\W\d][\w.\-:]*+[^<>＜＞]*+[>＞]")
+"""Anything that looks like a tag."""
+HYBRID_BODY: Final = frozenset({"chat_body", "chatbody"})
+"""Pattern D's body key."""
+HYBRID_EMOTION: Final = frozenset({"emotion_summary", "emotionsummary"})
+"""Pattern D's emotion key."""
+CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
+"""Keys that hold the list of chats (``chats`` and what models write instead)."""
+CHAT_KEYS: Final = ("type", "order", "body")
+"""A chat object's own keys."""

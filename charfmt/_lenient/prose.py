@@ -1,0 +1,280 @@
+"""Untagged text: bracket tags, role-play marks and quoted speech in it, the rest speech or narration.
+
+The marks are the ``prose`` entries of the dialect table, in its order (``BRACKET``,
+``ROLEPLAY``: each entry's pattern, read by its reader here), then quoted speech, which
+is no dialect of its own (plain text quotes too).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Final
+
+from charfmt._grammar.lexical import decode_entities
+from charfmt._lenient.literals import drop_cut_entity
+from charfmt._lenient.pieces import Piece, Result
+from charfmt._lenient.table import DialectRule, Dialects, Span, reader
+from charfmt.models import Vocabulary
+from charfmt.tags import TagTable
+
+BRACKET: Final = r"""
+    \[\[?(?P<word>[^\[\]\n:：]++)(?:[:：](?P<val>[^\[\]\n]++))?\]\]?       # [joy] [emotion:angry] [[x:y]]
+  | 【(?P<full>[^【】\n]+)】                                                # 【疑惑】
+"""
+"""Bracket tags (the ``bracket`` entry's pattern)."""
+ROLEPLAY: Final = r"""
+    \*\*\((?P<direction>[^)\n]+)\)\*\*                                     # **(stage direction)**
+  | \*(?P<star>[^*\n]+)\*                                                  # *jumps*
+  | （(?P<paren>[^（）\n]+)）                                               # （动作）
+  | (?:^|(?<=[.!?。！？\n]\s)|(?<=[.!?。！？\n]))\((?P<half>[^()\n]+)\)          # (sighs) at a sentence start
+"""
+"""Role-play marks (the ``roleplay`` entry's pattern)."""
+_QUOTED: Final = r""""(?P<dq>[^"\n]+)"|「(?P<jq>[^「」]+)」|“(?P<cq>[^“”]+)”"""
+"""Quoted speech: no dialect of its own (plain text quotes too), tried after the dialects' patterns."""
+_QUOTES: Final = frozenset('"「“')
+_MARKUP_CHARS: Final = re.compile(r"[<>&]")
+"""Characters an emotion key cannot hold."""
+_NUMBER: Final = re.compile(r"\s*[-+]?[0-9.]+\s*")
+
+Meaning = tuple[str, str, float | None]
+"""What a mark reads as: its tag, its text, its intensity."""
+
+
+@functools.lru_cache(maxsize=8)
+def _marks(table: Dialects) -> tuple[re.Pattern[str], dict[str, DialectRule]]:
+    """The ``prose`` entries of ``table``, in table order, then quoted speech: one regex; and each named
+    group of it with the entry whose pattern holds it."""
+    entries = [entry for entry in table.chain("prose") if entry.pattern]
+    prose = re.compile("|".join([*(f"(?:{entry.pattern})" for entry in entries), _QUOTED]), re.X)
+    groups = {group: entry for entry in entries for group in re.compile(entry.pattern or "", re.X).groupindex}
+    return prose, groups
+
+
+def read_bracket(m: re.Match[str], span: Span) -> Meaning | None:
+    """A bracket tag: ``[joy]`` an emotion (``[joy:0.8]`` with an intensity), ``[action:sigh]`` a tag's text."""
+    vocabulary, tags = span.reading.vocabulary, span.reading.tags
+    if m.lastgroup == "full":  # 【疑惑】
+        value = decode_entities(m.group("full").strip())
+        canon = (vocabulary.resolve(value) if vocabulary else None) or value
+        if _MARKUP_CHARS.search(canon):
+            return None  # 【露娜>w<】 names no emotion: it stays text
+        return (tags.emotion.name, canon, None)
+    meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
+    if meaning is not None and meaning[0] == tags.emotion.name and (clamped := _out_of_range(m.group("val"))):
+        span.out.note("CF930", clamped, span.offset + m.start(), span.offset + m.end())
+    return meaning
+
+
+def read_roleplay(m: re.Match[str], span: Span) -> Meaning | None:
+    """A role-play mark (``*jumps*``, ``(sighs)``): what the character does (the action tag; speech without one)."""
+    tags = span.reading.tags
+    narration = tags.action.name if tags.action is not None else tags.speech.name
+    return (narration, m.group(m.lastgroup or 0).strip(), None)
+
+
+def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None, tags: TagTable) -> Meaning | None:
+    """A bracket tag's meaning: ``(tag, text, intensity)``, or ``None`` to keep it as text."""
+    number = _bracket_intensity(val)
+    lower = word.strip().lower()
+    emotion = tags.emotion.name
+    if val is not None and number is None and not _NUMBER.fullmatch(val):
+        canon = tags.prefixes.get(lower) or tags.synonyms.get(lower)  # a prefix means what shorthand reads
+        if canon is None:
+            return None
+        value = decode_entities(val.strip())
+        if canon == emotion and vocabulary is not None:
+            value = vocabulary.resolve(value) or value
+        if canon == emotion and _MARKUP_CHARS.search(value):
+            return None  # [emotion:a<b] names no emotion: it stays text
+        return (canon, value, None)
+    if vocabulary is not None:
+        key = vocabulary.resolve(word)
+        if key is not None:
+            return (emotion, key, number)
+    if re.fullmatch(r"[^\s<>&]+", word.strip()):
+        return (emotion, word.strip(), number)
+    return None
+
+
+def _bracket_number(val: str | None) -> float | None:
+    """A bracket tag's value as a number (``[joy:0.8]``), or ``None`` where it is none."""
+    if val is None or not _NUMBER.fullmatch(val):
+        return None
+    try:
+        return float(val)
+    except ValueError:
+        return None
+
+
+def _bracket_intensity(val: str | None) -> float | None:
+    """A bracket tag's intensity (documented 0–1): above 1 clamped to 1, below 0 dropped (see ``_out_of_range``)."""
+    number = _bracket_number(val)
+    return None if number is None or number < 0 else min(number, 1.0)
+
+
+def _out_of_range(val: str | None) -> str | None:
+    """What became of a bracket intensity outside 0–1 (``CF930``), or ``None`` where it is in range."""
+    number = _bracket_number(val)
+    if number is not None and number > 1:
+        return f"intensity {(val or '').strip()} is outside 0–1: clamped to 1"
+    if number is not None and number < 0:
+        return f"intensity {(val or '').strip()} is outside 0–1: dropped, the emotion kept"
+    return None
+
+
+_OPEN_AT_END: Final = (
+    (re.compile(r"\*\*\((?P<v>[^)\n]+)\Z"), ")**"),
+    (re.compile(r"\*(?P<v>[^*\s][^*\n]*)\Z"), "*"),
+    (re.compile(r'"(?P<v>[^"\n]+)\Z'), '"'),
+    (re.compile(r"「(?P<v>[^「」]+)\Z"), "」"),
+    (re.compile(r"“(?P<v>[^“”]+)\Z"), "”"),
+    (re.compile(r"\((?P<v>[^()\n]+)\Z"), ")"),
+    (re.compile(r"（(?P<v>[^（）\n]+)\Z"), "）"),
+)
+"""A role-play mark or a quotation the input ends inside (``*wav``, ``"Hel``), and its closer, not come yet."""
+_CUT_MARK: Final = re.compile(
+    r"""(?:\[\[?[^\[\]\n]{0,40}|【[^【】\n]{0,40}|(?:^|(?<=\s))(?:\*\*\(?|[*"“(])|[「（])\Z"""
+)
+"""A bracket tag the input ends inside (``[jo``, ``【疑``: half a key), or a lone opening mark: never text."""
+
+
+def _cut_prose(text: str, out: Result, offset: int, prose: re.Pattern[str]) -> tuple[str, str]:
+    """``text`` ending where the input was cut: a bracket tag cut in half dropped, and the closer of a
+    role-play mark or quotation left open at the very end (read as if it had come), each noted ``CF720``."""
+    end = len(text.rstrip())
+    if (m := _CUT_MARK.search(text, 0, end)) is not None:
+        out.note("CF720", f"markup cut off at the end is dropped: {m.group()!r}", offset + m.start(), offset + end)
+        return text[: m.start()], ""
+    found = [(m, closer) for pattern, closer in _OPEN_AT_END if (m := pattern.search(text, 0, end)) is not None]
+    for m, closer in sorted(found, key=lambda f: -f[0].start()):  # the mark opened last is the one left open
+        scan = text[:end] + closer
+        last = None
+        for mark in prose.finditer(scan):  # read from the start: a closing quote opens nothing
+            last = mark
+        if last is not None and last.start() == m.start() and last.end() == len(scan):
+            message = f"{m.group()[:1]!r} left open at the end of the input: read as closed"
+            out.note("CF720", message, offset + m.start(), offset + end)
+            return text[:end], closer
+    return text, ""
+
+
+Mark = tuple[int, int, str, str, float | None]
+"""A mark found in prose: its span, tag, text and intensity."""
+
+
+def read_prose(span: Span) -> int:
+    """Read untagged text: bracket tags, starred or parenthesised actions, quoted speech, the rest speech.
+
+    The marks are the ``prose`` entries of the dialect table, in its order. Once quoted
+    speech has appeared, unquoted narration after it is read as action (the table's action
+    tag; speech when the table has none), and so is a whole sentence right before the first
+    quote (``She smiles. "Hi!"``). Other text before the first quote stays speech: it is
+    read from what came before it and what touches it, as a stream reads it, so a quote
+    later in the reply never turns text already shown as speech into an action.
+    """
+    text, out, offset = span.text, span.out, span.offset
+    prose, groups = _marks(span.reading.table)
+    closer = ""
+    if span.cut_off:
+        text = drop_cut_entity(text, out, offset)
+        text, closer = _cut_prose(text, out, offset, prose)
+    scan = text + closer if closer else text
+    marks: list[Mark] = []
+    quoted = False
+    speech = span.reading.tags.speech.name
+    for m in prose.finditer(scan):
+        entry = groups.get(m.lastgroup or "")
+        if entry is None:  # quoted speech
+            if _in_sentence(scan, m, m.group(m.lastgroup or 0)) or _json_string(scan, m):
+                continue  # 'The word "hello" means hi.': a quotation inside a sentence is the sentence's
+            quoted = True
+            marks.append((m.start(), m.end(), speech, decode_entities(m.group(m.lastgroup or 0)), None))
+            continue
+        meaning = reader(entry, "prose")(m, span)
+        if meaning is not None:
+            marks.append((m.start(), m.end(), *meaning))
+            out.dialect(entry.name)
+    _read_marks(span, text, marks, quoted=quoted)
+    return len(span.text)
+
+
+def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool) -> None:
+    """The marks as pieces, and the plain text around them as speech or (around quoted speech) narration."""
+    out, offset, tags = span.out, span.offset, span.reading.tags
+    speech = tags.speech.name
+    narration = tags.action.name if tags.action is not None else speech
+    pos = 0
+    seen = False  # a quoted line came before: plain text from here on is narration
+    for start, stop, tag, value, intensity in marks:
+        quote = quoted and tag == speech and text[start] in _QUOTES
+        # A sentence ended just before the first quote narrates it; "He said "hi"" is one sentence.
+        lead = seen or (quote and re.search(r"[.!?。！？…]\s*\Z", text[pos:start]) is not None)
+        _plain(text[pos:start], offset + pos, narration if lead else speech, out, speech)
+        end = min(stop, len(text))  # a closer read as if it had come (cut_off) is not in the text
+        out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
+        if quote:
+            seen = True
+        else:
+            out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
+        pos = end
+    _plain(text[pos:], offset + pos, narration if seen else speech, out, speech)
+
+
+_SPOKEN_END: Final = re.compile(r"[.,!?…。、！？~〜—\-]\s*\Z")
+_BOUNDARY_BEFORE: Final = re.compile(r"(?:\A|[.!?…。！？:：*）)」”\n])\s*\Z")
+_BOUNDARY_AFTER: Final = re.compile(r"\s*(?:[*（(「“\n]|[A-Z]|[^\x00-\x7f])")
+
+
+def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
+    """A quotation inside a sentence (``The word "hello" means hi.``), not a line of dialogue.
+
+    Dialogue ends in punctuation (``"Hello there," she said.``) or touches a boundary: it
+    follows the start, a sentence's end, a colon or a mark, or it comes before the end, a
+    mark or a new sentence (``He said "hi" *waves*``). Words on both sides: inside a sentence.
+    The end of the text is no boundary after it: a stream cut there reads it as the whole does.
+    """
+    if _SPOKEN_END.search(quoted):
+        return False
+    before = _BOUNDARY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
+    after = _BOUNDARY_AFTER.match(text, m.end()) is not None
+    return not (before or after)
+
+
+_JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
+"""Nothing but JSON punctuation with a bracket in it (``"}]}`` after an element): the end of a
+JSON reply the model wrote around bare elements, never words anyone says."""
+
+
+_JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")
+_JSON_COLON_AFTER: Final = re.compile(r"[ \t]*:")
+
+
+def _json_string(text: str, m: re.Match[str]) -> bool:
+    """A JSON key or value written in prose (``- "type": "C", "body": "..."``, a format spec echoed), not dialogue.
+
+    A key is followed by a colon; a value follows a quoted key and its colon. The text
+    stays text (kept whole, read as the text around it), never speech and narration cut apart.
+    """
+    if m.group()[:1] != '"':
+        return False
+    return (
+        _JSON_KEY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
+        or _JSON_COLON_AFTER.match(text, m.end()) is not None
+    )
+
+
+def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
+    stripped = chunk.strip()
+    if not stripped:
+        return
+    lead = len(chunk) - len(chunk.lstrip())
+    start, end = offset + lead, offset + lead + len(stripped)
+    if _JSON_DEBRIS.fullmatch(stripped):
+        out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
+        return
+    out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
+    reason = (
+        "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"
+    )
+    out.note("CF706", reason, start, end)

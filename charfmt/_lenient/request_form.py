@@ -1,0 +1,212 @@
+"""The request form echoed as the reply: ``<user_chats><chat type="C">…</chat>…``, each ``<chat>`` one chat.
+
+A chat's type and order come from its attributes (a missing order is its place); a
+``<chat>`` left open ends at the next one or at the end; text between chats is dropped
+(``CF601``). A ``<user_chats>`` wrapper with no ``<chat>`` in it holds one ``C`` chat.
+Models mangle the form: ``<user_chat_type="C">`` opens a chat, ``<user_chat>`` wraps.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from charfmt._grammar.lexical import decode_entities
+from charfmt._lenient import fields
+from charfmt._lenient.body import read_elements
+from charfmt._lenient.literals import drop_cut_entity, note_literals
+from charfmt._lenient.marks import TAGGED
+from charfmt._lenient.pieces import Piece, Result
+from charfmt._lenient.state import RawChat, Recovery, blank_match, short, words
+from charfmt._lenient.table import Reading, Sample, Span
+from charfmt._lenient.text import read_text
+from charfmt.tags import TAGGED_TYPES, TEXT_TAG
+
+CHAT_ELEMENT: Final = re.compile(
+    r"[<＜]\s*+([/／]\s*+)?(user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
+)
+"""An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
+CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
+"""A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
+_ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+
+
+def read_form(span: Span) -> int:
+    """The dialect table's reader of the request form (the ``text`` chain): its chats added to the read's."""
+    if span.state is None:
+        raise LookupError("the request form is read only as a reply's text")
+    read(span.state, span.offset, span.text)
+    span.own_chats = True
+    return len(span.text)
+
+
+def read(state: Recovery, offset: int, text: str) -> None:
+    """The request form echoed (``text`` at ``offset``): each ``<chat>`` read into ``state.chats``."""
+    if (cut := CUT_ELEMENT.search(text)) is not None:
+        # The form is markup: a tag the input ends inside (<chat type="C, <ms) is half an element.
+        state.note(
+            "CF702", f"a tag cut off at the end is dropped: {cut.group()!r}", offset + cut.start(), offset + len(text)
+        )
+        text = text[: cut.start()]
+    elements = list(CHAT_ELEMENT.finditer(text))
+    if any(form_name(m, inside_chat=False) == "chat" for m in elements):
+        _read_chats(state, offset, text, elements)
+    else:
+        _read_wrapped(state, offset, text, elements)
+
+
+def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
+    """A ``<user_chats>`` wrapper with no ``<chat>`` in it: one ``C`` chat, the wrapper's tags markup."""
+    blanked = text
+    for m in elements:
+        state.note("CF612", f"the request form's {m.group()} is markup, removed", offset + m.start(), offset + m.end())
+        blanked = blanked[: m.start()] + " " * (m.end() - m.start()) + blanked[m.end() :]
+    entry = state.reading.table.first("text", Sample(blanked), state.tags, after="user-chats")
+    read_text(state, blanked, offset, entry)
+
+
+def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
+    """Each ``<chat>`` a chat, its body up to its closer, the next element or the end."""
+    open_chat: tuple[RawChat, int] | None = None  # the chat being read and where its body starts
+    pos = 0  # where text not yet accounted for starts
+    for m in elements:
+        closing, name = m.group(1) is not None, form_name(m, inside_chat=open_chat is not None)
+        if open_chat is not None:
+            chat, body = open_chat
+            if not (closing and name == "chat"):
+                at = offset + m.start()
+                state.note("CF702", "<chat> is not closed; the next element closes it", at, at)
+            _chat_body(state, chat, text, (body, m.start()), offset, cut_off=False)
+            open_chat = None
+            if closing and name == "chat":
+                pos = m.end()
+                continue
+        else:
+            state.drop(offset + pos, offset + m.start())
+            if closing and name == "chat":
+                at, stop = offset + m.start(), offset + m.end()
+                state.note("CF712", "a closing </chat> with no open chat is dropped", at, stop)
+        if name == "chat" and not closing:
+            chat = RawChat(len(state.chats), None)
+            _chat_attributes(state, chat, m, offset)
+            state.chats.append(chat)
+            open_chat = (chat, m.end())
+        pos = m.end()
+    if open_chat is not None:
+        chat, body = open_chat
+        end = offset + len(text)
+        state.note("CF702", "<chat> is not closed before the end", end, end, chat.index)
+        _chat_body(state, chat, text, (body, len(text)), offset, cut_off=True)
+    else:
+        state.drop(offset + pos, offset + len(text))
+
+
+def _chat_attributes(state: Recovery, chat: RawChat, m: re.Match[str], offset: int) -> None:
+    """``<chat type="C" order="2">``: the chat's type and order."""
+    attrs = {
+        a.lower(): (v1 or v2 or v3, offset + m.start(3) + found.start(), offset + m.start(3) + found.end())
+        for found in _ATTRIBUTE.finditer(m.group(3))
+        for a, v1, v2, v3 in [found.groups()]
+    }
+    if "type" in attrs:
+        word, a, b = attrs["type"]
+        chat.kind = fields.type_word(state, word.strip(), a, b, chat.index)
+    else:
+        chat.kind = "C"
+        state.note("CF613", "a <chat> without a type is read as C", offset + m.start(), offset + m.end(), chat.index)
+    if "order" in attrs:
+        word, a, b = attrs["order"]
+        if fields.DIGITS.fullmatch(word.strip()) and int(word) >= 1:
+            chat.order = int(word)
+        else:
+            message = f"order {short(word)!r} is not a whole number from 1: numbered in reading order"
+            state.note("CF614", message, a, b, chat.index)
+            chat.order_noted = True
+
+
+def _chat_body(state: Recovery, chat: RawChat, text: str, span: tuple[int, int], offset: int, *, cut_off: bool) -> None:
+    """The body of an echoed ``<chat>`` (``text[start:end]``): elements for ``C``, plain text for ``I``/``E``."""
+    start, end = span
+    body = text[start:end]
+    inner = offset + start + len(body) - len(body.lstrip())
+    body = body.strip()
+    if chat.kind not in TAGGED_TYPES and TAGGED.search(body):
+        state.note("CF613", f"a {chat.kind} chat with tag elements is read as C", inner, inner, chat.index)
+        chat.kind = "C"
+    if chat.kind in TAGGED_TYPES:
+        read = read_elements(body, state.reading, cut_off=cut_off)
+        if state.turn:
+            read.pieces = [p for p in read.pieces if not _said_by_player(state, p, read)]
+        state.take(chat, read, lambda i: inner + i)
+        return
+    notes = Result()
+    if cut_off:
+        body = drop_cut_entity(body, notes)
+    note_literals(body, 0, notes)
+    state.take(chat, notes, lambda i: inner + i)
+    fields.add_text(chat, TEXT_TAG, decode_entities(body), inner, inner + len(body))
+
+
+def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
+    """Whether ``piece`` (in the request form echoed) is speech the player said this turn, word for word.
+
+    Such a line is the prompt's own turn copied back, not the character's: noted ``CF625``.
+    """
+    if piece.tag != state.speech or words(piece.text) not in state.turn:
+        return False
+    message = "the player's own turn echoed: not the character's speech, dropped"
+    read.note("CF625", message, piece.start, piece.end)
+    return True
+
+
+def form_name(m: re.Match[str], *, inside_chat: bool) -> str:
+    """The element of the request form a ``CHAT_ELEMENT`` match is: ``user_chats`` or ``chat``.
+
+    Models mangle it: ``<user_chat_type="C">`` opens a chat, ``<user_chat>`` wraps, and its
+    closer closes the chat that is open, else the wrapper.
+    """
+    name = m.group(2).lower()
+    if name in ("user_chats", "chat"):
+        return name
+    if name.startswith("chat") or "=" in m.group(3) or (m.group(1) is not None and inside_chat):
+        return "chat"
+    return "user_chats"
+
+
+def blocks(text: str) -> list[tuple[int, int, str]]:
+    """The spans of the ``<user_chats>…</user_chats>`` blocks in ``text`` (one left open runs to its end)."""
+    found: list[tuple[int, int, str]] = []
+    opened: int | None = None  # where the block being read began
+    wrapped = chat = False  # inside a <user_chats> wrapper; inside a <chat>
+    wrapper = False  # a wrapper was seen: without one, the form is no block beside a reply
+    for m in CHAT_ELEMENT.finditer(text):
+        name, closing = form_name(m, inside_chat=chat), m.group(1) is not None
+        if name == "chat":
+            chat = not closing
+        else:
+            wrapped, wrapper = not closing, True
+        if opened is None and not closing:
+            opened = m.start()
+        elif opened is not None and closing and not wrapped and not chat:
+            found.append((opened, m.end(), ""))
+            opened = None
+    if opened is not None:
+        found.append((opened, len(text), ""))
+    return found if wrapper else []
+
+
+def echoes_turn(state: Recovery, text: str, spans: list[tuple[int, int, str]]) -> bool:
+    """Whether the blocks repeat the player's turn (``turn=``): each line spoken in them is one the player said.
+
+    A block the input ends inside may end in the middle of a line: its start is enough.
+    """
+    if not state.turn:
+        return False
+    said = [words(t) for t in state.turn]
+    spoken = []
+    reading = Reading(state.tags, None, state.reading.table)  # what was spoken, as written: no vocabulary
+    for a, b, _m in spans:
+        body = CHAT_ELEMENT.sub(blank_match, text[a:b])
+        spoken += [words(p.text) for p in read_elements(body, reading).pieces if p.tag == state.speech]
+    spoken = [s for s in spoken if s]
+    return bool(spoken) and all(any(s in t for t in said) for s in spoken)

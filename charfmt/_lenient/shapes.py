@@ -1,0 +1,246 @@
+"""A JSON reply: find it in the text, read it forgivingly, and find its chats in whatever shape it has.
+
+The shapes: ``{"chats": [...]}`` (or ``messages``, ``replies``...), a bare array of chats,
+a single chat object, ``"chats"`` holding one chat; more JSON replies after the first are
+merged, a JSON reply cut off before its first chat is still one. Each chat object is read
+by ``fields``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from array import array
+from typing import Final
+
+from charfmt._lenient import fields, forms
+from charfmt._lenient.json import JNode, JsonReader
+from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS, HYBRID_BODY, TAGGED
+from charfmt._lenient.pieces import Repair
+from charfmt._lenient.state import FENCE, SPECIAL, Recovery, Source, short
+from charfmt._lenient.table import Sample, reader
+
+_TRIES: Final = 8
+"""How many candidate values (a '{' or '[' each) are read before the text is taken for no JSON reply."""
+_HTML_ESCAPE: Final = re.compile(r"&(?:quot|amp|lt|gt|apos|#\d+|#x[0-9a-fA-F]+);")
+
+
+def read_json(state: Recovery, start: int, end: int) -> bool:
+    """The JSON reply in ``text[start:end]`` and what follows it, read into ``state.chats``; whether there is one."""
+    pos = start
+    for tries in range(1, _TRIES + 1):
+        at = state.json_start(pos, end)
+        if at >= end:
+            return False
+        text = state.source.text
+        if text.startswith("&quot;", state.skip_space(at + 1)) or text.startswith("{&quot;", at):
+            _unescape_html(state, at, end)
+            end = len(state.source.text)
+        json = _json_reader(state, end)
+        mark = len(json.repairs)
+        node = json.read(at)
+        if _looks_like_reply(state, node):
+            forms.lead(state, start, at)
+            _repairs(state, json.repairs[mark:])
+            _shape(state, node)
+            _more(state, node.end if node.end >= 0 else end, end)
+            return True
+        if tries == 1 and _cut_reply(state, start, at, end, node):
+            # '{', '{"chats":': only the beginning of a JSON reply arrived. It is a reply
+            # cut off before its first chat (as '{"chats":[' is), not prose.
+            state.drop(start, at)
+            _repairs(state, json.repairs[mark:])
+            for key, ks, _ke, value in node.pairs:
+                state.note("CF615", f"unknown key {short(key)!r} dropped", ks, value.end)
+            return True
+        # The next candidate starts after this value: "[[[[…" is read once, not once per bracket.
+        pos = node.end if node.end > at else at + 1
+    return False
+
+
+def _json_reader(state: Recovery, end: int) -> JsonReader:
+    """One JSON reader per source text: each candidate value is read once, never re-copied."""
+    text = state.source.text
+    if state.json_reader is None or state.json_reader.text is not text or end != len(text):
+        state.json_reader = JsonReader(text if end == len(text) else text[:end])
+    return state.json_reader
+
+
+def _unescape_html(state: Recovery, at: int, end: int) -> None:
+    """``{&quot;chats&quot;: ...}``: the JSON was HTML-escaped once; read it unescaped."""
+    text = state.source.text
+    out: list[str] = []
+    mapping = array("l")
+    pos = 0
+    for m in _HTML_ESCAPE.finditer(text[at:end]):
+        lo, hi = at + m.start(), at + m.end()
+        out.append(text[pos:lo])
+        mapping.extend(range(pos, lo))
+        out.append(html.unescape(m.group()))
+        mapping.append(lo)
+        pos = hi
+    out.append(text[pos:])
+    mapping.extend(range(pos, len(text)))
+    mapping.append(len(text))
+    state.note("CF609", "the JSON was HTML-escaped (&quot;); read unescaped", at, end)
+    state.source = Source("".join(out), state.source.raw, array("l", (state.source.to_raw(i) for i in mapping)))
+
+
+def _looks_like_reply(state: Recovery, node: JNode) -> bool:
+    if node.kind == "object":
+        keys = {k.lower() for k, _s, _e, _v in node.pairs}
+        return bool(keys & {*CHATS_KEYS, *CHAT_KEYS, *state.tags.synonyms, *HYBRID_BODY})
+    if node.kind == "array":
+        # "[joy] やったー！" is a bracket tag, not JSON: an array counts when it holds
+        # chat objects, or quoted strings written in the tag language.
+        text = state.source.text
+        return any(
+            item.kind == "object"
+            or (item.kind == "string" and text[item.start : item.start + 1] in "\"'" and TAGGED.search(str(item.value)))
+            for item in node.items
+        )
+    return False
+
+
+def _cut_reply(state: Recovery, start: int, at: int, end: int, node: JNode) -> bool:
+    """The region is only the beginning of a JSON object (or array of objects), cut before it closed.
+
+    Nothing but space, code fences and special tokens stands before it, and what
+    follows ``at`` is a prefix of valid JSON that never closes: ``{``, ``{"chats":``,
+    ``[{"type": "C", "bo``. Prose with a brace in it is no such prefix.
+    """
+    text = state.source.text
+    if node.closed or node.kind not in ("object", "array") or node.end != end:
+        return False
+    if FENCE.sub("", SPECIAL.sub("", text[start:at])).strip():
+        return False
+    if text[at] == "[" and text[at + 1 : end].strip()[:1] not in ("", "{"):
+        return False
+    return json_prefix(text, at, end)
+
+
+def _more(state: Recovery, after: int, end: int) -> None:
+    """Text after the JSON: more JSON replies (merged), or junk (dropped)."""
+    pos = after
+    while pos < end:
+        at = state.json_start(pos, end)
+        if at >= end:
+            break
+        json = _json_reader(state, end)
+        mark = len(json.repairs)
+        node = json.read(at)
+        if not _looks_like_reply(state, node):
+            break
+        state.drop(pos, at)
+        state.note("CF611", "a second JSON reply follows the first: its chats are added", at, node.end)
+        _repairs(state, json.repairs[mark:])
+        _shape(state, node)
+        pos = node.end if node.end > at else end
+    state.drop(pos, end)
+
+
+def _repairs(state: Recovery, repairs: list[Repair]) -> None:
+    for r in repairs:
+        state.note(r.code, r.message, r.start, r.end)
+
+
+def _shape(state: Recovery, node: JNode) -> None:
+    """Find the chats in whatever shape the JSON has: ``{"chats": [...]}``, or as the ``json`` chain reads it."""
+    holder = None if node.kind == "array" else next((v for k, _s, _e, v in node.pairs if k.lower() in CHATS_KEYS), None)
+    if holder is not None:
+        items = _held(state, node, holder)
+    else:
+        # Always one of the chain's entries: it looked like a reply by the keys they detect.
+        sample = Sample(array=True, top=True) if node.kind == "array" else Sample(keys=fields.keys(node), top=True)
+        entry = state.walk("json", sample)
+        read = reader(entry, "json") if entry is not None else read_array if node.kind == "array" else read_one_chat
+        items = read(state, node)
+    for item in items:
+        state.chats.append(fields.read_chat(state, len(state.chats), item))
+
+
+def _held(state: Recovery, node: JNode, holder: JNode) -> list[JNode]:
+    """``{"chats": [...]}`` (or ``messages``, ``replies``...): its chats; its other keys dropped."""
+    named = next((k for k, _s, _e, v in node.pairs if v is holder), "chats")
+    if named != "chats":
+        state.note("CF612", f'{named!r} read as "chats"', node.start, node.start + 1)
+    for k, ks, _ke, v in node.pairs:
+        if v is not holder:
+            state.note("CF615", f"unknown key {k!r} dropped", ks, v.end)
+    if holder.kind == "array":
+        return holder.items
+    state.note("CF612", '"chats" holds one chat, not an array', holder.start, holder.start + 1)
+    return [holder]
+
+
+def read_array(state: Recovery, node: JNode) -> list[JNode]:
+    """A bare array of chats (the ``json-array`` entry's reader)."""
+    state.note("CF612", 'a bare array of chats, without {"chats": ...}', node.start, node.start + 1)
+    return node.items
+
+
+def read_one_chat(state: Recovery, node: JNode) -> list[JNode]:
+    """One chat object as the whole reply (the reader of the ``json`` entries that detect one)."""
+    state.note("CF612", 'a single chat object without {"chats": [...]}', node.start, node.start + 1)
+    return [node]
+
+
+_JSON_TOKEN: Final = re.compile(
+    r"""[ \t\r\n]*+(?:(?P<p>[{}\[\]:,])|(?P<s>"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+")"""
+    r"|(?P<v>-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?(?![0-9.eE+\-])|true|false|null))"
+)
+_JSON_CUT_STRING: Final = re.compile(
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+(?:\\(?:u[0-9a-fA-F]{0,3})?)?\Z'
+)
+_JSON_CUT_VALUE: Final = re.compile(
+    r"(?:-|-?(?:0|[1-9][0-9]*+)(?:\.[0-9]*+)?(?:[eE][-+]?[0-9]*+)?|t(?:ru?)?|f(?:a(?:ls?)?)?|n(?:ul?)?)\Z"
+)
+_CLOSER_WANTS: Final = {"}": ("comma", "key"), "]": ("comma", "value")}
+"""What a closer may follow: a value (``comma`` due), or nothing yet (an empty object or array)."""
+
+
+def json_prefix(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` is the beginning of valid JSON that has not closed yet (strict JSON, no repairs)."""
+    stack: list[str] = []
+    want = "value"  # value, key, colon, comma (each may also be a closer where JSON allows)
+    pos = start
+    while True:
+        m = _JSON_TOKEN.match(text, pos, end)
+        if m is None:
+            return bool(stack) and _cut_token(text[pos:end].lstrip(" \t\r\n"), want)
+        pos = m.end()
+        punct = m.group("p")
+        if punct is None:
+            if want not in ("key", "value") or (want == "key" and m.group("s") is None):
+                return False
+            want = "colon" if want == "key" else "comma"
+        elif punct in "{[":
+            if want != "value":
+                return False
+            stack.append(punct)
+            want = "key" if punct == "{" else "value"
+        elif punct in "}]":
+            if not stack or stack[-1] != ("{" if punct == "}" else "[") or want not in _CLOSER_WANTS[punct]:
+                return False
+            stack.pop()
+            if not stack:
+                return False  # it closed: a whole value, not a cut one
+            want = "comma"
+        elif punct == ":":
+            if want != "colon":
+                return False
+            want = "value"
+        else:  # ','
+            if want != "comma":
+                return False
+            want = "key" if stack[-1] == "{" else "value"
+        if not stack:
+            return False  # a scalar at the top: not an object or an array
+
+
+def _cut_token(rest: str, want: str) -> bool:
+    """What is left after the last whole token: nothing, or a string or value cut off where one is due."""
+    if not rest:
+        return True
+    cut_string = want in ("key", "value") and _JSON_CUT_STRING.match(rest) is not None
+    return cut_string or (want == "value" and _JSON_CUT_VALUE.match(rest) is not None)

@@ -1,0 +1,188 @@
+"""The state of one lenient read: the text being read, what was noted, the dialects met, the chats found.
+
+Every step of ``recovery.STEPS`` reads and writes one ``Recovery``. Diagnostics are noted
+in the offsets of the text being read and kept in the offsets of the raw input (the text
+is a rewrite of it where the JSON was HTML-escaped).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from charfmt._dialect_names import DialectName
+from charfmt._grammar.lexical import decode_entities
+from charfmt._lenient.pieces import Piece, Result
+from charfmt._lenient.table import Chain, DialectRule, Reading, Sample
+from charfmt.diagnostics import Diagnostic
+from charfmt.models import Segment
+
+if TYPE_CHECKING:
+    from charfmt._lenient.json import JNode, JsonReader
+
+SPECIAL: Final = re.compile(r"<\|[^|<>\n]{1,40}\|>|</s>|<s>|\[/?INST\]|<eos>|<bos>|<\|end▁of▁sentence\|>")
+"""A special token of a chat template, written out."""
+FENCE: Final = re.compile(r"(?:```|~~~)[A-Za-z0-9_+-]*")
+"""A Markdown code fence (with its language)."""
+_JSON_START: Final = re.compile(r"[{\[]")
+
+
+@dataclass(slots=True)
+class Source:
+    """The text being read, and how to find each of its offsets in the raw input."""
+
+    text: str
+    raw: str
+    map: array[int] | None = None  # text offset -> raw offset, when the text is a rewrite
+
+    def to_raw(self, i: int) -> int:
+        if self.map is None:
+            return i
+        return self.map[min(max(i, 0), len(self.map) - 1)]
+
+
+@dataclass(slots=True)
+class RawChat:
+    """A chat being read: what its fields said, and its pieces so far."""
+
+    index: int
+    node: JNode | None
+    kind: str | None = None
+    order: int | None = None
+    speaker: str | None = None
+    pieces: list[Piece] = field(default_factory=list)
+    order_noted: bool = False  # an unusable order was reported where it stands
+    segments: list[Segment] = field(default_factory=list)  # what its pieces became (``finish``)
+
+
+class Recovery:
+    """One lenient read of one input."""
+
+    def __init__(self, raw: str, reading: Reading, turn: tuple[str, ...] = ()) -> None:
+        self.source = Source(raw, raw)
+        self.turn = tuple(words(t) for t in turn if t.strip())  # what the player said this turn
+        self.reading = reading
+        self.vocabulary = reading.vocabulary
+        self.tags = tags = reading.tags
+        self.emotion = tags.emotion.name
+        self.speech = tags.speech.name
+        # Where content that cannot be an emotion key goes: what the character does (or says).
+        self.narration = tags.action.name if tags.action is not None else self.speech
+        self.diagnostics: list[Diagnostic] = []
+        self.dialects: list[str] = []
+        self.reasoning: list[str] = []  # the model's own reasoning before the reply, kept apart
+        self.chats: list[RawChat] = []
+        self.start = 0  # the region the reply stands in
+        self.end = len(raw)
+        self.region_notes = (0, 0)  # the diagnostics the region's steps noted (undone when no JSON is found)
+        self.found = False  # a JSON reply was read
+        self.json_reader: JsonReader | None = None
+        self.dialect_name: DialectName = "canonical"  # the dialect that names the reply (``finish``)
+
+    # -- diagnostics, in raw offsets -------------------------------------------------
+    def note(self, code: str, message: str, start: int, end: int, chat: int | None = None) -> None:
+        raw = self.source.raw
+        a, b = self.source.to_raw(start), self.source.to_raw(end) if end > start else self.source.to_raw(start)
+        if end > start and self.source.map is not None:
+            b = self.source.to_raw(end - 1) + 1
+        self.diagnostics.append(Diagnostic.at(raw, code, message, a, max(a, b), chat=chat))
+
+    def dialect(self, name: str) -> None:
+        """Record that the reader met dialect ``name`` (an entry of the dialect table)."""
+        if name not in self.dialects:
+            self.dialects.append(name)
+
+    def walk(self, chain: Chain, sample: Sample, after: str | None = None) -> DialectRule | None:
+        """The first entry of ``chain`` (after entry ``after``) that detects ``sample``, recorded as met."""
+        entry = self.reading.table.first(chain, sample, self.tags, after=after)
+        if entry is not None:
+            self.dialect(entry.name)
+        return entry
+
+    def keep_reasoning(self, text: str) -> None:
+        """Keep the model's reasoning (``Reply.reasoning``), apart from the chats."""
+        if text.strip():
+            self.reasoning.append(text.strip())
+
+    def take(self, chat: RawChat, result: Result, mapper: Callable[[int], int] | None = None) -> None:
+        """A reader's result into ``chat``: its dialects, its repairs (noted), its pieces, offsets mapped by
+        ``mapper`` (none: they are offsets of the text being read already)."""
+        for d in result.dialects:
+            self.dialect(d)
+        if mapper is None:
+            for r in result.repairs:
+                self.note(r.code, r.message, r.start, r.end, chat.index)
+            for p in result.pieces:
+                chat.pieces.append(Piece(p.tag, p.text, p.start, p.end, p.intensity))
+            return
+        for r in result.repairs:
+            self.note(r.code, r.message, mapper(r.start), mapper(r.end), chat.index)
+        for p in result.pieces:
+            chat.pieces.append(Piece(p.tag, p.text, mapper(p.start), mapper(p.end), p.intensity))
+
+    # -- text outside the reply -----------------------------------------------------------
+    def drop(self, start: int, end: int) -> None:
+        """Say what the text outside the reply was, and that it is dropped."""
+        text = self.source.text
+        segment = text[start:end]
+        if not segment.strip():
+            return
+        for m in SPECIAL.finditer(segment):
+            self.note("CF604", f"special token {m.group()} dropped", start + m.start(), start + m.end())
+        rest = SPECIAL.sub(blank_match, segment)
+        for m in FENCE.finditer(rest):
+            self.note("CF602", "code fence dropped", start + m.start(), start + m.end())
+        rest = FENCE.sub(blank_match, rest)
+        stripped = rest.strip()
+        if stripped:
+            lead = len(rest) - len(rest.lstrip())
+            self.note(
+                "CF601",
+                f"text outside the reply dropped: {stripped[:40]!r}",
+                start + lead,
+                start + lead + len(stripped),
+            )
+
+    def drop_fences_only(self, start: int, end: int) -> None:
+        """Note the special tokens and code fences in ``text[start:end]`` as dropped (the rest is read)."""
+        text = self.source.text
+        for m in SPECIAL.finditer(text, start, end):
+            self.note("CF604", f"special token {m.group()} dropped", m.start(), m.end())
+        for m in FENCE.finditer(text, start, end):
+            self.note("CF602", "code fence dropped", m.start(), m.end())
+
+    # -- looking ahead --------------------------------------------------------------------
+    def json_start(self, start: int, end: int) -> int:
+        """The first ``{`` or ``[`` in ``text[start:end]``, or ``end``."""
+        m = _JSON_START.search(self.source.text, start, end)
+        return m.start() if m else end
+
+    def skip_space(self, pos: int) -> int:
+        """The first offset from ``pos`` that is no space."""
+        text = self.source.text
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+
+def words(text: str) -> str:
+    """``text`` compared as words: entities decoded, case and runs of space folded."""
+    return " ".join(decode_entities(text).casefold().split())
+
+
+def blank_match(m: re.Match[str]) -> str:
+    """A match replaced by as many spaces: offsets after it stay put."""
+    return " " * len(m.group())
+
+
+def without_tokens(text: str) -> str:
+    """``text`` with special tokens and code fences blanked (offsets stay put)."""
+    return FENCE.sub(blank_match, SPECIAL.sub(blank_match, text))
+
+
+def short(text: str) -> str:
+    """A value for a message: long ones cut (a 5,000-digit number is not worth quoting)."""
+    return text if len(text) <= 40 else text[:37] + "..."

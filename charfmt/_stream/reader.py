@@ -81,45 +81,12 @@ class StreamParser(Reconcile):
                 return [event]
             if self._closed:
                 raise ValueError("feed() after close()")
-            return self._read(chunk)
-        if not isinstance(chunk, (bytes, bytearray, memoryview)):  # (as the compiled reader checks at the call)
-            raise TypeError(f"feed() takes str or bytes, not {type(chunk).__name__}")
-        if self._closed:
-            raise ValueError("feed() after close()")
-        data = bytes(chunk)
-        self._bytes = True
-        self._keep(data)
-        if self._decoder is None:
-            self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
-        try:
-            text = self._decoder.decode(data)
-        except UnicodeDecodeError:
-            self._hold(self._pend, len(self._pend))
-            if self._room < 0:
-                self._over_size()
-            return self._flush()
-        return self._read(text)
-
-    def close(self) -> list[Event]:
-        """End of input: the remaining events (damaged or cut-off input is completed in batch)."""
-        if self._closed:
-            return []
-        self._closed = True
-        self._live = False
-        if self._decoder is not None and self._state != HELD:
-            try:
-                self._decoder.decode(b"", final=True)
-            except UnicodeDecodeError:
-                self._hold(self._pend, len(self._pend))
-        if self._state == DONE and not self._pend and not self._damaged:
-            self._order_warnings()
-            return self._flush()
-        early = self._flush()  # what was decided before the end, now in the collector too
-        self._complete()
-        return early + self._flush()
-
-    def _read(self, text: str) -> list[Event]:
-        """Read ``text`` (decoded), after the token the last chunk boundary cut; the events it made certain."""
+            text = chunk
+        else:
+            decoded = self._decode(chunk)
+            if decoded is None:
+                return self._flush()
+            text = decoded
         if pend := self._pend:
             # A token cut by the last boundary: no work while this chunk cannot complete it.
             s = pend + text
@@ -139,49 +106,40 @@ class StreamParser(Reconcile):
         elif not text:
             return []
         elif self._state == HELD:
-            self._base += len(text)
-            if self._base > self._limit or self._room < 0:
-                self._past_limit()
-            if self._spec_on and self._kept is not None:
-                return self._speculate(text)
-            return []
+            return self._held(text)
         else:
             s = text
-        i = self._tokens(s)
-        base = self._base
-        if i:
-            if "\n" in s:
-                newlines = s.count("\n", 0, i)
-                if newlines:
-                    self._line += newlines
-                    self._line_start = base + s.rfind("\n", 0, i) + 1
-            base = self._base = base + i
-        if base > self._limit or self._room < 0:
-            self._past_limit()
-        if self._text and self._streams:
-            self._emit_text()
-        state = self._state
-        if (state == HELD or (state == TOP and self._damaged)) and self._spec_on and self._kept is not None:
-            return self._speculate(text)
-        out = self._out
-        if not out:
+        return self._read(s, text)
+
+    def close(self) -> list[Event]:
+        """End of input: the remaining events (damaged or cut-off input is completed in batch)."""
+        if self._closed:
             return []
-        self._out = []
-        if self._collector is not None:
-            self._unfolded.extend(out)
-        return out
+        self._closed = True
+        self._live = False
+        if self._decoder is not None and self._state != HELD:
+            try:
+                self._decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                self._hold(self._pend, len(self._pend))
+        if self._state == DONE and not self._pend and not self._damaged:
+            self._order_warnings()
+            return self._flush()
+        early = self._flush()  # what was decided before the end, now in the collector too
+        self._complete()
+        return early + self._flush()
 
-    def _tokens(self, s: str) -> int:
-        """Read the tokens of ``s``, each with the method of the reader's state; how much of ``s`` was read.
+    def _read(self, s: str, text: str) -> list[Event]:
+        """Read the tokens of ``s`` (chunk ``text`` after what the last boundary cut); the events they made certain.
 
-        A method reads one token at ``s[i]`` and says where the next begins, or ``~j`` where
-        reading stops (``_stall``: a token the chunk boundary cut waits from ``s[j]`` on);
-        ``Held``, raised by any, holds the rest (``_hold``).
+        The table: the method of the reader's state reads one token at ``s[i]`` and says where
+        the next begins, or ``~j`` where reading stops (``_stall``: a token the chunk boundary
+        cut waits from ``s[j]`` on); ``Held``, raised by any, holds the rest (``_hold``).
         """
         i, n = 0, len(s)
         try:
             while i < n:
-                state = self._state  # (the table, the states most tokens are read in first)
+                state = self._state  # (the states most tokens are read in first)
                 if state == TEXT:
                     i = self._in_text(s, i)
                 elif state == AFTER:
@@ -207,10 +165,60 @@ class StreamParser(Reconcile):
                 else:
                     raise Held
                 if i < 0:
-                    return ~i
+                    i = ~i
+                    break
         except Held:
-            return self._hold(s, i)
-        return i
+            i = self._hold(s, i)
+        base = self._base
+        if i:
+            if "\n" in s:
+                newlines = s.count("\n", 0, i)
+                if newlines:
+                    self._line += newlines
+                    self._line_start = base + s.rfind("\n", 0, i) + 1
+            base = self._base = base + i
+        if base > self._limit or self._room < 0:
+            self._past_limit()
+        if self._text and self._streams:
+            self._emit_text()
+        state = self._state
+        if (state == HELD or (state == TOP and self._damaged)) and self._spec_on and self._kept is not None:
+            return self._speculate(text)
+        out = self._out
+        if not out:
+            return []
+        self._out = []
+        if self._collector is not None:
+            self._unfolded.extend(out)
+        return out
+
+    def _decode(self, chunk: bytes | bytearray | memoryview) -> str | None:
+        """A chunk of bytes, kept and decoded; ``None`` where it is no UTF-8 (the rest is held)."""
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):  # (as the compiled reader checks at the call)
+            raise TypeError(f"feed() takes str or bytes, not {type(chunk).__name__}")
+        if self._closed:
+            raise ValueError("feed() after close()")
+        data = bytes(chunk)
+        self._bytes = True
+        self._keep(data)
+        if self._decoder is None:
+            self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        try:
+            return self._decoder.decode(data)
+        except UnicodeDecodeError:
+            self._hold(self._pend, len(self._pend))
+            if self._room < 0:
+                self._over_size()
+            return None
+
+    def _held(self, text: str) -> list[Event]:
+        """A chunk of a held stream: counted, and reread now and then (``_speculate``)."""
+        self._base += len(text)
+        if self._base > self._limit or self._room < 0:
+            self._past_limit()
+        if self._spec_on and self._kept is not None:
+            return self._speculate(text)
+        return []
 
     def _plain_or_cut(self, chunk: str) -> bool:
         """Whether ``chunk`` is decided text, or decided text and then the start of the closing tag."""

@@ -17,7 +17,7 @@ the environment turns it off. ``COMPILED`` says which one runs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Iterable, Iterator
 from contextlib import aclosing
 from pathlib import Path
 from types import ModuleType
@@ -135,7 +135,7 @@ async def aiter_events(
     tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Events from an async stream, yielded as each item arrives: ``iter_events`` for async SDK clients.
 
     ``chunks`` is anything ``iter_events`` takes, an async iterable of it, an async context

@@ -5,20 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from charfmt import events
 from charfmt.diagnostics import Diagnostic
-from charfmt.events import (
-    Action,
-    ChatStart,
-    Cue,
-    DiagnosticEvent,
-    Dialect,
-    Emotion,
-    Event,
-    Reasoning,
-    Reset,
-    SegmentStart,
-    TextDelta,
-)
+from charfmt.events import Event
 from charfmt.models import Chat, Reply, Segment, construct_trusted
 
 
@@ -33,27 +22,27 @@ class Collector:
 
     def add(self, event: Event) -> None:
         """Apply one event."""
-        if isinstance(event, ChatStart):
+        if isinstance(event, events.ChatStart):
             self.chats[event.chat] = {
                 "type": event.type,
                 "order": event.order,
                 "segments": [],
                 "speaker": event.speaker,
             }
-        elif isinstance(event, SegmentStart):
+        elif isinstance(event, events.SegmentStart):
             self.chats[event.chat]["segments"].append([event.tag, [], None])
-        elif isinstance(event, (Emotion, Action, Cue, TextDelta)):
+        elif isinstance(event, (events.Emotion, events.Action, events.Cue, events.TextDelta)):
             segment = self.chats[event.chat]["segments"][event.segment]
             segment[1].append(event.text)
-            if isinstance(event, Emotion):
+            if isinstance(event, events.Emotion):
                 segment[2] = event.intensity
-        elif isinstance(event, DiagnosticEvent):
+        elif isinstance(event, events.DiagnosticEvent):
             self.diagnostics.append(event.diagnostic)
-        elif isinstance(event, Dialect):
+        elif isinstance(event, events.Dialect):
             self.dialect = event.name
-        elif isinstance(event, Reasoning):
+        elif isinstance(event, events.Reasoning):
             self.reasoning.append(event.text)
-        elif isinstance(event, Reset):
+        elif isinstance(event, events.Reset):
             self.chats.clear()
             self.diagnostics.clear()
             self.dialect = None

@@ -106,13 +106,16 @@ class Envelope(State):
         self._chat_begins(m)
         return m.end()
 
-    def _chat_end(self, s: str, i: int) -> int:
-        """After a body's closing quote: the chat's ``}``."""
+    def _brace(self, s: str, i: int) -> int:
+        """After a body's closing quote (``CHAT_END``) or the list (``END``): the ``}`` closing the chat or reply."""
         c = s[i]
         if c in _BLANK:
             return _blank_end(s, i)
         if c != "}":
             raise Held
+        if self._state == END:
+            self._state = DONE
+            return i + 1
         chat = self._chat
         del self._chats[chat.index]
         self._out.append(ChatEnd(chat.index))
@@ -131,16 +134,6 @@ class Envelope(State):
         if c == "]":
             return self._list_end(i)
         raise Held
-
-    def _end(self, s: str, i: int) -> int:
-        """After the list: the reply's ``}``."""
-        c = s[i]
-        if c in _BLANK:
-            return _blank_end(s, i)
-        if c != "}":
-            raise Held
-        self._state = DONE
-        return i + 1
 
     def _done(self, s: str, i: int) -> int:
         """After the reply: text after it is damage the batch reader decides at ``close()``."""

@@ -152,14 +152,12 @@ class StreamParser(Reconcile):
                     i = self._open(s, i)
                 elif state == LIST:
                     i = self._list(s, i)
-                elif state == CHAT_END:
-                    i = self._chat_end(s, i)
+                elif state in (CHAT_END, END):
+                    i = self._brace(s, i)
                 elif state == SEP:
                     i = self._sep(s, i)
                 elif state == TOP:
                     i = self._top(s, i)
-                elif state == END:
-                    i = self._end(s, i)
                 elif state == DONE:
                     i = self._done(s, i)
                 else:

@@ -24,22 +24,36 @@ from .chats import NO_CHAT, OpenChat, Orders
 from .collector import Collector
 from .language import NO_CLOSER, Matcher, language
 
-# States. Envelope: before '{"chats": [' (TOP); where a chat may start (LIST); after a body's
-# closing quote (CHAT_END); after a chat's '}' (SEP); after ']' (END); done (DONE).
-# Body: an opening tag (OPEN), an emotion key (KEY), the closing tag after a key (CLOSE),
-# text (TEXT), after a closing tag (AFTER). HELD: the input left the format.
+# The reader's states: where it is in the reply, which says what token comes next (the
+# table of StreamParser._read gives each its method). Final ints: mypyc compiles them in.
 TOP: Final = 0
+"""Before ``{"chats": [``: text before the reply is skipped, and kept (bounded) for the
+reasoning it may hold; damage there (prose, a fence) is repaired, and reread."""
 LIST: Final = 1
+"""Where a chat may start: its header, read whole up to the body's opening quote, or ``]``."""
 CHAT_END: Final = 2
+"""After a body's closing quote: the chat's ``}``."""
 SEP: Final = 3
+"""After a chat: ``,`` or ``]``."""
 END: Final = 4
+"""After the list's ``]``: the reply's ``}``."""
 DONE: Final = 5
+"""After the reply: only white space is expected (text is damage ``close()`` decides)."""
 OPEN: Final = 6
+"""At the start of a body: its first element's opening tag."""
 KEY: Final = 7
+"""In an emotion's key: nothing is shown until it is complete (``<``), then the segment
+and the ``Emotion`` at once (checked against the vocabulary)."""
 CLOSE: Final = 8
+"""After an emotion's key: its closing tag."""
 TEXT: Final = 9
+"""In the text of an element, or of an I/E body: plain runs, escapes, entities, until
+the closing tag (the body's closing quote for I/E). Speech streams as deltas; an action or
+a cue is shown whole at its closing tag."""
 AFTER: Final = 10
+"""After an element: the separator (``\\n``, JSON-escaped) and the next opening tag, or the body's end."""
 HELD: Final = 11
+"""The input left the format: the rest is read by the batch reader (rereads, ``close()``)."""
 
 SPECULATE_LIMIT_SHIFT: Final = 5
 """A repaired or held stream is reread (shown early) only while it is shorter than ``max_size >> 5``."""

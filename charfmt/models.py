@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from charfmt._dialect_names import DialectName
-from charfmt._tables import terminal_regex
+from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.events import Event, reply_events
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
@@ -106,8 +107,7 @@ _UNKNOWN_TAG = re.compile(r"[a-z_][a-z0-9_\-]*")
 
 def _text_ok(text: str) -> bool:
     # TEXT allows '<' and '&' only escaped; the writer escapes them, so check the rest.
-    probe = text.replace("<", "a").replace("&", "a")
-    return bool(terminal_regex("TEXT").fullmatch(probe))
+    return NOT_TEXT_CHAR.search(text) is None
 
 
 def check_body(kind: str, segments: list[Segment]) -> None:

@@ -15,36 +15,12 @@ from html.entities import html5
 from typing import Final
 
 from charfmt import dialects
-from charfmt._tables import NAMED_ENTITIES
+from charfmt._grammar.lexical import ENTITY as _ENTITY
+from charfmt._grammar.lexical import decode_entities as decode_entities  # noqa: PLC0414 (re-exported: recover reads it here)
 from charfmt.dialects import FRONT_MATTER, Sample
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagSpec, TagTable
 
-_ENTITY: Final = re.compile(r"&(?:(amp|lt|gt|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
-_BAD_CHARS: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
-
-
-def decode_entities(text: str) -> str:
-    """Decode the entities the strict parser decodes, and HTML's named ones; leave any other ``&``.
-
-    One pass, so ``&amp;lt;`` is ``&lt;``, never ``<``.
-    """
-
-    def one(m: re.Match[str]) -> str:
-        whole = m.group()
-        inner = whole[1:-1]
-        if inner in NAMED_ENTITIES:
-            return NAMED_ENTITIES[inner]
-        if inner.startswith("#"):
-            code = int(inner[2:], 16) if inner[1:2] in ("x", "X") else int(inner[1:])
-            ch = chr(code) if code <= 0x10FFFF else ""
-            return ch if ch and not _BAD_CHARS.match(ch) else whole
-        return html5.get(inner + ";", whole)
-
-    return _ANY_ENTITY.sub(one, text) if "&" in text else text
-
-
-_ANY_ENTITY: Final = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _ANY_AMP: Final = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31};|#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};)?")
 
 

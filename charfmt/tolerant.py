@@ -15,6 +15,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from charfmt._grammar.lexical import JSON_ESCAPES
 from charfmt.soup import Repair
 
 
@@ -50,7 +51,7 @@ _LITERALS: Final = {
     "true": True, "false": False, "null": None, "True": True, "False": False, "None": None,
     "NONE": None, "NULL": None, "nil": None, "undefined": None, "TRUE": True, "FALSE": False,
 }  # fmt: skip
-_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
+_ESCAPES: Final = JSON_ESCAPES | {"'": "'"}  # and \' as single-quoted strings write it
 _PLAIN_DQ: Final = re.compile(r'[^\\\x00-\x1f"]+')
 _PLAIN_SQ: Final = re.compile(r"[^\\\x00-\x1f']+")
 _HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")

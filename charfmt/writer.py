@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Final
 
-from charfmt._tables import terminal_regex
+from charfmt._grammar.lexical import TEXT_ESCAPES
+from charfmt._grammar.static import terminal_regex
 from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
-
-_ESCAPES: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
 def escape(text: str) -> str:
     """Escape text content: ``&``, ``<``, ``>`` become entities; nothing else changes."""
-    return text.translate(_ESCAPES)
+    return text.translate(TEXT_ESCAPES)
 
 
 def body(chat: Chat) -> str:

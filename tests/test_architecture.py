@@ -20,7 +20,6 @@ MAX_CLASS_LINES = 400
 
 # Circles (strongly connected groups of modules) still to cut.
 KNOWN_CIRCLES: set[frozenset[str]] = {
-    frozenset({"charfmt._tables", "charfmt.body", "charfmt.tags"}),
     frozenset(
         {
             "charfmt._cli_convert",

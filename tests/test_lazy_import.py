@@ -18,7 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt import _tables, body
+from charfmt import body
+from charfmt._grammar import rules, static
+from charfmt._grammar import tables as _tables
 from charfmt.testing import bodies, texts
 
 PACKAGE_ROOT = Path(charfmt.__file__).resolve().parent.parent
@@ -141,28 +143,32 @@ def test_submodules_are_attributes_and_unknown_names_are_not() -> None:
 
 
 def test_the_cached_tables_match_the_grammar() -> None:
-    """``charfmt/_body_table.py`` is what ``python -m charfmt._tables`` writes for today's grammar."""
+    """``charfmt/_grammar/_lalr.py`` is what ``python -m charfmt._tables`` writes for today's grammar."""
     cached = Path(_tables.CACHE_FILE).read_text(encoding="utf-8")
     assert cached == _tables.generate(), "the grammar changed: run `python -m charfmt._tables` and commit the result"
 
 
 def test_the_cache_is_used_only_for_its_own_grammar() -> None:
     grammar = body.full_grammar_text()
-    assert _tables.cached_driver(grammar) is not None
+    assert _tables.cached(grammar) is not None
     assert _tables.cached_terminals(grammar) is not None
     edited = grammar + "\n// a user's edit\n"
-    assert _tables.cached_driver(edited) is None
+    assert _tables.cached(edited) is None
     assert _tables.cached_terminals(edited) is None
 
 
 def test_cached_terminals_are_larks() -> None:
-    lark = body._lark()
+    lark = rules.lark_parser()
     cached = _tables.cached_terminals(body.full_grammar_text())
     assert cached == {t.name: t.pattern.to_regexp() for t in lark.terminals}
+    assert static.static_terminals() == {t.name: t.pattern.to_regexp() for t in static.static_lark().terminals}, (
+        "the static part's terminals"
+    )
 
 
-_FROM_CACHE = _tables.cached_driver(body.full_grammar_text())
-_FROM_LARK = body.Driver(body._lark())
+_CACHE = _tables.cached(body.full_grammar_text())
+_FROM_CACHE = None if _CACHE is None else body.Driver.from_cache(_CACHE)
+_FROM_LARK = body.Driver(rules.lark_parser())
 
 
 def _outcome(driver: body.Driver | None, text: str, start: str) -> object:

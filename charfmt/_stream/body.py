@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from charfmt.body import decode_text
+from charfmt._grammar.lexical import decode_text
 from charfmt.diagnostics import in_body
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 from charfmt.vocabulary import apply_vocabulary

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
-from charfmt._tables import NAMED_ENTITIES
-from charfmt.body import terminal_regex
+from charfmt._grammar.lexical import JSON_ESCAPES, MARKUP, NAMED_ENTITIES, NOT_KEY, NOT_TEXT, text_class
+from charfmt._grammar.static import terminal_regex
 from charfmt.tags import CHAT_TYPES, REASONING_TAGS, TYPE_ALIASES, TagSpec, TagTable
 
 TOKEN_MAX: Final = 48
@@ -77,25 +77,31 @@ BODY_KEY: Final = re.compile(rf'"body"{_JWS}:{_JWS}"')
 HEADER_QUOTES: Final = 9
 """How many '"' a header holds: fewer in the tail, and it cannot be complete yet."""
 
-# -- the body ------------------------------------------------------------------------------------
+# -- the body (its lexical facts: charfmt._grammar.lexical) -----------------------------------------
 _BODY_END: Final = re.compile(r'"[ \t\n\r]*')
 """A '"' in a body, and the whitespace after it: the body ends there only if a '}' follows
 (an unescaped quote inside the text is damage, read without contradicting what was shown)."""
-_PLAIN: Final = re.compile(r'[^"\\\x00-\x1f<&\x7f\ud800-\udfff]+')
-_KEY_RUN: Final = re.compile(r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]+')
+_IN_STRING: Final = r'"\\\x00-\x1f'
+"""What a JSON string holds only escaped (a class body): the quote, the backslash, C0 controls."""
+_PLAIN: Final = re.compile(text_class(_IN_STRING) + "+")
+"""A run of plain text in a body as written in the JSON string: no markup, escape, entity or quote."""
+_KEY_RUN: Final = re.compile(f"[^{_IN_STRING}{NOT_KEY}]+")
+"""A run of an emotion's key as written in the JSON string."""
 ESCAPE: Final = re.compile(
-    r'\\(?:(["\\/bfnrt])|u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))'
+    rf"\\(?:([{re.escape(''.join(JSON_ESCAPES))}])"
+    r"|u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))"
 )
-_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-ESCAPE_STARTS: Final = frozenset('"\\/bfnrtu')
+"""A JSON escape: one letter (group 1), a surrogate pair (groups 2 and 3) or one ``\\u`` code unit (group 4)."""
+ESCAPE_STARTS: Final = frozenset(JSON_ESCAPES) | {"u"}
 HIGH_SURROGATES: Final = ("d8", "d9", "da", "db")
 """``\\uD800``-``\\uDBFF``: the first half of a pair, whose second half may be in the next chunk."""
 _ENTITY: Final = re.compile(r"&[#0-9A-Za-z]{1,38};")
 XML_ENTITIES: Final = {f"&{name};": ch for name, ch in NAMED_ENTITIES.items()}
 """The named entities as written, decoded without a lookup in the grammar (``decode_text`` does the rest)."""
-TEXT_BAD: Final = re.compile(r"[<&\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+TEXT_BAD: Final = re.compile(f"[{MARKUP}{NOT_TEXT}]")
 """A decoded character that text does not allow literally ('<' and '&' would be markup)."""
-KEY_BAD: Final = re.compile(r"[<>&\x00-\x1f\x7f\ud800-\udfff]")
+KEY_BAD: Final = re.compile(f"[{NOT_KEY}]")
+"""A decoded character that a key does not allow."""
 
 Matcher = Callable[[str, int], "re.Match[str] | None"]
 """A compiled pattern's bound ``match``: called without looking the method up by name."""
@@ -146,7 +152,7 @@ def unescape(s: str, i: int, buf: list[str], bad: re.Pattern[str]) -> int:
         return -1
     simple, high, low, code = m.groups()
     if simple is not None:
-        ch = _ESCAPES[simple]
+        ch = JSON_ESCAPES[simple]
     elif high is not None:
         ch = chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
     else:
@@ -229,7 +235,7 @@ def language(tags: TagTable) -> Language:
     }
     whole = {t.name: str(t.role) for t in tags if not t.streamed}
     wholes = "|".join(re.escape(t.name) for t in tags if not t.streamed)
-    run = r'[^"\\\x00-\x1f<>&\x7f\ud800-\udfff]*'
+    run = _KEY_RUN.pattern.removesuffix("+") + "*"  # a whole element's value
     first_whole = re.compile(rf"<({wholes})>({run})</\1>")
     sep_whole = re.compile(rf"\\n<({wholes})>({run})</\1>")
     written = {t.name.lower(): t.name for t in tags} | {w.lower(): name for w, name in tags.synonyms.items()}

@@ -25,7 +25,7 @@ from .collector import Collector
 from .language import NO_CLOSER, Matcher, language
 
 # The reader's states: where it is in the reply, which says what token comes next (the
-# table of StreamParser._read gives each its method). Final ints: mypyc compiles them in.
+# table, reader._TABLE, gives each its method). Final ints: mypyc compiles them in.
 TOP: Final = 0
 """Before ``{"chats": [``: text before the reply is skipped, and kept (bounded) for the
 reasoning it may hold; damage there (prose, a fence) is repaired, and reread."""

@@ -1,12 +1,15 @@
-"""Build hook: compile the stream reader (``charfmt/_scanner.py``) with mypyc where possible.
+"""Build hook: compile the stream reader (the package ``charfmt/_stream/``) with mypyc where possible.
 
-The compiled twin is ``charfmt._scanner_c``: a copy of ``_scanner.py`` with a SHA-256 of the
-package's modules (every ``charfmt/*.py``: mypyc inlines ``Final`` constants of the modules
-the reader imports) appended as ``SOURCE_DIGEST``, compiled with mypyc (over twice as fast;
-see ``benchmarks/bench_stream.py``). ``charfmt.stream`` uses it only while the digest matches
-the package installed around it, so an editable install whose source was edited (any module)
-runs the source, never stale code. The digest and the reading of ``CHARFMT_PURE_PYTHON`` are
-``charfmt/_twin.py``, loaded here by its path: one rule for the build and the import.
+The compiled twin is ``charfmt._stream_c``: a copy of ``charfmt/_stream/`` whose
+``__init__.py`` ends with a SHA-256 of the package's modules (every ``charfmt/**/*.py``:
+mypyc inlines ``Final`` constants of the modules the reader imports) as ``SOURCE_DIGEST``,
+all its modules compiled with mypyc as one group (over twice as fast; see
+``benchmarks/bench_stream.py``): one extension per module, ``charfmt/_stream_c/<module>``,
+and the group's shared library, ``charfmt/_stream_c__mypyc``. ``charfmt.stream`` uses it only
+while the digest matches the package installed around it, so an editable install whose
+source was edited (any module) runs the source, never stale code. The digest and the
+reading of ``CHARFMT_PURE_PYTHON`` are ``charfmt/_twin.py``, loaded here by its path: one
+rule for the build and the import.
 
 Compiling needs a C compiler and mypy (with setuptools), which the hook asks for as build
 dependencies; without a compiler the build says why and installs the pure-Python package,
@@ -32,7 +35,8 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PACKAGE = "charfmt"
-TWIN = "_scanner_c"
+EARLIER_TWINS = ("_scanner_c",)
+"""Names of the twin in earlier versions (a single module then): an editable build removes their files too."""
 BUILD_DEPENDENCIES = ["mypy>=1.10", "setuptools>=69"]
 """What compiling needs (mypyc comes with mypy); asked for only when it will be used."""
 
@@ -52,8 +56,15 @@ def _pure_python_requested(root: Path) -> bool:
 
 
 def _stale_products(root: Path) -> list[Path]:
-    """Compiled files of the twin in the source tree (left by an editable build): so, pyd."""
-    return sorted(p for p in (root / PACKAGE).glob(f"{TWIN}*") if p.suffix in (".so", ".pyd"))
+    """Compiled files of the twin in the source tree (left by an editable build): so, pyd.
+
+    Its modules (``charfmt/_stream_c/``) and its shared library (``charfmt/_stream_c__mypyc``),
+    and the files of the twins of earlier versions (``charfmt/_scanner_c*``).
+    """
+    package, twin = root / PACKAGE, str(_rules(root).TWIN)
+    found = [p for name in (twin, *EARLIER_TWINS) for p in package.glob(f"{name}*")]
+    found += (package / twin).rglob("*")
+    return sorted(p for p in found if p.suffix in (".so", ".pyd") and p.is_file())
 
 
 class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
@@ -73,6 +84,9 @@ class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
             for stale in _stale_products(root):
                 stale.unlink()
                 self.app.display_info(f"charfmt: removed {stale.relative_to(root).as_posix()} (an earlier build's)")
+            twin = root / PACKAGE / str(_rules(root).TWIN)
+            if twin.is_dir() and not any(twin.iterdir()):
+                twin.rmdir()  # (only ever made by a build, to hold those files)
         if _pure_python_requested(root):
             self.app.display_info("charfmt: CHARFMT_PURE_PYTHON is set: the stream reader stays pure Python")
             return
@@ -94,6 +108,7 @@ class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
             if version == "editable":
                 # An editable install imports the source tree: the twin goes next to the source
                 # (ignored by git; the digest keeps it from running once the source changes).
+                (root / relative).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, root / relative)
             else:
                 build_data["force_include"][str(path)] = relative
@@ -106,29 +121,35 @@ class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
 
 
 def _compile(root: Path, work: Path) -> list[Path]:
-    """Compile a digest-stamped copy of ``_scanner.py`` as ``charfmt._scanner_c``; the built files."""
+    """Compile a digest-stamped copy of ``charfmt/_stream/`` as ``charfmt._stream_c``; the built files."""
     # Build dependencies (CompileScanner.dependencies), imported here: without them the build stays pure Python.
     from mypyc.build import mypycify  # noqa: PLC0415
     from setuptools import Distribution  # type: ignore[import-untyped]  # noqa: PLC0415
 
+    rules = _rules(root)
+    source, name = str(rules.SOURCE), str(rules.TWIN)
     tree = work / "src"
     package = tree / PACKAGE
     # The whole package, so that mypy (which mypyc runs first) sees the types the reader uses.
-    shutil.copytree(root / PACKAGE, package, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    skip = shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", name)
+    shutil.copytree(root / PACKAGE, package, ignore=skip)
     # The digest of the very modules compiled (as charfmt.stream computes it at import).
-    digest = str(_rules(root).package_digest(package))
-    source = (package / "_scanner.py").read_bytes()
-    twin = package / f"{TWIN}.py"
-    twin.write_bytes(source + f"\n\nSOURCE_DIGEST: Final = {digest!r}\n".encode())
+    digest = str(rules.package_digest(package))
+    twin = package / name
+    shutil.copytree(package / source, twin)  # (its imports within itself are relative: the twin imports its own)
+    init = twin / "__init__.py"
+    init.write_bytes(init.read_bytes() + f"\n\nSOURCE_DIGEST = {digest!r}\n".encode())
+    modules = sorted(p.stem for p in twin.glob("*.py"))
     cwd = os.getcwd()
     os.chdir(tree)
     try:
         extensions = mypycify(
-            ["--ignore-missing-imports", "--follow-imports=silent", f"charfmt/{TWIN}.py"],
+            ["--ignore-missing-imports", "--follow-imports=silent", *(f"{PACKAGE}/{name}/{m}.py" for m in modules)],
             opt_level="3",
             target_dir=str(work / "c"),
+            group_name=f"{PACKAGE}.{name}",  # the shared library: charfmt/_stream_c__mypyc
         )
-        dist = Distribution({"name": "charfmt-scanner", "ext_modules": extensions, "script_name": "setup.py"})
+        dist = Distribution({"name": "charfmt-stream", "ext_modules": extensions, "script_name": "setup.py"})
         command = dist.get_command_obj("build_ext")
         command.build_lib = str(work / "lib")
         command.build_temp = str(work / "tmp")
@@ -137,7 +158,8 @@ def _compile(root: Path, work: Path) -> list[Path]:
     finally:
         os.chdir(cwd)
     built = sorted(p for p in (work / "lib").rglob("*") if p.is_file())
-    if not any(p.name.startswith(TWIN + ".") for p in built):
-        raise RuntimeError(f"mypyc built no {TWIN} module")
+    compiled = {p.name.split(".")[0] for p in built if p.parent.name == name}
+    if compiled != set(modules):
+        raise RuntimeError(f"mypyc built no {name} module for {sorted(set(modules) - compiled)}")
     print(f"charfmt: {', '.join(p.name for p in built)} ({sys.implementation.cache_tag})", file=sys.stderr)
     return built

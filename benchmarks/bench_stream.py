@@ -280,9 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     # The batch parse and the reference are short: time a few calls per round, so that each
     # side of a ratio is of the same order as one streaming pass.
     number = 4
-    from charfmt import _scanner
+    from charfmt._stream import reader as pure_reader
 
-    pure = _scanner.StreamParser if charfmt.stream.COMPILED else None
+    pure = pure_reader.StreamParser if charfmt.stream.COMPILED else None
     stream_t, batch_t, ref_t, over_ref, over_batch, pure_over_ref = [], [], [], [], [], []
     for _ in range(rounds):  # interleaved, so all see the same machine state; ratios per round
         ref_t.append(reference_once(text, number))

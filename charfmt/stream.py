@@ -1,14 +1,14 @@
 """Streaming: events as model output arrives, never a partial tag, identical to the batch result.
 
-``StreamParser`` (the reader itself lives in ``charfmt._scanner``; its docstring says how it
-works) takes chunks of ``str`` or ``bytes``; ``iter_events`` and ``aiter_events`` wrap it for
+``StreamParser`` (the reader itself is the package ``charfmt._stream``; its docstring says how
+it works) takes chunks of ``str`` or ``bytes``; ``iter_events`` and ``aiter_events`` wrap it for
 iterables and async iterables of those or of the LLM SDKs' own stream objects (read by
 ``charfmt._sdk_chunks``); ``collect`` rebuilds the ``Reply`` a sequence of events describes.
 
-Where the package was built with a C compiler, ``charfmt._scanner`` also exists compiled with
-mypyc (``charfmt._scanner_c``, made by ``hatch_build.py`` at install): the same source, the same
+Where the package was built with a C compiler, ``charfmt._stream`` also exists compiled with
+mypyc (``charfmt._stream_c``, made by ``hatch_build.py`` at install): the same source, the same
 events, over twice as fast. It is used only while it was compiled from the very package
-installed next to it: a digest of every module, ``charfmt/*.py`` (``charfmt._twin``; mypyc
+installed next to it: a digest of every module, ``charfmt/**/*.py`` (``charfmt._twin``; mypyc
 inlines constants of the modules the reader imports), is compiled in, so an edited source, of
 any module, never runs stale code. ``CHARFMT_PURE_PYTHON=1`` (or ``true``, ``yes``, ``on``) in
 the environment turns it off. ``COMPILED`` says which one runs.
@@ -17,13 +17,15 @@ the environment turns it off. ``COMPILED`` says which one runs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Iterable, Iterator
 from contextlib import aclosing
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt import _scanner, _sdk_chunks, _twin
+from charfmt import _sdk_chunks, _twin
+from charfmt._stream import collector as _pure_collector
+from charfmt._stream import reader as _pure_reader
 from charfmt.events import Event
 from charfmt.models import Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -42,16 +44,17 @@ __all__ = [
 
 
 def source_digest(package: Path | None = None) -> str:
-    """The digest ``hatch_build.py`` compiles into ``charfmt._scanner_c``: SHA-256 of the package's modules.
+    """The digest ``hatch_build.py`` compiles into ``charfmt._stream_c``: SHA-256 of the package's modules.
 
     ``package`` is the folder of ``charfmt`` (default: the installed one); every ``<name>.py``
-    in it counts, sorted by name, the compiled twin's own name excepted (``charfmt._twin``).
+    in it and in its subpackages counts, sorted by path, the compiled twin's own folder
+    excepted (``charfmt._twin``).
     """
-    return _twin.package_digest(Path(_scanner.__file__).parent if package is None else package)
+    return _twin.package_digest(Path(_twin.__file__).parent if package is None else package)
 
 
 def _compiled_twin(package: Path | None = None) -> ModuleType | None:
-    """``charfmt._scanner_c`` if it was compiled from the package it sits in, else ``None``."""
+    """``charfmt._stream_c`` if it was compiled from the package it sits in, else ``None``."""
     if _twin.pure_python_requested():
         return None
     try:
@@ -62,19 +65,21 @@ def _compiled_twin(package: Path | None = None) -> ModuleType | None:
     return twin if getattr(twin, "SOURCE_DIGEST", None) == digest else None
 
 
-_IMPL: Final = _compiled_twin() or _scanner
-COMPILED: Final = _IMPL is not _scanner
+_TWIN: Final = _compiled_twin()
+COMPILED: Final = _TWIN is not None
 """Whether the mypyc-compiled reader runs (``False``: the pure-Python one, same events)."""
 
 if TYPE_CHECKING:
-    from charfmt._scanner import Collector, StreamParser, collect
+    from charfmt._stream.collector import Collector, collect
+    from charfmt._stream.reader import StreamParser
+elif COMPILED:
+    _reader = importlib.import_module(f"{_TWIN.__name__}.reader")
+    _collector = importlib.import_module(f"{_TWIN.__name__}.collector")
+    StreamParser, Collector, collect = _reader.StreamParser, _collector.Collector, _collector.collect
+    # mypyc keeps no docstrings: help() shows the source's
+    StreamParser.__doc__, Collector.__doc__ = _pure_reader.StreamParser.__doc__, _pure_collector.Collector.__doc__
 else:
-    Collector = _IMPL.Collector
-    StreamParser = _IMPL.StreamParser
-    collect = _IMPL.collect
-    if COMPILED:  # mypyc keeps no docstrings: help() shows the source's
-        for _compiled, _source in ((StreamParser, _scanner.StreamParser), (Collector, _scanner.Collector)):
-            _compiled.__doc__ = _source.__doc__
+    StreamParser, Collector, collect = _pure_reader.StreamParser, _pure_collector.Collector, _pure_collector.collect
 
 
 def reader_name() -> str:
@@ -130,7 +135,7 @@ async def aiter_events(
     tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Events from an async stream, yielded as each item arrives: ``iter_events`` for async SDK clients.
 
     ``chunks`` is anything ``iter_events`` takes, an async iterable of it, an async context

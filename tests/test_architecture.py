@@ -38,9 +38,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
 
 # "module:qualified.name" of functions and classes still too long.
 KNOWN_LONG: set[str] = {
-    "_scanner:StreamParser",
-    "_scanner:StreamParser.feed",
-    "_scanner:StreamParser._advance",
     "serve.app:create_app",
     "serve.app:create_app.chat_completions",
     "cli:_parser",

@@ -29,7 +29,6 @@ HOME: frozenset[str] = frozenset({"charfmt._grammar.lexical", "charfmt._grammar.
 # Modules (of other owners in issue 25) that still restate a fact, and which.
 KNOWN_RESTATED: dict[str, set[str]] = {
     "charfmt._lenient.shapes": {"entity decoder"},
-    "charfmt._scanner": {"JSON-escape table", "body-text class"},
     "charfmt.export": {"JSON-escape table"},
     "charfmt.interop._common": {"body-text class"},
     "charfmt.userinput": {"body-text class"},

@@ -83,7 +83,7 @@ def test_wheel_contains_the_folders(wheel: Path) -> None:
     assert "charfmt/prompts/README.md" in names
     assert "charfmt/py.typed" in names
     assert "charfmt/data/demo_reply.json" in names
-    assert "charfmt/_scanner.py" in names  # the pure-Python reader ships either way
+    assert "charfmt/_stream/reader.py" in names  # the pure-Python reader ships either way
     assert not any(n.endswith((".so", ".pyd")) for n in names)
     assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
 
@@ -107,10 +107,14 @@ def test_the_wheel_holds_the_compiled_reader_where_a_compiler_is_available(
     compiled_wheel: Path, tmp_path: Path
 ) -> None:
     names = set(zipfile.ZipFile(compiled_wheel).namelist())
-    compiled = {n for n in names if n.startswith("charfmt/_scanner_c") and n.endswith((".so", ".pyd"))}
-    assert "charfmt/_scanner.py" in names  # the pure-Python reader ships either way
+    compiled = {n for n in names if n.startswith("charfmt/_stream_c") and n.endswith((".so", ".pyd"))}
+    assert "charfmt/_stream/reader.py" in names  # the pure-Python reader ships either way
     if cannot_compile() is None:
         assert compiled, sorted(names)
+        # Every module of the reader, compiled: charfmt._stream_c.<module> for charfmt._stream.<module>.
+        sources = [n for n in names if n.startswith("charfmt/_stream/") and n.endswith(".py")]
+        modules = {n.removeprefix("charfmt/_stream/").removesuffix(".py") for n in sources}
+        assert {n.split("/")[2].split(".")[0] for n in compiled if n.count("/") == 2} == modules, sorted(compiled)
         assert not compiled_wheel.name.endswith("-py3-none-any.whl"), compiled_wheel.name  # tagged for this platform
     else:
         assert not compiled
@@ -144,13 +148,16 @@ def test_editable_install(tmp_path: Path) -> None:
     project = _project_copy(tmp_path)
     # What an earlier compiled editable install left in the source tree: a pure reinstall removes it.
     tag = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    stale = [project / "charfmt" / f"_scanner_c{tag}", project / "charfmt" / f"_scanner_c__mypyc{tag}"]
-    stale.append(project / "charfmt" / "_scanner_c.pyd")
+    twin = project / "charfmt" / "_stream_c"
+    twin.mkdir()
+    stale = [twin / f"__init__{tag}", twin / f"reader{tag}", project / "charfmt" / f"_stream_c__mypyc{tag}"]
+    stale.append(twin / "reader.pyd")
     for path in stale:
         path.write_bytes(b"an earlier build's")
     _pip("--python", python, "install", "--no-deps", "--no-build-isolation", "-e", str(project), compile_reader=False)
     assert [p.name for p in stale if p.exists()] == []
-    assert (project / "charfmt" / "_scanner.py").exists()
+    assert not twin.exists()  # (the twin's folder holds only what a build put there)
+    assert (project / "charfmt" / "_stream" / "reader.py").exists()
     got = _probe(python, tmp_path)
     assert Path(got["module"]).parent == project / "charfmt"
     assert Path(got["grammars"]) == project / "grammars"
@@ -192,7 +199,8 @@ def test_a_pure_build_leaves_the_source_tree_of_a_wheel_build_alone(
 ) -> None:
     """Only an editable build removes compiled files (they are its own); a wheel build reads the tree only."""
     project = _project_copy(tmp_path)
-    kept = project / "charfmt" / "_scanner_c.pyd"
+    kept = project / "charfmt" / "_stream_c" / "reader.pyd"
+    kept.parent.mkdir()
     kept.write_bytes(b"someone's")
     monkeypatch.setenv("CHARFMT_PURE_PYTHON", "1")
     hook = _hook_module().CompileScanner(str(project), {}, None, None, str(tmp_path), "wheel")

@@ -16,9 +16,9 @@ import pytest
 
 import charfmt
 import charfmt.stream
-from charfmt import _scanner
+from charfmt._stream import reader as _pure
 
-READERS = [pytest.param(_scanner.StreamParser, id="pure")]
+READERS = [pytest.param(_pure.StreamParser, id="pure")]
 if charfmt.stream.COMPILED:
     READERS.append(pytest.param(charfmt.stream.StreamParser, id="compiled"))
 
@@ -80,7 +80,7 @@ def test_a_copy_taken_mid_stream_goes_on_like_the_original(reader: type[charfmt.
 
 
 def test_the_class_docstring_is_the_sources_whichever_reader_runs() -> None:
-    assert charfmt.StreamParser.__doc__ == _scanner.StreamParser.__doc__
+    assert charfmt.StreamParser.__doc__ == _pure.StreamParser.__doc__
     assert "max_size" in (charfmt.StreamParser.__doc__ or "")
 
 

@@ -1,7 +1,7 @@
-"""The mypyc-compiled stream reader (``charfmt._scanner_c``) against the pure-Python one.
+"""The mypyc-compiled stream reader (``charfmt._stream_c``) against the pure-Python one.
 
 Where the package was built with a C compiler, ``charfmt.StreamParser`` is the compiled twin
-of ``charfmt._scanner`` (``hatch_build.py``), and every other stream test exercises it. Here:
+of ``charfmt._stream`` (``hatch_build.py``), and every other stream test exercises it. Here:
 the twin is chosen only while it was compiled from the installed source; and both readers
 produce exactly the same events (not merely the same reply) on every case file input, on
 what ``charfmt fuzz`` generates and on hypothesis' damaged replies, cut into random chunks of
@@ -31,8 +31,9 @@ from hypothesis import strategies as st
 
 import charfmt
 import charfmt.stream
-from charfmt import _scanner
 from charfmt import _twin as _twin_module
+from charfmt._stream import collector as _pure_collector
+from charfmt._stream import reader as _pure_reader
 from charfmt.fuzz import Damaged, iter_fuzz_cases
 from charfmt.tags import DEFAULT_TAGS, TagSpec, TagTable
 from charfmt.testing import chunkings, damaged_replies
@@ -45,24 +46,26 @@ EXTENDED = DEFAULT_TAGS.extend(
 
 def _twin() -> tuple[ModuleType | None, str]:
     """The compiled reader, if it was built for the installed package; else why not (the tests below skip)."""
-    if importlib.util.find_spec("charfmt._scanner_c") is None:
+    if importlib.util.find_spec("charfmt._stream_c") is None:
         return None, "no compiled reader was built here (pip install -e . builds it where a C compiler is)"
-    twin = importlib.import_module("charfmt._scanner_c")
+    twin = importlib.import_module("charfmt._stream_c")
     if charfmt.stream.source_digest() != twin.SOURCE_DIGEST:
         return None, "the compiled reader was built from other sources than these (edited since: reinstall)"
     return twin, ""
 
 
 TWIN, NO_TWIN = _twin()
+# The twin's modules: its StreamParser, its Collector (the pure ones: _pure_reader, _pure_collector).
+TWIN_READER = None if TWIN is None else importlib.import_module("charfmt._stream_c.reader")
+TWIN_COLLECTOR = None if TWIN is None else importlib.import_module("charfmt._stream_c.collector")
 needs_twin = pytest.mark.skipif(TWIN is None, reason=NO_TWIN)
 
 
 def _package_copy(tmp_path: Path) -> Path:
-    """A copy of the installed package's modules (what the digest reads), in ``tmp_path/charfmt``."""
+    """A copy of the installed package's modules and subpackages (what the digest reads), in ``tmp_path/charfmt``."""
     copy = tmp_path / "charfmt"
-    copy.mkdir()
-    for path in Path(charfmt.__file__).parent.glob("*.py"):
-        shutil.copy2(path, copy / path.name)
+    skip = shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", "_stream_c")
+    shutil.copytree(Path(charfmt.__file__).parent, copy, ignore=skip)
     return copy
 
 
@@ -84,9 +87,9 @@ def _events(module: ModuleType, chunks: list[Any], **kwargs: Any) -> list[charfm
 
 
 def _same(chunks: list[Any], **kwargs: Any) -> None:
-    assert TWIN is not None
-    pure = _events(_scanner, chunks, **kwargs)
-    compiled = _events(TWIN, chunks, **kwargs)
+    assert TWIN_READER is not None
+    pure = _events(_pure_reader, chunks, **kwargs)
+    compiled = _events(TWIN_READER, chunks, **kwargs)
     assert compiled == pure, chunks
 
 
@@ -99,14 +102,15 @@ def _cut(text: str | bytes, rnd: random.Random) -> list[Any]:
 def test_the_stream_runs_the_compiled_reader_only_when_built_from_this_source() -> None:
     chosen = charfmt.StreamParser
     if TWIN is not None and not _twin_module.pure_python_requested():
+        assert TWIN_READER is not None and TWIN_COLLECTOR is not None
         assert charfmt.stream.COMPILED
-        assert chosen is TWIN.StreamParser
-        assert charfmt.stream.collect is TWIN.collect
-        assert charfmt.stream.Collector is TWIN.Collector
+        assert chosen is TWIN_READER.StreamParser
+        assert charfmt.stream.collect is TWIN_COLLECTOR.collect
+        assert charfmt.stream.Collector is TWIN_COLLECTOR.Collector
     else:
         assert not charfmt.stream.COMPILED
-        assert chosen is _scanner.StreamParser
-        assert charfmt.stream.Collector is _scanner.Collector
+        assert chosen is _pure_reader.StreamParser
+        assert charfmt.stream.Collector is _pure_collector.Collector
 
 
 def test_collector_is_public_again() -> None:
@@ -122,17 +126,26 @@ def test_the_digest_covers_every_module_of_the_package(tmp_path: Path) -> None:
     copy = _package_copy(tmp_path)
     digest = charfmt.stream.source_digest(copy)
     assert digest == charfmt.stream.source_digest()  # the content counts, not where it lies
-    assert [p.name for p in _twin_module.digest_files(copy)] == sorted(p.name for p in copy.glob("*.py"))
-    # What is not a module of the package does not count: the twin's own name, an editor's file.
-    (copy / "_scanner_c.py").write_text("SOURCE_DIGEST = 'x'\n", encoding="utf-8")
+    modules = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*.py"))
+    assert [p.relative_to(copy).as_posix() for p in _twin_module.digest_files(copy)] == modules
+    assert "_stream/reader.py" in modules and "interop/_common.py" in modules  # the reader's, and subpackages'
+    # What is not a module of the package does not count: the twin's own folder, an editor's file.
+    (copy / "_stream_c").mkdir()
+    (copy / "_stream_c" / "__init__.py").write_text("SOURCE_DIGEST = 'x'\n", encoding="utf-8")
     (copy / ".#parser.py").write_text("junk\n", encoding="utf-8")
+    (copy / "_stream" / ".#reader.py").write_text("junk\n", encoding="utf-8")
     assert charfmt.stream.source_digest(copy) == digest
-    # Any module does: an edited one, a new one.
+    # Any module does: an edited one, a new one, one of a subpackage.
     _edit_max_size(copy)
     edited = charfmt.stream.source_digest(copy)
     assert edited != digest
     (copy / "extra.py").write_text("X = 1\n", encoding="utf-8")
-    assert charfmt.stream.source_digest(copy) not in (digest, edited)
+    extra = charfmt.stream.source_digest(copy)
+    assert extra not in (digest, edited)
+    language = copy / "_stream" / "language.py"
+    text = language.read_text(encoding="utf-8")
+    language.write_text(text.replace("TOKEN_MAX: Final = 48", "TOKEN_MAX: Final = 49"), encoding="utf-8")
+    assert charfmt.stream.source_digest(copy) not in (digest, edited, extra)
 
 
 def test_an_edited_module_turns_the_compiled_twin_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,9 +153,9 @@ def test_an_edited_module_turns_the_compiled_twin_off(tmp_path: Path, monkeypatc
     copy = _package_copy(tmp_path)
     monkeypatch.delenv("CHARFMT_PURE_PYTHON", raising=False)
     # A stand-in for the compiled module, stamped as the build stamps it: so this runs without a compiler.
-    stand_in = ModuleType("charfmt._scanner_c")
+    stand_in = ModuleType("charfmt._stream_c")
     stand_in.SOURCE_DIGEST = charfmt.stream.source_digest(copy)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "charfmt._scanner_c", stand_in)
+    monkeypatch.setitem(sys.modules, "charfmt._stream_c", stand_in)
     assert charfmt.stream._compiled_twin(copy) is stand_in
     monkeypatch.setenv("CHARFMT_PURE_PYTHON", "1")
     assert charfmt.stream._compiled_twin(copy) is None
@@ -180,9 +193,9 @@ def test_charfmt_pure_python_at_run_time(value: str) -> None:
     env = {**os.environ, "CHARFMT_PURE_PYTHON": value, "PYTHONPATH": str(Path(charfmt.__file__).parent.parent)}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     if value in ("1", "yes") or TWIN is None:
-        assert done.stdout.split() == ["False", "charfmt._scanner"]
+        assert done.stdout.split() == ["False", "charfmt._stream.reader"]
     else:
-        assert done.stdout.split() == ["True", "charfmt._scanner_c"]
+        assert done.stdout.split() == ["True", "charfmt._stream_c.reader"]
 
 
 def _installed_elsewhere() -> str | None:
@@ -211,7 +224,7 @@ def test_an_installed_package_was_compiled_where_a_compiler_is_available() -> No
     reason = cannot_compile() or _installed_elsewhere()
     if reason is not None:
         pytest.skip(reason)
-    assert importlib.util.find_spec("charfmt._scanner_c") is not None, "pip install -e . did not compile the reader"
+    assert importlib.util.find_spec("charfmt._stream_c") is not None, "pip install -e . did not compile the reader"
 
 
 # -- the same events ---------------------------------------------------------------------------
@@ -246,12 +259,12 @@ def test_both_readers_emit_the_same_events_on_damaged_replies(case: tuple[Damage
     _damaged, chunks = case
     vocabulary = charfmt.Vocabulary(emotions=["joy", {"key": "sad", "aliases": ["blue"]}], policy="nearest")
     try:
-        pure = _events(_scanner, chunks, lenient=lenient, vocabulary=vocabulary)
+        pure = _events(_pure_reader, chunks, lenient=lenient, vocabulary=vocabulary)
     except charfmt.ParseError as e:
-        assert TWIN is not None
+        assert TWIN_READER is not None
         with pytest.raises(charfmt.ParseError) as caught:
-            _events(TWIN, chunks, lenient=lenient, vocabulary=vocabulary)
+            _events(TWIN_READER, chunks, lenient=lenient, vocabulary=vocabulary)
         assert caught.value.diagnostics == e.diagnostics
         return
-    assert TWIN is not None
-    assert _events(TWIN, chunks, lenient=lenient, vocabulary=vocabulary) == pure
+    assert TWIN_READER is not None
+    assert _events(TWIN_READER, chunks, lenient=lenient, vocabulary=vocabulary) == pure

@@ -34,7 +34,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
             "charfmt.serve.upstream",
         }
     ),
-    frozenset({"charfmt._hypothesis_plugin", "charfmt.testing"}),
 }
 
 # "module:qualified.name" of functions and classes still too long.

@@ -74,6 +74,9 @@ _LOOKBACK: Final = 8
 # after it; in the spaces after an ellipsis; in the closing brackets after a closed quote;
 # after a ',' that would end a long sentence unless a digit follows.
 _NONE, _RUN, _RUN_CLOSERS, _ELLIPSIS_SPACE, _QUOTE_CLOSERS, _COMMA = range(6)
+# What one character does to a pending decision: nothing yet (look at the next one); it
+# changed the phase (look at it again); it decided: the sentence ends before it, or goes on.
+_NEXT, _AGAIN, _CUT, _KEEP = range(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,95 +211,30 @@ class SentenceSplitter:
         i, n = 0, len(text)
         steps = 0
         while i < n:
-            phase = buf.phase
-            if phase != _NONE:
+            if buf.phase != _NONE:
                 # A pending decision: look at characters one by one until one decides it.
-                c = text[i]
                 steps += 1
-                cut = False
-                if phase == _RUN:
-                    if c in _END:
-                        buf.run_length += 1
-                        buf.run_cjk = buf.run_cjk or c in _CJK_END
-                        buf.run_ellipsis = buf.run_ellipsis and c in _ELLIPSIS
-                        i += 1
-                        continue
-                    if c in _CLOSERS:
-                        buf.phase = _RUN_CLOSERS
-                        buf.run_closers += 1
-                        i += 1
-                        continue
-                    cut = self._run_ends(buf, c)
-                elif phase == _RUN_CLOSERS:
-                    if c in _CLOSERS:
-                        buf.run_closers += 1
-                        i += 1
-                        continue
-                    if c in _END:  # 「わあ！）？」: the run goes on after a stray closer
-                        buf.phase = _RUN
-                        continue
-                    cut = self._run_ends(buf, c)
-                elif phase == _ELLIPSIS_SPACE:
-                    if c.isspace() and c != "\n":
-                        i += 1
-                        continue
-                    cut = not c.islower()
-                elif phase == _COMMA:
-                    cut = not c.isdigit()
-                else:  # _QUOTE_CLOSERS
-                    if c in _CLOSERS:
-                        i += 1
-                        continue
-                    cut = c.isspace() or c in _OPENERS or c == '"'
-                if buf.phase == _ELLIPSIS_SPACE and phase != _ELLIPSIS_SPACE:
-                    i += 1  # _run_ends deferred: c is a space after an ellipsis
+                step = self._pending_step(buf, text[i])
+                if step == _NEXT:
+                    i += 1
                     continue
-                buf.phase = _NONE
-                if cut:
+                if step == _AGAIN:
+                    continue
+                if step == _CUT:
                     self._append(buf, text[start:i])
                     self._emit(out, buf, chat, segment)
                     start = i
-                # c is read again below, as any character outside a decision
+                # the deciding character is read again below, as any character outside a decision
             m = self._special.search(text, i)
             if m is None:
                 break
             i = m.start()
-            c = text[i]
             steps += 1
-            if c in _OPENERS:
-                buf.quotes.append(_OPENERS[c])
-            elif (buf.quotes and c == buf.quotes[-1]) or (c == '"' and buf.ascii_quote):
-                if c == '"':
-                    buf.ascii_quote = False
-                else:
-                    buf.quotes.pop()
-                if not buf.quotes and not buf.ascii_quote and self._before(buf, text, i, 1) in _END:
-                    buf.phase = _QUOTE_CLOSERS  # 「聞いて！」 ends a sentence only if nothing continues it
-            elif c == '"':
-                buf.ascii_quote = True
-            elif c == "\n":
-                self._append(buf, text[start:i])
+            end = self._special_step(buf, text, i, start)
+            if end >= 0:
+                self._append(buf, text[start:end])
                 self._emit(out, buf, chat, segment)
                 start = i + 1
-                buf.quotes.clear()  # a quote left open on its line closes with it
-                buf.ascii_quote = False
-            elif c in _PAUSES:
-                if not buf.quotes and not buf.ascii_quote and self._long(buf, i - start + 1):
-                    if c == ",":
-                        buf.phase = _COMMA  # 3,000 is a number: the next character decides
-                    else:
-                        self._append(buf, text[start : i + 1])
-                        self._emit(out, buf, chat, segment)
-                        start = i + 1
-            elif c in _END and not buf.quotes and not buf.ascii_quote:
-                buf.phase = _RUN
-                buf.run_length = 1
-                buf.run_cjk = c in _CJK_END
-                buf.run_ellipsis = c in _ELLIPSIS
-                buf.run_closers = 0
-                before = self._before(buf, text, i, _LOOKBACK)
-                buf.run_digit = c == "." and before[-1:].isdigit()
-                buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
             i += 1
         if start < n:
             self._append(buf, text[start:])
@@ -304,6 +242,87 @@ class SentenceSplitter:
         buf.steps += steps
         self.steps += steps
         return out
+
+    @classmethod
+    def _pending_step(cls, buf: _Buffer, c: str) -> int:
+        """Look at ``c`` in a pending decision: ``_NEXT``, ``_AGAIN``, or the decision (``_CUT``, ``_KEEP``)."""
+        phase = buf.phase
+        if phase == _RUN:
+            if c in _END:
+                buf.run_length += 1
+                buf.run_cjk = buf.run_cjk or c in _CJK_END
+                buf.run_ellipsis = buf.run_ellipsis and c in _ELLIPSIS
+                return _NEXT
+            if c in _CLOSERS:
+                buf.phase = _RUN_CLOSERS
+                buf.run_closers += 1
+                return _NEXT
+            cut = cls._run_ends(buf, c)
+        elif phase == _RUN_CLOSERS:
+            if c in _CLOSERS:
+                buf.run_closers += 1
+                return _NEXT
+            if c in _END:  # 「わあ！）？」: the run goes on after a stray closer
+                buf.phase = _RUN
+                return _AGAIN
+            cut = cls._run_ends(buf, c)
+        elif phase == _ELLIPSIS_SPACE:
+            if c.isspace() and c != "\n":
+                return _NEXT
+            cut = not c.islower()
+        elif phase == _COMMA:
+            cut = not c.isdigit()
+        else:  # _QUOTE_CLOSERS
+            if c in _CLOSERS:
+                return _NEXT
+            cut = c.isspace() or c in _OPENERS or c == '"'
+        if buf.phase == _ELLIPSIS_SPACE and phase != _ELLIPSIS_SPACE:
+            return _NEXT  # _run_ends deferred: c is a space after an ellipsis
+        buf.phase = _NONE
+        return _CUT if cut else _KEEP
+
+    def _special_step(self, buf: _Buffer, text: str, i: int, start: int) -> int:
+        """Read ``text[i]``, a character the rule looks at outside a decision (the sentence began at ``start``).
+
+        Where it ends the sentence, the end of the sentence's text (the next one begins after
+        ``text[i]``); ``-1`` otherwise.
+        """
+        c = text[i]
+        if c in _OPENERS:
+            buf.quotes.append(_OPENERS[c])
+        elif (buf.quotes and c == buf.quotes[-1]) or (c == '"' and buf.ascii_quote):
+            if c == '"':
+                buf.ascii_quote = False
+            else:
+                buf.quotes.pop()
+            if not buf.quotes and not buf.ascii_quote and self._before(buf, text, i, 1) in _END:
+                buf.phase = _QUOTE_CLOSERS  # 「聞いて！」 ends a sentence only if nothing continues it
+        elif c == '"':
+            buf.ascii_quote = True
+        elif c == "\n":
+            buf.quotes.clear()  # a quote left open on its line closes with it
+            buf.ascii_quote = False
+            return i
+        elif c in _PAUSES:
+            if not buf.quotes and not buf.ascii_quote and self._long(buf, i - start + 1):
+                if c == ",":
+                    buf.phase = _COMMA  # 3,000 is a number: the next character decides
+                else:
+                    return i + 1
+        elif c in _END and not buf.quotes and not buf.ascii_quote:
+            self._start_run(buf, c, self._before(buf, text, i, _LOOKBACK))
+        return -1
+
+    @staticmethod
+    def _start_run(buf: _Buffer, c: str, before: str) -> None:
+        """End punctuation ``c`` (after ``before``) opens a run: the characters after it decide."""
+        buf.phase = _RUN
+        buf.run_length = 1
+        buf.run_cjk = c in _CJK_END
+        buf.run_ellipsis = c in _ELLIPSIS
+        buf.run_closers = 0
+        buf.run_digit = c == "." and before[-1:].isdigit()
+        buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
 
     @staticmethod
     def _before(buf: _Buffer, text: str, i: int, count: int) -> str:

@@ -315,13 +315,33 @@ def parse_shorthand(
     ``<sfx>`` (one of its values, when it has a list).
     """
     table = DEFAULT_TAGS if tags is None else tags
-    segments: list[Segment] = []
+    text, diagnostics = _unsendable_replaced(text)
+    known_actions = {a.casefold(): a for a in actions or ()}
+    segments = _shorthand_segments(text, vocabulary, known_actions, table, diagnostics)
+    return UserTurn(
+        chats=[UserChat(type="C", segments=chat) for chat in _one_emotion_each(segments, table)],
+        diagnostics=diagnostics,
+    )
+
+
+def _unsendable_replaced(text: str) -> tuple[str, list[Diagnostic]]:
+    """``text`` with each character that cannot be sent replaced by U+FFFD, and a ``CF402`` for each."""
     diagnostics: list[Diagnostic] = []
     for m in _BAD_VALUE.finditer(text):
         message = f"character U+{ord(m.group()):04X} cannot be sent; replaced by U+FFFD"
         diagnostics.append(Diagnostic.at(text, "CF402", message, m.start(), m.end(), severity="warning"))
-    text = _BAD_VALUE.sub("\ufffd", text)
-    known_actions = {a.casefold(): a for a in actions or ()}
+    return _BAD_VALUE.sub("\ufffd", text), diagnostics
+
+
+def _shorthand_segments(
+    text: str,
+    vocabulary: Vocabulary | None,
+    known_actions: dict[str, str],
+    table: TagTable,
+    diagnostics: list[Diagnostic],
+) -> list[Segment]:
+    """The segments of typed shorthand, in order (see ``parse_shorthand``); ``CF401`` for words kept as text."""
+    segments: list[Segment] = []
     pos = 0
     pending = ""
 
@@ -363,10 +383,7 @@ def parse_shorthand(
         pos = m.end()
         segments.append(Segment(tag=resolved[0], text=resolved[1]))
     flush(pending + text[pos:])
-    return UserTurn(
-        chats=[UserChat(type="C", segments=chat) for chat in _one_emotion_each(segments, table)],
-        diagnostics=diagnostics,
-    )
+    return segments
 
 
 def _one_emotion_each(segments: list[Segment], tags: TagTable) -> list[list[Segment]]:

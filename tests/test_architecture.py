@@ -45,10 +45,8 @@ KNOWN_LONG: set[str] = {
     "serve.app:create_app",
     "serve.app:create_app.chat_completions",
     "cli:_parser",
-    "speech:SentenceSplitter._scan",
     "chat:command",
     "tolerant:Reader.read",
-    "userinput:parse_shorthand",
     "serve.turns:Engine.turn",
     "export:reply_grammar",
 }

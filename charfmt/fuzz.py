@@ -10,6 +10,7 @@ tests use it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import re
@@ -162,6 +163,22 @@ def _first_c(text: str) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     return (chats, found) if chats is not None and found is not None else None
 
 
+_FirstChatChange = Callable[[list[dict[str, Any]], dict[str, Any], random.Random], str | None]
+"""A change to a reply's first ``C`` chat: ``(chats, chat, rng)`` to the new text, ``None`` to leave it."""
+
+
+def _on_first_c(change: _FirstChatChange) -> Mutation:
+    """The mutation that applies ``change`` to the first ``C`` chat (the text stays where there is none)."""
+
+    @functools.wraps(change)
+    def mutate(text: str, rng: random.Random) -> str:
+        found = _first_c(text)
+        changed = change(*found, rng) if found is not None else None
+        return text if changed is None else changed
+
+    return mutate
+
+
 def _elements(body: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _ELEMENT.finditer(body)]
 
@@ -192,12 +209,9 @@ def _json_array(text: str, rng: random.Random) -> str:
     return json.dumps(chats, ensure_ascii=False) if chats else text
 
 
-def _hybrid(text: str, rng: random.Random) -> str:
+@_on_first_c
+def _hybrid(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """Pattern D: ``chat_body`` and ``emotion_summary``."""
-    found = _first_c(text)
-    if found is None:
-        return text
-    chats, chat = found
     emotion = next((value for tag, value in _elements(chat["body"]) if tag == _EMO), "neutral")
     chat["emotion_summary"] = emotion
     chat["chat_body"] = chat.pop("body")
@@ -210,27 +224,22 @@ def _single_chat(text: str, rng: random.Random) -> str:
     return json.dumps(chats[0], ensure_ascii=False) if chats else text
 
 
-def _json_fields(text: str, rng: random.Random) -> str:
+@_on_first_c
+def _json_fields(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern A: one JSON object of fields named after the tags' long names."""
-    found = _first_c(text)
-    if found is None:
-        return text
     fields: dict[str, str] = {}
-    for tag, value in _elements(found[1]["body"]):
+    for tag, value in _elements(chat["body"]):
         fields.setdefault(_LONG_NAMES.get(tag, tag), value)
-    return json.dumps(fields, ensure_ascii=False) if fields else text
+    return json.dumps(fields, ensure_ascii=False) if fields else None
 
 
-def _front_matter(text: str, rng: random.Random) -> str:
+@_on_first_c
+def _front_matter(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern C: the emotion and action in a ``---`` block, the speech after it (bare or in the body)."""
-    found = _first_c(text)
-    if found is None:
-        return text
-    chats, chat = found
     head = [f"{_LONG_NAMES.get(tag, tag)}: {value}" for tag, value in _elements(chat["body"]) if tag in (_EMO, _ACT)]
     said = [value for tag, value in _elements(chat["body"]) if tag not in (_EMO, _ACT)]
     if not head:
-        return text
+        return None
     block = "---\n" + "\n".join(head) + "\n---\n" + "\n".join(said)
     if rng.random() < 0.5:
         return block
@@ -238,10 +247,11 @@ def _front_matter(text: str, rng: random.Random) -> str:
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
-def _bare_tags(text: str, rng: random.Random) -> str:
+@_on_first_c
+def _bare_tags(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """The first ``C`` body alone: tags, no JSON."""
-    found = _first_c(text)
-    return found[1]["body"] if found is not None else text
+    body: str = chat["body"]
+    return body
 
 
 def _dot_notation(text: str, rng: random.Random) -> str:

@@ -30,16 +30,16 @@ _TAGS: Final = DEFAULT_TAGS
 _EMO: Final = _TAGS.emotion.name
 _SPEECH: Final = _TAGS.speech.name
 _ACT: Final = _TAGS.action.name if _TAGS.action is not None else _SPEECH
-_NAMES: Final = "|".join(re.escape(name) for name in _TAGS.names)
+_TAG_ALTERNATIVES: Final = "|".join(re.escape(name) for name in _TAGS.names)
 """Every tag of the table, as a regex alternative."""
 _LONG_NAMES: Final = {spec.name: spec.synonyms[0] for spec in _TAGS if spec.synonyms}
 """The first synonym of each tag: the long name models write (``emotion`` for the emotion tag)."""
 _LONG_EMO: Final = _LONG_NAMES.get(_EMO, _EMO)
 _SPEECH_OPEN: Final = _TAGS.speech.open
-_ELEMENT: Final = re.compile(r"<(" + _NAMES + r")>([^<]*)</\1>")
+_ELEMENT: Final = re.compile(r"<(" + _TAG_ALTERNATIVES + r")>([^<]*)</\1>")
 
-_PROSE: Final = ["Sure! Here is the reply:\n", "Okay.\n", "以下が返答です。\n", "Here you go: "]
-_AFTER: Final = [
+_PROSE_BEFORE: Final = ["Sure! Here is the reply:\n", "Okay.\n", "以下が返答です。\n", "Here you go: "]
+_PROSE_AFTER: Final = [
     "\nLet me know if you need anything else!",
     "\n\nI hope this helps.",
     "<|eot_id|>",
@@ -77,7 +77,7 @@ def _fence(text: str, rng: random.Random) -> str:
 
 
 def _prose(text: str, rng: random.Random) -> str:
-    return rng.choice(_PROSE) + text + rng.choice(["", *_AFTER])
+    return rng.choice(_PROSE_BEFORE) + text + rng.choice(["", *_PROSE_AFTER])
 
 
 def _reasoning(text: str, rng: random.Random) -> str:
@@ -85,7 +85,7 @@ def _reasoning(text: str, rng: random.Random) -> str:
 
 
 def _unclose(text: str, rng: random.Random) -> str:
-    closers = list(re.finditer(r"</(" + _NAMES + r")>", text))
+    closers = list(re.finditer(r"</(" + _TAG_ALTERNATIVES + r")>", text))
     if not closers:
         return text
     m = rng.choice(closers)
@@ -98,12 +98,14 @@ def _mismatch(text: str, rng: random.Random) -> str:
 
 
 def _upper(text: str, rng: random.Random) -> str:
-    return re.sub(r"</?(" + _NAMES + r")>", lambda m: m.group().upper(), text)
+    return re.sub(r"</?(" + _TAG_ALTERNATIVES + r")>", lambda m: m.group().upper(), text)
 
 
 def _long_names(text: str, rng: random.Random) -> str:
     return re.sub(
-        r"<(/?)(" + _NAMES + r")>", lambda m: f"<{m.group(1)}{_LONG_NAMES.get(m.group(2), m.group(2))}>", text
+        r"<(/?)(" + _TAG_ALTERNATIVES + r")>",
+        lambda m: f"<{m.group(1)}{_LONG_NAMES.get(m.group(2), m.group(2))}>",
+        text,
     )
 
 
@@ -183,7 +185,7 @@ def _elements(body: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _ELEMENT.finditer(body)]
 
 
-def _user_chats(text: str, rng: random.Random) -> str:
+def _as_user_chats(text: str, rng: random.Random) -> str:
     """Echo the request form: ``<user_chats><chat type="C">…</chat>…``, maybe left unclosed."""
     chats = _chats(text)
     if not chats:
@@ -203,14 +205,14 @@ def _user_chats(text: str, rng: random.Random) -> str:
     return out if cut < 0.6 else out + "\n</user_chats>"
 
 
-def _json_array(text: str, rng: random.Random) -> str:
+def _as_json_array(text: str, rng: random.Random) -> str:
     """A bare array of chats."""
     chats = _chats(text)
     return json.dumps(chats, ensure_ascii=False) if chats else text
 
 
 @_on_first_c
-def _hybrid(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
+def _as_hybrid(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """Pattern D: ``chat_body`` and ``emotion_summary``."""
     emotion = next((value for tag, value in _elements(chat["body"]) if tag == _EMO), "neutral")
     chat["emotion_summary"] = emotion
@@ -218,14 +220,14 @@ def _hybrid(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Rando
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
-def _single_chat(text: str, rng: random.Random) -> str:
+def _as_single_chat(text: str, rng: random.Random) -> str:
     """One chat object, without ``{"chats": [...]}``."""
     chats = _chats(text)
     return json.dumps(chats[0], ensure_ascii=False) if chats else text
 
 
 @_on_first_c
-def _json_fields(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
+def _as_json_fields(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern A: one JSON object of fields named after the tags' long names."""
     fields: dict[str, str] = {}
     for tag, value in _elements(chat["body"]):
@@ -234,7 +236,7 @@ def _json_fields(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.
 
 
 @_on_first_c
-def _front_matter(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
+def _as_front_matter(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern C: the emotion and action in a ``---`` block, the speech after it (bare or in the body)."""
     head = [f"{_LONG_NAMES.get(tag, tag)}: {value}" for tag, value in _elements(chat["body"]) if tag in (_EMO, _ACT)]
     said = [value for tag, value in _elements(chat["body"]) if tag not in (_EMO, _ACT)]
@@ -248,13 +250,13 @@ def _front_matter(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random
 
 
 @_on_first_c
-def _bare_tags(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
+def _as_bare_tags(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """The first ``C`` body alone: tags, no JSON."""
     body: str = chat["body"]
     return body
 
 
-def _dot_notation(text: str, rng: random.Random) -> str:
+def _as_dot_notation(text: str, rng: random.Random) -> str:
     """Pattern E: ``<emotion.joy>speech</emotion.joy>``."""
     pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
     return re.sub(
@@ -262,13 +264,13 @@ def _dot_notation(text: str, rng: random.Random) -> str:
     )
 
 
-def _attribute(text: str, rng: random.Random) -> str:
+def _as_attribute(text: str, rng: random.Random) -> str:
     """Pattern B: ``<emotion type="joy">speech</emotion>``."""
     pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
     return re.sub(pattern, lambda m: f'<{_LONG_EMO} type=\\"{m.group(1)}\\">{m.group(2)}</{_LONG_EMO}>', text, count=1)
 
 
-def _brackets(text: str, rng: random.Random) -> str:
+def _as_brackets(text: str, rng: random.Random) -> str:
     """Bracket tags with no JSON at all: ``[joy] *waves* Hello``."""
     pieces = _elements(text)
     if not any(tag == _EMO for tag, _value in pieces):
@@ -277,7 +279,7 @@ def _brackets(text: str, rng: random.Random) -> str:
     return " ".join(shape[tag].format(value) for tag, value in pieces if tag in shape)
 
 
-def _roleplay(text: str, rng: random.Random) -> str:
+def _as_roleplay(text: str, rng: random.Random) -> str:
     """Role-play prose with no JSON: ``*looks joy* Hello``."""
     pieces = _elements(text)
     if not pieces:
@@ -287,12 +289,12 @@ def _roleplay(text: str, rng: random.Random) -> str:
     return " ".join([*(f"*{a}*" for a in acts or ["nods"]), *said])
 
 
-def _stray_prose(text: str, rng: random.Random) -> str:
+def _as_stray_prose(text: str, rng: random.Random) -> str:
     """Speech without its tag, standing between the body's elements."""
     return re.sub(rf"<{_SPEECH}>([^<]*)</{_SPEECH}>", r"\1", text, count=1)
 
 
-def _plain_text(text: str, rng: random.Random) -> str:
+def _as_plain_text(text: str, rng: random.Random) -> str:
     """Only the words: no JSON, no tags."""
     said = [value for tag, value in _elements(text) if tag == _SPEECH]
     return " ".join(said) if said else text
@@ -310,19 +312,19 @@ class MutationRule:
 
 
 DIALECT_MUTATIONS: Final[tuple[MutationRule, ...]] = (
-    MutationRule("dialect-user-chats", _user_chats, "user-chats"),
-    MutationRule("dialect-json-array", _json_array, "json-array"),
-    MutationRule("dialect-hybrid", _hybrid, "hybrid"),
-    MutationRule("dialect-single-chat", _single_chat, "single-chat"),
-    MutationRule("dialect-json-fields", _json_fields, "json-fields"),
-    MutationRule("dialect-front-matter", _front_matter, "front-matter"),
-    MutationRule("dialect-bare-tags", _bare_tags, "bare-tags"),
-    MutationRule("dialect-dot-notation", _dot_notation, "dot-notation"),
-    MutationRule("attribute-form", _attribute, "attribute-xml"),
-    MutationRule("dialect-brackets", _brackets, "bracket"),
-    MutationRule("dialect-roleplay", _roleplay, "roleplay"),
-    MutationRule("dialect-prose", _stray_prose, "prose"),
-    MutationRule("dialect-plain-text", _plain_text, "plain-text"),
+    MutationRule("dialect-user-chats", _as_user_chats, "user-chats"),
+    MutationRule("dialect-json-array", _as_json_array, "json-array"),
+    MutationRule("dialect-hybrid", _as_hybrid, "hybrid"),
+    MutationRule("dialect-single-chat", _as_single_chat, "single-chat"),
+    MutationRule("dialect-json-fields", _as_json_fields, "json-fields"),
+    MutationRule("dialect-front-matter", _as_front_matter, "front-matter"),
+    MutationRule("dialect-bare-tags", _as_bare_tags, "bare-tags"),
+    MutationRule("dialect-dot-notation", _as_dot_notation, "dot-notation"),
+    MutationRule("attribute-form", _as_attribute, "attribute-xml"),
+    MutationRule("dialect-brackets", _as_brackets, "bracket"),
+    MutationRule("dialect-roleplay", _as_roleplay, "roleplay"),
+    MutationRule("dialect-prose", _as_stray_prose, "prose"),
+    MutationRule("dialect-plain-text", _as_plain_text, "plain-text"),
 )
 """One mutation per entry of the dialect table (but ``canonical``, which damage gives), in table order."""
 
@@ -388,7 +390,7 @@ def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Dam
     return Damaged(text, reply, names)
 
 
-_EMOTIONS: Final = ("joy", "sad", "angry", "surprise")
+_RANDOM_EMOTIONS: Final = ("joy", "sad", "angry", "surprise")
 
 
 def random_reply(rng: random.Random, tags: TagTable | None = None, vocabulary: Vocabulary | None = None) -> Reply:
@@ -399,7 +401,7 @@ def random_reply(rng: random.Random, tags: TagTable | None = None, vocabulary: V
     reads the reply back.
     """
     table = _TAGS if tags is None else tags
-    emotions = _EMOTIONS if vocabulary is None else vocabulary.keys
+    emotions = _RANDOM_EMOTIONS if vocabulary is None else vocabulary.keys
     extra = [t for t in table if t.name not in _TAGS and t.role != "emotion"]
     chats = []
     for order in range(1, rng.randint(1, 4) + 1):

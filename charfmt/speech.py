@@ -55,10 +55,10 @@ _CLOSERS: Final = frozenset("」』”）)'")
 """Closing brackets that belong to the end punctuation before them ('"' toggles instead)."""
 _PAUSES: Final = frozenset("、,，")
 """Where a sentence longer than ``max_length`` may also end (a pause, not an end)."""
-_SPECIAL_CHARS: Final = "".join(sorted(_END | set(_OPENERS) | _CLOSERS | {'"', "\n"}))
-_SPECIAL: Final = re.compile("[" + re.escape(_SPECIAL_CHARS) + "]")
+_RULE_CHARS: Final = "".join(sorted(_END | set(_OPENERS) | _CLOSERS | {'"', "\n"}))
+_RULE_CHAR: Final = re.compile("[" + re.escape(_RULE_CHARS) + "]")
 """A character the rule looks at outside a pending decision; everything else is skipped."""
-_SPECIAL_PAUSES: Final = re.compile("[" + re.escape(_SPECIAL_CHARS + "".join(sorted(_PAUSES))) + "]")
+_RULE_CHAR_OR_PAUSE: Final = re.compile("[" + re.escape(_RULE_CHARS + "".join(sorted(_PAUSES))) + "]")
 """The same, with the pauses (``max_length`` set)."""
 _NOT_SPOKEN: Final = frozenset(_END | set(_OPENERS) | _CLOSERS | _PAUSES | {'"', "・", "ー", "～", "~", "-", "—"})
 """Characters a sentence made only of (and whitespace) is not spoken alone."""
@@ -148,7 +148,7 @@ class SentenceSplitter:
         """The tags whose text is split: the table's speech tags by default."""
         self.max_length = max_length
         """A sentence longer than this also ends at a ``、`` or ``,`` (``None``: only at end punctuation)."""
-        self._special = _SPECIAL if max_length is None else _SPECIAL_PAUSES
+        self._rule_char = _RULE_CHAR if max_length is None else _RULE_CHAR_OR_PAUSE
         self._emotion: dict[int, str | None] = {}
         self._intensity: dict[int, float | None] = {}
         self._action: dict[int, str | None] = {}
@@ -225,12 +225,12 @@ class SentenceSplitter:
                     self._emit(out, buf, chat, segment)
                     start = i
                 # the deciding character is read again below, as any character outside a decision
-            m = self._special.search(text, i)
+            m = self._rule_char.search(text, i)
             if m is None:
                 break
             i = m.start()
             steps += 1
-            end = self._special_step(buf, text, i, start)
+            end = self._rule_char_step(buf, text, i, start)
             if end >= 0:
                 self._append(buf, text[start:end])
                 self._emit(out, buf, chat, segment)
@@ -281,7 +281,7 @@ class SentenceSplitter:
         buf.phase = _NONE
         return _CUT if cut else _KEEP
 
-    def _special_step(self, buf: _Buffer, text: str, i: int, start: int) -> int:
+    def _rule_char_step(self, buf: _Buffer, text: str, i: int, start: int) -> int:
         """Read ``text[i]``, a character the rule looks at outside a decision (the sentence began at ``start``).
 
         Where it ends the sentence, the end of the sentence's text (the next one begins after

@@ -1,10 +1,10 @@
 """Damage like real models do, reproducibly: the mutations behind ``charfmt fuzz`` and ``charfmt.testing``.
 
-Each mutation is a named function of ``(text, rng)`` modelled on a failure seen in
-model output. ``damage`` applies a few of them and says which; ``check`` runs one input
-through every entry point and raises on any broken promise, among them that a lenient
-result passes its own validators (``revalidate``); the fuzz harness and the regression
-tests use it.
+Each mutation is a function of ``(text, rng)`` modelled on a failure seen in model output,
+named where it is written (``@_rule``). ``damage`` applies a few of them and says which;
+``check`` runs one input through every entry point and raises on any broken promise, among
+them that a lenient result passes its own validators (``revalidate``); the fuzz harness and
+the regression tests use it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,32 @@ from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 from charfmt.writer import dumps
 
 Mutation = Callable[[str, random.Random], str]
+
+
+@dataclass(frozen=True, slots=True)
+class MutationRule:
+    """One entry of the mutation tables: a name, what it does, and the dialect it drifts into."""
+
+    name: str
+    """Stable: ``charfmt fuzz`` output and tests refer to it."""
+    mutate: Mutation
+    dialect: DialectName | None = None
+    """The dialect of the dialect table the reply is then written in; ``None`` for damage."""
+
+
+_RULES: Final[list[MutationRule]] = []
+"""Every mutation, in the order written below (``_rule`` enters each)."""
+
+
+def _rule(name: str, dialect: DialectName | None = None) -> Callable[[Mutation], Mutation]:
+    """Enter the mutation below in the tables as ``name`` (drifting into ``dialect``, for a dialect mutation)."""
+
+    def enter(mutate: Mutation) -> Mutation:
+        _RULES.append(MutationRule(name, mutate, dialect))
+        return mutate
+
+    return enter
+
 
 _TAGS: Final = DEFAULT_TAGS
 _EMO: Final = _TAGS.emotion.name
@@ -68,22 +94,27 @@ _WORDS: Final = [
 # --- damage: the reply stays in its dialect ---------------------------------------------
 
 
+@_rule("truncate")
 def _cut(text: str, rng: random.Random) -> str:
     return text[: rng.randint(0, len(text) - 1)] if text else text  # always shorter: a cut that cuts nothing is no cut
 
 
+@_rule("fence")
 def _fence(text: str, rng: random.Random) -> str:
     return rng.choice(["```json\n", "```\n", "```json"]) + text + rng.choice(["\n```", "```", ""])
 
 
+@_rule("prose")
 def _prose(text: str, rng: random.Random) -> str:
     return rng.choice(_PROSE_BEFORE) + text + rng.choice(["", *_PROSE_AFTER])
 
 
+@_rule("reasoning")
 def _reasoning(text: str, rng: random.Random) -> str:
     return rng.choice(_REASONING) + text
 
 
+@_rule("unclosed-tag")
 def _unclose(text: str, rng: random.Random) -> str:
     closers = list(re.finditer(r"</(" + _TAG_ALTERNATIVES + r")>", text))
     if not closers:
@@ -92,15 +123,18 @@ def _unclose(text: str, rng: random.Random) -> str:
     return text[: m.start()] + text[m.end() :]
 
 
+@_rule("mismatched-tag")
 def _mismatch(text: str, rng: random.Random) -> str:
     spoken = "|".join(re.escape(name) for name in (_SPEECH, _ACT))
     return re.sub(rf"</({spoken})>", lambda m: f"</{_EMO}>" if rng.random() < 0.5 else "</>", text, count=1)
 
 
+@_rule("upper-case-tags")
 def _upper(text: str, rng: random.Random) -> str:
     return re.sub(r"</?(" + _TAG_ALTERNATIVES + r")>", lambda m: m.group().upper(), text)
 
 
+@_rule("long-tag-names")
 def _long_names(text: str, rng: random.Random) -> str:
     return re.sub(
         r"<(/?)(" + _TAG_ALTERNATIVES + r")>",
@@ -109,26 +143,32 @@ def _long_names(text: str, rng: random.Random) -> str:
     )
 
 
+@_rule("missing-newlines")
 def _no_newlines(text: str, rng: random.Random) -> str:
     return text.replace("\\n<", "<")
 
 
+@_rule("single-quotes")
 def _single_quotes(text: str, rng: random.Random) -> str:
     return text.replace('"', "'") if "'" not in text else text
 
 
+@_rule("trailing-comma")
 def _trailing_comma(text: str, rng: random.Random) -> str:
     return text.replace("}]}", "},]}", 1)
 
 
+@_rule("unescaped-quote")
 def _unescaped_quote(text: str, rng: random.Random) -> str:
     return text.replace('\\"', '"', 1) if '\\"' in text else text.replace(_SPEECH_OPEN, _SPEECH_OPEN + '"', 1)
 
 
+@_rule("invalid-escape")
 def _bad_escape(text: str, rng: random.Random) -> str:
     return text.replace(_SPEECH_OPEN, _SPEECH_OPEN + "\\[", 1)
 
 
+@_rule("out-of-order")
 def _out_of_order(text: str, rng: random.Random) -> str:
     try:
         doc = json.loads(text)
@@ -185,6 +225,7 @@ def _elements(body: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _ELEMENT.finditer(body)]
 
 
+@_rule("dialect-user-chats", "user-chats")
 def _as_user_chats(text: str, rng: random.Random) -> str:
     """Echo the request form: ``<user_chats><chat type="C">…</chat>…``, maybe left unclosed."""
     chats = _chats(text)
@@ -205,12 +246,14 @@ def _as_user_chats(text: str, rng: random.Random) -> str:
     return out if cut < 0.6 else out + "\n</user_chats>"
 
 
+@_rule("dialect-json-array", "json-array")
 def _as_json_array(text: str, rng: random.Random) -> str:
     """A bare array of chats."""
     chats = _chats(text)
     return json.dumps(chats, ensure_ascii=False) if chats else text
 
 
+@_rule("dialect-hybrid", "hybrid")
 @_on_first_c
 def _as_hybrid(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """Pattern D: ``chat_body`` and ``emotion_summary``."""
@@ -220,12 +263,14 @@ def _as_hybrid(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Ra
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
+@_rule("dialect-single-chat", "single-chat")
 def _as_single_chat(text: str, rng: random.Random) -> str:
     """One chat object, without ``{"chats": [...]}``."""
     chats = _chats(text)
     return json.dumps(chats[0], ensure_ascii=False) if chats else text
 
 
+@_rule("dialect-json-fields", "json-fields")
 @_on_first_c
 def _as_json_fields(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern A: one JSON object of fields named after the tags' long names."""
@@ -235,6 +280,7 @@ def _as_json_fields(chats: list[dict[str, Any]], chat: dict[str, Any], rng: rand
     return json.dumps(fields, ensure_ascii=False) if fields else None
 
 
+@_rule("dialect-front-matter", "front-matter")
 @_on_first_c
 def _as_front_matter(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern C: the emotion and action in a ``---`` block, the speech after it (bare or in the body)."""
@@ -249,6 +295,7 @@ def _as_front_matter(chats: list[dict[str, Any]], chat: dict[str, Any], rng: ran
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
+@_rule("dialect-bare-tags", "bare-tags")
 @_on_first_c
 def _as_bare_tags(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """The first ``C`` body alone: tags, no JSON."""
@@ -256,6 +303,7 @@ def _as_bare_tags(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random
     return body
 
 
+@_rule("dialect-dot-notation", "dot-notation")
 def _as_dot_notation(text: str, rng: random.Random) -> str:
     """Pattern E: ``<emotion.joy>speech</emotion.joy>``."""
     pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
@@ -264,12 +312,14 @@ def _as_dot_notation(text: str, rng: random.Random) -> str:
     )
 
 
+@_rule("attribute-form", "attribute-xml")
 def _as_attribute(text: str, rng: random.Random) -> str:
     """Pattern B: ``<emotion type="joy">speech</emotion>``."""
     pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
     return re.sub(pattern, lambda m: f'<{_LONG_EMO} type=\\"{m.group(1)}\\">{m.group(2)}</{_LONG_EMO}>', text, count=1)
 
 
+@_rule("dialect-brackets", "bracket")
 def _as_brackets(text: str, rng: random.Random) -> str:
     """Bracket tags with no JSON at all: ``[joy] *waves* Hello``."""
     pieces = _elements(text)
@@ -279,6 +329,7 @@ def _as_brackets(text: str, rng: random.Random) -> str:
     return " ".join(shape[tag].format(value) for tag, value in pieces if tag in shape)
 
 
+@_rule("dialect-roleplay", "roleplay")
 def _as_roleplay(text: str, rng: random.Random) -> str:
     """Role-play prose with no JSON: ``*looks joy* Hello``."""
     pieces = _elements(text)
@@ -289,62 +340,24 @@ def _as_roleplay(text: str, rng: random.Random) -> str:
     return " ".join([*(f"*{a}*" for a in acts or ["nods"]), *said])
 
 
+@_rule("dialect-prose", "prose")
 def _as_stray_prose(text: str, rng: random.Random) -> str:
     """Speech without its tag, standing between the body's elements."""
     return re.sub(rf"<{_SPEECH}>([^<]*)</{_SPEECH}>", r"\1", text, count=1)
 
 
+@_rule("dialect-plain-text", "plain-text")
 def _as_plain_text(text: str, rng: random.Random) -> str:
     """Only the words: no JSON, no tags."""
     said = [value for tag, value in _elements(text) if tag == _SPEECH]
     return " ".join(said) if said else text
 
 
-@dataclass(frozen=True, slots=True)
-class MutationRule:
-    """One entry of the mutation tables: a name, what it does, and the dialect it drifts into."""
-
-    name: str
-    """Stable: ``charfmt fuzz`` output and tests refer to it."""
-    mutate: Mutation
-    dialect: DialectName | None = None
-    """The dialect of the dialect table the reply is then written in; ``None`` for damage."""
-
-
-DIALECT_MUTATIONS: Final[tuple[MutationRule, ...]] = (
-    MutationRule("dialect-user-chats", _as_user_chats, "user-chats"),
-    MutationRule("dialect-json-array", _as_json_array, "json-array"),
-    MutationRule("dialect-hybrid", _as_hybrid, "hybrid"),
-    MutationRule("dialect-single-chat", _as_single_chat, "single-chat"),
-    MutationRule("dialect-json-fields", _as_json_fields, "json-fields"),
-    MutationRule("dialect-front-matter", _as_front_matter, "front-matter"),
-    MutationRule("dialect-bare-tags", _as_bare_tags, "bare-tags"),
-    MutationRule("dialect-dot-notation", _as_dot_notation, "dot-notation"),
-    MutationRule("attribute-form", _as_attribute, "attribute-xml"),
-    MutationRule("dialect-brackets", _as_brackets, "bracket"),
-    MutationRule("dialect-roleplay", _as_roleplay, "roleplay"),
-    MutationRule("dialect-prose", _as_stray_prose, "prose"),
-    MutationRule("dialect-plain-text", _as_plain_text, "plain-text"),
-)
-"""One mutation per entry of the dialect table (but ``canonical``, which damage gives), in table order."""
-
-DAMAGE: Final[tuple[MutationRule, ...]] = (
-    MutationRule("truncate", _cut),
-    MutationRule("fence", _fence),
-    MutationRule("prose", _prose),
-    MutationRule("reasoning", _reasoning),
-    MutationRule("unclosed-tag", _unclose),
-    MutationRule("mismatched-tag", _mismatch),
-    MutationRule("upper-case-tags", _upper),
-    MutationRule("long-tag-names", _long_names),
-    MutationRule("missing-newlines", _no_newlines),
-    MutationRule("single-quotes", _single_quotes),
-    MutationRule("trailing-comma", _trailing_comma),
-    MutationRule("unescaped-quote", _unescaped_quote),
-    MutationRule("invalid-escape", _bad_escape),
-    MutationRule("out-of-order", _out_of_order),
-)
+DAMAGE: Final[tuple[MutationRule, ...]] = tuple(rule for rule in _RULES if rule.dialect is None)
 """Damage that keeps the reply in its dialect (a canonical reply, damaged, reads as ``canonical``)."""
+
+DIALECT_MUTATIONS: Final[tuple[MutationRule, ...]] = tuple(rule for rule in _RULES if rule.dialect is not None)
+"""One mutation per entry of the dialect table (but ``canonical``, which damage gives), in table order."""
 
 MUTATIONS: Final[dict[str, Mutation]] = {rule.name: rule.mutate for rule in (*DAMAGE, *DIALECT_MUTATIONS)}
 """Every mutation, by name (the names are stable: fuzz output and tests refer to them)."""

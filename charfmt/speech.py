@@ -214,7 +214,7 @@ class SentenceSplitter:
             if buf.phase != _NONE:
                 # A pending decision: look at characters one by one until one decides it.
                 steps += 1
-                step = self._pending_step(buf, text[i])
+                step = _pending_step(buf, text[i])
                 if step == _NEXT:
                     i += 1
                     continue
@@ -230,7 +230,7 @@ class SentenceSplitter:
                 break
             i = m.start()
             steps += 1
-            end = self._rule_char_step(buf, text, i, start)
+            end = _rule_char_step(buf, text, i, start, self.max_length)
             if end >= 0:
                 self._append(buf, text[start:end])
                 self._emit(out, buf, chat, segment)
@@ -242,114 +242,6 @@ class SentenceSplitter:
         buf.steps += steps
         self.steps += steps
         return out
-
-    @classmethod
-    def _pending_step(cls, buf: _Buffer, c: str) -> int:
-        """Look at ``c`` in a pending decision: ``_NEXT``, ``_AGAIN``, or the decision (``_CUT``, ``_KEEP``)."""
-        phase = buf.phase
-        if phase == _RUN:
-            if c in _END:
-                buf.run_length += 1
-                buf.run_cjk = buf.run_cjk or c in _CJK_END
-                buf.run_ellipsis = buf.run_ellipsis and c in _ELLIPSIS
-                return _NEXT
-            if c in _CLOSERS:
-                buf.phase = _RUN_CLOSERS
-                buf.run_closers += 1
-                return _NEXT
-            cut = cls._run_ends(buf, c)
-        elif phase == _RUN_CLOSERS:
-            if c in _CLOSERS:
-                buf.run_closers += 1
-                return _NEXT
-            if c in _END:  # 「わあ！）？」: the run goes on after a stray closer
-                buf.phase = _RUN
-                return _AGAIN
-            cut = cls._run_ends(buf, c)
-        elif phase == _ELLIPSIS_SPACE:
-            if c.isspace() and c != "\n":
-                return _NEXT
-            cut = not c.islower()
-        elif phase == _COMMA:
-            cut = not c.isdigit()
-        else:  # _QUOTE_CLOSERS
-            if c in _CLOSERS:
-                return _NEXT
-            cut = c.isspace() or c in _OPENERS or c == '"'
-        if buf.phase == _ELLIPSIS_SPACE and phase != _ELLIPSIS_SPACE:
-            return _NEXT  # _run_ends deferred: c is a space after an ellipsis
-        buf.phase = _NONE
-        return _CUT if cut else _KEEP
-
-    def _rule_char_step(self, buf: _Buffer, text: str, i: int, start: int) -> int:
-        """Read ``text[i]``, a character the rule looks at outside a decision (the sentence began at ``start``).
-
-        Where it ends the sentence, the end of the sentence's text (the next one begins after
-        ``text[i]``); ``-1`` otherwise.
-        """
-        c = text[i]
-        if c in _OPENERS:
-            buf.quotes.append(_OPENERS[c])
-        elif (buf.quotes and c == buf.quotes[-1]) or (c == '"' and buf.ascii_quote):
-            if c == '"':
-                buf.ascii_quote = False
-            else:
-                buf.quotes.pop()
-            if not buf.quotes and not buf.ascii_quote and self._before(buf, text, i, 1) in _END:
-                buf.phase = _QUOTE_CLOSERS  # 「聞いて！」 ends a sentence only if nothing continues it
-        elif c == '"':
-            buf.ascii_quote = True
-        elif c == "\n":
-            buf.quotes.clear()  # a quote left open on its line closes with it
-            buf.ascii_quote = False
-            return i
-        elif c in _PAUSES:
-            if not buf.quotes and not buf.ascii_quote and self._long(buf, i - start + 1):
-                if c == ",":
-                    buf.phase = _COMMA  # 3,000 is a number: the next character decides
-                else:
-                    return i + 1
-        elif c in _END and not buf.quotes and not buf.ascii_quote:
-            self._start_run(buf, c, self._before(buf, text, i, _LOOKBACK))
-        return -1
-
-    @staticmethod
-    def _start_run(buf: _Buffer, c: str, before: str) -> None:
-        """End punctuation ``c`` (after ``before``) opens a run: the characters after it decide."""
-        buf.phase = _RUN
-        buf.run_length = 1
-        buf.run_cjk = c in _CJK_END
-        buf.run_ellipsis = c in _ELLIPSIS
-        buf.run_closers = 0
-        buf.run_digit = c == "." and before[-1:].isdigit()
-        buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
-
-    @staticmethod
-    def _before(buf: _Buffer, text: str, i: int, count: int) -> str:
-        """The ``count`` characters of the segment before ``text[i]`` (fewer at its start)."""
-        if i >= count:
-            return text[i - count : i]
-        return (buf.tail + text[:i])[-count:]
-
-    @staticmethod
-    def _run_ends(buf: _Buffer, c: str) -> bool:
-        """Whether the run of end punctuation (and closers) ends the sentence, ``c`` following it."""
-        single_dot = buf.run_length == 1 and not buf.run_cjk and buf.run_ellipsis
-        if single_dot and buf.run_abbreviation:
-            return False
-        if single_dot and buf.run_digit and not buf.run_closers and c.isdigit():
-            return False  # 3.5
-        if buf.run_ellipsis and (buf.run_length > 1 or buf.run_cjk):
-            if c.isspace() and c != "\n":
-                buf.phase = _ELLIPSIS_SPACE  # the first letter after the spaces decides
-                return False
-            if c.islower():
-                return False
-        return buf.run_cjk or c.isspace()
-
-    def _long(self, buf: _Buffer, more: int) -> bool:
-        """Whether the sentence, with ``more`` characters of this delta, is longer than ``max_length``."""
-        return self.max_length is not None and buf.length + more > self.max_length
 
     @staticmethod
     def _append(buf: _Buffer, part: str) -> None:
@@ -378,6 +270,114 @@ class SentenceSplitter:
                     self._speaker.get(chat),
                 )
             )
+
+
+def _rule_char_step(buf: _Buffer, text: str, i: int, start: int, max_length: int | None) -> int:
+    """Read ``text[i]``, a character the rule looks at outside a decision (the sentence began at ``start``).
+
+    Where it ends the sentence, the end of the sentence's text (the next one begins after
+    ``text[i]``); ``-1`` otherwise.
+    """
+    c = text[i]
+    if c in _OPENERS:
+        buf.quotes.append(_OPENERS[c])
+    elif (buf.quotes and c == buf.quotes[-1]) or (c == '"' and buf.ascii_quote):
+        if c == '"':
+            buf.ascii_quote = False
+        else:
+            buf.quotes.pop()
+        if not buf.quotes and not buf.ascii_quote and _before(buf, text, i, 1) in _END:
+            buf.phase = _QUOTE_CLOSERS  # 「聞いて！」 ends a sentence only if nothing continues it
+    elif c == '"':
+        buf.ascii_quote = True
+    elif c == "\n":
+        buf.quotes.clear()  # a quote left open on its line closes with it
+        buf.ascii_quote = False
+        return i
+    elif c in _PAUSES:
+        # a pause ends a sentence longer than max_length, with this delta's characters up to it
+        if (
+            not buf.quotes
+            and not buf.ascii_quote
+            and max_length is not None
+            and buf.length + i - start + 1 > max_length
+        ):
+            if c == ",":
+                buf.phase = _COMMA  # 3,000 is a number: the next character decides
+            else:
+                return i + 1
+    elif c in _END and not buf.quotes and not buf.ascii_quote:
+        # a run of end punctuation begins: the characters after it decide
+        buf.phase = _RUN
+        buf.run_length = 1
+        buf.run_cjk = c in _CJK_END
+        buf.run_ellipsis = c in _ELLIPSIS
+        buf.run_closers = 0
+        before = _before(buf, text, i, _LOOKBACK)
+        buf.run_digit = c == "." and before[-1:].isdigit()
+        buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
+    return -1
+
+
+def _before(buf: _Buffer, text: str, i: int, count: int) -> str:
+    """The ``count`` characters of the segment before ``text[i]`` (fewer at its start)."""
+    if i >= count:
+        return text[i - count : i]
+    return (buf.tail + text[:i])[-count:]
+
+
+def _pending_step(buf: _Buffer, c: str) -> int:
+    """Look at ``c`` in a pending decision: ``_NEXT``, ``_AGAIN``, or the decision (``_CUT``, ``_KEEP``)."""
+    phase = buf.phase
+    if phase == _RUN:
+        if c in _END:
+            buf.run_length += 1
+            buf.run_cjk = buf.run_cjk or c in _CJK_END
+            buf.run_ellipsis = buf.run_ellipsis and c in _ELLIPSIS
+            return _NEXT
+        if c in _CLOSERS:
+            buf.phase = _RUN_CLOSERS
+            buf.run_closers += 1
+            return _NEXT
+        cut = _run_ends(buf, c)
+    elif phase == _RUN_CLOSERS:
+        if c in _CLOSERS:
+            buf.run_closers += 1
+            return _NEXT
+        if c in _END:  # 「わあ！）？」: the run goes on after a stray closer
+            buf.phase = _RUN
+            return _AGAIN
+        cut = _run_ends(buf, c)
+    elif phase == _ELLIPSIS_SPACE:
+        if c.isspace() and c != "\n":
+            return _NEXT
+        cut = not c.islower()
+    elif phase == _COMMA:
+        cut = not c.isdigit()
+    else:  # _QUOTE_CLOSERS
+        if c in _CLOSERS:
+            return _NEXT
+        cut = c.isspace() or c in _OPENERS or c == '"'
+    if buf.phase == _ELLIPSIS_SPACE and phase != _ELLIPSIS_SPACE:
+        return _NEXT  # _run_ends deferred: c is a space after an ellipsis
+    buf.phase = _NONE
+    return _CUT if cut else _KEEP
+
+
+def _run_ends(buf: _Buffer, c: str) -> bool:
+    """Whether the run of end punctuation (and closers) ends the sentence, ``c`` following it."""
+    single_dot = buf.run_length == 1 and not buf.run_cjk and buf.run_ellipsis
+    if single_dot and buf.run_abbreviation:
+        return False
+    if single_dot and buf.run_digit and not buf.run_closers and c.isdigit():
+        return False  # 3.5
+    if buf.run_ellipsis and (buf.run_length > 1 or buf.run_cjk):
+        if c.isspace() and c != "\n":
+            buf.phase = _ELLIPSIS_SPACE  # the first letter after the spaces decides
+            return False
+        if c.islower():
+            return False
+    return buf.run_cjk or c.isspace()
 
 
 def _word_at_end(text: str) -> str:

@@ -1,9 +1,11 @@
-"""Hypothesis plugin: ``st.from_type(charfmt.Reply)`` and friends draw from ``charfmt.testing``.
+"""Hypothesis plugin: ``st.from_type(charfmt.Reply)`` and friends draw from ``charfmt.testing``'s strategies.
 
 Hypothesis runs every ``hypothesis`` entry point while it is itself being imported, so
 this module imports nothing at load time, and the hook registers *deferred* strategies:
-``charfmt.testing`` (which imports hypothesis) is imported only when a strategy is first
-drawn from. Importing ``charfmt.testing`` first, hypothesis first, or neither all work.
+``charfmt._strategies`` (which imports hypothesis) is imported only when a strategy is
+first drawn from. Importing ``charfmt.testing`` first, hypothesis first, or neither all
+work. This module never imports ``charfmt.testing``, which imports it (the entry point of
+old installs).
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ _STRATEGIES = (
     ("charfmt.models", "Segment", "segments"),
     ("charfmt.userinput", "UserTurn", "user_turns"),
 )
-"""``(module, type, strategy in charfmt.testing)`` for ``st.register_type_strategy``."""
+"""``(module, type, strategy in charfmt._strategies)`` for ``st.register_type_strategy``."""
 
 
 def _deferred(strategy: str) -> SearchStrategy[object]:
     from hypothesis import strategies as st  # noqa: PLC0415
 
     def resolve() -> SearchStrategy[object]:
-        from charfmt import testing  # noqa: PLC0415 (imports hypothesis: only when drawn from)
+        from charfmt import _strategies  # noqa: PLC0415 (imports hypothesis: only when drawn from)
 
-        made: SearchStrategy[object] = getattr(testing, strategy)()
+        made: SearchStrategy[object] = getattr(_strategies, strategy)()
         return made
 
     return st.deferred(resolve)

@@ -12,6 +12,8 @@ import html
 import json
 from typing import Any, Final
 
+from charfmt.report import _bytes_text
+
 _STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; }
@@ -99,10 +101,6 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 
-def _size(n: int | None) -> str:
-    return "-" if n is None else f"{n:,} B"
-
-
 def render_html(report: dict[str, Any]) -> str:
     """The whole page for ``report`` (:meth:`charfmt.report.Summary.to_dict`)."""
     groups = [("all", report["total"])]
@@ -133,7 +131,7 @@ def render_html(report: dict[str, Any]) -> str:
         parts.append(
             f"<tr><td>{_e(name)}</td><td>{g['count']:,}</td><td>{_pct(g['valid_pct'])}</td>"
             f"<td>{_pct(g['repaired_pct'])}</td><td>{_pct(g['empty_pct'])}</td><td>{_pct(g['keep_pct'])}</td>"
-            f"<td>{_size(g['size_p50'])}</td><td>{_size(g['size_p99'])}</td></tr>"
+            f"<td>{_bytes_text(g['size_p50'])}</td><td>{_bytes_text(g['size_p99'])}</td></tr>"
         )
     parts.append("</table>")
     for i, (name, g) in enumerate(groups):

@@ -254,16 +254,16 @@ def rows(
     return out
 
 
-_TEXT_TYPES: Final = ("string", "large_string", "string_view", "binary", "large_binary", "binary_view", "null")
+_ARROW_TEXT_TYPES: Final = ("string", "large_string", "string_view", "binary", "large_binary", "binary_view", "null")
 
 
-def _texts(values: Any) -> list[str | bytes | None]:
+def _arrow_texts(values: Any) -> list[str | bytes | None]:
     """The Python values of an Arrow array or chunked array of strings or bytes (or a plain sequence)."""
     pa = _pyarrow()
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        if pa.types.is_dictionary(values.type) and str(values.type.value_type) in _TEXT_TYPES:
+        if pa.types.is_dictionary(values.type) and str(values.type.value_type) in _ARROW_TEXT_TYPES:
             values = values.cast(values.type.value_type)  # dictionary-encoded (categorical) strings
-        if str(values.type) not in _TEXT_TYPES:
+        if str(values.type) not in _ARROW_TEXT_TYPES:
             raise CharfmtError(f"replies must be strings or bytes, not Arrow {values.type}")
         return list(values.to_pylist())
     texts = list(values)
@@ -290,17 +290,17 @@ def array(values: list[Any], kind: Any) -> ArrowArray:
     try:
         return pa.array(values, type=kind)
     except (UnicodeEncodeError, pa.ArrowException):
-        return pa.array(_utf8(values), type=kind)
+        return pa.array(_surrogates_replaced(values), type=kind)
 
 
-def _utf8(value: Any) -> Any:
+def _surrogates_replaced(value: Any) -> Any:
     """``value`` with every lone surrogate in every string replaced by U+FFFD (lists and dicts walked)."""
     if isinstance(value, str):
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     if isinstance(value, list):
-        return [_utf8(v) for v in value]
+        return [_surrogates_replaced(v) for v in value]
     if isinstance(value, dict):
-        return {k: _utf8(v) for k, v in value.items()}
+        return {k: _surrogates_replaced(v) for k, v in value.items()}
     return value
 
 
@@ -311,7 +311,7 @@ def parse_array(texts: Any, *, vocabulary: Vocabulary | None = None, tags: TagTa
     ``str``/``bytes``/``None``. The shape DuckDB and Polars user functions return.
     """
     pa = _pyarrow()
-    found = rows(_texts(texts), vocabulary, tags)
+    found = rows(_arrow_texts(texts), vocabulary, tags)
     mask = pa.array([r is None for r in found], type=pa.bool_())
     return pa.StructArray.from_arrays(columns(found), fields=list(result_schema()), mask=mask)
 
@@ -335,7 +335,7 @@ def parse_table(
     clash = [name for name in RESULT_COLUMNS if name in table.column_names]
     if clash:
         raise CharfmtError(f"the table already has column(s) {', '.join(clash)}, which parse_table adds")
-    found = rows(_texts(table.column(field)), vocabulary, tags)
+    found = rows(_arrow_texts(table.column(field)), vocabulary, tags)
     for name, column in zip(RESULT_COLUMNS, columns(found), strict=True):
         table = table.append_column(result_schema().field(name), column)
     return table

@@ -61,7 +61,7 @@ DEFAULT_EMOTIONS: Final = (
 
 # The V3 data fields with their defaults: a card read is completed with them, so a V2 or V1
 # card written back as V3 and read again is the same.
-_FIELDS: Final[tuple[tuple[str, Any], ...]] = (
+_V3_DATA_FIELDS: Final[tuple[tuple[str, Any], ...]] = (
     ("name", ""),
     ("description", ""),
     ("personality", ""),
@@ -130,13 +130,13 @@ def card_text(data: bytes, *, limit: int, key: str | None = None) -> str:
             raw = base64.b64decode(chunks[key].strip(), validate=True)
         except (binascii.Error, ValueError):
             raise CardError(f"the PNG's {key!r} chunk is not base64") from None
-        return _utf8(raw, f"the PNG's {key!r} chunk")
+        return _decode_utf8(raw, f"the PNG's {key!r} chunk")
     if data.startswith(b"PK\x03\x04"):
-        return _utf8(_charx_member(data, "card.json", limit), "card.json")
-    return _utf8(data, "the card").removeprefix("\ufeff")
+        return _decode_utf8(_charx_member(data, "card.json", limit), "card.json")
+    return _decode_utf8(data, "the card").removeprefix("\ufeff")
 
 
-def _utf8(raw: bytes, what: str) -> str:
+def _decode_utf8(raw: bytes, what: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -211,7 +211,7 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tup
         raise CardError(f"unknown card spec {spec!r} (charfmt reads chara_card_v2 and chara_card_v3)", "spec")
     extensions = extensions or "{}"
     fields = dict(fields)
-    for key, default in _FIELDS:
+    for key, default in _V3_DATA_FIELDS:
         if key in fields and fields[key] is None:  # SillyTavern exports null for fields never set
             notes.append(_note("CF923", f"data.{key} is null: read as empty"))
             fields[key] = type(default)()
@@ -229,7 +229,7 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tup
             raise CardError("extensions is not a JSON object", "data.extensions")
         notes.append(_note("CF924", f"data.extensions is {extensions.strip()}, not an object: read as {{}}"))
         ext, extensions = {}, "{}"
-    kept = {key: fields.get(key, default) for key, default in _FIELDS}
+    kept = {key: fields.get(key, default) for key, default in _V3_DATA_FIELDS}
     kept.update({k: v for k, v in fields.items() if k != "extensions"})
     own = ext.get("charfmt")
     foreign = _without_member(extensions, "charfmt") if own is not None else extensions
@@ -249,7 +249,7 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tup
     return character, CardInfo(data=kept, extensions=foreign, diagnostics=[*notes, *read])
 
 
-_NAMES: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(BOT|USER)>", re.IGNORECASE)
+_NAME_PLACEHOLDERS: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(BOT|USER)>", re.IGNORECASE)
 _KANA: Final = re.compile(r"[\u3040-\u30ff]")
 _HAN: Final = re.compile(r"[\u4e00-\u9fff]")
 _HANGUL: Final = re.compile(r"[\uac00-\ud7af]")
@@ -257,10 +257,12 @@ _HANGUL: Final = re.compile(r"[\uac00-\ud7af]")
 
 def _names(text: str, char: str, user: str) -> str:
     """``{{char}}``/``{{user}}`` (any case, SillyTavern) and ``<BOT>``/``<USER>`` (TavernAI) replaced."""
-    return _NAMES.sub(lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text)
+    return _NAME_PLACEHOLDERS.sub(
+        lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text
+    )
 
 
-def _language(text: str) -> str:
+def _script_language(text: str) -> str:
     """The language the card is written in, as far as its script says (``en`` by default)."""
     if _KANA.search(text):
         return "ja"
@@ -339,7 +341,7 @@ def _from_fields(
     character = {
         "name": name,
         "persona": persona,
-        "language": _language(persona),
+        "language": _script_language(persona),
         "user_name": user,
         "emotions": emotions,
         "examples": examples,
@@ -490,7 +492,7 @@ def _with_member(obj: str, key: str, value: str) -> str:
 # --- writing -------------------------------------------------------------------------------------
 
 
-def _roleplay(reply: Any) -> str:
+def _roleplay_text(reply: Any) -> str:
     """A reply as role-play text: ``*action* message`` per chat, a line each."""
     lines = []
     for chat in reply.chats:
@@ -510,17 +512,17 @@ def _generated(character: Character) -> dict[str, Any]:
     examples = list(character.examples)
     first = ""
     if examples and not examples[0].user.chats:
-        first = _roleplay(examples.pop(0).reply)
+        first = _roleplay_text(examples.pop(0).reply)
     blocks = []
     for ex in examples:
         said = " ".join(s.text for chat in ex.user.chats for s in chat.segments if s.tag == "msg")
         lines = ["<START>"]
         if ex.user.chats:
             lines.append(f"{{{{user}}}}: {said}")
-        lines.append(f"{{{{char}}}}: {_roleplay(ex.reply)}")
+        lines.append(f"{{{{char}}}}: {_roleplay_text(ex.reply)}")
         blocks.append("\n".join(lines))
     fields: dict[str, Any] = {
-        key: (list(default) if isinstance(default, list) else default) for key, default in _FIELDS
+        key: (list(default) if isinstance(default, list) else default) for key, default in _V3_DATA_FIELDS
     }
     fields.update(name=character.name, description=character.persona, first_mes=first, mes_example="\n".join(blocks))
     assets = [{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}]
@@ -542,7 +544,7 @@ def card_json(character: Character, *, spec: Literal["chara_card_v3", "chara_car
             fields.update(description=character.persona, personality="", scenario="")
         if derived["name"] != character.name:
             fields["name"] = character.name
-    digests = {key: _digest(fields.get(key, default)) for key, default in _FIELDS if key in _DIGESTED}
+    digests = {key: _digest(fields.get(key, default)) for key, default in _V3_DATA_FIELDS if key in _DIGESTED}
     if spec == "chara_card_v2":
         fields = {k: v for k, v in fields.items() if k not in _V3_ONLY}
     own: dict[str, Any] = {

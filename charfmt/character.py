@@ -148,7 +148,7 @@ _BOM: Final = "\ufeff"
 _LINE_BREAK: Final = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
-def _one_line(text: str) -> str:
+def _valid_one_line(text: str) -> str:
     """A name or tag printed inside a prompt line (a turn header): one line, no control characters."""
     if m := _LINE_BREAK.search(text):
         raise ValueError(f"must be one line without control characters; found U+{ord(m.group()):04X}")
@@ -157,7 +157,7 @@ def _one_line(text: str) -> str:
     return text
 
 
-_OneLine = Annotated[str, AfterValidator(_one_line)]
+_OneLine = Annotated[str, AfterValidator(_valid_one_line)]
 
 
 class Character(BaseModel):
@@ -260,7 +260,7 @@ class Character(BaseModel):
                 character = cls.model_validate(fields)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise CharacterError(file, dotted_path(err["loc"]), None, _message(err)) from None
+                raise CharacterError(file, dotted_path(err["loc"]), None, _validation_message(err)) from None
             if is_generated(character, info):  # charfmt's own export, untouched: nothing foreign to keep
                 return character
             return character.model_copy(update={"card": info})
@@ -281,10 +281,10 @@ class Character(BaseModel):
 
             _check_keys(data, fail)
             try:
-                emotions = _EMOTIONS.validate_python(data.get("emotions", []))
+                emotions = _EMOTION_KEYS_ADAPTER.validate_python(data.get("emotions", []))
             except ValidationError as e:
                 err = e.errors()[0]
-                raise fail(("emotions", *err["loc"]), _message(err)) from None
+                raise fail(("emotions", *err["loc"]), _validation_message(err)) from None
             for where, message in vocabulary_clashes(emotions):
                 raise fail(("emotions", *where), message)
             if "tags" in data:
@@ -298,10 +298,10 @@ class Character(BaseModel):
                 return cls.model_validate(data)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise fail(tuple(err["loc"]), _message(err)) from None
+                raise fail(tuple(err["loc"]), _validation_message(err)) from None
 
 
-_EMOTIONS: Final = TypeAdapter(list[EmotionKey])
+_EMOTION_KEYS_ADAPTER: Final = TypeAdapter(list[EmotionKey])
 
 _FRIENDLY: Final = {
     ("emotions", "missing"): "a character needs at least one [[emotions]] table",
@@ -310,7 +310,7 @@ _FRIENDLY: Final = {
 """Messages in the author's words where pydantic's would name its own types."""
 
 
-def _message(err: Any) -> str:
+def _validation_message(err: Any) -> str:
     loc = tuple(err["loc"])
     friendly = _FRIENDLY.get((loc[0] if loc else "", err["type"]))
     return friendly or error_message(err)
@@ -384,7 +384,7 @@ def _toml_stage(stage: Any, emotions: Any, tags: TagTable, fail: _Fail, actions:
         stage_map = StageMap.model_validate(stage)
     except ValidationError as e:
         err = e.errors()[0]
-        raise fail(("stage", *err["loc"]), _message(err)) from None
+        raise fail(("stage", *err["loc"]), _validation_message(err)) from None
     keys = [e.key for e in emotions]
     words = [a for a in actions if isinstance(a, str)] if isinstance(actions, list) else []
     resolve = Vocabulary(emotions=emotions).resolve
@@ -392,15 +392,21 @@ def _toml_stage(stage: Any, emotions: Any, tags: TagTable, fail: _Fail, actions:
         raise fail(("stage", *where), message)
 
 
-def _check_table(table: Any, known: tuple[str, ...], loc: tuple[Any, ...], fail: _Fail) -> None:
-    """Reject an unknown key of one table, naming the closest known key."""
+def _unknown_keys(table: Any, known: Sequence[str], loc: tuple[Any, ...], fail: _Fail) -> Iterator[CharacterError]:
+    """An error for each unknown key of one table (none where it is no table), naming the closest known key."""
     if not isinstance(table, dict):
         return
     for key in table:
         if key not in known:
             close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}?" if close else f"the keys here are {', '.join(known)}"
-            raise fail((*loc, key), f"unknown key {key!r}; {hint}")
+            yield fail((*loc, key), f"unknown key {key!r}; {hint}")
+
+
+def _check_table(table: Any, known: tuple[str, ...], loc: tuple[Any, ...], fail: _Fail) -> None:
+    """Reject an unknown key of one table, naming the closest known key."""
+    for error in _unknown_keys(table, known, loc, fail):
+        raise error
 
 
 # Keys a character file may hold, table by table; anything else is a misspelling.
@@ -412,14 +418,8 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
     """Reject unknown keys (``aliasses``, ``exmaples``), naming the closest known key: every one, in file order."""
     found: list[CharacterError] = []
 
-    def check(table: Any, known: Any, loc: tuple[Any, ...]) -> None:
-        if not isinstance(table, dict):
-            return
-        for key in table:
-            if key not in known:
-                close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-                hint = f"did you mean {close[0]!r}?" if close else f"the keys here are {', '.join(known)}"
-                found.append(fail((*loc, key), f"unknown key {key!r}; {hint}"))
+    def check(table: Any, known: Sequence[str], loc: tuple[Any, ...]) -> None:
+        found.extend(_unknown_keys(table, known, loc, fail))
 
     check(data, list(Character.model_fields), ())
     for name, keys in (("emotions", list(EmotionKey.model_fields)), ("examples", _EXAMPLE_KEYS), ("tags", _TAG_KEYS)):
@@ -434,7 +434,7 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
         raise CharacterError(first.file, first.key, first.line, first.detail, more)
 
 
-def _read(path: Path, max_size: int) -> str:
+def _read_file(path: Path, max_size: int) -> str:
     """A file's text, at most ``max_size`` bytes of UTF-8; every failure is a ``CharacterError``."""
     return _decode(_read_bytes(path, max_size), str(path))
 
@@ -474,7 +474,7 @@ def _translated(file: str, line: int | None = None) -> Iterator[None]:
     except MemoryError:
         raise CharacterError(file, "", line, "too large to load") from None
     except ValidationError as e:
-        raise CharacterError(file, "", line, _message(e.errors()[0])) from None
+        raise CharacterError(file, "", line, _validation_message(e.errors()[0])) from None
     except ValueError as e:  # ParseError, JSON errors, UnicodeError, CPython's limit on integer digits
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         if "integer string conversion" in message:
@@ -517,9 +517,9 @@ def _example(n: int, raw: Any, character: Character, fail: _Fail) -> Any:
     return {"user": user.model_dump(), "reply": Reply(chats=chats).model_dump()}
 
 
-_HEADER: Final = re.compile(r"^\s*\[\[\s*([\w.-]+)\s*\]\]")
-_TABLE: Final = re.compile(r"^\s*\[\s*([\w.-]+)\s*\]")
-_KEY: Final = re.compile(r"^\s*([\w-]+)\s*=")
+_TOML_ARRAY_HEADER: Final = re.compile(r"^\s*\[\[\s*([\w.-]+)\s*\]\]")
+_TOML_TABLE_HEADER: Final = re.compile(r"^\s*\[\s*([\w.-]+)\s*\]")
+_TOML_KEY: Final = re.compile(r"^\s*([\w-]+)\s*=")
 
 
 def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
@@ -528,7 +528,7 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     counts: dict[tuple[Any, ...], int] = {}
     current: tuple[Any, ...] = ()
     for number, line in enumerate(text.split("\n"), 1):
-        if m := _HEADER.match(line):
+        if m := _TOML_ARRAY_HEADER.match(line):
             path: tuple[Any, ...] = ()
             names = m.group(1).split(".")
             for depth, name in enumerate(names):
@@ -540,11 +540,11 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
             current = path
             lines.setdefault(current, number)
             lines.setdefault(current[:-1], number)  # the array itself: its first table
-        elif m := _TABLE.match(line):
+        elif m := _TOML_TABLE_HEADER.match(line):
             current = tuple(m.group(1).split("."))
             for size in range(1, len(current) + 1):  # [stage.cues.sfx.nod] is where stage.cues.sfx begins
                 lines.setdefault(current[:size], number)
-        elif m := _KEY.match(line):
+        elif m := _TOML_KEY.match(line):
             lines.setdefault((*current, m.group(1)), number)
     for size in range(len(loc), 0, -1):
         if loc[:size] in lines:
@@ -554,7 +554,7 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
 
 def load_history(path: str | Path, character: Character, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:
     """Read a conversation from a JSON Lines file (see ``history_from_jsonl``); raises ``CharacterError``."""
-    return history_from_jsonl(_read(Path(path), max_size), character, str(path))
+    return history_from_jsonl(_read_file(Path(path), max_size), character, str(path))
 
 
 def history_from_jsonl(text: str, character: Character, file: str = "<history>") -> list[Exchange]:

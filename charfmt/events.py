@@ -64,10 +64,33 @@ class _EventBase:
 
 
 @dataclass(slots=True)
-class ChatStart(_EventBase):
-    """A chat begins (``speaker``: who speaks it, in a scene of several characters)."""
+class _ChatEvent(_EventBase):
+    """An event of one chat (its fields come first, in this order)."""
 
     chat: int
+
+
+@dataclass(slots=True)
+class _SegmentEvent(_ChatEvent):
+    """An event of one element of a chat body."""
+
+    segment: int
+
+
+@dataclass(slots=True)
+class _TagEvent(_SegmentEvent):
+    """An event of one element, naming its tag."""
+
+    tag: str
+
+
+@dataclass(slots=True)
+class ChatStart(_ChatEvent):
+    """A chat begins (``speaker``: who speaks it, in a scene of several characters).
+
+    Its elements follow, each from a ``SegmentStart`` to its ``SegmentEnd``; ``ChatEnd`` ends it.
+    """
+
     type: str
     order: int
     speaker: str | None = None
@@ -75,43 +98,46 @@ class ChatStart(_EventBase):
 
 
 @dataclass(slots=True)
-class SegmentStart(_EventBase):
-    """An element of the chat body begins (``tag`` is ``emo``, ``msg``, ``text``...)."""
+class SegmentStart(_TagEvent):
+    """An element of the chat body begins (``tag`` is ``emo``, ``msg``, ``text``...).
 
-    chat: int
-    segment: int
-    tag: str
+    Its content follows (an ``Emotion``, an ``Action``, a ``Cue``, or ``TextDelta`` events),
+    then its ``SegmentEnd``.
+    """
+
     kind: Literal["segment_start"] = field(default="segment_start", init=False)
 
 
 @dataclass(slots=True)
-class Emotion(_EventBase):
-    """The complete emotion key of an ``emo`` element: switch the sprite now."""
+class Emotion(_SegmentEvent):
+    """The complete emotion key of an ``emo`` element: switch the sprite now.
 
-    chat: int
-    segment: int
+    ``intensity``: how strong it is, where the reply gave one (``[joy:0.6]``).
+    """
+
     text: str
     intensity: float | None = None
     kind: Literal["emotion"] = field(default="emotion", init=False)
 
 
 @dataclass(slots=True)
-class Action(_EventBase):
-    """The complete text of an ``act`` element."""
+class Action(_SegmentEvent):
+    """The complete text of an ``act`` element.
 
-    chat: int
-    segment: int
+    What the character does (the table's ``action`` role): act it out; it is not spoken.
+    """
+
     text: str
     kind: Literal["action"] = field(default="action", init=False)
 
 
 @dataclass(slots=True)
-class Cue(_EventBase):
-    """The complete value of a ``cue`` element (a sound effect, a motion...): act on it now."""
+class Cue(_TagEvent):
+    """The complete value of a ``cue`` element (a sound effect, a motion...): act on it now.
 
-    chat: int
-    segment: int
-    tag: str
+    ``tag`` says which cue it is (a table may have several), ``text`` its value.
+    """
+
     text: str
     kind: Literal["cue"] = field(default="cue", init=False)
 
@@ -129,31 +155,31 @@ class Reasoning(_EventBase):
 
 
 @dataclass(slots=True)
-class TextDelta(_EventBase):
-    """More decoded text of a ``msg``, ``thought`` or ``text`` segment (append it)."""
+class TextDelta(_TagEvent):
+    """More decoded text of a ``msg``, ``thought`` or ``text`` segment (append it).
 
-    chat: int
-    segment: int
-    tag: str
+    A ``speech`` tag's text is what the character says (what text-to-speech reads); a
+    ``hidden`` tag's is not meant for the player.
+    """
+
     text: str
     kind: Literal["text"] = field(default="text", init=False)
 
 
 @dataclass(slots=True)
-class SegmentEnd(_EventBase):
-    """The element is complete."""
+class SegmentEnd(_TagEvent):
+    """The element is complete.
 
-    chat: int
-    segment: int
-    tag: str
+    What it held came before: its ``Emotion``, ``Action`` or ``Cue``, or its ``TextDelta`` events.
+    """
+
     kind: Literal["segment_end"] = field(default="segment_end", init=False)
 
 
 @dataclass(slots=True)
-class ChatEnd(_EventBase):
+class ChatEnd(_ChatEvent):
     """The chat is complete."""
 
-    chat: int
     kind: Literal["chat_end"] = field(default="chat_end", init=False)
 
 

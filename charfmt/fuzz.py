@@ -1,15 +1,16 @@
 """Damage like real models do, reproducibly: the mutations behind ``charfmt fuzz`` and ``charfmt.testing``.
 
-Each mutation is a named function of ``(text, rng)`` modelled on a failure seen in
-model output. ``damage`` applies a few of them and says which; ``check`` runs one input
-through every entry point and raises on any broken promise, among them that a lenient
-result passes its own validators (``revalidate``); the fuzz harness and the regression
-tests use it.
+Each mutation is a function of ``(text, rng)`` modelled on a failure seen in model output,
+named where it is written (``@_rule``). ``damage`` applies a few of them and says which;
+``check`` runs one input through every entry point and raises on any broken promise, among
+them that a lenient result passes its own validators (``revalidate``); the fuzz harness and
+the regression tests use it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import re
@@ -25,20 +26,46 @@ from charfmt.writer import dumps
 
 Mutation = Callable[[str, random.Random], str]
 
+
+@dataclass(frozen=True, slots=True)
+class MutationRule:
+    """One entry of the mutation tables: a name, what it does, and the dialect it drifts into."""
+
+    name: str
+    """Stable: ``charfmt fuzz`` output and tests refer to it."""
+    mutate: Mutation
+    dialect: DialectName | None = None
+    """The dialect of the dialect table the reply is then written in; ``None`` for damage."""
+
+
+_RULES: Final[list[MutationRule]] = []
+"""Every mutation, in the order written below (``_rule`` enters each)."""
+
+
+def _rule(name: str, dialect: DialectName | None = None) -> Callable[[Mutation], Mutation]:
+    """Enter the mutation below in the tables as ``name`` (drifting into ``dialect``, for a dialect mutation)."""
+
+    def enter(mutate: Mutation) -> Mutation:
+        _RULES.append(MutationRule(name, mutate, dialect))
+        return mutate
+
+    return enter
+
+
 _TAGS: Final = DEFAULT_TAGS
 _EMO: Final = _TAGS.emotion.name
 _SPEECH: Final = _TAGS.speech.name
 _ACT: Final = _TAGS.action.name if _TAGS.action is not None else _SPEECH
-_NAMES: Final = "|".join(re.escape(name) for name in _TAGS.names)
+_TAG_ALTERNATIVES: Final = "|".join(re.escape(name) for name in _TAGS.names)
 """Every tag of the table, as a regex alternative."""
 _LONG_NAMES: Final = {spec.name: spec.synonyms[0] for spec in _TAGS if spec.synonyms}
 """The first synonym of each tag: the long name models write (``emotion`` for the emotion tag)."""
 _LONG_EMO: Final = _LONG_NAMES.get(_EMO, _EMO)
 _SPEECH_OPEN: Final = _TAGS.speech.open
-_ELEMENT: Final = re.compile(r"<(" + _NAMES + r")>([^<]*)</\1>")
+_ELEMENT: Final = re.compile(r"<(" + _TAG_ALTERNATIVES + r")>([^<]*)</\1>")
 
-_PROSE: Final = ["Sure! Here is the reply:\n", "Okay.\n", "以下が返答です。\n", "Here you go: "]
-_AFTER: Final = [
+_PROSE_BEFORE: Final = ["Sure! Here is the reply:\n", "Okay.\n", "以下が返答です。\n", "Here you go: "]
+_PROSE_AFTER: Final = [
     "\nLet me know if you need anything else!",
     "\n\nI hope this helps.",
     "<|eot_id|>",
@@ -67,65 +94,81 @@ _WORDS: Final = [
 # --- damage: the reply stays in its dialect ---------------------------------------------
 
 
+@_rule("truncate")
 def _cut(text: str, rng: random.Random) -> str:
     return text[: rng.randint(0, len(text) - 1)] if text else text  # always shorter: a cut that cuts nothing is no cut
 
 
+@_rule("fence")
 def _fence(text: str, rng: random.Random) -> str:
     return rng.choice(["```json\n", "```\n", "```json"]) + text + rng.choice(["\n```", "```", ""])
 
 
+@_rule("prose")
 def _prose(text: str, rng: random.Random) -> str:
-    return rng.choice(_PROSE) + text + rng.choice(["", *_AFTER])
+    return rng.choice(_PROSE_BEFORE) + text + rng.choice(["", *_PROSE_AFTER])
 
 
+@_rule("reasoning")
 def _reasoning(text: str, rng: random.Random) -> str:
     return rng.choice(_REASONING) + text
 
 
+@_rule("unclosed-tag")
 def _unclose(text: str, rng: random.Random) -> str:
-    closers = list(re.finditer(r"</(" + _NAMES + r")>", text))
+    closers = list(re.finditer(r"</(" + _TAG_ALTERNATIVES + r")>", text))
     if not closers:
         return text
     m = rng.choice(closers)
     return text[: m.start()] + text[m.end() :]
 
 
+@_rule("mismatched-tag")
 def _mismatch(text: str, rng: random.Random) -> str:
     spoken = "|".join(re.escape(name) for name in (_SPEECH, _ACT))
     return re.sub(rf"</({spoken})>", lambda m: f"</{_EMO}>" if rng.random() < 0.5 else "</>", text, count=1)
 
 
+@_rule("upper-case-tags")
 def _upper(text: str, rng: random.Random) -> str:
-    return re.sub(r"</?(" + _NAMES + r")>", lambda m: m.group().upper(), text)
+    return re.sub(r"</?(" + _TAG_ALTERNATIVES + r")>", lambda m: m.group().upper(), text)
 
 
+@_rule("long-tag-names")
 def _long_names(text: str, rng: random.Random) -> str:
     return re.sub(
-        r"<(/?)(" + _NAMES + r")>", lambda m: f"<{m.group(1)}{_LONG_NAMES.get(m.group(2), m.group(2))}>", text
+        r"<(/?)(" + _TAG_ALTERNATIVES + r")>",
+        lambda m: f"<{m.group(1)}{_LONG_NAMES.get(m.group(2), m.group(2))}>",
+        text,
     )
 
 
+@_rule("missing-newlines")
 def _no_newlines(text: str, rng: random.Random) -> str:
     return text.replace("\\n<", "<")
 
 
+@_rule("single-quotes")
 def _single_quotes(text: str, rng: random.Random) -> str:
     return text.replace('"', "'") if "'" not in text else text
 
 
+@_rule("trailing-comma")
 def _trailing_comma(text: str, rng: random.Random) -> str:
     return text.replace("}]}", "},]}", 1)
 
 
+@_rule("unescaped-quote")
 def _unescaped_quote(text: str, rng: random.Random) -> str:
     return text.replace('\\"', '"', 1) if '\\"' in text else text.replace(_SPEECH_OPEN, _SPEECH_OPEN + '"', 1)
 
 
+@_rule("invalid-escape")
 def _bad_escape(text: str, rng: random.Random) -> str:
     return text.replace(_SPEECH_OPEN, _SPEECH_OPEN + "\\[", 1)
 
 
+@_rule("out-of-order")
 def _out_of_order(text: str, rng: random.Random) -> str:
     try:
         doc = json.loads(text)
@@ -162,11 +205,28 @@ def _first_c(text: str) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     return (chats, found) if chats is not None and found is not None else None
 
 
+_FirstChatChange = Callable[[list[dict[str, Any]], dict[str, Any], random.Random], str | None]
+"""A change to a reply's first ``C`` chat: ``(chats, chat, rng)`` to the new text, ``None`` to leave it."""
+
+
+def _on_first_c(change: _FirstChatChange) -> Mutation:
+    """The mutation that applies ``change`` to the first ``C`` chat (the text stays where there is none)."""
+
+    @functools.wraps(change)
+    def mutate(text: str, rng: random.Random) -> str:
+        found = _first_c(text)
+        changed = change(*found, rng) if found is not None else None
+        return text if changed is None else changed
+
+    return mutate
+
+
 def _elements(body: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _ELEMENT.finditer(body)]
 
 
-def _user_chats(text: str, rng: random.Random) -> str:
+@_rule("dialect-user-chats", "user-chats")
+def _as_user_chats(text: str, rng: random.Random) -> str:
     """Echo the request form: ``<user_chats><chat type="C">…</chat>…``, maybe left unclosed."""
     chats = _chats(text)
     if not chats:
@@ -186,51 +246,48 @@ def _user_chats(text: str, rng: random.Random) -> str:
     return out if cut < 0.6 else out + "\n</user_chats>"
 
 
-def _json_array(text: str, rng: random.Random) -> str:
+@_rule("dialect-json-array", "json-array")
+def _as_json_array(text: str, rng: random.Random) -> str:
     """A bare array of chats."""
     chats = _chats(text)
     return json.dumps(chats, ensure_ascii=False) if chats else text
 
 
-def _hybrid(text: str, rng: random.Random) -> str:
+@_rule("dialect-hybrid", "hybrid")
+@_on_first_c
+def _as_hybrid(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """Pattern D: ``chat_body`` and ``emotion_summary``."""
-    found = _first_c(text)
-    if found is None:
-        return text
-    chats, chat = found
     emotion = next((value for tag, value in _elements(chat["body"]) if tag == _EMO), "neutral")
     chat["emotion_summary"] = emotion
     chat["chat_body"] = chat.pop("body")
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
-def _single_chat(text: str, rng: random.Random) -> str:
+@_rule("dialect-single-chat", "single-chat")
+def _as_single_chat(text: str, rng: random.Random) -> str:
     """One chat object, without ``{"chats": [...]}``."""
     chats = _chats(text)
     return json.dumps(chats[0], ensure_ascii=False) if chats else text
 
 
-def _json_fields(text: str, rng: random.Random) -> str:
+@_rule("dialect-json-fields", "json-fields")
+@_on_first_c
+def _as_json_fields(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern A: one JSON object of fields named after the tags' long names."""
-    found = _first_c(text)
-    if found is None:
-        return text
     fields: dict[str, str] = {}
-    for tag, value in _elements(found[1]["body"]):
+    for tag, value in _elements(chat["body"]):
         fields.setdefault(_LONG_NAMES.get(tag, tag), value)
-    return json.dumps(fields, ensure_ascii=False) if fields else text
+    return json.dumps(fields, ensure_ascii=False) if fields else None
 
 
-def _front_matter(text: str, rng: random.Random) -> str:
+@_rule("dialect-front-matter", "front-matter")
+@_on_first_c
+def _as_front_matter(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str | None:
     """Pattern C: the emotion and action in a ``---`` block, the speech after it (bare or in the body)."""
-    found = _first_c(text)
-    if found is None:
-        return text
-    chats, chat = found
     head = [f"{_LONG_NAMES.get(tag, tag)}: {value}" for tag, value in _elements(chat["body"]) if tag in (_EMO, _ACT)]
     said = [value for tag, value in _elements(chat["body"]) if tag not in (_EMO, _ACT)]
     if not head:
-        return text
+        return None
     block = "---\n" + "\n".join(head) + "\n---\n" + "\n".join(said)
     if rng.random() < 0.5:
         return block
@@ -238,13 +295,16 @@ def _front_matter(text: str, rng: random.Random) -> str:
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
-def _bare_tags(text: str, rng: random.Random) -> str:
+@_rule("dialect-bare-tags", "bare-tags")
+@_on_first_c
+def _as_bare_tags(chats: list[dict[str, Any]], chat: dict[str, Any], rng: random.Random) -> str:
     """The first ``C`` body alone: tags, no JSON."""
-    found = _first_c(text)
-    return found[1]["body"] if found is not None else text
+    body: str = chat["body"]
+    return body
 
 
-def _dot_notation(text: str, rng: random.Random) -> str:
+@_rule("dialect-dot-notation", "dot-notation")
+def _as_dot_notation(text: str, rng: random.Random) -> str:
     """Pattern E: ``<emotion.joy>speech</emotion.joy>``."""
     pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
     return re.sub(
@@ -252,13 +312,15 @@ def _dot_notation(text: str, rng: random.Random) -> str:
     )
 
 
-def _attribute(text: str, rng: random.Random) -> str:
+@_rule("attribute-form", "attribute-xml")
+def _as_attribute(text: str, rng: random.Random) -> str:
     """Pattern B: ``<emotion type="joy">speech</emotion>``."""
     pattern = rf"<{_EMO}>([^<]*)</{_EMO}>\\n<{_SPEECH}>([^<]*)</{_SPEECH}>"
     return re.sub(pattern, lambda m: f'<{_LONG_EMO} type=\\"{m.group(1)}\\">{m.group(2)}</{_LONG_EMO}>', text, count=1)
 
 
-def _brackets(text: str, rng: random.Random) -> str:
+@_rule("dialect-brackets", "bracket")
+def _as_brackets(text: str, rng: random.Random) -> str:
     """Bracket tags with no JSON at all: ``[joy] *waves* Hello``."""
     pieces = _elements(text)
     if not any(tag == _EMO for tag, _value in pieces):
@@ -267,7 +329,8 @@ def _brackets(text: str, rng: random.Random) -> str:
     return " ".join(shape[tag].format(value) for tag, value in pieces if tag in shape)
 
 
-def _roleplay(text: str, rng: random.Random) -> str:
+@_rule("dialect-roleplay", "roleplay")
+def _as_roleplay(text: str, rng: random.Random) -> str:
     """Role-play prose with no JSON: ``*looks joy* Hello``."""
     pieces = _elements(text)
     if not pieces:
@@ -277,62 +340,24 @@ def _roleplay(text: str, rng: random.Random) -> str:
     return " ".join([*(f"*{a}*" for a in acts or ["nods"]), *said])
 
 
-def _stray_prose(text: str, rng: random.Random) -> str:
+@_rule("dialect-prose", "prose")
+def _as_stray_prose(text: str, rng: random.Random) -> str:
     """Speech without its tag, standing between the body's elements."""
     return re.sub(rf"<{_SPEECH}>([^<]*)</{_SPEECH}>", r"\1", text, count=1)
 
 
-def _plain_text(text: str, rng: random.Random) -> str:
+@_rule("dialect-plain-text", "plain-text")
+def _as_plain_text(text: str, rng: random.Random) -> str:
     """Only the words: no JSON, no tags."""
     said = [value for tag, value in _elements(text) if tag == _SPEECH]
     return " ".join(said) if said else text
 
 
-@dataclass(frozen=True, slots=True)
-class MutationRule:
-    """One entry of the mutation tables: a name, what it does, and the dialect it drifts into."""
-
-    name: str
-    """Stable: ``charfmt fuzz`` output and tests refer to it."""
-    mutate: Mutation
-    dialect: DialectName | None = None
-    """The dialect of the dialect table the reply is then written in; ``None`` for damage."""
-
-
-DIALECT_MUTATIONS: Final[tuple[MutationRule, ...]] = (
-    MutationRule("dialect-user-chats", _user_chats, "user-chats"),
-    MutationRule("dialect-json-array", _json_array, "json-array"),
-    MutationRule("dialect-hybrid", _hybrid, "hybrid"),
-    MutationRule("dialect-single-chat", _single_chat, "single-chat"),
-    MutationRule("dialect-json-fields", _json_fields, "json-fields"),
-    MutationRule("dialect-front-matter", _front_matter, "front-matter"),
-    MutationRule("dialect-bare-tags", _bare_tags, "bare-tags"),
-    MutationRule("dialect-dot-notation", _dot_notation, "dot-notation"),
-    MutationRule("attribute-form", _attribute, "attribute-xml"),
-    MutationRule("dialect-brackets", _brackets, "bracket"),
-    MutationRule("dialect-roleplay", _roleplay, "roleplay"),
-    MutationRule("dialect-prose", _stray_prose, "prose"),
-    MutationRule("dialect-plain-text", _plain_text, "plain-text"),
-)
-"""One mutation per entry of the dialect table (but ``canonical``, which damage gives), in table order."""
-
-DAMAGE: Final[tuple[MutationRule, ...]] = (
-    MutationRule("truncate", _cut),
-    MutationRule("fence", _fence),
-    MutationRule("prose", _prose),
-    MutationRule("reasoning", _reasoning),
-    MutationRule("unclosed-tag", _unclose),
-    MutationRule("mismatched-tag", _mismatch),
-    MutationRule("upper-case-tags", _upper),
-    MutationRule("long-tag-names", _long_names),
-    MutationRule("missing-newlines", _no_newlines),
-    MutationRule("single-quotes", _single_quotes),
-    MutationRule("trailing-comma", _trailing_comma),
-    MutationRule("unescaped-quote", _unescaped_quote),
-    MutationRule("invalid-escape", _bad_escape),
-    MutationRule("out-of-order", _out_of_order),
-)
+DAMAGE: Final[tuple[MutationRule, ...]] = tuple(rule for rule in _RULES if rule.dialect is None)
 """Damage that keeps the reply in its dialect (a canonical reply, damaged, reads as ``canonical``)."""
+
+DIALECT_MUTATIONS: Final[tuple[MutationRule, ...]] = tuple(rule for rule in _RULES if rule.dialect is not None)
+"""One mutation per entry of the dialect table (but ``canonical``, which damage gives), in table order."""
 
 MUTATIONS: Final[dict[str, Mutation]] = {rule.name: rule.mutate for rule in (*DAMAGE, *DIALECT_MUTATIONS)}
 """Every mutation, by name (the names are stable: fuzz output and tests refer to them)."""
@@ -378,7 +403,7 @@ def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Dam
     return Damaged(text, reply, names)
 
 
-_EMOTIONS: Final = ("joy", "sad", "angry", "surprise")
+_RANDOM_EMOTIONS: Final = ("joy", "sad", "angry", "surprise")
 
 
 def random_reply(rng: random.Random, tags: TagTable | None = None, vocabulary: Vocabulary | None = None) -> Reply:
@@ -389,7 +414,7 @@ def random_reply(rng: random.Random, tags: TagTable | None = None, vocabulary: V
     reads the reply back.
     """
     table = _TAGS if tags is None else tags
-    emotions = _EMOTIONS if vocabulary is None else vocabulary.keys
+    emotions = _RANDOM_EMOTIONS if vocabulary is None else vocabulary.keys
     extra = [t for t in table if t.name not in _TAGS and t.role != "emotion"]
     chats = []
     for order in range(1, rng.randint(1, 4) + 1):

@@ -56,18 +56,8 @@ FIRST_BAD: Final = 100
 RAY_RANGE_BYTES: Final = 8 << 20
 """Bytes of the file each Ray task reads."""
 
-SUMMARY_COLUMNS: Final = (
-    "valid",
-    "repaired",
-    "empty",
-    "keep",
-    "dialect",
-    "error_codes",
-    "warning_codes",
-    "diagnostics",
-    "size",
-)
-"""The result columns :class:`Summary` reads; a job without ``--out`` ships only these."""
+SUMMARY_COLUMNS: Final = tuple(c for c in RESULT_COLUMNS if c not in {"chats", "canonical", "reasoning"})
+"""The result columns :class:`Summary` reads (not the reply's own text); a job without ``--out`` ships only these."""
 
 Progress = Callable[[int], None]
 """Called with the number of lines read so far."""
@@ -168,7 +158,7 @@ _GZIP: Final = b"\x1f\x8b"
 _JSON_KINDS: Final = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number"}
 
 
-def _kind(value: Any) -> str:
+def _json_kind(value: Any) -> str:
     return "null" if value is None else _JSON_KINDS.get(type(value), "a number")  # _NumberText: a number
 
 
@@ -239,7 +229,7 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
     except ValueError as e:  # an integer of more than 4,300 digits
         return None, None, f"not JSON that can be read: {str(e).split(';')[0][:120]}"
     if not isinstance(record, dict):
-        return None, None, f"not a JSON object but {_kind(record)}"
+        return None, None, f"not a JSON object but {_json_kind(record)}"
     text = lookup(record, job.field)
     if text is _ABSENT:
         texts = _string_paths(record)
@@ -248,7 +238,7 @@ def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | N
         listed = json.dumps([f"{job.field}.{path}" for path in _string_paths(text)], ensure_ascii=False)
         return None, record, f"field {job.field!r} is an object, not a string (string keys {listed})"
     if not isinstance(text, str) or isinstance(text, _NumberText):
-        return None, record, f"field {job.field!r} is {_kind(text)}, not a string"
+        return None, record, f"field {job.field!r} is {_json_kind(text)}, not a string"
     return text, record, None
 
 
@@ -424,7 +414,7 @@ class Summary:
             why = bad[i]
             if why is not None:
                 self.bad += 1
-                self.bad_reasons[_reason(why)] += 1
+                self.bad_reasons[_reason_kind(why)] += 1
                 if len(self.bad_first) < FIRST_BAD:
                     self.bad_first.append((line, why))
                 if " (string keys [" in why:
@@ -538,7 +528,7 @@ def _hint(field: str, keys: Counter[str], lines: int) -> str:
     return f" — did you mean --field {best[0]}?" if best else ""
 
 
-def _reason(why: str) -> str:
+def _reason_kind(why: str) -> str:
     """The kind of a bad line's reason: its words before the details (``not JSON``, ``no field 'text'``)."""
     return why.split(":", 1)[0].split(" (string keys [", 1)[0]
 
@@ -546,7 +536,8 @@ def _reason(why: str) -> str:
 # -- output ----------------------------------------------------------------------------
 
 
-def _size(n: int | None) -> str:
+def _bytes_text(n: int | None) -> str:
+    """A size in bytes as the report shows it (``12,345 B``; ``-`` for none)."""
     return "-" if n is None else f"{n:,} B"
 
 
@@ -574,7 +565,7 @@ def render_text(report: dict[str, Any]) -> str:
         out.append(
             f"{name:<{width}}  {g['count']:>9,}  {percent(g['valid_pct'])}  {percent(g['repaired_pct'], 7)}"
             f"  {percent(g['empty_pct'])}  {percent(g['keep_pct'])}"
-            f"  {_size(g['size_p50']):>9}  {_size(g['size_p99']):>9}"
+            f"  {_bytes_text(g['size_p50']):>9}  {_bytes_text(g['size_p99']):>9}"
         )
     for name, g in rows:
         out.append("")

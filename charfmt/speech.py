@@ -55,10 +55,10 @@ _CLOSERS: Final = frozenset("」』”）)'")
 """Closing brackets that belong to the end punctuation before them ('"' toggles instead)."""
 _PAUSES: Final = frozenset("、,，")
 """Where a sentence longer than ``max_length`` may also end (a pause, not an end)."""
-_SPECIAL_CHARS: Final = "".join(sorted(_END | set(_OPENERS) | _CLOSERS | {'"', "\n"}))
-_SPECIAL: Final = re.compile("[" + re.escape(_SPECIAL_CHARS) + "]")
+_RULE_CHARS: Final = "".join(sorted(_END | set(_OPENERS) | _CLOSERS | {'"', "\n"}))
+_RULE_CHAR: Final = re.compile("[" + re.escape(_RULE_CHARS) + "]")
 """A character the rule looks at outside a pending decision; everything else is skipped."""
-_SPECIAL_PAUSES: Final = re.compile("[" + re.escape(_SPECIAL_CHARS + "".join(sorted(_PAUSES))) + "]")
+_RULE_CHAR_OR_PAUSE: Final = re.compile("[" + re.escape(_RULE_CHARS + "".join(sorted(_PAUSES))) + "]")
 """The same, with the pauses (``max_length`` set)."""
 _NOT_SPOKEN: Final = frozenset(_END | set(_OPENERS) | _CLOSERS | _PAUSES | {'"', "・", "ー", "～", "~", "-", "—"})
 """Characters a sentence made only of (and whitespace) is not spoken alone."""
@@ -74,6 +74,9 @@ _LOOKBACK: Final = 8
 # after it; in the spaces after an ellipsis; in the closing brackets after a closed quote;
 # after a ',' that would end a long sentence unless a digit follows.
 _NONE, _RUN, _RUN_CLOSERS, _ELLIPSIS_SPACE, _QUOTE_CLOSERS, _COMMA = range(6)
+# What one character does to a pending decision: nothing yet (look at the next one); it
+# changed the phase (look at it again); it decided: the sentence ends before it, or goes on.
+_NEXT, _AGAIN, _CUT, _KEEP = range(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,7 @@ class SentenceSplitter:
         """The tags whose text is split: the table's speech tags by default."""
         self.max_length = max_length
         """A sentence longer than this also ends at a ``、`` or ``,`` (``None``: only at end punctuation)."""
-        self._special = _SPECIAL if max_length is None else _SPECIAL_PAUSES
+        self._rule_char = _RULE_CHAR if max_length is None else _RULE_CHAR_OR_PAUSE
         self._emotion: dict[int, str | None] = {}
         self._intensity: dict[int, float | None] = {}
         self._action: dict[int, str | None] = {}
@@ -208,95 +211,30 @@ class SentenceSplitter:
         i, n = 0, len(text)
         steps = 0
         while i < n:
-            phase = buf.phase
-            if phase != _NONE:
+            if buf.phase != _NONE:
                 # A pending decision: look at characters one by one until one decides it.
-                c = text[i]
                 steps += 1
-                cut = False
-                if phase == _RUN:
-                    if c in _END:
-                        buf.run_length += 1
-                        buf.run_cjk = buf.run_cjk or c in _CJK_END
-                        buf.run_ellipsis = buf.run_ellipsis and c in _ELLIPSIS
-                        i += 1
-                        continue
-                    if c in _CLOSERS:
-                        buf.phase = _RUN_CLOSERS
-                        buf.run_closers += 1
-                        i += 1
-                        continue
-                    cut = self._run_ends(buf, c)
-                elif phase == _RUN_CLOSERS:
-                    if c in _CLOSERS:
-                        buf.run_closers += 1
-                        i += 1
-                        continue
-                    if c in _END:  # 「わあ！）？」: the run goes on after a stray closer
-                        buf.phase = _RUN
-                        continue
-                    cut = self._run_ends(buf, c)
-                elif phase == _ELLIPSIS_SPACE:
-                    if c.isspace() and c != "\n":
-                        i += 1
-                        continue
-                    cut = not c.islower()
-                elif phase == _COMMA:
-                    cut = not c.isdigit()
-                else:  # _QUOTE_CLOSERS
-                    if c in _CLOSERS:
-                        i += 1
-                        continue
-                    cut = c.isspace() or c in _OPENERS or c == '"'
-                if buf.phase == _ELLIPSIS_SPACE and phase != _ELLIPSIS_SPACE:
-                    i += 1  # _run_ends deferred: c is a space after an ellipsis
+                step = _pending_step(buf, text[i])
+                if step == _NEXT:
+                    i += 1
                     continue
-                buf.phase = _NONE
-                if cut:
+                if step == _AGAIN:
+                    continue
+                if step == _CUT:
                     self._append(buf, text[start:i])
                     self._emit(out, buf, chat, segment)
                     start = i
-                # c is read again below, as any character outside a decision
-            m = self._special.search(text, i)
+                # the deciding character is read again below, as any character outside a decision
+            m = self._rule_char.search(text, i)
             if m is None:
                 break
             i = m.start()
-            c = text[i]
             steps += 1
-            if c in _OPENERS:
-                buf.quotes.append(_OPENERS[c])
-            elif (buf.quotes and c == buf.quotes[-1]) or (c == '"' and buf.ascii_quote):
-                if c == '"':
-                    buf.ascii_quote = False
-                else:
-                    buf.quotes.pop()
-                if not buf.quotes and not buf.ascii_quote and self._before(buf, text, i, 1) in _END:
-                    buf.phase = _QUOTE_CLOSERS  # 「聞いて！」 ends a sentence only if nothing continues it
-            elif c == '"':
-                buf.ascii_quote = True
-            elif c == "\n":
-                self._append(buf, text[start:i])
+            end = _rule_char_step(buf, text, i, start, self.max_length)
+            if end >= 0:
+                self._append(buf, text[start:end])
                 self._emit(out, buf, chat, segment)
                 start = i + 1
-                buf.quotes.clear()  # a quote left open on its line closes with it
-                buf.ascii_quote = False
-            elif c in _PAUSES:
-                if not buf.quotes and not buf.ascii_quote and self._long(buf, i - start + 1):
-                    if c == ",":
-                        buf.phase = _COMMA  # 3,000 is a number: the next character decides
-                    else:
-                        self._append(buf, text[start : i + 1])
-                        self._emit(out, buf, chat, segment)
-                        start = i + 1
-            elif c in _END and not buf.quotes and not buf.ascii_quote:
-                buf.phase = _RUN
-                buf.run_length = 1
-                buf.run_cjk = c in _CJK_END
-                buf.run_ellipsis = c in _ELLIPSIS
-                buf.run_closers = 0
-                before = self._before(buf, text, i, _LOOKBACK)
-                buf.run_digit = c == "." and before[-1:].isdigit()
-                buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
             i += 1
         if start < n:
             self._append(buf, text[start:])
@@ -304,33 +242,6 @@ class SentenceSplitter:
         buf.steps += steps
         self.steps += steps
         return out
-
-    @staticmethod
-    def _before(buf: _Buffer, text: str, i: int, count: int) -> str:
-        """The ``count`` characters of the segment before ``text[i]`` (fewer at its start)."""
-        if i >= count:
-            return text[i - count : i]
-        return (buf.tail + text[:i])[-count:]
-
-    @staticmethod
-    def _run_ends(buf: _Buffer, c: str) -> bool:
-        """Whether the run of end punctuation (and closers) ends the sentence, ``c`` following it."""
-        single_dot = buf.run_length == 1 and not buf.run_cjk and buf.run_ellipsis
-        if single_dot and buf.run_abbreviation:
-            return False
-        if single_dot and buf.run_digit and not buf.run_closers and c.isdigit():
-            return False  # 3.5
-        if buf.run_ellipsis and (buf.run_length > 1 or buf.run_cjk):
-            if c.isspace() and c != "\n":
-                buf.phase = _ELLIPSIS_SPACE  # the first letter after the spaces decides
-                return False
-            if c.islower():
-                return False
-        return buf.run_cjk or c.isspace()
-
-    def _long(self, buf: _Buffer, more: int) -> bool:
-        """Whether the sentence, with ``more`` characters of this delta, is longer than ``max_length``."""
-        return self.max_length is not None and buf.length + more > self.max_length
 
     @staticmethod
     def _append(buf: _Buffer, part: str) -> None:
@@ -359,6 +270,114 @@ class SentenceSplitter:
                     self._speaker.get(chat),
                 )
             )
+
+
+def _rule_char_step(buf: _Buffer, text: str, i: int, start: int, max_length: int | None) -> int:
+    """Read ``text[i]``, a character the rule looks at outside a decision (the sentence began at ``start``).
+
+    Where it ends the sentence, the end of the sentence's text (the next one begins after
+    ``text[i]``); ``-1`` otherwise.
+    """
+    c = text[i]
+    if c in _OPENERS:
+        buf.quotes.append(_OPENERS[c])
+    elif (buf.quotes and c == buf.quotes[-1]) or (c == '"' and buf.ascii_quote):
+        if c == '"':
+            buf.ascii_quote = False
+        else:
+            buf.quotes.pop()
+        if not buf.quotes and not buf.ascii_quote and _before(buf, text, i, 1) in _END:
+            buf.phase = _QUOTE_CLOSERS  # 「聞いて！」 ends a sentence only if nothing continues it
+    elif c == '"':
+        buf.ascii_quote = True
+    elif c == "\n":
+        buf.quotes.clear()  # a quote left open on its line closes with it
+        buf.ascii_quote = False
+        return i
+    elif c in _PAUSES:
+        # a pause ends a sentence longer than max_length, with this delta's characters up to it
+        if (
+            not buf.quotes
+            and not buf.ascii_quote
+            and max_length is not None
+            and buf.length + i - start + 1 > max_length
+        ):
+            if c == ",":
+                buf.phase = _COMMA  # 3,000 is a number: the next character decides
+            else:
+                return i + 1
+    elif c in _END and not buf.quotes and not buf.ascii_quote:
+        # a run of end punctuation begins: the characters after it decide
+        buf.phase = _RUN
+        buf.run_length = 1
+        buf.run_cjk = c in _CJK_END
+        buf.run_ellipsis = c in _ELLIPSIS
+        buf.run_closers = 0
+        before = _before(buf, text, i, _LOOKBACK)
+        buf.run_digit = c == "." and before[-1:].isdigit()
+        buf.run_abbreviation = c == "." and _word_at_end(before) in ABBREVIATIONS
+    return -1
+
+
+def _before(buf: _Buffer, text: str, i: int, count: int) -> str:
+    """The ``count`` characters of the segment before ``text[i]`` (fewer at its start)."""
+    if i >= count:
+        return text[i - count : i]
+    return (buf.tail + text[:i])[-count:]
+
+
+def _pending_step(buf: _Buffer, c: str) -> int:
+    """Look at ``c`` in a pending decision: ``_NEXT``, ``_AGAIN``, or the decision (``_CUT``, ``_KEEP``)."""
+    phase = buf.phase
+    if phase == _RUN:
+        if c in _END:
+            buf.run_length += 1
+            buf.run_cjk = buf.run_cjk or c in _CJK_END
+            buf.run_ellipsis = buf.run_ellipsis and c in _ELLIPSIS
+            return _NEXT
+        if c in _CLOSERS:
+            buf.phase = _RUN_CLOSERS
+            buf.run_closers += 1
+            return _NEXT
+        cut = _run_ends(buf, c)
+    elif phase == _RUN_CLOSERS:
+        if c in _CLOSERS:
+            buf.run_closers += 1
+            return _NEXT
+        if c in _END:  # 「わあ！）？」: the run goes on after a stray closer
+            buf.phase = _RUN
+            return _AGAIN
+        cut = _run_ends(buf, c)
+    elif phase == _ELLIPSIS_SPACE:
+        if c.isspace() and c != "\n":
+            return _NEXT
+        cut = not c.islower()
+    elif phase == _COMMA:
+        cut = not c.isdigit()
+    else:  # _QUOTE_CLOSERS
+        if c in _CLOSERS:
+            return _NEXT
+        cut = c.isspace() or c in _OPENERS or c == '"'
+    if buf.phase == _ELLIPSIS_SPACE and phase != _ELLIPSIS_SPACE:
+        return _NEXT  # _run_ends deferred: c is a space after an ellipsis
+    buf.phase = _NONE
+    return _CUT if cut else _KEEP
+
+
+def _run_ends(buf: _Buffer, c: str) -> bool:
+    """Whether the run of end punctuation (and closers) ends the sentence, ``c`` following it."""
+    single_dot = buf.run_length == 1 and not buf.run_cjk and buf.run_ellipsis
+    if single_dot and buf.run_abbreviation:
+        return False
+    if single_dot and buf.run_digit and not buf.run_closers and c.isdigit():
+        return False  # 3.5
+    if buf.run_ellipsis and (buf.run_length > 1 or buf.run_cjk):
+        if c.isspace() and c != "\n":
+            buf.phase = _ELLIPSIS_SPACE  # the first letter after the spaces decides
+            return False
+        if c.islower():
+            return False
+    return buf.run_cjk or c.isspace()
 
 
 def _word_at_end(text: str) -> str:

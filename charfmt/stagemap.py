@@ -88,6 +88,7 @@ class Expression(BaseModel):
     def _one_expression(cls, value: Any) -> Any:
         """``live2d = "smile"`` is a list of one, as an action's ``live2d`` is one name."""
         return [value] if isinstance(value, str) else value
+
     live2d_motion: str | None = None
     """A Live2D motion group to play with the expression."""
     vts_hotkey: str | None = None

@@ -166,7 +166,7 @@ def _terminal_words(tags: TagTable = DEFAULT_TAGS) -> dict[str, str]:
     return words
 
 
-def _expected(expected: set[str], tags: TagTable) -> str:
+def _expected_words(expected: set[str], tags: TagTable) -> str:
     # Layout whitespace is always optional: it is never what was missing.
     words = _terminal_words(tags)
     names = sorted({words.get(name, name) for name in expected if name != "_LAYOUT"})
@@ -199,9 +199,9 @@ def _fail(text: str, e: UnexpectedInput, tags: TagTable) -> ParseError:
     elif ch in ("<", "&") and not found.startswith("<") and ("TEXT" in expected or _closes_text(expected, tags)):
         message = f"raw {ch!r} in text: write '<' as &lt; and '&' as &amp;"
     elif not ch:
-        message = f"the input ends too early; expected {_expected(expected, tags)}"
+        message = f"the input ends too early; expected {_expected_words(expected, tags)}"
     else:
-        message = f"unexpected {found}; expected {_expected(expected, tags)}"
+        message = f"unexpected {found}; expected {_expected_words(expected, tags)}"
     end = pos + (len(found) if found.startswith("<") else 1)
     return ParseError([Diagnostic.at(text, "CF501", message, pos, end)], text)
 
@@ -234,22 +234,22 @@ def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
     try:
         context = _context(context_rows) if context_rows else None
         if len(chats_rows) == 1 and isinstance(chats_rows[0], str):  # [User Message] (pattern B)
-            chats = [_message(chats_rows[0], table)]
+            chats = [_message_chat(chats_rows[0], table)]
         else:
-            chats = [_chat(row) for row in chats_rows]
+            chats = [_row_chat(row) for row in chats_rows]
         return UserTurn(chats=chats, context=context)
     except ValidationError as e:
         message = error_message(e.errors()[0])
         raise ParseError([Diagnostic.at(text, "CF501", message, 0, len(text))], text) from None
 
 
-def _message(raw: str, tags: TagTable) -> UserChat:
+def _message_chat(raw: str, tags: TagTable) -> UserChat:
     """The text under ``[User Message]``: one chat holding one message (trailing line breaks are layout)."""
     text = decode_text(raw.rstrip(" \t\r\n"))
     return UserChat(type="C", segments=[Segment(tag=tags.speech.name, text=text)])
 
 
-def _chat(row: list[Any]) -> UserChat:
+def _row_chat(row: list[Any]) -> UserChat:
     """One ``chat`` row: the opener, then ``(tag, text)`` elements or a one-element text body."""
     opener, *elements = row
     kind = opener[len('<chat type="')]
@@ -269,7 +269,7 @@ def _context(rows: list[list[str]]) -> UserContext:
 
 # --- shorthand -----------------------------------------------------------------
 
-_BRACKET: Final = re.compile(
+_SHORTHAND_WORD: Final = re.compile(
     r"\[\[?(?P<square>[^\[\]\n]++)\]\]?|【(?P<lenticular>[^【】\n]++)】|[(（](?P<paren>[^()（）\n]++)[)）]"
     r"|(?<![\w*])\*(?P<star>[^*\s](?:[^*\n]*+(?<=[^*\s]))?)\*(?![\w*])"
 )
@@ -315,13 +315,33 @@ def parse_shorthand(
     ``<sfx>`` (one of its values, when it has a list).
     """
     table = DEFAULT_TAGS if tags is None else tags
-    segments: list[Segment] = []
+    text, diagnostics = _unsendable_replaced(text)
+    known_actions = {a.casefold(): a for a in actions or ()}
+    segments = _shorthand_segments(text, vocabulary, known_actions, table, diagnostics)
+    return UserTurn(
+        chats=[UserChat(type="C", segments=chat) for chat in _one_emotion_each(segments, table)],
+        diagnostics=diagnostics,
+    )
+
+
+def _unsendable_replaced(text: str) -> tuple[str, list[Diagnostic]]:
+    """``text`` with each character that cannot be sent replaced by U+FFFD, and a ``CF402`` for each."""
     diagnostics: list[Diagnostic] = []
     for m in _BAD_VALUE.finditer(text):
         message = f"character U+{ord(m.group()):04X} cannot be sent; replaced by U+FFFD"
         diagnostics.append(Diagnostic.at(text, "CF402", message, m.start(), m.end(), severity="warning"))
-    text = _BAD_VALUE.sub("\ufffd", text)
-    known_actions = {a.casefold(): a for a in actions or ()}
+    return _BAD_VALUE.sub("\ufffd", text), diagnostics
+
+
+def _shorthand_segments(
+    text: str,
+    vocabulary: Vocabulary | None,
+    known_actions: dict[str, str],
+    table: TagTable,
+    diagnostics: list[Diagnostic],
+) -> list[Segment]:
+    """The segments of typed shorthand, in order (see ``parse_shorthand``); ``CF401`` for words kept as text."""
+    segments: list[Segment] = []
     pos = 0
     pending = ""
 
@@ -330,7 +350,7 @@ def parse_shorthand(
         if words:
             segments.append(Segment(tag=table.speech.name, text=words))
 
-    for m in _BRACKET.finditer(text):
+    for m in _SHORTHAND_WORD.finditer(text):
         if m.group("star") is not None:  # *waves*: an action, as roleplay writes one (the table's action tag)
             if table.action is None:
                 continue
@@ -363,10 +383,7 @@ def parse_shorthand(
         pos = m.end()
         segments.append(Segment(tag=resolved[0], text=resolved[1]))
     flush(pending + text[pos:])
-    return UserTurn(
-        chats=[UserChat(type="C", segments=chat) for chat in _one_emotion_each(segments, table)],
-        diagnostics=diagnostics,
-    )
+    return segments
 
 
 def _one_emotion_each(segments: list[Segment], tags: TagTable) -> list[list[Segment]]:

@@ -33,7 +33,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
             "charfmt.serve.upstream",
         }
     ),
-    frozenset({"charfmt._hypothesis_plugin", "charfmt.testing"}),
 }
 
 # "module:qualified.name" of functions and classes still too long.
@@ -41,9 +40,7 @@ KNOWN_LONG: set[str] = {
     "serve.app:create_app",
     "serve.app:create_app.chat_completions",
     "cli:_parser",
-    "speech:SentenceSplitter._scan",
     "chat:command",
-    "userinput:parse_shorthand",
     "serve.turns:Engine.turn",
     "export:reply_grammar",
 }

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
 
 from charfmt.diagnostics import Diagnostic
 from charfmt.envelope import Path
@@ -28,6 +28,10 @@ Found = tuple[dict[str, Any], Path]
 """charfmt's entry in a message, and where it is."""
 Dropped = list[tuple[str, Path]]
 """What a foreign message holds that charfmt keeps only in ``Exchange.foreign``, and where."""
+Reasoned = tuple[str | None, str | None, Path | None]
+"""A foreign message's text, the model's reasoning in it, and where that is."""
+Shown = tuple[Literal["u", "r", "R"], int] | None
+"""The chat a message shows: ``(side, index)``, ``("R", 0)`` for the reasoning, ``None`` for none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,17 @@ class Writing:
     names: Names
     senders: dict[str, str | None]
     """Each sender's full name in the document's header (group chat ``user_details``); empty elsewhere."""
+
+
+@dataclass
+class Draft:
+    """An exchange's messages being written, and what each shows."""
+
+    writing: Writing
+    messages: list[Message] = field(default_factory=list)
+    shown: list[Shown] = field(default_factory=list)
+    same: dict[int, int] = field(default_factory=dict)
+    """Foreign link index -> the message that is its original (same-format passthrough)."""
 
 
 # --- the parts of a declaration -----------------------------------------------------------------
@@ -108,30 +123,25 @@ class Payload(Protocol):
 class Reasoning(Protocol):
     """Where the model's reasoning (``Reply.reasoning``) goes."""
 
-    def write(
-        self, fmt: Format, writing: Writing, messages: list[Message], shown: list[Any], text: str, native: Native
-    ) -> None:
-        """Write ``text`` into an exchange's ``messages`` (``shown`` says which chat each shows)."""
+    def write(self, fmt: Format, draft: Draft, text: str, native: Native) -> None:
+        """Write ``text`` into the messages of an exchange being written."""
 
-    def read(
-        self, message: Message, path: Path, text: str | None, text_path: Path | None
-    ) -> tuple[str | None, str | None, Path | None]:
+    def read(self, message: Message, path: Path, text: str | None, text_path: Path | None) -> Reasoned:
         """A foreign message's text, its reasoning and where that is."""
 
 
 class NoReasoning:
     """A format without a place for reasoning: only the payload holds it."""
 
-    def write(
-        self, fmt: Format, writing: Writing, messages: list[Message], shown: list[Any], text: str, native: Native
-    ) -> None:
+    def write(self, fmt: Format, draft: Draft, text: str, native: Native) -> None:
         """Nothing: the payload holds it."""
 
-    def read(
-        self, message: Message, path: Path, text: str | None, text_path: Path | None
-    ) -> tuple[str | None, str | None, Path | None]:
+    def read(self, message: Message, path: Path, text: str | None, text_path: Path | None) -> Reasoned:
         """The text as it is, no reasoning."""
         return text, None, None
+
+
+NO_REASONING: Final = NoReasoning()
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +209,7 @@ class Format:
     """A new message showing ``line``."""
     empty: Callable[[Native, Writing], Message]
     """The one message of an exchange with nothing to show."""
-    reasoning: Reasoning = NoReasoning()
+    reasoning: Reasoning = NO_REASONING
     dropped: Sequence[tuple[str, str]] = ()
     """Message keys (and what they hold) that, when set, a foreign reading keeps only in ``Exchange.foreign``."""
     skipped: Callable[[Source, list[Any]], dict[int, Diagnostic]] | None = None

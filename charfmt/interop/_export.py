@@ -15,9 +15,9 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.interop._declaration import Format, Names, Writing
+from charfmt.interop._declaration import Draft, Format, Names, Writing
 from charfmt.interop._formats import DECLARED
-from charfmt.interop._messages import Built, Job, build, foreign_of
+from charfmt.interop._messages import Job, build, foreign_of
 from charfmt.interop._payload import VERSION, digest, short_diagnostic
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -123,7 +123,7 @@ def document_of(history: Sequence[Exchange], fmt: str) -> dict[str, Any] | None:
 
 
 def _compact(
-    fmt: Format, exchange: Exchange, built: Built, texts: list[str | None], header: dict[str, Any] | None
+    fmt: Format, exchange: Exchange, built: Draft, texts: list[str | None], header: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The exchange as the payload holds it: defaults left out, shown texts and same-format messages referred to."""
     x = exchange.model_dump(mode="json", exclude_defaults=True)
@@ -149,7 +149,7 @@ def _compact(
     return x
 
 
-def _same_links(fmt: Format, foreign: dict[str, Any], built: Built, header: dict[str, Any] | None) -> None:
+def _same_links(fmt: Format, foreign: dict[str, Any], built: Draft, header: dict[str, Any] | None) -> None:
     """A foreign message the document holds again as it was becomes ``{"same": k}``; its header ``"same"``."""
     links = []
     for i, link in enumerate(foreign["messages"]):
@@ -163,7 +163,7 @@ def _same_links(fmt: Format, foreign: dict[str, Any], built: Built, header: dict
         foreign["document"] = "same"
 
 
-def _blank_links(foreign: dict[str, Any], built: Built, texts: list[str | None]) -> None:
+def _blank_links(foreign: dict[str, Any], built: Draft, texts: list[str | None]) -> None:
     """A message of another format whose text a message shows is kept without it: ``{"blank": k}``."""
     source = DECLARED.get(str(foreign.get("format")))
     if source is None:

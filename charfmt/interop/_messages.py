@@ -9,10 +9,10 @@ format becomes its original messages again, each showing its chat as the exchang
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from charfmt.interop._declaration import Format, Line, Message, Names, Native, Role, Side, Writing
+from charfmt.interop._declaration import Draft, Format, Line, Names, Native, Role, Side, Writing
 from charfmt.interop._formats import DECLARED
 from charfmt.models import Segment
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
@@ -20,23 +20,10 @@ from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 if TYPE_CHECKING:
     from charfmt.character import Exchange
 
-Shown = tuple[Side | Literal["R"], int] | None
-"""The chat a message shows: ``(side, index)``, ``("R", 0)`` for the reasoning, ``None`` for none."""
-
-
-@dataclass
-class Built:
-    """An exchange's messages in a format, and what each shows."""
-
-    messages: list[Message]
-    shown: list[Shown]
-    same: dict[int, int] = field(default_factory=dict)
-    """Foreign link index -> the message that is its original (same-format passthrough)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One document being written: its format, tags, what its messages know, and the time and ids it writes."""
+    """One document being written: its format, tags, what its messages know, and the time it writes."""
 
     fmt: Format
     tags: TagTable
@@ -82,20 +69,20 @@ def foreign_of(exchange: Exchange, fmt: str) -> dict[str, Any] | None:
     return None
 
 
-def build(job: Job, exchange: Exchange, eid: str) -> Built:
+def build(job: Job, exchange: Exchange, eid: str) -> Draft:
     """The messages of ``exchange``, whose message ids start with ``eid``."""
     fmt, names, stamp = job.fmt, job.writing.names, job.stamp
     foreign = foreign_of(exchange, fmt.name)
     if foreign is not None:
         return _rewritten(job, exchange, foreign, eid)
     natives = _natives(exchange)
-    built = Built([], [])
+    built = Draft(job.writing)
     for k, line in enumerate(lines(exchange, job.tags)):
         built.messages.append(fmt.message(line, _native(natives, line, f"{eid}-{k}", names, stamp), job.writing))
         built.shown.append((line.side, line.index))
     if exchange.reply.reasoning:
         native = natives.get(("R", 0)) or Native(f"{eid}-r", stamp, names[1])
-        fmt.reasoning.write(fmt, job.writing, built.messages, built.shown, exchange.reply.reasoning, native)
+        fmt.reasoning.write(fmt, built, exchange.reply.reasoning, native)
     if not built.messages:
         built.messages.append(fmt.empty(Native(f"{eid}-0", stamp, None), job.writing))
         built.shown.append(None)
@@ -138,7 +125,7 @@ def _natives(exchange: Exchange) -> dict[tuple[str, int], Native]:
     return out
 
 
-def _rewritten(job: Job, exchange: Exchange, foreign: dict[str, Any], eid: str) -> Built:
+def _rewritten(job: Job, exchange: Exchange, foreign: dict[str, Any], eid: str) -> Draft:
     """The original messages of a foreign exchange, each showing its chat as the exchange has it now.
 
     A message whose chat was removed or emptied loses its text (and goes, if nothing else is
@@ -146,7 +133,7 @@ def _rewritten(job: Job, exchange: Exchange, foreign: dict[str, Any], eid: str) 
     of its side.
     """
     fmt, tags = job.fmt, job.tags
-    built = Built([], [])
+    built = Draft(job.writing)
     chats: dict[str, Sequence[Any]] = {"u": exchange.user.chats, "r": exchange.reply.chats}
     linked: set[tuple[str, int]] = set()
     last = {"u": -1, "r": -1}
@@ -172,12 +159,12 @@ def _rewritten(job: Job, exchange: Exchange, foreign: dict[str, Any], eid: str) 
         built.messages.append(message)
         built.shown.append(shown)
         last[side] = len(built.messages)
-    _add_new(job, exchange, built, linked, last, eid)
+    _add_new(job, exchange, built, linked=linked, last=last, eid=eid)
     return built
 
 
 def _add_new(
-    job: Job, exchange: Exchange, built: Built, linked: set[tuple[str, int]], last: dict[str, int], eid: str
+    job: Job, exchange: Exchange, built: Draft, *, linked: set[tuple[str, int]], last: dict[str, int], eid: str
 ) -> None:
     """A new message for each chat no original message shows, after the others of its side."""
     added = [line for line in lines(exchange, job.tags) if (line.side, line.index) not in linked]

@@ -15,7 +15,7 @@ from typing import Any
 
 from charfmt.diagnostics import Diagnostic
 from charfmt.envelope import Path
-from charfmt.interop._declaration import Dropped, Format, Found, Line, Message, Native, Writing
+from charfmt.interop._declaration import Draft, Dropped, Format, Found, Line, Message, Native, Reasoned
 from charfmt.interop._document import Source, as_dict, member, need, one_of
 from charfmt.interop._payload import KEY, VERSION, marker
 
@@ -232,20 +232,16 @@ class ThinkingField:
 
     key: str
 
-    def write(
-        self, fmt: Format, writing: Writing, messages: list[Message], shown: list[Any], text: str, native: Native
-    ) -> None:
+    def write(self, fmt: Format, draft: Draft, text: str, native: Native) -> None:
         """On the first assistant message, or a new empty one."""
-        for n, message in enumerate(messages):
+        for n, message in enumerate(draft.messages):
             if message.get("role") == "assistant":
-                messages[n] = {**message, self.key: text}
+                draft.messages[n] = {**message, self.key: text}
                 return
-        messages.append({**fmt.empty(native, writing), self.key: text})
-        shown.append(None)
+        draft.messages.append({**fmt.empty(native, draft.writing), self.key: text})
+        draft.shown.append(None)
 
-    def read(
-        self, message: Message, path: Path, text: str | None, text_path: Path | None
-    ) -> tuple[str | None, str | None, Path | None]:
+    def read(self, message: Message, path: Path, text: str | None, text_path: Path | None) -> Reasoned:
         """The field's text, beside the message's own."""
         thinking = message.get(self.key)
         return text, thinking if isinstance(thinking, str) else None, (*path, self.key)
@@ -257,17 +253,14 @@ class ThoughtMessage:
 
     flag: str
 
-    def write(
-        self, fmt: Format, writing: Writing, messages: list[Message], shown: list[Any], text: str, native: Native
-    ) -> None:
+    def write(self, fmt: Format, draft: Draft, text: str, native: Native) -> None:
         """A flagged message before the first assistant message."""
-        at = next((n for n, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
-        messages.insert(at, {**fmt.message(Line("assistant", text, "C"), native, writing), self.flag: True})
-        shown.insert(at, ("R", 0))
+        at = next((n for n, m in enumerate(draft.messages) if m.get("role") == "assistant"), len(draft.messages))
+        thought = fmt.message(Line("assistant", text, "C"), native, draft.writing)
+        draft.messages.insert(at, {**thought, self.flag: True})
+        draft.shown.insert(at, ("R", 0))
 
-    def read(
-        self, message: Message, path: Path, text: str | None, text_path: Path | None
-    ) -> tuple[str | None, str | None, Path | None]:
+    def read(self, message: Message, path: Path, text: str | None, text_path: Path | None) -> Reasoned:
         """A flagged message's text is reasoning, not speech."""
         if message.get(self.flag) is True:
             return None, text, text_path

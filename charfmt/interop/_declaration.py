@@ -201,15 +201,20 @@ class Format:
 
     name: str
     document: Document
+    """Where the messages and the header are."""
     who: Who
+    """Who sent a message (``RoleField``), and the role charfmt reads it as."""
     text: Text
+    """Where a message's text is (``Parts``, or a field of the format's own)."""
     payload: Payload
+    """Where charfmt's entry goes (``Extension``, ``InPart``)."""
     native: NativeFields
     message: Callable[[Line, Native, Writing], Message]
     """A new message showing ``line``."""
     empty: Callable[[Native, Writing], Message]
     """The one message of an exchange with nothing to show."""
     reasoning: Reasoning = NO_REASONING
+    """Where the model's reasoning goes (``ThinkingField``, ``ThoughtMessage``); by default the payload only."""
     dropped: Sequence[tuple[str, str]] = ()
     """Message keys (and what they hold) that, when set, a foreign reading keeps only in ``Exchange.foreign``."""
     skipped: Callable[[Source, list[Any]], dict[int, Diagnostic]] | None = None

@@ -1,7 +1,14 @@
 """The interop formats, by name: one row each (a format is its module's declaration, ``pam.PAM``...).
 
-Adding a format: declare it in its own module (a ``Format``: see ``_declaration``), then add
-its row here; ``interop.FORMATS``, ``charfmt convert`` and the tests pick it up.
+Adding a format:
+
+1. A module ``interop/<name>.py`` declaring it: a ``Format`` (``_declaration``) built of the
+   parts in ``_shapes`` (where its role, text, charfmt's entry and reasoning are), its
+   ``message``/``empty`` writers, and a part of its own for what no other format does.
+2. Its row here: ``interop.FORMATS`` and the tests that run over it follow.
+3. Its name in ``charfmt convert``'s choices (``_cli_convert.FORMATS``, written out there so
+   that the command line starts without importing this package).
+4. A foreign document of it in ``tests/interop/samples/<name>.json`` (the tests read one a format).
 """
 
 from __future__ import annotations

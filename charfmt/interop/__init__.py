@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from charfmt.interop import _export, _read
 from charfmt.interop._document import InteropError, dumps_document
+from charfmt.interop._export import export_document
 from charfmt.interop._formats import DECLARED
+from charfmt.interop._read import read_document
 from charfmt.interop.ailoy import text_deltas
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -34,7 +35,7 @@ Exporter = Callable[..., Any]
 Reader = Callable[..., "list[Exchange]"]
 
 FORMATS: Final[dict[str, tuple[Exporter, Reader]]] = {
-    name: (partial(_export.export, fmt), partial(_read.read, fmt)) for name, fmt in DECLARED.items()
+    name: (partial(export_document, fmt), partial(read_document, fmt)) for name, fmt in DECLARED.items()
 }
 """Every format by name: its exporter ``(history, character=None, *, tags=, created_at=)`` and its reader
 ``(data, character=None, *, tags=)``."""

@@ -19,7 +19,7 @@ from charfmt.diagnostics import Diagnostic
 from charfmt.envelope import Path
 from charfmt.interop._document import Source, member, need
 
-Role = Literal["user", "assistant", "system"]
+MessageRole = Literal["user", "assistant", "system"]
 Side = Literal["u", "r"]
 Names = tuple[str, str]
 """The user's and the character's display names."""
@@ -38,7 +38,7 @@ Shown = tuple[Literal["u", "r", "R"], int] | None
 class Line:
     """One message an exporter writes: who says it and the text a reader of the format sees."""
 
-    role: Role
+    role: MessageRole
     text: str
     chat_type: str
     """``C``, ``I`` or ``E``: an I/E chat is written as a system message."""
@@ -120,7 +120,7 @@ class Payload(Protocol):
         """charfmt's entry in a message, checked (CF902), and where; ``None`` if the message is foreign."""
 
 
-class Reasoning(Protocol):
+class ReasoningPlace(Protocol):
     """Where the model's reasoning (``Reply.reasoning``) goes."""
 
     def write(self, fmt: Format, draft: Draft, text: str, native: Native) -> None:
@@ -213,7 +213,7 @@ class Format:
     """A new message showing ``line``."""
     empty: Callable[[Native, Writing], Message]
     """The one message of an exchange with nothing to show."""
-    reasoning: Reasoning = NO_REASONING
+    reasoning: ReasoningPlace = NO_REASONING
     """Where the model's reasoning goes (``ThinkingField``, ``ThoughtMessage``); by default the payload only."""
     dropped: Sequence[tuple[str, str]] = ()
     """Message keys (and what they hold) that, when set, a foreign reading keeps only in ``Exchange.foreign``."""

@@ -1,6 +1,6 @@
 """The export walk: a history as a document of any declared format, each exchange's payload on its first message.
 
-``export(fmt, history, ...)`` reads everything it needs of the format from its declaration:
+``export_document(fmt, history, ...)`` reads everything it needs of the format from its declaration:
 the document's header and where its messages go (``Document``), the messages each exchange
 becomes (``_messages``), and where the payload goes (``Format.payload``). The payload is
 compact (see ``_payload``): a segment whose text a message shows refers to that message, and
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.interop._declaration import Draft, Format, Names, Writing
 from charfmt.interop._formats import DECLARED
-from charfmt.interop._messages import Job, build, foreign_of
-from charfmt.interop._payload import VERSION, digest, short_diagnostic
+from charfmt.interop._messages import Exporting, build, foreign_of
+from charfmt.interop._payload import PAYLOAD_VERSION, digest, short_diagnostic
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ _NAMESPACE: Final = uuid.UUID("6f1c2a0e-8b4d-5c1e-9a57-3d2f0c7e4b91")
 """The uuid5 namespace of conversation ids (fixed: the same history gives the same id)."""
 
 
-def export(
+def export_document(
     fmt: Format,
     history: Any,
     character: Character | None = None,
@@ -47,12 +47,12 @@ def export(
     if fmt.document.header is not None:
         header = document_of(history, fmt.name) or fmt.document.header(names, cid, stamp)
     senders = fmt.document.senders(header) if fmt.document.senders is not None and header is not None else {}
-    job = Job(fmt, tags, Writing(names, senders), stamp)
+    job = Exporting(fmt, tags, Writing(names, senders), stamp)
     return fmt.document.write(header, export_messages(job, history, base=cid.hex[:8], header=header))
 
 
 def export_messages(
-    job: Job, history: Sequence[Exchange], *, base: str, header: dict[str, Any] | None
+    job: Exporting, history: Sequence[Exchange], *, base: str, header: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """Every message of ``history``, each exchange's payload on its first message.
 
@@ -66,13 +66,13 @@ def export_messages(
         built = build(job, exchange, eid)
         texts = [fmt.text.of(m) for m in built.messages]
         entry: dict[str, Any] = {
-            "v": VERSION,
+            "v": PAYLOAD_VERSION,
             "id": eid,
             "x": _compact(fmt, exchange, built, texts, header),
             "shown": [None if s is None else [s[0], s[1], digest(texts[k])] for k, s in enumerate(built.shown)],
         }
         for k, message in enumerate(built.messages):
-            out.append(fmt.payload.attach(message, entry if k == 0 else {"v": VERSION, "of": eid, "m": k}))
+            out.append(fmt.payload.attach(message, entry if k == 0 else {"v": PAYLOAD_VERSION, "of": eid, "m": k}))
     return out
 
 

@@ -21,10 +21,5 @@ from charfmt.interop.groupchat import GROUPCHAT
 from charfmt.interop.pam import PAM
 from charfmt.interop.uacs import UACS
 
-DECLARED: Final[dict[str, Format]] = {
-    "pam": PAM,
-    "uacs": UACS,
-    "groupchat": GROUPCHAT,
-    "ailoy": AILOY,
-}
+DECLARED: Final[dict[str, Format]] = {fmt.name: fmt for fmt in (PAM, UACS, GROUPCHAT, AILOY)}
 """Every format by name, in the order ``interop.FORMATS`` lists them."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from charfmt.interop._declaration import Draft, Format, Line, Names, Native, Role, Side, Writing
+from charfmt.interop._declaration import Draft, Format, Line, MessageRole, Names, Native, Side, Writing
 from charfmt.interop._formats import DECLARED
 from charfmt.models import Segment
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class Job:
+class Exporting:
     """One document being written: its format, tags, what its messages know, and the time it writes."""
 
     fmt: Format
@@ -48,11 +48,11 @@ def visible_text(chat_type: str, segments: Sequence[Segment], tags: TagTable = D
     return "\n".join(f"*{s.text}*" for s in segments if action is not None and s.tag == action.name and s.text)
 
 
-def lines(exchange: Exchange, tags: TagTable = DEFAULT_TAGS) -> list[Line]:
+def visible_lines(exchange: Exchange, tags: TagTable = DEFAULT_TAGS) -> list[Line]:
     """The messages of one exchange as a reader of another format sees them (empty texts left out)."""
     out: list[Line] = []
     for n, chat in enumerate(exchange.user.chats):
-        role: Role = "user" if chat.type == "C" else "system"
+        role: MessageRole = "user" if chat.type == "C" else "system"
         out.append(Line(role, visible_text(chat.type, chat.segments, tags), chat.type, "u", n))
     for n, reply_chat in enumerate(exchange.reply.chats):
         role = "assistant" if reply_chat.type == "C" else "system"
@@ -69,7 +69,7 @@ def foreign_of(exchange: Exchange, fmt: str) -> dict[str, Any] | None:
     return None
 
 
-def build(job: Job, exchange: Exchange, eid: str) -> Draft:
+def build(job: Exporting, exchange: Exchange, eid: str) -> Draft:
     """The messages of ``exchange``, whose message ids start with ``eid``."""
     fmt, names, stamp = job.fmt, job.writing.names, job.stamp
     foreign = foreign_of(exchange, fmt.name)
@@ -77,7 +77,7 @@ def build(job: Job, exchange: Exchange, eid: str) -> Draft:
         return _rewritten(job, exchange, foreign, eid)
     natives = _natives(exchange)
     built = Draft(job.writing)
-    for k, line in enumerate(lines(exchange, job.tags)):
+    for k, line in enumerate(visible_lines(exchange, job.tags)):
         built.messages.append(fmt.message(line, _native(natives, line, f"{eid}-{k}", names, stamp), job.writing))
         built.shown.append((line.side, line.index))
     if exchange.reply.reasoning:
@@ -125,7 +125,7 @@ def _natives(exchange: Exchange) -> dict[tuple[str, int], Native]:
     return out
 
 
-def _rewritten(job: Job, exchange: Exchange, foreign: dict[str, Any], eid: str) -> Draft:
+def _rewritten(job: Exporting, exchange: Exchange, foreign: dict[str, Any], eid: str) -> Draft:
     """The original messages of a foreign exchange, each showing its chat as the exchange has it now.
 
     A message whose chat was removed or emptied loses its text (and goes, if nothing else is
@@ -164,10 +164,10 @@ def _rewritten(job: Job, exchange: Exchange, foreign: dict[str, Any], eid: str) 
 
 
 def _add_new(
-    job: Job, exchange: Exchange, built: Draft, *, linked: set[tuple[str, int]], last: dict[str, int], eid: str
+    job: Exporting, exchange: Exchange, built: Draft, *, linked: set[tuple[str, int]], last: dict[str, int], eid: str
 ) -> None:
     """A new message for each chat no original message shows, after the others of its side."""
-    added = [line for line in lines(exchange, job.tags) if (line.side, line.index) not in linked]
+    added = [line for line in visible_lines(exchange, job.tags) if (line.side, line.index) not in linked]
     for n, line in enumerate(added):
         at = last[line.side] if last[line.side] >= 0 else len(built.messages)
         native = Native(f"{eid}-n{n}", job.stamp, _name(line, job.writing.names))

@@ -27,9 +27,9 @@ from charfmt.models import validation_message
 if TYPE_CHECKING:
     from charfmt.character import Exchange
 
-KEY: Final = "charfmt"
+PAYLOAD_KEY: Final = "charfmt"
 """The key charfmt's data sits under in every format's extension point."""
-VERSION: Final = 2
+PAYLOAD_VERSION: Final = 2
 """The payload version written; an importer reads 1 and 2 and refuses any other (CF902)."""
 READS: Final = (1, 2)
 
@@ -41,10 +41,10 @@ def digest(text: str | None) -> str:
 
 def marker(source: Source, ext: Any, path: Path) -> dict[str, Any] | None:
     """charfmt's entry in an extension object, checked: ``None`` if the message is foreign."""
-    if not isinstance(ext, dict) or KEY not in ext:
+    if not isinstance(ext, dict) or PAYLOAD_KEY not in ext:
         return None
-    entry = ext[KEY]
-    at = (*path, KEY)
+    entry = ext[PAYLOAD_KEY]
+    at = (*path, PAYLOAD_KEY)
     if not isinstance(entry, dict) or entry.get("v") not in READS:
         version = entry.get("v") if isinstance(entry, dict) else None
         raise source.fail(

@@ -1,6 +1,6 @@
 """The read walk: a document of any declared format, message by message, into exchanges.
 
-``read(fmt, data, tags)`` reads everything it needs of the format from its declaration: the
+``read_document(fmt, data, tags=)`` reads everything it needs of the format from its declaration: the
 document's messages and header (``Document``), who sent each message (``Format.who``),
 charfmt's entry (``Format.payload``), and for a message charfmt did not write its text,
 reasoning and what is kept only in ``Exchange.foreign``. Exchanges charfmt wrote and foreign
@@ -17,7 +17,7 @@ from charfmt.envelope import Path
 from charfmt.interop._declaration import Format
 from charfmt.interop._document import Source, need, read_json, where
 from charfmt.interop._foreign import ForeignReader
-from charfmt.interop._payload import KEY, exchange_of
+from charfmt.interop._payload import PAYLOAD_KEY, exchange_of
 from charfmt.interop._restore import Open, Restorer
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
 
 
-def read(
+def read_document(
     fmt: Format, data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
 ) -> list[Exchange]:
     """The exchanges of a document of ``fmt``; ``InteropError`` with a positioned diagnostic if it is not one."""
     doc, source = read_json(data)
     messages, header, notes = fmt.document.open(source, doc)
-    reader = Reader(fmt, source, tags, header)
+    reader = DocumentReader(fmt, source, tags, header)
     reader.notes.extend(notes)
     skipped = fmt.skipped(source, messages) if fmt.skipped is not None else {}
     for i, message in enumerate(messages):
@@ -39,7 +39,7 @@ def read(
     return reader.done(header)
 
 
-def _message(reader: Reader, message: Any, path: Path, skipped: Diagnostic | None) -> None:
+def _message(reader: DocumentReader, message: Any, path: Path, skipped: Diagnostic | None) -> None:
     """One message: charfmt's (its exchange, or a continuation of it), or a foreign one."""
     fmt, source = reader.fmt, reader.source
     need(source, message, path, dict, "a message object")
@@ -69,7 +69,7 @@ def _message(reader: Reader, message: Any, path: Path, skipped: Diagnostic | Non
 
 
 @dataclass
-class Reader:
+class DocumentReader:
     """A document's messages, read in order: payload exchanges and foreign ones interleaved."""
 
     fmt: Format
@@ -108,7 +108,7 @@ class Reader:
             if "exchange" in entry:
                 self._close()
                 self._flush_foreign()
-                self.exchanges.append(exchange_of(self.source, entry["exchange"], (*at, KEY, "exchange")))
+                self.exchanges.append(exchange_of(self.source, entry["exchange"], (*at, PAYLOAD_KEY, "exchange")))
                 self._v1_open = True
                 return
             if self._v1_open:
@@ -116,7 +116,7 @@ class Reader:
         elif "x" in entry:
             self._close()
             self._flush_foreign()
-            self._open = Open(entry, (*at, KEY), {0: (message, path)})
+            self._open = Open(entry, (*at, PAYLOAD_KEY), {0: (message, path)})
             return
         else:
             current = self._open
@@ -128,7 +128,7 @@ class Reader:
             ):
                 current.messages[entry["m"]] = (message, path)
                 return
-        self._orphan(message, path, role, (*at, KEY))
+        self._orphan(message, path, role, (*at, PAYLOAD_KEY))
 
     def _orphan(self, message: dict[str, Any], path: Path, role: str, at: Path) -> None:
         stripped = self.fmt.payload.strip(message)

@@ -17,7 +17,7 @@ from charfmt.diagnostics import Diagnostic
 from charfmt.envelope import Path
 from charfmt.interop._declaration import Draft, Dropped, Format, Found, Line, Message, Native, Reasoned
 from charfmt.interop._document import Source, as_dict, member, need, one_of
-from charfmt.interop._payload import KEY, VERSION, marker
+from charfmt.interop._payload import PAYLOAD_KEY, PAYLOAD_VERSION, marker
 
 
 def either(names: Mapping[str, Any] | tuple[str, ...]) -> str:
@@ -143,14 +143,14 @@ class Extension:
     def attach(self, message: Message, entry: Message) -> Message:
         """``message`` with the entry in its extension object."""
         ext = as_dict(message.get(self.key))
-        return {**message, self.key: {**ext, KEY: entry}}
+        return {**message, self.key: {**ext, PAYLOAD_KEY: entry}}
 
     def strip(self, message: Message) -> Message:
         """``message`` without the entry (and without the extension object, if nothing else is in it)."""
         ext = message.get(self.key)
-        if not isinstance(ext, dict) or KEY not in ext:
+        if not isinstance(ext, dict) or PAYLOAD_KEY not in ext:
             return message
-        rest = {k: v for k, v in ext.items() if k != KEY}
+        rest = {k: v for k, v in ext.items() if k != PAYLOAD_KEY}
         out = {k: v for k, v in message.items() if k != self.key}
         if rest:
             out[self.key] = rest
@@ -186,7 +186,7 @@ class InPart:
             return False
         if self.schema_id is not None:
             return str(part.get("schema_id", "")).startswith(self.family)
-        return isinstance(part.get(self.field), dict) and KEY in part[self.field]
+        return isinstance(part.get(self.field), dict) and PAYLOAD_KEY in part[self.field]
 
     def attach(self, message: Message, entry: Message) -> Message:
         """``message`` with the entry as a new last part (a continuation's in ``marks``, if set)."""
@@ -195,9 +195,12 @@ class InPart:
         found = message.get(self.parts.key)
         parts = found if isinstance(found, list) else []
         tag = {} if self.schema_id is None else {"schema_id": self.schema_id}
-        out = {**message, self.parts.key: [*parts, {"type": self.type, **tag, self.field: {KEY: entry}}]}
+        out = {**message, self.parts.key: [*parts, {"type": self.type, **tag, self.field: {PAYLOAD_KEY: entry}}]}
         if self.marks is not None:
-            out[self.marks] = {**as_dict(message.get(self.marks)), KEY: {"v": VERSION, "exchange_part": len(parts)}}
+            out[self.marks] = {
+                **as_dict(message.get(self.marks)),
+                PAYLOAD_KEY: {"v": PAYLOAD_VERSION, "exchange_part": len(parts)},
+            }
         return out
 
     def strip(self, message: Message) -> Message:
@@ -220,7 +223,7 @@ class InPart:
         if found is not None or self.marks is None:
             return found
         meta = message.get(self.marks)
-        mark = meta.get(KEY) if isinstance(meta, dict) else None
+        mark = meta.get(PAYLOAD_KEY) if isinstance(meta, dict) else None
         if not (isinstance(mark, dict) and ("continued" in mark or "of" in mark)):
             return None
         return Extension(self.marks).find(source, message, path)

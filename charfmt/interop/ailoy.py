@@ -15,7 +15,6 @@ from charfmt._sdk_chunks import rule_for
 from charfmt.interop._declaration import Document, Format, Line, Message, Native, NativeFields, Writing
 from charfmt.interop._shapes import InPart, Parts, RoleField, ThinkingField, as_written
 
-NAME: Final = "ailoy"
 CHAT_ROLES: Final = ("system", "user", "assistant", "tool")
 """The roles of an Ailoy message (not charfmt's tag roles, ``tags.ROLES``)."""
 PART_TYPES: Final = ("text", "function", "value", "image")
@@ -32,7 +31,7 @@ def _empty(native: Native, writing: Writing) -> Message:
 _CONTENTS: Final = Parts("contents", "an array of parts", keeps=("tool_calls", "thinking"), types=PART_TYPES)
 
 AILOY: Final = Format(
-    NAME,
+    "ailoy",
     Document("an array of Ailoy messages"),
     who=RoleField(as_written(*CHAT_ROLES)),
     text=_CONTENTS,

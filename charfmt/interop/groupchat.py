@@ -18,7 +18,6 @@ from charfmt.interop._declaration import Document, Dropped, Format, Line, Messag
 from charfmt.interop._document import Source, member, need, one_of, where
 from charfmt.interop._shapes import Extension
 
-NAME: Final = "groupchat"
 VERSION: Final = "1.0.0"
 MESSAGE_TYPES: Final = ("text", "image", "file", "audio", "video", "link", "system")
 SILENT: Final = "…"
@@ -138,7 +137,7 @@ class _Content:
 
 
 GROUPCHAT: Final = Format(
-    NAME,
+    "groupchat",
     Document("a group chat object", "conversation_list", check=_check, header=_header, senders=_senders),
     who=_Senders(),
     text=_Content(),

@@ -18,7 +18,6 @@ from charfmt.interop._declaration import Document, Dropped, Format, Line, Messag
 from charfmt.interop._document import Source, member, need, where
 from charfmt.interop._shapes import Extension, RoleField, ThoughtMessage, as_written
 
-NAME: Final = "pam"
 SCHEMA: Final = "portable-ai-memory-conversation"
 SCHEMA_VERSION: Final = "1.0"
 MESSAGE_ROLES: Final = ("user", "assistant", "system", "tool")
@@ -146,7 +145,7 @@ def _branches(messages: list[Any]) -> dict[int, tuple[int, int]]:
 
 
 PAM: Final = Format(
-    NAME,
+    "pam",
     Document("a PAM conversation object", "messages", check=_check, header=_header),
     who=RoleField(as_written(*MESSAGE_ROLES)),
     text=_Content(),

@@ -15,7 +15,6 @@ from charfmt.interop._declaration import Document, Format, Line, Message, Names,
 from charfmt.interop._document import Source
 from charfmt.interop._shapes import InPart, Parts, RoleField
 
-NAME: Final = "uacs"
 SCHEMA_ID: Final = "application/vnd.charfmt.exchange+json"
 """The ``schema_id`` of the ``structured_data`` part that holds an exchange (its ``v`` is inside)."""
 ACTOR_ROLES: Final = {"human": "user", "assistant": "assistant", "system": "system", "tool": "tool"}
@@ -50,7 +49,7 @@ def _empty(native: Native, writing: Writing) -> Message:
 _CONTENT: Final = Parts("content", "an array of content parts", new={"format": "plain"})
 
 UACS: Final = Format(
-    NAME,
+    "uacs",
     Document("a UACS Conversation object", "messages", check=_check, header=_header),
     who=RoleField(ACTOR_ROLES, within=("actor", "an actor object {id, role}")),
     text=_CONTENT,

@@ -1,10 +1,10 @@
 """The export walk: a history as a document of any declared format, each exchange's payload on its first message.
 
-``export_document(fmt, history, ...)`` reads everything it needs of the format from its declaration:
-the document's header and where its messages go (``Document``), the messages each exchange
-becomes (``_messages``), and where the payload goes (``Format.payload``). The payload is
-compact (see ``_payload``): a segment whose text a message shows refers to that message, and
-a foreign message that is the document's own again refers to it.
+``export_document(fmt, history, ...)`` reads everything it needs of the format from its
+declaration: the document's header and where its messages go (``Document``), the messages
+each exchange becomes (``_messages``), and where the payload goes (``Format.payload``). The
+payload is compact (see ``_payload``): a segment whose text a message shows refers to that
+message, and a foreign message that is the document's own again refers to it.
 """
 
 from __future__ import annotations

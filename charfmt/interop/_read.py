@@ -1,7 +1,7 @@
 """The read walk: a document of any declared format, message by message, into exchanges.
 
-``read_document(fmt, data, tags=)`` reads everything it needs of the format from its declaration: the
-document's messages and header (``Document``), who sent each message (``Format.who``),
+``read_document(fmt, data)`` reads everything it needs of the format from its declaration:
+the document's messages and header (``Document``), who sent each message (``Format.who``),
 charfmt's entry (``Format.payload``), and for a message charfmt did not write its text,
 reasoning and what is kept only in ``Exchange.foreign``. Exchanges charfmt wrote and foreign
 ones may be interleaved; each comes back in document order.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
+from charfmt.diagnostics import CODES
 from charfmt.envelope import Path
 from charfmt.interop._document import Source, where
 from charfmt.models import validation_message
@@ -80,8 +81,6 @@ _DIAGNOSTIC_FIELDS: Final = ("code", "message", "line", "column", "offset", "end
 
 def short_diagnostic(d: dict[str, Any]) -> list[Any]:
     """A diagnostic as ``[code, message, line, column, offset, end]`` (+ an object of the rest)."""
-    from charfmt.diagnostics import CODES  # noqa: PLC0415
-
     out: list[Any] = [d.get(k) for k in _DIAGNOSTIC_FIELDS]
     rest = {k: v for k, v in d.items() if k not in _DIAGNOSTIC_FIELDS}
     if rest.get("severity", "error") == CODES.get(str(d.get("code")), ("error",))[0]:
@@ -93,8 +92,6 @@ def short_diagnostic(d: dict[str, Any]) -> list[Any]:
 
 def long_diagnostic(d: Any) -> Any:
     """What ``short_diagnostic`` wrote, as a diagnostic's fields again (anything else as it is, for validation)."""
-    from charfmt.diagnostics import CODES  # noqa: PLC0415
-
     if not isinstance(d, list) or len(d) not in (6, 7) or (len(d) == 7 and not isinstance(d[6], dict)):
         return d
     out = dict(zip(_DIAGNOSTIC_FIELDS, d, strict=False))

@@ -63,15 +63,15 @@ def export_messages(
     out: list[dict[str, Any]] = []
     for n, exchange in enumerate(history):
         eid = f"{base}-{n}"
-        built = build(job, exchange, eid)
-        texts = [fmt.text.of(m) for m in built.messages]
+        draft = build(job, exchange, eid)
+        texts = [fmt.text.of(m) for m in draft.messages]
         entry: dict[str, Any] = {
             "v": PAYLOAD_VERSION,
             "id": eid,
-            "x": _compact(fmt, exchange, built, texts, header),
-            "shown": [None if s is None else [s[0], s[1], digest(texts[k])] for k, s in enumerate(built.shown)],
+            "x": _compact(fmt, exchange, draft, texts, header),
+            "shown": [None if s is None else [s[0], s[1], digest(texts[k])] for k, s in enumerate(draft.shown)],
         }
-        for k, message in enumerate(built.messages):
+        for k, message in enumerate(draft.messages):
             out.append(fmt.payload.attach(message, entry if k == 0 else {"v": PAYLOAD_VERSION, "of": eid, "m": k}))
     return out
 
@@ -123,7 +123,7 @@ def document_of(history: Sequence[Exchange], fmt: str) -> dict[str, Any] | None:
 
 
 def _compact(
-    fmt: Format, exchange: Exchange, built: Draft, texts: list[str | None], header: dict[str, Any] | None
+    fmt: Format, exchange: Exchange, draft: Draft, texts: list[str | None], header: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The exchange as the payload holds it: defaults left out, shown texts and same-format messages referred to."""
     x = exchange.model_dump(mode="json", exclude_defaults=True)
@@ -131,7 +131,7 @@ def _compact(
         if isinstance(part, dict) and part.get("diagnostics"):
             part["diagnostics"] = [short_diagnostic(d) for d in part["diagnostics"]]
     sides = {"u": x.get("user", {}).get("chats", []), "r": x.get("reply", {}).get("chats", [])}
-    for k, shown in enumerate(built.shown):
+    for k, shown in enumerate(draft.shown):
         text = texts[k]
         if shown is None or shown[0] == "R" or not text:
             continue
@@ -143,18 +143,18 @@ def _compact(
     if not isinstance(foreign, dict) or not isinstance(foreign.get("messages"), list):
         return x
     if foreign.get("format") == fmt.name:
-        _same_links(fmt, foreign, built, header)
+        _same_links(fmt, foreign, draft, header)
     else:
-        _blank_links(foreign, built, texts)
+        _blank_links(foreign, draft, texts)
     return x
 
 
-def _same_links(fmt: Format, foreign: dict[str, Any], built: Draft, header: dict[str, Any] | None) -> None:
+def _same_links(fmt: Format, foreign: dict[str, Any], draft: Draft, header: dict[str, Any] | None) -> None:
     """A foreign message the document holds again as it was becomes ``{"same": k}``; its header ``"same"``."""
     links = []
     for i, link in enumerate(foreign["messages"]):
-        same = built.same.get(i)
-        if same is not None and fmt.payload.strip(fmt.payload.attach(built.messages[same], {})) == link["message"]:
+        same = draft.same.get(i)
+        if same is not None and fmt.payload.strip(fmt.payload.attach(draft.messages[same], {})) == link["message"]:
             links.append({key: v for key, v in link.items() if key != "message"} | {"same": same})
         else:
             links.append(link)
@@ -163,12 +163,12 @@ def _same_links(fmt: Format, foreign: dict[str, Any], built: Draft, header: dict
         foreign["document"] = "same"
 
 
-def _blank_links(foreign: dict[str, Any], built: Draft, texts: list[str | None]) -> None:
+def _blank_links(foreign: dict[str, Any], draft: Draft, texts: list[str | None]) -> None:
     """A message of another format whose text a message shows is kept without it: ``{"blank": k}``."""
     source = DECLARED.get(str(foreign.get("format")))
     if source is None:
         return
-    by_chat: dict[tuple[str, int], int] = {(s[0], s[1]): k for k, s in enumerate(built.shown) if s is not None}
+    by_chat: dict[tuple[str, int], int] = {(s[0], s[1]): k for k, s in enumerate(draft.shown) if s is not None}
     links = []
     for link in foreign["messages"]:
         side = "u" if link.get("side") == "user" else "r"

@@ -76,17 +76,17 @@ def build(job: Exporting, exchange: Exchange, eid: str) -> Draft:
     if foreign is not None:
         return _rewritten(job, exchange, foreign, eid)
     natives = _natives(exchange)
-    built = Draft(job.writing)
+    draft = Draft(job.writing)
     for k, line in enumerate(visible_lines(exchange, job.tags)):
-        built.messages.append(fmt.message(line, _native(natives, line, f"{eid}-{k}", names, stamp), job.writing))
-        built.shown.append((line.side, line.index))
+        draft.messages.append(fmt.message(line, _native(natives, line, f"{eid}-{k}", names, stamp), job.writing))
+        draft.shown.append((line.side, line.index))
     if exchange.reply.reasoning:
         native = natives.get(("R", 0)) or Native(f"{eid}-r", stamp, names[1])
-        fmt.reasoning.write(fmt, built, exchange.reply.reasoning, native)
-    if not built.messages:
-        built.messages.append(fmt.empty(Native(f"{eid}-0", stamp, None), job.writing))
-        built.shown.append(None)
-    return built
+        fmt.reasoning.write(fmt, draft, exchange.reply.reasoning, native)
+    if not draft.messages:
+        draft.messages.append(fmt.empty(Native(f"{eid}-0", stamp, None), job.writing))
+        draft.shown.append(None)
+    return draft
 
 
 def _native(natives: dict[tuple[str, int], Native], line: Line, mid: str, names: Names, stamp: str) -> Native:
@@ -133,7 +133,7 @@ def _rewritten(job: Exporting, exchange: Exchange, foreign: dict[str, Any], eid:
     of its side.
     """
     fmt, tags = job.fmt, job.tags
-    built = Draft(job.writing)
+    draft = Draft(job.writing)
     chats: dict[str, Sequence[Any]] = {"u": exchange.user.chats, "r": exchange.reply.chats}
     linked: set[tuple[str, int]] = set()
     last = {"u": -1, "r": -1}
@@ -155,27 +155,27 @@ def _rewritten(job: Exporting, exchange: Exchange, foreign: dict[str, Any], eid:
             continue
         if fmt.text.of(message) is None:
             shown = None
-        built.same[i] = len(built.messages)
-        built.messages.append(message)
-        built.shown.append(shown)
-        last[side] = len(built.messages)
-    _add_new(job, exchange, built, linked=linked, last=last, eid=eid)
-    return built
+        draft.same[i] = len(draft.messages)
+        draft.messages.append(message)
+        draft.shown.append(shown)
+        last[side] = len(draft.messages)
+    _add_new(job, exchange, draft, linked=linked, last=last, eid=eid)
+    return draft
 
 
 def _add_new(
-    job: Exporting, exchange: Exchange, built: Draft, *, linked: set[tuple[str, int]], last: dict[str, int], eid: str
+    job: Exporting, exchange: Exchange, draft: Draft, *, linked: set[tuple[str, int]], last: dict[str, int], eid: str
 ) -> None:
     """A new message for each chat no original message shows, after the others of its side."""
     added = [line for line in visible_lines(exchange, job.tags) if (line.side, line.index) not in linked]
     for n, line in enumerate(added):
-        at = last[line.side] if last[line.side] >= 0 else len(built.messages)
+        at = last[line.side] if last[line.side] >= 0 else len(draft.messages)
         native = Native(f"{eid}-n{n}", job.stamp, _name(line, job.writing.names))
-        built.messages.insert(at, job.fmt.message(line, native, job.writing))
-        built.shown.insert(at, (line.side, line.index))
-        built.same = {i: (m + 1 if m >= at else m) for i, m in built.same.items()}
+        draft.messages.insert(at, job.fmt.message(line, native, job.writing))
+        draft.shown.insert(at, (line.side, line.index))
+        draft.same = {i: (m + 1 if m >= at else m) for i, m in draft.same.items()}
         last = {s: (v + 1 if v >= at else v) for s, v in last.items()}
         last[line.side] = at + 1
-    if not built.messages:
-        built.messages.append(job.fmt.empty(Native(f"{eid}-0", job.stamp, None), job.writing))
-        built.shown.append(None)
+    if not draft.messages:
+        draft.messages.append(job.fmt.empty(Native(f"{eid}-0", job.stamp, None), job.writing))
+        draft.shown.append(None)

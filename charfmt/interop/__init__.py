@@ -7,15 +7,22 @@ UACS a ``structured_data`` part, group chat ``extra``, Ailoy a ``value`` part).
 ``read(fmt, text)`` reads it back exactly; a document charfmt did not write becomes plain
 chats with diagnostics, and what charfmt has no place for stays in ``Exchange.foreign``.
 ``text_deltas`` turns Ailoy ``MessageDelta``s (or any text parts) into chunks for ``StreamParser``.
+
+Each format is a declaration (``pam.PAM``, ``uacs.UACS``, ``groupchat.GROUPCHAT``,
+``ailoy.AILOY``: see ``_declaration``), listed in ``_formats``, and read by the shared walks
+``_export`` and ``_read``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from charfmt.interop import ailoy, groupchat, pam, uacs
-from charfmt.interop._common import InteropError, dumps_document
+from charfmt.interop._document import InteropError, dumps_document
+from charfmt.interop._export import export_document
+from charfmt.interop._formats import DECLARED
+from charfmt.interop._read import read_document
 from charfmt.interop.ailoy import text_deltas
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -28,12 +35,10 @@ Exporter = Callable[..., Any]
 Reader = Callable[..., "list[Exchange]"]
 
 FORMATS: Final[dict[str, tuple[Exporter, Reader]]] = {
-    "pam": (pam.export, pam.read),
-    "uacs": (uacs.export, uacs.read),
-    "groupchat": (groupchat.export, groupchat.read),
-    "ailoy": (ailoy.export, ailoy.read),
+    name: (partial(export_document, fmt), partial(read_document, fmt)) for name, fmt in DECLARED.items()
 }
-"""Every format by name: its exporter and its reader."""
+"""Every format by name: its exporter ``(history, character=None, *, tags=, created_at=)`` and its reader
+``(data, character=None, *, tags=)``."""
 
 
 def _format(fmt: str) -> tuple[Exporter, Reader]:
@@ -65,9 +70,9 @@ def dumps(
     history: Sequence[Exchange],
     character: Character | None = None,
     *,
+    indent: int | Literal["auto"] | None = "auto",
     tags: TagTable = DEFAULT_TAGS,
     created_at: str | None = None,
-    indent: int | Literal["auto"] | None = "auto",
 ) -> str:
     """``export`` as JSON text: indented when small (``"auto"``), else compact; ``indent=`` decides."""
     return dumps_document(export(fmt, history, character, tags=tags, created_at=created_at), indent=indent)

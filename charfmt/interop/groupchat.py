@@ -8,105 +8,38 @@ has text (an exchange with nothing to show is one ``…`` system line).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
 
-from charfmt.interop._common import (
-    UNKNOWN_TIME,
-    Format,
-    Line,
-    Native,
-    Reader,
-    Source,
-    check_history,
-    conversation_id,
-    document_of,
-    export_messages,
-    marker,
-    member,
-    names,
-    need,
-    read_json,
-    where,
-)
-from charfmt.tags import DEFAULT_TAGS, TagTable
+from charfmt.diagnostics import Diagnostic
+from charfmt.envelope import Path
+from charfmt.interop._declaration import Document, Dropped, Format, Line, Message, Names, Native, NativeFields, Writing
+from charfmt.interop._document import Source, member, need, one_of, where
+from charfmt.interop._shapes import Extension
 
-if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
-
-NAME: Final = "groupchat"
 VERSION: Final = "1.0.0"
 MESSAGE_TYPES: Final = ("text", "image", "file", "audio", "video", "link", "system")
 SILENT: Final = "…"
 """The text of the one message of an exchange with nothing to show (the format rejects empty content)."""
 _SENDERS: Final = {"user": "user", "assistant": "character", "system": "game"}
+_USERS: Final = ("conversation_meta", "user_details")
 
 
-class _GroupChat(Format):
-    name = NAME
-    extension = "extra"
-
-    def __init__(self, full: dict[str, str | None] | None = None) -> None:
-        self.full = full or {}
-
-    def new_message(self, line: Line, native: Native) -> dict[str, Any]:
-        sender = _SENDERS[line.role]
-        message: dict[str, Any] = {"message_id": native.id, "create_time": native.time, "sender": sender}
-        name = native.name or self.full.get(sender)
-        if name:
-            message["sender_name"] = name
-        if line.role != "system":
-            message["role"] = line.role
-        message.update({"type": "text" if line.role != "system" else "system", "content": line.text, "refer_list": []})
-        return message
-
-    def empty_message(self, native: Native) -> dict[str, Any]:
-        return {
-            "message_id": native.id,
-            "create_time": native.time,
-            "sender": "game",
-            "type": "system",
-            "content": SILENT,
-            "refer_list": [],
-        }
-
-    def text_of(self, message: dict[str, Any]) -> str | None:
-        content = message.get("content")
-        if message.get("type", "text") in ("text", "system") and isinstance(content, str):
-            return content
-        return None
-
-    def text_path(self, message: dict[str, Any]) -> tuple[Any, ...]:
-        return ("content",)
-
-    def set_text(self, message: dict[str, Any], text: str | None) -> dict[str, Any] | None:
-        if self.text_of(message) is None:
-            return message
-        if text is None or not text:
-            return None if text is None else {**message, "content": text}
-        return {**message, "content": text}
-
-    def native_of(self, message: dict[str, Any]) -> Native:
-        mid, time, name = message.get("message_id"), message.get("create_time"), message.get("sender_name")
-        return Native(*(v if isinstance(v, str) else None for v in (mid, time, name)))
+def _check(source: Source, doc: Message) -> list[Diagnostic]:
+    """The version (CF912 if another major one), and ``conversation_meta.user_details``."""
+    version = member(source, doc, (), "version", kind=str, what="a version string")
+    meta = member(source, doc, (), "conversation_meta", kind=dict, what="an object")
+    member(source, meta, ("conversation_meta",), "user_details", kind=dict, what="an object of users by id")
+    if version.split(".")[0] == VERSION.split(".")[0]:
+        return []
+    message = f"version: {version!r}; this charfmt knows {VERSION}: read as that, it may differ"
+    return [source.diagnostic("CF912", message, ("version",))]
 
 
-SPEC: Final = _GroupChat()
-
-
-def export(
-    history: Sequence[Exchange],
-    character: Character | None = None,
-    *,
-    tags: TagTable = DEFAULT_TAGS,
-    created_at: str | None = None,
-) -> dict[str, Any]:
-    """A group chat document of ``history``: text in ``content``, the exchange in ``extra``."""
-    history = check_history(history)
-    user_name, character_name = names(character)
-    stamp = created_at or UNKNOWN_TIME
-    cid = conversation_id(history)
-    doc = document_of(history, NAME) or {
+def _header(names: Names, cid: uuid.UUID, stamp: str) -> Message:
+    user_name, character_name = names
+    return {
         "version": VERSION,
         "conversation_meta": {
             "scene": "assistant",
@@ -121,84 +54,100 @@ def export(
             },
         },
     }
-    details = doc.get("conversation_meta", {}).get("user_details", {})
-    full = {sender: details.get(sender, {}).get("full_name") for sender in _SENDERS.values()}
-    messages = export_messages(
-        _GroupChat(full), history, tags, names=(user_name, character_name), base=cid.hex[:8], stamp=stamp, header=doc
-    )
-    return {**doc, "conversation_list": messages}
 
 
-def read(data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
-    """The exchanges of a group chat document; raises ``InteropError`` with a positioned diagnostic."""
-    doc, source = read_json(data)
-    return _read(doc, source, tags)
+def _senders(header: Message) -> dict[str, str | None]:
+    details = header.get("conversation_meta", {}).get("user_details", {})
+    return {sender: details.get(sender, {}).get("full_name") for sender in _SENDERS.values()}
 
 
-def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
-    need(source, doc, (), dict, "a group chat object")
-    version = member(source, doc, (), "version", kind=str, what="a version string")
-    meta = member(source, doc, (), "conversation_meta", kind=dict, what="an object")
-    details = member(source, meta, ("conversation_meta",), "user_details", kind=dict, what="an object of users by id")
-    messages = member(source, doc, (), "conversation_list", kind=list, what="an array of messages")
-    header = {k: v for k, v in doc.items() if k != "conversation_list"}
-    reader = Reader(SPEC, source, tags, header)
-    if version.split(".")[0] != VERSION.split(".")[0]:
-        reader.notes.append(
-            source.diagnostic(
-                "CF912",
-                f"version: {version!r}; this charfmt knows {VERSION}: read as that, it may differ",
-                ("version",),
-            )
-        )
-    for i, message in enumerate(messages):
-        path = ("conversation_list", i)
-        need(source, message, path, dict, "a message object")
-        sender = member(source, message, path, "sender", kind=str, what="a user id")
-        notes = []
-        if sender not in details:
-            if sender != "system":
-                raise source.fail(
-                    "CF901",
-                    f"conversation_list[{i}].sender: {sender!r} is not in conversation_meta.user_details",
-                    (*path, "sender"),
-                )
-            notes.append(
-                source.diagnostic(
-                    "CF913",
-                    f"{where((*path, 'sender'))}: 'system' is not in conversation_meta.user_details;"
-                    " read as a system message",
-                    (*path, "sender"),
-                )
-            )
-        entry = marker(source, message.get("extra"), (*path, "extra"))
-        kind = message.get("type", "text")
-        user = details.get(sender)
-        if sender in details:
-            need(source, user, ("conversation_meta", "user_details", sender), dict, "a user object")
+def _message(line: Line, native: Native, writing: Writing) -> Message:
+    sender = _SENDERS[line.role]
+    message: Message = {"message_id": native.id, "create_time": native.time, "sender": sender}
+    name = native.name or writing.senders.get(sender)
+    if name:
+        message["sender_name"] = name
+    if line.role != "system":
+        message["role"] = line.role
+    message.update({"type": "text" if line.role != "system" else "system", "content": line.text, "refer_list": []})
+    return message
+
+
+def _empty(native: Native, writing: Writing) -> Message:
+    return {
+        "message_id": native.id,
+        "create_time": native.time,
+        "sender": "game",
+        "type": "system",
+        "content": SILENT,
+        "refer_list": [],
+    }
+
+
+class _Senders:
+    """A message's ``sender``, a user of ``user_details`` whose ``role`` (or the message's) charfmt reads."""
+
+    def check(self, source: Source, message: Message, path: Path, header: Message) -> tuple[str, list[Diagnostic]]:
+        """The sender; CF901 if it is not a user, but for ``system`` (a system message, CF913)."""
+        sender: str = member(source, message, path, "sender", kind=str, what="a user id")
+        if sender in header["conversation_meta"]["user_details"]:
+            return sender, []
+        at = (*path, "sender")
+        if sender != "system":
+            raise source.fail("CF901", f"{where(at)}: {sender!r} is not in conversation_meta.user_details", at)
+        message_ = f"{where(at)}: 'system' is not in conversation_meta.user_details; read as a system message"
+        return sender, [source.diagnostic("CF913", message_, at)]
+
+    def role(self, source: Source, message: Message, path: Path, found: str, header: Message) -> str:
+        """The message's role, else its sender's, else user; system for a system message or sender."""
+        details = header["conversation_meta"]["user_details"]
+        user = details.get(found)
+        if found in details:
+            need(source, user, (*_USERS, found), dict, "a user object")
         role = message.get("role") or (user or {}).get("role") or "user"
-        if kind == "system" or sender not in details:
+        if message.get("type", "text") == "system" or found not in details:
             role = "system"
-        role = role if role in ("user", "assistant", "system") else "user"
-        if entry is not None:
-            reader.ours(entry, (*path, "extra"), message, path, role)
-            continue
-        if kind not in MESSAGE_TYPES:
-            raise source.fail(
-                "CF901",
-                f"conversation_list[{i}].type: expected one of {', '.join(MESSAGE_TYPES)}, found {kind!r}",
-                (*path, "type"),
-            )
+        return str(role) if role in ("user", "assistant", "system") else "user"
+
+
+@dataclass(frozen=True, slots=True)
+class _Content:
+    """A message's ``content`` string, its text when its ``type`` is ``text`` or ``system``."""
+
+    def of(self, message: Message) -> str | None:
+        content = message.get("content")
+        if message.get("type", "text") in ("text", "system") and isinstance(content, str):
+            return content
+        return None
+
+    def path(self, message: Message) -> Path:
+        return ("content",)
+
+    def set(self, message: Message, text: str | None) -> Message | None:
+        if self.of(message) is None:
+            return message
+        return None if text is None else {**message, "content": text}
+
+    def read(self, source: Source, message: Message, path: Path) -> tuple[str | None, Path | None, Dropped]:
+        kind = one_of(source, message.get("type", "text"), MESSAGE_TYPES, (*path, "type"))
         content = member(source, message, path, "content", kind=str, what="a string")
-        dropped: list[tuple[str, Any]] = []
-        text: str | None = content
-        if kind not in ("text", "system"):
-            dropped.append((f"a {kind} message", (*path, "content")))
-            text = None
-        if message.get("refer_list"):
-            dropped.append(("references", (*path, "refer_list")))
-        reader.foreign.message(message, path, role, text, text_path=(*path, "content"), dropped=dropped, notes=notes)
-    return reader.done(header)
+        if kind in ("text", "system"):
+            return content, (*path, "content"), []
+        return None, (*path, "content"), [(f"a {kind} message", (*path, "content"))]
+
+
+GROUPCHAT: Final = Format(
+    "groupchat",
+    Document("a group chat object", "conversation_list", check=_check, header=_header, senders=_senders),
+    who=_Senders(),
+    text=_Content(),
+    payload=Extension("extra"),
+    native=NativeFields("message_id", "create_time", ("sender_name",)),
+    message=_message,
+    empty=_empty,
+    dropped=(("refer_list", "references"),),
+)
+"""The group chat format, declared."""
 
 
 def validate(doc: Any) -> list[str]:
@@ -223,21 +172,27 @@ def validate(doc: Any) -> list[str]:
         if not isinstance(msg, dict):
             problems.append(f"message {i} is not an object")
             continue
-        if msg.get("sender") not in users:
-            problems.append(f"message {i}: sender {msg.get('sender')!r} is not a user")
-        for key in ("message_id", "create_time", "sender", "type", "content"):
-            if key not in msg:
-                problems.append(f"message {i}: missing {key}")
-        if msg.get("type") not in MESSAGE_TYPES:
-            problems.append(f"message {i}: type {msg.get('type')!r}")
-        if not isinstance(msg.get("content"), str) or not msg["content"]:
-            problems.append(f"message {i}: empty content")
-        if msg.get("role") not in (None, "user", "assistant"):
-            problems.append(f"message {i}: role {msg.get('role')!r}")
-        for ref in msg.get("refer_list") or []:
-            if isinstance(ref, dict):
-                if "message_id" not in ref or ("sender" in ref and ref["sender"] not in users):
-                    problems.append(f"message {i}: bad reference {ref!r}")
-            elif not isinstance(ref, str):
+        problems.extend(_message_problems(i, msg, users))
+    return problems
+
+
+def _message_problems(i: int, msg: Message, users: set[str]) -> list[str]:
+    problems: list[str] = []
+    if msg.get("sender") not in users:
+        problems.append(f"message {i}: sender {msg.get('sender')!r} is not a user")
+    for key in ("message_id", "create_time", "sender", "type", "content"):
+        if key not in msg:
+            problems.append(f"message {i}: missing {key}")
+    if msg.get("type") not in MESSAGE_TYPES:
+        problems.append(f"message {i}: type {msg.get('type')!r}")
+    if not isinstance(msg.get("content"), str) or not msg["content"]:
+        problems.append(f"message {i}: empty content")
+    if msg.get("role") not in (None, "user", "assistant"):
+        problems.append(f"message {i}: role {msg.get('role')!r}")
+    for ref in msg.get("refer_list") or []:
+        if isinstance(ref, dict):
+            if "message_id" not in ref or ("sender" in ref and ref["sender"] not in users):
                 problems.append(f"message {i}: bad reference {ref!r}")
+        elif not isinstance(ref, str):
+            problems.append(f"message {i}: bad reference {ref!r}")
     return problems

@@ -8,54 +8,53 @@ thought message becomes ``Reply.reasoning``, never the character's ``thought``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
 
-from charfmt.interop._common import (
-    UNKNOWN_TIME,
-    Format,
-    Line,
-    Native,
-    Reader,
-    Source,
-    check_history,
-    conversation_id,
-    document_of,
-    export_messages,
-    marker,
-    member,
-    names,
-    need,
-    read_json,
-    where,
-)
-from charfmt.tags import DEFAULT_TAGS, TagTable
+from charfmt.diagnostics import Diagnostic
+from charfmt.envelope import Path
+from charfmt.interop._declaration import Document, Dropped, Format, Line, Message, Names, Native, NativeFields, Writing
+from charfmt.interop._document import Source, member, need, where
+from charfmt.interop._shapes import Extension, RoleField, ThoughtMessage, as_written
 
-if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
-
-NAME: Final = "pam"
 SCHEMA: Final = "portable-ai-memory-conversation"
 SCHEMA_VERSION: Final = "1.0"
-ROLES: Final = ("user", "assistant", "system", "tool")
+MESSAGE_ROLES: Final = ("user", "assistant", "system", "tool")
 
 
-class _Pam(Format):
-    name = NAME
-    extension = "raw_metadata"
+def _check(source: Source, doc: Message) -> list[Diagnostic]:
+    schema = member(source, doc, (), "schema", kind=str, what=f'"{SCHEMA}"')
+    if schema != SCHEMA:
+        raise source.fail("CF901", f'schema: expected "{SCHEMA}", found {schema!r}', ("schema",))
+    return []
 
-    def new_message(self, line: Line, native: Native) -> dict[str, Any]:
-        return {
-            "id": native.id,
-            "role": line.role,
-            "created_at": native.time,
-            "content": {"type": "text", "text": line.text},
-        }
 
-    def empty_message(self, native: Native) -> dict[str, Any]:
-        return {"id": native.id, "role": "assistant", "created_at": native.time}
+def _header(names: Names, cid: uuid.UUID, stamp: str) -> Message:
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "id": str(cid),
+        "provider": {"name": "charfmt"},
+        "temporal": {"created_at": stamp},
+        "participants": [{"role": "user", "name": names[0]}, {"role": "assistant", "name": names[1]}],
+    }
 
-    def text_of(self, message: dict[str, Any]) -> str | None:
+
+def _message(line: Line, native: Native, writing: Writing) -> Message:
+    content = {"type": "text", "text": line.text}
+    return {"id": native.id, "role": line.role, "created_at": native.time, "content": content}
+
+
+def _empty(native: Native, writing: Writing) -> Message:
+    return {"id": native.id, "role": "assistant", "created_at": native.time}
+
+
+@dataclass(frozen=True, slots=True)
+class _Content:
+    """PAM ``content``: ``{"type": "text", "text": ...}``, or ``{"parts": [...]}`` of which the text parts are read."""
+
+    def of(self, message: Message) -> str | None:
         content = message.get("content")
         if not isinstance(content, dict):
             return None
@@ -70,12 +69,12 @@ class _Pam(Format):
         ]
         return "\n".join(texts) if texts else None
 
-    def text_path(self, message: dict[str, Any]) -> tuple[Any, ...]:
+    def path(self, message: Message) -> Path:
         content = message.get("content")
         return ("content", "text") if isinstance(content, dict) and content.get("type") == "text" else ("content",)
 
-    def set_text(self, message: dict[str, Any], text: str | None) -> dict[str, Any] | None:
-        if text is not None and text == self.text_of(message):
+    def set(self, message: Message, text: str | None) -> Message | None:
+        if text is not None and text == self.of(message):
             return message
         content = message.get("content")
         if text is None:
@@ -89,112 +88,37 @@ class _Pam(Format):
             return {**message, "content": {**content, "text": text}}
         return message
 
-    def native_of(self, message: dict[str, Any]) -> Native:
-        mid, time = message.get("id"), message.get("created_at")
-        return Native(mid if isinstance(mid, str) else None, time if isinstance(time, str) else None)
-
-    def add_reasoning(self, messages: list[dict[str, Any]], shown: list[Any], text: str, native: Native) -> None:
-        at = next((n for n, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
-        thought = {
-            "id": native.id,
-            "role": "assistant",
-            "created_at": native.time,
-            "content": {"type": "text", "text": text},
-            "is_thought": True,
-        }
-        messages.insert(at, thought)
-        shown.insert(at, ("R", 0))
-
-
-SPEC: Final = _Pam()
-
-
-def export(
-    history: Sequence[Exchange],
-    character: Character | None = None,
-    *,
-    tags: TagTable = DEFAULT_TAGS,
-    created_at: str | None = None,
-) -> dict[str, Any]:
-    """A PAM conversation of ``history``: text in ``content``, the exchange in ``raw_metadata``.
-
-    The conversation id is a uuid5 of the history (the same history, the same id); ``created_at``
-    is the time written where none is known (default ``1970-01-01T00:00:00Z``).
-    """
-    history = check_history(history)
-    user_name, character_name = names(character)
-    stamp = created_at or UNKNOWN_TIME
-    cid = conversation_id(history)
-    doc = document_of(history, NAME) or {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "id": str(cid),
-        "provider": {"name": "charfmt"},
-        "temporal": {"created_at": stamp},
-        "participants": [{"role": "user", "name": user_name}, {"role": "assistant", "name": character_name}],
-    }
-    messages = export_messages(
-        SPEC, history, tags, names=(user_name, character_name), base=cid.hex[:8], stamp=stamp, header=doc
-    )
-    return {**doc, "messages": messages}
+    def read(self, source: Source, message: Message, path: Path) -> tuple[str | None, Path | None, Dropped]:
+        content = message.get("content")
+        if content is None:
+            return None, None, []
+        at = (*path, "content")
+        need(source, content, at, dict, "a content object")
+        if content.get("type") == "text":
+            text = content.get("text")
+            return (text if isinstance(text, str) else None), (*at, "text"), []
+        parts = content.get("parts") if isinstance(content.get("parts"), list) else []
+        texts, dropped = [], []
+        for j, part in enumerate(parts):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else None
+                dropped.append((f"a {kind or 'malformed'} part", (*at, "parts", j)))
+        return "\n".join(texts) or None, at, dropped
 
 
-def read(data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
-    """The exchanges of a PAM conversation; raises ``InteropError`` with a positioned diagnostic."""
-    doc, source = read_json(data)
-    return _read(doc, source, tags)
-
-
-def _read(doc: Any, source: Source, tags: TagTable) -> list[Exchange]:
-    need(source, doc, (), dict, "a PAM conversation object")
-    schema = member(source, doc, (), "schema", kind=str, what=f'"{SCHEMA}"')
-    if schema != SCHEMA:
-        raise source.fail("CF901", f'schema: expected "{SCHEMA}", found {schema!r}', ("schema",))
-    messages = member(source, doc, (), "messages", kind=list, what="an array of messages")
-    header = {k: v for k, v in doc.items() if k != "messages"}
-    reader = Reader(SPEC, source, tags, header)
-    branches = _branches(messages)
-    for i, message in enumerate(messages):
-        path = ("messages", i)
-        need(source, message, path, dict, "a message object")
-        role = member(source, message, path, "role", kind=str, what="user, assistant, system or tool")
-        if role not in ROLES:
-            raise source.fail(
-                "CF901", f"messages[{i}].role: expected one of {', '.join(ROLES)}, found {role!r}", (*path, "role")
-            )
-        entry = marker(source, message.get("raw_metadata"), (*path, "raw_metadata"))
-        if entry is not None:
-            reader.ours(entry, (*path, "raw_metadata"), message, path, role)
-            continue
-        text, text_path, dropped = _content(source, message, path)
-        for key in ("attachments", "tool_calls", "citations"):
-            if message.get(key):
-                dropped.append((key.replace("_", " "), (*path, key)))
-        notes = []
-        if i in branches:
-            parent, n = branches[i]
-            notes.append(
-                source.diagnostic(
-                    "CF911",
-                    f"{where(path)}: alternative {n + 1} of the replies to messages[{parent}] (branching);"
-                    " only the first branch was read as chats, this message is kept in Exchange.foreign",
-                    path,
-                )
-            )
-            text = None
-        thought = message.get("is_thought") is True
-        reader.foreign.message(
-            message,
-            path,
-            role,
-            None if thought else text,
-            text_path=text_path,
-            dropped=dropped,
-            reasoning=text if thought else None,
-            reasoning_path=text_path,
-            notes=notes,
+def _later_branches(source: Source, messages: list[Any]) -> dict[int, Diagnostic]:
+    """A note for each message that is a second or later reply to another (``children_ids``): CF911."""
+    return {
+        n: source.diagnostic(
+            "CF911",
+            f"{where(('messages', n))}: alternative {which + 1} of the replies to messages[{parent}] (branching);"
+            " only the first branch was read as chats, this message is kept in Exchange.foreign",
+            ("messages", n),
         )
-    return reader.done(header)
+        for n, (parent, which) in _branches(messages).items()
+    }
 
 
 def _branches(messages: list[Any]) -> dict[int, tuple[int, int]]:
@@ -220,23 +144,17 @@ def _branches(messages: list[Any]) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _content(
-    source: Source, message: dict[str, Any], path: tuple[Any, ...]
-) -> tuple[str | None, Any, list[tuple[str, Any]]]:
-    content = message.get("content")
-    if content is None:
-        return None, None, []
-    at = (*path, "content")
-    need(source, content, at, dict, "a content object")
-    if content.get("type") == "text":
-        text = content.get("text")
-        return (text if isinstance(text, str) else None), (*at, "text"), []
-    parts = content.get("parts") if isinstance(content.get("parts"), list) else []
-    texts, dropped = [], []
-    for j, part in enumerate(parts):
-        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        else:
-            kind = part.get("type") if isinstance(part, dict) else None
-            dropped.append((f"a {kind or 'malformed'} part", (*at, "parts", j)))
-    return "\n".join(texts) or None, at, dropped
+PAM: Final = Format(
+    "pam",
+    Document("a PAM conversation object", "messages", check=_check, header=_header),
+    who=RoleField(as_written(*MESSAGE_ROLES)),
+    text=_Content(),
+    payload=Extension("raw_metadata"),
+    native=NativeFields("id", "created_at"),
+    message=_message,
+    empty=_empty,
+    reasoning=ThoughtMessage("is_thought"),
+    dropped=(("attachments", "attachments"), ("tool_calls", "tool calls"), ("citations", "citations")),
+    skipped=_later_branches,
+)
+"""PAM, declared."""

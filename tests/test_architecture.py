@@ -51,7 +51,6 @@ KNOWN_LONG: set[str] = {
     "tolerant:Reader.read",
     "userinput:parse_shorthand",
     "serve.turns:Engine.turn",
-    "export:reply_grammar",
 }
 
 

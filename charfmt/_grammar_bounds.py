@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Unpack
 
 from charfmt._regex_ir import Alt, Cls, ExportError, Lit, Node, Ref, Rep, Seq
+from charfmt._reply_constraints import ReplyConstraints, values
 from charfmt._reply_rules import Grammar, reply_grammar
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, ROLES, Role, TagTable
@@ -238,19 +239,13 @@ def max_reply_tokens(
     return max_length(Ref(g.start), g, cost, lambda escape: min(len(escape.text), tokens_per_char))
 
 
-def resolve_bounds(
-    *,
-    max_tokens: int | None = None,
-    max_chars: int | None = None,
-    max_chats: int | None = None,
-    vocabulary: Vocabulary | None = None,
-    tags: TagTable | None = None,
-) -> Bounds | None:
+def resolve_bounds(**constraints: Unpack[ReplyConstraints]) -> Bounds | None:
     """The ``Bounds`` the keyword arguments of ``grammar``/``json_schema`` ask for (``None``: none).
 
     ``max_tokens``: ``Bounds.for_tokens`` (``max_chats`` defaults to 1 there), lowered to
     ``max_chars`` where that is smaller; otherwise ``max_chars`` and ``max_chats`` as given.
     """
+    vocabulary, tags, max_tokens, max_chars, max_chats = values("resolve_bounds", constraints)
     if max_tokens is not None:
         found = Bounds.for_tokens(max_tokens, max_chats=max_chats or 1, vocabulary=vocabulary, tags=tags)
         if max_chars is not None and max_chars < (found.max_chars or 0):

@@ -22,7 +22,6 @@ from charfmt._regex_ir import (
     Alt,
     ExportError,
     Lit,
-    Node,
     Ref,
     Rep,
     Seq,
@@ -38,6 +37,7 @@ from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTab
 
 if TYPE_CHECKING:
     from charfmt._grammar_bounds import Bounds
+    from charfmt._regex_ir import Node
 
 # --- the body grammar as rules ---------------------------------------------------------
 

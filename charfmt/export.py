@@ -24,7 +24,7 @@ bounds) and ``_grammar_writers`` (each target's syntax). This module is their pu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Unpack
 
 from charfmt._grammar_bounds import (
     SHORT_ROLES,
@@ -55,6 +55,7 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
+from charfmt._reply_constraints import ReplyConstraints, values
 from charfmt._reply_rules import Grammar, body_grammar, bounded_body, key_node, reply_grammar
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
@@ -162,16 +163,7 @@ def llguidance_slices() -> list[str]:
     ]
 
 
-def grammar(
-    target: str,
-    *,
-    vocabulary: Vocabulary | None = None,
-    tags: TagTable | None = None,
-    max_tokens: int | None = None,
-    max_chars: int | None = None,
-    max_chats: int | None = None,
-    speakers: Sequence[str] | None = None,
-) -> str:
+def grammar(target: str, *, speakers: Sequence[str] | None = None, **constraints: Unpack[ReplyConstraints]) -> str:
     """The reply format as a grammar for a constrained-decoding engine.
 
     ``lark``: Lark syntax for the whole reply, read by llguidance (vLLM
@@ -186,9 +178,8 @@ def grammar(
     (``Bounds.for_tokens``), so a constrained reply always closes before the budget ends.
     ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them.
     """
-    bounds = resolve_bounds(
-        max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary, tags=tags
-    )
+    vocabulary, tags, *_ = values("grammar", constraints)
+    bounds = resolve_bounds(**constraints)
     if target == "lark":
         return lark_text(reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers))
     if target == "gbnf":

@@ -53,12 +53,15 @@ from typing import Any, Final
 import jinja2
 from pydantic import BaseModel
 
-from charfmt._control_strings import CONTROL_STRINGS
+from charfmt._control_strings import CONTROL_STRINGS as CONTROL_STRINGS  # noqa: PLC0414 (re-exported)
 from charfmt._prompt_escape import defused_json, defused_line, defused_text, unsafe_key
 from charfmt._resources import resource_dir
-from charfmt._sandbox import MAX_RENDER_SIZE, Sandbox, bounded_filter, render_budget
+from charfmt._sandbox import MAX_RENDER_SIZE as MAX_RENDER_SIZE  # noqa: PLC0414 (re-exported)
+from charfmt._sandbox import Sandbox, bounded_filter, render_budget
 from charfmt._token_bound import token_bound
-from charfmt._token_fit import BudgetError, Counter, newest_exchanges, oldest_start
+from charfmt._token_fit import BudgetError as BudgetError  # noqa: PLC0414 (re-exported)
+from charfmt._token_fit import Counter as Counter  # noqa: PLC0414 (re-exported)
+from charfmt._token_fit import newest_exchanges, oldest_start
 from charfmt.character import Character, Exchange
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
@@ -66,20 +69,6 @@ from charfmt.schema import json_schema
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 from charfmt.userinput import UserChat, UserContext, UserTurn
 from charfmt.writer import canonical_form, dumps
-
-__all__ = [
-    "CONTROL_STRINGS",
-    "MAX_RENDER_SIZE",
-    "PROVIDERS",
-    "BudgetError",
-    "Counter",
-    "TemplateError",
-    "estimate_tokens",
-    "render_messages",
-    "render_system",
-    "render_text",
-    "render_user_block",
-]
 
 PROVIDERS: Final = ("openai", "anthropic", "gemini")
 

@@ -25,8 +25,9 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
+from charfmt._reply_constraints import ReplyConstraints, values
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
@@ -60,13 +61,9 @@ class EngineMissing(CharfmtError):
 def request_fields(
     server: str,
     *,
-    vocabulary: Vocabulary | None = None,
-    tags: TagTable | None = None,
-    max_tokens: int | None = None,
-    max_chars: int | None = None,
-    max_chats: int | None = None,
     bounds: Bounds | None = None,
     speakers: Sequence[str] | None = None,
+    **constraints: Unpack[ReplyConstraints],
 ) -> dict[str, Any]:
     """The request fields that constrain a reply on ``server`` (merge them into the request body).
 
@@ -81,20 +78,18 @@ def request_fields(
     targets take its ``max_chars`` and ``max_chats``. ``speakers``: a scene's cast (each ``C``
     chat names one of them).
     """
+    vocabulary, tags, max_tokens, *_ = values("request_fields", constraints)
     from charfmt.export import _gbnf_target, _lark_target, grammar, reply_grammar  # noqa: PLC0415 (Lark loads only here)
     from charfmt.schema import json_schema  # noqa: PLC0415
 
     if bounds is not None:
-        max_chars, max_chats = bounds.max_chars, bounds.max_chats
+        constraints = {**constraints, "max_chars": bounds.max_chars, "max_chats": bounds.max_chats}
 
     def bounded(target: str) -> str:
         if bounds is not None:
             g = reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers)
             return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
-        return grammar(
-            target, vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats,
-            speakers=speakers,
-        )  # fmt: skip
+        return grammar(target, speakers=speakers, **constraints)
 
     fields: dict[str, Any]
     if server in ("llama-server", "koboldcpp", "localai"):  # each reads GBNF in ``grammar``
@@ -104,15 +99,7 @@ def request_fields(
     elif server == "sglang":
         fields = {"ebnf": bounded("gbnf")}
     elif server in ("lmstudio", "openai", "ollama"):
-        schema = json_schema(
-            "openai" if server == "openai" else None,
-            vocabulary=vocabulary,
-            tags=tags,
-            max_tokens=max_tokens,
-            max_chars=max_chars,
-            max_chats=max_chats,
-            speakers=speakers,
-        )
+        schema = json_schema("openai" if server == "openai" else None, speakers=speakers, **constraints)
         schema.pop("$schema", None)
         fields = {
             "response_format": {
@@ -178,12 +165,8 @@ def structural_tag(
     *,
     think: bool = True,
     body: str = "reply",
-    vocabulary: Vocabulary | None = None,
-    tags: TagTable | None = None,
-    max_tokens: int | None = None,
-    max_chars: int | None = None,
-    max_chats: int | None = None,
     think_tokens: int | None = None,
+    **constraints: Unpack[ReplyConstraints],
 ) -> dict[str, Any]:
     """XGrammar's ``structural_tag`` response format (vLLM, SGLang: ``response_format=...``).
 
@@ -194,14 +177,12 @@ def structural_tag(
     ``\\n``, each element an XGrammar ``tag`` whose content is its regular expression (read it
     with ``charfmt.body.parse_body("C", text)``).
     """
+    vocabulary, tags, _, max_chars, _ = values("structural_tag", constraints)
     reply: dict[str, Any]
     if body == "reply":
         from charfmt.export import grammar  # noqa: PLC0415
 
-        gbnf = grammar(
-            "gbnf", vocabulary=vocabulary, tags=tags, max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats
-        )
-        reply = {"type": "grammar", "grammar": gbnf}
+        reply = {"type": "grammar", "grammar": grammar("gbnf", **constraints)}
     elif body == "elements":
         reply = {
             "type": "tags_with_separator",

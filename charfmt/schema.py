@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
+from charfmt._reply_constraints import ReplyConstraints, values
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
@@ -144,14 +145,7 @@ def _base(
 
 
 def json_schema(
-    provider: str | None = None,
-    *,
-    vocabulary: Vocabulary | None = None,
-    tags: TagTable | None = None,
-    max_tokens: int | None = None,
-    max_chars: int | None = None,
-    max_chats: int | None = None,
-    speakers: Sequence[str] | None = None,
+    provider: str | None = None, *, speakers: Sequence[str] | None = None, **constraints: Unpack[ReplyConstraints]
 ) -> dict[str, Any]:
     """The ``{"chats": [...]}`` envelope as JSON Schema.
 
@@ -175,6 +169,7 @@ def json_schema(
     bound the body patterns, so they hold where patterns are enforced.
     ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them.
     """
+    vocabulary, tags, max_tokens, max_chars, max_chats = values("json_schema", constraints)
     table = DEFAULT_TAGS if tags is None else tags
     bounds = None
     if (max_tokens, max_chars, max_chats) != (None, None, None):
@@ -183,41 +178,21 @@ def json_schema(
         bounds = resolve_bounds(
             max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary, tags=table
         )
+    if provider not in (None, *PROVIDERS):
+        raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)} or None")
+    schema = _base(
+        minimum=provider != "anthropic",
+        closed=provider != "gemini",
+        patterns=provider in (None, "openai"),
+        vocabulary=vocabulary,
+        tags=table,
+        bounds=None if provider == "anthropic" else bounds,
+        speakers=speakers,
+    )
     if provider is None:
-        schema = _base(
-            minimum=True,
-            closed=True,
-            patterns=True,
-            vocabulary=vocabulary,
-            tags=table,
-            bounds=bounds,
-            speakers=speakers,
-        )
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
-    if provider == "openai":
-        return _base(
-            minimum=True,
-            closed=True,
-            patterns=True,
-            vocabulary=vocabulary,
-            tags=table,
-            bounds=bounds,
-            speakers=speakers,
-        )
-    if provider == "anthropic":
-        return _base(minimum=False, closed=True, patterns=False, vocabulary=vocabulary, tags=table, speakers=speakers)
     if provider == "gemini":
-        schema = _base(
-            minimum=True,
-            closed=False,
-            patterns=False,
-            vocabulary=vocabulary,
-            tags=table,
-            bounds=bounds,
-            speakers=speakers,
-        )
         items = schema["properties"]["chats"]["items"]
         for chat in items.get("anyOf", [items]):  # one schema, or one per kind of chat (a scene)
             chat["propertyOrdering"] = list(chat["properties"])
-        return schema
-    raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)} or None")
+    return schema

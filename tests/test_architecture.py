@@ -42,7 +42,6 @@ KNOWN_LONG: set[str] = {
     "cli:_parser",
     "chat:command",
     "serve.turns:Engine.turn",
-    "export:reply_grammar",
 }
 
 

@@ -9,16 +9,24 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from charfmt import _control_strings as cs
+
+
+def _one_of(*markers: str) -> str:
+    """A regex matching any of the chat-template control strings ``markers``."""
+    return "|".join(map(re.escape, markers))
+
+
 SCAFFOLDING: Final = re.compile(
-    r"""(?P<sys_open><<SYS>>|\[SYSTEM_PROMPT\])
-      | (?P<sys_close><</SYS>>|\[/SYSTEM_PROMPT\])
-      | (?P<inst_open>\[INST\])
-      | (?P<inst_close>\[/INST\])
-      | <\|im_start\|>[ \t]*+(?P<chatml>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
-      | <start_of_turn>[ \t]*+(?P<gemma>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
-      | <\|start_header_id\|>[ \t]*+(?P<llama3>[^<>|\n]{0,30}?)[ \t]*+<\|end_header_id\|>[ \t]*+\n{0,2}
-      | <\|(?P<phi>system|user|assistant)\|>[ \t]*+\n?
-      | (?P<end><\|im_end\|>|<end_of_turn>|<\|eot_id\|>|<\|eom_id\|>|<\|end\|>)
+    rf"""(?P<sys_open>{_one_of(*cs.SYSTEM_OPENERS)})
+      | (?P<sys_close>{_one_of(*cs.SYSTEM_CLOSERS)})
+      | (?P<inst_open>{_one_of(cs.INST_OPEN)})
+      | (?P<inst_close>{_one_of(cs.INST_CLOSE)})
+      | {_one_of(cs.CHATML_START)}[ \t]*+(?P<chatml>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
+      | {_one_of(cs.GEMMA_START)}[ \t]*+(?P<gemma>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
+      | {_one_of(cs.HEADER_START)}[ \t]*+(?P<llama3>[^<>|\n]{{0,30}}?)[ \t]*+{_one_of(cs.HEADER_END)}[ \t]*+\n{{0,2}}
+      | <\|(?P<phi>{_one_of(*cs.PHI_ROLES)})\|>[ \t]*+\n?
+      | (?P<end>{_one_of(*cs.TURN_ENDS)})
       | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?
           | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
       | (?P<angles><<++|>>++)""",

@@ -21,19 +21,7 @@ MAX_CLASS_LINES = 400
 # Circles (strongly connected groups of modules) still to cut.
 KNOWN_CIRCLES: set[frozenset[str]] = {
     frozenset({"charfmt._tables", "charfmt.body", "charfmt.tags"}),
-    frozenset(
-        {
-            "charfmt._cli_convert",
-            "charfmt._cli_report",
-            "charfmt._cli_serve",
-            "charfmt.chat",
-            "charfmt.cli",
-            "charfmt.serve",
-            "charfmt.serve.app",
-            "charfmt.serve.turns",
-            "charfmt.serve.upstream",
-        }
-    ),
+    frozenset({"charfmt.serve", "charfmt.serve.app"}),
     frozenset({"charfmt._hypothesis_plugin", "charfmt.testing"}),
 }
 
@@ -45,9 +33,7 @@ KNOWN_LONG: set[str] = {
     "recover:Recovery",
     "serve.app:create_app",
     "serve.app:create_app.chat_completions",
-    "cli:_parser",
     "speech:SentenceSplitter._scan",
-    "chat:command",
     "tolerant:Reader.read",
     "userinput:parse_shorthand",
     "serve.turns:Engine.turn",

@@ -283,20 +283,12 @@ def run(
         try:
             take_turn(character, history, say, generate, view=view, budget=budget, counter=counter, note=note)
         except (BudgetError, ContextFull) as e:
-            view.finish()
-            out.flush()
-            errors.write(f"charfmt: error: {e}; the turn was not sent\n")
-            errors.flush()
-            status = 1
+            status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")
             continue
         except UpstreamError as e:
             if says is not None and len(says) == 1:
                 raise  # one --say: the error is the command's (exit 1)
-            view.finish()
-            out.flush()
-            errors.write(f"charfmt: error: {e}; the turn is not kept, the chat goes on\n")
-            errors.flush()
-            status = 1
+            status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue
         if len(stats) > before:
             last = stats[-1]
@@ -305,6 +297,15 @@ def run(
                 f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
             )
     return status
+
+
+def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) -> int:
+    """A turn that failed: what it showed ended, then one ``charfmt: error:`` line; the chat's status (1)."""
+    view.finish()
+    out.flush()
+    errors.write(f"charfmt: error: {message}\n")
+    errors.flush()
+    return 1
 
 
 __all__ = [

@@ -15,8 +15,9 @@ Every error is one line on standard error, ``charfmt: error: ...`` (diagnostics 
 reply keep their ``file:line:col: CODE message`` form and caret snippet); never a traceback.
 Output that the terminal's encoding cannot hold is escaped (``\\u3042``), not a crash.
 
-Layout: ``SUBCOMMANDS`` names each subcommand's module (its options, ``add_arguments``; what it
-does, ``run``; what exit statuses 0 and 1 mean for it, ``EXITS``) and its one-line help;
+Layout: ``SUBCOMMANDS`` names each subcommand's module, which holds its one-line help (``HELP``),
+what exit statuses 0 and 1 mean for it (``EXITS``), its options (``add_arguments``) and what it
+does (``run``);
 ``charfmt.cli._io`` holds what they share (reading, writing, errors, exit codes) and
 ``charfmt.cli._options`` the option types and the options several of them take.
 """
@@ -63,6 +64,10 @@ class Subcommand(Protocol):
     """What a subcommand's module holds."""
 
     @property
+    def HELP(self) -> str:
+        """The one line ``charfmt --help`` says of it."""
+
+    @property
     def EXITS(self) -> tuple[str, str | None]:
         """What exit statuses 0 and 1 mean (``None``: it never exits 1)."""
 
@@ -73,22 +78,11 @@ class Subcommand(Protocol):
         """Run it; the exit status."""
 
 
-SUBCOMMANDS: Final[dict[str, tuple[Subcommand, str]]] = {
-    "parse": (parse, "parse a reply and print it"),
-    "check": (check, "check replies strictly; exit 1 if any is invalid"),
-    "stream": (stream, "read a reply as it arrives; print events as JSON Lines"),
-    "fix": (fix, "repair a reply leniently; print it canonically, the repair log on stderr"),
-    "fuzz": (fuzz, "write damaged replies (with the clean original and the mutations), by seed"),
-    "schema": (schema, "print the reply envelope as JSON Schema"),
-    "render": (render, "render a provider request for a character and a user turn"),
-    "grammar": (grammar, "print the reply format as a grammar for constrained decoding"),
-    "chat": (chat, "talk to a character with a local model or an OpenAI-compatible server"),
-    "demo": (demo, "parse a bundled reply and show a strict error"),
-    "convert": (convert, "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"),
-    "report": (report, "conformance of a JSON Lines log of replies, per group"),
-    "serve": (serve, "serve a character over HTTP: OpenAI-compatible, events, playground"),
-}
-"""Each subcommand, in the order ``--help`` lists them: its module and its one-line help."""
+SUBCOMMANDS: Final[dict[str, Subcommand]] = {
+    "parse": parse, "check": check, "stream": stream, "fix": fix, "fuzz": fuzz, "schema": schema, "render": render,
+    "grammar": grammar, "chat": chat, "demo": demo, "convert": convert, "report": report, "serve": serve,
+}  # fmt: skip
+"""Each subcommand by name, in the order ``--help`` lists them; its module says the rest."""
 
 
 class _VersionAction(argparse.Action):
@@ -132,12 +126,12 @@ def _parser() -> argparse.ArgumentParser:
         "--version", action=_VersionAction, help="print the version and the stream reader (compiled or pure Python)"
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (command, what) in SUBCOMMANDS.items():
+    for name, command in SUBCOMMANDS.items():
         # --help says what the command does (its one-line help as a sentence) and its exit codes.
         sp = sub.add_parser(
             name,
-            help=what,
-            description=what[:1].upper() + what[1:] + ".",
+            help=command.HELP,
+            description=command.HELP[:1].upper() + command.HELP[1:] + ".",
             epilog=exit_codes(*command.EXITS),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from charfmt.character import Character
     from charfmt.export import Bounds
 
+HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
+
 EXITS: Final = DEFAULT_EXITS
 
 
@@ -237,14 +239,9 @@ def _local_model(llm: Any, args: argparse.Namespace, *, gbnf: str | None, lark: 
         warnings.simplefilter("always", NoChatTemplate)
         try:
             generate = local_model(
-                llm,
-                gbnf=gbnf,
-                lark=lark,
-                max_tokens=args.max_tokens,
-                seed=args.seed,
-                stats=stats,
+                llm, gbnf=gbnf, lark=lark, max_tokens=args.max_tokens, seed=args.seed, stats=stats,
                 chat_format=args.chat_format,
-            )
+            )  # fmt: skip
         except CharfmtError as e:
             if args.chat_format is None:
                 raise

@@ -12,6 +12,8 @@ from charfmt.cli._reply import emit_diagnostics, failed, language, parse_input
 from charfmt.diagnostics import ParseError
 from charfmt.parser import lenient_text
 
+HELP: Final = "check replies strictly; exit 1 if any is invalid"
+
 EXITS: Final[tuple[str, str | None]] = ("every file is valid (with --lenient: repairs only)", "a file is invalid")
 
 

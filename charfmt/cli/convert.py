@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
 
+HELP: Final = "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"
+
 EXITS: Final = DEFAULT_EXITS
 
 

@@ -12,6 +12,8 @@ from charfmt.cli._reply import pretty
 from charfmt.diagnostics import ParseError
 from charfmt.parser import parse
 
+HELP: Final = "parse a bundled reply and show a strict error"
+
 EXITS: Final[tuple[str, str | None]] = ("the demo ran", None)
 
 

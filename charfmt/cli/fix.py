@@ -14,6 +14,8 @@ from charfmt.cli._reply import emit_diagnostics, failed, language, parse_input
 from charfmt.parser import lenient_text
 from charfmt.writer import dumps
 
+HELP: Final = "repair a reply leniently; print it canonically, the repair log on stderr"
+
 EXITS: Final[tuple[str, str | None]] = (
     "fixed, warnings only",
     "errors remain (what could be read is still printed)",

@@ -9,6 +9,8 @@ from charfmt.cli._io import EXIT_OK, dump_json, output
 from charfmt.cli._options import add_size, whole
 from charfmt.cli._reply import language
 
+HELP: Final = "write damaged replies (with the clean original and the mutations), by seed"
+
 EXITS: Final[tuple[str, str | None]] = ("every case was written", None)
 
 

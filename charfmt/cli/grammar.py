@@ -11,6 +11,8 @@ from charfmt.cli._options import add_size, whole
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS
 
+HELP: Final = "print the reply format as a grammar for constrained decoding"
+
 EXITS: Final[tuple[str, str | None]] = ("the grammar was printed", "the --character file is invalid")
 
 

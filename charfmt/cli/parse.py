@@ -11,6 +11,8 @@ from charfmt.cli._options import add_character, add_size
 from charfmt.cli._reply import emit_diagnostics, failed, language, parse_input, pretty
 from charfmt.diagnostics import ParseError
 
+HELP: Final = "parse a reply and print it"
+
 EXITS: Final[tuple[str, str | None]] = (
     "the reply is valid (with --lenient: read, warnings only)",
     "the reply has errors, or is empty",

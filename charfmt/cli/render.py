@@ -14,6 +14,8 @@ from charfmt.schema import PROVIDERS
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
 
+HELP: Final = "render a provider request for a character and a user turn"
+
 EXITS: Final[tuple[str, str | None]] = (
     "the request was printed",
     "the --character or --history file is invalid, or over --budget",

@@ -16,6 +16,8 @@ from charfmt.cli._options import add_size, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.parser import DEFAULT_MAX_SIZE
 
+HELP: Final = "conformance of a JSON Lines log of replies, per group"
+
 EXITS: Final[tuple[str, str | None]] = (
     "the report was written",
     "no line held a reply (the report is still written)",

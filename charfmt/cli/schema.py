@@ -11,6 +11,8 @@ from charfmt.cli._options import add_character, add_size
 from charfmt.cli._reply import language
 from charfmt.schema import PROVIDERS, json_schema
 
+HELP: Final = "print the reply envelope as JSON Schema"
+
 EXITS: Final[tuple[str, str | None]] = ("the schema was printed", "the --character file is invalid")
 
 

@@ -12,6 +12,8 @@ from charfmt.cli._io import load_character
 from charfmt.cli._options import add_decoding, whole
 from charfmt.diagnostics import CharfmtError
 
+HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
+
 EXITS: Final[tuple[str, str | None]] = (
     "the server ran and was stopped (Ctrl-C stops it too: 130)",
     "the server could not start: the address cannot be bound (a port in use, an unknown host),"

@@ -31,6 +31,8 @@ from charfmt.events import DiagnosticEvent, Event
 if TYPE_CHECKING:
     from charfmt.stage import StageReader
 
+HELP: Final = "read a reply as it arrives; print events as JSON Lines"
+
 EXITS: Final[tuple[str, str | None]] = (
     "the stream was read (repairs are events)",
     "the stream has errors (with --strict) or no reply",
@@ -59,11 +61,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--strict", action="store_true", help="fail on invalid input instead of repairing it")
     sp.add_argument("--sentences", action="store_true", help="also print complete sentences for speech")
-    sp.add_argument(
-        "--stage",
-        action="store_true",
-        help="print stage cues (expression, motion, speak) instead of events, mapped by --character's [stage]",
-    )
+    sp.add_argument("--stage", action="store_true", help="print stage cues (expression, motion, speak) instead"
+                    " of events, mapped by --character's [stage]")  # fmt: skip
     sp.add_argument(
         "--max-length", type=whole(1), metavar="N", help="for speech: a sentence longer than N also ends at 、 or ,"
     )

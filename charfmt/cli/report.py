@@ -9,17 +9,26 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, Final
 
+from charfmt.cli._io import InputError, load_character, stdin_bytes
+from charfmt.cli._options import add_size, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.parser import DEFAULT_MAX_SIZE
+
+HELP: Final = "conformance of a JSON Lines log of replies, per group"
+
+EXITS: Final[tuple[str, str | None]] = (
+    "the report was written",
+    "no line held a reply (the report is still written)",
+)
 
 FORMATS = ("text", "json", "html")
 _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
 
 
-def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
-    """The options of ``charfmt report`` (``whole``: the CLI's whole-number option type)."""
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The options of ``charfmt report``."""
     sp.add_argument("file", metavar="FILE", help="JSON Lines log, one object per reply, or - for standard input")
     sp.add_argument(
         "--field",
@@ -50,13 +59,7 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--engine", choices=("local", "ray"), default="local", help="local processes or Ray Data")
     sp.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: an existing cluster (ray.init(address=))")
     sp.add_argument("--top", type=whole(1, 1000), default=5, metavar="N", help="codes listed per group (default 5)")
-    sp.add_argument(
-        "--max-size",
-        type=whole(1),
-        default=DEFAULT_MAX_SIZE,
-        metavar="BYTES",
-        help=f"longest line read; a longer one is a bad line (default {DEFAULT_MAX_SIZE:,})",
-    )
+    add_size(sp, meaning=f"longest line read; a longer one is a bad line (default {DEFAULT_MAX_SIZE:,})")
     sp.add_argument("--no-progress", action="store_true", help="no counter on the terminal")
     sp.add_argument(
         "--character", metavar="FILE", help="read replies with this character's emotions and [[tags]] (<sfx>...)"
@@ -65,25 +68,21 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
 
 @contextmanager
 def _input(path: str) -> Iterator[IO[bytes]]:
-    from charfmt.cli import _InputError, _stdin  # noqa: PLC0415 (cli imports this module)
-
     if path == "-":
-        yield _stdin()
+        yield stdin_bytes()
         return
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(21, "Is a directory")
         f = open(path, "rb")  # noqa: SIM115 (closed below)
     except (OSError, ValueError) as e:
-        raise _InputError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise InputError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     with f:
         yield f
 
 
 def _out_folder(path: str) -> str:
     """``--out``: a folder that exists (made if need be) and takes a file, checked before any line is read."""
-    from charfmt.cli import _InputError  # noqa: PLC0415
-
     try:
         if os.path.exists(path) and not os.path.isdir(path):
             raise NotADirectoryError(20, "Not a directory")
@@ -92,11 +91,11 @@ def _out_folder(path: str) -> str:
         os.close(fd)
         os.unlink(probe)
     except (OSError, ValueError) as e:
-        raise _InputError(f"cannot write --out {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise InputError(f"cannot write --out {path}: {getattr(e, 'strerror', None) or e}") from None
     return path
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``charfmt report``; 0 once the report is written, 1 when no line held a reply (every line bad)."""
     from charfmt import report  # noqa: PLC0415
     from charfmt.batch import _pyarrow  # noqa: PLC0415
@@ -106,9 +105,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.parser.error(f"argument --by: a key is listed twice: {args.by}")
     language: dict[str, Any] = {}
     if args.character is not None:
-        from charfmt.cli import _load_character  # noqa: PLC0415 (cli imports this module)
-
-        character = _load_character(args.character, DEFAULT_MAX_SIZE)  # --max-size bounds a line here
+        character = load_character(args.character, DEFAULT_MAX_SIZE)  # --max-size bounds a line here
         language = {"tags": character.tags, "vocabulary": character.vocabulary}
     try:
         job = report.Job(

@@ -5,23 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from charfmt._model_clients import API_KEY_ENV, api_key_from, endpoint_url
+from charfmt.cli._io import load_character
+from charfmt.cli._options import add_decoding, whole
 from charfmt.diagnostics import CharfmtError
 
+HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
 
-def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
+EXITS: Final[tuple[str, str | None]] = (
+    "the server ran and was stopped (Ctrl-C stops it too: 130)",
+    "the server could not start: the address cannot be bound (a port in use, an unknown host),"
+    " or the --character/--scene file is invalid",
+)
+
+
+def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The flags of ``charfmt serve``."""
-    from charfmt.cli import _exit_codes  # noqa: PLC0415
     from charfmt.engines import SERVERS  # noqa: PLC0415
     from charfmt.serve.formats import FORMATS  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
-    sp.epilog = _exit_codes(
-        "the server ran and was stopped (Ctrl-C stops it too: 130)",
-        "the server could not start: the address cannot be bound (a port in use, an unknown host),"
-        " or the --character/--scene file is invalid",
-    )
     who = sp.add_mutually_exclusive_group(required=True)
     who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
     who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
@@ -38,12 +43,10 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
     sp.add_argument("--reply-format", choices=FORMATS, default="canonical",
                     help="what /v1/chat/completions answers: JSON, [joy] tags, speech or AIRI markers")  # fmt: skip
-    mode = sp.add_mutually_exclusive_group()
-    mode.add_argument("--constrained", dest="constrained", action="store_true", default=True,
-                      help="send the reply grammar or schema upstream (default)")  # fmt: skip
-    mode.add_argument("--free", dest="constrained", action="store_false", help="send no grammar")
-    sp.add_argument("--max-tokens", type=whole(1), default=DEFAULT_MAX_TOKENS, metavar="N",
-                    help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})")  # fmt: skip
+    add_decoding(
+        sp, constrained="send the reply grammar or schema upstream (default)", free="send no grammar",
+        max_tokens=DEFAULT_MAX_TOKENS, tokens_help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})",
+    )  # fmt: skip
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N", help="the model's context window")
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds the upstream may stay silent (default 120)")  # fmt: skip
@@ -54,11 +57,11 @@ def add_arguments(sp: argparse.ArgumentParser, whole: Any) -> None:
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
                     help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
 
+
 def settings_from(args: argparse.Namespace) -> Any:
     """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
     import os  # noqa: PLC0415
 
-    from charfmt.cli import _load_character  # noqa: PLC0415
     from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
     from charfmt.serve.settings import Settings  # noqa: PLC0415
 
@@ -67,18 +70,14 @@ def settings_from(args: argparse.Namespace) -> Any:
     if not 0 < args.timeout <= 3600:
         args.parser.error(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
     if args.upstream is not None:
-        from charfmt.chat import endpoint_url  # noqa: PLC0415
-
         try:
             endpoint_url(args.upstream)  # a bad URL is a usage error now, not at the first turn
         except CharfmtError as e:
             args.parser.error(str(e).replace("--endpoint", "--upstream"))
     api_key = key_env = None
     if args.upstream is not None:
-        from charfmt.chat import API_KEY_ENV, _api_key  # noqa: PLC0415
-
         key_env = args.api_key_env or API_KEY_ENV
-        api_key = _api_key(args.api_key_env)
+        api_key = api_key_from(args.api_key_env)
         if api_key is None and args.api_key_env is not None:
             args.parser.error(f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
     scene = None
@@ -88,7 +87,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
         character = next(iter(scene.cast.values()))
     else:
-        character = _load_character(args.character, DEFAULT_MAX_SIZE)
+        character = load_character(args.character, DEFAULT_MAX_SIZE)
     return Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
@@ -98,6 +97,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
         max_request_bytes=args.max_request_bytes,
     )  # fmt: skip
+
 
 def run(args: argparse.Namespace) -> int:
     """Run the server until interrupted."""

@@ -14,10 +14,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt.cli._io import EXIT_INVALID, EXIT_OK, InputError, error, load_character, read_text, usage_error
+from charfmt.cli._options import DEFAULT_EXITS, add_size
+
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
 
 FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
+
+HELP: Final = "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"
+
+EXITS: Final = DEFAULT_EXITS
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -34,6 +41,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("input", metavar="IN", help="input file, or - for standard input")
     sp.add_argument("output", metavar="OUT", help="output file, or - for standard output")
+    add_size(sp, "input or --character file")
     parse_known = sp.parse_known_args
 
     def own_errors(args: Sequence[str] | None = None, namespace: Any = None) -> Any:
@@ -49,29 +57,28 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert ``IN`` to ``OUT``; the exit code."""
-    from charfmt import cli  # noqa: PLC0415 (the shared readers; cli imports this module lazily)
     from charfmt.interop import InteropError  # noqa: PLC0415
 
-    character = cli._load_character(args.character, args.max_size) if args.character else None
+    character = load_character(args.character, args.max_size) if args.character else None
     if args.source_format == "jsonl" and character is None:
-        cli._usage_error(args, "argument --character: reading jsonl needs the character (its vocabulary)")
+        usage_error(args, "argument --character: reading jsonl needs the character (its vocabulary)")
     if args.indent is not None and args.indent < 0:
-        cli._usage_error(args, "argument --indent: a number of spaces, 0 or more")
+        usage_error(args, "argument --indent: a number of spaces, 0 or more")
     name = "<stdin>" if args.input == "-" else args.input
-    text = cli._read_text(args.input, args.max_size, "input")
+    text = read_text(args.input, args.max_size, "input")
     try:
         history = _read(args.source_format, text, character, name)
         out = _write(args.target_format, history, character, args.indent)
     except InteropError as e:
         print(e.report(name), file=sys.stderr)
-        return cli.EXIT_INVALID
+        return EXIT_INVALID
     size = len(out.encode("utf-8", "surrogatepass"))
     if size > args.max_size:
-        cli._error(
+        error(
             f"the {args.target_format} output would be {size:,} bytes, more than charfmt reads back"
             f" ({args.max_size:,}, --max-size); nothing written (a larger --max-size writes it)"
         )
-        return cli.EXIT_INVALID
+        return EXIT_INVALID
     if args.output == "-":
         sys.stdout.write(out)
     else:
@@ -79,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(out)
         except OSError as e:
-            raise cli._InputError(f"cannot write {args.output}: {e.strerror or e}") from None
-    return cli.EXIT_OK
+            raise InputError(f"cannot write {args.output}: {e.strerror or e}") from None
+    return EXIT_OK
 
 
 def _read(fmt: str, text: str, character: Character | None, name: str) -> list[Exchange]:
@@ -137,6 +144,3 @@ def _write(fmt: str, history: list[Exchange], character: Character | None, inden
     from charfmt.interop import dumps as dump_document  # noqa: PLC0415
 
     return dump_document(fmt, history, character, indent="auto" if indent is None else indent or None)
-
-
-__all__ = ["FORMATS", "add_arguments", "run"]

@@ -1,0 +1,226 @@
+"""A chat on a terminal: ``TerminalView`` shows a reply's stream events as a game would.
+
+The sprite when the emotion is known, the action, the message typing out after the
+character's name, the inner voice dimmed, narration and game lines marked, each complete
+sentence as text-to-speech would get it, stage cues and diagnostics; the model's control and
+bidi characters escaped (``charfmt._terminal``). ``charfmt chat`` shows its turns with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+from charfmt._terminal import json_safe, visible
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+    from charfmt.events import Event
+    from charfmt.speech import SentenceSplitter
+    from charfmt.stage import StageReader
+
+
+@dataclass(frozen=True)
+class PlainChatStyle:
+    """How ``TerminalView`` shows a chat whose body is plain text (not the character speaking)."""
+
+    role: str
+    """What the line is: ``narration`` (no speaker) or ``event`` (a game or system line)."""
+    prefix: str
+    """What each of its lines starts with, so a pipe tells it from speech."""
+    sgr: str
+    """The ANSI style (SGR parameters) of the line on a terminal."""
+
+
+PLAIN_CHAT_STYLES: Final[dict[str, PlainChatStyle]] = {
+    "I": PlainChatStyle("narration", "~ ", "3"),
+    "E": PlainChatStyle("event", "[event] ", "1"),
+}
+"""The view of each chat type whose body is plain text (``tags.CHAT_TYPES`` less ``TAGGED_TYPES``).
+
+An ``I`` chat (information: what the story tells) is narration, shown with no speaker; an
+``E`` chat (something that happened in the game) is a game line. Neither is speech."""
+
+RESET_LINE: Final = "(read again as a whole: the reply is shown anew)"
+"""Shown where the stream takes back what it showed (a ``Reset``): what follows replaces it."""
+
+_OTHER_PLAIN_CHAT: Final = PlainChatStyle("event", "[{type}] ", "1")
+"""A plain chat of a type the table does not know: a game line that names its type."""
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: each run of whitespace holding a line break becomes one space."""
+    return visible(re.sub(r"[ \t]*[\r\n][\s]*", " ", text.strip()))
+
+
+@dataclass
+class TerminalView:
+    """Shows stream events as a game would: sprite, action, cues, typing speech, inner voice, sentences.
+
+    Text is shown by its tag's role in the character's table: speech typed after the name
+    (a second speech tag after the name and the tag), the hidden role as a dim ``(thinks)``
+    line, a cue as ``[tag: value]``. A chat of plain text is shown by ``PLAIN_CHAT_STYLES``:
+    an ``I`` chat as narration (``~ ``, no speaker), an ``E`` chat as a game line
+    (``[event] ``). Each sentence text-to-speech would get is listed under the line it came
+    from, before the next element's line. An action, a cue and a diagnostic take one line
+    each; a line break inside typed text starts a line indented (or, in a plain chat,
+    marked) as the first was. Terminal controls and bidi characters in the reply are escaped.
+    Where the stream takes back what it showed (a ``Reset``), ``RESET_LINE`` says so before
+    the reply is shown anew.
+    """
+
+    character: Character
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    show_sentences: bool = True
+    color: bool | None = None
+    """Style the inner voice, narration and events with ANSI codes (``None``: when ``out`` is a terminal)."""
+    stage: StageReader | None = None
+    """Also show each stage cue (``charfmt.stage``) as a JSON line, ``  (stage) {...}``, as it is decided
+    (a cue decided while a line is being typed is shown once that line ends, so the line is not broken)."""
+    max_length: int | None = None
+    """A sentence for TTS longer than this also ends at ``、`` or ``,`` (``--max-length``)."""
+
+    def __post_init__(self) -> None:
+        self._tags = self.character.tags
+        self._splitter = self._new_splitter()
+        self._typing = False
+        self._closing = ""  # what ends the line being typed (the end of its style)
+        self._continued = ""  # what starts a line that a line break inside the typed text opens
+        self._held = ""  # line breaks that end the text typed so far (written once more text follows)
+        self._shown = False  # whether the line being typed shows any text yet
+        self._wrote = False  # whether anything of this reply was shown yet
+        self._types: dict[int, str] = {}  # the type of each chat begun so far, by its index
+        self._said: list[str] = []  # sentences for text-to-speech, shown once the typing line ends
+        self._staged: list[str] = []  # stage cues decided while a line was typed, shown once it ends
+        if self.color is None:
+            isatty = getattr(self.out, "isatty", None)
+            self.color = bool(isatty and isatty())
+
+    def _new_splitter(self) -> SentenceSplitter:
+        from charfmt.speech import SentenceSplitter  # noqa: PLC0415
+
+        return SentenceSplitter(tags=self._tags, max_length=self.max_length)
+
+    def _line(self, text: str) -> None:
+        self._end_typing()
+        self._wrote = True
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def _end_typing(self) -> None:
+        if self._typing:
+            self.out.write(self._closing + "\n")
+            self._typing, self._closing, self._held, self._shown = False, "", "", False
+        for line in self._staged:
+            self.out.write(line + "\n")
+        self._staged.clear()
+        for sentence in self._said:
+            self.out.write(f"  (tts) {visible(sentence)}\n")
+        self._said.clear()
+
+    def _styled(self, sgr: str, prefix: str) -> str:
+        """``prefix`` opening the style ``sgr`` on a terminal (closed by ``_closing``)."""
+        if not self.color:
+            return prefix
+        self._closing = "\x1b[0m"
+        return f"\x1b[{sgr}m{prefix}"
+
+    def _start_typing(self, chat: int, tag: str) -> None:
+        from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+
+        self._end_typing()
+        spec = self._tags.get(tag)
+        name = self.character.name
+        kind = self._types.get(chat, "C")
+        if kind not in TAGGED_TYPES:  # narration or a game line: nobody speaks it
+            style = PLAIN_CHAT_STYLES.get(kind, _OTHER_PLAIN_CHAT)
+            prefix = style.prefix.format(type=visible(kind))
+            self.out.write(self._styled(style.sgr, prefix))
+            self._continued = prefix
+        elif spec is not None and spec.role == "hidden":
+            self.out.write(self._styled("2", "  (thinks) "))
+            self._continued = " " * len("  (thinks) ")
+        elif spec is not None and spec.role == "speech" and spec.name == self._tags.speech.name:
+            self.out.write(f"{visible(name)}: ")
+            self._continued = " " * (len(name) + 2)
+        else:  # a second speech tag, or a tag the table does not know
+            self.out.write(f"{visible(name)} ({visible(tag)}): ")
+            self._continued = " " * (len(name) + len(tag) + 5)
+        self._typing = True
+
+    def _cues(self, cues: Sequence[Any]) -> None:
+        for cue in cues:
+            line = "  (stage) " + json_safe(json.dumps(cue.to_dict(), ensure_ascii=False))
+            if self._typing:  # not in the middle of the typed line: after it
+                self._staged.append(line)
+            else:
+                self._line(line)
+
+    def _type(self, text: str) -> None:
+        """More of the line being typed; a line break in it opens a continuation line.
+
+        Line breaks at the start are dropped, and those at the end held until more text
+        follows, so that no empty marked line is left before or after the text.
+        """
+        text = self._held + visible(text.replace("\r\n", "\n").replace("\r", "\n"))
+        if not self._shown:  # the line opens with its first visible character
+            text = text.lstrip()
+        kept = text.rstrip("\n")
+        self._held = text[len(kept) :]
+        if kept:
+            first, *more = kept.split("\n")
+            self.out.write(
+                first + "".join(f"\n{self._continued if line else self._continued.rstrip()}{line}" for line in more)
+            )
+            self._shown = self._wrote = True
+        self.out.flush()
+
+    def show(self, events: Sequence[Event]) -> None:
+        for event in events:
+            if self.stage is not None:
+                self._cues(self.stage.feed(event))
+            said = self._splitter.feed(event) if self.show_sentences else []
+            if event.kind == "chat_start":
+                self._types[event.chat] = event.type
+            elif event.kind == "reset":  # the damaged reply, read again as a whole, contradicts what was shown
+                self._types.clear()
+                if self._wrote:
+                    self._line(RESET_LINE)
+            elif event.kind == "emotion":
+                key = self.character.vocabulary.resolve(event.text) or event.text
+                sprites = {e.key: e.sprite for e in self.character.vocabulary.emotions}
+                self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
+            elif event.kind == "action":
+                self._line(f"*{_one_line(event.text)}*")
+            elif event.kind == "cue":
+                self._line(f"[{_one_line(event.tag)}: {_one_line(event.text)}]")
+            elif event.kind == "text":
+                if not self._typing:
+                    self._start_typing(event.chat, event.tag)
+                self._type(event.text)
+            elif event.kind == "diagnostic":
+                d = event.diagnostic
+                self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
+            self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
+            if event.kind == "segment_end":
+                self._end_typing()
+
+    def silent(self) -> None:
+        """The reply holds no chats (``{"chats": []}``): say so, or the turn shows nothing at all."""
+        self._line(f"({self.character.name} says nothing: no chats)")
+
+    def finish(self) -> None:
+        """The reply is complete: flush the last sentence; the next reply starts afresh."""
+        if self.show_sentences:
+            self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
+        if self.stage is not None:
+            self._cues(self.stage.close())
+        self._end_typing()
+        self._splitter = self._new_splitter()
+        self._types.clear()
+        self._wrote = False
+        self.out.flush()

@@ -1,0 +1,321 @@
+"""What every ``charfmt`` subcommand shares: reading its files, writing its output, errors and exit codes.
+
+A file that cannot be used at all (missing, a directory, closed standard input, over
+``--max-size``) is an ``InputError`` (exit 2); one that was read but holds what charfmt
+rejects is an ``InvalidError`` (exit 1). Output that the terminal's encoding cannot hold is
+escaped (``\\u3042``), not a crash (``forgiving_output``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import errno
+import json
+import os
+import re
+import secrets
+import stat
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO
+
+from charfmt._terminal import json_safe, visible
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+    from charfmt.diagnostics import Diagnostic
+    from charfmt.scene import Scene
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED: Final = 130
+"""128 + SIGINT, what shells report for a command stopped with Ctrl-C."""
+
+_PIECE: Final = 1 << 20
+"""Bytes read at a time."""
+
+
+# -- errors ----------------------------------------------------------------------
+
+
+class InputError(Exception):
+    """A file could not be used at all (missing, a directory, closed, too large): exit 2."""
+
+
+class InvalidError(Exception):
+    """A file was read but what it holds is rejected (not UTF-8, for instance): exit 1."""
+
+
+def reason(e: BaseException) -> str:
+    """Why an operation on a file failed, in words (an ``OSError``'s ``strerror``)."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__
+
+
+def usage_error(args: argparse.Namespace, message: str) -> NoReturn:
+    """A usage error of the subcommand that parsed ``args``: one line, exit 2."""
+    parser: argparse.ArgumentParser = args.parser
+    parser.error(message)
+
+
+def error(message: str) -> None:
+    """The one ``charfmt: error: ...`` line on standard error."""
+    if sys.stderr is not None:
+        print(f"charfmt: error: {visible(message)}", file=sys.stderr)
+
+
+def diag_line(name: str, d: Diagnostic) -> str:
+    """A diagnostic as ``name:line:col: CODE message`` (``warning:`` before the message of a warning)."""
+    level = "" if d.severity == "error" else f"{d.severity}: "
+    return f"{name}:{d.line}:{d.column}: {d.code} {level}{d.message}"
+
+
+# -- reading ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Input:
+    """A file read with a size bound."""
+
+    name: str
+    """How messages name it: the path, or ``<stdin>``."""
+    data: bytes
+    """The content; empty when the file is over the bound (``over``)."""
+    over: bool = False
+    """Larger than the bound: ``data`` was not (completely) read."""
+    size: int | None = None
+    """The real size in bytes when the file system knows it (a regular file)."""
+
+    def size_words(self, limit: int) -> str:
+        """The size of an input over ``limit``: the real one, or "more than" for a pipe."""
+        return f"{self.size:,} bytes" if self.size is not None else f"more than {limit:,} bytes"
+
+    def too_large(self, limit: int) -> str:
+        """Why an input over ``limit`` is refused, naming it."""
+        if self.size is None:
+            return f"{self.name}: more than {limit:,} bytes (--max-size)"
+        return f"{self.name}: {self.size:,} bytes; the maximum is {limit:,} (--max-size)"
+
+
+def stdin_bytes() -> IO[bytes]:
+    """Standard input as bytes; a closed one (``<&-``) is an unreadable file."""
+    stdin: TextIO | None = sys.stdin
+    if stdin is None:
+        raise InputError("cannot read standard input: it is closed")
+    return stdin.buffer
+
+
+def read(path: str, limit: int) -> Input:
+    """Read ``path`` (``-`` for standard input), at most ``limit`` bytes.
+
+    Missing files, directories, closed standard input and read errors raise
+    ``InputError``; a file over ``limit`` comes back with ``over`` set.
+    """
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            return _read_from(name, stdin_bytes(), limit)
+        with open(path, "rb") as f:
+            return _read_from(name, f, limit)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path, or a closed file object
+        raise InputError(f"cannot read {name}: {reason(e)}") from None
+
+
+def _read_from(name: str, f: IO[bytes], limit: int) -> Input:
+    size = None
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's in-memory stream)
+        pass
+    else:
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISREG(st.st_mode) and st.st_size > 0:  # /proc files say 0: read them
+            size = st.st_size
+            if size > limit:
+                return Input(name, b"", over=True, size=size)
+    # In pieces: read(limit + 1) allocates limit + 1 bytes at once (--max-size 10**15: MemoryError).
+    pieces: list[bytes] = []
+    total = 0
+    while total <= limit and (piece := f.read(min(limit + 1 - total, _PIECE))):
+        pieces.append(piece)
+        total += len(piece)
+    data = b"".join(pieces)
+    if len(data) > limit:
+        return Input(name, b"", over=True, size=size if size is not None and size > limit else None)
+    return Input(name, data)
+
+
+def read_text(path: str, limit: int, what: str) -> str:
+    """A UTF-8 text file for an option (``--character``, ``--history``), bounded by ``limit``."""
+    inp = read(path, limit)
+    if inp.over:
+        raise InputError(f"cannot read {what} {inp.too_large(limit)}")
+    try:
+        return inp.data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidError(
+            f"{inp.name}: not UTF-8 text: byte 0x{inp.data[e.start]:02X} at byte offset {e.start}"
+        ) from None
+
+
+def load_character(path: str, limit: int, user_name: str | None = None) -> Character:
+    """The ``--character`` file (TOML or a card); a card's diagnostics (a default vocabulary...) on stderr."""
+    from charfmt.character import Character  # noqa: PLC0415
+
+    inp = read(path, limit)
+    if inp.over:
+        raise InputError(f"cannot read --character {inp.too_large(limit)}")
+    character = Character.from_bytes(inp.data, inp.name, max_size=limit, user_name=user_name)
+    for d in character.card.diagnostics if character.card is not None else ():  # a default vocabulary (CF920)...
+        print(diag_line(inp.name, d), file=sys.stderr)
+    return character
+
+
+def load_scene(path: str, limit: int) -> Scene:
+    """The ``--scene`` file."""
+    from charfmt.scene import Scene  # noqa: PLC0415
+
+    return Scene.load(path, max_size=limit)
+
+
+# -- writing ---------------------------------------------------------------------
+
+
+def _ascii_only(out: TextIO) -> bool:
+    """Whether ``out`` cannot hold every character (``PYTHONIOENCODING=ascii``, a latin-1 terminal)."""
+    try:
+        return not codecs.lookup(getattr(out, "encoding", None) or "utf-8").name.startswith("utf")
+    except LookupError:
+        return True
+
+
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
+
+
+def json_text(text: str, out: TextIO) -> str:
+    """JSON text for ``out``: non-ASCII as ``\\uXXXX`` escapes when ``out`` cannot hold it.
+
+    Right only where every non-ASCII character sits inside a JSON string, as in charfmt's own output.
+    """
+    if not _ascii_only(out):
+        return json_safe(text)
+    return _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], text)
+
+
+def dump_json(value: Any, out: TextIO, *, indent: int | None = None) -> str:
+    """``value`` as JSON that ``out`` can hold (lone surrogates escaped, ASCII where needed).
+
+    Control and bidi characters are ``\\u`` escapes too (``charfmt._terminal.json_safe``): the same value.
+    """
+    return json_safe(json.dumps(value, ensure_ascii=_ascii_only(out), indent=indent))
+
+
+def _escape_errors(e: UnicodeError) -> tuple[str | bytes, int]:
+    """``surrogateescape`` where it applies (undecodable bytes of a file name), else ``backslashreplace``."""
+    if isinstance(e, UnicodeEncodeError) and all(0xDC80 <= ord(c) <= 0xDCFF for c in e.object[e.start : e.end]):
+        return codecs.lookup_error("surrogateescape")(e)
+    return codecs.backslashreplace_errors(e)
+
+
+codecs.register_error("charfmt.escape", _escape_errors)
+
+_FORGIVING: Final = {"strict": "backslashreplace", "surrogateescape": "charfmt.escape"}
+"""The error handler standard output and error get, by the one they had."""
+
+
+@contextmanager
+def forgiving_output() -> Iterator[None]:
+    """Write what the terminal cannot encode as escapes (``\\u3042``) instead of failing.
+
+    A lone surrogate (a reply may hold ``"\\ud800"``) or Japanese text on an ASCII
+    terminal (``PYTHONIOENCODING=ascii``) would otherwise raise ``UnicodeEncodeError``.
+    """
+    changed: list[tuple[Any, str]] = []
+    for stream in (sys.stdout, sys.stderr):
+        errors = getattr(stream, "errors", None)
+        if errors in _FORGIVING and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors=_FORGIVING[errors])
+            except (OSError, ValueError):
+                continue
+            changed.append((stream, errors))
+    try:
+        yield
+    finally:
+        for stream, errors in changed:
+            with suppress(OSError, ValueError):
+                stream.reconfigure(errors=errors)
+
+
+def discard_stdout() -> None:
+    """Point standard output at ``os.devnull`` so that the flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+@contextmanager
+def output(path: str | None) -> Iterator[TextIO]:
+    """Standard output, or the file ``path`` written whole or not at all.
+
+    A regular file (or a new one) is written to a temporary file beside it, renamed over
+    it when the block ends without an error: an error or Ctrl-C leaves what was there and
+    removes the temporary file. Something that is not a regular file (``/dev/null``, a
+    FIFO) is written directly.
+    """
+    if path is None:
+        yield sys.stdout
+        return
+    temporary = ""
+    try:
+        target = os.path.realpath(path)  # through a symbolic link: the file it names is replaced
+        try:
+            st: os.stat_result | None = os.stat(target)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            fd = os.open(target, os.O_WRONLY | os.O_TRUNC)
+        else:
+            if st is not None and not os.access(target, os.W_OK):  # a rename would get round the permission
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            temporary, fd = _temporary_beside(target)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise InputError(f"cannot write {path}: {reason(e)}") from None
+    if not temporary:
+        with open(fd, "w", encoding="utf-8") as f:
+            yield f
+        return
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            yield f
+        if st is not None:
+            os.chmod(temporary, stat.S_IMODE(st.st_mode))
+        os.replace(temporary, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _temporary_beside(target: str) -> tuple[str, int]:
+    """A new file in ``target``'s folder, named after it and hidden: its path and an open descriptor.
+
+    Created with mode 0666 less the umask, as ``open`` creates a file (``tempfile``'s are 0600).
+    """
+    folder, name = os.path.split(target)
+    for _ in range(100):
+        temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {name}")

@@ -1,0 +1,77 @@
+"""The building blocks of the subcommands' options: usage errors as one line, whole numbers,
+the ``exit status:`` block of each ``--help``, and the options several subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Final, NoReturn
+
+from charfmt.cli._io import EXIT_USAGE
+from charfmt.parser import DEFAULT_MAX_SIZE
+
+DEFAULT_EXITS: Final[tuple[str, str | None]] = ("success", "invalid input: charfmt rejects what the file holds")
+"""What exit statuses 0 and 1 mean where a subcommand says nothing more precise."""
+
+_USAGE_EXIT: Final = "usage error, or a file that cannot be used (missing, a directory, over --max-size)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with usage errors as one line: ``charfmt: error: ... (see 'charfmt X --help')``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"charfmt: error: {message} (see '{self.prog} --help')\n")
+
+
+def exit_codes(ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1]) -> str:
+    """The ``exit status:`` block at the end of a ``--help`` (2 and 130 mean the same everywhere)."""
+    rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", _USAGE_EXIT), ("130", "interrupted (Ctrl-C)")]
+    return "exit status:\n" + "\n".join(f"  {code:<5}{what}" for code, what in rows)
+
+
+def whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An option's type: a whole number from ``low`` (to ``high``)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text[:40]!r}") from None
+        if value < low or (high is not None and value > high):
+            limits = f"from {low:,} to {high:,}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"must be {limits}, not {value}")
+        return value
+
+    return whole
+
+
+def add_size(sp: argparse.ArgumentParser, what: str = "input", *, meaning: str | None = None) -> None:
+    """``--max-size BYTES``: the largest ``what`` accepted (``meaning``: the whole help, if other)."""
+    sp.add_argument(
+        "--max-size",
+        type=whole(1),
+        default=DEFAULT_MAX_SIZE,
+        metavar="BYTES",
+        help=meaning or f"largest {what} accepted (default {DEFAULT_MAX_SIZE:,})",
+    )
+
+
+def add_character(sp: argparse.ArgumentParser) -> None:
+    """``--character FILE`` (a reply's emotions and tags) and ``--user-name NAME``."""
+    sp.add_argument("--character", metavar="FILE", help="read replies with this character's emotions and [[tags]]")
+    add_user_name(sp)
+
+
+def add_user_name(sp: argparse.ArgumentParser) -> None:
+    """``--user-name NAME``: what a card's ``{{user}}`` becomes."""
+    sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
+
+
+def add_decoding(
+    sp: argparse.ArgumentParser, *, constrained: str, free: str, max_tokens: int, tokens_help: str
+) -> None:
+    """``--constrained`` (the default) or ``--free``, and ``--max-tokens N``: how a model is asked for a reply."""
+    mode = sp.add_mutually_exclusive_group()
+    mode.add_argument("--constrained", dest="constrained", action="store_true", default=True, help=constrained)
+    mode.add_argument("--free", dest="constrained", action="store_false", help=free)
+    sp.add_argument("--max-tokens", type=whole(1), default=max_tokens, metavar="N", help=tokens_help)

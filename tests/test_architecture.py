@@ -11,6 +11,7 @@ exception is no longer needed, so the list stays true.
 from __future__ import annotations
 
 import ast
+import fnmatch
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
@@ -173,3 +174,59 @@ def test_no_new_long_definition() -> None:
 def test_known_long_definitions_still_long() -> None:
     gone = KNOWN_LONG - long_definitions()
     assert not gone, f"now short enough (delete from KNOWN_LONG): {sorted(gone)}"
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
+
+
+def layers() -> list[tuple[str, list[str]]]:
+    """The layer table of docs/ARCHITECTURE.md: (name, module patterns), first layer first."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    found: list[tuple[str, list[str]]] = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            assert int(cells[0]) == len(found), f"layers numbered in order: {line}"
+            found.append((cells[1], [p.strip("`") for p in cells[2].split()]))
+    return found
+
+
+def layer_of(module: str, table: list[tuple[str, list[str]]]) -> list[int]:
+    return [i for i, (_, patterns) in enumerate(table) if any(fnmatch.fnmatchcase(module, p) for p in patterns)]
+
+
+def test_every_module_is_in_exactly_one_layer() -> None:
+    table = layers()
+    assert len(table) >= 5
+    wrong = {m: layer_of(m, table) for m in _modules() if m != "charfmt" and len(layer_of(m, table)) != 1}
+    assert not wrong, f"modules in no layer or in several (docs/ARCHITECTURE.md): {wrong}"
+
+
+def test_no_import_goes_up_the_layers() -> None:
+    table = layers()
+    up = []
+    for module, imported in import_graph().items():
+        if module == "charfmt":
+            continue
+        (mine,) = layer_of(module, table)
+        up += [f"{module} ({table[mine][0]}) -> {t}" for t in imported if layer_of(t, table)[0] > mine]
+    assert not up, "imports going up the layers of docs/ARCHITECTURE.md: " + "; ".join(sorted(up))
+
+
+def test_the_module_list_names_every_module_once_under_its_layer() -> None:
+    table = layers()
+    section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, str] = {}
+    heading = ""
+    for line in section.splitlines():
+        if line.startswith("### "):
+            heading = line[4:].strip()
+        elif line.startswith("- `"):
+            module = line[3:].split("`", 1)[0]
+            assert module not in listed, f"{module} listed twice"
+            listed[module] = heading
+    modules = {m for m in _modules() if m != "charfmt"}
+    assert set(listed) == modules, f"missing: {sorted(modules - set(listed))}; gone: {sorted(set(listed) - modules)}"
+    misplaced = {m: h for m, h in listed.items() if table[layer_of(m, table)[0]][0] != h}
+    assert not misplaced, f"listed under another layer than its own: {misplaced}"

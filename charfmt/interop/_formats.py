@@ -6,7 +6,7 @@ Adding a format:
    parts in ``_shapes`` (where its role, text, charfmt's entry and reasoning are), its
    ``message``/``empty`` writers, and a part of its own for what no other format does.
 2. Its row here: ``interop.FORMATS`` and the tests that run over it follow.
-3. Its name in ``charfmt convert``'s choices (``_cli_convert.FORMATS``, written out there so
+3. Its name in ``charfmt convert``'s choices (``charfmt.cli.convert.FORMATS``, written out there so
    that the command line starts without importing this package).
 4. A foreign document of it in ``tests/interop/samples/<name>.json`` (the tests read one a format).
 """

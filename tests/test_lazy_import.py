@@ -1,7 +1,7 @@
 """Lazy start: ``import charfmt`` and a strict parse of valid input load neither Lark nor Jinja.
 
 Each start-up check runs in a fresh interpreter (this suite's own process has long imported
-everything). The cached LALR tables (``charfmt/_body_table.py``) are checked against a fresh
+everything). The cached LALR tables (``charfmt/_grammar/_lalr.py``) are checked against a fresh
 build from the grammar, and the parser built from them against the one Lark builds.
 """
 

@@ -12,7 +12,7 @@ The job is three steps, each usable alone:
 
 :func:`run` wires them up in this process (``jobs=1``), in worker processes, or on Ray
 Data, and the report is the same in every case: rows arrive in line order and the
-summary depends on nothing else. The command is ``charfmt report`` (``charfmt._cli_report``).
+summary depends on nothing else. The command is ``charfmt report`` (``charfmt.cli.report``).
 """
 
 from __future__ import annotations

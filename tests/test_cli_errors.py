@@ -1,6 +1,6 @@
 """Every subcommand's error paths end in the documented exit code and a clear message, never a traceback.
 
-The rules (``charfmt/cli.py``): 0 success; 1 a file was read but what it holds is rejected
+The rules (``charfmt/cli/_io.py``): 0 success; 1 a file was read but what it holds is rejected
 (an empty or binary reply, a character file that is not TOML or not UTF-8); 2 a usage error
 (a bad option value) or a file that cannot be used at all (missing, a directory, closed
 standard input, an output folder that does not exist, larger than ``--max-size``); 130 Ctrl-C.

@@ -1,7 +1,7 @@
 """``charfmt serve``: one server between any front end and any model.
 
 ``create_app(Settings(character=..., upstream_url=...))`` is the ASGI app (Starlette); the
-CLI (``charfmt._cli_serve``) only parses flags into ``Settings`` and runs uvicorn. Needs the
+CLI (``charfmt.cli.serve``) only parses flags into ``Settings`` and runs uvicorn. Needs the
 ``serve`` extra: ``pip install 'charfmt[serve]'``.
 """
 

@@ -2,7 +2,7 @@
 
 ``export(fmt, history, character)`` writes a JSON-ready document: the text a reader of the
 format expects where it expects it (I/E chats as system messages), and the exact exchange
-under ``{"charfmt": {"v": 1, ...}}`` in the format's extension point (PAM ``raw_metadata``,
+under ``{"charfmt": {"v": 2, ...}}`` in the format's extension point (PAM ``raw_metadata``,
 UACS a ``structured_data`` part, group chat ``extra``, Ailoy a ``value`` part).
 ``read(fmt, text)`` reads it back exactly; a document charfmt did not write becomes plain
 chats with diagnostics, and what charfmt has no place for stays in ``Exchange.foreign``.

@@ -18,6 +18,7 @@ from charfmt._lenient.pieces import Attribute, Piece, Result
 from charfmt._lenient.prose import read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
+from charfmt._strict.body import fast_reader
 from charfmt.models import Vocabulary
 from charfmt.tags import TagSpec, TagTable
 
@@ -119,8 +120,8 @@ def read_elements(body: str, reading: Reading, *, cut_off: bool = False) -> Resu
     ``reading.tags``: the tag table; a tag's role, not its name, says how it is read.
     """
     out = Result()
-    body, view = _prepare(body, out, cut_off=cut_off)
     tags = reading.tags
+    body, view = _prepare(body, out, tags, cut_off=cut_off)
     elements = _Elements(out, reading, body, cut_off=cut_off)
     pos = 0
     for entry in reading.table.chain("body"):  # what may stand before the elements (front matter)
@@ -154,7 +155,7 @@ def read_elements(body: str, reading: Reading, *, cut_off: bool = False) -> Resu
     return out
 
 
-def _prepare(body: str, out: Result, *, cut_off: bool) -> tuple[str, str]:
+def _prepare(body: str, out: Result, tags: TagTable, *, cut_off: bool) -> tuple[str, str]:
     """The body with what the input ends inside cut and scaffolding blanked, and the view its elements are read
     in (separators escaped twice read as newlines), each repair noted."""
     if cut_off and (at := cut_scaffolding(body)) is not None:
@@ -167,6 +168,8 @@ def _prepare(body: str, out: Result, *, cut_off: bool) -> tuple[str, str]:
         body = drop_cut_entity(body, out)
     if "<" in body or "[" in body or "＜" in body:
         marks = scaffolding(body, turns=False)
+        if marks and fast_reader(tags)("C", body) is not None:
+            marks = []  # a valid body is read as the strict parser reads it: its text is the model's
         for a, b, message in marks:
             out.note("CF622", message, a, b)
         body = blank(body, marks)

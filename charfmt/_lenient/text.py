@@ -23,7 +23,7 @@ def read_text(state: Recovery, text: str, offset: int, entry: DialectRule | None
     chat = RawChat(len(state.chats), None, "C")
     pos = 0
     while entry is not None and pos < len(text):
-        span = Span(text[pos:], offset + pos, Result(), state.reading, cut_off, state, at_start=pos == 0)
+        span = Span(text[pos:], offset + pos, Result(), state.reading, cut_off=cut_off, state=state, at_start=pos == 0)
         pos += reader(entry, "text")(span)
         if span.own_chats:
             return

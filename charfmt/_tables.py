@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from charfmt._grammar.lexical import NAMED_ENTITIES
 from charfmt._grammar.static import terminal_regex
-from charfmt._grammar.tables import main
+
+
+def main() -> int:
+    """Rewrite the cached LALR tables (``python -m charfmt._tables``)."""
+    from charfmt._grammar.tables import main as rewrite  # noqa: PLC0415 (only rewriting needs Lark)
+
+    return rewrite()
+
 
 __all__ = ["NAMED_ENTITIES", "main", "terminal_regex"]
 

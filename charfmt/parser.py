@@ -15,9 +15,10 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._grammar.static import terminal_regex
-from charfmt.body import BodyError, Element, fast_reader, parse_batch, parse_body
+from charfmt._strict.body import Element, fast_reader, parse_batch, parse_body
+from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
 from charfmt.diagnostics import Diagnostic, ParseError, in_body, too_long
-from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 from charfmt.vocabulary import apply_vocabulary
@@ -155,7 +156,7 @@ def _fast(
 
     Equal to what the full path returns for such input: the same checks, written for
     the case where they all pass (one JSON decode, the chats in order 1..n, each body
-    validated by :func:`charfmt.body.fast_reader`), with models built without
+    validated by :func:`charfmt._strict.body.fast_reader`), with models built without
     validation. It gives up at the first doubt; the full path then decides and says
     what is wrong.
     """

@@ -33,23 +33,72 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError
 
 Role = Literal["emotion", "action", "cue", "speech", "hidden"]
 
-ROLES: Final[dict[Role, str]] = {
-    "emotion": "the character's emotion: one key from its emotion vocabulary, announced once complete",
-    "action": "what the character does: whole text, announced once complete",
-    "cue": "a value the game acts on (sound, motion, music, camera), announced once complete",
-    "speech": "what the character says: streamed as it arrives, read by text-to-speech",
-    "hidden": "inner voice: streamed, never shown to the player",
-}
-"""Every role and what it means; the order documentation lists them in."""
-
 ContentKind = Literal["key", "text"]
+
+
+class RoleSpec(NamedTuple):
+    """What a tag of one role is and does: one row of :data:`ROLE_TABLE`.
+
+    (A named tuple: a dataclass costs ten times as much to define, at every start.)
+    """
+
+    name: Role
+    description: str
+    """One line for documentation."""
+    content: ContentKind
+    """What the tag holds: ``key`` (one whole identifier) or ``text`` (escaped free text);
+    a tag with a closed list of values holds a key whatever its role."""
+    streamed: bool
+    """Its text arrives as text deltas; otherwise the value is announced once complete."""
+    shown: bool
+    """Meant for the player."""
+    vocabulary: bool
+    """Its key is one of the character's emotion vocabulary."""
+    closed_values: bool
+    """It may declare a closed list of values."""
+    least: int
+    """How many tags of a table have the role, at least..."""
+    most: int | None
+    """...and at most (``None``: any number)."""
+
+
+ROLE_TABLE: Final[dict[Role, RoleSpec]] = {
+    row.name: row
+    for row in (
+        RoleSpec(
+            "emotion", "the character's emotion: one key from its emotion vocabulary, announced once complete",
+            content="key", streamed=False, shown=True, vocabulary=True, closed_values=False, least=1, most=1,
+        ),
+        RoleSpec(
+            "action", "what the character does: whole text, announced once complete",
+            content="text", streamed=False, shown=True, vocabulary=False, closed_values=False, least=0, most=1,
+        ),
+        RoleSpec(
+            "cue", "a value the game acts on (sound, motion, music, camera), announced once complete",
+            content="text", streamed=False, shown=True, vocabulary=False, closed_values=True, least=0, most=None,
+        ),
+        RoleSpec(
+            "speech", "what the character says: streamed as it arrives, read by text-to-speech",
+            content="text", streamed=True, shown=True, vocabulary=False, closed_values=False, least=1, most=None,
+        ),
+        RoleSpec(
+            "hidden", "inner voice: streamed, never shown to the player",
+            content="text", streamed=True, shown=False, vocabulary=False, closed_values=False, least=0, most=None,
+        ),
+    )
+}  # fmt: skip
+"""Every role, one row each, in the order documentation lists them: what a tag of the role does.
+A new role is a new row (and its event, system prompt and spec entries)."""
+
+ROLES: Final[dict[Role, str]] = {name: row.description for name, row in ROLE_TABLE.items()}
+"""Every role and what it means; the order documentation lists them in."""
 
 _NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -93,8 +142,9 @@ class TagSpec:
         if self.role not in ROLES:
             raise TagError(f"tag {name!r}: role {self.role!r} is not one of {', '.join(ROLES)}", name, "role")
         if self.values is not None:
-            if self.role != "cue":
-                raise TagError(f"tag {name!r}: only a cue tag has a closed list of values", name, "values")
+            if not ROLE_TABLE[self.role].closed_values:
+                which = " or ".join(role for role, row in ROLE_TABLE.items() if row.closed_values)
+                raise TagError(f"tag {name!r}: only a {which} tag has a closed list of values", name, "values")
             if not self.values:
                 raise TagError(f"tag {name!r}: an empty list of values allows nothing", name, "values")
             if len(set(self.values)) != len(self.values):
@@ -119,17 +169,17 @@ class TagSpec:
     @property
     def content(self) -> ContentKind:
         """``key``: one identifier (an emotion, or a value of a closed list); ``text``: escaped free text."""
-        return "key" if self.role == "emotion" or self.values is not None else "text"
+        return "key" if self.values is not None else ROLE_TABLE[self.role].content
 
     @property
     def shown(self) -> bool:
         """Whether the content is meant for the player (a ``hidden`` tag's is not)."""
-        return self.role != "hidden"
+        return ROLE_TABLE[self.role].shown
 
     @property
     def streamed(self) -> bool:
         """Whether the content arrives as text deltas (speech, hidden) or as one whole value (emotion, action, cue)."""
-        return self.role in ("speech", "hidden")
+        return ROLE_TABLE[self.role].streamed
 
     @property
     def open(self) -> str:
@@ -179,16 +229,8 @@ class TagTable:
                 raise TagError(f"{spec.name!r} cannot be a tag name: it is reserved", spec.name)
             by_name.setdefault(spec.name, spec)
         _check_words(specs)
-        emotions = [s.name for s in specs if s.role == "emotion"]
-        if len(emotions) != 1:
-            raise TagError("a tag table has exactly one emotion tag", emotions[-1] if emotions else None, "role")
-        actions = [s.name for s in specs if s.role == "action"]
-        if len(actions) > 1:
-            raise TagError(
-                f"a tag table has at most one action tag: {actions[0]!r} and {actions[1]!r}", actions[-1], "role"
-            )
-        if not any(s.role == "speech" for s in specs):
-            raise TagError("a tag table has at least one speech tag", None, "role")
+        for row in ROLE_TABLE.values():
+            _check_count(row, [s.name for s in specs if s.role == row.name])
         object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_hash", hash(specs))
 
@@ -263,6 +305,24 @@ class TagTable:
                 old = replace(old, synonyms=synonyms, prefixes=prefixes)  # noqa: PLW2901
             older.append(old)
         return TagTable((*older, *specs))
+
+
+def _check_count(row: RoleSpec, names: list[str]) -> None:
+    """Refuse a table with fewer or more tags of the role of ``row`` than it allows (``names``: those it has)."""
+    if row.least == row.most and len(names) != row.least:
+        raise TagError(
+            f"a tag table has exactly {_few(row.least)} {row.name} tag", names[-1] if names else None, "role"
+        )
+    if row.most is not None and len(names) > row.most:
+        raise TagError(
+            f"a tag table has at most {_few(row.most)} {row.name} tag: {names[0]!r} and {names[1]!r}", names[-1], "role"
+        )
+    if len(names) < row.least:
+        raise TagError(f"a tag table has at least {_few(row.least)} {row.name} tag", None, "role")
+
+
+def _few(n: int) -> str:
+    return "one" if n == 1 else str(n)
 
 
 def _check_words(specs: tuple[TagSpec, ...]) -> None:

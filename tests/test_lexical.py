@@ -107,20 +107,22 @@ def test_known_restatements_still_exist() -> None:
 
 def test_the_text_class_is_the_grammars() -> None:
     text = terminal_regex("TEXT")
+    text_char = re.compile(lexical.text_class())
     for cp in range(0x110000):
         ch = chr(cp)
         literal = text.fullmatch(ch) is not None
-        assert (lexical.TEXT_CHAR.fullmatch(ch) is not None) == literal, hex(cp)
+        assert (text_char.fullmatch(ch) is not None) == literal, hex(cp)
         assert (lexical.NOT_TEXT_CHAR.fullmatch(ch) is not None) == (not literal and ch not in lexical.MARKUP), hex(cp)
 
 
 def test_the_key_class_is_the_grammars() -> None:
     key = terminal_regex("KEY")
+    not_key = re.compile(f"[{lexical.NOT_KEY}]")
     for cp in range(0x110000):
         ch = chr(cp)
         # a character a key may hold between two others
         inside = key.fullmatch(f"a{ch}b") is not None
-        assert (lexical.NOT_KEY_CHAR.fullmatch(ch) is None) == inside, hex(cp)
+        assert (not_key.fullmatch(ch) is None) == inside, hex(cp)
 
 
 def test_the_decoder_decodes_exactly_what_text_allows() -> None:
@@ -156,3 +158,11 @@ def test_the_json_escape_table_is_jsons() -> None:
 def test_the_writer_escapes_markup() -> None:
     assert "a<b&c>d".translate(lexical.TEXT_ESCAPES) == "a&lt;b&amp;c&gt;d"
     assert lexical.decode_text("a<b&c>d".translate(lexical.TEXT_ESCAPES)) == "a<b&c>d"
+
+
+def test_the_text_class_composes() -> None:
+    """The stream reader's run of plain text inside a JSON string: text, and no '"', '\\' or raw control."""
+    run = re.compile(lexical.text_class('"\\\\\\x00-\\x1f') + "+")
+    assert run.fullmatch("ab>c\u3042")
+    for bad in ("a<b", "a&b", 'a"b', "a\\b", "a\nb", "a\x7fb", "a\ud800b"):
+        assert run.fullmatch(bad) is None, bad

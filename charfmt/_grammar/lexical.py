@@ -3,10 +3,10 @@
 Every reader of bodies (the strict parser, the stream reader, the lenient readers) and the
 writer use these, so an entity or escape fix is made in one place:
 
-- **Text.** A character text holds literally: :data:`TEXT_CHAR`; one that text never holds,
-  not even escaped: :data:`NOT_TEXT_CHAR`; the two markup characters text writes only as
-  entities: :data:`MARKUP`. Read from the grammar's ``_PLAIN`` terminal (and a key's
-  :data:`NOT_KEY_CHAR` from ``KEY``).
+- **Text.** A character text holds literally: :func:`text_class`; one that text never holds,
+  not even escaped: :data:`NOT_TEXT` (compiled: :data:`NOT_TEXT_CHAR`); the two markup
+  characters text writes only as entities: :data:`MARKUP`. Read from the grammar's ``_PLAIN``
+  terminal (and what a key never holds, :data:`NOT_KEY`, from ``KEY``).
 - **Entities.** Which references text decodes (the names read from the grammar's ``_ENTITY``
   terminal, numeric references to a character text holds): :func:`entity_char`, the one
   decoder of a reference. :func:`decode_text` decodes strict text (a reference to no text
@@ -26,17 +26,27 @@ from typing import Final
 from charfmt._grammar.static import static_text
 
 
-def _terminal(name: str, form: str) -> re.Match[str]:
-    """The definition of terminal ``name`` in ``body.lark``, matched against ``form`` (what is read of it)."""
-    m = re.search(rf"^{name}:[ \t]*{form}[ \t]*$", static_text(), re.M)
-    if m is None:
-        raise RuntimeError(f"grammars/body.lark: charfmt reads {name} in the form {form!r}, and it is not so written")
-    return m
+def _definition(name: str) -> str:
+    """What stands after ``name:`` on its line of ``body.lark``."""
+    text = "\n" + static_text()
+    at = text.find(f"\n{name}:")
+    if at < 0:
+        raise RuntimeError(f"grammars/body.lark defines no {name}, which charfmt reads")
+    end = text.find("\n", at + 1)
+    return text[at + len(name) + 2 : end if end >= 0 else len(text)].strip()
+
+
+def _between(name: str, before: str, after: str) -> str:
+    """The part of ``name``'s definition between ``before`` and ``after`` (the whole rest of it)."""
+    definition = _definition(name)
+    if not (definition.startswith(before) and definition.endswith(after)):
+        raise RuntimeError(f"grammars/body.lark: charfmt reads {name} as {before}...{after}, and it is not so written")
+    return definition[len(before) : len(definition) - len(after)]
 
 
 # --- text ------------------------------------------------------------------------------------
 
-_PLAIN_CLASS: Final = _terminal("_PLAIN", r"/\[\^(?P<chars>[^\]]+)\]\+/").group("chars")
+_PLAIN_CLASS: Final = _between("_PLAIN", "/[^", "]+/")
 """The body of the class the grammar's ``_PLAIN`` (a run of literal text) negates."""
 
 MARKUP: Final = "<&"
@@ -49,21 +59,20 @@ NOT_TEXT: Final = "".join(ch for ch in _PLAIN_CLASS if ch not in MARKUP)
 """The body of a regex class of the characters text never holds, not even escaped: C0 controls
 other than tab, newline and carriage return, DEL, lone surrogates (as ``body.lark`` writes them)."""
 
-TEXT_CHAR: Final = re.compile(f"[^{MARKUP}{NOT_TEXT}]")
-"""One character text holds literally (``'<'`` and ``'&'`` it holds escaped)."""
-
 NOT_TEXT_CHAR: Final = re.compile(f"[{NOT_TEXT}]")
-"""One character text never holds, not even escaped."""
+"""One character text never holds, not even escaped. (Compiling a class with the surrogate range
+takes a third of a millisecond: the module compiles only what decoding needs; :func:`text_class`
+and :data:`NOT_KEY` are sources, compiled where they are used.)"""
 
 
-_KEY_CLASSES: Final = _terminal(
-    "KEY", r"/\[\^\\s(?P<edge>[^\]]+)\]\(\?:\[\^(?P<inner>[^\]]+)\]\*\[\^\\s(?P=edge)\]\)\?/"
-)
-"""The grammar's ``KEY``: a first and a last character of class ``edge`` (no whitespace), ``inner`` between."""
+_KEY_EDGE: Final = _between("KEY", "/[^\\s", "])?/").partition("]")[0]
+_KEY_INNER: Final = _between("KEY", f"/[^\\s{_KEY_EDGE}](?:[^", f"]*[^\\s{_KEY_EDGE}])?/")
+"""The grammar's ``KEY`` as classes: its first and last characters are no whitespace and none of
+``_KEY_EDGE``; the ones between none of ``_KEY_INNER``."""
 
-NOT_KEY_CHAR: Final = re.compile(f"[{_KEY_CLASSES.group('inner')}]")
-"""One character a key never holds (markup, ``>``, control characters, lone surrogates), read from
-the grammar's ``KEY``; a key also neither starts nor ends with whitespace."""
+NOT_KEY: Final = _KEY_INNER
+"""The body of a regex class of the characters a key never holds (markup, ``>``, control characters,
+lone surrogates), read from the grammar's ``KEY``; a key also neither starts nor ends with whitespace."""
 
 
 def text_class(excluding: str = "") -> str:
@@ -80,15 +89,14 @@ _XML_ENTITIES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "
 """XML's five predefined entities (XML 1.0, section 4.6), from which the grammar picks."""
 
 NAMED_ENTITIES: Final = {
-    name: _XML_ENTITIES[name]
-    for name in _terminal("_ENTITY", r'"&" \(/(?P<names>[a-z|]+)/ \| _NUMREF\) ";"').group("names").split("|")
+    name: _XML_ENTITIES[name] for name in _between("_ENTITY", '"&" (/', '/ | _NUMREF) ";"').split("|")
 }
 """The named entities the grammar's ``TEXT`` terminal allows, and what each stands for."""
 
 ENTITY: Final = re.compile("&(" + "|".join(NAMED_ENTITIES) + "|#[0-9]+|#[xX][0-9a-fA-F]+);")
 """An entity text may hold, as written: the reference between ``&`` and ``;`` in group 1."""
 
-_ANY_ENTITY: Final = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
+_ANY_ENTITY: Final = r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});"
 """Anything shaped like an entity (lenient reading): an HTML name, or a number of at most 7 digits."""
 
 TEXT_ESCAPES: Final = str.maketrans({NAMED_ENTITIES[name]: f"&{name};" for name in ("amp", "lt", "gt")})
@@ -123,10 +131,16 @@ def entity_char(reference: str) -> str | None:
 
 
 def _strict(m: re.Match[str]) -> str:
-    ch = entity_char(m.group(1))
+    reference = m.group(1)
+    ch = _NAMED(reference)  # most references are named: no call of entity_char for them (the hot path)
     if ch is None:
-        raise BadEntity(m.group())
+        ch = entity_char(reference)
+        if ch is None:
+            raise BadEntity(m.group())
     return ch
+
+
+_NAMED: Final = NAMED_ENTITIES.get
 
 
 def decode_text(raw: str) -> str:
@@ -152,7 +166,7 @@ def decode_entities(text: str) -> str:
 
     One pass, so ``&amp;lt;`` is ``&lt;``, never ``<``. (Lenient reading.)
     """
-    return _ANY_ENTITY.sub(_lenient, text) if "&" in text else text
+    return re.sub(_ANY_ENTITY, _lenient, text) if "&" in text else text  # (compiled once, by re's cache)
 
 
 # --- JSON escapes ----------------------------------------------------------------------------

@@ -38,6 +38,12 @@ def cache_module() -> Any:
     return _lalr
 
 
+def cached(grammar: str) -> Any:
+    """The cache module if it was built from the complete grammar text ``grammar``, else ``None``."""
+    lalr = cache_module()
+    return lalr if lalr is not None and grammar == lalr.GRAMMAR else None
+
+
 def static_lark() -> Lark:
     """Lark's build of the static part (with :data:`ELEMENT_STAND_IN`): its terminals are the grammar's."""
     from lark import Lark  # noqa: PLC0415 (an edited grammar, or generating the cache)

@@ -20,7 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._grammar.rules import generated_text, lark_parser
-from charfmt._grammar.static import cache_module, static_lark, static_text, terminals_of
+from charfmt._grammar.static import cached, static_lark, static_text, terminals_of
 
 if TYPE_CHECKING:
     from lark import Lark
@@ -105,12 +105,6 @@ def generate() -> str:
     ]
     lines += [f"{name} = {value!r}" for name, value in data.items()]
     return "\n".join(lines) + "\n"
-
-
-def cached(grammar: str) -> Any:
-    """The cache module if it was built from ``grammar``, else ``None``."""
-    lalr = cache_module()
-    return lalr if lalr is not None and grammar == lalr.GRAMMAR else None
 
 
 def cached_terminals(grammar: str) -> dict[str, str] | None:

@@ -67,14 +67,16 @@ _LABEL: Final = re.compile(r"[^\W\d][\w ]{0,30}:[ \t]*(?:\n|\Z)")
 _TAG_START: Final = re.compile(r"<\s*+/?\s*+[A-Za-z]")
 
 
-@dataclass(slots=True)
 class _Open:
     """The containers open while a value is read, innermost last: each, the key awaiting its value, and
     whether a value was just read (a separator is due). The first is a holder of the value read."""
 
-    nodes: list[JNode]
-    keys: list[tuple[str, int, int] | None]
-    after_value: list[bool]
+    __slots__ = ("after_value", "keys", "nodes")
+
+    def __init__(self, root: JNode) -> None:
+        self.nodes = [root]
+        self.keys: list[tuple[str, int, int] | None] = [None]
+        self.after_value = [False]
 
     def push(self, node: JNode) -> None:
         self.nodes.append(node)
@@ -117,7 +119,7 @@ class JsonReader:
         """The value at ``pos`` (after whitespace); never raises."""
         text, n = self.text, len(self.text)
         root = JNode("array", pos)  # a holder: the value read ends up as its only item
-        open_ = _Open([root], [None], [False])
+        open_ = _Open(root)
         stack, keys, after_value = open_.nodes, open_.keys, open_.after_value
         while stack:
             pos = self.skip_ws(pos)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 from charfmt._lenient.state import Recovery
@@ -34,15 +33,21 @@ _NON_SPACE: Final = re.compile(r"\S")
 _ELEMENT_OPEN: Final = re.compile(r"[<＜]\s*+([A-Za-z][\w.\-]*+)[^<>＜＞/]*+[>＞]")
 
 
-@dataclass(slots=True)
 class Region:
-    """The part of the text the reply stands in, narrowed step by step."""
+    """The part of the text the reply stands in, narrowed step by step.
 
-    text: str
-    json: bool  # looking for a JSON reply (else the text itself is the reply)
-    start: int
-    end: int
-    first: int = 0  # the first '{' or '[' at or after start (end when json is False)
+    ``json``: looking for a JSON reply (else the text itself is the reply); ``first``: the
+    first '{' or '[' at or after ``start`` (``end`` when ``json`` is False).
+    """
+
+    __slots__ = ("end", "first", "json", "start", "text")
+
+    def __init__(self, text: str, *, json: bool, start: int, end: int) -> None:
+        self.text = text
+        self.json = json
+        self.start = start
+        self.end = end
+        self.first = 0
 
 
 RegionStep = Callable[[Recovery, Region], bool]
@@ -51,7 +56,7 @@ RegionStep = Callable[[Recovery, Region], bool]
 def reply_region(state: Recovery, *, json: bool) -> tuple[int, int]:
     """Set aside special tokens, reasoning and headings around the reply; the region left."""
     text = state.source.text
-    region = Region(text, json, 0, len(text))
+    region = Region(text, json=json, start=0, end=len(text))
     for _name, step in REGION_STEPS:
         if step(state, region):
             break

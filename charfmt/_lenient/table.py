@@ -57,32 +57,48 @@ class Sample:
 Detect = Callable[[Sample, TagTable], bool]
 
 
-@dataclass(frozen=True, slots=True)
 class Reading:
     """How a reply is read: by the roles of a tag table, with a vocabulary, walking a dialect table."""
 
-    tags: TagTable
-    vocabulary: Vocabulary | None
-    table: Dialects
+    __slots__ = ("table", "tags", "vocabulary")
+
+    def __init__(self, tags: TagTable, vocabulary: Vocabulary | None, table: Dialects) -> None:
+        self.tags = tags
+        self.vocabulary = vocabulary
+        self.table = table
 
 
-@dataclass(slots=True)
 class Span:
-    """What a reader of the ``text``, ``body`` or ``stray`` chain is given: a text, and where what it reads goes."""
+    """What a reader of the ``text``, ``body`` or ``stray`` chain is given: a text, and where what it reads goes.
 
-    text: str
-    offset: int
-    """Where ``text`` starts, in the offsets of ``out``."""
-    out: Result
-    reading: Reading
-    cut_off: bool = False
-    """``text`` runs to where the input was cut: what it ends inside is cut in half."""
-    state: Recovery | None = None
-    """The whole read, where the span is a reply (the ``text`` chain), else ``None``."""
-    own_chats: bool = False
-    """Set by a reader that added chats of its own to ``state`` (the request form): no chat is made of ``out``."""
-    at_start: bool = True
-    """Nothing of the reply's text was read before this span (a reader before it in the chain read none)."""
+    ``offset``: where ``text`` starts, in the offsets of ``out``. ``cut_off``: ``text`` runs to where
+    the input was cut (what it ends inside is cut in half). ``state``: the whole read, where the span
+    is a reply (the ``text`` chain), else ``None``. ``at_start``: nothing of the reply's text was read
+    before this span. ``own_chats``: set by a reader that added chats of its own to ``state`` (the
+    request form): no chat is made of ``out``.
+    """
+
+    __slots__ = ("at_start", "cut_off", "offset", "out", "own_chats", "reading", "state", "text")
+
+    def __init__(
+        self,
+        text: str,
+        offset: int,
+        out: Result,
+        reading: Reading,
+        *,
+        cut_off: bool = False,
+        state: Recovery | None = None,
+        at_start: bool = True,
+    ) -> None:
+        self.text = text
+        self.offset = offset
+        self.out = out
+        self.reading = reading
+        self.cut_off = cut_off
+        self.state = state
+        self.at_start = at_start
+        self.own_chats = False
 
 
 SpanRead = Callable[[Span], int]

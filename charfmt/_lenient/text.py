@@ -22,12 +22,14 @@ def read_text(state: Recovery, text: str, offset: int, entry: DialectRule | None
     """
     chat = RawChat(len(state.chats), None, "C")
     pos = 0
-    while entry is not None and pos < len(text):
-        span = Span(text[pos:], offset + pos, Result(), state.reading, cut_off, state, at_start=pos == 0)
+    while entry is not None:
+        span = Span(text[pos:], offset + pos, Result(), state.reading, cut_off=cut_off, state=state, at_start=pos == 0)
         pos += reader(entry, "text")(span)
         if span.own_chats:
             return
         state.take(chat, span.out)
+        if pos >= len(text):
+            break
         entry = state.walk("text", Sample(text[pos:]), after=entry.name)
     state.chats.append(chat)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
+from charfmt._grammar.lexical import JSON_ESCAPES
 from charfmt.diagnostics import CharfmtError
 
 # --- the tree every target is written from --------------------------------------
@@ -189,8 +190,8 @@ def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 # --- inside a JSON string ------------------------------------------------------------
 
-_JSON_ESCAPES: Final = (('"', '\\"'), ("\\", "\\\\"), ("/", "\\/"), ("\b", "\\b"), ("\f", "\\f"),
-                        ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))  # fmt: skip
+_JSON_ESCAPES: Final = tuple((ch, "\\" + letter) for letter, ch in JSON_ESCAPES.items())
+"""Each character a JSON string may escape with one letter, and its escape (``lexical.JSON_ESCAPES``)."""
 NOT_RAW_IN_JSON: Final = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
 
 

@@ -19,6 +19,7 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._resources import read_text
 from charfmt.body import Driver, Reject, _BadEntity, decode_text, grammar_text
 from charfmt.diagnostics import Diagnostic, ParseError
@@ -117,7 +118,7 @@ class UserTurn(BaseModel):
 
 
 _CONTEXT_KEY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-_BAD_VALUE: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_BAD_VALUE: Final = NOT_TEXT_CHAR
 
 
 # --- reading a user block back ------------------------------------------------

@@ -27,12 +27,7 @@ HOME: frozenset[str] = frozenset({"charfmt._grammar.lexical", "charfmt._grammar.
 """Where the facts may stand: the lexical module, and the tables generated from the grammar."""
 
 # Modules (of other owners in issue 25) that still restate a fact, and which.
-KNOWN_RESTATED: dict[str, set[str]] = {
-    "charfmt._lenient.shapes": {"entity decoder"},
-    "charfmt.export": {"JSON-escape table"},
-    "charfmt.interop._common": {"body-text class"},
-    "charfmt.userinput": {"body-text class"},
-}
+KNOWN_RESTATED: dict[str, set[str]] = {}
 
 _ENTITY_NAMES = re.compile(r"\bamp\|lt\b|\bquot\|amp\b|\blt\|gt\b")
 _TEXT_CLASS = ("\\ud800-\\udfff", "\ud800-\udfff", "\\x0e-\\x1f", "\x0e-\x1f")

@@ -8,11 +8,11 @@ by ``fields``.
 
 from __future__ import annotations
 
-import html
 import re
 from array import array
 from typing import Final
 
+from charfmt._grammar.lexical import ENTITY, entity_char
 from charfmt._lenient import fields, forms
 from charfmt._lenient.json import JNode, JsonReader
 from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS, HYBRID_BODY, TAGGED
@@ -22,7 +22,6 @@ from charfmt._lenient.table import Sample, reader
 
 _TRIES: Final = 8
 """How many candidate values (a '{' or '[' each) are read before the text is taken for no JSON reply."""
-_HTML_ESCAPE: Final = re.compile(r"&(?:quot|amp|lt|gt|apos|#\d+|#x[0-9a-fA-F]+);")
 
 
 def read_json(state: Recovery, start: int, end: int) -> bool:
@@ -72,11 +71,11 @@ def _unescape_html(state: Recovery, at: int, end: int) -> None:
     out: list[str] = []
     mapping = array("l")
     pos = 0
-    for m in _HTML_ESCAPE.finditer(text[at:end]):
+    for m in ENTITY.finditer(text[at:end]):
         lo, hi = at + m.start(), at + m.end()
         out.append(text[pos:lo])
         mapping.extend(range(pos, lo))
-        out.append(html.unescape(m.group()))
+        out.append(entity_char(m.group(1)) or m.group())  # a reference to no text character stays as written
         mapping.append(lo)
         pos = hi
     out.append(text[pos:])

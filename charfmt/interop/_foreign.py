@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt.diagnostics import Diagnostic
 from charfmt.envelope import Path
 from charfmt.interop._document import Source, where
@@ -23,7 +24,7 @@ from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 if TYPE_CHECKING:
     from charfmt.character import Exchange
 
-_BAD_TEXT: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_BAD_TEXT: Final = NOT_TEXT_CHAR
 _MARKUP: Final = re.compile(r"\*[^*\n]+\*|\[[^\]\n]+\]|<[A-Za-z][\w-]*>")
 
 

@@ -201,7 +201,8 @@ class Language:
     """Tags announced whole (emotion, action, cue), mapped to whether they hold a vocabulary key
     and to how the event announcing their value is built (the row's ``event``)."""
     hidden: frozenset[str]
-    """Tags not shown to the player (hidden): only ever read from a tag, never from prose (a quote in one pairs with none later)."""
+    """Tags not shown to the player (hidden): only ever read from a tag, never from prose (a quote
+    in one pairs with none later)."""
     reasoning: re.Pattern[str]
     """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
     is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""

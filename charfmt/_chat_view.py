@@ -141,10 +141,10 @@ class TerminalView:
             prefix = style.prefix.format(type=visible(kind))
             self.out.write(self._styled(style.sgr, prefix))
             self._continued = prefix
-        elif spec is not None and spec.role == "hidden":
+        elif spec is not None and not spec.shown:
             self.out.write(self._styled("2", "  (thinks) "))
             self._continued = " " * len("  (thinks) ")
-        elif spec is not None and spec.role == "speech" and spec.name == self._tags.speech.name:
+        elif spec is not None and spec.name == self._tags.speech.name:
             self.out.write(f"{visible(name)}: ")
             self._continued = " " * (len(name) + 2)
         else:  # a second speech tag, or a tag the table does not know

@@ -17,7 +17,7 @@ from charfmt._regex_ir import Alt, Cls, ExportError, Lit, Node, Ref, Rep, Seq
 from charfmt._reply_constraints import ReplyConstraints, values
 from charfmt._reply_rules import Grammar, reply_grammar
 from charfmt.models import Vocabulary
-from charfmt.tags import DEFAULT_TAGS, ROLES, Role, TagTable
+from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, Role, TagTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +117,12 @@ class Bounds:
         """
         wanted = dict(SHORT_ROLES if short is None else short)
         table = DEFAULT_TAGS if tags is None else tags
-        roles = {spec.role for spec in table if spec.content == "text" or spec.role == "emotion"}
-        if vocabulary is not None:
-            roles.discard("emotion")  # the keys are literals: their length is known
+        # A text's length, and a vocabulary key's where no vocabulary makes the keys literals of known length.
+        roles = {spec.role for spec in table if spec.content == "text" or (spec.row.vocabulary and vocabulary is None)}
         speech = max_speech if max_speech is None else min(max_speech, max_elements)
 
         def make(n: int) -> Bounds:
-            role_chars = tuple((r, min(c, n)) for r, c in wanted.items() if r in roles and r != "speech")
+            role_chars = tuple((r, min(c, n)) for r, c in wanted.items() if r in roles and not ROLE_TABLE[r].spoken)
             least = max(1, int(n * min_speech)) if require_speech and not max_entities else 1
             return cls(n, max_chats, max_elements, max_entities, max_ws, role_chars, speech, require_speech, least)
 

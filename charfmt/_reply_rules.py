@@ -33,7 +33,7 @@ from charfmt._regex_ir import (
 )
 from charfmt.body import grammar_text
 from charfmt.models import Vocabulary
-from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLE_TABLE, TAGGED_TYPES, TagSpec, TagTable
 
 if TYPE_CHECKING:
     from charfmt._grammar_bounds import Bounds
@@ -147,24 +147,24 @@ def bounded_body(
     text = terminals["TEXT"]
     if bounds.max_chars is not None:
         terminals["TEXT"] = _bounded_text(text, bounds.max_chars, bounds.max_entities)
-    emotion_chars = bounds.chars("emotion")
-    if emotion_chars is not None:
-        terminals["KEY"] = _bounded_key(terminals["KEY"], emotion_chars)
+    key_chars = bounds.chars(tags.emotion.role)  # the KEY terminal is the emotion's
+    if key_chars is not None:
+        terminals["KEY"] = _bounded_key(terminals["KEY"], key_chars)
     for role, n in bounds.role_chars:
-        if role == "emotion":
-            continue
+        if ROLE_TABLE[role].content == "key":
+            continue  # its tags hold the KEY bounded above
         name = f"TEXT_{role.upper()}"
         terminals[name] = _bounded_text(text, n, bounds.max_entities)
         for spec in tags:
             if spec.role == role and spec.content == "text":
                 rules[spec.name] = _text_element(spec, name, optional=True)
-    speech = [s for s in tags if s.role == "speech"]
+    speech = [s for s in tags if s.row.spoken]
     if bounds.require_speech:
         for spec in speech:  # a speech element says something: at least min_speech characters
             said = _text_terminal(rules[spec.name])
             if bounds.min_speech > 1:
                 said = f"{said}_SAID"
-                terminals[said] = _bounded_text(text, bounds.chars("speech") or 0, 0, low=bounds.min_speech)
+                terminals[said] = _bounded_text(text, bounds.chars(spec.role) or 0, 0, low=bounds.min_speech)
             rules[f"{spec.name}_said"] = _text_element(spec, said, optional=False)
     rules["c_body"] = _c_body(tags, speech, bounds, rules)
     return rules, terminals
@@ -194,7 +194,7 @@ def _c_body(tags: TagTable, speech: list[TagSpec], bounds: Bounds, rules: dict[s
         return Seq((element, Rep(Seq((Ref("_NL"), element)), 0, None if n is None else n - 1)))
     said = Alt(tuple(Ref(f"{s.name}{'_said' if bounds.require_speech else ''}") for s in speech))
     spoken = Alt(tuple(Ref(s.name) for s in speech))
-    others = tuple(Ref(s.name) for s in tags if s.role != "speech")
+    others = tuple(Ref(s.name) for s in tags if not s.row.spoken)
     other = Alt(others)
     if n is None:  # require_speech alone: (other NL)* said (NL element)*
         tail = Rep(Seq((Ref("_NL"), element)), 0, None)
@@ -239,13 +239,14 @@ def reply_grammar(
     With ``bounds``, the lengths they set are written into the grammar (see ``Bounds``).
     With ``speakers`` (a scene's cast), each ``C`` chat names one of them after its order.
     """
-    body_rules, body_terms = body_grammar(DEFAULT_TAGS if tags is None else tags)
-    body_rules, bounded_terms = bounded_body(body_rules, body_terms, bounds, DEFAULT_TAGS if tags is None else tags)
+    table = DEFAULT_TAGS if tags is None else tags
+    body_rules, body_terms = body_grammar(table)
+    body_rules, bounded_terms = bounded_body(body_rules, body_terms, bounds, table)
     terminals = {
         name: json_encoded(node if node is not body_terms.get(name) else lexeme_friendly(node))
         for name, node in bounded_terms.items()
     }
-    bounded_key = bounds is not None and bounds.chars("emotion") is not None
+    bounded_key = bounds is not None and bounds.chars(table.emotion.role) is not None
     key_default = bounded_terms["KEY"] if bounded_key else lexeme_friendly(body_terms["KEY"])
     terminals["KEY"] = json_encoded(key_node(vocabulary, key_default))
     max_chats = None if bounds is None else bounds.max_chats

@@ -59,7 +59,7 @@ def contents(
     """
     if spec.values is not None:
         return st.sampled_from(spec.values)
-    if spec.role == "emotion" and vocabulary is not None:
+    if spec.row.vocabulary and vocabulary is not None:
         return st.sampled_from(vocabulary.keys)
     if spec.content == "key":
         return keys()

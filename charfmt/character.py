@@ -111,15 +111,16 @@ def tag_spec(row: Any) -> TagSpec:
 def tag_table(value: Any) -> TagTable:
     """A character's tags: a ``TagTable`` as it is; a list of tags extends ``DEFAULT_TAGS``.
 
-    A list that declares an emotion tag is a whole table of its own (what ``model_dump`` writes
-    for a table that does not start with the default tags).
+    A list that declares the emotion tag (of a role a table has exactly one of: ``RoleSpec.single``)
+    is a whole table of its own (what ``model_dump`` writes for a table that does not start with
+    the default tags).
     """
     if isinstance(value, TagTable):
         return value
     if not isinstance(value, (list, tuple)):
         raise ValueError("tags is a list of [[tags]] tables")
     specs = [tag_spec(row) for row in value]
-    if any(spec.role == "emotion" for spec in specs):
+    if any(spec.row.single for spec in specs):
         return TagTable(tuple(specs))
     return DEFAULT_TAGS.extend(*specs)
 
@@ -330,8 +331,9 @@ def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
             specs.append(tag_spec(row))
         except TagError as e:
             raise fail(at(i, e.field), str(e)) from None
-        if specs[-1].role == "emotion":
-            raise fail(at(i, "role"), f"tag {specs[-1].name!r}: the emotion tag is <{DEFAULT_TAGS.emotion.name}>")
+        if specs[-1].row.single:
+            taken = DEFAULT_TAGS.with_role(specs[-1].role)[0]
+            raise fail(at(i, "role"), f"tag {specs[-1].name!r}: the {taken.role} tag is <{taken.name}>")
         try:
             DEFAULT_TAGS.extend(*specs)
         except TagError as e:

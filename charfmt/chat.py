@@ -210,7 +210,7 @@ def chat_bounds(
 
 def speech_texts(character: Character) -> list[str]:
     """What the character says in its examples (its language, for ``measure_tokens_per_char``)."""
-    speech = {spec.name for spec in character.tags if spec.role == "speech"}
+    speech = {spec.name for spec in character.tags if spec.row.spoken}
     return [seg.text for ex in character.examples for c in ex.reply.chats for seg in c.segments if seg.tag in speech]
 
 

@@ -10,9 +10,9 @@ other way round.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from charfmt.diagnostics import Diagnostic
 from charfmt.tags import DEFAULT_TAGS, TagTable
@@ -238,20 +238,27 @@ Event = (
 """Every event type; switch on ``event.kind``."""
 
 
+Announce = Callable[[int, int, str, str, float | None], Event]
+"""Builds the event announcing a whole value: ``(chat, segment, tag, value, intensity)``."""
+
+WHOLE_EVENTS: Final[dict[str, Announce]] = {
+    "emotion": lambda chat, n, tag, text, intensity: Emotion(chat, n, text, intensity),
+    "action": lambda chat, n, tag, text, intensity: Action(chat, n, text),
+    "cue": lambda chat, n, tag, text, intensity: Cue(chat, n, tag, text),
+}
+"""Each event ``kind`` a role's row names (``RoleSpec.event``), with how to build it."""
+
+
 def segment_events(chat: int, n: int, seg: SegmentLike, tags: TagTable = DEFAULT_TAGS) -> list[Event]:
-    """The events of one segment; what they are follows the tag's role in ``tags``.
+    """The events of one segment; what they are follows the row of the tag's role in ``tags``.
 
     A tag the table does not know (kept by lenient parsing) streams as text.
     """
     spec = tags.get(seg.tag)
-    role = spec.role if spec is not None else None
+    event = spec.row.event if spec is not None else None
     out: list[Event] = [SegmentStart(chat, n, seg.tag)]
-    if role == "emotion":
-        out.append(Emotion(chat, n, seg.text, seg.intensity))
-    elif role == "action":
-        out.append(Action(chat, n, seg.text))
-    elif role == "cue":
-        out.append(Cue(chat, n, seg.tag, seg.text))
+    if event is not None:
+        out.append(WHOLE_EVENTS[event](chat, n, seg.tag, seg.text, seg.intensity))
     elif seg.text:
         out.append(TextDelta(chat, n, seg.tag, seg.text))
     out.append(SegmentEnd(chat, n, seg.tag))

@@ -415,7 +415,7 @@ def random_reply(rng: random.Random, tags: TagTable | None = None, vocabulary: V
     """
     table = _TAGS if tags is None else tags
     emotions = _RANDOM_EMOTIONS if vocabulary is None else vocabulary.keys
-    extra = [t for t in table if t.name not in _TAGS and t.role != "emotion"]
+    extra = [t for t in table if t.name not in _TAGS and t.name != table.emotion.name]
     chats = []
     for order in range(1, rng.randint(1, 4) + 1):
         kind = rng.choice("CCCIE")

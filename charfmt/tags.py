@@ -67,6 +67,20 @@ class RoleSpec(NamedTuple):
     """How many tags of a table have the role, at least..."""
     most: int | None
     """...and at most (``None``: any number)."""
+    event: str | None
+    """The ``kind`` of the event that announces a whole value (``emotion``: ``charfmt.events.Emotion``);
+    ``None``: the text streams as ``TextDelta`` events (then ``streamed`` is true)."""
+    spoken: bool
+    """Its text is what the character says: what text-to-speech reads, what a bound on speech
+    counts (``Bounds.max_speech``, ``require_speech``), the rest of a token budget goes to."""
+    value_noun: str | None
+    """What a diagnostic calls a value of the role's tags (``spaces around an emotion removed``);
+    ``None``: it names the tag (``a <sfx> value``)."""
+
+    @property
+    def single(self) -> bool:
+        """A table has exactly one tag of the role: a list of tags declaring one is a table of its own."""
+        return self.least == 1 and self.most == 1
 
 
 ROLE_TABLE: Final[dict[Role, RoleSpec]] = {
@@ -75,27 +89,40 @@ ROLE_TABLE: Final[dict[Role, RoleSpec]] = {
         RoleSpec(
             "emotion", "the character's emotion: one key from its emotion vocabulary, announced once complete",
             content="key", streamed=False, shown=True, vocabulary=True, closed_values=False, least=1, most=1,
+            event="emotion", spoken=False, value_noun="emotion",
         ),
         RoleSpec(
             "action", "what the character does: whole text, announced once complete",
             content="text", streamed=False, shown=True, vocabulary=False, closed_values=False, least=0, most=1,
+            event="action", spoken=False, value_noun=None,
         ),
         RoleSpec(
             "cue", "a value the game acts on (sound, motion, music, camera), announced once complete",
             content="text", streamed=False, shown=True, vocabulary=False, closed_values=True, least=0, most=None,
+            event="cue", spoken=False, value_noun=None,
         ),
         RoleSpec(
             "speech", "what the character says: streamed as it arrives, read by text-to-speech",
             content="text", streamed=True, shown=True, vocabulary=False, closed_values=False, least=1, most=None,
+            event=None, spoken=True, value_noun=None,
         ),
         RoleSpec(
             "hidden", "inner voice: streamed, never shown to the player",
             content="text", streamed=True, shown=False, vocabulary=False, closed_values=False, least=0, most=None,
+            event=None, spoken=False, value_noun=None,
         ),
     )
 }  # fmt: skip
 """Every role, one row each, in the order documentation lists them: what a tag of the role does.
-A new role is a new row (and its event, system prompt and spec entries)."""
+
+Code reads a tag's row (``TagSpec.row``), never its role's name. A new role needs only:
+
+1. a row here (and its name in ``Role``);
+2. if its value is announced whole (``event``), the event class in ``charfmt/events.py``
+   and its entry in ``events.WHOLE_EVENTS``;
+3. its lines in the system prompt (``prompts/system.j2``) and the spec (``docs/FORMAT.md``, tag roles).
+
+``tests/test_roles.py`` checks every column of every row against what the code does."""
 
 ROLES: Final[dict[Role, str]] = {name: row.description for name, row in ROLE_TABLE.items()}
 """Every role and what it means; the order documentation lists them in."""
@@ -165,6 +192,11 @@ class TagSpec:
                     raise TagError(f"tag {name!r}: {kind} are non-empty lower-case words", name, kind)
             if len(set(words)) != len(words):
                 raise TagError(f"tag {name!r}: a word is listed twice in {kind}", name, kind)
+
+    @property
+    def row(self) -> RoleSpec:
+        """What a tag of its role does: its row of :data:`ROLE_TABLE`."""
+        return ROLE_TABLE[self.role]
 
     @property
     def content(self) -> ContentKind:

@@ -418,10 +418,10 @@ def _resolve_word(
         spec = tags.get(tags.prefixes.get(name, ""))
         if spec is None or not value:
             return None
-        if spec.role == "emotion":
+        if spec.name == emotion:
             word = value
             bare_is_emotion = True
-        elif spec.role == "action":
+        elif spec.name == action:
             return (spec.name, actions.get(value.casefold(), value))
         elif spec.values is not None:
             return (spec.name, value) if value in spec.values else None

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import get_args
 
 import pytest
+from hypothesis import find
 
+import charfmt
+from charfmt._grammar_bounds import Bounds
+from charfmt._reply_rules import reply_grammar
+from charfmt._strategies import contents
+from charfmt._stream.language import language
+from charfmt.character import tag_table
+from charfmt.events import WHOLE_EVENTS, segment_events
+from charfmt.models import Segment
 from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, Role, TagError, TagSpec, TagTable
 
 
@@ -41,3 +52,98 @@ def test_a_table_breaking_a_rows_count_is_refused() -> None:
         TagTable((emo, msg, TagSpec("a", "action", "a"), TagSpec("b", "action", "b")))
     with pytest.raises(TagError, match="at least one speech tag"):
         TagTable((emo,))
+
+
+# --- the columns code reads instead of a role's name: each one checked for every role ------
+
+
+def _table_with(role: Role, values: tuple[str, ...] | None = None) -> tuple[TagTable, str]:
+    """A table holding a tag of ``role`` (the default table's own where it already has its most), and its name."""
+    row = ROLE_TABLE[role]
+    have = DEFAULT_TAGS.with_role(role)
+    if have and row.most is not None and len(have) >= row.most:
+        return DEFAULT_TAGS, have[0].name
+    return DEFAULT_TAGS.extend(TagSpec("x", role, "a tag", values=values)), "x"
+
+
+def _reply(body: str) -> str:
+    return json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]})
+
+
+@pytest.mark.parametrize("role", get_args(Role))
+def test_a_whole_value_is_announced_by_the_rows_event(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    assert (row.event is None) == row.streamed
+    table, name = _table_with(role)
+    value = "joy" if row.content == "key" else "door"
+    elements = ["<emo>joy</emo>", f"<{name}>{value}</{name}>", "<msg>hi</msg>"] if name != "emo" else ["<emo>joy</emo>"]
+    body, at = "\n".join(elements), len(elements) // 2
+    kind = "text" if row.event is None else row.event
+    if row.event is not None:
+        assert row.event in WHOLE_EVENTS
+    batch = [(e.kind, e.text) for e in segment_events(0, 1, Segment(tag=name, text=value), table)[1:-1]]
+    assert batch == [(kind, value)]
+    for chunks in ([_reply(body)], list(_reply(body))):  # in one chunk, and character by character
+        parser = charfmt.StreamParser(tags=table)
+        events = [e for chunk in chunks for e in parser.feed(chunk)] + list(parser.close())
+        shown = [e for e in events if getattr(e, "chat", None) == 0 and getattr(e, "segment", None) == at]
+        texts = [e.text for e in shown if e.kind == kind]
+        assert "".join(texts) == value, (chunks[:1], shown)
+        if row.event is not None:
+            assert len(texts) == 1
+
+
+@pytest.mark.parametrize("role", get_args(Role))
+def test_the_rows_spoken_says_what_speech_bounds_count(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    table, name = _table_with(role)
+    bounds = Bounds.for_tokens(400, tags=table, short=dict.fromkeys(get_args(Role), 8))
+    assert (role in dict(bounds.role_chars)) == (not row.spoken)
+    spoken = [s for s in table if s.row.spoken]
+    bounded = Bounds(max_chars=40, max_chats=1, max_elements=3, max_ws=1, max_speech=1, require_speech=True)
+    rules = reply_grammar(tags=table, bounds=bounded).rules
+    assert (f"{name}_said" in rules) == row.spoken, name
+    assert all(f"{s.name}_said" in rules for s in spoken)
+
+
+@pytest.mark.parametrize("role", get_args(Role))
+def test_the_rows_value_noun_names_a_value_in_diagnostics(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    if row.content != "key" and not row.closed_values:
+        assert row.value_noun is None  # a text value is never named: nothing to check
+        return
+    table, name = _table_with(role, values=("door",) if row.closed_values else None)
+    value = "joy" if name == "emo" else "door"
+    body = f"<emo>joy</emo>\n<{name}> {value} </{name}>" if name != "emo" else f"<emo> {value} </emo>"
+    messages = [d.message for d in charfmt.parse(_reply(body), tags=table, lenient=True).diagnostics]
+    what = f"a <{name}> value" if row.value_noun is None else f"an? {row.value_noun}"
+    assert re.search(f"spaces around {what} removed", " ".join(messages)), messages
+    empty = f"<emo>joy</emo>\n<{name}> </{name}>" if name != "emo" else "<emo> </emo>\n<msg>hi</msg>"
+    messages = [d.message for d in charfmt.parse(_reply(empty), tags=table, lenient=True).diagnostics]
+    what = f"<{name}>" if row.value_noun is None else row.value_noun
+    assert f"an empty {what} is dropped" in " ".join(messages), messages
+
+
+@pytest.mark.parametrize("role", get_args(Role))
+def test_a_list_declaring_a_single_roles_tag_is_a_table_of_its_own(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    assert row.single == (row.least == row.most == 1)
+    rows = [{"name": "x", "role": role, "description": "a tag"}, {"name": "m", "role": "speech", "description": "m"}]
+    if row.single:
+        assert tag_table(rows).names == ("x", "m")
+    elif row.most is not None and len(DEFAULT_TAGS.with_role(role)) >= row.most:
+        with pytest.raises(TagError, match=f"at most one {role} tag"):
+            tag_table(rows)
+    else:
+        assert tag_table(rows).names == (*DEFAULT_TAGS.names, "x", "m")
+
+
+@pytest.mark.parametrize("role", get_args(Role))
+def test_the_rows_vocabulary_draws_a_key_from_the_vocabulary(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    vocabulary = charfmt.Vocabulary.of("joy")
+    drawn = find(contents(TagSpec("x", role, "a tag"), vocabulary=vocabulary), lambda _: True)
+    if row.vocabulary:
+        assert drawn == "joy"
+    hidden = {s.name for s in DEFAULT_TAGS if not s.row.shown}
+    assert language(DEFAULT_TAGS).hidden == hidden

@@ -386,14 +386,15 @@ class _Elements:
             self.out.note("CF705", message, *at)
         spec = self.tags.get(piece.tag)
         if spec is not None and spec.content == "key":
-            what = "an emotion" if spec.role == "emotion" else f"a <{spec.name}> value"
+            noun = spec.row.value_noun
+            what = f"a <{spec.name}> value" if noun is None else f"{_article(noun)} {noun}"
             key = piece.text.strip()
             if key != piece.text:
                 self.out.note("CF704", f"spaces around {what} removed", piece.start, piece.end)
             if not key:
                 self.out.note(
                     "CF702",
-                    f"{'an empty emotion' if spec.role == 'emotion' else f'an empty <{spec.name}>'} is dropped",
+                    f"an empty {f'<{spec.name}>' if noun is None else noun} is dropped",
                     piece.start,
                     piece.end,
                 )
@@ -476,3 +477,8 @@ def _closing(tag: Tag, m: re.Match[str], out: Result) -> bool:
     if tag.closing:
         out.note("CF704", f"{m.group(0)} read as </{tag.canon}>", m.start(), m.end())
     return tag.closing
+
+
+def _article(noun: str) -> str:
+    """``a`` or ``an`` before ``noun`` (``an emotion``)."""
+    return "an" if noun[:1] in ("a", "e", "i", "o", "u") else "a"

@@ -32,7 +32,7 @@ from .language import (
     no_separator,
     unescape,
 )
-from .state import AFTER, CHAT_END, CLOSE, KEY, TEXT, Action, Cue, Emotion, Held, SegmentEnd, SegmentStart
+from .state import AFTER, CHAT_END, CLOSE, KEY, TEXT, Held, SegmentEnd, SegmentStart
 
 
 class Body(Envelope):
@@ -232,8 +232,8 @@ class Body(Envelope):
     def _whole(self, m: re.Match[str]) -> bool:
         """A whole element as the table writes it (``<emo>joy</emo>``) in one match; ``False``: token by token."""
         tag, value = m.group(1, 2)
-        role = self._lang.whole[tag]
-        if role == "emotion" and (self.vocabulary is not None or not self._lang.key.fullmatch(value)):
+        keyed, announce = self._lang.whole[tag]
+        if keyed and (self.vocabulary is not None or not self._lang.key.fullmatch(value)):
             return False  # the token reader decides (vocabulary diagnostics, damage)
         if self._off_list(tag, value):
             return False
@@ -245,12 +245,7 @@ class Body(Envelope):
         index = chat.index
         out = self._out
         out.append(SegmentStart(index, n, tag))
-        if role == "emotion":
-            out.append(Emotion(index, n, value))
-        elif role == "action":
-            out.append(Action(index, n, value))
-        else:
-            out.append(Cue(index, n, tag, value))
+        out.append(announce(index, n, tag, value, None))
         out.append(SegmentEnd(index, n, tag))
         chat.closed_segments = n + 1
         self._state = AFTER
@@ -282,20 +277,17 @@ class Body(Envelope):
         if not chat.started:
             self._start(chat)
         self._out.append(SegmentStart(chat.index, chat.segment, chat.tag))
-        self._out.append(Emotion(chat.index, chat.segment, key))
+        self._out.append(self._lang.whole[chat.tag][1](chat.index, chat.segment, chat.tag, key, None))
         self._state = CLOSE
 
     def _segment_end(self) -> None:
         chat = self._chat
-        if (role := self._lang.whole.get(chat.tag)) is not None and role != "emotion":  # (shown at _key_done)
+        if (whole := self._lang.whole.get(chat.tag)) is not None and not whole[0]:  # (a key: shown at _key_done)
             text = "".join(self._text)
             if self._off_list(chat.tag, text):
                 raise Held  # a value its tag does not allow: the batch reader decides (CF131/CF132)
             self._text.clear()
-            if role == "action":
-                self._out.append(Action(chat.index, chat.segment, text))
-            else:
-                self._out.append(Cue(chat.index, chat.segment, chat.tag, text))
+            self._out.append(whole[1](chat.index, chat.segment, chat.tag, text, None))
         elif self._text:
             self._emit_text()
         self._out.append(SegmentEnd(chat.index, chat.segment, chat.tag))

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from charfmt._grammar.lexical import JSON_ESCAPES, MARKUP, NAMED_ENTITIES, NOT_KEY, NOT_TEXT, text_class
 from charfmt._grammar.static import terminal_regex
+from charfmt.events import WHOLE_EVENTS, Announce
 from charfmt.tags import CHAT_TYPES, REASONING_TAGS, TYPE_ALIASES, TagSpec, TagTable
 
 TOKEN_MAX: Final = 48
@@ -193,13 +194,15 @@ class Language:
     """Any closing tag of the table (any spelling), or ``</>``; group 1 never matches (it is damage)."""
     element: dict[str, tuple[Matcher, str, bool, bool]]
     """Per tag: its closing tag as a pattern's bound ``match`` (raw in the JSON string: '</msg>', or '<\\/msg>' from
-    serializers that escape '/') and as written, whether it holds a key (announced whole,
-    checked against the vocabulary: the emotion role), whether its text streams (speech and
-    hidden roles; an action or a cue goes out whole)."""
-    whole: dict[str, str]
-    """Tags announced whole, mapped to their role (emotion, action, cue)."""
+    serializers that escape '/') and as written, whether it holds a vocabulary key (announced
+    whole, checked against the vocabulary: the row's ``vocabulary``), whether its text streams
+    (the row's ``streamed``; an action or a cue goes out whole)."""
+    whole: dict[str, tuple[bool, Announce]]
+    """Tags announced whole (emotion, action, cue), mapped to whether they hold a vocabulary key
+    and to how the event announcing their value is built (the row's ``event``)."""
     hidden: frozenset[str]
-    """Tags of the hidden role: only ever read from a tag, never from prose (a quote in one pairs with none later)."""
+    """Tags not shown to the player (hidden): only ever read from a tag, never from prose (a quote
+    in one pairs with none later)."""
     reasoning: re.Pattern[str]
     """A reasoning tag (``<think>``) that is no tag of the table: before the reply, the text
     is shown only once the batch reader says it is reasoning (``Reply.reasoning``)."""
@@ -231,9 +234,9 @@ def language(tags: TagTable) -> Language:
         return re.compile(rf"<\\?/(?:({re.escape(t.name)})|(?i:{'|'.join(map(re.escape, spelt))}))>")
 
     element: dict[str, tuple[Matcher, str, bool, bool]] = {
-        t.name: (closer(t).match, t.close, t.role == "emotion", t.streamed) for t in tags
+        t.name: (closer(t).match, t.close, t.row.vocabulary, t.streamed) for t in tags
     }
-    whole = {t.name: str(t.role) for t in tags if not t.streamed}
+    whole = {t.name: (t.row.vocabulary, WHOLE_EVENTS[t.row.event]) for t in tags if t.row.event is not None}
     wholes = "|".join(re.escape(t.name) for t in tags if not t.streamed)
     run = _KEY_RUN.pattern.removesuffix("+") + "*"  # a whole element's value
     first_whole = re.compile(rf"<({wholes})>({run})</\1>")
@@ -255,7 +258,7 @@ def language(tags: TagTable) -> Language:
         re.compile(rf"<\\?/(?:((?!)))?(?:{names})?>"),
         element,
         whole,
-        frozenset(t.name for t in tags.with_role("hidden")),
+        frozenset(t.name for t in tags if not t.shown),
         reasoning,
         frozenset(start for start, kinds in starts.items() if kinds == {True}),
         frozenset(t.name[0] for t in tags if not t.streamed),

@@ -30,8 +30,13 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
             "charfmt.cli",
             "charfmt.serve",
             "charfmt.serve.app",
+            "charfmt.serve.completions",
+            "charfmt.serve.inputs",
+            "charfmt.serve.state",
+            "charfmt.serve.turn_stream",
             "charfmt.serve.turns",
             "charfmt.serve.upstream",
+            "charfmt.serve.wire",
         }
     ),
     frozenset({"charfmt._hypothesis_plugin", "charfmt.testing"}),
@@ -43,14 +48,11 @@ KNOWN_LONG: set[str] = {
     "_scanner:StreamParser.feed",
     "_scanner:StreamParser._advance",
     "recover:Recovery",
-    "serve.app:create_app",
-    "serve.app:create_app.chat_completions",
     "cli:_parser",
     "speech:SentenceSplitter._scan",
     "chat:command",
     "tolerant:Reader.read",
     "userinput:parse_shorthand",
-    "serve.turns:Engine.turn",
     "export:reply_grammar",
 }
 

@@ -126,6 +126,19 @@ def exception_text(e: BaseException) -> str:
     return (str(e) or str(e.__cause__ or e.__context__ or "") or type(e).__name__)[:200]
 
 
+def transport_failure(httpx: Any, e: Exception, timeout: float) -> str:
+    """What an ``httpx.HTTPError`` of a request says: silence past ``timeout``, no connection, a broken protocol."""
+    if isinstance(e, httpx.TimeoutException):
+        return f"the server sent nothing for {timeout:g} s"
+    if isinstance(e, httpx.ConnectError):
+        return f"cannot connect: {exception_text(e)}"
+    if isinstance(e, httpx.RemoteProtocolError):
+        return f"the server broke the HTTP protocol: {exception_text(e)}"
+    if isinstance(e, httpx.TransportError | httpx.StreamError):
+        return f"the connection broke: {exception_text(e)}"
+    return f"the request failed: {exception_text(e)}"
+
+
 def shown_bytes(data: bytes) -> str:
     """The first 80 bytes a server sent, as an error message quotes them."""
     return repr(data[:80].decode("utf-8", "replace"))
@@ -516,16 +529,8 @@ class Client:
                 yield from self._read(response, Budget.for_tokens(max_tokens))
         except UpstreamError:
             raise
-        except httpx.TimeoutException:
-            raise self.fail(f"the server sent nothing for {self.timeout:g} s") from None
-        except httpx.ConnectError as e:
-            raise self.fail(f"cannot connect: {exception_text(e)}") from None
-        except httpx.RemoteProtocolError as e:
-            raise self.fail(f"the server broke the HTTP protocol: {exception_text(e)}") from None
-        except (httpx.TransportError, httpx.StreamError) as e:
-            raise self.fail(f"the connection broke: {exception_text(e)}") from None
         except httpx.HTTPError as e:
-            raise self.fail(f"the request failed: {exception_text(e)}") from None
+            raise self.fail(transport_failure(httpx, e, self.timeout)) from None
 
     def _read(self, response: httpx.Response, budget: Budget) -> Iterator[Delta]:
         reader = self.reader

@@ -29,6 +29,7 @@ from charfmt._http_client import (
     exception_text,
     redact_url,
     require,
+    transport_failure,
 )
 
 MAX_RETRY_AFTER: Final = 3600
@@ -143,16 +144,9 @@ class HTTPUpstream:
             raise
         except UpstreamError as e:  # a bound of the shared readers (a line, the reply's bytes) was passed
             raise self.fail(str(e)) from None
-        except httpx.TimeoutException:
-            raise self.fail(f"the server sent nothing for {self.timeout:g} s", 504) from None
-        except httpx.ConnectError as e:
-            raise self.fail(f"cannot connect: {exception_text(e)}") from None
-        except httpx.RemoteProtocolError as e:
-            raise self.fail(f"the server broke the HTTP protocol: {exception_text(e)}") from None
-        except (httpx.TransportError, httpx.StreamError) as e:
-            raise self.fail(f"the connection broke: {exception_text(e)}") from None
         except httpx.HTTPError as e:
-            raise self.fail(f"the request failed: {exception_text(e)}") from None
+            status = 504 if isinstance(e, httpx.TimeoutException) else 502
+            raise self.fail(transport_failure(httpx, e, self.timeout), status) from None
 
     async def _read(self, response: Any, budget: Budget) -> AsyncIterator[Delta]:
         reader = self._reader

@@ -371,7 +371,8 @@ def test_each_malformation_in_a_child_process_within_the_memory_bound(
 
 SERVE_SAYS: Final = {
     "html page": "answered with an HTML page",  # serve refuses an HTML page by its type, before reading it
-    "error message with controls": "HTTP 400: x\x1b[2J\x9b31m\u202eevil",  # the terminal view escapes these; serve's JSON does
+    # chat's terminal view escapes the controls; serve's JSON answer escapes them itself
+    "error message with controls": "HTTP 400: x\x1b[2J\x9b31m\u202eevil",
 }
 """Where serve's message says it otherwise than ``chat``'s error line."""
 

@@ -27,7 +27,7 @@ from charfmt.serve.turns import Engine
 from charfmt.writer import canonical_form
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scripted_upstream import reply_for  # noqa: E402
+from scripted_upstream import reply_for
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 REX = Character.load(EXAMPLES / "characters" / "rex.toml")

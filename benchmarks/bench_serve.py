@@ -379,18 +379,23 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[tuple[P
 async def check_sessions(
     client: httpx.AsyncClient, up: Scripted, servers: dict[str, tuple[Any, str]], args: argparse.Namespace
 ) -> None:
-    """Each session's next turn carries its own turns only."""
+    """Each session's next turn (all at once, per server) carries its own turns only."""
     mixed = 0
+    up.delay = 0.0
     for label, (_, base) in servers.items():
         if label == "proxy":
             continue
+        up.requests.clear()
+        url = base + "/v1/chat/completions"
+        await asyncio.gather(*(
+            stream(client, url, {"messages": [{"role": "user", "content": f"again Q{i}Z"}], "stream": True,
+                                 "user": session(label, i)})
+            for i in range(args.sessions)
+        ))  # fmt: skip
         for i in range(args.sessions):
-            up.requests.clear()
-            again = {"messages": [{"role": "user", "content": "again"}], "stream": True, "user": session(label, i)}
-            await stream(client, base + "/v1/chat/completions", again)
-            prompt = json.dumps(up.requests[-1]["messages"])
-            others = [j for j in range(args.sessions) if j != i and f"S{j}R" in prompt]
-            mixed += bool(others) or f"S{i}R" not in prompt
+            prompts = [json.dumps(r["messages"]) for r in up.requests if f"Q{i}Z" in r["messages"][-1]["content"]]
+            others = [j for j in range(args.sessions) if j != i and prompts and f"S{j}R" in prompts[0]]
+            mixed += len(prompts) != 1 or bool(others) or f"S{i}R" not in prompts[0]
     print(f"sessions whose prompt held another's turns (or lacked its own): {mixed}")
 
 

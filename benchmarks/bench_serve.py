@@ -1,28 +1,48 @@
 """Benchmark: what ``charfmt serve`` adds between a front end and the model, with 50 concurrent sessions.
 
 Run: .venv/bin/python benchmarks/bench_serve.py [--sessions 50] [--rounds 5] [--delay-ms 20]
+     [--formats canonical,tags,speech,airi] [--starts burst,staggered] [--ab DIR] [--floor] [--profile DIR]
 
 - A scripted OpenAI-compatible upstream (``tests/scripted_upstream.py``) streams each reply in
   4-character chunks, one every ``--delay-ms`` (a model at 50 tokens/s by default), and notes
-  when it sent each chunk. It runs on the benchmark's own event loop, with the client.
-- ``charfmt serve`` runs as the CLI does, in its own process, on loopback in front of it.
-- Each round, ``--sessions`` sessions stream a turn at once directly from the upstream, then
-  the same through ``/v1/chat/completions`` (streamed, canonical: the repaired JSON comes whole
-  at the end), interleaved round after round. A reply's latency is the arrival of its last
-  content chunk at the client minus the upstream's sending of its last text chunk (one
-  monotonic clock); the added latency is the server's p50/p99 minus the direct p50/p99, the
+  when it sent each chunk and what it wrote. It runs on the benchmark's own event loop, with the
+  client, so the two share one monotonic clock.
+- ``charfmt serve`` runs as the CLI does, one process per ``--reply-format`` measured, each on
+  loopback in front of the upstream.
+- Each round, for each start: ``burst`` (every session starts at the same instant, so their
+  chunks, and their ends, arrive together and queue) and ``staggered`` (session i starts i/N of
+  one chunk interval later: real sessions are not synchronised), the sessions stream a turn
+  directly from the upstream, then the same through each server (``/v1/chat/completions``,
+  streamed), interleaved round after round.
+- Latency: ``canonical`` streams the repaired JSON whole at the end, so a reply's latency is the
+  arrival of its last content chunk at the client minus the upstream's sending of its last text
+  chunk. ``tags``, ``speech`` and ``airi`` stream as the reply is read: each content chunk's
+  arrival minus the upstream's sending of the chunk that completed it (found by reading the
+  reply the upstream wrote, chunk by chunk, through the ``StreamParser`` and ``Formatter`` the
+  server runs: the first upstream chunk after which the formatted text is as long as what the
+  client has). Direct: each chunk's arrival minus its sending, and the last one's. The added
+  latency is the server's p50/p99 minus the direct p50/p99 of the same round and start, the
   median over rounds.
-- Nothing lost or mixed: each session's streamed text must equal the reply the upstream wrote
-  for that session (it repeats the session's tag), and its 2nd turn's prompt must hold its
-  own 1st turn only.
-- Memory per session: the server process's RSS growth over 2,000 sessions of one exchange each
-  (``/v1/turn``, instant upstream), and ``tracemalloc`` of one session's history in this process.
+- Nothing lost or mixed: each session's streamed text must be the reply the upstream wrote for
+  that session (it repeats the session's tag) in the server's format, every chunk accounted
+  for, and its next turn's prompt must hold its own turns only.
+- Server CPU per reply: the server process's user + system time over a phase, per reply.
+- Memory per session: the canonical server's RSS growth over 2,000 sessions of one exchange
+  each (``/v1/turn``, instant upstream), and ``tracemalloc`` of one session's history here.
+- ``--ab DIR``: also run each format's server from the checkout ``DIR`` (another commit), measured
+  interleaved with this one's (``canonical@DIR``...): the fair comparison on a busy machine.
+- ``--floor``: also measure a plain pass-through proxy on the same stack (Starlette, uvicorn, an
+  ``httpx.AsyncClient`` upstream; ``proxy``, per chunk): what any server written this way adds,
+  before charfmt does anything.
+- ``--profile DIR``: each server runs under ``cProfile`` (its event loop's thread) and writes
+  ``DIR/serve-<format>.prof`` when stopped (``python -m pstats`` reads it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import os
 import statistics
@@ -30,6 +50,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +59,73 @@ import uvicorn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from scripted_upstream import Scripted, free_port, reply_for  # noqa: E402
+from scripted_upstream import CHUNK, Scripted, free_port, reply_for  # noqa: E402
 
 REX = ROOT / "examples" / "characters" / "rex.toml"
+FORMATS = ("canonical", "tags", "speech", "airi")
+STARTS = ("burst", "staggered")
+
+# Runs a server under cProfile; uvicorn re-raises SIGTERM once it has stopped, so a handler ends it cleanly.
+PROFILED = (
+    "import cProfile, signal, sys\n"
+    "from charfmt.cli import main\n"
+    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+    "p = cProfile.Profile()\n"
+    "p.enable()\n"
+    "try:\n    main(sys.argv[2:])\n"
+    "finally:\n    p.disable()\n    p.dump_stats(sys.argv[1])\n"
+)
+
+PROXY = (
+    "import sys, httpx, uvicorn\n"
+    "from starlette.applications import Starlette\n"
+    "from starlette.responses import StreamingResponse\n"
+    "from starlette.routing import Route\n"
+    "limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)\n"
+    "client = httpx.AsyncClient(timeout=60, limits=limits)\n"
+    "async def chat(request):\n"
+    "    body = await request.body()\n"
+    "    headers = {'content-type': 'application/json'}\n"
+    "    r = await client.send(client.build_request('POST', sys.argv[1], content=body, headers=headers), stream=True)\n"
+    "    async def chunks():\n"
+    "        try:\n"
+    "            async for chunk in r.aiter_raw():\n"
+    "                yield chunk\n"
+    "        finally:\n"
+    "            await r.aclose()\n"
+    "    return StreamingResponse(chunks(), media_type='text/event-stream')\n"
+    "app = Starlette(routes=[Route('/v1/chat/completions', chat, methods=['POST'])])\n"
+    "uvicorn.run(app, host='127.0.0.1', port=int(sys.argv[2]), log_level='warning')\n"
+)
+"""A plain proxy on serve's stack, passing the upstream's event stream through (``--floor``)."""
 
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> tuple[str, list[float]]:
-    """The streamed content and the arrival time of each content chunk."""
-    text, arrivals = [], []
+def cpu_seconds(pid: int) -> float:
+    """CPU time of process ``pid``'s threads so far (the scheduler's nanoseconds: finer than ``stat``'s ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that just ended
+            continue
+    return total / 1e9
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> list[tuple[float, str]]:
+    """The arrival time and text of each content chunk of a streamed chat completion."""
+    chunks = []
     async with client.stream("POST", url, json=body) as r:
         r.raise_for_status()
         async for line in r.aiter_lines():
@@ -61,22 +136,159 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> t
                 raise RuntimeError(obj["error"]["message"])
             content = obj["choices"][0]["delta"].get("content") if obj.get("choices") else None
             if content:
-                arrivals.append(time.perf_counter())
-                text.append(content)
-    return "".join(text), arrivals
+                chunks.append((time.perf_counter(), content))
+    return chunks
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+class Formats:
+    """What the server answers in each format for a reply the upstream wrote, and when each part is known."""
+
+    def __init__(self) -> None:
+        from charfmt import Character
+
+        self.rex = Character.load(REX)
+
+    def expected(self, fmt: str, written: str) -> str:
+        from charfmt import parse
+        from charfmt.serve.formats import whole
+
+        reply = parse(written, lenient=True, vocabulary=self.rex.vocabulary, tags=self.rex.tags)
+        return whole(fmt, reply, self.rex.tags)
+
+    def lengths(self, fmt: str, written: str, say: str) -> list[int]:
+        """The length of the formatted text once each upstream text chunk is read (as the server reads it)."""
+        from charfmt.serve.formats import Formatter
+        from charfmt.stream import StreamParser
+
+        parser = StreamParser(lenient=True, vocabulary=self.rex.vocabulary, tags=self.rex.tags,
+                              turn=self.rex.shorthand(say))  # fmt: skip
+        formatter = Formatter(fmt, self.rex.tags)
+        total, out = 0, []
+        for i in range(0, len(written), CHUNK):
+            total += sum(len(formatter.feed(e)) for e in parser.feed(written[i : i + CHUNK]))
+            out.append(total)
+        return out
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+@dataclass
+class Phase:
+    """One phase's measurements: per-chunk and end-of-reply latencies (ms), failures, server CPU."""
+
+    chunk: list[float] = field(default_factory=list)
+    end: list[float] = field(default_factory=list)
+    lost: int = 0
+    cpu_ms: float = float("nan")
+    replies: int = 0
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, up: Scripted, up_port: int, servers: dict[str, tuple[Any, str]]):
+        self.args = args
+        self.up = up
+        self.direct_url = f"http://127.0.0.1:{up_port}/v1/chat/completions"
+        self.servers = servers
+        self.formats = Formats()
+
+    async def phase(self, client: httpx.AsyncClient, fmt: str | None, start: str, tag_round: int) -> Phase:
+        """All sessions' turns, directly (``fmt`` None) or through the server for ``fmt``."""
+        out = Phase()
+        interval = self.args.delay_ms / 1000
+        n = self.args.sessions
+
+        async def one(i: int) -> None:
+            if start == "staggered":
+                await asyncio.sleep(i * interval / n)
+            tag = f"S{i}R{tag_round}"
+            say = f"hello {tag}"
+            if fmt is None:
+                url, content, user = self.direct_url, f"<msg>{say}</msg>", {}
+            elif fmt == "proxy":
+                url, content, user = self.servers[fmt][1] + "/v1/chat/completions", f"<msg>{say}</msg>", {}
+            else:
+                url, content, user = self.servers[fmt][1] + "/v1/chat/completions", say, {"user": session(fmt, i)}
+            body = {"messages": [{"role": "user", "content": content}], "stream": True, **user}
+            self.up.sent.pop(tag, None)  # type: ignore[union-attr]
+            try:
+                chunks = await stream(client, url, body)
+            except (httpx.HTTPError, RuntimeError):
+                out.lost += 1
+                return
+            self.measure(out, fmt.partition("@")[0] if fmt and fmt != "proxy" else None, say, chunks)
+
+        before = cpu_seconds(self.servers[fmt][0].pid) if fmt is not None else 0.0
+        await asyncio.gather(*(one(i) for i in range(n)))
+        if fmt is not None:
+            out.replies = len(out.end)
+            out.cpu_ms = (cpu_seconds(self.servers[fmt][0].pid) - before) * 1000 / max(1, out.replies)
+        return out
+
+    def measure(self, out: Phase, fmt: str | None, say: str, chunks: list[tuple[float, str]]) -> None:
+        """One reply's latencies into ``out`` (or a lost one): against when the upstream sent what it wrote."""
+        tag = say.rsplit(maxsplit=1)[-1]
+        sent = self.up.sent.pop(tag, [])  # type: ignore[union-attr]
+        written = self.up.written.pop(tag, "")
+        text = "".join(c for _, c in chunks)
+        if not sent or not chunks or tag not in written:
+            out.lost += 1
+            return
+        if fmt is None:
+            if text != written or len(chunks) != len(sent):
+                out.lost += 1
+                return
+            out.chunk.extend((a - s) * 1000 for (a, _), s in zip(chunks, sent, strict=True))
+        else:
+            lengths = self.formats.lengths(fmt, written, say) if fmt != "canonical" else []
+            if text != self.formats.expected(fmt, written) or (lengths and len(lengths) != len(sent)):
+                out.lost += 1
+                return
+            so_far = 0
+            for arrival, content in chunks:
+                so_far += len(content)
+                i = min(bisect.bisect_left(lengths, so_far), len(sent) - 1) if lengths else len(sent) - 1
+                out.chunk.append((arrival - sent[i]) * 1000)
+        out.end.append((chunks[-1][0] - sent[-1]) * 1000)
+
+
+def session(label: str, i: int) -> str:
+    """Session ``i``'s key on a server (``fmt`` or ``fmt@DIR``: each server has its own sessions)."""
+    return f"{label.partition('@')[0]}{i}"
+
+
+def start_servers(args: argparse.Namespace, up_port: int) -> dict[str, tuple[Any, str]]:
+    """A server per format (``fmt``), and per format from the ``--ab`` checkout (``fmt@DIR``)."""
+    servers = {}
+    roots = [("", ROOT)] + ([(f"@{Path(args.ab).name}", Path(args.ab).resolve())] if args.ab else [])
+    for fmt in args.formats:
+        for suffix, root in roots:
+            port = free_port()
+            cmd = [sys.executable, "-m", "charfmt"]
+            if args.profile:
+                Path(args.profile).mkdir(parents=True, exist_ok=True)
+                cmd = [sys.executable, "-c", PROFILED, str(Path(args.profile).resolve() / f"serve-{fmt}{suffix}.prof")]
+            cmd += ["serve", "--character", str(REX), "--upstream", f"http://127.0.0.1:{up_port}/v1",
+                    "--port", str(port), "--max-sessions", "100000", "--reply-format", fmt]  # fmt: skip
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            app = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            servers[fmt + suffix] = (app, f"http://127.0.0.1:{port}")
+    if args.floor:
+        port = free_port()
+        cmd = [sys.executable, "-c", PROXY, f"http://127.0.0.1:{up_port}/v1/chat/completions", str(port)]
+        servers["proxy"] = (
+            subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            f"http://127.0.0.1:{port}",
+        )
+    return servers
+
+
+def stop(servers: dict[str, tuple[Any, str]]) -> None:
+    for app, _ in servers.values():
+        app.terminate()
+    for app, _ in servers.values():
+        try:
+            app.wait(30)
+        except subprocess.TimeoutExpired:
+            app.kill()
+            app.wait(10)
 
 
 async def main() -> None:
@@ -84,119 +296,122 @@ async def main() -> None:
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--delay-ms", type=float, default=20.0)
+    ap.add_argument("--formats", type=lambda s: s.split(","), default=list(FORMATS))
+    ap.add_argument("--starts", type=lambda s: s.split(","), default=list(STARTS))
     ap.add_argument("--memory-sessions", type=int, default=2000)
+    ap.add_argument("--ab", metavar="DIR", help="also measure the servers of the checkout DIR, interleaved")
+    ap.add_argument("--floor", action="store_true", help="also measure a plain pass-through proxy on the same stack")
+    ap.add_argument("--profile", metavar="DIR", help="run each server under cProfile, writing DIR/serve-<format>.prof")
     args = ap.parse_args()
 
     up = Scripted()
     up.delay = args.delay_ms / 1000
     up.sent = {}
-    up_port, app_port = free_port(), free_port()
+    up_port = free_port()
     config = uvicorn.Config(up.app, host="127.0.0.1", port=up_port, log_level="warning", timeout_keep_alive=120)
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    app = subprocess.Popen(
-        [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--upstream",
-         f"http://127.0.0.1:{up_port}/v1", "--port", str(app_port), "--max-sessions", "100000"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{app_port}"
+    servers = start_servers(args, up_port)
+    bench = Bench(args, up, up_port, servers)
     limits = httpx.Limits(
         max_connections=4 * args.sessions, max_keepalive_connections=4 * args.sessions, keepalive_expiry=2
     )  # the server's keep-alive is 5 s: never reuse a connection it may be closing
     try:
         async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-            for _ in range(600):
-                try:
-                    if (await client.get(base + "/v1/info")).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    await asyncio.sleep(0.1)
-            await stream(client, base + "/v1/chat/completions",
-                         {"messages": [{"role": "user", "content": "warm up"}], "stream": True})  # fmt: skip
-            print(f"charfmt serve: {args.sessions} concurrent sessions, {args.rounds} rounds, "
-                  f"a chunk every {args.delay_ms:g} ms (loopback, {os.cpu_count()} cores)")  # fmt: skip
-            direct_p50, direct_p99, via_p50, via_p99, added50, added99 = [], [], [], [], [], []
-            lost = 0
-            cpu_per_reply = []
+            await warm_up(client, servers)
+            print(f"charfmt serve: {args.sessions} concurrent sessions, {args.rounds} rounds, a chunk every"
+                  f" {args.delay_ms:g} ms (loopback, {os.cpu_count()} cores, load average"
+                  f" {os.getloadavg()[0]:.2f})")  # fmt: skip
+            results: dict[tuple[str, str], list[tuple[Phase, Phase]]] = {}
             for r in range(args.rounds):
-                lat: dict[str, list[float]] = {"direct": [], "via": []}
-                for how in ("direct", "via"):
-                    cpu_before = cpu_seconds(app.pid)
-                    async def one(i: int, how: str = how, r: int = r, lat: dict[str, list[float]] = lat) -> None:
-                        nonlocal lost
-                        tag = f"S{i}R{r}{'d' if how == 'direct' else 'v'}"
-                        tag_key = tag[:-1]
-                        if how == "direct":
-                            content = f"<msg>hello {tag_key}</msg>"
-                            url, body = f"http://127.0.0.1:{up_port}/v1/chat/completions", {
-                                "messages": [{"role": "user", "content": content}], "stream": True}
-                            expected = reply_for(content)
-                        else:
-                            url, body = base + "/v1/chat/completions", {
-                                "messages": [{"role": "user", "content": f"hello {tag_key}"}], "stream": True,
-                                "user": f"s{i}"}
-                            expected = None
-                        up.sent.pop(tag_key, None)  # type: ignore[union-attr]
-                        text, arrivals = await stream(client, url, body)
-                        sent = up.sent.pop(tag_key, [])  # type: ignore[union-attr]
-                        if (expected is not None and text != expected) or tag_key not in text:
-                            lost += 1
-                        if not sent or len(arrivals) != (len(sent) if how == "direct" else 1):
-                            lost += 1
-                        if sent and arrivals:
-                            lat[how].append((arrivals[-1] - sent[-1]) * 1000)
-
-                    await asyncio.gather(*(one(i) for i in range(args.sessions)))
-                    if how == "via":
-                        cpu_per_reply.append((cpu_seconds(app.pid) - cpu_before) * 1000 / max(1, len(lat["via"])))
-                d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
-                v50, v99 = pct(lat["via"], 0.5), pct(lat["via"], 0.99)
-                direct_p50.append(d50)
-                direct_p99.append(d99)
-                via_p50.append(v50)
-                via_p99.append(v99)
-                added50.append(v50 - d50)
-                added99.append(v99 - d99)
-                print(f"  round {r + 1}: direct p50 {d50:.2f} p99 {d99:.2f} ms;"
-                      f" via serve p50 {v50:.2f} p99 {v99:.2f} ms ({len(lat['via'])} replies,"
-                      f" server CPU {cpu_per_reply[-1]:.3f} ms a reply)")  # fmt: skip
-            med = statistics.median
-            print(f"end-of-reply latency, median of rounds: direct p50 {med(direct_p50):.2f} ms,"
-                  f" p99 {med(direct_p99):.2f} ms; via charfmt serve p50 {med(via_p50):.2f} ms,"
-                  f" p99 {med(via_p99):.2f} ms")  # fmt: skip
-            print(f"added by charfmt serve: p50 {med(added50):.2f} ms, p99 {med(added99):.2f} ms (target p99 <= 5 ms)")
-            # the 2nd turn of each session carries only its own 1st turn
-            mixed = 0
-            for i in range(args.sessions):
-                up.requests.clear()
-                again = {"messages": [{"role": "user", "content": "again"}], "stream": True, "user": f"s{i}"}
-                await stream(client, base + "/v1/chat/completions", again)
-                prompt = json.dumps(up.requests[-1]["messages"])
-                others = [j for j in range(args.sessions) if j != i and f"S{j}R" in prompt]
-                mixed += bool(others) or f"S{i}R" not in prompt
-            print(f"lost or wrong replies: {lost}; sessions whose prompt held another's turns: {mixed}")
-
-            up.delay = 0.0
-            before = rss_kib(app.pid)
-            for start in range(0, args.memory_sessions, 100):
-                await asyncio.gather(*(
-                    client.post(base + "/v1/turn", json={"session": f"m{k}", "say": f"hello S{k}R0"})
-                    for k in range(start, start + 100)
-                ))  # fmt: skip
-            after = rss_kib(app.pid)
-            print(f"server RSS: {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB after {args.memory_sessions} more "
-                  f"sessions: {(after - before) * 1024 / args.memory_sessions / 1024:.1f} KiB per session")  # fmt: skip
+                for m, start in enumerate(args.starts):
+                    tag_round = r * 10 + m
+                    direct = await bench.phase(client, None, start, tag_round * 100)
+                    for f, label in enumerate(servers, start=1):
+                        via = await bench.phase(client, label, start, tag_round * 100 + f)
+                        results.setdefault((start, label), []).append((direct, via))
+                print(f"  round {r + 1} done", flush=True)
+            report(args, results)
+            await check_sessions(client, up, servers, args)
+            if "canonical" in servers:
+                await memory(client, up, servers["canonical"], args)
     finally:
-        app.terminate()
-        try:
-            app.wait(20)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait(10)
+        stop(servers)
         server.should_exit = True
         await serving
     tracemalloc_per_session()
+
+
+async def warm_up(client: httpx.AsyncClient, servers: dict[str, tuple[Any, str]]) -> None:
+    for label, (_, base) in servers.items():
+        for _ in range(600):
+            try:
+                if (await client.get(base + "/v1/info")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                await asyncio.sleep(0.1)
+        say = "<msg>warm up</msg>" if label == "proxy" else "warm up"
+        await stream(
+            client, base + "/v1/chat/completions", {"messages": [{"role": "user", "content": say}], "stream": True}
+        )
+
+
+def report(args: argparse.Namespace, results: dict[tuple[str, str], list[tuple[Phase, Phase]]]) -> None:
+    med = statistics.median
+    print("latency in ms: direct p50/p99, via charfmt serve p50/p99, added p50/p99 (median of rounds);"
+          " server CPU per reply; lost or wrong replies")  # fmt: skip
+    for (start, label), rounds in results.items():
+        fmt = label.partition("@")[0]
+        what = "end of reply" if fmt == "canonical" else "per chunk"
+        rows = []
+        for direct, via in rounds:
+            d = direct.end if fmt == "canonical" else direct.chunk
+            v = via.end if fmt == "canonical" else via.chunk
+            rows.append((pct(d, 0.5), pct(d, 0.99), pct(v, 0.5), pct(v, 0.99), via.cpu_ms, direct.lost + via.lost))
+        d50, d99, v50, v99 = (med(row[k] for row in rows) for k in range(4))
+        a50, a99 = med(row[2] - row[0] for row in rows), med(row[3] - row[1] for row in rows)
+        cpu, lost = med(row[4] for row in rows), sum(row[5] for row in rows)
+        print(f"  {start:9} {label:14} ({what:12}): direct {d50:6.2f} / {d99:6.2f}, via {v50:6.2f} / {v99:6.2f},"
+              f" added {a50:6.2f} / {a99:6.2f} ms; CPU {cpu:5.2f} ms a reply; lost {lost}")  # fmt: skip
+    print("target: added p99 <= 5 ms per chunk at 50 concurrent sessions on 2 cores")
+
+
+async def check_sessions(
+    client: httpx.AsyncClient, up: Scripted, servers: dict[str, tuple[Any, str]], args: argparse.Namespace
+) -> None:
+    """Each session's next turn (all at once, per server) carries its own turns only."""
+    mixed = 0
+    up.delay = 0.0
+    for label, (_, base) in servers.items():
+        if label == "proxy":
+            continue
+        up.requests.clear()
+        url = base + "/v1/chat/completions"
+        await asyncio.gather(*(
+            stream(client, url, {"messages": [{"role": "user", "content": f"again Q{i}Z"}], "stream": True,
+                                 "user": session(label, i)})
+            for i in range(args.sessions)
+        ))  # fmt: skip
+        for i in range(args.sessions):
+            prompts = [json.dumps(r["messages"]) for r in up.requests if f"Q{i}Z" in r["messages"][-1]["content"]]
+            others = [j for j in range(args.sessions) if j != i and prompts and f"S{j}R" in prompts[0]]
+            mixed += len(prompts) != 1 or bool(others) or f"S{i}R" not in prompts[0]
+    print(f"sessions whose prompt held another's turns (or lacked its own): {mixed}")
+
+
+async def memory(client: httpx.AsyncClient, up: Scripted, canonical: tuple[Any, str], args: argparse.Namespace) -> None:
+    app, base = canonical
+    up.delay = 0.0
+    before = rss_kib(app.pid)
+    for start in range(0, args.memory_sessions, 100):
+        await asyncio.gather(*(
+            client.post(base + "/v1/turn", json={"session": f"m{k}", "say": f"hello S{k}R0"})
+            for k in range(start, min(start + 100, args.memory_sessions))
+        ))  # fmt: skip
+    after = rss_kib(app.pid)
+    per = (after - before) / max(1, args.memory_sessions)
+    print(f"server RSS: {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB after {args.memory_sessions} more"
+          f" sessions: {per:.1f} KiB per session")  # fmt: skip
 
 
 def tracemalloc_per_session() -> None:

@@ -9,6 +9,11 @@ the server does). Bytes are counted as they come off the socket (``iter_bytes``)
 server, is one :class:`UpstreamError` whose message is one line; a transport failure is never
 taken for an empty reply.
 
+What a server answers is read without I/O by :class:`ReplyReader` (headers, an error body, a
+whole completion, each chunk) and :class:`EventStream` (an event stream fed as its bytes
+arrive): the sync :class:`Client` here and ``charfmt serve``'s async upstream feed them the
+bytes they receive, so both read every answer by the same rules.
+
 httpx is an optional dependency (``pip install 'charfmt[http]'``); :func:`require` says so.
 """
 
@@ -18,15 +23,16 @@ import importlib
 import json
 import re
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._sdk_chunks import Piece, read_chat_chunk
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
     import httpx
+
+    from charfmt._sdk_chunks import Piece
 
 MAX_LINE: Final = 4 << 20
 """Bytes in one line of an event stream (a longer one, or a body without newlines, is an error)."""
@@ -91,6 +97,53 @@ def require() -> Any:
         raise CharfmtError(f"--endpoint needs httpx, not installed ({exc}); install it with: {INSTALL}") from None
 
 
+def endpoint_url(url: str) -> str:
+    """The chat-completions URL for ``url``: a base URL + ``/chat/completions`` (as the OpenAI
+    SDK's ``base_url``), a full ``…/chat/completions`` URL as is, a bare ``http://host:port`` + ``/v1/…``.
+
+    Raises ``CharfmtError`` unless ``url`` is an ``http``/``https`` URL with a host.
+    """
+    shown = redact_url(url)[:80]
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # a port outside 0-65535 or not a number raises ValueError here
+    except ValueError as e:
+        raise CharfmtError(f"--endpoint {shown!r} is not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CharfmtError(f"--endpoint {shown!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1)")
+    if port == 0:
+        raise CharfmtError(f"--endpoint {shown!r}: port 0 is not a server's port")
+    path = parts.path.rstrip("/")
+    if not path:
+        path = "/v1/chat/completions"  # a bare http://host:port: the usual /v1 base
+    elif not path.endswith("/chat/completions"):  # a full URL is used as is
+        path += "/chat/completions"  # a base URL, as the OpenAI SDK's base_url: any path kept
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def exception_text(e: BaseException) -> str:
+    """What a transport exception says, on at most 200 characters (its cause's words where it has none)."""
+    return (str(e) or str(e.__cause__ or e.__context__ or "") or type(e).__name__)[:200]
+
+
+def transport_failure(httpx: Any, e: Exception, timeout: float) -> str:
+    """What an ``httpx.HTTPError`` of a request says: silence past ``timeout``, no connection, a broken protocol."""
+    if isinstance(e, httpx.TimeoutException):
+        return f"the server sent nothing for {timeout:g} s"
+    if isinstance(e, httpx.ConnectError):
+        return f"cannot connect: {exception_text(e)}"
+    if isinstance(e, httpx.RemoteProtocolError):
+        return f"the server broke the HTTP protocol: {exception_text(e)}"
+    if isinstance(e, httpx.TransportError | httpx.StreamError):
+        return f"the connection broke: {exception_text(e)}"
+    return f"the request failed: {exception_text(e)}"
+
+
+def shown_bytes(data: bytes) -> str:
+    """The first 80 bytes a server sent, as an error message quotes them."""
+    return repr(data[:80].decode("utf-8", "replace"))
+
+
 # --- JSON with a depth limit -----------------------------------------------------------------------
 
 _STRING_OR_BRACKET: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
@@ -109,6 +162,8 @@ def check_depth(text: str, max_depth: int = MAX_DEPTH) -> None:
 
     A linear scan (strings skipped whole), so ``json.loads`` never recurses past the limit.
     """
+    if text.count("[") + text.count("{") <= max_depth:  # too few openers to nest deeper: nothing to scan
+        return
     depth = 0
     for m in _STRING_OR_BRACKET.finditer(text):
         token = m.group()
@@ -242,6 +297,201 @@ class Budget:
         )
 
 
+class ReplyReader:
+    """What a server answers, read through the limits above without I/O: headers, an error body, a whole
+    ``chat.completion``, the chunks of a stream. Every failure is ``fail(message)``, the caller's one error."""
+
+    def __init__(self, fail: Callable[[str], UpstreamError]) -> None:
+        from charfmt._sdk_chunks import read_chat_chunk  # noqa: PLC0415 (``chat`` imports this module at start)
+
+        self.fail = fail
+        self._read_chat_chunk = read_chat_chunk
+
+    def check_headers(self, raw: list[tuple[bytes, bytes]]) -> None:
+        """Refuse more than ``MAX_HEADERS`` headers or a header line over ``MAX_HEADER_LINE`` bytes."""
+        if len(raw) > MAX_HEADERS:
+            raise self.fail(f"the server sent {len(raw)} headers (at most {MAX_HEADERS})")
+        for name, value in raw:
+            if len(name) + len(value) + 2 > MAX_HEADER_LINE:
+                raise self.fail(
+                    f"the server sent a header line of {len(name) + len(value) + 2:,} bytes"
+                    f" (at most {MAX_HEADER_LINE:,}): {name[:40].decode('latin-1')!r}"
+                )
+
+    def body_kind(self, headers: Any) -> str:
+        """The content type of a successful answer (``headers``: httpx's), its encoding checked to be none."""
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise self.fail(f"the server sent a {encoding[:40]!r}-encoded body, which was not asked for")
+        kind: str = headers.get("content-type", "").split(";")[0].strip().lower()
+        return kind or "no content type"
+
+    def is_completion(self, first: bytes, kind: str) -> bool:
+        """Whether the answer whose first bytes are ``first`` is one ``chat.completion`` (else an event stream).
+
+        ``first``: the bytes read until one is not white space or there are more than ``MAX_LINE``.
+        """
+        if not first.strip() and len(first) <= MAX_LINE:
+            raise self.fail("the server's answer was empty (no event, no completion)")
+        return first.lstrip().startswith(b"{") and kind != "text/event-stream"
+
+    def gather(self, body: bytearray, chunk: bytes) -> None:
+        """Add ``chunk`` to a whole completion's ``body``, within ``MAX_BODY``."""
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise self.fail(f"the completion is longer than {MAX_BODY:,} bytes; stopped reading")
+
+    def error_detail(self, data: bytes, reason_phrase: str) -> str:
+        """The message of an error answer's body (its first ``MAX_ERROR_BODY`` bytes), on one line."""
+        text = data.decode("utf-8", "replace").strip()
+        try:
+            value = load_json(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and "error" in value:
+            error = value["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            text = message if isinstance(message, str) else json.dumps(message)[:200]
+        return " ".join(text.split())[:300] or reason_phrase or "(no message)"
+
+    def completion(self, body: bytes) -> Delta:
+        """The content and finish reason of one (non-streamed) ``chat.completion`` object."""
+        text = body.decode("utf-8", "replace")
+        try:
+            data = load_json(text)
+        except ValueError as e:
+            raise self.fail(f"not an OpenAI chat completion ({e}): {text[:80]!r}") from None
+        self._refuse_error(data, "the server answered with an error")
+        choice = _first_choice(data)
+        message = choice.get("message") if choice is not None else None
+        if choice is None or not isinstance(message, dict):
+            raise self.fail(f"not an OpenAI chat completion: {text[:80]!r}")
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            raise self.fail(f"the completion's content is not text: {json.dumps(content)[:80]}")
+        return self._delta(data, choice, body)
+
+    def chunk(self, event: bytes, *, last: bool = False) -> Delta:
+        """The text and finish reason of one ``chat.completion.chunk`` (``last``: the stream ended inside it)."""
+        try:
+            data = load_json(event)
+        except ValueError as e:
+            if last and not isinstance(e, JSONDepthError):  # no blank line, no [DONE], and half a JSON value
+                raise self.fail(
+                    f"the stream was cut off inside an event (no [DONE]): {shown_bytes(event[-80:])}"
+                ) from None
+            raise self.fail(f"not an OpenAI chat completion stream ({e}): {shown_bytes(event)}") from None
+        self._refuse_error(data, "the server sent an error in the stream")
+        choice = _first_choice(data)
+        if choice is None:
+            if isinstance(data, dict) and data.get("choices") == []:  # a usage chunk: no choice
+                return Delta("")
+            raise self.fail(f"not an OpenAI chat completion stream: {shown_bytes(event)}")
+        delta = choice.get("delta", {})
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise self.fail(f"the chunk's delta is not an object: {shown_bytes(event)}")
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise self.fail(f"the chunk's content is not text: {shown_bytes(event)}")
+        return self._delta(data, choice, event)
+
+    def _delta(self, data: dict[str, Any], choice: dict[str, Any], raw: bytes) -> Delta:
+        """A checked chunk or completion, read by the same rule as ``iter_events`` reads an OpenAI chunk."""
+        piece = self._read_chat_chunk(data)
+        text = piece.text if isinstance(piece.text, str) else ""
+        piece.text = ""
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:  # load_json read each bad byte as U+FFFD: say so, never silently
+            where = f"byte {e.start} of {'the completion' if 'message' in choice else 'a chunk'}"
+            piece.notes.append(("CF961", f"the server sent invalid UTF-8 ({where}: {raw[e.start : e.start + 4]!r}):"
+                                         " each bad byte read as U+FFFD"))  # fmt: skip
+        return Delta(text, _reason_of(choice), piece if piece.reasoning or piece.refusal or piece.notes else None)
+
+    def _refuse_error(self, data: Any, what: str) -> None:
+        if isinstance(data, dict) and "error" in data:
+            error = data["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise self.fail(f"{what}: {str(message)[:200]}")
+
+
+class EventStream:
+    """The deltas of an OpenAI event stream, fed its bytes as they arrive, within a :class:`Budget`.
+
+    ``feed`` each chunk of the body, then ``end`` once it is over; ``done`` turns true at
+    ``[DONE]`` (read no further). Lines, events, tokens, characters are counted as they come.
+    """
+
+    def __init__(self, reader: ReplyReader, kind: str, budget: Budget) -> None:
+        self.reader = reader
+        self.kind = kind
+        self.budget = budget
+        self.done = False
+        """``[DONE]`` was read."""
+        self._lines = LineSplitter(MAX_LINE)
+        self._data: list[bytes] = []
+        self._size = self._count = self._events = self._tokens = self._chars = 0
+
+    def feed(self, chunk: bytes) -> Iterator[Delta]:
+        """The deltas of the events ``chunk`` completes."""
+        for line in self._lines.feed(chunk):
+            delta = self._line(line)
+            if self.done:
+                return
+            if delta is not None:
+                yield delta
+
+    def end(self) -> Iterator[Delta]:
+        """The deltas of what the stream's end completes (the last event may lack its blank line)."""
+        for line in self._lines.end():
+            delta = self._line(line)
+            if self.done:
+                return
+            if delta is not None:
+                yield delta
+        if self._data:  # the last event, without the blank line that should end it
+            event = b"\n".join(self._data).strip()
+            if event != b"[DONE]":
+                yield self.reader.chunk(event, last=True)
+        elif self._events == 0:
+            raise self.reader.fail("the stream ended before its first event")
+
+    def _line(self, line: bytes) -> Delta | None:
+        fail = self.reader.fail
+        self._count += 1
+        if self._count > self.budget.lines:
+            raise fail(f"the stream went on past {self.budget.lines:,} lines without ending; stopped reading")
+        data = self._data
+        if line.strip() and not data and not line.startswith(_SSE_FIELDS):
+            raise fail(f"not an OpenAI-compatible chat completion ({self.kind}): {shown_bytes(line)}")
+        if line.startswith(b"data:"):
+            part = line[5:].removeprefix(b" ")
+            self._size += len(part)
+            if self._size > MAX_EVENT:
+                raise fail(f"an event of the stream is longer than {MAX_EVENT:,} bytes")
+            data.append(part)
+            return None
+        if line.strip() or not data:  # another field, a comment, or a blank line between events
+            return None
+        event = b"\n".join(data).strip()
+        self._data, self._size = [], 0
+        self._events += 1
+        if event == b"[DONE]":
+            self.done = True
+            return None
+        delta = self.reader.chunk(event)
+        if delta.text:
+            self._tokens += 1
+            self._chars += len(delta.text)
+            if self._tokens > self.budget.tokens or self._chars > self.budget.chars:
+                raise fail(
+                    f"the server sent more than the {self.budget.tokens} tokens asked for (max_tokens); stopped reading"
+                )
+        return delta
+
+
 class Client:
     """POSTs chat-completion requests to one URL and reads the answers through the limits above."""
 
@@ -254,6 +504,7 @@ class Client:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = timeout
+        self.reader = ReplyReader(self.fail)
         self._httpx = lib
         self._client: httpx.Client = lib.Client(
             timeout=lib.Timeout(timeout),
@@ -278,49 +529,33 @@ class Client:
                 yield from self._read(response, Budget.for_tokens(max_tokens))
         except UpstreamError:
             raise
-        except httpx.TimeoutException:
-            raise self.fail(f"the server sent nothing for {self.timeout:g} s") from None
-        except httpx.ConnectError as e:
-            raise self.fail(f"cannot connect: {_reason(e)}") from None
-        except httpx.RemoteProtocolError as e:
-            raise self.fail(f"the server broke the HTTP protocol: {_reason(e)}") from None
-        except (httpx.TransportError, httpx.StreamError) as e:
-            raise self.fail(f"the connection broke: {_reason(e)}") from None
         except httpx.HTTPError as e:
-            raise self.fail(f"the request failed: {_reason(e)}") from None
+            raise self.fail(transport_failure(httpx, e, self.timeout)) from None
 
     def _read(self, response: httpx.Response, budget: Budget) -> Iterator[Delta]:
-        self._check_headers(response)
+        reader = self.reader
+        reader.check_headers(response.headers.raw)
         if response.status_code >= 300:
             raise self.fail(f"HTTP {response.status_code}: {self._error_detail(response)}")
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            raise self.fail(f"the server sent a {encoding[:40]!r}-encoded body, which was not asked for")
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower() or "no content type"
+        kind = reader.body_kind(response.headers)
         chunks = iter(_Counted(response.iter_bytes(), budget.bytes, "the reply"))
         first = b""
         for chunk in chunks:  # the first bytes say which of the two shapes this is
             first += chunk
             if first.strip() or len(first) > MAX_LINE:
                 break
-        if not first.strip() and len(first) <= MAX_LINE:
-            raise self.fail("the server's answer was empty (no event, no completion)")
-        head = first.lstrip()
-        if head.startswith(b"{") and kind != "text/event-stream":  # one chat.completion object
-            yield self._completion(_whole(first, chunks, MAX_BODY, self))
+        if reader.is_completion(first, kind):
+            body = bytearray(first)
+            for chunk in chunks:
+                reader.gather(body, chunk)
+            yield reader.completion(bytes(body))
             return
-        yield from self._events(_prepend(first, chunks), kind, budget)
-
-    def _check_headers(self, response: httpx.Response) -> None:
-        raw = response.headers.raw
-        if len(raw) > MAX_HEADERS:
-            raise self.fail(f"the server sent {len(raw)} headers (at most {MAX_HEADERS})")
-        for name, value in raw:
-            if len(name) + len(value) + 2 > MAX_HEADER_LINE:
-                raise self.fail(
-                    f"the server sent a header line of {len(name) + len(value) + 2:,} bytes"
-                    f" (at most {MAX_HEADER_LINE:,}): {name[:40].decode('latin-1')!r}"
-                )
+        stream = EventStream(reader, kind, budget)
+        for chunk in _prepend(first, chunks):
+            yield from stream.feed(chunk)
+            if stream.done:
+                return
+        yield from stream.end()
 
     def _error_detail(self, response: httpx.Response) -> str:
         data = b""
@@ -329,116 +564,7 @@ class Client:
             if len(data) >= MAX_ERROR_BODY:
                 data = data[:MAX_ERROR_BODY]
                 break
-        text = data.decode("utf-8", "replace").strip()
-        try:
-            value = load_json(text)
-        except ValueError:
-            value = None
-        if isinstance(value, dict) and "error" in value:
-            error = value["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            text = message if isinstance(message, str) else json.dumps(message)[:200]
-        return " ".join(text.split())[:300] or response.reason_phrase or "(no message)"
-
-    def _completion(self, body: bytes) -> Delta:
-        """The content and finish reason of one (non-streamed) ``chat.completion`` object."""
-        text = body.decode("utf-8", "replace")
-        try:
-            data = load_json(text)
-        except ValueError as e:
-            raise self.fail(f"not an OpenAI chat completion ({e}): {text[:80]!r}") from None
-        if isinstance(data, dict) and "error" in data:
-            error = data["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise self.fail(f"the server answered with an error: {str(message)[:200]}")
-        choice = _first_choice(data)
-        message = choice.get("message") if choice is not None else None
-        if choice is None or not isinstance(message, dict):
-            raise self.fail(f"not an OpenAI chat completion: {text[:80]!r}")
-        content = message.get("content") or ""
-        if not isinstance(content, str):
-            raise self.fail(f"the completion's content is not text: {json.dumps(content)[:80]}")
-        return _delta(data, choice, body)
-
-    def _events(self, stream: Iterator[bytes], kind: str, budget: Budget) -> Iterator[Delta]:
-        tokens = chars = count = events = 0
-        data: list[bytes] = []
-        size = 0
-        for line in lines(stream):
-            count += 1
-            if count > budget.lines:
-                raise self.fail(f"the stream went on past {budget.lines:,} lines without ending; stopped reading")
-            if line.strip() and not data and not line.startswith(_SSE_FIELDS):
-                raise self.fail(f"not an OpenAI-compatible chat completion ({kind}): {_show(line)}")
-            if line.startswith(b"data:"):
-                part = line[5:].removeprefix(b" ")
-                size += len(part)
-                if size > MAX_EVENT:
-                    raise self.fail(f"an event of the stream is longer than {MAX_EVENT:,} bytes")
-                data.append(part)
-                continue
-            if line.strip() or not data:  # another field, a comment, or a blank line between events
-                continue
-            event, data, size = b"\n".join(data).strip(), [], 0
-            events += 1
-            if event == b"[DONE]":
-                return
-            delta = self._chunk(event)
-            if delta.text:
-                tokens += 1
-                chars += len(delta.text)
-                if tokens > budget.tokens or chars > budget.chars:
-                    raise self.fail(
-                        f"the server sent more than the {budget.tokens} tokens asked for (max_tokens); stopped reading"
-                    )
-            yield delta
-        if data:  # the last event, without the blank line that should end it
-            event = b"\n".join(data).strip()
-            if event != b"[DONE]":
-                yield self._chunk(event, last=True)
-        elif events == 0:
-            raise self.fail("the stream ended before its first event")
-
-    def _chunk(self, event: bytes, *, last: bool = False) -> Delta:
-        """The text and finish reason of one ``chat.completion.chunk`` (``last``: the stream ended inside it)."""
-        try:
-            data = load_json(event)
-        except ValueError as e:
-            if last and not isinstance(e, JSONDepthError):  # no blank line, no [DONE], and half a JSON value
-                raise self.fail(f"the stream was cut off inside an event (no [DONE]): {_show(event[-80:])}") from None
-            raise self.fail(f"not an OpenAI chat completion stream ({e}): {_show(event)}") from None
-        if isinstance(data, dict) and "error" in data:
-            error = data["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise self.fail(f"the server sent an error in the stream: {str(message)[:200]}")
-        choice = _first_choice(data)
-        if choice is None:
-            if isinstance(data, dict) and data.get("choices") == []:  # a usage chunk: no choice
-                return Delta("")
-            raise self.fail(f"not an OpenAI chat completion stream: {_show(event)}")
-        delta = choice.get("delta", {})
-        if delta is None:
-            delta = {}
-        if not isinstance(delta, dict):
-            raise self.fail(f"the chunk's delta is not an object: {_show(event)}")
-        content = delta.get("content")
-        if content is not None and not isinstance(content, str):
-            raise self.fail(f"the chunk's content is not text: {_show(event)}")
-        return _delta(data, choice, event)
-
-
-def _delta(data: dict[str, Any], choice: dict[str, Any], raw: bytes) -> Delta:
-    """A checked chunk or completion, read by the same rule as ``iter_events`` reads an OpenAI chunk."""
-    piece = read_chat_chunk(data)
-    text = piece.text if isinstance(piece.text, str) else ""
-    piece.text = ""
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as e:  # load_json read each bad byte as U+FFFD: say so, never silently
-        where = f"byte {e.start} of {'the completion' if 'message' in choice else 'a chunk'}"
-        piece.notes.append(("CF961", f"the server sent invalid UTF-8 ({where}: {raw[e.start : e.start + 4]!r}):"
-                                     " each bad byte read as U+FFFD"))  # fmt: skip
-    return Delta(text, _reason_of(choice), piece if piece.reasoning or piece.refusal or piece.notes else None)
+        return self.reader.error_detail(data, response.reason_phrase)
 
 
 def _first_choice(data: Any) -> dict[str, Any] | None:
@@ -453,23 +579,6 @@ def _reason_of(choice: dict[str, Any] | None) -> str | None:
     return reason[:40] if isinstance(reason, str) else None
 
 
-def _whole(first: bytes, rest: Iterator[bytes], limit: int, client: Client) -> bytes:
-    body = bytearray(first)
-    for chunk in rest:
-        body += chunk
-        if len(body) > limit:
-            raise client.fail(f"the completion is longer than {limit:,} bytes; stopped reading")
-    return bytes(body)
-
-
 def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield first
     yield from rest
-
-
-def _show(data: bytes) -> str:
-    return repr(data[:80].decode("utf-8", "replace"))
-
-
-def _reason(e: BaseException) -> str:
-    return (str(e) or str(e.__cause__ or e.__context__ or "") or type(e).__name__)[:200]

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._http_client import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
@@ -344,30 +344,6 @@ def local_model(
 # --- an OpenAI-compatible server -----------------------------------------------------------------
 
 
-def endpoint_url(url: str) -> str:
-    """The chat-completions URL for ``url``: a base URL + ``/chat/completions`` (as the OpenAI
-    SDK's ``base_url``), a full ``…/chat/completions`` URL as is, a bare ``http://host:port`` + ``/v1/…``.
-
-    Raises ``CharfmtError`` unless ``url`` is an ``http``/``https`` URL with a host.
-    """
-    from charfmt._http_client import redact_url  # noqa: PLC0415
-
-    shown = redact_url(url)[:80]
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port  # a port outside 0-65535 or not a number raises ValueError here
-    except ValueError as e:
-        raise CharfmtError(f"--endpoint {shown!r} is not a valid URL ({e})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CharfmtError(f"--endpoint {shown!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1)")
-    if port == 0:
-        raise CharfmtError(f"--endpoint {shown!r}: port 0 is not a server's port")
-    path = parts.path.rstrip("/")
-    if not path:
-        path = "/v1/chat/completions"  # a bare http://host:port: the usual /v1 base
-    elif not path.endswith("/chat/completions"):  # a full URL is used as is
-        path += "/chat/completions"  # a base URL, as the OpenAI SDK's base_url: any path kept
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 def endpoint_model(

@@ -65,6 +65,8 @@ class Scripted:
         """The ``Authorization`` header of each request."""
         self.sent: dict[str, list[float]] | None = None
         """Where set (the benchmark): per ``S<n>R<n>`` tag in the user message, when each text chunk was sent."""
+        self.written: dict[str, str] = {}
+        """Where ``sent`` is set: per tag, the reply the model wrote."""
         self.cancelled = 0
         self.finished = 0
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
@@ -94,6 +96,8 @@ class Scripted:
             return JSONResponse({"object": "chat.completion", "choices": [choice]})
         tag = re.search(r"S\d+R\d+", user)
         times = self.sent.setdefault(tag.group(), []) if self.sent is not None and tag else None
+        if times is not None and tag:
+            self.written[tag.group()] = text
         return StreamingResponse(self._stream(mode, text, times), media_type="text/event-stream")
 
     async def _stream(self, mode: str, text: str, times: list[float] | None = None) -> AsyncIterator[bytes]:

@@ -25,11 +25,7 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
 }
 
 # "module:qualified.name" of functions and classes still too long.
-KNOWN_LONG: set[str] = {
-    "serve.app:create_app",
-    "serve.app:create_app.chat_completions",
-    "serve.turns:Engine.turn",
-}
+KNOWN_LONG: set[str] = set()
 
 
 def _modules() -> dict[str, Path]:

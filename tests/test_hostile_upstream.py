@@ -1,4 +1,4 @@
-"""``charfmt chat --endpoint`` against a scripted hostile server on 127.0.0.1.
+"""``charfmt chat --endpoint`` (and ``charfmt serve``'s upstream) against a scripted hostile server on 127.0.0.1.
 
 Every class of malformation a broken or malicious OpenAI-compatible server can send —
 malformed SSE shapes, deep JSON, bad status lines and headers, huge and newline-free
@@ -367,6 +367,47 @@ def test_each_malformation_in_a_child_process_within_the_memory_bound(
     _check(case, status, out, err, seconds)
     assert peak < PEAK_MB, f"peak {peak:.0f} MB"
     print(f"{name}: exit {status} in {seconds:.2f} s, peak {peak:.0f} MB")
+
+
+SERVE_SAYS: Final = {
+    "html page": "answered with an HTML page",  # serve refuses an HTML page by its type, before reading it
+    # chat's terminal view escapes the controls; serve's JSON answer escapes them itself
+    "error message with controls": "HTTP 400: x\x1b[2J\x9b31m\u202eevil",
+}
+"""Where serve's message says it otherwise than ``chat``'s error line."""
+
+
+@pytest.mark.parametrize("name", LIGHT)
+def test_serve_reads_each_malformation_as_chat_does(name: str, upstream: Callable[[Script], str]) -> None:
+    """serve's upstream reads through the same readers (one event assembly): the same reply or the same error."""
+    pytest.importorskip("starlette")
+    import asyncio
+
+    from charfmt._http_client import endpoint_url
+    from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure
+
+    case = CASES[name]
+    flags = dict(zip(case.args[::2], case.args[1::2], strict=True))
+    url = endpoint_url(upstream(case.script))
+    client = HTTPUpstream(url, timeout=float(flags.get("--timeout", 120)))
+
+    async def reply() -> str:
+        try:
+            deltas = client.chat({"messages": []}, max_tokens=int(flags.get("--max-tokens", 2048)))
+            return "".join([delta.text async for delta in deltas])
+        finally:
+            await client.aclose()
+
+    start = time.monotonic()
+    if case.status == 0:
+        assert asyncio.run(reply()) == REPLY
+    else:
+        with pytest.raises(UpstreamFailure) as failed:
+            asyncio.run(reply())
+        message = str(failed.value)
+        assert message.startswith("the upstream: ") and "\n" not in message and url not in message
+        assert SERVE_SAYS.get(name, case.says) in message, message
+    assert time.monotonic() - start < WALL
 
 
 def test_missing_httpx_names_the_extra() -> None:

@@ -9,17 +9,16 @@ endpoints only choose which pieces to send and in what shape.
 from __future__ import annotations
 
 import asyncio
-import functools
-import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from charfmt.diagnostics import CharfmtError
+from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
 
 if TYPE_CHECKING:
+    from charfmt._http_client import Delta
     from charfmt.character import Character, Exchange
     from charfmt.events import Event
     from charfmt.models import Reply
@@ -29,16 +28,10 @@ if TYPE_CHECKING:
     from charfmt.stage import StageCue
     from charfmt.userinput import UserTurn
 
+__all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+
 PROMPT_MARGIN = 32
 """Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
-
-
-@functools.lru_cache(maxsize=2048)
-def count_tokens(text: str) -> int:
-    """``estimate_tokens``, remembered: the system prompt and past exchanges come back every turn."""
-    from charfmt.render import estimate_tokens  # noqa: PLC0415
-
-    return estimate_tokens(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,21 +39,6 @@ class Raw:
     """A piece of the model's own text, as it arrived."""
 
     text: str
-
-
-@dataclass(frozen=True, slots=True)
-class EventPiece:
-    event: Event
-
-
-@dataclass(frozen=True, slots=True)
-class CuePiece:
-    cue: StageCue
-
-
-@dataclass(frozen=True, slots=True)
-class SentencePiece:
-    sentence: Sentence
 
 
 @dataclass(frozen=True)
@@ -91,7 +69,8 @@ class Done:
         }
 
 
-Piece = Raw | EventPiece | CuePiece | SentencePiece | Done
+Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done"
+"""What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end."""
 
 
 def reply_bounds(settings: Settings) -> Any:
@@ -112,8 +91,64 @@ def reply_bounds(settings: Settings) -> Any:
     )  # fmt: skip
 
 
-class BadTurn(CharfmtError):
-    """The player's turn cannot be sent (nothing to say, or it does not fit the context window)."""
+class _Reading:
+    """One reply read as it streams: its text and timing, the stream parser, the stage and sentence readers.
+
+    ``events=False``: nothing is read as it streams (the reply is read once at the end);
+    ``cues=False``: the events only, no stage cues or sentences.
+    """
+
+    def __init__(self, engine: Engine, turn: UserTurn, *, events: bool, cues: bool) -> None:
+        from charfmt.speech import SentenceSplitter  # noqa: PLC0415
+        from charfmt.stage import StageReader  # noqa: PLC0415
+        from charfmt.stream import StreamParser  # noqa: PLC0415
+
+        self.events = events
+        self.cues = cues and events
+        self.stream = StreamParser(lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn)  # CF625
+        length = engine.settings.max_length
+        if engine.scene is not None:
+            self.stage = engine.scene.stage(max_length=length)
+        else:
+            self.stage = StageReader(engine.character, max_length=length)
+        self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
+        self.chunks: list[str] = []
+        self.reason: str | None = None
+        self.first: float | None = None
+        self.started = time.perf_counter()
+
+    def feed(self, delta: Delta) -> list[Piece]:
+        """The text of ``delta`` (``Raw``), then the events, cues and sentences it makes certain."""
+        self.reason = delta.reason or self.reason
+        text = delta.text
+        if not text:
+            return []
+        if self.first is None:
+            self.first = time.perf_counter()
+        self.chunks.append(text)
+        if not self.events:
+            return [Raw(text)]
+        return [Raw(text), *self._pieces(self.stream.feed(text))]
+
+    def close(self) -> list[Piece]:
+        """The rest, once the reply has ended."""
+        if not self.events:
+            return []
+        out = self._pieces(self.stream.close())
+        if self.cues:
+            out.extend(self.stage.close())
+            out.extend(self.splitter.close())
+        return out
+
+    def _pieces(self, found: list[Event]) -> list[Piece]:
+        if not self.cues:
+            return list(found)
+        out: list[Piece] = []
+        for event in found:
+            out.append(event)
+            out.extend(self.stage.feed(event))
+            out.extend(self.splitter.feed(event))
+        return out
 
 
 class Engine:
@@ -133,6 +168,7 @@ class Engine:
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
         self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
+        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget)
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         from charfmt.engines import request_fields  # noqa: PLC0415
@@ -163,27 +199,7 @@ class Engine:
 
     def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
         """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
-        from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
-
-        budget = self.budget - count_tokens(self.note)
-        messages: list[dict[str, str]]
-        if self.scene is not None:  # the scene's own prompt; the oldest exchanges left out to fit
-            past = list(history)
-            while True:
-                messages = self.scene.render_messages(past, turn)["messages"]
-                if sum(count_tokens(m["content"]) for m in messages) <= budget:
-                    break
-                if not past:
-                    raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
-                del past[0]
-        else:
-            try:
-                messages = render_messages(self.character, history, turn, budget=budget, counter=count_tokens)[
-                    "messages"
-                ]
-            except BudgetError as e:
-                raise BadTurn(f"the turn does not fit the context window: {e}") from None
-        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{self.note}\n"}
+        messages = self.prompter.messages(history, turn)
         on = self.settings.constrained if constrained is None else constrained
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
 
@@ -205,78 +221,58 @@ class Engine:
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences.
         """
-        from charfmt.character import Exchange  # noqa: PLC0415
-        from charfmt.diagnostics import ParseError  # noqa: PLC0415
-        from charfmt.speech import SentenceSplitter  # noqa: PLC0415
-        from charfmt.stage import StageReader  # noqa: PLC0415
-        from charfmt.stream import StreamParser  # noqa: PLC0415
-        from charfmt.writer import canonical_form  # noqa: PLC0415
-
         # Rendered in a worker thread: a burst of turns starting at once would otherwise hold the
         # event loop for every render in a row, and the chunks of the turns already streaming wait.
         body = await asyncio.to_thread(self.request, history, turn, constrained)
-        if options:
-            front = dict(options)
-            system = front.pop("system", None)
-            if system:
-                head = body["messages"][0]
-                body["messages"][0] = {**head, "content": f"{head['content'].rstrip()}\n\n{system}\n"}
-            body.update(front)
-        version = hashlib.sha256(body["messages"][0]["content"].encode()).hexdigest()[:12]
-        rid = request_id or uuid.uuid4().hex
-        stream = StreamParser(lenient=True, vocabulary=self.vocabulary, tags=self.tags, turn=turn)  # echoes: CF625
-        length = self.settings.max_length
-        if self.scene is not None:
-            stage = self.scene.stage(max_length=length)
-        else:
-            stage = StageReader(self.character, max_length=length)
-        splitter = SentenceSplitter(tags=self.tags, max_length=length)
-        started = time.perf_counter()
-        first: float | None = None
-        tokens, reason, chunks = 0, None, []
-
-        def pieces(found: list[Event]) -> list[Piece]:
-            out: list[Piece] = []
-            for event in found:
-                out.append(EventPiece(event))
-                if cues:
-                    out.extend(CuePiece(c) for c in stage.feed(event))
-                    out.extend(SentencePiece(s) for s in splitter.feed(event))
-            return out
-
+        _add_options(body, options)
+        reading = _Reading(self, turn, events=events, cues=cues)
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
-            reason = delta.reason or reason
-            if not delta.text:
-                continue
-            if first is None:
-                first = time.perf_counter()
-            tokens += 1
-            chunks.append(delta.text)
-            yield Raw(delta.text)
-            if events:
-                for piece in pieces(stream.feed(delta.text)):
-                    yield piece
-        text = "".join(chunks)
-        if events:
-            for piece in pieces(stream.close()):
+            for piece in reading.feed(delta):
                 yield piece
-        if cues and events:
-            for cue in stage.close():
-                yield CuePiece(cue)
-            for sentence in splitter.close():
-                yield SentencePiece(sentence)
+        for piece in reading.close():
+            yield piece
+        yield self._done(request_id or uuid.uuid4().hex, body, turn, reading)
+
+    def _done(self, rid: str, body: dict[str, Any], turn: UserTurn, reading: _Reading) -> Done:
+        """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
+        from charfmt.character import Exchange  # noqa: PLC0415
+        from charfmt.diagnostics import ParseError  # noqa: PLC0415
+        from charfmt.writer import canonical_form  # noqa: PLC0415
+
+        text = "".join(reading.chunks)
+        strict: Reply | None
         try:
-            self.read(text, lenient=False)
-            valid = True
+            strict = self.read(text, lenient=False)
         except ParseError:
-            valid = False
-        reply = stream.reply if events and self.scene is None else self.read(text)
+            strict = None
+        if self.scene is not None:
+            reply = self.read(text)
+        elif reading.events:
+            reply = reading.stream.reply
+        else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
+            reply = strict if strict is not None else self.read(text)
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
-        prompt = sum(count_tokens(m["content"]) for m in body["messages"])
-        yield Done(
-            rid, reply, text, valid, exchange, (first or end) - started, end - started, tokens, reason, version, prompt
-        )
+        messages = body["messages"]
+        prompt = sum(count_tokens(m["content"]) for m in messages)
+        version = prompt_version(messages[0]["content"])
+        first, started = reading.first or end, reading.started
+        return Done(
+            rid, reply, text, strict is not None, exchange, first - started, end - started, len(reading.chunks),
+            reading.reason, version, prompt,
+        )  # fmt: skip
+
+
+def _add_options(body: dict[str, Any], options: dict[str, Any] | None) -> None:
+    """The front end's fields into the upstream request: its ``system`` text after charfmt's prompt."""
+    if not options:
+        return
+    front = dict(options)
+    system = front.pop("system", None)
+    if system:
+        head = body["messages"][0]
+        body["messages"][0] = {**head, "content": f"{head['content'].rstrip()}\n\n{system}\n"}
+    body.update(front)
 
 
 def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:

@@ -15,11 +15,22 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Protocol
 
-from charfmt import _http_client as hc
-from charfmt._http_client import Budget, Delta, UpstreamError
+from charfmt._http_client import (
+    MAX_ERROR_BODY,
+    MAX_LINE,
+    Budget,
+    Delta,
+    EventStream,
+    ReplyReader,
+    UpstreamError,
+    exception_text,
+    redact_url,
+    require,
+    transport_failure,
+)
 
 MAX_RETRY_AFTER: Final = 3600
 """Seconds of a ``Retry-After`` passed on to the front end, at most."""
@@ -70,15 +81,6 @@ def front_status(upstream_status: int) -> int:
     return upstream_status if upstream_status in (429, 503) else 502
 
 
-class _Reader(hc.Client):
-    """The chunk, completion and header readers of ``charfmt._http_client.Client``, without its sync pool."""
-
-    def __init__(self, url: str, timeout: float) -> None:
-        self.url = url
-        self.shown = "the upstream"
-        self.timeout = timeout
-
-
 def _without_userinfo(url: str) -> str:
     """``url`` without ``user:password@`` (httpx would send it as Basic auth; the key goes as Bearer)."""
     parts = urllib.parse.urlsplit(url)
@@ -104,14 +106,14 @@ class HTTPUpstream:
         api_key: str | None = None,
         key_env: str | None = None,
     ) -> None:
-        httpx = hc.require()
-        self.name = hc.redact_url(url)
+        httpx = require()
+        self.name = redact_url(url)
         self.url = _without_userinfo(url)
         self.timeout = timeout
         self.key_env = key_env
         """The environment variable the key came from (named in a 401/403's message), or None."""
         self._httpx = httpx
-        self._reader = _Reader(self.url, timeout)
+        self._reader = ReplyReader(self.fail)
         headers = {"Accept-Encoding": "identity"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -140,54 +142,49 @@ class HTTPUpstream:
                     yield delta
         except UpstreamFailure:
             raise
-        except UpstreamError as e:  # the shared readers' errors: the upstream broke the protocol
-            raise self.fail(str(e).removeprefix(f"{self.url}: ").removeprefix(f"{self._reader.shown}: ")) from None
-        except httpx.TimeoutException:
-            raise self.fail(f"the server sent nothing for {self.timeout:g} s", 504) from None
-        except httpx.ConnectError as e:
-            raise self.fail(f"cannot connect: {hc._reason(e)}") from None
-        except httpx.RemoteProtocolError as e:
-            raise self.fail(f"the server broke the HTTP protocol: {hc._reason(e)}") from None
-        except (httpx.TransportError, httpx.StreamError) as e:
-            raise self.fail(f"the connection broke: {hc._reason(e)}") from None
+        except UpstreamError as e:  # a bound of the shared readers (a line, the reply's bytes) was passed
+            raise self.fail(str(e)) from None
         except httpx.HTTPError as e:
-            raise self.fail(f"the request failed: {hc._reason(e)}") from None
+            status = 504 if isinstance(e, httpx.TimeoutException) else 502
+            raise self.fail(transport_failure(httpx, e, self.timeout), status) from None
 
     async def _read(self, response: Any, budget: Budget) -> AsyncIterator[Delta]:
-        self._reader._check_headers(response)
+        reader = self._reader
+        reader.check_headers(response.headers.raw)
         if response.status_code >= 300:
             raise await self._error(response)
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            raise self.fail(f"the server sent a {encoding[:40]!r}-encoded body, which was not asked for")
-        kind = response.headers.get("content-type", "").split(";")[0].strip().lower() or "no content type"
+        kind = reader.body_kind(response.headers)
         if kind == "text/html":
             raise self.fail(f"the server answered with an HTML page, not a chat completion{_title(b'')}")
-        chunks = _counted(response.aiter_bytes(), budget.bytes)
+        chunks = _counted(response.aiter_raw(), budget.bytes)  # identity-encoded (checked): the raw bytes
         first = b""
         async for chunk in chunks:  # the first bytes say which of the two shapes this is
             first += chunk
-            if first.strip() or len(first) > hc.MAX_LINE:
+            if first.strip() or len(first) > MAX_LINE:
                 break
-        if not first.strip():
-            raise self.fail("the server's answer was empty (no event, no completion)")
-        if first.lstrip().startswith(b"{") and kind != "text/event-stream":  # one chat.completion object
+        if reader.is_completion(first, kind):
             body = bytearray(first)
             async for chunk in chunks:
-                body += chunk
-                if len(body) > hc.MAX_BODY:
-                    raise self.fail(f"the completion is longer than {hc.MAX_BODY:,} bytes; stopped reading")
-            yield self._reader._completion(bytes(body))
+                reader.gather(body, chunk)
+            yield reader.completion(bytes(body))
             return
-        async for delta in self._events(first, chunks, kind, budget):
+        stream = EventStream(reader, kind, budget)
+        pending: bytes | None = first
+        while pending is not None:
+            for delta in stream.feed(pending):
+                yield delta
+            if stream.done:
+                return
+            pending = await anext(chunks, None)
+        for delta in stream.end():
             yield delta
 
     async def _error(self, response: Any) -> UpstreamFailure:
         data = b""
         async for chunk in response.aiter_bytes():
             data += chunk
-            if len(data) >= hc.MAX_ERROR_BODY:
-                data = data[: hc.MAX_ERROR_BODY]
+            if len(data) >= MAX_ERROR_BODY:
+                data = data[:MAX_ERROR_BODY]
                 break
         status = response.status_code
         retry = retry_after(response.headers.get("retry-after"))
@@ -195,77 +192,11 @@ class HTTPUpstream:
         if kind == "text/html" or data.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
             detail = f"an HTML error page{_title(data)}"
         else:
-            detail = _Replay(data, response).detail(self._reader)
+            detail = self._reader.error_detail(data, getattr(response, "reason_phrase", ""))
         if status in (401, 403):  # the key is charfmt's to fix, not the front end's: a gateway error
             where = f"the environment variable {self.key_env}" if self.key_env else "--api-key-env"
             return self.fail(f"HTTP {status}: refused charfmt's API key (check {where}): {detail}", 502)
         return self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
-
-    async def _events(
-        self, first: bytes, chunks: AsyncIterator[bytes], kind: str, budget: Budget
-    ) -> AsyncIterator[Delta]:
-        tokens = chars = count = events = size = 0
-        data: list[bytes] = []
-        splitter = hc.LineSplitter(hc.MAX_LINE)
-        pending = [first]
-        done = False
-        while not done:
-            if pending:
-                chunk = pending.pop()
-            else:
-                try:
-                    chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    chunk, done = b"", True
-            for line in splitter.feed(chunk) if not done else splitter.end():
-                count += 1
-                if count > budget.lines:
-                    raise self.fail(f"the stream went on past {budget.lines:,} lines without ending; stopped reading")
-                if line.strip() and not data and not line.startswith(hc._SSE_FIELDS):
-                    raise self.fail(f"not an OpenAI-compatible chat completion ({kind}): {hc._show(line)}")
-                if line.startswith(b"data:"):
-                    part = line[5:].removeprefix(b" ")
-                    size += len(part)
-                    if size > hc.MAX_EVENT:
-                        raise self.fail(f"an event of the stream is longer than {hc.MAX_EVENT:,} bytes")
-                    data.append(part)
-                    continue
-                if line.strip() or not data:
-                    continue
-                event, data, size = b"\n".join(data).strip(), [], 0
-                events += 1
-                if event == b"[DONE]":
-                    return
-                delta = self._reader._chunk(event)
-                if delta.text:
-                    tokens += 1
-                    chars += len(delta.text)
-                    if tokens > budget.tokens or chars > budget.chars:
-                        raise self.fail(
-                            f"the server sent more than the {budget.tokens} tokens asked for (max_tokens);"
-                            " stopped reading"
-                        )
-                yield delta
-        if data:  # the last event, without the blank line that should end it
-            event = b"\n".join(data).strip()
-            if event != b"[DONE]":
-                yield self._reader._chunk(event)
-        elif events == 0:
-            raise self.fail("the stream ended before its first event")
-
-
-class _Replay:
-    """An error body already read, shown to ``Client._error_detail`` as the response it came from."""
-
-    def __init__(self, data: bytes, response: Any) -> None:
-        self._data = data
-        self.reason_phrase = getattr(response, "reason_phrase", "")
-
-    def iter_bytes(self) -> Iterator[bytes]:
-        yield self._data
-
-    def detail(self, reader: hc.Client) -> str:
-        return reader._error_detail(self)  # type: ignore[arg-type]
 
 
 async def _counted(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
@@ -331,7 +262,7 @@ class LocalUpstream:
             except ContextFull as e:
                 put(UpstreamFailure(str(e), status=400))
             except Exception as e:  # llama.cpp's own failures end the turn with one line
-                put(UpstreamFailure(f"llama.cpp failed: {hc._reason(e)}", status=500))
+                put(UpstreamFailure(f"llama.cpp failed: {exception_text(e)}", status=500))
             put(_DONE)
 
         async with self._lock:

@@ -1,0 +1,167 @@
+"""``POST /v1/chat/completions``: OpenAI-compatible, streamed (SSE) or not, for existing front ends.
+
+The last user message is the player's turn; the session is the ``X-Charfmt-Session`` header
+or the ``user`` field (without either, the history the front end sends is read back). The
+answer is the reply in ``--reply-format``: streamed or whole, the same string. A streamed
+answer's status waits for the upstream's first piece, so an upstream failure before it is the
+HTTP error (a 429 with its ``Retry-After``); one after it is an error chunk, then the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING, Any, Final
+
+from starlette.responses import JSONResponse, StreamingResponse
+
+from charfmt.serve.formats import Formatter, whole
+from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
+from charfmt.serve.turns import Done, Piece, Raw, history_from_messages
+from charfmt.serve.wire import NO_BUFFER, error_body, failure, failure_response, sse, watch_disconnect
+from charfmt.speech import Sentence
+from charfmt.stage import StageCue
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from charfmt.character import Exchange
+    from charfmt.serve.state import ServerState
+    from charfmt.serve.turns import Engine
+    from charfmt.userinput import UserTurn
+
+SESSION_HEADER: Final = "x-charfmt-session"
+"""The header that names a chat-completions request's session (else the ``user`` field)."""
+
+
+async def chat_completions(state: ServerState, request: Request) -> Response:
+    """One chat-completions request: the turn run, the answer whole or streamed."""
+    body = await read_json(request, state.settings.max_request_bytes)
+    messages, say, stream = chat_request(body, state.settings)
+    options = front_options(body, messages)
+    user = body.get("user")
+    key = request.headers.get(SESSION_HEADER) or (user if isinstance(user, str) else None)
+    engine = await state.engine()
+    turn = player_turn(engine, say)
+    call = Completion(state, engine, key, turn, options)
+    call.history = None if key else history_from_messages(engine, messages)
+    stream_options = body.get("stream_options")
+    call.usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
+    return await (call.streamed(request) if stream else call.whole(request))
+
+
+class Completion:
+    """One chat completion: its id, time and model, the turn it runs, and the chunks it answers with."""
+
+    def __init__(
+        self, state: ServerState, engine: Engine, key: str | None, turn: UserTurn, options: dict[str, Any]
+    ) -> None:
+        self.state = state
+        self.engine = engine
+        self.key = key
+        self.turn = turn
+        self.options = options
+        self.history: list[Exchange] | None = None
+        self.usage = False
+        """``stream_options.include_usage``: a usage chunk before ``[DONE]``."""
+        self.format = state.settings.reply_format
+        self.scene = engine.scene is not None
+        self.model = engine.model
+        self.id = f"chatcmpl-{state.next_id()}"
+        self.created = int(time.time())
+
+    def content(self, done: Done) -> str:
+        """The whole reply in the reply format."""
+        return whole(self.format, done.reply, self.engine.tags, speakers=self.scene)
+
+    async def whole(self, request: Request) -> Response:
+        """The non-streamed answer: one ``chat.completion``."""
+        run = self.state.run_turn(self.key, self.history, self.turn, self.id, self.options)
+        done = await watch_disconnect(request, run)
+        message = {"role": "assistant", "content": self.content(done)}
+        return JSONResponse(
+            {
+                "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": message, "finish_reason": _finish(done.reason)}],
+                "usage": _usage(done), "charfmt": {"valid": done.valid, "request_id": done.request_id},
+            }
+        )  # fmt: skip
+
+    async def streamed(self, request: Request) -> Response:
+        """The streamed answer; its status waits for the turn's first piece (an error before it is the status)."""
+        # Canonical JSON is the repaired reply, known only at the end: streamed, it comes whole in
+        # the last content chunk. The other formats stream as their events come; at the end, what
+        # the whole answer has beyond what was streamed follows, so streamed == whole.
+        formatter = None
+        if self.format != "canonical":
+            formatter = Formatter(self.format, self.engine.tags, speakers=self.scene)
+        pieces = self.state.turn_pieces(
+            self.key, self.history, self.turn, None, self.id, events=formatter is not None, cues=False,
+            options=self.options,
+        )  # fmt: skip
+        try:
+            first = await watch_disconnect(request, anext(pieces, None))
+        except Exception as e:
+            await pieces.aclose()
+            return failure_response(e)
+        chunks = self._chunks(first, pieces, formatter)
+        return StreamingResponse(chunks, media_type="text/event-stream", headers=NO_BUFFER)
+
+    async def _chunks(
+        self, first: Piece | None, pieces: AsyncGenerator[Piece, None], formatter: Formatter | None
+    ) -> AsyncIterator[bytes]:
+        yield self.chunk({"role": "assistant", "content": ""})
+        sent: list[str] = []
+        piece = first
+        try:
+            while piece is not None:
+                if isinstance(piece, Done):
+                    for chunk in self._end(piece, "".join(sent)):
+                        yield chunk
+                elif formatter is not None and not isinstance(piece, Raw | Sentence | StageCue):
+                    text = formatter.feed(piece)
+                    if text:
+                        sent.append(text)
+                        yield self.chunk({"content": text})
+                piece = await anext(pieces, None)
+        except Exception as e:
+            status, message, param, _ = failure(e)
+            yield sse(error_body(status, message, param))
+            return
+        finally:
+            await pieces.aclose()
+        yield b"data: [DONE]\n\n"
+
+    def _end(self, done: Done, so_far: str) -> list[bytes]:
+        """The last chunks: what the whole answer has beyond what was streamed, the finish, the usage."""
+        target = self.content(done)
+        rest = target[len(so_far) :] if target.startswith(so_far) else ""
+        out = [self.chunk({"content": rest})] if rest else []
+        extra = {"charfmt": {"valid": done.valid, "request_id": done.request_id}}
+        out.append(self.chunk({}, _finish(done.reason), extra))
+        if self.usage:
+            out.append(sse({
+                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [], "usage": _usage(done),
+            }))  # fmt: skip
+        return out
+
+    def chunk(self, delta: dict[str, Any], reason: str | None = None, extra: dict[str, Any] | None = None) -> bytes:
+        """One ``chat.completion.chunk`` event."""
+        obj: dict[str, Any] = {
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+        }  # fmt: skip
+        if extra:
+            obj.update(extra)
+        return sse(obj)
+
+
+def _usage(done: Done) -> dict[str, int]:
+    total = done.prompt_tokens + done.tokens
+    return {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.tokens, "total_tokens": total}
+
+
+def _finish(reason: str | None) -> str:
+    return reason if reason in ("stop", "length") else "stop"

@@ -1,0 +1,166 @@
+"""What front ends send, read and checked: request bodies, chat-completions fields, ``/v1/turn`` fields.
+
+Each reader raises :class:`~charfmt.serve.wire.HTTPFailure` (400, 413, 415) with a message
+that says what is wrong and the field it is about.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from charfmt._http_client import JSONDepthError, load_json
+from charfmt.diagnostics import CharfmtError
+from charfmt.serve.sessions import check_key
+from charfmt.serve.wire import HTTPFailure
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from charfmt.serve.settings import Settings
+    from charfmt.serve.turns import Engine
+    from charfmt.userinput import UserTurn
+
+
+def json_object(text: str, what: str = "the request body") -> dict[str, Any]:
+    """``text`` as a JSON object (within the depth limit), or a 400 saying what it is instead."""
+    try:
+        value = load_json(text)
+    except JSONDepthError as e:
+        raise HTTPFailure(400, f"{what} is not usable JSON: {e}") from None
+    except ValueError as e:
+        raise HTTPFailure(400, f"{what} is not JSON: {str(e)[:200]}") from None
+    if not isinstance(value, dict):
+        raise HTTPFailure(400, f"{what} is JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _text_of(content: Any, where: str) -> str:
+    """A message's content: a string, or the text parts of an array of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise HTTPFailure(400, f"{where}: only text parts are read ({{'type': 'text', 'text': ...}})", where)
+            parts.append(part["text"])
+        return "".join(parts)
+    raise HTTPFailure(400, f"{where}: content must be a string or an array of text parts", where)
+
+
+def chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[str, str]], str, bool]:
+    """(the earlier messages as (role, text), the player's turn, stream) of a chat-completions body."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise HTTPFailure(400, "'messages' must be a non-empty array of {role, content} objects", "messages")
+    if len(messages) > settings.max_messages:
+        raise HTTPFailure(400, f"'messages' holds {len(messages)} (at most {settings.max_messages})", "messages")
+    read: list[tuple[str, str]] = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise HTTPFailure(400, f"{where} must be an object with a string 'role'", where)
+        read.append((m["role"], _text_of(m.get("content"), where)))
+    if read[-1][0] != "user":
+        role = read[-1][0][:20]
+        raise HTTPFailure(400, f"the last message must be the player's (role 'user'), not {role!r}", "messages")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise HTTPFailure(400, "'stream' must be true or false", "stream")
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise HTTPFailure(400, "'user' must be a string", "user")
+    if isinstance(user, str) and (why := check_key(user)) is not None:
+        raise HTTPFailure(400, why, "user")
+    return read[:-1], read[-1][1], stream
+
+
+_SAMPLING: Final = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
+"""Sampling fields a front end may set, forwarded upstream, with their ranges."""
+
+
+def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict[str, Any]:
+    """The front end's sampling fields (checked) and its own system text, for the upstream request.
+
+    ``model`` is not forwarded: the upstream gets ``--model-name`` and the answer names the served model.
+    """
+    options: dict[str, Any] = {}
+    for name, (low, high) in _SAMPLING.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise HTTPFailure(400, f"'{name}' must be a number from {low:g} to {high:g}", name)
+        options[name] = value
+    seed = body.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or abs(seed) >= 1 << 63:
+            raise HTTPFailure(400, "'seed' must be a whole number", "seed")
+        options["seed"] = seed
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
+            raise HTTPFailure(400, "'stop' must be a string or up to 4 strings", "stop")
+        options["stop"] = stops
+    system = "\n\n".join(text.strip() for role, text in messages if role in ("system", "developer") and text.strip())
+    if system:
+        options["system"] = system
+    return options
+
+
+def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:
+    """(session, say, constrained) of a ``/v1/turn`` body."""
+    key = body.get("session")
+    if key is not None:
+        if not isinstance(key, str):
+            raise HTTPFailure(400, "'session' must be a string", "session")
+        if (why := check_key(key)) is not None:
+            raise HTTPFailure(400, why, "session")
+    say = body.get("say")
+    if not isinstance(say, str):
+        raise HTTPFailure(400, "'say' must be a string: the player's turn (shorthand such as '[joy] hi')", "say")
+    constrained = body.get("constrained")
+    if constrained is not None and not isinstance(constrained, bool):
+        raise HTTPFailure(400, "'constrained' must be true or false", "constrained")
+    return key, say, constrained
+
+
+def player_turn(engine: Engine, say: str) -> UserTurn:
+    """The player's turn read by ``engine``, or a 400 about ``say``."""
+    try:
+        return engine.player_turn(say)
+    except CharfmtError as e:
+        raise HTTPFailure(400, str(e), "say") from None
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether ``origin`` (a browser page's) is this server's own (its ``Host``)."""
+    scheme, _, rest = origin.partition("://")
+    return host is not None and scheme in ("http", "https") and rest.lower() == host.lower()
+
+
+def query_token(token: str | None) -> str | None:
+    """A ``?token=`` as the ``Authorization`` header it stands for (``EventSource`` cannot send headers)."""
+    return f"Bearer {token}" if token else None
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request's JSON object, read within ``limit`` bytes and the JSON depth limit."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":  # a cross-site form or text/plain POST needs no CORS preflight: refused
+        shown = kind[:60] or "none"
+        raise HTTPFailure(415, f"the request body must be sent as Content-Type: application/json (not {shown})")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise HTTPFailure(413, f"the request body is {int(declared):,} bytes (at most {limit:,})")
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limit:
+            raise HTTPFailure(413, f"the request body is larger than {limit:,} bytes")
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HTTPFailure(400, f"the request body is not UTF-8 (byte {e.start})") from None
+    return json_object(text)

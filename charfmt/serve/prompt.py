@@ -1,0 +1,124 @@
+"""The upstream's messages for one turn: the system prompt, the history that fits, the player's turn.
+
+The system prompt is the same for every turn of a character (or scene), and rendering it is
+most of a render: it is rendered once (``render_system``, ``Scene.render_system``) and again
+only when its template file changes. The history and the new turn are rendered by
+``render_messages`` (``Scene.render_messages``) as ever, from charfmt's own templates, with
+the templates folder ``prompt_stub/`` in front: it holds only an empty ``system.j2`` and
+``scene.j2``, so the system prompt is not rendered a second time (every other template is
+charfmt's, the folder being searched first). The cached prompt then takes the empty one's
+place, and the token budget is what it leaves.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from charfmt.diagnostics import CharfmtError
+
+if TYPE_CHECKING:
+    from charfmt.character import Character, Exchange
+    from charfmt.scene import Scene
+    from charfmt.userinput import UserTurn
+
+STUB: Final = Path(__file__).resolve().parent / "prompt_stub"
+"""Templates that write an empty system prompt (the cached one replaces it)."""
+
+Message = dict[str, str]
+
+
+class BadTurn(CharfmtError):
+    """The player's turn cannot be sent (nothing to say, or it does not fit the context window)."""
+
+
+@functools.lru_cache(maxsize=2048)
+def count_tokens(text: str) -> int:
+    """``estimate_tokens``, remembered: the system prompt and past exchanges come back every turn."""
+    from charfmt.render import estimate_tokens  # noqa: PLC0415
+
+    return estimate_tokens(text)
+
+
+@functools.lru_cache(maxsize=64)
+def prompt_version(system: str) -> str:
+    """The first 12 hex digits of the system prompt's SHA-256 (the log's ``prompt_version``)."""
+    return hashlib.sha256(system.encode()).hexdigest()[:12]
+
+
+class Prompter:
+    """The messages of each turn for one character or scene, its system prompt rendered once.
+
+    ``note`` (the reply's limits) is appended to the system prompt; ``budget``: the tokens the
+    messages may take in all (as ``estimate_tokens`` counts them), the note's included.
+    """
+
+    def __init__(self, character: Character, scene: Scene | None, *, note: str, budget: int) -> None:
+        from charfmt._resources import resource_dir  # noqa: PLC0415
+
+        self.character = character
+        self.scene = scene
+        self.note = note
+        self.budget = budget
+        self._template = resource_dir("prompts") / ("system.j2" if scene is None else "scene.j2")
+        self._stamp: tuple[int, int] | None = None
+        self._rendered = ""
+        self._system = ""
+
+    def system(self) -> str:
+        """The system prompt with the note, rendered again only when its template file changed."""
+        try:
+            info = os.stat(self._template)
+            stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+        except OSError:  # no stamp: rendered each time (and rendering says what is wrong)
+            stamp = None
+        if stamp is None or stamp != self._stamp:
+            if self.scene is not None:
+                rendered = self.scene.render_system()
+            else:
+                from charfmt.render import render_system  # noqa: PLC0415
+
+                rendered = render_system(self.character)
+            self._rendered, self._stamp = rendered, stamp
+            self._system = f"{rendered.rstrip()}\n\n{self.note}\n"
+        return self._system
+
+    def messages(self, history: list[Exchange], turn: UserTurn) -> list[Message]:
+        """The system prompt, the newest exchanges of ``history`` that fit the budget, ``turn``; or ``BadTurn``."""
+        head = {"role": "system", "content": self.system()}
+        budget = self.budget - count_tokens(self.note)  # the rendered messages' share (the prompt's included)
+        if self.scene is not None:
+            return self._scene_messages(head, budget, history, turn)
+        from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
+
+        try:  # the stub's empty prompt counts 0 tokens: what the real one needs comes off the budget
+            rest = budget - count_tokens(self._rendered)
+            rendered = render_messages(self.character, history, turn, templates=STUB, budget=rest, counter=count_tokens)
+        except BudgetError:
+            raise BadTurn(f"the turn does not fit the context window: {self._budget_error(budget, turn)}") from None
+        return [head, *rendered["messages"][1:]]
+
+    def _budget_error(self, budget: int, turn: UserTurn) -> str:
+        """What ``render_messages`` says of ``turn`` not fitting ``budget`` with the prompt rendered in place."""
+        from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
+
+        try:
+            render_messages(self.character, [], turn, budget=budget, counter=count_tokens)
+        except BudgetError as e:
+            return str(e)
+        return f"the budget is {budget}"  # not reached: the same counts fail the same way
+
+    def _scene_messages(self, head: Message, budget: int, history: list[Exchange], turn: UserTurn) -> list[Message]:
+        assert self.scene is not None
+        fixed = count_tokens(self._rendered)
+        past = list(history)
+        while True:  # the oldest exchanges left out to fit
+            rest = self.scene.render_messages(past, turn, templates=STUB)["messages"][1:]
+            if fixed + sum(count_tokens(m["content"]) for m in rest) <= budget:
+                return [head, *rest]
+            if not past:
+                raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
+            del past[0]

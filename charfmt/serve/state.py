@@ -1,0 +1,204 @@
+"""What a running server holds: the engine (made on first use), the sessions, the turn log, the token.
+
+:class:`ServerState` runs each turn in its session (one at a time per session), keeps the
+exchange, logs the turn (or its failure, or the client leaving), and turns the pieces of a
+turn into ``/v1/turn``'s JSON objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from charfmt.diagnostics import CharfmtError
+from charfmt.events import Event
+from charfmt.serve.formats import whole
+from charfmt.serve.sessions import SessionStore
+from charfmt.serve.turns import Done, Engine, Piece, Raw
+from charfmt.serve.wire import error_body, failure
+from charfmt.speech import Sentence
+
+if TYPE_CHECKING:
+    from charfmt.character import Exchange
+    from charfmt.serve.logs import TurnLog
+    from charfmt.serve.settings import Settings
+    from charfmt.serve.upstream import Upstream
+    from charfmt.userinput import UserTurn
+
+
+class ServerState:
+    """The engine, the sessions, the log and the auth check of one app."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.sessions = SessionStore(max_sessions=settings.max_sessions, max_bytes=settings.session_bytes)
+        self._engine: Engine | None = None
+        self._engine_lock = asyncio.Lock()
+        self._log: TurnLog | None = None
+        self._ids = 0
+        self._token = settings.token.encode() if settings.token else None
+        if settings.log is not None:
+            from charfmt.serve.logs import TurnLog  # noqa: PLC0415
+
+            self._log = TurnLog(settings.log)
+
+    def next_id(self) -> str:
+        """A request id: random, and counted (unique within this server)."""
+        self._ids += 1
+        return f"{uuid.uuid4().hex[:16]}{self._ids:x}"
+
+    def authorized(self, header: str | None) -> bool:
+        """Whether ``header`` (``Authorization``) carries the ``--token`` (always, where none is set)."""
+        if self._token is None:
+            return True
+        if not header or not header.startswith("Bearer "):
+            return False
+        return hmac.compare_digest(header[7:].strip().encode(), self._token)
+
+    async def engine(self) -> Engine:
+        """The engine, made (and its upstream connected or loaded) on first use."""
+        if self._engine is None:
+            async with self._engine_lock:
+                if self._engine is None:
+                    self._engine = Engine(self.settings, await asyncio.to_thread(self._upstream))
+        return self._engine
+
+    def _upstream(self) -> Upstream:
+        s = self.settings
+        if s.upstream is not None:
+            return s.upstream
+        if s.upstream_url is not None:
+            from charfmt._http_client import endpoint_url  # noqa: PLC0415
+            from charfmt.serve.upstream import HTTPUpstream  # noqa: PLC0415
+
+            return HTTPUpstream(
+                endpoint_url(s.upstream_url), timeout=s.timeout, api_key=s.api_key, key_env=s.api_key_env
+            )
+        if s.model_path is not None:
+            from charfmt.serve.upstream import load_local  # noqa: PLC0415
+
+            return load_local(s.model_path, n_ctx=s.n_ctx)
+        raise CharfmtError("no upstream: give an upstream URL or a model file")
+
+    async def aclose(self) -> None:
+        """Close the upstream (unless it was given ready-made) and the log."""
+        if self._engine is not None and self.settings.upstream is None:
+            await self._engine.upstream.aclose()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    async def turn_pieces(
+        self, key: str | None, history: list[Exchange] | None, turn: UserTurn, constrained: bool | None, rid: str,
+        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[Piece, None]:  # fmt: skip
+        """The pieces of one turn in session ``key`` (or with ``history`` given); the exchange kept, the turn logged."""
+        engine = await self.engine()
+        session = self.sessions.get(key) if key else None
+        lock = session.lock if session is not None else contextlib.nullcontext()
+        async with lock:
+            past = session.history if session is not None else (history or [])
+            pieces = engine.turn(
+                list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
+            )
+            ended = False
+            try:
+                async for piece in pieces:
+                    if isinstance(piece, Done):
+                        ended = True
+                        if session is not None and piece.exchange.reply.chats:
+                            self.sessions.add(session, piece.exchange)
+                        self.log(piece, key, engine)
+                    yield piece
+            except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn
+                if not ended:
+                    self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
+                raise
+            except Exception as e:
+                status, message, _, _ = failure(e)
+                self.log_failure(rid, key, engine, status, message)
+                raise
+
+    async def run_turn(
+        self, key: str | None, history: list[Exchange] | None, turn: UserTurn, rid: str,
+        options: dict[str, Any] | None = None,
+    ) -> Done:  # fmt: skip
+        """The end of one turn, its pieces not sent anywhere (a non-streamed answer)."""
+        done: Done | None = None
+        async for piece in self.turn_pieces(key, history, turn, None, rid, events=False, cues=False, options=options):
+            if isinstance(piece, Done):
+                done = piece
+        assert done is not None
+        return done
+
+    async def turn_objects(
+        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """``/v1/turn``'s JSON objects: events, cues and sentences in order, then the reply (or an error)."""
+        engine = await self.engine()
+        try:
+            async for piece in self.turn_pieces(key, None, turn, constrained, rid):
+                if isinstance(piece, Raw):
+                    continue
+                if isinstance(piece, Done):
+                    yield self.reply_object(piece, key, engine)
+                elif isinstance(piece, Sentence):
+                    yield {"kind": "sentence", **piece.to_dict()}
+                elif isinstance(piece, Event):
+                    yield piece.to_dict()
+                else:
+                    yield {"kind": "stage", "cue": piece.to_dict()}
+        except Exception as e:
+            yield error_object(e, key)
+
+    def reply_object(self, done: Done, key: str | None, engine: Engine) -> dict[str, Any]:
+        """``/v1/turn``'s last object: the reply, canonical and in the reply format, raw, diagnosed, timed."""
+        from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
+
+        tags, scene = engine.tags, engine.scene is not None
+        return {
+            "kind": "reply", "request_id": done.request_id, "session": key, "valid": done.valid,
+            "reply": json.loads(dumps(canonical_form(done.reply, tags=tags))),
+            "content": whole(self.settings.reply_format, done.reply, tags, speakers=scene),
+            "raw": done.text,
+            "diagnostics": [d.model_dump() for d in done.reply.diagnostics], "timing": done.timing(),
+        }  # fmt: skip
+
+    def log_failure(self, rid: str, key: str | None, engine: Engine, status: int, message: str) -> None:
+        """Log a turn that gave no reply: ``text`` null (``charfmt report``: no reply), ``error``, ``status``."""
+        if self._log is None:
+            return
+        self._log.write(
+            {
+                "request_id": rid, "session": key, "model": engine.model, "upstream": engine.upstream.name,
+                "text": None, "valid": False, "status": status, "error": message,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )  # fmt: skip
+
+    def log(self, done: Done, key: str | None, engine: Engine) -> None:
+        """Log a turn that gave a reply (the form ``charfmt report`` reads)."""
+        if self._log is None:
+            return
+        self._log.write(
+            {
+                "request_id": done.request_id, "session": key, "model": engine.model,
+                "prompt_version": done.prompt_version, "upstream": engine.upstream.name, "text": done.text,
+                "valid": done.valid, "timing": done.timing(),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )  # fmt: skip
+
+
+def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
+    """A failed turn as ``/v1/turn`` and the WebSocket say it: kind, status, session, the OpenAI error."""
+    status, message, param, headers = failure(e)
+    retry = headers.get("Retry-After")
+    retry_field = {"retry_after": int(retry)} if retry else {}
+    return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}

@@ -1,0 +1,130 @@
+"""``/v1/turn`` for games: typed JSON objects as server-sent events (POST or ``EventSource``) or WebSocket messages.
+
+Each object is sent the moment it is certain: the events ``charfmt stream`` prints, stage
+cues, sentences, then ``{"kind": "reply", ...}``. The event stream's status waits for the first
+object: an upstream failure before it is the HTTP error, OpenAI-shaped (a 429 with its
+``Retry-After``); a failure after it is an ``{"kind": "error", ...}`` event, and the stream
+ends there. On the WebSocket every failure is such an error object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import StreamingResponse
+from starlette.websockets import WebSocketDisconnect
+
+from charfmt.serve.inputs import json_object, player_turn, query_token, read_json, same_origin, turn_request
+from charfmt.serve.wire import NO_BUFFER, HTTPFailure, error_body, error_response, sse, watch_disconnect
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.websockets import WebSocket
+
+    from charfmt.serve.state import ServerState
+
+
+async def turn_sse(state: ServerState, request: Request) -> Response:
+    """``POST /v1/turn`` (a JSON body) or ``GET /v1/turn?say=…`` (``EventSource``): the turn's objects as SSE."""
+    if request.method == "GET":  # EventSource: the turn in the query string
+        query = request.query_params
+        body: dict[str, Any] = {"say": query.get("say"), "session": query.get("session")}
+        if "constrained" in query:
+            body["constrained"] = query["constrained"] in ("1", "true")
+    else:
+        body = await read_json(request, state.settings.max_request_bytes)
+    key, say, constrained = turn_request(body)
+    turn = player_turn(await state.engine(), say)
+    objects = state.turn_objects(key, turn, constrained, state.next_id())
+    try:
+        first = await watch_disconnect(request, anext(objects, None))
+    except BaseException:
+        await objects.aclose()
+        raise
+    if first is not None and first["kind"] == "error":  # nothing sent yet: the failure is the answer's status
+        await objects.aclose()
+        retry = first.get("retry_after")
+        headers = {"Retry-After": str(retry)} if retry is not None else None
+        return error_response(first["status"], first["error"]["message"], first["error"]["param"], headers)
+
+    async def events() -> AsyncIterator[bytes]:
+        if first is not None:
+            yield sse(first)
+        try:
+            async for obj in objects:
+                yield sse(obj)
+        finally:
+            await objects.aclose()
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=NO_BUFFER)
+
+
+async def turn_ws(state: ServerState, ws: WebSocket) -> None:
+    """``/v1/turn/ws``: for each ``{"session", "say"}`` message, the turn's objects, one message each."""
+    settings = state.settings
+    origin = ws.headers.get("origin")
+    if origin is not None and not same_origin(origin, ws.headers.get("host")) and origin not in settings.cors:
+        await ws.close(code=1008, reason="this Origin may not open a WebSocket (see --cors)")  # HTTP 403
+        return
+    if not state.authorized(ws.headers.get("authorization") or query_token(ws.query_params.get("token"))):
+        await ws.close(code=1008, reason="missing or wrong bearer token")
+        return
+    await ws.accept()
+    # One reader task takes every message as it comes, so a client that goes away mid-turn
+    # cancels that turn (and its upstream request) at once; the turns of one socket run in order.
+    inbox: asyncio.Queue[str | None] = asyncio.Queue(maxsize=8)
+    current: list[asyncio.Task[None]] = []
+    listening = asyncio.ensure_future(_receive(ws, inbox, current))
+    try:
+        while (message := await inbox.get()) is not None:
+            current[:] = [asyncio.ensure_future(_answer(state, ws, message))]
+            try:
+                await current[0]
+            except (asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                break  # the client went away (a send to a closed socket is a RuntimeError)
+    finally:
+        listening.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listening
+
+
+async def _receive(ws: WebSocket, inbox: asyncio.Queue[str | None], current: list[asyncio.Task[None]]) -> None:
+    """Every message of ``ws`` into ``inbox``; at the client's leaving, the turn under way cancelled."""
+    try:
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            text = message.get("text")
+            if text is None:
+                text = (message.get("bytes") or b"").decode("utf-8", "replace")
+            await inbox.put(text)
+    finally:
+        for task in current:
+            task.cancel()
+        inbox.put_nowait(None) if not inbox.full() else None
+
+
+async def _answer(state: ServerState, ws: WebSocket, message: str) -> None:
+    """One WebSocket message: the turn's objects sent back, or the error that stops it."""
+    key: str | None = None
+    limit = state.settings.max_request_bytes
+    try:
+        if len(message.encode()) > limit:
+            raise HTTPFailure(413, f"a message is larger than {limit:,} bytes")
+        body = json_object(message, "the WebSocket message")
+        given = body.get("session")
+        key = given if isinstance(given, str) else None
+        key, say, constrained = turn_request(body)
+        turn = player_turn(await state.engine(), say)
+    except HTTPFailure as e:  # the same shape as a failed turn's: kind, status, session, error
+        error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
+        await ws.send_text(json.dumps(error))
+        return
+    async for obj in state.turn_objects(key, turn, constrained, state.next_id()):
+        await ws.send_text(json.dumps(obj, ensure_ascii=False, allow_nan=False))

@@ -1,0 +1,110 @@
+"""What every door of ``charfmt serve`` answers with: OpenAI-shaped errors, server-sent events, a client gone.
+
+Every failure of a request or a turn is ``{"error": {"message", "type", "param", "code"}}``
+with the right status (:func:`failure` says which), never a traceback; a stream that already
+began says it in its own shape instead (an error chunk, an ``error`` event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from starlette.responses import JSONResponse
+
+from charfmt.diagnostics import CharfmtError
+from charfmt.serve.prompt import BadTurn
+from charfmt.serve.upstream import UpstreamFailure
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+_T = TypeVar("_T")
+
+NO_BUFFER: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+"""Headers of an event stream: no proxy or browser holds its events back."""
+
+_TYPES: Final = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    502: "upstream_error",
+    503: "upstream_error",
+    504: "upstream_timeout",
+}
+
+
+class HTTPFailure(CharfmtError):
+    """A request the server refuses: the status, the message, and the request field it is about."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """The OpenAI error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+def failure(e: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
+    """Status, message, param and headers for any failure of a request or a turn."""
+    if isinstance(e, HTTPFailure):
+        return e.status, str(e), e.param, {}
+    if isinstance(e, UpstreamFailure):
+        headers = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else {}
+        return e.status, str(e), None, headers
+    if isinstance(e, BadTurn):
+        return 400, str(e), "messages", {}
+    if isinstance(e, CharfmtError):
+        return 502, f"upstream: {e}", None, {}
+    return 500, f"internal error ({type(e).__name__}); see the server log", None, {}
+
+
+def error_response(
+    status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The OpenAI-shaped error answer."""
+    return JSONResponse(error_body(status, message, param), status_code=status, headers=headers)
+
+
+def failure_response(e: BaseException) -> JSONResponse:
+    """The OpenAI-shaped error answer for any failure (:func:`failure`)."""
+    status, message, param, headers = failure(e)
+    return error_response(status, message, param, headers)
+
+
+def sse(obj: dict[str, Any]) -> bytes:
+    """One server-sent event holding ``obj`` as strict JSON."""
+    return b"data: " + json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def watch_disconnect(request: Request, work: Awaitable[_T]) -> _T:
+    """``work``'s result, or cancel it (and the upstream request) when the client goes away first."""
+    task = asyncio.ensure_future(work)
+
+    async def gone() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise HTTPFailure(499, "the client went away")
+    return task.result()

@@ -1,0 +1,135 @@
+"""serve's prompt (``charfmt.serve.prompt``): the system prompt rendered once, the messages as rendering them whole.
+
+Each turn's messages must be exactly what ``render_messages`` (a scene: ``Scene.render_messages``)
+gives with the system prompt rendered in place, the limits note appended, the oldest exchanges
+left out to fit the same budget; a turn that cannot fit says the same. The system prompt is
+rendered again when its template file changes, and only then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from charfmt import Character, parse
+from charfmt.character import Exchange
+from charfmt.render import BudgetError, render_messages
+from charfmt.scene import Scene
+from charfmt.serve import Settings
+from charfmt.serve.prompt import BadTurn, count_tokens
+from charfmt.serve.turns import Engine
+from charfmt.writer import canonical_form
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scripted_upstream import reply_for
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+REX = Character.load(EXAMPLES / "characters" / "rex.toml")
+SCENE = Scene.load(EXAMPLES / "scenes" / "mars_shrine.toml")
+WORDS = st.text(alphabet=st.sampled_from("abc xyz<>&\u2028#*[]"), min_size=1, max_size=30)
+
+
+def _engine(n_ctx: int = 8192, scene: Scene | None = None) -> Engine:
+    character = next(iter(scene.cast.values())) if scene is not None else REX
+    return Engine(Settings(character=character, scene=scene, upstream_url="http://127.0.0.1:9/v1", n_ctx=n_ctx), None)  # type: ignore[arg-type]
+
+
+def _exchange(character: Character, said: str) -> Exchange:
+    reply = parse(reply_for(said), vocabulary=character.vocabulary, tags=character.tags)
+    return Exchange(user=character.shorthand(said), reply=canonical_form(reply, tags=character.tags))
+
+
+def _rendered_whole(engine: Engine, history: list[Exchange], say: str) -> list[dict[str, str]]:
+    """The messages as serve rendered them before the prompt was kept: everything rendered every turn."""
+    turn = engine.player_turn(say)
+    budget = engine.budget - count_tokens(engine.note)
+    if engine.scene is not None:
+        past = list(history)
+        while True:
+            messages: list[dict[str, str]] = engine.scene.render_messages(past, turn)["messages"]
+            if sum(count_tokens(m["content"]) for m in messages) <= budget:
+                break
+            if not past:
+                raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
+            del past[0]
+    else:
+        try:
+            messages = render_messages(engine.character, history, turn, budget=budget, counter=count_tokens)["messages"]
+        except BudgetError as e:
+            raise BadTurn(f"the turn does not fit the context window: {e}") from None
+    messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{engine.note}\n"}
+    return messages
+
+
+def _same(engine: Engine, history: list[Exchange], say: str) -> None:
+    try:
+        expected: Any = _rendered_whole(engine, history, say)
+    except BadTurn as e:
+        expected = ("BadTurn", str(e))
+    try:
+        got: Any = engine.request(history, engine.player_turn(say))["messages"]
+    except BadTurn as e:
+        got = ("BadTurn", str(e))
+    assert got == expected
+
+
+@pytest.mark.parametrize("n_ctx", [8192, 3200, 2900, 2600, 1200])
+@pytest.mark.parametrize("exchanges", [0, 1, 6])
+def test_the_messages_are_those_rendered_whole(n_ctx: int, exchanges: int) -> None:
+    engine = _engine(n_ctx)
+    history = [_exchange(REX, f"turn {k} S{k}R0 fix it") for k in range(exchanges)]
+    _same(engine, history, "[joy] *waves* hello there")
+    _same(engine, history, "x " * 900)  # a long turn: older exchanges go, or it does not fit at all
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(WORDS, max_size=5), WORDS, st.sampled_from([8192, 2800, 2300]))
+def test_any_history_renders_as_whole(said: list[str], say: str, n_ctx: int) -> None:
+    engine = _engine(n_ctx)
+    if not say.strip():
+        return
+    _same(engine, [_exchange(REX, s) for s in said], say)
+
+
+@pytest.mark.parametrize("n_ctx", [8192, 2600])
+def test_a_scenes_messages_are_those_rendered_whole(n_ctx: int) -> None:
+    engine = _engine(n_ctx, SCENE)
+    first = next(iter(SCENE.cast.values()))
+    history = [_exchange(first, f"turn {k} ring the bell") for k in range(4)]
+    _same(engine, history, "hello all")
+
+
+def test_the_system_prompt_is_rendered_again_only_when_its_template_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import charfmt.render
+
+    calls: list[str] = []
+    real = charfmt.render.render_system
+
+    def counted(character: Character, **kw: Any) -> str:
+        calls.append(character.name)
+        return real(character, **kw)
+
+    monkeypatch.setattr(charfmt.render, "render_system", counted)
+    engine = _engine()
+    template = tmp_path / "system.j2"
+    template.write_text("stand-in for the template file", encoding="utf-8")
+    engine.prompter._template = template  # the file whose changes are watched
+    turn = engine.player_turn("hi")
+    first = engine.request([], turn)["messages"][0]["content"]
+    for _ in range(3):
+        assert engine.request([], turn)["messages"][0]["content"] == first
+    assert len(calls) == 1
+    stat = template.stat()
+    os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    engine.request([], turn)
+    assert len(calls) == 2
+    engine.request([], turn)
+    assert len(calls) == 2

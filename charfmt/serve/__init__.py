@@ -7,9 +7,9 @@ CLI (``charfmt.cli.serve``) only parses flags into ``Settings`` and runs uvicorn
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import TYPE_CHECKING
 
+from charfmt.serve.page import static_page
 from charfmt.serve.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,8 +28,3 @@ def create_app(settings: Settings) -> Starlette:
         raise CharfmtError(f"charfmt serve needs starlette ({e}): pip install 'charfmt[serve]'") from None
 
     return _create(settings)
-
-
-def static_page(name: str = "playground.html") -> str:
-    """A page shipped in ``charfmt/serve/static`` (the playground)."""
-    return resources.files("charfmt.serve").joinpath("static", name).read_text(encoding="utf-8")

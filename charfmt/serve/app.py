@@ -141,7 +141,7 @@ async def _models(state: ServerState, request: Request) -> Response:
 
 
 async def _playground(request: Request) -> Response:
-    from charfmt.serve import static_page  # noqa: PLC0415
+    from charfmt.serve.page import static_page  # noqa: PLC0415
 
     headers = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"}
     return HTMLResponse(static_page(), headers=headers)

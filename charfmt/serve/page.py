@@ -1,0 +1,10 @@
+"""The pages shipped with the server (``charfmt/serve/static``): the playground."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+
+def static_page(name: str = "playground.html") -> str:
+    """A page shipped in ``charfmt/serve/static`` (the playground)."""
+    return resources.files("charfmt.serve").joinpath("static", name).read_text(encoding="utf-8")

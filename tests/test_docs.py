@@ -41,7 +41,7 @@ def test_every_code_is_documented() -> None:
 
 
 def test_every_code_the_parser_emits_is_known() -> None:
-    source = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "charfmt").glob("*.py"))
+    source = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "charfmt").rglob("*.py"))
     assert set(re.findall(r'"(CF\d{3})"', source)) <= set(CODES)
 
 

@@ -23,6 +23,8 @@ from charfmt._lenient.table import Sample, reader
 _TRIES: Final = 8
 """How many candidate values (a '{' or '[' each) are read before the text is taken for no JSON reply."""
 _HTML_ESCAPE: Final = re.compile(r"&(?:quot|amp|lt|gt|apos|#\d+|#x[0-9a-fA-F]+);")
+"""What an HTML tool's escaping of a whole JSON reply writes: undone with HTML's own decoder (``html.unescape``,
+numeric references as HTML reads them), not the body text's entities (``charfmt._grammar.lexical``)."""
 
 
 def read_json(state: Recovery, start: int, end: int) -> bool:

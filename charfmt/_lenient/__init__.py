@@ -2,12 +2,14 @@
 
 Used only where strict parsing failed (``charfmt.parser`` hands off to ``recovery.recover``).
 
-- ``recovery``: the entry point, an ordered table of named steps over one ``state.Recovery``;
-  ``region`` (what stands around the reply), ``shapes`` and ``fields`` (a JSON reply and
-  its chats), ``forms`` and ``request_form`` (a reply without JSON), ``finish`` (segments,
-  orders, the reply) are its steps.
-- ``json``: the tolerant JSON reader; ``body``: the tag-soup body reader; ``prose``:
-  untagged text; ``scaffolding``, ``literals``: what those readers share.
-- The dialect table (``charfmt.dialects``) says which dialect a text is written in and which
-  of these readers reads it; the readers walk it through the ``table.Reading`` they are given.
+- ``recovery``: the entry points; ``STEPS``, an ordered table of named steps over one
+  ``state.Recovery``. Its steps: ``region`` (what stands around the reply), ``shapes`` and
+  ``fields`` (a JSON reply and its chats), ``forms``, ``text`` and ``request_form`` (a reply
+  without JSON), ``finish`` (segments, orders, the reply).
+- The readers: ``json`` (tolerant JSON), ``body`` (tag soup), ``prose`` (untagged text),
+  ``front_matter``; what they share: ``pieces`` (what they produce), ``literals``,
+  ``scaffolding``, ``marks`` (the patterns the dialect table and they look for).
+- ``table``: the dialect table as the readers walk it. The table itself
+  (``charfmt.dialects``) names each dialect's detector and reader; the readers are handed it
+  in the ``table.Reading`` they are given, never import it.
 """

@@ -173,7 +173,7 @@ class JsonReader:
             self.note("CF610", "the reply was cut off: open strings, arrays and objects are closed", n, n)
 
     def _closer(self, open_: _Open, ch: str, pos: int) -> int:
-        """A ``]`` or ``}``: it closes the open container it matches; where it comes after the next one closes."""
+        """A ``]`` or ``}``: it closes the container it matches (those left open inside it first), else is dropped."""
         stack = open_.nodes
         top = stack[-1]
         if top is not stack[0] and (ch == "]") == (top.kind == "array"):

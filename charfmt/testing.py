@@ -23,21 +23,26 @@ from __future__ import annotations
 from charfmt._hypothesis_plugin import _hypothesis_setup_hook  # noqa: F401 (the entry point of old installs)
 
 # isort: split
-from charfmt._strategies import (
-    bodies,
-    chats,
-    chunkings,
-    contents,
-    damaged_replies,
-    keys,
-    replies,
-    segments,
-    texts,
-    user_chats,
-    user_contexts,
-    user_texts,
-    user_turns,
-)
+try:
+    from charfmt._strategies import (
+        bodies,
+        chats,
+        chunkings,
+        contents,
+        damaged_replies,
+        keys,
+        replies,
+        segments,
+        texts,
+        user_chats,
+        user_contexts,
+        user_texts,
+        user_turns,
+    )
+except ModuleNotFoundError as e:  # the testing extra is not installed
+    if e.name != "hypothesis":
+        raise
+    raise ImportError("charfmt.testing needs hypothesis: pip install 'charfmt[testing]'") from None
 from charfmt.fuzz import Damaged
 
 __all__ = [

@@ -117,6 +117,10 @@ def dumps(reply: Reply, *, indent: int | None = None) -> str:
     default; ``indent`` pretty-prints (the content stays the same).
     Non-ASCII characters are written as themselves, not as ``\\u`` escapes.
     """
+    if not isinstance(reply, Reply):
+        raise TypeError(
+            f"dumps() writes a charfmt.Reply, not {type(reply).__name__} (parse text with charfmt.parse first)"
+        )
     chats = sorted(reply.chats, key=lambda c: c.order)
     doc = {"chats": [_chat_object(c) for c in chats]}
     separators = (",", ":") if indent is None else (",", ": ")

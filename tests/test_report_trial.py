@@ -313,3 +313,33 @@ def test_the_shares_sum_to_100_and_the_mix_refines_them(texts: list[str]) -> Non
     assert mix.get("strict", 0) == g["valid"] and mix.get("empty", 0) == g["empty"]
     assert sum(n for name, n in mix.items() if name not in ("strict", "empty")) == g["repaired"]
     assert g["valid"] <= g["keep"] <= g["valid"] + g["repaired"]
+
+
+def _without(module: str, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter where ``module`` cannot be imported (an extra not installed)."""
+    guard = f"import sys; sys.modules[{module!r}] = None\n"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    cmd = [sys.executable, "-c", guard + code]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def test_a_missing_file_exits_2_before_a_missing_extra_is_named(tmp_path: Path) -> None:
+    run = _without(
+        "pyarrow", "import sys; from charfmt.cli import main; sys.exit(main(['report', 'missing.jsonl']))", tmp_path
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [run.stderr.strip()] and "missing.jsonl" in run.stderr
+    (tmp_path / "log.jsonl").write_text('{"reply": "{\\"chats\\": []}"}\n', encoding="utf-8")
+    run = _without(
+        "pyarrow", "import sys; from charfmt.cli import main; sys.exit(main(['report', 'log.jsonl']))", tmp_path
+    )
+    assert run.returncode == 1 and "pip install 'charfmt[arrow]'" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_charfmt_testing_without_hypothesis_names_the_extra(tmp_path: Path) -> None:
+    run = _without("hypothesis", "import charfmt.testing", tmp_path)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        "ImportError: charfmt.testing needs hypothesis: pip install 'charfmt[testing]'"
+    )

@@ -204,3 +204,9 @@ def test_a_history_holding_a_lenient_reply_renders() -> None:
         request = json.dumps(charfmt.render_messages(character, history, turn, provider=provider), ensure_ascii=False)
         assert json.dumps(shown, ensure_ascii=False)[1:-1] in request
         assert "wink" not in request and "intensity" not in request
+
+
+@pytest.mark.parametrize("value", ['{"chats": []}', None, {"chats": []}])
+def test_dumps_of_something_else_than_a_reply_is_a_type_error(value: object) -> None:
+    with pytest.raises(TypeError, match=r"dumps\(\) writes a charfmt.Reply, not "):
+        charfmt.dumps(value)  # type: ignore[arg-type]

@@ -122,11 +122,11 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--engine ray reads a file (each task reads its own part); write standard input to one")
     if args.engine != "ray" and args.ray_address is not None:
         args.parser.error("--ray-address needs --engine ray")
-    _pyarrow()  # a clear error now, not in a worker
     name = "<stdin>" if args.file == "-" else args.file
     folder = _out_folder(args.out) if args.out is not None else None
     counter = report.ProgressCounter(sys.stderr) if not args.no_progress and _tty(sys.stderr) else None
-    with _input(args.file) as f:
+    with _input(args.file) as f:  # a file that cannot be read exits 2 first, whatever is installed
+        _pyarrow()  # a clear error now, not in a worker
         outputs = report.Outputs(folder, job) if folder is not None else None
         try:
             if args.engine == "ray":

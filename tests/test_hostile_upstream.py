@@ -410,6 +410,27 @@ def test_serve_reads_each_malformation_as_chat_does(name: str, upstream: Callabl
     assert time.monotonic() - start < WALL
 
 
+def test_serve_ends_the_reply_at_done_whatever_follows(upstream: Callable[[Script], str]) -> None:
+    """After ``[DONE]`` the reply is whole at once; what the upstream sends after it is read within bounds, then cut."""
+    pytest.importorskip("starlette")
+    import asyncio
+
+    from charfmt._http_client import endpoint_url
+    from charfmt.serve.upstream import DRAIN_SECONDS, HTTPUpstream
+
+    client = HTTPUpstream(endpoint_url(upstream(forever(SSE + reply_events(), b": more after the end\n"))))
+
+    async def run() -> tuple[str, float, float]:
+        start = time.monotonic()
+        text = "".join([delta.text async for delta in client.chat({"messages": []}, max_tokens=64)])
+        ended = time.monotonic() - start
+        await client.aclose()  # waits for the connection after the reply to be closed
+        return text, ended, time.monotonic() - start
+
+    text, ended, closed = asyncio.run(run())
+    assert text == REPLY and ended < 1.0 and closed < DRAIN_SECONDS + 2
+
+
 def test_missing_httpx_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['httpx'] = None\nfrom charfmt.cli import main\n"

@@ -288,6 +288,27 @@ def test_client_disconnect_cancels_the_upstream(rex: Character, upstream: tuple[
         assert up.cancelled == before + 1, "websocket"
 
 
+def test_the_upstream_connection_is_kept_between_turns(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    up = upstream[0]
+    ports: set[int] = set()
+
+    async def chat(request: Any) -> Any:
+        ports.add(request.client.port)
+        return await up.chat(request)
+
+    with loopback(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])) as counted:
+        app = create_app(Settings(character=rex, upstream_url=counted + "/v1"))
+        with loopback(app) as base:
+            for n in range(6):
+                body = {"messages": [{"role": "user", "content": f"turn {n}"}], "stream": n % 2 == 0}
+                assert httpx.post(base + "/v1/chat/completions", json=body, timeout=T).status_code == 200
+                time.sleep(0.05)  # the last bytes after [DONE] are read in a task of their own
+    assert len(ports) == 1, ports
+
+
 # --- the doors -----------------------------------------------------------------------------------------
 
 

@@ -35,6 +35,12 @@ from charfmt._http_client import (
 MAX_RETRY_AFTER: Final = 3600
 """Seconds of a ``Retry-After`` passed on to the front end, at most."""
 
+DRAIN_BYTES: Final = 64 << 10
+"""Bytes an upstream may still send after its reply ended (``[DONE]``) before its connection is closed."""
+
+DRAIN_SECONDS: Final = 2.0
+"""Seconds an upstream may take to end its body after the reply ended, before its connection is closed."""
+
 _TITLE: Final = re.compile(rb"<title[^>]*>(.{0,200}?)</title>", re.IGNORECASE | re.DOTALL)
 
 
@@ -114,6 +120,7 @@ class HTTPUpstream:
         """The environment variable the key came from (named in a 401/403's message), or None."""
         self._httpx = httpx
         self._reader = ReplyReader(self.fail)
+        self._finishing: set[asyncio.Task[None]] = set()
         headers = {"Accept-Encoding": "identity"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -125,7 +132,8 @@ class HTTPUpstream:
         )
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool (once the answers still finishing are closed)."""
+        await asyncio.gather(*self._finishing, return_exceptions=True)
         await self._client.aclose()
 
     def fail(self, message: str, status: int = 502, retry: int | None = None) -> UpstreamFailure:
@@ -134,12 +142,23 @@ class HTTPUpstream:
         return UpstreamFailure(f"the upstream: {text}", status=status, retry_after=retry)
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
-        """The reply to ``body``, streamed or whole, within ``max_tokens``; cancelling closes the request."""
+        """The reply to ``body``, streamed or whole, within ``max_tokens``; cancelling closes the request.
+
+        The reply ends at ``[DONE]`` (or the body's end): what the upstream still sends after it
+        (its body's last bytes) is read, within ``DRAIN_BYTES`` and ``DRAIN_SECONDS``, and the
+        connection kept or closed in a task of its own, so the turn's end does not wait for it.
+        """
         httpx = self._httpx
+        budget = Budget.for_tokens(max_tokens)
         try:
-            async with self._client.stream("POST", self.url, json=body) as response:
-                async for delta in self._read(response, Budget.for_tokens(max_tokens)):
+            response = await self._client.send(self._client.build_request("POST", self.url, json=body), stream=True)
+            chunks = _counted(response.aiter_raw(), budget.bytes)  # identity-encoded (checked): the raw bytes
+            try:
+                async for delta in self._read(response, chunks, budget):
                     yield delta
+            except BaseException:  # a failure, the client gone (cancelled): the request closed now
+                await response.aclose()
+                raise
         except UpstreamFailure:
             raise
         except UpstreamError as e:  # a bound of the shared readers (a line, the reply's bytes) was passed
@@ -147,8 +166,25 @@ class HTTPUpstream:
         except httpx.HTTPError as e:
             status = 504 if isinstance(e, httpx.TimeoutException) else 502
             raise self.fail(transport_failure(httpx, e, self.timeout), status) from None
+        task = asyncio.ensure_future(self._finish(response, chunks))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
 
-    async def _read(self, response: Any, budget: Budget) -> AsyncIterator[Delta]:
+    async def _finish(self, response: Any, chunks: AsyncIterator[bytes]) -> None:
+        """Read the rest of an answer already complete (bounded) and close it: the connection kept when it ended."""
+        try:
+            async with asyncio.timeout(DRAIN_SECONDS):
+                left = DRAIN_BYTES
+                async for chunk in chunks:
+                    left -= len(chunk)
+                    if left < 0:
+                        break
+        except (TimeoutError, UpstreamError, self._httpx.HTTPError):
+            pass  # the reply is whole already: what follows it is nobody's
+        finally:
+            await response.aclose()
+
+    async def _read(self, response: Any, chunks: AsyncIterator[bytes], budget: Budget) -> AsyncIterator[Delta]:
         reader = self._reader
         reader.check_headers(response.headers.raw)
         if response.status_code >= 300:
@@ -156,7 +192,6 @@ class HTTPUpstream:
         kind = reader.body_kind(response.headers)
         if kind == "text/html":
             raise self.fail(f"the server answered with an HTML page, not a chat completion{_title(b'')}")
-        chunks = _counted(response.aiter_raw(), budget.bytes)  # identity-encoded (checked): the raw bytes
         first = b""
         async for chunk in chunks:  # the first bytes say which of the two shapes this is
             first += chunk

@@ -3,10 +3,12 @@
 Run: .venv/bin/python benchmarks/bench_serve.py [--sessions 50] [--rounds 5] [--delay-ms 20]
      [--formats canonical,tags,speech,airi] [--starts burst,staggered] [--ab DIR] [--floor] [--profile DIR]
 
-- A scripted OpenAI-compatible upstream (``tests/scripted_upstream.py``) streams each reply in
-  4-character chunks, one every ``--delay-ms`` (a model at 50 tokens/s by default), and notes
-  when it sent each chunk and what it wrote. It runs on the benchmark's own event loop, with the
-  client, so the two share one monotonic clock.
+- A scripted OpenAI-compatible upstream streams each reply in 4-character chunks, one every
+  ``--delay-ms`` (a model at 50 tokens/s by default): the reply and chunks of
+  ``tests/scripted_upstream.py``, written on bare asyncio streams, as is the client (no HTTP
+  library), so that the benchmark's own process stays light and what is measured is the
+  server. The upstream notes when it sent each chunk and what it wrote; it runs on the client's
+  event loop, so the two share one monotonic clock.
 - ``charfmt serve`` runs as the CLI does, one process per ``--reply-format`` measured, each on
   loopback in front of the upstream.
 - Each round, for each start: ``burst`` (every session starts at the same instant, so their
@@ -45,21 +47,20 @@ import asyncio
 import bisect
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import time
 import tracemalloc
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-import uvicorn
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from scripted_upstream import CHUNK, Scripted, free_port, reply_for  # noqa: E402
+from scripted_upstream import CHUNK, chunk_event, free_port, reply_for  # noqa: E402
 
 REX = ROOT / "examples" / "characters" / "rex.toml"
 FORMATS = ("canonical", "tags", "speech", "airi")
@@ -123,21 +124,112 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> list[tuple[float, str]]:
+class Upstream:
+    """The scripted upstream on bare asyncio streams: ``tests/scripted_upstream.py``'s replies and chunks."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.sent: dict[str, list[float]] = {}
+        """Per ``S<n>R<n>`` tag in the user message, when each text chunk was sent."""
+        self.written: dict[str, str] = {}
+        """Per tag, the reply the model wrote."""
+        self.requests: list[dict[str, Any]] = []
+
+    async def start(self) -> int:
+        server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        self._server = server
+        return int(server.sockets[0].getsockname()[1])
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:  # keep-alive: one request after another
+                head = (await reader.readuntil(b"\r\n\r\n")).lower()
+                length = int(re.search(rb"content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+                body = json.loads(await reader.readexactly(length))
+                self.requests.append(body)
+                await self._answer(writer, body)
+                if b"connection: close" in head:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the server hung up, or the benchmark is over
+        finally:
+            writer.close()
+
+    async def _answer(self, writer: asyncio.StreamWriter, body: dict[str, Any]) -> None:
+        user = body["messages"][-1]["content"]
+        text = reply_for(user)
+        tag = re.search(r"S\d+R\d+", user)
+        times = self.sent.setdefault(tag.group(), []) if tag else None
+        if tag:
+            self.written[tag.group()] = text
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        writer.write(head + _framed(chunk_event("")))
+        for i in range(0, len(text), CHUNK):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            if times is not None:
+                times.append(time.perf_counter())
+            writer.write(_framed(chunk_event(text[i : i + CHUNK])))
+            await writer.drain()
+        writer.write(_framed(chunk_event(None, "stop")) + _framed(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+
+def _framed(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def http(method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int, bytes]:
+    """One request on a connection of its own: the status and the whole body."""
+    status, parts = 0, []
+    async for code, _, data in _exchange(method, url, body):
+        status = code
+        parts.append(data)
+    return status, b"".join(parts)
+
+
+async def stream(url: str, body: dict[str, Any]) -> list[tuple[float, str]]:
     """The arrival time and text of each content chunk of a streamed chat completion."""
-    chunks = []
-    async with client.stream("POST", url, json=body) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+    chunks: list[tuple[float, str]] = []
+    buffer = b""
+    async for status, arrival, data in _exchange("POST", url, body):
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {data[:200]!r}")
+        buffer += data
+        *events, buffer = buffer.split(b"\n\n")
+        for event in events:
+            if not event.startswith(b"data: ") or event == b"data: [DONE]":
                 continue
-            obj = json.loads(line[6:])
+            obj = json.loads(event[6:])
             if "error" in obj:
                 raise RuntimeError(obj["error"]["message"])
             content = obj["choices"][0]["delta"].get("content") if obj.get("choices") else None
             if content:
-                chunks.append((time.perf_counter(), content))
+                chunks.append((arrival, content))
     return chunks
+
+
+async def _exchange(method: str, url: str, body: dict[str, Any] | None) -> Any:
+    """The response's (status, arrival time, bytes) as each part of its body arrives (chunked or not): first b""."""
+    parts = urllib.parse.urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        data = json.dumps(body).encode() if body is not None else b""
+        writer.write(f"{method} {parts.path} HTTP/1.1\r\nhost: {parts.netloc}\r\ncontent-type: application/json\r\n"
+                     f"content-length: {len(data)}\r\nconnection: close\r\n\r\n".encode() + data)  # fmt: skip
+        head = (await reader.readuntil(b"\r\n\r\n")).lower()
+        status = int(head.split(b" ", 2)[1])
+        yield status, time.perf_counter(), b""
+        if b"transfer-encoding: chunked" in head:
+            while size := int((await reader.readuntil(b"\r\n")).strip(), 16):
+                part = (await reader.readexactly(size + 2))[:-2]
+                yield status, time.perf_counter(), part
+            return
+        length = re.search(rb"content-length: *(\d+)", head)
+        rest = await (reader.readexactly(int(length.group(1))) if length else reader.read())
+        yield status, time.perf_counter(), rest
+    finally:
+        writer.close()
 
 
 class Formats:
@@ -182,14 +274,14 @@ class Phase:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, up: Scripted, up_port: int, servers: dict[str, tuple[Any, str]]):
+    def __init__(self, args: argparse.Namespace, up: Upstream, up_port: int, servers: dict[str, tuple[Any, str]]):
         self.args = args
         self.up = up
         self.direct_url = f"http://127.0.0.1:{up_port}/v1/chat/completions"
         self.servers = servers
         self.formats = Formats()
 
-    async def phase(self, client: httpx.AsyncClient, fmt: str | None, start: str, tag_round: int) -> Phase:
+    async def phase(self, fmt: str | None, start: str, tag_round: int) -> Phase:
         """All sessions' turns, directly (``fmt`` None) or through the server for ``fmt``."""
         out = Phase()
         interval = self.args.delay_ms / 1000
@@ -207,10 +299,10 @@ class Bench:
             else:
                 url, content, user = self.servers[fmt][1] + "/v1/chat/completions", say, {"user": session(fmt, i)}
             body = {"messages": [{"role": "user", "content": content}], "stream": True, **user}
-            self.up.sent.pop(tag, None)  # type: ignore[union-attr]
+            self.up.sent.pop(tag, None)
             try:
-                chunks = await stream(client, url, body)
-            except (httpx.HTTPError, RuntimeError):
+                chunks = await stream(url, body)
+            except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError):
                 out.lost += 1
                 return
             self.measure(out, fmt.partition("@")[0] if fmt and fmt != "proxy" else None, say, chunks)
@@ -225,7 +317,7 @@ class Bench:
     def measure(self, out: Phase, fmt: str | None, say: str, chunks: list[tuple[float, str]]) -> None:
         """One reply's latencies into ``out`` (or a lost one): against when the upstream sent what it wrote."""
         tag = say.rsplit(maxsplit=1)[-1]
-        sent = self.up.sent.pop(tag, [])  # type: ignore[union-attr]
+        sent = self.up.sent.pop(tag, [])
         written = self.up.written.pop(tag, "")
         text = "".join(c for _, c in chunks)
         if not sent or not chunks or tag not in written:
@@ -304,56 +396,43 @@ async def main() -> None:
     ap.add_argument("--profile", metavar="DIR", help="run each server under cProfile, writing DIR/serve-<format>.prof")
     args = ap.parse_args()
 
-    up = Scripted()
-    up.delay = args.delay_ms / 1000
-    up.sent = {}
-    up_port = free_port()
-    config = uvicorn.Config(up.app, host="127.0.0.1", port=up_port, log_level="warning", timeout_keep_alive=120)
-    server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve())
+    up = Upstream(args.delay_ms / 1000)
+    up_port = await up.start()
     servers = start_servers(args, up_port)
     bench = Bench(args, up, up_port, servers)
-    limits = httpx.Limits(
-        max_connections=4 * args.sessions, max_keepalive_connections=4 * args.sessions, keepalive_expiry=2
-    )  # the server's keep-alive is 5 s: never reuse a connection it may be closing
     try:
-        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-            await warm_up(client, servers)
-            print(f"charfmt serve: {args.sessions} concurrent sessions, {args.rounds} rounds, a chunk every"
-                  f" {args.delay_ms:g} ms (loopback, {os.cpu_count()} cores, load average"
-                  f" {os.getloadavg()[0]:.2f})")  # fmt: skip
-            results: dict[tuple[str, str], list[tuple[Phase, Phase]]] = {}
-            for r in range(args.rounds):
-                for m, start in enumerate(args.starts):
-                    tag_round = r * 10 + m
-                    direct = await bench.phase(client, None, start, tag_round * 100)
-                    for f, label in enumerate(servers, start=1):
-                        via = await bench.phase(client, label, start, tag_round * 100 + f)
-                        results.setdefault((start, label), []).append((direct, via))
-                print(f"  round {r + 1} done", flush=True)
-            report(args, results)
-            await check_sessions(client, up, servers, args)
-            if "canonical" in servers:
-                await memory(client, up, servers["canonical"], args)
+        await warm_up(servers)
+        print(f"charfmt serve: {args.sessions} concurrent sessions, {args.rounds} rounds, a chunk every"
+              f" {args.delay_ms:g} ms (loopback, {os.cpu_count()} cores, load average"
+              f" {os.getloadavg()[0]:.2f})")  # fmt: skip
+        results: dict[tuple[str, str], list[tuple[Phase, Phase]]] = {}
+        for r in range(args.rounds):
+            for m, start in enumerate(args.starts):
+                tag_round = r * 10 + m
+                direct = await bench.phase(None, start, tag_round * 100)
+                for f, label in enumerate(servers, start=1):
+                    via = await bench.phase(label, start, tag_round * 100 + f)
+                    results.setdefault((start, label), []).append((direct, via))
+            print(f"  round {r + 1} done", flush=True)
+        report(args, results)
+        await check_sessions(up, servers, args)
+        if "canonical" in servers:
+            await memory(up, servers["canonical"], args)
     finally:
         stop(servers)
-        server.should_exit = True
-        await serving
     tracemalloc_per_session()
 
 
-async def warm_up(client: httpx.AsyncClient, servers: dict[str, tuple[Any, str]]) -> None:
+async def warm_up(servers: dict[str, tuple[Any, str]]) -> None:
     for label, (_, base) in servers.items():
         for _ in range(600):
             try:
-                if (await client.get(base + "/v1/info")).status_code == 200:
+                if (await http("GET", base + "/v1/info"))[0] == 200:
                     break
-            except httpx.HTTPError:
+            except OSError:
                 await asyncio.sleep(0.1)
         say = "<msg>warm up</msg>" if label == "proxy" else "warm up"
-        await stream(
-            client, base + "/v1/chat/completions", {"messages": [{"role": "user", "content": say}], "stream": True}
-        )
+        await stream(base + "/v1/chat/completions", {"messages": [{"role": "user", "content": say}], "stream": True})
 
 
 def report(args: argparse.Namespace, results: dict[tuple[str, str], list[tuple[Phase, Phase]]]) -> None:
@@ -376,9 +455,7 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[tuple[P
     print("target: added p99 <= 5 ms per chunk at 50 concurrent sessions on 2 cores")
 
 
-async def check_sessions(
-    client: httpx.AsyncClient, up: Scripted, servers: dict[str, tuple[Any, str]], args: argparse.Namespace
-) -> None:
+async def check_sessions(up: Upstream, servers: dict[str, tuple[Any, str]], args: argparse.Namespace) -> None:
     """Each session's next turn (all at once, per server) carries its own turns only."""
     mixed = 0
     up.delay = 0.0
@@ -388,7 +465,7 @@ async def check_sessions(
         up.requests.clear()
         url = base + "/v1/chat/completions"
         await asyncio.gather(*(
-            stream(client, url, {"messages": [{"role": "user", "content": f"again Q{i}Z"}], "stream": True,
+            stream(url, {"messages": [{"role": "user", "content": f"again Q{i}Z"}], "stream": True,
                                  "user": session(label, i)})
             for i in range(args.sessions)
         ))  # fmt: skip
@@ -399,13 +476,13 @@ async def check_sessions(
     print(f"sessions whose prompt held another's turns (or lacked its own): {mixed}")
 
 
-async def memory(client: httpx.AsyncClient, up: Scripted, canonical: tuple[Any, str], args: argparse.Namespace) -> None:
+async def memory(up: Upstream, canonical: tuple[Any, str], args: argparse.Namespace) -> None:
     app, base = canonical
     up.delay = 0.0
     before = rss_kib(app.pid)
     for start in range(0, args.memory_sessions, 100):
         await asyncio.gather(*(
-            client.post(base + "/v1/turn", json={"session": f"m{k}", "say": f"hello S{k}R0"})
+            http("POST", base + "/v1/turn", {"session": f"m{k}", "say": f"hello S{k}R0"})
             for k in range(start, min(start + 100, args.memory_sessions))
         ))  # fmt: skip
     after = rss_kib(app.pid)

@@ -46,7 +46,8 @@ def scene_reply(speaker: str = "rex") -> str:
     return json.dumps({"chats": chats}, ensure_ascii=False)
 
 
-def _chunk(text: str | None, reason: str | None = None) -> bytes:
+def chunk_event(text: str | None, reason: str | None = None) -> bytes:
+    """One ``chat.completion.chunk`` event: ``text`` as its content (``None``: an empty delta), the finish reason."""
     delta = {} if text is None else {"content": text}
     choice = {"index": 0, "delta": delta, "finish_reason": reason}
     obj = {"id": "x", "object": "chat.completion.chunk", "choices": [choice]}
@@ -102,16 +103,16 @@ class Scripted:
 
     async def _stream(self, mode: str, text: str, times: list[float] | None = None) -> AsyncIterator[bytes]:
         try:
-            yield _chunk("")
+            yield chunk_event("")
             if mode == "badsse":
                 yield b"data: {not json\n\n"
                 return
             if mode == "silent":
                 await asyncio.sleep(60)
             if mode == "endless":
-                yield _chunk('{"chats":[{"type":"C","order":1,"body":"<msg>')
+                yield chunk_event('{"chats":[{"type":"C","order":1,"body":"<msg>')
                 while True:
-                    yield _chunk("la ")
+                    yield chunk_event("la ")
                     await asyncio.sleep(0.001)
             pieces = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
             for i, piece in enumerate(pieces):
@@ -123,8 +124,8 @@ class Scripted:
                     await asyncio.sleep(self.delay)
                 if times is not None:
                     times.append(time.perf_counter())
-                yield _chunk(piece)
-            yield _chunk(None, "stop")
+                yield chunk_event(piece)
+            yield chunk_event(None, "stop")
             yield b"data: [DONE]\n\n"
             self.finished += 1
         except (asyncio.CancelledError, GeneratorExit):

@@ -6,10 +6,9 @@ A renamed test must not slip back into the default run unnoticed, nor a stale li
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 
-from conftest import ROOT, long_test_ids
+import pytest
+from conftest import ROOT, long_test_ids, pytest_collection_modifyitems
 
 
 def test_every_listed_long_test_exists() -> None:
@@ -23,21 +22,22 @@ def test_every_listed_long_test_exists() -> None:
     assert not missing, f"tests/long_tests.txt names tests that do not exist: {missing}"
 
 
-def _collected(*args: str) -> list[str]:
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return [line for line in run.stdout.splitlines() if "::" in line]
+class _Item:
+    """What ``pytest_collection_modifyitems`` reads of a collected test: its node id, its markers."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.markers: list[str] = []
+
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.markers.append(marker.name)
 
 
 def test_a_listed_test_leaves_the_default_run_for_the_long_one() -> None:
     listed = "tests/test_grammar.py::test_numeric_references_name_exactly_the_characters_text_allows"
     assert listed in long_test_ids()
-    default = _collected("tests/test_grammar.py")
-    assert default, "the file's other tests are collected"
-    assert not [i for i in default if i.startswith(listed)]
-    assert [i for i in _collected("tests/test_grammar.py", "-m", "long") if i.startswith(listed)]
+    items = [_Item(f"{listed}[0]"), _Item(listed), _Item("tests/test_grammar.py::test_something_else")]
+    pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [item.markers for item in items] == [["long"], ["long"], []]
+    # the default run deselects what is marked long
+    assert "not long" in (ROOT / "pyproject.toml").read_text(encoding="utf-8").split("addopts", 1)[1].split("\n", 1)[0]

@@ -72,3 +72,4 @@ def test_a_bad_emotion_key_is_described_as_it_is(body: str, says: str) -> None:
         charfmt.parse(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}))
     assert info.value.first.code == "CF208"
     assert says in info.value.first.message
+    assert "body: the emotion key" in info.value.first.message, info.value.first.message  # it names the key

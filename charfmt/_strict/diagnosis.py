@@ -178,10 +178,10 @@ def _bad_key(body: str, pos: int, tags: TagTable) -> BodyError:
         return BodyError("CF208", f"{what} {key!r} starts or ends with whitespace", at, at + 1)
     for n, ch in enumerate(key):
         if re.match(_NOT_KEY_CHAR, ch):
-            what = repr(ch) if ch in "<>&" else f"U+{ord(ch):04X}"
+            shown = repr(ch) if ch in "<>&" else f"U+{ord(ch):04X}"
             return BodyError(
                 "CF208",
-                f"{what} {key!r} holds {what}: a key has no markup, entities or control characters",
+                f"{what} {key!r} holds {shown}: a key has no markup, entities or control characters",
                 start + n,
                 start + n + 1,
             )

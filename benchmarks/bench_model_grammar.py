@@ -25,24 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-TURNS: dict[str, list[str]] = {
-    "rex.toml": [
-        "[joy] Hi Rex! Can you fix my drone?",
-        "How much will it cost?",
-        "[angry] That's too expensive, you old toaster!",
-        "Fine. When will it be ready?",
-        "What was wrong with it?",
-        "[joy] Thanks, Rex. See you tomorrow!",
-    ],
-    "mio.toml": [
-        "[joy] こんにちは、ミオ！",
-        "今日は何をしているの？",
-        "お守りをひとつください。",
-        "[surprise] 裏山に何かあるの？",
-        "どうしてそんなに慌てているの？",
-        "[joy] ありがとう、また来るね！",
-    ],
-}
+from models import PLAYER_TURNS as TURNS  # noqa: E402
 
 
 def speech_of(reply: Any, character: Any) -> list[int]:

@@ -11,8 +11,29 @@ import functools
 import importlib
 import os
 from pathlib import Path
+from typing import Final
 
 from charfmt.engines import default_model_path
+
+PLAYER_TURNS: Final[dict[str, list[str]]] = {
+    "rex.toml": [
+        "[joy] Hi Rex! Can you fix my drone?",
+        "How much will it cost?",
+        "[angry] That's too expensive, you old toaster!",
+        "Fine. When will it be ready?",
+        "What was wrong with it?",
+        "[joy] Thanks, Rex. See you tomorrow!",
+    ],
+    "mio.toml": [
+        "[joy] こんにちは、ミオ！",
+        "今日は何をしているの？",
+        "お守りをひとつください。",
+        "[surprise] 裏山に何かあるの？",
+        "どうしてそんなに慌てているの？",
+        "[joy] ありがとう、また来るね！",
+    ],
+}
+"""The player's six turns with each example character: the real-model tests and bench_model_grammar read them."""
 
 
 @functools.cache

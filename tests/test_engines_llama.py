@@ -24,6 +24,7 @@ import pytest
 from conftest import ROOT
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from models import PLAYER_TURNS
 from test_engines import DEMO, damaged, strict_ok
 
 import charfmt
@@ -212,15 +213,7 @@ def test_an_over_long_turn_with_the_real_model_is_one_error_line() -> None:
 # --- a real model, in character -----------------------------------------------------------------
 
 BUDGET = DEFAULT_MAX_TOKENS
-TURNS = {
-    "rex.toml": [
-        "[joy] Hi Rex! Can you fix my drone?",
-        "How much will it cost?",
-        "[angry] That's too expensive, you old toaster!",
-        "Fine. When will it be ready?",
-    ],
-    "mio.toml": ["[joy] こんにちは、ミオ！", "今日は何をしているの？"],
-}
+TURNS = {"rex.toml": PLAYER_TURNS["rex.toml"][:4], "mio.toml": PLAYER_TURNS["mio.toml"][:2]}
 
 
 @functools.cache

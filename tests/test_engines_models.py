@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
-from models import gemma_path, smollm2_path
+from models import PLAYER_TURNS, gemma_path, smollm2_path
 
 import charfmt
 from charfmt import chat
@@ -29,24 +29,7 @@ pytest.importorskip(
 )
 
 BUDGET = 300
-TURNS = {
-    "rex.toml": [
-        "[joy] Hi Rex! Can you fix my drone?",
-        "How much will it cost?",
-        "[angry] That's too expensive, you old toaster!",
-        "Fine. When will it be ready?",
-        "What was wrong with it?",
-        "[joy] Thanks, Rex. See you tomorrow!",
-    ],
-    "mio.toml": [
-        "[joy] こんにちは、ミオ！",
-        "今日は何をしているの？",
-        "お守りをひとつください。",
-        "[surprise] 裏山に何かあるの？",
-        "どうしてそんなに慌てているの？",
-        "[joy] ありがとう、また来るね！",
-    ],
-}
+TURNS = PLAYER_TURNS
 MEDIAN_SPEECH = {"rex.toml": 60, "mio.toml": 40}
 """The least median speech (characters per ``C`` chat) the issue asks of each character."""
 

@@ -34,7 +34,7 @@ Run: .venv/bin/python benchmarks/bench_serve.py [--sessions 50] [--rounds 5] [--
 - ``--ab DIR``: also run each format's server from the checkout ``DIR`` (another commit), measured
   interleaved with this one's (``canonical@DIR``...): the fair comparison on a busy machine.
 - ``--floor``: also measure a plain pass-through proxy on the same stack (Starlette, uvicorn, an
-  ``httpx.AsyncClient`` upstream; ``proxy``, per chunk): what any server written this way adds,
+  ``aiohttp.ClientSession`` upstream; ``proxy``, per chunk): what any server written this way adds,
   before charfmt does anything.
 - ``--profile DIR``: each server runs under ``cProfile`` (its event loop's thread) and writes
   ``DIR/serve-<format>.prof`` when stopped (``python -m pstats`` reads it).
@@ -78,22 +78,22 @@ PROFILED = (
 )
 
 PROXY = (
-    "import sys, httpx, uvicorn\n"
+    "import sys, aiohttp, uvicorn\n"
     "from starlette.applications import Starlette\n"
     "from starlette.responses import StreamingResponse\n"
     "from starlette.routing import Route\n"
-    "limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)\n"
-    "client = httpx.AsyncClient(timeout=60, limits=limits)\n"
+    "pool = {}\n"
     "async def chat(request):\n"
+    "    if not pool:\n"
+    "        pool['s'] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))\n"
     "    body = await request.body()\n"
-    "    headers = {'content-type': 'application/json'}\n"
-    "    r = await client.send(client.build_request('POST', sys.argv[1], content=body, headers=headers), stream=True)\n"
+    "    r = await pool['s'].post(sys.argv[1], data=body, headers={'content-type': 'application/json'})\n"
     "    async def chunks():\n"
     "        try:\n"
-    "            async for chunk in r.aiter_raw():\n"
+    "            async for chunk in r.content.iter_any():\n"
     "                yield chunk\n"
     "        finally:\n"
-    "            await r.aclose()\n"
+    "            r.release()\n"
     "    return StreamingResponse(chunks(), media_type='text/event-stream')\n"
     "app = Starlette(routes=[Route('/v1/chat/completions', chat, methods=['POST'])])\n"
     "uvicorn.run(app, host='127.0.0.1', port=int(sys.argv[2]), log_level='warning')\n"

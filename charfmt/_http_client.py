@@ -157,6 +157,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+"""``json.loads(text, parse_constant=...)``'s decoder, made once (a stream decodes one per chunk)."""
+
+
 def check_depth(text: str, max_depth: int = MAX_DEPTH) -> None:
     """Raise ``JSONDepthError`` where ``text`` nests arrays and objects deeper than ``max_depth``.
 
@@ -180,8 +184,10 @@ def load_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     check_depth(text, max_depth)
+    if text.startswith("\ufeff"):  # as json.loads says it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _DECODER.decode(text)
     except RecursionError:  # cannot happen after check_depth; kept as the last guard
         raise JSONDepthError("JSON nested too deep") from None
 
@@ -399,6 +405,13 @@ class ReplyReader:
 
     def _delta(self, data: dict[str, Any], choice: dict[str, Any], raw: bytes) -> Delta:
         """A checked chunk or completion, read by the same rule as ``iter_events`` reads an OpenAI chunk."""
+        plain = _plain_text(data, choice)
+        if plain is not None and (raw.isascii() or _is_utf8(raw)):  # the common chunk: as the rule reads it
+            return Delta(plain)
+        return self.rule_delta(data, choice, raw)
+
+    def rule_delta(self, data: dict[str, Any], choice: dict[str, Any], raw: bytes) -> Delta:
+        """``_delta`` without its shortcut for a plain chunk: the ``openai-chat`` rule reads every chunk."""
         piece = self._read_chat_chunk(data)
         text = piece.text if isinstance(piece.text, str) else ""
         piece.text = ""
@@ -565,6 +578,35 @@ class Client:
                 data = data[:MAX_ERROR_BODY]
                 break
         return self.reader.error_detail(data, response.reason_phrase)
+
+
+_PLAIN_CHOICE: Final = frozenset({"index", "delta", "finish_reason", "logprobs"})
+_PLAIN_DELTA: Final = frozenset({"content", "role"})
+
+
+def _plain_text(data: dict[str, Any], choice: dict[str, Any]) -> str | None:
+    """The text of a chunk that is only text (one first choice, no reason, no reasoning, refusal or
+    tool call), whose reading by the ``openai-chat`` rule is that text and nothing else; else None."""
+    delta = choice.get("delta")
+    if (
+        type(delta) is not dict
+        or choice.get("finish_reason") is not None
+        or choice.get("index") not in (None, 0)
+        or len(data["choices"]) != 1
+        or not choice.keys() <= _PLAIN_CHOICE
+        or not delta.keys() <= _PLAIN_DELTA
+    ):
+        return None
+    text = delta.get("content")
+    return text if isinstance(text, str) else ""
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _first_choice(data: Any) -> dict[str, Any] | None:

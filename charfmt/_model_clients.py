@@ -344,8 +344,6 @@ def local_model(
 # --- an OpenAI-compatible server -----------------------------------------------------------------
 
 
-
-
 def endpoint_model(
     url: str,
     *,

@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
@@ -142,19 +142,32 @@ def estimate_tokens(text: str) -> int:
 
 
 class _Record:
-    """A read-only record of a model's fields, as templates see it; ``_`` names are out of their reach."""
+    """A read-only record of a model's fields, as templates see it; ``_`` names are out of their reach.
+
+    Each field is viewed when a template first reads it (then kept): a template that reads a few
+    fields of a character pays for those, not for the whole model.
+    """
 
     __slots__ = ("_fields", "_source")
 
-    def __init__(self, fields: Mapping[str, Any], source: Any) -> None:
-        object.__setattr__(self, "_fields", MappingProxyType(dict(fields)))
+    def __init__(self, source: Any) -> None:
+        object.__setattr__(self, "_fields", {})
         object.__setattr__(self, "_source", source)
 
     def __getattr__(self, name: str) -> Any:
-        try:
-            return self._fields[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        fields = self._fields
+        if name in fields:
+            return fields[name]
+        source = self._source
+        if name in type(source).model_fields:
+            value = _view(getattr(source, name))
+        elif name in _EXTRA.get(type(source), ()):
+            attribute = getattr(source, name)
+            value = _Method(attribute) if callable(attribute) else _view(attribute)
+        else:
+            raise AttributeError(name)
+        fields[name] = value
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self._source).__name__} is read-only in templates")
@@ -168,7 +181,9 @@ class _Record:
     __hash__ = None  # type: ignore[assignment]  # equal views of equal models; unhashable like the lists inside
 
     def __repr__(self) -> str:
-        return f"{type(self._source).__name__}({', '.join(f'{k}={v!r}' for k, v in self._fields.items())})"
+        source = self._source
+        names = [*type(source).model_fields, *_EXTRA.get(type(source), ())]
+        return f"{type(source).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in names)})"
 
 
 @cache
@@ -207,11 +222,7 @@ _EXTRA: Final[Mapping[type, tuple[str, ...]]] = MappingProxyType(
 def _view(value: Any) -> Any:
     """``value`` as templates see it: models as records, lists as tuples, dicts as read-only mappings."""
     if isinstance(value, BaseModel):
-        fields = {name: _view(getattr(value, name)) for name in type(value).model_fields}
-        for name in _EXTRA.get(type(value), ()):
-            attribute = getattr(value, name)
-            fields[name] = _Method(attribute) if callable(attribute) else _view(attribute)
-        return _record_class(type(value))(fields, value)
+        return _record_class(type(value))(value)
     if isinstance(value, (list, tuple)):
         return tuple(_view(v) for v in value)
     if isinstance(value, Mapping):
@@ -313,7 +324,13 @@ def _dir(templates: str | Path | None) -> str | None:
     path = Path(templates)
     if not path.is_dir():
         raise TemplateError(f"templates folder {path} does not exist")
-    return str(path.resolve())
+    return _resolved(str(path))
+
+
+@lru_cache(maxsize=64)
+def _resolved(path: str) -> str:
+    """``path`` made absolute, links resolved: once per folder (a server renders with one folder each turn)."""
+    return str(Path(path).resolve())
 
 
 def _system(character: Any, folder: str | None, tags: TagTable) -> str:

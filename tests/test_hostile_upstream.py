@@ -54,9 +54,15 @@ def reply_events(text: str = REPLY) -> bytes:
     return body + event(b'{"choices": [{"delta": {}, "finish_reason": "stop"}]}') + event(b"[DONE]")
 
 
+PAUSE = b""
+"""A part of ``send`` that is a pause (50 ms): what follows comes in a later packet, after the headers are read."""
+
+
 def send(*parts: bytes) -> Script:
     def script(conn: socket.socket) -> None:
         for part in parts:
+            if part is PAUSE:
+                time.sleep(0.05)
             conn.sendall(part)
 
     return script
@@ -195,6 +201,10 @@ CASES: dict[str, Case] = {
     ),
     "chunk cut": Case(chunked(b"40\r\n" + event(chunk("{"))[:20]), E, "broke the HTTP protocol"),
     "bad chunk size": Case(chunked(b"zz\r\nhello\r\n"), E, "broke the HTTP protocol"),
+    "bad chunk size, in a later packet": Case(chunked(PAUSE, b"zz\r\nhello\r\n"), E, "broke the HTTP protocol"),
+    "chunk cut, in a later packet": Case(
+        chunked(PAUSE, b"40\r\n" + event(chunk("{"))[:20]), E, "broke the HTTP protocol"
+    ),
     "short content-length": Case(
         send(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 5000\r\n\r\n", reply_events()[:300]

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from charfmt.serve.formats import Formatter, whole
 from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
 from charfmt.serve.turns import Done, Piece, Raw, history_from_messages
-from charfmt.serve.wire import NO_BUFFER, error_body, failure, failure_response, sse, watch_disconnect
+from charfmt.serve.wire import NO_BUFFER, compact_json, error_body, failure, failure_response, sse, watch_disconnect
 from charfmt.speech import Sentence
 from charfmt.stage import StageCue
 
@@ -70,6 +70,11 @@ class Completion:
         self.model = engine.model
         self.id = f"chatcmpl-{state.next_id()}"
         self.created = int(time.time())
+        head = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
+        frame = sse({**head, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]})
+        at = frame.index(b'"content":""') + len(b'"content":')
+        self._text_frame = (frame[:at], frame[at + 2 :])
+        """A text chunk's event around its text's JSON (in place of the empty text's ``""``)."""
 
     def content(self, done: Done) -> str:
         """The whole reply in the reply format."""
@@ -116,14 +121,14 @@ class Completion:
         piece = first
         try:
             while piece is not None:
-                if isinstance(piece, Done):
-                    for chunk in self._end(piece, "".join(sent)):
-                        yield chunk
-                elif formatter is not None and not isinstance(piece, Raw | Sentence | StageCue):
+                if isinstance(piece, Done):  # the last piece: the end's events go in one write
+                    yield b"".join([*self._end(piece, "".join(sent)), b"data: [DONE]\n\n"])
+                    return
+                if formatter is not None and not isinstance(piece, Raw | Sentence | StageCue):
                     text = formatter.feed(piece)
                     if text:
                         sent.append(text)
-                        yield self.chunk({"content": text})
+                        yield self.text_chunk(text)
                 piece = await anext(pieces, None)
         except Exception as e:
             status, message, param, _ = failure(e)
@@ -146,6 +151,11 @@ class Completion:
                 "choices": [], "usage": _usage(done),
             }))  # fmt: skip
         return out
+
+    def text_chunk(self, text: str) -> bytes:
+        """``chunk({"content": text})``, written into the frame made once per answer."""
+        head, tail = self._text_frame
+        return head + compact_json(text).encode() + tail
 
     def chunk(self, delta: dict[str, Any], reason: str | None = None, extra: dict[str, Any] | None = None) -> bytes:
         """One ``chat.completion.chunk`` event."""

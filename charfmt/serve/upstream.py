@@ -1,4 +1,4 @@
-"""The model behind ``charfmt serve``: an OpenAI-compatible server (async httpx) or llama.cpp in-process.
+"""The model behind ``charfmt serve``: an OpenAI-compatible server (aiohttp) or llama.cpp in-process.
 
 The HTTP upstream reads through the same limits and the same chunk and completion readers as
 ``charfmt chat --endpoint`` (:mod:`charfmt._http_client`): only the socket side is async here,
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import importlib
+import json
 import re
 import threading
 import time
@@ -28,9 +30,8 @@ from charfmt._http_client import (
     UpstreamError,
     exception_text,
     redact_url,
-    require,
-    transport_failure,
 )
+from charfmt.diagnostics import CharfmtError
 
 MAX_RETRY_AFTER: Final = 3600
 """Seconds of a ``Retry-After`` passed on to the front end, at most."""
@@ -40,6 +41,12 @@ DRAIN_BYTES: Final = 64 << 10
 
 DRAIN_SECONDS: Final = 2.0
 """Seconds an upstream may take to end its body after the reply ended, before its connection is closed."""
+
+MAX_HEAD_LINE: Final = 256 << 10
+"""Bytes of a status or header line the HTTP parser takes (the reader's own, smaller bound names the header)."""
+
+MAX_HEADS: Final = 1000
+"""Header lines the HTTP parser takes (the reader's own, smaller bound says how many came)."""
 
 _TITLE: Final = re.compile(rb"<title[^>]*>(.{0,200}?)</title>", re.IGNORECASE | re.DOTALL)
 
@@ -88,7 +95,7 @@ def front_status(upstream_status: int) -> int:
 
 
 def _without_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (httpx would send it as Basic auth; the key goes as Bearer)."""
+    """``url`` without ``user:password@`` (an HTTP client would send it as Basic auth; the key goes as Bearer)."""
     parts = urllib.parse.urlsplit(url)
     if "@" not in parts.netloc:
         return url
@@ -98,9 +105,13 @@ def _without_userinfo(url: str) -> str:
 class HTTPUpstream:
     """An OpenAI-compatible ``/v1/chat/completions`` at ``url``, read through charfmt's bounded readers.
 
-    ``api_key`` goes as ``Authorization: Bearer`` (as ``charfmt chat --endpoint --api-key-env``);
-    credentials in the URL (``user:secret@``) are dropped, never sent as Basic auth, and errors
-    say "the upstream", never its URL (front ends must not learn where the model runs).
+    The connections are aiohttp's (one pool of ``max_connections``, kept alive between turns):
+    its C parser reads a streamed reply at a fraction of the CPU an httpx pool spends with many
+    sessions at once (``benchmarks/bench_serve.py --floor``). ``api_key`` goes as
+    ``Authorization: Bearer`` (as ``charfmt chat --endpoint --api-key-env``); credentials in the
+    URL (``user:secret@``) are dropped, never sent as Basic auth, and errors say "the upstream",
+    never its URL (front ends must not learn where the model runs). The proxy variables
+    (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) are read once, at start.
     """
 
     def __init__(
@@ -112,29 +123,42 @@ class HTTPUpstream:
         api_key: str | None = None,
         key_env: str | None = None,
     ) -> None:
-        httpx = require()
+        self._aiohttp = require_aiohttp()
         self.name = redact_url(url)
         self.url = _without_userinfo(url)
         self.timeout = timeout
         self.key_env = key_env
         """The environment variable the key came from (named in a 401/403's message), or None."""
-        self._httpx = httpx
         self._reader = ReplyReader(self.fail)
         self._finishing: set[asyncio.Task[None]] = set()
-        headers = {"Accept-Encoding": "identity"}
+        self._headers = {"Accept-Encoding": "identity", "Content-Type": "application/json"}
         if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            follow_redirects=False,
-            headers=headers,
-        )
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._max_connections = max_connections
+        self._proxy = env_proxy(self.url)
+        self._session: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client(self) -> Any:
+        """The connection pool of the running event loop (made on the first turn: aiohttp's belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop:
+            aiohttp = self._aiohttp
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout, sock_read=self.timeout),
+                headers=self._headers, auto_decompress=False,
+                max_line_size=MAX_HEAD_LINE, max_field_size=MAX_HEAD_LINE, max_headers=MAX_HEADS,
+            )  # fmt: skip
+            self._loop = loop
+        return self._session
 
     async def aclose(self) -> None:
         """Close the connection pool (once the answers still finishing are closed)."""
         await asyncio.gather(*self._finishing, return_exceptions=True)
-        await self._client.aclose()
+        if self._session is not None and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None
 
     def fail(self, message: str, status: int = 502, retry: int | None = None) -> UpstreamFailure:
         """The one error of this upstream: ``the upstream: message`` on one line, with the front end's status."""
@@ -148,29 +172,32 @@ class HTTPUpstream:
         (its body's last bytes) is read, within ``DRAIN_BYTES`` and ``DRAIN_SECONDS``, and the
         connection kept or closed in a task of its own, so the turn's end does not wait for it.
         """
-        httpx = self._httpx
+        aiohttp = self._aiohttp
         budget = Budget.for_tokens(max_tokens)
         try:
-            response = await self._client.send(self._client.build_request("POST", self.url, json=body), stream=True)
-            chunks = _counted(response.aiter_raw(), budget.bytes)  # identity-encoded (checked): the raw bytes
+            response = await self._client().post(
+                self.url, data=_encoded(body), allow_redirects=False, proxy=self._proxy
+            )
+            chunks = _counted(response.content.iter_any(), budget.bytes)  # identity-encoded (checked): the raw bytes
+            unwatch = _watch_connection(aiohttp, response)
             try:
                 async for delta in self._read(response, chunks, budget):
                     yield delta
             except BaseException:  # a failure, the client gone (cancelled): the request closed now
-                await response.aclose()
+                unwatch()
+                response.close()
                 raise
         except UpstreamFailure:
             raise
         except UpstreamError as e:  # a bound of the shared readers (a line, the reply's bytes) was passed
             raise self.fail(str(e)) from None
-        except httpx.HTTPError as e:
-            status = 504 if isinstance(e, httpx.TimeoutException) else 502
-            raise self.fail(transport_failure(httpx, e, self.timeout), status) from None
-        task = asyncio.ensure_future(self._finish(response, chunks))
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise self.fail(*_transport_failure(aiohttp, e, self.timeout)) from None
+        task = asyncio.ensure_future(self._finish(response, chunks, unwatch))
         self._finishing.add(task)
         task.add_done_callback(self._finishing.discard)
 
-    async def _finish(self, response: Any, chunks: AsyncIterator[bytes]) -> None:
+    async def _finish(self, response: Any, chunks: AsyncIterator[bytes], unwatch: Callable[[], None]) -> None:
         """Read the rest of an answer already complete (bounded) and close it: the connection kept when it ended."""
         try:
             async with asyncio.timeout(DRAIN_SECONDS):
@@ -178,16 +205,18 @@ class HTTPUpstream:
                 async for chunk in chunks:
                     left -= len(chunk)
                     if left < 0:
-                        break
-        except (TimeoutError, UpstreamError, self._httpx.HTTPError):
-            pass  # the reply is whole already: what follows it is nobody's
+                        response.close()
+                        return
+        except (TimeoutError, UpstreamError, self._aiohttp.ClientError):
+            response.close()  # the reply is whole already: what follows it is nobody's
         finally:
-            await response.aclose()
+            unwatch()
+            response.release()  # back to the pool when the body ended, else the connection is closed
 
     async def _read(self, response: Any, chunks: AsyncIterator[bytes], budget: Budget) -> AsyncIterator[Delta]:
         reader = self._reader
-        reader.check_headers(response.headers.raw)
-        if response.status_code >= 300:
+        reader.check_headers(list(response.raw_headers))
+        if response.status >= 300:
             raise await self._error(response)
         kind = reader.body_kind(response.headers)
         if kind == "text/html":
@@ -216,22 +245,90 @@ class HTTPUpstream:
 
     async def _error(self, response: Any) -> UpstreamFailure:
         data = b""
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.content.iter_any():
             data += chunk
             if len(data) >= MAX_ERROR_BODY:
                 data = data[:MAX_ERROR_BODY]
                 break
-        status = response.status_code
+        status = response.status
         retry = retry_after(response.headers.get("retry-after"))
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/html" or data.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
             detail = f"an HTML error page{_title(data)}"
         else:
-            detail = self._reader.error_detail(data, getattr(response, "reason_phrase", ""))
+            detail = self._reader.error_detail(data, response.reason or "")
         if status in (401, 403):  # the key is charfmt's to fix, not the front end's: a gateway error
             where = f"the environment variable {self.key_env}" if self.key_env else "--api-key-env"
             return self.fail(f"HTTP {status}: refused charfmt's API key (check {where}): {detail}", 502)
         return self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY``... ``ALL_PROXY``); None where ``NO_PROXY`` says."""
+    import urllib.request  # noqa: PLC0415
+
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
+
+
+def _watch_connection(aiohttp: Any, response: Any) -> Callable[[], None]:
+    """End the body's reading with an error if the connection goes before the body ends; the unwatching.
+
+    aiohttp's C parser, failing on a body already under way (a bad chunk size in a later
+    packet), closes the connection but leaves the body's reader waiting for ever; its pure
+    Python parser fails the reader. This makes the C parser's case end as the other's does.
+    """
+    connection = response.connection
+    closed = connection.protocol.closed if connection is not None and connection.protocol is not None else None
+    if closed is None:  # already closed (what was read is all there is), or no connection left to watch
+        return _nothing
+    protocol, content = connection.protocol, response.content
+
+    def lost(_: Any) -> None:
+        if not content.is_eof() and content.exception() is None:
+            why = protocol.exception()
+            text = exception_text(why) if why is not None else "the connection closed before the body ended"
+            content.set_exception(aiohttp.ClientPayloadError(text))
+
+    def unwatch() -> None:
+        closed.remove_done_callback(lost)
+
+    closed.add_done_callback(lost)
+    return unwatch
+
+
+def _nothing() -> None:
+    return None
+
+
+def require_aiohttp() -> Any:
+    """The ``aiohttp`` module (serve's upstream client), or a ``CharfmtError`` naming the extra."""
+    try:
+        return importlib.import_module("aiohttp")
+    except ImportError as e:
+        raise CharfmtError(f"charfmt serve needs aiohttp ({e}): pip install 'charfmt[serve]'") from None
+
+
+def _encoded(body: dict[str, Any]) -> bytes:
+    """A request body as JSON, compact, UTF-8 as it is."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _transport_failure(aiohttp: Any, e: BaseException, timeout: float) -> tuple[str, int]:
+    """What a failed exchange says, and the front end's status: silence past ``timeout`` (504), else 502."""
+    if isinstance(e, TimeoutError):  # aiohttp's connect and read timeouts are TimeoutErrors
+        return f"the server sent nothing for {timeout:g} s", 504
+    if isinstance(e, aiohttp.ClientConnectorError):
+        return f"cannot connect: {exception_text(e)}", 502
+    if isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientResponseError):
+        return f"the server broke the HTTP protocol: {exception_text(e)}", 502
+    if isinstance(e, aiohttp.ClientOSError):
+        return f"the connection broke: {exception_text(e)}", 502
+    return f"the request failed: {exception_text(e)}", 502
 
 
 async def _counted(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

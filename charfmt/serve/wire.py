@@ -82,9 +82,18 @@ def failure_response(e: BaseException) -> JSONResponse:
     return error_response(status, message, param, headers)
 
 
+_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""Strict, compact JSON (made once: a stream encodes an event per chunk)."""
+
+
+def compact_json(obj: Any) -> str:
+    """``obj`` as strict, compact JSON, non-ASCII as it is."""
+    return _JSON.encode(obj)
+
+
 def sse(obj: dict[str, Any]) -> bytes:
     """One server-sent event holding ``obj`` as strict JSON."""
-    return b"data: " + json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + _JSON.encode(obj).encode() + b"\n\n"
 
 
 async def watch_disconnect(request: Request, work: Awaitable[_T]) -> _T:

@@ -336,7 +336,8 @@ def _read_openai_chat(item: Any) -> Piece:
         # OpenAI-compatible servers stream reasoning under one of two names (DeepSeek, vLLM, OpenRouter, ollama)
         piece.reasoning = _str(_get(delta, "reasoning_content")) or _str(_get(delta, "reasoning"))
         piece.refusal = _str(_get(delta, "refusal"))
-        for call in _get(delta, "tool_calls") or ():
+        calls = _get(delta, "tool_calls")
+        for call in calls if isinstance(calls, list | tuple) else ():  # (a server's JSON may hold anything here)
             name = _get(_get(call, "function"), "name")
             if name:  # the first delta of a call names it; the rest carry its arguments
                 _tool(piece, name)

@@ -8,10 +8,17 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from charfmt._http_client import Delta, JSONDepthError, ReplyReader, UpstreamError, lines, load_json
+from charfmt._http_client import (
+    Delta,
+    JSONDepthError,
+    ReplyReader,
+    UpstreamError,
+    lines,
+    load_json,
+)
 
 STREAM = b'data: {"a": 1}\r\n\r\ndata: x\n\n: ping\rdata: y\r\n'
 LINES = [b'data: {"a": 1}', b"", b"data: x", b"", b": ping", b"data: y"]
@@ -90,6 +97,7 @@ _CHOICES = st.builds(
 )
 
 
+@example([{"delta": {"tool_calls": 1}}], b"")  # a server's tool_calls that is no list (was a TypeError)
 @given(st.lists(_CHOICES, min_size=1, max_size=2), st.sampled_from([b"", b"\xff", "é".encode()]))
 def test_a_plain_chunk_reads_as_the_openai_chat_rule_reads_it(choices: list[dict[str, object]], odd: bytes) -> None:
     """``ReplyReader._delta``'s shortcut for a text-only chunk: the same ``Delta`` as the rule's reading."""

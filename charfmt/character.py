@@ -593,14 +593,14 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
 
 _LINE_EXTRAS: Final = frozenset({"foreign", "reasoning", "dialect", "diagnostics"})
 _NOT_EXCHANGE: Final = 'each exchange is an object {"user": ..., "reply": ...}, one per line (or spread over lines)'
-_BETWEEN: Final = re.compile(r"\s*")
-"""What may stand between two exchanges (and around them): blank lines, indentation."""
+_NEXT: Final = re.compile(r"\S")
+"""The start of the next value: only blank lines and indentation stand between two exchanges."""
 _DECODER: Final = json.JSONDecoder()
 
 
 def _json_values(text: str, file: str) -> Iterator[tuple[int, Any]]:
     """Each JSON value of ``text``, one after another, with the line it opens on (JSON Lines, or pretty-printed)."""
-    at = _BETWEEN.match(text).end()  # type: ignore[union-attr] (matches the empty string)
+    at = _skip(text, 0)
     line = 1 + text.count("\n", 0, at)
     while at < len(text):
         with _translated(file, line):
@@ -609,12 +609,18 @@ def _json_values(text: str, file: str) -> Iterator[tuple[int, Any]]:
             except json.JSONDecodeError as e:
                 raise _not_json(file, text, e, line) from None
         yield line, value
-        after = _BETWEEN.match(text, end).end()  # type: ignore[union-attr]
+        after = _skip(text, end)
         if after < len(text) and "\n" not in text[end:after]:  # "{...} {...}": one exchange per line
             where = line + text.count("\n", at, end)
             raise CharacterError(file, "", where, f"{_NOT_EXCHANGE}; more text follows one on its line")
         line += text.count("\n", at, after)
         at = after
+
+
+def _skip(text: str, at: int) -> int:
+    """Where the next value of ``text`` starts at or after ``at`` (its length if none does)."""
+    found = _NEXT.search(text, at)
+    return len(text) if found is None else found.start()
 
 
 def _not_json(file: str, text: str, e: json.JSONDecodeError, opened: int) -> CharacterError:

@@ -25,6 +25,7 @@ FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
 HELP: Final = "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"
 
 EXITS: Final = DEFAULT_EXITS
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ EXITS: Final[tuple[str, str | None]] = (
     "the request was printed",
     "the --character or --history file is invalid, or over --budget",
 )
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

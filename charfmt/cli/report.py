@@ -22,6 +22,8 @@ EXITS: Final[tuple[str, str | None]] = (
     "the report was written",
     "no line held a reply (the report is still written)",
 )
+EXTRAS: Final[tuple[str, ...]] = ("arrow", "ray")
+"""The optional extras it may need: pyarrow (``charfmt[arrow]``), Ray Data for ``--engine ray``."""
 
 FORMATS = ("text", "json", "html")
 _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, Path, decode
+from charfmt.tags import TagTable
 
 DOCUMENT_DEPTH: Final = 256
 """The deepest nesting a conversation document may have (charfmt's own need fewer than 20 levels)."""
@@ -88,6 +89,21 @@ def as_dict(value: Any) -> dict[str, Any]:
 def as_list(value: Any) -> list[Any]:
     """``value`` if it is an array, else an empty one."""
     return value if isinstance(value, list) else []
+
+
+def check_arguments(**arguments: Any) -> None:
+    """A clear ``TypeError`` for an argument of ``export`` or ``read`` of another type than it takes."""
+    from charfmt.character import Character  # noqa: PLC0415 (a higher module: only to check)
+
+    kinds: dict[str, tuple[type | tuple[type, ...], str]] = {
+        "character": ((Character, type(None)), "a charfmt.Character or None"),
+        "tags": (TagTable, "a charfmt.TagTable"),
+        "created_at": ((str, type(None)), "a str (an ISO 8601 time) or None"),
+    }
+    for name, value in arguments.items():
+        kind, what = kinds[name]
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be {what}, not {type(value).__name__}")
 
 
 # --- decoding -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.interop._declaration import Draft, Format, Names, Writing
-from charfmt.interop._document import InteropError, not_json, where
+from charfmt.interop._document import InteropError, check_arguments, not_json, where
 from charfmt.interop._formats import DECLARED
 from charfmt.interop._messages import Exporting, build, foreign_of
 from charfmt.interop._payload import PAYLOAD_VERSION, digest, short_diagnostic
@@ -47,7 +47,7 @@ def export_document(
     ``Exchange.foreign`` that is not what the reader of its format writes (``check_foreign``).
     """
     history = [check_foreign(n, exchange) for n, exchange in enumerate(check_history(history))]
-    _check_arguments(character, tags, created_at)
+    check_arguments(character=character, tags=tags, created_at=created_at)
     names = display_names(character)
     stamp = created_at or UNKNOWN_TIME
     cid = conversation_id(history)
@@ -125,19 +125,6 @@ def check_history(history: Any) -> Sequence[Exchange]:
         if not isinstance(item, Exchange):
             raise TypeError(f"history[{n}] is a {type(item).__name__}, not a charfmt.Exchange")
     return history
-
-
-def _check_arguments(character: Any, tags: Any, created_at: Any) -> None:
-    """A clear ``TypeError`` for an argument of another type than ``export`` takes."""
-    from charfmt.character import Character  # noqa: PLC0415
-
-    for name, value, kind, what in (
-        ("character", character, (Character, type(None)), "a charfmt.Character or None"),
-        ("tags", tags, TagTable, "a charfmt.TagTable"),
-        ("created_at", created_at, (str, type(None)), "a str (an ISO 8601 time) or None"),
-    ):
-        if not isinstance(value, kind):
-            raise TypeError(f"{name} must be {what}, not {type(value).__name__}")
 
 
 # --- Exchange.foreign, as the readers write it ------------------------------------------------

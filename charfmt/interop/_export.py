@@ -130,13 +130,13 @@ def check_history(history: Any) -> Sequence[Exchange]:
 # --- Exchange.foreign, as the readers write it ------------------------------------------------
 
 LINK_KEYS: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
-    "message": (lambda v: isinstance(v, dict), "an object (the original message)"),
+    "message": (lambda v: v is None or isinstance(v, dict), "an object (the original message) or null (none)"),
     "side": (lambda v: v in ("user", "reply"), "'user' or 'reply' (whose message it was)"),
     "chat": (lambda v: type(v) is int and v >= 0, "a whole number of 0 or more (the chat it became)"),
     "reasoning": (lambda v: isinstance(v, bool), "true or false (whether it held the model's reasoning)"),
 }
-"""The keys of a link in ``Exchange.foreign["messages"]``: what each must hold (``message`` and ``side`` always)."""
-_REQUIRED: Final = ("message", "side")
+"""The keys of a link in ``Exchange.foreign["messages"]``, what each holds (``message`` always; no ``side``: reply)."""
+_REQUIRED: Final = ("message",)
 
 
 def check_foreign(n: int, exchange: Exchange) -> Exchange:
@@ -174,10 +174,10 @@ def _check_links(at: str, foreign: dict[str, Any]) -> None:
     """``foreign["messages"]``: an array of links, each key holding what ``LINK_KEYS`` says."""
     links = foreign.get("messages", [])
     if not isinstance(links, list):
-        raise CharfmtError(f"{at}.messages: expected an array of the original messages (objects with message, side)")
+        raise CharfmtError(f"{at}.messages: expected an array of links to the original messages (message, side...)")
     for i, link in enumerate(links):
         if not isinstance(link, dict):
-            raise CharfmtError(f"{at}.messages[{i}]: expected an object with message and side, found {_kind(link)}")
+            raise CharfmtError(f"{at}.messages[{i}]: expected an object with message, side..., found {_kind(link)}")
         for key in _REQUIRED:
             if key not in link:
                 raise CharfmtError(f"{at}.messages[{i}]: missing required key {key!r} ({LINK_KEYS[key][1]})")
@@ -209,20 +209,25 @@ def _check_originals(fmt: Format, history: Sequence[Exchange], header: dict[str,
 
     for n, exchange in enumerate(history):
         foreign = foreign_of(exchange, fmt.name)
-        if foreign is None or not foreign["messages"]:
+        links = [(i, link["message"]) for i, link in enumerate(foreign["messages"] if foreign else [])]
+        kept = [(i, message) for i, message in links if message is not None]
+        if not kept:
             continue
         try:
-            read_document(fmt, fmt.document.write(header, [link["message"] for link in foreign["messages"]]))
+            read_document(fmt, fmt.document.write(header, [message for _, message in kept]))
         except InteropError as e:
-            raise _named(f"history[{n}].foreign", fmt, e) from None
+            raise _named(f"history[{n}].foreign", fmt, e, [i for i, _ in kept]) from None
 
 
-def _named(at: str, fmt: Format, error: InteropError) -> CharfmtError:
-    """A reader's error about a document export would write, as the field of ``foreign`` it is about."""
+def _named(at: str, fmt: Format, error: InteropError, links: Sequence[int] = ()) -> CharfmtError:
+    """A reader's error about a document export would write, as the field of ``foreign`` it is about.
+
+    ``links``: the link each message of that document is the original message of.
+    """
     said = error.first.message
     found = re.match(rf"{re.escape(fmt.document.messages or '')}\[(\d+)\](.*)", said, re.S)
-    if found is not None:  # "messages[2].role: ..." -> the original message of link 2
-        return CharfmtError(f"{at}.messages[{found[1]}].message{found[2]}")
+    if found is not None and int(found[1]) < len(links):  # "messages[2].role: ..." -> that message's link
+        return CharfmtError(f"{at}.messages[{links[int(found[1])]}].message{found[2]}")
     place, _, why = said.partition(": ")  # the header's own checks: "conversation_meta: missing ..."
     return CharfmtError(f"{at}.document{_dot(place)}: {why}")
 

@@ -622,8 +622,8 @@ def lines(n: int) -> str:
 
 
 def counted(reasons: dict[str, int]) -> str:
-    """Bad lines by kind, as the report writes them: ``3 not JSON, 1 no field 'text'``."""
-    return ", ".join(f"{n:,} {why}" for why, n in reasons.items())
+    """Bad lines by kind, as the report writes them: ``not JSON 3, no field 'text' 1``."""
+    return ", ".join(f"{why} {n:,}" for why, n in reasons.items())
 
 
 def _bytes_text(n: int | None) -> str:

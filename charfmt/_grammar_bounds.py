@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final, Unpack
 
 from charfmt._regex_ir import Alt, Cls, ExportError, Lit, Node, Ref, Rep, Seq
-from charfmt._reply_constraints import ReplyConstraints, values
+from charfmt._reply_constraints import ReplyConstraints, constrains, values
 from charfmt._reply_rules import Grammar, reply_grammar
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, Role, TagTable
@@ -238,6 +238,7 @@ def max_reply_tokens(
     return max_length(Ref(g.start), g, cost, lambda escape: min(len(escape.text), tokens_per_char))
 
 
+@constrains
 def resolve_bounds(**constraints: Unpack[ReplyConstraints]) -> Bounds | None:
     """The ``Bounds`` the keyword arguments of ``grammar``/``json_schema`` ask for (``None``: none).
 

@@ -26,6 +26,7 @@ from pydantic import (
 from charfmt.body import BodyError, parse_body
 from charfmt.cards import CardError, CardInfo, is_card, is_generated, read_card
 from charfmt.diagnostics import CharfmtError, ParseError
+from charfmt.envelope import json_cut_off, json_error
 from charfmt.models import (
     Chat,
     EmotionKey,
@@ -562,23 +563,23 @@ def load_history(path: str | Path, character: Character, *, max_size: int = MAX_
 def history_from_jsonl(text: str, character: Character, file: str = "<history>") -> list[Exchange]:
     """Read a conversation from JSON Lines text: ``{"user": ..., "reply": ...}`` per line, oldest first.
 
+    An exchange may also span several lines (pretty-printed, as ``json.dump(..., indent=2)`` or
+    ``jq .`` write it): the exchanges are the JSON objects of the text, one after another.
+
     ``user`` is shorthand text (``"[angry] なんで？"``) or a ``UserTurn`` object;
     ``reply`` is the character's reply in the wire format, as an object or a string,
     parsed strictly with the character's vocabulary; what ``dumps`` writes for a lenient
     result (an unknown tag kept, an emotion's intensity) reads back exactly too. Optional keys
     (what ``history_line`` writes, so nothing is lost): ``reasoning``, ``dialect`` and
     ``diagnostics`` are the reply's (the user's diagnostics are inside ``user``), ``foreign``
-    is ``Exchange.foreign``. Errors are ``CharacterError`` naming ``file`` and the line.
+    is ``Exchange.foreign``. Errors are ``CharacterError`` naming ``file`` and the line (where an
+    exchange opens; for text that is not JSON, where it broke).
     """
     history = []
-    text = text.removeprefix(_BOM)
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
+    for number, row in _json_values(text.removeprefix(_BOM), file):
         with _translated(file, number):
-            row = json.loads(line)
             if not isinstance(row, dict) or set(row) - _LINE_EXTRAS != {"user", "reply"}:
-                raise CharacterError(file, "", number, 'each line is an object {"user": ..., "reply": ...}')
+                raise CharacterError(file, "", number, f"{_NOT_EXCHANGE}; found {_found(row)}")
             user = row["user"]
             turn = character.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
             reply = row["reply"] if isinstance(row["reply"], str) else json.dumps(row["reply"], ensure_ascii=False)
@@ -591,6 +592,55 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
 
 
 _LINE_EXTRAS: Final = frozenset({"foreign", "reasoning", "dialect", "diagnostics"})
+_NOT_EXCHANGE: Final = 'each exchange is an object {"user": ..., "reply": ...}, one per line (or spread over lines)'
+_NEXT: Final = re.compile(r"\S")
+"""The start of the next value: only blank lines and indentation stand between two exchanges."""
+_DECODER: Final = json.JSONDecoder()
+
+
+def _json_values(text: str, file: str) -> Iterator[tuple[int, Any]]:
+    """Each JSON value of ``text``, one after another, with the line it opens on (JSON Lines, or pretty-printed)."""
+    at = _skip(text, 0)
+    line = 1 + text.count("\n", 0, at)
+    while at < len(text):
+        with _translated(file, line):
+            try:
+                value, end = _DECODER.raw_decode(text, at)
+            except json.JSONDecodeError as e:
+                raise _not_json(file, text, e, line) from None
+        yield line, value
+        after = _skip(text, end)
+        if after < len(text) and "\n" not in text[end:after]:  # "{...} {...}": one exchange per line
+            where = line + text.count("\n", at, end)
+            raise CharacterError(file, "", where, f"{_NOT_EXCHANGE}; more text follows one on its line")
+        line += text.count("\n", at, after)
+        at = after
+
+
+def _skip(text: str, at: int) -> int:
+    """Where the next value of ``text`` starts at or after ``at`` (its length if none does)."""
+    found = _NEXT.search(text, at)
+    return len(text) if found is None else found.start()
+
+
+def _not_json(file: str, text: str, e: json.JSONDecodeError, opened: int) -> CharacterError:
+    """The error for an exchange that is not JSON: where it broke, in charfmt's words (``envelope.json_error``)."""
+    words, pos = json_error(text, e)
+    line = 1 + text.count("\n", 0, pos)
+    column = pos - text.rfind("\n", 0, pos)
+    if json_cut_off(text, e):
+        return CharacterError(file, "", opened, "not JSON: the exchange that opens on this line is cut off")
+    where = "" if line == opened else f" (in the exchange that opens on line {opened})"
+    return CharacterError(file, "", line, f"not JSON at column {column}: {words}{where}")
+
+
+def _found(value: Any) -> str:
+    """What stands where an exchange should, in a few words (an object's keys named)."""
+    if isinstance(value, dict):
+        keys = ", ".join(repr(k) for k in list(value)[:6]) + (", ..." if len(value) > 6 else "")
+        return f"an object with keys {keys}" if value else "an empty object"
+    kinds = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 def history_line(exchange: Exchange) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from charfmt._reply_constraints import ReplyConstraints, values
+from charfmt._reply_constraints import ReplyConstraints, constrains, values
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
@@ -58,6 +58,7 @@ class EngineMissing(CharfmtError):
 # --- recipes for OpenAI-compatible servers ------------------------------------------------------
 
 
+@constrains
 def request_fields(
     server: str,
     *,
@@ -161,6 +162,7 @@ def _element_formats(
     return formats
 
 
+@constrains
 def structural_tag(
     *,
     think: bool = True,

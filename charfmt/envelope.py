@@ -11,6 +11,19 @@ from charfmt._strict.envelope import (
     Path,
     decode,
     decode_pairs,
+    json_cut_off,
+    json_error,
 )
 
-__all__ = ["Decoded", "HugeInteger", "JSONError", "Locator", "NonFinite", "Path", "decode", "decode_pairs"]
+__all__ = [
+    "Decoded",
+    "HugeInteger",
+    "JSONError",
+    "Locator",
+    "NonFinite",
+    "Path",
+    "decode",
+    "decode_pairs",
+    "json_cut_off",
+    "json_error",
+]

@@ -55,7 +55,7 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
-from charfmt._reply_constraints import ReplyConstraints, values
+from charfmt._reply_constraints import ReplyConstraints, constrains, values
 from charfmt._reply_rules import Grammar, body_grammar, bounded_body, key_node, reply_grammar
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
@@ -163,6 +163,7 @@ def llguidance_slices() -> list[str]:
     ]
 
 
+@constrains
 def grammar(target: str, *, speakers: Sequence[str] | None = None, **constraints: Unpack[ReplyConstraints]) -> str:
     """The reply format as a grammar for a constrained-decoding engine.
 

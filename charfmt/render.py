@@ -94,8 +94,12 @@ def _key(tag: str, key: str) -> str:
     return key
 
 
-def _reply_json(reply: Reply, tags: TagTable = DEFAULT_TAGS) -> str:
-    """A reply of the history as the model sees it: canonical (for ``tags``), as the format it must write."""
+def history_reply(reply: Reply, tags: TagTable = DEFAULT_TAGS) -> str:
+    """A past reply as the model sees it: canonical (for ``tags``), as the format it must write, defused.
+
+    Control strings and line separators are written as ``\\u`` escapes (the same value): the one writer
+    of a past reply into a prompt, for ``render_messages``, ``Scene.render_messages`` and the ``dumps`` filter.
+    """
     try:
         text = dumps(canonical_form(reply, tags))
     except (KeyError, ValueError) as e:
@@ -276,7 +280,7 @@ def _environment(user_dir: str | None) -> Sandbox:
     )
     env.filters["body"] = lambda chat: Safe(_body(*_chat_parts(chat)))
     env.filters["dumps"] = lambda reply, tags=DEFAULT_TAGS: Safe(
-        _reply_json(_source(reply, Reply, "dumps"), _source(tags, TagTable, "dumps"))
+        history_reply(_source(reply, Reply, "dumps"), _source(tags, TagTable, "dumps"))
     )
     env.filters["line"] = lambda value: Safe(defused_line(str(value)))
     env.filters["user_block"] = lambda turn: Safe(_render("user.j2", user_dir, turn=_turn_view(turn)))
@@ -374,7 +378,9 @@ def render_messages(
     folder = _dir(templates)
     system = _system(_view(character), folder, character.tags)
     turn_text = _render("user.j2", folder, turn=_view(user_turn))
-    pairs = [(_render("user.j2", folder, turn=_view(ex.user)), _reply_json(ex.reply, character.tags)) for ex in history]
+    pairs = [
+        (_render("user.j2", folder, turn=_view(ex.user)), history_reply(ex.reply, character.tags)) for ex in history
+    ]
     if budget is not None:
         pairs = newest_exchanges(system, turn_text, pairs, budget=budget, counter=counter)
     turns: list[tuple[str, str]] = []

@@ -17,6 +17,7 @@ summary depends on nothing else. The command is ``charfmt report`` (``charfmt.cl
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -123,27 +124,105 @@ class _Range:
         return line
 
 
-def _lines(f: Any, max_line: int) -> Iterator[bytes | None]:
-    """Each line of ``f`` (newline kept), or ``None`` for one longer than ``max_line`` bytes (not held)."""
-    while line := f.readline(max_line + 1):
-        if len(line) > max_line and not line.endswith(b"\n"):
-            while line and not line.endswith(b"\n"):  # skip the rest of it, a piece at a time
-                line = f.readline(1 << 20)
-            yield None
-        else:
-            yield line
+Line = bytes | str | None
+"""A line of the log as read: its bytes, ``None`` for one longer than the limit (not held), or a ``str``
+saying why the rest of the log could not be read (damaged gzip data): the last line, a bad one."""
+
+GZIP_MAGIC: Final = b"\x1f\x8b"
+"""The first two bytes of gzip data (RFC 1952): a log that starts with them is read decompressed."""
 
 
-def read_chunks(
-    f: Any, max_line: int = DEFAULT_MAX_SIZE, first_line: int = 1
-) -> Iterator[tuple[int, list[bytes | None]]]:
-    """``(first line number, lines)`` chunks of ``f`` (anything with ``readline(limit)``), in order."""
-    lines: list[bytes | None] = []
+class GzipDamage(CharfmtError):
+    """A gzip-compressed log whose compressed data is damaged or cut off: what was read before it counts."""
+
+
+class GzipLog:
+    """``readline`` over a gzip-compressed log, decompressed as it is read (memory bounded by the line)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        import gzip  # noqa: PLC0415 (only for a compressed log)
+
+        self._file = gzip.GzipFile(fileobj=raw, mode="rb")
+        self.damage: str | None = None
+        """Why the data could not be read on, once that happened (a bad line of the report says it too)."""
+
+    def readline(self, limit: int) -> bytes:
+        import zlib  # noqa: PLC0415
+
+        try:
+            return self._file.readline(limit)
+        except EOFError:
+            self.damage = "gzip data cut off: it ends before its end marker (the lines before it are read)"
+        except (OSError, zlib.error) as e:  # gzip.BadGzipFile (a CRC, a length, trailing bytes) is an OSError
+            self.damage = f"gzip data damaged: {e} (the lines before it are read)"
+        raise GzipDamage(self.damage)
+
+
+class _Prefixed(io.RawIOBase):
+    """``head`` then the rest of ``rest``: a stream whose first bytes were read to see what it is."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._head:
+            n = min(len(self._head), len(view))
+            view[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._rest.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+def open_log(f: IO[bytes]) -> Any:
+    """``f`` to be read by lines (``readline(limit)``): as it is, or decompressed if it is gzip (by its magic bytes).
+
+    A plain file is read from its start as it was; standard input or a pipe through a stream that
+    gives back the two bytes read to tell.
+    """
+    head = f.read(len(GZIP_MAGIC))
+    if f.seekable():
+        f.seek(-len(head), io.SEEK_CUR)
+        stream: IO[bytes] = f
+    else:
+        stream = io.BufferedReader(_Prefixed(head, f), 1 << 20)
+    return GzipLog(stream) if head == GZIP_MAGIC else stream
+
+
+def is_gzip(path: str) -> bool:
+    """Whether the file at ``path`` starts as gzip data does."""
+    with open(path, "rb") as f:
+        return f.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+
+
+def _lines(f: Any, max_line: int) -> Iterator[Line]:
+    """Each line of ``f`` (newline kept), ``None`` for one longer than ``max_line`` bytes (not held);
+    damaged gzip data ends the lines with why (a ``str``)."""
+    try:
+        while line := f.readline(max_line + 1):
+            if len(line) > max_line and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):  # skip the rest of it, a piece at a time
+                    line = f.readline(1 << 20)
+                yield None
+            else:
+                yield line
+    except GzipDamage as e:
+        yield str(e)
+
+
+def read_chunks(f: Any, max_line: int = DEFAULT_MAX_SIZE, first_line: int = 1) -> Iterator[tuple[int, list[Line]]]:
+    """``(first line number, lines)`` chunks of ``f`` (anything with ``readline(limit)``: ``open_log``), in order."""
+    lines: list[Line] = []
     size = 0
     start = first_line
     for line in _lines(f, max_line):
         lines.append(line)
-        size += len(line) if line is not None else 0
+        size += len(line) if isinstance(line, bytes) else 0
         if len(lines) >= CHUNK_LINES or size >= CHUNK_BYTES:
             yield start, lines
             start += len(lines)
@@ -154,7 +233,6 @@ def read_chunks(
 
 # -- 2. the worker ---------------------------------------------------------------------
 
-_GZIP: Final = b"\x1f\x8b"
 _JSON_KINDS: Final = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number"}
 
 
@@ -212,12 +290,14 @@ def group_label(by: Sequence[str], key: Sequence[str | None]) -> str:
     return " ".join(f"{name}={MISSING if value is None else value}" for name, value in zip(by, key, strict=True))
 
 
-def _record(raw: bytes | None, job: Job) -> tuple[str | None, dict[str, Any] | None, str | None]:
+def _record(raw: Line, job: Job) -> tuple[str | None, dict[str, Any] | None, str | None]:
     """``(reply, record, why bad)`` of one line: the reply text, or why there is none."""
     if raw is None:
         return None, None, f"line longer than {job.max_line:,} bytes (--max-size)"
-    if raw.startswith(_GZIP):
-        return None, None, "gzip-compressed, not JSON Lines: decompress it (zcat FILE | charfmt report -)"
+    if isinstance(raw, str):
+        return None, None, raw  # the log could not be read on from here
+    if raw.startswith(GZIP_MAGIC):  # (a log compressed whole is read decompressed: this follows plain lines)
+        return None, None, "gzip-compressed data after uncompressed lines, not JSON Lines"
     try:
         record = _load(raw)
     except UnicodeDecodeError as e:
@@ -258,14 +338,14 @@ def _string_paths(record: dict[str, Any], depth: int = 3) -> list[str]:
     return sorted(found)[:KEYS_LISTED]
 
 
-def parse_lines(job: Job, first_line: int, lines: Sequence[bytes | None]) -> ArrowTable:
+def parse_lines(job: Job, first_line: int, lines: Sequence[Line]) -> ArrowTable:
     """The rows of one chunk (blank lines skipped): what each line held and what parsing made of it."""
     numbers: list[int] = []
     groups: list[list[str | None]] = [[] for _ in job.by]
     texts: list[str | None] = []
     bad: list[str | None] = []
     for k, raw in enumerate(lines):
-        if raw is not None and not raw.strip():
+        if isinstance(raw, bytes) and not raw.strip():
             continue
         text, record, why = _record(raw, job)
         try:
@@ -473,10 +553,10 @@ class Summary:
             note = f"no line had field {field!r}"
             others = {why: n for why, n in self.bad_reasons.items() if not why.startswith(("no field ", "field "))}
             if others:
-                note += " (other bad lines: " + ", ".join(f"{why} {n:,}" for why, n in others.items()) + ")"
+                note += f" (other bad lines: {counted(others)})"
             return note + _hint(field, self.missing_keys, self.missing_field)
-        reasons = ", ".join(f"{why} {n:,}" for why, n in sorted(self.bad_reasons.items(), key=lambda kv: -kv[1]))
-        return f"none of the {self.bad:,} lines held a reply ({reasons}): is the input a JSON Lines log?"
+        reasons = counted(dict(sorted(self.bad_reasons.items(), key=lambda kv: -kv[1])))
+        return f"none of the {lines(self.bad)} held a reply ({reasons}): is the input a JSON Lines log?"
 
     def to_dict(self, name: str, top: int = 5) -> dict[str, Any]:
         """The report as JSON-ready values; the same for the same input, whatever ran it."""
@@ -536,6 +616,16 @@ def _reason_kind(why: str) -> str:
 # -- output ----------------------------------------------------------------------------
 
 
+def lines(n: int) -> str:
+    """``1 line``, ``2 lines``, ``1,000 lines``."""
+    return f"{n:,} line" if n == 1 else f"{n:,} lines"
+
+
+def counted(reasons: dict[str, int]) -> str:
+    """Bad lines by kind, as the report writes them: ``not JSON 3, no field 'text' 1``."""
+    return ", ".join(f"{why} {n:,}" for why, n in reasons.items())
+
+
 def _bytes_text(n: int | None) -> str:
     """A size in bytes as the report shows it (``12,345 B``; ``-`` for none)."""
     return "-" if n is None else f"{n:,} B"
@@ -550,7 +640,7 @@ def render_text(report: dict[str, Any]) -> str:
     """The report for a terminal: a table of the groups, then each group's codes and dialects."""
     from charfmt._terminal import visible  # noqa: PLC0415
 
-    out = [f"charfmt report: {report['input']}, field {report['field']!r}, {report['lines']:,} lines"]
+    out = [f"charfmt report: {report['input']}, field {report['field']!r}, {lines(report['lines'])}"]
     bad = report["bad_lines"]
     rows = [("all", report["total"])]
     if report["by"]:
@@ -580,8 +670,7 @@ def render_text(report: dict[str, Any]) -> str:
             out.append(f"        {c['example']['message']}")
     out.append("")
     if bad["count"]:
-        reasons = ", ".join(f"{why} {n:,}" for why, n in bad["reasons"].items())
-        out.append(f"bad lines: {bad['count']:,} ({reasons})")
+        out.append(f"bad lines: {bad['count']:,} ({counted(bad['reasons'])})")
         for b in bad["first"]:
             out.append(f"  line {b['line']}: {b['reason']}")
         if bad["count"] > len(bad["first"]):
@@ -699,7 +788,7 @@ def _new_file(folder: str, name: str, mode: str) -> tuple[str, Any]:
 # -- running ---------------------------------------------------------------------------
 
 
-def local_tables(job: Job, chunks: Iterable[tuple[int, list[bytes | None]]], jobs: int) -> Iterator[ArrowTable]:
+def local_tables(job: Job, chunks: Iterable[tuple[int, list[Line]]], jobs: int) -> Iterator[ArrowTable]:
     """The rows of each chunk, in order: here (``jobs=1``) or in ``jobs`` worker processes.
 
     At most ``2 * jobs`` chunks are in flight, so memory does not grow with the input.
@@ -728,12 +817,14 @@ def local_tables(job: Job, chunks: Iterable[tuple[int, list[bytes | None]]], job
 def ray_ranges(path: str, max_line: int, size: int = RAY_RANGE_BYTES) -> list[dict[str, Any]]:
     """The file cut at line ends into ranges of about ``size`` bytes: path, start, length, first_line."""
     ranges: list[dict[str, Any]] = []
+    if is_gzip(path):
+        raise CharfmtError(f"{path}: a gzip-compressed log cannot be cut into byte ranges: decompress it first")
     with open(path, "rb") as f:
         start = position = 0
         line = first = 1
         for raw in _lines(f, max_line):
             line += 1
-            position = f.tell() if raw is None else position + len(raw)
+            position = position + len(raw) if isinstance(raw, bytes) else f.tell()
             if position - start >= size:
                 ranges.append({"path": path, "start": start, "length": position - start, "first_line": first})
                 start, first = position, line

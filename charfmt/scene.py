@@ -195,14 +195,17 @@ class Scene(BaseModel):
     def render_messages(
         self, history: Sequence[Exchange], turn: UserTurn, *, templates: str | Path | None = None
     ) -> dict[str, Any]:
-        """An OpenAI-style request body: the scene's system prompt, the history, the new turn."""
-        from charfmt.render import render_user_block  # noqa: PLC0415
-        from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
+        """An OpenAI-style request body: the scene's system prompt, the history, the new turn.
+
+        Past replies go back as ``charfmt.render_messages`` writes them: canonical, with the
+        chat-template control strings they hold escaped (the same function writes both).
+        """
+        from charfmt.render import history_reply, render_user_block  # noqa: PLC0415
 
         messages = [{"role": "system", "content": self.render_system(templates=templates)}]
         for ex in history:
             messages.append({"role": "user", "content": render_user_block(ex.user, templates=templates)})
-            messages.append({"role": "assistant", "content": dumps(canonical_form(ex.reply, self.tags))})
+            messages.append({"role": "assistant", "content": history_reply(ex.reply, self.tags)})
         messages.append({"role": "user", "content": render_user_block(turn, templates=templates)})
         return {"messages": messages}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from charfmt._reply_constraints import ReplyConstraints, values
+from charfmt._reply_constraints import ReplyConstraints, constrains, values
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
@@ -144,6 +144,7 @@ def _base(
     return root
 
 
+@constrains
 def json_schema(
     provider: str | None = None, *, speakers: Sequence[str] | None = None, **constraints: Unpack[ReplyConstraints]
 ) -> dict[str, Any]:

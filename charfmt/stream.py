@@ -17,7 +17,7 @@ the environment turns it off. ``COMPILED`` says which one runs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from types import ModuleType
@@ -72,6 +72,7 @@ COMPILED: Final = _TWIN is not None
 if TYPE_CHECKING:
     from charfmt._stream.collector import Collector, collect
     from charfmt._stream.reader import StreamParser
+    from charfmt.userinput import UserTurn
 elif COMPILED:
     _reader = importlib.import_module(f"{_TWIN.__name__}.reader")
     _collector = importlib.import_module(f"{_TWIN.__name__}.collector")
@@ -95,6 +96,7 @@ def iter_events(
     tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
+    turn: UserTurn | str | Sequence[str] | None = None,
 ) -> Iterator[Event]:
     """Events from a stream, yielded as each item arrives. The keywords are ``StreamParser``'s.
 
@@ -105,9 +107,12 @@ def iter_events(
     LangChain message chunks; or one whole, not streamed, response of these. The reply text
     goes to the reader; the provider's reasoning becomes ``Reasoning`` events; a refusal, a
     tool call, a safety stop or an item charfmt cannot read becomes a diagnostic
-    (``CF821``-``CF826``, see ``charfmt._sdk_chunks``).
+    (``CF821``-``CF826``, see ``charfmt._sdk_chunks``). ``turn``: the player's turn the reply
+    answers, as ``parse(turn=...)`` takes it; an echo of it is reported (``CF625``), never shown.
     """
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
+    parser = StreamParser(
+        lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply, turn=turn
+    )
     reader = _sdk_chunks.Reader()
     fed, fold_at = reader.fed, _sdk_chunks.FOLD
     for item in _sdk_chunks.items(chunks):
@@ -135,15 +140,18 @@ async def aiter_events(
     tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
+    turn: UserTurn | str | Sequence[str] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Events from an async stream, yielded as each item arrives: ``iter_events`` for async SDK clients.
 
     ``chunks`` is anything ``iter_events`` takes, an async iterable of it, an async context
     manager that opens one (``AsyncAnthropic().messages.stream(...)``) or an awaitable that
     gives one (``AsyncOpenAI().chat.completions.create(..., stream=True)``, not awaited).
-    The keywords are ``StreamParser``'s.
+    The keywords are ``StreamParser``'s (``turn`` too: the player's turn the reply answers).
     """
-    parser = StreamParser(lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply)
+    parser = StreamParser(
+        lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply, turn=turn
+    )
     reader = _sdk_chunks.Reader()
     # (aclosing: a consumer that stops early closes what aitems opened, a manager or a response)
     async with aclosing(_sdk_chunks.aitems(chunks)) as items:

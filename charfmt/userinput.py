@@ -19,7 +19,7 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._grammar.lexical import NOT_TEXT_CHAR, text_class
 from charfmt._resources import read_text
 from charfmt.body import Driver, Reject, _BadEntity, decode_text, grammar_text
 from charfmt.diagnostics import Diagnostic, ParseError
@@ -130,9 +130,19 @@ def _chat_terminals() -> str:
     return f'\nCHAT_TAGGED: /<chat type="[{tagged}]">/\nCHAT_PLAIN: /<chat type="[{plain}]">/\n'
 
 
+_LINE_ENDS: Final = "\\t\\n\\r"
+"""What a context value never holds raw (as a regex class body): it is written ``&#9;``, ``&#10;``, ``&#13;``."""
+
+
+def _line_terminal() -> str:
+    """``_LINE_PLAIN``: a run of a context value's text, the body's text class on one line (no tab, CR, LF)."""
+    return f"_LINE_PLAIN: /{text_class(excluding=_LINE_ENDS)}+/\n"
+
+
 @cache
 def _input_lark(tags: TagTable = DEFAULT_TAGS) -> Lark:
-    text = read_text("grammars", "input.lark") + _chat_terminals() + grammar_text(tags)
+    generated = _chat_terminals() + _line_terminal()
+    text = read_text("grammars", "input.lark") + generated + grammar_text(tags)
     return Lark(text, parser="lalr", lexer="contextual", start="user_input")
 
 

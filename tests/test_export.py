@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
+import pydoc
 import re
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
@@ -376,3 +378,31 @@ def test_tokens_per_char_is_measured_on_the_models_tokenizer() -> None:
     cheap = charfmt.export.Bounds.for_tokens(300, max_elements=3, tokens_per_char=1.0)
     worst = charfmt.export.Bounds.for_tokens(300, max_elements=3)
     assert (cheap.max_chars or 0) > 2 * (worst.max_chars or 0)
+
+
+# --- the constraint keywords, as help() and inspect.signature show them ------------------------
+
+CONSTRAINED = [
+    charfmt.grammar,
+    charfmt.json_schema,
+    charfmt.export.resolve_bounds,
+    charfmt.engines.request_fields,
+    charfmt.engines.structural_tag,
+]
+"""The five functions that take the reply-constraint keywords (``charfmt._reply_constraints``)."""
+
+
+@pytest.mark.parametrize("function", CONSTRAINED, ids=lambda f: f.__name__)
+def test_the_constraint_keywords_are_in_the_signature(function: Callable[..., Any]) -> None:
+    params = inspect.signature(function).parameters
+    names = ["vocabulary", "tags", "max_tokens", "max_chars", "max_chats"]
+    assert [p for p in params if p in names] == names, list(params)
+    for name in names:
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY and params[name].default is None, name
+        assert params[name].annotation in ("Vocabulary | None", "TagTable | None", "int | None"), name
+    assert not [p for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+    shown = pydoc.render_doc(function, renderer=pydoc.plaintext)
+    assert "max_tokens: 'int | None' = None" in shown and "Unpack" not in shown and "**" not in shown.split("\n")[2]
+    first = {"grammar": ("lark",), "request_fields": ("llama-server",)}.get(function.__name__, ())
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_token'"):
+        function(*first, max_token=5)  # still refused, as Python refuses an unknown keyword

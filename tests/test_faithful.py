@@ -7,7 +7,9 @@ into the raw input.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
 
 import pytest
 from conftest import Case, load_cases
@@ -99,6 +101,26 @@ def test_a_stream_told_the_turn_never_shows_its_echo(size: int) -> None:
     shown = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert "broke" not in shown
     assert collect(events).chats == charfmt.parse(text, lenient=True, turn=TURNS[0]).chats
+
+
+@pytest.mark.parametrize("turn", TURNS, ids=["typed", "UserTurn", "lines"])
+@pytest.mark.parametrize("size", [1, 7, 10_000])
+def test_iter_events_and_aiter_events_take_the_turn_as_parse_does(turn: object, size: int) -> None:
+    text = ECHO + "</chat></user_chats>\n<emo>sad</emo>\n<msg>Sorry...</msg>"
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    batch = charfmt.parse(text, lenient=True, turn=turn)  # type: ignore[arg-type]
+
+    async def agen() -> Any:
+        for chunk in chunks:
+            yield chunk
+
+    async def gather() -> list[Any]:
+        return [e async for e in charfmt.aiter_events(agen(), turn=turn)]  # type: ignore[arg-type]
+
+    for events in (list(charfmt.iter_events(chunks, turn=turn)), asyncio.run(gather())):  # type: ignore[arg-type]
+        assert "broke" not in "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert collect(events) == batch  # stream == batch, the echo's CF625 included
+    assert "CF625" in [d.code for d in batch.diagnostics]
 
 
 def test_an_echo_that_is_not_the_players_turn_is_still_read() -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from charfmt._grammar import lexical
 from charfmt._grammar.static import terminal_regex
+from charfmt.userinput import _input_lark
 
 PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
 
@@ -160,3 +161,30 @@ def test_the_text_class_composes() -> None:
     assert run.fullmatch("ab>c\u3042")
     for bad in ("a<b", "a&b", 'a"b', "a\\b", "a\nb", "a\x7fb", "a\ud800b"):
         assert run.fullmatch(bad) is None, bad
+
+
+# --- the other grammar files derive their text from the body's --------------------------------
+
+GRAMMARS = PACKAGE.parent / "grammars"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in GRAMMARS.glob("*.lark") if p.name != "body.lark"))
+def test_no_other_grammar_file_restates_the_text_class(name: str) -> None:
+    source = (GRAMMARS / name).read_text(encoding="utf-8")
+    restated = [part for part in _TEXT_CLASS if part in source]
+    assert not restated, f"grammars/{name} restates the body's text class ({restated}): use _PLAIN or TEXT"
+
+
+def test_the_user_blocks_text_is_the_bodys() -> None:
+    grammar = _input_lark()  # the input grammar, as parse_input loads it
+
+    def terminal(name: str) -> re.Pattern[str]:
+        return re.compile(grammar.get_terminal(name).pattern.to_regexp())
+
+    text, message, value = terminal("TEXT"), terminal("MESSAGE_TEXT"), terminal("CONTEXT_VALUE")
+    for cp in range(0x110000):
+        ch = chr(cp)
+        literal = text.fullmatch(ch) is not None
+        assert (message.fullmatch(ch) is not None) == literal, hex(cp)  # [User Message]: any text
+        assert (value.fullmatch(ch) is not None) == (literal and ch not in "\t\n\r"), hex(cp)  # a value: one line
+    assert message.fullmatch("a &amp; b") and value.fullmatch("a &amp; b&#10;c") and not value.fullmatch("a\nb")

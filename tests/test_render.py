@@ -259,6 +259,92 @@ def test_history_errors_name_the_line(tmp_path: Path) -> None:
         charfmt.load_history(path, MIO)
 
 
+# --- history files: pretty-printed exchanges read, broken ones said in charfmt's words ----------
+
+EXCHANGE = {"user": "hi", "reply": {"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\n<msg>yo</msg>"}]}}
+ONE = json.dumps(EXCHANGE)
+PRETTY = json.dumps(EXCHANGE, indent=2)
+
+NOT_EXCHANGE = 'each exchange is an object {"user": ..., "reply": ...}, one per line (or spread over lines)'
+BROKEN_HISTORIES: dict[str, tuple[str, str]] = {
+    # name: (file text, the error line after "charfmt: error: FILE:")
+    "pretty, a bracket missing": (
+        PRETTY.replace('"chats": [', '"chats": ', 1) + "\n",
+        "10: not JSON at column 5: expected ',' or the end of the object or array"
+        " (in the exchange that opens on line 1)",
+    ),
+    "pretty, cut off": (ONE + "\n" + PRETTY[:40], "2: not JSON: the exchange that opens on this line is cut off"),
+    "a key without quotes": (
+        ONE + "\n" + ONE.replace('"user"', "user"),
+        "2: not JSON at column 2: expected a key in double quotes",
+    ),
+    "a trailing comma": (ONE[:-1] + ",}\n", "1: not JSON at column 104: trailing comma"),
+    "two on one line": (
+        ONE + " " + ONE,
+        f"1: {NOT_EXCHANGE}; more text follows one on its line",
+    ),
+    "a reply, not an exchange": (
+        json.dumps(EXCHANGE["reply"], indent=2),
+        f"1: {NOT_EXCHANGE}; found an object with keys 'chats'",
+    ),
+    "an array of exchanges": (
+        json.dumps([EXCHANGE], indent=1),
+        f"1: {NOT_EXCHANGE}; found an array",
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", ["pretty", "pretty, blank lines and CRLF", "mixed"])
+def test_render_reads_a_pretty_printed_history(layout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    texts = {
+        "pretty": PRETTY + "\n" + PRETTY + "\n",
+        "pretty, blank lines and CRLF": ("\n" + PRETTY + "\n\n\n" + PRETTY).replace("\n", "\r\n"),
+        "mixed": ONE + "\n" + PRETTY + "\n" + ONE + "\n",
+    }
+    (tmp_path / "lines.jsonl").write_text(ONE + "\n" + ONE + "\n" + (ONE + "\n" if layout == "mixed" else ""))
+    (tmp_path / "pretty.jsonl").write_text(texts[layout], newline="")
+    args = ["render", "--character", str(CHARACTERS / "mio.toml"), "--say", "again", "--history"]
+    assert main([*args, str(tmp_path / "lines.jsonl")]) == 0
+    expected = capsys.readouterr().out
+    assert main([*args, str(tmp_path / "pretty.jsonl")]) == 0
+    assert capsys.readouterr().out == expected
+
+
+@pytest.mark.parametrize("name", BROKEN_HISTORIES)
+def test_a_broken_history_is_said_in_charfmts_words(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, said = BROKEN_HISTORIES[name]
+    path = tmp_path / "h.jsonl"
+    path.write_text(text, encoding="utf-8")
+    assert main(["render", "--character", str(CHARACTERS / "mio.toml"), "--say", "hi", "--history", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"charfmt: error: {path}:{said}\n"
+    assert "Expecting" not in err and "(char " not in err  # no message of Python's json module
+
+
+def test_convert_reads_a_pretty_printed_history_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "h.jsonl").write_text(PRETTY + "\n", encoding="utf-8")
+    out = tmp_path / "h.pam.json"
+    assert (
+        main(
+            [
+                "convert",
+                "--from",
+                "jsonl",
+                "--to",
+                "pam",
+                "--character",
+                str(CHARACTERS / "mio.toml"),
+                str(tmp_path / "h.jsonl"),
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert charfmt.interop.read("pam", out.read_text(encoding="utf-8"), MIO)[0].reply.chats[0].segments[1].text == "yo"
+
+
 # --- CLI ---------------------------------------------------------------------------
 
 

@@ -70,17 +70,49 @@ def decode(text: str) -> Decoded:
             # against quadratic time). Rare: decode again, keeping such literals as text.
             return _loads(text, _integer)
     except json.JSONDecodeError as e:
-        comma = text[: e.pos].rstrip(" \t\n\r")
-        if e.pos < len(text) and text[e.pos] in "]}" and comma.endswith(","):
-            # Python's wording differs across versions ("Expecting value" / "Illegal
-            # trailing comma"); say it plainly and point at the comma itself.
-            raise JSONError("CF101", "invalid JSON: trailing comma", len(comma) - 1) from None
-        message = e.msg[0].lower() + e.msg[1:]
-        raise JSONError("CF101", f"invalid JSON: {message}", e.pos) from None
+        words, pos = json_error(text, e)
+        raise JSONError("CF101", f"invalid JSON: {words}", pos) from None
     except RecursionError:
         at = _deepest(text)
         where = f" (level {_DEEP} opens here; a reply needs 3)" if at is not None else ""
         raise JSONError("CF110", f"JSON nested too deeply{where}", at or 0) from None
+
+
+_JSON_WORDS: Final = (
+    ("Expecting value", "expected a value"),
+    ("Expecting property name enclosed in double quotes", "expected a key in double quotes"),
+    ("Expecting ':' delimiter", "expected ':' after the key"),
+    ("Expecting ',' delimiter", "expected ',' or the end of the object or array"),
+    ("Unterminated string", "a string that is not closed"),
+    ("Invalid control character", "a control character in a string (write it as a \\u escape)"),
+    ("Invalid \\uXXXX escape", "a \\u escape without its four hex digits"),
+    ("Invalid \\escape", 'an escape JSON does not have (after \\, one of " \\ / b f n r t u)'),
+    ("Extra data", "more text after the JSON value"),
+)
+"""The standard library's JSON errors (their first words), in charfmt's words."""
+
+
+def json_error(text: str, e: json.JSONDecodeError) -> tuple[str, int]:
+    """Why ``text`` is not JSON, in charfmt's words, and the raw offset where it broke (``e`` from ``json``).
+
+    The one translation of the standard library's messages: ``decode`` (``CF101``) and the
+    history reader (``charfmt.character``) say the same. A trailing comma is named as such and
+    pointed at (Python's wording for it differs across versions).
+    """
+    comma = text[: e.pos].rstrip(" \t\n\r")
+    if e.pos < len(text) and text[e.pos] in "]}" and comma.endswith(","):
+        return "trailing comma", len(comma) - 1
+    if json_cut_off(text, e) and not e.msg.startswith("Unterminated"):
+        return "the text ends inside a JSON value (cut off?)", e.pos
+    words = next((ours for theirs, ours in _JSON_WORDS if e.msg.startswith(theirs)), None)
+    return words or e.msg[0].lower() + e.msg[1:], e.pos
+
+
+def json_cut_off(text: str, e: json.JSONDecodeError) -> bool:
+    """Whether ``e`` says that ``text`` ends inside a JSON value (a string or a bracket not closed)."""
+    if e.msg.startswith("Unterminated string"):
+        return True  # (no closing quote up to the end: a line break in a string is another error)
+    return e.pos >= len(text.rstrip(" \t\n\r")) and e.msg.startswith("Expecting")
 
 
 def _loads(text: str, parse_int: Callable[[str], Any]) -> Decoded:

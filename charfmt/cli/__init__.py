@@ -5,6 +5,9 @@ Exit codes:
 - 0: success; the input is valid (or, with ``--lenient``, repaired with warnings only);
 - 1: invalid input: a file was read but charfmt rejects what it holds (a reply with
   errors, an empty or binary reply, a character file that is not valid TOML or UTF-8);
+  or an optional extra the subcommand needs is not installed (``report``: ``charfmt[arrow]``,
+  ``charfmt[ray]``; ``chat``: ``charfmt[local]``, ``charfmt[http]``; ``serve``: ``charfmt[serve]``;
+  each module's ``EXTRAS``), the error line naming it;
 - 2: usage error (an unknown option, a bad option value) or a file that cannot be used
   at all: missing, a directory, closed standard input, an output file that cannot be
   created, or a ``--replay`` / ``--character`` / ``--history`` file larger than
@@ -16,8 +19,8 @@ reply keep their ``file:line:col: CODE message`` form and caret snippet); never 
 Output that the terminal's encoding cannot hold is escaped (``\\u3042``), not a crash.
 
 Layout: ``SUBCOMMANDS`` names each subcommand's module, which holds its one-line help (``HELP``),
-what exit statuses 0 and 1 mean for it (``EXITS``), its options (``add_arguments``) and what it
-does (``run``);
+what exit statuses 0 and 1 mean for it (``EXITS``), the optional extras it may need (``EXTRAS``),
+its options (``add_arguments``) and what it does (``run``);
 ``charfmt.cli._io`` holds what they share (reading, writing, errors, exit codes) and
 ``charfmt.cli._options`` the option types and the options several of them take.
 """
@@ -71,6 +74,10 @@ class Subcommand(Protocol):
     def EXITS(self) -> tuple[str, str | None]:
         """What exit statuses 0 and 1 mean (``None``: it never exits 1)."""
 
+    @property
+    def EXTRAS(self) -> tuple[str, ...]:
+        """The optional extras it may need (``arrow`` for ``charfmt[arrow]``); a missing one exits 1."""
+
     def add_arguments(self, sp: argparse.ArgumentParser) -> None:
         """Add the subcommand's options to ``sp``."""
 
@@ -83,6 +90,18 @@ SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "grammar": grammar, "chat": chat, "demo": demo, "convert": convert, "report": report, "serve": serve,
 }  # fmt: skip
 """Each subcommand by name, in the order ``--help`` lists them; its module says the rest."""
+
+
+_EXTRAS: Final = (
+    "a subcommand's optional extra is not installed ("
+    + "; ".join(
+        f"{name}: {', '.join(f'charfmt[{extra}]' for extra in command.EXTRAS)}"
+        for name, command in SUBCOMMANDS.items()
+        if command.EXTRAS
+    )
+    + ": the error names it)"
+)
+"""What exit status 1 also means, in ``charfmt --help``: read from each subcommand's ``EXTRAS``."""
 
 
 class _VersionAction(argparse.Action):
@@ -119,7 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="charfmt",
         description="Parse and check game-character chat replies.",
-        epilog=exit_codes(invalid="invalid input: a reply with errors, a character file charfmt rejects"),
+        epilog=exit_codes(
+            invalid=f"invalid input: a reply with errors, a character file charfmt rejects; or {_EXTRAS}"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -132,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
             name,
             help=command.HELP,
             description=command.HELP[:1].upper() + command.HELP[1:] + ".",
-            epilog=exit_codes(*command.EXITS),
+            epilog=exit_codes(*command.EXITS, extras=command.EXTRAS),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sp.set_defaults(run=command.run, parser=sp)

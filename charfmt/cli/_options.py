@@ -4,7 +4,8 @@ the ``exit status:`` block of each ``--help``, and the options several subcomman
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Sequence
 from typing import Final, NoReturn
 
 from charfmt.cli._io import EXIT_USAGE
@@ -23,10 +24,22 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"charfmt: error: {message} (see '{self.prog} --help')\n")
 
 
-def exit_codes(ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1]) -> str:
-    """The ``exit status:`` block at the end of a ``--help`` (2 and 130 mean the same everywhere)."""
+def exit_codes(ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1], extras: Sequence[str] = ()) -> str:
+    """The ``exit status:`` block at the end of a ``--help`` (2 and 130 mean the same everywhere).
+
+    ``extras``: the optional extras the command may need; one that is not installed exits 1 too.
+    """
+    if extras:
+        invalid = f"{invalid}; or {missing_extra(extras)}"
     rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", _USAGE_EXIT), ("130", "interrupted (Ctrl-C)")]
-    return "exit status:\n" + "\n".join(f"  {code:<5}{what}" for code, what in rows)
+    lines = (textwrap.fill(what, 100, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7) for code, what in rows)
+    return "exit status:\n" + "\n".join(lines)
+
+
+def missing_extra(extras: Sequence[str]) -> str:
+    """What exit status 1 also means for a command that needs ``extras``: ``an optional extra it needs ...``."""
+    named = " or ".join(f"charfmt[{name}]" for name in extras)
+    return f"an optional extra it needs is not installed ({named}: the error names it)"
 
 
 def whole(low: int, high: int | None = None) -> Callable[[str], int]:

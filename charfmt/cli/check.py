@@ -15,6 +15,7 @@ from charfmt.parser import lenient_text
 HELP: Final = "check replies strictly; exit 1 if any is invalid"
 
 EXITS: Final[tuple[str, str | None]] = ("every file is valid (with --lenient: repairs only)", "a file is invalid")
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

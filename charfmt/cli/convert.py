@@ -25,6 +25,7 @@ FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
 HELP: Final = "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"
 
 EXITS: Final = DEFAULT_EXITS
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -103,7 +104,7 @@ def _read(fmt: str, text: str, character: Character | None, name: str) -> list[E
 
 
 def _not_jsonl(text: str) -> None:
-    """CF910 if ``text`` is one JSON document over several lines (not JSON Lines)."""
+    """CF910 if ``text`` is one JSON document over several lines that is no exchange (not a history)."""
     from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
     from charfmt.interop import InteropError  # noqa: PLC0415
 
@@ -121,6 +122,8 @@ def _not_jsonl(text: str) -> None:
         value = json.loads(body)
     except (ValueError, RecursionError):
         return
+    if isinstance(value, dict) and {"user", "reply"} <= value.keys():
+        return  # one exchange, pretty-printed: a history (history_from_jsonl reads it)
     at = len(body) - len(first)
     kind = "an array" if isinstance(value, list) else "an object"
     if isinstance(value, dict) and "chats" in value:

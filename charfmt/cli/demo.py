@@ -15,6 +15,7 @@ from charfmt.parser import parse
 HELP: Final = "parse a bundled reply and show a strict error"
 
 EXITS: Final[tuple[str, str | None]] = ("the demo ran", None)
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ EXITS: Final[tuple[str, str | None]] = (
     "fixed, warnings only",
     "errors remain (what could be read is still printed)",
 )
+EXTRAS: Final[tuple[str, ...]] = ()
 
 NO_NEWLINE: Final = "\\ No newline at end of file\n"
 """What ``diff`` and ``patch`` write after a last line that has no newline."""

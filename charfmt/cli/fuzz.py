@@ -12,6 +12,7 @@ from charfmt.cli._reply import language
 HELP: Final = "write damaged replies (with the clean original and the mutations), by seed"
 
 EXITS: Final[tuple[str, str | None]] = ("every case was written", None)
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

@@ -14,6 +14,7 @@ from charfmt.tags import DEFAULT_TAGS
 HELP: Final = "print the reply format as a grammar for constrained decoding"
 
 EXITS: Final[tuple[str, str | None]] = ("the grammar was printed", "the --character file is invalid")
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ EXITS: Final[tuple[str, str | None]] = (
     "the reply is valid (with --lenient: read, warnings only)",
     "the reply has errors, or is empty",
 )
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ EXITS: Final[tuple[str, str | None]] = (
     "the request was printed",
     "the --character or --history file is invalid, or over --budget",
 )
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -27,7 +28,11 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
     add_user_name(sp)
     sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
-    sp.add_argument("--history", metavar="FILE", help='past exchanges, JSON Lines of {"user": ..., "reply": ...}')
+    sp.add_argument(
+        "--history",
+        metavar="FILE",
+        help='past exchanges: JSON Lines of {"user": ..., "reply": ...} (an exchange may span lines)',
+    )
     sp.add_argument(
         "--provider", choices=PROVIDERS, default="openai", help="whose chat API the request is for (default openai)"
     )

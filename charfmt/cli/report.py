@@ -16,12 +16,14 @@ from charfmt.cli._options import add_size, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.parser import DEFAULT_MAX_SIZE
 
-HELP: Final = "conformance of a JSON Lines log of replies, per group"
+HELP: Final = "conformance of a JSON Lines log of replies (gzip-compressed or not), per group"
 
 EXITS: Final[tuple[str, str | None]] = (
     "the report was written",
     "no line held a reply (the report is still written)",
 )
+EXTRAS: Final[tuple[str, ...]] = ("arrow", "ray")
+"""The optional extras it may need: pyarrow (``charfmt[arrow]``), Ray Data for ``--engine ray``."""
 
 FORMATS = ("text", "json", "html")
 _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
@@ -29,7 +31,11 @@ _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt report``."""
-    sp.add_argument("file", metavar="FILE", help="JSON Lines log, one object per reply, or - for standard input")
+    sp.add_argument(
+        "file",
+        metavar="FILE",
+        help="JSON Lines log, one object per reply (gzip-compressed too), or - for standard input",
+    )
     sp.add_argument(
         "--field",
         default="text",
@@ -81,6 +87,16 @@ def _input(path: str) -> Iterator[IO[bytes]]:
         yield f
 
 
+def _gzip(path: str) -> bool:
+    """Whether the file at ``path`` is gzip-compressed; one that cannot be read is not (``_input`` says why)."""
+    from charfmt.report import is_gzip  # noqa: PLC0415
+
+    try:
+        return is_gzip(path)
+    except (OSError, ValueError):
+        return False
+
+
 def _out_folder(path: str) -> str:
     """``--out``: a folder that exists (made if need be) and takes a file, checked before any line is read."""
     try:
@@ -122,9 +138,15 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--engine ray reads a file (each task reads its own part); write standard input to one")
     if args.engine != "ray" and args.ray_address is not None:
         args.parser.error("--ray-address needs --engine ray")
+    if args.engine == "ray" and _gzip(args.file):
+        args.parser.error(
+            "--engine ray cuts the file into byte ranges, which a gzip-compressed log has not:"
+            " decompress it, or use --engine local (it reads gzip)"
+        )
     name = "<stdin>" if args.file == "-" else args.file
     folder = _out_folder(args.out) if args.out is not None else None
     counter = report.ProgressCounter(sys.stderr) if not args.no_progress and _tty(sys.stderr) else None
+    log: Any = None
     with _input(args.file) as f:  # a file that cannot be read exits 2 first, whatever is installed
         _pyarrow()  # a clear error now, not in a worker
         outputs = report.Outputs(folder, job) if folder is not None else None
@@ -132,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
             if args.engine == "ray":
                 tables = report.ray_tables(job, args.file, args.ray_address)
             else:
-                tables = report.local_tables(job, report.read_chunks(f, job.max_line), args.jobs)
+                log = report.open_log(f)  # a gzip-compressed log (by its first bytes) is read decompressed
+                tables = report.local_tables(job, report.read_chunks(log, job.max_line), args.jobs)
             summary = report.run(job, tables, outputs, counter)
         except BaseException:
             if outputs is not None:
@@ -147,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
         outputs.close(text, _EXTENSIONS[args.format])
     sys.stdout.write(text)
     sys.stdout.flush()
+    if isinstance(log, report.GzipLog) and log.damage is not None:
+        sys.stderr.write(f"charfmt report: warning: {name}: {log.damage}\n")
     for key in summary.unseen_by():
         sys.stderr.write(f"charfmt report: --by key {key!r} appears in no line\n")
     if summary.other is not None:

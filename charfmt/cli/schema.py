@@ -14,6 +14,7 @@ from charfmt.schema import PROVIDERS, json_schema
 HELP: Final = "print the reply envelope as JSON Schema"
 
 EXITS: Final[tuple[str, str | None]] = ("the schema was printed", "the --character file is invalid")
+EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

@@ -19,6 +19,8 @@ EXITS: Final[tuple[str, str | None]] = (
     "the server could not start: the address cannot be bound (a port in use, an unknown host),"
     " or the --character/--scene file is invalid",
 )
+EXTRAS: Final[tuple[str, ...]] = ("serve",)
+"""The optional extra it needs: Starlette, uvicorn and httpx (``charfmt[serve]``)."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

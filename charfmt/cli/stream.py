@@ -37,6 +37,7 @@ EXITS: Final[tuple[str, str | None]] = (
     "the stream was read (repairs are events)",
     "the stream has errors (with --strict) or no reply",
 )
+EXTRAS: Final[tuple[str, ...]] = ()
 
 MAX_DELAY_MS: Final = 60_000.0
 """The longest pause ``stream --delay-ms`` accepts between replayed chunks."""

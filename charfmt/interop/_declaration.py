@@ -176,6 +176,8 @@ class Document:
     """A new document's header (everything but the messages) from the names, conversation id and time."""
     senders: Callable[[Message], dict[str, str | None]] | None = None
     """Each sender's full name in a header (group chat)."""
+    complete: Callable[[Message, list[Message]], Message] | None = None
+    """The header with what the messages written under it need of it (group chat: each sender a user)."""
 
     def open(self, source: Source, doc: Any) -> tuple[list[Any], Message, list[Diagnostic]]:
         """The messages of a decoded document, its header and the format's notes."""

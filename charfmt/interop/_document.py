@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, Path, decode
+from charfmt.tags import TagTable
 
 DOCUMENT_DEPTH: Final = 256
 """The deepest nesting a conversation document may have (charfmt's own need fewer than 20 levels)."""
@@ -90,6 +91,21 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def check_arguments(**arguments: Any) -> None:
+    """A clear ``TypeError`` for an argument of ``export`` or ``read`` of another type than it takes."""
+    from charfmt.character import Character  # noqa: PLC0415 (a higher module: only to check)
+
+    kinds: dict[str, tuple[type | tuple[type, ...], str]] = {
+        "character": ((Character, type(None)), "a charfmt.Character or None"),
+        "tags": (TagTable, "a charfmt.TagTable"),
+        "created_at": ((str, type(None)), "a str (an ISO 8601 time) or None"),
+    }
+    for name, value in arguments.items():
+        kind, what = kinds[name]
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be {what}, not {type(value).__name__}")
+
+
 # --- decoding -----------------------------------------------------------------------------------
 
 _TOO_DEEP: Final = (
@@ -139,12 +155,10 @@ def read_json(data: Any) -> tuple[Any, Source]:
     big for a float and nesting deeper than ``DOCUMENT_DEPTH`` are errors (CF909, CF110).
     """
     if isinstance(data, (dict, list)):
-        try:
-            text = json.dumps(data, ensure_ascii=False, allow_nan=False)
-        except ValueError:
-            raise CharfmtError("the document holds NaN or Infinity, which JSON cannot say") from None
-        except TypeError as e:
-            raise TypeError(f"the document holds a value JSON cannot say: {e}") from None
+        problem = not_json(data)
+        if problem is not None:
+            raise CharfmtError(f"the document's {where(problem[0])}: {problem[1]}")
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     else:
         text = as_text(data)
     source = Source(text.removeprefix("\ufeff"))
@@ -181,6 +195,41 @@ def _check_values(value: Any, source: Source) -> None:
         if len(path) >= DOCUMENT_DEPTH:
             raise source.fail("CF110", _TOO_DEEP, path)
         stack.extend((child, (*path, key)) for key, child in children)
+
+
+_JSON_TYPES: Final = (str, int, float, bool, type(None))
+
+
+def not_json(value: Any, depth: int = DOCUMENT_DEPTH) -> tuple[Path, str] | None:
+    """Where a Python value stops being JSON a document can hold, and why; ``None`` if it is such JSON.
+
+    Objects with string keys, arrays (lists or tuples), strings, finite numbers, booleans and
+    null, nested at most ``depth`` levels: what ``json.dumps(..., allow_nan=False)`` writes and
+    ``read`` reads back.
+    """
+    stack: list[tuple[Any, Path]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            bad = next((k for k in item if not isinstance(k, str)), _NONE)
+            if bad is not _NONE:
+                return path, f"a key that is not a string ({type(bad).__name__} {bad!r:.40}): JSON keys are strings"
+            children: Iterable[tuple[Any, Any]] = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        elif not isinstance(item, _JSON_TYPES):
+            return path, f"a {type(item).__name__}, which JSON cannot hold"
+        else:
+            if isinstance(item, float) and not math.isfinite(item):
+                return path, f"{item!r} is not a finite number; JSON holds none"
+            continue
+        if len(path) >= depth:
+            return path, f"nested more than {depth} levels deep"
+        stack.extend(reversed([(child, (*path, key)) for key, child in children]))
+    return None
+
+
+_NONE: Final = object()
 
 
 # --- writing ------------------------------------------------------------------------------------

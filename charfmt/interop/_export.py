@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt.diagnostics import CharfmtError
 from charfmt.interop._declaration import Draft, Format, Names, Writing
+from charfmt.interop._document import InteropError, check_arguments, not_json, where
 from charfmt.interop._formats import DECLARED
 from charfmt.interop._messages import Exporting, build, foreign_of
 from charfmt.interop._payload import PAYLOAD_VERSION, digest, short_diagnostic
@@ -38,17 +41,38 @@ def export_document(
     tags: TagTable = DEFAULT_TAGS,
     created_at: str | None = None,
 ) -> Any:
-    """``history`` as a document of ``fmt``: its header (the foreign one it came from, or a new one) and messages."""
-    history = check_history(history)
+    """``history`` as a document of ``fmt``: its header (the foreign one it came from, or a new one) and messages.
+
+    ``TypeError`` for arguments of the wrong type; ``CharfmtError`` naming the field for an
+    ``Exchange.foreign`` that is not what the reader of its format writes (``check_foreign``).
+    """
+    history = [check_foreign(n, exchange) for n, exchange in enumerate(check_history(history))]
+    check_arguments(character=character, tags=tags, created_at=created_at)
     names = display_names(character)
     stamp = created_at or UNKNOWN_TIME
     cid = conversation_id(history)
     header = None
     if fmt.document.header is not None:
-        header = document_of(history, fmt.name) or fmt.document.header(names, cid, stamp)
-    senders = fmt.document.senders(header) if fmt.document.senders is not None and header is not None else {}
-    job = Exporting(fmt, tags, Writing(names, senders), stamp)
-    return fmt.document.write(header, export_messages(job, history, base=cid.hex[:8], header=header))
+        header = document_of(history, fmt.name)
+        _check_header(fmt, history, header)
+        header = header or fmt.document.header(names, cid, stamp)
+    messages = _messages(fmt, history, header, Exporting(fmt, tags, Writing(names, {}), stamp), cid.hex[:8])
+    if header is not None and fmt.document.complete is not None:
+        completed = fmt.document.complete(header, messages)
+        if completed != header:  # written again under it: a payload refers to the header it is written under
+            header = completed
+            messages = _messages(fmt, history, header, Exporting(fmt, tags, Writing(names, {}), stamp), cid.hex[:8])
+    _check_originals(fmt, history, header)
+    return fmt.document.write(header, messages)
+
+
+def _messages(
+    fmt: Format, history: Sequence[Exchange], header: dict[str, Any] | None, job: Exporting, base: str
+) -> list[dict[str, Any]]:
+    """The messages of ``history`` under ``header`` (whose senders' names they take)."""
+    if header is not None and fmt.document.senders is not None:
+        job = Exporting(fmt, job.tags, Writing(job.writing.names, fmt.document.senders(header)), job.stamp)
+    return export_messages(job, history, base=base, header=header)
 
 
 def export_messages(
@@ -101,6 +125,120 @@ def check_history(history: Any) -> Sequence[Exchange]:
         if not isinstance(item, Exchange):
             raise TypeError(f"history[{n}] is a {type(item).__name__}, not a charfmt.Exchange")
     return history
+
+
+# --- Exchange.foreign, as the readers write it ------------------------------------------------
+
+LINK_KEYS: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "message": (lambda v: v is None or isinstance(v, dict), "an object (the original message) or null (none)"),
+    "side": (lambda v: v in ("user", "reply"), "'user' or 'reply' (whose message it was)"),
+    "chat": (lambda v: type(v) is int and v >= 0, "a whole number of 0 or more (the chat it became)"),
+    "reasoning": (lambda v: isinstance(v, bool), "true or false (whether it held the model's reasoning)"),
+}
+"""The keys of a link in ``Exchange.foreign["messages"]``, what each holds (``message`` always; no ``side``: reply)."""
+_REQUIRED: Final = ("message",)
+
+
+def check_foreign(n: int, exchange: Exchange) -> Exchange:
+    """``history[n]`` with its ``foreign`` checked and as JSON (tuples as lists), or ``CharfmtError`` naming the field.
+
+    ``foreign`` is what a reader kept: JSON, and for a declared format (``format``) its
+    ``messages`` (links: the original ``message``, its ``side``, the ``chat`` it became,
+    ``reasoning``) and its ``document`` header as that format's reader checks a document.
+    Anything else in it is passed through untouched.
+    """
+    foreign = exchange.foreign
+    if foreign is None:
+        return exchange
+    at = f"history[{n}].foreign"
+    problem = not_json(foreign)
+    if problem is not None:
+        raise CharfmtError(f"{at}{_dot(where(problem[0]))}: {problem[1]}")
+    foreign = json.loads(json.dumps(foreign, ensure_ascii=False))
+    fmt = DECLARED.get(foreign["format"]) if isinstance(foreign.get("format"), str) else None
+    if "format" in foreign and not isinstance(foreign["format"], str):
+        raise CharfmtError(f"{at}.format: expected a string (the format the exchange was read from)")
+    if fmt is not None:
+        _check_links(at, foreign)
+        if not isinstance(foreign.get("document", {}), dict):
+            found = _kind(foreign["document"])
+            raise CharfmtError(f"{at}.document: expected an object (the document's header), found {found}")
+    return exchange.model_copy(update={"foreign": foreign})
+
+
+def _dot(path: str) -> str:
+    return "" if path == "the document" else path if path.startswith("[") else f".{path}"
+
+
+def _check_links(at: str, foreign: dict[str, Any]) -> None:
+    """``foreign["messages"]``: an array of links, each key holding what ``LINK_KEYS`` says."""
+    links = foreign.get("messages", [])
+    if not isinstance(links, list):
+        raise CharfmtError(f"{at}.messages: expected an array of links to the original messages (message, side...)")
+    for i, link in enumerate(links):
+        if not isinstance(link, dict):
+            raise CharfmtError(f"{at}.messages[{i}]: expected an object with message, side..., found {_kind(link)}")
+        for key in _REQUIRED:
+            if key not in link:
+                raise CharfmtError(f"{at}.messages[{i}]: missing required key {key!r} ({LINK_KEYS[key][1]})")
+        for key, (good, what) in LINK_KEYS.items():
+            if key in link and not good(link[key]):
+                raise CharfmtError(f"{at}.messages[{i}].{key}: expected {what}, found {_kind(link[key])}")
+
+
+def _check_header(fmt: Format, history: Sequence[Exchange], header: dict[str, Any] | None) -> None:
+    """The header of the document an exchange came from, as ``fmt``'s reader checks one; else ``CharfmtError``."""
+    from charfmt.interop._read import read_document  # noqa: PLC0415 (the read walk, run on what export writes)
+
+    if not header:
+        return
+    try:
+        read_document(fmt, fmt.document.write(header, []))
+    except InteropError as e:
+        n = next(n for n, ex in enumerate(history) if (foreign_of(ex, fmt.name) or {}).get("document") == header)
+        raise _named(f"history[{n}].foreign", fmt, e) from None
+
+
+def _check_originals(fmt: Format, history: Sequence[Exchange], header: dict[str, Any] | None) -> None:
+    """The original messages ``fmt``'s document holds again, read under ``header`` as its reader reads them.
+
+    So an export writes back only what reads back: a hand-edited original message is a
+    ``CharfmtError`` naming its field of ``Exchange.foreign`` (``history[0].foreign.messages[2].message.role``).
+    """
+    from charfmt.interop._read import read_document  # noqa: PLC0415
+
+    for n, exchange in enumerate(history):
+        foreign = foreign_of(exchange, fmt.name)
+        links = [(i, link["message"]) for i, link in enumerate(foreign["messages"] if foreign else [])]
+        kept = [(i, message) for i, message in links if message is not None]
+        if not kept:
+            continue
+        try:
+            read_document(fmt, fmt.document.write(header, [message for _, message in kept]))
+        except InteropError as e:
+            raise _named(f"history[{n}].foreign", fmt, e, [i for i, _ in kept]) from None
+
+
+def _named(at: str, fmt: Format, error: InteropError, links: Sequence[int] = ()) -> CharfmtError:
+    """A reader's error about a document export would write, as the field of ``foreign`` it is about.
+
+    ``links``: the link each message of that document is the original message of.
+    """
+    said = error.first.message
+    found = re.match(rf"{re.escape(fmt.document.messages or '')}\[(\d+)\](.*)", said, re.S)
+    if found is not None and int(found[1]) < len(links):  # "messages[2].role: ..." -> that message's link
+        return CharfmtError(f"{at}.messages[{links[int(found[1])]}].message{found[2]}")
+    place, _, why = said.partition(": ")  # the header's own checks: "conversation_meta: missing ..."
+    return CharfmtError(f"{at}.document{_dot(place)}: {why}")
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind in a few words: ``a string ('x')``, ``a number (3)``, ``null``."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    names = {str: "a string", int: "a number", float: "a number", list: "an array", dict: "an object"}
+    shown = f" ({json.dumps(value, ensure_ascii=False)[:40]})" if isinstance(value, (str, int, float)) else ""
+    return names.get(type(value), type(value).__name__) + shown
 
 
 def display_names(character: Character | None) -> Names:

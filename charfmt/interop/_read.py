@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from charfmt.diagnostics import Diagnostic
 from charfmt.envelope import Path
 from charfmt.interop._declaration import Format
-from charfmt.interop._document import Source, need, read_json, where
+from charfmt.interop._document import Source, check_arguments, need, read_json, where
 from charfmt.interop._foreign import ForeignReader
 from charfmt.interop._payload import PAYLOAD_KEY, exchange_of
 from charfmt.interop._restore import Open, Restorer
@@ -29,6 +29,7 @@ def read_document(
     fmt: Format, data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS
 ) -> list[Exchange]:
     """The exchanges of a document of ``fmt``; ``InteropError`` with a positioned diagnostic if it is not one."""
+    check_arguments(character=character, tags=tags)
     doc, source = read_json(data)
     messages, header, notes = fmt.document.open(source, doc)
     reader = DocumentReader(fmt, source, tags, header)

@@ -15,7 +15,7 @@ from typing import Any, Final
 from charfmt.diagnostics import Diagnostic
 from charfmt.envelope import Path
 from charfmt.interop._declaration import Document, Dropped, Format, Line, Message, Names, Native, NativeFields, Writing
-from charfmt.interop._document import Source, member, need, one_of, where
+from charfmt.interop._document import Source, as_dict, member, need, one_of, where
 from charfmt.interop._shapes import Extension
 
 VERSION: Final = "1.0.0"
@@ -56,9 +56,34 @@ def _header(names: Names, cid: uuid.UUID, stamp: str) -> Message:
     }
 
 
+def _complete(header: Message, messages: list[Message]) -> Message:
+    """``header`` with a user in ``user_details`` for each sender of ``messages`` it lacks (the format requires one).
+
+    A foreign header (the document an exchange came from) does not name the senders charfmt
+    writes for a chat added in Python (``user``, ``character``, ``game``), nor, for part of a
+    history, the senders of the exchanges whose document was another's: they are added, as a
+    new header names them (or by the message's ``sender_name``).
+    """
+    meta = as_dict(header.get("conversation_meta"))
+    details = meta.get("user_details")
+    if not isinstance(details, dict):  # (a header the reader rejects: the export says so)
+        return header
+    ours = _header(("", ""), uuid.UUID(int=0), "")["conversation_meta"]["user_details"]  # each one's role
+    missing: dict[str, Any] = {}
+    for message in messages:
+        sender = message.get("sender")
+        if isinstance(sender, str) and sender not in details and sender not in missing and sender != "system":
+            name = message.get("sender_name")
+            missing[sender] = {**ours.get(sender, {}), "full_name": name if isinstance(name, str) else sender}
+    if not missing:
+        return header
+    return {**header, "conversation_meta": {**meta, "user_details": {**details, **missing}}}
+
+
 def _senders(header: Message) -> dict[str, str | None]:
-    details = header.get("conversation_meta", {}).get("user_details", {})
-    return {sender: details.get(sender, {}).get("full_name") for sender in _SENDERS.values()}
+    details = as_dict(as_dict(header.get("conversation_meta")).get("user_details"))
+    names = {sender: as_dict(details.get(sender)).get("full_name") for sender in _SENDERS.values()}
+    return {sender: name if isinstance(name, str) else None for sender, name in names.items()}
 
 
 def _message(line: Line, native: Native, writing: Writing) -> Message:
@@ -138,7 +163,9 @@ class _Content:
 
 GROUPCHAT: Final = Format(
     "groupchat",
-    Document("a group chat object", "conversation_list", check=_check, header=_header, senders=_senders),
+    Document(
+        "a group chat object", "conversation_list", check=_check, header=_header, senders=_senders, complete=_complete
+    ),
     who=_Senders(),
     text=_Content(),
     payload=Extension("extra"),

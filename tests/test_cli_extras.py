@@ -40,6 +40,16 @@ CASES: dict[str, tuple[list[str], str, str]] = {
         "serve",
     ),
     "serve without uvicorn": (["serve", "--character", REX, "--upstream", "http://127.0.0.1:9/v1"], "uvicorn", "serve"),
+    "serve --upstream without aiohttp": (
+        ["serve", "--character", REX, "--upstream", "http://127.0.0.1:9/v1", "--port", "0"],
+        "aiohttp",
+        "serve",
+    ),
+    "serve --model without llama-cpp-python": (
+        ["serve", "--character", REX, "--model", "{gguf}", "--port", "0"],
+        "llama_cpp",
+        "local",
+    ),
 }
 
 

@@ -19,8 +19,9 @@ EXITS: Final[tuple[str, str | None]] = (
     "the server could not start: the address cannot be bound (a port in use, an unknown host),"
     " or the --character/--scene file is invalid",
 )
-EXTRAS: Final[tuple[str, ...]] = ("serve",)
-"""The optional extra it needs: Starlette, uvicorn and httpx (``charfmt[serve]``)."""
+EXTRAS: Final[tuple[str, ...]] = ("serve", "local")
+"""The optional extras it needs: Starlette, uvicorn and aiohttp (``charfmt[serve]``); llama-cpp-python for
+``--model`` (``charfmt[local]``). Each is checked before the server starts."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

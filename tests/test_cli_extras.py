@@ -40,6 +40,11 @@ CASES: dict[str, tuple[list[str], str, str]] = {
         "serve",
     ),
     "serve without uvicorn": (["serve", "--character", REX, "--upstream", "http://127.0.0.1:9/v1"], "uvicorn", "serve"),
+    "serve without websockets": (
+        ["serve", "--character", REX, "--upstream", "http://127.0.0.1:9/v1", "--port", "0"],
+        "websockets",
+        "serve",
+    ),
     "serve --upstream without aiohttp": (
         ["serve", "--character", REX, "--upstream", "http://127.0.0.1:9/v1", "--port", "0"],
         "aiohttp",

@@ -442,6 +442,7 @@ def test_cli_usage_errors_exit_2() -> None:
                          (["--upstream", "http://127.0.0.1:9/v1", "--max-tokens", "9000"], "no room"),
                          (["--upstream", "http://127.0.0.1:9/v1", "--port", "99999"], "--port"),
                          (["--upstream", "http://127.0.0.1:9/v1", "--api-key-env", "CF_NO_VAR"], "CF_NO_VAR"),
+                         (["--upstream", "https://api.openai.com/v1", "--server", "openai"], "needs the model's name"),
                          ):  # fmt: skip
         p = subprocess.run([*env_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
@@ -605,3 +606,36 @@ def test_front_end_sampling_system_and_usage_reach_the_upstream(rex: Character, 
     assert not chunks[-1].choices and usage is not None and usage.completion_tokens > 5
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "temperature"
+
+
+def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: tuple[Scripted, str]) -> None:
+    """``--port 0`` takes a free port and says which; the access log writes ``?token=***``; an upstream that
+    cannot be reached is an error that names neither its host nor its port."""
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]  # a port nobody listens on once this block ends
+    cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--upstream",
+           f"http://127.0.0.1:{dead}/v1", "--port", "0", "--token", "s3cret-tok"]  # fmt: skip
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as app:
+        try:
+            assert app.stderr is not None
+            first = app.stderr.readline()
+            assert first.startswith("charfmt serve: listening on http://127.0.0.1:"), first
+            base = first.split()[4]
+            for _ in range(200):
+                try:
+                    if httpx.get(base + "/v1/info", headers={"Authorization": "Bearer s3cret-tok"}).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            r = httpx.get(base + "/v1/turn", params={"say": "hi", "token": "s3cret-tok"}, timeout=T)
+            assert r.status_code == 502, r.text
+            message = r.json()["error"]["message"]
+            assert message.startswith("the upstream: cannot connect") and str(dead) not in message, message
+            assert "127.0.0.1" not in message, message
+        finally:
+            app.terminate()
+            log = (app.stderr.read() if app.stderr else "") + (app.stdout.read() if app.stdout else "")
+    assert "/v1/turn?" in log and "token=***" in log and "s3cret-tok" not in log, log

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt._model_clients import API_KEY_ENV, api_key_from, endpoint_url
+from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
 from charfmt.cli._io import load_character
 from charfmt.cli._options import add_decoding, whole
 from charfmt.diagnostics import CharfmtError
@@ -77,6 +79,10 @@ def settings_from(args: argparse.Namespace) -> Any:
             endpoint_url(args.upstream)  # a bad URL is a usage error now, not at the first turn
         except CharfmtError as e:
             args.parser.error(str(e).replace("--endpoint", "--upstream"))
+        if args.model_name is None and args.server in NAMED_SERVERS:  # as ``charfmt chat --endpoint``
+            if NAMED_SERVERS[args.server]:
+                args.parser.error(f"argument --model-name: --server {args.server} needs the model's name")
+            print(f"charfmt serve: warning: no --model-name for --server {args.server}: its default", file=sys.stderr)
     api_key = key_env = None
     if args.upstream is not None:
         key_env = args.api_key_env or API_KEY_ENV
@@ -120,9 +126,25 @@ def run(args: argparse.Namespace) -> int:
         app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
         h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
     )  # fmt: skip
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    logging.getLogger("uvicorn.access").addFilter(_redact_tokens)
     with sock:
         uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+_TOKEN_IN_QUERY: Final = re.compile(r"(?i)([?&]token=)[^&\s\"]*")
+
+
+def _redact_tokens(record: logging.LogRecord) -> bool:
+    """The access log's lines with a ``?token=`` value (EventSource, WebSocket) written ``***``: never the secret."""
+    if isinstance(record.args, tuple):
+        record.args = tuple(_TOKEN_IN_QUERY.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
+    if isinstance(record.msg, str):
+        record.msg = _TOKEN_IN_QUERY.sub(r"\1***", record.msg)
+    return True
 
 
 def _ready(settings: Any) -> None:
@@ -137,6 +159,10 @@ def _ready(settings: Any) -> None:
     import charfmt.stream  # noqa: F401, PLC0415
     from charfmt.serve.upstream import require_aiohttp  # noqa: PLC0415
 
+    try:
+        import websockets  # noqa: F401, PLC0415 (uvicorn's WebSocket protocol: /v1/turn/ws)
+    except ImportError as e:
+        raise CharfmtError(f"charfmt serve needs websockets ({e}): pip install 'charfmt[serve]'") from None
     if settings.upstream_url is not None:
         require_aiohttp()
     elif settings.model_path is not None:

@@ -13,7 +13,9 @@ import asyncio
 import email.utils
 import importlib
 import json
+import os
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -136,6 +138,8 @@ class HTTPUpstream:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._max_connections = max_connections
         self._proxy = env_proxy(self.url)
+        parts = urllib.parse.urlsplit(self.url)
+        self._where = sorted({parts.netloc, parts.hostname or parts.netloc} - {""}, key=len, reverse=True)
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -163,6 +167,8 @@ class HTTPUpstream:
     def fail(self, message: str, status: int = 502, retry: int | None = None) -> UpstreamFailure:
         """The one error of this upstream: ``the upstream: message`` on one line, with the front end's status."""
         text = " ".join(message.split()).replace(self.url, "the upstream").replace(self.name, "the upstream")
+        for where in self._where:  # (a message quoting the host, or host:port, says "the upstream" too)
+            text = text.replace(where, "the upstream")
         return UpstreamFailure(f"the upstream: {text}", status=status, retry_after=retry)
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
@@ -291,7 +297,7 @@ def _watch_connection(aiohttp: Any, response: Any) -> Callable[[], None]:
     def lost(_: Any) -> None:
         if not content.is_eof() and content.exception() is None:
             why = protocol.exception()
-            text = exception_text(why) if why is not None else "the connection closed before the body ended"
+            text = _parser_text(why) if why is not None else "the connection closed before the body ended"
             content.set_exception(aiohttp.ClientPayloadError(text))
 
     def unwatch() -> None:
@@ -313,19 +319,40 @@ def require_aiohttp() -> Any:
         raise CharfmtError(f"charfmt serve needs aiohttp ({e}): pip install 'charfmt[serve]'") from None
 
 
+def _os_error_text(error: OSError) -> str:
+    """An OS error's words without the address it names: ``Connection refused``, ``Name or service not known``."""
+    if isinstance(error, socket.gaierror) or not error.errno or error.errno < 0:
+        return re.sub(r"\s*\(.*?\)", "", error.strerror or type(error).__name__)
+    return os.strerror(error.errno)
+
+
+def _parser_text(e: BaseException) -> str:
+    """What an HTTP parser's failure says (its message, not its ``400, message=..., url=...`` form)."""
+    for error in (e, e.__cause__):
+        message = getattr(error, "message", None)
+        if isinstance(message, str) and message:
+            return message
+    text = exception_text(e)
+    return re.sub(r"^\d{3}, message[:=]\s*", "", text.partition("<")[0].strip() or text)
+
+
 def _encoded(body: dict[str, Any]) -> bytes:
     """A request body as JSON, compact, UTF-8 as it is."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _transport_failure(aiohttp: Any, e: BaseException, timeout: float) -> tuple[str, int]:
-    """What a failed exchange says, and the front end's status: silence past ``timeout`` (504), else 502."""
+    """What a failed exchange says, and the front end's status: silence past ``timeout`` (504), else 502.
+
+    In charfmt's words, not aiohttp's: no host, port or address (front ends must not learn where the
+    model runs), no parser's internal ``400``.
+    """
     if isinstance(e, TimeoutError):  # aiohttp's connect and read timeouts are TimeoutErrors
         return f"the server sent nothing for {timeout:g} s", 504
     if isinstance(e, aiohttp.ClientConnectorError):
-        return f"cannot connect: {exception_text(e)}", 502
+        return f"cannot connect: {_os_error_text(e.os_error)}", 502
     if isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientResponseError):
-        return f"the server broke the HTTP protocol: {exception_text(e)}", 502
+        return f"the server broke the HTTP protocol: {_parser_text(e)}", 502
     if isinstance(e, aiohttp.ClientOSError):
         return f"the connection broke: {exception_text(e)}", 502
     return f"the request failed: {exception_text(e)}", 502

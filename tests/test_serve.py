@@ -429,6 +429,25 @@ def test_whole_formats_of_one_reply(rex: Character) -> None:
     assert parse(whole("canonical", reply, rex.tags), vocabulary=rex.vocabulary, tags=rex.tags) == reply
 
 
+@pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])
+@pytest.mark.parametrize("cut", [1, 3, 7, 1000])
+def test_a_line_break_in_speech_keeps_each_chat_one_line(rex: Character, fmt: str, cut: int) -> None:
+    """A chat that says something is one line in the line formats, however its speech breaks, streamed or whole."""
+    from charfmt.serve.formats import Formatter
+    from charfmt.stream import StreamParser
+
+    body = "<emo>annoyed</emo>\n<msg>Fine, line one.\r\nLine two.\u2028Three.</msg>"
+    text = json.dumps({"chats": [{"type": "C", "order": 1, "body": "<msg>No.</msg>"},
+                                 {"type": "C", "order": 2, "body": body}]})  # fmt: skip
+    reply = parse(text, vocabulary=rex.vocabulary, tags=rex.tags)
+    shown = whole(fmt, reply, rex.tags)
+    assert shown.splitlines() == shown.split("\n") and len(shown.splitlines()) == 2, shown
+    stream, formatter = StreamParser(lenient=True, vocabulary=rex.vocabulary, tags=rex.tags), Formatter(fmt, rex.tags)
+    pieces = [formatter.feed(e) for i in range(0, len(text), cut) for e in stream.feed(text[i : i + cut])]
+    pieces += [formatter.feed(e) for e in stream.close()]
+    assert "".join(pieces) == shown
+
+
 def test_a_budget_too_small_fails_at_create_app(rex: Character) -> None:
     from charfmt import CharfmtError
 

@@ -75,7 +75,7 @@ class Formatter:
             if self._segment is not None and self._segment != where and not self._gap:
                 self._gap = " "  # a new segment of speech: kept apart from the last one
             self._segment = where
-            return self._show(event.text, "")
+            return self._show(event.text.translate(_ONE_LINE), "")
         if isinstance(event, Reset):  # what was shown cannot be taken back: start a new line
             self._start(None)
         return ""
@@ -103,6 +103,11 @@ class Formatter:
             intensity = 1 if event.intensity is None else event.intensity
             return _act({"emotion": {"name": event.text, "intensity": intensity}})
         return _act({"motion": event.text} if isinstance(event, Action) else {event.tag: event.text})
+
+
+_ONE_LINE: Final = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
+"""Each line break ``str.splitlines`` knows, in speech, a space: a chat stays one line (each character on
+its own, so a break split across two chunks reads as it does whole)."""
 
 
 def _act(value: dict[str, object]) -> str:

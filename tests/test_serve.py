@@ -341,6 +341,8 @@ def test_bearer_token_and_cors(rex: Character, upstream: tuple[Scripted, str]) -
         other = httpx.options(base + "/v1/turn", headers={"Origin": "http://evil.example",
                               "Access-Control-Request-Method": "POST"}, timeout=T)  # fmt: skip
         assert "access-control-allow-origin" not in other.headers
+        cross = httpx.get(base + "/v1/info", headers={"Origin": "http://game.example"}, timeout=T)
+        assert cross.headers["access-control-expose-headers"].lower() == "retry-after"
 
 
 BAD_REQUESTS = [

@@ -17,7 +17,7 @@ from charfmt.diagnostics import CharfmtError
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
 
 EXITS: Final[tuple[str, str | None]] = (
-    "the server ran and was stopped (Ctrl-C stops it too: 130)",
+    "the server ran and was stopped (Ctrl-C: 130; SIGTERM stops it gracefully and ends with the signal, 143)",
     "the server could not start: the address cannot be bound (a port in use, an unknown host),"
     " or the --character/--scene file is invalid",
 )

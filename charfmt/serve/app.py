@@ -81,6 +81,7 @@ def create_app(settings: Settings) -> Starlette:
             Middleware(
                 CORSMiddleware, allow_origins=list(settings.cors), allow_methods=["GET", "POST"],
                 allow_headers=["authorization", "content-type", SESSION_HEADER],
+                expose_headers=["Retry-After"],  # a browser front end may read when to try again
             )
         )  # fmt: skip
 

@@ -370,6 +370,7 @@ def test_malformed_requests(
         r = httpx.post(base + "/v1/chat/completions", content=body, headers=json_type, timeout=T)
     assert r.status_code == status
     assert words in r.json()["error"]["message"]
+    assert r.json()["error"]["param"] != "say"  # (a /v1/turn field: this request has none)
     assert not upstream[0].requests
 
 

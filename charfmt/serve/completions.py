@@ -43,7 +43,7 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     user = body.get("user")
     key = request.headers.get(SESSION_HEADER) or (user if isinstance(user, str) else None)
     engine = await state.engine()
-    turn = player_turn(engine, say)
+    turn = player_turn(engine, say, "messages")  # (the last user message's content)
     call = Completion(state, engine, key, turn, options)
     call.history = None if key else history_from_messages(engine, messages)
     stream_options = body.get("stream_options")

@@ -126,12 +126,12 @@ def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:
     return key, say, constrained
 
 
-def player_turn(engine: Engine, say: str) -> UserTurn:
-    """The player's turn read by ``engine``, or a 400 about ``say``."""
+def player_turn(engine: Engine, say: str, param: str = "say") -> UserTurn:
+    """The player's turn read by ``engine``, or a 400 about the request's field ``param`` that held it."""
     try:
         return engine.player_turn(say)
     except CharfmtError as e:
-        raise HTTPFailure(400, str(e), "say") from None
+        raise HTTPFailure(400, str(e), param) from None
 
 
 def same_origin(origin: str, host: str | None) -> bool:

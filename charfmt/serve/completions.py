@@ -70,8 +70,7 @@ class Completion:
         self.model = engine.model
         self.id = f"chatcmpl-{state.next_id()}"
         self.created = int(time.time())
-        head = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
-        frame = sse({**head, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]})
+        frame = self.chunk({"content": ""})
         at = frame.index(b'"content":""') + len(b'"content":')
         self._text_frame = (frame[:at], frame[at + 2 :])
         """A text chunk's event around its text's JSON (in place of the empty text's ``""``)."""

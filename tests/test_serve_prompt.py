@@ -133,3 +133,44 @@ def test_the_system_prompt_is_rendered_again_only_when_its_template_changes(
     assert len(calls) == 2
     engine.request([], turn)
     assert len(calls) == 2
+
+
+def test_a_past_exchange_is_rendered_once_while_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import charfmt.render
+
+    calls: list[str] = []
+    real = charfmt.render.history_reply
+
+    def counted(reply: Any, tags: Any = None) -> str:
+        calls.append("reply")
+        return real(reply, tags) if tags is not None else real(reply)
+
+    monkeypatch.setattr(charfmt.render, "history_reply", counted)
+    engine = _engine()
+    engine.request([], engine.player_turn("hi"))  # the system prompt rendered (its examples' replies too)
+    calls.clear()
+    template = tmp_path / "user.j2"
+    template.write_text("stand-in for the template file", encoding="utf-8")
+    engine.prompter._user_template = template  # the file whose changes are watched
+    history: list[Exchange] = []
+    for k in range(4):  # a session's turns: the history grows by one exchange each turn
+        say = f"turn {k} S{k}R0 fix it"
+        engine.request(history, engine.player_turn(say))
+        history.append(_exchange(REX, say))
+    assert len(calls) == 3  # each past exchange once, though the last turn's prompt held three
+    stat = template.stat()
+    os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    engine.request(history, engine.player_turn("again"))
+    assert len(calls) == 3 + 4  # user.j2 changed: every past exchange rendered anew
+    engine.request(history, engine.player_turn("again"))
+    assert len(calls) == 7
+    _same(engine, history, "again")  # and the kept texts are those rendered whole
+
+
+def test_an_equal_exchange_that_is_another_object_is_rendered_for_itself() -> None:
+    engine = _engine()
+    one = _exchange(REX, "first S1R0")
+    other = _exchange(REX, "second S2R0")
+    _same(engine, [one], "next")
+    _same(engine, [other], "next")  # not the first one's texts, though the session's list is the same length
+    _same(engine, [other, one], "next")

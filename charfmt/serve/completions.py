@@ -45,6 +45,8 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     engine = await state.engine()
     turn = player_turn(engine, say, "messages")  # (the last user message's content)
     call = Completion(state, engine, key, turn, options)
+    if not key and messages:  # the front end's own history, read (a lump of work: paced as a turn's start)
+        await engine.pacer.turn()
     call.history = None if key else history_from_messages(engine, messages)
     stream_options = body.get("stream_options")
     call.usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True

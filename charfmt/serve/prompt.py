@@ -2,16 +2,21 @@
 
 The system prompt is the same for every turn of a character (or scene), and rendering it is
 most of a render: it is rendered once (``render_system``, ``Scene.render_system``) and again
-only when its template file changes. The history and the new turn are rendered by
-``render_messages`` (``Scene.render_messages``) as ever, from charfmt's own templates, with
-the templates folder ``prompt_stub/`` in front: it holds only an empty ``system.j2`` and
-``scene.j2``, so the system prompt is not rendered a second time (every other template is
-charfmt's, the folder being searched first). The cached prompt then takes the empty one's
-place, and the token budget is what it leaves.
+only when its template file changes. A character's past exchanges come back every turn of
+their session: each is rendered once (its user block, its reply as ``history_reply`` writes
+it) and kept while the session holds it, and again when ``user.j2`` changes; the new turn is
+rendered each time, and the oldest exchanges are left out to fit as ``render_messages`` leaves
+them out (``newest_exchanges``). The messages are exactly ``render_messages``'s (a test holds
+the two equal). A scene's history and turn are rendered by ``Scene.render_messages`` as ever.
+Both render from charfmt's own templates with the templates folder ``prompt_stub/`` in front:
+it holds only an empty ``system.j2`` and ``scene.j2``, so the system prompt is not rendered a
+second time (every other template is charfmt's, the folder being searched first). The cached
+prompt then takes the empty one's place, and the token budget is what it leaves.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import os
@@ -30,12 +35,15 @@ STUB: Final = Path(__file__).resolve().parent / "prompt_stub"
 
 Message = dict[str, str]
 
+PAST_KEPT: Final = 8192
+"""Past exchanges whose rendered texts are kept (the least recently used go first)."""
+
 
 class BadTurn(CharfmtError):
     """The player's turn cannot be sent (nothing to say, or it does not fit the context window)."""
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=16384)
 def count_tokens(text: str) -> int:
     """``estimate_tokens``, remembered: the system prompt and past exchanges come back every turn."""
     from charfmt.render import estimate_tokens  # noqa: PLC0415
@@ -63,18 +71,19 @@ class Prompter:
         self.scene = scene
         self.note = note
         self.budget = budget
-        self._template = resource_dir("prompts") / ("system.j2" if scene is None else "scene.j2")
+        prompts = resource_dir("prompts")
+        self._template = prompts / ("system.j2" if scene is None else "scene.j2")
+        self._user_template = prompts / "user.j2"
         self._stamp: tuple[int, int] | None = None
+        self._user_stamp: tuple[int, int] | None = None
         self._rendered = ""
         self._system = ""
+        self._past: collections.OrderedDict[int, tuple[Exchange, tuple[str, str]]] = collections.OrderedDict()
+        """Per past exchange (by identity; the exchange kept, so its id is not reused): its two texts."""
 
     def system(self) -> str:
         """The system prompt with the note, rendered again only when its template file changed."""
-        try:
-            info = os.stat(self._template)
-            stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
-        except OSError:  # no stamp: rendered each time (and rendering says what is wrong)
-            stamp = None
+        stamp = _stamp(self._template)
         if stamp is None or stamp != self._stamp:
             if self.scene is not None:
                 rendered = self.scene.render_system()
@@ -92,14 +101,40 @@ class Prompter:
         budget = self.budget - count_tokens(self.note)  # the rendered messages' share (the prompt's included)
         if self.scene is not None:
             return self._scene_messages(head, budget, history, turn)
-        from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
+        from charfmt._token_fit import newest_exchanges  # noqa: PLC0415
+        from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
 
-        try:  # the stub's empty prompt counts 0 tokens: what the real one needs comes off the budget
-            rest = budget - count_tokens(self._rendered)
-            rendered = render_messages(self.character, history, turn, templates=STUB, budget=rest, counter=count_tokens)
+        stamp = _stamp(self._user_template)
+        if stamp is None or stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
+            self._past.clear()
+            self._user_stamp = stamp
+        try:  # render_messages's steps, the past exchanges' texts kept from earlier turns
+            said = render_user_block(turn, templates=STUB)
+            pairs = [self._texts(exchange) for exchange in history]
+            if stamp is None:
+                self._past.clear()
+            pairs = newest_exchanges(self._rendered, said, pairs, budget=budget, counter=count_tokens)
         except BudgetError:
             raise BadTurn(f"the turn does not fit the context window: {self._budget_error(budget, turn)}") from None
-        return [head, *rendered["messages"][1:]]
+        out = [head]
+        for user, reply in pairs:
+            out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+        out.append({"role": "user", "content": said})
+        return out
+
+    def _texts(self, exchange: Exchange) -> tuple[str, str]:
+        """A past exchange's user block and reply as ``render_messages`` writes them; rendered once."""
+        kept = self._past.get(id(exchange))
+        if kept is not None and kept[0] is exchange:
+            self._past.move_to_end(id(exchange))
+            return kept[1]
+        from charfmt.render import history_reply, render_user_block  # noqa: PLC0415
+
+        texts = render_user_block(exchange.user, templates=STUB), history_reply(exchange.reply, self.character.tags)
+        self._past[id(exchange)] = (exchange, texts)
+        if len(self._past) > PAST_KEPT:
+            self._past.popitem(last=False)
+        return texts
 
     def _budget_error(self, budget: int, turn: UserTurn) -> str:
         """What ``render_messages`` says of ``turn`` not fitting ``budget`` with the prompt rendered in place."""
@@ -122,3 +157,12 @@ class Prompter:
             if not past:
                 raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
             del past[0]
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """A template file's modification time and size (``None`` where it cannot be read: render each time)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
 
 if TYPE_CHECKING:
@@ -168,6 +169,8 @@ class Engine:
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
         self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
         self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget)
+        self.pacer = Pacer()
+        """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         from charfmt.engines import request_fields  # noqa: PLC0415
@@ -221,7 +224,9 @@ class Engine:
         as the stream would have read it); ``cues=False``: no stage cues or sentences.
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
-        # worker thread it would hold the GIL as long, and add the handoff to every turn.
+        # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
+        # and the end wait for their pass of the loop: the chunks of other replies go first.
+        await self.pacer.turn()
         body = self.request(history, turn, constrained)
         _add_options(body, options)
         reading = _Reading(self, turn, events=events, cues=cues)
@@ -230,6 +235,7 @@ class Engine:
                 yield piece
         for piece in reading.close():
             yield piece
+        await self.pacer.turn()
         yield self._done(request_id or uuid.uuid4().hex, body, turn, reading)
 
     def _done(self, rid: str, body: dict[str, Any], turn: UserTurn, reading: _Reading) -> Done:

@@ -45,11 +45,12 @@ from charfmt.serve.inputs import query_token
 from charfmt.serve.state import ServerState
 from charfmt.serve.turn_stream import turn_sse, turn_ws
 from charfmt.serve.turns import reply_bounds
-from charfmt.serve.wire import HTTPFailure, error_body, error_response, failure_response
+from charfmt.serve.wire import SERVER_SEND, HTTPFailure, error_body, error_response, failure_response
 
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
+    from starlette.types import Receive, Scope, Send
 
     from charfmt.serve.settings import Settings
 
@@ -92,12 +93,20 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             await state.aclose()
 
-    app = Starlette(
+    app = _App(
         routes=routes, middleware=middleware, lifespan=lifespan,
         exception_handlers={404: _not_found, 405: _not_found},
     )  # fmt: skip
     app.state.charfmt = state
     return app
+
+
+class _App(Starlette):
+    """Starlette, the server's own ``send`` kept in the scope: an event stream sends its events straight to it."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[SERVER_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:

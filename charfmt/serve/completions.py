@@ -10,15 +10,15 @@ HTTP error (a 429 with its ``Retry-After``); one after it is an error chunk, the
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse
 
 from charfmt.serve.formats import Formatter, whole
 from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
 from charfmt.serve.turns import Done, Piece, Raw, history_from_messages
-from charfmt.serve.wire import NO_BUFFER, compact_json, error_body, failure, failure_response, sse, watch_disconnect
+from charfmt.serve.wire import EventStream, compact_json, error_body, failure, failure_response, sse, watch_disconnect
 from charfmt.speech import Sentence
 from charfmt.stage import StageCue
 
@@ -112,11 +112,11 @@ class Completion:
             await pieces.aclose()
             return failure_response(e)
         chunks = self._chunks(first, pieces, formatter)
-        return StreamingResponse(chunks, media_type="text/event-stream", headers=NO_BUFFER)
+        return EventStream(chunks)
 
     async def _chunks(
         self, first: Piece | None, pieces: AsyncGenerator[Piece, None], formatter: Formatter | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         yield self.chunk({"role": "assistant", "content": ""})
         sent: list[str] = []
         piece = first

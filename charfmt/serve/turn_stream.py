@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from starlette.responses import StreamingResponse
 from starlette.websockets import WebSocketDisconnect
 
 from charfmt.serve.inputs import json_object, player_turn, query_token, read_json, same_origin, turn_request
-from charfmt.serve.wire import NO_BUFFER, HTTPFailure, error_body, error_response, sse, watch_disconnect
+from charfmt.serve.wire import EventStream, HTTPFailure, error_body, error_response, sse, watch_disconnect
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -52,7 +51,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
         headers = {"Retry-After": str(retry)} if retry is not None else None
         return error_response(first["status"], first["error"]["message"], first["error"]["param"], headers)
 
-    async def events() -> AsyncIterator[bytes]:
+    async def events() -> AsyncGenerator[bytes, None]:
         if first is not None:
             yield sse(first)
         try:
@@ -61,7 +60,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
         finally:
             await objects.aclose()
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers=NO_BUFFER)
+    return EventStream(events())
 
 
 async def turn_ws(state: ServerState, ws: WebSocket) -> None:

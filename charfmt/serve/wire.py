@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.prompt import BadTurn
@@ -21,11 +21,15 @@ from charfmt.serve.upstream import UpstreamFailure
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+    from starlette.types import Receive, Scope, Send
 
 _T = TypeVar("_T")
 
 NO_BUFFER: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers of an event stream: no proxy or browser holds its events back."""
+
+SERVER_SEND: Final = "charfmt.server_send"
+"""The scope key of the ASGI server's own ``send``, past every middleware (``create_app``'s app sets it)."""
 
 _TYPES: Final = {
     400: "invalid_request_error",
@@ -94,6 +98,54 @@ def compact_json(obj: Any) -> str:
 def sse(obj: dict[str, Any]) -> bytes:
     """One server-sent event holding ``obj`` as strict JSON."""
     return b"data: " + _JSON.encode(obj).encode() + b"\n\n"
+
+
+class EventStream(Response):
+    """A ``text/event-stream`` answer, its events sent as they come; cancelled when the client goes away.
+
+    Starlette's ``StreamingResponse`` in what a stream of many small events needs: the start goes
+    through the middleware (CORS adds its headers there); each event then goes to the server's own
+    ``send`` (``SERVER_SEND``: no middleware reads a body), and one task watches for the client's
+    leaving, where ``StreamingResponse`` runs a task group of two per answer. When the client goes
+    away, the events stop (their generator closed: the upstream request with them), and the
+    answer ends quietly, as ``StreamingResponse``'s does.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, events: AsyncGenerator[bytes, None]) -> None:
+        self.events = events
+        self.status_code = 200
+        self.background = None
+        self.init_headers(NO_BUFFER)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        server_send: Send = scope.get(SERVER_SEND, send)
+        task = asyncio.current_task()
+        assert task is not None
+        streaming = True
+
+        async def watch() -> bool:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if streaming:
+                task.cancel()
+            return True
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for event in self.events:
+                await server_send({"type": "http.response.body", "body": event, "more_body": True})
+            await server_send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not (watcher.done() and not watcher.cancelled()):
+                raise  # not the client's leaving: the server's shutdown
+            task.uncancel()  # the client went away: the answer ends here
+        finally:
+            streaming = False
+            watcher.cancel()
+            await self.events.aclose()
 
 
 async def watch_disconnect(request: Request, work: Awaitable[_T]) -> _T:

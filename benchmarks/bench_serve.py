@@ -28,6 +28,9 @@ Run: .venv/bin/python benchmarks/bench_serve.py [--sessions 50] [--rounds 5] [--
 - Nothing lost or mixed: each session's streamed text must be the reply the upstream wrote for
   that session (it repeats the session's tag) in the server's format, every chunk accounted
   for, and its next turn's prompt must hold its own turns only.
+- To the first text: from the request's sending to the first text's arrival, through the server
+  minus directly (the server's request parsing, prompt rendering and upstream request, which a
+  burst of turns queues; the turns' starts are paced so that streaming replies go first).
 - Server CPU per reply: the server process's user + system time over a phase, per reply.
 - Memory per session: the canonical server's RSS growth over 2,000 sessions of one exchange
   each (``/v1/turn``, instant upstream), and ``tracemalloc`` of one session's history here.
@@ -268,6 +271,8 @@ class Phase:
 
     chunk: list[float] = field(default_factory=list)
     end: list[float] = field(default_factory=list)
+    first: list[float] = field(default_factory=list)
+    """From the request's sending to the first text's arrival (direct: the upstream's first chunk)."""
     lost: int = 0
     cpu_ms: float = float("nan")
     replies: int = 0
@@ -300,11 +305,14 @@ class Bench:
                 url, content, user = self.servers[fmt][1] + "/v1/chat/completions", say, {"user": session(fmt, i)}
             body = {"messages": [{"role": "user", "content": content}], "stream": True, **user}
             self.up.sent.pop(tag, None)
+            asked = time.perf_counter()
             try:
                 chunks = await stream(url, body)
             except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError):
                 out.lost += 1
                 return
+            if chunks:
+                out.first.append((chunks[0][0] - asked) * 1000)
             self.measure(out, fmt.partition("@")[0] if fmt and fmt != "proxy" else None, say, chunks)
 
         before = cpu_seconds(self.servers[fmt][0].pid) if fmt is not None else 0.0
@@ -439,6 +447,7 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[tuple[P
     med = statistics.median
     print("latency in ms: direct p50/p99, via charfmt serve p50/p99, added p50/p99 (median of rounds);"
           " server CPU per reply; lost or wrong replies")  # fmt: skip
+    first_rows: list[str] = []
     for (start, label), rounds in results.items():
         fmt = label.partition("@")[0]
         what = "end of reply" if fmt == "canonical" else "per chunk"
@@ -452,6 +461,13 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[tuple[P
         cpu, lost = med(row[4] for row in rows), sum(row[5] for row in rows)
         print(f"  {start:9} {label:14} ({what:12}): direct {d50:6.2f} / {d99:6.2f}, via {v50:6.2f} / {v99:6.2f},"
               f" added {a50:6.2f} / {a99:6.2f} ms; CPU {cpu:5.2f} ms a reply; lost {lost}")  # fmt: skip
+        firsts = [(pct(direct.first, 0.5), pct(direct.first, 0.99), pct(via.first, 0.5), pct(via.first, 0.99))
+                  for direct, via in rounds]  # fmt: skip
+        f50 = med(row[2] - row[0] for row in firsts)
+        f99 = med(row[3] - row[1] for row in firsts)
+        first_rows.append(f"  {start:9} {label:14}: added {f50:6.2f} / {f99:6.2f} ms")
+    print("to the first text (the request sent to the first text received), added p50/p99 (median of rounds):")
+    print("\n".join(first_rows))
     print("target: added p99 <= 5 ms per chunk at 50 concurrent sessions on 2 cores")
 
 

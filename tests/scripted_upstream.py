@@ -4,8 +4,9 @@
 its message repeats the player's words, so replies of different sessions differ), ``whole``
 (one ``chat.completion``), ``badsse``, ``slow``, ``cut`` (the connection drops mid-reply),
 ``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
-page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT) and
-``silent`` (headers, then nothing).
+page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT; ``say:``:
+nothing, then ``[DONE]``), ``silent`` (headers, then nothing) and ``pings`` (headers, then
+keep-alive comments for ever; ``stall``: the same after the reply's first chunk).
 """
 
 from __future__ import annotations
@@ -109,6 +110,12 @@ class Scripted:
                 return
             if mode == "silent":
                 await asyncio.sleep(60)
+            if mode == "stall":  # the reply's first chunk, then keep-alive comments for ever
+                yield chunk_event(text[:CHUNK])
+            if mode in ("pings", "stall"):  # keep-alive comments, never (another) event
+                while True:
+                    await asyncio.sleep(0.05)
+                    yield b": ping\n\n"
             if mode == "endless":
                 yield chunk_event('{"chats":[{"type":"C","order":1,"body":"<msg>')
                 while True:

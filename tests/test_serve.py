@@ -222,6 +222,8 @@ FAILURES = [
     ("cut", 502, "upstream"),
     ("silent", 504, "sent nothing for 0.5 s"),
     ("endless", 502, "more than the 300 tokens"),
+    ("pings", 504, "sent no event for 0.5 s (only comments)"),  # keep-alive comments are not a reply
+    ("say:", 502, "reply held no text"),  # [DONE] and nothing before it: never an empty answer
 ]
 
 
@@ -657,7 +659,128 @@ def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: 
             message = r.json()["error"]["message"]
             assert message.startswith("the upstream: cannot connect") and str(dead) not in message, message
             assert "127.0.0.1" not in message, message
+            ws_client = pytest.importorskip("websockets.sync.client")
+            from websockets.exceptions import InvalidStatus
+
+            ws_url = base.replace("http://", "ws://") + "/v1/turn/ws?token="
+            with ws_client.connect(ws_url + "s3cret-tok", close_timeout=2):
+                pass  # accepted: uvicorn's line names the URL it was opened with
+            with pytest.raises(InvalidStatus):
+                ws_client.connect(ws_url + "wrong-tok-77", close_timeout=2)  # refused (403): its line too
         finally:
             app.terminate()
             log = (app.stderr.read() if app.stderr else "") + (app.stdout.read() if app.stdout else "")
     assert "/v1/turn?" in log and "token=***" in log and "s3cret-tok" not in log, log
+    assert "WebSocket /v1/turn/ws?token=***" in log and "wrong-tok-77" not in log, log
+
+
+def test_a_stop_with_answers_under_way_ends_them_with_an_error_and_no_traceback(
+    upstream: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    """SIGTERM while one answer streams and one waits for its first event: after the grace period, each
+    client is told the server stops (503), the log says so, the server exits 143 with no traceback."""
+    import signal
+
+    upstream[0].mode = "stall"  # a first chunk, then keep-alive comments: the turns never end by themselves
+    log = tmp_path / "turns.jsonl"
+    cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--upstream", upstream[1] + "/v1",
+           "--port", "0", "--timeout", "60", "--log", str(log)]  # fmt: skip
+    seen: dict[str, str] = {}
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as app:
+        try:
+            assert app.stderr is not None
+            base = app.stderr.readline().split()[4]
+            chat = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+            def read(name: str, path: str, body: dict[str, Any]) -> None:
+                with httpx.stream("POST", base + path, json=body, timeout=30) as r:
+                    seen[name] = f"{r.status_code} " + "".join(r.iter_text())
+
+            import threading
+
+            readers = [threading.Thread(target=read, args=a) for a in (
+                ("turn", "/v1/turn", {"say": "hi"}), ("chat", "/v1/chat/completions", chat))]  # fmt: skip
+            for t in readers:
+                t.start()
+            deadline = time.monotonic() + 20
+            while len(upstream[0].requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)  # both answers under way
+            app.send_signal(signal.SIGTERM)
+            for t in readers:
+                t.join(30)
+            assert app.wait(30) == -signal.SIGTERM  # (a shell says 143)
+        finally:
+            app.kill()
+            err = app.stderr.read() if app.stderr else ""
+    assert "Traceback" not in err and "Exception in ASGI application" not in err, err
+    status, _, text = seen["turn"].partition(" ")  # no event yet (the first chunk makes none): the status says it
+    assert status == "503" and "server is stopping" in json.loads(text)["error"]["message"], seen
+    status, _, text = seen["chat"].partition(" ")  # streaming (its role chunk sent): an error chunk ends it
+    last = json.loads(text.strip().split("data: ")[-1])
+    assert status == "200" and last["error"]["code"] == 503 and "server is stopping" in last["error"]["message"]
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["status"], r["error"]) for r in rows] == [(503, "cancelled: the server stopped")] * 2
+
+
+def test_a_websocket_client_that_leaves_with_turns_waiting_cancels_the_upstream(
+    rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    """More turns than may wait are each refused with an error object (429), and the socket stays free
+    to see its client leave: the turn under way is cancelled at once."""
+    import socket
+    import struct
+
+    up = upstream[0]
+    up.mode = "stall"
+    ws_client = pytest.importorskip("websockets.sync.client")
+    with serve(rex, upstream, timeout=60) as base:
+        with ws_client.connect(base.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=2) as ws:
+            for _ in range(12):  # one under way, eight waiting, three refused
+                ws.send(json.dumps({"say": "hi"}))
+            refused = []
+            while len(refused) < 3:
+                obj = json.loads(ws.recv(timeout=T))
+                if obj["kind"] == "error":
+                    refused.append(obj)
+            assert all(o["status"] == 429 and "already waiting" in o["error"]["message"] for o in refused)
+            deadline = time.monotonic() + 5
+            while not up.requests and time.monotonic() < deadline:
+                time.sleep(0.02)  # the turn under way has reached the upstream
+            ws.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            ws.socket.close()  # the client goes away at once (a reset, no closing handshake)
+        deadline = time.monotonic() + 5
+        while up.cancelled < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert up.cancelled == 1 and len(up.requests) == 1
+
+
+def test_smaller_doors(rex: Character, upstream: tuple[Scripted, str], tmp_path: Path) -> None:
+    """The session header is a session key; ``?constrained=`` is 1/true/0/false; the Bearer scheme's case does
+    not matter; a --log that cannot be opened and too few --max-tokens are usage errors (exit 2)."""
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    with serve(rex, upstream, token="t0k") as base:
+        auth = {"Authorization": "bearer t0k"}
+        for bad in ("bad key", "x" * 200):
+            r = httpx.post(base + "/v1/chat/completions", json=chat, timeout=T,
+                           headers={**auth, "X-Charfmt-Session": bad})  # fmt: skip
+            assert r.status_code == 400 and r.json()["error"]["param"] == "x-charfmt-session", r.text
+            assert "the x-charfmt-session header is 1 to 128 characters" in r.json()["error"]["message"]
+        headers = {**auth, "X-Charfmt-Session": "p:1"}
+        ok = httpx.post(base + "/v1/chat/completions", json=chat, headers=headers, timeout=T)
+        assert ok.status_code == 200, ok.text
+        for flag, code in (("maybe", 400), ("yes", 400), ("TRUE", 200), ("0", 200)):
+            r = httpx.get(base + "/v1/turn", params={"say": "hi", "constrained": flag}, headers=auth, timeout=T)
+            assert r.status_code == code, (flag, r.text)
+            if code == 400:
+                assert r.json()["error"]["param"] == "constrained"
+        sent = [r.get("grammar") is not None for r in upstream[0].requests[-2:]]
+        assert sent == [True, False]  # TRUE: constrained; 0: not
+    serve_cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--upstream", "http://127.0.0.1:9/v1"]
+    for extra, words in ((["--log", str(tmp_path)], "argument --log: cannot open"),
+                         (["--log", str(tmp_path / "no" / "x.jsonl")], "argument --log: cannot open"),
+                         (["--max-tokens", "1"], "argument --max-tokens: max_tokens=1 is too small")):  # fmt: skip
+        p = subprocess.run([*serve_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
+        assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = subprocess.run([*serve_cmd, "--host", "999.1.1.1"], capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 1 and "cannot listen" in p.stderr and "warning" not in p.stderr, p.stderr

@@ -106,6 +106,7 @@ class _Upstream:
         user = body["messages"][-1]["content"]
         if "session A" not in user:
             self.log.append("start")
+            yield Delta('{"chats": [{"type": "E", "order": 1, "body": "ok"}]}', "stop")
             return
         yield Delta('{"chats": [{"type": "E", "order": 1, "body": "one ')
         await self.go.wait()

@@ -97,7 +97,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         character = next(iter(scene.cast.values()))
     else:
         character = load_character(args.character, DEFAULT_MAX_SIZE)
-    return Settings(
+    settings = Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
         api_key=api_key, api_key_env=key_env,
@@ -106,6 +106,25 @@ def settings_from(args: argparse.Namespace) -> Any:
         log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
         max_request_bytes=args.max_request_bytes,
     )  # fmt: skip
+    _usable(args, settings)
+    return settings
+
+
+def _usable(args: argparse.Namespace, settings: Any) -> None:
+    """Flags that cannot be served are usage errors (exit 2): too few --max-tokens for one reply, a --log
+    that cannot be opened (a directory, a missing folder, no permission)."""
+    from charfmt.serve.logs import TurnLog  # noqa: PLC0415
+    from charfmt.serve.turns import reply_bounds  # noqa: PLC0415
+
+    try:
+        reply_bounds(settings)
+    except CharfmtError as e:
+        args.parser.error(f"argument --max-tokens: {e}")
+    if settings.log is not None:
+        try:
+            TurnLog(settings.log).close()  # (created here if new, as the server would at its start)
+        except CharfmtError as e:
+            args.parser.error(f"argument --log: {e}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,9 +138,9 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     app = create_app(settings)
     _ready(settings)
+    sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
         print(f"charfmt serve: warning: listening on {args.host} with no --token", file=sys.stderr)
-    sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
         h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
@@ -129,9 +148,17 @@ def run(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
-    logging.getLogger("uvicorn.access").addFilter(_redact_tokens)
+    for name in ("uvicorn.access", "uvicorn.error"):  # HTTP lines; the WebSocket's, accepted or refused
+        logging.getLogger(name).addFilter(_redact_tokens)
+    state = app.state.charfmt
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            state.stopping = True  # a turn cut by the stop is logged as the server's, not the client's
+            super().handle_exit(sig, frame)
+
     with sock:
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])
     return 0
 
 
@@ -139,7 +166,7 @@ _TOKEN_IN_QUERY: Final = re.compile(r"(?i)([?&]token=)[^&\s\"]*")
 
 
 def _redact_tokens(record: logging.LogRecord) -> bool:
-    """The access log's lines with a ``?token=`` value (EventSource, WebSocket) written ``***``: never the secret."""
+    """Log lines with a ``?token=`` value (EventSource, WebSocket) written ``***``: never the secret."""
     if isinstance(record.args, tuple):
         record.args = tuple(_TOKEN_IN_QUERY.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
     if isinstance(record.msg, str):

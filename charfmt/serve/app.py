@@ -27,6 +27,7 @@ requests) and ``wire`` (errors, SSE); this module only puts them together.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,7 +46,7 @@ from charfmt.serve.inputs import query_token
 from charfmt.serve.state import ServerState
 from charfmt.serve.turn_stream import turn_sse, turn_ws
 from charfmt.serve.turns import reply_bounds
-from charfmt.serve.wire import SERVER_SEND, HTTPFailure, error_body, error_response, failure_response
+from charfmt.serve.wire import SERVER_SEND, STOPPING, HTTPFailure, error_body, error_response, failure_response
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -123,6 +124,13 @@ def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaita
             return await handler(state, request)
         except Exception as e:
             return failure_response(e)
+        except asyncio.CancelledError:  # the server stops (its grace period over) before the answer began
+            if not state.stopping:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return error_response(503, STOPPING)
 
     return run
 

@@ -17,8 +17,19 @@ from starlette.responses import JSONResponse
 
 from charfmt.serve.formats import Formatter, whole
 from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
+from charfmt.serve.sessions import check_key
 from charfmt.serve.turns import Done, Piece, Raw, history_from_messages
-from charfmt.serve.wire import EventStream, compact_json, error_body, failure, failure_response, sse, watch_disconnect
+from charfmt.serve.wire import (
+    STOPPING,
+    EventStream,
+    HTTPFailure,
+    compact_json,
+    error_body,
+    failure,
+    failure_response,
+    sse,
+    watch_disconnect,
+)
 from charfmt.speech import Sentence
 from charfmt.stage import StageCue
 
@@ -41,7 +52,10 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     messages, say, stream = chat_request(body, state.settings)
     options = front_options(body, messages)
     user = body.get("user")
-    key = request.headers.get(SESSION_HEADER) or (user if isinstance(user, str) else None)
+    header = request.headers.get(SESSION_HEADER)
+    if header is not None and (why := check_key(header)) is not None:
+        raise HTTPFailure(400, why.replace("a session key", f"the {SESSION_HEADER} header"), SESSION_HEADER)
+    key = header or (user if isinstance(user, str) else None)
     engine = await state.engine()
     turn = player_turn(engine, say, "messages")  # (the last user message's content)
     call = Completion(state, engine, key, turn, options)
@@ -112,7 +126,7 @@ class Completion:
             await pieces.aclose()
             return failure_response(e)
         chunks = self._chunks(first, pieces, formatter)
-        return EventStream(chunks)
+        return EventStream(chunks, sse(error_body(503, STOPPING)))
 
     async def _chunks(
         self, first: Piece | None, pieces: AsyncGenerator[Piece, None], formatter: Formatter | None

@@ -43,6 +43,8 @@ class ServerState:
         self._log: TurnLog | None = None
         self._ids = 0
         self._token = settings.token.encode() if settings.token else None
+        self.stopping = False
+        """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
             from charfmt.serve.logs import TurnLog  # noqa: PLC0415
 
@@ -57,7 +59,7 @@ class ServerState:
         """Whether ``header`` (``Authorization``) carries the ``--token`` (always, where none is set)."""
         if self._token is None:
             return True
-        if not header or not header.startswith("Bearer "):
+        if not header or header[:7].lower() != "bearer ":  # the scheme's case does not matter (RFC 9110)
             return False
         return hmac.compare_digest(header[7:].strip().encode(), self._token)
 
@@ -116,8 +118,10 @@ class ServerState:
                             self.sessions.add(session, piece.exchange)
                         self.log(piece, key, engine)
                     yield piece
-            except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn
-                if not ended:
+            except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
+                if not ended and self.stopping:
+                    self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
+                elif not ended:
                     self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
                 raise
             except Exception as e:

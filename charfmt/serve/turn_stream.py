@@ -13,12 +13,12 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from starlette.websockets import WebSocketDisconnect
 
 from charfmt.serve.inputs import json_object, player_turn, query_token, read_json, same_origin, turn_request
-from charfmt.serve.wire import EventStream, HTTPFailure, error_body, error_response, sse, watch_disconnect
+from charfmt.serve.wire import STOPPING, EventStream, HTTPFailure, error_body, error_response, sse, watch_disconnect
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -28,13 +28,23 @@ if TYPE_CHECKING:
     from charfmt.serve.state import ServerState
 
 
+_FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
+"""``?constrained=``'s values (``EventSource`` sends the query string; anything else is a 400)."""
+
+WAITING: Final = 8
+"""Turns a WebSocket may have waiting behind the one under way (more: an error object each)."""
+
+
 async def turn_sse(state: ServerState, request: Request) -> Response:
     """``POST /v1/turn`` (a JSON body) or ``GET /v1/turn?say=…`` (``EventSource``): the turn's objects as SSE."""
     if request.method == "GET":  # EventSource: the turn in the query string
         query = request.query_params
         body: dict[str, Any] = {"say": query.get("say"), "session": query.get("session")}
         if "constrained" in query:
-            body["constrained"] = query["constrained"] in ("1", "true")
+            flag = query["constrained"].lower()
+            if flag not in _FLAGS:
+                raise HTTPFailure(400, "'constrained' must be 1, true, 0 or false", "constrained")
+            body["constrained"] = _FLAGS[flag]
     else:
         body = await read_json(request, state.settings.max_request_bytes)
     key, say, constrained = turn_request(body)
@@ -60,7 +70,8 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
         finally:
             await objects.aclose()
 
-    return EventStream(events())
+    stopped = {"kind": "error", "status": 503, "session": key, **error_body(503, STOPPING)}
+    return EventStream(events(), sse(stopped))
 
 
 async def turn_ws(state: ServerState, ws: WebSocket) -> None:
@@ -76,7 +87,7 @@ async def turn_ws(state: ServerState, ws: WebSocket) -> None:
     await ws.accept()
     # One reader task takes every message as it comes, so a client that goes away mid-turn
     # cancels that turn (and its upstream request) at once; the turns of one socket run in order.
-    inbox: asyncio.Queue[str | None] = asyncio.Queue(maxsize=8)
+    inbox: asyncio.Queue[str | None] = asyncio.Queue(maxsize=WAITING)
     current: list[asyncio.Task[None]] = []
     listening = asyncio.ensure_future(_receive(ws, inbox, current))
     try:
@@ -102,7 +113,15 @@ async def _receive(ws: WebSocket, inbox: asyncio.Queue[str | None], current: lis
             text = message.get("text")
             if text is None:
                 text = (message.get("bytes") or b"").decode("utf-8", "replace")
-            await inbox.put(text)
+            if inbox.full():  # never wait to put: this task must stay free to see the client leave
+                why = f"{WAITING} turns are already waiting on this socket: wait for their replies"
+                error = {"kind": "error", "status": 429, "session": None, **error_body(429, why)}
+                try:
+                    await ws.send_text(json.dumps(error))
+                except (RuntimeError, WebSocketDisconnect):  # (closed meanwhile)
+                    break
+                continue
+            inbox.put_nowait(text)
     finally:
         for task in current:
             task.cancel()

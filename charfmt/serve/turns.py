@@ -233,6 +233,10 @@ class Engine:
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
             for piece in reading.feed(delta):
                 yield piece
+        if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
+            from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
+
+            raise UpstreamFailure(f"the upstream's reply held no text (finish reason: {reading.reason or 'none'})")
         for piece in reading.close():
             yield piece
         await self.pacer.turn()

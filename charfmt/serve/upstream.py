@@ -240,11 +240,16 @@ class HTTPUpstream:
             return
         stream = EventStream(reader, kind, budget)
         pending: bytes | None = first
+        loop = asyncio.get_running_loop()
+        heard = loop.time()  # the last event: comments (``: ping``) keep the socket busy, but say nothing
         while pending is not None:
             for delta in stream.feed(pending):
+                heard = loop.time()
                 yield delta
             if stream.done:
                 return
+            if loop.time() - heard > self.timeout:
+                raise self.fail(f"the server sent no event for {self.timeout:g} s (only comments)", 504)
             pending = await anext(chunks, None)
         for delta in stream.end():
             yield delta

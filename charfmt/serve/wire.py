@@ -28,6 +28,9 @@ _T = TypeVar("_T")
 NO_BUFFER: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers of an event stream: no proxy or browser holds its events back."""
 
+STOPPING: Final = "the server is stopping: try again when it is back"
+"""The error of an answer the server's stop cut short."""
+
 SERVER_SEND: Final = "charfmt.server_send"
 """The scope key of the ASGI server's own ``send``, past every middleware (``create_app``'s app sets it)."""
 
@@ -108,13 +111,16 @@ class EventStream(Response):
     ``send`` (``SERVER_SEND``: no middleware reads a body), and one task watches for the client's
     leaving, where ``StreamingResponse`` runs a task group of two per answer. When the client goes
     away, the events stop (their generator closed: the upstream request with them), and the
-    answer ends quietly, as ``StreamingResponse``'s does.
+    answer ends quietly, as ``StreamingResponse``'s does. When the server stops (its grace
+    period over, it cancels what is left), the events stop too, ``stopped`` is the last event
+    sent, and the answer ends as quietly: no traceback in the server's log.
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncGenerator[bytes, None]) -> None:
+    def __init__(self, events: AsyncGenerator[bytes, None], stopped: bytes) -> None:
         self.events = events
+        self.stopped = stopped
         self.status_code = 200
         self.background = None
         self.init_headers(NO_BUFFER)
@@ -139,9 +145,11 @@ class EventStream(Response):
                 await server_send({"type": "http.response.body", "body": event, "more_body": True})
             await server_send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if not (watcher.done() and not watcher.cancelled()):
-                raise  # not the client's leaving: the server's shutdown
-            task.uncancel()  # the client went away: the answer ends here
+            task.uncancel()  # the answer ends here: the client went away, or the server stops
+            streaming = False
+            if not (watcher.done() and not watcher.cancelled()):  # the server stops: say so, if it can be heard
+                with contextlib.suppress(Exception):
+                    await server_send({"type": "http.response.body", "body": self.stopped, "more_body": False})
         finally:
             streaming = False
             watcher.cancel()
@@ -161,6 +169,10 @@ async def watch_disconnect(request: Request, work: Awaitable[_T]) -> _T:
     watcher = asyncio.ensure_future(gone())
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # this request's own task cancelled (the server stops): the work with it
+        task.cancel()
+        await asyncio.wait({task})
+        raise
     finally:
         watcher.cancel()
     if not task.done():

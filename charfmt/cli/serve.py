@@ -54,7 +54,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N", help="the model's context window")
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                    help="seconds the upstream may stay silent (default 120)")  # fmt: skip
+                    help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
     sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN", help="allow this browser origin")
     sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")

@@ -44,7 +44,7 @@ class Settings:
     n_ctx: int = 8192
     """The upstream's context window: the prompt's token budget is what ``max_tokens`` leaves."""
     timeout: float = 120.0
-    """Seconds the upstream may stay silent."""
+    """Seconds the upstream may send no event (keep-alive comments do not count)."""
     token: str | None = None
     """Bearer token every ``/v1`` request must carry (``None``: no auth)."""
     cors: tuple[str, ...] = ()

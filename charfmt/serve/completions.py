@@ -48,6 +48,8 @@ SESSION_HEADER: Final = "x-charfmt-session"
 
 async def chat_completions(state: ServerState, request: Request) -> Response:
     """One chat-completions request: the turn run, the answer whole or streamed."""
+    engine = await state.engine()
+    await engine.pacer.turn()  # the request read (its JSON, the player's turn, a front end's history): paced
     body = await read_json(request, state.settings.max_request_bytes)
     messages, say, stream = chat_request(body, state.settings)
     options = front_options(body, messages)
@@ -56,11 +58,8 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     if header is not None and (why := check_key(header)) is not None:
         raise HTTPFailure(400, why.replace("a session key", f"the {SESSION_HEADER} header"), SESSION_HEADER)
     key = header or (user if isinstance(user, str) else None)
-    engine = await state.engine()
     turn = player_turn(engine, say, "messages")  # (the last user message's content)
     call = Completion(state, engine, key, turn, options)
-    if not key and messages:  # the front end's own history, read (a lump of work: paced as a turn's start)
-        await engine.pacer.turn()
     call.history = None if key else history_from_messages(engine, messages)
     stream_options = body.get("stream_options")
     call.usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True

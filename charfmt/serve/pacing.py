@@ -1,9 +1,10 @@
 """Pacing: the heavy steps of many turns taken one per event-loop iteration, so streams keep flowing.
 
-A turn has two lumps of work with nothing to wait on: its start (the prompt rendered, the
-upstream request written) and its end (the reply read strictly, its canonical form, the
-history kept). Fifty front ends that start (or end) at one instant would otherwise run fifty
-lumps back to back in one pass of the event loop, and every chunk of the replies already
+A turn has three lumps of work with nothing to wait on: its request read (the JSON, the
+player's turn, a front end's own history), its start (the prompt rendered, the upstream
+request written) and its end (the reply read strictly, its canonical form, the history
+kept). Fifty front ends that start (or end) at one instant would otherwise run fifty lumps
+back to back in one pass of the event loop, and every chunk of the replies already
 streaming, arrived meanwhile, would wait behind all of them. Through a :class:`Pacer`, each
 lump waits for its own pass: between two lumps the loop reads what arrived and forwards it.
 A lump runs as soon as the loop is free; when fifty arrive at once, the last one runs after

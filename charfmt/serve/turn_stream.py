@@ -37,6 +37,8 @@ WAITING: Final = 8
 
 async def turn_sse(state: ServerState, request: Request) -> Response:
     """``POST /v1/turn`` (a JSON body) or ``GET /v1/turn?say=…`` (``EventSource``): the turn's objects as SSE."""
+    engine = await state.engine()
+    await engine.pacer.turn()  # the request read (its JSON, the player's turn): paced
     if request.method == "GET":  # EventSource: the turn in the query string
         query = request.query_params
         body: dict[str, Any] = {"say": query.get("say"), "session": query.get("session")}
@@ -48,7 +50,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
     else:
         body = await read_json(request, state.settings.max_request_bytes)
     key, say, constrained = turn_request(body)
-    turn = player_turn(await state.engine(), say)
+    turn = player_turn(engine, say)
     objects = state.turn_objects(key, turn, constrained, state.next_id())
     try:
         first = await watch_disconnect(request, anext(objects, None))

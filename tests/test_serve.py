@@ -426,6 +426,7 @@ def test_playground_page_has_no_outside_url(rex: Character, upstream: tuple[Scri
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     assert "http://" not in r.text and "https://" not in r.text and "//cdn" not in r.text
     assert info["name"] == "Rex" and "pleased" in info["emotions"] and info["constrained"] is True
+    assert info["speech_tags"] == [spec.name for spec in rex.tags.with_role("speech")]  # the page's speech
 
 
 def test_whole_formats_of_one_reply(rex: Character) -> None:

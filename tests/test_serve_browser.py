@@ -106,6 +106,12 @@ def test_playground_shows_a_turn_in_chromium() -> None:
                     for name in ("name", "sprite", "speech", "cues", "sentences", "valid", "raw", "diagnostics")
                 }
                 shot = base64.b64decode(str(page.call("Page.captureScreenshot", format="png")["data"]))
+                # a log chat's text is narration, not speech; an error after the first event stays the status
+                logged = {"type": "I", "order": 2, "body": "Affection rose."}
+                up.mode = "say:" + json.dumps({"chats": [{"type": "C", "order": 1, "body": "<msg>Hm.</msg>"}, logged]})
+                later = _turn(page, "again", "done")
+                up.mode = "cut"
+                cut = _turn(page, "once more", "error")
             finally:
                 page.close()
     ARTIFACT.mkdir(exist_ok=True)
@@ -120,3 +126,16 @@ def test_playground_shows_a_turn_in_chromium() -> None:
     assert '"chats"' in str(text["raw"]) and text["diagnostics"] == ""
     assert up.requests and "hello Rex" in up.requests[0]["messages"][-1]["content"]
     assert shot.startswith(b"\x89PNG") and len(shot) > 1000
+    assert later["speech"] == "Hm." and later["narration"] == "Affection rose."
+    assert cut["status"] == "error" and "error 502" in str(cut["diagnostics"])
+
+
+def _turn(page: _Page, say: str, end: str) -> dict[str, object]:
+    """Send ``say`` from the page; once its status reads ``end``, what it shows."""
+    page.eval(f"send({json.dumps(say)})")
+    deadline = time.monotonic() + 60
+    while page.eval("document.getElementById('status').textContent") != end:
+        assert time.monotonic() < deadline, f"the turn did not end with {end!r} in the page"
+        time.sleep(0.05)
+    return {name: page.eval(f"document.getElementById('{name}').innerText")
+            for name in ("speech", "narration", "diagnostics", "status")}  # fmt: skip

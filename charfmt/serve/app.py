@@ -139,6 +139,7 @@ async def _info(state: ServerState, request: Request) -> Response:
     settings = state.settings
     c, scene = settings.character, settings.scene
     vocabulary = scene.vocabulary if scene is not None else c.vocabulary
+    tags = scene.tags if scene is not None else c.tags
     name = scene.name if scene is not None else c.name
     return JSONResponse(
         {
@@ -147,6 +148,7 @@ async def _info(state: ServerState, request: Request) -> Response:
             "reply_format": settings.reply_format, "constrained": settings.constrained,
             "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
             "speakers": scene.speakers if scene is not None else [c.name], "auth": settings.token is not None,
+            "speech_tags": [spec.name for spec in tags.with_role("speech")],
         }
     )  # fmt: skip
 

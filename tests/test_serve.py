@@ -328,8 +328,12 @@ def test_bearer_token_and_cors(rex: Character, upstream: tuple[Scripted, str]) -
         from websockets.exceptions import InvalidStatus
 
         url = base.replace("http://", "ws://") + "/v1/turn/ws"
-        with pytest.raises(InvalidStatus, match="403"):
-            ws_client.connect(url, open_timeout=T)
+        for wrong in ("", "?token=nope"):  # refused as the HTTP routes refuse: 401, an OpenAI-shaped error
+            with pytest.raises(InvalidStatus, match="401") as refused:
+                ws_client.connect(url + wrong, open_timeout=T)
+            answer = refused.value.response
+            assert json.loads(answer.body)["error"]["type"] == "authentication_error"
+            assert answer.headers["WWW-Authenticate"] == "Bearer"
         with ws_client.connect(url + "?token=s3cret", open_timeout=T) as ws:
             ws.send(json.dumps({"say": "hi"}))
             kinds = [json.loads(ws.recv(timeout=T))["kind"]]
@@ -667,7 +671,7 @@ def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: 
             with ws_client.connect(ws_url + "s3cret-tok", close_timeout=2):
                 pass  # accepted: uvicorn's line names the URL it was opened with
             with pytest.raises(InvalidStatus):
-                ws_client.connect(ws_url + "wrong-tok-77", close_timeout=2)  # refused (403): its line too
+                ws_client.connect(ws_url + "wrong-tok-77", close_timeout=2)  # refused (401): its line too
         finally:
             app.terminate()
             log = (app.stderr.read() if app.stderr else "") + (app.stdout.read() if app.stdout else "")

@@ -81,10 +81,10 @@ async def turn_ws(state: ServerState, ws: WebSocket) -> None:
     settings = state.settings
     origin = ws.headers.get("origin")
     if origin is not None and not same_origin(origin, ws.headers.get("host")) and origin not in settings.cors:
-        await ws.close(code=1008, reason="this Origin may not open a WebSocket (see --cors)")  # HTTP 403
+        await _refuse(ws, 403, "this Origin may not open a WebSocket (see --cors)")
         return
     if not state.authorized(ws.headers.get("authorization") or query_token(ws.query_params.get("token"))):
-        await ws.close(code=1008, reason="missing or wrong bearer token")
+        await _refuse(ws, 401, "missing or wrong bearer token (Authorization: Bearer ..., or ?token=)")
         return
     await ws.accept()
     # One reader task takes every message as it comes, so a client that goes away mid-turn
@@ -103,6 +103,16 @@ async def turn_ws(state: ServerState, ws: WebSocket) -> None:
         listening.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await listening
+
+
+async def _refuse(ws: WebSocket, status: int, message: str) -> None:
+    """Refuse the handshake as the HTTP routes refuse a request: the status and the OpenAI-shaped error
+    (where the server can answer a handshake with a response; else closed, which it sends as 403)."""
+    if "websocket.http.response" in ws.scope.get("extensions", {}):
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        await ws.send_denial_response(error_response(status, message, None, headers))
+    else:
+        await ws.close(code=1008, reason=message[:120])
 
 
 async def _receive(ws: WebSocket, inbox: asyncio.Queue[str | None], current: list[asyncio.Task[None]]) -> None:

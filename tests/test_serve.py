@@ -361,6 +361,8 @@ BAD_REQUESTS = [
     (b'{"messages": [{"role": "user", "content": "   "}]}', 400, "nothing to say"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "user": "a b"}', 400, "session key"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', 400, "'stream' must be"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "n": 3}', 400, "'n' must be 1"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "n": true}', 400, "'n' must be 1"),
     (b"\xff\xfe", 400, "not UTF-8"),
     (json.dumps({"messages": [{"role": "user", "content": "x" * 9000}]}).encode(), 400, "at most 8,000"),
     (json.dumps({"messages": [{"role": "user", "content": "x" * 70000}]}).encode(), 413, "at most 65,536"),
@@ -472,6 +474,8 @@ def test_cli_usage_errors_exit_2() -> None:
                          (["--upstream", "http://127.0.0.1:9/v1", "--port", "99999"], "--port"),
                          (["--upstream", "http://127.0.0.1:9/v1", "--api-key-env", "CF_NO_VAR"], "CF_NO_VAR"),
                          (["--upstream", "https://api.openai.com/v1", "--server", "openai"], "needs the model's name"),
+                         (["--upstream", "http://127.0.0.1:9/v1", "--cors", "http://localhost:3000/"], "not an origin"),
+                         (["--upstream", "http://127.0.0.1:9/v1", "--cors", "not an origin"], "not an origin"),
                          ):  # fmt: skip
         p = subprocess.run([*env_cmd, *extra], capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
@@ -612,6 +616,11 @@ def test_cross_site_requests_are_refused_without_cors(rex: Character, upstream: 
             with ws_client.connect(url, open_timeout=T, origin=origin) as ws:  # type: ignore[arg-type]
                 ws.send(json.dumps({"say": 1}))
                 assert json.loads(ws.recv(timeout=T))["status"] == 400
+    with serve(rex, upstream, cors=("*",)) as base:  # any origin, the WebSocket's too
+        url = base.replace("http://", "ws://") + "/v1/turn/ws"
+        with ws_client.connect(url, open_timeout=T, origin="http://evil.example") as ws:  # type: ignore[arg-type]
+            ws.send(json.dumps({"say": 1}))
+            assert json.loads(ws.recv(timeout=T))["status"] == 400
 
 
 def test_front_end_sampling_system_and_usage_reach_the_upstream(rex: Character, upstream: tuple[Scripted, str]) -> None:
@@ -741,14 +750,17 @@ def test_a_websocket_client_that_leaves_with_turns_waiting_cancels_the_upstream(
     ws_client = pytest.importorskip("websockets.sync.client")
     with serve(rex, upstream, timeout=60) as base:
         with ws_client.connect(base.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=2) as ws:
-            for _ in range(12):  # one under way, eight waiting, three refused
-                ws.send(json.dumps({"say": "hi"}))
+            for i in range(12):  # one under way, eight waiting, three refused
+                ws.send(json.dumps({"session": f"q{i}", "say": "hi"}))
             refused = []
             while len(refused) < 3:
-                obj = json.loads(ws.recv(timeout=T))
+                raw = ws.recv(timeout=T)
+                obj = json.loads(raw)
+                assert raw == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))  # compact, as SSE data
                 if obj["kind"] == "error":
                     refused.append(obj)
             assert all(o["status"] == 429 and "already waiting" in o["error"]["message"] for o in refused)
+            assert [o["session"] for o in refused] == ["q9", "q10", "q11"]  # which turns: the last three sent
             deadline = time.monotonic() + 5
             while not up.requests and time.monotonic() < deadline:
                 time.sleep(0.02)  # the turn under way has reached the upstream

@@ -56,7 +56,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
-    sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN", help="allow this browser origin")
+    sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
+                    help="allow this browser origin (http[s]://host[:port]; * any)")  # fmt: skip
     sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")
     sp.add_argument("--max-sessions", type=whole(1), default=1000, metavar="N", help="sessions kept (default 1000)")
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
@@ -83,6 +84,9 @@ def settings_from(args: argparse.Namespace) -> Any:
             if NAMED_SERVERS[args.server]:
                 args.parser.error(f"argument --model-name: --server {args.server} needs the model's name")
             print(f"charfmt serve: warning: no --model-name for --server {args.server}: its default", file=sys.stderr)
+    for origin in args.cors:  # as a browser sends it: scheme://host[:port], no path, no slash at the end
+        if origin != "*" and _ORIGIN.fullmatch(origin) is None:
+            args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")
     api_key = key_env = None
     if args.upstream is not None:
         key_env = args.api_key_env or API_KEY_ENV
@@ -161,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
         Server(config).run(sockets=[sock])
     return 0
 
+
+_ORIGIN: Final = re.compile(r"https?://[^/?#\s]+")
+"""What a browser's ``Origin`` header holds."""
 
 _TOKEN_IN_QUERY: Final = re.compile(r"(?i)([?&]token=)[^&\s\"]*")
 

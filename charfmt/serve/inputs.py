@@ -84,6 +84,9 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
 
     ``model`` is not forwarded: the upstream gets ``--model-name`` and the answer names the served model.
     """
+    n = body.get("n")
+    if n is not None and (isinstance(n, bool) or n != 1):
+        raise HTTPFailure(400, "'n' must be 1: the server answers with one choice", "n")
     options: dict[str, Any] = {}
     for name, (low, high) in _SAMPLING.items():
         value = body.get(name)

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.websockets import WebSocketDisconnect
 
 from charfmt.serve.inputs import json_object, player_turn, query_token, read_json, same_origin, turn_request
-from charfmt.serve.wire import STOPPING, EventStream, HTTPFailure, error_body, error_response, sse, watch_disconnect
+from charfmt.serve.wire import (
+    STOPPING,
+    EventStream,
+    HTTPFailure,
+    compact_json,
+    error_body,
+    error_response,
+    sse,
+    watch_disconnect,
+)
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -80,7 +88,8 @@ async def turn_ws(state: ServerState, ws: WebSocket) -> None:
     """``/v1/turn/ws``: for each ``{"session", "say"}`` message, the turn's objects, one message each."""
     settings = state.settings
     origin = ws.headers.get("origin")
-    if origin is not None and not same_origin(origin, ws.headers.get("host")) and origin not in settings.cors:
+    allowed = origin in settings.cors or "*" in settings.cors
+    if origin is not None and not same_origin(origin, ws.headers.get("host")) and not allowed:
         await _refuse(ws, 403, "this Origin may not open a WebSocket (see --cors)")
         return
     if not state.authorized(ws.headers.get("authorization") or query_token(ws.query_params.get("token"))):
@@ -89,7 +98,7 @@ async def turn_ws(state: ServerState, ws: WebSocket) -> None:
     await ws.accept()
     # One reader task takes every message as it comes, so a client that goes away mid-turn
     # cancels that turn (and its upstream request) at once; the turns of one socket run in order.
-    inbox: asyncio.Queue[str | None] = asyncio.Queue(maxsize=WAITING)
+    inbox: asyncio.Queue[str | None] = asyncio.Queue()  # (bounded by _receive: WAITING behind the turn under way)
     current: list[asyncio.Task[None]] = []
     listening = asyncio.ensure_future(_receive(ws, inbox, current))
     try:
@@ -125,11 +134,12 @@ async def _receive(ws: WebSocket, inbox: asyncio.Queue[str | None], current: lis
             text = message.get("text")
             if text is None:
                 text = (message.get("bytes") or b"").decode("utf-8", "replace")
-            if inbox.full():  # never wait to put: this task must stay free to see the client leave
+            under_way = 1 if current and not current[0].done() else 0
+            if inbox.qsize() + under_way > WAITING:  # never wait to put: this task must see the client leave
                 why = f"{WAITING} turns are already waiting on this socket: wait for their replies"
-                error = {"kind": "error", "status": 429, "session": None, **error_body(429, why)}
+                error = {"kind": "error", "status": 429, "session": _session_of(text), **error_body(429, why)}
                 try:
-                    await ws.send_text(json.dumps(error))
+                    await ws.send_text(compact_json(error))
                 except (RuntimeError, WebSocketDisconnect):  # (closed meanwhile)
                     break
                 continue
@@ -137,7 +147,16 @@ async def _receive(ws: WebSocket, inbox: asyncio.Queue[str | None], current: lis
     finally:
         for task in current:
             task.cancel()
-        inbox.put_nowait(None) if not inbox.full() else None
+        inbox.put_nowait(None)
+
+
+def _session_of(message: str) -> str | None:
+    """The session a WebSocket message names, where it is a JSON object naming one (for a refusal's answer)."""
+    try:
+        given = json_object(message, "the WebSocket message").get("session")
+    except HTTPFailure:
+        return None
+    return given if isinstance(given, str) else None
 
 
 async def _answer(state: ServerState, ws: WebSocket, message: str) -> None:
@@ -154,7 +173,7 @@ async def _answer(state: ServerState, ws: WebSocket, message: str) -> None:
         turn = player_turn(await state.engine(), say)
     except HTTPFailure as e:  # the same shape as a failed turn's: kind, status, session, error
         error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
-        await ws.send_text(json.dumps(error))
+        await ws.send_text(compact_json(error))
         return
     async for obj in state.turn_objects(key, turn, constrained, state.next_id()):
-        await ws.send_text(json.dumps(obj, ensure_ascii=False, allow_nan=False))
+        await ws.send_text(compact_json(obj))  # as each SSE event's data

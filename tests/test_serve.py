@@ -686,6 +686,7 @@ def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: 
             log = (app.stderr.read() if app.stderr else "") + (app.stdout.read() if app.stdout else "")
     assert "/v1/turn?" in log and "token=***" in log and "s3cret-tok" not in log, log
     assert "WebSocket /v1/turn/ws?token=***" in log and "wrong-tok-77" not in log, log
+    assert "failed: 502 the upstream: cannot connect" in log, log  # the console says why a turn failed
 
 
 def test_a_stop_with_answers_under_way_ends_them_with_an_error_and_no_traceback(

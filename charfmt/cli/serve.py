@@ -154,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     for name in ("uvicorn.access", "uvicorn.error"):  # HTTP lines; the WebSocket's, accepted or refused
         logging.getLogger(name).addFilter(_redact_tokens)
+    console = logging.getLogger("charfmt.serve")  # failed turns, in uvicorn's form beside its lines
+    console.handlers, console.propagate = list(logging.getLogger("uvicorn.error").handlers), False
+    console.setLevel(logging.INFO)
     state = app.state.charfmt
 
     class Server(uvicorn.Server):

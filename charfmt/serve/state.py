@@ -11,10 +11,11 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.events import Event
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.userinput import UserTurn
+
+
+CONSOLE: Final = logging.getLogger("charfmt.serve")
+"""Where a failed turn is said (``charfmt serve`` writes it beside uvicorn's lines): its status and why."""
 
 
 class ServerState:
@@ -175,7 +180,12 @@ class ServerState:
         }  # fmt: skip
 
     def log_failure(self, rid: str, key: str | None, engine: Engine, status: int, message: str) -> None:
-        """Log a turn that gave no reply: ``text`` null (``charfmt report``: no reply), ``error``, ``status``."""
+        """Log a turn that gave no reply: ``text`` null (``charfmt report``: no reply), ``error``, ``status``.
+
+        The console says it too (a client that left: at ``INFO``; any other failure: ``WARNING``).
+        """
+        level = logging.INFO if status == 499 else logging.WARNING
+        CONSOLE.log(level, "turn %s (session %s) failed: %d %s", rid, key or "-", status, message)
         if self._log is None:
             return
         self._log.write(

@@ -55,8 +55,8 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     options = front_options(body, messages)
     user = body.get("user")
     header = request.headers.get(SESSION_HEADER)
-    if header is not None and (why := check_key(header)) is not None:
-        raise HTTPFailure(400, why.replace("a session key", f"the {SESSION_HEADER} header"), SESSION_HEADER)
+    if header is not None and (why := check_key(header, f"the {SESSION_HEADER} header")) is not None:
+        raise HTTPFailure(400, why, SESSION_HEADER)
     key = header or (user if isinstance(user, str) else None)
     turn = player_turn(engine, say, "messages")  # (the last user message's content)
     call = Completion(state, engine, key, turn, options)

@@ -105,14 +105,12 @@ class Prompter:
         from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
-        if stamp is None or stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
+        if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
             self._past.clear()
             self._user_stamp = stamp
         try:  # render_messages's steps, the past exchanges' texts kept from earlier turns
             said = render_user_block(turn, templates=STUB)
             pairs = [self._texts(exchange) for exchange in history]
-            if stamp is None:
-                self._past.clear()
             pairs = newest_exchanges(self._rendered, said, pairs, budget=budget, counter=count_tokens)
         except BudgetError:
             raise BadTurn(f"the turn does not fit the context window: {self._budget_error(budget, turn)}") from None
@@ -131,6 +129,8 @@ class Prompter:
         from charfmt.render import history_reply, render_user_block  # noqa: PLC0415
 
         texts = render_user_block(exchange.user, templates=STUB), history_reply(exchange.reply, self.character.tags)
+        if self._user_stamp is None:  # user.j2 unreadable (rendering says so): nothing kept
+            return texts
         self._past[id(exchange)] = (exchange, texts)
         if len(self._past) > PAST_KEPT:
             self._past.popitem(last=False)

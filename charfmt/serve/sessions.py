@@ -79,8 +79,8 @@ class SessionStore:
         return self._sessions.pop(key, None) is not None
 
 
-def check_key(key: str) -> str | None:
-    """Why ``key`` cannot name a session, or ``None`` when it can."""
+def check_key(key: str, what: str = "a session key") -> str | None:
+    """Why ``key`` cannot name a session, or ``None`` when it can (``what``: how the message names it)."""
     if KEY.fullmatch(key) is None:
-        return f"a session key is 1 to {MAX_KEY} characters of letters, digits and ._:@+/=- (got {key[:40]!r})"
+        return f"{what} is 1 to {MAX_KEY} characters of letters, digits and ._:@+/=- (got {key[:40]!r})"
     return None

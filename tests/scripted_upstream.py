@@ -5,7 +5,7 @@ its message repeats the player's words, so replies of different sessions differ)
 (one ``chat.completion``), ``badsse``, ``slow``, ``cut`` (the connection drops mid-reply),
 ``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
 page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT; ``say:``:
-nothing, then ``[DONE]``), ``silent`` (headers, then nothing) and ``pings`` (headers, then
+nothing, then ``[DONE]``), ``mute`` (no answer at all), ``silent`` (headers, then nothing) and ``pings`` (headers, then
 keep-alive comments for ever; ``stall``: the same after the reply's first chunk).
 """
 
@@ -92,6 +92,8 @@ class Scripted:
             return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "7"})
         if mode == "html":
             return HTMLResponse("<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", 502)
+        if mode == "mute":  # the request read, and no answer (not even its head) for a minute
+            await asyncio.sleep(60)
         if mode == "whole":
             message = {"role": "assistant", "content": text}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}

@@ -12,8 +12,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from charfmt._http_client import (
+    Budget,
     Delta,
+    EventStream,
     JSONDepthError,
+    LineSplitter,
     ReplyReader,
     UpstreamError,
     lines,
@@ -123,3 +126,81 @@ def test_the_shortcut_is_taken_for_the_usual_chunks() -> None:
         assert reader.chunk(raw) == Delta(delta.get("content") or "")
     odd = b'{"choices": [{"delta": {"content": "a\xffb"}}]}'
     assert reader.chunk(odd).piece is not None and reader.chunk(odd).piece.notes[0][0] == "CF961"  # type: ignore[union-attr]
+
+
+# --- an event stream: whole packets of ``data:`` events read as the bytes one by one are -------------
+
+_EVENT_PARTS = st.sampled_from(
+    [
+        b'data: {"choices": [{"index": 0, "delta": {"content": "ab"}, "finish_reason": null}]}\n\n',
+        b'data:{"choices": [{"delta": {"content": "c\\nd"}}]}\n\n',  # no space after the colon
+        b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\n',
+        b'data: {"choices": [{"delta": {"content": "x"}}]}\r\n\r\n',  # CRLF: the line splitter's
+        b'data: {"choices": [{"delta": {"content": "e"}}]}\n',  # half an event: its blank line later
+        b"\n",
+        b": ping\n\n",  # a keep-alive comment
+        b'data: {"choices": [\ndata: {"delta": {"content": "m"}}]}\n\n',  # data over two lines
+        b'data: {"choices": [\rdata: {"delta": {"content": "r"}}]}\n\n',  # two lines, the first ended by CR
+        b"\r",
+        b'data: {"error": {"message": "overloaded"}}\n\n',
+        b"data: {not json\n\n",
+        b"data: \n\n",
+        b"event: x\nid: 1\n\n",
+        b"data: [DONE]\n\n",
+        b'data: {"choices": []}\n\n',  # a usage chunk
+        b"oops\n\n",
+    ]
+)
+
+
+def _read_stream(chunks: list[bytes], lines_budget: int, tokens: int) -> list[object]:
+    """What an ``EventStream`` fed ``chunks`` gives: each delta, then ``done``, or the error it ended with."""
+    reader = ReplyReader(UpstreamError)
+    stream = EventStream(reader, "text/event-stream", Budget(tokens=tokens, chars=1000, lines=lines_budget))
+    out: list[object] = []
+    try:
+        for chunk in chunks:
+            out.extend(stream.feed(chunk))
+            if stream.done:
+                return [*out, "done"]
+        out.extend(stream.end())
+    except UpstreamError as e:
+        out.append(f"error: {e}")
+    return out
+
+
+@given(
+    st.lists(_EVENT_PARTS, max_size=10),
+    st.lists(st.integers(min_value=0, max_value=2000), max_size=6),
+    st.integers(min_value=1, max_value=30),
+    st.integers(min_value=1, max_value=6),
+)
+def test_packets_read_as_the_same_bytes_one_at_a_time(
+    parts: list[bytes], cuts: list[int], lines_budget: int, tokens: int
+) -> None:
+    """``EventStream.feed``'s shortcut for packets of whole ``data:`` events: the same deltas, the same
+    end (``[DONE]``) and the same error at the same place (a bad event, a budget passed) as the
+    general path, which a stream fed a byte at a time always takes."""
+    data = b"".join(parts)
+    points = [0, *sorted(c for c in cuts if c <= len(data)), len(data)]
+    packets = [data[a:b] for a, b in itertools.pairwise(points)]  # as a server's writes may arrive
+    by_byte = [data[i : i + 1] for i in range(len(data))]
+    assert _read_stream(packets, lines_budget, tokens) == _read_stream(by_byte, lines_budget, tokens)
+    assert _read_stream(parts, lines_budget, tokens) == _read_stream(by_byte, lines_budget, tokens)
+
+
+def test_the_packet_shortcut_is_taken_for_whole_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above compares two paths: a packet of whole ``data:`` events never reaches the line splitter."""
+    event = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
+    split: list[bytes] = []
+    real = LineSplitter.feed
+
+    def spy(self: LineSplitter, chunk: bytes) -> list[bytes]:
+        split.append(chunk)
+        return real(self, chunk)
+
+    monkeypatch.setattr(LineSplitter, "feed", spy)
+    assert _read_stream([event * 2, event], 100, 10) == [Delta("hi")] * 3
+    assert split == []
+    assert _read_stream([event[:9], event[9:]], 100, 10) == [Delta("hi")]
+    assert split == [event[:9], event[9:]]

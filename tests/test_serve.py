@@ -221,6 +221,7 @@ FAILURES = [
     ("badsse", 502, "not an OpenAI chat completion stream"),
     ("cut", 502, "upstream"),
     ("silent", 504, "sent nothing for 0.5 s"),
+    ("mute", 504, "sent nothing for 0.5 s"),  # not even the answer's head
     ("endless", 502, "more than the 300 tokens"),
     ("pings", 504, "sent no event for 0.5 s (only comments)"),  # keep-alive comments are not a reply
     ("say:", 502, "reply held no text"),  # [DONE] and nothing before it: never an empty answer

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from starlette.responses import JSONResponse
 
+from charfmt.events import Event
 from charfmt.serve.formats import Formatter, whole
 from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
 from charfmt.serve.sessions import check_key
-from charfmt.serve.turns import Done, Piece, Raw, history_from_messages
+from charfmt.serve.turns import Done, Piece, history_from_messages
 from charfmt.serve.wire import (
     STOPPING,
     EventStream,
@@ -30,8 +31,6 @@ from charfmt.serve.wire import (
     sse,
     watch_disconnect,
 )
-from charfmt.speech import Sentence
-from charfmt.stage import StageCue
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -115,41 +114,43 @@ class Completion:
         formatter = None
         if self.format != "canonical":
             formatter = Formatter(self.format, self.engine.tags, speakers=self.scene)
-        pieces = self.state.turn_pieces(
+        batches = self.state.turn_batches(
             self.key, self.history, self.turn, None, self.id, events=formatter is not None, cues=False,
             options=self.options,
         )  # fmt: skip
         try:
-            first = await watch_disconnect(request, anext(pieces, None))
+            first = await watch_disconnect(request, anext(batches, None))
         except Exception as e:
-            await pieces.aclose()
+            await batches.aclose()
             return failure_response(e)
-        chunks = self._chunks(first, pieces, formatter)
+        chunks = self._chunks(first, batches, formatter)
         return EventStream(chunks, sse(error_body(503, STOPPING)))
 
     async def _chunks(
-        self, first: Piece | None, pieces: AsyncGenerator[Piece, None], formatter: Formatter | None
+        self, first: list[Piece] | None, batches: AsyncGenerator[list[Piece], None], formatter: Formatter | None
     ) -> AsyncGenerator[bytes, None]:
+        """The answer's events: a batch of the turn's pieces in one chunk (what its events show, together)."""
         yield self.chunk({"role": "assistant", "content": ""})
         sent: list[str] = []
-        piece = first
+        batch = first
         try:
-            while piece is not None:
-                if isinstance(piece, Done):  # the last piece: the end's events go in one write
-                    yield b"".join([*self._end(piece, "".join(sent)), b"data: [DONE]\n\n"])
+            while batch is not None:
+                done = batch[-1]
+                if isinstance(done, Done):  # the last batch: the end's events go in one write
+                    yield b"".join([*self._end(done, "".join(sent)), b"data: [DONE]\n\n"])
                     return
-                if formatter is not None and not isinstance(piece, Raw | Sentence | StageCue):
-                    text = formatter.feed(piece)
+                if formatter is not None:
+                    text = "".join([formatter.feed(piece) for piece in batch if isinstance(piece, Event)])
                     if text:
                         sent.append(text)
                         yield self.text_chunk(text)
-                piece = await anext(pieces, None)
+                batch = await anext(batches, None)
         except Exception as e:
             status, message, param, _ = failure(e)
             yield sse(error_body(status, message, param))
             return
         finally:
-            await pieces.aclose()
+            await batches.aclose()
         yield b"data: [DONE]\n\n"
 
     def _end(self, done: Done, so_far: str) -> list[bytes]:

@@ -101,28 +101,30 @@ class ServerState:
             self._log.close()
             self._log = None
 
-    async def turn_pieces(
+    async def turn_batches(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn, constrained: bool | None, rid: str,
         *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
-    ) -> AsyncGenerator[Piece, None]:  # fmt: skip
-        """The pieces of one turn in session ``key`` (or with ``history`` given); the exchange kept, the turn logged."""
+    ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
+        """The pieces of one turn in session ``key`` (or with ``history`` given), in the engine's batches
+        (``Engine.turn_batches``); the exchange kept, the turn logged."""
         engine = await self.engine()
         session = self.sessions.get(key) if key else None
         lock = session.lock if session is not None else contextlib.nullcontext()
         async with lock:
             past = session.history if session is not None else (history or [])
-            pieces = engine.turn(
+            batches = engine.turn_batches(
                 list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
             )
             ended = False
             try:
-                async for piece in pieces:
-                    if isinstance(piece, Done):
+                async for batch in batches:
+                    done = batch[-1]
+                    if isinstance(done, Done):
                         ended = True
-                        if session is not None and piece.exchange.reply.chats:
-                            self.sessions.add(session, piece.exchange)
-                        self.log(piece, key, engine)
-                    yield piece
+                        if session is not None and done.exchange.reply.chats:
+                            self.sessions.add(session, done.exchange)
+                        self.log(done, key, engine)
+                    yield batch
             except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
                 if not ended and self.stopping:
                     self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
@@ -133,38 +135,44 @@ class ServerState:
                 status, message, _, _ = failure(e)
                 self.log_failure(rid, key, engine, status, message)
                 raise
+            finally:
+                await batches.aclose()
 
     async def run_turn(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn, rid: str,
         options: dict[str, Any] | None = None,
     ) -> Done:  # fmt: skip
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer)."""
-        done: Done | None = None
-        async for piece in self.turn_pieces(key, history, turn, None, rid, events=False, cues=False, options=options):
-            if isinstance(piece, Done):
-                done = piece
-        assert done is not None
+        done: Piece | None = None
+        async for batch in self.turn_batches(key, history, turn, None, rid, events=False, cues=False, options=options):
+            done = batch[-1]
+        assert isinstance(done, Done)
         return done
 
     async def turn_objects(
         self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """``/v1/turn``'s JSON objects: events, cues and sentences in order, then the reply (or an error)."""
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
+        reply (or an error, alone in its batch)."""
         engine = await self.engine()
         try:
-            async for piece in self.turn_pieces(key, None, turn, constrained, rid):
-                if isinstance(piece, Raw):
-                    continue
-                if isinstance(piece, Done):
-                    yield self.reply_object(piece, key, engine)
-                elif isinstance(piece, Sentence):
-                    yield {"kind": "sentence", **piece.to_dict()}
-                elif isinstance(piece, Event):
-                    yield piece.to_dict()
-                else:
-                    yield {"kind": "stage", "cue": piece.to_dict()}
+            async for batch in self.turn_batches(key, None, turn, constrained, rid):
+                objects = [self._object(piece, key, engine) for piece in batch if not isinstance(piece, Raw)]
+                if objects:
+                    yield objects
         except Exception as e:
-            yield error_object(e, key)
+            yield [error_object(e, key)]
+
+    def _object(self, piece: Piece, key: str | None, engine: Engine) -> dict[str, Any]:
+        """One piece of a turn as ``/v1/turn`` sends it."""
+        if isinstance(piece, Done):
+            return self.reply_object(piece, key, engine)
+        if isinstance(piece, Sentence):
+            return {"kind": "sentence", **piece.to_dict()}
+        if isinstance(piece, Event):
+            return piece.to_dict()
+        assert not isinstance(piece, Raw)
+        return {"kind": "stage", "cue": piece.to_dict()}
 
     def reply_object(self, done: Done, key: str | None, engine: Engine) -> dict[str, Any]:
         """``/v1/turn``'s last object: the reply, canonical and in the reply format, raw, diagnosed, timed."""

@@ -65,18 +65,19 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
     except BaseException:
         await objects.aclose()
         raise
-    if first is not None and first["kind"] == "error":  # nothing sent yet: the failure is the answer's status
+    if first is not None and first[0]["kind"] == "error":  # nothing sent yet: the failure is the answer's status
         await objects.aclose()
-        retry = first.get("retry_after")
+        error = first[0]
+        retry = error.get("retry_after")
         headers = {"Retry-After": str(retry)} if retry is not None else None
-        return error_response(first["status"], first["error"]["message"], first["error"]["param"], headers)
+        return error_response(error["status"], error["error"]["message"], error["error"]["param"], headers)
 
-    async def events() -> AsyncGenerator[bytes, None]:
+    async def events() -> AsyncGenerator[bytes, None]:  # a batch of objects: its events in one write
         if first is not None:
-            yield sse(first)
+            yield b"".join(map(sse, first))
         try:
-            async for obj in objects:
-                yield sse(obj)
+            async for batch in objects:
+                yield b"".join(map(sse, batch))
         finally:
             await objects.aclose()
 
@@ -175,5 +176,6 @@ async def _answer(state: ServerState, ws: WebSocket, message: str) -> None:
         error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
         await ws.send_text(compact_json(error))
         return
-    async for obj in state.turn_objects(key, turn, constrained, state.next_id()):
-        await ws.send_text(compact_json(obj))  # as each SSE event's data
+    async for batch in state.turn_objects(key, turn, constrained, state.next_id()):
+        for obj in batch:
+            await ws.send_text(compact_json(obj))  # as each SSE event's data

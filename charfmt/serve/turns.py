@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -223,6 +223,33 @@ class Engine:
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences.
         """
+        batches = self.turn_batches(
+            history, turn, constrained=constrained, request_id=request_id, events=events, cues=cues, options=options
+        )
+        try:
+            async for batch in batches:
+                for piece in batch:
+                    yield piece
+        finally:
+            await batches.aclose()
+
+    async def turn_batches(
+        self,
+        history: list[Exchange],
+        turn: UserTurn,
+        *,
+        constrained: bool | None = None,
+        request_id: str | None = None,
+        events: bool = True,
+        cues: bool = True,
+        options: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[list[Piece], None]:
+        """``turn``'s pieces in batches: those each piece of the model's text makes certain, in one list.
+
+        What a server sends at once: one write for all that a chunk of the model's reply brings,
+        and one step through the layers between the model and the front end, not one a piece.
+        The last batch is ``[Done]``.
+        """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
@@ -230,17 +257,21 @@ class Engine:
         body = self.request(history, turn, constrained)
         _add_options(body, options)
         reading = _Reading(self, turn, events=events, cues=cues)
+        feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
-            for piece in reading.feed(delta):
-                yield piece
+            if delta.text:
+                yield feed(delta)
+            elif delta.reason:
+                reading.reason = delta.reason
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
 
             raise UpstreamFailure(f"the upstream's reply held no text (finish reason: {reading.reason or 'none'})")
-        for piece in reading.close():
-            yield piece
+        rest = reading.close()
+        if rest:
+            yield rest
         await self.pacer.turn()
-        yield self._done(request_id or uuid.uuid4().hex, body, turn, reading)
+        yield [self._done(request_id or uuid.uuid4().hex, body, turn, reading)]
 
     def _done(self, rid: str, body: dict[str, Any], turn: UserTurn, reading: _Reading) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""

@@ -150,7 +150,7 @@ class HTTPUpstream:
             aiohttp = self._aiohttp
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
-                timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout, sock_read=self.timeout),
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.timeout),  # silence: ``_Body``'s
                 headers=self._headers, auto_decompress=False,
                 max_line_size=MAX_HEAD_LINE, max_field_size=MAX_HEAD_LINE, max_headers=MAX_HEADS,
             )  # fmt: skip
@@ -180,17 +180,46 @@ class HTTPUpstream:
         """
         aiohttp = self._aiohttp
         budget = Budget.for_tokens(max_tokens)
+        reader = self._reader
         try:
-            response = await self._client().post(
-                self.url, data=_encoded(body), allow_redirects=False, proxy=self._proxy
-            )
-            chunks = _counted(response.content.iter_any(), budget.bytes)  # identity-encoded (checked): the raw bytes
-            unwatch = _watch_connection(aiohttp, response)
+            async with asyncio.timeout(self.timeout):  # the request sent and the answer's head read
+                response = await self._client().post(
+                    self.url, data=_encoded(body), allow_redirects=False, proxy=self._proxy
+                )
+            reply = _Body(self, response, budget.bytes)
             try:
-                async for delta in self._read(response, chunks, budget):
-                    yield delta
+                reader.check_headers(list(response.raw_headers))
+                if response.status >= 300:
+                    raise await self._error(response, reply)
+                kind = reader.body_kind(response.headers)
+                if kind == "text/html":
+                    raise self.fail(f"the server answered with an HTML page, not a chat completion{_title(b'')}")
+                first = b""
+                while chunk := await reply.read():  # the first bytes say which of the two shapes this is
+                    first += chunk
+                    if first.strip() or len(first) > MAX_LINE:
+                        break
+                if reader.is_completion(first, kind):
+                    whole = bytearray(first)
+                    while chunk := await reply.read():
+                        reply.hear()  # (a whole completion: each of its bytes is heard)
+                        reader.gather(whole, chunk)
+                    yield reader.completion(bytes(whole))
+                else:
+                    stream = EventStream(reader, kind, budget)
+                    pending = first
+                    while pending:
+                        for delta in stream.feed(pending):
+                            reply.hear()
+                            yield delta
+                        if stream.done:
+                            break
+                        pending = await reply.read()
+                    else:
+                        for delta in stream.end():
+                            yield delta
             except BaseException:  # a failure, the client gone (cancelled): the request closed now
-                unwatch()
+                reply.close()
                 response.close()
                 raise
         except UpstreamFailure:
@@ -199,16 +228,17 @@ class HTTPUpstream:
             raise self.fail(str(e)) from None
         except (aiohttp.ClientError, TimeoutError) as e:
             raise self.fail(*_transport_failure(aiohttp, e, self.timeout)) from None
-        task = asyncio.ensure_future(self._finish(response, chunks, unwatch))
+        task = asyncio.ensure_future(self._finish(response, reply))
         self._finishing.add(task)
         task.add_done_callback(self._finishing.discard)
 
-    async def _finish(self, response: Any, chunks: AsyncIterator[bytes], unwatch: Callable[[], None]) -> None:
+    async def _finish(self, response: Any, reply: _Body) -> None:
         """Read the rest of an answer already complete (bounded) and close it: the connection kept when it ended."""
+        reply.quiet()
         try:
             async with asyncio.timeout(DRAIN_SECONDS):
                 left = DRAIN_BYTES
-                async for chunk in chunks:
+                while chunk := await reply.read():
                     left -= len(chunk)
                     if left < 0:
                         response.close()
@@ -216,47 +246,13 @@ class HTTPUpstream:
         except (TimeoutError, UpstreamError, self._aiohttp.ClientError):
             response.close()  # the reply is whole already: what follows it is nobody's
         finally:
-            unwatch()
+            reply.close()
             response.release()  # back to the pool when the body ended, else the connection is closed
 
-    async def _read(self, response: Any, chunks: AsyncIterator[bytes], budget: Budget) -> AsyncIterator[Delta]:
-        reader = self._reader
-        reader.check_headers(list(response.raw_headers))
-        if response.status >= 300:
-            raise await self._error(response)
-        kind = reader.body_kind(response.headers)
-        if kind == "text/html":
-            raise self.fail(f"the server answered with an HTML page, not a chat completion{_title(b'')}")
-        first = b""
-        async for chunk in chunks:  # the first bytes say which of the two shapes this is
-            first += chunk
-            if first.strip() or len(first) > MAX_LINE:
-                break
-        if reader.is_completion(first, kind):
-            body = bytearray(first)
-            async for chunk in chunks:
-                reader.gather(body, chunk)
-            yield reader.completion(bytes(body))
-            return
-        stream = EventStream(reader, kind, budget)
-        pending: bytes | None = first
-        loop = asyncio.get_running_loop()
-        heard = loop.time()  # the last event: comments (``: ping``) keep the socket busy, but say nothing
-        while pending is not None:
-            for delta in stream.feed(pending):
-                heard = loop.time()
-                yield delta
-            if stream.done:
-                return
-            if loop.time() - heard > self.timeout:
-                raise self.fail(f"the server sent no event for {self.timeout:g} s (only comments)", 504)
-            pending = await anext(chunks, None)
-        for delta in stream.end():
-            yield delta
-
-    async def _error(self, response: Any) -> UpstreamFailure:
+    async def _error(self, response: Any, reply: _Body) -> UpstreamFailure:
         data = b""
-        async for chunk in response.content.iter_any():
+        while chunk := await reply.read():
+            reply.hear()
             data += chunk
             if len(data) >= MAX_ERROR_BODY:
                 data = data[:MAX_ERROR_BODY]
@@ -272,6 +268,68 @@ class HTTPUpstream:
             where = f"the environment variable {self.key_env}" if self.key_env else "--api-key-env"
             return self.fail(f"HTTP {status}: refused charfmt's API key (check {where}): {detail}", 502)
         return self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
+
+
+class _Body:
+    """An answer's body as it is read: its bytes counted (at most ``limit``), its connection watched
+    (``_watch_connection``), and the upstream's silence bounded.
+
+    ``hear`` notes an event: when the upstream sends none for ``timeout`` seconds (keep-alive
+    comments do not count), the reading ends with a 504. One timer, moved on when it fires, not at
+    each chunk; bytes that arrived and wait to be read are never silence (the reading is slow, not
+    the upstream).
+    """
+
+    def __init__(self, upstream: HTTPUpstream, response: Any, limit: int) -> None:
+        self._upstream = upstream
+        self._content = response.content
+        self._limit = limit
+        self.total = 0
+        """Bytes read so far."""
+        self._unwatch = _watch_connection(upstream._aiohttp, response)
+        self._loop = asyncio.get_running_loop()
+        self._heard = self._loop.time()
+        self._heard_at = 0  # bytes read when the last event was heard
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._heard + upstream.timeout, self._check)
+
+    async def read(self) -> bytes:
+        """The next bytes of the body (``b""``: its end)."""
+        chunk: bytes = await self._content.readany()
+        self.total += len(chunk)
+        if self.total > self._limit:
+            raise UpstreamError(f"the reply is longer than {self._limit:,} bytes; stopped reading")
+        return chunk
+
+    def hear(self) -> None:
+        """An event was read: the upstream is not silent."""
+        self._heard = self._loop.time()
+        self._heard_at = self.total
+
+    def quiet(self) -> None:
+        """Stop watching for silence (the reply is whole)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def close(self) -> None:
+        """Stop watching the silence and the connection."""
+        self.quiet()
+        self._unwatch()
+
+    def _check(self) -> None:
+        content, seconds, now = self._content, self._upstream.timeout, self._loop.time()
+        due = now + seconds if content.total_bytes > self.total else self._heard + seconds
+        if now < due:
+            self._timer = self._loop.call_at(due, self._check)
+            return
+        self._timer = None
+        if content.exception() is not None or content.is_eof():
+            return
+        if self.total > self._heard_at:
+            why = f"the server sent no event for {seconds:g} s (only comments)"
+        else:
+            why = f"the server sent nothing for {seconds:g} s"
+        content.set_exception(self._upstream.fail(why, 504))
 
 
 def env_proxy(url: str) -> str | None:
@@ -361,15 +419,6 @@ def _transport_failure(aiohttp: Any, e: BaseException, timeout: float) -> tuple[
     if isinstance(e, aiohttp.ClientOSError):
         return f"the connection broke: {exception_text(e)}", 502
     return f"the request failed: {exception_text(e)}", 502
-
-
-async def _counted(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    total = 0
-    async for chunk in chunks:
-        total += len(chunk)
-        if total > limit:
-            raise UpstreamError(f"the reply is longer than {limit:,} bytes; stopped reading")
-        yield chunk
 
 
 def _title(page: bytes) -> str:

@@ -384,6 +384,9 @@ class ReplyReader:
 
     def chunk(self, event: bytes, *, last: bool = False) -> Delta:
         """The text and finish reason of one ``chat.completion.chunk`` (``last``: the stream ended inside it)."""
+        plain = plain_chunk(event)
+        if plain is not None:  # the common chunk, read in one pass
+            return Delta(plain)
         try:
             data = load_json(event)
         except ValueError as e:
@@ -614,6 +617,43 @@ class Client:
 
 _PLAIN_CHOICE: Final = frozenset({"index", "delta", "finish_reason", "logprobs"})
 _PLAIN_DELTA: Final = frozenset({"content", "role"})
+
+
+def plain_chunk(event: bytes) -> str | None:
+    """The text of an event that ``ReplyReader.chunk`` reads as a plain chunk (only text: valid UTF-8,
+    nested little, one choice, no reason, reasoning, refusal, tool call or error), in one pass; else None
+    (the general reading then says what it is, or what is wrong with it)."""
+    try:
+        text = event.decode()
+    except UnicodeDecodeError:
+        return None
+    if text.count("[") + text.count("{") > MAX_DEPTH or text.startswith("\ufeff"):
+        return None
+    try:
+        data = _DECODER.decode(text)
+    except ValueError:
+        return None
+    if type(data) is not dict or "error" in data:
+        return None
+    choices = data.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict:
+        return None
+    delta = choice.get("delta")
+    if (
+        type(delta) is not dict
+        or choice.get("finish_reason") is not None
+        or choice.get("index") not in (None, 0)
+        or not choice.keys() <= _PLAIN_CHOICE
+        or not delta.keys() <= _PLAIN_DELTA
+    ):
+        return None
+    content = delta.get("content")
+    if content is None:
+        return ""
+    return content if type(content) is str else None
 
 
 def _plain_text(data: dict[str, Any], choice: dict[str, Any]) -> str | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import example, given
@@ -21,6 +22,7 @@ from charfmt._http_client import (
     UpstreamError,
     lines,
     load_json,
+    plain_chunk,
 )
 
 STREAM = b'data: {"a": 1}\r\n\r\ndata: x\n\n: ping\rdata: y\r\n'
@@ -119,11 +121,86 @@ def test_a_plain_chunk_reads_as_the_openai_chat_rule_reads_it(choices: list[dict
     assert got == reader.rule_delta(parsed, parsed["choices"][0], raw)
 
 
+def _set(path: str, value: object) -> Callable[[dict[str, Any]], bytes]:
+    """A change to a plain chunk: ``path`` (``choices.0.delta``) set to ``value`` (``...``: removed)."""
+
+    def change(data: dict[str, Any]) -> bytes:
+        *inner, last = path.split(".")
+        node: Any = data
+        for step in inner:
+            node = node[int(step)] if isinstance(node, list) else node[step]
+        if value is ...:
+            del node[int(last) if isinstance(node, list) else last]
+        elif isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+        return json.dumps(data, ensure_ascii=False).encode()
+
+    return change
+
+
+_NEAR_PLAIN: list[Callable[[dict[str, Any]], bytes]] = [
+    lambda data: json.dumps(data).encode(),  # as it is: plain
+    lambda data: json.dumps(data, ensure_ascii=False).encode(),
+    lambda data: b"\xef\xbb\xbf" + json.dumps(data).encode(),  # a BOM
+    lambda data: json.dumps(data).encode().replace(b'"content": "', b'"content": "\xff', 1),  # bad UTF-8
+    lambda data: json.dumps(data).encode()[:-1],  # cut
+    lambda data: json.dumps([data] * 1).encode(),  # not an object
+    lambda data: json.dumps(data).encode()[:-1] + b', "x": ' + b"[" * 64 + b"]" * 64 + b"}",  # deep
+    _set("error", {"message": "overloaded"}),
+    _set("choices", []),
+    _set("choices", "x"),
+    _set("choices.0", 5),
+    _set("choices.0.finish_reason", "stop"),
+    _set("choices.0.finish_reason", "length"),
+    _set("choices.0.index", 1),
+    _set("choices.0.index", ...),
+    _set("choices.0.delta", ...),
+    _set("choices.0.delta", None),
+    _set("choices.0.delta", "text"),
+    _set("choices.0.delta.content", None),
+    _set("choices.0.delta.content", 5),
+    _set("choices.0.delta.content", ["a"]),
+    _set("choices.0.delta.role", "assistant"),
+    _set("choices.0.delta.reasoning_content", "hmm"),
+    _set("choices.0.delta.refusal", "no"),
+    _set("choices.0.delta.tool_calls", [{"function": {"name": "f"}}]),
+    _set("choices.0.logprobs", None),
+    _set("choices.0.message", {"content": "m"}),
+    _set("choices.0.text", "t"),
+    lambda data: json.dumps({**data, "choices": [*data["choices"], {"delta": {"content": "2"}}]}).encode(),
+]
+
+
+@given(st.text(max_size=6), st.sampled_from(_NEAR_PLAIN))
+def test_a_chunk_read_in_one_pass_reads_as_the_general_reading(text: str, change: Any) -> None:
+    """``plain_chunk`` (``ReplyReader.chunk``'s one pass) on a plain chunk and on each change of one of its
+    fields: where it reads a text, the general reading gives that text and nothing else."""
+    choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+    data = {"id": "x", "object": "chat.completion.chunk", "choices": [choice]}
+    raw = change(data)
+    fast = plain_chunk(raw)
+    if change is _NEAR_PLAIN[0]:
+        assert fast == text  # the plain chunk itself is read in one pass (the comparison below is no empty one)
+    try:
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr("charfmt._http_client.plain_chunk", lambda event: None)
+            general: object = ReplyReader(UpstreamError).chunk(raw)
+    except UpstreamError as e:
+        general = e
+    if fast is not None:
+        assert general == Delta(fast)
+
+
 def test_the_shortcut_is_taken_for_the_usual_chunks() -> None:
     reader = ReplyReader(UpstreamError)
     for delta in ({"content": "hi"}, {"role": "assistant", "content": ""}, {"content": None}, {}):
         raw = json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}]}).encode()
         assert reader.chunk(raw) == Delta(delta.get("content") or "")
+        assert plain_chunk(raw) == (delta.get("content") or "")  # read in one pass
+    for odd in (b'{"choices": []}', b'{"error": "x"}', b'{"choices": [{"delta": {"content": 5}}]}', b"[" * 70):
+        assert plain_chunk(odd) is None  # the general reading says what it is
     odd = b'{"choices": [{"delta": {"content": "a\xffb"}}]}'
     assert reader.chunk(odd).piece is not None and reader.chunk(odd).piece.notes[0][0] == "CF961"  # type: ignore[union-attr]
 

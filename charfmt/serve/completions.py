@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from starlette.responses import JSONResponse
 
-from charfmt.events import Event
 from charfmt.serve.formats import Formatter, whole
 from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
 from charfmt.serve.sessions import check_key
-from charfmt.serve.turns import Done, Piece, history_from_messages
+from charfmt.serve.turns import Done, Piece, Raw, history_from_messages
 from charfmt.serve.wire import (
     STOPPING,
     EventStream,
@@ -140,7 +139,7 @@ class Completion:
                     yield b"".join([*self._end(done, "".join(sent)), b"data: [DONE]\n\n"])
                     return
                 if formatter is not None:
-                    text = "".join([formatter.feed(piece) for piece in batch if isinstance(piece, Event)])
+                    text = "".join([formatter.feed(piece) for piece in batch if not isinstance(piece, Raw)])
                     if text:
                         sent.append(text)
                         yield self.text_chunk(text)

@@ -60,22 +60,24 @@ class Formatter:
         self._segment: tuple[int, int] | None = None  # the segment the last speech text came from
         self._last_space = False  # the last piece shown ends with a space
 
-    def feed(self, event: Event) -> str:
-        """The text ``event`` adds (often ``""``)."""
+    def feed(self, event: Event | object) -> str:
+        """The text ``event`` adds (often ``""``; what is no event, such as a turn's raw text, adds none)."""
         name = self.name
-        if isinstance(event, ChatStart):
-            self._start(event.speaker)
-            return ""
-        if isinstance(event, Emotion | Action | Cue) and name != "speech":
-            if name == "tags" and self._in_line and not self._gap:
-                self._gap = " "  # ``hi *waves*``, not ``hi*waves*``
-            return self._show(self._marker(event), " " if name == "tags" else "")
-        if isinstance(event, TextDelta) and event.tag in self._speech and event.text:
+        if isinstance(event, TextDelta):  # (the most frequent event first)
+            if event.tag not in self._speech or not event.text:
+                return ""
             where = (event.chat, event.segment)
             if self._segment is not None and self._segment != where and not self._gap:
                 self._gap = " "  # a new segment of speech: kept apart from the last one
             self._segment = where
             return self._show(event.text.translate(_ONE_LINE), "")
+        if isinstance(event, ChatStart):
+            self._start(event.speaker)
+            return ""
+        if isinstance(event, _MARKED) and name != "speech":
+            if name == "tags" and self._in_line and not self._gap:
+                self._gap = " "  # ``hi *waves*``, not ``hi*waves*``
+            return self._show(self._marker(event), " " if name == "tags" else "")
         if isinstance(event, Reset):  # what was shown cannot be taken back: start a new line
             self._start(None)
         return ""
@@ -104,6 +106,9 @@ class Formatter:
             return _act({"emotion": {"name": event.text, "intensity": intensity}})
         return _act({"motion": event.text} if isinstance(event, Action) else {event.tag: event.text})
 
+
+_MARKED: Final = (Emotion, Action, Cue)
+"""The events shown as markers (``[joy]``, ``*waves*``, ``<|ACT:...|>``), not as speech."""
 
 _ONE_LINE: Final = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
 """Each line break ``str.splitlines`` knows, in speech, a space: a chat stays one line (each character on

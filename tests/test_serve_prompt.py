@@ -174,3 +174,33 @@ def test_an_equal_exchange_that_is_another_object_is_rendered_for_itself() -> No
     _same(engine, [one], "next")
     _same(engine, [other], "next")  # not the first one's texts, though the session's list is the same length
     _same(engine, [other, one], "next")
+
+
+def test_a_turn_is_rendered_once_then_shown_again_as_history(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The player's turn is rendered for its prompt; as the server keeps it (its exchange holds that
+    very turn), later prompts show that text again, not a second rendering; ``user.j2`` changed: anew."""
+    import charfmt.render
+
+    calls: list[str] = []
+    real = charfmt.render.render_user_block
+
+    def counted(turn: Any, **kw: Any) -> str:
+        calls.append("user")
+        return real(turn, **kw)
+
+    monkeypatch.setattr(charfmt.render, "render_user_block", counted)
+    engine = _engine()
+    template = tmp_path / "user.j2"
+    template.write_text("stand-in for the template file", encoding="utf-8")
+    engine.prompter._user_template = template  # the file whose changes are watched
+    history: list[Exchange] = []
+    for k in range(4):  # a session: each turn's exchange holds the turn the server rendered
+        turn = engine.player_turn(f"turn {k} S{k}R0 fix it")
+        engine.request(history, turn)
+        history.append(Exchange(user=turn, reply=_exchange(REX, "x").reply))
+    assert len(calls) == 4  # each turn once: as itself, never again as history
+    stat = template.stat()
+    os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    engine.request(history, engine.player_turn("again"))
+    assert len(calls) == 4 + 4 + 1  # user.j2 changed: the history's turns rendered anew, and the new one
+    _same(engine, history, "again")  # the texts are those rendered whole

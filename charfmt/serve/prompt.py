@@ -80,6 +80,9 @@ class Prompter:
         self._system = ""
         self._past: collections.OrderedDict[int, tuple[Exchange, tuple[str, str]]] = collections.OrderedDict()
         """Per past exchange (by identity; the exchange kept, so its id is not reused): its two texts."""
+        self._said: collections.OrderedDict[int, tuple[UserTurn, str]] = collections.OrderedDict()
+        """Per player's turn rendered (by identity, the turn kept): its user block, which its exchange
+        (``Exchange.user`` is that turn) shows again from the next turn on."""
 
     def system(self) -> str:
         """The system prompt with the note, rendered again only when its template file changed."""
@@ -107,9 +110,14 @@ class Prompter:
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
             self._past.clear()
+            self._said.clear()
             self._user_stamp = stamp
         try:  # render_messages's steps, the past exchanges' texts kept from earlier turns
             said = render_user_block(turn, templates=STUB)
+            if stamp is not None:
+                self._said[id(turn)] = (turn, said)
+                if len(self._said) > PAST_KEPT:
+                    self._said.popitem(last=False)
             pairs = [self._texts(exchange) for exchange in history]
             pairs = newest_exchanges(self._rendered, said, pairs, budget=budget, counter=count_tokens)
         except BudgetError:
@@ -128,7 +136,13 @@ class Prompter:
             return kept[1]
         from charfmt.render import history_reply, render_user_block  # noqa: PLC0415
 
-        texts = render_user_block(exchange.user, templates=STUB), history_reply(exchange.reply, self.character.tags)
+        said = self._said.pop(id(exchange.user), None)  # (its turn's own rendering, where this server made it)
+        user = (
+            said[1]
+            if said is not None and said[0] is exchange.user
+            else render_user_block(exchange.user, templates=STUB)
+        )
+        texts = user, history_reply(exchange.reply, self.character.tags)
         if self._user_stamp is None:  # user.j2 unreadable (rendering says so): nothing kept
             return texts
         self._past[id(exchange)] = (exchange, texts)

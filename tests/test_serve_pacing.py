@@ -127,15 +127,16 @@ def _race() -> list[str]:
         first = asyncio.Event()
 
         async def session_a() -> None:
-            async for piece in engine.turn([], engine.player_turn("session A"), cues=False):
-                if isinstance(piece, Raw):
-                    log.append(f"A: {piece.text.strip()[-3:]}")
-                    first.set()
-                elif isinstance(piece, Done):
-                    log.append("A done")
+            async for batch in engine.turn_batches([], engine.player_turn("session A"), cues=False):
+                for piece in batch:
+                    if isinstance(piece, Raw):
+                        log.append(f"A: {piece.text.strip()[-3:]}")
+                        first.set()
+                    elif isinstance(piece, Done):
+                        log.append("A done")
 
         async def other(i: int) -> None:
-            async for _ in engine.turn([], engine.player_turn(f"player {i}"), cues=False):
+            async for _ in engine.turn_batches([], engine.player_turn(f"player {i}"), cues=False):
                 pass
 
         a = asyncio.ensure_future(session_a())

@@ -105,19 +105,25 @@ def test_a_scenes_messages_are_those_rendered_whole(n_ctx: int) -> None:
     _same(engine, history, "hello all")
 
 
-def test_the_system_prompt_is_rendered_again_only_when_its_template_changes(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[str]:
+    """Each call of ``charfmt.render.<name>`` from now on, noted (the function still does its work)."""
     import charfmt.render
 
     calls: list[str] = []
-    real = charfmt.render.render_system
+    real = getattr(charfmt.render, name)
 
-    def counted(character: Character, **kw: Any) -> str:
-        calls.append(character.name)
-        return real(character, **kw)
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(name)
+        return real(*args, **kw)
 
-    monkeypatch.setattr(charfmt.render, "render_system", counted)
+    monkeypatch.setattr(charfmt.render, name, counted)
+    return calls
+
+
+def test_the_system_prompt_is_rendered_again_only_when_its_template_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls = _counting(monkeypatch, "render_system")
     engine = _engine()
     template = tmp_path / "system.j2"
     template.write_text("stand-in for the template file", encoding="utf-8")
@@ -136,16 +142,7 @@ def test_the_system_prompt_is_rendered_again_only_when_its_template_changes(
 
 
 def test_a_past_exchange_is_rendered_once_while_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import charfmt.render
-
-    calls: list[str] = []
-    real = charfmt.render.history_reply
-
-    def counted(reply: Any, tags: Any = None) -> str:
-        calls.append("reply")
-        return real(reply, tags) if tags is not None else real(reply)
-
-    monkeypatch.setattr(charfmt.render, "history_reply", counted)
+    calls = _counting(monkeypatch, "history_reply")
     engine = _engine()
     engine.request([], engine.player_turn("hi"))  # the system prompt rendered (its examples' replies too)
     calls.clear()
@@ -179,16 +176,7 @@ def test_an_equal_exchange_that_is_another_object_is_rendered_for_itself() -> No
 def test_a_turn_is_rendered_once_then_shown_again_as_history(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The player's turn is rendered for its prompt; as the server keeps it (its exchange holds that
     very turn), later prompts show that text again, not a second rendering; ``user.j2`` changed: anew."""
-    import charfmt.render
-
-    calls: list[str] = []
-    real = charfmt.render.render_user_block
-
-    def counted(turn: Any, **kw: Any) -> str:
-        calls.append("user")
-        return real(turn, **kw)
-
-    monkeypatch.setattr(charfmt.render, "render_user_block", counted)
+    calls = _counting(monkeypatch, "render_user_block")
     engine = _engine()
     template = tmp_path / "user.j2"
     template.write_text("stand-in for the template file", encoding="utf-8")

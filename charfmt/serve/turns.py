@@ -1,16 +1,16 @@
 """One turn: render → upstream (+ grammar) → stream → stage, as a sequence of typed pieces.
 
-``Engine.turn`` yields, in order: each raw text delta of the model (``Raw``), each event of the
-``StreamParser`` the moment it is certain, the stage cues and sentences each event makes
-certain, and last the ``Done`` record (the reply, its raw text, validity and timing). The
-endpoints only choose which pieces to send and in what shape.
+``Engine.turn_batches`` yields, in order: each raw text delta of the model (``Raw``), each event
+of the ``StreamParser`` the moment it is certain, the stage cues and sentences each event makes
+certain, and last the ``Done`` record (the reply, its raw text, validity and timing), in a list
+per chunk of the model's text. The endpoints only choose which pieces to send and in what shape.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -205,34 +205,6 @@ class Engine:
         on = self.settings.constrained if constrained is None else constrained
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
 
-    async def turn(
-        self,
-        history: list[Exchange],
-        turn: UserTurn,
-        *,
-        constrained: bool | None = None,
-        request_id: str | None = None,
-        events: bool = True,
-        cues: bool = True,
-        options: dict[str, Any] | None = None,
-    ) -> AsyncIterator[Piece]:
-        """The pieces of one turn (see the module docstring); the exchange is for the caller to keep.
-
-        ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
-        sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
-        ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
-        as the stream would have read it); ``cues=False``: no stage cues or sentences.
-        """
-        batches = self.turn_batches(
-            history, turn, constrained=constrained, request_id=request_id, events=events, cues=cues, options=options
-        )
-        try:
-            async for batch in batches:
-                for piece in batch:
-                    yield piece
-        finally:
-            await batches.aclose()
-
     async def turn_batches(
         self,
         history: list[Exchange],
@@ -244,11 +216,15 @@ class Engine:
         cues: bool = True,
         options: dict[str, Any] | None = None,
     ) -> AsyncGenerator[list[Piece], None]:
-        """``turn``'s pieces in batches: those each piece of the model's text makes certain, in one list.
+        """The pieces of one turn (see the module docstring) in batches: what each chunk of the model's
+        text makes certain, in one list; the last batch is ``[Done]``. The exchange is for the caller to keep.
 
-        What a server sends at once: one write for all that a chunk of the model's reply brings,
+        A batch is what a server sends at once: one write for all that a chunk of the reply brings,
         and one step through the layers between the model and the front end, not one a piece.
-        The last batch is ``[Done]``.
+        ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
+        sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
+        ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
+        as the stream would have read it); ``cues=False``: no stage cues or sentences.
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start

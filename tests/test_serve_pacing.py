@@ -165,3 +165,42 @@ def test_without_the_pacer_the_same_chunk_waits_behind_every_start(monkeypatch: 
     monkeypatch.setattr(Pacer, "turn", no_wait)
     log = _race()
     assert log.index("A: }]}") > max(i for i, e in enumerate(log) if e == "start")
+
+
+# --- text the model sends in halves of a UTF-16 surrogate pair -------------------------------------
+
+
+class _Halves:
+    """An upstream that sends an emoji as two escaped halves (``"\\ud83d"``, then ``"\\ude00"``), then a
+    lone half: the JSON decoder makes each a lone surrogate, which no UTF-8 writer takes."""
+
+    name = "halves"
+
+    async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
+        for text in ('{"chats": [{"type": "C", "order": 1, "body": "<msg>hi ', "\ud83d", "\ude00", " and \udc00",
+                     ' bye</msg>"}]}\ud83d'):  # fmt: skip
+            yield Delta(text)
+        yield Delta("", "stop")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_surrogate_halves_make_their_character_and_a_lone_one_is_a_replacement() -> None:
+    from charfmt.serve.wire import sse
+
+    async def main() -> list[Any]:
+        upstream = _Halves()
+        engine = Engine(Settings(character=REX, upstream=upstream), upstream)  # type: ignore[arg-type]
+        return [p async for batch in engine.turn_batches([], engine.player_turn("hi")) for p in batch]
+
+    pieces = asyncio.run(main())
+    done = pieces[-1]
+    assert isinstance(done, Done)
+    raw = "".join(p.text for p in pieces if isinstance(p, Raw))
+    assert raw == done.text and "hi \U0001f600 and \ufffd bye" in raw and raw.endswith("\ufffd")
+    raw.encode()  # every piece of text can be written out (was: UnicodeEncodeError, a stream cut short)
+    for piece in pieces[:-1]:
+        if not isinstance(piece, Raw):
+            sse(piece.to_dict())
+    assert done.reply.chats[0].texts("msg") == ["hi \U0001f600 and \ufffd bye"]

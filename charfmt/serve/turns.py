@@ -8,6 +8,7 @@ per chunk of the model's text. The endpoints only choose which pieces to send an
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from charfmt.userinput import UserTurn
 
 __all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 PROMPT_MARGIN = 32
 """Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
@@ -113,6 +116,7 @@ class _Reading:
             self.stage = StageReader(engine.character, max_length=length)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
         self.chunks: list[str] = []
+        self._high = ""  # a high surrogate that ended a delta: the next delta's first may pair with it
         self.reason: str | None = None
         self.first: float | None = None
         self.started = time.perf_counter()
@@ -121,6 +125,8 @@ class _Reading:
         """The text of ``delta`` (``Raw``), then the events, cues and sentences it makes certain."""
         self.reason = delta.reason or self.reason
         text = delta.text
+        if text and (self._high or not text.isascii()):
+            text = self._paired(text)
         if not text:
             return []
         if self.first is None:
@@ -130,11 +136,26 @@ class _Reading:
             return [Raw(text)]
         return [Raw(text), *self._pieces(self.stream.feed(text))]
 
+    def _paired(self, text: str) -> str:
+        """``text`` with each UTF-16 surrogate pair made its character, even split across two deltas (a
+        server may send an emoji as ``"\\ud83d"`` then ``"\\ude00"``); a surrogate left alone is U+FFFD,
+        as a bad UTF-8 byte is (text holding a lone surrogate cannot be written out)."""
+        text, self._high = self._high + text, ""
+        if not _SURROGATE.search(text):
+            return text
+        if "\ud800" <= text[-1] <= "\udbff":  # half a pair: its other half may open the next delta
+            text, self._high = text[:-1], text[-1]
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
     def close(self) -> list[Piece]:
         """The rest, once the reply has ended."""
+        from charfmt._http_client import Delta  # noqa: PLC0415
+
+        held = self.feed(Delta("\ufffd")) if self._high else []  # (half a pair, never completed)
+        self._high = ""
         if not self.events:
             return []
-        out = self._pieces(self.stream.close())
+        out = held + self._pieces(self.stream.close())
         if self.cues:
             out.extend(self.stage.close())
             out.extend(self.splitter.close())

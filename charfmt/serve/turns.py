@@ -8,7 +8,6 @@ per chunk of the model's text. The endpoints only choose which pieces to send an
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -31,7 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_HIGH_FIRST, _HIGH_LAST = 0xD800, 0xDBFF
+"""The first halves of UTF-16 surrogate pairs."""
 
 PROMPT_MARGIN = 32
 """Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
@@ -141,9 +141,13 @@ class _Reading:
         server may send an emoji as ``"\\ud83d"`` then ``"\\ude00"``); a surrogate left alone is U+FFFD,
         as a bad UTF-8 byte is (text holding a lone surrogate cannot be written out)."""
         text, self._high = self._high + text, ""
-        if not _SURROGATE.search(text):
+        try:
+            text.encode()
+        except UnicodeEncodeError:  # (a surrogate: nothing else stops UTF-8)
+            pass
+        else:
             return text
-        if "\ud800" <= text[-1] <= "\udbff":  # half a pair: its other half may open the next delta
+        if _HIGH_FIRST <= ord(text[-1]) <= _HIGH_LAST:  # half a pair: its other half may open the next delta
             text, self._high = text[:-1], text[-1]
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 

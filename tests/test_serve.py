@@ -97,7 +97,16 @@ SCRIPTED_REPLIES = [
     '"body":"<emo>joy</emo>\\n<msg>Hi.</msg>"},{"type":"E","order":3,"body":"The bell hums."}]}',  # narrator lines
     "<emo>joy</emo>\n<act>waves</act>\n<msg>hi</msg>\n",  # a body without its envelope, a trailing line break
     "{'chats': [{'type': 'C', 'order': 1, 'body': '<emo>joy</emo>\\n<msg>single quotes</msg>'}]}",
+    '{"chats":[{"type":"C","order":3,"body":"<emo>neutral</emo>\\n<msg>Three.</msg>"},{"type":"C","order":1,'
+    '"body":"<msg>One.</msg>"},{"type":"C","order":2,"body":"<act>waves</act>"}]}',  # out of order (CF113)
 ]
+
+
+RESET_REPLY = (
+    "Sure, here it is. I will answer now, friend.\n<chats>\n<chat type=\"C\">\n<emo>...</emo>\n"
+    "<msg>Bolts are in aisle two.</msg>\n<act>waves"
+)
+"""Prose shown as speech as it streams, then tags: the reply read again as a whole at its end (a ``reset``)."""
 
 
 @pytest.mark.parametrize("text", SCRIPTED_REPLIES)
@@ -130,6 +139,54 @@ def test_reply_formats_stream_equals_whole(
     if fmt == "tags":  # what a front end shows reads back, leniently, as the same reply
         back = parse(content, lenient=True, vocabulary=rex.vocabulary, tags=rex.tags)
         assert [s.tag for s in back.chats[0].segments] == ["emo", "act", "msg"]
+
+
+@pytest.mark.parametrize("fmt", ["tags", "airi", "speech", "canonical"])
+def test_an_answer_shows_chats_in_the_order_the_model_wrote_them(
+    fmt: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    """Chats listed out of order (3, 1, 2): the text formats show them as written, streamed, whole and in
+    ``/v1/turn``'s reply alike (a stream cannot show them otherwise); ``canonical`` presents them sorted."""
+    upstream[0].mode = "say:" + SCRIPTED_REPLIES[-1]
+    with serve(rex, upstream, reply_format=fmt) as base:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()
+        with httpx.stream("POST", base + "/v1/chat/completions", json={**body, "stream": True}, timeout=T) as r:
+            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
+        with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
+            reply = list(sse(r))[-1]
+    content = answer["choices"][0]["message"]["content"]
+    assert streamed == content == reply["content"] and answer["charfmt"]["valid"] is True
+    assert [c["order"] for c in reply["reply"]["chats"]] == [1, 2, 3]
+    assert "CF113" in [d["code"] for d in reply["diagnostics"]]
+    expected = {
+        "tags": "[neutral] Three.\nOne.\n*waves*",
+        "speech": "Three.\nOne.",
+        "airi": '<|ACT:{"emotion":{"name":"neutral","intensity":1}}|>Three.\nOne.\n<|ACT:{"motion":"waves"}|>',
+    }
+    if fmt == "canonical":
+        assert [c["order"] for c in json.loads(content)["chats"]] == [1, 2, 3]
+    else:
+        assert content == expected[fmt]
+
+
+def test_a_stream_read_again_at_its_end_keeps_what_it_showed_and_a_whole_answer_only_the_reply(
+    rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    """A damaged stream read again as a whole at its end (a ``reset``): streamed, what was shown stays and
+    the reply follows on a new line; answered whole (and in ``/v1/turn``'s reply), only the reply."""
+    upstream[0].mode = "say:" + RESET_REPLY
+    with serve(rex, upstream, reply_format="speech") as base:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        content = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()["choices"][0]["message"]
+        with httpx.stream("POST", base + "/v1/chat/completions", json={**body, "stream": True}, timeout=T) as r:
+            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
+        with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
+            events = list(sse(r))
+    assert "reset" in [e["kind"] for e in events]
+    whole_answer = content["content"]
+    assert whole_answer == events[-1]["content"] and "Sure, here it is." not in whole_answer
+    assert streamed.startswith("Sure, here it is.") and streamed.endswith("\n" + whole_answer)
 
 
 def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[Scripted, str]) -> None:

@@ -2,7 +2,7 @@
 
 The last user message is the player's turn; the session is the ``X-Charfmt-Session`` header
 or the ``user`` field (without either, the history the front end sends is read back). The
-answer is the reply in ``--reply-format``: streamed or whole, the same string. A streamed
+answer is the reply in ``--reply-format``: streamed or whole, the same string (``Answer``). A streamed
 answer's status waits for the upstream's first piece, so an upstream failure before it is the
 HTTP error (a 429 with its ``Retry-After``); one after it is an error chunk, then the end.
 """
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from starlette.responses import JSONResponse
 
-from charfmt.serve.formats import Formatter, whole
+from charfmt.serve.formats import Answer
 from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
 from charfmt.serve.sessions import check_key
-from charfmt.serve.turns import Done, Piece, Raw, history_from_messages
+from charfmt.serve.turns import Done, Piece, history_from_messages
 from charfmt.serve.wire import (
     STOPPING,
     EventStream,
@@ -88,15 +88,17 @@ class Completion:
         self._text_frame = (frame[:at], frame[at + 2 :])
         """A text chunk's event around its text's JSON (in place of the empty text's ``""``)."""
 
-    def content(self, done: Done) -> str:
-        """The whole reply in the reply format."""
-        return whole(self.format, done.reply, self.engine.tags, speakers=self.scene)
+    def answer(self, *, streamed: bool) -> Answer:
+        """The answer in the reply format, to be made from the turn's events."""
+        return Answer(self.format, self.engine.tags, speakers=self.scene, streamed=streamed)
 
     async def whole(self, request: Request) -> Response:
         """The non-streamed answer: one ``chat.completion``."""
-        run = self.state.run_turn(self.key, self.history, self.turn, self.id, self.options)
+        answer = self.answer(streamed=False)
+        run = self.state.run_turn(self.key, self.history, self.turn, self.id, options=self.options, answer=answer)
         done = await watch_disconnect(request, run)
-        message = {"role": "assistant", "content": self.content(done)}
+        answer.end(done.reply)
+        message = {"role": "assistant", "content": answer.text}
         return JSONResponse(
             {
                 "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
@@ -109,40 +111,34 @@ class Completion:
         """The streamed answer; its status waits for the turn's first piece (an error before it is the status)."""
         # Canonical JSON is the repaired reply, known only at the end: streamed, it comes whole in
         # the last content chunk. The other formats stream as their events come; at the end, what
-        # the whole answer has beyond what was streamed follows, so streamed == whole.
-        formatter = None
-        if self.format != "canonical":
-            formatter = Formatter(self.format, self.engine.tags, speakers=self.scene)
+        # the whole answer has beyond what was streamed follows (``Answer``), so streamed == whole.
+        answer = self.answer(streamed=True)
         batches = self.state.turn_batches(
-            self.key, self.history, self.turn, None, self.id, events=formatter is not None, cues=False,
-            options=self.options,
-        )  # fmt: skip
+            self.key, self.history, self.turn, None, self.id, events=answer.events, cues=False, options=self.options
+        )
         try:
             first = await watch_disconnect(request, anext(batches, None))
         except Exception as e:
             await batches.aclose()
             return failure_response(e)
-        chunks = self._chunks(first, batches, formatter)
+        chunks = self._chunks(first, batches, answer)
         return EventStream(chunks, sse(error_body(503, STOPPING)))
 
     async def _chunks(
-        self, first: list[Piece] | None, batches: AsyncGenerator[list[Piece], None], formatter: Formatter | None
+        self, first: list[Piece] | None, batches: AsyncGenerator[list[Piece], None], answer: Answer
     ) -> AsyncGenerator[bytes, None]:
         """The answer's events: a batch of the turn's pieces in one chunk (what its events show, together)."""
         yield self.chunk({"role": "assistant", "content": ""})
-        sent: list[str] = []
+        feed = answer.feed if answer.events else None
         batch = first
         try:
             while batch is not None:
                 done = batch[-1]
                 if isinstance(done, Done):  # the last batch: the end's events go in one write
-                    yield b"".join([*self._end(done, "".join(sent)), b"data: [DONE]\n\n"])
+                    yield b"".join([*self._end(done, answer), b"data: [DONE]\n\n"])
                     return
-                if formatter is not None:
-                    text = "".join([formatter.feed(piece) for piece in batch if not isinstance(piece, Raw)])
-                    if text:
-                        sent.append(text)
-                        yield self.text_chunk(text)
+                if feed is not None and (text := feed(batch)):
+                    yield self.text_chunk(text)
                 batch = await anext(batches, None)
         except Exception as e:
             status, message, param, _ = failure(e)
@@ -152,10 +148,9 @@ class Completion:
             await batches.aclose()
         yield b"data: [DONE]\n\n"
 
-    def _end(self, done: Done, so_far: str) -> list[bytes]:
+    def _end(self, done: Done, answer: Answer) -> list[bytes]:
         """The last chunks: what the whole answer has beyond what was streamed, the finish, the usage."""
-        target = self.content(done)
-        rest = target[len(so_far) :] if target.startswith(so_far) else ""
+        rest = answer.end(done.reply)
         out = [self.chunk({"content": rest})] if rest else []
         extra = {"charfmt": {"valid": done.valid, "request_id": done.request_id}}
         out.append(self.chunk({}, _finish(done.reason), extra))

@@ -18,13 +18,15 @@ text, so the prefix is plain text they show, and a front end that splits lines c
     AIRI's markers: ``<|ACT:{"emotion":{"name":"joy","intensity":1}}|>`` before the speech, an
     action as ``<|ACT:{"motion":"waves"}|>``.
 
-Each formatter turns events into text pieces, so a streamed reply and the same reply answered
-whole read the same (``reply_events`` of the whole reply give the events of its stream).
+Each formatter turns events into text pieces; a turn's :class:`Answer` is made from the events of
+its stream, so a streamed answer and the same reply answered whole are one string, the chats in
+the order the model wrote them (``canonical`` presents them sorted by ``order``, as ``CF113`` says).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
 from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reset, TextDelta
@@ -119,8 +121,72 @@ def _act(value: dict[str, object]) -> str:
     return f"<|ACT:{json.dumps(value, ensure_ascii=False, separators=(',', ':'))}|>"
 
 
+class Answer:
+    """A turn's answer in a reply format, made from its events as they come: streamed or whole, one string.
+
+    ``feed`` each batch of the turn's pieces (its events among them) as it comes: the text it
+    adds. ``end`` with the reply: what the answer has beyond what was fed (``canonical``: all of
+    it, the repaired JSON known only then), after which ``text`` is the whole answer. A text
+    format shows the chats in the order the model wrote them (a stream cannot show them in any
+    other), so the answer is the same string streamed or not, sorted or not. The one difference:
+    a damaged stream read again at its end (a ``Reset``, then the whole reply) cannot take back
+    what a streamed answer showed, so there the reply follows on a new line; ``streamed=False``
+    (an answer given whole) keeps only what follows the last ``Reset``.
+    """
+
+    def __init__(self, name: str, tags: TagTable, *, speakers: bool = False, streamed: bool = True) -> None:
+        self.name = name
+        self.tags = tags
+        self.speakers = speakers
+        self.streamed = streamed
+        self.events = name != "canonical"
+        """Whether the answer is made from the turn's events (else from the reply, at the end)."""
+        self._formatter = Formatter(name, tags, speakers=speakers) if self.events else None
+        self._parts: list[str] = []
+
+    @property
+    def text(self) -> str:
+        """The answer so far (whole, once ``end`` was called)."""
+        return "".join(self._parts)
+
+    def feed(self, pieces: Iterable[object]) -> str:
+        """The text a batch of the turn's pieces adds (what is no event, such as the raw text, adds none)."""
+        formatter = self._formatter
+        if formatter is None:
+            return ""
+        if self.streamed:
+            text = "".join([formatter.feed(piece) for piece in pieces])
+        else:
+            out: list[str] = []
+            for piece in pieces:
+                if isinstance(piece, Reset):  # what follows is the whole reply: what came before is not the answer
+                    formatter = self._formatter = Formatter(self.name, self.tags, speakers=self.speakers)
+                    self._parts.clear()
+                    out.clear()
+                else:
+                    out.append(formatter.feed(piece))
+            text = "".join(out)
+        if text:
+            self._parts.append(text)
+        return text
+
+    def end(self, reply: Reply) -> str:
+        """What the answer has beyond what was fed, once the turn's ``reply`` is known.
+
+        A text format: the reply's own text past what the events showed, where they showed its
+        beginning (a stream whose events agree with the reply ends with nothing more).
+        """
+        target = whole(self.name, reply, self.tags, speakers=self.speakers)
+        so_far = self.text
+        rest = target[len(so_far) :] if target.startswith(so_far) else ""
+        if rest:
+            self._parts.append(rest)
+        return rest
+
+
 def whole(name: str, reply: Reply, tags: TagTable, *, speakers: bool = False) -> str:
-    """``reply`` in format ``name``, as a non-streamed answer carries it (``speakers``: a scene's)."""
+    """``reply`` in format ``name``, its chats in display order (``speakers``: a scene's): what a turn's
+    :class:`Answer` is where the model wrote them in order."""
     from charfmt.events import reply_events  # noqa: PLC0415
     from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 

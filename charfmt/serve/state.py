@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.events import Event
-from charfmt.serve.formats import whole
+from charfmt.serve.formats import Answer
 from charfmt.serve.sessions import SessionStore
 from charfmt.serve.turns import Done, Engine, Piece, Raw
 from charfmt.serve.wire import error_body, failure
@@ -140,12 +140,17 @@ class ServerState:
 
     async def run_turn(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn, rid: str,
-        options: dict[str, Any] | None = None,
+        *, options: dict[str, Any] | None = None, answer: Answer | None = None,
     ) -> Done:  # fmt: skip
-        """The end of one turn, its pieces not sent anywhere (a non-streamed answer)."""
+        """The end of one turn, its pieces not sent anywhere (a non-streamed answer): its events fed to
+        ``answer``, where given (``answer.end`` is the caller's)."""
         done: Piece | None = None
-        async for batch in self.turn_batches(key, history, turn, None, rid, events=False, cues=False, options=options):
+        events = answer is not None and answer.events
+        batches = self.turn_batches(key, history, turn, None, rid, events=events, cues=False, options=options)
+        async for batch in batches:
             done = batch[-1]
+            if events and answer is not None:
+                answer.feed(batch)
         assert isinstance(done, Done)
         return done
 
@@ -155,18 +160,21 @@ class ServerState:
         """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
         reply (or an error, alone in its batch)."""
         engine = await self.engine()
+        answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
         try:
             async for batch in self.turn_batches(key, None, turn, constrained, rid):
-                objects = [self._object(piece, key, engine) for piece in batch if not isinstance(piece, Raw)]
+                answer.feed(batch)
+                objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
                     yield objects
         except Exception as e:
             yield [error_object(e, key)]
 
-    def _object(self, piece: Piece, key: str | None, engine: Engine) -> dict[str, Any]:
+    def _object(self, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
         """One piece of a turn as ``/v1/turn`` sends it."""
         if isinstance(piece, Done):
-            return self.reply_object(piece, key, engine)
+            answer.end(piece.reply)
+            return self.reply_object(piece, key, engine, answer.text)
         if isinstance(piece, Sentence):
             return {"kind": "sentence", **piece.to_dict()}
         if isinstance(piece, Event):
@@ -174,15 +182,15 @@ class ServerState:
         assert not isinstance(piece, Raw)
         return {"kind": "stage", "cue": piece.to_dict()}
 
-    def reply_object(self, done: Done, key: str | None, engine: Engine) -> dict[str, Any]:
-        """``/v1/turn``'s last object: the reply, canonical and in the reply format, raw, diagnosed, timed."""
+    def reply_object(self, done: Done, key: str | None, engine: Engine, content: str) -> dict[str, Any]:
+        """``/v1/turn``'s last object: the reply, canonical and in the reply format (``content``, the turn's
+        ``Answer``), raw, diagnosed, timed."""
         from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
-        tags, scene = engine.tags, engine.scene is not None
         return {
             "kind": "reply", "request_id": done.request_id, "session": key, "valid": done.valid,
-            "reply": json.loads(dumps(canonical_form(done.reply, tags=tags))),
-            "content": whole(self.settings.reply_format, done.reply, tags, speakers=scene),
+            "reply": json.loads(dumps(canonical_form(done.reply, tags=engine.tags))),
+            "content": content,
             "raw": done.text,
             "diagnostics": [d.model_dump() for d in done.reply.diagnostics], "timing": done.timing(),
         }  # fmt: skip

@@ -170,6 +170,37 @@ def test_an_answer_shows_chats_in_the_order_the_model_wrote_them(
         assert content == expected[fmt]
 
 
+MARKUP_BODY = "<emo>annoyed</emo>\n<act>points at [map]</act>\n<msg>[pleased] *waves* <|ACT:{}|> 【疑惑】 a|b</msg>"
+MARKUP_IN_SPEECH = json.dumps({"chats": [{"type": "C", "order": 1, "body": MARKUP_BODY}]})
+"""A reply whose speech and action hold what looks like the reply formats' own markers."""
+
+
+@pytest.mark.parametrize("fmt", ["tags", "airi"])
+def test_speech_never_forms_the_formats_own_markers(fmt: str, rex: Character, upstream: tuple[Scripted, str]) -> None:
+    """``[pleased]`` or ``<|ACT:…|>`` in what the character says is no cue: written full-width, streamed or
+    whole, and the answer read back (as a front end's history) holds the one emotion and the one action."""
+    upstream[0].mode = "say:" + MARKUP_IN_SPEECH
+    with serve(rex, upstream, reply_format=fmt) as base:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        content = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()["choices"][0]["message"]
+        with httpx.stream("POST", base + "/v1/chat/completions", json={**body, "stream": True}, timeout=T) as r:
+            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in sse(r) if c.get("choices"))
+    shown = content["content"]
+    assert streamed == shown
+    if fmt == "tags":
+        assert shown == "[annoyed] *points at ［map］* ［pleased］ ＊waves＊ <|ACT:{}|> 〖疑惑〗 a|b"
+        back = parse(shown, lenient=True, vocabulary=rex.vocabulary, tags=rex.tags)
+        (emo, act, msg) = [(seg.tag, seg.text) for seg in back.chats[0].segments]
+        assert emo == ("emo", "annoyed") and act == ("act", "points at ［map］") and msg[0] == "msg"
+        assert msg[1].startswith("［pleased］ ＊waves＊") and msg[1].endswith("〖疑惑〗 a|b")  # (<|…|>: blanked)
+    else:
+        assert shown == (
+            '<|ACT:{"emotion":{"name":"annoyed","intensity":1}}|><|ACT:{"motion":"points at [map]"}|>'
+            "[pleased] *waves* <｜ACT:{}｜> 【疑惑】 a｜b"
+        )
+        assert shown.count("<|") == 2 == shown.count("|>")
+
+
 def test_a_stream_read_again_at_its_end_keeps_what_it_showed_and_a_whole_answer_only_the_reply(
     rex: Character, upstream: tuple[Scripted, str]
 ) -> None:

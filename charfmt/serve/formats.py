@@ -18,6 +18,11 @@ text, so the prefix is plain text they show, and a front end that splits lines c
     AIRI's markers: ``<|ACT:{"emotion":{"name":"joy","intensity":1}}|>`` before the speech, an
     action as ``<|ACT:{"motion":"waves"}|>``.
 
+The text never forms the format's own markers: in ``tags``, a ``[``, ``]``, ``*``, ``【`` or ``】`` of
+the speech or of an action is written full-width (``［joy］``, ``＊``, ``〖``, ``〗``); in ``airi``,
+a ``|`` (``｜``). A front end would read them as cues (``[angry]`` in what the character says is
+no expression), and charfmt reading the answer back as history would too.
+
 Each formatter turns events into text pieces; a turn's :class:`Answer` is made from the events of
 its stream, so a streamed answer and the same reply answered whole are one string, the chats in
 the order the model wrote them (``canonical`` presents them sorted by ``order``, as ``CF113`` says).
@@ -54,6 +59,7 @@ class Formatter:
             raise ValueError(f"no event formatter for {name!r}")
         self.name = name
         self.speakers = speakers
+        self._table = _SHOWN[name]
         self._speech = {spec.name for spec in tags.with_role("speech")}
         self._shown = False  # anything shown yet (a later line starts with a line break)
         self._line = ""  # what the chat's first shown piece starts with: a line break, the speaker
@@ -72,7 +78,7 @@ class Formatter:
             if self._segment is not None and self._segment != where and not self._gap:
                 self._gap = " "  # a new segment of speech: kept apart from the last one
             self._segment = where
-            return self._show(event.text.translate(_ONE_LINE), "")
+            return self._show(event.text.translate(self._table), "")
         if isinstance(event, ChatStart):
             self._start(event.speaker)
             return ""
@@ -99,22 +105,32 @@ class Formatter:
         return out
 
     def _marker(self, event: Emotion | Action | Cue) -> str:
+        text = event.text.translate(self._table)
         if self.name == "tags":
             if isinstance(event, Emotion):
-                return f"[{event.text}]"
-            return f"*{event.text}*" if isinstance(event, Action) else f"[{event.tag}:{event.text}]"
+                return f"[{text}]"
+            return f"*{text}*" if isinstance(event, Action) else f"[{event.tag}:{text}]"
         if isinstance(event, Emotion):
             intensity = 1 if event.intensity is None else event.intensity
-            return _act({"emotion": {"name": event.text, "intensity": intensity}})
-        return _act({"motion": event.text} if isinstance(event, Action) else {event.tag: event.text})
+            return _act({"emotion": {"name": text, "intensity": intensity}})
+        return _act({"motion": text} if isinstance(event, Action) else {event.tag: text})
 
 
 _MARKED: Final = (Emotion, Action, Cue)
 """The events shown as markers (``[joy]``, ``*waves*``, ``<|ACT:...|>``), not as speech."""
 
-_ONE_LINE: Final = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
-"""Each line break ``str.splitlines`` knows, in speech, a space: a chat stays one line (each character on
-its own, so a break split across two chunks reads as it does whole)."""
+_BREAKS: Final = dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " ")
+"""Each line break ``str.splitlines`` knows, in speech, a space: a chat stays one line."""
+_SHOWN: Final = {
+    "tags": str.maketrans({**_BREAKS, "[": "［", "]": "］", "*": "＊", "【": "〖", "】": "〗"}),
+    "speech": str.maketrans(_BREAKS),
+    "airi": str.maketrans({**_BREAKS, "|": "｜"}),
+}
+"""What each format writes in place of a character of the reply's text (speech, a marker's text): line
+breaks as spaces, and the format's own marker characters (``[joy]``, ``*waves*``, ``【疑惑】``; AIRI's
+``<|ACT:…|>``) as their full-width look-alikes, so no front end (nor charfmt, reading the answer back
+as history) takes the character's words for a cue. Each character on its own: a chunk cut anywhere
+reads as the whole does."""
 
 
 def _act(value: dict[str, object]) -> str:

@@ -442,7 +442,9 @@ class EventStream:
     """The deltas of an OpenAI event stream, fed its bytes as they arrive, within a :class:`Budget`.
 
     ``feed`` each chunk of the body, then ``end`` once it is over; ``done`` turns true at
-    ``[DONE]`` (read no further). Lines, events, tokens, characters are counted as they come.
+    ``[DONE]`` (read no further). Lines, events, tokens, characters are counted as they come. A
+    stream that ends with neither ``[DONE]`` nor a finish reason fails at ``end``: it was cut
+    short (a connection closed, a proxy's chunked end), and its half reply is no answer.
     """
 
     def __init__(self, reader: ReplyReader, kind: str, budget: Budget) -> None:
@@ -451,9 +453,16 @@ class EventStream:
         self.budget = budget
         self.done = False
         """``[DONE]`` was read."""
+        self.finished = False
+        """A finish reason was read (a stream that ends with neither it nor ``[DONE]`` was cut short)."""
         self._lines = LineSplitter(MAX_LINE)
         self._data: list[bytes] = []
         self._size = self._count = self._events = self._tokens = self._chars = 0
+
+    @property
+    def partial(self) -> bool:
+        """Part of an event was read and waits for the rest (not a comment, not a blank line)."""
+        return bool(self._data) or not self._lines.idle
 
     def feed(self, chunk: bytes) -> Iterator[Delta]:
         """The deltas of the events ``chunk`` completes."""
@@ -491,10 +500,17 @@ class EventStream:
                 yield delta
         if self._data:  # the last event, without the blank line that should end it
             event = b"\n".join(self._data).strip()
-            if event != b"[DONE]":
-                yield self.reader.chunk(event, last=True)
+            if event == b"[DONE]":
+                return
+            last = self.reader.chunk(event, last=True)
+            self.finished = self.finished or last.reason is not None
+            yield last
         elif self._events == 0:
             raise self.reader.fail("the stream ended before its first event")
+        if not self.finished:  # neither [DONE] nor a finish reason: the reply was cut short, not ended
+            raise self.reader.fail(
+                "the stream ended before the reply did (no finish_reason, no [DONE]): the connection closed early"
+            )
 
     def _line(self, line: bytes) -> Delta | None:
         fail = self.reader.fail
@@ -530,6 +546,8 @@ class EventStream:
             self.done = True
             return None
         delta = self.reader.chunk(event)
+        if delta.reason is not None:
+            self.finished = True
         if delta.text:
             self._tokens += 1
             self._chars += len(delta.text)

@@ -1,12 +1,13 @@
 """A scripted OpenAI-compatible upstream and a loopback uvicorn runner, for the serve tests and benchmark.
 
-``Scripted.mode`` picks what the next requests get: ``ok`` (the reply streamed in small chunks;
-its message repeats the player's words, so replies of different sessions differ), ``whole``
-(one ``chat.completion``), ``badsse``, ``slow``, ``cut`` (the connection drops mid-reply),
-``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
-page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT; ``say:``:
-nothing, then ``[DONE]``), ``mute`` (no answer at all), ``silent`` (headers, then nothing) and ``pings`` (headers, then
-keep-alive comments for ever; ``stall``: the same after the reply's first chunk).
+``Scripted.mode`` picks what the next requests get: ``ok`` (the reply streamed in small chunks; its message repeats
+the player's words, so replies of different sessions differ), ``whole`` (one ``chat.completion``), ``badsse``,
+``slow``, ``cut`` (the connection drops mid-reply), ``cutclean`` (half the reply, then the body simply ends: no finish
+reason, no ``[DONE]``), ``trickle`` (the first event a byte at a time, 0.1 s apart), ``wholestall`` (half a
+``chat.completion``, then nothing for a minute), ``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After:
+7``), ``html`` (a proxy's HTML error page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model
+writes TEXT; ``say:``: nothing, then ``[DONE]``), ``mute`` (no answer at all), ``silent`` (headers, then nothing) and
+``pings`` (headers, then keep-alive comments for ever; ``stall``: the same after the reply's first chunk).
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ class Scripted:
             return HTMLResponse("<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", 502)
         if mode == "mute":  # the request read, and no answer (not even its head) for a minute
             await asyncio.sleep(60)
+        if mode == "wholestall":
+            message = {"role": "assistant", "content": text}
+            half = json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": message}]}).encode()
+            return StreamingResponse(_stalled(half[: len(half) // 2]), media_type="application/json")
         if mode == "whole":
             message = {"role": "assistant", "content": text}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
@@ -110,6 +115,10 @@ class Scripted:
             if mode == "badsse":
                 yield b"data: {not json\n\n"
                 return
+            if mode == "trickle":
+                for i, byte in enumerate(chunk_event(text[:CHUNK])):
+                    yield bytes([byte])
+                    await asyncio.sleep(0.1 if i else 0)
             if mode == "silent":
                 await asyncio.sleep(60)
             if mode == "stall":  # the reply's first chunk, then keep-alive comments for ever
@@ -127,6 +136,8 @@ class Scripted:
             for i, piece in enumerate(pieces):
                 if mode == "cut" and i == len(pieces) // 2:
                     raise ConnectionResetError("scripted cut")
+                if mode == "cutclean" and i == len(pieces) // 2:
+                    return  # (a clean end of the body: no finish reason, no [DONE])
                 if mode == "slow":
                     await asyncio.sleep(0.05)
                 elif self.delay:
@@ -140,6 +151,11 @@ class Scripted:
         except (asyncio.CancelledError, GeneratorExit):
             self.cancelled += 1
             raise
+
+
+async def _stalled(first: bytes) -> AsyncIterator[bytes]:
+    yield first
+    await asyncio.sleep(60)
 
 
 def free_port() -> int:

@@ -54,6 +54,9 @@ def reply_events(text: str = REPLY) -> bytes:
     return body + event(b'{"choices": [{"delta": {}, "finish_reason": "stop"}]}') + event(b"[DONE]")
 
 
+HALF_REPLY = b"".join(event(chunk(REPLY[i : i + 4])) for i in range(0, len(REPLY) // 2, 4))
+"""The first half of the reply's events, whole: no finish reason, no ``[DONE]``."""
+
 PAUSE = b""
 """A part of ``send`` that is a pause (50 ms): what follows comes in a later packet, after the headers are read."""
 
@@ -211,6 +214,20 @@ CASES: dict[str, Case] = {
         ),
         E,
         "broke the HTTP protocol",
+    ),
+    # a body that simply ends, whole in its framing, before the reply does: a half reply is no answer
+    "ends without finishing (connection closed)": Case(
+        send(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", HALF_REPLY),
+        E,
+        "the stream ended before the reply did (no finish_reason, no [DONE])",
+    ),
+    "ends without finishing (chunked end)": Case(
+        chunked(b"%x\r\n" % len(HALF_REPLY) + HALF_REPLY + b"\r\n0\r\n\r\n"),
+        E,
+        "the stream ended before the reply did (no finish_reason, no [DONE])",
+    ),
+    "a finish reason, no [DONE]": Case(
+        send(SSE, reply_events().removesuffix(event(b"[DONE]"))), 0, "Rex: Forty bolts. Deal?"
     ),
     # huge bodies and lines
     "50 MB without a newline (SSE)": Case(big(SSE, 50 << 20, lead=b"data: "), E, "longer than 4,194,304 bytes"),

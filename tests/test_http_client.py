@@ -277,7 +277,30 @@ def test_the_packet_shortcut_is_taken_for_whole_events(monkeypatch: pytest.Monke
         return real(self, chunk)
 
     monkeypatch.setattr(LineSplitter, "feed", spy)
-    assert _read_stream([event * 2, event], 100, 10) == [Delta("hi")] * 3
+    assert _read_stream([event * 2, event], 100, 10) == [*[Delta("hi")] * 3, CUT_SHORT]
     assert split == []
-    assert _read_stream([event[:9], event[9:]], 100, 10) == [Delta("hi")]
+    assert _read_stream([event[:9], event[9:]], 100, 10) == [Delta("hi"), CUT_SHORT]
     assert split == [event[:9], event[9:]]
+
+
+CUT_SHORT = "error: the stream ended before the reply did (no finish_reason, no [DONE]): the connection closed early"
+"""What ``_read_stream`` gives for a stream that ends with neither ``[DONE]`` nor a finish reason."""
+
+
+@pytest.mark.parametrize(
+    ("ending", "expected"),
+    [
+        (b"data: [DONE]\n\n", ["done"]),
+        (b"data: [DONE]", []),  # [DONE] without its blank line: read at the end
+        (b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\n', [Delta("", "stop")]),
+        (b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}', [Delta("", "stop")]),  # no blank line
+        (b"", [CUT_SHORT]),  # the body simply ends: cut short
+        (b": ping\n\n", [CUT_SHORT]),
+        (b'data: {"choices": [{"delta": {"content": "!"}}]}', [Delta("!"), CUT_SHORT]),
+    ],
+)
+def test_a_stream_that_ends_without_finishing_was_cut_short(ending: bytes, expected: list[object]) -> None:
+    """A reply ends with ``[DONE]`` or a finish reason; a body that just stops after some text (a connection
+    closed, a chunked end) is an error, never a short reply taken as whole."""
+    event = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
+    assert _read_stream([event, ending], 100, 10) == [Delta("hi"), *expected]

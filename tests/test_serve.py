@@ -312,8 +312,15 @@ FAILURES = [
     ("mute", 504, "sent nothing for 0.5 s"),  # not even the answer's head
     ("endless", 502, "more than the 300 tokens"),
     ("pings", 504, "sent no event for 0.5 s (only comments)"),  # keep-alive comments are not a reply
+    ("trickle", 504, "sent no whole event for 0.5 s (part of one"),  # an event too slow to come whole
+    ("wholestall", 504, "sent nothing for 0.5 s"),  # a chat.completion stopped half-way: no comments there
+    ("cutclean", 502, "ended before the reply did (no finish_reason, no [DONE])"),  # the body just ends
     ("say:", 502, "reply held no text"),  # [DONE] and nothing before it: never an empty answer
 ]
+
+
+MID_REPLY = ("cut", "endless", "cutclean")
+"""The modes that fail after the reply's first text."""
 
 
 @pytest.mark.parametrize(("mode", "status", "words"), FAILURES)
@@ -331,7 +338,7 @@ def test_upstream_failures_are_openai_errors(
             assert r.headers["retry-after"] == "7"
         with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as s:
             s.read()
-            if mode in ("cut", "endless"):  # the upstream failed after the first event: 200, an error event, the end
+            if mode in MID_REPLY:  # the upstream failed after the first event: 200, an error event, the end
                 seen = list(sse(s))
                 last = seen[-1]
                 assert s.status_code == 200 and [o["kind"] for o in seen].count("error") == 1
@@ -343,7 +350,7 @@ def test_upstream_failures_are_openai_errors(
         with httpx.stream("POST", base + "/v1/chat/completions",
                           json={"messages": [{"role": "user", "content": "hi"}], "stream": True}, timeout=T) as s:
             s.read()
-            if mode in ("cut", "endless"):  # the upstream failed after its first bytes: 200, then an error chunk
+            if mode in MID_REPLY:  # the upstream failed after its first bytes: 200, then an error chunk
                 assert s.status_code == 200 and json.loads(s.text.split("data: ")[-1])["error"]["code"] == status
             else:  # failed before its first byte: the status held until then, streamed as not
                 assert s.status_code == status and s.json()["error"]["code"] == status, s.text
@@ -659,6 +666,20 @@ def test_upstream_key_is_bearer_and_the_url_is_never_shown(
     assert message.startswith("the upstream: "), message
     if mode in ("401", "403"):
         assert r.status_code == 502 and "MY_KEY" in message and f"HTTP {mode}" in message
+
+
+@pytest.mark.parametrize("mode", ["401", "403"])
+def test_an_upstream_refusal_without_a_key_says_none_was_sent(
+    mode: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    """With no key set (``OPENAI_API_KEY`` unset), a 401 is no refused key: the message says none was sent."""
+    upstream[0].mode = mode
+    with serve(rex, upstream, api_key_env="OPENAI_API_KEY") as base:
+        r = httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=T)
+    message = r.json()["error"]["message"]
+    assert upstream[0].auth[-1] is None and r.status_code == 502
+    assert message.startswith(f"the upstream: HTTP {mode}: charfmt sent no API key (set the environment variable "
+                              "OPENAI_API_KEY)") and "refused charfmt's" not in message  # fmt: skip
 
 
 @pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])

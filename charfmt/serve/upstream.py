@@ -200,13 +200,14 @@ class HTTPUpstream:
                     if first.strip() or len(first) > MAX_LINE:
                         break
                 if reader.is_completion(first, kind):
+                    reply.hear()  # (a whole completion: each of its bytes is heard)
                     whole = bytearray(first)
                     while chunk := await reply.read():
-                        reply.hear()  # (a whole completion: each of its bytes is heard)
+                        reply.hear()
                         reader.gather(whole, chunk)
                     yield reader.completion(bytes(whole))
                 else:
-                    stream = EventStream(reader, kind, budget)
+                    stream = reply.stream = EventStream(reader, kind, budget)
                     pending = first
                     while pending:
                         for delta in stream.feed(pending):
@@ -266,6 +267,8 @@ class HTTPUpstream:
             detail = self._reader.error_detail(data, response.reason or "")
         if status in (401, 403):  # the key is charfmt's to fix, not the front end's: a gateway error
             where = f"the environment variable {self.key_env}" if self.key_env else "--api-key-env"
+            if "Authorization" not in self._headers:
+                return self.fail(f"HTTP {status}: charfmt sent no API key (set {where}): {detail}", 502)
             return self.fail(f"HTTP {status}: refused charfmt's API key (check {where}): {detail}", 502)
         return self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
 
@@ -290,6 +293,8 @@ class _Body:
         self._loop = asyncio.get_running_loop()
         self._heard = self._loop.time()
         self._heard_at = 0  # bytes read when the last event was heard
+        self.stream: EventStream | None = None
+        """The event stream the body is read into, once it is known to be one (the silence says what it held)."""
         self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._heard + upstream.timeout, self._check)
 
     async def read(self) -> bytes:
@@ -325,7 +330,9 @@ class _Body:
         self._timer = None
         if content.exception() is not None or content.is_eof():
             return
-        if self.total > self._heard_at:
+        if self.stream is not None and self.stream.partial:
+            why = f"the server sent no whole event for {seconds:g} s (part of one, then too little or nothing)"
+        elif self.total > self._heard_at:
             why = f"the server sent no event for {seconds:g} s (only comments)"
         else:
             why = f"the server sent nothing for {seconds:g} s"

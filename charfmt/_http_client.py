@@ -19,6 +19,7 @@ httpx is an optional dependency (``pip install 'charfmt[http]'``); :func:`requir
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -70,6 +71,9 @@ EXTRA_LINES: Final = 1024
 INSTALL: Final = "pip install 'charfmt[http]'"
 
 _SSE_FIELDS: Final = (b"data:", b":", b"event:", b"id:", b"retry:")
+_HIGH_FIRST: Final = 0xD800
+_HIGH_LAST: Final = 0xDBFF
+"""The high (first) halves of UTF-16 surrogate pairs, by number."""
 
 
 class UpstreamError(CharfmtError):
@@ -455,6 +459,7 @@ class EventStream:
         """``[DONE]`` was read."""
         self.finished = False
         """A finish reason was read (a stream that ends with neither it nor ``[DONE]`` was cut short)."""
+        self._held = ""  # a high surrogate that ended a delta's text: the next delta's may open with its pair
         self._lines = LineSplitter(MAX_LINE)
         self._data: list[bytes] = []
         self._size = self._count = self._events = self._tokens = self._chars = 0
@@ -480,12 +485,14 @@ class EventStream:
                     self._counted()  # the blank line after it
                     delta = self._event(part.strip())
                     if delta is None:  # [DONE]
+                        yield from self._flush()
                         return
                     yield delta
                 return
         for line in self._lines.feed(chunk):
             delta = self._line(line)
             if self.done:
+                yield from self._flush()
                 return
             if delta is not None:
                 yield delta
@@ -495,22 +502,26 @@ class EventStream:
         for line in self._lines.end():
             delta = self._line(line)
             if self.done:
+                yield from self._flush()
                 return
             if delta is not None:
                 yield delta
         if self._data:  # the last event, without the blank line that should end it
             event = b"\n".join(self._data).strip()
             if event == b"[DONE]":
+                yield from self._flush()
                 return
-            last = self.reader.chunk(event, last=True)
+            last = self._paired(self.reader.chunk(event, last=True))
             self.finished = self.finished or last.reason is not None
             yield last
+            yield from self._flush()
         elif self._events == 0:
             raise self.reader.fail("the stream ended before its first event")
         if not self.finished:  # neither [DONE] nor a finish reason: the reply was cut short, not ended
             raise self.reader.fail(
                 "the stream ended before the reply did (no finish_reason, no [DONE]): the connection closed early"
             )
+        yield from self._flush()
 
     def _line(self, line: bytes) -> Delta | None:
         fail = self.reader.fail
@@ -531,6 +542,25 @@ class EventStream:
         self._data, self._size = [], 0
         return self._event(event)
 
+    def _paired(self, delta: Delta) -> Delta:
+        """``delta`` with a UTF-16 surrogate pair split across two deltas made whole again: a server may send
+        an emoji as ``"\\ud83d"`` then ``"\\ude00"``, each half no character alone. A high half that ends a
+        delta's text is held for the next one; one never completed comes at the end (``_flush``) as it
+        was sent, for the reader of the text to say (a lone surrogate is ``CF714``)."""
+        text = delta.text
+        if self._held:  # the pair joined: one character (a high half and anything else stay two)
+            head = (self._held + text[:1]).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+            text, self._held = head + text[1:], ""
+        if text and _HIGH_FIRST <= ord(text[-1]) <= _HIGH_LAST:
+            text, self._held = text[:-1], text[-1]
+        return dataclasses.replace(delta, text=text)
+
+    def _flush(self) -> Iterator[Delta]:
+        """The high half still held at the stream's end, alone."""
+        if self._held:
+            yield Delta(self._held)
+            self._held = ""
+
     def _counted(self) -> None:
         """Count a line of the stream, within the budget's lines."""
         self._count += 1
@@ -546,6 +576,9 @@ class EventStream:
             self.done = True
             return None
         delta = self.reader.chunk(event)
+        text = delta.text
+        if self._held or (text and _HIGH_FIRST <= ord(text[-1]) <= _HIGH_LAST):
+            delta = self._paired(delta)
         if delta.reason is not None:
             self.finished = True
         if delta.text:

@@ -57,6 +57,14 @@ def reply_events(text: str = REPLY) -> bytes:
 HALF_REPLY = b"".join(event(chunk(REPLY[i : i + 4])) for i in range(0, len(REPLY) // 2, 4))
 """The first half of the reply's events, whole: no finish reason, no ``[DONE]``."""
 
+_ESCAPED = json.dumps(REPLY.replace("bolts.", "bolts\U0001f600"))[1:-1]  # the emoji as \\ud83d\\ude00
+_HIGH, _LOW = _ESCAPED.split("\\ude00")
+SPLIT_EMOJI = b"".join([
+    event(b'{"choices": [{"delta": {"content": "%s"}}]}' % _HIGH.encode()),
+    event(b'{"choices": [{"delta": {"content": "\\ude00%s"}, "finish_reason": "stop"}]}' % _LOW.encode()),
+    event(b"[DONE]"),
+])  # fmt: skip
+"""A reply whose emoji comes as two events: its high half escaped ends one, its low half is the last one's."""
 PAUSE = b""
 """A part of ``send`` that is a pause (50 ms): what follows comes in a later packet, after the headers are read."""
 
@@ -121,6 +129,8 @@ class Case:
     """A fragment of the error line (exit 1) or of the reply shown (exit 0)."""
     args: tuple[str, ...] = ()
     heavy: bool = False
+    reply: str = REPLY
+    """What a clean case's server sends as the reply's text (its deltas joined)."""
 
 
 E = 1  # the README's exit status for a failed request: invalid input, one error line
@@ -214,6 +224,10 @@ CASES: dict[str, Case] = {
         ),
         E,
         "broke the HTTP protocol",
+    ),
+    # an emoji sent as its two UTF-16 halves, escaped, in two events (the JSON is valid; each half is no character)
+    "an emoji split into two escaped halves": Case(
+        send(SSE, SPLIT_EMOJI), 0, "Rex: Forty bolts\U0001f600 Deal?", reply=REPLY.replace("bolts.", "bolts\U0001f600")
     ),
     # a body that simply ends, whole in its framing, before the reply does: a half reply is no answer
     "ends without finishing (connection closed)": Case(
@@ -427,7 +441,7 @@ def test_serve_reads_each_malformation_as_chat_does(name: str, upstream: Callabl
 
     start = time.monotonic()
     if case.status == 0:
-        assert asyncio.run(reply()) == REPLY
+        assert asyncio.run(reply()) == case.reply
     else:
         with pytest.raises(UpstreamFailure) as failed:
             asyncio.run(reply())

@@ -225,6 +225,8 @@ _EVENT_PARTS = st.sampled_from(
         b"event: x\nid: 1\n\n",
         b"data: [DONE]\n\n",
         b'data: {"choices": []}\n\n',  # a usage chunk
+        b'data: {"choices": [{"delta": {"content": "y\\ud83d"}}]}\n\n',  # half an emoji ends the text
+        b'data: {"choices": [{"delta": {"content": "\\ude00z"}}]}\n\n',  # its other half
         b"oops\n\n",
     ]
 )
@@ -304,3 +306,27 @@ def test_a_stream_that_ends_without_finishing_was_cut_short(ending: bytes, expec
     closed, a chunked end) is an error, never a short reply taken as whole."""
     event = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
     assert _read_stream([event, ending], 100, 10) == [Delta("hi"), *expected]
+
+
+def _halves(*texts: str, end: bytes = b"data: [DONE]\n\n") -> list[bytes]:
+    """Events whose content is each of ``texts``, escaped as JSON does (ASCII: a surrogate as ``\\udXXX``)."""
+    events = [b'data: {"choices": [{"delta": {"content": %s}}]}\n\n' % json.dumps(t).encode() for t in texts]
+    return [*events, b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\n', end]
+
+
+@pytest.mark.parametrize("packets", [False, True], ids=["events one by one", "one packet"])
+def test_a_surrogate_pair_split_across_two_events_is_one_character(packets: bool) -> None:
+    """An emoji sent as ``"\\ud83d"`` then ``"\\ude00"`` (each half no character): the deltas make it whole."""
+    events = _halves("hi \ud83d", "\ude00 there", "\ud83d", "\ude00")
+    chunks = [b"".join(events)] if packets else events
+    out = _read_stream(chunks, 100, 10)
+    assert "".join(d.text for d in out if isinstance(d, Delta)) == "hi \U0001f600 there\U0001f600"
+    assert out[-1] == "done"
+
+
+@pytest.mark.parametrize("end", [b"data: [DONE]\n\n", b"data: [DONE]", b""])
+def test_a_half_never_completed_comes_alone_at_the_end(end: bytes) -> None:
+    """A high half that ends the text, or one followed by no low half: sent on as it came (the reader of the
+    text says it: ``CF714``), never dropped, never joined with what is no pair."""
+    out = _read_stream(_halves("a\ud83d", "b\ud83d", end=end), 100, 10)
+    assert "".join(d.text for d in out if isinstance(d, Delta)) == "a\ud83db\ud83d"

@@ -167,18 +167,19 @@ def test_without_the_pacer_the_same_chunk_waits_behind_every_start(monkeypatch: 
     assert log.index("A: }]}") > max(i for i, e in enumerate(log) if e == "start")
 
 
-# --- text the model sends in halves of a UTF-16 surrogate pair -------------------------------------
+# --- text holding lone UTF-16 surrogates (JSON may say "\udc00": no character) -----------------------
 
 
-class _Halves:
-    """An upstream that sends an emoji as two escaped halves (``"\\ud83d"``, then ``"\\ude00"``), then a
-    lone half: the JSON decoder makes each a lone surrogate, which no UTF-8 writer takes."""
+class _Lone:
+    """An upstream whose text holds lone surrogates (as a JSON decoder gives ``"\\udc00"``), one a delta's
+    last character, one its only one: no UTF-8 writer takes them. (A pair split across two deltas is made
+    whole by the HTTP reader: ``tests/test_http_client.py``.)"""
 
-    name = "halves"
+    name = "lone"
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
-        for text in ('{"chats": [{"type": "C", "order": 1, "body": "<msg>hi ', "\ud83d", "\ude00", " and \udc00",
-                     ' bye</msg>"}]}\ud83d'):  # fmt: skip
+        for text in ('{"chats": [{"type": "C", "order": 1, "body": "<msg>hi \U0001f600 and \udc00', "\ud83d",
+                     ' bye</msg>"}]}'):  # fmt: skip
             yield Delta(text)
         yield Delta("", "stop")
 
@@ -186,11 +187,11 @@ class _Halves:
         pass
 
 
-def test_surrogate_halves_make_their_character_and_a_lone_one_is_a_replacement() -> None:
+def test_a_lone_surrogate_is_a_replacement_said_where_and_every_piece_can_be_written() -> None:
     from charfmt.serve.wire import sse
 
     async def main() -> list[Any]:
-        upstream = _Halves()
+        upstream = _Lone()
         engine = Engine(Settings(character=REX, upstream=upstream), upstream)  # type: ignore[arg-type]
         return [p async for batch in engine.turn_batches([], engine.player_turn("hi")) for p in batch]
 
@@ -198,9 +199,12 @@ def test_surrogate_halves_make_their_character_and_a_lone_one_is_a_replacement()
     done = pieces[-1]
     assert isinstance(done, Done)
     raw = "".join(p.text for p in pieces if isinstance(p, Raw))
-    assert raw == done.text and "hi \U0001f600 and \ufffd bye" in raw and raw.endswith("\ufffd")
+    assert raw == done.text and "hi \U0001f600 and \ufffd\ufffd bye" in raw
     raw.encode()  # every piece of text can be written out (was: UnicodeEncodeError, a stream cut short)
     for piece in pieces[:-1]:
         if not isinstance(piece, Raw):
             sse(piece.to_dict())
-    assert done.reply.chats[0].texts("msg") == ["hi \U0001f600 and \ufffd bye"]
+    assert done.reply.chats[0].texts("msg") == ["hi \U0001f600 and \ufffd\ufffd bye"]
+    lone = [d for d in done.reply.diagnostics if d.code == "CF714"]
+    assert [raw[d.offset : d.end] for d in lone] == ["\ufffd", "\ufffd"] and lone[0].end == lone[1].offset
+    assert done.valid is False  # the model's text was not strictly valid: it held no character there

@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
 
-_HIGH_FIRST, _HIGH_LAST = 0xD800, 0xDBFF
-"""The first halves of UTF-16 surrogate pairs."""
-
 PROMPT_MARGIN = 32
 """Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
 
@@ -116,7 +113,10 @@ class _Reading:
             self.stage = StageReader(engine.character, max_length=length)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
         self.chunks: list[str] = []
-        self._high = ""  # a high surrogate that ended a delta: the next delta's first may pair with it
+        self.size = 0
+        """Characters of the reply so far."""
+        self.lone: list[int] = []
+        """Where a lone surrogate was replaced by U+FFFD (offsets in the reply's text): ``CF714``."""
         self.reason: str | None = None
         self.first: float | None = None
         self.started = time.perf_counter()
@@ -125,41 +125,42 @@ class _Reading:
         """The text of ``delta`` (``Raw``), then the events, cues and sentences it makes certain."""
         self.reason = delta.reason or self.reason
         text = delta.text
-        if text and (self._high or not text.isascii()):
-            text = self._paired(text)
         if not text:
             return []
+        if not text.isascii():
+            text = self._sound(text)
         if self.first is None:
             self.first = time.perf_counter()
         self.chunks.append(text)
+        self.size += len(text)
         if not self.events:
             return [Raw(text)]
         return [Raw(text), *self._pieces(self.stream.feed(text))]
 
-    def _paired(self, text: str) -> str:
-        """``text`` with each UTF-16 surrogate pair made its character, even split across two deltas (a
-        server may send an emoji as ``"\\ud83d"`` then ``"\\ude00"``); a surrogate left alone is U+FFFD,
-        as a bad UTF-8 byte is (text holding a lone surrogate cannot be written out)."""
-        text, self._high = self._high + text, ""
+    def _sound(self, text: str) -> str:
+        """``text`` with each lone UTF-16 surrogate (JSON may say ``"\\udc00"``: no character) U+FFFD, its
+        place noted (``CF714``), as a bad UTF-8 byte is; no text holding one can be written out. (A pair
+        split across two deltas is made whole by the upstream's reader, ``_http_client.EventStream``.)"""
         try:
             text.encode()
         except UnicodeEncodeError:  # (a surrogate: nothing else stops UTF-8)
             pass
         else:
             return text
-        if _HIGH_FIRST <= ord(text[-1]) <= _HIGH_LAST:  # half a pair: its other half may open the next delta
-            text, self._high = text[:-1], text[-1]
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        chars = list(text)
+        for i, char in enumerate(chars):
+            try:
+                char.encode()
+            except UnicodeEncodeError:
+                chars[i] = "\ufffd"
+                self.lone.append(self.size + i)
+        return "".join(chars)
 
     def close(self) -> list[Piece]:
         """The rest, once the reply has ended."""
-        from charfmt._http_client import Delta  # noqa: PLC0415
-
-        held = self.feed(Delta("\ufffd")) if self._high else []  # (half a pair, never completed)
-        self._high = ""
         if not self.events:
             return []
-        out = held + self._pieces(self.stream.close())
+        out = self._pieces(self.stream.close())
         if self.cues:
             out.extend(self.stage.close())
             out.extend(self.splitter.close())
@@ -277,7 +278,7 @@ class Engine:
     def _done(self, rid: str, body: dict[str, Any], turn: UserTurn, reading: _Reading) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
         from charfmt.character import Exchange  # noqa: PLC0415
-        from charfmt.diagnostics import ParseError  # noqa: PLC0415
+        from charfmt.diagnostics import Diagnostic, ParseError  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
         text = "".join(reading.chunks)
@@ -292,6 +293,13 @@ class Engine:
             reply = reading.stream.reply
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
             reply = strict if strict is not None else self.read(text)
+        if reading.lone:  # the model's text held what is no character: not strictly valid, and said where
+            strict = None
+            notes = [
+                Diagnostic.at(text, "CF714", "a lone UTF-16 surrogate the server sent replaced by U+FFFD", at, at + 1)
+                for at in reading.lone
+            ]
+            reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *notes]})
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]

@@ -460,6 +460,14 @@ BAD_REQUESTS = [
     (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', 400, "'stream' must be"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "n": 3}', 400, "'n' must be 1"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "n": true}', 400, "'n' must be 1"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": "x"}', 400, "'stream_options' must be"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": 1}}', 400,
+     "'stream_options' must be"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}', 400, "calls no tools"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "functions": [{"name": "f"}]}', 400, "calls no tools"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}', 400,
+     "sets the answer's form itself"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "response_format": "text"}', 400, "'response_format'"),
     (b"\xff\xfe", 400, "not UTF-8"),
     (json.dumps({"messages": [{"role": "user", "content": "x" * 9000}]}).encode(), 400, "at most 8,000"),
     (json.dumps({"messages": [{"role": "user", "content": "x" * 70000}]}).encode(), 413, "at most 65,536"),
@@ -477,6 +485,21 @@ def test_malformed_requests(
     assert words in r.json()["error"]["message"]
     assert r.json()["error"]["param"] != "say"  # (a /v1/turn field: this request has none)
     assert not upstream[0].requests
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"tools": []}, {"tools": [{"type": "function"}], "tool_choice": "none"}, {"response_format": {"type": "text"}},
+     {"stream_options": {}}, {"stream_options": {"include_usage": False}}],
+)
+def test_fields_asking_for_nothing_the_server_lacks_are_taken(
+    extra: dict[str, Any], rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    with serve(rex, upstream) as base:
+        body = {"messages": [{"role": "user", "content": "hi"}], **extra}
+        r = httpx.post(base + "/v1/chat/completions", json=body, timeout=T)
+    assert r.status_code == 200 and r.json()["charfmt"]["valid"] is True
+    assert not {"tools", "tool_choice", "response_format", "stream_options"} & set(upstream[0].requests[-1])
 
 
 def test_sessions_bounded_in_number_and_bytes(rex: Character, upstream: tuple[Scripted, str]) -> None:

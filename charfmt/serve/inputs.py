@@ -87,6 +87,7 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
     n = body.get("n")
     if n is not None and (isinstance(n, bool) or n != 1):
         raise HTTPFailure(400, "'n' must be 1: the server answers with one choice", "n")
+    _refuse_what_is_not_served(body)
     options: dict[str, Any] = {}
     for name, (low, high) in _SAMPLING.items():
         value = body.get(name)
@@ -110,6 +111,24 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
     if system:
         options["system"] = system
     return options
+
+
+def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
+    """A 400 for a field asking for what the server never gives (rather than an answer without it)."""
+    for name in ("tools", "functions"):
+        if body.get(name) and body.get("tool_choice", body.get("function_call")) != "none":
+            raise HTTPFailure(400, f"'{name}': the server answers in character and calls no tools", name)
+    kind = body.get("response_format")
+    if kind is not None and (not isinstance(kind, dict) or kind.get("type") != "text"):
+        raise HTTPFailure(
+            400, "'response_format': the server sets the answer's form itself (--reply-format); only "
+            "{'type': 'text'} is taken", "response_format",
+        )  # fmt: skip
+    options = body.get("stream_options")
+    if options is not None and (
+        not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool)
+    ):
+        raise HTTPFailure(400, "'stream_options' must be an object such as {'include_usage': true}", "stream_options")
 
 
 def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:

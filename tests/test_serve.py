@@ -18,6 +18,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from charfmt import Character, parse  # noqa: E402
+from charfmt.writer import canonical_form, dumps  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 from charfmt.serve.formats import whole  # noqa: E402
 
@@ -171,7 +172,7 @@ def test_an_answer_shows_chats_in_the_order_the_model_wrote_them(
         assert content == expected[fmt]
 
 
-MARKUP_BODY = "<emo>annoyed</emo>\n<act>points at [map]</act>\n<msg>[pleased] *waves* <|ACT:{}|> 【疑惑】 a|b</msg>"
+MARKUP_BODY = "<emo>annoyed</emo>\n<act>points at [map]</act>\n<msg>[pleased] *waves* &lt;|ACT:{}|> 【疑惑】 a|b</msg>"
 MARKUP_IN_SPEECH = json.dumps({"chats": [{"type": "C", "order": 1, "body": MARKUP_BODY}]})
 """A reply whose speech and action hold what looks like the reply formats' own markers."""
 
@@ -236,6 +237,41 @@ def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[
     assert "<emo>annoyed</emo>" in past["chats"][0]["body"] and "crosses arms" in past["chats"][0]["body"]
     system = sent[0]["content"]
     assert system.index("Rex") < system.index("the front end's own prompt") and system.count("front end's own") == 1
+
+
+TWO_CHATS = json.dumps({"chats": [
+    {"type": "C", "order": 1, "body": MARKUP_BODY},
+    {"type": "C", "order": 2, "body": "<emo>pleased</emo>\n<msg>Hello there.</msg>\n<act>beeps</act>\n<msg>Put it here.</msg>"},
+]})  # fmt: skip
+"""A reply of two chats, the first with speech and an action that look like the formats' markers."""
+
+
+@pytest.mark.parametrize("fmt", ["tags", "airi", "speech", "canonical"])
+def test_an_answer_sent_back_as_history_is_the_reply_it_showed(
+    fmt: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    """A front end without a session sends the server's own answers back as its history: each format is read
+    back as the reply it showed (the character's words and markers kept apart), not taken apart by guesswork."""
+    up = upstream[0]
+    up.mode = "say:" + TWO_CHATS
+    with serve(rex, upstream, reply_format=fmt) as base:
+        said = [{"role": "user", "content": "hello"}]
+        answer = httpx.post(base + "/v1/chat/completions", json={"messages": said}, timeout=T).json()
+        shown = answer["choices"][0]["message"]["content"]
+        up.mode = "ok"
+        again = [*said, {"role": "assistant", "content": shown}, {"role": "user", "content": "sorry"}]
+        assert httpx.post(base + "/v1/chat/completions", json={"messages": again}, timeout=T).status_code == 200
+    past = json.loads(up.requests[-1]["messages"][-2]["content"])  # the exchange as the upstream is shown it
+    first = parse(TWO_CHATS, vocabulary=rex.vocabulary, tags=rex.tags)
+    if fmt == "speech":  # only the words were shown: only the words come back
+        first = first.model_copy(update={"chats": [
+            c.model_copy(update={"segments": [s for s in c.segments if s.tag == "msg"]}) for c in first.chats
+        ]})  # fmt: skip
+    bodies = [chat["body"] for chat in past["chats"]]
+    expected = [chat["body"] for chat in json.loads(dumps(canonical_form(first, tags=rex.tags)))["chats"]]
+    if fmt == "speech":  # (two pieces of speech shown as one line: one element)
+        expected[1] = "<msg>Hello there. Put it here.</msg>"
+    assert bodies == expected
 
 
 def test_sessions_are_kept_apart(rex: Character, upstream: tuple[Scripted, str]) -> None:
@@ -555,6 +591,21 @@ def test_playground_page_has_no_outside_url(rex: Character, upstream: tuple[Scri
     assert "http://" not in r.text and "https://" not in r.text and "//cdn" not in r.text
     assert info["name"] == "Rex" and "pleased" in info["emotions"] and info["constrained"] is True
     assert info["speech_tags"] == [spec.name for spec in rex.tags.with_role("speech")]  # the page's speech
+
+
+@pytest.mark.parametrize("fmt", ["tags", "airi", "speech"])
+def test_a_scene_answer_reads_back_with_its_speakers(fmt: str) -> None:
+    from charfmt.scene import Scene
+    from charfmt.serve.formats import read_answer
+
+    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    chats = [{"type": "C", "order": 1, "speaker": "mio", "body": "<emo>joy</emo>\n<msg>Welcome [in].</msg>"},
+             {"type": "C", "order": 2, "speaker": "rex", "body": "<msg>No.</msg>"}]  # fmt: skip
+    reply = scene.parse(json.dumps({"chats": chats}))
+    back = read_answer(fmt, whole(fmt, reply, scene.tags, speakers=True), scene.tags, speakers=True)
+    assert back is not None and [c.speaker for c in back.chats] == ["mio", "rex"]
+    assert [c.texts("msg") for c in back.chats] == [["Welcome [in]."], ["No."]]
+    assert back.chats[0].texts("emo") == ([] if fmt == "speech" else ["joy"])
 
 
 def test_whole_formats_of_one_reply(rex: Character) -> None:

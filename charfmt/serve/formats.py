@@ -31,8 +31,9 @@ the order the model wrote them (``canonical`` presents them sorted by ``order``,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reset, TextDelta
 
@@ -131,6 +132,101 @@ breaks as spaces, and the format's own marker characters (``[joy]``, ``*waves*``
 ``<|ACT:…|>``) as their full-width look-alikes, so no front end (nor charfmt, reading the answer back
 as history) takes the character's words for a cue. Each character on its own: a chunk cut anywhere
 reads as the whole does."""
+
+
+_READ_BACK: Final = {
+    "tags": str.maketrans({"［": "[", "］": "]", "＊": "*", "〖": "【", "〗": "】"}),
+    "speech": str.maketrans({}),
+    "airi": str.maketrans({"｜": "|"}),
+}
+"""What ``read_answer`` undoes: the look-alikes ``_SHOWN`` wrote for the format's own marker characters."""
+_MARKERS: Final = {
+    "tags": re.compile(r"\[([^\[\]\n]+)\]|\*([^*\n]+)\*"),
+    "airi": re.compile(r"<\|ACT:(\{[^|\n]*\})\|>"),
+}
+"""The markers each format writes: ``[joy]``, ``[voice:soft]``, ``*waves*``; ``<|ACT:{...}|>``."""
+_SPEAKER: Final = re.compile(r"(\S+?): ")
+
+
+def read_answer(name: str, text: str, tags: TagTable, *, speakers: bool = False) -> Reply | None:
+    """An answer this server gave in format ``name`` read back as the reply it showed (the inverse of the
+    formatter: each line a chat, each marker its element, the words between them speech), or ``None``
+    where ``text`` is not in that form (``canonical``; JSON or tags sent back): read it leniently then.
+
+    A front end without a session sends its history back as it showed it; the lenient reader knows
+    no AIRI markers, and would take the words of ``［joy］`` for a cue.
+    """
+    from charfmt.models import Chat, Reply  # noqa: PLC0415
+
+    head = text.lstrip()[:6]
+    if name not in _READ_BACK or head[:1] == "{" or (head[:1] == "<" and head != "<|ACT:"):  # JSON, tags: lenient
+        return None
+    chats: list[Chat] = []
+    for line in text.splitlines():
+        speaker, words = None, line
+        if speakers and (m := _SPEAKER.match(line)):
+            speaker, words = m.group(1), line[m.end() :]
+        segments = _segments(name, words, tags)
+        if segments:
+            try:
+                chats.append(Chat(type="C", order=len(chats) + 1, segments=segments, speaker=speaker))
+            except ValueError:
+                return None
+    return Reply(chats=chats) if chats else None
+
+
+def _segments(name: str, line: str, tags: TagTable) -> list[Any]:
+    """The elements of one line of an answer in format ``name``."""
+    from charfmt.models import Segment  # noqa: PLC0415
+
+    back, speech = _READ_BACK[name], tags.speech.name
+    out: list[Segment] = []
+
+    def said(words: str) -> None:
+        if words.strip():
+            out.append(Segment(tag=speech, text=words.strip().translate(back)))
+
+    markers = _MARKERS.get(name)
+    at = 0
+    for m in markers.finditer(line) if markers is not None else ():
+        said(line[at : m.start()])
+        at = m.end()
+        element = _marker(name, m, tags)
+        if element is None:
+            said(m.group(0))
+        else:
+            out.append(Segment(tag=element[0], text=element[1].translate(back), intensity=element[2]))
+    said(line[at:])
+    return out
+
+
+def _marker(name: str, m: re.Match[str], tags: TagTable) -> tuple[str, str, float | None] | None:
+    """What one marker shows: (tag, text, intensity), or ``None`` for no element (it is words)."""
+    emotion = tags.emotion.name
+    action = tags.action.name if tags.action is not None else None
+    if name == "tags":
+        if m.group(2) is not None:
+            return (action, m.group(2), None) if action is not None else None
+        tag, colon, value = m.group(1).partition(":")
+        if colon and tag in tags and tag != emotion:
+            return tag, value, None
+        return emotion, m.group(1), None
+    try:
+        data = json.loads(m.group(1))
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or len(data) != 1:
+        return None
+    ((key, value),) = data.items()
+    if key == "emotion" and isinstance(value, dict) and isinstance(value.get("name"), str):
+        intensity = value.get("intensity")
+        number = float(intensity) if isinstance(intensity, int | float) and not isinstance(intensity, bool) else None
+        return emotion, value["name"], None if number == 1 else number
+    if key == "motion" and isinstance(value, str) and action is not None:
+        return action, value, None
+    if isinstance(value, str) and key in tags:
+        return key, value, None
+    return None
 
 
 def _act(value: dict[str, object]) -> str:

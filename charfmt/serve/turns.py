@@ -327,19 +327,22 @@ def _add_options(body: dict[str, Any], options: dict[str, Any] | None) -> None:
 def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:
     """Exchanges from a front end's own history (user/assistant pairs; the assistant's text read leniently).
 
-    A front end that shows ``[joy] hi`` sends that back: the lenient reader's bracket dialect
-    reads it as the same reply. System messages and unpaired turns are left out.
+    An answer sent back as the server gave it (``--reply-format``) is read as that format
+    (``read_answer``: ``[joy] hi``, AIRI's markers, plain speech); anything else (JSON, tags, a front
+    end's own style) is read leniently. System messages and unpaired turns are left out.
     """
     from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.serve.formats import read_answer  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
     pending: str | None = None
+    fmt, speakers = engine.settings.reply_format, engine.scene is not None
     for role, text in messages:
         if role == "user":
             pending = text
         elif role == "assistant" and pending is not None:
-            reply = engine.read(text)
+            reply = read_answer(fmt, text, engine.tags, speakers=speakers) or engine.read(text)
             if pending.strip() and reply.chats:
                 out.append(Exchange(user=engine.character.shorthand(pending), reply=canonical_form(reply, engine.tags)))
             pending = None

@@ -18,9 +18,9 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from charfmt import Character, parse  # noqa: E402
-from charfmt.writer import canonical_form, dumps  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 from charfmt.serve.formats import whole  # noqa: E402
+from charfmt.writer import canonical_form, dumps  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_upstream import Scripted, loopback, reply_for  # noqa: E402
@@ -241,7 +241,8 @@ def test_front_end_history_in_tags_is_read_back(rex: Character, upstream: tuple[
 
 TWO_CHATS = json.dumps({"chats": [
     {"type": "C", "order": 1, "body": MARKUP_BODY},
-    {"type": "C", "order": 2, "body": "<emo>pleased</emo>\n<msg>Hello there.</msg>\n<act>beeps</act>\n<msg>Put it here.</msg>"},
+    {"type": "C", "order": 2, "body": "<emo>pleased</emo>\n<msg>Hello there.</msg>\n<act>beeps</act>\n"
+                                      "<msg>Put it here.</msg>"},
 ]})  # fmt: skip
 """A reply of two chats, the first with speech and an action that look like the formats' markers."""
 

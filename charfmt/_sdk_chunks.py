@@ -112,7 +112,8 @@ def _paragraphs(*parts: str) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-def _quoted(text: str) -> str:
+def quoted(text: str) -> str:
+    """``text`` in double quotes, as JSON writes it (a refusal's text in a message)."""
     return json.dumps(text, ensure_ascii=False)
 
 
@@ -153,7 +154,7 @@ def _stop(piece: Piece, reason: Any) -> Piece:
 
 def _tool(piece: Piece, name: Any, what: str = "tool") -> None:
     called = _str(name) or what
-    message = f"the model called the {what} {_quoted(called)}: a tool call is not part of the reply (the SDK has it)"
+    message = f"the model called the {what} {quoted(called)}: a tool call is not part of the reply (the SDK has it)"
     piece.notes.append(("CF822", message))
 
 
@@ -367,7 +368,7 @@ def _read_gemini(item: Any) -> Piece:
     text: list[str] = []
     feedback = _get(_get(item, "prompt_feedback"), "block_reason")
     if feedback:
-        piece.notes.append(("CF823", f"the provider blocked the prompt ({_quoted(_name(feedback) or str(feedback))})"))
+        piece.notes.append(("CF823", f"the provider blocked the prompt ({quoted(_name(feedback) or str(feedback))})"))
     for n, candidate in enumerate(_get(item, "candidates") or ()):
         if not _only_first(piece, _get(candidate, "index") or n, "candidate"):
             continue
@@ -580,7 +581,7 @@ class Reader:
         if not self._refusal:
             return []
         refusal, self._refusal = "".join(self._refusal), []
-        return [self._note("CF821", f"the model refused to answer: {_quoted(refusal)}")]
+        return [self._note("CF821", f"the model refused to answer: {quoted(refusal)}")]
 
     def after(self, events: list[Event]) -> list[Event]:
         """``events`` of the stream reader, with what this reader showed again after a ``Reset``."""

@@ -3,11 +3,12 @@
 ``Scripted.mode`` picks what the next requests get: ``ok`` (the reply streamed in small chunks; its message repeats
 the player's words, so replies of different sessions differ), ``whole`` (one ``chat.completion``), ``badsse``,
 ``slow``, ``cut`` (the connection drops mid-reply), ``cutclean`` (half the reply, then the body simply ends: no finish
-reason, no ``[DONE]``), ``trickle`` (the first event a byte at a time, 0.1 s apart), ``wholestall`` (half a
-``chat.completion``, then nothing for a minute), ``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After:
-7``), ``html`` (a proxy's HTML error page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model
-writes TEXT; ``say:``: nothing, then ``[DONE]``), ``mute`` (no answer at all), ``silent`` (headers, then nothing) and
-``pings`` (headers, then keep-alive comments for ever; ``stall``: the same after the reply's first chunk).
+reason, no ``[DONE]``), ``filter`` (half the reply, then a content filter's stop), ``refuse`` (a refusal, no content),
+``trickle`` (the first event a byte at a time, 0.1 s apart), ``wholestall`` (half a ``chat.completion``, then nothing
+for a minute), ``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
+page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT; ``say:``: nothing, then
+``[DONE]``), ``mute`` (no answer at all), ``silent`` (headers, then nothing) and ``pings`` (headers, then keep-alive
+comments for ever; ``stall``: the same after the reply's first chunk).
 """
 
 from __future__ import annotations
@@ -115,6 +116,12 @@ class Scripted:
             if mode == "badsse":
                 yield b"data: {not json\n\n"
                 return
+            if mode == "refuse":
+                refusal = {"index": 0, "delta": {"refusal": "I cannot help with that."}, "finish_reason": None}
+                yield b"data: %s\n\n" % json.dumps({"object": "chat.completion.chunk", "choices": [refusal]}).encode()
+                yield chunk_event(None, "stop")
+                yield b"data: [DONE]\n\n"
+                return
             if mode == "trickle":
                 for i, byte in enumerate(chunk_event(text[:CHUNK])):
                     yield bytes([byte])
@@ -138,6 +145,10 @@ class Scripted:
                     raise ConnectionResetError("scripted cut")
                 if mode == "cutclean" and i == len(pieces) // 2:
                     return  # (a clean end of the body: no finish reason, no [DONE])
+                if mode == "filter" and i == len(pieces) // 2:
+                    yield chunk_event(None, "content_filter")
+                    yield b"data: [DONE]\n\n"
+                    return
                 if mode == "slow":
                     await asyncio.sleep(0.05)
                 elif self.delay:

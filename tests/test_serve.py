@@ -746,6 +746,43 @@ def test_upstream_key_is_bearer_and_the_url_is_never_shown(
         assert r.status_code == 502 and "MY_KEY" in message and f"HTTP {mode}" in message
 
 
+def test_a_content_filters_stop_is_said_and_a_refusal_quoted(rex: Character, upstream: tuple[Scripted, str]) -> None:
+    """A content filter that stops the reply half-way: ``finish_reason: content_filter`` (never ``stop``), not
+    valid, ``CF823`` in the reply's diagnostics. A refusal with no reply: a 502 quoting the model's words."""
+    up = upstream[0]
+    up.mode = "filter"
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    with serve(rex, upstream, reply_format="tags") as base:
+        answer = httpx.post(base + "/v1/chat/completions", json=chat, timeout=T).json()
+        with httpx.stream("POST", base + "/v1/chat/completions", json={**chat, "stream": True}, timeout=T) as r:
+            last = [c for c in sse(r) if c.get("choices")][-1]
+        with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
+            reply = list(sse(r))[-1]
+        up.mode = "refuse"
+        refused = httpx.post(base + "/v1/chat/completions", json=chat, timeout=T)
+    assert answer["choices"][0]["finish_reason"] == "content_filter" and answer["charfmt"]["valid"] is False
+    assert last["choices"][0]["finish_reason"] == "content_filter" and last["charfmt"]["valid"] is False
+    assert reply["timing"]["finish_reason"] == "content_filter" and reply["valid"] is False
+    assert "CF823" in [d["code"] for d in reply["diagnostics"]]
+    assert refused.status_code == 502
+    assert refused.json()["error"]["message"] == 'the upstream\'s model refused to answer: "I cannot help with that."'
+
+
+@pytest.mark.parametrize("mode", ["ok", "whole"])
+def test_usage_counts_the_reply_however_the_upstream_sent_it(
+    mode: str, rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    """The reply's tokens are estimated from its text: a whole completion is not one token (one delta)."""
+    from charfmt.render import estimate_tokens
+
+    upstream[0].mode = mode
+    with serve(rex, upstream) as base:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        usage = httpx.post(base + "/v1/chat/completions", json=body, timeout=T).json()["usage"]
+    written = reply_for(upstream[0].requests[-1]["messages"][-1]["content"])
+    assert usage["completion_tokens"] == estimate_tokens(written) > 10
+
+
 @pytest.mark.parametrize("mode", ["401", "403"])
 def test_an_upstream_refusal_without_a_key_says_none_was_sent(
     mode: str, rex: Character, upstream: tuple[Scripted, str]

@@ -178,9 +178,16 @@ class Completion:
 
 
 def _usage(done: Done) -> dict[str, int]:
-    total = done.prompt_tokens + done.tokens
-    return {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.tokens, "total_tokens": total}
+    """The turn's tokens as charfmt estimates them (``count_tokens``: errs high), the prompt's and the reply's
+    alike; not the upstream's own count (not every upstream reports one)."""
+    from charfmt.render import estimate_tokens  # noqa: PLC0415
+
+    completion = estimate_tokens(done.text)
+    total = done.prompt_tokens + completion
+    return {"prompt_tokens": done.prompt_tokens, "completion_tokens": completion, "total_tokens": total}
 
 
 def _finish(reason: str | None) -> str:
-    return reason if reason in ("stop", "length") else "stop"
+    """The upstream's finish reason as OpenAI names it: ``length`` and ``content_filter`` (the reply cut
+    short) kept, any other (``eos``, none at all) ``stop``."""
+    return reason if reason in ("stop", "length", "content_filter") else "stop"

@@ -19,7 +19,9 @@ from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
 
 if TYPE_CHECKING:
     from charfmt._http_client import Delta
+    from charfmt._sdk_chunks import Piece as SDKPiece
     from charfmt.character import Character, Exchange
+    from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.models import Reply
     from charfmt.serve.settings import Settings
@@ -117,6 +119,10 @@ class _Reading:
         """Characters of the reply so far."""
         self.lone: list[int] = []
         """Where a lone surrogate was replaced by U+FFFD (offsets in the reply's text): ``CF714``."""
+        self.notes: list[tuple[str, str, int]] = []
+        """The upstream's notes beside the text (``CF823`` a content filter, ``CF961``...) and where they came."""
+        self.refusal: list[str] = []
+        """The model's refusal text (``CF821``)."""
         self.reason: str | None = None
         self.first: float | None = None
         self.started = time.perf_counter()
@@ -124,6 +130,8 @@ class _Reading:
     def feed(self, delta: Delta) -> list[Piece]:
         """The text of ``delta`` (``Raw``), then the events, cues and sentences it makes certain."""
         self.reason = delta.reason or self.reason
+        if delta.piece is not None:
+            self.note(delta.piece)
         text = delta.text
         if not text:
             return []
@@ -136,6 +144,24 @@ class _Reading:
         if not self.events:
             return [Raw(text)]
         return [Raw(text), *self._pieces(self.stream.feed(text))]
+
+    def note(self, piece: SDKPiece) -> None:
+        """What a chunk says beside the reply's text: a refusal, a content filter's stop, invalid UTF-8."""
+        self.notes.extend((code, message, self.size) for code, message in piece.notes)
+        if piece.refusal:
+            self.refusal.append(piece.refusal)
+
+    def diagnostics(self, text: str) -> list[Diagnostic]:
+        """The notes of the upstream's chunks and the lone surrogates replaced, placed in the reply's ``text``."""
+        from charfmt._sdk_chunks import quoted  # noqa: PLC0415
+        from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
+
+        notes = list(self.notes)
+        if self.refusal:
+            notes.append(("CF821", f"the model refused to answer: {quoted(''.join(self.refusal))}", len(text)))
+        lone = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
+        out = [Diagnostic.at(text, code, message, at) for code, message, at in notes]
+        return out + [Diagnostic.at(text, "CF714", lone, at, at + 1) for at in self.lone]
 
     def _sound(self, text: str) -> str:
         """``text`` with each lone UTF-16 surrogate (JSON may say ``"\\udc00"``: no character) U+FFFD, its
@@ -263,11 +289,14 @@ class Engine:
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
             if delta.text:
                 yield feed(delta)
-            elif delta.reason:
-                reading.reason = delta.reason
+            elif delta.reason or delta.piece:
+                feed(delta)  # (no text: nothing to yield)
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
+            from charfmt._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
 
+            if reading.refusal:
+                raise UpstreamFailure(f"the upstream's model refused to answer: {quoted(''.join(reading.refusal))}")
             raise UpstreamFailure(f"the upstream's reply held no text (finish reason: {reading.reason or 'none'})")
         rest = reading.close()
         if rest:
@@ -278,7 +307,7 @@ class Engine:
     def _done(self, rid: str, body: dict[str, Any], turn: UserTurn, reading: _Reading) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
         from charfmt.character import Exchange  # noqa: PLC0415
-        from charfmt.diagnostics import Diagnostic, ParseError  # noqa: PLC0415
+        from charfmt.diagnostics import ParseError  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
         text = "".join(reading.chunks)
@@ -293,13 +322,11 @@ class Engine:
             reply = reading.stream.reply
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
             reply = strict if strict is not None else self.read(text)
-        if reading.lone:  # the model's text held what is no character: not strictly valid, and said where
-            strict = None
-            notes = [
-                Diagnostic.at(text, "CF714", "a lone UTF-16 surrogate the server sent replaced by U+FFFD", at, at + 1)
-                for at in reading.lone
-            ]
+        notes = reading.diagnostics(text)
+        if notes:  # said beside the text (a refusal, a filter's stop), or a character replaced: said where
             reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *notes]})
+            if reading.lone or any(d.severity == "error" for d in notes):
+                strict = None  # (the text as sent held no character there, or is not the whole reply)
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]

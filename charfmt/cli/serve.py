@@ -52,7 +52,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
         sp, constrained="send the reply grammar or schema upstream (default)", free="send no grammar",
         max_tokens=DEFAULT_MAX_TOKENS, tokens_help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})",
     )  # fmt: skip
-    sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N", help="the model's context window")
+    sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N",
+                    help="the model's context window in tokens (default 8192; set the upstream's)")  # fmt: skip
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")

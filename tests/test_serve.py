@@ -505,6 +505,8 @@ BAD_REQUESTS = [
     (b'{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}', 400,
      "sets the answer's form itself"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "response_format": "text"}', 400, "'response_format'"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "logprobs": true}', 400, "no log probabilities"),
+    (b'{"messages": [{"role": "user", "content": null}]}', 400, "nothing to say"),
     (b"\xff\xfe", 400, "not UTF-8"),
     (json.dumps({"messages": [{"role": "user", "content": "x" * 9000}]}).encode(), 400, "at most 8,000"),
     (json.dumps({"messages": [{"role": "user", "content": "x" * 70000}]}).encode(), 413, "at most 65,536"),
@@ -527,7 +529,9 @@ def test_malformed_requests(
 @pytest.mark.parametrize(
     "extra",
     [{"tools": []}, {"tools": [{"type": "function"}], "tool_choice": "none"}, {"response_format": {"type": "text"}},
-     {"stream_options": {}}, {"stream_options": {"include_usage": False}}],
+     {"stream_options": {}}, {"stream_options": {"include_usage": False}}, {"stream": None}, {"logprobs": False},
+     {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": None, "tool_calls": []},
+                   {"role": "user", "content": "hi"}]}],
 )
 def test_fields_asking_for_nothing_the_server_lacks_are_taken(
     extra: dict[str, Any], rex: Character, upstream: tuple[Scripted, str]

@@ -35,9 +35,12 @@ def json_object(text: str, what: str = "the request body") -> dict[str, Any]:
 
 
 def _text_of(content: Any, where: str) -> str:
-    """A message's content: a string, or the text parts of an array of parts."""
+    """A message's content: a string, or the text parts of an array of parts (``null``, as an assistant's
+    message that only called tools has: no text)."""
     if isinstance(content, str):
         return content
+    if content is None:
+        return ""
     if isinstance(content, list):
         parts = []
         for part in content:
@@ -64,7 +67,8 @@ def chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[s
     if read[-1][0] != "user":
         role = read[-1][0][:20]
         raise HTTPFailure(400, f"the last message must be the player's (role 'user'), not {role!r}", "messages")
-    stream = body.get("stream", False)
+    stream = body.get("stream")
+    stream = False if stream is None else stream
     if not isinstance(stream, bool):
         raise HTTPFailure(400, "'stream' must be true or false", "stream")
     user = body.get("user")
@@ -115,6 +119,8 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
 
 def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
     """A 400 for a field asking for what the server never gives (rather than an answer without it)."""
+    if body.get("logprobs") or body.get("top_logprobs"):
+        raise HTTPFailure(400, "'logprobs': the server gives no log probabilities", "logprobs")
     for name in ("tools", "functions"):
         if body.get(name) and body.get("tool_choice", body.get("function_call")) != "none":
             raise HTTPFailure(400, f"'{name}': the server answers in character and calls no tools", name)

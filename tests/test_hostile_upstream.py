@@ -10,6 +10,7 @@ bound. The ``long`` variants run each in a child process and measure its peak me
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -449,6 +450,48 @@ def test_serve_reads_each_malformation_as_chat_does(name: str, upstream: Callabl
         assert message.startswith("the upstream: ") and "\n" not in message and url not in message
         assert SERVE_SAYS.get(name, case.says) in message, message
     assert time.monotonic() - start < WALL
+
+
+def test_serve_says_a_connection_reset_mid_reply_once_and_logs_no_stray_error(
+    upstream: Callable[[Script], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upstream resets the connection (RST) half-way: one error; asyncio logs no error never retrieved."""
+    pytest.importorskip("starlette")
+    import asyncio
+    import gc
+    import struct
+
+    from charfmt._http_client import endpoint_url
+    from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure
+
+    def reset(conn: socket.socket) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        conn.sendall(head + b"%x\r\n" % len(HALF_REPLY) + HALF_REPLY + b"\r\n")
+        time.sleep(0.05)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # a reset (RST), mid-body
+
+    url = endpoint_url(upstream(reset))
+
+    async def main() -> list[str]:
+        client = HTTPUpstream(url, timeout=5)
+        errors = []
+        for _ in range(3):
+            try:
+                async for _delta in client.chat({"messages": []}, max_tokens=300):
+                    pass
+            except UpstreamFailure as e:
+                errors.append(str(e))
+        await client.aclose()
+        gc.collect()
+        await asyncio.sleep(0.05)
+        return errors
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        errors = asyncio.run(main())
+        gc.collect()
+    assert errors == ["the upstream: the connection was reset before the reply ended"] * 3
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
 def test_serve_ends_the_reply_at_done_whatever_follows(upstream: Callable[[Script], str]) -> None:

@@ -364,7 +364,9 @@ def _watch_connection(aiohttp: Any, response: Any) -> Callable[[], None]:
         return _nothing
     protocol, content = connection.protocol, response.content
 
-    def lost(_: Any) -> None:
+    def lost(closing: asyncio.Future[None]) -> None:
+        if not closing.cancelled():
+            closing.exception()  # (seen: asyncio would log a reset connection's error as never retrieved)
         if not content.is_eof() and content.exception() is None:
             why = protocol.exception()
             text = _parser_text(why) if why is not None else "the connection closed before the body ended"
@@ -421,6 +423,8 @@ def _transport_failure(aiohttp: Any, e: BaseException, timeout: float) -> tuple[
         return f"the server sent nothing for {timeout:g} s", 504
     if isinstance(e, aiohttp.ClientConnectorError):
         return f"cannot connect: {_os_error_text(e.os_error)}", 502
+    if isinstance(e, aiohttp.ClientPayloadError) and "ConnectionResetError" in str(e):  # (aiohttp says it so)
+        return "the connection was reset before the reply ended", 502
     if isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientResponseError):
         return f"the server broke the HTTP protocol: {_parser_text(e)}", 502
     if isinstance(e, aiohttp.ClientOSError):

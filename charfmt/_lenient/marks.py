@@ -51,7 +51,9 @@ HYBRID_BODY: Final = frozenset({"chat_body", "chatbody"})
 """Pattern D's body key."""
 HYBRID_EMOTION: Final = frozenset({"emotion_summary", "emotionsummary"})
 """Pattern D's emotion key."""
-CHATS_KEYS: Final = ("chats", "messages", "replies", "responses", "chat")
+CHATS_KEYS: Final = (
+    "chats", "messages", "replies", "responses", "chat", "reply", "response", "answer", "output", "result",
+)  # fmt: skip
 """Keys that hold the list of chats (``chats`` and what models write instead)."""
 CHAT_KEYS: Final = ("type", "order", "body")
 """A chat object's own keys."""

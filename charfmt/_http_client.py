@@ -602,6 +602,7 @@ class Client:
         headers = {"Accept-Encoding": "identity"}  # nothing to inflate: the byte counts are the bytes
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        self._keyed = bool(api_key)
         self.timeout = timeout
         self.reader = ReplyReader(self.fail)
         self._httpx = lib
@@ -635,7 +636,11 @@ class Client:
         reader = self.reader
         reader.check_headers(response.headers.raw)
         if response.status_code >= 300:
-            raise self.fail(f"HTTP {response.status_code}: {self._error_detail(response)}")
+            status, detail = response.status_code, self._error_detail(response)
+            if status in (401, 403):  # the key is the user's to fix: say whether one was sent
+                sent = "the server refused the API key" if self._keyed else "charfmt sent no API key"
+                raise self.fail(f"HTTP {status}: {sent} (--api-key-env names the variable that holds it): {detail}")
+            raise self.fail(f"HTTP {status}: {detail}")
         kind = reader.body_kind(response.headers)
         chunks = iter(_Counted(response.iter_bytes(), budget.bytes, "the reply"))
         first = b""

@@ -199,6 +199,11 @@ CASES: dict[str, Case] = {
     "1 MB of headers": Case(
         send(b"HTTP/1.1 200 OK\r\n" + b"X-Big: " + b"y" * (1 << 20) + b"\r\n\r\n"), E, "broke the HTTP protocol"
     ),
+    "401, no key sent": Case(
+        send(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n\r\n", b'{"error": {"message": "no"}}'),
+        E,
+        "HTTP 401: charfmt sent no API key (--api-key-env names the variable that holds it): no",
+    ),
     "redirect": Case(
         send(b"HTTP/1.1 302 Found\r\nLocation: http://example.com/\r\nContent-Length: 0\r\n\r\n"), E, "302"
     ),
@@ -415,6 +420,7 @@ SERVE_SAYS: Final = {
     "html page": "answered with an HTML page",  # serve refuses an HTML page by its type, before reading it
     # chat's terminal view escapes the controls; serve's JSON answer escapes them itself
     "error message with controls": "HTTP 400: x\x1b[2J\x9b31m\u202eevil",
+    "401, no key sent": "HTTP 401: charfmt sent no API key (set --api-key-env): no",  # (serve's own flag)
 }
 """Where serve's message says it otherwise than ``chat``'s error line."""
 

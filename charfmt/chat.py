@@ -287,6 +287,8 @@ def run(
             continue
         except UpstreamError as e:
             if says is not None and len(says) == 1:
+                view.finish()  # what it showed ended: the error line is not glued to half a line of speech
+                out.flush()
                 raise  # one --say: the error is the command's (exit 1)
             status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue

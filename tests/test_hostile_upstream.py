@@ -260,6 +260,12 @@ CASES: dict[str, Case] = {
     "50 MB of blank lines": Case(big(SSE, 50 << 20, fill=b"\n"), E, "past 17,408 lines", heavy=True),
     # endless, fast and slow, and silence
     "endless tokens": Case(forever(SSE, event(chunk("bla "))), E, "more than the 64 tokens", ("--max-tokens", "64")),
+    "endless speech": Case(  # speech shown as it comes, then the error: on a line of its own
+        forever(SSE + event(chunk('{"chats": [{"type": "C", "order": 1, "body": "<msg>')), event(chunk("la "))),
+        E,
+        "more than the 64 tokens",
+        ("--max-tokens", "64"),
+    ),
     "endless long tokens": Case(
         forever(SSE, event(chunk("x" * 4096))), E, "more than the 64 tokens", ("--max-tokens", "64")
     ),
@@ -349,6 +355,7 @@ def _check(case: Case, status: int, out: str, err: str, seconds: float) -> None:
         assert err.startswith("charfmt: error: ") and err.count("\n") == 1, err[:2000]
         assert case.says in err, err[:2000]
         assert "Traceback" not in err and "says nothing" not in out
+        assert out == "" or out.endswith("\n"), out[-200:]  # what was shown ended: the error line on its own
 
 
 LIGHT = [name for name, case in CASES.items() if not case.heavy]

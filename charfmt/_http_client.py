@@ -23,6 +23,7 @@ import dataclasses
 import importlib
 import json
 import re
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -655,10 +656,16 @@ class Client:
             yield reader.completion(bytes(body))
             return
         stream = EventStream(reader, kind, budget)
+        heard = time.monotonic()
         for chunk in _prepend(first, chunks):
-            yield from stream.feed(chunk)
+            events = list(stream.feed(chunk))
+            yield from events
             if stream.done:
                 return
+            if events:
+                heard = time.monotonic()
+            elif time.monotonic() - heard > self.timeout:  # bytes keep coming (comments): no event is silence
+                raise self.fail(silence(self.timeout, stream.partial))
         yield from stream.end()
 
     def _error_detail(self, response: httpx.Response) -> str:
@@ -669,6 +676,13 @@ class Client:
                 data = data[:MAX_ERROR_BODY]
                 break
         return self.reader.error_detail(data, response.reason_phrase)
+
+
+def silence(seconds: float, partial: bool) -> str:
+    """What an upstream that sent bytes but no event for ``seconds`` did (``partial``: part of an event)."""
+    if partial:
+        return f"the server sent no whole event for {seconds:g} s (part of one, then too little or nothing)"
+    return f"the server sent no event for {seconds:g} s (only comments)"
 
 
 _PLAIN_CHOICE: Final = frozenset({"index", "delta", "finish_reason", "logprobs"})

@@ -276,6 +276,14 @@ CASES: dict[str, Case] = {
     "endless slow": Case(
         forever(SSE, event(chunk("bla ")), pause=0.1), E, "more than the 5 tokens", ("--max-tokens", "5")
     ),
+    "comments for ever, slowly": Case(  # bytes keep coming, no event: silence all the same
+        forever(SSE + event(chunk("{")), b": ping\n\n", pause=0.1), E, "sent no event for 0.5 s (only comments)",
+        ("--timeout", "0.5"),
+    ),
+    "an event for ever, slowly": Case(
+        forever(SSE + event(chunk("{")) + b"data: ", b" ", pause=0.1), E, "sent no whole event for 0.5 s",
+        ("--timeout", "0.5"),
+    ),
     "silence": Case(silence, E, "sent nothing for 0.5 s", ("--timeout", "0.5")),
     "silence after the headers": Case(headers_then_silence, E, "sent nothing for 0.5 s", ("--timeout", "0.5")),
 }

@@ -32,6 +32,7 @@ from charfmt._http_client import (
     UpstreamError,
     exception_text,
     redact_url,
+    silence,
 )
 from charfmt.diagnostics import CharfmtError
 
@@ -330,10 +331,8 @@ class _Body:
         self._timer = None
         if content.exception() is not None or content.is_eof():
             return
-        if self.stream is not None and self.stream.partial:
-            why = f"the server sent no whole event for {seconds:g} s (part of one, then too little or nothing)"
-        elif self.total > self._heard_at:
-            why = f"the server sent no event for {seconds:g} s (only comments)"
+        if (self.stream is not None and self.stream.partial) or self.total > self._heard_at:
+            why = silence(seconds, self.stream is not None and self.stream.partial)
         else:
             why = f"the server sent nothing for {seconds:g} s"
         content.set_exception(self._upstream.fail(why, 504))

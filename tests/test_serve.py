@@ -275,6 +275,37 @@ def test_an_answer_sent_back_as_history_is_the_reply_it_showed(
     assert bodies == expected
 
 
+def test_no_words_of_the_player_are_left_out_of_a_front_ends_history(
+    rex: Character, upstream: tuple[Scripted, str]
+) -> None:
+    """User messages in a row are one turn; an answer that shows nothing leaves the turn to the next answer;
+    answers in a row are one reply; the last run of user messages is the player's turn."""
+    messages = [
+        {"role": "assistant", "content": "[pleased] Welcome to the shop."},  # a greeting: no turn to pair it with
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": ""},  # (a failed or empty answer)
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "t", "type": "function"}]},
+        {"role": "tool", "content": "42", "tool_call_id": "t"},
+        {"role": "assistant", "content": "[pleased] Fine."},
+        {"role": "assistant", "content": "[annoyed] *taps the counter* More?"},
+        {"role": "user", "content": "sorry"},
+        {"role": "user", "content": [{"type": "text", "text": "[joy] really"}, {"type": "text", "text": "sorry"}]},
+    ]
+    with serve(rex, upstream, reply_format="tags") as base:
+        r = httpx.post(base + "/v1/chat/completions", json={"messages": messages}, timeout=T)
+    assert r.status_code == 200, r.text
+    sent = upstream[0].requests[-1]["messages"]
+    said = [m["content"] for m in sent[1:]]
+    assert len(said) == 3 and "Welcome" not in json.dumps(sent)
+    assert "hello" in said[0] and "again" in said[0] and said[0].index("hello") < said[0].index("again")
+    past = json.loads(said[1])["chats"]
+    assert [c["body"] for c in past] == [
+        "<emo>pleased</emo>\n<msg>Fine.</msg>", "<emo>annoyed</emo>\n<act>taps the counter</act>\n<msg>More?</msg>"
+    ]
+    assert "sorry" in said[2] and "really" in said[2] and "<emo>pleased</emo>" in said[2]  # (joy: an alias)
+
+
 def test_sessions_are_kept_apart(rex: Character, upstream: tuple[Scripted, str]) -> None:
     with serve(rex, upstream) as base:
         for who in ("alice", "bob"):
@@ -607,10 +638,27 @@ def test_a_scene_answer_reads_back_with_its_speakers(fmt: str) -> None:
     chats = [{"type": "C", "order": 1, "speaker": "mio", "body": "<emo>joy</emo>\n<msg>Welcome [in].</msg>"},
              {"type": "C", "order": 2, "speaker": "rex", "body": "<msg>No.</msg>"}]  # fmt: skip
     reply = scene.parse(json.dumps({"chats": chats}))
-    back = read_answer(fmt, whole(fmt, reply, scene.tags, speakers=True), scene.tags, speakers=True)
-    assert back is not None and [c.speaker for c in back.chats] == ["mio", "rex"]
-    assert [c.texts("msg") for c in back.chats] == [["Welcome [in]."], ["No."]]
+    shown = whole(fmt, reply, scene.tags, speakers=True) + "\nbob: who?"  # (no speaker of the cast: words)
+    back = read_answer(fmt, shown, scene.tags, speakers=scene.speakers)
+    assert back is not None and [c.speaker for c in back.chats] == ["mio", "rex", None]
+    assert [c.texts("msg") for c in back.chats] == [["Welcome [in]."], ["No."], ["bob: who?"]]
     assert back.chats[0].texts("emo") == ([] if fmt == "speech" else ["joy"])
+
+
+def test_airi_markers_written_otherwise_and_aliases_read_back(rex: Character) -> None:
+    """AIRI markers a front end writes itself (two keys in one, an emotion by name) read as elements; an
+    emotion's alias is its key (as the player's shorthand reads it); a marker charfmt cannot read stays words."""
+    from charfmt.serve.formats import read_answer
+
+    text = '<|ACT:{"emotion":{"name":"joy","intensity":0.5},"motion":"beeps"}|>Hi.<|ACT:{"emotion":"annoyed"}|> No.'
+    back = read_answer("airi", text + ' <|ACT:{"dance":1}|>', rex.tags, vocabulary=rex.vocabulary)
+    assert back is not None
+    assert [(s.tag, s.text, s.intensity) for s in back.chats[0].segments] == [
+        ("emo", "pleased", 0.5), ("act", "beeps", None), ("msg", "Hi.", None), ("emo", "annoyed", None),
+        ("msg", "No.", None), ("msg", '<|ACT:{"dance":1}|>', None),
+    ]  # fmt: skip
+    tags = read_answer("tags", "[joy] Hi.", rex.tags, vocabulary=rex.vocabulary)
+    assert tags is not None and tags.chats[0].texts("emo") == ["pleased"]
 
 
 def test_whole_formats_of_one_reply(rex: Character) -> None:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reset, TextDelta
 
 if TYPE_CHECKING:
-    from charfmt.models import Reply
+    from charfmt.models import Reply, Vocabulary
     from charfmt.tags import TagTable
 
 FORMATS: Final = ("canonical", "tags", "speech", "airi")
@@ -148,13 +148,22 @@ _MARKERS: Final = {
 _SPEAKER: Final = re.compile(r"(\S+?): ")
 
 
-def read_answer(name: str, text: str, tags: TagTable, *, speakers: bool = False) -> Reply | None:
+def read_answer(
+    name: str,
+    text: str,
+    tags: TagTable,
+    *,
+    speakers: Collection[str] | None = None,
+    vocabulary: Vocabulary | None = None,
+) -> Reply | None:
     """An answer this server gave in format ``name`` read back as the reply it showed (the inverse of the
     formatter: each line a chat, each marker its element, the words between them speech), or ``None``
     where ``text`` is not in that form (``canonical``; JSON or tags sent back): read it leniently then.
 
     A front end without a session sends its history back as it showed it; the lenient reader knows
-    no AIRI markers, and would take the words of ``［joy］`` for a cue.
+    no AIRI markers, and would take the words of ``［joy］`` for a cue. ``speakers``: a scene's cast
+    (a line's ``id: `` prefix is its speaker where the id is one of them); ``vocabulary``: an emotion
+    written as one of its aliases is its key, as the player's shorthand reads it.
     """
     from charfmt.models import Chat, Reply  # noqa: PLC0415
 
@@ -164,9 +173,9 @@ def read_answer(name: str, text: str, tags: TagTable, *, speakers: bool = False)
     chats: list[Chat] = []
     for line in text.splitlines():
         speaker, words = None, line
-        if speakers and (m := _SPEAKER.match(line)):
+        if speakers is not None and (m := _SPEAKER.match(line)) and m.group(1) in speakers:
             speaker, words = m.group(1), line[m.end() :]
-        segments = _segments(name, words, tags)
+        segments = _segments(name, words, tags, vocabulary)
         if segments:
             try:
                 chats.append(Chat(type="C", order=len(chats) + 1, segments=segments, speaker=speaker))
@@ -175,11 +184,11 @@ def read_answer(name: str, text: str, tags: TagTable, *, speakers: bool = False)
     return Reply(chats=chats) if chats else None
 
 
-def _segments(name: str, line: str, tags: TagTable) -> list[Any]:
+def _segments(name: str, line: str, tags: TagTable, vocabulary: Vocabulary | None) -> list[Any]:
     """The elements of one line of an answer in format ``name``."""
     from charfmt.models import Segment  # noqa: PLC0415
 
-    back, speech = _READ_BACK[name], tags.speech.name
+    back, speech, emotion = _READ_BACK[name], tags.speech.name, tags.emotion.name
     out: list[Segment] = []
 
     def said(words: str) -> None:
@@ -191,42 +200,50 @@ def _segments(name: str, line: str, tags: TagTable) -> list[Any]:
     for m in markers.finditer(line) if markers is not None else ():
         said(line[at : m.start()])
         at = m.end()
-        element = _marker(name, m, tags)
-        if element is None:
+        elements = _marker(name, m, tags)
+        if not elements:
             said(m.group(0))
-        else:
-            out.append(Segment(tag=element[0], text=element[1].translate(back), intensity=element[2]))
+        for tag, value, intensity in elements:
+            shown = value.translate(back)
+            if tag == emotion and vocabulary is not None:
+                shown = vocabulary.resolve(shown) or shown
+            out.append(Segment(tag=tag, text=shown, intensity=intensity))
     said(line[at:])
     return out
 
 
-def _marker(name: str, m: re.Match[str], tags: TagTable) -> tuple[str, str, float | None] | None:
-    """What one marker shows: (tag, text, intensity), or ``None`` for no element (it is words)."""
+def _marker(name: str, m: re.Match[str], tags: TagTable) -> list[tuple[str, str, float | None]]:
+    """What one marker shows: its elements as (tag, text, intensity); none where it is words after all."""
     emotion = tags.emotion.name
     action = tags.action.name if tags.action is not None else None
     if name == "tags":
         if m.group(2) is not None:
-            return (action, m.group(2), None) if action is not None else None
+            return [(action, m.group(2), None)] if action is not None else []
         tag, colon, value = m.group(1).partition(":")
         if colon and tag in tags and tag != emotion:
-            return tag, value, None
-        return emotion, m.group(1), None
+            return [(tag, value, None)]
+        return [(emotion, m.group(1), None)]
     try:
         data = json.loads(m.group(1))
     except ValueError:
-        return None
-    if not isinstance(data, dict) or len(data) != 1:
-        return None
-    ((key, value),) = data.items()
-    if key == "emotion" and isinstance(value, dict) and isinstance(value.get("name"), str):
-        intensity = value.get("intensity")
-        number = float(intensity) if isinstance(intensity, int | float) and not isinstance(intensity, bool) else None
-        return emotion, value["name"], None if number == 1 else number
-    if key == "motion" and isinstance(value, str) and action is not None:
-        return action, value, None
-    if isinstance(value, str) and key in tags:
-        return key, value, None
-    return None
+        return []
+    if not isinstance(data, dict):
+        return []
+    out: list[tuple[str, str, float | None]] = []
+    for key, value in data.items():  # AIRI's: {"emotion": {"name", "intensity"}} or a name; {"motion": ...}
+        if key == "emotion" and isinstance(value, dict) and isinstance(value.get("name"), str):
+            number = value.get("intensity")
+            intensity = float(number) if isinstance(number, int | float) and not isinstance(number, bool) else None
+            out.append((emotion, value["name"], None if intensity == 1 else intensity))
+        elif key == "emotion" and isinstance(value, str):
+            out.append((emotion, value, None))
+        elif key == "motion" and isinstance(value, str) and action is not None:
+            out.append((action, value, None))
+        elif isinstance(value, str) and key in tags:
+            out.append((key, value, None))
+        else:
+            return []  # (a marker charfmt does not write: its words stay)
+    return out
 
 
 def _act(value: dict[str, object]) -> str:

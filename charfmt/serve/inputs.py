@@ -45,9 +45,11 @@ def _text_of(content: Any, where: str) -> str:
         parts = []
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise HTTPFailure(400, f"{where}: only text parts are read ({{'type': 'text', 'text': ...}})", where)
+                kind = part.get("type") if isinstance(part, dict) and isinstance(part.get("type"), str) else None
+                what = f"a {kind[:40]!r} part" if kind else "a part that is no {'type': 'text', 'text': ...}"
+                raise HTTPFailure(400, f"{where}: {what} cannot be taken: the server reads text parts only", where)
             parts.append(part["text"])
-        return "".join(parts)
+        return "\n".join(parts)  # (two parts' words never glued together)
     raise HTTPFailure(400, f"{where}: content must be a string or an array of text parts", where)
 
 
@@ -76,7 +78,11 @@ def chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[s
         raise HTTPFailure(400, "'user' must be a string", "user")
     if isinstance(user, str) and (why := check_key(user)) is not None:
         raise HTTPFailure(400, why, "user")
-    return read[:-1], read[-1][1], stream
+    first = len(read) - 1  # the player's turn: the last run of user messages (a turn left unanswered is in it)
+    while first > 0 and read[first - 1][0] == "user":
+        first -= 1
+    say = "\n".join(text for _, text in read[first:] if text.strip()) or read[-1][1]
+    return read[:first], say, stream
 
 
 _SAMPLING: Final = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}

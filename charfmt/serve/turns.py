@@ -352,25 +352,41 @@ def _add_options(body: dict[str, Any], options: dict[str, Any] | None) -> None:
 
 
 def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:
-    """Exchanges from a front end's own history (user/assistant pairs; the assistant's text read leniently).
+    """Exchanges from a front end's own history: each run of user messages and the answer that follows.
 
     An answer sent back as the server gave it (``--reply-format``) is read as that format
     (``read_answer``: ``[joy] hi``, AIRI's markers, plain speech); anything else (JSON, tags, a front
-    end's own style) is read leniently. System messages and unpaired turns are left out.
+    end's own style) is read leniently. Nothing the player said is dropped: user messages in a row
+    are one turn, and an answer that shows nothing (empty, a tool call) leaves the turn to the next
+    answer; answers in a row are one reply. Left out: system and tool messages (the system text goes
+    to the prompt), and an answer before the player's first words (a greeting: no turn to pair it with).
     """
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.serve.formats import read_answer  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
-    pending: str | None = None
-    fmt, speakers = engine.settings.reply_format, engine.scene is not None
+    said: list[str] = []  # the player's words not answered yet
+    fmt, tags = engine.settings.reply_format, engine.tags
+    speakers = engine.scene.speakers if engine.scene is not None else None
     for role, text in messages:
         if role == "user":
-            pending = text
-        elif role == "assistant" and pending is not None:
-            reply = read_answer(fmt, text, engine.tags, speakers=speakers) or engine.read(text)
-            if pending.strip() and reply.chats:
-                out.append(Exchange(user=engine.character.shorthand(pending), reply=canonical_form(reply, engine.tags)))
-            pending = None
+            if text.strip():
+                said.append(text.strip())
+            continue
+        if role != "assistant":
+            continue
+        reply = read_answer(fmt, text, tags, speakers=speakers, vocabulary=engine.vocabulary) or engine.read(text)
+        if not reply.chats:
+            continue  # (the turn waits for an answer that says something)
+        if said:
+            turn = engine.character.shorthand("\n".join(said))
+            out.append(Exchange(user=turn, reply=canonical_form(reply, tags)))
+            said = []
+        elif out:  # a second answer to the same turn: the reply goes on
+            last = out[-1]
+            chats = [
+                chat.model_copy(update={"order": i}) for i, chat in enumerate([*last.reply.chats, *reply.chats], 1)
+            ]
+            out[-1] = Exchange(user=last.user, reply=canonical_form(reply.model_copy(update={"chats": chats}), tags))
     return out

@@ -537,6 +537,9 @@ BAD_REQUESTS = [
      "sets the answer's form itself"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "response_format": "text"}', 400, "'response_format'"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "logprobs": true}', 400, "no log probabilities"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "modalities": ["text", "audio"]}', 400, "text only"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "frequency_penalty": 3}', 400, "from -2 to 2"),
+    (b'{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}', 400, "the part 'image_url' cannot"),
     (b'{"messages": [{"role": "user", "content": null}]}', 400, "nothing to say"),
     (b"\xff\xfe", 400, "not UTF-8"),
     (json.dumps({"messages": [{"role": "user", "content": "x" * 9000}]}).encode(), 400, "at most 8,000"),
@@ -908,11 +911,12 @@ def test_front_end_sampling_system_and_usage_reach_the_upstream(rex: Character, 
         messages = [{"role": "system", "content": "Answer in pirate speak."}, {"role": "user", "content": "hi"}]
         chunks = list(client.chat.completions.create(
             model="whatever", messages=messages, temperature=0.3, top_p=0.9, seed=7, stop=["</x>"], stream=True,
-            stream_options={"include_usage": True},
+            stream_options={"include_usage": True}, frequency_penalty=0.5, presence_penalty=-0.5,
         ))  # fmt: skip
         bad = httpx.post(base + "/v1/chat/completions", json={"messages": messages, "temperature": "hot"}, timeout=T)
     sent = up.requests[-1]
     assert (sent["temperature"], sent["top_p"], sent["seed"], sent["stop"]) == (0.3, 0.9, 7, ["</x>"])
+    assert (sent["frequency_penalty"], sent["presence_penalty"]) == (0.5, -0.5)
     assert sent["messages"][0]["role"] == "system" and sent["messages"][0]["content"].rstrip().endswith(
         "Answer in pirate speak."
     )

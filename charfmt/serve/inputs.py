@@ -46,7 +46,7 @@ def _text_of(content: Any, where: str) -> str:
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 kind = part.get("type") if isinstance(part, dict) and isinstance(part.get("type"), str) else None
-                what = f"a {kind[:40]!r} part" if kind else "a part that is no {'type': 'text', 'text': ...}"
+                what = f"the part {kind[:40]!r}" if kind else "a part that is no {'type': 'text', 'text': ...}"
                 raise HTTPFailure(400, f"{where}: {what} cannot be taken: the server reads text parts only", where)
             parts.append(part["text"])
         return "\n".join(parts)  # (two parts' words never glued together)
@@ -85,7 +85,9 @@ def chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[s
     return read[:first], say, stream
 
 
-_SAMPLING: Final = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
+_SAMPLING: Final = {
+    "temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "frequency_penalty": (-2.0, 2.0), "presence_penalty": (-2.0, 2.0),
+}  # fmt: skip
 """Sampling fields a front end may set, forwarded upstream, with their ranges."""
 
 
@@ -127,6 +129,9 @@ def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
     """A 400 for a field asking for what the server never gives (rather than an answer without it)."""
     if body.get("logprobs") or body.get("top_logprobs"):
         raise HTTPFailure(400, "'logprobs': the server gives no log probabilities", "logprobs")
+    modalities = body.get("modalities")
+    if body.get("audio") is not None or (modalities is not None and modalities != ["text"]):
+        raise HTTPFailure(400, "'modalities': the server answers with text only", "modalities")
     for name in ("tools", "functions"):
         if body.get(name) and body.get("tool_choice", body.get("function_call")) != "none":
             raise HTTPFailure(400, f"'{name}': the server answers in character and calls no tools", name)

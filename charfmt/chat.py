@@ -85,8 +85,9 @@ def take_turn(
 ) -> Turn:
     """Ask ``generate`` for the character's reply to ``say`` (shorthand), streaming it into ``view``.
 
-    The exchange is appended to ``history`` in canonical form (what goes back to the model
-    next turn). ``strict``: the reply must parse strictly (``ParseError`` otherwise).
+    The exchange is appended to ``history`` in canonical form (what goes back to the model next
+    turn), where the reply holds a chat: one that says nothing (a refusal) is not the character's
+    answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise).
     ``budget``: prompt tokens (by ``counter``) the request may take; the oldest exchanges are
     left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
     ``note``: a line added to the system prompt (the reply's length limits).
@@ -133,7 +134,8 @@ def take_turn(
     reply = parse(text, vocabulary=character.vocabulary, tags=character.tags) if strict else stream.reply
     if view is not None and not reply.chats:
         view.silent()
-    history.append(Exchange(user=turn, reply=canonical_form(reply, tags=character.tags)))
+    if reply.chats:  # (a reply that says nothing, a refusal: not kept as the character's answer, as serve does)
+        history.append(Exchange(user=turn, reply=canonical_form(reply, tags=character.tags)))
     return Turn(reply, text, chunks)
 
 

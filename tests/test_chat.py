@@ -94,6 +94,17 @@ def test_a_broken_reply_is_shown_with_its_diagnostics_and_kept_leniently() -> No
         take_turn(rex, history, "hi", scripted(broken), strict=True)
 
 
+@pytest.mark.parametrize("text", ["", '{"chats": []}', "   "])
+def test_a_reply_that_says_nothing_is_not_kept_as_the_characters_answer(text: str) -> None:
+    """A turn whose reply holds no chat (nothing came, a refusal) is not sent back as history next turn."""
+    rex = Character.load(REX)
+    history: list[Exchange] = []
+    turn = take_turn(rex, history, "hi", scripted(text), view=TerminalView(rex, io.StringIO()))
+    assert not turn.reply.chats and history == []
+    take_turn(rex, history, "hi again", scripted(TEXT), view=TerminalView(rex, io.StringIO()))
+    assert len(history) == 1 and "hi again" in str(history[0].user)
+
+
 def test_turn_stats() -> None:
     stats = TurnStats(tokens=11, first_token_seconds=2.0, seconds=5.0, finished=True)
     assert stats.tokens_per_second == 2.0

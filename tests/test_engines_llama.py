@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from models import PLAYER_TURNS
 from test_engines import DEMO, damaged, strict_ok
@@ -130,7 +130,9 @@ def test_llama_cpp_reads_every_export() -> None:
     assert not llama_accepts(GBNF, DEMO.replace("</msg>", "</act>", 1))
 
 
-@settings(max_examples=40)
+# Only the texts SmolLM2's vocabulary can write are asked of llama.cpp: most random replies hold a
+# character it has no token for, so the filtering is the point (it failed CI's health check once, 9 kept of 59).
+@settings(max_examples=40, suppress_health_check=[HealthCheck.filter_too_much])
 @given(reply=replies(), indent=st.sampled_from([None, 2]))
 def test_llama_cpp_accepts_every_valid_reply_in_smollm2_tokens(reply: charfmt.Reply, indent: int | None) -> None:
     text = charfmt.dumps(reply, indent=indent)
@@ -138,7 +140,7 @@ def test_llama_cpp_accepts_every_valid_reply_in_smollm2_tokens(reply: charfmt.Re
     assert llama_accepts(GBNF, text)
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.filter_too_much])
 @given(text=damaged())
 def test_llama_cpp_agrees_with_strict_parsing(text: str) -> None:
     assume(expressible(text))

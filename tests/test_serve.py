@@ -967,6 +967,7 @@ def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: 
             log = (app.stderr.read() if app.stderr else "") + (app.stdout.read() if app.stdout else "")
     assert "/v1/turn?" in log and "token=***" in log and "s3cret-tok" not in log, log
     assert "WebSocket /v1/turn/ws?token=***" in log and "wrong-tok-77" not in log, log
+    assert "ERROR" not in log, log  # (a handshake refused with its 401 is no server error)
     assert "failed: 502 the upstream: cannot connect" in log, log  # the console says why a turn failed
 
 

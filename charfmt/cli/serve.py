@@ -155,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     for name in ("uvicorn.access", "uvicorn.error"):  # HTTP lines; the WebSocket's, accepted or refused
         logging.getLogger(name).addFilter(_redact_tokens)
+    logging.getLogger("uvicorn.error").addFilter(_no_denial_error)
     console = logging.getLogger("charfmt.serve")  # failed turns, in uvicorn's form beside its lines
     console.handlers, console.propagate = list(logging.getLogger("uvicorn.error").handlers), False
     console.setLevel(logging.INFO)
@@ -174,6 +175,13 @@ _ORIGIN: Final = re.compile(r"https?://[^/?#\s]+")
 """What a browser's ``Origin`` header holds."""
 
 _TOKEN_IN_QUERY: Final = re.compile(r"(?i)([?&]token=)[^&\s\"]*")
+
+
+def _no_denial_error(record: logging.LogRecord) -> bool:
+    """Leave out uvicorn's error for a WebSocket handshake the app refused with an HTTP answer (401, 403):
+    its sans-I/O protocol logs every such refusal as "returned without completing handshake". The app
+    always accepts or refuses (``charfmt.serve.turn_stream._refuse``), so the line says nothing wrong."""
+    return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
 def _redact_tokens(record: logging.LogRecord) -> bool:

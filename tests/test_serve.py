@@ -812,13 +812,16 @@ def test_a_content_filters_stop_is_said_and_a_refusal_quoted(rex: Character, ups
         with httpx.stream("POST", base + "/v1/chat/completions", json={**chat, "stream": True}, timeout=T) as r:
             last = [c for c in sse(r) if c.get("choices")][-1]
         with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
-            reply = list(sse(r))[-1]
+            events = list(sse(r))
+        reply = events[-1]
         up.mode = "refuse"
         refused = httpx.post(base + "/v1/chat/completions", json=chat, timeout=T)
     assert answer["choices"][0]["finish_reason"] == "content_filter" and answer["charfmt"]["valid"] is False
     assert last["choices"][0]["finish_reason"] == "content_filter" and last["charfmt"]["valid"] is False
     assert reply["timing"]["finish_reason"] == "content_filter" and reply["valid"] is False
     assert "CF823" in [d["code"] for d in reply["diagnostics"]]
+    said = [e["diagnostic"]["code"] for e in events[:-1] if e["kind"] == "diagnostic"]
+    assert "CF823" in said  # said as it came, before the reply
     assert refused.status_code == 502
     assert refused.json()["error"]["message"] == 'the upstream\'s model refused to answer: "I cannot help with that."'
 

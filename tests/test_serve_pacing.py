@@ -205,6 +205,8 @@ def test_a_lone_surrogate_is_a_replacement_said_where_and_every_piece_can_be_wri
         if not isinstance(piece, Raw):
             sse(piece.to_dict())
     assert done.reply.chats[0].texts("msg") == ["hi \U0001f600 and \ufffd\ufffd bye"]
+    said = [p.diagnostic for p in pieces if getattr(p, "kind", None) == "diagnostic" and p.diagnostic.code == "CF714"]
     lone = [d for d in done.reply.diagnostics if d.code == "CF714"]
+    assert [(d.offset, d.end) for d in said] == [(d.offset, d.end) for d in lone]  # said as it came too
     assert [raw[d.offset : d.end] for d in lone] == ["\ufffd", "\ufffd"] and lone[0].end == lone[1].offset
     assert done.valid is False  # the model's text was not strictly valid: it held no character there

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from charfmt.userinput import UserTurn
 
 __all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+
+_LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
+"""``CF714``'s message where serve replaces one (``_Reading._sound``)."""
 
 PROMPT_MARGIN = 32
 """Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
@@ -130,26 +133,45 @@ class _Reading:
     def feed(self, delta: Delta) -> list[Piece]:
         """The text of ``delta`` (``Raw``), then the events, cues and sentences it makes certain."""
         self.reason = delta.reason or self.reason
-        if delta.piece is not None:
-            self.note(delta.piece)
+        noted = self.note(delta.piece) if delta.piece is not None else []
         text = delta.text
         if not text:
-            return []
+            return noted
         if not text.isascii():
+            lone = len(self.lone)
             text = self._sound(text)
+            if len(self.lone) > lone and self.events:  # (said as it comes too, beside the reply's diagnostics)
+                noted = [*noted, *self._said_lone(text, self.lone[lone:])]
         if self.first is None:
             self.first = time.perf_counter()
         self.chunks.append(text)
         self.size += len(text)
         if not self.events:
             return [Raw(text)]
-        return [Raw(text), *self._pieces(self.stream.feed(text))]
+        return [*noted, Raw(text), *self._pieces(self.stream.feed(text))]
 
-    def note(self, piece: SDKPiece) -> None:
-        """What a chunk says beside the reply's text: a refusal, a content filter's stop, invalid UTF-8."""
-        self.notes.extend((code, message, self.size) for code, message in piece.notes)
+    def note(self, piece: SDKPiece) -> list[Piece]:
+        """What a chunk says beside the reply's text (a content filter's stop, invalid UTF-8): kept for the
+        reply's diagnostics, and said as it comes where events are read; a refusal's text, kept."""
         if piece.refusal:
             self.refusal.append(piece.refusal)
+        if not piece.notes:
+            return []
+        self.notes.extend((code, message, self.size) for code, message in piece.notes)
+        if not self.events:
+            return []
+        from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
+        from charfmt.events import DiagnosticEvent  # noqa: PLC0415
+
+        so_far = "".join(self.chunks)
+        return [DiagnosticEvent(None, Diagnostic.at(so_far, code, message, self.size)) for code, message in piece.notes]
+
+    def _said_lone(self, text: str, where: list[int]) -> list[Piece]:
+        from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
+        from charfmt.events import DiagnosticEvent  # noqa: PLC0415
+
+        so_far = "".join(self.chunks) + text
+        return [DiagnosticEvent(None, Diagnostic.at(so_far, "CF714", _LONE, at, at + 1)) for at in where]
 
     def diagnostics(self, text: str) -> list[Diagnostic]:
         """The notes of the upstream's chunks and the lone surrogates replaced, placed in the reply's ``text``."""
@@ -159,9 +181,8 @@ class _Reading:
         notes = list(self.notes)
         if self.refusal:
             notes.append(("CF821", f"the model refused to answer: {quoted(''.join(self.refusal))}", len(text)))
-        lone = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
         out = [Diagnostic.at(text, code, message, at) for code, message, at in notes]
-        return out + [Diagnostic.at(text, "CF714", lone, at, at + 1) for at in self.lone]
+        return out + [Diagnostic.at(text, "CF714", _LONE, at, at + 1) for at in self.lone]
 
     def _sound(self, text: str) -> str:
         """``text`` with each lone UTF-16 surrogate (JSON may say ``"\\udc00"``: no character) U+FFFD, its
@@ -290,7 +311,9 @@ class Engine:
             if delta.text:
                 yield feed(delta)
             elif delta.reason or delta.piece:
-                feed(delta)  # (no text: nothing to yield)
+                noted = feed(delta)  # (no text: only what the chunk notes)
+                if noted:
+                    yield noted
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415

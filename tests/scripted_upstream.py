@@ -181,7 +181,9 @@ def free_port() -> int:
 def loopback(app: Any, *, timeout: float = 10.0) -> Iterator[str]:
     """``app`` served by uvicorn on 127.0.0.1 in a thread; yields its base URL; stops within ``timeout``."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio", timeout_graceful_shutdown=1
+    )  # (an answer left streaming, such as ``mute``'s minute, is cut at the stop, not waited for)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -10,11 +10,21 @@ keyword as Python refuses an unknown one. ``@constrains`` gives each of them the
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, TypedDict, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from charfmt.models import Vocabulary
+from charfmt._regex_ir import ExportError
+from charfmt.models import Reply, Vocabulary
 from charfmt.tags import TagTable
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+    from charfmt.scene import Scene
+
+Speakers = Sequence[str] | Mapping[str, Vocabulary | None]
+"""A scene's cast as a grammar sees it: the speaker ids, or each id with its own vocabulary
+(its ``C`` chats' emotion is then one of that speaker's keys)."""
 
 
 class ReplyConstraints(TypedDict, total=False):
@@ -30,6 +40,60 @@ class ReplyConstraints(TypedDict, total=False):
     """Characters per element content (and per ``I``/``E`` body)."""
     max_chats: int | None
     """Chats per reply."""
+    character: Character | Scene | None
+    """Whose reply it is: a character's (or a scene's) vocabulary and tags where those are not given,
+    a scene's cast as the speakers (each with its own emotions), and for ``max_tokens`` its examples:
+    the reply's shape, each role's length and the script its speech is written in (``plan_bounds``)."""
+    tokens_per_char: float | None
+    """For ``max_tokens``: the model's tokens per character (``measure_tokens_per_char`` on its tokenizer);
+    ``None``: ``plan_bounds``' default, which says what it assumes."""
+    require_speech: bool | None
+    """For ``max_tokens``: every ``C`` chat says something, and the reply opens with one (``None``: yes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """The keywords as the grammar, schema and bounds use them: the character's parts filled in."""
+
+    vocabulary: Vocabulary | None
+    tags: TagTable | None
+    max_tokens: int | None
+    max_chars: int | None
+    max_chats: int | None
+    tokens_per_char: float | None
+    require_speech: bool
+    speakers: Speakers | None
+    """A scene's cast, each with its vocabulary (``None``: not a scene)."""
+    examples: tuple[Reply, ...]
+    """The character's (or scene's) example replies."""
+    actions: tuple[str, ...]
+    """The actions the character lists (a scene: its cast's)."""
+
+
+def constraints_of(function: str, constraints: Mapping[str, Any], speakers: Speakers | None = None) -> Constraints:
+    """The keywords ``function`` was called with, the ``character``'s parts filled in (``speakers`` given win)."""
+    vocabulary, tags, max_tokens, max_chars, max_chats = values(function, constraints)
+    who = constraints.get("character")
+    examples: tuple[Reply, ...] = ()
+    actions: tuple[str, ...] = ()
+    if who is not None:
+        cast: Mapping[str, Any] | None = getattr(who, "cast", None)  # a Scene (duck-typed: no import circle)
+        if vocabulary is None and cast is None:
+            vocabulary = who.vocabulary
+        tags = who.tags if tags is None else tags
+        examples = tuple(ex.reply for ex in who.examples)
+        members = list(cast.values()) if cast is not None else [who]
+        actions = tuple(dict.fromkeys(a for c in members for a in c.actions))
+        if cast is not None and speakers is None:
+            speakers = {name: c.vocabulary for name, c in cast.items()} if vocabulary is None else list(cast)
+    tokens_per_char = constraints.get("tokens_per_char")
+    if tokens_per_char is not None and not tokens_per_char >= 1:
+        raise ExportError(f"{function}(): tokens_per_char is at least 1 (a character, a token), not {tokens_per_char}")
+    require = constraints.get("require_speech")
+    return Constraints(
+        vocabulary, tags, max_tokens, max_chars, max_chats, tokens_per_char, True if require is None else bool(require),
+        speakers, examples, actions,
+    )  # fmt: skip
 
 
 Values = tuple[Vocabulary | None, TagTable | None, int | None, int | None, int | None]

@@ -23,11 +23,11 @@ import importlib
 import importlib.util
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from charfmt._reply_constraints import ReplyConstraints, constrains, values
+from charfmt._reply_constraints import ReplyConstraints, Speakers, constrains, constraints_of
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
@@ -63,7 +63,7 @@ def request_fields(
     server: str,
     *,
     bounds: Bounds | None = None,
-    speakers: Sequence[str] | None = None,
+    speakers: Speakers | None = None,
     **constraints: Unpack[ReplyConstraints],
 ) -> dict[str, Any]:
     """The request fields that constrain a reply on ``server`` (merge them into the request body).
@@ -73,24 +73,23 @@ def request_fields(
     ``sglang``: ``{"ebnf": <GBNF>}``; ``lmstudio``: ``response_format`` with the JSON schema
     (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema;
     ``ollama``: ``{"format": <JSON schema>}``; ``koboldcpp`` and ``localai``: ``{"grammar": <GBNF>}``.
-    ``max_tokens`` bounds the reply so it fits (see ``charfmt.export.Bounds``) and is also sent as
-    the request's ``max_tokens``. ``bounds``: these exact bounds for the grammar targets
-    (``charfmt chat`` passes its own), instead of those ``max_tokens`` gives; the schema
-    targets take its ``max_chars`` and ``max_chats``. ``speakers``: a scene's cast (each ``C``
-    chat names one of them).
+    ``max_tokens`` bounds the reply so it fits (``charfmt.export.plan_bounds``, as ``grammar`` does)
+    and is also sent as the request's ``max_tokens``. ``bounds``: these exact bounds
+    (``charfmt chat`` and ``serve`` pass the ones they planned), instead of those ``max_tokens``
+    gives; the grammar targets take them whole, the schema targets as body patterns. ``speakers``:
+    a scene's cast (each ``C`` chat names one of them; a mapping, or ``character=`` a scene, gives
+    each its own emotions).
     """
-    vocabulary, tags, max_tokens, *_ = values("request_fields", constraints)
-    from charfmt.export import _gbnf_target, _lark_target, grammar, reply_grammar  # noqa: PLC0415 (Lark loads only here)
+    c = constraints_of("request_fields", constraints, speakers)
+    from charfmt.export import _gbnf_target, _lark_target, reply_grammar, resolve_bounds  # noqa: PLC0415 (Lark loads only here)
     from charfmt.schema import json_schema  # noqa: PLC0415
 
-    if bounds is not None:
-        constraints = {**constraints, "max_chars": bounds.max_chars, "max_chats": bounds.max_chats}
+    if bounds is None:
+        bounds = resolve_bounds(speakers=c.speakers, **constraints)
 
     def bounded(target: str) -> str:
-        if bounds is not None:
-            g = reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers)
-            return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
-        return grammar(target, speakers=speakers, **constraints)
+        g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)
+        return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
 
     fields: dict[str, Any]
     if server in ("llama-server", "koboldcpp", "localai"):  # each reads GBNF in ``grammar``
@@ -100,7 +99,8 @@ def request_fields(
     elif server == "sglang":
         fields = {"ebnf": bounded("gbnf")}
     elif server in ("lmstudio", "openai", "ollama"):
-        schema = json_schema("openai" if server == "openai" else None, speakers=speakers, **constraints)
+        provider = "openai" if server == "openai" else None
+        schema = json_schema(provider, speakers=c.speakers, bounds=bounds, **constraints)
         schema.pop("$schema", None)
         fields = {
             "response_format": {
@@ -112,8 +112,8 @@ def request_fields(
             fields = {"format": schema}
     else:
         raise CharfmtError(f"unknown server {server!r}; expected one of {', '.join(SERVERS)}")
-    if max_tokens is not None:
-        fields["max_tokens"] = max_tokens
+    if c.max_tokens is not None:
+        fields["max_tokens"] = c.max_tokens
     return fields
 
 
@@ -179,7 +179,7 @@ def structural_tag(
     ``\\n``, each element an XGrammar ``tag`` whose content is its regular expression (read it
     with ``charfmt.body.parse_body("C", text)``).
     """
-    vocabulary, tags, _, max_chars, _ = values("structural_tag", constraints)
+    c = constraints_of("structural_tag", constraints)
     reply: dict[str, Any]
     if body == "reply":
         from charfmt.export import grammar  # noqa: PLC0415
@@ -188,7 +188,7 @@ def structural_tag(
     elif body == "elements":
         reply = {
             "type": "tags_with_separator",
-            "tags": _element_formats(vocabulary, max_chars, tags),
+            "tags": _element_formats(c.vocabulary, c.max_chars, c.tags),
             "separator": "\n",
             "at_least_one": True,
         }

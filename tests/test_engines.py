@@ -275,7 +275,8 @@ def test_llguidance_holds_replies_to_their_token_budget() -> None:
     n = bounds.max_elements
     emo, thought, msg = ("🎉" * (bounds.chars(role) or 0) for role in ("emotion", "hidden", "speech"))
     body = "\n".join([f"<emo>{emo}</emo>", *[f"<thought>{thought}</thought>"] * (n - 2), f"<msg>{msg}</msg>"])
-    longest = json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}, ensure_ascii=False, separators=(", ", ": "))
+    chats = [{"type": "C", "order": 1, "body": body}]
+    longest = json.dumps({"chats": chats}, ensure_ascii=False, separators=(", ", ": "))
     assert llg_accepts(grammar, longest) and len(tokens(longest)) + 1 <= budget
     assert not llg_accepts(grammar, longest_reply(Bounds(bounds.max_chars + 1, 1, 1, 0, 1), "a"))
     assert not llg_accepts(grammar, longest_reply(Bounds(1, 1, n + 1, 0, 1), "a"))  # one element too many
@@ -414,8 +415,9 @@ def test_request_fields_carry_a_grammar_the_named_engine_reads(server: str) -> N
     if server in ("llama-server", "sglang", "koboldcpp", "localai"):  # GBNF: llama.cpp's reader (SGLang: XGrammar)
         gbnf = fields["ebnf" if server == "sglang" else "grammar"]
         assert xgr_accepts(xgr_compiler().compile_grammar(gbnf), DEMO.replace("surprise", "joy")) is False
-        assert xgr_accepts(xgr_compiler().compile_grammar(gbnf), said)
-        assert not xgr_accepts(xgr_compiler().compile_grammar(gbnf), '{"chats": [{"type": "I", "order": 1, "body": "hi"}]}')
+        compiled = xgr_compiler().compile_grammar(gbnf)
+        assert xgr_accepts(compiled, said)
+        assert not xgr_accepts(compiled, '{"chats": [{"type": "I", "order": 1, "body": "hi"}]}')  # speech required
     elif server == "vllm":  # vLLM's default backend is XGrammar
         lark = fields["structured_outputs"]["grammar"]
         assert xgr_accepts(xgr_compiler().compile_lark(lark), said)

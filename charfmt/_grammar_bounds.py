@@ -14,7 +14,18 @@ from dataclasses import dataclass, replace
 from typing import Final, Unpack
 
 from charfmt._regex_ir import Alt, Cls, ExportError, Lit, Node, Ref, Rep, Seq
-from charfmt._reply_constraints import ReplyConstraints, Speakers, constrains, constraints_of
+from charfmt._reply_constraints import (
+    DEFAULT_MAX_ELEMENTS,
+    DEFAULT_TOKENS_PER_CHAR,
+    ELEMENTS_WITHOUT_EXAMPLES,
+    EXAMPLE_MARGIN,
+    MIN_SPEECH_CHARS,
+    SPEECH_SHARE,
+    ReplyConstraints,
+    Speakers,
+    constrains,
+    constraints_of,
+)
 from charfmt._reply_rules import Grammar, reply_grammar
 from charfmt.models import Reply, Vocabulary
 from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, TAGGED_TYPES, Role, TagTable
@@ -246,32 +257,6 @@ def max_reply_tokens(
 
 # --- the engine: the bounds every door uses ------------------------------------------------------
 
-DEFAULT_TOKENS_PER_CHAR: Final = 1.0
-"""Tokens per character of text where neither the model's tokenizer nor the character's speech is known.
-
-Every token holds at least one byte, so this is exact for ASCII text: an English reply the bounds
-allow always fits the budget. Text in another script may take more tokens (a tokenizer without
-kana takes up to three per kana, any takes up to four per emoji), and then the longest reply the
-bounds allow may pass the budget: give ``tokens_per_char`` (``measure_tokens_per_char``) or the
-``character`` (its speech's UTF-8 bytes per character are then counted, which no tokenizer exceeds
-on text in the same script)."""
-
-DEFAULT_MAX_ELEMENTS: Final = 3
-"""The fewest elements per body the engine tries first: an emotion, an action and a message."""
-
-ELEMENTS_WITHOUT_EXAMPLES: Final = 4
-"""Elements per ``C`` body where no examples show a shape: an emotion, an action, a thought, speech."""
-
-SPEECH_SHARE: Final = 0.5
-"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
-
-MIN_SPEECH_CHARS: Final = 80
-"""The speech length the engine aims for: below it, it allows fewer chats, then fewer elements."""
-
-EXAMPLE_MARGIN: Final = 1.25
-"""A role's length is its longest example content times this (at least ``SHORT_ROLES``' length):
-a model that writes an action a little longer than the examples' is not cut mid-word."""
-
 
 def bytes_per_char(texts: Iterable[str]) -> float:
     """The most UTF-8 bytes per character of ``texts`` (at least 1): the tokens per character no
@@ -403,8 +388,8 @@ def resolve_bounds(*, speakers: Speakers | None = None, **constraints: Unpack[Re
         return plan_bounds(
             c.max_tokens, vocabulary=c.vocabulary, tags=c.tags, speakers=c.speakers, examples=c.examples,
             actions=c.actions, tokens_per_char=c.tokens_per_char, max_chats=c.max_chats, max_chars=c.max_chars,
-            require_speech=c.require_speech,
+            max_elements=c.max_elements, require_speech=c.require_speech,
         )  # fmt: skip
-    if c.max_chars is None and c.max_chats is None:
+    if c.max_chars is None and c.max_chats is None and c.max_elements is None:
         return None
-    return Bounds(max_chars=c.max_chars, max_chats=c.max_chats)
+    return Bounds(max_chars=c.max_chars, max_chats=c.max_chats, max_elements=c.max_elements)

@@ -42,21 +42,18 @@ from charfmt._model_clients import (
 )
 from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC0414 (charfmt.serve's)
 from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
+from charfmt._reply_constraints import DEFAULT_MAX_ELEMENTS, MIN_SPEECH_CHARS, SPEECH_SHARE
 from charfmt._terminal import visible
-from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
     from charfmt.models import Reply
+    from charfmt.scene import Scene
     from charfmt.stage import StageReader
 
 PROMPT_MARGIN: Final = 32
 """Tokens of the context window kept free beyond the prompt's count (the generation prompt)."""
-
-
-DEFAULT_MAX_ELEMENTS: Final = 3
-"""The fewest elements per body in the bounded grammar: an emotion, an action and a message."""
 
 
 # --- one turn -----------------------------------------------------------------------------------
@@ -145,23 +142,13 @@ def take_turn(
 def reply_shape(character: Character) -> tuple[int, int]:
     """(chats, elements): the most chats of one example reply, and the most elements of one
     example ``C`` body (at least ``DEFAULT_MAX_ELEMENTS``), the shape the prompt shows the model."""
-    from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+    from charfmt.export import example_shape  # noqa: PLC0415
 
-    replies = [ex.reply for ex in character.examples]
-    chats = max((len(r.chats) for r in replies), default=1)
-    elements = max((len(c.segments) for r in replies for c in r.chats if c.type in TAGGED_TYPES), default=0)
-    return max(1, chats), max(DEFAULT_MAX_ELEMENTS, elements)
-
-
-SPEECH_SHARE: Final = 0.5
-"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
-
-MIN_SPEECH_CHARS: Final = 80
-"""The speech length ``chat_bounds`` aims for: below it, it allows fewer chats, then fewer elements."""
+    return example_shape(ex.reply for ex in character.examples) or (1, DEFAULT_MAX_ELEMENTS)
 
 
 def chat_bounds(
-    character: Character,
+    character: Character | Scene,
     max_tokens: int,
     *,
     max_chats: int | None = None,
@@ -169,51 +156,28 @@ def chat_bounds(
     tokens_per_char: float | None = None,
     require_speech: bool = True,
 ) -> Bounds:
-    """The grammar's bounds for ``character`` within ``max_tokens`` (``Bounds.for_tokens``).
+    """The grammar's bounds for ``character`` (or a scene) within ``max_tokens``: ``charfmt.export.plan_bounds``
+    given its vocabulary, tags, examples and actions (a scene: its cast, each with its own emotions).
 
-    Chats and elements default to ``reply_shape(character)``; a short emotion and action, at most
-    one speech element per chat, and speech gets the rest of the budget; with ``require_speech``
-    every ``C`` chat says at least ``SPEECH_SHARE`` of that. Where that leaves less
-    than ``MIN_SPEECH_CHARS`` of speech, fewer chats, then ``DEFAULT_MAX_ELEMENTS`` elements, are
-    allowed (unless ``max_chats``/``max_elements`` are given).
-    ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``:
-    every character at its worst, 4 bytes). ``require_speech``: every ``C`` chat says something.
+    ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``: the
+    UTF-8 bytes per character of the character's example speech). ``require_speech``: every ``C``
+    chat says something.
     """
-    from charfmt.export import Bounds  # noqa: PLC0415
+    from charfmt.export import resolve_bounds  # noqa: PLC0415
 
-    chats, elements = reply_shape(character)
-    # The examples' shape first; where it leaves too little speech, fewer chats, then fewer elements.
-    shapes = [(c, e) for e in dict.fromkeys([elements, min(elements, DEFAULT_MAX_ELEMENTS)])
-              for c in ([max_chats] if max_chats is not None else range(chats, 0, -1))]  # fmt: skip
-    if max_elements is not None:
-        shapes = [(c, max_elements) for c in dict.fromkeys(c for c, _ in shapes)]
-    found: Bounds | None = None
-    for n, (c, e) in enumerate(shapes):
-        try:
-            found = Bounds.for_tokens(
-                max_tokens,
-                max_chats=c,
-                max_elements=e,
-                vocabulary=character.vocabulary,
-                tags=character.tags,
-                tokens_per_char=tokens_per_char,
-                require_speech=require_speech,
-                min_speech=SPEECH_SHARE,
-            )
-        except CharfmtError:
-            if n == len(shapes) - 1:
-                raise
-            continue
-        if (found.max_chars or 0) >= MIN_SPEECH_CHARS:
-            break
-    assert found is not None
-    return found
+    bounds = resolve_bounds(
+        character=character, max_tokens=max_tokens, max_chats=max_chats, tokens_per_char=tokens_per_char,
+        max_elements=max_elements, require_speech=require_speech,
+    )  # fmt: skip
+    assert bounds is not None
+    return bounds
 
 
-def speech_texts(character: Character) -> list[str]:
-    """What the character says in its examples (its language, for ``measure_tokens_per_char``)."""
-    speech = {spec.name for spec in character.tags if spec.row.spoken}
-    return [seg.text for ex in character.examples for c in ex.reply.chats for seg in c.segments if seg.tag in speech]
+def speech_texts(character: Character | Scene) -> list[str]:
+    """What the character (a scene: its cast) says in its examples: its language, for ``measure_tokens_per_char``."""
+    from charfmt.export import speech_of  # noqa: PLC0415
+
+    return speech_of((ex.reply for ex in character.examples), character.tags)
 
 
 def limit_note(bounds: Bounds) -> str:

@@ -26,15 +26,17 @@ from __future__ import annotations
 from typing import Final, Unpack
 
 from charfmt._grammar_bounds import (
-    DEFAULT_TOKENS_PER_CHAR,
     SHORT_ROLES,
     Bounds,
     bytes_per_char,
+    example_shape,
+    learned_lengths,
     max_length,
     max_reply_tokens,
     measure_tokens_per_char,
     plan_bounds,
     resolve_bounds,
+    speech_of,
 )
 from charfmt._grammar_writers import ECMA, PYTHON, RUST, gbnf_text, lark_text, write
 from charfmt._regex_ir import (
@@ -57,7 +59,7 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
-from charfmt._reply_constraints import ReplyConstraints, Speakers, constrains, constraints_of
+from charfmt._reply_constraints import DEFAULT_TOKENS_PER_CHAR, ReplyConstraints, Speakers, constrains, constraints_of
 from charfmt._reply_rules import Grammar, body_grammar, bounded_body, key_node, reply_grammar
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
@@ -78,9 +80,11 @@ __all__ = [
     "Seq",
     "body_regex",
     "bytes_per_char",
+    "example_shape",
     "from_regex",
     "grammar",
     "json_encoded",
+    "learned_lengths",
     "lexeme_friendly",
     "llguidance_slices",
     "max_length",
@@ -90,6 +94,7 @@ __all__ = [
     "reply_grammar",
     "resolve_bounds",
     "simplify",
+    "speech_of",
 ]
 
 TARGETS: Final = ("lark", "gbnf", "regex")

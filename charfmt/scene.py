@@ -169,20 +169,23 @@ class Scene(BaseModel):
     # --- exports ---------------------------------------------------------------------------------
 
     def grammar(self, target: str, **bounds: Any) -> str:
-        """``charfmt.grammar`` for the scene: the cast's tags and emotion keys, ``speaker`` one of the cast."""
+        """``charfmt.grammar`` for the scene: the cast's tags, ``speaker`` one of the cast, and each speaker's
+        emotion one of its own keys; a ``max_tokens`` budget planned from the scene's examples."""
         from charfmt.export import grammar  # noqa: PLC0415 (Lark loads only for grammars)
 
-        return grammar(target, vocabulary=self.vocabulary, tags=self.tags, speakers=self.speakers, **bounds)
+        return grammar(target, character=self, **bounds)
 
     def json_schema(self, provider: str | None = None, **bounds: Any) -> dict[str, Any]:
-        """``charfmt.json_schema`` for the scene: ``speaker`` an enum of the cast."""
+        """``charfmt.json_schema`` for the scene: ``speaker`` one of the cast, one ``C`` chat schema per
+        speaker with its own emotions."""
         from charfmt.schema import json_schema  # noqa: PLC0415
 
-        return json_schema(provider, vocabulary=self.vocabulary, tags=self.tags, speakers=self.speakers, **bounds)
+        return json_schema(provider, character=self, **bounds)
 
-    def stage(self, *, max_length: int | None = None) -> StageReader:
-        """A stage reader for the scene: each speaker's cues mapped by its own stage map and voice."""
-        return StageReader(cast=self.cast, narrator=self.narrator, max_length=max_length)
+    def stage(self, *, max_length: int | None = None, bound: int | None = None) -> StageReader:
+        """A stage reader for the scene: each speaker's cues mapped by its own stage map and voice
+        (``bound``: the grammar's most characters of speech, see ``StageReader``)."""
+        return StageReader(cast=self.cast, narrator=self.narrator, max_length=max_length, bound=bound)
 
     # --- prompts ---------------------------------------------------------------------------------
 

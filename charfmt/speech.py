@@ -26,6 +26,11 @@ it: no markup); the result depends on the text only, never on how it was chunked
   quotes also ends a sentence once it is longer than ``max_length`` characters (a ``,``
   between digits, ``3,000``, never does): the aituber-kit and ChatdollKit behaviour.
 
+Speech cut at a length bound (``bound``: a constrained reply's speech reached the most characters
+its grammar allows, and the grammar closed it there) ends mid-sentence: that unfinished sentence is
+never spoken (nor sent as a ``speak`` cue); ``cut_text`` ends such text at its last whole word,
+``trim_cut_speech`` a whole reply's (``CF150``).
+
 A sentence whose end cannot be decided yet (a run of end punctuation, closing brackets
 or the spaces after an ellipsis at the end of the text so far) waits for the next delta
 or the end of the segment. Each sentence keeps the emotion that was active when it was
@@ -35,6 +40,7 @@ work is linear in the text however it is chunked.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -44,7 +50,8 @@ from charfmt.events import Action, ChatStart, Emotion, Event, Reset, SegmentEnd,
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.models import Reply
+    from charfmt.diagnostics import Diagnostic
+    from charfmt.models import Chat, Reply
 
 _CJK_END: Final = frozenset("。！？…‼⁇⁈⁉")
 _WESTERN_END: Final = frozenset(".!?")
@@ -134,6 +141,8 @@ class _Buffer:
     """Characters of the sentence held in ``parts``."""
     spoken: bool = False
     """Whether ``parts`` hold anything but punctuation and whitespace."""
+    total: int = 0
+    """Characters of the segment so far (a segment that reaches ``bound`` was cut)."""
     steps: int = 0
     """Characters looked at one by one (a measure of the work, for tests)."""
 
@@ -141,9 +150,17 @@ class _Buffer:
 class SentenceSplitter:
     """Feed it events; it returns sentences as soon as each one is complete."""
 
-    def __init__(self, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None) -> None:
+    def __init__(
+        self, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None, bound: int | None = None
+    ) -> None:
         if max_length is not None and max_length < 1:
             raise ValueError(f"max_length must be at least 1; got {max_length}")
+        if bound is not None and bound < 1:
+            raise ValueError(f"bound must be at least 1; got {bound}")
+        self.bound = bound
+        """The most characters a speech segment may hold (a grammar's ``Bounds.max_chars``): one that
+        reaches it was cut there, and its unfinished last sentence is not spoken (``None``: no bound)."""
+        self._cut_off = False
         self.tags = _speech_tags(tags)
         """The tags whose text is split: the table's speech tags by default."""
         self.max_length = max_length
@@ -183,12 +200,18 @@ class SentenceSplitter:
             if ended is not None:
                 return self._finish(event.chat, event.segment, ended)
         elif isinstance(event, Reset):
+            self._cut_off = False
             self._emotion.clear()
             self._intensity.clear()
             self._action.clear()
             self._speaker.clear()
             self._buffers.clear()
         return []
+
+    def cut_off(self) -> None:
+        """The stream was cut (its token budget ran out): the unfinished sentences of the segments still
+        open are fragments, not spoken when the stream's last events end them."""
+        self._cut_off = True
 
     def close(self) -> list[Sentence]:
         """Whatever is left (a stream that ended mid-sentence)."""
@@ -199,8 +222,12 @@ class SentenceSplitter:
         return out
 
     def _finish(self, chat: int, segment: int, buf: _Buffer) -> list[Sentence]:
-        """The end of the segment decides whatever waited: the rest is one sentence."""
+        """The end of the segment decides whatever waited: the rest is one sentence, unless the segment was
+        cut (at ``bound``, or by ``cut_off``) before that sentence ended: a fragment is never spoken."""
         out: list[Sentence] = []
+        cut = self._cut_off or (self.bound is not None and buf.total >= self.bound)
+        if cut and buf.phase in (_NONE, _COMMA):  # (a pending run of end punctuation: the sentence did end)
+            return out
         self._emit(out, buf, chat, segment, final=True)
         return out
 
@@ -238,6 +265,7 @@ class SentenceSplitter:
             i += 1
         if start < n:
             self._append(buf, text[start:])
+        buf.total += n
         buf.tail = (buf.tail + text[-_LOOKBACK:])[-_LOOKBACK:]
         buf.steps += steps
         self.steps += steps
@@ -397,15 +425,19 @@ def _speech_tags(tags: Iterable[str] | TagTable | None) -> frozenset[str]:
 
 
 def sentences(
-    events: Iterable[Event] | Reply, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None
+    events: Iterable[Event] | Reply,
+    *,
+    tags: Iterable[str] | TagTable | None = None,
+    max_length: int | None = None,
+    bound: int | None = None,
 ) -> Iterator[Sentence]:
     """Complete sentences of the speech text in ``events`` (or a whole ``Reply``), each with its active emotion.
 
     ``tags``: the tags to read, as names, or a tag table whose ``speech`` tags are read
     (``None``: the speech tags of ``DEFAULT_TAGS``, i.e. ``msg``). A table also gives a
-    ``Reply``'s events their roles. ``max_length``: see ``SentenceSplitter``.
+    ``Reply``'s events their roles. ``max_length``, ``bound``: see ``SentenceSplitter``.
     """
-    splitter = SentenceSplitter(tags=tags, max_length=max_length)
+    splitter = SentenceSplitter(tags=tags, max_length=max_length, bound=bound)
     from charfmt.models import Reply  # noqa: PLC0415 (the splitter itself needs no models)
 
     # A Reply is iterable too (pydantic yields its fields): read its events, not its fields.
@@ -414,3 +446,111 @@ def sentences(
     for event in stream:
         yield from splitter.feed(event)
     yield from splitter.close()
+
+
+# --- speech cut at a bound ---------------------------------------------------------------------
+
+_CUT_MARK: Final = "…"
+"""What ends speech cut mid-sentence: the character trails off."""
+
+_UNSPACED: Final = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F))
+"""Scripts written without spaces between words (kana, CJK ideographs): a cut between two of their
+characters is a word boundary; in any other script it is one only at whitespace."""
+
+
+def _in_a_word(ch: str) -> bool:
+    """Whether a cut after ``ch`` may fall inside a word (a letter or digit of a script with spaces)."""
+    code = ord(ch)
+    return ch.isalnum() and not any(lo <= code <= hi for lo, hi in _UNSPACED) and code < 0x20000
+
+
+def cut_text(text: str) -> str:
+    """``text`` cut mid-sentence, ended at its last whole word and marked with ``…`` (``""``: no whole word).
+
+    A word cut in two is dropped (``The weather is a`` → ``The weather is…``: the ``a`` may have
+    been ``about``); text in a script without spaces ends where it was cut; a pause (``、``, ``,``)
+    or a dash before the cut is dropped; text that already ends a sentence is kept as it is.
+    """
+    if not text.strip() or text.rstrip()[-1] in _END | _CLOSERS:
+        return text.rstrip() if text.strip() else ""
+    if _in_a_word(text[-1]):
+        k = len(text)
+        while k > 0 and not text[k - 1].isspace():
+            k -= 1
+        text = text[:k]
+    text = text.rstrip().rstrip("、,，-—:;").rstrip()
+    if not any(not ch.isspace() and ch not in _NOT_SPOKEN for ch in text):
+        return ""
+    return text + _CUT_MARK
+
+
+def whole_sentences(text: str) -> tuple[str, str]:
+    """``(head, tail)``: ``text`` up to the end of its last complete sentence (the rule above), and the rest."""
+    splitter = SentenceSplitter(tags=["s"])
+    splitter.feed(TextDelta(0, 0, "s", text))
+    buf = splitter._buffers.get((0, 0))
+    pending = "".join(buf.parts) if buf is not None and buf.phase in (_NONE, _COMMA) else ""
+    return text[: len(text) - len(pending)], pending
+
+
+def trim_cut_speech(
+    reply: Reply,
+    *,
+    bound: int | None = None,
+    cut_off: bool = False,
+    tags: TagTable | None = None,
+    source: str = "",
+) -> Reply:
+    """``reply`` with its cut speech ended at a word or sentence boundary, each cut noted (``CF150``).
+
+    Speech is cut where a segment of a speech tag holds ``bound`` characters or more (the grammar's
+    ``Bounds.max_chars`` closed it there), or, with ``cut_off`` (the token budget ran out), where the
+    reply's last segment is speech. Its unfinished last sentence ends at its last whole word
+    (``cut_text``), as ``SentenceSplitter(bound=...)`` leaves it unspoken. ``source``: the raw reply,
+    where the diagnostics point.
+    """
+    table = DEFAULT_TAGS if tags is None else tags
+    spoken = {spec.name for spec in table if spec.row.spoken}
+    last = (len(reply.chats) - 1, len(reply.chats[-1].segments) - 1) if reply.chats else None
+    chats: list[Chat] = []
+    notes = []
+    for i, chat in enumerate(reply.chats):
+        segments = list(chat.segments)
+        for k, seg in enumerate(segments):
+            if seg.tag not in spoken:
+                continue
+            at_bound = bound is not None and len(seg.text) >= bound
+            if not (at_bound or (cut_off and (i, k) == last)):
+                continue
+            head, tail = whole_sentences(seg.text)
+            if not tail.strip():
+                continue
+            ending = cut_text(tail)
+            kept = head + ending if ending else head.rstrip()
+            segments[k] = seg.model_copy(update={"text": kept})
+            why = f"the speech reached its bound of {bound} characters" if at_bound else "the reply was cut off"
+            notes.append(_cut_note(source, i, seg.text, len(head), why))
+        chats.append(chat.model_copy(update={"segments": segments}) if segments != chat.segments else chat)
+    if not notes:
+        return reply
+    return reply.model_copy(update={"chats": chats, "diagnostics": [*reply.diagnostics, *notes]})
+
+
+def _cut_note(source: str, index: int, text: str, at: int, why: str) -> Diagnostic:
+    """``CF150`` for the cut speech ``text`` of chat ``index``, pointing at its unfinished sentence in ``source``."""
+    from charfmt.diagnostics import Diagnostic, in_body  # noqa: PLC0415
+    from charfmt.envelope import Locator  # noqa: PLC0415
+
+    message = in_body(index, f"{why} mid-sentence: it ends at its last whole word, and that sentence is not spoken")
+    start = end = len(source)
+    try:
+        locator = Locator(source)
+        path = ("chats", index, "body")
+        body_start, body_end = locator.value(path)
+        body = json.loads(source[body_start:body_end])
+        found = body.find(text) if isinstance(body, str) else -1
+        if found >= 0:
+            start, end = locator.string_offsets(path, [found + at, found + len(text)])
+    except (ValueError, IndexError, KeyError):
+        pass  # not JSON (a lenient read): the end of the reply
+    return Diagnostic.at(source, "CF150", message, start, end, chat=index)

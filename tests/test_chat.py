@@ -26,11 +26,12 @@ from charfmt.chat import (
     chat_bounds,
     limit_note,
     reply_shape,
+    speech_texts,
     run,
     take_turn,
 )
 from charfmt.cli import main
-from charfmt.export import max_reply_tokens
+from charfmt.export import bytes_per_char, max_reply_tokens
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 REPLY = {
@@ -340,8 +341,10 @@ def test_default_bounds_follow_the_examples_and_give_useful_lines() -> None:
         bounds = chat_bounds(character, DEFAULT_MAX_TOKENS)
         assert (bounds.max_chats, bounds.max_elements) == reply_shape(character)
         assert bounds.max_chars is not None and bounds.max_chars >= 60, bounds
-        # the guarantee: the longest reply the grammar allows still fits the budget
-        longest = max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags)
+        # the guarantee: the longest reply the grammar allows, written in the examples' script (their UTF-8
+        # bytes per character, which no tokenizer exceeds), still fits the budget
+        per_char = bytes_per_char(speech_texts(character))
+        longest = max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags, tokens_per_char=per_char)
         assert longest + 1 <= DEFAULT_MAX_TOKENS
         # every example message fits in the bound
         for ex in character.examples:

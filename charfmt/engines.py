@@ -33,7 +33,7 @@ from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.export import Bounds
+    from charfmt.export import Bounds, Grammar
 
 SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai", "ollama", "koboldcpp", "localai")
 """The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
@@ -320,6 +320,24 @@ def llama_counter(llm: Any, per_message: int = 8) -> Callable[[str], int]:
         return len(llm.tokenize(text.encode(), add_bos=False, special=False)) + per_message
 
     return count
+
+
+def llguidance_installed() -> bool:
+    """Whether llguidance can be imported (``charfmt[engines]``)."""
+    return importlib.util.find_spec("llguidance") is not None
+
+
+def local_constraint(grammar: Grammar) -> dict[str, str]:
+    """How llama.cpp in this process is held to ``grammar`` (``charfmt.export.reply_grammar``), for
+    ``charfmt chat --model`` and ``charfmt serve --model`` alike: ``{"lark": ...}``, sampled through
+    llguidance, wherever it is installed (it keeps the speed of free generation, where llama.cpp's
+    GBNF sampler checks every token of the vocabulary at every step); ``{"grammar": <GBNF>}`` otherwise.
+    ``LocalModel.chunks`` takes either (``lark=``, ``gbnf=``)."""
+    from charfmt.export import gbnf_text, lark_text  # noqa: PLC0415
+
+    if llguidance_installed():
+        return {"lark": lark_text(grammar)}
+    return {"grammar": gbnf_text(grammar)}
 
 
 def llama_grammar(gbnf: str) -> Any:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.models import Reply
+    from charfmt.scene import Scene
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.speech import Sentence
@@ -78,22 +79,22 @@ Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done"
 """What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end."""
 
 
-def reply_bounds(settings: Settings) -> Any:
-    """The grammar's bounds within ``max_tokens``: the shape the examples show (``charfmt chat``'s)."""
-    from charfmt.chat import DEFAULT_MAX_ELEMENTS, chat_bounds  # noqa: PLC0415
-    from charfmt.export import Bounds  # noqa: PLC0415
-    from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> Any:
+    """The grammar's bounds within ``max_tokens`` for the character or the scene: ``charfmt chat``'s engine
+    (``chat_bounds``, i.e. ``charfmt.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
+    from charfmt.chat import chat_bounds  # noqa: PLC0415
 
-    scene = settings.scene
-    if scene is None:
-        return chat_bounds(settings.character, settings.max_tokens)
-    replies = [ex.reply for ex in scene.examples]
-    chats = max((len(r.chats) for r in replies), default=len(scene.cast) + 1)
-    elements = max((len(c.segments) for r in replies for c in r.chats if c.type in TAGGED_TYPES), default=0)
-    return Bounds.for_tokens(
-        settings.max_tokens, max_chats=max(1, chats), max_elements=max(DEFAULT_MAX_ELEMENTS, elements),
-        vocabulary=scene.vocabulary, tags=scene.tags,
-    )  # fmt: skip
+    subject = settings.scene if settings.scene is not None else settings.character
+    return chat_bounds(subject, settings.max_tokens, tokens_per_char=tokens_per_char)
+
+
+def upstream_tokens_per_char(upstream: Upstream, subject: Character | Scene) -> float | None:
+    """The upstream model's tokens per character of what ``subject`` says, where the upstream can count
+    (llama.cpp in-process); ``None`` where it cannot (a server: the engine's default then)."""
+    from charfmt.chat import speech_texts  # noqa: PLC0415
+
+    measure = getattr(upstream, "tokens_per_char", None)
+    return float(measure(speech_texts(subject))) if callable(measure) else None
 
 
 class _Reading:
@@ -103,7 +104,7 @@ class _Reading:
     ``cues=False``: the events only, no stage cues or sentences.
     """
 
-    def __init__(self, engine: Engine, turn: UserTurn, *, events: bool, cues: bool) -> None:
+    def __init__(self, engine: Engine, turn: UserTurn, *, events: bool, cues: bool, bound: int | None) -> None:
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
@@ -112,11 +113,13 @@ class _Reading:
         self.cues = cues and events
         self.stream = StreamParser(lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn)  # CF625
         length = engine.settings.max_length
+        self.bound = bound
+        """The grammar's most characters of speech (a constrained turn): speech cut there is never spoken."""
         if engine.scene is not None:
-            self.stage = engine.scene.stage(max_length=length)
+            self.stage = engine.scene.stage(max_length=length, bound=bound)
         else:
-            self.stage = StageReader(engine.character, max_length=length)
-        self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
+            self.stage = StageReader(engine.character, max_length=length, bound=bound)
+        self.splitter = SentenceSplitter(tags=engine.tags, max_length=length, bound=bound)
         self.chunks: list[str] = []
         self.size = 0
         """Characters of the reply so far."""
@@ -204,9 +207,12 @@ class _Reading:
         return "".join(chars)
 
     def close(self) -> list[Piece]:
-        """The rest, once the reply has ended."""
+        """The rest, once the reply has ended (cut by the token budget: its unfinished sentence unspoken)."""
         if not self.events:
             return []
+        if self.reason == "length":
+            self.stage.cut_off()
+            self.splitter.cut_off()
         out = self._pieces(self.stream.close())
         if self.cues:
             out.extend(self.stage.close())
@@ -237,7 +243,11 @@ class Engine:
         self.tags = self.scene.tags if self.scene is not None else self.character.tags
         self.upstream = upstream
         self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)
-        bounds = reply_bounds(settings)
+        self.tokens_per_char = upstream_tokens_per_char(upstream, self.scene or self.character)
+        """The model's tokens per character of the character's speech, where the upstream can count them."""
+        bounds = reply_bounds(settings, self.tokens_per_char)
+        self.bounds = bounds
+        """The reply's bounds (``charfmt.export.plan_bounds``), what a constrained request is held to."""
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
         self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
@@ -246,15 +256,20 @@ class Engine:
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
-        from charfmt.engines import request_fields  # noqa: PLC0415
+        """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
+        (llguidance where installed), a server in its own field (``request_fields``)."""
+        from charfmt.engines import local_constraint, request_fields  # noqa: PLC0415
 
         s = self.settings
-        server = "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
-        speakers = self.scene.speakers if self.scene is not None else None
-        return request_fields(
-            server, vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
-            speakers=speakers,
-        )  # fmt: skip
+        subject = self.scene if self.scene is not None else self.character
+        if getattr(self.upstream, "in_process", False):
+            from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
+            from charfmt.export import reply_grammar  # noqa: PLC0415
+
+            c = constraints_of("serve", {"character": subject})
+            g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)
+            return {**local_constraint(g), "max_tokens": s.max_tokens}
+        return request_fields(s.server, character=subject, max_tokens=s.max_tokens, bounds=bounds)
 
     def read(self, text: str, *, lenient: bool = True) -> Reply:
         """A reply read as this character's (or, in a scene, each speaker's): ``ParseError`` if strict and bad."""
@@ -305,7 +320,8 @@ class Engine:
         await self.pacer.turn()
         body = self.request(history, turn, constrained)
         _add_options(body, options)
-        reading = _Reading(self, turn, events=events, cues=cues)
+        on = self.settings.constrained if constrained is None else constrained
+        reading = _Reading(self, turn, events=events, cues=cues, bound=self.bounds.max_chars if on else None)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
             if delta.text:
@@ -345,6 +361,10 @@ class Engine:
             reply = reading.stream.reply
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
             reply = strict if strict is not None else self.read(text)
+        from charfmt.speech import trim_cut_speech  # noqa: PLC0415
+
+        reply = trim_cut_speech(reply, bound=reading.bound, cut_off=reading.reason == "length", tags=self.tags,
+                                source=text)  # fmt: skip
         notes = reading.diagnostics(text)
         if notes:  # said beside the text (a refusal, a filter's stop), or a character replaced: said where
             reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *notes]})

@@ -1,9 +1,11 @@
 """A chat on a terminal: ``TerminalView`` shows a reply's stream events as a game would.
 
 The sprite when the emotion is known, the action, the message typing out after the
-character's name, the inner voice dimmed, narration and game lines marked, each complete
-sentence as text-to-speech would get it, stage cues and diagnostics; the model's control and
-bidi characters escaped (``charfmt._terminal``). ``charfmt chat`` shows its turns with it.
+character's name (in a scene, the speaker's), the inner voice dimmed, narration and game lines
+marked, each complete sentence as text-to-speech would get it, stage cues, and the reply's
+diagnostics after it; while the model reads the prompt, a "thinking" line with the time waited;
+the model's control and bidi characters escaped (``charfmt._terminal``). ``charfmt chat`` shows
+its turns with it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -19,9 +23,11 @@ from charfmt._terminal import json_safe, visible
 
 if TYPE_CHECKING:
     from charfmt.character import Character
+    from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.speech import SentenceSplitter
     from charfmt.stage import StageReader
+    from charfmt.tags import TagTable
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,12 @@ RESET_LINE: Final = "(read again as a whole: the reply is shown anew)"
 
 _OTHER_PLAIN_CHAT: Final = PlainChatStyle("event", "[{type}] ", "1")
 """A plain chat of a type the table does not know: a game line that names its type."""
+
+THINKING_TICK: Final = 1.0
+"""Seconds between two updates of the "thinking" line."""
+
+_CLEAR_LINE: Final = "\r\x1b[K"
+"""Back to the start of the line and erase it (the "thinking" line goes before the reply shows)."""
 
 
 def _one_line(text: str) -> str:
@@ -83,9 +95,22 @@ class TerminalView:
     (a cue decided while a line is being typed is shown once that line ends, so the line is not broken)."""
     max_length: int | None = None
     """A sentence for TTS longer than this also ends at ``、`` or ``,`` (``--max-length``)."""
+    bound: int | None = None
+    """The grammar's most characters of speech (``Bounds.max_chars``): speech cut there ends at its last
+    whole word with ``…`` on screen, and its unfinished sentence is not listed for TTS (``None``: no bound)."""
+    verbose: bool = True
+    """Each diagnostic after the reply (``False``: one line that counts them)."""
+    cast: Mapping[str, Character] | None = None
+    """A scene's cast: a chat that names its speaker is shown with that member's name and sprites."""
+    tags: TagTable | None = None
+    """The tag table the replies are read with (``None``: the character's; a scene: its cast's)."""
+    tick: float = THINKING_TICK
+    """Seconds between two updates of the "thinking" line."""
 
     def __post_init__(self) -> None:
-        self._tags = self.character.tags
+        self._tags = self.tags if self.tags is not None else self.character.tags
+        if self.stage is not None:
+            self.show_sentences = False  # each sentence once: the stage's speak cue says it
         self._splitter = self._new_splitter()
         self._typing = False
         self._closing = ""  # what ends the line being typed (the end of its style)
@@ -96,6 +121,13 @@ class TerminalView:
         self._types: dict[int, str] = {}  # the type of each chat begun so far, by its index
         self._said: list[str] = []  # sentences for text-to-speech, shown once the typing line ends
         self._staged: list[str] = []  # stage cues decided while a line was typed, shown once it ends
+        self._notes: list[Diagnostic] = []  # the reply's diagnostics, shown after it
+        self._speakers: dict[int, str | None] = {}  # who speaks each chat begun (a scene)
+        self._held = ""  # speech not typed yet: a word that may be cut at the bound (and what precedes it)
+        self._length: dict[tuple[int, int], int] = {}  # characters of each speech segment so far
+        self._last = ""  # the last character typed of the speech being typed
+        self._lock = threading.Lock()  # the "thinking" line's thread and the reply do not write at once
+        self._thinking: threading.Event | None = None
         if self.color is None:
             isatty = getattr(self.out, "isatty", None)
             self.color = bool(isatty and isatty())
@@ -103,7 +135,51 @@ class TerminalView:
     def _new_splitter(self) -> SentenceSplitter:
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
 
-        return SentenceSplitter(tags=self._tags, max_length=self.max_length)
+        return SentenceSplitter(tags=self._tags, max_length=self.max_length, bound=self.bound)
+
+    def _who(self, chat: int) -> Character:
+        """Who speaks chat ``chat``: its speaker in a scene's cast, else the character."""
+        speaker = self._speakers.get(chat)
+        if self.cast and speaker is not None and speaker in self.cast:
+            return self.cast[speaker]
+        return self.character
+
+    # --- waiting for the first token --------------------------------------------------------------
+
+    def thinking(self, who: str | None = None) -> Callable[[], None]:
+        """Say, while the model reads the prompt, that ``who`` (the character) is thinking and for how long:
+        on a terminal a line updated every ``tick`` seconds, erased when the reply starts. The stop."""
+        isatty = getattr(self.out, "isatty", None)
+        if not (isatty and isatty()):
+            return _nothing
+        done = threading.Event()
+        name = visible(who if who is not None else self.character.name)
+        started = time.perf_counter()
+
+        def tick() -> None:
+            while not done.wait(self.tick):
+                with self._lock:
+                    if done.is_set():
+                        return
+                    self.out.write(f"{_CLEAR_LINE}  ({name} is thinking… {time.perf_counter() - started:.0f} s)")
+                    self.out.flush()
+
+        with self._lock:
+            self.out.write(f"  ({name} is thinking…)")
+            self.out.flush()
+        thread = threading.Thread(target=tick, name="charfmt-thinking", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            if done.is_set():
+                return
+            with self._lock:
+                done.set()
+                self.out.write(_CLEAR_LINE)
+                self.out.flush()
+            thread.join()
+
+        return stop
 
     def _line(self, text: str) -> None:
         self._end_typing()
@@ -134,7 +210,7 @@ class TerminalView:
 
         self._end_typing()
         spec = self._tags.get(tag)
-        name = self.character.name
+        name = self._who(chat).name
         kind = self._types.get(chat, "C")
         if kind not in TAGGED_TYPES:  # narration or a game line: nobody speaks it
             style = PLAIN_CHAT_STYLES.get(kind, _OTHER_PLAIN_CHAT)
@@ -180,47 +256,131 @@ class TerminalView:
         self.out.flush()
 
     def show(self, events: Sequence[Event]) -> None:
-        for event in events:
-            if self.stage is not None:
-                self._cues(self.stage.feed(event))
-            said = self._splitter.feed(event) if self.show_sentences else []
-            if event.kind == "chat_start":
-                self._types[event.chat] = event.type
-            elif event.kind == "reset":  # the damaged reply, read again as a whole, contradicts what was shown
-                self._types.clear()
-                if self._wrote:
-                    self._line(RESET_LINE)
-            elif event.kind == "emotion":
-                key = self.character.vocabulary.resolve(event.text) or event.text
-                sprites = {e.key: e.sprite for e in self.character.vocabulary.emotions}
-                self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
-            elif event.kind == "action":
-                self._line(f"*{_one_line(event.text)}*")
-            elif event.kind == "cue":
-                self._line(f"[{_one_line(event.tag)}: {_one_line(event.text)}]")
-            elif event.kind == "text":
-                if not self._typing:
-                    self._start_typing(event.chat, event.tag)
-                self._type(event.text)
-            elif event.kind == "diagnostic":
-                d = event.diagnostic
-                self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
-            self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
-            if event.kind == "segment_end":
-                self._end_typing()
+        with self._lock:
+            for event in events:
+                self._show(event)
+
+    def _show(self, event: Event) -> None:
+        if self.stage is not None:
+            self._cues(self.stage.feed(event))
+        said = self._splitter.feed(event) if self.show_sentences else []
+        if event.kind == "chat_start":
+            self._types[event.chat] = event.type
+            self._speakers[event.chat] = getattr(event, "speaker", None)
+        elif event.kind == "reset":  # the damaged reply, read again as a whole, contradicts what was shown
+            self._types.clear()
+            self._speakers.clear()
+            self._notes.clear()
+            self._held = ""
+            self._length.clear()
+            if self._wrote:
+                self._line(RESET_LINE)
+        elif event.kind == "emotion":
+            vocabulary = self._who(event.chat).vocabulary
+            key = vocabulary.resolve(event.text) or event.text
+            sprites = {e.key: e.sprite for e in vocabulary.emotions}
+            self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
+        elif event.kind == "action":
+            self._line(f"*{_one_line(event.text)}*")
+        elif event.kind == "cue":
+            self._line(f"[{_one_line(event.tag)}: {_one_line(event.text)}]")
+        elif event.kind == "text":
+            if not self._typing:
+                self._start_typing(event.chat, event.tag)
+            self._type(self._hold(event.chat, event.segment, event.tag, event.text))
+        elif event.kind == "diagnostic":
+            self._notes.append(event.diagnostic)  # after the reply: never between the sentences of a message
+        self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
+        if event.kind == "segment_end":
+            self._cut_end(event.chat, event.segment)
+            self._end_typing()
+
+    def _spoken(self, tag: str) -> bool:
+        spec = self._tags.get(tag)
+        return spec is not None and spec.row.spoken
+
+    def _hold(self, chat: int, segment: int, tag: str, text: str) -> str:
+        """What of ``text`` to type now: with a ``bound``, speech keeps back its last word (and the spaces and
+        pauses before it) until more text shows whether the bound cut it."""
+        from charfmt.speech import CUT_PAUSES, in_a_word  # noqa: PLC0415
+
+        if self.bound is None or not self._spoken(tag):
+            return text
+        key = (chat, segment)
+        self._length[key] = self._length.get(key, 0) + len(text)
+        whole = self._held + text
+        k = len(whole)
+        while k and in_a_word(whole[k - 1]):
+            k -= 1
+        while k and (whole[k - 1].isspace() or whole[k - 1] in CUT_PAUSES):
+            k -= 1
+        self._held = whole[k:]
+        if k:
+            self._last = whole[k - 1]
+        return whole[:k]
+
+    def _cut_end(self, chat: int, segment: int) -> None:
+        """The end of a segment: the word kept back typed, or, where the bound cut the speech, dropped for
+        ``…`` (as ``charfmt.speech.cut_text`` ends the reply's text)."""
+        from charfmt.speech import ends_a_sentence  # noqa: PLC0415
+
+        held, self._held = self._held, ""
+        cut = self.bound is not None and self._length.pop((chat, segment), 0) >= self.bound
+        if not cut:
+            if held:
+                self._type(held)
+        elif self._last and not ends_a_sentence(self._last):
+            self._type("…")
+        self._last = ""
 
     def silent(self) -> None:
         """The reply holds no chats (``{"chats": []}``): say so, or the turn shows nothing at all."""
-        self._line(f"({self.character.name} says nothing: no chats)")
+        with self._lock:
+            self._line(f"({self.character.name} says nothing: no chats)")
+
+    def cut_off(self) -> None:
+        """The reply was cut by its token budget: its unfinished sentences are not listed for TTS."""
+        self._splitter.cut_off()
+        if self.stage is not None:
+            self.stage.cut_off()
+
+    def note(self, diagnostics: Sequence[Diagnostic]) -> None:
+        """More diagnostics of the reply (found once it was whole), shown with the others after it."""
+        self._notes.extend(diagnostics)
 
     def finish(self) -> None:
-        """The reply is complete: flush the last sentence; the next reply starts afresh."""
-        if self.show_sentences:
-            self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
-        if self.stage is not None:
-            self._cues(self.stage.close())
-        self._end_typing()
-        self._splitter = self._new_splitter()
-        self._types.clear()
-        self._wrote = False
-        self.out.flush()
+        """The reply is complete: flush the last sentence, then its diagnostics; the next reply starts afresh."""
+        with self._lock:
+            if self._held:
+                self._type(self._held)
+                self._held = ""
+            if self.show_sentences:
+                self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
+            if self.stage is not None:
+                self._cues(self.stage.close())
+            self._end_typing()
+            self._show_notes()
+            self._splitter = self._new_splitter()
+            self._types.clear()
+            self._speakers.clear()
+            self._length.clear()
+            self._wrote = False
+            self.out.flush()
+
+    def _show_notes(self) -> None:
+        """The reply's diagnostics: each on its line (``verbose``), or one line that counts them."""
+        notes, self._notes = self._notes, []
+        if not notes:
+            return
+        if self.verbose:
+            for d in notes:
+                self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
+            return
+        codes = ", ".join(dict.fromkeys(d.code for d in notes))
+        many = "s" if len(notes) > 1 else ""
+        self._line(f"  ({len(notes)} diagnostic{many} of the reply: {codes}; --verbose shows them)")
+
+
+def _nothing() -> None:
+    return None
+

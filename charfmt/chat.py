@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO, cast
 
 from charfmt._chat_view import PLAIN_CHAT_STYLES, RESET_LINE, PlainChatStyle, TerminalView
 from charfmt._model_clients import (
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from charfmt.models import Reply
     from charfmt.scene import Scene
     from charfmt.stage import StageReader
+    from charfmt.userinput import UserTurn
 
 PROMPT_MARGIN: Final = 32
 """Tokens of the context window kept free beyond the prompt's count (the generation prompt)."""
@@ -69,7 +70,7 @@ class Turn:
 
 
 def take_turn(
-    character: Character,
+    character: Character | Scene,
     history: list[Exchange],
     say: str,
     generate: Generate,
@@ -79,61 +80,150 @@ def take_turn(
     budget: int | None = None,
     counter: Callable[[str], int] | None = None,
     note: str | None = None,
+    bound: int | None = None,
+    stats: list[TurnStats] | None = None,
 ) -> Turn:
-    """Ask ``generate`` for the character's reply to ``say`` (shorthand), streaming it into ``view``.
+    """Ask ``generate`` for the character's (or a scene's) reply to ``say`` (shorthand), streaming it into ``view``.
 
     The exchange is appended to ``history`` in canonical form (what goes back to the model next
     turn), where the reply holds a chat: one that says nothing (a refusal) is not the character's
-    answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise).
-    ``budget``: prompt tokens (by ``counter``) the request may take; the oldest exchanges are
-    left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
-    ``note``: a line added to the system prompt (the reply's length limits).
+    answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise; a scene's speakers
+    and their emotions too). ``budget``: prompt tokens (by ``counter``) the request may take; the
+    oldest exchanges are left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
+    ``note``: a line added to the system prompt (the reply's length limits). ``bound``: the grammar's
+    most characters of speech, and ``stats``: the model's ``TurnStats`` (its finish reason): speech
+    cut at the bound or by the token budget ends at its last whole word (``CF150``) and its
+    unfinished sentence is never spoken.
     """
     from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.parser import parse  # noqa: PLC0415
-    from charfmt.render import estimate_tokens, render_messages  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
-    count = counter or estimate_tokens
-    turn = character.shorthand(say)
-    if budget is not None and note is not None:
-        budget -= count(note)
-    if budget is not None and budget < 1:
-        from charfmt.render import BudgetError  # noqa: PLC0415
-
-        raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
-    request = render_messages(character, history, turn, budget=budget, counter=count)
-    messages: list[dict[str, str]] = request["messages"]
-    if note is not None:
-        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+    turn = _player(character).shorthand(say)
+    messages = _messages(character, history, turn, budget=budget, counter=counter, note=note)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
     stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     chunks: list[str] = []
-    for chunk in generate(messages):
-        if isinstance(chunk, str):
-            chunks.append(chunk)
-            reader.fed.append(chunk)
-            if len(reader.fed) >= FOLD:
-                reader.fold()
-            events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
-        else:
-            events = reader.take(chunk)[1]
-        if view is not None:
-            view.show(events)
+    asked = len(stats) if stats is not None else 0
+    stop = view.thinking(_thinker(character)) if view is not None else _nothing
+    try:
+        for chunk in generate(messages):
+            stop()
+            if isinstance(chunk, str):
+                chunks.append(chunk)
+                reader.fed.append(chunk)
+                if len(reader.fed) >= FOLD:
+                    reader.fold()
+                events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
+            else:
+                events = reader.take(chunk)[1]
+            if view is not None:
+                view.show(events)
+    finally:
+        stop()
+    cut = stats is not None and len(stats) > asked and stats[-1].reason == "length"
+    if view is not None and cut:
+        view.cut_off()
     events = reader.close() + reader.after(stream.close())
     if view is not None:
         view.show(events)
-        view.finish()
     text = "".join(chunks)
-    reply = parse(text, vocabulary=character.vocabulary, tags=character.tags) if strict else stream.reply
+    try:
+        reply = _read(character, text, stream.reply, strict=strict, bound=bound, cut=cut)
+    except BaseException:
+        if view is not None:
+            view.finish()
+        raise
+    if view is not None:
+        shown = stream.reply.diagnostics
+        view.note([d for d in reply.diagnostics if d not in shown])  # (a scene's CF309, cut speech's CF150)
+        view.finish()
     if view is not None and not reply.chats:
         view.silent()
     if reply.chats:  # (a reply that says nothing, a refusal: not kept as the character's answer, as serve does)
         history.append(Exchange(user=turn, reply=canonical_form(reply, tags=character.tags)))
     return Turn(reply, text, chunks)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _as_scene(character: Character | Scene) -> Scene | None:
+    from charfmt.scene import Scene  # noqa: PLC0415
+
+    return character if isinstance(character, Scene) else None
+
+
+def _player(character: Character | Scene) -> Character:
+    """Whose words read the player's shorthand: the character, or a scene's first cast member (as serve reads it)."""
+    scene = _as_scene(character)
+    if scene is not None:
+        return next(iter(scene.cast.values()))
+    return cast("Character", character)
+
+
+def _thinker(character: Character | Scene) -> str:
+    """Who the "thinking" line says is thinking: the character, or a scene's cast."""
+    scene = _as_scene(character)
+    return " and ".join(c.name for c in scene.cast.values()) if scene is not None else character.name
+
+
+def _messages(
+    character: Character | Scene,
+    history: list[Exchange],
+    turn: UserTurn,
+    *,
+    budget: int | None,
+    counter: Callable[[str], int] | None,
+    note: str | None,
+) -> list[dict[str, str]]:
+    """The request's messages: the system prompt (with ``note``), the newest exchanges that fit ``budget``, ``turn``."""
+    from charfmt.render import BudgetError, estimate_tokens, render_messages  # noqa: PLC0415
+
+    count = counter or estimate_tokens
+    if budget is not None and note is not None:
+        budget -= count(note)
+    if budget is not None and budget < 1:
+        raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
+    scene = _as_scene(character)
+    if scene is None:
+        request = render_messages(_player(character), history, turn, budget=budget, counter=count)
+        messages: list[dict[str, str]] = request["messages"]
+    else:
+        past = list(history)
+        while True:  # the oldest exchanges left out to fit, as render_messages leaves them out
+            messages = scene.render_messages(past, turn)["messages"]
+            if budget is None or sum(count(m["content"]) for m in messages) <= budget:
+                break
+            if not past:
+                raise BudgetError(f"the scene's prompt and the new turn need more than the budget ({budget} tokens)")
+            del past[0]
+    if note is not None:
+        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+    return messages
+
+
+def _read(
+    character: Character | Scene, text: str, streamed: Reply, *, strict: bool, bound: int | None, cut: bool
+) -> Reply:
+    """The reply: ``text`` read strictly, or as it streamed (a scene's problems noted, CF309); its cut speech
+    ended at a word (``trim_cut_speech``)."""
+    from charfmt.parser import parse  # noqa: PLC0415
+    from charfmt.speech import trim_cut_speech  # noqa: PLC0415
+
+    scene = _as_scene(character)
+    if strict:
+        reply = scene.parse(text) if scene is not None else parse(text, vocabulary=character.vocabulary,
+                                                                   tags=character.tags)  # fmt: skip
+    else:
+        reply = streamed
+        problems = scene.check(reply, text, lenient=True) if scene is not None else []
+        if problems:
+            reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *problems]})
+    return trim_cut_speech(reply, bound=bound, cut_off=cut, tags=character.tags, source=text)
 
 
 # --- bounds -------------------------------------------------------------------------------------
@@ -195,7 +285,7 @@ def limit_note(bounds: Bounds) -> str:
 
 
 def run(
-    character: Character,
+    character: Character | Scene,
     *,
     generate: Generate,
     says: Sequence[str] | None,
@@ -208,18 +298,27 @@ def run(
     note: str | None = None,
     stage: StageReader | None = None,
     max_length: int | None = None,
+    bound: int | None = None,
+    verbose: bool = True,
 ) -> int:
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
     line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
     failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
-    added to the history.
+    added to the history. ``character``: a character, or a scene (its cast speaks, each chat
+    shown with its speaker's name). ``bound``: the grammar's most characters of speech
+    (``take_turn``); ``verbose``: each diagnostic after the reply, else one line that counts them.
+    Each turn ends with its stats line: the wait for the first token, the tokens and their speed.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
-    view = TerminalView(character, out, stage=stage, max_length=max_length)
+    scene = _as_scene(character)
+    view = TerminalView(
+        _player(character), out, stage=stage, max_length=max_length, bound=bound, verbose=verbose,
+        cast=scene.cast if scene is not None else None, tags=character.tags,
+    )  # fmt: skip
     history: list[Exchange] = []
     errors = err if err is not None else sys.stderr
     status = 0
@@ -247,7 +346,10 @@ def run(
     for say in lines():
         before = len(stats)
         try:
-            take_turn(character, history, say, generate, view=view, budget=budget, counter=counter, note=note)
+            take_turn(
+                character, history, say, generate, view=view, budget=budget, counter=counter, note=note, bound=bound,
+                stats=stats,
+            )  # fmt: skip
         except (BudgetError, ContextFull) as e:
             status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")
             continue
@@ -259,12 +361,18 @@ def run(
             status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue
         if len(stats) > before:
-            last = stats[-1]
-            state = f", {last.state}" if last.state else ""
-            out.write(
-                f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
-            )
+            out.write(stats_line(stats[-1]) + "\n")
     return status
+
+
+def stats_line(stats: TurnStats) -> str:
+    """What a turn cost, as ``charfmt chat`` shows it after the reply: the wait for the first token (the
+    prompt read), then the tokens generated, their time and speed, and how the reply ended if it did not finish."""
+    state = f", {stats.state}" if stats.state else ""
+    return (
+        f"  ({stats.first_token_seconds:.1f} s thinking, {stats.tokens} tokens in {stats.seconds:.1f} s, "
+        f"{stats.tokens_per_second:.1f} tokens/s{state})"
+    )
 
 
 def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) -> int:
@@ -308,6 +416,7 @@ __all__ = [
     "reply_shape",
     "run",
     "speech_texts",
+    "stats_line",
     "take_turn",
     "template_warning",
 ]

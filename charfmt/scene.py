@@ -215,9 +215,13 @@ class Scene(BaseModel):
     # --- files -----------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Scene:
+    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None) -> Scene:
         """A scene from TOML: ``name``, ``setting``, ``[[cast]]`` (``id``, ``character`` = a file beside it),
-        ``[narrator]`` (a voice), ``[[examples]]`` (``user``, ``[[examples.reply]]`` with type, speaker, body)."""
+        ``[narrator]`` (a voice), ``[[examples]]`` (``user``, ``[[examples.reply]]`` with type, speaker, body).
+
+        ``user_name``: the player's name (``None``: the file's ``user_name``, if any); every cast member
+        calls the player by it (a card's ``{{user}}``), as the scene's prompt does.
+        """
         import tomllib  # noqa: PLC0415
 
         path = Path(path)
@@ -227,6 +231,9 @@ class Scene(BaseModel):
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             raise CharacterError(file, "", None, f"cannot read the scene: {reason}") from None
+        if user_name is not None:
+            data["user_name"] = user_name
+        player = data.get("user_name") if isinstance(data.get("user_name"), str) else None
         cast: dict[str, Character] = {}
         for i, row in enumerate(data.pop("cast", [])):
             if (
@@ -235,7 +242,7 @@ class Scene(BaseModel):
                 or not isinstance(row.get("character"), str)
             ):
                 raise CharacterError(file, f"cast[{i}]", None, 'a cast member is id = "..." and character = "FILE"')
-            cast[row["id"]] = Character.load(path.parent / row["character"], max_size=max_size)
+            cast[row["id"]] = Character.load(path.parent / row["character"], max_size=max_size, user_name=player)
         first = next(iter(cast.values()), None)
         examples = []
         for n, ex in enumerate(data.pop("examples", [])):

@@ -453,12 +453,21 @@ def sentences(
 _CUT_MARK: Final = "…"
 """What ends speech cut mid-sentence: the character trails off."""
 
+CUT_PAUSES: Final = "、,，-—:;"
+"""Pauses dropped before the ``…`` that ends speech cut mid-sentence."""
+
+
+def ends_a_sentence(ch: str) -> bool:
+    """Whether text ending with ``ch`` may end a sentence (end punctuation, or a closing bracket after it)."""
+    return ch in _END or ch in _CLOSERS or ch == '"'
+
+
 _UNSPACED: Final = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F))
 """Scripts written without spaces between words (kana, CJK ideographs): a cut between two of their
 characters is a word boundary; in any other script it is one only at whitespace."""
 
 
-def _in_a_word(ch: str) -> bool:
+def in_a_word(ch: str) -> bool:
     """Whether a cut after ``ch`` may fall inside a word (a letter or digit of a script with spaces)."""
     code = ord(ch)
     return ch.isalnum() and not any(lo <= code <= hi for lo, hi in _UNSPACED) and code < 0x20000
@@ -471,17 +480,15 @@ def cut_text(text: str) -> str:
     been ``about``); text in a script without spaces ends where it was cut; a pause (``、``, ``,``)
     or a dash before the cut is dropped; text that already ends a sentence is kept as it is.
     """
-    if not text.strip() or text.rstrip()[-1] in _END | _CLOSERS:
+    if not text.strip() or ends_a_sentence(text.rstrip()[-1]):
         return text.rstrip() if text.strip() else ""
-    if _in_a_word(text[-1]):
-        k = len(text)
-        while k > 0 and not text[k - 1].isspace():
-            k -= 1
-        text = text[:k]
-    text = text.rstrip().rstrip("、,，-—:;").rstrip()
+    k = len(text)
+    while k > 0 and in_a_word(text[k - 1]):  # the word the cut fell in
+        k -= 1
+    text = text[:k].rstrip().rstrip(CUT_PAUSES).rstrip()
     if not any(not ch.isspace() and ch not in _NOT_SPOKEN for ch in text):
         return ""
-    return text + _CUT_MARK
+    return text if ends_a_sentence(text[-1]) else text + _CUT_MARK
 
 
 def whole_sentences(text: str) -> tuple[str, str]:

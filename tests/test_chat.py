@@ -66,11 +66,11 @@ def test_a_turn_streams_into_the_view_and_history_keeps_the_canonical_form() -> 
     model = scripted(TEXT)
     turn = take_turn(rex, history, "[joy] Hi Rex!", model, view=TerminalView(rex, out))
     shown = out.getvalue().splitlines()
-    assert shown[0] == "! info CF302: chat 0 body: emotion 'joy' is an alias of 'pleased'"
-    assert shown[1] == "[sprite: rex_pleased]"  # the sprite of the key the alias names
-    assert shown[2] == "*taps the counter*"
-    assert shown[3] == "Rex: Forty bolts. Not one less! Deal?"  # typed on one line, chunk by chunk
-    assert shown[4:] == ["  (tts) Forty bolts.", "  (tts) Not one less!", "  (tts) Deal?"]
+    assert shown[0] == "[sprite: rex_pleased]"  # the sprite of the key the alias names
+    assert shown[1] == "*taps the counter*"
+    assert shown[2] == "Rex: Forty bolts. Not one less! Deal?"  # typed on one line, chunk by chunk
+    assert shown[3:6] == ["  (tts) Forty bolts.", "  (tts) Not one less!", "  (tts) Deal?"]
+    assert shown[6:] == ["! info CF302: chat 0 body: emotion 'joy' is an alias of 'pleased'"]  # after the reply
     assert turn.reply == charfmt.parse(TEXT, vocabulary=rex.vocabulary)
     assert "".join(turn.chunks) == TEXT
     assert [e.reply for e in history] == [charfmt.writer.canonical_form(turn.reply)]

@@ -175,11 +175,11 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
     return character
 
 
-def load_scene(path: str, limit: int) -> Scene:
-    """The ``--scene`` file."""
+def load_scene(path: str, limit: int, user_name: str | None = None) -> Scene:
+    """The ``--scene`` file (``user_name``: the player's name in the whole cast, in place of the file's)."""
     from charfmt.scene import Scene  # noqa: PLC0415
 
-    return Scene.load(path, max_size=limit)
+    return Scene.load(path, max_size=limit, user_name=user_name)
 
 
 # -- writing ---------------------------------------------------------------------

@@ -123,7 +123,7 @@ class TerminalView:
         self._staged: list[str] = []  # stage cues decided while a line was typed, shown once it ends
         self._notes: list[Diagnostic] = []  # the reply's diagnostics, shown after it
         self._speakers: dict[int, str | None] = {}  # who speaks each chat begun (a scene)
-        self._held = ""  # speech not typed yet: a word that may be cut at the bound (and what precedes it)
+        self._kept = ""  # speech not typed yet: a word that may be cut at the bound (and what precedes it)
         self._length: dict[tuple[int, int], int] = {}  # characters of each speech segment so far
         self._last = ""  # the last character typed of the speech being typed
         self._lock = threading.Lock()  # the "thinking" line's thread and the reply do not write at once
@@ -271,7 +271,7 @@ class TerminalView:
             self._types.clear()
             self._speakers.clear()
             self._notes.clear()
-            self._held = ""
+            self._kept = ""
             self._length.clear()
             if self._wrote:
                 self._line(RESET_LINE)
@@ -308,13 +308,13 @@ class TerminalView:
             return text
         key = (chat, segment)
         self._length[key] = self._length.get(key, 0) + len(text)
-        whole = self._held + text
+        whole = self._kept + text
         k = len(whole)
         while k and in_a_word(whole[k - 1]):
             k -= 1
         while k and (whole[k - 1].isspace() or whole[k - 1] in CUT_PAUSES):
             k -= 1
-        self._held = whole[k:]
+        self._kept = whole[k:]
         if k:
             self._last = whole[k - 1]
         return whole[:k]
@@ -324,7 +324,7 @@ class TerminalView:
         ``…`` (as ``charfmt.speech.cut_text`` ends the reply's text)."""
         from charfmt.speech import ends_a_sentence  # noqa: PLC0415
 
-        held, self._held = self._held, ""
+        held, self._kept = self._kept, ""
         cut = self.bound is not None and self._length.pop((chat, segment), 0) >= self.bound
         if not cut:
             if held:
@@ -351,9 +351,9 @@ class TerminalView:
     def finish(self) -> None:
         """The reply is complete: flush the last sentence, then its diagnostics; the next reply starts afresh."""
         with self._lock:
-            if self._held:
-                self._type(self._held)
-                self._held = ""
+            if self._kept:
+                self._type(self._kept)
+                self._kept = ""
             if self.show_sentences:
                 self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
             if self.stage is not None:

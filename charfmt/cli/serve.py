@@ -63,6 +63,10 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--max-sessions", type=whole(1), default=1000, metavar="N", help="sessions kept (default 1000)")
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
                     help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
+    sp.add_argument("--chat-format", metavar="NAME",
+                    help="--model's chat format, a llama-cpp-python name (gemma, chatml...; default: the GGUF's own "
+                    "template, with a warning where it has none), as charfmt chat's")  # fmt: skip
+    sp.add_argument("--verbose", action="store_true", help="show --model's llama.cpp log lines on standard error")
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -74,6 +78,14 @@ def settings_from(args: argparse.Namespace) -> Any:
 
     if args.max_tokens >= args.n_ctx:
         args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+    if args.chat_format is not None and args.model is None:
+        args.parser.error("argument --chat-format: only with --model (the server at --upstream has its own template)")
+    if args.chat_format is not None and not args.chat_format.startswith("chat_template."):
+        from charfmt._model_clients import chat_formats  # noqa: PLC0415
+
+        known = chat_formats()  # (llama-cpp-python missing: its one error line, exit 1)
+        if args.chat_format not in known:
+            args.parser.error(f"argument --chat-format: {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
     if not 0 < args.timeout <= 3600:
         args.parser.error(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
     if args.upstream is not None:
@@ -104,7 +116,8 @@ def settings_from(args: argparse.Namespace) -> Any:
         character = load_character(args.character, DEFAULT_MAX_SIZE)
     settings = Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
-        model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
+        model_path=args.model, chat_format=args.chat_format, model_name=args.model_name,
+        reply_format=args.reply_format,
         api_key=api_key, api_key_env=key_env,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
@@ -121,8 +134,8 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
     from charfmt.serve.logs import TurnLog  # noqa: PLC0415
     from charfmt.serve.turns import reply_bounds  # noqa: PLC0415
 
-    try:
-        reply_bounds(settings)
+    try:  # (--model: its tokens per character are measured once it loads; at least 1, the fewest any model takes)
+        reply_bounds(settings, 1.0 if settings.model_path is not None else None)
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
     if settings.log is not None:
@@ -141,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     from charfmt.serve import create_app  # noqa: PLC0415
 
     settings = settings_from(args)
+    settings = _ready(settings, verbose=args.verbose)
     app = create_app(settings)
-    _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
         print(f"charfmt serve: warning: listening on {args.host} with no --token", file=sys.stderr)
@@ -193,10 +206,12 @@ def _redact_tokens(record: logging.LogRecord) -> bool:
     return True
 
 
-def _ready(settings: Any) -> None:
-    """Load what every turn needs before the first one (a missing extra stops the start, exit 1), then
-    freeze what the start made (``gc.freeze``): the collector's full passes then scan what requests
-    make, not the modules, grammars and models of the start (tens of milliseconds a pass, measured)."""
+def _ready(settings: Any, *, verbose: bool = False) -> Any:
+    """Load what every turn needs before the first one (a missing extra, a model llama.cpp cannot load:
+    the start stops, exit 1; a GGUF without a chat template: one warning line), then freeze what the start
+    made (``gc.freeze``): the collector's full passes then scan what requests make, not the modules,
+    grammars and models of the start (tens of milliseconds a pass, measured). The settings, with the
+    ``--model`` loaded as their upstream."""
     import gc  # noqa: PLC0415
 
     import charfmt.serve.turn_stream  # noqa: PLC0415 (the /v1/turn and completions routes' modules)
@@ -211,12 +226,22 @@ def _ready(settings: Any) -> None:
         raise CharfmtError(f"charfmt serve needs websockets ({e}): pip install 'charfmt[serve]'") from None
     if settings.upstream_url is not None:
         require_aiohttp()
-    elif settings.model_path is not None:
-        from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+    elif settings.model_path is not None and settings.upstream is None:
+        import dataclasses  # noqa: PLC0415
 
-        load_llama_cpp()
+        from charfmt._model_clients import llama_logs  # noqa: PLC0415
+        from charfmt.serve.upstream import LocalUpstream, load_local  # noqa: PLC0415
+
+        llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat
+        upstream: LocalUpstream = load_local(
+            settings.model_path, n_ctx=settings.n_ctx, chat_format=settings.chat_format, warn=False
+        )
+        if upstream.model.missing_template is not None:
+            print(f"charfmt serve: warning: {upstream.model.missing_template}", file=sys.stderr, flush=True)
+        settings = dataclasses.replace(settings, upstream=upstream)
     gc.collect()
     gc.freeze()
+    return settings
 
 
 def _bind(host: str, port: int) -> Any:

@@ -512,11 +512,14 @@ class LocalUpstream:
                 await asyncio.to_thread(thread.join)
 
 
-def load_local(path: str, *, n_ctx: int, seed: int = 0, chat_format: str | None = None) -> LocalUpstream:
+def load_local(
+    path: str, *, n_ctx: int, seed: int = 0, chat_format: str | None = None, warn: bool = True
+) -> LocalUpstream:
     """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.engines.load_llama``) in ``chat_format``.
 
     llama.cpp's own log lines are kept off standard error unless ``charfmt serve --verbose`` (``llama_logs``,
-    set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger.
+    set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger
+    (``warn``; the command says it itself, as ``LocalModel.missing_template`` words it).
     """
     import logging  # noqa: PLC0415
 
@@ -524,7 +527,7 @@ def load_local(path: str, *, n_ctx: int, seed: int = 0, chat_format: str | None 
     from charfmt.engines import load_llama  # noqa: PLC0415
 
     model = LocalModel(load_llama(path, n_ctx=n_ctx, seed=seed), chat_format=chat_format)
-    if model.missing_template is not None:
+    if warn and model.missing_template is not None:
         logging.getLogger("charfmt.serve").warning("%s", model.missing_template)
     return LocalUpstream(model, path)
 

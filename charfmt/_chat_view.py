@@ -338,6 +338,12 @@ class TerminalView:
         with self._lock:
             self._line(f"({self.character.name} says nothing: no chats)")
 
+    def bounded(self, bound: int | None) -> None:
+        """The next reply's speech is bounded at ``bound`` characters (see ``bound``)."""
+        if bound != self.bound:
+            self.bound = bound
+            self._splitter = self._new_splitter()
+
     def cut_off(self) -> None:
         """The reply was cut by its token budget: its unfinished sentences are not listed for TTS."""
         self._splitter.cut_off()

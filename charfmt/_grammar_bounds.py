@@ -9,7 +9,7 @@ token budget.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Unpack
 
@@ -133,7 +133,8 @@ class Bounds:
         wanted = dict(SHORT_ROLES if short is None else short)
         table = DEFAULT_TAGS if tags is None else tags
         # A text's length, and a vocabulary key's where no vocabulary makes the keys literals of known length.
-        roles = {spec.role for spec in table if spec.content == "text" or (spec.row.vocabulary and vocabulary is None)}
+        keyed = vocabulary is not None or (isinstance(speakers, Mapping) and None not in speakers.values())
+        roles = {spec.role for spec in table if spec.content == "text" or (spec.row.vocabulary and not keyed)}
         speech = max_speech if max_speech is None else min(max_speech, max_elements)
 
         def make(n: int) -> Bounds:

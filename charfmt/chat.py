@@ -102,6 +102,8 @@ def take_turn(
 
     turn = _player(character).shorthand(say)
     messages = _messages(character, history, turn, budget=budget, counter=counter, note=note)
+    if view is not None and bound is not None:
+        view.bounded(bound)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
     stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them

@@ -26,8 +26,8 @@ from charfmt.chat import (
     chat_bounds,
     limit_note,
     reply_shape,
-    speech_texts,
     run,
+    speech_texts,
     take_turn,
 )
 from charfmt.cli import main
@@ -344,7 +344,8 @@ def test_default_bounds_follow_the_examples_and_give_useful_lines() -> None:
         # the guarantee: the longest reply the grammar allows, written in the examples' script (their UTF-8
         # bytes per character, which no tokenizer exceeds), still fits the budget
         per_char = bytes_per_char(speech_texts(character))
-        longest = max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags, tokens_per_char=per_char)
+        vocabulary, tags = character.vocabulary, character.tags
+        longest = max_reply_tokens(bounds, vocabulary=vocabulary, tags=tags, tokens_per_char=per_char)
         assert longest + 1 <= DEFAULT_MAX_TOKENS
         # every example message fits in the bound
         for ex in character.examples:
@@ -362,6 +363,38 @@ def test_the_model_is_told_the_bounds(server: str) -> None:
     assert body["max_tokens"] == DEFAULT_MAX_TOKENS
     gbnf = body["grammar"]
     assert f"{{1,{bounds.max_chars}}}" in gbnf  # the grammar holds the same bound
+    assert gbnf == charfmt.grammar("gbnf", character=Character.load(REX), max_tokens=DEFAULT_MAX_TOKENS)  # one engine
+
+
+SHRINE = str(ROOT / "examples" / "scenes" / "mars_shrine.toml")
+SCENE_REPLY = json.dumps({"chats": [
+    {"type": "C", "order": 1, "speaker": "rex", "body": "<emo>annoyed</emo>\n<msg>Bells are easy. 20 bolts.</msg>"},
+    {"type": "E", "order": 2, "body": "The bell gives a cracked ring."},
+    {"type": "C", "order": 3, "speaker": "mio", "body": "<emo>joy</emo>\n<msg>よかった！</msg>"},
+]}, ensure_ascii=False)  # fmt: skip
+
+
+def test_chat_with_a_scene_shows_each_speaker_and_sends_the_scenes_grammar(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``charfmt chat --scene`` was "the following arguments are required: --character"."""
+    from charfmt.scene import Scene
+
+    _Server.reply = SCENE_REPLY
+    says = ["--say", "[joy] Can you fix this bell?", "--say", "Thanks!"]
+    assert main(["chat", "--scene", SHRINE, "--endpoint", server, "--user-name", "Deckhand", *says]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "Rex: Bells are easy. 20 bolts." in lines and "ミオ: よかった！" in lines
+    assert "[sprite: rex_annoyed]" in lines and "[sprite: mio_smile]" in lines  # each speaker's own sprites
+    assert "[event] The bell gives a cracked ring." in lines
+    first, second = (r["body"] for r in _Server.requests)
+    assert "Deckhand" in first["messages"][0]["content"] and "The shrine on Mars" in first["messages"][0]["content"]
+    scene = Scene.load(SHRINE, user_name="Deckhand")
+    bounds = chat_bounds(scene, DEFAULT_MAX_TOKENS)
+    assert first["grammar"] == charfmt.grammar("gbnf", character=scene, max_tokens=DEFAULT_MAX_TOKENS)
+    assert first["messages"][0]["content"].rstrip().endswith(limit_note(bounds))
+    assert '"speaker":"mio"' in second["messages"][2]["content"]  # the scene's reply went back as history
+    assert main(["chat", "--scene", SHRINE, "--character", REX, "--endpoint", server, "--say", "hi"]) == 2
 
 
 # --- the character's own tags, roles in the view ----------------------------------------------------

@@ -341,20 +341,24 @@ class LocalModel:
         lark: str | None = None,
         temperature: float = 0.7,
         seed: int | None = None,
+        processor: Callable[[Any, Any], Any] | None = None,
         **sampling: Any,
     ) -> Iterator[dict[str, Any]]:
         """llama-cpp-python's streamed chat-completion chunks of the reply to ``messages`` (``lark`` before
-        ``gbnf`` where both are given; ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
+        ``gbnf`` where both are given; ``processor``: another engine's logits processor, in their place;
+        ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
         from charfmt.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
 
         if self._folded:
             messages = fold_system(messages)
         grammar = None
-        if gbnf is not None and lark is None:
+        if gbnf is not None and lark is None and processor is None:
             grammar = self._grammars.get(gbnf)
             if grammar is None:
                 grammar = self._grammars[gbnf] = llama_grammar(gbnf)
-        processors = None if lark is None else [llguidance_processor(self.llm, lark)]
+        if processor is None and lark is not None:
+            processor = llguidance_processor(self.llm, lark)
+        processors = None if processor is None else [processor]
         chunks: Iterator[dict[str, Any]] = self._handler(
             llama=_Guarded(self.llm, max_tokens), messages=messages, grammar=grammar, logits_processor=processors,
             max_tokens=max_tokens, temperature=temperature, seed=fresh_seed() if seed is None else seed, stream=True,

@@ -393,6 +393,44 @@ def llguidance_processor(llm: Any, grammar: str) -> Callable[[Any, Any], Any]:
 _llg_tokenizers: dict[int, Any] = {}
 
 
+def xgrammar_processor(llm: Any, gbnf: str) -> Callable[[Any, Any], Any]:
+    """A llama-cpp-python ``logits_processor`` that constrains sampling to ``gbnf`` with XGrammar (the engine
+    vLLM and SGLang run by default), over the model's own vocabulary: what those servers would allow.
+
+    Pass it to ``LocalModel.chunks(processor=...)``. One processor serves one reply.
+    """
+    xgr = load_xgrammar()
+    compiler = _xgr_compilers.get(id(llm))
+    if compiler is None:
+        llama_cpp = load_llama_cpp()
+        vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        size = int(llm.n_vocab())
+        pieces = [bytes(llm.detokenize([i], special=True)) for i in range(size)]
+        stops = [i for i in range(size) if llama_cpp.llama_vocab_is_eog(vocab, i)]
+        info = xgr.TokenizerInfo(pieces, xgr.VocabType.RAW, vocab_size=size, stop_token_ids=stops)
+        compiler = _xgr_compilers[id(llm)] = xgr.GrammarCompiler(info)
+    matcher = xgr.GrammarMatcher(compiler.compile_grammar(gbnf))
+    n_vocab = int(llm.n_vocab())
+    mask = xgr.allocate_token_bitmask(1, n_vocab)
+    seen: list[int] = []
+
+    def process(input_ids: Any, scores: Any) -> Any:
+        if not seen:
+            seen.append(len(input_ids))  # the prompt ends here
+        for token in input_ids[seen[0] :]:
+            matcher.accept_token(int(token))
+        seen[0] = len(input_ids)
+        matcher.fill_next_token_bitmask(mask)
+        allowed = unpack_bits(mask[0].numpy().view("uint8"))[:n_vocab]
+        scores[~allowed] = float("-inf")
+        return scores
+
+    return process
+
+
+_xgr_compilers: dict[int, Any] = {}
+
+
 def unpack_bits(bits: Any) -> Any:
     """llguidance's token bitmask (little-endian 32-bit words) as one boolean per token."""
     np = importlib.import_module("numpy")

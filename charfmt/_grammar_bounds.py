@@ -20,6 +20,7 @@ from charfmt._reply_constraints import (
     ELEMENTS_WITHOUT_EXAMPLES,
     EXAMPLE_MARGIN,
     MIN_SPEECH_CHARS,
+    MOST_REQUIRED_SPEECH,
     SPEECH_SHARE,
     ReplyConstraints,
     Speakers,
@@ -108,6 +109,7 @@ class Bounds:
         require_speech: bool = False,
         min_speech: float = 0,
         speakers: Speakers | None = None,
+        most_required: int | None = None,
     ) -> Bounds:
         """Bounds whose longest reply fits in ``max_tokens`` tokens, with the most room for speech.
 
@@ -117,7 +119,7 @@ class Bounds:
         the rest: ``max_chars`` (which also bounds ``I``/``E`` bodies) is the largest that fits.
         Where the budget is too small for the short roles' lengths, they shrink with speech.
         ``require_speech``: every ``C`` body says something, at least ``min_speech`` (a share of
-        ``max_chars``, 0 to 1) of the speech length.
+        ``max_chars``, 0 to 1) of the speech length, and at most ``most_required`` characters.
 
         How it is computed: every token a model emits holds at least one byte, so a reply of
         ``n`` bytes takes at most ``n`` tokens. ``max_reply_tokens`` walks the bounded grammar
@@ -140,6 +142,7 @@ class Bounds:
         def make(n: int) -> Bounds:
             role_chars = tuple((r, min(c, n)) for r, c in wanted.items() if r in roles and not ROLE_TABLE[r].spoken)
             least = max(1, int(n * min_speech)) if require_speech and not max_entities else 1
+            least = least if most_required is None else max(1, min(least, most_required))
             return cls(n, max_chats, max_elements, max_entities, max_ws, role_chars, speech, require_speech, least)
 
         def cost(b: Bounds) -> int:
@@ -329,7 +332,7 @@ def plan_bounds(
       elements (3, then 2), before shorter elements; the first shape that reaches it, else the one
       with the most speech. ``max_chats``/``max_elements`` fix the shape, ``max_chars`` caps speech.
     - ``require_speech`` (default): every ``C`` chat says at least ``SPEECH_SHARE`` of the speech
-      length, and the reply opens with one.
+      length (at most ``MOST_REQUIRED_SPEECH`` characters), and the reply opens with one.
     - ``tokens_per_char``: the model's (``measure_tokens_per_char`` on its tokenizer); ``None``: the
       UTF-8 bytes per character of the examples' speech (``bytes_per_char``: a bound for text in
       their script on any tokenizer), without examples ``DEFAULT_TOKENS_PER_CHAR``.
@@ -354,6 +357,7 @@ def plan_bounds(
                     max_tokens, max_chats=c, max_elements=e, vocabulary=vocabulary, tags=tags, short=short,
                     tokens_per_char=tokens_per_char, require_speech=require_speech,
                     min_speech=SPEECH_SHARE if require_speech else 0, speakers=speakers,
+                    most_required=MOST_REQUIRED_SPEECH,
                 )  # fmt: skip
             except ExportError as exc:
                 error = error or exc
@@ -373,7 +377,8 @@ def _capped(bounds: Bounds, max_chars: int | None) -> Bounds:
     if max_chars is None or max_chars >= (bounds.max_chars or 0):
         return bounds
     roles = tuple((role, min(n, max_chars)) for role, n in bounds.role_chars)
-    least = max(1, min(bounds.min_speech, int(max_chars * SPEECH_SHARE))) if bounds.require_speech else 1
+    least = max(1, min(bounds.min_speech, int(max_chars * SPEECH_SHARE), MOST_REQUIRED_SPEECH))
+    least = least if bounds.require_speech else 1
     return replace(bounds, max_chars=max_chars, role_chars=roles, min_speech=least)
 
 

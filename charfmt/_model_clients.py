@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
 
-Only a cap: a reply takes the tokens it needs. For Rex (2 chats of 3 elements) it gives
-75 characters per element, with every character counted at its worst (4 tokens)."""
+Only a cap: a reply takes the tokens it needs. For Rex (2 chats of 3 elements) the bound engine
+(``charfmt.export.plan_bounds``) gives speech of up to 827 characters, counted as bytes."""
 
 
 API_KEY_ENV: Final = "OPENAI_API_KEY"

@@ -43,6 +43,10 @@ ELEMENTS_WITHOUT_EXAMPLES: Final = 4
 SPEECH_SHARE: Final = 0.5
 """The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
 
+MOST_REQUIRED_SPEECH: Final = 48
+"""The most characters of speech a chat must say: half of a long bound would make a model ramble (over
+400 characters at 2048 tokens); 48 is a sentence or two."""
+
 MIN_SPEECH_CHARS: Final = 80
 """The speech length the engine aims for: below it, it allows fewer chats, then fewer elements."""
 

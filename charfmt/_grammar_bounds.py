@@ -1,9 +1,11 @@
-"""Length bounds on a reply (``Bounds``): picking them for a token budget, and the longest reply they allow.
+"""Length bounds on a reply (``Bounds``) and the one engine that plans them for a token budget (``plan_bounds``).
 
 A grammar alone guarantees syntax, not that a reply ends. ``Bounds`` are written into the
 reply grammar (``_reply_rules.bounded_body``); ``max_length`` walks the bounded grammar for
-its longest text, and ``Bounds.for_tokens`` picks the bounds whose longest reply fits a
-token budget.
+its longest text, ``Bounds.for_tokens`` picks the bounds of one shape whose longest reply fits a
+token budget, and ``plan_bounds`` (what every door calls: ``grammar``, ``json_schema``,
+``charfmt chat``, ``charfmt serve``, scenes) chooses the shape, each role's length and the
+tokens per character from the character, its examples and the model (docs/CONSTRAIN.md).
 """
 
 from __future__ import annotations

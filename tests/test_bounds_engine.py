@@ -293,3 +293,40 @@ def test_serve_in_process_uses_chats_engine_llguidance_and_the_models_tokens_per
     assert (engine.bounds.max_chars or 0) > (chat_bounds(mio, 300).max_chars or 0)
     body = engine.request([], mio.shorthand("hi"))
     assert ("lark" in body) == llguidance_installed() and ("grammar" in body) != llguidance_installed()
+
+
+def test_the_constrain_doc_samples_run_and_say_what_they_show(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from test_readme_samples import _literal_comment, _matches
+
+    text = (ROOT / "docs" / "CONSTRAIN.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)\n```", text, flags=re.DOTALL)
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    for block in blocks:
+        namespace: dict[str, Any] = {}
+        exec(compile(block, "docs/CONSTRAIN.md", "exec"), namespace)
+        checked = [found for line in block.splitlines() if (found := _literal_comment(line)) is not None]
+        assert checked
+        for expression, expected in checked:
+            assert _matches(eval(expression, namespace), expected), expression
+
+
+def test_serve_chat_format_and_verbose_are_flags_of_serve(tmp_path: Path) -> None:
+    """``serve --model`` had no ``--chat-format``; its llama.cpp log lines reached stderr."""
+    pytest.importorskip("starlette")
+    serve = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX)]
+    help_text = subprocess.run([*serve, "--help"], capture_output=True, text=True, timeout=120, check=False).stdout
+    flat = " ".join(help_text.split())
+    assert "--chat-format NAME" in flat and "--verbose" in flat and "llama.cpp log lines" in flat
+    p = subprocess.run([*serve, "--upstream", "http://127.0.0.1:9/v1", "--chat-format", "gemma"],
+                       capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert p.returncode == 2 and "--chat-format: only with --model" in p.stderr, p.stderr
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
+    fake = tmp_path / "m.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 60)
+    p = subprocess.run([*serve, "--model", str(fake), "--chat-format", "gemma-9"],
+                       capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert p.returncode == 2 and "'gemma-9' is not one of: " in p.stderr and "chatml" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr

@@ -133,5 +133,5 @@ def test_serve_model_warns_once_at_start_and_keeps_llama_logs_off_stderr() -> No
         assert any("listening on" in line for line in lines), lines
         said = [line for line in lines if "no chat template" in line]
         assert len(said) == (1 if warned else 0), lines
-        assert not warned or said[0].startswith("charfmt serve: warning: ") and "--chat-format gemma" in said[0]
+        assert not warned or (said[0].startswith("charfmt serve: warning: ") and "--chat-format gemma" in said[0])
         assert not any(line.startswith(("llama_", "load", "print_info")) for line in lines), lines

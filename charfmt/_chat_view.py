@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from charfmt.character import Character
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
-    from charfmt.speech import SentenceSplitter
+    from charfmt.speech import CutSpeech, SentenceSplitter
     from charfmt.stage import StageReader
     from charfmt.tags import TagTable
 
@@ -123,9 +123,7 @@ class TerminalView:
         self._staged: list[str] = []  # stage cues decided while a line was typed, shown once it ends
         self._notes: list[Diagnostic] = []  # the reply's diagnostics, shown after it
         self._speakers: dict[int, str | None] = {}  # who speaks each chat begun (a scene)
-        self._kept = ""  # speech not typed yet: a word that may be cut at the bound (and what precedes it)
-        self._length: dict[tuple[int, int], int] = {}  # characters of each speech segment so far
-        self._last = ""  # the last character typed of the speech being typed
+        self._cut = self._new_cut()  # speech not typed yet: a word that may be cut at the bound
         self._lock = threading.Lock()  # the "thinking" line's thread and the reply do not write at once
         self._thinking: threading.Event | None = None
         if self.color is None:
@@ -136,6 +134,11 @@ class TerminalView:
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
 
         return SentenceSplitter(tags=self._tags, max_length=self.max_length, bound=self.bound)
+
+    def _new_cut(self) -> CutSpeech:
+        from charfmt.speech import CutSpeech  # noqa: PLC0415
+
+        return CutSpeech(self.bound, tags=self._tags)
 
     def _who(self, chat: int) -> Character:
         """Who speaks chat ``chat``: its speaker in a scene's cast, else the character."""
@@ -264,6 +267,13 @@ class TerminalView:
         if self.stage is not None:
             self._cues(self.stage.feed(event))
         said = self._splitter.feed(event) if self.show_sentences else []
+        for shown in self._cut.feed(event):  # speech a bound cut, ending at its last whole word
+            self._display(shown)
+        self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
+        if event.kind == "segment_end":
+            self._end_typing()
+
+    def _display(self, event: Event) -> None:
         if event.kind == "chat_start":
             self._types[event.chat] = event.type
             self._speakers[event.chat] = getattr(event, "speaker", None)
@@ -271,8 +281,6 @@ class TerminalView:
             self._types.clear()
             self._speakers.clear()
             self._notes.clear()
-            self._kept = ""
-            self._length.clear()
             if self._wrote:
                 self._line(RESET_LINE)
         elif event.kind == "emotion":
@@ -287,51 +295,9 @@ class TerminalView:
         elif event.kind == "text":
             if not self._typing:
                 self._start_typing(event.chat, event.tag)
-            self._type(self._hold(event.chat, event.segment, event.tag, event.text))
+            self._type(event.text)
         elif event.kind == "diagnostic":
             self._notes.append(event.diagnostic)  # after the reply: never between the sentences of a message
-        self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
-        if event.kind == "segment_end":
-            self._cut_end(event.chat, event.segment)
-            self._end_typing()
-
-    def _spoken(self, tag: str) -> bool:
-        spec = self._tags.get(tag)
-        return spec is not None and spec.row.spoken
-
-    def _hold(self, chat: int, segment: int, tag: str, text: str) -> str:
-        """What of ``text`` to type now: with a ``bound``, speech keeps back its last word (and the spaces and
-        pauses before it) until more text shows whether the bound cut it."""
-        from charfmt.speech import CUT_PAUSES, in_a_word  # noqa: PLC0415
-
-        if self.bound is None or not self._spoken(tag):
-            return text
-        key = (chat, segment)
-        self._length[key] = self._length.get(key, 0) + len(text)
-        whole = self._kept + text
-        k = len(whole)
-        while k and in_a_word(whole[k - 1]):
-            k -= 1
-        while k and (whole[k - 1].isspace() or whole[k - 1] in CUT_PAUSES):
-            k -= 1
-        self._kept = whole[k:]
-        if k:
-            self._last = whole[k - 1]
-        return whole[:k]
-
-    def _cut_end(self, chat: int, segment: int) -> None:
-        """The end of a segment: the word kept back typed, or, where the bound cut the speech, dropped for
-        ``…`` (as ``charfmt.speech.cut_text`` ends the reply's text)."""
-        from charfmt.speech import ends_a_sentence  # noqa: PLC0415
-
-        held, self._kept = self._kept, ""
-        cut = self.bound is not None and self._length.pop((chat, segment), 0) >= self.bound
-        if not cut:
-            if held:
-                self._type(held)
-        elif self._last and not ends_a_sentence(self._last):
-            self._type("…")
-        self._last = ""
 
     def silent(self) -> None:
         """The reply holds no chats (``{"chats": []}``): say so, or the turn shows nothing at all."""
@@ -343,10 +309,12 @@ class TerminalView:
         if bound != self.bound:
             self.bound = bound
             self._splitter = self._new_splitter()
+            self._cut = self._new_cut()
 
     def cut_off(self) -> None:
         """The reply was cut by its token budget: its unfinished sentences are not listed for TTS."""
         self._splitter.cut_off()
+        self._cut.cut_off()
         if self.stage is not None:
             self.stage.cut_off()
 
@@ -357,9 +325,8 @@ class TerminalView:
     def finish(self) -> None:
         """The reply is complete: flush the last sentence, then its diagnostics; the next reply starts afresh."""
         with self._lock:
-            if self._kept:
-                self._type(self._kept)
-                self._kept = ""
+            for shown in self._cut.flush():
+                self._display(shown)
             if self.show_sentences:
                 self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
             if self.stage is not None:
@@ -367,9 +334,9 @@ class TerminalView:
             self._end_typing()
             self._show_notes()
             self._splitter = self._new_splitter()
+            self._cut = self._new_cut()
             self._types.clear()
             self._speakers.clear()
-            self._length.clear()
             self._wrote = False
             self.out.flush()
 

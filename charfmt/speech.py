@@ -474,21 +474,96 @@ def in_a_word(ch: str) -> bool:
 
 
 def cut_text(text: str) -> str:
-    """``text`` cut mid-sentence, ended at its last whole word and marked with ``…`` (``""``: no whole word).
+    """``text`` cut at a bound, ended at its last whole word and marked with ``…`` (``""``: no whole word).
 
     A word cut in two is dropped (``The weather is a`` → ``The weather is…``: the ``a`` may have
-    been ``about``); text in a script without spaces ends where it was cut; a pause (``、``, ``,``)
-    or a dash before the cut is dropped; text that already ends a sentence is kept as it is.
+    been ``about``); text in a script without spaces ends where it was cut; the spaces, pauses
+    (``、``, ``,``) and dashes before the cut are dropped; text that ends a sentence where it was cut
+    is kept as it is (less trailing spaces).
     """
-    if not text.strip() or ends_a_sentence(text.rstrip()[-1]):
-        return text.rstrip() if text.strip() else ""
-    k = len(text)
-    while k > 0 and in_a_word(text[k - 1]):  # the word the cut fell in
-        k -= 1
-    text = text[:k].rstrip().rstrip(CUT_PAUSES).rstrip()
-    if not any(not ch.isspace() and ch not in _NOT_SPOKEN for ch in text):
+    if not text.strip():
         return ""
-    return text if ends_a_sentence(text[-1]) else text + _CUT_MARK
+    if ends_a_sentence(text.rstrip()[-1]):
+        return text.rstrip()
+    text = text[: _kept_until(text)]
+    return "" if not text else text if ends_a_sentence(text[-1]) else text + _CUT_MARK
+
+
+def _kept_until(text: str) -> int:
+    """Where text cut mid-word ends: before the word the cut fell in, and the spaces and pauses before it."""
+    k = len(text)
+    while k and in_a_word(text[k - 1]):
+        k -= 1
+    while k and (text[k - 1].isspace() or text[k - 1] in CUT_PAUSES):
+        k -= 1
+    return k
+
+
+class CutSpeech:
+    """Events whose speech a bound cut end at its last whole word, as ``trim_cut_speech`` ends the reply's.
+
+    Each speech segment's last word (and the spaces and pauses before it) is held back until more text
+    shows it whole; at the segment's end it follows, or, where the segment reached ``bound`` characters
+    (or ``cut_off`` said the budget ran out), it is dropped and the text trails off with ``…``. Feed it
+    the stream's events; show what it returns. (Feed the same events, unfiltered, to a
+    ``SentenceSplitter(bound=)`` or ``StageReader(bound=)``: they leave the unfinished sentence unspoken.)
+    """
+
+    def __init__(self, bound: int | None, *, tags: Iterable[str] | TagTable | None = None) -> None:
+        self.bound = bound
+        self.tags = _speech_tags(tags)
+        self._held: dict[tuple[int, int], str] = {}
+        self._length: dict[tuple[int, int], int] = {}
+        self._last: dict[tuple[int, int], str] = {}
+        self._tag: dict[tuple[int, int], str] = {}
+        self._cut_off = False
+
+    def cut_off(self) -> None:
+        """The stream was cut (its token budget ran out): the speech segments still open are cut."""
+        self._cut_off = True
+
+    def flush(self) -> list[Event]:
+        """What is still held back (a stream that ended without ending its segments), as it came."""
+        out: list[Event] = []
+        for (chat, segment), held in sorted(self._held.items()):
+            if held:
+                out.append(TextDelta(chat, segment, self._tag.get((chat, segment), ""), held))
+        self._held.clear()
+        self._length.clear()
+        self._last.clear()
+        return out
+
+    def feed(self, event: Event) -> list[Event]:
+        """What to show of ``event``: itself, or (speech with a bound) its text less the word held back."""
+        if isinstance(event, Reset):
+            self._held.clear()
+            self._length.clear()
+            self._last.clear()
+            self._cut_off = False
+            return [event]
+        if self.bound is None:
+            return [event]
+        if isinstance(event, TextDelta) and event.tag in self.tags:
+            key = (event.chat, event.segment)
+            self._tag[key] = event.tag
+            self._length[key] = self._length.get(key, 0) + len(event.text)
+            whole = self._held.get(key, "") + event.text
+            k = _kept_until(whole)
+            self._held[key] = whole[k:]
+            if not k:
+                return []
+            self._last[key] = whole[k - 1]
+            return [TextDelta(event.chat, event.segment, event.tag, whole[:k])]
+        if isinstance(event, SegmentEnd) and (event.chat, event.segment) in self._length:
+            key = (event.chat, event.segment)
+            held, last = self._held.pop(key, ""), self._last.pop(key, "")
+            length = self._length.pop(key)
+            cut = self._cut_off or (self.bound is not None and length >= self.bound)
+            ending = _CUT_MARK if last and not ends_a_sentence(last) else ""  # (a cut word dropped)
+            text = ending if cut else held
+            shown: list[Event] = [TextDelta(event.chat, event.segment, event.tag, text)] if text else []
+            return [*shown, event]
+        return [event]
 
 
 def whole_sentences(text: str) -> tuple[str, str]:
@@ -529,11 +604,10 @@ def trim_cut_speech(
             at_bound = bound is not None and len(seg.text) >= bound
             if not (at_bound or (cut_off and (i, k) == last)):
                 continue
-            head, tail = whole_sentences(seg.text)
-            if not tail.strip():
-                continue
-            ending = cut_text(tail)
-            kept = head + ending if ending else head.rstrip()
+            kept = cut_text(seg.text)
+            if kept == seg.text:
+                continue  # (it ended a sentence where it was cut)
+            head, _tail = whole_sentences(seg.text)
             segments[k] = seg.model_copy(update={"text": kept})
             why = f"the speech reached its bound of {bound} characters" if at_bound else "the reply was cut off"
             notes.append(_cut_note(source, i, seg.text, len(head), why))

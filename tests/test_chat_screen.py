@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import charfmt
 from charfmt.character import Character, Exchange
@@ -245,3 +247,39 @@ def test_serve_never_speaks_cut_speech_and_answers_it_ended_at_a_word() -> None:
     body = final["reply"]["chats"][0]["body"]
     assert body.endswith("…</msg>") and said not in body
     assert "CF150" in [d["code"] for d in final["diagnostics"]]
+    shown = "".join(o["text"] for o in objs if o["kind"] == "text")
+    assert f"<msg>{shown}</msg>" in body  # the front end was shown what the reply says: no cut word
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(["bolts", "a", "35th", "DA", "Fine.", "ok,", "本当", "です。", "Hm...", "—"]),
+                   min_size=1, max_size=14),
+    cuts=st.lists(st.integers(1, 200), max_size=6),
+    shorter=st.integers(0, 12),
+)
+def test_the_shown_speech_is_the_trimmed_speech_and_only_whole_sentences_are_spoken(
+    words: list[str], cuts: list[int], shorter: int
+) -> None:
+    """However the reply arrives, what ``CutSpeech`` lets through is the text ``trim_cut_speech`` keeps,
+    and the sentences spoken (``SentenceSplitter(bound=)``) are those that ended before the cut."""
+    from charfmt.speech import CutSpeech, whole_sentences
+
+    said = " ".join(words)
+    bound = max(1, len(said) - shorter)  # at the bound (cut), or under it (whole)
+    raw = reply_of(f"<emo>neutral</emo>\n<msg>{said.replace('&', '&amp;')}</msg>")
+    points = sorted({c % (len(raw) + 1) for c in cuts})
+    pieces = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
+    parser = charfmt.StreamParser()
+    events = [e for p in pieces for e in parser.feed(p)] + parser.close()
+    cut, splitter = CutSpeech(bound), SentenceSplitter(bound=bound)
+    shown = "".join(e.text for event in events for e in cut.feed(event) if e.kind == "text")
+    spoken = [s.text for event in events for s in splitter.feed(event)] + [s.text for s in splitter.close()]
+    trimmed = trim_cut_speech(charfmt.parse(raw), bound=bound, source=raw).chats[0].texts("msg")[0]
+    assert shown == trimmed
+    if len(said) >= bound:
+        head, _tail = whole_sentences(said)
+        before = [s.text for s in sentences(charfmt.parse(reply_of(f"<msg>{head}</msg>")))] if head.strip() else []
+        assert spoken == before
+    else:
+        assert shown == said and spoken == [s.text for s in sentences(charfmt.parse(raw))]

@@ -105,7 +105,7 @@ class _Reading:
     """
 
     def __init__(self, engine: Engine, turn: UserTurn, *, events: bool, cues: bool, bound: int | None) -> None:
-        from charfmt.speech import SentenceSplitter  # noqa: PLC0415
+        from charfmt.speech import CutSpeech, SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
 
@@ -120,6 +120,8 @@ class _Reading:
         else:
             self.stage = StageReader(engine.character, max_length=length, bound=bound)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length, bound=bound)
+        self.cut = CutSpeech(bound, tags=engine.tags)
+        """What the front end is shown: speech a bound cut ends at its last whole word, as the reply's."""
         self.chunks: list[str] = []
         self.size = 0
         """Characters of the reply so far."""
@@ -213,6 +215,7 @@ class _Reading:
         if self.reason == "length":
             self.stage.cut_off()
             self.splitter.cut_off()
+            self.cut.cut_off()
         out = self._pieces(self.stream.close())
         if self.cues:
             out.extend(self.stage.close())
@@ -220,13 +223,16 @@ class _Reading:
         return out
 
     def _pieces(self, found: list[Event]) -> list[Piece]:
-        if not self.cues:
+        """The events (speech a bound cut ending at its last whole word), and the cues and sentences each
+        makes certain (read from the events as they came: a cut sentence is never spoken)."""
+        if self.bound is None and not self.cues:
             return list(found)
         out: list[Piece] = []
         for event in found:
-            out.append(event)
-            out.extend(self.stage.feed(event))
-            out.extend(self.splitter.feed(event))
+            out.extend(self.cut.feed(event) if self.bound is not None else (event,))
+            if self.cues:
+                out.extend(self.stage.feed(event))
+                out.extend(self.splitter.feed(event))
         return out
 
 

@@ -60,8 +60,8 @@ def doc_prose() -> list[str]:
     out = []
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.DOTALL)
-        for block in text.split("\n\n"):
-            block = block.strip()
+        for raw in text.split("\n\n"):
+            block = raw.strip()
             if len(block) < 200 or block.startswith(("#", "|", "-", "*", ">", "<")) or "`" in block[:40]:
                 continue
             letters = sum(ch.isalpha() and ch.isascii() for ch in block)
@@ -198,7 +198,8 @@ def corpus() -> list[dict[str, str]]:
         "ja": [("hand", t) for t in lines["ja"]]
         + [("hand-paragraph", t) for t in paragraphs(lines["ja"], 50, rng, "")]
         + [("character", t) for t in chars["ja"]],
-        "zh": [("hand", t) for t in lines["zh"]] + [("hand-paragraph", t) for t in paragraphs(lines["zh"], 40, rng, "")],
+        "zh": [("hand", t) for t in lines["zh"]]
+        + [("hand-paragraph", t) for t in paragraphs(lines["zh"], 40, rng, "")],
         "reply": [("generated", t) for t in replies(lines, 90, rng)],
         "prompt": [("rendered", t) for t in prompts(lines, rng)],
         "model_output": [("tests/data", t) for t in model_output()],

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from models import smollm2_path
 
-from charfmt import Character, render_messages
+from charfmt import Character, parse, render_messages
 from charfmt.character import Exchange
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
@@ -102,3 +102,33 @@ def test_chat_model_keeps_exactly_the_history_that_fits() -> None:
                 longer = render_messages(rex, before[len(before) - kept - 1 :], rex.shorthand(say))["messages"]
                 assert counter.messages(longer) > budget, (n, kept)
     assert len(sent) == 8 and (len(sent[-1]) - 2) // 2 < len(history) - 1  # the window filled: old exchanges left out
+
+
+def test_serve_model_keeps_exactly_the_history_that_fits() -> None:
+    """``serve --model``: the engine counts with the in-process model's own counter; the request it sends
+    fits the window by llama.cpp's count, and one exchange more would not (no generation needed)."""
+    pytest.importorskip("starlette")
+    from charfmt.serve import Settings
+    from charfmt.serve.turns import Engine
+    from charfmt.serve.upstream import LocalUpstream
+    from charfmt.tokens import prompt_budget
+
+    llm = _model()
+    rex = Character.load(REX)
+    engine = Engine(Settings(character=rex, model_path=str(smollm2_path()), n_ctx=1600, max_tokens=256),
+                    LocalUpstream(llm, "smollm2"))  # fmt: skip
+    assert engine.counter.exact and engine.budget == prompt_budget(1600, 256, engine.counter)
+    reply = '{"chats":[{"type":"C","order":1,"body":"<emo>neutral</emo>\\n<msg>Forty bolts, not one less.</msg>"}]}'
+    history = [Exchange(user=rex.shorthand(f"Turn {k}: fix my drone?"), reply=parse(reply)) for k in range(30)]
+    turn = rex.shorthand("hello again")
+    messages = engine.request(history, turn, system="Answer briefly.")["messages"]
+    assert engine.counter.messages(messages) <= engine.budget
+    kept = (len(messages) - 2) // 2
+    assert 0 < kept < len(history)
+    longer = engine.prompter.messages(history, turn, system="Answer briefly.")  # the same, as a check of equality
+    assert longer == messages
+    one_more = [dict(m) for m in messages]
+    past = history[len(history) - kept - 1]
+    texts = engine.prompter._texts(past)
+    one_more[1:1] = [{"role": "user", "content": texts[0]}, {"role": "assistant", "content": texts[1]}]
+    assert engine.counter.messages(one_more) > engine.budget

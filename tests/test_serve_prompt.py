@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from charfmt import Character, parse
-from charfmt.character import Exchange
 from charfmt._token_fit import fit_messages
+from charfmt.character import Exchange
 from charfmt.render import ESTIMATE, BudgetError, render_messages
 from charfmt.scene import Scene
 from charfmt.serve import Settings

@@ -15,7 +15,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO, cast
 
@@ -44,8 +44,10 @@ from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC04
 from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
 from charfmt._reply_constraints import DEFAULT_MAX_ELEMENTS, MIN_SPEECH_CHARS, SPEECH_SHARE
 from charfmt._terminal import visible
+from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 
 if TYPE_CHECKING:
+    from charfmt._token_fit import Counter, TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
     from charfmt.models import Reply
@@ -53,8 +55,8 @@ if TYPE_CHECKING:
     from charfmt.stage import StageReader
     from charfmt.userinput import UserTurn
 
-PROMPT_MARGIN: Final = 32
-"""Tokens of the context window kept free beyond the prompt's count (the generation prompt)."""
+PROMPT_MARGIN: Final = _PROMPT_MARGIN
+"""Tokens of the context window kept free beyond a count that is not the model's own (``charfmt.tokens``)."""
 
 
 # --- one turn -----------------------------------------------------------------------------------
@@ -78,7 +80,7 @@ def take_turn(
     view: TerminalView | None = None,
     strict: bool = False,
     budget: int | None = None,
-    counter: Callable[[str], int] | None = None,
+    counter: Counter | TokenCounter | None = None,
     note: str | None = None,
     bound: int | None = None,
     stats: list[TurnStats] | None = None,
@@ -88,12 +90,13 @@ def take_turn(
     The exchange is appended to ``history`` in canonical form (what goes back to the model next
     turn), where the reply holds a chat: one that says nothing (a refusal) is not the character's
     answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise; a scene's speakers
-    and their emotions too). ``budget``: prompt tokens (by ``counter``) the request may take; the
-    oldest exchanges are left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
-    ``note``: a line added to the system prompt (the reply's length limits). ``bound``: the grammar's
-    most characters of speech, and ``stats``: the model's ``TurnStats`` (its finish reason): speech
-    cut at the bound or by the token budget ends at its last whole word (``CF150``) and its
-    unfinished sentence is never spoken.
+    and their emotions too). ``budget``: prompt tokens (by ``counter``: ``charfmt.counter_for``'s,
+    default the estimate) the request may take, counted on the messages as they go to the model (the
+    note included); the oldest exchanges are left out to fit, and a turn that cannot fit even alone
+    raises ``BudgetError``. ``note``: a line added to the system prompt (the reply's length limits).
+    ``bound``: the grammar's most characters of speech, and ``stats``: the model's ``TurnStats`` (its
+    finish reason): speech cut at the bound or by the token budget ends at its last whole word
+    (``CF150``) and its unfinished sentence is never spoken.
     """
     from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
@@ -179,33 +182,30 @@ def _messages(
     turn: UserTurn,
     *,
     budget: int | None,
-    counter: Callable[[str], int] | None,
+    counter: Counter | TokenCounter | None,
     note: str | None,
 ) -> list[dict[str, str]]:
-    """The request's messages: the system prompt (with ``note``), the newest exchanges that fit ``budget``, ``turn``."""
-    from charfmt.render import BudgetError, estimate_tokens, render_messages  # noqa: PLC0415
+    """The request's messages: the system prompt (with ``note``), the newest exchanges that fit ``budget``
+    (counted by ``counter`` on the messages as they go to the model), ``turn``."""
+    from charfmt._token_fit import fit_messages  # noqa: PLC0415
+    from charfmt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
 
-    count = counter or estimate_tokens
-    if budget is not None and note is not None:
-        budget -= count(note)
+    scene = _as_scene(character)
+
+    def build(start: int) -> list[dict[str, str]]:  # the messages as they go to the model, the note included
+        past = history[start:]
+        request = scene.render_messages(past, turn) if scene is not None else render_messages(
+            _player(character), past, turn)  # fmt: skip
+        messages: list[dict[str, str]] = request["messages"]
+        if note is not None:
+            messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+        return messages
+
     if budget is not None and budget < 1:
         raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
-    scene = _as_scene(character)
-    if scene is None:
-        request = render_messages(_player(character), history, turn, budget=budget, counter=count)
-        messages: list[dict[str, str]] = request["messages"]
-    else:
-        past = list(history)
-        while True:  # the oldest exchanges left out to fit, as render_messages leaves them out
-            messages = scene.render_messages(past, turn)["messages"]
-            if budget is None or sum(count(m["content"]) for m in messages) <= budget:
-                break
-            if not past:
-                raise BudgetError(f"the scene's prompt and the new turn need more than the budget ({budget} tokens)")
-            del past[0]
-    if note is not None:
-        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
-    return messages
+    if budget is None:
+        return build(0)
+    return fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)[1]
 
 
 def _read(
@@ -296,7 +296,7 @@ def run(
     inp: TextIO | None = None,
     err: TextIO | None = None,
     budget: int | None = None,
-    counter: Callable[[str], int] | None = None,
+    counter: Counter | TokenCounter | None = None,
     note: str | None = None,
     stage: StageReader | None = None,
     max_length: int | None = None,

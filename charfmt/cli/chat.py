@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,12 +29,13 @@ from charfmt._model_clients import (
     local_model,
 )
 from charfmt.cli._io import InputError, load_character, load_scene, usage_error
-from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_user_name, whole
+from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_tokenizer, add_user_name, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.parser import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character
     from charfmt.export import Bounds
     from charfmt.scene import Scene
@@ -102,6 +102,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="the local model's chat format, a llama-cpp-python name (gemma, chatml, llama-2...; default: "
                     "the GGUF's own template, with a warning where it has none); a format without a system role "
                     "gets the system prompt in the first user message")  # fmt: skip
+    add_tokenizer(sp, "for --endpoint's --n-ctx and the reply's bounds (a local model counts with its own)")
     sp.add_argument("--verbose", action="store_true",
                     help="show each diagnostic of a reply after it (default: one line counts them), and llama.cpp's "
                     "own log lines on standard error")  # fmt: skip
@@ -109,8 +110,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
-    from charfmt.export import ExportError  # noqa: PLC0415
-    from charfmt.render import estimate_tokens  # noqa: PLC0415
+    from charfmt.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
 
     _check(args)
     character: Character | Scene
@@ -126,18 +128,21 @@ def run(args: argparse.Namespace) -> int:
         except ExportError as e:
             usage_error(args, str(e).replace("max_tokens=", "--max-tokens "))
     stats: list[TurnStats] = []
-    counter: Callable[[str], int]
     if target is not None:
-        generate = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
-        counter = estimate_tokens  # errs high against BPE tokenizers
+        counter = counter_for(args.model_name, tokenizer=args.tokenizer)  # the estimate where nothing is known
+        if bounds is not None and counter is not ESTIMATE:  # the model's tokenizer: its tokens per character
+            bounds = _bounds(args, character, measure_tokens_per_char(counter, chat.speech_texts(character)))
+        generate, fields = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
+        budget = prompt_budget(args.n_ctx, args.max_tokens, counter) - grammar_cost(args.server, fields, counter)
     else:
         generate, counter, bounds = _local(args, character, model_path, bounds=bounds, stats=stats)
+        budget = prompt_budget(args.n_ctx, args.max_tokens, counter)
     bound = bounds.max_chars if bounds is not None else None
     stage = _stage(args, character, bound) if args.stage else None
     out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
     return chat.run(
         character, generate=generate, says=args.say, out=out, stats=stats,
-        budget=args.n_ctx - args.max_tokens - chat.PROMPT_MARGIN, counter=counter,
+        budget=budget, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
         bound=bound, verbose=args.verbose,
     )  # fmt: skip
@@ -167,6 +172,8 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("cannot read standard input: it is closed")
     if args.max_tokens >= args.n_ctx:
         usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+    if args.tokenizer is not None and args.endpoint is None:
+        usage_error(args, "argument --tokenizer: a local model (--model) counts with its own tokenizer")
 
 
 def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Path | None]:
@@ -206,14 +213,15 @@ def _endpoint(
     api_key: str | None,
     bounds: Bounds | None,
     stats: list[TurnStats],
-) -> Generate:
-    """The server at ``--endpoint``, the bounded grammar (or schema) in its own request field."""
+) -> tuple[Generate, dict[str, Any]]:
+    """The server at ``--endpoint``, the bounded grammar (or schema) in its own request field; those fields."""
     fields: dict[str, Any] = {"max_tokens": args.max_tokens}
     if bounds is not None:
         fields = request_fields(args.server, character=character, max_tokens=args.max_tokens, bounds=bounds)
-    return endpoint_model(
+    generate = endpoint_model(
         target, fields=fields, model=args.model_name, timeout=args.timeout, stats=stats, api_key=api_key
     )
+    return generate, fields
 
 
 def _local(
@@ -223,11 +231,12 @@ def _local(
     *,
     bounds: Bounds | None,
     stats: list[TurnStats],
-) -> tuple[Generate, Callable[[str], int], Bounds | None]:
-    """The local model, its token counter, and the bounds measured in its own tokens."""
+) -> tuple[Generate, TokenCounter, Bounds | None]:
+    """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
     from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
     from charfmt.engines import load_llama, local_constraint  # noqa: PLC0415
     from charfmt.export import reply_grammar  # noqa: PLC0415
+    from charfmt.tokens import counter_for  # noqa: PLC0415
 
     llama_logs(verbose=args.verbose)
     known = chat_formats()
@@ -248,7 +257,7 @@ def _local(
         model, gbnf=constraint.get("grammar"), lark=constraint.get("lark"), max_tokens=args.max_tokens,
         seed=args.seed, stats=stats,
     )  # fmt: skip
-    return generate, model.counter(), bounds
+    return generate, counter_for(llm=llm, chat_format=args.chat_format), bounds
 
 
 def _local_model(llm: Any, args: argparse.Namespace) -> LocalModel:

@@ -14,12 +14,16 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from charfmt._token_fit import count_messages
 from charfmt.serve.pacing import Pacer
-from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
+from charfmt.serve.prompt import BadTurn, Prompter, prompt_version
+from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
+from charfmt.tokens import grammar_cost, prompt_budget
 
 if TYPE_CHECKING:
     from charfmt._http_client import Delta
     from charfmt._sdk_chunks import Piece as SDKPiece
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
@@ -36,8 +40,8 @@ __all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages",
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
 
-PROMPT_MARGIN = 32
-"""Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
+PROMPT_MARGIN = _PROMPT_MARGIN
+"""Tokens of the context window kept free beyond a count that is not the model's own (as ``charfmt chat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,7 @@ class Done:
     reason: str | None
     prompt_version: str
     prompt_tokens: int
-    """The prompt's tokens as ``estimate_tokens`` counts them (errs high against BPE tokenizers)."""
+    """The prompt's tokens as the engine's counter counts them (the model's own where known, else the estimate)."""
 
     def timing(self) -> dict[str, Any]:
         """The timing fields of the log and of ``/v1/turn``'s reply event."""
@@ -88,13 +92,22 @@ def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> An
     return chat_bounds(subject, settings.max_tokens, tokens_per_char=tokens_per_char)
 
 
-def upstream_tokens_per_char(upstream: Upstream, subject: Character | Scene) -> float | None:
-    """The upstream model's tokens per character of what ``subject`` says, where the upstream can count
-    (llama.cpp in-process); ``None`` where it cannot (a server: the engine's default then)."""
+def upstream_tokens_per_char(
+    upstream: Upstream, subject: Character | Scene, counter: TokenCounter | None = None
+) -> float | None:
+    """The upstream model's tokens per character of what ``subject`` says, where its tokenizer is known:
+    llama.cpp in-process, or a server whose tokenizer ``counter`` is (``--tokenizer``, a model name tiktoken
+    knows); ``None`` where it is not (the estimate: the engine's default then)."""
     from charfmt.chat import speech_texts  # noqa: PLC0415
+    from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.render import ESTIMATE  # noqa: PLC0415
 
     measure = getattr(upstream, "tokens_per_char", None)
-    return float(measure(speech_texts(subject))) if callable(measure) else None
+    if callable(measure):
+        return float(measure(speech_texts(subject)))
+    if counter is None or counter is ESTIMATE:
+        return None
+    return measure_tokens_per_char(counter, speech_texts(subject))
 
 
 class _Reading:
@@ -249,17 +262,25 @@ class Engine:
         self.tags = self.scene.tags if self.scene is not None else self.character.tags
         self.upstream = upstream
         self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)
-        self.tokens_per_char = upstream_tokens_per_char(upstream, self.scene or self.character)
-        """The model's tokens per character of the character's speech, where the upstream can count them."""
+        self.counter = engine_counter(settings, upstream)
+        self.tokens_per_char = upstream_tokens_per_char(upstream, self.scene or self.character, self.counter)
+        """The model's tokens per character of the character's speech, where its tokenizer is known."""
         bounds = reply_bounds(settings, self.tokens_per_char)
         self.bounds = bounds
         """The reply's bounds (``charfmt.export.plan_bounds``), what a constrained request is held to."""
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
-        self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
-        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget)
+        self.budget = prompt_budget(settings.n_ctx, settings.max_tokens, self.counter)
+        server = self._server()
+        self._reserve = {on: grammar_cost(server, fields, self.counter) for on, fields in self._fields.items()}
+        """The prompt tokens the upstream spends on the request's schema (OpenAI's), constrained or not."""
+        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter)
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
+
+    def _server(self) -> str:
+        s = self.settings
+        return "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
@@ -275,7 +296,7 @@ class Engine:
             c = constraints_of("serve", {"character": subject})
             g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)
             return {**local_constraint(g), "max_tokens": s.max_tokens}
-        return request_fields(s.server, character=subject, max_tokens=s.max_tokens, bounds=bounds)
+        return request_fields(self._server(), character=subject, max_tokens=s.max_tokens, bounds=bounds)
 
     def read(self, text: str, *, lenient: bool = True) -> Reply:
         """A reply read as this character's (or, in a scene, each speaker's): ``ParseError`` if strict and bad."""
@@ -293,10 +314,13 @@ class Engine:
             raise BadTurn(f"the player's turn is {len(say):,} characters (at most {self.settings.max_say:,})")
         return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
 
-    def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
-        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
-        messages = self.prompter.messages(history, turn)
+    def request(
+        self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None
+    ) -> dict[str, Any]:
+        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), ``system``
+        (a front end's own system text) after charfmt's system prompt; ``BadTurn`` where even the turn does not fit."""
         on = self.settings.constrained if constrained is None else constrained
+        messages = self.prompter.messages(history, turn, system=system, reserve=self._reserve[on])
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
 
     async def turn_batches(
@@ -324,8 +348,9 @@ class Engine:
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
         await self.pacer.turn()
-        body = self.request(history, turn, constrained)
-        _add_options(body, options)
+        front = dict(options or {})
+        body = self.request(history, turn, constrained, system=front.pop("system", None))
+        body.update(front)
         on = self.settings.constrained if constrained is None else constrained
         reading = _Reading(self, turn, events=events, cues=cues, bound=self.bounds.max_chars if on else None)
         feed = reading.feed
@@ -379,7 +404,7 @@ class Engine:
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]
-        prompt = sum(count_tokens(m["content"]) for m in messages)
+        prompt = count_messages(self.prompter.counter, messages)
         version = prompt_version(messages[0]["content"])
         first, started = reading.first or end, reading.started
         return Done(
@@ -388,16 +413,15 @@ class Engine:
         )  # fmt: skip
 
 
-def _add_options(body: dict[str, Any], options: dict[str, Any] | None) -> None:
-    """The front end's fields into the upstream request: its ``system`` text after charfmt's prompt."""
-    if not options:
-        return
-    front = dict(options)
-    system = front.pop("system", None)
-    if system:
-        head = body["messages"][0]
-        body["messages"][0] = {**head, "content": f"{head['content'].rstrip()}\n\n{system}\n"}
-    body.update(front)
+def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
+    """The counter of an engine's prompts (``charfmt.tokens.counter_for``): a model run in-process counts with its
+    own tokenizer and template; ``--tokenizer``, else the model name's tiktoken encoding, else the estimate."""
+    from charfmt.tokens import counter_for  # noqa: PLC0415
+
+    llm = getattr(upstream, "llm", None)
+    if llm is not None:
+        return counter_for(llm=llm, chat_format=getattr(upstream, "chat_format", None))
+    return counter_for(settings.model_name, tokenizer=settings.tokenizer)
 
 
 def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:

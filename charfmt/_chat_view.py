@@ -125,7 +125,6 @@ class TerminalView:
         self._speakers: dict[int, str | None] = {}  # who speaks each chat begun (a scene)
         self._cut = self._new_cut()  # speech not typed yet: a word that may be cut at the bound
         self._lock = threading.Lock()  # the "thinking" line's thread and the reply do not write at once
-        self._thinking: threading.Event | None = None
         if self.color is None:
             isatty = getattr(self.out, "isatty", None)
             self.color = bool(isatty and isatty())

@@ -399,11 +399,12 @@ def local_model(
     chat_format: str | None = None,
     lark: str | None = None,
 ) -> Generate:
-    """A llama.cpp model (``charfmt.engines.load_llama``) as ``LocalModel`` runs it, constrained by ``gbnf``
-    where given, or by ``lark`` through llguidance (``llguidance_processor``), much faster on a large vocabulary.
+    """A llama.cpp model (``charfmt.engines.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
+    constrained by ``gbnf`` where given, or by ``lark`` through llguidance (``llguidance_processor``), much
+    faster on a large vocabulary.
 
     ``chat_format``: see ``LocalModel``; a GGUF without a template is warned about once
-    (``NoChatTemplate``). ``seed``: reply ``k`` (from 0) samples with ``seed + k``, so a chat is
+    (``NoChatTemplate``; a ``LocalModel`` given is not: its maker says it). ``seed``: reply ``k`` (from 0) samples with ``seed + k``, so a chat is
     reproducible and no two turns share a seed; ``None``: a fresh random seed per reply.
     A turn whose prompt leaves less than ``max_tokens`` of the context window raises
     ``ContextFull`` before any token is generated.
@@ -411,9 +412,12 @@ def local_model(
     import itertools  # noqa: PLC0415
     import warnings  # noqa: PLC0415
 
-    model = llm if isinstance(llm, LocalModel) else LocalModel(llm, chat_format=chat_format)
-    if model.missing_template is not None:
-        warnings.warn(model.missing_template, NoChatTemplate, stacklevel=2)
+    if isinstance(llm, LocalModel):  # made by the caller, who says what it lacks as it sees fit
+        model = llm
+    else:
+        model = LocalModel(llm, chat_format=chat_format)
+        if model.missing_template is not None:
+            warnings.warn(model.missing_template, NoChatTemplate, stacklevel=2)
     turns = itertools.count()
 
     def generate(messages: list[dict[str, str]]) -> Iterator[str]:

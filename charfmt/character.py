@@ -246,7 +246,7 @@ class Character(BaseModel):
         data = bytes(data)
         with _translated(file):
             try:
-                fields, info = read_card(data, limit=max_size, user_name=user_name)
+                fields, info, at = read_card(data, limit=max_size, user_name=user_name)
             except CardError as e:
                 binary = not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
                 message = f"not UTF-8 TOML, and not a readable character card: {e}" if binary else str(e)
@@ -262,7 +262,7 @@ class Character(BaseModel):
                 character = cls.model_validate(fields)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise CharacterError(file, dotted_path(err["loc"]), None, _validation_message(err)) from None
+                raise CharacterError(file, dotted_path((*at, *err["loc"])), None, _validation_message(err)) from None
             if is_generated(character, info):  # charfmt's own export, untouched: nothing foreign to keep
                 return character
             return character.model_copy(update={"card": info})

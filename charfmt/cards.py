@@ -40,6 +40,7 @@ from charfmt._png import CARD_KEYWORDS, PngError, Texts, blank_png, read_texts, 
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply, Vocabulary, validation_message
 from charfmt.parser import parse
+from charfmt.tags import DEFAULT_TAGS
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form
 
@@ -472,11 +473,7 @@ def _from_fields(
         reply = _reply(greeting, vocabulary)
         if reply is not None:
             examples.append({"user": UserTurn().model_dump(), "reply": reply.model_dump()})
-    for n, block in enumerate(_blocks(sub("mes_example"))):
-        exchanges = list(_exchanges(block, char, user, vocabulary))
-        if not exchanges:
-            notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
-        examples += exchanges
+    examples += _examples(sub("mes_example"), name, char, user, vocabulary, notes)
     character = {
         "name": name,
         "persona": persona,
@@ -516,23 +513,75 @@ _UNUSED: Final = (
 """Card fields charfmt keeps (and writes back) but does not put in its prompts."""
 
 
-_START: Final = re.compile(r"^\s*<START>\s*$", re.IGNORECASE | re.MULTILINE)
+_START: Final = re.compile(r"^[^\S\n]*<START>[^\S\n]*$", re.IGNORECASE | re.MULTILINE)
+"""A ``<START>`` line. Spaces only within the line: ``\\s*`` would cross line breaks, and a run of
+blank lines would be scanned again from each of them (quadratic)."""
 
 
 def _blocks(text: str) -> list[str]:
     return [b for b in _START.split(text) if b.strip()]
 
 
-def _exchanges(block: str, char: str, user: str, vocabulary: Vocabulary) -> Iterator[dict[str, Any]]:
-    """The exchanges of one ``<START>`` block: each ``User: ...`` line answered by the ``Char: ...`` lines after it."""
-    turns: list[list[str]] = []  # [who, text]
+MAX_EXAMPLE_TURNS: Final = 1_000
+"""The most turns of ``mes_example`` read as few-shots (each is read leniently, as a model's reply is)."""
+MAX_EXAMPLE_TEXT: Final = 1 << 20
+"""The most characters of ``mes_example`` turns read as few-shots (more than any context window holds)."""
+
+
+class _Budget:
+    """What is left to read of ``mes_example`` as few-shots: turns and characters."""
+
+    def __init__(self) -> None:
+        self.turns, self.chars, self.spent = MAX_EXAMPLE_TURNS, MAX_EXAMPLE_TEXT, False
+
+    def take(self, text: str) -> bool:
+        """Whether one more turn of ``text`` may be read (``spent`` from the first that may not)."""
+        if self.turns <= 0 or len(text) > self.chars:
+            self.spent = True
+            return False
+        self.turns -= 1
+        self.chars -= len(text)
+        return True
+
+
+def _examples(
+    text: str, name: str, char: str, user: str, vocabulary: Vocabulary, notes: list[Diagnostic]
+) -> list[dict[str, Any]]:
+    """The few-shot exchanges of ``mes_example``, within ``MAX_EXAMPLE_TURNS`` and ``MAX_EXAMPLE_TEXT``."""
+    examples: list[dict[str, Any]] = []
+    budget = _Budget()
+    for n, block in enumerate(_blocks(text)):
+        exchanges = list(_exchanges(block, char, user, vocabulary, budget))
+        if budget.spent:
+            notes.append(
+                _note(
+                    "CF932",
+                    f"mes_example is longer than charfmt reads as few-shots ({MAX_EXAMPLE_TURNS:,} turns,"
+                    f" {MAX_EXAMPLE_TEXT:,} characters): read up to block {n + 1}, all of it kept in the card",
+                )
+            )
+            return examples + exchanges
+        if not exchanges:
+            notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
+        examples += exchanges
+    return examples
+
+
+def _exchanges(
+    block: str, char: str, user: str, vocabulary: Vocabulary, budget: _Budget
+) -> Iterator[dict[str, Any]]:
+    """The exchanges of one ``<START>`` block: each ``User: ...`` line answered by the ``Char: ...`` lines after it.
+
+    Linear in the block's length; stops at the first turn ``budget`` has no room for.
+    """
+    turns: list[tuple[str, list[str]]] = []  # who, and the lines of what they say
     line_start = re.compile(rf"^({re.escape(char)}|{re.escape(user)})\s*:\s?(.*)$")
     for line in block.split("\n"):
         m = line_start.match(line)
         if m:
-            turns.append([m.group(1), m.group(2)])
+            turns.append((m.group(1), [m.group(2)]))
         elif turns:
-            turns[-1][1] += "\n" + line
+            turns[-1][1].append(line)  # joined once below: adding to a string each line is quadratic
     pending: UserTurn | None = None
     replies: list[Chat] = []
 
@@ -542,7 +591,10 @@ def _exchanges(block: str, char: str, user: str, vocabulary: Vocabulary) -> Iter
             yield {"user": (pending or UserTurn()).model_dump(), "reply": Reply(chats=chats).model_dump()}
         replies.clear()
 
-    for who, text in turns:
+    for who, lines in turns:
+        text = "\n".join(lines)
+        if not budget.take(text):
+            break
         if who == user and who != char:
             yield from flush()
             pending = parse_shorthand(text.strip() or "...", vocabulary=vocabulary)
@@ -553,12 +605,15 @@ def _exchanges(block: str, char: str, user: str, vocabulary: Vocabulary) -> Iter
     yield from flush()
 
 
+_EMOTION: Final = DEFAULT_TAGS.emotion.name
+
+
 def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
     """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped."""
     reply = canonical_form(parse(text.strip(), lenient=True, vocabulary=vocabulary))
     chats: list[Chat] = []
     for chat in reply.chats:
-        segments = [s for s in chat.segments if s.tag != "emo" or vocabulary.resolve(s.text) is not None]
+        segments = [s for s in chat.segments if s.tag != _EMOTION or vocabulary.resolve(s.text) is not None]
         if segments:
             chats.append(Chat(type=chat.type, order=len(chats) + 1, segments=segments))
     return Reply(chats=chats) if chats else None

@@ -354,29 +354,33 @@ def _kind(value: Any) -> str:
     return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
+def _member_kind(obj: dict[str, Any], key: str) -> str:
+    """What member ``key`` of ``obj`` is, in a few words (``missing`` where there is none)."""
+    return _kind(obj[key]) if key in obj else "missing"
+
+
 def _own_data(own: Any) -> tuple[dict[str, Any], dict[str, str], list[Diagnostic]]:
     """charfmt's own data in a card (``extensions.charfmt``): the character, the fields' digests, the notes.
 
     Only charfmt writes it, and never with another shape: anything else is a ``CardError`` naming it.
     """
     if not isinstance(own, dict):
-        raise CardError(f"extensions.charfmt is {_kind(own)}, not an object (charfmt's own data)", OWN)
+        raise CardError(f"charfmt is {_kind(own)}, not an object (charfmt's own data)", OWN)
     if own.get("version") != CHARFMT_VERSION:
-        found = _kind(own["version"]) if "version" in own else "missing"
-        raise CardError(f"extensions.charfmt.version is {found}, not {CHARFMT_VERSION}", f"{OWN}.version")
+        raise CardError(f"version is {_member_kind(own, 'version')}, not {CHARFMT_VERSION}", f"{OWN}.version")
     character = own.get("character")
     if not isinstance(character, dict):
-        raise CardError(f"extensions.charfmt.character is {_kind(character)}, not an object", f"{OWN}.character")
+        raise CardError(f"character is {_member_kind(own, 'character')}, not an object", f"{OWN}.character")
     for key, kind in (("user_name", str), ("emotions", list)):  # read here before the character is checked
         if key in character and not isinstance(character[key], kind):
             wanted = "a string" if kind is str else "a list"
             raise CardError(f"{key} is {_kind(character[key])}, not {wanted}", f"{OWN}.character.{key}")
     written = own.get("fields", {})
     if not isinstance(written, dict) or not all(isinstance(v, str) for v in written.values()):
-        raise CardError("extensions.charfmt.fields is an object of field names and digests (strings)", f"{OWN}.fields")
+        raise CardError("fields is an object of field names and their digests (strings)", f"{OWN}.fields")
     said = own.get("diagnostics", [])
     if not isinstance(said, list):
-        raise CardError(f"extensions.charfmt.diagnostics is {_kind(said)}, not a list", f"{OWN}.diagnostics")
+        raise CardError(f"diagnostics is {_kind(said)}, not a list", f"{OWN}.diagnostics")
     notes = []
     for n, item in enumerate(said):
         try:

@@ -107,7 +107,7 @@ def _zlib_reason(e: zlib.error) -> str:
     return str(e).rpartition(": ")[2] or str(e)
 
 
-def _text(kind: bytes, body: memoryview, key: str, start: int, offset: int, inflater: _Inflater) -> str:
+def _text(kind: bytes, body: memoryview, key: str, start: int, *, offset: int, inflater: _Inflater) -> str:
     """The text of one chunk (``start``: where it follows the keyword's NUL)."""
     what = f"the {key!r} {kind.decode('ascii')} chunk at byte {offset}"
     if kind == b"tEXt":
@@ -165,7 +165,7 @@ def read_texts(data: bytes, *, limit: int, keywords: Collection[str] = CARD_KEYW
             continue
         counts[key] = counts.get(key, 0) + 1
         if key not in texts:
-            texts[key] = _text(kind, body, key, start, offset, inflater)
+            texts[key] = _text(kind, body, key, start, offset=offset, inflater=inflater)
     return Texts(texts, counts)
 
 

@@ -477,7 +477,7 @@ def _from_fields(
         reply = _reply(greeting, vocabulary)
         if reply is not None:
             examples.append({"user": UserTurn().model_dump(), "reply": reply.model_dump()})
-    examples += _examples(sub("mes_example"), name, char, user, vocabulary, notes)
+    examples += _examples(sub("mes_example"), name, char, user, vocabulary=vocabulary, notes=notes)
     character = {
         "name": name,
         "persona": persona,
@@ -549,7 +549,7 @@ class _Budget:
 
 
 def _examples(
-    text: str, name: str, char: str, user: str, vocabulary: Vocabulary, notes: list[Diagnostic]
+    text: str, name: str, char: str, user: str, *, vocabulary: Vocabulary, notes: list[Diagnostic]
 ) -> list[dict[str, Any]]:
     """The few-shot exchanges of ``mes_example``, within ``MAX_EXAMPLE_TURNS`` and ``MAX_EXAMPLE_TEXT``."""
     examples: list[dict[str, Any]] = []

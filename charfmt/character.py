@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -38,7 +38,7 @@ from charfmt.models import (
     vocabulary_clashes,
 )
 from charfmt.parser import parse
-from charfmt.stagemap import Expression, Motion, StageMap, Voice
+from charfmt.stagemap import Expression, Motion, StageMap, Voice, closest
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
@@ -278,8 +278,10 @@ class Character(BaseModel):
                 m = re.search(r"\(at line (\d+)", str(e))
                 raise CharacterError(file, "", int(m.group(1)) if m else None, f"invalid TOML: {e}") from None
 
+            lines = _TomlLines(text)  # one pass over the file, however many errors it has
+
             def fail(loc: tuple[Any, ...], message: str) -> CharacterError:
-                return CharacterError(file, dotted_path(loc), _toml_line(text, loc), message)
+                return CharacterError(file, dotted_path(loc), lines.line(loc), message)
 
             _check_keys(data, fail)
             try:
@@ -401,8 +403,8 @@ def _unknown_keys(table: Any, known: Sequence[str], loc: tuple[Any, ...], fail: 
         return
     for key in table:
         if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}?" if close else f"the keys here are {', '.join(known)}"
+            close = closest(key, known)
+            hint = f"did you mean {close!r}?" if close is not None else f"the keys here are {', '.join(known)}"
             yield fail((*loc, key), f"unknown key {key!r}; {hint}")
 
 
@@ -525,8 +527,26 @@ _TOML_TABLE_HEADER: Final = re.compile(r"^\s*\[\s*([\w.-]+)\s*\]")
 _TOML_KEY: Final = re.compile(r"^\s*([\w-]+)\s*=")
 
 
-def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
-    """The line where the value at ``loc`` (``("emotions", 2, "key")``) is written, or nearest above."""
+class _TomlLines:
+    """Where each value of a TOML text is written: the lines are found on first use, once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def _lines(self) -> dict[tuple[Any, ...], int]:
+        return _toml_lines(self.text)
+
+    def line(self, loc: tuple[Any, ...]) -> int | None:
+        """The line where the value at ``loc`` (``("emotions", 2, "key")``) is written, or nearest above."""
+        for size in range(len(loc), 0, -1):
+            if loc[:size] in self._lines:
+                return self._lines[loc[:size]]
+        return None
+
+
+def _toml_lines(text: str) -> dict[tuple[Any, ...], int]:
+    """Each place of a TOML text (table, array entry, key) and the line it is first written on."""
     lines: dict[tuple[Any, ...], int] = {}
     counts: dict[tuple[Any, ...], int] = {}
     current: tuple[Any, ...] = ()
@@ -549,10 +569,7 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
                 lines.setdefault(current[:size], number)
         elif m := _TOML_KEY.match(line):
             lines.setdefault((*current, m.group(1)), number)
-    for size in range(len(loc), 0, -1):
-        if loc[:size] in lines:
-            return lines[loc[:size]]
-    return None
+    return lines
 
 
 def load_history(path: str | Path, character: Character, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:

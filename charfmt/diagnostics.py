@@ -155,7 +155,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF927": ("warning", "card fields edited elsewhere since charfmt wrote them: read from the card"),
     "CF930": ("warning", "a bracket tag's intensity is outside 0–1: clamped to 1, dropped below 0 (emotion kept)"),
     "CF931": ("warning", "a PNG card holds a card chunk (chara, ccv3) more than once: the first read"),
-    "CF932": ("warning", "a card's mes_example is longer than charfmt reads as few-shots: the rest kept in the card only"),
+    "CF932": ("warning", "a card's mes_example is longer than charfmt reads as few-shots: the rest kept in the card"),
     "CF960": ("warning", "a chat's order does not fit a 64-bit integer: null in a table's order column"),
     "CF961": ("error", "the server sent invalid UTF-8: each bad byte read as U+FFFD"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),

@@ -346,12 +346,13 @@ class CardRead(NamedTuple):
 def _kind(value: Any) -> str:
     """What a JSON value is, in a few words (for messages naming what was found)."""
     if isinstance(value, bool):
-        return f"{str(value).lower()}"
+        return str(value).lower()
     if value is None:
         return "null"
     if isinstance(value, (int, float)):
         return f"the number {value!r}" if len(repr(value)) <= 20 else "a number"
-    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _member_kind(obj: dict[str, Any], key: str) -> str:

@@ -572,9 +572,7 @@ def _examples(
     return examples
 
 
-def _exchanges(
-    block: str, char: str, user: str, vocabulary: Vocabulary, budget: _Budget
-) -> Iterator[dict[str, Any]]:
+def _exchanges(block: str, char: str, user: str, vocabulary: Vocabulary, budget: _Budget) -> Iterator[dict[str, Any]]:
     """The exchanges of one ``<START>`` block: each ``User: ...`` line answered by the ``Char: ...`` lines after it.
 
     Linear in the block's length; stops at the first turn ``budget`` has no room for.

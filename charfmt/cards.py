@@ -15,6 +15,12 @@ emotion keys with their sprites. A card without emotions gets ``DEFAULT_EMOTIONS
 Everything else of the card (lorebook, system prompt, alternate greetings, creator notes, assets,
 ``extensions`` byte for byte) is kept in ``Character.card`` and written back by ``export_card``.
 
+A card from a stranger is read in bounded time and memory (``docs/UNTRUSTED.md``): only the PNG
+chunks of a card are inflated, within ``limit`` for the whole file; a CHARX is refused when it is
+a bomb, encrypted, or holds a name twice; ``extensions.charfmt`` of another shape than charfmt
+writes is an error naming the member; ``mes_example`` is read in linear time, at most
+``MAX_EXAMPLE_TURNS`` turns of it as few-shots (``CF932``).
+
 Write: ``export_card(character, "json" | "png")`` is a V3 card (a PNG carries a V2 ``chara``
 chunk too, for older readers) with charfmt's own data (emotions, tags, stage map, examples)
 under ``extensions.charfmt``, so that reading it back gives the same character.

@@ -42,7 +42,7 @@ from starlette.routing import Route, WebSocketRoute
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.completions import SESSION_HEADER, chat_completions
 from charfmt.serve.formats import FORMATS
-from charfmt.serve.inputs import query_token
+from charfmt.serve.inputs import OWNER, query_token
 from charfmt.serve.state import ServerState
 from charfmt.serve.turn_stream import turn_sse, turn_ws
 from charfmt.serve.turns import reply_bounds
@@ -117,9 +117,11 @@ def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaita
         header = request.headers.get("authorization")
         if header is None and request.method == "GET":  # EventSource cannot send headers
             header = query_token(request.query_params.get("token"))
-        if not state.authorized(header):
+        owner = state.owner(header)
+        if owner is None:
             return error_response(401, "missing or wrong bearer token (Authorization: Bearer ...)", None,
                                   {"WWW-Authenticate": "Bearer"})  # fmt: skip
+        request.scope[OWNER] = owner  # (the sessions the request reaches are this owner's)
         try:
             return await handler(state, request)
         except Exception as e:
@@ -147,7 +149,7 @@ async def _info(state: ServerState, request: Request) -> Response:
             "emotions": [e.key for e in vocabulary.emotions],
             "reply_format": settings.reply_format, "constrained": settings.constrained,
             "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
-            "speakers": scene.speakers if scene is not None else [c.name], "auth": settings.token is not None,
+            "speakers": scene.speakers if scene is not None else [c.name], "auth": not state.credentials.open,
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
         }
     )  # fmt: skip

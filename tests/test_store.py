@@ -16,7 +16,7 @@ from charfmt.store import SessionKey, Store, StoreError, open_store
 from charfmt.userinput import UserTurn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from store_targets import ENGINES, store_target  # noqa: E402
+from store_targets import ENGINES, store_target
 
 ROOT = Path(__file__).resolve().parent.parent
 MIO = charfmt.Character.load(ROOT / "examples" / "characters" / "mio.toml")
@@ -55,7 +55,8 @@ def test_a_history_comes_back_exactly(store: Store) -> None:
         assert store.append(A, ex).dropped == 0
     assert store.history(A) == HISTORY
     (info,) = store.sessions()
-    assert info.key == A and info.turns == len(HISTORY) and info.size == sum(len(e.model_dump_json().encode()) for e in HISTORY)
+    assert info.key == A and info.turns == len(HISTORY)
+    assert info.size == sum(len(e.model_dump_json().encode()) for e in HISTORY)
     assert info.created <= info.updated
     assert store.history(SessionKey("", "turn/Mio", "nobody")) == [] and store.info(A) == info
 

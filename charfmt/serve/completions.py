@@ -101,7 +101,7 @@ class Completion:
         run = self.state.run_turn(
             self.key, self.history, self.turn, self.id, options=self.options, answer=answer, owner=self.owner,
             door="chat",
-        )
+        )  # fmt: skip
         done = await watch_disconnect(request, run)
         answer.end(done.reply)
         message = {"role": "assistant", "content": answer.text}
@@ -122,7 +122,7 @@ class Completion:
         batches = self.state.turn_batches(
             self.key, self.history, self.turn, None, self.id, events=answer.events, cues=False, options=self.options,
             owner=self.owner, door="chat",
-        )
+        )  # fmt: skip
         try:
             first = await watch_disconnect(request, anext(batches, None))
         except Exception as e:

@@ -29,10 +29,10 @@ from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
-    from charfmt.store import Lease, SessionKey
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
+    from charfmt.store import Lease, SessionKey
     from charfmt.userinput import UserTurn
 
 
@@ -129,8 +129,9 @@ class ServerState:
         engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged."""
         engine = await self.engine()
         if not key:
-            async for batch in self._turn(engine, None, None, history or [], turn, constrained, rid,
-                                          events=events, cues=cues, options=options):  # fmt: skip
+            async for batch in self._turn(engine, history or [], turn, session=None, lease=None,
+                                          constrained=constrained, rid=rid, events=events, cues=cues,
+                                          options=options):  # fmt: skip
                 yield batch
             return
         session = self.session_key(owner, door, key)
@@ -141,14 +142,18 @@ class ServerState:
             self.log_failure(rid, key, engine, e.status, str(e))
             raise
         async with held:
-            async for batch in self._turn(engine, session, lease, past, turn, constrained, rid,
-                                          events=events, cues=cues, options=options):  # fmt: skip
+            async for batch in self._turn(engine, past, turn, session=session, lease=lease,
+                                          constrained=constrained, rid=rid, events=events, cues=cues,
+                                          options=options):  # fmt: skip
                 yield batch
 
     async def _turn(
-        self, engine: Engine, session: SessionKey | None, lease: Lease | None, past: list[Exchange], turn: UserTurn,
-        constrained: bool | None, rid: str, *, events: bool, cues: bool, options: dict[str, Any] | None,
+        self, engine: Engine, past: list[Exchange], turn: UserTurn, *, session: SessionKey | None,
+        lease: Lease | None, constrained: bool | None, rid: str, events: bool, cues: bool,
+        options: dict[str, Any] | None,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
+        """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
+        the last batch goes."""
         key = session.name if session is not None else None
         batches = engine.turn_batches(
             list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options

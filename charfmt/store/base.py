@@ -145,9 +145,7 @@ class Store(ABC):
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         with contextlib.suppress(StoreError):
             self.close()
 

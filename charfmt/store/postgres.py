@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.store.base import Lease, SessionKey, StoreError
-from charfmt.store.sql import Run, SQLStore, rolled_back
+from charfmt.store.sql import Run, SQLStore
 
 if TYPE_CHECKING:
     import psycopg
 
-CONNECT: Final = {
+CONNECT: Final[dict[str, Any]] = {
     "autocommit": True,
     "connect_timeout": 5,
     "keepalives": 1,

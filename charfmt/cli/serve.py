@@ -154,7 +154,7 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the server until interrupted."""
     try:
-        import uvicorn  # noqa: PLC0415
+        import uvicorn  # noqa: F401, PLC0415 (checked before the server starts; run in _serve)
     except ImportError as e:
         raise CharfmtError(f"charfmt serve needs uvicorn ({e}): pip install 'charfmt[serve]'") from None
     import dataclasses  # noqa: PLC0415

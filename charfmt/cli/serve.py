@@ -180,7 +180,6 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None and not settings.tokens:
         print(f"charfmt serve: warning: listening on {args.host} with no --token or --tokens", file=sys.stderr)
-    _said_store(settings.store)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
         h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
@@ -188,6 +187,7 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    _said_store(settings.store)
     for name in ("uvicorn.access", "uvicorn.error"):  # HTTP lines; the WebSocket's, accepted or refused
         logging.getLogger(name).addFilter(_redact_tokens)
     logging.getLogger("uvicorn.error").addFilter(_no_denial_error)

@@ -80,37 +80,54 @@ class PostgresStore(SQLStore):
         except self._psycopg.Error as e:
             raise self._error(e) from None
 
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _checkout(self) -> tuple[psycopg.Connection[Any], bool]:
+        """A connection (an idle one where there is one: ``True``), its transaction not begun."""
         with self._pool:
             conn = self._idle.pop() if self._idle else None
         if conn is None or conn.closed or conn.broken:
-            conn = self.connect()
-        try:
-            yield conn
-        finally:
-            if conn.closed or conn.broken or conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
-                conn.close()
-            else:
-                with self._pool:
-                    keep = len(self._idle) < IDLE
-                    if keep:
-                        self._idle.append(conn)
-                if not keep:
-                    conn.close()
+            return self.connect(), False
+        return conn, True
+
+    def _checkin(self, conn: psycopg.Connection[Any]) -> None:
+        """Keep ``conn`` for the next operation where it is sound and fewer than ``IDLE`` are kept; else close it."""
+        idle = not conn.closed and not conn.broken
+        if idle and conn.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE:
+            with self._pool:
+                if len(self._idle) < IDLE:
+                    self._idle.append(conn)
+                    return
+        conn.close()
+
+    def _forget_idle(self) -> None:
+        """Close the idle connections (one was found dead: the others went with the same server)."""
+        with self._pool:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     @contextlib.contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Run]:
-        with self._connection() as conn:
+        conn, reused = self._checkout()
+        try:
+            with contextlib.ExitStack() as stack:
+                try:
+                    stack.enter_context(conn.transaction())
+                except self._psycopg.OperationalError:
+                    if not reused:
+                        raise
+                    conn.close()  # (a connection kept idle across an outage: begun again on a new one)
+                    self._forget_idle()
+                    conn = self.connect()
+                    stack.enter_context(conn.transaction())
 
-            def run(sql: str, params: tuple[Any, ...] = ()) -> Any:
-                return conn.execute(sql.replace("?", "%s"), params)
+                def run(sql: str, params: tuple[Any, ...] = ()) -> Any:
+                    return conn.execute(sql.replace("?", "%s"), params)
 
-            try:
-                with conn.transaction():
-                    yield run
-            except self._psycopg.Error as e:
-                raise self._error(e) from None
+                yield run
+        except self._psycopg.Error as e:
+            raise self._error(e) from None
+        finally:
+            self._checkin(conn)
 
     def _tables(self, run: Run) -> set[str]:
         rows = run("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()
@@ -129,10 +146,7 @@ class PostgresStore(SQLStore):
 
     def close(self) -> None:
         """Close every connection (the leases still held go with them)."""
-        with self._pool:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        self._forget_idle()
         self._locks.close()
 
 
@@ -157,11 +171,17 @@ class _Locks:
     def try_lock(self, key: SessionKey) -> Lease | None:
         number = lock_id(key)
         with self.mutex:
-            conn = self._alive()
-            try:
-                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (number,)).fetchone()
-            except self.store._psycopg.Error as e:
-                raise self.store._error(e) from None
+            for again in (True, False):  # a connection that died while idle: once more on a new one
+                generation = self.generation
+                conn = self._alive()
+                try:
+                    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (number,)).fetchone()
+                    break
+                except self.store._psycopg.OperationalError as e:
+                    if not again or generation != self.generation:  # (it was new: the server is away)
+                        raise self.store._error(e) from None
+                except self.store._psycopg.Error as e:
+                    raise self.store._error(e) from None
             return _PostgresLease(self, number, self.generation) if row and row[0] else None
 
     def close(self) -> None:

@@ -244,19 +244,27 @@ def run(
     note: str | None = None,
     stage: StageReader | None = None,
     max_length: int | None = None,
+    history: list[Exchange] | None = None,
+    keep: Callable[[Exchange], None] | None = None,
 ) -> int:
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
     line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
     failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
-    added to the history.
+    added to the history. ``history``: the exchanges so far (a resumed session's), appended to;
+    ``keep``: called with each exchange added (``charfmt chat --session`` stores it; a
+    ``CharfmtError`` it raises is one error line, and the chat goes on).
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
     view = TerminalView(character, out, stage=stage, max_length=max_length)
-    history: list[Exchange] = []
+    history = history if history is not None else []
+    if history:  # a resumed session: where it stopped
+        out.write(f"(resumed: {len(history)} exchange{'s' if len(history) != 1 else ''}; the last reply was)\n")
+        view.show(list(history[-1].reply.events(character.tags)))
+        view.finish()
     errors = err if err is not None else sys.stderr
     status = 0
 
@@ -281,7 +289,7 @@ def run(
                 yield line.strip()
 
     for say in lines():
-        before = len(stats)
+        before, kept = len(stats), len(history)
         try:
             take_turn(character, history, say, generate, view=view, budget=budget, counter=counter, note=note)
         except (BudgetError, ContextFull) as e:
@@ -294,6 +302,11 @@ def run(
                 raise  # one --say: the error is the command's (exit 1)
             status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue
+        if keep is not None and len(history) > kept:
+            try:
+                keep(history[-1])
+            except CharfmtError as e:
+                status = _failed_turn(view, out, errors, f"{e}; the turn was not kept in the session")
         if len(stats) > before:
             last = stats[-1]
             state = f", {last.state}" if last.state else ""

@@ -31,7 +31,7 @@ from charfmt._model_clients import (
     local_model,
 )
 from charfmt.cli._io import InputError, load_character, usage_error
-from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_user_name, whole
+from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_store, add_user_name, open_store_of, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -99,6 +99,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "the GGUF's own template, with a warning where it has none); a format without a system role "
                     "gets the system prompt in the first user message")  # fmt: skip
     sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")
+    sp.add_argument("--session", metavar="NAME",
+                    help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
+    add_store(sp)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,11 +131,19 @@ def run(args: argparse.Namespace) -> int:
 
         stage = StageReader(character, max_length=args.max_length)
     out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
-    return chat.run(
-        character, generate=generate, says=args.say, out=out, stats=stats,
+    options: dict[str, Any] = dict(
+        generate=generate, says=args.say, out=out, stats=stats,
         budget=args.n_ctx - args.max_tokens - chat.PROMPT_MARGIN, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
     )  # fmt: skip
+    if args.session is None:
+        return chat.run(character, **options)
+    from charfmt.store import SessionKey  # noqa: PLC0415
+
+    with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
+        key = SessionKey("", f"cli/{character.name}", args.session)
+        history = store.history(key)
+        return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -149,6 +160,13 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("cannot read standard input: it is closed")
     if args.max_tokens >= args.n_ctx:
         usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+    if args.session is not None:
+        from charfmt.store import name_problem  # noqa: PLC0415
+
+        if (why := name_problem(args.session, "argument --session")) is not None:
+            usage_error(args, why)
+    elif args.store is not None:
+        usage_error(args, "argument --store: only with --session NAME (the session it keeps)")
 
 
 def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Path | None]:

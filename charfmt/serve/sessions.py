@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from charfmt.serve.wire import HTTPFailure
-from charfmt.store import StoreError
+from charfmt.store import StoreError, name_problem
+from charfmt.store.base import MAX_NAME, NAME
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-MAX_KEY: Final = 128
-"""Characters of a session key."""
+MAX_KEY: Final = MAX_NAME
+"""Characters of a session key (``charfmt.store``'s rule for a session's name)."""
 
-KEY: Final = re.compile(r"[A-Za-z0-9._:@+/=-]{1,128}")
+KEY: Final = NAME
 """What a session key may hold (printable, no spaces: it goes into logs)."""
 
 CONSOLE: Final = logging.getLogger("charfmt.serve")
@@ -138,6 +138,4 @@ class Sessions:
 
 def check_key(key: str, what: str = "a session key") -> str | None:
     """Why ``key`` cannot name a session, or ``None`` when it can (``what``: how the message names it)."""
-    if KEY.fullmatch(key) is None:
-        return f"{what} is 1 to {MAX_KEY} characters of letters, digits and ._:@+/=- (got {key[:40]!r})"
-    return None
+    return name_problem(key, what)

@@ -8,7 +8,7 @@ named by a :class:`SessionKey` (owner, namespace, name); each finished turn is o
 
 from __future__ import annotations
 
-from charfmt.store.base import Appended, Lease, SessionInfo, SessionKey, Store, StoreError
+from charfmt.store.base import Appended, Lease, SessionInfo, SessionKey, Store, StoreError, name_problem
 from charfmt.store.targets import default_store_path, open_store, shown_target
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "Store",
     "StoreError",
     "default_store_path",
+    "name_problem",
     "open_store",
     "shown_target",
 ]

@@ -10,6 +10,7 @@ recently used sessions go first past ``keep``, and what a store hands back is a 
 from __future__ import annotations
 
 import contextlib
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
@@ -19,6 +20,20 @@ from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
+
+
+MAX_NAME: Final = 128
+"""Characters of a session's name."""
+
+NAME: Final = re.compile(r"[A-Za-z0-9._:@+/=-]{1,128}")
+"""What a session's name may hold (printable, no spaces: it goes into logs and command lines)."""
+
+
+def name_problem(name: str, what: str = "a session key") -> str | None:
+    """Why ``name`` cannot name a session, or ``None`` when it can (``what``: how the message names it)."""
+    if NAME.fullmatch(name) is None:
+        return f"{what} is 1 to {MAX_NAME} characters of letters, digits and ._:@+/=- (got {name[:40]!r})"
+    return None
 
 
 class StoreError(CharfmtError):

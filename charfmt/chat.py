@@ -261,10 +261,7 @@ def run(
 
     view = TerminalView(character, out, stage=stage, max_length=max_length)
     history = history if history is not None else []
-    if history:  # a resumed session: where it stopped
-        out.write(f"(resumed: {len(history)} exchange{'s' if len(history) != 1 else ''}; the last reply was)\n")
-        view.show(list(history[-1].reply.events(character.tags)))
-        view.finish()
+    _resumed(view, out, history, character)
     errors = err if err is not None else sys.stderr
     status = 0
 
@@ -302,11 +299,8 @@ def run(
                 raise  # one --say: the error is the command's (exit 1)
             status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue
-        if keep is not None and len(history) > kept:
-            try:
-                keep(history[-1])
-            except CharfmtError as e:
-                status = _failed_turn(view, out, errors, f"{e}; the turn was not kept in the session")
+        if keep is not None and len(history) > kept and not _kept(keep, history[-1], errors):
+            status = 1
         if len(stats) > before:
             last = stats[-1]
             state = f", {last.state}" if last.state else ""
@@ -314,6 +308,25 @@ def run(
                 f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
             )
     return status
+
+
+def _resumed(view: TerminalView, out: TextIO, history: list[Exchange], character: Character) -> None:
+    """A resumed session's start: how long it is, and its last reply, shown again."""
+    if history:
+        out.write(f"(resumed: {len(history)} exchange{'s' if len(history) != 1 else ''}; the last reply was)\n")
+        view.show(list(history[-1].reply.events(character.tags)))
+        view.finish()
+
+
+def _kept(keep: Callable[[Exchange], None], exchange: Exchange, errors: TextIO) -> bool:
+    """``keep(exchange)``; its failure one ``charfmt: error:`` line (the chat goes on): whether it was kept."""
+    try:
+        keep(exchange)
+    except CharfmtError as e:
+        errors.write(f"charfmt: error: {e}; the turn was not kept in the session\n")
+        errors.flush()
+        return False
+    return True
 
 
 def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) -> int:

@@ -184,3 +184,23 @@ def test_a_scene_session_is_kept_and_exported(tmp_path: Path, upstream: tuple[Sc
     assert [ex.reply.chats[0].speaker for ex in loaded] == ["rex", "rex"]
     with open_store(store) as opened:
         assert opened.history(SessionKey("", f"turn/{scene.name}", "s")) == loaded
+
+
+def test_the_sessions_docs_python_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (ROOT / "docs" / "SESSIONS.md").read_text(encoding="utf-8")
+    (block,) = [part.split("\n```", 1)[0] for part in text.split("```python\n")[1:]]
+    monkeypatch.chdir(ROOT)
+    exec(compile(block, "docs/SESSIONS.md", "exec"), {})
+    assert capsys.readouterr().out == "[('player-1', 2)]\n"
+
+
+def test_the_sessions_docs_commands_exist() -> None:
+    """Every flag docs/SESSIONS.md shows is one its command takes (its --help names it)."""
+    import re
+
+    text = (ROOT / "docs" / "SESSIONS.md").read_text(encoding="utf-8")
+    for command in ("serve", "chat", "sessions list", "sessions export", "sessions delete"):
+        helped = run(*command.split(), "--help").stdout
+        lines = [line for line in text.splitlines() if f"charfmt {command}" in line]
+        for flag in {f for line in lines for f in re.findall(r"(--[a-z-]+)", line)}:
+            assert flag in helped, (command, flag)

@@ -32,7 +32,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The actions of ``charfmt sessions`` and their options."""
     from charfmt.cli.convert import FORMATS  # noqa: PLC0415
 
-    actions = sp.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = sp.add_subparsers(dest="action", required=True, metavar="ACTION", help="what to do with the store")
     listing = actions.add_parser("list", help="the sessions, the most recently written first")
     listing.add_argument("--format", choices=("text", "jsonl"), default="text", help="text (default) or JSON Lines")
     show = actions.add_parser("show", help="a session's exchanges, for a person")

@@ -260,3 +260,86 @@ def test_an_older_store_is_upgraded_in_one_transaction(tmp_path: Path, monkeypat
     with open_store(path) as upgraded:
         assert upgraded.history(A) == HISTORY
     assert _version(path) == "2"
+
+
+# --- properties and permissions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+def test_any_exchange_comes_back_exactly(engine: str, tmp_path: Path) -> None:
+    """Round trip: whatever exchange is appended (any reply, any player's turn, lenient leftovers kept) is
+    the one ``history`` gives back, in order, within the byte bound."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from charfmt.models import Reply
+
+    with store_target(engine, tmp_path) as target, open_store(target) as store:
+        names = iter(range(1 << 30))
+
+        @given(st.lists(st.builds(Exchange, user=st.from_type(UserTurn), reply=st.from_type(Reply)), max_size=4))
+        def round_trip(exchanges: list[Exchange]) -> None:
+            key = SessionKey("", "turn/Mio", f"h{next(names)}")
+            for ex in exchanges:
+                store.append(key, ex)
+            assert store.history(key) == exchanges
+
+        round_trip()
+
+
+def _open_as_another_user(path: Path) -> str:
+    """What opening ``path`` says in a child process that, run by root (whom no permission stops), becomes
+    ``nobody`` first: ``opened``, or the ``StoreError``'s message."""
+    import os
+
+    import charfmt.store.sqlite  # noqa: F401 (imported before the fork: the child reads no source file)
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        try:
+            os.close(read)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            try:
+                open_store(path).close()
+                said = "opened"
+            except StoreError as e:
+                said = str(e)
+            os.write(write, said.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        said = f.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+def test_a_read_only_store_is_refused(tmp_path: Path) -> None:
+    """A store file the server may not write is refused at the start, in one line; so is one in a folder
+    SQLite cannot write its log into."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="charfmt-ro-"))
+    try:
+        folder.chmod(0o755)
+        path = folder / "s.sqlite3"
+        with open_store(path) as made:
+            made.append(A, exchange(1))
+        path.chmod(0o444)
+        assert (
+            _open_as_another_user(path)
+            == f"{path} is read-only: turns cannot be kept there (--memory keeps them in memory)"
+        )
+        path.chmod(0o666)
+        folder.chmod(0o555)
+        assert (
+            _open_as_another_user(path) == f"{path}: its folder is read-only (SQLite writes its log beside the store)"
+        )
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder, ignore_errors=True)

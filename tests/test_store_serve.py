@@ -109,6 +109,26 @@ def test_two_tokens_with_the_same_user_never_see_each_other(
                 pass
         last = said(up.requests[-1])
         assert len(last) == 2 and "bob via turn" in last[0] and not any("alice" in s for s in last)
+        # reading back: each sees its own sessions only; another's is the 404 of a session that never was
+        mine = httpx.get(base + "/v1/sessions/chat/player-1", headers=auth["alice"], timeout=T).json()
+        assert len(mine["exchanges"]) == 2 and "AlphaSecret" in json.dumps(mine) and "BetaWords" not in json.dumps(mine)
+        listed = httpx.get(base + "/v1/sessions", headers=auth["bob"], timeout=T).json()["data"]
+        assert sorted((s["door"], s["name"], s["turns"]) for s in listed) == [
+            ("chat", "player-1", 2),
+            ("turn", "player-1", 2),
+        ]
+        with httpx.stream("POST", base + "/v1/turn", json={"session": "bobs-only", "say": "mine"},
+                          headers=auth["bob"], timeout=T) as r:  # fmt: skip
+            assert sse(r)[-1]["kind"] == "reply"
+        theirs = httpx.get(base + "/v1/sessions/turn/bobs-only", headers=auth["alice"], timeout=T)
+        never = httpx.get(base + "/v1/sessions/turn/nobodys-00", headers=auth["alice"], timeout=T)
+        assert theirs.status_code == never.status_code == 404
+        assert theirs.text.replace("bobs-only", "X") == never.text.replace("nobodys-00", "X")  # reveals nothing
+        assert httpx.delete(base + "/v1/sessions/turn/bobs-only", headers=auth["alice"], timeout=T).status_code == 404
+        assert httpx.get(base + "/v1/sessions/turn/bobs-only", headers=auth["bob"], timeout=T).status_code == 200
+        assert httpx.delete(base + "/v1/sessions/turn/bobs-only", headers=auth["bob"], timeout=T).status_code == 200
+        assert httpx.get(base + "/v1/sessions/turn/bobs-only", headers=auth["bob"], timeout=T).status_code == 404
+        assert httpx.get(base + "/v1/sessions/chat/player-1", timeout=T).status_code == 401
         # no token, or a wrong one: refused whatever ``user`` says
         body = {"messages": [{"role": "user", "content": "hi"}], "user": "player-1"}
         assert httpx.post(base + "/v1/chat/completions", json=body, timeout=T).status_code == 401

@@ -147,6 +147,39 @@ def test_only_one_worker_holds_a_session(engine: str, target: str) -> None:
         again.release()
 
 
+def _in_another_process(target: str, names: list[str]) -> list[bool]:
+    """Whether another process (a fork) opening ``target`` gets the turn of each session named."""
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        try:
+            os.close(read)
+            with open_store(target) as other:
+                got = [other.try_lock(SessionKey("", "turn/Mio", name)) is not None for name in names]
+            os.write(write, bytes(got))
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        got = [bool(b) for b in f.read()]
+    os.waitpid(pid, 0)
+    return got
+
+
+def test_two_processes_on_one_sqlite_file_never_hold_one_session(tmp_path: Path) -> None:
+    """Two servers on one SQLite file (by mistake, or ``charfmt sessions`` beside one): a session's turn is
+    held by one process at a time; another session's is free; a lease released is free again."""
+    target = str(tmp_path / "s.sqlite3")
+    with open_store(target) as store:
+        lease = store.try_lock(A)
+        assert lease is not None
+        assert _in_another_process(target, ["player-1", "player-2"]) == [False, True]
+        lease.release()
+        assert _in_another_process(target, ["player-1"]) == [True]
+
+
 # --- SQLite files that are no store --------------------------------------------------------------------
 
 

@@ -314,13 +314,29 @@ def postgres() -> Iterator[str]:
         yield dsn
 
 
-@pytest.mark.long  # (about 25 s: 400 turns on two workers)
-def test_two_workers_on_one_postgres_never_interleave_a_session(upstream: tuple[Scripted, str], postgres: str) -> None:
-    """200 sessions, each sent two turns at once, one to each worker: every history exact, and the turn that
-    ran second was sent the first's exchange (none ran on a stale history)."""
+@pytest.mark.long  # (about 25 s each: 400 turns on two workers)
+@pytest.mark.parametrize("engine", ["postgres", "sqlite"])
+def test_two_workers_on_one_store_never_interleave_a_session(
+    engine: str, upstream: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    """200 sessions, each sent two turns at once, one to each worker (two ``serve`` processes on one
+    PostgreSQL, or on one SQLite file): every history exact, and the turn that ran second was sent the
+    first's exchange (none ran on a stale history)."""
+    with contextlib.ExitStack() as stack:
+        if engine == "postgres":
+            why = postgres_missing()
+            if why is not None:
+                pytest.skip(why)
+            target = stack.enter_context(postgres_schema())
+        else:
+            target = str(tmp_path / "s.sqlite3")
+        _two_workers(upstream, target)
+
+
+def _two_workers(upstream: tuple[Scripted, str], target: str) -> None:
     up = upstream[0]
     up.delay = 0.003
-    flags = ("--upstream", upstream[1] + "/v1", "--store", postgres)
+    flags = ("--upstream", upstream[1] + "/v1", "--store", target)
     with serve_process(*flags) as (_, one), serve_process(*flags) as (_, two):
 
         def send(job: tuple[int, int]) -> bool:
@@ -331,7 +347,7 @@ def test_two_workers_on_one_postgres_never_interleave_a_session(upstream: tuple[
         with ThreadPoolExecutor(24) as pool:
             results = list(pool.map(send, jobs))
     assert all(results)
-    with open_store(postgres) as store:
+    with open_store(target) as store:
         for s in range(200):
             kept = [ex.user.chats[0].segments[-1].text for ex in store.history(SessionKey("", "turn/Rex", f"s{s}"))]
             assert sorted(kept) == [f"S{s}T0", f"S{s}T1"], kept

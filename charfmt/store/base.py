@@ -10,6 +10,7 @@ recently used sessions go first past ``keep``, and what a store hands back is a 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -163,6 +164,12 @@ class Store(ABC):
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         with contextlib.suppress(StoreError):
             self.close()
+
+
+def lock_id(key: SessionKey) -> int:
+    """A session's lock number: a signed 64-bit number from its key (distinct keys, distinct numbers)."""
+    digest = hashlib.blake2b(f"{key.owner}\0{key.namespace}\0{key.name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def oldest_past(sizes: list[int], max_bytes: int | None) -> int:

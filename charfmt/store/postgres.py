@@ -12,12 +12,11 @@ migrated by the first worker to open it, the others waiting on an advisory lock.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.store.base import Lease, SessionKey, StoreError
+from charfmt.store.base import Lease, SessionKey, StoreError, lock_id
 from charfmt.store.sql import Run, SQLStore
 
 if TYPE_CHECKING:
@@ -39,12 +38,6 @@ IDLE: Final = 8
 """Connections kept open between operations (more are opened while more operations run at once)."""
 
 _MIGRATION_LOCK: Final = 0x63686172666D74  # "charfmt": the advisory lock the opening transaction takes
-
-
-def lock_id(key: SessionKey) -> int:
-    """The advisory lock of a session: a signed 64-bit number from its key (distinct keys, distinct locks)."""
-    digest = hashlib.blake2b(f"{key.owner}\0{key.namespace}\0{key.name}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 class PostgresStore(SQLStore):

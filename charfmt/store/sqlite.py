@@ -5,8 +5,11 @@ SQLite's write-ahead log makes each commit all or nothing, and ``FULL`` syncs it
 commit returns. The file is checked as it is opened: a file that is not SQLite, a database of
 another program, a store of a newer charfmt, a read-only or locked file are each one
 ``StoreError`` naming the file. A lock held by another program is waited on for ``busy``
-seconds at most. Turns of one session are serialised by the server process that owns the file
-(several servers on one store: PostgreSQL, ``charfmt.store.postgres``).
+seconds at most. Several processes on one file (two ``serve`` by mistake, ``charfmt sessions``
+beside a server) never run turns of one session at once: a turn holds a byte-range lock of a
+file beside the store (``PATH-turns.lock``, POSIX ``lockf``; a process that dies lets its locks
+go). Where there is no ``fcntl`` (Windows), each process orders its own turns only. For several
+workers by design, PostgreSQL (``charfmt.store.postgres``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt.store.base import StoreError
+from charfmt.store.base import NO_LEASE, Lease, SessionKey, StoreError, lock_id
 from charfmt.store.sql import Run, SQLStore, rolled_back
 
 BUSY_SECONDS: Final = 5.0
@@ -51,9 +54,11 @@ class SQLiteStore(SQLStore):
         _usable(path, folder=folder)
         self._mutex = threading.Lock()
         """One transaction at a time on the one connection (the server runs them in threads)."""
+        self._locks = _TurnLocks(Path(f"{path}-turns.lock"))
         try:
             self._db = sqlite3.connect(path, timeout=busy, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
+            self._locks.close()
             raise self._error(e) from None
         try:
             with self._mutex:
@@ -66,6 +71,7 @@ class SQLiteStore(SQLStore):
                 self._migrate(run)
         except BaseException:
             self._db.close()
+            self._locks.close()
             raise
 
     @contextlib.contextmanager
@@ -94,10 +100,67 @@ class SQLiteStore(SQLStore):
                 return StoreError(f"{self.target} {said.format(busy=self.busy, error=text)}")
         return StoreError(f"{self.target}: {text}")
 
+    def try_lock(self, key: SessionKey) -> Lease | None:
+        """The session's turn, where no other process holds it (``None``: one does)."""
+        return self._locks.try_lock(key)
+
     def close(self) -> None:
-        """Close the file (its write-ahead log checkpointed into it)."""
+        """Close the file (its write-ahead log checkpointed into it) and the turns' lock file."""
         with self._mutex:
             self._db.close()
+        self._locks.close()
+
+
+class _TurnLocks:
+    """One byte of ``path`` locked (``lockf``) per session whose turn this process runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd: int | None = None
+        try:
+            import fcntl  # noqa: F401, PLC0415 (POSIX only)
+        except ImportError:
+            return
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise StoreError(f"{path}: cannot open the turns' lock file: {e.strerror or e}") from None
+
+    def try_lock(self, key: SessionKey) -> Lease | None:
+        if self.fd is None:
+            return NO_LEASE
+        import fcntl  # noqa: PLC0415
+
+        offset = lock_id(key) & ((1 << 62) - 1)  # (a byte of a sparse range: the file stays empty)
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+        except (BlockingIOError, PermissionError):  # (EAGAIN or EACCES: another process holds it)
+            return None
+        except OSError as e:
+            raise StoreError(f"the turns' lock file beside the store: {e.strerror or e}") from None
+        return _TurnLease(self, offset)
+
+    def release(self, offset: int) -> None:
+        if self.fd is not None:
+            import fcntl  # noqa: PLC0415
+
+            with contextlib.suppress(OSError):
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, offset)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # (every lock of this process on the file goes with it)
+            self.fd = None
+
+
+class _TurnLease(Lease):
+    """A session's byte of the turns' lock file, held by this process."""
+
+    def __init__(self, locks: _TurnLocks, offset: int) -> None:
+        self.locks, self.offset = locks, offset
+
+    def release(self) -> None:
+        """Let the byte go."""
+        self.locks.release(self.offset)
 
 
 def _usable(path: Path, *, folder: bool) -> None:

@@ -204,3 +204,39 @@ def test_the_sessions_docs_commands_exist() -> None:
         lines = [line for line in text.splitlines() if f"charfmt {command}" in line]
         for flag in {f for line in lines for f in re.findall(r"(--[a-z-]+)", line)}:
             assert flag in helped, (command, flag)
+
+
+def test_a_store_that_fails_mid_chat_is_one_error_line_and_the_chat_goes_on(tmp_path: Path) -> None:
+    """``chat --session``: a store locked by another program when a turn is kept: one error line, status 1,
+    the next turn kept once the lock is gone; what was kept before stays."""
+    import io
+    import sqlite3
+
+    from charfmt.chat import run as chat_run
+    from charfmt.store.sqlite import SQLiteStore
+
+    rex = charfmt.Character.load(REX)
+    text = '{"chats":[{"type":"C","order":1,"body":"<emo>neutral</emo>\\n<msg>Bolts.</msg>"}]}'
+    path = tmp_path / "s.sqlite3"
+    key = SessionKey("", "cli/Rex", "bench")
+    blocker = sqlite3.connect(path, isolation_level=None)
+
+    def generate(messages: list[dict[str, str]]) -> Iterator[str]:
+        said = messages[-1]["content"]
+        if "two" in said:
+            blocker.execute("BEGIN EXCLUSIVE")  # (another program takes the file while turn two runs)
+        elif "three" in said and blocker.in_transaction:
+            blocker.execute("ROLLBACK")
+        yield text
+
+    out, err = io.StringIO(), io.StringIO()
+    with SQLiteStore(path, busy=0.2) as store:
+        history = store.history(key)
+        status = chat_run(rex, generate=generate, says=["one", "two", "three"], out=out, err=err, stats=[],
+                          history=history, keep=lambda ex: store.append(key, ex))  # fmt: skip
+        kept = [ex.user.chats[0].segments[-1].text for ex in store.history(key)]
+    blocker.close()
+    assert status == 1 and kept == ["one", "three"]
+    (line,) = err.getvalue().splitlines()
+    assert line.startswith("charfmt: error: ") and "is locked by another program" in line
+    assert line.endswith("the turn was not kept in the session")

@@ -437,3 +437,33 @@ def test_a_postgres_that_goes_away_mid_turn_is_one_clear_error(
         assert kept == ["first words", "back again"]
     finally:
         proxy.close()
+
+
+def test_a_store_locked_mid_turn_is_a_503_in_bounded_time(
+    rex: Character, upstream: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    """Another program holds the SQLite file while a turn ends: the turn is a 503 that says so within the
+    store's wait, and what was finished before is there."""
+    from charfmt.store.sqlite import SQLiteStore
+
+    path = tmp_path / "s.sqlite3"
+    with SQLiteStore(path, busy=0.5) as store:
+        app = create_app(Settings(character=rex, upstream_url=upstream[1] + "/v1", store=store))
+        with loopback(app) as base:
+            assert turn(base, "p1", "first words")
+            blocker = sqlite3.connect(path, isolation_level=None)
+            blocker.execute("BEGIN EXCLUSIVE")
+            try:
+                started = time.monotonic()
+                r = httpx.post(base + "/v1/chat/completions", timeout=T, headers={"X-Charfmt-Session": "p2"},
+                               json={"messages": [{"role": "user", "content": "hello"}]})  # fmt: skip
+                assert time.monotonic() - started < 5
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            assert (
+                r.status_code == 503 and "is locked by another program (waited 0.5 s)" in r.json()["error"]["message"]
+            )
+            assert turn(base, "p1", "second words")
+        kept = [ex.user.chats[0].segments[-1].text for ex in store.history(SessionKey("", "turn/Rex", "p1"))]
+    assert kept == ["first words", "second words"]

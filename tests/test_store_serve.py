@@ -162,6 +162,18 @@ def test_the_tokens_file_holds_hashes_and_is_checked(tmp_path: Path) -> None:
         token_line("alice", "short")
 
 
+def test_a_bad_tokens_file_stops_the_start(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--upstream", "http://127.0.0.1:9/v1",
+           "--port", "0", "--tokens"]  # fmt: skip
+    bad = tmp_path / "tokens"
+    bad.write_text("alice hunter2\n", encoding="utf-8")
+    for path, code, words in ((bad, 1, "tokens:1: expected 'NAME sha256:HEX'"),
+                              (tmp_path / "missing", 2, "argument --tokens: ")):  # fmt: skip
+        p = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=60, check=False)
+        assert p.returncode == code and words in p.stderr and "Traceback" not in p.stderr, p.stderr
+        assert "hunter2" not in p.stderr  # (a token written there by mistake is never shown)
+
+
 def test_new_and_hashed_tokens_from_the_command_line() -> None:
     cmd = [sys.executable, "-m", "charfmt", "serve"]
     made = subprocess.run([*cmd, "--new-token", "alice"], capture_output=True, text=True, timeout=60, check=False)

@@ -86,7 +86,6 @@ def settings_from(args: argparse.Namespace) -> Any:
     import os  # noqa: PLC0415
 
     from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
-    from charfmt.serve.owners import read_tokens  # noqa: PLC0415
     from charfmt.serve.settings import Settings  # noqa: PLC0415
 
     if args.max_tokens >= args.n_ctx:
@@ -126,12 +125,31 @@ def settings_from(args: argparse.Namespace) -> Any:
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
         log=Path(args.log) if args.log else None, max_request_bytes=args.max_request_bytes,
-        tokens=read_tokens(args.tokens) if args.tokens else (),
+        tokens=_tokens(args),
         max_session_age=args.max_age * 86400 if args.max_age is not None else None,
         max_sessions=args.max_sessions or MAX_SESSIONS["memory" if args.memory else "store"],
     )  # fmt: skip
     _usable(args, settings)
     return settings
+
+
+def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """``--tokens FILE``'s entries: a file that cannot be read is a usage error (exit 2), one that holds
+    something else than token lines invalid input (exit 1)."""
+    import os  # noqa: PLC0415
+
+    from charfmt.serve.owners import read_tokens  # noqa: PLC0415
+
+    if args.tokens is None:
+        return ()
+    if not os.path.isfile(args.tokens):
+        args.parser.error(f"argument --tokens: {args.tokens} is not a file (make one with --new-token NAME)")
+    try:
+        return read_tokens(args.tokens)
+    except CharfmtError as e:
+        if "cannot read" in str(e):
+            args.parser.error(f"argument --tokens: {e}")
+        raise
 
 
 def _usable(args: argparse.Namespace, settings: Any) -> None:

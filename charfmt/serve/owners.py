@@ -71,9 +71,9 @@ def read_tokens(path: str | Path) -> tuple[tuple[str, str], ...]:
             continue
         m = _LINE.fullmatch(line)
         if m is None or NAME.fullmatch(m[1]) is None or re.fullmatch(r"sha256:[0-9a-f]{64}", m[2]) is None:
-            raise CharfmtError(
-                f"{file}:{number}: expected 'NAME sha256:HEX' (charfmt serve --new-token NAME writes one), "
-                f"got {line[:60]!r}"
+            raise CharfmtError(  # (the line is not shown: it may hold a token written there by mistake)
+                f"{file}:{number}: expected 'NAME sha256:HEX', the hash of a token, never the token "
+                "(charfmt serve --new-token NAME writes such a line)"
             )
         if m[2] in seen:
             raise CharfmtError(f"{file}:{number}: the same token as line {seen[m[2]]}")

@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
 
 EXITS: Final = DEFAULT_EXITS
-EXTRAS: Final[tuple[str, ...]] = ("local", "http")
-"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``."""
+EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
+"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``, psycopg for a
+``postgresql://`` ``--store``."""
 
 
 def _seconds(text: str) -> float:

@@ -21,9 +21,10 @@ EXITS: Final[tuple[str, str | None]] = (
     "the server could not start: the address cannot be bound (a port in use, an unknown host),"
     " the --character/--scene or --tokens file is invalid, or the --store cannot be opened",
 )
-EXTRAS: Final[tuple[str, ...]] = ("serve", "local")
+EXTRAS: Final[tuple[str, ...]] = ("serve", "local", "postgres")
 """The optional extras it needs: Starlette, uvicorn and aiohttp (``charfmt[serve]``); llama-cpp-python for
-``--model`` (``charfmt[local]``). Each is checked before the server starts."""
+``--model`` (``charfmt[local]``); psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``). Each is
+checked before the server starts."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

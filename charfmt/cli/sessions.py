@@ -25,7 +25,8 @@ EXITS: Final[tuple[str, str | None]] = (
     "done",
     "the store cannot be opened or read, or no session has that name (or several do: --owner/--namespace)",
 )
-EXTRAS: Final[tuple[str, ...]] = ()
+EXTRAS: Final[tuple[str, ...]] = ("postgres",)
+"""psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``)."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:

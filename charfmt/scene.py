@@ -249,7 +249,7 @@ class Scene(BaseModel):
 MAX_CAST: Final = 64
 """The most members a scene's cast may have."""
 SPEAKER_ID: Final = re.compile(r"[A-Za-z0-9._@+/=-]{1,128}")
-"""What a speaker id may hold: a session key's alphabet (``charfmt.serve.sessions.KEY``) without ``:``.
+"""What a speaker id may hold: a session key's alphabet (``charfmt.store.base.NAME``) without ``:``.
 
 A ``tags`` reply starts each line with ``id: ``, so an id holds no format marker (``[``, ``*``,
 ``:``, ``<``), no space and nothing a log or a terminal would show otherwise."""

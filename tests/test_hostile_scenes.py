@@ -24,6 +24,7 @@ from charfmt.character import MAX_FILE_SIZE
 from charfmt.models import Chat, Segment
 from charfmt.scene import MAX_CAST, SPEAKER_ID, Scene
 from charfmt.serve.formats import read_answer, whole
+from charfmt.store.base import MAX_NAME, NAME
 from charfmt.tags import DEFAULT_TAGS
 
 CHARACTERS = ROOT / "examples" / "characters"
@@ -86,6 +87,13 @@ def test_a_cast_file_named_many_times_is_read_once(stage: Path) -> None:
     assert _error("s.toml") == f"s.toml:1: cast: a cast of {MAX_CAST + 1:,} members: a scene has at most {MAX_CAST}"
     with pytest.raises(ValidationError, match="at most 64"):
         Scene(cast={f"r{i}": REX for i in range(MAX_CAST + 1)})
+
+
+def test_a_speaker_id_is_a_session_keys_alphabet_without_the_colon() -> None:
+    for code in range(0x20, 0x7F):
+        c = chr(code)
+        assert bool(SPEAKER_ID.fullmatch(c)) == (bool(NAME.fullmatch(c)) and c != ":"), repr(c)
+    assert SPEAKER_ID.fullmatch("x" * MAX_NAME) and not SPEAKER_ID.fullmatch("x" * (MAX_NAME + 1))
 
 
 @given(st.from_regex(SPEAKER_ID, fullmatch=True), st.from_regex(r"[A-Za-z0-9][A-Za-z0-9 ,.!?]{0,30}", fullmatch=True))

@@ -45,6 +45,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -62,8 +64,11 @@ from charfmt._token_bound import token_bound
 from charfmt._token_fit import BudgetError as BudgetError  # noqa: PLC0414 (re-exported)
 from charfmt._token_fit import Counter as Counter  # noqa: PLC0414 (re-exported)
 from charfmt._token_fit import newest_exchanges, oldest_start
+from charfmt._card_prompt import turn_parts
 from charfmt.character import Character, Exchange
-from charfmt.diagnostics import CharfmtError
+from charfmt.diagnostics import CharfmtError, Diagnostic
+from charfmt.lorebook import Activation, Lorebook, Placed
+from charfmt.macros import MacroError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
 from charfmt.schema import PROVIDERS as PROVIDERS  # noqa: PLC0414 (one list: the schema's providers are the request's)
 from charfmt.schema import json_schema
@@ -337,19 +342,43 @@ def _resolved(path: str) -> str:
     return str(Path(path).resolve())
 
 
-def _system(character: Any, folder: str | None, tags: TagTable) -> str:
+def _system(
+    character: Any, folder: str | None, tags: TagTable, intro: str | None = None, lore: Activation | None = None
+) -> str:
     chat_types = MappingProxyType(dict(CHAT_TYPES))
-    return _render("system.j2", folder, character=character, tags=tags, chat_types=chat_types)
+    before = "\n".join(lore.texts("before")) if lore is not None else ""
+    after = "\n".join(lore.texts("after")) if lore is not None else ""
+    return _render(
+        "system.j2", folder, character=character, tags=tags, chat_types=chat_types, intro=intro or "",
+        lore_before=before, lore_after=after,
+    )  # fmt: skip
 
 
 def render_system(character: Character, *, templates: str | Path | None = None) -> str:
-    """The system prompt for ``character`` (``prompts/system.j2``), teaching its tags (``character.tags``) by role."""
-    return _system(_view(character), _dir(templates), character.tags)
+    """The system prompt for ``character`` (``prompts/system.j2``), teaching its tags (``character.tags``) by role.
+
+    A card's macros are expanded (``{{user}}`` is ``character.user_name``) and its ``system_prompt``
+    opens the prompt; the lore of a turn is ``render_turn``'s.
+    """
+    parts = turn_parts(character, [], UserTurn(), counter=estimate_tokens)
+    return _system(_view(parts.character), _dir(templates), character.tags, parts.intro)
 
 
 def render_user_block(turn: UserTurn, *, templates: str | Path | None = None) -> str:
     """One user turn in the tag language (``prompts/user.j2``); ``parse_input`` reads it back."""
     return _render("user.j2", _dir(templates), turn=_view(turn))
+
+
+@dataclass
+class RenderedTurn:
+    """A provider request for one turn, and what rendering it decided (the lore) and noted."""
+
+    request: dict[str, Any]
+    """The request body (without the model name), as ``render_messages`` returns it."""
+    lore: Activation | None
+    """The lore entries the turn activated, and those the lore's token budget cut (``None``: no lorebook)."""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """What rendering noted: lore activated (``CF940``) and cut (``CF941``), unknown macros (``CF928``)..."""
 
 
 def render_messages(
@@ -362,6 +391,9 @@ def render_messages(
     budget: int | None = None,
     counter: Counter = estimate_tokens,
     structured: bool = False,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | str | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The request body (without the model name) for ``provider``'s chat API.
 
@@ -371,23 +403,108 @@ def render_messages(
     exchanges are dropped until ``counter`` says the request fits. ``structured``
     adds the provider's structured-output setting with ``json_schema(provider)`` for
     the character's vocabulary (OpenAI enforces the emotion keys by pattern; the
-    others are told them in the body's description).
+    others are told them in the body's description). A card's macros, ``system_prompt``,
+    ``post_history_instructions`` and lorebook, and the ``lorebooks`` given, are used as
+    ``render_turn`` says (``seed``, ``now``: its random rolls and its clock).
+    """
+    return render_turn(
+        character, history, user_turn, provider=provider, templates=templates, budget=budget, counter=counter,
+        structured=structured, lorebooks=lorebooks, seed=seed, now=now,
+    ).request  # fmt: skip
+
+
+def render_turn(
+    character: Character,
+    history: Sequence[Exchange],
+    user_turn: UserTurn,
+    *,
+    provider: str = "openai",
+    templates: str | Path | None = None,
+    budget: int | None = None,
+    counter: Counter = estimate_tokens,
+    structured: bool = False,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | str | None = None,
+    now: datetime | None = None,
+) -> RenderedTurn:
+    """``render_messages``'s request, with the lore the turn activated and what rendering noted.
+
+    The card's macros are expanded (one output bound for the turn: ``charfmt.macros``); its
+    ``system_prompt`` replaces the prompt's opening line (``{{original}}``: that line); its
+    lorebook and ``lorebooks`` are scanned on ``user_turn`` and the newest history (see
+    ``charfmt.lorebook``), the lore's budget being the book's, else a quarter of ``budget``;
+    entries before/after the character go into the system prompt, entries at a depth into the
+    history (``openai``; the other providers' histories hold no system turns: after the
+    character, ``CF945``); ``post_history_instructions`` is a system message after the turn
+    (``openai``; the others: at the end of the system prompt). An exchange whose user turn is
+    empty (a card's greeting) is sent as the assistant's message alone (``openai``).
+    ``seed``: the same seed and history give the same turn; ``now``: what ``{{time}}`` reads.
     """
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     folder = _dir(templates)
-    system = _system(_view(character), folder, character.tags)
+    try:
+        parts = turn_parts(
+            character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
+        )
+    except MacroError as e:
+        raise TemplateError(str(e)) from None
+    lore, notes = parts.lore, parts.diagnostics
+    depth = lore.at_depth() if lore is not None else []
+    if depth and provider != "openai" and lore is not None:
+        lore = _depth_after(lore)
+        notes.append(Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({provider})", 0))
+        depth = []
+    system = _system(_view(parts.character), folder, character.tags, parts.intro, lore)
+    if parts.post_history and provider != "openai":
+        system = f"{system.rstrip()}\n\n{defused_text(parts.post_history)}\n"
     turn_text = _render("user.j2", folder, turn=_view(user_turn))
     pairs = [
-        (_render("user.j2", folder, turn=_view(ex.user)), history_reply(ex.reply, character.tags)) for ex in history
-    ]
+        (_render("user.j2", folder, turn=_view(ex.user)) if ex.user.chats or provider != "openai" else "",
+         history_reply(ex.reply, character.tags))
+        for ex in history
+    ]  # fmt: skip
+    extra = [defused_text(text) for _d, _r, text in depth]
+    if parts.post_history and provider == "openai":
+        extra.append(defused_text(parts.post_history))
     if budget is not None:
-        pairs = newest_exchanges(system, turn_text, pairs, budget=budget, counter=counter)
+        fixed = "\n".join([system, *extra])
+        pairs = newest_exchanges(fixed, turn_text, pairs, budget=budget, counter=counter)
     turns: list[tuple[str, str]] = []
     for user_text, reply_text in pairs:
-        turns += [("user", user_text), ("assistant", reply_text)]
+        turns += [("user", user_text), ("assistant", reply_text)] if user_text else [("assistant", reply_text)]
     turns.append(("user", turn_text))
+    turns = _with_depth(turns, [(d, r, defused_text(t)) for d, r, t in depth])
+    if parts.post_history and provider == "openai":
+        turns.append(("system", defused_text(parts.post_history)))
     schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
+    return RenderedTurn(_request(provider, system, turns, schema), lore, notes)
+
+
+def _depth_after(lore: Activation) -> Activation:
+    """``lore`` with its entries at a depth placed after the character instead."""
+    placed = [
+        Placed(p.entry.model_copy(update={"position": "after"}), p.text, p.tokens) if p.entry.position == "depth" else p
+        for p in lore.placed
+    ]
+    return Activation(placed=placed, cut=lore.cut, budget=lore.budget, diagnostics=lore.diagnostics)
+
+
+def _with_depth(turns: list[tuple[str, str]], depth: list[tuple[int, str, str]]) -> list[tuple[str, str]]:
+    """``turns`` with each lore text at its depth (0: after the last turn), as SillyTavern inserts them."""
+    if not depth:
+        return turns
+    out: list[tuple[str, str]] = []
+    n = len(turns)
+    for i, turn in enumerate(turns):
+        out += [(role, text) for d, role, text in depth if n - min(d, n) == i]
+        out.append(turn)
+    out += [(role, text) for d, role, text in depth if d == 0]
+    return out
+
+
+def _request(provider: str, system: str, turns: list[tuple[str, str]], schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The request body of ``provider`` for a system prompt and turns."""
     if provider == "openai":
         request: dict[str, Any] = {
             "messages": [{"role": "system", "content": system}] + [{"role": r, "content": t} for r, t in turns]
@@ -421,15 +538,30 @@ def render_text(
     templates: str | Path | None = None,
     budget: int | None = None,
     counter: Counter = estimate_tokens,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | str | None = None,
+    now: datetime | None = None,
 ) -> str:
     """One prompt string for raw completion endpoints (``prompts/text.j2``).
 
     Turns are headed by ``### <name>`` lines that only the template writes: no value
-    it prints can start a line with ``#`` or hold a chat-template control string.
+    it prints can start a line with ``#`` or hold a chat-template control string. The card's
+    parts and the lore are ``render_turn``'s; lore at a depth and the post-history
+    instructions go into the system part (a text prompt has no system turns).
     """
     folder = _dir(templates)
-    character_view = _view(character)
-    system = Safe(_system(character_view, folder, character.tags))
+    try:
+        parts = turn_parts(
+            character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
+        )
+    except MacroError as e:
+        raise TemplateError(str(e)) from None
+    lore = _depth_after(parts.lore) if parts.lore is not None else None
+    character_view = _view(parts.character)
+    system_text = _system(character_view, folder, character.tags, parts.intro, lore)
+    if parts.post_history:
+        system_text = f"{system_text.rstrip()}\n\n{defused_text(parts.post_history)}\n"
+    system = Safe(system_text)
     history_view: tuple[Any, ...] = _view(list(history))
     turn_view = _view(user_turn)
 

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.diagnostics import Diagnostic
+from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook
-from charfmt.macros import Macros
+from charfmt.macros import MacroError, Macros
 from charfmt.models import Chat, Reply
 
 if TYPE_CHECKING:
@@ -171,3 +171,23 @@ def expand_reply(reply: Reply, macros: Macros, notes: list[Diagnostic], keys: fr
         ]
         chats.append(chat.model_copy(update={"segments": segments}))
     return reply.model_copy(update={"chats": chats})
+
+
+def opening(
+    character: Character, index: int = 0, *, seed: int | str | None = None, now: dt.datetime | None = None
+) -> Exchange | None:
+    """The chat's first exchange: the card's greeting ``index`` (0: ``first_mes``), macros expanded, after
+    an empty user turn; ``None`` where the card has no such greeting (or no card)."""
+    from charfmt.cards import greeting  # noqa: PLC0415
+    from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.userinput import UserTurn  # noqa: PLC0415
+    from charfmt.writer import canonical_form  # noqa: PLC0415
+
+    macros = macros_for(character, None if seed is None else f"{seed}/greeting", now)
+    try:
+        reply = greeting(character, index, lambda text: macros.text(text, where="greeting"))
+    except MacroError as e:
+        raise CharfmtError(str(e)) from None
+    if reply is None:
+        return None
+    return Exchange(user=UserTurn(), reply=canonical_form(reply, tags=character.tags))

@@ -306,7 +306,7 @@ def _from_fields(
     notes: list[Diagnostic] = []
 
     def text(key: str) -> str:
-        return _ANGLE_NAMES.sub(_macro_name, str(fields.get(key) or "")).strip()
+        return str(fields.get(key) or "").strip()
 
     unused = [label for key, label in _UNUSED if fields.get(key)]
     if unused:
@@ -343,19 +343,12 @@ def _from_fields(
     return character, notes
 
 
-_ANGLE_NAMES: Final = re.compile(r"<(USER|BOT|CHAR)>", re.IGNORECASE)
-"""TavernAI's ``<USER>``/``<BOT>``, written as SillyTavern's macros (``charfmt.macros`` expands both)."""
-
-
-def _macro_name(m: re.Match[str]) -> str:
-    return "{{user}}" if m.group(1).lower() == "user" else "{{char}}"
-
-
 def _speakers(fields: dict[str, Any], name: str, user: str) -> tuple[list[str], list[str]]:
     """How ``mes_example`` lines name the character and the player: the macros, then the names."""
     nickname = fields.get("nickname")
-    chars = ["{{char}}", name] + ([nickname.strip()] if isinstance(nickname, str) and nickname.strip() else [])
-    return chars, ["{{user}}", user]
+    chars = ["{{char}}", "<BOT>", "<CHAR>", name]  # (TavernAI's <BOT>: charfmt.macros expands it as {{char}})
+    chars += [nickname.strip()] if isinstance(nickname, str) and nickname.strip() else []
+    return chars, ["{{user}}", "<USER>", user]
 
 
 def greeting(character: Character, index: int, expand: Callable[[str], str]) -> Reply | None:
@@ -370,7 +363,7 @@ def greeting(character: Character, index: int, expand: Callable[[str], str]) -> 
     texts = [card.data.get("first_mes"), *(card.data.get("alternate_greetings") or [])]
     if not 0 <= index < len(texts) or not isinstance(texts[index], str) or not texts[index].strip():
         return None
-    return _reply(expand(_ANGLE_NAMES.sub(_macro_name, texts[index])), character.vocabulary)
+    return _reply(expand(texts[index]), character.vocabulary)
 
 
 def greeting_count(character: Character) -> int:

@@ -89,9 +89,9 @@ def test_cards_import(tmp_path: Path, name: str) -> None:
     path.write_bytes(CARDS[name]())
     c = charfmt.Character.load(path)
     assert c.name == "Seraphina"  # v3.png: the ccv3 chunk wins over chara
-    assert c.persona == (  # the card's macros kept (TavernAI's <BOT> as {{char}}): a render expands them
+    assert c.persona == (  # the card's macros kept (TavernAI's <BOT> too): a render expands them
         "{{char}} guards the forest and speaks gently to {{user}}.\n\n"
-        "{{char}}'s personality: caring, wise\n\nScenario: {{User}} wakes up in {{char}}'s glade."
+        "{{char}}'s personality: caring, wise\n\nScenario: {{User}} wakes up in <BOT>'s glade."
     )
     assert (
         "Seraphina guards the forest and speaks gently to User.\n\n"

@@ -80,6 +80,23 @@ def add_user_name(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
 
 
+def add_lore(sp: argparse.ArgumentParser) -> None:
+    """``--lorebook FILE`` (repeatable) and ``--seed N``: lore beyond the card's own, and reproducible rolls."""
+    sp.add_argument(
+        "--lorebook",
+        action="append",
+        metavar="FILE",
+        help="a SillyTavern World Info JSON file (or a card's character_book) used with the card's own lorebook;"
+        " repeat for more",
+    )
+    sp.add_argument(
+        "--seed",
+        type=whole(0),
+        metavar="N",
+        help="seed of the random macros ({{random}}, {{roll}}) and lore probabilities: the same turn each time",
+    )
+
+
 def add_decoding(
     sp: argparse.ArgumentParser, *, constrained: str, free: str, max_tokens: int, tokens_help: str
 ) -> None:

@@ -51,7 +51,7 @@ def opening_line(character: Character) -> str:
 
 
 def macros_for(character: Character, seed: int | str | None, now: dt.datetime | None) -> Macros:
-    """The macros of one use for ``character``: ``{{char}}`` its card's nickname or its name, ``{{user}}`` the player."""
+    """The macros of one use for ``character``: ``{{char}}`` its card's nickname or name, ``{{user}}`` the player."""
     nickname = character.card.data.get("nickname") if character.card is not None else None
     char = nickname.strip() if isinstance(nickname, str) and nickname.strip() else character.name
     return Macros(char, character.user_name, seed=seed, now=now)
@@ -78,9 +78,9 @@ def turn_parts(
     notes: list[Diagnostic] = []
     expanded = _expanded(character, macros, notes)
     card = character.card.data if character.card is not None else {}
-    system_prompt = card.get("system_prompt") if isinstance(card.get("system_prompt"), str) else ""
+    system_prompt = card.get("system_prompt")
     intro = None
-    if system_prompt.strip():
+    if isinstance(system_prompt, str) and system_prompt.strip():
         intro = macros.text(system_prompt, original=opening_line(character), where="system_prompt", notes=notes)
     post = card.get("post_history_instructions")
     post_history = ""

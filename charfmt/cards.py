@@ -405,7 +405,7 @@ def _blocks(text: str) -> list[str]:
 
 
 def _exchanges(block: str, speakers: tuple[list[str], list[str]], vocabulary: Vocabulary) -> Iterator[dict[str, Any]]:
-    """The exchanges of one ``<START>`` block: each ``{{user}}: ...`` line answered by the ``{{char}}: ...`` lines after it."""
+    """The exchanges of one ``<START>`` block: each ``{{user}}: ...`` line answered by the ``{{char}}: ...`` lines."""
     chars, users = speakers
     names = sorted({*chars, *users}, key=len, reverse=True)
     line_start = re.compile(rf"^({'|'.join(re.escape(n) for n in names)})\s*:\s?(.*)$", re.IGNORECASE)

@@ -48,6 +48,7 @@ from charfmt.diagnostics import CharfmtError
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
+    from charfmt.lorebook import Lorebook
     from charfmt.models import Reply
     from charfmt.stage import StageReader
 
@@ -82,6 +83,8 @@ def take_turn(
     budget: int | None = None,
     counter: Callable[[str], int] | None = None,
     note: str | None = None,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | None = None,
 ) -> Turn:
     """Ask ``generate`` for the character's reply to ``say`` (shorthand), streaming it into ``view``.
 
@@ -91,6 +94,7 @@ def take_turn(
     ``budget``: prompt tokens (by ``counter``) the request may take; the oldest exchanges are
     left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
     ``note``: a line added to the system prompt (the reply's length limits).
+    ``lorebooks``: lore beyond the card's own; ``seed``: the turn's random macros and lore rolls.
     """
     from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
@@ -107,7 +111,7 @@ def take_turn(
         from charfmt.render import BudgetError  # noqa: PLC0415
 
         raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
-    request = render_messages(character, history, turn, budget=budget, counter=count)
+    request = render_messages(character, history, turn, budget=budget, counter=count, lorebooks=lorebooks, seed=seed)
     messages: list[dict[str, str]] = request["messages"]
     if note is not None:
         messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
@@ -244,19 +248,23 @@ def run(
     note: str | None = None,
     stage: StageReader | None = None,
     max_length: int | None = None,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | None = None,
+    greeting: int | None = 0,
 ) -> int:
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
     line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
     failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
-    added to the history.
+    added to the history. A card's greeting ``greeting`` (0: ``first_mes``; ``None``: none) is
+    shown first and opens the history the model sees.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
     view = TerminalView(character, out, stage=stage, max_length=max_length)
-    history: list[Exchange] = []
+    history = _opened(character, view, greeting, seed)
     errors = err if err is not None else sys.stderr
     status = 0
 
@@ -283,7 +291,10 @@ def run(
     for say in lines():
         before = len(stats)
         try:
-            take_turn(character, history, say, generate, view=view, budget=budget, counter=counter, note=note)
+            take_turn(
+                character, history, say, generate, view=view, budget=budget, counter=counter, note=note,
+                lorebooks=lorebooks, seed=seed,
+            )  # fmt: skip
         except (BudgetError, ContextFull) as e:
             status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")
             continue
@@ -301,6 +312,18 @@ def run(
                 f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
             )
     return status
+
+
+def _opened(character: Character, view: TerminalView, greeting: int | None, seed: int | None) -> list[Exchange]:
+    """The history a chat starts with: the card's greeting ``greeting``, shown (the character speaks first), or none."""
+    from charfmt._card_prompt import opening  # noqa: PLC0415
+
+    opened = opening(character, greeting, seed=seed) if greeting is not None else None
+    if opened is None:
+        return []
+    view.show(list(opened.reply.events(character.tags)))
+    view.finish()
+    return [opened]
 
 
 def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) -> int:

@@ -158,7 +158,7 @@ class Lorebook(BaseModel):
         if isinstance(data, dict) and isinstance(data.get("data"), dict) and "character_book" in data["data"]:
             data = data["data"]["character_book"]  # a card: its book
         if not isinstance(data, dict) or not isinstance(data.get("entries"), (dict, list)):
-            raise LorebookError('not a lorebook: a JSON object with "entries" (World Info, or a card\'s character_book)')
+            raise LorebookError('not a lorebook: a JSON object with "entries" (World Info, or a card book)')
         entries_raw = data["entries"]
         world_info = isinstance(entries_raw, dict)
         items = list(entries_raw.items()) if world_info else list(enumerate(entries_raw))
@@ -269,7 +269,7 @@ class Activation:
         return sum(p.tokens for p in self.placed)
 
     def report(self) -> dict[str, Any]:
-        """Which entries fired and which the budget cut, as JSON (``render --explain``, ``/v1/turn``'s ``lore`` event)."""
+        """Which entries fired and which the budget cut, as JSON (``render --explain``, ``/v1/turn``'s ``lore``)."""
         return {
             "fired": [_described(p.entry) | {"tokens": p.tokens} for p in self.placed],
             "cut": [_described(e) for e in self.cut],
@@ -294,7 +294,7 @@ def _label(entry: LoreEntry) -> str:
 class _Scan:
     """One activation: SillyTavern's scan loop (initial scan, then recursion steps)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 (one private call site)
         self,
         book: Lorebook,
         messages: Sequence[str],
@@ -365,7 +365,8 @@ class _Scan:
         notes = self.notes
         if placed:
             names = ", ".join(_label(p.entry) for p in placed[:20]) + (", ..." if len(placed) > 20 else "")
-            notes.append(_note("CF940", f"lore: {len(placed)} entr{'y' if len(placed) == 1 else 'ies'} active: {names}"))
+            count = f"{len(placed)} entr{'y' if len(placed) == 1 else 'ies'}"
+            notes.append(_note("CF940", f"lore: {count} active: {names}"))
         if cut:
             names = ", ".join(_label(e) for e in cut[:20]) + (", ..." if len(cut) > 20 else "")
             notes.append(_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
@@ -394,7 +395,7 @@ class _Scan:
 
         def matches(key: str) -> bool:
             key = self.expand(key, f"lore entry {_label(entry)} key").strip() if "{{" in key else key.strip()
-            return bool(key) and self.match(raw, text, key, case, whole, entry)
+            return bool(key) and self.match(raw, text, key, case=case, whole=whole, entry=entry)
 
         if not any(matches(k) for k in entry.keys):
             return False
@@ -408,7 +409,7 @@ class _Scan:
             "and_all": all(found),
         }[entry.logic]
 
-    def match(self, raw: str, text: str, key: str, case: bool, whole: bool, entry: LoreEntry) -> bool:
+    def match(self, raw: str, text: str, key: str, *, case: bool, whole: bool, entry: LoreEntry) -> bool:
         """SillyTavern's ``matchKeys``: a regex key on the raw text, else plain (case, whole words)."""
         regex = _regex_key(key)
         if regex is not None:
@@ -651,11 +652,12 @@ def _card_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> 
 def _book_settings(data: dict[str, Any], notes: list[Diagnostic], name: str) -> dict[str, Any]:
     """A card book's ``scan_depth``, ``token_budget``, ``recursive_scanning`` (a World Info file has none)."""
     out: dict[str, Any] = {}
-    for key, target, read in (
+    readers: tuple[tuple[str, str, Callable[[Any], int | bool | None]], ...] = (
         ("scan_depth", "scan_depth", lambda v: _number(v, "scan_depth", None, 0, MAX_SCAN_DEPTH)),
         ("token_budget", "token_budget", lambda v: _number(v, "token_budget", None, 1, 10**9)),
         ("recursive_scanning", "recursive", lambda v: _flag(v, "recursive_scanning", None)),
-    ):
+    )
+    for key, target, read in readers:
         try:
             value = read(data.get(key))
         except (TypeError, ValueError) as e:

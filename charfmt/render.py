@@ -55,6 +55,7 @@ from typing import Any, Final
 import jinja2
 from pydantic import BaseModel
 
+from charfmt._card_prompt import turn_parts
 from charfmt._control_strings import CONTROL_STRINGS as CONTROL_STRINGS  # noqa: PLC0414 (re-exported)
 from charfmt._prompt_escape import defused_json, defused_line, defused_text, unsafe_key
 from charfmt._resources import resource_dir
@@ -64,7 +65,6 @@ from charfmt._token_bound import token_bound
 from charfmt._token_fit import BudgetError as BudgetError  # noqa: PLC0414 (re-exported)
 from charfmt._token_fit import Counter as Counter  # noqa: PLC0414 (re-exported)
 from charfmt._token_fit import newest_exchanges, oldest_start
-from charfmt._card_prompt import turn_parts
 from charfmt.character import Character, Exchange
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.lorebook import Activation, Lorebook, Placed

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import charfmt
-from charfmt._png import blank_png, text_chunks, with_text_chunks
 from charfmt import cards
+from charfmt._png import blank_png, text_chunks, with_text_chunks
 from charfmt.cards import export_card
 from charfmt.cli import main
 
@@ -268,7 +268,8 @@ def test_card_fields_kept_but_unused_are_said_once() -> None:
     ch = charfmt.Character.from_bytes(_card("chara_card_v2", DATA).encode(), "sera.json")
     assert ch.card is not None
     assert [d for d in ch.card.diagnostics if d.code == "CF926"] == []  # lorebook, prompts, greetings: all used
-    grouped = charfmt.Character.from_bytes(_card("chara_card_v3", {**V3_DATA, "group_only_greetings": ["Hi all"]}).encode())
+    card = _card("chara_card_v3", {**V3_DATA, "group_only_greetings": ["Hi all"]})
+    grouped = charfmt.Character.from_bytes(card.encode())
     assert grouped.card is not None
     notes = [d.message for d in grouped.card.diagnostics if d.code == "CF926"]
     assert notes == ["kept in the card but not used in prompts: group_only_greetings"]

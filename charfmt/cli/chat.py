@@ -30,8 +30,8 @@ from charfmt._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.cli._io import InputError, load_character, usage_error
-from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_user_name, whole
+from charfmt.cli._io import InputError, load_character, load_lorebooks, usage_error
+from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_lore, add_user_name, greeting_index, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -99,6 +99,14 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "the GGUF's own template, with a warning where it has none); a format without a system role "
                     "gets the system prompt in the first user message")  # fmt: skip
     sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")
+    add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="the card's greeting the chat opens with (0: first_mes, 1...: alternate_greetings; default 0)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+    books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:
@@ -132,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         character, generate=generate, says=args.say, out=out, stats=stats,
         budget=args.n_ctx - args.max_tokens - chat.PROMPT_MARGIN, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
+        lorebooks=books, seed=args.seed, greeting=args.greeting,
     )  # fmt: skip
 
 

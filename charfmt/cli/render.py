@@ -17,7 +17,7 @@ from charfmt.cli._io import (
     read_text,
     usage_error,
 )
-from charfmt.cli._options import add_lore, add_size, add_user_name, whole
+from charfmt.cli._options import add_lore, add_size, add_user_name, greeting_index, whole
 from charfmt.schema import PROVIDERS
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     add_lore(sp)
     sp.add_argument(
         "--greeting",
-        type=_greeting,
+        type=greeting_index,
         default=0,
         metavar="N|none",
         help="without --history, the card's greeting N opens the chat (0: first_mes, 1...: alternate_greetings;"
@@ -99,12 +99,6 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _greeting(text: str) -> int | None:
-    if text.strip().lower() == "none":
-        return None
-    return whole(0)(text)
-
-
 def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:
     """The card's greeting ``index`` as the chat's first exchange (an empty user turn), or nothing."""
     from charfmt._card_prompt import opening  # noqa: PLC0415
@@ -120,12 +114,14 @@ def _explained(lore: Activation | None) -> str:
     if lore is None:
         return "lore: no lorebook"
     report = lore.report()
-    lines = [f"lore: {len(report['fired'])} fired, {len(report['cut'])} cut; {report['tokens']} of {report['budget']} tokens"]
-    for tag, rows in (("fired", report["fired"]), ("cut", report["cut"])):
+    fired, cut = report["fired"], report["cut"]
+    lines = [f"lore: {len(fired)} fired, {len(cut)} cut; {report['tokens']} of {report['budget']} tokens"]
+    for tag, rows in (("fired", fired), ("cut", cut)):
         for row in rows:
             title = f" {row['comment']!r}" if row["comment"] else ""
             tokens = f", {row['tokens']} tokens" if "tokens" in row else ""
-            lines.append(f"  {tag:5} {row['book']}:{row['uid']}{title} (order {row['order']}, {row['position']}{tokens})")
+            where = f"order {row['order']}, {row['position']}{tokens}"
+            lines.append(f"  {tag:5} {row['book']}:{row['uid']}{title} ({where})")
     return "\n".join(lines)
 
 

@@ -62,7 +62,7 @@ def turn_parts(
     history: Sequence[Exchange],
     turn: UserTurn,
     *,
-    lorebooks: Sequence[Lorebook] = (),
+    lorebooks: Sequence[Lorebook] | None = (),
     counter: Callable[[str], int],
     budget: int | None = None,
     seed: int | str | None = None,
@@ -71,7 +71,8 @@ def turn_parts(
     """The character's parts of the prompt for ``turn`` after ``history`` (see the module docstring).
 
     ``seed``: the turn's random macros and lore rolls (``None``: fresh entropy; the same seed and
-    history give the same turn); ``now``: what ``{{time}}`` and ``{{date}}`` read.
+    history give the same turn); ``now``: what ``{{time}}`` and ``{{date}}`` read. ``lorebooks``:
+    lore beyond the card's own book (``None``: no lore at all, not even the card's).
     """
     turn_seed = None if seed is None else f"{seed}/{len(history)}"
     macros = macros_for(character, turn_seed, now)
@@ -86,7 +87,8 @@ def turn_parts(
     post_history = ""
     if isinstance(post, str) and post.strip():
         post_history = macros.text(post, where="post_history_instructions", notes=notes).strip()
-    books = [b for b in (character_lorebook(character), *lorebooks) if b is not None and b.entries]
+    own = character_lorebook(character) if lorebooks is not None else None
+    books = [b for b in (own, *(lorebooks or ())) if b is not None and b.entries]
     lore = None
     if books:
         book = books[0].merged(*books[1:]) if len(books) > 1 else books[0]

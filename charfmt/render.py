@@ -55,7 +55,7 @@ from typing import Any, Final
 import jinja2
 from pydantic import BaseModel
 
-from charfmt._card_prompt import turn_parts
+from charfmt._card_prompt import TurnParts, turn_parts
 from charfmt._control_strings import CONTROL_STRINGS as CONTROL_STRINGS  # noqa: PLC0414 (re-exported)
 from charfmt._prompt_escape import defused_json, defused_line, defused_text, unsafe_key
 from charfmt._resources import resource_dir
@@ -360,7 +360,7 @@ def render_system(character: Character, *, templates: str | Path | None = None) 
     A card's macros are expanded (``{{user}}`` is ``character.user_name``) and its ``system_prompt``
     opens the prompt; the lore of a turn is ``render_turn``'s.
     """
-    parts = turn_parts(character, [], UserTurn(), counter=estimate_tokens)
+    parts = turn_parts(character, [], UserTurn(), counter=estimate_tokens, lorebooks=None)
     return _system(_view(parts.character), _dir(templates), character.tags, parts.intro)
 
 
@@ -449,36 +449,68 @@ def render_turn(
         )
     except MacroError as e:
         raise TemplateError(str(e)) from None
-    lore, notes = parts.lore, parts.diagnostics
-    depth = lore.at_depth() if lore is not None else []
-    if depth and provider != "openai" and lore is not None:
-        lore = _depth_after(lore)
-        notes.append(Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({provider})", 0))
-        depth = []
-    system = _system(_view(parts.character), folder, character.tags, parts.intro, lore)
-    if parts.post_history and provider != "openai":
-        system = f"{system.rstrip()}\n\n{defused_text(parts.post_history)}\n"
+    system, extra = system_of(parts, provider=provider, templates=folder)
     turn_text = _render("user.j2", folder, turn=_view(user_turn))
     pairs = [
         (_render("user.j2", folder, turn=_view(ex.user)) if ex.user.chats or provider != "openai" else "",
          history_reply(ex.reply, character.tags))
         for ex in history
     ]  # fmt: skip
-    extra = [defused_text(text) for _d, _r, text in depth]
-    if parts.post_history and provider == "openai":
-        extra.append(defused_text(parts.post_history))
     if budget is not None:
-        fixed = "\n".join([system, *extra])
+        fixed = "\n".join([system, *(text for _role, text, _at in extra)])
         pairs = newest_exchanges(fixed, turn_text, pairs, budget=budget, counter=counter)
+    turns = chat_turns(pairs, turn_text, extra)
+    schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
+    return RenderedTurn(_request(provider, system, turns, schema), parts.lore, parts.diagnostics)
+
+
+Extra = tuple[str, str, int]
+"""A message a turn adds among the chat's: (role, text, depth: 0 after the new turn, 1 before it...)."""
+
+
+def system_of(
+    parts: TurnParts, *, provider: str = "openai", templates: str | Path | None = None
+) -> tuple[str, list[Extra]]:
+    """The system prompt of a turn's parts, and the messages it adds among the turns (``chat_turns``).
+
+    The lore at a depth and the post-history instructions are messages of their own for
+    ``openai``; the other providers' histories hold no system turns, so there they close the
+    system prompt (lore at a depth after the character, ``CF945`` noted in ``parts``).
+    """
+    lore = parts.lore
+    depth = lore.at_depth() if lore is not None else []
+    if depth and provider != "openai" and lore is not None:
+        lore = _depth_after(lore)
+        parts.diagnostics.append(
+            Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({provider})", 0)
+        )
+        depth = []
+    folder = _dir(templates)
+    system = _system(_view(parts.character), folder, parts.character.tags, parts.intro, lore)
+    extra: list[Extra] = [(role, defused_text(text), d) for d, role, text in depth]
+    if parts.post_history:
+        if provider == "openai":
+            extra.append(("system", defused_text(parts.post_history), -1))
+        else:
+            system = f"{system.rstrip()}\n\n{defused_text(parts.post_history)}\n"
+    return system, extra
+
+
+def chat_turns(pairs: Sequence[tuple[str, str]], turn_text: str, extra: Sequence[Extra]) -> list[tuple[str, str]]:
+    """The messages after the system prompt: each exchange (a greeting, with no user text, alone), the new
+    turn, and ``extra`` at its depth (0: after the new turn; -1: after everything, the post-history)."""
     turns: list[tuple[str, str]] = []
     for user_text, reply_text in pairs:
         turns += [("user", user_text), ("assistant", reply_text)] if user_text else [("assistant", reply_text)]
     turns.append(("user", turn_text))
-    turns = _with_depth(turns, [(d, r, defused_text(t)) for d, r, t in depth])
-    if parts.post_history and provider == "openai":
-        turns.append(("system", defused_text(parts.post_history)))
-    schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
-    return RenderedTurn(_request(provider, system, turns, schema), lore, notes)
+    n = len(turns)
+    out: list[tuple[str, str]] = []
+    for i, turn in enumerate(turns):  # SillyTavern's depth: counted in messages from the end
+        out += [(role, text) for role, text, d in extra if d > 0 and n - min(d, n) == i]
+        out.append(turn)
+    out += [(role, text) for role, text, d in extra if d == 0]
+    out += [(role, text) for role, text, d in extra if d < 0]
+    return out
 
 
 def _depth_after(lore: Activation) -> Activation:
@@ -488,19 +520,6 @@ def _depth_after(lore: Activation) -> Activation:
         for p in lore.placed
     ]
     return Activation(placed=placed, cut=lore.cut, budget=lore.budget, diagnostics=lore.diagnostics)
-
-
-def _with_depth(turns: list[tuple[str, str]], depth: list[tuple[int, str, str]]) -> list[tuple[str, str]]:
-    """``turns`` with each lore text at its depth (0: after the last turn), as SillyTavern inserts them."""
-    if not depth:
-        return turns
-    out: list[tuple[str, str]] = []
-    n = len(turns)
-    for i, turn in enumerate(turns):
-        out += [(role, text) for d, role, text in depth if n - min(d, n) == i]
-        out.append(turn)
-    out += [(role, text) for d, role, text in depth if d == 0]
-    return out
 
 
 def _request(provider: str, system: str, turns: list[tuple[str, str]], schema: dict[str, Any] | None) -> dict[str, Any]:

@@ -487,13 +487,26 @@ def system_of(
         depth = []
     folder = _dir(templates)
     system = _system(_view(parts.character), folder, parts.character.tags, parts.intro, lore)
+    if provider == "openai":
+        return system, turn_extras(parts)
+    if parts.post_history:
+        system = f"{system.rstrip()}\n\n{defused_text(parts.post_history)}\n"
+    return system, []
+
+
+def turn_extras(parts: TurnParts) -> list[Extra]:
+    """The messages a turn adds among an OpenAI request's turns: lore at a depth, then the post-history."""
+    depth = parts.lore.at_depth() if parts.lore is not None else []
     extra: list[Extra] = [(role, defused_text(text), d) for d, role, text in depth]
     if parts.post_history:
-        if provider == "openai":
-            extra.append(("system", defused_text(parts.post_history), -1))
-        else:
-            system = f"{system.rstrip()}\n\n{defused_text(parts.post_history)}\n"
-    return system, extra
+        extra.append(("system", defused_text(parts.post_history), -1))
+    return extra
+
+
+def lore_in_system(parts: TurnParts) -> bool:
+    """Whether the turn's system prompt differs from ``render_system``'s: lore before or after the character."""
+    lore = parts.lore
+    return lore is not None and bool(lore.texts("before") or lore.texts("after"))
 
 
 def chat_turns(pairs: Sequence[tuple[str, str]], turn_text: str, extra: Sequence[Extra]) -> list[tuple[str, str]]:

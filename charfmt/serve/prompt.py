@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Final
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from charfmt.character import Character, Exchange
+    from charfmt.lorebook import Activation, Lorebook
+    from charfmt.render import Extra
     from charfmt.scene import Scene
     from charfmt.userinput import UserTurn
 
@@ -64,11 +68,15 @@ class Prompter:
     messages may take in all (as ``estimate_tokens`` counts them), the note's included.
     """
 
-    def __init__(self, character: Character, scene: Scene | None, *, note: str, budget: int) -> None:
+    def __init__(
+        self, character: Character, scene: Scene | None, *, note: str, budget: int, lorebooks: Sequence[Lorebook] = ()
+    ) -> None:
         from charfmt._resources import resource_dir  # noqa: PLC0415
 
         self.character = character
         self.scene = scene
+        self.lorebooks = tuple(lorebooks)
+        """Lore beyond the character's card's own book (``--lorebook``)."""
         self.note = note
         self.budget = budget
         prompts = resource_dir("prompts")
@@ -100,12 +108,39 @@ class Prompter:
 
     def messages(self, history: list[Exchange], turn: UserTurn) -> list[Message]:
         """The system prompt, the newest exchanges of ``history`` that fit the budget, ``turn``; or ``BadTurn``."""
-        head = {"role": "system", "content": self.system()}
+        return self.turn(history, turn)[0]
+
+    def turn(
+        self, history: list[Exchange], turn: UserTurn, *, seed: int | str | None = None
+    ) -> tuple[list[Message], Activation | None]:
+        """``messages``, and the lore the turn activated (``render_turn``'s steps; ``seed``: its rolls)."""
+        system = self.system()
         budget = self.budget - count_tokens(self.note)  # the rendered messages' share (the prompt's included)
         if self.scene is not None:
-            return self._scene_messages(head, budget, history, turn)
+            return self._scene_messages({"role": "system", "content": system}, budget, history, turn), None
+        from charfmt._card_prompt import turn_parts  # noqa: PLC0415
+        from charfmt.macros import MacroError  # noqa: PLC0415
+        from charfmt.render import lore_in_system, system_of, turn_extras  # noqa: PLC0415
+
+        try:
+            parts = turn_parts(
+                self.character, history, turn, lorebooks=self.lorebooks, counter=count_tokens, budget=budget,
+                seed=seed,
+            )  # fmt: skip
+        except MacroError as e:
+            raise BadTurn(str(e)) from None
+        rendered, extra = self._rendered, turn_extras(parts)
+        if parts.character is not self.character or lore_in_system(parts):  # macros or lore: this turn's own
+            rendered, extra = system_of(parts)
+            system = f"{rendered.rstrip()}\n\n{self.note}\n"
+        head = {"role": "system", "content": system}
+        return self._messages(head, rendered, extra=extra, budget=budget, history=history, turn=turn), parts.lore
+
+    def _messages(
+        self, head: Message, rendered: str, *, extra: list[Extra], budget: int, history: list[Exchange], turn: UserTurn
+    ) -> list[Message]:
         from charfmt._token_fit import newest_exchanges  # noqa: PLC0415
-        from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
+        from charfmt.render import BudgetError, chat_turns, render_user_block  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
@@ -119,14 +154,11 @@ class Prompter:
                 if len(self._said) > PAST_KEPT:
                     self._said.popitem(last=False)
             pairs = [self._texts(exchange) for exchange in history]
-            pairs = newest_exchanges(self._rendered, said, pairs, budget=budget, counter=count_tokens)
+            fixed = "\n".join([rendered, *(text for _role, text, _at in extra)])
+            pairs = newest_exchanges(fixed, said, pairs, budget=budget, counter=count_tokens)
         except BudgetError:
             raise BadTurn(f"the turn does not fit the context window: {self._budget_error(budget, turn)}") from None
-        out = [head]
-        for user, reply in pairs:
-            out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-        out.append({"role": "user", "content": said})
-        return out
+        return [head, *({"role": role, "content": text} for role, text in chat_turns(pairs, said, extra))]
 
     def _texts(self, exchange: Exchange) -> tuple[str, str]:
         """A past exchange's user block and reply as ``render_messages`` writes them; rendered once."""
@@ -142,7 +174,7 @@ class Prompter:
             if said is not None and said[0] is exchange.user
             else render_user_block(exchange.user, templates=STUB)
         )
-        texts = user, history_reply(exchange.reply, self.character.tags)
+        texts = user if exchange.user.chats else "", history_reply(exchange.reply, self.character.tags)
         if self._user_stamp is None:  # user.j2 unreadable (rendering says so): nothing kept
             return texts
         self._past[id(exchange)] = (exchange, texts)

@@ -21,12 +21,13 @@ from charfmt.diagnostics import CharfmtError
 from charfmt.events import Event
 from charfmt.serve.formats import Answer
 from charfmt.serve.sessions import SessionStore
-from charfmt.serve.turns import Done, Engine, Piece, Raw
+from charfmt.serve.turns import Done, Engine, Lore, Piece, Raw
 from charfmt.serve.wire import error_body, failure
 from charfmt.speech import Sentence
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
+    from charfmt.models import Reply
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
@@ -48,6 +49,8 @@ class ServerState:
         self._log: TurnLog | None = None
         self._ids = 0
         self._token = settings.token.encode() if settings.token else None
+        self.opening = _opening(settings)
+        """The card's greeting every new session opens with (``Settings.greeting``), or ``None``."""
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
@@ -103,18 +106,22 @@ class ServerState:
 
     async def turn_batches(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn, constrained: bool | None, rid: str,
-        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
+        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None, lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in session ``key`` (or with ``history`` given), in the engine's batches
-        (``Engine.turn_batches``); the exchange kept, the turn logged."""
+        (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens with the
+        card's greeting (``Engine.opening``), the first exchange of its history."""
         engine = await self.engine()
         session = self.sessions.get(key) if key else None
+        if session is not None and not session.history and self.opening is not None:
+            self.sessions.add(session, self.opening)
         lock = session.lock if session is not None else contextlib.nullcontext()
         async with lock:
             past = session.history if session is not None else (history or [])
             batches = engine.turn_batches(
-                list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
-            )
+                list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
+                lore=lore,
+            )  # fmt: skip
             ended = False
             try:
                 async for batch in batches:
@@ -161,8 +168,11 @@ class ServerState:
         reply (or an error, alone in its batch)."""
         engine = await self.engine()
         answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
+        opened = self.sessions.peek(key) if key else None
+        if key and (opened is None or not opened.history) and self.opening is not None:
+            yield [self.greeting_object(self.opening.reply, key)]  # a new session: what the character said first
         try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid):
+            async for batch in self.turn_batches(key, None, turn, constrained, rid, lore=True):
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
@@ -170,8 +180,21 @@ class ServerState:
         except Exception as e:
             yield [error_object(e, key)]
 
+    def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
+        """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format."""
+        from charfmt.serve.formats import whole  # noqa: PLC0415
+        from charfmt.writer import dumps  # noqa: PLC0415
+
+        tags = self.settings.character.tags
+        return {
+            "kind": "greeting", "session": key, "reply": json.loads(dumps(reply)),
+            "content": whole(self.settings.reply_format, reply, tags),
+        }  # fmt: skip
+
     def _object(self, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
         """One piece of a turn as ``/v1/turn`` sends it."""
+        if isinstance(piece, Lore):
+            return piece.to_dict()
         if isinstance(piece, Done):
             answer.end(piece.reply)
             return self.reply_object(piece, key, engine, answer.text)
@@ -224,6 +247,15 @@ class ServerState:
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )  # fmt: skip
+
+
+def _opening(settings: Settings) -> Exchange | None:
+    """A new session's first exchange: the character card's greeting (none for a scene)."""
+    from charfmt._card_prompt import opening  # noqa: PLC0415
+
+    if settings.greeting is None or settings.scene is not None:
+        return None
+    return opening(settings.character, settings.greeting)
 
 
 def error_object(e: BaseException, key: str | None) -> dict[str, Any]:

@@ -413,7 +413,9 @@ class _Scan:
         """SillyTavern's ``matchKeys``: a regex key on the raw text, else plain (case, whole words)."""
         regex = _regex_key(key)
         if regex is not None:
-            return self.regex.search(regex, key, raw, entry)
+            found = self.regex.search(regex, key, raw)
+            if found is not None:
+                return found
         needle = key if case else key.lower()
         if whole and len(needle.split()) <= 1:
             return _whole_word(needle).search(text) is not None
@@ -446,6 +448,7 @@ class _RegexClock:
         self.notes = notes
         self.spent = 0.0
         self.refused: set[str] = set()
+        self.plain: set[str] = set()
 
     def refuse(self, key: str, why: str) -> bool:
         if key not in self.refused:
@@ -454,10 +457,16 @@ class _RegexClock:
                 self.notes.append(_note("CF942", f"lore: regex key {key[:80]!r} not used: {why}"))
         return False
 
-    def search(self, regex: tuple[str, str], key: str, text: str, entry: LoreEntry) -> bool:
+    def search(self, regex: tuple[str, str], key: str, text: str) -> bool | None:
+        """Whether the regex key matches ``text``; ``None``: not a valid pattern, matched as plain text."""
         if key in self.refused:
             return False
         compiled = _compiled(*regex)
+        if isinstance(compiled, _Invalid):
+            if key not in self.plain:
+                self.plain.add(key)
+                self.notes.append(_note("CF942", f"lore: regex key {key[:80]!r} {compiled}: matched as plain text"))
+            return None
         if isinstance(compiled, str):
             return self.refuse(key, compiled)
         if self.spent >= REGEX_TIME:
@@ -473,9 +482,16 @@ class _RegexClock:
         return found is not None
 
 
+class _Invalid(str):
+    """Why a ``/pattern/`` is not a valid pattern (SillyTavern then reads the key as plain text)."""
+
+    __slots__ = ()
+
+
 @lru_cache(maxsize=4096)
 def _compiled(pattern: str, flags: str) -> Any:
-    """The ``regex`` package's compiled pattern for a JavaScript ``/pattern/flags``, or why not (a string)."""
+    """The ``regex`` package's compiled pattern for a JavaScript ``/pattern/flags``, or why not (a string;
+    an ``_Invalid`` one where the pattern itself is bad)."""
     try:
         import regex  # noqa: PLC0415 (optional: charfmt[lorebook])
     except ImportError:
@@ -487,7 +503,7 @@ def _compiled(pattern: str, flags: str) -> Any:
     try:
         return regex.compile(pattern, value | regex.V0)
     except (regex.error, ValueError, OverflowError, RecursionError) as e:
-        return f"not a valid pattern ({e})"
+        return _Invalid(f"is not a valid pattern ({e})")
 
 
 # --- reading ------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ class Macros:
         self.seed = seed
         self.now = now if now is not None else _dt.datetime.now().astimezone()
         self.left = limit
-        """Characters still allowed; every expansion takes what it writes from here."""
+        """Characters still allowed: every expansion takes what it writes (and holds) from here."""
         self.limit = limit
         self._rng = random.Random(seed if seed is not None else secrets.randbits(64))
 
@@ -189,11 +189,13 @@ def expand(text: str, macros: Macros, *, original: str = "", where: str = "") ->
         at = token.end()
         if token.group() == _OPEN:
             if len(frames) > MAX_NESTING:
+                macros._take(2, where)
                 frames[-1][1].append(_OPEN)
             else:
                 frames.append((token.start(), []))
             continue
         if len(frames) == 1:  # a "}}" that closes nothing
+            macros._take(2, where)
             frames[-1][1].append(_CLOSE)
             continue
         opened, pieces = frames.pop()
@@ -205,12 +207,15 @@ def expand(text: str, macros: Macros, *, original: str = "", where: str = "") ->
         elif written == _TRIM:  # {{trim}}: itself and the line breaks around it go
             _trim_end(frames[-1][1])
             written, trim_after = "", True
-        macros._take(len(written), where)
+        macros._take(len(written) - len(body), where)  # (the body, counted as it came, is replaced)
         frames[-1][1].append(written)
     rest = text[at:]
-    frames[-1][1].append(rest.lstrip("\r\n") if trim_after else rest)
+    rest = rest.lstrip("\r\n") if trim_after else rest
+    macros._take(len(rest), where)
+    frames[-1][1].append(rest)
     while len(frames) > 1:  # "{{" never closed: text as written
         _opened, pieces = frames.pop()
+        macros._take(2, where)
         frames[-1][1].extend((_OPEN, *pieces))
     return "".join(frames[0][1]), _unknown_note(text, unknown, where)
 
@@ -233,7 +238,7 @@ def _unknown_note(text: str, unknown: list[tuple[int, int, str]], where: str) ->
     if not unknown:
         return []
     first, end, _body = unknown[0]
-    names = sorted({body.strip().split(":", 1)[0].split(" ", 1)[0][:40] for _s, _e, body in unknown[:50]})
+    names = sorted({body.strip().split(":", 1)[0].strip()[:40] for _s, _e, body in unknown[:50]})
     place = f"{where}: " if where else ""
     shown = ", ".join("{{" + n + "}}" for n in names[:5]) + (", ..." if len(names) > 5 else "")
     times = f" ({len(unknown):,} times)" if len(unknown) > 1 else ""

@@ -169,14 +169,16 @@ class ServerState:
         engine = await self.engine()
         answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
         opened = self.sessions.peek(key) if key else None
+        lead = []  # a new session: what the character said first, before the turn's first objects
         if key and (opened is None or not opened.history) and self.opening is not None:
-            yield [self.greeting_object(self.opening.reply, key)]  # a new session: what the character said first
+            lead.append(self.greeting_object(self.opening.reply, key))
         try:
             async for batch in self.turn_batches(key, None, turn, constrained, rid, lore=True):
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
-                    yield objects
+                    yield [*lead, *objects]
+                    lead = []
         except Exception as e:
             yield [error_object(e, key)]
 

@@ -320,7 +320,7 @@ class Engine:
         sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences; ``lore=True``:
-        first, where the prompt holds lore, a ``Lore`` batch.
+        where the prompt holds lore, a ``Lore`` piece first (in the upstream's first batch).
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
@@ -328,17 +328,19 @@ class Engine:
         await self.pacer.turn()
         body, active = self.lore_request(history, turn, constrained, (options or {}).get("seed"))
         _add_options(body, options)
-        if lore and active is not None:
-            yield [Lore(active.report())]
+        # the lore goes with the first batch the upstream brings: an upstream that fails at once is still a status
+        lead: list[Piece] = [Lore(active.report())] if lore and active is not None else []
         reading = _Reading(self, turn, events=events, cues=cues)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
             if delta.text:
-                yield feed(delta)
+                yield [*lead, *feed(delta)] if lead else feed(delta)
+                lead = []
             elif delta.reason or delta.piece:
                 noted = feed(delta)  # (no text: only what the chunk notes)
-                if noted:
-                    yield noted
+                if noted or lead:
+                    yield [*lead, *noted]
+                    lead = []
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415

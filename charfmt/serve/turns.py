@@ -320,7 +320,7 @@ class Engine:
         sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences; ``lore=True``:
-        where the prompt holds lore, a ``Lore`` piece first (in the upstream's first batch).
+        where lore entries fired (or the budget cut some), a ``Lore`` piece first (in the upstream's first batch).
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
@@ -329,7 +329,8 @@ class Engine:
         body, active = self.lore_request(history, turn, constrained, (options or {}).get("seed"))
         _add_options(body, options)
         # the lore goes with the first batch the upstream brings: an upstream that fails at once is still a status
-        lead: list[Piece] = [Lore(active.report())] if lore and active is not None else []
+        told = lore and active is not None and bool(active.placed or active.cut)
+        lead: list[Piece] = [Lore(active.report())] if told and active is not None else []
         reading = _Reading(self, turn, events=events, cues=cues)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):

@@ -175,7 +175,7 @@ def expand_reply(reply: Reply, macros: Macros, notes: list[Diagnostic], keys: fr
     return reply.model_copy(update={"chats": chats})
 
 
-def opening(
+def greeting_exchange(
     character: Character, index: int = 0, *, seed: int | str | None = None, now: dt.datetime | None = None
 ) -> Exchange | None:
     """The chat's first exchange: the card's greeting ``index`` (0: ``first_mes``), macros expanded, after

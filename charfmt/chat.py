@@ -316,9 +316,9 @@ def run(
 
 def _opened(character: Character, view: TerminalView, greeting: int | None, seed: int | None) -> list[Exchange]:
     """The history a chat starts with: the card's greeting ``greeting``, shown (the character speaks first), or none."""
-    from charfmt._card_prompt import opening  # noqa: PLC0415
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
 
-    opened = opening(character, greeting, seed=seed) if greeting is not None else None
+    opened = greeting_exchange(character, greeting, seed=seed) if greeting is not None else None
     if opened is None:
         return []
     view.show(list(opened.reply.events(character.tags)))

@@ -56,6 +56,7 @@ import jinja2
 from pydantic import BaseModel
 
 from charfmt._card_prompt import TurnParts, turn_parts
+from charfmt._card_prompt import greeting_exchange as greeting_exchange  # noqa: PLC0414 (re-exported)
 from charfmt._control_strings import CONTROL_STRINGS as CONTROL_STRINGS  # noqa: PLC0414 (re-exported)
 from charfmt._prompt_escape import defused_json, defused_line, defused_text, unsafe_key
 from charfmt._resources import resource_dir

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from charfmt import Character, parse
-from charfmt._card_prompt import opening
+from charfmt import Character, greeting_exchange, parse
 from charfmt.character import Exchange
 from charfmt.render import render_turn
 from charfmt.writer import canonical_form
@@ -41,7 +40,7 @@ NAMES = {"0": "Eldoria", "1": "Shadowfangs", "2": "Glade", "3": "Powers"}
 def test_seraphinas_lorebook_wakes_what_the_chat_talks_about() -> None:
     assert CARD is not None
     sera = Character.load(CARD, user_name="Alex")
-    greeting = opening(sera)
+    greeting = greeting_exchange(sera)
     assert greeting is not None and "Seraphina" in json.dumps(greeting.reply.model_dump(), ensure_ascii=False)
     history = [greeting]
     for say, expected in SCRIPT:

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 import charfmt
-from charfmt import Character
-from charfmt._card_prompt import opening
+from charfmt import Character, greeting_exchange
 from charfmt.cli import main
 from charfmt.render import render_text, render_turn
 
@@ -62,7 +61,7 @@ def mira(card_file: Path) -> Character:
 
 
 def test_a_turn_holds_the_cards_prompt_greeting_lore_and_post_history(mira: Character) -> None:
-    greeting = opening(mira)
+    greeting = greeting_exchange(mira)
     assert greeting is not None
     rendered = render_turn(mira, [greeting], mira.shorthand("a storm is coming, check the lamp"), seed=1)
     messages = rendered.request["messages"]
@@ -90,7 +89,7 @@ def test_another_provider_gets_the_depth_lore_and_post_history_in_its_system_pro
 
 
 def test_a_text_prompt_shows_the_greeting_as_the_characters_line(mira: Character) -> None:
-    greeting = opening(mira, 1)
+    greeting = greeting_exchange(mira, 1)
     assert greeting is not None
     text = render_text(mira, [greeting], mira.shorthand("hello"))
     first_header = text.index("### ")
@@ -213,3 +212,14 @@ def test_chat_opens_with_the_greeting_and_the_model_sees_it_and_the_lore(mira: C
     assert shown.index("Welcome back, Alex!") < shown.index("you> a storm!")
     assert [m["role"] for m in seen[0]] == ["system", "assistant", "user", "system"]
     assert "Storms wreck ships" in seen[0][0]["content"]
+
+
+def test_the_lorebook_docs_python_runs() -> None:
+    """docs/LOREBOOK.md's Python blocks run as written (their asserts are the docs' claims)."""
+    import re
+
+    doc = (Path(__file__).parents[1] / "docs" / "LOREBOOK.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/LOREBOOK.md", "exec"), {})

@@ -101,11 +101,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:
     """The card's greeting ``index`` as the chat's first exchange (an empty user turn), or nothing."""
-    from charfmt._card_prompt import opening  # noqa: PLC0415
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
 
     if index is None:
         return []
-    exchange = opening(character, index, seed=seed)
+    exchange = greeting_exchange(character, index, seed=seed)
     return [exchange] if exchange is not None else []
 
 

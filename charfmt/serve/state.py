@@ -110,7 +110,7 @@ class ServerState:
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in session ``key`` (or with ``history`` given), in the engine's batches
         (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens with the
-        card's greeting (``Engine.opening``), the first exchange of its history."""
+        card's greeting (``ServerState.opening``), the first exchange of its history."""
         engine = await self.engine()
         session = self.sessions.get(key) if key else None
         if session is not None and not session.history and self.opening is not None:
@@ -253,11 +253,11 @@ class ServerState:
 
 def _opening(settings: Settings) -> Exchange | None:
     """A new session's first exchange: the character card's greeting (none for a scene)."""
-    from charfmt._card_prompt import opening  # noqa: PLC0415
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
 
     if settings.greeting is None or settings.scene is not None:
         return None
-    return opening(settings.character, settings.greeting)
+    return greeting_exchange(settings.character, settings.greeting)
 
 
 def error_object(e: BaseException, key: str | None) -> dict[str, Any]:

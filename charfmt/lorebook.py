@@ -126,6 +126,8 @@ class LoreEntry(BaseModel):
     """Its content does not activate other entries."""
     book: str = ""
     """The name of the lorebook it comes from."""
+    char: str | None = None
+    """Whom ``{{char}}`` names in its keys and content (a scene's cast member); ``None``: the turn's character."""
 
 
 class Lorebook(BaseModel):
@@ -191,6 +193,12 @@ class Lorebook(BaseModel):
         except ValueError as e:
             raise LorebookError(f"not JSON: {e}") from None
         return cls.from_json(parsed, name)
+
+    def spoken_by(self, name: str, book: str | None = None) -> Lorebook:
+        """This book with ``{{char}}`` naming ``name`` in every entry (a scene's cast member), renamed ``book``."""
+        update: dict[str, Any] = {"char": name} if book is None else {"char": name, "book": book}
+        entries = tuple(e.model_copy(update=update) for e in self.entries)
+        return self.model_copy(update={"entries": entries, "name": self.name if book is None else book})
 
     def merged(self, *others: Lorebook) -> Lorebook:
         """This book's entries, then each other's (SillyTavern's "character lore first"), in one book.
@@ -343,7 +351,7 @@ class _Scan:
                 done.add(id(entry))
                 if entry.use_probability and entry.probability < 100 and self.rng.random() * 100 > entry.probability:
                     continue
-                text = self.expand(entry.content, f"lore entry {_label(entry)}")
+                text = self.expand(entry.content, f"lore entry {_label(entry)}", entry.char)
                 tokens = self.counter(text + "\n")
                 if total + tokens >= self.budget:
                     cut += now[n:]
@@ -372,10 +380,17 @@ class _Scan:
             notes.append(_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
         return Activation(placed=placed, cut=list(cut), budget=self.budget, diagnostics=notes)
 
-    def expand(self, text: str, where: str) -> str:
-        if self.macros is None:
+    def expand(self, text: str, where: str, char: str | None = None) -> str:
+        macros = self.macros
+        if macros is None:
             return text
-        return self.macros.text(text, where=where, notes=self.notes)
+        if char is None or char == macros.char:
+            return macros.text(text, where=where, notes=self.notes)
+        turns, macros.char = macros.char, char  # (a cast member's entry: {{char}} is that member)
+        try:
+            return macros.text(text, where=where, notes=self.notes)
+        finally:
+            macros.char = turns
 
     def activates(self, entry: LoreEntry, recursion: bool) -> bool:
         """Whether ``entry`` activates in this step (SillyTavern's checks, in its order)."""
@@ -394,7 +409,9 @@ class _Scan:
             return False
 
         def matches(key: str) -> bool:
-            key = self.expand(key, f"lore entry {_label(entry)} key").strip() if "{{" in key else key.strip()
+            key = (
+                self.expand(key, f"lore entry {_label(entry)} key", entry.char).strip() if "{{" in key else key.strip()
+            )
             return bool(key) and self.match(raw, text, key, case=case, whole=whole, entry=entry)
 
         if not any(matches(k) for k in entry.keys):

@@ -495,18 +495,22 @@ def system_of(
     return system, []
 
 
+def lore_extras(lore: Activation | None) -> list[Extra]:
+    """The messages lore at a depth adds among an OpenAI request's turns."""
+    depth = lore.at_depth() if lore is not None else []
+    return [(role, defused_text(text), d) for d, role, text in depth]
+
+
 def turn_extras(parts: TurnParts) -> list[Extra]:
     """The messages a turn adds among an OpenAI request's turns: lore at a depth, then the post-history."""
-    depth = parts.lore.at_depth() if parts.lore is not None else []
-    extra: list[Extra] = [(role, defused_text(text), d) for d, role, text in depth]
+    extra = lore_extras(parts.lore)
     if parts.post_history:
         extra.append(("system", defused_text(parts.post_history), -1))
     return extra
 
 
-def lore_in_system(parts: TurnParts) -> bool:
-    """Whether the turn's system prompt differs from ``render_system``'s: lore before or after the character."""
-    lore = parts.lore
+def lore_in_system(lore: Activation | None) -> bool:
+    """Whether a turn's system prompt differs from ``render_system``'s: lore before or after the character."""
     return lore is not None and bool(lore.texts("before") or lore.texts("after"))
 
 

@@ -223,3 +223,51 @@ def test_the_lorebook_docs_python_runs() -> None:
     assert blocks
     for block in blocks:
         exec(compile(block, "docs/LOREBOOK.md", "exec"), {})
+
+
+# --- scenes ---------------------------------------------------------------------------------
+
+
+def _scene(tmp_path: Path) -> Any:
+    from charfmt.scene import Scene
+
+    examples = Path(__file__).parents[1] / "examples"
+    text = (examples / "scenes" / "mars_shrine.toml").read_text(encoding="utf-8")
+    folder = (examples / "characters").as_posix()
+    text = text.replace('"../characters/', f'"{folder}/')
+    rex = f'character = "{folder}/rex.toml"'
+    text = text.replace(rex, f'{rex}\nlorebook = "rex_lore.json"')
+    text = 'lorebook = "shrine.json"\n' + text
+    (tmp_path / "rex_lore.json").write_text(json.dumps(
+        {"entries": {"0": {"key": ["bolts"], "content": "{{char}} counts every bolt twice."}}}))  # fmt: skip
+    (tmp_path / "shrine.json").write_text(json.dumps(
+        {"entries": {"0": {"key": ["bell"], "content": "The bell was cast on Earth.", "position": 1}}}))  # fmt: skip
+    path = tmp_path / "scene.toml"
+    path.write_text(text, encoding="utf-8")
+    return Scene.load(path)
+
+
+def test_a_scene_has_a_lorebook_per_cast_member_and_its_own(tmp_path: Path) -> None:
+    scene = _scene(tmp_path)
+    assert scene.lorebook is not None and set(scene.cast_lorebooks) == {"rex"}
+    turn = scene.cast["rex"].shorthand("how many bolts for the bell?")
+    lore = scene.lore([], turn, seed=1)
+    assert lore is not None
+    assert {(p.entry.book, p.text) for p in lore.placed} == {
+        ("rex_lore", "Rex counts every bolt twice."),  # {{char}}: the member whose book it is
+        ("shrine", "The bell was cast on Earth."),
+    }
+    messages = scene.render_messages([], turn, lore=lore)["messages"]
+    system = messages[0]["content"]
+    assert system.index("## Lore\nRex counts every bolt twice.") < system.index("## Cast")
+    assert system.index("## Cast") < system.index("## More lore\nThe bell was cast on Earth.")
+    assert scene.lore([], scene.cast["rex"].shorthand("hello"), seed=1).placed == []  # type: ignore[union-attr]
+
+
+def test_a_scene_lorebook_that_cannot_be_read_names_the_scene_and_key(tmp_path: Path) -> None:
+    from charfmt.scene import Scene
+
+    _scene(tmp_path)
+    (tmp_path / "shrine.json").write_text("[]")
+    with pytest.raises(charfmt.CharacterError, match=r"scene.toml: lorebook: .*shrine.json: not a lorebook"):
+        Scene.load(tmp_path / "scene.toml")

@@ -105,3 +105,18 @@ def test_an_upstream_that_fails_at_once_is_still_a_status_with_lore_and_a_greeti
     with _serve(upstream) as base:
         r = httpx.post(base + "/v1/turn", json={"say": "a storm", "session": "s3"}, timeout=T)
         assert r.status_code == 502, r.text
+
+
+def test_a_scene_served_sends_its_cast_and_scene_lore(upstream: tuple[Scripted, str], tmp_path: Path) -> None:
+    from scripted_upstream import scene_reply
+    from test_lore_prompt import _scene
+
+    scene = _scene(tmp_path)
+    upstream[0].mode = "say:" + scene_reply()
+    settings = Settings(character=next(iter(scene.cast.values())), scene=scene, upstream_url=upstream[1] + "/v1")
+    with loopback(create_app(settings)) as base:
+        objects = _objects(base, {"say": "the bell needs bolts", "session": "sc"})
+    lore = next(o for o in objects if o["kind"] == "lore")
+    assert sorted(e["book"] for e in lore["fired"]) == ["rex_lore", "shrine"]
+    system = upstream[0].requests[-1]["messages"][0]["content"]
+    assert "Rex counts every bolt twice." in system and "The bell was cast on Earth." in system

@@ -117,7 +117,7 @@ class Prompter:
         system = self.system()
         budget = self.budget - count_tokens(self.note)  # the rendered messages' share (the prompt's included)
         if self.scene is not None:
-            return self._scene_messages({"role": "system", "content": system}, budget, history, turn), None
+            return self._scene_turn(system, budget, history, turn, seed)
         from charfmt._card_prompt import turn_parts  # noqa: PLC0415
         from charfmt.macros import MacroError  # noqa: PLC0415
         from charfmt.render import lore_in_system, system_of, turn_extras  # noqa: PLC0415
@@ -130,7 +130,7 @@ class Prompter:
         except MacroError as e:
             raise BadTurn(str(e)) from None
         rendered, extra = self._rendered, turn_extras(parts)
-        if parts.character is not self.character or lore_in_system(parts):  # macros or lore: this turn's own
+        if parts.character is not self.character or lore_in_system(parts.lore):  # macros or lore: this turn's own
             rendered, extra = system_of(parts)
             system = f"{rendered.rstrip()}\n\n{self.note}\n"
         head = {"role": "system", "content": system}
@@ -192,12 +192,37 @@ class Prompter:
             return str(e)
         return f"the budget is {budget}"  # not reached: the same counts fail the same way
 
-    def _scene_messages(self, head: Message, budget: int, history: list[Exchange], turn: UserTurn) -> list[Message]:
+    def _scene_turn(
+        self, system: str, budget: int, history: list[Exchange], turn: UserTurn, seed: int | str | None
+    ) -> tuple[list[Message], Activation | None]:
+        """A scene's messages and lore: the cast's and the scene's books, the system prompt rendered again
+        where the lore goes into it."""
         assert self.scene is not None
-        fixed = count_tokens(self._rendered)
+        from charfmt.render import lore_in_system  # noqa: PLC0415
+
+        lore = self.scene.lore(history, turn, lorebooks=self.lorebooks, counter=count_tokens, budget=budget, seed=seed)
+        rendered = self._rendered
+        if lore is not None and lore_in_system(lore):
+            rendered = self.scene.render_system(lore=lore)
+            system = f"{rendered.rstrip()}\n\n{self.note}\n"
+        head = {"role": "system", "content": system}
+        return self._scene_messages(head, rendered, budget=budget, history=history, turn=turn, lore=lore), lore
+
+    def _scene_messages(
+        self,
+        head: Message,
+        rendered: str,
+        *,
+        budget: int,
+        history: list[Exchange],
+        turn: UserTurn,
+        lore: Activation | None,
+    ) -> list[Message]:
+        assert self.scene is not None
+        fixed = count_tokens(rendered)
         past = list(history)
         while True:  # the oldest exchanges left out to fit
-            rest = self.scene.render_messages(past, turn, templates=STUB)["messages"][1:]
+            rest = self.scene.render_messages(past, turn, templates=STUB, lore=lore)["messages"][1:]
             if fixed + sum(count_tokens(m["content"]) for m in rest) <= budget:
                 return [head, *rest]
             if not past:

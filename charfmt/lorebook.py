@@ -351,7 +351,7 @@ class _Scan:
                 done.add(id(entry))
                 if entry.use_probability and entry.probability < 100 and self.rng.random() * 100 > entry.probability:
                     continue
-                text = self.expand(entry.content, f"lore entry {_label(entry)}", entry.char)
+                text = self.expand(entry.content, entry)
                 tokens = self.counter(text + "\n")
                 if total + tokens >= self.budget:
                     cut += now[n:]
@@ -380,10 +380,15 @@ class _Scan:
             notes.append(_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
         return Activation(placed=placed, cut=list(cut), budget=self.budget, diagnostics=notes)
 
-    def expand(self, text: str, where: str, char: str | None = None) -> str:
-        macros = self.macros
+    def expand(self, text: str, entry: LoreEntry, what: str = "") -> str:
+        """``text`` of ``entry`` with its macros expanded (``{{char}}``: the entry's ``char``, else the turn's)."""
+        macros, char = self.macros, entry.char
         if macros is None:
             return text
+        if "{{" not in text and "<" not in text:  # (nothing to expand: counted, and no label made)
+            macros._take(len(text), "")
+            return text
+        where = f"lore entry {_label(entry)}{what}"
         if char is None or char == macros.char:
             return macros.text(text, where=where, notes=self.notes)
         turns, macros.char = macros.char, char  # (a cast member's entry: {{char}} is that member)
@@ -409,9 +414,7 @@ class _Scan:
             return False
 
         def matches(key: str) -> bool:
-            key = (
-                self.expand(key, f"lore entry {_label(entry)} key", entry.char).strip() if "{{" in key else key.strip()
-            )
+            key = self.expand(key, entry, " key").strip() if "{{" in key else key.strip()
             return bool(key) and self.match(raw, text, key, case=case, whole=whole, entry=entry)
 
         if not any(matches(k) for k in entry.keys):

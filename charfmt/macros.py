@@ -21,6 +21,7 @@ a typo) is left as written and said once per text (``CF928``), however often it 
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import random
 import re
 import secrets
@@ -184,8 +185,9 @@ def expand(text: str, macros: Macros, *, original: str = "", where: str = "") ->
         literal = text[at : token.start()]
         if trim_after:
             literal, trim_after = literal.lstrip("\r\n"), False
-        macros._take(len(literal), where)
-        frames[-1][1].append(literal)
+        if literal:
+            macros._take(len(literal), where)
+            frames[-1][1].append(literal)
         at = token.end()
         if token.group() == _OPEN:
             if len(frames) > MAX_NESTING:
@@ -213,11 +215,9 @@ def expand(text: str, macros: Macros, *, original: str = "", where: str = "") ->
     rest = rest.lstrip("\r\n") if trim_after else rest
     macros._take(len(rest), where)
     frames[-1][1].append(rest)
-    while len(frames) > 1:  # "{{" never closed: text as written
-        _opened, pieces = frames.pop()
-        macros._take(2, where)
-        frames[-1][1].extend((_OPEN, *pieces))
-    return "".join(frames[0][1]), _unknown_note(text, unknown, where)
+    macros._take(2 * (len(frames) - 1), where)  # "{{" never closed: text as written, each piece joined once
+    out = "".join(itertools.chain(frames[0][1], *(itertools.chain((_OPEN,), p) for _o, p in frames[1:])))
+    return out, _unknown_note(text, unknown, where)
 
 
 _TRIM: Final = "\x00trim"

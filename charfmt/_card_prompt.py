@@ -74,6 +74,8 @@ def turn_parts(
     history give the same turn); ``now``: what ``{{time}}`` and ``{{date}}`` read. ``lorebooks``:
     lore beyond the card's own book (``None``: no lore at all, not even the card's).
     """
+    if character.card is None and not lorebooks and not _has_macros(character):
+        return TurnParts(character, None, "", None, [])  # (a character file without macros: nothing to do)
     turn_seed = None if seed is None else f"{seed}/{len(history)}"
     macros = macros_for(character, turn_seed, now)
     notes: list[Diagnostic] = []
@@ -126,6 +128,23 @@ def character_lorebook(character: Character) -> Lorebook | None:
     return book
 
 
+_PLAIN: dict[int, tuple[Any, bool]] = {}
+"""Whether each of the last few characters holds a macro, by identity (a server asks every turn)."""
+
+
+def _has_macros(character: Character) -> bool:
+    """Whether ``character``'s persona or few-shot texts hold anything a macro could be (``{{``, ``<``)."""
+    kept = _PLAIN.get(id(character))
+    if kept is not None and kept[0] is character:
+        return bool(kept[1])
+    texts = [character.persona, *(s.text for ex in character.examples for c in ex.reply.chats for s in c.segments)]
+    found = any("{{" in t or "<" in t for t in texts)
+    _PLAIN[id(character)] = (character, found)
+    while len(_PLAIN) > 16:
+        del _PLAIN[next(iter(_PLAIN))]
+    return found
+
+
 def scan_messages(character: Character, history: Sequence[Exchange], turn: UserTurn) -> list[str]:
     """The messages lore keys are matched in, newest first: ``Name: text`` (SillyTavern includes names)."""
     keys = _key_tags(character)
@@ -151,11 +170,10 @@ def _expanded(character: Character, macros: Macros, notes: list[Diagnostic]) -> 
     """``character`` with its persona and few-shot texts' macros expanded (itself where none has any)."""
     persona = macros.text(character.persona, where="persona", notes=notes)
     keys = _key_tags(character)
-    examples = [
-        ex.model_copy(update={"reply": expand_reply(ex.reply, macros, notes, keys)}) for ex in character.examples
-    ]
-    if persona == character.persona and examples == character.examples:
-        return character
+    replies = [expand_reply(ex.reply, macros, notes, keys) for ex in character.examples]
+    if persona == character.persona and all(r is ex.reply for r, ex in zip(replies, character.examples, strict=True)):
+        return character  # (no macro anywhere: the character as it is, which serve's kept prompt is)
+    examples = [ex.model_copy(update={"reply": r}) for r, ex in zip(replies, character.examples, strict=True)]
     return character.model_copy(update={"persona": persona, "examples": examples})
 
 

@@ -70,11 +70,25 @@ class Macros:
         self.char = char
         self.user = user
         self.seed = seed
-        self.now = now if now is not None else _dt.datetime.now().astimezone()
+        self._now = now
         self.left = limit
         """Characters still allowed: every expansion takes what it writes (and holds) from here."""
         self.limit = limit
-        self._rng = random.Random(seed if seed is not None else secrets.randbits(64))
+        self._random: random.Random | None = None
+
+    @property
+    def now(self) -> _dt.datetime:
+        """What ``{{time}}`` and ``{{date}}`` read: the clock given, else the clock at its first use."""
+        if self._now is None:
+            self._now = _dt.datetime.now().astimezone()
+        return self._now
+
+    @property
+    def _rng(self) -> random.Random:
+        # made on first use: most texts draw nothing, and seeding a generator is the dearest step here
+        if self._random is None:
+            self._random = random.Random(self.seed if self.seed is not None else secrets.randbits(64))
+        return self._random
 
     def expand(self, text: str, *, original: str = "", where: str = "") -> tuple[str, list[Diagnostic]]:
         """``text`` with its macros expanded (see :func:`expand`)."""

@@ -521,6 +521,8 @@ def chat_turns(pairs: Sequence[tuple[str, str]], turn_text: str, extra: Sequence
     for user_text, reply_text in pairs:
         turns += [("user", user_text), ("assistant", reply_text)] if user_text else [("assistant", reply_text)]
     turns.append(("user", turn_text))
+    if not extra:
+        return turns
     n = len(turns)
     out: list[tuple[str, str]] = []
     for i, turn in enumerate(turns):  # SillyTavern's depth: counted in messages from the end

@@ -177,6 +177,16 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
     return character
 
 
+def check_greeting(character: Character, index: int | None) -> None:
+    """``--greeting N`` past the card's greetings: one warning line (the chat opens without one)."""
+    from charfmt.cards import greeting_count  # noqa: PLC0415
+
+    count = greeting_count(character)
+    if index is not None and index >= count and (index > 0 or character.card is not None):
+        have = f"the card has {count} greeting{'s' if count != 1 else ''}" if character.card else "not a card"
+        print(f"charfmt: warning: --greeting {index}: {have} (0: first_mes); no greeting", file=sys.stderr)
+
+
 def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     """The ``--lorebook`` files (SillyTavern World Info, or a card's book); what reading noted on stderr."""
     from charfmt.lorebook import Lorebook, LorebookError  # noqa: PLC0415

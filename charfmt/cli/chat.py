@@ -30,7 +30,7 @@ from charfmt._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.cli._io import InputError, load_character, load_lorebooks, usage_error
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, usage_error
 from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_lore, add_user_name, greeting_index, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
     books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
+    check_greeting(character, args.greeting)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:

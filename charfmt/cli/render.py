@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt.cli._io import (
     EXIT_OK,
     InputError,
+    check_greeting,
     diag_line,
     dump_json,
     load_character,
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     templates = _templates(args.templates)
     character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
     books = load_lorebooks(args.lorebook, args.max_size)
+    if args.history is None:
+        check_greeting(character, args.greeting)
     if args.history is not None:
         history = _load_history(args.history, character, args.max_size)
     else:

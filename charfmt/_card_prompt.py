@@ -93,13 +93,32 @@ def turn_parts(
     books = [b for b in (own, *(lorebooks or ())) if b is not None and b.entries]
     lore = None
     if books:
-        book = books[0].merged(*books[1:]) if len(books) > 1 else books[0]
+        book = merged(books)
         share = budget // LORE_SHARE if budget is not None else DEFAULT_BUDGET
         rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
         messages = scan_messages(character, history, turn)
         lore = book.activate(messages, counter=counter, budget=max(1, share), rng=rng, macros=macros)
         notes += [*book.diagnostics, *lore.diagnostics]
     return TurnParts(expanded, intro, post_history, lore, notes)
+
+
+_MERGED: dict[tuple[int, ...], tuple[list[Lorebook], Lorebook]] = {}
+"""The last few merges of books, by the books' identities (a turn of a server merges the same ones)."""
+
+
+def merged(books: list[Lorebook]) -> Lorebook:
+    """``books`` as one (``Lorebook.merged``), merged once for the same books."""
+    if len(books) == 1:
+        return books[0]
+    key = tuple(id(b) for b in books)
+    kept = _MERGED.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], books, strict=True)):
+        return kept[1]
+    book = books[0].merged(*books[1:])
+    _MERGED[key] = (list(books), book)
+    while len(_MERGED) > 16:
+        del _MERGED[next(iter(_MERGED))]
+    return book
 
 
 _BOOKS: dict[int, tuple[Any, Lorebook | None]] = {}

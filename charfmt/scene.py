@@ -216,27 +216,33 @@ class Scene(BaseModel):
         is that member), then the scene's and ``lorebooks``, scanned as ``charfmt.lorebook`` says."""
         import random  # noqa: PLC0415
 
-        from charfmt._card_prompt import LORE_SHARE, character_lorebook  # noqa: PLC0415
+        from charfmt._card_prompt import LORE_SHARE, merged  # noqa: PLC0415
         from charfmt.lorebook import DEFAULT_BUDGET  # noqa: PLC0415
         from charfmt.macros import Macros  # noqa: PLC0415
         from charfmt.render import estimate_tokens  # noqa: PLC0415
 
-        books: list[Lorebook] = []
-        for who, member in self.cast.items():
-            for book in (character_lorebook(member), self.cast_lorebooks.get(who)):
-                if book is not None and book.entries:
-                    books.append(book.spoken_by(member.name, book.name or who))
-        books += [b for b in (self.lorebook, *lorebooks) if b is not None and b.entries]
+        books = [*self._lore_books, *(b for b in lorebooks if b.entries)]
         if not books:
             return None
         turn_seed = None if seed is None else f"{seed}/{len(history)}"
         macros = Macros(self.name, self.user_name, seed=turn_seed)
         rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
         share = max(1, budget // LORE_SHARE) if budget is not None else DEFAULT_BUDGET
-        book = books[0].merged(*books[1:])
-        return book.activate(
+        return merged(books).activate(
             self.scan_messages(history, turn), counter=counter or estimate_tokens, budget=share, rng=rng, macros=macros
         )
+
+    @cached_property
+    def _lore_books(self) -> list[Lorebook]:
+        """The cast's books (each member's card book and ``cast_lorebooks``, ``{{char}}`` that member), the scene's."""
+        from charfmt._card_prompt import character_lorebook  # noqa: PLC0415
+
+        books: list[Lorebook] = []
+        for who, member in self.cast.items():
+            for book in (character_lorebook(member), self.cast_lorebooks.get(who)):
+                if book is not None and book.entries:
+                    books.append(book.spoken_by(member.name, book.name or who))
+        return [*books, *([self.lorebook] if self.lorebook is not None and self.lorebook.entries else [])]
 
     def scan_messages(self, history: Sequence[Exchange], turn: UserTurn) -> list[str]:
         """What lore keys are matched in, newest first: each speaker's lines as ``Name: text`` (the narrator's bare)."""

@@ -18,7 +18,7 @@ from charfmt.cli._io import (
     read_text,
     usage_error,
 )
-from charfmt.cli._options import add_lore, add_size, add_user_name, greeting_index, whole
+from charfmt.cli._options import add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
 from charfmt.schema import PROVIDERS
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--templates", metavar="DIR", help="a folder of your own templates, looked up first")
     sp.add_argument("--budget", type=whole(1), metavar="TOKENS", help="drop the oldest exchanges to fit")
+    add_tokenizer(sp, "for --budget")
     sp.add_argument("--structured", action="store_true", help="add the provider's structured-output schema")
     add_lore(sp)
     sp.add_argument(
@@ -74,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.say.strip():
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
+    if args.tokenizer is not None and args.budget is None:
+        usage_error(args, "argument --tokenizer: it counts for --budget, which is not given")
     templates = _templates(args.templates)
     character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
     books = load_lorebooks(args.lorebook, args.max_size)
@@ -89,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {
         "templates": templates, "budget": args.budget, "lorebooks": books, "seed": args.seed,
     }  # fmt: skip
+    if args.tokenizer is not None:
+        from charfmt.tokens import counter_for  # noqa: PLC0415
+
+        options["counter"] = counter_for(tokenizer=args.tokenizer)
     rendered = render_turn(character, history, turn, provider=args.provider, structured=args.structured, **options)
     for d in rendered.diagnostics:
         if d.severity != "info" or args.explain:

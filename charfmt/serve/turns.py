@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from charfmt.stage import StageCue
     from charfmt.userinput import UserTurn
 
-__all__ = ["BadTurn", "Done", "Engine", "Lore", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+__all__ = ["BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Raw", "history_from_messages", "reply_bounds"]
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
@@ -90,7 +90,14 @@ class Lore:
         return {"kind": "lore", **self.report}
 
 
-Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done | Lore"
+@dataclass(frozen=True)
+class Greeting:
+    """A new session's first line: the card's greeting, kept as the session's first exchange."""
+
+    reply: Reply
+
+
+Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done | Lore | Greeting"
 """What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end; with
 ``lore=True``, first, the lore the prompt holds."""
 

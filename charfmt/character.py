@@ -581,9 +581,7 @@ def _toml_lines(text: str) -> dict[tuple[Any, ...], int]:
     return lines
 
 
-def load_history(
-    path: str | Path, character: Character | Scene, *, max_size: int = MAX_FILE_SIZE
-) -> list[Exchange]:
+def load_history(path: str | Path, character: Character | Scene, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:
     """Read a conversation from a JSON Lines file (see ``history_from_jsonl``); raises ``CharacterError``."""
     return history_from_jsonl(read_file(Path(path), max_size), character, str(path))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -32,15 +32,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from charfmt.character import (
     MAX_FILE_SIZE,
     Character,
+    CharacterError,
     Exchange,
     Fail,
     _translated,
     check_table,
+    read_bytes,
     read_file,
     toml_data,
 )
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.envelope import Locator
+from charfmt.lorebook import Activation, Lorebook, LorebookError
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
 from charfmt.stage import NARRATOR, StageReader
@@ -84,6 +87,10 @@ class Scene(BaseModel):
     """Language tag of the replies."""
     examples: list[Exchange] = Field(default_factory=list)
     """Few-shot exchanges for the whole scene (replies with speakers)."""
+    lorebook: Lorebook | None = None
+    """The scene's own lorebook (``lorebook = "FILE"``): scanned every turn with the cast's."""
+    cast_lorebooks: dict[str, Lorebook] = Field(default_factory=dict)
+    """A cast member's lorebook (``[[cast]] lorebook = "FILE"``), by speaker id, beside its card's own book."""
 
     @model_validator(mode="after")
     def _check(self) -> Scene:
@@ -198,28 +205,106 @@ class Scene(BaseModel):
 
     # --- prompts ---------------------------------------------------------------------------------
 
-    def render_system(self, *, templates: str | Path | None = None) -> str:
-        """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions, and the few-shots."""
+    def render_system(self, *, templates: str | Path | None = None, lore: Activation | None = None) -> str:
+        """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions, and the few-shots;
+        ``lore``: a turn's lore (``Scene.lore``), before and after the cast."""
         from charfmt.render import _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
 
-        return _render("scene.j2", _dir(templates), scene=_view(self), tags=self.tags)
+        before = "\n".join(lore.texts("before")) if lore is not None else ""
+        after = "\n".join(lore.texts("after")) if lore is not None else ""
+        return _render(
+            "scene.j2", _dir(templates), scene=_view(self), tags=self.tags, lore_before=before, lore_after=after
+        )
+
+    def lore(
+        self,
+        history: Sequence[Exchange],
+        turn: UserTurn,
+        *,
+        lorebooks: Sequence[Lorebook] = (),
+        counter: Callable[[str], int] | None = None,
+        budget: int | None = None,
+        seed: int | str | None = None,
+    ) -> Activation | None:
+        """The lore ``turn`` activates: each cast member's books (its card's, its ``cast_lorebooks``; ``{{char}}``
+        is that member), then the scene's and ``lorebooks``, scanned as ``charfmt.lorebook`` says."""
+        import random  # noqa: PLC0415
+
+        from charfmt._card_prompt import LORE_SHARE, merged  # noqa: PLC0415
+        from charfmt.lorebook import DEFAULT_BUDGET  # noqa: PLC0415
+        from charfmt.macros import Macros  # noqa: PLC0415
+        from charfmt.render import estimate_tokens  # noqa: PLC0415
+
+        books = [*self._lore_books, *(b for b in lorebooks if b.entries)]
+        if not books:
+            return None
+        turn_seed = None if seed is None else f"{seed}/{len(history)}"
+        macros = Macros(self.name, self.user_name, seed=turn_seed)
+        rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
+        share = max(1, budget // LORE_SHARE) if budget is not None else DEFAULT_BUDGET
+        return merged(books).activate(
+            self.scan_messages(history, turn), counter=counter or estimate_tokens, budget=share, rng=rng, macros=macros
+        )
+
+    @cached_property
+    def _lore_books(self) -> list[Lorebook]:
+        """The cast's books (each member's card book and ``cast_lorebooks``, ``{{char}}`` that member), the scene's."""
+        from charfmt._card_prompt import character_lorebook  # noqa: PLC0415
+
+        books: list[Lorebook] = []
+        for who, member in self.cast.items():
+            for book in (character_lorebook(member), self.cast_lorebooks.get(who)):
+                if book is not None and book.entries:
+                    books.append(book.spoken_by(member.name, book.name or who))
+        return [*books, *([self.lorebook] if self.lorebook is not None and self.lorebook.entries else [])]
+
+    def scan_messages(self, history: Sequence[Exchange], turn: UserTurn) -> list[str]:
+        """What lore keys are matched in, newest first: each speaker's lines as ``Name: text`` (the narrator's bare)."""
+        keys = frozenset(spec.name for spec in self.tags if spec.content == "key")
+
+        def said(chats: Sequence[Any]) -> str:
+            return " ".join(s.text for chat in chats for s in chat.segments if s.tag not in keys)
+
+        out = [f"{self.user_name}: {said(turn.chats)}"]
+        for exchange in reversed(history):
+            lines = []
+            for chat in exchange.reply.chats:
+                member = self.cast.get(chat.speaker or "")
+                words = said([chat])
+                lines.append(f"{member.name}: {words}" if member is not None else words)
+            out.append("\n".join(lines))
+            if exchange.user.chats:
+                out.append(f"{self.user_name}: {said(exchange.user.chats)}")
+        return out
 
     def render_messages(
-        self, history: Sequence[Exchange], turn: UserTurn, *, templates: str | Path | None = None
+        self,
+        history: Sequence[Exchange],
+        turn: UserTurn,
+        *,
+        templates: str | Path | None = None,
+        lore: Activation | None = None,
     ) -> dict[str, Any]:
         """An OpenAI-style request body: the scene's system prompt, the history, the new turn.
 
         Past replies go back as ``charfmt.render_messages`` writes them: canonical, with the
-        chat-template control strings they hold escaped (the same function writes both).
+        chat-template control strings they hold escaped (the same function writes both). ``lore``
+        (``Scene.lore``): before and after the cast, and at its depth among the messages.
         """
-        from charfmt.render import history_reply, render_user_block  # noqa: PLC0415
+        from charfmt.render import chat_turns, history_reply, render_user_block  # noqa: PLC0415
+        from charfmt.render import lore_extras as extras  # noqa: PLC0415
 
-        messages = [{"role": "system", "content": self.render_system(templates=templates)}]
-        for ex in history:
-            messages.append({"role": "user", "content": render_user_block(ex.user, templates=templates)})
-            messages.append({"role": "assistant", "content": history_reply(ex.reply, self.tags)})
-        messages.append({"role": "user", "content": render_user_block(turn, templates=templates)})
-        return {"messages": messages}
+        pairs = [
+            (
+                render_user_block(ex.user, templates=templates) if ex.user.chats else "",
+                history_reply(ex.reply, self.tags),
+            )
+            for ex in history
+        ]
+        said = render_user_block(turn, templates=templates)
+        turns = chat_turns(pairs, said, extras(lore))
+        system = self.render_system(templates=templates, lore=lore)
+        return {"messages": [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]}
 
     # --- files -----------------------------------------------------------------------------------
 
@@ -236,8 +321,12 @@ class Scene(BaseModel):
         file = str(path)
         with _translated(file):
             data, fail = toml_data(read_file(path, max_size), file)
-            check_table(data, tuple(cls.model_fields), (), fail)
-            cast = _load_cast(data.pop("cast", None), path.parent, max_size, fail)
+            check_table(data, _SCENE_KEYS, (), fail)
+            cast, books = _load_cast(data.pop("cast", None), path.parent, max_size, fail)
+            if books:
+                data["cast_lorebooks"] = books
+            if data.get("lorebook") is not None:
+                data["lorebook"] = _lorebook(path.parent, data["lorebook"], ("lorebook",), max_size, fail)
             examples = _load_examples(data.pop("examples", []), cast, fail)
             try:
                 return cls.model_validate({**data, "cast": cast, "examples": examples})
@@ -269,8 +358,9 @@ def speaker_id_problem(who: Any) -> str | None:
     return None
 
 
-def _load_cast(rows: Any, folder: Path, max_size: int, fail: Fail) -> dict[str, Character]:
-    """The ``[[cast]]`` tables: unique, well-formed ids, each member's file loaded once however often it is named."""
+def _load_cast(rows: Any, folder: Path, max_size: int, fail: Fail) -> tuple[dict[str, Character], dict[str, Lorebook]]:
+    """The ``[[cast]]`` tables: unique, well-formed ids, each member's file loaded once however often it is
+    named; and the members' own lorebooks (``lorebook = "FILE"``), by id."""
     if rows is None:
         raise fail(("cast",), 'a scene needs [[cast]] tables (id = "...", character = "FILE")')
     if not isinstance(rows, list):
@@ -278,12 +368,13 @@ def _load_cast(rows: Any, folder: Path, max_size: int, fail: Fail) -> dict[str, 
     if len(rows) > MAX_CAST:
         raise fail(("cast",), f"a cast of {len(rows):,} members: a scene has at most {MAX_CAST}")
     cast: dict[str, Character] = {}
+    books: dict[str, Lorebook] = {}
     first: dict[str, int] = {}
     loaded: dict[str, Character] = {}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise fail(("cast", i), 'a cast member is a [[cast]] table: id = "..." and character = "FILE"')
-        check_table(row, _CAST_KEYS, ("cast", i), fail)
+        check_table(row, (*_CAST_KEYS, "lorebook"), ("cast", i), fail)
         for key in _CAST_KEYS:
             if not isinstance(row.get(key), str):
                 raise fail(("cast", i, key), f'a cast member needs {key} = "..." (a string)')
@@ -298,10 +389,15 @@ def _load_cast(rows: Any, folder: Path, max_size: int, fail: Fail) -> dict[str, 
         if key not in loaded:
             loaded[key] = Character.load(member, max_size=max_size)
         cast[who] = loaded[key]
-    return cast
+        if row.get("lorebook") is not None:
+            books[who] = _lorebook(folder, row["lorebook"], ("cast", i, "lorebook"), max_size, fail)
+    return cast, books
 
 
 _CAST_KEYS: Final = ("id", "character")
+"""What a ``[[cast]]`` table must hold (``lorebook`` it may)."""
+_SCENE_KEYS: Final = ("name", "setting", "cast", "narrator", "user_name", "language", "examples", "lorebook")
+"""What a scene file may hold at its top (``Scene``'s fields, but the lorebooks its cast names)."""
 
 
 def _load_examples(rows: Any, cast: dict[str, Character], fail: Fail) -> list[Exchange]:
@@ -338,6 +434,20 @@ def _load_examples(rows: Any, cast: dict[str, Character], fail: Fail) -> list[Ex
 
 
 _REPLY_KEYS: Final = ("type", "speaker", "body")
+
+
+def _lorebook(folder: Path, name: Any, loc: tuple[Any, ...], max_size: int, fail: Fail) -> Lorebook:
+    """A lorebook file named in a scene (beside it), read as a character file is (at most ``max_size``
+    bytes); its errors name the scene, the key and its line."""
+    if not isinstance(name, str):
+        raise fail(loc, 'a lorebook is a file name: lorebook = "FILE"')
+    path = folder / name
+    try:
+        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem)
+    except CharacterError as e:
+        raise fail(loc, f"{path}: {e.detail}") from None
+    except LorebookError as e:
+        raise fail(loc, f"{path}: {e}") from None
 
 
 class _Places:

@@ -32,7 +32,7 @@ from hostile_files import (
 
 import charfmt
 from charfmt._png import with_text_chunks
-from charfmt.cards import MAX_CHARX_ENTRIES, MAX_EXAMPLE_TURNS, export_card
+from charfmt.cards import MAX_CHARX_ENTRIES, MAX_EXAMPLE_TURNS, export_card, greeting
 
 REX = charfmt.Character.load(ROOT / "examples" / "characters" / "rex.toml")
 CARD = {"spec": "chara_card_v3", "spec_version": "3.0", "data": {"name": "Ann", "description": "A guide."}}
@@ -295,12 +295,18 @@ def test_a_long_reply_turn_is_one_few_shot_with_every_line() -> None:
     assert all(line in said for line in lines[::199])
 
 
+def _read(data: bytes) -> object:
+    """A card read, its greeting too (read when a session starts, not when the card loads)."""
+    character = _load(data, "c.json")
+    return greeting(character, 0, lambda text: text)
+
+
 def _cpu(make: Callable[[int], bytes], n: int) -> float:
     data = make(n)
     best = float("inf")
     for _ in range(2):
         start = time.process_time()
-        _load(data, "c.json")
+        _read(data)
         best = min(best, time.process_time() - start)
     return max(best, 1e-3)
 

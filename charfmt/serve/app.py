@@ -157,8 +157,18 @@ async def _info(state: ServerState, request: Request) -> Response:
             "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
             "speakers": scene.speakers if scene is not None else [c.name], "auth": not state.credentials.open,
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
+            "greeting": _greeting(state),
         }
     )  # fmt: skip
+
+
+def _greeting(state: ServerState) -> dict[str, Any] | None:
+    """The card's greeting a new session opens with (``/v1/info``'s ``greeting``), or ``None``."""
+    opening = state.opening
+    if opening is None:
+        return None
+    found = state.greeting_object(opening.reply, None)
+    return {"reply": found["reply"], "content": found["content"]}
 
 
 async def _models(state: ServerState, request: Request) -> Response:

@@ -22,13 +22,14 @@ from charfmt.events import Event
 from charfmt.serve.formats import Answer
 from charfmt.serve.owners import Credentials
 from charfmt.serve.sessions import Sessions
-from charfmt.serve.turns import Done, Engine, Piece, Raw
+from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Raw
 from charfmt.serve.wire import HTTPFailure, error_body, failure
 from charfmt.speech import Sentence
 from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
+    from charfmt.models import Reply
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
@@ -58,6 +59,8 @@ class ServerState:
         self._log: TurnLog | None = None
         self._ids = 0
         self.credentials = Credentials(settings.token, settings.tokens)
+        self.opening = _opening(settings)
+        """The card's greeting every new session opens with (``Settings.greeting``), or ``None``."""
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
@@ -123,15 +126,17 @@ class ServerState:
     async def turn_batches(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn, constrained: bool | None, rid: str,
         *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None, owner: str = "",
-        door: str = "turn",
+        door: str = "turn", lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in ``owner``'s session ``key`` at ``door`` (or with ``history`` given), in the
-        engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged."""
+        engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens
+        with the card's greeting (``opening``), kept as its first exchange; ``lore=True`` (``/v1/turn``): a
+        ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch."""
         engine = await self.engine()
         if not key:
             async for batch in self._turn(engine, history or [], turn, session=None, lease=None,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options):  # fmt: skip
+                                          options=options, lore=lore):  # fmt: skip
                 yield batch
             return
         session = self.session_key(owner, door, key)
@@ -142,22 +147,28 @@ class ServerState:
             self.log_failure(rid, key, engine, e.status, str(e))
             raise
         async with held:
+            opened = not past and self.opening is not None
+            if opened and self.opening is not None:  # a new session: the character's greeting is its first line
+                await self.sessions.keep(session, self.opening, lease)
+                past = [self.opening]
             async for batch in self._turn(engine, past, turn, session=session, lease=lease,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options):  # fmt: skip
+                                          options=options, lore=lore, opened=opened):  # fmt: skip
                 yield batch
 
     async def _turn(
         self, engine: Engine, past: list[Exchange], turn: UserTurn, *, session: SessionKey | None,
         lease: Lease | None, constrained: bool | None, rid: str, events: bool, cues: bool,
-        options: dict[str, Any] | None,
+        options: dict[str, Any] | None, lore: bool = False, opened: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
-        the last batch goes."""
+        the last batch goes. ``opened`` (and ``lore``): a ``Greeting`` leads the first batch."""
         key = session.name if session is not None else None
         batches = engine.turn_batches(
-            list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
-        )
+            list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
+            lore=lore,
+        )  # fmt: skip
+        lead: list[Piece] = [Greeting(past[0].reply)] if opened and lore and past else []
         ended = False
         try:
             async for batch in batches:
@@ -167,7 +178,8 @@ class ServerState:
                         await self.sessions.keep(session, done.exchange, lease)  # (before the reply is sent)
                     ended = True
                     self.log(done, key, engine)
-                yield batch
+                yield [*lead, *batch] if lead else batch
+                lead = []
         except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
             if not ended and self.stopping:
                 self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
@@ -207,7 +219,7 @@ class ServerState:
         engine = await self.engine()
         answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
         try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner):
+            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True):
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
@@ -215,8 +227,23 @@ class ServerState:
         except Exception as e:
             yield [error_object(e, key)]
 
+    def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
+        """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format."""
+        from charfmt.serve.formats import whole  # noqa: PLC0415
+        from charfmt.writer import dumps  # noqa: PLC0415
+
+        tags = self.settings.character.tags
+        return {
+            "kind": "greeting", "session": key, "reply": json.loads(dumps(reply)),
+            "content": whole(self.settings.reply_format, reply, tags),
+        }  # fmt: skip
+
     def _object(self, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
         """One piece of a turn as ``/v1/turn`` sends it."""
+        if isinstance(piece, Lore):
+            return piece.to_dict()
+        if isinstance(piece, Greeting):
+            return self.greeting_object(piece.reply, key)
         if isinstance(piece, Done):
             answer.end(piece.reply)
             return self.reply_object(piece, key, engine, answer.text)
@@ -277,6 +304,15 @@ def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     retry = headers.get("Retry-After")
     retry_field = {"retry_after": int(retry)} if retry else {}
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}
+
+
+def _opening(settings: Settings) -> Exchange | None:
+    """A new session's first exchange: the character card's greeting (none for a scene)."""
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
+
+    if settings.greeting is None or settings.scene is not None:
+        return None
+    return greeting_exchange(settings.character, settings.greeting)
 
 
 def _store(settings: Settings) -> Store:

@@ -49,6 +49,9 @@ class Settings:
     """Bearer token every ``/v1`` request must carry (``None``: no auth)."""
     cors: tuple[str, ...] = ()
     """Origins allowed to call from a browser (none: CORS off)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names answered besides loopback and the address a request came in on (``--allow-host``;
+    ``*.lan`` a domain's names, ``*`` any: the DNS-rebinding guard off). Others get a 421."""
     log: Path | None = None
     """A JSON Lines file each turn is appended to (``charfmt report`` reads it)."""
     max_request_bytes: int = 1 << 20
@@ -64,3 +67,7 @@ class Settings:
     """Sentences longer than this also end at ``、`` or ``,`` (early TTS), as ``charfmt stream``."""
     playground: bool = True
     """Serve the playground page at ``GET /``."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """What the server never shows (written ``***`` in answers and logs): the upstream's key, the token."""
+        return tuple(s for s in (self.api_key, self.token) if s)

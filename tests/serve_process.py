@@ -1,4 +1,4 @@
-"""A real ``charfmt serve`` process on 127.0.0.1 for the hostile-client tests: started, watched through ``/proc``, stopped.
+"""A real ``charfmt serve`` on 127.0.0.1 for the hostile-client tests: started, watched through ``/proc``, stopped.
 
 ``served(upstream, *flags)`` runs ``python -m charfmt serve --port 0`` in front of an upstream URL, waits
 for its "listening on" line and yields a :class:`Served` (its port, its pid, what it wrote); the process

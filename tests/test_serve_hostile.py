@@ -26,8 +26,10 @@ pytest.importorskip("starlette")
 pytest.importorskip("aiohttp")
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scripted_upstream import Scripted, loopback  # noqa: E402
-from serve_process import Served, raw, read_all, served, status_of  # noqa: E402
+import contextlib
+
+from scripted_upstream import Scripted, loopback
+from serve_process import Served, raw, read_all, served, status_of
 
 PARSERS = ("httptools", "h11")
 QUICK = ("--header-timeout", "1", "--body-timeout", "1.5", "--keep-alive", "1", "--max-connections", "60")
@@ -119,10 +121,8 @@ def _trickle(port: int, head: bytes, then: bytes, interval: float, limit: float)
         else:
             return float("inf"), got
         s.settimeout(2)
-        try:
+        with contextlib.suppress(OSError):
             got += read_all(s)
-        except OSError:
-            pass
     return time.monotonic() - start, got
 
 

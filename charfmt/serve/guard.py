@@ -67,7 +67,6 @@ class Limits:
     """Connections open at once (each beyond: 503)."""
 
 
-
 @dataclass
 class _Open:
     """The connections open, shared by every guard of one server."""

@@ -72,7 +72,7 @@ class AllowedHosts:
         """``*.lan`` given: any name ending in ``.lan``."""
 
     def allows(self, name: str, local: str | None) -> bool:
-        """Whether the host ``name`` (from :func:`host_name`) is this server's, for a request that came in on ``local``."""
+        """Whether the host ``name`` (:func:`host_name`) is this server's, for a request that came in on ``local``."""
         if self.any or _loopback(name) or name in self.names or name.endswith(self.suffixes):
             return True
         if local is None:

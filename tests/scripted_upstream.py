@@ -6,9 +6,10 @@ the player's words, so replies of different sessions differ), ``whole`` (one ``c
 reason, no ``[DONE]``), ``filter`` (half the reply, then a content filter's stop), ``refuse`` (a refusal, no content),
 ``trickle`` (the first event a byte at a time, 0.1 s apart), ``wholestall`` (half a ``chat.completion``, then nothing
 for a minute), ``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
-page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT; ``say:``: nothing, then
-``[DONE]``), ``mute`` (no answer at all), ``silent`` (headers, then nothing) and ``pings`` (headers, then keep-alive
-comments for ever; ``stall``: the same after the reply's first chunk).
+page), ``endless`` (tokens until the client goes away), ``flood`` (``endless`` at full speed, 30 characters a
+token), ``say:TEXT`` (the model writes TEXT; ``say:``: nothing, then ``[DONE]``), ``mute`` (no answer at all),
+``silent`` (headers, then nothing) and ``pings`` (headers, then keep-alive comments for ever; ``stall``: the same
+after the reply's first chunk).
 """
 
 from __future__ import annotations
@@ -139,6 +140,11 @@ class Scripted:
                 while True:
                     yield chunk_event("la ")
                     await asyncio.sleep(0.001)
+            if mode == "flood":  # as endless, as fast as it can, 30 characters a token
+                yield chunk_event('{"chats":[{"type":"C","order":1,"body":"<msg>')
+                while True:
+                    yield chunk_event("la " * 10)
+                    await asyncio.sleep(0)
             pieces = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
             for i, piece in enumerate(pieces):
                 if mode == "cut" and i == len(pieces) // 2:

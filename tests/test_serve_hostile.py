@@ -280,12 +280,13 @@ def test_100_slow_connections_are_all_cut_within_30_s(parser: str, upstream: tup
 
 @pytest.mark.long
 def test_a_client_that_reads_nothing_is_dropped(upstream: tuple[Scripted, str]) -> None:
-    """An answer that never ends (the endless upstream) to a client that reads none of it: once the buffers are
-    full, the server drops the connection after 30 s of it reading nothing (and the upstream request is closed)."""
+    """A long answer (the flooding upstream) to a client that reads none of it: once the buffers are full, the
+    server drops the connection after 30 s of it reading nothing (and the upstream request is closed)."""
     up = upstream[0]
-    up.mode = "endless"
+    up.mode, cancelled = "flood", up.cancelled
     try:
-        with served(upstream[1], "--reply-format", "tags") as server:
+        flags = ("--reply-format", "tags", "--n-ctx", "110000", "--max-tokens", "100000")  # (3 MB of speech)
+        with served(upstream[1], *flags) as server:
             body = b'{"messages":[{"role":"user","content":"hi"}],"stream":true}'
             s = socket.create_connection(("127.0.0.1", server.port), timeout=90)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -296,5 +297,8 @@ def test_a_client_that_reads_nothing_is_dropped(upstream: tuple[Scripted, str]) 
                 time.sleep(0.5)
             assert "dropped: the client read nothing for 30 s" in server.console(), server.console()[-2000:]
             s.close()
+            while up.cancelled == cancelled and time.monotonic() < deadline:  # the turn ended with the connection
+                time.sleep(0.1)
+            assert up.cancelled == cancelled + 1
     finally:
         up.mode = "ok"

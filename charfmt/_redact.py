@@ -20,18 +20,21 @@ HIDDEN: Final = "***"
 """What a secret is written as."""
 
 MIN_ANYWHERE: Final = 8
-"""A known secret this long is hidden wherever it stands; a shorter one only as a whole word (``abc``
-must not hide every ``abc`` of a message)."""
+"""A known secret this long is hidden wherever it stands, and wherever its first ``MIN_ANYWHERE`` characters
+stand; a shorter one only as a whole word (``abc`` must not hide every ``abc`` of a message)."""
+
+_REST: Final = r"[^\s'\"()\[\]{},;<>]*"
+"""What may follow a secret's first characters and still be the secret (up to a space, a quote, a bracket)."""
 
 _NAMES: Final = r"api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret|password|passwd"
 """The names a credential goes by in a query, a form or a JSON object."""
 
 _SHAPES: Final[tuple[tuple[str, str, str], ...]] = (
     # (what it is, the part kept, the secret after it)
-    (
+    (  # (credentials hold a digit or a symbol, or are long: "Bearer token", "Bearer ..." are words)
         "an Authorization scheme's credentials",
         r"\b(?i:bearer|basic)\s+",
-        r"(?!\.\.\.|\*\*\*)[A-Za-z0-9._~+/=-]*[A-Za-z0-9_~+/=-]",
+        r"(?:(?=[A-Za-z0-9._~+/=-]*(?:[0-9_~+/=-]|\.[A-Za-z0-9]))[A-Za-z0-9._~+/=-]*[A-Za-z0-9_~+/=-]|[A-Za-z]{20,})",
     ),
     ("OpenAI, Anthropic, OpenRouter, DeepSeek", r"(?<![A-Za-z0-9_-])sk-", r"[A-Za-z0-9_*-]{8,}"),
     ("Google API", r"\bAIza", r"[0-9A-Za-z_-]{30,}"),
@@ -61,18 +64,27 @@ def _keep_prefix(m: re.Match[str]) -> str:
 
 
 def _known(secrets: Iterable[str | None]) -> re.Pattern[str] | None:
-    """One pattern for the known secrets (and their URL-encoded forms), longest first; None where there are none."""
+    """One pattern for the known secrets (and their URL-encoded forms), longest first; None where there are none.
+
+    A secret of ``MIN_ANYWHERE`` characters or more is found by its first ones too, with what follows them up to
+    a space or a quote: a message cut short in the middle of the key (an error's first 300 characters) must not
+    show the part it kept.
+    """
     forms: set[str] = set()
     for secret in secrets:
         if secret and secret.strip():
             forms.update({secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)})
     if not forms:
         return None
-    parts = []
+    whole, starts = [], set()
     for form in sorted(forms, key=len, reverse=True):
         escaped = re.escape(form)
-        parts.append(escaped if len(form) >= MIN_ANYWHERE else rf"(?<![A-Za-z0-9_-]){escaped}(?![A-Za-z0-9_-])")
-    return re.compile("|".join(parts))
+        if len(form) >= MIN_ANYWHERE:
+            whole.append(escaped)
+            starts.add(re.escape(form[:MIN_ANYWHERE]) + _REST)
+        else:
+            whole.append(rf"(?<![A-Za-z0-9_-]){escaped}(?![A-Za-z0-9_-])")
+    return re.compile("|".join([*whole, *sorted(starts)]))
 
 
 class Redactor:

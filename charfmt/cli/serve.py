@@ -162,8 +162,13 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     for name in names:
         if name != "*" and host_name(name.removeprefix("*.")) is None:
             args.parser.error(f"argument --allow-host: {name!r} is not a host name (a name, an address, *.domain, *)")
-    if host_name(args.host) is not None:
-        names.append(args.host)
+    import ipaddress  # noqa: PLC0415
+
+    try:
+        ipaddress.ip_address(args.host)  # (an address: a request that came in on it is answered anyway)
+    except ValueError:
+        if host_name(args.host) is not None:
+            names.append(args.host)
     if args.host in ("0.0.0.0", "::", ""):  # every address: the names the LAN knows this machine by
         import socket  # noqa: PLC0415
 
@@ -196,12 +201,13 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise CharfmtError(f"charfmt serve needs uvicorn ({e}): pip install 'charfmt[serve]'") from None
     from charfmt.serve import create_app  # noqa: PLC0415
+    from charfmt.serve.hosts import is_loopback  # noqa: PLC0415
 
     settings = settings_from(args)
     app = create_app(settings)
     _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
-    beyond = args.host not in ("127.0.0.1", "localhost", "::1")
+    beyond = not is_loopback(args.host)
     if beyond and settings.token is None:
         print(f"charfmt serve: warning: listening on {args.host} with no --token", file=sys.stderr)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", **_transport(args, settings))

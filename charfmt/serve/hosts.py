@@ -51,7 +51,8 @@ def host_name(value: str) -> str | None:
     return name if _NAME.fullmatch(name) else None
 
 
-def _loopback(name: str) -> bool:
+def is_loopback(name: str) -> bool:
+    """Whether the host ``name`` is this machine whatever the DNS says (a loopback name or address)."""
     if name in LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
     try:
@@ -73,7 +74,7 @@ class AllowedHosts:
 
     def allows(self, name: str, local: str | None) -> bool:
         """Whether the host ``name`` (:func:`host_name`) is this server's, for a request that came in on ``local``."""
-        if self.any or _loopback(name) or name in self.names or name.endswith(self.suffixes):
+        if self.any or is_loopback(name) or name in self.names or name.endswith(self.suffixes):
             return True
         if local is None:
             return False

@@ -34,7 +34,8 @@ T = 10.0
 EVIL = "rebind.evil.example"
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 HANDSHAKE = ("GET /v1/turn/ws{query} HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nUpgrade: websocket\r\n"
-             "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")  # fmt: skip
+             "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")  # fmt: skip
 ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/", {}),
     ("GET", "/v1/info", {}),
@@ -173,9 +174,7 @@ def test_cli_answers_for_the_machines_names_where_it_listens_beyond_loopback() -
 
     base = ["serve", "--character", str(REX), "--upstream", "http://127.0.0.1:9/v1"]
     lan = settings_from(_parser().parse_args([*base, "--host", "0.0.0.0", "--allow-host", "Game.LAN"]))
-    assert {"game.lan", socket.gethostname().lower(), socket.gethostname().lower() + ".local"} <= set(
-        lan.allowed_hosts
-    )
+    assert {"game.lan", socket.gethostname().lower(), socket.gethostname().lower() + ".local"} <= set(lan.allowed_hosts)
     assert "0.0.0.0" not in lan.allowed_hosts
     named = settings_from(_parser().parse_args([*base, "--host", "mybox.lan"]))
     assert named.allowed_hosts == ("mybox.lan",)

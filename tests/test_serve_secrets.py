@@ -99,8 +99,8 @@ def test_no_secret_in_any_answer_console_line_or_log_line(
     assert up.auth[-1] == f"Bearer {key}"  # (the key did go upstream, and came back quoted)
     everything = {"answers": "\n".join(shown), "console": first + "".join(console), "log": log.read_text()}
     for where, text in everything.items():
-        for secret in (key, TOKEN, *LEAKED, *(s.split()[-1] for s in LEAKED)):
-            secret = secret.rsplit("=", 1)[-1]  # (a query's value: the secret part of it)
+        for quoted in (key, TOKEN, *LEAKED, *(s.split()[-1] for s in LEAKED)):
+            secret = quoted.rsplit("=", 1)[-1]  # (a query's value: the secret part of it)
             assert secret not in text, f"{secret!r} in the {where}"
     answers = everything["answers"]
     assert answers.count("Incorrect API key provided: Bearer ***") == 3 * 5, answers[:2000]

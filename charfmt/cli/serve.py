@@ -1,4 +1,4 @@
-"""``charfmt serve``: flags into ``charfmt.serve.Settings``, then uvicorn runs ``create_app(settings)``."""
+"""``charfmt serve``: flags into ``charfmt.serve.Settings``, then uvicorn runs ``create_app(settings)``, guarded."""
 
 from __future__ import annotations
 

@@ -302,3 +302,33 @@ def test_a_client_that_reads_nothing_is_dropped(upstream: tuple[Scripted, str]) 
             assert up.cancelled == cancelled + 1
     finally:
         up.mode = "ok"
+
+
+def test_the_security_page_states_the_guards_defaults_and_flags() -> None:
+    """docs/SECURITY.md's table of bounds says the code's defaults; each flag it names is serve's."""
+    import re
+    import subprocess
+
+    from charfmt.serve.guard import Limits
+
+    page = (Path(__file__).parent.parent / "docs" / "SECURITY.md").read_text(encoding="utf-8")
+    rows = {cells[0]: cells[1:] for line in page.splitlines() if line.startswith("| ") and not line.startswith("|--")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]]}  # fmt: skip
+    d = Limits()
+    said = {
+        "request line": f"{d.head.request_line:,} bytes", "one header line": f"{d.head.header_line:,} bytes",
+        "header lines": f"{d.head.headers}", "all header lines together": f"{d.head.head_bytes:,} bytes",
+        "a request's head, from its first byte": f"{d.header_seconds:g} s",
+        "a request's body, from its head": f"{d.body_seconds:g} s",
+        "an idle connection, after an answer": f"{d.idle_seconds:g} s",
+        "a client reading nothing of an answer": f"{d.send_seconds:g} s",
+        "connections open at once": f"{d.max_connections:,}",
+    }  # fmt: skip
+    for row, value in said.items():
+        assert rows[row][0] == value, (row, rows[row])
+    usage = subprocess.run([sys.executable, "-m", "charfmt", "serve", "--help"], capture_output=True, text=True,
+                           timeout=60, check=True).stdout  # fmt: skip
+    flags = {f for cells in rows.values() for f in re.findall(r"`(--[a-z-]+)`", cells[1])} | {"--allow-host", "--http"}
+    assert len(flags) == 7  # (the table's five, the hosts', the parser's)
+    for flag in flags:
+        assert flag in usage, flag

@@ -73,7 +73,7 @@ def _add_transport(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                     help="also answer requests for this Host name (a LAN name, a proxy's; *.lan: a domain; *: any,"
                     " the DNS-rebinding guard off); loopback names and the address a request came in on always are,"
-                    " and this machine's names where --host listens beyond loopback")  # fmt: skip
+                    " and this machine's names where --host is 0.0.0.0 or ::")  # fmt: skip
     sp.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
                     help="uvicorn's HTTP parser (auto: httptools where installed); the bounds below hold with"
                     " either")  # fmt: skip

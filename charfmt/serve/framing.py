@@ -285,8 +285,11 @@ class ResponseReader:
         """What to send of ``data`` (the same bytes, but for an HTTP/1.0 client's chunked framing)."""
         if self.passing:
             return data
-        out: list[bytes] = []
-        at, end = 0, len(data)
+        end = len(data)
+        at = self._whole_chunks(data) if self.phase is Phase.CHUNK_SIZE and not self._unchunk else 0
+        if at == end:  # (the usual case: a stream's chunk, written whole)
+            return data
+        out: list[bytes] = [data[:at]] if at else []
         self._rewrote = False
         while at < end and not self.passing:
             at = self._step(data, at, end, out)
@@ -295,6 +298,27 @@ class ResponseReader:
         if self.passing:
             out.append(data[at:])
         return b"".join(out)
+
+    def _whole_chunks(self, data: bytes) -> int:
+        """Where the chunks written whole at the start of ``data`` end (their size line, data and line break;
+        the last, empty chunk apart): uvicorn writes each chunk of a stream so, and they need no line kept."""
+        at, end = 0, len(data)
+        if self._line:  # (a size line begun in an earlier write)
+            return 0
+        while True:
+            newline = data.find(b"\r\n", at, at + 18)
+            if newline <= at:
+                return at
+            try:
+                size = int(data[at:newline], 16)
+            except ValueError:
+                return at
+            stop = newline + 2 + size
+            if not size or stop + 2 > end or data[stop : stop + 2] != b"\r\n":
+                return at
+            at = stop + 2
+            if at == end:
+                return at
 
     @property
     def passing(self) -> bool:

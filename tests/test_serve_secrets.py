@@ -110,3 +110,31 @@ def test_no_secret_in_any_answer_console_line_or_log_line(
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(rows) == 4 * 5 and all(row["status"] >= 500 and "***" in row["error"] for row in rows), rows[:3]
     assert "token=***" in everything["console"] and "failed: 502 the upstream: HTTP 401" in everything["console"]
+
+
+def test_a_traceback_on_the_console_is_redacted_too() -> None:
+    """An exception's text in a console line (uvicorn's 'Exception in ASGI application'): the key, the token and
+    key-shaped strings in its message are ``***`` as in any other line; the line's own words stay."""
+    import io
+    import logging
+
+    from charfmt._redact import Redactor
+    from charfmt.serve.logs import redact_console
+
+    out = io.StringIO()
+    logger = logging.getLogger("charfmt.test.console")
+    handler = logging.StreamHandler(out)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        redact_console(Redactor([KEYS[1], TOKEN]), ("charfmt.test.console",))
+        try:
+            raise RuntimeError(f"upstream said: key {KEYS[1]} refused, token {TOKEN}, also {LEAKED[0]}")
+        except RuntimeError:
+            logger.exception("Exception in ASGI application for %s", f"/v1/turn?token={TOKEN}")
+    finally:
+        logger.removeHandler(handler)
+    shown = out.getvalue()
+    assert "Exception in ASGI application for /v1/turn?token=***" in shown and "Traceback" in shown
+    assert "RuntimeError: upstream said: key *** refused, token ***, also sk-***" in shown, shown
+    assert all(secret not in shown for secret in (KEYS[1], TOKEN, LEAKED[0])), shown

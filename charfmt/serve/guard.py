@@ -214,9 +214,7 @@ class Guard(asyncio.Protocol):
     # --- inside ----------------------------------------------------------------------------------------
 
     def _inner_data(self, data: bytes) -> None:
-        inner = self.inner
-        assert isinstance(inner, asyncio.Protocol)
-        inner.data_received(data)
+        cast("asyncio.Protocol", self.inner).data_received(data)  # (uvicorn's HTTP and WebSocket protocols)
 
     def _arm_deadline(self) -> None:
         """The deadline of where the request stands: its head's, its body's, a handshake's answer's, or none."""

@@ -156,22 +156,21 @@ def settings_from(args: argparse.Namespace) -> Any:
 def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     """The ``Host`` names answered besides loopback and the address a request came in on: ``--allow-host``'s,
     ``--host`` where it is a name, and this machine's names where ``--host`` listens on every address."""
+    import ipaddress  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
     from charfmt.serve.hosts import host_name  # noqa: PLC0415
 
     names = list(args.allow_host)
     for name in names:
         if name != "*" and host_name(name.removeprefix("*.")) is None:
             args.parser.error(f"argument --allow-host: {name!r} is not a host name (a name, an address, *.domain, *)")
-    import ipaddress  # noqa: PLC0415
-
     try:
         ipaddress.ip_address(args.host)  # (an address: a request that came in on it is answered anyway)
     except ValueError:
         if host_name(args.host) is not None:
             names.append(args.host)
     if args.host in ("0.0.0.0", "::", ""):  # every address: the names the LAN knows this machine by
-        import socket  # noqa: PLC0415
-
         machine = socket.gethostname()
         names += [machine, f"{machine}.local", socket.getfqdn()]
     return tuple(dict.fromkeys(n.lower() for n in names if n))

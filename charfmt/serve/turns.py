@@ -14,12 +14,16 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from charfmt._token_fit import count_messages
 from charfmt.serve.pacing import Pacer
-from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
+from charfmt.serve.prompt import BadTurn, Prompter, prompt_version
+from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
+from charfmt.tokens import grammar_cost, prompt_budget
 
 if TYPE_CHECKING:
     from charfmt._http_client import Delta
     from charfmt._sdk_chunks import Piece as SDKPiece
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
@@ -35,8 +39,8 @@ __all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages",
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
 
-PROMPT_MARGIN = 32
-"""Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
+PROMPT_MARGIN = _PROMPT_MARGIN
+"""Tokens of the context window kept free beyond a count that is not the model's own (as ``charfmt chat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +66,7 @@ class Done:
     reason: str | None
     prompt_version: str
     prompt_tokens: int
-    """The prompt's tokens as ``estimate_tokens`` counts them (errs high against BPE tokenizers)."""
+    """The prompt's tokens as the engine's counter counts them (the model's own where known, else the estimate)."""
 
     def timing(self) -> dict[str, Any]:
         """The timing fields of the log and of ``/v1/turn``'s reply event."""
@@ -240,19 +244,26 @@ class Engine:
         bounds = reply_bounds(settings)
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
-        self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
-        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget)
+        self.counter = engine_counter(settings, upstream)
+        self.budget = prompt_budget(settings.n_ctx, settings.max_tokens, self.counter)
+        server = self._server()
+        self._reserve = {on: grammar_cost(server, fields, self.counter) for on, fields in self._fields.items()}
+        """The prompt tokens the upstream spends on the request's schema (OpenAI's), constrained or not."""
+        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter)
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
+
+    def _server(self) -> str:
+        s = self.settings
+        return "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         from charfmt.engines import request_fields  # noqa: PLC0415
 
         s = self.settings
-        server = "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
         speakers = self.scene.speakers if self.scene is not None else None
         return request_fields(
-            server, vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
+            self._server(), vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
             speakers=speakers,
         )  # fmt: skip
 
@@ -272,10 +283,13 @@ class Engine:
             raise BadTurn(f"the player's turn is {len(say):,} characters (at most {self.settings.max_say:,})")
         return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
 
-    def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
-        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
-        messages = self.prompter.messages(history, turn)
+    def request(
+        self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None
+    ) -> dict[str, Any]:
+        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), ``system``
+        (a front end's own system text) after charfmt's system prompt; ``BadTurn`` where even the turn does not fit."""
         on = self.settings.constrained if constrained is None else constrained
+        messages = self.prompter.messages(history, turn, system=system, reserve=self._reserve[on])
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
 
     async def turn_batches(
@@ -303,8 +317,9 @@ class Engine:
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
         await self.pacer.turn()
-        body = self.request(history, turn, constrained)
-        _add_options(body, options)
+        front = dict(options or {})
+        body = self.request(history, turn, constrained, system=front.pop("system", None))
+        body.update(front)
         reading = _Reading(self, turn, events=events, cues=cues)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
@@ -353,7 +368,7 @@ class Engine:
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]
-        prompt = sum(count_tokens(m["content"]) for m in messages)
+        prompt = count_messages(self.prompter.counter, messages)
         version = prompt_version(messages[0]["content"])
         first, started = reading.first or end, reading.started
         return Done(
@@ -362,16 +377,15 @@ class Engine:
         )  # fmt: skip
 
 
-def _add_options(body: dict[str, Any], options: dict[str, Any] | None) -> None:
-    """The front end's fields into the upstream request: its ``system`` text after charfmt's prompt."""
-    if not options:
-        return
-    front = dict(options)
-    system = front.pop("system", None)
-    if system:
-        head = body["messages"][0]
-        body["messages"][0] = {**head, "content": f"{head['content'].rstrip()}\n\n{system}\n"}
-    body.update(front)
+def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
+    """The counter of an engine's prompts (``charfmt.tokens.counter_for``): a model run in-process counts with its
+    own tokenizer and template; ``--tokenizer``, else the model name's tiktoken encoding, else the estimate."""
+    from charfmt.tokens import counter_for  # noqa: PLC0415
+
+    llm = getattr(upstream, "llm", None)
+    if llm is not None:
+        return counter_for(llm=llm)
+    return counter_for(settings.model_name, tokenizer=settings.tokenizer)
 
 
 def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:

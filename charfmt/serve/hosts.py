@@ -17,11 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
-from starlette.responses import JSONResponse
-from starlette.websockets import WebSocket
-
 from charfmt.serve.framing import NO_HOST, TWO_HOSTS
-from charfmt.serve.wire import error_body
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -101,16 +97,7 @@ class HostCheck:
         if why is None:
             await self.app(scope, receive, send)
             return
-        status, message = why
-        response = JSONResponse(error_body(status, message), status_code=status)
-        if scope["type"] == "http":
-            await response(scope, receive, send)
-            return
-        ws = WebSocket(scope, receive, send)
-        if "websocket.http.response" in scope.get("extensions", {}):
-            await ws.send_denial_response(response)
-        else:  # (a server that cannot answer a handshake with a response: closed, which it sends as 403)
-            await ws.close(code=1008, reason=message[:120])
+        await _refuse(scope, receive, send, *why)
 
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         """The status and message refusing this request's ``Host``; None where it is allowed."""
@@ -131,3 +118,22 @@ class HostCheck:
             f"this server does not answer for the host {name[:100]!r}: only for localhost, its own address and the"
             " names given with --allow-host (see docs/SECURITY.md: a guard against DNS rebinding)"
         )
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    """The refusal, OpenAI-shaped: an HTTP answer, or a WebSocket handshake's (where the server can answer one
+    with a response; else the handshake closed, which it sends as 403)."""
+    from starlette.responses import JSONResponse  # noqa: PLC0415 (the names above need no Starlette: the CLI)
+    from starlette.websockets import WebSocket  # noqa: PLC0415
+
+    from charfmt.serve.wire import error_body  # noqa: PLC0415
+
+    response = JSONResponse(error_body(status, message), status_code=status)
+    if scope["type"] == "http":
+        await response(scope, receive, send)
+        return
+    ws = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await ws.send_denial_response(response)
+    else:
+        await ws.close(code=1008, reason=message[:120])

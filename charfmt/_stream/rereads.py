@@ -32,7 +32,7 @@ multiple of the input, so a damaged stream stays linear."""
 _SPECULATE_BUDGET: Final = 16
 """... or sooner, on a character that may complete something, while all rereads together have
 read at most this many times the text so far."""
-_DECISIVE: Final = re.compile(r"[\]>*\")}\n]")
+_DECISIVE: Final = re.compile(r"[\]>*\")};\n]")
 _SPECULATE_SMALL: Final = 64
 """... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
 _UNSURE: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\*\[`\"(){}#|\ufffd「『“（【]")
@@ -59,6 +59,10 @@ _FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
 """A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
 _ECHOED: Final = "user-chats"
 _BARE_TAGS: Final = "bare-tags"
+_OPEN: Final = 1
+"""``_settled(in_element=)``: the text of an element still open in bare tags."""
+_CLEAN: Final = 2
+"""... whose raw text so far holds nothing more text can complete."""
 """The dialect of tag elements written with no JSON around them: an open element's text is its own."""
 _ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
 """The echoed request form shows nothing early before its first ``<chat>``: until then the
@@ -113,28 +117,34 @@ def _markup_ahead(text: str) -> bool:
     return _CUT_TAG.search(text) is not None or _FRONT_MATTER_OPEN.match(text) is not None
 
 
-def _settled(text: str, *, whole_text: bool = False, in_element: bool = False) -> str:
+def _settled(text: str, *, whole_text: bool = False, in_element: int = 0) -> str:
     """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
 
     Up to the first character near the end that may begin markup, less trailing white
     space (the batch reader strips it where a segment ends). ``in_element``: the text of an
     element still open in a reply of bare tags, where only a tag or an entity cut at the very
-    end is unsure (``_IN_ELEMENT``).
+    end is unsure (``_IN_ELEMENT``); ``_CLEAN``: one whose raw text holds no such thing (all settled).
     """
     if in_element:
-        m = _IN_ELEMENT.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+        m = (
+            None
+            if in_element == _CLEAN
+            else _IN_ELEMENT.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+        )
     else:
         m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
     return (text if m is None else text[: m.start()]).rstrip()
 
 
-def open_element(text: str, tags: TagTable) -> str:
+def open_element(text: str, tags: TagTable) -> tuple[str, bool]:
     """The tag of ``tags`` whose element is open at the end of ``text`` (its last whole tag opens it,
-    only text follows), as the batch reader names it; ``""`` if there is none."""
+    only text follows), as the batch reader names it (``""`` if there is none); and whether its raw
+    text so far holds nothing more text can complete (then all of it is settled: a '<' or '&' the
+    reread shows at its end was an entity)."""
     m = _LAST_TAG.search(text, max(0, text.rfind("<", 0, max(0, text.rfind(">")) + 1)))
     if m is None or m.group(1):
-        return ""
-    return tags.synonyms.get(m.group(2).lower(), "")
+        return "", False
+    return tags.synonyms.get(m.group(2).lower(), ""), _IN_ELEMENT.search(text, m.end()) is None
 
 
 _ADVANCED: Final = 0
@@ -190,7 +200,7 @@ class Rereads(Body):
             if pause:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        self._open_tag = open_element(text, self.tags) if batch.dialect == _BARE_TAGS else ""
+        self._open_tag, self._open_clean = open_element(text, self.tags) if batch.dialect == _BARE_TAGS else ("", False)
         if (
             (
                 batch.dialect in _UNSETTLED
@@ -310,7 +320,7 @@ class Rereads(Body):
         index, out, count = state.index, self._out, len(chat.segments)
         still_open = last_chat and n == count - 1
         # The text of an element still open in bare tags is the element's, quotes and all.
-        in_element = still_open and seg.tag == self._open_tag
+        in_element = (_CLEAN if self._open_clean else _OPEN) if still_open and seg.tag == self._open_tag else 0
         # Text followed only by a segment still unsure may yet lose trailing space or
         # turn into markup: it stays open until what follows it is settled.
         # So does text of the last chat holding a character that may begin markup (an

@@ -355,4 +355,3 @@ class TerminalView:
 
 def _nothing() -> None:
     return None
-

@@ -404,8 +404,9 @@ def local_model(
     faster on a large vocabulary.
 
     ``chat_format``: see ``LocalModel``; a GGUF without a template is warned about once
-    (``NoChatTemplate``; a ``LocalModel`` given is not: its maker says it). ``seed``: reply ``k`` (from 0) samples with ``seed + k``, so a chat is
-    reproducible and no two turns share a seed; ``None``: a fresh random seed per reply.
+    (``NoChatTemplate``; a ``LocalModel`` given is not: its maker says it). ``seed``: reply ``k`` (from 0)
+    samples with ``seed + k``, so a chat is reproducible and no two turns share a seed; ``None``: a fresh
+    random seed per reply.
     A turn whose prompt leaves less than ``max_tokens`` of the context window raises
     ``ContextFull`` before any token is generated.
     """

@@ -15,7 +15,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO, cast
 
@@ -44,15 +44,19 @@ from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC04
 from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
 from charfmt._reply_constraints import DEFAULT_MAX_ELEMENTS, MIN_SPEECH_CHARS, SPEECH_SHARE
 from charfmt._terminal import visible
+from charfmt.diagnostics import CharfmtError
 from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 
 if TYPE_CHECKING:
+    from charfmt._sdk_chunks import Piece, Reader
     from charfmt._token_fit import Counter, TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
+    from charfmt.lorebook import Lorebook
     from charfmt.models import Reply
     from charfmt.scene import Scene
     from charfmt.stage import StageReader
+    from charfmt.stream import StreamParser
     from charfmt.userinput import UserTurn
 
 PROMPT_MARGIN: Final = _PROMPT_MARGIN
@@ -84,6 +88,8 @@ def take_turn(
     note: str | None = None,
     bound: int | None = None,
     stats: list[TurnStats] | None = None,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | None = None,
 ) -> Turn:
     """Ask ``generate`` for the character's (or a scene's) reply to ``say`` (shorthand), streaming it into ``view``.
 
@@ -96,38 +102,25 @@ def take_turn(
     raises ``BudgetError``. ``note``: a line added to the system prompt (the reply's length limits).
     ``bound``: the grammar's most characters of speech, and ``stats``: the model's ``TurnStats`` (its
     finish reason): speech cut at the bound or by the token budget ends at its last whole word
-    (``CF150``) and its unfinished sentence is never spoken.
+    (``CF150``) and its unfinished sentence is never spoken. ``lorebooks``: lore beyond the card's
+    own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls.
     """
-    from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
+    from charfmt._sdk_chunks import Reader  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     turn = _player(character).shorthand(say)
-    messages = _messages(character, history, turn, budget=budget, counter=counter, note=note)
+    messages = _messages(
+        character, history, turn, budget=budget, counter=counter, note=note, lorebooks=lorebooks, seed=seed
+    )
     if view is not None and bound is not None:
         view.bounded(bound)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
     stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
-    chunks: list[str] = []
     asked = len(stats) if stats is not None else 0
-    stop = view.thinking(_thinker(character)) if view is not None else _nothing
-    try:
-        for chunk in generate(messages):
-            stop()
-            if isinstance(chunk, str):
-                chunks.append(chunk)
-                reader.fed.append(chunk)
-                if len(reader.fed) >= FOLD:
-                    reader.fold()
-                events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
-            else:
-                events = reader.take(chunk)[1]
-            if view is not None:
-                view.show(events)
-    finally:
-        stop()
+    chunks = _streamed(generate(messages), stream, reader, view, _thinker(character))
     cut = stats is not None and len(stats) > asked and stats[-1].reason == "length"
     if view is not None and cut:
         view.cut_off()
@@ -154,6 +147,33 @@ def take_turn(
 
 def _nothing() -> None:
     return None
+
+
+def _streamed(
+    generated: Iterator[str | Piece], stream: StreamParser, reader: Reader, view: TerminalView | None, who: str
+) -> list[str]:
+    """The model's text chunks as they come, each read by ``stream`` (a server's pieces by ``reader``) and
+    shown in ``view``; before the first, the "thinking" line says ``who`` is thinking."""
+    from charfmt._sdk_chunks import FOLD  # noqa: PLC0415
+
+    chunks: list[str] = []
+    stop = view.thinking(who) if view is not None else _nothing
+    try:
+        for chunk in generated:
+            stop()
+            if isinstance(chunk, str):
+                chunks.append(chunk)
+                reader.fed.append(chunk)
+                if len(reader.fed) >= FOLD:
+                    reader.fold()
+                events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
+            else:
+                events = reader.take(chunk)[1]
+            if view is not None:
+                view.show(events)
+    finally:
+        stop()
+    return chunks
 
 
 def _as_scene(character: Character | Scene) -> Scene | None:
@@ -184,9 +204,11 @@ def _messages(
     budget: int | None,
     counter: Counter | TokenCounter | None,
     note: str | None,
+    lorebooks: Sequence[Lorebook],
+    seed: int | None,
 ) -> list[dict[str, str]]:
-    """The request's messages: the system prompt (with ``note``), the newest exchanges that fit ``budget``
-    (counted by ``counter`` on the messages as they go to the model), ``turn``."""
+    """The request's messages: the system prompt (with ``note``, and the lore ``turn`` activates), the newest
+    exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``."""
     from charfmt._token_fit import fit_messages  # noqa: PLC0415
     from charfmt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
 
@@ -194,8 +216,11 @@ def _messages(
 
     def build(start: int) -> list[dict[str, str]]:  # the messages as they go to the model, the note included
         past = history[start:]
-        request = scene.render_messages(past, turn) if scene is not None else render_messages(
-            _player(character), past, turn)  # fmt: skip
+        if scene is not None:
+            lore = scene.lore(past, turn, lorebooks=lorebooks, budget=budget, seed=seed)
+            request = scene.render_messages(past, turn, lore=lore)
+        else:
+            request = render_messages(_player(character), past, turn, lorebooks=lorebooks, seed=seed)
         messages: list[dict[str, str]] = request["messages"]
         if note is not None:
             messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
@@ -287,31 +312,27 @@ def limit_note(bounds: Bounds) -> str:
 
 
 def run(
-    character: Character | Scene,
-    *,
-    generate: Generate,
-    says: Sequence[str] | None,
-    out: TextIO,
-    stats: list[TurnStats],
-    inp: TextIO | None = None,
-    err: TextIO | None = None,
-    budget: int | None = None,
-    counter: Counter | TokenCounter | None = None,
-    note: str | None = None,
-    stage: StageReader | None = None,
-    max_length: int | None = None,
-    bound: int | None = None,
-    verbose: bool = True,
-) -> int:
+    character: Character | Scene, *, generate: Generate, says: Sequence[str] | None, out: TextIO,
+    stats: list[TurnStats], inp: TextIO | None = None, err: TextIO | None = None, budget: int | None = None,
+    counter: Counter | TokenCounter | None = None, note: str | None = None, stage: StageReader | None = None,
+    max_length: int | None = None, lorebooks: Sequence[Lorebook] = (), seed: int | None = None,
+    greeting: int | None = 0, history: list[Exchange] | None = None, keep: Callable[[Exchange], None] | None = None,
+    bound: int | None = None, verbose: bool = True,
+) -> int:  # fmt: skip
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
     line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
     failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
     added to the history. ``character``: a character, or a scene (its cast speaks, each chat
-    shown with its speaker's name). ``bound``: the grammar's most characters of speech
-    (``take_turn``); ``verbose``: each diagnostic after the reply, else one line that counts them.
-    Each turn ends with its stats line: the wait for the first token, the tokens and their speed.
+    shown with its speaker's name). ``history``: the exchanges so far (a resumed session's), appended
+    to; ``keep``: called with each exchange added (``charfmt chat --session`` stores it; a
+    ``CharfmtError`` it raises is one error line, and the chat goes on). A card's greeting
+    ``greeting`` (0: ``first_mes``; ``None``: none) opens a new chat (an empty ``history``): shown
+    first, the first exchange the model sees, and the first one kept. ``bound``: the grammar's most
+    characters of speech (``take_turn``); ``verbose``: each diagnostic after the reply, else one line
+    that counts them. Each turn ends with its stats line: the wait for the first token, the tokens
+    and their speed.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
@@ -321,9 +342,9 @@ def run(
         _player(character), out, stage=stage, max_length=max_length, bound=bound, verbose=verbose,
         cast=scene.cast if scene is not None else None, tags=character.tags,
     )  # fmt: skip
-    history: list[Exchange] = []
+    history = history if history is not None else []
     errors = err if err is not None else sys.stderr
-    status = 0
+    status = _begun(character, view, out, history, greeting=greeting, seed=seed, keep=keep, errors=errors)
 
     def lines() -> Iterator[str]:
         if says:
@@ -346,11 +367,11 @@ def run(
                 yield line.strip()
 
     for say in lines():
-        before = len(stats)
+        before, kept = len(stats), len(history)
         try:
             take_turn(
                 character, history, say, generate, view=view, budget=budget, counter=counter, note=note, bound=bound,
-                stats=stats,
+                stats=stats, lorebooks=lorebooks, seed=seed,
             )  # fmt: skip
         except (BudgetError, ContextFull) as e:
             status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")
@@ -362,6 +383,8 @@ def run(
                 raise  # one --say: the error is the command's (exit 1)
             status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue
+        if keep is not None and len(history) > kept and not _kept(keep, history[-1], errors):
+            status = 1
         if len(stats) > before:
             out.write(stats_line(stats[-1]) + "\n")
     return status
@@ -375,6 +398,53 @@ def stats_line(stats: TurnStats) -> str:
         f"  ({stats.first_token_seconds:.1f} s thinking, {stats.tokens} tokens in {stats.seconds:.1f} s, "
         f"{stats.tokens_per_second:.1f} tokens/s{state})"
     )
+
+
+def _begun(
+    character: Character | Scene, view: TerminalView, out: TextIO, history: list[Exchange], *, greeting: int | None,
+    seed: int | None, keep: Callable[[Exchange], None] | None, errors: TextIO,
+) -> int:  # fmt: skip
+    """A chat's start: a resumed one's last reply shown again, a new one's greeting shown and kept; its status."""
+    _resumed(view, out, history, character)
+    if history or (opened := _opened(character, view, greeting, seed)) is None:
+        return 0
+    history.append(opened)
+    return 1 if keep is not None and not _kept(keep, opened, errors) else 0
+
+
+def _opened(
+    character: Character | Scene, view: TerminalView, greeting: int | None, seed: int | None
+) -> Exchange | None:
+    """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first; a
+    scene has no greeting)."""
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
+
+    if _as_scene(character) is not None or greeting is None:
+        return None
+    opened = greeting_exchange(_player(character), greeting, seed=seed)
+    if opened is not None:
+        view.show(list(opened.reply.events(character.tags)))
+        view.finish()
+    return opened
+
+
+def _resumed(view: TerminalView, out: TextIO, history: list[Exchange], character: Character | Scene) -> None:
+    """A resumed session's start: how long it is, and its last reply, shown again."""
+    if history:
+        out.write(f"(resumed: {len(history)} exchange{'s' if len(history) != 1 else ''}; the last reply was)\n")
+        view.show(list(history[-1].reply.events(character.tags)))
+        view.finish()
+
+
+def _kept(keep: Callable[[Exchange], None], exchange: Exchange, errors: TextIO) -> bool:
+    """``keep(exchange)``; its failure one ``charfmt: error:`` line (the chat goes on): whether it was kept."""
+    try:
+        keep(exchange)
+    except CharfmtError as e:
+        errors.write(f"charfmt: error: {e}; the turn was not kept in the session\n")
+        errors.flush()
+        return False
+    return True
 
 
 def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) -> int:

@@ -102,6 +102,10 @@ def request_fields(
         provider = "openai" if server == "openai" else None
         schema = json_schema(provider, speakers=c.speakers, bounds=bounds, **constraints)
         schema.pop("$schema", None)
+        if server != "openai":  # Ollama and LM Studio run llama.cpp's converter: patterns over the raw JSON text
+            from charfmt.schema import for_engine  # noqa: PLC0415
+
+            schema = for_engine(schema, "llama.cpp")
         fields = {
             "response_format": {
                 "type": "json_schema",

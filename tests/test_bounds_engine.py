@@ -258,9 +258,11 @@ def test_a_card_in_a_scene_calls_the_player_by_the_scenes_name(tmp_path: Path) -
     scene = Scene.load(path)
     assert scene.user_name == "Deckhand"
     assert all(c.user_name == "Deckhand" for c in scene.cast.values())
-    assert "Deckhand" in scene.cast["lumi"].persona and "User" not in scene.cast["lumi"].persona
+    system = scene.render_system()
+    assert "Scenario: Deckhand climbs the lighthouse stairs on a stormy night and meets Lumi." in system
+    assert "{{user}}" not in system and "User climbs" not in system
     renamed = Scene.load(path, user_name="Ash")  # charfmt chat --scene F --user-name Ash
-    assert renamed.user_name == "Ash" and "Ash" in renamed.cast["lumi"].persona
+    assert renamed.user_name == "Ash" and "Scenario: Ash climbs" in renamed.render_system()
 
 
 # --- serve --model: chat's engine ------------------------------------------------------------------

@@ -28,8 +28,18 @@ from charfmt._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.cli._io import InputError, load_character, load_scene, usage_error
-from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_tokenizer, add_user_name, whole
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
+from charfmt.cli._options import (
+    DEFAULT_EXITS,
+    add_decoding,
+    add_lore,
+    add_store,
+    add_tokenizer,
+    add_user_name,
+    greeting_index,
+    open_store_of,
+    whole,
+)
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -44,8 +54,9 @@ if TYPE_CHECKING:
 HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
 
 EXITS: Final = DEFAULT_EXITS
-EXTRAS: Final[tuple[str, ...]] = ("local", "http")
-"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``."""
+EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
+"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``, psycopg for a
+``postgresql://`` ``--store``."""
 
 
 def _seconds(text: str) -> float:
@@ -106,6 +117,17 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--verbose", action="store_true",
                     help="show each diagnostic of a reply after it (default: one line counts them), and llama.cpp's "
                     "own log lines on standard error")  # fmt: skip
+    add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="the card's greeting the chat opens with (0: first_mes, 1...: alternate_greetings; default 0)",
+    )
+    sp.add_argument("--session", metavar="NAME",
+                    help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
+    add_store(sp)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         character = load_scene(args.scene, DEFAULT_MAX_SIZE, args.user_name)
     else:
         character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        check_greeting(character, args.greeting)
+    books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:
@@ -140,12 +164,20 @@ def run(args: argparse.Namespace) -> int:
     bound = bounds.max_chars if bounds is not None else None
     stage = _stage(args, character, bound) if args.stage else None
     out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
-    return chat.run(
-        character, generate=generate, says=args.say, out=out, stats=stats,
+    options: dict[str, Any] = dict(
+        generate=generate, says=args.say, out=out, stats=stats,
         budget=budget, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
-        bound=bound, verbose=args.verbose,
+        lorebooks=books, seed=args.seed, greeting=args.greeting, bound=bound, verbose=args.verbose,
     )  # fmt: skip
+    if args.session is None:
+        return chat.run(character, **options)
+    from charfmt.store import SessionKey  # noqa: PLC0415
+
+    with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
+        key = SessionKey("", f"cli/{character.name}", args.session)
+        history = store.history(key)
+        return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
 
 
 def _stage(args: argparse.Namespace, character: Character | Scene, bound: int | None) -> StageReader:
@@ -174,6 +206,13 @@ def _check(args: argparse.Namespace) -> None:
         usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
     if args.tokenizer is not None and args.endpoint is None:
         usage_error(args, "argument --tokenizer: a local model (--model) counts with its own tokenizer")
+    if args.session is not None:
+        from charfmt.store import name_problem  # noqa: PLC0415
+
+        if (why := name_problem(args.session, "argument --session")) is not None:
+            usage_error(args, why)
+    elif args.store is not None:
+        usage_error(args, "argument --store: only with --session NAME (the session it keeps)")
 
 
 def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Path | None]:

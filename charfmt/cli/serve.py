@@ -1,4 +1,4 @@
-"""``charfmt serve``: flags into ``charfmt.serve.Settings``, then uvicorn runs ``create_app(settings)``."""
+"""``charfmt serve``: flags into ``charfmt.serve.Settings``, then uvicorn runs ``create_app(settings)``, guarded."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import load_character
-from charfmt.cli._options import add_decoding, add_tokenizer, whole
+from charfmt.cli._io import load_character, load_lorebooks
+from charfmt.cli._options import add_decoding, add_lore, add_store, add_tokenizer, greeting_index, open_store_of, whole
 from charfmt.diagnostics import CharfmtError
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
@@ -19,11 +19,12 @@ HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playgroun
 EXITS: Final[tuple[str, str | None]] = (
     "the server ran and was stopped (Ctrl-C: 130; SIGTERM stops it gracefully and ends with the signal, 143)",
     "the server could not start: the address cannot be bound (a port in use, an unknown host),"
-    " or the --character/--scene file is invalid",
+    " the --character/--scene or --tokens file is invalid, or the --store cannot be opened",
 )
-EXTRAS: Final[tuple[str, ...]] = ("serve", "local")
+EXTRAS: Final[tuple[str, ...]] = ("serve", "local", "postgres")
 """The optional extras it needs: Starlette, uvicorn and aiohttp (``charfmt[serve]``); llama-cpp-python for
-``--model`` (``charfmt[local]``). Each is checked before the server starts."""
+``--model`` (``charfmt[local]``); psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``). Each is
+checked before the server starts."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -57,17 +58,77 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     add_tokenizer(sp, "for --n-ctx with --upstream (--model counts with its own)")
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
-    sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
+    sp.add_argument("--token", metavar="TOKEN",
+                    help="require 'Authorization: Bearer TOKEN': one trusted front end "
+                    "(default: $CHARFMT_TOKEN)")  # fmt: skip
+    sp.add_argument("--tokens", metavar="FILE",
+                    help="per-player tokens, a 'NAME sha256:HEX' line each: each token's sessions "
+                    "its own")  # fmt: skip
+    sp.add_argument("--new-token", metavar="NAME", action=_TokenAction,
+                    help="print a new token's --tokens line for NAME (the token itself on stderr), "
+                    "and exit")  # fmt: skip
+    sp.add_argument("--hash-token", metavar="NAME", action=_TokenAction,
+                    help="print the --tokens line for NAME of the token read from stdin, and exit")  # fmt: skip
     sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                     help="allow this browser origin (http[s]://host[:port]; * any)")  # fmt: skip
     sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")
-    sp.add_argument("--max-sessions", type=whole(1), default=1000, metavar="N", help="sessions kept (default 1000)")
+    add_store(sp, memory=True)
+    sp.add_argument("--max-sessions", type=whole(1), metavar="N",
+                    help=f"sessions kept; past it the least recently written is evicted, and logged (default "
+                    f"{MAX_SESSIONS['memory']:,} in memory, {MAX_SESSIONS['store']:,} in a store)")  # fmt: skip
+    sp.add_argument("--max-age", type=_days, metavar="DAYS",
+                    help="evict (and log) a session unwritten for DAYS days (default: kept until evicted "
+                    "by number)")  # fmt: skip
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
                     help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
     sp.add_argument("--chat-format", metavar="NAME",
                     help="--model's chat format, a llama-cpp-python name (gemma, chatml...; default: the GGUF's own "
                     "template, with a warning where it has none), as charfmt chat's")  # fmt: skip
     sp.add_argument("--verbose", action="store_true", help="show --model's llama.cpp log lines on standard error")
+    add_lore(sp, seed=False)  # (a request's own "seed" seeds its turn's macros and lore rolls)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="the card's greeting a new session opens with (0: first_mes, 1...: alternate_greetings)",
+    )
+    _add_transport(sp)
+
+
+def _add_transport(sp: argparse.ArgumentParser) -> None:
+    """The flags of what a connection may do: the hosts answered, the HTTP parser, the transport guard's bounds."""
+    from charfmt.serve.guard import Limits  # noqa: PLC0415
+
+    sp.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="also answer requests for this Host name (a LAN name, a proxy's; *.lan: a domain; *: any,"
+                    " the DNS-rebinding guard off); loopback names and the address a request came in on always are,"
+                    " and this machine's names where --host is 0.0.0.0 or ::")  # fmt: skip
+    sp.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
+                    help="uvicorn's HTTP parser (auto: httptools where installed); the bounds below hold with"
+                    " either")  # fmt: skip
+    d = Limits()
+    sp.add_argument("--max-connections", type=whole(1), default=d.max_connections, metavar="N",
+                    help=f"connections open at once; each beyond: 503 (default {d.max_connections:,})")  # fmt: skip
+    sp.add_argument("--header-timeout", type=_seconds, default=d.header_seconds, metavar="S",
+                    help=f"seconds a request's head may take, then 408 (default {d.header_seconds:g})")  # fmt: skip
+    sp.add_argument("--body-timeout", type=_seconds, default=d.body_seconds, metavar="S",
+                    help=f"seconds a request's body may take after its head, then 408"
+                    f" (default {d.body_seconds:g})")  # fmt: skip
+    sp.add_argument("--keep-alive", type=_seconds, default=d.idle_seconds, metavar="S",
+                    help=f"seconds an idle connection waits for its next request"
+                    f" (default {d.idle_seconds:g})")  # fmt: skip
+
+
+def _seconds(text: str) -> float:
+    """An option's type: seconds, more than 0 and at most an hour."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:40]!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {value:g}")
+    return value
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -103,6 +164,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")
     if args.tokenizer is not None and args.upstream is None:
         args.parser.error("argument --tokenizer: a model run in-process (--model) counts with its own tokenizer")
+    allowed_hosts = _allowed_hosts(args)
     api_key = key_env = None
     if args.upstream is not None:
         key_env = args.api_key_env or API_KEY_ENV
@@ -125,11 +187,57 @@ def settings_from(args: argparse.Namespace) -> Any:
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         tokenizer=args.tokenizer,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
-        log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
-        max_request_bytes=args.max_request_bytes,
+        log=Path(args.log) if args.log else None, max_request_bytes=args.max_request_bytes,
+        tokens=_tokens(args),
+        max_session_age=args.max_age * 86400 if args.max_age is not None else None,
+        max_sessions=args.max_sessions or MAX_SESSIONS["memory" if args.memory else "store"],
+        lorebooks=tuple(load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)), greeting=args.greeting,
+        allowed_hosts=allowed_hosts,
     )  # fmt: skip
     _usable(args, settings)
     return settings
+
+
+def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``Host`` names answered besides loopback and the address a request came in on: ``--allow-host``'s,
+    ``--host`` where it is a name, and this machine's names where ``--host`` listens on every address."""
+    import ipaddress  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    from charfmt.serve.hosts import host_name  # noqa: PLC0415
+
+    names = list(args.allow_host)
+    for name in names:
+        if name != "*" and host_name(name.removeprefix("*.")) is None:
+            args.parser.error(f"argument --allow-host: {name!r} is not a host name (a name, an address, *.domain, *)")
+    try:
+        ipaddress.ip_address(args.host)  # (an address: a request that came in on it is answered anyway)
+    except ValueError:
+        if host_name(args.host) is not None:
+            names.append(args.host)
+    if args.host in ("0.0.0.0", "::", ""):  # every address: the names the LAN knows this machine by
+        machine = socket.gethostname()
+        names += [machine, f"{machine}.local", socket.getfqdn()]
+    return tuple(dict.fromkeys(n.lower() for n in names if n))
+
+
+def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """``--tokens FILE``'s entries: a file that cannot be read is a usage error (exit 2), one that holds
+    something else than token lines invalid input (exit 1)."""
+    import os  # noqa: PLC0415
+
+    from charfmt.serve.owners import read_tokens  # noqa: PLC0415
+
+    if args.tokens is None:
+        return ()
+    if not os.path.isfile(args.tokens):
+        args.parser.error(f"argument --tokens: {args.tokens} is not a file (make one with --new-token NAME)")
+    try:
+        return read_tokens(args.tokens)
+    except CharfmtError as e:
+        if "cannot read" in str(e):
+            args.parser.error(f"argument --tokens: {e}")
+        raise
 
 
 def _usable(args: argparse.Namespace, settings: Any) -> None:
@@ -156,31 +264,44 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the server until interrupted."""
     try:
-        import uvicorn  # noqa: PLC0415
+        import uvicorn  # noqa: F401, PLC0415 (checked before the server starts; run in _serve)
     except ImportError as e:
         raise CharfmtError(f"charfmt serve needs uvicorn ({e}): pip install 'charfmt[serve]'") from None
+    import dataclasses  # noqa: PLC0415
+
     from charfmt.serve import create_app  # noqa: PLC0415
 
-    settings = settings_from(args)
-    settings = _ready(settings, verbose=args.verbose)
-    app = create_app(settings)
+    settings = _loaded(settings_from(args), verbose=args.verbose)
+    store = open_store_of(args)  # (closed when the server has stopped)
+    try:
+        _serve(args, create_app(dataclasses.replace(settings, store=store)))
+    finally:
+        store.close()
+    return 0
+
+
+def _serve(args: argparse.Namespace, app: Any) -> None:
+    """Run ``app`` until it is stopped."""
+    import uvicorn  # noqa: PLC0415
+
+    from charfmt.serve.hosts import is_loopback  # noqa: PLC0415
+
+    state = app.state.charfmt
+    settings = state.settings
+    _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
-    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
-        print(f"charfmt serve: warning: listening on {args.host} with no --token", file=sys.stderr)
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
-        h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
-    )  # fmt: skip
+    beyond = not is_loopback(args.host)
+    if beyond and settings.token is None and not settings.tokens:
+        print(f"charfmt serve: warning: listening on {args.host} with no --token or --tokens", file=sys.stderr)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", **_transport(args, settings))
+    _console(settings)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
-    for name in ("uvicorn.access", "uvicorn.error"):  # HTTP lines; the WebSocket's, accepted or refused
-        logging.getLogger(name).addFilter(_redact_tokens)
-    logging.getLogger("uvicorn.error").addFilter(_no_denial_error)
-    console = logging.getLogger("charfmt.serve")  # failed turns, in uvicorn's form beside its lines
-    console.handlers, console.propagate = list(logging.getLogger("uvicorn.error").handlers), False
-    console.setLevel(logging.INFO)
-    state = app.state.charfmt
+    if beyond:
+        names = ", ".join(["localhost", "its addresses", *settings.allowed_hosts])
+        print(f"charfmt serve: answering requests for {names} (more: --allow-host)", file=sys.stderr, flush=True)
+    _said_store(settings.store)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -189,13 +310,125 @@ def run(args: argparse.Namespace) -> int:
 
     with sock:
         Server(config).run(sockets=[sock])
-    return 0
+
+
+MAX_SESSIONS: Final = {"memory": 1000, "store": 10_000}
+"""``--max-sessions``'s default: in memory, and in a store (at most 256 KiB of history each: 2.5 GiB at worst)."""
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of days, not {text[:40]!r}") from None
+    if not 0 < value <= 36500:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 36500 days, not {text[:40]}")
+    return value
+
+
+def _said_store(store: Any) -> None:
+    """Say where the sessions are kept, and how many there are (a restart keeps them, or not)."""
+    from charfmt.store.memory import MemoryStore  # noqa: PLC0415
+
+    if isinstance(store, MemoryStore):
+        print("charfmt serve: sessions kept in memory only (--memory): a restart forgets them", file=sys.stderr)
+        return
+    count = len(store.sessions())
+    print(f"charfmt serve: sessions kept in {store.target} ({count:,} now)", file=sys.stderr)
+
+
+class _TokenAction(argparse.Action):
+    """``--new-token NAME`` / ``--hash-token NAME``: print a ``--tokens`` line and exit, before any other flag
+    is checked (as ``--help`` does)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        import secrets  # noqa: PLC0415
+
+        from charfmt.serve.owners import token_line  # noqa: PLC0415
+
+        name = str(values)
+        token = secrets.token_urlsafe(32) if self.dest == "new_token" else _read_token(parser)
+        try:
+            line = token_line(name, token)
+        except CharfmtError as e:
+            parser.error(f"argument {option_string}: {e}")
+        print(line, flush=True)
+        if self.dest == "new_token":
+            print(f"charfmt serve: {name}'s token (give it to them; only its hash is kept): {token}", file=sys.stderr)
+        parser.exit(0)
+
+
+def _read_token(parser: argparse.ArgumentParser) -> str:
+    """The token to hash: typed unseen at a terminal, else the first line of standard input."""
+    if sys.stdin is None:
+        parser.error("argument --hash-token: the token is read from standard input, which is closed")
+    if sys.stdin.isatty():
+        import getpass  # noqa: PLC0415
+
+        return getpass.getpass("token: ")
+    return sys.stdin.readline(4096).strip()
+
+
+def _transport(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    """uvicorn's settings of the connections: its HTTP parser behind the transport guard, the WebSocket's bound."""
+    import math  # noqa: PLC0415
+
+    from uvicorn.config import HTTP_PROTOCOLS  # noqa: PLC0415
+    from uvicorn.importer import import_from_string  # noqa: PLC0415
+
+    from charfmt.serve.guard import Limits, protocol_class  # noqa: PLC0415
+
+    limits = Limits(
+        header_seconds=args.header_timeout, body_seconds=args.body_timeout,
+        idle_seconds=args.keep_alive, max_connections=args.max_connections,
+    )  # fmt: skip
+    _open_files_for(limits.max_connections)
+    return {
+        "http": protocol_class(import_from_string(HTTP_PROTOCOLS[args.http]), limits),
+        "ws_max_size": settings.max_request_bytes, "timeout_graceful_shutdown": 5,
+        # the guard's bounds are met first: h11's own above them, uvicorn's keep-alive after the guard's
+        "h11_max_incomplete_event_size": limits.head.request_line + limits.head.head_bytes + 4096,
+        "timeout_keep_alive": math.ceil(limits.idle_seconds) + 1,
+    }  # fmt: skip
+
+
+def _open_files_for(connections: int) -> None:
+    """Room for ``connections`` sockets (and the upstream's, the files): the soft limit of open files raised
+    toward the hard one where it is lower (a warning where it cannot be)."""
+    try:
+        import resource  # noqa: PLC0415
+    except ImportError:  # (not on Windows)
+        return
+    need = connections + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    room = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (room, hard))
+    except (ValueError, OSError):
+        room = soft
+    if room < need:
+        print(f"charfmt serve: warning: --max-connections {connections} needs {need} open files;"
+              f" this process may open {room} (ulimit -n)", file=sys.stderr)  # fmt: skip
+
+
+def _console(settings: Any) -> None:
+    """The console's lines (uvicorn's, the failed turns', the guard's refusals) in uvicorn's form, redacted."""
+    from charfmt._redact import Redactor  # noqa: PLC0415
+    from charfmt.serve.logs import redact_console  # noqa: PLC0415
+
+    logging.getLogger("uvicorn.error").addFilter(_no_denial_error)
+    console = logging.getLogger("charfmt.serve")  # failed turns and refusals, beside uvicorn's lines
+    console.handlers, console.propagate = list(logging.getLogger("uvicorn").handlers), False
+    console.setLevel(logging.INFO)
+    redact_console(Redactor(settings.secrets()), ("uvicorn", "uvicorn.access", "charfmt.serve"))
 
 
 _ORIGIN: Final = re.compile(r"https?://[^/?#\s]+")
 """What a browser's ``Origin`` header holds."""
-
-_TOKEN_IN_QUERY: Final = re.compile(r"(?i)([?&]token=)[^&\s\"]*")
 
 
 def _no_denial_error(record: logging.LogRecord) -> bool:
@@ -205,21 +438,10 @@ def _no_denial_error(record: logging.LogRecord) -> bool:
     return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
-def _redact_tokens(record: logging.LogRecord) -> bool:
-    """Log lines with a ``?token=`` value (EventSource, WebSocket) written ``***``: never the secret."""
-    if isinstance(record.args, tuple):
-        record.args = tuple(_TOKEN_IN_QUERY.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
-    if isinstance(record.msg, str):
-        record.msg = _TOKEN_IN_QUERY.sub(r"\1***", record.msg)
-    return True
-
-
-def _ready(settings: Any, *, verbose: bool = False) -> Any:
-    """Load what every turn needs before the first one (a missing extra, a model llama.cpp cannot load:
-    the start stops, exit 1; a GGUF without a chat template: one warning line), then freeze what the start
-    made (``gc.freeze``): the collector's full passes then scan what requests make, not the modules,
-    grammars and models of the start (tens of milliseconds a pass, measured). The settings, with the
-    ``--model`` loaded as their upstream."""
+def _ready(settings: Any) -> None:
+    """Load what every turn needs before the first one (a missing extra stops the start, exit 1), then
+    freeze what the start made (``gc.freeze``): the collector's full passes then scan what requests
+    make, not the modules, grammars and models of the start (tens of milliseconds a pass, measured)."""
     import gc  # noqa: PLC0415
 
     import charfmt.serve.turn_stream  # noqa: PLC0415 (the /v1/turn and completions routes' modules)
@@ -234,22 +456,32 @@ def _ready(settings: Any, *, verbose: bool = False) -> Any:
         raise CharfmtError(f"charfmt serve needs websockets ({e}): pip install 'charfmt[serve]'") from None
     if settings.upstream_url is not None:
         require_aiohttp()
-    elif settings.model_path is not None and settings.upstream is None:
-        import dataclasses  # noqa: PLC0415
+    elif settings.model_path is not None:
+        from charfmt.engines import load_llama_cpp  # noqa: PLC0415
 
-        from charfmt._model_clients import llama_logs  # noqa: PLC0415
-        from charfmt.serve.upstream import LocalUpstream, load_local  # noqa: PLC0415
-
-        llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat
-        upstream: LocalUpstream = load_local(
-            settings.model_path, n_ctx=settings.n_ctx, chat_format=settings.chat_format, warn=False
-        )
-        if upstream.model.missing_template is not None:
-            print(f"charfmt serve: warning: {upstream.model.missing_template}", file=sys.stderr, flush=True)
-        settings = dataclasses.replace(settings, upstream=upstream)
+        load_llama_cpp()
     gc.collect()
     gc.freeze()
-    return settings
+
+
+def _loaded(settings: Any, *, verbose: bool = False) -> Any:
+    """The settings with ``--model`` loaded as their upstream, before the server starts: a model llama.cpp
+    cannot load stops the start (exit 1), a GGUF without a chat template is one warning line, and
+    llama.cpp's own log lines stay off standard error unless ``--verbose`` (as ``charfmt chat``)."""
+    if settings.model_path is None or settings.upstream is not None or settings.upstream_url is not None:
+        return settings
+    import dataclasses  # noqa: PLC0415
+
+    from charfmt._model_clients import llama_logs  # noqa: PLC0415
+    from charfmt.serve.upstream import LocalUpstream, load_local  # noqa: PLC0415
+
+    llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat
+    upstream: LocalUpstream = load_local(
+        settings.model_path, n_ctx=settings.n_ctx, chat_format=settings.chat_format, warn=False
+    )
+    if upstream.model.missing_template is not None:
+        print(f"charfmt serve: warning: {upstream.model.missing_template}", file=sys.stderr, flush=True)
+    return dataclasses.replace(settings, upstream=upstream)
 
 
 def _bind(host: str, port: int) -> Any:

@@ -29,8 +29,12 @@ from typing import TYPE_CHECKING, Final
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
+    from charfmt.lorebook import Activation, Lorebook
+    from charfmt.render import Extra
     from charfmt.scene import Scene
     from charfmt.userinput import UserTurn
 
@@ -85,7 +89,14 @@ class Prompter:
     """
 
     def __init__(
-        self, character: Character, scene: Scene | None, *, note: str, budget: int, counter: TokenCounter | None = None
+        self,
+        character: Character,
+        scene: Scene | None,
+        *,
+        note: str,
+        budget: int,
+        counter: TokenCounter | None = None,
+        lorebooks: Sequence[Lorebook] = (),
     ) -> None:
         from charfmt._resources import resource_dir  # noqa: PLC0415
         from charfmt.render import ESTIMATE  # noqa: PLC0415
@@ -95,6 +106,8 @@ class Prompter:
         self.note = note
         self.budget = budget
         self.counter = remembered(counter or ESTIMATE)
+        self.lorebooks = tuple(lorebooks)
+        """Lore beyond the character's card's own book (``--lorebook``)."""
         prompts = resource_dir("prompts")
         self._template = prompts / ("system.j2" if scene is None else "scene.j2")
         self._user_template = prompts / "user.j2"
@@ -128,14 +141,51 @@ class Prompter:
         """The system prompt (``system``, a front end's own text, after it), the newest exchanges of ``history``
         that fit the budget less ``reserve`` (what the upstream counts of the request's schema), ``turn``;
         or ``BadTurn`` saying what did not fit."""
-        head = self.system()
-        if system:
-            head = f"{head.rstrip()}\n\n{system}\n"
+        return self.turn(history, turn, system=system, reserve=reserve)[0]
+
+    def turn(
+        self,
+        history: list[Exchange],
+        turn: UserTurn,
+        *,
+        system: str | None = None,
+        reserve: int = 0,
+        seed: int | str | None = None,
+    ) -> tuple[list[Message], Activation | None]:
+        """``messages``, and the lore the turn activated (``render_turn``'s steps; ``seed``: its rolls): the
+        system prompt rendered again for a turn whose macros or lore change it."""
+        from charfmt._card_prompt import turn_parts  # noqa: PLC0415
+        from charfmt.macros import MacroError  # noqa: PLC0415
+        from charfmt.render import lore_in_system, system_of, turn_extras  # noqa: PLC0415
+
         budget = self.budget - reserve
+        own = self.system()
         if self.scene is not None:
-            return self._scene_messages(head, budget, history, turn, system)
+            lore = self.scene.lore(history, turn, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                                   seed=seed)  # fmt: skip
+            if lore_in_system(lore):
+                own = f"{self.scene.render_system(lore=lore).rstrip()}\n\n{self.note}\n"
+            head = f"{own.rstrip()}\n\n{system}\n" if system else own
+            return self._scene_messages(head, budget, history, turn, system, lore), lore
+        try:
+            parts = turn_parts(
+                self.character, history, turn, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                seed=seed,
+            )  # fmt: skip
+        except MacroError as e:
+            raise BadTurn(str(e)) from None
+        if parts.character is not self.character or lore_in_system(parts.lore):  # macros or lore: this turn's own
+            own = f"{system_of(parts)[0].rstrip()}\n\n{self.note}\n"
+        head = f"{own.rstrip()}\n\n{system}\n" if system else own
+        return self._messages(head, history, turn, extra=turn_extras(parts), budget=budget, reserve=reserve,
+                              system=system), parts.lore  # fmt: skip
+
+    def _messages(
+        self, head: str, history: list[Exchange], turn: UserTurn, *, extra: list[Extra], budget: int, reserve: int,
+        system: str | None,
+    ) -> list[Message]:  # fmt: skip
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
+        from charfmt.render import BudgetError, chat_turns, render_user_block  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
@@ -150,11 +200,8 @@ class Prompter:
         pairs = [self._texts(exchange) for exchange in history]
 
         def build(start: int) -> list[Message]:
-            out = [{"role": "system", "content": head}]
-            for user, reply in pairs[start:]:
-                out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-            out.append({"role": "user", "content": said})
-            return out
+            turns = chat_turns(pairs[start:], said, extra)  # (a greeting alone; lore at a depth; post-history)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in turns)]
 
         try:
             return fit_messages(build, len(pairs), budget=budget, counter=self.counter)[1]
@@ -191,7 +238,7 @@ class Prompter:
             if said is not None and said[0] is exchange.user
             else render_user_block(exchange.user, templates=STUB)
         )
-        texts = user, history_reply(exchange.reply, self.character.tags)
+        texts = user if exchange.user.chats else "", history_reply(exchange.reply, self.character.tags)
         if self._user_stamp is None:  # user.j2 unreadable (rendering says so): nothing kept
             return texts
         self._past[id(exchange)] = (exchange, texts)
@@ -199,9 +246,10 @@ class Prompter:
             self._past.popitem(last=False)
         return texts
 
-    def _scene_messages(
-        self, head: str, budget: int, history: list[Exchange], turn: UserTurn, system: str | None
-    ) -> list[Message]:
+    def _scene_messages(  # noqa: PLR0917 (one private call site)
+        self, head: str, budget: int, history: list[Exchange], turn: UserTurn, system: str | None,
+        lore: Activation | None,
+    ) -> list[Message]:  # fmt: skip
         assert self.scene is not None
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
         from charfmt.render import BudgetError  # noqa: PLC0415
@@ -209,7 +257,9 @@ class Prompter:
         scene = self.scene
 
         def build(start: int) -> list[Message]:
-            rest: list[Message] = scene.render_messages(history[start:], turn, templates=STUB)["messages"][1:]
+            rest: list[Message] = scene.render_messages(history[start:], turn, templates=STUB, lore=lore)["messages"][
+                1:
+            ]
             return [{"role": "system", "content": head}, *rest]
 
         try:

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from charfmt.character import Character
+    from charfmt.lorebook import Lorebook
     from charfmt.scene import Scene
     from charfmt.serve.upstream import Upstream
+    from charfmt.store import Store
 
 DEFAULT_MAX_TOKENS: Final = 512
 """Tokens of one reply, at most (the grammar's bounds are computed from it)."""
@@ -51,9 +53,15 @@ class Settings:
     timeout: float = 120.0
     """Seconds the upstream may send no event (keep-alive comments do not count)."""
     token: str | None = None
-    """Bearer token every ``/v1`` request must carry (``None``: no auth)."""
+    """Bearer token every ``/v1`` request must carry (``None``: no auth): one trusted front end."""
+    tokens: tuple[tuple[str, str], ...] = ()
+    """Per-player credentials (``--tokens FILE``, ``charfmt.serve.owners.read_tokens``): (name, ``sha256:`` hash)
+    each; a session belongs to the token that made it."""
     cors: tuple[str, ...] = ()
     """Origins allowed to call from a browser (none: CORS off)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names answered besides loopback and the address a request came in on (``--allow-host``;
+    ``*.lan`` a domain's names, ``*`` any: the DNS-rebinding guard off). Others get a 421."""
     log: Path | None = None
     """A JSON Lines file each turn is appended to (``charfmt report`` reads it)."""
     max_request_bytes: int = 1 << 20
@@ -62,10 +70,25 @@ class Settings:
     """Characters of the player's turn."""
     max_messages: int = 512
     """Messages of a chat-completions request."""
-    max_sessions: int = 1000
+    store: str | Path | Store | None = None
+    """Where sessions are kept: a SQLite file, a ``postgresql://`` DSN, or a ready ``charfmt.store.Store``
+    (closed by its owner); ``None``: in memory (a restart forgets them). ``charfmt serve``'s default is
+    ``charfmt.store.default_store_path()``."""
+    max_sessions: int | None = 1000
+    """Sessions kept (past it, the least recently written is evicted, and logged); ``None``: no bound."""
+    max_session_age: float | None = None
+    """Seconds a session may go unwritten before it is evicted (logged); ``None``: no bound."""
     session_bytes: int = 256 << 10
-    """Bytes of history a session keeps (the oldest exchanges go first)."""
+    """Bytes of history a session keeps (the oldest exchanges go first, logged)."""
     max_length: int | None = None
     """Sentences longer than this also end at ``、`` or ``,`` (early TTS), as ``charfmt stream``."""
     playground: bool = True
     """Serve the playground page at ``GET /``."""
+    lorebooks: tuple[Lorebook, ...] = ()
+    """Lore beyond the character card's own book (``--lorebook``), scanned every turn."""
+    greeting: int | None = 0
+    """The card's greeting a new session opens with (0: ``first_mes``; ``None``: none; ``--greeting``)."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """What the server never shows (written ``***`` in answers and logs): the upstream's key, the token."""
+        return tuple(s for s in (self.api_key, self.token) if s)

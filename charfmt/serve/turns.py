@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
+    from charfmt.lorebook import Activation
     from charfmt.models import Reply
     from charfmt.scene import Scene
     from charfmt.serve.settings import Settings
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from charfmt.stage import StageCue
     from charfmt.userinput import UserTurn
 
-__all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+__all__ = ["BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Raw", "history_from_messages", "reply_bounds"]
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
@@ -79,8 +80,27 @@ class Done:
         }
 
 
-Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done"
-"""What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end."""
+@dataclass(frozen=True)
+class Lore:
+    """Which lore entries the turn's prompt holds and which the lore's budget cut (``Activation.report``)."""
+
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``/v1/turn``'s ``lore`` object."""
+        return {"kind": "lore", **self.report}
+
+
+@dataclass(frozen=True)
+class Greeting:
+    """A new session's first line: the card's greeting, kept as the session's first exchange."""
+
+    reply: Reply
+
+
+Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done | Lore | Greeting"
+"""What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end; with
+``lore=True``, first, the lore the prompt holds."""
 
 
 def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> Any:
@@ -274,7 +294,10 @@ class Engine:
         server = self._server()
         self._reserve = {on: grammar_cost(server, fields, self.counter) for on, fields in self._fields.items()}
         """The prompt tokens the upstream spends on the request's schema (OpenAI's), constrained or not."""
-        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter)
+        self.prompter = Prompter(
+            self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter,
+            lorebooks=settings.lorebooks,
+        )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
 
@@ -319,9 +342,18 @@ class Engine:
     ) -> dict[str, Any]:
         """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), ``system``
         (a front end's own system text) after charfmt's system prompt; ``BadTurn`` where even the turn does not fit."""
+        return self.lore_request(history, turn, constrained, system)[0]
+
+    def lore_request(
+        self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None,
+        seed: Any = None,
+    ) -> tuple[dict[str, Any], Activation | None]:  # fmt: skip
+        """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls)."""
         on = self.settings.constrained if constrained is None else constrained
-        messages = self.prompter.messages(history, turn, system=system, reserve=self._reserve[on])
-        return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
+        messages, lore = self.prompter.turn(
+            history, turn, system=system, reserve=self._reserve[on], seed=seed if isinstance(seed, (int, str)) else None
+        )
+        return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}, lore
 
     async def turn_batches(
         self,
@@ -333,6 +365,7 @@ class Engine:
         events: bool = True,
         cues: bool = True,
         options: dict[str, Any] | None = None,
+        lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:
         """The pieces of one turn (see the module docstring) in batches: what each chunk of the model's
         text makes certain, in one list; the last batch is ``[Done]``. The exchange is for the caller to keep.
@@ -342,25 +375,32 @@ class Engine:
         ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
         sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
-        as the stream would have read it); ``cues=False``: no stage cues or sentences.
+        as the stream would have read it); ``cues=False``: no stage cues or sentences; ``lore=True``:
+        where lore entries fired (or the budget cut some), a ``Lore`` piece first (in the upstream's first batch).
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
         await self.pacer.turn()
         front = dict(options or {})
-        body = self.request(history, turn, constrained, system=front.pop("system", None))
+        system = front.pop("system", None)
+        body, active = self.lore_request(history, turn, constrained, system, front.get("seed"))
         body.update(front)
+        # the lore goes with the first batch the upstream brings: an upstream that fails at once is still a status
+        told = lore and active is not None and bool(active.placed or active.cut)
+        lead: list[Piece] = [Lore(active.report())] if told and active is not None else []
         on = self.settings.constrained if constrained is None else constrained
         reading = _Reading(self, turn, events=events, cues=cues, bound=self.bounds.max_chars if on else None)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
             if delta.text:
-                yield feed(delta)
+                yield [*lead, *feed(delta)] if lead else feed(delta)
+                lead = []
             elif delta.reason or delta.piece:
                 noted = feed(delta)  # (no text: only what the chunk notes)
-                if noted:
-                    yield noted
+                if noted or lead:
+                    yield [*lead, *noted]
+                    lead = []
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
@@ -432,10 +472,12 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     end's own style) is read leniently. Nothing the player said is dropped: user messages in a row
     are one turn, and an answer that shows nothing (empty, a tool call) leaves the turn to the next
     answer; answers in a row are one reply. Left out: system and tool messages (the system text goes
-    to the prompt), and an answer before the player's first words (a greeting: no turn to pair it with).
+    to the prompt). An answer before the player's first words (the greeting the front end showed)
+    is the first exchange, with an empty user turn, as a card's greeting is.
     """
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.serve.formats import read_answer  # noqa: PLC0415
+    from charfmt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
@@ -452,8 +494,8 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
         reply = read_answer(fmt, text, tags, speakers=speakers, vocabulary=engine.vocabulary) or engine.read(text)
         if not reply.chats:
             continue  # (the turn waits for an answer that says something)
-        if said:
-            turn = engine.character.shorthand("\n".join(said))
+        if said or not out:  # (not out: a greeting, before the player said anything)
+            turn = engine.character.shorthand("\n".join(said)) if said else UserTurn()
             out.append(Exchange(user=turn, reply=canonical_form(reply, tags)))
             said = []
         elif out:  # a second answer to the same turn: the reply goes on

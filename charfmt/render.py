@@ -352,6 +352,12 @@ def render_user_block(turn: UserTurn, *, templates: str | Path | None = None) ->
     return _render("user.j2", _dir(templates), turn=_view(turn))
 
 
+def render_request(name: str, character: Character, *, templates: str | Path | None = None, **values: str) -> str:
+    """A request to the model beyond a turn of the player (``prompts/impersonate.j2``, ``prompts/continue.j2``):
+    ``character`` and ``values`` (text, escaped as every value is) given to the template ``name``."""
+    return _render(name, _dir(templates), character=_view(character), **values).strip()
+
+
 def render_messages(
     character: Character,
     history: Sequence[Exchange],

@@ -98,12 +98,20 @@ class Prompter:
             self._system = f"{rendered.rstrip()}\n\n{self.note}\n"
         return self._system
 
-    def messages(self, history: list[Exchange], turn: UserTurn) -> list[Message]:
-        """The system prompt, the newest exchanges of ``history`` that fit the budget, ``turn``; or ``BadTurn``."""
+    def messages(
+        self, history: list[Exchange], turn: UserTurn | None, *, after: str = "", request: str = "", reserve: int = 0
+    ) -> list[Message]:
+        """The system prompt, the newest exchanges of ``history`` that fit the budget, ``turn``; or ``BadTurn``.
+
+        ``after``: the front end's post-history instructions, after the history, in the turn's message (a
+        ``system`` message there is refused by many chat templates). ``request``: what is asked instead of a
+        turn of the player (``turn`` ``None``: the player's line, the rest of a reply), rendered. ``reserve``:
+        tokens the caller adds after these messages (a prefill), kept out of the budget.
+        """
         head = {"role": "system", "content": self.system()}
-        budget = self.budget - count_tokens(self.note)  # the rendered messages' share (the prompt's included)
+        budget = self.budget - count_tokens(self.note) - reserve  # the rendered messages' share (the prompt's included)
         if self.scene is not None:
-            return self._scene_messages(head, budget, history, turn)
+            return self._scene_messages(head, budget, history, turn, _joined(request, after))
         from charfmt._token_fit import newest_exchanges  # noqa: PLC0415
         from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
 
@@ -113,19 +121,20 @@ class Prompter:
             self._said.clear()
             self._user_stamp = stamp
         try:  # render_messages's steps, the past exchanges' texts kept from earlier turns
-            said = render_user_block(turn, templates=STUB)
-            if stamp is not None:
+            said = render_user_block(turn, templates=STUB) if turn is not None else ""
+            if stamp is not None and turn is not None:
                 self._said[id(turn)] = (turn, said)
                 if len(self._said) > PAST_KEPT:
                     self._said.popitem(last=False)
+            last = _joined(said, request, after)
             pairs = [self._texts(exchange) for exchange in history]
-            pairs = newest_exchanges(self._rendered, said, pairs, budget=budget, counter=count_tokens)
+            pairs = newest_exchanges(self._rendered, last, pairs, budget=budget, counter=count_tokens)
         except BudgetError:
             raise BadTurn(f"the turn does not fit the context window: {self._budget_error(budget, turn)}") from None
         out = [head]
         for user, reply in pairs:
             out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-        out.append({"role": "user", "content": said})
+        out.append({"role": "user", "content": last})
         return out
 
     def _texts(self, exchange: Exchange) -> tuple[str, str]:
@@ -150,9 +159,12 @@ class Prompter:
             self._past.popitem(last=False)
         return texts
 
-    def _budget_error(self, budget: int, turn: UserTurn) -> str:
+    def _budget_error(self, budget: int, turn: UserTurn | None) -> str:
         """What ``render_messages`` says of ``turn`` not fitting ``budget`` with the prompt rendered in place."""
         from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
+
+        if turn is None:
+            return f"the budget is {budget} tokens"
 
         try:
             render_messages(self.character, [], turn, budget=budget, counter=count_tokens)
@@ -160,17 +172,28 @@ class Prompter:
             return str(e)
         return f"the budget is {budget}"  # not reached: the same counts fail the same way
 
-    def _scene_messages(self, head: Message, budget: int, history: list[Exchange], turn: UserTurn) -> list[Message]:
+    def _scene_messages(
+        self, head: Message, budget: int, history: list[Exchange], turn: UserTurn | None, extra: str
+    ) -> list[Message]:
         assert self.scene is not None
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
+
         fixed = count_tokens(self._rendered)
         past = list(history)
         while True:  # the oldest exchanges left out to fit
-            rest = self.scene.render_messages(past, turn, templates=STUB)["messages"][1:]
+            rest = self.scene.render_messages(past, turn or UserTurn(), templates=STUB)["messages"][1:]
+            rest[-1] = {**rest[-1], "content": _joined(rest[-1]["content"] if turn is not None else "", extra)}
             if fixed + sum(count_tokens(m["content"]) for m in rest) <= budget:
                 return [head, *rest]
             if not past:
                 raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
             del past[0]
+
+
+def _joined(*texts: str) -> str:
+    """The texts that are not empty, a blank line between each two (one text alone: as it is)."""
+    parts = [text for text in texts if text.strip()]
+    return "\n\n".join([*(part.rstrip("\n") for part in parts[:-1]), *parts[-1:]])
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -67,8 +67,11 @@ class SessionStore:
         """The session ``key`` if it exists (its place in the order unchanged)."""
         return self._sessions.get(key)
 
-    def add(self, session: Session, exchange: Exchange) -> None:
-        """Append ``exchange``; drop the oldest exchanges past ``max_bytes`` (the newest always stays)."""
+    def add(self, session: Session, exchange: Exchange, *, replace: bool = False) -> None:
+        """Append ``exchange`` (``replace``: in the last one's place); drop the oldest exchanges past
+        ``max_bytes`` (the newest always stays)."""
+        if replace and session.history:
+            del session.history[-1], session.sizes[-1]
         session.history.append(exchange)
         session.sizes.append(len(exchange.model_dump_json().encode()))
         while len(session.history) > 1 and session.size > self.max_bytes:

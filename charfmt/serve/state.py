@@ -21,12 +21,13 @@ from charfmt.diagnostics import CharfmtError
 from charfmt.events import Event
 from charfmt.serve.formats import Answer
 from charfmt.serve.sessions import SessionStore
-from charfmt.serve.turns import Done, Engine, Piece, Raw
+from charfmt.serve.turns import Done, Engine, Piece, Prefix, Raw
 from charfmt.serve.wire import error_body, failure
 from charfmt.speech import Sentence
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
+    from charfmt.serve.continuation import Ask
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
@@ -102,27 +103,39 @@ class ServerState:
             self._log = None
 
     async def turn_batches(
-        self, key: str | None, history: list[Exchange] | None, turn: UserTurn, constrained: bool | None, rid: str,
-        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
+        self, key: str | None, history: list[Exchange] | None, turn: UserTurn | None, constrained: bool | None,
+        rid: str, *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
+        ask: Ask | None = None,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in session ``key`` (or with ``history`` given), in the engine's batches
-        (``Engine.turn_batches``); the exchange kept, the turn logged."""
+        (``Engine.turn_batches``); the exchange kept, the turn logged.
+
+        ``ask`` (``charfmt.serve.continuation``): the player's line asked for is kept in no history; a
+        continue in a session goes on with the session's last reply, which the reply gone on with replaces.
+        """
         engine = await self.engine()
         session = self.sessions.get(key) if key else None
         lock = session.lock if session is not None else contextlib.nullcontext()
         async with lock:
-            past = session.history if session is not None else (history or [])
+            past = list(session.history) if session is not None else (history or [])
+            replaces = False
+            if session is not None and session.history and ask is not None and ask.continuation is not None:
+                last = past.pop()  # the reply being gone on with: its place is the continued reply's
+                turn, replaces = last.user, True
+                ask = self._same_as_shown(ask, last, engine)
             batches = engine.turn_batches(
-                list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
-            )
+                past, turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
+                ask=ask,
+            )  # fmt: skip
             ended = False
             try:
                 async for batch in batches:
                     done = batch[-1]
                     if isinstance(done, Done):
                         ended = True
-                        if session is not None and done.exchange.reply.chats:
-                            self.sessions.add(session, done.exchange)
+                        kept = bool(done.exchange.reply.chats) and (ask is None or ask.impersonation is None)
+                        if session is not None and kept:
+                            self.sessions.add(session, done.exchange, replace=replaces)
                         self.log(done, key, engine)
                     yield batch
             except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
@@ -138,18 +151,31 @@ class ServerState:
             finally:
                 await batches.aclose()
 
+    def _same_as_shown(self, ask: Ask, last: Exchange, engine: Engine) -> Ask:
+        """``ask`` going on with the session's ``last`` reply itself where the front end sent it as the server
+        answered it (narration and all; else with what the front end sent, edited as it may be)."""
+        import dataclasses  # noqa: PLC0415
+
+        from charfmt.serve.formats import whole  # noqa: PLC0415
+
+        going = ask.continuation
+        assert going is not None
+        shown = whole(self.settings.reply_format, last.reply, engine.tags, speakers=engine.scene is not None)
+        same = shown.strip() == going.shown.strip() and last.reply.chats
+        return dataclasses.replace(ask, continuation=engine.continuation(last.reply, going.shown)) if same else ask
+
     async def run_turn(
-        self, key: str | None, history: list[Exchange] | None, turn: UserTurn, rid: str,
-        *, options: dict[str, Any] | None = None, answer: Answer | None = None,
+        self, key: str | None, history: list[Exchange] | None, turn: UserTurn | None, rid: str,
+        *, options: dict[str, Any] | None = None, answer: Answer | None = None, ask: Ask | None = None,
     ) -> Done:  # fmt: skip
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer): its events fed to
         ``answer``, where given (``answer.end`` is the caller's)."""
         done: Piece | None = None
         events = answer is not None and answer.events
-        batches = self.turn_batches(key, history, turn, None, rid, events=events, cues=False, options=options)
+        batches = self.turn_batches(key, history, turn, None, rid, events=events, cues=False, options=options, ask=ask)
         async for batch in batches:
             done = batch[-1]
-            if events and answer is not None:
+            if answer is not None:
                 answer.feed(batch)
         assert isinstance(done, Done)
         return done
@@ -179,7 +205,7 @@ class ServerState:
             return {"kind": "sentence", **piece.to_dict()}
         if isinstance(piece, Event):
             return piece.to_dict()
-        assert not isinstance(piece, Raw)
+        assert not isinstance(piece, Raw | Prefix)  # (a continue is chat completions' only)
         return {"kind": "stage", "cue": piece.to_dict()}
 
     def reply_object(self, done: Done, key: str | None, engine: Engine, content: str) -> dict[str, Any]:
@@ -191,7 +217,7 @@ class ServerState:
             "kind": "reply", "request_id": done.request_id, "session": key, "valid": done.valid,
             "reply": json.loads(dumps(canonical_form(done.reply, tags=engine.tags))),
             "content": content,
-            "raw": done.text,
+            "raw": done.text, "reasoning": done.reply.reasoning,
             "diagnostics": [d.model_dump() for d in done.reply.diagnostics], "timing": done.timing(),
         }  # fmt: skip
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from charfmt.serve.continuation import Prefix
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
 
@@ -24,13 +25,14 @@ if TYPE_CHECKING:
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.models import Reply
+    from charfmt.serve.continuation import Ask, Continuation
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.speech import Sentence
     from charfmt.stage import StageCue
     from charfmt.userinput import UserTurn
 
-__all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+__all__ = ["BadTurn", "Done", "Engine", "Piece", "Prefix", "Raw", "history_from_messages", "read_back", "reply_bounds"]
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
@@ -74,8 +76,9 @@ class Done:
         }
 
 
-Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done"
-"""What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end."""
+Piece: TypeAlias = "Raw | Prefix | Event | StageCue | Sentence | Done"
+"""What a turn yields: the model's text, the reply a continue went on from, an event of the stream, a stage
+cue, a sentence, the end."""
 
 
 def reply_bounds(settings: Settings) -> Any:
@@ -103,7 +106,7 @@ class _Reading:
     ``cues=False``: the events only, no stage cues or sentences.
     """
 
-    def __init__(self, engine: Engine, turn: UserTurn, *, events: bool, cues: bool) -> None:
+    def __init__(self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "") -> None:
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
@@ -117,9 +120,13 @@ class _Reading:
         else:
             self.stage = StageReader(engine.character, max_length=length)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
+        self.prefix = prefix
+        """The reply so far that the model goes on from (a prefilled continue): the start of the reply's text."""
         self.chunks: list[str] = []
-        self.size = 0
+        self.size = len(prefix)
         """Characters of the reply so far."""
+        self.reasoning: list[str] = []
+        """The upstream's reasoning, sent beside the text (``reasoning_content``)."""
         self.lone: list[int] = []
         """Where a lone surrogate was replaced by U+FFFD (offsets in the reply's text): ``CF714``."""
         self.notes: list[tuple[str, str, int]] = []
@@ -147,7 +154,7 @@ class _Reading:
         self.chunks.append(text)
         self.size += len(text)
         if not self.events:
-            return [Raw(text)]
+            return [*noted, Raw(text)] if noted else [Raw(text)]
         return [*noted, Raw(text), *self._pieces(self.stream.feed(text))]
 
     def note(self, piece: SDKPiece) -> list[Piece]:
@@ -155,22 +162,32 @@ class _Reading:
         reply's diagnostics, and said as it comes where events are read; a refusal's text, kept."""
         if piece.refusal:
             self.refusal.append(piece.refusal)
+        said: list[Piece] = []
+        if piece.reasoning:  # (said as it comes whatever is read: chat completions forward it as it comes too)
+            from charfmt.events import Reasoning  # noqa: PLC0415
+
+            self.reasoning.append(piece.reasoning)
+            said.append(Reasoning(piece.reasoning))
         if not piece.notes:
-            return []
+            return said
         self.notes.extend((code, message, self.size) for code, message in piece.notes)
         if not self.events:
-            return []
+            return said
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
         from charfmt.events import DiagnosticEvent  # noqa: PLC0415
 
-        so_far = "".join(self.chunks)
-        return [DiagnosticEvent(None, Diagnostic.at(so_far, code, message, self.size)) for code, message in piece.notes]
+        so_far = self.prefix + "".join(self.chunks)
+        at = self.size
+        return [
+            *said,
+            *(DiagnosticEvent(None, Diagnostic.at(so_far, code, message, at)) for code, message in piece.notes),
+        ]
 
     def _said_lone(self, text: str, where: list[int]) -> list[Piece]:
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
         from charfmt.events import DiagnosticEvent  # noqa: PLC0415
 
-        so_far = "".join(self.chunks) + text
+        so_far = self.prefix + "".join(self.chunks) + text
         return [DiagnosticEvent(None, Diagnostic.at(so_far, "CF714", _LONE, at, at + 1)) for at in where]
 
     def diagnostics(self, text: str) -> list[Diagnostic]:
@@ -203,6 +220,19 @@ class _Reading:
                 self.lone.append(self.size + i)
         return "".join(chars)
 
+    def _reasoning_again(self, found: list[Event]) -> list[Event]:
+        """``found`` with the upstream's reasoning said again after a ``Reset`` (which takes back all shown)."""
+        from charfmt.events import Reasoning, Reset  # noqa: PLC0415
+
+        if not any(isinstance(event, Reset) for event in found):
+            return found
+        out: list[Event] = []
+        for event in found:
+            out.append(event)
+            if isinstance(event, Reset):
+                out.append(Reasoning("".join(self.reasoning)))
+        return out
+
     def close(self) -> list[Piece]:
         """The rest, once the reply has ended."""
         if not self.events:
@@ -213,7 +243,16 @@ class _Reading:
             out.extend(self.splitter.close())
         return out
 
+    def start(self) -> list[Piece]:
+        """The pieces before the model's text: the events of the reply it goes on from (a prefilled continue),
+        read as the rest will be; the front end shows them already."""
+        if not self.prefix or not self.events:
+            return []
+        return [Prefix(self.stream.feed(self.prefix))]
+
     def _pieces(self, found: list[Event]) -> list[Piece]:
+        if self.reasoning:
+            found = self._reasoning_again(found)
         if not self.cues:
             return list(found)
         out: list[Piece] = []
@@ -244,6 +283,18 @@ class Engine:
         self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget)
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
+        from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
+
+        local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
+        fields = None if local else PREFILL.get(settings.server)
+        self.prefills = fields is not None
+        """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
+        self.prefill: dict[str, Any] = dict(fields or {})
+        """The request fields that ask the upstream to go on from the last answer."""
+        from charfmt.serve.emotion_names import served_names  # noqa: PLC0415
+
+        self.names = served_names(settings)
+        """The name of each emotion key in ``--reply-format`` (``charfmt.serve.emotion_names``)."""
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         from charfmt.engines import request_fields  # noqa: PLC0415
@@ -272,22 +323,58 @@ class Engine:
             raise BadTurn(f"the player's turn is {len(say):,} characters (at most {self.settings.max_say:,})")
         return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
 
-    def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
-        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
-        messages = self.prompter.messages(history, turn)
+    def request(
+        self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None, ask: Ask | None = None
+    ) -> dict[str, Any]:
+        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), with what
+        ``ask`` asks beyond it (``charfmt.serve.continuation``): instructions after the history, the rest of a
+        reply (prefilled, or asked for), the player's line."""
+        from charfmt.render import render_request  # noqa: PLC0415
+
         on = self.settings.constrained if constrained is None else constrained
+        after = ask.after if ask is not None else ""
+        going = ask.continuation if ask is not None else None
+        if ask is not None and ask.impersonation is not None:
+            asked = render_request("impersonate.j2", self.character, request=ask.impersonation)
+            messages = self.prompter.messages(history, None, request=asked, after=after)
+        elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
+            from charfmt.character import Exchange  # noqa: PLC0415
+            from charfmt.userinput import UserTurn  # noqa: PLC0415
+
+            past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
+            asked = render_request("continue.j2", self.character)
+            messages = self.prompter.messages(past, None, request=asked, after=after)
+        elif going is not None and going.prefill is not None:  # the model goes on from the reply so far
+            prefill = going.prefill
+            messages = self.prompter.messages(history, turn, after=after, reserve=count_tokens(prefill))
+            messages.append({"role": "assistant", "content": prefill})
+            # The grammar is of a whole reply, and the model starts inside one: sent without it, read leniently.
+            return {"model": self.model, "messages": messages, "stream": True, **self._fields[False], **self.prefill}
+        else:
+            messages = self.prompter.messages(history, turn, after=after)
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
+
+    def continuation(self, before: Reply, shown: str = "") -> Continuation:
+        """A continue of ``before`` (``shown``: as the front end sent it): prefilled where the upstream goes on
+        from a last answer (``PREFILL``), else asked for as the rest."""
+        from charfmt.serve.continuation import Continuation, open_prefix  # noqa: PLC0415
+        from charfmt.writer import canonical_form  # noqa: PLC0415
+
+        before = canonical_form(before, tags=self.tags)
+        prefill = open_prefix(before, self.tags) if self.prefills and before.chats else None
+        return Continuation(before, prefill, shown)
 
     async def turn_batches(
         self,
         history: list[Exchange],
-        turn: UserTurn,
+        turn: UserTurn | None,
         *,
         constrained: bool | None = None,
         request_id: str | None = None,
         events: bool = True,
         cues: bool = True,
         options: dict[str, Any] | None = None,
+        ask: Ask | None = None,
     ) -> AsyncGenerator[list[Piece], None]:
         """The pieces of one turn (see the module docstring) in batches: what each chunk of the model's
         text makes certain, in one list; the last batch is ``[Done]``. The exchange is for the caller to keep.
@@ -297,15 +384,23 @@ class Engine:
         ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
         sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
-        as the stream would have read it); ``cues=False``: no stage cues or sentences.
+        as the stream would have read it); ``cues=False``: no stage cues or sentences. ``ask``: what the
+        turn asks beyond the player's words (``charfmt.serve.continuation``); a prefilled continue's first
+        batch is ``[Prefix]``, and ``Done.reply`` is the whole reply gone on with. The upstream's reasoning
+        comes as ``Reasoning`` events, whatever ``events`` says.
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
         await self.pacer.turn()
-        body = self.request(history, turn, constrained)
+        body = self.request(history, turn, constrained, ask)
         _add_options(body, options)
-        reading = _Reading(self, turn, events=events, cues=cues)
+        going = ask.continuation if ask is not None else None
+        prefix = going.prefill if going is not None and going.prefill is not None else ""
+        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix)
+        started = reading.start()
+        if started:
+            yield started
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
             if delta.text:
@@ -325,15 +420,18 @@ class Engine:
         if rest:
             yield rest
         await self.pacer.turn()
-        yield [self._done(request_id or uuid.uuid4().hex, body, turn, reading)]
+        yield [self._done(request_id or uuid.uuid4().hex, body, turn, reading, going)]
 
-    def _done(self, rid: str, body: dict[str, Any], turn: UserTurn, reading: _Reading) -> Done:
+    def _done(
+        self, rid: str, body: dict[str, Any], turn: UserTurn | None, reading: _Reading, going: Continuation | None
+    ) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
         from charfmt.character import Exchange  # noqa: PLC0415
         from charfmt.diagnostics import ParseError  # noqa: PLC0415
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
-        text = "".join(reading.chunks)
+        text = reading.prefix + "".join(reading.chunks)  # (a prefilled continue: the reply from its start)
         strict: Reply | None
         try:
             strict = self.read(text, lenient=False)
@@ -350,8 +448,13 @@ class Engine:
             reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *notes]})
             if reading.lone or any(d.severity == "error" for d in notes):
                 strict = None  # (the text as sent held no character there, or is not the whole reply)
+        if reading.reasoning:  # the upstream's, sent beside the text: before any the text held (<think>)
+            reasoning = "".join(reading.reasoning) + (f"\n\n{reply.reasoning}" if reply.reasoning else "")
+            reply = reply.model_copy(update={"reasoning": reasoning})
+        if going is not None:
+            reply = going.combine(reply)
         end = time.perf_counter()
-        exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
+        exchange = Exchange(user=turn or UserTurn(), reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]
         prompt = sum(count_tokens(m["content"]) for m in messages)
         version = prompt_version(messages[0]["content"])
@@ -385,13 +488,11 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     to the prompt), and an answer before the player's first words (a greeting: no turn to pair it with).
     """
     from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.serve.formats import read_answer  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
     said: list[str] = []  # the player's words not answered yet
-    fmt, tags = engine.settings.reply_format, engine.tags
-    speakers = engine.scene.speakers if engine.scene is not None else None
+    tags = engine.tags
     for role, text in messages:
         if role == "user":
             if text.strip():
@@ -399,7 +500,7 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
             continue
         if role != "assistant":
             continue
-        reply = read_answer(fmt, text, tags, speakers=speakers, vocabulary=engine.vocabulary) or engine.read(text)
+        reply = read_back(engine, text)
         if not reply.chats:
             continue  # (the turn waits for an answer that says something)
         if said:
@@ -413,3 +514,16 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
             ]
             out[-1] = Exchange(user=last.user, reply=canonical_form(reply.model_copy(update={"chats": chats}), tags))
     return out
+
+
+def read_back(engine: Engine, text: str) -> Reply:
+    """An answer a front end sends back: read as this server's ``--reply-format`` where it is in that form
+    (``read_answer``: markers and words apart, the front end's emotion names as their keys), else leniently."""
+    from charfmt.serve.formats import read_answer  # noqa: PLC0415
+
+    speakers = engine.scene.speakers if engine.scene is not None else None
+    back = engine.names.back()
+    found = read_answer(
+        engine.settings.reply_format, text, engine.tags, speakers=speakers, vocabulary=engine.vocabulary, emotions=back
+    )
+    return found if found is not None else engine.read(text)

@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     app = create_app(settings)
+    for d in app.state.charfmt.names.diagnostics():  # an emotion the front end will ignore (CF828)
+        print(f"charfmt serve: {d.severity}: {d.code} {d.message}", file=sys.stderr)
     _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:

@@ -67,7 +67,7 @@ def create_app(settings: Settings) -> Starlette:
     if settings.reply_format not in FORMATS:
         raise CharfmtError(f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(FORMATS)}")
     reply_bounds(settings)  # a budget too small for one reply fails here, not at each turn
-    state = ServerState(settings)
+    state = ServerState(settings)  # (a [stage.formats] table that names what the front end does not know fails)
     routes: list[Any] = [
         Route("/v1/chat/completions", _guarded(state, chat_completions), methods=["POST"]),
         Route("/v1/turn", _guarded(state, turn_sse), methods=["GET", "POST"]),
@@ -141,6 +141,7 @@ async def _info(state: ServerState, request: Request) -> Response:
     vocabulary = scene.vocabulary if scene is not None else c.vocabulary
     tags = scene.tags if scene is not None else c.tags
     name = scene.name if scene is not None else c.name
+    names = state.names
     return JSONResponse(
         {
             "name": name, "model": settings.model_name or name,
@@ -149,6 +150,8 @@ async def _info(state: ServerState, request: Request) -> Response:
             "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
             "speakers": scene.speakers if scene is not None else [c.name], "auth": settings.token is not None,
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
+            "emotion_names": {e.key: names.names.get(e.key, e.key) for e in vocabulary.emotions} if names.known else {},
+            "unmapped_emotions": list(names.unmapped),
         }
     )  # fmt: skip
 

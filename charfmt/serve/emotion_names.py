@@ -66,6 +66,11 @@ class EmotionNames:
     unmapped: tuple[str, ...] = ()
     """The keys the front end knows no name for (written as they are)."""
 
+    @property
+    def known(self) -> bool:
+        """Whether the format writes emotion names at all (``tags``, ``airi``; not ``canonical``, ``speech``)."""
+        return self.format in KNOWN
+
     def back(self) -> dict[str, str]:
         """Per name written, the key it stands for (the first key of a name several share)."""
         out: dict[str, str] = {}

@@ -111,18 +111,18 @@ def _read_turn(read: list[tuple[str, str]], stream: bool) -> ChatRequest:
     """The turn, the instructions after it, and a continue or the player's line asked for, of ``read``."""
     from charfmt.serve.continuation import asks_for_the_player  # noqa: PLC0415
 
-    last = max((i for i, (role, _) in enumerate(read) if role not in _SYSTEM), default=None)
-    if last is None or read[last][0] not in ("user", "assistant"):
-        role = read[last][0][:20] if last is not None else "system"
-        raise HTTPFailure(
-            400, f"the last message must be the player's (role 'user') or the character's to go on from "
-            f"('assistant'), not {role!r}", "messages",
-        )  # fmt: skip
+    last = max((i for i, (role, _) in enumerate(read) if role not in _SYSTEM), default=-1)
     tail = [text.strip() for _, text in read[last + 1 :] if text.strip()]
     asked = next((text for text in tail if asks_for_the_player(text)), None)
     if asked is not None:  # the player's line: everything before the instructions is the history
         after = "\n\n".join(text for text in tail if text is not asked)
         return ChatRequest(read[: last + 1], None, stream, after=after, impersonation=asked)
+    if last < 0 or read[last][0] not in ("user", "assistant"):
+        role = read[last][0][:20] if last >= 0 else "system"
+        raise HTTPFailure(
+            400, f"the last message must be the player's (role 'user') or the character's to go on from "
+            f"('assistant'), not {role!r}", "messages",
+        )  # fmt: skip
     turn_end = last + 1
     partial = None
     if read[last][0] == "assistant":  # a continue: the answers after the turn are the reply so far

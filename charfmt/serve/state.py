@@ -42,7 +42,11 @@ class ServerState:
     """The engine, the sessions, the log and the auth check of one app."""
 
     def __init__(self, settings: Settings) -> None:
+        from charfmt.serve.emotion_names import served_names  # noqa: PLC0415
+
         self.settings = settings
+        self.names = served_names(settings)
+        """Each emotion key's name in ``--reply-format`` (``charfmt.serve.emotion_names``), checked at the start."""
         self.sessions = SessionStore(max_sessions=settings.max_sessions, max_bytes=settings.session_bytes)
         self._engine: Engine | None = None
         self._engine_lock = asyncio.Lock()

@@ -334,9 +334,10 @@ def test_reasoning_content_comes_as_reasoning_events_in_v1_turn(
     rex: Character, up: Scripted, upstream_url: str
 ) -> None:
     up.reasoning = THOUGHT
-    with served(rex, upstream_url) as base, httpx.stream(
-        "POST", base + "/v1/turn", json={"session": "r", "say": "hi"}, timeout=T
-    ) as r:
+    with (
+        served(rex, upstream_url) as base,
+        httpx.stream("POST", base + "/v1/turn", json={"session": "r", "say": "hi"}, timeout=T) as r,
+    ):
         objs = list(events(r))
     kinds = [o["kind"] for o in objs]
     thought = [o["text"] for o in objs if o["kind"] == "reasoning"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ pytest.importorskip("uvicorn")
 
 from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
+from charfmt.stagemap import StageMap  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_upstream import Scripted, loopback  # noqa: E402
@@ -407,8 +410,6 @@ def test_a_stage_table_names_an_emotion_for_a_format_and_an_unnamed_one_is_repor
 
 
 def test_serve_says_at_its_start_which_emotions_have_no_name(tmp_path: Path, upstream_url: str) -> None:
-    import subprocess
-
     toml = REX.read_text(encoding="utf-8") + '\n[[emotions]]\nkey = "glitch"\n'
     (tmp_path / "rex.toml").write_text(toml, encoding="utf-8")
     args = ["serve", "--character", str(tmp_path / "rex.toml"), "--upstream", upstream_url, "--reply-format", "airi",
@@ -444,3 +445,110 @@ def test_a_v3_cards_emotion_assets_are_the_sprites(tmp_path: Path, up: Scripted,
     assert info["emotions"] == ["joy", "sad"] and info["emotion_names"] == {"joy": "happy", "sad": "sad"}
     assert cues[0]["sprite"] == "embeded://assets/emotion/joy.png"
     assert '"name":"happy"' in shown
+
+
+# --- the smaller defects ----------------------------------------------------------------------------------------
+
+
+def test_the_icon_browsers_ask_for_is_served(rex: Character, upstream_url: str) -> None:
+    with served(rex, upstream_url, token="secret") as base:
+        icon = httpx.get(base + "/favicon.ico", timeout=T)  # (no token: a browser sends none for it)
+        page = httpx.get(base + "/", timeout=T).text
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert icon.content.startswith(b"<svg") and '<link rel="icon" href="/favicon.ico"' in page
+
+
+NODE = shutil.which("node")
+EVENT_SOURCE = """
+globalThis.EventSource = class {  // a browser's EventSource, as much as the snippet uses: GET, onmessage, close
+  constructor(url) { this.open = true; this.run(url); }
+  close() { this.open = false; }
+  async run(url) {
+    const r = await fetch(url, {headers: {Accept: "text/event-stream"}});
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    for (let buf = "", part; this.open && !(part = await reader.read()).done; ) {
+      const blocks = (buf += part.value).split("\\n\\n");
+      buf = blocks.pop();
+      for (const b of blocks) if (this.open && b.startsWith("data: ")) this.onmessage({data: b.slice(6)});
+    }
+    reader.cancel();
+  }
+};
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="no node on this machine to run the README's JavaScript")
+def test_the_readmes_eventsource_snippet_types_speech_not_narration(
+    rex: Character, up: Scripted, upstream_url: str, tmp_path: Path
+) -> None:
+    """The README's EventSource snippet, run by node against a served turn whose reply holds narration, a
+    thought and a log line: only the speech is typed out (it typed ``…friend.Rex's visor glows green.``)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = readme.split("// browser: EventSource (GET)", 1)[1].split("\n", 1)[1].split("// or fetch (POST)", 1)[0]
+    up.mode = "say:" + reply(
+        "<emo>pleased</emo>\n<msg>Hello, friend.</msg>\n<thought>A customer!</thought>",
+        {"type": "I", "order": 2, "body": "Rex's visor glows green."},
+    )
+    with served(rex, upstream_url) as base:
+        script = tmp_path / "snippet.mjs"
+        script.write_text(
+            EVENT_SOURCE + "const typed = []; const sprites = [];\n"
+            "const showSprite = (s) => sprites.push(s); const typeOut = (t) => typed.push(t);\n"
+            "const clearText = () => typed.splice(0);\n"
+            + snippet.replace("http://127.0.0.1:8000", base)
+            + "\nsetTimeout(() => console.log(JSON.stringify({typed: typed.join(''), sprites})), 1500);\n",
+            encoding="utf-8",
+        )
+        done = subprocess.run([NODE, str(script)], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown == {"typed": "Hello, friend.", "sprites": ["rex_pleased"]}
+
+
+@pytest.mark.skipif(NODE is None, reason="no node on this machine to run the playground's script")
+def test_the_playground_lists_an_action_once(rex: Character, up: Scripted, upstream_url: str, tmp_path: Path) -> None:
+    """The playground's own script (run by node with a stand-in for the few DOM calls it makes) on a turn's
+    objects: the action is one line (it was two, ``action: beeps`` and ``motion: beeps``), a mapped motion adds
+    what it plays to that line, and a ``reset`` takes back what was shown."""
+    page = (ROOT / "charfmt" / "serve" / "static" / "playground.html").read_text(encoding="utf-8")
+    script = page.split("<script>", 1)[1].split("</script>", 1)[0]
+    character = rex.model_copy(update={"stage": StageMap.model_validate({"actions": {"waves": {"live2d": "Wave"}}})})
+    up.mode = "say:" + reply("<emo>neutral</emo>\n<act>beeps</act>\n<act>waves</act>\n<msg>Hm.</msg>")
+    with (
+        served(character, upstream_url) as base,
+        httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r,
+    ):
+        objs = list(events(r))
+    dom = """
+const nodes = {};
+class Node { constructor() { this.children = []; this.textContent = ""; }
+  appendChild(c) { this.children.push(c); } replaceChildren() { this.children = []; }
+  addEventListener() {} }
+globalThis.document = {getElementById: (id) => (nodes[id] ??= new Node()), createElement: () => new Node()};
+globalThis.location = {search: ""};
+const info = {name: "Rex", speakers: ["Rex"], constrained: true, speech_tags: ["msg"]};
+globalThis.fetch = async () => ({ok: true, status: 200, json: async () => info});  // /v1/info, all it asks
+"""
+    harness = tmp_path / "page.mjs"
+    harness.write_text(
+        dom + script + f"\nawait loadInfo();\nfor (const o of {json.dumps(objs)}) show(o);\n"
+        "const cues = () => nodes.cues.children.map((c) => c.textContent);\n"
+        "const before = {cues: cues(), speech: nodes.speech.textContent}; show({kind: 'reset'});\n"
+        "console.log(JSON.stringify({...before, after: [...cues(), nodes.speech.textContent]}));\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([NODE, str(harness)], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout.strip().splitlines()[-1])
+    assert shown == {"cues": ["action: beeps", "action: waves → live2d Wave"], "speech": "Hm.", "after": [""]}
+
+
+def test_a_missing_scene_file_is_a_usage_error(tmp_path: Path) -> None:
+    """As a missing ``--character`` file: exit 2, one line (it was exit 1)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "charfmt", "serve", "--scene", str(tmp_path / "nope.toml"), "--upstream",
+         "http://127.0.0.1:9/v1"], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("charfmt: error: ") and "nope.toml" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

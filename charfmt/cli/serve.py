@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import load_character
+from charfmt.cli._io import load_character, read
 from charfmt.cli._options import add_decoding, whole
 from charfmt.diagnostics import CharfmtError
 
@@ -98,6 +98,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     if args.scene is not None:
         from charfmt.scene import Scene  # noqa: PLC0415
 
+        read(args.scene, DEFAULT_MAX_SIZE)  # a file that cannot be read at all (missing, a folder): exit 2
         scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
         character = next(iter(scene.cast.values()))
     else:

@@ -15,7 +15,8 @@ Routes:
 ``GET /v1/info``, ``GET /v1/models``
     the character (name, emotions, reply format, whether replies are constrained); the model.
 ``GET /``
-    the playground page (no CDN; one file from the package).
+    the playground page (no CDN; one file from the package); ``GET /favicon.ico`` its icon (SVG), which every
+    browser asks for.
 
 Every door is bounded (body bytes, JSON depth, turn length, messages, sessions); every failure
 is an OpenAI-shaped ``{"error": {...}}`` with the right status.
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from charfmt.diagnostics import CharfmtError
@@ -50,7 +51,6 @@ from charfmt.serve.wire import SERVER_SEND, STOPPING, HTTPFailure, error_body, e
 
 if TYPE_CHECKING:
     from starlette.requests import Request
-    from starlette.responses import Response
     from starlette.types import Receive, Scope, Send
 
     from charfmt.serve.settings import Settings
@@ -77,6 +77,7 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if settings.playground:
         routes.append(Route("/", _playground, methods=["GET"]))
+    routes.append(Route("/favicon.ico", _icon, methods=["GET"]))  # (every browser asks: a 404 is a console error)
     middleware = []
     if settings.cors:
         middleware.append(
@@ -168,6 +169,13 @@ async def _playground(request: Request) -> Response:
 
     headers = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"}
     return HTMLResponse(static_page(), headers=headers)
+
+
+async def _icon(request: Request) -> Response:
+    from charfmt.serve.page import static_bytes  # noqa: PLC0415
+
+    headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
+    return Response(static_bytes("favicon.svg"), media_type="image/svg+xml", headers=headers)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

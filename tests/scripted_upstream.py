@@ -78,6 +78,8 @@ class Scripted:
         self.finished = 0
         self.reasoning: str | None = None
         """Where set, streamed first as ``reasoning_content`` deltas."""
+        self.refuse_prefill = False
+        """Answer a request that ends with the model's own message with llama-server's 400 for a thinking template."""
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
 
     async def chat(self, request: Request) -> Response:
@@ -92,6 +94,9 @@ class Scripted:
         if mode.startswith("scene:"):  # scene:rex, scene:ghost (a speaker not in the cast)
             text, mode = scene_reply(mode.split(":", 1)[1]), "ok"
         last = body["messages"][-1]
+        if last["role"] == "assistant" and self.refuse_prefill:
+            message = "Assistant response prefill is incompatible with enable_thinking."
+            return JSONResponse({"error": {"code": 400, "message": message, "type": "invalid_request_error"}}, 400)
         if last["role"] == "assistant" and text.startswith(last["content"]):  # a prefill: the model goes on from it
             text = text[len(last["content"]) :]
         if mode == "500":

@@ -84,7 +84,7 @@ def scripted() -> Iterator[tuple[Scripted, str]]:
 @pytest.fixture
 def up(scripted: tuple[Scripted, str]) -> Iterator[Scripted]:
     upstream, _base = scripted
-    upstream.mode, upstream.delay, upstream.reasoning = "ok", 0.0, None
+    upstream.mode, upstream.delay, upstream.reasoning, upstream.refuse_prefill = "ok", 0.0, None, False
     upstream.requests.clear()
     yield upstream
 
@@ -166,6 +166,20 @@ def test_a_continue_without_prefill_asks_for_the_rest(rex: Character, up: Script
     before = reply("<emo>annoyed</emo>\n<act>crosses arms</act>\n<msg>Forty bolts. Not one</msg>")
     assert messages[-2] == {"role": "assistant", "content": before}
     assert "response_format" in sent  # the rest is a reply of its own: constrained
+
+
+def test_a_prefill_the_upstream_refuses_is_asked_for_as_the_rest(
+    rex: Character, up: Scripted, upstream_url: str
+) -> None:
+    """llama-server refuses a prefill with a thinking template (a 400): the rest is asked for instead."""
+    up.refuse_prefill = True
+    up.mode = "say:" + reply("<emo>annoyed</emo>\n<msg>Less is not a word I sell.</msg>")
+    with served(rex, upstream_url, reply_format="tags") as base:
+        streamed, shown, _ = complete(base, st_body({"role": "assistant", "content": CUT}))
+    assert streamed == shown == "\n[annoyed] Less is not a word I sell."
+    tried, asked = up.requests[-2:]
+    assert tried["messages"][-1]["role"] == "assistant" and "grammar" not in tried
+    assert "Write only the rest of it" in asked["messages"][-1]["content"] and "grammar" in asked
 
 
 def test_a_continue_in_canonical_form_answers_the_continuation_as_a_reply(
@@ -322,6 +336,25 @@ def test_reasoning_content_goes_on_as_reasoning_content(
     first_text = next(i for i, d in enumerate(deltas) if d.get("content"))
     assert max(i for i, d in enumerate(deltas) if "reasoning_content" in d) < first_text
     assert "".join(d.get("content") or "" for d in deltas) == whole["choices"][0]["message"]["content"]
+
+
+def test_reasoning_is_said_once_when_a_damaged_reply_is_read_again(
+    rex: Character, up: Scripted, upstream_url: str
+) -> None:
+    """A reset takes back what was shown: ``/v1/turn`` says the reasoning again after it, whole; chat completions,
+    which cannot take anything back, forward it once."""
+    up.reasoning = THOUGHT
+    up.mode = 'say:Sure, here it is. I will answer now, friend.\n<chats>\n<chat type="C">\n<msg>Bolts.</msg>'
+    with served(rex, upstream_url, reply_format="tags") as base:
+        with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
+            objs = list(events(r))
+        with httpx.stream("POST", base + "/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": "hi"}], "stream": True}, timeout=T) as r:  # fmt: skip
+            deltas = [c["choices"][0]["delta"] for c in events(r) if c.get("choices")]
+    kinds = [o["kind"] for o in objs]
+    again = [o["text"] for o in objs[kinds.index("reset") :] if o["kind"] == "reasoning"]
+    assert again == [THOUGHT] and kinds.index("reasoning") < kinds.index("reset")
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == THOUGHT
 
 
 def test_reasoning_in_a_think_block_goes_on_as_reasoning_content(

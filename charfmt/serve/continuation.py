@@ -94,8 +94,6 @@ class Continuation:
     def rest(self, reply: Reply) -> Reply:
         """What ``reply`` (the whole, ``combine``'s) holds beyond ``before``: the words that went on in its
         last element, the elements and chats after it, as a reply of its own (``canonical`` answers it)."""
-        if self.prefill is None:
-            return reply.model_copy(update={"chats": reply.chats[len(self.before.chats) :]})
         from charfmt.models import Chat  # noqa: PLC0415
 
         chats: list[Chat] = []

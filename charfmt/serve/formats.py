@@ -274,18 +274,16 @@ class Answer:
     (an answer given whole) keeps only what follows the last ``Reset``.
 
     ``emotions``: the front end's name of each emotion key (``charfmt.serve.emotion_names``).
-    ``continuation``: a continue: the answer is only what goes on from the reply so far (``Prefix``
-    pieces, or the reply so far itself where the model was asked for the rest, set the formatter
-    where the front end's text ends). The model's reasoning (``Reasoning`` events) is gathered apart:
-    ``reasoning()`` is what came since it was last asked, said once even where a ``Reset`` says it again.
+    ``continuation``: a continue: the answer is only what goes on from the reply so far (the turn's
+    ``Prefix`` piece sets the formatter where the front end's text ends). The model's reasoning
+    (``Reasoning`` events) is gathered apart: ``reasoning()`` is what came since it was last asked,
+    said once even where a ``Reset`` says it again.
     """
 
     def __init__(
         self, name: str, tags: TagTable, *, speakers: bool = False, streamed: bool = True,
         emotions: Mapping[str, str] | None = None, continuation: Continuation | None = None,
     ) -> None:  # fmt: skip
-        from charfmt.events import reply_events  # noqa: PLC0415
-
         self.name = name
         self.tags = tags
         self.speakers = speakers
@@ -301,8 +299,6 @@ class Answer:
         self._thought = ""  # the reasoning forwarded so far
         self._round = ""  # the reasoning seen since the last Reset
         self._unsaid = ""  # reasoning not yet taken by ``reasoning()``
-        if continuation is not None and continuation.prefill is None:  # the model writes the rest on its own
-            self.prime(list(reply_events(continuation.before, tags)))
 
     def _new_formatter(self) -> Formatter:
         return Formatter(self.name, self.tags, speakers=self.speakers, emotions=self.emotions)
@@ -371,7 +367,7 @@ class Answer:
         """
         if reply.reasoning and reply.reasoning.startswith(self._thought):
             self._reasoned(reply.reasoning[len(self._thought) :])
-        going = self.continuation
+        going = self.continuation  # (whether prefilled or asked for: ``rest`` compares the reply with the one before)
         if going is not None and not self.events:
             target = whole(self.name, going.rest(reply), self.tags, speakers=self.speakers)
         else:

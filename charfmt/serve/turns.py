@@ -8,6 +8,7 @@ per chunk of the model's text. The endpoints only choose which pieces to send an
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -120,6 +121,7 @@ class _Reading:
         else:
             self.stage = StageReader(engine.character, max_length=length)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
+        self.tags = engine.tags
         self.prefix = prefix
         """The reply so far that the model goes on from (a prefilled continue): the start of the reply's text."""
         self.chunks: list[str] = []
@@ -243,12 +245,16 @@ class _Reading:
             out.extend(self.splitter.close())
         return out
 
-    def start(self) -> list[Piece]:
-        """The pieces before the model's text: the events of the reply it goes on from (a prefilled continue),
-        read as the rest will be; the front end shows them already."""
-        if not self.prefix or not self.events:
+    def start(self, going: Continuation | None) -> list[Piece]:
+        """The pieces before the model's text: the events of the reply a continue goes on from (prefilled: read
+        as the rest will be; else the reply itself), which the front end shows already."""
+        if going is None:
             return []
-        return [Prefix(self.stream.feed(self.prefix))]
+        if not self.prefix:
+            from charfmt.events import reply_events  # noqa: PLC0415
+
+            return [Prefix(list(reply_events(going.before, self.tags)))]
+        return [Prefix(self.stream.feed(self.prefix) if self.events else [])]
 
     def _pieces(self, found: list[Event]) -> list[Piece]:
         if self.reasoning:
@@ -385,25 +391,58 @@ class Engine:
         sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences. ``ask``: what the
-        turn asks beyond the player's words (``charfmt.serve.continuation``); a prefilled continue's first
-        batch is ``[Prefix]``, and ``Done.reply`` is the whole reply gone on with. The upstream's reasoning
+        turn asks beyond the player's words (``charfmt.serve.continuation``); a continue's first batch starts
+        with ``Prefix`` (what the front end shows already), and ``Done.reply`` is the whole reply gone on with;
+        a prefill the upstream refuses (a 400) is asked for as the rest instead. The upstream's reasoning
         comes as ``Reasoning`` events, whatever ``events`` says.
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
         await self.pacer.turn()
+        rid = request_id or uuid.uuid4().hex
+        how: dict[str, Any] = {
+            "constrained": constrained,
+            "rid": rid,
+            "events": events,
+            "cues": cues,
+            "options": options,
+        }
+        going = ask.continuation if ask is not None else None
+        answered = False
+        try:
+            async for batch in self._attempt(history, turn, ask, **how):
+                answered = True
+                yield batch
+            return
+        except Exception as e:
+            if answered or going is None or going.prefill is None or getattr(e, "upstream_status", None) != 400:
+                raise
+        # The upstream refused the prefill (llama-server with a thinking template: "Assistant response prefill
+        # is incompatible with enable_thinking"; a chat template that wants a user message last): the rest is
+        # asked for instead, as from an upstream that takes none.
+        assert ask is not None
+        rest = dataclasses.replace(ask, continuation=dataclasses.replace(going, prefill=None))
+        async for batch in self._attempt(history, turn, rest, **how):
+            yield batch
+
+    async def _attempt(
+        self, history: list[Exchange], turn: UserTurn | None, ask: Ask | None, *, constrained: bool | None, rid: str,
+        events: bool, cues: bool, options: dict[str, Any] | None,
+    ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
+        """``turn_batches`` of one upstream request."""
         body = self.request(history, turn, constrained, ask)
         _add_options(body, options)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""
         reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix)
-        started = reading.start()
-        if started:
-            yield started
+        started = reading.start(going)  # (with the first batch: its status is the upstream's first answer)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
-            if delta.text:
+            if started:
+                yield [*started, *feed(delta)]
+                started = []
+            elif delta.text:
                 yield feed(delta)
             elif delta.reason or delta.piece:
                 noted = feed(delta)  # (no text: only what the chunk notes)
@@ -420,7 +459,7 @@ class Engine:
         if rest:
             yield rest
         await self.pacer.turn()
-        yield [self._done(request_id or uuid.uuid4().hex, body, turn, reading, going)]
+        yield [self._done(rid, body, turn, reading, going)]
 
     def _done(
         self, rid: str, body: dict[str, Any], turn: UserTurn | None, reading: _Reading, going: Continuation | None

@@ -213,6 +213,30 @@ def test_a_continue_in_a_session_replaces_the_reply_it_went_on_with(
     assert "fix my drone" in up.requests[-1]["messages"][-2]["content"]  # the turn it answers, once
 
 
+def test_a_scene_is_continued_and_its_players_line_asked_for(up: Scripted, upstream_url: str) -> None:
+    from charfmt.scene import Scene
+
+    scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
+    first = next(iter(scene.cast.values()))
+    chats = [{"type": "C", "order": 1, "speaker": "rex", "body": "<emo>annoyed</emo>\n<msg>No. Not today.</msg>"},
+             {"type": "C", "order": 2, "speaker": "mio", "body": "<msg>Rex!</msg>"}]  # fmt: skip
+    up.mode = "say:" + json.dumps({"chats": chats}, separators=(",", ":"))
+    app = create_app(Settings(character=first, scene=scene, upstream_url=upstream_url, reply_format="tags"))
+    said = [{"role": "user", "content": "open the shrine"}]
+    with loopback(app) as base:
+        streamed, shown, _ = complete(
+            base, {"messages": [*said, {"role": "assistant", "content": "rex: [annoyed] No. Not"}]}
+        )
+        up.mode = "say:" + json.dumps(
+            {"chats": [{"type": "C", "order": 1, "speaker": "rex", "body": "<msg>Please?</msg>"}]}
+        )
+        line = complete(base, {"messages": [*said, {"role": "assistant", "content": "rex: No."},
+                                            {"role": "system", "content": "Impersonate the user."}]})  # fmt: skip
+    assert streamed == shown == " today.\nmio: Rex!"
+    assert line[0] == line[1] == "Please?"  # the player's line: no speaker of the cast
+    assert "next message of" in up.requests[-1]["messages"][-1]["content"]
+
+
 # --- SillyTavern: Impersonate and Post-History Instructions ----------------------------------------------------
 
 

@@ -220,7 +220,7 @@ def _usage(done: Done) -> dict[str, int]:
     alike; not the upstream's own count (not every upstream reports one)."""
     from charfmt.render import estimate_tokens  # noqa: PLC0415
 
-    completion = estimate_tokens(done.text)
+    completion = estimate_tokens(done.text[done.prefilled :])  # (a continue: what the model wrote)
     total = done.prompt_tokens + completion
     return {"prompt_tokens": done.prompt_tokens, "completion_tokens": completion, "total_tokens": total}
 

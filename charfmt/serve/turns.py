@@ -66,6 +66,8 @@ class Done:
     prompt_version: str
     prompt_tokens: int
     """The prompt's tokens as ``estimate_tokens`` counts them (errs high against BPE tokenizers)."""
+    prefilled: int = 0
+    """Characters at the start of ``text`` that were the upstream's prefill (a continue), not the model's."""
 
     def timing(self) -> dict[str, Any]:
         """The timing fields of the log and of ``/v1/turn``'s reply event."""
@@ -500,7 +502,7 @@ class Engine:
         first, started = reading.first or end, reading.started
         return Done(
             rid, reply, text, strict is not None, exchange, first - started, end - started, len(reading.chunks),
-            reading.reason, version, prompt,
+            reading.reason, version, prompt, len(reading.prefix),
         )  # fmt: skip
 
 

@@ -519,7 +519,7 @@ NODE = shutil.which("node")
 EVENT_SOURCE = """
 globalThis.EventSource = class {  // a browser's EventSource, as much as the snippet uses: GET, onmessage, close
   constructor(url) { this.open = true; this.run(url); }
-  close() { this.open = false; }
+  close() { this.open = false; globalThis.closed?.(); }
   async run(url) {
     const r = await fetch(url, {headers: {Accept: "text/event-stream"}});
     const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -553,7 +553,7 @@ def test_the_readmes_eventsource_snippet_types_speech_not_narration(
             "const showSprite = (s) => sprites.push(s); const typeOut = (t) => typed.push(t);\n"
             "const clearText = () => typed.splice(0);\n"
             + snippet.replace("http://127.0.0.1:8000", base)
-            + "\nsetTimeout(() => console.log(JSON.stringify({typed: typed.join(''), sprites})), 1500);\n",
+            + "\nglobalThis.closed = () => console.log(JSON.stringify({typed: typed.join(''), sprites}));\n",
             encoding="utf-8",
         )
         done = subprocess.run([NODE, str(script)], capture_output=True, text=True, timeout=30, check=False)

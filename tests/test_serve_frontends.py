@@ -274,6 +274,18 @@ def test_sillytavern_impersonate_answers_the_players_line_in_shorthand(
     assert "Can you fix my drone" in asked[-3]["content"]
 
 
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [(ST_IMPERSONATE, True), ("Impersonate the user.", True), ("Reply as the player, in one line.", True),
+     ("[Never impersonate the user. Do not write as the user.]", False), (PHI, False),
+     ("Write Rex's next reply. Don't write as the user.", False)],
+)  # fmt: skip
+def test_only_a_request_for_the_players_line_is_an_impersonation(text: str, asks: bool) -> None:
+    from charfmt.serve.continuation import asks_for_the_player
+
+    assert asks_for_the_player(text) is asks
+
+
 def test_sillytavern_post_history_instructions_follow_the_history(
     rex: Character, up: Scripted, upstream_url: str
 ) -> None:

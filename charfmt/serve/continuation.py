@@ -46,18 +46,20 @@ ollama's templates do; vLLM and SGLang are asked with ``continue_final_message``
 instead (``prompts/continue.j2``)."""
 
 IMPERSONATION: Final = (
-    re.compile(r"\bfrom the point of view of\b", re.IGNORECASE),  # SillyTavern's default impersonation prompt
-    re.compile(r"\bimpersonat", re.IGNORECASE),
-    re.compile(r"\b(?:write|reply|respond|answer)\b[^.\n]{0,40}\bas (?:the )?(?:user|player)\b", re.IGNORECASE),
+    re.compile(r"\W*write your next (?:reply|message|response) from the point of view of\b", re.IGNORECASE),
+    re.compile(r"\W*impersonate\b", re.IGNORECASE),
+    re.compile(r"\W*(?:write|reply|respond|answer)\b[^.\n]{0,40}?\bas (?:the )?(?:user|player)\b", re.IGNORECASE),
 )
-"""What a ``system`` message after the history says when it asks for the player's line instead of the
-character's, first match wins: SillyTavern's impersonation prompt ("Write your next reply from the
-point of view of {{user}}..."), and the words other front ends use ("impersonate", "reply as the user")."""
+"""How a ``system`` message after the history that asks for the player's line instead of the character's
+begins, first match wins: SillyTavern's impersonation prompt ("[Write your next reply from the point of view
+of {{user}}..."), and the words other front ends use ("Impersonate the user", "Reply as the player"). Each is
+matched at the start of the message, as a request: post-history instructions that say what *not* to do
+("Never impersonate the user", "Do not write as the user") are no such request."""
 
 
 def asks_for_the_player(text: str) -> bool:
     """Whether the ``system`` message ``text`` asks for the player's next line (``IMPERSONATION``)."""
-    return any(pattern.search(text) for pattern in IMPERSONATION)
+    return any(pattern.match(text) for pattern in IMPERSONATION)
 
 
 @dataclass(frozen=True, slots=True)

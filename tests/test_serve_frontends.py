@@ -509,11 +509,12 @@ def test_a_v3_cards_emotion_assets_are_the_sprites(tmp_path: Path, up: Scripted,
     with served(mio, upstream_url, reply_format="airi") as base:
         info = httpx.get(base + "/v1/info", timeout=T).json()
         with httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=T) as r:
-            cues = [o["cue"] for o in events(r) if o["kind"] == "stage" and o["cue"]["kind"] == "expression"]
+            objs = list(events(r))
+        cues = [o["cue"] for o in objs if o["kind"] == "stage" and o["cue"]["kind"] == "expression"]
         _, shown, _ = complete(base, {"messages": [{"role": "user", "content": "hi"}]})
     assert info["emotions"] == ["joy", "sad"] and info["emotion_names"] == {"joy": "happy", "sad": "sad"}
     assert cues[0]["sprite"] == "embeded://assets/emotion/joy.png"
-    assert '"name":"happy"' in shown
+    assert '"name":"happy"' in shown and '"name":"happy"' in objs[-1]["content"]  # (the reply object's, too)
 
 
 # --- the smaller defects ----------------------------------------------------------------------------------------

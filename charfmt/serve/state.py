@@ -164,7 +164,8 @@ class ServerState:
 
         going = ask.continuation
         assert going is not None
-        shown = whole(self.settings.reply_format, last.reply, engine.tags, speakers=engine.scene is not None)
+        scene, names = engine.scene is not None, engine.names.names
+        shown = whole(self.settings.reply_format, last.reply, engine.tags, speakers=scene, emotions=names)
         same = shown.strip() == going.shown.strip() and last.reply.chats
         return dataclasses.replace(ask, continuation=engine.continuation(last.reply, going.shown)) if same else ask
 
@@ -190,7 +191,10 @@ class ServerState:
         """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
         reply (or an error, alone in its batch)."""
         engine = await self.engine()
-        answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
+        answer = Answer(
+            self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False,
+            emotions=engine.names.names,
+        )  # fmt: skip
         try:
             async for batch in self.turn_batches(key, None, turn, constrained, rid):
                 answer.feed(batch)

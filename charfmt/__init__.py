@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from charfmt.render import (
         BudgetError,
         TemplateError,
+        bound_tokens,
         estimate_tokens,
         render_messages,
         render_system,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from charfmt.stage import StageReader, stage_cues
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
     from charfmt.tags import DEFAULT_TAGS, TAGS, TagError, TagSpec, TagTable
+    from charfmt.tokens import TokenCounter, counter_for
     from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
     from charfmt.writer import dumps
 
@@ -84,12 +86,15 @@ __all__ = [
     "TagTable",
     "TemplateError",
     "TextDelta",
+    "TokenCounter",
     "UserChat",
     "UserContext",
     "UserTurn",
     "Vocabulary",
     "aiter_events",
+    "bound_tokens",
     "collect",
+    "counter_for",
     "dumps",
     "estimate_tokens",
     "grammar",
@@ -139,6 +144,7 @@ _HOME: dict[str, str] = {
         (
             "BudgetError",
             "TemplateError",
+            "bound_tokens",
             "estimate_tokens",
             "render_messages",
             "render_system",
@@ -152,6 +158,7 @@ _HOME: dict[str, str] = {
     **dict.fromkeys(("StageReader", "stage_cues"), "stage"),
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
     **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagError", "TagSpec", "TagTable"), "tags"),
+    **dict.fromkeys(("TokenCounter", "counter_for"), "tokens"),
     **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "userinput"),
     "dumps": "writer",
 }

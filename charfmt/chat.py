@@ -15,7 +15,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO
 
@@ -44,15 +44,17 @@ from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC04
 from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
 from charfmt._terminal import visible
 from charfmt.diagnostics import CharfmtError
+from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 
 if TYPE_CHECKING:
+    from charfmt._token_fit import Counter, TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
     from charfmt.models import Reply
     from charfmt.stage import StageReader
 
-PROMPT_MARGIN: Final = 32
-"""Tokens of the context window kept free beyond the prompt's count (the generation prompt)."""
+PROMPT_MARGIN: Final = _PROMPT_MARGIN
+"""Tokens of the context window kept free beyond a count that is not the model's own (``charfmt.tokens``)."""
 
 
 DEFAULT_MAX_ELEMENTS: Final = 3
@@ -80,7 +82,7 @@ def take_turn(
     view: TerminalView | None = None,
     strict: bool = False,
     budget: int | None = None,
-    counter: Callable[[str], int] | None = None,
+    counter: Counter | TokenCounter | None = None,
     note: str | None = None,
 ) -> Turn:
     """Ask ``generate`` for the character's reply to ``say`` (shorthand), streaming it into ``view``.
@@ -88,29 +90,35 @@ def take_turn(
     The exchange is appended to ``history`` in canonical form (what goes back to the model next
     turn), where the reply holds a chat: one that says nothing (a refusal) is not the character's
     answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise).
-    ``budget``: prompt tokens (by ``counter``) the request may take; the oldest exchanges are
-    left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
+    ``budget``: prompt tokens (by ``counter``: ``charfmt.counter_for``'s, default the estimate) the
+    request may take, counted on the messages as they go to the model (the note included); the
+    oldest exchanges are left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
     ``note``: a line added to the system prompt (the reply's length limits).
     """
     from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
+    from charfmt._token_fit import fit_messages  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.parser import parse  # noqa: PLC0415
-    from charfmt.render import estimate_tokens, render_messages  # noqa: PLC0415
+    from charfmt.render import ESTIMATE, render_messages  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
-    count = counter or estimate_tokens
     turn = character.shorthand(say)
-    if budget is not None and note is not None:
-        budget -= count(note)
+
+    def build(start: int) -> list[dict[str, str]]:  # the messages as they go to the model, the note included
+        messages: list[dict[str, str]] = render_messages(character, history[start:], turn)["messages"]
+        if note is not None:
+            messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+        return messages
+
     if budget is not None and budget < 1:
         from charfmt.render import BudgetError  # noqa: PLC0415
 
         raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
-    request = render_messages(character, history, turn, budget=budget, counter=count)
-    messages: list[dict[str, str]] = request["messages"]
-    if note is not None:
-        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+    if budget is None:
+        messages = build(0)
+    else:
+        _, messages = fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
     stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
@@ -243,7 +251,7 @@ def run(
     inp: TextIO | None = None,
     err: TextIO | None = None,
     budget: int | None = None,
-    counter: Callable[[str], int] | None = None,
+    counter: Counter | TokenCounter | None = None,
     note: str | None = None,
     stage: StageReader | None = None,
     max_length: int | None = None,

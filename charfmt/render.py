@@ -31,13 +31,14 @@ The work is split by job: ``_prompt_escape`` (escaping and defusing values),
 budget); this module holds the views templates see, the template environment and the
 requests.
 
-Token budgets use :func:`estimate_tokens` unless you pass ``counter=``; with
-tiktoken installed, an exact counter for OpenAI models is::
+Token budgets use :data:`ESTIMATE` (:func:`estimate_tokens` per message, plus what a chat
+template adds) unless you pass ``counter=``: the model's own, from :func:`charfmt.counter_for`
+(llama.cpp, tiktoken, a ``tokenizer.json``), or any function of one text::
 
-    import tiktoken
-    enc = tiktoken.get_encoding("cl100k_base")  # or tiktoken.encoding_for_model("gpt-4o")
-    request = charfmt.render_messages(mio, history, turn, budget=4000,
-                                      counter=lambda text: len(enc.encode(text)))
+    counter = charfmt.counter_for(model="gpt-4o")  # tiktoken, where installed; else the estimate
+    request = charfmt.render_messages(mio, history, turn, budget=4000, counter=counter)
+
+See ``docs/TOKENS.md``.
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ from charfmt._prompt_escape import defused_json, defused_line, defused_text, uns
 from charfmt._resources import resource_dir
 from charfmt._sandbox import MAX_RENDER_SIZE as MAX_RENDER_SIZE  # noqa: PLC0414 (re-exported)
 from charfmt._sandbox import Sandbox, bounded_filter, render_budget
-from charfmt._token_bound import token_bound
+from charfmt._token_estimate import bound, estimate
 from charfmt._token_fit import BudgetError as BudgetError  # noqa: PLC0414 (re-exported)
 from charfmt._token_fit import Counter as Counter  # noqa: PLC0414 (re-exported)
-from charfmt._token_fit import newest_exchanges, oldest_start
+from charfmt._token_fit import TextCounter, fit_messages, oldest_start
+from charfmt._token_fit import TokenCounter as TokenCounter  # noqa: PLC0414 (re-exported)
 from charfmt.character import Character, Exchange
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
@@ -131,15 +133,24 @@ def _finalize(value: Any) -> Any:
 
 
 def estimate_tokens(text: str) -> int:
-    """Default token counter: never fewer tokens than cl100k makes of ``text``, whatever the text.
+    """Default token counter: a tight estimate of the tokens cl100k makes of ``text`` (``charfmt._token_estimate``).
 
-    An upper bound computed without the vocabulary (``charfmt._token_bound``): runs of
-    one character, laughter, digits, emoji and random letters included. The price is
-    an estimate well above ordinary text (1.2 to 2.2 times cl100k on charfmt's prompts,
-    about 2.5 on English prose, 2.3 on Japanese, 3 on Russian):
-    pass your tokenizer's counter for exact budgets (see the module docstring).
+    Never fewer than cl100k on ASCII text (English, JSON, markup, code: proven, and exact on
+    common words); beyond ASCII, each character's exact cost added up, measured never under
+    cl100k on the corpus of ``benchmarks/data`` (median 1.0 to 1.2 times cl100k by group; see
+    ``docs/TOKENS.md``). Another model's tokenizer may count more: pass its counter
+    (:func:`charfmt.counter_for`) for exact budgets.
     """
-    return token_bound(text)
+    return estimate(text)
+
+
+def bound_tokens(text: str) -> int:
+    """Never fewer tokens than cl100k makes of ``text``, whatever the text (proven; looser beyond ASCII)."""
+    return bound(text)
+
+
+ESTIMATE: Final = TextCounter(estimate_tokens, "charfmt estimate")
+"""The default counter of requests: :func:`estimate_tokens` per message, plus what a chat template adds at most."""
 
 
 # --- read-only views for templates ------------------------------------------------------
@@ -366,7 +377,7 @@ def render_messages(
     provider: str = "openai",
     templates: str | Path | None = None,
     budget: int | None = None,
-    counter: Counter = estimate_tokens,
+    counter: Counter | TokenCounter = ESTIMATE,
     structured: bool = False,
 ) -> dict[str, Any]:
     """The request body (without the model name) for ``provider``'s chat API.
@@ -374,7 +385,9 @@ def render_messages(
     ``openai``: ``{"messages": [...]}``; ``anthropic``: ``{"system": ..., "messages": [...]}``;
     ``gemini``: ``{"system_instruction": ..., "contents": [...]}`` with role ``model``.
     Past replies go back in canonical form. With ``budget``, the oldest whole
-    exchanges are dropped until ``counter`` says the request fits. ``structured``
+    exchanges are dropped until ``counter`` says the request fits (the messages as
+    ``{"role", "content"}`` counted whole: a ``TokenCounter`` counts its template's own tokens
+    too; a function of one text, the texts added up). ``structured``
     adds the provider's structured-output setting with ``json_schema(provider)`` for
     the character's vocabulary (OpenAI enforces the emotion keys by pattern; the
     others are told them in the body's description).
@@ -388,11 +401,11 @@ def render_messages(
         (_render("user.j2", folder, turn=_view(ex.user)), history_reply(ex.reply, character.tags)) for ex in history
     ]
     if budget is not None:
-        pairs = newest_exchanges(system, turn_text, pairs, budget=budget, counter=counter)
-    turns: list[tuple[str, str]] = []
-    for user_text, reply_text in pairs:
-        turns += [("user", user_text), ("assistant", reply_text)]
-    turns.append(("user", turn_text))
+        start, _ = fit_messages(
+            lambda start: _chat_messages(system, pairs[start:], turn_text), len(pairs), budget=budget, counter=counter
+        )
+        pairs = pairs[start:]
+    turns = [(m["role"], m["content"]) for m in _chat_messages(system, pairs, turn_text)[1:]]
     schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
     if provider == "openai":
         request: dict[str, Any] = {
@@ -419,6 +432,15 @@ def render_messages(
     return request
 
 
+def _chat_messages(system: str, pairs: Sequence[tuple[str, str]], turn: str) -> list[dict[str, str]]:
+    """The chat messages of a request: the system prompt, each past exchange, the new turn."""
+    out = [{"role": "system", "content": system}]
+    for user_text, reply_text in pairs:
+        out += [{"role": "user", "content": user_text}, {"role": "assistant", "content": reply_text}]
+    out.append({"role": "user", "content": turn})
+    return out
+
+
 def render_text(
     character: Character,
     history: Sequence[Exchange],
@@ -426,7 +448,7 @@ def render_text(
     *,
     templates: str | Path | None = None,
     budget: int | None = None,
-    counter: Counter = estimate_tokens,
+    counter: Counter | TokenCounter = estimate_tokens,
 ) -> str:
     """One prompt string for raw completion endpoints (``prompts/text.j2``).
 

@@ -75,6 +75,14 @@ def add_character(sp: argparse.ArgumentParser) -> None:
     add_user_name(sp)
 
 
+def add_tokenizer(sp: argparse.ArgumentParser, used: str) -> None:
+    """``--tokenizer``: the model's own tokenizer, for ``used`` (``charfmt.tokens.counter_for``)."""
+    sp.add_argument("--tokenizer", metavar="PATH|NAME",
+                    help=f"count tokens {used} with this tokenizer: a Hugging Face tokenizer.json (charfmt[tokenizers])"
+                    " or a tiktoken model or encoding name (gpt-4o, cl100k_base); default: the model's own where"
+                    " known, else charfmt's estimate (docs/TOKENS.md)")  # fmt: skip
+
+
 def add_user_name(sp: argparse.ArgumentParser) -> None:
     """``--user-name NAME``: what a card's ``{{user}}`` becomes."""
     sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.cli._io import EXIT_OK, InputError, dump_json, load_character, read_text, usage_error
-from charfmt.cli._options import add_size, add_user_name, whole
+from charfmt.cli._options import add_size, add_tokenizer, add_user_name, whole
 from charfmt.schema import PROVIDERS
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--templates", metavar="DIR", help="a folder of your own templates, looked up first")
     sp.add_argument("--budget", type=whole(1), metavar="TOKENS", help="drop the oldest exchanges to fit")
+    add_tokenizer(sp, "for --budget")
     sp.add_argument("--structured", action="store_true", help="add the provider's structured-output schema")
     add_size(sp, "--character or --history file")
 
@@ -51,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.say.strip():
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
+    if args.tokenizer is not None and args.budget is None:
+        usage_error(args, "argument --tokenizer: it counts for --budget, which is not given")
     templates = _templates(args.templates)
     character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
     history = _load_history(args.history, character, args.max_size) if args.history is not None else []
@@ -58,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     for d in turn.diagnostics:
         print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
     options: dict[str, Any] = {"templates": templates, "budget": args.budget}
+    if args.tokenizer is not None:
+        from charfmt.tokens import counter_for  # noqa: PLC0415
+
+        options["counter"] = counter_for(tokenizer=args.tokenizer)
     if args.format == "text":
         print(render_text(character, history, turn, **options))
     else:

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
 from charfmt.cli._io import load_character, read
-from charfmt.cli._options import add_decoding, whole
+from charfmt.cli._options import add_decoding, add_tokenizer, whole
 from charfmt.diagnostics import CharfmtError
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
@@ -54,6 +54,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N",
                     help="the model's context window in tokens (default 8192; set the upstream's)")  # fmt: skip
+    add_tokenizer(sp, "for --n-ctx with --upstream (--model counts with its own)")
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
@@ -88,6 +89,8 @@ def settings_from(args: argparse.Namespace) -> Any:
     for origin in args.cors:  # as a browser sends it: scheme://host[:port], no path, no slash at the end
         if origin != "*" and _ORIGIN.fullmatch(origin) is None:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")
+    if args.tokenizer is not None and args.upstream is None:
+        args.parser.error("argument --tokenizer: a model run in-process (--model) counts with its own tokenizer")
     api_key = key_env = None
     if args.upstream is not None:
         key_env = args.api_key_env or API_KEY_ENV
@@ -108,6 +111,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
         api_key=api_key, api_key_env=key_env,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
+        tokenizer=args.tokenizer,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
         log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
         max_request_bytes=args.max_request_bytes,
@@ -126,6 +130,10 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
         reply_bounds(settings)
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
+    if settings.tokenizer is not None:
+        from charfmt.tokens import counter_for  # noqa: PLC0415
+
+        counter_for(tokenizer=settings.tokenizer)  # one that cannot load stops the start (exit 1), not each turn
     if settings.log is not None:
         try:
             TurnLog(settings.log).close()  # (created here if new, as the server would at its start)

@@ -216,8 +216,9 @@ class Completion:
 
 
 def _usage(done: Done) -> dict[str, int]:
-    """The turn's tokens as charfmt estimates them (``count_tokens``: errs high), the prompt's and the reply's
-    alike; not the upstream's own count (not every upstream reports one)."""
+    """The turn's tokens as charfmt counts them: the prompt's with the engine's counter (the model's own where
+    known, else the estimate), the reply's with the estimate; not the upstream's own count (not every upstream
+    reports one)."""
     from charfmt.render import estimate_tokens  # noqa: PLC0415
 
     completion = estimate_tokens(done.text[done.prefilled :])  # (a continue: what the model wrote)

@@ -6,8 +6,11 @@ only when its template file changes. A character's past exchanges come back ever
 their session: each is rendered once (its user block, its reply as ``history_reply`` writes
 it) and kept while the session holds it, and again when ``user.j2`` changes; the new turn is
 rendered each time, and the oldest exchanges are left out to fit as ``render_messages`` leaves
-them out (``newest_exchanges``). The messages are exactly ``render_messages``'s (a test holds
-the two equal). A scene's history and turn are rendered by ``Scene.render_messages`` as ever.
+them out (``fit_messages``), counted as they go upstream: the limits note, the front end's own
+system text and anything else added to them included, with the engine's counter (the model's
+own where known: ``charfmt.tokens.counter_for``). The messages are exactly ``render_messages``'s
+with the note and the front end's text appended to the system prompt (a test holds the two equal).
+A scene's history and turn are rendered by ``Scene.render_messages`` as ever.
 Both render from charfmt's own templates with the templates folder ``prompt_stub/`` in front:
 it holds only an empty ``system.j2`` and ``scene.j2``, so the system prompt is not rendered a
 second time (every other template is charfmt's, the folder being searched first). The cached
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Final
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.scene import Scene
     from charfmt.userinput import UserTurn
@@ -51,6 +55,22 @@ def count_tokens(text: str) -> int:
     return estimate_tokens(text)
 
 
+def remembered(counter: TokenCounter) -> TokenCounter:
+    """``counter`` with each text's count remembered where it counts messages text by text (the estimate,
+    tiktoken, a tokenizer.json): the system prompt and past exchanges come back every turn."""
+    from charfmt._token_fit import TextCounter  # noqa: PLC0415
+    from charfmt.render import ESTIMATE  # noqa: PLC0415
+
+    if counter is ESTIMATE:
+        return TextCounter(count_tokens, counter.name, per_message=counter.per_message, per_request=counter.per_request)
+    if isinstance(counter, TextCounter):
+        count = functools.lru_cache(maxsize=16384)(counter.count)
+        return TextCounter(
+            count, counter.name, exact=counter.exact, per_message=counter.per_message, per_request=counter.per_request
+        )
+    return counter
+
+
 @functools.lru_cache(maxsize=64)
 def prompt_version(system: str) -> str:
     """The first 12 hex digits of the system prompt's SHA-256 (the log's ``prompt_version``)."""
@@ -61,16 +81,20 @@ class Prompter:
     """The messages of each turn for one character or scene, its system prompt rendered once.
 
     ``note`` (the reply's limits) is appended to the system prompt; ``budget``: the tokens the
-    messages may take in all (as ``estimate_tokens`` counts them), the note's included.
+    messages may take in all (as ``counter`` counts them: default the estimate), the note's included.
     """
 
-    def __init__(self, character: Character, scene: Scene | None, *, note: str, budget: int) -> None:
+    def __init__(
+        self, character: Character, scene: Scene | None, *, note: str, budget: int, counter: TokenCounter | None = None
+    ) -> None:
         from charfmt._resources import resource_dir  # noqa: PLC0415
+        from charfmt.render import ESTIMATE  # noqa: PLC0415
 
         self.character = character
         self.scene = scene
         self.note = note
         self.budget = budget
+        self.counter = remembered(counter or ESTIMATE)
         prompts = resource_dir("prompts")
         self._template = prompts / ("system.j2" if scene is None else "scene.j2")
         self._user_template = prompts / "user.j2"
@@ -99,20 +123,28 @@ class Prompter:
         return self._system
 
     def messages(
-        self, history: list[Exchange], turn: UserTurn | None, *, after: str = "", request: str = "", reserve: int = 0
-    ) -> list[Message]:
-        """The system prompt, the newest exchanges of ``history`` that fit the budget, ``turn``; or ``BadTurn``.
+        self, history: list[Exchange], turn: UserTurn | None, *, system: str | None = None, reserve: int = 0,
+        after: str = "", request: str = "", prefill: str = "",
+    ) -> list[Message]:  # fmt: skip
+        """The system prompt (``system``, a front end's own text, after it), the newest exchanges of ``history``
+        that fit the budget less ``reserve`` (what the upstream counts of the request's schema), ``turn``;
+        or ``BadTurn`` saying what did not fit.
 
         ``after``: the front end's post-history instructions, after the history, in the turn's message (a
         ``system`` message there is refused by many chat templates). ``request``: what is asked instead of a
-        turn of the player (``turn`` ``None``: the player's line, the rest of a reply), rendered. ``reserve``:
-        tokens the caller adds after these messages (a prefill), kept out of the budget.
+        turn of the player (``turn`` ``None``: the player's line, the rest of a reply), rendered. ``prefill``:
+        the start of the model's answer (a continue), its message last, counted with the rest.
         """
-        head = {"role": "system", "content": self.system()}
-        budget = self.budget - count_tokens(self.note) - reserve  # the rendered messages' share (the prompt's included)
+        head = self.system()
+        if system:
+            head = f"{head.rstrip()}\n\n{system}\n"
+        budget = self.budget - reserve
+        tail = [{"role": "assistant", "content": prefill}] if prefill else []
         if self.scene is not None:
-            return self._scene_messages(head, budget, history, turn, _joined(request, after))
-        from charfmt._token_fit import newest_exchanges  # noqa: PLC0415
+            return self._scene_messages(
+                head, budget, history, turn, system=system, extra=_joined(request, after), tail=tail
+            )
+        from charfmt._token_fit import fit_messages  # noqa: PLC0415
         from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
@@ -120,22 +152,41 @@ class Prompter:
             self._past.clear()
             self._said.clear()
             self._user_stamp = stamp
-        try:  # render_messages's steps, the past exchanges' texts kept from earlier turns
-            said = render_user_block(turn, templates=STUB) if turn is not None else ""
-            if stamp is not None and turn is not None:
-                self._said[id(turn)] = (turn, said)
-                if len(self._said) > PAST_KEPT:
-                    self._said.popitem(last=False)
-            last = _joined(said, request, after)
-            pairs = [self._texts(exchange) for exchange in history]
-            pairs = newest_exchanges(self._rendered, last, pairs, budget=budget, counter=count_tokens)
+        said = render_user_block(turn, templates=STUB) if turn is not None else ""  # (render_messages's steps)
+        if stamp is not None and turn is not None:  # past exchanges' texts kept
+            self._said[id(turn)] = (turn, said)
+            if len(self._said) > PAST_KEPT:
+                self._said.popitem(last=False)
+        last = _joined(said, request, after)
+        pairs = [self._texts(exchange) for exchange in history]
+
+        def build(start: int) -> list[Message]:
+            out = [{"role": "system", "content": head}]
+            for user, reply in pairs[start:]:
+                out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+            out.append({"role": "user", "content": last})
+            return out + tail
+
+        try:
+            return fit_messages(build, len(pairs), budget=budget, counter=self.counter)[1]
         except BudgetError:
-            raise BadTurn(f"the turn does not fit the context window: {self._budget_error(budget, turn)}") from None
-        out = [head]
-        for user, reply in pairs:
-            out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-        out.append({"role": "user", "content": last})
-        return out
+            raise BadTurn(self._too_long(build(len(pairs)), budget, reserve, system)) from None
+
+    def _too_long(self, messages: list[Message], budget: int, reserve: int, system: str | None) -> str:
+        """What did not fit: the whole request's tokens, each part's, and what the budget is."""
+        from charfmt._token_fit import count_messages  # noqa: PLC0415
+
+        count = self.counter
+        parts = [f"charfmt's system prompt {count(self.system())}"]
+        if system:
+            parts.append(f"the front end's system text {count(system)}")
+        parts.append(f"the player's turn {sum(count(m['content']) for m in messages[1:])}")
+        schema = f", less {reserve} for the reply's schema the upstream counts" if reserve else ""
+        return (
+            f"the turn does not fit the context window: the request needs {count_messages(count, messages)} tokens"
+            f" ({', '.join(parts)}; counted by {count.name}); the prompt's budget is {budget}"
+            f" (the window less the reply's tokens{schema})"
+        )
 
     def _texts(self, exchange: Exchange) -> tuple[str, str]:
         """A past exchange's user block and reply as ``render_messages`` writes them; rendered once."""
@@ -159,35 +210,27 @@ class Prompter:
             self._past.popitem(last=False)
         return texts
 
-    def _budget_error(self, budget: int, turn: UserTurn | None) -> str:
-        """What ``render_messages`` says of ``turn`` not fitting ``budget`` with the prompt rendered in place."""
-        from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
-
-        if turn is None:
-            return f"the budget is {budget} tokens"
-
-        try:
-            render_messages(self.character, [], turn, budget=budget, counter=count_tokens)
-        except BudgetError as e:
-            return str(e)
-        return f"the budget is {budget}"  # not reached: the same counts fail the same way
-
     def _scene_messages(
-        self, head: Message, budget: int, history: list[Exchange], turn: UserTurn | None, extra: str
-    ) -> list[Message]:
+        self, head: str, budget: int, history: list[Exchange], turn: UserTurn | None, *, system: str | None,
+        extra: str, tail: list[Message],
+    ) -> list[Message]:  # fmt: skip
         assert self.scene is not None
+        from charfmt._token_fit import fit_messages  # noqa: PLC0415
+        from charfmt.render import BudgetError  # noqa: PLC0415
         from charfmt.userinput import UserTurn  # noqa: PLC0415
 
-        fixed = count_tokens(self._rendered)
-        past = list(history)
-        while True:  # the oldest exchanges left out to fit
-            rest = self.scene.render_messages(past, turn or UserTurn(), templates=STUB)["messages"][1:]
-            rest[-1] = {**rest[-1], "content": _joined(rest[-1]["content"] if turn is not None else "", extra)}
-            if fixed + sum(count_tokens(m["content"]) for m in rest) <= budget:
-                return [head, *rest]
-            if not past:
-                raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
-            del past[0]
+        scene = self.scene
+
+        def build(start: int) -> list[Message]:
+            rest: list[Message] = scene.render_messages(history[start:], turn or UserTurn(), templates=STUB)["messages"]
+            said = rest[-1]["content"] if turn is not None else ""  # (no turn: the request alone)
+            last = {"role": "user", "content": _joined(said, extra)}
+            return [{"role": "system", "content": head}, *rest[1:-1], last, *tail]
+
+        try:
+            return fit_messages(build, len(history), budget=budget, counter=self.counter)[1]
+        except BudgetError:
+            raise BadTurn(self._too_long(build(len(history)), budget, 0, system)) from None
 
 
 def _joined(*texts: str) -> str:

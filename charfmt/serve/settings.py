@@ -43,6 +43,9 @@ class Settings:
     max_tokens: int = DEFAULT_MAX_TOKENS
     n_ctx: int = 8192
     """The upstream's context window: the prompt's token budget is what ``max_tokens`` leaves."""
+    tokenizer: str | None = None
+    """A ``tokenizer.json`` or tiktoken name to count the upstream's prompts with (``charfmt.tokens.counter_for``);
+    ``None``: the model's own where known (``model_path``; ``model_name``'s tiktoken encoding), else the estimate."""
     timeout: float = 120.0
     """Seconds the upstream may send no event (keep-alive comments do not count)."""
     token: str | None = None

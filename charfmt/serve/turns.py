@@ -15,18 +15,23 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from charfmt._token_fit import count_messages
 from charfmt.serve.continuation import Prefix
 from charfmt.serve.pacing import Pacer
-from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
+from charfmt.serve.prompt import BadTurn, Prompter, prompt_version
+from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
+from charfmt.tokens import grammar_cost, prompt_budget
 
 if TYPE_CHECKING:
     from charfmt._http_client import Delta
     from charfmt._sdk_chunks import Piece as SDKPiece
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.models import Reply
     from charfmt.serve.continuation import Ask, Continuation
+    from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.speech import Sentence
@@ -38,8 +43,8 @@ __all__ = ["BadTurn", "Done", "Engine", "Piece", "Prefix", "Raw", "history_from_
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
 
-PROMPT_MARGIN = 32
-"""Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
+PROMPT_MARGIN = _PROMPT_MARGIN
+"""Tokens of the context window kept free beyond a count that is not the model's own (as ``charfmt chat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +70,7 @@ class Done:
     reason: str | None
     prompt_version: str
     prompt_tokens: int
-    """The prompt's tokens as ``estimate_tokens`` counts them (errs high against BPE tokenizers)."""
+    """The prompt's tokens as the engine's counter counts them (the model's own where known, else the estimate)."""
     prefilled: int = 0
     """Characters at the start of ``text`` that were the upstream's prefill (a continue), not the model's."""
 
@@ -287,8 +292,12 @@ class Engine:
         bounds = reply_bounds(settings)
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
-        self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
-        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget)
+        self.counter = engine_counter(settings, upstream)
+        self.budget = prompt_budget(settings.n_ctx, settings.max_tokens, self.counter)
+        server = self._server()
+        self._reserve = {on: grammar_cost(server, fields, self.counter) for on, fields in self._fields.items()}
+        """The prompt tokens the upstream spends on the request's schema (OpenAI's), constrained or not."""
+        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter)
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
@@ -304,14 +313,17 @@ class Engine:
         self.names = served_names(settings)
         """The name of each emotion key in ``--reply-format`` (``charfmt.serve.emotion_names``)."""
 
+    def _server(self) -> str:
+        s = self.settings
+        return "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
+
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         from charfmt.engines import request_fields  # noqa: PLC0415
 
         s = self.settings
-        server = "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
         speakers = self.scene.speakers if self.scene is not None else None
         return request_fields(
-            server, vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
+            self._server(), vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
             speakers=speakers,
         )  # fmt: skip
 
@@ -332,34 +344,40 @@ class Engine:
         return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
 
     def request(
-        self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None, ask: Ask | None = None
-    ) -> dict[str, Any]:
-        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), with what
-        ``ask`` asks beyond it (``charfmt.serve.continuation``): instructions after the history, the rest of a
-        reply (prefilled, or asked for), the player's line."""
+        self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None,
+        system: str | None = None, ask: Ask | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), ``system``
+        (a front end's own system text) after charfmt's system prompt, with what ``ask`` asks beyond the turn
+        (``charfmt.serve.continuation``): instructions after the history, the rest of a reply (prefilled, or
+        asked for), the player's line; ``BadTurn`` where even the turn does not fit."""
         from charfmt.render import render_request  # noqa: PLC0415
 
         on = self.settings.constrained if constrained is None else constrained
         after = ask.after if ask is not None else ""
         going = ask.continuation if ask is not None else None
+        if going is not None and going.prefill is not None:
+            on = False  # the grammar is of a whole reply, and the model starts inside one: read leniently
+        reserve = self._reserve[on]
+
+        def fit(past: list[Exchange], said: UserTurn | None, request: str = "", prefill: str = "") -> list[Message]:
+            return self.prompter.messages(
+                past, said, system=system, reserve=reserve, after=after, request=request, prefill=prefill
+            )
+
         if ask is not None and ask.impersonation is not None:
-            asked = render_request("impersonate.j2", self.character, request=ask.impersonation)
-            messages = self.prompter.messages(history, None, request=asked, after=after)
+            messages = fit(history, None, render_request("impersonate.j2", self.character, request=ask.impersonation))
         elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
             from charfmt.character import Exchange  # noqa: PLC0415
             from charfmt.userinput import UserTurn  # noqa: PLC0415
 
             past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
-            asked = render_request("continue.j2", self.character)
-            messages = self.prompter.messages(past, None, request=asked, after=after)
+            messages = fit(past, None, render_request("continue.j2", self.character))
         elif going is not None and going.prefill is not None:  # the model goes on from the reply so far
-            prefill = going.prefill
-            messages = self.prompter.messages(history, turn, after=after, reserve=count_tokens(prefill))
-            messages.append({"role": "assistant", "content": prefill})
-            # The grammar is of a whole reply, and the model starts inside one: sent without it, read leniently.
-            return {"model": self.model, "messages": messages, "stream": True, **self._fields[False], **self.prefill}
+            messages = fit(history, turn, prefill=going.prefill)
+            return {"model": self.model, "messages": messages, "stream": True, **self._fields[on], **self.prefill}
         else:
-            messages = self.prompter.messages(history, turn, after=after)
+            messages = fit(history, turn)
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
 
     def continuation(self, before: Reply, shown: str = "") -> Continuation:
@@ -433,8 +451,9 @@ class Engine:
         events: bool, cues: bool, options: dict[str, Any] | None,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """``turn_batches`` of one upstream request."""
-        body = self.request(history, turn, constrained, ask)
-        _add_options(body, options)
+        front = dict(options or {})
+        body = self.request(history, turn, constrained, system=front.pop("system", None), ask=ask)
+        body.update(front)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""
         reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix)
@@ -497,7 +516,7 @@ class Engine:
         end = time.perf_counter()
         exchange = Exchange(user=turn or UserTurn(), reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]
-        prompt = sum(count_tokens(m["content"]) for m in messages)
+        prompt = count_messages(self.prompter.counter, messages)
         version = prompt_version(messages[0]["content"])
         first, started = reading.first or end, reading.started
         return Done(
@@ -506,16 +525,15 @@ class Engine:
         )  # fmt: skip
 
 
-def _add_options(body: dict[str, Any], options: dict[str, Any] | None) -> None:
-    """The front end's fields into the upstream request: its ``system`` text after charfmt's prompt."""
-    if not options:
-        return
-    front = dict(options)
-    system = front.pop("system", None)
-    if system:
-        head = body["messages"][0]
-        body["messages"][0] = {**head, "content": f"{head['content'].rstrip()}\n\n{system}\n"}
-    body.update(front)
+def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
+    """The counter of an engine's prompts (``charfmt.tokens.counter_for``): a model run in-process counts with its
+    own tokenizer and template; ``--tokenizer``, else the model name's tiktoken encoding, else the estimate."""
+    from charfmt.tokens import counter_for  # noqa: PLC0415
+
+    llm = getattr(upstream, "llm", None)
+    if llm is not None:
+        return counter_for(llm=llm)
+    return counter_for(settings.model_name, tokenizer=settings.tokenizer)
 
 
 def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:

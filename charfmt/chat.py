@@ -15,7 +15,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO
 
@@ -255,19 +255,24 @@ def run(
     note: str | None = None,
     stage: StageReader | None = None,
     max_length: int | None = None,
+    history: list[Exchange] | None = None,
+    keep: Callable[[Exchange], None] | None = None,
 ) -> int:
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
     line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
     failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
-    added to the history.
+    added to the history. ``history``: the exchanges so far (a resumed session's), appended to;
+    ``keep``: called with each exchange added (``charfmt chat --session`` stores it; a
+    ``CharfmtError`` it raises is one error line, and the chat goes on).
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
     view = TerminalView(character, out, stage=stage, max_length=max_length)
-    history: list[Exchange] = []
+    history = history if history is not None else []
+    _resumed(view, out, history, character)
     errors = err if err is not None else sys.stderr
     status = 0
 
@@ -292,7 +297,7 @@ def run(
                 yield line.strip()
 
     for say in lines():
-        before = len(stats)
+        before, kept = len(stats), len(history)
         try:
             take_turn(character, history, say, generate, view=view, budget=budget, counter=counter, note=note)
         except (BudgetError, ContextFull) as e:
@@ -305,6 +310,8 @@ def run(
                 raise  # one --say: the error is the command's (exit 1)
             status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue
+        if keep is not None and len(history) > kept and not _kept(keep, history[-1], errors):
+            status = 1
         if len(stats) > before:
             last = stats[-1]
             state = f", {last.state}" if last.state else ""
@@ -312,6 +319,25 @@ def run(
                 f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
             )
     return status
+
+
+def _resumed(view: TerminalView, out: TextIO, history: list[Exchange], character: Character) -> None:
+    """A resumed session's start: how long it is, and its last reply, shown again."""
+    if history:
+        out.write(f"(resumed: {len(history)} exchange{'s' if len(history) != 1 else ''}; the last reply was)\n")
+        view.show(list(history[-1].reply.events(character.tags)))
+        view.finish()
+
+
+def _kept(keep: Callable[[Exchange], None], exchange: Exchange, errors: TextIO) -> bool:
+    """``keep(exchange)``; its failure one ``charfmt: error:`` line (the chat goes on): whether it was kept."""
+    try:
+        keep(exchange)
+    except CharfmtError as e:
+        errors.write(f"charfmt: error: {e}; the turn was not kept in the session\n")
+        errors.flush()
+        return False
+    return True
 
 
 def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) -> int:

@@ -591,14 +591,15 @@ def test_fields_asking_for_nothing_the_server_lacks_are_taken(
 
 def test_sessions_bounded_in_number_and_bytes(rex: Character, upstream: tuple[Scripted, str]) -> None:
     app = create_app(Settings(character=rex, upstream_url=upstream[1] + "/v1", max_sessions=2, session_bytes=1500))
-    store = app.state.charfmt.sessions
+    store = app.state.charfmt.sessions.store
     with loopback(app) as base:
         for key in ("a", "b", "c", "c", "c"):
             r = httpx.post(base + "/v1/turn", json={"session": key, "say": "hello " * 20}, timeout=T)
             assert r.status_code == 200
-    assert len(store) == 2 and store.peek("a") is None
-    c = store.peek("c")
-    assert c is not None and 1 <= len(c.history) < 3 and (c.size <= 1500 or len(c.history) == 1)
+    kept = {s.key.name: s for s in store.sessions()}
+    assert set(kept) == {"b", "c"}
+    c = kept["c"]
+    assert 1 <= c.turns < 3 and (c.size <= 1500 or c.turns == 1)
 
 
 def test_log_is_read_by_report(

@@ -193,9 +193,9 @@ def test_a_continue_in_canonical_form_answers_the_continuation_as_a_reply(
     assert json.loads(shown) == {"chats": [{"type": "C", "order": 1, "body": "<msg> less.</msg>\n<act>beeps</act>"}]}
 
 
-def test_a_continue_in_a_session_replaces_the_reply_it_went_on_with(
-    rex: Character, up: Scripted, upstream_url: str
-) -> None:
+def test_a_continue_in_a_session_goes_on_from_its_last_reply(rex: Character, up: Scripted, upstream_url: str) -> None:
+    """In a session, the reply gone on with is the session's last (the turn it answers sent once); the session
+    keeps it as it was kept (a store keeps each exchange as written: the continuation is the front end's)."""
     up.mode = "say:" + reply("<emo>annoyed</emo>\n<msg>Forty bolts. Not one</msg>")
     app = create_app(Settings(character=rex, upstream_url=upstream_url, reply_format="tags"))
     session = {"X-Charfmt-Session": "st"}
@@ -208,9 +208,11 @@ def test_a_continue_in_a_session_replaces_the_reply_it_went_on_with(
         body = {"messages": [*said, {"role": "assistant", "content": shown}]}
         more = httpx.post(base + "/v1/chat/completions", json=body, headers=session, timeout=T)
     assert more.json()["choices"][0]["message"]["content"] == " less."
-    kept = app.state.charfmt.sessions.peek("st").history
-    assert len(kept) == 1 and kept[0].reply.chats[0].segments[-1].text == "Forty bolts. Not one less."
-    assert "fix my drone" in up.requests[-1]["messages"][-2]["content"]  # the turn it answers, once
+    sent = up.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant"]  # the turn once, then the reply so far
+    assert "fix my drone" in sent[1]["content"] and sent[2]["content"].endswith("<msg>Forty bolts. Not one")
+    (kept,) = app.state.charfmt.sessions.store.sessions()
+    assert kept.turns == 1
 
 
 def test_a_scene_is_continued_and_its_players_line_asked_for(up: Scripted, upstream_url: str) -> None:
@@ -262,7 +264,8 @@ def test_sillytavern_impersonate_answers_the_players_line_in_shorthand(
                    headers=session, timeout=T)  # fmt: skip
         line = httpx.post(base + "/v1/chat/completions", json={"messages": tail[2:]}, headers=session, timeout=T)
     assert line.status_code == 200 and "You said" in up.requests[-1]["messages"][-2]["content"]
-    assert len(app.state.charfmt.sessions.peek("imp").history) == 1
+    (kept,) = app.state.charfmt.sessions.store.sessions()
+    assert kept.turns == 1  # the player's line is no exchange of the character
     assert streamed == shown == "[pleased] *waves* Thanks, Rex! How much?"
     turn = rex.shorthand(shown)
     assert [(s.tag, s.text) for s in turn.chats[0].segments] == [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from charfmt.cli._io import EXIT_USAGE
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -96,3 +96,31 @@ def add_decoding(
     mode.add_argument("--constrained", dest="constrained", action="store_true", default=True, help=constrained)
     mode.add_argument("--free", dest="constrained", action="store_false", help=free)
     sp.add_argument("--max-tokens", type=whole(1), default=max_tokens, metavar="N", help=tokens_help)
+
+
+def add_store(sp: argparse.ArgumentParser, *, memory: bool = False) -> None:
+    """``--store PATH|DSN`` (and, with ``memory``, ``--memory``): where sessions are kept."""
+    from charfmt.store import default_store_path  # noqa: PLC0415
+
+    where = sp.add_mutually_exclusive_group() if memory else sp
+    where.add_argument(
+        "--store", metavar="PATH|DSN",
+        help=f"where sessions are kept: a SQLite file, or a postgresql:// DSN (extra charfmt[postgres]) several "
+        f"servers share (default {default_store_path()})",
+    )  # fmt: skip
+    if memory:
+        where.add_argument("--memory", action="store_true", help="keep sessions in memory only: a restart forgets them")
+
+
+def open_store_of(args: argparse.Namespace) -> Any:
+    """The store ``--store`` names (the default one where none is given; memory with ``--memory``): a store that
+    cannot be opened is a ``StoreError`` (exit 1)."""
+    from charfmt.store import default_store_path, open_store  # noqa: PLC0415
+
+    if getattr(args, "memory", False):
+        return open_store(None)
+    if args.store is None:
+        return open_store(default_store_path(), default=True)
+    if args.store == "":
+        args.parser.error("argument --store: a file name or a postgresql:// DSN, not an empty string")
+    return open_store(args.store)

@@ -30,7 +30,15 @@ from charfmt._model_clients import (
     local_model,
 )
 from charfmt.cli._io import InputError, load_character, usage_error
-from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_tokenizer, add_user_name, whole
+from charfmt.cli._options import (
+    DEFAULT_EXITS,
+    add_decoding,
+    add_store,
+    add_tokenizer,
+    add_user_name,
+    open_store_of,
+    whole,
+)
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -43,8 +51,9 @@ if TYPE_CHECKING:
 HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
 
 EXITS: Final = DEFAULT_EXITS
-EXTRAS: Final[tuple[str, ...]] = ("local", "http")
-"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``."""
+EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
+"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``, psycopg for a
+``postgresql://`` ``--store``."""
 
 
 def _seconds(text: str) -> float:
@@ -100,6 +109,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "gets the system prompt in the first user message")  # fmt: skip
     add_tokenizer(sp, "for --endpoint's --n-ctx (a local model counts with its own)")
     sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")
+    sp.add_argument("--session", metavar="NAME",
+                    help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
+    add_store(sp)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,11 +142,19 @@ def run(args: argparse.Namespace) -> int:
 
         stage = StageReader(character, max_length=args.max_length)
     out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
-    return chat.run(
-        character, generate=generate, says=args.say, out=out, stats=stats,
+    options: dict[str, Any] = dict(
+        generate=generate, says=args.say, out=out, stats=stats,
         budget=budget, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
     )  # fmt: skip
+    if args.session is None:
+        return chat.run(character, **options)
+    from charfmt.store import SessionKey  # noqa: PLC0415
+
+    with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
+        key = SessionKey("", f"cli/{character.name}", args.session)
+        history = store.history(key)
+        return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -153,6 +173,13 @@ def _check(args: argparse.Namespace) -> None:
         usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
     if args.tokenizer is not None and args.endpoint is None:
         usage_error(args, "argument --tokenizer: a local model (--model) counts with its own tokenizer")
+    if args.session is not None:
+        from charfmt.store import name_problem  # noqa: PLC0415
+
+        if (why := name_problem(args.session, "argument --session")) is not None:
+            usage_error(args, why)
+    elif args.store is not None:
+        usage_error(args, "argument --store: only with --session NAME (the session it keeps)")
 
 
 def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Path | None]:

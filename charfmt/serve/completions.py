@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.responses import JSONResponse
 
 from charfmt.serve.formats import Answer
-from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
+from charfmt.serve.inputs import chat_request, front_options, owner_of, player_turn, read_json
 from charfmt.serve.sessions import check_key
 from charfmt.serve.turns import Done, Piece, history_from_messages, read_back
 from charfmt.serve.wire import (
@@ -60,6 +60,7 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     key = header or (user if isinstance(user, str) else None)
     turn = player_turn(engine, asked.say, "messages") if asked.say is not None else None  # (the last user words)
     call = Completion(state, engine, key, turn, options, ask=_ask(engine, asked))
+    call.owner = owner_of(request)
     call.history = None if key else history_from_messages(engine, asked.earlier)
     stream_options = body.get("stream_options")
     call.usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
@@ -93,6 +94,8 @@ class Completion:
         self.options = options
         self.ask = ask
         self.history: list[Exchange] | None = None
+        self.owner = ""
+        """Whose session ``key`` is (the request's credential; the ``chat`` door's namespace)."""
         self.usage = False
         """``stream_options.include_usage``: a usage chunk before ``[DONE]``."""
         self.format = state.settings.reply_format
@@ -121,8 +124,9 @@ class Completion:
         """The non-streamed answer: one ``chat.completion``."""
         answer = self.answer(streamed=False)
         run = self.state.run_turn(
-            self.key, self.history, self.turn, self.id, options=self.options, answer=answer, ask=self.ask
-        )
+            self.key, self.history, self.turn, self.id, options=self.options, answer=answer, owner=self.owner,
+            door="chat", ask=self.ask,
+        )  # fmt: skip
         done = await watch_disconnect(request, run)
         answer.end(done.reply)
         message = {"role": "assistant", "content": answer.text}
@@ -145,7 +149,7 @@ class Completion:
         answer = self.answer(streamed=True)
         batches = self.state.turn_batches(
             self.key, self.history, self.turn, None, self.id, events=answer.events, cues=False, options=self.options,
-            ask=self.ask,
+            owner=self.owner, door="chat", ask=self.ask,
         )  # fmt: skip
         try:
             first = await watch_disconnect(request, anext(batches, None))

@@ -1,15 +1,15 @@
-"""What a running server holds: the engine (made on first use), the sessions, the turn log, the token.
+"""What a running server holds: the engine (made on first use), the sessions, the turn log, the credentials.
 
-:class:`ServerState` runs each turn in its session (one at a time per session), keeps the
-exchange, logs the turn (or its failure, or the client leaving), and turns the pieces of a
-turn into ``/v1/turn``'s JSON objects.
+:class:`ServerState` runs each turn in its session (one at a time per session, its history read
+from the store), keeps the exchange, logs the turn (or its failure, or the client leaving), and
+turns the pieces of a turn into ``/v1/turn``'s JSON objects. A request's credential is its
+owner (``charfmt.serve.owners``): the sessions it reaches are its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import time
@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt.diagnostics import CharfmtError
 from charfmt.events import Event
 from charfmt.serve.formats import Answer
-from charfmt.serve.sessions import SessionStore
+from charfmt.serve.owners import Credentials
+from charfmt.serve.sessions import Sessions
 from charfmt.serve.turns import Done, Engine, Piece, Prefix, Raw
-from charfmt.serve.wire import error_body, failure
+from charfmt.serve.wire import HTTPFailure, error_body, failure
 from charfmt.speech import Sentence
+from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
+    from charfmt.store import Lease, SessionKey
     from charfmt.userinput import UserTurn
 
 
@@ -47,12 +50,19 @@ class ServerState:
         self.settings = settings
         self.names = served_names(settings)
         """Each emotion key's name in ``--reply-format`` (``charfmt.serve.emotion_names``), checked at the start."""
-        self.sessions = SessionStore(max_sessions=settings.max_sessions, max_bytes=settings.session_bytes)
+        self.sessions = Sessions(
+            _store(settings), max_sessions=settings.max_sessions, max_bytes=settings.session_bytes,
+            max_age=settings.max_session_age, wait=settings.timeout,
+        )  # fmt: skip
+        self._own_store = not isinstance(settings.store, Store)  # (a ready store is closed by whoever made it)
+        scene = settings.scene
+        self.scope = scene.name if scene is not None else settings.character.name
+        """What the sessions' namespaces name beside the door: the character (or scene) served."""
         self._engine: Engine | None = None
         self._engine_lock = asyncio.Lock()
         self._log: TurnLog | None = None
         self._ids = 0
-        self._token = settings.token.encode() if settings.token else None
+        self.credentials = Credentials(settings.token, settings.tokens)
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
@@ -65,13 +75,19 @@ class ServerState:
         self._ids += 1
         return f"{uuid.uuid4().hex[:16]}{self._ids:x}"
 
+    def owner(self, header: str | None) -> str | None:
+        """The owner ``header`` (``Authorization``) proves (``""`` where no credential is asked), or ``None``."""
+        return self.credentials.owner(header)
+
     def authorized(self, header: str | None) -> bool:
-        """Whether ``header`` (``Authorization``) carries the ``--token`` (always, where none is set)."""
-        if self._token is None:
-            return True
-        if not header or header[:7].lower() != "bearer ":  # the scheme's case does not matter (RFC 9110)
-            return False
-        return hmac.compare_digest(header[7:].strip().encode(), self._token)
+        """Whether ``header`` (``Authorization``) carries a credential of the server (always, where none is set)."""
+        return self.credentials.owner(header) is not None
+
+    def session_key(self, owner: str, door: str, name: str) -> SessionKey:
+        """The store's key of session ``name`` of ``owner`` at ``door`` (``turn``, ``chat``) with this character."""
+        from charfmt.store import SessionKey  # noqa: PLC0415
+
+        return SessionKey(owner, f"{door}/{self.scope}", name)
 
     async def engine(self) -> Engine:
         """The engine, made (and its upstream connected or loaded) on first use."""
@@ -99,61 +115,50 @@ class ServerState:
         raise CharfmtError("no upstream: give an upstream URL or a model file")
 
     async def aclose(self) -> None:
-        """Close the upstream (unless it was given ready-made) and the log."""
+        """Close the upstream (unless it was given ready-made), the store (the same) and the log."""
         if self._engine is not None and self.settings.upstream is None:
             await self._engine.upstream.aclose()
+        if self._own_store:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.sessions.store.close)
         if self._log is not None:
             self._log.close()
             self._log = None
 
     async def turn_batches(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn | None, constrained: bool | None,
-        rid: str, *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
-        ask: Ask | None = None,
+        rid: str, *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None, owner: str = "",
+        door: str = "turn", ask: Ask | None = None,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
-        """The pieces of one turn in session ``key`` (or with ``history`` given), in the engine's batches
-        (``Engine.turn_batches``); the exchange kept, the turn logged.
+        """The pieces of one turn in ``owner``'s session ``key`` at ``door`` (or with ``history`` given), in the
+        engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged.
 
-        ``ask`` (``charfmt.serve.continuation``): the player's line asked for is kept in no history; a
-        continue in a session goes on with the session's last reply, which the reply gone on with replaces.
+        ``ask`` (``charfmt.serve.continuation``): the player's line asked for is kept in no history; a continue in
+        a session goes on from the session's last reply, kept as it was (a store keeps each exchange as written:
+        the continuation is the front end's to show after it).
         """
         engine = await self.engine()
-        session = self.sessions.get(key) if key else None
-        lock = session.lock if session is not None else contextlib.nullcontext()
-        async with lock:
-            past = list(session.history) if session is not None else (history or [])
-            replaces = False
-            if session is not None and session.history and ask is not None and ask.continuation is not None:
-                last = past.pop()  # the reply being gone on with: its place is the continued reply's
-                turn, replaces = last.user, True
-                ask = self._same_as_shown(ask, last, engine)
-            batches = engine.turn_batches(
-                past, turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
-                ask=ask,
-            )  # fmt: skip
-            ended = False
-            try:
-                async for batch in batches:
-                    done = batch[-1]
-                    if isinstance(done, Done):
-                        ended = True
-                        kept = bool(done.exchange.reply.chats) and (ask is None or ask.impersonation is None)
-                        if session is not None and kept:
-                            self.sessions.add(session, done.exchange, replace=replaces)
-                        self.log(done, key, engine)
-                    yield batch
-            except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
-                if not ended and self.stopping:
-                    self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
-                elif not ended:
-                    self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
-                raise
-            except Exception as e:
-                status, message, _, _ = failure(e)
-                self.log_failure(rid, key, engine, status, message)
-                raise
-            finally:
-                await batches.aclose()
+        if not key:
+            async for batch in self._turn(engine, history or [], turn, session=None, lease=None,
+                                          constrained=constrained, rid=rid, events=events, cues=cues,
+                                          options=options, ask=ask):  # fmt: skip
+                yield batch
+            return
+        session = self.session_key(owner, door, key)
+        held = contextlib.AsyncExitStack()
+        try:
+            past, lease = await held.enter_async_context(self.sessions.hold(session))
+        except HTTPFailure as e:  # no session to run the turn in (the store failed, another worker holds it)
+            self.log_failure(rid, key, engine, e.status, str(e))
+            raise
+        async with held:
+            if past and ask is not None and ask.continuation is not None:  # the session's last reply, gone on with
+                last = past[-1]
+                past, turn, ask = past[:-1], last.user, self._same_as_shown(ask, last, engine)
+            async for batch in self._turn(engine, past, turn, session=session, lease=lease,
+                                          constrained=constrained, rid=rid, events=events, cues=cues,
+                                          options=options, ask=ask):  # fmt: skip
+                yield batch
 
     def _same_as_shown(self, ask: Ask, last: Exchange, engine: Engine) -> Ask:
         """``ask`` going on with the session's ``last`` reply itself where the front end sent it as the server
@@ -169,24 +174,64 @@ class ServerState:
         same = shown.strip() == going.shown.strip() and last.reply.chats
         return dataclasses.replace(ask, continuation=engine.continuation(last.reply, going.shown)) if same else ask
 
+    async def _turn(
+        self, engine: Engine, past: list[Exchange], turn: UserTurn | None, *, session: SessionKey | None,
+        lease: Lease | None, constrained: bool | None, rid: str, events: bool, cues: bool,
+        options: dict[str, Any] | None, ask: Ask | None,
+    ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
+        """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
+        the last batch goes (not a continue's or the player's line asked for: ``turn_batches``)."""
+        key = session.name if session is not None else None
+        batches = engine.turn_batches(
+            list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
+            ask=ask,
+        )  # fmt: skip
+        kept = ask is None or (ask.continuation is None and ask.impersonation is None)
+        ended = False
+        try:
+            async for batch in batches:
+                done = batch[-1]
+                if isinstance(done, Done):
+                    if session is not None and lease is not None and done.exchange.reply.chats and kept:
+                        await self.sessions.keep(session, done.exchange, lease)  # (before the reply is sent)
+                    ended = True
+                    self.log(done, key, engine)
+                yield batch
+        except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
+            if not ended and self.stopping:
+                self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
+            elif not ended:
+                self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
+            raise
+        except Exception as e:
+            status, message, _, _ = failure(e)
+            self.log_failure(rid, key, engine, status, message)
+            raise
+        finally:
+            await batches.aclose()
+
     async def run_turn(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn | None, rid: str,
-        *, options: dict[str, Any] | None = None, answer: Answer | None = None, ask: Ask | None = None,
+        *, options: dict[str, Any] | None = None, answer: Answer | None = None, owner: str = "", door: str = "turn",
+        ask: Ask | None = None,
     ) -> Done:  # fmt: skip
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer): its events fed to
         ``answer``, where given (``answer.end`` is the caller's)."""
         done: Piece | None = None
         events = answer is not None and answer.events
-        batches = self.turn_batches(key, history, turn, None, rid, events=events, cues=False, options=options, ask=ask)
+        batches = self.turn_batches(
+            key, history, turn, None, rid, events=events, cues=False, options=options, owner=owner, door=door,
+            ask=ask,
+        )  # fmt: skip
         async for batch in batches:
             done = batch[-1]
-            if answer is not None:
+            if answer is not None:  # (the reasoning too, whatever the format)
                 answer.feed(batch)
         assert isinstance(done, Done)
         return done
 
     async def turn_objects(
-        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str
+        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = ""
     ) -> AsyncGenerator[list[dict[str, Any]], None]:
         """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
         reply (or an error, alone in its batch)."""
@@ -196,7 +241,7 @@ class ServerState:
             emotions=engine.names.names,
         )  # fmt: skip
         try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid):
+            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner):
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
@@ -266,3 +311,9 @@ def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     retry = headers.get("Retry-After")
     retry_field = {"retry_after": int(retry)} if retry else {}
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}
+
+
+def _store(settings: Settings) -> Store:
+    """The store ``settings.store`` names (or is); a store that cannot be opened is one ``StoreError``."""
+    given = settings.store
+    return given if isinstance(given, Store) else open_store(given)

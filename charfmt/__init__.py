@@ -30,16 +30,20 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         TextDelta,
     )
     from charfmt.export import grammar
+    from charfmt.lorebook import Lorebook
     from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
     from charfmt.parser import parse
     from charfmt.render import (
         BudgetError,
+        RenderedTurn,
         TemplateError,
         bound_tokens,
         estimate_tokens,
+        greeting_exchange,
         render_messages,
         render_system,
         render_text,
+        render_turn,
         render_user_block,
     )
     from charfmt.schema import json_schema
@@ -70,8 +74,10 @@ __all__ = [
     "EmotionKey",
     "Event",
     "Exchange",
+    "Lorebook",
     "ParseError",
     "Reasoning",
+    "RenderedTurn",
     "Reply",
     "Reset",
     "Segment",
@@ -98,6 +104,7 @@ __all__ = [
     "dumps",
     "estimate_tokens",
     "grammar",
+    "greeting_exchange",
     "iter_events",
     "json_schema",
     "load_history",
@@ -107,6 +114,7 @@ __all__ = [
     "render_messages",
     "render_system",
     "render_text",
+    "render_turn",
     "render_user_block",
     "sentences",
     "stage_cues",
@@ -138,17 +146,21 @@ _HOME: dict[str, str] = {
         "events",
     ),
     "grammar": "export",
+    "Lorebook": "lorebook",
     **dict.fromkeys(("Chat", "EmotionKey", "Reply", "Segment", "Vocabulary"), "models"),
     "parse": "parser",
     **dict.fromkeys(
         (
             "BudgetError",
+            "RenderedTurn",
             "TemplateError",
             "bound_tokens",
             "estimate_tokens",
+            "greeting_exchange",
             "render_messages",
             "render_system",
             "render_text",
+            "render_turn",
             "render_user_block",
         ),
         "render",

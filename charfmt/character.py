@@ -558,9 +558,7 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     return None
 
 
-def load_history(
-    path: str | Path, character: Character | Scene, *, max_size: int = MAX_FILE_SIZE
-) -> list[Exchange]:
+def load_history(path: str | Path, character: Character | Scene, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:
     """Read a conversation from a JSON Lines file (see ``history_from_jsonl``); raises ``CharacterError``."""
     return history_from_jsonl(_read_file(Path(path), max_size), character, str(path))
 

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from charfmt._token_fit import Counter, TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
+    from charfmt.lorebook import Lorebook
     from charfmt.models import Reply
     from charfmt.stage import StageReader
 
@@ -84,6 +85,8 @@ def take_turn(
     budget: int | None = None,
     counter: Counter | TokenCounter | None = None,
     note: str | None = None,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | None = None,
 ) -> Turn:
     """Ask ``generate`` for the character's reply to ``say`` (shorthand), streaming it into ``view``.
 
@@ -94,6 +97,7 @@ def take_turn(
     request may take, counted on the messages as they go to the model (the note included); the
     oldest exchanges are left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
     ``note``: a line added to the system prompt (the reply's length limits).
+    ``lorebooks``: lore beyond the card's own; ``seed``: the turn's random macros and lore rolls.
     """
     from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
     from charfmt._token_fit import fit_messages  # noqa: PLC0415
@@ -106,7 +110,9 @@ def take_turn(
     turn = character.shorthand(say)
 
     def build(start: int) -> list[dict[str, str]]:  # the messages as they go to the model, the note included
-        messages: list[dict[str, str]] = render_messages(character, history[start:], turn)["messages"]
+        messages: list[dict[str, str]] = render_messages(
+            character, history[start:], turn, lorebooks=lorebooks, seed=seed
+        )["messages"]
         if note is not None:
             messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
         return messages
@@ -242,22 +248,12 @@ def limit_note(bounds: Bounds) -> str:
 
 
 def run(
-    character: Character,
-    *,
-    generate: Generate,
-    says: Sequence[str] | None,
-    out: TextIO,
-    stats: list[TurnStats],
-    inp: TextIO | None = None,
-    err: TextIO | None = None,
-    budget: int | None = None,
-    counter: Counter | TokenCounter | None = None,
-    note: str | None = None,
-    stage: StageReader | None = None,
-    max_length: int | None = None,
-    history: list[Exchange] | None = None,
-    keep: Callable[[Exchange], None] | None = None,
-) -> int:
+    character: Character, *, generate: Generate, says: Sequence[str] | None, out: TextIO, stats: list[TurnStats],
+    inp: TextIO | None = None, err: TextIO | None = None, budget: int | None = None,
+    counter: Counter | TokenCounter | None = None, note: str | None = None, stage: StageReader | None = None,
+    max_length: int | None = None, lorebooks: Sequence[Lorebook] = (), seed: int | None = None,
+    greeting: int | None = 0, history: list[Exchange] | None = None, keep: Callable[[Exchange], None] | None = None,
+) -> int:  # fmt: skip
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
@@ -266,15 +262,16 @@ def run(
     added to the history. ``history``: the exchanges so far (a resumed session's), appended to;
     ``keep``: called with each exchange added (``charfmt chat --session`` stores it; a
     ``CharfmtError`` it raises is one error line, and the chat goes on).
+    A card's greeting ``greeting`` (0: ``first_mes``; ``None``: none) opens a new chat (an empty
+    ``history``): shown first, the first exchange the model sees, and the first one kept.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
     view = TerminalView(character, out, stage=stage, max_length=max_length)
     history = history if history is not None else []
-    _resumed(view, out, history, character)
     errors = err if err is not None else sys.stderr
-    status = 0
+    status = _begun(character, view, out, history, greeting=greeting, seed=seed, keep=keep, errors=errors)
 
     def lines() -> Iterator[str]:
         if says:
@@ -299,7 +296,10 @@ def run(
     for say in lines():
         before, kept = len(stats), len(history)
         try:
-            take_turn(character, history, say, generate, view=view, budget=budget, counter=counter, note=note)
+            take_turn(
+                character, history, say, generate, view=view, budget=budget, counter=counter, note=note,
+                lorebooks=lorebooks, seed=seed,
+            )  # fmt: skip
         except (BudgetError, ContextFull) as e:
             status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")
             continue
@@ -319,6 +319,29 @@ def run(
                 f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
             )
     return status
+
+
+def _begun(
+    character: Character, view: TerminalView, out: TextIO, history: list[Exchange], *, greeting: int | None,
+    seed: int | None, keep: Callable[[Exchange], None] | None, errors: TextIO,
+) -> int:  # fmt: skip
+    """A chat's start: a resumed one's last reply shown again, a new one's greeting shown and kept; its status."""
+    _resumed(view, out, history, character)
+    if history or (opened := _opened(character, view, greeting, seed)) is None:
+        return 0
+    history.append(opened)
+    return 1 if keep is not None and not _kept(keep, opened, errors) else 0
+
+
+def _opened(character: Character, view: TerminalView, greeting: int | None, seed: int | None) -> Exchange | None:
+    """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first)."""
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
+
+    opened = greeting_exchange(character, greeting, seed=seed) if greeting is not None else None
+    if opened is not None:
+        view.show(list(opened.reply.events(character.tags)))
+        view.finish()
+    return opened
 
 
 def _resumed(view: TerminalView, out: TextIO, history: list[Exchange], character: Character) -> None:

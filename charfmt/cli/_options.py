@@ -88,6 +88,33 @@ def add_user_name(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
 
 
+def add_lore(sp: argparse.ArgumentParser, *, seed: bool = True) -> None:
+    """``--lorebook FILE`` (repeatable) and ``--seed N``: lore beyond the card's own, and reproducible rolls
+    (``seed=False``: the subcommand has its own ``--seed``, which the lore uses too)."""
+    sp.add_argument(
+        "--lorebook",
+        action="append",
+        metavar="FILE",
+        help="a SillyTavern World Info JSON file (or a card's character_book) used with the card's own lorebook;"
+        " repeat for more",
+    )
+    if not seed:
+        return
+    sp.add_argument(
+        "--seed",
+        type=whole(0),
+        metavar="N",
+        help="seed of the random macros ({{random}}, {{roll}}) and lore probabilities: the same turn each time",
+    )
+
+
+def greeting_index(text: str) -> int | None:
+    """``--greeting``'s type: a card's greeting by number (0: ``first_mes``), or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    return whole(0)(text)
+
+
 def add_decoding(
     sp: argparse.ArgumentParser, *, constrained: str, free: str, max_tokens: int, tokens_help: str
 ) -> None:

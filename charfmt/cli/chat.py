@@ -29,13 +29,15 @@ from charfmt._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.cli._io import InputError, load_character, usage_error
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, usage_error
 from charfmt.cli._options import (
     DEFAULT_EXITS,
     add_decoding,
+    add_lore,
     add_store,
     add_tokenizer,
     add_user_name,
+    greeting_index,
     open_store_of,
     whole,
 )
@@ -109,6 +111,14 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "gets the system prompt in the first user message")  # fmt: skip
     add_tokenizer(sp, "for --endpoint's --n-ctx (a local model counts with its own)")
     sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")
+    add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="the card's greeting the chat opens with (0: first_mes, 1...: alternate_greetings; default 0)",
+    )
     sp.add_argument("--session", metavar="NAME",
                     help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
     add_store(sp)
@@ -121,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+    books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
+    check_greeting(character, args.greeting)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:
@@ -146,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         generate=generate, says=args.say, out=out, stats=stats,
         budget=budget, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
+        lorebooks=books, seed=args.seed, greeting=args.greeting,
     )  # fmt: skip
     if args.session is None:
         return chat.run(character, **options)

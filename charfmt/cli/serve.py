@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import load_character, read
-from charfmt.cli._options import add_decoding, add_store, add_tokenizer, open_store_of, whole
+from charfmt.cli._io import load_character, load_lorebooks, read
+from charfmt.cli._options import add_decoding, add_lore, add_store, add_tokenizer, greeting_index, open_store_of, whole
 from charfmt.diagnostics import CharfmtError
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
@@ -81,6 +81,14 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "by number)")  # fmt: skip
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
                     help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
+    add_lore(sp, seed=False)  # (a request's own "seed" seeds its turn's macros and lore rolls)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="the card's greeting a new session opens with (0: first_mes, 1...: alternate_greetings)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -134,6 +142,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         tokens=_tokens(args),
         max_session_age=args.max_age * 86400 if args.max_age is not None else None,
         max_sessions=args.max_sessions or MAX_SESSIONS["memory" if args.memory else "store"],
+        lorebooks=tuple(load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)), greeting=args.greeting,
     )  # fmt: skip
     _usable(args, settings)
     return settings

@@ -161,8 +161,18 @@ async def _info(state: ServerState, request: Request) -> Response:
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
             "emotion_names": {e.key: names.names.get(e.key, e.key) for e in vocabulary.emotions} if names.known else {},
             "unmapped_emotions": list(names.unmapped),
+            "greeting": _greeting(state),
         }
     )  # fmt: skip
+
+
+def _greeting(state: ServerState) -> dict[str, Any] | None:
+    """The card's greeting a new session opens with (``/v1/info``'s ``greeting``), or ``None``."""
+    opening = state.opening
+    if opening is None:
+        return None
+    found = state.greeting_object(opening.reply, None)
+    return {"reply": found["reply"], "content": found["content"]}
 
 
 async def _models(state: ServerState, request: Request) -> Response:

@@ -29,8 +29,12 @@ from typing import TYPE_CHECKING, Final
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
+    from charfmt.lorebook import Activation, Lorebook
+    from charfmt.render import Extra
     from charfmt.scene import Scene
     from charfmt.userinput import UserTurn
 
@@ -85,7 +89,14 @@ class Prompter:
     """
 
     def __init__(
-        self, character: Character, scene: Scene | None, *, note: str, budget: int, counter: TokenCounter | None = None
+        self,
+        character: Character,
+        scene: Scene | None,
+        *,
+        note: str,
+        budget: int,
+        counter: TokenCounter | None = None,
+        lorebooks: Sequence[Lorebook] = (),
     ) -> None:
         from charfmt._resources import resource_dir  # noqa: PLC0415
         from charfmt.render import ESTIMATE  # noqa: PLC0415
@@ -95,6 +106,8 @@ class Prompter:
         self.note = note
         self.budget = budget
         self.counter = remembered(counter or ESTIMATE)
+        self.lorebooks = tuple(lorebooks)
+        """Lore beyond the character's card's own book (``--lorebook``)."""
         prompts = resource_dir("prompts")
         self._template = prompts / ("system.j2" if scene is None else "scene.j2")
         self._user_template = prompts / "user.j2"
@@ -128,24 +141,75 @@ class Prompter:
     ) -> list[Message]:  # fmt: skip
         """The system prompt (``system``, a front end's own text, after it), the newest exchanges of ``history``
         that fit the budget less ``reserve`` (what the upstream counts of the request's schema), ``turn``;
-        or ``BadTurn`` saying what did not fit.
+        or ``BadTurn`` saying what did not fit (``turn``'s keywords: ``after``, ``request``, ``prefill``)."""
+        messages, _ = self.turn(
+            history, turn, system=system, reserve=reserve, after=after, request=request, prefill=prefill
+        )
+        return messages
 
-        ``after``: the front end's post-history instructions, after the history, in the turn's message (a
-        ``system`` message there is refused by many chat templates). ``request``: what is asked instead of a
-        turn of the player (``turn`` ``None``: the player's line, the rest of a reply), rendered. ``prefill``:
-        the start of the model's answer (a continue), its message last, counted with the rest.
+    def turn(
+        self,
+        history: list[Exchange],
+        turn: UserTurn | None,
+        *,
+        system: str | None = None,
+        reserve: int = 0,
+        seed: int | str | None = None,
+        after: str = "",
+        request: str = "",
+        prefill: str = "",
+        lore_of: tuple[list[Exchange], UserTurn | None] | None = None,
+    ) -> tuple[list[Message], Activation | None]:
+        """``messages``, and the lore the turn activated (``render_turn``'s steps; ``seed``: its rolls): the
+        system prompt rendered again for a turn whose macros or lore change it.
+
+        After the history, in the turn's own message (a ``system`` message there is refused by many chat
+        templates): ``turn`` (``None``: none, something else is asked), ``request`` (what is asked instead:
+        the player's line, the rest of a reply; rendered), the card's post-history instructions and ``after``
+        (the front end's). ``prefill``: the start of the model's answer (a continue), its message last,
+        counted with the rest. ``lore_of``: the history and turn the card's parts and lore are made for
+        where they are not the prompt's (a continue asked for as the rest: the turn it goes on with, so
+        that its system prompt and lore are that turn's).
         """
-        head = self.system()
-        if system:
-            head = f"{head.rstrip()}\n\n{system}\n"
+        from charfmt._card_prompt import turn_parts  # noqa: PLC0415
+        from charfmt.macros import MacroError  # noqa: PLC0415
+        from charfmt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
+
         budget = self.budget - reserve
+        own = self.system()
         tail = [{"role": "assistant", "content": prefill}] if prefill else []
+        scan_history, scan_turn = lore_of if lore_of is not None else (history, turn)
+        scanned = scan_turn if scan_turn is not None else UserTurn()  # (no turn: the history alone is scanned)
         if self.scene is not None:
-            return self._scene_messages(
-                head, budget, history, turn, system=system, extra=_joined(request, after), tail=tail
-            )
+            lore = self.scene.lore(scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter,
+                                   budget=budget, seed=seed)  # fmt: skip
+            if lore_in_system(lore):
+                own = f"{self.scene.render_system(lore=lore).rstrip()}\n\n{self.note}\n"
+            head = f"{own.rstrip()}\n\n{system}\n" if system else own
+            closing = [request, after]
+            return self._scene_messages(head, budget, history, turn, system=system, lore=lore, closing=closing,
+                                        tail=tail), lore  # fmt: skip
+        try:
+            parts = turn_parts(
+                self.character, scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                seed=seed,
+            )  # fmt: skip
+        except MacroError as e:
+            raise BadTurn(str(e)) from None
+        if parts.character is not self.character or lore_in_system(parts.lore):  # macros or lore: this turn's own
+            own = f"{system_of(parts)[0].rstrip()}\n\n{self.note}\n"
+        head = f"{own.rstrip()}\n\n{system}\n" if system else own
+        closing = [request, post_history(parts), after]  # (the card's post-history, then the front end's)
+        return self._messages(head, history, turn, extra=lore_extras(parts.lore), closing=closing, tail=tail,
+                              budget=budget, reserve=reserve, system=system), parts.lore  # fmt: skip
+
+    def _messages(
+        self, head: str, history: list[Exchange], turn: UserTurn | None, *, extra: list[Extra], closing: list[str],
+        tail: list[Message], budget: int, reserve: int, system: str | None,
+    ) -> list[Message]:  # fmt: skip
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
+        from charfmt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
@@ -157,15 +221,12 @@ class Prompter:
             self._said[id(turn)] = (turn, said)
             if len(self._said) > PAST_KEPT:
                 self._said.popitem(last=False)
-        last = _joined(said, request, after)
+        last = turn_message(said, *closing)
         pairs = [self._texts(exchange) for exchange in history]
 
         def build(start: int) -> list[Message]:
-            out = [{"role": "system", "content": head}]
-            for user, reply in pairs[start:]:
-                out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-            out.append({"role": "user", "content": last})
-            return out + tail
+            turns = chat_turns(pairs[start:], last, extra)  # (a greeting alone; lore at a depth)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in turns), *tail]
 
         try:
             return fit_messages(build, len(pairs), budget=budget, counter=self.counter)[1]
@@ -202,7 +263,7 @@ class Prompter:
             if said is not None and said[0] is exchange.user
             else render_user_block(exchange.user, templates=STUB)
         )
-        texts = user, history_reply(exchange.reply, self.character.tags)
+        texts = user if exchange.user.chats else "", history_reply(exchange.reply, self.character.tags)
         if self._user_stamp is None:  # user.j2 unreadable (rendering says so): nothing kept
             return texts
         self._past[id(exchange)] = (exchange, texts)
@@ -212,31 +273,28 @@ class Prompter:
 
     def _scene_messages(
         self, head: str, budget: int, history: list[Exchange], turn: UserTurn | None, *, system: str | None,
-        extra: str, tail: list[Message],
+        lore: Activation | None, closing: list[str], tail: list[Message],
     ) -> list[Message]:  # fmt: skip
         assert self.scene is not None
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError  # noqa: PLC0415
+        from charfmt.render import BudgetError, at_depth, lore_extras, turn_message  # noqa: PLC0415
         from charfmt.userinput import UserTurn  # noqa: PLC0415
 
         scene = self.scene
+        extra = lore_extras(lore)
 
         def build(start: int) -> list[Message]:
             rest: list[Message] = scene.render_messages(history[start:], turn or UserTurn(), templates=STUB)["messages"]
-            said = rest[-1]["content"] if turn is not None else ""  # (no turn: the request alone)
-            last = {"role": "user", "content": _joined(said, extra)}
-            return [{"role": "system", "content": head}, *rest[1:-1], last, *tail]
+            said = rest[-1]["content"] if turn is not None else ""  # (no turn: what is asked alone)
+            turns = [(m["role"], m["content"]) for m in rest[1:-1]]
+            turns.append(("user", turn_message(said, *closing)))
+            placed = at_depth(turns, extra)  # (lore at a depth, counted from the turn's message)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in placed), *tail]
 
         try:
             return fit_messages(build, len(history), budget=budget, counter=self.counter)[1]
         except BudgetError:
             raise BadTurn(self._too_long(build(len(history)), budget, 0, system)) from None
-
-
-def _joined(*texts: str) -> str:
-    """The texts that are not empty, a blank line between each two (one text alone: as it is)."""
-    parts = [text for text in texts if text.strip()]
-    return "\n\n".join([*(part.rstrip("\n") for part in parts[:-1]), *parts[-1:]])
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

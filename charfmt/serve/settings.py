@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from charfmt.character import Character
+    from charfmt.lorebook import Lorebook
     from charfmt.scene import Scene
     from charfmt.serve.upstream import Upstream
     from charfmt.store import Store
@@ -78,3 +79,7 @@ class Settings:
     """Sentences longer than this also end at ``、`` or ``,`` (early TTS), as ``charfmt stream``."""
     playground: bool = True
     """Serve the playground page at ``GET /``."""
+    lorebooks: tuple[Lorebook, ...] = ()
+    """Lore beyond the character card's own book (``--lorebook``), scanned every turn."""
+    greeting: int | None = 0
+    """The card's greeting a new session opens with (0: ``first_mes``; ``None``: none; ``--greeting``)."""

@@ -22,13 +22,14 @@ from charfmt.events import Event
 from charfmt.serve.formats import Answer
 from charfmt.serve.owners import Credentials
 from charfmt.serve.sessions import Sessions
-from charfmt.serve.turns import Done, Engine, Piece, Prefix, Raw
+from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Prefix, Raw
 from charfmt.serve.wire import HTTPFailure, error_body, failure
 from charfmt.speech import Sentence
 from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
+    from charfmt.models import Reply
     from charfmt.serve.continuation import Ask
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
@@ -63,6 +64,8 @@ class ServerState:
         self._log: TurnLog | None = None
         self._ids = 0
         self.credentials = Credentials(settings.token, settings.tokens)
+        self.opening = _opening(settings)
+        """The card's greeting every new session opens with (``Settings.greeting``), or ``None``."""
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
@@ -128,20 +131,22 @@ class ServerState:
     async def turn_batches(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn | None, constrained: bool | None,
         rid: str, *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None, owner: str = "",
-        door: str = "turn", ask: Ask | None = None,
+        door: str = "turn", ask: Ask | None = None, lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in ``owner``'s session ``key`` at ``door`` (or with ``history`` given), in the
-        engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged.
+        engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens
+        with the card's greeting (``opening``), kept as its first exchange; ``lore=True`` (``/v1/turn``): a
+        ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch.
 
         ``ask`` (``charfmt.serve.continuation``): the player's line asked for is kept in no history; a continue in
-        a session goes on from the session's last reply, kept as it was (a store keeps each exchange as written:
-        the continuation is the front end's to show after it).
+        a session goes on from the session's last reply (a new session's: the greeting), kept as it was (a store
+        keeps each exchange as written: the continuation is the front end's to show after it).
         """
         engine = await self.engine()
         if not key:
             async for batch in self._turn(engine, history or [], turn, session=None, lease=None,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options, ask=ask):  # fmt: skip
+                                          options=options, ask=ask, lore=lore):  # fmt: skip
                 yield batch
             return
         session = self.session_key(owner, door, key)
@@ -152,12 +157,17 @@ class ServerState:
             self.log_failure(rid, key, engine, e.status, str(e))
             raise
         async with held:
+            opened = not past and self.opening is not None
+            if opened and self.opening is not None:  # a new session: the character's greeting is its first line
+                await self.sessions.keep(session, self.opening, lease)
+                past = [self.opening]
             if past and ask is not None and ask.continuation is not None:  # the session's last reply, gone on with
                 last = past[-1]
-                past, turn, ask = past[:-1], last.user, self._same_as_shown(ask, last, engine)
+                said = last.user if last.user.chats else None  # (the greeting: no player's turn before it)
+                past, turn, ask = past[:-1], said, self._same_as_shown(ask, last, engine)
             async for batch in self._turn(engine, past, turn, session=session, lease=lease,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options, ask=ask):  # fmt: skip
+                                          options=options, ask=ask, lore=lore, opened=opened):  # fmt: skip
                 yield batch
 
     def _same_as_shown(self, ask: Ask, last: Exchange, engine: Engine) -> Ask:
@@ -177,16 +187,19 @@ class ServerState:
     async def _turn(
         self, engine: Engine, past: list[Exchange], turn: UserTurn | None, *, session: SessionKey | None,
         lease: Lease | None, constrained: bool | None, rid: str, events: bool, cues: bool,
-        options: dict[str, Any] | None, ask: Ask | None,
+        options: dict[str, Any] | None, ask: Ask | None, lore: bool = False, opened: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
-        the last batch goes (not a continue's or the player's line asked for: ``turn_batches``)."""
+        the last batch goes (not a continue's or the player's line asked for: ``turn_batches``). ``opened`` (and
+        ``lore``): a ``Greeting`` leads the first batch."""
         key = session.name if session is not None else None
         batches = engine.turn_batches(
             list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
-            ask=ask,
+            ask=ask, lore=lore,
         )  # fmt: skip
         kept = ask is None or (ask.continuation is None and ask.impersonation is None)
+        opening = self.opening if opened and lore else None
+        lead: list[Piece] = [Greeting(opening.reply)] if opening is not None else []
         ended = False
         try:
             async for batch in batches:
@@ -196,7 +209,8 @@ class ServerState:
                         await self.sessions.keep(session, done.exchange, lease)  # (before the reply is sent)
                     ended = True
                     self.log(done, key, engine)
-                yield batch
+                yield [*lead, *batch] if lead else batch
+                lead = []
         except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
             if not ended and self.stopping:
                 self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
@@ -241,7 +255,7 @@ class ServerState:
             emotions=engine.names.names,
         )  # fmt: skip
         try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner):
+            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True):
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
@@ -249,8 +263,24 @@ class ServerState:
         except Exception as e:
             yield [error_object(e, key)]
 
+    def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
+        """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format (its
+        emotions by the names the front end knows, as a reply's ``content``)."""
+        from charfmt.serve.formats import whole  # noqa: PLC0415
+        from charfmt.writer import dumps  # noqa: PLC0415
+
+        tags = self.settings.character.tags
+        return {
+            "kind": "greeting", "session": key, "reply": json.loads(dumps(reply)),
+            "content": whole(self.settings.reply_format, reply, tags, emotions=self.names.names),
+        }  # fmt: skip
+
     def _object(self, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
         """One piece of a turn as ``/v1/turn`` sends it."""
+        if isinstance(piece, Lore):
+            return piece.to_dict()
+        if isinstance(piece, Greeting):
+            return self.greeting_object(piece.reply, key)
         if isinstance(piece, Done):
             answer.end(piece.reply)
             return self.reply_object(piece, key, engine, answer.text)
@@ -311,6 +341,15 @@ def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     retry = headers.get("Retry-After")
     retry_field = {"retry_after": int(retry)} if retry else {}
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}
+
+
+def _opening(settings: Settings) -> Exchange | None:
+    """A new session's first exchange: the character card's greeting (none for a scene)."""
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
+
+    if settings.greeting is None or settings.scene is not None:
+        return None
+    return greeting_exchange(settings.character, settings.greeting)
 
 
 def _store(settings: Settings) -> Store:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
+    from charfmt.lorebook import Activation
     from charfmt.models import Reply
     from charfmt.serve.continuation import Ask, Continuation
     from charfmt.serve.prompt import Message
@@ -38,7 +39,10 @@ if TYPE_CHECKING:
     from charfmt.stage import StageCue
     from charfmt.userinput import UserTurn
 
-__all__ = ["BadTurn", "Done", "Engine", "Piece", "Prefix", "Raw", "history_from_messages", "read_back", "reply_bounds"]
+__all__ = [
+    "BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Prefix", "Raw", "history_from_messages", "read_back",
+    "reply_bounds",
+]  # fmt: skip
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
@@ -84,9 +88,27 @@ class Done:
         }
 
 
-Piece: TypeAlias = "Raw | Prefix | Event | StageCue | Sentence | Done"
+@dataclass(frozen=True)
+class Lore:
+    """Which lore entries the turn's prompt holds and which the lore's budget cut (``Activation.report``)."""
+
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``/v1/turn``'s ``lore`` object."""
+        return {"kind": "lore", **self.report}
+
+
+@dataclass(frozen=True)
+class Greeting:
+    """A new session's first line: the card's greeting, kept as the session's first exchange."""
+
+    reply: Reply
+
+
+Piece: TypeAlias = "Raw | Prefix | Event | StageCue | Sentence | Done | Lore | Greeting"
 """What a turn yields: the model's text, the reply a continue went on from, an event of the stream, a stage
-cue, a sentence, the end."""
+cue, a sentence, the end; with ``lore=True``, first, the lore the prompt holds."""
 
 
 def reply_bounds(settings: Settings) -> Any:
@@ -297,7 +319,10 @@ class Engine:
         server = self._server()
         self._reserve = {on: grammar_cost(server, fields, self.counter) for on, fields in self._fields.items()}
         """The prompt tokens the upstream spends on the request's schema (OpenAI's), constrained or not."""
-        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter)
+        self.prompter = Prompter(
+            self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter,
+            lorebooks=settings.lorebooks,
+        )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
@@ -351,6 +376,15 @@ class Engine:
         (a front end's own system text) after charfmt's system prompt, with what ``ask`` asks beyond the turn
         (``charfmt.serve.continuation``): instructions after the history, the rest of a reply (prefilled, or
         asked for), the player's line; ``BadTurn`` where even the turn does not fit."""
+        return self.lore_request(history, turn, constrained, system, ask=ask)[0]
+
+    def lore_request(
+        self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None,
+        system: str | None = None, *, seed: Any = None, ask: Ask | None = None,
+    ) -> tuple[dict[str, Any], Activation | None]:  # fmt: skip
+        """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls). What
+        ``ask`` asks goes with the card's parts and lore of the turn it asks about: the player's line asked for
+        after the history, the rest of a reply after the turn it answered (its system prompt and lore)."""
         from charfmt.render import render_request  # noqa: PLC0415
 
         on = self.settings.constrained if constrained is None else constrained
@@ -358,27 +392,34 @@ class Engine:
         going = ask.continuation if ask is not None else None
         if going is not None and going.prefill is not None:
             on = False  # the grammar is of a whole reply, and the model starts inside one: read leniently
-        reserve = self._reserve[on]
+        reserve, fields = self._reserve[on], self._fields[on]
+        rolls = seed if isinstance(seed, (int, str)) else None
 
-        def fit(past: list[Exchange], said: UserTurn | None, request: str = "", prefill: str = "") -> list[Message]:
-            return self.prompter.messages(
-                past, said, system=system, reserve=reserve, after=after, request=request, prefill=prefill
-            )
+        def fit(
+            past: list[Exchange], said: UserTurn | None, request: str = "", prefill: str = "",
+            lore_of: tuple[list[Exchange], UserTurn | None] | None = None,
+        ) -> tuple[list[Message], Activation | None]:  # fmt: skip
+            return self.prompter.turn(
+                past, said, system=system, reserve=reserve, seed=rolls, after=after, request=request,
+                prefill=prefill, lore_of=lore_of,
+            )  # fmt: skip
 
         if ask is not None and ask.impersonation is not None:
-            messages = fit(history, None, render_request("impersonate.j2", self.character, request=ask.impersonation))
+            messages, lore = fit(
+                history, None, render_request("impersonate.j2", self.character, request=ask.impersonation)
+            )
         elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
             from charfmt.character import Exchange  # noqa: PLC0415
             from charfmt.userinput import UserTurn  # noqa: PLC0415
 
             past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
-            messages = fit(past, None, render_request("continue.j2", self.character))
+            messages, lore = fit(past, None, render_request("continue.j2", self.character), lore_of=(history, turn))
         elif going is not None and going.prefill is not None:  # the model goes on from the reply so far
-            messages = fit(history, turn, prefill=going.prefill)
-            return {"model": self.model, "messages": messages, "stream": True, **self._fields[on], **self.prefill}
+            messages, lore = fit(history, turn, prefill=going.prefill)
+            fields = {**fields, **self.prefill}
         else:
-            messages = fit(history, turn)
-        return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
+            messages, lore = fit(history, turn)
+        return {"model": self.model, "messages": messages, "stream": True, **fields}, lore
 
     def continuation(self, before: Reply, shown: str = "") -> Continuation:
         """A continue of ``before`` (``shown``: as the front end sent it): prefilled where the upstream goes on
@@ -401,6 +442,7 @@ class Engine:
         cues: bool = True,
         options: dict[str, Any] | None = None,
         ask: Ask | None = None,
+        lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:
         """The pieces of one turn (see the module docstring) in batches: what each chunk of the model's
         text makes certain, in one list; the last batch is ``[Done]``. The exchange is for the caller to keep.
@@ -414,7 +456,8 @@ class Engine:
         turn asks beyond the player's words (``charfmt.serve.continuation``); a continue's first batch starts
         with ``Prefix`` (what the front end shows already), and ``Done.reply`` is the whole reply gone on with;
         a prefill the upstream refuses (a 400) is asked for as the rest instead. The upstream's reasoning
-        comes as ``Reasoning`` events, whatever ``events`` says.
+        comes as ``Reasoning`` events, whatever ``events`` says. ``lore=True``: where lore entries fired (or
+        the budget cut some), a ``Lore`` piece leads the upstream's first batch (before a continue's ``Prefix``).
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
@@ -427,6 +470,7 @@ class Engine:
             "events": events,
             "cues": cues,
             "options": options,
+            "lore": lore,
         }
         going = ask.continuation if ask is not None else None
         answered = False
@@ -448,21 +492,26 @@ class Engine:
 
     async def _attempt(
         self, history: list[Exchange], turn: UserTurn | None, ask: Ask | None, *, constrained: bool | None, rid: str,
-        events: bool, cues: bool, options: dict[str, Any] | None,
+        events: bool, cues: bool, options: dict[str, Any] | None, lore: bool,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """``turn_batches`` of one upstream request."""
         front = dict(options or {})
-        body = self.request(history, turn, constrained, system=front.pop("system", None), ask=ask)
+        system = front.pop("system", None)
+        body, active = self.lore_request(history, turn, constrained, system, seed=front.get("seed"), ask=ask)
         body.update(front)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""
         reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix)
-        started = reading.start(going)  # (with the first batch: its status is the upstream's first answer)
+        # the lore, then the reply a continue goes on from (what the front end shows already), go with the first
+        # batch the upstream brings: an upstream that fails at once is still answered with its status
+        told = lore and active is not None and bool(active.placed or active.cut)
+        lead: list[Piece] = [Lore(active.report())] if told and active is not None else []
+        lead += reading.start(going)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
-            if started:
-                yield [*started, *feed(delta)]
-                started = []
+            if lead:
+                yield [*lead, *feed(delta)]
+                lead = []
             elif delta.text:
                 yield feed(delta)
             elif delta.reason or delta.piece:
@@ -544,9 +593,11 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     end's own style) is read leniently. Nothing the player said is dropped: user messages in a row
     are one turn, and an answer that shows nothing (empty, a tool call) leaves the turn to the next
     answer; answers in a row are one reply. Left out: system and tool messages (the system text goes
-    to the prompt), and an answer before the player's first words (a greeting: no turn to pair it with).
+    to the prompt). An answer before the player's first words (the greeting the front end showed)
+    is the first exchange, with an empty user turn, as a card's greeting is.
     """
     from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
@@ -562,8 +613,8 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
         reply = read_back(engine, text)
         if not reply.chats:
             continue  # (the turn waits for an answer that says something)
-        if said:
-            turn = engine.character.shorthand("\n".join(said))
+        if said or not out:  # (not out: a greeting, before the player said anything)
+            turn = engine.character.shorthand("\n".join(said)) if said else UserTurn()
             out.append(Exchange(user=turn, reply=canonical_form(reply, tags)))
             said = []
         elif out:  # a second answer to the same turn: the reply goes on

@@ -203,6 +203,23 @@ def _without(view: str, start: int, end: int, holes: list[tuple[int, int, str]])
     return "".join(parts), where
 
 
+_CONTINUES: Final = frozenset(",;:)]}、，。」』）…")
+"""Characters a line that goes on with the line before it may begin with (besides a lower-case letter)."""
+
+
+def _line_end(text: str) -> int | None:
+    """Where the first line of an element left open ends, when more lines follow that can start an element of
+    their own; ``None`` where it is one line, or the next line goes on with it (lower case, a comma)."""
+    lead = len(text) - len(text.lstrip())
+    nl = text.find("\n", lead)
+    if nl < 0:
+        return None
+    rest = text[nl:].lstrip()
+    if not rest or rest[0].islower() or rest[0] in _CONTINUES:
+        return None
+    return nl
+
+
 _REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
 """The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
 
@@ -273,7 +290,7 @@ class _Elements:
             self.out.note("CF630", f"the request form's {m.group()} inside a body is markup: dropped", start, end)
             if self.open is not None and not tag.closing:
                 self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
-                self._emit()
+                self._end_open()
             self.last_end = end
             return
         if not tag.exact and tag.canon is not None:
@@ -296,7 +313,7 @@ class _Elements:
                     self.open = self.open_tag = None
             else:
                 self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
-                self._emit()
+                self._end_open()
         elif self.out.pieces and start > 0 and self.raw[start - 1 : start] not in ("\n",) and self.last_end == start:
             self.out.note("CF701", "elements must be separated by a newline", start, start)
         canon = tag.canon
@@ -322,6 +339,36 @@ class _Elements:
             return
         self.open = Piece(canon, "", end, end, tag.intensity, attribute=attribute)
         self.open_tag = tag
+
+    def _end_open(self, closer: str | None = None, *, cut: bool = False) -> None:
+        """End the element left open: at its first line where more lines follow that can stand alone (``CF721``).
+
+        One line per element: ``<act>waves\nHello there.`` is an action and a line of its own,
+        not an action that swallows the speech after it. The lines after the first are read as
+        text between elements (``closer``: the tag of a mismatched closing tag that ends them,
+        whose element they are). A next line that cannot start an element (it goes on in
+        lower case, or with a comma) continues the element; so does speech, whose next lines
+        would be speech anyway.
+        """
+        piece = self.open
+        assert piece is not None
+        # Speech left open stays whole: its next lines would be read as speech all the same.
+        split = None if piece.tag == self.speech and closer in (None, self.speech) else _line_end(piece.text)
+        if split is None:
+            if not cut and "\n" in piece.text[len(piece.text.rstrip()) :]:
+                piece.text = piece.text.rstrip()  # the line break before the next tag is layout
+            self._emit(cut=cut)
+            return
+        rest, at = piece.text[split:], min(piece.start + split, piece.end)
+        piece.text, piece.end = piece.text[:split], at
+        lead = len(rest) - len(rest.lstrip())
+        self.out.note("CF721", f"<{piece.tag}> left open ends at its line: the next line is read on its own", at, at)
+        self._emit()
+        if closer is not None:
+            self.open = Piece(closer, rest[lead:], at + lead, at + len(rest))
+            self._emit(cut=cut)
+        else:
+            self._text(rest, at, at + len(rest), self.raw, self.out)
 
     def _explain(self, tag: Tag, m: re.Match[str]) -> None:
         """Say how a tag not written as the format writes it was read: as the ``tag`` chain's entry it is written
@@ -360,7 +407,10 @@ class _Elements:
         elif tag.canon is None:
             self.out.note("CF703", f"</> closes <{self.open.tag}>", start, end)
         self.open.end = start
-        self._emit()
+        if matches:
+            self._emit()
+        else:  # the element was left open: the lines after its first are the closer's, or text
+            self._end_open(tag.canon if tag.known and tag.canon not in (None, self.emotion) else None)
         self.last_end = end
         if self.resume is not None and self.open is None and tag.canon == self.emotion:
             self.open = Piece(self.resume, "", end, end, implicit=True)
@@ -442,7 +492,7 @@ class _Elements:
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
             self.open.end = end
-            self._emit(cut=self.cut_off)
+            self._end_open(cut=self.cut_off)
 
 
 # --- the tag chain's readers: how a tag written in a dialect is explained ---------------------

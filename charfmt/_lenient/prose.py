@@ -25,7 +25,9 @@ BRACKET: Final = r"""
 """Bracket tags (the ``bracket`` entry's pattern)."""
 ROLEPLAY: Final = r"""
     \*\*\((?P<direction>[^)\n]+)\)\*\*                                     # **(stage direction)**
-  | \*(?P<star>[^*\n]+)\*                                                  # *jumps*
+  | \*\*(?P<bold>[^*\s](?:[^*\n]*[^*\s])?)\*\*                              # **jumps**
+  | \*(?P<star>[^*\s](?:[^*\n]*[^*\s])?)\*                                 # *jumps* (not "* " a bullet)
+  | (?:^|(?<=\n))<(?P<angle>[^<>/\s][^<>\n]*\s[^<>\n]*)>(?=[ \t]*(?:\n|\Z))   # <sighs deeply> on its own line
   | （(?P<paren>[^（）\n]+)）                                               # （动作）
   | (?:^|(?<=[.!?。！？\n]\s)|(?<=[.!?。！？\n]))\((?P<half>[^()\n]+)\)          # (sighs) at a sentence start
 """
@@ -246,6 +248,9 @@ _JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
 JSON reply the model wrote around bare elements, never words anyone says."""
 
 
+_LIST_MARKS: Final = re.compile(r"[*\-+•>#]+")
+"""Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
+
 _JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")
 _JSON_COLON_AFTER: Final = re.compile(r"[ \t]*:")
 
@@ -272,6 +277,9 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     start, end = offset + lead, offset + lead + len(stripped)
     if _JSON_DEBRIS.fullmatch(stripped):
         out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
+        return
+    if _LIST_MARKS.fullmatch(stripped):
+        out.note("CF627", f"a list or quote mark outside an element dropped: {stripped!r}", start, end)
         return
     out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
     reason = (

@@ -80,15 +80,17 @@ def recover(
     prior: list[Diagnostic],
     tags: TagTable = DEFAULT_TAGS,
     turn: tuple[str, ...] = (),
+    prompt: tuple[str, ...] = (),
 ) -> Reply:
     """Read ``raw`` leniently; ``prior`` diagnostics (from decoding bytes) come first.
 
     ``turn``: what the player said this turn; an echo of it is dropped (``CF625``).
+    ``prompt``: the prompt's own text (not the character's words); an echo of it is dropped (``CF631``).
 
     ``tags``: the tag table; a tag is read by its role (``tags.emotion``, ``tags.speech``...),
     so a custom tag (``DEFAULT_TAGS.extend(TagSpec("sfx", "cue", ...))``) is a known tag.
     """
-    state = Recovery(raw, Reading(tags, vocabulary, TABLE), turn)
+    state = Recovery(raw, Reading(tags, vocabulary, TABLE), turn, prompt)
     state.diagnostics.extend(prior)
     for _name, step in STEPS:
         step(state)

@@ -61,9 +61,10 @@ class RawChat:
 class Recovery:
     """One lenient read of one input."""
 
-    def __init__(self, raw: str, reading: Reading, turn: tuple[str, ...] = ()) -> None:
+    def __init__(self, raw: str, reading: Reading, turn: tuple[str, ...] = (), prompt: tuple[str, ...] = ()) -> None:
         self.source = Source(raw, raw)
         self.turn = tuple(words(t) for t in turn if t.strip())  # what the player said this turn
+        self.prompt = prompt  # the prompt's own text, not the character's words
         self.reading = reading
         self.vocabulary = reading.vocabulary
         self.tags = tags = reading.tags

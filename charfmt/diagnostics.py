@@ -101,7 +101,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     ),
     "CF630": ("warning", "the request form's <user_chats> or <chat> inside a body dropped: markup, never a segment"),
     "CF631": ("warning", "the prompt's own text echoed (a line of it, or a section written like it) dropped"),
-    "CF632": ("warning", "a turn that is not this reply dropped: the player's (echoed or imagined) or a next one imagined"),
+    "CF632": ("warning", "a turn that is not this reply dropped: the player's (echoed or imagined), or the next one"),
     "CF633": ("warning", "a speaker label (Rex:, User:, model) dropped: a name is no speech"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),

@@ -308,7 +308,7 @@ def _recover(
     if pause:
         gc.disable()
     try:
-        return recover(text, vocabulary, prior, tags, told.turn, told.prompt)
+        return recover(text, vocabulary, prior, tags, turn=told.turn, prompt=told.prompt)
     except Exception as e:  # lenient parsing promises never to raise
         crash = Diagnostic.at(
             text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0

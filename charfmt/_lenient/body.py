@@ -18,6 +18,7 @@ from charfmt._lenient.pieces import Attribute, Piece, Result
 from charfmt._lenient.prose import read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
+from charfmt._lenient.words import is_sentence
 from charfmt._strict.body import fast_reader
 from charfmt.models import Vocabulary
 from charfmt.tags import TagSpec, TagTable
@@ -112,17 +113,20 @@ _CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
 _LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
 
 
-def read_elements(body: str, reading: Reading, *, cut_off: bool = False) -> Result:
+def read_elements(body: str, reading: Reading, *, cut_off: bool = False, truncated: bool = False) -> Result:
     """Read a ``C`` body leniently into pieces, with every repair noted.
 
     ``cut_off``: the body ends where the input was cut; a tag begun at its very end
     (``<emo>joy</em``) is markup cut in half, dropped rather than kept as text.
+    ``truncated``: it certainly was (a JSON string never closed): the element open at its
+    end was cut, not left open, and keeps all its lines.
     ``reading.tags``: the tag table; a tag's role, not its name, says how it is read.
     """
     out = Result()
     tags = reading.tags
     body, view = _prepare(body, out, tags, cut_off=cut_off)
     elements = _Elements(out, reading, body, cut_off=cut_off)
+    elements.truncated = truncated
     pos = 0
     for entry in reading.table.chain("body"):  # what may stand before the elements (front matter)
         if entry.detect is not None and entry.detect(Sample(view[pos:]), tags):
@@ -240,6 +244,7 @@ class _Elements:
         self.open: Piece | None = None
         self.open_tag: Tag | None = None
         self.resume: str | None = None  # a message split by a nested emotion continues after it
+        self.truncated = False  # the body certainly ends where the input was cut (see read_elements)
         self.last_end = 0  # where the last element ended, to see missing newlines
 
     def text(self, start: int, end: int, view: str, holes: list[tuple[int, int, str]]) -> None:
@@ -473,6 +478,12 @@ class _Elements:
             self.out.note("CF704", f"<{spec.name}> value {key!r} read as {same!r}", piece.start, piece.end)
             return same
         allowed = ", ".join(values)
+        if is_sentence(key):  # '<sfx>a wave crashes through the window.</sfx>': narration, never a cue
+            tags = self.tags
+            piece.tag = tags.action.name if tags.action is not None else self.speech
+            message = f"<{spec.name}> value {key!r} is a sentence, not one of {allowed}: read as <{piece.tag}>"
+            self.out.note("CF722", message, piece.start, piece.end)
+            return key
         if cut:
             message = f"<{spec.name}> value {key!r} is cut off at the end and is not one of {allowed}: dropped"
             self.out.note("CF133", message, piece.start, piece.end)
@@ -492,7 +503,10 @@ class _Elements:
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
             self.open.end = end
-            self._end_open(cut=self.cut_off)
+            if self.truncated:
+                self._emit(cut=True)  # cut, not left open: its lines are its own
+            else:
+                self._end_open(cut=self.cut_off)
 
 
 # --- the tag chain's readers: how a tag written in a dialect is explained ---------------------

@@ -1,7 +1,7 @@
 """The last steps of a lenient read: each chat's pieces as segments, orders numbered, the reply built.
 
-An emotion is made a key (repaired, or kept as an action when it cannot be one) and the
-vocabulary policy applied; control characters are replaced; a chat with no content is
+An emotion is made a key (repaired, kept as an action when it cannot be one, read as speech
+when it is a sentence) and the vocabulary policy applied; control characters are replaced; a chat with no content is
 dropped; a missing or repeated order takes the next free number; the dialect that names
 the reply is the first in table order.
 """
@@ -14,6 +14,7 @@ from typing import Final
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._lenient.pieces import Piece
 from charfmt._lenient.state import RawChat, Recovery, short
+from charfmt._lenient.words import unknown_sentence
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, construct_trusted
@@ -128,6 +129,9 @@ def _emotion(state: Recovery, p: Piece, index: int) -> tuple[str, str] | None:
         return None
     if key is None:
         return state.narration, p.text  # content that cannot be a key is kept, as what the character does
+    if unknown_sentence(key, state.vocabulary):  # '<emo>I will tell you tomorrow.</emo>': words, never a face
+        state.note("CF722", f"emotion {short(key)!r} is a sentence, not a key: read as speech", p.start, p.end, index)
+        return state.speech, p.text.strip()
     decision = apply_vocabulary(key, state.vocabulary)
     if decision.code:  # worded as strict parsing words it (and the stream)
         state.note(decision.code, in_body(index, decision.message), p.start, p.end, index)

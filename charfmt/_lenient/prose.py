@@ -15,6 +15,7 @@ from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
+from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start
 from charfmt.models import Vocabulary
 from charfmt.tags import TagTable
 
@@ -62,10 +63,31 @@ def read_bracket(m: re.Match[str], span: Span) -> Meaning | None:
         if _MARKUP_CHARS.search(canon):
             return None  # 【露娜>w<】 names no emotion: it stays text
         return (tags.emotion.name, canon, None)
+    if _stays_text(m, span):
+        return None
     meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
     if meaning is not None and meaning[0] == tags.emotion.name and (clamped := _out_of_range(m.group("val"))):
         span.out.note("CF930", clamped, span.offset + m.start(), span.offset + m.end())
     return meaning
+
+
+def _stays_text(m: re.Match[str], span: Span) -> bool:
+    """A bracket word inside running text that names no emotion of the vocabulary: text (``CF724``).
+
+    ``I am [narcissus_a] a skilled pirate.`` is one sentence; ``[joy] Hi`` and a word the vocabulary
+    knows anywhere are emotions, and so is any word written with a prefix (``[emotion:x]``).
+    """
+    word, val = m.group("word"), m.group("val")
+    if val is not None and _bracket_number(val) is None:
+        return False  # [emotion:angry], [action:sigh]: what the prefix says
+    vocabulary = span.reading.vocabulary
+    if vocabulary is not None and vocabulary.resolve(word) is not None:
+        return False
+    if not in_running_text(span.text, m.start()):
+        return False
+    at = span.offset + m.start()
+    span.out.note("CF724", f"{m.group()!r} inside a sentence names no emotion: kept as text", at, span.offset + m.end())
+    return True
 
 
 def read_roleplay(m: re.Match[str], span: Span) -> Meaning | None:
@@ -170,10 +192,11 @@ def read_prose(span: Span) -> int:
 
     The marks are the ``prose`` entries of the dialect table, in its order. Once quoted
     speech has appeared, unquoted narration after it is read as action (the table's action
-    tag; speech when the table has none), and so is a whole sentence right before the first
-    quote (``She smiles. "Hi!"``). Other text before the first quote stays speech: it is
-    read from what came before it and what touches it, as a stream reads it, so a quote
-    later in the reply never turns text already shown as speech into an action.
+    tag; speech when the table has none), and so is the sentence right before the first
+    quote where it ends there (``She smiles. "Hi!"``) or introduces it (``The old man says
+    "Welcome."``). Other text before the first quote stays speech. A stream shows the last
+    sentence of such text only once what follows it is known, so a later quote never turns
+    text already shown as speech into an action.
     """
     text, out, offset = span.text, span.out, span.offset
     prose, groups = _marks(span.reading.table)
@@ -197,11 +220,58 @@ def read_prose(span: Span) -> int:
         if meaning is not None:
             marks.append((m.start(), m.end(), *meaning))
             out.dialect(entry.name)
-    _read_marks(span, text, marks, quoted=quoted)
+    alone = _keys_alone(span, text, marks)
+    if alone:
+        marks = sorted([*marks, *alone])
+    _read_marks(span, text, marks, quoted=quoted, alone={a[0] for a in alone})
     return len(span.text)
 
 
-def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool) -> None:
+_LINE: Final = re.compile(r"[^\n]+")
+
+
+def _keys_alone(span: Span, text: str, marks: list[Mark]) -> list[Mark]:
+    """Lines of ``text`` that are nothing but an emotion key of the vocabulary (``furious``): emotions (``CF723``)."""
+    vocabulary = span.reading.vocabulary
+    if vocabulary is None:
+        return []
+    found: list[Mark] = []
+    for m in _LINE.finditer(text):
+        key = key_alone(m.group(), vocabulary)
+        if key is None or any(a < m.end() and m.start() < b for a, b, *_ in marks):
+            continue
+        lead = len(m.group()) - len(m.group().lstrip())
+        found.append((m.start() + lead, m.start() + len(m.group().rstrip()), span.reading.tags.emotion.name, key, None))
+    return found
+
+
+_INTRODUCES: Final = re.compile(
+    r"(?:\b(?:say|says|said|ask|asks|asked|reply|replies|replied|answer|answers|answered|whisper|whispers|"
+    r"whispered|shout|shouts|shouted|mutter|mutters|muttered|call|calls|called|add|adds|added|exclaim|exclaims|"
+    r"exclaimed|cry|cries|cried|yell|yells|yelled|murmur|murmurs|murmured|growl|growls|growled|grumble|"
+    r"grumbles|grumbled|laugh|laughs|laughed|sigh|sighs|sighed|goes|went)(?:[ \t]+[A-Za-z']+){0,2}"
+    r"|[:：])[ \t]*,?[ \t]*\Z",
+    re.IGNORECASE,
+)
+"""The words that introduce a quotation: a verb of saying (and up to two words after it), or a colon."""
+
+
+def _narration_start(before: str) -> int | None:
+    """Where the text before the first quotation starts to narrate it, or ``None`` where it does not.
+
+    Its last sentence does when it ends right before the quotation (``She smiles. "Hi!"``) or
+    introduces it (``The old man says "Welcome."``, ``I would say: "Go!"``); the sentences
+    before it stay speech. ``He paid "a lot"`` is one sentence, quotation and all.
+    """
+    stripped = before.rstrip()
+    if not stripped:
+        return None
+    if re.search(r"[.!?。！？…][\"'”)]*\Z", stripped) is None and _INTRODUCES.search(before) is None:
+        return None
+    return last_sentence_start(stripped)
+
+
+def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone: set[int]) -> None:
     """The marks as pieces, and the plain text around them as speech or (around quoted speech) narration."""
     out, offset, tags = span.out, span.offset, span.reading.tags
     speech = tags.speech.name
@@ -210,13 +280,23 @@ def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool) -> No
     seen = False  # a quoted line came before: plain text from here on is narration
     for start, stop, tag, value, intensity in marks:
         quote = quoted and tag == speech and text[start] in _QUOTES
-        # A sentence ended just before the first quote narrates it; "He said "hi"" is one sentence.
-        lead = seen or (quote and re.search(r"[.!?。！？…]\s*\Z", text[pos:start]) is not None)
-        _plain(text[pos:start], offset + pos, narration if lead else speech, out, speech)
+        # A sentence ended just before the first quote narrates it, and so do the words that introduce
+        # it ('The old man says "Welcome."'); 'He paid "a lot" for it' is one sentence.
+        before = text[pos:start]
+        if seen:
+            _plain(before, offset + pos, narration, out, speech)
+        else:
+            k = _narration_start(before) if quote else None
+            k = len(before) if k is None else k
+            _plain(before[:k], offset + pos, speech, out, speech)
+            _plain(before[k:], offset + pos + k, narration, out, speech)
         end = min(stop, len(text))  # a closer read as if it had come (cut_off) is not in the text
         out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
         if quote:
             seen = True
+        elif start in alone:
+            message = f"{text[start:end]!r} alone on its line is the emotion {value!r}, not speech"
+            out.note("CF723", message, offset + start, offset + end)
         else:
             out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
         pos = end

@@ -79,6 +79,7 @@ def recover(
     vocabulary: Vocabulary | None,
     prior: list[Diagnostic],
     tags: TagTable = DEFAULT_TAGS,
+    *,
     turn: tuple[str, ...] = (),
     prompt: tuple[str, ...] = (),
 ) -> Reply:

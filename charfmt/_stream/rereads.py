@@ -14,6 +14,7 @@ import gc
 import re
 from typing import Any, Final
 
+from charfmt._lenient.prose import dialogue_decided
 from charfmt._lenient.words import last_sentence_start
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
@@ -43,6 +44,8 @@ _PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd]")
 """The same less '<' and '&': in a segment another one follows, those were read already (an
 entity decoded, a '<' that began no tag); the others may pair with a later character."""
 _UNSURE_SPAN: Final = 48
+_SPOKEN: Final = re.compile(r"[!?！？][\"'”)」』）]*+\s*\Z")
+"""Text that ends in ``!`` or ``?``: its last sentence is speech whatever follows."""
 _PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
 """Dialects of a reply of untagged text: the last sentence of its last speech may yet narrate a quotation."""
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
@@ -99,8 +102,9 @@ def _prose_decided(batch: Reply, text: str) -> bool:
 
 
 def _before_last_sentence(text: str) -> str:
-    """``text`` less its last sentence: what a quotation coming next cannot make narration."""
-    return text[: last_sentence_start(text)].rstrip()
+    """``text`` less its last sentence, unless it ended in ``!`` or ``?`` (speech whatever follows): a quotation
+    coming next may make it narration, or the words still to come may introduce one."""
+    return text if _SPOKEN.search(text) else text[: last_sentence_start(text)].rstrip()
 
 
 def _markup_ahead(text: str) -> bool:
@@ -183,7 +187,7 @@ class Rereads(Body):
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
-        if not self._advance(batch, self._folded(), often):
+        if not self._advance(batch, self._folded(), often, held=batch.dialect in _PROSE and not dialogue_decided(text)):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._state == TOP and any(isinstance(e, ChatStart) for e in self._out):
@@ -194,12 +198,14 @@ class Rereads(Body):
             self._hold("", 0)
         return early + self._flush()
 
-    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True) -> bool:
+    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True, *, held: bool = False) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
 
         Settled: the reasoning once the reply has begun, every chat but the last one as it
         is, and in the last chat every segment but the last one; the last segment's text up
-        to ``_settled`` (a whole value waits for its segment to close).
+        to ``_settled`` (a whole value waits for its segment to close). ``held``: the reply is
+        untagged text with no dialogue yet (``prose.dialogue_decided``), whose last sentence a
+        quotation may yet make narration: it waits (``_before_last_sentence``).
         """
         reasoning = batch.reasoning or ""
         if not reasoning.startswith(self._reasoning):
@@ -240,7 +246,7 @@ class Rereads(Body):
                 if announced is None:
                     return False
                 state, segments = announced, []
-            if not self._advance_chat(chat, state, segments, k == last, steady, prose=batch.dialect in _PROSE):
+            if not self._advance_chat(chat, state, segments, k == last, steady, prose=held):
                 return False
         return True
 

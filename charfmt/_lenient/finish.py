@@ -13,7 +13,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._lenient.pieces import Piece
-from charfmt._lenient.state import RawChat, Recovery, short
+from charfmt._lenient.state import RawChat, Recovery, short, words
 from charfmt._lenient.words import unknown_sentence
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
@@ -31,6 +31,8 @@ _MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
 
 def segments(state: Recovery) -> None:
     """Each chat's segments; a chat with none is dropped (noted where it stands in the JSON)."""
+    if state.turn and not state.found and state.chats:
+        _turn_first(state, state.chats[0])
     kept: list[RawChat] = []
     for rc in state.chats:
         rc.segments = _segments(state, rc)
@@ -39,6 +41,50 @@ def segments(state: Recovery) -> None:
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
     state.chats = kept
+
+
+_TURN_LINE: Final = 6
+"""Characters from which a line of the player's begins the reply as their turn echoed (``Hi`` may be anyone's)."""
+
+
+def _turn_first(state: Recovery, rc: RawChat) -> None:
+    """A reply without JSON that begins with the player's own line (``You broke it! Sorry...``): that line is
+    their turn echoed, dropped (``CF625``); the rest is the reply. A first line that the input ends inside,
+    while it is still the start of the player's line, is dropped as well (a stream reads it so)."""
+    end = len(state.source.text.rstrip())
+    for i, p in enumerate(rc.pieces):
+        spec = state.tags.get(p.tag)
+        if spec is not None and spec.content == "key":
+            continue  # an emotion or a cue before it
+        if p.tag != state.speech:
+            return  # the reply began with something else
+        said = words(p.text)
+        for line in state.turn:
+            if len(line) < _TURN_LINE:
+                continue
+            if said == line or (p.end >= end and line.startswith(said)):
+                state.note("CF625", "the player's own turn echoed at the start of the reply: dropped", p.start, p.end)
+                del rc.pieces[i]
+                return
+            if said.startswith(line) and (k := _after(p.text, line)) is not None:
+                state.note(
+                    "CF625", "the player's own turn echoed at the start of the reply: dropped", p.start, p.start + k
+                )
+                p.text = p.text[k:].lstrip()
+                p.start += k
+                return
+        return
+
+
+def _after(text: str, line: str) -> int | None:
+    """Where ``text`` goes on after its first words, which ``words`` reads as ``line`` (``None``: not at a boundary)."""
+    if text.casefold().startswith(line):
+        return len(line)
+    count = len(line.split())
+    found = list(re.finditer(r"\S+", text))
+    if len(found) <= count or words(" ".join(m.group() for m in found[:count])) != line:
+        return None
+    return found[count - 1].end()
 
 
 def number(state: Recovery) -> None:

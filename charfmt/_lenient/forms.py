@@ -45,9 +45,9 @@ def read_bare(state: Recovery, start: int, end: int) -> None:
     state.drop_fences_only(start, end)
     cleaned = without_tokens(region)
     if not cleaned.strip():
-        if not text.strip():
+        if not state.source.raw.strip():
             state.note("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))
-        return
+        return  # (else all of it was dropped, each part with its diagnostic: the input was not empty)
     at = start + len(region) - len(region.lstrip())
     cleaned = _drop_cut_tag(state, cleaned, start)
     if not cleaned.strip():
@@ -99,7 +99,7 @@ def _drop_scaffolding(state: Recovery, start: int, end: int) -> str:
     The source keeps its length (no offset moves); returns its text.
     """
     text = state.source.text
-    spans = scaffolding(text[start:end])
+    spans = scaffolding(text[start:end], open_turns=not state.prompt)
     if end == len(text) and (cut := cut_scaffolding(text[start:end])) is not None:
         spans = [(a, min(b, cut), m) for a, b, m in spans if a < cut]
         spans.append((cut, end - start, "the reply was cut off inside a chat-template marker: dropped"))

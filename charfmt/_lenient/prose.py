@@ -334,6 +334,15 @@ _JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
 JSON reply the model wrote around bare elements, never words anyone says."""
 
 
+_BLANKED: Final = re.compile(r"[ \t]*\n(?:[ \t]*\n)+[ \t]*|[ \t]{4,}")
+"""Blank lines in a row, or a run of spaces: where dropped text was blanked (offsets kept), or layout."""
+
+
+def _closed_up(m: re.Match[str]) -> str:
+    """A run of blank lines as one paragraph break, a run of spaces as one space."""
+    return "\n\n" if "\n" in m.group() else " "
+
+
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#]+")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
@@ -367,7 +376,7 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     if _LIST_MARKS.fullmatch(stripped):
         out.note("CF627", f"a list or quote mark outside an element dropped: {stripped!r}", start, end)
         return
-    out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
+    out.pieces.append(Piece(tag, decode_entities(_BLANKED.sub(_closed_up, stripped)), start, end))
     reason = (
         "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"
     )

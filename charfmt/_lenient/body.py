@@ -34,6 +34,11 @@ INLINE_MARKUP: Final[frozenset[str]] = frozenset(
 )  # fmt: skip
 """HTML's inline (phrasing) elements: markup models put inside text. Removed, their text kept."""
 
+VOID_ELEMENTS: Final[frozenset[str]] = frozenset(
+    {"area", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track"}
+)  # fmt: skip
+"""HTML's void elements, which hold no text: removed wherever they stand, never a segment wrapping what follows."""
+
 LINE_BREAKS: Final[frozenset[str]] = frozenset({"br"})
 """Inline markup that stands for a line break: removed, a newline kept in its place."""
 
@@ -143,11 +148,21 @@ def read_elements(body: str, reading: Reading, *, cut_off: bool = False, truncat
         # a segment ``a`` as <a>…</a>).
         closes_open = tag.closing and elements.open is not None and elements.open.tag == tag.canon
         inline = elements.open is not None or tag.canon in removed or bool(view[pos : m.start()].strip())
-        if not tag.known and tag.canon in INLINE_MARKUP and inline and not closes_open:
+        void = tag.canon in VOID_ELEMENTS
+        if (
+            tag.canon is not None
+            and not tag.known
+            and (void or (tag.canon in INLINE_MARKUP and inline and not closes_open))
+        ):
             removed.add(tag.canon)
             keep = "\n" if tag.canon in LINE_BREAKS else ""
-            what = "a line break" if keep else "its text kept"
-            out.note("CF715", f"inline markup {m.group()} removed: {what}", m.start(), m.end())
+            what = "a line break" if keep else "it holds no text" if void else "its text kept"
+            out.note(
+                "CF715",
+                f"{'an HTML element' if void else 'inline markup'} {m.group()} removed: {what}",
+                m.start(),
+                m.end(),
+            )
             holes.append((m.start(), m.end(), keep))
             continue
         elements.text(pos, m.start(), view, holes)

@@ -200,6 +200,7 @@ def read_prose(span: Span) -> int:
     """
     text, out, offset = span.text, span.out, span.offset
     prose, groups = _marks(span.reading.table)
+    text = _without_json_lines(text, out, offset)
     closer = ""
     if span.cut_off:
         text = drop_cut_entity(text, out, offset)
@@ -334,6 +335,21 @@ _JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
 JSON reply the model wrote around bare elements, never words anyone says."""
 
 
+_JSON_LINE: Final = re.compile(r"^[ \t]*+\{[^\n]*[\"':][^\n]*\}[ \t]*+$", re.M)
+"""A line that is a JSON object (``{"chat type="C" 1"}``) among text: no reply (none was found), no words."""
+
+
+def _without_json_lines(text: str, out: Result, offset: int) -> str:
+    """``text`` with its JSON-object lines blanked (offsets stay put), each dropped (``CF627``)."""
+    if "{" not in text:
+        return text
+    for m in _JSON_LINE.finditer(text):
+        lead = len(m.group()) - len(m.group().lstrip())
+        at = offset + m.start() + lead
+        out.note("CF627", f"a JSON object among the text dropped: {m.group().strip()[:40]!r}", at, offset + m.end())
+    return _JSON_LINE.sub(lambda m: " " * len(m.group()), text)
+
+
 _BLANKED: Final = re.compile(r"[ \t]*\n(?:[ \t]*\n)+[ \t]*|[ \t]{4,}")
 """Blank lines in a row, or a run of spaces: where dropped text was blanked (offsets kept), or layout."""
 
@@ -343,7 +359,7 @@ def _closed_up(m: re.Match[str]) -> str:
     return "\n\n" if "\n" in m.group() else " "
 
 
-_LIST_MARKS: Final = re.compile(r"[*\-+•>#]+")
+_LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
 _JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")

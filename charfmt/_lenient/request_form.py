@@ -49,10 +49,18 @@ def read(state: Recovery, offset: int, text: str) -> None:
         )
         text = text[: cut.start()]
     elements = list(CHAT_ELEMENT.finditer(text))
-    if any(form_name(m, inside_chat=False) == "chat" and m.group(1) is None for m in elements):
+    if any(_opens_chat(text, m) for m in elements):
         _read_chats(state, offset, text, elements)
     else:
         _read_wrapped(state, offset, text, elements)
+
+
+def _opens_chat(text: str, m: re.Match[str]) -> bool:
+    """Whether ``m`` opens a ``<chat>`` that holds something (not a closer, not an opener the text ends after)."""
+    if form_name(m, inside_chat=False) != "chat" or m.group(1) is not None:
+        return False
+    nxt = CHAT_ELEMENT.search(text, m.end())
+    return bool(text[m.end() : nxt.start() if nxt is not None else len(text)].strip())
 
 
 def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:

@@ -88,6 +88,8 @@ def _unescape_html(state: Recovery, at: int, end: int) -> None:
 def _looks_like_reply(state: Recovery, node: JNode) -> bool:
     if node.kind == "object":
         keys = {k.lower() for k, _s, _e, _v in node.pairs}
+        if _bare_words(state, node):
+            return False  # "- {response, data}" in a list of prose: words in braces, no JSON
         return bool(keys & {*CHATS_KEYS, *CHAT_KEYS, *state.tags.synonyms, *HYBRID_BODY})
     if node.kind == "array":
         # "[joy] やったー！" is a bracket tag, not JSON: an array counts when it holds
@@ -99,6 +101,12 @@ def _looks_like_reply(state: Recovery, node: JNode) -> bool:
             for item in node.items
         )
     return False
+
+
+def _bare_words(state: Recovery, node: JNode) -> bool:
+    """An object of bare words only (``{response, data}``): no quote anywhere in it, no array or object in it."""
+    text = state.source.text[node.start : node.end if node.end >= 0 else len(state.source.text)]
+    return not ('"' in text or "'" in text) and all(v.kind in ("string", "scalar") for _k, _s, _e, v in node.pairs)
 
 
 def _cut_reply(state: Recovery, start: int, at: int, end: int, node: JNode) -> bool:

@@ -21,6 +21,7 @@ reply; ``## What Visitor sends``; ``You are Rex.``) and generic role names (``us
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass
@@ -52,15 +53,23 @@ _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
 _FORM_START: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:user_chats?|chat)\b", re.I)
-_FORM_DEBRIS: Final = re.compile(r"[\s\"'}\]{\[,:\\n]*")
+_FORM_OPEN: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+user_chats?\b", re.I)
+_FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")
+"""A line of the request form: a tag (an element, ``<chat type="C">``) at its start, JSON debris, or blank."""
 _REASONING: Final = re.compile(
     r"<\s*(think|thinking|reasoning|analysis|reflection)\s*>[\s\S]*?(?:<\s*/\s*\1\s*>|\Z)", re.I
 )
 _SCAFFOLD: Final = re.compile(r"<<[^\n]*?>>|\[/?[A-Z_]+\]")
 _BARE: Final = frozenset({"user", "model", "assistant"})
 """Generic role names that label a turn without a colon (a chat template's turn written without its special tokens)."""
-_LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++([^:=\n]{2,40}?)[ \t]*+[:=]", re.M)
-"""A list item's key: ``- "order":``, ``- calm:``, ``- "type": "C" =``."""
+_LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++(\"[^\"\n]{1,40}\"|[^:=\"\n]{2,40}?[ \t]*+[:=])", re.M)
+"""A list item's key: ``- "order":``, ``- "body" of a chat:`` (its quoted first word), ``- calm:``."""
+_SPEC_LINE: Final = re.compile(r"(?:[-*•][ \t]|\d+[.)][ \t]|\"[^\"\n]{1,40}\"[ \t]*[:=])")
+_SAME_START: Final = 32
+"""Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
+_NEARLY_FROM: Final = 40
+_NEARLY: Final = 0.9
+"""A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
 _MIN_LINE: Final = 12
 """Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
 _MIN_PART: Final = 24
@@ -79,6 +88,10 @@ class Told:
     """What the player says in the prompt (its request forms: few-shot turns, this turn), compared so too."""
     player_labels: frozenset[str]
     character_labels: frozenset[str]
+    starts: frozenset[str]
+    """The first ``_SAME_START`` characters of each of its lines."""
+    long: tuple[str, ...]
+    """Its lines of ``_NEARLY_FROM`` characters or more."""
     keys: frozenset[str]
     """The keys of the prompt's list items (``- "order": …``, ``- calm: …``), case folded: a reply's list item
     with one of them imitates the prompt's spec."""
@@ -95,7 +108,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     sections = False
     keys: set[str] = set()
     for text in prompt:
-        keys.update(m.group(1).strip().casefold() for m in _LIST_KEY.finditer(text))
+        keys.update(_key(m) for m in _LIST_KEY.finditer(text))
         form = [(a, b) for a, b, _m in blocks(text)]
         for a, b in form:
             player.update(n for n in map(normal, text[a:b].split("\n")) if len(n) >= 2)
@@ -117,8 +130,10 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 characters.add(name)
         sections = sections or len(_HEADING.findall(text)) >= 2
     characters -= players  # a name both ways is the player's (it precedes the turns the model must not write)
+    starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
+    long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
-                frozenset(characters), frozenset(keys), sections)  # fmt: skip
+                frozenset(characters), starts, long, frozenset(keys), sections)  # fmt: skip
 
 
 Span = tuple[int, int, str, str]
@@ -168,12 +183,15 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     form = [(a, b) for a, b, _m in blocks(text)]
     spans: list[Span] = []
     section: int | None = None  # where the section being dropped began
+    echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
+    content = False  # a line of the reply's own was read
     for a, b in _lines(text):
         line = text[a:b]
-        if _label(line, told) is not None or _REPLY_START.match(line) is not None:
+        if _label(line, told) is not None or _REPLY_START.match(line) is not None or _FORM_START.match(line):
             if section is not None:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
+            content = content or _FORM_START.match(line) is not None
             continue
         if told.sections and _HEADING.match(line) and not _REASONING_HEADING.match(line):
             if section is None:
@@ -181,17 +199,43 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             continue
         if section is not None or any(x <= a < y for x, y in form):
             continue  # (the request form's lines are the form reader's: the player's or the character's)
-        if (key := _LIST_KEY.match(line)) is not None and key.group(1).strip().casefold() in told.keys:
+        if (key := _LIST_KEY.match(line)) is not None and _key(key) in told.keys:
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
             continue
-        n = normal(line)
-        if len(n) >= _MIN_LINE and (
-            n in told.lines or (len(n) >= _MIN_PART and n in told.text) or (b == len(text) and _begins_a_line(n, told))
-        ):
+        if _echoes(normal(line), told, last=b == len(text)):
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
+            echoed = echoed or not content
+            continue
+        if echoed and not content and _spec_like(line):
+            spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
+            continue
+        content = content or bool(line.strip())
     if section is not None:
         spans.append((section, len(text), "CF631", _SECTION))
     return spans
+
+
+def _key(m: re.Match[str]) -> str:
+    """A list item's key as compared: ``"order"``, ``calm``."""
+    return m.group(1).rstrip(":= \t").strip().casefold()
+
+
+def _echoes(n: str, told: Told, *, last: bool) -> bool:
+    """Whether ``n`` (a line as ``normal`` writes it) echoes the prompt: one of its lines, a part of one (cut,
+    or run over two lines), a line begun as one of its lines begins, or nearly one (a word changed)."""
+    if len(n) < _MIN_LINE:
+        return False
+    if n in told.lines or (len(n) >= _MIN_PART and n in told.text) or (last and _begins_a_line(n, told)):
+        return True
+    if len(n) >= _SAME_START and n[:_SAME_START] in told.starts:
+        return True
+    return len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+
+
+def _spec_like(line: str) -> bool:
+    """A line written as the prompt's spec is: a list item, a ``"key": value``, a line ending in a colon."""
+    stripped = line.strip()
+    return bool(stripped) and (_SPEC_LINE.match(stripped) is not None or stripped.endswith((":", "：")))
 
 
 def _begins_a_line(n: str, told: Told) -> bool:
@@ -230,28 +274,26 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
     character's label (the player's turn, written in the form the prompt shows it in)."""
     labels = [(a, b, kind) for a, b in _lines(text) if (kind := _label(text[a:b], told)) is not None]
     labels = [m for m in labels if not any(x <= m[0] < y for x, y, *_ in dropped)]
-    forms = blocks(text)
     marks: list[tuple[int, int, str]] = []
+    since = 0  # where the text since the last label begins
     for a, b, kind in labels:
-        if kind == "character":
-            before = _form_before(text, a, forms)
-            if before is not None and not any(m[0] == before for m in marks):
-                marks.append((before, before, "player"))
+        if kind == "character" and (before := _form_before(text, since, a)) is not None:
+            marks.append((before, before, "player"))
         marks.append((a, b, kind))
-    marks.sort()
+        since = b
     return marks
 
 
-def _form_before(text: str, at: int, forms: list[tuple[int, int, str]]) -> int | None:
-    """Where the request form that ends right before ``at`` (nothing but debris between, or left open up to
-    it) begins, or ``None``."""
+def _form_before(text: str, since: int, at: int) -> int | None:
+    """Where the request form written right before ``at`` begins (its lines and the lines of any form right
+    before it: nothing but tags, each line), when it follows ``since``; or ``None``."""
     found = None
-    for a, b, _m in forms:
-        if a >= at:
+    for a, b in reversed(_lines(text[since:at])):
+        line = text[since + a : since + b]
+        if not _FORM_LINE.match(line):
             break
-        closed_before = b <= at and _FORM_DEBRIS.fullmatch(text, b, at) is not None
-        if (closed_before or b == len(text)) and _FORM_START.match(text, a):
-            found = a
+        if _FORM_OPEN.match(line):
+            found = since + a
     return found
 
 

@@ -104,11 +104,11 @@ _INTRODUCES: Final = re.compile(
     r"(?:\b(?:say|says|said|ask|asks|asked|reply|replies|replied|answer|answers|answered|whisper|whispers|"
     r"whispered|shout|shouts|shouted|mutter|mutters|muttered|call|calls|called|add|adds|added|exclaim|exclaims|"
     r"exclaimed|cry|cries|cried|yell|yells|yelled|murmur|murmurs|murmured|growl|growls|growled|grumble|"
-    r"grumbles|grumbled|laugh|laughs|laughed|sigh|sighs|sighed|goes|went)(?:[ \t]+[A-Za-z']+){0,2}"
-    r"|[:：])[ \t]*,?[ \t]*\Z",
+    r"grumbles|grumbled|laugh|laughs|laughed|sigh|sighs|sighed|goes|went)(?:[ \t]+[A-Za-z']+){0,2})"
+    r"[ \t]*[,:：]?[ \t]*\Z",
     re.IGNORECASE,
 )
-"""The words that introduce a quotation: a verb of saying (and up to two words after it), or a colon."""
+"""The words that introduce a quotation: a verb of saying, up to two words after it, a comma or a colon."""
 _NARRATION_END: Final = re.compile(r"[.…。][\"'”)]*+\Z")
 """A sentence ended so (not with ``!`` or ``?``, which end speech) may narrate a quotation that follows."""
 
@@ -117,7 +117,8 @@ def narrates_next(text: str) -> bool:
     """Whether the last sentence of ``text`` narrates a quotation that would come right after it.
 
     It does when it ends with a full stop (``She smiles.``) or introduces one: a verb of saying
-    and up to two words after it, or a colon (``The old man says``, ``I would say:``).
+    and up to two words after it (``The old man says``, ``I would say:``). ``My answer is:`` is
+    speech.
     """
     stripped = text.rstrip()
     return _NARRATION_END.search(stripped) is not None or _INTRODUCES.search(stripped) is not None

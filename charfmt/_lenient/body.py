@@ -115,6 +115,8 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
 
 
 _CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
+_LITERAL_BREAK: Final = re.compile(r"(?<=[.!?。！？…\"”)\]])\\n|\\n(?=[A-Z\s]|\Z)")
+"""A literal ``\\n`` inside text that stands for a line break: after a sentence, or before one."""
 _LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
 
 
@@ -443,6 +445,11 @@ class _Elements:
         if piece is None:
             return
         piece.text = decode_entities(piece.text)
+        if "\\n" in piece.text and (spec := self.tags.get(piece.tag)) is not None and spec.content != "key":
+            escaped = _LITERAL_BREAK.sub("\n", piece.text)
+            if escaped != piece.text:  # "forge for us?\\nThis is...": a line break written as JSON writes it
+                self.out.note("CF711", "a literal \\n inside an element read as a newline", piece.start, piece.end)
+                piece.text = escaped
         attribute = piece.attribute
         if attribute is not None:
             written, at = attribute.written, (attribute.start, attribute.end)

@@ -14,7 +14,7 @@ from typing import Final
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._lenient.pieces import Piece
 from charfmt._lenient.state import RawChat, Recovery, short, words
-from charfmt._lenient.words import unknown_sentence
+from charfmt._lenient.words import is_sentence, unknown_sentence
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, construct_trusted
@@ -175,7 +175,7 @@ def _emotion(state: Recovery, p: Piece, index: int) -> tuple[str, str] | None:
         return None
     if key is None:
         return state.narration, p.text  # content that cannot be a key is kept, as what the character does
-    if unknown_sentence(key, state.vocabulary):  # '<emo>I will tell you tomorrow.</emo>': words, never a face
+    if _sentence(state, key):  # '<emo>I will tell you tomorrow.</emo>': words, never a face
         state.note("CF722", f"emotion {short(key)!r} is a sentence, not a key: read as speech", p.start, p.end, index)
         return state.speech, p.text.strip()
     decision = apply_vocabulary(key, state.vocabulary)
@@ -184,6 +184,18 @@ def _emotion(state: Recovery, p: Piece, index: int) -> tuple[str, str] | None:
     if decision.key is None:
         return None
     return state.emotion, decision.key
+
+
+def _sentence(state: Recovery, key: str) -> bool:
+    """Whether the emotion ``key`` is a sentence, to be read as speech: one the vocabulary does not know.
+
+    In a JSON reply only one the vocabulary rejects (``words.unknown_sentence``): a valid reply
+    keeps its keys, and a stream cut short reads one as the whole reply does. A reply without
+    JSON has no valid form to agree with: any sentence no vocabulary names is speech.
+    """
+    if state.found:
+        return unknown_sentence(key, state.vocabulary)
+    return is_sentence(key) and (state.vocabulary is None or state.vocabulary.resolve(key) is None)
 
 
 def _key(state: Recovery, p: Piece, index: int) -> str | None:

@@ -335,7 +335,7 @@ _JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
 JSON reply the model wrote around bare elements, never words anyone says."""
 
 
-_JSON_LINE: Final = re.compile(r"^[ \t]*+\{[^\n]*[\"':][^\n]*\}[ \t]*+$", re.M)
+JSON_LINE: Final = re.compile(r"^[ \t]*+\{[^\n]*[\"':][^\n]*\}[ \t]*+$", re.M)
 """A line that is a JSON object (``{"chat type="C" 1"}``) among text: no reply (none was found), no words."""
 
 
@@ -343,11 +343,11 @@ def _without_json_lines(text: str, out: Result, offset: int) -> str:
     """``text`` with its JSON-object lines blanked (offsets stay put), each dropped (``CF627``)."""
     if "{" not in text:
         return text
-    for m in _JSON_LINE.finditer(text):
+    for m in JSON_LINE.finditer(text):
         lead = len(m.group()) - len(m.group().lstrip())
         at = offset + m.start() + lead
         out.note("CF627", f"a JSON object among the text dropped: {m.group().strip()[:40]!r}", at, offset + m.end())
-    return _JSON_LINE.sub(lambda m: " " * len(m.group()), text)
+    return JSON_LINE.sub(lambda m: " " * len(m.group()), text)
 
 
 _BLANKED: Final = re.compile(r"[ \t]*\n(?:[ \t]*\n)+[ \t]*|[ \t]{4,}")

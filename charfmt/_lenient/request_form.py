@@ -17,6 +17,7 @@ from charfmt._lenient.body import read_elements
 from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.pieces import Piece, Result
+from charfmt._lenient.prose import JSON_LINE
 from charfmt._lenient.state import RawChat, Recovery, blank_match, normal, short, words
 from charfmt._lenient.table import Reading, Sample, Span
 from charfmt._lenient.text import read_text
@@ -60,7 +61,7 @@ def _opens_chat(text: str, m: re.Match[str]) -> bool:
     if form_name(m, inside_chat=False) != "chat" or m.group(1) is not None:
         return False
     nxt = CHAT_ELEMENT.search(text, m.end())
-    return bool(text[m.end() : nxt.start() if nxt is not None else len(text)].strip())
+    return bool(JSON_LINE.sub("", text[m.end() : nxt.start() if nxt is not None else len(text)]).strip())
 
 
 def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:

@@ -38,6 +38,8 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         json = _json_reader(state, end)
         mark = len(json.repairs)
         node = json.read(at)
+        if _looks_like_reply(state, node) and _empty_beside_prose(state, start, at, node):
+            return False  # '*He nods.* "Come in."\n{"chats":[]}': the words are the reply, the JSON holds none
         if _looks_like_reply(state, node):
             forms.lead(state, start, at)
             _repairs(state, json.repairs[mark:])
@@ -101,6 +103,24 @@ def _looks_like_reply(state: Recovery, node: JNode) -> bool:
             for item in node.items
         )
     return False
+
+
+_PREAMBLE: Final = re.compile(r"(?i)json|```|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b|以下")
+"""Words of a preamble announcing a JSON reply (``Sure! Here is the reply:``)."""
+_WORDS: Final = re.compile(r"[^\W\d_]{2,}")
+
+
+def _empty_beside_prose(state: Recovery, start: int, at: int, node: JNode) -> bool:
+    """A JSON reply that holds no chat (``{"chats": []}``), on a line of its own, after words that announce
+    no JSON: the words are the reply, not a preamble to it."""
+    text = state.source.text
+    chats = node.get("chats") if node.kind == "object" else None
+    if chats is None or chats.kind != "array" or chats.items or len(node.pairs) != 1 or not node.closed:
+        return False
+    before, after = text[start:at], text[node.end :]
+    if before.rstrip(" \t")[-1:] not in ("\n", "") or after.split("\n", 1)[0].strip():
+        return False  # not on a line of its own
+    return _WORDS.search(before) is not None and _PREAMBLE.search(before) is None
 
 
 def _bare_words(state: Recovery, node: JNode) -> bool:

@@ -37,7 +37,7 @@ GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "charac
 
 _LABEL: Final = re.compile(
     r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?(?P<name>[^\s:*#<>{}\[\]\"][^:\n*<>{}\[\]\"]{0,38}?)(?:\*\*)?[ \t]*+"
-    r"(?P<colon>[:：])?(?:\*\*)?[ \t]*+$",
+    r"(?P<colon>[:：,，])?(?:\*\*)?[ \t]*+$",
     re.M,
 )
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
@@ -187,12 +187,13 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     content = False  # a line of the reply's own was read
     for a, b in _lines(text):
         line = text[a:b]
-        if _label(line, told) is not None or _REPLY_START.match(line) is not None or _FORM_START.match(line):
+        if _label(line, told) is not None or _REPLY_START.match(line) is not None:
             if section is not None:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
-            content = content or _FORM_START.match(line) is not None
             continue
+        if section is None and _FORM_START.match(line):
+            content = True  # the request form: the form reader's (the player's turn or the character's reply)
         if told.sections and _HEADING.match(line) and not _REASONING_HEADING.match(line):
             if section is None:
                 section = a

@@ -57,11 +57,12 @@ def read(state: Recovery, offset: int, text: str) -> None:
 
 
 def _opens_chat(text: str, m: re.Match[str]) -> bool:
-    """Whether ``m`` opens a ``<chat>`` that holds something (not a closer, not an opener the text ends after)."""
+    """Whether ``m`` opens a ``<chat>``: not a closer, nor an opener closed or followed by another element with
+    nothing in it (``<user_chats></chat>``). One the text ends after may yet hold the rest of a reply: a chat."""
     if form_name(m, inside_chat=False) != "chat" or m.group(1) is not None:
         return False
     nxt = CHAT_ELEMENT.search(text, m.end())
-    return bool(JSON_LINE.sub("", text[m.end() : nxt.start() if nxt is not None else len(text)]).strip())
+    return nxt is None or bool(JSON_LINE.sub("", text[m.end() : nxt.start()]).strip())
 
 
 def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
@@ -145,7 +146,7 @@ def _chat_body(state: Recovery, chat: RawChat, text: str, span: tuple[int, int],
     if chat.kind in TAGGED_TYPES:
         read = read_elements(body, state.reading, cut_off=cut_off)
         if state.turn or state.prompt:
-            _drop_the_players(state, read)
+            _drop_the_players(state, read, cut_off=cut_off)
         state.take(chat, read, lambda i: inner + i)
         return
     notes = Result()
@@ -156,14 +157,19 @@ def _chat_body(state: Recovery, chat: RawChat, text: str, span: tuple[int, int],
     fields.add_text(chat, TEXT_TAG, decode_entities(body), inner, inner + len(body))
 
 
-def _drop_the_players(state: Recovery, read: Result) -> None:
+def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
     """Drop from a ``<chat>`` of the request form what the player says: this turn's words (``CF625``) or the
     prompt's few-shot turns (``CF631``); where that leaves only an emotion or a cue, the chat is the player's
-    turn whole: they go too."""
+    turn whole: they go too. So does a chat the input ends in before its words (``cut_off``): its emotion may
+    be the player's, as the words to come would tell (a stream shows it only then)."""
     kept = [p for p in read.pieces if not _said_by_player(state, p, read)]
-    if len(kept) < len(read.pieces) and all(_cue_like(state, p) for p in kept):
+    if (len(kept) < len(read.pieces) or cut_off) and all(_cue_like(state, p) for p in kept):
         for p in kept:
-            read.note("CF625", f"<{p.tag}> of the player's own turn echoed: dropped", p.start, p.end)
+            if cut_off and len(kept) == len(read.pieces):
+                message = f"<{p.tag}> of a chat cut off before its words (the player's or not): dropped"
+                read.note("CF610", message, p.start, p.end)
+            else:
+                read.note("CF625", f"<{p.tag}> of the player's own turn echoed: dropped", p.start, p.end)
         kept = []
     read.pieces = kept
 

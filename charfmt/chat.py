@@ -112,7 +112,10 @@ def take_turn(
     if note is not None:
         messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
-    stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
+    # ... and the prompt's own text echoed (CF631): it is not the character's either
+    stream = StreamParser(
+        lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn, prompt=messages
+    )
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     chunks: list[str] = []
     for chunk in generate(messages):

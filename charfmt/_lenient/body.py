@@ -15,7 +15,7 @@ from typing import Final
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.pieces import Attribute, Piece, Result
-from charfmt._lenient.prose import read_prose
+from charfmt._lenient.prose import DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
 from charfmt._lenient.words import is_sentence
@@ -445,6 +445,16 @@ class _Elements:
         if piece is None:
             return
         piece.text = decode_entities(piece.text)
+        if piece.implicit:
+            piece.text = piece.text.lstrip("\n")  # a message resumed after an emotion on the line before
+        if (debris := DEBRIS_AFTER.search(piece.text)) is not None and piece.text[: debris.start()].strip():
+            self.out.note(
+                "CF627",
+                f"JSON punctuation at the end of <{piece.tag}> dropped: {debris.group()!r}",
+                piece.start,
+                piece.end,
+            )
+            piece.text = piece.text[: debris.start()]
         if "\\n" in piece.text and (spec := self.tags.get(piece.tag)) is not None and spec.content != "key":
             escaped = _LITERAL_BREAK.sub("\n", piece.text)
             if escaped != piece.text:  # "forge for us?\\nThis is...": a line break written as JSON writes it

@@ -25,10 +25,21 @@ _CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)?"
 
 
 def lead(state: Recovery, start: int, at: int) -> None:
-    """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped."""
+    """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped.
+
+    The request form written before it (``<user_chats>…``) is the player's turn echoed, never
+    the character's words: dropped (``CF624``), told the turn or not.
+    """
     text = state.source.text
+    forms = request_form.blocks(text[start:at])
+    for a, b, _m in forms:
+        state.note(
+            "CF624", "the request form (<user_chats>) written before the JSON reply is dropped", start + a, start + b
+        )
+    if forms:
+        text = text[:start] + blank(text[start:at], forms) + text[at:]
     if not has_elements(state, text, start, at):
-        state.drop(start, at)
+        _drop(state, text, start, at)
         return
     state.drop_fences_only(start, at)
     region = without_tokens(text[start:at])
@@ -36,6 +47,19 @@ def lead(state: Recovery, start: int, at: int) -> None:
     message = "elements written before the JSON reply are read as a chat of their own"
     state.note("CF626", message, start + lead, start + len(region.rstrip()))
     read_text(state, region, start, state.walk("text", Sample(region)), cut_off=False)
+
+
+def _drop(state: Recovery, text: str, start: int, at: int) -> None:
+    """``state.drop`` of ``text[start:at]``, ``text`` being the source text with some of it blanked."""
+    source = state.source
+    if text is source.text:
+        state.drop(start, at)
+        return
+    state.source = Source(text, source.raw, source.map)
+    try:
+        state.drop(start, at)
+    finally:
+        state.source = source
 
 
 def read_bare(state: Recovery, start: int, end: int) -> None:

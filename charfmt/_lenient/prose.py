@@ -359,6 +359,10 @@ def _closed_up(m: re.Match[str]) -> str:
     return "\n\n" if "\n" in m.group() else " "
 
 
+DEBRIS_BEFORE: Final = re.compile(r"[\"']?[}\]][\s\"'}\]{\[,:]*")
+"""JSON punctuation that closes something (``"}]}``) at the start of a text: the end of a JSON reply, no words."""
+DEBRIS_AFTER: Final = re.compile(r"[\"']\s*[}\]][\s\"'}\],]*\Z")
+"""The same at the end of an element's text (``…last long."}]}``)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
@@ -392,6 +396,11 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     if _LIST_MARKS.fullmatch(stripped):
         out.note("CF627", f"a list or quote mark outside an element dropped: {stripped!r}", start, end)
         return
+    if (debris := DEBRIS_BEFORE.match(stripped)) is not None:  # '"}]} and then': a JSON reply's end, glued on
+        out.note(
+            "CF627", f"JSON punctuation outside an element dropped: {debris.group()!r}", start, start + debris.end()
+        )
+        stripped, start = stripped[debris.end() :], start + debris.end()
     out.pieces.append(Piece(tag, decode_entities(_BLANKED.sub(_closed_up, stripped)), start, end))
     reason = (
         "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"

@@ -321,7 +321,8 @@ class _Elements:
             self._close(tag, start, end)
             return
         if self.open is not None:
-            if tag.canon == self.emotion and self.open.tag in self.splittable and not tag.wraps_speech:
+            nested = self.open.tag == self.speech or _line_end(self.open.text) is None  # (else: left open lines ago)
+            if tag.canon == self.emotion and self.open.tag in self.splittable and not tag.wraps_speech and nested:
                 self.out.note(
                     "CF709",
                     f"<{m.group('name')}> inside <{self.open.tag}>: the {self.open.tag} is split around it",

@@ -70,6 +70,7 @@ _SAME_START: Final = 32
 _NEARLY_FROM: Final = 40
 _NEARLY: Final = 0.9
 """A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
+_OPENING_WORDS: Final = 4
 _MIN_LINE: Final = 12
 """Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
 _MIN_PART: Final = 24
@@ -92,6 +93,8 @@ class Told:
     """The first ``_SAME_START`` characters of each of its lines."""
     long: tuple[str, ...]
     """Its lines of ``_NEARLY_FROM`` characters or more."""
+    openings: frozenset[str]
+    """The first two words of its lines of four words or more (``you are``, ``answer with``)."""
     keys: frozenset[str]
     """The keys of the prompt's list items (``- "order": …``, ``- calm: …``), case folded: a reply's list item
     with one of them imitates the prompt's spec."""
@@ -132,8 +135,9 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     characters -= players  # a name both ways is the player's (it precedes the turns the model must not write)
     starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
+    openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
-                frozenset(characters), starts, long, frozenset(keys), sections)  # fmt: skip
+                frozenset(characters), starts, long, openings, frozenset(keys), sections)  # fmt: skip
 
 
 Span = tuple[int, int, str, str]
@@ -207,7 +211,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
             echoed = echoed or not content
             continue
-        if echoed and not content and _spec_like(line):
+        if echoed and not content and (_spec_like(line) or _opens_as_prompt(line, told)):
             spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
             continue
         content = content or bool(line.strip())
@@ -237,6 +241,12 @@ def _spec_like(line: str) -> bool:
     """A line written as the prompt's spec is: a list item, a ``"key": value``, a line ending in a colon."""
     stripped = line.strip()
     return bool(stripped) and (_SPEC_LINE.match(stripped) is not None or stripped.endswith((":", "：")))
+
+
+def _opens_as_prompt(line: str, told: Told) -> bool:
+    """A line of four words or more whose first two are those of one of the prompt's lines (``You are 16, …``)."""
+    found = normal(line).split()
+    return len(found) >= _OPENING_WORDS and " ".join(found[:2]) in told.openings
 
 
 def _begins_a_line(n: str, told: Told) -> bool:

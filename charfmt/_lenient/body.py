@@ -95,6 +95,10 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
         return None  # "< b and c >": not a tag
     if not name:
         return Tag(True, None, None, None, False, False, False, True) if closing and not attrs_text else None
+    prefix, colon, value = name.partition(":")
+    if colon and value and not attrs_text and (named := tags.synonyms.get(prefix.lower())) is not None:
+        # <act:nod>, <emo:joy>: a tag and its value in one, as a bracket tag writes them ([act:nod])
+        return Tag(closing, named, value, None, True, False, False, True)
     lower = name.lower()
     base, _, sub = lower.partition(".")
     key = sub or attrs.get("type") or attrs.get("name") or attrs.get("value") or None

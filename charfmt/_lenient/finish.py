@@ -221,6 +221,10 @@ def _key(state: Recovery, p: Piece, index: int) -> str | None:
         if decision.code in _MAPPED and decision.key is not None:
             state.note(decision.code or "", in_body(index, decision.message), p.start, p.end, index)
             return decision.key
+    trimmed = key.strip("<>＜＞").strip()
+    if trimmed and _KEY.fullmatch(trimmed):  # '<emo>from_node></emo>': a bracket of a tag glued at its end
+        state.note("CF717", f"emotion key {short(text)!r} read as {short(trimmed)!r}", p.start, p.end, index)
+        return trimmed
     message = f"emotion {short(text)!r} cannot be a key (markup characters): kept as an action"
     state.note("CF718", message, p.start, p.end, index)
     p.text = key

@@ -97,10 +97,17 @@ def _looks_like_reply(state: Recovery, node: JNode) -> bool:
         # "[joy] やったー！" is a bracket tag, not JSON: an array counts when it holds
         # chat objects, or quoted strings written in the tag language.
         text = state.source.text
-        return any(
-            item.kind == "object"
-            or (item.kind == "string" and text[item.start : item.start + 1] in "\"'" and TAGGED.search(str(item.value)))
-            for item in node.items
+        return (
+            bool(node.items)
+            and (
+                node.items[0].kind == "object"  # "[#{%6}{}|$" in a regex: a bare word first, no chats
+                or any(
+                    item.kind == "string"
+                    and text[item.start : item.start + 1] in "\"'"
+                    and TAGGED.search(str(item.value)) is not None
+                    for item in node.items
+                )
+            )
         )
     return False
 

@@ -67,6 +67,11 @@ class Shape:
     """Where the shape comes from (an issue item), or empty for the original eight."""
 
 
+def deep(n: int) -> str:
+    """``n`` characters inside sixteen nested ``{{random:`` (each level joins what it holds once)."""
+    return "{{random:" * 16 + "x" * n + "}}" * 16
+
+
 PARSE = ("strict", "lenient", "stream")
 
 SHAPES: list[Shape] = [
@@ -96,6 +101,10 @@ SHAPES: list[Shape] = [
         "unclosed 「 + N chars, 4-char deltas", lambda n: "「" + "あいうえお" * (n // 5), 200_000, ("speech",), "12.8"
     ),
     Shape("render_text, N exchanges", history, 2_000, ("render",), "renderer"),
+    Shape("macros: {{char}} x N", lambda n: "{{char}} " * n, 200_000, ("macros",), "37.1"),
+    Shape("macros: '{{' x N", lambda n: "{{" * n, 400_000, ("macros",), "37.1"),
+    Shape("macros: {{unknown}} x N", lambda n: "{{mystery}}" * n, 200_000, ("macros",), "37.1"),
+    Shape("macros: N deep {{random:{{...}}}}", deep, 1_000_000, ("macros",), "37.1"),
 ]
 
 
@@ -145,6 +154,10 @@ def runner(shape: Shape, mode: str) -> Callable[[Any], object]:
         character = charfmt.Character.load(ROOT / "examples" / "characters" / "mio.toml")
         turn = charfmt.UserTurn.say("またね")
         return lambda exchanges: charfmt.render_text(character, exchanges, turn)
+    if mode == "macros":
+        from charfmt.macros import Macros, expand
+
+        return lambda text: expand(text, Macros("Seraphina", "Alex", seed=1, limit=100 * len(text) + 1000))
     raise ValueError(f"unknown mode {mode!r}")
 
 

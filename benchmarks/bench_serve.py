@@ -377,6 +377,8 @@ def start_servers(args: argparse.Namespace, up_port: int) -> dict[str, tuple[Any
                 cmd = [sys.executable, "-c", PROFILED, str(Path(args.profile).resolve() / f"serve-{fmt}{suffix}.prof")]
             cmd += ["serve", "--character", str(REX), "--upstream", f"http://127.0.0.1:{up_port}/v1",
                     "--port", str(port), "--max-sessions", "100000", "--reply-format", fmt]  # fmt: skip
+            if "--memory" in (root / "charfmt" / "cli" / "serve.py").read_text(encoding="utf-8"):
+                cmd.append("--memory")  # (sessions in memory, as before serve kept them in a store by default)
             env = {**os.environ, "PYTHONPATH": str(root)}
             app = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             servers[fmt + suffix] = (app, f"http://127.0.0.1:{port}")
@@ -522,20 +524,22 @@ def tracemalloc_per_session() -> None:
     """One session with one exchange (the scripted reply), measured in this process."""
     from charfmt import Character, parse
     from charfmt.character import Exchange
-    from charfmt.serve.sessions import SessionStore
+    from charfmt.store import SessionKey
+    from charfmt.store.memory import MemoryStore
     from charfmt.writer import canonical_form
 
     rex = Character.load(REX)
-    store = SessionStore(max_sessions=100_000)
+    store = MemoryStore()
     replies = [parse(reply_for(f"hello S{k}R0"), vocabulary=rex.vocabulary, tags=rex.tags) for k in range(1000)]
     turns = [rex.shorthand(f"hello S{k}R0") for k in range(1000)]
     tracemalloc.start()
     start = tracemalloc.get_traced_memory()[0]
     for k in range(1000):
-        store.add(store.get(f"m{k}"), Exchange(user=turns[k], reply=canonical_form(replies[k], tags=rex.tags)))
+        exchange = Exchange(user=turns[k], reply=canonical_form(replies[k], tags=rex.tags))
+        store.append(SessionKey("", "turn/Rex", f"m{k}"), exchange, max_bytes=256 << 10)
     used = tracemalloc.get_traced_memory()[0] - start
     tracemalloc.stop()
-    print(f"tracemalloc: {used / 1000 / 1024:.1f} KiB per session of one exchange (store, history, lock)")
+    print(f"tracemalloc: {used / 1000 / 1024:.1f} KiB per session of one exchange (store, history)")
 
 
 if __name__ == "__main__":

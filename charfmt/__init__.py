@@ -30,15 +30,20 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         TextDelta,
     )
     from charfmt.export import grammar
+    from charfmt.lorebook import Lorebook
     from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
     from charfmt.parser import parse
     from charfmt.render import (
         BudgetError,
+        RenderedTurn,
         TemplateError,
+        bound_tokens,
         estimate_tokens,
+        greeting_exchange,
         render_messages,
         render_system,
         render_text,
+        render_turn,
         render_user_block,
     )
     from charfmt.schema import json_schema
@@ -46,6 +51,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from charfmt.stage import StageReader, stage_cues
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
     from charfmt.tags import DEFAULT_TAGS, TAGS, TagError, TagSpec, TagTable
+    from charfmt.tokens import TokenCounter, counter_for
     from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
     from charfmt.writer import dumps
 
@@ -68,8 +74,10 @@ __all__ = [
     "EmotionKey",
     "Event",
     "Exchange",
+    "Lorebook",
     "ParseError",
     "Reasoning",
+    "RenderedTurn",
     "Reply",
     "Reset",
     "Segment",
@@ -84,15 +92,19 @@ __all__ = [
     "TagTable",
     "TemplateError",
     "TextDelta",
+    "TokenCounter",
     "UserChat",
     "UserContext",
     "UserTurn",
     "Vocabulary",
     "aiter_events",
+    "bound_tokens",
     "collect",
+    "counter_for",
     "dumps",
     "estimate_tokens",
     "grammar",
+    "greeting_exchange",
     "iter_events",
     "json_schema",
     "load_history",
@@ -102,6 +114,7 @@ __all__ = [
     "render_messages",
     "render_system",
     "render_text",
+    "render_turn",
     "render_user_block",
     "sentences",
     "stage_cues",
@@ -133,16 +146,21 @@ _HOME: dict[str, str] = {
         "events",
     ),
     "grammar": "export",
+    "Lorebook": "lorebook",
     **dict.fromkeys(("Chat", "EmotionKey", "Reply", "Segment", "Vocabulary"), "models"),
     "parse": "parser",
     **dict.fromkeys(
         (
             "BudgetError",
+            "RenderedTurn",
             "TemplateError",
+            "bound_tokens",
             "estimate_tokens",
+            "greeting_exchange",
             "render_messages",
             "render_system",
             "render_text",
+            "render_turn",
             "render_user_block",
         ),
         "render",
@@ -152,6 +170,7 @@ _HOME: dict[str, str] = {
     **dict.fromkeys(("StageReader", "stage_cues"), "stage"),
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
     **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagError", "TagSpec", "TagTable"), "tags"),
+    **dict.fromkeys(("TokenCounter", "counter_for"), "tokens"),
     **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "userinput"),
     "dumps": "writer",
 }

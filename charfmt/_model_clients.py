@@ -117,15 +117,19 @@ class _Guarded:
 
     def create_completion(self, prompt: Any, *args: Any, **kwargs: Any) -> Any:
         n_ctx = int(self._llm.n_ctx())
-        tokens = prompt if isinstance(prompt, list) else self._llm.tokenize(str(prompt).encode(), special=True)
-        self.prompt_tokens = len(tokens)
-        if len(tokens) + self._max_tokens >= n_ctx:
+        self.prompt_tokens = size = _prompt_size(self._llm, prompt)
+        if size + self._max_tokens >= n_ctx:
             raise ContextFull(
-                f"the prompt takes {len(tokens)} tokens and the reply may take {self._max_tokens} "
+                f"the prompt takes {size} tokens and the reply may take {self._max_tokens} "
                 f"(--max-tokens): more than the context window of {n_ctx} (--n-ctx); "
                 "a shorter turn or a larger --n-ctx fits"
             )
         return self._llm.create_completion(prompt, *args, **kwargs)
+
+
+def _prompt_size(llm: Any, prompt: Any) -> int:
+    """The tokens of the prompt a chat handler built (its token list, or its text as llama.cpp reads it)."""
+    return len(prompt) if isinstance(prompt, list) else len(llm.tokenize(str(prompt).encode(), special=True))
 
 
 TEMPLATE_KEY: Final = "tokenizer.chat_template"
@@ -215,18 +219,35 @@ class _Recorder:
         raise _Prompted(prompt)
 
 
-def chat_prompt(llm: Any, messages: list[dict[str, str]], chat_format: str | None = None) -> str:
-    """The prompt text the chat format writes for ``messages`` (what ``local_model`` sends, before folding)."""
+def _built_prompt(llm: Any, messages: list[dict[str, str]], chat_format: str | None) -> Any:
+    """The prompt (text or tokens) the chat format builds for ``messages``, as ``create_completion`` gets it."""
     handler = _chat_handler(llm, chat_format)
     try:
         handler(llama=_Recorder(llm), messages=messages, max_tokens=1, stream=False)
     except _Prompted as done:
-        prompt = done.prompt
-    else:
-        raise _NoPrompt(f"the chat format {chat_format or llm.chat_format!r} did not build a prompt")
+        return done.prompt
+    raise _NoPrompt(f"the chat format {chat_format or llm.chat_format!r} did not build a prompt")
+
+
+def chat_prompt(llm: Any, messages: list[dict[str, str]], chat_format: str | None = None) -> str:
+    """The prompt text the chat format writes for ``messages`` (what ``local_model`` sends, before folding)."""
+    prompt = _built_prompt(llm, messages, chat_format)
     if isinstance(prompt, list):
         return bytes(llm.detokenize(prompt, special=True)).decode("utf-8", "replace")
     return str(prompt)
+
+
+def prompt_tokens(
+    llm: Any, messages: list[dict[str, str]], chat_format: str | None = None, *, folded: bool | None = None
+) -> int:
+    """The tokens of the prompt ``local_model`` sends for ``messages``, counted as ``ContextFull`` counts them.
+
+    The system prompt is folded into the first user message where the format has no system role
+    (``folded``: whether it has none, where already known), as ``local_model`` folds it.
+    """
+    if folded if folded is not None else not has_system_role(llm, chat_format):
+        messages = fold_system(messages)
+    return _prompt_size(llm, _built_prompt(llm, messages, chat_format))
 
 
 def has_system_role(llm: Any, chat_format: str | None = None) -> bool:

@@ -7,13 +7,17 @@ Read (``Character.load`` does it for a card file; ``read_card`` is the step unde
   JSON file, or a CHARX zip holding ``card.json`` and its assets;
 - **V1** (TavernAI): a plain object with ``name``, ``description``... at the top.
 
-What a card says becomes the character: ``{{char}}``/``{{user}}`` (and ``<BOT>``/``<USER>``)
-replaced by the names; the persona from ``description``, ``personality`` and ``scenario``; the
-greeting (``first_mes``) and ``mes_example`` read with the lenient role-play reader into
-few-shots (``*waves* Welcome`` is an action and a message); V3 assets of type ``emotion`` become
-emotion keys with their sprites. A card without emotions gets ``DEFAULT_EMOTIONS`` (``CF920``).
-Everything else of the card (lorebook, system prompt, alternate greetings, creator notes, assets,
-``extensions`` byte for byte) is kept in ``Character.card`` and written back by ``export_card``.
+What a card says becomes the character: the persona from ``description``, ``personality`` and
+``scenario``; ``mes_example`` read with the lenient role-play reader into few-shots (``*waves*
+Welcome`` is an action and a message); V3 assets of type ``emotion`` become emotion keys with
+their sprites. A card without emotions gets ``DEFAULT_EMOTIONS`` (``CF920``). Macros
+(``{{char}}``, ``{{user}}``, TavernAI's ``<BOT>``/``<USER>``, ``{{random:…}}``...) are kept as
+written and expanded each time a prompt is rendered (``charfmt.macros``), with the player's name
+of that prompt. The greetings (``first_mes``, ``alternate_greetings``: :func:`greeting`), the
+lorebook (``character_book``), ``system_prompt`` and ``post_history_instructions`` are read from
+``Character.card`` when a prompt or a session needs them (``charfmt._card_prompt``). Everything
+of the card (creator notes, assets, ``extensions`` byte for byte) is kept in ``Character.card``
+and written back by ``export_card``.
 
 Write: ``export_card(character, "json" | "png")`` is a V3 card (a PNG carries a V2 ``chara``
 chunk too, for older readers) with charfmt's own data (emotions, tags, stage map, examples)
@@ -29,7 +33,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -249,17 +253,9 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tup
     return character, CardInfo(data=kept, extensions=foreign, diagnostics=[*notes, *read])
 
 
-_NAME_PLACEHOLDERS: Final = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(BOT|USER)>", re.IGNORECASE)
 _KANA: Final = re.compile(r"[\u3040-\u30ff]")
 _HAN: Final = re.compile(r"[\u4e00-\u9fff]")
 _HANGUL: Final = re.compile(r"[\uac00-\ud7af]")
-
-
-def _names(text: str, char: str, user: str) -> str:
-    """``{{char}}``/``{{user}}`` (any case, SillyTavern) and ``<BOT>``/``<USER>`` (TavernAI) replaced."""
-    return _NAME_PLACEHOLDERS.sub(
-        lambda m: char if (m.group(1) or m.group(2)).lower() in ("char", "bot") else user, text
-    )
 
 
 def _script_language(text: str) -> str:
@@ -300,25 +296,27 @@ def _edited(own: dict[str, Any], fields: dict[str, Any], changed: list[str], use
 def _from_fields(
     fields: dict[str, Any], user: str = "User", *, emotions: list[Any] | None = None
 ) -> tuple[dict[str, Any], list[Diagnostic]]:
-    """The ``Character`` fields a card (without charfmt's own data) gives, and what reading it noted."""
+    """The ``Character`` fields a card (without charfmt's own data) gives, and what reading it noted.
+
+    The card's macros (``{{char}}``, ``{{user}}``, ``{{random:…}}``...) are kept as written: they
+    are expanded when a prompt is rendered (``charfmt.macros``), so the player's name and the
+    turn's time are the prompt's, not the reading's.
+    """
     name = fields["name"].strip()
-    nickname = fields.get("nickname")
-    # CCv3: where a nickname is given, {{char}} is the nickname
-    char = nickname.strip() if isinstance(nickname, str) and nickname.strip() else name
     notes: list[Diagnostic] = []
 
-    def sub(key: str) -> str:
-        return _names(str(fields.get(key) or ""), char, user).strip()
+    def text(key: str) -> str:
+        return str(fields.get(key) or "").strip()
 
     unused = [label for key, label in _UNUSED if fields.get(key)]
     if unused:
         notes.append(_note("CF926", f"kept in the card but not used in prompts: {', '.join(unused)}"))
 
-    parts = [sub("description")]
-    if sub("personality"):
-        parts.append(f"{char}'s personality: {sub('personality')}")
-    if sub("scenario"):
-        parts.append(f"Scenario: {sub('scenario')}")
+    parts = [text("description")]
+    if text("personality"):
+        parts.append(f"{{{{char}}}}'s personality: {text('personality')}")
+    if text("scenario"):
+        parts.append(f"Scenario: {text('scenario')}")
     persona = "\n\n".join(p for p in parts if p) or name
     if emotions is None:
         emotions = _emotion_assets(fields.get("assets"), notes)
@@ -328,13 +326,9 @@ def _from_fields(
         notes.append(_note("CF920", f"the card names no emotions: the default vocabulary ({keys}) is used"))
     vocabulary = Vocabulary.model_validate({"emotions": emotions})
     examples = []
-    greeting = sub("first_mes")
-    if greeting:
-        reply = _reply(greeting, vocabulary)
-        if reply is not None:
-            examples.append({"user": UserTurn().model_dump(), "reply": reply.model_dump()})
-    for n, block in enumerate(_blocks(sub("mes_example"))):
-        exchanges = list(_exchanges(block, char, user, vocabulary))
+    speakers = _speakers(fields, name, user)
+    for n, block in enumerate(_blocks(text("mes_example"))):
+        exchanges = list(_exchanges(block, speakers, vocabulary))
         if not exchanges:
             notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
         examples += exchanges
@@ -347,6 +341,38 @@ def _from_fields(
         "examples": examples,
     }
     return character, notes
+
+
+def _speakers(fields: dict[str, Any], name: str, user: str) -> tuple[list[str], list[str]]:
+    """How ``mes_example`` lines name the character and the player: the macros, then the names."""
+    nickname = fields.get("nickname")
+    chars = ["{{char}}", "<BOT>", "<CHAR>", name]  # (TavernAI's <BOT>: charfmt.macros expands it as {{char}})
+    chars += [nickname.strip()] if isinstance(nickname, str) and nickname.strip() else []
+    return chars, ["{{user}}", "<USER>", user]
+
+
+def greeting(character: Character, index: int, expand: Callable[[str], str]) -> Reply | None:
+    """The card's greeting ``index`` (0: ``first_mes``; 1...: ``alternate_greetings``) as a reply, or ``None``.
+
+    ``expand``: the macros of the session's start (``charfmt.macros``), applied before the
+    greeting is read with the lenient role-play reader (``*waves* Welcome!``).
+    """
+    card = character.card
+    if card is None:
+        return None
+    texts = [card.data.get("first_mes"), *(card.data.get("alternate_greetings") or [])]
+    if not 0 <= index < len(texts) or not isinstance(texts[index], str) or not texts[index].strip():
+        return None
+    return _reply(expand(texts[index]), character.vocabulary)
+
+
+def greeting_count(character: Character) -> int:
+    """How many greetings the card has (``first_mes`` and the alternates; 0 without a card)."""
+    card = character.card
+    if card is None:
+        return 0
+    alternates = card.data.get("alternate_greetings")
+    return 1 + (len(alternates) if isinstance(alternates, list) else 0)
 
 
 def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]]:
@@ -367,13 +393,7 @@ def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]
     return out
 
 
-_UNUSED: Final = (
-    ("character_book", "lorebook (character_book)"),
-    ("system_prompt", "system_prompt"),
-    ("post_history_instructions", "post_history_instructions"),
-    ("alternate_greetings", "alternate_greetings"),
-    ("group_only_greetings", "group_only_greetings"),
-)
+_UNUSED: Final = (("group_only_greetings", "group_only_greetings"),)
 """Card fields charfmt keeps (and writes back) but does not put in its prompts."""
 
 
@@ -384,16 +404,19 @@ def _blocks(text: str) -> list[str]:
     return [b for b in _START.split(text) if b.strip()]
 
 
-def _exchanges(block: str, char: str, user: str, vocabulary: Vocabulary) -> Iterator[dict[str, Any]]:
-    """The exchanges of one ``<START>`` block: each ``User: ...`` line answered by the ``Char: ...`` lines after it."""
-    turns: list[list[str]] = []  # [who, text]
-    line_start = re.compile(rf"^({re.escape(char)}|{re.escape(user)})\s*:\s?(.*)$")
+def _exchanges(block: str, speakers: tuple[list[str], list[str]], vocabulary: Vocabulary) -> Iterator[dict[str, Any]]:
+    """The exchanges of one ``<START>`` block: each ``{{user}}: ...`` line answered by the ``{{char}}: ...`` lines."""
+    chars, users = speakers
+    names = sorted({*chars, *users}, key=len, reverse=True)
+    line_start = re.compile(rf"^({'|'.join(re.escape(n) for n in names)})\s*:\s?(.*)$", re.IGNORECASE)
+    lowered = {n.lower() for n in users} - {n.lower() for n in chars}
+    turns: list[tuple[bool, list[str]]] = []  # (the player's?, lines)
     for line in block.split("\n"):
         m = line_start.match(line)
         if m:
-            turns.append([m.group(1), m.group(2)])
+            turns.append((m.group(1).lower() in lowered, [m.group(2)]))
         elif turns:
-            turns[-1][1] += "\n" + line
+            turns[-1][1].append(line)  # (joined once: a line added to a string each time is quadratic)
     pending: UserTurn | None = None
     replies: list[Chat] = []
 
@@ -403,8 +426,9 @@ def _exchanges(block: str, char: str, user: str, vocabulary: Vocabulary) -> Iter
             yield {"user": (pending or UserTurn()).model_dump(), "reply": Reply(chats=chats).model_dump()}
         replies.clear()
 
-    for who, text in turns:
-        if who == user and who != char:
+    for player, lines in turns:
+        text = "\n".join(lines)
+        if player:
             yield from flush()
             pending = parse_shorthand(text.strip() or "...", vocabulary=vocabulary)
             pending = pending.model_copy(update={"diagnostics": []})

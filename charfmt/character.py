@@ -9,7 +9,7 @@ import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from pydantic import (
     AfterValidator,
@@ -42,6 +42,9 @@ from charfmt.stagemap import Expression, Motion, StageMap, Voice
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
+
+if TYPE_CHECKING:
+    from charfmt.scene import Scene
 
 MAX_FILE_SIZE: Final = 16 * 1024 * 1024
 """The largest character or history file ``Character.load`` and ``load_history`` read (``max_size=``)."""
@@ -555,13 +558,16 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     return None
 
 
-def load_history(path: str | Path, character: Character, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:
+def load_history(path: str | Path, character: Character | Scene, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:
     """Read a conversation from a JSON Lines file (see ``history_from_jsonl``); raises ``CharacterError``."""
     return history_from_jsonl(_read_file(Path(path), max_size), character, str(path))
 
 
-def history_from_jsonl(text: str, character: Character, file: str = "<history>") -> list[Exchange]:
+def history_from_jsonl(text: str, character: Character | Scene, file: str = "<history>") -> list[Exchange]:
     """Read a conversation from JSON Lines text: ``{"user": ..., "reply": ...}`` per line, oldest first.
+
+    ``character`` may be a ``Scene``: each reply is then read as the scene reads one (each speaker's
+    emotions against its own vocabulary), and shorthand turns with its first cast member's words.
 
     An exchange may also span several lines (pretty-printed, as ``json.dump(..., indent=2)`` or
     ``jq .`` write it): the exchanges are the JSON objects of the text, one after another.
@@ -576,12 +582,14 @@ def history_from_jsonl(text: str, character: Character, file: str = "<history>")
     exchange opens; for text that is not JSON, where it broke).
     """
     history = []
+    cast = getattr(character, "cast", None)  # a Scene (charfmt.scene imports this module: not imported here)
+    speaker: Character = next(iter(cast.values())) if cast else character  # type: ignore[assignment]
     for number, row in _json_values(text.removeprefix(_BOM), file):
         with _translated(file, number):
             if not isinstance(row, dict) or set(row) - _LINE_EXTRAS != {"user", "reply"}:
                 raise CharacterError(file, "", number, f"{_NOT_EXCHANGE}; found {_found(row)}")
             user = row["user"]
-            turn = character.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
+            turn = speaker.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
             reply = row["reply"] if isinstance(row["reply"], str) else json.dumps(row["reply"], ensure_ascii=False)
             extra = {k: row[k] for k in ("reasoning", "dialect", "diagnostics") if row.get(k) is not None}
             stored = _stored_reply(reply, character)
@@ -658,16 +666,25 @@ def history_line(exchange: Exchange) -> str:
     return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def _stored_reply(text: str, character: Character) -> Reply:
+def _stored_reply(text: str, character: Character | Scene) -> Reply:
     """A reply as ``dumps`` stored it: strictly valid, or ``dumps``'s form for what the canonical
     form cannot say (an unknown tag a lenient read kept, an emotion's intensity).
 
     Anything else is the strict ``ParseError``: a history file is data charfmt wrote, not a
-    model's reply to repair. The character's vocabulary applies as in strict parsing.
+    model's reply to repair. The character's vocabulary applies as in strict parsing (a scene's:
+    each speaker's own, as ``Scene.parse`` reads).
     """
     tags, emotion = character.tags, character.tags.emotion.name
-    try:
+
+    scene: Callable[[str], Reply] | None = getattr(character, "parse", None) if hasattr(character, "cast") else None
+
+    def strict(text: str) -> Reply:
+        if scene is not None:
+            return scene(text)
         return parse(text, vocabulary=character.vocabulary, tags=tags)
+
+    try:
+        return strict(text)
     except ParseError:
         reply = parse(text, lenient=True, tags=tags)
         if is_canonical(reply, tags) or json.loads(dumps(reply)) != _json_or_none(text):
@@ -676,7 +693,7 @@ def _stored_reply(text: str, character: Character) -> Reply:
     # its keys, in order, are the stored reply's emotion keys as the vocabulary reads them.
     keys = iter(
         seg.text
-        for chat in parse(dumps(canonical_form(reply, tags)), vocabulary=character.vocabulary, tags=tags).chats
+        for chat in strict(dumps(canonical_form(reply, tags))).chats
         for seg in chat.segments
         if seg.tag == emotion
     )

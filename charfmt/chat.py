@@ -44,15 +44,18 @@ from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC04
 from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
 from charfmt._terminal import visible
 from charfmt.diagnostics import CharfmtError
+from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 
 if TYPE_CHECKING:
+    from charfmt._token_fit import Counter, TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
+    from charfmt.lorebook import Lorebook
     from charfmt.models import Reply
     from charfmt.stage import StageReader
 
-PROMPT_MARGIN: Final = 32
-"""Tokens of the context window kept free beyond the prompt's count (the generation prompt)."""
+PROMPT_MARGIN: Final = _PROMPT_MARGIN
+"""Tokens of the context window kept free beyond a count that is not the model's own (``charfmt.tokens``)."""
 
 
 DEFAULT_MAX_ELEMENTS: Final = 3
@@ -80,37 +83,48 @@ def take_turn(
     view: TerminalView | None = None,
     strict: bool = False,
     budget: int | None = None,
-    counter: Callable[[str], int] | None = None,
+    counter: Counter | TokenCounter | None = None,
     note: str | None = None,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | None = None,
 ) -> Turn:
     """Ask ``generate`` for the character's reply to ``say`` (shorthand), streaming it into ``view``.
 
     The exchange is appended to ``history`` in canonical form (what goes back to the model next
     turn), where the reply holds a chat: one that says nothing (a refusal) is not the character's
     answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise).
-    ``budget``: prompt tokens (by ``counter``) the request may take; the oldest exchanges are
-    left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
+    ``budget``: prompt tokens (by ``counter``: ``charfmt.counter_for``'s, default the estimate) the
+    request may take, counted on the messages as they go to the model (the note included); the
+    oldest exchanges are left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
     ``note``: a line added to the system prompt (the reply's length limits).
+    ``lorebooks``: lore beyond the card's own; ``seed``: the turn's random macros and lore rolls.
     """
     from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
+    from charfmt._token_fit import fit_messages  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.parser import parse  # noqa: PLC0415
-    from charfmt.render import estimate_tokens, render_messages  # noqa: PLC0415
+    from charfmt.render import ESTIMATE, render_messages  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
-    count = counter or estimate_tokens
     turn = character.shorthand(say)
-    if budget is not None and note is not None:
-        budget -= count(note)
+
+    def build(start: int) -> list[dict[str, str]]:  # the messages as they go to the model, the note included
+        messages: list[dict[str, str]] = render_messages(
+            character, history[start:], turn, lorebooks=lorebooks, seed=seed
+        )["messages"]
+        if note is not None:
+            messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+        return messages
+
     if budget is not None and budget < 1:
         from charfmt.render import BudgetError  # noqa: PLC0415
 
         raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
-    request = render_messages(character, history, turn, budget=budget, counter=count)
-    messages: list[dict[str, str]] = request["messages"]
-    if note is not None:
-        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+    if budget is None:
+        messages = build(0)
+    else:
+        _, messages = fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
     # ... and the prompt's own text echoed (CF631): it is not the character's either
     stream = StreamParser(
@@ -234,34 +248,30 @@ def limit_note(bounds: Bounds) -> str:
 
 
 def run(
-    character: Character,
-    *,
-    generate: Generate,
-    says: Sequence[str] | None,
-    out: TextIO,
-    stats: list[TurnStats],
-    inp: TextIO | None = None,
-    err: TextIO | None = None,
-    budget: int | None = None,
-    counter: Callable[[str], int] | None = None,
-    note: str | None = None,
-    stage: StageReader | None = None,
-    max_length: int | None = None,
-) -> int:
+    character: Character, *, generate: Generate, says: Sequence[str] | None, out: TextIO, stats: list[TurnStats],
+    inp: TextIO | None = None, err: TextIO | None = None, budget: int | None = None,
+    counter: Counter | TokenCounter | None = None, note: str | None = None, stage: StageReader | None = None,
+    max_length: int | None = None, lorebooks: Sequence[Lorebook] = (), seed: int | None = None,
+    greeting: int | None = 0, history: list[Exchange] | None = None, keep: Callable[[Exchange], None] | None = None,
+) -> int:  # fmt: skip
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
     line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
     failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
-    added to the history.
+    added to the history. ``history``: the exchanges so far (a resumed session's), appended to;
+    ``keep``: called with each exchange added (``charfmt chat --session`` stores it; a
+    ``CharfmtError`` it raises is one error line, and the chat goes on).
+    A card's greeting ``greeting`` (0: ``first_mes``; ``None``: none) opens a new chat (an empty
+    ``history``): shown first, the first exchange the model sees, and the first one kept.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
     view = TerminalView(character, out, stage=stage, max_length=max_length)
-    history: list[Exchange] = []
+    history = history if history is not None else []
     errors = err if err is not None else sys.stderr
-    status = 0
+    status = _begun(character, view, out, history, greeting=greeting, seed=seed, keep=keep, errors=errors)
 
     def lines() -> Iterator[str]:
         if says:
@@ -284,9 +294,12 @@ def run(
                 yield line.strip()
 
     for say in lines():
-        before = len(stats)
+        before, kept = len(stats), len(history)
         try:
-            take_turn(character, history, say, generate, view=view, budget=budget, counter=counter, note=note)
+            take_turn(
+                character, history, say, generate, view=view, budget=budget, counter=counter, note=note,
+                lorebooks=lorebooks, seed=seed,
+            )  # fmt: skip
         except (BudgetError, ContextFull) as e:
             status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")
             continue
@@ -297,6 +310,8 @@ def run(
                 raise  # one --say: the error is the command's (exit 1)
             status = _failed_turn(view, out, errors, f"{e}; the turn is not kept, the chat goes on")
             continue
+        if keep is not None and len(history) > kept and not _kept(keep, history[-1], errors):
+            status = 1
         if len(stats) > before:
             last = stats[-1]
             state = f", {last.state}" if last.state else ""
@@ -304,6 +319,48 @@ def run(
                 f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
             )
     return status
+
+
+def _begun(
+    character: Character, view: TerminalView, out: TextIO, history: list[Exchange], *, greeting: int | None,
+    seed: int | None, keep: Callable[[Exchange], None] | None, errors: TextIO,
+) -> int:  # fmt: skip
+    """A chat's start: a resumed one's last reply shown again, a new one's greeting shown and kept; its status."""
+    _resumed(view, out, history, character)
+    if history or (opened := _opened(character, view, greeting, seed)) is None:
+        return 0
+    history.append(opened)
+    return 1 if keep is not None and not _kept(keep, opened, errors) else 0
+
+
+def _opened(character: Character, view: TerminalView, greeting: int | None, seed: int | None) -> Exchange | None:
+    """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first)."""
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
+
+    opened = greeting_exchange(character, greeting, seed=seed) if greeting is not None else None
+    if opened is not None:
+        view.show(list(opened.reply.events(character.tags)))
+        view.finish()
+    return opened
+
+
+def _resumed(view: TerminalView, out: TextIO, history: list[Exchange], character: Character) -> None:
+    """A resumed session's start: how long it is, and its last reply, shown again."""
+    if history:
+        out.write(f"(resumed: {len(history)} exchange{'s' if len(history) != 1 else ''}; the last reply was)\n")
+        view.show(list(history[-1].reply.events(character.tags)))
+        view.finish()
+
+
+def _kept(keep: Callable[[Exchange], None], exchange: Exchange, errors: TextIO) -> bool:
+    """``keep(exchange)``; its failure one ``charfmt: error:`` line (the chat goes on): whether it was kept."""
+    try:
+        keep(exchange)
+    except CharfmtError as e:
+        errors.write(f"charfmt: error: {e}; the turn was not kept in the session\n")
+        errors.flush()
+        return False
+    return True
 
 
 def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) -> int:

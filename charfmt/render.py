@@ -31,13 +31,14 @@ The work is split by job: ``_prompt_escape`` (escaping and defusing values),
 budget); this module holds the views templates see, the template environment and the
 requests.
 
-Token budgets use :func:`estimate_tokens` unless you pass ``counter=``; with
-tiktoken installed, an exact counter for OpenAI models is::
+Token budgets use :data:`ESTIMATE` (:func:`estimate_tokens` per message, plus what a chat
+template adds) unless you pass ``counter=``: the model's own, from :func:`charfmt.counter_for`
+(llama.cpp, tiktoken, a ``tokenizer.json``), or any function of one text::
 
-    import tiktoken
-    enc = tiktoken.get_encoding("cl100k_base")  # or tiktoken.encoding_for_model("gpt-4o")
-    request = charfmt.render_messages(mio, history, turn, budget=4000,
-                                      counter=lambda text: len(enc.encode(text)))
+    counter = charfmt.counter_for(model="gpt-4o")  # tiktoken, where installed; else the estimate
+    request = charfmt.render_messages(mio, history, turn, budget=4000, counter=counter)
+
+See ``docs/TOKENS.md``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -53,17 +56,22 @@ from typing import Any, Final
 import jinja2
 from pydantic import BaseModel
 
+from charfmt._card_prompt import TurnParts, turn_parts
+from charfmt._card_prompt import greeting_exchange as greeting_exchange  # noqa: PLC0414 (re-exported)
 from charfmt._control_strings import CONTROL_STRINGS as CONTROL_STRINGS  # noqa: PLC0414 (re-exported)
 from charfmt._prompt_escape import defused_json, defused_line, defused_text, unsafe_key
 from charfmt._resources import resource_dir
 from charfmt._sandbox import MAX_RENDER_SIZE as MAX_RENDER_SIZE  # noqa: PLC0414 (re-exported)
 from charfmt._sandbox import Sandbox, bounded_filter, render_budget
-from charfmt._token_bound import token_bound
+from charfmt._token_estimate import bound, estimate
 from charfmt._token_fit import BudgetError as BudgetError  # noqa: PLC0414 (re-exported)
 from charfmt._token_fit import Counter as Counter  # noqa: PLC0414 (re-exported)
-from charfmt._token_fit import newest_exchanges, oldest_start
+from charfmt._token_fit import TextCounter, fit_messages, oldest_start
+from charfmt._token_fit import TokenCounter as TokenCounter  # noqa: PLC0414 (re-exported)
 from charfmt.character import Character, Exchange
-from charfmt.diagnostics import CharfmtError
+from charfmt.diagnostics import CharfmtError, Diagnostic
+from charfmt.lorebook import Activation, Lorebook, Placed
+from charfmt.macros import MacroError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
 from charfmt.schema import PROVIDERS as PROVIDERS  # noqa: PLC0414 (one list: the schema's providers are the request's)
 from charfmt.schema import json_schema
@@ -131,15 +139,24 @@ def _finalize(value: Any) -> Any:
 
 
 def estimate_tokens(text: str) -> int:
-    """Default token counter: never fewer tokens than cl100k makes of ``text``, whatever the text.
+    """Default token counter: a tight estimate of the tokens cl100k makes of ``text`` (``charfmt._token_estimate``).
 
-    An upper bound computed without the vocabulary (``charfmt._token_bound``): runs of
-    one character, laughter, digits, emoji and random letters included. The price is
-    an estimate well above ordinary text (1.2 to 2.2 times cl100k on charfmt's prompts,
-    about 2.5 on English prose, 2.3 on Japanese, 3 on Russian):
-    pass your tokenizer's counter for exact budgets (see the module docstring).
+    Never fewer than cl100k on ASCII text (English, JSON, markup, code: proven, and exact on
+    common words); beyond ASCII, each character's exact cost added up, measured never under
+    cl100k on the corpus of ``benchmarks/data`` (median 1.0 to 1.2 times cl100k by group; see
+    ``docs/TOKENS.md``). Another model's tokenizer may count more: pass its counter
+    (:func:`charfmt.counter_for`) for exact budgets.
     """
-    return token_bound(text)
+    return estimate(text)
+
+
+def bound_tokens(text: str) -> int:
+    """Never fewer tokens than cl100k makes of ``text``, whatever the text (proven; looser beyond ASCII)."""
+    return bound(text)
+
+
+ESTIMATE: Final = TextCounter(estimate_tokens, "charfmt estimate")
+"""The default counter of requests: :func:`estimate_tokens` per message, plus what a chat template adds at most."""
 
 
 # --- read-only views for templates ------------------------------------------------------
@@ -337,19 +354,43 @@ def _resolved(path: str) -> str:
     return str(Path(path).resolve())
 
 
-def _system(character: Any, folder: str | None, tags: TagTable) -> str:
+def _system(
+    character: Any, folder: str | None, tags: TagTable, intro: str | None = None, lore: Activation | None = None
+) -> str:
     chat_types = MappingProxyType(dict(CHAT_TYPES))
-    return _render("system.j2", folder, character=character, tags=tags, chat_types=chat_types)
+    before = "\n".join(lore.texts("before")) if lore is not None else ""
+    after = "\n".join(lore.texts("after")) if lore is not None else ""
+    return _render(
+        "system.j2", folder, character=character, tags=tags, chat_types=chat_types, intro=intro or "",
+        lore_before=before, lore_after=after,
+    )  # fmt: skip
 
 
 def render_system(character: Character, *, templates: str | Path | None = None) -> str:
-    """The system prompt for ``character`` (``prompts/system.j2``), teaching its tags (``character.tags``) by role."""
-    return _system(_view(character), _dir(templates), character.tags)
+    """The system prompt for ``character`` (``prompts/system.j2``), teaching its tags (``character.tags``) by role.
+
+    A card's macros are expanded (``{{user}}`` is ``character.user_name``) and its ``system_prompt``
+    opens the prompt; the lore of a turn is ``render_turn``'s.
+    """
+    parts = turn_parts(character, [], UserTurn(), counter=estimate_tokens, lorebooks=None)
+    return _system(_view(parts.character), _dir(templates), character.tags, parts.intro)
 
 
 def render_user_block(turn: UserTurn, *, templates: str | Path | None = None) -> str:
     """One user turn in the tag language (``prompts/user.j2``); ``parse_input`` reads it back."""
     return _render("user.j2", _dir(templates), turn=_view(turn))
+
+
+@dataclass
+class RenderedTurn:
+    """A provider request for one turn, and what rendering it decided (the lore) and noted."""
+
+    request: dict[str, Any]
+    """The request body (without the model name), as ``render_messages`` returns it."""
+    lore: Activation | None
+    """The lore entries the turn activated, and those the lore's token budget cut (``None``: no lorebook)."""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """What rendering noted: lore activated (``CF940``) and cut (``CF941``), unknown macros (``CF928``)..."""
 
 
 def render_messages(
@@ -360,34 +401,165 @@ def render_messages(
     provider: str = "openai",
     templates: str | Path | None = None,
     budget: int | None = None,
-    counter: Counter = estimate_tokens,
+    counter: Counter | TokenCounter = ESTIMATE,
     structured: bool = False,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | str | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The request body (without the model name) for ``provider``'s chat API.
 
     ``openai``: ``{"messages": [...]}``; ``anthropic``: ``{"system": ..., "messages": [...]}``;
     ``gemini``: ``{"system_instruction": ..., "contents": [...]}`` with role ``model``.
     Past replies go back in canonical form. With ``budget``, the oldest whole
-    exchanges are dropped until ``counter`` says the request fits. ``structured``
+    exchanges are dropped until ``counter`` says the request fits (the messages as
+    ``{"role", "content"}`` counted whole: a ``TokenCounter`` counts its template's own tokens
+    too; a function of one text, the texts added up). ``structured``
     adds the provider's structured-output setting with ``json_schema(provider)`` for
     the character's vocabulary (OpenAI enforces the emotion keys by pattern; the
-    others are told them in the body's description).
+    others are told them in the body's description). A card's macros, ``system_prompt``,
+    ``post_history_instructions`` and lorebook, and the ``lorebooks`` given, are used as
+    ``render_turn`` says (``seed``, ``now``: its random rolls and its clock).
+    """
+    return render_turn(
+        character, history, user_turn, provider=provider, templates=templates, budget=budget, counter=counter,
+        structured=structured, lorebooks=lorebooks, seed=seed, now=now,
+    ).request  # fmt: skip
+
+
+def render_turn(
+    character: Character,
+    history: Sequence[Exchange],
+    user_turn: UserTurn,
+    *,
+    provider: str = "openai",
+    templates: str | Path | None = None,
+    budget: int | None = None,
+    counter: Counter | TokenCounter = ESTIMATE,
+    structured: bool = False,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | str | None = None,
+    now: datetime | None = None,
+) -> RenderedTurn:
+    """``render_messages``'s request, with the lore the turn activated and what rendering noted.
+
+    The card's macros are expanded (one output bound for the turn: ``charfmt.macros``); its
+    ``system_prompt`` replaces the prompt's opening line (``{{original}}``: that line); its
+    lorebook and ``lorebooks`` are scanned on ``user_turn`` and the newest history (see
+    ``charfmt.lorebook``), the lore's budget being the book's, else a quarter of ``budget``;
+    entries before/after the character go into the system prompt, entries at a depth into the
+    history (``openai``; the other providers' histories hold no system turns: after the
+    character, ``CF945``); ``post_history_instructions`` is a system message after the turn
+    (``openai``; the others: at the end of the system prompt). An exchange whose user turn is
+    empty (a card's greeting) is sent as the assistant's message alone (``openai``).
+    ``seed``: the same seed and history give the same turn; ``now``: what ``{{time}}`` reads.
     """
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     folder = _dir(templates)
-    system = _system(_view(character), folder, character.tags)
+    try:
+        parts = turn_parts(
+            character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
+        )
+    except MacroError as e:
+        raise TemplateError(str(e)) from None
+    system, extra = system_of(parts, provider=provider, templates=folder)
     turn_text = _render("user.j2", folder, turn=_view(user_turn))
     pairs = [
-        (_render("user.j2", folder, turn=_view(ex.user)), history_reply(ex.reply, character.tags)) for ex in history
-    ]
+        (_render("user.j2", folder, turn=_view(ex.user)) if ex.user.chats or provider != "openai" else "",
+         history_reply(ex.reply, character.tags))
+        for ex in history
+    ]  # fmt: skip
     if budget is not None:
-        pairs = newest_exchanges(system, turn_text, pairs, budget=budget, counter=counter)
+        start, _ = fit_messages(
+            lambda start: _chat_messages(system, chat_turns(pairs[start:], turn_text, extra)), len(pairs),
+            budget=budget, counter=counter,
+        )  # fmt: skip
+        pairs = pairs[start:]
+    turns = chat_turns(pairs, turn_text, extra)
+    schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
+    return RenderedTurn(_request(provider, system, turns, schema), parts.lore, parts.diagnostics)
+
+
+Extra = tuple[str, str, int]
+"""A message a turn adds among the chat's: (role, text, depth: 0 after the new turn, 1 before it...)."""
+
+
+def system_of(
+    parts: TurnParts, *, provider: str = "openai", templates: str | Path | None = None
+) -> tuple[str, list[Extra]]:
+    """The system prompt of a turn's parts, and the messages it adds among the turns (``chat_turns``).
+
+    The lore at a depth and the post-history instructions are messages of their own for
+    ``openai``; the other providers' histories hold no system turns, so there they close the
+    system prompt (lore at a depth after the character, ``CF945`` noted in ``parts``).
+    """
+    lore = parts.lore
+    depth = lore.at_depth() if lore is not None else []
+    if depth and provider != "openai" and lore is not None:
+        lore = _depth_after(lore)
+        parts.diagnostics.append(
+            Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({provider})", 0)
+        )
+        depth = []
+    folder = _dir(templates)
+    system = _system(_view(parts.character), folder, parts.character.tags, parts.intro, lore)
+    if provider == "openai":
+        return system, turn_extras(parts)
+    if parts.post_history:
+        system = f"{system.rstrip()}\n\n{defused_text(parts.post_history)}\n"
+    return system, []
+
+
+def lore_extras(lore: Activation | None) -> list[Extra]:
+    """The messages lore at a depth adds among an OpenAI request's turns."""
+    depth = lore.at_depth() if lore is not None else []
+    return [(role, defused_text(text), d) for d, role, text in depth]
+
+
+def turn_extras(parts: TurnParts) -> list[Extra]:
+    """The messages a turn adds among an OpenAI request's turns: lore at a depth, then the post-history."""
+    extra = lore_extras(parts.lore)
+    if parts.post_history:
+        extra.append(("system", defused_text(parts.post_history), -1))
+    return extra
+
+
+def lore_in_system(lore: Activation | None) -> bool:
+    """Whether a turn's system prompt differs from ``render_system``'s: lore before or after the character."""
+    return lore is not None and bool(lore.texts("before") or lore.texts("after"))
+
+
+def chat_turns(pairs: Sequence[tuple[str, str]], turn_text: str, extra: Sequence[Extra]) -> list[tuple[str, str]]:
+    """The messages after the system prompt: each exchange (a greeting, with no user text, alone), the new
+    turn, and ``extra`` at its depth (0: after the new turn; -1: after everything, the post-history)."""
     turns: list[tuple[str, str]] = []
     for user_text, reply_text in pairs:
-        turns += [("user", user_text), ("assistant", reply_text)]
+        turns += [("user", user_text), ("assistant", reply_text)] if user_text else [("assistant", reply_text)]
     turns.append(("user", turn_text))
-    schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
+    if not extra:
+        return turns
+    n = len(turns)
+    out: list[tuple[str, str]] = []
+    for i, turn in enumerate(turns):  # SillyTavern's depth: counted in messages from the end
+        out += [(role, text) for role, text, d in extra if d > 0 and n - min(d, n) == i]
+        out.append(turn)
+    out += [(role, text) for role, text, d in extra if d == 0]
+    out += [(role, text) for role, text, d in extra if d < 0]
+    return out
+
+
+def _depth_after(lore: Activation) -> Activation:
+    """``lore`` with its entries at a depth placed after the character instead."""
+    placed = [
+        Placed(p.entry.model_copy(update={"position": "after"}), p.text, p.tokens) if p.entry.position == "depth" else p
+        for p in lore.placed
+    ]
+    return Activation(placed=placed, cut=lore.cut, budget=lore.budget, diagnostics=lore.diagnostics)
+
+
+def _request(provider: str, system: str, turns: list[tuple[str, str]], schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The request body of ``provider`` for a system prompt and turns."""
     if provider == "openai":
         request: dict[str, Any] = {
             "messages": [{"role": "system", "content": system}] + [{"role": r, "content": t} for r, t in turns]
@@ -413,6 +585,12 @@ def render_messages(
     return request
 
 
+def _chat_messages(system: str, turns: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """The chat messages of a request: the system prompt, then ``turns`` (``chat_turns``: the past exchanges,
+    the new turn, what the turn adds among them)."""
+    return [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]
+
+
 def render_text(
     character: Character,
     history: Sequence[Exchange],
@@ -420,16 +598,31 @@ def render_text(
     *,
     templates: str | Path | None = None,
     budget: int | None = None,
-    counter: Counter = estimate_tokens,
+    counter: Counter | TokenCounter = estimate_tokens,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | str | None = None,
+    now: datetime | None = None,
 ) -> str:
     """One prompt string for raw completion endpoints (``prompts/text.j2``).
 
     Turns are headed by ``### <name>`` lines that only the template writes: no value
-    it prints can start a line with ``#`` or hold a chat-template control string.
+    it prints can start a line with ``#`` or hold a chat-template control string. The card's
+    parts and the lore are ``render_turn``'s; lore at a depth and the post-history
+    instructions go into the system part (a text prompt has no system turns).
     """
     folder = _dir(templates)
-    character_view = _view(character)
-    system = Safe(_system(character_view, folder, character.tags))
+    try:
+        parts = turn_parts(
+            character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
+        )
+    except MacroError as e:
+        raise TemplateError(str(e)) from None
+    lore = _depth_after(parts.lore) if parts.lore is not None else None
+    character_view = _view(parts.character)
+    system_text = _system(character_view, folder, character.tags, parts.intro, lore)
+    if parts.post_history:
+        system_text = f"{system_text.rstrip()}\n\n{defused_text(parts.post_history)}\n"
+    system = Safe(system_text)
     history_view: tuple[Any, ...] = _view(list(history))
     turn_view = _view(user_turn)
 

@@ -20,7 +20,7 @@ cues with its own stage map. A reply without speakers is read exactly as a singl
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -31,6 +31,7 @@ from charfmt._tables import terminal_regex
 from charfmt.character import MAX_FILE_SIZE, Character, CharacterError, Exchange
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.envelope import Locator
+from charfmt.lorebook import Activation, Lorebook, LorebookError
 from charfmt.models import Chat, Reply, Vocabulary, validation_message
 from charfmt.parser import parse
 from charfmt.stage import StageReader
@@ -74,6 +75,10 @@ class Scene(BaseModel):
     """Language tag of the replies."""
     examples: list[Exchange] = Field(default_factory=list)
     """Few-shot exchanges for the whole scene (replies with speakers)."""
+    lorebook: Lorebook | None = None
+    """The scene's own lorebook (``lorebook = "FILE"``): scanned every turn with the cast's."""
+    cast_lorebooks: dict[str, Lorebook] = Field(default_factory=dict)
+    """A cast member's lorebook (``[[cast]] lorebook = "FILE"``), by speaker id, beside its card's own book."""
 
     @model_validator(mode="after")
     def _check(self) -> Scene:
@@ -194,28 +199,106 @@ class Scene(BaseModel):
 
     # --- prompts ---------------------------------------------------------------------------------
 
-    def render_system(self, *, templates: str | Path | None = None) -> str:
-        """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions, and the few-shots."""
+    def render_system(self, *, templates: str | Path | None = None, lore: Activation | None = None) -> str:
+        """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions, and the few-shots;
+        ``lore``: a turn's lore (``Scene.lore``), before and after the cast."""
         from charfmt.render import _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
 
-        return _render("scene.j2", _dir(templates), scene=_view(self), tags=self.tags)
+        before = "\n".join(lore.texts("before")) if lore is not None else ""
+        after = "\n".join(lore.texts("after")) if lore is not None else ""
+        return _render(
+            "scene.j2", _dir(templates), scene=_view(self), tags=self.tags, lore_before=before, lore_after=after
+        )
+
+    def lore(
+        self,
+        history: Sequence[Exchange],
+        turn: UserTurn,
+        *,
+        lorebooks: Sequence[Lorebook] = (),
+        counter: Callable[[str], int] | None = None,
+        budget: int | None = None,
+        seed: int | str | None = None,
+    ) -> Activation | None:
+        """The lore ``turn`` activates: each cast member's books (its card's, its ``cast_lorebooks``; ``{{char}}``
+        is that member), then the scene's and ``lorebooks``, scanned as ``charfmt.lorebook`` says."""
+        import random  # noqa: PLC0415
+
+        from charfmt._card_prompt import LORE_SHARE, merged  # noqa: PLC0415
+        from charfmt.lorebook import DEFAULT_BUDGET  # noqa: PLC0415
+        from charfmt.macros import Macros  # noqa: PLC0415
+        from charfmt.render import estimate_tokens  # noqa: PLC0415
+
+        books = [*self._lore_books, *(b for b in lorebooks if b.entries)]
+        if not books:
+            return None
+        turn_seed = None if seed is None else f"{seed}/{len(history)}"
+        macros = Macros(self.name, self.user_name, seed=turn_seed)
+        rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
+        share = max(1, budget // LORE_SHARE) if budget is not None else DEFAULT_BUDGET
+        return merged(books).activate(
+            self.scan_messages(history, turn), counter=counter or estimate_tokens, budget=share, rng=rng, macros=macros
+        )
+
+    @cached_property
+    def _lore_books(self) -> list[Lorebook]:
+        """The cast's books (each member's card book and ``cast_lorebooks``, ``{{char}}`` that member), the scene's."""
+        from charfmt._card_prompt import character_lorebook  # noqa: PLC0415
+
+        books: list[Lorebook] = []
+        for who, member in self.cast.items():
+            for book in (character_lorebook(member), self.cast_lorebooks.get(who)):
+                if book is not None and book.entries:
+                    books.append(book.spoken_by(member.name, book.name or who))
+        return [*books, *([self.lorebook] if self.lorebook is not None and self.lorebook.entries else [])]
+
+    def scan_messages(self, history: Sequence[Exchange], turn: UserTurn) -> list[str]:
+        """What lore keys are matched in, newest first: each speaker's lines as ``Name: text`` (the narrator's bare)."""
+        keys = frozenset(spec.name for spec in self.tags if spec.content == "key")
+
+        def said(chats: Sequence[Any]) -> str:
+            return " ".join(s.text for chat in chats for s in chat.segments if s.tag not in keys)
+
+        out = [f"{self.user_name}: {said(turn.chats)}"]
+        for exchange in reversed(history):
+            lines = []
+            for chat in exchange.reply.chats:
+                member = self.cast.get(chat.speaker or "")
+                words = said([chat])
+                lines.append(f"{member.name}: {words}" if member is not None else words)
+            out.append("\n".join(lines))
+            if exchange.user.chats:
+                out.append(f"{self.user_name}: {said(exchange.user.chats)}")
+        return out
 
     def render_messages(
-        self, history: Sequence[Exchange], turn: UserTurn, *, templates: str | Path | None = None
+        self,
+        history: Sequence[Exchange],
+        turn: UserTurn,
+        *,
+        templates: str | Path | None = None,
+        lore: Activation | None = None,
     ) -> dict[str, Any]:
         """An OpenAI-style request body: the scene's system prompt, the history, the new turn.
 
         Past replies go back as ``charfmt.render_messages`` writes them: canonical, with the
-        chat-template control strings they hold escaped (the same function writes both).
+        chat-template control strings they hold escaped (the same function writes both). ``lore``
+        (``Scene.lore``): before and after the cast, and at its depth among the messages.
         """
-        from charfmt.render import history_reply, render_user_block  # noqa: PLC0415
+        from charfmt.render import chat_turns, history_reply, render_user_block  # noqa: PLC0415
+        from charfmt.render import lore_extras as extras  # noqa: PLC0415
 
-        messages = [{"role": "system", "content": self.render_system(templates=templates)}]
-        for ex in history:
-            messages.append({"role": "user", "content": render_user_block(ex.user, templates=templates)})
-            messages.append({"role": "assistant", "content": history_reply(ex.reply, self.tags)})
-        messages.append({"role": "user", "content": render_user_block(turn, templates=templates)})
-        return {"messages": messages}
+        pairs = [
+            (
+                render_user_block(ex.user, templates=templates) if ex.user.chats else "",
+                history_reply(ex.reply, self.tags),
+            )
+            for ex in history
+        ]
+        said = render_user_block(turn, templates=templates)
+        turns = chat_turns(pairs, said, extras(lore))
+        system = self.render_system(templates=templates, lore=lore)
+        return {"messages": [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]}
 
     # --- files -----------------------------------------------------------------------------------
 
@@ -241,6 +324,12 @@ class Scene(BaseModel):
             ):
                 raise CharacterError(file, f"cast[{i}]", None, 'a cast member is id = "..." and character = "FILE"')
             cast[row["id"]] = Character.load(path.parent / row["character"], max_size=max_size)
+            if row.get("lorebook") is not None:
+                data.setdefault("cast_lorebooks", {})[row["id"]] = _lorebook(
+                    path, row["lorebook"], f"cast[{i}].lorebook"
+                )
+        if data.get("lorebook") is not None:
+            data["lorebook"] = _lorebook(path, data["lorebook"], "lorebook")
         first = next(iter(cast.values()), None)
         examples = []
         for n, ex in enumerate(data.pop("examples", [])):
@@ -261,6 +350,22 @@ class Scene(BaseModel):
             return cls.model_validate({**data, "cast": cast, "examples": examples})
         except ValidationError as e:
             raise CharacterError(file, "", None, validation_message(e)) from None
+
+
+def _lorebook(scene: Path, name: Any, key: str) -> Lorebook:
+    """A lorebook file named in a scene (beside it); its errors name the scene and the key."""
+    file = str(scene)
+    if not isinstance(name, str):
+        raise CharacterError(file, key, None, 'a lorebook is a file name: lorebook = "FILE"')
+    path = scene.parent / name
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CharacterError(file, key, None, f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return Lorebook.from_bytes(data, path.stem)
+    except LorebookError as e:
+        raise CharacterError(file, key, None, f"{path}: {e}") from None
 
 
 class _Places:

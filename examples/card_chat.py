@@ -3,9 +3,10 @@
 Run: python examples/card_chat.py
 
 ``cards/lumi.png`` is a V2 card (its JSON in the PNG's ``chara`` chunk), as SillyTavern exports
-it. ``Character.load`` reads it like a character file: the names substituted, the persona
-from description, personality and scenario, the greeting and ``mes_example`` as few-shots, a
-default emotion vocabulary (the card has none: ``CF920``). A scripted model stands in for a real
+it. ``Character.load`` reads it like a character file: the persona from description, personality
+and scenario (its macros, ``{{char}}`` and ``{{user}}``, expanded in each prompt), ``mes_example``
+as few-shots, a default emotion vocabulary (the card has none: ``CF920``). The greeting
+(``first_mes``) opens the chat: the character speaks first, and the model sees it. A scripted model stands in for a real
 one (``charfmt chat --character examples/cards/lumi.png`` talks to a real one); its replies are
 streamed, shown and staged as they would be. Then the character is exported as a V3 card and
 read back.
@@ -47,9 +48,12 @@ def main() -> int:
     assert lumi.card is not None
     for d in lumi.card.diagnostics:
         print(f"{d.code} {d.message}")
-    print(f"{lumi.name}: {lumi.persona.splitlines()[0]}")
-    print(f"few-shots: {len(lumi.examples)} (greeting: {charfmt.dumps(lumi.examples[0].reply)})")
-    history: list[charfmt.Exchange] = []
+    persona = charfmt.render_system(lumi).split("## Persona\n", 1)[1]  # the card's macros expanded
+    print(f"{lumi.name}: {persona.splitlines()[0]}")
+    opening = charfmt.greeting_exchange(lumi)
+    assert opening is not None
+    print(f"few-shots: {len(lumi.examples)}; greeting: {charfmt.dumps(opening.reply)}")
+    history: list[charfmt.Exchange] = [opening]
     view = TerminalView(lumi, sys.stdout, color=False)
     model = scripted()
     for say in ("[joy] I brought sardines!", "[fear] Is that thunder?"):

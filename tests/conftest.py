@@ -63,6 +63,23 @@ def long_test_ids() -> set[str]:
     return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
 
 
+_DATA_HOME: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The user's data folder is a temporary one for the whole run (and every process it starts): the default
+    session store of ``charfmt serve`` and ``charfmt chat --session`` is never the user's."""
+    import tempfile
+
+    _DATA_HOME.append(tempfile.mkdtemp(prefix="charfmt-test-data-"))
+    os.environ["XDG_DATA_HOME"] = _DATA_HOME[-1]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _DATA_HOME:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests listed in ``tests/long_tests.txt`` ``long`` (left out of the default run)."""
     listed = long_test_ids()

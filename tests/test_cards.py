@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import charfmt
+from charfmt import cards
 from charfmt._png import blank_png, text_chunks, with_text_chunks
 from charfmt.cards import export_card
 from charfmt.cli import main
@@ -88,22 +89,27 @@ def test_cards_import(tmp_path: Path, name: str) -> None:
     path.write_bytes(CARDS[name]())
     c = charfmt.Character.load(path)
     assert c.name == "Seraphina"  # v3.png: the ccv3 chunk wins over chara
-    assert c.persona == (
+    assert c.persona == (  # the card's macros kept (TavernAI's <BOT> too): a render expands them
+        "{{char}} guards the forest and speaks gently to {{user}}.\n\n"
+        "{{char}}'s personality: caring, wise\n\nScenario: {{User}} wakes up in <BOT>'s glade."
+    )
+    assert (
         "Seraphina guards the forest and speaks gently to User.\n\n"
         "Seraphina's personality: caring, wise\n\nScenario: User wakes up in Seraphina's glade."
-    )
-    greeting, where, who = c.examples
-    assert greeting.user.chats == []
-    assert charfmt.dumps(greeting.reply) == (
+    ) in charfmt.render_system(c)
+    greeting = cards.greeting(c, 0, str)  # first_mes: the opening reply, no longer a few-shot
+    assert greeting is not None and charfmt.dumps(greeting) == (
         '{"chats":[{"type":"C","order":1,"body":"<act>kneels beside you</act>\\n'
         "<msg>You're awake! How do you feel?</msg>\"}]}"
     )
+    assert cards.greeting_count(c) == 2 and cards.greeting(c, 1, str) is not None
+    where, who = c.examples
     assert [s.text for s in where.user.chats[0].segments] == ["Where am I?"]
     assert [(s.tag, s.text) for s in where.reply.chats[0].segments] == [
         ("act", "smiles softly"),
         ("msg", "You're in my glade.\nYou are safe."),
     ]
-    assert who.reply.chats[0].segments[-1].text == "I am Seraphina."
+    assert who.reply.chats[0].segments[-1].text == "I am {{char}}."
     assert c.card is not None
     codes = [d.code for d in c.card.diagnostics]
     assert "CF921" in codes  # the block without a line of Seraphina
@@ -194,7 +200,8 @@ def test_render_grammar_and_stream_take_a_card(tmp_path: Path, capsys: pytest.Ca
     path.write_bytes(CARDS["v3.png"]())
     assert main(["render", "--character", str(path), "--say", "[joy] hi", "--format", "text"]) == 0
     out = capsys.readouterr().out
-    assert "You are Seraphina." in out and "Seraphina guards the forest" in out and "- joy" in out
+    # the card's system_prompt opens the prompt in place of charfmt's line ({{original}} would keep it)
+    assert out.startswith("Be kind.") and "Seraphina guards the forest" in out and "- joy" in out
     assert main(["grammar", "--target", "gbnf", "--character", str(path)]) == 0
     assert '"sad"' in capsys.readouterr().out
 
@@ -245,21 +252,27 @@ def test_user_name_and_nickname_replace_user_and_char(tmp_path: Path, capsys: py
     path.write_text(_card("chara_card_v3", {**V3_DATA, "nickname": "Sera"}), encoding="utf-8")
     ch = charfmt.Character.load(path, user_name="Alex")
     assert ch.user_name == "Alex" and ch.name == "Seraphina"
-    assert ch.persona.startswith("Sera guards the forest and speaks gently to Alex.")
-    assert "{{" not in ch.persona and "User" not in ch.persona
+    system = charfmt.render_system(ch)
+    assert "Sera guards the forest and speaks gently to Alex." in system
+    assert "{{" not in system and "User" not in system.split("## How to answer")[0]
     assert main(["render", "--character", str(path), "--user-name", "Alex", "--say", "hi", "--format", "text"]) == 0
     assert "speaks gently to Alex" in capsys.readouterr().out
+    # issue 40: a card charfmt exported, loaded with another user_name, says the new name (not the exporter's)
     exported = charfmt.Character.from_bytes(export_card(ch), "again.json", user_name="Kim")
     assert exported.user_name == "Kim"
+    again = charfmt.render_system(exported)
+    assert "speaks gently to Kim." in again and "Alex" not in again
 
 
 def test_card_fields_kept_but_unused_are_said_once() -> None:
     ch = charfmt.Character.from_bytes(_card("chara_card_v2", DATA).encode(), "sera.json")
     assert ch.card is not None
-    notes = [d.message for d in ch.card.diagnostics if d.code == "CF926"]
-    assert notes == [
-        "kept in the card but not used in prompts: lorebook (character_book), system_prompt, alternate_greetings"
-    ]
+    assert [d for d in ch.card.diagnostics if d.code == "CF926"] == []  # lorebook, prompts, greetings: all used
+    card = _card("chara_card_v3", {**V3_DATA, "group_only_greetings": ["Hi all"]})
+    grouped = charfmt.Character.from_bytes(card.encode())
+    assert grouped.card is not None
+    notes = [d.message for d in grouped.card.diagnostics if d.code == "CF926"]
+    assert notes == ["kept in the card but not used in prompts: group_only_greetings"]
 
 
 def test_a_card_edited_in_sillytavern_reads_with_the_edits() -> None:
@@ -269,10 +282,10 @@ def test_a_card_edited_in_sillytavern_reads_with_the_edits() -> None:
     card["data"]["description"] = "{{char}} runs a repair shop on Mars and haggles with {{user}}."
     card["data"]["first_mes"] = "*looks up* What now?"
     edited = charfmt.Character.from_bytes(json.dumps(card).encode(), "edited.json")
-    assert edited.persona == f"Rex runs a repair shop on Mars and haggles with {rex.user_name}."
+    assert f"Rex runs a repair shop on Mars and haggles with {rex.user_name}." in charfmt.render_system(edited)
     assert edited.emotions == rex.emotions and edited.tags == rex.tags
-    greeting = edited.examples[0]
-    assert not greeting.user.chats and [s.text for s in greeting.reply.chats[0].segments] == ["looks up", "What now?"]
+    greeting = cards.greeting(edited, 0, str)
+    assert greeting is not None and [s.text for s in greeting.chats[0].segments] == ["looks up", "What now?"]
     assert edited.card is not None
     notes = [d.message for d in edited.card.diagnostics if d.code == "CF927"]
     assert notes == ["card fields edited since charfmt wrote them (description, first_mes): read from the card"]

@@ -22,6 +22,26 @@ REX = str(ROOT / "examples" / "characters" / "rex.toml")
 
 # (subcommand and arguments, the module hidden, the extra the error must name)
 CASES: dict[str, tuple[list[str], str, str]] = {
+    "sessions on PostgreSQL without psycopg": (
+        ["sessions", "list", "--store", "postgresql://charfmt@127.0.0.1:9/charfmt"],
+        "psycopg",
+        "postgres",
+    ),
+    "serve on PostgreSQL without psycopg": (
+        [
+            "serve",
+            "--character",
+            REX,
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            "--port",
+            "0",
+            "--store",
+            "postgresql://charfmt@127.0.0.1:9/charfmt",
+        ],
+        "psycopg",
+        "postgres",
+    ),
     "report without pyarrow": (["report", "{log}"], "pyarrow", "arrow"),
     "report --engine ray without ray": (["report", "{log}", "--engine", "ray"], "ray", "ray"),
     "chat --model without llama-cpp-python": (

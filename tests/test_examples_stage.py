@@ -39,7 +39,9 @@ def test_the_scene_example_reads_each_speaker_and_refuses_an_off_cast_one() -> N
 def test_the_card_example_imports_chats_and_exports() -> None:
     lines = _run("card_chat.py")
     notes = [line for line in lines if re.match(r"CF9\d\d ", line)]
-    assert [n[:5] for n in notes] == ["CF926", "CF920"]  # alternate_greetings kept unused; no emotions
-    assert notes[1].startswith("CF920 the card names no emotions")
+    assert [n[:5] for n in notes] == ["CF920"]  # no emotions (alternate_greetings: used, no CF926)
+    assert notes[0].startswith("CF920 the card names no emotions")
+    assert "Lumi: Lumi is a lighthouse keeper's cat who can talk." in lines[1]  # {{char}} expanded
+    assert lines[2].startswith("few-shots: 2; greeting: ") and "Did you bring sardines?" in lines[2]
     assert "Lumi: Sardines! You may stay." in lines and "  (tts) I am not afraid." in lines
     assert lines[-2:] == ["exported as a V3 card and read back the same: True", "extensions kept: True"]

@@ -41,6 +41,10 @@ GUARDS: list[tuple[str, str, int]] = [
     ("trailing '.' x N, 4-char deltas", "speech", 200),
     ("unclosed 「 + N chars, 4-char deltas", "speech", 30_000),
     ("render_text, N exchanges", "render", 20),
+    ("macros: {{char}} x N", "macros", 2_000),
+    ("macros: '{{' x N", "macros", 4_000),
+    ("macros: {{unknown}} x N", "macros", 2_000),
+    ("macros: N deep {{random:{{...}}}}", "macros", 10_000),
 ]
 
 

@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from charfmt import Character, parse
+from charfmt._token_fit import fit_messages
 from charfmt.character import Exchange
-from charfmt.render import BudgetError, render_messages
+from charfmt.render import ESTIMATE, BudgetError, render_messages
 from charfmt.scene import Scene
 from charfmt.serve import Settings
-from charfmt.serve.prompt import BadTurn, count_tokens
+from charfmt.serve.prompt import BadTurn
 from charfmt.serve.turns import Engine
 from charfmt.writer import canonical_form
 
@@ -46,36 +47,34 @@ def _exchange(character: Character, said: str) -> Exchange:
 
 
 def _rendered_whole(engine: Engine, history: list[Exchange], say: str) -> list[dict[str, str]]:
-    """The messages as serve rendered them before the prompt was kept: everything rendered every turn."""
+    """The messages rendered whole every turn (``render_messages``, ``Scene.render_messages``), the note appended
+    to the system prompt, the oldest exchanges left out until the messages as sent fit the budget."""
     turn = engine.player_turn(say)
-    budget = engine.budget - count_tokens(engine.note)
-    if engine.scene is not None:
-        past = list(history)
-        while True:
-            messages: list[dict[str, str]] = engine.scene.render_messages(past, turn)["messages"]
-            if sum(count_tokens(m["content"]) for m in messages) <= budget:
-                break
-            if not past:
-                raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
-            del past[0]
-    else:
-        try:
-            messages = render_messages(engine.character, history, turn, budget=budget, counter=count_tokens)["messages"]
-        except BudgetError as e:
-            raise BadTurn(f"the turn does not fit the context window: {e}") from None
-    messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{engine.note}\n"}
-    return messages
+
+    def build(start: int) -> list[dict[str, str]]:
+        if engine.scene is not None:
+            messages: list[dict[str, str]] = engine.scene.render_messages(history[start:], turn)["messages"]
+        else:
+            messages = render_messages(engine.character, history[start:], turn)["messages"]
+        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{engine.note}\n"}
+        return messages
+
+    try:
+        return fit_messages(build, len(history), budget=engine.budget, counter=ESTIMATE)[1]
+    except BudgetError as e:
+        raise BadTurn(f"the turn does not fit the context window: {e}") from None
 
 
 def _same(engine: Engine, history: list[Exchange], say: str) -> None:
     try:
         expected: Any = _rendered_whole(engine, history, say)
-    except BadTurn as e:
-        expected = ("BadTurn", str(e))
+    except BadTurn:
+        expected = "BadTurn"
     try:
         got: Any = engine.request(history, engine.player_turn(say))["messages"]
     except BadTurn as e:
-        got = ("BadTurn", str(e))
+        assert str(e).startswith("the turn does not fit the context window: the request needs ")
+        got = "BadTurn"
     assert got == expected
 
 

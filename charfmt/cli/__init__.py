@@ -45,6 +45,7 @@ from charfmt.cli import (
     report,
     schema,
     serve,
+    sessions,
     stream,
 )
 from charfmt.cli._io import (
@@ -88,6 +89,7 @@ class Subcommand(Protocol):
 SUBCOMMANDS: Final[dict[str, Subcommand]] = {
     "parse": parse, "check": check, "stream": stream, "fix": fix, "fuzz": fuzz, "schema": schema, "render": render,
     "grammar": grammar, "chat": chat, "demo": demo, "convert": convert, "report": report, "serve": serve,
+    "sessions": sessions,
 }  # fmt: skip
 """Each subcommand by name, in the order ``--help`` lists them; its module says the rest."""
 

@@ -17,9 +17,10 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO
 
 from charfmt._terminal import json_safe, visible
@@ -27,6 +28,7 @@ from charfmt._terminal import json_safe, visible
 if TYPE_CHECKING:
     from charfmt.character import Character
     from charfmt.diagnostics import Diagnostic
+    from charfmt.lorebook import Lorebook
     from charfmt.scene import Scene
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -173,6 +175,35 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
     for d in character.card.diagnostics if character.card is not None else ():  # a default vocabulary (CF920)...
         print(diag_line(inp.name, d), file=sys.stderr)
     return character
+
+
+def check_greeting(character: Character, index: int | None) -> None:
+    """``--greeting N`` past the card's greetings: one warning line (the chat opens without one)."""
+    from charfmt.cards import greeting_count  # noqa: PLC0415
+
+    count = greeting_count(character)
+    if index is not None and index >= count and (index > 0 or character.card is not None):
+        have = f"the card has {count} greeting{'s' if count != 1 else ''}" if character.card else "not a card"
+        print(f"charfmt: warning: --greeting {index}: {have} (0: first_mes); no greeting", file=sys.stderr)
+
+
+def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
+    """The ``--lorebook`` files (SillyTavern World Info, or a card's book); what reading noted on stderr."""
+    from charfmt.lorebook import Lorebook, LorebookError  # noqa: PLC0415
+
+    books = []
+    for path in paths or ():
+        inp = read(path, limit)
+        if inp.over:
+            raise InputError(f"cannot read --lorebook {inp.too_large(limit)}")
+        try:
+            book = Lorebook.from_bytes(inp.data, Path(inp.name).stem)
+        except LorebookError as e:
+            raise InvalidError(f"{inp.name}: {e}") from None
+        for d in book.diagnostics:
+            print(diag_line(inp.name, d), file=sys.stderr)
+        books.append(book.model_copy(update={"diagnostics": ()}))
+    return books
 
 
 def load_scene(path: str, limit: int) -> Scene:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from charfmt.cli._io import EXIT_USAGE
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -75,9 +75,44 @@ def add_character(sp: argparse.ArgumentParser) -> None:
     add_user_name(sp)
 
 
+def add_tokenizer(sp: argparse.ArgumentParser, used: str) -> None:
+    """``--tokenizer``: the model's own tokenizer, for ``used`` (``charfmt.tokens.counter_for``)."""
+    sp.add_argument("--tokenizer", metavar="PATH|NAME",
+                    help=f"count tokens {used} with this tokenizer: a Hugging Face tokenizer.json (charfmt[tokenizers])"
+                    " or a tiktoken model or encoding name (gpt-4o, cl100k_base); default: the model's own where"
+                    " known, else charfmt's estimate (docs/TOKENS.md)")  # fmt: skip
+
+
 def add_user_name(sp: argparse.ArgumentParser) -> None:
     """``--user-name NAME``: what a card's ``{{user}}`` becomes."""
     sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
+
+
+def add_lore(sp: argparse.ArgumentParser, *, seed: bool = True) -> None:
+    """``--lorebook FILE`` (repeatable) and ``--seed N``: lore beyond the card's own, and reproducible rolls
+    (``seed=False``: the subcommand has its own ``--seed``, which the lore uses too)."""
+    sp.add_argument(
+        "--lorebook",
+        action="append",
+        metavar="FILE",
+        help="a SillyTavern World Info JSON file (or a card's character_book) used with the card's own lorebook;"
+        " repeat for more",
+    )
+    if not seed:
+        return
+    sp.add_argument(
+        "--seed",
+        type=whole(0),
+        metavar="N",
+        help="seed of the random macros ({{random}}, {{roll}}) and lore probabilities: the same turn each time",
+    )
+
+
+def greeting_index(text: str) -> int | None:
+    """``--greeting``'s type: a card's greeting by number (0: ``first_mes``), or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    return whole(0)(text)
 
 
 def add_decoding(
@@ -88,3 +123,31 @@ def add_decoding(
     mode.add_argument("--constrained", dest="constrained", action="store_true", default=True, help=constrained)
     mode.add_argument("--free", dest="constrained", action="store_false", help=free)
     sp.add_argument("--max-tokens", type=whole(1), default=max_tokens, metavar="N", help=tokens_help)
+
+
+def add_store(sp: argparse.ArgumentParser, *, memory: bool = False) -> None:
+    """``--store PATH|DSN`` (and, with ``memory``, ``--memory``): where sessions are kept."""
+    from charfmt.store import default_store_path  # noqa: PLC0415
+
+    where = sp.add_mutually_exclusive_group() if memory else sp
+    where.add_argument(
+        "--store", metavar="PATH|DSN",
+        help=f"where sessions are kept: a SQLite file, or a postgresql:// DSN (extra charfmt[postgres]) several "
+        f"servers share (default {default_store_path()})",
+    )  # fmt: skip
+    if memory:
+        where.add_argument("--memory", action="store_true", help="keep sessions in memory only: a restart forgets them")
+
+
+def open_store_of(args: argparse.Namespace) -> Any:
+    """The store ``--store`` names (the default one where none is given; memory with ``--memory``): a store that
+    cannot be opened is a ``StoreError`` (exit 1)."""
+    from charfmt.store import default_store_path, open_store  # noqa: PLC0415
+
+    if getattr(args, "memory", False):
+        return open_store(None)
+    if args.store is None:
+        return open_store(default_store_path(), default=True)
+    if args.store == "":
+        args.parser.error("argument --store: a file name or a postgresql:// DSN, not an empty string")
+    return open_store(args.store)

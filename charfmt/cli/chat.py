@@ -11,7 +11,6 @@ import argparse
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,21 +29,33 @@ from charfmt._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.cli._io import InputError, load_character, usage_error
-from charfmt.cli._options import DEFAULT_EXITS, add_decoding, add_user_name, whole
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, usage_error
+from charfmt.cli._options import (
+    DEFAULT_EXITS,
+    add_decoding,
+    add_lore,
+    add_store,
+    add_tokenizer,
+    add_user_name,
+    greeting_index,
+    open_store_of,
+    whole,
+)
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.parser import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character
     from charfmt.export import Bounds
 
 HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
 
 EXITS: Final = DEFAULT_EXITS
-EXTRAS: Final[tuple[str, ...]] = ("local", "http")
-"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``."""
+EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
+"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``, psycopg for a
+``postgresql://`` ``--store``."""
 
 
 def _seconds(text: str) -> float:
@@ -98,16 +109,30 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="the local model's chat format, a llama-cpp-python name (gemma, chatml, llama-2...; default: "
                     "the GGUF's own template, with a warning where it has none); a format without a system role "
                     "gets the system prompt in the first user message")  # fmt: skip
+    add_tokenizer(sp, "for --endpoint's --n-ctx (a local model counts with its own)")
     sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")
+    add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="the card's greeting the chat opens with (0: first_mes, 1...: alternate_greetings; default 0)",
+    )
+    sp.add_argument("--session", metavar="NAME",
+                    help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
+    add_store(sp)
 
 
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
     from charfmt.export import ExportError  # noqa: PLC0415
-    from charfmt.render import estimate_tokens  # noqa: PLC0415
+    from charfmt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
 
     _check(args)
     character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+    books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
+    check_greeting(character, args.greeting)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:
@@ -116,23 +141,33 @@ def run(args: argparse.Namespace) -> int:
         except ExportError as e:
             usage_error(args, str(e).replace("max_tokens=", "--max-tokens "))
     stats: list[TurnStats] = []
-    counter: Callable[[str], int]
     if target is not None:
-        generate = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
-        counter = estimate_tokens  # errs high against BPE tokenizers
+        generate, fields = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
+        counter = counter_for(args.model_name, tokenizer=args.tokenizer)  # the estimate where nothing is known
+        budget = prompt_budget(args.n_ctx, args.max_tokens, counter) - grammar_cost(args.server, fields, counter)
     else:
         generate, counter, bounds = _local(args, character, model_path, bounds=bounds, stats=stats)
+        budget = prompt_budget(args.n_ctx, args.max_tokens, counter)
     stage = None
     if args.stage:
         from charfmt.stage import StageReader  # noqa: PLC0415
 
         stage = StageReader(character, max_length=args.max_length)
     out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
-    return chat.run(
-        character, generate=generate, says=args.say, out=out, stats=stats,
-        budget=args.n_ctx - args.max_tokens - chat.PROMPT_MARGIN, counter=counter,
+    options: dict[str, Any] = dict(
+        generate=generate, says=args.say, out=out, stats=stats,
+        budget=budget, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
+        lorebooks=books, seed=args.seed, greeting=args.greeting,
     )  # fmt: skip
+    if args.session is None:
+        return chat.run(character, **options)
+    from charfmt.store import SessionKey  # noqa: PLC0415
+
+    with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
+        key = SessionKey("", f"cli/{character.name}", args.session)
+        history = store.history(key)
+        return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -149,6 +184,15 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("cannot read standard input: it is closed")
     if args.max_tokens >= args.n_ctx:
         usage_error(args, f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+    if args.tokenizer is not None and args.endpoint is None:
+        usage_error(args, "argument --tokenizer: a local model (--model) counts with its own tokenizer")
+    if args.session is not None:
+        from charfmt.store import name_problem  # noqa: PLC0415
+
+        if (why := name_problem(args.session, "argument --session")) is not None:
+            usage_error(args, why)
+    elif args.store is not None:
+        usage_error(args, "argument --store: only with --session NAME (the session it keeps)")
 
 
 def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Path | None]:
@@ -188,17 +232,18 @@ def _endpoint(
     api_key: str | None,
     bounds: Bounds | None,
     stats: list[TurnStats],
-) -> Generate:
-    """The server at ``--endpoint``, the bounded grammar (or schema) in its own request field."""
+) -> tuple[Generate, dict[str, Any]]:
+    """The server at ``--endpoint``, the bounded grammar (or schema) in its own request field; those fields."""
     fields: dict[str, Any] = {"max_tokens": args.max_tokens}
     if bounds is not None:
         fields = request_fields(
             args.server, vocabulary=character.vocabulary, tags=character.tags, max_tokens=args.max_tokens,
             bounds=bounds,
         )  # fmt: skip
-    return endpoint_model(
+    generate = endpoint_model(
         target, fields=fields, model=args.model_name, timeout=args.timeout, stats=stats, api_key=api_key
     )
+    return generate, fields
 
 
 def _local(
@@ -208,10 +253,11 @@ def _local(
     *,
     bounds: Bounds | None,
     stats: list[TurnStats],
-) -> tuple[Generate, Callable[[str], int], Bounds | None]:
-    """The local model, its token counter, and the bounds measured in its own tokens."""
+) -> tuple[Generate, TokenCounter, Bounds | None]:
+    """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
     from charfmt.engines import llama_counter, load_llama  # noqa: PLC0415
     from charfmt.export import _gbnf_target, _lark_target, measure_tokens_per_char, reply_grammar  # noqa: PLC0415
+    from charfmt.tokens import counter_for  # noqa: PLC0415
 
     llama_logs(verbose=args.verbose)
     known = chat_formats()
@@ -229,7 +275,8 @@ def _local(
     gbnf = _gbnf_target(g) if g is not None else None
     # llguidance, where installed, samples as fast as free generation; llama.cpp's GBNF sampler does not
     lark = _lark_target(g) if g is not None and importlib.util.find_spec("llguidance") is not None else None
-    return _local_model(llm, args, gbnf=gbnf, lark=lark, stats=stats), llama_counter(llm), bounds
+    generate = _local_model(llm, args, gbnf=gbnf, lark=lark, stats=stats)  # (a bad --chat-format: a usage error)
+    return generate, counter_for(llm=llm, chat_format=args.chat_format), bounds
 
 
 def _local_model(llm: Any, args: argparse.Namespace, *, gbnf: str | None, lark: str | None,

@@ -7,18 +7,29 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.cli._io import EXIT_OK, InputError, dump_json, load_character, read_text, usage_error
-from charfmt.cli._options import add_size, add_user_name, whole
+from charfmt.cli._io import (
+    EXIT_OK,
+    InputError,
+    check_greeting,
+    diag_line,
+    dump_json,
+    load_character,
+    load_lorebooks,
+    read_text,
+    usage_error,
+)
+from charfmt.cli._options import add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
 from charfmt.schema import PROVIDERS
 
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange
+    from charfmt.lorebook import Activation
 
 HELP: Final = "render a provider request for a character and a user turn"
 
 EXITS: Final[tuple[str, str | None]] = (
     "the request was printed",
-    "the --character or --history file is invalid, or over --budget",
+    "the --character, --history or --lorebook file is invalid, or over --budget",
 )
 EXTRAS: Final[tuple[str, ...]] = ()
 
@@ -41,31 +52,87 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--templates", metavar="DIR", help="a folder of your own templates, looked up first")
     sp.add_argument("--budget", type=whole(1), metavar="TOKENS", help="drop the oldest exchanges to fit")
+    add_tokenizer(sp, "for --budget")
     sp.add_argument("--structured", action="store_true", help="add the provider's structured-output schema")
-    add_size(sp, "--character or --history file")
+    add_lore(sp)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="without --history, the card's greeting N opens the chat (0: first_mes, 1...: alternate_greetings;"
+        " default 0)",
+    )
+    sp.add_argument(
+        "--explain", action="store_true", help="say on stderr which lore entries fired and which the budget cut"
+    )
+    add_size(sp, "--character, --history or --lorebook file")
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the request."""
-    from charfmt.render import render_messages, render_text  # noqa: PLC0415 (jinja only when rendering)
+    from charfmt.render import render_text, render_turn  # noqa: PLC0415 (jinja only when rendering)
 
     if not args.say.strip():
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
+    if args.tokenizer is not None and args.budget is None:
+        usage_error(args, "argument --tokenizer: it counts for --budget, which is not given")
     templates = _templates(args.templates)
     character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
-    history = _load_history(args.history, character, args.max_size) if args.history is not None else []
+    books = load_lorebooks(args.lorebook, args.max_size)
+    if args.history is None:
+        check_greeting(character, args.greeting)
+    if args.history is not None:
+        history = _load_history(args.history, character, args.max_size)
+    else:
+        history = _greeting_history(character, args.greeting, args.seed)
     turn = character.shorthand(args.say)
     for d in turn.diagnostics:
         print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
-    options: dict[str, Any] = {"templates": templates, "budget": args.budget}
+    options: dict[str, Any] = {
+        "templates": templates, "budget": args.budget, "lorebooks": books, "seed": args.seed,
+    }  # fmt: skip
+    if args.tokenizer is not None:
+        from charfmt.tokens import counter_for  # noqa: PLC0415
+
+        options["counter"] = counter_for(tokenizer=args.tokenizer)
+    rendered = render_turn(character, history, turn, provider=args.provider, structured=args.structured, **options)
+    for d in rendered.diagnostics:
+        if d.severity != "info" or args.explain:
+            print(diag_line("render", d), file=sys.stderr)
+    if args.explain:
+        print(_explained(rendered.lore), file=sys.stderr)
     if args.format == "text":
         print(render_text(character, history, turn, **options))
     else:
-        request = render_messages(
-            character, history, turn, provider=args.provider, structured=args.structured, **options
-        )
-        print(dump_json(request, sys.stdout, indent=2))
+        print(dump_json(rendered.request, sys.stdout, indent=2))
     return EXIT_OK
+
+
+def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:
+    """The card's greeting ``index`` as the chat's first exchange (an empty user turn), or nothing."""
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
+
+    if index is None:
+        return []
+    exchange = greeting_exchange(character, index, seed=seed)
+    return [exchange] if exchange is not None else []
+
+
+def _explained(lore: Activation | None) -> str:
+    """``--explain``: the lore of the turn, one line per entry."""
+    if lore is None:
+        return "lore: no lorebook"
+    report = lore.report()
+    fired, cut = report["fired"], report["cut"]
+    lines = [f"lore: {len(fired)} fired, {len(cut)} cut; {report['tokens']} of {report['budget']} tokens"]
+    for tag, rows in (("fired", fired), ("cut", cut)):
+        for row in rows:
+            title = f" {row['comment']!r}" if row["comment"] else ""
+            tokens = f", {row['tokens']} tokens" if "tokens" in row else ""
+            where = f"order {row['order']}, {row['position']}{tokens}"
+            lines.append(f"  {tag:5} {row['book']}:{row['uid']}{title} ({where})")
+    return "\n".join(lines)
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import load_character
-from charfmt.cli._options import add_decoding, whole
+from charfmt.cli._io import load_character, load_lorebooks
+from charfmt.cli._options import add_decoding, add_lore, add_store, add_tokenizer, greeting_index, open_store_of, whole
 from charfmt.diagnostics import CharfmtError
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
@@ -19,11 +19,12 @@ HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playgroun
 EXITS: Final[tuple[str, str | None]] = (
     "the server ran and was stopped (Ctrl-C: 130; SIGTERM stops it gracefully and ends with the signal, 143)",
     "the server could not start: the address cannot be bound (a port in use, an unknown host),"
-    " or the --character/--scene file is invalid",
+    " the --character/--scene or --tokens file is invalid, or the --store cannot be opened",
 )
-EXTRAS: Final[tuple[str, ...]] = ("serve", "local")
+EXTRAS: Final[tuple[str, ...]] = ("serve", "local", "postgres")
 """The optional extras it needs: Starlette, uvicorn and aiohttp (``charfmt[serve]``); llama-cpp-python for
-``--model`` (``charfmt[local]``). Each is checked before the server starts."""
+``--model`` (``charfmt[local]``); psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``). Each is
+checked before the server starts."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -54,15 +55,40 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N",
                     help="the model's context window in tokens (default 8192; set the upstream's)")  # fmt: skip
+    add_tokenizer(sp, "for --n-ctx with --upstream (--model counts with its own)")
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
-    sp.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' (default: $CHARFMT_TOKEN)")
+    sp.add_argument("--token", metavar="TOKEN",
+                    help="require 'Authorization: Bearer TOKEN': one trusted front end "
+                    "(default: $CHARFMT_TOKEN)")  # fmt: skip
+    sp.add_argument("--tokens", metavar="FILE",
+                    help="per-player tokens, a 'NAME sha256:HEX' line each: each token's sessions "
+                    "its own")  # fmt: skip
+    sp.add_argument("--new-token", metavar="NAME", action=_TokenAction,
+                    help="print a new token's --tokens line for NAME (the token itself on stderr), "
+                    "and exit")  # fmt: skip
+    sp.add_argument("--hash-token", metavar="NAME", action=_TokenAction,
+                    help="print the --tokens line for NAME of the token read from stdin, and exit")  # fmt: skip
     sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                     help="allow this browser origin (http[s]://host[:port]; * any)")  # fmt: skip
     sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")
-    sp.add_argument("--max-sessions", type=whole(1), default=1000, metavar="N", help="sessions kept (default 1000)")
+    add_store(sp, memory=True)
+    sp.add_argument("--max-sessions", type=whole(1), metavar="N",
+                    help=f"sessions kept; past it the least recently written is evicted, and logged (default "
+                    f"{MAX_SESSIONS['memory']:,} in memory, {MAX_SESSIONS['store']:,} in a store)")  # fmt: skip
+    sp.add_argument("--max-age", type=_days, metavar="DAYS",
+                    help="evict (and log) a session unwritten for DAYS days (default: kept until evicted "
+                    "by number)")  # fmt: skip
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
                     help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
+    add_lore(sp, seed=False)  # (a request's own "seed" seeds its turn's macros and lore rolls)
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help="the card's greeting a new session opens with (0: first_mes, 1...: alternate_greetings)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -88,6 +114,8 @@ def settings_from(args: argparse.Namespace) -> Any:
     for origin in args.cors:  # as a browser sends it: scheme://host[:port], no path, no slash at the end
         if origin != "*" and _ORIGIN.fullmatch(origin) is None:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")
+    if args.tokenizer is not None and args.upstream is None:
+        args.parser.error("argument --tokenizer: a model run in-process (--model) counts with its own tokenizer")
     api_key = key_env = None
     if args.upstream is not None:
         key_env = args.api_key_env or API_KEY_ENV
@@ -107,12 +135,35 @@ def settings_from(args: argparse.Namespace) -> Any:
         model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
         api_key=api_key, api_key_env=key_env,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
+        tokenizer=args.tokenizer,
         token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
-        log=Path(args.log) if args.log else None, max_sessions=args.max_sessions,
-        max_request_bytes=args.max_request_bytes,
+        log=Path(args.log) if args.log else None, max_request_bytes=args.max_request_bytes,
+        tokens=_tokens(args),
+        max_session_age=args.max_age * 86400 if args.max_age is not None else None,
+        max_sessions=args.max_sessions or MAX_SESSIONS["memory" if args.memory else "store"],
+        lorebooks=tuple(load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)), greeting=args.greeting,
     )  # fmt: skip
     _usable(args, settings)
     return settings
+
+
+def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """``--tokens FILE``'s entries: a file that cannot be read is a usage error (exit 2), one that holds
+    something else than token lines invalid input (exit 1)."""
+    import os  # noqa: PLC0415
+
+    from charfmt.serve.owners import read_tokens  # noqa: PLC0415
+
+    if args.tokens is None:
+        return ()
+    if not os.path.isfile(args.tokens):
+        args.parser.error(f"argument --tokens: {args.tokens} is not a file (make one with --new-token NAME)")
+    try:
+        return read_tokens(args.tokens)
+    except CharfmtError as e:
+        if "cannot read" in str(e):
+            args.parser.error(f"argument --tokens: {e}")
+        raise
 
 
 def _usable(args: argparse.Namespace, settings: Any) -> None:
@@ -125,6 +176,10 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
         reply_bounds(settings)
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
+    if settings.tokenizer is not None:
+        from charfmt.tokens import counter_for  # noqa: PLC0415
+
+        counter_for(tokenizer=settings.tokenizer)  # one that cannot load stops the start (exit 1), not each turn
     if settings.log is not None:
         try:
             TurnLog(settings.log).close()  # (created here if new, as the server would at its start)
@@ -135,17 +190,32 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the server until interrupted."""
     try:
-        import uvicorn  # noqa: PLC0415
+        import uvicorn  # noqa: F401, PLC0415 (checked before the server starts; run in _serve)
     except ImportError as e:
         raise CharfmtError(f"charfmt serve needs uvicorn ({e}): pip install 'charfmt[serve]'") from None
+    import dataclasses  # noqa: PLC0415
+
     from charfmt.serve import create_app  # noqa: PLC0415
 
     settings = settings_from(args)
-    app = create_app(settings)
+    store = open_store_of(args)  # (closed when the server has stopped)
+    try:
+        _serve(args, create_app(dataclasses.replace(settings, store=store)))
+    finally:
+        store.close()
+    return 0
+
+
+def _serve(args: argparse.Namespace, app: Any) -> None:
+    """Run ``app`` until it is stopped."""
+    import uvicorn  # noqa: PLC0415
+
+    state = app.state.charfmt
+    settings = state.settings
     _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
-    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
-        print(f"charfmt serve: warning: listening on {args.host} with no --token", file=sys.stderr)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None and not settings.tokens:
+        print(f"charfmt serve: warning: listening on {args.host} with no --token or --tokens", file=sys.stderr)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
         h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
@@ -153,13 +223,13 @@ def run(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    _said_store(settings.store)
     for name in ("uvicorn.access", "uvicorn.error"):  # HTTP lines; the WebSocket's, accepted or refused
         logging.getLogger(name).addFilter(_redact_tokens)
     logging.getLogger("uvicorn.error").addFilter(_no_denial_error)
     console = logging.getLogger("charfmt.serve")  # failed turns, in uvicorn's form beside its lines
     console.handlers, console.propagate = list(logging.getLogger("uvicorn.error").handlers), False
     console.setLevel(logging.INFO)
-    state = app.state.charfmt
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -168,7 +238,65 @@ def run(args: argparse.Namespace) -> int:
 
     with sock:
         Server(config).run(sockets=[sock])
-    return 0
+
+
+MAX_SESSIONS: Final = {"memory": 1000, "store": 10_000}
+"""``--max-sessions``'s default: in memory, and in a store (at most 256 KiB of history each: 2.5 GiB at worst)."""
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of days, not {text[:40]!r}") from None
+    if not 0 < value <= 36500:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 36500 days, not {text[:40]}")
+    return value
+
+
+def _said_store(store: Any) -> None:
+    """Say where the sessions are kept, and how many there are (a restart keeps them, or not)."""
+    from charfmt.store.memory import MemoryStore  # noqa: PLC0415
+
+    if isinstance(store, MemoryStore):
+        print("charfmt serve: sessions kept in memory only (--memory): a restart forgets them", file=sys.stderr)
+        return
+    count = len(store.sessions())
+    print(f"charfmt serve: sessions kept in {store.target} ({count:,} now)", file=sys.stderr)
+
+
+class _TokenAction(argparse.Action):
+    """``--new-token NAME`` / ``--hash-token NAME``: print a ``--tokens`` line and exit, before any other flag
+    is checked (as ``--help`` does)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        import secrets  # noqa: PLC0415
+
+        from charfmt.serve.owners import token_line  # noqa: PLC0415
+
+        name = str(values)
+        token = secrets.token_urlsafe(32) if self.dest == "new_token" else _read_token(parser)
+        try:
+            line = token_line(name, token)
+        except CharfmtError as e:
+            parser.error(f"argument {option_string}: {e}")
+        print(line, flush=True)
+        if self.dest == "new_token":
+            print(f"charfmt serve: {name}'s token (give it to them; only its hash is kept): {token}", file=sys.stderr)
+        parser.exit(0)
+
+
+def _read_token(parser: argparse.ArgumentParser) -> str:
+    """The token to hash: typed unseen at a terminal, else the first line of standard input."""
+    if sys.stdin is None:
+        parser.error("argument --hash-token: the token is read from standard input, which is closed")
+    if sys.stdin.isatty():
+        import getpass  # noqa: PLC0415
+
+        return getpass.getpass("token: ")
+    return sys.stdin.readline(4096).strip()
 
 
 _ORIGIN: Final = re.compile(r"https?://[^/?#\s]+")

@@ -12,6 +12,8 @@ Routes:
     ``Retry-After``); one after it is a ``{"kind": "error", ...}`` event, and the stream ends.
 ``WS /v1/turn/ws``
     the same JSON objects, one per message, for each ``{"session", "say"}`` the client sends.
+``GET /v1/sessions``, ``GET|DELETE /v1/sessions/{door}/{name}``
+    the caller's own sessions: listed, read back, forgotten (another's: a 404 that reveals nothing).
 ``GET /v1/info``, ``GET /v1/models``
     the character (name, emotions, reply format, whether replies are constrained); the model.
 ``GET /``
@@ -42,7 +44,8 @@ from starlette.routing import Route, WebSocketRoute
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.completions import SESSION_HEADER, chat_completions
 from charfmt.serve.formats import FORMATS
-from charfmt.serve.inputs import query_token
+from charfmt.serve.inputs import OWNER, query_token
+from charfmt.serve.session_routes import delete_session, list_sessions, read_session
 from charfmt.serve.state import ServerState
 from charfmt.serve.turn_stream import turn_sse, turn_ws
 from charfmt.serve.turns import reply_bounds
@@ -72,6 +75,9 @@ def create_app(settings: Settings) -> Starlette:
         Route("/v1/chat/completions", _guarded(state, chat_completions), methods=["POST"]),
         Route("/v1/turn", _guarded(state, turn_sse), methods=["GET", "POST"]),
         WebSocketRoute("/v1/turn/ws", functools.partial(turn_ws, state)),
+        Route("/v1/sessions", _guarded(state, list_sessions), methods=["GET"]),
+        Route("/v1/sessions/{door}/{name:path}", _guarded(state, read_session), methods=["GET"]),
+        Route("/v1/sessions/{door}/{name:path}", _guarded(state, delete_session), methods=["DELETE"]),
         Route("/v1/info", _guarded(state, _info), methods=["GET"]),
         Route("/v1/models", _guarded(state, _models), methods=["GET"]),
     ]
@@ -81,7 +87,7 @@ def create_app(settings: Settings) -> Starlette:
     if settings.cors:
         middleware.append(
             Middleware(
-                CORSMiddleware, allow_origins=list(settings.cors), allow_methods=["GET", "POST"],
+                CORSMiddleware, allow_origins=list(settings.cors), allow_methods=["GET", "POST", "DELETE"],
                 allow_headers=["authorization", "content-type", SESSION_HEADER],
                 expose_headers=["Retry-After"],  # a browser front end may read when to try again
             )
@@ -117,9 +123,11 @@ def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaita
         header = request.headers.get("authorization")
         if header is None and request.method == "GET":  # EventSource cannot send headers
             header = query_token(request.query_params.get("token"))
-        if not state.authorized(header):
+        owner = state.owner(header)
+        if owner is None:
             return error_response(401, "missing or wrong bearer token (Authorization: Bearer ...)", None,
                                   {"WWW-Authenticate": "Bearer"})  # fmt: skip
+        request.scope[OWNER] = owner  # (the sessions the request reaches are this owner's)
         try:
             return await handler(state, request)
         except Exception as e:
@@ -147,10 +155,20 @@ async def _info(state: ServerState, request: Request) -> Response:
             "emotions": [e.key for e in vocabulary.emotions],
             "reply_format": settings.reply_format, "constrained": settings.constrained,
             "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
-            "speakers": scene.speakers if scene is not None else [c.name], "auth": settings.token is not None,
+            "speakers": scene.speakers if scene is not None else [c.name], "auth": not state.credentials.open,
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
+            "greeting": _greeting(state),
         }
     )  # fmt: skip
+
+
+def _greeting(state: ServerState) -> dict[str, Any] | None:
+    """The card's greeting a new session opens with (``/v1/info``'s ``greeting``), or ``None``."""
+    opening = state.opening
+    if opening is None:
+        return None
+    found = state.greeting_object(opening.reply, None)
+    return {"reply": found["reply"], "content": found["content"]}
 
 
 async def _models(state: ServerState, request: Request) -> Response:

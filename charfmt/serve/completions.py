@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.responses import JSONResponse
 
 from charfmt.serve.formats import Answer
-from charfmt.serve.inputs import chat_request, front_options, player_turn, read_json
+from charfmt.serve.inputs import chat_request, front_options, owner_of, player_turn, read_json
 from charfmt.serve.sessions import check_key
 from charfmt.serve.turns import Done, Piece, history_from_messages
 from charfmt.serve.wire import (
@@ -58,6 +58,7 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     key = header or (user if isinstance(user, str) else None)
     turn = player_turn(engine, say, "messages")  # (the last user message's content)
     call = Completion(state, engine, key, turn, options)
+    call.owner = owner_of(request)
     call.history = None if key else history_from_messages(engine, messages)
     stream_options = body.get("stream_options")
     call.usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
@@ -76,6 +77,8 @@ class Completion:
         self.turn = turn
         self.options = options
         self.history: list[Exchange] | None = None
+        self.owner = ""
+        """Whose session ``key`` is (the request's credential; the ``chat`` door's namespace)."""
         self.usage = False
         """``stream_options.include_usage``: a usage chunk before ``[DONE]``."""
         self.format = state.settings.reply_format
@@ -95,7 +98,10 @@ class Completion:
     async def whole(self, request: Request) -> Response:
         """The non-streamed answer: one ``chat.completion``."""
         answer = self.answer(streamed=False)
-        run = self.state.run_turn(self.key, self.history, self.turn, self.id, options=self.options, answer=answer)
+        run = self.state.run_turn(
+            self.key, self.history, self.turn, self.id, options=self.options, answer=answer, owner=self.owner,
+            door="chat",
+        )  # fmt: skip
         done = await watch_disconnect(request, run)
         answer.end(done.reply)
         message = {"role": "assistant", "content": answer.text}
@@ -114,8 +120,9 @@ class Completion:
         # the whole answer has beyond what was streamed follows (``Answer``), so streamed == whole.
         answer = self.answer(streamed=True)
         batches = self.state.turn_batches(
-            self.key, self.history, self.turn, None, self.id, events=answer.events, cues=False, options=self.options
-        )
+            self.key, self.history, self.turn, None, self.id, events=answer.events, cues=False, options=self.options,
+            owner=self.owner, door="chat",
+        )  # fmt: skip
         try:
             first = await watch_disconnect(request, anext(batches, None))
         except Exception as e:
@@ -178,8 +185,9 @@ class Completion:
 
 
 def _usage(done: Done) -> dict[str, int]:
-    """The turn's tokens as charfmt estimates them (``count_tokens``: errs high), the prompt's and the reply's
-    alike; not the upstream's own count (not every upstream reports one)."""
+    """The turn's tokens as charfmt counts them: the prompt's with the engine's counter (the model's own where
+    known, else the estimate), the reply's with the estimate; not the upstream's own count (not every upstream
+    reports one)."""
     from charfmt.render import estimate_tokens  # noqa: PLC0415
 
     completion = estimate_tokens(done.text)

@@ -173,6 +173,17 @@ def player_turn(engine: Engine, say: str, param: str = "say") -> UserTurn:
         raise HTTPFailure(400, str(e), param) from None
 
 
+OWNER: Final = "charfmt.owner"
+"""The scope key of the owner a request's credential proved (``ServerState.owner``), set before its handler runs."""
+
+
+def owner_of(request: Request) -> str:
+    """The owner a request's credential proved (``""``: the server's one front end, or no auth)."""
+    owner = request.scope[OWNER]  # (every /v1 route is guarded: set before its handler)
+    assert isinstance(owner, str)
+    return owner
+
+
 def same_origin(origin: str, host: str | None) -> bool:
     """Whether ``origin`` (a browser page's) is this server's own (its ``Host``)."""
     scheme, _, rest = origin.partition("://")

@@ -6,8 +6,11 @@ only when its template file changes. A character's past exchanges come back ever
 their session: each is rendered once (its user block, its reply as ``history_reply`` writes
 it) and kept while the session holds it, and again when ``user.j2`` changes; the new turn is
 rendered each time, and the oldest exchanges are left out to fit as ``render_messages`` leaves
-them out (``newest_exchanges``). The messages are exactly ``render_messages``'s (a test holds
-the two equal). A scene's history and turn are rendered by ``Scene.render_messages`` as ever.
+them out (``fit_messages``), counted as they go upstream: the limits note, the front end's own
+system text and anything else added to them included, with the engine's counter (the model's
+own where known: ``charfmt.tokens.counter_for``). The messages are exactly ``render_messages``'s
+with the note and the front end's text appended to the system prompt (a test holds the two equal).
+A scene's history and turn are rendered by ``Scene.render_messages`` as ever.
 Both render from charfmt's own templates with the templates folder ``prompt_stub/`` in front:
 it holds only an empty ``system.j2`` and ``scene.j2``, so the system prompt is not rendered a
 second time (every other template is charfmt's, the folder being searched first). The cached
@@ -26,7 +29,12 @@ from typing import TYPE_CHECKING, Final
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
+    from charfmt.lorebook import Activation, Lorebook
+    from charfmt.render import Extra
     from charfmt.scene import Scene
     from charfmt.userinput import UserTurn
 
@@ -51,6 +59,22 @@ def count_tokens(text: str) -> int:
     return estimate_tokens(text)
 
 
+def remembered(counter: TokenCounter) -> TokenCounter:
+    """``counter`` with each text's count remembered where it counts messages text by text (the estimate,
+    tiktoken, a tokenizer.json): the system prompt and past exchanges come back every turn."""
+    from charfmt._token_fit import TextCounter  # noqa: PLC0415
+    from charfmt.render import ESTIMATE  # noqa: PLC0415
+
+    if counter is ESTIMATE:
+        return TextCounter(count_tokens, counter.name, per_message=counter.per_message, per_request=counter.per_request)
+    if isinstance(counter, TextCounter):
+        count = functools.lru_cache(maxsize=16384)(counter.count)
+        return TextCounter(
+            count, counter.name, exact=counter.exact, per_message=counter.per_message, per_request=counter.per_request
+        )
+    return counter
+
+
 @functools.lru_cache(maxsize=64)
 def prompt_version(system: str) -> str:
     """The first 12 hex digits of the system prompt's SHA-256 (the log's ``prompt_version``)."""
@@ -61,16 +85,29 @@ class Prompter:
     """The messages of each turn for one character or scene, its system prompt rendered once.
 
     ``note`` (the reply's limits) is appended to the system prompt; ``budget``: the tokens the
-    messages may take in all (as ``estimate_tokens`` counts them), the note's included.
+    messages may take in all (as ``counter`` counts them: default the estimate), the note's included.
     """
 
-    def __init__(self, character: Character, scene: Scene | None, *, note: str, budget: int) -> None:
+    def __init__(
+        self,
+        character: Character,
+        scene: Scene | None,
+        *,
+        note: str,
+        budget: int,
+        counter: TokenCounter | None = None,
+        lorebooks: Sequence[Lorebook] = (),
+    ) -> None:
         from charfmt._resources import resource_dir  # noqa: PLC0415
+        from charfmt.render import ESTIMATE  # noqa: PLC0415
 
         self.character = character
         self.scene = scene
         self.note = note
         self.budget = budget
+        self.counter = remembered(counter or ESTIMATE)
+        self.lorebooks = tuple(lorebooks)
+        """Lore beyond the character's card's own book (``--lorebook``)."""
         prompts = resource_dir("prompts")
         self._template = prompts / ("system.j2" if scene is None else "scene.j2")
         self._user_template = prompts / "user.j2"
@@ -98,35 +135,94 @@ class Prompter:
             self._system = f"{rendered.rstrip()}\n\n{self.note}\n"
         return self._system
 
-    def messages(self, history: list[Exchange], turn: UserTurn) -> list[Message]:
-        """The system prompt, the newest exchanges of ``history`` that fit the budget, ``turn``; or ``BadTurn``."""
-        head = {"role": "system", "content": self.system()}
-        budget = self.budget - count_tokens(self.note)  # the rendered messages' share (the prompt's included)
+    def messages(
+        self, history: list[Exchange], turn: UserTurn, *, system: str | None = None, reserve: int = 0
+    ) -> list[Message]:
+        """The system prompt (``system``, a front end's own text, after it), the newest exchanges of ``history``
+        that fit the budget less ``reserve`` (what the upstream counts of the request's schema), ``turn``;
+        or ``BadTurn`` saying what did not fit."""
+        return self.turn(history, turn, system=system, reserve=reserve)[0]
+
+    def turn(
+        self,
+        history: list[Exchange],
+        turn: UserTurn,
+        *,
+        system: str | None = None,
+        reserve: int = 0,
+        seed: int | str | None = None,
+    ) -> tuple[list[Message], Activation | None]:
+        """``messages``, and the lore the turn activated (``render_turn``'s steps; ``seed``: its rolls): the
+        system prompt rendered again for a turn whose macros or lore change it."""
+        from charfmt._card_prompt import turn_parts  # noqa: PLC0415
+        from charfmt.macros import MacroError  # noqa: PLC0415
+        from charfmt.render import lore_in_system, system_of, turn_extras  # noqa: PLC0415
+
+        budget = self.budget - reserve
+        own = self.system()
         if self.scene is not None:
-            return self._scene_messages(head, budget, history, turn)
-        from charfmt._token_fit import newest_exchanges  # noqa: PLC0415
-        from charfmt.render import BudgetError, render_user_block  # noqa: PLC0415
+            lore = self.scene.lore(history, turn, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                                   seed=seed)  # fmt: skip
+            if lore_in_system(lore):
+                own = f"{self.scene.render_system(lore=lore).rstrip()}\n\n{self.note}\n"
+            head = f"{own.rstrip()}\n\n{system}\n" if system else own
+            return self._scene_messages(head, budget, history, turn, system, lore), lore
+        try:
+            parts = turn_parts(
+                self.character, history, turn, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                seed=seed,
+            )  # fmt: skip
+        except MacroError as e:
+            raise BadTurn(str(e)) from None
+        if parts.character is not self.character or lore_in_system(parts.lore):  # macros or lore: this turn's own
+            own = f"{system_of(parts)[0].rstrip()}\n\n{self.note}\n"
+        head = f"{own.rstrip()}\n\n{system}\n" if system else own
+        return self._messages(head, history, turn, extra=turn_extras(parts), budget=budget, reserve=reserve,
+                              system=system), parts.lore  # fmt: skip
+
+    def _messages(
+        self, head: str, history: list[Exchange], turn: UserTurn, *, extra: list[Extra], budget: int, reserve: int,
+        system: str | None,
+    ) -> list[Message]:  # fmt: skip
+        from charfmt._token_fit import fit_messages  # noqa: PLC0415
+        from charfmt.render import BudgetError, chat_turns, render_user_block  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
             self._past.clear()
             self._said.clear()
             self._user_stamp = stamp
-        try:  # render_messages's steps, the past exchanges' texts kept from earlier turns
-            said = render_user_block(turn, templates=STUB)
-            if stamp is not None:
-                self._said[id(turn)] = (turn, said)
-                if len(self._said) > PAST_KEPT:
-                    self._said.popitem(last=False)
-            pairs = [self._texts(exchange) for exchange in history]
-            pairs = newest_exchanges(self._rendered, said, pairs, budget=budget, counter=count_tokens)
+        said = render_user_block(turn, templates=STUB)  # render_messages's steps, past exchanges' texts kept
+        if stamp is not None:
+            self._said[id(turn)] = (turn, said)
+            if len(self._said) > PAST_KEPT:
+                self._said.popitem(last=False)
+        pairs = [self._texts(exchange) for exchange in history]
+
+        def build(start: int) -> list[Message]:
+            turns = chat_turns(pairs[start:], said, extra)  # (a greeting alone; lore at a depth; post-history)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in turns)]
+
+        try:
+            return fit_messages(build, len(pairs), budget=budget, counter=self.counter)[1]
         except BudgetError:
-            raise BadTurn(f"the turn does not fit the context window: {self._budget_error(budget, turn)}") from None
-        out = [head]
-        for user, reply in pairs:
-            out += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-        out.append({"role": "user", "content": said})
-        return out
+            raise BadTurn(self._too_long(build(len(pairs)), budget, reserve, system)) from None
+
+    def _too_long(self, messages: list[Message], budget: int, reserve: int, system: str | None) -> str:
+        """What did not fit: the whole request's tokens, each part's, and what the budget is."""
+        from charfmt._token_fit import count_messages  # noqa: PLC0415
+
+        count = self.counter
+        parts = [f"charfmt's system prompt {count(self.system())}"]
+        if system:
+            parts.append(f"the front end's system text {count(system)}")
+        parts.append(f"the player's turn {sum(count(m['content']) for m in messages[1:])}")
+        schema = f", less {reserve} for the reply's schema the upstream counts" if reserve else ""
+        return (
+            f"the turn does not fit the context window: the request needs {count_messages(count, messages)} tokens"
+            f" ({', '.join(parts)}; counted by {count.name}); the prompt's budget is {budget}"
+            f" (the window less the reply's tokens{schema})"
+        )
 
     def _texts(self, exchange: Exchange) -> tuple[str, str]:
         """A past exchange's user block and reply as ``render_messages`` writes them; rendered once."""
@@ -142,7 +238,7 @@ class Prompter:
             if said is not None and said[0] is exchange.user
             else render_user_block(exchange.user, templates=STUB)
         )
-        texts = user, history_reply(exchange.reply, self.character.tags)
+        texts = user if exchange.user.chats else "", history_reply(exchange.reply, self.character.tags)
         if self._user_stamp is None:  # user.j2 unreadable (rendering says so): nothing kept
             return texts
         self._past[id(exchange)] = (exchange, texts)
@@ -150,27 +246,26 @@ class Prompter:
             self._past.popitem(last=False)
         return texts
 
-    def _budget_error(self, budget: int, turn: UserTurn) -> str:
-        """What ``render_messages`` says of ``turn`` not fitting ``budget`` with the prompt rendered in place."""
-        from charfmt.render import BudgetError, render_messages  # noqa: PLC0415
+    def _scene_messages(  # noqa: PLR0917 (one private call site)
+        self, head: str, budget: int, history: list[Exchange], turn: UserTurn, system: str | None,
+        lore: Activation | None,
+    ) -> list[Message]:  # fmt: skip
+        assert self.scene is not None
+        from charfmt._token_fit import fit_messages  # noqa: PLC0415
+        from charfmt.render import BudgetError  # noqa: PLC0415
+
+        scene = self.scene
+
+        def build(start: int) -> list[Message]:
+            rest: list[Message] = scene.render_messages(history[start:], turn, templates=STUB, lore=lore)["messages"][
+                1:
+            ]
+            return [{"role": "system", "content": head}, *rest]
 
         try:
-            render_messages(self.character, [], turn, budget=budget, counter=count_tokens)
-        except BudgetError as e:
-            return str(e)
-        return f"the budget is {budget}"  # not reached: the same counts fail the same way
-
-    def _scene_messages(self, head: Message, budget: int, history: list[Exchange], turn: UserTurn) -> list[Message]:
-        assert self.scene is not None
-        fixed = count_tokens(self._rendered)
-        past = list(history)
-        while True:  # the oldest exchanges left out to fit
-            rest = self.scene.render_messages(past, turn, templates=STUB)["messages"][1:]
-            if fixed + sum(count_tokens(m["content"]) for m in rest) <= budget:
-                return [head, *rest]
-            if not past:
-                raise BadTurn(f"the turn does not fit the context window ({budget} tokens)")
-            del past[0]
+            return fit_messages(build, len(history), budget=budget, counter=self.counter)[1]
+        except BudgetError:
+            raise BadTurn(self._too_long(build(len(history)), budget, 0, system)) from None
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -1,86 +1,141 @@
-"""Sessions: each player's history in canonical form, bounded in number and in bytes.
+"""Sessions: each player's history in canonical form, kept in a store, bounded in number and in bytes.
 
-A session is keyed by what the front end sends (the ``X-Charfmt-Session`` header, the
-OpenAI ``user`` field, or ``/v1/turn``'s ``session``). The store keeps at most
-``max_sessions`` (the least recently used goes first) and each session at most
-``max_bytes`` of history (its oldest exchanges go first); the prompt's token budget is
-applied again when each turn is rendered. Turns of one session run one at a time.
+A session is named by what the front end sends (the ``X-Charfmt-Session`` header, the OpenAI
+``user`` field, or ``/v1/turn``'s ``session``), and keyed in the store (``charfmt.store``: memory,
+SQLite or PostgreSQL) by its owner (the credential that made it), its door and character (the
+namespace: ``turn/Rex``, ``chat/Rex``) and that name. A turn *holds* its session: one turn at a
+time per session (an asyncio lock in this process; the store's lease across the workers of one
+PostgreSQL store), its history read fresh from the store, its exchange kept in one transaction.
+Each session keeps at most ``max_bytes`` of history (its oldest exchanges go first, said on the
+console); past ``max_sessions`` sessions, or ``max_age`` seconds unwritten, a session is evicted,
+and the console says which. A store that fails is a 503 naming it; no traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-from collections import OrderedDict
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from charfmt.serve.wire import HTTPFailure
+from charfmt.store import StoreError, name_problem
+from charfmt.store.base import MAX_NAME, NAME
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
+    from charfmt.store import Lease, SessionInfo, SessionKey, Store
 
-MAX_KEY: Final = 128
-"""Characters of a session key."""
+_T = TypeVar("_T")
 
-KEY: Final = re.compile(r"[A-Za-z0-9._:@+/=-]{1,128}")
+MAX_KEY: Final = MAX_NAME
+"""Characters of a session key (``charfmt.store``'s rule for a session's name)."""
+
+KEY: Final = NAME
 """What a session key may hold (printable, no spaces: it goes into logs)."""
+
+CONSOLE: Final = logging.getLogger("charfmt.serve")
+"""Where an eviction or a trimmed history is said (``charfmt serve`` writes it beside uvicorn's lines)."""
+
+_POLL: Final = (0.01, 0.25)
+"""The first and the longest pause between two tries for a session another worker holds (seconds)."""
 
 
 @dataclass
-class Session:
-    """One player's history, newest last, and the lock that keeps its turns in order."""
-
-    key: str
-    history: list[Exchange] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-    """Bytes of each exchange as stored (its JSON), parallel to ``history``."""
+class _Lock:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    @property
-    def size(self) -> int:
-        """Bytes of history held."""
-        return sum(self.sizes)
+    users: int = 0
 
 
-class SessionStore:
-    """At most ``max_sessions`` sessions of at most ``max_bytes`` of history each."""
+class Sessions:
+    """The server's sessions in ``store``: held one turn at a time, kept, bounded, evicted (see the module)."""
 
-    def __init__(self, *, max_sessions: int = 1000, max_bytes: int = 256 << 10) -> None:
+    def __init__(
+        self, store: Store, *, max_sessions: int | None = 1000, max_bytes: int = 256 << 10,
+        max_age: float | None = None, wait: float = 120.0,
+    ) -> None:  # fmt: skip
+        self.store = store
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self.max_age = max_age
+        self.wait = wait
+        """Seconds a turn waits for its session while another worker runs one of it (then a 409)."""
+        self._locks: dict[SessionKey, _Lock] = {}
 
-    def __len__(self) -> int:
-        return len(self._sessions)
+    async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``fn`` of the store (in a thread where the store waits on a file or the network); a failure a 503."""
+        try:
+            if self.store.blocking:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            return fn(*args, **kwargs)
+        except StoreError as e:
+            raise HTTPFailure(503, f"the session store failed: {e}") from None
 
-    def get(self, key: str) -> Session:
-        """The session ``key`` (a new one where there is none), now the most recently used."""
-        session = self._sessions.get(key)
-        if session is None:
-            session = self._sessions[key] = Session(key)
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
-        else:
-            self._sessions.move_to_end(key)
-        return session
+    @contextlib.asynccontextmanager
+    async def hold(self, key: SessionKey) -> AsyncIterator[tuple[list[Exchange], Lease]]:
+        """The session's turn: its history (read now, from the store) and its lease, for as long as the block runs."""
+        held = self._locks.setdefault(key, _Lock())
+        held.users += 1
+        try:
+            async with held.lock:
+                lease = await self._lease(key)
+                try:
+                    yield await self.call(self.store.history, key), lease
+                finally:
+                    with contextlib.suppress(HTTPFailure):
+                        await self.call(lease.release)
+        finally:
+            held.users -= 1
+            if not held.users:
+                del self._locks[key]
 
-    def peek(self, key: str) -> Session | None:
-        """The session ``key`` if it exists (its place in the order unchanged)."""
-        return self._sessions.get(key)
+    async def _lease(self, key: SessionKey) -> Lease:
+        """The store's lease of the session, tried again (less and less often) while another worker holds it."""
+        deadline = time.monotonic() + self.wait
+        pause = _POLL[0]
+        while (lease := await self.call(self.store.try_lock, key)) is None:
+            if time.monotonic() + pause > deadline:
+                raise HTTPFailure(
+                    409, f"session {key.name!r}: another worker of the server is running a turn of it "
+                    f"(waited {self.wait:g} s); try again when its reply has come", "session",
+                )  # fmt: skip
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _POLL[1])
+        return lease
 
-    def add(self, session: Session, exchange: Exchange) -> None:
-        """Append ``exchange``; drop the oldest exchanges past ``max_bytes`` (the newest always stays)."""
-        session.history.append(exchange)
-        session.sizes.append(len(exchange.model_dump_json().encode()))
-        while len(session.history) > 1 and session.size > self.max_bytes:
-            del session.history[0], session.sizes[0]
+    async def keep(self, key: SessionKey, exchange: Exchange, lease: Lease) -> None:
+        """Keep a finished turn's exchange (one transaction); trim the session and evict others as bounded."""
+        if not await self.call(lease.held):
+            raise HTTPFailure(
+                503, f"session {key.name!r}: the store's lock of the session was lost during the turn (its connection "
+                "dropped); the turn is not kept, the ones before it are",
+            )  # fmt: skip
+        appended = await self.call(self.store.append, key, exchange, max_bytes=self.max_bytes)
+        if appended.dropped:
+            CONSOLE.info(
+                "session %s: %d oldest exchange(s) dropped (its history is over %s bytes)",
+                key, appended.dropped, f"{self.max_bytes:,}",
+            )  # fmt: skip
+        if appended.created:
+            await self.evict()
 
-    def drop(self, key: str) -> bool:
-        """Forget session ``key``; whether there was one."""
-        return self._sessions.pop(key, None) is not None
+    async def evict(self) -> list[SessionInfo]:
+        """Forget the sessions past ``max_age`` or ``max_sessions``, each said on the console."""
+        if self.max_sessions is None and self.max_age is None:
+            return []
+        older = time.time() - self.max_age if self.max_age is not None else None
+        gone = await self.call(self.store.evict, keep=self.max_sessions, older_than=older)
+        for info in gone:
+            aged = older is not None and info.updated < older
+            why = f"unwritten for more than {self.max_age:g} s" if aged else f"more than {self.max_sessions:,} sessions"
+            last = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.updated))
+            CONSOLE.warning("session %s evicted (%d exchanges, last written %s): %s", info.key, info.turns, last, why)
+        return gone
 
 
 def check_key(key: str, what: str = "a session key") -> str | None:
     """Why ``key`` cannot name a session, or ``None`` when it can (``what``: how the message names it)."""
-    if KEY.fullmatch(key) is None:
-        return f"{what} is 1 to {MAX_KEY} characters of letters, digits and ._:@+/=- (got {key[:40]!r})"
-    return None
+    return name_problem(key, what)

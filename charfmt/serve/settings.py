@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from charfmt.character import Character
+    from charfmt.lorebook import Lorebook
     from charfmt.scene import Scene
     from charfmt.serve.upstream import Upstream
+    from charfmt.store import Store
 
 DEFAULT_MAX_TOKENS: Final = 512
 """Tokens of one reply, at most (the grammar's bounds are computed from it)."""
@@ -43,10 +45,16 @@ class Settings:
     max_tokens: int = DEFAULT_MAX_TOKENS
     n_ctx: int = 8192
     """The upstream's context window: the prompt's token budget is what ``max_tokens`` leaves."""
+    tokenizer: str | None = None
+    """A ``tokenizer.json`` or tiktoken name to count the upstream's prompts with (``charfmt.tokens.counter_for``);
+    ``None``: the model's own where known (``model_path``; ``model_name``'s tiktoken encoding), else the estimate."""
     timeout: float = 120.0
     """Seconds the upstream may send no event (keep-alive comments do not count)."""
     token: str | None = None
-    """Bearer token every ``/v1`` request must carry (``None``: no auth)."""
+    """Bearer token every ``/v1`` request must carry (``None``: no auth): one trusted front end."""
+    tokens: tuple[tuple[str, str], ...] = ()
+    """Per-player credentials (``--tokens FILE``, ``charfmt.serve.owners.read_tokens``): (name, ``sha256:`` hash)
+    each; a session belongs to the token that made it."""
     cors: tuple[str, ...] = ()
     """Origins allowed to call from a browser (none: CORS off)."""
     log: Path | None = None
@@ -57,10 +65,21 @@ class Settings:
     """Characters of the player's turn."""
     max_messages: int = 512
     """Messages of a chat-completions request."""
-    max_sessions: int = 1000
+    store: str | Path | Store | None = None
+    """Where sessions are kept: a SQLite file, a ``postgresql://`` DSN, or a ready ``charfmt.store.Store``
+    (closed by its owner); ``None``: in memory (a restart forgets them). ``charfmt serve``'s default is
+    ``charfmt.store.default_store_path()``."""
+    max_sessions: int | None = 1000
+    """Sessions kept (past it, the least recently written is evicted, and logged); ``None``: no bound."""
+    max_session_age: float | None = None
+    """Seconds a session may go unwritten before it is evicted (logged); ``None``: no bound."""
     session_bytes: int = 256 << 10
-    """Bytes of history a session keeps (the oldest exchanges go first)."""
+    """Bytes of history a session keeps (the oldest exchanges go first, logged)."""
     max_length: int | None = None
     """Sentences longer than this also end at ``、`` or ``,`` (early TTS), as ``charfmt stream``."""
     playground: bool = True
     """Serve the playground page at ``GET /``."""
+    lorebooks: tuple[Lorebook, ...] = ()
+    """Lore beyond the character card's own book (``--lorebook``), scanned every turn."""
+    greeting: int | None = 0
+    """The card's greeting a new session opens with (0: ``first_mes``; ``None``: none; ``--greeting``)."""

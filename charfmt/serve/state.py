@@ -1,15 +1,15 @@
-"""What a running server holds: the engine (made on first use), the sessions, the turn log, the token.
+"""What a running server holds: the engine (made on first use), the sessions, the turn log, the credentials.
 
-:class:`ServerState` runs each turn in its session (one at a time per session), keeps the
-exchange, logs the turn (or its failure, or the client leaving), and turns the pieces of a
-turn into ``/v1/turn``'s JSON objects.
+:class:`ServerState` runs each turn in its session (one at a time per session, its history read
+from the store), keeps the exchange, logs the turn (or its failure, or the client leaving), and
+turns the pieces of a turn into ``/v1/turn``'s JSON objects. A request's credential is its
+owner (``charfmt.serve.owners``): the sessions it reaches are its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import time
@@ -20,16 +20,20 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt.diagnostics import CharfmtError
 from charfmt.events import Event
 from charfmt.serve.formats import Answer
-from charfmt.serve.sessions import SessionStore
-from charfmt.serve.turns import Done, Engine, Piece, Raw
-from charfmt.serve.wire import error_body, failure
+from charfmt.serve.owners import Credentials
+from charfmt.serve.sessions import Sessions
+from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Raw
+from charfmt.serve.wire import HTTPFailure, error_body, failure
 from charfmt.speech import Sentence
+from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
+    from charfmt.models import Reply
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
+    from charfmt.store import Lease, SessionKey
     from charfmt.userinput import UserTurn
 
 
@@ -42,12 +46,21 @@ class ServerState:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.sessions = SessionStore(max_sessions=settings.max_sessions, max_bytes=settings.session_bytes)
+        self.sessions = Sessions(
+            _store(settings), max_sessions=settings.max_sessions, max_bytes=settings.session_bytes,
+            max_age=settings.max_session_age, wait=settings.timeout,
+        )  # fmt: skip
+        self._own_store = not isinstance(settings.store, Store)  # (a ready store is closed by whoever made it)
+        scene = settings.scene
+        self.scope = scene.name if scene is not None else settings.character.name
+        """What the sessions' namespaces name beside the door: the character (or scene) served."""
         self._engine: Engine | None = None
         self._engine_lock = asyncio.Lock()
         self._log: TurnLog | None = None
         self._ids = 0
-        self._token = settings.token.encode() if settings.token else None
+        self.credentials = Credentials(settings.token, settings.tokens)
+        self.opening = _opening(settings)
+        """The card's greeting every new session opens with (``Settings.greeting``), or ``None``."""
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
@@ -60,13 +73,19 @@ class ServerState:
         self._ids += 1
         return f"{uuid.uuid4().hex[:16]}{self._ids:x}"
 
+    def owner(self, header: str | None) -> str | None:
+        """The owner ``header`` (``Authorization``) proves (``""`` where no credential is asked), or ``None``."""
+        return self.credentials.owner(header)
+
     def authorized(self, header: str | None) -> bool:
-        """Whether ``header`` (``Authorization``) carries the ``--token`` (always, where none is set)."""
-        if self._token is None:
-            return True
-        if not header or header[:7].lower() != "bearer ":  # the scheme's case does not matter (RFC 9110)
-            return False
-        return hmac.compare_digest(header[7:].strip().encode(), self._token)
+        """Whether ``header`` (``Authorization``) carries a credential of the server (always, where none is set)."""
+        return self.credentials.owner(header) is not None
+
+    def session_key(self, owner: str, door: str, name: str) -> SessionKey:
+        """The store's key of session ``name`` of ``owner`` at ``door`` (``turn``, ``chat``) with this character."""
+        from charfmt.store import SessionKey  # noqa: PLC0415
+
+        return SessionKey(owner, f"{door}/{self.scope}", name)
 
     async def engine(self) -> Engine:
         """The engine, made (and its upstream connected or loaded) on first use."""
@@ -94,59 +113,97 @@ class ServerState:
         raise CharfmtError("no upstream: give an upstream URL or a model file")
 
     async def aclose(self) -> None:
-        """Close the upstream (unless it was given ready-made) and the log."""
+        """Close the upstream (unless it was given ready-made), the store (the same) and the log."""
         if self._engine is not None and self.settings.upstream is None:
             await self._engine.upstream.aclose()
+        if self._own_store:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.sessions.store.close)
         if self._log is not None:
             self._log.close()
             self._log = None
 
     async def turn_batches(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn, constrained: bool | None, rid: str,
-        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None,
+        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None, owner: str = "",
+        door: str = "turn", lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
-        """The pieces of one turn in session ``key`` (or with ``history`` given), in the engine's batches
-        (``Engine.turn_batches``); the exchange kept, the turn logged."""
+        """The pieces of one turn in ``owner``'s session ``key`` at ``door`` (or with ``history`` given), in the
+        engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens
+        with the card's greeting (``opening``), kept as its first exchange; ``lore=True`` (``/v1/turn``): a
+        ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch."""
         engine = await self.engine()
-        session = self.sessions.get(key) if key else None
-        lock = session.lock if session is not None else contextlib.nullcontext()
-        async with lock:
-            past = session.history if session is not None else (history or [])
-            batches = engine.turn_batches(
-                list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options
-            )
-            ended = False
-            try:
-                async for batch in batches:
-                    done = batch[-1]
-                    if isinstance(done, Done):
-                        ended = True
-                        if session is not None and done.exchange.reply.chats:
-                            self.sessions.add(session, done.exchange)
-                        self.log(done, key, engine)
-                    yield batch
-            except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
-                if not ended and self.stopping:
-                    self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
-                elif not ended:
-                    self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
-                raise
-            except Exception as e:
-                status, message, _, _ = failure(e)
-                self.log_failure(rid, key, engine, status, message)
-                raise
-            finally:
-                await batches.aclose()
+        if not key:
+            async for batch in self._turn(engine, history or [], turn, session=None, lease=None,
+                                          constrained=constrained, rid=rid, events=events, cues=cues,
+                                          options=options, lore=lore):  # fmt: skip
+                yield batch
+            return
+        session = self.session_key(owner, door, key)
+        held = contextlib.AsyncExitStack()
+        try:
+            past, lease = await held.enter_async_context(self.sessions.hold(session))
+        except HTTPFailure as e:  # no session to run the turn in (the store failed, another worker holds it)
+            self.log_failure(rid, key, engine, e.status, str(e))
+            raise
+        async with held:
+            opened = not past and self.opening is not None
+            if opened and self.opening is not None:  # a new session: the character's greeting is its first line
+                await self.sessions.keep(session, self.opening, lease)
+                past = [self.opening]
+            async for batch in self._turn(engine, past, turn, session=session, lease=lease,
+                                          constrained=constrained, rid=rid, events=events, cues=cues,
+                                          options=options, lore=lore, opened=opened):  # fmt: skip
+                yield batch
+
+    async def _turn(
+        self, engine: Engine, past: list[Exchange], turn: UserTurn, *, session: SessionKey | None,
+        lease: Lease | None, constrained: bool | None, rid: str, events: bool, cues: bool,
+        options: dict[str, Any] | None, lore: bool = False, opened: bool = False,
+    ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
+        """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
+        the last batch goes. ``opened`` (and ``lore``): a ``Greeting`` leads the first batch."""
+        key = session.name if session is not None else None
+        batches = engine.turn_batches(
+            list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
+            lore=lore,
+        )  # fmt: skip
+        lead: list[Piece] = [Greeting(past[0].reply)] if opened and lore and past else []
+        ended = False
+        try:
+            async for batch in batches:
+                done = batch[-1]
+                if isinstance(done, Done):
+                    if session is not None and lease is not None and done.exchange.reply.chats:
+                        await self.sessions.keep(session, done.exchange, lease)  # (before the reply is sent)
+                    ended = True
+                    self.log(done, key, engine)
+                yield [*lead, *batch] if lead else batch
+                lead = []
+        except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-turn, or the server stops
+            if not ended and self.stopping:
+                self.log_failure(rid, key, engine, 503, "cancelled: the server stopped")
+            elif not ended:
+                self.log_failure(rid, key, engine, 499, "cancelled: the client went away")
+            raise
+        except Exception as e:
+            status, message, _, _ = failure(e)
+            self.log_failure(rid, key, engine, status, message)
+            raise
+        finally:
+            await batches.aclose()
 
     async def run_turn(
         self, key: str | None, history: list[Exchange] | None, turn: UserTurn, rid: str,
-        *, options: dict[str, Any] | None = None, answer: Answer | None = None,
+        *, options: dict[str, Any] | None = None, answer: Answer | None = None, owner: str = "", door: str = "turn",
     ) -> Done:  # fmt: skip
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer): its events fed to
         ``answer``, where given (``answer.end`` is the caller's)."""
         done: Piece | None = None
         events = answer is not None and answer.events
-        batches = self.turn_batches(key, history, turn, None, rid, events=events, cues=False, options=options)
+        batches = self.turn_batches(
+            key, history, turn, None, rid, events=events, cues=False, options=options, owner=owner, door=door
+        )
         async for batch in batches:
             done = batch[-1]
             if events and answer is not None:
@@ -155,14 +212,14 @@ class ServerState:
         return done
 
     async def turn_objects(
-        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str
+        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = ""
     ) -> AsyncGenerator[list[dict[str, Any]], None]:
         """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
         reply (or an error, alone in its batch)."""
         engine = await self.engine()
         answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
         try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid):
+            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True):
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
@@ -170,8 +227,23 @@ class ServerState:
         except Exception as e:
             yield [error_object(e, key)]
 
+    def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
+        """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format."""
+        from charfmt.serve.formats import whole  # noqa: PLC0415
+        from charfmt.writer import dumps  # noqa: PLC0415
+
+        tags = self.settings.character.tags
+        return {
+            "kind": "greeting", "session": key, "reply": json.loads(dumps(reply)),
+            "content": whole(self.settings.reply_format, reply, tags),
+        }  # fmt: skip
+
     def _object(self, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
         """One piece of a turn as ``/v1/turn`` sends it."""
+        if isinstance(piece, Lore):
+            return piece.to_dict()
+        if isinstance(piece, Greeting):
+            return self.greeting_object(piece.reply, key)
         if isinstance(piece, Done):
             answer.end(piece.reply)
             return self.reply_object(piece, key, engine, answer.text)
@@ -232,3 +304,18 @@ def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     retry = headers.get("Retry-After")
     retry_field = {"retry_after": int(retry)} if retry else {}
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}
+
+
+def _opening(settings: Settings) -> Exchange | None:
+    """A new session's first exchange: the character card's greeting (none for a scene)."""
+    from charfmt.render import greeting_exchange  # noqa: PLC0415
+
+    if settings.greeting is None or settings.scene is not None:
+        return None
+    return greeting_exchange(settings.character, settings.greeting)
+
+
+def _store(settings: Settings) -> Store:
+    """The store ``settings.store`` names (or is); a store that cannot be opened is one ``StoreError``."""
+    given = settings.store
+    return given if isinstance(given, Store) else open_store(given)

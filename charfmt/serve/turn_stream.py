@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from starlette.websockets import WebSocketDisconnect
 
-from charfmt.serve.inputs import json_object, player_turn, query_token, read_json, same_origin, turn_request
+from charfmt.serve.inputs import (
+    json_object,
+    owner_of,
+    player_turn,
+    query_token,
+    read_json,
+    same_origin,
+    turn_request,
+)
 from charfmt.serve.wire import (
     STOPPING,
     EventStream,
@@ -59,7 +67,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
         body = await read_json(request, state.settings.max_request_bytes)
     key, say, constrained = turn_request(body)
     turn = player_turn(engine, say)
-    objects = state.turn_objects(key, turn, constrained, state.next_id())
+    objects = state.turn_objects(key, turn, constrained, state.next_id(), owner=owner_of(request))
     try:
         first = await watch_disconnect(request, anext(objects, None))
     except BaseException:
@@ -93,7 +101,8 @@ async def turn_ws(state: ServerState, ws: WebSocket) -> None:
     if origin is not None and not same_origin(origin, ws.headers.get("host")) and not allowed:
         await _refuse(ws, 403, "this Origin may not open a WebSocket (see --cors)")
         return
-    if not state.authorized(ws.headers.get("authorization") or query_token(ws.query_params.get("token"))):
+    owner = state.owner(ws.headers.get("authorization") or query_token(ws.query_params.get("token")))
+    if owner is None:
         await _refuse(ws, 401, "missing or wrong bearer token (Authorization: Bearer ..., or ?token=)")
         return
     await ws.accept()
@@ -104,7 +113,7 @@ async def turn_ws(state: ServerState, ws: WebSocket) -> None:
     listening = asyncio.ensure_future(_receive(ws, inbox, current))
     try:
         while (message := await inbox.get()) is not None:
-            current[:] = [asyncio.ensure_future(_answer(state, ws, message))]
+            current[:] = [asyncio.ensure_future(_answer(state, ws, message, owner))]
             try:
                 await current[0]
             except (asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
@@ -160,7 +169,7 @@ def _session_of(message: str) -> str | None:
     return given if isinstance(given, str) else None
 
 
-async def _answer(state: ServerState, ws: WebSocket, message: str) -> None:
+async def _answer(state: ServerState, ws: WebSocket, message: str, owner: str) -> None:
     """One WebSocket message: the turn's objects sent back, or the error that stops it."""
     key: str | None = None
     limit = state.settings.max_request_bytes
@@ -176,6 +185,6 @@ async def _answer(state: ServerState, ws: WebSocket, message: str) -> None:
         error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
         await ws.send_text(compact_json(error))
         return
-    async for batch in state.turn_objects(key, turn, constrained, state.next_id()):
+    async for batch in state.turn_objects(key, turn, constrained, state.next_id(), owner=owner):
         for obj in batch:
             await ws.send_text(compact_json(obj))  # as each SSE event's data

@@ -14,15 +14,20 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from charfmt._token_fit import count_messages
 from charfmt.serve.pacing import Pacer
-from charfmt.serve.prompt import BadTurn, Prompter, count_tokens, prompt_version
+from charfmt.serve.prompt import BadTurn, Prompter, prompt_version
+from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
+from charfmt.tokens import grammar_cost, prompt_budget
 
 if TYPE_CHECKING:
     from charfmt._http_client import Delta
     from charfmt._sdk_chunks import Piece as SDKPiece
+    from charfmt._token_fit import TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
+    from charfmt.lorebook import Activation
     from charfmt.models import Reply
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
@@ -30,13 +35,13 @@ if TYPE_CHECKING:
     from charfmt.stage import StageCue
     from charfmt.userinput import UserTurn
 
-__all__ = ["BadTurn", "Done", "Engine", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+__all__ = ["BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Raw", "history_from_messages", "reply_bounds"]
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
 
-PROMPT_MARGIN = 32
-"""Tokens of the context window kept free beyond the prompt's count (as ``charfmt chat``)."""
+PROMPT_MARGIN = _PROMPT_MARGIN
+"""Tokens of the context window kept free beyond a count that is not the model's own (as ``charfmt chat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +67,7 @@ class Done:
     reason: str | None
     prompt_version: str
     prompt_tokens: int
-    """The prompt's tokens as ``estimate_tokens`` counts them (errs high against BPE tokenizers)."""
+    """The prompt's tokens as the engine's counter counts them (the model's own where known, else the estimate)."""
 
     def timing(self) -> dict[str, Any]:
         """The timing fields of the log and of ``/v1/turn``'s reply event."""
@@ -74,8 +79,27 @@ class Done:
         }
 
 
-Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done"
-"""What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end."""
+@dataclass(frozen=True)
+class Lore:
+    """Which lore entries the turn's prompt holds and which the lore's budget cut (``Activation.report``)."""
+
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``/v1/turn``'s ``lore`` object."""
+        return {"kind": "lore", **self.report}
+
+
+@dataclass(frozen=True)
+class Greeting:
+    """A new session's first line: the card's greeting, kept as the session's first exchange."""
+
+    reply: Reply
+
+
+Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done | Lore | Greeting"
+"""What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end; with
+``lore=True``, first, the lore the prompt holds."""
 
 
 def reply_bounds(settings: Settings) -> Any:
@@ -240,19 +264,29 @@ class Engine:
         bounds = reply_bounds(settings)
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
-        self.budget = settings.n_ctx - settings.max_tokens - PROMPT_MARGIN
-        self.prompter = Prompter(self.character, self.scene, note=self.note, budget=self.budget)
+        self.counter = engine_counter(settings, upstream)
+        self.budget = prompt_budget(settings.n_ctx, settings.max_tokens, self.counter)
+        server = self._server()
+        self._reserve = {on: grammar_cost(server, fields, self.counter) for on, fields in self._fields.items()}
+        """The prompt tokens the upstream spends on the request's schema (OpenAI's), constrained or not."""
+        self.prompter = Prompter(
+            self.character, self.scene, note=self.note, budget=self.budget, counter=self.counter,
+            lorebooks=settings.lorebooks,
+        )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
+
+    def _server(self) -> str:
+        s = self.settings
+        return "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         from charfmt.engines import request_fields  # noqa: PLC0415
 
         s = self.settings
-        server = "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
         speakers = self.scene.speakers if self.scene is not None else None
         return request_fields(
-            server, vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
+            self._server(), vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
             speakers=speakers,
         )  # fmt: skip
 
@@ -272,11 +306,23 @@ class Engine:
             raise BadTurn(f"the player's turn is {len(say):,} characters (at most {self.settings.max_say:,})")
         return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
 
-    def request(self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None) -> dict[str, Any]:
-        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit)."""
-        messages = self.prompter.messages(history, turn)
+    def request(
+        self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None
+    ) -> dict[str, Any]:
+        """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), ``system``
+        (a front end's own system text) after charfmt's system prompt; ``BadTurn`` where even the turn does not fit."""
+        return self.lore_request(history, turn, constrained, system)[0]
+
+    def lore_request(
+        self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None,
+        seed: Any = None,
+    ) -> tuple[dict[str, Any], Activation | None]:  # fmt: skip
+        """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls)."""
         on = self.settings.constrained if constrained is None else constrained
-        return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}
+        messages, lore = self.prompter.turn(
+            history, turn, system=system, reserve=self._reserve[on], seed=seed if isinstance(seed, (int, str)) else None
+        )
+        return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}, lore
 
     async def turn_batches(
         self,
@@ -288,6 +334,7 @@ class Engine:
         events: bool = True,
         cues: bool = True,
         options: dict[str, Any] | None = None,
+        lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:
         """The pieces of one turn (see the module docstring) in batches: what each chunk of the model's
         text makes certain, in one list; the last batch is ``[Done]``. The exchange is for the caller to keep.
@@ -297,23 +344,31 @@ class Engine:
         ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
         sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
-        as the stream would have read it); ``cues=False``: no stage cues or sentences.
+        as the stream would have read it); ``cues=False``: no stage cues or sentences; ``lore=True``:
+        where lore entries fired (or the budget cut some), a ``Lore`` piece first (in the upstream's first batch).
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
         await self.pacer.turn()
-        body = self.request(history, turn, constrained)
-        _add_options(body, options)
+        front = dict(options or {})
+        system = front.pop("system", None)
+        body, active = self.lore_request(history, turn, constrained, system, front.get("seed"))
+        body.update(front)
+        # the lore goes with the first batch the upstream brings: an upstream that fails at once is still a status
+        told = lore and active is not None and bool(active.placed or active.cut)
+        lead: list[Piece] = [Lore(active.report())] if told and active is not None else []
         reading = _Reading(self, turn, events=events, cues=cues)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
             if delta.text:
-                yield feed(delta)
+                yield [*lead, *feed(delta)] if lead else feed(delta)
+                lead = []
             elif delta.reason or delta.piece:
                 noted = feed(delta)  # (no text: only what the chunk notes)
-                if noted:
-                    yield noted
+                if noted or lead:
+                    yield [*lead, *noted]
+                    lead = []
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
@@ -353,7 +408,7 @@ class Engine:
         end = time.perf_counter()
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]
-        prompt = sum(count_tokens(m["content"]) for m in messages)
+        prompt = count_messages(self.prompter.counter, messages)
         version = prompt_version(messages[0]["content"])
         first, started = reading.first or end, reading.started
         return Done(
@@ -362,16 +417,15 @@ class Engine:
         )  # fmt: skip
 
 
-def _add_options(body: dict[str, Any], options: dict[str, Any] | None) -> None:
-    """The front end's fields into the upstream request: its ``system`` text after charfmt's prompt."""
-    if not options:
-        return
-    front = dict(options)
-    system = front.pop("system", None)
-    if system:
-        head = body["messages"][0]
-        body["messages"][0] = {**head, "content": f"{head['content'].rstrip()}\n\n{system}\n"}
-    body.update(front)
+def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
+    """The counter of an engine's prompts (``charfmt.tokens.counter_for``): a model run in-process counts with its
+    own tokenizer and template; ``--tokenizer``, else the model name's tiktoken encoding, else the estimate."""
+    from charfmt.tokens import counter_for  # noqa: PLC0415
+
+    llm = getattr(upstream, "llm", None)
+    if llm is not None:
+        return counter_for(llm=llm)
+    return counter_for(settings.model_name, tokenizer=settings.tokenizer)
 
 
 def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> list[Exchange]:
@@ -382,10 +436,12 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     end's own style) is read leniently. Nothing the player said is dropped: user messages in a row
     are one turn, and an answer that shows nothing (empty, a tool call) leaves the turn to the next
     answer; answers in a row are one reply. Left out: system and tool messages (the system text goes
-    to the prompt), and an answer before the player's first words (a greeting: no turn to pair it with).
+    to the prompt). An answer before the player's first words (the greeting the front end showed)
+    is the first exchange, with an empty user turn, as a card's greeting is.
     """
     from charfmt.character import Exchange  # noqa: PLC0415
     from charfmt.serve.formats import read_answer  # noqa: PLC0415
+    from charfmt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
@@ -402,8 +458,8 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
         reply = read_answer(fmt, text, tags, speakers=speakers, vocabulary=engine.vocabulary) or engine.read(text)
         if not reply.chats:
             continue  # (the turn waits for an answer that says something)
-        if said:
-            turn = engine.character.shorthand("\n".join(said))
+        if said or not out:  # (not out: a greeting, before the player said anything)
+            turn = engine.character.shorthand("\n".join(said)) if said else UserTurn()
             out.append(Exchange(user=turn, reply=canonical_form(reply, tags)))
             said = []
         elif out:  # a second answer to the same turn: the reply goes on

@@ -451,6 +451,8 @@ class LocalUpstream:
     def __init__(self, llm: Any, name: str) -> None:
         self.name = name
         self._llm = llm
+        self.llm = llm
+        """The ``llama_cpp.Llama``: the engine counts prompts with its own tokenizer and chat template."""
         self._lock = asyncio.Lock()  # llama.cpp's context serves one generation at a time
 
     async def aclose(self) -> None:

@@ -1,0 +1,232 @@
+"""A character's parts of one turn's prompt: macros expanded, the card's instructions, the lore activated.
+
+Everything a card writes is kept with its macros (``{{user}}``, ``{{random:…}}``…) and expanded
+here, once per turn, through one :class:`~charfmt.macros.Macros` (one output bound for the whole
+turn): the persona, the few-shots, the card's ``system_prompt`` (``{{original}}``: charfmt's
+opening line it replaces) and ``post_history_instructions``, the lore entries. The lore is
+activated from the new turn and the recent history (newest first, ``Name: text`` as SillyTavern
+scans them), from the card's own ``character_book`` and the lorebooks the caller adds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from charfmt.diagnostics import CharfmtError, Diagnostic
+from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook
+from charfmt.macros import MacroError, Macros
+from charfmt.models import Chat, Reply
+
+if TYPE_CHECKING:
+    from charfmt.character import Character, Exchange
+    from charfmt.userinput import UserTurn
+
+LORE_SHARE: Final = 4
+"""Where no book sets a budget, the lore may take a quarter of the prompt's budget (SillyTavern's 25 %)."""
+
+
+@dataclass
+class TurnParts:
+    """What a character brings to one turn's prompt, macros expanded."""
+
+    character: Character
+    """The character with its persona and few-shots expanded (what the templates print)."""
+    intro: str | None
+    """The card's ``system_prompt``, expanded: it replaces the prompt's opening line (``None``: the default)."""
+    post_history: str
+    """The card's ``post_history_instructions``, expanded ("" where none): sent after the history."""
+    lore: Activation | None
+    """The lore activated for the turn (``None``: no lorebook)."""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """What expanding and activating noted (unknown macros, regex keys not used, what fired or was cut)."""
+
+
+def opening_line(character: Character) -> str:
+    """The system prompt's default opening line: what a card's ``{{original}}`` stands for."""
+    return f"You are {character.name}. Stay in character at all times."
+
+
+def macros_for(character: Character, seed: int | str | None, now: dt.datetime | None) -> Macros:
+    """The macros of one use for ``character``: ``{{char}}`` its card's nickname or name, ``{{user}}`` the player."""
+    nickname = character.card.data.get("nickname") if character.card is not None else None
+    char = nickname.strip() if isinstance(nickname, str) and nickname.strip() else character.name
+    return Macros(char, character.user_name, seed=seed, now=now)
+
+
+def turn_parts(
+    character: Character,
+    history: Sequence[Exchange],
+    turn: UserTurn,
+    *,
+    lorebooks: Sequence[Lorebook] | None = (),
+    counter: Callable[[str], int],
+    budget: int | None = None,
+    seed: int | str | None = None,
+    now: dt.datetime | None = None,
+) -> TurnParts:
+    """The character's parts of the prompt for ``turn`` after ``history`` (see the module docstring).
+
+    ``seed``: the turn's random macros and lore rolls (``None``: fresh entropy; the same seed and
+    history give the same turn); ``now``: what ``{{time}}`` and ``{{date}}`` read. ``lorebooks``:
+    lore beyond the card's own book (``None``: no lore at all, not even the card's).
+    """
+    if character.card is None and not lorebooks and not _has_macros(character):
+        return TurnParts(character, None, "", None, [])  # (a character file without macros: nothing to do)
+    turn_seed = None if seed is None else f"{seed}/{len(history)}"
+    macros = macros_for(character, turn_seed, now)
+    notes: list[Diagnostic] = []
+    expanded = _expanded(character, macros, notes)
+    card = character.card.data if character.card is not None else {}
+    system_prompt = card.get("system_prompt")
+    intro = None
+    if isinstance(system_prompt, str) and system_prompt.strip():
+        intro = macros.text(system_prompt, original=opening_line(character), where="system_prompt", notes=notes)
+    post = card.get("post_history_instructions")
+    post_history = ""
+    if isinstance(post, str) and post.strip():
+        post_history = macros.text(post, where="post_history_instructions", notes=notes).strip()
+    own = character_lorebook(character) if lorebooks is not None else None
+    books = [b for b in (own, *(lorebooks or ())) if b is not None and b.entries]
+    lore = None
+    if books:
+        book = merged(books)
+        share = budget // LORE_SHARE if budget is not None else DEFAULT_BUDGET
+        rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
+        messages = scan_messages(character, history, turn)
+        lore = book.activate(messages, counter=counter, budget=max(1, share), rng=rng, macros=macros)
+        notes += [*book.diagnostics, *lore.diagnostics]
+    return TurnParts(expanded, intro, post_history, lore, notes)
+
+
+_MERGED: dict[tuple[int, ...], tuple[list[Lorebook], Lorebook]] = {}
+"""The last few merges of books, by the books' identities (a turn of a server merges the same ones)."""
+
+
+def merged(books: list[Lorebook]) -> Lorebook:
+    """``books`` as one (``Lorebook.merged``), merged once for the same books."""
+    if len(books) == 1:
+        return books[0]
+    key = tuple(id(b) for b in books)
+    kept = _MERGED.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], books, strict=True)):
+        return kept[1]
+    book = books[0].merged(*books[1:])
+    _MERGED[key] = (list(books), book)
+    while len(_MERGED) > 16:
+        del _MERGED[next(iter(_MERGED))]
+    return book
+
+
+_BOOKS: dict[int, tuple[Any, Lorebook | None]] = {}
+"""The card book of the last few cards read, by the card's identity (a server reads one every turn)."""
+
+
+def character_lorebook(character: Character) -> Lorebook | None:
+    """The lorebook of ``character``'s card (its ``character_book``), or ``None``; read once per card."""
+    card = character.card
+    if card is None or not card.data.get("character_book"):
+        return None
+    kept = _BOOKS.get(id(card))
+    if kept is not None and kept[0] is card:
+        return kept[1]
+    from charfmt.lorebook import LorebookError  # noqa: PLC0415
+
+    try:
+        book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
+    except LorebookError as e:
+        from charfmt.lorebook import _note  # noqa: PLC0415
+
+        book = Lorebook(name=character.name, diagnostics=(_note("CF943", f"the card's character_book: {e}"),))
+    _BOOKS[id(card)] = (card, book)
+    while len(_BOOKS) > 16:
+        del _BOOKS[next(iter(_BOOKS))]
+    return book
+
+
+_PLAIN: dict[int, tuple[Any, bool]] = {}
+"""Whether each of the last few characters holds a macro, by identity (a server asks every turn)."""
+
+
+def _has_macros(character: Character) -> bool:
+    """Whether ``character``'s persona or few-shot texts hold anything a macro could be (``{{``, ``<``)."""
+    kept = _PLAIN.get(id(character))
+    if kept is not None and kept[0] is character:
+        return bool(kept[1])
+    texts = [character.persona, *(s.text for ex in character.examples for c in ex.reply.chats for s in c.segments)]
+    found = any("{{" in t or "<" in t for t in texts)
+    _PLAIN[id(character)] = (character, found)
+    while len(_PLAIN) > 16:
+        del _PLAIN[next(iter(_PLAIN))]
+    return found
+
+
+def scan_messages(character: Character, history: Sequence[Exchange], turn: UserTurn) -> list[str]:
+    """The messages lore keys are matched in, newest first: ``Name: text`` (SillyTavern includes names)."""
+    keys = _key_tags(character)
+    out = [f"{character.user_name}: {_said(turn.chats, keys)}"]
+    for exchange in reversed(history):
+        out.append(f"{character.name}: {_said(exchange.reply.chats, keys)}")
+        if exchange.user.chats:
+            out.append(f"{character.user_name}: {_said(exchange.user.chats, keys)}")
+    return out
+
+
+def _said(chats: Sequence[Any], keys: frozenset[str]) -> str:
+    """The words of some chats: every segment's text but keys (emotions, cues), as a person reads them."""
+    return "\n".join(" ".join(s.text for s in chat.segments if s.tag not in keys) for chat in chats)
+
+
+def _key_tags(character: Character) -> frozenset[str]:
+    """The tags of ``character`` that hold a key (an emotion, a cue value), not text."""
+    return frozenset(spec.name for spec in character.tags if spec.content == "key")
+
+
+def _expanded(character: Character, macros: Macros, notes: list[Diagnostic]) -> Character:
+    """``character`` with its persona and few-shot texts' macros expanded (itself where none has any)."""
+    persona = macros.text(character.persona, where="persona", notes=notes)
+    keys = _key_tags(character)
+    replies = [expand_reply(ex.reply, macros, notes, keys) for ex in character.examples]
+    if persona == character.persona and all(r is ex.reply for r, ex in zip(replies, character.examples, strict=True)):
+        return character  # (no macro anywhere: the character as it is, which serve's kept prompt is)
+    examples = [ex.model_copy(update={"reply": r}) for r, ex in zip(replies, character.examples, strict=True)]
+    return character.model_copy(update={"persona": persona, "examples": examples})
+
+
+def expand_reply(reply: Reply, macros: Macros, notes: list[Diagnostic], keys: frozenset[str]) -> Reply:
+    """A reply with its texts' macros expanded (the segments of ``keys``' tags, emotions and cues, as they are)."""
+    if not any("{{" in s.text or "<" in s.text for chat in reply.chats for s in chat.segments):
+        return reply
+    chats: list[Chat] = []
+    for chat in reply.chats:
+        segments = [
+            s.model_copy(update={"text": macros.text(s.text, where="a few-shot", notes=notes)})
+            if s.tag not in keys and ("{{" in s.text or "<" in s.text)
+            else s
+            for s in chat.segments
+        ]
+        chats.append(chat.model_copy(update={"segments": segments}))
+    return reply.model_copy(update={"chats": chats})
+
+
+def greeting_exchange(
+    character: Character, index: int = 0, *, seed: int | str | None = None, now: dt.datetime | None = None
+) -> Exchange | None:
+    """The chat's first exchange: the card's greeting ``index`` (0: ``first_mes``), macros expanded, after
+    an empty user turn; ``None`` where the card has no such greeting (or no card)."""
+    from charfmt.cards import greeting  # noqa: PLC0415
+    from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.userinput import UserTurn  # noqa: PLC0415
+    from charfmt.writer import canonical_form  # noqa: PLC0415
+
+    macros = macros_for(character, None if seed is None else f"{seed}/greeting", now)
+    try:
+        reply = greeting(character, index, lambda text: macros.text(text, where="greeting"))
+    except MacroError as e:
+        raise CharfmtError(str(e)) from None
+    if reply is None:
+        return None
+    return Exchange(user=UserTurn(), reply=canonical_form(reply, tags=character.tags))

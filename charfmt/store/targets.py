@@ -1,0 +1,70 @@
+"""What a store target names — memory, a SQLite file, a PostgreSQL DSN — and the default store's place."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from charfmt.store.base import Store
+
+MEMORY: Final = ":memory:"
+"""The target of the memory store (``serve --memory``)."""
+
+DSN_SCHEMES: Final = ("postgresql://", "postgres://")
+
+FILE_NAME: Final = "sessions.sqlite3"
+
+
+def data_folder() -> Path:
+    """charfmt's folder under the user's data folder: ``$XDG_DATA_HOME/charfmt`` (``~/.local/share/charfmt``),
+    ``~/Library/Application Support/charfmt`` on macOS, ``%LOCALAPPDATA%\\charfmt`` on Windows."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin" and not os.environ.get("XDG_DATA_HOME"):
+        base = str(Path.home() / "Library" / "Application Support")
+    else:
+        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "charfmt"
+
+
+def default_store_path() -> Path:
+    """The store ``charfmt serve`` and ``charfmt chat --session`` use where no ``--store`` is given."""
+    return data_folder() / FILE_NAME
+
+
+def is_dsn(target: str | Path) -> bool:
+    """Whether ``target`` names a PostgreSQL database (``postgresql://…``), not a file."""
+    return isinstance(target, str) and target.lower().startswith(DSN_SCHEMES)
+
+
+def shown_target(target: str | Path) -> str:
+    """``target`` as messages show it: a DSN without its password (in the URL or as ``password=``)."""
+    if not is_dsn(target):
+        return str(target)
+    parts = urlsplit(str(target))
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(parts.query)], safe="/")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def open_store(target: str | Path | None, *, default: bool = False) -> Store:
+    """The store ``target`` names: ``None`` or ``":memory:"`` memory, a ``postgresql://`` DSN PostgreSQL,
+    anything else a SQLite file (``default``: the default store, whose folder is made where missing)."""
+    if target is None or str(target) == MEMORY:
+        from charfmt.store.memory import MemoryStore  # noqa: PLC0415
+
+        return MemoryStore()
+    if is_dsn(target):
+        from charfmt.store.postgres import PostgresStore  # noqa: PLC0415
+
+        return PostgresStore(str(target), shown=shown_target(target))
+    from charfmt.store.sqlite import SQLiteStore  # noqa: PLC0415
+
+    return SQLiteStore(target, folder=default)

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
+from charfmt.cards import greeting
 from charfmt.events import Emotion, TextDelta
 from charfmt.stream import StreamParser, collect
 
@@ -193,8 +194,9 @@ def test_a_card_greeting_narrating_a_quotation_speaks_only_the_quotation() -> No
                  "first_mes": 'The old man says "Welcome, traveler." and smiles.'},
     }  # fmt: skip
     tom = charfmt.Character.from_card(json.dumps(card).encode(), "tom.json")
-    greeting = tom.examples[0].reply.chats[0].segments
-    assert [(s.tag, s.text) for s in greeting] == [
+    reply = greeting(tom, 0, lambda text: text)
+    assert reply is not None
+    assert [(s.tag, s.text) for s in reply.chats[0].segments] == [
         ("act", "The old man says"),
         ("msg", "Welcome, traveler."),
         ("act", "and smiles."),

@@ -382,8 +382,6 @@ class _Elements:
         # Speech left open stays whole: its next lines would be read as speech all the same.
         split = None if piece.tag == self.speech and closer in (None, self.speech) else _line_end(piece.text)
         if split is None:
-            if not cut and "\n" in piece.text[len(piece.text.rstrip()) :]:
-                piece.text = piece.text.rstrip()  # the line break before the next tag is layout
             self._emit(cut=cut)
             return
         rest, at = piece.text[split:], min(piece.start + split, piece.end)

@@ -21,6 +21,7 @@ from charfmt._lenient.text import read_text
 from charfmt.tags import REASONING_TAGS
 
 _CUT_ELEMENT: Final = request_form.CUT_ELEMENT
+_FORM_CLOSED: Final = re.compile(r"[<＜]\s*+[/／]\s*+user_chats?\s*+[>＞]\s*+\Z", re.I)
 _CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)?")
 
 
@@ -31,7 +32,9 @@ def lead(state: Recovery, start: int, at: int) -> None:
     the character's words: dropped (``CF624``), told the turn or not.
     """
     text = state.source.text
-    forms = request_form.blocks(text[start:at])
+    region = text[start:at]
+    # (a form left open runs into what follows it: no turn written before the reply, read as before)
+    forms = [(a, b, m) for a, b, m in request_form.blocks(region) if _FORM_CLOSED.search(region, a, b)]
     for a, b, _m in forms:
         state.note(
             "CF624", "the request form (<user_chats>) written before the JSON reply is dropped", start + a, start + b

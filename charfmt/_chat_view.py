@@ -2,10 +2,10 @@
 
 The sprite when the emotion is known, the action, the message typing out after the
 character's name (in a scene, the speaker's), the inner voice dimmed, narration and game lines
-marked, each complete sentence as text-to-speech would get it, stage cues, and the reply's
-diagnostics after it; while the model reads the prompt, a "thinking" line with the time waited;
-the model's control and bidi characters escaped (``charfmt._terminal``). ``charfmt chat`` shows
-its turns with it.
+marked, each complete sentence as text-to-speech would get it, stage cues, the model's own
+reasoning dimmed on a line of its own, and the reply's diagnostics after it; while the model reads
+the prompt, a "thinking" line with the time waited; the model's control and bidi characters
+escaped (``charfmt._terminal``). ``charfmt chat`` shows its turns with it.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ PLAIN_CHAT_STYLES: Final[dict[str, PlainChatStyle]] = {
 
 An ``I`` chat (information: what the story tells) is narration, shown with no speaker; an
 ``E`` chat (something that happened in the game) is a game line. Neither is speech."""
+
+REASONING_PREFIX: Final = "  (reasoning) "
+"""What the model's reasoning (``<think>``, a server's ``reasoning_content``) is typed after: dimmed, apart."""
 
 RESET_LINE: Final = "(read again as a whole: the reply is shown anew)"
 """Shown where the stream takes back what it showed (a ``Reset``): what follows replaces it."""
@@ -113,6 +116,7 @@ class TerminalView:
             self.show_sentences = False  # each sentence once: the stage's speak cue says it
         self._splitter = self._new_splitter()
         self._typing = False
+        self._thinking = False  # the line being typed is the model's reasoning
         self._closing = ""  # what ends the line being typed (the end of its style)
         self._continued = ""  # what starts a line that a line break inside the typed text opens
         self._held = ""  # line breaks that end the text typed so far (written once more text follows)
@@ -190,6 +194,7 @@ class TerminalView:
         self.out.flush()
 
     def _end_typing(self) -> None:
+        self._thinking = False
         if self._typing:
             self.out.write(self._closing + "\n")
             self._typing, self._closing, self._held, self._shown = False, "", "", False
@@ -263,6 +268,8 @@ class TerminalView:
                 self._show(event)
 
     def _show(self, event: Event) -> None:
+        if self._thinking and event.kind != "reasoning":  # the model's reasoning is over: its line ends
+            self._end_typing()
         if self.stage is not None:
             self._cues(self.stage.feed(event))
         said = self._splitter.feed(event) if self.show_sentences else []
@@ -297,6 +304,12 @@ class TerminalView:
             self._type(event.text)
         elif event.kind == "diagnostic":
             self._notes.append(event.diagnostic)  # after the reply: never between the sentences of a message
+        elif event.kind == "reasoning":  # the model's own, before its reply: dimmed, never the character's
+            if not self._thinking:
+                self._end_typing()
+                self.out.write(self._styled("2", REASONING_PREFIX))
+                self._continued, self._typing, self._thinking = " " * len(REASONING_PREFIX), True, True
+            self._type(event.text)
 
     def silent(self) -> None:
         """The reply holds no chats (``{"chats": []}``): say so, or the turn shows nothing at all."""

@@ -117,7 +117,10 @@ def take_turn(
     if view is not None and bound is not None:
         view.bounded(bound)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
-    stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
+    # ... and the prompt's own text echoed (CF631): it is not the character's either
+    stream = StreamParser(
+        lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn, prompt=messages
+    )
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     asked = len(stats) if stats is not None else 0
     chunks = _streamed(generate(messages), stream, reader, view, _thinker(character))
@@ -134,6 +137,9 @@ def take_turn(
         if view is not None:
             view.finish()
         raise
+    if reader.reasoning:  # the server's, beside the text (reasoning_content): before any the text held (<think>)
+        reasoning = reader.reasoning + (f"\n\n{reply.reasoning}" if reply.reasoning else "")
+        reply = reply.model_copy(update={"reasoning": reasoning})
     if view is not None:
         shown = stream.reply.diagnostics
         view.note([d for d in reply.diagnostics if d not in shown])  # (a scene's CF309, cut speech's CF150)

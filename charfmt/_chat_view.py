@@ -102,7 +102,8 @@ class TerminalView:
     """The grammar's most characters of speech (``Bounds.max_chars``): speech cut there ends at its last
     whole word with ``…`` on screen, and its unfinished sentence is not listed for TTS (``None``: no bound)."""
     verbose: bool = True
-    """Each diagnostic after the reply (``False``: one line that counts them)."""
+    """Each diagnostic after the reply (``False``: its errors and what the model or server did, ``CF8xx``;
+    one line counts the rest, the reader's repairs)."""
     cast: Mapping[str, Character] | None = None
     """A scene's cast: a chat that names its speaker is shown with that member's name and sprites."""
     tags: TagTable | None = None
@@ -353,17 +354,18 @@ class TerminalView:
             self.out.flush()
 
     def _show_notes(self) -> None:
-        """The reply's diagnostics: each on its line (``verbose``), or one line that counts them."""
+        """The reply's diagnostics: each on its line (``verbose``); else each error and each note of what the
+        model or its server did (``CF8xx``: a refusal, a tool call, a filter), and one line that counts the rest
+        (the reader's repairs)."""
         notes, self._notes = self._notes, []
-        if not notes:
-            return
-        if self.verbose:
-            for d in notes:
-                self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
-            return
-        codes = ", ".join(dict.fromkeys(d.code for d in notes))
-        many = "s" if len(notes) > 1 else ""
-        self._line(f"  ({len(notes)} diagnostic{many} of the reply: {codes}; --verbose shows them)")
+        shown = [d for d in notes if self.verbose or d.severity == "error" or d.code.startswith("CF8")]
+        for d in shown:
+            self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
+        counted = [d for d in notes if d not in shown]
+        if counted:
+            codes = ", ".join(dict.fromkeys(d.code for d in counted))
+            many = "s" if len(counted) > 1 else ""
+            self._line(f"  ({len(counted)} more diagnostic{many} of the reply: {codes}; --verbose shows them)")
 
 
 def _nothing() -> None:

@@ -336,9 +336,9 @@ def run(
     ``CharfmtError`` it raises is one error line, and the chat goes on). A card's greeting
     ``greeting`` (0: ``first_mes``; ``None``: none) opens a new chat (an empty ``history``): shown
     first, the first exchange the model sees, and the first one kept. ``bound``: the grammar's most
-    characters of speech (``take_turn``); ``verbose``: each diagnostic after the reply, else one line
-    that counts them. Each turn ends with its stats line: the wait for the first token, the tokens
-    and their speed.
+    characters of speech (``take_turn``); ``verbose``: each diagnostic after the reply, else its errors
+    and what the model did, one line counting the rest (``TerminalView.verbose``). Each turn ends with
+    its stats line: the wait for the first token, the tokens and their speed.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415

@@ -115,8 +115,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "gets the system prompt in the first user message")  # fmt: skip
     add_tokenizer(sp, "for --endpoint's --n-ctx and the reply's bounds (a local model counts with its own)")
     sp.add_argument("--verbose", action="store_true",
-                    help="show each diagnostic of a reply after it (default: one line counts them), and llama.cpp's "
-                    "own log lines on standard error")  # fmt: skip
+                    help="show each diagnostic of a reply after it (default: its errors and what the model did; one "
+                    "line counts the reader's repairs), and llama.cpp's own log lines on standard error")  # fmt: skip
     add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
     sp.add_argument(
         "--greeting",

@@ -136,14 +136,20 @@ class _Reading:
     ``cues=False``: the events only, no stage cues or sentences.
     """
 
-    def __init__(self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "") -> None:
+    def __init__(
+        self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "",
+        prompt: list[dict[str, Any]] | None = None,
+    ) -> None:  # fmt: skip
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
 
         self.events = events
         self.cues = cues and events
-        self.stream = StreamParser(lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn)  # CF625
+        # told the turn and the request's messages: an echo of either is never shown (CF625, CF631)
+        self.stream = StreamParser(
+            lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn, prompt=prompt
+        )
         length = engine.settings.max_length
         if engine.scene is not None:
             self.stage = engine.scene.stage(max_length=length)
@@ -352,13 +358,19 @@ class Engine:
             speakers=speakers,
         )  # fmt: skip
 
-    def read(self, text: str, *, lenient: bool = True) -> Reply:
-        """A reply read as this character's (or, in a scene, each speaker's): ``ParseError`` if strict and bad."""
+    def read(
+        self, text: str, *, lenient: bool = True, turn: UserTurn | None = None,
+        prompt: list[dict[str, Any]] | None = None,
+    ) -> Reply:  # fmt: skip
+        """A reply read as this character's (or, in a scene, each speaker's): ``ParseError`` if strict and bad.
+
+        ``turn`` and ``prompt`` (the request's messages): what the reply answers, as ``parse`` takes them.
+        """
         from charfmt.parser import parse  # noqa: PLC0415
 
         if self.scene is not None:
-            return self.scene.parse(text, lenient=lenient)
-        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags)
+            return self.scene.parse(text, lenient=lenient, turn=turn, prompt=prompt)
+        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags, turn=turn, prompt=prompt)
 
     def player_turn(self, say: str) -> UserTurn:
         """The player's turn read as shorthand (``[joy] hi``, ``*waves*``), or ``BadTurn``."""
@@ -501,7 +513,7 @@ class Engine:
         body.update(front)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""
-        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix)
+        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix, prompt=body["messages"])
         # the lore, then the reply a continue goes on from (what the front end shows already), go with the first
         # batch the upstream brings: an upstream that fails at once is still answered with its status
         told = lore and active is not None and bool(active.placed or active.cut)
@@ -546,12 +558,13 @@ class Engine:
             strict = self.read(text, lenient=False)
         except ParseError:
             strict = None
+        messages = body["messages"]  # (read once, the reply is told what the stream was told)
         if self.scene is not None:
-            reply = self.read(text)
+            reply = self.read(text, turn=turn, prompt=messages)
         elif reading.events:
             reply = reading.stream.reply
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
-            reply = strict if strict is not None else self.read(text)
+            reply = strict if strict is not None else self.read(text, turn=turn, prompt=messages)
         notes = reading.diagnostics(text)
         if notes:  # said beside the text (a refusal, a filter's stop), or a character replaced: said where
             reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *notes]})
@@ -564,7 +577,6 @@ class Engine:
             reply = going.combine(reply)
         end = time.perf_counter()
         exchange = Exchange(user=turn or UserTurn(), reply=canonical_form(reply, tags=self.tags))
-        messages = body["messages"]
         prompt = count_messages(self.prompter.counter, messages)
         version = prompt_version(messages[0]["content"])
         first, started = reading.first or end, reading.started

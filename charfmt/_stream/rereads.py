@@ -15,7 +15,7 @@ import re
 from typing import Any, Final
 
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.words import last_sentence_start
+from charfmt._lenient.words import speech_whatever_follows
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
@@ -43,19 +43,32 @@ an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in
 open segment's text is shown only up to the first one near its end. A '<' before a space or a
 digit (``3 < 5``, or an entity decoded) begins no tag, and an '&' no entity once anything but
 an entity's characters follows it (the batch reader drops an entity cut at the end)."""
+_UNSURE_NEAR_END: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\)}#|\ufffd]")
+"""Those of ``_UNSURE`` that no later character pairs with: unsure near the end of the text only."""
+_CLOSER: Final = {'"': '"', "*": "*", "(": ")", "[": "]", "（": "）", "【": "】", "「": "」", "『": "』", "“": "”"}
+_CLOSER.update({"{": "}", "`": "`"})
+_OPENERS: Final = re.compile("[" + re.escape("".join(_CLOSER)) + "]")
+"""The marks of ``_UNSURE`` that a later character closes: unsure while they are open (``_open_mark``)."""
+_ACROSS_LINES: Final = frozenset("「『“{`")
+"""Marks whose closing one may come on a later line (the others close on their own line or never)."""
+_QUOTATION: Final = frozenset('"「『“')
 _IN_ELEMENT: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)[^<>]*\Z|&[#\w]*\Z|[{\[`]")
 """In the text of an element still open in a reply of bare tags, the only markup more text can
 complete: a tag cut before its '>' or an entity cut before its ';' at the very end, and a JSON
 reply or a fence that may begin there (``{``, ``[``, a backtick: the batch reader looks for a
 reply inside). Quotes, asterisks and parentheses there are the element's own text."""
-_LAST_TAG: Final = re.compile(r"<[ \t]*(/?)[ \t]*([A-Za-z][\w-]*)[^<>]*>(?=[^<>]*\Z)")
-"""The last whole tag of a text, if only text follows it: group 1 '/' for a closing tag, group 2 its name."""
+_TAG_START: Final = re.compile(r"<(?=[ \t]*/?[ \t]*[A-Za-z])")
+"""Where a tag may begin (``3 < 5`` begins none)."""
+_LAST_TAG: Final = re.compile(r"<[ \t]*(/?)[ \t]*([A-Za-z][\w-]*)[^<>]*>")
+"""A whole tag where the last tag of a text begins: group 1 '/' for a closing tag, group 2 its name."""
 _PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd「『“（【]")
 """The same less '<' and '&': in a segment another one follows, those were read already (an
 entity decoded, a '<' that began no tag); the others may pair with a later character."""
 _UNSURE_SPAN: Final = 48
-_SPOKEN: Final = re.compile(r"[!?！？][\"'”)」』）]*+\s*\Z")
-"""Text that ends in ``!`` or ``?``: its last sentence is speech whatever follows."""
+_SENTENCE_ENDED: Final = re.compile(r"[.!?…。！？．][\"'”’)）」』】]*+\s*\Z")
+_PROBE: Final = "“Hi!”"
+"""A quotation, read as dialogue wherever it stands (it ends in ``!``), in curly quotes (a JSON string holds them
+as they are): put after the text so far, it shows whether a quotation coming next makes its last sentence narration."""
 _PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
 """Dialects of a reply of untagged text: the last sentence of its last speech may yet narrate a quotation."""
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
@@ -89,7 +102,7 @@ _PREAMBLE_HINT: Final = re.compile(
 )
 """Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
-_ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"')」』）]*+\Z")
+_ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")
 """The text so far ends with an exclamation, a question, a trailing ``…`` or a CJK full stop:
 speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
 "Hi"``), and ``Okay.`` on a line of its own stand before a JSON reply (a CJK preamble names
@@ -119,9 +132,10 @@ def _prose_decided(batch: Reply, text: str) -> bool:
 
 
 def _before_last_sentence(text: str) -> str:
-    """``text`` less its last sentence, unless it ended in ``!`` or ``?`` (speech whatever follows): a quotation
-    coming next may make it narration, or the words still to come may introduce one."""
-    return text if _SPOKEN.search(text) else text[: last_sentence_start(text)].rstrip()
+    """``text`` less its last sentence, unless that is said to someone (``!?…``, a hearer's particle: speech
+    whatever follows): a quotation coming next may make it narration, or the words still to come may introduce
+    one (``words.speech_whatever_follows``, the batch reader's own rule)."""
+    return text[: speech_whatever_follows(text)].rstrip()
 
 
 def _markup_ahead(text: str) -> bool:
@@ -132,10 +146,11 @@ def _markup_ahead(text: str) -> bool:
 def _settled(text: str, *, whole_text: bool = False, in_element: int = 0) -> str:
     """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
 
-    Up to the first character near the end that may begin markup, less trailing white
-    space (the batch reader strips it where a segment ends). ``in_element``: the text of an
-    element still open in a reply of bare tags, where only a tag or an entity cut at the very
-    end is unsure (``_IN_ELEMENT``); ``_CLEAN``: one whose raw text holds no such thing (all settled).
+    Up to the first mark still open (``_open_mark``) or the first other character near the end
+    that may begin markup, less trailing white space (the batch reader strips it where a
+    segment ends). ``in_element``: the text of an element still open in a reply of bare tags,
+    where only a tag or an entity cut at the very end is unsure (``_IN_ELEMENT``); ``_CLEAN``:
+    one whose raw text holds no such thing (all settled).
     """
     if in_element:
         m = (
@@ -143,9 +158,35 @@ def _settled(text: str, *, whole_text: bool = False, in_element: int = 0) -> str
             if in_element == _CLEAN
             else _IN_ELEMENT.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
         )
-    else:
-        m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
-    return (text if m is None else text[: m.start()]).rstrip()
+        return (text if m is None else text[: m.start()]).rstrip()
+    if whole_text:
+        m = _UNSURE.search(text)
+        return (text if m is None else text[: m.start()]).rstrip()
+    m = _UNSURE_NEAR_END.search(text, max(0, len(text) - _UNSURE_SPAN))
+    return text[: min(_open_mark(text), len(text) if m is None else m.start())].rstrip()
+
+
+def _open_mark(text: str) -> int:
+    """Where the first mark of ``text`` that more text may still close begins (``len(text)`` where none does).
+
+    A quote, an asterisk or a bracket not closed on its line (the batch reader's marks close
+    there; ``「『“{``` and backticks may close lines later, so anywhere after them); or a quotation closed
+    with less than two characters after it, which what follows may yet put inside a sentence
+    (``prose.dialogue_decided``). Far from the end or near it: a quotation may be long.
+    """
+    line = text.rfind("\n") + 1
+    pos = 0
+    while (m := _OPENERS.search(text, pos)) is not None:
+        mark, at = m.group(), m.start()
+        across = mark in _ACROSS_LINES
+        if at < line and not across:
+            pos = m.end()  # its line has ended: the batch reader read it, a mark or text
+            continue
+        close = text.find(_CLOSER[mark], m.end())
+        if close < 0 or (mark in _QUOTATION and len(text[close + 1 :].strip()) < 2):
+            return at
+        pos = close + 1
+    return len(text)
 
 
 def open_element(text: str, tags: TagTable) -> tuple[str, bool]:
@@ -153,7 +194,10 @@ def open_element(text: str, tags: TagTable) -> tuple[str, bool]:
     only text follows), as the batch reader names it (``""`` if there is none); and whether its raw
     text so far holds nothing more text can complete (then all of it is settled: a '<' or '&' the
     reread shows at its end was an entity)."""
-    m = _LAST_TAG.search(text, max(0, text.rfind("<", 0, max(0, text.rfind(">")) + 1)))
+    at = -1
+    for found in _TAG_START.finditer(text):
+        at = found.start()
+    m = _LAST_TAG.match(text, at) if at >= 0 else None
     if m is None or m.group(1):
         return "", False
     return tags.synonyms.get(m.group(2).lower(), ""), _IN_ELEMENT.search(text, m.end()) is None
@@ -200,6 +244,7 @@ class Rereads(Body):
             return early
         self._spec_at = size
         raw = self._raw()
+        self._probe_raw, self._probe = raw, None
         pause = gc.isenabled()
         if pause:
             gc.disable()
@@ -212,7 +257,8 @@ class Rereads(Body):
             if pause:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        self._open_tag, self._open_clean = open_element(text, self.tags) if batch.dialect == _BARE_TAGS else ("", False)
+        element, clean = open_element(text, self.tags)
+        self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
         if (
             (
                 batch.dialect in _UNSETTLED
@@ -225,7 +271,11 @@ class Rereads(Body):
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
-        if not self._advance(batch, self._folded(), often, held=batch.dialect in _PROSE and not dialogue_decided(text)):
+        # Untagged speech may yet see its last sentence made narration by a quotation that follows: in a
+        # reply of untagged text until a quotation is read as dialogue, in a body's text always; never the
+        # text of an element still open (an element's text is its own, quotes and all).
+        held = not element and (batch.dialect not in _PROSE or not dialogue_decided(text))
+        if not self._advance(batch, self._folded(), often, held=held):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._state == TOP and any(isinstance(e, ChatStart) for e in self._out):
@@ -312,9 +362,7 @@ class Rereads(Body):
         """
         for n, seg in enumerate(chat.segments):
             held = prose and last_chat and n == len(chat.segments) - 1 and seg.tag == self.tags.speech.name
-            went = self._advance_segment(
-                chat, n, seg, state, segments, last_chat=last_chat, steady=steady and not held, held=held
-            )
+            went = self._advance_segment(chat, n, seg, state, segments, last_chat=last_chat, steady=steady, held=held)
             if went == _CONTRADICTS:
                 return False
             if went == _STILL_OPEN:
@@ -323,6 +371,40 @@ class Rereads(Body):
             self._out.append(ChatEnd(state.index))
             del self._chats[state.index]
         return True
+
+    def _spoken(self, seg: Segment, n: int, text: str) -> str:
+        """What of ``text`` (the settled text of untagged speech ``seg``, segment ``n`` of the last chat) is speech
+        whatever follows: all of it where its last sentence is said to someone, or where a quotation coming next
+        would not make it narration (``_keeps``: the segment has ended, a body or a value closed); else all but
+        its last sentence (``_before_last_sentence``)."""
+        spoken = _before_last_sentence(text)
+        # (A sentence not ended yet may still go on to introduce a quotation; and the probe goes after the
+        # text so far, so it asks about the segment only where nothing of it is held back as unsure.)
+        whole = text.rstrip() == seg.text.rstrip()
+        if len(spoken) < len(text.rstrip()) and whole and _SENTENCE_ENDED.search(text) and self._keeps(n, seg):
+            return text
+        return spoken
+
+    def _keeps(self, n: int, seg: Segment) -> bool:
+        """Whether segment ``n`` of the last chat stays ``seg`` when a quotation comes next.
+
+        The batch reader is asked: the text of the last reread with a quotation after it (``_PROBE``),
+        read once per reread where a sentence waits.
+        """
+        if self._probe is None:
+            raw = self._probe_raw
+            probe = raw + _PROBE.encode() if isinstance(raw, bytes) else raw + _PROBE
+            try:
+                self._probe = parse(
+                    probe, lenient=True, vocabulary=self.vocabulary, max_size=self.max_size + len(_PROBE) * 4,
+                    **self._batch_kwargs(),
+                )  # fmt: skip
+            except Exception:  # (a bug of the batch reader is close()'s to report: here, the sentence waits)
+                return False
+            self._spec_work += len(probe)
+        chats = self._probe.chats
+        segments = chats[-1].segments if chats else []
+        return n < len(segments) and segments[n].tag == seg.tag and segments[n].text == seg.text
 
     def _advance_segment(
         self,
@@ -345,6 +427,12 @@ class Rereads(Body):
         still_open = last_chat and n == count - 1
         # The text of an element still open in bare tags is the element's, quotes and all.
         in_element = (_CLEAN if self._open_clean else _OPEN) if still_open and seg.tag == self._open_tag else 0
+        held = held and not in_element  # (an element's own text is no narration of anything)
+        # Read the same twice, the text grown: complete, unless untagged speech a quotation coming next would make
+        # narration of (the text grown by a space, say): the batch reader is asked (``_keeps``).
+        if steady and held:
+            steady = self._keeps(n, seg)
+            held = not steady
         # Text followed only by a segment still unsure may yet lose trailing space or
         # turn into markup: it stays open until what follows it is settled.
         # So does text of the last chat holding a character that may begin markup (an
@@ -369,7 +457,7 @@ class Rereads(Body):
             unsure = markup or (
                 not seg.text if steady_last else seg.tag in whole or not _settled(seg.text, in_element=in_element)
             )
-            unsure = unsure or (held and not _before_last_sentence(_settled(seg.text, in_element=in_element)))
+            unsure = unsure or (held and not self._spoken(seg, n, _settled(seg.text, in_element=in_element)))
             if still_open and unsure:
                 return _STILL_OPEN  # a whole value waits for its segment to close; a tag, for its first text
             out.append(SegmentStart(index, n, seg.tag))
@@ -389,7 +477,7 @@ class Rereads(Body):
             else:
                 more = _settled(seg.text, whole_text=n < count - 1, in_element=in_element)
             if held:
-                more = _before_last_sentence(more)
+                more = self._spoken(seg, n, more)
             if len(more) > len(text) and more.startswith(text):
                 out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
         if still_open:

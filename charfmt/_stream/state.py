@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from charfmt import events
 from charfmt.diagnostics import CODES, Diagnostic, ParseError
-from charfmt.models import Vocabulary
+from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, prompt_texts, turn_lines
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
@@ -111,6 +111,8 @@ class State:
         "_pend",
         "_preamble",
         "_preamble_size",
+        "_probe",
+        "_probe_raw",
         "_prompt",
         "_reasoning",
         "_room",
@@ -165,6 +167,8 @@ class State:
         self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
         self._open_tag = ""  # the tag of a bare-tags element the last reread ended inside (see Rereads)
         self._open_clean = False  # ... and whether its raw text so far is all settled
+        self._probe_raw: str | bytes = ""  # the text of the last reread, for its probe (see Rereads._keeps)
+        self._probe: Reply | None = None  # ... and the probe's reading, once read
         self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
         self._collector: Collector | None = Collector() if keep_reply else None
         self._unfolded: list[events.Event] = []  # events not yet folded into the collector

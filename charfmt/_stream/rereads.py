@@ -15,15 +15,27 @@ import re
 from typing import Any, Final
 
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.words import speech_whatever_follows
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
-from charfmt.tags import TagTable
 
 from .body import Body
 from .chats import OpenChat
 from .collector import Collector
+from .settle import (
+    CLEAN,
+    OPEN,
+    PAIRED,
+    PROBE,
+    SENTENCE_ENDED,
+    before_last_line,
+    before_last_sentence,
+    markup_ahead,
+    may_echo,
+    open_element,
+    prose_decided,
+    settled,
+)  # fmt: skip
 from .state import SPECULATE_LIMIT_SHIFT, TOP, ChatEnd, ChatStart, SegmentEnd, SegmentStart, TextDelta
 
 _SPECULATE_MIN: Final = 8
@@ -37,38 +49,6 @@ read at most this many times the text so far."""
 _DECISIVE: Final = re.compile(r"[\]>*\")};\n]")
 _SPECULATE_SMALL: Final = 64
 """... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
-_UNSURE: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\*\[`\"(){}#|\ufffd「『“（【]")
-"""Characters that may begin markup a later character completes (a tag, an entity, an escape,
-an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
-open segment's text is shown only up to the first one near its end. A '<' before a space or a
-digit (``3 < 5``, or an entity decoded) begins no tag, and an '&' no entity once anything but
-an entity's characters follows it (the batch reader drops an entity cut at the end)."""
-_UNSURE_NEAR_END: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\)}#|\ufffd]")
-"""Those of ``_UNSURE`` that no later character pairs with: unsure near the end of the text only."""
-_CLOSER: Final = {'"': '"', "*": "*", "(": ")", "[": "]", "（": "）", "【": "】", "「": "」", "『": "』", "“": "”"}
-_CLOSER.update({"{": "}", "`": "`"})
-_OPENERS: Final = re.compile("[" + re.escape("".join(_CLOSER)) + "]")
-"""The marks of ``_UNSURE`` that a later character closes: unsure while they are open (``_open_mark``)."""
-_ACROSS_LINES: Final = frozenset("「『“{`")
-"""Marks whose closing one may come on a later line (the others close on their own line or never)."""
-_QUOTATION: Final = frozenset('"「『“')
-_IN_ELEMENT: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)[^<>]*\Z|&[#\w]*\Z|[{\[`]")
-"""In the text of an element still open in a reply of bare tags, the only markup more text can
-complete: a tag cut before its '>' or an entity cut before its ';' at the very end, and a JSON
-reply or a fence that may begin there (``{``, ``[``, a backtick: the batch reader looks for a
-reply inside). Quotes, asterisks and parentheses there are the element's own text."""
-_TAG_START: Final = re.compile(r"<(?=[ \t]*/?[ \t]*[A-Za-z])")
-"""Where a tag may begin (``3 < 5`` begins none)."""
-_LAST_TAG: Final = re.compile(r"<[ \t]*(/?)[ \t]*([A-Za-z][\w-]*)[^<>]*>")
-"""A whole tag where the last tag of a text begins: group 1 '/' for a closing tag, group 2 its name."""
-_PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd「『“（【]")
-"""The same less '<' and '&': in a segment another one follows, those were read already (an
-entity decoded, a '<' that began no tag); the others may pair with a later character."""
-_UNSURE_SPAN: Final = 48
-_SENTENCE_ENDED: Final = re.compile(r"[.!?…。！？．][\"'”’)）」』】]*+\s*\Z")
-_PROBE: Final = "“Hi!”"
-"""A quotation, read as dialogue wherever it stands (it ends in ``!``), in curly quotes (a JSON string holds them
-as they are): put after the text so far, it shows whether a quotation coming next makes its last sentence narration."""
 _PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
 """Dialects of a reply of untagged text: the last sentence of its last speech may yet narrate a quotation."""
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
@@ -78,129 +58,11 @@ _FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
 """A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
 _ECHOED: Final = "user-chats"
 _BARE_TAGS: Final = "bare-tags"
-_OPEN: Final = 1
-"""``_settled(in_element=)``: the text of an element still open in bare tags."""
-_CLEAN: Final = 2
-"""... whose raw text so far holds nothing more text can complete."""
 """The dialect of tag elements written with no JSON around them: an open element's text is its own."""
 _ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
 """The echoed request form shows nothing early before its first ``<chat>``: until then the
 batch reader takes the text around ``<user_chats>`` for one chat, and drops it as prose
 once a ``<chat>`` comes."""
-
-
-_CUT_TAG: Final = re.compile(r"<[A-Za-z/][^<>]*\Z")
-"""A tag cut before its '>' at the end of a segment's text."""
-_FRONT_MATTER_OPEN: Final = re.compile(r"\s*-(?![\s\S]*\n[ \t]*---)")
-"""Text that begins like front matter (``---``) whose closing ``---`` line has not come yet."""
-
-
-_SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
-_PREAMBLE_HINT: Final = re.compile(
-    r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
-    r"|\bthe (?:user|player)\b|:[ \t]*+(?:\n|\Z)|以下"
-)
-"""Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
-(``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
-_ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")
-"""The text so far ends with an exclamation, a question, a trailing ``…`` or a CJK full stop:
-speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
-"Hi"``), and ``Okay.`` on a line of its own stand before a JSON reply (a CJK preamble names
-what follows: ``以下が返答です。``, which ``_PREAMBLE_HINT`` knows)."""
-_PROSE_DECIDED_MIN: Final = 8
-_PROSE_DECIDED_AFTER: Final = 12
-
-
-def _prose_decided(batch: Reply, text: str) -> bool:
-    """Whether a reread reads the text so far as prose that is the reply, not a preamble to a JSON one.
-
-    Nothing in it announces a reply to come (``Sure! Here is the JSON:``), it has at least
-    ``_PROSE_DECIDED_MIN`` characters, and two sentences are complete; or one, and it ends the
-    text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or
-    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words). More
-    text may still bring JSON (then ``close()`` takes back what was shown), but a reply that
-    ignores the format speaks as it is written.
-    """
-    spoken = " ".join(s.text for c in batch.chats for s in c.segments)
-    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None:
-        return False
-    ends = [m.end() for m in _SENTENCE_DONE.finditer(spoken)]
-    if len(ends) != 1:
-        return len(ends) > 1
-    after = len(spoken[ends[0] :].strip())
-    return after >= _PROSE_DECIDED_AFTER or (after == 0 and _ENDS_SENTENCE.search(text) is not None)
-
-
-def _before_last_sentence(text: str) -> str:
-    """``text`` less its last sentence, unless that is said to someone (``!?…``, a hearer's particle: speech
-    whatever follows): a quotation coming next may make it narration, or the words still to come may introduce
-    one (``words.speech_whatever_follows``, the batch reader's own rule)."""
-    return text[: speech_whatever_follows(text)].rstrip()
-
-
-def _markup_ahead(text: str) -> bool:
-    """Whether the text of a segment read from a prefix may still turn into markup as the reply grows."""
-    return _CUT_TAG.search(text) is not None or _FRONT_MATTER_OPEN.match(text) is not None
-
-
-def _settled(text: str, *, whole_text: bool = False, in_element: int = 0) -> str:
-    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
-
-    Up to the first mark still open (``_open_mark``) or the first other character near the end
-    that may begin markup, less trailing white space (the batch reader strips it where a
-    segment ends). ``in_element``: the text of an element still open in a reply of bare tags,
-    where only a tag or an entity cut at the very end is unsure (``_IN_ELEMENT``); ``_CLEAN``:
-    one whose raw text holds no such thing (all settled).
-    """
-    if in_element:
-        m = (
-            None
-            if in_element == _CLEAN
-            else _IN_ELEMENT.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
-        )
-        return (text if m is None else text[: m.start()]).rstrip()
-    if whole_text:
-        m = _UNSURE.search(text)
-        return (text if m is None else text[: m.start()]).rstrip()
-    m = _UNSURE_NEAR_END.search(text, max(0, len(text) - _UNSURE_SPAN))
-    return text[: min(_open_mark(text), len(text) if m is None else m.start())].rstrip()
-
-
-def _open_mark(text: str) -> int:
-    """Where the first mark of ``text`` that more text may still close begins (``len(text)`` where none does).
-
-    A quote, an asterisk or a bracket not closed on its line (the batch reader's marks close
-    there; ``「『“{``` and backticks may close lines later, so anywhere after them); or a quotation closed
-    with less than two characters after it, which what follows may yet put inside a sentence
-    (``prose.dialogue_decided``). Far from the end or near it: a quotation may be long.
-    """
-    line = text.rfind("\n") + 1
-    pos = 0
-    while (m := _OPENERS.search(text, pos)) is not None:
-        mark, at = m.group(), m.start()
-        across = mark in _ACROSS_LINES
-        if at < line and not across:
-            pos = m.end()  # its line has ended: the batch reader read it, a mark or text
-            continue
-        close = text.find(_CLOSER[mark], m.end())
-        if close < 0 or (mark in _QUOTATION and len(text[close + 1 :].strip()) < 2):
-            return at
-        pos = close + 1
-    return len(text)
-
-
-def open_element(text: str, tags: TagTable) -> tuple[str, bool]:
-    """The tag of ``tags`` whose element is open at the end of ``text`` (its last whole tag opens it,
-    only text follows), as the batch reader names it (``""`` if there is none); and whether its raw
-    text so far holds nothing more text can complete (then all of it is settled: a '<' or '&' the
-    reread shows at its end was an entity)."""
-    at = -1
-    for found in _TAG_START.finditer(text):
-        at = found.start()
-    m = _LAST_TAG.match(text, at) if at >= 0 else None
-    if m is None or m.group(1):
-        return "", False
-    return tags.synonyms.get(m.group(2).lower(), ""), _IN_ELEMENT.search(text, m.end()) is None
 
 
 _ADVANCED: Final = 0
@@ -258,12 +120,13 @@ class Rereads(Body):
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         element, clean = open_element(text, self.tags)
+        self._echo_line = bool(self._prompt) and may_echo(text[text.rfind("\n") + 1 :], self._prompt, self._turn)
         self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
         if (
             (
                 batch.dialect in _UNSETTLED
                 and (
-                    (not self._chats_at[0] and not _prose_decided(batch, text))
+                    (not self._chats_at[0] and not prose_decided(batch, text))
                     or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
                 )
             )
@@ -291,17 +154,17 @@ class Rereads(Body):
 
         Settled: the reasoning once the reply has begun, every chat but the last one as it
         is, and in the last chat every segment but the last one; the last segment's text up
-        to ``_settled`` (a whole value waits for its segment to close). ``held``: the reply is
+        to ``settled`` (a whole value waits for its segment to close). ``held``: the reply is
         untagged text with no dialogue yet (``prose.dialogue_decided``), whose last sentence a
-        quotation may yet make narration: it waits (``_before_last_sentence``).
+        quotation may yet make narration: it waits (``before_last_sentence``).
         """
         reasoning = batch.reasoning or ""
         if not reasoning.startswith(self._reasoning):
             return False
-        settled = reasoning if batch.chats else _settled(reasoning)
-        if len(settled) > len(self._reasoning) and settled.startswith(self._reasoning):
-            self._out.append(Reasoning(settled[len(self._reasoning) :]))
-            self._reasoning = settled
+        shown_now = reasoning if batch.chats else settled(reasoning)
+        if len(shown_now) > len(self._reasoning) and shown_now.startswith(self._reasoning):
+            self._out.append(Reasoning(shown_now[len(self._reasoning) :]))
+            self._reasoning = shown_now
         arrival = sorted(shown.chats)
         chats = batch.chats
         if [c.order for c in chats[: len(arrival)]] != [shown.chats[i]["order"] for i in arrival]:
@@ -376,27 +239,27 @@ class Rereads(Body):
         """What of ``text`` (the settled text of untagged speech ``seg``, segment ``n`` of the last chat) is speech
         whatever follows: all of it where its last sentence is said to someone, or where a quotation coming next
         would not make it narration (``_keeps``: the segment has ended, a body or a value closed); else all but
-        its last sentence (``_before_last_sentence``)."""
-        spoken = _before_last_sentence(text)
+        its last sentence (``before_last_sentence``)."""
+        spoken = before_last_sentence(text)
         # (A sentence not ended yet may still go on to introduce a quotation; and the probe goes after the
         # text so far, so it asks about the segment only where nothing of it is held back as unsure.)
         whole = text.rstrip() == seg.text.rstrip()
-        if len(spoken) < len(text.rstrip()) and whole and _SENTENCE_ENDED.search(text) and self._keeps(n, seg):
+        if len(spoken) < len(text.rstrip()) and whole and SENTENCE_ENDED.search(text) and self._keeps(n, seg):
             return text
         return spoken
 
     def _keeps(self, n: int, seg: Segment) -> bool:
         """Whether segment ``n`` of the last chat stays ``seg`` when a quotation comes next.
 
-        The batch reader is asked: the text of the last reread with a quotation after it (``_PROBE``),
+        The batch reader is asked: the text of the last reread with a quotation after it (``PROBE``),
         read once per reread where a sentence waits.
         """
         if self._probe is None:
             raw = self._probe_raw
-            probe = raw + _PROBE.encode() if isinstance(raw, bytes) else raw + _PROBE
+            probe = raw + PROBE.encode() if isinstance(raw, bytes) else raw + PROBE
             try:
                 self._probe = parse(
-                    probe, lenient=True, vocabulary=self.vocabulary, max_size=self.max_size + len(_PROBE) * 4,
+                    probe, lenient=True, vocabulary=self.vocabulary, max_size=self.max_size + len(PROBE) * 4,
                     **self._batch_kwargs(),
                 )  # fmt: skip
             except Exception:  # (a bug of the batch reader is close()'s to report: here, the sentence waits)
@@ -426,7 +289,7 @@ class Rereads(Body):
         index, out, count = state.index, self._out, len(chat.segments)
         still_open = last_chat and n == count - 1
         # The text of an element still open in bare tags is the element's, quotes and all.
-        in_element = (_CLEAN if self._open_clean else _OPEN) if still_open and seg.tag == self._open_tag else 0
+        in_element = (CLEAN if self._open_clean else OPEN) if still_open and seg.tag == self._open_tag else 0
         held = held and not in_element  # (an element's own text is no narration of anything)
         # Read the same twice, the text grown: complete, unless untagged speech a quotation coming next would make
         # narration of (the text grown by a space, say): the batch reader is asked (``_keeps``).
@@ -439,11 +302,11 @@ class Rereads(Body):
         # asterisk a later one closes may make it an action).
         if last_chat and not still_open and seg.tag not in whole:
             after = chat.segments[-1]
-            paired = seg.tag not in self._lang.hidden and _PAIRED.search(seg.text) is not None
-            still_open = paired or (n == count - 2 and (after.tag in whole or not _settled(after.text)))
+            paired = seg.tag not in self._lang.hidden and PAIRED.search(seg.text) is not None
+            still_open = paired or (n == count - 2 and (after.tag in whole or not settled(after.text)))
         # Text of the last chat that is a tag cut before its '>' (read as text only because
         # it is not complete yet) or front matter not closed yet may turn into markup.
-        markup = last_chat and seg.tag not in whole and not in_element and _markup_ahead(seg.text)
+        markup = last_chat and seg.tag not in whole and not in_element and markup_ahead(seg.text)
         still_open = still_open or markup
         if n < len(segments):
             tag, parts, intensity = segments[n]
@@ -453,12 +316,9 @@ class Rereads(Body):
             if n < state.closed_segments:
                 return _ADVANCED if text == seg.text else _CONTRADICTS
         else:
-            steady_last = n == count - 1 and steady
-            unsure = markup or (
-                not seg.text if steady_last else seg.tag in whole or not _settled(seg.text, in_element=in_element)
-            )
-            unsure = unsure or (held and not self._spoken(seg, n, _settled(seg.text, in_element=in_element)))
-            if still_open and unsure:
+            if still_open and (
+                markup or self._waits(seg, n, last=n == count - 1, steady=steady, in_element=in_element, held=held)
+            ):
                 return _STILL_OPEN  # a whole value waits for its segment to close; a tag, for its first text
             out.append(SegmentStart(index, n, seg.tag))
             text = ""
@@ -470,14 +330,14 @@ class Rereads(Body):
         else:
             if not seg.text.startswith(text):
                 return _CONTRADICTS
-            if markup:
-                more = text  # (nothing more until it is settled)
-            elif not still_open or (steady and n == count - 1):
-                more = seg.text
-            else:
-                more = _settled(seg.text, whole_text=n < count - 1, in_element=in_element)
-            if held:
-                more = self._spoken(seg, n, more)
+            # (nothing more of a cut tag or of front matter until it is settled)
+            more = (
+                text
+                if markup
+                else self._showable(
+                    seg, n, last=n == count - 1, still_open=still_open, steady=steady, in_element=in_element, held=held
+                )
+            )
             if len(more) > len(text) and more.startswith(text):
                 out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
         if still_open:
@@ -485,3 +345,31 @@ class Rereads(Body):
         out.append(SegmentEnd(index, n, seg.tag))
         state.closed_segments = n + 1
         return _ADVANCED
+
+    def _waits(self, seg: Segment, n: int, *, last: bool, steady: bool, in_element: int, held: bool) -> bool:
+        """Whether segment ``n`` (``last``: the last one), still open and not begun, waits: a whole value until
+        its segment closes (or reads the same twice: ``steady``), a text until it has a part it can show."""
+        if self._echo_line and last and not before_last_line(seg.text):
+            return True  # (its text so far is all on a line that may echo the prompt)
+        if steady and last:
+            return not seg.text
+        if seg.tag in self._lang.whole:
+            return True
+        text = settled(seg.text, in_element=in_element)
+        return not (self._spoken(seg, n, text) if held else text)
+
+    def _showable(
+        self, seg: Segment, n: int, *, last: bool, still_open: bool, steady: bool, in_element: int, held: bool
+    ) -> str:
+        """The text of segment ``n`` (``last``: the last one) a reread may show: all of it once closed or read the
+        same twice (``steady``); else its settled part (``settle.settled``), less a last sentence that waits
+        (``held``: ``_spoken``) and a last line that may echo the prompt (``settle.may_echo``)."""
+        if not still_open or (steady and last):
+            more = seg.text
+        else:
+            more = settled(seg.text, whole_text=not last, in_element=in_element)
+        if held:
+            more = self._spoken(seg, n, more)
+        if self._echo_line and still_open and last:
+            more = before_last_line(more)
+        return more

@@ -14,6 +14,7 @@ import gc
 import re
 from typing import Any, Final
 
+from charfmt._lenient.fields import PLACEHOLDER_BODY
 from charfmt._lenient.prose import dialogue_decided
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
@@ -190,8 +191,10 @@ class Rereads(Body):
                 if found is None:
                     continue  # ended in the stream; close() checks it against the whole reply
                 state, segments = found, have["segments"]
-            elif k == last and not chat.segments:
-                break
+            elif k == last:
+                # The last chat is announced with the first of its content that is settled: its header alone
+                # may yet be dropped (a body of the format's placeholder, '...', echoed from the prompt).
+                return self._announce_last(chat, unannounced, steady, held=held)
             else:
                 announced = self._announce(chat, unannounced)
                 if announced is None:
@@ -201,6 +204,21 @@ class Rereads(Body):
                 return False
         return True
 
+    def _announce_last(self, chat: Chat, unannounced: dict[int, OpenChat], steady: bool, *, held: bool) -> bool:
+        """The last chat of the reread, not shown yet: announced once some of its content is settled."""
+        if not chat.segments:
+            return True
+        state = unannounced.get(chat.order) or OpenChat(self._count, chat.type, chat.order)
+        if state.kind != chat.type:
+            return False
+        mark = len(self._out)
+        if not self._advance_chat(chat, state, [], True, steady, prose=held):
+            return False
+        if len(self._out) > mark:
+            unannounced.pop(chat.order, None)
+            self._out.insert(mark, self._started(chat, state))
+        return True
+
     def _announce(self, chat: Chat, unannounced: dict[int, OpenChat]) -> OpenChat | None:
         """A chat of the reread that the stream has not shown: announced now; ``None`` if it contradicts."""
         state = (
@@ -208,13 +226,17 @@ class Rereads(Body):
         )
         if state.kind != chat.type:
             return None
+        self._out.append(self._started(chat, state))
+        return state
+
+    def _started(self, chat: Chat, state: OpenChat) -> Event:
+        """``state`` (of ``chat``) started: kept among the chats if it is new; its ``ChatStart``."""
         if state.index == self._count:
             self._count += 1
             self._chats[state.index] = state
             self._orders.add(chat.order)
         state.started = True
-        self._out.append(ChatStart(state.index, chat.type, chat.order, chat.speaker))
-        return state
+        return ChatStart(state.index, chat.type, chat.order, chat.speaker)
 
     def _advance_chat(
         self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool, *, prose: bool
@@ -351,6 +373,8 @@ class Rereads(Body):
         its segment closes (or reads the same twice: ``steady``), a text until it has a part it can show."""
         if self._echo_line and last and not before_last_line(seg.text):
             return True  # (its text so far is all on a line that may echo the prompt)
+        if n == 0 and last and PLACEHOLDER_BODY.startswith(seg.text.strip()):
+            return True  # (a body of the format's placeholder, '...', echoed from the prompt, is dropped)
         if steady and last:
             return not seg.text
         if seg.tag in self._lang.whole:

@@ -2,7 +2,9 @@
 
 Each case of ``stream_stalls.jsonl`` is fed in 4-character chunks (and in 1-character ones): once
 the chunk that completes ``arrives`` has been fed, and at most one chunk more, the speech shown
-so far holds ``shows``. The stream still ends as the batch parse does.
+so far holds ``shows``. The stream still ends as the batch parse does. ``sizes``, where a case
+has it, names the chunk sizes it holds for: a short reply that leaves the format, cut into
+1-character chunks, may spend the rereads' budget (a bounded multiple of the text) before its end.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ CASES: Final = [
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 
-@pytest.mark.parametrize("size", [4, 1])
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@pytest.mark.parametrize(
+    ("case", "size"),
+    [(c, size) for c in CASES for size in c.get("sizes", [4, 1])],
+    ids=[f"{c['name']}-{size}" for c in CASES for size in c.get("sizes", [4, 1])],
+)
 def test_speech_streams_within_one_chunk_of_arriving(case: dict[str, Any], size: int) -> None:
     text = case["text"]
     chunks = [text[i : i + size] for i in range(0, len(text), size)]

@@ -47,7 +47,10 @@ multiple of the input, so a damaged stream stays linear."""
 _SPECULATE_BUDGET: Final = 16
 """... or sooner, on a character that may complete something, while all rereads together have
 read at most this many times the text so far."""
-_DECISIVE: Final = re.compile(r"[\]>*\")};\n]")
+_DECISIVE: Final = re.compile(r"[\]>*\")};\n.!?。！？…]")
+"""(What may complete markup, a value or a line; or end a sentence, settled if it is said to someone.) Also
+sooner: the chunk after one whose reread held a sentence back, if it brings more than space (``_held_back``)."""
+_WORD_ONLY: Final = re.compile(r"[A-Za-z0-9]+")
 _SPECULATE_SMALL: Final = 64
 """... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
 _PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
@@ -95,9 +98,12 @@ class Rereads(Body):
         grown = size - self._spec_at
         budget = grown > 0 and self._spec_work + size <= _SPECULATE_BUDGET * size
         often = grown >= max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) or (
-            budget and _DECISIVE.search(chunk) is not None
+            budget and (_DECISIVE.search(chunk) is not None or (self._held_back and not chunk.isspace()))
         )
-        if not often and not (budget and size <= _SPECULATE_SMALL):
+        # (On a short text, a reread on any chunk; but a chunk of nothing but a word's letters settles nothing
+        # its word's end will not: the budget goes to the chunks that may.)
+        small = size <= _SPECULATE_SMALL and _WORD_ONLY.fullmatch(chunk) is None
+        if not often and not (budget and small):
             return early
         self._spec_work += size
         if size > self.max_size >> SPECULATE_LIMIT_SHIFT:
@@ -107,7 +113,7 @@ class Rereads(Body):
             return early
         self._spec_at = size
         raw = self._raw()
-        self._probe_raw, self._probe = raw, None
+        self._probe_raw, self._probe, self._held_back = raw, None, False
         pause = gc.isenabled()
         if pause:
             gc.disable()
@@ -268,13 +274,15 @@ class Rereads(Body):
         whole = text.rstrip() == seg.text.rstrip()
         if len(spoken) < len(text.rstrip()) and whole and SENTENCE_ENDED.search(text) and self._keeps(n, seg):
             return text
+        # (a sentence held back: the next chunk that brings more than space shows what follows it)
+        self._held_back = self._held_back or len(spoken) < len(text.rstrip())
         return spoken
 
     def _keeps(self, n: int, seg: Segment) -> bool:
         """Whether segment ``n`` of the last chat stays ``seg`` when a quotation comes next.
 
         The batch reader is asked: the text of the last reread with a quotation after it (``PROBE``),
-        read once per reread where a sentence waits.
+        read once per reread where a sentence waits (so the rereads read at most twice what they would).
         """
         if self._probe is None:
             raw = self._probe_raw
@@ -286,7 +294,6 @@ class Rereads(Body):
                 )  # fmt: skip
             except Exception:  # (a bug of the batch reader is close()'s to report: here, the sentence waits)
                 return False
-            self._spec_work += len(probe)
         chats = self._probe.chats
         segments = chats[-1].segments if chats else []
         return n < len(segments) and segments[n].tag == seg.tag and segments[n].text == seg.text

@@ -95,6 +95,7 @@ class State:
         "_decoder",
         "_echo_line",
         "_held_at",
+        "_held_back",
         "_kept",
         "_kept_mark",
         "_lang",
@@ -168,6 +169,7 @@ class State:
         self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
         self._open_tag = ""  # the tag of a bare-tags element the last reread ended inside (see Rereads)
         self._open_clean = False  # ... and whether its raw text so far is all settled
+        self._held_back = False  # the last reread held back a sentence the next characters settle (Rereads)
         self._echo_line = False  # the last line of the last reread may still be an echo of the prompt (Rereads)
         self._probe_raw: str | bytes = ""  # the text of the last reread, for its probe (see Rereads._keeps)
         self._probe: Reply | None = None  # ... and the probe's reading, once read

@@ -191,6 +191,8 @@ _ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")
 speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
 "Hi"``), and ``Okay.`` on a line of its own stand before a JSON reply (a CJK preamble names
 what follows: ``以下が返答です。``, which ``_PREAMBLE_HINT`` knows)."""
+_QUOTATION_AFTER: Final = re.compile(r"[.!?…。！？][^\S\n]*[\"「『“][^\n]*\Z")
+"""The text so far ends with a sentence's end, then a quotation begun on its line (no JSON reply begins so)."""
 _PROSE_DECIDED_MIN: Final = 8
 _PROSE_DECIDED_AFTER: Final = 12
 
@@ -200,7 +202,8 @@ def prose_decided(batch: Reply, text: str) -> bool:
 
     Nothing in it announces a reply to come (``Sure! Here is the JSON:``), it has at least
     ``_PROSE_DECIDED_MIN`` characters, and two sentences are complete; or one, and it ends the
-    text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or
+    text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or it is
+    said to someone and a quotation follows it on its line (``すごいね。「はい」``), or
     ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words). More
     text may still bring JSON (then ``close()`` takes back what was shown), but a reply that
     ignores the format speaks as it is written.
@@ -212,5 +215,8 @@ def prose_decided(batch: Reply, text: str) -> bool:
     if len(ends) != 1:
         return len(ends) > 1
     after = len(spoken[ends[0] :].strip())
-    ended = _ENDS_SENTENCE.search(text) is not None or said_to_someone(text) or dialogue_decided(text)
-    return after >= _PROSE_DECIDED_AFTER or (after == 0 and ended)
+    if after >= _PROSE_DECIDED_AFTER:
+        return True
+    if after == 0:
+        return _ENDS_SENTENCE.search(text) is not None or said_to_someone(text) or dialogue_decided(text)
+    return _QUOTATION_AFTER.search(text) is not None and said_to_someone(spoken[: ends[0]])

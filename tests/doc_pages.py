@@ -13,6 +13,9 @@ carry a marker comment that says how the tests treat it when they cannot simply 
 - ``<!-- docs: run by tests/FILE.py::NAME -->``: a test of its own runs the block (it needs a
   server, an optional engine...); the test must exist.
 
+The README's ``<!-- demo-command -->`` and ``<!-- test-command -->`` blocks count as not run: they
+install the package (CI runs the test command from the README itself).
+
 Everything else is run (Python, ``charfmt`` commands) or checked (JSON, TOML, JavaScript) by
 ``tests/test_doc_blocks.py``.
 """
@@ -84,11 +87,20 @@ def blocks(page: Path) -> tuple[Block, ...]:
     return tuple(found)
 
 
+SETUP = {
+    "<!-- demo-command -->": "the README's set-up command: installs the package into a new virtual environment",
+    "<!-- test-command -->": "the README's test command: installs every extra and runs the tests (CI runs it)",
+}
+"""The README's two set-up commands (which CI reads by these comments) count as marked, for this reason."""
+
+
 def _marker(lines: list[str], fence: int) -> tuple[str, str] | None:
     """The marker on the last non-blank line before the fence at index ``fence``, if any."""
     before = fence - 1
     while before >= 0 and not lines[before].strip():
         before -= 1
+    if before >= 0 and lines[before].strip() in SETUP:
+        return "not run", SETUP[lines[before].strip()]
     if before < 0 or (found := _MARKER.match(lines[before])) is None:
         return None
     return found["kind"], found["what"]

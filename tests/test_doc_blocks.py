@@ -258,7 +258,7 @@ def _run_command(argv: list[str], folder: Path, capsys: pytest.CaptureFixture[st
             stdin = (folder / next(rest)).read_bytes()
         elif word in {">", ">>"}:
             stdout, append = folder / next(rest), word == ">>"
-        elif "*" in word:
+        elif "*" in word and " " not in word:  # replies/*.json, not a quoted "*waves*"
             words += sorted(str(Path(p).relative_to(folder)) for p in glob.glob(str(folder / word)))
         else:
             words.append(word)
@@ -370,7 +370,12 @@ TOML = _unmarked(frozenset({"toml"}))
 @pytest.mark.parametrize("block", TOML, ids=_ids(TOML))
 def test_toml_block_loads_as_a_character(block: Block, tmp_path: Path) -> None:
     """A whole character file loads; a part of one (``[[tags]]``, ``[[emotions]]``) loads under a name."""
-    text = block.code if "name" in tomllib.loads(block.code) else f'name = "Docs"\n{block.code}'
+    given = tomllib.loads(block.code)
+    text = block.code
+    if "name" not in given:  # a part: the keys a whole file needs around it
+        text = f'name = "Docs"\npersona = "A character of the docs."\n{text}'
+        if "emotions" not in given:
+            text += '\n[[emotions]]\nkey = "neutral"\ndescription = "Default."\n'
     (tmp_path / "character.toml").write_text(text, encoding="utf-8")
     charfmt.Character.load(tmp_path / "character.toml")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from charfmt.diagnostics import CODES
+
 MARKER = "<!-- diagnostics-table:"
 GROUPS = {
     "0": "The input",
@@ -26,8 +28,6 @@ GROUPS = {
 
 def table() -> str:
     """The codes as Markdown: a table per hundred, each code with an anchor (``#cf301``)."""
-    from charfmt.diagnostics import CODES
-
     parts: list[str] = []
     for digit, title in GROUPS.items():
         rows = [(code, severity, text) for code, (severity, text) in CODES.items() if code[2] == digit]

@@ -273,6 +273,10 @@ def _run_command(argv: list[str], folder: Path, capsys: pytest.CaptureFixture[st
             file.write(out)
 
 
+NEVER_RUN = {"serve": "starts a server", "chat": "talks to a model", "--engine": "starts a Ray cluster"}
+"""What an unmarked block may not hold: a command that would not end by itself or needs a model."""
+
+
 @pytest.mark.parametrize("block", _unmarked(SHELL), ids=_ids(_unmarked(SHELL)))
 def test_shell_block_runs(
     block: Block, workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -284,6 +288,8 @@ def test_shell_block_runs(
         assert len(parts) == 1 and words[0] in {"charfmt", *(w for w in words if "=" in w)}, (
             f"{block.id}: {shlex.join(words)}: an unmarked shell block holds charfmt commands only"
         )
+        cannot = [why for word, why in NEVER_RUN.items() if word in parts[0]]
+        assert not cannot, f"{block.id}: charfmt {shlex.join(parts[0])} {cannot[0]}: mark the block (not run: why)"
         if "report" in parts[0][:1]:
             pytest.importorskip("pyarrow", reason="charfmt report needs pyarrow (charfmt[arrow])")
         _run_command(parts[0], workspace, capsys, block.id)

@@ -9,7 +9,8 @@ a folder holding the files they name (``reply.json``, ``logs.jsonl``, ``examples
 exit 0. JSON must load (a reply must parse strictly, a request hold messages), TOML must load as a
 character, JavaScript must pass ``node --check``. A block that cannot run here carries a marker
 comment (``tests/doc_pages.py`` lists them), and ``test_every_block_is_run_or_marked`` counts that
-no block is left out.
+no block is left out. Running the Python and shell blocks takes about 15 s together: they are in
+``tests/long_tests.txt`` (``pytest -m long``, which CI runs); the checks and the count are in the default run.
 """
 
 from __future__ import annotations

@@ -19,6 +19,12 @@ lorebook (``character_book``), ``system_prompt`` and ``post_history_instructions
 of the card (creator notes, assets, ``extensions`` byte for byte) is kept in ``Character.card``
 and written back by ``export_card``.
 
+A card from a stranger is read in bounded time and memory (``docs/UNTRUSTED.md``): only the PNG
+chunks of a card are inflated, within ``limit`` for the whole file; a CHARX is refused when it is
+a bomb, encrypted, or holds a name twice; ``extensions.charfmt`` of another shape than charfmt
+writes is an error naming the member; ``mes_example`` is read in linear time, at most
+``MAX_EXAMPLE_TURNS`` turns of it as few-shots (``CF932``).
+
 Write: ``export_card(character, "json" | "png")`` is a V3 card (a PNG carries a V2 ``chara``
 chunk too, for older readers) with charfmt's own data (emotions, tags, stage map, examples)
 under ``extensions.charfmt``, so that reading it back gives the same character.
@@ -32,16 +38,19 @@ import hashlib
 import io
 import json
 import re
+import struct
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from charfmt._png import PngError, blank_png, text_chunks, with_text_chunks
+from charfmt._png import CARD_KEYWORDS, PngError, Texts, blank_png, read_texts, with_text_chunks
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.models import Chat, Reply, Vocabulary
+from charfmt.models import Chat, Reply, Vocabulary, validation_message
 from charfmt.parser import parse
+from charfmt.tags import DEFAULT_TAGS
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form
 
@@ -122,22 +131,36 @@ def card_text(data: bytes, *, limit: int, key: str | None = None) -> str:
     if not data.strip():
         raise CardError("empty file")
     if data.startswith(b"\x89PNG"):
-        try:
-            chunks = text_chunks(data, limit=limit)
-        except PngError as e:
-            raise CardError(str(e)) from None
-        if key is None:
-            key = "ccv3" if "ccv3" in chunks else "chara" if "chara" in chunks else None
-        if key is None:
-            raise CardError("a PNG without a character card (no 'ccv3' or 'chara' text chunk)")
-        try:
-            raw = base64.b64decode(chunks[key].strip(), validate=True)
-        except (binascii.Error, ValueError):
-            raise CardError(f"the PNG's {key!r} chunk is not base64") from None
-        return _decode_utf8(raw, f"the PNG's {key!r} chunk")
+        chunks = _png_chunks(data, limit)
+        return _png_card(chunks, key or _png_key(chunks))
     if data.startswith(b"PK\x03\x04"):
         return _decode_utf8(_charx_member(data, "card.json", limit), "card.json")
     return _decode_utf8(data, "the card").removeprefix("\ufeff")
+
+
+def _png_chunks(data: bytes, limit: int) -> Texts:
+    """The card chunks of a PNG, read once (``limit`` bounds what they inflate to); a ``CardError`` if damaged."""
+    try:
+        return read_texts(data, limit=limit, keywords=CARD_KEYWORDS)
+    except PngError as e:
+        raise CardError(str(e)) from None
+
+
+def _png_key(chunks: Texts) -> str:
+    """The chunk a PNG's card is read from: ``ccv3`` where there is one, else ``chara``."""
+    for key in ("ccv3", "chara"):
+        if key in chunks.texts:
+            return key
+    raise CardError("a PNG without a character card (no 'ccv3' or 'chara' text chunk)")
+
+
+def _png_card(chunks: Texts, key: str) -> str:
+    """The card JSON in a PNG's chunk ``key`` (base64 of UTF-8)."""
+    try:
+        raw = base64.b64decode(chunks.texts[key].strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise CardError(f"the PNG's {key!r} chunk is not base64") from None
+    return _decode_utf8(raw, f"the PNG's {key!r} chunk")
 
 
 def _decode_utf8(raw: bytes, what: str) -> str:
@@ -147,50 +170,109 @@ def _decode_utf8(raw: bytes, what: str) -> str:
         raise CardError(f"{what} is not UTF-8: byte 0x{raw[e.start]:02X} at offset {e.start}") from None
 
 
+MAX_CHARX_ENTRIES: Final = 10_000
+"""The most entries a CHARX may hold (the zip reader keeps one record per entry in memory)."""
+MAX_CHARX_EXPANSION: Final = 16
+"""A CHARX's entries may expand to this many times the size limit of the file, all together."""
+MAX_CHARX_RATIO: Final = 200
+"""The most an entry over ``_RATIO_FLOOR`` bytes may expand (deflate's own ceiling is about 1,000)."""
+_RATIO_FLOOR: Final = 1 << 20
+"""Entries this small may compress as well as they like (a card of repeated keys does)."""
+_CHARX_METHODS: Final = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+"""How ``card.json`` may be compressed (other methods need more memory than the card is worth, or a library)."""
+_ZIP_ERRORS: Final = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError, RuntimeError, ValueError,
+    struct.error, zlib.error, OverflowError,
+)  # fmt: skip
+"""What the standard zip reader raises for a damaged or unusual file (RuntimeError: encrypted)."""
+
+
 def _charx_member(data: bytes, name: str, limit: int) -> bytes:
-    """One file of a CHARX zip, at most ``limit`` bytes uncompressed (a zip bomb is an error)."""
+    """One file of a CHARX zip, at most ``limit`` bytes uncompressed; a bomb, a duplicate, an encrypted or
+    damaged entry is a ``CardError`` naming it."""
+    # The zip reader holds every entry's record: count them before it reads the directory.
+    if data.count(b"PK\x01\x02") > MAX_CHARX_ENTRIES:
+        raise CardError(f"a CHARX file with more than {MAX_CHARX_ENTRIES:,} entries")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
+            infos = z.infolist()
+            _check_charx(infos, limit)
             try:
                 info = z.getinfo(name)
             except KeyError:
                 raise CardError(f"a CHARX file without {name}") from None
-            if info.file_size > limit:
-                raise CardError(f"{name} is larger than {limit:,} bytes")
+            _check_charx_member(info, limit)
             with z.open(info) as f:
                 out = f.read(limit + 1)
             if len(out) > limit:
                 raise CardError(f"{name} is larger than {limit:,} bytes")
             return out
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as e:
-        raise CardError(f"not a readable CHARX (zip) file: {e}") from None
+    except CardError:
+        raise
+    except _ZIP_ERRORS as e:
+        raise CardError(f"not a readable CHARX (zip) file: {e or type(e).__name__}") from None
 
 
-def read_card(data: bytes, *, limit: int, user_name: str | None = None) -> tuple[dict[str, Any], CardInfo]:
-    """A card's bytes as (the ``Character`` fields it gives, the card's ``CardInfo``); raises ``CardError``.
+def _check_charx(infos: list[zipfile.ZipInfo], limit: int) -> None:
+    """The whole zip: no name twice, no bomb (what the entries expand to, all together and each)."""
+    seen: set[str] = set()
+    for info in infos:
+        if info.filename in seen:
+            raise CardError(f"a CHARX file with two entries named {info.filename!r} (which one is meant?)")
+        seen.add(info.filename)
+    total = sum(info.file_size for info in infos)
+    if total > MAX_CHARX_EXPANSION * limit:
+        raise CardError(
+            f"a CHARX file whose entries expand to {total:,} bytes (more than {MAX_CHARX_EXPANSION} times"
+            f" {limit:,}: a zip bomb?)"
+        )
+    for info in infos:
+        if info.file_size > _RATIO_FLOOR and info.file_size > MAX_CHARX_RATIO * max(info.compress_size, 1):
+            ratio = info.file_size // max(info.compress_size, 1)
+            raise CardError(
+                f"the CHARX entry {info.filename!r} expands {ratio:,} times (more than {MAX_CHARX_RATIO}: a zip bomb?)"
+            )
+
+
+def _check_charx_member(info: zipfile.ZipInfo, limit: int) -> None:
+    """The entry charfmt reads: not encrypted, compressed in a way it reads, within the limit."""
+    if info.flag_bits & 0x1:
+        raise CardError(f"{info.filename} is encrypted (charfmt reads CHARX files without a password)")
+    if info.compress_type not in _CHARX_METHODS:
+        methods = " or ".join(_CHARX_METHODS.values())
+        raise CardError(f"{info.filename} is compressed with zip method {info.compress_type} (charfmt reads {methods})")
+    if info.file_size > limit:
+        raise CardError(f"{info.filename} is larger than {limit:,} bytes")
+
+
+def read_card(data: bytes, *, limit: int, user_name: str | None = None) -> CardRead:
+    """A card's bytes as the ``Character`` fields it gives and the card's ``CardInfo``; raises ``CardError``.
 
     ``user_name``: what ``{{user}}`` becomes (the player's name; ``None``: ``User``, or what charfmt wrote).
     """
-    try:
+    if not data.startswith(b"\x89PNG"):
         return _read_card(card_text(data, limit=limit), [], user_name)
+    chunks = _png_chunks(data, limit)
+    notes = [
+        _note("CF931", f"the PNG holds {n} {key!r} text chunks: the first read, the others skipped")
+        for key, n in chunks.counts.items()
+        if n > 1
+    ]
+    key = _png_key(chunks)
+    try:
+        return _read_card(_png_card(chunks, key), list(notes), user_name)
     except CardError as e:
-        if not data.startswith(b"\x89PNG"):
-            raise
-        try:
-            chunks = text_chunks(data, limit=limit)
-        except PngError:
-            raise e from None
-        if "ccv3" not in chunks or "chara" not in chunks:
+        if key != "ccv3" or "chara" not in chunks.texts:
             raise
         note = _note("CF925", f"the PNG's 'ccv3' chunk is unreadable ({e}): its 'chara' chunk read instead")
-        return _read_card(card_text(data, limit=limit, key="chara"), [note], user_name)
+        return _read_card(_png_card(chunks, "chara"), [*notes, note], user_name)
 
 
 _V1_FIELDS: Final = ("description", "personality", "first_mes", "mes_example")
 """What a V1 (TavernAI) card has besides ``name``: an object with none of them is not a card."""
 
 
-def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tuple[dict[str, Any], CardInfo]:
+def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> CardRead:
     try:
         card = json.loads(text)
     except ValueError as e:
@@ -235,22 +317,88 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> tup
         ext, extensions = {}, "{}"
     kept = {key: fields.get(key, default) for key, default in _V3_DATA_FIELDS}
     kept.update({k: v for k, v in fields.items() if k != "extensions"})
-    own = ext.get("charfmt")
-    foreign = _without_member(extensions, "charfmt") if own is not None else extensions
-    if isinstance(own, dict) and isinstance(own.get("character"), dict):
-        if own.get("version") != CHARFMT_VERSION:
-            raise CardError(f"extensions.charfmt version {own.get('version')!r} is not {CHARFMT_VERSION}")
-        said = [*own.get("diagnostics", []), *notes]
-        character = own["character"] if user_name is None else {**own["character"], "user_name": user_name}
-        written: dict[str, Any] = own["fields"] if isinstance(own.get("fields"), dict) else {}
-        changed = [k for k in _DIGESTED if k in written and written[k] != _digest(kept[k])]
-        if changed:  # edited elsewhere (SillyTavern) since charfmt wrote it: the card's fields win
-            character = _edited(character, kept, changed, user_name or character.get("user_name") or "User")
-            edited = ", ".join(changed)
-            said.append(_note("CF927", f"card fields edited since charfmt wrote them ({edited}): read from the card"))
-        return character, CardInfo(data=kept, extensions=foreign, diagnostics=said)
-    character, read = _from_fields(kept, user_name or "User")
-    return character, CardInfo(data=kept, extensions=foreign, diagnostics=[*notes, *read])
+    if "charfmt" not in ext:
+        character, read = _from_fields(kept, user_name or "User")
+        return CardRead(character, CardInfo(data=kept, extensions=extensions, diagnostics=[*notes, *read]))
+    if sum(name == "charfmt" for name, *_span in _members(extensions, 0)) > 1:
+        raise CardError("extensions holds charfmt twice (which one is meant?)", "data.extensions.charfmt")
+    foreign = _without_member(extensions, "charfmt")
+    character, written, said = _own_data(ext["charfmt"])
+    said += notes
+    if user_name is not None:
+        character = {**character, "user_name": user_name}
+    changed = [k for k in _DIGESTED if k in written and written[k] != _digest(kept[k])]
+    if changed:  # edited elsewhere (SillyTavern) since charfmt wrote it: the card's fields win
+        character = _edited(character, kept, changed, user_name or character.get("user_name") or "User")
+        edited = ", ".join(changed)
+        said.append(_note("CF927", f"card fields edited since charfmt wrote them ({edited}): read from the card"))
+    return CardRead(character, CardInfo(data=kept, extensions=foreign, diagnostics=said), OWN_CHARACTER)
+
+
+OWN: Final = "data.extensions.charfmt"
+"""Where charfmt's own data stands in a card (what errors about it name)."""
+OWN_CHARACTER: Final = (*OWN.split("."), "character")
+"""Where the character charfmt wrote stands in a card: the place of its validation errors."""
+
+
+class CardRead(NamedTuple):
+    """What ``read_card`` reads of a card."""
+
+    fields: dict[str, Any]
+    """The ``Character`` fields the card gives."""
+    info: CardInfo
+    """What the card holds beyond them."""
+    at: tuple[str, ...] = ()
+    """Where in the card the fields were written, when they were written whole (charfmt's own
+    ``extensions.charfmt.character``): an error in them is named from there."""
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in a few words (for messages naming what was found)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}" if len(repr(value)) <= 20 else "a number"
+    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _member_kind(obj: dict[str, Any], key: str) -> str:
+    """What member ``key`` of ``obj`` is, in a few words (``missing`` where there is none)."""
+    return _kind(obj[key]) if key in obj else "missing"
+
+
+def _own_data(own: Any) -> tuple[dict[str, Any], dict[str, str], list[Diagnostic]]:
+    """charfmt's own data in a card (``extensions.charfmt``): the character, the fields' digests, the notes.
+
+    Only charfmt writes it, and never with another shape: anything else is a ``CardError`` naming it.
+    """
+    if not isinstance(own, dict):
+        raise CardError(f"charfmt is {_kind(own)}, not an object (charfmt's own data)", OWN)
+    if own.get("version") != CHARFMT_VERSION:
+        raise CardError(f"version is {_member_kind(own, 'version')}, not {CHARFMT_VERSION}", f"{OWN}.version")
+    character = own.get("character")
+    if not isinstance(character, dict):
+        raise CardError(f"character is {_member_kind(own, 'character')}, not an object", f"{OWN}.character")
+    for key, kind in (("user_name", str), ("emotions", list)):  # read here before the character is checked
+        if key in character and not isinstance(character[key], kind):
+            wanted = "a string" if kind is str else "a list"
+            raise CardError(f"{key} is {_kind(character[key])}, not {wanted}", f"{OWN}.character.{key}")
+    written = own.get("fields", {})
+    if not isinstance(written, dict) or not all(isinstance(v, str) for v in written.values()):
+        raise CardError("fields is an object of field names and their digests (strings)", f"{OWN}.fields")
+    said = own.get("diagnostics", [])
+    if not isinstance(said, list):
+        raise CardError(f"diagnostics is {_kind(said)}, not a list", f"{OWN}.diagnostics")
+    notes = []
+    for n, item in enumerate(said):
+        try:
+            notes.append(Diagnostic.model_validate(item))
+        except ValidationError as e:
+            raise CardError(validation_message(e), f"{OWN}.diagnostics[{n}]") from None
+    return character, written, notes
 
 
 _KANA: Final = re.compile(r"[\u3040-\u30ff]")
@@ -282,7 +430,10 @@ def _digest(value: Any) -> str:
 
 def _edited(own: dict[str, Any], fields: dict[str, Any], changed: list[str], user: str) -> dict[str, Any]:
     """charfmt's character with what the edited card ``fields`` say in place of what they said when written."""
-    derived, _notes = _from_fields(fields, user, emotions=own.get("emotions"))
+    try:
+        derived, _notes = _from_fields(fields, user, emotions=own.get("emotions"))
+    except ValidationError as e:  # the emotions charfmt wrote, read with the edited fields
+        raise CardError(validation_message(e), f"{OWN}.character") from None
     out = dict(own)
     if {"description", "personality", "scenario"} & set(changed):
         out["persona"] = derived["persona"]
@@ -327,11 +478,7 @@ def _from_fields(
     vocabulary = Vocabulary.model_validate({"emotions": emotions})
     examples = []
     speakers = _speakers(fields, name, user)
-    for n, block in enumerate(_blocks(text("mes_example"))):
-        exchanges = list(_exchanges(block, speakers, vocabulary))
-        if not exchanges:
-            notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
-        examples += exchanges
+    examples += _examples(text("mes_example"), name, speakers, vocabulary=vocabulary, notes=notes)
     character = {
         "name": name,
         "persona": persona,
@@ -397,15 +544,67 @@ _UNUSED: Final = (("group_only_greetings", "group_only_greetings"),)
 """Card fields charfmt keeps (and writes back) but does not put in its prompts."""
 
 
-_START: Final = re.compile(r"^\s*<START>\s*$", re.IGNORECASE | re.MULTILINE)
+_START: Final = re.compile(r"^[^\S\n]*<START>[^\S\n]*$", re.IGNORECASE | re.MULTILINE)
+"""A ``<START>`` line. Spaces only within the line: ``\\s*`` would cross line breaks, and a run of
+blank lines would be scanned again from each of them (quadratic)."""
 
 
 def _blocks(text: str) -> list[str]:
     return [b for b in _START.split(text) if b.strip()]
 
 
-def _exchanges(block: str, speakers: tuple[list[str], list[str]], vocabulary: Vocabulary) -> Iterator[dict[str, Any]]:
-    """The exchanges of one ``<START>`` block: each ``{{user}}: ...`` line answered by the ``{{char}}: ...`` lines."""
+MAX_EXAMPLE_TURNS: Final = 1_000
+"""The most turns of ``mes_example`` read as few-shots (each is read leniently, as a model's reply is)."""
+MAX_EXAMPLE_TEXT: Final = 1 << 20
+"""The most characters of ``mes_example`` turns read as few-shots (more than any context window holds)."""
+
+
+class _Budget:
+    """What is left to read of ``mes_example`` as few-shots: turns and characters."""
+
+    def __init__(self) -> None:
+        self.turns, self.chars, self.spent = MAX_EXAMPLE_TURNS, MAX_EXAMPLE_TEXT, False
+
+    def take(self, text: str) -> bool:
+        """Whether one more turn of ``text`` may be read (``spent`` from the first that may not)."""
+        if self.turns <= 0 or len(text) > self.chars:
+            self.spent = True
+            return False
+        self.turns -= 1
+        self.chars -= len(text)
+        return True
+
+
+def _examples(
+    text: str, name: str, speakers: tuple[list[str], list[str]], *, vocabulary: Vocabulary, notes: list[Diagnostic]
+) -> list[dict[str, Any]]:
+    """The few-shot exchanges of ``mes_example``, within ``MAX_EXAMPLE_TURNS`` and ``MAX_EXAMPLE_TEXT``."""
+    examples: list[dict[str, Any]] = []
+    budget = _Budget()
+    for n, block in enumerate(_blocks(text)):
+        exchanges = list(_exchanges(block, speakers, vocabulary, budget))
+        if budget.spent:
+            notes.append(
+                _note(
+                    "CF932",
+                    f"mes_example is longer than charfmt reads as few-shots ({MAX_EXAMPLE_TURNS:,} turns,"
+                    f" {MAX_EXAMPLE_TEXT:,} characters): read up to block {n + 1}, all of it kept in the card",
+                )
+            )
+            return examples + exchanges
+        if not exchanges:
+            notes.append(_note("CF921", f"mes_example block {n + 1} has no line of {name}: kept in the card only"))
+        examples += exchanges
+    return examples
+
+
+def _exchanges(
+    block: str, speakers: tuple[list[str], list[str]], vocabulary: Vocabulary, budget: _Budget
+) -> Iterator[dict[str, Any]]:
+    """The exchanges of one ``<START>`` block: each ``{{user}}: ...`` line answered by the ``{{char}}: ...`` lines.
+
+    Linear in the block's length; stops at the first turn ``budget`` has no room for.
+    """
     chars, users = speakers
     names = sorted({*chars, *users}, key=len, reverse=True)
     line_start = re.compile(rf"^({'|'.join(re.escape(n) for n in names)})\s*:\s?(.*)$", re.IGNORECASE)
@@ -428,6 +627,8 @@ def _exchanges(block: str, speakers: tuple[list[str], list[str]], vocabulary: Vo
 
     for player, lines in turns:
         text = "\n".join(lines)
+        if not budget.take(text):
+            break
         if player:
             yield from flush()
             pending = parse_shorthand(text.strip() or "...", vocabulary=vocabulary)
@@ -438,12 +639,15 @@ def _exchanges(block: str, speakers: tuple[list[str], list[str]], vocabulary: Vo
     yield from flush()
 
 
+_EMOTION: Final = DEFAULT_TAGS.emotion.name
+
+
 def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
     """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped."""
     reply = canonical_form(parse(text.strip(), lenient=True, vocabulary=vocabulary))
     chats: list[Chat] = []
     for chat in reply.chats:
-        segments = [s for s in chat.segments if s.tag != "emo" or vocabulary.resolve(s.text) is not None]
+        segments = [s for s in chat.segments if s.tag != _EMOTION or vocabulary.resolve(s.text) is not None]
         if segments:
             chats.append(Chat(type=chat.type, order=len(chats) + 1, segments=segments))
     return Reply(chats=chats) if chats else None

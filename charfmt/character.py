@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
@@ -38,7 +38,7 @@ from charfmt.models import (
     vocabulary_clashes,
 )
 from charfmt.parser import parse
-from charfmt.stagemap import Expression, Motion, StageMap, Voice
+from charfmt.stagemap import Expression, Motion, StageMap, Voice, closest
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
 from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
@@ -224,7 +224,7 @@ class Character(BaseModel):
 
         ``user_name``: the player's name (a card's ``{{user}}``; ``None``: the file's, or ``User``).
         """
-        data = _read_bytes(Path(path), max_size)
+        data = read_bytes(Path(path), max_size)
         return cls.from_bytes(data, str(path), max_size=max_size, user_name=user_name)
 
     @classmethod
@@ -249,7 +249,7 @@ class Character(BaseModel):
         data = bytes(data)
         with _translated(file):
             try:
-                fields, info = read_card(data, limit=max_size, user_name=user_name)
+                fields, info, at = read_card(data, limit=max_size, user_name=user_name)
             except CardError as e:
                 binary = not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
                 message = f"not UTF-8 TOML, and not a readable character card: {e}" if binary else str(e)
@@ -265,7 +265,7 @@ class Character(BaseModel):
                 character = cls.model_validate(fields)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise CharacterError(file, dotted_path(err["loc"]), None, _validation_message(err)) from None
+                raise CharacterError(file, dotted_path((*at, *err["loc"])), None, _validation_message(err)) from None
             if is_generated(character, info):  # charfmt's own export, untouched: nothing foreign to keep
                 return character
             return character.model_copy(update={"card": info})
@@ -275,14 +275,7 @@ class Character(BaseModel):
         """Build a character from TOML text; ``file`` names it in errors. Raises ``CharacterError``."""
         text = text.removeprefix(_BOM)  # Windows editors start files with a byte order mark
         with _translated(file):
-            try:
-                data = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as e:
-                m = re.search(r"\(at line (\d+)", str(e))
-                raise CharacterError(file, "", int(m.group(1)) if m else None, f"invalid TOML: {e}") from None
-
-            def fail(loc: tuple[Any, ...], message: str) -> CharacterError:
-                return CharacterError(file, dotted_path(loc), _toml_line(text, loc), message)
+            data, fail = toml_data(text, file)
 
             _check_keys(data, fail)
             try:
@@ -306,6 +299,21 @@ class Character(BaseModel):
                 raise fail(tuple(err["loc"]), _validation_message(err)) from None
 
 
+def toml_data(text: str, file: str) -> tuple[dict[str, Any], Fail]:
+    """A TOML file's data and the function that builds its errors (naming ``file``, the key and its line)."""
+    try:
+        data = tomllib.loads(text.removeprefix(_BOM))  # Windows editors start files with a byte order mark
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+)", str(e))
+        raise CharacterError(file, "", int(m.group(1)) if m else None, f"invalid TOML: {e}") from None
+    lines = _TomlLines(text.removeprefix(_BOM))  # one pass over the file, however many errors it has
+
+    def fail(loc: tuple[Any, ...], message: str) -> CharacterError:
+        return CharacterError(file, dotted_path(loc), lines.line(loc), message)
+
+    return data, fail
+
+
 _EMOTION_KEYS_ADAPTER: Final = TypeAdapter(list[EmotionKey])
 
 _FRIENDLY: Final = {
@@ -321,7 +329,7 @@ def _validation_message(err: Any) -> str:
     return friendly or error_message(err)
 
 
-def _toml_tags(rows: Any, fail: _Fail) -> TagTable:
+def _toml_tags(rows: Any, fail: Fail) -> TagTable:
     """The ``[[tags]]`` of a character file as its tag table; errors point at the key of the entry at fault."""
     if not isinstance(rows, list):
         raise fail(("tags",), "tags are [[tags]] tables (name, role, description)")
@@ -353,7 +361,7 @@ _CARD_SUFFIXES: Final = frozenset({".png", ".charx", ".json"})
 _SIGNATURES: Final = {".png": (b"\x89PNG", "a PNG"), ".charx": (b"PK\x03\x04", "a CHARX (zip) file")}
 """The bytes a PNG and a CHARX file start with, and what to call a file that does not."""
 
-_Fail = Callable[[tuple[Any, ...], str], CharacterError]
+Fail = Callable[[tuple[Any, ...], str], CharacterError]
 """Builds the error for a location in the file (``("emotions", 1, "key")``) and a message."""
 
 
@@ -369,23 +377,23 @@ _EXPRESSION_KEYS: Final = tuple(Expression.model_fields)
 _MOTION_KEYS: Final = tuple(Motion.model_fields)
 
 
-def _toml_stage(stage: Any, emotions: Any, tags: TagTable, fail: _Fail, actions: Any = None) -> None:
+def _toml_stage(stage: Any, emotions: Any, tags: TagTable, fail: Fail, actions: Any = None) -> None:
     """Check a ``[stage]`` table: known keys, emotion keys and cue values the character has, valid values."""
     if not isinstance(stage, dict):
         raise fail(("stage",), "stage is a table ([stage.emotions.KEY], [stage.actions.WORD], ...)")
-    _check_table(stage, tuple(StageMap.model_fields), ("stage",), fail)
+    check_table(stage, tuple(StageMap.model_fields), ("stage",), fail)
     named: tuple[tuple[str, tuple[str, ...]], ...] = (("emotions", _EXPRESSION_KEYS), ("actions", _MOTION_KEYS))
     for name, fields in named:
         for word, entry in (stage.get(name) or {}).items() if isinstance(stage.get(name), dict) else ():
-            _check_table(entry, fields, ("stage", name, word), fail)
+            check_table(entry, fields, ("stage", name, word), fail)
             if isinstance(entry, dict) and isinstance(entry.get("voice"), dict):
-                _check_table(entry["voice"], _VOICE_KEYS, ("stage", name, word, "voice"), fail)
+                check_table(entry["voice"], _VOICE_KEYS, ("stage", name, word, "voice"), fail)
     cues = stage.get("cues")
     for tag, values in cues.items() if isinstance(cues, dict) else ():
         for value, entry in values.items() if isinstance(values, dict) else ():
-            _check_table(entry, _MOTION_KEYS, ("stage", "cues", tag, value), fail)
+            check_table(entry, _MOTION_KEYS, ("stage", "cues", tag, value), fail)
     for name, fields in (("voice", _VOICE_KEYS), ("fallback", _EXPRESSION_KEYS), ("fallback_action", _MOTION_KEYS)):
-        _check_table(stage.get(name), fields, ("stage", name), fail)
+        check_table(stage.get(name), fields, ("stage", name), fail)
     try:
         stage_map = StageMap.model_validate(stage)
     except ValidationError as e:
@@ -398,18 +406,18 @@ def _toml_stage(stage: Any, emotions: Any, tags: TagTable, fail: _Fail, actions:
         raise fail(("stage", *where), message)
 
 
-def _unknown_keys(table: Any, known: Sequence[str], loc: tuple[Any, ...], fail: _Fail) -> Iterator[CharacterError]:
+def _unknown_keys(table: Any, known: Sequence[str], loc: tuple[Any, ...], fail: Fail) -> Iterator[CharacterError]:
     """An error for each unknown key of one table (none where it is no table), naming the closest known key."""
     if not isinstance(table, dict):
         return
     for key in table:
         if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}?" if close else f"the keys here are {', '.join(known)}"
+            close = closest(key, known)
+            hint = f"did you mean {close!r}?" if close is not None else f"the keys here are {', '.join(known)}"
             yield fail((*loc, key), f"unknown key {key!r}; {hint}")
 
 
-def _check_table(table: Any, known: tuple[str, ...], loc: tuple[Any, ...], fail: _Fail) -> None:
+def check_table(table: Any, known: tuple[str, ...], loc: tuple[Any, ...], fail: Fail) -> None:
     """Reject an unknown key of one table, naming the closest known key."""
     for error in _unknown_keys(table, known, loc, fail):
         raise error
@@ -420,7 +428,7 @@ _EXAMPLE_KEYS: Final = ("user", "reply")
 _REPLY_KEYS: Final = ("type", "body")
 
 
-def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
+def _check_keys(data: dict[str, Any], fail: Fail) -> None:
     """Reject unknown keys (``aliasses``, ``exmaples``), naming the closest known key: every one, in file order."""
     found: list[CharacterError] = []
 
@@ -440,19 +448,19 @@ def _check_keys(data: dict[str, Any], fail: _Fail) -> None:
         raise CharacterError(first.file, first.key, first.line, first.detail, more)
 
 
-def _read_file(path: Path, max_size: int) -> str:
+def read_file(path: Path, max_size: int) -> str:
     """A file's text, at most ``max_size`` bytes of UTF-8; every failure is a ``CharacterError``."""
-    return _decode(_read_bytes(path, max_size), str(path))
+    return _decode(read_bytes(path, max_size), str(path))
 
 
-def _read_bytes(path: Path, max_size: int) -> bytes:
+def read_bytes(path: Path, max_size: int) -> bytes:
     """A file's bytes, at most ``max_size``; every failure is a ``CharacterError``."""
     file = str(path)
     try:
         with path.open("rb") as f:
             data = f.read(max_size + 1)
-    except (OSError, MemoryError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+    except (OSError, MemoryError, ValueError) as e:  # ValueError: a NUL in the path
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
         raise CharacterError(file, "", None, f"cannot read: {reason}") from None
     if len(data) > max_size:
         raise CharacterError(file, "", None, f"larger than {max_size:,} bytes (max_size)")
@@ -488,7 +496,7 @@ def _translated(file: str, line: int | None = None) -> Iterator[None]:
         raise CharacterError(file, "", line, message) from None
 
 
-def _example(n: int, raw: Any, character: Character, fail: _Fail) -> Any:
+def _example(n: int, raw: Any, character: Character, fail: Fail) -> Any:
     """Turn a TOML example (shorthand user, reply as type/body tables) into model data.
 
     A character file is authored, so what the shorthand would only warn about (an
@@ -528,8 +536,26 @@ _TOML_TABLE_HEADER: Final = re.compile(r"^\s*\[\s*([\w.-]+)\s*\]")
 _TOML_KEY: Final = re.compile(r"^\s*([\w-]+)\s*=")
 
 
-def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
-    """The line where the value at ``loc`` (``("emotions", 2, "key")``) is written, or nearest above."""
+class _TomlLines:
+    """Where each value of a TOML text is written: the lines are found on first use, once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def _lines(self) -> dict[tuple[Any, ...], int]:
+        return _toml_lines(self.text)
+
+    def line(self, loc: tuple[Any, ...]) -> int | None:
+        """The line where the value at ``loc`` (``("emotions", 2, "key")``) is written, or nearest above."""
+        for size in range(len(loc), 0, -1):
+            if loc[:size] in self._lines:
+                return self._lines[loc[:size]]
+        return None
+
+
+def _toml_lines(text: str) -> dict[tuple[Any, ...], int]:
+    """Each place of a TOML text (table, array entry, key) and the line it is first written on."""
     lines: dict[tuple[Any, ...], int] = {}
     counts: dict[tuple[Any, ...], int] = {}
     current: tuple[Any, ...] = ()
@@ -552,15 +578,12 @@ def _toml_line(text: str, loc: tuple[Any, ...]) -> int | None:
                 lines.setdefault(current[:size], number)
         elif m := _TOML_KEY.match(line):
             lines.setdefault((*current, m.group(1)), number)
-    for size in range(len(loc), 0, -1):
-        if loc[:size] in lines:
-            return lines[loc[:size]]
-    return None
+    return lines
 
 
 def load_history(path: str | Path, character: Character | Scene, *, max_size: int = MAX_FILE_SIZE) -> list[Exchange]:
     """Read a conversation from a JSON Lines file (see ``history_from_jsonl``); raises ``CharacterError``."""
-    return history_from_jsonl(_read_file(Path(path), max_size), character, str(path))
+    return history_from_jsonl(read_file(Path(path), max_size), character, str(path))
 
 
 def history_from_jsonl(text: str, character: Character | Scene, file: str = "<history>") -> list[Exchange]:

@@ -157,6 +157,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF928": ("warning", "an unknown macro (or one with bad arguments) left as written"),
     "CF929": ("error", "macro expansion would pass its output bound"),
     "CF930": ("warning", "a bracket tag's intensity is outside 0–1: clamped to 1, dropped below 0 (emotion kept)"),
+    "CF931": ("warning", "a PNG card holds a card chunk (chara, ccv3) more than once: the first read"),
+    "CF932": ("warning", "a card's mes_example is longer than charfmt reads as few-shots: the rest kept in the card"),
     "CF940": ("info", "lorebook entries activated for this turn (named in the message)"),
     "CF941": ("warning", "lorebook entries activated but left out: the lorebook's token budget was reached"),
     "CF942": ("warning", "a lorebook regex key is not used: invalid, needs the regex package, or ran out of time"),

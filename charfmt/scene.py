@@ -20,6 +20,8 @@ cues with its own stage map. A reply without speakers is read exactly as a singl
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -27,14 +29,24 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from charfmt._tables import terminal_regex
-from charfmt.character import MAX_FILE_SIZE, Character, CharacterError, Exchange
+from charfmt.character import (
+    MAX_FILE_SIZE,
+    Character,
+    CharacterError,
+    Exchange,
+    Fail,
+    _translated,
+    check_table,
+    read_bytes,
+    read_file,
+    toml_data,
+)
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.envelope import Locator
 from charfmt.lorebook import Activation, Lorebook, LorebookError
-from charfmt.models import Chat, Reply, Vocabulary, validation_message
+from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
-from charfmt.stage import StageReader
+from charfmt.stage import NARRATOR, StageReader
 from charfmt.stagemap import Voice
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
 from charfmt.userinput import UserTurn
@@ -82,9 +94,11 @@ class Scene(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Scene:
+        if len(self.cast) > MAX_CAST:
+            raise ValueError(f"a cast of {len(self.cast):,} members: a scene has at most {MAX_CAST}")
         for who in self.cast:
-            if not terminal_regex("KEY").fullmatch(who):
-                raise ValueError(f"speaker id {who!r} must be a name without markup or surrounding whitespace")
+            if (problem := speaker_id_problem(who)) is not None:
+                raise ValueError(problem)
         _union_tags(self.cast)
         for n, example in enumerate(self.examples):
             problems = self.check(example.reply)
@@ -297,67 +311,143 @@ class Scene(BaseModel):
     @classmethod
     def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Scene:
         """A scene from TOML: ``name``, ``setting``, ``[[cast]]`` (``id``, ``character`` = a file beside it),
-        ``[narrator]`` (a voice), ``[[examples]]`` (``user``, ``[[examples.reply]]`` with type, speaker, body)."""
-        import tomllib  # noqa: PLC0415
+        ``[narrator]`` (a voice), ``[[examples]]`` (``user``, ``[[examples.reply]]`` with type, speaker, body).
 
+        The scene file and each cast file are read as a character file is (at most ``max_size``
+        bytes each: ``/dev/zero`` or an endless pipe ends there); every problem is a
+        ``CharacterError`` naming the file, the key and its line.
+        """
         path = Path(path)
         file = str(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            raise CharacterError(file, "", None, f"cannot read the scene: {reason}") from None
-        cast: dict[str, Character] = {}
-        for i, row in enumerate(data.pop("cast", [])):
-            if (
-                not isinstance(row, dict)
-                or not isinstance(row.get("id"), str)
-                or not isinstance(row.get("character"), str)
-            ):
-                raise CharacterError(file, f"cast[{i}]", None, 'a cast member is id = "..." and character = "FILE"')
-            cast[row["id"]] = Character.load(path.parent / row["character"], max_size=max_size)
-            if row.get("lorebook") is not None:
-                data.setdefault("cast_lorebooks", {})[row["id"]] = _lorebook(
-                    path, row["lorebook"], f"cast[{i}].lorebook"
-                )
-        if data.get("lorebook") is not None:
-            data["lorebook"] = _lorebook(path, data["lorebook"], "lorebook")
-        first = next(iter(cast.values()), None)
-        examples = []
-        for n, ex in enumerate(data.pop("examples", [])):
+        with _translated(file):
+            data, fail = toml_data(read_file(path, max_size), file)
+            check_table(data, _SCENE_KEYS, (), fail)
+            cast, books = _load_cast(data.pop("cast", None), path.parent, max_size, fail)
+            if books:
+                data["cast_lorebooks"] = books
+            if data.get("lorebook") is not None:
+                data["lorebook"] = _lorebook(path.parent, data["lorebook"], ("lorebook",), max_size, fail)
+            examples = _load_examples(data.pop("examples", []), cast, fail)
             try:
-                user = first.shorthand(ex["user"]) if first is not None else UserTurn()
-                chats = [
-                    {"type": c.get("type", "C"), "order": k + 1, "body": c["body"],
-                     **({"speaker": c["speaker"]} if "speaker" in c else {})}
-                    for k, c in enumerate(ex["reply"])
-                ]  # fmt: skip
-            except (KeyError, TypeError, AttributeError):
-                raise CharacterError(
-                    file, f"examples[{n}]", None, "an example is user and [[examples.reply]]"
-                ) from None
-            reply = parse(json.dumps({"chats": chats}, ensure_ascii=False), tags=_union_tags(cast) if cast else None)
-            examples.append(Exchange(user=user.model_copy(update={"diagnostics": []}), reply=reply))
+                return cls.model_validate({**data, "cast": cast, "examples": examples})
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise fail(tuple(err["loc"]), error_message(err)) from None
+
+
+MAX_CAST: Final = 64
+"""The most members a scene's cast may have."""
+SPEAKER_ID: Final = re.compile(r"[A-Za-z0-9._@+/=-]{1,128}")
+"""What a speaker id may hold: a session key's alphabet (``charfmt.store.base.NAME``) without ``:``.
+
+A ``tags`` reply starts each line with ``id: ``, so an id holds no format marker (``[``, ``*``,
+``:``, ``<``), no space and nothing a log or a terminal would show otherwise."""
+
+
+def speaker_id_problem(who: Any) -> str | None:
+    """Why ``who`` cannot be a speaker id (``None``: it can)."""
+    if not isinstance(who, str):
+        return f"a speaker id is a string, not {type(who).__name__}"
+    if who.casefold() == NARRATOR:
+        return f"speaker id {who!r} is the narrator's (the I and E chats): give the cast member another id"
+    if SPEAKER_ID.fullmatch(who) is None:
+        return (
+            f"speaker id {who[:40]!r} must be 1 to 128 letters, digits and ._@+/=- (ASCII; no spaces and no"
+            " format markers such as [ * : <)"
+        )
+    return None
+
+
+def _load_cast(rows: Any, folder: Path, max_size: int, fail: Fail) -> tuple[dict[str, Character], dict[str, Lorebook]]:
+    """The ``[[cast]]`` tables: unique, well-formed ids, each member's file loaded once however often it is
+    named; and the members' own lorebooks (``lorebook = "FILE"``), by id."""
+    if rows is None:
+        raise fail(("cast",), 'a scene needs [[cast]] tables (id = "...", character = "FILE")')
+    if not isinstance(rows, list):
+        raise fail(("cast",), 'cast is a list of [[cast]] tables (id = "...", character = "FILE")')
+    if len(rows) > MAX_CAST:
+        raise fail(("cast",), f"a cast of {len(rows):,} members: a scene has at most {MAX_CAST}")
+    cast: dict[str, Character] = {}
+    books: dict[str, Lorebook] = {}
+    first: dict[str, int] = {}
+    loaded: dict[str, Character] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise fail(("cast", i), 'a cast member is a [[cast]] table: id = "..." and character = "FILE"')
+        check_table(row, (*_CAST_KEYS, "lorebook"), ("cast", i), fail)
+        for key in _CAST_KEYS:
+            if not isinstance(row.get(key), str):
+                raise fail(("cast", i, key), f'a cast member needs {key} = "..." (a string)')
+        who = row["id"]
+        if (problem := speaker_id_problem(who)) is not None:
+            raise fail(("cast", i, "id"), problem)
+        if who in first:
+            raise fail(("cast", i, "id"), f"id {who!r} is cast[{first[who]}]'s already: each member has its own id")
+        first[who] = i
+        member = folder / row["character"]
+        key = os.path.realpath(member) if "\0" not in row["character"] else row["character"]
+        if key not in loaded:
+            loaded[key] = Character.load(member, max_size=max_size)
+        cast[who] = loaded[key]
+        if row.get("lorebook") is not None:
+            books[who] = _lorebook(folder, row["lorebook"], ("cast", i, "lorebook"), max_size, fail)
+    return cast, books
+
+
+_CAST_KEYS: Final = ("id", "character")
+"""What a ``[[cast]]`` table must hold (``lorebook`` it may)."""
+_SCENE_KEYS: Final = ("name", "setting", "cast", "narrator", "user_name", "language", "examples", "lorebook")
+"""What a scene file may hold at its top (``Scene``'s fields, but the lorebooks its cast names)."""
+
+
+def _load_examples(rows: Any, cast: dict[str, Character], fail: Fail) -> list[Exchange]:
+    """The ``[[examples]]`` tables as exchanges: the user's shorthand read with the first member's words."""
+    if not isinstance(rows, list):
+        raise fail(("examples",), "examples is a list of [[examples]] tables (user, [[examples.reply]])")
+    first = next(iter(cast.values()))
+    tags = _union_tags(cast)
+    examples = []
+    for n, ex in enumerate(rows):
+        if not isinstance(ex, dict) or not isinstance(ex.get("user"), str) or not isinstance(ex.get("reply"), list):
+            raise fail(("examples", n), 'an example is user = "..." and [[examples.reply]] tables')
+        check_table(ex, ("user", "reply"), ("examples", n), fail)
+        chats = []
+        for k, c in enumerate(ex["reply"]):
+            where = ("examples", n, "reply", k)
+            if not isinstance(c, dict) or not isinstance(c.get("body"), str):
+                raise fail(where, 'a reply chat is a table with body = "..." (and type, speaker)')
+            check_table(c, _REPLY_KEYS, where, fail)
+            for key in ("type", "speaker"):
+                if key in c and not isinstance(c[key], str):
+                    raise fail((*where, key), f"{key} is a string, not {type(c[key]).__name__}")
+            chats.append({"type": c.get("type", "C"), "order": k + 1, "body": c["body"],
+                          **({"speaker": c["speaker"]} if "speaker" in c else {})})  # fmt: skip
         try:
-            return cls.model_validate({**data, "cast": cast, "examples": examples})
-        except ValidationError as e:
-            raise CharacterError(file, "", None, validation_message(e)) from None
+            reply = parse(json.dumps({"chats": chats}, ensure_ascii=False), tags=tags)
+        except ParseError as e:
+            d = e.diagnostics[0]
+            at = ("examples", n, "reply", d.chat) if d.chat is not None else ("examples", n)
+            raise fail(at, f"{d.code} {d.message}") from None
+        user = first.shorthand(ex["user"]).model_copy(update={"diagnostics": []})
+        examples.append(Exchange(user=user, reply=reply))
+    return examples
 
 
-def _lorebook(scene: Path, name: Any, key: str) -> Lorebook:
-    """A lorebook file named in a scene (beside it); its errors name the scene and the key."""
-    file = str(scene)
+_REPLY_KEYS: Final = ("type", "speaker", "body")
+
+
+def _lorebook(folder: Path, name: Any, loc: tuple[Any, ...], max_size: int, fail: Fail) -> Lorebook:
+    """A lorebook file named in a scene (beside it), read as a character file is (at most ``max_size``
+    bytes); its errors name the scene, the key and its line."""
     if not isinstance(name, str):
-        raise CharacterError(file, key, None, 'a lorebook is a file name: lorebook = "FILE"')
-    path = scene.parent / name
+        raise fail(loc, 'a lorebook is a file name: lorebook = "FILE"')
+    path = folder / name
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise CharacterError(file, key, None, f"cannot read {path}: {e.strerror or e}") from None
-    try:
-        return Lorebook.from_bytes(data, path.stem)
+        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem)
+    except CharacterError as e:
+        raise fail(loc, f"{path}: {e.detail}") from None
     except LorebookError as e:
-        raise CharacterError(file, key, None, f"{path}: {e}") from None
+        raise fail(loc, f"{path}: {e}") from None
 
 
 class _Places:

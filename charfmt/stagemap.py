@@ -30,7 +30,7 @@ The stage reader (``charfmt.stage``) reads this map; this module only holds it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -151,48 +151,94 @@ class StageMap(BaseModel):
 
     def check(
         self,
-        keys: list[str],
+        keys: Sequence[str],
         cues: dict[str, tuple[str, ...] | None],
         actions: Sequence[str] = (),
         resolve: Callable[[str], str | None] | None = None,
-    ) -> list[tuple[tuple[Any, ...], str]]:
+    ) -> Iterator[tuple[tuple[Any, ...], str]]:
         """Each entry that names no emotion key, action or cue (its place under ``stage`` and why).
 
         ``cues``: each cue tag with its closed list of values (``None``: any value).
         ``actions``: the character's action words; where it lists none, any word may be mapped.
         ``resolve``: the vocabulary's lookup, so that an alias written as a key says which key it means.
+
+        Lazy, and linear in the entries: a problem's message (with its did-you-mean search through
+        every key) is written only when it is reached, so a caller that stops at the first pays
+        for one search however many entries are misspelt.
         """
-        problems: list[tuple[tuple[Any, ...], str]] = []
+        known = frozenset(keys)
         for key in self.emotions:
-            if key not in keys:
+            if key not in known:
                 alias = resolve(key) if resolve is not None else None
                 if alias is not None:
                     message = f"{key!r} is an alias of {alias!r}: map the key ([stage.emotions.{alias}])"
                 else:
-                    message = f"{key!r} is not an emotion key (the keys are {', '.join(keys)}){_mean(key, keys)}"
-                problems.append((("emotions", key), message))
+                    message = f"{key!r} is not an emotion key (the keys are {_listing(keys)}){_mean(key, keys)}"
+                yield ("emotions", key), message
+        words = frozenset(actions)
         for word in self.actions if actions else ():
-            if word not in actions:
-                listed = ", ".join(actions)
-                message = f"{word!r} is not an action of the character (actions: {listed}){_mean(word, actions)}"
-                problems.append((("actions", word), message))
+            if word not in words:
+                listed, mean = _listing(actions), _mean(word, actions)
+                yield ("actions", word), f"{word!r} is not an action of the character (actions: {listed}){mean}"
         for tag, values in self.cues.items():
             if tag not in cues:
-                names = ", ".join(cues) or "none"
-                problems.append((("cues", tag), f"{tag!r} is not a cue tag of the character (cue tags: {names})"))
+                yield ("cues", tag), f"{tag!r} is not a cue tag of the character (cue tags: {_listing(cues) or 'none'})"
                 continue
             allowed = cues[tag]
+            allowed_set = frozenset(allowed or ())
             for value in values:
-                if allowed is not None and value not in allowed:
-                    problems.append(
-                        (("cues", tag, value), f"<{tag}> value {value!r} is not one of {', '.join(allowed)}")
-                    )
-        return problems
+                if allowed is not None and value not in allowed_set:
+                    yield ("cues", tag, value), f"<{tag}> value {value!r} is not one of {_listing(allowed)}"
 
 
 _NOTHING: Final = Expression()
 
 
+_MAX_LISTED: Final = 20
+"""Words an error lists at most (a map of 10,000 keys is not an error message)."""
+_MAX_SUGGESTED: Final = 64
+"""The longest word a did-you-mean compares (difflib's ratio is quadratic in the words' lengths)."""
+
+
+def _listing(words: Collection[str]) -> str:
+    """``words`` joined for a message: the first ``_MAX_LISTED`` and how many there are in all."""
+    if len(words) <= _MAX_LISTED:
+        return ", ".join(words)
+    return ", ".join(list(words)[:_MAX_LISTED]) + f", ... ({len(words):,} in all)"
+
+
 def _mean(word: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``word``, or nothing."""
+    close = closest(word, known)
+    return f"; did you mean {close!r}?" if close is not None else ""
+
+
+def closest(word: str, known: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The word of ``known`` most like ``word`` (``difflib.get_close_matches(word, known, 1, cutoff)``), fast.
+
+    difflib computes the full ratio of every candidate; here candidates are ranked by its cheap
+    upper bound (``quick_ratio``) and the full ratio is computed only while that bound can still
+    beat the best found: one pass over ``known`` and a few full ratios, the same answer. Words
+    longer than ``_MAX_SUGGESTED`` get no answer (the full ratio is quadratic in their length).
+    """
+    if len(word) > _MAX_SUGGESTED:
+        return None
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(word)
+    bounds: list[tuple[float, str]] = []
+    for candidate in known:
+        if len(candidate) > _MAX_SUGGESTED:
+            continue
+        matcher.set_seq1(candidate)
+        if matcher.real_quick_ratio() >= cutoff and (bound := matcher.quick_ratio()) >= cutoff:
+            bounds.append((bound, candidate))
+    bounds.sort(key=lambda pair: pair[0], reverse=True)
+    best: tuple[float, str] | None = None
+    for bound, candidate in bounds:
+        if best is not None and bound < best[0]:
+            break  # no candidate left can beat (or tie) the best
+        matcher.set_seq1(candidate)
+        score = (matcher.ratio(), candidate)
+        if score[0] >= cutoff and (best is None or score > best):  # difflib's order: (ratio, word), largest
+            best = score
+    return best[1] if best is not None else None

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
@@ -604,6 +605,7 @@ class Client:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._keyed = bool(api_key)
+        self._redact = Redactor([api_key])
         self.timeout = timeout
         self.reader = ReplyReader(self.fail)
         self._httpx = lib
@@ -619,8 +621,8 @@ class Client:
         self._client.close()
 
     def fail(self, message: str) -> UpstreamError:
-        """The one error of this client: ``URL: message``, on one line."""
-        return UpstreamError(f"{self.shown}: {' '.join(message.split())}")
+        """The one error of this client: ``URL: message``, on one line, the key and key-shaped strings ``***``."""
+        return UpstreamError(self._redact(f"{self.shown}: {' '.join(message.split())}"))
 
     def chat(self, body: dict[str, Any], *, max_tokens: int) -> Iterator[Delta]:
         """The reply to ``body`` (a chat-completion request), streamed or whole, within ``max_tokens``."""

@@ -5,10 +5,12 @@ the player's words, so replies of different sessions differ), ``whole`` (one ``c
 ``slow``, ``cut`` (the connection drops mid-reply), ``cutclean`` (half the reply, then the body simply ends: no finish
 reason, no ``[DONE]``), ``filter`` (half the reply, then a content filter's stop), ``refuse`` (a refusal, no content),
 ``trickle`` (the first event a byte at a time, 0.1 s apart), ``wholestall`` (half a ``chat.completion``, then nothing
-for a minute), ``500``, ``401``/``403`` (a refused key), ``429`` (``Retry-After: 7``), ``html`` (a proxy's HTML error
-page), ``endless`` (tokens until the client goes away), ``say:TEXT`` (the model writes TEXT; ``say:``: nothing, then
-``[DONE]``), ``mute`` (no answer at all), ``silent`` (headers, then nothing) and ``pings`` (headers, then keep-alive
-comments for ever; ``stall``: the same after the reply's first chunk).
+for a minute), ``500``, ``401``/``403`` (a refused key), ``leak401``/``leak500``/``leakhtml``/``leakstream`` (an
+error quoting the key it was sent and other secrets: ``LEAKED``), ``429`` (``Retry-After: 7``), ``html`` (a proxy's
+HTML error page), ``endless`` (tokens until the client goes away), ``flood`` (``endless`` at full speed, 30 characters a
+token), ``say:TEXT`` (the model writes TEXT; ``say:``: nothing, then ``[DONE]``), ``mute`` (no answer at all),
+``silent`` (headers, then nothing) and ``pings`` (headers, then keep-alive comments for ever; ``stall``: the same
+after the reply's first chunk).
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ from starlette.routing import Route
 
 CHUNK = 4
 """Characters per streamed chunk."""
+
+LEAKED = (
+    "sk-proj-OTHERkey0123456789abcdef",
+    "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.c2lnbmF0dXJlMTIz",
+    "hf_abcdefghijklmnopqrstuvwxyz0123456789",
+    "https://host.example/v1?api_key=QUERYsecret42",
+)
+"""Secrets of other shapes a ``leak`` mode quotes beside the key it was sent (none of them may reach a client)."""
 
 
 def reply_for(user_text: str) -> str:
@@ -92,6 +102,8 @@ class Scripted:
             return JSONResponse({"error": {"message": "invalid api key"}}, status_code=int(mode))
         if mode == "429":
             return JSONResponse({"error": {"message": "slow down"}}, status_code=429, headers={"Retry-After": "7"})
+        if mode.startswith("leak"):  # an upstream that quotes the key it was sent (and other secrets) in its error
+            return self._leak(mode, request.headers.get("authorization") or "", text)
         if mode == "html":
             return HTMLResponse("<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", 502)
         if mode == "mute":  # the request read, and no answer (not even its head) for a minute
@@ -109,6 +121,24 @@ class Scripted:
         if times is not None and tag:
             self.written[tag.group()] = text
         return StreamingResponse(self._stream(mode, text, times), media_type="text/event-stream")
+
+    def _leak(self, mode: str, auth: str, text: str) -> Response:
+        """``leak401``, ``leak500``, ``leakhtml``: an error answer quoting ``auth`` and ``LEAKED`` secrets;
+        ``leakstream``: half the reply streamed, then an error event quoting them."""
+        key = auth.removeprefix("Bearer ")
+        words = f"Incorrect API key provided: {auth}. Key {key!r} in use; also {' '.join(LEAKED)}"
+        if mode == "leak401":
+            return JSONResponse({"error": {"message": words, "type": "invalid_request_error"}}, status_code=401)
+        if mode == "leak500":
+            return JSONResponse({"error": {"message": f"crashed calling out with {words}"}}, status_code=500)
+        if mode == "leakhtml":
+            return HTMLResponse(f"<html><head><title>Bad key: {auth}</title></head><p>{words}</p></html>", 502)
+
+        async def events() -> AsyncIterator[bytes]:
+            yield chunk_event(text[: len(text) // 2])
+            yield b"data: " + json.dumps({"error": {"message": words}}).encode() + b"\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
     async def _stream(self, mode: str, text: str, times: list[float] | None = None) -> AsyncIterator[bytes]:
         try:
@@ -139,6 +169,11 @@ class Scripted:
                 while True:
                     yield chunk_event("la ")
                     await asyncio.sleep(0.001)
+            if mode == "flood":  # as endless, as fast as it can, 30 characters a token
+                yield chunk_event('{"chats":[{"type":"C","order":1,"body":"<msg>')
+                while True:
+                    yield chunk_event("la " * 10)
+                    await asyncio.sleep(0)
             pieces = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
             for i, piece in enumerate(pieces):
                 if mode == "cut" and i == len(pieces) // 2:

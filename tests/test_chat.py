@@ -151,6 +151,11 @@ class _Server(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"data: [DONE]\n\n")
             return None
+        if mode == "quote-key":  # a 401 that quotes the key it was sent, as some providers' do
+            self.send_response(401)
+            self.end_headers()
+            self.wfile.write(json.dumps({"error": f"Incorrect API key: {self.headers.get('Authorization')}"}).encode())
+            return None
         if type(self).status != 200:
             self.send_response(type(self).status)
             self.end_headers()
@@ -550,6 +555,21 @@ def test_the_api_key_is_sent_from_the_environment_and_never_shown(
     assert main(["chat", "--character", REX, "--endpoint", server, "--free", "--say", "hi"]) == 1
     out, err = capsys.readouterr()
     assert "sk-" not in out + err and "HTTP 500" in err
+
+
+def test_a_key_the_server_quotes_back_is_never_shown(
+    server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 401 quoting the key it was sent: the error line says so with the key written ``***`` (a key of no known
+    shape too: the client knows its own key)."""
+    _Server.mode = "quote-key"
+    for key in ("sk-proj-quoted0123456789", "plainkey-4242-secret"):
+        monkeypatch.setenv("MY_KEY", key)
+        argv = ["chat", "--character", REX, "--endpoint", server, "--free", "--say", "hi", "--api-key-env", "MY_KEY"]
+        assert main(argv) == 1
+        out, err = capsys.readouterr()
+        assert key not in out + err and key[:8] not in out + err, err
+        assert "HTTP 401" in err and "Incorrect API key: Bearer ***" in err, err
 
 
 def test_credentials_in_the_endpoint_url_are_never_shown(server: str, capsys: pytest.CaptureFixture[str]) -> None:

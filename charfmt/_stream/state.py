@@ -103,6 +103,8 @@ class State:
         "_line_start",
         "_live",
         "_need",
+        "_open_clean",
+        "_open_tag",
         "_orders",
         "_out",
         "_oversize",
@@ -158,6 +160,8 @@ class State:
         self._spec_at = 0  # how much of a held stream the last reread read (see Rereads)
         self._spec_work = 0  # how much all rereads read
         self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
+        self._open_tag = ""  # the tag of a bare-tags element the last reread ended inside (see Rereads)
+        self._open_clean = False  # ... and whether its raw text so far is all settled
         self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
         self._collector: Collector | None = Collector() if keep_reply else None
         self._unfolded: list[events.Event] = []  # events not yet folded into the collector

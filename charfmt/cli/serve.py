@@ -1,4 +1,4 @@
-"""``charfmt serve``: flags into ``charfmt.serve.Settings``, then uvicorn runs ``create_app(settings)``."""
+"""``charfmt serve``: flags into ``charfmt.serve.Settings``, then uvicorn runs ``create_app(settings)``, guarded."""
 
 from __future__ import annotations
 
@@ -89,6 +89,42 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
         metavar="N|none",
         help="the card's greeting a new session opens with (0: first_mes, 1...: alternate_greetings)",
     )
+    _add_transport(sp)
+
+
+def _add_transport(sp: argparse.ArgumentParser) -> None:
+    """The flags of what a connection may do: the hosts answered, the HTTP parser, the transport guard's bounds."""
+    from charfmt.serve.guard import Limits  # noqa: PLC0415
+
+    sp.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="also answer requests for this Host name (a LAN name, a proxy's; *.lan: a domain; *: any,"
+                    " the DNS-rebinding guard off); loopback names and the address a request came in on always are,"
+                    " and this machine's names where --host is 0.0.0.0 or ::")  # fmt: skip
+    sp.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
+                    help="uvicorn's HTTP parser (auto: httptools where installed); the bounds below hold with"
+                    " either")  # fmt: skip
+    d = Limits()
+    sp.add_argument("--max-connections", type=whole(1), default=d.max_connections, metavar="N",
+                    help=f"connections open at once; each beyond: 503 (default {d.max_connections:,})")  # fmt: skip
+    sp.add_argument("--header-timeout", type=_seconds, default=d.header_seconds, metavar="S",
+                    help=f"seconds a request's head may take, then 408 (default {d.header_seconds:g})")  # fmt: skip
+    sp.add_argument("--body-timeout", type=_seconds, default=d.body_seconds, metavar="S",
+                    help=f"seconds a request's body may take after its head, then 408"
+                    f" (default {d.body_seconds:g})")  # fmt: skip
+    sp.add_argument("--keep-alive", type=_seconds, default=d.idle_seconds, metavar="S",
+                    help=f"seconds an idle connection waits for its next request"
+                    f" (default {d.idle_seconds:g})")  # fmt: skip
+
+
+def _seconds(text: str) -> float:
+    """An option's type: seconds, more than 0 and at most an hour."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:40]!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {value:g}")
+    return value
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -116,6 +152,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")
     if args.tokenizer is not None and args.upstream is None:
         args.parser.error("argument --tokenizer: a model run in-process (--model) counts with its own tokenizer")
+    allowed_hosts = _allowed_hosts(args)
     api_key = key_env = None
     if args.upstream is not None:
         key_env = args.api_key_env or API_KEY_ENV
@@ -142,9 +179,33 @@ def settings_from(args: argparse.Namespace) -> Any:
         max_session_age=args.max_age * 86400 if args.max_age is not None else None,
         max_sessions=args.max_sessions or MAX_SESSIONS["memory" if args.memory else "store"],
         lorebooks=tuple(load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)), greeting=args.greeting,
+        allowed_hosts=allowed_hosts,
     )  # fmt: skip
     _usable(args, settings)
     return settings
+
+
+def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``Host`` names answered besides loopback and the address a request came in on: ``--allow-host``'s,
+    ``--host`` where it is a name, and this machine's names where ``--host`` listens on every address."""
+    import ipaddress  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    from charfmt.serve.hosts import host_name  # noqa: PLC0415
+
+    names = list(args.allow_host)
+    for name in names:
+        if name != "*" and host_name(name.removeprefix("*.")) is None:
+            args.parser.error(f"argument --allow-host: {name!r} is not a host name (a name, an address, *.domain, *)")
+    try:
+        ipaddress.ip_address(args.host)  # (an address: a request that came in on it is answered anyway)
+    except ValueError:
+        if host_name(args.host) is not None:
+            names.append(args.host)
+    if args.host in ("0.0.0.0", "::", ""):  # every address: the names the LAN knows this machine by
+        machine = socket.gethostname()
+        names += [machine, f"{machine}.local", socket.getfqdn()]
+    return tuple(dict.fromkeys(n.lower() for n in names if n))
 
 
 def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -210,26 +271,24 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
     """Run ``app`` until it is stopped."""
     import uvicorn  # noqa: PLC0415
 
+    from charfmt.serve.hosts import is_loopback  # noqa: PLC0415
+
     state = app.state.charfmt
     settings = state.settings
     _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
-    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None and not settings.tokens:
+    beyond = not is_loopback(args.host)
+    if beyond and settings.token is None and not settings.tokens:
         print(f"charfmt serve: warning: listening on {args.host} with no --token or --tokens", file=sys.stderr)
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level="info", ws_max_size=settings.max_request_bytes,
-        h11_max_incomplete_event_size=64 << 10, timeout_graceful_shutdown=5,
-    )  # fmt: skip
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", **_transport(args, settings))
+    _console(settings)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"charfmt serve: listening on http://{shown}:{port} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    if beyond:
+        names = ", ".join(["localhost", "its addresses", *settings.allowed_hosts])
+        print(f"charfmt serve: answering requests for {names} (more: --allow-host)", file=sys.stderr, flush=True)
     _said_store(settings.store)
-    for name in ("uvicorn.access", "uvicorn.error"):  # HTTP lines; the WebSocket's, accepted or refused
-        logging.getLogger(name).addFilter(_redact_tokens)
-    logging.getLogger("uvicorn.error").addFilter(_no_denial_error)
-    console = logging.getLogger("charfmt.serve")  # failed turns, in uvicorn's form beside its lines
-    console.handlers, console.propagate = list(logging.getLogger("uvicorn.error").handlers), False
-    console.setLevel(logging.INFO)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -299,10 +358,64 @@ def _read_token(parser: argparse.ArgumentParser) -> str:
     return sys.stdin.readline(4096).strip()
 
 
+def _transport(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    """uvicorn's settings of the connections: its HTTP parser behind the transport guard, the WebSocket's bound."""
+    import math  # noqa: PLC0415
+
+    from uvicorn.config import HTTP_PROTOCOLS  # noqa: PLC0415
+    from uvicorn.importer import import_from_string  # noqa: PLC0415
+
+    from charfmt.serve.guard import Limits, protocol_class  # noqa: PLC0415
+
+    limits = Limits(
+        header_seconds=args.header_timeout, body_seconds=args.body_timeout,
+        idle_seconds=args.keep_alive, max_connections=args.max_connections,
+    )  # fmt: skip
+    _open_files_for(limits.max_connections)
+    return {
+        "http": protocol_class(import_from_string(HTTP_PROTOCOLS[args.http]), limits),
+        "ws_max_size": settings.max_request_bytes, "timeout_graceful_shutdown": 5,
+        # the guard's bounds are met first: h11's own above them, uvicorn's keep-alive after the guard's
+        "h11_max_incomplete_event_size": limits.head.request_line + limits.head.head_bytes + 4096,
+        "timeout_keep_alive": math.ceil(limits.idle_seconds) + 1,
+    }  # fmt: skip
+
+
+def _open_files_for(connections: int) -> None:
+    """Room for ``connections`` sockets (and the upstream's, the files): the soft limit of open files raised
+    toward the hard one where it is lower (a warning where it cannot be)."""
+    try:
+        import resource  # noqa: PLC0415
+    except ImportError:  # (not on Windows)
+        return
+    need = connections + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    room = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (room, hard))
+    except (ValueError, OSError):
+        room = soft
+    if room < need:
+        print(f"charfmt serve: warning: --max-connections {connections} needs {need} open files;"
+              f" this process may open {room} (ulimit -n)", file=sys.stderr)  # fmt: skip
+
+
+def _console(settings: Any) -> None:
+    """The console's lines (uvicorn's, the failed turns', the guard's refusals) in uvicorn's form, redacted."""
+    from charfmt._redact import Redactor  # noqa: PLC0415
+    from charfmt.serve.logs import redact_console  # noqa: PLC0415
+
+    logging.getLogger("uvicorn.error").addFilter(_no_denial_error)
+    console = logging.getLogger("charfmt.serve")  # failed turns and refusals, beside uvicorn's lines
+    console.handlers, console.propagate = list(logging.getLogger("uvicorn").handlers), False
+    console.setLevel(logging.INFO)
+    redact_console(Redactor(settings.secrets()), ("uvicorn", "uvicorn.access", "charfmt.serve"))
+
+
 _ORIGIN: Final = re.compile(r"https?://[^/?#\s]+")
 """What a browser's ``Origin`` header holds."""
-
-_TOKEN_IN_QUERY: Final = re.compile(r"(?i)([?&]token=)[^&\s\"]*")
 
 
 def _no_denial_error(record: logging.LogRecord) -> bool:
@@ -310,15 +423,6 @@ def _no_denial_error(record: logging.LogRecord) -> bool:
     its sans-I/O protocol logs every such refusal as "returned without completing handshake". The app
     always accepts or refuses (``charfmt.serve.turn_stream._refuse``), so the line says nothing wrong."""
     return record.getMessage() != "ASGI callable returned without completing handshake."
-
-
-def _redact_tokens(record: logging.LogRecord) -> bool:
-    """Log lines with a ``?token=`` value (EventSource, WebSocket) written ``***``: never the secret."""
-    if isinstance(record.args, tuple):
-        record.args = tuple(_TOKEN_IN_QUERY.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
-    if isinstance(record.msg, str):
-        record.msg = _TOKEN_IN_QUERY.sub(r"\1***", record.msg)
-    return True
 
 
 def _ready(settings: Any) -> None:

@@ -20,7 +20,9 @@ Routes:
     the playground page (no CDN; one file from the package).
 
 Every door is bounded (body bytes, JSON depth, turn length, messages, sessions); every failure
-is an OpenAI-shaped ``{"error": {...}}`` with the right status.
+is an OpenAI-shaped ``{"error": {...}}`` with the right status, its secrets written ``***``
+(``wire.error_body``); a request for a ``Host`` that is not the server's is refused (421,
+``hosts``: DNS rebinding) before any route.
 
 The routes live beside this module: ``completions`` (the OpenAI door), ``turn_stream``
 (``/v1/turn`` and its WebSocket), on ``state`` (the engine, sessions, log), ``inputs`` (reading
@@ -44,6 +46,7 @@ from starlette.routing import Route, WebSocketRoute
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.completions import SESSION_HEADER, chat_completions
 from charfmt.serve.formats import FORMATS
+from charfmt.serve.hosts import HostCheck
 from charfmt.serve.inputs import OWNER, query_token
 from charfmt.serve.session_routes import delete_session, list_sessions, read_session
 from charfmt.serve.state import ServerState
@@ -83,7 +86,7 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if settings.playground:
         routes.append(Route("/", _playground, methods=["GET"]))
-    middleware = []
+    middleware = [Middleware(HostCheck, allowed=settings.allowed_hosts)]  # first: before CORS answers a preflight
     if settings.cors:
         middleware.append(
             Middleware(

@@ -57,6 +57,9 @@ class Settings:
     each; a session belongs to the token that made it."""
     cors: tuple[str, ...] = ()
     """Origins allowed to call from a browser (none: CORS off)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names answered besides loopback and the address a request came in on (``--allow-host``;
+    ``*.lan`` a domain's names, ``*`` any: the DNS-rebinding guard off). Others get a 421."""
     log: Path | None = None
     """A JSON Lines file each turn is appended to (``charfmt report`` reads it)."""
     max_request_bytes: int = 1 << 20
@@ -83,3 +86,7 @@ class Settings:
     """Lore beyond the character card's own book (``--lorebook``), scanned every turn."""
     greeting: int | None = 0
     """The card's greeting a new session opens with (0: ``first_mes``; ``None``: none; ``--greeting``)."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """What the server never shows (written ``***`` in answers and logs): the upstream's key, the token."""
+        return tuple(s for s in (self.api_key, self.token) if s)

@@ -64,9 +64,10 @@ class ServerState:
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
+            from charfmt._redact import Redactor  # noqa: PLC0415
             from charfmt.serve.logs import TurnLog  # noqa: PLC0415
 
-            self._log = TurnLog(settings.log)
+            self._log = TurnLog(settings.log, Redactor(settings.secrets()))
 
     def next_id(self) -> str:
         """A request id: random, and counted (unique within this server)."""

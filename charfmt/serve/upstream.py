@@ -34,6 +34,7 @@ from charfmt._http_client import (
     redact_url,
     silence,
 )
+from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
 
 MAX_RETRY_AFTER: Final = 3600
@@ -135,6 +136,7 @@ class HTTPUpstream:
         self._reader = ReplyReader(self.fail)
         self._finishing: set[asyncio.Task[None]] = set()
         self._headers = {"Accept-Encoding": "identity", "Content-Type": "application/json"}
+        self._redact = Redactor([api_key])
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._max_connections = max_connections
@@ -166,11 +168,12 @@ class HTTPUpstream:
         self._session = None
 
     def fail(self, message: str, status: int = 502, retry: int | None = None) -> UpstreamFailure:
-        """The one error of this upstream: ``the upstream: message`` on one line, with the front end's status."""
+        """The one error of this upstream: ``the upstream: message`` on one line, with the front end's status;
+        the key (an upstream may quote the one it refused) and key-shaped strings written ``***``."""
         text = " ".join(message.split()).replace(self.url, "the upstream").replace(self.name, "the upstream")
         for where in self._where:  # (a message quoting the host, or host:port, says "the upstream" too)
             text = text.replace(where, "the upstream")
-        return UpstreamFailure(f"the upstream: {text}", status=status, retry_after=retry)
+        return UpstreamFailure(f"the upstream: {self._redact(text)}", status=status, retry_after=retry)
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
         """The reply to ``body``, streamed or whole, within ``max_tokens``; cancelling closes the request.

@@ -1,7 +1,8 @@
 """What every door of ``charfmt serve`` answers with: OpenAI-shaped errors, server-sent events, a client gone.
 
 Every failure of a request or a turn is ``{"error": {"message", "type", "param", "code"}}``
-with the right status (:func:`failure` says which), never a traceback; a stream that already
+with the right status (:func:`failure` says which), never a traceback, never a secret (a key
+an upstream quoted is ``***``: :func:`error_body`); a stream that already
 began says it in its own shape instead (an error chunk, an ``error`` event).
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from starlette.responses import JSONResponse, Response
 
+from charfmt._redact import redact
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.prompt import BadTurn
 from charfmt.serve.upstream import UpstreamFailure
@@ -57,9 +59,11 @@ class HTTPFailure(CharfmtError):
 
 
 def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
-    """The OpenAI error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    """The OpenAI error object: ``{"error": {"message", "type", "param", "code"}}``, its message's secrets
+    written ``***`` (every error a client is sent is made here: HTTP bodies, SSE error chunks, ``/v1/turn``
+    events, WebSocket messages)."""
     kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    return {"error": {"message": redact(message), "type": kind, "param": param, "code": status}}
 
 
 def failure(e: BaseException) -> tuple[int, str, str | None, dict[str, str]]:

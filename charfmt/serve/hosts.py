@@ -1,0 +1,139 @@
+"""The allowed hosts: a request (or a WebSocket handshake) is answered only for a ``Host`` that is this server's.
+
+DNS rebinding: a page of another site points a name of its own (``rebind.evil.example``) at
+127.0.0.1, then drives the server from the browser as if it were that site: same origin, so
+neither CORS nor an ``Origin`` check sees anything wrong, but the ``Host`` header still holds
+the attacker's name. The server answers only for loopback names (``localhost``, ``*.localhost``,
+``127.x.x.x``, ``::1``), the address the request came in on (its IP, which a rebinding page
+cannot name), and the names given with ``--allow-host`` (``charfmt serve`` adds the machine's
+own names when it listens beyond loopback); any other is refused with 421 before any route,
+token check or CORS answer.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+from charfmt.serve.framing import NO_HOST, TWO_HOSTS
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+"""Names that always mean this machine (with ``*.localhost``, which browsers resolve to loopback themselves)."""
+
+_NAME: Final = re.compile(r"[a-z0-9._-]{1,253}")
+"""What a host name may hold (an IPv6 address is in brackets, read apart)."""
+
+
+def host_name(value: str) -> str | None:
+    """The host of a ``Host`` header's value (``name``, ``name:port``, ``[v6]:port``), lowercased; None if malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        inside, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not re.fullmatch(r":\d{1,5}", rest)):
+            return None
+        try:
+            return str(ipaddress.IPv6Address(inside))
+        except ValueError:
+            return None
+    name, colon, port = value.partition(":")
+    if colon and not re.fullmatch(r"\d{1,5}", port):
+        return None
+    name = name.rstrip(".")  # (``localhost.`` is ``localhost``)
+    return name if _NAME.fullmatch(name) else None
+
+
+def is_loopback(name: str) -> bool:
+    """Whether the host ``name`` is this machine whatever the DNS says (a loopback name or address)."""
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class AllowedHosts:
+    """The hosts a server answers for: loopback, the address a request came in on, and the names given."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        given = [n.strip().lower().rstrip(".") for n in names if n.strip()]
+        self.any = "*" in given
+        """``*`` was given: every host is answered (the check is off)."""
+        self.names = frozenset(n for n in given if not n.startswith("*."))
+        self.suffixes = tuple(n[1:] for n in given if n.startswith("*."))
+        """``*.lan`` given: any name ending in ``.lan``."""
+
+    def allows(self, name: str, local: str | None) -> bool:
+        """Whether the host ``name`` (:func:`host_name`) is this server's, for a request that came in on ``local``."""
+        if self.any or is_loopback(name) or name in self.names or name.endswith(self.suffixes):
+            return True
+        if local is None:
+            return False
+        try:  # the address the client connected to (an IPv4-mapped IPv6 one written as IPv4)
+            address = ipaddress.ip_address(local)
+            mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+            return ipaddress.ip_address(name) in (address, mapped)
+        except ValueError:
+            return False
+
+
+class HostCheck:
+    """ASGI middleware: every HTTP request and WebSocket handshake whose ``Host`` is not allowed is refused (421)."""
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = AllowedHosts(allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self.allowed.any:
+            await self.app(scope, receive, send)
+            return
+        why = self.refusal(scope)
+        if why is None:
+            await self.app(scope, receive, send)
+            return
+        await _refuse(scope, receive, send, *why)
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """The status and message refusing this request's ``Host``; None where it is allowed."""
+        hosts = [value for key, value in scope["headers"] if key == b"host"]
+        if len(hosts) > 1:
+            return 400, TWO_HOSTS
+        if not hosts:  # (an HTTP/1.0 client may send none; no browser leaves it out)
+            return None if scope.get("http_version") == "1.0" else (400, NO_HOST)
+        shown = hosts[0].decode("latin-1")
+        name = host_name(shown)
+        if name is None:
+            return 400, f"the Host header {shown[:100]!r} is not a host name"
+        server = scope.get("server")
+        local = str(server[0]) if server else None
+        if self.allowed.allows(name, local):
+            return None
+        return 421, (
+            f"this server does not answer for the host {name[:100]!r}: only for localhost, its own address and the"
+            " names given with --allow-host (see docs/SECURITY.md: a guard against DNS rebinding)"
+        )
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    """The refusal, OpenAI-shaped: an HTTP answer, or a WebSocket handshake's (where the server can answer one
+    with a response; else the handshake closed, which it sends as 403)."""
+    from starlette.responses import JSONResponse  # noqa: PLC0415 (the names above need no Starlette: the CLI)
+    from starlette.websockets import WebSocket  # noqa: PLC0415
+
+    from charfmt.serve.wire import error_body  # noqa: PLC0415
+
+    response = JSONResponse(error_body(status, message), status_code=status)
+    if scope["type"] == "http":
+        await response(scope, receive, send)
+        return
+    ws = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await ws.send_denial_response(response)
+    else:
+        await ws.close(code=1008, reason=message[:120])

@@ -146,6 +146,9 @@ def take_turn(
         view.finish()
     text = "".join(chunks)
     reply = parse(text, vocabulary=character.vocabulary, tags=character.tags) if strict else stream.reply
+    if reader.reasoning:  # the server's, beside the text (reasoning_content): before any the text held (<think>)
+        reasoning = reader.reasoning + (f"\n\n{reply.reasoning}" if reply.reasoning else "")
+        reply = reply.model_copy(update={"reasoning": reasoning})
     if view is not None and not reply.chats:
         view.silent()
     if reply.chats:  # (a reply that says nothing, a refusal: not kept as the character's answer, as serve does)

@@ -130,6 +130,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF825": ("warning", "a stream item charfmt does not read (not text, no known SDK object, a later choice) skipped"),
     "CF826": ("error", "the provider reported an error in the stream"),
     "CF827": ("info", "the provider paused a long-running turn ('pause_turn'): send the reply back to continue it"),
+    "CF828": ("warning", "serve: an emotion key has no name the --reply-format's front end knows: written as the key"),
     # interop: documents of other formats (charfmt.interop)
     "CF901": ("error", "not a document of the format: a required key is missing or has another type"),
     "CF902": ("error", "charfmt's payload in the document is of an unknown version or not an exchange"),

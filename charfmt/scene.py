@@ -265,7 +265,7 @@ class Scene(BaseModel):
         def said(chats: Sequence[Any]) -> str:
             return " ".join(s.text for chat in chats for s in chat.segments if s.tag not in keys)
 
-        out = [f"{self.user_name}: {said(turn.chats)}"]
+        out = [f"{self.user_name}: {said(turn.chats)}"] if turn.chats else []  # (no turn: none, as _card_prompt)
         for exchange in reversed(history):
             lines = []
             for chat in exchange.reply.chats:

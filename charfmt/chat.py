@@ -126,7 +126,10 @@ def take_turn(
     else:
         _, messages = fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
-    stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
+    # ... and the prompt's own text echoed (CF631): it is not the character's either
+    stream = StreamParser(
+        lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn, prompt=messages
+    )
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     chunks: list[str] = []
     for chunk in generate(messages):

@@ -173,7 +173,13 @@ def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
         return True
     if len(n) < _NEARLY_FROM:
         return False
-    return any(difflib.SequenceMatcher(None, n, long[: len(n)]).ratio() >= _NEARLY for long in told.long)
+    # (a line much longer than one of the prompt's is never nearly it: only those are compared, so a long
+    # line costs no more than the prompt's own lines do)
+    return any(
+        difflib.SequenceMatcher(None, n, long[: len(n)]).ratio() >= _NEARLY
+        for long in told.long
+        if len(n) <= len(long) + (len(long) >> 2)
+    )
 
 
 _SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")

@@ -189,7 +189,7 @@ _PREAMBLE_HINT: Final = re.compile(
 )
 """Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
-_PROMPT_OPENING: Final = re.compile(r"\s*(?:\W{0,3})you are (?:[A-Z]|[^\x00-\x7f])", re.IGNORECASE)
+_PROMPT_OPENING: Final = re.compile(r"\s*\W{0,3}(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
 """Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``): its echo, whatever a JSON
 reply after it (the batch reader drops what comes before one), until the caller's prompt says otherwise."""
 _ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")

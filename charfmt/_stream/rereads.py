@@ -50,6 +50,7 @@ read at most this many times the text so far."""
 _DECISIVE: Final = re.compile(r"[\]>*\")};\n.!?。！？…]")
 """(What may complete markup, a value or a line; or end a sentence, settled if it is said to someone.) Also
 sooner: the chunk after one whose reread held a sentence back, if it brings more than space (``_held_back``)."""
+_HALF_CLOSED: Final = re.compile(r"[*\]]\Z")
 _WORD_ONLY: Final = re.compile(r"[A-Za-z0-9]+")
 _SPECULATE_SMALL: Final = 64
 """... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
@@ -145,7 +146,9 @@ class Rereads(Body):
         # reply of untagged text until a quotation is read as dialogue, in a body's text always; never the
         # text of an element still open (an element's text is its own, quotes and all).
         held = not element and (batch.dialect not in _PROSE or not dialogue_decided(text))
-        if not self._advance(batch, self._folded(), often, held=held):
+        # (a text ending in '*' or ']' may be ending '**…**' or '[[…]]' with one of two: not read twice the same)
+        steady_test = often and _HALF_CLOSED.search(text) is None
+        if not self._advance(batch, self._folded(), steady_test, held=held):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._state == TOP and any(isinstance(e, ChatStart) for e in self._out):

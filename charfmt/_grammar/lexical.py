@@ -112,6 +112,10 @@ class BadEntity(Exception):
         """The entity as written."""
 
 
+_MAX_DIGITS: Final = len(str(0x10FFFF))
+"""The most significant digits a numeric reference to a character has (seven decimal, six hexadecimal)."""
+
+
 def entity_char(reference: str) -> str | None:
     """The character the reference ``reference`` (between ``&`` and ``;``: ``amp``, ``#233``, ``#xE9``) stands for.
 
@@ -123,7 +127,11 @@ def entity_char(reference: str) -> str | None:
         return named
     if reference[:1] != "#":
         return None
-    code = int(reference[2:], 16) if reference[1:2] in ("x", "X") else int(reference[1:])
+    hexadecimal = reference[1:2] in ("x", "X")
+    digits = reference[1 + hexadecimal :].lstrip("0") or "0"  # the grammar allows any number of leading zeros
+    if len(digits) > _MAX_DIGITS:  # no code point has more (and int() refuses 4,300 decimal digits)
+        return None
+    code = int(digits, 16 if hexadecimal else 10)
     if code > 0x10FFFF:
         return None
     ch = chr(code)

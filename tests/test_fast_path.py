@@ -23,6 +23,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from charfmt import ParseError, Reply, Vocabulary, dumps
+from charfmt._strict.body import _widened
 from charfmt.body import BodyError, fast_reader, parse_body
 from charfmt.models import Chat, Segment
 from charfmt.parser import DEFAULT_MAX_SIZE, _fast, _parse
@@ -138,6 +139,17 @@ def test_valid_bodies(body: str) -> None:
 @example("<emo>joy</emo>\n", "C")
 @example("<msg>a &#0; b</msg>", "C")
 @example("<msg>&#x110000;</msg>", "C")
+@example("<msg>&#0000065;&#x00041;</msg>", "C")
+@example("<msg>&#127;</msg>", "C")
+@example("<msg>&#55296;</msg>", "C")
+@example("<msg>&#xdfff;</msg>", "C")
+@example("<msg>&#8;&#9;</msg>", "C")
+@example("<msg>&#1114112;</msg>", "C")
+@example("&#" + "0" * 5000 + "65;", "I")
+@example("&#" + "1" * 5000 + ";", "E")
+@example("<msg>&#12a;</msg>", "C")
+@example("<msg>&#;</msg>", "C")
+@example("<msg>&#x;</msg>", "C")
 @example("<emo> joy</emo>", "C")
 @example("<msg></msg>", "C")
 @example("", "E")
@@ -287,6 +299,7 @@ def _cpu(run: Any, arg: str) -> float:
         lambda n: ("<msg>" + "a" * 50 + "</msg>\n") * n + "<msg>unclosed",
         lambda n: "<msg>" + "a &amp; " * n + "&bogus;</msg>",
         lambda n: "<emo>joy</emo>\n" * n,  # a trailing newline
+        lambda n: "<msg>" + "&#12345" * n + "</msg>",  # numeric references never closed
     ],
 )
 def test_a_failing_body_costs_linear_time(shape: Any) -> None:
@@ -295,3 +308,14 @@ def test_a_failing_body_costs_linear_time(shape: Any) -> None:
     small, large = shape(2_000), shape(20_000)
     assert read("C", small) is None and read("C", large) is None
     assert _cpu(lambda b: read("C", b), large) <= 30 * max(_cpu(lambda b: read("C", b), small), 1e-5)
+
+
+def test_the_shipped_grammars_numeric_reference_is_widened_in_the_fast_patterns() -> None:
+    """The cold start's first parse compiles ``TEXT`` with any number as a numeric reference (the decoder
+    checks it): that needs the grammar's ``_NUMREF`` as written inside ``TEXT``, or the ranges compile again."""
+    from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF
+    from charfmt._grammar.static import static_terminals
+
+    assert NUMREF in static_terminals()["TEXT"]
+    assert NUMERIC_REFERENCE in _widened(static_terminals()["TEXT"])
+    assert NUMREF not in _widened(static_terminals()["TEXT"])

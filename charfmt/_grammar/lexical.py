@@ -93,7 +93,14 @@ NAMED_ENTITIES: Final = {
 }
 """The named entities the grammar's ``TEXT`` terminal allows, and what each stands for."""
 
-ENTITY: Final = re.compile("&(" + "|".join(NAMED_ENTITIES) + "|#[0-9]+|#[xX][0-9a-fA-F]+);")
+NUMREF: Final = _between("_NUMREF", "/", "/")
+"""The grammar's ``_NUMREF`` as written: a numeric reference (after ``&``, before ``;``) to a character text holds."""
+
+NUMERIC_REFERENCE: Final = "#[0-9]+|#[xX][0-9a-fA-F]+"
+"""A numeric reference's shape, whatever character it names (:func:`entity_char` decides which it may):
+compiles in a hundredth of the time :data:`NUMREF`'s ranges take."""
+
+ENTITY: Final = re.compile("&(" + "|".join(NAMED_ENTITIES) + f"|{NUMERIC_REFERENCE});")
 """An entity text may hold, as written: the reference between ``&`` and ``;`` in group 1."""
 
 _ANY_ENTITY: Final = r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});"

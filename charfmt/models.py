@@ -12,8 +12,10 @@ from charfmt._dialect_names import DialectName
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.events import Event, reply_events
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
+
+if TYPE_CHECKING:
+    from charfmt.events import Event
 
 ChatType = Literal["C", "I", "E"]
 
@@ -192,6 +194,8 @@ class Reply(BaseModel):
 
     def events(self, tags: TagTable | None = None) -> Iterator[Event]:
         """The reply as the event stream a streaming parse would emit (roles from ``tags``)."""
+        from charfmt.events import reply_events  # noqa: PLC0415 (import time: a parse builds no event classes)
+
         return reply_events(self, DEFAULT_TAGS if tags is None else tags)
 
 

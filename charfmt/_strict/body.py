@@ -16,9 +16,10 @@ from functools import cache
 from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF, BadEntity, decode_text
 from charfmt._grammar.rules import C_MARK, TEXT_MARK, content_terminal, lark_parser
 from charfmt._grammar.static import static_terminals
-from charfmt._strict.diagnosis import BodyError, diagnose
-from charfmt._strict.lalr import Reject, driver
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
+
+from .diagnosis import BodyError, diagnose
+from .lalr import Reject, driver
 
 Element = tuple[str, str]
 """A parsed element: ``(tag, decoded text)``."""

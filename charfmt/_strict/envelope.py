@@ -17,6 +17,14 @@ from typing import Any, Final, NamedTuple
 
 Path = tuple[str | int, ...]
 
+CHAT_KEYS: Final = ("type", "order", "body")
+"""The keys every chat holds, in the order the writer puts them."""
+SPEAKER: Final = "speaker"
+"""The optional key naming a chat's speaker in a scene of several characters."""
+BOM: Final = "\ufeff"
+"""A byte order mark (Windows editors write one): not part of the JSON text; RFC 8259 lets a parser
+ignore it, and the strict reader reads a space in its place (every offset stays)."""
+
 _SCALAR: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 _PLAIN: Final = re.compile(r'[^"\\]*')
 

@@ -1,0 +1,92 @@
+"""The strict reader's fast path: a reply that is valid and needs no diagnostic, in one pass; anything else ``None``.
+
+``charfmt.parse`` runs :func:`read_reply` first on every reply of up to 64 KB, and on larger
+ones before the full strict pass. It makes the same checks as the full path, written for the
+case where they all pass: one JSON decode (:func:`.envelope.decode_pairs`), the chats in order
+1..n with their three keys (and a scene's ``speaker``), each body read by the regular
+expressions of :func:`.body.fast_reader`, the models built without validation. At the first
+doubt it gives up, and the full path decides and says what is wrong, so what it returns is
+always what the full path would.
+
+Compiled with mypyc with the rest of the package (``charfmt._strict_c.fast``, see
+``charfmt._twin``); keep it mypyc-compatible, as ``charfmt._stream`` is.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Final
+
+from charfmt._grammar.static import terminal_regex
+from charfmt.models import Chat, Reply, Vocabulary, construct_trusted, trusted_chat
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
+
+from .body import fast_reader
+from .envelope import BOM, CHAT_KEYS, SPEAKER, decode_pairs
+
+_FIELDS: Final = frozenset(CHAT_KEYS)
+_SPEAKER_FIELDS: Final = frozenset((*CHAT_KEYS, SPEAKER))
+_KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
+_TYPES: Final = tuple(CHAT_TYPES)
+
+
+@cache
+def _value_tags(tags: TagTable) -> dict[str, frozenset[str]]:
+    """Each cue tag with a closed list of values, and its values."""
+    return {t.name: frozenset(t.values) for t in tags if t.values is not None}
+
+
+def read_reply(
+    text: str | bytes, vocabulary: Vocabulary | None, max_size: int, tags: TagTable = DEFAULT_TAGS
+) -> Reply | None:
+    """The reply, when ``text`` is a valid reply that needs no diagnostic at all; else ``None``."""
+    if len(text) > max_size:
+        return None
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if text[:1] == BOM:
+        text = " " + text[1:]  # as the full path reads it
+    top = decode_pairs(text)
+    if type(top) is not tuple or len(top) != 1:
+        return None
+    key, items = top[0]
+    if key != "chats" or type(items) is not list:
+        return None
+    read = fast_reader(tags)
+    known = None if vocabulary is None else frozenset(vocabulary.keys)
+    emotion, values = tags.emotion.name, _value_tags(tags)
+    chats: list[Chat] = []
+    for order, chat in enumerate(items, 1):
+        if type(chat) is not tuple:
+            return None
+        speaker = None
+        if len(chat) != 3:
+            if len(chat) != 4:
+                return None
+            fields = dict(chat)  # a scene's chat: the same three keys and "speaker"
+            if fields.keys() != _SPEAKER_FIELDS:
+                return None
+            kind, number, body, speaker = fields["type"], fields["order"], fields["body"], fields[SPEAKER]
+            if type(speaker) is not str or _KEY_FULLMATCH(speaker) is None:
+                return None
+        else:
+            (k1, kind), (k2, number), (k3, body) = chat
+            if k1 != "type" or k2 != "order" or k3 != "body":  # any other order of the same three keys
+                fields = dict(chat)
+                if fields.keys() != _FIELDS:  # three pairs, three distinct keys: no duplicate
+                    return None
+                kind, number, body = fields["type"], fields["order"], fields["body"]
+        if number != order or type(number) is not int or kind not in _TYPES or type(body) is not str:
+            return None  # ``in`` a tuple compares with ==: an unhashable "type" is simply not one
+        elements = read(kind, body)
+        if elements is None:
+            return None
+        if known is not None and any(tag == emotion and content not in known for tag, content in elements):
+            return None  # a key the vocabulary does not list as written: a decision to report
+        if values and any(tag in values and content not in values[tag] for tag, content in elements):
+            return None  # a value outside its tag's list: an error to report
+        chats.append(trusted_chat(kind, number, elements, speaker))
+    return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})

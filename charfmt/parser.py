@@ -10,9 +10,12 @@ from __future__ import annotations
 import codecs
 import gc
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib import import_module
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt import _twin
 from charfmt._grammar.static import terminal_regex
 from charfmt._strict.body import Element, parse_batch, parse_body
 from charfmt._strict.diagnosis import BodyError
@@ -58,7 +61,7 @@ def parse(
     table = DEFAULT_TAGS if tags is None else tags
     said = turn_lines(turn)
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
-        reply = _fast(text, vocabulary, max_size, table)
+        reply = _READERS.fast(text, vocabulary, max_size, table)
         if reply is not None:
             return reply
         return _parse(text, lenient, vocabulary, max_size, fast=False, tags=table, turn=said)
@@ -112,7 +115,7 @@ def _parse(
         gc.disable()
     try:
         if fast:
-            fast_reply = _fast(text, vocabulary, max_size, tags)
+            fast_reply = _READERS.fast(text, vocabulary, max_size, tags)
             if fast_reply is not None:
                 return fast_reply
         run = _Run(lenient, vocabulary, tags)
@@ -135,8 +138,53 @@ def _parse(
 
 _UNESCAPED_QUOTE: Final = re.compile(r'(?<!\\)(?:\\\\)*"')
 
-_fast: Final = read_reply
-"""The fast path (``charfmt._strict.fast``): the reply when ``text`` is valid and needs no diagnostic, else ``None``."""
+WARM_UP: Final = 1 << 20
+"""Characters ``parse`` reads with the pure-Python strict reader before it looks for the compiled one.
+
+Where the package was built with a C compiler, ``charfmt._strict`` also exists compiled with
+mypyc (``charfmt._strict_c``, ``hatch_build.py``): the same source, the same replies, a typical
+reply about a tenth faster. Checking that it was built from this very source (``charfmt._twin``:
+a digest of every module) and loading it costs a few milliseconds, what about 3,000 typical
+replies (a megabyte) gain: a process that reads fewer never pays it, and its start stays short.
+"""
+
+
+class _Readers:
+    """The fast path and the batch LALR parse ``parse`` runs: pure Python, then the compiled twin's.
+
+    After :data:`WARM_UP` characters read (or :meth:`settle`), ``charfmt._strict_c``'s if it was
+    built from this very package and ``CHARFMT_PURE_PYTHON`` does not ask for pure Python;
+    the pure ones otherwise. Neither raises, so no class of the twin reaches this module.
+    """
+
+    def __init__(self) -> None:
+        self.fast: Callable[[str | bytes, Vocabulary | None, int, TagTable], Reply | None] = self._warming
+        """``charfmt._strict.fast.read_reply``: the reply of a valid text that needs no diagnostic, else ``None``."""
+        self.batch: Callable[[Sequence[tuple[str, str]], TagTable], list[list[Element]] | None] = parse_batch
+        """``charfmt._strict.body.parse_batch``: every body of a reply in one LALR call, or ``None``."""
+        self.compiled: bool | None = None
+        """Whether the compiled twin runs (``None``: not decided yet, still warming up)."""
+        self._read = 0
+
+    def _warming(self, text: str | bytes, vocabulary: Vocabulary | None, max_size: int, tags: TagTable) -> Reply | None:
+        self._read += len(text)
+        if self._read >= WARM_UP:
+            self.settle()
+        return read_reply(text, vocabulary, max_size, tags)
+
+    def settle(self, package: Path | None = None) -> bool:
+        """Choose the readers now (``package``: the folder of ``charfmt`` the twin must match); whether compiled."""
+        twin = _twin.load(_twin.TWINS["_strict"], package)
+        if twin is None:
+            self.fast, self.batch = read_reply, parse_batch
+        else:
+            self.fast = import_module(f"{twin.__name__}.fast").read_reply
+            self.batch = import_module(f"{twin.__name__}.body").parse_batch
+        self.compiled = twin is not None
+        return self.compiled
+
+
+_READERS: Final = _Readers()
 
 
 _FINAL: Final = frozenset({"CF002", "CF003"})
@@ -242,7 +290,7 @@ class _Run:
         # built (popped from reversed lists: the bodies go as the models come).
         del decoded
         self._check_orders(rows)
-        parsed = parse_batch([(kind, body) for _i, kind, _o, body in rows], self.tags)
+        parsed = _READERS.batch([(kind, body) for _i, kind, _o, body in rows], self.tags)
         chats: list[Chat] = []
         rows.reverse()
         if parsed is not None:
@@ -495,7 +543,7 @@ def _kind(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, (str, int, float)) and not isinstance(value, NonFinite):
+    if isinstance(value, (str, int, float)):  # (NonFinite and HugeInteger are neither)
         text = repr(value) if not isinstance(value, str) else '"' + value[:40] + '"'
         return text if not isinstance(value, bool) else str(value).lower()
     return _kind(value)

@@ -1,6 +1,6 @@
 """The strict fast path (one regular expression per body, trusted models) against the full path.
 
-``charfmt.parse`` first tries ``charfmt.parser._fast``, which accepts only input that needs
+``charfmt.parse`` first tries ``charfmt._strict.fast.read_reply``, which accepts only input that needs
 no diagnostic at all; everything else goes to the full path (the envelope checks and the
 LALR body parser), which explains what is wrong. These tests hold the two to one result:
 for every input the strategies and the case files produce, valid or damaged, strict and
@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 from charfmt import ParseError, Reply, Vocabulary, dumps
 from charfmt._strict.body import _widened
+from charfmt._strict.fast import read_reply
 from charfmt.body import BodyError, fast_reader, parse_body
 from charfmt.models import Chat, Segment
-from charfmt.parser import DEFAULT_MAX_SIZE, _fast, _parse
+from charfmt.parser import DEFAULT_MAX_SIZE, _parse
 from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS, TEXT_TAG
 from charfmt.testing import bodies, damaged_replies, keys, replies, texts
 
@@ -49,7 +50,7 @@ def check(text: str | bytes, vocabulary: Vocabulary | None = None, max_size: int
         fast = outcome(text, lenient=lenient, fast=True, vocabulary=vocabulary, max_size=max_size)
         full = outcome(text, lenient=lenient, fast=False, vocabulary=vocabulary, max_size=max_size)
         assert fast == full
-    taken = _fast(text, vocabulary, max_size)
+    taken = read_reply(text, vocabulary, max_size)
     strict = outcome(text, lenient=False, fast=False, vocabulary=vocabulary, max_size=max_size)
     clean = strict[0] == "reply" and not strict[1].diagnostics
     assert (taken is not None) == clean, "the fast path takes exactly the input that needs no diagnostic"
@@ -278,7 +279,7 @@ def test_max_size_is_the_full_paths_decision() -> None:
 
 def test_text_bodies_decode_entities_once() -> None:
     body = "a &amp;lt; b &#x3C; c &gt; d &#10;e"
-    reply = _fast(wrap(("I", 1, body)), None, DEFAULT_MAX_SIZE)
+    reply = read_reply(wrap(("I", 1, body)), None, DEFAULT_MAX_SIZE)
     assert reply is not None
     assert reply.chats[0].segments == [Segment(tag=TEXT_TAG, text="a &lt; b < c > d \ne")]
 

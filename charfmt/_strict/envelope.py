@@ -29,8 +29,25 @@ _SCALAR: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|f
 _PLAIN: Final = re.compile(r'[^"\\]*')
 
 
-class NonFinite(float):
-    """``NaN``/``Infinity`` in the input: not JSON, kept only to be reported."""
+class NonFinite:
+    """``NaN``/``Infinity`` in the input: not JSON, kept as written (``literal``) only to be reported.
+
+    Not a ``float`` (no field of a reply takes one): a class mypyc compiles (``charfmt._twin``).
+    """
+
+    __slots__ = ("literal",)
+
+    def __init__(self, literal: str) -> None:
+        self.literal: Final = literal
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NonFinite) and other.literal == self.literal
+
+    def __hash__(self) -> int:
+        return hash((NonFinite, self.literal))
+
+    def __repr__(self) -> str:
+        return f"NonFinite(literal={self.literal!r})"
 
 
 class HugeInteger:

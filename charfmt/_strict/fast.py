@@ -18,7 +18,7 @@ from functools import cache
 from typing import Final
 
 from charfmt._grammar.static import terminal_regex
-from charfmt.models import Chat, Reply, Vocabulary, construct_trusted, trusted_chat
+from charfmt.models import TRUSTED_WRITE, Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 
 from .body import fast_reader
@@ -28,6 +28,7 @@ _FIELDS: Final = frozenset(CHAT_KEYS)
 _SPEAKER_FIELDS: Final = frozenset((*CHAT_KEYS, SPEAKER))
 _KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
 _TYPES: Final = tuple(CHAT_TYPES)
+_new, _set_dict, _set_fields_set, _set_extra, _set_private = TRUSTED_WRITE
 
 
 @cache
@@ -88,5 +89,23 @@ def read_reply(
             return None  # a key the vocabulary does not list as written: a decision to report
         if values and any(tag in values and content not in values[tag] for tag, content in elements):
             return None  # a value outside its tag's list: an error to report
-        chats.append(trusted_chat(kind, number, elements, speaker))
+        chats.append(_chat(kind, number, elements, speaker))
     return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
+
+
+def _chat(kind: str, order: int, elements: list[tuple[str, str]], speaker: str | None) -> Chat:
+    """``construct_trusted`` of a chat and of a segment (no intensity) per checked ``(tag, text)`` pair, written out."""
+    segments = []
+    for tag, text in elements:
+        segment = _new(Segment)
+        _set_dict(segment, {"tag": tag, "text": text, "intensity": None})
+        _set_fields_set(segment, {"tag", "text", "intensity"})
+        _set_extra(segment, None)
+        _set_private(segment, None)
+        segments.append(segment)
+    chat: Chat = _new(Chat)
+    _set_dict(chat, {"type": kind, "order": order, "segments": segments, "speaker": speaker})
+    _set_fields_set(chat, {"type", "order", "segments", "speaker"})
+    _set_extra(chat, None)
+    _set_private(chat, None)
+    return chat

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import CASES, MARK, load_cases
+from conftest import CASES, MARK, cannot_compile, load_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -267,3 +267,13 @@ def test_parse_gives_the_same_with_either_reader(monkeypatch: pytest.MonkeyPatch
     for text in texts_:
         for kwargs in ({}, {"lenient": True}, {"vocabulary": VOCABULARY}, {"tags": EXTENDED}):
             assert observed(compiled, text, **kwargs) == observed(pure, text, **kwargs)
+
+
+def test_an_installed_package_was_compiled_where_a_compiler_is_available() -> None:
+    """CI installs with ``pip install -e .``: on a machine with a C compiler the strict twin must be there too."""
+    from test_stream_compiled import _installed_elsewhere
+
+    reason = cannot_compile() or _installed_elsewhere()
+    if reason is not None:
+        pytest.skip(reason)
+    assert importlib.util.find_spec(f"charfmt.{NAME}") is not None, "pip install -e . did not compile the strict reader"

@@ -56,10 +56,10 @@ def parse(
     ``UserTurn``, the line as typed, or its lines); a lenient read recognises an echo of
     it and drops it (``CF625``) instead of showing it as the character's speech.
     """
-    if not isinstance(text, str | bytes):
+    if not isinstance(text, (str, bytes)):  # (a tuple: ``str | bytes`` would build a union on every call)
         text = _text_argument(text)
     table = DEFAULT_TAGS if tags is None else tags
-    said = turn_lines(turn)
+    said = () if turn is None else turn_lines(turn)
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
         reply = _READERS.fast(text, vocabulary, max_size, table)
         if reply is not None:

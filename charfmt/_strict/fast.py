@@ -14,27 +14,49 @@ Compiled with mypyc with the rest of the package (``charfmt._strict_c.fast``, se
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Final
+from typing import Final, NamedTuple
 
 from charfmt._grammar.static import terminal_regex
-from charfmt.models import TRUSTED_WRITE, Chat, Reply, Segment, Vocabulary, construct_trusted
+from charfmt.models import TRUSTED_WRITE, Chat, Reply, Segment, Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 
-from .body import fast_reader
+from .body import FastReader, fast_reader
 from .envelope import BOM, CHAT_KEYS, SPEAKER, decode_pairs
 
 _FIELDS: Final = frozenset(CHAT_KEYS)
 _SPEAKER_FIELDS: Final = frozenset((*CHAT_KEYS, SPEAKER))
-_KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
 _TYPES: Final = tuple(CHAT_TYPES)
 _new, _set_dict, _set_fields_set, _set_extra, _set_private = TRUSTED_WRITE
 
 
-@cache
-def _value_tags(tags: TagTable) -> dict[str, frozenset[str]]:
+class _Plan(NamedTuple):
+    """What reading a reply in one tag table needs."""
+
+    tags: TagTable
+    read: FastReader
+    """The table's body reader (``fast_reader``)."""
+    emotion: str
+    """The emotion tag's name: its keys are checked against a vocabulary."""
+    values: dict[str, frozenset[str]]
     """Each cue tag with a closed list of values, and its values."""
-    return {t.name: frozenset(t.values) for t in tags if t.values is not None}
+
+
+_PLANS: Final[dict[int, _Plan]] = {}
+"""Each table's plan, by the table's identity: hashing a table (a Python ``__hash__``) on every
+parse would cost a twentieth of a typical reply's. A plan holds its table, so an identity is
+never reused while its plan is here."""
+_MAX_PLANS: Final = 64
+"""Plans kept at most: a program that makes a new table for every reply does not grow without bound."""
+
+
+def _plan(tags: TagTable) -> _Plan:
+    plan = _PLANS.get(id(tags))
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        values = {t.name: frozenset(t.values) for t in tags if t.values is not None}
+        plan = _PLANS[id(tags)] = _Plan(tags, fast_reader(tags), tags.emotion.name, values)
+    return plan
 
 
 def read_reply(
@@ -56,9 +78,8 @@ def read_reply(
     key, items = top[0]
     if key != "chats" or type(items) is not list:
         return None
-    read = fast_reader(tags)
+    _tags, read, emotion, values = _plan(tags)
     known = None if vocabulary is None else frozenset(vocabulary.keys)
-    emotion, values = tags.emotion.name, _value_tags(tags)
     chats: list[Chat] = []
     for order, chat in enumerate(items, 1):
         if type(chat) is not tuple:
@@ -71,7 +92,7 @@ def read_reply(
             if fields.keys() != _SPEAKER_FIELDS:
                 return None
             kind, number, body, speaker = fields["type"], fields["order"], fields["body"], fields[SPEAKER]
-            if type(speaker) is not str or _KEY_FULLMATCH(speaker) is None:
+            if type(speaker) is not str or terminal_regex("KEY").fullmatch(speaker) is None:  # (compiled when needed)
                 return None
         else:
             (k1, kind), (k2, number), (k3, body) = chat
@@ -90,7 +111,12 @@ def read_reply(
         if values and any(tag in values and content not in values[tag] for tag, content in elements):
             return None  # a value outside its tag's list: an error to report
         chats.append(_chat(kind, number, elements, speaker))
-    return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
+    reply: Reply = _new(Reply)  # construct_trusted, written out
+    _set_dict(reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
+    _set_fields_set(reply, {"chats", "diagnostics", "reasoning", "dialect"})
+    _set_extra(reply, None)
+    _set_private(reply, None)
+    return reply
 
 
 def _chat(kind: str, order: int, elements: list[tuple[str, str]], speaker: str | None) -> Chat:

@@ -28,7 +28,7 @@ from charfmt._strict.fast import read_reply
 from charfmt.body import BodyError, fast_reader, parse_body
 from charfmt.models import Chat, Segment
 from charfmt.parser import DEFAULT_MAX_SIZE, _parse
-from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS, TEXT_TAG
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TAGS, TEXT_TAG, TagSpec
 from charfmt.testing import bodies, damaged_replies, keys, replies, texts
 
 KEY_TAGS = [t.name for t in TAGS if t.content == "key"]
@@ -320,3 +320,16 @@ def test_the_shipped_grammars_numeric_reference_is_widened_in_the_fast_patterns(
     assert NUMREF in static_terminals()["TEXT"]
     assert NUMERIC_REFERENCE in _widened(static_terminals()["TEXT"])
     assert NUMREF not in _widened(static_terminals()["TEXT"])
+
+
+def test_a_new_tag_table_for_every_reply_is_read_in_its_own_table_and_few_plans_are_kept() -> None:
+    """The fast path keeps what it built for a table by its identity: never another table's, never without bound."""
+    from charfmt._strict import fast
+
+    for i in range(3 * fast._MAX_PLANS):
+        table = DEFAULT_TAGS.extend(TagSpec(f"sfx{i}", "cue", "a sound", values=(f"v{i}",)))
+        reply = read_reply(wrap(("C", 1, f"<sfx{i}>v{i}</sfx{i}>")), None, DEFAULT_MAX_SIZE, table)
+        assert reply is not None and [(s.tag, s.text) for s in reply.chats[0].segments] == [(f"sfx{i}", f"v{i}")]
+        assert read_reply(wrap(("C", 1, f"<sfx{i}>v0</sfx{i}>")), None, DEFAULT_MAX_SIZE, table) is None or i == 0
+        assert read_reply(wrap(("C", 1, f"<sfx{i}>v{i}</sfx{i}>")), None, DEFAULT_MAX_SIZE) is None  # not the default's
+        assert len(fast._PLANS) <= fast._MAX_PLANS

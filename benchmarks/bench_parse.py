@@ -32,8 +32,6 @@ from typing import Any
 
 import charfmt
 from charfmt import parser
-from charfmt._strict.body import parse_batch
-from charfmt._strict.fast import read_reply
 from charfmt.writer import escape
 
 REFERENCE_TAG = re.compile(r"<(emo|act|msg|thought)>(.*?)</\1>", re.S)
@@ -122,22 +120,26 @@ def _lenient(text: str) -> object:
     return charfmt.parse(text, lenient=True)
 
 
-PURE = parser._Readers()
-"""The strict reader ``parse`` runs with ``CHARFMT_PURE_PYTHON=1``: pure Python (timed beside a compiled one)."""
-PURE.fast, PURE.batch, PURE.compiled = read_reply, parse_batch, False
+def pure_strict() -> Callable[[str], object]:
+    """``charfmt.parse`` with the pure-Python strict reader (what ``CHARFMT_PURE_PYTHON=1`` runs)."""
+    from charfmt._strict.body import parse_batch
+    from charfmt._strict.fast import read_reply
+
+    pure = parser._Readers()
+    pure.fast, pure.batch, pure.compiled = read_reply, parse_batch, False
+
+    def run(text: str) -> object:
+        chosen = parser._READERS
+        parser._READERS = pure
+        try:
+            return charfmt.parse(text)
+        finally:
+            parser._READERS = chosen
+
+    return run
 
 
-def _pure_strict(text: str) -> object:
-    """``charfmt.parse`` with the pure-Python strict reader."""
-    chosen = parser._READERS
-    parser._READERS = PURE
-    try:
-        return charfmt.parse(text)
-    finally:
-        parser._READERS = chosen
-
-
-def compare(text: str, rounds: int, budget: float, *, pure: bool = False) -> dict[str, float]:
+def compare(text: str, rounds: int, budget: float, *, pure: Callable[[str], object] | None = None) -> dict[str, float]:
     """Per-call CPU seconds of reference, strict and lenient parse, and their ratios.
 
     The three (four with ``pure``: the pure strict reader beside the compiled one) run
@@ -145,8 +147,8 @@ def compare(text: str, rounds: int, budget: float, *, pure: bool = False) -> dic
     of the machine hits both sides of a ratio alike.
     """
     runs: dict[str, Callable[[str], object]] = {"reference": reference, "strict": charfmt.parse, "lenient": _lenient}
-    if pure:
-        runs["pure"] = _pure_strict
+    if pure is not None:
+        runs["pure"] = pure
     for fn in runs.values():  # warm up: caches, compiled patterns
         fn(text)
     one = max(_time(charfmt.parse, text, 1), 1e-6)
@@ -161,7 +163,7 @@ def compare(text: str, rounds: int, budget: float, *, pure: bool = False) -> dic
         "ratio": statistics.median(s / r for s, r in zip(strict, ref, strict=True)),
         "lenient_over_strict": statistics.median(le / s for le, s in zip(lenient, strict, strict=True)),
     }
-    if pure:
+    if pure is not None:
         out["pure_ratio"] = statistics.median(p / r for p, r in zip(samples["pure"], ref, strict=True))
     return out
 
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, target in sizes.items():
         text = make_reply(target)
         assert [[(s.tag, s.text) for s in c.segments] for c in charfmt.parse(text).chats] == reference(text)
-        t = compare(text, rounds, budget, pure=compiled)
+        t = compare(text, rounds, budget, pure=pure_strict() if compiled else None)
         size = len(text.encode())
         results["sizes"][name] = {"bytes": size, **t}
         pure = f" {t['pure'] * 1e6:>9.1f}us {t['pure_ratio']:>5.2f}x" if compiled else ""

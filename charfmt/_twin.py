@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Final
 
 TWINS: Final = {"_stream": "_stream_c", "_strict": "_strict_c"}
-"""Each package compiled with mypyc (``charfmt.<source>``) and its compiled copy's name; no twin is part of the digest."""
+"""Each package compiled with mypyc (``charfmt.<source>``) and its compiled copy's name (never part of the digest)."""
 SOURCE: Final = "_stream"
 """The stream reader's package (``charfmt._stream``), the first twin's source."""
 TWIN: Final = TWINS[SOURCE]

@@ -125,6 +125,16 @@ def _ecma_char(cp: int) -> str:
 ECMA: Final = Syntax(_ecma_char, lambda s: "".join(_ecma_lit(c) for c in s), False, ("(?:", ")"), "", "|")
 
 
+def _raw_json_lit(c: str) -> str:
+    # ECMA, less the escaped '/': llama.cpp's converter copies "\/" into a GBNF literal, which it cannot read.
+    return "/" if c == "/" else _ecma_lit(c)
+
+
+RAW_JSON: Final = Syntax(_ecma_char, lambda s: "".join(_raw_json_lit(c) for c in s), False, ("(", ")"), "", "|")
+"""A JSON-schema ``pattern`` over the raw text of a JSON string, as XGrammar, llama.cpp's JSON-schema
+converter (no ``(?:``: plain groups) and Outlines (Rust regex) all read it (``charfmt.schema.raw_pattern``)."""
+
+
 def _gbnf_char(cp: int) -> str:
     # In a class an escape is always followed by "\", "-" or "]", so XGrammar's greedy \x cannot
     # run on; \xHH (not \u00HH) also keeps llguidance's gbnf_to_lark converter reading it.
@@ -240,7 +250,7 @@ def gbnf_text(g: Grammar) -> str:
         f"root ::= {name(g.start)}",
     ]
     for n, node in [*g.rules.items(), *g.terminals.items()]:
-        lines.append(f"{name(n)} ::= {write(_positive_beyond_ascii(_one_escape(node)), GBNF, name)}")
+        lines.append(f"{name(n)} ::= {write(positive_beyond_ascii(_one_escape(node)), GBNF, name)}")
     return "\n".join(lines) + "\n"
 
 
@@ -261,7 +271,19 @@ def _one_escape(node: Node) -> Node:
     return node
 
 
-def _positive_beyond_ascii(node: Node) -> Node:
+def all_positive(node: Node) -> Node:
+    """``node`` with every negated class written as its complement (the same language).
+
+    For a JSON-schema ``pattern`` over raw JSON text: a class of the text then names characters up to
+    U+10FFFF, and XGrammar lowers such a pattern to its own grammar, which reads the raw text (a
+    pattern it hands to its regex lexer instead admits no JSON escape: no ``\\n``, no ``\\"``).
+    """
+    if isinstance(node, Cls) and node.negated:
+        return Cls(tuple(subtract_ranges([(0, 0x10FFFF)], merge_ranges(node.ranges))), False)
+    return rebuild(node, all_positive)
+
+
+def positive_beyond_ascii(node: Node) -> Node:
     """``node`` with each negated class that excludes a non-ASCII character written as its complement.
 
     llama.cpp matches a token that ends inside a UTF-8 sequence against the code points that
@@ -271,4 +293,4 @@ def _positive_beyond_ascii(node: Node) -> Node:
     """
     if isinstance(node, Cls) and node.negated and any(hi > 0x7F for _lo, hi in node.ranges):
         return Cls(tuple(subtract_ranges([(0, 0x10FFFF)], merge_ranges(node.ranges))), False)
-    return rebuild(node, _positive_beyond_ascii)
+    return rebuild(node, positive_beyond_ascii)

@@ -102,6 +102,10 @@ def request_fields(
     elif server in ("lmstudio", "openai", "ollama"):
         schema = json_schema("openai" if server == "openai" else None, speakers=speakers, **constraints)
         schema.pop("$schema", None)
+        if server != "openai":  # Ollama and LM Studio run llama.cpp's converter: patterns over the raw JSON text
+            from charfmt.schema import for_engine  # noqa: PLC0415
+
+            schema = for_engine(schema, "llama.cpp")
         fields = {
             "response_format": {
                 "type": "json_schema",

@@ -21,6 +21,8 @@ import io
 import json
 import math
 import os
+import re
+import shlex
 import tempfile
 import time
 from collections import Counter, deque
@@ -194,6 +196,55 @@ def open_log(f: IO[bytes]) -> Any:
     return GzipLog(stream) if head == GZIP_MAGIC else stream
 
 
+@dataclass(frozen=True, slots=True)
+class Packing:
+    """A compressed or archive format a log may arrive in: how its data starts, and how to unpack it."""
+
+    name: str
+    """What the data is (``bzip2-compressed data``, ``a zip archive``)."""
+    magic: re.Pattern[bytes]
+    """What its data holds at ``offset`` (its magic number)."""
+    offset: int
+    unpack: str
+    """The command that gives the log back on standard output (``FILE``: the input's name)."""
+
+
+def _magic(data: bytes) -> re.Pattern[bytes]:
+    return re.compile(re.escape(data))
+
+
+PACKINGS: Final = (
+    Packing("gzip-compressed data", _magic(GZIP_MAGIC), 0, "gunzip -c FILE"),
+    Packing("bzip2-compressed data", re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)"), 0, "bunzip2 -c FILE"),
+    Packing("xz-compressed data", _magic(b"\xfd7zXZ\x00"), 0, "xz -dc FILE"),
+    Packing("zstd-compressed data", _magic(b"\x28\xb5\x2f\xfd"), 0, "zstd -dc FILE"),
+    Packing("lz4-compressed data", _magic(b"\x04\x22\x4d\x18"), 0, "lz4 -dc FILE"),
+    Packing("a zip archive", _magic(b"PK\x03\x04"), 0, "unzip -p FILE"),
+    Packing("a 7z archive", _magic(b"7z\xbc\xaf\x27\x1c"), 0, "7z x -so FILE"),
+    Packing("a tar archive", _magic(b"ustar"), 257, "tar -xOf FILE"),
+)
+"""The packings a bad line is recognised as (by magic number), so the report names them instead of
+calling the line not UTF-8 or not JSON. Only gzip is read as it is (``open_log``); the others are named."""
+
+
+def packing(raw: bytes) -> Packing | None:
+    """The packing ``raw`` (a line as read) starts as, if any (:data:`PACKINGS`)."""
+    for p in PACKINGS:
+        if p.magic.match(raw, p.offset):
+            return p
+    return None
+
+
+def _packed_reason(p: Packing, line: int) -> str:
+    """Why a line that starts as packed data is bad; its kind (before the colon) names the packing."""
+    if line > 1:
+        return f"{p.name} after uncompressed lines, not JSON Lines"
+    if p is PACKINGS[0]:  # the log was gzip-compressed and read decompressed: it was compressed twice
+        again = f"decompress it once first ({p.unpack} | charfmt report -)"
+        return f"{p.name} inside gzip-compressed data, not JSON Lines: {again}"
+    return f"{p.name}, not JSON Lines: unpack the log first ({p.unpack} | charfmt report -)"
+
+
 def is_gzip(path: str) -> bool:
     """Whether the file at ``path`` starts as gzip data does."""
     with open(path, "rb") as f:
@@ -290,14 +341,14 @@ def group_label(by: Sequence[str], key: Sequence[str | None]) -> str:
     return " ".join(f"{name}={MISSING if value is None else value}" for name, value in zip(by, key, strict=True))
 
 
-def _record(raw: Line, job: Job) -> tuple[str | None, dict[str, Any] | None, str | None]:
-    """``(reply, record, why bad)`` of one line: the reply text, or why there is none."""
+def _record(raw: Line, job: Job, line: int) -> tuple[str | None, dict[str, Any] | None, str | None]:
+    """``(reply, record, why bad)`` of line number ``line``: the reply text, or why there is none."""
     if raw is None:
         return None, None, f"line longer than {job.max_line:,} bytes (--max-size)"
     if isinstance(raw, str):
         return None, None, raw  # the log could not be read on from here
-    if raw.startswith(GZIP_MAGIC):  # (a log compressed whole is read decompressed: this follows plain lines)
-        return None, None, "gzip-compressed data after uncompressed lines, not JSON Lines"
+    if (packed := packing(raw)) is not None:  # (a log gzip-compressed whole was read decompressed)
+        return None, None, _packed_reason(packed, line)
     try:
         record = _load(raw)
     except UnicodeDecodeError as e:
@@ -347,7 +398,7 @@ def parse_lines(job: Job, first_line: int, lines: Sequence[Line]) -> ArrowTable:
     for k, raw in enumerate(lines):
         if isinstance(raw, bytes) and not raw.strip():
             continue
-        text, record, why = _record(raw, job)
+        text, record, why = _record(raw, job, first_line + k)
         try:
             key = [None if record is None else _group_value(lookup(record, name)) for name in job.by]
         except RecursionError:  # read, but too deep to write back (near the interpreter's limit)
@@ -510,8 +561,7 @@ class Summary:
             group.repaired += repaired[i]
             group.empty += empty[i]
             group.keep += keep[i]
-            # The mix splits the replies as valid / repaired / empty do: the dialects are the repaired ones.
-            group.dialects["strict" if valid[i] else "empty" if empty[i] else dialect[i] or "canonical"] += 1
+            group.dialects[dialect_label(dialect[i], valid[i])] += 1
             group.sizes[size[i]] += 1
             codes = {*errors[i], *warnings[i]}
             for code in codes:
@@ -543,10 +593,23 @@ class Summary:
         """The ``--by`` keys no line had."""
         return [name for name in self.job.by if name not in self.seen_by]
 
-    def all_bad(self) -> str | None:
-        """When no line held a reply though some lines were read: one line saying why (else ``None``)."""
+    def packed(self, name: str = "FILE") -> str | None:
+        """The first bad line that is compressed or archived data (``PACKINGS``), saying how to unpack
+        ``name`` (``-``, standard input: ``FILE`` stays), with its line number; ``None`` if no line was."""
+        for line, why in self.bad_first:
+            if why.startswith(tuple(p.name for p in PACKINGS)):
+                unpacked = why if name == "-" else why.replace(" FILE", f" {shlex.quote(name)}")
+                return f"line {line:,} is {unpacked}" if line > 1 else f"the input is {unpacked}"
+        return None
+
+    def all_bad(self, name: str = "FILE") -> str | None:
+        """When no line held a reply though some lines were read: one line saying why (else ``None``).
+
+        A log that is compressed or archived data is named so (how to unpack ``name``), not hinted a ``--field``."""
         if not self.bad or any(g.count for g in self.groups.values()) or self.other is not None:
             return None
+        if (packed := self.packed(name)) is not None:
+            return packed
         field = self.job.field
         if self.missing_field:
             # Lines that are not JSON (a log's header, a stray print) do not hide the hint.
@@ -606,6 +669,14 @@ def _hint(field: str, keys: Counter[str], lines: int) -> str:
     named = [k for k in common if k.rsplit(".", 1)[-1] in _REPLY_NAMES]
     best = (same or named or common)[:1]
     return f" — did you mean --field {best[0]}?" if best else ""
+
+
+def dialect_label(dialect: str | None, valid: bool) -> str:
+    """A reply's entry in the dialect mix: its ``Reply.dialect``, as ``charfmt.parse(text, lenient=True)``
+    says it; ``strict`` for a valid reply (read as it is), ``none`` for one with nothing to read (blank)."""
+    if dialect is not None:
+        return dialect
+    return "strict" if valid else "none"
 
 
 def _reason_kind(why: str) -> str:

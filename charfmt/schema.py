@@ -197,3 +197,67 @@ def json_schema(
         for chat in items.get("anyOf", [items]):  # one schema, or one per kind of chat (a scene)
             chat["propertyOrdering"] = list(chat["properties"])
     return schema
+
+
+# -- the schema as each engine reads its patterns --------------------------------------------------
+
+PATTERN_READS: Final[dict[str, str]] = {
+    "standard": "decoded",
+    "llguidance": "decoded",
+    "xgrammar": "raw",
+    "llama.cpp": "raw",
+    "outlines": "raw",
+}
+"""How each JSON-schema engine applies a string's ``pattern``: to the decoded string (``decoded``: JSON
+Schema itself, OpenAI, ajv, ``jsonschema``, llguidance) or to the raw text between its quotes
+(``raw``: XGrammar, as vLLM and SGLang run it; llama.cpp's converter, as llama-server, Ollama and
+LM Studio run it; Outlines' ``outlines-core``). ``for_engine`` writes the body patterns for each."""
+
+ENGINES: Final = tuple(PATTERN_READS)
+
+
+def for_engine(schema: dict[str, Any], engine: str) -> dict[str, Any]:
+    """``schema`` (a ``json_schema`` result) written for ``engine`` (one of ``ENGINES``), so that it means there
+    what it means to a JSON Schema validator.
+
+    An engine that reads ``pattern`` over the raw JSON text (``PATTERN_READS``) gets each body pattern
+    rewritten over that text: a newline between elements as the escape ``\\n``, a quote in speech as
+    ``\\"``, a backslash as ``\\\\`` (the escapes the grammar exports take; no ``\\uXXXX``), written
+    in the syntax all of them read (plain groups, ``\\uXXXX`` escapes, every character class positive,
+    which also makes XGrammar read the pattern as its own grammar over the raw text). ``standard`` and
+    ``llguidance`` get ``schema`` as it is (a copy).
+    """
+    import copy  # noqa: PLC0415
+
+    reads = PATTERN_READS.get(engine)
+    if reads is None:
+        raise CharfmtError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    out = copy.deepcopy(schema)
+    if reads == "raw":
+        _raw_patterns(out)
+    return out
+
+
+def _raw_patterns(node: Any) -> None:
+    """Rewrite every ``pattern`` in ``node`` (a schema, in place) over the raw JSON text of the string."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                node[key] = raw_pattern(value)
+            else:
+                _raw_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            _raw_patterns(value)
+
+
+def raw_pattern(pattern: str) -> str:
+    """An anchored ECMA body ``pattern`` (``charfmt.export.body_regex(flavor="ecma")``) over the raw JSON text
+    of the string it matches, in the syntax XGrammar, llama.cpp's converter and Outlines all read."""
+    from charfmt._grammar_writers import RAW_JSON, all_positive, write  # noqa: PLC0415
+    from charfmt._regex_ir import from_regex, json_encoded  # noqa: PLC0415
+
+    if not (pattern.startswith("^(?:") and pattern.endswith(")$")):
+        raise CharfmtError(f"not an anchored body pattern: {pattern[:40]!r}")
+    node = json_encoded(from_regex(pattern[1:-1]))
+    return f"^({write(all_positive(node), RAW_JSON, str)})$"

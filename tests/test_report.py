@@ -104,9 +104,7 @@ def test_figures_match_an_independent_count(log: tuple[Path, list[dict[str, Any]
             assert c["example"]["line"] == first[0]
             d = next(d for d in first[1].diagnostics if d.code == c["code"])
             assert c["example"]["message"] == f"{d.line}:{d.column}: {d.code} {d.message}"
-        dialects = Counter(
-            "strict" if _strict_ok(t) else r.dialect or "canonical" if r.chats else "empty" for _, r, t in replies
-        )
+        dialects = Counter(r.dialect or ("strict" if _strict_ok(t) else "none") for _, r, t in replies)
         assert {d["dialect"]: d["replies"] for d in group["dialects"]} == dict(dialects)
     assert got["total"]["count"] == len(records)
     assert got["total"]["valid"] == sum(g["valid"] for g in got["groups"])
@@ -365,3 +363,16 @@ def test_text_report_escapes_bidi_in_group_labels_and_says_where_json_broke(tmp_
     table = [line for line in out.splitlines() if line.startswith(("group ", "all ", "model="))]
     assert len({len(line) for line in table}) == 1  # the escaped label keeps the columns aligned
     assert "line 2: not JSON: Unterminated string starting at column 10" in out and "at at" not in out
+
+
+def test_the_dialect_mix_is_what_parse_says_of_each_fuzzed_reply(tmp_path: Path, capsys: Any) -> None:
+    """Issue 40.7: the mix differed from ``parse(...).dialect`` on the replies nothing was recovered
+    from (a cut ``canonical`` reply, a refusal read as ``plain-text``): it filed them under ``empty``."""
+    log = tmp_path / "fuzz.jsonl"
+    assert main(["fuzz", "--count", "400", "--seed", "3", "--out", str(log)]) == 0
+    texts = [json.loads(line)["damaged"] for line in log.read_text(encoding="utf-8").splitlines()]
+    got = run_json(capsys, str(log), "--field", "damaged")["total"]
+    read = [charfmt.parse(t, lenient=True) for t in texts]
+    expected = Counter(r.dialect or ("strict" if _strict_ok(t) else "none") for r, t in zip(read, texts, strict=True))
+    assert {d["dialect"]: d["replies"] for d in got["dialects"]} == dict(expected)
+    assert got["empty"] > 0 and any(not r.chats and r.dialect for r in read)  # the replies the old mix relabelled

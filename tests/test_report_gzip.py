@@ -117,3 +117,89 @@ def test_the_summary_line_counts_lines_in_words(tmp_path: Path, capsys: pytest.C
     _, out, err = run([str(path)], capsys)
     assert "bad lines: 3 (no field 'text' 1, not JSON 1, not a JSON object but an array 1)" in out
     assert err.startswith("charfmt report: no line had field 'text' (other bad lines: not JSON 1, ")
+
+
+# -- issue 40.7: a log in another packing is named as such, never hinted a --field -----------------
+
+NESTED = "".join(json.dumps({"response": {"text": GOOD}, "model": "m"}) + "\n" for _ in range(50)).encode()
+"""A log whose replies sit under ``response.text``: read as it is, the report hints ``--field response.text``."""
+
+
+def _tar(data: bytes, mode: str) -> bytes:
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode=mode) as tar:
+        info = tarfile.TarInfo("log.jsonl")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _zip(data: bytes) -> bytes:
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("log.jsonl", data)
+    return out.getvalue()
+
+
+def _packed(name: str) -> bytes:
+    import bz2
+    import lzma
+
+    return {
+        "gzip twice": lambda: gzip.compress(gzip.compress(NESTED)),
+        "bzip2": lambda: bz2.compress(NESTED),
+        "xz": lambda: lzma.compress(NESTED),
+        "zip": lambda: _zip(NESTED),
+        "tar": lambda: _tar(NESTED, "w"),
+        "tar.gz": lambda: _tar(NESTED, "w:gz"),
+    }[name]()
+
+
+PACKED = {  # what the one stderr line names, and the command it gives to unpack the file
+    "gzip twice": ("gzip-compressed data inside gzip-compressed data", "gunzip -c"),
+    "bzip2": ("bzip2-compressed data", "bunzip2 -c"),
+    "xz": ("xz-compressed data", "xz -dc"),
+    "zip": ("a zip archive", "unzip -p"),
+    "tar": ("a tar archive", "tar -xOf"),
+    "tar.gz": ("a tar archive", "tar -xOf"),
+}
+
+
+@pytest.mark.parametrize("packed", PACKED)
+def test_a_compressed_or_archived_log_is_named_not_hinted_a_field(
+    packed: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "my log.bin"
+    path.write_bytes(_packed(packed))
+    status, out, err = run([str(path), "--format", "json"], capsys)
+    what, command = PACKED[packed]
+    assert status == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"charfmt report: the input is {what}, not JSON Lines: "), err
+    assert f"({command} '{path}' | charfmt report -)" in err and "--field" not in err and "UTF-8" not in err
+    first = json.loads(out)["bad_lines"]["first"][0]
+    assert first["line"] == 1 and first["reason"].startswith(f"{what}, not JSON Lines")
+
+
+def test_an_archive_whose_lines_read_after_its_header_is_still_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tar's first line is its header (and the first record); the records after it hold replies."""
+    path = tmp_path / "log.tar.gz"
+    path.write_bytes(_packed("tar.gz"))
+    status, out, err = run([str(path), "--field", "response.text", "--format", "json"], capsys)
+    assert status == 0 and json.loads(out)["total"]["count"] == 49
+    unpack = f"unpack the log first (tar -xOf {path} | charfmt report -)"
+    assert err == f"charfmt report: warning: the input is a tar archive, not JSON Lines: {unpack}\n"
+
+
+def test_a_plain_and_a_gzip_log_of_nested_replies_still_get_the_field_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, data in (("log.jsonl", NESTED), ("log.jsonl.gz", gzip.compress(NESTED))):
+        (tmp_path / name).write_bytes(data)
+        status, _, err = run([str(tmp_path / name)], capsys)
+        assert status == 1 and err == "charfmt report: no line had field 'text' — did you mean --field response.text?\n"

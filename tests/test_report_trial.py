@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import charfmt
 from charfmt import report
 from charfmt.batch import parse_table
 from charfmt.cli import main
@@ -147,7 +149,7 @@ def test_empty_input_dialect_and_no_reply_percentages(tmp_path: Path, capsys: An
     path.write_text(json.dumps({"text": ""}) + "\n", encoding="utf-8")
     assert main(["report", str(path), "--format", "json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["total"]["dialects"] == [{"dialect": "empty", "replies": 1, "pct": 100.0}]
+    assert got["total"]["dialects"] == [{"dialect": "none", "replies": 1, "pct": 100.0}]  # nothing to read
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     assert main(["report", str(empty), "--format", "json"]) == 0
@@ -294,7 +296,7 @@ def test_a_valid_empty_reply_is_valid_kept_and_not_empty(tmp_path: Path, capsys:
     assert total["valid"] + total["repaired"] + total["empty"] == total["count"] == len(_MIXED)
     assert total["keep"] == 16  # every valid reply (the 7 silent ones too) and the 4 repaired without loss
     mix = {d["dialect"]: d["replies"] for d in total["dialects"]}
-    assert mix["strict"] == total["valid"] and mix["empty"] == total["empty"]
+    assert mix == {"strict": 12, "canonical": 7, "none": 2}  # each reply's Reply.dialect
     assert sum(mix.values()) == total["count"]
     kept = [json.loads(line) for line in (tmp_path / "out" / "keep.jsonl").read_text().splitlines()]
     assert [k["text"] for k in kept[:7]] == ['{"chats":[]}'] * 7
@@ -302,7 +304,7 @@ def test_a_valid_empty_reply_is_valid_kept_and_not_empty(tmp_path: Path, capsys:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_MIXED) | st.text(max_size=30), min_size=1, max_size=25))
-def test_the_shares_sum_to_100_and_the_mix_refines_them(texts: list[str]) -> None:
+def test_the_shares_sum_to_100_and_the_mix_is_each_replys_dialect(texts: list[str]) -> None:
     job = report.Job()
     summary = report.Summary(job)
     summary.add(report.parse_lines(job, 1, [json.dumps({"text": t}).encode() + b"\n" for t in texts]))
@@ -310,8 +312,9 @@ def test_the_shares_sum_to_100_and_the_mix_refines_them(texts: list[str]) -> Non
     assert g["valid"] + g["repaired"] + g["empty"] == g["count"]
     assert abs(g["valid_pct"] + g["repaired_pct"] + g["empty_pct"] - 100) < 0.05
     mix = {d["dialect"]: d["replies"] for d in g["dialects"]}
-    assert mix.get("strict", 0) == g["valid"] and mix.get("empty", 0) == g["empty"]
-    assert sum(n for name, n in mix.items() if name not in ("strict", "empty")) == g["repaired"]
+    assert mix.get("strict", 0) == g["valid"] and sum(mix.values()) == g["count"]
+    read = [charfmt.parse(t, lenient=True).dialect for t in texts]  # issue 40.7: the mix is parse's dialect
+    assert {k: n for k, n in mix.items() if k not in ("strict", "none")} == dict(Counter(d for d in read if d))
     assert g["valid"] <= g["keep"] <= g["valid"] + g["repaired"]
 
 

@@ -14,9 +14,12 @@ import gc
 import re
 from typing import Any, Final
 
+from charfmt._lenient.prose import dialogue_decided
+from charfmt._lenient.words import last_sentence_start
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
+from charfmt.tags import TagTable
 
 from .body import Body
 from .chats import OpenChat
@@ -31,23 +34,42 @@ multiple of the input, so a damaged stream stays linear."""
 _SPECULATE_BUDGET: Final = 16
 """... or sooner, on a character that may complete something, while all rereads together have
 read at most this many times the text so far."""
-_DECISIVE: Final = re.compile(r"[\]>*\")}\n]")
+_DECISIVE: Final = re.compile(r"[\]>*\")};\n]")
 _SPECULATE_SMALL: Final = 64
 """... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
-_UNSURE: Final = re.compile(r"[<&\\*\[`\"(){}#|\ufffd]")
+_UNSURE: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\*\[`\"(){}#|\ufffd「『“（【]")
 """Characters that may begin markup a later character completes (a tag, an entity, an escape,
 an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
-open segment's text is shown only up to the first one near its end."""
-_PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd]")
+open segment's text is shown only up to the first one near its end. A '<' before a space or a
+digit (``3 < 5``, or an entity decoded) begins no tag, and an '&' no entity once anything but
+an entity's characters follows it (the batch reader drops an entity cut at the end)."""
+_IN_ELEMENT: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)[^<>]*\Z|&[#\w]*\Z|[{\[`]")
+"""In the text of an element still open in a reply of bare tags, the only markup more text can
+complete: a tag cut before its '>' or an entity cut before its ';' at the very end, and a JSON
+reply or a fence that may begin there (``{``, ``[``, a backtick: the batch reader looks for a
+reply inside). Quotes, asterisks and parentheses there are the element's own text."""
+_LAST_TAG: Final = re.compile(r"<[ \t]*(/?)[ \t]*([A-Za-z][\w-]*)[^<>]*>(?=[^<>]*\Z)")
+"""The last whole tag of a text, if only text follows it: group 1 '/' for a closing tag, group 2 its name."""
+_PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd「『“（【]")
 """The same less '<' and '&': in a segment another one follows, those were read already (an
 entity decoded, a '<' that began no tag); the others may pair with a later character."""
 _UNSURE_SPAN: Final = 48
+_SPOKEN: Final = re.compile(r"[!?！？][\"'”)」』）]*+\s*\Z")
+"""Text that ends in ``!`` or ``?``: its last sentence is speech whatever follows."""
+_PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
+"""Dialects of a reply of untagged text: the last sentence of its last speech may yet narrate a quotation."""
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 """Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
 prose before the reply (inside a body, it is the body's text)."""
 _FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
 """A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
 _ECHOED: Final = "user-chats"
+_BARE_TAGS: Final = "bare-tags"
+_OPEN: Final = 1
+"""``_settled(in_element=)``: the text of an element still open in bare tags."""
+_CLEAN: Final = 2
+"""... whose raw text so far holds nothing more text can complete."""
+"""The dialect of tag elements written with no JSON around them: an open element's text is its own."""
 _ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
 """The echoed request form shows nothing early before its first ``<chat>``: until then the
 batch reader takes the text around ``<user_chats>`` for one chat, and drops it as prose
@@ -67,10 +89,11 @@ _PREAMBLE_HINT: Final = re.compile(
 )
 """Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
-_ENDS_SENTENCE: Final = re.compile(r"[!?！？][\"')」』）]*+\Z")
-"""The text so far ends with an exclamation or a question: speech, where a plain sentence may
-yet narrate a quotation that follows (``She smiled. "Hi"``), and ``Okay.`` on a line of its
-own stand before a JSON reply."""
+_ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"')」』）]*+\Z")
+"""The text so far ends with an exclamation, a question, a trailing ``…`` or a CJK full stop:
+speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
+"Hi"``), and ``Okay.`` on a line of its own stand before a JSON reply (a CJK preamble names
+what follows: ``以下が返答です。``, which ``_PREAMBLE_HINT`` knows)."""
 _PROSE_DECIDED_MIN: Final = 8
 _PROSE_DECIDED_AFTER: Final = 12
 
@@ -95,19 +118,45 @@ def _prose_decided(batch: Reply, text: str) -> bool:
     return after >= _PROSE_DECIDED_AFTER or (after == 0 and _ENDS_SENTENCE.search(text) is not None)
 
 
+def _before_last_sentence(text: str) -> str:
+    """``text`` less its last sentence, unless it ended in ``!`` or ``?`` (speech whatever follows): a quotation
+    coming next may make it narration, or the words still to come may introduce one."""
+    return text if _SPOKEN.search(text) else text[: last_sentence_start(text)].rstrip()
+
+
 def _markup_ahead(text: str) -> bool:
     """Whether the text of a segment read from a prefix may still turn into markup as the reply grows."""
     return _CUT_TAG.search(text) is not None or _FRONT_MATTER_OPEN.match(text) is not None
 
 
-def _settled(text: str, *, whole_text: bool = False) -> str:
+def _settled(text: str, *, whole_text: bool = False, in_element: int = 0) -> str:
     """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
 
     Up to the first character near the end that may begin markup, less trailing white
-    space (the batch reader strips it where a segment ends).
+    space (the batch reader strips it where a segment ends). ``in_element``: the text of an
+    element still open in a reply of bare tags, where only a tag or an entity cut at the very
+    end is unsure (``_IN_ELEMENT``); ``_CLEAN``: one whose raw text holds no such thing (all settled).
     """
-    m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+    if in_element:
+        m = (
+            None
+            if in_element == _CLEAN
+            else _IN_ELEMENT.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+        )
+    else:
+        m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
     return (text if m is None else text[: m.start()]).rstrip()
+
+
+def open_element(text: str, tags: TagTable) -> tuple[str, bool]:
+    """The tag of ``tags`` whose element is open at the end of ``text`` (its last whole tag opens it,
+    only text follows), as the batch reader names it (``""`` if there is none); and whether its raw
+    text so far holds nothing more text can complete (then all of it is settled: a '<' or '&' the
+    reread shows at its end was an entity)."""
+    m = _LAST_TAG.search(text, max(0, text.rfind("<", 0, max(0, text.rfind(">")) + 1)))
+    if m is None or m.group(1):
+        return "", False
+    return tags.synonyms.get(m.group(2).lower(), ""), _IN_ELEMENT.search(text, m.end()) is None
 
 
 _ADVANCED: Final = 0
@@ -163,6 +212,7 @@ class Rereads(Body):
             if pause:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        self._open_tag, self._open_clean = open_element(text, self.tags) if batch.dialect == _BARE_TAGS else ("", False)
         if (
             (
                 batch.dialect in _UNSETTLED
@@ -175,7 +225,7 @@ class Rereads(Body):
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
-        if not self._advance(batch, self._folded(), often):
+        if not self._advance(batch, self._folded(), often, held=batch.dialect in _PROSE and not dialogue_decided(text)):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._state == TOP and any(isinstance(e, ChatStart) for e in self._out):
@@ -186,12 +236,14 @@ class Rereads(Body):
             self._hold("", 0)
         return early + self._flush()
 
-    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True) -> bool:
+    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True, *, held: bool = False) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
 
         Settled: the reasoning once the reply has begun, every chat but the last one as it
         is, and in the last chat every segment but the last one; the last segment's text up
-        to ``_settled`` (a whole value waits for its segment to close).
+        to ``_settled`` (a whole value waits for its segment to close). ``held``: the reply is
+        untagged text with no dialogue yet (``prose.dialogue_decided``), whose last sentence a
+        quotation may yet make narration: it waits (``_before_last_sentence``).
         """
         reasoning = batch.reasoning or ""
         if not reasoning.startswith(self._reasoning):
@@ -232,7 +284,7 @@ class Rereads(Body):
                 if announced is None:
                     return False
                 state, segments = announced, []
-            if not self._advance_chat(chat, state, segments, k == last, steady):
+            if not self._advance_chat(chat, state, segments, k == last, steady, prose=held):
                 return False
         return True
 
@@ -252,11 +304,17 @@ class Rereads(Body):
         return state
 
     def _advance_chat(
-        self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool
+        self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool, *, prose: bool
     ) -> bool:
-        """Emit what the reread settles of ``chat`` beyond its ``segments`` shown; ``False`` if it contradicts them."""
+        """Emit what the reread settles of ``chat`` beyond its ``segments`` shown; ``False`` if it contradicts them.
+
+        ``prose``: the reply is untagged text, whose last sentence may yet narrate a quotation that follows.
+        """
         for n, seg in enumerate(chat.segments):
-            went = self._advance_segment(chat, n, seg, state, segments, last_chat=last_chat, steady=steady)
+            held = prose and last_chat and n == len(chat.segments) - 1 and seg.tag == self.tags.speech.name
+            went = self._advance_segment(
+                chat, n, seg, state, segments, last_chat=last_chat, steady=steady and not held, held=held
+            )
             if went == _CONTRADICTS:
                 return False
             if went == _STILL_OPEN:
@@ -276,11 +334,17 @@ class Rereads(Body):
         *,
         last_chat: bool,
         steady: bool,
+        held: bool = False,
     ) -> int:
-        """Emit what the reread settles of segment ``n`` of ``chat`` beyond what ``segments`` showed of it."""
+        """Emit what the reread settles of segment ``n`` of ``chat`` beyond what ``segments`` showed of it.
+
+        ``held``: untagged speech whose last sentence waits (what follows may make it narration).
+        """
         whole = self._lang.whole
         index, out, count = state.index, self._out, len(chat.segments)
         still_open = last_chat and n == count - 1
+        # The text of an element still open in bare tags is the element's, quotes and all.
+        in_element = (_CLEAN if self._open_clean else _OPEN) if still_open and seg.tag == self._open_tag else 0
         # Text followed only by a segment still unsure may yet lose trailing space or
         # turn into markup: it stays open until what follows it is settled.
         # So does text of the last chat holding a character that may begin markup (an
@@ -291,7 +355,7 @@ class Rereads(Body):
             still_open = paired or (n == count - 2 and (after.tag in whole or not _settled(after.text)))
         # Text of the last chat that is a tag cut before its '>' (read as text only because
         # it is not complete yet) or front matter not closed yet may turn into markup.
-        markup = last_chat and seg.tag not in whole and _markup_ahead(seg.text)
+        markup = last_chat and seg.tag not in whole and not in_element and _markup_ahead(seg.text)
         still_open = still_open or markup
         if n < len(segments):
             tag, parts, intensity = segments[n]
@@ -302,7 +366,10 @@ class Rereads(Body):
                 return _ADVANCED if text == seg.text else _CONTRADICTS
         else:
             steady_last = n == count - 1 and steady
-            unsure = markup or (not seg.text if steady_last else seg.tag in whole or not _settled(seg.text))
+            unsure = markup or (
+                not seg.text if steady_last else seg.tag in whole or not _settled(seg.text, in_element=in_element)
+            )
+            unsure = unsure or (held and not _before_last_sentence(_settled(seg.text, in_element=in_element)))
             if still_open and unsure:
                 return _STILL_OPEN  # a whole value waits for its segment to close; a tag, for its first text
             out.append(SegmentStart(index, n, seg.tag))
@@ -320,7 +387,9 @@ class Rereads(Body):
             elif not still_open or (steady and n == count - 1):
                 more = seg.text
             else:
-                more = _settled(seg.text, whole_text=n < count - 1)
+                more = _settled(seg.text, whole_text=n < count - 1, in_element=in_element)
+            if held:
+                more = _before_last_sentence(more)
             if len(more) > len(text) and more.startswith(text):
                 out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
         if still_open:

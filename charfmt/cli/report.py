@@ -179,9 +179,11 @@ def run(args: argparse.Namespace) -> int:
             f"charfmt report: warning: more than {job.max_groups:,} groups; the rest are counted in one"
             f" {report.OTHER!r} row (--max-groups)\n"
         )
-    if (why := summary.all_bad()) is not None:
+    if (why := summary.all_bad(args.file)) is not None:
         sys.stderr.write(f"charfmt report: {why}\n")
         return 1
+    if (packed := summary.packed(args.file)) is not None:  # some lines held replies all the same
+        sys.stderr.write(f"charfmt report: warning: {packed}\n")
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import load_character, load_lorebooks
+from charfmt.cli._io import load_character, load_lorebooks, read
 from charfmt.cli._options import add_decoding, add_lore, add_store, add_tokenizer, greeting_index, open_store_of, whole
 from charfmt.diagnostics import CharfmtError
 
@@ -163,6 +163,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     if args.scene is not None:
         from charfmt.scene import Scene  # noqa: PLC0415
 
+        read(args.scene, DEFAULT_MAX_SIZE)  # a file that cannot be read at all (missing, a folder): exit 2
         scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
         character = next(iter(scene.cast.values()))
     else:
@@ -275,6 +276,8 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
 
     state = app.state.charfmt
     settings = state.settings
+    for d in state.names.diagnostics():  # an emotion the front end will ignore (CF828)
+        print(f"charfmt serve: {d.severity}: {d.code} {d.message}", file=sys.stderr)
     _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
     beyond = not is_loopback(args.host)

@@ -136,40 +136,63 @@ class Prompter:
         return self._system
 
     def messages(
-        self, history: list[Exchange], turn: UserTurn, *, system: str | None = None, reserve: int = 0
-    ) -> list[Message]:
+        self, history: list[Exchange], turn: UserTurn | None, *, system: str | None = None, reserve: int = 0,
+        after: str = "", request: str = "", prefill: str = "",
+    ) -> list[Message]:  # fmt: skip
         """The system prompt (``system``, a front end's own text, after it), the newest exchanges of ``history``
         that fit the budget less ``reserve`` (what the upstream counts of the request's schema), ``turn``;
-        or ``BadTurn`` saying what did not fit."""
-        return self.turn(history, turn, system=system, reserve=reserve)[0]
+        or ``BadTurn`` saying what did not fit (``turn``'s keywords: ``after``, ``request``, ``prefill``)."""
+        messages, _ = self.turn(
+            history, turn, system=system, reserve=reserve, after=after, request=request, prefill=prefill
+        )
+        return messages
 
     def turn(
         self,
         history: list[Exchange],
-        turn: UserTurn,
+        turn: UserTurn | None,
         *,
         system: str | None = None,
         reserve: int = 0,
         seed: int | str | None = None,
+        after: str = "",
+        request: str = "",
+        prefill: str = "",
+        lore_of: tuple[list[Exchange], UserTurn | None] | None = None,
     ) -> tuple[list[Message], Activation | None]:
         """``messages``, and the lore the turn activated (``render_turn``'s steps; ``seed``: its rolls): the
-        system prompt rendered again for a turn whose macros or lore change it."""
+        system prompt rendered again for a turn whose macros or lore change it.
+
+        After the history, in the turn's own message (a ``system`` message there is refused by many chat
+        templates): ``turn`` (``None``: none, something else is asked), ``request`` (what is asked instead:
+        the player's line, the rest of a reply; rendered), the card's post-history instructions and ``after``
+        (the front end's). ``prefill``: the start of the model's answer (a continue), its message last,
+        counted with the rest. ``lore_of``: the history and turn the card's parts and lore are made for
+        where they are not the prompt's (a continue asked for as the rest: the turn it goes on with, so
+        that its system prompt and lore are that turn's).
+        """
         from charfmt._card_prompt import turn_parts  # noqa: PLC0415
         from charfmt.macros import MacroError  # noqa: PLC0415
-        from charfmt.render import lore_in_system, system_of, turn_extras  # noqa: PLC0415
+        from charfmt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
 
         budget = self.budget - reserve
         own = self.system()
+        tail = [{"role": "assistant", "content": prefill}] if prefill else []
+        scan_history, scan_turn = lore_of if lore_of is not None else (history, turn)
+        scanned = scan_turn if scan_turn is not None else UserTurn()  # (no turn: the history alone is scanned)
         if self.scene is not None:
-            lore = self.scene.lore(history, turn, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
-                                   seed=seed)  # fmt: skip
+            lore = self.scene.lore(scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter,
+                                   budget=budget, seed=seed)  # fmt: skip
             if lore_in_system(lore):
                 own = f"{self.scene.render_system(lore=lore).rstrip()}\n\n{self.note}\n"
             head = f"{own.rstrip()}\n\n{system}\n" if system else own
-            return self._scene_messages(head, budget, history, turn, system, lore), lore
+            closing = [request, after]
+            return self._scene_messages(head, budget, history, turn, system=system, lore=lore, closing=closing,
+                                        tail=tail), lore  # fmt: skip
         try:
             parts = turn_parts(
-                self.character, history, turn, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                self.character, scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
                 seed=seed,
             )  # fmt: skip
         except MacroError as e:
@@ -177,31 +200,33 @@ class Prompter:
         if parts.character is not self.character or lore_in_system(parts.lore):  # macros or lore: this turn's own
             own = f"{system_of(parts)[0].rstrip()}\n\n{self.note}\n"
         head = f"{own.rstrip()}\n\n{system}\n" if system else own
-        return self._messages(head, history, turn, extra=turn_extras(parts), budget=budget, reserve=reserve,
-                              system=system), parts.lore  # fmt: skip
+        closing = [request, post_history(parts), after]  # (the card's post-history, then the front end's)
+        return self._messages(head, history, turn, extra=lore_extras(parts.lore), closing=closing, tail=tail,
+                              budget=budget, reserve=reserve, system=system), parts.lore  # fmt: skip
 
     def _messages(
-        self, head: str, history: list[Exchange], turn: UserTurn, *, extra: list[Extra], budget: int, reserve: int,
-        system: str | None,
+        self, head: str, history: list[Exchange], turn: UserTurn | None, *, extra: list[Extra], closing: list[str],
+        tail: list[Message], budget: int, reserve: int, system: str | None,
     ) -> list[Message]:  # fmt: skip
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError, chat_turns, render_user_block  # noqa: PLC0415
+        from charfmt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
             self._past.clear()
             self._said.clear()
             self._user_stamp = stamp
-        said = render_user_block(turn, templates=STUB)  # render_messages's steps, past exchanges' texts kept
-        if stamp is not None:
+        said = render_user_block(turn, templates=STUB) if turn is not None else ""  # (render_messages's steps)
+        if stamp is not None and turn is not None:  # past exchanges' texts kept
             self._said[id(turn)] = (turn, said)
             if len(self._said) > PAST_KEPT:
                 self._said.popitem(last=False)
+        last = turn_message(said, *closing)
         pairs = [self._texts(exchange) for exchange in history]
 
         def build(start: int) -> list[Message]:
-            turns = chat_turns(pairs[start:], said, extra)  # (a greeting alone; lore at a depth; post-history)
-            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in turns)]
+            turns = chat_turns(pairs[start:], last, extra)  # (a greeting alone; lore at a depth)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in turns), *tail]
 
         try:
             return fit_messages(build, len(pairs), budget=budget, counter=self.counter)[1]
@@ -246,21 +271,25 @@ class Prompter:
             self._past.popitem(last=False)
         return texts
 
-    def _scene_messages(  # noqa: PLR0917 (one private call site)
-        self, head: str, budget: int, history: list[Exchange], turn: UserTurn, system: str | None,
-        lore: Activation | None,
+    def _scene_messages(
+        self, head: str, budget: int, history: list[Exchange], turn: UserTurn | None, *, system: str | None,
+        lore: Activation | None, closing: list[str], tail: list[Message],
     ) -> list[Message]:  # fmt: skip
         assert self.scene is not None
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError  # noqa: PLC0415
+        from charfmt.render import BudgetError, at_depth, lore_extras, turn_message  # noqa: PLC0415
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
 
         scene = self.scene
+        extra = lore_extras(lore)
 
         def build(start: int) -> list[Message]:
-            rest: list[Message] = scene.render_messages(history[start:], turn, templates=STUB, lore=lore)["messages"][
-                1:
-            ]
-            return [{"role": "system", "content": head}, *rest]
+            rest: list[Message] = scene.render_messages(history[start:], turn or UserTurn(), templates=STUB)["messages"]
+            said = rest[-1]["content"] if turn is not None else ""  # (no turn: what is asked alone)
+            turns = [(m["role"], m["content"]) for m in rest[1:-1]]
+            turns.append(("user", turn_message(said, *closing)))
+            placed = at_depth(turns, extra)  # (lore at a depth, counted from the turn's message)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in placed), *tail]
 
         try:
             return fit_messages(build, len(history), budget=budget, counter=self.counter)[1]

@@ -1,0 +1,136 @@
+"""Build the stream corpus: ``benchmarks/data/stream_corpus.jsonl`` (issue 40, item 6).
+
+Replies as models write them, for how soon a stream speaks (``benchmarks/bench_stream_early.py``):
+
+- ``real``: the real free replies of SmolLM2 and Gemma 3 (``tests/data/free_replies.jsonl``, with
+  the chunks they streamed in, and ``tests/data/real_replies.jsonl``), the replies written by hand
+  after them (``tests/data/prose_replies.txt``: prose, role-play, quotes, brackets, CJK) and the
+  example replies (``examples/replies``);
+- ``off-format``: the English, Japanese and Chinese lines and paragraphs of the token corpus
+  (``token_corpus.jsonl``: prose, quoted speech, CJK) and its real model output, sent as they are;
+- ``bare-tags``, ``json``, ``damaged``: the same lines as the character's speech, written as bare
+  tags (``<emo>…</emo>`` then ``<msg>…</msg>``, ``& < >`` as entities: the issue's stall), as a
+  canonical reply, and as that reply damaged by ``charfmt.fuzz.apply_mutations`` (1 to 2 mutations).
+
+Each row is ``{"id", "kind", "source", "half", "text", "chunks"}``: ``chunks`` are the pieces
+the reply streamed in where it was recorded (else ``null``: the benchmark cuts it itself);
+``half`` ("fit" or "held") splits the corpus by the SHA-256 of the id. The stream's heuristics are
+tuned on "fit" only, and the figures reported on "held".
+
+Run from the repository root (writes the file anew; the same inputs give the same file)::
+
+    python benchmarks/data/make_stream_corpus.py
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT)]
+
+import charfmt  # noqa: E402
+from charfmt.fuzz import MUTATIONS, apply_mutations  # noqa: E402
+
+SEED: Final = 40
+HERE: Final = Path(__file__).resolve().parent
+OUT: Final = HERE / "stream_corpus.jsonl"
+EMOTIONS: Final = ("joy", "sad", "angry", "surprise", "neutral")
+
+
+def half(key: str) -> str:
+    return "fit" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "held"
+
+
+def row(key: str, kind: str, source: str, text: str, chunks: list[str] | None = None) -> dict[str, Any]:
+    return {"id": key, "kind": kind, "source": source, "half": half(key), "text": text, "chunks": chunks}
+
+
+def real() -> list[dict[str, Any]]:
+    rows = []
+    for n, line in enumerate((ROOT / "tests" / "data" / "free_replies.jsonl").read_text(encoding="utf-8").splitlines()):
+        r = json.loads(line)
+        rows.append(row(f"free-{n:03d}", "real", "tests/data/free_replies.jsonl", r["reply"], r["chunks"]))
+    for n, line in enumerate((ROOT / "tests" / "data" / "real_replies.jsonl").read_text(encoding="utf-8").splitlines()):
+        rows.append(row(f"realr-{n:03d}", "real", "tests/data/real_replies.jsonl", json.loads(line)["reply"]))
+    text = (ROOT / "tests" / "data" / "prose_replies.txt").read_text(encoding="utf-8")
+    body = "\n".join(line for line in text.split("\n") if not line.startswith("#"))
+    for n, reply in enumerate(r.strip("\n") for r in body.split("\n%%\n") if r.strip()):
+        rows.append(row(f"prose-{n:03d}", "real", "tests/data/prose_replies.txt", reply))
+    for path in sorted((ROOT / "examples" / "replies").glob("*.json")):
+        rows.append(
+            row(
+                f"example-{path.stem}",
+                "real",
+                f"examples/replies/{path.name}",
+                path.read_text(encoding="utf-8").strip(),
+            )
+        )
+    return rows
+
+
+def lines() -> list[tuple[str, str]]:
+    """``(id, text)`` of the token corpus's prose, CJK and model output (no JSON, prompts or adversarial runs)."""
+    out = []
+    for line in (HERE / "token_corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        if r["group"] in ("en", "ja", "zh", "model_output") and r["text"].strip():
+            out.append((r["id"], r["text"]))
+    return out
+
+
+def escaped(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def speech(text: str) -> str:
+    """``text`` as one line of speech (the body language has no line break inside an element)."""
+    return " ".join(text.split())
+
+
+def variants(key: str, text: str, rng: random.Random) -> list[dict[str, Any]]:
+    said = speech(text)
+    emotion = rng.choice(EMOTIONS)
+    rows = [row(f"{key}/off", "off-format", "token_corpus.jsonl", text)]
+    if not said:
+        return rows
+    bare = f"<emo>{emotion}</emo>\n<msg>{escaped(said)}</msg>"
+    reply = charfmt.Reply(
+        chats=[
+            charfmt.Chat(
+                type="C",
+                order=1,
+                segments=[charfmt.Segment(tag="emo", text=emotion), charfmt.Segment(tag="msg", text=said)],
+            )
+        ]
+    )
+    canonical = charfmt.dumps(reply)
+    broken, _ = apply_mutations(canonical, rng.sample(sorted(MUTATIONS), k=len(MUTATIONS)), rng, rng.randint(1, 2))
+    rows.append(row(f"{key}/bare", "bare-tags", "token_corpus.jsonl", bare))
+    rows.append(row(f"{key}/json", "json", "token_corpus.jsonl", canonical))
+    rows.append(row(f"{key}/damaged", "damaged", "token_corpus.jsonl", broken))
+    return rows
+
+
+def main() -> int:
+    rng = random.Random(SEED)
+    rows = real()
+    for key, text in lines():
+        rows.extend(variants(key, text, rng))
+    with OUT.open("w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    kinds: dict[str, int] = {}
+    for r in rows:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    print(f"{OUT.relative_to(ROOT)}: {len(rows)} replies {kinds}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

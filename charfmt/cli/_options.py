@@ -14,7 +14,7 @@ from charfmt.parser import DEFAULT_MAX_SIZE
 DEFAULT_EXITS: Final[tuple[str, str | None]] = ("success", "invalid input: charfmt rejects what the file holds")
 """What exit statuses 0 and 1 mean where a subcommand says nothing more precise."""
 
-_USAGE_EXIT: Final = "usage error, or a file that cannot be used (missing, a directory, over --max-size)"
+_USAGE_EXIT: Final = "usage error, or a file that cannot be used (missing, a directory, over {size})"
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -24,14 +24,19 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"charfmt: error: {message} (see '{self.prog} --help')\n")
 
 
-def exit_codes(ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1], extras: Sequence[str] = ()) -> str:
+def exit_codes(
+    ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1], extras: Sequence[str] = (),
+    *, max_size: bool = True,
+) -> str:  # fmt: skip
     """The ``exit status:`` block at the end of a ``--help`` (2 and 130 mean the same everywhere).
 
     ``extras``: the optional extras the command may need; one that is not installed exits 1 too.
+    ``max_size``: whether the command has ``--max-size`` (else the size its files may have is named).
     """
     if extras:
         invalid = f"{invalid}; or {missing_extra(extras)}"
-    rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", _USAGE_EXIT), ("130", "interrupted (Ctrl-C)")]
+    usage = _USAGE_EXIT.format(size="--max-size" if max_size else f"{DEFAULT_MAX_SIZE:,} bytes")
+    rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", usage), ("130", "interrupted (Ctrl-C)")]
     lines = (textwrap.fill(what, 100, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7) for code, what in rows)
     return "exit status:\n" + "\n".join(lines)
 
@@ -83,9 +88,21 @@ def add_tokenizer(sp: argparse.ArgumentParser, used: str) -> None:
                     " known, else charfmt's estimate (docs/TOKENS.md)")  # fmt: skip
 
 
-def add_user_name(sp: argparse.ArgumentParser) -> None:
-    """``--user-name NAME``: what a card's ``{{user}}`` becomes."""
-    sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
+def add_user_name(sp: argparse.ArgumentParser, more: str = "") -> None:
+    """``--user-name NAME``: what a card's ``{{user}}`` becomes (``more``: what else the subcommand says of it)."""
+    sp.add_argument(
+        "--user-name", type=player_name, metavar="NAME",
+        help=f"the player's name: what a card's {{{{user}}}} becomes{more}",
+    )  # fmt: skip
+
+
+def player_name(text: str) -> str:
+    """``--user-name``'s type: a name a prompt can print (``charfmt.character.name_problem``)."""
+    from charfmt.character import name_problem  # noqa: PLC0415
+
+    if (why := name_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(f"{why} (got {text[:40]!r})")
+    return text
 
 
 def add_lore(sp: argparse.ArgumentParser, *, seed: bool = True) -> None:

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
     books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
-    check_greeting(character, args.greeting)
+    check_greeting(args, character, args.greeting)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
     books = load_lorebooks(args.lorebook, args.max_size)
     if args.history is None:
-        check_greeting(character, args.greeting)
+        check_greeting(args, character, args.greeting)
     if args.history is not None:
         history = _load_history(args.history, character, args.max_size)
     else:
@@ -128,10 +128,8 @@ def _explained(lore: Activation | None) -> str:
         return "lore: no lorebook"
     report = lore.report()
     fired, cut, lost = report["fired"], report["cut"], report["lost"]
-    lines = [
-        f"lore: {len(fired)} fired, {len(cut)} cut, {len(lost)} matched but lost the probability roll;"
-        f" {report['tokens']} of {report['budget']} tokens"
-    ]
+    rolls = f", {len(lost)} matched but lost the probability roll" if lost else ""
+    lines = [f"lore: {len(fired)} fired, {len(cut)} cut{rolls}; {report['tokens']} of {report['budget']} tokens"]
     for tag, rows in (("fired", fired), ("cut", cut), ("lost", lost)):
         for row in rows:
             title = f" {row['comment']!r}" if row["comment"] else ""

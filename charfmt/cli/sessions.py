@@ -44,6 +44,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     add_size(export, "--character file")
     delete = actions.add_parser("delete", help="forget a session and its exchanges")
     for action in (listing, show, export, delete):
+        action.set_defaults(parser=action)  # (its usage errors name 'charfmt sessions ACTION --help')
         add_store(action)
         action.add_argument("--owner", metavar="NAME", help="the owner: a --tokens name, or - for no token")
         action.add_argument("--namespace", metavar="NS", help="the door and character: turn/Rex, chat/Rex, cli/Rex")

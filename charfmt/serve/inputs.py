@@ -122,7 +122,32 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
     system = "\n\n".join(text.strip() for role, text in messages if role in ("system", "developer") and text.strip())
     if system:
         options["system"] = system
+    turn = body["messages"][-1]  # (the player's: chat_request checked it)
+    name = user_name(turn.get("name"), f"messages[{len(body['messages']) - 1}].name")
+    if name is not None:
+        options["user_name"] = name
     return options
+
+
+MAX_USER_NAME: Final = 64
+"""Characters of a player's name a front end sends (OpenAI's limit on a message's ``name``)."""
+
+
+def user_name(value: Any, param: str = "user_name") -> str | None:
+    """The player's name a request gives (``/v1/turn``'s ``user_name``, the player's message's ``name``): what the
+    card's ``{{user}}`` becomes for the turn; ``None`` where it gives none; a 400 where it cannot be one."""
+    from charfmt.character import name_problem  # noqa: PLC0415
+
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise HTTPFailure(400, f"'{param}' must be a string: the player's name", param)
+    if len(value) > MAX_USER_NAME:
+        raise HTTPFailure(400, f"'{param}' is {len(value):,} characters (a player's name has at most {MAX_USER_NAME})",
+                          param)  # fmt: skip
+    if (why := name_problem(value)) is not None:
+        raise HTTPFailure(400, f"'{param}', the player's name, {why}", param)
+    return value
 
 
 def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
@@ -148,8 +173,8 @@ def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
         raise HTTPFailure(400, "'stream_options' must be an object such as {'include_usage': true}", "stream_options")
 
 
-def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:
-    """(session, say, constrained) of a ``/v1/turn`` body."""
+def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None, str | None]:
+    """(session, say, constrained, user_name) of a ``/v1/turn`` body."""
     key = body.get("session")
     if key is not None:
         if not isinstance(key, str):
@@ -162,7 +187,7 @@ def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:
     constrained = body.get("constrained")
     if constrained is not None and not isinstance(constrained, bool):
         raise HTTPFailure(400, "'constrained' must be true or false", "constrained")
-    return key, say, constrained
+    return key, say, constrained, user_name(body.get("user_name"))
 
 
 def player_turn(engine: Engine, say: str, param: str = "say") -> UserTurn:

@@ -131,8 +131,9 @@ class ServerState:
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in ``owner``'s session ``key`` at ``door`` (or with ``history`` given), in the
         engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens
-        with the card's greeting (``opening``), kept as its first exchange; ``lore=True`` (``/v1/turn``): a
-        ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch."""
+        with the card's greeting (``opening``, for the player ``options`` name), kept as its first exchange
+        with the first turn's (a first turn that fails leaves no session behind); ``lore=True``
+        (``/v1/turn``): a ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch."""
         engine = await self.engine()
         if not key:
             async for batch in self._turn(engine, history or [], turn, session=None, lease=None,
@@ -148,13 +149,12 @@ class ServerState:
             self.log_failure(rid, key, engine, e.status, str(e))
             raise
         async with held:
-            opened = not past and self.opening is not None
-            if opened and self.opening is not None:  # a new session: the character's greeting is its first line
-                await self.sessions.keep(session, self.opening, lease)
-                past = [self.opening]
+            opening = self.opening_for((options or {}).get("user_name")) if not past else None
+            if opening is not None:  # a new session: the character's greeting is its first line (kept with the turn)
+                past = [opening]
             async for batch in self._turn(engine, past, turn, session=session, lease=lease,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options, lore=lore, opened=opened):  # fmt: skip
+                                          options=options, lore=lore, opened=opening is not None):  # fmt: skip
                 yield batch
 
     async def _turn(
@@ -163,7 +163,8 @@ class ServerState:
         options: dict[str, Any] | None, lore: bool = False, opened: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
-        the last batch goes. ``opened`` (and ``lore``): a ``Greeting`` leads the first batch."""
+        the last batch goes. ``opened``: ``past`` is a new session's greeting, kept just before the exchange
+        (nothing is kept of a turn that fails); with ``lore``, a ``Greeting`` leads the first batch."""
         key = session.name if session is not None else None
         batches = engine.turn_batches(
             list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
@@ -176,6 +177,8 @@ class ServerState:
                 done = batch[-1]
                 if isinstance(done, Done):
                     if session is not None and lease is not None and done.exchange.reply.chats:
+                        if opened:
+                            await self.sessions.keep(session, past[0], lease)
                         await self.sessions.keep(session, done.exchange, lease)  # (before the reply is sent)
                     ended = True
                     self.log(done, key, engine)
@@ -213,20 +216,30 @@ class ServerState:
         return done
 
     async def turn_objects(
-        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = ""
-    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = "",
+        user_name: str | None = None,
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:  # fmt: skip
         """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
-        reply (or an error, alone in its batch)."""
+        reply (or an error, alone in its batch). ``user_name``: the player's name (the card's ``{{user}}``)."""
         engine = await self.engine()
         answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
+        options = {"user_name": user_name} if user_name is not None else None
         try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True):
+            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True,
+                                                 options=options):  # fmt: skip
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
                     yield objects
         except Exception as e:
             yield [error_object(e, key)]
+
+    def opening_for(self, user_name: str | None) -> Exchange | None:
+        """A new session's first exchange for the player ``user_name`` (``None``: the character's own player):
+        the card's greeting, its ``{{user}}`` that name."""
+        if user_name is None or self.opening is None or user_name == self.settings.character.user_name:
+            return self.opening
+        return _opening(self.settings, user_name)
 
     def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
         """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format."""
@@ -307,13 +320,17 @@ def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}
 
 
-def _opening(settings: Settings) -> Exchange | None:
-    """A new session's first exchange: the character card's greeting (none for a scene)."""
+def _opening(settings: Settings, user_name: str | None = None) -> Exchange | None:
+    """A new session's first exchange: the character card's greeting (none for a scene), ``{{user}}`` the
+    player ``user_name`` (``None``: the character's own)."""
     from charfmt.render import greeting_exchange  # noqa: PLC0415
 
     if settings.greeting is None or settings.scene is not None:
         return None
-    return greeting_exchange(settings.character, settings.greeting)
+    character = settings.character
+    if user_name is not None:
+        character = character.model_copy(update={"user_name": user_name})
+    return greeting_exchange(character, settings.greeting)
 
 
 def _store(settings: Settings) -> Store:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from charfmt._token_fit import count_messages
 from charfmt.serve.pacing import Pacer
-from charfmt.serve.prompt import BadTurn, Prompter, prompt_version
+from charfmt.serve.prompt import BadTurn, Prompter
 from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 from charfmt.tokens import grammar_cost, prompt_budget
 
@@ -315,12 +315,14 @@ class Engine:
 
     def lore_request(
         self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None,
-        seed: Any = None,
+        seed: Any = None, *, user_name: str | None = None,
     ) -> tuple[dict[str, Any], Activation | None]:  # fmt: skip
-        """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls)."""
+        """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls; ``user_name``:
+        the player's name, where the front end gives one)."""
         on = self.settings.constrained if constrained is None else constrained
+        seed = seed if isinstance(seed, (int, str)) else None
         messages, lore = self.prompter.turn(
-            history, turn, system=system, reserve=self._reserve[on], seed=seed if isinstance(seed, (int, str)) else None
+            history, turn, system=system, reserve=self._reserve[on], seed=seed, user_name=user_name
         )
         return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}, lore
 
@@ -342,7 +344,8 @@ class Engine:
         A batch is what a server sends at once: one write for all that a chunk of the reply brings,
         and one step through the layers between the model and the front end, not one a piece.
         ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
-        sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
+        sent upstream as they are, its own ``system`` text, appended to charfmt's system prompt, and the
+        player's ``user_name`` (a card's ``{{user}}``), neither sent upstream.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences; ``lore=True``:
         where lore entries fired (or the budget cut some), a ``Lore`` piece first (in the upstream's first batch).
@@ -353,7 +356,8 @@ class Engine:
         await self.pacer.turn()
         front = dict(options or {})
         system = front.pop("system", None)
-        body, active = self.lore_request(history, turn, constrained, system, front.get("seed"))
+        user_name = front.pop("user_name", None)
+        body, active = self.lore_request(history, turn, constrained, system, front.get("seed"), user_name=user_name)
         body.update(front)
         # the lore goes with the first batch the upstream brings: an upstream that fails at once is still a status
         told = lore and active is not None and bool(active.placed or active.cut or active.lost)
@@ -409,7 +413,7 @@ class Engine:
         exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]
         prompt = count_messages(self.prompter.counter, messages)
-        version = prompt_version(messages[0]["content"])
+        version = self.prompter.version()  # (the prompt's sources: every turn of them the same)
         first, started = reading.first or end, reading.started
         return Done(
             rid, reply, text, strict is not None, exchange, first - started, end - started, len(reading.chunks),

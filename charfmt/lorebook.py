@@ -159,6 +159,8 @@ class Lorebook(BaseModel):
         """A book from parsed JSON: a World Info file, a card's ``character_book``, or a whole card."""
         if isinstance(data, dict) and isinstance(data.get("data"), dict) and "character_book" in data["data"]:
             data = data["data"]["character_book"]  # a card: its book
+        elif isinstance(data, dict) and isinstance(data.get("data"), dict) and "entries" not in data:
+            raise LorebookError("a character card without a lorebook (its data holds no character_book)")
         if not isinstance(data, dict) or not isinstance(data.get("entries"), (dict, list)):
             raise LorebookError('not a lorebook: a JSON object with "entries" (World Info, or a card book)')
         entries_raw = data["entries"]
@@ -182,8 +184,19 @@ class Lorebook(BaseModel):
         return cls(name=name, entries=tuple(entries), diagnostics=tuple(notes), **settings)
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str = "<lorebook>") -> Lorebook:
-        """A book from a JSON file's bytes; raises ``LorebookError``."""
+    def from_bytes(cls, data: bytes, name: str = "<lorebook>", *, max_size: int | None = None) -> Lorebook:
+        """A book from a file's bytes: World Info JSON, a card book, or a whole card (JSON, PNG or CHARX: its
+        ``character_book``); raises ``LorebookError``. ``max_size``: what a PNG's or CHARX's card may inflate to
+        (default: a character file's limit)."""
+        if data.startswith((b"\x89PNG", b"PK\x03\x04")):  # a card's image or zip: the card JSON it carries
+            from charfmt.cards import CardError, card_text  # noqa: PLC0415
+            from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
+
+            try:
+                text = card_text(data, limit=max_size or DEFAULT_MAX_SIZE)
+            except CardError as e:
+                raise LorebookError(f"not a readable character card: {e}") from None
+            data = text.encode("utf-8")
         try:
             parsed = json.loads(data.decode("utf-8-sig"))
         except UnicodeDecodeError as e:

@@ -472,7 +472,7 @@ def _lorebook(folder: Path, name: Any, loc: tuple[Any, ...], max_size: int, fail
         raise fail(loc, 'a lorebook is a file name: lorebook = "FILE"')
     path = folder / name
     try:
-        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem)
+        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem, max_size=max_size)
     except CharacterError as e:
         raise fail(loc, f"{path}: {e.detail}") from None
     except LorebookError as e:

@@ -203,7 +203,7 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
         if inp.over:
             raise InputError(f"cannot read --lorebook {inp.too_large(limit)}")
         try:
-            book = Lorebook.from_bytes(inp.data, Path(inp.name).stem)
+            book = Lorebook.from_bytes(inp.data, Path(inp.name).stem, max_size=limit)
         except LorebookError as e:
             raise InvalidError(f"{inp.name}: {e}") from None
         for d in book.diagnostics:

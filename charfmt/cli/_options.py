@@ -82,10 +82,17 @@ def add_character(sp: argparse.ArgumentParser) -> None:
 
 def add_tokenizer(sp: argparse.ArgumentParser, used: str) -> None:
     """``--tokenizer``: the model's own tokenizer, for ``used`` (``charfmt.tokens.counter_for``)."""
-    sp.add_argument("--tokenizer", metavar="PATH|NAME",
+    sp.add_argument("--tokenizer", metavar="PATH|NAME", type=_tokenizer,
                     help=f"count tokens {used} with this tokenizer: a Hugging Face tokenizer.json (charfmt[tokenizers])"
                     " or a tiktoken model or encoding name (gpt-4o, cl100k_base); default: the model's own where"
                     " known, else charfmt's estimate (docs/TOKENS.md)")  # fmt: skip
+
+
+def _tokenizer(text: str) -> str:
+    """``--tokenizer``'s type: a file or a name, not nothing (an empty one names no file and no encoding)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a tokenizer.json file or a tiktoken model or encoding name, not nothing")
+    return text
 
 
 def add_user_name(sp: argparse.ArgumentParser, more: str = "") -> None:
@@ -156,15 +163,19 @@ def add_store(sp: argparse.ArgumentParser, *, memory: bool = False) -> None:
         where.add_argument("--memory", action="store_true", help="keep sessions in memory only: a restart forgets them")
 
 
-def open_store_of(args: argparse.Namespace) -> Any:
+def open_store_of(args: argparse.Namespace, *, create: bool = True) -> Any:
     """The store ``--store`` names (the default one where none is given; memory with ``--memory``): a store that
-    cannot be opened is a ``StoreError`` (exit 1)."""
+    cannot be opened is a ``StoreError`` (exit 1); ``create=False`` (a command that reads): one that does not exist
+    too, and nothing is made."""
     from charfmt.store import default_store_path, open_store  # noqa: PLC0415
+    from charfmt.store.targets import target_problem  # noqa: PLC0415
 
     if getattr(args, "memory", False):
         return open_store(None)
     if args.store is None:
-        return open_store(default_store_path(), default=True)
+        return open_store(default_store_path(), default=True, create=create)
     if args.store == "":
         args.parser.error("argument --store: a file name or a postgresql:// DSN, not an empty string")
-    return open_store(args.store)
+    if (why := target_problem(args.store)) is not None:
+        args.parser.error(f"argument --store: {why}")
+    return open_store(args.store, create=create)

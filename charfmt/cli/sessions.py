@@ -55,7 +55,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """The action on the store; 1 where the session is not there."""
     owner = None if args.owner is None else "" if args.owner == "-" else args.owner
-    with open_store_of(args) as store:
+    with open_store_of(args, create=False) as store:  # (a store that is not there is said, never made)
         if args.action == "list":
             _list(store.sessions(owner=owner, namespace=args.namespace), args.format)
             return EXIT_OK

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook
+from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
 from charfmt.macros import MacroError, Macros
 from charfmt.models import Chat, Reply
 
@@ -98,6 +98,8 @@ def turn_parts(
     history give the same turn); ``now``: what ``{{time}}`` and ``{{date}}`` read. ``lorebooks``:
     lore beyond the card's own book (``None``: no lore at all, not even the card's).
     """
+    if lorebooks is not None:
+        lorebooks = checked_books(lorebooks)
     if character.card is None and not lorebooks and not has_macros(character):
         return TurnParts(character, None, "", None, [])  # (a character file without macros: nothing to do)
     seeded = turn_seed(seed, history)

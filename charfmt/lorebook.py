@@ -250,6 +250,19 @@ class Lorebook(BaseModel):
         return _Scan(self, messages, counter, budget, rng or random.Random(), macros).run()
 
 
+def checked_books(lorebooks: Any, what: str = "lorebooks") -> tuple[Lorebook, ...]:
+    """``lorebooks`` as given to a render (a list or tuple of :class:`Lorebook`), or a ``TypeError`` that says what
+    else it holds: a ``None`` or a file name among them is never left out in silence."""
+    if isinstance(lorebooks, Lorebook) or not isinstance(lorebooks, (list, tuple)):
+        raise TypeError(f"{what} must be a list of Lorebook, not {type(lorebooks).__name__} ([book] for one)")
+    for n, book in enumerate(lorebooks):
+        if not isinstance(book, Lorebook):
+            raise TypeError(
+                f"{what}[{n}] is {type(book).__name__}, not a Lorebook (Lorebook.from_bytes or from_json reads one)"
+            )
+    return tuple(lorebooks)
+
+
 @dataclass(frozen=True)
 class Placed:
     """An activated entry and the text it adds."""

@@ -44,7 +44,7 @@ from charfmt.character import (
 )
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.envelope import Locator
-from charfmt.lorebook import Activation, Lorebook, LorebookError
+from charfmt.lorebook import Activation, Lorebook, LorebookError, checked_books
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
 from charfmt.stage import NARRATOR, StageReader
@@ -260,7 +260,7 @@ class Scene(BaseModel):
         from charfmt.macros import Macros  # noqa: PLC0415
         from charfmt.render import estimate_tokens  # noqa: PLC0415
 
-        books = [*self._lore_books, *(b for b in lorebooks if b.entries)]
+        books = [*self._lore_books, *(b for b in checked_books(lorebooks) if b.entries)]
         if not books:
             return None
         seeded = turn_seed(seed, history)

@@ -97,7 +97,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     f" (default {API_KEY_ENV}, where set)")  # fmt: skip
     sp.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
-    sp.add_argument("--say", action="append", metavar="TEXT", help="a user turn (repeatable); default: read stdin")
+    sp.add_argument("--say", action="append", metavar="TEXT",
+                    help="a user turn (repeatable); default: read turns from stdin, where /help lists the commands"
+                    " and /quit ends")  # fmt: skip
     sp.add_argument(
         "--seed", type=int, default=0, help="sampling seed: the same seed, model and turns give the same replies"
     )

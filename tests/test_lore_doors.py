@@ -22,7 +22,7 @@ from charfmt.render import render_messages, render_text, render_text_turn, rende
 from charfmt.scene import Scene
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile_files import zip_of  # noqa: E402
+from hostile_files import zip_of
 
 ROOT = Path(__file__).resolve().parent.parent
 REX = ROOT / "examples" / "characters" / "rex.toml"

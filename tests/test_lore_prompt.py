@@ -271,4 +271,3 @@ def test_a_scene_lorebook_that_cannot_be_read_names_the_scene_and_key(tmp_path: 
     (tmp_path / "shrine.json").write_text("[]")
     with pytest.raises(charfmt.CharacterError, match=r"scene.toml:1: lorebook: .*shrine.json: not a lorebook"):
         Scene.load(tmp_path / "scene.toml")
-

@@ -46,7 +46,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     for action in (listing, show, export, delete):
         action.set_defaults(parser=action)  # (its usage errors name 'charfmt sessions ACTION --help')
         add_store(action)
-        action.add_argument("--owner", metavar="NAME", help="the owner: a token's name (serve --tokens), or - for no token")
+        action.add_argument(
+            "--owner", metavar="NAME", help="the owner: a token's name (serve --tokens), or - for no token"
+        )
         action.add_argument("--namespace", metavar="NS", help="the door and character: turn/Rex, chat/Rex, cli/Rex")
         if action is not listing:
             action.add_argument("name", metavar="NAME", help="the session's name")

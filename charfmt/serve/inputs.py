@@ -123,9 +123,9 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
     if system:
         options["system"] = system
     turn = body["messages"][-1]  # (the player's: chat_request checked it)
-    name = user_name(turn.get("name"), f"messages[{len(body['messages']) - 1}].name")
-    if name is not None:
-        options["user_name"] = name
+    player = user_name(turn.get("name"), f"messages[{len(body['messages']) - 1}].name")
+    if player is not None:
+        options["user_name"] = player
     return options
 
 

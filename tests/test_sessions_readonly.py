@@ -35,15 +35,15 @@ def test_a_store_that_is_not_there_is_said_and_never_made(action: list[str], tmp
     typo = tmp_path / "typo.sqlite3"
     done = _sessions(*action, "--store", str(typo), home=tmp_path)
     assert done.returncode == 1, done.stderr
-    assert done.stderr == f"charfmt: error: {typo}: no such store (charfmt serve and charfmt chat --session make one" \
-        " where they keep sessions)\n"  # fmt: skip
+    said = "the store does not exist (charfmt serve and charfmt chat --session make one where they keep sessions)"
+    assert done.stderr == f"charfmt: error: {typo}: {said}\n"
     assert _tree(tmp_path) == before  # no store, no lock file beside it
 
 
 def test_the_default_store_is_not_made_by_reading_it(tmp_path: Path) -> None:
     done = _sessions("list", home=tmp_path)
     default = tmp_path / "data" / "charfmt" / "sessions.sqlite3"
-    assert done.returncode == 1 and f"{default}: no such store" in done.stderr, done.stderr
+    assert done.returncode == 1 and f"{default}: the store does not exist" in done.stderr, done.stderr
     assert _tree(tmp_path) == []  # not even the data folder
 
 

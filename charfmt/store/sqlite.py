@@ -186,7 +186,8 @@ def _existing(path: Path) -> None:
         size = path.stat().st_size
     except FileNotFoundError:
         raise StoreError(
-            f"{path}: no such store (charfmt serve and charfmt chat --session make one where they keep sessions)"
+            f"{path}: the store does not exist (charfmt serve and charfmt chat --session make one where they keep"
+            " sessions)"
         ) from None
     except OSError as e:
         raise StoreError(f"{path}: cannot read the store: {e.strerror or e}") from None

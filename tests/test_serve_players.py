@@ -137,6 +137,13 @@ def test_a_front_end_names_its_player_per_turn_and_the_greeting_greets_them(upst
         chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."},
                              {"role": "user", "name": "Kai", "content": "again"}]}  # fmt: skip
         assert httpx.post(served_at + "/v1/chat/completions", json=chat, timeout=T).status_code == 200
+        ws_client = pytest.importorskip("websockets.sync.client")
+        with ws_client.connect(served_at.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=2) as ws:
+            ws.send(json.dumps({"session": "w", "say": "hi", "user_name": "Wren"}))
+            sent = [json.loads(ws.recv(timeout=T))]
+            while sent[-1]["kind"] != "reply":
+                sent.append(json.loads(ws.recv(timeout=T)))
+    assert sent[0]["kind"] == "greeting" and "Welcome back, Wren!" in sent[0]["content"]
     assert default[0]["kind"] == "greeting" and "Welcome back, Alex!" in default[0]["content"]
     assert robin[0]["kind"] == "greeting" and "Welcome back, Robin!" in robin[0]["content"]
     assert again[0]["kind"] != "greeting"
@@ -145,6 +152,7 @@ def test_a_front_end_names_its_player_per_turn_and_the_greeting_greets_them(upst
     assert all("Robin is her oldest friend." in s and "Alex" not in s for s in systems[1:3])
     assert "Welcome back, Robin!" in up.requests[1]["messages"][1]["content"]  # the greeting the model sees
     assert "Quinn is her oldest friend." in systems[3] and "Kai is her oldest friend." in systems[4]
+    assert "Wren is her oldest friend." in systems[5]
 
 
 @pytest.mark.parametrize(

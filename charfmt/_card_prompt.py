@@ -191,9 +191,10 @@ def has_macros(character: Character) -> bool:
 
 
 def scan_messages(character: Character, history: Sequence[Exchange], turn: UserTurn) -> list[str]:
-    """The messages lore keys are matched in, newest first: ``Name: text`` (SillyTavern includes names)."""
+    """The messages lore keys are matched in, newest first: ``Name: text`` (SillyTavern includes names). A turn
+    that holds nothing (something else asked of the model: the player's line, the rest of a reply) is none."""
     keys = _key_tags(character)
-    out = [f"{character.user_name}: {_said(turn.chats, keys)}"]
+    out = [f"{character.user_name}: {_said(turn.chats, keys)}"] if turn.chats else []
     for exchange in reversed(history):
         out.append(f"{character.name}: {_said(exchange.reply.chats, keys)}")
         if exchange.user.chats:

@@ -2,8 +2,9 @@
 
 The sprite when the emotion is known, the action, the message typing out after the
 character's name, the inner voice dimmed, narration and game lines marked, each complete
-sentence as text-to-speech would get it, stage cues and diagnostics; the model's control and
-bidi characters escaped (``charfmt._terminal``). ``charfmt chat`` shows its turns with it.
+sentence as text-to-speech would get it, stage cues and diagnostics, the model's own reasoning
+dimmed on a line of its own; the model's control and bidi characters escaped
+(``charfmt._terminal``). ``charfmt chat`` shows its turns with it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ PLAIN_CHAT_STYLES: Final[dict[str, PlainChatStyle]] = {
 
 An ``I`` chat (information: what the story tells) is narration, shown with no speaker; an
 ``E`` chat (something that happened in the game) is a game line. Neither is speech."""
+
+REASONING_PREFIX: Final = "  (reasoning) "
+"""What the model's reasoning (``<think>``, a server's ``reasoning_content``) is typed after: dimmed, apart."""
 
 RESET_LINE: Final = "(read again as a whole: the reply is shown anew)"
 """Shown where the stream takes back what it showed (a ``Reset``): what follows replaces it."""
@@ -88,6 +92,7 @@ class TerminalView:
         self._tags = self.character.tags
         self._splitter = self._new_splitter()
         self._typing = False
+        self._thinking = False  # the line being typed is the model's reasoning
         self._closing = ""  # what ends the line being typed (the end of its style)
         self._continued = ""  # what starts a line that a line break inside the typed text opens
         self._held = ""  # line breaks that end the text typed so far (written once more text follows)
@@ -112,6 +117,7 @@ class TerminalView:
         self.out.flush()
 
     def _end_typing(self) -> None:
+        self._thinking = False
         if self._typing:
             self.out.write(self._closing + "\n")
             self._typing, self._closing, self._held, self._shown = False, "", "", False
@@ -181,6 +187,8 @@ class TerminalView:
 
     def show(self, events: Sequence[Event]) -> None:
         for event in events:
+            if self._thinking and event.kind != "reasoning":  # the model's reasoning is over: its line ends
+                self._end_typing()
             if self.stage is not None:
                 self._cues(self.stage.feed(event))
             said = self._splitter.feed(event) if self.show_sentences else []
@@ -205,6 +213,12 @@ class TerminalView:
             elif event.kind == "diagnostic":
                 d = event.diagnostic
                 self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
+            elif event.kind == "reasoning":  # the model's own, before its reply: dimmed, never the character's
+                if not self._thinking:
+                    self._end_typing()
+                    self.out.write(self._styled("2", REASONING_PREFIX))
+                    self._continued, self._typing, self._thinking = " " * len(REASONING_PREFIX), True, True
+                self._type(event.text)
             self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
             if event.kind == "segment_end":
                 self._end_typing()

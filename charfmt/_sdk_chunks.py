@@ -576,6 +576,11 @@ class Reader:
             self.fed.append(piece.text)
         return piece.text, events
 
+    @property
+    def reasoning(self) -> str:
+        """The provider's reasoning read so far (beside the reply's text: ``reasoning_content``, thinking blocks)."""
+        return "".join(self._reasoning)
+
     def close(self) -> list[Event]:
         """The events of the end of the stream: the whole refusal, if the model refused."""
         if not self._refusal:

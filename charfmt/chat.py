@@ -127,7 +127,10 @@ def take_turn(
     else:
         _, messages = fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
-    stream = StreamParser(lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn)
+    # ... and the prompt's own text echoed (CF631): it is not the character's either
+    stream = StreamParser(
+        lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn, prompt=messages
+    )
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     chunks: list[str] = []
     for chunk in generate(messages):
@@ -147,6 +150,9 @@ def take_turn(
         view.finish()
     text = "".join(chunks)
     reply = parse(text, vocabulary=character.vocabulary, tags=character.tags) if strict else stream.reply
+    if reader.reasoning:  # the server's, beside the text (reasoning_content): before any the text held (<think>)
+        reasoning = reader.reasoning + (f"\n\n{reply.reasoning}" if reply.reasoning else "")
+        reply = reply.model_copy(update={"reasoning": reasoning})
     if view is not None and not reply.chats:
         view.silent()
     if reply.chats:  # (a reply that says nothing, a refusal: not kept as the character's answer, as serve does)

@@ -93,13 +93,16 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF624": ("warning", "the request form (<user_chats>) echoed beside the reply dropped"),
     "CF625": ("warning", "the player's own turn echoed: not the character's speech, dropped"),
     "CF626": ("warning", "elements written before the JSON reply read as a chat of their own"),
-    "CF627": ("warning", 'JSON punctuation outside an element dropped ("}]} after bare elements)'),
+    "CF627": ("warning", 'JSON punctuation or a list mark outside an element dropped ("}]} after bare elements)'),
     "CF628": ("warning", "a body of '...' (the format spec's placeholder, echoed from the prompt) dropped"),
     "CF629": (
         "warning",
         'a body left open runs into the next reply ({"chats": on a later line): it ends at its line break',
     ),
     "CF630": ("warning", "the request form's <user_chats> or <chat> inside a body dropped: markup, never a segment"),
+    "CF631": ("warning", "the prompt's own text echoed (a line of it, or a section written like it) dropped"),
+    "CF632": ("warning", "a turn that is not this reply dropped: the player's (echoed or imagined), or the next one"),
+    "CF633": ("warning", "a speaker label (Rex:, User:, model) dropped: a name is no speech"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),
     "CF702": ("warning", "element not closed (closed by the next tag or the end), or empty emotion dropped"),
@@ -120,6 +123,10 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF717": ("warning", "emotion key repaired (entities decoded, whitespace collapsed, stripped)"),
     "CF718": ("warning", "an emotion that cannot be a key (markup characters) kept as an action"),
     "CF720": ("warning", "markup cut off at the end: a half bracket tag dropped, an open mark read closed"),
+    "CF721": ("warning", "an element left open ends at its line: the next line is read on its own"),
+    "CF722": ("warning", "a sentence written as an emotion or a cue value read as speech or narration"),
+    "CF723": ("warning", "an emotion key of the vocabulary alone on its line read as an emotion, not speech"),
+    "CF724": ("info", "a bracket in running text that names no emotion of the vocabulary kept as text"),
     # streaming
     "CF801": ("error", "the stream left the format after max_size characters: the rest could not be repaired"),
     # SDK stream objects (iter_events, aiter_events): what is not reply text
@@ -130,6 +137,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF825": ("warning", "a stream item charfmt does not read (not text, no known SDK object, a later choice) skipped"),
     "CF826": ("error", "the provider reported an error in the stream"),
     "CF827": ("info", "the provider paused a long-running turn ('pause_turn'): send the reply back to continue it"),
+    "CF828": ("warning", "serve: an emotion key has no name the --reply-format's front end knows: written as the key"),
     # interop: documents of other formats (charfmt.interop)
     "CF901": ("error", "not a document of the format: a required key is missing or has another type"),
     "CF902": ("error", "charfmt's payload in the document is of an unknown version or not an exchange"),

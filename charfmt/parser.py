@@ -10,9 +10,9 @@ from __future__ import annotations
 import codecs
 import gc
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from charfmt._grammar.static import terminal_regex
 from charfmt._strict.body import Element, fast_reader, parse_batch, parse_body
@@ -44,6 +44,7 @@ def parse(
     tags: TagTable | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
     turn: UserTurn | str | Sequence[str] | None = None,
+    prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
 ) -> Reply:
     """Parse a model reply ``{"chats": [...]}`` into a :class:`Reply`.
 
@@ -55,17 +56,68 @@ def parse(
     values holds one of them. ``turn``: the player's turn the reply answers (a
     ``UserTurn``, the line as typed, or its lines); a lenient read recognises an echo of
     it and drops it (``CF625``) instead of showing it as the character's speech.
+    ``prompt``: the prompt the reply answers (its text, or the request's ``messages``);
+    a lenient read drops the prompt's own text echoed in a reply without JSON (``CF631``),
+    never what the character said in it (assistant messages, few-shot replies).
     """
     if not isinstance(text, str | bytes):
         text = _text_argument(text)
     table = DEFAULT_TAGS if tags is None else tags
-    said = turn_lines(turn)
+    told = Told(turn_lines(turn), prompt_texts(prompt))
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
         reply = _fast(text, vocabulary, max_size, table)
         if reply is not None:
             return reply
-        return _parse(text, lenient, vocabulary, max_size, fast=False, tags=table, turn=said)
-    return _parse(text, lenient, vocabulary, max_size, tags=table, turn=said)
+        return _parse(text, lenient, vocabulary, max_size, fast=False, tags=table, told=told)
+    return _parse(text, lenient, vocabulary, max_size, tags=table, told=told)
+
+
+class Told(NamedTuple):
+    """What the caller told a lenient read about the exchange: the player's turn and the prompt."""
+
+    turn: tuple[str, ...] = ()
+    """What the player said this turn (``turn_lines``)."""
+    prompt: tuple[str, ...] = ()
+    """The prompt's own text, the character's words left out (``prompt_texts``)."""
+
+
+_CHARACTER_ROLES: Final = frozenset({"assistant", "model", "bot", "character"})
+"""Roles of a request's messages whose text is the character's own words, not the prompt's."""
+
+
+def prompt_texts(prompt: str | Sequence[str | Mapping[str, Any]] | None) -> tuple[str, ...]:
+    """The prompt's own text (``parse(prompt=...)``): a text, texts, or the request's messages less the character's.
+
+    Messages are mappings with a ``role`` and a ``content`` (a string, or a list of parts with
+    a ``text``: OpenAI, Anthropic), or Gemini's ``parts``; an assistant's (``model``) message is
+    the character's words and is left out.
+    """
+    if prompt is None:
+        return ()
+    if isinstance(prompt, str):
+        return (prompt,)
+    if not isinstance(prompt, Sequence):
+        raise TypeError(f"prompt must be a str or a list of messages, not {type(prompt).__name__}")
+    texts: list[str] = []
+    for item in prompt:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, Mapping):
+            if str(item.get("role", "")).lower() not in _CHARACTER_ROLES:
+                texts += _message_texts(item)
+        else:
+            raise TypeError(f"prompt must be a str or a list of messages, not a list of {type(item).__name__}")
+    return tuple(t for t in texts if t.strip())
+
+
+def _message_texts(message: Mapping[str, Any]) -> list[str]:
+    """The texts of one message: its ``content`` (a string or parts with a ``text``), or Gemini's ``parts``."""
+    content = message.get("content", message.get("parts"))
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, Sequence):
+        return [p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+    return []
 
 
 def turn_lines(turn: UserTurn | str | Sequence[str] | None) -> tuple[str, ...]:
@@ -104,7 +156,7 @@ def _parse(
     *,
     fast: bool = True,
     tags: TagTable = DEFAULT_TAGS,
-    turn: tuple[str, ...] = (),
+    told: Told = Told(),  # noqa: B008 (a NamedTuple: immutable)
 ) -> Reply:
     """:func:`parse`; ``fast=False`` skips the fast path (tests compare the two)."""
     # A large reply allocates hundreds of thousands of models at once; the cyclic
@@ -132,7 +184,7 @@ def _parse(
     if failed and not lenient:
         raise ParseError(reply.diagnostics, run.source)
     if failed and not any(d.code in _FINAL for d in reply.diagnostics):
-        return _recover(text, vocabulary, tags, turn)
+        return _recover(text, vocabulary, tags, told)
     return reply
 
 
@@ -229,7 +281,10 @@ def lenient_text(data: str | bytes) -> str:
 
 
 def _recover(
-    text: str | bytes, vocabulary: Vocabulary | None, tags: TagTable = DEFAULT_TAGS, turn: tuple[str, ...] = ()
+    text: str | bytes,
+    vocabulary: Vocabulary | None,
+    tags: TagTable = DEFAULT_TAGS,
+    told: Told = Told(),  # noqa: B008 (a NamedTuple: immutable)
 ) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
     from charfmt._lenient.recovery import recover  # noqa: PLC0415 (valid input never needs recovery)
@@ -253,7 +308,7 @@ def _recover(
     if pause:
         gc.disable()
     try:
-        return recover(text, vocabulary, prior, tags, turn)
+        return recover(text, vocabulary, prior, tags, turn=told.turn, prompt=told.prompt)
     except Exception as e:  # lenient parsing promises never to raise
         crash = Diagnostic.at(
             text, "CF999", f"internal error while recovering ({type(e).__name__}: {e}); please report it", 0

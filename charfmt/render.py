@@ -381,6 +381,12 @@ def render_user_block(turn: UserTurn, *, templates: str | Path | None = None) ->
     return _render("user.j2", _dir(templates), turn=_view(turn))
 
 
+def render_request(name: str, character: Character, *, templates: str | Path | None = None, **values: str) -> str:
+    """A request to the model beyond a turn of the player (``prompts/impersonate.j2``, ``prompts/continue.j2``):
+    ``character`` and ``values`` (text, escaped as every value is) given to the template ``name``."""
+    return _render(name, _dir(templates), character=_view(character), **values).strip()
+
+
 @dataclass
 class RenderedTurn:
     """A provider request for one turn, and what rendering it decided (the lore) and noted."""
@@ -450,8 +456,9 @@ def render_turn(
     ``charfmt.lorebook``), the lore's budget being the book's, else a quarter of ``budget``;
     entries before/after the character go into the system prompt, entries at a depth into the
     history (``openai``; the other providers' histories hold no system turns: after the
-    character, ``CF945``); ``post_history_instructions`` is a system message after the turn
-    (``openai``; the others: at the end of the system prompt). An exchange whose user turn is
+    character, ``CF945``); ``post_history_instructions`` close the new turn's user message, after
+    the history (``openai``: a system message anywhere but first is refused by the chat templates of
+    Gemma, Mistral and others; the other providers: at the end of the system prompt). An exchange whose user turn is
     empty (a card's greeting) is sent as the assistant's message alone (``openai``).
     ``seed``: the same seed and history give the same turn; ``now``: what ``{{time}}`` reads.
     """
@@ -466,6 +473,8 @@ def render_turn(
         raise TemplateError(str(e)) from None
     system, extra = system_of(parts, provider=provider, templates=folder)
     turn_text = _render("user.j2", folder, turn=_view(user_turn))
+    if provider == "openai":
+        turn_text = turn_message(turn_text, post_history(parts))
     pairs = [
         (_render("user.j2", folder, turn=_view(ex.user)) if ex.user.chats or provider != "openai" else "",
          history_reply(ex.reply, character.tags))
@@ -491,15 +500,16 @@ def system_of(
 ) -> tuple[str, list[Extra]]:
     """The system prompt of a turn's parts, and the messages it adds among the turns (``chat_turns``).
 
-    The lore at a depth and the post-history instructions are messages of their own for
-    ``openai``; the other providers' histories hold no system turns, so there they close the
-    system prompt (lore at a depth after the character, ``CF945`` noted in ``parts``).
+    The lore at a depth is messages of its own for ``openai`` (the post-history instructions close
+    the new turn's message there: ``post_history``); the other providers' histories hold no system
+    turns, so there both close the system prompt (lore at a depth after the character, ``CF945``
+    noted in ``parts``).
     """
     lore = parts.lore if provider == "openai" else _placed_after(parts, provider)
     folder = _dir(templates)
     system = _system(_view(parts.character), folder, parts.character.tags, parts.intro, lore)
     if provider == "openai":
-        return system, turn_extras(parts)
+        return system, lore_extras(lore)
     if parts.post_history:
         system = f"{system.rstrip()}\n\n{defused_text(parts.post_history)}\n"
     return system, []
@@ -511,12 +521,16 @@ def lore_extras(lore: Activation | None) -> list[Extra]:
     return [(role, defused_text(text), d) for d, role, text in depth]
 
 
-def turn_extras(parts: TurnParts) -> list[Extra]:
-    """The messages a turn adds among an OpenAI request's turns: lore at a depth, then the post-history."""
-    extra = lore_extras(parts.lore)
-    if parts.post_history:
-        extra.append(("system", defused_text(parts.post_history), -1))
-    return extra
+def post_history(parts: TurnParts) -> str:
+    """The card's post-history instructions as they close the new turn's message (escaped; "" where none)."""
+    return defused_text(parts.post_history) if parts.post_history else ""
+
+
+def turn_message(*texts: str) -> str:
+    """The new turn's message: its texts that are not empty (the player's turn, what is asked instead of
+    one, the post-history instructions: what goes after the history), a blank line between each two."""
+    kept = [text for text in texts if text.strip()]
+    return "\n\n".join([*(text.rstrip("\n") for text in kept[:-1]), *kept[-1:]])
 
 
 def lore_in_system(lore: Activation | None) -> bool:
@@ -526,20 +540,25 @@ def lore_in_system(lore: Activation | None) -> bool:
 
 def chat_turns(pairs: Sequence[tuple[str, str]], turn_text: str, extra: Sequence[Extra]) -> list[tuple[str, str]]:
     """The messages after the system prompt: each exchange (a greeting, with no user text, alone), the new
-    turn, and ``extra`` at its depth (0: after the new turn; -1: after everything, the post-history)."""
+    turn, and ``extra`` at its depth (``at_depth``)."""
     turns: list[tuple[str, str]] = []
     for user_text, reply_text in pairs:
         turns += [("user", user_text), ("assistant", reply_text)] if user_text else [("assistant", reply_text)]
     turns.append(("user", turn_text))
+    return at_depth(turns, extra)
+
+
+def at_depth(turns: Sequence[tuple[str, str]], extra: Sequence[Extra]) -> list[tuple[str, str]]:
+    """``turns`` (the last: the new turn) with each of ``extra`` at its depth: 0 after the new turn, 1 before
+    it, 2 before the message before it... (SillyTavern's depth: counted in messages from the end)."""
     if not extra:
-        return turns
+        return list(turns)
     n = len(turns)
     out: list[tuple[str, str]] = []
-    for i, turn in enumerate(turns):  # SillyTavern's depth: counted in messages from the end
+    for i, turn in enumerate(turns):
         out += [(role, text) for role, text, d in extra if d > 0 and n - min(d, n) == i]
         out.append(turn)
-    out += [(role, text) for role, text, d in extra if d == 0]
-    out += [(role, text) for role, text, d in extra if d < 0]
+    out += [(role, text) for role, text, d in extra if d <= 0]
     return out
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -130,13 +130,21 @@ class Scene(BaseModel):
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def parse(self, text: str | bytes, *, lenient: bool = False) -> Reply:
+    def parse(
+        self,
+        text: str | bytes,
+        *,
+        lenient: bool = False,
+        turn: UserTurn | str | Sequence[str] | None = None,
+        prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
+    ) -> Reply:
         """Read a scene's reply: each speaker in the cast, each emotion in its speaker's vocabulary.
 
         Strict: raises ``ParseError`` with every problem (``CF306``-``CF308`` and the format's own);
-        lenient: never raises, each scene problem a ``CF309`` warning, kept as written.
+        lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn`` and
+        ``prompt``: what the reply answers, as ``charfmt.parse`` takes them.
         """
-        reply = parse(text, lenient=lenient, tags=self.tags)
+        reply = parse(text, lenient=lenient, tags=self.tags, turn=turn, prompt=prompt)
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
         problems = self.check(reply, source, lenient=lenient)
         if not problems:
@@ -290,7 +298,7 @@ class Scene(BaseModel):
         def said(chats: Sequence[Any]) -> str:
             return " ".join(s.text for chat in chats for s in chat.segments if s.tag not in keys)
 
-        out = [f"{self.user_name}: {said(turn.chats)}"]
+        out = [f"{self.user_name}: {said(turn.chats)}"] if turn.chats else []  # (no turn: none, as _card_prompt)
         for exchange in reversed(history):
             lines = []
             for chat in exchange.reply.chats:

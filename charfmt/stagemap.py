@@ -23,6 +23,8 @@ style the TTS speaks with; per action word and per cue value (a ``[[tags]]`` cue
     vrm = "wave.vrma"
     [stage.fallback]              # an emotion off the list
     vrm = "neutral"
+    [stage.formats.airi]          # charfmt serve --reply-format airi: the name AIRI knows for a key
+    confused = "question"
 
 The stage reader (``charfmt.stage``) reads this map; this module only holds it.
 """
@@ -131,6 +133,9 @@ class StageMap(BaseModel):
     """What to show for an emotion off ``emotions`` (``None``: the emotion key's sprite only)."""
     fallback_action: Motion | None = None
     """What to play for an action or cue value off the lists (``None``: nothing)."""
+    formats: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Per ``charfmt serve --reply-format`` (``airi``, ``tags``), per emotion key, the name that front end
+    knows (``[stage.formats.airi] fear = "awkward"``; ``charfmt.serve.emotion_names``)."""
 
     def expression(self, key: str, sprite: str | None = None) -> tuple[Expression, bool]:
         """The expression for emotion ``key`` and whether it was mapped (else the fallback).
@@ -180,6 +185,15 @@ class StageMap(BaseModel):
             if word not in words:
                 listed, mean = _listing(actions), _mean(word, actions)
                 yield ("actions", word), f"{word!r} is not an action of the character (actions: {listed}){mean}"
+        for fmt, table in self.formats.items():
+            for key in table:
+                if key not in known:
+                    alias = resolve(key) if resolve is not None else None
+                    message = (
+                        f"{key!r} is an alias of {alias!r}: map the key" if alias is not None
+                        else f"{key!r} is not an emotion key (the keys are {_listing(keys)}){_mean(key, keys)}"
+                    )  # fmt: skip
+                    yield ("formats", fmt, key), message
         for tag, values in self.cues.items():
             if tag not in cues:
                 yield ("cues", tag), f"{tag!r} is not a cue tag of the character (cue tags: {_listing(cues) or 'none'})"

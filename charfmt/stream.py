@@ -17,7 +17,7 @@ the environment turns it off. ``COMPILED`` says which one runs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from types import ModuleType
@@ -97,6 +97,7 @@ def iter_events(
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
     turn: UserTurn | str | Sequence[str] | None = None,
+    prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
 ) -> Iterator[Event]:
     """Events from a stream, yielded as each item arrives. The keywords are ``StreamParser``'s.
 
@@ -108,10 +109,17 @@ def iter_events(
     goes to the reader; the provider's reasoning becomes ``Reasoning`` events; a refusal, a
     tool call, a safety stop or an item charfmt cannot read becomes a diagnostic
     (``CF821``-``CF826``, see ``charfmt._sdk_chunks``). ``turn``: the player's turn the reply
-    answers, as ``parse(turn=...)`` takes it; an echo of it is reported (``CF625``), never shown.
+    answers, as ``parse(turn=...)`` takes it; an echo of it is reported (``CF625``), never shown;
+    ``prompt``: the prompt it answers, as ``parse(prompt=...)`` takes it (an echo: ``CF631``).
     """
     parser = StreamParser(
-        lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply, turn=turn
+        lenient=lenient,
+        vocabulary=vocabulary,
+        tags=tags,
+        max_size=max_size,
+        keep_reply=keep_reply,
+        turn=turn,
+        prompt=prompt,
     )
     reader = _sdk_chunks.Reader()
     fed, fold_at = reader.fed, _sdk_chunks.FOLD
@@ -141,16 +149,23 @@ async def aiter_events(
     max_size: int = DEFAULT_MAX_SIZE,
     keep_reply: bool = True,
     turn: UserTurn | str | Sequence[str] | None = None,
+    prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Events from an async stream, yielded as each item arrives: ``iter_events`` for async SDK clients.
 
     ``chunks`` is anything ``iter_events`` takes, an async iterable of it, an async context
     manager that opens one (``AsyncAnthropic().messages.stream(...)``) or an awaitable that
     gives one (``AsyncOpenAI().chat.completions.create(..., stream=True)``, not awaited).
-    The keywords are ``StreamParser``'s (``turn`` too: the player's turn the reply answers).
+    The keywords are ``StreamParser``'s (``turn`` and ``prompt`` too: the turn and prompt the reply answers).
     """
     parser = StreamParser(
-        lenient=lenient, vocabulary=vocabulary, tags=tags, max_size=max_size, keep_reply=keep_reply, turn=turn
+        lenient=lenient,
+        vocabulary=vocabulary,
+        tags=tags,
+        max_size=max_size,
+        keep_reply=keep_reply,
+        turn=turn,
+        prompt=prompt,
     )
     reader = _sdk_chunks.Reader()
     # (aclosing: a consumer that stops early closes what aitems opened, a manager or a response)

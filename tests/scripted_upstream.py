@@ -10,7 +10,9 @@ error quoting the key it was sent and other secrets: ``LEAKED``), ``429`` (``Ret
 HTML error page), ``endless`` (tokens until the client goes away), ``flood`` (``endless`` at full speed, 30 characters a
 token), ``say:TEXT`` (the model writes TEXT; ``say:``: nothing, then ``[DONE]``), ``mute`` (no answer at all),
 ``silent`` (headers, then nothing) and ``pings`` (headers, then keep-alive comments for ever; ``stall``: the same
-after the reply's first chunk).
+after the reply's first chunk). ``reasoning``: where set, the model's reasoning streamed first as ``reasoning_content``
+deltas (as vLLM, llama-server and DeepSeek send it). A request whose last message is the model's own (``assistant``)
+is a prefill, as llama-server takes it: where the reply starts with that message, the model writes only the rest.
 """
 
 from __future__ import annotations
@@ -83,6 +85,10 @@ class Scripted:
         """Where ``sent`` is set: per tag, the reply the model wrote."""
         self.cancelled = 0
         self.finished = 0
+        self.reasoning: str | None = None
+        """Where set, streamed first as ``reasoning_content`` deltas."""
+        self.refuse_prefill = False
+        """Answer a request that ends with the model's own message with llama-server's 400 for a thinking template."""
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
 
     async def chat(self, request: Request) -> Response:
@@ -96,6 +102,12 @@ class Scripted:
             text, mode = mode[4:], "ok"
         if mode.startswith("scene:"):  # scene:rex, scene:ghost (a speaker not in the cast)
             text, mode = scene_reply(mode.split(":", 1)[1]), "ok"
+        last = body["messages"][-1]
+        if last["role"] == "assistant" and self.refuse_prefill:
+            message = "Assistant response prefill is incompatible with enable_thinking."
+            return JSONResponse({"error": {"code": 400, "message": message, "type": "invalid_request_error"}}, 400)
+        if last["role"] == "assistant" and text.startswith(last["content"]):  # a prefill: the model goes on from it
+            text = text[len(last["content"]) :]
         if mode == "500":
             return JSONResponse({"error": {"message": "model crashed", "type": "server_error"}}, status_code=500)
         if mode in ("401", "403"):
@@ -143,6 +155,10 @@ class Scripted:
     async def _stream(self, mode: str, text: str, times: list[float] | None = None) -> AsyncIterator[bytes]:
         try:
             yield chunk_event("")
+            reasoning = self.reasoning or ""
+            for i in range(0, len(reasoning), CHUNK):
+                thought = {"index": 0, "delta": {"content": None, "reasoning_content": reasoning[i : i + CHUNK]}}
+                yield b"data: %s\n\n" % json.dumps({"object": "chat.completion.chunk", "choices": [thought]}).encode()
             if mode == "badsse":
                 yield b"data: {not json\n\n"
                 return

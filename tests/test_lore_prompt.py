@@ -65,7 +65,7 @@ def test_a_turn_holds_the_cards_prompt_greeting_lore_and_post_history(mira: Char
     assert greeting is not None
     rendered = render_turn(mira, [greeting], mira.shorthand("a storm is coming, check the lamp"), seed=1)
     messages = rendered.request["messages"]
-    assert [m["role"] for m in messages] == ["system", "assistant", "system", "user", "system"]
+    assert [m["role"] for m in messages] == ["system", "assistant", "system", "user"]
     system = messages[0]["content"]
     assert system.startswith("You are Mira. Stay in character at all times. Write like a sea shanty.")
     lore_at, persona_at = system.index("## Lore\nStorms wreck ships"), system.index("## Persona")
@@ -73,7 +73,9 @@ def test_a_turn_holds_the_cards_prompt_greeting_lore_and_post_history(mira: Char
     assert "Mira keeps the lighthouse. Alex is her oldest friend." in system
     assert "Welcome back, Alex!" in messages[1]["content"]  # the greeting: the model's first line
     assert messages[2]["content"] == "[The lamp is older than the town.]"  # depth 1: before the newest message
-    assert messages[4]["content"] == "Keep Mira's answer under three sentences."  # after the history
+    said = messages[3]["content"]  # after the history, closing the turn's message (no late system message)
+    assert said.index("a storm is coming") < said.index("\n\nKeep Mira's answer under three sentences.")
+    assert said.endswith("Keep Mira's answer under three sentences.")
     assert rendered.lore is not None
     assert [e["comment"] or e["uid"] for e in rendered.lore.report()["fired"]] == ["2", "Storms", "1"]
     assert "{{" not in json.dumps(rendered.request)
@@ -146,7 +148,8 @@ def test_render_shows_the_greeting_and_explains_the_lore(
     assert main(argv) == 0
     captured = capsys.readouterr()
     messages = json.loads(captured.out)["messages"]
-    assert [m["role"] for m in messages] == ["system", "assistant", "user", "system"]
+    assert [m["role"] for m in messages] == ["system", "assistant", "user"]
+    assert messages[2]["content"].endswith("Keep Mira's answer under three sentences.")
     assert "Welcome back, Alex!" in messages[1]["content"] and "The reef is called the Teeth." in messages[0]["content"]
     assert "lore: 3 fired, 0 cut;" in captured.err
     assert "  fired coast_world:0 (order 1, before, " in captured.err and "'Storms'" in captured.err
@@ -210,7 +213,8 @@ def test_chat_opens_with_the_greeting_and_the_model_sees_it_and_the_lore(mira: C
     assert status == 0
     shown = out.getvalue()
     assert shown.index("Welcome back, Alex!") < shown.index("you> a storm!")
-    assert [m["role"] for m in seen[0]] == ["system", "assistant", "user", "system"]
+    assert [m["role"] for m in seen[0]] == ["system", "assistant", "user"]  # (no late system message: chat templates)
+    assert seen[0][2]["content"].endswith("Keep Mira's answer under three sentences.")
     assert "Storms wreck ships" in seen[0][0]["content"]
 
 

@@ -66,16 +66,18 @@ def test_v1_turn_opens_a_session_with_the_greeting_and_sends_the_lore(upstream: 
         assert sorted(e["uid"] for e in lore["fired"]) == ["0", "0", "1"] and lore["cut"] == []
         assert {e["book"] for e in lore["fired"]} == {"Coast", "world"}
         sent = upstream[0].requests[-1]["messages"]
-        assert [m["role"] for m in sent] == ["system", "assistant", "user", "system"]
+        assert [m["role"] for m in sent] == ["system", "assistant", "user"]
         assert sent[0]["content"].startswith("You are Mira. Stay in character at all times. Write like a sea shanty.")
         assert "Storms wreck ships" in sent[0]["content"] and "the Teeth" in sent[0]["content"]
         assert "Welcome back, Alex!" in sent[1]["content"]
-        assert sent[-1]["content"] == "Keep Mira's answer under three sentences."
+        assert sent[-1]["content"].endswith("\n\nKeep Mira's answer under three sentences.")  # (in the turn's message)
         second = _objects(base, {"say": "and the lamp?", "session": "s1"})
         assert [o["kind"] for o in second][:1] == ["lore"]  # the greeting: once, for a new session
         sent = upstream[0].requests[-1]["messages"]
-        assert [m["role"] for m in sent] == ["system", "assistant", "user", "assistant", "system", "user", "system"]
+        assert [m["role"] for m in sent] == ["system", "assistant", "user", "assistant", "system", "user"]
         assert sent[4]["content"] == "[The lamp is older than the town.]"  # lore at depth 1, as system
+        assert "Keep Mira's answer" not in sent[2]["content"]  # (the post-history: the newest turn's only)
+        assert sent[5]["content"].endswith("Keep Mira's answer under three sentences.")
 
 
 def test_chat_completions_sessions_open_with_the_greeting_too(upstream: tuple[Scripted, str]) -> None:
@@ -86,7 +88,7 @@ def test_chat_completions_sessions_open_with_the_greeting_too(upstream: tuple[Sc
         )  # fmt: skip
         assert r.status_code == 200, r.text
         sent = upstream[0].requests[-1]["messages"]
-        assert [m["role"] for m in sent] == ["system", "assistant", "user", "system"]
+        assert [m["role"] for m in sent] == ["system", "assistant", "user"]
 
 
 def test_greeting_none_and_no_lore_sends_neither(upstream: tuple[Scripted, str]) -> None:
@@ -95,7 +97,7 @@ def test_greeting_none_and_no_lore_sends_neither(upstream: tuple[Scripted, str])
         kinds = [o["kind"] for o in _objects(base, {"say": "hello there", "session": "s2"})]
         assert "greeting" not in kinds and "lore" not in kinds
         sent = upstream[0].requests[-1]["messages"]
-        assert [m["role"] for m in sent] == ["system", "user", "system"]
+        assert [m["role"] for m in sent] == ["system", "user"]
 
 
 def test_an_upstream_that_fails_at_once_is_still_a_status_with_lore_and_a_greeting(

@@ -197,7 +197,7 @@ def test_speech_never_forms_the_formats_own_markers(fmt: str, rex: Character, up
         assert msg[1].startswith("［pleased］ ＊waves＊") and msg[1].endswith("〖疑惑〗 a|b")  # (<|…|>: blanked)
     else:
         assert shown == (
-            '<|ACT:{"emotion":{"name":"annoyed","intensity":1}}|><|ACT:{"motion":"points at [map]"}|>'
+            '<|ACT:{"emotion":{"name":"angry","intensity":1}}|><|ACT:{"motion":"points at [map]"}|>'
             "[pleased] *waves* <｜ACT:{}｜> 【疑惑】 a｜b"
         )
         assert shown.count("<|") == 2 == shown.count("|>")
@@ -528,7 +528,10 @@ BAD_REQUESTS = [
     (b"[1, 2]", 400, "not an object"),
     (b"[" * 100 + b"]" * 100, 400, "nested deeper"),
     (b'{"messages": []}', 400, "non-empty array"),
-    (b'{"messages": [{"role": "assistant", "content": "x"}]}', 400, "last message must be the player's"),
+    (b'{"messages": [{"role": "system", "content": "x"}]}', 400, "last message must be the player's"),
+    (b'{"messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "x"}]}', 400, "not 'tool'"),
+    (b'{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": " "}]}', 400,
+     "no text to go on from"),
     (b'{"messages": [{"role": "user", "content": 5}]}', 400, "content must be a string"),
     (b'{"messages": [{"role": "user", "content": "   "}]}', 400, "nothing to say"),
     (hi('"user": "a b"'), 400, "session key"),
@@ -537,8 +540,12 @@ BAD_REQUESTS = [
     (hi('"n": true'), 400, "'n' must be 1"),
     (hi('"stream_options": "x"'), 400, "'stream_options' must be"),
     (hi('"stream_options": {"include_usage": 1}'), 400, "'stream_options' must be"),
-    (hi('"tools": [{"type": "function"}]'), 400, "calls no tools"),
-    (hi('"functions": [{"name": "f"}]'), 400, "calls no tools"),
+    (hi('"tools": [{"type": "function"}], "tool_choice": "required"'), 400, "does not support tools"),
+    (hi('"tools": [{"type": "function"}], "tool_choice": {"type": "function", "function": {"name": "f"}}'), 400,
+     "tools are not supported"),
+    (hi('"functions": [{"name": "f"}], "function_call": {"name": "f"}'), 400, "does not support tools"),
+    (hi('"tools": [{"type": "function"}], "tool_choice": 5'), 400, "'tool_choice' must be"),
+    (hi('"tools": {"type": "function"}'), 400, "'tools' must be an array"),
     (hi('"response_format": {"type": "json_object"}'), 400, "sets the answer's form itself"),
     (hi('"response_format": "text"'), 400, "'response_format'"),
     (hi('"logprobs": true'), 400, "no log probabilities"),
@@ -568,6 +575,8 @@ def test_malformed_requests(
 @pytest.mark.parametrize(
     "extra",
     [{"tools": []}, {"tools": [{"type": "function"}], "tool_choice": "none"}, {"response_format": {"type": "text"}},
+     {"tools": [{"type": "function"}]}, {"tools": [{"type": "function"}], "tool_choice": "auto"},
+     {"functions": [{"name": "f"}], "function_call": "auto"},
      {"stream_options": {}}, {"stream_options": {"include_usage": False}}, {"stream": None}, {"logprobs": False},
      {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": None, "tool_calls": []},
                    {"role": "user", "content": "hi"}]}],

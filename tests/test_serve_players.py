@@ -205,11 +205,11 @@ def test_prompt_version_names_the_prompts_sources_not_a_turns_rendered_text(
         log = tmp_path / f"log{len(versions)}.jsonl"
         settings = Settings(character=_mira(), upstream_url=upstream[1] + "/v1", log=log, lorebooks=books)
         with loopback(create_app(settings)) as served_at:
-            for say in ("a storm is coming", "hello", "the reef"):
+            for say in ("hello", "a storm is coming", "the reef"):  # (the second fires the card's storm entry)
                 _objects(served_at, {"say": say, "session": "v"})
         versions.append([json.loads(line)["prompt_version"] for line in log.read_text().splitlines()])
     systems = {request["messages"][0]["content"] for request in upstream[0].requests[:3]}
-    assert len(systems) == 3  # (the rendered prompts differ turn by turn)
+    assert len(systems) >= 2  # (the rendered prompts differ turn by turn: the lore, {{random}})
     assert len(set(versions[0])) == 1 and versions[0] == versions[1]  # the same sources: one version, across restarts
     assert len(set(versions[2])) == 1 and versions[2][0] != versions[0][0]  # another lorebook: another version
 

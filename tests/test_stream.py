@@ -572,10 +572,16 @@ def test_a_cue_of_an_extended_table_streams_whole_and_a_second_speech_tag_as_del
 @pytest.mark.parametrize(
     ("text", "segments"),
     [
-        # Text before the first quote that does not end a sentence there stays speech...
+        # Words that introduce the first quote narrate it (issue 40.7: "The old man says "Welcome.""),
+        # and the stream holds them until the quote decides...
         (
             '[joy] He said "hi" *waves* "Bye now."',
-            [("emo", "joy"), ("msg", "He said"), ("msg", "hi"), ("act", "waves"), ("msg", "Bye now.")],
+            [("emo", "joy"), ("act", "He said"), ("msg", "hi"), ("act", "waves"), ("msg", "Bye now.")],
+        ),
+        # ... the sentences before them stay speech, shown as they end...
+        (
+            'Of course! Then I say: "Let us go." And we go.',
+            [("msg", "Of course!"), ("act", "Then I say:"), ("msg", "Let us go."), ("act", "And we go.")],
         ),
         # ... narration after a quoted line is action.
         (

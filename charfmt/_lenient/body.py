@@ -15,9 +15,10 @@ from typing import Final
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.pieces import Attribute, Piece, Result
-from charfmt._lenient.prose import read_prose
+from charfmt._lenient.prose import DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
+from charfmt._lenient.words import is_sentence
 from charfmt._strict.body import fast_reader
 from charfmt.models import Vocabulary
 from charfmt.tags import TagSpec, TagTable
@@ -32,6 +33,11 @@ INLINE_MARKUP: Final[frozenset[str]] = frozenset(
     }
 )  # fmt: skip
 """HTML's inline (phrasing) elements: markup models put inside text. Removed, their text kept."""
+
+VOID_ELEMENTS: Final[frozenset[str]] = frozenset(
+    {"area", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track"}
+)  # fmt: skip
+"""HTML's void elements, which hold no text: removed wherever they stand, never a segment wrapping what follows."""
 
 LINE_BREAKS: Final[frozenset[str]] = frozenset({"br"})
 """Inline markup that stands for a line break: removed, a newline kept in its place."""
@@ -89,6 +95,10 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
         return None  # "< b and c >": not a tag
     if not name:
         return Tag(True, None, None, None, False, False, False, True) if closing and not attrs_text else None
+    prefix, colon, value = name.partition(":")
+    if colon and value and not attrs_text and (named := tags.synonyms.get(prefix.lower())) is not None:
+        # <act:nod>, <emo:joy>: a tag and its value in one, as a bracket tag writes them ([act:nod])
+        return Tag(closing, named, value, None, True, False, False, True)
     lower = name.lower()
     base, _, sub = lower.partition(".")
     key = sub or attrs.get("type") or attrs.get("name") or attrs.get("value") or None
@@ -109,20 +119,25 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
 
 
 _CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
+_LITERAL_BREAK: Final = re.compile(r"(?<=[.!?。！？…\"”)\]])\\n|\\n(?=[A-Z\s]|\Z)")
+"""A literal ``\\n`` inside text that stands for a line break: after a sentence, or before one."""
 _LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
 
 
-def read_elements(body: str, reading: Reading, *, cut_off: bool = False) -> Result:
+def read_elements(body: str, reading: Reading, *, cut_off: bool = False, truncated: bool = False) -> Result:
     """Read a ``C`` body leniently into pieces, with every repair noted.
 
     ``cut_off``: the body ends where the input was cut; a tag begun at its very end
     (``<emo>joy</em``) is markup cut in half, dropped rather than kept as text.
+    ``truncated``: it certainly was (a JSON string never closed): the element open at its
+    end was cut, not left open, and keeps all its lines.
     ``reading.tags``: the tag table; a tag's role, not its name, says how it is read.
     """
     out = Result()
     tags = reading.tags
     body, view = _prepare(body, out, tags, cut_off=cut_off)
     elements = _Elements(out, reading, body, cut_off=cut_off)
+    elements.truncated = truncated
     pos = 0
     for entry in reading.table.chain("body"):  # what may stand before the elements (front matter)
         if entry.detect is not None and entry.detect(Sample(view[pos:]), tags):
@@ -139,11 +154,21 @@ def read_elements(body: str, reading: Reading, *, cut_off: bool = False) -> Resu
         # a segment ``a`` as <a>…</a>).
         closes_open = tag.closing and elements.open is not None and elements.open.tag == tag.canon
         inline = elements.open is not None or tag.canon in removed or bool(view[pos : m.start()].strip())
-        if not tag.known and tag.canon in INLINE_MARKUP and inline and not closes_open:
+        void = tag.canon in VOID_ELEMENTS
+        if (
+            tag.canon is not None
+            and not tag.known
+            and (void or (tag.canon in INLINE_MARKUP and inline and not closes_open))
+        ):
             removed.add(tag.canon)
             keep = "\n" if tag.canon in LINE_BREAKS else ""
-            what = "a line break" if keep else "its text kept"
-            out.note("CF715", f"inline markup {m.group()} removed: {what}", m.start(), m.end())
+            what = "a line break" if keep else "it holds no text" if void else "its text kept"
+            out.note(
+                "CF715",
+                f"{'an HTML element' if void else 'inline markup'} {m.group()} removed: {what}",
+                m.start(),
+                m.end(),
+            )
             holes.append((m.start(), m.end(), keep))
             continue
         elements.text(pos, m.start(), view, holes)
@@ -203,6 +228,23 @@ def _without(view: str, start: int, end: int, holes: list[tuple[int, int, str]])
     return "".join(parts), where
 
 
+_CONTINUES: Final = frozenset(",;:)]}、，。」』）…")
+"""Characters a line that goes on with the line before it may begin with (besides a lower-case letter)."""
+
+
+def _line_end(text: str) -> int | None:
+    """Where the first line of an element left open ends, when more lines follow that can start an element of
+    their own; ``None`` where it is one line, or the next line goes on with it (lower case, a comma)."""
+    lead = len(text) - len(text.lstrip())
+    nl = text.find("\n", lead)
+    if nl < 0:
+        return None
+    rest = text[nl:].lstrip()
+    if not rest or rest[0].islower() or rest[0] in _CONTINUES:
+        return None
+    return nl
+
+
 _REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
 """The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
 
@@ -223,6 +265,7 @@ class _Elements:
         self.open: Piece | None = None
         self.open_tag: Tag | None = None
         self.resume: str | None = None  # a message split by a nested emotion continues after it
+        self.truncated = False  # the body certainly ends where the input was cut (see read_elements)
         self.last_end = 0  # where the last element ended, to see missing newlines
 
     def text(self, start: int, end: int, view: str, holes: list[tuple[int, int, str]]) -> None:
@@ -273,7 +316,7 @@ class _Elements:
             self.out.note("CF630", f"the request form's {m.group()} inside a body is markup: dropped", start, end)
             if self.open is not None and not tag.closing:
                 self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
-                self._emit()
+                self._end_open()
             self.last_end = end
             return
         if not tag.exact and tag.canon is not None:
@@ -282,7 +325,8 @@ class _Elements:
             self._close(tag, start, end)
             return
         if self.open is not None:
-            if tag.canon == self.emotion and self.open.tag in self.splittable and not tag.wraps_speech:
+            nested = self.open.tag == self.speech or _line_end(self.open.text) is None  # (else: left open lines ago)
+            if tag.canon == self.emotion and self.open.tag in self.splittable and not tag.wraps_speech and nested:
                 self.out.note(
                     "CF709",
                     f"<{m.group('name')}> inside <{self.open.tag}>: the {self.open.tag} is split around it",
@@ -296,7 +340,7 @@ class _Elements:
                     self.open = self.open_tag = None
             else:
                 self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
-                self._emit()
+                self._end_open()
         elif self.out.pieces and start > 0 and self.raw[start - 1 : start] not in ("\n",) and self.last_end == start:
             self.out.note("CF701", "elements must be separated by a newline", start, start)
         canon = tag.canon
@@ -322,6 +366,34 @@ class _Elements:
             return
         self.open = Piece(canon, "", end, end, tag.intensity, attribute=attribute)
         self.open_tag = tag
+
+    def _end_open(self, closer: str | None = None, *, cut: bool = False) -> None:
+        """End the element left open: at its first line where more lines follow that can stand alone (``CF721``).
+
+        One line per element: ``<act>waves\nHello there.`` is an action and a line of its own,
+        not an action that swallows the speech after it. The lines after the first are read as
+        text between elements (``closer``: the tag of a mismatched closing tag that ends them,
+        whose element they are). A next line that cannot start an element (it goes on in
+        lower case, or with a comma) continues the element; so does speech, whose next lines
+        would be speech anyway.
+        """
+        piece = self.open
+        assert piece is not None
+        # Speech left open stays whole: its next lines would be read as speech all the same.
+        split = None if piece.tag == self.speech and closer in (None, self.speech) else _line_end(piece.text)
+        if split is None:
+            self._emit(cut=cut)
+            return
+        rest, at = piece.text[split:], min(piece.start + split, piece.end)
+        piece.text, piece.end = piece.text[:split], at
+        lead = len(rest) - len(rest.lstrip())
+        self.out.note("CF721", f"<{piece.tag}> left open ends at its line: the next line is read on its own", at, at)
+        self._emit()
+        if closer is not None:
+            self.open = Piece(closer, rest[lead:], at + lead, at + len(rest))
+            self._emit(cut=cut)
+        else:
+            self._text(rest, at, at + len(rest), self.raw, self.out)
 
     def _explain(self, tag: Tag, m: re.Match[str]) -> None:
         """Say how a tag not written as the format writes it was read: as the ``tag`` chain's entry it is written
@@ -360,7 +432,10 @@ class _Elements:
         elif tag.canon is None:
             self.out.note("CF703", f"</> closes <{self.open.tag}>", start, end)
         self.open.end = start
-        self._emit()
+        if matches:
+            self._emit()
+        else:  # the element was left open: the lines after its first are the closer's, or text
+            self._end_open(tag.canon if tag.known and tag.canon not in (None, self.emotion) else None)
         self.last_end = end
         if self.resume is not None and self.open is None and tag.canon == self.emotion:
             self.open = Piece(self.resume, "", end, end, implicit=True)
@@ -373,6 +448,21 @@ class _Elements:
         if piece is None:
             return
         piece.text = decode_entities(piece.text)
+        if piece.implicit:
+            piece.text = piece.text.lstrip("\n")  # a message resumed after an emotion on the line before
+        if (debris := DEBRIS_AFTER.search(piece.text)) is not None and piece.text[: debris.start()].strip():
+            self.out.note(
+                "CF627",
+                f"JSON punctuation at the end of <{piece.tag}> dropped: {debris.group()!r}",
+                piece.start,
+                piece.end,
+            )
+            piece.text = piece.text[: debris.start()]
+        if "\\n" in piece.text and (spec := self.tags.get(piece.tag)) is not None and spec.content != "key":
+            escaped = _LITERAL_BREAK.sub("\n", piece.text)
+            if escaped != piece.text:  # "forge for us?\\nThis is...": a line break written as JSON writes it
+                self.out.note("CF711", "a literal \\n inside an element read as a newline", piece.start, piece.end)
+                piece.text = escaped
         attribute = piece.attribute
         if attribute is not None:
             written, at = attribute.written, (attribute.start, attribute.end)
@@ -423,6 +513,12 @@ class _Elements:
             self.out.note("CF704", f"<{spec.name}> value {key!r} read as {same!r}", piece.start, piece.end)
             return same
         allowed = ", ".join(values)
+        if is_sentence(key):  # '<sfx>a wave crashes through the window.</sfx>': narration, never a cue
+            tags = self.tags
+            piece.tag = tags.action.name if tags.action is not None else self.speech
+            message = f"<{spec.name}> value {key!r} is a sentence, not one of {allowed}: read as <{piece.tag}>"
+            self.out.note("CF722", message, piece.start, piece.end)
+            return key
         if cut:
             message = f"<{spec.name}> value {key!r} is cut off at the end and is not one of {allowed}: dropped"
             self.out.note("CF133", message, piece.start, piece.end)
@@ -442,7 +538,10 @@ class _Elements:
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
             self.open.end = end
-            self._emit(cut=self.cut_off)
+            if self.truncated:
+                self._emit(cut=True)  # cut, not left open: its lines are its own
+            else:
+                self._end_open(cut=self.cut_off)
 
 
 # --- the tag chain's readers: how a tag written in a dialect is explained ---------------------

@@ -1,7 +1,7 @@
 """The last steps of a lenient read: each chat's pieces as segments, orders numbered, the reply built.
 
-An emotion is made a key (repaired, or kept as an action when it cannot be one) and the
-vocabulary policy applied; control characters are replaced; a chat with no content is
+An emotion is made a key (repaired, kept as an action when it cannot be one, read as speech
+when it is a sentence) and the vocabulary policy applied; control characters are replaced; a chat with no content is
 dropped; a missing or repeated order takes the next free number; the dialect that names
 the reply is the first in table order.
 """
@@ -13,7 +13,8 @@ from typing import Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._lenient.pieces import Piece
-from charfmt._lenient.state import RawChat, Recovery, short
+from charfmt._lenient.state import RawChat, Recovery, short, words
+from charfmt._lenient.words import is_sentence, unknown_sentence
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, construct_trusted
@@ -30,6 +31,8 @@ _MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
 
 def segments(state: Recovery) -> None:
     """Each chat's segments; a chat with none is dropped (noted where it stands in the JSON)."""
+    if state.turn and not state.found and state.chats:
+        _turn_first(state, state.chats[0])
     kept: list[RawChat] = []
     for rc in state.chats:
         rc.segments = _segments(state, rc)
@@ -38,6 +41,50 @@ def segments(state: Recovery) -> None:
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
     state.chats = kept
+
+
+_TURN_LINE: Final = 6
+"""Characters from which a line of the player's begins the reply as their turn echoed (``Hi`` may be anyone's)."""
+
+
+def _turn_first(state: Recovery, rc: RawChat) -> None:
+    """A reply without JSON that begins with the player's own line (``You broke it! Sorry...``): that line is
+    their turn echoed, dropped (``CF625``); the rest is the reply. A first line that the input ends inside,
+    while it is still the start of the player's line, is dropped as well (a stream reads it so)."""
+    end = len(state.source.text.rstrip())
+    for i, p in enumerate(rc.pieces):
+        spec = state.tags.get(p.tag)
+        if spec is not None and spec.content == "key":
+            continue  # an emotion or a cue before it
+        if p.tag != state.speech:
+            return  # the reply began with something else
+        said = words(p.text)
+        for line in state.turn:
+            if len(line) < _TURN_LINE:
+                continue
+            if said == line or (p.end >= end and line.startswith(said)):
+                state.note("CF625", "the player's own turn echoed at the start of the reply: dropped", p.start, p.end)
+                del rc.pieces[i]
+                return
+            if said.startswith(line) and (k := _after(p.text, line)) is not None:
+                state.note(
+                    "CF625", "the player's own turn echoed at the start of the reply: dropped", p.start, p.start + k
+                )
+                p.text = p.text[k:].lstrip()
+                p.start += k
+                return
+        return
+
+
+def _after(text: str, line: str) -> int | None:
+    """Where ``text`` goes on after its first words, which ``words`` reads as ``line`` (``None``: not at a boundary)."""
+    if text.casefold().startswith(line):
+        return len(line)
+    count = len(line.split())
+    found = list(re.finditer(r"\S+", text))
+    if len(found) <= count or words(" ".join(m.group() for m in found[:count])) != line:
+        return None
+    return found[count - 1].end()
 
 
 def number(state: Recovery) -> None:
@@ -128,12 +175,27 @@ def _emotion(state: Recovery, p: Piece, index: int) -> tuple[str, str] | None:
         return None
     if key is None:
         return state.narration, p.text  # content that cannot be a key is kept, as what the character does
+    if _sentence(state, key):  # '<emo>I will tell you tomorrow.</emo>': words, never a face
+        state.note("CF722", f"emotion {short(key)!r} is a sentence, not a key: read as speech", p.start, p.end, index)
+        return state.speech, p.text.strip()
     decision = apply_vocabulary(key, state.vocabulary)
     if decision.code:  # worded as strict parsing words it (and the stream)
         state.note(decision.code, in_body(index, decision.message), p.start, p.end, index)
     if decision.key is None:
         return None
     return state.emotion, decision.key
+
+
+def _sentence(state: Recovery, key: str) -> bool:
+    """Whether the emotion ``key`` is a sentence, to be read as speech: one the vocabulary does not know.
+
+    In a JSON reply only one the vocabulary rejects (``words.unknown_sentence``): a valid reply
+    keeps its keys, and a stream cut short reads one as the whole reply does. A reply without
+    JSON has no valid form to agree with: any sentence no vocabulary names is speech.
+    """
+    if state.found:
+        return unknown_sentence(key, state.vocabulary)
+    return is_sentence(key) and (state.vocabulary is None or state.vocabulary.resolve(key) is None)
 
 
 def _key(state: Recovery, p: Piece, index: int) -> str | None:
@@ -159,6 +221,10 @@ def _key(state: Recovery, p: Piece, index: int) -> str | None:
         if decision.code in _MAPPED and decision.key is not None:
             state.note(decision.code or "", in_body(index, decision.message), p.start, p.end, index)
             return decision.key
+    trimmed = key.strip("<>＜＞").strip()
+    if trimmed and _KEY.fullmatch(trimmed):  # '<emo>from_node></emo>': a bracket of a tag glued at its end
+        state.note("CF717", f"emotion key {short(text)!r} read as {short(trimmed)!r}", p.start, p.end, index)
+        return trimmed
     message = f"emotion {short(text)!r} cannot be a key (markup characters): kept as an action"
     state.note("CF718", message, p.start, p.end, index)
     p.text = key

@@ -21,14 +21,28 @@ from charfmt._lenient.text import read_text
 from charfmt.tags import REASONING_TAGS
 
 _CUT_ELEMENT: Final = request_form.CUT_ELEMENT
+_FORM_CLOSED: Final = re.compile(r"[<＜]\s*+[/／]\s*+user_chats?\s*+[>＞]\s*+\Z", re.I)
 _CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)?")
 
 
 def lead(state: Recovery, start: int, at: int) -> None:
-    """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped."""
+    """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped.
+
+    The request form written before it (``<user_chats>…``) is the player's turn echoed, never
+    the character's words: dropped (``CF624``), told the turn or not.
+    """
     text = state.source.text
+    region = text[start:at]
+    # (a form left open runs into what follows it: no turn written before the reply, read as before)
+    forms = [(a, b, m) for a, b, m in request_form.blocks(region) if _FORM_CLOSED.search(region, a, b)]
+    for a, b, _m in forms:
+        state.note(
+            "CF624", "the request form (<user_chats>) written before the JSON reply is dropped", start + a, start + b
+        )
+    if forms:
+        text = text[:start] + blank(text[start:at], forms) + text[at:]
     if not has_elements(state, text, start, at):
-        state.drop(start, at)
+        _drop(state, text, start, at)
         return
     state.drop_fences_only(start, at)
     region = without_tokens(text[start:at])
@@ -38,6 +52,19 @@ def lead(state: Recovery, start: int, at: int) -> None:
     read_text(state, region, start, state.walk("text", Sample(region)), cut_off=False)
 
 
+def _drop(state: Recovery, text: str, start: int, at: int) -> None:
+    """``state.drop`` of ``text[start:at]``, ``text`` being the source text with some of it blanked."""
+    source = state.source
+    if text is source.text:
+        state.drop(start, at)
+        return
+    state.source = Source(text, source.raw, source.map)
+    try:
+        state.drop(start, at)
+    finally:
+        state.source = source
+
+
 def read_bare(state: Recovery, start: int, end: int) -> None:
     """No JSON: the text itself is the reply, read as the first entry of the table's ``text`` chain says."""
     text = _drop_scaffolding(state, start, end)
@@ -45,9 +72,9 @@ def read_bare(state: Recovery, start: int, end: int) -> None:
     state.drop_fences_only(start, end)
     cleaned = without_tokens(region)
     if not cleaned.strip():
-        if not text.strip():
+        if not state.source.raw.strip():
             state.note("CF003", 'input is empty; expected {"chats": [...]}', 0, len(text))
-        return
+        return  # (else all of it was dropped, each part with its diagnostic: the input was not empty)
     at = start + len(region) - len(region.lstrip())
     cleaned = _drop_cut_tag(state, cleaned, start)
     if not cleaned.strip():
@@ -99,7 +126,7 @@ def _drop_scaffolding(state: Recovery, start: int, end: int) -> str:
     The source keeps its length (no offset moves); returns its text.
     """
     text = state.source.text
-    spans = scaffolding(text[start:end])
+    spans = scaffolding(text[start:end], open_turns=not state.prompt)
     if end == len(text) and (cut := cut_scaffolding(text[start:end])) is not None:
         spans = [(a, min(b, cut), m) for a, b, m in spans if a < cut]
         spans.append((cut, end - start, "the reply was cut off inside a chat-template marker: dropped"))

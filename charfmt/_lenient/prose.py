@@ -15,6 +15,7 @@ from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
+from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
 from charfmt.models import Vocabulary
 from charfmt.tags import TagTable
 
@@ -25,7 +26,9 @@ BRACKET: Final = r"""
 """Bracket tags (the ``bracket`` entry's pattern)."""
 ROLEPLAY: Final = r"""
     \*\*\((?P<direction>[^)\n]+)\)\*\*                                     # **(stage direction)**
-  | \*(?P<star>[^*\n]+)\*                                                  # *jumps*
+  | \*\*(?P<bold>[^*\s](?:[^*\n]*[^*\s])?)\*\*                              # **jumps**
+  | \*(?P<star>[^*\s](?:[^*\n]*[^*\s])?)\*                                 # *jumps* (not "* " a bullet)
+  | (?:^|(?<=\n))<(?P<angle>[^<>/\s][^<>\n]*\s[^<>\n]*)>(?=[ \t]*(?:\n|\Z))   # <sighs deeply> on its own line
   | （(?P<paren>[^（）\n]+)）                                               # （动作）
   | (?:^|(?<=[.!?。！？\n]\s)|(?<=[.!?。！？\n]))\((?P<half>[^()\n]+)\)          # (sighs) at a sentence start
 """
@@ -60,10 +63,31 @@ def read_bracket(m: re.Match[str], span: Span) -> Meaning | None:
         if _MARKUP_CHARS.search(canon):
             return None  # 【露娜>w<】 names no emotion: it stays text
         return (tags.emotion.name, canon, None)
+    if _stays_text(m, span):
+        return None
     meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
     if meaning is not None and meaning[0] == tags.emotion.name and (clamped := _out_of_range(m.group("val"))):
         span.out.note("CF930", clamped, span.offset + m.start(), span.offset + m.end())
     return meaning
+
+
+def _stays_text(m: re.Match[str], span: Span) -> bool:
+    """A bracket word inside running text that names no emotion of the vocabulary: text (``CF724``).
+
+    ``I am [narcissus_a] a skilled pirate.`` is one sentence; ``[joy] Hi`` and a word the vocabulary
+    knows anywhere are emotions, and so is any word written with a prefix (``[emotion:x]``).
+    """
+    word, val = m.group("word"), m.group("val")
+    if val is not None and _bracket_number(val) is None:
+        return False  # [emotion:angry], [action:sigh]: what the prefix says
+    vocabulary = span.reading.vocabulary
+    if vocabulary is not None and vocabulary.resolve(word) is not None:
+        return False
+    if not in_running_text(span.text, m.start()):
+        return False
+    at = span.offset + m.start()
+    span.out.note("CF724", f"{m.group()!r} inside a sentence names no emotion: kept as text", at, span.offset + m.end())
+    return True
 
 
 def read_roleplay(m: re.Match[str], span: Span) -> Meaning | None:
@@ -168,13 +192,15 @@ def read_prose(span: Span) -> int:
 
     The marks are the ``prose`` entries of the dialect table, in its order. Once quoted
     speech has appeared, unquoted narration after it is read as action (the table's action
-    tag; speech when the table has none), and so is a whole sentence right before the first
-    quote (``She smiles. "Hi!"``). Other text before the first quote stays speech: it is
-    read from what came before it and what touches it, as a stream reads it, so a quote
-    later in the reply never turns text already shown as speech into an action.
+    tag; speech when the table has none), and so is the sentence right before the first
+    quote where it ends there (``She smiles. "Hi!"``) or introduces it (``The old man says
+    "Welcome."``). Other text before the first quote stays speech. A stream shows the last
+    sentence of such text only once what follows it is known, so a later quote never turns
+    text already shown as speech into an action.
     """
     text, out, offset = span.text, span.out, span.offset
     prose, groups = _marks(span.reading.table)
+    text = _without_json_lines(text, out, offset)
     closer = ""
     if span.cut_off:
         text = drop_cut_entity(text, out, offset)
@@ -195,11 +221,45 @@ def read_prose(span: Span) -> int:
         if meaning is not None:
             marks.append((m.start(), m.end(), *meaning))
             out.dialect(entry.name)
-    _read_marks(span, text, marks, quoted=quoted)
+    alone = _keys_alone(span, text, marks)
+    if alone:
+        marks = sorted([*marks, *alone])
+    _read_marks(span, text, marks, quoted=quoted, alone={a[0] for a in alone})
     return len(span.text)
 
 
-def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool) -> None:
+_LINE: Final = re.compile(r"[^\n]+")
+
+
+def _keys_alone(span: Span, text: str, marks: list[Mark]) -> list[Mark]:
+    """Lines of ``text`` that are nothing but an emotion key of the vocabulary (``furious``): emotions (``CF723``)."""
+    vocabulary = span.reading.vocabulary
+    if vocabulary is None:
+        return []
+    found: list[Mark] = []
+    for m in _LINE.finditer(text):
+        key = key_alone(m.group(), vocabulary)
+        if key is None or any(a < m.end() and m.start() < b for a, b, *_ in marks):
+            continue
+        lead = len(m.group()) - len(m.group().lstrip())
+        found.append((m.start() + lead, m.start() + len(m.group().rstrip()), span.reading.tags.emotion.name, key, None))
+    return found
+
+
+def _narration_start(before: str) -> int | None:
+    """Where the text before the first quotation starts to narrate it, or ``None`` where it does not.
+
+    Its last sentence does when it ends right before the quotation (``She smiles. "Hi!"``; not
+    with ``!`` or ``?``, which end speech) or introduces it (``The old man says "Welcome."``,
+    ``I would say: "Go!"``): ``words.narrates_next``. The sentences before it stay speech.
+    """
+    stripped = before.rstrip()
+    if not stripped or not narrates_next(stripped):
+        return None
+    return last_sentence_start(stripped)
+
+
+def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone: set[int]) -> None:
     """The marks as pieces, and the plain text around them as speech or (around quoted speech) narration."""
     out, offset, tags = span.out, span.offset, span.reading.tags
     speech = tags.speech.name
@@ -208,13 +268,23 @@ def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool) -> No
     seen = False  # a quoted line came before: plain text from here on is narration
     for start, stop, tag, value, intensity in marks:
         quote = quoted and tag == speech and text[start] in _QUOTES
-        # A sentence ended just before the first quote narrates it; "He said "hi"" is one sentence.
-        lead = seen or (quote and re.search(r"[.!?。！？…]\s*\Z", text[pos:start]) is not None)
-        _plain(text[pos:start], offset + pos, narration if lead else speech, out, speech)
+        # A sentence ended just before the first quote narrates it, and so do the words that introduce
+        # it ('The old man says "Welcome."'); 'He paid "a lot" for it' is one sentence.
+        before = text[pos:start]
+        if seen:
+            _plain(before, offset + pos, narration, out, speech)
+        else:
+            k = _narration_start(before) if quote else None
+            k = len(before) if k is None else k
+            _plain(before[:k], offset + pos, speech, out, speech)
+            _plain(before[k:], offset + pos + k, narration, out, speech)
         end = min(stop, len(text))  # a closer read as if it had come (cut_off) is not in the text
         out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
         if quote:
             seen = True
+        elif start in alone:
+            message = f"{text[start:end]!r} alone on its line is the emotion {value!r}, not speech"
+            out.note("CF723", message, offset + start, offset + end)
         else:
             out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
         pos = end
@@ -241,10 +311,60 @@ def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
     return not (before or after)
 
 
+_QUOTATION: Final = re.compile(_QUOTED)
+
+
+def dialogue_decided(text: str) -> bool:
+    """Whether ``text`` holds a quotation read as dialogue whatever comes after it (``read_prose``'s rule).
+
+    From then on unquoted text is narration: a later quotation changes nothing before it. A
+    quotation that ends the text so far may yet turn out to be inside a sentence (or not),
+    so it decides only once two characters follow it.
+    """
+    for m in _QUOTATION.finditer(text):
+        inner = m.group(m.lastgroup or 0)
+        if len(text[m.end() :].strip()) < 2 and not _SPOKEN_END.search(inner):
+            continue
+        if not _in_sentence(text, m, inner) and not _json_string(text, m):
+            return True
+    return False
+
+
 _JSON_DEBRIS: Final = re.compile(r"[\s\"',:]*[{}\[\]][\s{}\[\]\"',:]*")
 """Nothing but JSON punctuation with a bracket in it (``"}]}`` after an element): the end of a
 JSON reply the model wrote around bare elements, never words anyone says."""
 
+
+JSON_LINE: Final = re.compile(r"^[ \t]*+\{[^\n]*[\"':][^\n]*\}[ \t]*+$", re.M)
+"""A line that is a JSON object (``{"chat type="C" 1"}``) among text: no reply (none was found), no words."""
+
+
+def _without_json_lines(text: str, out: Result, offset: int) -> str:
+    """``text`` with its JSON-object lines blanked (offsets stay put), each dropped (``CF627``)."""
+    if "{" not in text:
+        return text
+    for m in JSON_LINE.finditer(text):
+        lead = len(m.group()) - len(m.group().lstrip())
+        at = offset + m.start() + lead
+        out.note("CF627", f"a JSON object among the text dropped: {m.group().strip()[:40]!r}", at, offset + m.end())
+    return JSON_LINE.sub(lambda m: " " * len(m.group()), text)
+
+
+_BLANKED: Final = re.compile(r"[ \t]*\n(?:[ \t]*\n)+[ \t]*|[ \t]{4,}")
+"""Blank lines in a row, or a run of spaces: where dropped text was blanked (offsets kept), or layout."""
+
+
+def _closed_up(m: re.Match[str]) -> str:
+    """A run of blank lines as one paragraph break, a run of spaces as one space."""
+    return "\n\n" if "\n" in m.group() else " "
+
+
+DEBRIS_BEFORE: Final = re.compile(r"[\"']?[}\]][\s\"'}\]{\[,:]*")
+"""JSON punctuation that closes something (``"}]}``) at the start of a text: the end of a JSON reply, no words."""
+DEBRIS_AFTER: Final = re.compile(r"[\"']\s*[}\]][\s\"'}\],]*\Z")
+"""The same at the end of an element's text (``…last long."}]}``)."""
+_LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
+"""Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
 _JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")
 _JSON_COLON_AFTER: Final = re.compile(r"[ \t]*:")
@@ -273,7 +393,15 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     if _JSON_DEBRIS.fullmatch(stripped):
         out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
         return
-    out.pieces.append(Piece(tag, decode_entities(stripped), start, end))
+    if _LIST_MARKS.fullmatch(stripped):
+        out.note("CF627", f"a list or quote mark outside an element dropped: {stripped!r}", start, end)
+        return
+    if (debris := DEBRIS_BEFORE.match(stripped)) is not None:  # '"}]} and then': a JSON reply's end, glued on
+        out.note(
+            "CF627", f"JSON punctuation outside an element dropped: {debris.group()!r}", start, start + debris.end()
+        )
+        stripped, start = stripped[debris.end() :], start + debris.end()
+    out.pieces.append(Piece(tag, decode_entities(_BLANKED.sub(_closed_up, stripped)), start, end))
     reason = (
         "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"
     )

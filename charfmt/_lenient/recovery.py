@@ -20,8 +20,10 @@ from charfmt._lenient import finish, forms, shapes
 from charfmt._lenient.body import read_elements
 from charfmt._lenient.pieces import Result
 from charfmt._lenient.region import reply_region
-from charfmt._lenient.state import Recovery
+from charfmt._lenient.scaffolding import blank
+from charfmt._lenient.state import Recovery, Source
 from charfmt._lenient.table import Reading
+from charfmt._lenient.turns import foreign, learn
 from charfmt.diagnostics import Diagnostic
 from charfmt.dialects import TABLE
 from charfmt.models import Reply, Vocabulary
@@ -62,7 +64,20 @@ def _text_reply(state: Recovery) -> None:
         forms.read_bare(state, state.start, state.end)
 
 
+def _foreign(state: Recovery) -> None:
+    """Text that is not the character's (``turns``): the prompt's lines, the player's turn, turns imagined after
+    the reply, speaker labels; blanked (offsets stay put), each noted."""
+    state.told = told = learn(state.prompt, state.turn_lines)
+    spans = foreign(state.source.text, told, prompted=bool(state.prompt))
+    for a, b, code, message in spans:
+        state.note(code, message, a, b)
+    if spans:
+        text = state.source.text
+        state.source = Source(blank(text, [(a, b, "") for a, b, *_ in spans]), state.source.raw, state.source.map)
+
+
 STEPS: Final[tuple[tuple[str, Step], ...]] = (
+    ("not the character's", _foreign),
     ("reply region", _json_region),
     ("JSON reply", _json_reply),
     ("text region", _text_region),
@@ -79,16 +94,19 @@ def recover(
     vocabulary: Vocabulary | None,
     prior: list[Diagnostic],
     tags: TagTable = DEFAULT_TAGS,
+    *,
     turn: tuple[str, ...] = (),
+    prompt: tuple[str, ...] = (),
 ) -> Reply:
     """Read ``raw`` leniently; ``prior`` diagnostics (from decoding bytes) come first.
 
     ``turn``: what the player said this turn; an echo of it is dropped (``CF625``).
+    ``prompt``: the prompt's own text (not the character's words); an echo of it is dropped (``CF631``).
 
     ``tags``: the tag table; a tag is read by its role (``tags.emotion``, ``tags.speech``...),
     so a custom tag (``DEFAULT_TAGS.extend(TagSpec("sfx", "cue", ...))``) is a known tag.
     """
-    state = Recovery(raw, Reading(tags, vocabulary, TABLE), turn)
+    state = Recovery(raw, Reading(tags, vocabulary, TABLE), turn, prompt)
     state.diagnostics.extend(prior)
     for _name, step in STEPS:
         step(state)

@@ -17,7 +17,8 @@ from charfmt._lenient.body import read_elements
 from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.pieces import Piece, Result
-from charfmt._lenient.state import RawChat, Recovery, blank_match, short, words
+from charfmt._lenient.prose import JSON_LINE
+from charfmt._lenient.state import RawChat, Recovery, blank_match, normal, short, words
 from charfmt._lenient.table import Reading, Sample, Span
 from charfmt._lenient.text import read_text
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
@@ -49,10 +50,19 @@ def read(state: Recovery, offset: int, text: str) -> None:
         )
         text = text[: cut.start()]
     elements = list(CHAT_ELEMENT.finditer(text))
-    if any(form_name(m, inside_chat=False) == "chat" for m in elements):
+    if any(_opens_chat(text, m) for m in elements):
         _read_chats(state, offset, text, elements)
     else:
         _read_wrapped(state, offset, text, elements)
+
+
+def _opens_chat(text: str, m: re.Match[str]) -> bool:
+    """Whether ``m`` opens a ``<chat>``: not a closer, nor an opener closed or followed by another element with
+    nothing in it (``<user_chats></chat>``). One the text ends after may yet hold the rest of a reply: a chat."""
+    if form_name(m, inside_chat=False) != "chat" or m.group(1) is not None:
+        return False
+    nxt = CHAT_ELEMENT.search(text, m.end())
+    return nxt is None or bool(JSON_LINE.sub("", text[m.end() : nxt.start()]).strip())
 
 
 def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
@@ -135,8 +145,8 @@ def _chat_body(state: Recovery, chat: RawChat, text: str, span: tuple[int, int],
         chat.kind = "C"
     if chat.kind in TAGGED_TYPES:
         read = read_elements(body, state.reading, cut_off=cut_off)
-        if state.turn:
-            read.pieces = [p for p in read.pieces if not _said_by_player(state, p, read)]
+        if state.turn or state.prompt:
+            _drop_the_players(state, read, cut_off=cut_off)
         state.take(chat, read, lambda i: inner + i)
         return
     notes = Result()
@@ -147,16 +157,52 @@ def _chat_body(state: Recovery, chat: RawChat, text: str, span: tuple[int, int],
     fields.add_text(chat, TEXT_TAG, decode_entities(body), inner, inner + len(body))
 
 
-def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
-    """Whether ``piece`` (in the request form echoed) is speech the player said this turn, word for word.
+def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
+    """Drop from a ``<chat>`` of the request form what the player says: this turn's words (``CF625``) or the
+    prompt's few-shot turns (``CF631``); where that leaves only an emotion or a cue, the chat is the player's
+    turn whole: they go too. So does a chat the input ends in before its words (``cut_off``): its emotion may
+    be the player's, as the words to come would tell (a stream shows it only then)."""
+    kept = [p for p in read.pieces if not _said_by_player(state, p, read)]
+    if (len(kept) < len(read.pieces) or cut_off) and all(_cue_like(state, p) for p in kept):
+        for p in kept:
+            if cut_off and len(kept) == len(read.pieces):
+                message = f"<{p.tag}> of a chat cut off before its words (the player's or not): dropped"
+                read.note("CF610", message, p.start, p.end)
+            else:
+                read.note("CF625", f"<{p.tag}> of the player's own turn echoed: dropped", p.start, p.end)
+        kept = []
+    read.pieces = kept
 
-    Such a line is the prompt's own turn copied back, not the character's: noted ``CF625``.
+
+def _cue_like(state: Recovery, piece: Piece) -> bool:
+    """Whether ``piece`` is an emotion or a cue, which a player's turn holds beside its words."""
+    spec = state.tags.get(piece.tag)
+    return spec is not None and spec.content == "key"
+
+
+def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
+    """Whether ``piece`` (in the request form echoed) is what the player says, word for word: this turn
+    (``CF625``), or a turn of the prompt's few-shot examples (``CF631``).
+
+    Such a line is the prompt's own turn copied back, not the character's.
     """
-    if piece.tag != state.speech or words(piece.text) not in state.turn:
+    if _cue_like(state, piece):
         return False
-    message = "the player's own turn echoed: not the character's speech, dropped"
-    read.note("CF625", message, piece.start, piece.end)
+    if words(piece.text) in state.turn:
+        message = "the player's own turn echoed: not the character's speech, dropped"
+        read.note("CF625", message, piece.start, piece.end)
+        return True
+    told = state.told
+    said = normal(piece.text)
+    if told is None or len(said) < _PLAYER_LINE or said not in told.player:
+        return False
+    message = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
+    read.note("CF631", message, piece.start, piece.end)
     return True
+
+
+_PLAYER_LINE: Final = 4
+"""Characters from which a line of the player's in the prompt, echoed in the form, is theirs (``...`` is anyone's)."""
 
 
 def form_name(m: re.Match[str], *, inside_chat: bool) -> str:

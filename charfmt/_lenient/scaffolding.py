@@ -21,12 +21,13 @@ def _may_hold_scaffolding(text: str) -> bool:
     return any(hint in text for hint in _SCAFFOLD_HINTS) or _PLACEHOLDER_START.search(text) is not None
 
 
-def scaffolding(text: str, *, turns: bool = True) -> list[tuple[int, int, str]]:
+def scaffolding(text: str, *, turns: bool = True, open_turns: bool = True) -> list[tuple[int, int, str]]:
     """The chat-template scaffolding in ``text`` (``marks.SCAFFOLDING``): ``(start, end, message)`` spans to drop.
 
     Each marker is one span. With ``turns``, so is the text of a turn of the prompt echoed
     (a system prompt, a user turn: ``marks.SCAFFOLD_PROMPT_ROLES``) — from its opening
-    marker to its closing one, the next turn's opening one, or the end of ``text`` — and the
+    marker to its closing one, the next turn's opening one, or the end of ``text`` (only with
+    ``open_turns``: a read told the prompt knows its text, and drops that alone) — and the
     value of a placeholder element on one line (``<USER-CHAT-ID>12</USER-CHAT-ID>``).
     """
     if not _may_hold_scaffolding(text):
@@ -53,7 +54,7 @@ def scaffolding(text: str, *, turns: bool = True) -> list[tuple[int, int, str]]:
         if role is not None:
             roles.append((role, m.end()))
     if turns:
-        for was, at in roles:  # a turn of the prompt the reply ends inside
+        for was, at in roles if open_turns else ():  # a turn of the prompt the reply ends inside
             if was in SCAFFOLD_PROMPT_ROLES and text[at:].strip():
                 spans.append((at, len(text), f"the prompt's {was} turn echoed: its text is dropped"))
         for m in _PLACEHOLDER_VALUE.finditer(text):

@@ -38,6 +38,8 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         json = _json_reader(state, end)
         mark = len(json.repairs)
         node = json.read(at)
+        if _looks_like_reply(state, node) and _empty_beside_prose(state, start, at, node):
+            return False  # '*He nods.* "Come in."\n{"chats":[]}': the words are the reply, the JSON holds none
         if _looks_like_reply(state, node):
             forms.lead(state, start, at)
             _repairs(state, json.repairs[mark:])
@@ -88,17 +90,50 @@ def _unescape_html(state: Recovery, at: int, end: int) -> None:
 def _looks_like_reply(state: Recovery, node: JNode) -> bool:
     if node.kind == "object":
         keys = {k.lower() for k, _s, _e, _v in node.pairs}
+        if _bare_words(state, node):
+            return False  # "- {response, data}" in a list of prose: words in braces, no JSON
         return bool(keys & {*CHATS_KEYS, *CHAT_KEYS, *state.tags.synonyms, *HYBRID_BODY})
     if node.kind == "array":
         # "[joy] やったー！" is a bracket tag, not JSON: an array counts when it holds
         # chat objects, or quoted strings written in the tag language.
         text = state.source.text
-        return any(
-            item.kind == "object"
-            or (item.kind == "string" and text[item.start : item.start + 1] in "\"'" and TAGGED.search(str(item.value)))
-            for item in node.items
+        return (
+            bool(node.items)
+            and (
+                node.items[0].kind == "object"  # "[#{%6}{}|$" in a regex: a bare word first, no chats
+                or any(
+                    item.kind == "string"
+                    and text[item.start : item.start + 1] in "\"'"
+                    and TAGGED.search(str(item.value)) is not None
+                    for item in node.items
+                )
+            )
         )
     return False
+
+
+_PREAMBLE: Final = re.compile(r"(?i)json|```|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b|以下")
+"""Words of a preamble announcing a JSON reply (``Sure! Here is the reply:``)."""
+_WORDS: Final = re.compile(r"[^\W\d_]{2,}")
+
+
+def _empty_beside_prose(state: Recovery, start: int, at: int, node: JNode) -> bool:
+    """A JSON reply that holds no chat (``{"chats": []}``), on a line of its own, after words that announce
+    no JSON: the words are the reply, not a preamble to it."""
+    text = state.source.text
+    chats = node.get("chats") if node.kind == "object" else None
+    if chats is None or chats.kind != "array" or chats.items or len(node.pairs) != 1 or not node.closed:
+        return False
+    before, after = text[start:at], text[node.end :]
+    if before.rstrip(" \t")[-1:] not in ("\n", "") or after.split("\n", 1)[0].strip():
+        return False  # not on a line of its own
+    return _WORDS.search(before) is not None and _PREAMBLE.search(before) is None
+
+
+def _bare_words(state: Recovery, node: JNode) -> bool:
+    """An object of bare words only (``{response, data}``): no quote anywhere in it, no array or object in it."""
+    text = state.source.text[node.start : node.end if node.end >= 0 else len(state.source.text)]
+    return not ('"' in text or "'" in text) and all(v.kind in ("string", "scalar") for _k, _s, _e, v in node.pairs)
 
 
 def _cut_reply(state: Recovery, start: int, at: int, end: int, node: JNode) -> bool:

@@ -22,6 +22,7 @@ from charfmt.models import Segment
 
 if TYPE_CHECKING:
     from charfmt._lenient.json import JNode, JsonReader
+    from charfmt._lenient.turns import Told
 
 SPECIAL: Final = re.compile(r"<\|[^|<>\n]{1,40}\|>|</s>|<s>|\[/?INST\]|<eos>|<bos>|<\|end▁of▁sentence\|>")
 """A special token of a chat template, written out."""
@@ -61,9 +62,14 @@ class RawChat:
 class Recovery:
     """One lenient read of one input."""
 
-    def __init__(self, raw: str, reading: Reading, turn: tuple[str, ...] = ()) -> None:
+    def __init__(self, raw: str, reading: Reading, turn: tuple[str, ...] = (), prompt: tuple[str, ...] = ()) -> None:
         self.source = Source(raw, raw)
-        self.turn = tuple(words(t) for t in turn if t.strip())  # what the player said this turn
+        # What the player said this turn: each line as given, and as typed lines say it (no [joy], no *waves*).
+        said = [words(t) for t in turn] + [words(_TYPED_MARKS.sub(" ", t)) for t in turn]
+        self.turn = tuple(dict.fromkeys(t for t in said if t))
+        self.turn_lines = turn  # ... as given
+        self.prompt = prompt  # the prompt's own text, not the character's words
+        self.told: Told | None = None  # what the prompt and the turn tell the read (``turns.learn``)
         self.reading = reading
         self.vocabulary = reading.vocabulary
         self.tags = tags = reading.tags
@@ -171,6 +177,18 @@ class Recovery:
 def words(text: str) -> str:
     """``text`` compared as words: entities decoded, case and runs of space folded."""
     return " ".join(decode_entities(text).casefold().split())
+
+
+_TYPED_MARKS: Final = re.compile(r"\[[^\[\]\n]*\]|【[^【】\n]*】|\*[^*\n]*\*")
+"""The marks of a typed line (``[angry]``, ``*waves*``): not what the player says."""
+_TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
+_MARKS: Final = re.compile(r"^[\s\-*#>•\d.)]+|[\s\"'}\]{\[,:]+$")
+_SPACES: Final = re.compile(r"\s+")
+
+
+def normal(line: str) -> str:
+    """A line as the prompt's lines are compared: no tags, no list marks or JSON debris at its ends, case folded."""
+    return _SPACES.sub(" ", _MARKS.sub("", _TAG.sub(" ", line))).strip().casefold()
 
 
 def blank_match(m: re.Match[str]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from charfmt._grammar.lexical import decode_text
+from charfmt._lenient.words import unknown_sentence
 from charfmt.diagnostics import in_body
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 from charfmt.vocabulary import apply_vocabulary
@@ -78,8 +79,11 @@ class Body(Envelope):
                 return self._stall(s, i, TOKEN_MAX, ">")
             return j
         if c == "\\":
+            k = len(self._text)
             if (j := unescape(s, i, self._text, TEXT_BAD)) < 0 and (j := self._bad_escape(s, i)) < 0:
                 return self._stall(s, i, TOKEN_MAX)
+            if self._streams and "\n" in self._text[k:] and self._chat.tag != self.tags.speech.name:
+                self._hold_lines(k)
             return j
         if c == "&":
             return self._entity(s, i)
@@ -97,6 +101,17 @@ class Body(Envelope):
             return i + 1
         self._body_end()
         return i + 1
+
+    def _hold_lines(self, k: int) -> None:
+        """A line break in the text of an element other than speech (``self._text[k:]`` holds it): the text
+        before it is shown, the rest waits for the closing tag. Such an element left open ends at its line (the
+        batch reader's ``CF721``), so what follows the break is the element's only once its closing tag comes."""
+        rest = self._text[k:]
+        del self._text[k:]
+        if self._text:
+            self._emit_text()
+        self._text.extend(rest)
+        self._streams = self._live = False
 
     def _key(self, s: str, i: int) -> int:
         """An emotion's key: announced whole once it is complete."""
@@ -260,8 +275,8 @@ class Body(Envelope):
         """The key ends at ``s[i]`` (a '<'): announce the segment and the emotion."""
         chat = self._chat
         key = "".join(self._text)
-        if not self._lang.key.fullmatch(key):
-            raise Held
+        if not self._lang.key.fullmatch(key) or unknown_sentence(key, self.vocabulary):
+            raise Held  # no key, or a sentence: the batch reader reads it (CF718, CF722)
         if self.vocabulary is not None:
             decision = apply_vocabulary(key, self.vocabulary)
             if decision.code == "CF301":

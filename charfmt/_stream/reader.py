@@ -41,7 +41,8 @@ class StreamParser(Reconcile):
       reported as ``CF801`` where it begins, not repaired.
 
     ``turn``: the player's turn the reply answers, as ``parse(turn=...)`` takes it; an echo
-    of it is never shown as the character's speech.
+    of it is never shown as the character's speech. ``prompt``: the prompt it answers, as
+    ``parse(prompt=...)`` takes it; the prompt's own text echoed is never shown either.
 
     ``keep_reply=False`` keeps no ``reply`` either (for unbounded streams); a damaged
     stream then ends with ``Reset`` and the whole batch result. A lenient stream never

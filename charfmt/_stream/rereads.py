@@ -14,6 +14,8 @@ import gc
 import re
 from typing import Any, Final
 
+from charfmt._lenient.prose import dialogue_decided
+from charfmt._lenient.words import last_sentence_start
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
@@ -52,6 +54,10 @@ _PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd「『“（【]")
 """The same less '<' and '&': in a segment another one follows, those were read already (an
 entity decoded, a '<' that began no tag); the others may pair with a later character."""
 _UNSURE_SPAN: Final = 48
+_SPOKEN: Final = re.compile(r"[!?！？][\"'”)」』）]*+\s*\Z")
+"""Text that ends in ``!`` or ``?``: its last sentence is speech whatever follows."""
+_PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
+"""Dialects of a reply of untagged text: the last sentence of its last speech may yet narrate a quotation."""
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 """Dialects of a reread that show nothing early before a JSON envelope: untagged text may be
 prose before the reply (inside a body, it is the body's text)."""
@@ -110,6 +116,12 @@ def _prose_decided(batch: Reply, text: str) -> bool:
         return len(ends) > 1
     after = len(spoken[ends[0] :].strip())
     return after >= _PROSE_DECIDED_AFTER or (after == 0 and _ENDS_SENTENCE.search(text) is not None)
+
+
+def _before_last_sentence(text: str) -> str:
+    """``text`` less its last sentence, unless it ended in ``!`` or ``?`` (speech whatever follows): a quotation
+    coming next may make it narration, or the words still to come may introduce one."""
+    return text if _SPOKEN.search(text) else text[: last_sentence_start(text)].rstrip()
 
 
 def _markup_ahead(text: str) -> bool:
@@ -213,7 +225,7 @@ class Rereads(Body):
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
-        if not self._advance(batch, self._folded(), often):
+        if not self._advance(batch, self._folded(), often, held=batch.dialect in _PROSE and not dialogue_decided(text)):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._state == TOP and any(isinstance(e, ChatStart) for e in self._out):
@@ -224,12 +236,14 @@ class Rereads(Body):
             self._hold("", 0)
         return early + self._flush()
 
-    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True) -> bool:
+    def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True, *, held: bool = False) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
 
         Settled: the reasoning once the reply has begun, every chat but the last one as it
         is, and in the last chat every segment but the last one; the last segment's text up
-        to ``_settled`` (a whole value waits for its segment to close).
+        to ``_settled`` (a whole value waits for its segment to close). ``held``: the reply is
+        untagged text with no dialogue yet (``prose.dialogue_decided``), whose last sentence a
+        quotation may yet make narration: it waits (``_before_last_sentence``).
         """
         reasoning = batch.reasoning or ""
         if not reasoning.startswith(self._reasoning):
@@ -270,7 +284,7 @@ class Rereads(Body):
                 if announced is None:
                     return False
                 state, segments = announced, []
-            if not self._advance_chat(chat, state, segments, k == last, steady):
+            if not self._advance_chat(chat, state, segments, k == last, steady, prose=held):
                 return False
         return True
 
@@ -290,11 +304,17 @@ class Rereads(Body):
         return state
 
     def _advance_chat(
-        self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool
+        self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool, *, prose: bool
     ) -> bool:
-        """Emit what the reread settles of ``chat`` beyond its ``segments`` shown; ``False`` if it contradicts them."""
+        """Emit what the reread settles of ``chat`` beyond its ``segments`` shown; ``False`` if it contradicts them.
+
+        ``prose``: the reply is untagged text, whose last sentence may yet narrate a quotation that follows.
+        """
         for n, seg in enumerate(chat.segments):
-            went = self._advance_segment(chat, n, seg, state, segments, last_chat=last_chat, steady=steady)
+            held = prose and last_chat and n == len(chat.segments) - 1 and seg.tag == self.tags.speech.name
+            went = self._advance_segment(
+                chat, n, seg, state, segments, last_chat=last_chat, steady=steady and not held, held=held
+            )
             if went == _CONTRADICTS:
                 return False
             if went == _STILL_OPEN:
@@ -314,8 +334,12 @@ class Rereads(Body):
         *,
         last_chat: bool,
         steady: bool,
+        held: bool = False,
     ) -> int:
-        """Emit what the reread settles of segment ``n`` of ``chat`` beyond what ``segments`` showed of it."""
+        """Emit what the reread settles of segment ``n`` of ``chat`` beyond what ``segments`` showed of it.
+
+        ``held``: untagged speech whose last sentence waits (what follows may make it narration).
+        """
         whole = self._lang.whole
         index, out, count = state.index, self._out, len(chat.segments)
         still_open = last_chat and n == count - 1
@@ -345,6 +369,7 @@ class Rereads(Body):
             unsure = markup or (
                 not seg.text if steady_last else seg.tag in whole or not _settled(seg.text, in_element=in_element)
             )
+            unsure = unsure or (held and not _before_last_sentence(_settled(seg.text, in_element=in_element)))
             if still_open and unsure:
                 return _STILL_OPEN  # a whole value waits for its segment to close; a tag, for its first text
             out.append(SegmentStart(index, n, seg.tag))
@@ -363,6 +388,8 @@ class Rereads(Body):
                 more = seg.text
             else:
                 more = _settled(seg.text, whole_text=n < count - 1, in_element=in_element)
+            if held:
+                more = _before_last_sentence(more)
             if len(more) > len(text) and more.startswith(text):
                 out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
         if still_open:

@@ -16,7 +16,7 @@ from typing import Any, Final
 from charfmt import events
 from charfmt.diagnostics import CODES, Diagnostic, ParseError
 from charfmt.models import Vocabulary
-from charfmt.parser import DEFAULT_MAX_SIZE, turn_lines
+from charfmt.parser import DEFAULT_MAX_SIZE, prompt_texts, turn_lines
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
 from . import kept as kept_text
@@ -111,6 +111,7 @@ class State:
         "_pend",
         "_preamble",
         "_preamble_size",
+        "_prompt",
         "_reasoning",
         "_room",
         "_spec_at",
@@ -139,6 +140,7 @@ class State:
         keep_reply: bool = True,
         tags: TagTable | None = None,
         turn: Any = None,
+        prompt: Any = None,
     ) -> None:
         # The compiled reader checks these types at the call; the pure one checks the same.
         if not isinstance(lenient, bool) or not isinstance(keep_reply, bool):
@@ -149,6 +151,7 @@ class State:
             raise TypeError("tags must be a TagTable and vocabulary a Vocabulary (or None)")
         self.lenient = lenient
         self._turn = turn_lines(turn)  # what the player said: an echo of it is not the character's (CF625)
+        self._prompt = prompt_texts(prompt)  # the prompt's own text: an echo of it is not the character's (CF631)
         self.vocabulary = vocabulary
         self.max_size = max_size
         self.tags = DEFAULT_TAGS if tags is None else tags
@@ -255,6 +258,8 @@ class State:
         kwargs: dict[str, Any] = {} if self.tags is DEFAULT_TAGS else {"tags": self.tags}
         if self._turn:
             kwargs["turn"] = self._turn
+        if self._prompt:
+            kwargs["prompt"] = self._prompt
         return kwargs
 
     # -- tokens that wait, input that leaves the format -----------------------------------------

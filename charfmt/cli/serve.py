@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import check_greeting, load_character, load_lorebooks
+from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
 from charfmt.cli._options import (
     add_decoding,
     add_lore,
@@ -176,6 +176,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     if args.scene is not None:
         from charfmt.scene import Scene  # noqa: PLC0415
 
+        read(args.scene, DEFAULT_MAX_SIZE)  # a file that cannot be read at all (missing, a folder): exit 2
         scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
         if args.greeting:  # (0, the default, and none: a scene opens without a greeting either way)
             args.parser.error(f"argument --greeting: {args.greeting}: a scene opens without a greeting")
@@ -310,6 +311,8 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
 
     state = app.state.charfmt
     settings = state.settings
+    for d in state.names.diagnostics():  # an emotion the front end will ignore (CF828)
+        print(f"charfmt serve: {d.severity}: {d.code} {d.message}", file=sys.stderr)
     _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
     beyond = not is_loopback(args.host)

@@ -17,7 +17,8 @@ Routes:
 ``GET /v1/info``, ``GET /v1/models``
     the character (name, emotions, reply format, whether replies are constrained); the model.
 ``GET /``
-    the playground page (no CDN; one file from the package).
+    the playground page (no CDN; one file from the package); ``GET /favicon.ico`` its icon (SVG), which every
+    browser asks for.
 
 Every door is bounded (body bytes, JSON depth, turn length, messages, sessions); every failure
 is an OpenAI-shaped ``{"error": {...}}`` with the right status, its secrets written ``***``
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from charfmt.diagnostics import CharfmtError
@@ -56,7 +57,6 @@ from charfmt.serve.wire import SERVER_SEND, STOPPING, HTTPFailure, error_body, e
 
 if TYPE_CHECKING:
     from starlette.requests import Request
-    from starlette.responses import Response
     from starlette.types import Receive, Scope, Send
 
     from charfmt.serve.settings import Settings
@@ -73,7 +73,7 @@ def create_app(settings: Settings) -> Starlette:
     if settings.reply_format not in FORMATS:
         raise CharfmtError(f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(FORMATS)}")
     reply_bounds(settings)  # a budget too small for one reply fails here, not at each turn
-    state = ServerState(settings)
+    state = ServerState(settings)  # (a [stage.formats] table that names what the front end does not know fails)
     routes: list[Any] = [
         Route("/v1/chat/completions", _guarded(state, chat_completions), methods=["POST"]),
         Route("/v1/turn", _guarded(state, turn_sse), methods=["GET", "POST"]),
@@ -86,6 +86,7 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if settings.playground:
         routes.append(Route("/", _playground, methods=["GET"]))
+    routes.append(Route("/favicon.ico", _icon, methods=["GET"]))  # (every browser asks: a 404 is a console error)
     middleware = [Middleware(HostCheck, allowed=settings.allowed_hosts)]  # first: before CORS answers a preflight
     if settings.cors:
         middleware.append(
@@ -152,6 +153,7 @@ async def _info(state: ServerState, request: Request) -> Response:
     vocabulary = scene.vocabulary if scene is not None else c.vocabulary
     tags = scene.tags if scene is not None else c.tags
     name = scene.name if scene is not None else c.name
+    names = state.names
     return JSONResponse(
         {
             "name": name, "model": settings.model_name or name,
@@ -160,6 +162,8 @@ async def _info(state: ServerState, request: Request) -> Response:
             "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
             "speakers": scene.speakers if scene is not None else [c.name], "auth": not state.credentials.open,
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
+            "emotion_names": {e.key: names.names.get(e.key, e.key) for e in vocabulary.emotions} if names.known else {},
+            "unmapped_emotions": list(names.unmapped),
             "greeting": _greeting(state),
         }
     )  # fmt: skip
@@ -186,6 +190,13 @@ async def _playground(request: Request) -> Response:
 
     headers = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"}
     return HTMLResponse(static_page(), headers=headers)
+
+
+async def _icon(request: Request) -> Response:
+    from charfmt.serve.page import static_bytes  # noqa: PLC0415
+
+    headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
+    return Response(static_bytes("favicon.svg"), media_type="image/svg+xml", headers=headers)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

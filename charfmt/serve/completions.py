@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from charfmt.serve.formats import Answer
 from charfmt.serve.inputs import chat_request, front_options, owner_of, player_turn, read_json
 from charfmt.serve.sessions import check_key
-from charfmt.serve.turns import Done, Piece, history_from_messages
+from charfmt.serve.turns import Done, Piece, history_from_messages, read_back
 from charfmt.serve.wire import (
     STOPPING,
     EventStream,
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from charfmt.character import Exchange
+    from charfmt.serve.continuation import Ask
+    from charfmt.serve.inputs import ChatRequest
     from charfmt.serve.state import ServerState
     from charfmt.serve.turns import Engine
     from charfmt.userinput import UserTurn
@@ -49,33 +51,48 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     engine = await state.engine()
     await engine.pacer.turn()  # the request read (its JSON, the player's turn, a front end's history): paced
     body = await read_json(request, state.settings.max_request_bytes)
-    messages, say, stream = chat_request(body, state.settings)
-    options = front_options(body, messages)
+    asked = chat_request(body, state.settings)
+    options = front_options(body, asked.earlier)
     user = body.get("user")
     header = request.headers.get(SESSION_HEADER)
     if header is not None and (why := check_key(header, f"the {SESSION_HEADER} header")) is not None:
         raise HTTPFailure(400, why, SESSION_HEADER)
     key = header or (user if isinstance(user, str) else None)
-    turn = player_turn(engine, say, "messages")  # (the last user message's content)
-    call = Completion(state, engine, key, turn, options)
+    turn = player_turn(engine, asked.say, "messages") if asked.say is not None else None  # (the last user words)
+    call = Completion(state, engine, key, turn, options, ask=_ask(engine, asked))
     call.owner = owner_of(request)
-    call.history = None if key else history_from_messages(engine, messages)
+    call.history = None if key else history_from_messages(engine, asked.earlier)
     stream_options = body.get("stream_options")
     call.usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
-    return await (call.streamed(request) if stream else call.whole(request))
+    return await (call.streamed(request) if asked.stream else call.whole(request))
+
+
+def _ask(engine: Engine, asked: ChatRequest) -> Ask | None:
+    """What the request asks beyond the player's words: instructions after the history, a continue of the
+    character's last answer (read back as the reply it shows), the player's line."""
+    from charfmt.serve.continuation import Ask  # noqa: PLC0415
+
+    if not asked.after and asked.partial is None and asked.impersonation is None:
+        return None
+    going = None
+    if asked.partial is not None:
+        going = engine.continuation(read_back(engine, asked.partial), asked.partial)
+    return Ask(after=asked.after, continuation=going, impersonation=asked.impersonation)
 
 
 class Completion:
     """One chat completion: its id, time and model, the turn it runs, and the chunks it answers with."""
 
     def __init__(
-        self, state: ServerState, engine: Engine, key: str | None, turn: UserTurn, options: dict[str, Any]
-    ) -> None:
+        self, state: ServerState, engine: Engine, key: str | None, turn: UserTurn | None, options: dict[str, Any],
+        *, ask: Ask | None = None,
+    ) -> None:  # fmt: skip
         self.state = state
         self.engine = engine
         self.key = key
         self.turn = turn
         self.options = options
+        self.ask = ask
         self.history: list[Exchange] | None = None
         self.owner = ""
         """Whose session ``key`` is (the request's credential; the ``chat`` door's namespace)."""
@@ -92,19 +109,30 @@ class Completion:
         """A text chunk's event around its text's JSON (in place of the empty text's ``""``)."""
 
     def answer(self, *, streamed: bool) -> Answer:
-        """The answer in the reply format, to be made from the turn's events."""
-        return Answer(self.format, self.engine.tags, speakers=self.scene, streamed=streamed)
+        """The answer in the reply format, to be made from the turn's events (the player's line asked for:
+        in the player's shorthand, ``tags`` with the emotion keys, whatever the format)."""
+        ask, engine = self.ask, self.engine
+        if ask is not None and ask.impersonation is not None:
+            return Answer("tags", engine.tags, streamed=streamed)
+        going = ask.continuation if ask is not None else None
+        return Answer(
+            self.format, engine.tags, speakers=self.scene, streamed=streamed, emotions=engine.names.names,
+            continuation=going,
+        )  # fmt: skip
 
     async def whole(self, request: Request) -> Response:
         """The non-streamed answer: one ``chat.completion``."""
         answer = self.answer(streamed=False)
         run = self.state.run_turn(
             self.key, self.history, self.turn, self.id, options=self.options, answer=answer, owner=self.owner,
-            door="chat",
+            door="chat", ask=self.ask,
         )  # fmt: skip
         done = await watch_disconnect(request, run)
         answer.end(done.reply)
         message = {"role": "assistant", "content": answer.text}
+        reasoning = answer.reasoning()
+        if reasoning:  # (as vLLM, llama-server and DeepSeek write it)
+            message["reasoning_content"] = reasoning
         return JSONResponse(
             {
                 "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
@@ -121,7 +149,7 @@ class Completion:
         answer = self.answer(streamed=True)
         batches = self.state.turn_batches(
             self.key, self.history, self.turn, None, self.id, events=answer.events, cues=False, options=self.options,
-            owner=self.owner, door="chat",
+            owner=self.owner, door="chat", ask=self.ask,
         )  # fmt: skip
         try:
             first = await watch_disconnect(request, anext(batches, None))
@@ -136,7 +164,7 @@ class Completion:
     ) -> AsyncGenerator[bytes, None]:
         """The answer's events: a batch of the turn's pieces in one chunk (what its events show, together)."""
         yield self.chunk({"role": "assistant", "content": ""})
-        feed = answer.feed if answer.events else None
+        feed = answer.feed
         batch = first
         try:
             while batch is not None:
@@ -144,7 +172,11 @@ class Completion:
                 if isinstance(done, Done):  # the last batch: the end's events go in one write
                     yield b"".join([*self._end(done, answer), b"data: [DONE]\n\n"])
                     return
-                if feed is not None and (text := feed(batch)):
+                text = feed(batch)
+                reasoning = answer.reasoning()
+                if reasoning:  # the model's reasoning, as the reasoning servers stream it
+                    yield self.chunk({"reasoning_content": reasoning}) + (self.text_chunk(text) if text else b"")
+                elif text:
                     yield self.text_chunk(text)
                 batch = await anext(batches, None)
         except Exception as e:
@@ -158,7 +190,10 @@ class Completion:
     def _end(self, done: Done, answer: Answer) -> list[bytes]:
         """The last chunks: what the whole answer has beyond what was streamed, the finish, the usage."""
         rest = answer.end(done.reply)
-        out = [self.chunk({"content": rest})] if rest else []
+        reasoning = answer.reasoning()  # (canonical's <think>, read only at the end)
+        out = [self.chunk({"reasoning_content": reasoning})] if reasoning else []
+        if rest:
+            out.append(self.chunk({"content": rest}))
         extra = {"charfmt": {"valid": done.valid, "request_id": done.request_id}}
         out.append(self.chunk({}, _finish(done.reason), extra))
         if self.usage:
@@ -190,7 +225,7 @@ def _usage(done: Done) -> dict[str, int]:
     reports one)."""
     from charfmt.render import estimate_tokens  # noqa: PLC0415
 
-    completion = estimate_tokens(done.text)
+    completion = estimate_tokens(done.text[done.prefilled :])  # (a continue: what the model wrote)
     total = done.prompt_tokens + completion
     return {"prompt_tokens": done.prompt_tokens, "completion_tokens": completion, "total_tokens": total}
 

@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reset, TextDelta
+from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reasoning, Reset, TextDelta
+from charfmt.serve.continuation import Prefix
 
 if TYPE_CHECKING:
     from charfmt.models import Reply, Vocabulary
+    from charfmt.serve.continuation import Continuation
     from charfmt.tags import TagTable
 
 FORMATS: Final = ("canonical", "tags", "speech", "airi")
@@ -55,11 +57,14 @@ class Formatter:
     answer and ``whole`` are the same string.
     """
 
-    def __init__(self, name: str, tags: TagTable, *, speakers: bool = False) -> None:
+    def __init__(
+        self, name: str, tags: TagTable, *, speakers: bool = False, emotions: Mapping[str, str] | None = None
+    ) -> None:
         if name not in FORMATS[1:]:
             raise ValueError(f"no event formatter for {name!r}")
         self.name = name
         self.speakers = speakers
+        self._emotions = emotions or {}  # the front end's name of an emotion key (``charfmt.serve.emotion_names``)
         self._table = _SHOWN[name]
         self._speech = {spec.name for spec in tags.with_role("speech")}
         self._shown = False  # anything shown yet (a later line starts with a line break)
@@ -106,7 +111,8 @@ class Formatter:
         return out
 
     def _marker(self, event: Emotion | Action | Cue) -> str:
-        text = event.text.translate(self._table)
+        shown = self._emotions.get(event.text, event.text) if isinstance(event, Emotion) else event.text
+        text = shown.translate(self._table)
         if self.name == "tags":
             if isinstance(event, Emotion):
                 return f"[{text}]"
@@ -155,6 +161,7 @@ def read_answer(
     *,
     speakers: Collection[str] | None = None,
     vocabulary: Vocabulary | None = None,
+    emotions: Mapping[str, str] | None = None,
 ) -> Reply | None:
     """An answer this server gave in format ``name`` read back as the reply it showed (the inverse of the
     formatter: each line a chat, each marker its element, the words between them speech), or ``None``
@@ -163,7 +170,8 @@ def read_answer(
     A front end without a session sends its history back as it showed it; the lenient reader knows
     no AIRI markers, and would take the words of ``［joy］`` for a cue. ``speakers``: a scene's cast
     (a line's ``id: `` prefix is its speaker where the id is one of them); ``vocabulary``: an emotion
-    written as one of its aliases is its key, as the player's shorthand reads it.
+    written as one of its aliases is its key, as the player's shorthand reads it; ``emotions``: per name
+    the format writes, its key (``EmotionNames.back``).
     """
     from charfmt.models import Chat, Reply  # noqa: PLC0415
 
@@ -175,7 +183,7 @@ def read_answer(
         speaker, words = None, line
         if speakers is not None and (m := _SPEAKER.match(line)) and m.group(1) in speakers:
             speaker, words = m.group(1), line[m.end() :]
-        segments = _segments(name, words, tags, vocabulary)
+        segments = _segments(name, words, tags, vocabulary, emotions or {})
         if segments:
             try:
                 chats.append(Chat(type="C", order=len(chats) + 1, segments=segments, speaker=speaker))
@@ -184,7 +192,9 @@ def read_answer(
     return Reply(chats=chats) if chats else None
 
 
-def _segments(name: str, line: str, tags: TagTable, vocabulary: Vocabulary | None) -> list[Any]:
+def _segments(
+    name: str, line: str, tags: TagTable, vocabulary: Vocabulary | None, emotions: Mapping[str, str]
+) -> list[Any]:
     """The elements of one line of an answer in format ``name``."""
     from charfmt.models import Segment  # noqa: PLC0415
 
@@ -205,8 +215,9 @@ def _segments(name: str, line: str, tags: TagTable, vocabulary: Vocabulary | Non
             said(m.group(0))
         for tag, value, intensity in elements:
             shown = value.translate(back)
-            if tag == emotion and vocabulary is not None:
-                shown = vocabulary.resolve(shown) or shown
+            if tag == emotion:
+                shown = emotions.get(shown, shown)
+                shown = (vocabulary.resolve(shown) or shown) if vocabulary is not None else shown
             out.append(Segment(tag=tag, text=shown, intensity=intensity))
     said(line[at:])
     return out
@@ -261,65 +272,127 @@ class Answer:
     a damaged stream read again at its end (a ``Reset``, then the whole reply) cannot take back
     what a streamed answer showed, so there the reply follows on a new line; ``streamed=False``
     (an answer given whole) keeps only what follows the last ``Reset``.
+
+    ``emotions``: the front end's name of each emotion key (``charfmt.serve.emotion_names``).
+    ``continuation``: a continue: the answer is only what goes on from the reply so far (the turn's
+    ``Prefix`` piece sets the formatter where the front end's text ends). The model's reasoning
+    (``Reasoning`` events) is gathered apart: ``reasoning()`` is what came since it was last asked,
+    said once even where a ``Reset`` says it again.
     """
 
-    def __init__(self, name: str, tags: TagTable, *, speakers: bool = False, streamed: bool = True) -> None:
+    def __init__(
+        self, name: str, tags: TagTable, *, speakers: bool = False, streamed: bool = True,
+        emotions: Mapping[str, str] | None = None, continuation: Continuation | None = None,
+    ) -> None:  # fmt: skip
         self.name = name
         self.tags = tags
         self.speakers = speakers
         self.streamed = streamed
+        self.emotions = emotions
+        self.continuation = continuation
         self.events = name != "canonical"
         """Whether the answer is made from the turn's events (else from the reply, at the end)."""
-        self._formatter = Formatter(name, tags, speakers=speakers) if self.events else None
+        self._formatter = self._new_formatter() if self.events else None
         self._parts: list[str] = []
+        self._shown = ""  # what the front end shows already (a continue's reply so far), in this format
+        self._reread = False  # a Reset came (an answer given whole: the text after it is the whole reply)
+        self._thought = ""  # the reasoning forwarded so far
+        self._round = ""  # the reasoning seen since the last Reset
+        self._unsaid = ""  # reasoning not yet taken by ``reasoning()``
+
+    def _new_formatter(self) -> Formatter:
+        return Formatter(self.name, self.tags, speakers=self.speakers, emotions=self.emotions)
 
     @property
     def text(self) -> str:
         """The answer so far (whole, once ``end`` was called)."""
         return "".join(self._parts)
 
+    def prime(self, events: Iterable[object]) -> None:
+        """Set the formatter where the front end's own text ends: ``events`` shown already (a continue's)."""
+        if self._formatter is not None:
+            self._shown += "".join(self._formatter.feed(event) for event in events)
+
     def feed(self, pieces: Iterable[object]) -> str:
         """The text a batch of the turn's pieces adds (what is no event, such as the raw text, adds none)."""
         formatter = self._formatter
-        if formatter is None:
-            return ""
-        if self.streamed:
-            text = "".join([formatter.feed(piece) for piece in pieces])
-        else:
-            out: list[str] = []
-            for piece in pieces:
-                if isinstance(piece, Reset):  # what follows is the whole reply: what came before is not the answer
-                    formatter = self._formatter = Formatter(self.name, self.tags, speakers=self.speakers)
-                    self._parts.clear()
-                    out.clear()
-                else:
+        out: list[str] = []
+        for piece in pieces:
+            if isinstance(piece, TextDelta):  # (the most frequent piece first)
+                if formatter is not None:
                     out.append(formatter.feed(piece))
-            text = "".join(out)
+            elif isinstance(piece, Reasoning):
+                self._reasoned(piece.text)
+            elif isinstance(piece, Prefix):
+                self.prime(piece.events)
+                formatter = self._formatter
+            elif isinstance(piece, Reset):
+                self._round = ""
+                if not self.streamed and formatter is not None:  # what follows is the whole reply: the answer
+                    formatter = self._formatter = self._new_formatter()
+                    self._parts.clear()
+                    self._reread = True
+                    out.clear()
+                elif formatter is not None:
+                    out.append(formatter.feed(piece))
+            elif formatter is not None:
+                out.append(formatter.feed(piece))
+        text = "".join(out)
         if text:
             self._parts.append(text)
         return text
+
+    def _reasoned(self, text: str) -> None:
+        """More reasoning: what is new of it is to be said (after a ``Reset``, what was said already is not)."""
+        self._round += text
+        if self._round.startswith(self._thought):
+            new = self._round[len(self._thought) :]
+            self._thought = self._round
+        else:  # (other reasoning than was said: said too, as it cannot be taken back)
+            new = text
+            self._thought += text
+        self._unsaid += new
+
+    def reasoning(self) -> str:
+        """The reasoning that came since the last call (to forward as it comes)."""
+        said, self._unsaid = self._unsaid, ""
+        return said
 
     def end(self, reply: Reply) -> str:
         """What the answer has beyond what was fed, once the turn's ``reply`` is known.
 
         A text format: the reply's own text past what the events showed, where they showed its
-        beginning (a stream whose events agree with the reply ends with nothing more).
+        beginning (a stream whose events agree with the reply ends with nothing more); the
+        reply's reasoning not gathered yet (``canonical``'s ``<think>``, read only now) is gathered.
         """
-        target = whole(self.name, reply, self.tags, speakers=self.speakers)
+        if reply.reasoning and reply.reasoning.startswith(self._thought):
+            self._reasoned(reply.reasoning[len(self._thought) :])
+        going = self.continuation  # (whether prefilled or asked for: ``rest`` compares the reply with the one before)
+        if going is not None and not self.events:
+            target = whole(self.name, going.rest(reply), self.tags, speakers=self.speakers)
+        else:
+            target = whole(self.name, reply, self.tags, speakers=self.speakers, emotions=self.emotions)
+            if going is not None and target.startswith(self._shown):
+                target = target[len(self._shown) :]
         so_far = self.text
+        if going is not None and self._reread and so_far.startswith(self._shown):  # the whole reply, read again
+            so_far = so_far[len(self._shown) :]
+            self._parts = [so_far] if so_far else []
         rest = target[len(so_far) :] if target.startswith(so_far) else ""
         if rest:
             self._parts.append(rest)
         return rest
 
 
-def whole(name: str, reply: Reply, tags: TagTable, *, speakers: bool = False) -> str:
-    """``reply`` in format ``name``, its chats in display order (``speakers``: a scene's): what a turn's
-    :class:`Answer` is where the model wrote them in order."""
+def whole(
+    name: str, reply: Reply, tags: TagTable, *, speakers: bool = False, emotions: Mapping[str, str] | None = None
+) -> str:
+    """``reply`` in format ``name``, its chats in display order (``speakers``: a scene's; ``emotions``: the
+    front end's name of each emotion key): what a turn's :class:`Answer` is where the model wrote them in order."""
     from charfmt.events import reply_events  # noqa: PLC0415
     from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
     if name == "canonical":
         return dumps(canonical_form(reply, tags=tags))
-    formatter = Formatter(name, tags, speakers=speakers)
+    formatter = Formatter(name, tags, speakers=speakers, emotions=emotions)
     return "".join(formatter.feed(e) for e in reply_events(reply, tags))

@@ -6,6 +6,7 @@ that says what is wrong and the field it is about.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._http_client import JSONDepthError, load_json
@@ -53,8 +54,26 @@ def _text_of(content: Any, where: str) -> str:
     raise HTTPFailure(400, f"{where}: content must be a string or an array of text parts", where)
 
 
-def chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[str, str]], str, bool]:
-    """(the earlier messages as (role, text), the player's turn, stream) of a chat-completions body."""
+@dataclass(frozen=True)
+class ChatRequest:
+    """A chat-completions request as the server reads it: the turn, and what a front end asks beyond it."""
+
+    earlier: list[tuple[str, str]]
+    """The messages before the turn, as (role, text): the front end's history and its own system text."""
+    say: str | None
+    """The player's turn (the last run of user messages); ``None`` where there is none to answer (a continue
+    of a greeting, the player's line asked for)."""
+    stream: bool
+    after: str = ""
+    """The ``system`` messages after the last user message, joined: post-history instructions."""
+    partial: str | None = None
+    """A continue: the character's answer the reply goes on from (the ``assistant`` messages after the turn)."""
+    impersonation: str | None = None
+    """The player's line asked for: the front end's ``system`` message that asks it."""
+
+
+def chat_request(body: dict[str, Any], settings: Settings) -> ChatRequest:
+    """The turn of a chat-completions body and what its last messages ask (``continuation``'s module docstring)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise HTTPFailure(400, "'messages' must be a non-empty array of {role, content} objects", "messages")
@@ -66,9 +85,6 @@ def chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[s
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise HTTPFailure(400, f"{where} must be an object with a string 'role'", where)
         read.append((m["role"], _text_of(m.get("content"), where)))
-    if read[-1][0] != "user":
-        role = read[-1][0][:20]
-        raise HTTPFailure(400, f"the last message must be the player's (role 'user'), not {role!r}", "messages")
     stream = body.get("stream")
     stream = False if stream is None else stream
     if not isinstance(stream, bool):
@@ -78,11 +94,50 @@ def chat_request(body: dict[str, Any], settings: Settings) -> tuple[list[tuple[s
         raise HTTPFailure(400, "'user' must be a string", "user")
     if isinstance(user, str) and (why := check_key(user)) is not None:
         raise HTTPFailure(400, why, "user")
-    first = len(read) - 1  # the player's turn: the last run of user messages (a turn left unanswered is in it)
+    return _read_turn(read, stream)
+
+
+_SYSTEM: Final = ("system", "developer")
+"""The roles of a front end's own instructions."""
+
+
+def _quotes(text: str, reply: str) -> bool:
+    """Whether the system message ``text`` is a front end's own "continue this message" nudge: it quotes the
+    reply so far (SillyTavern's "[Continue the following message...: {{lastChatMessage}}]")."""
+    return bool(reply) and reply in text and (len(reply) >= 16 or text.rstrip(" ]").endswith(reply))
+
+
+def _read_turn(read: list[tuple[str, str]], stream: bool) -> ChatRequest:
+    """The turn, the instructions after it, and a continue or the player's line asked for, of ``read``."""
+    from charfmt.serve.continuation import asks_for_the_player  # noqa: PLC0415
+
+    last = max((i for i, (role, _) in enumerate(read) if role not in _SYSTEM), default=-1)
+    tail = [text.strip() for _, text in read[last + 1 :] if text.strip()]
+    asked = next((text for text in tail if asks_for_the_player(text)), None)
+    if asked is not None:  # the player's line: everything before the instructions is the history
+        after = "\n\n".join(text for text in tail if text is not asked)
+        return ChatRequest(read[: last + 1], None, stream, after=after, impersonation=asked)
+    if last < 0 or read[last][0] not in ("user", "assistant"):
+        role = read[last][0][:20] if last >= 0 else "system"
+        raise HTTPFailure(
+            400, f"the last message must be the player's (role 'user') or the character's to go on from "
+            f"('assistant'), not {role!r}", "messages",
+        )  # fmt: skip
+    turn_end = last + 1
+    partial = None
+    if read[last][0] == "assistant":  # a continue: the answers after the turn are the reply so far
+        turn_end = max((i for i, (role, _) in enumerate(read[:last]) if role == "user"), default=-1) + 1
+        partial = "\n".join(text for role, text in read[turn_end:] if role == "assistant" and text.strip())
+        tail = [text.strip() for role, text in read[turn_end:] if role in _SYSTEM and text.strip()]
+        tail = [text for text in tail if not _quotes(text, partial.strip())]  # (a nudge: charfmt asks itself)
+    if not partial and read[last][0] == "assistant":
+        raise HTTPFailure(400, "the last message is the character's, with no text to go on from", "messages")
+    first = turn_end  # the player's turn: the last run of user messages (a turn left unanswered is in it)
     while first > 0 and read[first - 1][0] == "user":
         first -= 1
-    say = "\n".join(text for _, text in read[first:] if text.strip()) or read[-1][1]
-    return read[:first], say, stream
+    said = [text for _, text in read[first:turn_end]]
+    say = ("\n".join(text for text in said if text.strip()) or said[-1]) if said else None
+    return ChatRequest(read[:first], say, stream, after="\n\n".join(tail), partial=partial)
 
 
 _SAMPLING: Final = {
@@ -122,8 +177,9 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
     system = "\n\n".join(text.strip() for role, text in messages if role in ("system", "developer") and text.strip())
     if system:
         options["system"] = system
-    turn = body["messages"][-1]  # (the player's: chat_request checked it)
-    player = user_name(turn.get("name"), f"messages[{len(body['messages']) - 1}].name")
+    given = body["messages"]  # (chat_request checked each: an object with a role)
+    last = max((i for i, m in enumerate(given) if m["role"] == "user"), default=None)  # the player's newest message
+    player = user_name(given[last].get("name"), f"messages[{last}].name") if last is not None else None
     if player is not None:
         options["user_name"] = player
     return options
@@ -157,9 +213,7 @@ def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
     modalities = body.get("modalities")
     if body.get("audio") is not None or (modalities is not None and modalities != ["text"]):
         raise HTTPFailure(400, "'modalities': the server answers with text only", "modalities")
-    for name in ("tools", "functions"):
-        if body.get(name) and body.get("tool_choice", body.get("function_call")) != "none":
-            raise HTTPFailure(400, f"'{name}': the server answers in character and calls no tools", name)
+    _refuse_a_required_tool(body)
     kind = body.get("response_format")
     if kind is not None and (not isinstance(kind, dict) or kind.get("type") != "text"):
         raise HTTPFailure(
@@ -171,6 +225,30 @@ def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
         not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool)
     ):
         raise HTTPFailure(400, "'stream_options' must be an object such as {'include_usage': true}", "stream_options")
+
+
+NO_TOOLS: Final = (
+    "this server does not support tools: tools are not supported here (it answers in character and calls none); "
+    "send tool_choice 'auto' or 'none', or no tools"
+)
+"""Why a tool call that must be made is refused: in the words front ends look for to turn their tools off
+(Open-LLM-VTuber and AIRI: "does not support tools"; AIRI also ``/tools?\\s+(is|are)\\s+not\\s+supported/i``)."""
+
+
+def _refuse_a_required_tool(body: dict[str, Any]) -> None:
+    """Tools are taken and answered as a model that chose to call none (``tool_choice`` absent, ``auto``,
+    ``none``); a call the request requires (``required``, a named function) is a 400 saying ``NO_TOOLS``."""
+    for choice_name in ("tool_choice", "function_call"):
+        choice = body.get(choice_name)
+        if choice is None or choice in ("auto", "none"):
+            continue
+        if choice == "required" or isinstance(choice, dict):
+            raise HTTPFailure(400, f"'{choice_name}': {NO_TOOLS}", choice_name)
+        raise HTTPFailure(400, f"'{choice_name}' must be 'auto', 'none', 'required' or a function to call", choice_name)
+    for name in ("tools", "functions"):
+        value = body.get(name)
+        if value is not None and not isinstance(value, list):
+            raise HTTPFailure(400, f"'{name}' must be an array", name)
 
 
 def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None, str | None]:

@@ -147,87 +147,114 @@ class Prompter:
     def version(self) -> str:
         """``prompt_version`` of what this prompter renders from: its templates (as they are now), the character
         or scene, the lorebooks and the note; the same every turn until one of them changes."""
-        stamps = (_stamp(self._template), _stamp(self._user_template))
+        templates = (self._template, self._user_template, *(self._template.parent / name for name in _ALSO))
+        stamps = tuple(_stamp(path) for path in templates)
         if self._version is None or self._version[0] != stamps:
             who = self.scene if self.scene is not None else self.character
-            sources = [_read(self._template), _read(self._user_template), who.model_dump_json(), self.note]
+            sources = [*(_read(path) for path in templates), who.model_dump_json(), self.note]
             sources += [book.model_dump_json() for book in self.lorebooks]
             self._version = stamps, prompt_version(*sources)
         return self._version[1]
 
     def messages(
-        self, history: list[Exchange], turn: UserTurn, *, system: str | None = None, reserve: int = 0
-    ) -> list[Message]:
+        self, history: list[Exchange], turn: UserTurn | None, *, system: str | None = None, reserve: int = 0,
+        after: str = "", request: str = "", prefill: str = "",
+    ) -> list[Message]:  # fmt: skip
         """The system prompt (``system``, a front end's own text, after it), the newest exchanges of ``history``
         that fit the budget less ``reserve`` (what the upstream counts of the request's schema), ``turn``;
-        or ``BadTurn`` saying what did not fit."""
-        return self.turn(history, turn, system=system, reserve=reserve)[0]
+        or ``BadTurn`` saying what did not fit (``turn``'s keywords: ``after``, ``request``, ``prefill``)."""
+        messages, _ = self.turn(
+            history, turn, system=system, reserve=reserve, after=after, request=request, prefill=prefill
+        )
+        return messages
 
     def turn(
         self,
         history: list[Exchange],
-        turn: UserTurn,
+        turn: UserTurn | None,
         *,
         system: str | None = None,
         reserve: int = 0,
         seed: int | str | None = None,
+        after: str = "",
+        request: str = "",
+        prefill: str = "",
+        lore_of: tuple[list[Exchange], UserTurn | None] | None = None,
         user_name: str | None = None,
     ) -> tuple[list[Message], Activation | None]:
         """``messages``, and the lore the turn activated (``render_turn``'s steps; ``seed``: its rolls): the
-        system prompt rendered again for a turn whose macros or lore change it. ``user_name``: the player's
-        name for this turn (a card's ``{{user}}``; ``None``: the character's or scene's own)."""
+        system prompt rendered again for a turn whose macros or lore change it.
+
+        After the history, in the turn's own message (a ``system`` message there is refused by many chat
+        templates): ``turn`` (``None``: none, something else is asked), ``request`` (what is asked instead:
+        the player's line, the rest of a reply; rendered), the card's post-history instructions and ``after``
+        (the front end's). ``prefill``: the start of the model's answer (a continue), its message last,
+        counted with the rest. ``lore_of``: the history and turn the card's parts and lore are made for
+        where they are not the prompt's (a continue asked for as the rest: the turn it goes on with, so
+        that its system prompt and lore are that turn's). ``user_name``: the player's name for this turn (a
+        card's ``{{user}}``; ``None``: the character's or scene's own).
+        """
         from charfmt._card_prompt import turn_parts, turn_seed  # noqa: PLC0415
         from charfmt.macros import MacroError  # noqa: PLC0415
-        from charfmt.render import lore_in_system, system_of, turn_extras  # noqa: PLC0415
+        from charfmt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
 
         budget = self.budget - reserve
         own = self.system()
+        tail = [{"role": "assistant", "content": prefill}] if prefill else []
+        scan_history, scan_turn = lore_of if lore_of is not None else (history, turn)
+        scanned = scan_turn if scan_turn is not None else UserTurn()  # (no turn: the history alone is scanned)
         if self.scene is not None:
             scene = _named(self.scene, user_name)
-            lore = scene.lore(history, turn, lorebooks=self.lorebooks, counter=self.counter, budget=budget, seed=seed)
-            if lore_in_system(lore) or self._macros or scene is not self.scene:
+            lore = scene.lore(scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                              seed=seed)  # fmt: skip
+            if lore_in_system(lore) or self._macros or scene is not self.scene:  # this turn's own system prompt
                 try:
-                    rendered = scene.render_system(lore=lore, seed=turn_seed(seed, history))
+                    rendered = scene.render_system(lore=lore, seed=turn_seed(seed, scan_history))
                 except CharfmtError as e:
                     raise BadTurn(str(e)) from None
                 own = f"{rendered.rstrip()}\n\n{self.note}\n"
             head = f"{own.rstrip()}\n\n{system}\n" if system else own
-            return self._scene_messages(head, budget, history, turn, system, lore), lore
+            closing = [request, after]
+            return self._scene_messages(head, budget, history, turn, system=system, lore=lore, closing=closing,
+                                        tail=tail), lore  # fmt: skip
         try:
             parts = turn_parts(
-                _named(self.character, user_name), history, turn, lorebooks=self.lorebooks, counter=self.counter,
-                budget=budget, seed=seed,
+                _named(self.character, user_name), scan_history, scanned, lorebooks=self.lorebooks,
+                counter=self.counter, budget=budget, seed=seed,
             )  # fmt: skip
         except MacroError as e:
             raise BadTurn(str(e)) from None
         if parts.character is not self.character or lore_in_system(parts.lore):  # macros or lore: this turn's own
             own = f"{system_of(parts)[0].rstrip()}\n\n{self.note}\n"
         head = f"{own.rstrip()}\n\n{system}\n" if system else own
-        return self._messages(head, history, turn, extra=turn_extras(parts), budget=budget, reserve=reserve,
-                              system=system), parts.lore  # fmt: skip
+        closing = [request, post_history(parts), after]  # (the card's post-history, then the front end's)
+        return self._messages(head, history, turn, extra=lore_extras(parts.lore), closing=closing, tail=tail,
+                              budget=budget, reserve=reserve, system=system), parts.lore  # fmt: skip
 
     def _messages(
-        self, head: str, history: list[Exchange], turn: UserTurn, *, extra: list[Extra], budget: int, reserve: int,
-        system: str | None,
+        self, head: str, history: list[Exchange], turn: UserTurn | None, *, extra: list[Extra], closing: list[str],
+        tail: list[Message], budget: int, reserve: int, system: str | None,
     ) -> list[Message]:  # fmt: skip
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError, chat_turns, render_user_block  # noqa: PLC0415
+        from charfmt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
             self._past.clear()
             self._said.clear()
             self._user_stamp = stamp
-        said = render_user_block(turn, templates=STUB)  # render_messages's steps, past exchanges' texts kept
-        if stamp is not None:
+        said = render_user_block(turn, templates=STUB) if turn is not None else ""  # (render_messages's steps)
+        if stamp is not None and turn is not None:  # past exchanges' texts kept
             self._said[id(turn)] = (turn, said)
             if len(self._said) > PAST_KEPT:
                 self._said.popitem(last=False)
+        last = turn_message(said, *closing)
         pairs = [self._texts(exchange) for exchange in history]
 
         def build(start: int) -> list[Message]:
-            turns = chat_turns(pairs[start:], said, extra)  # (a greeting alone; lore at a depth; post-history)
-            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in turns)]
+            turns = chat_turns(pairs[start:], last, extra)  # (a greeting alone; lore at a depth)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in turns), *tail]
 
         try:
             return fit_messages(build, len(pairs), budget=budget, counter=self.counter)[1]
@@ -272,27 +299,36 @@ class Prompter:
             self._past.popitem(last=False)
         return texts
 
-    def _scene_messages(  # noqa: PLR0917 (one private call site)
-        self, head: str, budget: int, history: list[Exchange], turn: UserTurn, system: str | None,
-        lore: Activation | None,
+    def _scene_messages(
+        self, head: str, budget: int, history: list[Exchange], turn: UserTurn | None, *, system: str | None,
+        lore: Activation | None, closing: list[str], tail: list[Message],
     ) -> list[Message]:  # fmt: skip
         assert self.scene is not None
         from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError  # noqa: PLC0415
+        from charfmt.render import BudgetError, at_depth, lore_extras, turn_message  # noqa: PLC0415
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
 
         scene = self.scene
+        extra = lore_extras(lore)
 
         def build(start: int) -> list[Message]:
-            rest: list[Message] = scene.render_messages(history[start:], turn, templates=STUB, lore=lore)["messages"][
-                1:
-            ]
-            return [{"role": "system", "content": head}, *rest]
+            rest: list[Message] = scene.render_messages(history[start:], turn or UserTurn(), templates=STUB)["messages"]
+            said = rest[-1]["content"] if turn is not None else ""  # (no turn: what is asked alone)
+            turns = [(m["role"], m["content"]) for m in rest[1:-1]]
+            turns.append(("user", turn_message(said, *closing)))
+            placed = at_depth(turns, extra)  # (lore at a depth, counted from the turn's message)
+            return [{"role": "system", "content": head}, *({"role": r, "content": t} for r, t in placed), *tail]
 
         try:
             return fit_messages(build, len(history), budget=budget, counter=self.counter)[1]
         except BudgetError:
             raise BadTurn(self._too_long(build(len(history)), budget, 0, system)) from None
 
+
+_ALSO: Final = ("context.j2", "continue.j2", "impersonate.j2")
+"""The templates a turn renders beside the system prompt's and ``user.j2``: the player's context (``user.j2``
+includes it) and what a front end may ask beyond a turn (``charfmt.serve.continuation``); sources of the
+prompt's version too."""
 
 _Named = TypeVar("_Named", "Character", "Scene")
 

@@ -22,7 +22,7 @@ from charfmt.events import Event
 from charfmt.serve.formats import Answer
 from charfmt.serve.owners import Credentials
 from charfmt.serve.sessions import Sessions
-from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Raw
+from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Prefix, Raw
 from charfmt.serve.wire import HTTPFailure, error_body, failure
 from charfmt.speech import Sentence
 from charfmt.store import Store, open_store
@@ -30,6 +30,7 @@ from charfmt.store import Store, open_store
 if TYPE_CHECKING:
     from charfmt.character import Exchange
     from charfmt.models import Reply
+    from charfmt.serve.continuation import Ask
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
@@ -45,7 +46,11 @@ class ServerState:
     """The engine, the sessions, the log and the auth check of one app."""
 
     def __init__(self, settings: Settings) -> None:
+        from charfmt.serve.emotion_names import served_names  # noqa: PLC0415
+
         self.settings = settings
+        self.names = served_names(settings)
+        """Each emotion key's name in ``--reply-format`` (``charfmt.serve.emotion_names``), checked at the start."""
         self.sessions = Sessions(
             _store(settings), max_sessions=settings.max_sessions, max_bytes=settings.session_bytes,
             max_age=settings.max_session_age, wait=settings.timeout,
@@ -125,20 +130,25 @@ class ServerState:
             self._log = None
 
     async def turn_batches(
-        self, key: str | None, history: list[Exchange] | None, turn: UserTurn, constrained: bool | None, rid: str,
-        *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None, owner: str = "",
-        door: str = "turn", lore: bool = False,
+        self, key: str | None, history: list[Exchange] | None, turn: UserTurn | None, constrained: bool | None,
+        rid: str, *, events: bool = True, cues: bool = True, options: dict[str, Any] | None = None, owner: str = "",
+        door: str = "turn", ask: Ask | None = None, lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in ``owner``'s session ``key`` at ``door`` (or with ``history`` given), in the
         engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens
         with the card's greeting (``opening``, for the player ``options`` name), kept as its first exchange
-        with the first turn's (a first turn that fails leaves no session behind); ``lore=True``
-        (``/v1/turn``): a ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch."""
+        when the first turn ends (a first turn that fails leaves no session behind);
+        ``lore=True`` (``/v1/turn``): a ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch.
+
+        ``ask`` (``charfmt.serve.continuation``): the player's line asked for is kept in no history; a continue in
+        a session goes on from the session's last reply (a new session's: the greeting), kept as it was (a store
+        keeps each exchange as written: the continuation is the front end's to show after it).
+        """
         engine = await self.engine()
         if not key:
             async for batch in self._turn(engine, history or [], turn, session=None, lease=None,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options, lore=lore):  # fmt: skip
+                                          options=options, ask=ask, lore=lore):  # fmt: skip
                 yield batch
             return
         session = self.session_key(owner, door, key)
@@ -152,34 +162,55 @@ class ServerState:
             opening = self.opening_for((options or {}).get("user_name")) if not past else None
             if opening is not None:  # a new session: the character's greeting is its first line (kept with the turn)
                 past = [opening]
+            if past and ask is not None and ask.continuation is not None:  # the session's last reply, gone on with
+                last = past[-1]
+                said = last.user if last.user.chats else None  # (the greeting: no player's turn before it)
+                past, turn, ask = past[:-1], said, self._same_as_shown(ask, last, engine)
             async for batch in self._turn(engine, past, turn, session=session, lease=lease,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options, lore=lore, opened=opening is not None):  # fmt: skip
+                                          options=options, ask=ask, lore=lore, opening=opening):  # fmt: skip
                 yield batch
 
+    def _same_as_shown(self, ask: Ask, last: Exchange, engine: Engine) -> Ask:
+        """``ask`` going on with the session's ``last`` reply itself where the front end sent it as the server
+        answered it (narration and all; else with what the front end sent, edited as it may be)."""
+        import dataclasses  # noqa: PLC0415
+
+        from charfmt.serve.formats import whole  # noqa: PLC0415
+
+        going = ask.continuation
+        assert going is not None
+        scene, names = engine.scene is not None, engine.names.names
+        shown = whole(self.settings.reply_format, last.reply, engine.tags, speakers=scene, emotions=names)
+        same = shown.strip() == going.shown.strip() and last.reply.chats
+        return dataclasses.replace(ask, continuation=engine.continuation(last.reply, going.shown)) if same else ask
+
     async def _turn(
-        self, engine: Engine, past: list[Exchange], turn: UserTurn, *, session: SessionKey | None,
+        self, engine: Engine, past: list[Exchange], turn: UserTurn | None, *, session: SessionKey | None,
         lease: Lease | None, constrained: bool | None, rid: str, events: bool, cues: bool,
-        options: dict[str, Any] | None, lore: bool = False, opened: bool = False,
+        options: dict[str, Any] | None, ask: Ask | None, lore: bool = False, opening: Exchange | None = None,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
-        the last batch goes. ``opened``: ``past`` is a new session's greeting, kept just before the exchange
-        (nothing is kept of a turn that fails); with ``lore``, a ``Greeting`` leads the first batch."""
+        the last batch goes (not a continue's or the player's line asked for: ``turn_batches``). ``opening``: a new
+        session's greeting, kept once the turn has ended, before its exchange (nothing is kept of a turn that
+        fails); with ``lore``, a ``Greeting`` leads the first batch."""
         key = session.name if session is not None else None
         batches = engine.turn_batches(
             list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
-            lore=lore,
+            ask=ask, lore=lore,
         )  # fmt: skip
-        lead: list[Piece] = [Greeting(past[0].reply)] if opened and lore and past else []
+        kept = ask is None or (ask.continuation is None and ask.impersonation is None)
+        lead: list[Piece] = [Greeting(opening.reply)] if opening is not None and lore else []
         ended = False
         try:
             async for batch in batches:
                 done = batch[-1]
                 if isinstance(done, Done):
-                    if session is not None and lease is not None and done.exchange.reply.chats:
-                        if opened:
-                            await self.sessions.keep(session, past[0], lease)
-                        await self.sessions.keep(session, done.exchange, lease)  # (before the reply is sent)
+                    if session is not None and lease is not None:  # (kept before the reply is sent)
+                        if opening is not None:  # the session begins with this turn: its greeting first
+                            await self.sessions.keep(session, opening, lease)
+                        if done.exchange.reply.chats and kept:
+                            await self.sessions.keep(session, done.exchange, lease)
                     ended = True
                     self.log(done, key, engine)
                 yield [*lead, *batch] if lead else batch
@@ -198,19 +229,21 @@ class ServerState:
             await batches.aclose()
 
     async def run_turn(
-        self, key: str | None, history: list[Exchange] | None, turn: UserTurn, rid: str,
+        self, key: str | None, history: list[Exchange] | None, turn: UserTurn | None, rid: str,
         *, options: dict[str, Any] | None = None, answer: Answer | None = None, owner: str = "", door: str = "turn",
+        ask: Ask | None = None,
     ) -> Done:  # fmt: skip
         """The end of one turn, its pieces not sent anywhere (a non-streamed answer): its events fed to
         ``answer``, where given (``answer.end`` is the caller's)."""
         done: Piece | None = None
         events = answer is not None and answer.events
         batches = self.turn_batches(
-            key, history, turn, None, rid, events=events, cues=False, options=options, owner=owner, door=door
-        )
+            key, history, turn, None, rid, events=events, cues=False, options=options, owner=owner, door=door,
+            ask=ask,
+        )  # fmt: skip
         async for batch in batches:
             done = batch[-1]
-            if events and answer is not None:
+            if answer is not None:  # (the reasoning too, whatever the format)
                 answer.feed(batch)
         assert isinstance(done, Done)
         return done
@@ -222,7 +255,10 @@ class ServerState:
         """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
         reply (or an error, alone in its batch). ``user_name``: the player's name (the card's ``{{user}}``)."""
         engine = await self.engine()
-        answer = Answer(self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False)
+        answer = Answer(
+            self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False,
+            emotions=engine.names.names,
+        )  # fmt: skip
         options = {"user_name": user_name} if user_name is not None else None
         try:
             async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True,
@@ -242,14 +278,15 @@ class ServerState:
         return _opening(self.settings, user_name)
 
     def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
-        """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format."""
+        """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format (its
+        emotions by the names the front end knows, as a reply's ``content``)."""
         from charfmt.serve.formats import whole  # noqa: PLC0415
         from charfmt.writer import dumps  # noqa: PLC0415
 
         tags = self.settings.character.tags
         return {
             "kind": "greeting", "session": key, "reply": json.loads(dumps(reply)),
-            "content": whole(self.settings.reply_format, reply, tags),
+            "content": whole(self.settings.reply_format, reply, tags, emotions=self.names.names),
         }  # fmt: skip
 
     def _object(self, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
@@ -265,7 +302,7 @@ class ServerState:
             return {"kind": "sentence", **piece.to_dict()}
         if isinstance(piece, Event):
             return piece.to_dict()
-        assert not isinstance(piece, Raw)
+        assert not isinstance(piece, Raw | Prefix)  # (a continue is chat completions' only)
         return {"kind": "stage", "cue": piece.to_dict()}
 
     def reply_object(self, done: Done, key: str | None, engine: Engine, content: str) -> dict[str, Any]:
@@ -277,7 +314,7 @@ class ServerState:
             "kind": "reply", "request_id": done.request_id, "session": key, "valid": done.valid,
             "reply": json.loads(dumps(canonical_form(done.reply, tags=engine.tags))),
             "content": content,
-            "raw": done.text,
+            "raw": done.text, "reasoning": done.reply.reasoning,
             "diagnostics": [d.model_dump() for d in done.reply.diagnostics], "timing": done.timing(),
         }  # fmt: skip
 

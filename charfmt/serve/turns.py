@@ -8,6 +8,7 @@ per chunk of the model's text. The endpoints only choose which pieces to send an
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from charfmt._token_fit import count_messages
+from charfmt.serve.continuation import Prefix
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter
 from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
@@ -29,13 +31,18 @@ if TYPE_CHECKING:
     from charfmt.events import Event
     from charfmt.lorebook import Activation
     from charfmt.models import Reply
+    from charfmt.serve.continuation import Ask, Continuation
+    from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.speech import Sentence
     from charfmt.stage import StageCue
     from charfmt.userinput import UserTurn
 
-__all__ = ["BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Raw", "history_from_messages", "reply_bounds"]
+__all__ = [
+    "BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Prefix", "Raw", "history_from_messages", "read_back",
+    "reply_bounds",
+]  # fmt: skip
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
@@ -68,6 +75,8 @@ class Done:
     prompt_version: str
     prompt_tokens: int
     """The prompt's tokens as the engine's counter counts them (the model's own where known, else the estimate)."""
+    prefilled: int = 0
+    """Characters at the start of ``text`` that were the upstream's prefill (a continue), not the model's."""
 
     def timing(self) -> dict[str, Any]:
         """The timing fields of the log and of ``/v1/turn``'s reply event."""
@@ -97,9 +106,9 @@ class Greeting:
     reply: Reply
 
 
-Piece: TypeAlias = "Raw | Event | StageCue | Sentence | Done | Lore | Greeting"
-"""What a turn yields: the model's text, an event of the stream, a stage cue, a sentence, the end; with
-``lore=True``, first, the lore the prompt holds."""
+Piece: TypeAlias = "Raw | Prefix | Event | StageCue | Sentence | Done | Lore | Greeting"
+"""What a turn yields: the model's text, the reply a continue went on from, an event of the stream, a stage
+cue, a sentence, the end; with ``lore=True``, first, the lore the prompt holds."""
 
 
 def reply_bounds(settings: Settings) -> Any:
@@ -127,7 +136,7 @@ class _Reading:
     ``cues=False``: the events only, no stage cues or sentences.
     """
 
-    def __init__(self, engine: Engine, turn: UserTurn, *, events: bool, cues: bool) -> None:
+    def __init__(self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "") -> None:
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
@@ -141,9 +150,14 @@ class _Reading:
         else:
             self.stage = StageReader(engine.character, max_length=length)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
+        self.tags = engine.tags
+        self.prefix = prefix
+        """The reply so far that the model goes on from (a prefilled continue): the start of the reply's text."""
         self.chunks: list[str] = []
-        self.size = 0
+        self.size = len(prefix)
         """Characters of the reply so far."""
+        self.reasoning: list[str] = []
+        """The upstream's reasoning, sent beside the text (``reasoning_content``)."""
         self.lone: list[int] = []
         """Where a lone surrogate was replaced by U+FFFD (offsets in the reply's text): ``CF714``."""
         self.notes: list[tuple[str, str, int]] = []
@@ -171,7 +185,7 @@ class _Reading:
         self.chunks.append(text)
         self.size += len(text)
         if not self.events:
-            return [Raw(text)]
+            return [*noted, Raw(text)] if noted else [Raw(text)]
         return [*noted, Raw(text), *self._pieces(self.stream.feed(text))]
 
     def note(self, piece: SDKPiece) -> list[Piece]:
@@ -179,22 +193,32 @@ class _Reading:
         reply's diagnostics, and said as it comes where events are read; a refusal's text, kept."""
         if piece.refusal:
             self.refusal.append(piece.refusal)
+        said: list[Piece] = []
+        if piece.reasoning:  # (said as it comes whatever is read: chat completions forward it as it comes too)
+            from charfmt.events import Reasoning  # noqa: PLC0415
+
+            self.reasoning.append(piece.reasoning)
+            said.append(Reasoning(piece.reasoning))
         if not piece.notes:
-            return []
+            return said
         self.notes.extend((code, message, self.size) for code, message in piece.notes)
         if not self.events:
-            return []
+            return said
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
         from charfmt.events import DiagnosticEvent  # noqa: PLC0415
 
-        so_far = "".join(self.chunks)
-        return [DiagnosticEvent(None, Diagnostic.at(so_far, code, message, self.size)) for code, message in piece.notes]
+        so_far = self.prefix + "".join(self.chunks)
+        at = self.size
+        return [
+            *said,
+            *(DiagnosticEvent(None, Diagnostic.at(so_far, code, message, at)) for code, message in piece.notes),
+        ]
 
     def _said_lone(self, text: str, where: list[int]) -> list[Piece]:
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
         from charfmt.events import DiagnosticEvent  # noqa: PLC0415
 
-        so_far = "".join(self.chunks) + text
+        so_far = self.prefix + "".join(self.chunks) + text
         return [DiagnosticEvent(None, Diagnostic.at(so_far, "CF714", _LONE, at, at + 1)) for at in where]
 
     def diagnostics(self, text: str) -> list[Diagnostic]:
@@ -227,6 +251,19 @@ class _Reading:
                 self.lone.append(self.size + i)
         return "".join(chars)
 
+    def _reasoning_again(self, found: list[Event]) -> list[Event]:
+        """``found`` with the upstream's reasoning said again after a ``Reset`` (which takes back all shown)."""
+        from charfmt.events import Reasoning, Reset  # noqa: PLC0415
+
+        if not any(isinstance(event, Reset) for event in found):
+            return found
+        out: list[Event] = []
+        for event in found:
+            out.append(event)
+            if isinstance(event, Reset):
+                out.append(Reasoning("".join(self.reasoning)))
+        return out
+
     def close(self) -> list[Piece]:
         """The rest, once the reply has ended."""
         if not self.events:
@@ -237,7 +274,20 @@ class _Reading:
             out.extend(self.splitter.close())
         return out
 
+    def start(self, going: Continuation | None) -> list[Piece]:
+        """The pieces before the model's text: the events of the reply a continue goes on from (prefilled: read
+        as the rest will be; else the reply itself), which the front end shows already."""
+        if going is None:
+            return []
+        if not self.prefix:
+            from charfmt.events import reply_events  # noqa: PLC0415
+
+            return [Prefix(list(reply_events(going.before, self.tags)))]
+        return [Prefix(self.stream.feed(self.prefix) if self.events else [])]
+
     def _pieces(self, found: list[Event]) -> list[Piece]:
+        if self.reasoning:
+            found = self._reasoning_again(found)
         if not self.cues:
             return list(found)
         out: list[Piece] = []
@@ -275,6 +325,18 @@ class Engine:
         )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
+        from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
+
+        local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
+        fields = None if local else PREFILL.get(settings.server)
+        self.prefills = fields is not None
+        """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
+        self.prefill: dict[str, Any] = dict(fields or {})
+        """The request fields that ask the upstream to go on from the last answer."""
+        from charfmt.serve.emotion_names import served_names  # noqa: PLC0415
+
+        self.names = served_names(settings)
+        """The name of each emotion key in ``--reply-format`` (``charfmt.serve.emotion_names``)."""
 
     def _server(self) -> str:
         s = self.settings
@@ -307,35 +369,81 @@ class Engine:
         return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
 
     def request(
-        self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None
-    ) -> dict[str, Any]:
+        self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None,
+        system: str | None = None, ask: Ask | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """The upstream request body for ``turn`` after ``history`` (oldest exchanges left out to fit), ``system``
-        (a front end's own system text) after charfmt's system prompt; ``BadTurn`` where even the turn does not fit."""
-        return self.lore_request(history, turn, constrained, system)[0]
+        (a front end's own system text) after charfmt's system prompt, with what ``ask`` asks beyond the turn
+        (``charfmt.serve.continuation``): instructions after the history, the rest of a reply (prefilled, or
+        asked for), the player's line; ``BadTurn`` where even the turn does not fit."""
+        return self.lore_request(history, turn, constrained, system, ask=ask)[0]
 
     def lore_request(
-        self, history: list[Exchange], turn: UserTurn, constrained: bool | None = None, system: str | None = None,
-        seed: Any = None, *, user_name: str | None = None,
+        self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None,
+        system: str | None = None, *, seed: Any = None, ask: Ask | None = None, user_name: str | None = None,
     ) -> tuple[dict[str, Any], Activation | None]:  # fmt: skip
         """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls; ``user_name``:
-        the player's name, where the front end gives one)."""
+        the player's name, where the front end gives one). What ``ask`` asks goes with the card's parts and lore
+        of the turn it asks about: the player's line asked for after the history, the rest of a reply after the
+        turn it answered (its system prompt and lore)."""
+        from charfmt.render import render_request  # noqa: PLC0415
+
         on = self.settings.constrained if constrained is None else constrained
-        seed = seed if isinstance(seed, (int, str)) else None
-        messages, lore = self.prompter.turn(
-            history, turn, system=system, reserve=self._reserve[on], seed=seed, user_name=user_name
-        )
-        return {"model": self.model, "messages": messages, "stream": True, **self._fields[on]}, lore
+        after = ask.after if ask is not None else ""
+        going = ask.continuation if ask is not None else None
+        if going is not None and going.prefill is not None:
+            on = False  # the grammar is of a whole reply, and the model starts inside one: read leniently
+        reserve, fields = self._reserve[on], self._fields[on]
+        rolls = seed if isinstance(seed, (int, str)) else None
+        character = self.character
+        if user_name is not None and user_name != character.user_name:
+            character = character.model_copy(update={"user_name": user_name})
+
+        def fit(
+            past: list[Exchange], said: UserTurn | None, request: str = "", prefill: str = "",
+            lore_of: tuple[list[Exchange], UserTurn | None] | None = None,
+        ) -> tuple[list[Message], Activation | None]:  # fmt: skip
+            return self.prompter.turn(
+                past, said, system=system, reserve=reserve, seed=rolls, after=after, request=request,
+                prefill=prefill, lore_of=lore_of, user_name=user_name,
+            )  # fmt: skip
+
+        if ask is not None and ask.impersonation is not None:
+            messages, lore = fit(history, None, render_request("impersonate.j2", character, request=ask.impersonation))
+        elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
+            from charfmt.character import Exchange  # noqa: PLC0415
+            from charfmt.userinput import UserTurn  # noqa: PLC0415
+
+            past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
+            messages, lore = fit(past, None, render_request("continue.j2", character), lore_of=(history, turn))
+        elif going is not None and going.prefill is not None:  # the model goes on from the reply so far
+            messages, lore = fit(history, turn, prefill=going.prefill)
+            fields = {**fields, **self.prefill}
+        else:
+            messages, lore = fit(history, turn)
+        return {"model": self.model, "messages": messages, "stream": True, **fields}, lore
+
+    def continuation(self, before: Reply, shown: str = "") -> Continuation:
+        """A continue of ``before`` (``shown``: as the front end sent it): prefilled where the upstream goes on
+        from a last answer (``PREFILL``), else asked for as the rest."""
+        from charfmt.serve.continuation import Continuation, open_prefix  # noqa: PLC0415
+        from charfmt.writer import canonical_form  # noqa: PLC0415
+
+        before = canonical_form(before, tags=self.tags)
+        prefill = open_prefix(before, self.tags) if self.prefills and before.chats else None
+        return Continuation(before, prefill, shown)
 
     async def turn_batches(
         self,
         history: list[Exchange],
-        turn: UserTurn,
+        turn: UserTurn | None,
         *,
         constrained: bool | None = None,
         request_id: str | None = None,
         events: bool = True,
         cues: bool = True,
         options: dict[str, Any] | None = None,
+        ask: Ask | None = None,
         lore: bool = False,
     ) -> AsyncGenerator[list[Piece], None]:
         """The pieces of one turn (see the module docstring) in batches: what each chunk of the model's
@@ -347,32 +455,75 @@ class Engine:
         sent upstream as they are, its own ``system`` text, appended to charfmt's system prompt, and the
         player's ``user_name`` (a card's ``{{user}}``), neither sent upstream.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
-        as the stream would have read it); ``cues=False``: no stage cues or sentences; ``lore=True``:
-        where lore entries fired (or the budget cut some), a ``Lore`` piece first (in the upstream's first batch).
+        as the stream would have read it); ``cues=False``: no stage cues or sentences. ``ask``: what the
+        turn asks beyond the player's words (``charfmt.serve.continuation``); a continue's first batch starts
+        with ``Prefix`` (what the front end shows already), and ``Done.reply`` is the whole reply gone on with;
+        a prefill the upstream refuses (a 400) is asked for as the rest instead. The upstream's reasoning
+        comes as ``Reasoning`` events, whatever ``events`` says. ``lore=True``: where lore entries fired (or
+        the budget cut some), a ``Lore`` piece leads the upstream's first batch (before a continue's ``Prefix``).
         """
         # Rendered here, on the event loop (a tenth of a millisecond with a short history): in a
         # worker thread it would hold the GIL as long, and add the handoff to every turn. The start
         # and the end wait for their pass of the loop: the chunks of other replies go first.
         await self.pacer.turn()
+        rid = request_id or uuid.uuid4().hex
+        how: dict[str, Any] = {
+            "constrained": constrained,
+            "rid": rid,
+            "events": events,
+            "cues": cues,
+            "options": options,
+            "lore": lore,
+        }
+        going = ask.continuation if ask is not None else None
+        answered = False
+        try:
+            async for batch in self._attempt(history, turn, ask, **how):
+                answered = True
+                yield batch
+            return
+        except Exception as e:
+            if answered or going is None or going.prefill is None or getattr(e, "upstream_status", None) != 400:
+                raise
+        # The upstream refused the prefill (llama-server with a thinking template: "Assistant response prefill
+        # is incompatible with enable_thinking"; a chat template that wants a user message last): the rest is
+        # asked for instead, as from an upstream that takes none.
+        assert ask is not None
+        rest = dataclasses.replace(ask, continuation=dataclasses.replace(going, prefill=None))
+        async for batch in self._attempt(history, turn, rest, **how):
+            yield batch
+
+    async def _attempt(
+        self, history: list[Exchange], turn: UserTurn | None, ask: Ask | None, *, constrained: bool | None, rid: str,
+        events: bool, cues: bool, options: dict[str, Any] | None, lore: bool,
+    ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
+        """``turn_batches`` of one upstream request."""
         front = dict(options or {})
         system = front.pop("system", None)
         user_name = front.pop("user_name", None)
-        body, active = self.lore_request(history, turn, constrained, system, front.get("seed"), user_name=user_name)
+        body, active = self.lore_request(
+            history, turn, constrained, system, seed=front.get("seed"), ask=ask, user_name=user_name
+        )
         body.update(front)
-        # the lore goes with the first batch the upstream brings: an upstream that fails at once is still a status
+        going = ask.continuation if ask is not None else None
+        prefix = going.prefill if going is not None and going.prefill is not None else ""
+        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix)
+        # the lore, then the reply a continue goes on from (what the front end shows already), go with the first
+        # batch the upstream brings: an upstream that fails at once is still answered with its status
         told = lore and active is not None and bool(active.placed or active.cut or active.lost)
         lead: list[Piece] = [Lore(active.report())] if told and active is not None else []
-        reading = _Reading(self, turn, events=events, cues=cues)
+        lead += reading.start(going)
         feed = reading.feed
         async for delta in self.upstream.chat(body, max_tokens=self.settings.max_tokens):
-            if delta.text:
-                yield [*lead, *feed(delta)] if lead else feed(delta)
+            if lead:
+                yield [*lead, *feed(delta)]
                 lead = []
+            elif delta.text:
+                yield feed(delta)
             elif delta.reason or delta.piece:
                 noted = feed(delta)  # (no text: only what the chunk notes)
-                if noted or lead:
-                    yield [*lead, *noted]
-                    lead = []
+                if noted:
+                    yield noted
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
@@ -384,15 +535,18 @@ class Engine:
         if rest:
             yield rest
         await self.pacer.turn()
-        yield [self._done(request_id or uuid.uuid4().hex, body, turn, reading)]
+        yield [self._done(rid, body, turn, reading, going)]
 
-    def _done(self, rid: str, body: dict[str, Any], turn: UserTurn, reading: _Reading) -> Done:
+    def _done(
+        self, rid: str, body: dict[str, Any], turn: UserTurn | None, reading: _Reading, going: Continuation | None
+    ) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
         from charfmt.character import Exchange  # noqa: PLC0415
         from charfmt.diagnostics import ParseError  # noqa: PLC0415
+        from charfmt.userinput import UserTurn  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
-        text = "".join(reading.chunks)
+        text = reading.prefix + "".join(reading.chunks)  # (a prefilled continue: the reply from its start)
         strict: Reply | None
         try:
             strict = self.read(text, lenient=False)
@@ -409,15 +563,20 @@ class Engine:
             reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *notes]})
             if reading.lone or any(d.severity == "error" for d in notes):
                 strict = None  # (the text as sent held no character there, or is not the whole reply)
+        if reading.reasoning:  # the upstream's, sent beside the text: before any the text held (<think>)
+            reasoning = "".join(reading.reasoning) + (f"\n\n{reply.reasoning}" if reply.reasoning else "")
+            reply = reply.model_copy(update={"reasoning": reasoning})
+        if going is not None:
+            reply = going.combine(reply)
         end = time.perf_counter()
-        exchange = Exchange(user=turn, reply=canonical_form(reply, tags=self.tags))
+        exchange = Exchange(user=turn or UserTurn(), reply=canonical_form(reply, tags=self.tags))
         messages = body["messages"]
         prompt = count_messages(self.prompter.counter, messages)
         version = self.prompter.version()  # (the prompt's sources: every turn of them the same)
         first, started = reading.first or end, reading.started
         return Done(
             rid, reply, text, strict is not None, exchange, first - started, end - started, len(reading.chunks),
-            reading.reason, version, prompt,
+            reading.reason, version, prompt, len(reading.prefix),
         )  # fmt: skip
 
 
@@ -444,14 +603,12 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     is the first exchange, with an empty user turn, as a card's greeting is.
     """
     from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.serve.formats import read_answer  # noqa: PLC0415
     from charfmt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []
     said: list[str] = []  # the player's words not answered yet
-    fmt, tags = engine.settings.reply_format, engine.tags
-    speakers = engine.scene.speakers if engine.scene is not None else None
+    tags = engine.tags
     for role, text in messages:
         if role == "user":
             if text.strip():
@@ -459,7 +616,7 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
             continue
         if role != "assistant":
             continue
-        reply = read_answer(fmt, text, tags, speakers=speakers, vocabulary=engine.vocabulary) or engine.read(text)
+        reply = read_back(engine, text)
         if not reply.chats:
             continue  # (the turn waits for an answer that says something)
         if said or not out:  # (not out: a greeting, before the player said anything)
@@ -473,3 +630,16 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
             ]
             out[-1] = Exchange(user=last.user, reply=canonical_form(reply.model_copy(update={"chats": chats}), tags))
     return out
+
+
+def read_back(engine: Engine, text: str) -> Reply:
+    """An answer a front end sends back: read as this server's ``--reply-format`` where it is in that form
+    (``read_answer``: markers and words apart, the front end's emotion names as their keys), else leniently."""
+    from charfmt.serve.formats import read_answer  # noqa: PLC0415
+
+    speakers = engine.scene.speakers if engine.scene is not None else None
+    back = engine.names.back()
+    found = read_answer(
+        engine.settings.reply_format, text, engine.tags, speakers=speakers, vocabulary=engine.vocabulary, emotions=back
+    )
+    return found if found is not None else engine.read(text)

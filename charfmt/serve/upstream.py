@@ -58,10 +58,14 @@ _TITLE: Final = re.compile(rb"<title[^>]*>(.{0,200}?)</title>", re.IGNORECASE | 
 class UpstreamFailure(UpstreamError):
     """The upstream failed; ``status`` is what the front end is told, ``retry_after`` (seconds) where known."""
 
-    def __init__(self, message: str, *, status: int = 502, retry_after: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int = 502, retry_after: int | None = None, upstream_status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        self.upstream_status = upstream_status
+        """The upstream's own HTTP status, where it answered with one."""
 
 
 class Upstream(Protocol):
@@ -274,7 +278,9 @@ class HTTPUpstream:
             if "Authorization" not in self._headers:
                 return self.fail(f"HTTP {status}: charfmt sent no API key (set {where}): {detail}", 502)
             return self.fail(f"HTTP {status}: refused charfmt's API key (check {where}): {detail}", 502)
-        return self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
+        failure = self.fail(f"HTTP {status}: {detail}", front_status(status), retry)
+        failure.upstream_status = status
+        return failure
 
 
 class _Body:

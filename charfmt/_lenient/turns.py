@@ -1,0 +1,334 @@
+"""Text a reply holds that is not the character's: the prompt's own lines, the player's turn, turns imagined after it.
+
+Small models write the transcript they were shown: a speaker label before the reply
+(``Rex:``), the player's turn echoed first (``User:`` and the request form), the prompt's
+own lines (the persona, the format spec, a heading of it), and after the reply the next
+turns they imagine (``User:`` again, then the character once more). ``foreign`` finds them
+line by line in the whole input, before anything else reads it; the spans are blanked (so
+offsets stay put), each with its diagnostic:
+
+- ``CF631``: a line of the prompt (when told it: ``parse(prompt=...)``), or a Markdown section
+  written after a heading where the prompt is written in such sections;
+- ``CF632``: the player's turn, labelled (``User:``, the prompt's own label) or in the request
+  form right before the character's label, and everything from the first player turn after
+  the reply on (the turns the model imagined);
+- ``CF633``: a speaker label (``Rex:``, ``model``, ``Scene:``) on its own line.
+
+Labels are the prompt's own (``Visitor:`` before a request form, ``Rex:`` before a JSON
+reply; ``## What Visitor sends``; ``You are Rex.``) and generic role names (``user``,
+``model``...), any case, with a colon or alone on their line, as a Markdown heading or bold.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from charfmt._lenient.request_form import blocks
+from charfmt._lenient.state import normal
+
+GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
+"""Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``)."""
+GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt"})
+"""Role names of the character's (the model's) turn."""
+
+_LABEL: Final = re.compile(
+    r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?(?P<name>[^\s:*#<>{}\[\]\"][^:\n*<>{}\[\]\"]{0,38}?)(?:\*\*)?[ \t]*+"
+    r"(?P<colon>[:：,，])?(?:\*\*)?[ \t]*+$",
+    re.M,
+)
+_PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
+_SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
+_YOU_ARE: Final = re.compile(r"^You are ([^.\n]{1,40}?)\.", re.M)
+_HEADING: Final = re.compile(r"^[ \t]*+#{1,6}(?:[ \t]|-{3,}|$)", re.M)
+_REASONING_HEADING: Final = re.compile(
+    r"^[ \t]*+#{1,6}[ \t]*+(?:thinking|thoughts?|reasoning|analysis|answer|response|reply|final(?: answer)?|output)\b",
+    re.I,
+)
+_REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
+"""A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
+_TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
+_WORD: Final = re.compile(r"[^\W_]")
+_FORM_START: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:user_chats?|chat)\b", re.I)
+_FORM_OPEN: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+user_chats?\b", re.I)
+_FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")
+"""A line of the request form: a tag (an element, ``<chat type="C">``) at its start, JSON debris, or blank."""
+_REASONING: Final = re.compile(
+    r"<\s*(think|thinking|reasoning|analysis|reflection)\s*>[\s\S]*?(?:<\s*/\s*\1\s*>|\Z)", re.I
+)
+_SCAFFOLD: Final = re.compile(r"<<[^\n]*?>>|\[/?[A-Z_]+\]")
+_BARE: Final = frozenset({"user", "model", "assistant"})
+"""Generic role names that label a turn without a colon (a chat template's turn written without its special tokens)."""
+_LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++(\"[^\"\n]{1,40}\"|[^:=\"\n]{2,40}?[ \t]*+[:=])", re.M)
+"""A list item's key: ``- "order":``, ``- "body" of a chat:`` (its quoted first word), ``- calm:``."""
+_SPEC_LINE: Final = re.compile(r"(?:[-*•][ \t]|\d+[.)][ \t]|\"[^\"\n]{1,40}\"[ \t]*[:=])")
+_SAME_START: Final = 32
+"""Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
+_NEARLY_FROM: Final = 40
+_NEARLY: Final = 0.9
+"""A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
+_OPENING_WORDS: Final = 4
+_MIN_LINE: Final = 12
+"""Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
+_MIN_PART: Final = 24
+"""Characters from which a line that is a part of the prompt's text (cut, or run over two lines) is its echo."""
+
+
+@dataclass(frozen=True, slots=True)
+class Told:
+    """What a read learns from the prompt and the turn: the prompt's lines, the player's, the labels."""
+
+    lines: frozenset[str]
+    """The prompt's own lines, compared as ``normal`` writes them (the character's few-shot replies left out)."""
+    text: str
+    """The same lines joined, for a part of one."""
+    player: frozenset[str]
+    """What the player says in the prompt (its request forms: few-shot turns, this turn), compared so too."""
+    player_labels: frozenset[str]
+    character_labels: frozenset[str]
+    starts: frozenset[str]
+    """The first ``_SAME_START`` characters of each of its lines."""
+    long: tuple[str, ...]
+    """Its lines of ``_NEARLY_FROM`` characters or more."""
+    openings: frozenset[str]
+    """The first two words of its lines of four words or more (``you are``, ``answer with``)."""
+    keys: frozenset[str]
+    """The keys of the prompt's list items (``- "order": …``, ``- calm: …``), case folded: a reply's list item
+    with one of them imitates the prompt's spec."""
+    sections: bool
+    """The prompt is written in Markdown sections (``## Persona``): a reply's heading imitates it."""
+
+
+@functools.lru_cache(maxsize=32)
+def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
+    """What ``prompt`` (the prompt's texts, the character's words left out) and ``turn`` tell a read."""
+    lines: set[str] = set()
+    player: set[str] = {normal(t) for t in turn if normal(t)}
+    players, characters = set(GENERIC_PLAYER), set(GENERIC_CHARACTER)
+    sections = False
+    keys: set[str] = set()
+    for text in prompt:
+        keys.update(_key(m) for m in _LIST_KEY.finditer(text))
+        form = [(a, b) for a, b, _m in blocks(text)]
+        for a, b in form:
+            player.update(n for n in map(normal, text[a:b].split("\n")) if len(n) >= 2)
+        pos = 0
+        for line in text.split("\n"):
+            at, pos = pos, pos + len(line) + 1
+            if any(a <= at < b for a, b in form) or line.lstrip().startswith(("{", "[")):
+                continue  # the player's (above), or a JSON reply: the character's few-shot words
+            if (n := normal(line)) and len(n) >= _MIN_LINE:
+                lines.add(n)
+        players.update(m.group(1).strip().casefold() for m in _SENDS.finditer(text))
+        characters.update(m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text))
+        for m in _PROMPT_LABEL.finditer(text):
+            after = text[m.end() :].lstrip()
+            name = m.group(1).strip().casefold()
+            if after.startswith("<"):
+                players.add(name)
+            elif after.startswith("{"):
+                characters.add(name)
+        sections = sections or len(_HEADING.findall(text)) >= 2
+    characters -= players  # a name both ways is the player's (it precedes the turns the model must not write)
+    starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
+    long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
+    openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
+    return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
+                frozenset(characters), starts, long, openings, frozenset(keys), sections)  # fmt: skip
+
+
+Span = tuple[int, int, str, str]
+"""A span to blank: start, end, code, message."""
+
+
+def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
+    """The spans of ``text`` that are not the character's (see the module docstring), in order, not overlapping.
+
+    ``prompted``: the caller told the prompt (its lines and sections are known).
+    """
+    spans: list[Span] = []
+    if prompted:
+        spans += _prompt_lines(text, told)
+    spans = _merge(spans)
+    spans += _turns(text, told, spans)
+    return _merge(spans)
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    """Each line of ``text`` as ``(start, end)`` (without its newline)."""
+    found, pos = [], 0
+    for line in text.split("\n"):
+        found.append((pos, pos + len(line)))
+        pos += len(line) + 1
+    return found
+
+
+def _label(line: str, told: Told) -> str | None:
+    """``player``, ``character`` or ``None``: whether ``line`` is nothing but a speaker label, and whose."""
+    m = _LABEL.match(line)
+    if m is None:
+        return None
+    name = m.group("name").strip().casefold()
+    generic = name in GENERIC_PLAYER or name in GENERIC_CHARACTER
+    if not m.group("colon") and generic and name not in _BARE:
+        return None  # "You" alone on a line is a word; "User:" and "user" are labels
+    if name in told.player_labels:
+        return "player"
+    if name in told.character_labels:
+        return "character"
+    return None
+
+
+def _prompt_lines(text: str, told: Told) -> list[Span]:
+    """Lines of the prompt echoed (``CF631``), and Markdown sections where the prompt is written in them."""
+    form = [(a, b) for a, b, _m in blocks(text)]
+    spans: list[Span] = []
+    section: int | None = None  # where the section being dropped began
+    echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
+    content = False  # a line of the reply's own was read
+    for a, b in _lines(text):
+        line = text[a:b]
+        if _label(line, told) is not None or _REPLY_START.match(line) is not None:
+            if section is not None:
+                spans.append((section, a, "CF631", _SECTION))
+                section = None
+            continue
+        if section is None and _FORM_START.match(line):
+            content = True  # the request form: the form reader's (the player's turn or the character's reply)
+        if told.sections and _HEADING.match(line) and not _REASONING_HEADING.match(line):
+            if section is None:
+                section = a
+            continue
+        if section is not None or any(x <= a < y for x, y in form):
+            continue  # (the request form's lines are the form reader's: the player's or the character's)
+        if (key := _LIST_KEY.match(line)) is not None and _key(key) in told.keys:
+            spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
+            continue
+        if _echoes(normal(line), told, last=b == len(text)):
+            spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
+            echoed = echoed or not content
+            continue
+        if echoed and not content and (_spec_like(line) or _opens_as_prompt(line, told)):
+            spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
+            continue
+        content = content or bool(line.strip())
+    if section is not None:
+        spans.append((section, len(text), "CF631", _SECTION))
+    return spans
+
+
+def _key(m: re.Match[str]) -> str:
+    """A list item's key as compared: ``"order"``, ``calm``."""
+    return m.group(1).rstrip(":= \t").strip().casefold()
+
+
+def _echoes(n: str, told: Told, *, last: bool) -> bool:
+    """Whether ``n`` (a line as ``normal`` writes it) echoes the prompt: one of its lines, a part of one (cut,
+    or run over two lines), a line begun as one of its lines begins, or nearly one (a word changed)."""
+    if len(n) < _MIN_LINE:
+        return False
+    if n in told.lines or (len(n) >= _MIN_PART and n in told.text) or (last and _begins_a_line(n, told)):
+        return True
+    if len(n) >= _SAME_START and n[:_SAME_START] in told.starts:
+        return True
+    return len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+
+
+def _spec_like(line: str) -> bool:
+    """A line written as the prompt's spec is: a list item, a ``"key": value``, a line ending in a colon."""
+    stripped = line.strip()
+    return bool(stripped) and (_SPEC_LINE.match(stripped) is not None or stripped.endswith((":", "：")))
+
+
+def _opens_as_prompt(line: str, told: Told) -> bool:
+    """A line of four words or more whose first two are those of one of the prompt's lines (``You are 16, …``)."""
+    found = normal(line).split()
+    return len(found) >= _OPENING_WORDS and " ".join(found[:2]) in told.openings
+
+
+def _begins_a_line(n: str, told: Told) -> bool:
+    """Whether ``n`` (the reply's last line, cut off there) is the beginning of one of the prompt's lines."""
+    at = told.text.find(n)
+    return at >= 0 and (at == 0 or told.text[at - 1] == "\n")
+
+
+_SECTION: Final = "a section written after a heading, as the prompt's are: the prompt imitated, dropped"
+
+
+def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
+    """Speaker labels (``CF633``), the player's turns and the turns imagined after the reply (``CF632``)."""
+    marks = _turn_marks(text, told, dropped)
+    spans: list[Span] = []
+    started = _has_content(text, 0, marks[0][0] if marks else len(text), dropped)
+    for k, (start, end, kind) in enumerate(marks):
+        nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
+        if kind == "character":
+            spans.append((start, end, "CF633", f"speaker label {text[start:end].strip()!r} dropped"))
+            started = started or _has_content(text, end, nxt, dropped)
+            continue
+        if started:  # the reply was read: from here on, the turns the model imagined after it
+            spans.append((start, len(text), "CF632", "the turns imagined after the reply dropped (a next turn begins)"))
+            break
+        following = next((m for m in marks[k + 1 :] if m[2] == "character"), None)
+        stop = following[0] if following is not None else len(text)
+        spans.append((start, stop, "CF632", "the player's turn written before the reply dropped"))
+        if following is None:
+            break
+    return spans
+
+
+def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:
+    """Where turns begin: label lines (``character``, ``player``), and the request form right before a
+    character's label (the player's turn, written in the form the prompt shows it in)."""
+    labels = [(a, b, kind) for a, b in _lines(text) if (kind := _label(text[a:b], told)) is not None]
+    labels = [m for m in labels if not any(x <= m[0] < y for x, y, *_ in dropped)]
+    marks: list[tuple[int, int, str]] = []
+    since = 0  # where the text since the last label begins
+    for a, b, kind in labels:
+        if kind == "character" and (before := _form_before(text, since, a)) is not None:
+            marks.append((before, before, "player"))
+        marks.append((a, b, kind))
+        since = b
+    return marks
+
+
+def _form_before(text: str, since: int, at: int) -> int | None:
+    """Where the request form written right before ``at`` begins (its lines and the lines of any form right
+    before it: nothing but tags, each line), when it follows ``since``; or ``None``."""
+    found = None
+    for a, b in reversed(_lines(text[since:at])):
+        line = text[since + a : since + b]
+        if not _FORM_LINE.match(line):
+            break
+        if _FORM_OPEN.match(line):
+            found = since + a
+    return found
+
+
+def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:
+    """Whether ``text[start:end]``, less what is dropped and less tags, holds a word."""
+    parts, pos = [], start
+    for a, b, *_ in dropped:
+        if b <= pos or a >= end:
+            continue
+        parts.append(text[pos:a])
+        pos = max(pos, b)
+    parts.append(text[pos:end])
+    rest = _TAG.sub(" ", _REASONING.sub(" ", " ".join(parts)))
+    return _WORD.search(_SCAFFOLD.sub(" ", rest)) is not None
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    """``spans`` sorted, a span inside or overlapping the one before it merged into it."""
+    merged: list[Span] = []
+    for span in sorted(spans):
+        if merged and span[0] < merged[-1][1]:
+            last = merged[-1]
+            if span[1] > last[1]:
+                merged[-1] = (last[0], span[1], last[2], last[3])
+            continue
+        merged.append(span)
+    return merged

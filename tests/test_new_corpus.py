@@ -1,0 +1,132 @@
+"""The fresh corpus of issue 39.5: free replies on characters, cards and scenes the reader was never tuned on.
+
+``tests/data/new_replies.jsonl`` holds 216 replies of SmolLM2-135M-Instruct and Gemma 3 270M
+to eight settings of ``tests/data/new_characters/`` (``make_new_corpus.py`` made them; its
+README section says how), split by a seeded coin into a tuning half and a held-back half
+before any was read. ``tests/data/JUDGED.md`` holds the hand-judged samples of both halves.
+Over every reply, read as its caller reads it (the setting's vocabulary and tags, told the
+player's turn and the prompt it answers):
+
+- no segment is a fragment of markup or a chat-template marker;
+- no speech is a line of the prompt's own text, or the player's line;
+- the stream (as the model streamed it) shows the same events as the batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from test_free_replies import MARKUP_FRAGMENT, TEMPLATE_MARKERS
+from test_stream_events import _batch_events, _observed, _stream
+
+import charfmt
+from charfmt._lenient.state import normal, words
+from charfmt._lenient.turns import learn
+from charfmt.character import Character
+from charfmt.parser import prompt_texts, turn_lines
+from charfmt.scene import Scene
+
+DATA: Final = Path(__file__).resolve().parent / "data"
+ROWS: Final[list[dict[str, Any]]] = [
+    json.loads(line) for line in (DATA / "new_replies.jsonl").read_text(encoding="utf-8").splitlines()
+]
+PROMPTS: Final[dict[str, str]] = json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8"))
+IDS: Final = [
+    f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in ROWS
+]
+
+sys.path.insert(0, str(DATA))  # make_new_corpus.py, beside the data, says how each setting is loaded
+import make_new_corpus as corpus  # noqa: E402
+
+
+@functools.cache
+def setting(ident: str) -> Character | Scene:
+    kind, file = next((k, f) for _g, i, k, f in corpus.settings() if i == ident)
+    return corpus.load_setting(kind, file)
+
+
+def options(row: dict[str, Any]) -> dict[str, Any]:
+    """What the caller that built the request passes to a read: tags, vocabulary, the turn, the prompt."""
+    s = setting(row["setting"])
+    found: dict[str, Any] = {
+        "tags": s.tags,
+        "turn": corpus.player_turn(s, row["turn"]),
+        "prompt": [
+            {"role": "system", "content": PROMPTS[row["setting"]]},
+            {"role": "user", "content": row["user_message"]},
+        ],
+    }
+    if isinstance(s, Character):
+        found["vocabulary"] = s.vocabulary
+    return found
+
+
+def read(row: dict[str, Any]) -> charfmt.Reply:
+    s = setting(row["setting"])
+    opts = options(row)
+    if isinstance(s, Scene):
+        return s.parse(row["reply"], lenient=True, turn=opts["turn"], prompt=opts["prompt"])
+    return charfmt.parse(row["reply"], lenient=True, **opts)
+
+
+def test_the_corpus_is_what_its_readme_promises() -> None:
+    assert len(ROWS) >= 200
+    assert {r["model"] for r in ROWS} == {"smollm2", "gemma"}
+    assert {(r["model"], r["chat_format"]) for r in ROWS} == set(corpus.RUNS)
+    assert {r["language"] for r in ROWS} == {"en", "ja", "fr"}
+    assert {r["kind"] for r in ROWS} == {"character", "card", "scene"}
+    assert set(PROMPTS) == {r["setting"] for r in ROWS}
+    for row in ROWS:
+        assert isinstance(row["seed"], int) and row["reply"] == "".join(row["chunks"])
+        assert row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+    keys = [(r["model"], r["chat_format"], r["setting"], r["turn_index"]) for r in ROWS]
+    assert len(set(keys)) == len(keys)
+
+
+def test_the_split_is_by_group_and_was_drawn_before_generation() -> None:
+    tuning = corpus.tuning_group()
+    assert tuning == ("A" if random.Random(corpus.SPLIT_SEED).random() < 0.5 else "B")
+    for row in ROWS:
+        assert row["half"] == ("tune" if row["group"] == tuning else "held")
+    halves = {h: [r for r in ROWS if r["half"] == h] for h in ("tune", "held")}
+    assert len(halves["tune"]) == len(halves["held"])
+    for rows in halves.values():  # each half: an English character, another language, a card, a scene
+        assert {r["kind"] for r in rows} == {"character", "card", "scene"}
+        assert {r["language"] for r in rows} > {"en"}
+    assert not {r["setting"] for r in halves["tune"]} & {r["setting"] for r in halves["held"]}
+
+
+def _prompt_lines(row: dict[str, Any]) -> set[str]:
+    told = learn(prompt_texts(options(row)["prompt"]), ())
+    return set(told.lines)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_no_segment_is_markup_or_a_marker_no_speech_the_prompts_text_or_the_players_line(row: dict[str, Any]) -> None:
+    reply = read(row)
+    lines = _prompt_lines(row)
+    said = {words(t) for t in turn_lines(options(row)["turn"])}
+    for chat in reply.chats:
+        for s in chat.segments:
+            assert not MARKUP_FRAGMENT.fullmatch(s.text), (s.tag, s.text)
+            assert not any(m in s.text for m in TEMPLATE_MARKERS), (s.tag, s.text)
+            if s.tag == "msg":  # (an action of the prompt's list of actions is the character's own)
+                assert normal(s.text) not in lines, s.text
+                assert words(s.text) not in said, s.text
+    assert "CF999" not in [d.code for d in reply.diagnostics]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_the_stream_shows_what_the_batch_reads(row: dict[str, Any]) -> None:
+    s = setting(row["setting"])
+    opts = options(row)
+    batch = charfmt.parse(row["reply"], lenient=True, **opts)
+    events = _stream(row["chunks"], lenient=True, **opts)
+    assert _observed(events) == _observed(list(_batch_events(batch, s.tags)))
+    assert charfmt.collect(events).chats == batch.chats

@@ -1,0 +1,251 @@
+"""The classes of issue 39.5: a lenient reader whose judgement holds on characters it was never tuned on.
+
+Each class is a case of ``tests/cases/reader_classes.txt`` (read in batch, and streamed in
+chunks to the same chats) and a property here: one line per element, a vocabulary key alone
+is an emotion, a bracket in running text stays text, a sentence is never an expression, the
+words that introduce a quotation narrate it, and text that is not the character's (the
+player's turn, the prompt's own text, JSON debris, the turns imagined after the reply) is
+dropped with its diagnostic.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import Case, load_cases
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import charfmt
+from charfmt.cards import greeting
+from charfmt.events import Emotion, TextDelta
+from charfmt.stream import StreamParser, collect
+
+CASES = load_cases("reader_classes.txt")
+DIRECTIVES = ("!", "vocabulary:", "aliases:", "turn:", "prompt:")
+
+
+def _options(case: Case) -> dict[str, Any]:
+    """The keywords of ``parse`` a case's directives give: ``vocabulary``, ``turn``, ``prompt``."""
+    lines = {k: v.strip() for k, _, v in (line.partition(":") for line in case.expected if line[:1] not in "[!")}
+    options: dict[str, Any] = {}
+    if "vocabulary" in lines:
+        aliases: dict[str, list[str]] = {}
+        for pair in filter(None, (p.strip() for p in lines.get("aliases", "").split(","))):
+            word, key = pair.split("=")
+            aliases.setdefault(key.strip(), []).append(word.strip())
+        keys = [k.strip() for k in lines["vocabulary"].split(",")]
+        options["vocabulary"] = charfmt.Vocabulary(emotions=[{"key": k, "aliases": aliases.get(k, [])} for k in keys])
+    for name in ("turn", "prompt"):
+        if name in lines:
+            options[name] = json.loads(lines[name])
+    return options
+
+
+def _chats(reply: charfmt.Reply) -> list[list[Any]]:
+    return [[c.type, c.order, [[s.tag, s.text] for s in c.segments]] for c in reply.chats]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_class_case_reads_as_written(case: Case) -> None:
+    reply = charfmt.parse(case.input, lenient=True, **_options(case))
+    assert _chats(reply) == [json.loads(line) for line in case.expected if line.startswith("[")]
+    codes = [d.code for d in reply.diagnostics]
+    for line in case.expected:
+        if line.startswith("!!"):
+            assert line[2:].strip() not in codes, codes
+        elif line.startswith("!"):
+            assert line[1:].strip() in codes, f"{line[1:].strip()} not in {codes}"
+    for d in reply.diagnostics:
+        assert 0 <= d.offset <= d.end <= len(case.input)
+        assert d.code in charfmt.diagnostics.CODES
+    assert "CF999" not in codes
+
+
+def _streamed(text: str, size: int, **options: Any) -> list[charfmt.Event]:
+    parser = StreamParser(**options)
+    events = [e for i in range(0, len(text), size) for e in parser.feed(text[i : i + size])]
+    return events + parser.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_class_case_streams_as_it_reads(case: Case) -> None:
+    options = _options(case)
+    batch = charfmt.parse(case.input, lenient=True, **options)
+    for size in (1, 7):
+        assert collect(_streamed(case.input, size, **options)).chats == batch.chats
+
+
+# --- the classes as properties (each also streamed: the same chats as the batch) -------------------
+
+WORD = st.from_regex(r"[a-z]{2,9}", fullmatch=True)
+SENTENCE = st.lists(WORD, min_size=3, max_size=9).map(lambda w: " ".join(w).capitalize() + ".")
+VOCABULARY = charfmt.Vocabulary(emotions=[{"key": "calm"}, {"key": "angry", "aliases": ["furious", "mad"]}])
+
+
+def _both(text: str, size: int, **options: Any) -> list[list[Any]]:
+    """The chats of ``text`` read in batch, checked equal to the stream's in chunks of ``size``."""
+    batch = charfmt.parse(text, lenient=True, **options)
+    assert collect(_streamed(text, size, **options)).chats == batch.chats
+    return _chats(batch)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["act", "thought"]), st.lists(WORD, min_size=1, max_size=4), SENTENCE, st.integers(1, 9))
+def test_an_element_left_open_ends_at_its_line(tag: str, words: list[str], sentence: str, size: int) -> None:
+    head = " ".join(words)
+    chats = _both(f"<{tag}>{head}\n{sentence}", size)
+    assert chats == [["C", 1, [[tag, head], ["msg", sentence]]]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["calm", "angry", "furious", "Mad", "calm."]), SENTENCE, st.integers(1, 9))
+def test_an_emotion_key_alone_on_its_line_is_the_emotion(word: str, sentence: str, size: int) -> None:
+    chats = _both(f"{word}\n{sentence}", size, vocabulary=VOCABULARY)
+    key = VOCABULARY.resolve(word.rstrip("."))
+    assert chats == [["C", 1, [["emo", key], ["msg", sentence]]]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(WORD, min_size=1, max_size=4),
+    st.from_regex(r"[a-z]{3,8}_[a-z0-9]{1,4}", fullmatch=True),
+    st.lists(WORD, min_size=1, max_size=4),
+    st.integers(1, 9),
+)
+def test_a_bracket_inside_a_sentence_that_names_no_emotion_stays_text(
+    before: list[str], word: str, after: list[str], size: int
+) -> None:
+    text = f"I {' '.join(before)} [{word}] {' '.join(after)}."
+    assert _both(text, size, vocabulary=VOCABULARY) == [["C", 1, [["msg", text]]]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(SENTENCE, st.booleans(), st.integers(1, 9))
+def test_a_sentence_is_never_an_expression(sentence: str, json_reply: bool, size: int) -> None:
+    body = f"<emo>{sentence}</emo>\n<msg>Fine.</msg>"
+    text = json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]}) if json_reply else body
+    events = _streamed(text, size, vocabulary=VOCABULARY)
+    assert not [e for e in events if isinstance(e, Emotion)]
+    assert _both(text, size, vocabulary=VOCABULARY) == [["C", 1, [["msg", sentence], ["msg", "Fine."]]]]
+
+
+SAY = st.sampled_from(["says", "said", "whispers", "asks", "replies"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["The old man", "She", "Brom", "The keeper"]), SAY, SENTENCE, st.integers(1, 9))
+def test_the_words_that_introduce_a_quotation_are_never_spoken(who: str, verb: str, line: str, size: int) -> None:
+    text = f'{who} {verb} "{line}" and smiles.'
+    assert _both(text, size) == [["C", 1, [["act", f"{who} {verb}"], ["msg", line], ["act", "and smiles."]]]]
+    spoken = "".join(e.text for e in _streamed(text, size) if isinstance(e, TextDelta) and e.tag == "msg")
+    assert spoken == line  # what a voice would say, and nothing shown that was taken back
+
+
+@settings(max_examples=30, deadline=None)
+@given(SENTENCE, SENTENCE, st.integers(1, 9))
+def test_the_players_turn_opening_a_reply_is_dropped(said: str, reply: str, size: int) -> None:
+    turn = f"[angry] {said}"
+    chats = _both(f"{said} {reply}", size, turn=turn)
+    assert chats == [["C", 1, [["msg", reply]]]]
+
+
+REX = charfmt.Character.load(__import__("conftest").ROOT / "examples" / "characters" / "rex.toml")
+REX_PROMPT = charfmt.render_messages(REX, [], REX.shorthand("Hi!"))["messages"]
+PROMPT_LINES = [
+    line
+    for line in REX_PROMPT[0]["content"].split("\n")
+    if len(line.strip()) >= 20 and not line.lstrip().startswith(("{", "<", "[", "#"))
+]
+"""Lines of Rex's system prompt (a heading opens a section of the prompt's, a case of its own)."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(PROMPT_LINES), min_size=1, max_size=3), SENTENCE, st.integers(1, 9))
+def test_the_prompts_own_lines_are_never_the_characters(lines: list[str], sentence: str, size: int) -> None:
+    text = "\n".join(lines) + f"\n<msg>{sentence}</msg>"
+    assert _both(text, size, prompt=REX_PROMPT) == [["C", 1, [["msg", sentence]]]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    SENTENCE,
+    st.sampled_from(["User:", "user", "Customer:", "Human:"]),
+    st.lists(SENTENCE, min_size=1, max_size=3),
+    st.integers(1, 9),
+)
+def test_the_turns_imagined_after_the_reply_are_dropped(sentence: str, label: str, more: list[str], size: int) -> None:
+    imagined = "".join(f"\n{label}\n<msg>{m}</msg>\nRex:\n<msg>{m}</msg>" for m in more)
+    text = f"<emo>neutral</emo>\n<msg>{sentence}</msg>{imagined}"
+    chats = _both(text, size, prompt=REX_PROMPT, vocabulary=REX.vocabulary)
+    assert chats == [["C", 1, [["emo", "neutral"], ["msg", sentence]]]]
+
+
+# --- the defects of issues 39.5 and 40.7, through the public API ---------------------------------
+
+
+def test_a_card_greeting_narrating_a_quotation_speaks_only_the_quotation() -> None:
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {"name": "Old Tom", "description": "An innkeeper.",
+                 "first_mes": 'The old man says "Welcome, traveler." and smiles.'},
+    }  # fmt: skip
+    tom = charfmt.Character.from_card(json.dumps(card).encode(), "tom.json")
+    reply = greeting(tom, 0, lambda text: text)
+    assert reply is not None
+    assert [(s.tag, s.text) for s in reply.chats[0].segments] == [
+        ("act", "The old man says"),
+        ("msg", "Welcome, traveler."),
+        ("act", "and smiles."),
+    ]
+
+
+def test_the_request_form_echoed_before_a_json_reply_is_not_the_characters_without_the_turn() -> None:
+    text = (
+        '<user_chats>\n<chat type="C">\n<msg>Hi! Can you fix my drone?</msg>\n</chat>\n</user_chats>\n'
+        '{"chats":[{"type":"C","order":1,"body":"<msg>Put it on the counter.</msg>"}]}'
+    )
+    for reply in (charfmt.parse(text, lenient=True), collect(_streamed(text, 5))):
+        assert [s.text for c in reply.chats for s in c.segments] == ["Put it on the counter."]
+
+
+def test_a_sentence_in_an_emotion_never_reaches_a_front_end_as_an_expression() -> None:
+    text = "<emo>I will tell you the weather tomorrow.</emo>\n<msg>Sleep well.</msg>"
+    reply = charfmt.parse(text, lenient=True, vocabulary=REX.vocabulary)
+    cues = list(charfmt.stage_cues(reply.events(REX.tags), character=REX))
+    assert not [c for c in cues if c.kind == "expression"]
+    assert [c.text for c in cues if c.kind == "speak"] == ["I will tell you the weather tomorrow.", "Sleep well."]
+
+
+def test_a_cue_value_that_is_a_sentence_is_narration() -> None:
+    yuki = charfmt.Character.load(__import__("conftest").ROOT / "examples" / "characters" / "yuki.toml")
+    text = "<sfx>a wave crashes through the window of the cliff house.</sfx>\n<msg>Hold on!</msg>"
+    reply = charfmt.parse(text, lenient=True, tags=yuki.tags, vocabulary=yuki.vocabulary)
+    assert [(s.tag, s.text) for c in reply.chats for s in c.segments] == [
+        ("act", "a wave crashes through the window of the cliff house."),
+        ("msg", "Hold on!"),
+    ]
+    assert "CF722" in [d.code for d in reply.diagnostics]
+
+
+def test_parse_and_the_stream_take_the_prompt_as_messages_text_or_texts() -> None:
+    text = "You are Rex, a retired combat robot who now runs a tiny repair shop on Mars.\n<msg>40 bolts.</msg>"
+    system = REX_PROMPT[0]["content"]
+    for prompt in (REX_PROMPT, system, [system], [{"role": "system", "content": [{"type": "text", "text": system}]}]):
+        reply = charfmt.parse(text, lenient=True, prompt=prompt)
+        assert [s.text for c in reply.chats for s in c.segments] == ["40 bolts."]
+        events = list(charfmt.iter_events([text[:30], text[30:]], prompt=prompt))
+        assert collect(events).chats == reply.chats
+    with pytest.raises(TypeError, match="prompt must be"):
+        charfmt.parse(text, lenient=True, prompt=3)  # type: ignore[arg-type]
+
+
+def test_the_characters_own_words_in_the_prompt_are_never_dropped_as_the_prompts() -> None:
+    # An assistant message (the character's earlier reply) is not the prompt's own text.
+    said = "Put it here. Forty bolts. Come back tomorrow."
+    prompt = [*REX_PROMPT[:1], {"role": "assistant", "content": said}, REX_PROMPT[-1]]
+    reply = charfmt.parse(f"<msg>{said}</msg>\n<act>beeps</act>", lenient=True, prompt=prompt)
+    assert [s.text for c in reply.chats for s in c.segments] == [said, "beeps"]

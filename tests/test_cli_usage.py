@@ -1,6 +1,6 @@
 """Usage errors and help that say what is true: each subcommand names itself in its usage errors, its ``--help``
 names only options it has, bad values are one clear line (an empty file, an empty ``--tokenizer``), ``chat``'s
-typed commands are the chat's (``/help``), and the README's ``--server`` list is the CLI's."""
+typed commands are the chat's (``/help``), and the docs' ``--server`` list is the CLI's."""
 
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def test_chat_help_lists_the_commands_and_sends_no_command_to_the_model() -> Non
     assert "you> hi" not in done.stdout  # (/quit ended the chat)
 
 
-def test_the_readme_lists_every_server_the_cli_takes() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    line = re.search(r"`--server` is one of (.*?)\.\n", readme)
+def test_the_docs_list_every_server_the_cli_takes() -> None:
+    page = (ROOT / "docs" / "CHAT.md").read_text(encoding="utf-8")
+    line = re.search(r"`--server` is one of (.*?)\.\n", page)
     assert line is not None
     assert tuple(re.findall(r"`([a-z-]+)`", line.group(1))) == SERVERS

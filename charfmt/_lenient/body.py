@@ -463,6 +463,10 @@ class _Elements:
             if escaped != piece.text:  # "forge for us?\\nThis is...": a line break written as JSON writes it
                 self.out.note("CF711", "a literal \\n inside an element read as a newline", piece.start, piece.end)
                 piece.text = escaped
+        if '\\"' in piece.text and (spec := self.tags.get(piece.tag)) is not None and spec.content != "key":
+            # 'lost.\\"': a quote escaped as JSON escapes it, in elements the reply wrote without JSON around them
+            self.out.note("CF711", 'a literal \\" inside an element read as a quote', piece.start, piece.end)
+            piece.text = piece.text.replace('\\"', '"')
         attribute = piece.attribute
         if attribute is not None:
             written, at = attribute.written, (attribute.start, attribute.end)

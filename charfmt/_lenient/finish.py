@@ -31,8 +31,9 @@ _MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
 
 def segments(state: Recovery) -> None:
     """Each chat's segments; a chat with none is dropped (noted where it stands in the JSON)."""
-    if state.turn and not state.found and state.chats:
-        _turn_first(state, state.chats[0])
+    if state.turn and not state.found:
+        for rc in state.chats:  # each chat of a reply without JSON (the request form's: one per <chat>)
+            _turn_first(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
         rc.segments = _segments(state, rc)
@@ -48,7 +49,7 @@ _TURN_LINE: Final = 6
 
 
 def _turn_first(state: Recovery, rc: RawChat) -> None:
-    """A reply without JSON that begins with the player's own line (``You broke it! Sorry...``): that line is
+    """A chat of a reply without JSON that begins with the player's own line (``You broke it! Sorry...``): that line is
     their turn echoed, dropped (``CF625``); the rest is the reply. A first line that the input ends inside,
     while it is still the start of the player's line, is dropped as well (a stream reads it so)."""
     end = len(state.source.text.rstrip())

@@ -21,6 +21,7 @@ from charfmt._lenient.prose import JSON_LINE
 from charfmt._lenient.state import RawChat, Recovery, blank_match, normal, short, words
 from charfmt._lenient.table import Reading, Sample, Span
 from charfmt._lenient.text import read_text
+from charfmt._lenient.words import is_sentence
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 
 CHAT_ELEMENT: Final = re.compile(
@@ -175,9 +176,10 @@ def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
 
 
 def _cue_like(state: Recovery, piece: Piece) -> bool:
-    """Whether ``piece`` is an emotion or a cue, which a player's turn holds beside its words."""
+    """Whether ``piece`` is an emotion or a cue, which a player's turn holds beside its words (an emotion that is a
+    sentence is words: ``<emo>I'm just a bit sad to hear``)."""
     spec = state.tags.get(piece.tag)
-    return spec is not None and spec.content == "key"
+    return spec is not None and spec.content == "key" and not (piece.tag == state.emotion and is_sentence(piece.text))
 
 
 def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.request_form import blocks
+from charfmt._lenient.request_form import blocks, introduces
 from charfmt._lenient.state import normal
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
@@ -36,7 +36,8 @@ GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "charac
 """Role names of the character's (the model's) turn."""
 
 _LABEL: Final = re.compile(
-    r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?[\"“「『]?(?P<name>[^\s:*#<>{}\[\]\"“”「」『』][^:\n*<>{}\[\]\"“”「」『』]{0,38}?)"
+    r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?[\"“「『]?"
+    r"(?P<name>[^\s:*#<>{}\[\]\"“”「」『』][^:\n*<>{}\[\]\"“”「」『』]{0,38}?)"
     r"[\"”」』]?(?:\*\*)?[ \t]*+(?P<colon>[:：,，])?(?:\*\*)?[ \t]*+$",
     re.M,
 )
@@ -107,6 +108,10 @@ class Told:
     """The prompt is written in Markdown sections (``## Persona``): a reply's heading imitates it."""
     tag_spec: bool
     """The prompt lists its tags as ``<emo>...</emo>: description`` lines: a reply's line written so imitates it."""
+    names: frozenset[str] = frozenset()
+    """The character's own names, case folded (``You are Wren.``; a scene's cast headings: every member's)."""
+    members: int = 1
+    """How many characters the prompt casts (a scene's cast; else one)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -117,6 +122,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     players, characters = set(GENERIC_PLAYER), set(GENERIC_CHARACTER)
     sections = tag_spec = False
     keys: set[str] = set()
+    names: set[str] = set()
+    members = 1
     for text in prompt:
         keys.update(_key(m) for m in _LIST_KEY.finditer(text))
         form = [(a, b) for a, b, _m in blocks(text)]
@@ -130,8 +137,11 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
             if (n := normal(line)) and len(n) >= _MIN_LINE:
                 lines.add(n)
         players.update(m.group(1).strip().casefold() for m in _SENDS.finditer(text))
-        characters.update(m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text))
-        characters.update(name.strip().casefold() for m in _CAST.finditer(text) for name in m.groups())
+        named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
+        cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
+        names.update(named, *cast)
+        members = max(members, len(cast))
+        characters.update(named, *cast)
         for m in _PROMPT_LABEL.finditer(text):
             after = text[m.end() :].lstrip()
             name = m.group(1).strip().casefold()
@@ -146,7 +156,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
     openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
-                frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec)  # fmt: skip
+                frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
+                frozenset(n for n in names - players if len(n) >= 2), members)  # fmt: skip
 
 
 Span = tuple[int, int, str, str]
@@ -193,7 +204,6 @@ def _label(line: str, told: Told) -> str | None:
 
 def _prompt_lines(text: str, told: Told) -> list[Span]:
     """Lines of the prompt echoed (``CF631``), and Markdown sections where the prompt is written in them."""
-    form = [(a, b) for a, b, _m in blocks(text)]
     spans: list[Span] = []
     section: int | None = None  # where the section being dropped began
     echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
@@ -305,7 +315,8 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
     marks: list[tuple[int, int, str]] = []
     since = 0  # where the text since the last label begins
     for a, b, kind in labels:
-        if kind == "character" and (before := _form_before(text, since, a)) is not None:
+        before = _form_before(text, since, a) if kind == "character" else None
+        if before is not None and not introduces(told, text[before:a]):  # (a form of the character's own: theirs)
             marks.append((before, before, "player"))
         marks.append((a, b, kind))
         since = b

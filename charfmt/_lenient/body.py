@@ -21,7 +21,7 @@ from charfmt._lenient.table import Reading, Sample, Span, reader
 from charfmt._lenient.words import is_sentence
 from charfmt._strict.body import fast_reader
 from charfmt.models import Vocabulary
-from charfmt.tags import TagSpec, TagTable
+from charfmt.tags import CHAT_TYPES, TagSpec, TagTable
 
 # --- tags -------------------------------------------------------------------------------
 
@@ -108,6 +108,8 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
     canon = tags.synonyms.get(base)
     exact = name in tags and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
     emotion = tags.emotion.name
+    if key is not None and not sub and key.upper() in CHAT_TYPES and attrs.get("type") == key and canon != emotion:
+        key = None  # '<message type="C">': the request form's <chat type="C"> mangled, no value of the element
     if canon is not None:
         wraps = canon == emotion and key is not None
         return Tag(closing, canon, key, intensity, self_closing, wraps, exact, True)

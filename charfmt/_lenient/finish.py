@@ -190,6 +190,10 @@ def _segments(state: Recovery, rc: RawChat) -> list[Segment]:
             if emotion is None:
                 continue
             tag, text = emotion
+        if not text.strip() and kind in TAGGED_TYPES and not state.found:
+            # '<msg>\n</msg>', '<mo>  </mo>' in a reply without JSON: nothing expressed, no segment
+            state.note("CF702", f"<{tag}> holds nothing but space: dropped", p.start, p.end, rc.index)
+            continue
         if NOT_TEXT_CHAR.search(text):
             state.note("CF714", "control characters or lone surrogates replaced by U+FFFD", p.start, p.end, rc.index)
             text = NOT_TEXT_CHAR.sub("\ufffd", text)

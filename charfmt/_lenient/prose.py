@@ -363,8 +363,9 @@ DEBRIS_BEFORE: Final = re.compile(r"[\"']?[}\]][\s\"'}\]{\[,:]*")
 """JSON punctuation that closes something (``"}]}``) at the start of a text: the end of a JSON reply, no words."""
 DEBRIS_AFTER: Final = re.compile(r"[\"']\s*[}\]][\s\"'}\],]*\Z")
 """The same at the end of an element's text (``…last long."}]}``)."""
-_QUOTES_ONLY: Final = re.compile(r"[\"'“”„,:;\\]+")
-"""Nothing but quotes and separators (``"`` left after ``</thought>``): a JSON string's end, no words."""
+_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;.\\\s]+")
+"""Nothing but quotes, separators and full stops (``"`` left after ``</thought>``, ``.`` after ``</msg>``): a JSON
+string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 

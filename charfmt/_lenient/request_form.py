@@ -206,7 +206,7 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         read.note("CF635", message, piece.start, piece.end)
         return True
     said = normal(piece.text)
-    if told is None or len(said) < _PLAYER_LINE or said not in told.player:
+    if told is None or len(said) < _PLAYER_LINE or not (said in told.player or _player_line_marked(said, told)):
         return False
     message = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
     read.note("CF631", message, piece.start, piece.end)
@@ -254,6 +254,15 @@ def addresses(told: Told | None, text: str) -> bool:
     return found is not None and found[1].search(text) is not None and found[0].search(text) is None
 
 
+def _player_line_marked(said: str, told: Told) -> bool:
+    """Whether ``said`` is a line of the player's in the prompt with marks after it and no more words
+    (``Hello! Can I see the lamp? (1)``)."""
+    bare = _TRAILING_MARKS.sub("", said)
+    return len(bare) >= _PART_OF_TURN and any(_TRAILING_MARKS.sub("", line) == bare for line in told.player)
+
+
+_TRAILING_MARKS: Final = re.compile(r"[\s(\[]*+[\d\W_]*\Z")
+"""Marks (a number in brackets, punctuation) after the last word of a line."""
 _PLAYER_LINE: Final = 4
 """Characters from which a line of the player's in the prompt, echoed in the form, is theirs (``...`` is anyone's)."""
 

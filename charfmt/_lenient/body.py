@@ -342,7 +342,10 @@ class _Elements:
                     self.open = self.open_tag = None
             else:
                 self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
-                self._end_open()
+                if self.open.text.strip():
+                    self._end_open()
+                else:  # '<message type="C">\n<msg>…': nothing but layout before the next tag, no segment
+                    self.open = self.open_tag = None
         elif self.out.pieces and start > 0 and self.raw[start - 1 : start] not in ("\n",) and self.last_end == start:
             self.out.note("CF701", "elements must be separated by a newline", start, start)
         canon = tag.canon

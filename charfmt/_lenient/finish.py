@@ -190,8 +190,9 @@ def _segments(state: Recovery, rc: RawChat) -> list[Segment]:
             if emotion is None:
                 continue
             tag, text = emotion
-        if not text.strip() and kind in TAGGED_TYPES and not state.found:
-            # '<msg>\n</msg>', '<mo>  </mo>' in a reply without JSON: nothing expressed, no segment
+        if not text.strip() and tag not in state.tags and kind in TAGGED_TYPES and not state.found:
+            # '<mo>  </mo>' in a reply without JSON: a tag of no table holding nothing, no segment ('<msg> </msg>'
+            # is the format's own: strict reading keeps it, and so does this)
             state.note("CF702", f"<{tag}> holds nothing but space: dropped", p.start, p.end, rc.index)
             continue
         if NOT_TEXT_CHAR.search(text):

@@ -25,7 +25,7 @@ from charfmt.character import Character, Exchange
 from charfmt.export import _gbnf_target, _lark_target, max_reply_tokens, measure_tokens_per_char, reply_grammar
 
 pytest.importorskip(
-    "llama_cpp", reason="llama-cpp-python is not installed (see the README: pip install 'charfmt[local]')"
+    "llama_cpp", reason="llama-cpp-python is not installed (see docs/CHAT.md: pip install 'charfmt[local]')"
 )
 
 BUDGET = 300

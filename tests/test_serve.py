@@ -743,11 +743,10 @@ def test_cli_port_in_use_is_one_error_line_exit_1() -> None:
 
 def test_readme_openai_sample_talks_to_the_server(rex: Character, upstream: tuple[Scripted, str]) -> None:
     pytest.importorskip("openai")
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Serve a character to any front end", 1)[1]
-    block = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    page = (Path(__file__).parent.parent / "docs" / "SERVER.md").read_text(encoding="utf-8")
+    block = page.split("```python\n", 1)[1].split("\n```", 1)[0]
     namespace: dict[str, Any] = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(block, "docs/SERVER.md", "exec"), namespace)
     with serve(rex, upstream) as base:
         text = namespace["talk"](base + "/v1")
     reply = parse(text, vocabulary=rex.vocabulary, tags=rex.tags)

@@ -5,8 +5,8 @@ to eight settings of ``tests/data/new_characters/`` (``make_new_corpus.py`` made
 README section says how), split by a seeded coin into a tuning half and a held-back half
 before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108 replies on four
 more settings, ``--set fresh``), made after both halves were read. ``tests/data/JUDGED.md`` holds
-the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's vocabulary and tags, told the
-player's turn and the prompt it answers):
+the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
+vocabulary and tags, told the player's turn and the prompt it answers):
 
 - no segment is a fragment of markup or a chat-template marker;
 - no speech is a line of the prompt's own text, or the player's line;

@@ -288,7 +288,7 @@ def read_string(state: Recovery, chat: RawChat, node: JNode, *, tagged: bool) ->
         state.take(chat, notes, mapper)
         add_text(chat, TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text)))
         return
-    result = read_elements(text, state.reading, cut_off=not node.closed, truncated=not node.closed)
+    result = read_elements(text, state.reading, cut_off=not node.closed, truncated=not node.closed, in_json=True)
     state.take(chat, result, mapper)
 
 

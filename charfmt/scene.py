@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -43,7 +44,7 @@ from charfmt.character import (
 )
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.envelope import Locator
-from charfmt.lorebook import Activation, Lorebook, LorebookError
+from charfmt.lorebook import Activation, Lorebook, LorebookError, checked_books
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
 from charfmt.stage import NARRATOR, StageReader
@@ -244,15 +245,35 @@ class Scene(BaseModel):
 
     # --- prompts ---------------------------------------------------------------------------------
 
-    def render_system(self, *, templates: str | Path | None = None, lore: Activation | None = None) -> str:
+    def render_system(
+        self,
+        *,
+        templates: str | Path | None = None,
+        lore: Activation | None = None,
+        seed: int | str | None = None,
+        now: datetime | None = None,
+    ) -> str:
         """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions, and the few-shots;
-        ``lore``: a turn's lore (``Scene.lore``), before and after the cast."""
-        from charfmt.render import _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
+        ``lore``: a turn's lore (``Scene.lore``), before and after the cast.
+
+        Each member's macros are expanded as a single character's are (``{{char}}`` that member,
+        ``{{user}}`` the scene's ``user_name``); ``seed`` and ``now``: the rolls and the clock
+        (``charfmt.macros``). A ``CharfmtError`` (``CF929``) where expansion passes its bound.
+        """
+        from charfmt._card_prompt import cast_expanded  # noqa: PLC0415
+        from charfmt.macros import MacroError, Macros  # noqa: PLC0415
+        from charfmt.render import TemplateError, _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
 
         before = "\n".join(lore.texts("before")) if lore is not None else ""
         after = "\n".join(lore.texts("after")) if lore is not None else ""
+        try:
+            cast = cast_expanded(self.cast, Macros(self.name, self.user_name, seed=seed, now=now), [])
+        except MacroError as e:
+            raise TemplateError(str(e)) from None
+        same = all(cast[who] is member for who, member in self.cast.items())
+        scene = self if same else self.model_copy(update={"cast": cast})
         return _render(
-            "scene.j2", _dir(templates), scene=_view(self), tags=self.tags, lore_before=before, lore_after=after
+            "scene.j2", _dir(templates), scene=_view(scene), tags=self.tags, lore_before=before, lore_after=after
         )
 
     def lore(
@@ -269,17 +290,21 @@ class Scene(BaseModel):
         is that member), then the scene's and ``lorebooks``, scanned as ``charfmt.lorebook`` says."""
         import random  # noqa: PLC0415
 
-        from charfmt._card_prompt import LORE_SHARE, merged  # noqa: PLC0415
+        from charfmt._card_prompt import (  # noqa: PLC0415
+            LORE_SHARE,
+            merged,
+            turn_seed,
+        )
         from charfmt.lorebook import DEFAULT_BUDGET  # noqa: PLC0415
         from charfmt.macros import Macros  # noqa: PLC0415
         from charfmt.render import estimate_tokens  # noqa: PLC0415
 
-        books = [*self._lore_books, *(b for b in lorebooks if b.entries)]
+        books = [*self._lore_books, *(b for b in checked_books(lorebooks) if b.entries)]
         if not books:
             return None
-        turn_seed = None if seed is None else f"{seed}/{len(history)}"
-        macros = Macros(self.name, self.user_name, seed=turn_seed)
-        rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
+        seeded = turn_seed(seed, history)
+        macros = Macros(self.name, self.user_name, seed=seeded)
+        rng = random.Random(f"lore/{seeded}") if seeded is not None else random.Random()
         share = max(1, budget // LORE_SHARE) if budget is not None else DEFAULT_BUDGET
         return merged(books).activate(
             self.scan_messages(history, turn), counter=counter or estimate_tokens, budget=share, rng=rng, macros=macros
@@ -323,13 +348,17 @@ class Scene(BaseModel):
         *,
         templates: str | Path | None = None,
         lore: Activation | None = None,
+        seed: int | str | None = None,
+        now: datetime | None = None,
     ) -> dict[str, Any]:
         """An OpenAI-style request body: the scene's system prompt, the history, the new turn.
 
         Past replies go back as ``charfmt.render_messages`` writes them: canonical, with the
         chat-template control strings they hold escaped (the same function writes both). ``lore``
-        (``Scene.lore``): before and after the cast, and at its depth among the messages.
+        (``Scene.lore``): before and after the cast, and at its depth among the messages; ``seed``
+        and ``now``: the cast's macros' rolls and clock (the same seed and history, the same turn).
         """
+        from charfmt._card_prompt import turn_seed  # noqa: PLC0415
         from charfmt.render import chat_turns, history_reply, render_user_block  # noqa: PLC0415
         from charfmt.render import lore_extras as extras  # noqa: PLC0415
 
@@ -342,7 +371,7 @@ class Scene(BaseModel):
         ]
         said = render_user_block(turn, templates=templates)
         turns = chat_turns(pairs, said, extras(lore))
-        system = self.render_system(templates=templates, lore=lore)
+        system = self.render_system(templates=templates, lore=lore, seed=turn_seed(seed, history), now=now)
         return {"messages": [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]}
 
     # --- files -----------------------------------------------------------------------------------
@@ -482,7 +511,7 @@ def _lorebook(folder: Path, name: Any, loc: tuple[Any, ...], max_size: int, fail
         raise fail(loc, 'a lorebook is a file name: lorebook = "FILE"')
     path = folder / name
     try:
-        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem)
+        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem, max_size=max_size)
     except CharacterError as e:
         raise fail(loc, f"{path}: {e.detail}") from None
     except LorebookError as e:

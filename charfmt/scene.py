@@ -49,7 +49,7 @@ from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
 from charfmt.stage import NARRATOR, StageReader
 from charfmt.stagemap import Voice
-from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
+from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
 from charfmt.userinput import UserTurn
 
 _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF308"}
@@ -57,16 +57,33 @@ _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF30
 
 
 def _union_tags(cast: dict[str, Character]) -> TagTable:
-    """One table holding every cast member's tags (a tag two members declare differently is an error)."""
+    """One table holding every cast member's tags (a tag two members declare differently is an error).
+
+    A tag one member declares takes its words from the default tags' synonyms for everyone
+    (``<motion>`` a cue of one member's: ``motion`` is no longer the other members' ``<act>``), so
+    two members' tables that differ only by such a word agree.
+    """
     table = DEFAULT_TAGS
+    for character in cast.values():
+        added = [spec for spec in character.tags if table.get(spec.name) is None]
+        if added:
+            table = table.extend(*added)
     for who, character in cast.items():
         for spec in character.tags:
             have = table.get(spec.name)
-            if have is None:
-                table = table.extend(spec)
-            elif have != spec:
+            if have is not None and _meaning(have, table) != _meaning(spec, table):
                 raise ValueError(f"cast {who!r}: tag <{spec.name}> differs from another member's")
     return table
+
+
+def _meaning(spec: TagSpec, table: TagTable) -> tuple[Any, ...]:
+    """What ``spec`` says, but for the words another tag of ``table`` holds (a synonym moved to a new tag)."""
+    others = [t for t in table if t.name != spec.name]
+    named = {w for t in others for w in (t.name, *t.synonyms)}
+    marked = named | {w for t in others for w in t.prefixes}
+    synonyms = frozenset(spec.synonyms) - named
+    prefixes = frozenset(spec.prefixes) - marked
+    return spec.name, spec.role, spec.description, spec.values, synonyms, prefixes
 
 
 class Scene(BaseModel):
@@ -128,6 +145,19 @@ class Scene(BaseModel):
         keys = dict.fromkeys(key for c in self.cast.values() for key in c.vocabulary.keys)
         return Vocabulary.of(*keys)
 
+    @cached_property
+    def reading_vocabulary(self) -> Vocabulary:
+        """Every emotion word of the cast, each key and alias its own key: what a lenient read is told.
+
+        The reader then knows a word of the cast alone on a line (an emotion, not speech) and a
+        bracket that names none (text), and keeps each as written: which member's key a word is,
+        ``check`` decides per speaker. ``Scene.parse`` passes it; pass it to a ``StreamParser``
+        or ``charfmt.parse`` of a scene's reply (``vocabulary=scene.reading_vocabulary``).
+        """
+        words = {w.strip().casefold(): w.strip() for c in self.cast.values() for e in c.vocabulary.emotions
+                 for w in (e.key, *e.aliases) if w.strip()}  # fmt: skip
+        return Vocabulary.of(*words.values(), policy="error")
+
     # --- reading ---------------------------------------------------------------------------------
 
     def parse(
@@ -144,7 +174,8 @@ class Scene(BaseModel):
         lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn`` and
         ``prompt``: what the reply answers, as ``charfmt.parse`` takes them.
         """
-        reply = parse(text, lenient=lenient, tags=self.tags, turn=turn, prompt=prompt)
+        vocabulary = self.reading_vocabulary if lenient else None
+        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt)
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
         problems = self.check(reply, source, lenient=lenient)
         if not problems:

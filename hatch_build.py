@@ -1,23 +1,24 @@
-"""Build hook: compile the stream reader (the package ``charfmt/_stream/``) with mypyc where possible.
+"""Build hook: compile the stream reader (``charfmt/_stream/``) and the strict reader (``charfmt/_strict/``) with mypyc.
 
-The compiled twin is ``charfmt._stream_c``: a copy of ``charfmt/_stream/`` whose
-``__init__.py`` ends with a SHA-256 of the package's modules (every ``charfmt/**/*.py``:
-mypyc inlines ``Final`` constants of the modules the reader imports) as ``SOURCE_DIGEST``,
-all its modules compiled with mypyc as one group (over twice as fast; see
-``benchmarks/bench_stream.py``): one extension per module, ``charfmt/_stream_c/<module>``,
-and the group's shared library, ``charfmt/_stream_c__mypyc``. ``charfmt.stream`` uses it only
-while the digest matches the package installed around it, so an editable install whose
-source was edited (any module) runs the source, never stale code. The digest and the
-reading of ``CHARFMT_PURE_PYTHON`` are ``charfmt/_twin.py``, loaded here by its path: one
-rule for the build and the import.
+Each compiled twin (``charfmt._twin.TWINS``: ``charfmt._stream_c``, ``charfmt._strict_c``) is a
+copy of its package whose ``__init__.py`` ends with a SHA-256 of the package's modules (every
+``charfmt/**/*.py``: mypyc inlines ``Final`` constants of the modules a reader imports) as
+``SOURCE_DIGEST``, all its modules compiled with mypyc as one group (over twice as fast for
+the stream reader; see ``benchmarks/bench_stream.py`` and ``benchmarks/bench_parse.py``): one
+extension per module, ``charfmt/<twin>/<module>``, and the group's shared library,
+``charfmt/<twin>__mypyc``. Both groups come from one mypy run. ``charfmt.stream`` and
+``charfmt.parser`` use a twin only while its digest matches the package installed around it,
+so an editable install whose source was edited (any module) runs the source, never stale
+code. The digest and the reading of ``CHARFMT_PURE_PYTHON`` are ``charfmt/_twin.py``, loaded
+here by its path: one rule for the build and the import.
 
 Compiling needs a C compiler and mypy (with setuptools), which the hook asks for as build
 dependencies; without a compiler the build says why and installs the pure-Python package,
-which produces the same events. With ``CHARFMT_PURE_PYTHON=1`` (or ``true``, ``yes``, ``on``)
-the hook asks for no dependency and compiles nothing: what an offline install without mypy
-in its wheelhouse needs. An editable build first removes the compiled files an earlier
-editable build left in the source tree. A wheel that holds the compiled twin is tagged for
-this interpreter and platform; a pure one stays ``py3-none-any``.
+which produces the same events and replies. With ``CHARFMT_PURE_PYTHON=1`` (or ``true``,
+``yes``, ``on``) the hook asks for no dependency and compiles nothing: what an offline install
+without mypy in its wheelhouse needs. An editable build first removes the compiled files an
+earlier editable build left in the source tree. A wheel that holds the compiled twins is
+tagged for this interpreter and platform; a pure one stays ``py3-none-any``.
 """
 
 from __future__ import annotations
@@ -56,15 +57,21 @@ def _pure_python_requested(root: Path) -> bool:
 
 
 def _stale_products(root: Path) -> list[Path]:
-    """Compiled files of the twin in the source tree (left by an editable build): so, pyd.
+    """Compiled files of the twins in the source tree (left by an editable build): so, pyd.
 
-    Its modules (``charfmt/_stream_c/``) and its shared library (``charfmt/_stream_c__mypyc``),
+    Their modules (``charfmt/<twin>/``) and shared libraries (``charfmt/<twin>__mypyc``),
     and the files of the twins of earlier versions (``charfmt/_scanner_c*``).
     """
-    package, twin = root / PACKAGE, str(_rules(root).TWIN)
-    found = [p for name in (twin, *EARLIER_TWINS) for p in package.glob(f"{name}*")]
-    found += (package / twin).rglob("*")
+    package, twins = root / PACKAGE, _twin_names(root)
+    found = [p for name in (*twins, *EARLIER_TWINS) for p in package.glob(f"{name}*")]
+    for twin in twins:
+        found += (package / twin).rglob("*")
     return sorted(p for p in found if p.suffix in (".so", ".pyd") and p.is_file())
+
+
+def _twin_names(root: Path) -> list[str]:
+    """The compiled twins' package names (``_stream_c``, ``_strict_c``), from ``charfmt._twin.TWINS``."""
+    return [str(twin) for twin in _rules(root).TWINS.values()]
 
 
 class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
@@ -84,19 +91,20 @@ class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
             for stale in _stale_products(root):
                 stale.unlink()
                 self.app.display_info(f"charfmt: removed {stale.relative_to(root).as_posix()} (an earlier build's)")
-            twin = root / PACKAGE / str(_rules(root).TWIN)
-            if twin.is_dir() and not any(twin.iterdir()):
-                twin.rmdir()  # (only ever made by a build, to hold those files)
+            for name in _twin_names(root):
+                twin = root / PACKAGE / name
+                if twin.is_dir() and not any(twin.iterdir()):
+                    twin.rmdir()  # (only ever made by a build, to hold those files)
         if _pure_python_requested(root):
-            self.app.display_info("charfmt: CHARFMT_PURE_PYTHON is set: the stream reader stays pure Python")
+            self.app.display_info("charfmt: CHARFMT_PURE_PYTHON is set: the stream and strict readers stay pure Python")
             return
         work = Path(tempfile.mkdtemp(prefix="charfmt-mypyc-"))
         try:
             built = _compile(root, work)
         except Exception as e:  # no compiler, no mypy: the pure-Python package works the same
             self.app.display_warning(
-                f"charfmt: could not compile the stream reader with mypyc ({type(e).__name__}: {e}); "
-                "installing it as pure Python (same events, about half the speed)"
+                f"charfmt: could not compile the stream and strict readers with mypyc ({type(e).__name__}: {e}); "
+                "installing them as pure Python (same events and replies, slower)"
             )
             shutil.rmtree(work, ignore_errors=True)
             return
@@ -112,7 +120,7 @@ class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
                 shutil.copy2(path, root / relative)
             else:
                 build_data["force_include"][str(path)] = relative
-        self.app.display_info(f"charfmt: compiled the stream reader with mypyc ({len(built)} files)")
+        self.app.display_info(f"charfmt: compiled the stream and strict readers with mypyc ({len(built)} files)")
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         work = getattr(self, "_work", None)
@@ -121,35 +129,38 @@ class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]
 
 
 def _compile(root: Path, work: Path) -> list[Path]:
-    """Compile a digest-stamped copy of ``charfmt/_stream/`` as ``charfmt._stream_c``; the built files."""
+    """Compile a digest-stamped copy of each twin's package (``charfmt._twin.TWINS``), one mypy run; the built files."""
     # Build dependencies (CompileScanner.dependencies), imported here: without them the build stays pure Python.
     from mypyc.build import mypycify  # noqa: PLC0415
     from setuptools import Distribution  # type: ignore[import-untyped]  # noqa: PLC0415
 
     rules = _rules(root)
-    source, name = str(rules.SOURCE), str(rules.TWIN)
+    twins = {str(source): str(name) for source, name in rules.TWINS.items()}
     tree = work / "src"
     package = tree / PACKAGE
-    # The whole package, so that mypy (which mypyc runs first) sees the types the reader uses.
-    skip = shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", name)
+    # The whole package, so that mypy (which mypyc runs first) sees the types the readers use.
+    skip = shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", *twins.values())
     shutil.copytree(root / PACKAGE, package, ignore=skip)
-    # The digest of the very modules compiled (as charfmt.stream computes it at import).
+    # The digest of the very modules compiled (as charfmt._twin.load computes it at import).
     digest = str(rules.package_digest(package))
-    twin = package / name
-    shutil.copytree(package / source, twin)  # (its imports within itself are relative: the twin imports its own)
-    init = twin / "__init__.py"
-    init.write_bytes(init.read_bytes() + f"\n\nSOURCE_DIGEST = {digest!r}\n".encode())
-    modules = sorted(p.stem for p in twin.glob("*.py"))
+    groups: list[tuple[list[str], str | None]] = []  # (the type mypycify's separate= takes)
+    for source, name in twins.items():
+        twin = package / name
+        shutil.copytree(package / source, twin)  # (its imports within itself are relative: the twin imports its own)
+        init = twin / "__init__.py"
+        init.write_bytes(init.read_bytes() + f"\n\nSOURCE_DIGEST = {digest!r}\n".encode())
+        # One group per twin: charfmt/<twin>__mypyc is its shared library.
+        groups.append(([f"{PACKAGE}/{name}/{p.name}" for p in sorted(twin.glob("*.py"))], f"{PACKAGE}.{name}"))
     cwd = os.getcwd()
     os.chdir(tree)
     try:
         extensions = mypycify(
-            ["--ignore-missing-imports", "--follow-imports=silent", *(f"{PACKAGE}/{name}/{m}.py" for m in modules)],
+            ["--ignore-missing-imports", "--follow-imports=silent", *(f for files, _ in groups for f in files)],
             opt_level="3",
             target_dir=str(work / "c"),
-            group_name=f"{PACKAGE}.{name}",  # the shared library: charfmt/_stream_c__mypyc
+            separate=groups,
         )
-        dist = Distribution({"name": "charfmt-stream", "ext_modules": extensions, "script_name": "setup.py"})
+        dist = Distribution({"name": "charfmt-readers", "ext_modules": extensions, "script_name": "setup.py"})
         command = dist.get_command_obj("build_ext")
         command.build_lib = str(work / "lib")
         command.build_temp = str(work / "tmp")
@@ -158,8 +169,11 @@ def _compile(root: Path, work: Path) -> list[Path]:
     finally:
         os.chdir(cwd)
     built = sorted(p for p in (work / "lib").rglob("*") if p.is_file())
-    compiled = {p.name.split(".")[0] for p in built if p.parent.name == name}
-    if compiled != set(modules):
-        raise RuntimeError(f"mypyc built no {name} module for {sorted(set(modules) - compiled)}")
+    for files, group in groups:
+        name = str(group).split(".")[-1]
+        modules = {Path(f).stem for f in files}
+        compiled = {p.name.split(".")[0] for p in built if p.parent.name == name}
+        if compiled != modules:
+            raise RuntimeError(f"mypyc built no {name} module for {sorted(modules - compiled)}")
     print(f"charfmt: {', '.join(p.name for p in built)} ({sys.implementation.cache_tag})", file=sys.stderr)
     return built

@@ -62,11 +62,15 @@ _CHILD = {
 
 
 def _child_cpu(tree: Path, code: str, env: dict[str, str]) -> float:
-    """Run ``code`` on ``tree``; its printed CPU time."""
+    """Run ``code`` on ``tree``; its printed CPU time.
+
+    In ``tree`` as its folder: ``python -c`` puts the current folder first on ``sys.path``, so a
+    run started inside the other tree would otherwise import that tree's charfmt.
+    """
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         env={**env, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}"},
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, cwd=tree,
     )  # fmt: skip
     return float(out.stdout.strip().splitlines()[-1])
 

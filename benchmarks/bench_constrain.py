@@ -15,7 +15,7 @@ them alike:
 - ``lark`` / ``lark+vocab``: ``charfmt.grammar("lark")`` without and with a vocabulary,
   on a tokenizer with llguidance's default slices;
 - ``lark/slices`` / ``lark+vocab/slices``: the same on a tokenizer built with
-  ``charfmt.export.llguidance_slices()``, the setting the README recommends.
+  ``charfmt.export.llguidance_slices()``, the setting docs/GRAMMARS.md recommends.
 
 Prints, per grammar, the mean, p50, p99 and max mask time in µs over every mask of every
 timed round, the masks per reply, and the mean's ratio to the schema's (median of the

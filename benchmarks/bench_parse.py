@@ -8,6 +8,11 @@ the per-round ratios (reference, strict and lenient run interleaved, round after
 the scaling of charfmt.parse from 3 KB to 3 MB (time ratio divided by size ratio: 1.0
 is linear), and the cold start (``import charfmt`` + first parse in a fresh process,
 CPU time of the child, a bare interpreter's subtracted).
+
+Which strict reader runs is settled first (``charfmt.parser._READERS.settle()``: the
+mypyc-compiled ``charfmt._strict_c`` where it was built from this source, which ``parse``
+otherwise loads only after a megabyte of input) and printed; with the compiled one, the
+pure-Python one is timed in the same rounds too (the ``pure`` columns).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import charfmt
+from charfmt import parser
 from charfmt.writer import escape
 
 REFERENCE_TAG = re.compile(r"<(emo|act|msg|thought)>(.*?)</\1>", re.S)
@@ -114,27 +120,52 @@ def _lenient(text: str) -> object:
     return charfmt.parse(text, lenient=True)
 
 
-def compare(text: str, rounds: int, budget: float) -> dict[str, float]:
+def pure_strict() -> Callable[[str], object]:
+    """``charfmt.parse`` with the pure-Python strict reader (what ``CHARFMT_PURE_PYTHON=1`` runs)."""
+    from charfmt._strict.body import parse_batch
+    from charfmt._strict.fast import read_reply
+
+    pure = parser._Readers()
+    pure.fast, pure.batch, pure.compiled = read_reply, parse_batch, False
+
+    def run(text: str) -> object:
+        chosen = parser._READERS
+        parser._READERS = pure
+        try:
+            return charfmt.parse(text)
+        finally:
+            parser._READERS = chosen
+
+    return run
+
+
+def compare(text: str, rounds: int, budget: float, *, pure: Callable[[str], object] | None = None) -> dict[str, float]:
     """Per-call CPU seconds of reference, strict and lenient parse, and their ratios.
 
-    The three run interleaved, round after round; each ratio is the median of the
-    per-round ratios, so a slow stretch of the machine hits both sides of a ratio alike.
+    The three (four with ``pure``: the pure strict reader beside the compiled one) run
+    interleaved, round after round; each ratio is the median of the per-round ratios, so a slow stretch
+    of the machine hits both sides of a ratio alike.
     """
-    for fn in (reference, charfmt.parse, _lenient):  # warm up: caches, compiled patterns
+    runs: dict[str, Callable[[str], object]] = {"reference": reference, "strict": charfmt.parse, "lenient": _lenient}
+    if pure is not None:
+        runs["pure"] = pure
+    for fn in runs.values():  # warm up: caches, compiled patterns
         fn(text)
     one = max(_time(charfmt.parse, text, 1), 1e-6)
-    number = max(1, int(budget / rounds / one / 3))
-    samples: dict[str, list[float]] = {"reference": [], "strict": [], "lenient": []}
+    number = max(1, int(budget / rounds / one / len(runs)))
+    samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
-        samples["reference"].append(_time(reference, text, number))
-        samples["strict"].append(_time(charfmt.parse, text, number))
-        samples["lenient"].append(_time(_lenient, text, number))
+        for name, fn in runs.items():
+            samples[name].append(_time(fn, text, number))
     ref, strict, lenient = samples["reference"], samples["strict"], samples["lenient"]
-    return {
+    out = {
         **{k: statistics.median(v) for k, v in samples.items()},
         "ratio": statistics.median(s / r for s, r in zip(strict, ref, strict=True)),
         "lenient_over_strict": statistics.median(le / s for le, s in zip(lenient, strict, strict=True)),
     }
+    if pure is not None:
+        out["pure_ratio"] = statistics.median(p / r for p, r in zip(samples["pure"], ref, strict=True))
+    return out
 
 
 def cold_start(sample: str, runs: int) -> dict[str, float]:
@@ -170,17 +201,25 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rounds, budget = (3, 0.3) if args.quick else (9, 3.0)
     sizes = {"typical": 300, "3KB": 3_000, "300KB": 300_000, "3MB": 3_000_000}
-    results: dict[str, Any] = {"python": sys.version.split()[0], "sizes": {}}
-    print(f"{'reply':>8} {'bytes':>9} {'reference':>11} {'strict':>11} {'ratio':>6} {'lenient':>11} {'len/str':>7}")
+    compiled = parser._READERS.settle()  # (parse itself loads the compiled reader after a megabyte)
+    results: dict[str, Any] = {"python": sys.version.split()[0], "compiled": compiled, "sizes": {}}
+    reader = "mypyc-compiled (charfmt._strict_c)" if compiled else "pure Python"
+    print(f"strict reader: {reader}; Python {results['python']}")
+    pure_head = f" {'pure':>11} {'ratio':>6}" if compiled else ""
+    print(
+        f"{'reply':>8} {'bytes':>9} {'reference':>11} {'strict':>11} {'ratio':>6} {'lenient':>11} {'len/str':>7}"
+        + pure_head
+    )
     for name, target in sizes.items():
         text = make_reply(target)
         assert [[(s.tag, s.text) for s in c.segments] for c in charfmt.parse(text).chats] == reference(text)
-        t = compare(text, rounds, budget)
+        t = compare(text, rounds, budget, pure=pure_strict() if compiled else None)
         size = len(text.encode())
         results["sizes"][name] = {"bytes": size, **t}
+        pure = f" {t['pure'] * 1e6:>9.1f}us {t['pure_ratio']:>5.2f}x" if compiled else ""
         print(
             f"{name:>8} {_human(size):>9} {t['reference'] * 1e6:>9.1f}us {t['strict'] * 1e6:>9.1f}us "
-            f"{t['ratio']:>5.2f}x {t['lenient'] * 1e6:>9.1f}us {t['lenient_over_strict']:>6.2f}x"
+            f"{t['ratio']:>5.2f}x {t['lenient'] * 1e6:>9.1f}us {t['lenient_over_strict']:>6.2f}x" + pure
         )
     s = results["sizes"]
     scaling = {

@@ -1,6 +1,6 @@
 """Benchmark: how soon a stream speaks, and how seldom it takes back what it showed (issue 40, item 6).
 
-Run: .venv/bin/python benchmarks/bench_stream_early.py [--half held|fit|all] [--chunk N] [--show K]
+Run: .venv/bin/python benchmarks/bench_stream_early.py [--half held|fit|all] [--chunk N] [--show K] [--told]
 
 Over ``benchmarks/data/stream_corpus.jsonl`` (real model replies, the replies written by hand after
 them, and real prose, quoted speech and CJK lines sent off-format, as bare tags with entities, as
@@ -13,6 +13,12 @@ each reply streamed in the chunks it was recorded in, else in ``--chunk``-charac
 - stream != batch: replies whose stream ends with other chats than ``parse(text, lenient=True)``
   (must be 0);
 - per kind of reply, the same; ``--show K`` prints K replies that speak only at ``close()``.
+
+``--told``: each reply streamed (and parsed) told what its caller knew, as ``charfmt serve`` and
+``charfmt chat`` tell theirs: the player's turn and the prompt (``render_messages``) of the request it
+answered, where the corpus records them (the replies of ``tests/data/free_replies.jsonl`` and
+``real_replies.jsonl``, as their generators rendered them, and the rows the token corpus's
+``model_output`` lines were built into); the others as without it.
 
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
 (the default), read once at the end.
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import charfmt
+from charfmt._lenient import words
 
 CORPUS: Final = Path(__file__).resolve().parent / "data" / "stream_corpus.jsonl"
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
@@ -38,6 +45,40 @@ def load(half: str) -> list[dict[str, Any]]:
     return [r for r in rows if half == "all" or r["half"] == half]
 
 
+DATA: Final = Path(__file__).resolve().parent.parent / "tests" / "data"
+CHARACTERS: Final = Path(__file__).resolve().parent.parent / "examples" / "characters"
+TOKEN_CORPUS: Final = Path(__file__).resolve().parent / "data" / "token_corpus.jsonl"
+
+
+def requests() -> dict[str, tuple[str, str, bool]]:
+    """The recorded replies' requests: reply text -> (character, the player's line, read by ``Character.shorthand``)."""
+    found: dict[str, tuple[str, str, bool]] = {}
+    for name, by_character in (("free_replies.jsonl", True), ("real_replies.jsonl", False)):
+        for line in (DATA / name).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            found[row["reply"]] = (row["character"], row["turn"], by_character)
+    return found
+
+
+def told(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What the caller of each row knew (``--told``): row id -> ``turn`` and ``prompt``, where recorded."""
+    asked = requests()
+    lines = [json.loads(line) for line in TOKEN_CORPUS.read_text(encoding="utf-8").splitlines()]
+    source = {r["id"]: r["text"] for r in lines if r["group"] == "model_output"}
+    characters: dict[str, charfmt.Character] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = row["id"].split("/")[0]
+        request = asked.get(source.get(key, row["text"]))
+        if request is None:
+            continue
+        name, say, by_character = request
+        character = characters.setdefault(name, charfmt.Character.load(CHARACTERS / f"{name}.toml"))
+        turn = character.shorthand(say) if by_character else charfmt.parse_shorthand(say)
+        out[row["id"]] = {"turn": turn, "prompt": charfmt.render_messages(character, [], turn)["messages"]}
+    return out
+
+
 def chunks_of(row: dict[str, Any], size: int) -> list[str]:
     if row["chunks"]:
         return list(row["chunks"])
@@ -45,11 +86,11 @@ def chunks_of(row: dict[str, Any], size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def measure(row: dict[str, Any], size: int) -> tuple[bool, bool, bool, bool]:
-    """``(speaks, spoke early, reset, differs)`` of one reply."""
+def measure(row: dict[str, Any], size: int, known: dict[str, Any] | None = None) -> tuple[bool, bool, bool, bool]:
+    """``(speaks, spoke early, reset, differs)`` of one reply; ``known``: what its caller told (``--told``)."""
     text = row["text"]
-    batch = charfmt.parse(text, lenient=True)
-    parser = charfmt.StreamParser()
+    batch = charfmt.parse(text, lenient=True, **(known or {}))
+    parser = charfmt.StreamParser(**(known or {}))
     early: list[charfmt.Event] = []
     for chunk in chunks_of(row, size):
         early.extend(parser.feed(chunk))
@@ -60,17 +101,26 @@ def measure(row: dict[str, Any], size: int) -> tuple[bool, bool, bool, bool]:
     return speaks, speaks and spoke, reset, charfmt.collect(early + late).chats != batch.chats
 
 
+def one_sentence(text: str, known: dict[str, Any] | None = None) -> bool:
+    """Whether the speech of ``text`` is one sentence a quotation coming right after would make narration."""
+    batch = charfmt.parse(text, lenient=True, **(known or {}))
+    said = " ".join(s.text for c in batch.chats for s in c.segments if s.tag in SPEECH and s.text).strip()
+    return bool(said) and words.last_sentence_start(said) == 0 and words.narrates_next(said)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--half", choices=("held", "fit", "all"), default="held")
     ap.add_argument("--chunk", type=int, default=4)
     ap.add_argument("--show", type=int, default=0, metavar="K")
+    ap.add_argument("--told", action="store_true", help="tell each stream its request's turn and prompt, as serve does")
     args = ap.parse_args(argv)
     rows = load(args.half)
+    known = told(rows) if args.told else {}
     counts: dict[str, Counter[str]] = {}
     late: list[dict[str, Any]] = []
     for row in rows:
-        speaks, spoke, reset, differs = measure(row, args.chunk)
+        speaks, spoke, reset, differs = measure(row, args.chunk, known.get(row["id"]))
         for key in ("all", row["kind"]):
             c = counts.setdefault(key, Counter())
             c["replies"] += 1
@@ -80,10 +130,13 @@ def main(argv: list[str] | None = None) -> int:
             c["differ"] += differs
         if speaks and not spoke:
             late.append(row)
+            c = counts["all"]
+            c["one sentence"] += one_sentence(row["text"], known.get(row["id"]))
     reader = "compiled" if charfmt.stream.COMPILED else "pure Python"
     print(
         f"{CORPUS.name}, half {args.half}: {len(rows)} replies,"
         f" {args.chunk}-char chunks where none were recorded ({reader})"
+        + (f"; {len(known)} told their request's turn and prompt" if args.told else "")
     )
     for key in ["all", *sorted(k for k in counts if k != "all")]:
         c = counts[key]
@@ -92,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             f"   Reset: {100 * c['reset'] / max(c['replies'], 1):4.2f} % of {c['replies']:>4}"
             f"   stream != batch: {c['differ']}"
         )
+    c = counts["all"]
+    print(
+        f"  late: {len(late)}, of which {c['one sentence']} speak one sentence that a quotation coming next would"
+        " make narration (the batch reader's rule): no stream can know it is speech before the reply ends"
+    )
     for row in late[: args.show]:
         print(f"--- {row['id']} ({row['kind']}): {row['text'][:160]!r}")
     return 0

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook
+from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
 from charfmt.macros import MacroError, Macros
 from charfmt.models import Chat, Reply
 
@@ -52,9 +52,33 @@ def opening_line(character: Character) -> str:
 
 def macros_for(character: Character, seed: int | str | None, now: dt.datetime | None) -> Macros:
     """The macros of one use for ``character``: ``{{char}}`` its card's nickname or name, ``{{user}}`` the player."""
+    return Macros(char_name(character), character.user_name, seed=seed, now=now)
+
+
+def char_name(character: Character) -> str:
+    """What ``{{char}}`` names for ``character``: its card's nickname where it has one, else its name."""
     nickname = character.card.data.get("nickname") if character.card is not None else None
-    char = nickname.strip() if isinstance(nickname, str) and nickname.strip() else character.name
-    return Macros(char, character.user_name, seed=seed, now=now)
+    return nickname.strip() if isinstance(nickname, str) and nickname.strip() else character.name
+
+
+def turn_seed(seed: int | str | None, history: Sequence[Any]) -> int | str | None:
+    """The seed of a turn's macros and rolls after ``history`` (``None``: fresh entropy): each turn its own."""
+    return None if seed is None else f"{seed}/{len(history)}"
+
+
+def cast_expanded(cast: dict[str, Character], macros: Macros, notes: list[Diagnostic]) -> dict[str, Character]:
+    """A scene's cast with each member's persona and few-shots expanded as a single character's are: ``{{char}}``
+    that member (its card's nickname or name), ``{{user}}`` ``macros.user`` (the scene's player); one output
+    bound for the whole cast (``macros``'). A member without a macro is itself."""
+    out: dict[str, Character] = {}
+    scene = macros.char
+    try:
+        for who, member in cast.items():
+            macros.char = char_name(member)
+            out[who] = _expanded(member, macros, notes) if has_macros(member) else member
+    finally:
+        macros.char = scene
+    return out
 
 
 def turn_parts(
@@ -74,10 +98,12 @@ def turn_parts(
     history give the same turn); ``now``: what ``{{time}}`` and ``{{date}}`` read. ``lorebooks``:
     lore beyond the card's own book (``None``: no lore at all, not even the card's).
     """
-    if character.card is None and not lorebooks and not _has_macros(character):
+    if lorebooks is not None:
+        lorebooks = checked_books(lorebooks)
+    if character.card is None and not lorebooks and not has_macros(character):
         return TurnParts(character, None, "", None, [])  # (a character file without macros: nothing to do)
-    turn_seed = None if seed is None else f"{seed}/{len(history)}"
-    macros = macros_for(character, turn_seed, now)
+    seeded = turn_seed(seed, history)
+    macros = macros_for(character, seeded, now)
     notes: list[Diagnostic] = []
     expanded = _expanded(character, macros, notes)
     card = character.card.data if character.card is not None else {}
@@ -95,7 +121,7 @@ def turn_parts(
     if books:
         book = merged(books)
         share = budget // LORE_SHARE if budget is not None else DEFAULT_BUDGET
-        rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
+        rng = random.Random(f"lore/{seeded}") if seeded is not None else random.Random()
         messages = scan_messages(character, history, turn)
         lore = book.activate(messages, counter=counter, budget=max(1, share), rng=rng, macros=macros)
         notes += [*book.diagnostics, *lore.diagnostics]
@@ -151,7 +177,7 @@ _PLAIN: dict[int, tuple[Any, bool]] = {}
 """Whether each of the last few characters holds a macro, by identity (a server asks every turn)."""
 
 
-def _has_macros(character: Character) -> bool:
+def has_macros(character: Character) -> bool:
     """Whether ``character``'s persona or few-shot texts hold anything a macro could be (``{{``, ``<``)."""
     kept = _PLAIN.get(id(character))
     if kept is not None and kept[0] is character:

@@ -2,7 +2,7 @@
 
 The same function serves every engine that passes Arrow batches: Ray Data
 ``map_batches(..., batch_format="pyarrow")``, DuckDB and Polars user functions, Spark
-``mapInArrow`` (recipes in the README, "Reports"). Each reply is read with
+``mapInArrow`` (recipes in docs/REPORTS.md). Each reply is read with
 ``charfmt.parse(text, lenient=True)``; its row says what strict parsing would have
 thought of it (``valid``), what lenient parsing made of it (``chats``, ``dialect``, the
 codes), the canonical form to store or train on, and whether to keep it for fine-tuning.

@@ -165,6 +165,17 @@ def _valid_one_line(text: str) -> str:
 _OneLine = Annotated[str, AfterValidator(_valid_one_line)]
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a name a prompt prints (``user_name``: the player's), or ``None`` where it can."""
+    if not name:
+        return "must not be empty"
+    try:
+        _valid_one_line(name)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 class Character(BaseModel):
     """A character definition: persona, emotion vocabulary, actions, examples."""
 
@@ -232,9 +243,13 @@ class Character(BaseModel):
         cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None
     ) -> Character:
         """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
+        if user_name is not None and (why := name_problem(user_name)) is not None:
+            raise CharacterError(file, "user_name", None, why)  # (as a card's or a TOML file's own would be)
         suffix = Path(file).suffix.lower()
         if suffix in _CARD_SUFFIXES or is_card(data):
             return cls.from_card(data, file, max_size=max_size, user_name=user_name)
+        if not data.strip():  # (not a missing key of a TOML table: nothing at all, as for an empty card)
+            raise CharacterError(file, "", None, "empty file")
         character = cls.from_toml(_decode(data, file), file)
         return character if user_name is None else character.model_copy(update={"user_name": user_name})
 

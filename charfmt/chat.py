@@ -14,6 +14,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -365,8 +366,11 @@ def run(
                 out.write("you> ")
                 out.flush()
             line = source.readline()
-            if not line or line.strip() in ("/quit", "/exit"):
+            if not line or line.strip() in _ENDS:
                 return
+            if _COMMAND.fullmatch(line.strip()):  # (a command is the chat's, never a turn sent to the model)
+                _command(line.strip(), out)
+                continue
             if line.strip():
                 if not tty:
                     out.write(f"you> {visible(line.strip())}\n")  # echoed as --say is
@@ -404,6 +408,26 @@ def stats_line(stats: TurnStats) -> str:
         f"  ({stats.first_token_seconds:.1f} s thinking, {stats.tokens} tokens in {stats.seconds:.1f} s, "
         f"{stats.tokens_per_second:.1f} tokens/s{state})"
     )
+
+
+COMMANDS: Final = (
+    ("/help", "list these commands"),
+    ("/quit", "end the chat (so do /exit and the end of input)"),
+)
+"""What a line typed into ``charfmt chat`` may be besides a turn: a command, and what it does."""
+_ENDS: Final = ("/quit", "/exit")
+_COMMAND: Final = re.compile(r"/[A-Za-z][\w-]*")
+"""A typed line that is one ``/word``: a command (an unknown one is said, not sent to the model)."""
+
+
+def _command(line: str, out: TextIO) -> None:
+    """Run the command ``line`` (not an end): ``/help`` lists them; anything else is said to be unknown."""
+    if line == "/help":
+        out.write("commands:\n" + "".join(f"  {name:<7} {what}\n" for name, what in COMMANDS))
+        out.write("  anything else is what you say: [joy] *waves* Hello!\n")
+    else:
+        out.write(f"unknown command {visible(line)}: /help lists the commands (not sent to the model)\n")
+    out.flush()
 
 
 def _begun(

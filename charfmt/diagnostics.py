@@ -105,6 +105,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF631": ("warning", "the prompt's own text echoed (a line of it, or a section written like it) dropped"),
     "CF632": ("warning", "a turn that is not this reply dropped: the player's (echoed or imagined), or the next one"),
     "CF633": ("warning", "a speaker label (Rex:, User:, model) dropped: a name is no speech"),
+    "CF634": ("warning", 'a key written in a JSON array, no object around it ("id": "a0d8…"), dropped with its value'),
+    "CF635": ("warning", "a line of the echoed form speaking to the character by name (Hi Wren!) is the player's"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),
     "CF702": ("warning", "element not closed (closed by the next tag or the end), or empty emotion dropped"),

@@ -159,6 +159,8 @@ class Lorebook(BaseModel):
         """A book from parsed JSON: a World Info file, a card's ``character_book``, or a whole card."""
         if isinstance(data, dict) and isinstance(data.get("data"), dict) and "character_book" in data["data"]:
             data = data["data"]["character_book"]  # a card: its book
+        elif isinstance(data, dict) and isinstance(data.get("data"), dict) and "entries" not in data:
+            raise LorebookError("a character card without a lorebook (its data holds no character_book)")
         if not isinstance(data, dict) or not isinstance(data.get("entries"), (dict, list)):
             raise LorebookError('not a lorebook: a JSON object with "entries" (World Info, or a card book)')
         entries_raw = data["entries"]
@@ -182,8 +184,19 @@ class Lorebook(BaseModel):
         return cls(name=name, entries=tuple(entries), diagnostics=tuple(notes), **settings)
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str = "<lorebook>") -> Lorebook:
-        """A book from a JSON file's bytes; raises ``LorebookError``."""
+    def from_bytes(cls, data: bytes, name: str = "<lorebook>", *, max_size: int | None = None) -> Lorebook:
+        """A book from a file's bytes: World Info JSON, a card book, or a whole card (JSON, PNG or CHARX: its
+        ``character_book``); raises ``LorebookError``. ``max_size``: what a PNG's or CHARX's card may inflate to
+        (default: a character file's limit)."""
+        if data.startswith((b"\x89PNG", b"PK\x03\x04")):  # a card's image or zip: the card JSON it carries
+            from charfmt.cards import CardError, card_text  # noqa: PLC0415
+            from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
+
+            try:
+                text = card_text(data, limit=max_size or DEFAULT_MAX_SIZE)
+            except CardError as e:
+                raise LorebookError(f"not a readable character card: {e}") from None
+            data = text.encode("utf-8")
         try:
             parsed = json.loads(data.decode("utf-8-sig"))
         except UnicodeDecodeError as e:
@@ -237,6 +250,19 @@ class Lorebook(BaseModel):
         return _Scan(self, messages, counter, budget, rng or random.Random(), macros).run()
 
 
+def checked_books(lorebooks: Any, what: str = "lorebooks") -> tuple[Lorebook, ...]:
+    """``lorebooks`` as given to a render (a list or tuple of :class:`Lorebook`), or a ``TypeError`` that says what
+    else it holds: a ``None`` or a file name among them is never left out in silence."""
+    if isinstance(lorebooks, Lorebook) or not isinstance(lorebooks, (list, tuple)):
+        raise TypeError(f"{what} must be a list of Lorebook, not {type(lorebooks).__name__} ([book] for one)")
+    for n, book in enumerate(lorebooks):
+        if not isinstance(book, Lorebook):
+            raise TypeError(
+                f"{what}[{n}] is {type(book).__name__}, not a Lorebook (Lorebook.from_bytes or from_json reads one)"
+            )
+    return tuple(lorebooks)
+
+
 @dataclass(frozen=True)
 class Placed:
     """An activated entry and the text it adds."""
@@ -254,6 +280,8 @@ class Activation:
     """Activated entries in prompt order (ascending ``order``)."""
     cut: list[LoreEntry] = field(default_factory=list)
     """Entries that activated but did not fit the token budget."""
+    lost: list[LoreEntry] = field(default_factory=list)
+    """Entries whose keys matched but whose ``probability`` roll said no (the order they were rolled in)."""
     budget: int = 0
     """The budget the scan ran under."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -277,10 +305,12 @@ class Activation:
         return sum(p.tokens for p in self.placed)
 
     def report(self) -> dict[str, Any]:
-        """Which entries fired and which the budget cut, as JSON (``render --explain``, ``/v1/turn``'s ``lore``)."""
+        """Which entries fired, which the budget cut and which matched but lost their probability roll, as JSON
+        (``render --explain``, ``/v1/turn``'s ``lore``)."""
         return {
             "fired": [_described(p.entry) | {"tokens": p.tokens} for p in self.placed],
             "cut": [_described(e) for e in self.cut],
+            "lost": [_described(e) | {"probability": e.probability} for e in self.lost],
             "tokens": self.tokens,
             "budget": self.budget,
         }
@@ -341,6 +371,7 @@ class _Scan:
         done: set[int] = set()
         accepted: list[Placed] = []
         cut: list[LoreEntry] = []
+        lost: list[LoreEntry] = []
         recursion = False
         total = 0
         while True:
@@ -350,6 +381,7 @@ class _Scan:
             for n, entry in enumerate(now):
                 done.add(id(entry))
                 if entry.use_probability and entry.probability < 100 and self.rng.random() * 100 > entry.probability:
+                    lost.append(entry)  # (matched, not rolled: said by --explain, never silent)
                     continue
                 text = self.expand(entry.content, entry)
                 tokens = self.counter(text + "\n")
@@ -366,9 +398,9 @@ class _Scan:
             self.recursed.append("\n".join(feeding))
             self._texts.clear()
             recursion = True
-        return self._activation(accepted, cut)
+        return self._activation(accepted, cut, lost)
 
-    def _activation(self, accepted: list[Placed], cut: list[LoreEntry]) -> Activation:
+    def _activation(self, accepted: list[Placed], cut: list[LoreEntry], lost: list[LoreEntry]) -> Activation:
         placed = list(reversed(sorted(accepted, key=lambda p: -p.entry.order)))
         notes = self.notes
         if placed:
@@ -378,7 +410,7 @@ class _Scan:
         if cut:
             names = ", ".join(_label(e) for e in cut[:20]) + (", ..." if len(cut) > 20 else "")
             notes.append(_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
-        return Activation(placed=placed, cut=list(cut), budget=self.budget, diagnostics=notes)
+        return Activation(placed=placed, cut=list(cut), lost=lost, budget=self.budget, diagnostics=notes)
 
     def expand(self, text: str, entry: LoreEntry, what: str = "") -> str:
         """``text`` of ``entry`` with its macros expanded (``{{char}}``: the entry's ``char``, else the turn's)."""

@@ -20,6 +20,7 @@ a typo) is left as written and said once per text (``CF928``), however often it 
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import itertools
 import random
@@ -252,11 +253,19 @@ def _unknown_note(text: str, unknown: list[tuple[int, int, str]], where: str) ->
     if not unknown:
         return []
     first, end, _body = unknown[0]
-    names = sorted({body.strip().split(":", 1)[0].strip()[:40] for _s, _e, body in unknown[:50]})
+    counts = collections.Counter(body.strip().split(":", 1)[0].strip()[:40] for _s, _e, body in unknown)
+    names = sorted(counts)
     place = f"{where}: " if where else ""
-    shown = ", ".join("{{" + n + "}}" for n in names[:5]) + (", ..." if len(names) > 5 else "")
-    times = f" ({len(unknown):,} times)" if len(unknown) > 1 else ""
-    message = f"{place}unknown macro (or bad arguments) {shown}{times} left as written"
+
+    def said(name: str) -> str:  # (each name with how often it stands: a count is never of several names)
+        return "{{" + name + "}}" + (f" ({counts[name]:,} times)" if counts[name] > 1 else "")
+
+    if len(names) == 1:
+        message = f"{place}unknown macro (or bad arguments) {said(names[0])} left as written"
+    else:
+        more = f", and {len(names) - 5:,} more" if len(names) > 5 else ""
+        shown = ", ".join(said(n) for n in names[:5]) + more
+        message = f"{place}unknown macros (or bad arguments) left as written: {shown}"
     return [Diagnostic.at(text, "CF928", message, first, end)]
 
 

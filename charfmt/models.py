@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -12,8 +12,10 @@ from charfmt._dialect_names import DialectName
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.events import Event, reply_events
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
+
+if TYPE_CHECKING:
+    from charfmt.events import Event
 
 ChatType = Literal["C", "I", "E"]
 
@@ -46,7 +48,7 @@ def construct_trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     defaults bookkeeping; the parser knows every field is present and valid.
     The result equals the validated model (same class, fields, no extra, no private state).
     """
-    obj = _new(cls)
+    obj: _M = _new(cls)
     _set_dict(obj, values)
     _set_fields_set(obj, set(values))
     _set_extra(obj, None)
@@ -63,11 +65,32 @@ def _slot_setter(name: str) -> Callable[[Any, Any], None]:
     return cast("Callable[[Any, Any], None]", setter)
 
 
-_new = object.__new__
-_set_dict: Final = _slot_setter("__dict__")
-_set_fields_set: Final = _slot_setter("__pydantic_fields_set__")
-_set_extra: Final = _slot_setter("__pydantic_extra__")
-_set_private: Final = _slot_setter("__pydantic_private__")
+class TrustedWrite(NamedTuple):
+    """How :func:`construct_trusted` writes a model: ``object.__new__``, then ``BaseModel``'s four instance slots.
+
+    For a reader that writes it out in its own loop (``charfmt._strict.fast``: a typical reply
+    builds a dozen models, and a call per model would be a tenth of its parse).
+    """
+
+    new: Callable[[type[Any]], Any]
+    set_dict: Callable[[Any, dict[str, Any]], None]
+    """``__dict__``: the field values."""
+    set_fields_set: Callable[[Any, set[str]], None]
+    """``__pydantic_fields_set__``: the names of the fields given (every one)."""
+    set_extra: Callable[[Any, None], None]
+    """``__pydantic_extra__``: ``None`` (no extra fields)."""
+    set_private: Callable[[Any, None], None]
+    """``__pydantic_private__``: ``None`` (no private state)."""
+
+
+TRUSTED_WRITE: Final = TrustedWrite(
+    object.__new__,
+    _slot_setter("__dict__"),
+    _slot_setter("__pydantic_fields_set__"),
+    _slot_setter("__pydantic_extra__"),
+    _slot_setter("__pydantic_private__"),
+)
+_new, _set_dict, _set_fields_set, _set_extra, _set_private = TRUSTED_WRITE
 
 
 class Segment(BaseModel):
@@ -149,26 +172,6 @@ class Chat(BaseModel):
         return [s.text for s in self.segments if s.tag == tag]
 
 
-def trusted_chat(kind: str, order: int, elements: Iterable[tuple[str, str]], speaker: str | None = None) -> Chat:
-    """``construct_trusted`` of a chat and of a segment (no intensity) per checked ``(tag, text)`` pair."""
-    # construct_trusted written out: a typical reply builds a dozen models, and the
-    # calls would be a tenth of its parse.
-    segments = []
-    for tag, text in elements:
-        obj = _new(Segment)
-        _set_dict(obj, {"tag": tag, "text": text, "intensity": None})
-        _set_fields_set(obj, {"tag", "text", "intensity"})
-        _set_extra(obj, None)
-        _set_private(obj, None)
-        segments.append(obj)
-    chat = _new(Chat)
-    _set_dict(chat, {"type": kind, "order": order, "segments": segments, "speaker": speaker})
-    _set_fields_set(chat, {"type", "order", "segments", "speaker"})
-    _set_extra(chat, None)
-    _set_private(chat, None)
-    return chat
-
-
 class Reply(BaseModel):
     """A parsed model reply: chats in display order, and what the parser had to say."""
 
@@ -192,6 +195,8 @@ class Reply(BaseModel):
 
     def events(self, tags: TagTable | None = None) -> Iterator[Event]:
         """The reply as the event stream a streaming parse would emit (roles from ``tags``)."""
+        from charfmt.events import reply_events  # noqa: PLC0415 (import time: a parse builds no event classes)
+
         return reply_events(self, DEFAULT_TAGS if tags is None else tags)
 
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 import codecs
 import gc
 import re
-from collections.abc import Mapping, Sequence
-from functools import cache
+from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from charfmt import _twin
 from charfmt._grammar.static import terminal_regex
-from charfmt._strict.body import Element, fast_reader, parse_batch, parse_body
+from charfmt._strict.body import Element, parse_batch, parse_body
 from charfmt._strict.diagnosis import BodyError
-from charfmt._strict.envelope import HugeInteger, JSONError, Locator, NonFinite, decode, decode_pairs
+from charfmt._strict.envelope import BOM, CHAT_KEYS, SPEAKER, HugeInteger, JSONError, Locator, NonFinite, decode
+from charfmt._strict.fast import read_reply
 from charfmt.diagnostics import Diagnostic, ParseError, in_body, too_long
-from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted, trusted_chat
+from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 from charfmt.vocabulary import apply_vocabulary
 
@@ -31,9 +34,6 @@ DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 
 _GC_PAUSE_ABOVE: Final = 64 * 1024
 _PROBE: Final = 64 * 1024
-_CHAT_KEYS: Final = ("type", "order", "body")
-_SPEAKER: Final = "speaker"
-"""The optional key naming a chat's speaker in a scene of several characters."""
 
 
 def parse(
@@ -60,12 +60,12 @@ def parse(
     a lenient read drops the prompt's own text echoed in a reply without JSON (``CF631``),
     never what the character said in it (assistant messages, few-shot replies).
     """
-    if not isinstance(text, str | bytes):
+    if not isinstance(text, (str, bytes)):  # (a tuple: ``str | bytes`` would build a union on every call)
         text = _text_argument(text)
     table = DEFAULT_TAGS if tags is None else tags
-    told = Told(turn_lines(turn), prompt_texts(prompt))
+    told = _NOTHING_TOLD if turn is None and prompt is None else Told(turn_lines(turn), prompt_texts(prompt))
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
-        reply = _fast(text, vocabulary, max_size, table)
+        reply = _READERS.fast(text, vocabulary, max_size, table)
         if reply is not None:
             return reply
         return _parse(text, lenient, vocabulary, max_size, fast=False, tags=table, told=told)
@@ -80,6 +80,9 @@ class Told(NamedTuple):
     prompt: tuple[str, ...] = ()
     """The prompt's own text, the character's words left out (``prompt_texts``)."""
 
+
+_NOTHING_TOLD: Final = Told()
+"""No turn and no prompt (most calls: nothing to build)."""
 
 _CHARACTER_ROLES: Final = frozenset({"assistant", "model", "bot", "character"})
 """Roles of a request's messages whose text is the character's own words, not the prompt's."""
@@ -167,7 +170,7 @@ def _parse(
         gc.disable()
     try:
         if fast:
-            fast_reply = _fast(text, vocabulary, max_size, tags)
+            fast_reply = _READERS.fast(text, vocabulary, max_size, tags)
             if fast_reply is not None:
                 return fast_reply
         run = _Run(lenient, vocabulary, tags)
@@ -188,84 +191,58 @@ def _parse(
     return reply
 
 
-_FIELDS: Final = frozenset(_CHAT_KEYS)
-_SPEAKER_FIELDS: Final = frozenset((*_CHAT_KEYS, _SPEAKER))
-_KEY_FULLMATCH: Final = terminal_regex("KEY").fullmatch
 _UNESCAPED_QUOTE: Final = re.compile(r'(?<!\\)(?:\\\\)*"')
-_TYPES: Final = tuple(CHAT_TYPES)
+
+WARM_UP: Final = 1 << 20
+"""Characters ``parse`` reads with the pure-Python strict reader before it looks for the compiled one.
+
+Where the package was built with a C compiler, ``charfmt._strict`` also exists compiled with
+mypyc (``charfmt._strict_c``, ``hatch_build.py``): the same source, the same replies, a typical
+reply about a tenth faster. Checking that it was built from this very source (``charfmt._twin``:
+a digest of every module) and loading it costs a few milliseconds, what about 3,000 typical
+replies (a megabyte) gain: a process that reads fewer never pays it, and its start stays short.
+"""
 
 
-@cache
-def _value_tags(tags: TagTable) -> dict[str, frozenset[str]]:
-    """Each cue tag with a closed list of values, and its values."""
-    return {t.name: frozenset(t.values) for t in tags if t.values is not None}
+class _Readers:
+    """The fast path and the batch LALR parse ``parse`` runs: pure Python, then the compiled twin's.
 
-
-def _fast(
-    text: str | bytes, vocabulary: Vocabulary | None, max_size: int, tags: TagTable = DEFAULT_TAGS
-) -> Reply | None:
-    """The reply, when ``text`` is a valid reply that needs no diagnostic at all; else ``None``.
-
-    Equal to what the full path returns for such input: the same checks, written for
-    the case where they all pass (one JSON decode, the chats in order 1..n, each body
-    validated by :func:`charfmt._strict.body.fast_reader`), with models built without
-    validation. It gives up at the first doubt; the full path then decides and says
-    what is wrong.
+    After :data:`WARM_UP` characters read (or :meth:`settle`), ``charfmt._strict_c``'s if it was
+    built from this very package and ``CHARFMT_PURE_PYTHON`` does not ask for pure Python;
+    the pure ones otherwise. Neither raises, so no class of the twin reaches this module.
     """
-    if len(text) > max_size:
-        return None
-    if not isinstance(text, str):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if text[:1] == _BOM:
-        text = " " + text[1:]  # as the full path reads it
-    top = decode_pairs(text)
-    if type(top) is not tuple or len(top) != 1:
-        return None
-    key, items = top[0]
-    if key != "chats" or type(items) is not list:
-        return None
-    read = fast_reader(tags)
-    known = None if vocabulary is None else frozenset(vocabulary.keys)
-    emotion, values = tags.emotion.name, _value_tags(tags)
-    chats: list[Chat] = []
-    for order, chat in enumerate(items, 1):
-        if type(chat) is not tuple:
-            return None
-        speaker = None
-        if len(chat) != 3:
-            if len(chat) != 4:
-                return None
-            fields = dict(chat)  # a scene's chat: the same three keys and "speaker"
-            if fields.keys() != _SPEAKER_FIELDS:
-                return None
-            kind, number, body, speaker = fields["type"], fields["order"], fields["body"], fields[_SPEAKER]
-            if type(speaker) is not str or _KEY_FULLMATCH(speaker) is None:
-                return None
+
+    def __init__(self) -> None:
+        self.fast: Callable[[str | bytes, Vocabulary | None, int, TagTable], Reply | None] = self._warming
+        """``charfmt._strict.fast.read_reply``: the reply of a valid text that needs no diagnostic, else ``None``."""
+        self.batch: Callable[[Sequence[tuple[str, str]], TagTable], list[list[Element]] | None] = parse_batch
+        """``charfmt._strict.body.parse_batch``: every body of a reply in one LALR call, or ``None``."""
+        self.compiled: bool | None = None
+        """Whether the compiled twin runs (``None``: not decided yet, still warming up)."""
+        self._read = 0
+
+    def _warming(self, text: str | bytes, vocabulary: Vocabulary | None, max_size: int, tags: TagTable) -> Reply | None:
+        self._read += len(text)
+        if self._read >= WARM_UP:
+            self.settle()
+        return read_reply(text, vocabulary, max_size, tags)
+
+    def settle(self, package: Path | None = None) -> bool:
+        """Choose the readers now (``package``: the folder of ``charfmt`` the twin must match); whether compiled."""
+        twin = _twin.load(_twin.TWINS["_strict"], package)
+        if twin is None:
+            self.fast, self.batch = read_reply, parse_batch
         else:
-            (k1, kind), (k2, number), (k3, body) = chat
-            if k1 != "type" or k2 != "order" or k3 != "body":  # any other order of the same three keys
-                fields = dict(chat)
-                if fields.keys() != _FIELDS:  # three pairs, three distinct keys: no duplicate
-                    return None
-                kind, number, body = fields["type"], fields["order"], fields["body"]
-        if number != order or type(number) is not int or kind not in _TYPES or type(body) is not str:
-            return None  # ``in`` a tuple compares with ==: an unhashable "type" is simply not one
-        elements = read(kind, body)
-        if elements is None:
-            return None
-        if known is not None and any(tag == emotion and content not in known for tag, content in elements):
-            return None  # a key the vocabulary does not list as written: a decision to report
-        if values and any(tag in values and content not in values[tag] for tag, content in elements):
-            return None  # a value outside its tag's list: an error to report
-        chats.append(trusted_chat(kind, number, elements, speaker))
-    return construct_trusted(Reply, {"chats": chats, "diagnostics": [], "reasoning": None, "dialect": None})
+            self.fast = import_module(f"{twin.__name__}.fast").read_reply
+            self.batch = import_module(f"{twin.__name__}.body").parse_batch
+        self.compiled = twin is not None
+        return self.compiled
+
+
+_READERS: Final = _Readers()
 
 
 _FINAL: Final = frozenset({"CF002", "CF003"})
-_BOM: Final = "\ufeff"
 _ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
 """Errors lenient parsing does not try to repair: too large, or empty."""
 
@@ -371,7 +348,7 @@ class _Run:
         # built (popped from reversed lists: the bodies go as the models come).
         del decoded
         self._check_orders(rows)
-        parsed = parse_batch([(kind, body) for _i, kind, _o, body in rows], self.tags)
+        parsed = _READERS.batch([(kind, body) for _i, kind, _o, body in rows], self.tags)
         chats: list[Chat] = []
         rows.reverse()
         if parsed is not None:
@@ -411,7 +388,7 @@ class _Run:
                     "CF001", f"input is not UTF-8: byte 0x{raw[e.start]:02X} at byte offset {e.start}", len(self.source)
                 )
                 raise _Stop from None
-        if text[:1] == _BOM:
+        if text[:1] == BOM:
             # A byte order mark (Windows editors write one) is not part of the JSON text;
             # RFC 8259 lets a parser ignore it. A space in its place keeps every offset.
             text = " " + text[1:]
@@ -455,11 +432,11 @@ class _Run:
             return None
         ok = True
         for key in chat:
-            if key not in _CHAT_KEYS and key != _SPEAKER:
+            if key not in CHAT_KEYS and key != SPEAKER:
                 start, end = self.locator.keys((*path, key))[0]
                 self.fail("CF105", f"unknown key {key!r} in chat {i}: a chat holds type, order, body", start, end, i)
                 ok = False
-        for key in _CHAT_KEYS:
+        for key in CHAT_KEYS:
             if key not in chat:
                 self.at_value("CF104", f"chat {i} has no {key!r}", path, i)
                 ok = False
@@ -473,10 +450,10 @@ class _Run:
         if "body" in chat and not isinstance(body, str):
             self.at_value("CF109", f"chat {i} body is {_kind(body)}; expected a string", (*path, "body"), i)
             ok = False
-        speaker = chat.get(_SPEAKER)
-        if _SPEAKER in chat and not (isinstance(speaker, str) and terminal_regex("KEY").fullmatch(speaker)):
+        speaker = chat.get(SPEAKER)
+        if SPEAKER in chat and not (isinstance(speaker, str) and terminal_regex("KEY").fullmatch(speaker)):
             message = f"chat {i} speaker is {_show(speaker)}; expected a name (a string without markup)"
-            self.at_value("CF145", message, (*path, _SPEAKER), i)
+            self.at_value("CF145", message, (*path, SPEAKER), i)
             ok = False
         if ok and speaker is not None:
             self._speakers[i] = speaker
@@ -624,7 +601,7 @@ def _kind(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, (str, int, float)) and not isinstance(value, NonFinite):
+    if isinstance(value, (str, int, float)):  # (NonFinite and HugeInteger are neither)
         text = repr(value) if not isinstance(value, str) else '"' + value[:40] + '"'
         return text if not isinstance(value, bool) else str(value).lower()
     return _kind(value)

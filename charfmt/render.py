@@ -392,7 +392,8 @@ class RenderedTurn:
     """A provider request for one turn, and what rendering it decided (the lore) and noted."""
 
     request: dict[str, Any]
-    """The request body (without the model name), as ``render_messages`` returns it."""
+    """The request body (without the model name), as ``render_messages`` returns it (``render_text_turn``: a raw
+    completion's, ``{"prompt": ...}``)."""
     lore: Activation | None
     """The lore entries the turn activated, and those the lore's token budget cut (``None``: no lorebook)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -504,14 +505,7 @@ def system_of(
     turns, so there both close the system prompt (lore at a depth after the character, ``CF945``
     noted in ``parts``).
     """
-    lore = parts.lore
-    depth = lore.at_depth() if lore is not None else []
-    if depth and provider != "openai" and lore is not None:
-        lore = _depth_after(lore)
-        parts.diagnostics.append(
-            Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({provider})", 0)
-        )
-        depth = []
+    lore = parts.lore if provider == "openai" else _placed_after(parts, provider)
     folder = _dir(templates)
     system = _system(_view(parts.character), folder, parts.character.tags, parts.intro, lore)
     if provider == "openai":
@@ -568,13 +562,23 @@ def at_depth(turns: Sequence[tuple[str, str]], extra: Sequence[Extra]) -> list[t
     return out
 
 
+def _placed_after(parts: TurnParts, where: str) -> Activation | None:
+    """The turn's lore for a prompt without system turns (``where``: the provider, or ``text``): its entries at
+    a depth placed after the character instead, each time with one ``CF945`` noted in ``parts``."""
+    lore = parts.lore
+    if lore is None or not lore.at_depth():
+        return lore
+    parts.diagnostics.append(Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({where})", 0))
+    return _depth_after(lore)
+
+
 def _depth_after(lore: Activation) -> Activation:
     """``lore`` with its entries at a depth placed after the character instead."""
     placed = [
         Placed(p.entry.model_copy(update={"position": "after"}), p.text, p.tokens) if p.entry.position == "depth" else p
         for p in lore.placed
     ]
-    return Activation(placed=placed, cut=lore.cut, budget=lore.budget, diagnostics=lore.diagnostics)
+    return Activation(placed=placed, cut=lore.cut, lost=lore.lost, budget=lore.budget, diagnostics=lore.diagnostics)
 
 
 def _request(provider: str, system: str, turns: list[tuple[str, str]], schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -627,8 +631,30 @@ def render_text(
     Turns are headed by ``### <name>`` lines that only the template writes: no value
     it prints can start a line with ``#`` or hold a chat-template control string. The card's
     parts and the lore are ``render_turn``'s; lore at a depth and the post-history
-    instructions go into the system part (a text prompt has no system turns).
+    instructions go into the system part (a text prompt has no system turns: ``CF945``, which
+    ``render_text_turn`` returns with the rest of what rendering noted).
     """
+    prompt: str = render_text_turn(
+        character, history, user_turn, templates=templates, budget=budget, counter=counter, lorebooks=lorebooks,
+        seed=seed, now=now,
+    ).request["prompt"]  # fmt: skip
+    return prompt
+
+
+def render_text_turn(
+    character: Character,
+    history: Sequence[Exchange],
+    user_turn: UserTurn,
+    *,
+    templates: str | Path | None = None,
+    budget: int | None = None,
+    counter: Counter | TokenCounter = estimate_tokens,
+    lorebooks: Sequence[Lorebook] = (),
+    seed: int | str | None = None,
+    now: datetime | None = None,
+) -> RenderedTurn:
+    """``render_text``'s prompt as a raw completion request (``{"prompt": ...}``), with the lore the turn
+    activated and what rendering noted (as ``render_turn`` returns them)."""
     folder = _dir(templates)
     try:
         parts = turn_parts(
@@ -636,7 +662,7 @@ def render_text(
         )
     except MacroError as e:
         raise TemplateError(str(e)) from None
-    lore = _depth_after(parts.lore) if parts.lore is not None else None
+    lore = _placed_after(parts, "text")
     character_view = _view(parts.character)
     system_text = _system(character_view, folder, character.tags, parts.intro, lore)
     if parts.post_history:
@@ -650,6 +676,5 @@ def render_text(
             "text.j2", folder, character=character_view, system=system, history=history_view[start:], turn=turn_view
         )
 
-    if budget is None:
-        return render(0)
-    return render(oldest_start(render, len(history), budget=budget, counter=counter))
+    start = 0 if budget is None else oldest_start(render, len(history), budget=budget, counter=counter)
+    return RenderedTurn({"prompt": render(start)}, parts.lore, parts.diagnostics)

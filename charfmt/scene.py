@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -43,12 +44,12 @@ from charfmt.character import (
 )
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.envelope import Locator
-from charfmt.lorebook import Activation, Lorebook, LorebookError
+from charfmt.lorebook import Activation, Lorebook, LorebookError, checked_books
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
 from charfmt.stage import NARRATOR, StageReader
 from charfmt.stagemap import Voice
-from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
+from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
 from charfmt.userinput import UserTurn
 
 _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF308"}
@@ -56,16 +57,33 @@ _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF30
 
 
 def _union_tags(cast: dict[str, Character]) -> TagTable:
-    """One table holding every cast member's tags (a tag two members declare differently is an error)."""
+    """One table holding every cast member's tags (a tag two members declare differently is an error).
+
+    A tag one member declares takes its words from the default tags' synonyms for everyone
+    (``<motion>`` a cue of one member's: ``motion`` is no longer the other members' ``<act>``), so
+    two members' tables that differ only by such a word agree.
+    """
     table = DEFAULT_TAGS
+    for character in cast.values():
+        added = [spec for spec in character.tags if table.get(spec.name) is None]
+        if added:
+            table = table.extend(*added)
     for who, character in cast.items():
         for spec in character.tags:
             have = table.get(spec.name)
-            if have is None:
-                table = table.extend(spec)
-            elif have != spec:
+            if have is not None and _meaning(have, table) != _meaning(spec, table):
                 raise ValueError(f"cast {who!r}: tag <{spec.name}> differs from another member's")
     return table
+
+
+def _meaning(spec: TagSpec, table: TagTable) -> tuple[Any, ...]:
+    """What ``spec`` says, but for the words another tag of ``table`` holds (a synonym moved to a new tag)."""
+    others = [t for t in table if t.name != spec.name]
+    named = {w for t in others for w in (t.name, *t.synonyms)}
+    marked = named | {w for t in others for w in t.prefixes}
+    synonyms = frozenset(spec.synonyms) - named
+    prefixes = frozenset(spec.prefixes) - marked
+    return spec.name, spec.role, spec.description, spec.values, synonyms, prefixes
 
 
 class Scene(BaseModel):
@@ -127,6 +145,19 @@ class Scene(BaseModel):
         keys = dict.fromkeys(key for c in self.cast.values() for key in c.vocabulary.keys)
         return Vocabulary.of(*keys)
 
+    @cached_property
+    def reading_vocabulary(self) -> Vocabulary:
+        """Every emotion word of the cast, each key and alias its own key: what a lenient read is told.
+
+        The reader then knows a word of the cast alone on a line (an emotion, not speech) and a
+        bracket that names none (text), and keeps each as written: which member's key a word is,
+        ``check`` decides per speaker. ``Scene.parse`` passes it; pass it to a ``StreamParser``
+        or ``charfmt.parse`` of a scene's reply (``vocabulary=scene.reading_vocabulary``).
+        """
+        words = {w.strip().casefold(): w.strip() for c in self.cast.values() for e in c.vocabulary.emotions
+                 for w in (e.key, *e.aliases) if w.strip()}  # fmt: skip
+        return Vocabulary.of(*words.values(), policy="error")
+
     # --- reading ---------------------------------------------------------------------------------
 
     def parse(
@@ -143,7 +174,8 @@ class Scene(BaseModel):
         lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn`` and
         ``prompt``: what the reply answers, as ``charfmt.parse`` takes them.
         """
-        reply = parse(text, lenient=lenient, tags=self.tags, turn=turn, prompt=prompt)
+        vocabulary = self.reading_vocabulary if lenient else None
+        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt)
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
         problems = self.check(reply, source, lenient=lenient)
         if not problems:
@@ -216,30 +248,36 @@ class Scene(BaseModel):
 
     # --- prompts ---------------------------------------------------------------------------------
 
-    def render_system(self, *, templates: str | Path | None = None, lore: Activation | None = None) -> str:
-        """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions (a card's macros
-        expanded: its ``{{user}}`` is the scene's player), and the few-shots; ``lore``: a turn's lore
-        (``Scene.lore``), before and after the cast."""
-        from charfmt.render import _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
+    def render_system(
+        self,
+        *,
+        templates: str | Path | None = None,
+        lore: Activation | None = None,
+        seed: int | str | None = None,
+        now: datetime | None = None,
+    ) -> str:
+        """The scene's system prompt (``prompts/scene.j2``): the cast, each with its emotions, and the few-shots;
+        ``lore``: a turn's lore (``Scene.lore``), before and after the cast.
+
+        Each member's macros are expanded as a single character's are (``{{char}}`` that member,
+        ``{{user}}`` the scene's ``user_name``); ``seed`` and ``now``: the rolls and the clock
+        (``charfmt.macros``). A ``CharfmtError`` (``CF929``) where expansion passes its bound.
+        """
+        from charfmt._card_prompt import cast_expanded  # noqa: PLC0415
+        from charfmt.macros import MacroError, Macros  # noqa: PLC0415
+        from charfmt.render import TemplateError, _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
 
         before = "\n".join(lore.texts("before")) if lore is not None else ""
         after = "\n".join(lore.texts("after")) if lore is not None else ""
+        try:
+            cast = cast_expanded(self.cast, Macros(self.name, self.user_name, seed=seed, now=now), [])
+        except MacroError as e:
+            raise TemplateError(str(e)) from None
+        same = all(cast[who] is member for who, member in self.cast.items())
+        scene = self if same else self.model_copy(update={"cast": cast})
         return _render(
-            "scene.j2", _dir(templates), scene=_view(self._expanded()), tags=self.tags, lore_before=before,
-            lore_after=after,
-        )  # fmt: skip
-
-    def _expanded(self) -> Scene:
-        """The scene with each cast member's macros expanded (``{{char}}`` that member, ``{{user}}`` the player)."""
-        from charfmt._card_prompt import _expanded, _has_macros, macros_for  # noqa: PLC0415
-
-        cast = {
-            who: _expanded(c, macros_for(c, f"scene/{who}", None), []) if _has_macros(c) else c
-            for who, c in self.cast.items()
-        }
-        if all(cast[who] is c for who, c in self.cast.items()):
-            return self
-        return self.model_copy(update={"cast": cast})
+            "scene.j2", _dir(templates), scene=_view(scene), tags=self.tags, lore_before=before, lore_after=after
+        )
 
     def lore(
         self,
@@ -255,17 +293,21 @@ class Scene(BaseModel):
         is that member), then the scene's and ``lorebooks``, scanned as ``charfmt.lorebook`` says."""
         import random  # noqa: PLC0415
 
-        from charfmt._card_prompt import LORE_SHARE, merged  # noqa: PLC0415
+        from charfmt._card_prompt import (  # noqa: PLC0415
+            LORE_SHARE,
+            merged,
+            turn_seed,
+        )
         from charfmt.lorebook import DEFAULT_BUDGET  # noqa: PLC0415
         from charfmt.macros import Macros  # noqa: PLC0415
         from charfmt.render import estimate_tokens  # noqa: PLC0415
 
-        books = [*self._lore_books, *(b for b in lorebooks if b.entries)]
+        books = [*self._lore_books, *(b for b in checked_books(lorebooks) if b.entries)]
         if not books:
             return None
-        turn_seed = None if seed is None else f"{seed}/{len(history)}"
-        macros = Macros(self.name, self.user_name, seed=turn_seed)
-        rng = random.Random(f"lore/{turn_seed}") if turn_seed is not None else random.Random()
+        seeded = turn_seed(seed, history)
+        macros = Macros(self.name, self.user_name, seed=seeded)
+        rng = random.Random(f"lore/{seeded}") if seeded is not None else random.Random()
         share = max(1, budget // LORE_SHARE) if budget is not None else DEFAULT_BUDGET
         return merged(books).activate(
             self.scan_messages(history, turn), counter=counter or estimate_tokens, budget=share, rng=rng, macros=macros
@@ -309,13 +351,17 @@ class Scene(BaseModel):
         *,
         templates: str | Path | None = None,
         lore: Activation | None = None,
+        seed: int | str | None = None,
+        now: datetime | None = None,
     ) -> dict[str, Any]:
         """An OpenAI-style request body: the scene's system prompt, the history, the new turn.
 
         Past replies go back as ``charfmt.render_messages`` writes them: canonical, with the
         chat-template control strings they hold escaped (the same function writes both). ``lore``
-        (``Scene.lore``): before and after the cast, and at its depth among the messages.
+        (``Scene.lore``): before and after the cast, and at its depth among the messages; ``seed``
+        and ``now``: the cast's macros' rolls and clock (the same seed and history, the same turn).
         """
+        from charfmt._card_prompt import turn_seed  # noqa: PLC0415
         from charfmt.render import chat_turns, history_reply, render_user_block  # noqa: PLC0415
         from charfmt.render import lore_extras as extras  # noqa: PLC0415
 
@@ -328,7 +374,7 @@ class Scene(BaseModel):
         ]
         said = render_user_block(turn, templates=templates)
         turns = chat_turns(pairs, said, extras(lore))
-        system = self.render_system(templates=templates, lore=lore)
+        system = self.render_system(templates=templates, lore=lore, seed=turn_seed(seed, history), now=now)
         return {"messages": [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]}
 
     # --- files -----------------------------------------------------------------------------------
@@ -477,7 +523,7 @@ def _lorebook(folder: Path, name: Any, loc: tuple[Any, ...], max_size: int, fail
         raise fail(loc, 'a lorebook is a file name: lorebook = "FILE"')
     path = folder / name
     try:
-        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem)
+        return Lorebook.from_bytes(read_bytes(path, max_size), path.stem, max_size=max_size)
     except CharacterError as e:
         raise fail(loc, f"{path}: {e.detail}") from None
     except LorebookError as e:

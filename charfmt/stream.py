@@ -54,15 +54,8 @@ def source_digest(package: Path | None = None) -> str:
 
 
 def _compiled_twin(package: Path | None = None) -> ModuleType | None:
-    """``charfmt._stream_c`` if it was compiled from the package it sits in, else ``None``."""
-    if _twin.pure_python_requested():
-        return None
-    try:
-        twin = importlib.import_module(f"charfmt.{_twin.TWIN}")
-        digest = source_digest(package)
-    except (ImportError, OSError):  # not built (no compiler), or no source to compare with
-        return None
-    return twin if getattr(twin, "SOURCE_DIGEST", None) == digest else None
+    """``charfmt._stream_c`` if it was compiled from the package it sits in, else ``None`` (``charfmt._twin.load``)."""
+    return _twin.load(_twin.TWIN, package)
 
 
 _TWIN: Final = _compiled_twin()

@@ -173,6 +173,8 @@ def counter_for(
     if llm is not None:
         return LlamaCounter(llm, chat_format)
     if tokenizer is not None:
+        if not str(tokenizer).strip():
+            raise TokenizerError("an empty tokenizer name: give a tokenizer.json file or a tiktoken model or encoding")
         if Path(tokenizer).is_file() or os.sep in str(tokenizer) or str(tokenizer).endswith(".json"):
             return tokenizer_counter(tokenizer)
         found = tiktoken_counter(str(tokenizer))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from charfmt.models import Vocabulary
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The key to keep (``None``: none), and the diagnostic that explains the decision."""
+class Decision(NamedTuple):
+    """The key to keep (``None``: none), and the diagnostic that explains the decision.
+
+    (A named tuple: a dataclass costs ten times as much to define, at every start.)
+    """
 
     key: str | None
     code: str | None = None

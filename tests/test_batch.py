@@ -184,10 +184,10 @@ def test_module_doctest() -> None:
     assert doctest.testmod(charfmt.batch).failed == 0
 
 
-# -- the README's engine recipes run where their engine is installed -----------------------------
+# -- docs/REPORTS.md's engine recipes run where their engine is installed --------------------------
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-RECIPES = dict(re.findall(r"```py\n# recipe: (\w+)\n(.*?)\n```", README, flags=re.DOTALL))
+REPORTS = (ROOT / "docs" / "REPORTS.md").read_text(encoding="utf-8")
+RECIPES = dict(re.findall(r"```py\n# recipe: (\w+)\n(.*?)\n```", REPORTS, flags=re.DOTALL))
 
 
 def test_readme_has_the_recipes() -> None:
@@ -198,7 +198,7 @@ def run_recipe(engine: str) -> dict[str, Any]:
     """Run the arrow recipe (it defines ``log``), then ``engine``'s; the namespace after."""
     namespace: dict[str, Any] = {"charfmt": charfmt}
     for name in dict.fromkeys(("arrow", engine)):
-        exec(compile(RECIPES[name], f"README.md ({name} recipe)", "exec"), namespace)
+        exec(compile(RECIPES[name], f"docs/REPORTS.md ({name} recipe)", "exec"), namespace)
     return namespace
 
 

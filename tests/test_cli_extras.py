@@ -113,7 +113,7 @@ def test_each_help_says_a_missing_extra_exits_1(name: str, capsys: pytest.Captur
 def test_the_top_level_help_and_the_readme_say_it_too(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     table = " ".join(capsys.readouterr().out.split("exit status:", 1)[1].split())
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "CLI.md").read_text(encoding="utf-8").split())
     paragraph = readme[readme.index("Every subcommand exits 0 on success") :][:900]
     for name, command in SUBCOMMANDS.items():
         for extra in command.EXTRAS:

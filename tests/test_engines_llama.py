@@ -36,7 +36,7 @@ from charfmt.stream import StreamParser
 from charfmt.testing import replies
 
 llama_cpp = pytest.importorskip(
-    "llama_cpp", reason="llama-cpp-python is not installed (see the README: pip install 'charfmt[local]')"
+    "llama_cpp", reason="llama-cpp-python is not installed (see docs/CHAT.md: pip install 'charfmt[local]')"
 )
 
 

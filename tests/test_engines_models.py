@@ -27,7 +27,7 @@ from charfmt.export import max_reply_tokens, resolve_bounds
 from charfmt.scene import Scene
 
 pytest.importorskip(
-    "llama_cpp", reason="llama-cpp-python is not installed (see the README: pip install 'charfmt[local]')"
+    "llama_cpp", reason="llama-cpp-python is not installed (see docs/CHAT.md: pip install 'charfmt[local]')"
 )
 
 BUDGET = 300

@@ -1,6 +1,6 @@
 """The strict fast path (one regular expression per body, trusted models) against the full path.
 
-``charfmt.parse`` first tries ``charfmt.parser._fast``, which accepts only input that needs
+``charfmt.parse`` first tries ``charfmt._strict.fast.read_reply``, which accepts only input that needs
 no diagnostic at all; everything else goes to the full path (the envelope checks and the
 LALR body parser), which explains what is wrong. These tests hold the two to one result:
 for every input the strategies and the case files produce, valid or damaged, strict and
@@ -23,10 +23,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from charfmt import ParseError, Reply, Vocabulary, dumps
+from charfmt._strict.body import _widened
+from charfmt._strict.fast import read_reply
 from charfmt.body import BodyError, fast_reader, parse_body
 from charfmt.models import Chat, Segment
-from charfmt.parser import DEFAULT_MAX_SIZE, _fast, _parse
-from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TAGS, TEXT_TAG
+from charfmt.parser import DEFAULT_MAX_SIZE, _parse
+from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TAGS, TEXT_TAG, TagSpec
 from charfmt.testing import bodies, damaged_replies, keys, replies, texts
 
 KEY_TAGS = [t.name for t in TAGS if t.content == "key"]
@@ -48,7 +50,7 @@ def check(text: str | bytes, vocabulary: Vocabulary | None = None, max_size: int
         fast = outcome(text, lenient=lenient, fast=True, vocabulary=vocabulary, max_size=max_size)
         full = outcome(text, lenient=lenient, fast=False, vocabulary=vocabulary, max_size=max_size)
         assert fast == full
-    taken = _fast(text, vocabulary, max_size)
+    taken = read_reply(text, vocabulary, max_size)
     strict = outcome(text, lenient=False, fast=False, vocabulary=vocabulary, max_size=max_size)
     clean = strict[0] == "reply" and not strict[1].diagnostics
     assert (taken is not None) == clean, "the fast path takes exactly the input that needs no diagnostic"
@@ -138,6 +140,17 @@ def test_valid_bodies(body: str) -> None:
 @example("<emo>joy</emo>\n", "C")
 @example("<msg>a &#0; b</msg>", "C")
 @example("<msg>&#x110000;</msg>", "C")
+@example("<msg>&#0000065;&#x00041;</msg>", "C")
+@example("<msg>&#127;</msg>", "C")
+@example("<msg>&#55296;</msg>", "C")
+@example("<msg>&#xdfff;</msg>", "C")
+@example("<msg>&#8;&#9;</msg>", "C")
+@example("<msg>&#1114112;</msg>", "C")
+@example("&#" + "0" * 5000 + "65;", "I")
+@example("&#" + "1" * 5000 + ";", "E")
+@example("<msg>&#12a;</msg>", "C")
+@example("<msg>&#;</msg>", "C")
+@example("<msg>&#x;</msg>", "C")
 @example("<emo> joy</emo>", "C")
 @example("<msg></msg>", "C")
 @example("", "E")
@@ -266,7 +279,7 @@ def test_max_size_is_the_full_paths_decision() -> None:
 
 def test_text_bodies_decode_entities_once() -> None:
     body = "a &amp;lt; b &#x3C; c &gt; d &#10;e"
-    reply = _fast(wrap(("I", 1, body)), None, DEFAULT_MAX_SIZE)
+    reply = read_reply(wrap(("I", 1, body)), None, DEFAULT_MAX_SIZE)
     assert reply is not None
     assert reply.chats[0].segments == [Segment(tag=TEXT_TAG, text="a &lt; b < c > d \ne")]
 
@@ -287,6 +300,7 @@ def _cpu(run: Any, arg: str) -> float:
         lambda n: ("<msg>" + "a" * 50 + "</msg>\n") * n + "<msg>unclosed",
         lambda n: "<msg>" + "a &amp; " * n + "&bogus;</msg>",
         lambda n: "<emo>joy</emo>\n" * n,  # a trailing newline
+        lambda n: "<msg>" + "&#12345" * n + "</msg>",  # numeric references never closed
     ],
 )
 def test_a_failing_body_costs_linear_time(shape: Any) -> None:
@@ -295,3 +309,27 @@ def test_a_failing_body_costs_linear_time(shape: Any) -> None:
     small, large = shape(2_000), shape(20_000)
     assert read("C", small) is None and read("C", large) is None
     assert _cpu(lambda b: read("C", b), large) <= 30 * max(_cpu(lambda b: read("C", b), small), 1e-5)
+
+
+def test_the_shipped_grammars_numeric_reference_is_widened_in_the_fast_patterns() -> None:
+    """The cold start's first parse compiles ``TEXT`` with any number as a numeric reference (the decoder
+    checks it): that needs the grammar's ``_NUMREF`` as written inside ``TEXT``, or the ranges compile again."""
+    from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF
+    from charfmt._grammar.static import static_terminals
+
+    assert NUMREF in static_terminals()["TEXT"]
+    assert NUMERIC_REFERENCE in _widened(static_terminals()["TEXT"])
+    assert NUMREF not in _widened(static_terminals()["TEXT"])
+
+
+def test_a_new_tag_table_for_every_reply_is_read_in_its_own_table_and_few_plans_are_kept() -> None:
+    """The fast path keeps what it built for a table by its identity: never another table's, never without bound."""
+    from charfmt._strict import fast
+
+    for i in range(3 * fast._MAX_PLANS):
+        table = DEFAULT_TAGS.extend(TagSpec(f"sfx{i}", "cue", "a sound", values=(f"v{i}",)))
+        reply = read_reply(wrap(("C", 1, f"<sfx{i}>v{i}</sfx{i}>")), None, DEFAULT_MAX_SIZE, table)
+        assert reply is not None and [(s.tag, s.text) for s in reply.chats[0].segments] == [(f"sfx{i}", f"v{i}")]
+        assert read_reply(wrap(("C", 1, f"<sfx{i}>v0</sfx{i}>")), None, DEFAULT_MAX_SIZE, table) is None or i == 0
+        assert read_reply(wrap(("C", 1, f"<sfx{i}>v{i}</sfx{i}>")), None, DEFAULT_MAX_SIZE) is None  # not the default's
+        assert len(fast._PLANS) <= fast._MAX_PLANS

@@ -216,3 +216,32 @@ def _named_params() -> list[object]:
 @pytest.mark.parametrize(("mode", "name"), _named_params())
 def test_named_hostile_inputs_never_raise(mode: str, name: str) -> None:
     _run(mode, NAMED[name])
+
+
+# Numeric references longer than CPython converts (4,300 digits): the grammar allows any number of
+# leading zeros, so the first is valid text ("A"); the others name no character (CF207 / kept, CF707).
+LONG_REFERENCES = {
+    "zeros-then-a": ("&#" + "0" * 5_000 + "65;", "aAb"),
+    "zeros-then-a-hex": ("&#x" + "0" * 5_000 + "41;", "aAb"),
+    "huge-decimal": ("&#" + "9" * 5_000 + ";", None),
+    "only-zeros": ("&#" + "0" * 5_000 + ";", None),
+    "eight-digits": ("&#11111111;", None),
+}
+
+
+@pytest.mark.parametrize("name", list(LONG_REFERENCES))
+def test_a_numeric_reference_of_thousands_of_digits_is_read_not_thrown(name: str) -> None:
+    """Found by the strict fast path's work (issue 41): ``&#000…065;`` raised int()'s ValueError from every reader."""
+    entity, text = LONG_REFERENCES[name]
+    reply_text = json.dumps({"chats": [{"type": "C", "order": 1, "body": f"<msg>a{entity}b</msg>"}]})
+    lenient = charfmt.parse(reply_text, lenient=True)
+    streamed = charfmt.collect(charfmt.iter_events([reply_text[:40], reply_text[40:]]))
+    if text is not None:
+        assert [s.text for s in charfmt.parse(reply_text).chats[0].segments] == [text]
+        assert lenient == streamed == charfmt.parse(reply_text)
+        return
+    with pytest.raises(charfmt.ParseError) as info:
+        charfmt.parse(reply_text)
+    assert info.value.first.code == "CF207"
+    assert [d.code for d in lenient.diagnostics] == [d.code for d in streamed.diagnostics] == ["CF707"]
+    assert lenient.chats[0].segments[0].text == f"a{entity}b"  # kept as written

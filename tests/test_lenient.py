@@ -11,17 +11,18 @@ from collections.abc import Callable
 import pytest
 from conftest import CASES as CASE_DIR
 from conftest import MARK, Case, load_cases
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import charfmt
 from charfmt._lenient.body import INLINE_MARKUP, LINE_BREAKS
 from charfmt._lenient.recovery import recover
+from charfmt._lenient.words import is_sentence
 from charfmt.body import terminal_regex
 from charfmt.cli import main
 from charfmt.fuzz import Damaged, revalidate
 from charfmt.models import Reply, Segment
-from charfmt.tags import REASONING_TAGS
+from charfmt.tags import DEFAULT_TAGS, REASONING_TAGS
 from charfmt.testing import bodies, damaged_replies, keys, replies
 from charfmt.writer import is_canonical
 
@@ -405,6 +406,9 @@ SET_ASIDE = ("```", "~~~", "<|", "<s>", "</s>", "[INST]", "[/INST]", "<eos>", "<
 @given(bodies().filter(lambda b: not ({"{", "["} & set(b)) and not any(s in b for s in SET_ASIDE)))
 def test_a_valid_body_written_without_json_reads_as_itself(body: str) -> None:
     segments = charfmt.parse(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]})).chats[0].segments
+    # Without JSON there is no valid form to agree with: an emotion that reads as a sentence
+    # ('0 ?', ten CJK characters) is speech there, by rule and reported (CF722; see LENIENT.md).
+    assume(not any(s.tag == DEFAULT_TAGS.emotion.name and is_sentence(s.text) for s in segments))
     reply = charfmt.parse(body, lenient=True)
     assert [c.segments for c in reply.chats] == [segments]
 

@@ -275,10 +275,3 @@ def test_a_scene_lorebook_that_cannot_be_read_names_the_scene_and_key(tmp_path: 
     (tmp_path / "shrine.json").write_text("[]")
     with pytest.raises(charfmt.CharacterError, match=r"scene.toml:1: lorebook: .*shrine.json: not a lorebook"):
         Scene.load(tmp_path / "scene.toml")
-
-
-def test_a_greeting_the_card_does_not_have_is_one_warning(card_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["render", "--character", str(card_file), "--say", "hi", "--greeting", "5"]) == 0
-    captured = capsys.readouterr()
-    assert "charfmt: warning: --greeting 5: the card has 2 greetings (0: first_mes); no greeting" in captured.err
-    assert [m["role"] for m in json.loads(captured.out)["messages"]] == ["system", "user"]

@@ -3,9 +3,10 @@
 ``tests/data/new_replies.jsonl`` holds 216 replies of SmolLM2-135M-Instruct and Gemma 3 270M
 to eight settings of ``tests/data/new_characters/`` (``make_new_corpus.py`` made them; its
 README section says how), split by a seeded coin into a tuning half and a held-back half
-before any was read. ``tests/data/JUDGED.md`` holds the hand-judged samples of both halves.
-Over every reply, read as its caller reads it (the setting's vocabulary and tags, told the
-player's turn and the prompt it answers):
+before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108 replies on four
+more settings, ``--set fresh``), made after both halves were read. ``tests/data/JUDGED.md`` holds
+the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
+vocabulary and tags, told the player's turn and the prompt it answers):
 
 - no segment is a fragment of markup or a chat-template marker;
 - no speech is a line of the prompt's own text, or the player's line;
@@ -33,12 +34,22 @@ from charfmt.parser import prompt_texts, turn_lines
 from charfmt.scene import Scene
 
 DATA: Final = Path(__file__).resolve().parent / "data"
-ROWS: Final[list[dict[str, Any]]] = [
-    json.loads(line) for line in (DATA / "new_replies.jsonl").read_text(encoding="utf-8").splitlines()
-]
-PROMPTS: Final[dict[str, str]] = json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8"))
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines()]
+
+
+ROWS: Final = _rows("new_replies.jsonl")
+FRESH: Final = _rows("fresh_replies.jsonl")
+"""The second held-back set (``make_new_corpus.py --set fresh``), read by hand only after the reader was frozen."""
+PROMPTS: Final[dict[str, str]] = {
+    **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
+}
+EVERY: Final = ROWS + FRESH
 IDS: Final = [
-    f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in ROWS
+    f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]
 
 sys.path.insert(0, str(DATA))  # make_new_corpus.py, beside the data, says how each setting is loaded
@@ -47,7 +58,7 @@ import make_new_corpus as corpus  # noqa: E402
 
 @functools.cache
 def setting(ident: str) -> Character | Scene:
-    kind, file = next((k, f) for _g, i, k, f in corpus.settings() if i == ident)
+    kind, file = next((k, f) for _g, i, k, f in corpus.settings() + corpus.settings("fresh") if i == ident)
     return corpus.load_setting(kind, file)
 
 
@@ -62,8 +73,7 @@ def options(row: dict[str, Any]) -> dict[str, Any]:
             {"role": "user", "content": row["user_message"]},
         ],
     }
-    if isinstance(s, Character):
-        found["vocabulary"] = s.vocabulary
+    found["vocabulary"] = s.vocabulary if isinstance(s, Character) else s.reading_vocabulary
     return found
 
 
@@ -81,7 +91,7 @@ def test_the_corpus_is_what_its_readme_promises() -> None:
     assert {(r["model"], r["chat_format"]) for r in ROWS} == set(corpus.RUNS)
     assert {r["language"] for r in ROWS} == {"en", "ja", "fr"}
     assert {r["kind"] for r in ROWS} == {"character", "card", "scene"}
-    assert set(PROMPTS) == {r["setting"] for r in ROWS}
+    assert set(PROMPTS) == {r["setting"] for r in EVERY}
     for row in ROWS:
         assert isinstance(row["seed"], int) and row["reply"] == "".join(row["chunks"])
         assert row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
@@ -102,12 +112,45 @@ def test_the_split_is_by_group_and_was_drawn_before_generation() -> None:
     assert not {r["setting"] for r in halves["tune"]} & {r["setting"] for r in halves["held"]}
 
 
+def test_the_fresh_set_is_what_its_readme_promises() -> None:
+    assert len(FRESH) >= 100
+    assert {(r["model"], r["chat_format"]) for r in FRESH} == set(corpus.RUNS)
+    assert {r["half"] for r in FRESH} == {"fresh"}
+    assert {r["kind"] for r in FRESH} == {"character", "card", "scene"}
+    assert {r["language"] for r in FRESH} > {"en"}
+    assert not {r["setting"] for r in FRESH} & {r["setting"] for r in ROWS}  # settings nobody tuned on
+    assert not {r["seed"] for r in FRESH} & {r["seed"] for r in ROWS}
+    for row in FRESH:
+        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+        assert row["turn"] in corpus.turns("fresh", row["language"])
+    sample = [n for n in range(len(FRESH)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
+    assert len(sample) == 20
+    assert [sum(FRESH[n]["chat_format"] == f and FRESH[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
+        7,
+        7,
+        6,
+    ]
+
+
 def _prompt_lines(row: dict[str, Any]) -> set[str]:
     told = learn(prompt_texts(options(row)["prompt"]), ())
     return set(told.lines)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=IDS)
+FOUND_AFTER: Final = {
+    "fresh-gemma-default-lukas-3": "a cut '</SYS' (a mangled marker's closer) spoken: found after the freeze",
+}
+"""Rows of the fresh set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
+
+
+def _marked(rows: list[dict[str, Any]], ids: list[str]) -> list[Any]:
+    return [
+        pytest.param(r, marks=pytest.mark.xfail(reason=FOUND_AFTER[i], strict=True)) if i in FOUND_AFTER else r
+        for r, i in zip(rows, ids, strict=True)
+    ]
+
+
+@pytest.mark.parametrize("row", _marked(EVERY, IDS), ids=IDS)
 def test_no_segment_is_markup_or_a_marker_no_speech_the_prompts_text_or_the_players_line(row: dict[str, Any]) -> None:
     reply = read(row)
     lines = _prompt_lines(row)
@@ -122,7 +165,7 @@ def test_no_segment_is_markup_or_a_marker_no_speech_the_prompts_text_or_the_play
     assert "CF999" not in [d.code for d in reply.diagnostics]
 
 
-@pytest.mark.parametrize("row", ROWS, ids=IDS)
+@pytest.mark.parametrize("row", EVERY, ids=IDS)
 def test_the_stream_shows_what_the_batch_reads(row: dict[str, Any]) -> None:
     s = setting(row["setting"])
     opts = options(row)

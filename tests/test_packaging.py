@@ -1,5 +1,5 @@
 """grammars/ and prompts/ load from a source checkout, an editable install and an installed wheel;
-the wheel holds the mypyc-compiled stream reader where a C compiler is available."""
+the wheel holds the mypyc-compiled stream and strict readers where a C compiler is available."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ import pytest
 from conftest import ROOT, cannot_compile
 
 PROBE = """
-import json, charfmt, charfmt.stream
+import json, charfmt, charfmt.stream, charfmt.parser
 from charfmt._resources import resource_dir
 reply = charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>"}]}')
 print(json.dumps({"module": charfmt.__file__, "grammars": str(resource_dir("grammars")),
                   "prompts": str(resource_dir("prompts")), "emo": reply.chats[0].segments[0].text,
-                  "compiled": charfmt.stream.COMPILED}))
+                  "compiled": charfmt.stream.COMPILED, "strict_compiled": charfmt.parser._READERS.settle()}))
 """
 
 
@@ -83,7 +83,8 @@ def test_wheel_contains_the_folders(wheel: Path) -> None:
     assert "charfmt/prompts/README.md" in names
     assert "charfmt/py.typed" in names
     assert "charfmt/data/demo_reply.json" in names
-    assert "charfmt/_stream/reader.py" in names  # the pure-Python reader ships either way
+    assert "charfmt/_stream/reader.py" in names  # the pure-Python readers ship either way
+    assert "charfmt/_strict/fast.py" in names
     assert not any(n.endswith((".so", ".pyd")) for n in names)
     assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
 
@@ -99,27 +100,34 @@ def _install_and_probe(wheel: Path, tmp_path: Path) -> dict[str, Any]:
 
 
 def test_installed_wheel(wheel: Path, tmp_path: Path) -> None:
-    assert _install_and_probe(wheel, tmp_path)["compiled"] is False
+    got = _install_and_probe(wheel, tmp_path)
+    assert got["compiled"] is False and got["strict_compiled"] is False
 
 
 @pytest.mark.long
-def test_the_wheel_holds_the_compiled_reader_where_a_compiler_is_available(
+def test_the_wheel_holds_the_compiled_readers_where_a_compiler_is_available(
     compiled_wheel: Path, tmp_path: Path
 ) -> None:
     names = set(zipfile.ZipFile(compiled_wheel).namelist())
-    compiled = {n for n in names if n.startswith("charfmt/_stream_c") and n.endswith((".so", ".pyd"))}
-    assert "charfmt/_stream/reader.py" in names  # the pure-Python reader ships either way
+    for source, twin in (("_stream", "_stream_c"), ("_strict", "_strict_c")):
+        compiled = {n for n in names if n.startswith(f"charfmt/{twin}") and n.endswith((".so", ".pyd"))}
+        sources = [n for n in names if n.startswith(f"charfmt/{source}/") and n.endswith(".py")]
+        assert sources  # the pure-Python reader ships either way
+        if cannot_compile() is None:
+            assert compiled, sorted(names)
+            # Every module of the reader, compiled: charfmt.<twin>.<module> for charfmt.<source>.<module>,
+            # and the group's shared library beside them.
+            modules = {n.removeprefix(f"charfmt/{source}/").removesuffix(".py") for n in sources}
+            assert {n.split("/")[2].split(".")[0] for n in compiled if n.count("/") == 2} == modules, sorted(compiled)
+            assert any(n.startswith(f"charfmt/{twin}__mypyc.") for n in compiled), sorted(compiled)
+        else:
+            assert not compiled
     if cannot_compile() is None:
-        assert compiled, sorted(names)
-        # Every module of the reader, compiled: charfmt._stream_c.<module> for charfmt._stream.<module>.
-        sources = [n for n in names if n.startswith("charfmt/_stream/") and n.endswith(".py")]
-        modules = {n.removeprefix("charfmt/_stream/").removesuffix(".py") for n in sources}
-        assert {n.split("/")[2].split(".")[0] for n in compiled if n.count("/") == 2} == modules, sorted(compiled)
         assert not compiled_wheel.name.endswith("-py3-none-any.whl"), compiled_wheel.name  # tagged for this platform
     else:
-        assert not compiled
         assert compiled_wheel.name.endswith("-py3-none-any.whl"), compiled_wheel.name
-    assert _install_and_probe(compiled_wheel, tmp_path)["compiled"] == (cannot_compile() is None)
+    got = _install_and_probe(compiled_wheel, tmp_path)
+    assert got["compiled"] == got["strict_compiled"] == (cannot_compile() is None)
 
 
 def _project_copy(tmp_path: Path) -> Path:
@@ -148,20 +156,23 @@ def test_editable_install(tmp_path: Path) -> None:
     project = _project_copy(tmp_path)
     # What an earlier compiled editable install left in the source tree: a pure reinstall removes it.
     tag = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    twin = project / "charfmt" / "_stream_c"
-    twin.mkdir(exist_ok=True)  # (a copy of a tree with a compiled twin holds its folder, empty)
-    stale = [twin / f"__init__{tag}", twin / f"reader{tag}", project / "charfmt" / f"_stream_c__mypyc{tag}"]
-    stale.append(twin / "reader.pyd")
+    stale = []
+    for name, module in (("_stream_c", "reader"), ("_strict_c", "fast")):
+        twin = project / "charfmt" / name
+        twin.mkdir(exist_ok=True)  # (a copy of a tree with a compiled twin holds its folder, empty)
+        stale += [twin / f"__init__{tag}", twin / f"{module}{tag}", project / "charfmt" / f"{name}__mypyc{tag}"]
+        stale.append(twin / f"{module}.pyd")
     for path in stale:
         path.write_bytes(b"an earlier build's")
     _pip("--python", python, "install", "--no-deps", "--no-build-isolation", "-e", str(project), compile_reader=False)
     assert [p.name for p in stale if p.exists()] == []
-    assert not twin.exists()  # (the twin's folder holds only what a build put there)
+    for name in ("_stream_c", "_strict_c"):
+        assert not (project / "charfmt" / name).exists()  # (a twin's folder holds only what a build put there)
     assert (project / "charfmt" / "_stream" / "reader.py").exists()
     got = _probe(python, tmp_path)
     assert Path(got["module"]).parent == project / "charfmt"
     assert Path(got["grammars"]) == project / "grammars"
-    assert got["compiled"] is False
+    assert got["compiled"] is False and got["strict_compiled"] is False
 
 
 def _hook_module() -> Any:
@@ -199,14 +210,15 @@ def test_a_pure_build_leaves_the_source_tree_of_a_wheel_build_alone(
 ) -> None:
     """Only an editable build removes compiled files (they are its own); a wheel build reads the tree only."""
     project = _project_copy(tmp_path)
-    kept = project / "charfmt" / "_stream_c" / "reader.pyd"
-    kept.parent.mkdir(exist_ok=True)
-    kept.write_bytes(b"someone's")
+    kept = [project / "charfmt" / "_stream_c" / "reader.pyd", project / "charfmt" / "_strict_c" / "fast.pyd"]
+    for path in kept:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"someone's")
     monkeypatch.setenv("CHARFMT_PURE_PYTHON", "1")
     hook = _hook_module().CompileScanner(str(project), {}, None, None, str(tmp_path), "wheel")
     build_data: dict[str, Any] = {"force_include": {}}
     hook.initialize("standard", build_data)
-    assert kept.exists()
+    assert all(path.exists() for path in kept)
     hook.initialize("editable", build_data)
-    assert not kept.exists()
+    assert not any(path.exists() for path in kept)
     assert build_data == {"force_include": {}}  # pure: nothing added

@@ -743,11 +743,10 @@ def test_cli_port_in_use_is_one_error_line_exit_1() -> None:
 
 def test_readme_openai_sample_talks_to_the_server(rex: Character, upstream: tuple[Scripted, str]) -> None:
     pytest.importorskip("openai")
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Serve a character to any front end", 1)[1]
-    block = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    page = (Path(__file__).parent.parent / "docs" / "SERVER.md").read_text(encoding="utf-8")
+    block = page.split("```python\n", 1)[1].split("\n```", 1)[0]
     namespace: dict[str, Any] = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(block, "docs/SERVER.md", "exec"), namespace)
     with serve(rex, upstream) as base:
         text = namespace["talk"](base + "/v1")
     reply = parse(text, vocabulary=rex.vocabulary, tags=rex.tags)
@@ -956,7 +955,7 @@ def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: 
         closed.bind(("127.0.0.1", 0))
         dead = closed.getsockname()[1]  # a port nobody listens on once this block ends
     cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--upstream",
-           f"http://127.0.0.1:{dead}/v1", "--port", "0", "--token", "s3cret-tok"]  # fmt: skip
+           f"http://127.0.0.1:{dead}/v1", "--port", "0", "--token", "s3cret-tok-4f9a2"]  # fmt: skip
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as app:
         try:
             assert app.stderr is not None
@@ -965,11 +964,12 @@ def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: 
             base = first.split()[4]
             for _ in range(200):
                 try:
-                    if httpx.get(base + "/v1/info", headers={"Authorization": "Bearer s3cret-tok"}).status_code == 200:
+                    auth = {"Authorization": "Bearer s3cret-tok-4f9a2"}
+                    if httpx.get(base + "/v1/info", headers=auth).status_code == 200:
                         break
                 except httpx.TransportError:
                     time.sleep(0.05)
-            r = httpx.get(base + "/v1/turn", params={"say": "hi", "token": "s3cret-tok"}, timeout=T)
+            r = httpx.get(base + "/v1/turn", params={"say": "hi", "token": "s3cret-tok-4f9a2"}, timeout=T)
             assert r.status_code == 502, r.text
             message = r.json()["error"]["message"]
             assert message.startswith("the upstream: cannot connect") and str(dead) not in message, message
@@ -978,14 +978,14 @@ def test_cli_says_where_it_listens_and_keeps_the_token_out_of_its_log(upstream: 
             from websockets.exceptions import InvalidStatus
 
             ws_url = base.replace("http://", "ws://") + "/v1/turn/ws?token="
-            with ws_client.connect(ws_url + "s3cret-tok", close_timeout=2):
+            with ws_client.connect(ws_url + "s3cret-tok-4f9a2", close_timeout=2):
                 pass  # accepted: uvicorn's line names the URL it was opened with
             with pytest.raises(InvalidStatus):
                 ws_client.connect(ws_url + "wrong-tok-77", close_timeout=2)  # refused (401): its line too
         finally:
             app.terminate()
             log = (app.stderr.read() if app.stderr else "") + (app.stdout.read() if app.stdout else "")
-    assert "/v1/turn?" in log and "token=***" in log and "s3cret-tok" not in log, log
+    assert "/v1/turn?" in log and "token=***" in log and "s3cret-tok-4f9a2" not in log, log
     assert "WebSocket /v1/turn/ws?token=***" in log and "wrong-tok-77" not in log, log
     assert "ERROR" not in log, log  # (a handshake refused with its 401 is no server error)
     assert "failed: 502 the upstream: cannot connect" in log, log  # the console says why a turn failed

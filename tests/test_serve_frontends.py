@@ -554,9 +554,9 @@ globalThis.EventSource = class {  // a browser's EventSource, as much as the sni
 def test_the_readmes_eventsource_snippet_types_speech_not_narration(
     rex: Character, up: Scripted, upstream_url: str, tmp_path: Path
 ) -> None:
-    """The README's EventSource snippet, run by node against a served turn whose reply holds narration, a
+    """docs/SERVER.md's EventSource snippet, run by node against a served turn whose reply holds narration, a
     thought and a log line: only the speech is typed out (it typed ``…friend.Rex's visor glows green.``)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "SERVER.md").read_text(encoding="utf-8")
     snippet = readme.split("// browser: EventSource (GET)", 1)[1].split("\n", 1)[1].split("// or fetch (POST)", 1)[0]
     up.mode = "say:" + reply(
         "<emo>pleased</emo>\n<msg>Hello, friend.</msg>\n<thought>A customer!</thought>",

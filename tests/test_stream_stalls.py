@@ -2,7 +2,9 @@
 
 Each case of ``stream_stalls.jsonl`` is fed in 4-character chunks (and in 1-character ones): once
 the chunk that completes ``arrives`` has been fed, and at most one chunk more, the speech shown
-so far holds ``shows``. The stream still ends as the batch parse does.
+so far holds ``shows``. The stream still ends as the batch parse does. ``sizes``, where a case
+has it, names the chunk sizes it holds for: a short reply that leaves the format, cut into
+1-character chunks, may spend the rereads' budget (a bounded multiple of the text) before its end.
 """
 
 from __future__ import annotations
@@ -21,21 +23,10 @@ CASES: Final = [
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 
-PENDING: Final = {"off-format: a short Chinese line (issue 40.6)", "off-format: a short Japanese line"}
-"""Cases the reader's held last sentence (a quotation may follow and make it narration) keeps back until
-close(): being reconciled with the stall goal on the reader and stream work's merge; xfail until then."""
-
-
-@pytest.mark.parametrize("size", [4, 1])
 @pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="the held last sentence (being reconciled)"))
-        if c["name"] in PENDING
-        else c
-        for c in CASES
-    ],
-    ids=[c["name"] for c in CASES],
+    ("case", "size"),
+    [(c, size) for c in CASES for size in c.get("sizes", [4, 1])],
+    ids=[f"{c['name']}-{size}" for c in CASES for size in c.get("sizes", [4, 1])],
 )
 def test_speech_streams_within_one_chunk_of_arriving(case: dict[str, Any], size: int) -> None:
     text = case["text"]

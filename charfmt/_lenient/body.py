@@ -21,7 +21,7 @@ from charfmt._lenient.table import Reading, Sample, Span, reader
 from charfmt._lenient.words import is_sentence
 from charfmt._strict.body import fast_reader
 from charfmt.models import Vocabulary
-from charfmt.tags import TagSpec, TagTable
+from charfmt.tags import CHAT_TYPES, TagSpec, TagTable
 
 # --- tags -------------------------------------------------------------------------------
 
@@ -108,6 +108,8 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
     canon = tags.synonyms.get(base)
     exact = name in tags and not attrs_text and not m.group("lead") and m.group(0)[0] == "<"
     emotion = tags.emotion.name
+    if key is not None and not sub and key.upper() in CHAT_TYPES and attrs.get("type") == key and canon != emotion:
+        key = None  # '<message type="C">': the request form's <chat type="C"> mangled, no value of the element
     if canon is not None:
         wraps = canon == emotion and key is not None
         return Tag(closing, canon, key, intensity, self_closing, wraps, exact, True)
@@ -124,7 +126,9 @@ _LITERAL_BREAK: Final = re.compile(r"(?<=[.!?。！？…\"”)\]])\\n|\\n(?=[A-
 _LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
 
 
-def read_elements(body: str, reading: Reading, *, cut_off: bool = False, truncated: bool = False) -> Result:
+def read_elements(
+    body: str, reading: Reading, *, cut_off: bool = False, truncated: bool = False, in_json: bool = False
+) -> Result:
     """Read a ``C`` body leniently into pieces, with every repair noted.
 
     ``cut_off``: the body ends where the input was cut; a tag begun at its very end
@@ -132,12 +136,14 @@ def read_elements(body: str, reading: Reading, *, cut_off: bool = False, truncat
     ``truncated``: it certainly was (a JSON string never closed): the element open at its
     end was cut, not left open, and keeps all its lines.
     ``reading.tags``: the tag table; a tag's role, not its name, says how it is read.
+    ``in_json``: the body is a JSON string's text (its escapes decoded already: a ``\\"`` left is text).
     """
     out = Result()
     tags = reading.tags
     body, view = _prepare(body, out, tags, cut_off=cut_off)
     elements = _Elements(out, reading, body, cut_off=cut_off)
     elements.truncated = truncated
+    elements.in_json = in_json
     pos = 0
     for entry in reading.table.chain("body"):  # what may stand before the elements (front matter)
         if entry.detect is not None and entry.detect(Sample(view[pos:]), tags):
@@ -266,6 +272,7 @@ class _Elements:
         self.open_tag: Tag | None = None
         self.resume: str | None = None  # a message split by a nested emotion continues after it
         self.truncated = False  # the body certainly ends where the input was cut (see read_elements)
+        self.in_json = False  # the body is a JSON string's decoded text (see read_elements)
         self.last_end = 0  # where the last element ended, to see missing newlines
 
     def text(self, start: int, end: int, view: str, holes: list[tuple[int, int, str]]) -> None:
@@ -340,7 +347,10 @@ class _Elements:
                     self.open = self.open_tag = None
             else:
                 self.out.note("CF702", f"<{self.open.tag}> is not closed; the next tag closes it", start, start)
-                self._end_open()
+                if self.open.text.strip():
+                    self._end_open()
+                else:  # '<message type="C">\n<msg>…': nothing but layout before the next tag, no segment
+                    self.open = self.open_tag = None
         elif self.out.pieces and start > 0 and self.raw[start - 1 : start] not in ("\n",) and self.last_end == start:
             self.out.note("CF701", "elements must be separated by a newline", start, start)
         canon = tag.canon
@@ -463,6 +473,15 @@ class _Elements:
             if escaped != piece.text:  # "forge for us?\\nThis is...": a line break written as JSON writes it
                 self.out.note("CF711", "a literal \\n inside an element read as a newline", piece.start, piece.end)
                 piece.text = escaped
+        if (
+            not self.in_json
+            and '\\"' in piece.text
+            and (spec := self.tags.get(piece.tag)) is not None
+            and spec.content != "key"
+        ):
+            # 'lost.\\"': a quote escaped as JSON escapes it, in elements the reply wrote without JSON around them
+            self.out.note("CF711", 'a literal \\" inside an element read as a quote', piece.start, piece.end)
+            piece.text = piece.text.replace('\\"', '"')
         attribute = piece.attribute
         if attribute is not None:
             written, at = attribute.written, (attribute.start, attribute.end)

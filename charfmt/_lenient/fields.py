@@ -273,8 +273,9 @@ def add_text(chat: RawChat, tag: str, text: str, start: int, end: int) -> None:
 def read_string(state: Recovery, chat: RawChat, node: JNode, *, tagged: bool) -> None:
     """A body given as a string: read as tags (``tagged``) or as plain text."""
     text = str(node.value)
-    if text.strip() == PLACEHOLDER_BODY and node.closed:
-        # {"chats": [{"type": "C", "order": 1, "body": "..."}]}: the prompt's format spec echoed.
+    if text.strip() == PLACEHOLDER_BODY and node.closed and tagged:
+        # {"chats": [{"type": "C", "order": 1, "body": "..."}]}: the prompt's format spec echoed (a C chat's:
+        # an I or E chat's "..." is plain text, valid as it is, and read so).
         message = f"a body of {PLACEHOLDER_BODY!r} is the format's placeholder, echoed from the prompt: dropped"
         state.note("CF628", message, node.start, node.end, chat.index)
         return
@@ -287,7 +288,7 @@ def read_string(state: Recovery, chat: RawChat, node: JNode, *, tagged: bool) ->
         state.take(chat, notes, mapper)
         add_text(chat, TEXT_TAG, decode_entities(text), mapper(0), mapper(len(text)))
         return
-    result = read_elements(text, state.reading, cut_off=not node.closed, truncated=not node.closed)
+    result = read_elements(text, state.reading, cut_off=not node.closed, truncated=not node.closed, in_json=True)
     state.take(chat, result, mapper)
 
 

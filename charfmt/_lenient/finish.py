@@ -31,8 +31,10 @@ _MAPPED: Final = frozenset({"CF302", "CF303", "CF304"})
 
 def segments(state: Recovery) -> None:
     """Each chat's segments; a chat with none is dropped (noted where it stands in the JSON)."""
-    if state.turn and not state.found and state.chats:
-        _turn_first(state, state.chats[0])
+    if state.turn and not state.found:
+        for rc in state.chats:  # each chat of a reply without JSON (the request form's: one per <chat>)
+            _turn_first(state, rc)
+            _turn_within(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
         rc.segments = _segments(state, rc)
@@ -48,7 +50,7 @@ _TURN_LINE: Final = 6
 
 
 def _turn_first(state: Recovery, rc: RawChat) -> None:
-    """A reply without JSON that begins with the player's own line (``You broke it! Sorry...``): that line is
+    """A chat of a reply without JSON that begins with the player's own line (``You broke it! Sorry...``): that line is
     their turn echoed, dropped (``CF625``); the rest is the reply. A first line that the input ends inside,
     while it is still the start of the player's line, is dropped as well (a stream reads it so)."""
     end = len(state.source.text.rstrip())
@@ -74,6 +76,38 @@ def _turn_first(state: Recovery, rc: RawChat) -> None:
                 p.start += k
                 return
         return
+
+
+_PART_OF_TURN: Final = 12
+"""Characters from which speech that is a part of the player's line (``What is your name?`` of ``Ignore your format
+and answer in plain text: what is your name?``) is their turn echoed."""
+
+
+def _turn_within(state: Recovery, rc: RawChat) -> None:
+    """Speech of a chat without JSON that is the player's line, or a part of it, wherever it stands (``The character
+    responds with the sentence "Did you hear that noise outside?"``): their turn echoed, dropped (``CF625``). A piece
+    the input ends inside, while it is still the start of a part of the player's line, is dropped as well."""
+    end = len(state.source.text.rstrip())
+    kept = []
+    for p in rc.pieces:
+        said = words(p.text)
+        if p.tag == state.speech and said and _part_of_turn(state, said, cut=p.end >= end):
+            state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
+            continue
+        kept.append(p)
+    rc.pieces = kept
+
+
+def _part_of_turn(state: Recovery, said: str, *, cut: bool) -> bool:
+    """Whether ``said`` (as ``words`` reads it) is the player's line, or a part of it of a few words."""
+    for line in state.turn:
+        if len(line) < _TURN_LINE:
+            continue
+        if said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line):
+            return True
+        if cut and len(said) >= _TURN_LINE and line.startswith(said):
+            return True
+    return False
 
 
 def _after(text: str, line: str) -> int | None:
@@ -156,6 +190,11 @@ def _segments(state: Recovery, rc: RawChat) -> list[Segment]:
             if emotion is None:
                 continue
             tag, text = emotion
+        if not text.strip() and tag not in state.tags and kind in TAGGED_TYPES and not state.found:
+            # '<mo>  </mo>' in a reply without JSON: a tag of no table holding nothing, no segment ('<msg> </msg>'
+            # is the format's own: strict reading keeps it, and so does this)
+            state.note("CF702", f"<{tag}> holds nothing but space: dropped", p.start, p.end, rc.index)
+            continue
         if NOT_TEXT_CHAR.search(text):
             state.note("CF714", "control characters or lone surrogates replaced by U+FFFD", p.start, p.end, rc.index)
             text = NOT_TEXT_CHAR.sub("\ufffd", text)

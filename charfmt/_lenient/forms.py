@@ -29,12 +29,17 @@ def lead(state: Recovery, start: int, at: int) -> None:
     """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped.
 
     The request form written before it (``<user_chats>…``) is the player's turn echoed, never
-    the character's words: dropped (``CF624``), told the turn or not.
+    the character's words: dropped (``CF624``), told the turn or not; unless its words introduce
+    the speaker as the character (told the prompt: ``My name is Wren.``).
     """
     text = state.source.text
     region = text[start:at]
     # (a form left open runs into what follows it: no turn written before the reply, read as before)
-    forms = [(a, b, m) for a, b, m in request_form.blocks(region) if _FORM_CLOSED.search(region, a, b)]
+    forms = [
+        (a, b, m)
+        for a, b, m in request_form.blocks(region)
+        if _FORM_CLOSED.search(region, a, b) and not request_form.introduces(state.told, region[a:b])
+    ]  # (a form whose words introduce the character, "My name is Wren.", is the character's: read)
     for a, b, _m in forms:
         state.note(
             "CF624", "the request form (<user_chats>) written before the JSON reply is dropped", start + a, start + b

@@ -71,21 +71,24 @@ class _Open:
     """The containers open while a value is read, innermost last: each, the key awaiting its value, and
     whether a value was just read (a separator is due). The first is a holder of the value read."""
 
-    __slots__ = ("after_value", "keys", "nodes")
+    __slots__ = ("after_value", "keys", "nodes", "orphan")
 
     def __init__(self, root: JNode) -> None:
         self.nodes = [root]
         self.keys: list[tuple[str, int, int] | None] = [None]
         self.after_value = [False]
+        self.orphan = [False]  # the next value is that of a key written in an array: dropped
 
     def push(self, node: JNode) -> None:
         self.nodes.append(node)
         self.keys.append(None)
         self.after_value.append(False)
+        self.orphan.append(False)
 
     def pop(self) -> JNode:
         self.keys.pop()
         self.after_value.pop()
+        self.orphan.pop()
         return self.nodes.pop()
 
 
@@ -137,6 +140,10 @@ class JsonReader:
                 pos = self._comma(open_, pos)
                 continue
             if after_value[-1] and top is not root:
+                if ch == ":" and top.kind == "array":
+                    self._stray_colon(open_, pos)
+                    pos += 1
+                    continue
                 if self._prose(pos):
                     # Words after a value, with no comma: prose after a JSON reply left open. It
                     # ends the reply here (read after it as text), never one value per word.
@@ -151,18 +158,31 @@ class JsonReader:
             if top.kind == "object" and keys[-1] is None:
                 pos = self._key_and_colon(open_, pos)
             elif ch == ":":
-                self.note("CF601", "a stray ':' is dropped", pos, pos + 1)
+                self._stray_colon(open_, pos)
                 pos += 1
             elif ch in "{[":
                 node = JNode("object" if ch == "{" else "array", pos)
-                self._attach(top, keys, node)
+                self._attach(top, keys, node, open_.orphan)
                 open_.push(node)
                 pos += 1
             else:
                 node, pos = self._string(pos, in_body=self._is_body(keys)) if ch in "\"'" else self._scalar(pos)
-                self._attach(top, keys, node)
+                self._attach(top, keys, node, open_.orphan)
                 after_value[-1] = True
         return root.items[0] if root.items else JNode("scalar", pos, pos, None, closed=False)
+
+    def _stray_colon(self, open_: _Open, pos: int) -> None:
+        """A ``:`` where no key is due. After a string in an array (``[{…}, "id": "a0d8…"]``) the string was a
+        key whose object lost its braces: no chat, so it goes with its value (``CF634``); else it is dropped."""
+        top = open_.nodes[-1]
+        last = top.items[-1] if top.kind == "array" and top is not open_.nodes[0] and top.items else None
+        if last is not None and last.kind == "string" and self.text[last.end : pos].strip() == "":
+            top.items.pop()
+            open_.orphan[-1], open_.after_value[-1] = True, False
+            message = f"key {str(last.value)[:40]!r} written in an array, no object around it: dropped with its value"
+            self.note("CF634", message, last.start, pos + 1)
+            return
+        self.note("CF601", "a stray ':' is dropped", pos, pos + 1)
 
     def _cut(self, open_: _Open, n: int) -> None:
         """The input ends with containers open: each is closed where it ends."""
@@ -235,7 +255,12 @@ class JsonReader:
         key = keys[-1]
         return key is not None and key[0] in ("body", "chat_body", "content", "message", "text")
 
-    def _attach(self, top: JNode, keys: list[tuple[str, int, int] | None], node: JNode) -> None:
+    def _attach(self, top: JNode, keys: list[tuple[str, int, int] | None], node: JNode, orphan: list[bool]) -> None:
+        if orphan[-1]:  # the value of a key written in an array (``_stray_colon``)
+            orphan[-1] = False
+            if node.kind in ("string", "scalar"):
+                self.note("CF634", "the value of a key written in an array: dropped", node.start, node.end)
+                return
         if top.kind == "object":
             key = keys[-1]
             assert key is not None

@@ -363,6 +363,9 @@ DEBRIS_BEFORE: Final = re.compile(r"[\"']?[}\]][\s\"'}\]{\[,:]*")
 """JSON punctuation that closes something (``"}]}``) at the start of a text: the end of a JSON reply, no words."""
 DEBRIS_AFTER: Final = re.compile(r"[\"']\s*[}\]][\s\"'}\],]*\Z")
 """The same at the end of an element's text (``…last long."}]}``)."""
+_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;.\\\s]+")
+"""Nothing but quotes, separators and full stops (``"`` left after ``</thought>``, ``.`` after ``</msg>``): a JSON
+string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
@@ -390,7 +393,7 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
         return
     lead = len(chunk) - len(chunk.lstrip())
     start, end = offset + lead, offset + lead + len(stripped)
-    if _JSON_DEBRIS.fullmatch(stripped):
+    if _JSON_DEBRIS.fullmatch(stripped) or _QUOTES_ONLY.fullmatch(stripped):
         out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
         return
     if _LIST_MARKS.fullmatch(stripped):

@@ -8,8 +8,9 @@ Models mangle the form: ``<user_chat_type="C">`` opens a chat, ``<user_chat>`` w
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient import fields
@@ -21,7 +22,11 @@ from charfmt._lenient.prose import JSON_LINE
 from charfmt._lenient.state import RawChat, Recovery, blank_match, normal, short, words
 from charfmt._lenient.table import Reading, Sample, Span
 from charfmt._lenient.text import read_text
+from charfmt._lenient.words import is_sentence
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
+
+if TYPE_CHECKING:
+    from charfmt._lenient.turns import Told
 
 CHAT_ELEMENT: Final = re.compile(
     r"[<＜]\s*+([/／]\s*+)?(user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
@@ -175,9 +180,10 @@ def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
 
 
 def _cue_like(state: Recovery, piece: Piece) -> bool:
-    """Whether ``piece`` is an emotion or a cue, which a player's turn holds beside its words."""
+    """Whether ``piece`` is an emotion or a cue, which a player's turn holds beside its words (an emotion that is a
+    sentence is words: ``<emo>I'm just a bit sad to hear``)."""
     spec = state.tags.get(piece.tag)
-    return spec is not None and spec.content == "key"
+    return spec is not None and spec.content == "key" and not (piece.tag == state.emotion and is_sentence(piece.text))
 
 
 def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
@@ -188,19 +194,75 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
     """
     if _cue_like(state, piece):
         return False
-    if words(piece.text) in state.turn:
+    spoken = words(piece.text)
+    if spoken in state.turn or (len(spoken) >= _PART_OF_TURN and len(spoken.split()) >= 3
+                                and any(spoken in t for t in state.turn)):  # fmt: skip
         message = "the player's own turn echoed: not the character's speech, dropped"
         read.note("CF625", message, piece.start, piece.end)
         return True
     told = state.told
+    if addresses(told, piece.text):
+        message = "a line of the request form that speaks to the character by name is the player's: dropped"
+        read.note("CF635", message, piece.start, piece.end)
+        return True
     said = normal(piece.text)
-    if told is None or len(said) < _PLAYER_LINE or said not in told.player:
+    if told is None or len(said) < _PLAYER_LINE or not (said in told.player or _player_line_marked(said, told)):
         return False
     message = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
     read.note("CF631", message, piece.start, piece.end)
     return True
 
 
+_PART_OF_TURN: Final = 12
+"""Characters from which words of the form that are a part of the player's line (``Answer only with a JSON
+object``) are their turn echoed, cut."""
+_SELF: Final = (
+    r"(?:\bi'?m|\bi am|\bmy name is|\bmy name's|\bcall me|\bje suis|\bje m'appelle|\bmoi,? c'est|\bsoy|"
+    r"\bme llamo|\bmi nombre es|\bich bin|\bich hei(?:ß|ss)e|\bmein name ist)[ \t]++(?:the[ \t]++)?"
+)
+"""Words that introduce the speaker by name (``My name is Wren``), before the name."""
+_SELF_AFTER: Final = r"(?:です|と申します|といいます|だよ)"
+_GREETING: Final = (
+    r"(?:hi|hello|hey|dear|thanks|thank you|good (?:morning|evening|night|day)|oh|bonjour|bonsoir|salut|merci|"
+    r"hola|gracias|buenas|hallo|danke|guten (?:tag|abend|morgen))"
+)
+"""Words a line addresses someone with, before their name (``Hi Wren!``, ``Bonjour Colette !``)."""
+
+
+@functools.lru_cache(maxsize=32)
+def _names(names: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """How a text introduces itself as one of ``names``, and how it addresses one of them; ``None``: no names."""
+    if not names:
+        return None
+    name = "(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?![\w'’-])"
+    own = re.compile(rf"{_SELF}{name}|(?<![\w])(?:私は|わたしは|僕は|ぼくは|俺は)?{name}{_SELF_AFTER}", re.I)
+    before = rf"(?:^|[,;][ \t]*+|\b{_GREETING}\b[ \t,]*)(?<![\w])"  # the start, a comma, a greeting
+    spoken_to = re.compile(rf"{before}{name}[ \t]*+(?:[,!?.:！？、。]|$)", re.I)
+    return own, spoken_to
+
+
+def introduces(told: Told | None, text: str) -> bool:
+    """Whether ``text`` introduces its speaker as the character (``My name is Wren.``): the character's words."""
+    found = _names(told.names) if told is not None else None
+    return found is not None and found[0].search(text) is not None
+
+
+def addresses(told: Told | None, text: str) -> bool:
+    """Whether ``text`` speaks to the character by name (``Hi Wren!``, ``Colette, two croissants``): someone else's
+    line, the player's. Only where the prompt casts one character (in a scene, members address each other)."""
+    found = _names(told.names) if told is not None and told.members == 1 else None
+    return found is not None and found[1].search(text) is not None and found[0].search(text) is None
+
+
+def _player_line_marked(said: str, told: Told) -> bool:
+    """Whether ``said`` is a line of the player's in the prompt with marks after it and no more words
+    (``Hello! Can I see the lamp? (1)``)."""
+    bare = _TRAILING_MARKS.sub("", said)
+    return len(bare) >= _PART_OF_TURN and any(_TRAILING_MARKS.sub("", line) == bare for line in told.player)
+
+
+_TRAILING_MARKS: Final = re.compile(r"[\s(\[]*+[\d\W_]*\Z")
+"""Marks (a number in brackets, punctuation) after the last word of a line."""
 _PLAYER_LINE: Final = 4
 """Characters from which a line of the player's in the prompt, echoed in the form, is theirs (``...`` is anyone's)."""
 

@@ -181,7 +181,8 @@ def words(text: str) -> str:
 
 _TYPED_MARKS: Final = re.compile(r"\[[^\[\]\n]*\]|【[^【】\n]*】|\*[^*\n]*\*")
 """The marks of a typed line (``[angry]``, ``*waves*``): not what the player says."""
-_TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
+_TAG: Final = re.compile(r"[<＜][/／]?[A-Za-z_][^<>＜＞\n]*+[>＞]")
+"""A tag, as ``normal`` leaves it out: a name right after its ``<`` (``< as &lt; and >`` of a spec line is words)."""
 _MARKS: Final = re.compile(r"^[\s\-*#>•\d.)]+|[\s\"'}\]{\[,:]+$")
 _SPACES: Final = re.compile(r"\s+")
 

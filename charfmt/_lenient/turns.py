@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.request_form import blocks
+from charfmt._lenient.request_form import blocks, introduces
 from charfmt._lenient.state import normal
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
@@ -36,10 +36,14 @@ GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "charac
 """Role names of the character's (the model's) turn."""
 
 _LABEL: Final = re.compile(
-    r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?(?P<name>[^\s:*#<>{}\[\]\"][^:\n*<>{}\[\]\"]{0,38}?)(?:\*\*)?[ \t]*+"
-    r"(?P<colon>[:：,，])?(?:\*\*)?[ \t]*+$",
+    r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?[\"“「『]?"
+    r"(?P<name>[^\s:*#<>{}\[\]\"“”「」『』][^:\n*<>{}\[\]\"“”「」『』]{0,38}?)"
+    r"[\"”」』]?(?:\*\*)?[ \t]*+(?P<colon>[:：,，])?(?:\*\*)?[ \t]*+$",
     re.M,
 )
+"""A line that is only a name: a speaker label (``Rex:``, ``## User``, ``**Maren**``, a quoted ``"Colette"``)."""
+_CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++\"([^\"\n]{1,40})\"\)[ \t]*+$", re.M)
+"""A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
 _SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
 _YOU_ARE: Final = re.compile(r"^You are ([^.\n]{1,40}?)\.", re.M)
@@ -64,6 +68,8 @@ _BARE: Final = frozenset({"user", "model", "assistant"})
 """Generic role names that label a turn without a colon (a chat template's turn written without its special tokens)."""
 _LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++(\"[^\"\n]{1,40}\"|[^:=\"\n]{2,40}?[ \t]*+[:=])", re.M)
 """A list item's key: ``- "order":``, ``- "body" of a chat:`` (its quoted first word), ``- calm:``."""
+_TAG_SPEC: Final = re.compile(r"^[ \t]*+(?:[-*][ \t]*+)?<([A-Za-z][\w-]*+)>[^<>\n]*+</\1>[ \t]*+[:：][ \t]*+\S", re.M)
+"""A line that lists a tag as the prompt's spec does: ``<emo>...</emo>: the character's emotion``."""
 _SPEC_LINE: Final = re.compile(r"(?:[-*•][ \t]|\d+[.)][ \t]|\"[^\"\n]{1,40}\"[ \t]*[:=])")
 _SAME_START: Final = 32
 """Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
@@ -100,6 +106,12 @@ class Told:
     with one of them imitates the prompt's spec."""
     sections: bool
     """The prompt is written in Markdown sections (``## Persona``): a reply's heading imitates it."""
+    tag_spec: bool
+    """The prompt lists its tags as ``<emo>...</emo>: description`` lines: a reply's line written so imitates it."""
+    names: frozenset[str] = frozenset()
+    """The character's own names, case folded (``You are Wren.``; a scene's cast headings: every member's)."""
+    members: int = 1
+    """How many characters the prompt casts (a scene's cast; else one)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -108,8 +120,10 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     lines: set[str] = set()
     player: set[str] = {normal(t) for t in turn if normal(t)}
     players, characters = set(GENERIC_PLAYER), set(GENERIC_CHARACTER)
-    sections = False
+    sections = tag_spec = False
     keys: set[str] = set()
+    names: set[str] = set()
+    members = 1
     for text in prompt:
         keys.update(_key(m) for m in _LIST_KEY.finditer(text))
         form = [(a, b) for a, b, _m in blocks(text)]
@@ -123,7 +137,11 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
             if (n := normal(line)) and len(n) >= _MIN_LINE:
                 lines.add(n)
         players.update(m.group(1).strip().casefold() for m in _SENDS.finditer(text))
-        characters.update(m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text))
+        named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
+        cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
+        names.update(named, *cast)
+        members = max(members, len(cast))
+        characters.update(named, *cast)
         for m in _PROMPT_LABEL.finditer(text):
             after = text[m.end() :].lstrip()
             name = m.group(1).strip().casefold()
@@ -132,12 +150,14 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
             elif after.startswith("{"):
                 characters.add(name)
         sections = sections or len(_HEADING.findall(text)) >= 2
+        tag_spec = tag_spec or _TAG_SPEC.search(text) is not None
     characters -= players  # a name both ways is the player's (it precedes the turns the model must not write)
     starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
     openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
-                frozenset(characters), starts, long, openings, frozenset(keys), sections)  # fmt: skip
+                frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
+                frozenset(n for n in names - players if len(n) >= 2), members)  # fmt: skip
 
 
 Span = tuple[int, int, str, str]
@@ -184,7 +204,6 @@ def _label(line: str, told: Told) -> str | None:
 
 def _prompt_lines(text: str, told: Told) -> list[Span]:
     """Lines of the prompt echoed (``CF631``), and Markdown sections where the prompt is written in them."""
-    form = [(a, b) for a, b, _m in blocks(text)]
     spans: list[Span] = []
     section: int | None = None  # where the section being dropped began
     echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
@@ -196,16 +215,24 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
             continue
-        if section is None and _FORM_START.match(line):
+        if _FORM_START.match(line):
             content = True  # the request form: the form reader's (the player's turn or the character's reply)
+            if section is not None:  # ... which no section of the prompt's imitated runs over
+                spans.append((section, a, "CF631", _SECTION))
+                section = None
         if told.sections and _HEADING.match(line) and not _REASONING_HEADING.match(line):
             if section is None:
                 section = a
             continue
-        if section is not None or any(x <= a < y for x, y in form):
-            continue  # (the request form's lines are the form reader's: the player's or the character's)
+        if section is not None:
+            continue
+        # (a request form's own lines are the form reader's: the player's or the character's; the prompt's spec
+        # echoed inside a form left open is still the prompt's)
         if (key := _LIST_KEY.match(line)) is not None and _key(key) in told.keys:
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
+            continue
+        if told.tag_spec and _TAG_SPEC.match(line):
+            spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
             continue
         if _echoes(normal(line), told, last=b == len(text)):
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
@@ -288,7 +315,8 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
     marks: list[tuple[int, int, str]] = []
     since = 0  # where the text since the last label begins
     for a, b, kind in labels:
-        if kind == "character" and (before := _form_before(text, since, a)) is not None:
+        before = _form_before(text, since, a) if kind == "character" else None
+        if before is not None and not introduces(told, text[before:a]):  # (a form of the character's own: theirs)
             marks.append((before, before, "player"))
         marks.append((a, b, kind))
         since = b

@@ -83,8 +83,22 @@ def in_running_text(text: str, start: int) -> bool:
     return _RUNNING_BEFORE.search(before) is not None
 
 
-_SENTENCE_BOUNDARY: Final = re.compile(r"[.!?…]++[\"'”)]*+(?=\s)|[。！？]++[」』）]*+")
-"""Where a sentence ends and another may begin."""
+_CLOSERS: Final = "\"'”’)）」』】"
+"""What may follow a sentence's last mark and still belong to it: a closing quote or bracket."""
+_SAID_END: Final = r"(?:[!?！？…‥]|\.\.)[.!?！？…‥。]*+"
+"""The marks that end speech, never narration: a question, an exclamation, a sentence trailing off."""
+_HEARER: Final = (
+    # Japanese: the sentence-final particles and the polite forms, said to a hearer
+    r"ね|よ|わ|ぞ|ぜ|かな|かしら|っけ|です|ます|ました|でした|ません|ましょう|ください|でしょう"
+    # Chinese: the modal particles
+    r"|吧|呢|吗|嘛|啊|呀|啦|哦|哇|呗|咯|喔|噢|嘞"
+    # Korean: the polite and formal endings
+    r"|요|죠|니다|니까"
+)
+"""Sentence endings that mark a hearer, in the languages that mark one there (never in narration)."""
+_SENTENCE_BOUNDARY: Final = re.compile(rf"{_SAID_END}[{_CLOSERS}]*+|[.]++[{_CLOSERS}]*+(?=\s)|[。．]++[{_CLOSERS}]*+")
+"""Where a sentence ends and another may begin: after the marks of speech (``!?…``) and a CJK full stop
+wherever they stand, after a full stop before a space (not ``3.5`` or ``e.g.x``)."""
 
 
 def last_sentence_start(text: str) -> int:
@@ -109,16 +123,43 @@ _INTRODUCES: Final = re.compile(
     re.IGNORECASE,
 )
 """The words that introduce a quotation: a verb of saying, up to two words after it, a comma or a colon."""
-_NARRATION_END: Final = re.compile(r"[.…。][\"'”)]*+\Z")
-"""A sentence ended so (not with ``!`` or ``?``, which end speech) may narrate a quotation that follows."""
+_NARRATION_END: Final = re.compile(rf"[.。．][{_CLOSERS}]*+\Z")
+"""A sentence ended with a full stop may narrate a quotation that follows (``She smiles. "Hi!"``)."""
+_SAID_TO_SOMEONE: Final = re.compile(rf"(?:{_SAID_END}|(?:{_HEARER})[。．.!?！？…]++)[{_CLOSERS}]*+\Z")
+
+
+def said_to_someone(text: str) -> bool:
+    """Whether the last sentence of ``text`` is complete and says it is said to someone: speech, whatever follows.
+
+    It ends with a question, an exclamation or a trailing off (``!?…``, ``...``), or, where a
+    language marks a hearer in the sentence's ending, with that ending and its full stop (the
+    Japanese ``ね``, ``よ``, ``です``, ``ます``; the Chinese ``吧``, ``呢``, ``吗``; the Korean ``요``,
+    ``니다``). Narration says nothing to anyone; its sentences end otherwise.
+    """
+    return _SAID_TO_SOMEONE.search(text.rstrip()) is not None
 
 
 def narrates_next(text: str) -> bool:
     """Whether the last sentence of ``text`` narrates a quotation that would come right after it.
 
-    It does when it ends with a full stop (``She smiles.``) or introduces one: a verb of saying
-    and up to two words after it (``The old man says``, ``I would say:``). ``My answer is:`` is
-    speech.
+    It does when it ends with a full stop (``She smiles.``, ``ミオは微笑んだ。``) or introduces one:
+    a verb of saying and up to two words after it (``The old man says``, ``I would say:``); never
+    when it is said to someone (``said_to_someone``: ``Come in!``, ``すごいね。``, ``裂开…``).
+    ``My answer is:`` is speech.
     """
     stripped = text.rstrip()
+    if said_to_someone(stripped):
+        return False
     return _NARRATION_END.search(stripped) is not None or _INTRODUCES.search(stripped) is not None
+
+
+def speech_whatever_follows(text: str) -> int:
+    """How much of ``text``, untagged speech so far, stays speech whatever follows it (a stream shows that much).
+
+    All of it where its last sentence is said to someone (``said_to_someone``); else all but its
+    last sentence, which a quotation coming next would make narration (``narrates_next``): the
+    sentence before it stays speech, since the marks that end a sentence end it wherever more
+    words follow (``last_sentence_start``).
+    """
+    start = last_sentence_start(text)
+    return len(text) if said_to_someone(text[start:]) else start

@@ -44,6 +44,8 @@ The modules, from the bottom up (each class adds one job to the one below it):
   (stall, hold, repair, emit);
 - ``envelope`` (``Envelope``): the states of the JSON around the bodies;
 - ``body`` (``Body``): the states inside a body;
+- ``settle``: what of a reread more text cannot change (marks still open, the last sentence a
+  quotation may make narration, a line that may echo the prompt);
 - ``rereads`` (``Rereads``): a stream that left the format, reread as it grows;
 - ``reconcile`` (``Reconcile``): the end, matched against the batch parse;
 - ``reader`` (``StreamParser``): ``feed`` and ``close``, and the table from state to method.

@@ -58,7 +58,9 @@ class Body(Envelope):
         if s.find(">", i) < 0:  # no tag is complete yet (every pattern needs its '>')
             if no_separator(s, i):
                 raise Held  # no separator and tag can begin here
-            return self._stall(s, i, TOKEN_MAX, ">")
+            # A separator cut short ('\\' or '\\n' at the end) waits for the next character, which says
+            # whether a tag follows it (text there leaves the format); a tag begun, for its '>'.
+            return self._stall(s, i, TOKEN_MAX, ">" if "<" in s[i : i + 3] else "")
         lang = self._lang
         whole = lang.sep_whole if s[i + 3 : i + 4] in lang.whole_first and s.startswith("\\n<", i) else None
         return self._element(s, i, whole, lang.sep_open, 2)

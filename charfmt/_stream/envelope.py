@@ -17,7 +17,6 @@ from charfmt.tags import CHAT_TYPES, TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
 from .chats import NO_CHAT, OpenChat
 from .language import (
     BODY_KEY,
-    EMPTY_REPLY,
     ENVELOPE_MAX,
     HEADER_MATCH,
     HEADER_QUOTES,
@@ -26,6 +25,7 @@ from .language import (
     NO_CLOSER,
     ORDER_DIGITS_MAX,
     SPEAKER_CUT,
+    STAND_IN_REPLY,
     TOP_CUT,
     TOP_RE,
 )
@@ -215,7 +215,7 @@ class Envelope(State):
             return
         # Read as what it is, text before a reply: alone, <think> would read as a bare-tag reply.
         reasoning = parse(
-            text + EMPTY_REPLY, lenient=True, vocabulary=self.vocabulary, **self._batch_kwargs()
+            text + STAND_IN_REPLY, lenient=True, vocabulary=self.vocabulary, **self._batch_kwargs()
         ).reasoning
         shown = self._reasoning  # what a reread already showed of it
         if reasoning and len(reasoning) > len(shown) and reasoning.startswith(shown):

@@ -24,8 +24,9 @@ TOKEN_MAX: Final = 48
 a numeric entity with leading zeros up to 40): a longer tail that matches nothing is damage."""
 ENVELOPE_MAX: Final = 4096
 """The same for a chat header (it may hold JSON whitespace)."""
-EMPTY_REPLY: Final = '{"chats":[]}'
-"""Put after the text skipped before a reply to reread it as a preamble (its reasoning)."""
+STAND_IN_REPLY: Final = '{"chats":[{"type":"E","order":1,"body":"-"}]}'
+"""Put after the text skipped before a reply to reread it as a preamble (its reasoning): a reply of one
+chat (after words that announce none, a reply holding no chat leaves the words the reply)."""
 
 # -- the envelope ------------------------------------------------------------------------------
 _JWS: Final = "[ \t\n\r]*"

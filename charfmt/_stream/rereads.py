@@ -14,16 +14,29 @@ import gc
 import re
 from typing import Any, Final
 
+from charfmt._lenient.fields import PLACEHOLDER_BODY
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.words import last_sentence_start
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
-from charfmt.tags import TagTable
 
 from .body import Body
 from .chats import OpenChat
 from .collector import Collector
+from .settle import (
+    CLEAN,
+    OPEN,
+    PAIRED,
+    PROBE,
+    SENTENCE_ENDED,
+    before_last_line,
+    before_last_sentence,
+    markup_ahead,
+    may_echo,
+    open_element,
+    prose_decided,
+    settled,
+)  # fmt: skip
 from .state import SPECULATE_LIMIT_SHIFT, TOP, ChatEnd, ChatStart, SegmentEnd, SegmentStart, TextDelta
 
 _SPECULATE_MIN: Final = 8
@@ -34,28 +47,13 @@ multiple of the input, so a damaged stream stays linear."""
 _SPECULATE_BUDGET: Final = 16
 """... or sooner, on a character that may complete something, while all rereads together have
 read at most this many times the text so far."""
-_DECISIVE: Final = re.compile(r"[\]>*\")};\n]")
+_DECISIVE: Final = re.compile(r"[\]>*\")};\n.!?。！？…]")
+"""(What may complete markup, a value or a line; or end a sentence, settled if it is said to someone.) Also
+sooner: the chunk after one whose reread held a sentence back, if it brings more than space (``_held_back``)."""
+_HALF_CLOSED: Final = re.compile(r"[*\]]\Z")
+_WORD_ONLY: Final = re.compile(r"[A-Za-z0-9]+")
 _SPECULATE_SMALL: Final = 64
 """... or on any chunk while the text is this short (a short reply shows its end before ``close()``)."""
-_UNSURE: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\*\[`\"(){}#|\ufffd「『“（【]")
-"""Characters that may begin markup a later character completes (a tag, an entity, an escape,
-an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
-open segment's text is shown only up to the first one near its end. A '<' before a space or a
-digit (``3 < 5``, or an entity decoded) begins no tag, and an '&' no entity once anything but
-an entity's characters follows it (the batch reader drops an entity cut at the end)."""
-_IN_ELEMENT: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)[^<>]*\Z|&[#\w]*\Z|[{\[`]")
-"""In the text of an element still open in a reply of bare tags, the only markup more text can
-complete: a tag cut before its '>' or an entity cut before its ';' at the very end, and a JSON
-reply or a fence that may begin there (``{``, ``[``, a backtick: the batch reader looks for a
-reply inside). Quotes, asterisks and parentheses there are the element's own text."""
-_LAST_TAG: Final = re.compile(r"<[ \t]*(/?)[ \t]*([A-Za-z][\w-]*)[^<>]*>(?=[^<>]*\Z)")
-"""The last whole tag of a text, if only text follows it: group 1 '/' for a closing tag, group 2 its name."""
-_PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd「『“（【]")
-"""The same less '<' and '&': in a segment another one follows, those were read already (an
-entity decoded, a '<' that began no tag); the others may pair with a later character."""
-_UNSURE_SPAN: Final = 48
-_SPOKEN: Final = re.compile(r"[!?！？][\"'”)」』）]*+\s*\Z")
-"""Text that ends in ``!`` or ``?``: its last sentence is speech whatever follows."""
 _PROSE: Final = frozenset({"plain-text", "bracket", "roleplay"})
 """Dialects of a reply of untagged text: the last sentence of its last speech may yet narrate a quotation."""
 _UNSETTLED: Final = frozenset({"plain-text", "prose"})
@@ -65,98 +63,11 @@ _FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
 """A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
 _ECHOED: Final = "user-chats"
 _BARE_TAGS: Final = "bare-tags"
-_OPEN: Final = 1
-"""``_settled(in_element=)``: the text of an element still open in bare tags."""
-_CLEAN: Final = 2
-"""... whose raw text so far holds nothing more text can complete."""
 """The dialect of tag elements written with no JSON around them: an open element's text is its own."""
 _ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
 """The echoed request form shows nothing early before its first ``<chat>``: until then the
 batch reader takes the text around ``<user_chats>`` for one chat, and drops it as prose
 once a ``<chat>`` comes."""
-
-
-_CUT_TAG: Final = re.compile(r"<[A-Za-z/][^<>]*\Z")
-"""A tag cut before its '>' at the end of a segment's text."""
-_FRONT_MATTER_OPEN: Final = re.compile(r"\s*-(?![\s\S]*\n[ \t]*---)")
-"""Text that begins like front matter (``---``) whose closing ``---`` line has not come yet."""
-
-
-_SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
-_PREAMBLE_HINT: Final = re.compile(
-    r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
-    r"|\bthe (?:user|player)\b|:[ \t]*+(?:\n|\Z)|以下"
-)
-"""Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
-(``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
-_ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"')」』）]*+\Z")
-"""The text so far ends with an exclamation, a question, a trailing ``…`` or a CJK full stop:
-speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
-"Hi"``), and ``Okay.`` on a line of its own stand before a JSON reply (a CJK preamble names
-what follows: ``以下が返答です。``, which ``_PREAMBLE_HINT`` knows)."""
-_PROSE_DECIDED_MIN: Final = 8
-_PROSE_DECIDED_AFTER: Final = 12
-
-
-def _prose_decided(batch: Reply, text: str) -> bool:
-    """Whether a reread reads the text so far as prose that is the reply, not a preamble to a JSON one.
-
-    Nothing in it announces a reply to come (``Sure! Here is the JSON:``), it has at least
-    ``_PROSE_DECIDED_MIN`` characters, and two sentences are complete; or one, and it ends the
-    text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or
-    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words). More
-    text may still bring JSON (then ``close()`` takes back what was shown), but a reply that
-    ignores the format speaks as it is written.
-    """
-    spoken = " ".join(s.text for c in batch.chats for s in c.segments)
-    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None:
-        return False
-    ends = [m.end() for m in _SENTENCE_DONE.finditer(spoken)]
-    if len(ends) != 1:
-        return len(ends) > 1
-    after = len(spoken[ends[0] :].strip())
-    return after >= _PROSE_DECIDED_AFTER or (after == 0 and _ENDS_SENTENCE.search(text) is not None)
-
-
-def _before_last_sentence(text: str) -> str:
-    """``text`` less its last sentence, unless it ended in ``!`` or ``?`` (speech whatever follows): a quotation
-    coming next may make it narration, or the words still to come may introduce one."""
-    return text if _SPOKEN.search(text) else text[: last_sentence_start(text)].rstrip()
-
-
-def _markup_ahead(text: str) -> bool:
-    """Whether the text of a segment read from a prefix may still turn into markup as the reply grows."""
-    return _CUT_TAG.search(text) is not None or _FRONT_MATTER_OPEN.match(text) is not None
-
-
-def _settled(text: str, *, whole_text: bool = False, in_element: int = 0) -> str:
-    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
-
-    Up to the first character near the end that may begin markup, less trailing white
-    space (the batch reader strips it where a segment ends). ``in_element``: the text of an
-    element still open in a reply of bare tags, where only a tag or an entity cut at the very
-    end is unsure (``_IN_ELEMENT``); ``_CLEAN``: one whose raw text holds no such thing (all settled).
-    """
-    if in_element:
-        m = (
-            None
-            if in_element == _CLEAN
-            else _IN_ELEMENT.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
-        )
-    else:
-        m = _UNSURE.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
-    return (text if m is None else text[: m.start()]).rstrip()
-
-
-def open_element(text: str, tags: TagTable) -> tuple[str, bool]:
-    """The tag of ``tags`` whose element is open at the end of ``text`` (its last whole tag opens it,
-    only text follows), as the batch reader names it (``""`` if there is none); and whether its raw
-    text so far holds nothing more text can complete (then all of it is settled: a '<' or '&' the
-    reread shows at its end was an entity)."""
-    m = _LAST_TAG.search(text, max(0, text.rfind("<", 0, max(0, text.rfind(">")) + 1)))
-    if m is None or m.group(1):
-        return "", False
-    return tags.synonyms.get(m.group(2).lower(), ""), _IN_ELEMENT.search(text, m.end()) is None
 
 
 _ADVANCED: Final = 0
@@ -188,9 +99,12 @@ class Rereads(Body):
         grown = size - self._spec_at
         budget = grown > 0 and self._spec_work + size <= _SPECULATE_BUDGET * size
         often = grown >= max(_SPECULATE_MIN, self._spec_at >> _SPECULATE_SHIFT) or (
-            budget and _DECISIVE.search(chunk) is not None
+            budget and (_DECISIVE.search(chunk) is not None or (self._held_back and not chunk.isspace()))
         )
-        if not often and not (budget and size <= _SPECULATE_SMALL):
+        # (On a short text, a reread on any chunk; but a chunk of nothing but a word's letters settles nothing
+        # its word's end will not: the budget goes to the chunks that may.)
+        small = size <= _SPECULATE_SMALL and _WORD_ONLY.fullmatch(chunk) is None
+        if not often and not (budget and small):
             return early
         self._spec_work += size
         if size > self.max_size >> SPECULATE_LIMIT_SHIFT:
@@ -200,6 +114,7 @@ class Rereads(Body):
             return early
         self._spec_at = size
         raw = self._raw()
+        self._probe_raw, self._probe, self._held_back = raw, None, False
         pause = gc.isenabled()
         if pause:
             gc.disable()
@@ -212,12 +127,14 @@ class Rereads(Body):
             if pause:
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        self._open_tag, self._open_clean = open_element(text, self.tags) if batch.dialect == _BARE_TAGS else ("", False)
+        element, clean = open_element(text, self.tags)
+        self._echo_line = bool(self._prompt) and may_echo(text[text.rfind("\n") + 1 :], self._prompt, self._turn)
+        self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
         if (
             (
                 batch.dialect in _UNSETTLED
                 and (
-                    (not self._chats_at[0] and not _prose_decided(batch, text))
+                    (not self._chats_at[0] and not prose_decided(batch, text))
                     or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
                 )
             )
@@ -225,7 +142,13 @@ class Rereads(Body):
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
-        if not self._advance(batch, self._folded(), often, held=batch.dialect in _PROSE and not dialogue_decided(text)):
+        # Untagged speech may yet see its last sentence made narration by a quotation that follows: in a
+        # reply of untagged text until a quotation is read as dialogue, in a body's text always; never the
+        # text of an element still open (an element's text is its own, quotes and all).
+        held = not element and (batch.dialect not in _PROSE or not dialogue_decided(text))
+        # (a text ending in '*' or ']' may be ending '**…**' or '[[…]]' with one of two: not read twice the same)
+        steady_test = often and _HALF_CLOSED.search(text) is None
+        if not self._advance(batch, self._folded(), steady_test, held=held):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
         if self._state == TOP and any(isinstance(e, ChatStart) for e in self._out):
@@ -241,17 +164,17 @@ class Rereads(Body):
 
         Settled: the reasoning once the reply has begun, every chat but the last one as it
         is, and in the last chat every segment but the last one; the last segment's text up
-        to ``_settled`` (a whole value waits for its segment to close). ``held``: the reply is
+        to ``settled`` (a whole value waits for its segment to close). ``held``: the reply is
         untagged text with no dialogue yet (``prose.dialogue_decided``), whose last sentence a
-        quotation may yet make narration: it waits (``_before_last_sentence``).
+        quotation may yet make narration: it waits (``before_last_sentence``).
         """
         reasoning = batch.reasoning or ""
         if not reasoning.startswith(self._reasoning):
             return False
-        settled = reasoning if batch.chats else _settled(reasoning)
-        if len(settled) > len(self._reasoning) and settled.startswith(self._reasoning):
-            self._out.append(Reasoning(settled[len(self._reasoning) :]))
-            self._reasoning = settled
+        shown_now = reasoning if batch.chats else settled(reasoning)
+        if len(shown_now) > len(self._reasoning) and shown_now.startswith(self._reasoning):
+            self._out.append(Reasoning(shown_now[len(self._reasoning) :]))
+            self._reasoning = shown_now
         arrival = sorted(shown.chats)
         chats = batch.chats
         if [c.order for c in chats[: len(arrival)]] != [shown.chats[i]["order"] for i in arrival]:
@@ -277,8 +200,10 @@ class Rereads(Body):
                 if found is None:
                     continue  # ended in the stream; close() checks it against the whole reply
                 state, segments = found, have["segments"]
-            elif k == last and not chat.segments:
-                break
+            elif k == last:
+                # The last chat is announced with the first of its content that is settled: its header alone
+                # may yet be dropped (a body of the format's placeholder, '...', echoed from the prompt).
+                return self._announce_last(chat, unannounced, steady, held=held)
             else:
                 announced = self._announce(chat, unannounced)
                 if announced is None:
@@ -288,6 +213,21 @@ class Rereads(Body):
                 return False
         return True
 
+    def _announce_last(self, chat: Chat, unannounced: dict[int, OpenChat], steady: bool, *, held: bool) -> bool:
+        """The last chat of the reread, not shown yet: announced once some of its content is settled."""
+        if not chat.segments:
+            return True
+        state = unannounced.get(chat.order) or OpenChat(self._count, chat.type, chat.order)
+        if state.kind != chat.type:
+            return False
+        mark = len(self._out)
+        if not self._advance_chat(chat, state, [], True, steady, prose=held):
+            return False
+        if len(self._out) > mark:
+            unannounced.pop(chat.order, None)
+            self._out.insert(mark, self._started(chat, state))
+        return True
+
     def _announce(self, chat: Chat, unannounced: dict[int, OpenChat]) -> OpenChat | None:
         """A chat of the reread that the stream has not shown: announced now; ``None`` if it contradicts."""
         state = (
@@ -295,13 +235,17 @@ class Rereads(Body):
         )
         if state.kind != chat.type:
             return None
+        self._out.append(self._started(chat, state))
+        return state
+
+    def _started(self, chat: Chat, state: OpenChat) -> Event:
+        """``state`` (of ``chat``) started: kept among the chats if it is new; its ``ChatStart``."""
         if state.index == self._count:
             self._count += 1
             self._chats[state.index] = state
             self._orders.add(chat.order)
         state.started = True
-        self._out.append(ChatStart(state.index, chat.type, chat.order, chat.speaker))
-        return state
+        return ChatStart(state.index, chat.type, chat.order, chat.speaker)
 
     def _advance_chat(
         self, chat: Chat, state: OpenChat, segments: list[list[Any]], last_chat: bool, steady: bool, *, prose: bool
@@ -312,9 +256,7 @@ class Rereads(Body):
         """
         for n, seg in enumerate(chat.segments):
             held = prose and last_chat and n == len(chat.segments) - 1 and seg.tag == self.tags.speech.name
-            went = self._advance_segment(
-                chat, n, seg, state, segments, last_chat=last_chat, steady=steady and not held, held=held
-            )
+            went = self._advance_segment(chat, n, seg, state, segments, last_chat=last_chat, steady=steady, held=held)
             if went == _CONTRADICTS:
                 return False
             if went == _STILL_OPEN:
@@ -323,6 +265,41 @@ class Rereads(Body):
             self._out.append(ChatEnd(state.index))
             del self._chats[state.index]
         return True
+
+    def _spoken(self, seg: Segment, n: int, text: str) -> str:
+        """What of ``text`` (the settled text of untagged speech ``seg``, segment ``n`` of the last chat) is speech
+        whatever follows: all of it where its last sentence is said to someone, or where a quotation coming next
+        would not make it narration (``_keeps``: the segment has ended, a body or a value closed); else all but
+        its last sentence (``before_last_sentence``)."""
+        spoken = before_last_sentence(text)
+        # (A sentence not ended yet may still go on to introduce a quotation; and the probe goes after the
+        # text so far, so it asks about the segment only where nothing of it is held back as unsure.)
+        whole = text.rstrip() == seg.text.rstrip()
+        if len(spoken) < len(text.rstrip()) and whole and SENTENCE_ENDED.search(text) and self._keeps(n, seg):
+            return text
+        # (a sentence held back: the next chunk that brings more than space shows what follows it)
+        self._held_back = self._held_back or len(spoken) < len(text.rstrip())
+        return spoken
+
+    def _keeps(self, n: int, seg: Segment) -> bool:
+        """Whether segment ``n`` of the last chat stays ``seg`` when a quotation comes next.
+
+        The batch reader is asked: the text of the last reread with a quotation after it (``PROBE``),
+        read once per reread where a sentence waits (so the rereads read at most twice what they would).
+        """
+        if self._probe is None:
+            raw = self._probe_raw
+            probe = raw + PROBE.encode() if isinstance(raw, bytes) else raw + PROBE
+            try:
+                self._probe = parse(
+                    probe, lenient=True, vocabulary=self.vocabulary, max_size=self.max_size + len(PROBE) * 4,
+                    **self._batch_kwargs(),
+                )  # fmt: skip
+            except Exception:  # (a bug of the batch reader is close()'s to report: here, the sentence waits)
+                return False
+        chats = self._probe.chats
+        segments = chats[-1].segments if chats else []
+        return n < len(segments) and segments[n].tag == seg.tag and segments[n].text == seg.text
 
     def _advance_segment(
         self,
@@ -344,18 +321,24 @@ class Rereads(Body):
         index, out, count = state.index, self._out, len(chat.segments)
         still_open = last_chat and n == count - 1
         # The text of an element still open in bare tags is the element's, quotes and all.
-        in_element = (_CLEAN if self._open_clean else _OPEN) if still_open and seg.tag == self._open_tag else 0
+        in_element = (CLEAN if self._open_clean else OPEN) if still_open and seg.tag == self._open_tag else 0
+        held = held and not in_element  # (an element's own text is no narration of anything)
+        # Read the same twice, the text grown: complete, unless untagged speech a quotation coming next would make
+        # narration of (the text grown by a space, say): the batch reader is asked (``_keeps``).
+        if steady and held:
+            steady = self._keeps(n, seg)
+            held = not steady
         # Text followed only by a segment still unsure may yet lose trailing space or
         # turn into markup: it stays open until what follows it is settled.
         # So does text of the last chat holding a character that may begin markup (an
         # asterisk a later one closes may make it an action).
         if last_chat and not still_open and seg.tag not in whole:
             after = chat.segments[-1]
-            paired = seg.tag not in self._lang.hidden and _PAIRED.search(seg.text) is not None
-            still_open = paired or (n == count - 2 and (after.tag in whole or not _settled(after.text)))
+            paired = seg.tag not in self._lang.hidden and PAIRED.search(seg.text) is not None
+            still_open = paired or (n == count - 2 and (after.tag in whole or not settled(after.text)))
         # Text of the last chat that is a tag cut before its '>' (read as text only because
         # it is not complete yet) or front matter not closed yet may turn into markup.
-        markup = last_chat and seg.tag not in whole and not in_element and _markup_ahead(seg.text)
+        markup = last_chat and seg.tag not in whole and not in_element and markup_ahead(seg.text)
         still_open = still_open or markup
         if n < len(segments):
             tag, parts, intensity = segments[n]
@@ -365,12 +348,9 @@ class Rereads(Body):
             if n < state.closed_segments:
                 return _ADVANCED if text == seg.text else _CONTRADICTS
         else:
-            steady_last = n == count - 1 and steady
-            unsure = markup or (
-                not seg.text if steady_last else seg.tag in whole or not _settled(seg.text, in_element=in_element)
-            )
-            unsure = unsure or (held and not _before_last_sentence(_settled(seg.text, in_element=in_element)))
-            if still_open and unsure:
+            if still_open and (
+                markup or self._waits(seg, n, last=n == count - 1, steady=steady, in_element=in_element, held=held)
+            ):
                 return _STILL_OPEN  # a whole value waits for its segment to close; a tag, for its first text
             out.append(SegmentStart(index, n, seg.tag))
             text = ""
@@ -382,14 +362,14 @@ class Rereads(Body):
         else:
             if not seg.text.startswith(text):
                 return _CONTRADICTS
-            if markup:
-                more = text  # (nothing more until it is settled)
-            elif not still_open or (steady and n == count - 1):
-                more = seg.text
-            else:
-                more = _settled(seg.text, whole_text=n < count - 1, in_element=in_element)
-            if held:
-                more = _before_last_sentence(more)
+            # (nothing more of a cut tag or of front matter until it is settled)
+            more = (
+                text
+                if markup
+                else self._showable(
+                    seg, n, last=n == count - 1, still_open=still_open, steady=steady, in_element=in_element, held=held
+                )
+            )
             if len(more) > len(text) and more.startswith(text):
                 out.append(TextDelta(index, n, seg.tag, more[len(text) :]))
         if still_open:
@@ -397,3 +377,33 @@ class Rereads(Body):
         out.append(SegmentEnd(index, n, seg.tag))
         state.closed_segments = n + 1
         return _ADVANCED
+
+    def _waits(self, seg: Segment, n: int, *, last: bool, steady: bool, in_element: int, held: bool) -> bool:
+        """Whether segment ``n`` (``last``: the last one), still open and not begun, waits: a whole value until
+        its segment closes (or reads the same twice: ``steady``), a text until it has a part it can show."""
+        if self._echo_line and last and not before_last_line(seg.text):
+            return True  # (its text so far is all on a line that may echo the prompt)
+        if n == 0 and last and PLACEHOLDER_BODY.startswith(seg.text.strip()):
+            return True  # (a body of the format's placeholder, '...', echoed from the prompt, is dropped)
+        if steady and last:
+            return not seg.text
+        if seg.tag in self._lang.whole:
+            return True
+        text = settled(seg.text, in_element=in_element)
+        return not (self._spoken(seg, n, text) if held else text)
+
+    def _showable(
+        self, seg: Segment, n: int, *, last: bool, still_open: bool, steady: bool, in_element: int, held: bool
+    ) -> str:
+        """The text of segment ``n`` (``last``: the last one) a reread may show: all of it once closed or read the
+        same twice (``steady``); else its settled part (``settle.settled``), less a last sentence that waits
+        (``held``: ``_spoken``) and a last line that may echo the prompt (``settle.may_echo``)."""
+        if not still_open or (steady and last):
+            more = seg.text
+        else:
+            more = settled(seg.text, whole_text=not last, in_element=in_element)
+        if held:
+            more = self._spoken(seg, n, more)
+        if self._echo_line and still_open and last:
+            more = before_last_line(more)
+        return more

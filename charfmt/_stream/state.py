@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from charfmt import events
 from charfmt.diagnostics import CODES, Diagnostic, ParseError
-from charfmt.models import Vocabulary
+from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, prompt_texts, turn_lines
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
@@ -93,7 +93,9 @@ class State:
         "_count",
         "_damaged",
         "_decoder",
+        "_echo_line",
         "_held_at",
+        "_held_back",
         "_kept",
         "_kept_mark",
         "_lang",
@@ -111,6 +113,8 @@ class State:
         "_pend",
         "_preamble",
         "_preamble_size",
+        "_probe",
+        "_probe_raw",
         "_prompt",
         "_reasoning",
         "_room",
@@ -165,6 +169,10 @@ class State:
         self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
         self._open_tag = ""  # the tag of a bare-tags element the last reread ended inside (see Rereads)
         self._open_clean = False  # ... and whether its raw text so far is all settled
+        self._held_back = False  # the last reread held back a sentence the next characters settle (Rereads)
+        self._echo_line = False  # the last line of the last reread may still be an echo of the prompt (Rereads)
+        self._probe_raw: str | bytes = ""  # the text of the last reread, for its probe (see Rereads._keeps)
+        self._probe: Reply | None = None  # ... and the probe's reading, once read
         self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown
         self._collector: Collector | None = Collector() if keep_reply else None
         self._unfolded: list[events.Event] = []  # events not yet folded into the collector

@@ -11,33 +11,69 @@ import json
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from json.decoder import scanstring  # type: ignore[attr-defined]
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 Path = tuple[str | int, ...]
+
+CHAT_KEYS: Final = ("type", "order", "body")
+"""The keys every chat holds, in the order the writer puts them."""
+SPEAKER: Final = "speaker"
+"""The optional key naming a chat's speaker in a scene of several characters."""
+BOM: Final = "\ufeff"
+"""A byte order mark (Windows editors write one): not part of the JSON text; RFC 8259 lets a parser
+ignore it, and the strict reader reads a space in its place (every offset stays)."""
 
 _SCALAR: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 _PLAIN: Final = re.compile(r'[^"\\]*')
 
 
-class NonFinite(float):
-    """``NaN``/``Infinity`` in the input: not JSON, kept only to be reported."""
+class NonFinite:
+    """``NaN``/``Infinity`` in the input: not JSON, kept as written (``literal``) only to be reported.
+
+    Not a ``float`` (no field of a reply takes one): a class mypyc compiles (``charfmt._twin``).
+    """
+
+    __slots__ = ("literal",)
+
+    def __init__(self, literal: str) -> None:
+        self.literal: Final = literal
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NonFinite) and other.literal == self.literal
+
+    def __hash__(self) -> int:
+        return hash((NonFinite, self.literal))
+
+    def __repr__(self) -> str:
+        return f"NonFinite(literal={self.literal!r})"
 
 
-@dataclass(frozen=True, slots=True)
 class HugeInteger:
     """An integer literal with more digits than Python converts (``sys.get_int_max_str_digits``).
 
-    Kept as its digits, only to be reported: no field of a reply takes such a number.
+    Kept as its digits, only to be reported: no field of a reply takes such a number. (A plain
+    class: a dataclass costs half a millisecond to define at every start; a tuple would pass for
+    a JSON array.)
     """
 
-    digits: str
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: str) -> None:
+        self.digits: Final = digits
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HugeInteger) and other.digits == self.digits
+
+    def __hash__(self) -> int:
+        return hash((HugeInteger, self.digits))
+
+    def __repr__(self) -> str:
+        return f"HugeInteger(digits={self.digits!r})"
 
 
-@dataclass(slots=True)
-class Decoded:
+class Decoded(NamedTuple):
     """The decoded JSON value plus what the fast decode noticed."""
 
     value: Any
@@ -177,10 +213,9 @@ def _deepest(text: str) -> int | None:
     return None
 
 
-@dataclass(slots=True)
-class _Spans:
-    values: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[Path, list[tuple[int, int]]] = field(default_factory=dict)
+class _Spans(NamedTuple):
+    values: dict[Path, tuple[int, int]]
+    keys: dict[Path, list[tuple[int, int]]]
 
 
 class Locator:
@@ -299,7 +334,7 @@ def _skip_ws(text: str, pos: int) -> int:
 
 def _scan(text: str) -> _Spans:
     """Record the raw span of every value and key of a valid JSON text, iteratively."""
-    spans = _Spans()
+    spans = _Spans({}, {})
     # Stack of [container path, kind, next index or pending key, start offset].
     stack: list[list[Any]] = []
     path: Path = ()

@@ -26,24 +26,6 @@ class Reject(Exception):
     """The fast driver met input the grammar does not accept."""
 
 
-class _Scanners(dict[int, "re.Pattern[str] | None"]):
-    """Each parser state's scanner, compiled when the state is first reached.
-
-    Compiling all of them up front costs more than the rest of the first parse; a reply
-    reaches only the states of the tags it uses.
-    """
-
-    def __init__(self, patterns: dict[int, str | None]) -> None:
-        super().__init__()
-        self._patterns = patterns
-
-    def __missing__(self, state: int) -> re.Pattern[str] | None:
-        pattern = self._patterns[state]
-        compiled = None if pattern is None else re.compile(pattern)
-        self[state] = compiled
-        return compiled
-
-
 class Driver:
     """Lark's LALR tables and callbacks, driven by a lean loop (the hot path).
 
@@ -53,43 +35,24 @@ class Driver:
     holding only the terminals that state accepts), on plain strings. It only
     answers "accepted, with this value" or "rejected": diagnostics come from
     Lark's own parser, which is run again on the body that failed.
+
+    ``Driver(lark, tags)`` reads the tables of a built Lark parser; :meth:`from_cache` the
+    generated ones (``charfmt._grammar._lalr``), without Lark. Each state's scanner is
+    compiled when the state is first reached: compiling all of them up front costs more
+    than the rest of the first parse, and a reply reaches only the states of the tags it uses.
     """
 
-    def __init__(self, lark: Lark, tags: TagTable = DEFAULT_TAGS) -> None:
-        from lark.parsers.lalr_analysis import Shift  # noqa: PLC0415
+    def __init__(self, lark: Lark | None, tags: TagTable = DEFAULT_TAGS, *, cache: Any = None) -> None:
+        """The driver of ``lark``'s tables; with ``lark=None``, of ``cache`` (what ``tables(lark)`` gives, as a module).
 
-        from charfmt._grammar.tables import scanner_pattern  # noqa: PLC0415 (Lark's build only)
-
-        frontend: Any = lark.parser
-        parser = frontend.parser.parser
-        table = parser.parse_table
-        self.start_states: dict[str, int] = table.start_states
-        self.end_states: dict[str, int] = table.end_states
-        terminals = {t.name: t for t in lark.terminals}
-        reducers = {
-            rule: (str(rule.origin.name), len(rule.expansion), _reducer(rule, tags)) for rule in parser.callbacks
-        }
-        # Shift: (True, next state); reduce: (False, (rule name, rule length, semantic action)).
-        self.states: dict[int, dict[str, tuple[bool, Any]]] = {
-            state: {
-                str(sym): (True, arg) if action is Shift else (False, reducers[arg])
-                for sym, (action, arg) in actions.items()
-            }
-            for state, actions in table.states.items()
-        }
-        self.scanners: dict[int, re.Pattern[str] | None] = {}
-        for state, actions in table.states.items():
-            pattern = scanner_pattern(terminals[name] for name in actions if name in terminals)
-            self.scanners[state] = None if pattern is None else re.compile(pattern)
-
-    @classmethod
-    def from_cache(cls, lalr: Any, tags: TagTable = DEFAULT_TAGS) -> Driver:
-        """The driver of the generated tables ``lalr`` (``charfmt._grammar._lalr``), without Lark.
-
-        ``tags``: the table the cached grammar was generated from (its tag rules build elements).
+        ``tags``: the table the grammar was generated from (its tag rules build elements).
         """
+        if lark is not None:
+            from charfmt._grammar.tables import tables  # noqa: PLC0415 (Lark's build only)
+
+            cache = SimpleNamespace(**tables(lark))
         reducers = []
-        for origin, expansion, expand1 in lalr.RULES:
+        for origin, expansion, expand1 in cache.RULES:
             # What _reducer reads of a Lark rule: origin.name, expansion (name, is_term,
             # filter_out of each symbol) and options.expand1.
             rule = SimpleNamespace(
@@ -98,15 +61,27 @@ class Driver:
                 options=SimpleNamespace(expand1=expand1),
             )
             reducers.append((origin, len(expansion), _reducer(rule, tags)))
-        driver = cls.__new__(cls)
-        driver.start_states = dict(lalr.START_STATES)
-        driver.end_states = dict(lalr.END_STATES)
-        driver.states = {
+        self.start_states: dict[str, int] = dict(cache.START_STATES)
+        self.end_states: dict[str, int] = dict(cache.END_STATES)
+        # Shift: (True, next state); reduce: (False, (rule name, rule length, semantic action)).
+        self.states: dict[int, dict[str, tuple[bool, Any]]] = {
             state: {sym: (True, arg) if shift else (False, reducers[arg]) for sym, (shift, arg) in actions.items()}
-            for state, actions in lalr.STATES.items()
+            for state, actions in cache.STATES.items()
         }
-        driver.scanners = _Scanners(lalr.SCANNERS)
-        return driver
+        self.scanners: dict[int, re.Pattern[str] | None] = {}
+        """Each state's compiled scanner (``None``: the state reads no token), once reached."""
+        self._patterns: dict[int, str | None] = dict(cache.SCANNERS)
+
+    @classmethod
+    def from_cache(cls, lalr: Any, tags: TagTable = DEFAULT_TAGS) -> Driver:
+        """The driver of the generated tables ``lalr`` (``charfmt._grammar._lalr``), without Lark."""
+        return cls(None, tags, cache=lalr)
+
+    def _scanner(self, state: int) -> re.Pattern[str] | None:
+        pattern = self._patterns[state]
+        compiled = None if pattern is None else re.compile(pattern)
+        self.scanners[state] = compiled
+        return compiled
 
     def parse(self, text: str, start: str) -> Any:
         states, scanners = self.states, self.scanners
@@ -116,7 +91,10 @@ class Driver:
         pos, n = 0, len(text)
         while True:
             if pos < n:
-                scanner = scanners[state_stack[-1]]
+                try:
+                    scanner = scanners[state_stack[-1]]
+                except KeyError:
+                    scanner = self._scanner(state_stack[-1])
                 m = scanner.match(text, pos) if scanner is not None else None
                 if m is None:
                     raise Reject

@@ -155,11 +155,12 @@ def _parser() -> argparse.ArgumentParser:
             name,
             help=command.HELP,
             description=command.HELP[:1].upper() + command.HELP[1:] + ".",
-            epilog=exit_codes(*command.EXITS, extras=command.EXTRAS),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sp.set_defaults(run=command.run, parser=sp)
         command.add_arguments(sp)
+        sized = "--max-size" in sp._option_string_actions  # (the exit codes name only the options it has)
+        sp.epilog = exit_codes(*command.EXITS, extras=command.EXTRAS, max_size=sized)
     return p
 
 
@@ -172,7 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     try:
-        args = _parser().parse_args(argv)
+        args, unknown = _parser().parse_known_args(argv)
+        if unknown:  # said by the subcommand that parsed them: its --help lists what it takes
+            args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         if sys.stdout is None and not (args.command == "fuzz" and args.out is not None):
             raise InputError("cannot write standard output: it is closed")
         status = int(args.run(args))

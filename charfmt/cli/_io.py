@@ -177,14 +177,20 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
     return character
 
 
-def check_greeting(character: Character, index: int | None) -> None:
-    """``--greeting N`` past the card's greetings: one warning line (the chat opens without one)."""
+def check_greeting(args: argparse.Namespace, character: Character, index: int | None) -> None:
+    """``--greeting N`` past the card's greetings (or of a character that is no card): a usage error (exit 2),
+    the same line from every subcommand that takes it."""
     from charfmt.cards import greeting_count  # noqa: PLC0415
 
     count = greeting_count(character)
     if index is not None and index >= count and (index > 0 or character.card is not None):
-        have = f"the card has {count} greeting{'s' if count != 1 else ''}" if character.card else "not a card"
-        print(f"charfmt: warning: --greeting {index}: {have} (0: first_mes); no greeting", file=sys.stderr)
+        if character.card is None:
+            have = "the character is not a card and has no greeting (--greeting 0 or none)"
+        else:
+            alternates = "1" if count == 2 else f"1 to {count - 1}"
+            last = f", {alternates}: alternate_greetings" if count > 1 else ", no alternate_greetings"
+            have = f"the card has {count} greeting{'s' if count != 1 else ''} (0: first_mes{last}; none: no greeting)"
+        usage_error(args, f"argument --greeting: {index}: {have}")
 
 
 def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
@@ -197,7 +203,7 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
         if inp.over:
             raise InputError(f"cannot read --lorebook {inp.too_large(limit)}")
         try:
-            book = Lorebook.from_bytes(inp.data, Path(inp.name).stem)
+            book = Lorebook.from_bytes(inp.data, Path(inp.name).stem, max_size=limit)
         except LorebookError as e:
             raise InvalidError(f"{inp.name}: {e}") from None
         for d in book.diagnostics:

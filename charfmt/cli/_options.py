@@ -14,7 +14,7 @@ from charfmt.parser import DEFAULT_MAX_SIZE
 DEFAULT_EXITS: Final[tuple[str, str | None]] = ("success", "invalid input: charfmt rejects what the file holds")
 """What exit statuses 0 and 1 mean where a subcommand says nothing more precise."""
 
-_USAGE_EXIT: Final = "usage error, or a file that cannot be used (missing, a directory, over --max-size)"
+_USAGE_EXIT: Final = "usage error, or a file that cannot be used (missing, a directory, over {size})"
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -24,14 +24,19 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"charfmt: error: {message} (see '{self.prog} --help')\n")
 
 
-def exit_codes(ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1], extras: Sequence[str] = ()) -> str:
+def exit_codes(
+    ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1], extras: Sequence[str] = (),
+    *, max_size: bool = True,
+) -> str:  # fmt: skip
     """The ``exit status:`` block at the end of a ``--help`` (2 and 130 mean the same everywhere).
 
     ``extras``: the optional extras the command may need; one that is not installed exits 1 too.
+    ``max_size``: whether the command has ``--max-size`` (else the size its files may have is named).
     """
     if extras:
         invalid = f"{invalid}; or {missing_extra(extras)}"
-    rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", _USAGE_EXIT), ("130", "interrupted (Ctrl-C)")]
+    usage = _USAGE_EXIT.format(size="--max-size" if max_size else f"{DEFAULT_MAX_SIZE:,} bytes")
+    rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", usage), ("130", "interrupted (Ctrl-C)")]
     lines = (textwrap.fill(what, 100, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7) for code, what in rows)
     return "exit status:\n" + "\n".join(lines)
 
@@ -77,15 +82,34 @@ def add_character(sp: argparse.ArgumentParser) -> None:
 
 def add_tokenizer(sp: argparse.ArgumentParser, used: str) -> None:
     """``--tokenizer``: the model's own tokenizer, for ``used`` (``charfmt.tokens.counter_for``)."""
-    sp.add_argument("--tokenizer", metavar="PATH|NAME",
+    sp.add_argument("--tokenizer", metavar="PATH|NAME", type=_tokenizer,
                     help=f"count tokens {used} with this tokenizer: a Hugging Face tokenizer.json (charfmt[tokenizers])"
                     " or a tiktoken model or encoding name (gpt-4o, cl100k_base); default: the model's own where"
                     " known, else charfmt's estimate (docs/TOKENS.md)")  # fmt: skip
 
 
-def add_user_name(sp: argparse.ArgumentParser) -> None:
-    """``--user-name NAME``: what a card's ``{{user}}`` becomes."""
-    sp.add_argument("--user-name", metavar="NAME", help="the player's name: what a card's {{user}} becomes")
+def _tokenizer(text: str) -> str:
+    """``--tokenizer``'s type: a file or a name, not nothing (an empty one names no file and no encoding)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a tokenizer.json file or a tiktoken model or encoding name, not nothing")
+    return text
+
+
+def add_user_name(sp: argparse.ArgumentParser, more: str = "") -> None:
+    """``--user-name NAME``: what a card's ``{{user}}`` becomes (``more``: what else the subcommand says of it)."""
+    sp.add_argument(
+        "--user-name", type=player_name, metavar="NAME",
+        help=f"the player's name: what a card's {{{{user}}}} becomes{more}",
+    )  # fmt: skip
+
+
+def player_name(text: str) -> str:
+    """``--user-name``'s type: a name a prompt can print (``charfmt.character.name_problem``)."""
+    from charfmt.character import name_problem  # noqa: PLC0415
+
+    if (why := name_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(f"{why} (got {text[:40]!r})")
+    return text
 
 
 def add_lore(sp: argparse.ArgumentParser, *, seed: bool = True) -> None:
@@ -139,15 +163,19 @@ def add_store(sp: argparse.ArgumentParser, *, memory: bool = False) -> None:
         where.add_argument("--memory", action="store_true", help="keep sessions in memory only: a restart forgets them")
 
 
-def open_store_of(args: argparse.Namespace) -> Any:
+def open_store_of(args: argparse.Namespace, *, create: bool = True) -> Any:
     """The store ``--store`` names (the default one where none is given; memory with ``--memory``): a store that
-    cannot be opened is a ``StoreError`` (exit 1)."""
+    cannot be opened is a ``StoreError`` (exit 1); ``create=False`` (a command that reads): one that does not exist
+    too, and nothing is made."""
     from charfmt.store import default_store_path, open_store  # noqa: PLC0415
+    from charfmt.store.targets import target_problem  # noqa: PLC0415
 
     if getattr(args, "memory", False):
         return open_store(None)
     if args.store is None:
-        return open_store(default_store_path(), default=True)
+        return open_store(default_store_path(), default=True, create=create)
     if args.store == "":
         args.parser.error("argument --store: a file name or a postgresql:// DSN, not an empty string")
-    return open_store(args.store)
+    if (why := target_problem(args.store)) is not None:
+        args.parser.error(f"argument --store: {why}")
+    return open_store(args.store, create=create)

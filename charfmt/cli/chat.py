@@ -101,7 +101,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     f" (default {API_KEY_ENV}, where set)")  # fmt: skip
     sp.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
-    sp.add_argument("--say", action="append", metavar="TEXT", help="a user turn (repeatable); default: read stdin")
+    sp.add_argument("--say", action="append", metavar="TEXT",
+                    help="a user turn (repeatable); default: read turns from stdin, where /help lists the commands"
+                    " and /quit ends")  # fmt: skip
     sp.add_argument("--seed", type=int, metavar="N",
                     help="sampling seed of the local model: turn k samples with N+k-1, so the same seed, model and "
                     "turns give the same replies (default: a fresh random seed each turn)")  # fmt: skip
@@ -142,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         character = load_scene(args.scene, DEFAULT_MAX_SIZE, args.user_name)
     else:
         character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
-        check_greeting(character, args.greeting)
+        check_greeting(args, character, args.greeting)
     books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
     target, api_key, model_path = _source(args)
     bounds = None

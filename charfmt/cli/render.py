@@ -71,7 +71,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the request."""
-    from charfmt.render import render_text, render_turn  # noqa: PLC0415 (jinja only when rendering)
+    from charfmt.render import render_text_turn, render_turn  # noqa: PLC0415 (jinja only when rendering)
 
     if not args.say.strip():
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
     books = load_lorebooks(args.lorebook, args.max_size)
     if args.history is None:
-        check_greeting(character, args.greeting)
+        check_greeting(args, character, args.greeting)
     if args.history is not None:
         history = _load_history(args.history, character, args.max_size)
     else:
@@ -96,14 +96,17 @@ def run(args: argparse.Namespace) -> int:
         from charfmt.tokens import counter_for  # noqa: PLC0415
 
         options["counter"] = counter_for(tokenizer=args.tokenizer)
-    rendered = render_turn(character, history, turn, provider=args.provider, structured=args.structured, **options)
+    if args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
+        rendered = render_text_turn(character, history, turn, **options)
+    else:
+        rendered = render_turn(character, history, turn, provider=args.provider, structured=args.structured, **options)
     for d in rendered.diagnostics:
         if d.severity != "info" or args.explain:
             print(diag_line("render", d), file=sys.stderr)
     if args.explain:
         print(_explained(rendered.lore), file=sys.stderr)
     if args.format == "text":
-        print(render_text(character, history, turn, **options))
+        print(rendered.request["prompt"])
     else:
         print(dump_json(rendered.request, sys.stdout, indent=2))
     return EXIT_OK
@@ -124,13 +127,15 @@ def _explained(lore: Activation | None) -> str:
     if lore is None:
         return "lore: no lorebook"
     report = lore.report()
-    fired, cut = report["fired"], report["cut"]
-    lines = [f"lore: {len(fired)} fired, {len(cut)} cut; {report['tokens']} of {report['budget']} tokens"]
-    for tag, rows in (("fired", fired), ("cut", cut)):
+    fired, cut, lost = report["fired"], report["cut"], report["lost"]
+    rolls = f", {len(lost)} matched but lost the probability roll" if lost else ""
+    lines = [f"lore: {len(fired)} fired, {len(cut)} cut{rolls}; {report['tokens']} of {report['budget']} tokens"]
+    for tag, rows in (("fired", fired), ("cut", cut), ("lost", lost)):
         for row in rows:
             title = f" {row['comment']!r}" if row["comment"] else ""
             tokens = f", {row['tokens']} tokens" if "tokens" in row else ""
-            where = f"order {row['order']}, {row['position']}{tokens}"
+            chance = f"; matched, lost its roll: probability {row['probability']} %" if "probability" in row else ""
+            where = f"order {row['order']}, {row['position']}{tokens}{chance}"
             lines.append(f"  {tag:5} {row['book']}:{row['uid']}{title} ({where})")
     return "\n".join(lines)
 

@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import load_character, load_lorebooks, read
-from charfmt.cli._options import add_decoding, add_lore, add_store, add_tokenizer, greeting_index, open_store_of, whole
+from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
+from charfmt.cli._options import (
+    add_decoding,
+    add_lore,
+    add_store,
+    add_tokenizer,
+    add_user_name,
+    greeting_index,
+    open_store_of,
+    whole,
+)
 from charfmt.diagnostics import CharfmtError
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
@@ -45,6 +54,11 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--server", choices=SERVERS, default="llama-server",
                     help="what --upstream runs: which request field carries the grammar or schema")  # fmt: skip
     sp.add_argument("--model-name", metavar="NAME", help="the model name sent upstream (default: the character's name)")
+    add_user_name(
+        sp,
+        " (default: the file's, else User); a front end may name its player each turn"
+        " (/v1/turn's user_name, a chat message's name)",
+    )
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
     sp.add_argument("--reply-format", choices=FORMATS, default="canonical",
@@ -59,7 +73,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN",
-                    help="require 'Authorization: Bearer TOKEN': one trusted front end "
+                    help="require 'Authorization: Bearer TOKEN', at least 16 characters: one trusted front end "
                     "(default: $CHARFMT_TOKEN)")  # fmt: skip
     sp.add_argument("--tokens", metavar="FILE",
                     help="per-player tokens, a 'NAME sha256:HEX' line each: each token's sessions "
@@ -133,7 +147,6 @@ def _seconds(text: str) -> float:
 
 def settings_from(args: argparse.Namespace) -> Any:
     """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
-    import os  # noqa: PLC0415
 
     from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
     from charfmt.serve.settings import Settings  # noqa: PLC0415
@@ -177,9 +190,14 @@ def settings_from(args: argparse.Namespace) -> Any:
 
         read(args.scene, DEFAULT_MAX_SIZE)  # a file that cannot be read at all (missing, a folder): exit 2
         scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
+        if args.greeting:  # (0, the default, and none: a scene opens without a greeting either way)
+            args.parser.error(f"argument --greeting: {args.greeting}: a scene opens without a greeting")
+        if args.user_name is not None:  # (the scene's player; its cast's {{user}})
+            scene = scene.model_copy(update={"user_name": args.user_name})
         character = next(iter(scene.cast.values()))
     else:
-        character = load_character(args.character, DEFAULT_MAX_SIZE)
+        character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        check_greeting(args, character, args.greeting)
     settings = Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
         model_path=args.model, chat_format=args.chat_format, model_name=args.model_name,
@@ -187,7 +205,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         api_key=api_key, api_key_env=key_env,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         tokenizer=args.tokenizer,
-        token=args.token or os.environ.get("CHARFMT_TOKEN") or None, cors=tuple(args.cors),
+        token=_token(args), cors=tuple(args.cors),
         log=Path(args.log) if args.log else None, max_request_bytes=args.max_request_bytes,
         tokens=_tokens(args),
         max_session_age=args.max_age * 86400 if args.max_age is not None else None,
@@ -197,6 +215,23 @@ def settings_from(args: argparse.Namespace) -> Any:
     )  # fmt: skip
     _usable(args, settings)
     return settings
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """``--token``, else ``$CHARFMT_TOKEN``, else none; one that is empty or short is a usage error (an empty one
+    would turn auth off unsaid), by the rule every token of the server keeps (``owners.token_problem``)."""
+    import os  # noqa: PLC0415
+
+    from charfmt.serve.owners import token_problem  # noqa: PLC0415
+
+    given, where = (args.token, "argument --token") if args.token is not None else (
+        os.environ.get("CHARFMT_TOKEN"), "the environment variable CHARFMT_TOKEN")  # fmt: skip
+    if given is None:
+        return None
+    if (why := token_problem(given)) is not None:
+        off = "; to run without auth, leave it out" if args.token is not None else "; to run without auth, unset it"
+        args.parser.error(f"{where}: {why}{off}")
+    return given
 
 
 def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
@@ -304,6 +339,9 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
     if beyond:
         names = ", ".join(["localhost", "its addresses", *settings.allowed_hosts])
         print(f"charfmt serve: answering requests for {names} (more: --allow-host)", file=sys.stderr, flush=True)
+    from charfmt.serve.owners import auth_mode  # noqa: PLC0415
+
+    print(f"charfmt serve: {auth_mode(settings.token, settings.tokens)}", file=sys.stderr, flush=True)
     _said_store(settings.store)
 
     class Server(uvicorn.Server):

@@ -44,8 +44,11 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     add_size(export, "--character file")
     delete = actions.add_parser("delete", help="forget a session and its exchanges")
     for action in (listing, show, export, delete):
+        action.set_defaults(parser=action)  # (its usage errors name 'charfmt sessions ACTION --help')
         add_store(action)
-        action.add_argument("--owner", metavar="NAME", help="the owner: a --tokens name, or - for no token")
+        action.add_argument(
+            "--owner", metavar="NAME", help="the owner: a token's name (serve --tokens), or - for no token"
+        )
         action.add_argument("--namespace", metavar="NS", help="the door and character: turn/Rex, chat/Rex, cli/Rex")
         if action is not listing:
             action.add_argument("name", metavar="NAME", help="the session's name")
@@ -54,7 +57,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """The action on the store; 1 where the session is not there."""
     owner = None if args.owner is None else "" if args.owner == "-" else args.owner
-    with open_store_of(args) as store:
+    with open_store_of(args, create=False) as store:  # (a store that is not there is said, never made)
         if args.action == "list":
             _list(store.sessions(owner=owner, namespace=args.namespace), args.format)
             return EXIT_OK

@@ -177,7 +177,33 @@ def front_options(body: dict[str, Any], messages: list[tuple[str, str]]) -> dict
     system = "\n\n".join(text.strip() for role, text in messages if role in ("system", "developer") and text.strip())
     if system:
         options["system"] = system
+    given = body["messages"]  # (chat_request checked each: an object with a role)
+    last = max((i for i, m in enumerate(given) if m["role"] == "user"), default=None)  # the player's newest message
+    player = user_name(given[last].get("name"), f"messages[{last}].name") if last is not None else None
+    if player is not None:
+        options["user_name"] = player
     return options
+
+
+MAX_USER_NAME: Final = 64
+"""Characters of a player's name a front end sends (OpenAI's limit on a message's ``name``)."""
+
+
+def user_name(value: Any, param: str = "user_name") -> str | None:
+    """The player's name a request gives (``/v1/turn``'s ``user_name``, the player's message's ``name``): what the
+    card's ``{{user}}`` becomes for the turn; ``None`` where it gives none; a 400 where it cannot be one."""
+    from charfmt.character import name_problem  # noqa: PLC0415
+
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise HTTPFailure(400, f"'{param}' must be a string: the player's name", param)
+    if len(value) > MAX_USER_NAME:
+        raise HTTPFailure(400, f"'{param}' is {len(value):,} characters (a player's name has at most {MAX_USER_NAME})",
+                          param)  # fmt: skip
+    if (why := name_problem(value)) is not None:
+        raise HTTPFailure(400, f"'{param}', the player's name, {why}", param)
+    return value
 
 
 def _refuse_what_is_not_served(body: dict[str, Any]) -> None:
@@ -225,8 +251,8 @@ def _refuse_a_required_tool(body: dict[str, Any]) -> None:
             raise HTTPFailure(400, f"'{name}' must be an array", name)
 
 
-def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:
-    """(session, say, constrained) of a ``/v1/turn`` body."""
+def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None, str | None]:
+    """(session, say, constrained, user_name) of a ``/v1/turn`` body."""
     key = body.get("session")
     if key is not None:
         if not isinstance(key, str):
@@ -239,7 +265,7 @@ def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None]:
     constrained = body.get("constrained")
     if constrained is not None and not isinstance(constrained, bool):
         raise HTTPFailure(400, "'constrained' must be true or false", "constrained")
-    return key, say, constrained
+    return key, say, constrained, user_name(body.get("user_name"))
 
 
 def player_turn(engine: Engine, say: str, param: str = "say") -> UserTurn:

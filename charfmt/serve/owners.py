@@ -24,7 +24,8 @@ from charfmt.diagnostics import CharfmtError
 
 HASH_PREFIX: Final = "sha256:"
 MIN_TOKEN: Final = 16
-"""Characters of a ``--tokens`` token, at least (``--new-token`` makes 43: 256 random bits)."""
+"""Characters of a token, at least: ``--token``'s and each ``--tokens`` one (``--new-token`` makes 43: 256 random
+bits)."""
 
 MAX_FILE: Final = 1 << 20
 """Bytes of a ``--tokens`` file."""
@@ -44,9 +45,34 @@ def token_line(name: str, token: str) -> str:
     """The ``--tokens`` file's line for ``token``, named ``name``; a ``CharfmtError`` for a bad name or token."""
     if NAME.fullmatch(name) is None:
         raise CharfmtError(f"a token's name is 1 to 64 letters, digits and ._@+=- (got {name[:40]!r})")
-    if len(token) < MIN_TOKEN or token != token.strip() or any(c.isspace() for c in token):
-        raise CharfmtError(f"a token is at least {MIN_TOKEN} characters without spaces (--new-token makes one)")
+    if (why := token_problem(token)) is not None:
+        raise CharfmtError(why)
     return f"{name} {hash_token(token)}"
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be a credential of the server (``--token``, a ``--tokens`` one), or ``None``: one rule
+    for both (an empty one would turn auth off; a short one is guessed)."""
+    if len(token) < MIN_TOKEN or any(c.isspace() or not c.isprintable() for c in token):
+        got = "an empty one" if not token else f"one of {len(token)}" if len(token) < MIN_TOKEN else "one with a space"
+        return (
+            f"a token is at least {MIN_TOKEN} characters, printable and without spaces, not {got}"
+            " (--new-token makes one)"
+        )
+    return None
+
+
+def auth_mode(token: str | None, tokens: Sequence[tuple[str, str]]) -> str:
+    """What the server asks of a client, as its start says it (``docs/SESSIONS.md``'s three modes)."""
+    players = len({name for name, _ in tokens})
+    per_player = f"per-player tokens (--tokens: {players:,} name{'s' if players != 1 else ''})"
+    if token and tokens:
+        return f"auth: {per_player}, and one front end's token (--token) beside them"
+    if token:
+        return "auth: one bearer token (--token): one trusted front end, which sees every session"
+    if tokens:
+        return f"auth: {per_player}: each token's sessions its own"
+    return "auth: none: any client that reaches the port may use it and every session (--token or --tokens to ask)"
 
 
 def read_tokens(path: str | Path) -> tuple[tuple[str, str], ...]:

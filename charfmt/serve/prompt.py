@@ -24,8 +24,9 @@ import functools
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
+from charfmt._card_prompt import has_macros
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
@@ -75,10 +76,15 @@ def remembered(counter: TokenCounter) -> TokenCounter:
     return counter
 
 
-@functools.lru_cache(maxsize=64)
-def prompt_version(system: str) -> str:
-    """The first 12 hex digits of the system prompt's SHA-256 (the log's ``prompt_version``)."""
-    return hashlib.sha256(system.encode()).hexdigest()[:12]
+def prompt_version(*sources: str) -> str:
+    """The first 12 hex digits of the SHA-256 of a prompt's sources (the log's ``prompt_version``): the same
+    templates, character or scene, lorebooks and limits give the same version, whatever a turn's macros,
+    lore and history make of them."""
+    digest = hashlib.sha256()
+    for source in sources:
+        data = source.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big") + data)  # (each source's length first: no two splits collide)
+    return digest.hexdigest()[:12]
 
 
 class Prompter:
@@ -113,6 +119,9 @@ class Prompter:
         self._user_template = prompts / "user.j2"
         self._stamp: tuple[int, int] | None = None
         self._user_stamp: tuple[int, int] | None = None
+        self._version: tuple[tuple[object, ...], str] | None = None
+        self._macros = scene is not None and any(has_macros(member) for member in scene.cast.values())
+        """Whether a cast member's persona holds macros (the scene's system prompt is then each turn's own)."""
         self._rendered = ""
         self._system = ""
         self._past: collections.OrderedDict[int, tuple[Exchange, tuple[str, str]]] = collections.OrderedDict()
@@ -134,6 +143,18 @@ class Prompter:
             self._rendered, self._stamp = rendered, stamp
             self._system = f"{rendered.rstrip()}\n\n{self.note}\n"
         return self._system
+
+    def version(self) -> str:
+        """``prompt_version`` of what this prompter renders from: its templates (as they are now), the character
+        or scene, the lorebooks and the note; the same every turn until one of them changes."""
+        templates = (self._template, self._user_template, *(self._template.parent / name for name in _ALSO))
+        stamps = tuple(_stamp(path) for path in templates)
+        if self._version is None or self._version[0] != stamps:
+            who = self.scene if self.scene is not None else self.character
+            sources = [*(_read(path) for path in templates), who.model_dump_json(), self.note]
+            sources += [book.model_dump_json() for book in self.lorebooks]
+            self._version = stamps, prompt_version(*sources)
+        return self._version[1]
 
     def messages(
         self, history: list[Exchange], turn: UserTurn | None, *, system: str | None = None, reserve: int = 0,
@@ -159,6 +180,7 @@ class Prompter:
         request: str = "",
         prefill: str = "",
         lore_of: tuple[list[Exchange], UserTurn | None] | None = None,
+        user_name: str | None = None,
     ) -> tuple[list[Message], Activation | None]:
         """``messages``, and the lore the turn activated (``render_turn``'s steps; ``seed``: its rolls): the
         system prompt rendered again for a turn whose macros or lore change it.
@@ -169,9 +191,10 @@ class Prompter:
         (the front end's). ``prefill``: the start of the model's answer (a continue), its message last,
         counted with the rest. ``lore_of``: the history and turn the card's parts and lore are made for
         where they are not the prompt's (a continue asked for as the rest: the turn it goes on with, so
-        that its system prompt and lore are that turn's).
+        that its system prompt and lore are that turn's). ``user_name``: the player's name for this turn (a
+        card's ``{{user}}``; ``None``: the character's or scene's own).
         """
-        from charfmt._card_prompt import turn_parts  # noqa: PLC0415
+        from charfmt._card_prompt import turn_parts, turn_seed  # noqa: PLC0415
         from charfmt.macros import MacroError  # noqa: PLC0415
         from charfmt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415
         from charfmt.userinput import UserTurn  # noqa: PLC0415
@@ -182,18 +205,23 @@ class Prompter:
         scan_history, scan_turn = lore_of if lore_of is not None else (history, turn)
         scanned = scan_turn if scan_turn is not None else UserTurn()  # (no turn: the history alone is scanned)
         if self.scene is not None:
-            lore = self.scene.lore(scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter,
-                                   budget=budget, seed=seed)  # fmt: skip
-            if lore_in_system(lore):
-                own = f"{self.scene.render_system(lore=lore).rstrip()}\n\n{self.note}\n"
+            scene = _named(self.scene, user_name)
+            lore = scene.lore(scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
+                              seed=seed)  # fmt: skip
+            if lore_in_system(lore) or self._macros or scene is not self.scene:  # this turn's own system prompt
+                try:
+                    rendered = scene.render_system(lore=lore, seed=turn_seed(seed, scan_history))
+                except CharfmtError as e:
+                    raise BadTurn(str(e)) from None
+                own = f"{rendered.rstrip()}\n\n{self.note}\n"
             head = f"{own.rstrip()}\n\n{system}\n" if system else own
             closing = [request, after]
             return self._scene_messages(head, budget, history, turn, system=system, lore=lore, closing=closing,
                                         tail=tail), lore  # fmt: skip
         try:
             parts = turn_parts(
-                self.character, scan_history, scanned, lorebooks=self.lorebooks, counter=self.counter, budget=budget,
-                seed=seed,
+                _named(self.character, user_name), scan_history, scanned, lorebooks=self.lorebooks,
+                counter=self.counter, budget=budget, seed=seed,
             )  # fmt: skip
         except MacroError as e:
             raise BadTurn(str(e)) from None
@@ -295,6 +323,29 @@ class Prompter:
             return fit_messages(build, len(history), budget=budget, counter=self.counter)[1]
         except BudgetError:
             raise BadTurn(self._too_long(build(len(history)), budget, 0, system)) from None
+
+
+_ALSO: Final = ("context.j2", "continue.j2", "impersonate.j2")
+"""The templates a turn renders beside the system prompt's and ``user.j2``: the player's context (``user.j2``
+includes it) and what a front end may ask beyond a turn (``charfmt.serve.continuation``); sources of the
+prompt's version too."""
+
+_Named = TypeVar("_Named", "Character", "Scene")
+
+
+def _named(who: _Named, user_name: str | None) -> _Named:
+    """``who`` (a character or a scene) with the player called ``user_name`` (itself where that is its own)."""
+    if user_name is None or user_name == who.user_name:
+        return who
+    return who.model_copy(update={"user_name": user_name})
+
+
+def _read(path: Path) -> str:
+    """A template file's text, for the prompt's version (``""`` where it cannot be read: rendering says why)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

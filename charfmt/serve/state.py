@@ -136,8 +136,9 @@ class ServerState:
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn in ``owner``'s session ``key`` at ``door`` (or with ``history`` given), in the
         engine's batches (``Engine.turn_batches``); the exchange kept, the turn logged. A new session opens
-        with the card's greeting (``opening``), kept as its first exchange; ``lore=True`` (``/v1/turn``): a
-        ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch.
+        with the card's greeting (``opening``, for the player ``options`` name), kept as its first exchange
+        when the first turn ends (a first turn that fails leaves no session behind);
+        ``lore=True`` (``/v1/turn``): a ``Greeting`` piece says so and the turn's ``Lore`` leads its first batch.
 
         ``ask`` (``charfmt.serve.continuation``): the player's line asked for is kept in no history; a continue in
         a session goes on from the session's last reply (a new session's: the greeting), kept as it was (a store
@@ -158,17 +159,16 @@ class ServerState:
             self.log_failure(rid, key, engine, e.status, str(e))
             raise
         async with held:
-            opened = not past and self.opening is not None
-            if opened and self.opening is not None:  # a new session: the character's greeting is its first line
-                await self.sessions.keep(session, self.opening, lease)
-                past = [self.opening]
+            opening = self.opening_for((options or {}).get("user_name")) if not past else None
+            if opening is not None:  # a new session: the character's greeting is its first line (kept with the turn)
+                past = [opening]
             if past and ask is not None and ask.continuation is not None:  # the session's last reply, gone on with
                 last = past[-1]
                 said = last.user if last.user.chats else None  # (the greeting: no player's turn before it)
                 past, turn, ask = past[:-1], said, self._same_as_shown(ask, last, engine)
             async for batch in self._turn(engine, past, turn, session=session, lease=lease,
                                           constrained=constrained, rid=rid, events=events, cues=cues,
-                                          options=options, ask=ask, lore=lore, opened=opened):  # fmt: skip
+                                          options=options, ask=ask, lore=lore, opening=opening):  # fmt: skip
                 yield batch
 
     def _same_as_shown(self, ask: Ask, last: Exchange, engine: Engine) -> Ask:
@@ -188,26 +188,29 @@ class ServerState:
     async def _turn(
         self, engine: Engine, past: list[Exchange], turn: UserTurn | None, *, session: SessionKey | None,
         lease: Lease | None, constrained: bool | None, rid: str, events: bool, cues: bool,
-        options: dict[str, Any] | None, ask: Ask | None, lore: bool = False, opened: bool = False,
+        options: dict[str, Any] | None, ask: Ask | None, lore: bool = False, opening: Exchange | None = None,
     ) -> AsyncGenerator[list[Piece], None]:  # fmt: skip
         """The pieces of one turn after ``past``; the exchange kept in ``session`` (its ``lease`` checked) before
-        the last batch goes (not a continue's or the player's line asked for: ``turn_batches``). ``opened`` (and
-        ``lore``): a ``Greeting`` leads the first batch."""
+        the last batch goes (not a continue's or the player's line asked for: ``turn_batches``). ``opening``: a new
+        session's greeting, kept once the turn has ended, before its exchange (nothing is kept of a turn that
+        fails); with ``lore``, a ``Greeting`` leads the first batch."""
         key = session.name if session is not None else None
         batches = engine.turn_batches(
             list(past), turn, constrained=constrained, request_id=rid, events=events, cues=cues, options=options,
             ask=ask, lore=lore,
         )  # fmt: skip
         kept = ask is None or (ask.continuation is None and ask.impersonation is None)
-        opening = self.opening if opened and lore else None
-        lead: list[Piece] = [Greeting(opening.reply)] if opening is not None else []
+        lead: list[Piece] = [Greeting(opening.reply)] if opening is not None and lore else []
         ended = False
         try:
             async for batch in batches:
                 done = batch[-1]
                 if isinstance(done, Done):
-                    if session is not None and lease is not None and done.exchange.reply.chats and kept:
-                        await self.sessions.keep(session, done.exchange, lease)  # (before the reply is sent)
+                    if session is not None and lease is not None:  # (kept before the reply is sent)
+                        if opening is not None:  # the session begins with this turn: its greeting first
+                            await self.sessions.keep(session, opening, lease)
+                        if done.exchange.reply.chats and kept:
+                            await self.sessions.keep(session, done.exchange, lease)
                     ended = True
                     self.log(done, key, engine)
                 yield [*lead, *batch] if lead else batch
@@ -246,23 +249,33 @@ class ServerState:
         return done
 
     async def turn_objects(
-        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = ""
-    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = "",
+        user_name: str | None = None,
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:  # fmt: skip
         """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
-        reply (or an error, alone in its batch)."""
+        reply (or an error, alone in its batch). ``user_name``: the player's name (the card's ``{{user}}``)."""
         engine = await self.engine()
         answer = Answer(
             self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False,
             emotions=engine.names.names,
         )  # fmt: skip
+        options = {"user_name": user_name} if user_name is not None else None
         try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True):
+            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True,
+                                                 options=options):  # fmt: skip
                 answer.feed(batch)
                 objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
                 if objects:
                     yield objects
         except Exception as e:
             yield [error_object(e, key)]
+
+    def opening_for(self, user_name: str | None) -> Exchange | None:
+        """A new session's first exchange for the player ``user_name`` (``None``: the character's own player):
+        the card's greeting, its ``{{user}}`` that name."""
+        if user_name is None or self.opening is None or user_name == self.settings.character.user_name:
+            return self.opening
+        return _opening(self.settings, user_name)
 
     def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
         """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format (its
@@ -344,13 +357,17 @@ def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}
 
 
-def _opening(settings: Settings) -> Exchange | None:
-    """A new session's first exchange: the character card's greeting (none for a scene)."""
+def _opening(settings: Settings, user_name: str | None = None) -> Exchange | None:
+    """A new session's first exchange: the character card's greeting (none for a scene), ``{{user}}`` the
+    player ``user_name`` (``None``: the character's own)."""
     from charfmt.render import greeting_exchange  # noqa: PLC0415
 
     if settings.greeting is None or settings.scene is not None:
         return None
-    return greeting_exchange(settings.character, settings.greeting)
+    character = settings.character
+    if user_name is not None:
+        character = character.model_copy(update={"user_name": user_name})
+    return greeting_exchange(character, settings.greeting)
 
 
 def _store(settings: Settings) -> Store:

@@ -57,7 +57,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
     await engine.pacer.turn()  # the request read (its JSON, the player's turn): paced
     if request.method == "GET":  # EventSource: the turn in the query string
         query = request.query_params
-        body: dict[str, Any] = {"say": query.get("say"), "session": query.get("session")}
+        body: dict[str, Any] = {key: query.get(key) for key in ("say", "session", "user_name")}
         if "constrained" in query:
             flag = query["constrained"].lower()
             if flag not in _FLAGS:
@@ -65,9 +65,9 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
             body["constrained"] = _FLAGS[flag]
     else:
         body = await read_json(request, state.settings.max_request_bytes)
-    key, say, constrained = turn_request(body)
+    key, say, constrained, name = turn_request(body)
     turn = player_turn(engine, say)
-    objects = state.turn_objects(key, turn, constrained, state.next_id(), owner=owner_of(request))
+    objects = state.turn_objects(key, turn, constrained, state.next_id(), owner=owner_of(request), user_name=name)
     try:
         first = await watch_disconnect(request, anext(objects, None))
     except BaseException:
@@ -179,12 +179,12 @@ async def _answer(state: ServerState, ws: WebSocket, message: str, owner: str) -
         body = json_object(message, "the WebSocket message")
         given = body.get("session")
         key = given if isinstance(given, str) else None
-        key, say, constrained = turn_request(body)
+        key, say, constrained, name = turn_request(body)
         turn = player_turn(await state.engine(), say)
     except HTTPFailure as e:  # the same shape as a failed turn's: kind, status, session, error
         error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
         await ws.send_text(compact_json(error))
         return
-    async for batch in state.turn_objects(key, turn, constrained, state.next_id(), owner=owner):
+    async for batch in state.turn_objects(key, turn, constrained, state.next_id(), owner=owner, user_name=name):
         for obj in batch:
             await ws.send_text(compact_json(obj))  # as each SSE event's data

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from charfmt._token_fit import count_messages
 from charfmt.serve.continuation import Prefix
 from charfmt.serve.pacing import Pacer
-from charfmt.serve.prompt import BadTurn, Prompter, prompt_version
+from charfmt.serve.prompt import BadTurn, Prompter
 from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 from charfmt.tokens import grammar_cost, prompt_budget
 
@@ -148,7 +148,7 @@ class _Reading:
 
     def __init__(
         self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "",
-        bound: int | None = None,
+        bound: int | None = None, prompt: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
         from charfmt.speech import CutSpeech, SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
@@ -156,7 +156,10 @@ class _Reading:
 
         self.events = events
         self.cues = cues and events
-        self.stream = StreamParser(lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn)  # CF625
+        # told the turn and the request's messages: an echo of either is never shown (CF625, CF631)
+        self.stream = StreamParser(
+            lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn, prompt=prompt
+        )
         length = engine.settings.max_length
         self.bound = bound
         """The grammar's most characters of speech (a constrained turn): speech cut there is never spoken."""
@@ -386,13 +389,19 @@ class Engine:
             return {**local_constraint(g), "max_tokens": s.max_tokens}
         return request_fields(self._server(), character=subject, max_tokens=s.max_tokens, bounds=bounds)
 
-    def read(self, text: str, *, lenient: bool = True) -> Reply:
-        """A reply read as this character's (or, in a scene, each speaker's): ``ParseError`` if strict and bad."""
+    def read(
+        self, text: str, *, lenient: bool = True, turn: UserTurn | None = None,
+        prompt: list[dict[str, Any]] | None = None,
+    ) -> Reply:  # fmt: skip
+        """A reply read as this character's (or, in a scene, each speaker's): ``ParseError`` if strict and bad.
+
+        ``turn`` and ``prompt`` (the request's messages): what the reply answers, as ``parse`` takes them.
+        """
         from charfmt.parser import parse  # noqa: PLC0415
 
         if self.scene is not None:
-            return self.scene.parse(text, lenient=lenient)
-        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags)
+            return self.scene.parse(text, lenient=lenient, turn=turn, prompt=prompt)
+        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags, turn=turn, prompt=prompt)
 
     def player_turn(self, say: str) -> UserTurn:
         """The player's turn read as shorthand (``[joy] hi``, ``*waves*``), or ``BadTurn``."""
@@ -414,11 +423,12 @@ class Engine:
 
     def lore_request(
         self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None,
-        system: str | None = None, *, seed: Any = None, ask: Ask | None = None,
+        system: str | None = None, *, seed: Any = None, ask: Ask | None = None, user_name: str | None = None,
     ) -> tuple[dict[str, Any], Activation | None]:  # fmt: skip
-        """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls). What
-        ``ask`` asks goes with the card's parts and lore of the turn it asks about: the player's line asked for
-        after the history, the rest of a reply after the turn it answered (its system prompt and lore)."""
+        """``request``, and the lore its prompt holds (``seed``: the front end's, for the lore's rolls; ``user_name``:
+        the player's name, where the front end gives one). What ``ask`` asks goes with the card's parts and lore
+        of the turn it asks about: the player's line asked for after the history, the rest of a reply after the
+        turn it answered (its system prompt and lore)."""
         from charfmt.render import render_request  # noqa: PLC0415
 
         on = self.settings.constrained if constrained is None else constrained
@@ -428,6 +438,9 @@ class Engine:
             on = False  # the grammar is of a whole reply, and the model starts inside one: read leniently
         reserve, fields = self._reserve[on], self._fields[on]
         rolls = seed if isinstance(seed, (int, str)) else None
+        character = self.character
+        if user_name is not None and user_name != character.user_name:
+            character = character.model_copy(update={"user_name": user_name})
 
         def fit(
             past: list[Exchange], said: UserTurn | None, request: str = "", prefill: str = "",
@@ -435,19 +448,17 @@ class Engine:
         ) -> tuple[list[Message], Activation | None]:  # fmt: skip
             return self.prompter.turn(
                 past, said, system=system, reserve=reserve, seed=rolls, after=after, request=request,
-                prefill=prefill, lore_of=lore_of,
+                prefill=prefill, lore_of=lore_of, user_name=user_name,
             )  # fmt: skip
 
         if ask is not None and ask.impersonation is not None:
-            messages, lore = fit(
-                history, None, render_request("impersonate.j2", self.character, request=ask.impersonation)
-            )
+            messages, lore = fit(history, None, render_request("impersonate.j2", character, request=ask.impersonation))
         elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
             from charfmt.character import Exchange  # noqa: PLC0415
             from charfmt.userinput import UserTurn  # noqa: PLC0415
 
             past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
-            messages, lore = fit(past, None, render_request("continue.j2", self.character), lore_of=(history, turn))
+            messages, lore = fit(past, None, render_request("continue.j2", character), lore_of=(history, turn))
         elif going is not None and going.prefill is not None:  # the model goes on from the reply so far
             messages, lore = fit(history, turn, prefill=going.prefill)
             fields = {**fields, **self.prefill}
@@ -484,7 +495,8 @@ class Engine:
         A batch is what a server sends at once: one write for all that a chunk of the reply brings,
         and one step through the layers between the model and the front end, not one a piece.
         ``options``: the front end's sampling fields (``temperature``, ``top_p``, ``seed``, ``stop``)
-        sent upstream as they are, and its own ``system`` text, appended to charfmt's system prompt.
+        sent upstream as they are, its own ``system`` text, appended to charfmt's system prompt, and the
+        player's ``user_name`` (a card's ``{{user}}``), neither sent upstream.
         ``events=False``: only the raw text and ``Done`` (the reply read once at the end, leniently,
         as the stream would have read it); ``cues=False``: no stage cues or sentences. ``ask``: what the
         turn asks beyond the player's words (``charfmt.serve.continuation``); a continue's first batch starts
@@ -531,16 +543,19 @@ class Engine:
         """``turn_batches`` of one upstream request."""
         front = dict(options or {})
         system = front.pop("system", None)
-        body, active = self.lore_request(history, turn, constrained, system, seed=front.get("seed"), ask=ask)
+        user_name = front.pop("user_name", None)
+        body, active = self.lore_request(
+            history, turn, constrained, system, seed=front.get("seed"), ask=ask, user_name=user_name
+        )
         body.update(front)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""
         on = self.settings.constrained if constrained is None else constrained
         bound = self.bounds.max_chars if on else None
-        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix, bound=bound)
+        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix, bound=bound, prompt=body["messages"])
         # the lore, then the reply a continue goes on from (what the front end shows already), go with the first
         # batch the upstream brings: an upstream that fails at once is still answered with its status
-        told = lore and active is not None and bool(active.placed or active.cut)
+        told = lore and active is not None and bool(active.placed or active.cut or active.lost)
         lead: list[Piece] = [Lore(active.report())] if told and active is not None else []
         lead += reading.start(going)
         feed = reading.feed
@@ -582,12 +597,13 @@ class Engine:
             strict = self.read(text, lenient=False)
         except ParseError:
             strict = None
+        messages = body["messages"]  # (read once, the reply is told what the stream was told)
         if self.scene is not None:
-            reply = self.read(text)
+            reply = self.read(text, turn=turn, prompt=messages)
         elif reading.events:
             reply = reading.stream.reply
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
-            reply = strict if strict is not None else self.read(text)
+            reply = strict if strict is not None else self.read(text, turn=turn, prompt=messages)
         from charfmt.speech import trim_cut_speech  # noqa: PLC0415
 
         reply = trim_cut_speech(reply, bound=reading.bound, cut_off=reading.reason == "length", tags=self.tags,
@@ -604,9 +620,8 @@ class Engine:
             reply = going.combine(reply)
         end = time.perf_counter()
         exchange = Exchange(user=turn or UserTurn(), reply=canonical_form(reply, tags=self.tags))
-        messages = body["messages"]
         prompt = count_messages(self.prompter.counter, messages)
-        version = prompt_version(messages[0]["content"])
+        version = self.prompter.version()  # (the prompt's sources: every turn of them the same)
         first, started = reading.first or end, reading.started
         return Done(
             rid, reply, text, strict is not None, exchange, first - started, end - started, len(reading.chunks),

@@ -47,7 +47,7 @@ class PostgresStore(SQLStore):
     for_update = " FOR UPDATE"
     alone = False
 
-    def __init__(self, dsn: str, *, shown: str) -> None:
+    def __init__(self, dsn: str, *, shown: str, create: bool = True) -> None:
         try:
             import psycopg  # noqa: PLC0415
         except ImportError as e:
@@ -60,7 +60,7 @@ class PostgresStore(SQLStore):
         self._locks = _Locks(self)
         with self._transaction(write=True) as run:
             run("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))  # (workers starting together: one migrates)
-            self._migrate(run)
+            self._migrate(run, create=create)
 
     def connect(self) -> psycopg.Connection[Any]:
         """A new connection, or the ``StoreError`` saying why there is none."""

@@ -56,11 +56,14 @@ class SQLStore(Store):
 
     # --- opening -------------------------------------------------------------------------------------
 
-    def _migrate(self, run: Run) -> None:
-        """Bring the database up to ``schema.SCHEMA_VERSION`` inside the opening transaction (refuse a newer one)."""
+    def _migrate(self, run: Run, *, create: bool = True) -> None:
+        """Bring the database up to ``schema.SCHEMA_VERSION`` inside the opening transaction (refuse a newer one);
+        ``create=False``: a database that holds no store is a ``StoreError``, not made one."""
         migrations = schema.MIGRATIONS
         newest = len(migrations)
         tables = self._tables(run)
+        if schema.META not in tables and not create and not (self.alone and tables):  # (another program's: below)
+            raise StoreError(f"{self.target} holds no charfmt store: no session was ever kept there")
         if schema.META in tables:
             row = run(f"SELECT value FROM {schema.META} WHERE key = ?", ("schema_version",)).fetchone()
             have = int(row[0]) if row is not None and str(row[0]).isdigit() else -1

@@ -42,19 +42,24 @@ _WHY: Final = (
 
 
 class SQLiteStore(SQLStore):
-    """A store in one SQLite file (made where missing; ``folder``: its folder too)."""
+    """A store in one SQLite file (made where missing; ``folder``: its folder too; ``create=False``: never made,
+    a missing or empty file a ``StoreError``, and the turns' lock file made only when a turn needs it)."""
 
     engine = "sqlite"
     alone = True
 
-    def __init__(self, path: str | Path, *, folder: bool = False, busy: float = BUSY_SECONDS) -> None:
+    def __init__(
+        self, path: str | Path, *, folder: bool = False, busy: float = BUSY_SECONDS, create: bool = True
+    ) -> None:
         path = Path(path).expanduser()
         self.target = str(path)
         self.busy = busy
+        if not create:
+            _existing(path)
         _usable(path, folder=folder)
         self._mutex = threading.Lock()
         """One transaction at a time on the one connection (the server runs them in threads)."""
-        self._locks = _TurnLocks(Path(f"{path}-turns.lock"))
+        self._locks = _TurnLocks(Path(f"{path}-turns.lock"), lazy=not create)
         try:
             self._db = sqlite3.connect(path, timeout=busy, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
@@ -68,7 +73,7 @@ class SQLiteStore(SQLStore):
                 except sqlite3.Error as e:
                     raise self._error(e) from None
             with self._transaction(write=True) as run:
-                self._migrate(run)
+                self._migrate(run, create=create)
         except BaseException:
             self._db.close()
             self._locks.close()
@@ -114,25 +119,35 @@ class SQLiteStore(SQLStore):
 class _TurnLocks:
     """One byte of ``path`` locked (``lockf``) per session whose turn this process runs."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, lazy: bool = False) -> None:
+        self.path = path
         self.fd: int | None = None
+        self.posix = True
         try:
             import fcntl  # noqa: F401, PLC0415 (POSIX only)
         except ImportError:
+            self.posix = False
             return
-        try:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as e:
-            raise StoreError(f"{path}: cannot open the turns' lock file: {e.strerror or e}") from None
+        if not lazy:  # (a server's store: a lock file that cannot be made stops its start, not its first turn)
+            self._open()
+
+    def _open(self) -> int:
+        if self.fd is None:
+            try:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as e:
+                raise StoreError(f"{self.path}: cannot open the turns' lock file: {e.strerror or e}") from None
+        return self.fd
 
     def try_lock(self, key: SessionKey) -> Lease | None:
-        if self.fd is None:
+        if not self.posix:
             return NO_LEASE
+        fd = self._open()
         import fcntl  # noqa: PLC0415
 
         offset = lock_id(key) & ((1 << 62) - 1)  # (a byte of a sparse range: the file stays empty)
         try:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
         except (BlockingIOError, PermissionError):  # (EAGAIN or EACCES: another process holds it)
             return None
         except OSError as e:
@@ -161,6 +176,23 @@ class _TurnLease(Lease):
     def release(self) -> None:
         """Let the byte go."""
         self.locks.release(self.offset)
+
+
+def _existing(path: Path) -> None:
+    """A ``StoreError`` for a path that holds no store to read: missing, or an empty file (nothing is made)."""
+    if path.is_dir():
+        return  # (_usable says it is a folder)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise StoreError(
+            f"{path}: the store does not exist (charfmt serve and charfmt chat --session make one where they keep"
+            " sessions)"
+        ) from None
+    except OSError as e:
+        raise StoreError(f"{path}: cannot read the store: {e.strerror or e}") from None
+    if size == 0:
+        raise StoreError(f"{path} holds no charfmt store: an empty file")
 
 
 def _usable(path: Path, *, folder: bool) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from charfmt.store.base import StoreError
 
 if TYPE_CHECKING:
     from charfmt.store.base import Store
@@ -54,9 +57,14 @@ def shown_target(target: str | Path) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-def open_store(target: str | Path | None, *, default: bool = False) -> Store:
+def open_store(target: str | Path | None, *, default: bool = False, create: bool = True) -> Store:
     """The store ``target`` names: ``None`` or ``":memory:"`` memory, a ``postgresql://`` DSN PostgreSQL,
-    anything else a SQLite file (``default``: the default store, whose folder is made where missing)."""
+    anything else a SQLite file (``default``: the default store, whose folder is made where missing).
+
+    ``create=False`` (a command that only reads, or deletes): a store that does not exist is a
+    ``StoreError`` saying so, and nothing is made (no file, no folder, no tables). A URL of another
+    scheme (``mysql://``) is a ``StoreError`` naming it, never a file path.
+    """
     if target is None or str(target) == MEMORY:
         from charfmt.store.memory import MemoryStore  # noqa: PLC0415
 
@@ -64,7 +72,24 @@ def open_store(target: str | Path | None, *, default: bool = False) -> Store:
     if is_dsn(target):
         from charfmt.store.postgres import PostgresStore  # noqa: PLC0415
 
-        return PostgresStore(str(target), shown=shown_target(target))
+        return PostgresStore(str(target), shown=shown_target(target), create=create)
+    if (why := target_problem(target)) is not None:
+        raise StoreError(why)
     from charfmt.store.sqlite import SQLiteStore  # noqa: PLC0415
 
-    return SQLiteStore(target, folder=default)
+    return SQLiteStore(target, folder=default and create, create=create)
+
+
+_URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def target_problem(target: str | Path) -> str | None:
+    """Why ``target`` names no store charfmt opens (a URL of a scheme other than ``postgresql://``), or ``None``."""
+    m = _URL.match(str(target)) if isinstance(target, str) else None
+    if m is None or is_dsn(target):
+        return None
+    scheme = m.group(1)
+    return (
+        f"{scheme}:// is not a store charfmt opens: a SQLite file's path, or a postgresql:// DSN "
+        "(extra charfmt[postgres])"
+    )

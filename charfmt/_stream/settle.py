@@ -1,0 +1,228 @@
+"""What of a reread's reading more text cannot change: the settled part of a segment, of a line, of prose.
+
+``Rereads`` reads a stream that left the format again as it grows; what it shows must be what
+the batch reader keeps whatever follows. These are the rules for that, each the batch reader's
+own judgement turned round (what could the next characters change?):
+
+- ``settled``: a segment's text up to a mark still open (a quote, an asterisk, a bracket:
+  ``open_mark``) or a character near its end that may begin markup (a tag, an entity);
+- ``open_element``: the element a text ends inside (its text is its own, quotes and all);
+- ``before_last_sentence``: untagged speech less its last sentence, which a quotation coming
+  next would make narration (``charfmt._lenient.words``, the batch reader's rule); ``PROBE`` is
+  the quotation a reread puts after the text to ask the batch reader itself;
+- ``may_echo``: a last line that may still turn out to echo the prompt the caller told;
+- ``prose_decided``: untagged text read as the reply, not a preamble to a JSON one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Final
+
+from charfmt._lenient.prose import dialogue_decided
+from charfmt._lenient.state import normal
+from charfmt._lenient.turns import learn
+from charfmt._lenient.words import said_to_someone, speech_whatever_follows
+from charfmt.models import Reply
+from charfmt.tags import TagTable
+
+_UNSURE: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\*\[`\"(){}#|\ufffd「『“（【]")
+"""Characters that may begin markup a later character completes (a tag, an entity, an escape,
+an action in asterisks, a bracket value, a quoted line, a UTF-8 character cut in two); the
+open segment's text is shown only up to the first one near its end. A '<' before a space or a
+digit (``3 < 5``, or an entity decoded) begins no tag, and an '&' no entity once anything but
+an entity's characters follows it (the batch reader drops an entity cut at the end)."""
+PAIRED: Final = re.compile(r"[\\*\[`\"(){}#|\ufffd「『“（【]")
+"""The same less '<' and '&': in a segment another one follows, those were read already (an
+entity decoded, a '<' that began no tag); the others may pair with a later character."""
+_UNSURE_NEAR_END: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\)}#|\ufffd]")
+"""Those of ``_UNSURE`` that no later character pairs with: unsure near the end of the text only."""
+_CLOSER: Final = {'"': '"', "*": "*", "(": ")", "[": "]", "{": "}", "`": "`"} | dict(
+    zip("（【「『“", "）】」』”", strict=True)
+)
+_OPENERS: Final = re.compile("[" + re.escape("".join(_CLOSER)) + "]")
+"""The marks of ``_UNSURE`` that a later character closes: unsure while they are open (``open_mark``)."""
+_ACROSS_LINES: Final = frozenset("「『“{`")
+"""Marks whose closing one may come on a later line (the others close on their own line or never)."""
+_QUOTATION: Final = frozenset('"「『“')
+_UNSURE_SPAN: Final = 48
+_IN_ELEMENT: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)[^<>]*\Z|&[#\w]*\Z|[{\[`]")
+"""In the text of an element still open in a reply of bare tags, the only markup more text can
+complete: a tag cut before its '>' or an entity cut before its ';' at the very end, and a JSON
+reply or a fence that may begin there (``{``, ``[``, a backtick: the batch reader looks for a
+reply inside). Quotes, asterisks and parentheses there are the element's own text."""
+OPEN: Final = 1
+"""``settled(in_element=)``: the text of an element still open in bare tags."""
+CLEAN: Final = 2
+"""... whose raw text so far holds nothing more text can complete."""
+_TAG_START: Final = re.compile(r"<(?=[ \t]*/?[ \t]*[A-Za-z])")
+"""Where a tag may begin (``3 < 5`` begins none)."""
+_LAST_TAG: Final = re.compile(r"<[ \t]*(/?)[ \t]*([A-Za-z][\w-]*)[^<>]*>")
+"""A whole tag where the last tag of a text begins: group 1 '/' for a closing tag, group 2 its name."""
+_CUT_TAG: Final = re.compile(r"<[A-Za-z/][^<>]*\Z")
+"""A tag cut before its '>' at the end of a segment's text."""
+_FRONT_MATTER_OPEN: Final = re.compile(r"\s*-(?![\s\S]*\n[ \t]*---)")
+"""Text that begins like front matter (``---``) whose closing ``---`` line has not come yet."""
+
+
+def settled(text: str, *, whole_text: bool = False, in_element: int = 0) -> str:
+    """The part of the open segment's ``text`` (read from a cut-off prefix) that more text cannot change.
+
+    Up to the first mark still open (``open_mark``) or the first other character near the end
+    that may begin markup, less trailing white space (the batch reader strips it where a
+    segment ends). ``in_element``: the text of an element still open in a reply of bare tags,
+    where only a tag or an entity cut at the very end is unsure (``_IN_ELEMENT``); ``CLEAN``:
+    one whose raw text holds no such thing (all settled).
+    """
+    if in_element:
+        m = (
+            None
+            if in_element == CLEAN
+            else _IN_ELEMENT.search(text, 0 if whole_text else max(0, len(text) - _UNSURE_SPAN))
+        )
+        return (text if m is None else text[: m.start()]).rstrip()
+    if whole_text:
+        m = _UNSURE.search(text)
+        return (text if m is None else text[: m.start()]).rstrip()
+    m = _UNSURE_NEAR_END.search(text, max(0, len(text) - _UNSURE_SPAN))
+    return text[: min(open_mark(text), len(text) if m is None else m.start())].rstrip()
+
+
+def open_mark(text: str) -> int:
+    """Where the first mark of ``text`` that more text may still close begins (``len(text)`` where none does).
+
+    A quote, an asterisk or a bracket not closed on its line (the batch reader's marks close
+    there; ``「『“{``` and backticks may close lines later, so anywhere after them); or a quotation closed
+    with less than two characters after it, which what follows may yet put inside a sentence
+    (``prose.dialogue_decided``). Far from the end or near it: a quotation may be long.
+    """
+    line = text.rfind("\n") + 1
+    pos = 0
+    while (m := _OPENERS.search(text, pos)) is not None:
+        mark, at = m.group(), m.start()
+        across = mark in _ACROSS_LINES
+        if at < line and not across:
+            pos = m.end()  # its line has ended: the batch reader read it, a mark or text
+            continue
+        close = text.find(_CLOSER[mark], m.end())
+        if close < 0 or (mark in _QUOTATION and len(text[close + 1 :].strip()) < 2):
+            return at
+        pos = close + 1
+    return len(text)
+
+
+def open_element(text: str, tags: TagTable) -> tuple[str, bool]:
+    """The tag of ``tags`` whose element is open at the end of ``text`` (its last whole tag opens it,
+    only text follows), as the batch reader names it (``""`` if there is none); and whether its raw
+    text so far holds nothing more text can complete (then all of it is settled: a '<' or '&' the
+    reread shows at its end was an entity)."""
+    at = -1
+    for found in _TAG_START.finditer(text):
+        at = found.start()
+    m = _LAST_TAG.match(text, at) if at >= 0 else None
+    if m is None or m.group(1):
+        return "", False
+    return tags.synonyms.get(m.group(2).lower(), ""), _IN_ELEMENT.search(text, m.end()) is None
+
+
+def markup_ahead(text: str) -> bool:
+    """Whether the text of a segment read from a prefix may still turn into markup as the reply grows."""
+    return _CUT_TAG.search(text) is not None or _FRONT_MATTER_OPEN.match(text) is not None
+
+
+SENTENCE_ENDED: Final = re.compile(r"[.!?…。！？．][\"'”’)）」』】]*+\s*\Z")
+PROBE: Final = "“Hi!”"
+"""A quotation, read as dialogue wherever it stands (it ends in ``!``), in curly quotes (a JSON string holds them
+as they are): put after the text so far, it shows whether a quotation coming next makes its last sentence narration."""
+
+
+def before_last_sentence(text: str) -> str:
+    """``text`` less its last sentence, unless that is said to someone (``!?…``, a hearer's particle: speech
+    whatever follows): a quotation coming next may make it narration, or the words still to come may introduce
+    one (``words.speech_whatever_follows``, the batch reader's own rule)."""
+    return text[: speech_whatever_follows(text)].rstrip()
+
+
+def before_last_line(text: str) -> str:
+    """``text`` less its last line (the batch reader judges the prompt's echoes line by line)."""
+    return text[: max(0, text.rfind("\n"))].rstrip()
+
+
+_NEARLY_FROM: Final = 12
+_NEARLY: Final = 0.8
+_LIST_START: Final = re.compile(r"[ \t]*(?:[-*•>#]|\d+[.)]|\"[^\"\n]*\"[ \t]*[:=])")
+
+
+def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
+    """Whether ``line``, the last line of a reply so far, may still turn out to echo the prompt as it goes on.
+
+    The batch reader drops a line of the prompt, a part of one, one begun as one of its lines is, one
+    nearly one, and, after such an echo, a line that opens as one of the prompt's lines or as its
+    spec (a list item, a key): so may this line while it is a part of the prompt's text so far, or
+    nearly the start of one of its long lines, or opens as one of them, or as a list item or key.
+    """
+    told = learn(prompt, turn)
+    n = normal(line)
+    if not n:
+        return False
+    if n in told.text or _LIST_START.match(line) is not None:
+        return True
+    words = n.split()
+    if len(words) < 2 or " ".join(words[:2]) in told.openings:
+        return True
+    if len(n) < _NEARLY_FROM:
+        return False
+    # (a line much longer than one of the prompt's is never nearly it: only those are compared, so a long
+    # line costs no more than the prompt's own lines do)
+    return any(
+        difflib.SequenceMatcher(None, n, long[: len(n)]).ratio() >= _NEARLY
+        for long in told.long
+        if len(n) <= len(long) + (len(long) >> 2)
+    )
+
+
+_SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
+_PREAMBLE_HINT: Final = re.compile(
+    r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
+    r"|\bthe (?:user|player)\b|:[ \t]*+(?:\n|\Z)|以下"
+)
+"""Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
+(``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
+_PROMPT_OPENING: Final = re.compile(r"\s*\W{0,3}(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``): its echo, whatever a JSON
+reply after it (the batch reader drops what comes before one), until the caller's prompt says otherwise."""
+_ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")
+"""The text so far ends with an exclamation, a question, a trailing ``…`` or a CJK full stop:
+speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
+"Hi"``), and ``Okay.`` on a line of its own stand before a JSON reply (a CJK preamble names
+what follows: ``以下が返答です。``, which ``_PREAMBLE_HINT`` knows)."""
+_QUOTATION_AFTER: Final = re.compile(r"[.!?…。！？][^\S\n]*[\"「『“][^\n]*\Z")
+"""The text so far ends with a sentence's end, then a quotation begun on its line (no JSON reply begins so)."""
+_PROSE_DECIDED_MIN: Final = 8
+_PROSE_DECIDED_AFTER: Final = 12
+
+
+def prose_decided(batch: Reply, text: str) -> bool:
+    """Whether a reread reads the text so far as prose that is the reply, not a preamble to a JSON one.
+
+    Nothing in it announces a reply to come (``Sure! Here is the JSON:``), it has at least
+    ``_PROSE_DECIDED_MIN`` characters, and two sentences are complete; or one, and it ends the
+    text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or it is
+    said to someone and a quotation follows it on its line (``すごいね。「はい」``), or
+    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words). More
+    text may still bring JSON (then ``close()`` takes back what was shown), but a reply that
+    ignores the format speaks as it is written.
+    """
+    spoken = " ".join(s.text for c in batch.chats for s in c.segments)
+    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None or _PROMPT_OPENING.match(text):
+        return False
+    ends = [m.end() for m in _SENTENCE_DONE.finditer(spoken)]
+    if len(ends) != 1:
+        return len(ends) > 1
+    after = len(spoken[ends[0] :].strip())
+    if after >= _PROSE_DECIDED_AFTER:
+        return True
+    if after == 0:
+        return _ENDS_SENTENCE.search(text) is not None or said_to_someone(text) or dialogue_decided(text)
+    return _QUOTATION_AFTER.search(text) is not None and said_to_someone(spoken[: ends[0]])

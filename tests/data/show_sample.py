@@ -1,0 +1,51 @@
+"""Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
+
+``python tests/data/show_sample.py fresh`` (the second round's sample of ``fresh_replies.jsonl``),
+``held`` or ``tune`` (the first round's samples of ``new_replies.jsonl``): the rows whose number n in
+their set has ``n % 5 == 2`` and ``n < 100``, each read as ``tests/test_new_corpus.py`` reads it (the
+setting's tags and vocabulary, told the turn and the prompt), with whether the stream's chats equal the
+batch's and how many ``Reset`` events it sent. ``--rows N ...`` prints those rows of the set instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: test_new_corpus and its helpers
+
+import test_new_corpus as corpus
+from test_stream_events import _stream
+
+import charfmt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("set", choices=("fresh", "held", "tune"))
+    parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
+    args = parser.parse_args(argv)
+    rows = corpus.FRESH if args.set == "fresh" else [r for r in corpus.ROWS if r["half"] == args.set]
+    picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == 2 and n < 100]
+    for n in picked:
+        row = rows[n]
+        reply = corpus.read(row)
+        events = _stream(row["chunks"], lenient=True, **corpus.options(row))
+        batch = charfmt.parse(row["reply"], lenient=True, **corpus.options(row))
+        same = charfmt.collect(events).chats == batch.chats
+        resets = sum(isinstance(e, charfmt.Reset) for e in events)
+        print(f"=== #{n} {row['model']}/{row['chat_format'] or 'default'} {row['setting']} t{row['turn_index']}: "
+              f"{row['turn']!r}")  # fmt: skip
+        print(row["reply"])
+        print(f"--- read (stream's chats the batch's: {same}; resets: {resets})")
+        for chat in reply.chats:
+            print(f"  chat {chat.type} {chat.order} {chat.speaker or ''}:", [(s.tag, s.text) for s in chat.segments])
+        for d in reply.diagnostics:
+            if d.code != "CF701":
+                print(f"  {d.code} @{d.offset}-{d.end}: {d.message}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -297,24 +297,6 @@ def test_serve_in_process_uses_chats_engine_llguidance_and_the_models_tokens_per
     assert ("lark" in body) == llguidance_installed() and ("grammar" in body) != llguidance_installed()
 
 
-def test_the_constrain_doc_samples_run_and_say_what_they_show(monkeypatch: pytest.MonkeyPatch) -> None:
-    import re
-
-    from test_readme_samples import _literal_comment, _matches
-
-    text = (ROOT / "docs" / "CONSTRAIN.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)\n```", text, flags=re.DOTALL)
-    assert blocks
-    monkeypatch.chdir(ROOT)
-    for block in blocks:
-        namespace: dict[str, Any] = {}
-        exec(compile(block, "docs/CONSTRAIN.md", "exec"), namespace)
-        checked = [found for line in block.splitlines() if (found := _literal_comment(line)) is not None]
-        assert checked
-        for expression, expected in checked:
-            assert _matches(eval(expression, namespace), expected), expression
-
-
 def test_serve_chat_format_and_verbose_are_flags_of_serve(tmp_path: Path) -> None:
     """``serve --model`` had no ``--chat-format``; its llama.cpp log lines reached stderr."""
     pytest.importorskip("starlette")

@@ -118,10 +118,11 @@ def take_turn(
     if view is not None and bound is not None:
         view.bounded(bound)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
-    # ... and the prompt's own text echoed (CF631): it is not the character's either
-    stream = StreamParser(
-        lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn, prompt=messages
-    )
+    # ... and the prompt's own text echoed (CF631): it is not the character's either; a scene's reply is read
+    # with every cast member's emotion words (an alias alone on its line is an emotion, not speech)
+    scene = _as_scene(character)
+    vocabulary = scene.reading_vocabulary if scene is not None else character.vocabulary
+    stream = StreamParser(lenient=not strict, vocabulary=vocabulary, tags=character.tags, turn=turn, prompt=messages)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     asked = len(stats) if stats is not None else 0
     chunks = _streamed(generate(messages), stream, reader, view, _thinker(character))

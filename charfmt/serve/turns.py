@@ -158,7 +158,7 @@ class _Reading:
         self.cues = cues and events
         # told the turn and the request's messages: an echo of either is never shown (CF625, CF631)
         self.stream = StreamParser(
-            lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn, prompt=prompt
+            lenient=True, vocabulary=engine.reading_vocabulary, tags=engine.tags, turn=turn, prompt=prompt
         )
         length = engine.settings.max_length
         self.bound = bound
@@ -335,6 +335,8 @@ class Engine:
         self.character: Character = settings.character
         self.scene = settings.scene
         self.vocabulary = self.scene.vocabulary if self.scene is not None else self.character.vocabulary
+        self.reading_vocabulary = self.scene.reading_vocabulary if self.scene is not None else self.vocabulary
+        """What a reply is read with: a scene's, every cast member's emotion words (``Scene.reading_vocabulary``)."""
         self.tags = self.scene.tags if self.scene is not None else self.character.tags
         self.upstream = upstream
         self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)

@@ -354,30 +354,7 @@ def run(
     errors = err if err is not None else sys.stderr
     status = _begun(character, view, out, history, greeting=greeting, seed=seed, keep=keep, errors=errors)
 
-    def lines() -> Iterator[str]:
-        if says:
-            for say in says:
-                out.write(f"you> {visible(say)}\n")
-                yield say
-            return
-        source = inp if inp is not None else sys.stdin
-        tty = source.isatty()
-        while True:
-            if tty:
-                out.write("you> ")
-                out.flush()
-            line = source.readline()
-            if not line or line.strip() in _ENDS:
-                return
-            if _COMMAND.fullmatch(line.strip()):  # (a command is the chat's, never a turn sent to the model)
-                _command(line.strip(), out)
-                continue
-            if line.strip():
-                if not tty:
-                    out.write(f"you> {visible(line.strip())}\n")  # echoed as --say is
-                yield line.strip()
-
-    for say in lines():
+    for say in _turns(says, inp, out):
         before, kept = len(stats), len(history)
         try:
             take_turn(
@@ -399,6 +376,32 @@ def run(
         if len(stats) > before:
             out.write(stats_line(stats[-1]) + "\n")
     return status
+
+
+def _turns(says: Sequence[str] | None, inp: TextIO | None, out: TextIO) -> Iterator[str]:
+    """What the player says: each ``--say``, or the lines of ``inp`` (stdin) until its end or ``/quit``, each
+    echoed after ``you>`` (a terminal's prompt is written before it); a command is run, never sent."""
+    if says:
+        for say in says:
+            out.write(f"you> {visible(say)}\n")
+            yield say
+        return
+    source = inp if inp is not None else sys.stdin
+    tty = source.isatty()
+    while True:
+        if tty:
+            out.write("you> ")
+            out.flush()
+        line = source.readline()
+        if not line or line.strip() in _ENDS:
+            return
+        if _COMMAND.fullmatch(line.strip()):  # (a command is the chat's, never a turn sent to the model)
+            _command(line.strip(), out)
+            continue
+        if line.strip():
+            if not tty:
+                out.write(f"you> {visible(line.strip())}\n")  # echoed as --say is
+            yield line.strip()
 
 
 def stats_line(stats: TurnStats) -> str:

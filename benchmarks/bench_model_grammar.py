@@ -144,9 +144,7 @@ def serve_path(model: Any, character: Any, max_tokens: int) -> Run:
         async def one() -> tuple[Done, int, float]:
             first = 0.0
             pieces = 0
-            async for batch in engine.turn_batches(
-                history, turn, constrained=mode != "free", options={"seed": seed}
-            ):
+            async for batch in engine.turn_batches(history, turn, constrained=mode != "free", options={"seed": seed}):
                 for piece in batch:
                     if isinstance(piece, Raw):
                         pieces += 1
@@ -214,7 +212,11 @@ def report(name: str, results: dict[str, Any], turns: int) -> None:
               f"speech up to {b.max_chars}, {dict(b.role_chars)}")  # fmt: skip
         for mode, t in r["tally"].items():
             cost = statistics.median(t.costs) * 1000 if t.costs else 0.0
-            ratio = f", speed vs free: median of {len(r['ratios'][mode])} rounds {statistics.median(r['ratios'][mode]):.2f}" if r["ratios"].get(mode) else ""  # noqa: E501
+            ratio = (
+                f", speed vs free: median of {len(r['ratios'][mode])} rounds {statistics.median(r['ratios'][mode]):.2f}"
+                if r["ratios"].get(mode)
+                else ""
+            )
             med = statistics.median(t.speech) if t.speech else 0
             print(f"    {mode:10s} {cost:6.1f} ms CPU/token{ratio}; finished+strict {t.strict}/{turns}, "
                   f"C chats speaking {t.spoken}/{t.chats}, median speech {med}")  # fmt: skip

@@ -235,9 +235,10 @@ def test_serve_never_speaks_cut_speech_and_answers_it_ended_at_a_word() -> None:
             full = "Ah! " + full
         said = full[:bound]
         up.mode = "say:" + reply_of(f"<emo>neutral</emo>\n<msg>{said}</msg>")
-        with loopback(create_app(settings)) as base, httpx.stream(
-            "POST", base + "/v1/turn", json={"say": "hi"}, timeout=30
-        ) as r:
+        with (
+            loopback(create_app(settings)) as base,
+            httpx.stream("POST", base + "/v1/turn", json={"say": "hi"}, timeout=30) as r,
+        ):
             objs = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
     spoken = [o["sentence"]["text"] if "sentence" in o else o.get("text") for o in objs if o["kind"] == "sentence"]
     speak = [o["cue"]["text"] for o in objs if o["kind"] == "stage" and o["cue"]["kind"] == "speak"]
@@ -254,8 +255,11 @@ def test_serve_never_speaks_cut_speech_and_answers_it_ended_at_a_word() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    words=st.lists(st.sampled_from(["bolts", "a", "35th", "DA", "Fine.", "ok,", "本当", "です。", "Hm...", "—"]),
-                   min_size=1, max_size=14),
+    words=st.lists(
+        st.sampled_from(["bolts", "a", "35th", "DA", "Fine.", "ok,", "本当", "です。", "Hm...", "—"]),
+        min_size=1,
+        max_size=14,
+    ),
     cuts=st.lists(st.integers(1, 200), max_size=6),
     shorter=st.integers(0, 12),
 )

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
     from charfmt.character import Character, CharacterError, Exchange, load_history
+    from charfmt.constrain.export import grammar
+    from charfmt.constrain.schema import json_schema
     from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
     from charfmt.events import (
         Action,
@@ -29,7 +31,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         SegmentStart,
         TextDelta,
     )
-    from charfmt.export import grammar
     from charfmt.lorebook import Lorebook
     from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
     from charfmt.parser import parse
@@ -46,7 +47,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         render_turn,
         render_user_block,
     )
-    from charfmt.schema import json_schema
     from charfmt.speech import Sentence, SentenceSplitter, sentences
     from charfmt.stage import StageReader, stage_cues
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
@@ -145,7 +145,7 @@ _HOME: dict[str, str] = {
         ),
         "events",
     ),
-    "grammar": "export",
+    "grammar": "constrain.export",
     "Lorebook": "lorebook",
     **dict.fromkeys(("Chat", "EmotionKey", "Reply", "Segment", "Vocabulary"), "models"),
     "parse": "parser",
@@ -165,7 +165,7 @@ _HOME: dict[str, str] = {
         ),
         "render",
     ),
-    "json_schema": "schema",
+    "json_schema": "constrain.schema",
     **dict.fromkeys(("Sentence", "SentenceSplitter", "sentences"), "speech"),
     **dict.fromkeys(("StageReader", "stage_cues"), "stage"),
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),

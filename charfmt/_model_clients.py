@@ -3,7 +3,7 @@
 Each client is a ``Generate``: chat messages in, the reply's text out in chunks as the model
 writes it, and a ``TurnStats`` per reply (tokens, time to the first token, time generating).
 
-- ``local_model(llm, ...)``: a ``llama_cpp.Llama`` (``charfmt.engines.load_llama``), constrained by
+- ``local_model(llm, ...)``: a ``llama_cpp.Llama`` (``charfmt.constrain.engines.load_llama``), constrained by
   GBNF or, through llguidance, by Lark; its chat format chosen (``chat_formats``), a GGUF without
   a template warned about (``NoChatTemplate``), the system prompt folded into the first user
   message where the format has no system role (``fold_system``), a prompt that leaves less than
@@ -31,7 +31,7 @@ DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
 
 Only a cap: a reply takes the tokens it needs. For Rex (2 chats of 3 elements) the bound engine
-(``charfmt.export.plan_bounds``) gives speech of up to 827 characters, counted as bytes."""
+(``charfmt.constrain.export.plan_bounds``) gives speech of up to 827 characters, counted as bytes."""
 
 
 API_KEY_ENV: Final = "OPENAI_API_KEY"
@@ -149,7 +149,7 @@ class NoChatTemplate(UserWarning):
 
 def chat_formats(llm: Any = None) -> list[str]:
     """The chat formats ``local_model(chat_format=)`` takes: llama-cpp-python's, and ``llm``'s own templates."""
-    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
     registry = load_llama_cpp().llama_chat_format.LlamaChatCompletionHandlerRegistry()
     own = list(getattr(llm, "_chat_handlers", {}) or {})
@@ -161,7 +161,7 @@ def _chat_handler(llm: Any, chat_format: str | None = None) -> Any:
 
     An unknown ``chat_format`` is a ``CharfmtError`` that lists the known ones.
     """
-    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
     formats = load_llama_cpp().llama_chat_format
     handlers = getattr(llm, "_chat_handlers", {}) or {}
@@ -276,7 +276,7 @@ def llama_logs(*, verbose: bool = False) -> None:
     """
     import ctypes  # noqa: PLC0415
 
-    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
     llama_cpp = load_llama_cpp()
 
@@ -327,7 +327,7 @@ class LocalModel:
     them; ``None``: the GGUF's own template, and where it has none ``missing_template`` says what to tell
     the user); a format without a system role gets the system prompt at the start of the first user
     message (``fold_system``). Each reply is constrained by the Lark grammar through llguidance
-    (``lark``) or by the GBNF through llama.cpp's sampler (``gbnf``): ``charfmt.engines.local_constraint``
+    (``lark``) or by the GBNF through llama.cpp's sampler (``gbnf``): ``charfmt.constrain.engines.local_constraint``
     chooses, llguidance wherever it is installed. A prompt that leaves less than the reply's budget
     raises ``ContextFull`` before any token is generated.
     """
@@ -342,14 +342,14 @@ class LocalModel:
         self._grammars: dict[str, Any] = {}
 
     def counter(self, per_message: int = 8) -> Callable[[str], int]:
-        """The model's own token count of one message (``charfmt.engines.llama_counter``)."""
-        from charfmt.engines import llama_counter  # noqa: PLC0415
+        """The model's own token count of one message (``charfmt.constrain.engines.llama_counter``)."""
+        from charfmt.constrain.engines import llama_counter  # noqa: PLC0415
 
         return llama_counter(self.llm, per_message)
 
     def tokens_per_char(self, texts: list[str]) -> float:
         """The model's tokens per character of ``texts`` (``measure_tokens_per_char``): what bounds count."""
-        from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+        from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415
 
         return measure_tokens_per_char(self.counter(per_message=0), texts)
 
@@ -368,7 +368,7 @@ class LocalModel:
         """llama-cpp-python's streamed chat-completion chunks of the reply to ``messages`` (``lark`` before
         ``gbnf`` where both are given; ``processor``: another engine's logits processor, in their place;
         ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
-        from charfmt.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
+        from charfmt.constrain.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
 
         if self._folded:
             messages = fold_system(messages)
@@ -399,7 +399,7 @@ def local_model(
     chat_format: str | None = None,
     lark: str | None = None,
 ) -> Generate:
-    """A llama.cpp model (``charfmt.engines.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
+    """A llama.cpp model (``charfmt.constrain.engines.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
     constrained by ``gbnf`` where given, or by ``lark`` through llguidance (``llguidance_processor``), much
     faster on a large vocabulary.
 
@@ -454,7 +454,7 @@ def endpoint_model(
 ) -> Generate:
     """An OpenAI-compatible server at ``url`` (``…/v1`` or the full ``…/chat/completions``).
 
-    ``fields`` (``charfmt.engines.request_fields``) carry the grammar or schema in that
+    ``fields`` (``charfmt.constrain.engines.request_fields``) carry the grammar or schema in that
     server's own field and ``max_tokens``, the budget the reply is read within. The reply is
     asked for streamed; a server that answers with one ``chat.completion`` object instead is
     read too. Anything else (an HTML page, a proxy's error, a broken transfer, a stream past

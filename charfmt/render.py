@@ -69,12 +69,12 @@ from charfmt._token_fit import Counter as Counter  # noqa: PLC0414 (re-exported)
 from charfmt._token_fit import TextCounter, fit_messages, oldest_start
 from charfmt._token_fit import TokenCounter as TokenCounter  # noqa: PLC0414 (re-exported)
 from charfmt.character import Character, Exchange
+from charfmt.constrain.schema import PROVIDERS as PROVIDERS  # noqa: PLC0414 (one list: the schema's providers are the request's)
+from charfmt.constrain.schema import json_schema
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.lorebook import Activation, Lorebook, Placed
 from charfmt.macros import MacroError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
-from charfmt.schema import PROVIDERS as PROVIDERS  # noqa: PLC0414 (one list: the schema's providers are the request's)
-from charfmt.schema import json_schema
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 from charfmt.userinput import UserChat, UserContext, UserTurn
 from charfmt.writer import canonical_form, dumps

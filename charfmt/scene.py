@@ -230,14 +230,14 @@ class Scene(BaseModel):
     def grammar(self, target: str, **bounds: Any) -> str:
         """``charfmt.grammar`` for the scene: the cast's tags, ``speaker`` one of the cast, and each speaker's
         emotion one of its own keys; a ``max_tokens`` budget planned from the scene's examples."""
-        from charfmt.export import grammar  # noqa: PLC0415 (Lark loads only for grammars)
+        from charfmt.constrain.export import grammar  # noqa: PLC0415 (Lark loads only for grammars)
 
         return grammar(target, character=self, **bounds)
 
     def json_schema(self, provider: str | None = None, **bounds: Any) -> dict[str, Any]:
         """``charfmt.json_schema`` for the scene: ``speaker`` one of the cast, one ``C`` chat schema per
         speaker with its own emotions."""
-        from charfmt.schema import json_schema  # noqa: PLC0415
+        from charfmt.constrain.schema import json_schema  # noqa: PLC0415
 
         return json_schema(provider, character=self, **bounds)
 

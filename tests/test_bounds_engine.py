@@ -2,7 +2,7 @@
 
 ``charfmt.grammar``/``json_schema``/``request_fields`` with a budget, ``charfmt grammar``, ``charfmt
 chat``'s bounds and ``charfmt serve``'s (a character, a scene, llama.cpp in-process) all plan their
-bounds with ``charfmt.export.plan_bounds``: speech required and given the budget, each role as long as
+bounds with ``charfmt.constrain.export.plan_bounds``: speech required and given the budget, each role as long as
 the character's examples, fewer chats before shorter elements, the model's tokens per character where
 it is known. The grammars are checked with llguidance over a byte tokenizer (no model needed).
 """
@@ -21,10 +21,11 @@ from conftest import ROOT
 
 import charfmt
 from charfmt.character import Character
-from charfmt.chat import MIN_SPEECH_CHARS, chat_bounds, limit_note, speech_texts
 from charfmt.cli import main
-from charfmt.engines import request_fields
-from charfmt.export import (
+from charfmt.constrain._reply_constraints import MIN_SPEECH_CHARS
+from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
+from charfmt.constrain.engines import request_fields
+from charfmt.constrain.export import (
     DEFAULT_TOKENS_PER_CHAR,
     bytes_per_char,
     max_reply_tokens,
@@ -276,7 +277,7 @@ def test_serve_in_process_uses_chats_engine_llguidance_and_the_models_tokens_per
     from test_chat_format import FakeLlama
 
     from charfmt._model_clients import LocalModel
-    from charfmt.engines import llguidance_installed
+    from charfmt.constrain.engines import llguidance_installed
     from charfmt.serve import Settings
     from charfmt.serve.turns import Engine
     from charfmt.serve.upstream import LocalUpstream

@@ -23,15 +23,12 @@ from charfmt.chat import (
     DEFAULT_MAX_TOKENS,
     TerminalView,
     TurnStats,
-    chat_bounds,
-    limit_note,
-    reply_shape,
     run,
-    speech_texts,
     take_turn,
 )
 from charfmt.cli import main
-from charfmt.export import bytes_per_char, max_reply_tokens
+from charfmt.constrain.budget import chat_bounds, limit_note, reply_shape, speech_texts
+from charfmt.constrain.export import bytes_per_char, max_reply_tokens
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 REPLY = {
@@ -636,7 +633,7 @@ def test_an_echo_of_the_players_turn_is_not_shown_as_the_characters_speech() -> 
 
 def test_chat_endpoint_with_a_tokenizer_bounds_in_its_tokens_per_character(server: str) -> None:
     """Where the model's tokenizer is known (``--tokenizer``), the bounds count its tokens per character."""
-    from charfmt.export import measure_tokens_per_char
+    from charfmt.constrain.export import measure_tokens_per_char
     from charfmt.tokens import TokenizerError, counter_for
 
     try:

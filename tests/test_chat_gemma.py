@@ -19,7 +19,7 @@ from models import gemma_path
 
 from charfmt.character import Character
 from charfmt.chat import has_system_role, llama_logs, local_model, template_warning
-from charfmt.engines import load_llama
+from charfmt.constrain.engines import load_llama
 from charfmt.render import render_messages
 
 pytestmark = pytest.mark.model

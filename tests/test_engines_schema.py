@@ -3,7 +3,7 @@
 Each engine reads charfmt's exports the way the servers that embed it do:
 
 - XGrammar (vLLM's and SGLang's ``response_format: json_schema``): ``compile_json_schema`` of the
-  schema written for it (``charfmt.schema.for_engine(..., "xgrammar")``: XGrammar applies ``pattern``
+  schema written for it (``charfmt.constrain.schema.for_engine(..., "xgrammar")``: XGrammar applies ``pattern``
   to the raw JSON text), and ``compile_grammar`` of the GBNF export; fed cl100k tokens;
 - llguidance: ``grammar_from_json_schema`` of the schema as it is (llguidance applies ``pattern``
   to the decoded string), and the Lark export; fed cl100k tokens;
@@ -32,8 +32,8 @@ import pytest
 from grammar_damage import DAMAGE, strict_ok
 
 import charfmt
+from charfmt.constrain.schema import for_engine
 from charfmt.fuzz import random_reply
-from charfmt.schema import for_engine
 
 # --- the replies ---------------------------------------------------------------------------------
 
@@ -91,14 +91,14 @@ def _cl100k() -> Any:
 @functools.cache
 def _xgr_compiler() -> Any:
     try:
-        xgr = charfmt.engines.load_xgrammar()
-    except charfmt.engines.EngineMissing as e:
+        xgr = charfmt.constrain.engines.load_xgrammar()
+    except charfmt.constrain.engines.EngineMissing as e:
         pytest.skip(f"XGrammar is not installed: {e}")
-    return xgr.GrammarCompiler(charfmt.engines.xgrammar_tokenizer_info(_cl100k()))
+    return xgr.GrammarCompiler(charfmt.constrain.engines.xgrammar_tokenizer_info(_cl100k()))
 
 
 def _xgrammar(kind: str) -> Callable[[str], bool]:
-    xgr = charfmt.engines.load_xgrammar() if kind else None
+    xgr = charfmt.constrain.engines.load_xgrammar() if kind else None
     compiler = _xgr_compiler()
     if kind == "schema":
         schema = for_engine(charfmt.json_schema("openai"), "xgrammar")
@@ -185,7 +185,7 @@ READERS: Final[dict[str, Callable[[str], Callable[[str], bool]]]] = {
     "llama.cpp": _llama_cpp,
     "outlines": _outlines,
 }
-"""Each engine, by the name ``charfmt.schema.PATTERN_READS`` gives it: how it reads a schema or a grammar."""
+"""Each engine, by the name ``charfmt.constrain.schema.PATTERN_READS`` gives it: how it reads a schema or a grammar."""
 
 
 @functools.cache
@@ -250,7 +250,7 @@ def test_the_schema_as_it_is_fails_on_xgrammar_and_the_one_written_for_it_does_n
     only single-element bodies without a quote (9 of 80 typical replies)."""
     accepts = reader("xgrammar", "schema")
     compiler = _xgr_compiler()
-    xgr = charfmt.engines.load_xgrammar()
+    xgr = charfmt.constrain.engines.load_xgrammar()
     plain = compiler.compile_json_schema(json.dumps(charfmt.json_schema("openai")), any_whitespace=True)
     enc = _cl100k()
 
@@ -265,4 +265,4 @@ def test_the_schema_as_it_is_fails_on_xgrammar_and_the_one_written_for_it_does_n
 
 
 def test_every_engine_of_the_table_is_in_the_readers() -> None:
-    assert set(READERS) == set(charfmt.schema.ENGINES) - {"standard"}
+    assert set(READERS) == set(charfmt.constrain.schema.ENGINES) - {"standard"}

@@ -29,13 +29,13 @@ LAZY = (
     "lark",
     "jinja2",
     "charfmt.render",
-    "charfmt.export",
+    "charfmt.constrain.export",
     "charfmt.stream",
     "charfmt.speech",
     "charfmt.userinput",
     "charfmt.character",
     "charfmt._lenient.recovery",
-    "charfmt.schema",
+    "charfmt.constrain.schema",
     "charfmt._strict_c",
 )
 """What a strict parse of valid input must not load (the compiled strict reader: ``parse`` looks for
@@ -85,7 +85,7 @@ def test_import_loads_neither_lark_nor_jinja() -> None:
 
 def test_the_cli_starts_without_lark_or_jinja() -> None:
     """``charfmt parse`` and ``charfmt schema`` start fast; grammar and render commands load what they use."""
-    assert _loaded_after("import charfmt.cli") == {"charfmt.schema"}
+    assert _loaded_after("import charfmt.cli") == {"charfmt.constrain.schema"}
 
 
 @pytest.mark.parametrize("reply", VALID, ids=["one chat", "every type and tag"])

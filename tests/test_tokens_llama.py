@@ -25,7 +25,7 @@ MAX_TOKENS = 48
 
 @functools.cache
 def _model() -> Any:
-    from charfmt.engines import load_llama
+    from charfmt.constrain.engines import load_llama
 
     path = smollm2_path()
     if path is None:

@@ -1,7 +1,7 @@
 """``charfmt chat``: talk to a character with a local model (llama.cpp) or an OpenAI-compatible server.
 
 The flags are checked and turned into a model client (``charfmt._model_clients``) with the
-reply grammar bounded to ``--max-tokens`` (``charfmt.chat.chat_bounds``); then ``charfmt.chat.run``
+reply grammar bounded to ``--max-tokens`` (``charfmt.constrain.budget.chat_bounds``); then ``charfmt.chat.run``
 takes the turns, each shown as it streams (``charfmt.chat.TerminalView``).
 """
 
@@ -40,14 +40,16 @@ from charfmt.cli._options import (
     open_store_of,
     whole,
 )
+from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS
+from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
+from charfmt.constrain.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.diagnostics import CharfmtError
-from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
 from charfmt.parser import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
     from charfmt._token_fit import TokenCounter
     from charfmt.character import Character
-    from charfmt.export import Bounds
+    from charfmt.constrain.export import Bounds
     from charfmt.scene import Scene
     from charfmt.stage import StageReader
 
@@ -88,7 +90,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--require-speech", action=argparse.BooleanOptionalAction, default=True,
                     help="every chat of a constrained reply says something (default: on)")  # fmt: skip
     sp.add_argument("--max-chats", type=whole(1), metavar="N", help="chats per reply (default: as the examples show)")
-    least = f"at least {chat.DEFAULT_MAX_ELEMENTS}"
+    least = f"at least {DEFAULT_MAX_ELEMENTS}"
     sp.add_argument("--max-elements", type=whole(1), metavar="N",
                     help=f"elements per chat (default: as the examples show, {least})")  # fmt: skip
     sp.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server instead of a local model")
@@ -134,7 +136,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
-    from charfmt.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.constrain.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
     from charfmt.render import ESTIMATE  # noqa: PLC0415
     from charfmt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
 
@@ -157,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     if target is not None:
         counter = counter_for(args.model_name, tokenizer=args.tokenizer)  # the estimate where nothing is known
         if bounds is not None and counter is not ESTIMATE:  # the model's tokenizer: its tokens per character
-            bounds = _bounds(args, character, measure_tokens_per_char(counter, chat.speech_texts(character)))
+            bounds = _bounds(args, character, measure_tokens_per_char(counter, speech_texts(character)))
         generate, fields = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
         budget = prompt_budget(args.n_ctx, args.max_tokens, counter) - grammar_cost(args.server, fields, counter)
     else:
@@ -169,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(
         generate=generate, says=args.say, out=out, stats=stats,
         budget=budget, counter=counter,
-        note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
+        note=limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
         lorebooks=books, seed=args.seed, greeting=args.greeting, bound=bound, verbose=args.verbose,
     )  # fmt: skip
     if args.session is None:
@@ -240,7 +242,7 @@ def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Pat
 
 def _bounds(args: argparse.Namespace, character: Character | Scene, tokens_per_char: float | None = None) -> Bounds:
     """The grammar's bounds for the flags (``--max-tokens``, ``--max-chats``, ``--max-elements``...)."""
-    return chat.chat_bounds(
+    return chat_bounds(
         character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
         tokens_per_char=tokens_per_char, require_speech=args.require_speech,
     )  # fmt: skip
@@ -274,9 +276,9 @@ def _local(
     stats: list[TurnStats],
 ) -> tuple[Generate, TokenCounter, Bounds | None]:
     """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
-    from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
-    from charfmt.engines import load_llama, local_constraint  # noqa: PLC0415
-    from charfmt.export import reply_grammar  # noqa: PLC0415
+    from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama, local_constraint  # noqa: PLC0415
+    from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
     from charfmt.tokens import counter_for  # noqa: PLC0415
 
     llama_logs(verbose=args.verbose)
@@ -291,7 +293,7 @@ def _local(
     model = _local_model(llm, args)
     constraint: dict[str, str] = {}
     if bounds is not None:  # the model's own tokens per character of the character's language
-        bounds = _bounds(args, character, model.tokens_per_char(chat.speech_texts(character)))
+        bounds = _bounds(args, character, model.tokens_per_char(speech_texts(character)))
         c = constraints_of("chat", {"character": character})
         constraint = local_constraint(reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers))
     generate = local_model(

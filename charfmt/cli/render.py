@@ -19,7 +19,7 @@ from charfmt.cli._io import (
     usage_error,
 )
 from charfmt.cli._options import add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
-from charfmt.schema import PROVIDERS
+from charfmt.constrain.schema import PROVIDERS
 
 if TYPE_CHECKING:
     from charfmt.character import Character, Exchange

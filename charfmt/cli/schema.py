@@ -9,7 +9,7 @@ from typing import Final
 from charfmt.cli._io import EXIT_OK, dump_json
 from charfmt.cli._options import add_character, add_size
 from charfmt.cli._reply import language
-from charfmt.schema import PROVIDERS, json_schema
+from charfmt.constrain.schema import PROVIDERS, json_schema
 
 HELP: Final = "print the reply envelope as JSON Schema"
 

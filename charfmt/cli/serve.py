@@ -38,7 +38,7 @@ checked before the server starts."""
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The flags of ``charfmt serve``."""
-    from charfmt.engines import SERVERS  # noqa: PLC0415
+    from charfmt.constrain.engines import SERVERS  # noqa: PLC0415
     from charfmt.serve.formats import FORMATS  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
@@ -498,7 +498,7 @@ def _ready(settings: Any) -> None:
     if settings.upstream_url is not None:
         require_aiohttp()
     elif settings.model_path is not None:
-        from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+        from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
         load_llama_cpp()
     gc.collect()

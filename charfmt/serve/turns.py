@@ -19,7 +19,6 @@ from charfmt._token_fit import count_messages
 from charfmt.serve.continuation import Prefix
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter
-from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 from charfmt.tokens import grammar_cost, prompt_budget
 
 if TYPE_CHECKING:
@@ -47,9 +46,6 @@ __all__ = [
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
-
-PROMPT_MARGIN = _PROMPT_MARGIN
-"""Tokens of the context window kept free beyond a count that is not the model's own (as ``charfmt chat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +110,8 @@ cue, a sentence, the end; with ``lore=True``, first, the lore the prompt holds."
 
 def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> Any:
     """The grammar's bounds within ``max_tokens`` for the character or the scene: ``charfmt chat``'s engine
-    (``chat_bounds``, i.e. ``charfmt.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
-    from charfmt.chat import chat_bounds  # noqa: PLC0415
+    (``chat_bounds``, i.e. ``charfmt.constrain.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
+    from charfmt.constrain.budget import chat_bounds  # noqa: PLC0415
 
     subject = settings.scene if settings.scene is not None else settings.character
     return chat_bounds(subject, settings.max_tokens, tokens_per_char=tokens_per_char)
@@ -127,8 +123,8 @@ def upstream_tokens_per_char(
     """The upstream model's tokens per character of what ``subject`` says, where its tokenizer is known:
     llama.cpp in-process, or a server whose tokenizer ``counter`` is (``--tokenizer``, a model name tiktoken
     knows); ``None`` where it is not (the estimate: the engine's default then)."""
-    from charfmt.chat import speech_texts  # noqa: PLC0415
-    from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.constrain.budget import speech_texts  # noqa: PLC0415
+    from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415
     from charfmt.render import ESTIMATE  # noqa: PLC0415
 
     measure = getattr(upstream, "tokens_per_char", None)
@@ -329,7 +325,7 @@ class Engine:
     """The character, its upstream and the request fields that constrain it."""
 
     def __init__(self, settings: Settings, upstream: Upstream) -> None:
-        from charfmt.chat import limit_note  # noqa: PLC0415
+        from charfmt.constrain.budget import limit_note  # noqa: PLC0415
 
         self.settings = settings
         self.character: Character = settings.character
@@ -345,7 +341,7 @@ class Engine:
         """The model's tokens per character of the character's speech, where its tokenizer is known."""
         bounds = reply_bounds(settings, self.tokens_per_char)
         self.bounds = bounds
-        """The reply's bounds (``charfmt.export.plan_bounds``), what a constrained request is held to."""
+        """The reply's bounds (``charfmt.constrain.export.plan_bounds``), what a constrained request is held to."""
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
         self.budget = prompt_budget(settings.n_ctx, settings.max_tokens, self.counter)
@@ -378,13 +374,13 @@ class Engine:
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
         (llguidance where installed), a server in its own field (``request_fields``)."""
-        from charfmt.engines import local_constraint, request_fields  # noqa: PLC0415
+        from charfmt.constrain.engines import local_constraint, request_fields  # noqa: PLC0415
 
         s = self.settings
         subject = self.scene if self.scene is not None else self.character
         if getattr(self.upstream, "in_process", False):
-            from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
-            from charfmt.export import reply_grammar  # noqa: PLC0415
+            from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
+            from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
 
             c = constraints_of("serve", {"character": subject})
             g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)

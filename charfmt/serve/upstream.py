@@ -456,7 +456,7 @@ class LocalUpstream:
     The same engine as ``charfmt chat --model`` (``charfmt._model_clients.LocalModel``): its chat
     format, the system prompt folded where the format has none, a prompt too long for the window
     refused (400). The request's ``lark`` (through llguidance) or ``grammar`` (GBNF) constrains it
-    (``charfmt.engines.local_constraint`` chooses); ``temperature``, ``seed`` (none: a fresh one per
+    (``charfmt.constrain.engines.local_constraint`` chooses); ``temperature``, ``seed`` (none: a fresh one per
     request), ``top_p``, ``stop`` and the penalties are sampled with. Cancelling the request stops
     the generation at the next token.
     """
@@ -528,7 +528,7 @@ class LocalUpstream:
 def load_local(
     path: str, *, n_ctx: int, seed: int = 0, chat_format: str | None = None, warn: bool = True
 ) -> LocalUpstream:
-    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.engines.load_llama``) in ``chat_format``.
+    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.constrain.engines.load_llama``) in ``chat_format``.
 
     llama.cpp's own log lines are kept off standard error unless ``charfmt serve --verbose`` (``llama_logs``,
     set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger
@@ -537,7 +537,7 @@ def load_local(
     import logging  # noqa: PLC0415
 
     from charfmt._model_clients import LocalModel  # noqa: PLC0415
-    from charfmt.engines import load_llama  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama  # noqa: PLC0415
 
     model = LocalModel(load_llama(path, n_ctx=n_ctx, seed=seed), chat_format=chat_format)
     if warn and model.missing_template is not None:

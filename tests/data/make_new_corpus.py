@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from charfmt.character import Character  # noqa: E402
 from charfmt.chat import TurnStats, llama_logs, local_model  # noqa: E402
-from charfmt.engines import load_llama  # noqa: E402
+from charfmt.constrain.engines import load_llama  # noqa: E402
 from charfmt.render import render_messages  # noqa: E402
 from charfmt.scene import Scene  # noqa: E402
 from charfmt.userinput import UserTurn  # noqa: E402

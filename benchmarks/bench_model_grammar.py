@@ -101,7 +101,7 @@ def chat_path(model: Any, character: Any, grammar: Any, note: str, max_tokens: i
     """``charfmt chat --model``: one reply in a mode, its history kept by ``take_turn``."""
     from charfmt import chat
     from charfmt.constrain.export import gbnf_text, lark_text
-    from charfmt.tokens import PROMPT_MARGIN
+    from charfmt.prompt.tokens import PROMPT_MARGIN
 
     gbnf, lark = gbnf_text(grammar), lark_text(grammar)
 
@@ -165,11 +165,11 @@ def serve_path(model: Any, character: Any, max_tokens: int) -> Run:
 
 def run_model(name: str, path: str, max_tokens: int, turns: int, paths: list[str]) -> dict[str, Any]:
     from charfmt._model_clients import LocalModel
-    from charfmt.character import Character
     from charfmt.constrain import budget
     from charfmt.constrain._reply_constraints import constraints_of
     from charfmt.constrain.engines import load_llama
     from charfmt.constrain.export import reply_grammar
+    from charfmt.prompt.character import Character
 
     model = LocalModel(load_llama(path, n_ctx=N_CTX, seed=0), chat_format=CHAT_FORMATS[name])
     out: dict[str, Any] = {}

@@ -19,7 +19,7 @@ _STRATEGIES = (
     ("charfmt.models", "Reply", "replies"),
     ("charfmt.models", "Chat", "chats"),
     ("charfmt.models", "Segment", "segments"),
-    ("charfmt.userinput", "UserTurn", "user_turns"),
+    ("charfmt.prompt.userinput", "UserTurn", "user_turns"),
 )
 """``(module, type, strategy in charfmt._strategies)`` for ``st.register_type_strategy``."""
 

@@ -48,14 +48,14 @@ from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
     from charfmt._sdk_chunks import Piece, Reader
-    from charfmt._token_fit import Counter, TokenCounter
-    from charfmt.character import Character, Exchange
-    from charfmt.lorebook import Lorebook
     from charfmt.models import Reply
-    from charfmt.scene import Scene
+    from charfmt.prompt._token_fit import Counter, TokenCounter
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.lorebook import Lorebook
+    from charfmt.prompt.scene import Scene
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.stage import StageReader
     from charfmt.stream import StreamParser
-    from charfmt.userinput import UserTurn
 
 # --- one turn -----------------------------------------------------------------------------------
 
@@ -100,7 +100,7 @@ def take_turn(
     own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls.
     """
     from charfmt._sdk_chunks import Reader  # noqa: PLC0415
-    from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
@@ -178,7 +178,7 @@ def _streamed(
 
 
 def _as_scene(character: Character | Scene) -> Scene | None:
-    from charfmt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415
 
     return character if isinstance(character, Scene) else None
 
@@ -210,8 +210,8 @@ def _messages(
 ) -> list[dict[str, str]]:
     """The request's messages: the system prompt (with ``note``, and the lore ``turn`` activates), the newest
     exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``."""
-    from charfmt._token_fit import fit_messages  # noqa: PLC0415
-    from charfmt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
+    from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
 
     scene = _as_scene(character)
 
@@ -281,7 +281,7 @@ def run(
     its stats line: the wait for the first token, the tokens and their speed.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
-    from charfmt.render import BudgetError  # noqa: PLC0415
+    from charfmt.prompt.render import BudgetError  # noqa: PLC0415
 
     scene = _as_scene(character)
     view = TerminalView(
@@ -389,7 +389,7 @@ def _opened(
 ) -> Exchange | None:
     """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first; a
     scene has no greeting)."""
-    from charfmt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
 
     if _as_scene(character) is not None or greeting is None:
         return None

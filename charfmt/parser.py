@@ -27,7 +27,7 @@ from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 from charfmt.vocabulary import apply_vocabulary
 
 if TYPE_CHECKING:
-    from charfmt.userinput import UserTurn
+    from charfmt.prompt.userinput import UserTurn
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
 """Largest input (in characters, or bytes for ``bytes`` input) ``parse`` accepts by default."""

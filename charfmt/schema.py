@@ -1,6 +1,6 @@
 """Old home of ``charfmt.constrain.schema``: a door kept so users' ``charfmt.schema`` imports still work.
 
-The module moved into the constraining wing (issue 41); docs/API.md names this path.
+The module moved into the constraining wing (issue 41), which keeps this public path.
 Import from ``charfmt.constrain.schema``; nothing inside the package imports this door.
 """
 

@@ -65,7 +65,7 @@ COMPILED: Final = _TWIN is not None
 if TYPE_CHECKING:
     from charfmt._stream.collector import Collector, collect
     from charfmt._stream.reader import StreamParser
-    from charfmt.userinput import UserTurn
+    from charfmt.prompt.userinput import UserTurn
 elif COMPILED:
     _reader = importlib.import_module(f"{_TWIN.__name__}.reader")
     _collector = importlib.import_module(f"{_TWIN.__name__}.collector")

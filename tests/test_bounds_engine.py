@@ -20,7 +20,6 @@ import pytest
 from conftest import ROOT
 
 import charfmt
-from charfmt.character import Character
 from charfmt.cli import main
 from charfmt.constrain._reply_constraints import MIN_SPEECH_CHARS
 from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
@@ -32,7 +31,8 @@ from charfmt.constrain.export import (
     plan_bounds,
     resolve_bounds,
 )
-from charfmt.scene import Scene
+from charfmt.prompt.character import Character, Exchange
+from charfmt.prompt.scene import Scene
 
 REX = ROOT / "examples" / "characters" / "rex.toml"
 MIO = ROOT / "examples" / "characters" / "mio.toml"
@@ -169,9 +169,7 @@ def test_fewer_chats_before_fewer_elements_before_shorter_elements() -> None:
 
 
 def _with_examples(character: Character, *bodies: str) -> Character:
-    examples = [
-        charfmt.character.Exchange(user=character.shorthand("hi"), reply=charfmt.parse(reply(body))) for body in bodies
-    ]
+    examples = [Exchange(user=character.shorthand("hi"), reply=charfmt.parse(reply(body))) for body in bodies]
     return character.model_copy(update={"examples": examples})
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from charfmt import Character, greeting_exchange, parse
-from charfmt.character import Exchange
-from charfmt.render import render_turn
+from charfmt.prompt.character import Exchange
+from charfmt.prompt.render import render_turn
 from charfmt.writer import canonical_form
 
 ROOT = Path(__file__).parents[1]

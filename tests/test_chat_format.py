@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from conftest import ROOT
 
-from charfmt.character import Character
 from charfmt.chat import (
     NoChatTemplate,
     TerminalView,
@@ -30,7 +29,8 @@ from charfmt.chat import (
 )
 from charfmt.cli import main
 from charfmt.diagnostics import CharfmtError
-from charfmt.render import render_messages
+from charfmt.prompt.character import Character
+from charfmt.prompt.render import render_messages
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
 

@@ -23,9 +23,9 @@ from hypothesis import find, given, settings
 
 import charfmt
 from charfmt import DEFAULT_TAGS, TagSpec, TagTable
-from charfmt.character import CharacterError
 from charfmt.events import Action, Cue, Emotion, TextDelta
 from charfmt.parser import _parse
+from charfmt.prompt.character import CharacterError
 from charfmt.testing import bodies, damaged_replies, replies, segments, user_turns
 
 SFX = TagSpec("sfx", "cue", "a sound effect the game plays at once", values=("door_slam", "thunder"), prefixes=("sfx",))

@@ -28,14 +28,14 @@ from models import PLAYER_TURNS
 from test_engines import DEMO, damaged, strict_ok
 
 import charfmt
-from charfmt.character import Character, Exchange
 from charfmt.chat import DEFAULT_MAX_TOKENS, TurnStats, take_turn
 from charfmt.constrain import budget
 from charfmt.constrain.engines import DEFAULT_N_CTX, default_model_path
 from charfmt.constrain.export import _gbnf_target, max_reply_tokens, reply_grammar
+from charfmt.prompt.character import Character, Exchange
+from charfmt.prompt.tokens import PROMPT_MARGIN
 from charfmt.stream import StreamParser
 from charfmt.testing import replies
-from charfmt.tokens import PROMPT_MARGIN
 
 llama_cpp = pytest.importorskip(
     "llama_cpp", reason="llama-cpp-python is not installed (see docs/CHAT.md: pip install 'charfmt[local]')"
@@ -177,7 +177,7 @@ def test_a_prompt_that_leaves_less_than_the_budget_is_refused_before_generating(
 
 def test_the_model_counter_leaves_old_turns_out_and_refuses_a_turn_too_long() -> None:
     from charfmt.constrain.engines import llama_counter
-    from charfmt.render import BudgetError
+    from charfmt.prompt.render import BudgetError
 
     rex = Character.load(ROOT / "examples" / "characters" / "rex.toml")
     counter = llama_counter(small_model())

@@ -22,11 +22,11 @@ from models import CHAT_FORMATS, PLAYER_TURNS, SCENE_TURNS, gemma_path, smollm2_
 
 import charfmt
 from charfmt import chat
-from charfmt.character import Character, Exchange
 from charfmt.constrain import budget
 from charfmt.constrain.export import max_reply_tokens, resolve_bounds
-from charfmt.scene import Scene
-from charfmt.tokens import PROMPT_MARGIN
+from charfmt.prompt.character import Character, Exchange
+from charfmt.prompt.scene import Scene
+from charfmt.prompt.tokens import PROMPT_MARGIN
 
 pytest.importorskip(
     "llama_cpp", reason="llama-cpp-python is not installed (see docs/CHAT.md: pip install 'charfmt[local]')"

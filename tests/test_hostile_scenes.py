@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import charfmt
-from charfmt.character import MAX_FILE_SIZE
 from charfmt.models import Chat, Segment
-from charfmt.scene import MAX_CAST, SPEAKER_ID, Scene
+from charfmt.prompt.character import MAX_FILE_SIZE
+from charfmt.prompt.scene import MAX_CAST, SPEAKER_ID, Scene
 from charfmt.serve.formats import read_answer, whole
 from charfmt.store.base import MAX_NAME, NAME
 from charfmt.tags import DEFAULT_TAGS

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.scene import Scene
+from charfmt.prompt.scene import Scene
 from charfmt.stagemap import Voice
 from charfmt.testing import replies
 

@@ -47,7 +47,7 @@ def test_a_text_chunk_is_the_chunk_object_encoded(text: str, model: str) -> None
 
 
 def test_a_view_reads_each_field_when_a_template_asks_and_no_other() -> None:
-    from charfmt.render import _view
+    from charfmt.prompt.render import _view
 
     view = _view(REX)
     assert view._fields == {}  # nothing viewed yet

@@ -169,7 +169,7 @@ def test_serve_scene_with_a_model_answers_strictly_per_speaker(model: str, tmp_p
     pytest.importorskip("llama_cpp")
     from models import CHAT_FORMATS, SCENE_TURNS
 
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
     from charfmt.serve.upstream import load_local
 
     scene = Scene.load(REX.parent.parent / "scenes" / "mars_shrine.toml")

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import charfmt
-from charfmt.character import Exchange, history_from_jsonl, history_line
 from charfmt.cli import main
-from charfmt.scene import Scene
+from charfmt.prompt.character import Exchange, history_from_jsonl, history_line
+from charfmt.prompt.scene import Scene
+from charfmt.prompt.userinput import UserTurn
 from charfmt.store import SessionKey, open_store
-from charfmt.userinput import UserTurn
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")

@@ -132,7 +132,7 @@ def json_error(text: str, e: json.JSONDecodeError) -> tuple[str, int]:
     """Why ``text`` is not JSON, in charfmt's words, and the raw offset where it broke (``e`` from ``json``).
 
     The one translation of the standard library's messages: ``decode`` (``CF101``) and the
-    history reader (``charfmt.character``) say the same. A trailing comma is named as such and
+    history reader (``charfmt.prompt.character``) say the same. A trailing comma is named as such and
     pointed at (Python's wording for it differs across versions).
     """
     comma = text[: e.pos].rstrip(" \t\n\r")

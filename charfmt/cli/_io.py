@@ -26,10 +26,10 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO
 from charfmt._terminal import json_safe, visible
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
     from charfmt.diagnostics import Diagnostic
-    from charfmt.lorebook import Lorebook
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.lorebook import Lorebook
+    from charfmt.prompt.scene import Scene
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED: Final = 130
@@ -166,7 +166,7 @@ def read_text(path: str, limit: int, what: str) -> str:
 
 def load_character(path: str, limit: int, user_name: str | None = None) -> Character:
     """The ``--character`` file (TOML or a card); a card's diagnostics (a default vocabulary...) on stderr."""
-    from charfmt.character import Character  # noqa: PLC0415
+    from charfmt.prompt.character import Character  # noqa: PLC0415
 
     inp = read(path, limit)
     if inp.over:
@@ -180,7 +180,7 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
 def check_greeting(args: argparse.Namespace, character: Character, index: int | None) -> None:
     """``--greeting N`` past the card's greetings (or of a character that is no card): a usage error (exit 2),
     the same line from every subcommand that takes it."""
-    from charfmt.cards import greeting_count  # noqa: PLC0415
+    from charfmt.prompt.cards import greeting_count  # noqa: PLC0415
 
     count = greeting_count(character)
     if index is not None and index >= count and (index > 0 or character.card is not None):
@@ -195,7 +195,7 @@ def check_greeting(args: argparse.Namespace, character: Character, index: int | 
 
 def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     """The ``--lorebook`` files (SillyTavern World Info, or a card's book); what reading noted on stderr."""
-    from charfmt.lorebook import Lorebook, LorebookError  # noqa: PLC0415
+    from charfmt.prompt.lorebook import Lorebook, LorebookError  # noqa: PLC0415
 
     books = []
     for path in paths or ():
@@ -214,7 +214,7 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
 
 def load_scene(path: str, limit: int, user_name: str | None = None) -> Scene:
     """The ``--scene`` file (``user_name``: the player's name in the whole cast, in place of the file's)."""
-    from charfmt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415
 
     return Scene.load(path, max_size=limit, user_name=user_name)
 

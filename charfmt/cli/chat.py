@@ -47,10 +47,10 @@ from charfmt.diagnostics import CharfmtError
 from charfmt.parser import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
-    from charfmt._token_fit import TokenCounter
-    from charfmt.character import Character
     from charfmt.constrain.export import Bounds
-    from charfmt.scene import Scene
+    from charfmt.prompt._token_fit import TokenCounter
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
     from charfmt.stage import StageReader
 
 HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
@@ -137,8 +137,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
     from charfmt.constrain.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
-    from charfmt.render import ESTIMATE  # noqa: PLC0415
-    from charfmt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
 
     _check(args)
     character: Character | Scene
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _stage(args: argparse.Namespace, character: Character | Scene, bound: int | None) -> StageReader:
     """The stage reader of ``--stage``: the character's map, or each speaker's in a scene."""
-    from charfmt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415
     from charfmt.stage import StageReader  # noqa: PLC0415
 
     if isinstance(character, Scene):
@@ -279,7 +279,7 @@ def _local(
     from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
     from charfmt.constrain.engines import load_llama, local_constraint  # noqa: PLC0415
     from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
-    from charfmt.tokens import counter_for  # noqa: PLC0415
+    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
     llama_logs(verbose=args.verbose)
     known = chat_formats()

@@ -12,8 +12,8 @@ from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
 
 HELP: Final = "print the reply format as a grammar for constrained decoding"
 

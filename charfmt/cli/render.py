@@ -22,8 +22,8 @@ from charfmt.cli._options import add_lore, add_size, add_tokenizer, add_user_nam
 from charfmt.constrain.schema import PROVIDERS
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
-    from charfmt.lorebook import Activation
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.lorebook import Activation
 
 HELP: Final = "render a provider request for a character and a user turn"
 
@@ -71,7 +71,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the request."""
-    from charfmt.render import render_text_turn, render_turn  # noqa: PLC0415 (jinja only when rendering)
+    from charfmt.prompt.render import render_text_turn, render_turn  # noqa: PLC0415 (jinja only when rendering)
 
     if not args.say.strip():
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         "templates": templates, "budget": args.budget, "lorebooks": books, "seed": args.seed,
     }  # fmt: skip
     if args.tokenizer is not None:
-        from charfmt.tokens import counter_for  # noqa: PLC0415
+        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
         options["counter"] = counter_for(tokenizer=args.tokenizer)
     if args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:
     """The card's greeting ``index`` as the chat's first exchange (an empty user turn), or nothing."""
-    from charfmt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
 
     if index is None:
         return []
@@ -141,7 +141,7 @@ def _explained(lore: Activation | None) -> str:
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
-    from charfmt.character import history_from_jsonl  # noqa: PLC0415
+    from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415
 
     text = read_text(path, limit, "--history")
     return history_from_jsonl(text, character, "<stdin>" if path == "-" else path)

@@ -186,7 +186,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             args.parser.error(f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
     scene = None
     if args.scene is not None:
-        from charfmt.scene import Scene  # noqa: PLC0415
+        from charfmt.prompt.scene import Scene  # noqa: PLC0415
 
         read(args.scene, DEFAULT_MAX_SIZE)  # a file that cannot be read at all (missing, a folder): exit 2
         scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
@@ -287,7 +287,7 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
     if settings.tokenizer is not None:
-        from charfmt.tokens import counter_for  # noqa: PLC0415
+        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
         counter_for(tokenizer=settings.tokenizer)  # one that cannot load stops the start (exit 1), not each turn
     if settings.log is not None:

@@ -125,7 +125,7 @@ def _show(store: Store, key: SessionKey) -> None:
 
 def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
     """The session in ``--to``'s format, to ``--output`` (whole or not at all) or standard output."""
-    from charfmt.character import history_line  # noqa: PLC0415
+    from charfmt.prompt.character import history_line  # noqa: PLC0415
 
     history = store.history(key)
     character = load_character(args.character, args.max_size) if args.character else None

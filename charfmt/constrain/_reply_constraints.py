@@ -21,8 +21,8 @@ from charfmt.models import Reply, Vocabulary
 from charfmt.tags import TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
 
 DEFAULT_TOKENS_PER_CHAR: Final = 1.0
 """Tokens per character of text where neither the model's tokenizer nor the character's speech is known.

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
     from charfmt.constrain.export import Bounds
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
 
 
 def reply_shape(character: Character) -> tuple[int, int]:

@@ -198,7 +198,7 @@ def grammar(target: str, *, speakers: Speakers | None = None, **constraints: Unp
     reply, or ``max_tokens``, a token budget the longest allowed reply fits in, planned by
     ``plan_bounds`` (the engine ``charfmt chat`` and ``serve`` use): speech required, each role
     as long as the character's examples show, speech the rest, counted at ``tokens_per_char``.
-    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them; a mapping
+    ``speakers``: a scene's cast (``charfmt.prompt.scene``): each ``C`` chat names one of them; a mapping
     gives each its own vocabulary.
     """
     c = constraints_of("grammar", constraints, speakers)

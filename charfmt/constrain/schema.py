@@ -161,7 +161,7 @@ def json_schema(
     ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
     bound the body patterns, so they hold where patterns are enforced; a budget is planned by
     ``charfmt.constrain.export.plan_bounds`` (speech required; ``character``, ``tokens_per_char`` as for ``grammar``).
-    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them; a mapping (or
+    ``speakers``: a scene's cast (``charfmt.prompt.scene``): each ``C`` chat names one of them; a mapping (or
     ``character=`` a scene) gives each its own vocabulary, one ``C`` chat schema per speaker.
     ``bounds``: these exact bounds (``charfmt.constrain.export.Bounds``) instead of those the keywords ask for.
     """

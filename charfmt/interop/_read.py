@@ -22,7 +22,7 @@ from charfmt.interop._restore import Open, Restorer
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
+    from charfmt.prompt.character import Character, Exchange
 
 
 def read_document(

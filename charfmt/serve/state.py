@@ -28,14 +28,14 @@ from charfmt.speech import Sentence
 from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
     from charfmt.models import Reply
+    from charfmt.prompt.character import Exchange
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.continuation import Ask
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.store import Lease, SessionKey
-    from charfmt.userinput import UserTurn
 
 
 CONSOLE: Final = logging.getLogger("charfmt.serve")
@@ -360,7 +360,7 @@ def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
 def _opening(settings: Settings, user_name: str | None = None) -> Exchange | None:
     """A new session's first exchange: the character card's greeting (none for a scene), ``{{user}}`` the
     player ``user_name`` (``None``: the character's own)."""
-    from charfmt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
 
     if settings.greeting is None or settings.scene is not None:
         return None

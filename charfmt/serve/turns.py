@@ -15,29 +15,29 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from charfmt._token_fit import count_messages
+from charfmt.prompt._token_fit import count_messages
+from charfmt.prompt.tokens import grammar_cost, prompt_budget
 from charfmt.serve.continuation import Prefix
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter
-from charfmt.tokens import grammar_cost, prompt_budget
 
 if TYPE_CHECKING:
     from charfmt._http_client import Delta
     from charfmt._sdk_chunks import Piece as SDKPiece
-    from charfmt._token_fit import TokenCounter
-    from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
-    from charfmt.lorebook import Activation
     from charfmt.models import Reply
-    from charfmt.scene import Scene
+    from charfmt.prompt._token_fit import TokenCounter
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.lorebook import Activation
+    from charfmt.prompt.scene import Scene
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.continuation import Ask, Continuation
     from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.speech import Sentence
     from charfmt.stage import StageCue
-    from charfmt.userinput import UserTurn
 
 __all__ = [
     "BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Prefix", "Raw", "history_from_messages", "read_back",
@@ -125,7 +125,7 @@ def upstream_tokens_per_char(
     knows); ``None`` where it is not (the estimate: the engine's default then)."""
     from charfmt.constrain.budget import speech_texts  # noqa: PLC0415
     from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415
-    from charfmt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
 
     measure = getattr(upstream, "tokens_per_char", None)
     if callable(measure):
@@ -427,7 +427,7 @@ class Engine:
         the player's name, where the front end gives one). What ``ask`` asks goes with the card's parts and lore
         of the turn it asks about: the player's line asked for after the history, the rest of a reply after the
         turn it answered (its system prompt and lore)."""
-        from charfmt.render import render_request  # noqa: PLC0415
+        from charfmt.prompt.render import render_request  # noqa: PLC0415
 
         on = self.settings.constrained if constrained is None else constrained
         after = ask.after if ask is not None else ""
@@ -452,8 +452,8 @@ class Engine:
         if ask is not None and ask.impersonation is not None:
             messages, lore = fit(history, None, render_request("impersonate.j2", character, request=ask.impersonation))
         elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
-            from charfmt.character import Exchange  # noqa: PLC0415
-            from charfmt.userinput import UserTurn  # noqa: PLC0415
+            from charfmt.prompt.character import Exchange  # noqa: PLC0415
+            from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
 
             past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
             messages, lore = fit(past, None, render_request("continue.j2", character), lore_of=(history, turn))
@@ -584,9 +584,9 @@ class Engine:
         self, rid: str, body: dict[str, Any], turn: UserTurn | None, reading: _Reading, going: Continuation | None
     ) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
-        from charfmt.character import Exchange  # noqa: PLC0415
         from charfmt.diagnostics import ParseError  # noqa: PLC0415
-        from charfmt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.character import Exchange  # noqa: PLC0415
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
         text = reading.prefix + "".join(reading.chunks)  # (a prefilled continue: the reply from its start)
@@ -628,9 +628,9 @@ class Engine:
 
 
 def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
-    """The counter of an engine's prompts (``charfmt.tokens.counter_for``): a model run in-process counts with its
+    """The counter of an engine's prompts (``tokens.counter_for``): a model run in-process counts with its
     own tokenizer and template; ``--tokenizer``, else the model name's tiktoken encoding, else the estimate."""
-    from charfmt.tokens import counter_for  # noqa: PLC0415
+    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
     llm = getattr(upstream, "llm", None)
     if llm is not None:
@@ -649,8 +649,8 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     to the prompt). An answer before the player's first words (the greeting the front end showed)
     is the first exchange, with an empty user turn, as a card's greeting is.
     """
-    from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.userinput import UserTurn  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []

@@ -24,7 +24,6 @@ from pydantic import (
 )
 
 from charfmt.body import BodyError, parse_body
-from charfmt.cards import CardError, CardInfo, is_card, is_generated, read_card
 from charfmt.diagnostics import CharfmtError, ParseError
 from charfmt.envelope import json_cut_off, json_error
 from charfmt.models import (
@@ -38,13 +37,14 @@ from charfmt.models import (
     vocabulary_clashes,
 )
 from charfmt.parser import parse
+from charfmt.prompt.cards import CardError, CardInfo, is_card, is_generated, read_card
+from charfmt.prompt.userinput import UserTurn, parse_shorthand
 from charfmt.stagemap import Expression, Motion, StageMap, Voice, closest
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
-from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
 
 if TYPE_CHECKING:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
 MAX_FILE_SIZE: Final = 16 * 1024 * 1024
 """The largest character or history file ``Character.load`` and ``load_history`` read (``max_size=``)."""
@@ -242,7 +242,7 @@ class Character(BaseModel):
     def from_bytes(
         cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None
     ) -> Character:
-        """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
+        """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.prompt.cards``) or TOML."""
         if user_name is not None and (why := name_problem(user_name)) is not None:
             raise CharacterError(file, "user_name", None, why)  # (as a card's or a TOML file's own would be)
         suffix = Path(file).suffix.lower()
@@ -620,7 +620,7 @@ def history_from_jsonl(text: str, character: Character | Scene, file: str = "<hi
     exchange opens; for text that is not JSON, where it broke).
     """
     history = []
-    cast = getattr(character, "cast", None)  # a Scene (charfmt.scene imports this module: not imported here)
+    cast = getattr(character, "cast", None)  # a Scene (charfmt.prompt.scene imports this module: not imported here)
     speaker: Character = next(iter(cast.values())) if cast else character  # type: ignore[assignment]
     for number, row in _json_values(text.removeprefix(_BOM), file):
         with _translated(file, number):

@@ -1,7 +1,7 @@
 """A character's parts of one turn's prompt: macros expanded, the card's instructions, the lore activated.
 
 Everything a card writes is kept with its macros (``{{user}}``, ``{{random:…}}``…) and expanded
-here, once per turn, through one :class:`~charfmt.macros.Macros` (one output bound for the whole
+here, once per turn, through one :class:`~charfmt.prompt.macros.Macros` (one output bound for the whole
 turn): the persona, the few-shots, the card's ``system_prompt`` (``{{original}}``: charfmt's
 opening line it replaces) and ``post_history_instructions``, the lore entries. The lore is
 activated from the new turn and the recent history (newest first, ``Name: text`` as SillyTavern
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
-from charfmt.macros import MacroError, Macros
 from charfmt.models import Chat, Reply
+from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
+from charfmt.prompt.macros import MacroError, Macros
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
-    from charfmt.userinput import UserTurn
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.userinput import UserTurn
 
 LORE_SHARE: Final = 4
 """Where no book sets a budget, the lore may take a quarter of the prompt's budget (SillyTavern's 25 %)."""
@@ -159,12 +159,12 @@ def character_lorebook(character: Character) -> Lorebook | None:
     kept = _BOOKS.get(id(card))
     if kept is not None and kept[0] is card:
         return kept[1]
-    from charfmt.lorebook import LorebookError  # noqa: PLC0415
+    from charfmt.prompt.lorebook import LorebookError  # noqa: PLC0415
 
     try:
         book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
     except LorebookError as e:
-        from charfmt.lorebook import _note  # noqa: PLC0415
+        from charfmt.prompt.lorebook import _note  # noqa: PLC0415
 
         book = Lorebook(name=character.name, diagnostics=(_note("CF943", f"the card's character_book: {e}"),))
     _BOOKS[id(card)] = (card, book)
@@ -244,9 +244,9 @@ def greeting_exchange(
 ) -> Exchange | None:
     """The chat's first exchange: the card's greeting ``index`` (0: ``first_mes``), macros expanded, after
     an empty user turn; ``None`` where the card has no such greeting (or no card)."""
-    from charfmt.cards import greeting  # noqa: PLC0415
-    from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.userinput import UserTurn  # noqa: PLC0415
+    from charfmt.prompt.cards import greeting  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     macros = macros_for(character, None if seed is None else f"{seed}/greeting", now)

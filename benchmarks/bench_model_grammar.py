@@ -164,11 +164,11 @@ def serve_path(model: Any, character: Any, max_tokens: int) -> Run:
 
 
 def run_model(name: str, path: str, max_tokens: int, turns: int, paths: list[str]) -> dict[str, Any]:
-    from charfmt._model_clients import LocalModel
     from charfmt.constrain import budget
     from charfmt.constrain._reply_constraints import constraints_of
-    from charfmt.constrain.engines import load_llama
     from charfmt.constrain.export import reply_grammar
+    from charfmt.llm._model_clients import LocalModel
+    from charfmt.llm.loading import load_llama
     from charfmt.prompt.character import Character
 
     model = LocalModel(load_llama(path, n_ctx=N_CTX, seed=0), chat_format=CHAT_FORMATS[name])

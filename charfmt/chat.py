@@ -8,7 +8,7 @@ out, each complete sentence as text-to-speech would get it, and any diagnostic.
 
 - ``take_turn``: one turn; ``run``: the loop of turns ``charfmt chat`` runs (``charfmt.cli.chat``).
 - The grammar's bounds for a character within a token budget: ``charfmt.constrain.budget``.
-- The model clients (``local_model``, ``endpoint_model``: ``charfmt._model_clients``) and the
+- The model clients (``local_model``, ``endpoint_model``: ``charfmt.llm._model_clients``) and the
   terminal view (``TerminalView``: ``charfmt._chat_view``) are importable from here as well.
 """
 
@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO, cast
 
 from charfmt._chat_view import PLAIN_CHAT_STYLES, RESET_LINE, PlainChatStyle, TerminalView
-from charfmt._model_clients import (
+from charfmt._terminal import visible
+from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import (
     API_KEY_ENV,
     DEFAULT_MAX_TOKENS,
     FORMAT_BY_ARCHITECTURE,
@@ -41,13 +43,9 @@ from charfmt._model_clients import (
     local_model,
     template_warning,
 )
-from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC0414 (charfmt.serve's)
-from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
-from charfmt._terminal import visible
-from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
-    from charfmt._sdk_chunks import Piece, Reader
+    from charfmt.llm._sdk_chunks import Piece, Reader
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import Counter, TokenCounter
     from charfmt.prompt.character import Character, Exchange
@@ -99,7 +97,7 @@ def take_turn(
     (``CF150``) and its unfinished sentence is never spoken. ``lorebooks``: lore beyond the card's
     own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls.
     """
-    from charfmt._sdk_chunks import Reader  # noqa: PLC0415
+    from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415
     from charfmt.prompt.character import Exchange  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
@@ -273,7 +271,7 @@ def run(
     and what the model did, one line counting the rest (``TerminalView.verbose``). Each turn ends with
     its stats line: the wait for the first token, the tokens and their speed.
     """
-    from charfmt._http_client import UpstreamError  # noqa: PLC0415
+    from charfmt.llm._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.prompt.render import BudgetError  # noqa: PLC0415
 
     scene = _as_scene(character)

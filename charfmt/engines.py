@@ -1,24 +1,16 @@
-"""Old home of ``charfmt.constrain.engines``: a door kept so users' ``charfmt.engines`` imports still work.
+"""Old home of ``charfmt.constrain.engines`` and ``charfmt.llm.loading``: a door for users' ``charfmt.engines`` imports.
 
-The module moved into the constraining wing (issue 41); docs/API.md names this path.
-Import from ``charfmt.constrain.engines``; nothing inside the package imports this door.
+The recipes moved into the constraining wing, model loading into the model wing (issue 41);
+docs/API.md names this path. Import from the two homes; nothing inside the package imports this door.
 """
 
 from charfmt.constrain.engines import (
-    DEFAULT_N_CTX,
-    GGUF_MAGIC,
     LLAMA_INSTALL,
-    MODEL_ENV,
     SERVERS,
-    SMOLLM2_FILE,
     EngineMissing,
-    check_gguf,
-    default_model_path,
-    llama_counter,
     llama_grammar,
     llguidance_installed,
     llguidance_processor,
-    load_llama,
     load_llama_cpp,
     load_xgrammar,
     local_constraint,
@@ -27,6 +19,16 @@ from charfmt.constrain.engines import (
     unpack_bits,
     xgrammar_processor,
     xgrammar_tokenizer_info,
+)
+from charfmt.llm.loading import (
+    DEFAULT_N_CTX,
+    GGUF_MAGIC,
+    MODEL_ENV,
+    SMOLLM2_FILE,
+    check_gguf,
+    default_model_path,
+    llama_counter,
+    load_llama,
 )
 
 __all__ = [

@@ -274,8 +274,8 @@ def test_serve_in_process_uses_chats_engine_llguidance_and_the_models_tokens_per
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
     from test_chat_format import FakeLlama
 
-    from charfmt._model_clients import LocalModel
     from charfmt.constrain.engines import llguidance_installed
+    from charfmt.llm._model_clients import LocalModel
     from charfmt.serve import Settings
     from charfmt.serve.turns import Engine
     from charfmt.serve.upstream import LocalUpstream

@@ -18,7 +18,7 @@ from conftest import ROOT
 from models import gemma_path
 
 from charfmt.chat import has_system_role, llama_logs, local_model, template_warning
-from charfmt.constrain.engines import load_llama
+from charfmt.llm.loading import load_llama
 from charfmt.prompt.character import Character
 from charfmt.prompt.render import render_messages
 

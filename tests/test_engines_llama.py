@@ -30,8 +30,8 @@ from test_engines import DEMO, damaged, strict_ok
 import charfmt
 from charfmt.chat import DEFAULT_MAX_TOKENS, TurnStats, take_turn
 from charfmt.constrain import budget
-from charfmt.constrain.engines import DEFAULT_N_CTX, default_model_path
 from charfmt.constrain.export import _gbnf_target, max_reply_tokens, reply_grammar
+from charfmt.llm.loading import DEFAULT_N_CTX, default_model_path
 from charfmt.prompt.character import Character, Exchange
 from charfmt.prompt.tokens import PROMPT_MARGIN
 from charfmt.stream import StreamParser
@@ -176,7 +176,7 @@ def test_a_prompt_that_leaves_less_than_the_budget_is_refused_before_generating(
 
 
 def test_the_model_counter_leaves_old_turns_out_and_refuses_a_turn_too_long() -> None:
-    from charfmt.constrain.engines import llama_counter
+    from charfmt.llm.loading import llama_counter
     from charfmt.prompt.render import BudgetError
 
     rex = Character.load(ROOT / "examples" / "characters" / "rex.toml")
@@ -228,7 +228,7 @@ def chat_model() -> Any:
 @pytest.mark.model
 def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.CaptureFixture[str]) -> None:
     from charfmt import chat
-    from charfmt.constrain.engines import llama_counter
+    from charfmt.llm.loading import llama_counter
 
     constrained: list[TurnStats] = []
     free: list[TurnStats] = []
@@ -283,7 +283,7 @@ def test_smollm2_a_long_chat_in_a_small_context_never_fails(capsys: pytest.Captu
     import io
 
     from charfmt import chat
-    from charfmt.constrain.engines import llama_counter
+    from charfmt.llm.loading import llama_counter
 
     rex = Character.load(ROOT / "examples" / "characters" / "rex.toml")
     llm = small_context_model()

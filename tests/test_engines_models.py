@@ -42,8 +42,8 @@ MODELS = {"smollm2": smollm2_path, "gemma": gemma_path}
 
 @functools.cache
 def _model(name: str) -> Any:
-    from charfmt._model_clients import LocalModel
-    from charfmt.constrain.engines import load_llama
+    from charfmt.llm._model_clients import LocalModel
+    from charfmt.llm.loading import load_llama
 
     path = MODELS[name]()
     if path is None:

@@ -16,7 +16,7 @@ pytest.importorskip("starlette")
 
 from charfmt import Character, parse  # noqa: E402
 from charfmt.constrain import budget  # noqa: E402
-from charfmt.constrain.engines import default_model_path  # noqa: E402
+from charfmt.llm.loading import default_model_path  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -25,7 +25,7 @@ MAX_TOKENS = 48
 
 @functools.cache
 def _model() -> Any:
-    from charfmt.constrain.engines import load_llama
+    from charfmt.llm.loading import load_llama
 
     path = smollm2_path()
     if path is None:
@@ -35,7 +35,7 @@ def _model() -> Any:
 
 def test_the_local_models_counter_is_its_own_prompt_count() -> None:
     """The counter counts the prompt the chat template builds, token for token as llama.cpp's guard reads it."""
-    from charfmt._model_clients import ContextFull, _chat_handler, _Guarded
+    from charfmt.llm._model_clients import ContextFull, _chat_handler, _Guarded
     from charfmt.prompt.tokens import counter_for
 
     llm = _model()
@@ -66,7 +66,7 @@ def test_chat_model_counts_with_the_models_own_counter() -> None:
 @pytest.mark.model
 def test_chat_model_keeps_exactly_the_history_that_fits() -> None:
     from charfmt import chat
-    from charfmt._model_clients import _Guarded
+    from charfmt.llm._model_clients import _Guarded
     from charfmt.prompt.tokens import counter_for, prompt_budget
 
     llm = _model()

@@ -1,6 +1,6 @@
 """``charfmt chat``: talk to a character with a local model (llama.cpp) or an OpenAI-compatible server.
 
-The flags are checked and turned into a model client (``charfmt._model_clients``) with the
+The flags are checked and turned into a model client (``charfmt.llm._model_clients``) with the
 reply grammar bounded to ``--max-tokens`` (``charfmt.constrain.budget.chat_bounds``); then ``charfmt.chat.run``
 takes the turns, each shown as it streams (``charfmt.chat.TerminalView``).
 """
@@ -14,20 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt import chat
-from charfmt._model_clients import (
-    API_KEY_ENV,
-    DEFAULT_MAX_TOKENS,
-    NAMED_SERVERS,
-    Generate,
-    LocalModel,
-    TurnStats,
-    api_key_from,
-    chat_formats,
-    endpoint_model,
-    endpoint_url,
-    llama_logs,
-    local_model,
-)
 from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
 from charfmt.cli._options import (
     DEFAULT_EXITS,
@@ -42,8 +28,23 @@ from charfmt.cli._options import (
 )
 from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS
 from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
-from charfmt.constrain.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
+from charfmt.constrain.engines import SERVERS, request_fields
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import (
+    API_KEY_ENV,
+    DEFAULT_MAX_TOKENS,
+    NAMED_SERVERS,
+    Generate,
+    LocalModel,
+    TurnStats,
+    api_key_from,
+    chat_formats,
+    endpoint_model,
+    endpoint_url,
+    llama_logs,
+    local_model,
+)
+from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path
 from charfmt.parser import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
@@ -277,8 +278,9 @@ def _local(
 ) -> tuple[Generate, TokenCounter, Bounds | None]:
     """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
     from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
-    from charfmt.constrain.engines import load_llama, local_constraint  # noqa: PLC0415
+    from charfmt.constrain.engines import local_constraint  # noqa: PLC0415
     from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
+    from charfmt.llm.loading import load_llama  # noqa: PLC0415
     from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
     llama_logs(verbose=args.verbose)

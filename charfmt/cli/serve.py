@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
 from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
 from charfmt.cli._options import (
     add_decoding,
@@ -22,6 +21,7 @@ from charfmt.cli._options import (
     whole,
 )
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
 
@@ -156,7 +156,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     if args.chat_format is not None and args.model is None:
         args.parser.error("argument --chat-format: only with --model (the server at --upstream has its own template)")
     if args.chat_format is not None and not args.chat_format.startswith("chat_template."):
-        from charfmt._model_clients import chat_formats  # noqa: PLC0415
+        from charfmt.llm._model_clients import chat_formats  # noqa: PLC0415
 
         known = chat_formats()  # (llama-cpp-python missing: its one error line, exit 1)
         if args.chat_format not in known:
@@ -513,7 +513,7 @@ def _loaded(settings: Any, *, verbose: bool = False) -> Any:
         return settings
     import dataclasses  # noqa: PLC0415
 
-    from charfmt._model_clients import llama_logs  # noqa: PLC0415
+    from charfmt.llm._model_clients import llama_logs  # noqa: PLC0415
     from charfmt.serve.upstream import LocalUpstream, load_local  # noqa: PLC0415
 
     llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat

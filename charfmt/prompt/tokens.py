@@ -63,7 +63,7 @@ class LlamaCounter:
     exact = True
 
     def __init__(self, llm: Any, chat_format: str | None = None) -> None:
-        from charfmt._model_clients import has_system_role  # noqa: PLC0415
+        from charfmt.llm._model_clients import has_system_role  # noqa: PLC0415
 
         self._llm = llm
         self._format = chat_format
@@ -77,7 +77,7 @@ class LlamaCounter:
 
     def messages(self, messages: Any) -> int:
         """The tokens of the whole prompt the chat template makes of ``messages``, the reply's header included."""
-        from charfmt._model_clients import prompt_tokens  # noqa: PLC0415
+        from charfmt.llm._model_clients import prompt_tokens  # noqa: PLC0415
 
         plain = [{"role": m["role"], "content": m["content"]} for m in messages]
         return prompt_tokens(self._llm, plain, self._format, folded=self._folded)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._http_client import JSONDepthError, load_json
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._http_client import JSONDepthError, load_json
 from charfmt.serve.sessions import check_key
 from charfmt.serve.wire import HTTPFailure
 

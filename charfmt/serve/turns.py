@@ -22,10 +22,10 @@ from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter
 
 if TYPE_CHECKING:
-    from charfmt._http_client import Delta
-    from charfmt._sdk_chunks import Piece as SDKPiece
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
+    from charfmt.llm._http_client import Delta
+    from charfmt.llm._sdk_chunks import Piece as SDKPiece
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import TokenCounter
     from charfmt.prompt.character import Character, Exchange
@@ -239,8 +239,8 @@ class _Reading:
 
     def diagnostics(self, text: str) -> list[Diagnostic]:
         """The notes of the upstream's chunks and the lone surrogates replaced, placed in the reply's ``text``."""
-        from charfmt._sdk_chunks import quoted  # noqa: PLC0415
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
+        from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
 
         notes = list(self.notes)
         if self.refusal:
@@ -568,7 +568,7 @@ class Engine:
                 if noted:
                     yield noted
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
-            from charfmt._sdk_chunks import quoted  # noqa: PLC0415
+            from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
 
             if reading.refusal:

@@ -37,7 +37,7 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from charfmt.chat import TurnStats, llama_logs, local_model  # noqa: E402
-from charfmt.constrain.engines import load_llama  # noqa: E402
+from charfmt.llm.loading import load_llama  # noqa: E402
 from charfmt.prompt.character import Character  # noqa: E402
 from charfmt.prompt.render import render_messages  # noqa: E402
 

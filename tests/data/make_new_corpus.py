@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from charfmt.chat import TurnStats, llama_logs, local_model  # noqa: E402
-from charfmt.constrain.engines import load_llama  # noqa: E402
+from charfmt.llm.loading import load_llama  # noqa: E402
 from charfmt.prompt.character import Character  # noqa: E402
 from charfmt.prompt.render import render_messages  # noqa: E402
 from charfmt.prompt.scene import Scene  # noqa: E402

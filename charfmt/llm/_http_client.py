@@ -35,7 +35,7 @@ from charfmt.diagnostics import CharfmtError
 if TYPE_CHECKING:
     import httpx
 
-    from charfmt._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import Piece
 
 MAX_LINE: Final = 4 << 20
 """Bytes in one line of an event stream (a longer one, or a body without newlines, is an error)."""
@@ -288,7 +288,7 @@ class Delta:
     text: str
     reason: str | None = None
     piece: Piece | None = None
-    """The chunk as ``charfmt._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
+    """The chunk as ``charfmt.llm._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,7 @@ class ReplyReader:
     ``chat.completion``, the chunks of a stream. Every failure is ``fail(message)``, the caller's one error."""
 
     def __init__(self, fail: Callable[[str], UpstreamError]) -> None:
-        from charfmt._sdk_chunks import read_chat_chunk  # noqa: PLC0415 (``chat`` imports this module at start)
+        from charfmt.llm._sdk_chunks import read_chat_chunk  # noqa: PLC0415 (``chat`` imports this module at start)
 
         self.fail = fail
         self._read_chat_chunk = read_chat_chunk

@@ -3,13 +3,13 @@
 Each client is a ``Generate``: chat messages in, the reply's text out in chunks as the model
 writes it, and a ``TurnStats`` per reply (tokens, time to the first token, time generating).
 
-- ``local_model(llm, ...)``: a ``llama_cpp.Llama`` (``charfmt.constrain.engines.load_llama``), constrained by
+- ``local_model(llm, ...)``: a ``llama_cpp.Llama`` (``charfmt.llm.loading.load_llama``), constrained by
   GBNF or, through llguidance, by Lark; its chat format chosen (``chat_formats``), a GGUF without
   a template warned about (``NoChatTemplate``), the system prompt folded into the first user
   message where the format has no system role (``fold_system``), a prompt that leaves less than
   the reply's budget refused before generating (``ContextFull``).
 - ``endpoint_model(url, ...)``: an OpenAI-compatible server, streamed through the bounded HTTP
-  client (``charfmt._http_client``); ``endpoint_url`` reads the URL a user gives.
+  client (``charfmt.llm._http_client``); ``endpoint_url`` reads the URL a user gives.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._http_client import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._http_client import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 
 if TYPE_CHECKING:
-    from charfmt._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import Piece
 
 DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
@@ -342,8 +342,8 @@ class LocalModel:
         self._grammars: dict[str, Any] = {}
 
     def counter(self, per_message: int = 8) -> Callable[[str], int]:
-        """The model's own token count of one message (``charfmt.constrain.engines.llama_counter``)."""
-        from charfmt.constrain.engines import llama_counter  # noqa: PLC0415
+        """The model's own token count of one message (``charfmt.llm.loading.llama_counter``)."""
+        from charfmt.llm.loading import llama_counter  # noqa: PLC0415
 
         return llama_counter(self.llm, per_message)
 
@@ -399,7 +399,7 @@ def local_model(
     chat_format: str | None = None,
     lark: str | None = None,
 ) -> Generate:
-    """A llama.cpp model (``charfmt.constrain.engines.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
+    """A llama.cpp model (``charfmt.llm.loading.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
     constrained by ``gbnf`` where given, or by ``lark`` through llguidance (``llguidance_processor``), much
     faster on a large vocabulary.
 
@@ -459,9 +459,9 @@ def endpoint_model(
     asked for streamed; a server that answers with one ``chat.completion`` object instead is
     read too. Anything else (an HTML page, a proxy's error, a broken transfer, a stream past
     its budget) is a ``CharfmtError``; so is ``timeout`` seconds without a byte from the server.
-    Every read is bounded (``charfmt._http_client``); httpx is needed (``charfmt[http]``).
+    Every read is bounded (``charfmt.llm._http_client``); httpx is needed (``charfmt[http]``).
     """
-    from charfmt._http_client import Client  # noqa: PLC0415
+    from charfmt.llm._http_client import Client  # noqa: PLC0415
 
     client = Client(endpoint_url(url), timeout=timeout, api_key=api_key)
     max_tokens = int(fields.get("max_tokens") or DEFAULT_MAX_TOKENS)

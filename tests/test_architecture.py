@@ -224,3 +224,49 @@ def test_the_module_list_names_every_module_once_under_its_layer() -> None:
     assert set(listed) == modules, f"missing: {sorted(modules - set(listed))}; gone: {sorted(set(listed) - modules)}"
     misplaced = {m: h for m, h in listed.items() if table[layer_of(m, table)[0]][0] != h}
     assert not misplaced, f"listed under another layer than its own: {misplaced}"
+
+
+# --- wings: an order inside each layer (issue 41) ---------------------------------------------
+
+
+def _module_list() -> dict[str, list[str]]:
+    """The module list of docs/ARCHITECTURE.md: each layer's heading -> its modules, in the listed order."""
+    section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, list[str]] = {}
+    heading = ""
+    for line in section.splitlines():
+        if line.startswith("### "):
+            heading = line[4:].strip()
+            listed[heading] = []
+        elif line.startswith("- `"):
+            listed[heading].append(line[3:].split("`", 1)[0])
+    return listed
+
+
+def imports_against_the_listed_order(graph: dict[str, set[str]], listed: dict[str, list[str]]) -> list[str]:
+    """Imports inside one layer that reach a module listed at or below the importer: each layer's list
+    must be an import order (its ground first), which also means no circle inside a layer."""
+    wrong = []
+    for heading, modules in listed.items():
+        place = {m: i for i, m in enumerate(modules)}
+        for module in modules:
+            later = sorted(t for t in graph.get(module, ()) if place.get(t, -1) > place[module])
+            wrong += [f"{heading}: {module} -> {t} (listed below it)" for t in later]
+    return wrong
+
+
+def test_each_layer_lists_its_modules_in_import_order() -> None:
+    wrong = imports_against_the_listed_order(import_graph(), _module_list())
+    assert not wrong, "docs/ARCHITECTURE.md lists these below a module of their layer that imports them: " + "; ".join(
+        wrong
+    )
+
+
+def test_the_order_check_sees_an_import_of_a_module_listed_below() -> None:
+    graph = {"p.a": set(), "p.b": {"p.a"}, "p.c": {"p.b", "q.z"}, "q.z": set()}
+    assert imports_against_the_listed_order(graph, {"one": ["p.a", "p.b", "p.c"], "two": ["q.z"]}) == []
+    assert imports_against_the_listed_order(graph, {"one": ["p.b", "p.a", "p.c"], "two": ["q.z"]}) == [
+        "one: p.b -> p.a (listed below it)"
+    ]
+    circle = {"p.a": {"p.b"}, "p.b": {"p.a"}}
+    assert len(imports_against_the_listed_order(circle, {"one": ["p.a", "p.b"]})) == 1  # no order fits a circle

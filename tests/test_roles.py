@@ -18,6 +18,7 @@ from charfmt._stream.language import language
 from charfmt.character import tag_table
 from charfmt.events import WHOLE_EVENTS, WholeValue, segment_events
 from charfmt.models import Segment
+from charfmt.serve.formats import REPLY_FORMATS, read_answer, whole
 from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, Role, TagError, TagSpec, TagTable
 
 
@@ -185,3 +186,13 @@ def test_a_new_roles_value_reaches_the_streamed_reply(gesture: TagTable, chunked
     reply = parser.reply
     assert [(s.tag, s.text) for s in reply.chats[0].segments] == [("emo", "joy"), ("gst", "bows deeply"), ("msg", "hi")]
     assert reply == charfmt.parse(text, tags=gesture)
+
+
+@pytest.mark.parametrize("fmt", [name for name, row in REPLY_FORMATS.items() if row.marker is not None])
+def test_a_new_roles_value_is_shown_and_read_back_by_each_reply_format(gesture: TagTable, fmt: str) -> None:
+    reply = charfmt.parse(_reply("<emo>joy</emo>\n<gst>bows [deeply]</gst>\n<msg>hi</msg>"), tags=gesture)
+    shown = whole(fmt, reply, gesture)
+    assert "bows" in shown, shown
+    back = read_answer(fmt, shown, gesture)
+    assert back is not None, shown
+    assert [(s.tag, s.text) for s in back.chats[0].segments] == [(s.tag, s.text) for s in reply.chats[0].segments]

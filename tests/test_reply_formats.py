@@ -20,7 +20,7 @@ from charfmt.tags import DEFAULT_TAGS
 from charfmt.testing import chunkings, replies
 from charfmt.writer import dumps
 
-EVENT_ROWS = [name for name, row in REPLY_FORMATS.items() if row.whole is None]
+EVENT_ROWS = [name for name, row in REPLY_FORMATS.items() if row.from_reply is None]
 """The formats made from a turn's events (every one but ``canonical``)."""
 
 _SETTINGS = settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -39,7 +39,7 @@ def test_the_formats_that_write_emotions_are_the_rows_with_markers() -> None:
     assert {name: row.emotion_names for name, row in REPLY_FORMATS.items() if row.marker is not None} == KNOWN
     for row in REPLY_FORMATS.values():
         assert (row.markers is None) == (row.read_marker is None) == (row.marker is None), row.name
-        assert row.whole is None or (row.marker is None and not row.look_alikes), row.name
+        assert row.from_reply is None or (row.marker is None and not row.look_alikes), row.name
 
 
 @pytest.mark.parametrize("fmt", EVENT_ROWS)

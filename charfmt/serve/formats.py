@@ -86,7 +86,7 @@ class ReplyFormat:
     emotion_names: tuple[str, ...] | None = None
     """The emotion names its front ends know (``None``: any name; the keys are kept unless the character's
     ``[stage.formats.NAME]`` says otherwise; ``charfmt.serve.emotion_names``)."""
-    whole: Callable[[Reply, TagTable], str] | None = None
+    from_reply: Callable[[Reply, TagTable], str] | None = None
     """The answer written from the whole reply, at the end (``canonical``'s JSON), not from events
     (``None``: from events, as they come). Such a format is never read back: an answer in it is read leniently."""
     shown: dict[int, str] = field(init=False)
@@ -179,7 +179,7 @@ other name it ignores."""
 REPLY_FORMATS: Final[dict[str, ReplyFormat]] = {
     row.name: row
     for row in (
-        ReplyFormat("canonical", "the reply's JSON", whole=_canonical),
+        ReplyFormat("canonical", "the reply's JSON", from_reply=_canonical),
         ReplyFormat(
             "tags", "[joy] tags", look_alikes={"[": "［", "]": "］", "*": "＊", "【": "〖", "】": "〗"},
             marker=_tags_marker, spaced=True, markers=re.compile(r"\[([^\[\]\n]+)\]|\*([^*\n]+)\*"),
@@ -226,7 +226,7 @@ class Formatter:
         self, name: str, tags: TagTable, *, speakers: bool = False, emotions: Mapping[str, str] | None = None
     ) -> None:
         row = REPLY_FORMATS.get(name)
-        if row is None or row.whole is not None:
+        if row is None or row.from_reply is not None:
             raise ValueError(f"no event formatter for {name!r}")
         self.name = name
         self.row = row
@@ -312,7 +312,7 @@ def read_answer(
     row = REPLY_FORMATS.get(name)
     head = text.lstrip()[:8]
     own = bool(row is not None and row.opens and head.startswith(row.opens))
-    if row is None or row.whole is not None or head[:1] == "{" or (head[:1] == "<" and not own):  # JSON, tags
+    if row is None or row.from_reply is not None or head[:1] == "{" or (head[:1] == "<" and not own):  # JSON, tags
         return None
     chats: list[Chat] = []
     for line in text.splitlines():
@@ -395,7 +395,7 @@ class Answer:
         self.emotions = emotions
         self.continuation = continuation
         self.row = reply_format(name)
-        self.events = self.row.whole is None
+        self.events = self.row.from_reply is None
         """Whether the answer is made from the turn's events (else from the reply, at the end)."""
         self._formatter = self._new_formatter() if self.events else None
         self._parts: list[str] = []
@@ -496,7 +496,7 @@ def whole(
     front end's name of each emotion key): what a turn's :class:`Answer` is where the model wrote them in order."""
     from charfmt.events import reply_events  # noqa: PLC0415
 
-    write = reply_format(name).whole
+    write = reply_format(name).from_reply
     if write is not None:
         return write(reply, tags)
     formatter = Formatter(name, tags, speakers=speakers, emotions=emotions)

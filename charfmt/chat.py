@@ -271,7 +271,7 @@ def run(
     and what the model did, one line counting the rest (``TerminalView.verbose``). Each turn ends with
     its stats line: the wait for the first token, the tokens and their speed.
     """
-    from charfmt.llm._http_client import UpstreamError  # noqa: PLC0415
+    from charfmt.llm._replies import UpstreamError  # noqa: PLC0415
     from charfmt.prompt.render import BudgetError  # noqa: PLC0415
 
     scene = _as_scene(character)

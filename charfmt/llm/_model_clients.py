@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
-from charfmt.llm._http_client import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
+from charfmt.llm._replies import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 
 if TYPE_CHECKING:
     from charfmt.llm._sdk_chunks import Piece

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
-from charfmt.llm._http_client import JSONDepthError, load_json
+from charfmt.llm._replies import JSONDepthError, load_json
 from charfmt.serve.sessions import check_key
 from charfmt.serve.wire import HTTPFailure
 

@@ -102,7 +102,7 @@ class ServerState:
         if s.upstream is not None:
             return s.upstream
         if s.upstream_url is not None:
-            from charfmt.llm._http_client import endpoint_url  # noqa: PLC0415
+            from charfmt.llm._replies import endpoint_url  # noqa: PLC0415
             from charfmt.serve.upstream import HTTPUpstream  # noqa: PLC0415
 
             return HTTPUpstream(

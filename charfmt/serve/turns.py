@@ -24,7 +24,7 @@ from charfmt.serve.prompt import BadTurn, Prompter
 if TYPE_CHECKING:
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
-    from charfmt.llm._http_client import Delta
+    from charfmt.llm._replies import Delta
     from charfmt.llm._sdk_chunks import Piece as SDKPiece
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import TokenCounter
@@ -251,7 +251,7 @@ class _Reading:
     def _sound(self, text: str) -> str:
         """``text`` with each lone UTF-16 surrogate (JSON may say ``"\\udc00"``: no character) U+FFFD, its
         place noted (``CF714``), as a bad UTF-8 byte is; no text holding one can be written out. (A pair
-        split across two deltas is made whole by the upstream's reader, ``_http_client.EventStream``.)"""
+        split across two deltas is made whole by the upstream's reader, ``_replies.EventStream``.)"""
         try:
             text.encode()
         except UnicodeEncodeError:  # (a surrogate: nothing else stops UTF-8)

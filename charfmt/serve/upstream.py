@@ -1,8 +1,8 @@
 """The model behind ``charfmt serve``: an OpenAI-compatible server (aiohttp) or llama.cpp in-process.
 
 The HTTP upstream reads through the same limits and the same chunk and completion readers as
-``charfmt chat --endpoint`` (:mod:`charfmt.llm._http_client`): only the socket side is async here,
-so a client that goes away cancels the upstream request at once. Every failure is one
+``charfmt chat --endpoint`` (:mod:`charfmt.llm._replies`, the readers both share): only the socket
+side is async here, so a client that goes away cancels the upstream request at once. Every failure is one
 :class:`UpstreamFailure` carrying the HTTP status the front end should see (and ``Retry-After``
 where the upstream sent one), never a traceback.
 """
@@ -24,7 +24,7 @@ from typing import Any, Final, Protocol
 
 from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
-from charfmt.llm._http_client import (
+from charfmt.llm._replies import (
     MAX_ERROR_BODY,
     MAX_LINE,
     Budget,

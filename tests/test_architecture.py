@@ -270,3 +270,54 @@ def test_the_order_check_sees_an_import_of_a_module_listed_below() -> None:
     ]
     circle = {"p.a": {"p.b"}, "p.b": {"p.a"}}
     assert len(imports_against_the_listed_order(circle, {"one": ["p.a", "p.b"]})) == 1  # no order fits a circle
+
+
+WING_DOORS: dict[str, tuple[str, ...]] = {
+    "charfmt.export": ("charfmt.constrain.export",),
+    "charfmt.schema": ("charfmt.constrain.schema",),
+    "charfmt.engines": ("charfmt.constrain.engines", "charfmt.llm.loading"),
+    "charfmt.render": ("charfmt.prompt.render",),
+    "charfmt.scene": ("charfmt.prompt.scene",),
+    "charfmt.cards": ("charfmt.prompt.cards",),
+}
+"""The old public paths of modules that moved into a wing (issue 41), each with its new homes. docs/API.md
+names ``charfmt.export``, ``charfmt.engines``, ``charfmt.scene`` and ``charfmt.cards`` for users, and the
+issue keeps ``charfmt.render`` and ``charfmt.schema``: each is a door (the layer table's ``doors`` row)."""
+
+
+def _defined_public_names(path: Path) -> list[str]:
+    """The public names a module defines at its top level (functions, classes, assigned names), not imports."""
+    names: list[str] = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            names.append(node.target.id)
+    return [n for n in dict.fromkeys(names) if not n.startswith("_")]
+
+
+def test_the_old_paths_of_moved_modules_are_doors_for_users_only() -> None:
+    """Each old path holds only its docstring, imports from its new homes and ``__all__``; every public
+    name of its homes is there, as the same object; no module of the package imports a door."""
+    import importlib
+
+    modules = _modules()
+    for door, homes in WING_DOORS.items():
+        tree = ast.parse(modules[door].read_text(encoding="utf-8"))
+        kinds = [type(s).__name__ for s in tree.body]
+        assert set(kinds) <= {"Expr", "ImportFrom", "Assign"}, f"{door} holds more than a door: {kinds}"
+        assert {n.module for n in tree.body if isinstance(n, ast.ImportFrom)} == set(homes), door
+        module = importlib.import_module(door)
+        for home in homes:
+            real = importlib.import_module(home)
+            public = getattr(real, "__all__", None) or _defined_public_names(modules[home])
+            missing = [n for n in public if getattr(module, n, None) is not getattr(real, n)]
+            assert not missing, f"{door} lacks {home}'s {missing}"
+            assert set(public) <= set(module.__all__), (
+                f"{door}.__all__ lacks {sorted(set(public) - set(module.__all__))}"
+            )
+    graph = import_graph()
+    leaks = sorted(f"{m} -> {d}" for m, imported in graph.items() for d in WING_DOORS if d in imported)
+    assert not leaks, f"modules importing an old path instead of its new home: {leaks}"

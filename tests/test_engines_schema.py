@@ -200,7 +200,7 @@ LIMITS: Final[dict[tuple[str, str], tuple[Callable[[str], bool], str]]] = {
     ("llama.cpp", "schema"): (
         _indented,
         "llama-cpp-python's converter allows one optional space between tokens, no line break: an indented"
-        " reply, valid, cannot be written (llama.cpp's own converter in llama-server allows indentation)",
+        " reply, valid, cannot be written (llama.cpp's own C++ converter, which llama-server runs, allows it)",
     ),
 }
 """What an engine's own JSON-schema reader cannot write, whatever the schema says: those replies are left out

@@ -153,10 +153,10 @@ def json_schema(
     description names them (the only restriction providers without patterns get).
     ``tags``: the tag table (``None``: ``DEFAULT_TAGS``); its tags, with their values, are
     what the pattern and the description allow.
-    On XGrammar (vLLM's and SGLang's default backend) the body patterns cannot match a
-    body of two or more elements: XGrammar matches ``pattern`` without JSON escapes, and
-    the ``\\n`` between elements is one. Constrain those servers with the grammar
-    (``charfmt.engines.request_fields``) or a structural tag instead.
+    XGrammar (vLLM's and SGLang's default backend), llama.cpp's converter and Outlines read a
+    schema their own way (all three apply ``pattern`` to the raw JSON text; the last two drop
+    ``minimum``): send them ``for_engine(schema, engine)``, which means there what this schema
+    means, less what each cannot write (docs/GRAMMARS.md).
     Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
     ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
     bound the body patterns, so they hold where patterns are enforced; a budget is planned by

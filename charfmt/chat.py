@@ -129,7 +129,7 @@ def take_turn(
     cut = stats is not None and len(stats) > asked and stats[-1].reason == "length"
     if view is not None and cut:
         view.cut_off()
-    events = reader.close() + reader.after(stream.close())
+    events = reader.finish(stream)
     if view is not None:
         view.show(events)
     text = "".join(chunks)
@@ -162,8 +162,6 @@ def _streamed(
 ) -> list[str]:
     """The model's text chunks as they come, each read by ``stream`` (a server's pieces by ``reader``) and
     shown in ``view``; before the first, the "thinking" line says ``who`` is thinking."""
-    from charfmt._sdk_chunks import FOLD  # noqa: PLC0415
-
     chunks: list[str] = []
     stop = view.thinking(who) if view is not None else _nothing
     try:
@@ -171,12 +169,7 @@ def _streamed(
             stop()
             if isinstance(chunk, str):
                 chunks.append(chunk)
-                reader.fed.append(chunk)
-                if len(reader.fed) >= FOLD:
-                    reader.fold()
-                events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
-            else:
-                events = reader.take(chunk)[1]
+            events = reader.feed(stream, chunk)
             if view is not None:
                 view.show(events)
     finally:

@@ -7,17 +7,18 @@ Each engine reads charfmt's exports the way the servers that embed it do:
   to the raw JSON text), and ``compile_grammar`` of the GBNF export; fed cl100k tokens;
 - llguidance: ``grammar_from_json_schema`` of the schema as it is (llguidance applies ``pattern``
   to the decoded string), and the Lark export; fed cl100k tokens;
-- llama.cpp: ``json_schema_to_gbnf`` of the schema written for it (llama-server, Ollama and LM Studio
-  run the same converter), and the GBNF export, each read by llama.cpp's own grammar sampler over
-  SmolLM2's vocabulary;
+- llama.cpp: ``json_schema_to_gbnf`` of the schema written for it (llama-cpp-python's port of the
+  converter llama-server, Ollama and LM Studio run in C++: the port writes no line break and drops
+  ``minimum``), and the GBNF export, each read by llama.cpp's own grammar sampler over SmolLM2's vocabulary;
 - Outlines (``outlines-core``): ``build_regex_from_schema`` of the schema written for it, compiled to
   its token index over a byte vocabulary. Outlines has no grammar reader of its own (its ``CFG``
   type runs llguidance: the llguidance row), so its grammar cell is skipped with that reason.
 
 The replies: 80 typical valid ones (``charfmt.fuzz.random_reply``: several chats and elements, a quote
 and a backslash in speech, entities, CJK, emoji, right-to-left text; compact and indented) and 30
-invalid ones (``grammar_damage.DAMAGE`` applied to them). Every cell must accept exactly the
-replies the strict parser accepts. An engine that is not installed is skipped with the reason.
+invalid ones (``grammar_damage.DAMAGE`` applied to them), compact and indented. Every cell must accept
+exactly the replies the strict parser accepts, less the valid ones its engine cannot write (``LIMITS``).
+An engine that is not installed is skipped with the reason.
 """
 
 from __future__ import annotations

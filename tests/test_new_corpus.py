@@ -137,9 +137,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
     return set(told.lines)
 
 
-FOUND_AFTER: Final = {
-    "fresh-gemma-default-lukas-3": "a cut '</SYS' (a mangled marker's closer) spoken: found after the freeze",
-}
+FOUND_AFTER: Final[dict[str, str]] = {}
 """Rows of the fresh set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 

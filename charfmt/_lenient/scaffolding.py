@@ -12,7 +12,7 @@ from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLD_PROMPT_ROLES, SCAFFOLDING
 
-_SCAFFOLD_HINTS: Final = ("<<", ">>", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>", "SYS]", "USER]", "SYSTEM]")
+_SCAFFOLD_HINTS: Final = ("<<", ">>", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>", "SYS]", "SYS>", "USER]", "SYSTEM]")
 _PLACEHOLDER_START: Final = re.compile(r"[<＜\[][/／]?[A-Z][A-Z0-9]*+[-_]")
 
 

@@ -193,8 +193,8 @@ def normal(line: str) -> str:
     return _SPACES.sub(" ", _MARKS.sub("", _TAG.sub(" ", line))).strip().casefold()
 
 
-NEARLY_SAID: Final = 0.85
-"""How close (``difflib``'s ratio) a line is to one of the player's to be it with a word changed."""
+CHANGED_WORDS: Final = 2
+"""Words of one of the player's lines that may be changed (replaced, added, left out) in a line that is theirs."""
 SAID_FROM: Final = 24
 """Characters from which a line nearly the player's, or begun as the player's line begins, is theirs."""
 
@@ -211,14 +211,18 @@ def nearly_said(said: str, lines: Iterable[str], *, begun: bool) -> bool:
             continue
         if begun and said[:SAID_FROM] == line[:SAID_FROM] and len(line[:SAID_FROM].split()) >= 4:
             return not said.startswith(line)  # (the whole line and more: the line is theirs, the rest the reply's)
-        match = difflib.SequenceMatcher(None, said, line, autojunk=False)
-        if (
-            match.real_quick_ratio() >= NEARLY_SAID
-            and match.quick_ratio() >= NEARLY_SAID
-            and match.ratio() >= NEARLY_SAID
-        ):
+        if _a_word_changed(said.split(), line.split()):
             return True
     return False
+
+
+def _a_word_changed(said: list[str], line: list[str]) -> bool:
+    """Whether the words ``said`` are those of ``line`` but for ``CHANGED_WORDS`` at most on either side (replaced,
+    added or left out), and most of them the same."""
+    if abs(len(said) - len(line)) > CHANGED_WORDS or len(line) < 2 * CHANGED_WORDS + 1:
+        return False
+    same = sum(b.size for b in difflib.SequenceMatcher(None, said, line, autojunk=False).get_matching_blocks())
+    return same >= max(len(said), len(line)) - CHANGED_WORDS and same * 3 >= 2 * len(line)
 
 
 def blank_match(m: re.Match[str]) -> str:

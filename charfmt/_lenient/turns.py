@@ -261,9 +261,11 @@ def _echoes(n: str, told: Told, *, last: bool) -> bool:
         return True
     if len(n) >= _SAME_START and n[:_SAME_START] in told.starts:
         return True
-    if _retold(n, told):
-        return True
-    return len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+    if introduces(told, n):  # (the persona told in the character's own voice, ``Ich bin Lukas, …``, is theirs)
+        return False
+    return _retold(n, told) or (
+        len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+    )
 
 
 _RETOLD_WORDS: Final = 3
@@ -273,10 +275,7 @@ _RETOLD_WORDS: Final = 3
 def _retold(n: str, told: Told) -> bool:
     """Whether ``n`` is a line of the prompt with a few words at its start or its end changed (``Du bist Lukas.
     Stay in character at all times.`` for ``You are Lukas. …``): what is left, ``_MIN_PART`` characters or more
-    and most of the line, is a part of the prompt's text. Not a line that introduces the character (``Ich bin
-    Lukas, Uhrmacher …``: the persona told in the character's own voice is theirs)."""
-    if introduces(told, n):
-        return False
+    and most of the line, is a part of the prompt's text."""
     found = n.split(" ")
     for k in range(1, min(_RETOLD_WORDS, len(found) - 1) + 1):
         for rest in (" ".join(found[k:]), " ".join(found[:-k])):

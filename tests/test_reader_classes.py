@@ -277,7 +277,7 @@ def test_the_characters_own_words_in_the_prompt_are_never_dropped_as_the_prompts
 
 # --- third round: the classes found after reading the second held-back set (fresh_replies.jsonl) -------
 
-MANGLED = st.sampled_from(["<<SYS]", "</SYS>>", "<SYS>>", "<SYS>", "<</SYS]", "<< SYS >>]", "<<SYS>>"])
+MANGLED = st.sampled_from(["<<SYS]", "</SYS>>", "<SYS>>", "<SYS>", "<</SYS]", "<< SYS >>]", "<<SYS>>", ">>SYS"])
 
 
 def _form(*lines: str) -> str:
@@ -366,3 +366,19 @@ def test_a_form_opened_by_the_players_line_before_the_characters_label_is_the_pl
 def test_html_block_markup_is_layout_never_an_element(tag: str, title: str, sentence: str, size: int) -> None:
     chats = _both(f"<msg>{sentence}</msg>\n<{tag}>{title}</{tag}>\n<act>waves</act>", size)
     assert chats == [["C", 1, [["msg", sentence], ["msg", title], ["act", "waves"]]]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(SENTENCE, SENTENCE, st.booleans(), st.integers(1, 9))
+def test_the_stream_never_shows_the_players_line_echoed_in_the_form_to_take_it_back(
+    said: str, reply: str, few_shot: bool, size: int
+) -> None:
+    assume(
+        not reply.casefold().startswith(said.casefold()[:-1]) and not said.casefold().startswith(reply.casefold()[:-1])
+    )
+    text = _form(said) + f'\n<user_chats>\n<chat type="C">\n<msg>{reply}</msg>\n</chat>\n</user_chats>'
+    example = f"You are Rex.\n\n## Examples\n\nUser:\n{_form(said)}\nRex:\n" + '{"chats":[]}\n'
+    options: dict[str, Any] = {"prompt": example} if few_shot else {"turn": said}
+    events = _streamed(text, size, **options)
+    assert not [e for e in events if isinstance(e, charfmt.Reset)]
+    assert _both(text, size, **options) == [["C", 1, [["msg", reply]]]]

@@ -29,7 +29,7 @@ SCAFFOLDING: Final = re.compile(
       | (?P<end>{_one_of(*cs.TURN_ENDS)})
       | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?
           | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
-      | (?P<angles><<++|>>++)""",
+      | (?P<angles>>>++[ \t]*+SYS(?!\w)|<<++|>>++)""",
     re.X,
 )
 """Chat-template scaffolding a model echoes from its prompt: never a tag, never speech.
@@ -39,8 +39,8 @@ llama-2 (``<<SYS>>``, ``[INST]``), Mistral (``[SYSTEM_PROMPT]``), ChatML (``<|im
 (``<|start_header_id|>role<|end_header_id|>``, ``<|eot_id|>``), Phi (``<|user|>``, ``<|end|>``),
 upper-case placeholders (``<USER-CHAT-ID>``, ``[/USER-CONTEXT]``: the format's tags are never
 written so; an upper-case path right after one, ``<USER-CHAT>/MYCHAT/DEFAULT>``, is part of it),
-a ``<<SYS>>`` or ``<</SYS>>`` mangled (``<<SYS >>]``, ``<<SYS]``, ``</SYS>>``, ``<SYS>``), and runs of
-``<<`` or ``>>`` left of another.
+a ``<<SYS>>`` or ``<</SYS>>`` mangled (``<<SYS >>]``, ``<<SYS]``, ``</SYS>>``, ``<SYS>``, ``>>SYS``),
+and runs of ``<<`` or ``>>`` left of another.
 """
 SCAFFOLD_PROMPT_ROLES: Final = frozenset({"system", "user", "human", "tool", "ipython", "developer"})
 """Turns of these roles are the prompt echoed, not the character's reply: their text is dropped."""

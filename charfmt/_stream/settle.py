@@ -21,7 +21,7 @@ import re
 from typing import Final
 
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.state import normal
+from charfmt._lenient.state import SAID_FROM, normal
 from charfmt._lenient.turns import learn
 from charfmt._lenient.words import said_to_someone, speech_whatever_follows
 from charfmt.models import Reply
@@ -161,10 +161,16 @@ def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
     nearly one, and, after such an echo, a line that opens as one of the prompt's lines or as its
     spec (a list item, a key): so may this line while it is a part of the prompt's text so far, or
     nearly the start of one of its long lines, or opens as one of them, or as a list item or key.
+    It drops the player's lines too (this turn, the prompt's few-shot turns): so may this line while it
+    is the start of one (told the turn alone, only that is asked).
     """
     told = learn(prompt, turn)
     n = normal(line)
     if not n:
+        return False
+    if _may_be_the_players(n, told.player):
+        return True
+    if not prompt:
         return False
     if n in told.text or _LIST_START.match(line) is not None:
         return True
@@ -179,6 +185,16 @@ def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
         difflib.SequenceMatcher(None, n, long[: len(n)]).ratio() >= _NEARLY
         for long in told.long
         if len(n) <= len(long) + (len(long) >> 2)
+    )
+
+
+def _may_be_the_players(n: str, player: frozenset[str]) -> bool:
+    """Whether ``n`` (a last line as ``normal`` writes it) may still be one of the player's lines (this turn's, or
+    the prompt's few-shot turns'), which the batch reader drops as it drops their echo: the start of one, or
+    begun as one begins (``SAID_FROM`` characters: theirs whatever follows, ``state.nearly_said``)."""
+    return any(
+        (len(p) > len(n) and p.startswith(n)) or (len(n) >= SAID_FROM and n[:SAID_FROM] == p[:SAID_FROM])
+        for p in player
     )
 
 

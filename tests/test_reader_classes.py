@@ -373,9 +373,8 @@ def test_html_block_markup_is_layout_never_an_element(tag: str, title: str, sent
 def test_the_stream_never_shows_the_players_line_echoed_in_the_form_to_take_it_back(
     said: str, reply: str, few_shot: bool, size: int
 ) -> None:
-    assume(
-        not reply.casefold().startswith(said.casefold()[:-1]) and not said.casefold().startswith(reply.casefold()[:-1])
-    )
+    assume(reply.casefold()[:-1] not in said.casefold() and said.casefold()[:-1] not in reply.casefold())
+    assume(not _a_word_or_two_changed(reply, said))  # (the player's line with a word changed: theirs, above)
     text = _form(said) + f'\n<user_chats>\n<chat type="C">\n<msg>{reply}</msg>\n</chat>\n</user_chats>'
     example = f"You are Rex.\n\n## Examples\n\nUser:\n{_form(said)}\nRex:\n" + '{"chats":[]}\n'
     options: dict[str, Any] = {"prompt": example} if few_shot else {"turn": said}

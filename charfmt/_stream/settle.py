@@ -193,9 +193,21 @@ def _may_be_the_players(n: str, player: frozenset[str]) -> bool:
     the prompt's few-shot turns'), which the batch reader drops as it drops their echo: the start of one, or
     begun as one begins (``SAID_FROM`` characters: theirs whatever follows, ``state.nearly_said``)."""
     return any(
-        (len(p) > len(n) and p.startswith(n)) or (len(n) >= SAID_FROM and n[:SAID_FROM] == p[:SAID_FROM])
+        (len(p) > len(n) and p.startswith(n))
+        or (len(n) >= SAID_FROM and n[:SAID_FROM] == p[:SAID_FROM])
+        or _begins_with_a_word_changed(n.split(), p.split())
         for p in player
     )
+
+
+def _begins_with_a_word_changed(said: list[str], line: list[str]) -> bool:
+    """Whether the words ``said`` (the last one maybe cut) begin ``line``'s but for one word (``Reply in JSON only,
+    with the keys`` of ``Reply in YAML only, with the keys name and mood.``): theirs, as the batch reader reads a
+    line of the player's with a word changed."""
+    if not 4 <= len(said) < len(line):
+        return False
+    done, last = said[:-1], said[-1]
+    return sum(a != b for a, b in zip(done, line, strict=False)) <= 1 and line[len(done)].startswith(last)
 
 
 _SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")

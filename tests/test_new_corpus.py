@@ -43,9 +43,12 @@ def _rows(name: str) -> list[dict[str, Any]]:
 ROWS: Final = _rows("new_replies.jsonl")
 FRESH: Final = _rows("fresh_replies.jsonl")
 """The second held-back set (``make_new_corpus.py --set fresh``), read by hand only after the reader was frozen."""
+THIRD: Final = _rows("third_replies.jsonl")
+"""The third held-back set (``make_new_corpus.py --set third``), read by hand only after the reader was frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "third_prompts.json").read_text(encoding="utf-8")),
 }
 EVERY: Final = ROWS + FRESH
 IDS: Final = [
@@ -58,7 +61,8 @@ import make_new_corpus as corpus  # noqa: E402
 
 @functools.cache
 def setting(ident: str) -> Character | Scene:
-    kind, file = next((k, f) for _g, i, k, f in corpus.settings() + corpus.settings("fresh") if i == ident)
+    every = corpus.settings() + corpus.settings("fresh") + corpus.settings("third")
+    kind, file = next((k, f) for _g, i, k, f in every if i == ident)
     return corpus.load_setting(kind, file)
 
 
@@ -91,7 +95,7 @@ def test_the_corpus_is_what_its_readme_promises() -> None:
     assert {(r["model"], r["chat_format"]) for r in ROWS} == set(corpus.RUNS)
     assert {r["language"] for r in ROWS} == {"en", "ja", "fr"}
     assert {r["kind"] for r in ROWS} == {"character", "card", "scene"}
-    assert set(PROMPTS) == {r["setting"] for r in EVERY}
+    assert set(PROMPTS) == {r["setting"] for r in EVERY + THIRD}
     for row in ROWS:
         assert isinstance(row["seed"], int) and row["reply"] == "".join(row["chunks"])
         assert row["hostile"] == (row["turn_index"] in corpus.HOSTILE)

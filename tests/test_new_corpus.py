@@ -4,7 +4,8 @@
 to eight settings of ``tests/data/new_characters/`` (``make_new_corpus.py`` made them; its
 README section says how), split by a seeded coin into a tuning half and a held-back half
 before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108 replies on four
-more settings, ``--set fresh``), made after both halves were read. ``tests/data/JUDGED.md`` holds
+more settings, ``--set fresh``), made after both halves were read, and ``third_replies.jsonl`` the third
+(``--set third``), made after the second was read. ``tests/data/JUDGED.md`` holds
 the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
 vocabulary and tags, told the player's turn and the prompt it answers):
 
@@ -50,7 +51,7 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "third_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH
+EVERY: Final = ROWS + FRESH + THIRD
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]
@@ -136,13 +137,38 @@ def test_the_fresh_set_is_what_its_readme_promises() -> None:
     ]
 
 
+def test_the_third_set_is_what_its_readme_promises() -> None:
+    assert len(THIRD) >= 100
+    assert {(r["model"], r["chat_format"]) for r in THIRD} == set(corpus.RUNS)
+    assert {r["half"] for r in THIRD} == {"third"}
+    assert {r["kind"] for r in THIRD} == {"character", "card", "scene"}
+    assert {r["language"] for r in THIRD} >= {"ko", "pt", "en"}
+    earlier = ROWS + FRESH
+    assert not {r["setting"] for r in THIRD} & {r["setting"] for r in earlier}  # settings nobody tuned on
+    assert not {r["seed"] for r in THIRD} & {r["seed"] for r in earlier}
+    scene = setting("harbour_rain")
+    assert isinstance(scene, Scene) and len(scene.cast) == 3  # a scene of three
+    for row in THIRD:
+        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+        assert row["turn"] in corpus.turns("third", row["language"])
+    sample = [n for n in range(len(THIRD)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
+    assert [sum(THIRD[n]["chat_format"] == f and THIRD[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
+        7,
+        7,
+        6,
+    ]
+
+
 def _prompt_lines(row: dict[str, Any]) -> set[str]:
     told = learn(prompt_texts(options(row)["prompt"]), ())
     return set(told.lines)
 
 
-FOUND_AFTER: Final[dict[str, str]] = {}
-"""Rows of the fresh set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
+FOUND_AFTER: Final[dict[str, str]] = {
+    "third-smollm2-default-seoyeon-3": "a mangled tag '<thought?>' spoken: found after the third freeze",
+    "third-smollm2-default-harbour_rain-8": "a closer '</answer>' (of the XML asked for) spoken: found after",
+}
+"""Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 
 def _marked(rows: list[dict[str, Any]], ids: list[str]) -> list[Any]:

@@ -6,6 +6,8 @@ Import from ``charfmt.constrain.schema``; nothing inside the package imports thi
 
 from charfmt.constrain.schema import (
     ENGINES,
+    LISTED_ORDERS,
+    MINIMUM_IGNORED,
     PATTERN_READS,
     PROVIDERS,
     for_engine,
@@ -15,6 +17,8 @@ from charfmt.constrain.schema import (
 
 __all__ = [
     "ENGINES",
+    "LISTED_ORDERS",
+    "MINIMUM_IGNORED",
     "PATTERN_READS",
     "PROVIDERS",
     "for_engine",

@@ -31,7 +31,7 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
-from charfmt.body import grammar_text
+from charfmt._grammar.rules import grammar_text
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLE_TABLE, TAGGED_TYPES, TagSpec, TagTable
 

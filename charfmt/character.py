@@ -23,10 +23,11 @@ from pydantic import (
     model_validator,
 )
 
-from charfmt.body import BodyError, parse_body
+from charfmt._strict.body import parse_body
+from charfmt._strict.diagnosis import BodyError
 from charfmt.cards import CardError, CardInfo, is_card, is_generated, read_card
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt.envelope import json_cut_off, json_error
+from charfmt._strict.envelope import json_cut_off, json_error
 from charfmt.models import (
     Chat,
     EmotionKey,

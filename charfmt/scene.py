@@ -43,7 +43,7 @@ from charfmt.character import (
     toml_data,
 )
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
-from charfmt.envelope import Locator
+from charfmt._strict.envelope import Locator
 from charfmt.lorebook import Activation, Lorebook, LorebookError, checked_books
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse

@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.body import BodyError, parse_body
+from charfmt._strict.body import parse_body
+from charfmt._strict.diagnosis import BodyError
 from charfmt.engines import SERVERS, request_fields, structural_tag
 from charfmt.export import Bounds, ExportError, body_regex, max_reply_tokens
 from charfmt.testing import replies

@@ -23,7 +23,7 @@ from charfmt._lenient.marks import CHAT_KEYS, HYBRID_BODY, HYBRID_EMOTION, TAGGE
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.state import RawChat, Recovery, short
 from charfmt._lenient.table import Sample
-from charfmt.body import terminal_regex
+from charfmt._grammar.static import terminal_regex
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
 
 _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))

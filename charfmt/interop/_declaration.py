@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
+from charfmt._strict.envelope import Path
 from charfmt.interop._document import Source, member, need
 
 MessageRole = Literal["user", "assistant", "system"]

@@ -18,6 +18,7 @@ from lark import Lark, Token, Tree
 from lark.grammar import NonTerminal, Terminal
 from lark.load_grammar import load_grammar
 
+from charfmt._grammar.rules import grammar_text
 from charfmt._regex_ir import (
     Alt,
     ExportError,
@@ -31,7 +32,6 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
-from charfmt._grammar.rules import grammar_text
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLE_TABLE, TAGGED_TYPES, TagSpec, TagTable
 

@@ -25,9 +25,9 @@ from pydantic import (
 
 from charfmt._strict.body import parse_body
 from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.envelope import json_cut_off, json_error
 from charfmt.cards import CardError, CardInfo, is_card, is_generated, read_card
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt._strict.envelope import json_cut_off, json_error
 from charfmt.models import (
     Chat,
     EmotionKey,

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from charfmt._strict.envelope import Locator
 from charfmt.character import (
     MAX_FILE_SIZE,
     Character,
@@ -43,7 +44,6 @@ from charfmt.character import (
     toml_data,
 )
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
-from charfmt._strict.envelope import Locator
 from charfmt.lorebook import Activation, Lorebook, LorebookError, checked_books
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse

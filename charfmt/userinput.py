@@ -19,10 +19,9 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from charfmt._grammar.lexical import NOT_TEXT_CHAR, text_class
-from charfmt._resources import read_text
-from charfmt._grammar.lexical import BadEntity, decode_text
+from charfmt._grammar.lexical import NOT_TEXT_CHAR, BadEntity, decode_text, text_class
 from charfmt._grammar.rules import grammar_text
+from charfmt._resources import read_text
 from charfmt._strict.lalr import Driver, Reject
 from charfmt.diagnostics import Diagnostic, ParseError
 from charfmt.models import ChatType, Segment, Vocabulary, check_body, error_message

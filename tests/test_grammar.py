@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt._grammar_writers import PYTHON as _PY
 from charfmt._grammar.static import terminal_regex
+from charfmt._grammar_writers import PYTHON as _PY
 from charfmt._strict.body import parse_body
 from charfmt._strict.diagnosis import BodyError
 from charfmt.export import Rep, Seq, _body_grammar, _write, body_regex, lexeme_friendly

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt._grammar import rules, static
-from charfmt._grammar.lexical import BadEntity
 from charfmt._grammar import tables as _tables
+from charfmt._grammar.lexical import BadEntity
 from charfmt._strict.lalr import Driver, Reject
 from charfmt.testing import bodies, texts
 
@@ -150,7 +150,9 @@ def test_submodules_are_attributes_and_unknown_names_are_not() -> None:
 def test_the_cached_tables_match_the_grammar() -> None:
     """``charfmt/_grammar/_lalr.py`` is what ``python -m charfmt._grammar.tables`` writes for today's grammar."""
     cached = Path(_tables.CACHE_FILE).read_text(encoding="utf-8")
-    assert cached == _tables.generate(), "the grammar changed: run `python -m charfmt._grammar.tables` and commit the result"
+    assert cached == _tables.generate(), (
+        "the grammar changed: run `python -m charfmt._grammar.tables` and commit the result"
+    )
 
 
 def test_the_cache_is_used_only_for_its_own_grammar() -> None:

@@ -37,7 +37,7 @@ from charfmt.character import (
     CharacterError,
     Exchange,
     Fail,
-    _translated,
+    character_errors,
     check_table,
     read_bytes,
     read_file,
@@ -262,7 +262,7 @@ class Scene(BaseModel):
         """
         from charfmt._card_prompt import cast_expanded  # noqa: PLC0415
         from charfmt.macros import MacroError, Macros  # noqa: PLC0415
-        from charfmt.render import TemplateError, _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
+        from charfmt.render import TemplateError, render_template, template_folder, template_view  # noqa: PLC0415 (Jinja only when rendering)
 
         before = "\n".join(lore.texts("before")) if lore is not None else ""
         after = "\n".join(lore.texts("after")) if lore is not None else ""
@@ -272,8 +272,13 @@ class Scene(BaseModel):
             raise TemplateError(str(e)) from None
         same = all(cast[who] is member for who, member in self.cast.items())
         scene = self if same else self.model_copy(update={"cast": cast})
-        return _render(
-            "scene.j2", _dir(templates), scene=_view(scene), tags=self.tags, lore_before=before, lore_after=after
+        return render_template(
+            "scene.j2",
+            template_folder(templates),
+            scene=template_view(scene),
+            tags=self.tags,
+            lore_before=before,
+            lore_after=after,
         )
 
     def lore(
@@ -387,7 +392,7 @@ class Scene(BaseModel):
         """
         path = Path(path)
         file = str(path)
-        with _translated(file):
+        with character_errors(file):
             data, fail = toml_data(read_file(path, max_size), file)
             check_table(data, _SCENE_KEYS, (), fail)
             cast, books = _load_cast(data.pop("cast", None), path.parent, max_size, fail)

@@ -61,14 +61,17 @@ class StrictRun:
 
     # -- the one place diagnostics are made ------------------------------------
     def fail(self, code: str, message: str, start: int, end: int | None = None, chat: int | None = None) -> None:
+        """Note a diagnostic at raw offsets ``start``..``end`` of the source."""
         self.diagnostics.append(Diagnostic.at(self.source, code, message, start, end, chat=chat))
 
     def at_value(self, code: str, message: str, path: tuple[str | int, ...], chat: int | None = None) -> None:
+        """Note a diagnostic at the JSON value ``path`` names (``("chats", 0, "order")``)."""
         start, end = self.locator.value(path)
         self.fail(code, message, start, end, chat)
 
     @property
     def locator(self) -> Locator:
+        """Raw positions in the source, found on first use (only a reply with a problem needs them)."""
         if self._locator is None:
             self._locator = Locator(self.source)
         return self._locator

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import importlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
@@ -403,3 +404,19 @@ def test_the_re_export_check_sees_a_door(tmp_path: Path) -> None:
     for file, text in files.items():
         (package / file).write_text(text, encoding="utf-8")
     assert reexport_only(package) == {"charfmt.door", "charfmt.guarded"}
+
+
+def test_each_door_opens_onto_its_names() -> None:
+    """Every name a door lists is there, defined in the real home; ``charfmt.body.parse_body`` reads as documented."""
+    import charfmt.body
+
+    assert charfmt.body.parse_body("C", "<emo>joy</emo>\n<msg>Hi &amp; bye</msg>") == [
+        ("emo", "joy"),
+        ("msg", "Hi & bye"),
+    ]
+    for door in PUBLIC_DOORS:
+        module = importlib.import_module(door)
+        missing = [name for name in module.__all__ if not hasattr(module, name)]
+        assert not missing, f"{door} lists names it does not hold: {missing}"
+        own = [n for n in module.__all__ if getattr(getattr(module, n), "__module__", None) == door]
+        assert not own, f"{door} defines {own}: a door only re-exports"

@@ -234,9 +234,7 @@ def test_the_module_list_names_every_module_once_under_its_layer() -> None:
 
 KNOWN_PRIVATE_CROSSINGS: dict[tuple[str, str], str] = {
     ("charfmt.engines", "charfmt.export"): "the server recipes share export's writers: the engine work's",
-    ("charfmt.cli.chat", "charfmt.export"): "the grammar targets of --grammar: the engine work's (constrain wing)",
-    ("charfmt.chat", "charfmt._model_clients"): "re-exported for serve/upstream: the engine work's (the turn wing)",
-    ("charfmt.serve.upstream", "charfmt.chat"): "the llama handler and _Guarded: the engine work's (the turn wing)",
+    ("charfmt.chat", "charfmt._model_clients"): "re-exports serve/upstream no longer reads: the engine work's chat.py",
 }
 """``(importer, module)`` pairs where a private name still crosses a module line, each with its reason.
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from charfmt._tables import terminal_regex
+from charfmt._grammar.static import terminal_regex
 from charfmt.fuzz import MUTATIONS, Damaged, apply_mutations
 from charfmt.models import Chat, Reply, Segment, Vocabulary
 from charfmt.parser import parse

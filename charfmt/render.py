@@ -21,11 +21,14 @@ from charfmt.prompt.render import (
     render_messages,
     render_request,
     render_system,
+    render_template,
     render_text,
     render_text_turn,
     render_turn,
     render_user_block,
     system_of,
+    template_folder,
+    template_view,
     turn_message,
 )
 
@@ -46,10 +49,13 @@ __all__ = [
     "render_messages",
     "render_request",
     "render_system",
+    "render_template",
     "render_text",
     "render_text_turn",
     "render_turn",
     "render_user_block",
     "system_of",
+    "template_folder",
+    "template_view",
     "turn_message",
 ]

@@ -244,6 +244,10 @@ class Locator:
         """Raw spans of every occurrence of the key ending ``path`` (duplicates included)."""
         return self._spans.keys.get(path, [])
 
+    def repeated_keys(self) -> list[tuple[Path, list[tuple[int, int]]]]:
+        """Each key written more than once in its object: its path and the raw spans of every occurrence."""
+        return [(path, spans) for path, spans in self._spans.keys.items() if len(spans) > 1]
+
     def string_offset(self, path: Path, index: int) -> int:
         """Raw offset of decoded character ``index`` of the string value at ``path``.
 

@@ -18,7 +18,7 @@ from lark import Lark, Token, Tree
 from lark.grammar import NonTerminal, Terminal
 from lark.load_grammar import load_grammar
 
-from charfmt.body import grammar_text
+from charfmt._grammar.rules import grammar_text
 from charfmt.constrain._regex_ir import (
     Alt,
     ExportError,

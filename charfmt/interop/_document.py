@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from charfmt._strict.envelope import HugeInteger, JSONError, Locator, NonFinite, Path, decode
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
-from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, Path, decode
 from charfmt.tags import TagTable
 
 DOCUMENT_DEPTH: Final = 256

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._document import Source, where
 from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable

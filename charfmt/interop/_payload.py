@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import CODES
-from charfmt.envelope import Path
 from charfmt.interop._document import Source, where
 from charfmt.models import validation_message
 

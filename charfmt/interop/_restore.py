@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._declaration import Format
 from charfmt.interop._document import Source, as_dict, as_list, where
 from charfmt.interop._foreign import plain_chat

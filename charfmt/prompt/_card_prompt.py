@@ -164,9 +164,9 @@ def character_lorebook(character: Character) -> Lorebook | None:
     try:
         book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
     except LorebookError as e:
-        from charfmt.prompt.lorebook import _note  # noqa: PLC0415
+        from charfmt.prompt.lorebook import lore_note  # noqa: PLC0415 (only a card whose book is unreadable)
 
-        book = Lorebook(name=character.name, diagnostics=(_note("CF943", f"the card's character_book: {e}"),))
+        book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
     _BOOKS[id(card)] = (card, book)
     while len(_BOOKS) > 16:
         del _BOOKS[next(iter(_BOOKS))]

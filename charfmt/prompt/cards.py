@@ -524,7 +524,7 @@ def greeting_count(character: Character) -> int:
 
 def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]]:
     """V3 assets of type ``emotion``: each name an emotion key, its URI the sprite."""
-    from charfmt._tables import terminal_regex  # noqa: PLC0415
+    from charfmt._grammar.static import terminal_regex  # noqa: PLC0415
 
     out: list[dict[str, Any]] = []
     seen: set[str] = set()

@@ -177,9 +177,9 @@ class Lorebook(BaseModel):
             try:
                 entries.append(read(raw, str(key), index, name, unused))
             except (TypeError, ValueError) as e:
-                notes.append(_note("CF943", f"lorebook {name!r}: entry {key}: {_first_line(e)}: skipped"))
+                notes.append(lore_note("CF943", f"lorebook {name!r}: entry {key}: {_first_line(e)}: skipped"))
         if unused:
-            notes.append(_note("CF944", f"lorebook {name!r}: not applied by charfmt: {', '.join(sorted(unused))}"))
+            notes.append(lore_note("CF944", f"lorebook {name!r}: not applied by charfmt: {', '.join(sorted(unused))}"))
         settings = _book_settings(data, notes, name)
         return cls(name=name, entries=tuple(entries), diagnostics=tuple(notes), **settings)
 
@@ -406,10 +406,10 @@ class _Scan:
         if placed:
             names = ", ".join(_label(p.entry) for p in placed[:20]) + (", ..." if len(placed) > 20 else "")
             count = f"{len(placed)} entr{'y' if len(placed) == 1 else 'ies'}"
-            notes.append(_note("CF940", f"lore: {count} active: {names}"))
+            notes.append(lore_note("CF940", f"lore: {count} active: {names}"))
         if cut:
             names = ", ".join(_label(e) for e in cut[:20]) + (", ..." if len(cut) > 20 else "")
-            notes.append(_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
+            notes.append(lore_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
         return Activation(placed=placed, cut=list(cut), lost=lost, budget=self.budget, diagnostics=notes)
 
     def expand(self, text: str, entry: LoreEntry, what: str = "") -> str:
@@ -506,7 +506,7 @@ class _RegexClock:
         if key not in self.refused:
             self.refused.add(key)
             if len(self.refused) <= 10:
-                self.notes.append(_note("CF942", f"lore: regex key {key[:80]!r} not used: {why}"))
+                self.notes.append(lore_note("CF942", f"lore: regex key {key[:80]!r} not used: {why}"))
         return False
 
     def search(self, regex: tuple[str, str], key: str, text: str) -> bool | None:
@@ -517,7 +517,7 @@ class _RegexClock:
         if isinstance(compiled, _Invalid):
             if key not in self.plain:
                 self.plain.add(key)
-                self.notes.append(_note("CF942", f"lore: regex key {key[:80]!r} {compiled}: matched as plain text"))
+                self.notes.append(lore_note("CF942", f"lore: regex key {key[:80]!r} {compiled}: matched as plain text"))
             return None
         if isinstance(compiled, str):
             return self.refuse(key, compiled)
@@ -561,7 +561,8 @@ def _compiled(pattern: str, flags: str) -> Any:
 # --- reading ------------------------------------------------------------------------------
 
 
-def _note(code: str, message: str) -> Diagnostic:
+def lore_note(code: str, message: str) -> Diagnostic:
+    """A note about a lorebook as a whole (``CF94x``): a diagnostic with no position in a reply."""
     return Diagnostic.at("", code, message, 0)
 
 
@@ -729,7 +730,7 @@ def _book_settings(data: dict[str, Any], notes: list[Diagnostic], name: str) -> 
         try:
             value = read(data.get(key))
         except (TypeError, ValueError) as e:
-            notes.append(_note("CF943", f"lorebook {name!r}: {_first_line(e)}: the default is used"))
+            notes.append(lore_note("CF943", f"lorebook {name!r}: {_first_line(e)}: the default is used"))
             continue
         if value is not None:
             out[target] = value

@@ -181,10 +181,10 @@ class _Record:
             return fields[name]
         source = self._source
         if name in type(source).model_fields:
-            value = _view(getattr(source, name))
+            value = template_view(getattr(source, name))
         elif name in _EXTRA.get(type(source), ()):
             attribute = getattr(source, name)
-            value = _Method(attribute) if callable(attribute) else _view(attribute)
+            value = _Method(attribute) if callable(attribute) else template_view(attribute)
         else:
             raise AttributeError(name)
         fields[name] = value
@@ -223,7 +223,7 @@ class _Method:
         object.__setattr__(self, "_function", function)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _view(self._function(*args, **kwargs))
+        return template_view(self._function(*args, **kwargs))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("read-only")
@@ -240,14 +240,14 @@ _EXTRA: Final[Mapping[type, tuple[str, ...]]] = MappingProxyType(
 """Properties and read-only methods templates may use, beyond a model's fields."""
 
 
-def _view(value: Any) -> Any:
+def template_view(value: Any) -> Any:
     """``value`` as templates see it: models as records, lists as tuples, dicts as read-only mappings."""
     if isinstance(value, BaseModel):
         return _record_class(type(value))(value)
     if isinstance(value, (list, tuple)):
-        return tuple(_view(v) for v in value)
+        return tuple(template_view(v) for v in value)
     if isinstance(value, Mapping):
-        return MappingProxyType({k: _view(v) for k, v in value.items()})
+        return MappingProxyType({k: template_view(v) for k, v in value.items()})
     return value
 
 
@@ -300,7 +300,7 @@ def _environment(user_dir: str | None) -> Sandbox:
         history_reply(_source(reply, Reply, "dumps"), _source(tags, TagTable, "dumps"))
     )
     env.filters["line"] = lambda value: Safe(defused_line(str(value)))
-    env.filters["user_block"] = lambda turn: Safe(_render("user.j2", user_dir, turn=_turn_view(turn)))
+    env.filters["user_block"] = lambda turn: Safe(render_template("user.j2", user_dir, turn=_turn_view(turn)))
     for name, function in list(env.filters.items()):
         env.filters[name] = bounded_filter(name, function)
     return env
@@ -308,7 +308,7 @@ def _environment(user_dir: str | None) -> Sandbox:
 
 def _turn_view(turn: Any) -> Any:
     source = _source(turn, UserTurn, "user_block")
-    return turn if isinstance(turn, _Record) else _view(source)
+    return turn if isinstance(turn, _Record) else template_view(source)
 
 
 def _chat_parts(chat: Any) -> tuple[str, Sequence[Segment]]:
@@ -316,7 +316,7 @@ def _chat_parts(chat: Any) -> tuple[str, Sequence[Segment]]:
     return source.type, source.segments
 
 
-def _render(name: str, templates: str | None, **variables: Any) -> str:
+def render_template(name: str, templates: str | None, **variables: Any) -> str:
     """Render one template; every failure becomes a ``TemplateError`` naming it."""
     try:
         with render_budget():
@@ -339,7 +339,8 @@ def _render(name: str, templates: str | None, **variables: Any) -> str:
         raise TemplateError(f"template {name}: {type(e).__name__}: {e}") from None
 
 
-def _dir(templates: str | Path | None) -> str | None:
+def template_folder(templates: str | Path | None) -> str | None:
+    """The user's templates folder as the environment is keyed by (absolute, links resolved); ``None``: the defaults."""
     if templates is None:
         return None
     path = Path(templates)
@@ -360,7 +361,7 @@ def _system(
     chat_types = MappingProxyType(dict(CHAT_TYPES))
     before = "\n".join(lore.texts("before")) if lore is not None else ""
     after = "\n".join(lore.texts("after")) if lore is not None else ""
-    return _render(
+    return render_template(
         "system.j2", folder, character=character, tags=tags, chat_types=chat_types, intro=intro or "",
         lore_before=before, lore_after=after,
     )  # fmt: skip
@@ -373,18 +374,18 @@ def render_system(character: Character, *, templates: str | Path | None = None) 
     opens the prompt; the lore of a turn is ``render_turn``'s.
     """
     parts = turn_parts(character, [], UserTurn(), counter=estimate_tokens, lorebooks=None)
-    return _system(_view(parts.character), _dir(templates), character.tags, parts.intro)
+    return _system(template_view(parts.character), template_folder(templates), character.tags, parts.intro)
 
 
 def render_user_block(turn: UserTurn, *, templates: str | Path | None = None) -> str:
     """One user turn in the tag language (``prompts/user.j2``); ``parse_input`` reads it back."""
-    return _render("user.j2", _dir(templates), turn=_view(turn))
+    return render_template("user.j2", template_folder(templates), turn=template_view(turn))
 
 
 def render_request(name: str, character: Character, *, templates: str | Path | None = None, **values: str) -> str:
     """A request to the model beyond a turn of the player (``prompts/impersonate.j2``, ``prompts/continue.j2``):
     ``character`` and ``values`` (text, escaped as every value is) given to the template ``name``."""
-    return _render(name, _dir(templates), character=_view(character), **values).strip()
+    return render_template(name, template_folder(templates), character=template_view(character), **values).strip()
 
 
 @dataclass
@@ -464,7 +465,7 @@ def render_turn(
     """
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
-    folder = _dir(templates)
+    folder = template_folder(templates)
     try:
         parts = turn_parts(
             character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
@@ -472,11 +473,12 @@ def render_turn(
     except MacroError as e:
         raise TemplateError(str(e)) from None
     system, extra = system_of(parts, provider=provider, templates=folder)
-    turn_text = _render("user.j2", folder, turn=_view(user_turn))
+    turn_text = render_template("user.j2", folder, turn=template_view(user_turn))
     if provider == "openai":
         turn_text = turn_message(turn_text, post_history(parts))
     pairs = [
-        (_render("user.j2", folder, turn=_view(ex.user)) if ex.user.chats or provider != "openai" else "",
+        (render_template("user.j2", folder, turn=template_view(ex.user))
+         if ex.user.chats or provider != "openai" else "",
          history_reply(ex.reply, character.tags))
         for ex in history
     ]  # fmt: skip
@@ -506,8 +508,8 @@ def system_of(
     noted in ``parts``).
     """
     lore = parts.lore if provider == "openai" else _placed_after(parts, provider)
-    folder = _dir(templates)
-    system = _system(_view(parts.character), folder, parts.character.tags, parts.intro, lore)
+    folder = template_folder(templates)
+    system = _system(template_view(parts.character), folder, parts.character.tags, parts.intro, lore)
     if provider == "openai":
         return system, lore_extras(lore)
     if parts.post_history:
@@ -655,7 +657,7 @@ def render_text_turn(
 ) -> RenderedTurn:
     """``render_text``'s prompt as a raw completion request (``{"prompt": ...}``), with the lore the turn
     activated and what rendering noted (as ``render_turn`` returns them)."""
-    folder = _dir(templates)
+    folder = template_folder(templates)
     try:
         parts = turn_parts(
             character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
@@ -663,16 +665,16 @@ def render_text_turn(
     except MacroError as e:
         raise TemplateError(str(e)) from None
     lore = _placed_after(parts, "text")
-    character_view = _view(parts.character)
+    character_view = template_view(parts.character)
     system_text = _system(character_view, folder, character.tags, parts.intro, lore)
     if parts.post_history:
         system_text = f"{system_text.rstrip()}\n\n{defused_text(parts.post_history)}\n"
     system = Safe(system_text)
-    history_view: tuple[Any, ...] = _view(list(history))
-    turn_view = _view(user_turn)
+    history_view: tuple[Any, ...] = template_view(list(history))
+    turn_view = template_view(user_turn)
 
     def render(start: int) -> str:
-        return _render(
+        return render_template(
             "text.j2", folder, character=character_view, system=system, history=history_view[start:], turn=turn_view
         )
 

@@ -30,8 +30,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from charfmt._strict.envelope import Locator
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
-from charfmt.envelope import Locator
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
 from charfmt.prompt.character import (
@@ -40,7 +40,7 @@ from charfmt.prompt.character import (
     CharacterError,
     Exchange,
     Fail,
-    _translated,
+    character_errors,
     check_table,
     read_bytes,
     read_file,
@@ -265,7 +265,12 @@ class Scene(BaseModel):
         """
         from charfmt.prompt._card_prompt import cast_expanded  # noqa: PLC0415
         from charfmt.prompt.macros import MacroError, Macros  # noqa: PLC0415
-        from charfmt.prompt.render import TemplateError, _dir, _render, _view  # noqa: PLC0415 (Jinja only when rendering)
+        from charfmt.prompt.render import (  # noqa: PLC0415 (Jinja only when rendering)
+            TemplateError,
+            render_template,
+            template_folder,
+            template_view,
+        )
 
         before = "\n".join(lore.texts("before")) if lore is not None else ""
         after = "\n".join(lore.texts("after")) if lore is not None else ""
@@ -275,8 +280,13 @@ class Scene(BaseModel):
             raise TemplateError(str(e)) from None
         same = all(cast[who] is member for who, member in self.cast.items())
         scene = self if same else self.model_copy(update={"cast": cast})
-        return _render(
-            "scene.j2", _dir(templates), scene=_view(scene), tags=self.tags, lore_before=before, lore_after=after
+        return render_template(
+            "scene.j2",
+            template_folder(templates),
+            scene=template_view(scene),
+            tags=self.tags,
+            lore_before=before,
+            lore_after=after,
         )
 
     def lore(
@@ -393,7 +403,7 @@ class Scene(BaseModel):
         """
         path = Path(path)
         file = str(path)
-        with _translated(file):
+        with character_errors(file):
             data, fail = toml_data(read_file(path, max_size), file)
             check_table(data, _SCENE_KEYS, (), fail)
             if user_name is not None:

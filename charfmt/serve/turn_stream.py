@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from starlette.websockets import WebSocketDisconnect
 
+from charfmt.serve.hosts import cross_site_refusal
 from charfmt.serve.inputs import (
     json_object,
     owner_of,
@@ -53,6 +54,8 @@ WAITING: Final = 8
 
 async def turn_sse(state: ServerState, request: Request) -> Response:
     """``POST /v1/turn`` (a JSON body) or ``GET /v1/turn?say=…`` (``EventSource``): the turn's objects as SSE."""
+    if request.method == "GET" and (why := cross_site_refusal(request.headers, state.settings.cors)) is not None:
+        raise HTTPFailure(403, why)  # (a POST of another site is refused by its content type, or by CORS)
     engine = await state.engine()
     await engine.pacer.turn()  # the request read (its JSON, the player's turn): paced
     if request.method == "GET":  # EventSource: the turn in the query string

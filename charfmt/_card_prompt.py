@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
-from charfmt.macros import MacroError, Macros
+from charfmt.macros import HeldNames, MacroError, Macros
 from charfmt.models import Chat, Reply
 
 if TYPE_CHECKING:
@@ -250,10 +250,22 @@ def greeting_exchange(
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     macros = macros_for(character, None if seed is None else f"{seed}/greeting", now)
+    names = HeldNames(macros)  # the names are put in after the greeting is read: never read as markup
     try:
-        reply = greeting(character, index, lambda text: macros.text(text, where="greeting"))
+        reply = greeting(character, index, lambda text: macros.text(names.clean(text), where="greeting"))
+        if reply is None:
+            return None
+        reply = _names_restored(reply, names)
     except MacroError as e:
         raise CharfmtError(str(e)) from None
-    if reply is None:
-        return None
     return Exchange(user=UserTurn(), reply=canonical_form(reply, tags=character.tags))
+
+
+def _names_restored(reply: Reply, names: HeldNames) -> Reply:
+    """``reply`` (a greeting read with the names held out) with each segment's names put back as text."""
+    chats = [
+        chat.model_copy(update={"segments": [
+            s.model_copy(update={"text": names.restore(s.text, "greeting")}) for s in chat.segments]})
+        for chat in reply.chats
+    ]  # fmt: skip
+    return reply.model_copy(update={"chats": chats})

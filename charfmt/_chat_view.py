@@ -1,10 +1,11 @@
 """A chat on a terminal: ``TerminalView`` shows a reply's stream events as a game would.
 
 The sprite when the emotion is known, the action, the message typing out after the
-character's name, the inner voice dimmed, narration and game lines marked, each complete
-sentence as text-to-speech would get it, stage cues and diagnostics, the model's own reasoning
-dimmed on a line of its own; the model's control and bidi characters escaped
-(``charfmt._terminal``). ``charfmt chat`` shows its turns with it.
+character's name (in a scene, the speaker's), the inner voice dimmed, narration and game lines
+marked, each complete sentence as text-to-speech would get it, stage cues, the model's own
+reasoning dimmed on a line of its own, and the reply's diagnostics after it; while the model reads
+the prompt, a "thinking" line with the time waited; the model's control and bidi characters
+escaped (``charfmt._terminal``). ``charfmt chat`` shows its turns with it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -20,9 +23,11 @@ from charfmt._terminal import json_safe, visible
 
 if TYPE_CHECKING:
     from charfmt.character import Character
+    from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
-    from charfmt.speech import SentenceSplitter
+    from charfmt.speech import CutSpeech, SentenceSplitter
     from charfmt.stage import StageReader
+    from charfmt.tags import TagTable
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,12 @@ RESET_LINE: Final = "(read again as a whole: the reply is shown anew)"
 
 _OTHER_PLAIN_CHAT: Final = PlainChatStyle("event", "[{type}] ", "1")
 """A plain chat of a type the table does not know: a game line that names its type."""
+
+THINKING_TICK: Final = 1.0
+"""Seconds between two updates of the "thinking" line."""
+
+_CLEAR_LINE: Final = "\r\x1b[K"
+"""Back to the start of the line and erase it (the "thinking" line goes before the reply shows)."""
 
 
 def _one_line(text: str) -> str:
@@ -87,9 +98,23 @@ class TerminalView:
     (a cue decided while a line is being typed is shown once that line ends, so the line is not broken)."""
     max_length: int | None = None
     """A sentence for TTS longer than this also ends at ``、`` or ``,`` (``--max-length``)."""
+    bound: int | None = None
+    """The grammar's most characters of speech (``Bounds.max_chars``): speech cut there ends at its last
+    whole word with ``…`` on screen, and its unfinished sentence is not listed for TTS (``None``: no bound)."""
+    verbose: bool = True
+    """Each diagnostic after the reply (``False``: its errors and what the model or server did, ``CF8xx``;
+    one line counts the rest, the reader's repairs)."""
+    cast: Mapping[str, Character] | None = None
+    """A scene's cast: a chat that names its speaker is shown with that member's name and sprites."""
+    tags: TagTable | None = None
+    """The tag table the replies are read with (``None``: the character's; a scene: its cast's)."""
+    tick: float = THINKING_TICK
+    """Seconds between two updates of the "thinking" line."""
 
     def __post_init__(self) -> None:
-        self._tags = self.character.tags
+        self._tags = self.tags if self.tags is not None else self.character.tags
+        if self.stage is not None:
+            self.show_sentences = False  # each sentence once: the stage's speak cue says it
         self._splitter = self._new_splitter()
         self._typing = False
         self._thinking = False  # the line being typed is the model's reasoning
@@ -101,6 +126,10 @@ class TerminalView:
         self._types: dict[int, str] = {}  # the type of each chat begun so far, by its index
         self._said: list[str] = []  # sentences for text-to-speech, shown once the typing line ends
         self._staged: list[str] = []  # stage cues decided while a line was typed, shown once it ends
+        self._notes: list[Diagnostic] = []  # the reply's diagnostics, shown after it
+        self._speakers: dict[int, str | None] = {}  # who speaks each chat begun (a scene)
+        self._cut = self._new_cut()  # speech not typed yet: a word that may be cut at the bound
+        self._lock = threading.Lock()  # the "thinking" line's thread and the reply do not write at once
         if self.color is None:
             isatty = getattr(self.out, "isatty", None)
             self.color = bool(isatty and isatty())
@@ -108,7 +137,56 @@ class TerminalView:
     def _new_splitter(self) -> SentenceSplitter:
         from charfmt.speech import SentenceSplitter  # noqa: PLC0415
 
-        return SentenceSplitter(tags=self._tags, max_length=self.max_length)
+        return SentenceSplitter(tags=self._tags, max_length=self.max_length, bound=self.bound)
+
+    def _new_cut(self) -> CutSpeech:
+        from charfmt.speech import CutSpeech  # noqa: PLC0415
+
+        return CutSpeech(self.bound, tags=self._tags)
+
+    def _who(self, chat: int) -> Character:
+        """Who speaks chat ``chat``: its speaker in a scene's cast, else the character."""
+        speaker = self._speakers.get(chat)
+        if self.cast and speaker is not None and speaker in self.cast:
+            return self.cast[speaker]
+        return self.character
+
+    # --- waiting for the first token --------------------------------------------------------------
+
+    def thinking(self, who: str | None = None) -> Callable[[], None]:
+        """Say, while the model reads the prompt, that ``who`` (the character) is thinking and for how long:
+        on a terminal a line updated every ``tick`` seconds, erased when the reply starts. The stop."""
+        isatty = getattr(self.out, "isatty", None)
+        if not (isatty and isatty()):
+            return _nothing
+        done = threading.Event()
+        name = visible(who if who is not None else self.character.name)
+        started = time.perf_counter()
+
+        def tick() -> None:
+            while not done.wait(self.tick):
+                with self._lock:
+                    if done.is_set():
+                        return
+                    self.out.write(f"{_CLEAR_LINE}  ({name} is thinking… {time.perf_counter() - started:.0f} s)")
+                    self.out.flush()
+
+        with self._lock:
+            self.out.write(f"  ({name} is thinking…)")
+            self.out.flush()
+        thread = threading.Thread(target=tick, name="charfmt-thinking", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            if done.is_set():
+                return
+            with self._lock:
+                done.set()
+                self.out.write(_CLEAR_LINE)
+                self.out.flush()
+            thread.join()
+
+        return stop
 
     def _line(self, text: str) -> None:
         self._end_typing()
@@ -140,7 +218,7 @@ class TerminalView:
 
         self._end_typing()
         spec = self._tags.get(tag)
-        name = self.character.name
+        name = self._who(chat).name
         kind = self._types.get(chat, "C")
         if kind not in TAGGED_TYPES:  # narration or a game line: nobody speaks it
             style = PLAIN_CHAT_STYLES.get(kind, _OTHER_PLAIN_CHAT)
@@ -186,55 +264,109 @@ class TerminalView:
         self.out.flush()
 
     def show(self, events: Sequence[Event]) -> None:
-        for event in events:
-            if self._thinking and event.kind != "reasoning":  # the model's reasoning is over: its line ends
+        with self._lock:
+            for event in events:
+                self._show(event)
+
+    def _show(self, event: Event) -> None:
+        if self._thinking and event.kind != "reasoning":  # the model's reasoning is over: its line ends
+            self._end_typing()
+        if self.stage is not None:
+            self._cues(self.stage.feed(event))
+        said = self._splitter.feed(event) if self.show_sentences else []
+        for shown in self._cut.feed(event):  # speech a bound cut, ending at its last whole word
+            self._display(shown)
+        self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
+        if event.kind == "segment_end":
+            self._end_typing()
+
+    def _display(self, event: Event) -> None:
+        if event.kind == "chat_start":
+            self._types[event.chat] = event.type
+            self._speakers[event.chat] = getattr(event, "speaker", None)
+        elif event.kind == "reset":  # the damaged reply, read again as a whole, contradicts what was shown
+            self._types.clear()
+            self._speakers.clear()
+            self._notes.clear()
+            if self._wrote:
+                self._line(RESET_LINE)
+        elif event.kind == "emotion":
+            vocabulary = self._who(event.chat).vocabulary
+            key = vocabulary.resolve(event.text) or event.text
+            sprites = {e.key: e.sprite for e in vocabulary.emotions}
+            self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
+        elif event.kind == "action":
+            self._line(f"*{_one_line(event.text)}*")
+        elif event.kind == "cue":
+            self._line(f"[{_one_line(event.tag)}: {_one_line(event.text)}]")
+        elif event.kind == "text":
+            if not self._typing:
+                self._start_typing(event.chat, event.tag)
+            self._type(event.text)
+        elif event.kind == "diagnostic":
+            self._notes.append(event.diagnostic)  # after the reply: never between the sentences of a message
+        elif event.kind == "reasoning":  # the model's own, before its reply: dimmed, never the character's
+            if not self._thinking:
                 self._end_typing()
-            if self.stage is not None:
-                self._cues(self.stage.feed(event))
-            said = self._splitter.feed(event) if self.show_sentences else []
-            if event.kind == "chat_start":
-                self._types[event.chat] = event.type
-            elif event.kind == "reset":  # the damaged reply, read again as a whole, contradicts what was shown
-                self._types.clear()
-                if self._wrote:
-                    self._line(RESET_LINE)
-            elif event.kind == "emotion":
-                key = self.character.vocabulary.resolve(event.text) or event.text
-                sprites = {e.key: e.sprite for e in self.character.vocabulary.emotions}
-                self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
-            elif event.kind == "action":
-                self._line(f"*{_one_line(event.text)}*")
-            elif event.kind == "cue":
-                self._line(f"[{_one_line(event.tag)}: {_one_line(event.text)}]")
-            elif event.kind == "text":
-                if not self._typing:
-                    self._start_typing(event.chat, event.tag)
-                self._type(event.text)
-            elif event.kind == "diagnostic":
-                d = event.diagnostic
-                self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
-            elif event.kind == "reasoning":  # the model's own, before its reply: dimmed, never the character's
-                if not self._thinking:
-                    self._end_typing()
-                    self.out.write(self._styled("2", REASONING_PREFIX))
-                    self._continued, self._typing, self._thinking = " " * len(REASONING_PREFIX), True, True
-                self._type(event.text)
-            self._said += [s.text for s in said if any(ch.isalnum() for ch in s.text)]  # "……" is not spoken
-            if event.kind == "segment_end":
-                self._end_typing()
+                self.out.write(self._styled("2", REASONING_PREFIX))
+                self._continued, self._typing, self._thinking = " " * len(REASONING_PREFIX), True, True
+            self._type(event.text)
 
     def silent(self) -> None:
         """The reply holds no chats (``{"chats": []}``): say so, or the turn shows nothing at all."""
-        self._line(f"({self.character.name} says nothing: no chats)")
+        with self._lock:
+            self._line(f"({self.character.name} says nothing: no chats)")
+
+    def bounded(self, bound: int | None) -> None:
+        """The next reply's speech is bounded at ``bound`` characters (see ``bound``)."""
+        if bound != self.bound:
+            self.bound = bound
+            self._splitter = self._new_splitter()
+            self._cut = self._new_cut()
+
+    def cut_off(self) -> None:
+        """The reply was cut by its token budget: its unfinished sentences are not listed for TTS."""
+        self._splitter.cut_off()
+        self._cut.cut_off()
+        if self.stage is not None:
+            self.stage.cut_off()
+
+    def note(self, diagnostics: Sequence[Diagnostic]) -> None:
+        """More diagnostics of the reply (found once it was whole), shown with the others after it."""
+        self._notes.extend(diagnostics)
 
     def finish(self) -> None:
-        """The reply is complete: flush the last sentence; the next reply starts afresh."""
-        if self.show_sentences:
-            self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
-        if self.stage is not None:
-            self._cues(self.stage.close())
-        self._end_typing()
-        self._splitter = self._new_splitter()
-        self._types.clear()
-        self._wrote = False
-        self.out.flush()
+        """The reply is complete: flush the last sentence, then its diagnostics; the next reply starts afresh."""
+        with self._lock:
+            for shown in self._cut.flush():
+                self._display(shown)
+            if self.show_sentences:
+                self._said += [s.text for s in self._splitter.close() if any(ch.isalnum() for ch in s.text)]
+            if self.stage is not None:
+                self._cues(self.stage.close())
+            self._end_typing()
+            self._show_notes()
+            self._splitter = self._new_splitter()
+            self._cut = self._new_cut()
+            self._types.clear()
+            self._speakers.clear()
+            self._wrote = False
+            self.out.flush()
+
+    def _show_notes(self) -> None:
+        """The reply's diagnostics: each on its line (``verbose``); else each error and each note of what the
+        model or its server did (``CF8xx``: a refusal, a tool call, a filter), and one line that counts the rest
+        (the reader's repairs)."""
+        notes, self._notes = self._notes, []
+        shown = [d for d in notes if self.verbose or d.severity == "error" or d.code.startswith("CF8")]
+        for d in shown:
+            self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
+        counted = [d for d in notes if d not in shown]
+        if counted:
+            codes = ", ".join(dict.fromkeys(d.code for d in counted))
+            many = "s" if len(counted) > 1 else ""
+            self._line(f"  ({len(counted)} more diagnostic{many} of the reply: {codes}; --verbose shows them)")
+
+
+def _nothing() -> None:
+    return None

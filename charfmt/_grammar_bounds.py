@@ -1,23 +1,37 @@
-"""Length bounds on a reply (``Bounds``): picking them for a token budget, and the longest reply they allow.
+"""Length bounds on a reply (``Bounds``) and the one engine that plans them for a token budget (``plan_bounds``).
 
 A grammar alone guarantees syntax, not that a reply ends. ``Bounds`` are written into the
 reply grammar (``_reply_rules.bounded_body``); ``max_length`` walks the bounded grammar for
-its longest text, and ``Bounds.for_tokens`` picks the bounds whose longest reply fits a
-token budget.
+its longest text, ``Bounds.for_tokens`` picks the bounds of one shape whose longest reply fits a
+token budget, and ``plan_bounds`` (what every door calls: ``grammar``, ``json_schema``,
+``charfmt chat``, ``charfmt serve``, scenes) chooses the shape, each role's length and the
+tokens per character from the character, its examples and the model (docs/CONSTRAIN.md).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Final, Unpack
 
 from charfmt._regex_ir import Alt, Cls, ExportError, Lit, Node, Ref, Rep, Seq
-from charfmt._reply_constraints import ReplyConstraints, constrains, values
+from charfmt._reply_constraints import (
+    DEFAULT_MAX_ELEMENTS,
+    DEFAULT_TOKENS_PER_CHAR,
+    ELEMENTS_WITHOUT_EXAMPLES,
+    EXAMPLE_MARGIN,
+    MIN_SPEECH_CHARS,
+    MOST_REQUIRED_SPEECH,
+    SPEECH_SHARE,
+    ReplyConstraints,
+    Speakers,
+    constrains,
+    constraints_of,
+)
 from charfmt._reply_rules import Grammar, reply_grammar
-from charfmt.models import Vocabulary
-from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, Role, TagTable
+from charfmt.models import Reply, Vocabulary
+from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, TAGGED_TYPES, Role, TagTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,8 @@ class Bounds:
         max_speech: int | None = 1,
         require_speech: bool = False,
         min_speech: float = 0,
+        speakers: Speakers | None = None,
+        most_required: int | None = None,
     ) -> Bounds:
         """Bounds whose longest reply fits in ``max_tokens`` tokens, with the most room for speech.
 
@@ -105,7 +121,7 @@ class Bounds:
         the rest: ``max_chars`` (which also bounds ``I``/``E`` bodies) is the largest that fits.
         Where the budget is too small for the short roles' lengths, they shrink with speech.
         ``require_speech``: every ``C`` body says something, at least ``min_speech`` (a share of
-        ``max_chars``, 0 to 1) of the speech length.
+        ``max_chars``, 0 to 1) of the speech length, and at most ``most_required`` characters.
 
         How it is computed: every token a model emits holds at least one byte, so a reply of
         ``n`` bytes takes at most ``n`` tokens. ``max_reply_tokens`` walks the bounded grammar
@@ -113,27 +129,33 @@ class Bounds:
         a class counts the most bytes a character of that class takes in UTF-8 (4 for free
         text), or ``tokens_per_char`` where given (``measure_tokens_per_char`` measures it
         on the model's own tokenizer: an estimate, not a guarantee). One token is kept for the
-        end-of-sequence token.
+        end-of-sequence token. ``speakers``: a scene's cast, as ``reply_grammar`` takes it (the
+        ``speaker`` member and each speaker's emotions are counted).
+
+        This is the low-level step; ``plan_bounds`` is the engine every door of charfmt uses.
         """
         wanted = dict(SHORT_ROLES if short is None else short)
         table = DEFAULT_TAGS if tags is None else tags
         # A text's length, and a vocabulary key's where no vocabulary makes the keys literals of known length.
-        roles = {spec.role for spec in table if spec.content == "text" or (spec.row.vocabulary and vocabulary is None)}
+        keyed = vocabulary is not None or (isinstance(speakers, Mapping) and None not in speakers.values())
+        roles = {spec.role for spec in table if spec.content == "text" or (spec.row.vocabulary and not keyed)}
         speech = max_speech if max_speech is None else min(max_speech, max_elements)
 
         def make(n: int) -> Bounds:
             role_chars = tuple((r, min(c, n)) for r, c in wanted.items() if r in roles and not ROLE_TABLE[r].spoken)
             least = max(1, int(n * min_speech)) if require_speech and not max_entities else 1
+            least = least if most_required is None else max(1, min(least, most_required))
             return cls(n, max_chats, max_elements, max_entities, max_ws, role_chars, speech, require_speech, least)
 
+        def cost(b: Bounds) -> int:
+            per_char = tokens_per_char
+            return max_reply_tokens(b, vocabulary=vocabulary, tags=tags, tokens_per_char=per_char, speakers=speakers)
+
         def fits(n: int) -> bool:
-            b = make(n)
-            return (
-                max_reply_tokens(b, vocabulary=vocabulary, tags=tags, tokens_per_char=tokens_per_char) + 1 <= max_tokens
-            )
+            return cost(make(n)) + 1 <= max_tokens
 
         if not fits(1):
-            need = max_reply_tokens(make(1), vocabulary=vocabulary, tags=tags, tokens_per_char=tokens_per_char)
+            need = cost(make(1))
             raise ExportError(
                 f"max_tokens={max_tokens} is too small for {max_chats} chat(s) of {max_elements} element(s): "
                 f"the shortest bound (1 character per element) needs {need + 1} tokens"
@@ -216,6 +238,7 @@ def max_reply_tokens(
     vocabulary: Vocabulary | None = None,
     tags: TagTable | None = None,
     tokens_per_char: float | None = None,
+    speakers: Speakers | None = None,
 ) -> int:
     """The most tokens a reply the bounded grammar allows can take (end token not counted).
 
@@ -226,7 +249,7 @@ def max_reply_tokens(
     """
     if not bounds.closed:
         raise ExportError("max_reply_tokens needs max_chars, max_chats, max_elements and max_ws all set")
-    g = reply_grammar(vocabulary, tags, bounds=bounds)
+    g = reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers)
 
     def cost(c: Cls) -> float:
         most = _utf8_max(c)
@@ -238,19 +261,143 @@ def max_reply_tokens(
     return max_length(Ref(g.start), g, cost, lambda escape: min(len(escape.text), tokens_per_char))
 
 
+# --- the engine: the bounds every door uses ------------------------------------------------------
+
+
+def bytes_per_char(texts: Iterable[str]) -> float:
+    """The most UTF-8 bytes per character of ``texts`` (at least 1): the tokens per character no
+    tokenizer whose tokens hold a byte or more exceeds on text written like them."""
+    return measure_tokens_per_char(lambda text: len(text.encode()), texts)
+
+
+def speech_of(examples: Iterable[Reply], tags: TagTable | None = None) -> list[str]:
+    """The speech of ``examples`` (the text of their speech elements): the script a character speaks."""
+    table = DEFAULT_TAGS if tags is None else tags
+    spoken = {spec.name for spec in table if spec.row.spoken}
+    return [seg.text for reply in examples for chat in reply.chats for seg in chat.segments if seg.tag in spoken]
+
+
+def learned_lengths(
+    examples: Iterable[Reply], tags: TagTable | None = None, actions: Iterable[str] = ()
+) -> dict[Role, int]:
+    """Each role's length that is not speech: ``SHORT_ROLES``' or, where longer, the longest content of
+    that role in ``examples`` (``actions``: the character's own, counted as actions) times ``EXAMPLE_MARGIN``."""
+    table = DEFAULT_TAGS if tags is None else tags
+    longest: dict[Role, int] = {}
+    for reply in examples:
+        for chat in reply.chats:
+            for seg in chat.segments:
+                spec = table.get(seg.tag)
+                if spec is not None and not spec.row.spoken:
+                    longest[spec.role] = max(longest.get(spec.role, 0), len(seg.text))
+    for action in actions:
+        longest["action"] = max(longest.get("action", 0), len(action))
+    lengths = dict(SHORT_ROLES)
+    for role, n in longest.items():
+        lengths[role] = max(lengths.get(role, 0), math.ceil(n * EXAMPLE_MARGIN))
+    return lengths
+
+
+def example_shape(examples: Iterable[Reply]) -> tuple[int, int] | None:
+    """(chats, elements): the most chats of one example reply and the most elements of one example ``C``
+    body (at least ``DEFAULT_MAX_ELEMENTS``), the shape the prompt shows the model; ``None`` without examples."""
+    replies = list(examples)
+    if not replies:
+        return None
+    chats = max(len(r.chats) for r in replies)
+    elements = max((len(c.segments) for r in replies for c in r.chats if c.type in TAGGED_TYPES), default=0)
+    return max(1, chats), max(DEFAULT_MAX_ELEMENTS, elements)
+
+
+def plan_bounds(
+    max_tokens: int,
+    *,
+    vocabulary: Vocabulary | None = None,
+    tags: TagTable | None = None,
+    speakers: Speakers | None = None,
+    examples: Sequence[Reply] = (),
+    actions: Sequence[str] = (),
+    tokens_per_char: float | None = None,
+    max_chats: int | None = None,
+    max_elements: int | None = None,
+    max_chars: int | None = None,
+    require_speech: bool = True,
+) -> Bounds:
+    """The bounds of a reply within ``max_tokens``: the one engine ``grammar``, ``json_schema``,
+    ``charfmt chat``, ``charfmt serve`` and scenes all use.
+
+    - The shape the examples show (their most chats, their longest ``C`` body, at least
+      ``DEFAULT_MAX_ELEMENTS`` elements; without examples one chat of ``ELEMENTS_WITHOUT_EXAMPLES``).
+    - Each role that is not speech as long as the examples' longest (``learned_lengths``), speech
+      the rest of the budget (``Bounds.for_tokens``), at most one speech element per chat.
+    - Where that leaves less than ``MIN_SPEECH_CHARS`` of speech: fewer chats first, then fewer
+      elements (3, then 2), before shorter elements; the first shape that reaches it, else the one
+      with the most speech. ``max_chats``/``max_elements`` fix the shape, ``max_chars`` caps speech.
+    - ``require_speech`` (default): every ``C`` chat says at least ``SPEECH_SHARE`` of the speech
+      length (at most ``MOST_REQUIRED_SPEECH`` characters), and the reply opens with one.
+    - ``tokens_per_char``: the model's (``measure_tokens_per_char`` on its tokenizer); ``None``: the
+      UTF-8 bytes per character of the examples' speech (``bytes_per_char``: a bound for text in
+      their script on any tokenizer), without examples ``DEFAULT_TOKENS_PER_CHAR``.
+
+    Raises ``ExportError`` where even one chat of two one-character elements does not fit.
+    """
+    if tokens_per_char is None:
+        speech = speech_of(examples, tags)
+        tokens_per_char = bytes_per_char(speech) if speech else DEFAULT_TOKENS_PER_CHAR
+    shape = example_shape(examples)
+    chats, elements = shape if shape is not None else (1, ELEMENTS_WITHOUT_EXAMPLES)
+    chat_counts = [max_chats] if max_chats is not None else list(range(chats, 0, -1))
+    fewer = [elements, min(elements, DEFAULT_MAX_ELEMENTS), 2]
+    element_counts = [max_elements] if max_elements is not None else list(dict.fromkeys(fewer))
+    short = learned_lengths(examples, tags, actions)
+    best: Bounds | None = None
+    error: ExportError | None = None
+    for e in element_counts:
+        for c in chat_counts:
+            try:
+                found = Bounds.for_tokens(
+                    max_tokens, max_chats=c, max_elements=e, vocabulary=vocabulary, tags=tags, short=short,
+                    tokens_per_char=tokens_per_char, require_speech=require_speech,
+                    min_speech=SPEECH_SHARE if require_speech else 0, speakers=speakers,
+                    most_required=MOST_REQUIRED_SPEECH,
+                )  # fmt: skip
+            except ExportError as exc:
+                error = exc  # (the last: the smallest shape, one chat of two elements)
+                continue
+            if best is None or (found.max_chars or 0) > (best.max_chars or 0):
+                best = found
+            if (found.max_chars or 0) >= MIN_SPEECH_CHARS:
+                return _capped(found, max_chars)
+    if best is None:
+        assert error is not None
+        raise error
+    return _capped(best, max_chars)
+
+
+def _capped(bounds: Bounds, max_chars: int | None) -> Bounds:
+    """``bounds`` with speech (and every role) at most ``max_chars`` characters."""
+    if max_chars is None or max_chars >= (bounds.max_chars or 0):
+        return bounds
+    roles = tuple((role, min(n, max_chars)) for role, n in bounds.role_chars)
+    least = max(1, min(bounds.min_speech, int(max_chars * SPEECH_SHARE), MOST_REQUIRED_SPEECH))
+    least = least if bounds.require_speech else 1
+    return replace(bounds, max_chars=max_chars, role_chars=roles, min_speech=least)
+
+
 @constrains
-def resolve_bounds(**constraints: Unpack[ReplyConstraints]) -> Bounds | None:
+def resolve_bounds(*, speakers: Speakers | None = None, **constraints: Unpack[ReplyConstraints]) -> Bounds | None:
     """The ``Bounds`` the keyword arguments of ``grammar``/``json_schema`` ask for (``None``: none).
 
-    ``max_tokens``: ``Bounds.for_tokens`` (``max_chats`` defaults to 1 there), lowered to
-    ``max_chars`` where that is smaller; otherwise ``max_chars`` and ``max_chats`` as given.
+    ``max_tokens``: ``plan_bounds`` (the shape, role lengths and script of ``character`` where
+    given, ``max_chats`` and ``max_chars`` as limits); otherwise ``max_chars`` and ``max_chats`` as given.
     """
-    vocabulary, tags, max_tokens, max_chars, max_chats = values("resolve_bounds", constraints)
-    if max_tokens is not None:
-        found = Bounds.for_tokens(max_tokens, max_chats=max_chats or 1, vocabulary=vocabulary, tags=tags)
-        if max_chars is not None and max_chars < (found.max_chars or 0):
-            found = Bounds(max_chars, found.max_chats, found.max_elements, found.max_entities, found.max_ws)
-        return found
-    if max_chars is None and max_chats is None:
+    c = constraints_of("resolve_bounds", constraints, speakers)
+    if c.max_tokens is not None:
+        return plan_bounds(
+            c.max_tokens, vocabulary=c.vocabulary, tags=c.tags, speakers=c.speakers, examples=c.examples,
+            actions=c.actions, tokens_per_char=c.tokens_per_char, max_chats=c.max_chats, max_chars=c.max_chars,
+            max_elements=c.max_elements, require_speech=c.require_speech,
+        )  # fmt: skip
+    if c.max_chars is None and c.max_chats is None and c.max_elements is None:
         return None
-    return Bounds(max_chars=max_chars, max_chats=max_chats)
+    return Bounds(max_chars=c.max_chars, max_chats=c.max_chats, max_elements=c.max_elements)

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
 
-Only a cap: a reply takes the tokens it needs. For Rex (2 chats of 3 elements) it gives
-75 characters per element, with every character counted at its worst (4 tokens)."""
+Only a cap: a reply takes the tokens it needs. For Rex (2 chats of 3 elements) the bound engine
+(``charfmt.export.plan_bounds``) gives speech of up to 827 characters, counted as bytes."""
 
 
 API_KEY_ENV: Final = "OPENAI_API_KEY"
@@ -307,48 +307,126 @@ def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     return [{"role": "user", "content": system}, *rest]
 
 
+SAMPLING: Final = ("top_p", "stop", "presence_penalty", "frequency_penalty")
+"""The sampling fields of a request ``LocalModel.chunks`` passes to llama.cpp as they are (with
+``temperature`` and ``seed``, which it reads itself)."""
+
+
+def fresh_seed() -> int:
+    """A random sampling seed: each turn without ``--seed`` samples anew (a base model given the same seed
+    for the same prompt writes the same reply word for word)."""
+    import random  # noqa: PLC0415
+
+    return random.SystemRandom().randrange(1 << 31)
+
+
+class LocalModel:
+    """llama.cpp in this process, as ``charfmt chat --model`` and ``charfmt serve --model`` both run it.
+
+    Its chat format is chosen once (``chat_format``: a llama-cpp-python name, ``chat_formats()`` lists
+    them; ``None``: the GGUF's own template, and where it has none ``missing_template`` says what to tell
+    the user); a format without a system role gets the system prompt at the start of the first user
+    message (``fold_system``). Each reply is constrained by the Lark grammar through llguidance
+    (``lark``) or by the GBNF through llama.cpp's sampler (``gbnf``): ``charfmt.engines.local_constraint``
+    chooses, llguidance wherever it is installed. A prompt that leaves less than the reply's budget
+    raises ``ContextFull`` before any token is generated.
+    """
+
+    def __init__(self, llm: Any, *, chat_format: str | None = None) -> None:
+        self.llm = llm
+        self.chat_format = chat_format
+        self._handler = _chat_handler(llm, chat_format)
+        self.missing_template = template_warning(llm) if chat_format is None else None
+        """What to tell the user when the GGUF has no chat template (``None``: it has one, or a format was chosen)."""
+        self._folded = not has_system_role(llm, chat_format)
+        self._grammars: dict[str, Any] = {}
+
+    def counter(self, per_message: int = 8) -> Callable[[str], int]:
+        """The model's own token count of one message (``charfmt.engines.llama_counter``)."""
+        from charfmt.engines import llama_counter  # noqa: PLC0415
+
+        return llama_counter(self.llm, per_message)
+
+    def tokens_per_char(self, texts: list[str]) -> float:
+        """The model's tokens per character of ``texts`` (``measure_tokens_per_char``): what bounds count."""
+        from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+
+        return measure_tokens_per_char(self.counter(per_message=0), texts)
+
+    def chunks(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        gbnf: str | None = None,
+        lark: str | None = None,
+        temperature: float = 0.7,
+        seed: int | None = None,
+        processor: Callable[[Any, Any], Any] | None = None,
+        **sampling: Any,
+    ) -> Iterator[dict[str, Any]]:
+        """llama-cpp-python's streamed chat-completion chunks of the reply to ``messages`` (``lark`` before
+        ``gbnf`` where both are given; ``processor``: another engine's logits processor, in their place;
+        ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
+        from charfmt.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
+
+        if self._folded:
+            messages = fold_system(messages)
+        grammar = None
+        if gbnf is not None and lark is None and processor is None:
+            grammar = self._grammars.get(gbnf)
+            if grammar is None:
+                grammar = self._grammars[gbnf] = llama_grammar(gbnf)
+        if processor is None and lark is not None:
+            processor = llguidance_processor(self.llm, lark)
+        processors = None if processor is None else [processor]
+        chunks: Iterator[dict[str, Any]] = self._handler(
+            llama=_Guarded(self.llm, max_tokens), messages=messages, grammar=grammar, logits_processor=processors,
+            max_tokens=max_tokens, temperature=temperature, seed=fresh_seed() if seed is None else seed, stream=True,
+            **{k: v for k, v in sampling.items() if k in SAMPLING and v is not None},
+        )  # fmt: skip
+        return chunks
+
+
 def local_model(
     llm: Any,
     *,
     gbnf: str | None,
     max_tokens: int,
     temperature: float = 0.7,
-    seed: int = 0,
+    seed: int | None = None,
     stats: list[TurnStats] | None = None,
     chat_format: str | None = None,
     lark: str | None = None,
 ) -> Generate:
-    """A llama.cpp model (``charfmt.engines.load_llama``), constrained by ``gbnf`` where given.
+    """A llama.cpp model (``charfmt.engines.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
+    constrained by ``gbnf`` where given, or by ``lark`` through llguidance (``llguidance_processor``), much
+    faster on a large vocabulary.
 
-    ``lark``: constrained by this Lark grammar through llguidance instead (``llguidance_processor``),
-    much faster on a large vocabulary. ``chat_format``: a llama-cpp-python chat format (``gemma``,
-    ``chatml``...; ``chat_formats()`` lists them), or ``None`` for the GGUF's own template; a GGUF
-    without one is warned about once (``NoChatTemplate``). A format without a system role gets the
-    system prompt at the start of the first user message (``fold_system``) instead of losing it.
+    ``chat_format``: see ``LocalModel``; a GGUF without a template is warned about once
+    (``NoChatTemplate``; a ``LocalModel`` given is not: its maker says it). ``seed``: reply ``k`` (from 0)
+    samples with ``seed + k``, so a chat is reproducible and no two turns share a seed; ``None``: a fresh
+    random seed per reply.
     A turn whose prompt leaves less than ``max_tokens`` of the context window raises
     ``ContextFull`` before any token is generated.
     """
+    import itertools  # noqa: PLC0415
     import warnings  # noqa: PLC0415
 
-    from charfmt.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
-
-    grammar = llama_grammar(gbnf) if gbnf is not None and lark is None else None
-    handler = _chat_handler(llm, chat_format)
-    missing = template_warning(llm) if chat_format is None else None
-    if missing is not None:
-        warnings.warn(missing, NoChatTemplate, stacklevel=2)
-    folded = not has_system_role(llm, chat_format)
+    if isinstance(llm, LocalModel):  # made by the caller, who says what it lacks as it sees fit
+        model = llm
+    else:
+        model = LocalModel(llm, chat_format=chat_format)
+        if model.missing_template is not None:
+            warnings.warn(model.missing_template, NoChatTemplate, stacklevel=2)
+    turns = itertools.count()
 
     def generate(messages: list[dict[str, str]]) -> Iterator[str]:
-        if folded:
-            messages = fold_system(messages)
         clock, reason = _Clock(), None
-        guarded = _Guarded(llm, max_tokens)
-        processors = None if lark is None else [llguidance_processor(llm, lark)]
-        chunks = handler(
-            llama=guarded, messages=messages, grammar=grammar, logits_processor=processors,
-            max_tokens=max_tokens, temperature=temperature, seed=seed, stream=True,
-        )  # fmt: skip
+        turn_seed = None if seed is None else seed + next(turns)
+        chunks = model.chunks(
+            messages, max_tokens=max_tokens, gbnf=gbnf, lark=lark, temperature=temperature, seed=turn_seed
+        )
         for chunk in chunks:
             choice = chunk["choices"][0]
             text = choice["delta"].get("content")

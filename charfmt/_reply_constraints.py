@@ -1,5 +1,7 @@
 """The keywords that constrain a reply, defined once: which tags and emotion keys it holds, and how long it may be.
 
+Also the defaults the bound engine (``charfmt.export.plan_bounds``) takes where a keyword is not given.
+
 ``charfmt.grammar``, ``charfmt.json_schema``, ``charfmt.export.resolve_bounds`` and the
 engine recipes (``request_fields``, ``structural_tag``) each take them as
 ``**constraints: Unpack[ReplyConstraints]`` and hand them on; ``values`` refuses any other
@@ -10,11 +12,54 @@ keyword as Python refuses an unknown one. ``@constrains`` gives each of them the
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, TypedDict, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
-from charfmt.models import Vocabulary
+from charfmt._regex_ir import ExportError
+from charfmt.models import Reply, Vocabulary
 from charfmt.tags import TagTable
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+    from charfmt.scene import Scene
+
+DEFAULT_TOKENS_PER_CHAR: Final = 1.0
+"""Tokens per character of text where neither the model's tokenizer nor the character's speech is known.
+
+Every token holds at least one byte, so this is exact for ASCII text: an English reply the bounds
+allow always fits the budget. Text in another script may take more tokens (a tokenizer without
+kana takes up to three per kana, any takes up to four per emoji), and then the longest reply the
+bounds allow may pass the budget: give ``tokens_per_char`` (``measure_tokens_per_char``) or the
+``character`` (its speech's UTF-8 bytes per character are then counted, which no tokenizer exceeds
+on text in the same script)."""
+
+DEFAULT_MAX_ELEMENTS: Final = 3
+"""The fewest elements per body the engine tries first: an emotion, an action and a message."""
+
+ELEMENTS_WITHOUT_EXAMPLES: Final = 4
+"""Elements per ``C`` body where no examples show a shape: an emotion, an action, a thought, speech."""
+
+SPEECH_SHARE: Final = 0.7
+"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word
+(small models otherwise close a message after a few words: Gemma 3 270M said 53 characters, six
+turns running, where 94 were allowed)."""
+
+MOST_REQUIRED_SPEECH: Final = 64
+"""The most characters of speech a chat must say: ``SPEECH_SHARE`` of a long bound would make a model
+ramble (nearly 600 characters at 2048 tokens); 64 is a sentence or two."""
+
+MIN_SPEECH_CHARS: Final = 80
+"""The speech length the engine aims for: below it, it allows fewer chats, then fewer elements."""
+
+EXAMPLE_MARGIN: Final = 1.25
+"""A role's length is its longest example content times this (at least ``SHORT_ROLES``' length):
+a model that writes an action a little longer than the examples' is not cut mid-word."""
+
+
+Speakers = Sequence[str] | Mapping[str, Vocabulary | None]
+"""A scene's cast as a grammar sees it: the speaker ids, or each id with its own vocabulary
+(its ``C`` chats' emotion is then one of that speaker's keys)."""
 
 
 class ReplyConstraints(TypedDict, total=False):
@@ -30,6 +75,64 @@ class ReplyConstraints(TypedDict, total=False):
     """Characters per element content (and per ``I``/``E`` body)."""
     max_chats: int | None
     """Chats per reply."""
+    max_elements: int | None
+    """Elements per ``C`` body (with ``max_tokens``: the shape, in place of the examples')."""
+    character: Character | Scene | None
+    """Whose reply it is: a character's (or a scene's) vocabulary and tags where those are not given,
+    a scene's cast as the speakers (each with its own emotions), and for ``max_tokens`` its examples:
+    the reply's shape, each role's length and the script its speech is written in (``plan_bounds``)."""
+    tokens_per_char: float | None
+    """For ``max_tokens``: the model's tokens per character (``measure_tokens_per_char`` on its tokenizer);
+    ``None``: ``plan_bounds``' default, which says what it assumes."""
+    require_speech: bool | None
+    """For ``max_tokens``: every ``C`` chat says something, and the reply opens with one (``None``: yes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """The keywords as the grammar, schema and bounds use them: the character's parts filled in."""
+
+    vocabulary: Vocabulary | None
+    tags: TagTable | None
+    max_tokens: int | None
+    max_chars: int | None
+    max_chats: int | None
+    max_elements: int | None
+    tokens_per_char: float | None
+    require_speech: bool
+    speakers: Speakers | None
+    """A scene's cast, each with its vocabulary (``None``: not a scene)."""
+    examples: tuple[Reply, ...]
+    """The character's (or scene's) example replies."""
+    actions: tuple[str, ...]
+    """The actions the character lists (a scene: its cast's)."""
+
+
+def constraints_of(function: str, constraints: Mapping[str, Any], speakers: Speakers | None = None) -> Constraints:
+    """The keywords ``function`` was called with, the ``character``'s parts filled in (``speakers`` given win)."""
+    vocabulary, tags, max_tokens, max_chars, max_chats = values(function, constraints)
+    who = constraints.get("character")
+    examples: tuple[Reply, ...] = ()
+    actions: tuple[str, ...] = ()
+    if who is not None:
+        cast: Mapping[str, Any] | None = getattr(who, "cast", None)  # a Scene (duck-typed: no import circle)
+        if vocabulary is None and cast is None:
+            vocabulary = who.vocabulary
+        tags = who.tags if tags is None else tags
+        examples = tuple(ex.reply for ex in who.examples)
+        members = list(cast.values()) if cast is not None else [who]
+        actions = tuple(dict.fromkeys(a for c in members for a in c.actions))
+        if cast is not None and speakers is None:
+            speakers = {name: c.vocabulary for name, c in cast.items()} if vocabulary is None else list(cast)
+    tokens_per_char = constraints.get("tokens_per_char")
+    if tokens_per_char is not None and not tokens_per_char >= 1:
+        raise ExportError(f"{function}(): tokens_per_char is at least 1 (a character, a token), not {tokens_per_char}")
+    require = constraints.get("require_speech")
+    elements = constraints.get("max_elements")
+    return Constraints(
+        vocabulary, tags, max_tokens, max_chars, max_chats, elements, tokens_per_char,
+        True if require is None else bool(require), speakers, examples, actions,
+    )  # fmt: skip
 
 
 Values = tuple[Vocabulary | None, TagTable | None, int | None, int | None, int | None]

@@ -9,7 +9,7 @@ JSON string. The writers (``_grammar_writers``) print the result in each target'
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
+from charfmt._reply_constraints import Speakers
 from charfmt.body import grammar_text
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLE_TABLE, TAGGED_TYPES, TagSpec, TagTable
@@ -232,12 +233,14 @@ def reply_grammar(
     tags: TagTable | None = None,
     *,
     bounds: Bounds | None = None,
-    speakers: Sequence[str] | None = None,
+    speakers: Speakers | None = None,
 ) -> Grammar:
     """The whole reply: the JSON envelope, with bodies in the tag language inside JSON strings.
 
     With ``bounds``, the lengths they set are written into the grammar (see ``Bounds``).
-    With ``speakers`` (a scene's cast), each ``C`` chat names one of them after its order.
+    With ``speakers`` (a scene's cast), each ``C`` chat names one of them after its order; where
+    they map each speaker to its own vocabulary, that chat's emotion is one of its speaker's keys
+    (one alternative per speaker: a speaker cannot use another's emotion).
     """
     table = DEFAULT_TAGS if tags is None else tags
     body_rules, body_terms = body_grammar(table)
@@ -255,18 +258,80 @@ def reply_grammar(
     ws = Rep(Ref("WS"), 0, 1)
     tagged = sorted(TAGGED_TYPES)
     plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
+    rules: dict[str, Node] = dict(body_rules)
+    spoken = _spoken_chats(
+        rules, terminals, tagged, ws, speakers=speakers, key=lambda v: json_encoded(key_node(v, key_default))
+    )
     # With require_speech a reply says something: it opens with a C chat (which holds speech).
     speaks = bounds is not None and bounds.require_speech
     more = Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, _less(max_chats))
     chats = Seq((Lit("["), ws, Rep(Seq((Ref("said_chat" if speaks else "chat"), more)), int(speaks), 1), ws, Lit("]")))
-    rules: dict[str, Node] = {
-        "reply": Seq((ws, Lit("{"), ws, _member("chats", chats, ws), ws, Lit("}"), ws)),
-        "chat": Alt((_chat(tagged, "c_body", ws, speakers), _chat(plain, "text_body", ws, speakers))),
-        **body_rules,
-    }
+    rules["reply"] = Seq((ws, Lit("{"), ws, _member("chats", chats, ws), ws, Lit("}"), ws))
+    rules["chat"] = Alt((spoken, _chat(plain, "text_body", ws, None)))
     if speaks:
-        rules["said_chat"] = _chat(tagged, "c_body", ws, speakers)
-    return Grammar("reply", rules, terminals)
+        rules["said_chat"] = spoken
+    return Grammar("reply", {"reply": rules.pop("reply"), "chat": rules.pop("chat"), **rules}, terminals)
+
+
+def _spoken_chats(
+    rules: dict[str, Node],
+    terminals: dict[str, Node],
+    tagged: list[str],
+    ws: Node,
+    *,
+    speakers: Speakers | None,
+    key: Callable[[Vocabulary | None], Node],
+) -> Node:
+    """The ``C`` chat: one shape, or (speakers with their own vocabularies) one per speaker, each with its
+    own copy of the body rules that reach the emotion key, ``KEY_S<n>`` its speaker's keys."""
+    if not isinstance(speakers, Mapping):
+        return _chat(tagged, "c_body", ws, speakers)
+    options: list[Node] = []
+    for n, (who, vocabulary) in enumerate(speakers.items()):
+        suffix = f"_s{n}"
+        terminals[f"KEY{suffix.upper()}"] = key(vocabulary)
+        renamed = _copied_for(rules, "KEY", f"KEY{suffix.upper()}", suffix)
+        options.append(_chat(tagged, renamed.get("c_body", "c_body"), ws, [who]))
+    return options[0] if len(options) == 1 else Alt(tuple(options))
+
+
+def _copied_for(rules: dict[str, Node], terminal: str, replacement: str, suffix: str) -> dict[str, str]:
+    """Copies (named ``<rule><suffix>``, added to ``rules``) of every rule that reaches ``terminal``,
+    with ``replacement`` in its place; the new name of each rule copied."""
+    reaching: set[str] = set()
+    grew = True
+    while grew:  # the rules that refer to the terminal, or to a rule that does
+        found = {name for name, node in rules.items() if _refs(node) & (reaching | {terminal})}
+        grew, reaching = found - reaching != set(), reaching | found
+    names = {name: f"{name}{suffix}" for name in sorted(reaching)}
+    names[terminal] = replacement
+    for name in sorted(reaching):
+        rules[names[name]] = _renamed(rules[name], names)
+    return names
+
+
+def _refs(node: Node) -> set[str]:
+    """The names ``node`` refers to."""
+    if isinstance(node, Ref):
+        return {node.name}
+    if isinstance(node, (Seq, Alt)):
+        return set().union(*(_refs(i) for i in node.items))
+    if isinstance(node, Rep):
+        return _refs(node.item)
+    return set()
+
+
+def _renamed(node: Node, names: dict[str, str]) -> Node:
+    """``node`` with each reference named in ``names`` renamed."""
+    if isinstance(node, Ref):
+        return Ref(names.get(node.name, node.name))
+    if isinstance(node, Seq):
+        return Seq(tuple(_renamed(i, names) for i in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(_renamed(i, names) for i in node.items))
+    if isinstance(node, Rep):
+        return Rep(_renamed(node.item, names), node.low, node.high)
+    return node
 
 
 def _order(max_chats: int | None) -> Node:
@@ -283,7 +348,7 @@ def _member(key: str, value: Node, ws: Node) -> Node:
     return Seq((Lit(json.dumps(key)), ws, Lit(":"), ws, value))
 
 
-def _chat(types: list[str], body_rule: str, ws: Node, speakers: Sequence[str] | None) -> Node:
+def _chat(types: list[str], body_rule: str, ws: Node, speakers: Speakers | None) -> Node:
     """One chat object of one of ``types``, its body ``body_rule`` inside a JSON string."""
     kind = Alt(tuple(Lit(json.dumps(t)) for t in types)) if len(types) > 1 else Lit(json.dumps(types[0]))
     speaker: tuple[Node, ...] = ()

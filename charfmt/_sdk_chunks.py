@@ -36,7 +36,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mappin
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import GeneratorType
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, NamedTuple, Protocol, cast
 
 from charfmt.diagnostics import CODES, Diagnostic
 from charfmt.events import DiagnosticEvent, Event, Reasoning, Reset
@@ -521,6 +521,14 @@ FOLD: Final = 256
 """How many text chunks ``Reader.fed`` holds before ``fold`` counts them (memory stays flat)."""
 
 
+class EventReader(Protocol):
+    """What reads the reply text into events: ``charfmt.stream.StreamParser``."""
+
+    def feed(self, chunk: str | bytes) -> list[Event]: ...
+
+    def close(self) -> list[Event]: ...
+
+
 class Reader:
     """Reads one stream's items in order: the text to feed the reader, the events to show now.
 
@@ -542,6 +550,29 @@ class Reader:
         self._refusal: list[str] = []
         self._shown: list[DiagnosticEvent] = []
         self._unread: set[str] = set()
+
+    def feed(self, parser: EventReader, item: Any) -> list[Event]:
+        """The events one stream item gives, in order: what it shows at once (reasoning, a tool call...),
+        then the events of ``parser`` fed its reply text. Every loop over a model's stream (``iter_events``,
+        ``aiter_events``, ``charfmt chat``) is this call per item and ``finish`` at the end."""
+        fed = self.fed
+        if type(item) is str:  # a text chunk, the common case: kept as cheap as feeding the parser
+            fed.append(item)
+            events = parser.feed(item)
+            if len(fed) >= FOLD:
+                self.fold()
+            return self.after(events) if self.showing else events
+        text, shown = self.take(item) if isinstance(item, Piece) else self.read(item)
+        if not text:
+            return shown
+        events = parser.feed(text)
+        if len(fed) >= FOLD:
+            self.fold()
+        return shown + (self.after(events) if self.showing else events)
+
+    def finish(self, parser: EventReader) -> list[Event]:
+        """The events of the stream's end: this reader's (a refusal) and ``parser``'s, after its ``close``."""
+        return self.close() + self.after(parser.close())
 
     def read(self, item: Any) -> tuple[str | bytes, list[Event]]:
         """The reply text ``item`` holds (may be empty) and the events it gives at once."""

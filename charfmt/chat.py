@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO, cast
 
 from charfmt._chat_view import PLAIN_CHAT_STYLES, RESET_LINE, PlainChatStyle, TerminalView
 from charfmt._model_clients import (
@@ -43,24 +43,25 @@ from charfmt._model_clients import (
 )
 from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC0414 (charfmt.serve's)
 from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
+from charfmt._reply_constraints import DEFAULT_MAX_ELEMENTS, MIN_SPEECH_CHARS, SPEECH_SHARE
 from charfmt._terminal import visible
 from charfmt.diagnostics import CharfmtError
 from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 
 if TYPE_CHECKING:
+    from charfmt._sdk_chunks import Piece, Reader
     from charfmt._token_fit import Counter, TokenCounter
     from charfmt.character import Character, Exchange
     from charfmt.export import Bounds
     from charfmt.lorebook import Lorebook
     from charfmt.models import Reply
+    from charfmt.scene import Scene
     from charfmt.stage import StageReader
+    from charfmt.stream import StreamParser
+    from charfmt.userinput import UserTurn
 
 PROMPT_MARGIN: Final = _PROMPT_MARGIN
 """Tokens of the context window kept free beyond a count that is not the model's own (``charfmt.tokens``)."""
-
-
-DEFAULT_MAX_ELEMENTS: Final = 3
-"""The fewest elements per body in the bounded grammar: an emotion, an action and a message."""
 
 
 # --- one turn -----------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ class Turn:
 
 
 def take_turn(
-    character: Character,
+    character: Character | Scene,
     history: list[Exchange],
     say: str,
     generate: Generate,
@@ -86,78 +87,171 @@ def take_turn(
     budget: int | None = None,
     counter: Counter | TokenCounter | None = None,
     note: str | None = None,
+    bound: int | None = None,
+    stats: list[TurnStats] | None = None,
     lorebooks: Sequence[Lorebook] = (),
     seed: int | None = None,
 ) -> Turn:
-    """Ask ``generate`` for the character's reply to ``say`` (shorthand), streaming it into ``view``.
+    """Ask ``generate`` for the character's (or a scene's) reply to ``say`` (shorthand), streaming it into ``view``.
 
     The exchange is appended to ``history`` in canonical form (what goes back to the model next
     turn), where the reply holds a chat: one that says nothing (a refusal) is not the character's
-    answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise).
-    ``budget``: prompt tokens (by ``counter``: ``charfmt.counter_for``'s, default the estimate) the
-    request may take, counted on the messages as they go to the model (the note included); the
-    oldest exchanges are left out to fit, and a turn that cannot fit even alone raises ``BudgetError``.
-    ``note``: a line added to the system prompt (the reply's length limits).
-    ``lorebooks``: lore beyond the card's own; ``seed``: the turn's random macros and lore rolls.
+    answer. ``strict``: the reply must parse strictly (``ParseError`` otherwise; a scene's speakers
+    and their emotions too). ``budget``: prompt tokens (by ``counter``: ``charfmt.counter_for``'s,
+    default the estimate) the request may take, counted on the messages as they go to the model (the
+    note included); the oldest exchanges are left out to fit, and a turn that cannot fit even alone
+    raises ``BudgetError``. ``note``: a line added to the system prompt (the reply's length limits).
+    ``bound``: the grammar's most characters of speech, and ``stats``: the model's ``TurnStats`` (its
+    finish reason): speech cut at the bound or by the token budget ends at its last whole word
+    (``CF150``) and its unfinished sentence is never spoken. ``lorebooks``: lore beyond the card's
+    own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls.
     """
-    from charfmt._sdk_chunks import FOLD, Reader  # noqa: PLC0415
-    from charfmt._token_fit import fit_messages  # noqa: PLC0415
+    from charfmt._sdk_chunks import Reader  # noqa: PLC0415
     from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.parser import parse  # noqa: PLC0415
-    from charfmt.render import ESTIMATE, render_messages  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
-    turn = character.shorthand(say)
-
-    def build(start: int) -> list[dict[str, str]]:  # the messages as they go to the model, the note included
-        messages: list[dict[str, str]] = render_messages(
-            character, history[start:], turn, lorebooks=lorebooks, seed=seed
-        )["messages"]
-        if note is not None:
-            messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
-        return messages
-
-    if budget is not None and budget < 1:
-        from charfmt.render import BudgetError  # noqa: PLC0415
-
-        raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
-    if budget is None:
-        messages = build(0)
-    else:
-        _, messages = fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)
-    # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
-    # ... and the prompt's own text echoed (CF631): it is not the character's either
-    stream = StreamParser(
-        lenient=not strict, vocabulary=character.vocabulary, tags=character.tags, turn=turn, prompt=messages
+    turn = _player(character).shorthand(say)
+    messages = _messages(
+        character, history, turn, budget=budget, counter=counter, note=note, lorebooks=lorebooks, seed=seed
     )
+    if view is not None and bound is not None:
+        view.bounded(bound)
+    # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
+    # ... and the prompt's own text echoed (CF631): it is not the character's either; a scene's reply is read
+    # with every cast member's emotion words (an alias alone on its line is an emotion, not speech)
+    scene = _as_scene(character)
+    vocabulary = scene.reading_vocabulary if scene is not None else character.vocabulary
+    stream = StreamParser(lenient=not strict, vocabulary=vocabulary, tags=character.tags, turn=turn, prompt=messages)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
-    chunks: list[str] = []
-    for chunk in generate(messages):
-        if isinstance(chunk, str):
-            chunks.append(chunk)
-            reader.fed.append(chunk)
-            if len(reader.fed) >= FOLD:
-                reader.fold()
-            events = reader.after(stream.feed(chunk)) if reader.showing else stream.feed(chunk)
-        else:
-            events = reader.take(chunk)[1]
-        if view is not None:
-            view.show(events)
-    events = reader.close() + reader.after(stream.close())
+    asked = len(stats) if stats is not None else 0
+    chunks = _streamed(generate(messages), stream, reader, view, _thinker(character))
+    cut = stats is not None and len(stats) > asked and stats[-1].reason == "length"
+    if view is not None and cut:
+        view.cut_off()
+    events = reader.finish(stream)
     if view is not None:
         view.show(events)
-        view.finish()
     text = "".join(chunks)
-    reply = parse(text, vocabulary=character.vocabulary, tags=character.tags) if strict else stream.reply
+    try:
+        reply = _read(character, text, stream.reply, strict=strict, bound=bound, cut=cut)
+    except BaseException:
+        if view is not None:
+            view.finish()
+        raise
     if reader.reasoning:  # the server's, beside the text (reasoning_content): before any the text held (<think>)
         reasoning = reader.reasoning + (f"\n\n{reply.reasoning}" if reply.reasoning else "")
         reply = reply.model_copy(update={"reasoning": reasoning})
+    if view is not None:
+        shown = stream.reply.diagnostics
+        view.note([d for d in reply.diagnostics if d not in shown])  # (a scene's CF309, cut speech's CF150)
+        view.finish()
     if view is not None and not reply.chats:
         view.silent()
     if reply.chats:  # (a reply that says nothing, a refusal: not kept as the character's answer, as serve does)
         history.append(Exchange(user=turn, reply=canonical_form(reply, tags=character.tags)))
     return Turn(reply, text, chunks)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _streamed(
+    generated: Iterator[str | Piece], stream: StreamParser, reader: Reader, view: TerminalView | None, who: str
+) -> list[str]:
+    """The model's text chunks as they come, each read by ``stream`` (a server's pieces by ``reader``) and
+    shown in ``view``; before the first, the "thinking" line says ``who`` is thinking."""
+    chunks: list[str] = []
+    stop = view.thinking(who) if view is not None else _nothing
+    try:
+        for chunk in generated:
+            stop()
+            if isinstance(chunk, str):
+                chunks.append(chunk)
+            events = reader.feed(stream, chunk)
+            if view is not None:
+                view.show(events)
+    finally:
+        stop()
+    return chunks
+
+
+def _as_scene(character: Character | Scene) -> Scene | None:
+    from charfmt.scene import Scene  # noqa: PLC0415
+
+    return character if isinstance(character, Scene) else None
+
+
+def _player(character: Character | Scene) -> Character:
+    """Whose words read the player's shorthand: the character, or a scene's first cast member (as serve reads it)."""
+    scene = _as_scene(character)
+    if scene is not None:
+        return next(iter(scene.cast.values()))
+    return cast("Character", character)
+
+
+def _thinker(character: Character | Scene) -> str:
+    """Who the "thinking" line says is thinking: the character, or a scene's cast."""
+    scene = _as_scene(character)
+    return " and ".join(c.name for c in scene.cast.values()) if scene is not None else character.name
+
+
+def _messages(
+    character: Character | Scene,
+    history: list[Exchange],
+    turn: UserTurn,
+    *,
+    budget: int | None,
+    counter: Counter | TokenCounter | None,
+    note: str | None,
+    lorebooks: Sequence[Lorebook],
+    seed: int | None,
+) -> list[dict[str, str]]:
+    """The request's messages: the system prompt (with ``note``, and the lore ``turn`` activates), the newest
+    exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``."""
+    from charfmt._token_fit import fit_messages  # noqa: PLC0415
+    from charfmt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
+
+    scene = _as_scene(character)
+
+    def build(start: int) -> list[dict[str, str]]:  # the messages as they go to the model, the note included
+        past = history[start:]
+        if scene is not None:
+            lore = scene.lore(past, turn, lorebooks=lorebooks, budget=budget, seed=seed)
+            request = scene.render_messages(past, turn, lore=lore)
+        else:
+            request = render_messages(_player(character), past, turn, lorebooks=lorebooks, seed=seed)
+        messages: list[dict[str, str]] = request["messages"]
+        if note is not None:
+            messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+        return messages
+
+    if budget is not None and budget < 1:
+        raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
+    if budget is None:
+        return build(0)
+    return fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)[1]
+
+
+def _read(
+    character: Character | Scene, text: str, streamed: Reply, *, strict: bool, bound: int | None, cut: bool
+) -> Reply:
+    """The reply: ``text`` read strictly, or as it streamed (a scene's problems noted, CF309); its cut speech
+    ended at a word (``trim_cut_speech``)."""
+    from charfmt.parser import parse  # noqa: PLC0415
+    from charfmt.speech import trim_cut_speech  # noqa: PLC0415
+
+    scene = _as_scene(character)
+    if strict:
+        reply = scene.parse(text) if scene is not None else parse(text, vocabulary=character.vocabulary,
+                                                                   tags=character.tags)  # fmt: skip
+    else:
+        reply = streamed
+        problems = scene.check(reply, text, lenient=True) if scene is not None else []
+        if problems:
+            reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *problems]})
+    return trim_cut_speech(reply, bound=bound, cut_off=cut, tags=character.tags, source=text)
 
 
 # --- bounds -------------------------------------------------------------------------------------
@@ -166,23 +260,13 @@ def take_turn(
 def reply_shape(character: Character) -> tuple[int, int]:
     """(chats, elements): the most chats of one example reply, and the most elements of one
     example ``C`` body (at least ``DEFAULT_MAX_ELEMENTS``), the shape the prompt shows the model."""
-    from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+    from charfmt.export import example_shape  # noqa: PLC0415
 
-    replies = [ex.reply for ex in character.examples]
-    chats = max((len(r.chats) for r in replies), default=1)
-    elements = max((len(c.segments) for r in replies for c in r.chats if c.type in TAGGED_TYPES), default=0)
-    return max(1, chats), max(DEFAULT_MAX_ELEMENTS, elements)
-
-
-SPEECH_SHARE: Final = 0.5
-"""The least speech of a chat, as a share of the most (``Bounds.min_speech``): a sentence, not a word."""
-
-MIN_SPEECH_CHARS: Final = 80
-"""The speech length ``chat_bounds`` aims for: below it, it allows fewer chats, then fewer elements."""
+    return example_shape(ex.reply for ex in character.examples) or (1, DEFAULT_MAX_ELEMENTS)
 
 
 def chat_bounds(
-    character: Character,
+    character: Character | Scene,
     max_tokens: int,
     *,
     max_chats: int | None = None,
@@ -190,51 +274,28 @@ def chat_bounds(
     tokens_per_char: float | None = None,
     require_speech: bool = True,
 ) -> Bounds:
-    """The grammar's bounds for ``character`` within ``max_tokens`` (``Bounds.for_tokens``).
+    """The grammar's bounds for ``character`` (or a scene) within ``max_tokens``: ``charfmt.export.plan_bounds``
+    given its vocabulary, tags, examples and actions (a scene: its cast, each with its own emotions).
 
-    Chats and elements default to ``reply_shape(character)``; a short emotion and action, at most
-    one speech element per chat, and speech gets the rest of the budget; with ``require_speech``
-    every ``C`` chat says at least ``SPEECH_SHARE`` of that. Where that leaves less
-    than ``MIN_SPEECH_CHARS`` of speech, fewer chats, then ``DEFAULT_MAX_ELEMENTS`` elements, are
-    allowed (unless ``max_chats``/``max_elements`` are given).
-    ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``:
-    every character at its worst, 4 bytes). ``require_speech``: every ``C`` chat says something.
+    ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``: the
+    UTF-8 bytes per character of the character's example speech). ``require_speech``: every ``C``
+    chat says something.
     """
-    from charfmt.export import Bounds  # noqa: PLC0415
+    from charfmt.export import resolve_bounds  # noqa: PLC0415
 
-    chats, elements = reply_shape(character)
-    # The examples' shape first; where it leaves too little speech, fewer chats, then fewer elements.
-    shapes = [(c, e) for e in dict.fromkeys([elements, min(elements, DEFAULT_MAX_ELEMENTS)])
-              for c in ([max_chats] if max_chats is not None else range(chats, 0, -1))]  # fmt: skip
-    if max_elements is not None:
-        shapes = [(c, max_elements) for c in dict.fromkeys(c for c, _ in shapes)]
-    found: Bounds | None = None
-    for n, (c, e) in enumerate(shapes):
-        try:
-            found = Bounds.for_tokens(
-                max_tokens,
-                max_chats=c,
-                max_elements=e,
-                vocabulary=character.vocabulary,
-                tags=character.tags,
-                tokens_per_char=tokens_per_char,
-                require_speech=require_speech,
-                min_speech=SPEECH_SHARE,
-            )
-        except CharfmtError:
-            if n == len(shapes) - 1:
-                raise
-            continue
-        if (found.max_chars or 0) >= MIN_SPEECH_CHARS:
-            break
-    assert found is not None
-    return found
+    bounds = resolve_bounds(
+        character=character, max_tokens=max_tokens, max_chats=max_chats, tokens_per_char=tokens_per_char,
+        max_elements=max_elements, require_speech=require_speech,
+    )  # fmt: skip
+    assert bounds is not None
+    return bounds
 
 
-def speech_texts(character: Character) -> list[str]:
-    """What the character says in its examples (its language, for ``measure_tokens_per_char``)."""
-    speech = {spec.name for spec in character.tags if spec.row.spoken}
-    return [seg.text for ex in character.examples for c in ex.reply.chats for seg in c.segments if seg.tag in speech]
+def speech_texts(character: Character | Scene) -> list[str]:
+    """What the character (a scene: its cast) says in its examples: its language, for ``measure_tokens_per_char``."""
+    from charfmt.export import speech_of  # noqa: PLC0415
+
+    return speech_of((ex.reply for ex in character.examples), character.tags)
 
 
 def limit_note(bounds: Bounds) -> str:
@@ -252,60 +313,46 @@ def limit_note(bounds: Bounds) -> str:
 
 
 def run(
-    character: Character, *, generate: Generate, says: Sequence[str] | None, out: TextIO, stats: list[TurnStats],
-    inp: TextIO | None = None, err: TextIO | None = None, budget: int | None = None,
+    character: Character | Scene, *, generate: Generate, says: Sequence[str] | None, out: TextIO,
+    stats: list[TurnStats], inp: TextIO | None = None, err: TextIO | None = None, budget: int | None = None,
     counter: Counter | TokenCounter | None = None, note: str | None = None, stage: StageReader | None = None,
     max_length: int | None = None, lorebooks: Sequence[Lorebook] = (), seed: int | None = None,
     greeting: int | None = 0, history: list[Exchange] | None = None, keep: Callable[[Exchange], None] | None = None,
+    bound: int | None = None, verbose: bool = True,
 ) -> int:  # fmt: skip
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
     A turn that does not fit in the context window is refused with one ``charfmt: error:``
     line on ``err`` (the chat goes on; the exit status is then 1); so is a turn the server
     failed (an HTTP error, a timeout), unless it is the only ``--say``. A failed turn is not
-    added to the history. ``history``: the exchanges so far (a resumed session's), appended to;
-    ``keep``: called with each exchange added (``charfmt chat --session`` stores it; a
-    ``CharfmtError`` it raises is one error line, and the chat goes on).
-    A card's greeting ``greeting`` (0: ``first_mes``; ``None``: none) opens a new chat (an empty
-    ``history``): shown first, the first exchange the model sees, and the first one kept.
+    added to the history. ``character``: a character, or a scene (its cast speaks, each chat
+    shown with its speaker's name). ``history``: the exchanges so far (a resumed session's), appended
+    to; ``keep``: called with each exchange added (``charfmt chat --session`` stores it; a
+    ``CharfmtError`` it raises is one error line, and the chat goes on). A card's greeting
+    ``greeting`` (0: ``first_mes``; ``None``: none) opens a new chat (an empty ``history``): shown
+    first, the first exchange the model sees, and the first one kept. ``bound``: the grammar's most
+    characters of speech (``take_turn``); ``verbose``: each diagnostic after the reply, else its errors
+    and what the model did, one line counting the rest (``TerminalView.verbose``). Each turn ends with
+    its stats line: the wait for the first token, the tokens and their speed.
     """
     from charfmt._http_client import UpstreamError  # noqa: PLC0415
     from charfmt.render import BudgetError  # noqa: PLC0415
 
-    view = TerminalView(character, out, stage=stage, max_length=max_length)
+    scene = _as_scene(character)
+    view = TerminalView(
+        _player(character), out, stage=stage, max_length=max_length, bound=bound, verbose=verbose,
+        cast=scene.cast if scene is not None else None, tags=character.tags,
+    )  # fmt: skip
     history = history if history is not None else []
     errors = err if err is not None else sys.stderr
     status = _begun(character, view, out, history, greeting=greeting, seed=seed, keep=keep, errors=errors)
 
-    def lines() -> Iterator[str]:
-        if says:
-            for say in says:
-                out.write(f"you> {visible(say)}\n")
-                yield say
-            return
-        source = inp if inp is not None else sys.stdin
-        tty = source.isatty()
-        while True:
-            if tty:
-                out.write("you> ")
-                out.flush()
-            line = source.readline()
-            if not line or line.strip() in _ENDS:
-                return
-            if _COMMAND.fullmatch(line.strip()):  # (a command is the chat's, never a turn sent to the model)
-                _command(line.strip(), out)
-                continue
-            if line.strip():
-                if not tty:
-                    out.write(f"you> {visible(line.strip())}\n")  # echoed as --say is
-                yield line.strip()
-
-    for say in lines():
+    for say in _turns(says, inp, out):
         before, kept = len(stats), len(history)
         try:
             take_turn(
-                character, history, say, generate, view=view, budget=budget, counter=counter, note=note,
-                lorebooks=lorebooks, seed=seed,
+                character, history, say, generate, view=view, budget=budget, counter=counter, note=note, bound=bound,
+                stats=stats, lorebooks=lorebooks, seed=seed,
             )  # fmt: skip
         except (BudgetError, ContextFull) as e:
             status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")
@@ -320,12 +367,44 @@ def run(
         if keep is not None and len(history) > kept and not _kept(keep, history[-1], errors):
             status = 1
         if len(stats) > before:
-            last = stats[-1]
-            state = f", {last.state}" if last.state else ""
-            out.write(
-                f"  ({last.tokens} tokens in {last.seconds:.1f} s, {last.tokens_per_second:.1f} tokens/s{state})\n"
-            )
+            out.write(stats_line(stats[-1]) + "\n")
     return status
+
+
+def _turns(says: Sequence[str] | None, inp: TextIO | None, out: TextIO) -> Iterator[str]:
+    """What the player says: each ``--say``, or the lines of ``inp`` (stdin) until its end or ``/quit``, each
+    echoed after ``you>`` (a terminal's prompt is written before it); a command is run, never sent."""
+    if says:
+        for say in says:
+            out.write(f"you> {visible(say)}\n")
+            yield say
+        return
+    source = inp if inp is not None else sys.stdin
+    tty = source.isatty()
+    while True:
+        if tty:
+            out.write("you> ")
+            out.flush()
+        line = source.readline()
+        if not line or line.strip() in _ENDS:
+            return
+        if _COMMAND.fullmatch(line.strip()):  # (a command is the chat's, never a turn sent to the model)
+            _command(line.strip(), out)
+            continue
+        if line.strip():
+            if not tty:
+                out.write(f"you> {visible(line.strip())}\n")  # echoed as --say is
+            yield line.strip()
+
+
+def stats_line(stats: TurnStats) -> str:
+    """What a turn cost, as ``charfmt chat`` shows it after the reply: the wait for the first token (the
+    prompt read), then the tokens generated, their time and speed, and how the reply ended if it did not finish."""
+    state = f", {stats.state}" if stats.state else ""
+    return (
+        f"  ({stats.first_token_seconds:.1f} s thinking, {stats.tokens} tokens in {stats.seconds:.1f} s, "
+        f"{stats.tokens_per_second:.1f} tokens/s{state})"
+    )
 
 
 COMMANDS: Final = (
@@ -349,7 +428,7 @@ def _command(line: str, out: TextIO) -> None:
 
 
 def _begun(
-    character: Character, view: TerminalView, out: TextIO, history: list[Exchange], *, greeting: int | None,
+    character: Character | Scene, view: TerminalView, out: TextIO, history: list[Exchange], *, greeting: int | None,
     seed: int | None, keep: Callable[[Exchange], None] | None, errors: TextIO,
 ) -> int:  # fmt: skip
     """A chat's start: a resumed one's last reply shown again, a new one's greeting shown and kept; its status."""
@@ -360,18 +439,23 @@ def _begun(
     return 1 if keep is not None and not _kept(keep, opened, errors) else 0
 
 
-def _opened(character: Character, view: TerminalView, greeting: int | None, seed: int | None) -> Exchange | None:
-    """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first)."""
+def _opened(
+    character: Character | Scene, view: TerminalView, greeting: int | None, seed: int | None
+) -> Exchange | None:
+    """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first; a
+    scene has no greeting)."""
     from charfmt.render import greeting_exchange  # noqa: PLC0415
 
-    opened = greeting_exchange(character, greeting, seed=seed) if greeting is not None else None
+    if _as_scene(character) is not None or greeting is None:
+        return None
+    opened = greeting_exchange(_player(character), greeting, seed=seed)
     if opened is not None:
         view.show(list(opened.reply.events(character.tags)))
         view.finish()
     return opened
 
 
-def _resumed(view: TerminalView, out: TextIO, history: list[Exchange], character: Character) -> None:
+def _resumed(view: TerminalView, out: TextIO, history: list[Exchange], character: Character | Scene) -> None:
     """A resumed session's start: how long it is, and its last reply, shown again."""
     if history:
         out.write(f"(resumed: {len(history)} exchange{'s' if len(history) != 1 else ''}; the last reply was)\n")
@@ -431,6 +515,7 @@ __all__ = [
     "reply_shape",
     "run",
     "speech_texts",
+    "stats_line",
     "take_turn",
     "template_warning",
 ]

@@ -38,6 +38,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     # CF145-CF149: speakers (a scene of several characters)
     "CF145": ("error", "a chat's speaker is not a name (a string without markup)"),
     "CF146": ("warning", "a chat's speaker is not a name: dropped (lenient)"),
+    # CF150-CF159: the bounds of a constrained reply
+    "CF150": ("warning", "speech cut mid-sentence (at its length bound, or by the token budget): ended at a word"),
     # body
     "CF201": ("error", "syntax error in a body"),
     "CF202": ("error", "element not closed before the end of the body"),

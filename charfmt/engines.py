@@ -23,17 +23,17 @@ import importlib
 import importlib.util
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from charfmt._reply_constraints import ReplyConstraints, constrains, values
+from charfmt._reply_constraints import ReplyConstraints, Speakers, constrains, constraints_of
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.export import Bounds
+    from charfmt.export import Bounds, Grammar
 
 SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai", "ollama", "koboldcpp", "localai")
 """The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
@@ -63,7 +63,7 @@ def request_fields(
     server: str,
     *,
     bounds: Bounds | None = None,
-    speakers: Sequence[str] | None = None,
+    speakers: Speakers | None = None,
     **constraints: Unpack[ReplyConstraints],
 ) -> dict[str, Any]:
     """The request fields that constrain a reply on ``server`` (merge them into the request body).
@@ -73,24 +73,23 @@ def request_fields(
     ``sglang``: ``{"ebnf": <GBNF>}``; ``lmstudio``: ``response_format`` with the JSON schema
     (standard patterns); ``openai``: ``response_format`` with the strict ``"openai"`` schema;
     ``ollama``: ``{"format": <JSON schema>}``; ``koboldcpp`` and ``localai``: ``{"grammar": <GBNF>}``.
-    ``max_tokens`` bounds the reply so it fits (see ``charfmt.export.Bounds``) and is also sent as
-    the request's ``max_tokens``. ``bounds``: these exact bounds for the grammar targets
-    (``charfmt chat`` passes its own), instead of those ``max_tokens`` gives; the schema
-    targets take its ``max_chars`` and ``max_chats``. ``speakers``: a scene's cast (each ``C``
-    chat names one of them).
+    ``max_tokens`` bounds the reply so it fits (``charfmt.export.plan_bounds``, as ``grammar`` does)
+    and is also sent as the request's ``max_tokens``. ``bounds``: these exact bounds
+    (``charfmt chat`` and ``serve`` pass the ones they planned), instead of those ``max_tokens``
+    gives; the grammar targets take them whole, the schema targets as body patterns. ``speakers``:
+    a scene's cast (each ``C`` chat names one of them; a mapping, or ``character=`` a scene, gives
+    each its own emotions).
     """
-    vocabulary, tags, max_tokens, *_ = values("request_fields", constraints)
-    from charfmt.export import _gbnf_target, _lark_target, grammar, reply_grammar  # noqa: PLC0415 (Lark loads only here)
+    c = constraints_of("request_fields", constraints, speakers)
+    from charfmt.export import _gbnf_target, _lark_target, reply_grammar, resolve_bounds  # noqa: PLC0415 (Lark loads only here)
     from charfmt.schema import json_schema  # noqa: PLC0415
 
-    if bounds is not None:
-        constraints = {**constraints, "max_chars": bounds.max_chars, "max_chats": bounds.max_chats}
+    if bounds is None:
+        bounds = resolve_bounds(speakers=c.speakers, **constraints)
 
     def bounded(target: str) -> str:
-        if bounds is not None:
-            g = reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers)
-            return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
-        return grammar(target, speakers=speakers, **constraints)
+        g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)
+        return _gbnf_target(g) if target == "gbnf" else _lark_target(g)
 
     fields: dict[str, Any]
     if server in ("llama-server", "koboldcpp", "localai"):  # each reads GBNF in ``grammar``
@@ -100,7 +99,8 @@ def request_fields(
     elif server == "sglang":
         fields = {"ebnf": bounded("gbnf")}
     elif server in ("lmstudio", "openai", "ollama"):
-        schema = json_schema("openai" if server == "openai" else None, speakers=speakers, **constraints)
+        provider = "openai" if server == "openai" else None
+        schema = json_schema(provider, speakers=c.speakers, bounds=bounds, **constraints)
         schema.pop("$schema", None)
         if server != "openai":  # Ollama and LM Studio run llama.cpp's converter: patterns over the raw JSON text
             from charfmt.schema import for_engine  # noqa: PLC0415
@@ -116,8 +116,8 @@ def request_fields(
             fields = {"format": schema}
     else:
         raise CharfmtError(f"unknown server {server!r}; expected one of {', '.join(SERVERS)}")
-    if max_tokens is not None:
-        fields["max_tokens"] = max_tokens
+    if c.max_tokens is not None:
+        fields["max_tokens"] = c.max_tokens
     return fields
 
 
@@ -183,7 +183,7 @@ def structural_tag(
     ``\\n``, each element an XGrammar ``tag`` whose content is its regular expression (read it
     with ``charfmt.body.parse_body("C", text)``).
     """
-    vocabulary, tags, _, max_chars, _ = values("structural_tag", constraints)
+    c = constraints_of("structural_tag", constraints)
     reply: dict[str, Any]
     if body == "reply":
         from charfmt.export import grammar  # noqa: PLC0415
@@ -192,7 +192,7 @@ def structural_tag(
     elif body == "elements":
         reply = {
             "type": "tags_with_separator",
-            "tags": _element_formats(vocabulary, max_chars, tags),
+            "tags": _element_formats(c.vocabulary, c.max_chars, c.tags),
             "separator": "\n",
             "at_least_one": True,
         }
@@ -326,6 +326,24 @@ def llama_counter(llm: Any, per_message: int = 8) -> Callable[[str], int]:
     return count
 
 
+def llguidance_installed() -> bool:
+    """Whether llguidance can be imported (``charfmt[engines]``)."""
+    return importlib.util.find_spec("llguidance") is not None
+
+
+def local_constraint(grammar: Grammar) -> dict[str, str]:
+    """How llama.cpp in this process is held to ``grammar`` (``charfmt.export.reply_grammar``), for
+    ``charfmt chat --model`` and ``charfmt serve --model`` alike: ``{"lark": ...}``, sampled through
+    llguidance, wherever it is installed (it keeps the speed of free generation, where llama.cpp's
+    GBNF sampler checks every token of the vocabulary at every step); ``{"grammar": <GBNF>}`` otherwise.
+    ``LocalModel.chunks`` takes either (``lark=``, ``gbnf=``)."""
+    from charfmt.export import gbnf_text, lark_text  # noqa: PLC0415
+
+    if llguidance_installed():
+        return {"lark": lark_text(grammar)}
+    return {"grammar": gbnf_text(grammar)}
+
+
 def llama_grammar(gbnf: str) -> Any:
     """A ``llama_cpp.LlamaGrammar`` from GBNF text (``charfmt.grammar("gbnf", ...)``)."""
     return load_llama_cpp().LlamaGrammar.from_string(gbnf, verbose=False)
@@ -377,6 +395,44 @@ def llguidance_processor(llm: Any, grammar: str) -> Callable[[Any, Any], Any]:
 
 
 _llg_tokenizers: dict[int, Any] = {}
+
+
+def xgrammar_processor(llm: Any, gbnf: str) -> Callable[[Any, Any], Any]:
+    """A llama-cpp-python ``logits_processor`` that constrains sampling to ``gbnf`` with XGrammar (the engine
+    vLLM and SGLang run by default), over the model's own vocabulary: what those servers would allow.
+
+    Pass it to ``LocalModel.chunks(processor=...)``. One processor serves one reply.
+    """
+    xgr = load_xgrammar()
+    compiler = _xgr_compilers.get(id(llm))
+    if compiler is None:
+        llama_cpp = load_llama_cpp()
+        vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        size = int(llm.n_vocab())
+        pieces = [bytes(llm.detokenize([i], special=True)) for i in range(size)]
+        stops = [i for i in range(size) if llama_cpp.llama_vocab_is_eog(vocab, i)]
+        info = xgr.TokenizerInfo(pieces, xgr.VocabType.RAW, vocab_size=size, stop_token_ids=stops)
+        compiler = _xgr_compilers[id(llm)] = xgr.GrammarCompiler(info)
+    matcher = xgr.GrammarMatcher(compiler.compile_grammar(gbnf))
+    n_vocab = int(llm.n_vocab())
+    mask = xgr.allocate_token_bitmask(1, n_vocab)
+    seen: list[int] = []
+
+    def process(input_ids: Any, scores: Any) -> Any:
+        if not seen:
+            seen.append(len(input_ids))  # the prompt ends here
+        for token in input_ids[seen[0] :]:
+            matcher.accept_token(int(token))
+        seen[0] = len(input_ids)
+        matcher.fill_next_token_bitmask(mask)
+        allowed = unpack_bits(mask[0].numpy().view("uint8"))[:n_vocab]
+        scores[~allowed] = float("-inf")
+        return scores
+
+    return process
+
+
+_xgr_compilers: dict[int, Any] = {}
 
 
 def unpack_bits(bits: Any) -> Any:

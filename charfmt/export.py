@@ -23,16 +23,20 @@ bounds) and ``_grammar_writers`` (each target's syntax). This module is their pu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Final, Unpack
 
 from charfmt._grammar_bounds import (
     SHORT_ROLES,
     Bounds,
+    bytes_per_char,
+    example_shape,
+    learned_lengths,
     max_length,
     max_reply_tokens,
     measure_tokens_per_char,
+    plan_bounds,
     resolve_bounds,
+    speech_of,
 )
 from charfmt._grammar_writers import ECMA, PYTHON, RUST, gbnf_text, lark_text, write
 from charfmt._regex_ir import (
@@ -55,12 +59,13 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
-from charfmt._reply_constraints import ReplyConstraints, constrains, values
+from charfmt._reply_constraints import DEFAULT_TOKENS_PER_CHAR, ReplyConstraints, Speakers, constrains, constraints_of
 from charfmt._reply_rules import Grammar, body_grammar, bounded_body, key_node, reply_grammar
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagTable
 
 __all__ = [
+    "DEFAULT_TOKENS_PER_CHAR",
     "SHORT_ROLES",
     "TARGETS",
     "Alt",
@@ -74,17 +79,24 @@ __all__ = [
     "Rep",
     "Seq",
     "body_regex",
+    "bytes_per_char",
+    "example_shape",
     "from_regex",
+    "gbnf_text",
     "grammar",
     "json_encoded",
+    "lark_text",
+    "learned_lengths",
     "lexeme_friendly",
     "llguidance_slices",
     "max_length",
     "max_reply_tokens",
     "measure_tokens_per_char",
+    "plan_bounds",
     "reply_grammar",
     "resolve_bounds",
     "simplify",
+    "speech_of",
 ]
 
 TARGETS: Final = ("lark", "gbnf", "regex")
@@ -164,7 +176,7 @@ def llguidance_slices() -> list[str]:
 
 
 @constrains
-def grammar(target: str, *, speakers: Sequence[str] | None = None, **constraints: Unpack[ReplyConstraints]) -> str:
+def grammar(target: str, *, speakers: Speakers | None = None, **constraints: Unpack[ReplyConstraints]) -> str:
     """The reply format as a grammar for a constrained-decoding engine.
 
     ``lark``: Lark syntax for the whole reply, read by llguidance (vLLM
@@ -173,18 +185,22 @@ def grammar(target: str, *, speakers: Sequence[str] | None = None, **constraints
     (``compile_grammar``); ``regex``: one decoded ``C`` body, for engines that take only
     a regular expression. With ``vocabulary``, the emotion tag holds only its keys;
     ``tags``: the tag table (``None``: ``DEFAULT_TAGS``), a cue with values holds one of them.
+    ``character``: a character's vocabulary and tags, or a scene's cast (each ``C`` chat names
+    a speaker, and its emotion is one of that speaker's keys).
 
     Length bounds (see ``Bounds``): ``max_chars`` per element content, ``max_chats`` per
-    reply, or ``max_tokens``, a token budget the longest allowed reply fits in
-    (``Bounds.for_tokens``), so a constrained reply always closes before the budget ends.
-    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them.
+    reply, or ``max_tokens``, a token budget the longest allowed reply fits in, planned by
+    ``plan_bounds`` (the engine ``charfmt chat`` and ``serve`` use): speech required, each role
+    as long as the character's examples show, speech the rest, counted at ``tokens_per_char``.
+    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them; a mapping
+    gives each its own vocabulary.
     """
-    vocabulary, tags, *_ = values("grammar", constraints)
-    bounds = resolve_bounds(**constraints)
+    c = constraints_of("grammar", constraints, speakers)
+    bounds = resolve_bounds(speakers=c.speakers, **constraints)
     if target == "lark":
-        return lark_text(reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers))
+        return lark_text(reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers))
     if target == "gbnf":
-        return gbnf_text(reply_grammar(vocabulary, tags, bounds=bounds, speakers=speakers))
+        return gbnf_text(reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers))
     if target == "regex":
-        return body_regex("C", vocabulary=vocabulary, tags=tags, bounds=bounds)
+        return body_regex("C", vocabulary=c.vocabulary, tags=c.tags, bounds=bounds)
     raise ExportError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")

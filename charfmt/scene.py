@@ -228,20 +228,23 @@ class Scene(BaseModel):
     # --- exports ---------------------------------------------------------------------------------
 
     def grammar(self, target: str, **bounds: Any) -> str:
-        """``charfmt.grammar`` for the scene: the cast's tags and emotion keys, ``speaker`` one of the cast."""
+        """``charfmt.grammar`` for the scene: the cast's tags, ``speaker`` one of the cast, and each speaker's
+        emotion one of its own keys; a ``max_tokens`` budget planned from the scene's examples."""
         from charfmt.export import grammar  # noqa: PLC0415 (Lark loads only for grammars)
 
-        return grammar(target, vocabulary=self.vocabulary, tags=self.tags, speakers=self.speakers, **bounds)
+        return grammar(target, character=self, **bounds)
 
     def json_schema(self, provider: str | None = None, **bounds: Any) -> dict[str, Any]:
-        """``charfmt.json_schema`` for the scene: ``speaker`` an enum of the cast."""
+        """``charfmt.json_schema`` for the scene: ``speaker`` one of the cast, one ``C`` chat schema per
+        speaker with its own emotions."""
         from charfmt.schema import json_schema  # noqa: PLC0415
 
-        return json_schema(provider, vocabulary=self.vocabulary, tags=self.tags, speakers=self.speakers, **bounds)
+        return json_schema(provider, character=self, **bounds)
 
-    def stage(self, *, max_length: int | None = None) -> StageReader:
-        """A stage reader for the scene: each speaker's cues mapped by its own stage map and voice."""
-        return StageReader(cast=self.cast, narrator=self.narrator, max_length=max_length)
+    def stage(self, *, max_length: int | None = None, bound: int | None = None) -> StageReader:
+        """A stage reader for the scene: each speaker's cues mapped by its own stage map and voice
+        (``bound``: the grammar's most characters of speech, see ``StageReader``)."""
+        return StageReader(cast=self.cast, narrator=self.narrator, max_length=max_length, bound=bound)
 
     # --- prompts ---------------------------------------------------------------------------------
 
@@ -377,9 +380,12 @@ class Scene(BaseModel):
     # --- files -----------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE) -> Scene:
+    def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None) -> Scene:
         """A scene from TOML: ``name``, ``setting``, ``[[cast]]`` (``id``, ``character`` = a file beside it),
         ``[narrator]`` (a voice), ``[[examples]]`` (``user``, ``[[examples.reply]]`` with type, speaker, body).
+
+        ``user_name``: the player's name (``None``: the file's ``user_name``, if any); every cast member
+        calls the player by it (a card's ``{{user}}``), as the scene's prompt does.
 
         The scene file and each cast file are read as a character file is (at most ``max_size``
         bytes each: ``/dev/zero`` or an endless pipe ends there); every problem is a
@@ -390,7 +396,10 @@ class Scene(BaseModel):
         with _translated(file):
             data, fail = toml_data(read_file(path, max_size), file)
             check_table(data, _SCENE_KEYS, (), fail)
-            cast, books = _load_cast(data.pop("cast", None), path.parent, max_size, fail)
+            if user_name is not None:
+                data["user_name"] = user_name
+            player = data.get("user_name") if isinstance(data.get("user_name"), str) else None
+            cast, books = _load_cast(data.pop("cast", None), path.parent, max_size, fail, player)
             if books:
                 data["cast_lorebooks"] = books
             if data.get("lorebook") is not None:
@@ -426,9 +435,12 @@ def speaker_id_problem(who: Any) -> str | None:
     return None
 
 
-def _load_cast(rows: Any, folder: Path, max_size: int, fail: Fail) -> tuple[dict[str, Character], dict[str, Lorebook]]:
+def _load_cast(
+    rows: Any, folder: Path, max_size: int, fail: Fail, player: str | None = None
+) -> tuple[dict[str, Character], dict[str, Lorebook]]:
     """The ``[[cast]]`` tables: unique, well-formed ids, each member's file loaded once however often it is
-    named; and the members' own lorebooks (``lorebook = "FILE"``), by id."""
+    named (``player``: the scene's player name, each member's ``{{user}}``); and the members' own lorebooks
+    (``lorebook = "FILE"``), by id."""
     if rows is None:
         raise fail(("cast",), 'a scene needs [[cast]] tables (id = "...", character = "FILE")')
     if not isinstance(rows, list):
@@ -458,7 +470,7 @@ def _load_cast(rows: Any, folder: Path, max_size: int, fail: Fail) -> tuple[dict
         member = folder / row["character"]
         key = os.path.realpath(member) if "\0" not in row["character"] else row["character"]
         if key not in loaded:
-            loaded[key] = Character.load(member, max_size=max_size)
+            loaded[key] = Character.load(member, max_size=max_size, user_name=player)
         cast[who] = loaded[key]
         if row.get("lorebook") is not None:
             books[who] = _lorebook(folder, row["lorebook"], ("cast", i, "lorebook"), max_size, fail)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
-from charfmt._reply_constraints import ReplyConstraints, constrains, values
+from charfmt._reply_constraints import ReplyConstraints, Speakers, constrains, constraints_of
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
@@ -92,44 +92,32 @@ def _base(
     vocabulary: Vocabulary | None,
     tags: TagTable = DEFAULT_TAGS,
     bounds: Bounds | None = None,
-    speakers: Sequence[str] | None = None,
+    speakers: Speakers | None = None,
 ) -> dict[str, Any]:
+    plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
+
+    def told() -> dict[str, Any]:
+        """An ``I`` or ``E`` chat: plain text, no speaker."""
+        pattern = body_regex("I", flavor="ecma", bounds=bounds) if patterns else None
+        return _chat(plain, minimum=minimum, closed=closed, pattern=pattern, vocabulary=None)
+
+    def spoken(vocabulary: Vocabulary | None, who: Sequence[str] | None) -> dict[str, Any]:
+        """A ``C`` chat, its emotion one of ``vocabulary``'s keys, its speaker one of ``who``."""
+        pattern = None
+        if patterns:
+            pattern = body_regex("C", vocabulary=vocabulary, flavor="ecma", tags=tags, bounds=bounds)
+        return _chat(sorted(TAGGED_TYPES), minimum=minimum, closed=closed, pattern=pattern, vocabulary=vocabulary,
+                     tags=tags, speakers=who)  # fmt: skip
+
     if patterns:
         from charfmt.export import body_regex  # noqa: PLC0415 (Lark loads only for patterns)
-
-        # One schema per kind of body, so each body gets the pattern of its own language.
-        tagged = sorted(TAGGED_TYPES)
-        plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
-        items: dict[str, Any] = {
-            "anyOf": [
-                _chat(
-                    tagged,
-                    minimum=minimum,
-                    closed=closed,
-                    pattern=body_regex("C", vocabulary=vocabulary, flavor="ecma", tags=tags, bounds=bounds),
-                    vocabulary=vocabulary,
-                    tags=tags,
-                    speakers=speakers,
-                ),
-                _chat(
-                    plain,
-                    minimum=minimum,
-                    closed=closed,
-                    pattern=body_regex("I", flavor="ecma", bounds=bounds),
-                    vocabulary=None,
-                ),
-            ]
-        }
+    items: dict[str, Any]
+    if isinstance(speakers, Mapping):  # one C chat per speaker, with that speaker's emotions
+        items = {"anyOf": [*(spoken(v, [who]) for who, v in speakers.items()), told()]}
+    elif speakers or patterns:  # one schema per kind of body, so each gets its own language (and speaker)
+        items = {"anyOf": [spoken(vocabulary, speakers), told()]}
     else:
         items = _chat(list(CHAT_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary, tags=tags)
-        if speakers:  # a C chat names its speaker, an I or E chat none: one schema per kind
-            plain = [t for t in CHAT_TYPES if t not in TAGGED_TYPES]
-            spoken = _chat(
-                sorted(TAGGED_TYPES), minimum=minimum, closed=closed, pattern=None, vocabulary=vocabulary, tags=tags,
-                speakers=speakers,
-            )  # fmt: skip
-            told = _chat(plain, minimum=minimum, closed=closed, pattern=None, vocabulary=None)
-            items = {"anyOf": [spoken, told]}
     root: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -146,7 +134,11 @@ def _base(
 
 @constrains
 def json_schema(
-    provider: str | None = None, *, speakers: Sequence[str] | None = None, **constraints: Unpack[ReplyConstraints]
+    provider: str | None = None,
+    *,
+    speakers: Speakers | None = None,
+    bounds: Bounds | None = None,
+    **constraints: Unpack[ReplyConstraints],
 ) -> dict[str, Any]:
     """The ``{"chats": [...]}`` envelope as JSON Schema.
 
@@ -167,28 +159,28 @@ def json_schema(
     (``charfmt.engines.request_fields``) or a structural tag instead.
     Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
     ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
-    bound the body patterns, so they hold where patterns are enforced.
-    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them.
+    bound the body patterns, so they hold where patterns are enforced; a budget is planned by
+    ``charfmt.export.plan_bounds`` (speech required; ``character``, ``tokens_per_char`` as for ``grammar``).
+    ``speakers``: a scene's cast (``charfmt.scene``): each ``C`` chat names one of them; a mapping (or
+    ``character=`` a scene) gives each its own vocabulary, one ``C`` chat schema per speaker.
+    ``bounds``: these exact bounds (``charfmt.export.Bounds``) instead of those the keywords ask for.
     """
-    vocabulary, tags, max_tokens, max_chars, max_chats = values("json_schema", constraints)
-    table = DEFAULT_TAGS if tags is None else tags
-    bounds = None
-    if (max_tokens, max_chars, max_chats) != (None, None, None):
+    c = constraints_of("json_schema", constraints, speakers)
+    table = DEFAULT_TAGS if c.tags is None else c.tags
+    if bounds is None and (c.max_tokens, c.max_chars, c.max_chats) != (None, None, None):
         from charfmt.export import resolve_bounds  # noqa: PLC0415 (Lark loads only for bounds)
 
-        bounds = resolve_bounds(
-            max_tokens=max_tokens, max_chars=max_chars, max_chats=max_chats, vocabulary=vocabulary, tags=table
-        )
+        bounds = resolve_bounds(speakers=c.speakers, **constraints)
     if provider not in (None, *PROVIDERS):
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)} or None")
     schema = _base(
         minimum=provider != "anthropic",
         closed=provider != "gemini",
         patterns=provider in (None, "openai"),
-        vocabulary=vocabulary,
+        vocabulary=c.vocabulary,
         tags=table,
         bounds=None if provider == "anthropic" else bounds,
-        speakers=speakers,
+        speakers=c.speakers,
     )
     if provider is None:
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}

@@ -26,6 +26,11 @@ it: no markup); the result depends on the text only, never on how it was chunked
   quotes also ends a sentence once it is longer than ``max_length`` characters (a ``,``
   between digits, ``3,000``, never does): the aituber-kit and ChatdollKit behaviour.
 
+Speech cut at a length bound (``bound``: a constrained reply's speech reached the most characters
+its grammar allows, and the grammar closed it there) ends mid-sentence: that unfinished sentence is
+never spoken (nor sent as a ``speak`` cue); ``cut_text`` ends such text at its last whole word,
+``trim_cut_speech`` a whole reply's (``CF150``).
+
 A sentence whose end cannot be decided yet (a run of end punctuation, closing brackets
 or the spaces after an ellipsis at the end of the text so far) waits for the next delta
 or the end of the segment. Each sentence keeps the emotion that was active when it was
@@ -35,6 +40,7 @@ work is linear in the text however it is chunked.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -44,7 +50,8 @@ from charfmt.events import Action, ChatStart, Emotion, Event, Reset, SegmentEnd,
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.models import Reply
+    from charfmt.diagnostics import Diagnostic
+    from charfmt.models import Chat, Reply
 
 _CJK_END: Final = frozenset("。！？…‼⁇⁈⁉")
 _WESTERN_END: Final = frozenset(".!?")
@@ -134,6 +141,8 @@ class _Buffer:
     """Characters of the sentence held in ``parts``."""
     spoken: bool = False
     """Whether ``parts`` hold anything but punctuation and whitespace."""
+    total: int = 0
+    """Characters of the segment so far (a segment that reaches ``bound`` was cut)."""
     steps: int = 0
     """Characters looked at one by one (a measure of the work, for tests)."""
 
@@ -141,9 +150,17 @@ class _Buffer:
 class SentenceSplitter:
     """Feed it events; it returns sentences as soon as each one is complete."""
 
-    def __init__(self, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None) -> None:
+    def __init__(
+        self, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None, bound: int | None = None
+    ) -> None:
         if max_length is not None and max_length < 1:
             raise ValueError(f"max_length must be at least 1; got {max_length}")
+        if bound is not None and bound < 1:
+            raise ValueError(f"bound must be at least 1; got {bound}")
+        self.bound = bound
+        """The most characters a speech segment may hold (a grammar's ``Bounds.max_chars``): one that
+        reaches it was cut there, and its unfinished last sentence is not spoken (``None``: no bound)."""
+        self._cut_off = False
         self.tags = _speech_tags(tags)
         """The tags whose text is split: the table's speech tags by default."""
         self.max_length = max_length
@@ -183,12 +200,18 @@ class SentenceSplitter:
             if ended is not None:
                 return self._finish(event.chat, event.segment, ended)
         elif isinstance(event, Reset):
+            self._cut_off = False
             self._emotion.clear()
             self._intensity.clear()
             self._action.clear()
             self._speaker.clear()
             self._buffers.clear()
         return []
+
+    def cut_off(self) -> None:
+        """The stream was cut (its token budget ran out): the unfinished sentences of the segments still
+        open are fragments, not spoken when the stream's last events end them."""
+        self._cut_off = True
 
     def close(self) -> list[Sentence]:
         """Whatever is left (a stream that ended mid-sentence)."""
@@ -199,8 +222,12 @@ class SentenceSplitter:
         return out
 
     def _finish(self, chat: int, segment: int, buf: _Buffer) -> list[Sentence]:
-        """The end of the segment decides whatever waited: the rest is one sentence."""
+        """The end of the segment decides whatever waited: the rest is one sentence, unless the segment was
+        cut (at ``bound``, or by ``cut_off``) before that sentence ended: a fragment is never spoken."""
         out: list[Sentence] = []
+        cut = self._cut_off or (self.bound is not None and buf.total >= self.bound)
+        if cut and buf.phase in (_NONE, _COMMA):  # (a pending run of end punctuation: the sentence did end)
+            return out
         self._emit(out, buf, chat, segment, final=True)
         return out
 
@@ -238,6 +265,7 @@ class SentenceSplitter:
             i += 1
         if start < n:
             self._append(buf, text[start:])
+        buf.total += n
         buf.tail = (buf.tail + text[-_LOOKBACK:])[-_LOOKBACK:]
         buf.steps += steps
         self.steps += steps
@@ -397,15 +425,19 @@ def _speech_tags(tags: Iterable[str] | TagTable | None) -> frozenset[str]:
 
 
 def sentences(
-    events: Iterable[Event] | Reply, *, tags: Iterable[str] | TagTable | None = None, max_length: int | None = None
+    events: Iterable[Event] | Reply,
+    *,
+    tags: Iterable[str] | TagTable | None = None,
+    max_length: int | None = None,
+    bound: int | None = None,
 ) -> Iterator[Sentence]:
     """Complete sentences of the speech text in ``events`` (or a whole ``Reply``), each with its active emotion.
 
     ``tags``: the tags to read, as names, or a tag table whose ``speech`` tags are read
     (``None``: the speech tags of ``DEFAULT_TAGS``, i.e. ``msg``). A table also gives a
-    ``Reply``'s events their roles. ``max_length``: see ``SentenceSplitter``.
+    ``Reply``'s events their roles. ``max_length``, ``bound``: see ``SentenceSplitter``.
     """
-    splitter = SentenceSplitter(tags=tags, max_length=max_length)
+    splitter = SentenceSplitter(tags=tags, max_length=max_length, bound=bound)
     from charfmt.models import Reply  # noqa: PLC0415 (the splitter itself needs no models)
 
     # A Reply is iterable too (pydantic yields its fields): read its events, not its fields.
@@ -414,3 +446,192 @@ def sentences(
     for event in stream:
         yield from splitter.feed(event)
     yield from splitter.close()
+
+
+# --- speech cut at a bound ---------------------------------------------------------------------
+
+_CUT_MARK: Final = "…"
+"""What ends speech cut mid-sentence: the character trails off."""
+
+CUT_PAUSES: Final = "、,，-—:;"
+"""Pauses dropped before the ``…`` that ends speech cut mid-sentence."""
+
+
+def ends_a_sentence(ch: str) -> bool:
+    """Whether text ending with ``ch`` may end a sentence (end punctuation, or a closing bracket after it)."""
+    return ch in _END or ch in _CLOSERS or ch == '"'
+
+
+_UNSPACED: Final = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F))
+"""Scripts written without spaces between words (kana, CJK ideographs): a cut between two of their
+characters is a word boundary; in any other script it is one only at whitespace."""
+
+
+def in_a_word(ch: str) -> bool:
+    """Whether a cut after ``ch`` may fall inside a word (a letter or digit of a script with spaces)."""
+    code = ord(ch)
+    return ch.isalnum() and not any(lo <= code <= hi for lo, hi in _UNSPACED) and code < 0x20000
+
+
+def cut_text(text: str) -> str:
+    """``text`` cut at a bound, ended at its last whole word and marked with ``…`` (``""``: no whole word).
+
+    A word cut in two is dropped (``The weather is a`` → ``The weather is…``: the ``a`` may have
+    been ``about``); text in a script without spaces ends where it was cut; the spaces, pauses
+    (``、``, ``,``) and dashes before the cut are dropped; text that ends a sentence where it was cut
+    is kept as it is (less trailing spaces).
+    """
+    if not text.strip():
+        return ""
+    if ends_a_sentence(text.rstrip()[-1]):
+        return text.rstrip()
+    text = text[: _kept_until(text)]
+    return "" if not text else text if ends_a_sentence(text[-1]) else text + _CUT_MARK
+
+
+def _kept_until(text: str) -> int:
+    """Where text cut mid-word ends: before the word the cut fell in, and the spaces and pauses before it."""
+    k = len(text)
+    while k and in_a_word(text[k - 1]):
+        k -= 1
+    while k and (text[k - 1].isspace() or text[k - 1] in CUT_PAUSES):
+        k -= 1
+    return k
+
+
+class CutSpeech:
+    """Events whose speech a bound cut end at its last whole word, as ``trim_cut_speech`` ends the reply's.
+
+    Each speech segment's last word (and the spaces and pauses before it) is held back until more text
+    shows it whole; at the segment's end it follows, or, where the segment reached ``bound`` characters
+    (or ``cut_off`` said the budget ran out), it is dropped and the text trails off with ``…``. Feed it
+    the stream's events; show what it returns. (Feed the same events, unfiltered, to a
+    ``SentenceSplitter(bound=)`` or ``StageReader(bound=)``: they leave the unfinished sentence unspoken.)
+    """
+
+    def __init__(self, bound: int | None, *, tags: Iterable[str] | TagTable | None = None) -> None:
+        self.bound = bound
+        self.tags = _speech_tags(tags)
+        self._held: dict[tuple[int, int], str] = {}
+        self._length: dict[tuple[int, int], int] = {}
+        self._last: dict[tuple[int, int], str] = {}
+        self._tag: dict[tuple[int, int], str] = {}
+        self._cut_off = False
+
+    def cut_off(self) -> None:
+        """The stream was cut (its token budget ran out): the speech segments still open are cut."""
+        self._cut_off = True
+
+    def flush(self) -> list[Event]:
+        """What is still held back (a stream that ended without ending its segments), as it came."""
+        out: list[Event] = []
+        for (chat, segment), held in sorted(self._held.items()):
+            if held:
+                out.append(TextDelta(chat, segment, self._tag.get((chat, segment), ""), held))
+        self._held.clear()
+        self._length.clear()
+        self._last.clear()
+        return out
+
+    def feed(self, event: Event) -> list[Event]:
+        """What to show of ``event``: itself, or (speech with a bound) its text less the word held back."""
+        if isinstance(event, Reset):
+            self._held.clear()
+            self._length.clear()
+            self._last.clear()
+            self._cut_off = False
+            return [event]
+        if self.bound is None:
+            return [event]
+        if isinstance(event, TextDelta) and event.tag in self.tags:
+            key = (event.chat, event.segment)
+            self._tag[key] = event.tag
+            self._length[key] = self._length.get(key, 0) + len(event.text)
+            whole = self._held.get(key, "") + event.text
+            k = _kept_until(whole)
+            self._held[key] = whole[k:]
+            if not k:
+                return []
+            self._last[key] = whole[k - 1]
+            return [TextDelta(event.chat, event.segment, event.tag, whole[:k])]
+        if isinstance(event, SegmentEnd) and (event.chat, event.segment) in self._length:
+            key = (event.chat, event.segment)
+            held, last = self._held.pop(key, ""), self._last.pop(key, "")
+            length = self._length.pop(key)
+            cut = self._cut_off or (self.bound is not None and length >= self.bound)
+            ending = _CUT_MARK if last and not ends_a_sentence(last) else ""  # (a cut word dropped)
+            text = ending if cut else held
+            shown: list[Event] = [TextDelta(event.chat, event.segment, event.tag, text)] if text else []
+            return [*shown, event]
+        return [event]
+
+
+def whole_sentences(text: str) -> tuple[str, str]:
+    """``(head, tail)``: ``text`` up to the end of its last complete sentence (the rule above), and the rest."""
+    splitter = SentenceSplitter(tags=["s"])
+    splitter.feed(TextDelta(0, 0, "s", text))
+    buf = splitter._buffers.get((0, 0))
+    pending = "".join(buf.parts) if buf is not None and buf.phase in (_NONE, _COMMA) else ""
+    return text[: len(text) - len(pending)], pending
+
+
+def trim_cut_speech(
+    reply: Reply,
+    *,
+    bound: int | None = None,
+    cut_off: bool = False,
+    tags: TagTable | None = None,
+    source: str = "",
+) -> Reply:
+    """``reply`` with its cut speech ended at a word or sentence boundary, each cut noted (``CF150``).
+
+    Speech is cut where a segment of a speech tag holds ``bound`` characters or more (the grammar's
+    ``Bounds.max_chars`` closed it there), or, with ``cut_off`` (the token budget ran out), where the
+    reply's last segment is speech. Its unfinished last sentence ends at its last whole word
+    (``cut_text``), as ``SentenceSplitter(bound=...)`` leaves it unspoken. ``source``: the raw reply,
+    where the diagnostics point.
+    """
+    table = DEFAULT_TAGS if tags is None else tags
+    spoken = {spec.name for spec in table if spec.row.spoken}
+    last = (len(reply.chats) - 1, len(reply.chats[-1].segments) - 1) if reply.chats else None
+    chats: list[Chat] = []
+    notes = []
+    for i, chat in enumerate(reply.chats):
+        segments = list(chat.segments)
+        for k, seg in enumerate(segments):
+            if seg.tag not in spoken:
+                continue
+            at_bound = bound is not None and len(seg.text) >= bound
+            if not (at_bound or (cut_off and (i, k) == last)):
+                continue
+            kept = cut_text(seg.text)
+            if kept == seg.text:
+                continue  # (it ended a sentence where it was cut)
+            head, _tail = whole_sentences(seg.text)
+            segments[k] = seg.model_copy(update={"text": kept})
+            why = f"the speech reached its bound of {bound} characters" if at_bound else "the reply was cut off"
+            notes.append(_cut_note(source, i, seg.text, len(head), why))
+        chats.append(chat.model_copy(update={"segments": segments}) if segments != chat.segments else chat)
+    if not notes:
+        return reply
+    return reply.model_copy(update={"chats": chats, "diagnostics": [*reply.diagnostics, *notes]})
+
+
+def _cut_note(source: str, index: int, text: str, at: int, why: str) -> Diagnostic:
+    """``CF150`` for the cut speech ``text`` of chat ``index``, pointing at its unfinished sentence in ``source``."""
+    from charfmt.diagnostics import Diagnostic, in_body  # noqa: PLC0415
+    from charfmt.envelope import Locator  # noqa: PLC0415
+
+    message = in_body(index, f"{why} mid-sentence: it ends at its last whole word, and that sentence is not spoken")
+    start = end = len(source)
+    try:
+        locator = Locator(source)
+        path = ("chats", index, "body")
+        body_start, body_end = locator.value(path)
+        body = json.loads(source[body_start:body_end])
+        found = body.find(text) if isinstance(body, str) else -1
+        if found >= 0:
+            start, end = locator.string_offsets(path, [found + at, found + len(text)])
+    except (ValueError, IndexError, KeyError):
+        pass  # not JSON (a lenient read): the end of the reply
+    return Diagnostic.at(source, "CF150", message, start, end, chat=index)

@@ -135,11 +135,14 @@ class StageReader:
         cast: Mapping[str, Character] | None = None,
         narrator: Voice | None = None,
         max_length: int | None = None,
+        bound: int | None = None,
     ) -> None:
         """``character``: whose stage map applies (a scene passes ``cast`` instead, by speaker name).
 
         ``narrator``: the voice ``I``/``E`` chats are spoken with (``None``: they are not spoken).
         ``max_length``: a sentence longer than this also ends at ``、`` or ``,`` (TTS starts early).
+        ``bound``: the grammar's most characters of speech: a sentence cut there is not spoken
+        (``SentenceSplitter``'s ``bound``).
         """
         from charfmt.character import Character  # noqa: PLC0415
         from charfmt.tags import DEFAULT_TAGS  # noqa: PLC0415
@@ -156,7 +159,7 @@ class StageReader:
         speech = {spec.name for table in tables for spec in table.with_role("speech")}
         if narrator is not None:
             speech.add(TEXT_TAG)
-        self._splitter = SentenceSplitter(tags=speech, max_length=max_length)
+        self._splitter = SentenceSplitter(tags=speech, max_length=max_length, bound=bound)
         self._speaker: dict[int, str | None] = {}
         self._voice: dict[int, Voice | None] = {}
         self._type: dict[int, str] = {}
@@ -184,6 +187,10 @@ class StageReader:
             out.append(StageReset())
         out.extend(self._speak(s) for s in self._splitter.feed(event))
         return out
+
+    def cut_off(self) -> None:
+        """The stream was cut (its token budget ran out): its unfinished sentences are not spoken."""
+        self._splitter.cut_off()
 
     def close(self) -> list[StageCue]:
         """The sentences left (a stream that ended mid-sentence)."""

@@ -115,22 +115,10 @@ def iter_events(
         prompt=prompt,
     )
     reader = _sdk_chunks.Reader()
-    fed, fold_at = reader.fed, _sdk_chunks.FOLD
+    feed = reader.feed
     for item in _sdk_chunks.items(chunks):
-        if type(item) is str:  # a text chunk, the common case: kept as cheap as feeding the parser
-            fed.append(item)
-            events = parser.feed(item)
-        else:
-            text, shown = reader.read(item)
-            yield from shown
-            if not text:
-                continue
-            events = parser.feed(text)
-        if len(fed) >= fold_at:
-            reader.fold()
-        yield from reader.after(events) if reader.showing else events
-    yield from reader.close()
-    yield from reader.after(parser.close())
+        yield from feed(parser, item)
+    yield from reader.finish(parser)
 
 
 async def aiter_events(
@@ -164,15 +152,7 @@ async def aiter_events(
     # (aclosing: a consumer that stops early closes what aitems opened, a manager or a response)
     async with aclosing(_sdk_chunks.aitems(chunks)) as items:
         async for item in items:
-            text, shown = reader.read(item)
-            for event in shown:
+            for event in reader.feed(parser, item):
                 yield event
-            if text:
-                if len(reader.fed) >= _sdk_chunks.FOLD:
-                    reader.fold()
-                for event in reader.after(parser.feed(text)):
-                    yield event
-    for event in reader.close():
-        yield event
-    for event in reader.after(parser.close()):
+    for event in reader.finish(parser):
         yield event

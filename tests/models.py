@@ -35,6 +35,20 @@ PLAYER_TURNS: Final[dict[str, list[str]]] = {
 }
 """The player's six turns with each example character: the real-model tests and bench_model_grammar read them."""
 
+SCENE_TURNS: Final[list[str]] = [
+    "[joy] Can you two fix this bell?",
+    "How long will it take?",
+    "Rex, is that a fair price?",
+    "Mio, where did the bell crack?",
+    "[surprise] Did you hear that noise?",
+    "[joy] Thank you both!",
+]
+"""The player's six turns with the example scene (``examples/scenes/mars_shrine.toml``: Rex and Mio)."""
+
+CHAT_FORMATS: Final[dict[str, str | None]] = {"smollm2": None, "gemma": "gemma"}
+"""The chat format each model is run in: SmolLM2's own template; Gemma 3 270M has none (llama-cpp-python's
+``gemma`` format, the one its architecture was trained on)."""
+
 
 @functools.cache
 def smollm2_path() -> Path | None:

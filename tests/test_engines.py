@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import charfmt
 from charfmt.body import BodyError, parse_body
 from charfmt.engines import SERVERS, request_fields, structural_tag
-from charfmt.export import Bounds, ExportError, body_regex, max_reply_tokens
+from charfmt.export import Bounds, ExportError, body_regex, max_reply_tokens, resolve_bounds
 from charfmt.testing import replies
 from charfmt.writer import body as body_of
 
@@ -268,12 +268,18 @@ def llg_accepts(grammar: str, text: str) -> bool:
 
 def test_llguidance_holds_replies_to_their_token_budget() -> None:
     budget = 300
-    grammar = charfmt.grammar("lark", max_tokens=budget)
-    bounds = Bounds.for_tokens(budget)
-    longest = longest_reply(Bounds(bounds.max_chars, 1, 4, 0, 1), "🎉")
+    # every character at its worst (an emoji: four byte tokens), speech not required: the budget holds for any text
+    grammar = charfmt.grammar("lark", max_tokens=budget, tokens_per_char=4.0, require_speech=False)
+    bounds = resolve_bounds(max_tokens=budget, tokens_per_char=4.0, require_speech=False)
+    assert bounds is not None and bounds.max_elements is not None and bounds.max_chars is not None
+    n = bounds.max_elements
+    emo, thought, msg = ("🎉" * (bounds.chars(role) or 0) for role in ("emotion", "hidden", "speech"))
+    body = "\n".join([f"<emo>{emo}</emo>", *[f"<thought>{thought}</thought>"] * (n - 2), f"<msg>{msg}</msg>"])
+    chats = [{"type": "C", "order": 1, "body": body}]
+    longest = json.dumps({"chats": chats}, ensure_ascii=False, separators=(", ", ": "))
     assert llg_accepts(grammar, longest) and len(tokens(longest)) + 1 <= budget
-    assert not llg_accepts(grammar, longest_reply(Bounds((bounds.max_chars or 0) + 1, 1, 1, 0, 1), "a"))
-    assert not llg_accepts(grammar, longest_reply(Bounds(1, 1, 5, 0, 1), "a"))  # a fifth element
+    assert not llg_accepts(grammar, longest_reply(Bounds(bounds.max_chars + 1, 1, 1, 0, 1), "a"))
+    assert not llg_accepts(grammar, longest_reply(Bounds(1, 1, n + 1, 0, 1), "a"))  # one element too many
     assert not llg_accepts(grammar, longest_reply(Bounds(1, 2, 1, 0, 1), "a"))  # a second chat
     assert not llg_accepts(grammar, '{"chats":  []}')  # two blanks: whitespace is bounded too
 
@@ -395,19 +401,29 @@ def test_every_exported_schema_pattern_compiles_in_unicode_mode() -> None:
 # --- recipes for servers ---------------------------------------------------------------------------
 
 
+def _one_chat(body: str) -> str:
+    return json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]})
+
+
 @pytest.mark.parametrize("server", SERVERS)
 def test_request_fields_carry_a_grammar_the_named_engine_reads(server: str) -> None:
     fields = request_fields(server, vocabulary=VOCAB, max_tokens=400)
     assert fields["max_tokens"] == 400
+    bounds = resolve_bounds(vocabulary=VOCAB, max_tokens=400)
+    assert bounds is not None and bounds.require_speech
+    said = _one_chat("<emo>joy</emo>\n<msg>" + "s" * bounds.min_speech + "</msg>")
     if server in ("llama-server", "sglang", "koboldcpp", "localai"):  # GBNF: llama.cpp's reader (SGLang: XGrammar)
         gbnf = fields["ebnf" if server == "sglang" else "grammar"]
         assert xgr_accepts(xgr_compiler().compile_grammar(gbnf), DEMO.replace("surprise", "joy")) is False
-        assert xgr_accepts(xgr_compiler().compile_grammar(gbnf), '{"chats": [{"type": "I", "order": 1, "body": "hi"}]}')
+        compiled = xgr_compiler().compile_grammar(gbnf)
+        assert xgr_accepts(compiled, said)
+        assert not xgr_accepts(compiled, '{"chats": [{"type": "I", "order": 1, "body": "hi"}]}')  # speech required
     elif server == "vllm":  # vLLM's default backend is XGrammar
         lark = fields["structured_outputs"]["grammar"]
-        assert xgr_accepts(
+        assert xgr_accepts(xgr_compiler().compile_lark(lark), said)
+        assert not xgr_accepts(
             xgr_compiler().compile_lark(lark), '{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>"}]}'
-        )
+        )  # speech is required
     elif server == "ollama":  # its own field: the JSON schema itself
         assert fields["format"]["properties"]["chats"]["maxItems"] == 1 and "response_format" not in fields
     else:

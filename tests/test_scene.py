@@ -140,8 +140,15 @@ def test_the_schema_restricts_the_speaker_to_the_cast() -> None:
     for provider in (None, "openai", "anthropic", "gemini"):
         schema = SCENE.json_schema(provider)
         items = schema["properties"]["chats"]["items"]["anyOf"]
-        assert items[0]["properties"]["speaker"]["enum"] == ["rex", "mio", "yuki"]
-        assert "speaker" in items[0]["required"] and "speaker" not in items[1]["properties"]
+        # one C chat schema per cast member (its own emotions), then the narrator's I and E chats
+        assert [item["properties"]["speaker"]["enum"] for item in items[:-1]] == [["rex"], ["mio"], ["yuki"]]
+        assert all("speaker" in item["required"] for item in items[:-1]) and "speaker" not in items[-1]["properties"]
+        for item, who in zip(items, SCENE.cast, strict=False):  # each body names its speaker's keys, and only those
+            described = item["properties"]["body"]["description"]
+            for key in {k for c in SCENE.cast.values() for k in c.vocabulary.keys}:
+                assert (f" {key}," in described or described.endswith(f" {key}.")) == (
+                    key in SCENE.cast[who].vocabulary.keys
+                ), (who, key)
     assert "speaker" not in json.dumps(charfmt.json_schema("openai"))  # a single character: as before
 
 
@@ -167,6 +174,16 @@ def test_an_off_cast_example_in_a_scene_file_is_an_error(tmp_path: Path) -> None
 
 OFF_CAST = THREE.replace('"speaker": "yuki"', '"speaker": "kai"')
 NO_SPEAKER = _reply(("C", None, "<emo>joy</emo>\n<msg>hi</msg>"))
+KEYS = THREE.replace("<emo>joy</emo>", "<emo>pleased</emo>")
+"""THREE with Rex's own key (a grammar writes keys exactly, never an alias)."""
+ANOTHERS = KEYS.replace("<emo>pleased</emo>", "<emo>surprise</emo>")
+"""Rex with Mio's emotion: ``Scene.parse`` refuses it (CF306), so every grammar must."""
+
+
+def test_a_speaker_with_another_members_emotion_is_refused_by_parse() -> None:
+    with pytest.raises(charfmt.ParseError, match="CF306"):
+        SCENE.parse(ANOTHERS)
+    assert SCENE.parse(KEYS).diagnostics == []
 
 
 def test_llguidance_rejects_an_off_cast_speaker() -> None:
@@ -191,9 +208,10 @@ def test_llguidance_rejects_an_off_cast_speaker() -> None:
             c = m.deep_copy()
             return bool(c.consume_tokens(list(text.encode())) and not c.is_error() and c.is_accepting())
 
-        assert accepts(THREE)
+        assert accepts(KEYS)
         assert not accepts(OFF_CAST)
         assert not accepts(NO_SPEAKER)
+        assert not accepts(ANOTHERS)  # one alternative per speaker: Rex cannot use Mio's emotion
 
 
 def test_xgrammar_rejects_an_off_cast_speaker() -> None:
@@ -216,9 +234,10 @@ def test_xgrammar_rejects_an_off_cast_speaker() -> None:
         return bool(matcher.accept_token(enc.eot_token) and matcher.is_terminated())
 
     for compiled in (compiler.compile_grammar(SCENE.grammar("gbnf")), compiler.compile_lark(SCENE.grammar("lark"))):
-        assert accepts(compiled, THREE)
+        assert accepts(compiled, KEYS)
         assert not accepts(compiled, OFF_CAST)
         assert not accepts(compiled, NO_SPEAKER)
+        assert not accepts(compiled, ANOTHERS)  # one alternative per speaker: Rex cannot use Mio's emotion
 
 
 @pytest.mark.parametrize("fmt", ["groupchat", "uacs", "pam", "ailoy"])

@@ -778,7 +778,9 @@ def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None
                 results[speaker] = list(sse(r))
     assert info["speakers"] == ["rex", "mio"] and info["name"] == scene.name
     sent = up.requests[-1]
-    assert '("\\"rex\\"" | "\\"mio\\"")' in sent["grammar"]  # the speaker is one of the cast
+    # the speaker is one of the cast, each C chat an alternative of its own (its speaker's emotions)
+    assert '"\\"rex\\""' in sent["grammar"] and '"\\"mio\\""' in sent["grammar"]
+    assert 't-key-s1 ::= "joy" | "surprise"' in sent["grammar"]
     assert "Mio" in sent["messages"][0]["content"] and "Rex" in sent["messages"][0]["content"]
     good = results["rex"]
     assert good[0] == {"kind": "chat_start", "chat": 0, "type": "C", "order": 1, "speaker": "rex"}

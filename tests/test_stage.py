@@ -274,7 +274,10 @@ def test_charfmt_chat_max_length_splits_the_tts_lines_and_cues_do_not_break_the_
     lines = out.getvalue().splitlines()
     typed = [line for line in lines if line.startswith("Aoi: ")]
     assert typed == ["Aoi: やっほー！今日も来てくれたんだね。", "Aoi: …寂しかった。"]
-    assert [line.removeprefix("  (tts) ") for line in lines if line.startswith("  (tts) ")] == [
+    # with a stage, each sentence is shown once: as its speak cue (no "(tts)" line beside it)
+    assert not [line for line in lines if line.startswith("  (tts) ")]
+    cues = [json.loads(line.removeprefix("  (stage) ")) for line in lines if line.startswith("  (stage) ")]
+    assert [c["text"] for c in cues if c["kind"] == "speak"] == [
         "やっほー！",
         "今日も来てくれたんだね。",
         "…寂しかった。",

@@ -212,11 +212,11 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     return books
 
 
-def load_scene(path: str, limit: int) -> Scene:
-    """The ``--scene`` file."""
+def load_scene(path: str, limit: int, user_name: str | None = None) -> Scene:
+    """The ``--scene`` file (``user_name``: the player's name in the whole cast, in place of the file's)."""
     from charfmt.scene import Scene  # noqa: PLC0415
 
-    return Scene.load(path, max_size=limit)
+    return Scene.load(path, max_size=limit, user_name=user_name)
 
 
 # -- writing ---------------------------------------------------------------------

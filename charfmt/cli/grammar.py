@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from charfmt.cli._io import EXIT_OK, load_character, load_scene, usage_error
 from charfmt.cli._options import add_size, whole
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS
+
+if TYPE_CHECKING:
+    from charfmt.character import Character
+    from charfmt.scene import Scene
 
 HELP: Final = "print the reply format as a grammar for constrained decoding"
 
@@ -36,6 +40,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--max-chars", type=whole(1), metavar="N", help="at most N characters per element")
     sp.add_argument("--max-chats", type=whole(1), metavar="N", help="at most N chats per reply")
+    sp.add_argument("--tokens-per-char", type=_per_char, metavar="X",
+                    help="with --max-tokens: the model's tokens per character (default: the UTF-8 bytes per "
+                    "character of the --character's example speech, else 1; see docs/CONSTRAIN.md)")  # fmt: skip
     add_size(sp, "--character file")
 
 
@@ -43,13 +50,12 @@ def run(args: argparse.Namespace) -> int:
     """Print the grammar."""
     from charfmt.export import grammar  # noqa: PLC0415
 
-    vocabulary = tags = speakers = None
+    vocabulary = None
+    subject: Character | Scene | None = None
     if args.character is not None:
-        character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
-        vocabulary, tags = character.vocabulary, character.tags
+        subject = load_character(args.character, args.max_size, getattr(args, "user_name", None))
     elif args.scene is not None:
-        scene = load_scene(args.scene, args.max_size)
-        vocabulary, tags, speakers = scene.vocabulary, scene.tags, scene.speakers
+        subject = load_scene(args.scene, args.max_size)  # (each speaker's emotions its own)
     elif args.emotions is not None:
         keys = [k.strip() for k in args.emotions.split(",") if k.strip()]
         if not keys:
@@ -64,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
         text = grammar(
             args.target,
             vocabulary=vocabulary,
-            tags=tags,
+            character=subject,
             max_tokens=args.max_tokens,
             max_chars=args.max_chars,
             max_chats=args.max_chats,
-            speakers=speakers,
+            tokens_per_char=args.tokens_per_char,
         )
     except ExportError as e:  # bounds that cannot hold a reply (a token budget too small)
         usage_error(args, str(e))
@@ -76,6 +82,17 @@ def run(args: argparse.Namespace) -> int:
     if args.target == "regex":
         sys.stdout.write("\n")
     return EXIT_OK
+
+
+def _per_char(text: str) -> float:
+    """``--tokens-per-char``: a number of tokens per character, 1 to 4 (a character is at least one token)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text[:40]!r}") from None
+    if not 1 <= value <= 4:
+        raise argparse.ArgumentTypeError(f"must be 1 to 4 (tokens per character), not {text[:40]}")
+    return value
 
 
 def _first_line(e: BaseException) -> str:

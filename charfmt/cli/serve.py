@@ -95,6 +95,10 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "by number)")  # fmt: skip
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
                     help="bytes of a request body or WebSocket message (default 1 MiB)")  # fmt: skip
+    sp.add_argument("--chat-format", metavar="NAME",
+                    help="--model's chat format, a llama-cpp-python name (gemma, chatml...; default: the GGUF's own "
+                    "template, with a warning where it has none), as charfmt chat's")  # fmt: skip
+    sp.add_argument("--verbose", action="store_true", help="show --model's llama.cpp log lines on standard error")
     add_lore(sp, seed=False)  # (a request's own "seed" seeds its turn's macros and lore rolls)
     sp.add_argument(
         "--greeting",
@@ -149,6 +153,14 @@ def settings_from(args: argparse.Namespace) -> Any:
 
     if args.max_tokens >= args.n_ctx:
         args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+    if args.chat_format is not None and args.model is None:
+        args.parser.error("argument --chat-format: only with --model (the server at --upstream has its own template)")
+    if args.chat_format is not None and not args.chat_format.startswith("chat_template."):
+        from charfmt._model_clients import chat_formats  # noqa: PLC0415
+
+        known = chat_formats()  # (llama-cpp-python missing: its one error line, exit 1)
+        if args.chat_format not in known:
+            args.parser.error(f"argument --chat-format: {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
     if not 0 < args.timeout <= 3600:
         args.parser.error(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
     if args.upstream is not None:
@@ -188,7 +200,8 @@ def settings_from(args: argparse.Namespace) -> Any:
         check_greeting(args, character, args.greeting)
     settings = Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
-        model_path=args.model, model_name=args.model_name, reply_format=args.reply_format,
+        model_path=args.model, chat_format=args.chat_format, model_name=args.model_name,
+        reply_format=args.reply_format,
         api_key=api_key, api_key_env=key_env,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
         tokenizer=args.tokenizer,
@@ -269,8 +282,8 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
     from charfmt.serve.logs import TurnLog  # noqa: PLC0415
     from charfmt.serve.turns import reply_bounds  # noqa: PLC0415
 
-    try:
-        reply_bounds(settings)
+    try:  # (--model: its tokens per character are measured once it loads; at least 1, the fewest any model takes)
+        reply_bounds(settings, 1.0 if settings.model_path is not None else None)
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
     if settings.tokenizer is not None:
@@ -294,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
 
     from charfmt.serve import create_app  # noqa: PLC0415
 
-    settings = settings_from(args)
+    settings = _loaded(settings_from(args), verbose=args.verbose)
     store = open_store_of(args)  # (closed when the server has stopped)
     try:
         _serve(args, create_app(dataclasses.replace(settings, store=store)))
@@ -490,6 +503,26 @@ def _ready(settings: Any) -> None:
         load_llama_cpp()
     gc.collect()
     gc.freeze()
+
+
+def _loaded(settings: Any, *, verbose: bool = False) -> Any:
+    """The settings with ``--model`` loaded as their upstream, before the server starts: a model llama.cpp
+    cannot load stops the start (exit 1), a GGUF without a chat template is one warning line, and
+    llama.cpp's own log lines stay off standard error unless ``--verbose`` (as ``charfmt chat``)."""
+    if settings.model_path is None or settings.upstream is not None or settings.upstream_url is not None:
+        return settings
+    import dataclasses  # noqa: PLC0415
+
+    from charfmt._model_clients import llama_logs  # noqa: PLC0415
+    from charfmt.serve.upstream import LocalUpstream, load_local  # noqa: PLC0415
+
+    llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat
+    upstream: LocalUpstream = load_local(
+        settings.model_path, n_ctx=settings.n_ctx, chat_format=settings.chat_format, warn=False
+    )
+    if upstream.model.missing_template is not None:
+        print(f"charfmt serve: warning: {upstream.model.missing_template}", file=sys.stderr, flush=True)
+    return dataclasses.replace(settings, upstream=upstream)
 
 
 def _bind(host: str, port: int) -> Any:

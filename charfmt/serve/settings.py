@@ -35,6 +35,8 @@ class Settings:
     """What ``upstream_url`` runs: which request field carries the grammar or schema."""
     model_path: str | None = None
     """A GGUF file run in-process by llama.cpp instead of an upstream URL."""
+    chat_format: str | None = None
+    """``model_path``'s chat format, a llama-cpp-python name (``None``: the GGUF's own template)."""
     upstream: Upstream | None = None
     """A ready upstream (tests, embedding); used instead of ``upstream_url``/``model_path``."""
     model_name: str | None = None

@@ -115,7 +115,7 @@ class ServerState:
         if s.model_path is not None:
             from charfmt.serve.upstream import load_local  # noqa: PLC0415
 
-            return load_local(s.model_path, n_ctx=s.n_ctx)
+            return load_local(s.model_path, n_ctx=s.n_ctx, chat_format=s.chat_format)
         raise CharfmtError("no upstream: give an upstream URL or a model file")
 
     async def aclose(self) -> None:

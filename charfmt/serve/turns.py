@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from charfmt.events import Event
     from charfmt.lorebook import Activation
     from charfmt.models import Reply
+    from charfmt.scene import Scene
     from charfmt.serve.continuation import Ask, Continuation
     from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
@@ -111,22 +112,31 @@ Piece: TypeAlias = "Raw | Prefix | Event | StageCue | Sentence | Done | Lore | G
 cue, a sentence, the end; with ``lore=True``, first, the lore the prompt holds."""
 
 
-def reply_bounds(settings: Settings) -> Any:
-    """The grammar's bounds within ``max_tokens``: the shape the examples show (``charfmt chat``'s)."""
-    from charfmt.chat import DEFAULT_MAX_ELEMENTS, chat_bounds  # noqa: PLC0415
-    from charfmt.export import Bounds  # noqa: PLC0415
-    from charfmt.tags import TAGGED_TYPES  # noqa: PLC0415
+def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> Any:
+    """The grammar's bounds within ``max_tokens`` for the character or the scene: ``charfmt chat``'s engine
+    (``chat_bounds``, i.e. ``charfmt.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
+    from charfmt.chat import chat_bounds  # noqa: PLC0415
 
-    scene = settings.scene
-    if scene is None:
-        return chat_bounds(settings.character, settings.max_tokens)
-    replies = [ex.reply for ex in scene.examples]
-    chats = max((len(r.chats) for r in replies), default=len(scene.cast) + 1)
-    elements = max((len(c.segments) for r in replies for c in r.chats if c.type in TAGGED_TYPES), default=0)
-    return Bounds.for_tokens(
-        settings.max_tokens, max_chats=max(1, chats), max_elements=max(DEFAULT_MAX_ELEMENTS, elements),
-        vocabulary=scene.vocabulary, tags=scene.tags,
-    )  # fmt: skip
+    subject = settings.scene if settings.scene is not None else settings.character
+    return chat_bounds(subject, settings.max_tokens, tokens_per_char=tokens_per_char)
+
+
+def upstream_tokens_per_char(
+    upstream: Upstream, subject: Character | Scene, counter: TokenCounter | None = None
+) -> float | None:
+    """The upstream model's tokens per character of what ``subject`` says, where its tokenizer is known:
+    llama.cpp in-process, or a server whose tokenizer ``counter`` is (``--tokenizer``, a model name tiktoken
+    knows); ``None`` where it is not (the estimate: the engine's default then)."""
+    from charfmt.chat import speech_texts  # noqa: PLC0415
+    from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.render import ESTIMATE  # noqa: PLC0415
+
+    measure = getattr(upstream, "tokens_per_char", None)
+    if callable(measure):
+        return float(measure(speech_texts(subject)))
+    if counter is None or counter is ESTIMATE:
+        return None
+    return measure_tokens_per_char(counter, speech_texts(subject))
 
 
 class _Reading:
@@ -138,9 +148,9 @@ class _Reading:
 
     def __init__(
         self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "",
-        prompt: list[dict[str, Any]] | None = None,
+        bound: int | None = None, prompt: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
-        from charfmt.speech import SentenceSplitter  # noqa: PLC0415
+        from charfmt.speech import CutSpeech, SentenceSplitter  # noqa: PLC0415
         from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
 
@@ -148,14 +158,18 @@ class _Reading:
         self.cues = cues and events
         # told the turn and the request's messages: an echo of either is never shown (CF625, CF631)
         self.stream = StreamParser(
-            lenient=True, vocabulary=engine.vocabulary, tags=engine.tags, turn=turn, prompt=prompt
+            lenient=True, vocabulary=engine.reading_vocabulary, tags=engine.tags, turn=turn, prompt=prompt
         )
         length = engine.settings.max_length
+        self.bound = bound
+        """The grammar's most characters of speech (a constrained turn): speech cut there is never spoken."""
         if engine.scene is not None:
-            self.stage = engine.scene.stage(max_length=length)
+            self.stage = engine.scene.stage(max_length=length, bound=bound)
         else:
-            self.stage = StageReader(engine.character, max_length=length)
-        self.splitter = SentenceSplitter(tags=engine.tags, max_length=length)
+            self.stage = StageReader(engine.character, max_length=length, bound=bound)
+        self.splitter = SentenceSplitter(tags=engine.tags, max_length=length, bound=bound)
+        self.cut = CutSpeech(bound, tags=engine.tags)
+        """What the front end is shown: speech a bound cut ends at its last whole word, as the reply's."""
         self.tags = engine.tags
         self.prefix = prefix
         """The reply so far that the model goes on from (a prefilled continue): the start of the reply's text."""
@@ -271,9 +285,13 @@ class _Reading:
         return out
 
     def close(self) -> list[Piece]:
-        """The rest, once the reply has ended."""
+        """The rest, once the reply has ended (cut by the token budget: its unfinished sentence unspoken)."""
         if not self.events:
             return []
+        if self.reason == "length":
+            self.stage.cut_off()
+            self.splitter.cut_off()
+            self.cut.cut_off()
         out = self._pieces(self.stream.close())
         if self.cues:
             out.extend(self.stage.close())
@@ -292,15 +310,18 @@ class _Reading:
         return [Prefix(self.stream.feed(self.prefix) if self.events else [])]
 
     def _pieces(self, found: list[Event]) -> list[Piece]:
+        """The events (speech a bound cut ending at its last whole word), and the cues and sentences each
+        makes certain (read from the events as they came: a cut sentence is never spoken)."""
         if self.reasoning:
             found = self._reasoning_again(found)
-        if not self.cues:
+        if self.bound is None and not self.cues:
             return list(found)
         out: list[Piece] = []
         for event in found:
-            out.append(event)
-            out.extend(self.stage.feed(event))
-            out.extend(self.splitter.feed(event))
+            out.extend(self.cut.feed(event) if self.bound is not None else (event,))
+            if self.cues:
+                out.extend(self.stage.feed(event))
+                out.extend(self.splitter.feed(event))
         return out
 
 
@@ -314,13 +335,19 @@ class Engine:
         self.character: Character = settings.character
         self.scene = settings.scene
         self.vocabulary = self.scene.vocabulary if self.scene is not None else self.character.vocabulary
+        self.reading_vocabulary = self.scene.reading_vocabulary if self.scene is not None else self.vocabulary
+        """What a reply is read with: a scene's, every cast member's emotion words (``Scene.reading_vocabulary``)."""
         self.tags = self.scene.tags if self.scene is not None else self.character.tags
         self.upstream = upstream
         self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)
-        bounds = reply_bounds(settings)
+        self.counter = engine_counter(settings, upstream)
+        self.tokens_per_char = upstream_tokens_per_char(upstream, self.scene or self.character, self.counter)
+        """The model's tokens per character of the character's speech, where its tokenizer is known."""
+        bounds = reply_bounds(settings, self.tokens_per_char)
+        self.bounds = bounds
+        """The reply's bounds (``charfmt.export.plan_bounds``), what a constrained request is held to."""
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
-        self.counter = engine_counter(settings, upstream)
         self.budget = prompt_budget(settings.n_ctx, settings.max_tokens, self.counter)
         server = self._server()
         self._reserve = {on: grammar_cost(server, fields, self.counter) for on, fields in self._fields.items()}
@@ -349,14 +376,20 @@ class Engine:
         return "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
-        from charfmt.engines import request_fields  # noqa: PLC0415
+        """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
+        (llguidance where installed), a server in its own field (``request_fields``)."""
+        from charfmt.engines import local_constraint, request_fields  # noqa: PLC0415
 
         s = self.settings
-        speakers = self.scene.speakers if self.scene is not None else None
-        return request_fields(
-            self._server(), vocabulary=self.vocabulary, tags=self.tags, max_tokens=s.max_tokens, bounds=bounds,
-            speakers=speakers,
-        )  # fmt: skip
+        subject = self.scene if self.scene is not None else self.character
+        if getattr(self.upstream, "in_process", False):
+            from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
+            from charfmt.export import reply_grammar  # noqa: PLC0415
+
+            c = constraints_of("serve", {"character": subject})
+            g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)
+            return {**local_constraint(g), "max_tokens": s.max_tokens}
+        return request_fields(self._server(), character=subject, max_tokens=s.max_tokens, bounds=bounds)
 
     def read(
         self, text: str, *, lenient: bool = True, turn: UserTurn | None = None,
@@ -519,7 +552,9 @@ class Engine:
         body.update(front)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""
-        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix, prompt=body["messages"])
+        on = self.settings.constrained if constrained is None else constrained
+        bound = self.bounds.max_chars if on else None
+        reading = _Reading(self, turn, events=events, cues=cues, prefix=prefix, bound=bound, prompt=body["messages"])
         # the lore, then the reply a continue goes on from (what the front end shows already), go with the first
         # batch the upstream brings: an upstream that fails at once is still answered with its status
         told = lore and active is not None and bool(active.placed or active.cut or active.lost)
@@ -571,6 +606,10 @@ class Engine:
             reply = reading.stream.reply
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
             reply = strict if strict is not None else self.read(text, turn=turn, prompt=messages)
+        from charfmt.speech import trim_cut_speech  # noqa: PLC0415
+
+        reply = trim_cut_speech(reply, bound=reading.bound, cut_off=reading.reason == "length", tags=self.tags,
+                                source=text)  # fmt: skip
         notes = reading.diagnostics(text)
         if notes:  # said beside the text (a refusal, a filter's stop), or a character replaced: said where
             reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *notes]})
@@ -599,7 +638,7 @@ def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
 
     llm = getattr(upstream, "llm", None)
     if llm is not None:
-        return counter_for(llm=llm)
+        return counter_for(llm=llm, chat_format=getattr(upstream, "chat_format", None))
     return counter_for(settings.model_name, tokenizer=settings.tokenizer)
 
 

@@ -453,40 +453,53 @@ _DONE: Final = object()
 class LocalUpstream:
     """A llama.cpp model in this process (``--model PATH.gguf``): one generation at a time, in a thread.
 
-    The GBNF in ``body["grammar"]`` constrains it (the llama-server field). Cancelling the
-    request stops the generation at the next token.
+    The same engine as ``charfmt chat --model`` (``charfmt._model_clients.LocalModel``): its chat
+    format, the system prompt folded where the format has none, a prompt too long for the window
+    refused (400). The request's ``lark`` (through llguidance) or ``grammar`` (GBNF) constrains it
+    (``charfmt.engines.local_constraint`` chooses); ``temperature``, ``seed`` (none: a fresh one per
+    request), ``top_p``, ``stop`` and the penalties are sampled with. Cancelling the request stops
+    the generation at the next token.
     """
 
-    def __init__(self, llm: Any, name: str) -> None:
+    in_process: Final = True
+    """The turn engine asks this upstream for ``local_constraint``'s fields and its ``tokens_per_char``."""
+
+    def __init__(self, model: Any, name: str) -> None:
+        from charfmt._model_clients import LocalModel  # noqa: PLC0415
+
         self.name = name
-        self._llm = llm
-        self.llm = llm
+        self.model: LocalModel = model if isinstance(model, LocalModel) else LocalModel(model)
+        self.llm = self.model.llm
         """The ``llama_cpp.Llama``: the engine counts prompts with its own tokenizer and chat template."""
+        self.chat_format = self.model.chat_format
+        """The chat format it runs in (``None``: the GGUF's own template): what its prompts are counted in."""
         self._lock = asyncio.Lock()  # llama.cpp's context serves one generation at a time
+
+    def tokens_per_char(self, texts: list[str]) -> float:
+        """The model's own tokens per character of ``texts`` (what the reply's bounds count)."""
+        return self.model.tokens_per_char(texts)
 
     async def aclose(self) -> None:
         """Nothing to close (the model lives as long as the process)."""
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
-        """The deltas of the model's reply to ``body`` (messages, grammar, max_tokens, temperature, seed)."""
-        from charfmt.chat import ContextFull, _chat_handler, _Guarded  # noqa: PLC0415
-        from charfmt.engines import llama_grammar  # noqa: PLC0415
+        """The deltas of the model's reply to ``body`` (messages, lark or grammar, sampling fields)."""
+        from charfmt._model_clients import SAMPLING, ContextFull  # noqa: PLC0415
 
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stop = threading.Event()
-        grammar = llama_grammar(body["grammar"]) if body.get("grammar") else None
-        handler = _chat_handler(self._llm)
+        seed = body.get("seed")
 
         def put(item: Any) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def work() -> None:
             try:
-                chunks = handler(
-                    llama=_Guarded(self._llm, max_tokens), messages=body["messages"], grammar=grammar,
-                    max_tokens=max_tokens, temperature=float(body.get("temperature", 0.7)),
-                    seed=int(body.get("seed", 0)), stream=True,
+                chunks = self.model.chunks(
+                    body["messages"], max_tokens=max_tokens, lark=body.get("lark"), gbnf=body.get("grammar"),
+                    temperature=float(body.get("temperature", 0.7)), seed=None if seed is None else int(seed),
+                    **{k: body[k] for k in SAMPLING if k in body},
                 )  # fmt: skip
                 for chunk in chunks:
                     if stop.is_set():
@@ -512,11 +525,24 @@ class LocalUpstream:
                 await asyncio.to_thread(thread.join)
 
 
-def load_local(path: str, *, n_ctx: int, seed: int = 0) -> LocalUpstream:
-    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.engines.load_llama``)."""
+def load_local(
+    path: str, *, n_ctx: int, seed: int = 0, chat_format: str | None = None, warn: bool = True
+) -> LocalUpstream:
+    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.engines.load_llama``) in ``chat_format``.
+
+    llama.cpp's own log lines are kept off standard error unless ``charfmt serve --verbose`` (``llama_logs``,
+    set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger
+    (``warn``; the command says it itself, as ``LocalModel.missing_template`` words it).
+    """
+    import logging  # noqa: PLC0415
+
+    from charfmt._model_clients import LocalModel  # noqa: PLC0415
     from charfmt.engines import load_llama  # noqa: PLC0415
 
-    return LocalUpstream(load_llama(path, n_ctx=n_ctx, seed=seed), path)
+    model = LocalModel(load_llama(path, n_ctx=n_ctx, seed=seed), chat_format=chat_format)
+    if warn and model.missing_template is not None:
+        logging.getLogger("charfmt.serve").warning("%s", model.missing_template)
+    return LocalUpstream(model, path)
 
 
 Factory = Callable[[], Upstream]

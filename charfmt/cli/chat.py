@@ -176,9 +176,10 @@ def run(args: argparse.Namespace) -> int:
     if args.session is None:
         return chat.run(character, **options)
     from charfmt.store import SessionKey  # noqa: PLC0415
+    from charfmt.store.scopes import resolved, scope  # noqa: PLC0415
 
     with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
-        key = SessionKey("", f"cli/{character.name}", args.session)
+        key = resolved(store, SessionKey("", f"cli/{scope(character.name, character)}", args.session))
         history = store.history(key)
         return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from charfmt.cli._io import EXIT_OK, InvalidError, dump_json, load_character, output, usage_error
 from charfmt.cli._options import add_size, add_store, open_store_of
+from charfmt.store.scopes import MARK, legacy
 
 if TYPE_CHECKING:
     from charfmt.store import SessionInfo, SessionKey, Store
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     owner = None if args.owner is None else "" if args.owner == "-" else args.owner
     with open_store_of(args, create=False) as store:  # (a store that is not there is said, never made)
         if args.action == "list":
-            _list(store.sessions(owner=owner, namespace=args.namespace), args.format)
+            _list(_sessions(store, owner, args.namespace), args.format)
             return EXIT_OK
         key = _one(store, owner, args.namespace, args.name)
         if args.action == "delete":
@@ -72,9 +73,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sessions(store: Store, owner: str | None, namespace: str | None, name: str | None = None) -> list[SessionInfo]:
+    """The sessions selected; a ``--namespace`` without a definition's digest (``turn/Rex``) selects every
+    definition of that character (``turn/Rex~3f9a1c2b``, and a store's sessions from before digests)."""
+    if namespace is None or MARK in namespace:
+        return store.sessions(owner=owner, namespace=namespace, name=name)
+    found = store.sessions(owner=owner, name=name)
+    return [s for s in found if namespace in (s.key.namespace, legacy(s.key.namespace))]
+
+
 def _one(store: Store, owner: str | None, namespace: str | None, name: str) -> SessionKey:
     """The one session the selection names; ``InvalidError`` (exit 1) for none, or for several."""
-    found = store.sessions(owner=owner, namespace=namespace, name=name)
+    found = _sessions(store, owner, namespace, name)
     if not found:
         raise InvalidError(f"no session {name!r} in {store.target}" + (" with that --owner/--namespace" if
                            owner is not None or namespace is not None else ""))  # fmt: skip

@@ -56,9 +56,9 @@ class ServerState:
             max_age=settings.max_session_age, wait=settings.timeout,
         )  # fmt: skip
         self._own_store = not isinstance(settings.store, Store)  # (a ready store is closed by whoever made it)
-        scene = settings.scene
-        self.scope = scene.name if scene is not None else settings.character.name
-        """What the sessions' namespaces name beside the door: the character (or scene) served."""
+        self.scope = _scope(settings)
+        """What the sessions' namespaces name beside the door: the character (or scene) served, by name and
+        definition (``charfmt.store.scopes``)."""
         self._engine: Engine | None = None
         self._engine_lock = asyncio.Lock()
         self._log: TurnLog | None = None
@@ -92,6 +92,13 @@ class ServerState:
         from charfmt.store import SessionKey  # noqa: PLC0415
 
         return SessionKey(owner, f"{door}/{self.scope}", name)
+
+    async def stored_key(self, owner: str, door: str, name: str) -> SessionKey:
+        """:meth:`session_key`, or the key a store written before definitions were told apart holds it under."""
+        from charfmt.store.scopes import resolved  # noqa: PLC0415
+
+        key = self.session_key(owner, door, name)
+        return await self.sessions.call(resolved, self.sessions.store, key)
 
     async def engine(self) -> Engine:
         """The engine, made (and its upstream connected or loaded) on first use."""
@@ -151,7 +158,7 @@ class ServerState:
                                           options=options, ask=ask, lore=lore):  # fmt: skip
                 yield batch
             return
-        session = self.session_key(owner, door, key)
+        session = await self.stored_key(owner, door, key)
         held = contextlib.AsyncExitStack()
         try:
             past, lease = await held.enter_async_context(self.sessions.hold(session))
@@ -368,6 +375,14 @@ def _opening(settings: Settings, user_name: str | None = None) -> Exchange | Non
     if user_name is not None:
         character = character.model_copy(update={"user_name": user_name})
     return greeting_exchange(character, settings.greeting)
+
+
+def _scope(settings: Settings) -> str:
+    """The served character's (or scene's) part of its sessions' namespaces: its name and definition's digest."""
+    from charfmt.store.scopes import scope  # noqa: PLC0415
+
+    scene = settings.scene
+    return scope(scene.name, scene) if scene is not None else scope(settings.character.name, settings.character)
 
 
 def _store(settings: Settings) -> Store:

@@ -151,6 +151,16 @@ _BOOKS: dict[int, tuple[Any, Lorebook | None]] = {}
 """The card book of the last few cards read, by the card's identity (a server reads one every turn)."""
 
 
+def lore_entries(served: Any, lorebooks: Sequence[Lorebook] = ()) -> int:
+    """How many lore entries a turn of ``served`` (a ``Character`` or a ``Scene``) scans: its cards' books, a
+    scene's own and its members', and ``lorebooks``."""
+    members = list(served.cast.values()) if hasattr(served, "cast") else [served]
+    books = [*lorebooks, *(b for m in members if (b := character_lorebook(m)) is not None)]
+    if hasattr(served, "cast"):  # (a scene's own book and its members' given ones)
+        books += [b for b in (served.lorebook, *served.cast_lorebooks.values()) if b is not None]
+    return sum(len(b.entries) for b in books)
+
+
 def character_lorebook(character: Character) -> Lorebook | None:
     """The lorebook of ``character``'s card (its ``character_book``), or ``None``; read once per card."""
     card = character.card

@@ -127,6 +127,8 @@ class ServerState:
 
     async def aclose(self) -> None:
         """Close the upstream (unless it was given ready-made), the store (the same) and the log."""
+        if self._engine is not None:
+            self._engine.worker.close()
         if self._engine is not None and self.settings.upstream is None:
             await self._engine.upstream.aclose()
         if self._own_store:

@@ -110,3 +110,21 @@ def test_serve_greets_a_front_ends_player_by_name_as_text(served: tuple[Scripted
     sent = [m["content"] for m in up.requests[-1]["messages"] if m["role"] == "assistant"]
     assert any("Welcome back, *kicks you*!" in m for m in sent), sent
     assert not any("<act>kicks you</act>" in m for m in sent), sent
+
+
+def test_serve_draws_a_new_sessions_greeting_anew(served: tuple[Scripted, str]) -> None:
+    """A greeting's ``{{roll}}``/``{{random}}`` is drawn for each new session, as ``chat`` and ``render`` draw it
+    (it was drawn once at the server's start: every player, and every restart, the same roll)."""
+    up = Scripted()
+    card = _mira("Alex", first_mes="*rolls* {{roll:d1000000}} and {{random:a,b,c,d,e,f,g,h}}")
+    with (
+        loopback(up.app) as upstream,
+        loopback(create_app(Settings(character=card, upstream_url=upstream + "/v1"))) as base,
+    ):
+        greetings = set()
+        for n in range(3):
+            with httpx.stream("POST", base + "/v1/turn", json={"say": "hi", "session": f"g{n}"}, timeout=10) as r:
+                first = json.loads([x for x in r.iter_lines() if x.startswith("data: ")][0][6:])
+            assert first["kind"] == "greeting"
+            greetings.add(first["content"])
+    assert len(greetings) == 3, greetings

@@ -281,9 +281,9 @@ class ServerState:
 
     def opening_for(self, user_name: str | None) -> Exchange | None:
         """A new session's first exchange for the player ``user_name`` (``None``: the character's own player):
-        the card's greeting, its ``{{user}}`` that name."""
-        if user_name is None or self.opening is None or user_name == self.settings.character.user_name:
-            return self.opening
+        the card's greeting, its ``{{user}}`` that name, its macros drawn anew (a ``{{roll:d20}}`` each its own)."""
+        if self.opening is None:
+            return None
         return _opening(self.settings, user_name)
 
     def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:

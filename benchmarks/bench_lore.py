@@ -4,10 +4,11 @@ Run: .venv/bin/python benchmarks/bench_lore.py A_TREE B_TREE [--rounds N] [--ent
 
 A is a checkout of the commit before (``git worktree add --detach ../base <commit>``), B the working tree.
 Each round runs one fresh child per tree (the order alternating round by round), ``PYTHONPATH`` that tree:
-it builds the card (each entry ten plain keys shared by all and one ``/x{i}+y/i`` regex key of its own, as
-a new user's trial wrote it), then measures with ``time.process_time`` the first ``render_turn`` (the book's
-regex keys compiled) and the median of the next three (a server's later turns). The figures are the
-medians of the per-round ratios B/A (below 1: B is faster) and each tree's median seconds.
+it builds the card a new user's trial wrote (each entry ten plain keys shared by all and one ``/x{i}+y/i``
+regex key of its own; recursive scanning, a 100,000-token budget; the turn says ``k1``), then measures
+with ``time.process_time`` the first ``render_turn`` (the book's regex keys compiled) and the median of
+the next three (a server's later turns). The figures are the medians of the per-round ratios B/A (below
+1: B is faster) and each tree's median seconds.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ _CHILD = textwrap.dedent(
     book = [{"id": i, "keys": [f"k{j}" for j in range(10)] + [f"/x{i}+y/i"], "secondary_keys": ["s0"],
              "content": f"lore {i} {{{{char}}}} k1 ", "enabled": True, "insertion_order": i,
              "position": "after_char", "selective": False} for i in range(n)]
-    data = {"name": "Kira", "description": "A pirate.", "first_mes": "", "character_book": {"entries": book}}
+    lore = {"entries": book, "recursive_scanning": True, "token_budget": 100000}
+    data = {"name": "Kira", "description": "A pirate.", "first_mes": "hi k0", "character_book": lore}
     c = charfmt.Character.from_bytes(json.dumps({"spec": "chara_card_v2", "data": data}).encode(), "kira.json")
-    turn = c.shorthand("hello there")
+    turn = c.shorthand("hello k1 there")
     times = []
     for _ in range(4):
         start = time.process_time()

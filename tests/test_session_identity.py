@@ -20,6 +20,7 @@ from charfmt import Character
 from charfmt.character import Exchange
 from charfmt.cli import main
 from charfmt.store import SessionKey, open_store
+from charfmt.store.scopes import scope
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -107,3 +108,24 @@ def test_serve_workers_of_two_cards_named_alike_keep_their_own_sessions(
         r = httpx.post(b + "/v1/turn", json={"say": "what is the secret", "session": "s"}, timeout=10)
         assert r.status_code == 200 and not any("mango" in m for m in _history_sent(up))
         assert httpx.get(a + "/v1/sessions/turn/s", timeout=10).json()["turns"] == 1
+
+
+@pytest.mark.parametrize("fmt", ["pam", "uacs", "groupchat"])
+def test_an_export_names_the_character_and_the_time_the_store_knows(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--character``: the speaker is the namespace's character (was "Character"), the document's time
+    the session's start (was 1970-01-01)."""
+    import time
+
+    store = str(tmp_path / "e.sqlite3")
+    rex = Character.load(REX)
+    reply = charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<msg>Yo.</msg>"}]}')
+    with open_store(store) as opened:
+        opened.append(
+            SessionKey("", f"cli/{scope('Rex', rex)}", "eve"), Exchange(user=rex.shorthand("hi"), reply=reply)
+        )
+    assert main(["sessions", "export", "eve", "--store", store, "--to", fmt]) == 0
+    text = capsys.readouterr().out
+    assert "1970" not in text and time.strftime("%Y-%m-%d", time.gmtime()) in text, text
+    assert '"Rex"' in text and '"Character"' not in text, text

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Final
 
 from charfmt.cli._io import EXIT_OK, InvalidError, dump_json, load_character, output, usage_error
 from charfmt.cli._options import add_size, add_store, open_store_of
-from charfmt.store.scopes import MARK, legacy
+from charfmt.store.scopes import MARK, character_of, legacy
 
 if TYPE_CHECKING:
+    from charfmt.character import Character
     from charfmt.store import SessionInfo, SessionKey, Store
 
 HELP: Final = "list, show, export or delete the conversations a session store keeps"
@@ -138,7 +139,7 @@ def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
     from charfmt.character import history_line  # noqa: PLC0415
 
     history = store.history(key)
-    character = load_character(args.character, args.max_size) if args.character else None
+    character = load_character(args.character, args.max_size) if args.character else _named(key)
     if args.target_format == "jsonl":
         text = "".join(history_line(ex) for ex in history)
     else:
@@ -146,6 +147,19 @@ def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
 
         if not history:
             usage_error(args, "the session holds no exchange: nothing to export")
-        text = dumps(args.target_format, history, character, indent="auto")
+        info = store.info(key)  # (the session's start: the store's time, not 1970)
+        begun = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.created)) if info is not None else None
+        text = dumps(args.target_format, history, character, indent="auto", created_at=begun)
     with output(args.output) as out:
         out.write(text)
+
+
+def _named(key: SessionKey) -> Character | None:
+    """A stand-in for the session's character where no ``--character`` is given: the name its namespace holds
+    (``turn/Kira~3f9a1c2b``: Kira), so the export names the speaker as the store knows it."""
+    from charfmt.character import Character  # noqa: PLC0415
+
+    name = character_of(key.namespace)
+    if not name:
+        return None
+    return Character.model_validate({"name": name, "persona": name, "emotions": [{"key": "neutral"}]})

@@ -129,3 +129,25 @@ def test_an_export_names_the_character_and_the_time_the_store_knows(
     text = capsys.readouterr().out
     assert "1970" not in text and time.strftime("%Y-%m-%d", time.gmtime()) in text, text
     assert '"Rex"' in text and '"Character"' not in text, text
+
+
+def test_show_labels_the_greeting_and_list_counts_exchanges(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A card's greeting (an exchange with no player's turn) is shown as the greeting, not as an empty "you"; the
+    list's count is of exchanges, the greeting one of them (it said TURNS)."""
+    from charfmt.userinput import UserTurn
+
+    store = str(tmp_path / "g.sqlite3")
+    rex = Character.load(REX)
+    hello = charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<msg>Welcome aboard.</msg>"}]}')
+    yo = charfmt.parse('{"chats":[{"type":"C","order":1,"body":"<msg>Yo.</msg>"}]}')
+    with open_store(store) as opened:
+        key = SessionKey("", f"cli/{scope('Rex', rex)}", "eve")
+        opened.append(key, Exchange(user=UserTurn(), reply=hello))
+        opened.append(key, Exchange(user=rex.shorthand("hi"), reply=yo))
+    assert main(["sessions", "show", "eve", "--store", store]) == 0
+    shown = capsys.readouterr().out
+    assert "--- exchange 1: the greeting (the character speaks first)" in shown and shown.count("\nyou\n") == 1, shown
+    assert shown.index("Welcome aboard.") < shown.index("\nyou\n") < shown.index("Yo.")
+    assert main(["sessions", "list", "--store", store]) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[3] == "EXCHANGES" and row.split()[3] == "2", (header, row)

@@ -99,7 +99,7 @@ def test_sessions_list_show_and_delete(tmp_path: Path, capsys: pytest.CaptureFix
     store, history = _stored(tmp_path)
     assert main(["sessions", "list", "--store", store]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["OWNER", "NAMESPACE", "NAME", "TURNS", "BYTES", "LAST", "WRITTEN"]
+    assert lines[0].split() == ["OWNER", "NAMESPACE", "NAME", "EXCHANGES", "BYTES", "LAST", "WRITTEN"]
     assert [line.split()[:4] for line in lines[1:]] == [
         ["alice", "chat/Mio", "solo", "1"], ["alice", "chat/Mio", "p1", "1"], ["-", "turn/Mio", "p1", "2"]]  # fmt: skip
     assert main(["sessions", "list", "--store", store, "--owner", "-", "--format", "jsonl"]) == 0

@@ -107,7 +107,7 @@ def _list(sessions: list[SessionInfo], fmt: str) -> None:
                    "bytes": s.size, "created": _when(s.created), "updated": _when(s.updated)}  # fmt: skip
             print(dump_json(row, out), file=out)
         return
-    rows = [("OWNER", "NAMESPACE", "NAME", "TURNS", "BYTES", "LAST WRITTEN")]
+    rows = [("OWNER", "NAMESPACE", "NAME", "EXCHANGES", "BYTES", "LAST WRITTEN")]  # (a card's greeting is one)
     rows += [(s.key.owner or "-", s.key.namespace, s.key.name, str(s.turns), f"{s.size:,}", _when(s.updated))
              for s in sessions]  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -127,6 +127,10 @@ def _show(store: Store, key: SessionKey) -> None:
     history = store.history(key)
     print(f"session {key}: {len(history)} exchange(s)", file=out)
     for n, exchange in enumerate(history, 1):
+        if not exchange.user.chats:  # (a card's greeting: the character spoke first, nobody before it)
+            print(f"\n--- exchange {n}: the greeting (the character speaks first)", file=out)
+            pretty(exchange.reply, str(key), out, DEFAULT_TAGS)
+            continue
         print(f"\n--- exchange {n}\nyou", file=out)
         for chat in exchange.user.chats:
             for seg in chat.segments:

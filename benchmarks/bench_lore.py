@@ -4,11 +4,11 @@ Run: .venv/bin/python benchmarks/bench_lore.py A_TREE B_TREE [--rounds N] [--ent
 
 A is a checkout of the commit before (``git worktree add --detach ../base <commit>``), B the working tree.
 Each round runs one fresh child per tree (the order alternating round by round), ``PYTHONPATH`` that tree:
-it builds the card a new user's trial wrote (each entry ten plain keys shared by all and one ``/x{i}+y/i``
-regex key of its own; recursive scanning, a 100,000-token budget; the turn says ``k1``), then measures
-with ``time.process_time`` the first ``render_turn`` (the book's regex keys compiled) and the median of
-the next three (a server's later turns). The figures are the medians of the per-round ratios B/A (below
-1: B is faster) and each tree's median seconds.
+it builds the card a new user's trial wrote (each entry ten plain keys and a ``/x{i}+y/i`` regex key of its
+own, its content naming the next entry's key; recursive scanning, a 100,000-token budget; the turn says
+``k1``), then measures with ``time.process_time`` the first ``render_turn`` (the book's regex keys
+compiled) and the median of the next three (a server's later turns). The figures are the medians of the
+per-round ratios B/A (below 1: B is faster) and each tree's median seconds.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ _CHILD = textwrap.dedent(
     """
     import json, statistics, sys, time, charfmt
     n = int(sys.argv[1])
-    book = [{"id": i, "keys": [f"k{j}" for j in range(10)] + [f"/x{i}+y/i"], "secondary_keys": ["s0"],
-             "content": f"lore {i} {{{{char}}}} k1 ", "enabled": True, "insertion_order": i,
+    book = [{"id": i, "keys": [f"k{i * 10 + j}" for j in range(10)] + [f"/x{i}+y/i"], "secondary_keys": [f"s{i}"],
+             "content": f"lore {i} {{{{char}}}} k{i + 1} ", "enabled": True, "insertion_order": i,
              "position": "after_char", "selective": False} for i in range(n)]
     lore = {"entries": book, "recursive_scanning": True, "token_budget": 100000}
     data = {"name": "Kira", "description": "A pirate.", "first_mes": "hi k0", "character_book": lore}
@@ -37,6 +37,7 @@ _CHILD = textwrap.dedent(
         start = time.process_time()
         charfmt.render_turn(c, [], turn, seed=1)
         times.append(time.process_time() - start)
+    assert charfmt.__file__.startswith(sys.argv[2]), (charfmt.__file__, sys.argv[2])
     print(json.dumps({"first": times[0], "later": statistics.median(times[1:])}))
     """
 )
@@ -44,8 +45,15 @@ _CHILD = textwrap.dedent(
 
 def _measure(tree: str, entries: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": tree, "CHARFMT_PURE_PYTHON": "1"}
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(entries)], capture_output=True, text=True, env=env,
-                         check=True, timeout=900)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(entries), tree],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=900,
+        cwd=tree,
+    )  # fmt: skip (cwd: "-c" puts it first on the path)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 

@@ -84,6 +84,34 @@ class _TagEvent(_SegmentEvent):
     tag: str
 
 
+class WholeValue:
+    """An element's value announced whole, once complete: ``Emotion``, ``Action``, ``Cue``.
+
+    A role whose row names an ``event`` (``charfmt.tags.ROLE_TABLE``) is announced by a subclass
+    (built by ``WHOLE_EVENTS``). Consumers (``StreamParser.reply``'s collector, the stage, serve's
+    reply formats) dispatch on this class, never on a list of its subclasses, so a new role's
+    event is collected, staged and shown without another edit.
+    """
+
+    __slots__ = ()
+    chat: int
+    segment: int
+    text: str
+    """The whole value."""
+
+    @property
+    def intensity(self) -> float | None:
+        """How strong it is, where the value has a strength (an ``Emotion``'s); ``None`` otherwise."""
+        return None
+
+    @property
+    def named_tag(self) -> str | None:
+        """The tag the event names where its kind does not say it (a ``Cue``'s: a table may have several);
+        ``None`` for an emotion or an action (the table's one tag of its role)."""
+        tag = getattr(self, "tag", None)
+        return tag if isinstance(tag, str) else None
+
+
 @dataclass(slots=True)
 class ChatStart(_ChatEvent):
     """A chat begins (``speaker``: who speaks it, in a scene of several characters).
@@ -109,7 +137,7 @@ class SegmentStart(_TagEvent):
 
 
 @dataclass(slots=True)
-class Emotion(_SegmentEvent):
+class Emotion(_SegmentEvent, WholeValue):
     """The complete emotion key of an ``emo`` element: switch the sprite now.
 
     ``intensity``: how strong it is, where the reply gave one (``[joy:0.6]``).
@@ -121,7 +149,7 @@ class Emotion(_SegmentEvent):
 
 
 @dataclass(slots=True)
-class Action(_SegmentEvent):
+class Action(_SegmentEvent, WholeValue):
     """The complete text of an ``act`` element.
 
     What the character does (the table's ``action`` role): act it out; it is not spoken.
@@ -132,7 +160,7 @@ class Action(_SegmentEvent):
 
 
 @dataclass(slots=True)
-class Cue(_TagEvent):
+class Cue(_TagEvent, WholeValue):
     """The complete value of a ``cue`` element (a sound effect, a motion...): act on it now.
 
     ``tag`` says which cue it is (a table may have several), ``text`` its value.

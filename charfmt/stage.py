@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reset
+from charfmt.events import ChatStart, Emotion, Event, Reset, WholeValue
 from charfmt.speech import Sentence, SentenceSplitter
 from charfmt.stagemap import StageMap, Voice
 from charfmt.tags import TEXT_TAG
@@ -176,10 +176,8 @@ class StageReader:
             self._voice[event.chat] = self._base_voice(event.chat)
         elif isinstance(event, Emotion):
             out.append(self._expression(event))
-        elif isinstance(event, Action):
-            out.append(self._motion(event.chat, event.text, None))
-        elif isinstance(event, Cue):
-            out.append(self._motion(event.chat, event.text, event.tag))
+        elif isinstance(event, WholeValue):  # any other whole value (an action, a cue, a new role's): a motion
+            out.append(self._motion(event.chat, event.text, event.named_tag))
         elif isinstance(event, Reset):
             self._speaker.clear()
             self._voice.clear()
@@ -277,7 +275,7 @@ class StageReader:
 
 
 _EMPTY = StageMap()
-_EVENT_TYPES: tuple[type, ...] = tuple(getattr(Event, "__args__", ()))
+_EVENT_TYPES: tuple[type, ...] = (*getattr(Event, "__args__", ()), WholeValue)
 
 
 def stage_cues(

@@ -118,8 +118,8 @@ ROLE_TABLE: Final[dict[Role, RoleSpec]] = {
 Code reads a tag's row (``TagSpec.row``), never its role's name. A new role needs only:
 
 1. a row here (and its name in ``Role``);
-2. if its value is announced whole (``event``), the event class in ``charfmt/events.py``
-   and its entry in ``events.WHOLE_EVENTS``;
+2. if its value is announced whole (``event``), the event class in ``charfmt/events.py`` (a
+   ``WholeValue`` subclass, in the ``Event`` union) and its entry in ``events.WHOLE_EVENTS``;
 3. its lines in the system prompt (``prompts/system.j2``) and the spec (``docs/FORMAT.md``, tag roles).
 
 ``tests/test_roles.py`` checks every column of every row against what the code does."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import get_args
+from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import pytest
 from hypothesis import find
@@ -15,8 +16,9 @@ from charfmt._reply_rules import reply_grammar
 from charfmt._strategies import contents
 from charfmt._stream.language import language
 from charfmt.character import tag_table
-from charfmt.events import WHOLE_EVENTS, segment_events
+from charfmt.events import WHOLE_EVENTS, WholeValue, segment_events
 from charfmt.models import Segment
+from charfmt.serve.formats import REPLY_FORMATS, read_answer, whole
 from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, Role, TagError, TagSpec, TagTable
 
 
@@ -147,3 +149,50 @@ def test_the_rows_vocabulary_draws_a_key_from_the_vocabulary(role: Role) -> None
         assert drawn == "joy"
     hidden = {s.name for s in DEFAULT_TAGS if not s.row.shown}
     assert language(DEFAULT_TAGS).hidden == hidden
+
+
+# --- a role added: what code dispatching on ``WholeValue`` does with it, no other edit -----------------
+
+
+@dataclass(slots=True)
+class Gesture(WholeValue):
+    """A new role's event, as a maintainer adds it (``charfmt/events.py``): a whole value with its tag."""
+
+    chat: int
+    segment: int
+    tag: str
+    text: str
+    kind: Literal["gesture"] = field(default="gesture", init=False)
+
+
+@pytest.fixture
+def gesture(monkeypatch: pytest.MonkeyPatch) -> TagTable:
+    """A table with a ``<gst>`` tag of a new role ``gesture``, its row and its event added as the docs say."""
+    row = ROLE_TABLE["action"]._replace(name="gesture", description="a gesture, announced once complete",
+                                         most=None, event="gesture")  # fmt: skip
+    monkeypatch.setitem(ROLE_TABLE, "gesture", row)  # type: ignore[index]  # (a role the ``Role`` literal lacks)
+    monkeypatch.setitem(ROLES, "gesture", row.description)  # type: ignore[index]
+    monkeypatch.setitem(WHOLE_EVENTS, "gesture", lambda chat, n, tag, text, intensity: Gesture(chat, n, tag, text))
+    return DEFAULT_TAGS.extend(TagSpec("gst", "gesture", "a gesture"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_new_roles_value_reaches_the_streamed_reply(gesture: TagTable, chunked: bool) -> None:
+    body = "<emo>joy</emo>\n<gst>bows deeply</gst>\n<msg>hi</msg>"
+    text = _reply(body)
+    parser = charfmt.StreamParser(tags=gesture)
+    events = [e for chunk in (list(text) if chunked else [text]) for e in parser.feed(chunk)] + list(parser.close())
+    assert [(e.tag, e.text) for e in events if isinstance(e, Gesture)] == [("gst", "bows deeply")]
+    reply = parser.reply
+    assert [(s.tag, s.text) for s in reply.chats[0].segments] == [("emo", "joy"), ("gst", "bows deeply"), ("msg", "hi")]
+    assert reply == charfmt.parse(text, tags=gesture)
+
+
+@pytest.mark.parametrize("fmt", [name for name, row in REPLY_FORMATS.items() if row.marker is not None])
+def test_a_new_roles_value_is_shown_and_read_back_by_each_reply_format(gesture: TagTable, fmt: str) -> None:
+    reply = charfmt.parse(_reply("<emo>joy</emo>\n<gst>bows [deeply]</gst>\n<msg>hi</msg>"), tags=gesture)
+    shown = whole(fmt, reply, gesture)
+    assert "bows" in shown, shown
+    back = read_answer(fmt, shown, gesture)
+    assert back is not None, shown
+    assert [(s.tag, s.text) for s in back.chats[0].segments] == [(s.tag, s.text) for s in reply.chats[0].segments]

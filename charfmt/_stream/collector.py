@@ -31,11 +31,12 @@ class Collector:
             }
         elif isinstance(event, events.SegmentStart):
             self.chats[event.chat]["segments"].append([event.tag, [], None])
-        elif isinstance(event, (events.Emotion, events.Action, events.Cue, events.TextDelta)):
+        elif isinstance(event, events.TextDelta):
+            self.chats[event.chat]["segments"][event.segment][1].append(event.text)
+        elif isinstance(event, events.WholeValue):  # (any role's whole value: no list of its event classes here)
             segment = self.chats[event.chat]["segments"][event.segment]
             segment[1].append(event.text)
-            if isinstance(event, events.Emotion):
-                segment[2] = event.intensity
+            segment[2] = event.intensity
         elif isinstance(event, events.DiagnosticEvent):
             self.diagnostics.append(event.diagnostic)
         elif isinstance(event, events.Dialect):

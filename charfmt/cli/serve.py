@@ -40,7 +40,7 @@ checked before the server starts."""
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The flags of ``charfmt serve``."""
     from charfmt.engines import SERVERS  # noqa: PLC0415
-    from charfmt.serve.formats import FORMATS  # noqa: PLC0415
+    from charfmt.serve.formats import FORMATS, FORMATS_HELP  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
     who = sp.add_mutually_exclusive_group(required=True)
@@ -63,8 +63,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
-    sp.add_argument("--reply-format", choices=FORMATS, default="canonical",
-                    help="what /v1/chat/completions answers: JSON, [joy] tags, speech or AIRI markers")  # fmt: skip
+    sp.add_argument("--reply-format", choices=FORMATS, default=FORMATS[0], help=FORMATS_HELP)
     add_decoding(
         sp, constrained="send the reply grammar or schema upstream (default)", free="send no grammar",
         max_tokens=DEFAULT_MAX_TOKENS, tokens_help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})",

@@ -51,7 +51,7 @@ from charfmt.serve.hosts import HostCheck
 from charfmt.serve.inputs import OWNER, query_token
 from charfmt.serve.session_routes import delete_session, list_sessions, read_session
 from charfmt.serve.state import ServerState
-from charfmt.serve.turn_stream import turn_sse, turn_ws
+from charfmt.serve.turn_stream import greeting_object, turn_sse, turn_ws
 from charfmt.serve.turns import reply_bounds
 from charfmt.serve.wire import SERVER_SEND, STOPPING, HTTPFailure, error_body, error_response, failure_response
 
@@ -199,7 +199,7 @@ def _greeting(state: ServerState) -> dict[str, Any] | None:
     opening = state.opening
     if opening is None:
         return None
-    found = state.greeting_object(opening.reply, None)
+    found = greeting_object(state, opening.reply, None)
     return {"reply": found["reply"], "content": found["content"]}
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from starlette.responses import JSONResponse
 
-from charfmt.serve.formats import Answer
+from charfmt.serve.formats import Answer, served_answer
 from charfmt.serve.inputs import chat_request, front_options, owner_of, player_turn, read_json
 from charfmt.serve.sessions import check_key
 from charfmt.serve.turns import Done, Piece, history_from_messages, read_back
@@ -98,8 +98,6 @@ class Completion:
         """Whose session ``key`` is (the request's credential; the ``chat`` door's namespace)."""
         self.usage = False
         """``stream_options.include_usage``: a usage chunk before ``[DONE]``."""
-        self.format = state.settings.reply_format
-        self.scene = engine.scene is not None
         self.model = engine.model
         self.id = f"chatcmpl-{state.next_id()}"
         self.created = int(time.time())
@@ -111,14 +109,7 @@ class Completion:
     def answer(self, *, streamed: bool) -> Answer:
         """The answer in the reply format, to be made from the turn's events (the player's line asked for:
         in the player's shorthand, ``tags`` with the emotion keys, whatever the format)."""
-        ask, engine = self.ask, self.engine
-        if ask is not None and ask.impersonation is not None:
-            return Answer("tags", engine.tags, streamed=streamed)
-        going = ask.continuation if ask is not None else None
-        return Answer(
-            self.format, engine.tags, speakers=self.scene, streamed=streamed, emotions=engine.names.names,
-            continuation=going,
-        )  # fmt: skip
+        return served_answer(self.engine, streamed=streamed, ask=self.ask)
 
     async def whole(self, request: Request) -> Response:
         """The non-streamed answer: one ``chat.completion``."""

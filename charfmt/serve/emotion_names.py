@@ -1,9 +1,10 @@
 """The emotion names each front end knows, and a character's emotion keys mapped to them (``--reply-format``).
 
 A character's emotion keys are its own (``pleased``, ``annoyed``); a front end knows a fixed set
-of names. AIRI's Live2D, VRM, Spine and MMD stages play ``happy``, ``sad``, ``angry``, ``think``,
-``surprised``, ``awkward``, ``question``, ``curious`` and ``neutral``, and ignore any other name
-(``packages/stage-ui/src/constants/emotions.ts``, ``llm-streaming-control/payloads.ts``). Each key
+of names, its row's (``charfmt.serve.formats.REPLY_FORMATS``): AIRI's Live2D, VRM, Spine and MMD
+stages play ``happy``, ``sad``, ``angry``, ``think``, ``surprised``, ``awkward``, ``question``,
+``curious`` and ``neutral``, and ignore any other name (``packages/stage-ui/src/constants/emotions.ts``,
+``llm-streaming-control/payloads.ts``). Each key
 is written as the name found first of:
 
 1. the character's ``[stage.formats.FORMAT]`` table (``fear = "awkward"``): the operator's word;
@@ -26,16 +27,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
+from charfmt.serve.formats import REPLY_FORMATS
 
 if TYPE_CHECKING:
     from charfmt.models import Vocabulary
     from charfmt.serve.settings import Settings
 
-AIRI: Final = ("happy", "sad", "angry", "think", "surprised", "awkward", "question", "curious", "neutral")
-"""The emotion names AIRI plays (its ``Emotion`` enum); any other name it ignores."""
-
-KNOWN: Final[dict[str, tuple[str, ...] | None]] = {"tags": None, "airi": AIRI}
-"""Per reply format that writes emotions: the names its front ends know (``None``: any name, the keys kept)."""
+KNOWN: Final[dict[str, tuple[str, ...] | None]] = {
+    row.name: row.emotion_names for row in REPLY_FORMATS.values() if row.writes_emotions
+}
+"""Per reply format that writes emotions: the names its front ends know (``None``: any name, the keys kept),
+from its row (``charfmt.serve.formats.REPLY_FORMATS``)."""
 
 SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     "happy": ("joy", "joyful", "pleased", "glad", "delighted", "amused", "amusement", "excited", "excitement",
@@ -53,7 +55,8 @@ SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     "curious": ("curiosity", "interested", "interest", "intrigued", "desire"),
     "neutral": ("calm", "idle", "default", "relaxed", "normal", "bored", "tired", "sleepy"),
 }  # fmt: skip
-"""Per AIRI name, the words that mean it (SillyTavern's expression labels among them), step 3 above."""
+"""Per name a front end knows (AIRI's), the words that mean it (SillyTavern's expression labels among them),
+step 3 above."""
 
 
 @dataclass(frozen=True)

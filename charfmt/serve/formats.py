@@ -23,6 +23,12 @@ the speech or of an action is written full-width (``［joy］``, ``＊``, ``〖`
 a ``|`` (``｜``). A front end would read them as cues (``[angry]`` in what the character says is
 no expression), and charfmt reading the answer back as history would too.
 
+Each format is one row of :data:`REPLY_FORMATS` (a :class:`ReplyFormat`: how it shows a whole value,
+the look-alikes that keep the text from forming its markers, how it reads its markers back, the
+emotion names its front ends know); the formatter, the reader of answers sent back, the emotion
+names (``charfmt.serve.emotion_names``) and ``--reply-format``'s choices and help read the table.
+A new format is one row (and its tests).
+
 Each formatter turns events into text pieces; a turn's :class:`Answer` is made from the events of
 its stream, so a streamed answer and the same reply answered whole are one string, the chats in
 the order the model wrote them (``canonical`` presents them sorted by ``order``, as ``CF113`` says).
@@ -32,23 +38,182 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.events import Action, ChatStart, Cue, Emotion, Event, Reasoning, Reset, TextDelta
+from charfmt.events import Action, ChatStart, Emotion, Event, Reasoning, Reset, TextDelta, WholeValue
 from charfmt.serve.continuation import Prefix
 
 if TYPE_CHECKING:
     from charfmt.models import Reply, Vocabulary
-    from charfmt.serve.continuation import Continuation
+    from charfmt.serve.continuation import Ask, Continuation
+    from charfmt.serve.turns import Engine
     from charfmt.tags import TagTable
 
-FORMATS: Final = ("canonical", "tags", "speech", "airi")
-"""Every ``--reply-format``, the default first."""
+Element = tuple[str, str, float | None]
+"""What a marker read back shows: one element as (tag, text, intensity)."""
+
+_BREAKS: Final = dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " ")
+"""Each line break ``str.splitlines`` knows, in speech, a space: a chat stays one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFormat:
+    """One ``--reply-format``: all that sets it apart from the others (one row of :data:`REPLY_FORMATS`)."""
+
+    name: str
+    """The ``--reply-format`` value."""
+    help: str
+    """What it answers with, in a few words (``--reply-format``'s help)."""
+    look_alikes: Mapping[str, str] = field(default_factory=dict)
+    """Each character of the format's own markers, and the look-alike written in its place in the reply's
+    text (speech, a marker's text: ``[`` → ``［``), so that no front end (nor charfmt, reading the answer
+    back as history) takes the character's words for a cue; read back, each look-alike is its character."""
+    marker: Callable[[WholeValue, str], str] | None = None
+    """How a whole value (an emotion, an action, a cue) is shown, given its text as shown (``None``: it is
+    not). A format that shows markers writes emotion names: each key by the name its front ends know."""
+    spaced: bool = False
+    """A marker is kept apart from the words around it by a space (``hi *waves* there``); else written
+    against them."""
+    markers: re.Pattern[str] | None = None
+    """The markers it writes, as found in an answer sent back (``None``: it writes none)."""
+    opens: str = ""
+    """What its markers begin with where that is ``<`` (AIRI's ``<|ACT:``): an answer sent back that begins
+    with any other ``<`` is charfmt's own tags, read leniently."""
+    read_marker: Callable[[re.Match[str], TagTable], list[Element]] | None = None
+    """What one of ``markers`` shows: its elements (none: it is words after all)."""
+    emotion_names: tuple[str, ...] | None = None
+    """The emotion names its front ends know (``None``: any name; the keys are kept unless the character's
+    ``[stage.formats.NAME]`` says otherwise; ``charfmt.serve.emotion_names``)."""
+    from_reply: Callable[[Reply, TagTable], str] | None = None
+    """The answer written from the whole reply, at the end (``canonical``'s JSON), not from events
+    (``None``: from events, as they come). Such a format is never read back: an answer in it is read leniently."""
+    shown: dict[int, str] = field(init=False)
+    """The ``str.translate`` table of the reply's text: line breaks as spaces, ``look_alikes``. Each character
+    on its own, so a chunk cut anywhere reads as the whole does."""
+    read_back: dict[int, str] = field(init=False)
+    """The ``str.translate`` table ``read_answer`` undoes ``look_alikes`` with."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shown", str.maketrans({**_BREAKS, **self.look_alikes}))
+        object.__setattr__(self, "read_back", str.maketrans({v: k for k, v in self.look_alikes.items()}))
+
+    @property
+    def writes_emotions(self) -> bool:
+        """Whether it writes emotion names (as its markers): ``tags``, ``airi``; not ``canonical``, ``speech``."""
+        return self.marker is not None
+
+
+def _canonical(reply: Reply, tags: TagTable) -> str:
+    """The reply's canonical JSON, repaired."""
+    from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
+
+    return dumps(canonical_form(reply, tags=tags))
+
+
+def _tags_marker(event: WholeValue, text: str) -> str:
+    """``[joy]``, ``*waves*``, ``[voice:soft]`` (a cue: its tag, then its value)."""
+    if isinstance(event, Emotion):
+        return f"[{text}]"
+    return f"*{text}*" if isinstance(event, Action) else f"[{event.named_tag}:{text}]"
+
+
+def _read_tags_marker(m: re.Match[str], tags: TagTable) -> list[Element]:
+    """``*waves*``: an action (where the table has an action tag); ``[tag:value]``: a tag's value; ``[joy]``:
+    an emotion."""
+    if m.group(2) is not None:
+        return [(tags.action.name, m.group(2), None)] if tags.action is not None else []
+    emotion = tags.emotion.name
+    tag, colon, value = m.group(1).partition(":")
+    if colon and tag in tags and tag != emotion:
+        return [(tag, value, None)]
+    return [(emotion, m.group(1), None)]
+
+
+def _act(value: dict[str, object]) -> str:
+    return f"<|ACT:{json.dumps(value, ensure_ascii=False, separators=(',', ':'))}|>"
+
+
+def _airi_marker(event: WholeValue, text: str) -> str:
+    """``<|ACT:{"emotion":{"name":"happy","intensity":1}}|>``, ``<|ACT:{"motion":"waves"}|>``,
+    ``<|ACT:{"sfx":"door"}|>`` (a cue: its tag, then its value)."""
+    if isinstance(event, Emotion):
+        intensity = 1 if event.intensity is None else event.intensity
+        return _act({"emotion": {"name": text, "intensity": intensity}})
+    return _act({"motion": text} if isinstance(event, Action) else {str(event.named_tag): text})
+
+
+def _read_airi_marker(m: re.Match[str], tags: TagTable) -> list[Element]:
+    """AIRI's: ``{"emotion": {"name", "intensity"}}`` or a name; ``{"motion": ...}``; ``{tag: value}`` (several
+    keys in one)."""
+    try:
+        data = json.loads(m.group(1))
+    except ValueError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    emotion = tags.emotion.name
+    action = tags.action.name if tags.action is not None else None
+    out: list[Element] = []
+    for key, value in data.items():
+        if key == "emotion" and isinstance(value, dict) and isinstance(value.get("name"), str):
+            number = value.get("intensity")
+            intensity = float(number) if isinstance(number, int | float) and not isinstance(number, bool) else None
+            out.append((emotion, value["name"], None if intensity == 1 else intensity))
+        elif key == "emotion" and isinstance(value, str):
+            out.append((emotion, value, None))
+        elif key == "motion" and isinstance(value, str) and action is not None:
+            out.append((action, value, None))
+        elif isinstance(value, str) and key in tags:
+            out.append((key, value, None))
+        else:
+            return []  # (a marker charfmt does not write: its words stay)
+    return out
+
+
+AIRI_EMOTIONS: Final = ("happy", "sad", "angry", "think", "surprised", "awkward", "question", "curious", "neutral")
+"""The emotion names AIRI plays (its ``Emotion`` enum; ``packages/stage-ui/src/constants/emotions.ts``); any
+other name it ignores."""
+
+REPLY_FORMATS: Final[dict[str, ReplyFormat]] = {
+    row.name: row
+    for row in (
+        ReplyFormat("canonical", "the reply's JSON", from_reply=_canonical),
+        ReplyFormat(
+            "tags", "[joy] tags", look_alikes={"[": "［", "]": "］", "*": "＊", "【": "〖", "】": "〗"},
+            marker=_tags_marker, spaced=True, markers=re.compile(r"\[([^\[\]\n]+)\]|\*([^*\n]+)\*"),
+            read_marker=_read_tags_marker,
+        ),
+        ReplyFormat("speech", "speech only"),
+        ReplyFormat(
+            "airi", "AIRI markers", look_alikes={"|": "｜"}, marker=_airi_marker,
+            markers=re.compile(r"<\|ACT:(\{[^|\n]*\})\|>"), opens="<|ACT:", read_marker=_read_airi_marker,
+            emotion_names=AIRI_EMOTIONS,
+        ),
+    )
+}  # fmt: skip
+"""Every ``--reply-format``, one row each, the default first: a new format is one row here (and its tests)."""
+
+FORMATS: Final = tuple(REPLY_FORMATS)
+"""Every ``--reply-format``'s name, the default first."""
+
+FORMATS_HELP: Final = "what /v1/chat/completions answers: " + ", ".join(
+    f"{row.name} ({row.help})" for row in REPLY_FORMATS.values()
+)
+"""``--reply-format``'s help, from the rows."""
+
+
+def reply_format(name: str) -> ReplyFormat:
+    """The row of ``--reply-format`` ``name`` (a ``ValueError`` naming them all where there is none)."""
+    row = REPLY_FORMATS.get(name)
+    if row is None:
+        raise ValueError(f"unknown reply format {name!r}; expected one of {', '.join(FORMATS)}")
+    return row
 
 
 class Formatter:
-    """Events in, the text a front end shows out (``tags``, ``speech`` or ``airi``).
+    """Events in, the text a front end shows out (a format made from events: ``tags``, ``speech``, ``airi``).
 
     Each chat that shows something is one line (no empty lines: a narrator's ``I``/``E`` chat,
     which holds no speech, shows nothing); the pieces of one chat are kept apart by a space, so
@@ -60,12 +225,14 @@ class Formatter:
     def __init__(
         self, name: str, tags: TagTable, *, speakers: bool = False, emotions: Mapping[str, str] | None = None
     ) -> None:
-        if name not in FORMATS[1:]:
+        row = REPLY_FORMATS.get(name)
+        if row is None or row.from_reply is not None:
             raise ValueError(f"no event formatter for {name!r}")
         self.name = name
+        self.row = row
         self.speakers = speakers
         self._emotions = emotions or {}  # the front end's name of an emotion key (``charfmt.serve.emotion_names``)
-        self._table = _SHOWN[name]
+        self._table = row.shown
         self._speech = {spec.name for spec in tags.with_role("speech")}
         self._shown = False  # anything shown yet (a later line starts with a line break)
         self._line = ""  # what the chat's first shown piece starts with: a line break, the speaker
@@ -76,7 +243,6 @@ class Formatter:
 
     def feed(self, event: Event | object) -> str:
         """The text ``event`` adds (often ``""``; what is no event, such as a turn's raw text, adds none)."""
-        name = self.name
         if isinstance(event, TextDelta):  # (the most frequent event first)
             if event.tag not in self._speech or not event.text:
                 return ""
@@ -88,10 +254,8 @@ class Formatter:
         if isinstance(event, ChatStart):
             self._start(event.speaker)
             return ""
-        if isinstance(event, _MARKED) and name != "speech":
-            if name == "tags" and self._in_line and not self._gap:
-                self._gap = " "  # ``hi *waves*``, not ``hi*waves*``
-            return self._show(self._marker(event), " " if name == "tags" else "")
+        if isinstance(event, WholeValue):  # (any role's whole value: an emotion, an action, a cue)
+            return self._marker(event)
         if isinstance(event, Reset):  # what was shown cannot be taken back: start a new line
             self._start(None)
         return ""
@@ -110,47 +274,17 @@ class Formatter:
         self._last_space = out[-1:].isspace()
         return out
 
-    def _marker(self, event: Emotion | Action | Cue) -> str:
+    def _marker(self, event: WholeValue) -> str:
+        """The marker the row writes for ``event`` (none, where it writes none): an emotion by its shown name."""
+        write, spaced = self.row.marker, self.row.spaced
+        if write is None:
+            return ""
+        if spaced and self._in_line and not self._gap:
+            self._gap = " "  # ``hi *waves*``, not ``hi*waves*``
         shown = self._emotions.get(event.text, event.text) if isinstance(event, Emotion) else event.text
-        text = shown.translate(self._table)
-        if self.name == "tags":
-            if isinstance(event, Emotion):
-                return f"[{text}]"
-            return f"*{text}*" if isinstance(event, Action) else f"[{event.tag}:{text}]"
-        if isinstance(event, Emotion):
-            intensity = 1 if event.intensity is None else event.intensity
-            return _act({"emotion": {"name": text, "intensity": intensity}})
-        return _act({"motion": text} if isinstance(event, Action) else {event.tag: text})
+        return self._show(write(event, shown.translate(self._table)), " " if spaced else "")
 
 
-_MARKED: Final = (Emotion, Action, Cue)
-"""The events shown as markers (``[joy]``, ``*waves*``, ``<|ACT:...|>``), not as speech."""
-
-_BREAKS: Final = dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " ")
-"""Each line break ``str.splitlines`` knows, in speech, a space: a chat stays one line."""
-_SHOWN: Final = {
-    "tags": str.maketrans({**_BREAKS, "[": "［", "]": "］", "*": "＊", "【": "〖", "】": "〗"}),
-    "speech": str.maketrans(_BREAKS),
-    "airi": str.maketrans({**_BREAKS, "|": "｜"}),
-}
-"""What each format writes in place of a character of the reply's text (speech, a marker's text): line
-breaks as spaces, and the format's own marker characters (``[joy]``, ``*waves*``, ``【疑惑】``; AIRI's
-``<|ACT:…|>``) as their full-width look-alikes, so no front end (nor charfmt, reading the answer back
-as history) takes the character's words for a cue. Each character on its own: a chunk cut anywhere
-reads as the whole does."""
-
-
-_READ_BACK: Final = {
-    "tags": str.maketrans({"［": "[", "］": "]", "＊": "*", "〖": "【", "〗": "】"}),
-    "speech": str.maketrans({}),
-    "airi": str.maketrans({"｜": "|"}),
-}
-"""What ``read_answer`` undoes: the look-alikes ``_SHOWN`` wrote for the format's own marker characters."""
-_MARKERS: Final = {
-    "tags": re.compile(r"\[([^\[\]\n]+)\]|\*([^*\n]+)\*"),
-    "airi": re.compile(r"<\|ACT:(\{[^|\n]*\})\|>"),
-}
-"""The markers each format writes: ``[joy]``, ``[voice:soft]``, ``*waves*``; ``<|ACT:{...}|>``."""
 _SPEAKER: Final = re.compile(r"(\S+?): ")
 
 
@@ -175,15 +309,17 @@ def read_answer(
     """
     from charfmt.models import Chat, Reply  # noqa: PLC0415
 
-    head = text.lstrip()[:6]
-    if name not in _READ_BACK or head[:1] == "{" or (head[:1] == "<" and head != "<|ACT:"):  # JSON, tags: lenient
+    row = REPLY_FORMATS.get(name)
+    head = text.lstrip()[:8]
+    own = bool(row is not None and row.opens and head.startswith(row.opens))
+    if row is None or row.from_reply is not None or head[:1] == "{" or (head[:1] == "<" and not own):  # JSON, tags
         return None
     chats: list[Chat] = []
     for line in text.splitlines():
         speaker, words = None, line
         if speakers is not None and (m := _SPEAKER.match(line)) and m.group(1) in speakers:
             speaker, words = m.group(1), line[m.end() :]
-        segments = _segments(name, words, tags, vocabulary, emotions or {})
+        segments = _segments(row, words, tags, vocabulary, emotions or {})
         if segments:
             try:
                 chats.append(Chat(type="C", order=len(chats) + 1, segments=segments, speaker=speaker))
@@ -193,24 +329,22 @@ def read_answer(
 
 
 def _segments(
-    name: str, line: str, tags: TagTable, vocabulary: Vocabulary | None, emotions: Mapping[str, str]
+    row: ReplyFormat, line: str, tags: TagTable, vocabulary: Vocabulary | None, emotions: Mapping[str, str]
 ) -> list[Any]:
-    """The elements of one line of an answer in format ``name``."""
+    """The elements of one line of an answer in format ``row``."""
     from charfmt.models import Segment  # noqa: PLC0415
 
-    back, speech, emotion = _READ_BACK[name], tags.speech.name, tags.emotion.name
+    back, speech, emotion = row.read_back, tags.speech.name, tags.emotion.name
     out: list[Segment] = []
 
     def said(words: str) -> None:
         if words.strip():
             out.append(Segment(tag=speech, text=words.strip().translate(back)))
 
-    markers = _MARKERS.get(name)
     at = 0
-    for m in markers.finditer(line) if markers is not None else ():
+    for m, elements in _markers(row, line, tags):
         said(line[at : m.start()])
         at = m.end()
-        elements = _marker(name, m, tags)
         if not elements:
             said(m.group(0))
         for tag, value, intensity in elements:
@@ -223,42 +357,12 @@ def _segments(
     return out
 
 
-def _marker(name: str, m: re.Match[str], tags: TagTable) -> list[tuple[str, str, float | None]]:
-    """What one marker shows: its elements as (tag, text, intensity); none where it is words after all."""
-    emotion = tags.emotion.name
-    action = tags.action.name if tags.action is not None else None
-    if name == "tags":
-        if m.group(2) is not None:
-            return [(action, m.group(2), None)] if action is not None else []
-        tag, colon, value = m.group(1).partition(":")
-        if colon and tag in tags and tag != emotion:
-            return [(tag, value, None)]
-        return [(emotion, m.group(1), None)]
-    try:
-        data = json.loads(m.group(1))
-    except ValueError:
-        return []
-    if not isinstance(data, dict):
-        return []
-    out: list[tuple[str, str, float | None]] = []
-    for key, value in data.items():  # AIRI's: {"emotion": {"name", "intensity"}} or a name; {"motion": ...}
-        if key == "emotion" and isinstance(value, dict) and isinstance(value.get("name"), str):
-            number = value.get("intensity")
-            intensity = float(number) if isinstance(number, int | float) and not isinstance(number, bool) else None
-            out.append((emotion, value["name"], None if intensity == 1 else intensity))
-        elif key == "emotion" and isinstance(value, str):
-            out.append((emotion, value, None))
-        elif key == "motion" and isinstance(value, str) and action is not None:
-            out.append((action, value, None))
-        elif isinstance(value, str) and key in tags:
-            out.append((key, value, None))
-        else:
-            return []  # (a marker charfmt does not write: its words stay)
-    return out
-
-
-def _act(value: dict[str, object]) -> str:
-    return f"<|ACT:{json.dumps(value, ensure_ascii=False, separators=(',', ':'))}|>"
+def _markers(row: ReplyFormat, line: str, tags: TagTable) -> Iterator[tuple[re.Match[str], list[Element]]]:
+    """Each of ``row``'s markers in ``line``, with the elements it shows."""
+    markers, read = row.markers, row.read_marker
+    if markers is not None and read is not None:
+        for m in markers.finditer(line):
+            yield m, read(m, tags)
 
 
 class Answer:
@@ -290,7 +394,8 @@ class Answer:
         self.streamed = streamed
         self.emotions = emotions
         self.continuation = continuation
-        self.events = name != "canonical"
+        self.row = reply_format(name)
+        self.events = self.row.from_reply is None
         """Whether the answer is made from the turn's events (else from the reply, at the end)."""
         self._formatter = self._new_formatter() if self.events else None
         self._parts: list[str] = []
@@ -390,9 +495,22 @@ def whole(
     """``reply`` in format ``name``, its chats in display order (``speakers``: a scene's; ``emotions``: the
     front end's name of each emotion key): what a turn's :class:`Answer` is where the model wrote them in order."""
     from charfmt.events import reply_events  # noqa: PLC0415
-    from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
-    if name == "canonical":
-        return dumps(canonical_form(reply, tags=tags))
+    write = reply_format(name).from_reply
+    if write is not None:
+        return write(reply, tags)
     formatter = Formatter(name, tags, speakers=speakers, emotions=emotions)
     return "".join(formatter.feed(e) for e in reply_events(reply, tags))
+
+
+def served_answer(engine: Engine, *, streamed: bool, ask: Ask | None = None) -> Answer:
+    """The answer a turn of ``engine`` gives, in the server's ``--reply-format``: a scene's lines by speaker, its
+    emotions by the front end's names; ``ask``: a continue's (only what goes on), or the player's line asked for
+    (in the player's shorthand, ``tags`` with the emotion keys, whatever the format). Every door builds its
+    answer here."""
+    if ask is not None and ask.impersonation is not None:
+        return Answer("tags", engine.tags, streamed=streamed)
+    return Answer(
+        engine.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=streamed,
+        emotions=engine.names.names, continuation=ask.continuation if ask is not None else None,
+    )  # fmt: skip

@@ -1,8 +1,8 @@
 """What a running server holds: the engine (made on first use), the sessions, the turn log, the credentials.
 
 :class:`ServerState` runs each turn in its session (one at a time per session, its history read
-from the store), keeps the exchange, logs the turn (or its failure, or the client leaving), and
-turns the pieces of a turn into ``/v1/turn``'s JSON objects. A request's credential is its
+from the store), keeps the exchange and logs the turn (or its failure, or the client leaving);
+``/v1/turn``'s JSON objects are made at that door (``charfmt.serve.turn_stream``). A request's credential is its
 owner (``charfmt.serve.owners``): the sessions it reaches are its own.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -18,18 +17,15 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
-from charfmt.events import Event
 from charfmt.serve.formats import Answer
 from charfmt.serve.owners import Credentials
 from charfmt.serve.sessions import Sessions
-from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Prefix, Raw
-from charfmt.serve.wire import HTTPFailure, error_body, failure
-from charfmt.speech import Sentence
+from charfmt.serve.turns import Done, Engine, Greeting, Piece
+from charfmt.serve.wire import HTTPFailure, failure
 from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
     from charfmt.character import Exchange
-    from charfmt.models import Reply
     from charfmt.serve.continuation import Ask
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
@@ -257,75 +253,12 @@ class ServerState:
         assert isinstance(done, Done)
         return done
 
-    async def turn_objects(
-        self, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = "",
-        user_name: str | None = None,
-    ) -> AsyncGenerator[list[dict[str, Any]], None]:  # fmt: skip
-        """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
-        reply (or an error, alone in its batch). ``user_name``: the player's name (the card's ``{{user}}``)."""
-        engine = await self.engine()
-        answer = Answer(
-            self.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=False,
-            emotions=engine.names.names,
-        )  # fmt: skip
-        options = {"user_name": user_name} if user_name is not None else None
-        try:
-            async for batch in self.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True,
-                                                 options=options):  # fmt: skip
-                answer.feed(batch)
-                objects = [self._object(piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
-                if objects:
-                    yield objects
-        except Exception as e:
-            yield [error_object(e, key)]
-
     def opening_for(self, user_name: str | None) -> Exchange | None:
         """A new session's first exchange for the player ``user_name`` (``None``: the character's own player):
         the card's greeting, its ``{{user}}`` that name, its macros drawn anew (a ``{{roll:d20}}`` each its own)."""
         if self.opening is None:
             return None
         return _opening(self.settings, user_name)
-
-    def greeting_object(self, reply: Reply, key: str | None) -> dict[str, Any]:
-        """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format (its
-        emotions by the names the front end knows, as a reply's ``content``)."""
-        from charfmt.serve.formats import whole  # noqa: PLC0415
-        from charfmt.writer import dumps  # noqa: PLC0415
-
-        tags = self.settings.character.tags
-        return {
-            "kind": "greeting", "session": key, "reply": json.loads(dumps(reply)),
-            "content": whole(self.settings.reply_format, reply, tags, emotions=self.names.names),
-        }  # fmt: skip
-
-    def _object(self, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
-        """One piece of a turn as ``/v1/turn`` sends it."""
-        if isinstance(piece, Lore):
-            return piece.to_dict()
-        if isinstance(piece, Greeting):
-            return self.greeting_object(piece.reply, key)
-        if isinstance(piece, Done):
-            answer.end(piece.reply)
-            return self.reply_object(piece, key, engine, answer.text)
-        if isinstance(piece, Sentence):
-            return {"kind": "sentence", **piece.to_dict()}
-        if isinstance(piece, Event):
-            return piece.to_dict()
-        assert not isinstance(piece, Raw | Prefix)  # (a continue is chat completions' only)
-        return {"kind": "stage", "cue": piece.to_dict()}
-
-    def reply_object(self, done: Done, key: str | None, engine: Engine, content: str) -> dict[str, Any]:
-        """``/v1/turn``'s last object: the reply, canonical and in the reply format (``content``, the turn's
-        ``Answer``), raw, diagnosed, timed."""
-        from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
-
-        return {
-            "kind": "reply", "request_id": done.request_id, "session": key, "valid": done.valid,
-            "reply": json.loads(dumps(canonical_form(done.reply, tags=engine.tags))),
-            "content": content,
-            "raw": done.text, "reasoning": done.reply.reasoning,
-            "diagnostics": [d.model_dump() for d in done.reply.diagnostics], "timing": done.timing(),
-        }  # fmt: skip
 
     def log_failure(self, rid: str, key: str | None, engine: Engine, status: int, message: str) -> None:
         """Log a turn that gave no reply: ``text`` null (``charfmt report``: no reply), ``error``, ``status``.
@@ -356,14 +289,6 @@ class ServerState:
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )  # fmt: skip
-
-
-def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
-    """A failed turn as ``/v1/turn`` and the WebSocket say it: kind, status, session, the OpenAI error."""
-    status, message, param, headers = failure(e)
-    retry = headers.get("Retry-After")
-    retry_field = {"retry_after": int(retry)} if retry else {}
-    return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}
 
 
 def _opening(settings: Settings, user_name: str | None = None) -> Exchange | None:

@@ -5,17 +5,24 @@ cues, sentences, then ``{"kind": "reply", ...}``. The event stream's status wait
 object: an upstream failure before it is the HTTP error, OpenAI-shaped (a 429 with its
 ``Retry-After``); a failure after it is an ``{"kind": "error", ...}`` event, and the stream
 ends there. On the WebSocket every failure is such an error object.
+
+The objects are made here, over both transports (``turn_objects``): the pieces of a turn
+(``ServerState.turn_batches``) each become one object, the turn's answer in ``--reply-format``
+(``served_answer``) the reply object's ``content``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.websockets import WebSocketDisconnect
 
+from charfmt.events import Event
+from charfmt.serve.formats import Answer, served_answer, whole
 from charfmt.serve.hosts import cross_site_refusal
 from charfmt.serve.inputs import (
     json_object,
@@ -26,6 +33,7 @@ from charfmt.serve.inputs import (
     same_origin,
     turn_request,
 )
+from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Prefix, Raw
 from charfmt.serve.wire import (
     STOPPING,
     EventStream,
@@ -33,16 +41,20 @@ from charfmt.serve.wire import (
     compact_json,
     error_body,
     error_response,
+    failure,
     sse,
     watch_disconnect,
 )
+from charfmt.speech import Sentence
 
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.websockets import WebSocket
 
+    from charfmt.models import Reply
     from charfmt.serve.state import ServerState
+    from charfmt.userinput import UserTurn
 
 
 _FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
@@ -70,7 +82,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
         body = await read_json(request, state.settings.max_request_bytes)
     key, say, constrained, name = turn_request(body)
     turn = player_turn(engine, say)
-    objects = state.turn_objects(key, turn, constrained, state.next_id(), owner=owner_of(request), user_name=name)
+    objects = turn_objects(state, key, turn, constrained, state.next_id(), owner=owner_of(request), user_name=name)
     try:
         first = await watch_disconnect(request, anext(objects, None))
     except BaseException:
@@ -188,6 +200,77 @@ async def _answer(state: ServerState, ws: WebSocket, message: str, owner: str) -
         error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
         await ws.send_text(compact_json(error))
         return
-    async for batch in state.turn_objects(key, turn, constrained, state.next_id(), owner=owner, user_name=name):
+    async for batch in turn_objects(state, key, turn, constrained, state.next_id(), owner=owner, user_name=name):
         for obj in batch:
             await ws.send_text(compact_json(obj))  # as each SSE event's data
+
+
+async def turn_objects(
+    state: ServerState, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = "",
+    user_name: str | None = None,
+) -> AsyncGenerator[list[dict[str, Any]], None]:  # fmt: skip
+    """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
+    reply (or an error, alone in its batch). ``user_name``: the player's name (the card's ``{{user}}``)."""
+    engine = await state.engine()
+    answer = served_answer(engine, streamed=False)
+    options = {"user_name": user_name} if user_name is not None else None
+    try:
+        async for batch in state.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True,
+                                              options=options):  # fmt: skip
+            answer.feed(batch)
+            objects = [_object(state, piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
+            if objects:
+                yield objects
+    except Exception as e:
+        yield [error_object(e, key)]
+
+
+def _object(state: ServerState, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:
+    """One piece of a turn as ``/v1/turn`` sends it."""
+    if isinstance(piece, Lore):
+        return piece.to_dict()
+    if isinstance(piece, Greeting):
+        return greeting_object(state, piece.reply, key)
+    if isinstance(piece, Done):
+        answer.end(piece.reply)
+        return reply_object(piece, key, engine, answer.text)
+    if isinstance(piece, Sentence):
+        return {"kind": "sentence", **piece.to_dict()}
+    if isinstance(piece, Event):
+        return piece.to_dict()
+    assert not isinstance(piece, Raw | Prefix)  # (a continue is chat completions' only)
+    return {"kind": "stage", "cue": piece.to_dict()}
+
+
+def greeting_object(state: ServerState, reply: Reply, key: str | None) -> dict[str, Any]:
+    """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format (its
+    emotions by the names the front end knows, as a reply's ``content``)."""
+    from charfmt.writer import dumps  # noqa: PLC0415
+
+    settings = state.settings
+    return {
+        "kind": "greeting", "session": key, "reply": json.loads(dumps(reply)),
+        "content": whole(settings.reply_format, reply, settings.character.tags, emotions=state.names.names),
+    }  # fmt: skip
+
+
+def reply_object(done: Done, key: str | None, engine: Engine, content: str) -> dict[str, Any]:
+    """``/v1/turn``'s last object: the reply, canonical and in the reply format (``content``, the turn's
+    ``Answer``), raw, diagnosed, timed."""
+    from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
+
+    return {
+        "kind": "reply", "request_id": done.request_id, "session": key, "valid": done.valid,
+        "reply": json.loads(dumps(canonical_form(done.reply, tags=engine.tags))),
+        "content": content,
+        "raw": done.text, "reasoning": done.reply.reasoning,
+        "diagnostics": [d.model_dump() for d in done.reply.diagnostics], "timing": done.timing(),
+    }  # fmt: skip
+
+
+def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
+    """A failed turn as ``/v1/turn`` and the WebSocket say it: kind, status, session, the OpenAI error."""
+    status, message, param, headers = failure(e)
+    retry = headers.get("Retry-After")
+    retry_field = {"retry_after": int(retry)} if retry else {}
+    return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}

@@ -417,14 +417,18 @@ class _TokenAction(argparse.Action):
 
 
 def _read_token(parser: argparse.ArgumentParser) -> str:
-    """The token to hash: typed unseen at a terminal, else the first line of standard input."""
+    """The token to hash: typed unseen at a terminal, else standard input's one line (more is a usage error:
+    which line was meant cannot be known, and a silent pick hashes the wrong one)."""
     if sys.stdin is None:
         parser.error("argument --hash-token: the token is read from standard input, which is closed")
     if sys.stdin.isatty():
         import getpass  # noqa: PLC0415
 
         return getpass.getpass("token: ")
-    return sys.stdin.readline(4096).strip()
+    lines = [line.strip() for line in sys.stdin.read(4096).splitlines() if line.strip()]
+    if len(lines) > 1:
+        parser.error(f"argument --hash-token: standard input holds {len(lines)} lines: give one token, alone")
+    return lines[0] if lines else ""
 
 
 def _transport(args: argparse.Namespace, settings: Any) -> dict[str, Any]:

@@ -271,6 +271,8 @@ def reply_object(done: Done, key: str | None, engine: Engine, content: str) -> d
 def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     """A failed turn as ``/v1/turn`` and the WebSocket say it: kind, status, session, the OpenAI error."""
     status, message, param, headers = failure(e)
+    if param == "messages":  # (a turn that cannot be sent: /v1/turn has no messages, its player's words are say)
+        param = "say"
     retry = headers.get("Retry-After")
     retry_field = {"retry_after": int(retry)} if retry else {}
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}

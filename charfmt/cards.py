@@ -642,15 +642,41 @@ def _exchanges(
 _EMOTION: Final = DEFAULT_TAGS.emotion.name
 
 
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Control characters, replaced by U+FFFD in the words a greeting keeps (as the lenient reader replaces them)."""
+
+
 def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
-    """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped."""
-    reply = canonical_form(parse(text.strip(), lenient=True, vocabulary=vocabulary))
+    """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped.
+
+    A card's text is whole, not a model's stream cut short: markup left open at its end (``Hi [there``, a
+    terminal's ``\x1b[31m``), which the reader drops as cut off (``CF720``), is kept as its words."""
+    whole = text.strip()
+    read = parse(whole, lenient=True, vocabulary=vocabulary)
+    reply = canonical_form(read)
     chats: list[Chat] = []
     for chat in reply.chats:
         segments = [s for s in chat.segments if s.tag != _EMOTION or vocabulary.resolve(s.text) is not None]
         if segments:
             chats.append(Chat(type=chat.type, order=len(chats) + 1, segments=segments))
+    cut = next((d for d in read.diagnostics if d.code == "CF720"), None)
+    tail = _CONTROL.sub("\ufffd", whole[cut.offset :]).strip() if cut is not None else ""
+    if tail:
+        chats = _with_words(chats, tail, gap=cut is not None and whole[cut.offset - 1 : cut.offset].isspace())
     return Reply(chats=chats) if chats else None
+
+
+def _with_words(chats: list[Chat], words: str, *, gap: bool) -> list[Chat]:
+    """``chats`` with ``words`` said at their end: the last chat's speech goes on, else a new one says them."""
+    from charfmt.models import Segment  # noqa: PLC0415
+
+    speech = DEFAULT_TAGS.speech.name
+    last = chats[-1] if chats else None
+    if last is not None and last.type == "C" and last.segments and last.segments[-1].tag == speech:
+        said = last.segments[-1]
+        joined = said.model_copy(update={"text": said.text + (" " if gap else "") + words})
+        return [*chats[:-1], last.model_copy(update={"segments": [*last.segments[:-1], joined]})]
+    return [*chats, Chat(type="C", order=len(chats) + 1, segments=[Segment(tag=speech, text=words)])]
 
 
 # --- raw JSON members: extensions kept byte for byte ----------------------------------------------

@@ -55,6 +55,22 @@ def test_the_characters_name_is_text_too_and_the_markup_of_the_card_still_reads(
     assert _segments(opening.reply) == [("emo", "joy"), ("act", "bows"), ("msg", "I am [joy] *Mira*, Alex.")]
 
 
+@pytest.mark.parametrize(
+    ("first_mes", "segments"),
+    [
+        ("\u202eevil\x1b[31mred\x9b", [("msg", "\u202eevil\ufffd[31mred\ufffd")]),
+        ("*waves* Hi there [unfinished", [("act", "waves"), ("msg", "Hi there [unfinished")]),
+        ("*waves* [half", [("act", "waves"), ("msg", "[half")]),
+    ],
+    ids=["terminal escape", "open bracket", "open bracket alone"],
+)
+def test_a_greeting_keeps_markup_left_open_at_its_end_as_words(first_mes: str, segments: list[tuple[str, str]]) -> None:
+    """A card's text is whole: what the lenient reader drops as cut off at a stream's end (CF720) is its words
+    (a new user's trial: ``\x1b[31mred`` vanished from a greeting, without a word)."""
+    opening = charfmt.greeting_exchange(_mira("Alex", first_mes=first_mes))
+    assert opening is not None and _segments(opening.reply) == segments
+
+
 def test_a_long_name_many_times_is_within_the_macro_bound() -> None:
     """A name put back counts toward the macros' output bound, as it did when written by the expansion."""
     with pytest.raises(charfmt.CharfmtError, match="CF929"):
@@ -124,7 +140,8 @@ def test_serve_draws_a_new_sessions_greeting_anew(served: tuple[Scripted, str]) 
         greetings = set()
         for n in range(3):
             with httpx.stream("POST", base + "/v1/turn", json={"say": "hi", "session": f"g{n}"}, timeout=10) as r:
-                first = json.loads([x for x in r.iter_lines() if x.startswith("data: ")][0][6:])
+                events = [x for x in r.iter_lines() if x.startswith("data: ")]
+            first = json.loads(events[0][6:])
             assert first["kind"] == "greeting"
             greetings.add(first["content"])
     assert len(greetings) == 3, greetings

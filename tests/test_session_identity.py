@@ -151,3 +151,14 @@ def test_show_labels_the_greeting_and_list_counts_exchanges(tmp_path: Path, caps
     assert main(["sessions", "list", "--store", store]) == 0
     header, row = capsys.readouterr().out.splitlines()[:2]
     assert header.split()[3] == "EXCHANGES" and row.split()[3] == "2", (header, row)
+
+
+def test_the_players_name_is_not_part_of_the_identity(other_rex: Path) -> None:
+    """A session is the character's whoever the player is called (``--user-name``, a scene's player too)."""
+    from charfmt.scene import Scene
+
+    assert scope("Rex", Character.load(REX, user_name="Ann")) == scope("Rex", Character.load(REX, user_name="Bo"))
+    assert scope("Rex", Character.load(REX)) != scope("Rex", Character.load(other_rex))
+    shrine = ROOT / "examples" / "scenes" / "mars_shrine.toml"
+    one, two = Scene.load(shrine), Scene.load(shrine, user_name="Zed")
+    assert scope(one.name, one) == scope(two.name, two)

@@ -11,7 +11,8 @@ of its definition cannot be known) until it ends, and listed, shown, exported an
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Final
+import json
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -27,8 +28,17 @@ DIGEST: Final = 8
 def scope(name: str, definition: BaseModel) -> str:
     """The character's part of a namespace: ``name~digest`` of ``definition`` (a ``Character`` or a ``Scene``;
     the player's name, ``user_name``, is not part of it)."""
-    text = definition.model_dump_json(exclude={"user_name"})
+    text = json.dumps(_without_player(definition.model_dump(mode="json")), sort_keys=True, ensure_ascii=False)
     return f"{name}{MARK}{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:DIGEST]}"
+
+
+def _without_player(value: Any) -> Any:
+    """``value`` (a dumped definition) without any ``user_name``: a scene's cast members hold the player's too."""
+    if isinstance(value, dict):
+        return {k: _without_player(v) for k, v in value.items() if k != "user_name"}
+    if isinstance(value, list):
+        return [_without_player(v) for v in value]
+    return value
 
 
 def legacy(namespace: str) -> str | None:

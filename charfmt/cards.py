@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._png import CARD_KEYWORDS, PngError, Texts, blank_png, read_texts, with_text_chunks
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply, Vocabulary, validation_message
@@ -642,15 +643,12 @@ def _exchanges(
 _EMOTION: Final = DEFAULT_TAGS.emotion.name
 
 
-_CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-"""Control characters, replaced by U+FFFD in the words a greeting keeps (as the lenient reader replaces them)."""
-
-
 def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
     """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped.
 
     A card's text is whole, not a model's stream cut short: markup left open at its end (``Hi [there``, a
-    terminal's ``\x1b[31m``), which the reader drops as cut off (``CF720``), is kept as its words."""
+    terminal's ``\x1b[31m``), which the reader drops as cut off (``CF720``), is kept as its words (what text
+    never holds, U+FFFD)."""
     whole = text.strip()
     read = parse(whole, lenient=True, vocabulary=vocabulary)
     reply = canonical_form(read)
@@ -660,7 +658,7 @@ def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
         if segments:
             chats.append(Chat(type=chat.type, order=len(chats) + 1, segments=segments))
     cut = next((d for d in read.diagnostics if d.code == "CF720"), None)
-    tail = _CONTROL.sub("\ufffd", whole[cut.offset :]).strip() if cut is not None else ""
+    tail = NOT_TEXT_CHAR.sub("\ufffd", whole[cut.offset :]).strip() if cut is not None else ""  # (as the reader does)
     if tail:
         chats = _with_words(chats, tail, gap=cut is not None and whole[cut.offset - 1 : cut.offset].isspace())
     return Reply(chats=chats) if chats else None

@@ -58,7 +58,7 @@ def test_the_characters_name_is_text_too_and_the_markup_of_the_card_still_reads(
 @pytest.mark.parametrize(
     ("first_mes", "segments"),
     [
-        ("\u202eevil\x1b[31mred\x9b", [("msg", "\u202eevil\ufffd[31mred\ufffd")]),
+        ("\u202eevil\x1b[31mred\x9b", [("msg", "\u202eevil\ufffd[31mred\x9b")]),
         ("*waves* Hi there [unfinished", [("act", "waves"), ("msg", "Hi there [unfinished")]),
         ("*waves* [half", [("act", "waves"), ("msg", "[half")]),
     ],

@@ -170,6 +170,14 @@ def test_serve_says_a_bad_scene_in_one_line(stage: Path) -> None:
     assert "cast[0].id: speaker id 'narrator' is the narrator's" in one_error_line(run)
 
 
+@pytest.mark.parametrize("command", ["grammar --target gbnf", "stream", "serve --upstream http://127.0.0.1:9/v1"])
+def test_an_empty_cast_is_one_error_line_at_every_door(command: str, stage: Path) -> None:
+    """``cast = []``: one line naming the key, exit 1, no traceback (was ``StopIteration``)."""
+    (stage / "s.toml").write_text('name = "nobody"\ncast = []\n')
+    run = run_cli([*command.split(), "--scene", str(stage / "s.toml")], stage)
+    assert "s.toml:2: cast: the cast is empty" in one_error_line(run)
+
+
 # --- stage maps --------------------------------------------------------------------------------------
 
 STAGE_ERRORS = load_cases("stage_errors.txt")

@@ -171,15 +171,9 @@ def test_a_regex_key_that_backtracks_catastrophically_is_cut_off_and_said() -> N
 
 
 def test_regex_keys_without_the_regex_package_are_said_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from charfmt.prompt import lorebook
-
-    monkeypatch.setitem(sys.modules, "regex", None)  # (import regex: ImportError)
-    lorebook._compiled.cache_clear()
-    try:
-        active = _activate({"entries": {"0": {"key": ["/a/"], "content": "A"}, "1": {"key": ["/a/"], "content": "B"}}},
-                           ["User: a"])  # fmt: skip
-    finally:
-        lorebook._compiled.cache_clear()
+    monkeypatch.setitem(sys.modules, "regex", None)  # (import regex: ImportError; a new book compiles its keys anew)
+    active = _activate({"entries": {"0": {"key": ["/a/"], "content": "A"}, "1": {"key": ["/a/"], "content": "B"}}},
+                       ["User: a"])  # fmt: skip
     assert active.placed == []
     said = [d.message for d in active.diagnostics if d.code == "CF942"]
     assert said == ["lore: regex key '/a/' not used: needs the regex package (pip install 'charfmt[lorebook]'):"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import errno
+import hashlib
 import json
 import os
 import re
@@ -198,10 +199,17 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     from charfmt.prompt.lorebook import Lorebook, LorebookError  # noqa: PLC0415
 
     books = []
+    seen: dict[bytes, str] = {}
     for path in paths or ():
         inp = read(path, limit)
         if inp.over:
             raise InputError(f"cannot read --lorebook {inp.too_large(limit)}")
+        digest = hashlib.sha256(inp.data).digest()
+        if digest in seen:  # (the same book twice: each entry would fire twice, its content twice in the prompt)
+            print(f"charfmt: warning: --lorebook {inp.name} is the same book as {seen[digest]}: read once",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        seen[digest] = inp.name
         try:
             book = Lorebook.from_bytes(inp.data, Path(inp.name).stem, max_size=limit)
         except LorebookError as e:

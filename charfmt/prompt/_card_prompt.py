@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply
 from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
-from charfmt.prompt.macros import MacroError, Macros
+from charfmt.prompt.macros import HeldNames, MacroError, Macros
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
@@ -151,6 +151,16 @@ _BOOKS: dict[int, tuple[Any, Lorebook | None]] = {}
 """The card book of the last few cards read, by the card's identity (a server reads one every turn)."""
 
 
+def lore_entries(served: Any, lorebooks: Sequence[Lorebook] = ()) -> int:
+    """How many lore entries a turn of ``served`` (a ``Character`` or a ``Scene``) scans: its cards' books, a
+    scene's own and its members', and ``lorebooks``."""
+    members = list(served.cast.values()) if hasattr(served, "cast") else [served]
+    books = [*lorebooks, *(b for m in members if (b := character_lorebook(m)) is not None)]
+    if hasattr(served, "cast"):  # (a scene's own book and its members' given ones)
+        books += [b for b in (served.lorebook, *served.cast_lorebooks.values()) if b is not None]
+    return sum(len(b.entries) for b in books)
+
+
 def character_lorebook(character: Character) -> Lorebook | None:
     """The lorebook of ``character``'s card (its ``character_book``), or ``None``; read once per card."""
     card = character.card
@@ -250,10 +260,22 @@ def greeting_exchange(
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     macros = macros_for(character, None if seed is None else f"{seed}/greeting", now)
+    names = HeldNames(macros)  # the names are put in after the greeting is read: never read as markup
     try:
-        reply = greeting(character, index, lambda text: macros.text(text, where="greeting"))
+        reply = greeting(character, index, lambda text: macros.text(names.clean(text), where="greeting"))
+        if reply is None:
+            return None
+        reply = _names_restored(reply, names)
     except MacroError as e:
         raise CharfmtError(str(e)) from None
-    if reply is None:
-        return None
     return Exchange(user=UserTurn(), reply=canonical_form(reply, tags=character.tags))
+
+
+def _names_restored(reply: Reply, names: HeldNames) -> Reply:
+    """``reply`` (a greeting read with the names held out) with each segment's names put back as text."""
+    chats = [
+        chat.model_copy(update={"segments": [
+            s.model_copy(update={"text": names.restore(s.text, "greeting")}) for s in chat.segments]})
+        for chat in reply.chats
+    ]  # fmt: skip
+    return reply.model_copy(update={"chats": chats})

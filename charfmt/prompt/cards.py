@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._png import CARD_KEYWORDS, PngError, Texts, blank_png, read_texts, with_text_chunks
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply, Vocabulary, validation_message
@@ -643,14 +644,37 @@ _EMOTION: Final = DEFAULT_TAGS.emotion.name
 
 
 def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
-    """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped."""
-    reply = canonical_form(parse(text.strip(), lenient=True, vocabulary=vocabulary))
+    """Role-play text (``*waves* Welcome!``) read leniently, in canonical form; emotions off the vocabulary dropped.
+
+    A card's text is whole, not a model's stream cut short: markup left open at its end (``Hi [there``, a
+    terminal's ``\x1b[31m``), which the reader drops as cut off (``CF720``), is kept as its words (what text
+    never holds, U+FFFD)."""
+    whole = text.strip()
+    read = parse(whole, lenient=True, vocabulary=vocabulary)
+    reply = canonical_form(read)
     chats: list[Chat] = []
     for chat in reply.chats:
         segments = [s for s in chat.segments if s.tag != _EMOTION or vocabulary.resolve(s.text) is not None]
         if segments:
             chats.append(Chat(type=chat.type, order=len(chats) + 1, segments=segments))
+    cut = next((d for d in read.diagnostics if d.code == "CF720"), None)
+    tail = NOT_TEXT_CHAR.sub("\ufffd", whole[cut.offset :]).strip() if cut is not None else ""  # (as the reader does)
+    if tail:
+        chats = _with_words(chats, tail, gap=cut is not None and whole[cut.offset - 1 : cut.offset].isspace())
     return Reply(chats=chats) if chats else None
+
+
+def _with_words(chats: list[Chat], words: str, *, gap: bool) -> list[Chat]:
+    """``chats`` with ``words`` said at their end: the last chat's speech goes on, else a new one says them."""
+    from charfmt.models import Segment  # noqa: PLC0415
+
+    speech = DEFAULT_TAGS.speech.name
+    last = chats[-1] if chats else None
+    if last is not None and last.type == "C" and last.segments and last.segments[-1].tag == speech:
+        said = last.segments[-1]
+        joined = said.model_copy(update={"text": said.text + (" " if gap else "") + words})
+        return [*chats[:-1], last.model_copy(update={"segments": [*last.segments[:-1], joined]})]
+    return [*chats, Chat(type="C", order=len(chats) + 1, segments=[Segment(tag=speech, text=words)])]
 
 
 # --- raw JSON members: extensions kept byte for byte ----------------------------------------------

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.prompt.macros import Macros
@@ -153,6 +153,9 @@ class Lorebook(BaseModel):
     """What reading the book noted (entries skipped, features charfmt does not apply)."""
     merged_order: bool = False
     """Entries already in processing order (a merge: each book's by ``order``, books in turn)."""
+    _patterns: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
+    """The book's regex keys compiled (or why not), kept with the book: a turn of a server compiles none again
+    (a process-wide cache of a few thousand made a book of 20,000 regex keys compile them all every turn)."""
 
     @classmethod
     def from_json(cls, data: Any, name: str = "") -> Lorebook:
@@ -349,7 +352,7 @@ class _Scan:
         self.macros = macros
         self.recursed: list[str] = []
         self.notes: list[Diagnostic] = []
-        self.regex = _RegexClock(self.notes)
+        self.regex = _RegexClock(self.notes, book._patterns)
         self._texts: dict[tuple[int, bool], str] = {}
 
     def text(self, depth: int, case_sensitive: bool) -> str:
@@ -463,7 +466,7 @@ class _Scan:
 
     def match(self, raw: str, text: str, key: str, *, case: bool, whole: bool, entry: LoreEntry) -> bool:
         """SillyTavern's ``matchKeys``: a regex key on the raw text, else plain (case, whole words)."""
-        regex = _regex_key(key)
+        regex = _regex_key(key) if key.startswith("/") else None  # (most keys are plain: no call)
         if regex is not None:
             found = self.regex.search(regex, key, raw)
             if found is not None:
@@ -496,8 +499,9 @@ def _regex_key(key: str) -> tuple[str, str] | None:
 class _RegexClock:
     """Regex keys run with a timeout each and a time budget for the whole activation (see the module docstring)."""
 
-    def __init__(self, notes: list[Diagnostic]) -> None:
+    def __init__(self, notes: list[Diagnostic], patterns: dict[tuple[str, str], Any]) -> None:
         self.notes = notes
+        self.patterns = patterns
         self.spent = 0.0
         self.refused: set[str] = set()
         self.plain: set[str] = set()
@@ -513,7 +517,11 @@ class _RegexClock:
         """Whether the regex key matches ``text``; ``None``: not a valid pattern, matched as plain text."""
         if key in self.refused:
             return False
-        compiled = _compiled(*regex)
+        compiled = self.patterns.get(regex)
+        if compiled is None:
+            compiled = _compiled(*regex)
+            if len(self.patterns) < MAX_PATTERNS:  # (beyond: compiled again each time, memory bounded)
+                self.patterns[regex] = compiled
         if isinstance(compiled, _Invalid):
             if key not in self.plain:
                 self.plain.add(key)
@@ -540,7 +548,10 @@ class _Invalid(str):
     __slots__ = ()
 
 
-@lru_cache(maxsize=4096)
+MAX_PATTERNS: Final = 100_000
+"""Regex keys a book keeps compiled (about 2 KB each)."""
+
+
 def _compiled(pattern: str, flags: str) -> Any:
     """The ``regex`` package's compiled pattern for a JavaScript ``/pattern/flags``, or why not (a string;
     an ``_Invalid`` one where the pattern itself is bad)."""

@@ -457,6 +457,9 @@ def _load_cast(
         raise fail(("cast",), 'cast is a list of [[cast]] tables (id = "...", character = "FILE")')
     if len(rows) > MAX_CAST:
         raise fail(("cast",), f"a cast of {len(rows):,} members: a scene has at most {MAX_CAST}")
+    if not rows:
+        why = 'the cast is empty: a scene needs at least one [[cast]] table (id = "...", character = "FILE")'
+        raise fail(("cast",), why)
     cast: dict[str, Character] = {}
     books: dict[str, Lorebook] = {}
     first: dict[str, int] = {}

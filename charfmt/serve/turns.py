@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from charfmt.prompt._token_fit import count_messages
 from charfmt.prompt.tokens import grammar_cost, prompt_budget
 from charfmt.serve.continuation import Prefix
+from charfmt.serve.offload import PromptWorker
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter
 
@@ -354,6 +355,8 @@ class Engine:
         )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
+        self.worker = PromptWorker(self.scene or self.character, settings.lorebooks)
+        """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
         local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
@@ -542,9 +545,9 @@ class Engine:
         front = dict(options or {})
         system = front.pop("system", None)
         user_name = front.pop("user_name", None)
-        body, active = self.lore_request(
-            history, turn, constrained, system, seed=front.get("seed"), ask=ask, user_name=user_name
-        )
+        body, active = await self.worker.run(
+            self.lore_request, history, turn, constrained, system, seed=front.get("seed"), ask=ask, user_name=user_name
+        )  # (off the event loop where the lore is large)
         body.update(front)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""

@@ -17,8 +17,8 @@ import pytest
 
 import charfmt
 from charfmt import Character
-from charfmt.prompt.character import Exchange
 from charfmt.cli import main
+from charfmt.prompt.character import Exchange
 from charfmt.store import SessionKey, open_store
 from charfmt.store.scopes import scope
 

@@ -247,6 +247,8 @@ def prompt_tokens(
     """
     if folded if folded is not None else not has_system_role(llm, chat_format):
         messages = fold_system(messages)
+    else:
+        messages = fold_late_system(messages)
     return _prompt_size(llm, _built_prompt(llm, messages, chat_format))
 
 
@@ -291,13 +293,17 @@ def llama_logs(*, verbose: bool = False) -> None:
 
 
 def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """``messages`` without system messages: their text opens the first user message instead.
+    """``messages`` without system messages: the system prompt opens the first user message instead.
 
     For a chat format without a system role, which would drop the persona, the format
-    rules and the examples (Gemma's own template does the same).
+    rules and the examples (Gemma's own template does the same). System messages later in the
+    conversation (lore placed at a depth) join the user message after them (``fold_late_system``).
     """
-    system = "\n\n".join(m["content"].strip() for m in messages if m["role"] == "system")
-    rest = [dict(m) for m in messages if m["role"] != "system"]
+    lead = 0
+    while lead < len(messages) and messages[lead]["role"] == "system":
+        lead += 1
+    system = "\n\n".join(m["content"].strip() for m in messages[:lead])
+    rest = fold_late_system(messages[lead:])
     if not system:
         return rest
     for message in rest:
@@ -305,6 +311,37 @@ def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
             message["content"] = f"{system}\n\n{message['content']}"
             return rest
     return [{"role": "user", "content": system}, *rest]
+
+
+def fold_late_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``messages`` with every system message after the conversation began joined to a user message.
+
+    Lore placed at a depth in the history with the system role (``position`` 4, ``role`` 0) is a
+    system message in mid-conversation: llama-cpp-python's built-in formats (ChatML, Llama 2, Mistral,
+    Gemma) drop it from the prompt without a word, and strict templates (Gemma's, Mistral's) refuse it.
+    Its text opens the next user message (or closes the last one, at depth 0), so the model reads it
+    where it was placed. The leading system messages (the system prompt) are left as they are.
+    """
+    out: list[dict[str, str]] = []
+    pending: list[str] = []
+    begun = False
+    for message in messages:
+        if message["role"] == "system" and begun:
+            pending.append(message["content"].strip())
+            continue
+        begun = begun or message["role"] != "system"
+        copy = dict(message)
+        if pending and copy["role"] == "user":
+            copy["content"] = "\n\n".join([*pending, copy["content"]])
+            pending = []
+        out.append(copy)
+    if pending:
+        last = next((m for m in reversed(out) if m["role"] == "user"), None)
+        if last is None:
+            out.append({"role": "user", "content": "\n\n".join(pending)})
+        else:
+            last["content"] = "\n\n".join([last["content"], *pending])
+    return out
 
 
 SAMPLING: Final = ("top_p", "stop", "presence_penalty", "frequency_penalty")
@@ -370,8 +407,7 @@ class LocalModel:
         ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
         from charfmt.constrain.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
 
-        if self._folded:
-            messages = fold_system(messages)
+        messages = fold_system(messages) if self._folded else fold_late_system(messages)  # (no system text lost)
         grammar = None
         if gbnf is not None and lark is None and processor is None:
             grammar = self._grammars.get(gbnf)

@@ -381,3 +381,24 @@ def test_the_stream_never_shows_the_players_line_echoed_in_the_form_to_take_it_b
     events = _streamed(text, size, **options)
     assert not [e for e in events if isinstance(e, charfmt.Reset)]
     assert _both(text, size, **options) == [["C", 1, [["msg", reply]]]]
+
+
+TAG_WORDS = charfmt.DEFAULT_TAGS.synonyms
+NAME = st.from_regex(r"[A-Z][a-z]{2,8}", fullmatch=True).filter(lambda n: n.casefold() not in TAG_WORDS)
+GAP = st.sampled_from(["\n\n", "\n"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(SENTENCE, st.tuples(NAME, NAME), st.tuples(SENTENCE, SENTENCE), GAP, st.integers(1, 9))
+def test_a_turn_imagined_after_the_reply_its_label_sharing_its_line_is_dropped(
+    reply: str, names: tuple[str, str], turns: tuple[str, str], gap: str, size: int
+) -> None:
+    """H1 (reader4): ``Customer: …`` then ``Rex: …`` after the reply (after a blank line, or after its JSON):
+    the turns the model imagined, dropped whatever the names (``CF632``), never the reply's speech."""
+    (player, character), (asked, answered) = names, turns
+    assume(player != character)
+    wrapped = json.dumps({"chats": [{"type": "C", "order": 1, "body": f"<msg>{reply}</msg>"}]})
+    for head in (reply + "\n\n", wrapped + gap):
+        text = f"{head}{player}: {asked}\n{character}: {answered}"
+        assert _both(text, size) == [["C", 1, [["msg", reply]]]]
+        assert "CF632" in [d.code for d in charfmt.parse(text, lenient=True).diagnostics]

@@ -30,6 +30,7 @@ from typing import Final
 from charfmt._lenient.marks import SCAFFOLDING
 from charfmt._lenient.request_form import blocks, introduces
 from charfmt._lenient.state import nearly_said, normal
+from charfmt.tags import DEFAULT_TAGS
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
 """Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``)."""
@@ -43,6 +44,12 @@ _LABEL: Final = re.compile(
     re.M,
 )
 """A line that is only a name: a speaker label (``Rex:``, ``## User``, ``**Maren**``, a quoted ``"Colette"``)."""
+_INLINE: Final = re.compile(
+    r"^[ \t]*+(?:\*\*)?(?P<name>[^\W\d_][\w'’.\-]{0,19}(?:[ \t][\w'’.\-]{1,20}){0,2}?)(?:\*\*)?"
+    r"(?:[ \t]*+:(?:\*\*)?[ \t]++|[ \t]*+：(?:\*\*)?[ \t]*+)(?=\S)",
+    re.M,
+)
+"""A speaker label that shares its line with the turn's text (``Customer: Can you fix it?``, ``ミオ：「…」``)."""
 _CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++\"([^\"\n]{1,40})\"\)[ \t]*+$", re.M)
 """A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
@@ -330,8 +337,7 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
 def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:
     """Where turns begin: label lines (``character``, ``player``), and the request form right before a
     character's label (the player's turn, written in the form the prompt shows it in)."""
-    labels = [(a, b, kind) for a, b in _lines(text) if (kind := _label(text[a:b], told)) is not None]
-    labels = [m for m in labels if not any(x <= m[0] < y for x, y, *_ in dropped)]
+    labels = [m for m in _labels(text, told) if not any(x <= m[0] < y for x, y, *_ in dropped)]
     marks: list[tuple[int, int, str]] = []
     since = 0  # where the text since the last label begins
     for k, (a, b, kind) in enumerate(labels):
@@ -344,6 +350,61 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
         marks.append((a, b, kind))
         since = b
     return marks
+
+
+def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:
+    """Speaker labels: lines that are only one (``_label``), and labels that share their line with the turn's
+    text (``_INLINE``; ``end`` is then where the label ends): a told or generic name's, or an unknown name's
+    where two labelled lines of different names follow each other, the first after a blank line, a JSON
+    reply (a transcript: the first is the player's, the second the character's). A field
+    label (``Emotion: annoyed``: a tag's synonym) is no speaker's."""
+    lines = _lines(text)
+    found: list[tuple[int, int, str]] = []
+    for k, (a, b) in enumerate(lines):
+        if (kind := _label(text[a:b], told)) is not None:
+            found.append((a, b, kind))
+        elif (m := _INLINE.match(text, a, b)) is not None and (kind := _inline_kind(m, told)) is not None:
+            found.append((a, m.end(), kind))
+        elif m is not None and _FIELD_WORD.search(m.group("name")) is None and _opens_transcript(text, lines, k):
+            found.append((a, a, "player"))
+            c, d = lines[k + 1]
+            if (second := _INLINE.match(text, c, d)) is not None:
+                found.append((c, second.end(), "character"))
+    return sorted(set(found))
+
+
+_FIELD_WORD: Final = re.compile("(?i)^(?:" + "|".join(sorted(DEFAULT_TAGS.synonyms, key=len, reverse=True)) + r")\b")
+"""A field label's first word (``Emotion``, ``Message``): the tag table's names and synonyms."""
+_AFTER_JSON: Final = re.compile(r"[}\]`][ \t]*+$")
+
+
+def _inline_kind(m: re.Match[str], told: Told) -> str | None:
+    """``player``, ``character`` or ``None``: whose label ``m`` (an ``_INLINE`` match) is, by its name."""
+    name = m.group("name").strip().casefold()
+    if name in told.player_labels:
+        return "player"
+    if name in told.character_labels:
+        return "character"
+    return None
+
+
+def _opens_transcript(text: str, lines: list[tuple[int, int]], k: int) -> bool:
+    """Whether line ``k``, labelled with an unknown name, opens a transcript: the next line is labelled with
+    another name (not a field label), and line ``k`` follows a blank line, a JSON reply, or nothing."""
+    a, b = lines[k]
+    if k + 1 >= len(lines):
+        return False
+    first = _INLINE.match(text, a, b)
+    c, d = lines[k + 1]
+    second = _INLINE.match(text, c, d)
+    if first is None or second is None or _FIELD_WORD.search(second.group("name")) is not None:
+        return False
+    if first.group("name").casefold() == second.group("name").casefold():
+        return False
+    if k == 0:
+        return False  # (at the start: two labelled lines may be the reply's own, ``Price: …`` ``Time: …``)
+    before = text[lines[k - 1][0] : lines[k - 1][1]]
+    return not before.strip() or _AFTER_JSON.search(before) is not None
 
 
 def _opened_by_player(text: str, since: int, at: int, told: Told) -> int | None:

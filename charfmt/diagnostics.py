@@ -107,6 +107,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF633": ("warning", "a speaker label (Rex:, User:, model) dropped: a name is no speech"),
     "CF634": ("warning", 'a key written in a JSON array, no object around it ("id": "a0d8…"), dropped with its value'),
     "CF635": ("warning", "a line of the echoed form speaking to the character by name (Hi Wren!) is the player's"),
+    "CF636": ("warning", "a preamble announcing the reply (Sure! Here is Rex:) dropped: no speech"),
+    "CF637": ("warning", "a JSON key naming a cue the body already gives (\"mood\" beside <emo>) dropped"),
     # lenient parsing: bodies
     "CF701": ("info", "elements not separated by exactly one newline"),
     "CF702": ("warning", "element not closed (closed by the next tag or the end), or empty emotion dropped"),

@@ -49,7 +49,7 @@ def read_chat(state: Recovery, index: int, item: JNode) -> RawChat:
         state.note("CF615", "a chat that is not an object is dropped", item.start, item.end)
         return chat
     state.walk("json", Sample(keys=keys(item)))  # the shape of this chat: fields, pattern D
-    bodies, summaries = _read_keys(state, chat, item)
+    bodies, summaries, fields = _read_keys(state, chat, item)
     if chat.kind is None:
         chat.kind = "C"
         if bodies and not chat.pieces:
@@ -60,6 +60,7 @@ def read_chat(state: Recovery, index: int, item: JNode) -> RawChat:
     for _key, body in bodies:
         _read_body(state, chat, body)
     _drop_repeated_summaries(state, chat, summaries)
+    _drop_fields_the_body_has(state, chat, fields)
     if chat.kind not in TAGGED_TYPES and chat.pieces and any(p.tag != TEXT_TAG for p in chat.pieces):
         state.note("CF613", f"a {chat.kind} chat with tag elements is read as C", item.start, item.start + 1, index)
         chat.kind = "C"
@@ -68,12 +69,16 @@ def read_chat(state: Recovery, index: int, item: JNode) -> RawChat:
     return chat
 
 
-def _read_keys(state: Recovery, chat: RawChat, item: JNode) -> tuple[list[tuple[str, JNode]], list[Piece]]:
-    """Each key of a chat object, in order; the bodies to read after them, and pattern D's summaries read."""
+def _read_keys(
+    state: Recovery, chat: RawChat, item: JNode
+) -> tuple[list[tuple[str, JNode]], list[Piece], list[tuple[str, Piece]]]:
+    """Each key of a chat object, in order; the bodies to read after them, pattern D's summaries read, and the
+    pieces of tags written as fields (each with its key)."""
     index = chat.index
     bodies: list[tuple[str, JNode]] = []
     summaries: list[Piece] = []
     seen: dict[str, tuple[int, int]] = {}
+    fields: list[tuple[str, Piece]] = []
     for key, ks, _ke, value in item.pairs:
         lower = key.lower()
         if lower in seen and lower in _REPEATABLE:
@@ -95,10 +100,12 @@ def _read_keys(state: Recovery, chat: RawChat, item: JNode) -> tuple[list[tuple[
             _field(state, chat, state.emotion, value, index)
             summaries += chat.pieces[before:]
         elif lower in state.tags.synonyms:
+            before = len(chat.pieces)
             _field(state, chat, state.tags.synonyms[lower], value, index)
+            fields += [(key, p) for p in chat.pieces[before:]]
         else:
             state.note("CF615", f"unknown key {key!r} dropped", ks, value.end, index)
-    return bodies, summaries
+    return bodies, summaries, fields
 
 
 def _drop_repeated_summaries(state: Recovery, chat: RawChat, summaries: list[Piece]) -> None:
@@ -108,6 +115,18 @@ def _drop_repeated_summaries(state: Recovery, chat: RawChat, summaries: list[Pie
         if p.text.strip().casefold() in shown:
             message = f"emotion summary {short(p.text)!r} repeats the body's emotion: read once"
             state.note("CF615", message, p.start, p.end, chat.index)
+            chat.pieces.remove(p)
+
+
+def _drop_fields_the_body_has(state: Recovery, chat: RawChat, fields: list[tuple[str, Piece]]) -> None:
+    """A key naming a cue the body already gives (``"mood": "bad"`` beside ``<emo>annoyed</emo>``) is no second
+    one: the body says it, the field is reported and dropped (``CF637``), never shown before the body's."""
+    had = {p.tag for p in chat.pieces if all(p is not f for _k, f in fields)}
+    for key, p in fields:
+        spec = state.tags.get(p.tag)
+        if p.tag in had and spec is not None and not spec.streamed:
+            message = f"key {key!r} ({short(p.text)!r}) repeats the body's <{p.tag}>: the body's is read"
+            state.note("CF637", message, p.start, p.end, chat.index)
             chat.pieces.remove(p)
 
 

@@ -181,7 +181,33 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
         spans += _prompt_lines(text, told)
     spans = _merge(spans)
     spans += _turns(text, told, spans)
+    spans += _preamble(text, spans)
     return _merge(spans)
+
+
+_PREAMBLE_WORDS: Final = re.compile(
+    r"(?i)^[^{}<>\[\]]*?(?:\bhere(?:'s| is| are| you go)\b"
+    r"|^[ \t]*+(?:sure|okay|ok|certainly|of course|absolutely)\b|以下)"
+)
+"""A preamble announcing the reply (``Sure! Here is Rex:``, ``Okay, …:``, ``以下…：``): no brace, bracket, tag."""
+_ANNOUNCES: Final = re.compile(r"[:：][ \t]*+$")
+_JSON_NEXT: Final = re.compile(r"[ \t]*+(?:[{`~]|\[[ \t]*+(?:$|[{\[\"]))")
+"""A line that begins a JSON reply or its fence: a preamble before it is the JSON reader's to set aside."""
+
+
+def _preamble(text: str, dropped: list[Span]) -> list[Span]:
+    """The reply's first line when it announces the reply (a preamble's word, ending in a colon) and the reply
+    follows it on the next lines, not as JSON: ``CF636`` (no speech of the character's)."""
+    lines = [(a, b) for a, b in _lines(text) if text[a:b].strip() and not any(x <= a < y for x, y, *_ in dropped)]
+    if len(lines) < 2:
+        return []
+    (a, b), (c, d) = lines[0], lines[1]
+    line = text[a:b]
+    if _ANNOUNCES.search(line) is None or _PREAMBLE_WORDS.search(line) is None or _JSON_NEXT.match(text, c, d):
+        return []
+    if _has_content(text, 0, a, dropped):
+        return []
+    return [(a, b, "CF636", f"a preamble announcing the reply dropped: {line.strip()[:40]!r}")]
 
 
 def _lines(text: str) -> list[tuple[int, int]]:

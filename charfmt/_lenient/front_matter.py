@@ -45,6 +45,29 @@ def read_block(text: str, offset: int, out: Result, tags: TagTable) -> int:
     return fm.end()
 
 
+_LABELLED: Final = re.compile(
+    r"[ \t]*+(?:\*\*)?([^\W\d_][\w-]{0,19})(?:\*\*)?[ \t]*+[:：](?:\*\*)?[ \t]*+(\S[^\n]*?)[ \t]*+(?:\n|\Z)"
+)
+"""A line a field label opens: ``Emotion: annoyed``, ``**Message:** Forty bolts.``."""
+
+
+def read_labels(span: Span) -> int:
+    """Front matter written without its ``---`` lines: the reply's first lines each a field label of the tag table
+    (``Emotion: annoyed`` / ``Action: crosses arms`` / ``Message: Forty bolts.``), each read as its tag's piece
+    (``CF713``), never spoken; how many characters it took (0: the text does not open so)."""
+    if not span.at_start:
+        return 0
+    text, pos, tags = span.text, 0, span.reading.tags
+    lead = len(text) - len(text.lstrip())
+    pos = lead
+    while (m := _LABELLED.match(text, pos)) is not None and (tag := tags.synonyms.get(m.group(1).lower())):
+        start, end = span.offset + m.start(), span.offset + m.end(2)
+        span.out.note("CF713", f"field label {m.group(1)!r} read as <{tag}>", start, end)
+        span.out.pieces.append(Piece(tag, decode_entities(m.group(2)), span.offset + m.start(2), end))
+        pos = m.end()
+    return 0 if pos == lead else pos
+
+
 def read_cut(span: Span) -> int:
     """Front matter the input ends inside (``---\nemotion: jo``): its whole lines read, the rest dropped.
 

@@ -47,4 +47,8 @@ def read_plain(span: Span) -> int:
     """A reply that is only text (the ``plain-text`` entry's reader): prose, or front matter the input ends inside."""
     if span.cut_off and span.at_start and (taken := front_matter.read_cut(span)):
         return taken
-    return read_prose(span)
+    if (taken := front_matter.read_labels(span)) and taken < len(span.text):
+        rest = Span(span.text[taken:], span.offset + taken, span.out, span.reading, cut_off=span.cut_off,
+                    state=span.state, at_start=False)  # fmt: skip
+        return taken + read_prose(rest)
+    return taken or read_prose(span)

@@ -54,7 +54,8 @@ _CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++
 """A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
 _SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
-_YOU_ARE: Final = re.compile(r"^You are ([^.\n]{1,40}?)\.", re.M)
+_YOU_ARE: Final = re.compile(r"^You are ([^.,\n]{1,40}?)[.,]", re.M)
+"""The persona's opening: the character's name (``You are Rex.``, ``You are Rex, a retired combat robot``)."""
 _HEADING: Final = re.compile(r"^[ \t]*+#{1,6}(?:[ \t]|-{3,}|$)", re.M)
 _REASONING_HEADING: Final = re.compile(
     r"^[ \t]*+#{1,6}[ \t]*+(?:thinking|thoughts?|reasoning|analysis|answer|response|reply|final(?: answer)?|output)\b",

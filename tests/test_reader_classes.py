@@ -402,3 +402,4 @@ def test_a_turn_imagined_after_the_reply_its_label_sharing_its_line_is_dropped(
         text = f"{head}{player}: {asked}\n{character}: {answered}"
         assert _both(text, size) == [["C", 1, [["msg", reply]]]]
         assert "CF632" in [d.code for d in charfmt.parse(text, lenient=True).diagnostics]
+        assert not any(isinstance(e, charfmt.Reset) for e in _streamed(text, size))  # (held, never taken back)

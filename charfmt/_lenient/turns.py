@@ -434,6 +434,36 @@ def _opens_transcript(text: str, lines: list[tuple[int, int]], k: int) -> bool:
     return not before.strip() or _AFTER_JSON.search(before) is not None
 
 
+_NAME_SO_FAR: Final = re.compile(
+    r"[ \t]*+(?:\*\*)?[^\W\d_][\w'’.\-]{0,19}(?:[ \t][\w'’.\-]{0,20}){0,2}(?:\*\*)?[ \t]*+\Z"
+)
+"""A line so far that may still become a labelled one: a name being written."""
+
+
+def lines_held(text: str) -> int:
+    """How many of the last lines of ``text`` (a reply so far) may still turn out to open a transcript as
+    ``_labels`` finds one (a labelled line after a blank line or a JSON reply, the next labelled with another
+    name): 0, 1 (a name being written, or the labelled line itself) or 2 (that line and the next begun)."""
+    lines = text.split("\n")
+
+    def label(line: str) -> bool:
+        m = _INLINE.match(line)
+        return m is not None and _FIELD_WORD.search(m.group("name")) is None
+
+    def may_label(line: str) -> bool:
+        return _NAME_SO_FAR.match(line) is not None or label(line)
+
+    def boundary(k: int) -> bool:
+        return k >= 0 and (not lines[k].strip() or _AFTER_JSON.search(lines[k]) is not None)
+
+    n = len(lines)
+    if n >= 3 and label(lines[-2]) and boundary(n - 3) and (not lines[-1] or may_label(lines[-1])):
+        return 2
+    if n >= 2 and boundary(n - 2) and may_label(lines[-1]):
+        return 1
+    return 0
+
+
 def _opened_by_player(text: str, since: int, at: int, told: Told) -> int | None:
     """Where a request form between ``since`` and ``at`` begins whose first words are the player's (a line of
     this turn or of the prompt's few-shot turns, or nearly one): the player's turn echoed, however it goes on;

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from charfmt._lenient.fields import PLACEHOLDER_BODY
 from charfmt._lenient.prose import dialogue_decided
+from charfmt._lenient.turns import lines_held
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
@@ -128,9 +129,8 @@ class Rereads(Body):
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         element, clean = open_element(text, self.tags)
-        self._echo_line = bool(self._prompt or self._turn) and may_echo(
-            text[text.rfind("\n") + 1 :], self._prompt, self._turn
-        )
+        echo = bool(self._prompt or self._turn) and may_echo(text[text.rfind("\n") + 1 :], self._prompt, self._turn)
+        self._echo_line = max(int(echo), lines_held(text))  # (the last lines may open a transcript: turns)
         self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
         if (
             (
@@ -383,7 +383,7 @@ class Rereads(Body):
     def _waits(self, seg: Segment, n: int, *, last: bool, steady: bool, in_element: int, held: bool) -> bool:
         """Whether segment ``n`` (``last``: the last one), still open and not begun, waits: a whole value until
         its segment closes (or reads the same twice: ``steady``), a text until it has a part it can show."""
-        if self._echo_line and last and not before_last_line(seg.text):
+        if self._echo_line and last and not _before_lines(seg.text, self._echo_line):
             return True  # (its text so far is all on a line that may echo the prompt)
         if n == 0 and last and PLACEHOLDER_BODY.startswith(seg.text.strip()):
             return True  # (a body of the format's placeholder, '...', echoed from the prompt, is dropped)
@@ -407,5 +407,12 @@ class Rereads(Body):
         if held:
             more = self._spoken(seg, n, more)
         if self._echo_line and still_open and last:
-            more = before_last_line(more)
+            more = _before_lines(more, self._echo_line)
         return more
+
+
+def _before_lines(text: str, lines: int) -> str:
+    """``text`` less its last ``lines`` lines (``settle.before_last_line``, so many times)."""
+    for _ in range(lines):
+        text = before_last_line(text)
+    return text

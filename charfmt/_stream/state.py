@@ -170,7 +170,7 @@ class State:
         self._open_tag = ""  # the tag of a bare-tags element the last reread ended inside (see Rereads)
         self._open_clean = False  # ... and whether its raw text so far is all settled
         self._held_back = False  # the last reread held back a sentence the next characters settle (Rereads)
-        self._echo_line = False  # the last line of the last reread may still be an echo of the prompt (Rereads)
+        self._echo_line = 0  # how many last lines of the last reread may still be an echo or open a transcript
         self._probe_raw: str | bytes = ""  # the text of the last reread, for its probe (see Rereads._keeps)
         self._probe: Reply | None = None  # ... and the probe's reading, once read
         self._spec_on = lenient and keep_reply  # rereads go on until one contradicts what was shown

@@ -295,6 +295,8 @@ class TerminalView:
             key = vocabulary.resolve(event.text) or event.text
             sprites = {e.key: e.sprite for e in vocabulary.emotions}
             self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
+        elif event.kind in ("action", "cue") and not event.text.strip():
+            pass  # an empty action or cue means nothing: no ``**`` line
         elif event.kind == "action":
             self._line(f"*{_one_line(event.text)}*")
         elif event.kind == "cue":

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
+
+from conftest import ROOT
 
 import charfmt
+from charfmt.chat import TerminalView, take_turn
+from charfmt.serve.formats import Formatter
 from charfmt.speech import trim_cut_speech
+from charfmt.tags import DEFAULT_TAGS
+
+REX = str(ROOT / "examples" / "characters" / "rex.toml")
 
 
 def _reply(body: str) -> str:
@@ -22,3 +31,32 @@ def test_speech_that_ends_a_sentence_at_its_bound_before_a_space_is_not_cut() ->
     cut = "Saved a few for now and"
     raw = _reply(f"<msg>{cut}</msg>")
     assert "CF150" in [d.code for d in trim_cut_speech(charfmt.parse(raw), bound=len(cut), source=raw).diagnostics]
+
+
+SAID = "Hi there, I am here to help you with all of it today, friend of mine, yes indeed."
+EMPTY_ACT = f"<emo>neutral</emo>\n<act></act>\n<msg>{SAID}</msg>"
+
+
+def test_a_bounded_grammar_lets_a_model_write_no_empty_element() -> None:
+    """Under a budget (what chat and serve --model constrain with) an empty ``<act></act>`` is no
+    choice: it means nothing. The format itself (no bounds) still reads one."""
+    rex = charfmt.Character.load(REX)
+    bounded = re.compile(charfmt.grammar("regex", character=rex, max_tokens=512))
+    assert bounded.fullmatch(EMPTY_ACT.replace("<act></act>", "<act>waves</act>"))
+    for empty in ("<act></act>", "<thought></thought>"):
+        assert not bounded.fullmatch(EMPTY_ACT.replace("<act></act>", empty))
+    assert not bounded.fullmatch(EMPTY_ACT.replace("<msg>", "<msg></msg>\n<msg>"))
+    assert re.compile(charfmt.grammar("regex", character=rex)).fullmatch(EMPTY_ACT)
+
+
+def test_an_empty_action_is_shown_by_no_reader_or_formatter() -> None:
+    """No ``**`` in the ``tags`` format, no ``**`` line in chat, no motion cue with an empty word."""
+    rex = charfmt.Character.load(REX)
+    raw = _reply(EMPTY_ACT)
+    parser, formatter = charfmt.StreamParser(), Formatter("tags", DEFAULT_TAGS)
+    text = "".join(formatter.feed(e) for e in [*parser.feed(raw), *parser.close()])
+    assert "*" not in text and SAID in text
+    assert [c for c in charfmt.stage_cues(charfmt.parse(raw), rex) if c.kind == "motion"] == []
+    out = io.StringIO()
+    take_turn(rex, [], "hi", lambda messages: iter([raw]), view=TerminalView(rex, out))
+    assert not [line for line in out.getvalue().splitlines() if line.strip().strip("*") == "" and "*" in line]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -15,6 +18,15 @@ from charfmt.speech import trim_cut_speech
 from charfmt.tags import DEFAULT_TAGS
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
+
+
+def _cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    """``python -m charfmt ARGS`` as a user runs it (error paths as a subprocess); output decoded."""
+    done = subprocess.run(
+        [sys.executable, "-m", "charfmt", *args], input=stdin, capture_output=True, timeout=60, cwd=ROOT, check=False
+    )
+    out, err = done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+    return subprocess.CompletedProcess(done.args, done.returncode, out, err)
 
 
 def _reply(body: str) -> str:
@@ -60,3 +72,14 @@ def test_an_empty_action_is_shown_by_no_reader_or_formatter() -> None:
     out = io.StringIO()
     take_turn(rex, [], "hi", lambda messages: iter([raw]), view=TerminalView(rex, out))
     assert not [line for line in out.getvalue().splitlines() if line.strip().strip("*") == "" and "*" in line]
+
+
+def test_stream_says_on_stderr_why_it_exits_1(tmp_path: Path) -> None:
+    """An error left after a lenient read (``CF301``, an emotion not in the vocabulary): exit 1 with
+    its diagnostic line on standard error, as ``parse --lenient`` writes it (not only under ``--stage``)."""
+    reply = tmp_path / "m11.txt"
+    reply.write_text(_reply("<emo>furious</emo>\n<msg>No way!</msg>"), encoding="utf-8")
+    for extra in ([], ["--sentences"]):
+        done = _cli("stream", "--replay", str(reply), "--character", REX, *extra)
+        assert done.returncode == 1
+        assert done.stderr.startswith(f"{reply}:1:") and "CF301" in done.stderr, done.stderr

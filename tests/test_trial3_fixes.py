@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 import charfmt
@@ -18,6 +19,7 @@ from charfmt.speech import trim_cut_speech
 from charfmt.tags import DEFAULT_TAGS
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
+sys.path.insert(0, str(ROOT / "tests"))  # (the scripted upstream)
 
 
 def _cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
@@ -83,3 +85,29 @@ def test_stream_says_on_stderr_why_it_exits_1(tmp_path: Path) -> None:
         done = _cli("stream", "--replay", str(reply), "--character", REX, *extra)
         assert done.returncode == 1
         assert done.stderr.startswith(f"{reply}:1:") and "CF301" in done.stderr, done.stderr
+
+
+def test_serve_without_a_model_name_sends_no_model_upstream_as_chat_does() -> None:
+    """``serve --server vllm`` without ``--model-name``: the upstream gets no ``model`` (its default;
+    vLLM refuses the character's name), as ``chat --endpoint`` sends none; with one, that name."""
+    pytest.importorskip("httpx")
+    pytest.importorskip("uvicorn")
+    from scripted_upstream import Scripted, loopback
+
+    from charfmt.serve import Settings, create_app
+
+    rex, up = charfmt.Character.load(REX), Scripted()
+    hello = {"messages": [{"role": "user", "content": "hello"}], "user": "p1"}
+    with loopback(up.app) as upstream:
+        for name in (None, "Qwen/Qwen3-8B"):
+            settings = Settings(character=rex, upstream_url=upstream + "/v1", server="vllm", model_name=name)
+            with loopback(create_app(settings)) as base:
+                import httpx
+
+                assert httpx.post(base + "/v1/chat/completions", json=hello, timeout=10).status_code == 200
+            sent = up.requests[-1]
+            assert sent.get("model") == name and ("model" in sent) == (name is not None)
+    warned = _cli(
+        "serve", "--character", REX, "--upstream", "http://127.0.0.1:9/v1", "--server", "vllm", "--cors", "no-origin"
+    )
+    assert warned.returncode == 2 and "no --model-name for --server vllm: the server's default model" in warned.stderr

@@ -111,3 +111,21 @@ def test_serve_without_a_model_name_sends_no_model_upstream_as_chat_does() -> No
         "serve", "--character", REX, "--upstream", "http://127.0.0.1:9/v1", "--server", "vllm", "--cors", "no-origin"
     )
     assert warned.returncode == 2 and "no --model-name for --server vllm: the server's default model" in warned.stderr
+
+
+def test_a_scene_at_a_default_budget_lets_two_members_speak() -> None:
+    """At serve's default 512 tokens (and 400) a scene's grammar holds two chats, each speaking:
+    shorter elements before fewer chats, for a scene; a lone character keeps fewer chats first."""
+    from charfmt.export import resolve_bounds
+    from charfmt.scene import Scene
+
+    scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
+    for budget in (400, 512):
+        bounds = resolve_bounds(character=scene, max_tokens=budget)
+        assert bounds is not None and bounds.max_chats is not None and bounds.max_chats >= 2, budget
+        assert bounds.require_speech and bounds.min_speech >= 8
+        gbnf = charfmt.grammar("gbnf", character=scene, max_tokens=budget)
+        assert re.search(r'^reply ::= .*said-chat \(t-ws\? "," t-ws\? chat\)', gbnf, re.M)
+    assert resolve_bounds(character=scene, max_tokens=512, max_chats=1).max_chats == 1  # as asked
+    rex = charfmt.Character.load(REX)
+    assert resolve_bounds(character=rex, max_tokens=512).max_chats == 1  # (fewer chats first for a character)

@@ -153,10 +153,10 @@ def json_schema(
     description names them (the only restriction providers without patterns get).
     ``tags``: the tag table (``None``: ``DEFAULT_TAGS``); its tags, with their values, are
     what the pattern and the description allow.
-    On XGrammar (vLLM's and SGLang's default backend) the body patterns cannot match a
-    body of two or more elements: XGrammar matches ``pattern`` without JSON escapes, and
-    the ``\\n`` between elements is one. Constrain those servers with the grammar
-    (``charfmt.engines.request_fields``) or a structural tag instead.
+    XGrammar (vLLM's and SGLang's default backend), llama.cpp's converter and Outlines read a
+    schema their own way (all three apply ``pattern`` to the raw JSON text; the last two drop
+    ``minimum``): send them ``for_engine(schema, engine)``, which means there what this schema
+    means, less what each cannot write (docs/GRAMMARS.md).
     Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
     ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
     bound the body patterns, so they hold where patterns are enforced; a budget is planned by
@@ -207,6 +207,16 @@ LM Studio run it; Outlines' ``outlines-core``). ``for_engine`` writes the body p
 
 ENGINES: Final = tuple(PATTERN_READS)
 
+MINIMUM_IGNORED: Final = frozenset({"llama.cpp", "outlines"})
+"""The engines whose JSON-schema reader drops an integer's ``minimum`` (llama-cpp-python's converter: any
+integer, 0 and negatives too; ``outlines-core``: the same, ``minimum``, ``exclusiveMinimum`` and
+``pattern`` alike). ``for_engine`` lists the orders they may write instead (``enum``, which both read)."""
+
+LISTED_ORDERS: Final = 99
+"""The largest order ``for_engine`` lists for an engine of ``MINIMUM_IGNORED`` when the schema does not
+bound the chats (``maxItems``; with it, the orders are 1..maxItems). A larger order is valid (orders
+may have gaps: a warning), so such an engine refuses some valid replies, never takes an invalid one."""
+
 
 def for_engine(schema: dict[str, Any], engine: str) -> dict[str, Any]:
     """``schema`` (a ``json_schema`` result) written for ``engine`` (one of ``ENGINES``), so that it means there
@@ -218,6 +228,10 @@ def for_engine(schema: dict[str, Any], engine: str) -> dict[str, Any]:
     in the syntax all of them read (plain groups, ``\\uXXXX`` escapes, every character class positive,
     which also makes XGrammar read the pattern as its own grammar over the raw text). ``standard`` and
     ``llguidance`` get ``schema`` as it is (a copy).
+
+    An engine that ignores ``minimum`` (``MINIMUM_IGNORED``) gets each chat's ``order`` as the
+    ``enum`` of the orders 1..``maxItems`` of the chats (``LISTED_ORDERS`` without it), so that it
+    never writes an order below 1 (``CF108``), as the strict parser demands.
     """
     import copy  # noqa: PLC0415
 
@@ -227,7 +241,23 @@ def for_engine(schema: dict[str, Any], engine: str) -> dict[str, Any]:
     out = copy.deepcopy(schema)
     if reads == "raw":
         _raw_patterns(out)
+    if engine in MINIMUM_IGNORED:
+        _listed_orders(out)
     return out
+
+
+def _listed_orders(schema: dict[str, Any]) -> None:
+    """Each chat's ``order`` in ``schema`` (a ``json_schema`` result, in place) bounded by ``minimum``
+    written as the ``enum`` of its values up to the chats' ``maxItems`` (or ``LISTED_ORDERS``)."""
+    chats = schema.get("properties", {}).get("chats")
+    if not isinstance(chats, dict) or not isinstance(chats.get("items"), dict):
+        return
+    top = chats.get("maxItems", LISTED_ORDERS)
+    items = chats["items"]
+    for chat in items.get("anyOf", [items]):  # one schema, or one per kind of chat (a scene)
+        order = chat.get("properties", {}).get("order") if isinstance(chat, dict) else None
+        if isinstance(order, dict) and isinstance(order.get("minimum"), int) and "enum" not in order:
+            order["enum"] = list(range(order.pop("minimum"), top + 1))
 
 
 def _raw_patterns(node: Any) -> None:

@@ -4,7 +4,8 @@
 to eight settings of ``tests/data/new_characters/`` (``make_new_corpus.py`` made them; its
 README section says how), split by a seeded coin into a tuning half and a held-back half
 before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108 replies on four
-more settings, ``--set fresh``), made after both halves were read. ``tests/data/JUDGED.md`` holds
+more settings, ``--set fresh``), made after both halves were read, and ``third_replies.jsonl`` the third
+(``--set third``), made after the second was read. ``tests/data/JUDGED.md`` holds
 the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
 vocabulary and tags, told the player's turn and the prompt it answers):
 
@@ -43,11 +44,14 @@ def _rows(name: str) -> list[dict[str, Any]]:
 ROWS: Final = _rows("new_replies.jsonl")
 FRESH: Final = _rows("fresh_replies.jsonl")
 """The second held-back set (``make_new_corpus.py --set fresh``), read by hand only after the reader was frozen."""
+THIRD: Final = _rows("third_replies.jsonl")
+"""The third held-back set (``make_new_corpus.py --set third``), read by hand only after the reader was frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "third_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH
+EVERY: Final = ROWS + FRESH + THIRD
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]
@@ -58,7 +62,8 @@ import make_new_corpus as corpus  # noqa: E402
 
 @functools.cache
 def setting(ident: str) -> Character | Scene:
-    kind, file = next((k, f) for _g, i, k, f in corpus.settings() + corpus.settings("fresh") if i == ident)
+    every = corpus.settings() + corpus.settings("fresh") + corpus.settings("third")
+    kind, file = next((k, f) for _g, i, k, f in every if i == ident)
     return corpus.load_setting(kind, file)
 
 
@@ -91,7 +96,7 @@ def test_the_corpus_is_what_its_readme_promises() -> None:
     assert {(r["model"], r["chat_format"]) for r in ROWS} == set(corpus.RUNS)
     assert {r["language"] for r in ROWS} == {"en", "ja", "fr"}
     assert {r["kind"] for r in ROWS} == {"character", "card", "scene"}
-    assert set(PROMPTS) == {r["setting"] for r in EVERY}
+    assert set(PROMPTS) == {r["setting"] for r in EVERY + THIRD}
     for row in ROWS:
         assert isinstance(row["seed"], int) and row["reply"] == "".join(row["chunks"])
         assert row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
@@ -132,15 +137,38 @@ def test_the_fresh_set_is_what_its_readme_promises() -> None:
     ]
 
 
+def test_the_third_set_is_what_its_readme_promises() -> None:
+    assert len(THIRD) >= 100
+    assert {(r["model"], r["chat_format"]) for r in THIRD} == set(corpus.RUNS)
+    assert {r["half"] for r in THIRD} == {"third"}
+    assert {r["kind"] for r in THIRD} == {"character", "card", "scene"}
+    assert {r["language"] for r in THIRD} >= {"ko", "pt", "en"}
+    earlier = ROWS + FRESH
+    assert not {r["setting"] for r in THIRD} & {r["setting"] for r in earlier}  # settings nobody tuned on
+    assert not {r["seed"] for r in THIRD} & {r["seed"] for r in earlier}
+    scene = setting("harbour_rain")
+    assert isinstance(scene, Scene) and len(scene.cast) == 3  # a scene of three
+    for row in THIRD:
+        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+        assert row["turn"] in corpus.turns("third", row["language"])
+    sample = [n for n in range(len(THIRD)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
+    assert [sum(THIRD[n]["chat_format"] == f and THIRD[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
+        7,
+        7,
+        6,
+    ]
+
+
 def _prompt_lines(row: dict[str, Any]) -> set[str]:
     told = learn(prompt_texts(options(row)["prompt"]), ())
     return set(told.lines)
 
 
-FOUND_AFTER: Final = {
-    "fresh-gemma-default-lukas-3": "a cut '</SYS' (a mangled marker's closer) spoken: found after the freeze",
+FOUND_AFTER: Final[dict[str, str]] = {
+    "third-smollm2-default-seoyeon-3": "a mangled tag '<thought?>' spoken: found after the third freeze",
+    "third-smollm2-default-harbour_rain-8": "a closer '</answer>' (of the XML asked for) spoken: found after",
 }
-"""Rows of the fresh set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
+"""Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 
 def _marked(rows: list[dict[str, Any]], ids: list[str]) -> list[Any]:

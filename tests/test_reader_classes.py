@@ -10,6 +10,7 @@ dropped with its diagnostic.
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any
 
@@ -132,6 +133,13 @@ def test_a_sentence_is_never_an_expression(sentence: str, json_reply: bool, size
     assert _both(text, size, vocabulary=VOCABULARY) == [["C", 1, [["msg", sentence], ["msg", "Fine."]]]]
 
 
+def _a_word_or_two_changed(line: str, said: str) -> bool:
+    """Whether ``line`` holds the words of ``said`` but two at most (replaced, added, left out), as a reader sees it."""
+    a, b = line.casefold().split(), said.casefold().split()
+    same = sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return len(said) >= 24 and len(b) >= 5 and same >= max(len(a), len(b)) - 2 and 3 * same >= 2 * len(b)
+
+
 SAY = st.sampled_from(["says", "said", "whispers", "asks", "replies"])
 
 
@@ -148,6 +156,7 @@ def test_the_words_that_introduce_a_quotation_are_never_spoken(who: str, verb: s
 @given(SENTENCE, SENTENCE, st.integers(1, 9))
 def test_the_players_turn_opening_a_reply_is_dropped(said: str, reply: str, size: int) -> None:
     assume(reply.casefold() not in said.casefold())  # (the player's words again after the echo: theirs too, below)
+    assume(not _a_word_or_two_changed(reply, said))  # (theirs too: test_the_players_line_with_a_word_changed_...)
     turn = f"[angry] {said}"
     chats = _both(f"{said} {reply}", size, turn=turn)
     assert chats == [["C", 1, [["msg", reply]]]]
@@ -264,3 +273,111 @@ def test_the_characters_own_words_in_the_prompt_are_never_dropped_as_the_prompts
     prompt = [*REX_PROMPT[:1], {"role": "assistant", "content": said}, REX_PROMPT[-1]]
     reply = charfmt.parse(f"<msg>{said}</msg>\n<act>beeps</act>", lenient=True, prompt=prompt)
     assert [s.text for c in reply.chats for s in c.segments] == [said, "beeps"]
+
+
+# --- third round: the classes found after reading the second held-back set (fresh_replies.jsonl) -------
+
+MANGLED = st.sampled_from(["<<SYS]", "</SYS>>", "<SYS>>", "<SYS>", "<</SYS]", "<< SYS >>]", "<<SYS>>", ">>SYS"])
+
+
+def _form(*lines: str) -> str:
+    """The request form echoed: one ``<chat>`` holding ``lines`` as speech."""
+    return (
+        '<user_chats>\n<chat type="C">\n' + "".join(f"<msg>{line}</msg>\n" for line in lines) + "</chat>\n</user_chats>"
+    )
+
+
+def _json(sentence: str) -> str:
+    return json.dumps({"chats": [{"type": "C", "order": 1, "body": f"<msg>{sentence}</msg>"}]})
+
+
+@settings(max_examples=30, deadline=None)
+@given(MANGLED, SENTENCE, SENTENCE, st.integers(1, 9))
+def test_a_mangled_marker_never_makes_the_characters_labelled_reply_an_imagined_turn(
+    marker: str, said: str, reply: str, size: int
+) -> None:
+    text = f" {marker}\n\nUser:\n{_form(said)}\n\nRex:\n{_json(reply)}"
+    assert _both(text, size, prompt=REX_PROMPT) == [["C", 1, [["msg", reply]]]]
+    alone = _both(f"<msg>{reply}</msg>\n{marker}", size)  # (and never speech of its own, whole or cut)
+    assert alone == [["C", 1, [["msg", reply]]]]
+    if marker.startswith("<") and " " not in marker:  # (cut: a marker is known from its first four characters)
+        assert _both(f"<msg>{reply}</msg>\n{marker[:4]}", size) == [["C", 1, [["msg", reply]]]]
+
+
+PLAIN_PROMPT_LINES = [line for line in PROMPT_LINES if len(line) >= 40 and line[:1].isalpha() and "Rex" not in line]
+"""Rex's prompt lines of running words (his name left out: a line that names him in his own voice is his)."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(PLAIN_PROMPT_LINES), st.lists(WORD, min_size=1, max_size=3), st.booleans(), SENTENCE,
+    st.integers(1, 9),
+)  # fmt: skip
+def test_a_line_of_the_prompt_with_a_few_words_changed_at_an_end_is_the_prompts(
+    line: str, new: list[str], at_start: bool, sentence: str, size: int
+) -> None:
+    found, k = line.split(), len(new)
+    kept = found[k:] if at_start else found[:-k]
+    changed = " ".join(new + kept if at_start else kept + new)
+    assume(len(" ".join(kept)) >= 24 and 3 * len(" ".join(kept)) >= 2 * len(changed))
+    text = f"{changed}\n<msg>{sentence}</msg>"
+    assert _both(text, size, prompt=REX_PROMPT) == [["C", 1, [["msg", sentence]]]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(WORD, min_size=6, max_size=12), st.integers(0, 20), WORD, st.sampled_from(["changed", "begun"]),
+    st.booleans(), SENTENCE, st.integers(1, 9),
+)  # fmt: skip
+def test_the_players_line_with_a_word_changed_or_begun_and_going_on_is_theirs_in_the_form(  # noqa: PLR0917
+    said_words: list[str], at: int, word: str, how: str, few_shot: bool, reply: str, size: int
+) -> None:
+    said = " ".join(said_words).capitalize() + "."
+    assume(len(said) >= 30 and reply.casefold() not in said.casefold() and not _a_word_or_two_changed(reply, said))
+    assume(reply.casefold()[:24] != said.casefold()[:24])  # (the reply itself begun as the player's line: theirs)
+    if how == "changed":
+        i = at % len(said_words)
+        assume(word != said_words[i])
+        echo = " ".join([*said_words[:i], word, *said_words[i + 1 :]]).capitalize() + "."
+    else:  # the player's first words, 24 characters or more (four words or more in them), then others
+        assume(len(said[:24].split()) >= 4)
+        head = next(k for k in range(1, len(said_words) + 1) if len(" ".join(said_words[:k])) >= 24)
+        assume(head < len(said_words) and word != said_words[head])
+        echo = " ".join([*said_words[:head], word, *said_words[head:][::-1]]).capitalize() + "."
+        assume(not echo.casefold().startswith(said.casefold()[:-1]))
+    text = _form(echo) + f'\n<user_chats>\n<chat type="C">\n<msg>{reply}</msg>\n</chat>\n</user_chats>'
+    example = f"You are Rex.\n\n## Examples\n\nUser:\n{_form(said)}\nRex:\n" + '{"chats":[]}\n'
+    options: dict[str, Any] = {"prompt": example} if few_shot else {"turn": said}
+    assert _both(text, size, **options) == [["C", 1, [["msg", reply]]]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(SENTENCE, st.lists(SENTENCE, min_size=1, max_size=3), SENTENCE, st.integers(1, 9))
+def test_a_form_opened_by_the_players_line_before_the_characters_label_is_the_players_turn_whole(
+    said: str, more: list[str], reply: str, size: int
+) -> None:
+    prompt = f"You are Rex.\n\n## Examples\n\nUser:\n{_form(said)}\nRex:\n" + '{"chats":[]}\n'
+    text = f"<<SYS>>\n\n{_form(said, *more)}\nUser:\n{_form(said)}\nRex:\n{_json(reply)}"
+    assert _both(text, size, prompt=prompt) == [["C", 1, [["msg", reply]]]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["h1", "h2", "h4", "p", "div", "li", "blockquote"]), SENTENCE, SENTENCE, st.integers(1, 9))
+def test_html_block_markup_is_layout_never_an_element(tag: str, title: str, sentence: str, size: int) -> None:
+    chats = _both(f"<msg>{sentence}</msg>\n<{tag}>{title}</{tag}>\n<act>waves</act>", size)
+    assert chats == [["C", 1, [["msg", sentence], ["msg", title], ["act", "waves"]]]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(SENTENCE, SENTENCE, st.booleans(), st.integers(1, 9))
+def test_the_stream_never_shows_the_players_line_echoed_in_the_form_to_take_it_back(
+    said: str, reply: str, few_shot: bool, size: int
+) -> None:
+    assume(reply.casefold()[:-1] not in said.casefold() and said.casefold()[:-1] not in reply.casefold())
+    assume(not _a_word_or_two_changed(reply, said))  # (the player's line with a word changed: theirs, above)
+    text = _form(said) + f'\n<user_chats>\n<chat type="C">\n<msg>{reply}</msg>\n</chat>\n</user_chats>'
+    example = f"You are Rex.\n\n## Examples\n\nUser:\n{_form(said)}\nRex:\n" + '{"chats":[]}\n'
+    options: dict[str, Any] = {"prompt": example} if few_shot else {"turn": said}
+    events = _streamed(text, size, **options)
+    assert not [e for e in events if isinstance(e, charfmt.Reset)]
+    assert _both(text, size, **options) == [["C", 1, [["msg", reply]]]]

@@ -39,6 +39,16 @@ VOID_ELEMENTS: Final[frozenset[str]] = frozenset(
 )  # fmt: skip
 """HTML's void elements, which hold no text: removed wherever they stand, never a segment wrapping what follows."""
 
+BLOCK_MARKUP: Final[frozenset[str]] = frozenset(
+    {
+        "h1", "h2", "h3", "h4", "h5", "h6", "p", "div", "section", "article", "header", "footer", "aside", "nav",
+        "main", "blockquote", "pre", "ul", "ol", "li", "dl", "dt", "dd", "table", "thead", "tbody", "tr", "td", "th",
+        "center", "figure", "figcaption",
+    }
+)  # fmt: skip
+"""HTML's block elements (a heading, a paragraph, a list): layout, not an element of the format, wherever they
+stand. Removed, their text read as the text around them (``<h2>La Garza</h2>`` is no segment ``h2``)."""
+
 LINE_BREAKS: Final[frozenset[str]] = frozenset({"br"})
 """Inline markup that stands for a line break: removed, a newline kept in its place."""
 
@@ -161,17 +171,18 @@ def read_elements(
         closes_open = tag.closing and elements.open is not None and elements.open.tag == tag.canon
         inline = elements.open is not None or tag.canon in removed or bool(view[pos : m.start()].strip())
         void = tag.canon in VOID_ELEMENTS
+        block = tag.canon in BLOCK_MARKUP
         if (
             tag.canon is not None
             and not tag.known
-            and (void or (tag.canon in INLINE_MARKUP and inline and not closes_open))
+            and (void or block or (tag.canon in INLINE_MARKUP and inline and not closes_open))
         ):
             removed.add(tag.canon)
             keep = "\n" if tag.canon in LINE_BREAKS else ""
             what = "a line break" if keep else "it holds no text" if void else "its text kept"
             out.note(
                 "CF715",
-                f"{'an HTML element' if void else 'inline markup'} {m.group()} removed: {what}",
+                f"{'an HTML element' if void or block else 'inline markup'} {m.group()} removed: {what}",
                 m.start(),
                 m.end(),
             )

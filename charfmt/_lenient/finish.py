@@ -13,7 +13,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._lenient.pieces import Piece
-from charfmt._lenient.state import RawChat, Recovery, short, words
+from charfmt._lenient.state import RawChat, Recovery, nearly_said, short, words
 from charfmt._lenient.words import is_sentence, unknown_sentence
 from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
@@ -104,6 +104,8 @@ def _part_of_turn(state: Recovery, said: str, *, cut: bool) -> bool:
         if len(line) < _TURN_LINE:
             continue
         if said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line):
+            return True
+        if nearly_said(said, (line,), begun=False):  # the player's line with a word changed
             return True
         if cut and len(said) >= _TURN_LINE and line.startswith(said):
             return True

@@ -18,8 +18,8 @@ def _one_of(*markers: str) -> str:
 
 
 SCAFFOLDING: Final = re.compile(
-    rf"""(?P<sys_open>{_one_of(*cs.SYSTEM_OPENERS)}|<<[ \t]*+SYS[ \t]*+(?:>>\]?|\]))
-      | (?P<sys_close>{_one_of(*cs.SYSTEM_CLOSERS)})
+    rf"""(?P<sys_open>{_one_of(*cs.SYSTEM_OPENERS)}|<<?[ \t]*+SYS[ \t]*+(?:>>?\]?|\]))
+      | (?P<sys_close>{_one_of(*cs.SYSTEM_CLOSERS)}|<<?[ \t]*+/[ \t]*+SYS[ \t]*+(?:>>?\]?|\]))
       | (?P<inst_open>{_one_of(cs.INST_OPEN)})
       | (?P<inst_close>{_one_of(cs.INST_CLOSE)})
       | {_one_of(cs.CHATML_START)}[ \t]*+(?P<chatml>[A-Za-z_][\w\-]*+)?[ \t]*+\n?
@@ -29,7 +29,7 @@ SCAFFOLDING: Final = re.compile(
       | (?P<end>{_one_of(*cs.TURN_ENDS)})
       | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?
           | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
-      | (?P<angles><<++|>>++)""",
+      | (?P<angles>>>++[ \t]*+SYS(?!\w)|<<++|>>++)""",
     re.X,
 )
 """Chat-template scaffolding a model echoes from its prompt: never a tag, never speech.
@@ -39,7 +39,8 @@ llama-2 (``<<SYS>>``, ``[INST]``), Mistral (``[SYSTEM_PROMPT]``), ChatML (``<|im
 (``<|start_header_id|>role<|end_header_id|>``, ``<|eot_id|>``), Phi (``<|user|>``, ``<|end|>``),
 upper-case placeholders (``<USER-CHAT-ID>``, ``[/USER-CONTEXT]``: the format's tags are never
 written so; an upper-case path right after one, ``<USER-CHAT>/MYCHAT/DEFAULT>``, is part of it),
-a ``<<SYS>>`` mangled (``<<SYS >>]``, ``<<SYS]``), and runs of ``<<`` or ``>>`` left of another.
+a ``<<SYS>>`` or ``<</SYS>>`` mangled (``<<SYS >>]``, ``<<SYS]``, ``</SYS>>``, ``<SYS>``, ``>>SYS``),
+and runs of ``<<`` or ``>>`` left of another.
 """
 SCAFFOLD_PROMPT_ROLES: Final = frozenset({"system", "user", "human", "tool", "ipython", "developer"})
 """Turns of these roles are the prompt echoed, not the character's reply: their text is dropped."""

@@ -19,7 +19,7 @@ from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.prose import JSON_LINE
-from charfmt._lenient.state import RawChat, Recovery, blank_match, normal, short, words
+from charfmt._lenient.state import RawChat, Recovery, blank_match, nearly_said, normal, short, words
 from charfmt._lenient.table import Reading, Sample, Span
 from charfmt._lenient.text import read_text
 from charfmt._lenient.words import is_sentence
@@ -187,16 +187,17 @@ def _cue_like(state: Recovery, piece: Piece) -> bool:
 
 
 def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
-    """Whether ``piece`` (in the request form echoed) is what the player says, word for word: this turn
-    (``CF625``), or a turn of the prompt's few-shot examples (``CF631``).
+    """Whether ``piece`` (in the request form echoed) is what the player says: this turn (``CF625``), or a turn
+    of the prompt's few-shot examples (``CF631``), word for word, with a word changed, or begun as it and going on
+    (``state.nearly_said``).
 
     Such a line is the prompt's own turn copied back, not the character's.
     """
     if _cue_like(state, piece):
         return False
     spoken = words(piece.text)
-    if spoken in state.turn or (len(spoken) >= _PART_OF_TURN and len(spoken.split()) >= 3
-                                and any(spoken in t for t in state.turn)):  # fmt: skip
+    part = len(spoken) >= _PART_OF_TURN and len(spoken.split()) >= 3 and any(spoken in t for t in state.turn)
+    if spoken in state.turn or part or nearly_said(spoken, state.turn, begun=True):
         message = "the player's own turn echoed: not the character's speech, dropped"
         read.note("CF625", message, piece.start, piece.end)
         return True
@@ -206,7 +207,9 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         read.note("CF635", message, piece.start, piece.end)
         return True
     said = normal(piece.text)
-    if told is None or len(said) < _PLAYER_LINE or not (said in told.player or _player_line_marked(said, told)):
+    if told is None or len(said) < _PLAYER_LINE:
+        return False
+    if not (said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True)):
         return False
     message = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
     read.note("CF631", message, piece.start, piece.end)

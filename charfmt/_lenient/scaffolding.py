@@ -12,7 +12,7 @@ from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLD_PROMPT_ROLES, SCAFFOLDING
 
-_SCAFFOLD_HINTS: Final = ("<<", ">>", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>", "SYS]", "USER]", "SYSTEM]")
+_SCAFFOLD_HINTS: Final = ("<<", ">>", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>", "SYS]", "SYS>", "USER]", "SYSTEM]")
 _PLACEHOLDER_START: Final = re.compile(r"[<＜\[][/／]?[A-Z][A-Z0-9]*+[-_]")
 
 
@@ -80,7 +80,12 @@ _MARKERS: Final = (
     "<<SYS>>", "<</SYS>>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "<start_of_turn>",
     "<end_of_turn>", "<|start_header_id|>", "<|end_header_id|>",
 )  # fmt: skip
-_MARKER_PREFIXES: Final = frozenset(m[:k] for m in _MARKERS for k in range(2, len(m)))
+_MANGLED: Final = ("</SYS>>", "<SYS>>", "<<SYS]", "<</SYS]")
+"""Markers as models mangle them (a ``<`` or a ``>`` lost, ``]`` for ``>>``): a cut one is known from four
+characters."""
+_MARKER_PREFIXES: Final = frozenset(m[:k] for m in _MARKERS for k in range(2, len(m))) | frozenset(
+    m[:k] for m in _MANGLED for k in range(4, len(m))
+)
 _CUT_SPECIAL: Final = re.compile(r"<\|[^|<>\n]{0,40}\|?\Z")
 _HEADER_OPEN: Final = "<|start_header_id|>"
 _CUT_PLACEHOLDER: Final = re.compile(

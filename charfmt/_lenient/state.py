@@ -7,9 +7,10 @@ is a rewrite of it where the JSON was HTML-escaped).
 
 from __future__ import annotations
 
+import difflib
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -190,6 +191,38 @@ _SPACES: Final = re.compile(r"\s+")
 def normal(line: str) -> str:
     """A line as the prompt's lines are compared: no tags, no list marks or JSON debris at its ends, case folded."""
     return _SPACES.sub(" ", _MARKS.sub("", _TAG.sub(" ", line))).strip().casefold()
+
+
+CHANGED_WORDS: Final = 2
+"""Words of one of the player's lines that may be changed (replaced, added, left out) in a line that is theirs."""
+SAID_FROM: Final = 24
+"""Characters from which a line nearly the player's, or begun as the player's line begins, is theirs."""
+
+
+def nearly_said(said: str, lines: Iterable[str], *, begun: bool) -> bool:
+    """Whether ``said`` is one of the player's ``lines`` (all compared in one form, ``words`` or ``normal``) with a
+    word changed (``Reply in JSON only`` for ``Reply in YAML only``), or, with ``begun``, begun as one begins
+    (its first ``SAID_FROM`` characters, four words or more) and going on otherwise than the line does (one
+    that holds the whole line and goes on is the reader's to cut: the line is the player's, the rest is not)."""
+    if len(said) < SAID_FROM:
+        return False
+    for line in lines:
+        if len(line) < SAID_FROM or said == line:
+            continue
+        if begun and said[:SAID_FROM] == line[:SAID_FROM] and len(line[:SAID_FROM].split()) >= 4:
+            return not said.startswith(line)  # (the whole line and more: the line is theirs, the rest the reply's)
+        if _a_word_changed(said.split(), line.split()):
+            return True
+    return False
+
+
+def _a_word_changed(said: list[str], line: list[str]) -> bool:
+    """Whether the words ``said`` are those of ``line`` but for ``CHANGED_WORDS`` at most on either side (replaced,
+    added or left out), and most of them the same."""
+    if abs(len(said) - len(line)) > CHANGED_WORDS or len(line) < 2 * CHANGED_WORDS + 1:
+        return False
+    same = sum(b.size for b in difflib.SequenceMatcher(None, said, line, autojunk=False).get_matching_blocks())
+    return same >= max(len(said), len(line)) - CHANGED_WORDS and same * 3 >= 2 * len(line)
 
 
 def blank_match(m: re.Match[str]) -> str:

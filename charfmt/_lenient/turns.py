@@ -27,8 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from charfmt._lenient.marks import SCAFFOLDING
 from charfmt._lenient.request_form import blocks, introduces
-from charfmt._lenient.state import normal
+from charfmt._lenient.state import nearly_said, normal
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
 """Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``)."""
@@ -63,7 +64,6 @@ _FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]
 _REASONING: Final = re.compile(
     r"<\s*(think|thinking|reasoning|analysis|reflection)\s*>[\s\S]*?(?:<\s*/\s*\1\s*>|\Z)", re.I
 )
-_SCAFFOLD: Final = re.compile(r"<<[^\n]*?>>|\[/?[A-Z_]+\]")
 _BARE: Final = frozenset({"user", "model", "assistant"})
 """Generic role names that label a turn without a colon (a chat template's turn written without its special tokens)."""
 _LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++(\"[^\"\n]{1,40}\"|[^:=\"\n]{2,40}?[ \t]*+[:=])", re.M)
@@ -261,7 +261,27 @@ def _echoes(n: str, told: Told, *, last: bool) -> bool:
         return True
     if len(n) >= _SAME_START and n[:_SAME_START] in told.starts:
         return True
-    return len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+    if introduces(told, n):  # (the persona told in the character's own voice, ``Ich bin Lukas, …``, is theirs)
+        return False
+    return _retold(n, told) or (
+        len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+    )
+
+
+_RETOLD_WORDS: Final = 3
+"""Words at either end of a line that may be changed (translated, reworded) while the rest is the prompt's line."""
+
+
+def _retold(n: str, told: Told) -> bool:
+    """Whether ``n`` is a line of the prompt with a few words at its start or its end changed (``Du bist Lukas.
+    Stay in character at all times.`` for ``You are Lukas. …``): what is left, ``_MIN_PART`` characters or more
+    and most of the line, is a part of the prompt's text."""
+    found = n.split(" ")
+    for k in range(1, min(_RETOLD_WORDS, len(found) - 1) + 1):
+        for rest in (" ".join(found[k:]), " ".join(found[:-k])):
+            if len(rest) >= _MIN_PART and 3 * len(rest) >= 2 * len(n) and rest in told.text:
+                return True
+    return False
 
 
 def _spec_like(line: str) -> bool:
@@ -314,13 +334,27 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
     labels = [m for m in labels if not any(x <= m[0] < y for x, y, *_ in dropped)]
     marks: list[tuple[int, int, str]] = []
     since = 0  # where the text since the last label begins
-    for a, b, kind in labels:
+    for k, (a, b, kind) in enumerate(labels):
+        opened = _opened_by_player(text, since, a, told)
+        if opened is not None and any(m[2] == "character" for m in labels[k:]):
+            marks.append((opened, opened, "player"))  # a transcript echoed: the player's turn, then the character's
         before = _form_before(text, since, a) if kind == "character" else None
         if before is not None and not introduces(told, text[before:a]):  # (a form of the character's own: theirs)
             marks.append((before, before, "player"))
         marks.append((a, b, kind))
         since = b
     return marks
+
+
+def _opened_by_player(text: str, since: int, at: int, told: Told) -> int | None:
+    """Where a request form between ``since`` and ``at`` begins whose first words are the player's (a line of
+    this turn or of the prompt's few-shot turns, or nearly one): the player's turn echoed, however it goes on;
+    or ``None``."""
+    for a, b, _m in blocks(text[since:at]):
+        first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
+        if first and (first in told.player or nearly_said(first, told.player, begun=True)):
+            return since + a
+    return None
 
 
 def _form_before(text: str, since: int, at: int) -> int | None:
@@ -345,8 +379,9 @@ def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:
         parts.append(text[pos:a])
         pos = max(pos, b)
     parts.append(text[pos:end])
-    rest = _TAG.sub(" ", _REASONING.sub(" ", " ".join(parts)))
-    return _WORD.search(_SCAFFOLD.sub(" ", rest)) is not None
+    # (a marker as mangled as scaffolding reads it, <<SYS], is no word of the reply: found by the fresh set's #57)
+    rest = _TAG.sub(" ", SCAFFOLDING.sub(" ", _REASONING.sub(" ", " ".join(parts))))
+    return _WORD.search(rest) is not None
 
 
 def _merge(spans: list[Span]) -> list[Span]:

@@ -128,7 +128,9 @@ class Rereads(Body):
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         element, clean = open_element(text, self.tags)
-        self._echo_line = bool(self._prompt) and may_echo(text[text.rfind("\n") + 1 :], self._prompt, self._turn)
+        self._echo_line = bool(self._prompt or self._turn) and may_echo(
+            text[text.rfind("\n") + 1 :], self._prompt, self._turn
+        )
         self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
         if (
             (

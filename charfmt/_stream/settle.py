@@ -21,7 +21,7 @@ import re
 from typing import Final
 
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.state import normal
+from charfmt._lenient.state import SAID_FROM, normal
 from charfmt._lenient.turns import learn
 from charfmt._lenient.words import said_to_someone, speech_whatever_follows
 from charfmt.models import Reply
@@ -161,10 +161,16 @@ def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
     nearly one, and, after such an echo, a line that opens as one of the prompt's lines or as its
     spec (a list item, a key): so may this line while it is a part of the prompt's text so far, or
     nearly the start of one of its long lines, or opens as one of them, or as a list item or key.
+    It drops the player's lines too (this turn, the prompt's few-shot turns): so may this line while it
+    is the start of one (told the turn alone, only that is asked).
     """
     told = learn(prompt, turn)
     n = normal(line)
     if not n:
+        return False
+    if _may_be_the_players(n, told.player):
+        return True
+    if not prompt:
         return False
     if n in told.text or _LIST_START.match(line) is not None:
         return True
@@ -180,6 +186,28 @@ def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
         for long in told.long
         if len(n) <= len(long) + (len(long) >> 2)
     )
+
+
+def _may_be_the_players(n: str, player: frozenset[str]) -> bool:
+    """Whether ``n`` (a last line as ``normal`` writes it) may still be one of the player's lines (this turn's, or
+    the prompt's few-shot turns'), which the batch reader drops as it drops their echo: the start of one, or
+    begun as one begins (``SAID_FROM`` characters: theirs whatever follows, ``state.nearly_said``)."""
+    return any(
+        (len(p) > len(n) and p.startswith(n))
+        or (len(n) >= SAID_FROM and n[:SAID_FROM] == p[:SAID_FROM])
+        or _begins_with_a_word_changed(n.split(), p.split())
+        for p in player
+    )
+
+
+def _begins_with_a_word_changed(said: list[str], line: list[str]) -> bool:
+    """Whether the words ``said`` (the last one maybe cut) begin ``line``'s but for one word (``Reply in JSON only,
+    with the keys`` of ``Reply in YAML only, with the keys name and mood.``): theirs, as the batch reader reads a
+    line of the player's with a word changed."""
+    if not 4 <= len(said) < len(line):
+        return False
+    done, last = said[:-1], said[-1]
+    return sum(a != b for a, b in zip(done, line, strict=False)) <= 1 and line[len(done)].startswith(last)
 
 
 _SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")

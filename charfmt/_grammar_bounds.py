@@ -359,7 +359,7 @@ def plan_bounds(
     best: Bounds | None = None
     error: ExportError | None = None
 
-    def shape(c: int, e: int) -> Bounds | None:
+    def planned(c: int, e: int) -> Bounds | None:
         nonlocal error
         try:
             return Bounds.for_tokens(
@@ -373,12 +373,12 @@ def plan_bounds(
             return None
 
     if max_chats is None and speakers is not None and len(speakers) >= 2:  # a scene: two members speak
-        several = _several_speak(shape, range(max(chats, 2), 1, -1), element_counts)
+        several = _several_speak(planned, range(max(chats, 2), 1, -1), element_counts)
         if several is not None:
             return _capped(several, max_chars)
     for e in element_counts:
         for c in chat_counts:
-            found = shape(c, e)
+            found = planned(c, e)
             if found is None:
                 continue
             if best is None or (found.max_chars or 0) > (best.max_chars or 0):

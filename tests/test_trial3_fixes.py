@@ -129,3 +129,29 @@ def test_a_scene_at_a_default_budget_lets_two_members_speak() -> None:
     assert resolve_bounds(character=scene, max_tokens=512, max_chats=1).max_chats == 1  # as asked
     rex = charfmt.Character.load(REX)
     assert resolve_bounds(character=rex, max_tokens=512).max_chats == 1  # (fewer chats first for a character)
+
+
+VALID = _reply("<emo>neutral</emo>\n<msg>Hi, 3 &lt; 5 — ça va?</msg>")
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"])
+def test_a_utf16_or_utf32_file_with_its_byte_order_mark_reads_as_its_text(codec: str, tmp_path: Path) -> None:
+    """PowerShell's ``>`` writes UTF-16 LE with a BOM: read as the reply it holds (``CF160`` says so),
+    strict and lenient, not as garbage speech with exit 0."""
+    data = VALID.encode(codec)
+    if not codec.endswith(("16", "32")):  # (the plain codec names write their own BOM)
+        data = {"16-le": b"\xff\xfe", "16-be": b"\xfe\xff", "32-le": b"\xff\xfe\0\0", "32-be": b"\0\0\xfe\xff"}[
+            codec[4:]
+        ] + data
+    expected = charfmt.parse(VALID)
+    for lenient in (False, True):
+        reply = charfmt.parse(data, lenient=lenient)
+        assert reply.chats == expected.chats and [d.code for d in reply.diagnostics][:1] == ["CF160"]
+    path = tmp_path / "u16.txt"
+    path.write_bytes(data)
+    for command in (["parse", "--lenient"], ["check"], ["fix"]):
+        done = _cli(*command, str(path))
+        assert done.returncode == 0 and "CF160" in done.stderr + done.stdout, (command, done.stderr)
+        assert "\\x00" not in done.stderr + done.stdout
+    shown = _cli("parse", "--lenient", str(path)).stdout
+    assert "ça va?" in shown and "3 < 5" in shown

@@ -155,3 +155,23 @@ def test_a_utf16_or_utf32_file_with_its_byte_order_mark_reads_as_its_text(codec:
         assert "\\x00" not in done.stderr + done.stdout
     shown = _cli("parse", "--lenient", str(path)).stdout
     assert "ça va?" in shown and "3 < 5" in shown
+
+
+def test_grammar_and_schema_commands_take_the_same_bounds_as_the_library(capsys: pytest.CaptureFixture[str]) -> None:
+    """``charfmt grammar`` has ``--max-elements`` and ``--no-require-speech``, ``charfmt schema`` the budget
+    options too: each prints what ``charfmt.grammar`` / ``charfmt.json_schema`` give for those keywords."""
+    from charfmt.cli import main
+
+    rex = charfmt.Character.load(REX)
+    flags = ["--max-tokens", "300", "--max-elements", "2", "--no-require-speech"]
+    assert main(["grammar", "--target", "gbnf", "--character", REX, *flags]) == 0
+    assert capsys.readouterr().out == charfmt.grammar(
+        "gbnf", character=rex, max_tokens=300, max_elements=2, require_speech=False
+    )
+    assert main(["schema", "--character", REX, "--max-tokens", "300", "--max-chats", "1"]) == 0
+    assert json.loads(capsys.readouterr().out) == charfmt.json_schema(character=rex, max_tokens=300, max_chats=1)
+    assert main(["schema", "--provider", "openai", "--max-chars", "40"]) == 0
+    assert json.loads(capsys.readouterr().out) == charfmt.json_schema("openai", max_chars=40)
+    refused = _cli("grammar", "--target", "lark", "--no-require-speech")  # (speech is required only in a budget)
+    assert refused.returncode == 2 and refused.stderr.startswith("charfmt: error: argument --no-require-speech")
+    assert _cli("schema", "--max-tokens", "10").returncode == 2  # a budget that holds no reply: a usage error

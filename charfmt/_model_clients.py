@@ -404,9 +404,10 @@ class LocalModel:
         if processor is None and lark is not None:
             processor = llguidance_processor(self.llm, lark)
         processors = None if processor is None else [processor]
-        llama: Any = _Guarded(self.llm, max_tokens)
+        guarded: Any = _Guarded(self.llm, max_tokens)
+        llama = _Prefilled(guarded, prefill) if prefill else guarded
         chunks: Iterator[dict[str, Any]] = self._handler(
-            llama=_Prefilled(llama, prefill) if prefill else llama, messages=messages, grammar=grammar, logits_processor=processors,
+            llama=llama, messages=messages, grammar=grammar, logits_processor=processors,
             max_tokens=max_tokens, temperature=temperature, seed=fresh_seed() if seed is None else seed, stream=True,
             **{k: v for k, v in sampling.items() if k in SAMPLING and v is not None},
         )  # fmt: skip

@@ -212,3 +212,32 @@ def test_a_continue_through_serve_model_is_prefilled_as_an_http_upstream_does() 
         done = httpx.post(base + "/v1/chat/completions", json=body, timeout=300)
     assert done.status_code == 200, done.text
     assert "stopped before its end" not in done.json()["choices"][0]["message"]["content"]
+
+
+def test_a_turn_given_as_a_str_renders_as_the_line_the_player_typed() -> None:
+    """``render_messages(rex, [], "Hi")`` raised a TemplateError ('str object has no attribute context'):
+    a str is the line as typed (``Character.shorthand``); anything else a TypeError naming UserTurn."""
+    rex = charfmt.Character.load(REX)
+    assert charfmt.render_messages(rex, [], "[pleased] Hi Rex!") == charfmt.render_messages(
+        rex, [], rex.shorthand("[pleased] Hi Rex!")
+    )
+    assert charfmt.render_text(rex, [], "Hi") == charfmt.render_text(rex, [], rex.shorthand("Hi"))
+    with pytest.raises(TypeError, match="UserTurn"):
+        charfmt.render_messages(rex, [], 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--character", REX, "--model", "/nonexistent/model.gguf"],
+        ["chat", "--character", REX, "--endpoint", "http://127.0.0.1:9/v1", "--tokenizer", "nosuch", "--say", "hi"],
+        ["chat", "--character", REX, "--seed", "-1", "--say", "hi"],
+    ],
+    ids=["serve-missing-model", "chat-unknown-tokenizer", "chat-negative-seed"],
+)
+def test_a_bad_option_value_or_a_missing_model_file_is_a_usage_error(args: list[str]) -> None:
+    """Exit 2 with one ``charfmt: error:`` line, as ``chat --model /missing.gguf`` already did (they exited 1,
+    or took ``--seed -1`` silently)."""
+    done = _cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("charfmt: error: ") and done.stderr.count("\n") == 1

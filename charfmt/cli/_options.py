@@ -92,6 +92,11 @@ def _tokenizer(text: str) -> str:
     """``--tokenizer``'s type: a file or a name, not nothing (an empty one names no file and no encoding)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("a tokenizer.json file or a tiktoken model or encoding name, not nothing")
+    from charfmt.tokens import unknown_tokenizer  # noqa: PLC0415 (loads tiktoken only where a name is given)
+
+    why = unknown_tokenizer(text)
+    if why is not None:  # neither a file nor a name tiktoken knows: a bad option value (a usage error)
+        raise argparse.ArgumentTypeError(why)
     return text
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Final
 
 from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, read
 from charfmt.cli._options import (
     add_decoding,
     add_lore,
@@ -152,6 +153,8 @@ def settings_from(args: argparse.Namespace) -> Any:
 
     if args.max_tokens >= args.n_ctx:
         args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
+    if args.model is not None and not os.path.isfile(args.model):  # as charfmt chat: a file it cannot use, exit 2
+        raise InputError(f"model file not found: {args.model}")
     if args.chat_format is not None and args.model is None:
         args.parser.error("argument --chat-format: only with --model (the server at --upstream has its own template)")
     if args.chat_format is not None and not args.chat_format.startswith("chat_template."):

@@ -241,3 +241,19 @@ def test_a_bad_option_value_or_a_missing_model_file_is_a_usage_error(args: list[
     done = _cli(*args)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("charfmt: error: ") and done.stderr.count("\n") == 1
+
+
+def test_chat_shows_what_the_model_did_in_full_after_its_reply() -> None:
+    """docs/CHAT.md: "errors and what the model did in full": no JSON at all (``CF616``) and orders
+    renumbered (``CF614``) each get their line, not folded into "(N more diagnostics ...)"."""
+    rex = charfmt.Character.load(REX)
+    for raw, code in (
+        ("<emo>pleased</emo>\n<msg>Sure, I can fix it.</msg>", "CF616"),
+        ('{"chats":[{"type":"C","body":"<msg>Sure, I can fix it.</msg>"}]}', "CF614"),
+    ):
+        out = io.StringIO()
+        view = TerminalView(rex, out, verbose=False)  # (as charfmt chat runs it without --verbose)
+        take_turn(rex, [], "hi", lambda messages, raw=raw: iter([raw]), view=view)
+        lines = out.getvalue().splitlines()
+        assert any(line.startswith(f"! warning {code}:") for line in lines), lines
+        assert not any(code in line and "more diagnostic" in line for line in lines)

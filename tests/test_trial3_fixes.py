@@ -257,3 +257,15 @@ def test_chat_shows_what_the_model_did_in_full_after_its_reply() -> None:
         lines = out.getvalue().splitlines()
         assert any(line.startswith(f"! warning {code}:") for line in lines), lines
         assert not any(code in line and "more diagnostic" in line for line in lines)
+
+
+def test_chat_stage_says_its_speak_cues_take_the_place_of_the_tts_lines() -> None:
+    """``--stage``'s help said "also", though its speak cues replace the ``(tts)`` lines (each sentence once)."""
+    rex = charfmt.Character.load(REX)
+    out = io.StringIO()
+    view = TerminalView(rex, out, stage=charfmt.StageReader(rex))
+    take_turn(rex, [], "hi", lambda messages: iter([_reply("<msg>Sure. I can fix it.</msg>")]), view=view)
+    shown = out.getvalue()
+    assert "(tts)" not in shown and shown.count('"speak"') == 2
+    said = " ".join(_cli("chat", "--help").stdout.split())
+    assert "speak cues take the place of the (tts) lines" in said

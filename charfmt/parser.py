@@ -86,14 +86,15 @@ _WIDE_BOM_STARTS: Final = frozenset(bom[:2] for bom, _codec, _name in _WIDE_BOMS
 
 
 def wide_text(data: bytes) -> tuple[str, str] | None:
-    """``data`` that starts with a UTF-16 or UTF-32 byte order mark, decoded (the mark dropped; a byte
-    that does not decode becomes U+FFFD), and what it was (``"UTF-16 (little-endian)"``); else ``None``."""
+    """``data`` that starts with a UTF-16 or UTF-32 byte order mark and decodes as such, decoded (the mark
+    dropped), and what it was (``"UTF-16 (little-endian)"``); else ``None`` (bytes that only start like a
+    mark, ``\xff\xfe{``, are read as UTF-8, and their first byte is ``CF001``)."""
     for bom, codec, name in _WIDE_BOMS:
         if data.startswith(bom):
             try:
                 return data.decode(codec), name
             except UnicodeDecodeError:
-                return data.decode(codec, errors="replace"), f"{name}, some bytes not decodable (U+FFFD)"
+                continue  # (UTF-32 LE's mark starts like UTF-16 LE's: try the next)
     return None
 
 

@@ -269,3 +269,12 @@ def test_chat_stage_says_its_speak_cues_take_the_place_of_the_tts_lines() -> Non
     assert "(tts)" not in shown and shown.count('"speak"') == 2
     said = " ".join(_cli("chat", "--help").stdout.split())
     assert "speak cues take the place of the (tts) lines" in said
+
+
+def test_bytes_that_only_start_like_a_byte_order_mark_are_still_not_utf8() -> None:
+    """``\\xff\\xfe{`` does not decode as UTF-16: it is bad UTF-8 (``CF001``), strict and lenient, no ``CF160``."""
+    for data in (b"\xff\xfe{", b"\xfe\xff{"):
+        with pytest.raises(charfmt.ParseError) as info:
+            charfmt.parse(data)
+        assert info.value.diagnostics[0].code == "CF001"
+        assert "CF160" not in [d.code for d in charfmt.parse(data, lenient=True).diagnostics]

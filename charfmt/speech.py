@@ -188,7 +188,8 @@ class SentenceSplitter:
             self._emotion[event.chat] = event.text
             self._intensity[event.chat] = event.intensity
         elif isinstance(event, Action):
-            self._action[event.chat] = event.text
+            if event.text.strip():  # (an empty action means nothing: the last one stays, as the stage's motion)
+                self._action[event.chat] = event.text
         elif isinstance(event, TextDelta) and event.tag in self.tags:
             key = (event.chat, event.segment)
             buf = self._buffers.get(key)

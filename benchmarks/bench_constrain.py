@@ -15,7 +15,7 @@ them alike:
 - ``lark`` / ``lark+vocab``: ``charfmt.grammar("lark")`` without and with a vocabulary,
   on a tokenizer with llguidance's default slices;
 - ``lark/slices`` / ``lark+vocab/slices``: the same on a tokenizer built with
-  ``charfmt.export.llguidance_slices()``, the setting docs/GRAMMARS.md recommends.
+  ``charfmt.constrain.export.llguidance_slices()``, the setting docs/GRAMMARS.md recommends.
 
 Prints, per grammar, the mean, p50, p99 and max mask time in µs over every mask of every
 timed round, the masks per reply, and the mean's ratio to the schema's (median of the
@@ -50,7 +50,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from bench_parse import make_reply  # noqa: E402
 
 import charfmt  # noqa: E402
-from charfmt.export import llguidance_slices  # noqa: E402
+from charfmt.constrain.export import llguidance_slices  # noqa: E402
 
 
 def _encoding() -> Any:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import charfmt
 from charfmt._png import blank_png
-from charfmt.cards import greeting
+from charfmt.prompt.cards import greeting
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20

@@ -100,7 +100,8 @@ Run = Callable[[str, str, list[Any], int], Reply]
 def chat_path(model: Any, character: Any, grammar: Any, note: str, max_tokens: int) -> Run:
     """``charfmt chat --model``: one reply in a mode, its history kept by ``take_turn``."""
     from charfmt import chat
-    from charfmt.export import gbnf_text, lark_text
+    from charfmt.constrain.export import gbnf_text, lark_text
+    from charfmt.prompt.tokens import PROMPT_MARGIN
 
     gbnf, lark = gbnf_text(grammar), lark_text(grammar)
 
@@ -113,7 +114,7 @@ def chat_path(model: Any, character: Any, grammar: Any, note: str, max_tokens: i
         measured: list[tuple[int, float]] = []
         turn = chat.take_turn(
             character, history, say, lambda messages: metered(generate(messages), measured),  # type: ignore[arg-type]
-            budget=N_CTX - max_tokens - chat.PROMPT_MARGIN, counter=model.counter(),
+            budget=N_CTX - max_tokens - PROMPT_MARGIN, counter=model.counter(),
             note=None if mode == "free" else note,
         )  # fmt: skip
         return Reply(turn.text, measured[0][0], measured[0][1], bool(stats and stats[-1].finished))
@@ -133,7 +134,7 @@ def serve_path(model: Any, character: Any, max_tokens: int) -> Run:
     upstream = LocalUpstream(model, "bench")
     settings = Settings(character=character, upstream=upstream, max_tokens=max_tokens, n_ctx=N_CTX)
     engines = {"llguidance": Engine(settings, upstream)}
-    with mock.patch("charfmt.engines.llguidance_installed", return_value=False):
+    with mock.patch("charfmt.constrain.engines.llguidance_installed", return_value=False):
         engines["gbnf"] = Engine(settings, upstream)
     engines["free"] = engines["llguidance"]
 
@@ -163,23 +164,23 @@ def serve_path(model: Any, character: Any, max_tokens: int) -> Run:
 
 
 def run_model(name: str, path: str, max_tokens: int, turns: int, paths: list[str]) -> dict[str, Any]:
-    from charfmt import chat
-    from charfmt._model_clients import LocalModel
-    from charfmt._reply_constraints import constraints_of
-    from charfmt.character import Character
-    from charfmt.engines import load_llama
-    from charfmt.export import reply_grammar
+    from charfmt.constrain import budget
+    from charfmt.constrain._reply_constraints import constraints_of
+    from charfmt.constrain.export import reply_grammar
+    from charfmt.llm._model_clients import LocalModel
+    from charfmt.llm.loading import load_llama
+    from charfmt.prompt.character import Character
 
     model = LocalModel(load_llama(path, n_ctx=N_CTX, seed=0), chat_format=CHAT_FORMATS[name])
     out: dict[str, Any] = {}
     for file, says in TURNS.items():
         character = Character.load(ROOT / "examples" / "characters" / file)
-        per_char = model.tokens_per_char(chat.speech_texts(character))
-        bounds = chat.chat_bounds(character, max_tokens, tokens_per_char=per_char)
+        per_char = model.tokens_per_char(budget.speech_texts(character))
+        bounds = budget.chat_bounds(character, max_tokens, tokens_per_char=per_char)
         c = constraints_of("bench", {"character": character})
         grammar = reply_grammar(c.vocabulary, c.tags, bounds=bounds)
         for kind in paths:
-            note = chat.limit_note(bounds)
+            note = budget.limit_note(bounds)
             run = chat_path(model, character, grammar, note, max_tokens) if kind == "chat" else serve_path(
                 model, character, max_tokens)  # fmt: skip
             tally = {m: Tally() for m in MODES}

@@ -155,7 +155,7 @@ def runner(shape: Shape, mode: str) -> Callable[[Any], object]:
         turn = charfmt.UserTurn.say("またね")
         return lambda exchanges: charfmt.render_text(character, exchanges, turn)
     if mode == "macros":
-        from charfmt.macros import Macros, expand
+        from charfmt.prompt.macros import Macros, expand
 
         return lambda text: expand(text, Macros("Seraphina", "Alex", seed=1, limit=100 * len(text) + 1000))
     raise ValueError(f"unknown mode {mode!r}")

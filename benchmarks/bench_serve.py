@@ -523,7 +523,7 @@ async def memory(up: Upstream, canonical: tuple[Any, str], args: argparse.Namesp
 def tracemalloc_per_session() -> None:
     """One session with one exchange (the scripted reply), measured in this process."""
     from charfmt import Character, parse
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
     from charfmt.store import SessionKey
     from charfmt.store.memory import MemoryStore
     from charfmt.writer import canonical_form

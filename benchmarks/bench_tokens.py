@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from charfmt import _token_estimate  # noqa: E402
-from charfmt.render import bound_tokens, estimate_tokens  # noqa: E402
+from charfmt.prompt import _token_estimate  # noqa: E402
+from charfmt.prompt.render import bound_tokens, estimate_tokens  # noqa: E402
 
 CORPUS = ROOT / "benchmarks" / "data" / "token_corpus.jsonl"
 GROUPS = ("en", "ja", "zh", "reply", "prompt", "model_output", "adversarial")

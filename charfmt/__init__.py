@@ -12,7 +12,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
-    from charfmt.character import Character, CharacterError, Exchange, load_history
+    from charfmt.constrain.export import grammar
+    from charfmt.constrain.schema import json_schema
     from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
     from charfmt.events import (
         Action,
@@ -29,11 +30,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         SegmentStart,
         TextDelta,
     )
-    from charfmt.export import grammar
-    from charfmt.lorebook import Lorebook
     from charfmt.models import Chat, EmotionKey, Reply, Segment, Vocabulary
     from charfmt.parser import parse
-    from charfmt.render import (
+    from charfmt.prompt.character import Character, CharacterError, Exchange, load_history
+    from charfmt.prompt.lorebook import Lorebook
+    from charfmt.prompt.render import (
         BudgetError,
         RenderedTurn,
         TemplateError,
@@ -46,13 +47,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         render_turn,
         render_user_block,
     )
-    from charfmt.schema import json_schema
+    from charfmt.prompt.tokens import TokenCounter, counter_for
+    from charfmt.prompt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
     from charfmt.speech import Sentence, SentenceSplitter, sentences
     from charfmt.stage import StageReader, stage_cues
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
     from charfmt.tags import DEFAULT_TAGS, TAGS, TagError, TagSpec, TagTable
-    from charfmt.tokens import TokenCounter, counter_for
-    from charfmt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
     from charfmt.writer import dumps
 
 __all__ = [
@@ -125,7 +125,7 @@ __all__ = [
 # Lark (diagnostics of invalid bodies, grammar export, user input) and the streaming,
 # speech and character machinery load when first used (tests/test_lazy_import.py).
 _HOME: dict[str, str] = {
-    **dict.fromkeys(("Character", "CharacterError", "Exchange", "load_history"), "character"),
+    **dict.fromkeys(("Character", "CharacterError", "Exchange", "load_history"), "prompt.character"),
     **dict.fromkeys(("CharfmtError", "Diagnostic", "ParseError"), "diagnostics"),
     **dict.fromkeys(
         (
@@ -145,8 +145,8 @@ _HOME: dict[str, str] = {
         ),
         "events",
     ),
-    "grammar": "export",
-    "Lorebook": "lorebook",
+    "grammar": "constrain.export",
+    "Lorebook": "prompt.lorebook",
     **dict.fromkeys(("Chat", "EmotionKey", "Reply", "Segment", "Vocabulary"), "models"),
     "parse": "parser",
     **dict.fromkeys(
@@ -163,15 +163,15 @@ _HOME: dict[str, str] = {
             "render_turn",
             "render_user_block",
         ),
-        "render",
+        "prompt.render",
     ),
-    "json_schema": "schema",
+    "json_schema": "constrain.schema",
     **dict.fromkeys(("Sentence", "SentenceSplitter", "sentences"), "speech"),
     **dict.fromkeys(("StageReader", "stage_cues"), "stage"),
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
     **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagError", "TagSpec", "TagTable"), "tags"),
-    **dict.fromkeys(("TokenCounter", "counter_for"), "tokens"),
-    **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "userinput"),
+    **dict.fromkeys(("TokenCounter", "counter_for"), "prompt.tokens"),
+    **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "prompt.userinput"),
     "dumps": "writer",
 }
 
@@ -179,7 +179,7 @@ _HOME: dict[str, str] = {
 if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name stays an error there
 
     def __getattr__(name: str) -> Any:
-        """Load a public name (or a submodule, ``charfmt.render``) on first use, then keep it."""
+        """Load a public name (or a submodule, ``charfmt.prompt.render``) on first use, then keep it."""
         home = _HOME.get(name)
         if home is not None:
             value = getattr(import_module(f"charfmt.{home}"), name)

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from charfmt._terminal import json_safe, visible
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
+    from charfmt.prompt.character import Character
     from charfmt.speech import CutSpeech, SentenceSplitter
     from charfmt.stage import StageReader
     from charfmt.tags import TagTable

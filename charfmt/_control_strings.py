@@ -1,7 +1,7 @@
 """The control strings of chat templates (Mistral, ChatML, Llama, Gemma, Phi), written once.
 
 Both directions read them here. Rendering keeps every printed value free of them
-(``charfmt.render.CONTROL_STRINGS``: raw completion servers that parse special tokens in
+(``charfmt.prompt.render.CONTROL_STRINGS``: raw completion servers that parse special tokens in
 the prompt would read one as a turn boundary); lenient reading drops the turn markers a
 model echoes from its prompt (``charfmt.dialects.SCAFFOLDING`` is built from the names
 below).

@@ -19,7 +19,7 @@ _STRATEGIES = (
     ("charfmt.models", "Reply", "replies"),
     ("charfmt.models", "Chat", "chats"),
     ("charfmt.models", "Segment", "segments"),
-    ("charfmt.userinput", "UserTurn", "user_turns"),
+    ("charfmt.prompt.userinput", "UserTurn", "user_turns"),
 )
 """``(module, type, strategy in charfmt._strategies)`` for ``st.register_type_strategy``."""
 
@@ -36,7 +36,7 @@ def _deferred(strategy: str) -> SearchStrategy[object]:
     return st.deferred(resolve)
 
 
-def _hypothesis_setup_hook() -> None:
+def setup_hook() -> None:
     """Hypothesis plugin entry point (``[project.entry-points.hypothesis]``)."""
     from importlib import import_module  # noqa: PLC0415
 
@@ -44,3 +44,7 @@ def _hypothesis_setup_hook() -> None:
 
     for module, name, strategy in _STRATEGIES:
         st.register_type_strategy(getattr(import_module(module), name), _deferred(strategy))
+
+
+_hypothesis_setup_hook = setup_hook
+"""The hook's name in the entry point of installs made before it was ``setup_hook`` (their metadata still names it)."""

@@ -12,7 +12,7 @@ import html
 import json
 from typing import Any, Final
 
-from charfmt.report import _bytes_text
+from charfmt.report import bytes_text
 
 _STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -131,7 +131,7 @@ def render_html(report: dict[str, Any]) -> str:
         parts.append(
             f"<tr><td>{_e(name)}</td><td>{g['count']:,}</td><td>{_pct(g['valid_pct'])}</td>"
             f"<td>{_pct(g['repaired_pct'])}</td><td>{_pct(g['empty_pct'])}</td><td>{_pct(g['keep_pct'])}</td>"
-            f"<td>{_bytes_text(g['size_p50'])}</td><td>{_bytes_text(g['size_p99'])}</td></tr>"
+            f"<td>{bytes_text(g['size_p50'])}</td><td>{bytes_text(g['size_p99'])}</td></tr>"
         )
     parts.append("</table>")
     for i, (name, g) in enumerate(groups):

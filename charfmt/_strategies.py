@@ -14,13 +14,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from charfmt._tables import terminal_regex
+from charfmt._grammar.static import terminal_regex
 from charfmt.fuzz import MUTATIONS, Damaged, apply_mutations
 from charfmt.models import Chat, Reply, Segment, Vocabulary
 from charfmt.parser import parse
+from charfmt.prompt.userinput import CONTEXT_FIELDS, UserChat, UserContext, UserTurn
 from charfmt.stream import iter_events
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagSpec, TagTable
-from charfmt.userinput import CONTEXT_FIELDS, UserChat, UserContext, UserTurn
 from charfmt.writer import body_text, dumps
 
 _CONTROLS_ALLOWED = "\t\n\r"

@@ -66,7 +66,7 @@ RESULT_COLUMNS: Final = (
 """The columns :func:`parse_table` adds, in order (see :func:`result_schema`)."""
 
 
-def _pyarrow() -> Any:
+def require_pyarrow() -> Any:
     """``pyarrow``, imported on first use; a clear error when the extra is missing."""
     try:
         # By name: an optional dependency without type information, loaded only here.
@@ -96,7 +96,7 @@ def result_schema() -> Any:
     - ``reasoning``: ``Reply.reasoning``; ``diagnostics``: ``Reply.diagnostics`` as structs;
     - ``size``: the reply's length in UTF-8 bytes.
     """
-    pa = _pyarrow()
+    pa = require_pyarrow()
     segment = pa.struct([("tag", pa.string()), ("text", pa.string()), ("intensity", pa.float64())])
     chat = pa.struct(
         [("type", pa.string()), ("order", pa.int64()), ("segments", pa.list_(segment)), ("speaker", pa.string())]
@@ -133,7 +133,7 @@ def result_schema() -> Any:
 
 def sql_type() -> str:
     """The result struct as a SQL type, for a DuckDB user function: ``STRUCT("valid" BOOLEAN, ...)``."""
-    pa = _pyarrow()
+    pa = require_pyarrow()
 
     def spell(kind: Any) -> str:
         if pa.types.is_struct(kind):
@@ -259,7 +259,7 @@ _ARROW_TEXT_TYPES: Final = ("string", "large_string", "string_view", "binary", "
 
 def _arrow_texts(values: Any) -> list[str | bytes | None]:
     """The Python values of an Arrow array or chunked array of strings or bytes (or a plain sequence)."""
-    pa = _pyarrow()
+    pa = require_pyarrow()
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         if pa.types.is_dictionary(values.type) and str(values.type.value_type) in _ARROW_TEXT_TYPES:
             values = values.cast(values.type.value_type)  # dictionary-encoded (categorical) strings
@@ -286,7 +286,7 @@ def array(values: list[Any], kind: Any) -> ArrowArray:
     parsed as it is (lenient parsing replaces it and says so, CF714), and only the copy
     in the table is made writable.
     """
-    pa = _pyarrow()
+    pa = require_pyarrow()
     try:
         return pa.array(values, type=kind)
     except (UnicodeEncodeError, pa.ArrowException):
@@ -310,7 +310,7 @@ def parse_array(texts: Any, *, vocabulary: Vocabulary | None = None, tags: TagTa
     ``texts``: an Arrow array or chunked array of strings or bytes, or a sequence of
     ``str``/``bytes``/``None``. The shape DuckDB and Polars user functions return.
     """
-    pa = _pyarrow()
+    pa = require_pyarrow()
     found = rows(_arrow_texts(texts), vocabulary, tags)
     mask = pa.array([r is None for r in found], type=pa.bool_())
     return pa.StructArray.from_arrays(columns(found), fields=list(result_schema()), mask=mask)
@@ -325,7 +325,7 @@ def parse_table(
     prompt version) is kept as it is. A null reply gives nulls in the result columns. The
     function Ray Data's ``map_batches(..., batch_format="pyarrow")`` takes.
     """
-    pa = _pyarrow()
+    pa = require_pyarrow()
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):

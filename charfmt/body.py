@@ -1,9 +1,10 @@
-"""The strict body reader, at its documented home: ``charfmt.body.parse_body`` and the names its importers read.
+"""The strict body reader's public door: ``charfmt.body.parse_body`` (``docs/GRAMMARS.md``) and its companions.
 
-The reader is ``charfmt._strict`` (``body``: the regex fast path and the entry points;
-``lalr``: the LALR driver; ``diagnosis``: why a body is invalid), the grammar
-``charfmt._grammar``. Bodies come out as ``(tag, text)`` tuples with entities decoded;
-errors as :class:`BodyError` with offsets into the decoded body string.
+For users only: nothing inside the package imports this module. The reader is
+``charfmt._strict`` (``body``: the regex fast path and the entry points; ``lalr``: the LALR
+driver; ``diagnosis``: why a body is invalid), the grammar ``charfmt._grammar``. Bodies come out
+as ``(tag, text)`` tuples with entities decoded; errors as :class:`BodyError` with offsets into
+the decoded body string.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from charfmt._strict.diagnosis import BodyError
 from charfmt._strict.lalr import Driver, Reject
 
 __all__ = [
+    "BadEntity",
     "BodyError",
     "Driver",
     "Element",
@@ -30,6 +32,3 @@ __all__ = [
     "parse_body",
     "terminal_regex",
 ]
-
-_BadEntity = BadEntity
-"""A reference in text to a character text does not hold (``charfmt._grammar.lexical.BadEntity``)."""

@@ -7,8 +7,8 @@ events as they arrive: the sprite when the emotion is known, the action, the mes
 out, each complete sentence as text-to-speech would get it, and any diagnostic.
 
 - ``take_turn``: one turn; ``run``: the loop of turns ``charfmt chat`` runs (``charfmt.cli.chat``).
-- ``chat_bounds`` / ``limit_note``: the grammar's bounds for a character within a token budget.
-- The model clients (``local_model``, ``endpoint_model``: ``charfmt._model_clients``) and the
+- The grammar's bounds for a character within a token budget: ``charfmt.constrain.budget``.
+- The model clients (``local_model``, ``endpoint_model``: ``charfmt.llm._model_clients``) and the
   terminal view (``TerminalView``: ``charfmt._chat_view``) are importable from here as well.
 """
 
@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO, cast
 
 from charfmt._chat_view import PLAIN_CHAT_STYLES, RESET_LINE, PlainChatStyle, TerminalView
-from charfmt._model_clients import (
+from charfmt._terminal import visible
+from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import (
     API_KEY_ENV,
     DEFAULT_MAX_TOKENS,
     FORMAT_BY_ARCHITECTURE,
@@ -41,28 +43,17 @@ from charfmt._model_clients import (
     local_model,
     template_warning,
 )
-from charfmt._model_clients import _chat_handler as _chat_handler  # noqa: PLC0414 (charfmt.serve's)
-from charfmt._model_clients import _Guarded as _Guarded  # noqa: PLC0414 (charfmt.serve's)
-from charfmt._reply_constraints import DEFAULT_MAX_ELEMENTS, MIN_SPEECH_CHARS, SPEECH_SHARE
-from charfmt._terminal import visible
-from charfmt.diagnostics import CharfmtError
-from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
 
 if TYPE_CHECKING:
-    from charfmt._sdk_chunks import Piece, Reader
-    from charfmt._token_fit import Counter, TokenCounter
-    from charfmt.character import Character, Exchange
-    from charfmt.export import Bounds
-    from charfmt.lorebook import Lorebook
+    from charfmt.llm._sdk_chunks import Piece, Reader
     from charfmt.models import Reply
-    from charfmt.scene import Scene
+    from charfmt.prompt._token_fit import Counter, TokenCounter
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.lorebook import Lorebook
+    from charfmt.prompt.scene import Scene
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.stage import StageReader
     from charfmt.stream import StreamParser
-    from charfmt.userinput import UserTurn
-
-PROMPT_MARGIN: Final = _PROMPT_MARGIN
-"""Tokens of the context window kept free beyond a count that is not the model's own (``charfmt.tokens``)."""
-
 
 # --- one turn -----------------------------------------------------------------------------------
 
@@ -106,8 +97,8 @@ def take_turn(
     (``CF150``) and its unfinished sentence is never spoken. ``lorebooks``: lore beyond the card's
     own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls.
     """
-    from charfmt._sdk_chunks import Reader  # noqa: PLC0415
-    from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
     from charfmt.stream import StreamParser  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
@@ -178,7 +169,7 @@ def _streamed(
 
 
 def _as_scene(character: Character | Scene) -> Scene | None:
-    from charfmt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415
 
     return character if isinstance(character, Scene) else None
 
@@ -210,8 +201,8 @@ def _messages(
 ) -> list[dict[str, str]]:
     """The request's messages: the system prompt (with ``note``, and the lore ``turn`` activates), the newest
     exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``."""
-    from charfmt._token_fit import fit_messages  # noqa: PLC0415
-    from charfmt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
+    from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
 
     scene = _as_scene(character)
 
@@ -254,61 +245,6 @@ def _read(
     return trim_cut_speech(reply, bound=bound, cut_off=cut, tags=character.tags, source=text)
 
 
-# --- bounds -------------------------------------------------------------------------------------
-
-
-def reply_shape(character: Character) -> tuple[int, int]:
-    """(chats, elements): the most chats of one example reply, and the most elements of one
-    example ``C`` body (at least ``DEFAULT_MAX_ELEMENTS``), the shape the prompt shows the model."""
-    from charfmt.export import example_shape  # noqa: PLC0415
-
-    return example_shape(ex.reply for ex in character.examples) or (1, DEFAULT_MAX_ELEMENTS)
-
-
-def chat_bounds(
-    character: Character | Scene,
-    max_tokens: int,
-    *,
-    max_chats: int | None = None,
-    max_elements: int | None = None,
-    tokens_per_char: float | None = None,
-    require_speech: bool = True,
-) -> Bounds:
-    """The grammar's bounds for ``character`` (or a scene) within ``max_tokens``: ``charfmt.export.plan_bounds``
-    given its vocabulary, tags, examples and actions (a scene: its cast, each with its own emotions).
-
-    ``tokens_per_char``: the model's own (``charfmt.export.measure_tokens_per_char``; ``None``: the
-    UTF-8 bytes per character of the character's example speech). ``require_speech``: every ``C``
-    chat says something.
-    """
-    from charfmt.export import resolve_bounds  # noqa: PLC0415
-
-    bounds = resolve_bounds(
-        character=character, max_tokens=max_tokens, max_chats=max_chats, tokens_per_char=tokens_per_char,
-        max_elements=max_elements, require_speech=require_speech,
-    )  # fmt: skip
-    assert bounds is not None
-    return bounds
-
-
-def speech_texts(character: Character | Scene) -> list[str]:
-    """What the character (a scene: its cast) says in its examples: its language, for ``measure_tokens_per_char``."""
-    from charfmt.export import speech_of  # noqa: PLC0415
-
-    return speech_of((ex.reply for ex in character.examples), character.tags)
-
-
-def limit_note(bounds: Bounds) -> str:
-    """The line that tells the model the bounds, so it writes short complete lines instead of being cut."""
-    chats = f"{bounds.max_chats} chat{'s' if bounds.max_chats != 1 else ''}"
-    short = "".join(f", {role} at most {n}" for role, n in bounds.role_chars)
-    said = " Every chat says something." if bounds.require_speech else ""
-    return (
-        f"Keep the reply short: at most {chats}, at most {bounds.max_elements} elements per chat, "
-        f"each element at most {bounds.max_chars} characters{short}.{said}"
-    )
-
-
 # --- the command --------------------------------------------------------------------------------
 
 
@@ -335,8 +271,8 @@ def run(
     and what the model did, one line counting the rest (``TerminalView.verbose``). Each turn ends with
     its stats line: the wait for the first token, the tokens and their speed.
     """
-    from charfmt._http_client import UpstreamError  # noqa: PLC0415
-    from charfmt.render import BudgetError  # noqa: PLC0415
+    from charfmt.llm._replies import UpstreamError  # noqa: PLC0415
+    from charfmt.prompt.render import BudgetError  # noqa: PLC0415
 
     scene = _as_scene(character)
     view = TerminalView(
@@ -444,7 +380,7 @@ def _opened(
 ) -> Exchange | None:
     """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first; a
     scene has no greeting)."""
-    from charfmt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
 
     if _as_scene(character) is not None or greeting is None:
         return None
@@ -485,15 +421,11 @@ def _failed_turn(view: TerminalView, out: TextIO, errors: TextIO, message: str) 
 
 __all__ = [
     "API_KEY_ENV",
-    "DEFAULT_MAX_ELEMENTS",
     "DEFAULT_MAX_TOKENS",
     "FORMAT_BY_ARCHITECTURE",
-    "MIN_SPEECH_CHARS",
     "NAMED_SERVERS",
     "PLAIN_CHAT_STYLES",
-    "PROMPT_MARGIN",
     "RESET_LINE",
-    "SPEECH_SHARE",
     "TEMPLATE_KEY",
     "ContextFull",
     "Generate",
@@ -502,19 +434,15 @@ __all__ = [
     "TerminalView",
     "Turn",
     "TurnStats",
-    "chat_bounds",
     "chat_formats",
     "chat_prompt",
     "endpoint_model",
     "endpoint_url",
     "fold_system",
     "has_system_role",
-    "limit_note",
     "llama_logs",
     "local_model",
-    "reply_shape",
     "run",
-    "speech_texts",
     "stats_line",
     "take_turn",
     "template_warning",

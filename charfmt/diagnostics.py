@@ -158,7 +158,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF911": ("warning", "PAM branching: only the first branch read as chats; the others kept in Exchange.foreign"),
     "CF912": ("warning", "group chat document of an unknown major version: read as 1.0.0"),
     "CF913": ("warning", "group chat sender 'system' not in user_details: read as a system (I) message"),
-    # character cards (charfmt.cards)
+    # character cards (charfmt.prompt.cards)
     "CF920": ("info", "the card names no emotions: a default vocabulary is used"),
     "CF921": ("warning", "a mes_example block has no line of the character: kept in the card only"),
     "CF922": ("warning", "a card's emotion asset is not a usable emotion key: skipped"),

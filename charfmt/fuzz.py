@@ -472,9 +472,9 @@ def revalidate(reply: Reply) -> None:
 def check(text: str | bytes, chunk: int = 3) -> None:
     """Run one input through parse (both modes), the streamer and the renderer; raise if a promise breaks."""
     from charfmt.parser import parse  # noqa: PLC0415 (fuzz sits above the parser)
-    from charfmt.render import render_user_block  # noqa: PLC0415
+    from charfmt.prompt.render import render_user_block  # noqa: PLC0415
+    from charfmt.prompt.userinput import UserTurn, parse_input, parse_shorthand  # noqa: PLC0415
     from charfmt.stream import StreamParser, collect  # noqa: PLC0415
-    from charfmt.userinput import UserTurn, parse_input, parse_shorthand  # noqa: PLC0415
 
     lenient = parse(text, lenient=True)
     if any(d.code == "CF999" for d in lenient.diagnostics):

@@ -101,7 +101,7 @@ class Job:
 
     def schema(self) -> Any:
         """The schema of the rows :func:`parse_lines` returns."""
-        pa = batch._pyarrow()
+        pa = batch.require_pyarrow()
         results = batch.result_schema()
         fields = [pa.field("line", pa.int64()), *(pa.field(name, pa.string()) for name in self.by)]
         if self.full:
@@ -412,7 +412,7 @@ def parse_lines(job: Job, first_line: int, lines: Sequence[Line]) -> ArrowTable:
     for i, why in enumerate(bad):
         if why is not None:
             found[i] = None
-    pa = batch._pyarrow()
+    pa = batch.require_pyarrow()
     schema = job.schema()
     arrays = [pa.array(numbers, type=pa.int64()), *(batch.array(values, pa.string()) for values in groups)]
     if job.full:
@@ -697,7 +697,7 @@ def counted(reasons: dict[str, int]) -> str:
     return ", ".join(f"{why} {n:,}" for why, n in reasons.items())
 
 
-def _bytes_text(n: int | None) -> str:
+def bytes_text(n: int | None) -> str:
     """A size in bytes as the report shows it (``12,345 B``; ``-`` for none)."""
     return "-" if n is None else f"{n:,} B"
 
@@ -726,7 +726,7 @@ def render_text(report: dict[str, Any]) -> str:
         out.append(
             f"{name:<{width}}  {g['count']:>9,}  {percent(g['valid_pct'])}  {percent(g['repaired_pct'], 7)}"
             f"  {percent(g['empty_pct'])}  {percent(g['keep_pct'])}"
-            f"  {_bytes_text(g['size_p50']):>9}  {_bytes_text(g['size_p99']):>9}"
+            f"  {bytes_text(g['size_p50']):>9}  {bytes_text(g['size_p99']):>9}"
         )
     for name, g in rows:
         out.append("")
@@ -763,7 +763,7 @@ class Outputs:
     """
 
     def __init__(self, folder: str, job: Job) -> None:
-        batch._pyarrow()  # a clear error if it is missing
+        batch.require_pyarrow()  # a clear error if it is missing
         pq = import_module("pyarrow.parquet")
         self.folder = folder
         self.job = job
@@ -807,7 +807,7 @@ class Outputs:
                     self._keep.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
 
     def _flush(self, count: int) -> None:
-        pa = batch._pyarrow()
+        pa = batch.require_pyarrow()
         table = pa.concat_tables(self._pending)
         # One contiguous chunk per column: page boundaries then follow the rows alone, not
         # how they arrived, and the file is the same byte for byte.
@@ -906,7 +906,7 @@ def ray_ranges(path: str, max_line: int, size: int = RAY_RANGE_BYTES) -> list[di
 
 def ray_parse_ranges(ranges: ArrowTable, job: Job) -> ArrowTable:
     """The rows of each file range of ``ranges`` (a Ray Data batch), in order: the Ray worker."""
-    pa = batch._pyarrow()
+    pa = batch.require_pyarrow()
     tables = [job.schema().empty_table()]
     for item in ranges.to_pylist():
         with open(item["path"], "rb") as f:

@@ -621,8 +621,8 @@ def trim_cut_speech(
 
 def _cut_note(source: str, index: int, text: str, at: int, why: str) -> Diagnostic:
     """``CF150`` for the cut speech ``text`` of chat ``index``, pointing at its unfinished sentence in ``source``."""
+    from charfmt._strict.envelope import Locator  # noqa: PLC0415
     from charfmt.diagnostics import Diagnostic, in_body  # noqa: PLC0415
-    from charfmt.envelope import Locator  # noqa: PLC0415
 
     message = in_body(index, f"{why} mid-sentence: it ends at its last whole word, and that sentence is not spoken")
     start = end = len(source)

@@ -21,7 +21,7 @@ and a sentence waits only for its own end. So each cue is fired at the start of 
 it belongs to, never after its speech, and the cues of a stream (any chunking) are those of
 the whole reply. A ``Reset`` of the stream comes out as a ``reset`` cue: forget what was shown.
 
-In a scene (``charfmt.scene``), each chat's speaker picks the cast member whose stage map,
+In a scene (``charfmt.prompt.scene``), each chat's speaker picks the cast member whose stage map,
 vocabulary and voice apply; ``I``/``E`` chats are spoken by the narrator when a narrator voice
 is given.
 """
@@ -38,8 +38,8 @@ from charfmt.stagemap import StageMap, Voice
 from charfmt.tags import TEXT_TAG
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
     from charfmt.models import Reply
+    from charfmt.prompt.character import Character
 
 NARRATOR = "narrator"
 """The speaker of ``I``/``E`` chats the stage speaks (a narrator voice given)."""
@@ -144,7 +144,7 @@ class StageReader:
         ``bound``: the grammar's most characters of speech: a sentence cut there is not spoken
         (``SentenceSplitter``'s ``bound``).
         """
-        from charfmt.character import Character  # noqa: PLC0415
+        from charfmt.prompt.character import Character  # noqa: PLC0415
         from charfmt.tags import DEFAULT_TAGS  # noqa: PLC0415
 
         if character is not None and not isinstance(character, Character):

@@ -3,7 +3,7 @@
 ``StreamParser`` (the reader itself is the package ``charfmt._stream``; its docstring says how
 it works) takes chunks of ``str`` or ``bytes``; ``iter_events`` and ``aiter_events`` wrap it for
 iterables and async iterables of those or of the LLM SDKs' own stream objects (read by
-``charfmt._sdk_chunks``); ``collect`` rebuilds the ``Reply`` a sequence of events describes.
+``charfmt.llm._sdk_chunks``); ``collect`` rebuilds the ``Reply`` a sequence of events describes.
 
 Where the package was built with a C compiler, ``charfmt._stream`` also exists compiled with
 mypyc (``charfmt._stream_c``, made by ``hatch_build.py`` at install): the same source, the same
@@ -23,10 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt import _sdk_chunks, _twin
+from charfmt import _twin
 from charfmt._stream import collector as _pure_collector
 from charfmt._stream import reader as _pure_reader
 from charfmt.events import Event
+from charfmt.llm import _sdk_chunks
 from charfmt.models import Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE
 from charfmt.tags import TagTable
@@ -65,7 +66,7 @@ COMPILED: Final = _TWIN is not None
 if TYPE_CHECKING:
     from charfmt._stream.collector import Collector, collect
     from charfmt._stream.reader import StreamParser
-    from charfmt.userinput import UserTurn
+    from charfmt.prompt.userinput import UserTurn
 elif COMPILED:
     _reader = importlib.import_module(f"{_TWIN.__name__}.reader")
     _collector = importlib.import_module(f"{_TWIN.__name__}.collector")
@@ -101,7 +102,7 @@ def iter_events(
     LangChain message chunks; or one whole, not streamed, response of these. The reply text
     goes to the reader; the provider's reasoning becomes ``Reasoning`` events; a refusal, a
     tool call, a safety stop or an item charfmt cannot read becomes a diagnostic
-    (``CF821``-``CF826``, see ``charfmt._sdk_chunks``). ``turn``: the player's turn the reply
+    (``CF821``-``CF826``, see ``charfmt.llm._sdk_chunks``). ``turn``: the player's turn the reply
     answers, as ``parse(turn=...)`` takes it; an echo of it is reported (``CF625``), never shown;
     ``prompt``: the prompt it answers, as ``parse(prompt=...)`` takes it (an echo: ``CF631``).
     """

@@ -20,7 +20,7 @@ from __future__ import annotations
 # Installs made before the hook moved name ``charfmt.testing:_hypothesis_setup_hook`` as
 # hypothesis's entry point, and hypothesis loads it while the import below is still running
 # (this module half initialised): the name must exist before hypothesis is imported.
-from charfmt._hypothesis_plugin import _hypothesis_setup_hook  # noqa: F401 (the entry point of old installs)
+from charfmt._hypothesis_plugin import setup_hook as _hypothesis_setup_hook  # noqa: F401 (old installs' entry point)
 
 # isort: split
 try:

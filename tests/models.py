@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from charfmt.engines import default_model_path
+from charfmt.llm.loading import default_model_path
 
 PLAYER_TURNS: Final[dict[str, list[str]]] = {
     "rex.toml": [

@@ -1,8 +1,11 @@
-"""The house's rules, read from the package's source (issue 25).
+"""The house's rules, read from the package's source (issue 25, issue 41).
 
 - No import circles between charfmt's modules, counting imports inside functions
   (``TYPE_CHECKING`` blocks are left out: they never run).
 - No function over 80 lines and no class over 400 lines.
+- No private name crosses a module line: no ``from charfmt.x import _name`` (a private
+  *module* may be imported) and no ``x._name`` of an imported module.
+- No module that only re-exports other modules' names, except the public doors the docs name.
 
 Each rule has a list of known exceptions, which only shrinks: a test also fails when an
 exception is no longer needed, so the list stays true.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import importlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
@@ -26,10 +30,10 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 KNOWN_LONG: set[str] = set()
 
 
-def _modules() -> dict[str, Path]:
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         found[".".join(parts)] = path
@@ -224,3 +228,290 @@ def test_the_module_list_names_every_module_once_under_its_layer() -> None:
     assert set(listed) == modules, f"missing: {sorted(modules - set(listed))}; gone: {sorted(set(listed) - modules)}"
     misplaced = {m: h for m, h in listed.items() if table[layer_of(m, table)[0]][0] != h}
     assert not misplaced, f"listed under another layer than its own: {misplaced}"
+
+
+# --- wings: an order inside each layer (issue 41) ---------------------------------------------
+
+
+def _module_list() -> dict[str, list[str]]:
+    """The module list of docs/ARCHITECTURE.md: each layer's heading -> its modules, in the listed order."""
+    section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, list[str]] = {}
+    heading = ""
+    for line in section.splitlines():
+        if line.startswith("### "):
+            heading = line[4:].strip()
+            listed[heading] = []
+        elif line.startswith("- `"):
+            listed[heading].append(line[3:].split("`", 1)[0])
+    return listed
+
+
+def imports_against_the_listed_order(graph: dict[str, set[str]], listed: dict[str, list[str]]) -> list[str]:
+    """Imports inside one layer that reach a module listed at or below the importer: each layer's list
+    must be an import order (its ground first), which also means no circle inside a layer."""
+    wrong = []
+    for heading, modules in listed.items():
+        place = {m: i for i, m in enumerate(modules)}
+        for module in modules:
+            later = sorted(t for t in graph.get(module, ()) if place.get(t, -1) > place[module])
+            wrong += [f"{heading}: {module} -> {t} (listed below it)" for t in later]
+    return wrong
+
+
+def test_each_layer_lists_its_modules_in_import_order() -> None:
+    wrong = imports_against_the_listed_order(import_graph(), _module_list())
+    assert not wrong, "docs/ARCHITECTURE.md lists these below a module of their layer that imports them: " + "; ".join(
+        wrong
+    )
+
+
+def test_the_order_check_sees_an_import_of_a_module_listed_below() -> None:
+    graph = {"p.a": set(), "p.b": {"p.a"}, "p.c": {"p.b", "q.z"}, "q.z": set()}
+    assert imports_against_the_listed_order(graph, {"one": ["p.a", "p.b", "p.c"], "two": ["q.z"]}) == []
+    assert imports_against_the_listed_order(graph, {"one": ["p.b", "p.a", "p.c"], "two": ["q.z"]}) == [
+        "one: p.b -> p.a (listed below it)"
+    ]
+    circle = {"p.a": {"p.b"}, "p.b": {"p.a"}}
+    assert len(imports_against_the_listed_order(circle, {"one": ["p.a", "p.b"]})) == 1  # no order fits a circle
+
+
+WING_DOORS: dict[str, tuple[str, ...]] = {
+    "charfmt.export": ("charfmt.constrain.export",),
+    "charfmt.schema": ("charfmt.constrain.schema",),
+    "charfmt.engines": ("charfmt.constrain.engines", "charfmt.llm.loading"),
+    "charfmt.render": ("charfmt.prompt.render",),
+    "charfmt.scene": ("charfmt.prompt.scene",),
+    "charfmt.cards": ("charfmt.prompt.cards",),
+}
+"""The old public paths of modules that moved into a wing (issue 41), each with its new homes. docs/API.md
+names ``charfmt.export``, ``charfmt.engines``, ``charfmt.scene`` and ``charfmt.cards`` for users, and the
+issue keeps ``charfmt.render`` and ``charfmt.schema``: each is a door (the layer table's ``doors`` row)."""
+
+
+def _defined_public_names(path: Path) -> list[str]:
+    """The public names a module defines at its top level (functions, classes, assigned names), not imports."""
+    names: list[str] = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            names.append(node.target.id)
+    return [n for n in dict.fromkeys(names) if not n.startswith("_")]
+
+
+def test_the_old_paths_of_moved_modules_are_doors_for_users_only() -> None:
+    """Each old path holds only its docstring, imports from its new homes and ``__all__``; every public
+    name of its homes is there, as the same object; no module of the package imports a door."""
+    import importlib
+
+    modules = _modules()
+    for door, homes in WING_DOORS.items():
+        tree = ast.parse(modules[door].read_text(encoding="utf-8"))
+        kinds = [type(s).__name__ for s in tree.body]
+        assert set(kinds) <= {"Expr", "ImportFrom", "Assign"}, f"{door} holds more than a door: {kinds}"
+        assert {n.module for n in tree.body if isinstance(n, ast.ImportFrom)} == set(homes), door
+        module = importlib.import_module(door)
+        for home in homes:
+            real = importlib.import_module(home)
+            public = getattr(real, "__all__", None) or _defined_public_names(modules[home])
+            missing = [n for n in public if getattr(module, n, None) is not getattr(real, n)]
+            assert not missing, f"{door} lacks {home}'s {missing}"
+            assert set(public) <= set(module.__all__), (
+                f"{door}.__all__ lacks {sorted(set(public) - set(module.__all__))}"
+            )
+    graph = import_graph()
+    leaks = sorted(f"{m} -> {d}" for m, imported in graph.items() for d in WING_DOORS if d in imported)
+    assert not leaks, f"modules importing an old path instead of its new home: {leaks}"
+
+
+# --- private names and doors (issue 41) ------------------------------------------------------
+
+KNOWN_PRIVATE_CROSSINGS: dict[tuple[str, str], str] = {
+    ("charfmt.constrain.engines", "charfmt.constrain.export"): "the server recipes share export's writers",
+}
+"""``(importer, module)`` pairs where a private name still crosses a module line, each with its reason.
+
+It only shrinks: a pair no longer crossing fails ``test_known_private_crossings_still_cross``."""
+
+PUBLIC_DOORS: dict[str, str] = {
+    "charfmt.body": "the strict body reader's documented door (docs/GRAMMARS.md: charfmt.body.parse_body)",
+    "charfmt.store": "the conversation stores' package face (docs/API.md, docs/SESSIONS.md: open_store)",
+    "charfmt.testing": "the hypothesis strategies' public door (docs/API.md, docs/TESTING.md)",
+    **{door: f"the old public path of {', '.join(homes)} (moved into a wing)" for door, homes in WING_DOORS.items()},
+}
+"""Modules that only re-export, kept because the docs send users to them, each with its reason."""
+
+USERS_ONLY: frozenset[str] = frozenset({"charfmt.body", "charfmt.testing", *WING_DOORS})
+"""Doors for users alone: no module of the package imports them (it reads the real homes)."""
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _import_source(node: ast.ImportFrom, module: str, path: Path) -> str:
+    """The absolute module an ``ImportFrom`` reads from (relative imports resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def private_crossings(package: Path = PACKAGE) -> dict[tuple[str, str], set[str]]:
+    """``(importer, module) -> private names`` read across a module line: imported, or a module's attribute."""
+    modules = _modules(package)
+    found: dict[tuple[str, str], set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        bound: dict[str, str] = {}  # local name -> the charfmt module it is
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = _import_source(node, name, path)
+                if source.split(".")[0] != package.name:
+                    continue
+                for alias in node.names:
+                    if f"{source}.{alias.name}" in modules:
+                        bound[alias.asname or alias.name] = f"{source}.{alias.name}"
+                    elif _private(alias.name) and source != name:
+                        found.setdefault((name, source), set()).add(alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == package.name:
+                        bound[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else package.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                chain: list[str] = []
+                value: ast.expr = node.value
+                while isinstance(value, ast.Attribute):
+                    chain.insert(0, value.attr)
+                    value = value.value
+                if isinstance(value, ast.Name) and value.id in bound:
+                    target = ".".join([bound[value.id], *chain])
+                    if target in modules and target != name:
+                        found.setdefault((name, target), set()).add(node.attr)
+    return found
+
+
+def test_no_private_name_crosses_a_module_line() -> None:
+    new = {pair: names for pair, names in private_crossings().items() if pair not in KNOWN_PRIVATE_CROSSINGS}
+    assert not new, "private names read across a module line (make them public names of their module): " + "; ".join(
+        f"{importer} takes {sorted(names)} from {module}" for (importer, module), names in sorted(new.items())
+    )
+
+
+def test_known_private_crossings_still_cross() -> None:
+    gone = set(KNOWN_PRIVATE_CROSSINGS) - set(private_crossings())
+    assert not gone, f"no longer crossing (delete from KNOWN_PRIVATE_CROSSINGS): {sorted(gone)}"
+
+
+def test_the_crossing_check_sees_imports_relative_imports_and_attributes(tmp_path: Path) -> None:
+    package = tmp_path / "charfmt"
+    (package / "_inner").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "_SECRET = 1\ndef _helper() -> None: ...\nPUBLIC = 2\n",
+        "b.py": "from charfmt.a import PUBLIC, _SECRET\n",
+        "c.py": "from charfmt import a\nx = a._helper\n",
+        "d.py": "import charfmt.a\nx = charfmt.a._SECRET\n",
+        "_inner/__init__.py": "",
+        "_inner/e.py": "from ..a import _helper\nfrom . import f\ny = f.PUBLIC\n",
+        "_inner/f.py": "from charfmt import _inner\nPUBLIC = 3\n",
+    }
+    for file, text in files.items():
+        (package / file).write_text(text, encoding="utf-8")
+    assert private_crossings(package) == {
+        ("charfmt.b", "charfmt.a"): {"_SECRET"},
+        ("charfmt.c", "charfmt.a"): {"_helper"},
+        ("charfmt.d", "charfmt.a"): {"_SECRET"},
+        ("charfmt._inner.e", "charfmt.a"): {"_helper"},
+    }
+
+
+def _defines_nothing(statements: list[ast.stmt]) -> bool:
+    """Whether these statements only import, name ``__all__``, alias an imported name or hold a docstring."""
+    for s in statements:
+        if isinstance(s, ast.Import | ast.ImportFrom | ast.Raise | ast.Pass):
+            continue
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+            continue
+        if isinstance(s, ast.Assign | ast.AnnAssign):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if all(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                continue
+            if isinstance(s.value, ast.Name | ast.Attribute):  # an alias of an imported name
+                continue
+            return False
+        elif isinstance(s, ast.If):
+            if not (_defines_nothing(s.body) and _defines_nothing(s.orelse)):
+                return False
+        elif isinstance(s, ast.Try):
+            parts = [s.body, s.orelse, s.finalbody, *(h.body for h in s.handlers)]
+            if not all(_defines_nothing(p) for p in parts):
+                return False
+        else:
+            return False
+    return True
+
+
+def reexport_only(package: Path = PACKAGE) -> set[str]:
+    """Modules that import names from other charfmt modules and define none of their own."""
+    found: set[str] = set()
+    for name, path in _modules(package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports_charfmt = any(
+            isinstance(n, ast.ImportFrom) and _import_source(n, name, path).split(".")[0] == package.name
+            for n in ast.walk(tree)
+        )
+        if imports_charfmt and _defines_nothing(tree.body):
+            found.add(name)
+    return found
+
+
+def test_no_module_only_re_exports_but_the_documented_doors() -> None:
+    extra = reexport_only() - set(PUBLIC_DOORS)
+    assert not extra, f"modules that only re-export (import from the real home and delete them): {sorted(extra)}"
+    gone = set(PUBLIC_DOORS) - reexport_only()
+    assert not gone, f"no longer a door (delete from PUBLIC_DOORS): {sorted(gone)}"
+
+
+def test_the_users_doors_are_imported_by_nothing_inside_the_package() -> None:
+    assert set(PUBLIC_DOORS) >= USERS_ONLY
+    graph = import_graph()
+    leaks = {door: sorted(m for m, imported in graph.items() if door in imported) for door in USERS_ONLY}
+    assert not any(leaks.values()), f"modules importing a users' door instead of the real home: {leaks}"
+
+
+def test_the_re_export_check_sees_a_door(tmp_path: Path) -> None:
+    package = tmp_path / "charfmt"
+    package.mkdir()
+    files = {
+        "__init__.py": '"""The package."""\n',
+        "home.py": "def read() -> None: ...\n",
+        "door.py": '"""A door."""\nfrom __future__ import annotations\nfrom charfmt.home import read\n'
+        "__all__ = ['read']\nalias = read\n",
+        "guarded.py": "try:\n    from charfmt.home import read\nexcept ImportError:\n    raise\n",
+        "room.py": "from charfmt.home import read\nLIMIT = 3\n",
+    }
+    for file, text in files.items():
+        (package / file).write_text(text, encoding="utf-8")
+    assert reexport_only(package) == {"charfmt.door", "charfmt.guarded"}
+
+
+def test_each_door_opens_onto_its_names() -> None:
+    """Every name a door lists is there, defined in the real home; ``charfmt.body.parse_body`` reads as documented."""
+    import charfmt.body
+
+    assert charfmt.body.parse_body("C", "<emo>joy</emo>\n<msg>Hi &amp; bye</msg>") == [
+        ("emo", "joy"),
+        ("msg", "Hi & bye"),
+    ]
+    for door in PUBLIC_DOORS:
+        module = importlib.import_module(door)
+        missing = [name for name in module.__all__ if not hasattr(module, name)]
+        assert not missing, f"{door} lists names it does not hold: {missing}"
+        own = [n for n in module.__all__ if getattr(getattr(module, n), "__module__", None) == door]
+        assert not own, f"{door} defines {own}: a door only re-exports"

@@ -2,7 +2,7 @@
 
 ``charfmt.grammar``/``json_schema``/``request_fields`` with a budget, ``charfmt grammar``, ``charfmt
 chat``'s bounds and ``charfmt serve``'s (a character, a scene, llama.cpp in-process) all plan their
-bounds with ``charfmt.export.plan_bounds``: speech required and given the budget, each role as long as
+bounds with ``charfmt.constrain.export.plan_bounds``: speech required and given the budget, each role as long as
 the character's examples, fewer chats before shorter elements, the model's tokens per character where
 it is known. The grammars are checked with llguidance over a byte tokenizer (no model needed).
 """
@@ -20,19 +20,20 @@ import pytest
 from conftest import ROOT
 
 import charfmt
-from charfmt._grammar_bounds import MIN_SCENE_SPEECH_CHARS
-from charfmt.character import Character
-from charfmt.chat import MIN_SPEECH_CHARS, chat_bounds, limit_note, speech_texts
 from charfmt.cli import main
-from charfmt.engines import request_fields
-from charfmt.export import (
+from charfmt.constrain._grammar_bounds import MIN_SCENE_SPEECH_CHARS
+from charfmt.constrain._reply_constraints import MIN_SPEECH_CHARS
+from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
+from charfmt.constrain.engines import request_fields
+from charfmt.constrain.export import (
     DEFAULT_TOKENS_PER_CHAR,
     bytes_per_char,
     max_reply_tokens,
     plan_bounds,
     resolve_bounds,
 )
-from charfmt.scene import Scene
+from charfmt.prompt.character import Character, Exchange
+from charfmt.prompt.scene import Scene
 
 REX = ROOT / "examples" / "characters" / "rex.toml"
 MIO = ROOT / "examples" / "characters" / "mio.toml"
@@ -169,9 +170,7 @@ def test_fewer_chats_before_fewer_elements_before_shorter_elements() -> None:
 
 
 def _with_examples(character: Character, *bodies: str) -> Character:
-    examples = [
-        charfmt.character.Exchange(user=character.shorthand("hi"), reply=charfmt.parse(reply(body))) for body in bodies
-    ]
+    examples = [Exchange(user=character.shorthand("hi"), reply=charfmt.parse(reply(body))) for body in bodies]
     return character.model_copy(update={"examples": examples})
 
 
@@ -278,8 +277,8 @@ def test_serve_in_process_uses_chats_engine_llguidance_and_the_models_tokens_per
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
     from test_chat_format import FakeLlama
 
-    from charfmt._model_clients import LocalModel
-    from charfmt.engines import llguidance_installed
+    from charfmt.constrain.engines import llguidance_installed
+    from charfmt.llm._model_clients import LocalModel
     from charfmt.serve import Settings
     from charfmt.serve.turns import Engine
     from charfmt.serve.upstream import LocalUpstream

@@ -1,9 +1,9 @@
 """SillyTavern's bundled card ``default_Seraphina.png`` (its lorebook "Eldoria": four entries) on a scripted chat.
 
 The card ships with SillyTavern (AGPL-3.0, ``default/content/``); it is not committed here. The
-test reads it from ``$CHARFMT_SERAPHINA`` or from ``cards/default_Seraphina.png`` in the shared
-folder beside the repository (``../shared``, as CI lays it out), and is skipped where neither
-holds it. A reader of the card expects: the greeting (the forest, the beasts, healing magic)
+test reads it from ``$CHARFMT_SERAPHINA`` (``.ci/run`` takes it from SillyTavern's npm package,
+``sillytavern@1.19.0``, and checks its SHA-256) or from ``cards/default_Seraphina.png`` in the shared
+folder beside the repository, and is skipped where neither holds it. A reader of the card expects: the greeting (the forest, the beasts, healing magic)
 wakes Eldoria, the Shadowfangs and Seraphina's powers; then each question wakes its entry.
 """
 
@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from charfmt import Character, greeting_exchange, parse
-from charfmt.character import Exchange
-from charfmt.render import render_turn
+from charfmt.prompt.character import Exchange
+from charfmt.prompt.render import render_turn
 from charfmt.writer import canonical_form
 
 ROOT = Path(__file__).parents[1]
 PLACES = [os.environ.get("CHARFMT_SERAPHINA", ""), ROOT.parent / "shared" / "cards" / "default_Seraphina.png",
           ROOT / "shared" / "cards" / "default_Seraphina.png"]  # fmt: skip
 CARD = next((Path(p) for p in PLACES if p and Path(p).is_file()), None)
-WHY = "default_Seraphina.png (SillyTavern's) not found: set CHARFMT_SERAPHINA or put it in shared/cards"
+WHY = "default_Seraphina.png (SillyTavern's) not found: set CHARFMT_SERAPHINA (.ci/run fetches it from npm)"
 pytestmark = pytest.mark.skipif(CARD is None, reason=WHY)
 REPLY = json.dumps({"chats": [{"type": "C", "order": 1, "body": "<emo>neutral</emo>\n<msg>Rest now.</msg>"}]})
 SCRIPT = [  # (the player says, the entries a reader of the card expects, in prompt order)

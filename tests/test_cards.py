@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import charfmt
-from charfmt import cards
 from charfmt._png import blank_png, text_chunks, with_text_chunks
-from charfmt.cards import export_card
 from charfmt.cli import main
+from charfmt.prompt import cards
+from charfmt.prompt.cards import export_card
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "characters"
 # Extensions as another tool wrote them: odd spacing, escapes and number forms must survive byte for byte.

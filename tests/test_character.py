@@ -133,14 +133,14 @@ HOSTILE_HISTORY: dict[str, str] = {
 def test_hostile_history_is_a_character_error_naming_the_line(line: str) -> None:
     text = '{"user": "[joy] hi", "reply": {"chats": []}}\n\n' + line + "\n"
     with pytest.raises(CharacterError) as info:
-        charfmt.character.history_from_jsonl(text, MIO, "h.jsonl")
+        charfmt.prompt.character.history_from_jsonl(text, MIO, "h.jsonl")
     assert str(info.value).startswith("h.jsonl:3: "), str(info.value)
     assert info.value.line == 3
 
 
 def test_history_from_text_and_from_a_file_agree(tmp_path: Path) -> None:
     text = (ROOT / "examples" / "history.jsonl").read_text(encoding="utf-8")
-    assert charfmt.character.history_from_jsonl(text, MIO) == charfmt.load_history(
+    assert charfmt.prompt.character.history_from_jsonl(text, MIO) == charfmt.load_history(
         ROOT / "examples" / "history.jsonl", MIO
     )
 

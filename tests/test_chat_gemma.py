@@ -17,10 +17,10 @@ import pytest
 from conftest import ROOT
 from models import gemma_path
 
-from charfmt.character import Character
 from charfmt.chat import has_system_role, llama_logs, local_model, template_warning
-from charfmt.engines import load_llama
-from charfmt.render import render_messages
+from charfmt.llm.loading import load_llama
+from charfmt.prompt.character import Character
+from charfmt.prompt.render import render_messages
 
 pytestmark = pytest.mark.model
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")

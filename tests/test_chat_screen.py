@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.character import Character, Exchange
 from charfmt.chat import TerminalView, TurnStats, run, stats_line, take_turn
+from charfmt.prompt.character import Character, Exchange
 from charfmt.speech import SentenceSplitter, cut_text, sentences, trim_cut_speech
 from charfmt.stage import StageReader
 

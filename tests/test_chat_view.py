@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import ROOT
 
-from charfmt.character import Character
 from charfmt.chat import PLAIN_CHAT_STYLES, RESET_LINE, TerminalView, run, take_turn
 from charfmt.events import Reset
+from charfmt.prompt.character import Character
 from charfmt.stream import StreamParser
 from charfmt.tags import CHAT_TYPES, TAGGED_TYPES
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from charfmt.cli import _parser, main
-from charfmt.engines import SERVERS
+from charfmt.constrain.engines import SERVERS
 
 ROOT = Path(__file__).resolve().parent.parent
 REX = str(ROOT / "examples" / "characters" / "rex.toml")

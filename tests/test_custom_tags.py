@@ -23,9 +23,9 @@ from hypothesis import find, given, settings
 
 import charfmt
 from charfmt import DEFAULT_TAGS, TagSpec, TagTable
-from charfmt.character import CharacterError
 from charfmt.events import Action, Cue, Emotion, TextDelta
 from charfmt.parser import _parse
+from charfmt.prompt.character import CharacterError
 from charfmt.testing import bodies, damaged_replies, replies, segments, user_turns
 
 SFX = TagSpec("sfx", "cue", "a sound effect the game plays at once", values=("door_slam", "thunder"), prefixes=("sfx",))
@@ -183,7 +183,7 @@ def test_reply_events_give_one_cue_for_the_custom_tag() -> None:
 def test_events_and_models_do_not_import_each_other_and_models_skip_the_parser() -> None:
     code = (
         "import sys, charfmt.events; a = 'charfmt.models' in sys.modules; import charfmt.models;"
-        "print(a, 'charfmt.body' in sys.modules, any(m.split('.')[0] == 'lark' for m in sys.modules))"
+        "print(a, 'charfmt._strict.body' in sys.modules, any(m.split('.')[0] == 'lark' for m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.split() == ["False", "False", "False"]

@@ -17,8 +17,8 @@ from charfmt._lenient.recovery import read_body, recover
 from charfmt.cli import main
 from charfmt.dialects import DIALECT_NAMES, DIALECTS, DialectName
 from charfmt.fuzz import DAMAGE, DIALECT_MUTATIONS, MUTATIONS, check, random_reply
+from charfmt.prompt.userinput import UserChat, UserTurn
 from charfmt.tags import DEFAULT_TAGS, TagSpec, TagTable
-from charfmt.userinput import UserChat, UserTurn
 from charfmt.writer import dumps
 
 LENIENT_FILES = sorted(CASES.glob("lenient_*.txt"))

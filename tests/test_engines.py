@@ -26,9 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.body import BodyError, parse_body
-from charfmt.engines import SERVERS, request_fields, structural_tag
-from charfmt.export import Bounds, ExportError, body_regex, max_reply_tokens, resolve_bounds
+from charfmt._strict.body import parse_body
+from charfmt._strict.diagnosis import BodyError
+from charfmt.constrain.engines import SERVERS, request_fields, structural_tag
+from charfmt.constrain.export import Bounds, ExportError, body_regex, max_reply_tokens, resolve_bounds
 from charfmt.testing import replies
 from charfmt.writer import body as body_of
 
@@ -58,14 +59,14 @@ def tokens(text: str) -> list[int]:
 @functools.cache
 def xgr() -> Any:
     try:
-        return charfmt.engines.load_xgrammar()
-    except charfmt.engines.EngineMissing as e:
+        return charfmt.constrain.engines.load_xgrammar()
+    except charfmt.constrain.engines.EngineMissing as e:
         pytest.skip(f"XGrammar is not installed: {e}")
 
 
 @functools.cache
 def xgr_compiler() -> Any:
-    return xgr().GrammarCompiler(charfmt.engines.xgrammar_tokenizer_info(cl100k()))
+    return xgr().GrammarCompiler(charfmt.constrain.engines.xgrammar_tokenizer_info(cl100k()))
 
 
 @functools.cache
@@ -308,9 +309,9 @@ def test_bad_bounds_are_clear_errors() -> None:
         Bounds(max_chars=0)
     with pytest.raises(ExportError, match="needs max_chars, max_chats, max_elements and max_ws all set"):
         max_reply_tokens(Bounds(max_chars=5))
-    g = charfmt.export.reply_grammar(bounds=Bounds(max_chars=5))
+    g = charfmt.constrain.export.reply_grammar(bounds=Bounds(max_chars=5))
     with pytest.raises(ExportError, match="unbounded repetition"):
-        charfmt.export.max_length(charfmt.export.Ref(g.start), g, lambda c: 1)
+        charfmt.constrain.export.max_length(charfmt.constrain.export.Ref(g.start), g, lambda c: 1)
 
 
 def test_schema_bounds() -> None:

@@ -28,10 +28,12 @@ from models import PLAYER_TURNS
 from test_engines import DEMO, damaged, strict_ok
 
 import charfmt
-from charfmt.character import Character, Exchange
 from charfmt.chat import DEFAULT_MAX_TOKENS, TurnStats, take_turn
-from charfmt.engines import DEFAULT_N_CTX, default_model_path
-from charfmt.export import _gbnf_target, max_reply_tokens, reply_grammar
+from charfmt.constrain import budget
+from charfmt.constrain.export import _gbnf_target, max_reply_tokens, reply_grammar
+from charfmt.llm.loading import DEFAULT_N_CTX, default_model_path
+from charfmt.prompt.character import Character, Exchange
+from charfmt.prompt.tokens import PROMPT_MARGIN
 from charfmt.stream import StreamParser
 from charfmt.testing import replies
 
@@ -174,8 +176,8 @@ def test_a_prompt_that_leaves_less_than_the_budget_is_refused_before_generating(
 
 
 def test_the_model_counter_leaves_old_turns_out_and_refuses_a_turn_too_long() -> None:
-    from charfmt.engines import llama_counter
-    from charfmt.render import BudgetError
+    from charfmt.llm.loading import llama_counter
+    from charfmt.prompt.render import BudgetError
 
     rex = Character.load(ROOT / "examples" / "characters" / "rex.toml")
     counter = llama_counter(small_model())
@@ -226,7 +228,7 @@ def chat_model() -> Any:
 @pytest.mark.model
 def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.CaptureFixture[str]) -> None:
     from charfmt import chat
-    from charfmt.engines import llama_counter
+    from charfmt.llm.loading import llama_counter
 
     constrained: list[TurnStats] = []
     free: list[TurnStats] = []
@@ -234,15 +236,15 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
     lengths: list[int] = []
     llm = chat_model()
     counter = llama_counter(llm)
-    budget = DEFAULT_N_CTX - BUDGET - chat.PROMPT_MARGIN
+    budget = DEFAULT_N_CTX - BUDGET - PROMPT_MARGIN
     for name, says in TURNS.items():
         character = Character.load(ROOT / "examples" / "characters" / name)
-        bounds = chat.chat_bounds(character, BUDGET)
+        bounds = budget.chat_bounds(character, BUDGET)
         assert max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags) + 1 <= BUDGET
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds))
         bounded = chat.local_model(llm, gbnf=gbnf, max_tokens=BUDGET, stats=constrained)
         unbounded = chat.local_model(llm, gbnf=None, max_tokens=BUDGET, stats=free)
-        note = chat.limit_note(bounds)
+        note = budget.limit_note(bounds)
         history: list[Exchange] = []
         for say in says:
             free_history = list(history)
@@ -281,12 +283,12 @@ def test_smollm2_a_long_chat_in_a_small_context_never_fails(capsys: pytest.Captu
     import io
 
     from charfmt import chat
-    from charfmt.engines import llama_counter
+    from charfmt.llm.loading import llama_counter
 
     rex = Character.load(ROOT / "examples" / "characters" / "rex.toml")
     llm = small_context_model()
     max_tokens = 768
-    bounds = chat.chat_bounds(rex, max_tokens)
+    bounds = budget.chat_bounds(rex, max_tokens)
     gbnf = _gbnf_target(reply_grammar(rex.vocabulary, rex.tags, bounds=bounds))
     stats: list[TurnStats] = []
     generate = chat.local_model(llm, gbnf=gbnf, max_tokens=max_tokens, stats=stats)
@@ -294,7 +296,7 @@ def test_smollm2_a_long_chat_in_a_small_context_never_fails(capsys: pytest.Captu
     says = [f"[joy] Turn {n}: can you fix my drone? It is broken again." for n in range(1, 15)]
     status = chat.run(
         rex, generate=generate, says=says, out=out, err=err, stats=stats,
-        budget=2048 - max_tokens - chat.PROMPT_MARGIN, counter=llama_counter(llm), note=chat.limit_note(bounds),
+        budget=2048 - max_tokens - PROMPT_MARGIN, counter=llama_counter(llm), note=budget.limit_note(bounds),
     )  # fmt: skip
     assert status == 0 and err.getvalue() == "", err.getvalue()
     assert len(stats) == 14 and all(s.finished for s in stats), [s.reason for s in stats]

@@ -22,9 +22,11 @@ from models import CHAT_FORMATS, PLAYER_TURNS, SCENE_TURNS, gemma_path, smollm2_
 
 import charfmt
 from charfmt import chat
-from charfmt.character import Character, Exchange
-from charfmt.export import max_reply_tokens, resolve_bounds
-from charfmt.scene import Scene
+from charfmt.constrain import budget
+from charfmt.constrain.export import max_reply_tokens, resolve_bounds
+from charfmt.prompt.character import Character, Exchange
+from charfmt.prompt.scene import Scene
+from charfmt.prompt.tokens import PROMPT_MARGIN
 
 pytest.importorskip(
     "llama_cpp", reason="llama-cpp-python is not installed (see docs/CHAT.md: pip install 'charfmt[local]')"
@@ -40,8 +42,8 @@ MODELS = {"smollm2": smollm2_path, "gemma": gemma_path}
 
 @functools.cache
 def _model(name: str) -> Any:
-    from charfmt._model_clients import LocalModel
-    from charfmt.engines import load_llama
+    from charfmt.llm._model_clients import LocalModel
+    from charfmt.llm.loading import load_llama
 
     path = MODELS[name]()
     if path is None:
@@ -80,8 +82,8 @@ def test_the_documented_grammar_call_finishes_parses_strictly_and_speaks(
         said: list[int] = []
         for say in says:
             turn = chat.take_turn(
-                character, history, say, generate, strict=True, budget=N_CTX - BUDGET - chat.PROMPT_MARGIN,
-                counter=local.counter(), note=chat.limit_note(bounds),
+                character, history, say, generate, strict=True, budget=N_CTX - BUDGET - PROMPT_MARGIN,
+                counter=local.counter(), note=budget.limit_note(bounds),
             )  # fmt: skip
             assert stats[-1].finished and stats[-1].tokens <= BUDGET, (say, turn.text)
             lengths = speech(charfmt.parse(turn.text, vocabulary=v, tags=t), t)
@@ -102,20 +104,20 @@ def test_a_scene_constrained_is_strictly_valid_each_speaker_with_its_own_emotion
     model: str, engine: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Scenes were 7 of 12 strictly valid: a speaker used another member's emotion, which Scene.parse refuses."""
-    from charfmt.engines import llguidance_processor, xgrammar_processor
+    from charfmt.constrain.engines import llguidance_processor, xgrammar_processor
 
     if engine == "llguidance":
         pytest.importorskip("llguidance", reason="llguidance is not installed (pip install 'charfmt[engines]')")
     else:
         try:
-            charfmt.engines.load_xgrammar()
-        except charfmt.engines.EngineMissing as e:
+            charfmt.constrain.engines.load_xgrammar()
+        except charfmt.constrain.engines.EngineMissing as e:
             pytest.skip(str(e))
     local = _model(model)
     scene = Scene.load(SHRINE)
-    bounds = chat.chat_bounds(scene, BUDGET, tokens_per_char=local.tokens_per_char(chat.speech_texts(scene)))
+    bounds = budget.chat_bounds(scene, BUDGET, tokens_per_char=local.tokens_per_char(budget.speech_texts(scene)))
     grammar = scene.grammar("lark" if engine == "llguidance" else "gbnf", max_tokens=BUDGET,
-                            tokens_per_char=local.tokens_per_char(chat.speech_texts(scene)))  # fmt: skip
+                            tokens_per_char=local.tokens_per_char(budget.speech_texts(scene)))  # fmt: skip
     make = llguidance_processor if engine == "llguidance" else xgrammar_processor
     stats: list[chat.TurnStats] = []
 
@@ -131,8 +133,8 @@ def test_a_scene_constrained_is_strictly_valid_each_speaker_with_its_own_emotion
     history: list[Exchange] = []
     speakers: list[str | None] = []
     for say in SCENE_TURNS:
-        turn = chat.take_turn(scene, history, say, generate, strict=True, budget=N_CTX - BUDGET - chat.PROMPT_MARGIN,
-                              counter=local.counter(), note=chat.limit_note(bounds))  # fmt: skip
+        turn = chat.take_turn(scene, history, say, generate, strict=True, budget=N_CTX - BUDGET - PROMPT_MARGIN,
+                              counter=local.counter(), note=budget.limit_note(bounds))  # fmt: skip
         assert stats[-1].finished, turn.text
         scene.parse(turn.text)  # strictly valid: each speaker in the cast, each emotion its speaker's
         assert all(speech(turn.reply, scene.tags)), turn.text

@@ -3,7 +3,7 @@
 Each engine reads charfmt's exports the way the servers that embed it do:
 
 - XGrammar (vLLM's and SGLang's ``response_format: json_schema``): ``compile_json_schema`` of the
-  schema written for it (``charfmt.schema.for_engine(..., "xgrammar")``: XGrammar applies ``pattern``
+  schema written for it (``charfmt.constrain.schema.for_engine(..., "xgrammar")``: XGrammar applies ``pattern``
   to the raw JSON text), and ``compile_grammar`` of the GBNF export; fed cl100k tokens;
 - llguidance: ``grammar_from_json_schema`` of the schema as it is (llguidance applies ``pattern``
   to the decoded string), and the Lark export; fed cl100k tokens;
@@ -33,8 +33,8 @@ import pytest
 from grammar_damage import DAMAGE, strict_ok
 
 import charfmt
+from charfmt.constrain.schema import ENGINES, LISTED_ORDERS, MINIMUM_IGNORED, for_engine
 from charfmt.fuzz import random_reply
-from charfmt.schema import for_engine
 
 # --- the replies ---------------------------------------------------------------------------------
 
@@ -92,14 +92,14 @@ def _cl100k() -> Any:
 @functools.cache
 def _xgr_compiler() -> Any:
     try:
-        xgr = charfmt.engines.load_xgrammar()
-    except charfmt.engines.EngineMissing as e:
+        xgr = charfmt.constrain.engines.load_xgrammar()
+    except charfmt.constrain.engines.EngineMissing as e:
         pytest.skip(f"XGrammar is not installed: {e}")
-    return xgr.GrammarCompiler(charfmt.engines.xgrammar_tokenizer_info(_cl100k()))
+    return xgr.GrammarCompiler(charfmt.constrain.engines.xgrammar_tokenizer_info(_cl100k()))
 
 
 def _xgrammar(kind: str, schema: str) -> Callable[[str], bool]:
-    xgr = charfmt.engines.load_xgrammar() if kind else None
+    xgr = charfmt.constrain.engines.load_xgrammar() if kind else None
     compiler = _xgr_compiler()
     if kind == "schema":
         compiled = compiler.compile_json_schema(schema, any_whitespace=True)
@@ -178,7 +178,7 @@ READERS: Final[dict[str, Callable[[str, str], Callable[[str], bool]]]] = {
     "llama.cpp": _llama_cpp,
     "outlines": _outlines,
 }
-"""Each engine, by the name ``charfmt.schema.PATTERN_READS`` gives it: how it reads a schema (the JSON text
+"""Each engine, by the name ``charfmt.constrain.schema.PATTERN_READS`` gives it: how it reads a schema (the JSON text
 it is sent) or the grammar export."""
 
 
@@ -275,7 +275,7 @@ def test_every_schema_takes_the_orders_the_strict_parser_takes(engine: str) -> N
     assert [o for o in ORDERS_VALID if not accepts(_ordered(*o))] == []
     assert [o for o in ORDERS_INVALID if accepts(_ordered(*o))] == []
     beyond = [accepts(_ordered(*o)) for o in ORDERS_BEYOND]
-    assert beyond == [engine not in charfmt.schema.MINIMUM_IGNORED] * len(ORDERS_BEYOND)
+    assert beyond == [engine not in charfmt.constrain.schema.MINIMUM_IGNORED] * len(ORDERS_BEYOND)
 
 
 @pytest.mark.parametrize("engine", list(READERS))
@@ -290,7 +290,7 @@ def test_a_bounded_schema_takes_the_orders_of_its_chats(engine: str) -> None:
 @pytest.mark.parametrize("server", ["ollama", "lmstudio"])
 def test_the_schema_ollama_and_lm_studio_get_refuses_order_zero(server: str) -> None:
     """Both run llama.cpp's converter: ``request_fields`` sends them the llama.cpp form, orders listed."""
-    fields = charfmt.engines.request_fields(server)
+    fields = charfmt.constrain.engines.request_fields(server)
     schema = fields["format"] if server == "ollama" else fields["response_format"]["json_schema"]["schema"]
     accepts = reader("llama.cpp", "schema", json.dumps(schema))
     assert accepts(_ordered("2", "1")) and accepts(ESCAPED)
@@ -308,12 +308,12 @@ def test_the_schema_as_it_is_fails_on_xgrammar_and_the_one_written_for_it_does_n
 def test_only_the_engines_that_ignore_minimum_get_the_orders_listed() -> None:
     """The schema for XGrammar, llguidance and a JSON Schema validator keeps ``minimum`` (each reads it)."""
     schema = charfmt.json_schema("openai")
-    for engine in charfmt.schema.ENGINES:
+    for engine in ENGINES:
         order = for_engine(schema, engine)["properties"]["chats"]["items"]["anyOf"][0]["properties"]["order"]
-        listed = engine in charfmt.schema.MINIMUM_IGNORED
+        listed = engine in MINIMUM_IGNORED
         assert order.get("minimum") == (None if listed else 1), engine
-        assert order.get("enum") == (list(range(1, charfmt.schema.LISTED_ORDERS + 1)) if listed else None), engine
+        assert order.get("enum") == (list(range(1, LISTED_ORDERS + 1)) if listed else None), engine
 
 
 def test_every_engine_of_the_table_is_in_the_readers() -> None:
-    assert set(READERS) == set(charfmt.schema.ENGINES) - {"standard"}
+    assert set(READERS) == set(charfmt.constrain.schema.ENGINES) - {"standard"}

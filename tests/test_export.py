@@ -18,9 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.body import BodyError, parse_body
+from charfmt._strict.body import parse_body
+from charfmt._strict.diagnosis import BodyError
 from charfmt.cli import main
-from charfmt.export import llguidance_slices
+from charfmt.constrain import export
+from charfmt.constrain.export import llguidance_slices
 from charfmt.testing import replies
 from charfmt.writer import body as body_of
 
@@ -333,12 +335,12 @@ def _c(body: str) -> str:
 
 @pytest.mark.parametrize("reader", BOUNDED_READERS)
 def test_roles_get_their_own_lengths_and_speech_the_rest(reader: str) -> None:
-    bounds = charfmt.export.Bounds.for_tokens(300, max_elements=3, vocabulary=VOCAB, tokens_per_char=1.0)
+    bounds = export.Bounds.for_tokens(300, max_elements=3, vocabulary=VOCAB, tokens_per_char=1.0)
     speech, short = bounds.max_chars or 0, dict(bounds.role_chars)
     assert set(short) == {"action", "hidden"} and speech > 3 * short["action"]  # the emotion is a key of VOCAB
     target, read = READERS[reader]
-    g = read(charfmt.export._lark_target(charfmt.export.reply_grammar(VOCAB, bounds=bounds)) if target == "lark"
-             else charfmt.export._gbnf_target(charfmt.export.reply_grammar(VOCAB, bounds=bounds)))  # fmt: skip
+    g = read(export._lark_target(export.reply_grammar(VOCAB, bounds=bounds)) if target == "lark"
+             else export._gbnf_target(export.reply_grammar(VOCAB, bounds=bounds)))  # fmt: skip
     act = "a" * short["action"]
     assert g.accepts(_c(f"<emo>joy</emo>\n<act>{act}</act>\n<msg>{'m' * speech}</msg>"))
     assert not g.accepts(_c(f"<emo>joy</emo>\n<act>{act}a</act>\n<msg>hi</msg>"))  # a long action
@@ -349,14 +351,12 @@ def test_roles_get_their_own_lengths_and_speech_the_rest(reader: str) -> None:
 
 @pytest.mark.parametrize("reader", BOUNDED_READERS)
 def test_required_speech(reader: str) -> None:
-    bounds = charfmt.export.Bounds.for_tokens(
-        300, max_elements=3, require_speech=True, min_speech=0.25, tokens_per_char=1.0
-    )
+    bounds = export.Bounds.for_tokens(300, max_elements=3, require_speech=True, min_speech=0.25, tokens_per_char=1.0)
     least = bounds.min_speech
     assert bounds.require_speech and least == (bounds.max_chars or 0) // 4 > 1
     target, read = READERS[reader]
-    writer = charfmt.export._lark_target if target == "lark" else charfmt.export._gbnf_target
-    g = read(writer(charfmt.export.reply_grammar(bounds=bounds)))
+    writer = export._lark_target if target == "lark" else export._gbnf_target
+    g = read(writer(export.reply_grammar(bounds=bounds)))
     said = "s" * least
     assert g.accepts(_c(f"<emo>joy</emo>\n<msg>{said}</msg>"))
     assert g.accepts(_c(f"<emo>joy</emo>\n<act>bows</act>\n<msg>{said}</msg>"))
@@ -366,7 +366,7 @@ def test_required_speech(reader: str) -> None:
     for body in silent:
         assert strict_ok(_c(body)) and not g.accepts(_c(body)), body
     assert not g.accepts('{"chats":[]}') and not g.accepts(ONE_CHAT % ("I", "a log line"))  # it says something
-    unbounded = read(writer(charfmt.export.reply_grammar(bounds=charfmt.export.Bounds(require_speech=True))))
+    unbounded = read(writer(export.reply_grammar(bounds=export.Bounds(require_speech=True))))
     assert unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<thought>y</thought>\n<msg>hi</msg>\n<msg>yo</msg>"))
     # under bounds no element is empty (it means nothing; trial 3's SmolLM2 wrote ``<act></act>``)
     assert not unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<msg>hi</msg>\n<msg></msg>"))
@@ -374,11 +374,11 @@ def test_required_speech(reader: str) -> None:
 
 
 def test_tokens_per_char_is_measured_on_the_models_tokenizer() -> None:
-    measure = charfmt.export.measure_tokens_per_char
+    measure = export.measure_tokens_per_char
     assert measure(lambda t: len(t.encode()), ["こんにちは", "abc"]) == 3.0  # a byte tokenizer: 3 per kana
     assert measure(lambda t: len(t) // 4 + 1, ["hello there, traveller"]) == 1.0  # never under 1
-    cheap = charfmt.export.Bounds.for_tokens(300, max_elements=3, tokens_per_char=1.0)
-    worst = charfmt.export.Bounds.for_tokens(300, max_elements=3)
+    cheap = export.Bounds.for_tokens(300, max_elements=3, tokens_per_char=1.0)
+    worst = export.Bounds.for_tokens(300, max_elements=3)
     assert (cheap.max_chars or 0) > 2 * (worst.max_chars or 0)
 
 
@@ -387,11 +387,11 @@ def test_tokens_per_char_is_measured_on_the_models_tokenizer() -> None:
 CONSTRAINED = [
     charfmt.grammar,
     charfmt.json_schema,
-    charfmt.export.resolve_bounds,
-    charfmt.engines.request_fields,
-    charfmt.engines.structural_tag,
+    export.resolve_bounds,
+    charfmt.constrain.engines.request_fields,
+    charfmt.constrain.engines.structural_tag,
 ]
-"""The five functions that take the reply-constraint keywords (``charfmt._reply_constraints``)."""
+"""The five functions that take the reply-constraint keywords (``charfmt.constrain._reply_constraints``)."""
 
 
 @pytest.mark.parametrize("function", CONSTRAINED, ids=lambda f: f.__name__)

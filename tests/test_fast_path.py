@@ -23,9 +23,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from charfmt import ParseError, Reply, Vocabulary, dumps
-from charfmt._strict.body import _widened
+from charfmt._strict.body import _widened, fast_reader, parse_body
+from charfmt._strict.diagnosis import BodyError
 from charfmt._strict.fast import read_reply
-from charfmt.body import BodyError, fast_reader, parse_body
 from charfmt.models import Chat, Segment
 from charfmt.parser import DEFAULT_MAX_SIZE, _parse
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TAGS, TEXT_TAG, TagSpec

@@ -29,7 +29,7 @@ from conftest import ROOT
 from test_stream_events import _batch_events, _observed, _stream
 
 import charfmt
-from charfmt.character import Character
+from charfmt.prompt.character import Character
 
 CORPUS: Final = Path(__file__).resolve().parent / "data" / "free_replies.jsonl"
 ROWS: Final[list[dict[str, Any]]] = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
 import charfmt
-from charfmt.body import grammar_text
+from charfmt._grammar.rules import grammar_text
 from charfmt.cli import main
 from charfmt.fuzz import MUTATIONS, Damaged, apply_mutations, check, damage, fuzz_cases, random_reply
 from charfmt.testing import bodies, chunkings, damaged_replies, user_turns

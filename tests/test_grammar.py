@@ -8,9 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt._grammar_writers import PYTHON as _PY
-from charfmt.body import BodyError, parse_body, terminal_regex
-from charfmt.export import Rep, Seq, _body_grammar, _write, body_regex, lexeme_friendly
+from charfmt._grammar.static import terminal_regex
+from charfmt._strict.body import parse_body
+from charfmt._strict.diagnosis import BodyError
+from charfmt.constrain._grammar_writers import PYTHON as _PY
+from charfmt.constrain.export import Rep, Seq, _body_grammar, _write, body_regex, lexeme_friendly
 from charfmt.models import Segment
 from charfmt.tags import TEXT_TAG
 from charfmt.testing import bodies, texts

@@ -32,7 +32,7 @@ from hostile_files import (
 
 import charfmt
 from charfmt._png import with_text_chunks
-from charfmt.cards import MAX_CHARX_ENTRIES, MAX_EXAMPLE_TURNS, export_card, greeting
+from charfmt.prompt.cards import MAX_CHARX_ENTRIES, MAX_EXAMPLE_TURNS, export_card, greeting
 
 REX = charfmt.Character.load(ROOT / "examples" / "characters" / "rex.toml")
 CARD = {"spec": "chara_card_v3", "spec_version": "3.0", "data": {"name": "Ann", "description": "A guide."}}

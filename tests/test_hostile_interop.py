@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from charfmt import interop
-from charfmt.character import Character
 from charfmt.cli import main
 from charfmt.interop import InteropError
+from charfmt.prompt.character import Character
 
 HERE = Path(__file__).resolve().parent / "interop"
 REX = HERE.parent.parent / "examples" / "characters" / "rex.toml"

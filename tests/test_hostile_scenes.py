@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import charfmt
-from charfmt.character import MAX_FILE_SIZE
 from charfmt.models import Chat, Segment
-from charfmt.scene import MAX_CAST, SPEAKER_ID, Scene
+from charfmt.prompt.character import MAX_FILE_SIZE
+from charfmt.prompt.scene import MAX_CAST, SPEAKER_ID, Scene
 from charfmt.serve.formats import read_answer, whole
 from charfmt.store.base import MAX_NAME, NAME
 from charfmt.tags import DEFAULT_TAGS
@@ -168,6 +168,14 @@ def test_serve_says_a_bad_scene_in_one_line(stage: Path) -> None:
     (stage / "s.toml").write_text('[[cast]]\nid = "narrator"\ncharacter = "rex.toml"\n')
     run = run_cli(["serve", "--scene", str(stage / "s.toml"), "--upstream", "http://127.0.0.1:9/v1"], stage)
     assert "cast[0].id: speaker id 'narrator' is the narrator's" in one_error_line(run)
+
+
+@pytest.mark.parametrize("command", ["grammar --target gbnf", "stream", "serve --upstream http://127.0.0.1:9/v1"])
+def test_an_empty_cast_is_one_error_line_at_every_door(command: str, stage: Path) -> None:
+    """``cast = []``: one line naming the key, exit 1, no traceback (was ``StopIteration``)."""
+    (stage / "s.toml").write_text('name = "nobody"\ncast = []\n')
+    run = run_cli([*command.split(), "--scene", str(stage / "s.toml")], stage)
+    assert "s.toml:2: cast: the cast is empty" in one_error_line(run)
 
 
 # --- stage maps --------------------------------------------------------------------------------------

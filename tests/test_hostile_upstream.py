@@ -446,7 +446,7 @@ def test_serve_reads_each_malformation_as_chat_does(name: str, upstream: Callabl
     pytest.importorskip("starlette")
     import asyncio
 
-    from charfmt._http_client import endpoint_url
+    from charfmt.llm._replies import endpoint_url
     from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure
 
     case = CASES[name]
@@ -482,7 +482,7 @@ def test_serve_says_a_connection_reset_mid_reply_once_and_logs_no_stray_error(
     import gc
     import struct
 
-    from charfmt._http_client import endpoint_url
+    from charfmt.llm._replies import endpoint_url
     from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure
 
     def reset(conn: socket.socket) -> None:
@@ -520,7 +520,7 @@ def test_serve_ends_the_reply_at_done_whatever_follows(upstream: Callable[[Scrip
     pytest.importorskip("starlette")
     import asyncio
 
-    from charfmt._http_client import endpoint_url
+    from charfmt.llm._replies import endpoint_url
     from charfmt.serve.upstream import DRAIN_SECONDS, HTTPUpstream
 
     client = HTTPUpstream(endpoint_url(upstream(forever(SSE + reply_events(), b": more after the end\n"))))

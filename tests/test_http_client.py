@@ -1,4 +1,4 @@
-"""The bounded readers of ``charfmt._http_client``: lines over any chunking, JSON with a depth limit."""
+"""The bounded readers of ``charfmt.llm._replies``: lines over any chunking, JSON with a depth limit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from charfmt._http_client import (
+from charfmt.llm._replies import (
     Budget,
     Delta,
     EventStream,
@@ -185,7 +185,7 @@ def test_a_chunk_read_in_one_pass_reads_as_the_general_reading(text: str, change
         assert fast == text  # the plain chunk itself is read in one pass (the comparison below is no empty one)
     try:
         with pytest.MonkeyPatch.context() as m:
-            m.setattr("charfmt._http_client.plain_chunk", lambda event: None)
+            m.setattr("charfmt.llm._replies.plain_chunk", lambda event: None)
             general: object = ReplyReader(UpstreamError).chunk(raw)
     except UpstreamError as e:
         general = e

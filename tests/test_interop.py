@@ -15,13 +15,13 @@ import pytest
 
 import charfmt
 from charfmt import interop
-from charfmt.character import Character, Exchange, load_history
 from charfmt.cli import main
 from charfmt.fuzz import iter_fuzz_cases
 from charfmt.interop import groupchat
 from charfmt.models import Reply
+from charfmt.prompt.character import Character, Exchange, load_history
+from charfmt.prompt.userinput import UserContext, UserTurn
 from charfmt.stream import collect
-from charfmt.userinput import UserContext, UserTurn
 from charfmt.writer import dumps
 
 ROOT = Path(__file__).resolve().parent.parent

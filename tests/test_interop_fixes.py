@@ -19,10 +19,10 @@ import pytest
 
 import charfmt
 from charfmt import interop
-from charfmt.character import Character, Exchange, history_from_jsonl, history_line, load_history
 from charfmt.cli import main
 from charfmt.diagnostics import CharfmtError
-from charfmt.userinput import UserTurn
+from charfmt.prompt.character import Character, Exchange, history_from_jsonl, history_line, load_history
+from charfmt.prompt.userinput import UserTurn
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).parent / "interop"

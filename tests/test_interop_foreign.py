@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from charfmt import interop
-from charfmt.character import Character, Exchange
 from charfmt.diagnostics import CharfmtError
+from charfmt.prompt.character import Character, Exchange
 
 HERE = Path(__file__).resolve().parent / "interop"
 REX = Character.load(HERE.parent.parent / "examples" / "characters" / "rex.toml")

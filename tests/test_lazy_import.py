@@ -18,9 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt import body
 from charfmt._grammar import rules, static
 from charfmt._grammar import tables as _tables
+from charfmt._grammar.lexical import BadEntity
+from charfmt._strict.lalr import Driver, Reject
 from charfmt.testing import bodies, texts
 
 PACKAGE_ROOT = Path(charfmt.__file__).resolve().parent.parent
@@ -28,14 +29,14 @@ PACKAGE_ROOT = Path(charfmt.__file__).resolve().parent.parent
 LAZY = (
     "lark",
     "jinja2",
-    "charfmt.render",
-    "charfmt.export",
+    "charfmt.prompt.render",
+    "charfmt.constrain.export",
     "charfmt.stream",
     "charfmt.speech",
-    "charfmt.userinput",
-    "charfmt.character",
+    "charfmt.prompt.userinput",
+    "charfmt.prompt.character",
     "charfmt._lenient.recovery",
-    "charfmt.schema",
+    "charfmt.constrain.schema",
     "charfmt._strict_c",
 )
 """What a strict parse of valid input must not load (the compiled strict reader: ``parse`` looks for
@@ -85,7 +86,7 @@ def test_import_loads_neither_lark_nor_jinja() -> None:
 
 def test_the_cli_starts_without_lark_or_jinja() -> None:
     """``charfmt parse`` and ``charfmt schema`` start fast; grammar and render commands load what they use."""
-    assert _loaded_after("import charfmt.cli") == {"charfmt.schema"}
+    assert _loaded_after("import charfmt.cli") == {"charfmt.constrain.schema"}
 
 
 @pytest.mark.parametrize("reply", VALID, ids=["one chat", "every type and tag"])
@@ -147,13 +148,15 @@ def test_submodules_are_attributes_and_unknown_names_are_not() -> None:
 
 
 def test_the_cached_tables_match_the_grammar() -> None:
-    """``charfmt/_grammar/_lalr.py`` is what ``python -m charfmt._tables`` writes for today's grammar."""
+    """``charfmt/_grammar/_lalr.py`` is what ``python -m charfmt._grammar.tables`` writes for today's grammar."""
     cached = Path(_tables.CACHE_FILE).read_text(encoding="utf-8")
-    assert cached == _tables.generate(), "the grammar changed: run `python -m charfmt._tables` and commit the result"
+    assert cached == _tables.generate(), (
+        "the grammar changed: run `python -m charfmt._grammar.tables` and commit the result"
+    )
 
 
 def test_the_cache_is_used_only_for_its_own_grammar() -> None:
-    grammar = body.full_grammar_text()
+    grammar = rules.full_grammar_text()
     assert _tables.cached(grammar) is not None
     assert _tables.cached_terminals(grammar) is not None
     edited = grammar + "\n// a user's edit\n"
@@ -163,23 +166,23 @@ def test_the_cache_is_used_only_for_its_own_grammar() -> None:
 
 def test_cached_terminals_are_larks() -> None:
     lark = rules.lark_parser()
-    cached = _tables.cached_terminals(body.full_grammar_text())
+    cached = _tables.cached_terminals(rules.full_grammar_text())
     assert cached == {t.name: t.pattern.to_regexp() for t in lark.terminals}
     assert static.static_terminals() == {t.name: t.pattern.to_regexp() for t in static.static_lark().terminals}, (
         "the static part's terminals"
     )
 
 
-_CACHE = _tables.cached(body.full_grammar_text())
-_FROM_CACHE = None if _CACHE is None else body.Driver.from_cache(_CACHE)
-_FROM_LARK = body.Driver(rules.lark_parser())
+_CACHE = _tables.cached(rules.full_grammar_text())
+_FROM_CACHE = None if _CACHE is None else Driver.from_cache(_CACHE)
+_FROM_LARK = Driver(rules.lark_parser())
 
 
-def _outcome(driver: body.Driver | None, text: str, start: str) -> object:
+def _outcome(driver: Driver | None, text: str, start: str) -> object:
     assert driver is not None
     try:
         return driver.parse(text, start)
-    except (body.Reject, body._BadEntity) as e:
+    except (Reject, BadEntity) as e:
         return type(e).__name__
 
 

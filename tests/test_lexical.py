@@ -20,7 +20,7 @@ import pytest
 
 from charfmt._grammar import lexical
 from charfmt._grammar.static import terminal_regex
-from charfmt.userinput import _input_lark
+from charfmt.prompt.userinput import _input_lark
 
 PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
 

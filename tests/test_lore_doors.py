@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from charfmt import Character
-from charfmt.cards import export_card
 from charfmt.cli import main
-from charfmt.lorebook import Lorebook, LorebookError
-from charfmt.render import render_messages, render_text, render_text_turn, render_turn
-from charfmt.scene import Scene
+from charfmt.prompt.cards import export_card
+from charfmt.prompt.lorebook import Lorebook, LorebookError
+from charfmt.prompt.render import render_messages, render_text, render_text_turn, render_turn
+from charfmt.prompt.scene import Scene
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile_files import zip_of

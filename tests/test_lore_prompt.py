@@ -17,7 +17,7 @@ import pytest
 import charfmt
 from charfmt import Character, greeting_exchange
 from charfmt.cli import main
-from charfmt.render import render_text, render_turn
+from charfmt.prompt.render import render_text, render_turn
 
 BOOK: dict[str, Any] = {
     "name": "Coast",
@@ -233,7 +233,7 @@ def test_the_lorebook_docs_python_runs() -> None:
 
 
 def _scene(tmp_path: Path) -> Any:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
     examples = Path(__file__).parents[1] / "examples"
     text = (examples / "scenes" / "mars_shrine.toml").read_text(encoding="utf-8")
@@ -269,7 +269,7 @@ def test_a_scene_has_a_lorebook_per_cast_member_and_its_own(tmp_path: Path) -> N
 
 
 def test_a_scene_lorebook_that_cannot_be_read_names_the_scene_and_key(tmp_path: Path) -> None:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
     _scene(tmp_path)
     (tmp_path / "shrine.json").write_text("[]")

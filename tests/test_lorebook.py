@@ -1,4 +1,4 @@
-"""Lorebooks (``charfmt.lorebook``): every activation rule of SillyTavern's World Info as data, and bad books.
+"""Lorebooks (``charfmt.prompt.lorebook``): every activation rule of SillyTavern's World Info as data, and bad books.
 
 The rules are the cases of ``tests/lore/activation_cases.json``, each checked against what
 SillyTavern's ``checkWorldInfo`` does (``public/scripts/world-info.js``): which entries fire, in
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from charfmt.lorebook import REGEX_TIME, Lorebook, LorebookError
-from charfmt.macros import Macros
+from charfmt.prompt.lorebook import REGEX_TIME, Lorebook, LorebookError
+from charfmt.prompt.macros import Macros
 
 CASES = json.loads((Path(__file__).parent / "lore" / "activation_cases.json").read_text(encoding="utf-8"))["cases"]
 HAS_REGEX = importlib.util.find_spec("regex") is not None
@@ -129,7 +129,7 @@ def test_ten_thousand_entries_activate_in_bounded_time() -> None:
     code = textwrap.dedent(
         """
         import json, re, time
-        from charfmt.lorebook import Lorebook
+        from charfmt.prompt.lorebook import Lorebook
         words = [f"w{i:05d}" for i in range(10_000)]
         book = {"entries": {str(i): {"key": [w], "content": "lore " * 20, "order": i} for i, w in enumerate(words)}}
         start = time.process_time()
@@ -153,7 +153,7 @@ def test_a_regex_key_that_backtracks_catastrophically_is_cut_off_and_said() -> N
     code = textwrap.dedent(
         """
         import json, sys, time
-        from charfmt.lorebook import Lorebook
+        from charfmt.prompt.lorebook import Lorebook
         book = Lorebook.model_validate_json(sys.stdin.read())
         start = time.perf_counter()
         active = book.activate(["User: " + "a" * 20_000 + "! safe", "x" * 20_000], counter=len)
@@ -171,15 +171,9 @@ def test_a_regex_key_that_backtracks_catastrophically_is_cut_off_and_said() -> N
 
 
 def test_regex_keys_without_the_regex_package_are_said_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from charfmt import lorebook
-
-    monkeypatch.setitem(sys.modules, "regex", None)  # (import regex: ImportError)
-    lorebook._compiled.cache_clear()
-    try:
-        active = _activate({"entries": {"0": {"key": ["/a/"], "content": "A"}, "1": {"key": ["/a/"], "content": "B"}}},
-                           ["User: a"])  # fmt: skip
-    finally:
-        lorebook._compiled.cache_clear()
+    monkeypatch.setitem(sys.modules, "regex", None)  # (import regex: ImportError; a new book compiles its keys anew)
+    active = _activate({"entries": {"0": {"key": ["/a/"], "content": "A"}, "1": {"key": ["/a/"], "content": "B"}}},
+                       ["User: a"])  # fmt: skip
     assert active.placed == []
     said = [d.message for d in active.diagnostics if d.code == "CF942"]
     assert said == ["lore: regex key '/a/' not used: needs the regex package (pip install 'charfmt[lorebook]'):"

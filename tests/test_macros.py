@@ -1,4 +1,4 @@
-"""Macros (``charfmt.macros``): SillyTavern's macros as data, draws a seed makes reproducible, and the output bound.
+"""Macros (``prompt.macros``): SillyTavern's macros as data, draws a seed makes reproducible, and the output bound.
 
 Every expansion in charfmt goes through one bound (``MAX_MACRO_OUTPUT`` per render or card
 greeting): a card that would multiply into hundreds of megabytes is one clear error, and the
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from charfmt.macros import MAX_MACRO_OUTPUT, MacroError, Macros, expand
+from charfmt.prompt.macros import MAX_MACRO_OUTPUT, MacroError, Macros, expand
 
 CASES = json.loads((Path(__file__).parent / "lore" / "macro_cases.json").read_text(encoding="utf-8"))["cases"]
 NOW = dt.datetime(2026, 11, 28, 15, 4)

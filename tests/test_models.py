@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 import charfmt
 from charfmt import Reply, Segment, Vocabulary
-from charfmt.envelope import Locator
+from charfmt._strict.envelope import Locator
 
 SAMPLE = (
     '{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\\n<act>jump</act>\\n<msg>Hi &amp; bye</msg>"},'

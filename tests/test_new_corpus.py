@@ -30,9 +30,9 @@ from test_stream_events import _batch_events, _observed, _stream
 import charfmt
 from charfmt._lenient.state import normal, words
 from charfmt._lenient.turns import learn
-from charfmt.character import Character
 from charfmt.parser import prompt_texts, turn_lines
-from charfmt.scene import Scene
+from charfmt.prompt.character import Character
+from charfmt.prompt.scene import Scene
 
 DATA: Final = Path(__file__).resolve().parent / "data"
 

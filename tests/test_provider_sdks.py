@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 import charfmt
-from charfmt.engines import request_fields
+from charfmt.constrain.engines import request_fields
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (the SDKs' transport)")
 

@@ -20,8 +20,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.cards import greeting
 from charfmt.events import Emotion, TextDelta
+from charfmt.prompt.cards import greeting
 from charfmt.stream import StreamParser, collect
 
 CASES = load_cases("reader_classes.txt")

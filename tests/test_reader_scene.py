@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import charfmt
-from charfmt.scene import Scene
+from charfmt.prompt.scene import Scene
 from charfmt.stream import StreamParser, collect
 
 MOVER = """name = "Ines"

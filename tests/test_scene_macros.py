@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from charfmt.scene import Scene
+from charfmt.prompt.scene import Scene
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = dt.datetime(2026, 11, 28, 15, 4)

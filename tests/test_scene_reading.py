@@ -24,7 +24,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from charfmt.cli import main  # noqa: E402
-from charfmt.scene import Scene  # noqa: E402
+from charfmt.prompt.scene import Scene  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt import _sdk_chunks, interop
+from charfmt import interop
+from charfmt.llm import _sdk_chunks
 from charfmt.testing import chunkings, damaged_replies
 
 SHORT = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello &amp; welcome!</msg>"}]}'

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt.schema import PROVIDERS
+from charfmt.constrain.schema import PROVIDERS
 from charfmt.testing import chunkings, damaged_replies
 from charfmt.writer import canonical_form, is_canonical
 

@@ -649,7 +649,7 @@ def test_playground_page_has_no_outside_url(rex: Character, upstream: tuple[Scri
 
 @pytest.mark.parametrize("fmt", ["tags", "airi", "speech"])
 def test_a_scene_answer_reads_back_with_its_speakers(fmt: str) -> None:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
     from charfmt.serve.formats import read_answer
 
     scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
@@ -763,7 +763,7 @@ def test_turn_by_get_for_eventsource(rex: Character, upstream: tuple[Scripted, s
 
 
 def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
     scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
     first = next(iter(scene.cast.values()))
@@ -847,7 +847,7 @@ def test_usage_counts_the_reply_however_the_upstream_sent_it(
     mode: str, rex: Character, upstream: tuple[Scripted, str]
 ) -> None:
     """The reply's tokens are estimated from its text: a whole completion is not one token (one delta)."""
-    from charfmt.render import estimate_tokens
+    from charfmt.prompt.render import estimate_tokens
 
     upstream[0].mode = mode
     with serve(rex, upstream) as base:
@@ -873,7 +873,7 @@ def test_an_upstream_refusal_without_a_key_says_none_was_sent(
 
 @pytest.mark.parametrize("fmt", ["tags", "speech", "airi"])
 def test_a_scene_in_tags_speech_airi_says_who_speaks(fmt: str, upstream: tuple[Scripted, str]) -> None:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
     scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
     up = upstream[0]

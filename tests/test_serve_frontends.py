@@ -216,7 +216,7 @@ def test_a_continue_in_a_session_goes_on_from_its_last_reply(rex: Character, up:
 
 
 def test_a_scene_is_continued_and_its_players_line_asked_for(up: Scripted, upstream_url: str) -> None:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
     scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
     first = next(iter(scene.cast.values()))

@@ -47,9 +47,9 @@ def test_a_text_chunk_is_the_chunk_object_encoded(text: str, model: str) -> None
 
 
 def test_a_view_reads_each_field_when_a_template_asks_and_no_other() -> None:
-    from charfmt.render import _view
+    from charfmt.prompt.render import template_view
 
-    view = _view(REX)
+    view = template_view(REX)
     assert view._fields == {}  # nothing viewed yet
     assert view.name == REX.name and list(view.actions) == REX.actions
     assert set(view._fields) == {"name", "actions"}
@@ -60,7 +60,7 @@ def test_a_view_reads_each_field_when_a_template_asks_and_no_other() -> None:
     def shown(record: object) -> str:  # (a method's view shows its address)
         return re.sub(r" at 0x[0-9a-f]+", "", repr(record))
 
-    assert shown(view) == shown(_view(REX))  # every field, whichever were read first
+    assert shown(view) == shown(template_view(REX))  # every field, whichever were read first
     with pytest.raises(AttributeError):
         _ = view.model_dump  # a method of the model that no template is given
     with pytest.raises(AttributeError):

@@ -15,7 +15,8 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 
 from charfmt import Character, parse  # noqa: E402
-from charfmt.engines import default_model_path  # noqa: E402
+from charfmt.constrain import budget  # noqa: E402
+from charfmt.llm.loading import default_model_path  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -132,7 +133,6 @@ def test_serve_model_streams_strict_speaking_replies_to_the_openai_sdk(
 
     from models import CHAT_FORMATS, PLAYER_TURNS
 
-    from charfmt import chat
     from charfmt.serve.upstream import load_local
 
     gguf = _gguf(model)
@@ -156,8 +156,8 @@ def test_serve_model_streams_strict_speaking_replies_to_the_openai_sdk(
         said = [n for r in rows for n in _speech(r["text"], character)]
         assert all(said) and len(said) >= 6, said
         assert statistics.median(said) >= MEDIAN_SPEECH[file], said
-        measured = chat.chat_bounds(character, BUDGET, tokens_per_char=upstream.tokens_per_char(
-            chat.speech_texts(character)))  # fmt: skip
+        measured = budget.chat_bounds(character, BUDGET, tokens_per_char=upstream.tokens_per_char(
+            budget.speech_texts(character)))  # fmt: skip
         assert rows[0]["text"] and max(said) <= (measured.max_chars or 0)  # the same bounds as charfmt chat's
         with capsys.disabled():
             print(f"\nserve --model {model} {file}: 6/6 strict, speech up to {measured.max_chars}: {said}")
@@ -169,7 +169,7 @@ def test_serve_scene_with_a_model_answers_strictly_per_speaker(model: str, tmp_p
     pytest.importorskip("llama_cpp")
     from models import CHAT_FORMATS, SCENE_TURNS
 
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
     from charfmt.serve.upstream import load_local
 
     scene = Scene.load(REX.parent.parent / "scenes" / "mars_shrine.toml")

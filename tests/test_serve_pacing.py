@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from charfmt import Character
-from charfmt._http_client import Delta
+from charfmt.llm._replies import Delta
 from charfmt.serve.pacing import Pacer
 
 pytest.importorskip("starlette")

@@ -19,7 +19,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from charfmt import Character  # noqa: E402
-from charfmt.lorebook import Lorebook  # noqa: E402
+from charfmt.prompt.lorebook import Lorebook  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from charfmt import Character, parse
-from charfmt._token_fit import fit_messages
-from charfmt.character import Exchange
-from charfmt.render import ESTIMATE, BudgetError, render_messages
-from charfmt.scene import Scene
+from charfmt.prompt._token_fit import fit_messages
+from charfmt.prompt.character import Exchange
+from charfmt.prompt.render import ESTIMATE, BudgetError, render_messages
+from charfmt.prompt.scene import Scene
 from charfmt.serve import Settings
 from charfmt.serve.prompt import BadTurn
 from charfmt.serve.turns import Engine
@@ -105,17 +105,17 @@ def test_a_scenes_messages_are_those_rendered_whole(n_ctx: int) -> None:
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[str]:
-    """Each call of ``charfmt.render.<name>`` from now on, noted (the function still does its work)."""
-    import charfmt.render
+    """Each call of ``charfmt.prompt.render.<name>`` from now on, noted (the function still does its work)."""
+    import charfmt.prompt.render
 
     calls: list[str] = []
-    real = getattr(charfmt.render, name)
+    real = getattr(charfmt.prompt.render, name)
 
     def counted(*args: Any, **kw: Any) -> Any:
         calls.append(name)
         return real(*args, **kw)
 
-    monkeypatch.setattr(charfmt.render, name, counted)
+    monkeypatch.setattr(charfmt.prompt.render, name, counted)
     return calls
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from charfmt._http_client import LineSplitter, UpstreamError, lines
+from charfmt.llm._replies import LineSplitter, UpstreamError, lines
 from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure, _Body, front_status, retry_after
 
 

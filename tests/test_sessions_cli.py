@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 import charfmt
-from charfmt.character import Exchange, history_from_jsonl, history_line
 from charfmt.cli import main
-from charfmt.scene import Scene
+from charfmt.prompt.character import Exchange, history_from_jsonl, history_line
+from charfmt.prompt.scene import Scene
+from charfmt.prompt.userinput import UserTurn
 from charfmt.store import SessionKey, open_store
-from charfmt.userinput import UserTurn
+from charfmt.store.scopes import scope
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
@@ -64,7 +65,7 @@ def test_chat_session_resumes_where_it_stopped(
     assert len(sent) == 5 and "fix my drone" in sent[0] and "left rotor" in sent[2] and "how much" in sent[4]
     with open_store(store) as opened:
         (info,) = opened.sessions()
-    assert info.key == SessionKey("", "cli/Rex", "bench") and info.turns == 3
+    assert info.key.namespace.startswith("cli/Rex~") and info.key.name == "bench" and info.turns == 3
     assert main(["chat", "--character", REX, "--endpoint", base + "/v1", "--say", "hi"]) == 0  # no --session:
     with open_store(store) as opened:  # nothing kept
         assert [s.turns for s in opened.sessions()] == [3]
@@ -98,7 +99,7 @@ def test_sessions_list_show_and_delete(tmp_path: Path, capsys: pytest.CaptureFix
     store, history = _stored(tmp_path)
     assert main(["sessions", "list", "--store", store]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["OWNER", "NAMESPACE", "NAME", "TURNS", "BYTES", "LAST", "WRITTEN"]
+    assert lines[0].split() == ["OWNER", "NAMESPACE", "NAME", "EXCHANGES", "BYTES", "LAST", "WRITTEN"]
     assert [line.split()[:4] for line in lines[1:]] == [
         ["alice", "chat/Mio", "solo", "1"], ["alice", "chat/Mio", "p1", "1"], ["-", "turn/Mio", "p1", "2"]]  # fmt: skip
     assert main(["sessions", "list", "--store", store, "--owner", "-", "--format", "jsonl"]) == 0
@@ -183,7 +184,7 @@ def test_a_scene_session_is_kept_and_exported(tmp_path: Path, upstream: tuple[Sc
     loaded = charfmt.load_history(out, scene)
     assert [ex.reply.chats[0].speaker for ex in loaded] == ["rex", "rex"]
     with open_store(store) as opened:
-        assert opened.history(SessionKey("", f"turn/{scene.name}", "s")) == loaded
+        assert opened.history(SessionKey("", f"turn/{scope(scene.name, scene)}", "s")) == loaded
 
 
 def test_the_sessions_docs_python_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

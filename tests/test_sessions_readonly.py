@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from charfmt import parse
-from charfmt.character import Exchange
+from charfmt.prompt.character import Exchange
+from charfmt.prompt.userinput import UserTurn
 from charfmt.store import SessionKey, StoreError, open_store
-from charfmt.userinput import UserTurn
 
 ACTIONS = [["list"], ["show", "evening"], ["export", "evening"], ["delete", "evening"]]
 

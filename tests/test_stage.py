@@ -203,7 +203,7 @@ def test_wrong_types_are_a_clear_type_error(call: Any, needle: str) -> None:
 
 
 def test_export_card_of_an_unknown_format_is_a_value_error() -> None:
-    from charfmt.cards import export_card
+    from charfmt.prompt.cards import export_card
 
     with pytest.raises(ValueError, match='"json" or "png"'):
         export_card(AOI, "webp")  # type: ignore[arg-type]

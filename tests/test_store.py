@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import charfmt
-from charfmt.character import Exchange
+from charfmt.prompt.character import Exchange
+from charfmt.prompt.userinput import UserTurn
 from charfmt.store import SessionKey, Store, StoreError, open_store
-from charfmt.userinput import UserTurn
 
 sys.path.insert(0, str(Path(__file__).parent))
 from store_targets import ENGINES, store_target
@@ -114,7 +114,7 @@ def test_delete(store: Store) -> None:
 
 
 def test_a_scene_history_is_kept(store: Store) -> None:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
     scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
     store.append(A, scene.examples[0])

@@ -29,12 +29,15 @@ from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 from charfmt.serve.owners import token_line  # noqa: E402
 from charfmt.store import SessionKey, open_store  # noqa: E402
+from charfmt.store.scopes import scope  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 from store_targets import postgres_missing, postgres_schema  # noqa: E402
 
 REX = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+SCOPE = scope("Rex", Character.load(REX))
+"""Rex's part of its sessions' namespaces: its name and its definition's digest (``turn/Rex~…``)."""
 T = 10.0
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210xx"
 
@@ -137,10 +140,10 @@ def test_two_tokens_with_the_same_user_never_see_each_other(
     with open_store(tmp_path / "s.sqlite3") as store:
         owners = sorted((s.key.owner, s.key.namespace, s.turns) for s in store.sessions(name="player-1"))
     assert owners == [
-        ("alice", "chat/Rex", 2),
-        ("alice", "turn/Rex", 1),
-        ("bob", "chat/Rex", 2),
-        ("bob", "turn/Rex", 2),
+        ("alice", f"chat/{SCOPE}", 2),
+        ("alice", f"turn/{SCOPE}", 1),
+        ("bob", f"chat/{SCOPE}", 2),
+        ("bob", f"turn/{SCOPE}", 2),
     ]
 
 
@@ -255,7 +258,7 @@ def test_a_server_killed_at_random_loses_no_finished_turn(upstream: tuple[Script
     db.close()
     with open_store(store) as opened:
         for name, done in finished.items():
-            kept = [ex.user.chats[0].segments[-1].text for ex in opened.history(SessionKey("", "turn/Rex", name))]
+            kept = [ex.user.chats[0].segments[-1].text for ex in opened.history(SessionKey("", f"turn/{SCOPE}", name))]
             assert [s for s in kept if s in done] == done  # every finished turn, in order
             assert set(kept) - set(done) <= set(in_flight[name])  # anything else was a turn in flight
     with serve_process(*flags) as (_, base):  # a restart serves every session: the next turn carries it back
@@ -292,7 +295,7 @@ def test_the_default_store_is_in_the_data_folder(upstream: tuple[Scripted, str],
     store = tmp_path / "charfmt" / "sessions.sqlite3"
     assert f"sessions kept in {store} (0 now)" in log
     with open_store(store) as opened:
-        assert [s.key for s in opened.sessions()] == [SessionKey("", "turn/Rex", "p1")]
+        assert [s.key for s in opened.sessions()] == [SessionKey("", f"turn/{SCOPE}", "p1")]
     with serve_process("--upstream", upstream[1] + "/v1", "--memory", env=env) as (child, base):
         assert turn(base, "p2", "hello")
         child.terminate()
@@ -309,9 +312,9 @@ def test_eviction_and_trimming_are_logged(
         for key in ("a", "b", "c", "c", "c"):
             assert turn(base, key, "hello " * 20)
     lines = [r.getMessage() for r in caplog.records if r.name == "charfmt.serve"]
-    assert any(line.startswith("session -:turn/Rex:a evicted (1 exchanges") and "more than 2 sessions" in line
+    assert any(line.startswith(f"session -:turn/{SCOPE}:a evicted (1 exchanges") and "more than 2 sessions" in line
                for line in lines), lines  # fmt: skip
-    assert any("session -:turn/Rex:c:" in line and "oldest exchange(s) dropped" in line for line in lines), lines
+    assert any(f"session -:turn/{SCOPE}:c:" in line and "oldest exchange(s) dropped" in line for line in lines), lines
 
 
 # --- PostgreSQL: several workers, and a server that goes away -------------------------------------------------
@@ -361,7 +364,9 @@ def _two_workers(upstream: tuple[Scripted, str], target: str) -> None:
     assert all(results)
     with open_store(target) as store:
         for s in range(200):
-            kept = [ex.user.chats[0].segments[-1].text for ex in store.history(SessionKey("", "turn/Rex", f"s{s}"))]
+            kept = [
+                ex.user.chats[0].segments[-1].text for ex in store.history(SessionKey("", f"turn/{SCOPE}", f"s{s}"))
+            ]
             assert sorted(kept) == [f"S{s}T0", f"S{s}T1"], kept
             second = next(r for r in up.requests if kept[1] in said(r)[-1])
             assert len(said(second)) == 2 and kept[0] in said(second)[0]  # it saw the first turn: no interleaving
@@ -445,7 +450,7 @@ def test_a_postgres_that_goes_away_mid_turn_is_one_clear_error(
                 proxy.open = True  # the server is back: the next turn works, the first turn was kept
                 assert turn(base, "p1", "back again")
         with open_store(postgres) as direct:
-            kept = [ex.user.chats[0].segments[-1].text for ex in direct.history(SessionKey("", "turn/Rex", "p1"))]
+            kept = [ex.user.chats[0].segments[-1].text for ex in direct.history(SessionKey("", f"turn/{SCOPE}", "p1"))]
         assert kept == ["first words", "back again"]
     finally:
         proxy.close()
@@ -477,5 +482,5 @@ def test_a_store_locked_mid_turn_is_a_503_in_bounded_time(
                 r.status_code == 503 and "is locked by another program (waited 0.5 s)" in r.json()["error"]["message"]
             )
             assert turn(base, "p1", "second words")
-        kept = [ex.user.chats[0].segments[-1].text for ex in store.history(SessionKey("", "turn/Rex", "p1"))]
+        kept = [ex.user.chats[0].segments[-1].text for ex in store.history(SessionKey("", f"turn/{SCOPE}", "p1"))]
     assert kept == ["first words", "second words"]

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 import charfmt
 from charfmt import DEFAULT_TAGS, TagSpec
 from charfmt._lenient.recovery import read_body
-from charfmt.character import CharacterError
+from charfmt.prompt.character import CharacterError
+from charfmt.prompt.userinput import parse_shorthand
 from charfmt.tags import TagError
 from charfmt.testing import damaged_replies, replies, segments
-from charfmt.userinput import parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
 
 SFX = TagSpec(

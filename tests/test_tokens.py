@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt import Character
-from charfmt._token_estimate import _char_cost, pieces
-from charfmt._token_fit import count_messages
-from charfmt.render import ESTIMATE, bound_tokens, estimate_tokens
-from charfmt.tokens import TokenizerError, counter_for, grammar_cost, prompt_budget
+from charfmt.prompt._token_estimate import _char_cost, pieces
+from charfmt.prompt._token_fit import count_messages
+from charfmt.prompt.render import ESTIMATE, bound_tokens, estimate_tokens
+from charfmt.prompt.tokens import TokenizerError, counter_for, grammar_cost, prompt_budget
 
 CORPUS = [json.loads(line) for line in (ROOT / "benchmarks" / "data" / "token_corpus.jsonl").open(encoding="utf-8")]
 REX = ROOT / "examples" / "characters" / "rex.toml"

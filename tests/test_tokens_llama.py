@@ -14,7 +14,7 @@ from conftest import ROOT
 from models import smollm2_path
 
 from charfmt import Character, parse, render_messages
-from charfmt.character import Exchange
+from charfmt.prompt.character import Exchange
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'charfmt[local]')")
 
@@ -25,7 +25,7 @@ MAX_TOKENS = 48
 
 @functools.cache
 def _model() -> Any:
-    from charfmt.engines import load_llama
+    from charfmt.llm.loading import load_llama
 
     path = smollm2_path()
     if path is None:
@@ -35,8 +35,8 @@ def _model() -> Any:
 
 def test_the_local_models_counter_is_its_own_prompt_count() -> None:
     """The counter counts the prompt the chat template builds, token for token as llama.cpp's guard reads it."""
-    from charfmt._model_clients import ContextFull, _chat_handler, _Guarded
-    from charfmt.tokens import counter_for
+    from charfmt.llm._model_clients import ContextFull, _chat_handler, _Guarded
+    from charfmt.prompt.tokens import counter_for
 
     llm = _model()
     counter = counter_for(llm=llm)
@@ -66,8 +66,8 @@ def test_chat_model_counts_with_the_models_own_counter() -> None:
 @pytest.mark.model
 def test_chat_model_keeps_exactly_the_history_that_fits() -> None:
     from charfmt import chat
-    from charfmt._model_clients import _Guarded
-    from charfmt.tokens import counter_for, prompt_budget
+    from charfmt.llm._model_clients import _Guarded
+    from charfmt.prompt.tokens import counter_for, prompt_budget
 
     llm = _model()
     rex = Character.load(REX)
@@ -108,10 +108,10 @@ def test_serve_model_keeps_exactly_the_history_that_fits() -> None:
     """``serve --model``: the engine counts with the in-process model's own counter; the request it sends
     fits the window by llama.cpp's count, and one exchange more would not (no generation needed)."""
     pytest.importorskip("starlette")
+    from charfmt.prompt.tokens import prompt_budget
     from charfmt.serve import Settings
     from charfmt.serve.turns import Engine
     from charfmt.serve.upstream import LocalUpstream
-    from charfmt.tokens import prompt_budget
 
     llm = _model()
     rex = Character.load(REX)

@@ -116,8 +116,8 @@ def test_serve_without_a_model_name_sends_no_model_upstream_as_chat_does() -> No
 def test_a_scene_at_a_default_budget_lets_two_members_speak() -> None:
     """At serve's default 512 tokens (and 400) a scene's grammar holds two chats, each speaking:
     shorter elements before fewer chats, for a scene; a lone character keeps fewer chats first."""
-    from charfmt.export import resolve_bounds
-    from charfmt.scene import Scene
+    from charfmt.constrain.export import resolve_bounds
+    from charfmt.prompt.scene import Scene
 
     scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
     for budget in (400, 512):
@@ -185,8 +185,8 @@ def test_a_continue_through_serve_model_is_prefilled_as_an_http_upstream_does() 
     pytest.importorskip("llama_cpp")
     from models import smollm2_path
 
-    from charfmt._model_clients import LocalModel, chat_prompt
     from charfmt.engines import load_llama
+    from charfmt.llm._model_clients import LocalModel, chat_prompt
 
     path = smollm2_path()
     if path is None:

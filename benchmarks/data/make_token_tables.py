@@ -1,4 +1,4 @@
-"""Build ``charfmt/data/cl100k_tables.json.gz``: the facts of cl100k that ``charfmt._token_estimate`` reads.
+"""Build ``charfmt/data/cl100k_tables.json.gz``: the facts of cl100k that ``charfmt.prompt._token_estimate`` reads.
 
 - ``ranks``: the tokens of cl100k whose rank is below ``RANK_BELOW``, in rank order, each byte a
   character (Latin-1): the merges the BPE makes first (the commonest words with their space,

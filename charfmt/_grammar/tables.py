@@ -2,11 +2,11 @@
 
 Building the tables means importing Lark and analysing the grammar (about half of
 charfmt's cold start). The tables are a pure function of the grammar text, so they are
-generated once (``python -m charfmt._grammar.tables``, or ``python -m charfmt._tables``,
-rewrites the cache) and loaded as plain data. The cache records the grammar text it was
-built from (``STATIC``: ``body.lark``; ``GENERATED``: what the default tag table adds);
-when ``grammars/body.lark`` (user-editable) or the tag table no longer gives that text, the
-cache is ignored and Lark builds the tables as before. ``tests/test_lazy_import.py``
+generated once (``python -m charfmt._grammar.tables`` rewrites the cache) and loaded as plain
+data. The cache records the grammar text it was built from (``STATIC``: ``body.lark``;
+``GENERATED``: what the default tag table adds); when ``grammars/body.lark`` (user-editable)
+or the tag table no longer gives that text, the cache is ignored and Lark builds the tables
+as before. ``tests/test_lazy_import.py``
 regenerates the cache and fails if the committed one has drifted.
 
 Any other table (``DEFAULT_TAGS.extend(...)``) gets its tables from Lark, built once per
@@ -50,7 +50,7 @@ def _numbering(table: Any) -> dict[int, int]:
 
 
 def tables(lark: Lark) -> dict[str, Any]:
-    """The data a :class:`charfmt.body.Driver` needs, as plain literals, read from a built Lark parser."""
+    """The data a :class:`charfmt._strict.lalr.Driver` needs, as plain literals, read from a built Lark parser."""
     from lark.parsers.lalr_analysis import Shift  # noqa: PLC0415 (only generating needs Lark)
 
     parser: Any = lark.parser.parser.parser

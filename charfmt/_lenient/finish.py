@@ -12,10 +12,10 @@ import re
 from typing import Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._grammar.static import terminal_regex
 from charfmt._lenient.pieces import Piece
 from charfmt._lenient.state import RawChat, Recovery, nearly_said, short, words
 from charfmt._lenient.words import is_sentence, unknown_sentence
-from charfmt.body import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, construct_trusted
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG

@@ -6,6 +6,8 @@
   library, and raw positions found only when something is wrong;
 - :mod:`.body`: a chat body as elements (the regex fast path, then the LALR driver of
   :mod:`.lalr`, then :mod:`.diagnosis` for a body that failed).
+- :mod:`.reply`: the full pass where the fast path gave up: every problem of the reply, each
+  a diagnostic at its raw position.
 
 ``charfmt.parser`` drives them and hands what fails to the lenient readers. Where the package
 was built with a C compiler, this package also exists compiled with mypyc

@@ -132,7 +132,7 @@ def json_error(text: str, e: json.JSONDecodeError) -> tuple[str, int]:
     """Why ``text`` is not JSON, in charfmt's words, and the raw offset where it broke (``e`` from ``json``).
 
     The one translation of the standard library's messages: ``decode`` (``CF101``) and the
-    history reader (``charfmt.character``) say the same. A trailing comma is named as such and
+    history reader (``charfmt.prompt.character``) say the same. A trailing comma is named as such and
     pointed at (Python's wording for it differs across versions).
     """
     comma = text[: e.pos].rstrip(" \t\n\r")
@@ -243,6 +243,10 @@ class Locator:
     def keys(self, path: Path) -> list[tuple[int, int]]:
         """Raw spans of every occurrence of the key ending ``path`` (duplicates included)."""
         return self._spans.keys.get(path, [])
+
+    def repeated_keys(self) -> list[tuple[Path, list[tuple[int, int]]]]:
+        """Each key written more than once in its object: its path and the raw spans of every occurrence."""
+        return [(path, spans) for path, spans in self._spans.keys.items() if len(spans) > 1]
 
     def string_offset(self, path: Path, index: int) -> int:
         """Raw offset of decoded character ``index`` of the string value at ``path``.

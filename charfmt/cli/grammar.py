@@ -12,8 +12,8 @@ from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
 
 HELP: Final = "print the reply format as a grammar for constrained decoding"
 
@@ -41,7 +41,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the grammar."""
-    from charfmt.export import grammar  # noqa: PLC0415
+    from charfmt.constrain.export import grammar  # noqa: PLC0415
 
     vocabulary = None
     subject: Character | Scene | None = None
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             vocabulary = Vocabulary.of(*keys)
         except ValueError as e:  # pydantic's ValidationError: a key the format cannot hold
             usage_error(args, f"argument --emotions: {_first_line(e)}")
-    from charfmt.export import ExportError  # noqa: PLC0415
+    from charfmt.constrain.export import ExportError  # noqa: PLC0415
 
     try:
         text = grammar(args.target, vocabulary=vocabulary, character=subject, **bounds_of(args))

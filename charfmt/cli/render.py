@@ -19,11 +19,11 @@ from charfmt.cli._io import (
     usage_error,
 )
 from charfmt.cli._options import add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
-from charfmt.schema import PROVIDERS
+from charfmt.constrain.schema import PROVIDERS
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
-    from charfmt.lorebook import Activation
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.lorebook import Activation, Lorebook
 
 HELP: Final = "render a provider request for a character and a user turn"
 
@@ -71,7 +71,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the request."""
-    from charfmt.render import render_text_turn, render_turn  # noqa: PLC0415 (jinja only when rendering)
+    from charfmt.prompt.render import render_text_turn, render_turn  # noqa: PLC0415 (jinja only when rendering)
 
     if not args.say.strip():
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         "templates": templates, "budget": args.budget, "lorebooks": books, "seed": args.seed,
     }  # fmt: skip
     if args.tokenizer is not None:
-        from charfmt.tokens import counter_for  # noqa: PLC0415
+        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
         options["counter"] = counter_for(tokenizer=args.tokenizer)
     if args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if d.severity != "info" or args.explain:
             print(diag_line("render", d), file=sys.stderr)
     if args.explain:
-        print(_explained(rendered.lore), file=sys.stderr)
+        print(_explained(rendered.lore, _books_of(character, books)), file=sys.stderr)
     if args.format == "text":
         print(rendered.request["prompt"])
     else:
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:
     """The card's greeting ``index`` as the chat's first exchange (an empty user turn), or nothing."""
-    from charfmt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
 
     if index is None:
         return []
@@ -122,10 +122,21 @@ def _greeting_history(character: Character, index: int | None, seed: int | None)
     return [exchange] if exchange is not None else []
 
 
-def _explained(lore: Activation | None) -> str:
-    """``--explain``: the lore of the turn, one line per entry."""
-    if lore is None:
+def _books_of(character: Character, books: list[Lorebook]) -> list[Lorebook]:
+    """The books a turn of ``character`` scans: its card's own, then ``--lorebook``'s."""
+    from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415
+
+    own = character_lorebook(character)
+    return [own, *books] if own is not None else list(books)
+
+
+def _explained(lore: Activation | None, books: list[Lorebook]) -> str:
+    """``--explain``: the lore of the turn, one line per entry (or why there was none to scan)."""
+    if lore is None and not books:
         return "lore: no lorebook"
+    if lore is None:  # books, none with an entry to scan: say so, each with what its reading skipped
+        names = ", ".join(book.name or "a book" for book in books)
+        return f"lore: no entry to scan in {names} (an empty book, or each entry skipped: the warnings above say why)"
     report = lore.report()
     fired, cut, lost = report["fired"], report["cut"], report["lost"]
     rolls = f", {len(lost)} matched but lost the probability roll" if lost else ""
@@ -141,7 +152,7 @@ def _explained(lore: Activation | None) -> str:
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
-    from charfmt.character import history_from_jsonl  # noqa: PLC0415
+    from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415
 
     text = read_text(path, limit, "--history")
     return history_from_jsonl(text, character, "<stdin>" if path == "-" else path)

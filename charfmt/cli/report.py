@@ -114,7 +114,7 @@ def _out_folder(path: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run ``charfmt report``; 0 once the report is written, 1 when no line held a reply (every line bad)."""
     from charfmt import report  # noqa: PLC0415
-    from charfmt.batch import _pyarrow  # noqa: PLC0415
+    from charfmt.batch import require_pyarrow  # noqa: PLC0415
 
     by = tuple(name.strip() for name in args.by.split(",") if name.strip())
     if len(set(by)) != len(by):
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     counter = report.ProgressCounter(sys.stderr) if not args.no_progress and _tty(sys.stderr) else None
     log: Any = None
     with _input(args.file) as f:  # a file that cannot be read exits 2 first, whatever is installed
-        _pyarrow()  # a clear error now, not in a worker
+        require_pyarrow()  # a clear error now, not in a worker
         outputs = report.Outputs(folder, job) if folder is not None else None
         try:
             if args.engine == "ray":

@@ -9,7 +9,7 @@ from typing import Any, Final
 from charfmt.cli._io import EXIT_OK, dump_json, load_character, usage_error
 from charfmt.cli._options import add_bounds, add_character, add_size, bounds_of
 from charfmt.cli._reply import language
-from charfmt.schema import PROVIDERS, json_schema
+from charfmt.constrain.schema import PROVIDERS, json_schema
 
 HELP: Final = "print the reply envelope as JSON Schema"
 
@@ -32,7 +32,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the schema."""
-    from charfmt.export import ExportError  # noqa: PLC0415
+    from charfmt.constrain.export import ExportError  # noqa: PLC0415
 
     bounds = bounds_of(args)
     if args.character is not None and args.max_tokens is not None:  # its examples plan the budget

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
-from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, read
+from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
 from charfmt.cli._options import (
     add_decoding,
     add_lore,
+    add_size,
     add_store,
     add_tokenizer,
     add_user_name,
@@ -23,6 +22,7 @@ from charfmt.cli._options import (
     whole,
 )
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
 
@@ -39,13 +39,14 @@ checked before the server starts."""
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The flags of ``charfmt serve``."""
-    from charfmt.engines import SERVERS  # noqa: PLC0415
+    from charfmt.constrain.engines import SERVERS  # noqa: PLC0415
     from charfmt.serve.formats import FORMATS, FORMATS_HELP  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
     who = sp.add_mutually_exclusive_group(required=True)
     who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
     who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
+    add_size(sp, "--character, --scene or --lorebook file")
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
     where.add_argument("--model", metavar="PATH.gguf", help="run this GGUF in-process with llama.cpp (offline)")
@@ -148,21 +149,20 @@ def _seconds(text: str) -> float:
 def settings_from(args: argparse.Namespace) -> Any:
     """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
 
-    from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
     from charfmt.serve.settings import Settings  # noqa: PLC0415
 
     if args.max_tokens >= args.n_ctx:
         args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
-    if args.model is not None and not os.path.isfile(args.model):  # as charfmt chat: a file it cannot use, exit 2
-        raise InputError(f"model file not found: {args.model}")
     if args.chat_format is not None and args.model is None:
         args.parser.error("argument --chat-format: only with --model (the server at --upstream has its own template)")
     if args.chat_format is not None and not args.chat_format.startswith("chat_template."):
-        from charfmt._model_clients import chat_formats  # noqa: PLC0415
+        from charfmt.llm._model_clients import chat_formats  # noqa: PLC0415
 
         known = chat_formats()  # (llama-cpp-python missing: its one error line, exit 1)
         if args.chat_format not in known:
             args.parser.error(f"argument --chat-format: {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
+    if args.model is not None:
+        _model_file(args.model)
     if not 0 < args.timeout <= 3600:
         args.parser.error(f"--timeout must be more than 0 and at most 3600 seconds, not {args.timeout:g}")
     if args.upstream is not None:
@@ -191,17 +191,17 @@ def settings_from(args: argparse.Namespace) -> Any:
             args.parser.error(f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
     scene = None
     if args.scene is not None:
-        from charfmt.scene import Scene  # noqa: PLC0415
+        from charfmt.prompt.scene import Scene  # noqa: PLC0415
 
-        read(args.scene, DEFAULT_MAX_SIZE)  # a file that cannot be read at all (missing, a folder): exit 2
-        scene = Scene.load(args.scene, max_size=DEFAULT_MAX_SIZE)
+        read(args.scene, args.max_size)  # a file that cannot be read at all (missing, a folder): exit 2
+        scene = Scene.load(args.scene, max_size=args.max_size)
         if args.greeting:  # (0, the default, and none: a scene opens without a greeting either way)
             args.parser.error(f"argument --greeting: {args.greeting}: a scene opens without a greeting")
         if args.user_name is not None:  # (the scene's player; its cast's {{user}})
             scene = scene.model_copy(update={"user_name": args.user_name})
         character = next(iter(scene.cast.values()))
     else:
-        character = load_character(args.character, DEFAULT_MAX_SIZE, args.user_name)
+        character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
     settings = Settings(
         character=character, scene=scene, upstream_url=args.upstream, server=args.server,
@@ -215,7 +215,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         tokens=_tokens(args),
         max_session_age=args.max_age * 86400 if args.max_age is not None else None,
         max_sessions=args.max_sessions or MAX_SESSIONS["memory" if args.memory else "store"],
-        lorebooks=tuple(load_lorebooks(args.lorebook, DEFAULT_MAX_SIZE)), greeting=args.greeting,
+        lorebooks=tuple(load_lorebooks(args.lorebook, args.max_size)), greeting=args.greeting,
         allowed_hosts=allowed_hosts,
     )  # fmt: skip
     _usable(args, settings)
@@ -281,6 +281,19 @@ def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
         raise
 
 
+def _model_file(path: str) -> None:
+    """``--model`` checked before anything is loaded or listens, as ``charfmt chat`` checks it: a file that
+    cannot be used (missing, a directory) exit 2, one that is not a GGUF model exit 1."""
+    import os  # noqa: PLC0415
+
+    from charfmt.cli._io import InputError  # noqa: PLC0415
+    from charfmt.llm.loading import check_gguf  # noqa: PLC0415
+
+    if not os.path.isfile(path):
+        raise InputError(f"model file not found: {path}")
+    check_gguf(path)
+
+
 def _usable(args: argparse.Namespace, settings: Any) -> None:
     """Flags that cannot be served are usage errors (exit 2): too few --max-tokens for one reply, a --log
     that cannot be opened (a directory, a missing folder, no permission)."""
@@ -292,7 +305,7 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
     if settings.tokenizer is not None:
-        from charfmt.tokens import counter_for  # noqa: PLC0415
+        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
         counter_for(tokenizer=settings.tokenizer)  # one that cannot load stops the start (exit 1), not each turn
     if settings.log is not None:
@@ -407,14 +420,18 @@ class _TokenAction(argparse.Action):
 
 
 def _read_token(parser: argparse.ArgumentParser) -> str:
-    """The token to hash: typed unseen at a terminal, else the first line of standard input."""
+    """The token to hash: typed unseen at a terminal, else standard input's one line (more is a usage error:
+    which line was meant cannot be known, and a silent pick hashes the wrong one)."""
     if sys.stdin is None:
         parser.error("argument --hash-token: the token is read from standard input, which is closed")
     if sys.stdin.isatty():
         import getpass  # noqa: PLC0415
 
         return getpass.getpass("token: ")
-    return sys.stdin.readline(4096).strip()
+    lines = [line.strip() for line in sys.stdin.read(4096).splitlines() if line.strip()]
+    if len(lines) > 1:
+        parser.error(f"argument --hash-token: standard input holds {len(lines)} lines: give one token, alone")
+    return lines[0] if lines else ""
 
 
 def _transport(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
@@ -503,7 +520,7 @@ def _ready(settings: Any) -> None:
     if settings.upstream_url is not None:
         require_aiohttp()
     elif settings.model_path is not None:
-        from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+        from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
         load_llama_cpp()
     gc.collect()
@@ -518,7 +535,7 @@ def _loaded(settings: Any, *, verbose: bool = False) -> Any:
         return settings
     import dataclasses  # noqa: PLC0415
 
-    from charfmt._model_clients import llama_logs  # noqa: PLC0415
+    from charfmt.llm._model_clients import llama_logs  # noqa: PLC0415
     from charfmt.serve.upstream import LocalUpstream, load_local  # noqa: PLC0415
 
     llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat

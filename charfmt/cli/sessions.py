@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Final
 
 from charfmt.cli._io import EXIT_OK, InvalidError, dump_json, load_character, output, usage_error
 from charfmt.cli._options import add_size, add_store, open_store_of
+from charfmt.store.scopes import MARK, character_of, legacy
 
 if TYPE_CHECKING:
+    from charfmt.prompt.character import Character
     from charfmt.store import SessionInfo, SessionKey, Store
 
 HELP: Final = "list, show, export or delete the conversations a session store keeps"
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     owner = None if args.owner is None else "" if args.owner == "-" else args.owner
     with open_store_of(args, create=False) as store:  # (a store that is not there is said, never made)
         if args.action == "list":
-            _list(store.sessions(owner=owner, namespace=args.namespace), args.format)
+            _list(_sessions(store, owner, args.namespace), args.format)
             return EXIT_OK
         key = _one(store, owner, args.namespace, args.name)
         if args.action == "delete":
@@ -72,9 +74,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sessions(store: Store, owner: str | None, namespace: str | None, name: str | None = None) -> list[SessionInfo]:
+    """The sessions selected; a ``--namespace`` without a definition's digest (``turn/Rex``) selects every
+    definition of that character (``turn/Rex~3f9a1c2b``, and a store's sessions from before digests)."""
+    if namespace is None or MARK in namespace:
+        return store.sessions(owner=owner, namespace=namespace, name=name)
+    found = store.sessions(owner=owner, name=name)
+    return [s for s in found if namespace in (s.key.namespace, legacy(s.key.namespace))]
+
+
 def _one(store: Store, owner: str | None, namespace: str | None, name: str) -> SessionKey:
     """The one session the selection names; ``InvalidError`` (exit 1) for none, or for several."""
-    found = store.sessions(owner=owner, namespace=namespace, name=name)
+    found = _sessions(store, owner, namespace, name)
     if not found:
         raise InvalidError(f"no session {name!r} in {store.target}" + (" with that --owner/--namespace" if
                            owner is not None or namespace is not None else ""))  # fmt: skip
@@ -96,7 +107,7 @@ def _list(sessions: list[SessionInfo], fmt: str) -> None:
                    "bytes": s.size, "created": _when(s.created), "updated": _when(s.updated)}  # fmt: skip
             print(dump_json(row, out), file=out)
         return
-    rows = [("OWNER", "NAMESPACE", "NAME", "TURNS", "BYTES", "LAST WRITTEN")]
+    rows = [("OWNER", "NAMESPACE", "NAME", "EXCHANGES", "BYTES", "LAST WRITTEN")]  # (a card's greeting is one)
     rows += [(s.key.owner or "-", s.key.namespace, s.key.name, str(s.turns), f"{s.size:,}", _when(s.updated))
              for s in sessions]  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -116,6 +127,10 @@ def _show(store: Store, key: SessionKey) -> None:
     history = store.history(key)
     print(f"session {key}: {len(history)} exchange(s)", file=out)
     for n, exchange in enumerate(history, 1):
+        if not exchange.user.chats:  # (a card's greeting: the character spoke first, nobody before it)
+            print(f"\n--- exchange {n}: the greeting (the character speaks first)", file=out)
+            pretty(exchange.reply, str(key), out, DEFAULT_TAGS)
+            continue
         print(f"\n--- exchange {n}\nyou", file=out)
         for chat in exchange.user.chats:
             for seg in chat.segments:
@@ -125,10 +140,10 @@ def _show(store: Store, key: SessionKey) -> None:
 
 def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
     """The session in ``--to``'s format, to ``--output`` (whole or not at all) or standard output."""
-    from charfmt.character import history_line  # noqa: PLC0415
+    from charfmt.prompt.character import history_line  # noqa: PLC0415
 
     history = store.history(key)
-    character = load_character(args.character, args.max_size) if args.character else None
+    character = load_character(args.character, args.max_size) if args.character else _named(key)
     if args.target_format == "jsonl":
         text = "".join(history_line(ex) for ex in history)
     else:
@@ -136,6 +151,19 @@ def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
 
         if not history:
             usage_error(args, "the session holds no exchange: nothing to export")
-        text = dumps(args.target_format, history, character, indent="auto")
+        info = store.info(key)  # (the session's start: the store's time, not 1970)
+        begun = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.created)) if info is not None else None
+        text = dumps(args.target_format, history, character, indent="auto", created_at=begun)
     with output(args.output) as out:
         out.write(text)
+
+
+def _named(key: SessionKey) -> Character | None:
+    """A stand-in for the session's character where no ``--character`` is given: the name its namespace holds
+    (``turn/Kira~3f9a1c2b``: Kira), so the export names the speaker as the store knows it."""
+    from charfmt.prompt.character import Character  # noqa: PLC0415
+
+    name = character_of(key.namespace)
+    if not name:
+        return None
+    return Character.model_validate({"name": name, "persona": name, "emotions": [{"key": "neutral"}]})

@@ -27,7 +27,7 @@ from charfmt.interop.ailoy import text_deltas
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
+    from charfmt.prompt.character import Character, Exchange
 
 __all__ = ["FORMATS", "InteropError", "dumps", "export", "read", "text_deltas"]
 

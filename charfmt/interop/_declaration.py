@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._document import Source, member, need
 
 MessageRole = Literal["user", "assistant", "system"]

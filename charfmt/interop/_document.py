@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from charfmt._strict.envelope import HugeInteger, JSONError, Locator, NonFinite, Path, decode
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
-from charfmt.envelope import HugeInteger, JSONError, Locator, NonFinite, Path, decode
 from charfmt.tags import TagTable
 
 DOCUMENT_DEPTH: Final = 256
@@ -93,7 +93,7 @@ def as_list(value: Any) -> list[Any]:
 
 def check_arguments(**arguments: Any) -> None:
     """A clear ``TypeError`` for an argument of ``export`` or ``read`` of another type than it takes."""
-    from charfmt.character import Character  # noqa: PLC0415 (a higher module: only to check)
+    from charfmt.prompt.character import Character  # noqa: PLC0415 (a higher module: only to check)
 
     kinds: dict[str, tuple[type | tuple[type, ...], str]] = {
         "character": ((Character, type(None)), "a charfmt.Character or None"),

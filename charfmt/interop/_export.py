@@ -25,7 +25,7 @@ from charfmt.interop._payload import PAYLOAD_VERSION, digest, short_diagnostic
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
+    from charfmt.prompt.character import Character, Exchange
 
 UNKNOWN_TIME: Final = "1970-01-01T00:00:00Z"
 """The timestamp of a message whose time nobody knows (an exchange charfmt wrote; ``created_at=`` sets another)."""
@@ -115,7 +115,7 @@ def _canonical(value: Any) -> bytes:
 
 def check_history(history: Any) -> Sequence[Exchange]:
     """``history`` if it is a sequence of ``Exchange``; a clear ``TypeError`` otherwise."""
-    from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
 
     if isinstance(history, (str, bytes, dict)) or not isinstance(history, Sequence):
         raise TypeError(

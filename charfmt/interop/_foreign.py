@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._document import Source, where
 from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
 
 _BAD_TEXT: Final = NOT_TEXT_CHAR
 _MARKUP: Final = re.compile(r"\*[^*\n]+\*|\[[^\]\n]+\]|<[A-Za-z][\w-]*>")
@@ -47,7 +47,7 @@ class _Pending:
 
 def plain_chat(kind: str, text: str, order: int, tags: TagTable, *, user: bool) -> Any:
     """Foreign text as a chat: speech in a ``C`` chat, the text of an ``I`` (or ``E``) chat."""
-    from charfmt.userinput import UserChat  # noqa: PLC0415
+    from charfmt.prompt.userinput import UserChat  # noqa: PLC0415
 
     segment = Segment(tag=tags.speech.name, text=text) if kind == "C" else Segment(tag=TEXT_TAG, text=text)
     if user:
@@ -141,8 +141,8 @@ class ForeignReader:
 
     def flush(self) -> None:
         """Close the exchange being built."""
-        from charfmt.character import Exchange  # noqa: PLC0415
-        from charfmt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.character import Exchange  # noqa: PLC0415
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
 
         pending = self._pending
         if pending.empty():

@@ -18,7 +18,7 @@ from charfmt.models import Segment
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
 
 
 @dataclass(frozen=True, slots=True)

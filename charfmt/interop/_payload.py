@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import CODES
-from charfmt.envelope import Path
 from charfmt.interop._document import Source, where
 from charfmt.models import validation_message
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
 
 PAYLOAD_KEY: Final = "charfmt"
 """The key charfmt's data sits under in every format's extension point."""
@@ -66,7 +66,7 @@ def marker(source: Source, ext: Any, path: Path) -> dict[str, Any] | None:
 
 def exchange_of(source: Source, value: Any, at: Path) -> Exchange:
     """The exchange in a payload; CF902 naming the field if it does not validate."""
-    from charfmt.character import Exchange  # noqa: PLC0415 (character loads prompts machinery)
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415 (character loads prompts machinery)
 
     try:
         return Exchange.model_validate(value)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._declaration import Format
 from charfmt.interop._document import Source, check_arguments, need, read_json, where
 from charfmt.interop._foreign import ForeignReader
@@ -22,7 +22,7 @@ from charfmt.interop._restore import Open, Restorer
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
+    from charfmt.prompt.character import Character, Exchange
 
 
 def read_document(

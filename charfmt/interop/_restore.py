@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._declaration import Format
 from charfmt.interop._document import Source, as_dict, as_list, where
 from charfmt.interop._foreign import plain_chat
@@ -23,7 +23,7 @@ from charfmt.interop._payload import digest, exchange_of, long_diagnostic
 from charfmt.tags import TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
 
 Edit = tuple[str | None, Diagnostic]
 """A message's text as edited (``None``: the message is gone) and the diagnostic saying so."""
@@ -133,7 +133,7 @@ class Restorer:
 
     def _apply(self, exchange: Exchange, changed: dict[tuple[str, int], Edit], reasoning: Edit | None) -> Exchange:
         """``exchange`` with the edits: an edited chat a plain one, a gone one dropped, the links renumbered."""
-        from charfmt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
 
         user_chats, user_diags, user_map = self._apply_side(exchange.user.chats, "u", changed, user=True)
         reply_chats, reply_diags, reply_map = self._apply_side(exchange.reply.chats, "r", changed, user=False)

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._declaration import Draft, Dropped, Format, Found, Line, Message, Native, Reasoned
 from charfmt.interop._document import Source, as_dict, member, need, one_of
 from charfmt.interop._payload import PAYLOAD_KEY, PAYLOAD_VERSION, marker

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from charfmt._sdk_chunks import rule_for
 from charfmt.interop._declaration import Document, Format, Line, Message, Native, NativeFields, Writing
 from charfmt.interop._shapes import InPart, Parts, RoleField, ThinkingField, as_written
+from charfmt.llm._sdk_chunks import rule_for
 
 CHAT_ROLES: Final = ("system", "user", "assistant", "tool")
 """The roles of an Ailoy message (not charfmt's tag roles, ``tags.ROLES``)."""
@@ -51,7 +51,7 @@ def text_deltas(items: Iterable[Any]) -> Iterator[str]:
     Accepts dicts (``{"delta": {"contents": [{"type": "text", "text": "..."}]}}``, a bare
     ``MessageDelta`` or ``PartDelta``) and objects with the same attributes; plain strings pass
     through, and so does the reply text of the SDKs' stream objects ``charfmt.iter_events``
-    reads (OpenAI chunks, Anthropic ``text_delta`` events...; see ``charfmt._sdk_chunks``).
+    reads (OpenAI chunks, Anthropic ``text_delta`` events...; see ``charfmt.llm._sdk_chunks``).
     ``thinking`` deltas are model reasoning and are not yielded; function, value and null parts,
     and a message whose content is ``None`` (a refusal), carry no reply text.
     """

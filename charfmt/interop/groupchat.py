@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
+from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
-from charfmt.envelope import Path
 from charfmt.interop._declaration import Document, Dropped, Format, Line, Message, Names, Native, NativeFields, Writing
 from charfmt.interop._document import Source, as_dict, member, need, one_of, where
 from charfmt.interop._shapes import Extension

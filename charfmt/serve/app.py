@@ -101,7 +101,9 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
-        finally:
+        finally:  # the answers the stop cut short end first (their 503 sent), then the store and upstream close
+            if isinstance(app, _App):
+                await app.drained(DRAIN_SECONDS)
             await state.aclose()
 
     app = _App(
@@ -112,12 +114,35 @@ def create_app(settings: Settings) -> Starlette:
     return app
 
 
+DRAIN_SECONDS: Final = 3.0
+"""Seconds the server's stop waits for the answers it cancelled to end (each sends its 503 as it ends)."""
+
+
 class _App(Starlette):
-    """Starlette, the server's own ``send`` kept in the scope: an event stream sends its events straight to it."""
+    """Starlette, the server's own ``send`` kept in the scope: an event stream sends its events straight to it;
+    the requests under way known, so that a stop waits for them to end before the store closes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.under_way: set[asyncio.Task[Any]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[SERVER_SEND] = send
-        await super().__call__(scope, receive, send)
+        task = asyncio.current_task() if scope["type"] != "lifespan" else None
+        if task is not None:
+            self.under_way.add(task)
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if task is not None:
+                self.under_way.discard(task)
+
+    async def drained(self, seconds: float) -> None:
+        """Wait (``seconds`` at most) for the requests under way to end: uvicorn's stop cancels them when its
+        grace period is over and goes on at once; a turn that releases its session in the store's thread
+        (SQLite, PostgreSQL) would otherwise be cut before its ``{"kind": "error", "status": 503}``."""
+        if self.under_way:
+            await asyncio.wait(set(self.under_way), timeout=seconds)
 
 
 def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaitable[Response]]:

@@ -35,12 +35,12 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.continuation import Ask
     from charfmt.serve.inputs import ChatRequest
     from charfmt.serve.state import ServerState
     from charfmt.serve.turns import Engine
-    from charfmt.userinput import UserTurn
 
 SESSION_HEADER: Final = "x-charfmt-session"
 """The header that names a chat-completions request's session (else the ``user`` field)."""
@@ -214,7 +214,7 @@ def _usage(done: Done) -> dict[str, int]:
     """The turn's tokens as charfmt counts them: the prompt's with the engine's counter (the model's own where
     known, else the estimate), the reply's with the estimate; not the upstream's own count (not every upstream
     reports one)."""
-    from charfmt.render import estimate_tokens  # noqa: PLC0415
+    from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415
 
     completion = estimate_tokens(done.text[done.prefilled :])  # (a continue: what the model wrote)
     total = done.prompt_tokens + completion

@@ -341,8 +341,13 @@ def _segments(
         if words.strip():
             out.append(Segment(tag=speech, text=words.strip().translate(back)))
 
+    def unknown(value: str) -> bool:  # an emotion no key or name of the vocabulary: the writer's own [word]
+        return vocabulary is not None and vocabulary.resolve(emotions.get(value, value)) is None
+
     at = 0
     for m, elements in _markers(row, line, tags):
+        if any(tag == emotion and unknown(value.translate(back)) for tag, value, _ in elements):
+            continue  # (text, as a user turn reads it: "Welcome [aboard]." keeps its brackets)
         said(line[at : m.start()])
         at = m.end()
         if not elements:

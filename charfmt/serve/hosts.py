@@ -8,13 +8,19 @@ the attacker's name. The server answers only for loopback names (``localhost``, 
 cannot name), and the names given with ``--allow-host`` (``charfmt serve`` adds the machine's
 own names when it listens beyond loopback); any other is refused with 421 before any route,
 token check or CORS answer.
+
+Cross-site GETs: a ``GET /v1/turn?say=…`` runs a turn (it is ``EventSource``'s door), and a page of
+another site can send one without any preflight (an ``<img src>``, a link, its own ``EventSource``).
+:func:`cross_site_refusal` says why such a request is refused: an ``Origin`` that is neither this
+server's nor one given with ``--cors``, a ``Sec-Fetch-Site`` of ``cross-site`` or ``same-site``
+without such an ``Origin``, and (for a browser that sends neither) a ``Referer`` of another origin.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from charfmt.serve.framing import NO_HOST, TWO_HOSTS
@@ -55,6 +61,49 @@ def is_loopback(name: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+_FOREIGN_FETCH: Final = frozenset({"cross-site", "same-site"})
+"""``Sec-Fetch-Site`` values that say a page of another origin sent the request (``same-origin`` and ``none``,
+a typed address or a bookmark, are the player's own)."""
+
+
+def _origin_of(url: str) -> str:
+    """The origin (``scheme://host[:port]``) of a URL such as a ``Referer``, lowercased."""
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{re.split(r'[/?#]', rest, maxsplit=1)[0]}".lower()
+
+
+def _own_origin(origin: str, host: str | None) -> bool:
+    """Whether ``origin`` (a page's) is this server's own: the same ``Host``."""
+    scheme, _, rest = origin.partition("://")
+    return host is not None and scheme in ("http", "https") and rest.lower() == host.lower()
+
+
+def cross_site_refusal(headers: Mapping[str, str], cors: Iterable[str]) -> str | None:
+    """Why a state-changing GET with these request ``headers`` is refused as sent by another site (None: allowed).
+
+    Allowed: no sign of a foreign page (a script, ``curl``, a typed address), this server's own page, or
+    an ``Origin`` given with ``--cors`` (``*`` allows every origin)."""
+    allowed = {o.lower() for o in cors}
+    host = headers.get("host")
+    origin = headers.get("origin")
+    if origin is not None:
+        if "*" in allowed or origin.lower() in allowed or _own_origin(origin, host):
+            return None
+        return (f"a GET that runs a turn may not come from the page {origin[:100]!r} (another site; give its"
+                " origin with --cors to allow it; see docs/SECURITY.md)")  # fmt: skip
+    site = headers.get("sec-fetch-site", "").strip().lower()
+    if site in _FOREIGN_FETCH:
+        return (f"a GET that runs a turn may not come from a page of another site (Sec-Fetch-Site: {site}) without"
+                " an Origin given with --cors (see docs/SECURITY.md)")  # fmt: skip
+    referer = headers.get("referer")
+    if not site and referer and "*" not in allowed:
+        page = _origin_of(referer)
+        if page not in allowed and not _own_origin(page, host):
+            return (f"a GET that runs a turn may not come from the page {page[:100]!r} (another site; give its"
+                    " origin with --cors to allow it; see docs/SECURITY.md)")  # fmt: skip
+    return None
 
 
 class AllowedHosts:

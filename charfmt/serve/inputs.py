@@ -9,17 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._http_client import JSONDepthError, load_json
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._replies import JSONDepthError, load_json
 from charfmt.serve.sessions import check_key
 from charfmt.serve.wire import HTTPFailure
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.settings import Settings
     from charfmt.serve.turns import Engine
-    from charfmt.userinput import UserTurn
 
 
 def json_object(text: str, what: str = "the request body") -> dict[str, Any]:
@@ -192,7 +192,7 @@ MAX_USER_NAME: Final = 64
 def user_name(value: Any, param: str = "user_name") -> str | None:
     """The player's name a request gives (``/v1/turn``'s ``user_name``, the player's message's ``name``): what the
     card's ``{{user}}`` becomes for the turn; ``None`` where it gives none; a 400 where it cannot be one."""
-    from charfmt.character import name_problem  # noqa: PLC0415
+    from charfmt.prompt.character import name_problem  # noqa: PLC0415
 
     if value is None:
         return None

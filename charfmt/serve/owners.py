@@ -54,7 +54,8 @@ def token_problem(token: str) -> str | None:
     """Why ``token`` cannot be a credential of the server (``--token``, a ``--tokens`` one), or ``None``: one rule
     for both (an empty one would turn auth off; a short one is guessed)."""
     if len(token) < MIN_TOKEN or any(c.isspace() or not c.isprintable() for c in token):
-        got = "an empty one" if not token else f"one of {len(token)}" if len(token) < MIN_TOKEN else "one with a space"
+        short = f"one of {len(token)} character{'s' if len(token) != 1 else ''}"
+        got = "an empty one" if not token else short if len(token) < MIN_TOKEN else "one with a space"
         return (
             f"a token is at least {MIN_TOKEN} characters, printable and without spaces, not {got}"
             " (--new-token makes one)"

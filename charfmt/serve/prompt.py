@@ -8,7 +8,7 @@ it) and kept while the session holds it, and again when ``user.j2`` changes; the
 rendered each time, and the oldest exchanges are left out to fit as ``render_messages`` leaves
 them out (``fit_messages``), counted as they go upstream: the limits note, the front end's own
 system text and anything else added to them included, with the engine's counter (the model's
-own where known: ``charfmt.tokens.counter_for``). The messages are exactly ``render_messages``'s
+own where known: ``charfmt.prompt.tokens.counter_for``). The messages are exactly ``render_messages``'s
 with the note and the front end's text appended to the system prompt (a test holds the two equal).
 A scene's history and turn are rendered by ``Scene.render_messages`` as ever.
 Both render from charfmt's own templates with the templates folder ``prompt_stub/`` in front:
@@ -26,18 +26,18 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from charfmt._card_prompt import has_macros
 from charfmt.diagnostics import CharfmtError
+from charfmt.prompt._card_prompt import has_macros
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from charfmt._token_fit import TokenCounter
-    from charfmt.character import Character, Exchange
-    from charfmt.lorebook import Activation, Lorebook
-    from charfmt.render import Extra
-    from charfmt.scene import Scene
-    from charfmt.userinput import UserTurn
+    from charfmt.prompt._token_fit import TokenCounter
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.lorebook import Activation, Lorebook
+    from charfmt.prompt.render import Extra
+    from charfmt.prompt.scene import Scene
+    from charfmt.prompt.userinput import UserTurn
 
 STUB: Final = Path(__file__).resolve().parent / "prompt_stub"
 """Templates that write an empty system prompt (the cached one replaces it)."""
@@ -55,7 +55,7 @@ class BadTurn(CharfmtError):
 @functools.lru_cache(maxsize=16384)
 def count_tokens(text: str) -> int:
     """``estimate_tokens``, remembered: the system prompt and past exchanges come back every turn."""
-    from charfmt.render import estimate_tokens  # noqa: PLC0415
+    from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415
 
     return estimate_tokens(text)
 
@@ -63,8 +63,8 @@ def count_tokens(text: str) -> int:
 def remembered(counter: TokenCounter) -> TokenCounter:
     """``counter`` with each text's count remembered where it counts messages text by text (the estimate,
     tiktoken, a tokenizer.json): the system prompt and past exchanges come back every turn."""
-    from charfmt._token_fit import TextCounter  # noqa: PLC0415
-    from charfmt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.prompt._token_fit import TextCounter  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
 
     if counter is ESTIMATE:
         return TextCounter(count_tokens, counter.name, per_message=counter.per_message, per_request=counter.per_request)
@@ -105,7 +105,7 @@ class Prompter:
         lorebooks: Sequence[Lorebook] = (),
     ) -> None:
         from charfmt._resources import resource_dir  # noqa: PLC0415
-        from charfmt.render import ESTIMATE  # noqa: PLC0415
+        from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
 
         self.character = character
         self.scene = scene
@@ -137,7 +137,7 @@ class Prompter:
             if self.scene is not None:
                 rendered = self.scene.render_system()
             else:
-                from charfmt.render import render_system  # noqa: PLC0415
+                from charfmt.prompt.render import render_system  # noqa: PLC0415
 
                 rendered = render_system(self.character)
             self._rendered, self._stamp = rendered, stamp
@@ -194,10 +194,10 @@ class Prompter:
         that its system prompt and lore are that turn's). ``user_name``: the player's name for this turn (a
         card's ``{{user}}``; ``None``: the character's or scene's own).
         """
-        from charfmt._card_prompt import turn_parts, turn_seed  # noqa: PLC0415
-        from charfmt.macros import MacroError  # noqa: PLC0415
-        from charfmt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415
-        from charfmt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt._card_prompt import turn_parts, turn_seed  # noqa: PLC0415
+        from charfmt.prompt.macros import MacroError  # noqa: PLC0415
+        from charfmt.prompt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
 
         budget = self.budget - reserve
         own = self.system()
@@ -236,8 +236,8 @@ class Prompter:
         self, head: str, history: list[Exchange], turn: UserTurn | None, *, extra: list[Extra], closing: list[str],
         tail: list[Message], budget: int, reserve: int, system: str | None,
     ) -> list[Message]:  # fmt: skip
-        from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415
+        from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415
+        from charfmt.prompt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
@@ -263,7 +263,7 @@ class Prompter:
 
     def _too_long(self, messages: list[Message], budget: int, reserve: int, system: str | None) -> str:
         """What did not fit: the whole request's tokens, each part's, and what the budget is."""
-        from charfmt._token_fit import count_messages  # noqa: PLC0415
+        from charfmt.prompt._token_fit import count_messages  # noqa: PLC0415
 
         count = self.counter
         parts = [f"charfmt's system prompt {count(self.system())}"]
@@ -283,7 +283,7 @@ class Prompter:
         if kept is not None and kept[0] is exchange:
             self._past.move_to_end(id(exchange))
             return kept[1]
-        from charfmt.render import history_reply, render_user_block  # noqa: PLC0415
+        from charfmt.prompt.render import history_reply, render_user_block  # noqa: PLC0415
 
         said = self._said.pop(id(exchange.user), None)  # (its turn's own rendering, where this server made it)
         user = (
@@ -304,9 +304,9 @@ class Prompter:
         lore: Activation | None, closing: list[str], tail: list[Message],
     ) -> list[Message]:  # fmt: skip
         assert self.scene is not None
-        from charfmt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.render import BudgetError, at_depth, lore_extras, turn_message  # noqa: PLC0415
-        from charfmt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415
+        from charfmt.prompt.render import BudgetError, at_depth, lore_extras, turn_message  # noqa: PLC0415
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
 
         scene = self.scene
         extra = lore_extras(lore)

@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse
 
 from charfmt.serve.inputs import owner_of
 from charfmt.serve.wire import HTTPFailure
+from charfmt.store.scopes import legacy
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -43,16 +44,18 @@ async def list_sessions(state: ServerState, request: Request) -> Response:
     for door in DOORS:
         namespace = state.session_key(owner, door, "-").namespace
         found += await state.sessions.call(state.sessions.store.sessions, owner=owner, namespace=namespace)
+        if (old := legacy(namespace)) is not None:  # (a store written before definitions were told apart)
+            found += await state.sessions.call(state.sessions.store.sessions, owner=owner, namespace=old)
     found.sort(key=lambda s: s.updated, reverse=True)
     return JSONResponse({"object": "list", "data": [_info(s) for s in found]})
 
 
-def _key(state: ServerState, request: Request) -> SessionKey:
+async def _key(state: ServerState, request: Request) -> SessionKey:
     """The caller's session the path names; a 404 for a door that is none."""
     door, name = request.path_params["door"], request.path_params["name"]
     if door not in DOORS:
         raise HTTPFailure(404, f"no door {door[:20]!r}: a session is at /v1/sessions/turn/NAME or .../chat/NAME")
-    return state.session_key(owner_of(request), door, name)
+    return await state.stored_key(owner_of(request), door, name)
 
 
 def _gone(key: SessionKey) -> HTTPFailure:
@@ -63,9 +66,9 @@ def _gone(key: SessionKey) -> HTTPFailure:
 
 async def read_session(state: ServerState, request: Request) -> Response:
     """``GET /v1/sessions/{door}/{name}``: the caller's session's exchanges, oldest first."""
-    from charfmt.character import history_line  # noqa: PLC0415
+    from charfmt.prompt.character import history_line  # noqa: PLC0415
 
-    key = _key(state, request)
+    key = await _key(state, request)
     info = await state.sessions.call(state.sessions.store.info, key)
     if info is None:
         raise _gone(key)
@@ -76,7 +79,7 @@ async def read_session(state: ServerState, request: Request) -> Response:
 
 async def delete_session(state: ServerState, request: Request) -> Response:
     """``DELETE /v1/sessions/{door}/{name}``: forget the caller's session."""
-    key = _key(state, request)
+    key = await _key(state, request)
     if not await state.sessions.call(state.sessions.store.delete, key):
         raise _gone(key)
     return JSONResponse({"deleted": True, "door": key.namespace.split("/", 1)[0], "name": key.name})

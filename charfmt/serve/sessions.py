@@ -26,7 +26,7 @@ from charfmt.store import StoreError, name_problem
 from charfmt.store.base import MAX_NAME, NAME
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
     from charfmt.store import Lease, SessionInfo, SessionKey, Store
 
 _T = TypeVar("_T")

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
-    from charfmt.lorebook import Lorebook
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.lorebook import Lorebook
+    from charfmt.prompt.scene import Scene
     from charfmt.serve.upstream import Upstream
     from charfmt.store import Store
 
@@ -48,7 +48,7 @@ class Settings:
     n_ctx: int = 8192
     """The upstream's context window: the prompt's token budget is what ``max_tokens`` leaves."""
     tokenizer: str | None = None
-    """A ``tokenizer.json`` or tiktoken name to count the upstream's prompts with (``charfmt.tokens.counter_for``);
+    """A ``tokenizer.json`` or tiktoken name to count the upstream's prompts with (``tokens.counter_for``);
     ``None``: the model's own where known (``model_path``; ``model_name``'s tiktoken encoding), else the estimate."""
     timeout: float = 120.0
     """Seconds the upstream may send no event (keep-alive comments do not count)."""

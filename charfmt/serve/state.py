@@ -25,13 +25,13 @@ from charfmt.serve.wire import HTTPFailure, failure
 from charfmt.store import Store, open_store
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.continuation import Ask
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.store import Lease, SessionKey
-    from charfmt.userinput import UserTurn
 
 
 CONSOLE: Final = logging.getLogger("charfmt.serve")
@@ -52,9 +52,9 @@ class ServerState:
             max_age=settings.max_session_age, wait=settings.timeout,
         )  # fmt: skip
         self._own_store = not isinstance(settings.store, Store)  # (a ready store is closed by whoever made it)
-        scene = settings.scene
-        self.scope = scene.name if scene is not None else settings.character.name
-        """What the sessions' namespaces name beside the door: the character (or scene) served."""
+        self.scope = _scope(settings)
+        """What the sessions' namespaces name beside the door: the character (or scene) served, by name and
+        definition (``charfmt.store.scopes``)."""
         self._engine: Engine | None = None
         self._engine_lock = asyncio.Lock()
         self._log: TurnLog | None = None
@@ -89,6 +89,13 @@ class ServerState:
 
         return SessionKey(owner, f"{door}/{self.scope}", name)
 
+    async def stored_key(self, owner: str, door: str, name: str) -> SessionKey:
+        """:meth:`session_key`, or the key a store written before definitions were told apart holds it under."""
+        from charfmt.store.scopes import resolved  # noqa: PLC0415
+
+        key = self.session_key(owner, door, name)
+        return await self.sessions.call(resolved, self.sessions.store, key)
+
     async def engine(self) -> Engine:
         """The engine, made (and its upstream connected or loaded) on first use."""
         if self._engine is None:
@@ -102,7 +109,7 @@ class ServerState:
         if s.upstream is not None:
             return s.upstream
         if s.upstream_url is not None:
-            from charfmt._http_client import endpoint_url  # noqa: PLC0415
+            from charfmt.llm._replies import endpoint_url  # noqa: PLC0415
             from charfmt.serve.upstream import HTTPUpstream  # noqa: PLC0415
 
             return HTTPUpstream(
@@ -116,6 +123,8 @@ class ServerState:
 
     async def aclose(self) -> None:
         """Close the upstream (unless it was given ready-made), the store (the same) and the log."""
+        if self._engine is not None:
+            self._engine.worker.close()
         if self._engine is not None and self.settings.upstream is None:
             await self._engine.upstream.aclose()
         if self._own_store:
@@ -147,7 +156,7 @@ class ServerState:
                                           options=options, ask=ask, lore=lore):  # fmt: skip
                 yield batch
             return
-        session = self.session_key(owner, door, key)
+        session = await self.stored_key(owner, door, key)
         held = contextlib.AsyncExitStack()
         try:
             past, lease = await held.enter_async_context(self.sessions.hold(session))
@@ -246,9 +255,9 @@ class ServerState:
 
     def opening_for(self, user_name: str | None) -> Exchange | None:
         """A new session's first exchange for the player ``user_name`` (``None``: the character's own player):
-        the card's greeting, its ``{{user}}`` that name."""
-        if user_name is None or self.opening is None or user_name == self.settings.character.user_name:
-            return self.opening
+        the card's greeting, its ``{{user}}`` that name, its macros drawn anew (a ``{{roll:d20}}`` each its own)."""
+        if self.opening is None:
+            return None
         return _opening(self.settings, user_name)
 
     def log_failure(self, rid: str, key: str | None, engine: Engine, status: int, message: str) -> None:
@@ -285,7 +294,7 @@ class ServerState:
 def _opening(settings: Settings, user_name: str | None = None) -> Exchange | None:
     """A new session's first exchange: the character card's greeting (none for a scene), ``{{user}}`` the
     player ``user_name`` (``None``: the character's own)."""
-    from charfmt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
 
     if settings.greeting is None or settings.scene is not None:
         return None
@@ -293,6 +302,14 @@ def _opening(settings: Settings, user_name: str | None = None) -> Exchange | Non
     if user_name is not None:
         character = character.model_copy(update={"user_name": user_name})
     return greeting_exchange(character, settings.greeting)
+
+
+def _scope(settings: Settings) -> str:
+    """The served character's (or scene's) part of its sessions' namespaces: its name and definition's digest."""
+    from charfmt.store.scopes import scope  # noqa: PLC0415
+
+    scene = settings.scene
+    return scope(scene.name, scene) if scene is not None else scope(settings.character.name, settings.character)
 
 
 def _store(settings: Settings) -> Store:

@@ -23,6 +23,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from charfmt.events import Event
 from charfmt.serve.formats import Answer, served_answer, whole
+from charfmt.serve.hosts import cross_site_refusal
 from charfmt.serve.inputs import (
     json_object,
     owner_of,
@@ -52,8 +53,8 @@ if TYPE_CHECKING:
     from starlette.websockets import WebSocket
 
     from charfmt.models import Reply
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.state import ServerState
-    from charfmt.userinput import UserTurn
 
 
 _FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
@@ -65,6 +66,8 @@ WAITING: Final = 8
 
 async def turn_sse(state: ServerState, request: Request) -> Response:
     """``POST /v1/turn`` (a JSON body) or ``GET /v1/turn?say=…`` (``EventSource``): the turn's objects as SSE."""
+    if request.method == "GET" and (why := cross_site_refusal(request.headers, state.settings.cors)) is not None:
+        raise HTTPFailure(403, why)  # (a POST of another site is refused by its content type, or by CORS)
     engine = await state.engine()
     await engine.pacer.turn()  # the request read (its JSON, the player's turn): paced
     if request.method == "GET":  # EventSource: the turn in the query string
@@ -268,6 +271,8 @@ def reply_object(done: Done, key: str | None, engine: Engine, content: str) -> d
 def error_object(e: BaseException, key: str | None) -> dict[str, Any]:
     """A failed turn as ``/v1/turn`` and the WebSocket say it: kind, status, session, the OpenAI error."""
     status, message, param, headers = failure(e)
+    if param == "messages":  # (a turn that cannot be sent: /v1/turn has no messages, its player's words are say)
+        param = "say"
     retry = headers.get("Retry-After")
     retry_field = {"retry_after": int(retry)} if retry else {}
     return {"kind": "error", "status": status, "session": key, **error_body(status, message, param), **retry_field}

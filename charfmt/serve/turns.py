@@ -15,30 +15,30 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from charfmt._token_fit import count_messages
+from charfmt.prompt._token_fit import count_messages
+from charfmt.prompt.tokens import grammar_cost, prompt_budget
 from charfmt.serve.continuation import Prefix
+from charfmt.serve.offload import PromptWorker
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter
-from charfmt.tokens import PROMPT_MARGIN as _PROMPT_MARGIN
-from charfmt.tokens import grammar_cost, prompt_budget
 
 if TYPE_CHECKING:
-    from charfmt._http_client import Delta
-    from charfmt._sdk_chunks import Piece as SDKPiece
-    from charfmt._token_fit import TokenCounter
-    from charfmt.character import Character, Exchange
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
-    from charfmt.lorebook import Activation
+    from charfmt.llm._replies import Delta
+    from charfmt.llm._sdk_chunks import Piece as SDKPiece
     from charfmt.models import Reply
-    from charfmt.scene import Scene
+    from charfmt.prompt._token_fit import TokenCounter
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.lorebook import Activation
+    from charfmt.prompt.scene import Scene
+    from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.continuation import Ask, Continuation
     from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.speech import Sentence
     from charfmt.stage import StageCue
-    from charfmt.userinput import UserTurn
 
 __all__ = [
     "BadTurn", "Done", "Engine", "Greeting", "Lore", "Piece", "Prefix", "Raw", "history_from_messages", "read_back",
@@ -47,9 +47,6 @@ __all__ = [
 
 _LONE: Final = "a lone UTF-16 surrogate the server sent replaced by U+FFFD"
 """``CF714``'s message where serve replaces one (``_Reading._sound``)."""
-
-PROMPT_MARGIN = _PROMPT_MARGIN
-"""Tokens of the context window kept free beyond a count that is not the model's own (as ``charfmt chat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +111,8 @@ cue, a sentence, the end; with ``lore=True``, first, the lore the prompt holds."
 
 def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> Any:
     """The grammar's bounds within ``max_tokens`` for the character or the scene: ``charfmt chat``'s engine
-    (``chat_bounds``, i.e. ``charfmt.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
-    from charfmt.chat import chat_bounds  # noqa: PLC0415
+    (``chat_bounds``, i.e. ``charfmt.constrain.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
+    from charfmt.constrain.budget import chat_bounds  # noqa: PLC0415
 
     subject = settings.scene if settings.scene is not None else settings.character
     return chat_bounds(subject, settings.max_tokens, tokens_per_char=tokens_per_char)
@@ -127,9 +124,9 @@ def upstream_tokens_per_char(
     """The upstream model's tokens per character of what ``subject`` says, where its tokenizer is known:
     llama.cpp in-process, or a server whose tokenizer ``counter`` is (``--tokenizer``, a model name tiktoken
     knows); ``None`` where it is not (the estimate: the engine's default then)."""
-    from charfmt.chat import speech_texts  # noqa: PLC0415
-    from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
-    from charfmt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.constrain.budget import speech_texts  # noqa: PLC0415
+    from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
 
     measure = getattr(upstream, "tokens_per_char", None)
     if callable(measure):
@@ -243,8 +240,8 @@ class _Reading:
 
     def diagnostics(self, text: str) -> list[Diagnostic]:
         """The notes of the upstream's chunks and the lone surrogates replaced, placed in the reply's ``text``."""
-        from charfmt._sdk_chunks import quoted  # noqa: PLC0415
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
+        from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
 
         notes = list(self.notes)
         if self.refusal:
@@ -255,7 +252,7 @@ class _Reading:
     def _sound(self, text: str) -> str:
         """``text`` with each lone UTF-16 surrogate (JSON may say ``"\\udc00"``: no character) U+FFFD, its
         place noted (``CF714``), as a bad UTF-8 byte is; no text holding one can be written out. (A pair
-        split across two deltas is made whole by the upstream's reader, ``_http_client.EventStream``.)"""
+        split across two deltas is made whole by the upstream's reader, ``_replies.EventStream``.)"""
         try:
             text.encode()
         except UnicodeEncodeError:  # (a surrogate: nothing else stops UTF-8)
@@ -329,7 +326,7 @@ class Engine:
     """The character, its upstream and the request fields that constrain it."""
 
     def __init__(self, settings: Settings, upstream: Upstream) -> None:
-        from charfmt.chat import limit_note  # noqa: PLC0415
+        from charfmt.constrain.budget import limit_note  # noqa: PLC0415
 
         self.settings = settings
         self.character: Character = settings.character
@@ -348,7 +345,7 @@ class Engine:
         """The model's tokens per character of the character's speech, where its tokenizer is known."""
         bounds = reply_bounds(settings, self.tokens_per_char)
         self.bounds = bounds
-        """The reply's bounds (``charfmt.export.plan_bounds``), what a constrained request is held to."""
+        """The reply's bounds (``charfmt.constrain.export.plan_bounds``), what a constrained request is held to."""
         self.note = limit_note(bounds)
         self._fields = {True: self._constraint(bounds), False: {"max_tokens": settings.max_tokens}}
         self.budget = prompt_budget(settings.n_ctx, settings.max_tokens, self.counter)
@@ -361,6 +358,8 @@ class Engine:
         )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
+        self.worker = PromptWorker(self.scene or self.character, settings.lorebooks)
+        """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
         local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
@@ -381,13 +380,13 @@ class Engine:
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
         (llguidance where installed), a server in its own field (``request_fields``)."""
-        from charfmt.engines import local_constraint, request_fields  # noqa: PLC0415
+        from charfmt.constrain.engines import local_constraint, request_fields  # noqa: PLC0415
 
         s = self.settings
         subject = self.scene if self.scene is not None else self.character
         if getattr(self.upstream, "in_process", False):
-            from charfmt._reply_constraints import constraints_of  # noqa: PLC0415
-            from charfmt.export import reply_grammar  # noqa: PLC0415
+            from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
+            from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
 
             c = constraints_of("serve", {"character": subject})
             g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)
@@ -434,7 +433,7 @@ class Engine:
         the player's name, where the front end gives one). What ``ask`` asks goes with the card's parts and lore
         of the turn it asks about: the player's line asked for after the history, the rest of a reply after the
         turn it answered (its system prompt and lore)."""
-        from charfmt.render import render_request  # noqa: PLC0415
+        from charfmt.prompt.render import render_request  # noqa: PLC0415
 
         on = self.settings.constrained if constrained is None else constrained
         after = ask.after if ask is not None else ""
@@ -459,8 +458,8 @@ class Engine:
         if ask is not None and ask.impersonation is not None:
             messages, lore = fit(history, None, render_request("impersonate.j2", character, request=ask.impersonation))
         elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
-            from charfmt.character import Exchange  # noqa: PLC0415
-            from charfmt.userinput import UserTurn  # noqa: PLC0415
+            from charfmt.prompt.character import Exchange  # noqa: PLC0415
+            from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
 
             past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
             messages, lore = fit(past, None, render_request("continue.j2", character), lore_of=(history, turn))
@@ -550,9 +549,9 @@ class Engine:
         front = dict(options or {})
         system = front.pop("system", None)
         user_name = front.pop("user_name", None)
-        body, active = self.lore_request(
-            history, turn, constrained, system, seed=front.get("seed"), ask=ask, user_name=user_name
-        )
+        body, active = await self.worker.run(
+            self.lore_request, history, turn, constrained, system, seed=front.get("seed"), ask=ask, user_name=user_name
+        )  # (off the event loop where the lore is large)
         body.update(front)
         going = ask.continuation if ask is not None else None
         prefix = going.prefill if going is not None and going.prefill is not None else ""
@@ -576,7 +575,7 @@ class Engine:
                 if noted:
                     yield noted
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
-            from charfmt._sdk_chunks import quoted  # noqa: PLC0415
+            from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
             from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
 
             if reading.refusal:
@@ -592,9 +591,9 @@ class Engine:
         self, rid: str, body: dict[str, Any], turn: UserTurn | None, reading: _Reading, going: Continuation | None
     ) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
-        from charfmt.character import Exchange  # noqa: PLC0415
         from charfmt.diagnostics import ParseError  # noqa: PLC0415
-        from charfmt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.character import Exchange  # noqa: PLC0415
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
         from charfmt.writer import canonical_form  # noqa: PLC0415
 
         text = reading.prefix + "".join(reading.chunks)  # (a prefilled continue: the reply from its start)
@@ -636,9 +635,9 @@ class Engine:
 
 
 def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
-    """The counter of an engine's prompts (``charfmt.tokens.counter_for``): a model run in-process counts with its
+    """The counter of an engine's prompts (``tokens.counter_for``): a model run in-process counts with its
     own tokenizer and template; ``--tokenizer``, else the model name's tiktoken encoding, else the estimate."""
-    from charfmt.tokens import counter_for  # noqa: PLC0415
+    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
     llm = getattr(upstream, "llm", None)
     if llm is not None:
@@ -657,8 +656,8 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     to the prompt). An answer before the player's first words (the greeting the front end showed)
     is the first exchange, with an empty user turn, as a card's greeting is.
     """
-    from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.userinput import UserTurn  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     out: list[Exchange] = []

@@ -1,8 +1,8 @@
 """The model behind ``charfmt serve``: an OpenAI-compatible server (aiohttp) or llama.cpp in-process.
 
 The HTTP upstream reads through the same limits and the same chunk and completion readers as
-``charfmt chat --endpoint`` (:mod:`charfmt._http_client`): only the socket side is async here,
-so a client that goes away cancels the upstream request at once. Every failure is one
+``charfmt chat --endpoint`` (:mod:`charfmt.llm._replies`, the readers both share): only the socket
+side is async here, so a client that goes away cancels the upstream request at once. Every failure is one
 :class:`UpstreamFailure` carrying the HTTP status the front end should see (and ``Retry-After``
 where the upstream sent one), never a traceback.
 """
@@ -22,7 +22,9 @@ import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Protocol
 
-from charfmt._http_client import (
+from charfmt._redact import Redactor
+from charfmt.diagnostics import CharfmtError
+from charfmt.llm._replies import (
     MAX_ERROR_BODY,
     MAX_LINE,
     Budget,
@@ -34,8 +36,6 @@ from charfmt._http_client import (
     redact_url,
     silence,
 )
-from charfmt._redact import Redactor
-from charfmt.diagnostics import CharfmtError
 
 MAX_RETRY_AFTER: Final = 3600
 """Seconds of a ``Retry-After`` passed on to the front end, at most."""
@@ -453,10 +453,10 @@ _DONE: Final = object()
 class LocalUpstream:
     """A llama.cpp model in this process (``--model PATH.gguf``): one generation at a time, in a thread.
 
-    The same engine as ``charfmt chat --model`` (``charfmt._model_clients.LocalModel``): its chat
+    The same engine as ``charfmt chat --model`` (``charfmt.llm._model_clients.LocalModel``): its chat
     format, the system prompt folded where the format has none, a prompt too long for the window
     refused (400). The request's ``lark`` (through llguidance) or ``grammar`` (GBNF) constrains it
-    (``charfmt.engines.local_constraint`` chooses); ``temperature``, ``seed`` (none: a fresh one per
+    (``charfmt.constrain.engines.local_constraint`` chooses); ``temperature``, ``seed`` (none: a fresh one per
     request), ``top_p``, ``stop`` and the penalties are sampled with. Cancelling the request stops
     the generation at the next token.
     """
@@ -465,7 +465,7 @@ class LocalUpstream:
     """The turn engine asks this upstream for ``local_constraint``'s fields and its ``tokens_per_char``."""
 
     def __init__(self, model: Any, name: str) -> None:
-        from charfmt._model_clients import LocalModel  # noqa: PLC0415
+        from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
 
         self.name = name
         self.model: LocalModel = model if isinstance(model, LocalModel) else LocalModel(model)
@@ -484,7 +484,7 @@ class LocalUpstream:
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
         """The deltas of the model's reply to ``body`` (messages, lark or grammar, sampling fields)."""
-        from charfmt._model_clients import SAMPLING, ContextFull  # noqa: PLC0415
+        from charfmt.llm._model_clients import SAMPLING, ContextFull  # noqa: PLC0415
 
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -528,7 +528,7 @@ class LocalUpstream:
 def load_local(
     path: str, *, n_ctx: int, seed: int = 0, chat_format: str | None = None, warn: bool = True
 ) -> LocalUpstream:
-    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.engines.load_llama``) in ``chat_format``.
+    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.llm.loading.load_llama``) in ``chat_format``.
 
     llama.cpp's own log lines are kept off standard error unless ``charfmt serve --verbose`` (``llama_logs``,
     set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger
@@ -536,8 +536,8 @@ def load_local(
     """
     import logging  # noqa: PLC0415
 
-    from charfmt._model_clients import LocalModel  # noqa: PLC0415
-    from charfmt.engines import load_llama  # noqa: PLC0415
+    from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
+    from charfmt.llm.loading import load_llama  # noqa: PLC0415
 
     model = LocalModel(load_llama(path, n_ctx=n_ctx, seed=seed), chat_format=chat_format)
     if warn and model.missing_template is not None:

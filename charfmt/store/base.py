@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
 
 
 MAX_NAME: Final = 128
@@ -104,7 +104,7 @@ def decode(text: str, where: str) -> Exchange:
     """An exchange back from its stored JSON; a ``StoreError`` naming ``where`` when it is not one."""
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from charfmt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
 
     try:
         return Exchange.model_validate_json(text)

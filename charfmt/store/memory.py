@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from charfmt.store.base import Appended, SessionInfo, SessionKey, Store, encode, oldest_past
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
 
 
 @dataclass

@@ -18,7 +18,7 @@ from charfmt.store import schema
 from charfmt.store.base import Appended, SessionInfo, SessionKey, Store, StoreError, decode, encode, oldest_past
 
 if TYPE_CHECKING:
-    from charfmt.character import Exchange
+    from charfmt.prompt.character import Exchange
 
 Run = Callable[..., Any]
 """Run one statement in the transaction: ``run(sql, params=())`` → the cursor (``?`` placeholders)."""

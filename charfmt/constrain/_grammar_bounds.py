@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Unpack
 
-from charfmt._regex_ir import Alt, Cls, ExportError, Lit, Node, Ref, Rep, Seq
-from charfmt._reply_constraints import (
+from charfmt.constrain._regex_ir import Alt, Cls, ExportError, Lit, Node, Ref, Rep, Seq
+from charfmt.constrain._reply_constraints import (
     DEFAULT_MAX_ELEMENTS,
     DEFAULT_TOKENS_PER_CHAR,
     ELEMENTS_WITHOUT_EXAMPLES,
@@ -29,7 +29,7 @@ from charfmt._reply_constraints import (
     constrains,
     constraints_of,
 )
-from charfmt._reply_rules import Grammar, reply_grammar
+from charfmt.constrain._reply_rules import Grammar, reply_grammar
 from charfmt.models import Reply, Vocabulary
 from charfmt.tags import DEFAULT_TAGS, ROLE_TABLE, ROLES, TAGGED_TYPES, Role, TagTable
 

@@ -4,7 +4,7 @@ Each render (``render_budget``) may allocate :data:`MAX_RENDER_SIZE` characters 
 string and list growth (``*``, ``+``, ``%``, ``~``, ``**``, ``format``, ``join``,
 ``center``, ``indent``, ``replace``...) is checked against what is left before it
 happens, and a template that asks for more fails with a ``SecurityError`` (which
-``charfmt.render`` reports as a ``TemplateError``). ``bounded_filter`` wraps a filter so
+``charfmt.prompt.render`` reports as a ``TemplateError``). ``bounded_filter`` wraps a filter so
 its result is charged too.
 """
 

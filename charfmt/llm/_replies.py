@@ -1,41 +1,31 @@
-"""The client for OpenAI-compatible servers: one bounded door for what ``chat --endpoint`` (and ``serve``) read.
+"""What an OpenAI-compatible server answers, read without I/O, each part through a limit.
 
-Everything a server sends is read through a limit: the status line and headers (httpcore's
-100 KiB header block, then at most ``MAX_HEADERS`` headers of at most ``MAX_HEADER_LINE``
-bytes), each SSE line and event, a whole body, an error body, the depth of any JSON value,
-and the whole stream (the tokens the request asked for, counted as they arrive, whatever
-the server does). Bytes are counted as they come off the socket (``iter_bytes``), never
-``read()`` and then checked, so memory stays flat. Every failure, of the transport or of the
-server, is one :class:`UpstreamError` whose message is one line; a transport failure is never
-taken for an empty reply.
+Everything a server sends is read through a limit: the status line and headers (at most
+``MAX_HEADERS`` headers of at most ``MAX_HEADER_LINE`` bytes), each SSE line and event, a whole
+body, an error body, the depth of any JSON value, and the whole stream (the tokens the request
+asked for, counted as they arrive, whatever the server does). Every failure of the server is one
+:class:`UpstreamError` whose message is one line.
 
-What a server answers is read without I/O by :class:`ReplyReader` (headers, an error body, a
-whole completion, each chunk) and :class:`EventStream` (an event stream fed as its bytes
-arrive): the sync :class:`Client` here and ``charfmt serve``'s async upstream feed them the
-bytes they receive, so both read every answer by the same rules.
-
-httpx is an optional dependency (``pip install 'charfmt[http]'``); :func:`require` says so.
+:class:`ReplyReader` reads the headers, an error body, a whole completion and each chunk;
+:class:`EventStream` reads an event stream fed as its bytes arrive. The sync client
+(``charfmt.llm._http_client.Client``, over httpx) and ``charfmt serve``'s async upstream feed
+them the bytes they receive, so both read every answer by the same rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import re
-import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
-    import httpx
-
-    from charfmt._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import Piece
 
 MAX_LINE: Final = 4 << 20
 """Bytes in one line of an event stream (a longer one, or a body without newlines, is an error)."""
@@ -70,7 +60,6 @@ LINES_PER_TOKEN: Final = 8
 EXTRA_LINES: Final = 1024
 """Event-stream lines allowed beyond the tokens' (role chunks, usage, keep-alive comments)."""
 
-INSTALL: Final = "pip install 'charfmt[http]'"
 
 _SSE_FIELDS: Final = (b"data:", b":", b"event:", b"id:", b"retry:")
 _HIGH_FIRST: Final = 0xD800
@@ -93,14 +82,6 @@ def redact_url(url: str) -> str:
         netloc = "***@" + netloc.rpartition("@")[2]
     query = re.sub(r"(?i)((?:^|&)[^=&]*(?:key|token|secret|password|sig)[^=&]*=)[^&]*", r"\1***", parts.query)
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def require() -> Any:
-    """The ``httpx`` module, or a ``CharfmtError`` saying which extra installs it."""
-    try:
-        return importlib.import_module("httpx")
-    except ImportError as exc:
-        raise CharfmtError(f"--endpoint needs httpx, not installed ({exc}); install it with: {INSTALL}") from None
 
 
 def endpoint_url(url: str) -> str:
@@ -130,19 +111,6 @@ def endpoint_url(url: str) -> str:
 def exception_text(e: BaseException) -> str:
     """What a transport exception says, on at most 200 characters (its cause's words where it has none)."""
     return (str(e) or str(e.__cause__ or e.__context__ or "") or type(e).__name__)[:200]
-
-
-def transport_failure(httpx: Any, e: Exception, timeout: float) -> str:
-    """What an ``httpx.HTTPError`` of a request says: silence past ``timeout``, no connection, a broken protocol."""
-    if isinstance(e, httpx.TimeoutException):
-        return f"the server sent nothing for {timeout:g} s"
-    if isinstance(e, httpx.ConnectError):
-        return f"cannot connect: {exception_text(e)}"
-    if isinstance(e, httpx.RemoteProtocolError):
-        return f"the server broke the HTTP protocol: {exception_text(e)}"
-    if isinstance(e, httpx.TransportError | httpx.StreamError):
-        return f"the connection broke: {exception_text(e)}"
-    return f"the request failed: {exception_text(e)}"
 
 
 def shown_bytes(data: bytes) -> str:
@@ -199,23 +167,6 @@ def load_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
 
 
 # --- bounded readers -------------------------------------------------------------------------------
-
-
-class _Counted:
-    """The body's chunks, counted: more than ``limit`` bytes in all raises ``UpstreamError``."""
-
-    def __init__(self, chunks: Iterator[bytes], limit: int, what: str) -> None:
-        self._chunks = chunks
-        self.limit = limit
-        self.what = what
-        self.total = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._chunks:
-            self.total += len(chunk)
-            if self.total > self.limit:
-                raise UpstreamError(f"{self.what} is longer than {self.limit:,} bytes; stopped reading")
-            yield chunk
 
 
 class LineSplitter:
@@ -288,7 +239,7 @@ class Delta:
     text: str
     reason: str | None = None
     piece: Piece | None = None
-    """The chunk as ``charfmt._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
+    """The chunk as ``charfmt.llm._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
 
 
 @dataclass(frozen=True)
@@ -319,7 +270,7 @@ class ReplyReader:
     ``chat.completion``, the chunks of a stream. Every failure is ``fail(message)``, the caller's one error."""
 
     def __init__(self, fail: Callable[[str], UpstreamError]) -> None:
-        from charfmt._sdk_chunks import read_chat_chunk  # noqa: PLC0415 (``chat`` imports this module at start)
+        from charfmt.llm._sdk_chunks import read_chat_chunk  # noqa: PLC0415 (``chat`` imports this module at start)
 
         self.fail = fail
         self._read_chat_chunk = read_chat_chunk
@@ -593,93 +544,6 @@ class EventStream:
         return delta
 
 
-class Client:
-    """POSTs chat-completion requests to one URL and reads the answers through the limits above."""
-
-    def __init__(self, url: str, *, timeout: float = 120.0, api_key: str | None = None) -> None:
-        lib = require()
-        self.url = url
-        self.shown = redact_url(url)
-        """The URL as errors show it (a password in it hidden)."""
-        headers = {"Accept-Encoding": "identity"}  # nothing to inflate: the byte counts are the bytes
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._keyed = bool(api_key)
-        self._redact = Redactor([api_key])
-        self.timeout = timeout
-        self.reader = ReplyReader(self.fail)
-        self._httpx = lib
-        self._client: httpx.Client = lib.Client(
-            timeout=lib.Timeout(timeout),
-            limits=lib.Limits(max_connections=4, max_keepalive_connections=2),
-            follow_redirects=False,
-            headers=headers,
-        )
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()
-
-    def fail(self, message: str) -> UpstreamError:
-        """The one error of this client: ``URL: message``, on one line, the key and key-shaped strings ``***``."""
-        return UpstreamError(self._redact(f"{self.shown}: {' '.join(message.split())}"))
-
-    def chat(self, body: dict[str, Any], *, max_tokens: int) -> Iterator[Delta]:
-        """The reply to ``body`` (a chat-completion request), streamed or whole, within ``max_tokens``."""
-        httpx = self._httpx
-        try:
-            with self._client.stream("POST", self.url, json=body) as response:
-                yield from self._read(response, Budget.for_tokens(max_tokens))
-        except UpstreamError:
-            raise
-        except httpx.HTTPError as e:
-            raise self.fail(transport_failure(httpx, e, self.timeout)) from None
-
-    def _read(self, response: httpx.Response, budget: Budget) -> Iterator[Delta]:
-        reader = self.reader
-        reader.check_headers(response.headers.raw)
-        if response.status_code >= 300:
-            status, detail = response.status_code, self._error_detail(response)
-            if status in (401, 403):  # the key is the user's to fix: say whether one was sent
-                sent = "the server refused the API key" if self._keyed else "charfmt sent no API key"
-                raise self.fail(f"HTTP {status}: {sent} (--api-key-env names the variable that holds it): {detail}")
-            raise self.fail(f"HTTP {status}: {detail}")
-        kind = reader.body_kind(response.headers)
-        chunks = iter(_Counted(response.iter_bytes(), budget.bytes, "the reply"))
-        first = b""
-        for chunk in chunks:  # the first bytes say which of the two shapes this is
-            first += chunk
-            if first.strip() or len(first) > MAX_LINE:
-                break
-        if reader.is_completion(first, kind):
-            body = bytearray(first)
-            for chunk in chunks:
-                reader.gather(body, chunk)
-            yield reader.completion(bytes(body))
-            return
-        stream = EventStream(reader, kind, budget)
-        heard = time.monotonic()
-        for chunk in _prepend(first, chunks):
-            events = list(stream.feed(chunk))
-            yield from events
-            if stream.done:
-                return
-            if events:
-                heard = time.monotonic()
-            elif time.monotonic() - heard > self.timeout:  # bytes keep coming (comments): no event is silence
-                raise self.fail(silence(self.timeout, stream.partial))
-        yield from stream.end()
-
-    def _error_detail(self, response: httpx.Response) -> str:
-        data = b""
-        for chunk in response.iter_bytes():
-            data += chunk
-            if len(data) >= MAX_ERROR_BODY:
-                data = data[:MAX_ERROR_BODY]
-                break
-        return self.reader.error_detail(data, response.reason_phrase)
-
-
 def silence(seconds: float, partial: bool) -> str:
     """What an upstream that sent bytes but no event for ``seconds`` did (``partial``: part of an event)."""
     if partial:
@@ -763,8 +627,3 @@ def _first_choice(data: Any) -> dict[str, Any] | None:
 def _reason_of(choice: dict[str, Any] | None) -> str | None:
     reason = choice.get("finish_reason") if choice is not None else None
     return reason[:40] if isinstance(reason, str) else None
-
-
-def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest

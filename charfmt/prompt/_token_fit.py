@@ -2,7 +2,7 @@
 
 The oldest whole exchanges go first; the system prompt and the new turn always stay, and
 a ``BudgetError`` says when they alone exceed the budget. Tokens are counted with the
-caller's counter (``charfmt.render.estimate_tokens`` by default): a function of one text, or a
+caller's counter (``charfmt.prompt.render.estimate_tokens`` by default): a function of one text, or a
 ``TokenCounter``, which also counts a whole request as the model's chat template writes it
 (``fit_messages`` counts the messages as they go upstream, everything added to them included).
 """

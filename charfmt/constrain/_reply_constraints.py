@@ -1,8 +1,8 @@
 """The keywords that constrain a reply, defined once: which tags and emotion keys it holds, and how long it may be.
 
-Also the defaults the bound engine (``charfmt.export.plan_bounds``) takes where a keyword is not given.
+Also the defaults the bound engine (``charfmt.constrain.export.plan_bounds``) takes where a keyword is not given.
 
-``charfmt.grammar``, ``charfmt.json_schema``, ``charfmt.export.resolve_bounds`` and the
+``charfmt.grammar``, ``charfmt.json_schema``, ``charfmt.constrain.export.resolve_bounds`` and the
 engine recipes (``request_fields``, ``structural_tag``) each take them as
 ``**constraints: Unpack[ReplyConstraints]`` and hand them on; ``values`` refuses any other
 keyword as Python refuses an unknown one. ``@constrains`` gives each of them the signature
@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
-from charfmt._regex_ir import ExportError
+from charfmt.constrain._regex_ir import ExportError
 from charfmt.models import Reply, Vocabulary
 from charfmt.tags import TagTable
 
 if TYPE_CHECKING:
-    from charfmt.character import Character
-    from charfmt.scene import Scene
+    from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
 
 DEFAULT_TOKENS_PER_CHAR: Final = 1.0
 """Tokens per character of text where neither the model's tokenizer nor the character's speech is known.

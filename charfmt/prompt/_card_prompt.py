@@ -1,7 +1,7 @@
 """A character's parts of one turn's prompt: macros expanded, the card's instructions, the lore activated.
 
 Everything a card writes is kept with its macros (``{{user}}``, ``{{random:…}}``…) and expanded
-here, once per turn, through one :class:`~charfmt.macros.Macros` (one output bound for the whole
+here, once per turn, through one :class:`~charfmt.prompt.macros.Macros` (one output bound for the whole
 turn): the persona, the few-shots, the card's ``system_prompt`` (``{{original}}``: charfmt's
 opening line it replaces) and ``post_history_instructions``, the lore entries. The lore is
 activated from the new turn and the recent history (newest first, ``Name: text`` as SillyTavern
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
-from charfmt.macros import MacroError, Macros
 from charfmt.models import Chat, Reply
+from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
+from charfmt.prompt.macros import HeldNames, MacroError, Macros
 
 if TYPE_CHECKING:
-    from charfmt.character import Character, Exchange
-    from charfmt.userinput import UserTurn
+    from charfmt.prompt.character import Character, Exchange
+    from charfmt.prompt.userinput import UserTurn
 
 LORE_SHARE: Final = 4
 """Where no book sets a budget, the lore may take a quarter of the prompt's budget (SillyTavern's 25 %)."""
@@ -151,6 +151,16 @@ _BOOKS: dict[int, tuple[Any, Lorebook | None]] = {}
 """The card book of the last few cards read, by the card's identity (a server reads one every turn)."""
 
 
+def lore_entries(served: Any, lorebooks: Sequence[Lorebook] = ()) -> int:
+    """How many lore entries a turn of ``served`` (a ``Character`` or a ``Scene``) scans: its cards' books, a
+    scene's own and its members', and ``lorebooks``."""
+    members = list(served.cast.values()) if hasattr(served, "cast") else [served]
+    books = [*lorebooks, *(b for m in members if (b := character_lorebook(m)) is not None)]
+    if hasattr(served, "cast"):  # (a scene's own book and its members' given ones)
+        books += [b for b in (served.lorebook, *served.cast_lorebooks.values()) if b is not None]
+    return sum(len(b.entries) for b in books)
+
+
 def character_lorebook(character: Character) -> Lorebook | None:
     """The lorebook of ``character``'s card (its ``character_book``), or ``None``; read once per card."""
     card = character.card
@@ -159,14 +169,14 @@ def character_lorebook(character: Character) -> Lorebook | None:
     kept = _BOOKS.get(id(card))
     if kept is not None and kept[0] is card:
         return kept[1]
-    from charfmt.lorebook import LorebookError  # noqa: PLC0415
+    from charfmt.prompt.lorebook import LorebookError  # noqa: PLC0415
 
     try:
         book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
     except LorebookError as e:
-        from charfmt.lorebook import _note  # noqa: PLC0415
+        from charfmt.prompt.lorebook import lore_note  # noqa: PLC0415 (only a card whose book is unreadable)
 
-        book = Lorebook(name=character.name, diagnostics=(_note("CF943", f"the card's character_book: {e}"),))
+        book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
     _BOOKS[id(card)] = (card, book)
     while len(_BOOKS) > 16:
         del _BOOKS[next(iter(_BOOKS))]
@@ -244,16 +254,28 @@ def greeting_exchange(
 ) -> Exchange | None:
     """The chat's first exchange: the card's greeting ``index`` (0: ``first_mes``), macros expanded, after
     an empty user turn; ``None`` where the card has no such greeting (or no card)."""
-    from charfmt.cards import greeting  # noqa: PLC0415
-    from charfmt.character import Exchange  # noqa: PLC0415
-    from charfmt.userinput import UserTurn  # noqa: PLC0415
+    from charfmt.prompt.cards import greeting  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
     from charfmt.writer import canonical_form  # noqa: PLC0415
 
     macros = macros_for(character, None if seed is None else f"{seed}/greeting", now)
+    names = HeldNames(macros)  # the names are put in after the greeting is read: never read as markup
     try:
-        reply = greeting(character, index, lambda text: macros.text(text, where="greeting"))
+        reply = greeting(character, index, lambda text: macros.text(names.clean(text), where="greeting"))
+        if reply is None:
+            return None
+        reply = _names_restored(reply, names)
     except MacroError as e:
         raise CharfmtError(str(e)) from None
-    if reply is None:
-        return None
     return Exchange(user=UserTurn(), reply=canonical_form(reply, tags=character.tags))
+
+
+def _names_restored(reply: Reply, names: HeldNames) -> Reply:
+    """``reply`` (a greeting read with the names held out) with each segment's names put back as text."""
+    chats = [
+        chat.model_copy(update={"segments": [
+            s.model_copy(update={"text": names.restore(s.text, "greeting")}) for s in chat.segments]})
+        for chat in reply.chats
+    ]  # fmt: skip
+    return reply.model_copy(update={"chats": chats})

@@ -237,6 +237,36 @@ def expand(text: str, macros: Macros, *, original: str = "", where: str = "") ->
 
 _TRIM: Final = "\x00trim"
 
+_CHAR_MARK: Final = "\ufdd0"
+_USER_MARK: Final = "\ufdd1"
+_MARKS: Final = re.compile("[\ufdd0\ufdd1]")
+"""Unicode noncharacters (meant for a program's own use): what ``{{char}}`` and ``{{user}}`` write while a
+text is read as markup (:class:`HeldNames`); a card's own text holds none (they are taken out first)."""
+
+
+class HeldNames:
+    """The names (``{{char}}``, ``{{user}}``) held out of a text that is expanded, then read as markup (a
+    greeting): each expands to a mark no reader takes for markup, and :meth:`restore` puts the name back in
+    the texts the reader made. A name is text, always: ``[anger]``, ``*kicks you*`` or ``Al & <b>`` as the
+    player's name stays those characters, never an emotion, an action or a tag dropped."""
+
+    def __init__(self, macros: Macros) -> None:
+        self.macros = macros
+        self.names = {_CHAR_MARK: macros.char, _USER_MARK: macros.user}
+        macros.char, macros.user = _CHAR_MARK, _USER_MARK
+
+    @staticmethod
+    def clean(text: str) -> str:
+        """``text`` without the marks (a card that holds one would have it read as a name)."""
+        return _MARKS.sub("", text) if _MARKS.search(text) else text
+
+    def restore(self, text: str, where: str = "") -> str:
+        """``text`` (read from the expansion) with each mark its name again, the names' length within the bound."""
+        if _MARKS.search(text) is None:
+            return text
+        self.macros._take(sum(text.count(mark) * (len(name) - 1) for mark, name in self.names.items()), where)
+        return _MARKS.sub(lambda m: self.names[m.group()], text)  # (within the bound: taken before it is written)
+
 
 def _trim_end(pieces: list[str]) -> None:
     """The line breaks at the end of what ``pieces`` hold, removed (before a ``{{trim}}``)."""

@@ -8,7 +8,7 @@ run over each character's class: letter, number, white space or other), and each
 - ``piece_bound`` (never fewer than cl100k): one where the piece is one of cl100k's first 20,000
   tokens or one to three digits; else the BPE run with those merges only (``charfmt/data/
   cl100k_tables.json.gz``, made by ``benchmarks/data/make_token_tables.py``), which stops with at
-  least as many tokens as the full BPE; or the older bound of :mod:`charfmt._token_bound`, where lower.
+  least as many tokens as the full BPE; or the older bound of :mod:`charfmt.prompt._token_bound`, where lower.
 - ``piece_estimate``: the bound on ASCII pieces (English, JSON, markup, code: exact for the common
   words, proven never under). A piece beyond ASCII (Japanese, Chinese, Korean, Cyrillic...) is its
   characters' own costs added up, each exact (1 where the character is one token, else 2 or 3 by
@@ -30,9 +30,9 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Final
 
-from charfmt._token_bound import token_bound
+from charfmt.prompt._token_bound import token_bound
 
-TABLES: Final = Path(__file__).resolve().parent / "data" / "cl100k_tables.json.gz"
+TABLES: Final = Path(__file__).resolve().parent.parent / "data" / "cl100k_tables.json.gz"
 
 _SPACE: Final = r"[\t\n\v\f\r ]"
 _PATTERN: Final = re.compile(

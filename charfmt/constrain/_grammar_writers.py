@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._regex_ir import Alt, Cls, Lit, Node, Ref, Seq, merge_ranges, rebuild, subtract_ranges
-from charfmt._reply_rules import Grammar
+from charfmt.constrain._regex_ir import Alt, Cls, Lit, Node, Ref, Seq, merge_ranges, rebuild, subtract_ranges
+from charfmt.constrain._reply_rules import Grammar
 
 _SURROGATES: Final = ((0xD800, 0xDFFF),)
 
@@ -132,7 +132,7 @@ def _raw_json_lit(c: str) -> str:
 
 RAW_JSON: Final = Syntax(_ecma_char, lambda s: "".join(_raw_json_lit(c) for c in s), False, ("(", ")"), "", "|")
 """A JSON-schema ``pattern`` over the raw text of a JSON string, as XGrammar, llama.cpp's JSON-schema
-converter (no ``(?:``: plain groups) and Outlines (Rust regex) all read it (``charfmt.schema.raw_pattern``)."""
+converter (no ``(?:``: plain groups) and Outlines (Rust regex) all read it (``schema.raw_pattern``)."""
 
 
 def _gbnf_char(cp: int) -> str:

@@ -23,10 +23,10 @@ from pydantic import (
     model_validator,
 )
 
-from charfmt.body import BodyError, parse_body
-from charfmt.cards import CardError, CardInfo, is_card, is_generated, read_card
+from charfmt._strict.body import parse_body
+from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.envelope import json_cut_off, json_error
 from charfmt.diagnostics import CharfmtError, ParseError
-from charfmt.envelope import json_cut_off, json_error
 from charfmt.models import (
     Chat,
     EmotionKey,
@@ -38,13 +38,14 @@ from charfmt.models import (
     vocabulary_clashes,
 )
 from charfmt.parser import parse
+from charfmt.prompt.cards import CardError, CardInfo, is_card, is_generated, read_card
+from charfmt.prompt.userinput import UserTurn, parse_shorthand
 from charfmt.stagemap import Expression, Motion, StageMap, Voice, closest
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
-from charfmt.userinput import UserTurn, parse_shorthand
 from charfmt.writer import canonical_form, dumps, is_canonical
 
 if TYPE_CHECKING:
-    from charfmt.scene import Scene
+    from charfmt.prompt.scene import Scene
 
 MAX_FILE_SIZE: Final = 16 * 1024 * 1024
 """The largest character or history file ``Character.load`` and ``load_history`` read (``max_size=``)."""
@@ -242,7 +243,7 @@ class Character(BaseModel):
     def from_bytes(
         cls, data: bytes, file: str = "<character>", *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None
     ) -> Character:
-        """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.cards``) or TOML."""
+        """A character from a file's bytes: a card (PNG, CHARX zip, JSON; see ``charfmt.prompt.cards``) or TOML."""
         if user_name is not None and (why := name_problem(user_name)) is not None:
             raise CharacterError(file, "user_name", None, why)  # (as a card's or a TOML file's own would be)
         suffix = Path(file).suffix.lower()
@@ -262,7 +263,7 @@ class Character(BaseModel):
             hint = "Character.load(path) reads a file" if isinstance(data, (str, Path)) else "json.dumps(card).encode()"
             raise TypeError(f"Character.from_card takes the card file's bytes, not {type(data).__name__} ({hint})")
         data = bytes(data)
-        with _translated(file):
+        with character_errors(file):
             try:
                 fields, info, at = read_card(data, limit=max_size, user_name=user_name)
             except CardError as e:
@@ -289,7 +290,7 @@ class Character(BaseModel):
     def from_toml(cls, text: str, file: str = "<character>") -> Character:
         """Build a character from TOML text; ``file`` names it in errors. Raises ``CharacterError``."""
         text = text.removeprefix(_BOM)  # Windows editors start files with a byte order mark
-        with _translated(file):
+        with character_errors(file):
             data, fail = toml_data(text, file)
 
             _check_keys(data, fail)
@@ -492,7 +493,7 @@ def _decode(data: bytes, file: str) -> str:
 
 
 @contextmanager
-def _translated(file: str, line: int | None = None) -> Iterator[None]:
+def character_errors(file: str, line: int | None = None) -> Iterator[None]:
     """The one place foreign errors become ``CharacterError`` (hostile or absurd input, never a traceback)."""
     try:
         yield
@@ -620,10 +621,10 @@ def history_from_jsonl(text: str, character: Character | Scene, file: str = "<hi
     exchange opens; for text that is not JSON, where it broke).
     """
     history = []
-    cast = getattr(character, "cast", None)  # a Scene (charfmt.scene imports this module: not imported here)
+    cast = getattr(character, "cast", None)  # a Scene (charfmt.prompt.scene imports this module: not imported here)
     speaker: Character = next(iter(cast.values())) if cast else character  # type: ignore[assignment]
     for number, row in _json_values(text.removeprefix(_BOM), file):
-        with _translated(file, number):
+        with character_errors(file, number):
             if not isinstance(row, dict) or set(row) - _LINE_EXTRAS != {"user", "reply"}:
                 raise CharacterError(file, "", number, f"{_NOT_EXCHANGE}; found {_found(row)}")
             user = row["user"]
@@ -649,7 +650,7 @@ def _json_values(text: str, file: str) -> Iterator[tuple[int, Any]]:
     at = _skip(text, 0)
     line = 1 + text.count("\n", 0, at)
     while at < len(text):
-        with _translated(file, line):
+        with character_errors(file, line):
             try:
                 value, end = _DECODER.raw_decode(text, at)
             except json.JSONDecodeError as e:

@@ -67,6 +67,12 @@ _CLEAR_LINE: Final = "\r\x1b[K"
 """Back to the start of the line and erase it (the "thinking" line goes before the reply shows)."""
 
 
+MODEL_DID: Final = frozenset({"CF150", "CF610", "CF614", "CF616"})
+"""Notes of what the model did, shown in full after its reply (not counted with the reader's repairs): its
+speech cut at the bound (``CF150``), its reply cut off (``CF610``), its chats' orders missing or repeated
+(``CF614``), no JSON at all (``CF616``)."""
+
+
 def _one_line(text: str) -> str:
     """``text`` on one line: each run of whitespace holding a line break becomes one space."""
     return visible(re.sub(r"[ \t]*[\r\n][\s]*", " ", text.strip()))
@@ -295,6 +301,8 @@ class TerminalView:
             key = vocabulary.resolve(event.text) or event.text
             sprites = {e.key: e.sprite for e in vocabulary.emotions}
             self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
+        elif event.kind in ("action", "cue") and not event.text.strip():
+            pass  # an empty action or cue means nothing: no ``**`` line
         elif event.kind == "action":
             self._line(f"*{_one_line(event.text)}*")
         elif event.kind == "cue":
@@ -355,10 +363,12 @@ class TerminalView:
 
     def _show_notes(self) -> None:
         """The reply's diagnostics: each on its line (``verbose``); else each error and each note of what the
-        model or its server did (``CF8xx``: a refusal, a tool call, a filter), and one line that counts the rest
-        (the reader's repairs)."""
+        model or its server did (``CF8xx``: a refusal, a tool call, a filter; ``MODEL_DID``: speech cut, no JSON,
+        orders renumbered), and one line that counts the rest (the reader's repairs)."""
         notes, self._notes = self._notes, []
-        shown = [d for d in notes if self.verbose or d.severity == "error" or d.code.startswith("CF8")]
+        shown = [
+            d for d in notes if self.verbose or d.severity == "error" or d.code.startswith("CF8") or d.code in MODEL_DID
+        ]
         for d in shown:
             self._line(f"! {d.severity} {d.code}: {_one_line(d.message)}")
         counted = [d for d in notes if d not in shown]

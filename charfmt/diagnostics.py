@@ -40,6 +40,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF146": ("warning", "a chat's speaker is not a name: dropped (lenient)"),
     # CF150-CF159: the bounds of a constrained reply
     "CF150": ("warning", "speech cut mid-sentence (at its length bound, or by the token budget): ended at a word"),
+    # CF160-CF169: input as it arrives (encodings)
+    "CF160": ("warning", "input is UTF-16 or UTF-32 (it starts with that byte order mark): decoded as such"),
     # body
     "CF201": ("error", "syntax error in a body"),
     "CF202": ("error", "element not closed before the end of the body"),

@@ -67,12 +67,55 @@ def parse(
         text = _text_argument(text)
     table = DEFAULT_TAGS if tags is None else tags
     told = _NOTHING_TOLD if turn is None and prompt is None else Told(turn_lines(turn), prompt_texts(prompt))
+    if isinstance(text, bytes) and text[:2] in _WIDE_BOM_STARTS and len(text) <= max_size:
+        return _parse_wide(text, lenient, vocabulary, max_size, tags=table, told=told)
     if len(text) <= _GC_PAUSE_ABOVE:  # the usual reply: no pause of the collector to arrange
         reply = _READERS.fast(text, vocabulary, max_size, table)
         if reply is not None:
             return reply
         return _parse(text, lenient, vocabulary, max_size, fast=False, tags=table, told=told)
     return _parse(text, lenient, vocabulary, max_size, tags=table, told=told)
+
+
+_WIDE_BOMS: Final = (
+    (codecs.BOM_UTF32_LE, "utf-32", "UTF-32 (little-endian)"),
+    (codecs.BOM_UTF32_BE, "utf-32", "UTF-32 (big-endian)"),
+    (codecs.BOM_UTF16_LE, "utf-16", "UTF-16 (little-endian)"),
+    (codecs.BOM_UTF16_BE, "utf-16", "UTF-16 (big-endian)"),
+)
+"""The byte order marks of the wide encodings a file may be in (PowerShell's ``>`` writes UTF-16 LE),
+longest first (UTF-32 LE's starts with UTF-16 LE's)."""
+_WIDE_BOM_STARTS: Final = frozenset(bom[:2] for bom, _codec, _name in _WIDE_BOMS)
+
+
+def wide_text(data: bytes) -> tuple[str, str] | None:
+    """``data`` that starts with a UTF-16 or UTF-32 byte order mark and decodes as such, decoded (the mark
+    dropped), and what it was (``"UTF-16 (little-endian)"``); else ``None`` (bytes that only start like a
+    mark, ``\xff\xfe{``, are read as UTF-8, and their first byte is ``CF001``)."""
+    for bom, codec, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec), name
+            except UnicodeDecodeError:
+                continue  # (UTF-32 LE's mark starts like UTF-16 LE's: try the next)
+    return None
+
+
+def _parse_wide(
+    data: bytes, lenient: bool, vocabulary: Vocabulary | None, max_size: int, *, tags: TagTable, told: Told
+) -> Reply:
+    """``parse`` of bytes in UTF-16 or UTF-32: the decoded text parsed, ``CF160`` first among its diagnostics."""
+    wide = wide_text(data)
+    if wide is None:  # (a start like a mark's that is not one: UTF-8's own errors)
+        return _parse(data, lenient, vocabulary, max_size, tags=tags, told=told)
+    text, name = wide
+    note = Diagnostic.at(text, "CF160", f"input is {name}, not UTF-8: decoded as {name.split()[0]}", 0, 0,
+                         severity="warning")  # fmt: skip
+    try:
+        reply = _parse(text, lenient, vocabulary, max_size, tags=tags, told=told)
+    except ParseError as e:
+        raise ParseError([note, *e.diagnostics], e.source) from None
+    return reply.model_copy(update={"diagnostics": [note, *reply.diagnostics]})
 
 
 class Told(NamedTuple):
@@ -252,9 +295,13 @@ _ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
 def lenient_text(data: str | bytes) -> str:
     """Input as lenient parsing reads it: each byte that is not UTF-8 becomes one U+FFFD.
 
-    Diagnostic offsets of a lenient parse of ``bytes`` count characters of this text.
+    Diagnostic offsets of a lenient parse of ``bytes`` count characters of this text. Bytes that
+    start with a UTF-16 or UTF-32 byte order mark are decoded as such (``wide_text``), as ``parse`` reads them.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
+        wide = wide_text(bytes(data)) if bytes(data[:2]) in _WIDE_BOM_STARTS else None
+        if wide is not None:
+            return wide[0]
         data = bytes(data).decode("utf-8", errors="surrogateescape")
     return _ESCAPED_BYTES.sub(lambda m: "\ufffd" * len(m.group()), data)
 

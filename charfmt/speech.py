@@ -188,7 +188,8 @@ class SentenceSplitter:
             self._emotion[event.chat] = event.text
             self._intensity[event.chat] = event.intensity
         elif isinstance(event, Action):
-            self._action[event.chat] = event.text
+            if event.text.strip():  # (an empty action means nothing: the last one stays, as the stage's motion)
+                self._action[event.chat] = event.text
         elif isinstance(event, TextDelta) and event.tag in self.tags:
             key = (event.chat, event.segment)
             buf = self._buffers.get(key)
@@ -605,14 +606,15 @@ def trim_cut_speech(
             if not (at_bound or (cut_off and (i, k) == last)):
                 continue
             kept = cut_text(seg.text)
-            if kept == seg.text:
-                continue  # (it ended a sentence where it was cut)
+            if kept == seg.text.rstrip():  # it ended a sentence at the cut (maybe before a space): all spoken
+                segments[k] = seg.model_copy(update={"text": kept}) if kept != seg.text else seg
+                continue
             head, _tail = whole_sentences(seg.text)
             segments[k] = seg.model_copy(update={"text": kept})
             why = f"the speech reached its bound of {bound} characters" if at_bound else "the reply was cut off"
             notes.append(_cut_note(source, i, seg.text, len(head), why))
         chats.append(chat.model_copy(update={"segments": segments}) if segments != chat.segments else chat)
-    if not notes:
+    if chats == list(reply.chats):
         return reply
     return reply.model_copy(update={"chats": chats, "diagnostics": [*reply.diagnostics, *notes]})
 

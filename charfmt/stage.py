@@ -176,7 +176,7 @@ class StageReader:
             self._voice[event.chat] = self._base_voice(event.chat)
         elif isinstance(event, Emotion):
             out.append(self._expression(event))
-        elif isinstance(event, WholeValue):  # any other whole value (an action, a cue, a new role's): a motion
+        elif isinstance(event, WholeValue) and event.text.strip():  # an action, a cue, a new role's: a motion
             out.append(self._motion(event.chat, event.text, event.named_tag))
         elif isinstance(event, Reset):
             self._speaker.clear()

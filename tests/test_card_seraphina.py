@@ -1,10 +1,11 @@
 """SillyTavern's bundled card ``default_Seraphina.png`` (its lorebook "Eldoria": four entries) on a scripted chat.
 
-The card ships with SillyTavern (AGPL-3.0, ``default/content/``); it is not committed here. The
-test reads it from ``$CHARFMT_SERAPHINA`` (``.ci/run`` takes it from SillyTavern's npm package,
-``sillytavern@1.19.0``, and checks its SHA-256) or from ``cards/default_Seraphina.png`` in the shared
-folder beside the repository, and is skipped where neither holds it. A reader of the card expects: the greeting (the forest, the beasts, healing magic)
-wakes Eldoria, the Shadowfangs and Seraphina's powers; then each question wakes its entry.
+The card ships with SillyTavern (AGPL-3.0, ``default/content/``); it is not committed here.
+The test reads it from ``$CHARFMT_SERAPHINA`` (``.ci/run`` takes it from SillyTavern's npm
+package, ``sillytavern@1.19.0``, and checks its SHA-256) or from ``cards/default_Seraphina.png``
+in the shared folder beside the repository, and is skipped where neither holds it. A reader of
+the card expects: the greeting (the forest, the beasts, healing magic) wakes Eldoria, the
+Shadowfangs and Seraphina's powers; then each question wakes its entry.
 """
 
 from __future__ import annotations

@@ -367,7 +367,9 @@ def test_required_speech(reader: str) -> None:
         assert strict_ok(_c(body)) and not g.accepts(_c(body)), body
     assert not g.accepts('{"chats":[]}') and not g.accepts(ONE_CHAT % ("I", "a log line"))  # it says something
     unbounded = read(writer(export.reply_grammar(bounds=export.Bounds(require_speech=True))))
-    assert unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<thought>y</thought>\n<msg>hi</msg>\n<msg></msg>"))
+    assert unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<thought>y</thought>\n<msg>hi</msg>\n<msg>yo</msg>"))
+    # under bounds no element is empty (it means nothing; trial 3's SmolLM2 wrote ``<act></act>``)
+    assert not unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<msg>hi</msg>\n<msg></msg>"))
     assert not unbounded.accepts(_c("<emo>joy</emo>\n<act>x</act>\n<msg></msg>"))
 
 

@@ -5,6 +5,7 @@ huge files, ``/dev/zero`` and endless pipes, type-confused and huge stage maps. 
 from __future__ import annotations
 
 import difflib
+import gc
 import os
 import shutil
 import threading
@@ -245,12 +246,16 @@ def _mapped(n: int) -> str:
 
 @pytest.mark.long
 def test_a_huge_stage_map_loads_in_linear_time() -> None:
-    def cpu(n: int) -> float:
+    def cpu(n: int) -> float:  # the best of three CPU times (the suite runs beside other workers)
         text = _mapped(n)
-        start = time.process_time()
-        character = charfmt.Character.from_toml(text, "c.toml")
-        assert character.stage is not None and len(character.stage.emotions) == n
-        return max(time.process_time() - start, 1e-3)
+        times = []
+        for _ in range(3):
+            gc.collect()
+            start = time.process_time()
+            character = charfmt.Character.from_toml(text, "c.toml")
+            times.append(time.process_time() - start)
+            assert character.stage is not None and len(character.stage.emotions) == n
+        return max(min(times), 1e-3)
 
     cpu(100)
     small, large = cpu(2_500), cpu(10_000)

@@ -92,6 +92,11 @@ def _tokenizer(text: str) -> str:
     """``--tokenizer``'s type: a file or a name, not nothing (an empty one names no file and no encoding)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("a tokenizer.json file or a tiktoken model or encoding name, not nothing")
+    from charfmt.prompt.tokens import unknown_tokenizer  # noqa: PLC0415 (loads tiktoken only where a name is given)
+
+    why = unknown_tokenizer(text)
+    if why is not None:  # neither a file nor a name tiktoken knows: a bad option value (a usage error)
+        raise argparse.ArgumentTypeError(why)
     return text
 
 
@@ -179,3 +184,40 @@ def open_store_of(args: argparse.Namespace, *, create: bool = True) -> Any:
     if (why := target_problem(args.store)) is not None:
         args.parser.error(f"argument --store: {why}")
     return open_store(args.store, create=create)
+
+
+def add_bounds(sp: argparse.ArgumentParser) -> None:
+    """The bounds of ``charfmt grammar`` and ``charfmt schema``: the keywords ``charfmt.grammar`` and
+    ``charfmt.json_schema`` take (``bounds_of``), so the command line plans what the library plans."""
+    sp.add_argument(
+        "--max-tokens", type=whole(1), metavar="N", help="bound the reply so it always closes within N tokens"
+    )
+    sp.add_argument("--max-chars", type=whole(1), metavar="N", help="at most N characters per element")
+    sp.add_argument("--max-chats", type=whole(1), metavar="N", help="at most N chats per reply")
+    sp.add_argument("--max-elements", type=whole(1), metavar="N", help="at most N elements per C chat")
+    sp.add_argument("--tokens-per-char", type=_per_char, metavar="X",
+                    help="with --max-tokens: the model's tokens per character (default: the UTF-8 bytes per "
+                    "character of the --character's example speech, else 1; see docs/CONSTRAIN.md)")  # fmt: skip
+    sp.add_argument("--no-require-speech", dest="require_speech", action="store_false", default=None,
+                    help="with --max-tokens: a C chat need not speak (default: each says something)")  # fmt: skip
+
+
+def bounds_of(args: argparse.Namespace) -> dict[str, Any]:
+    """``add_bounds``' options as ``charfmt.grammar``'s keywords (``--no-require-speech`` needs ``--max-tokens``)."""
+    if args.require_speech is False and args.max_tokens is None:
+        args.parser.error("argument --no-require-speech: only with --max-tokens (speech is required within a budget)")
+    if args.tokens_per_char is not None and args.max_tokens is None:
+        args.parser.error("argument --tokens-per-char: only with --max-tokens")
+    keys = ("max_tokens", "max_chars", "max_chats", "max_elements", "tokens_per_char", "require_speech")
+    return {key: getattr(args, key) for key in keys}
+
+
+def _per_char(text: str) -> float:
+    """``--tokens-per-char``: a number of tokens per character, 1 to 4 (a character is at least one token)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text[:40]!r}") from None
+    if not 1 <= value <= 4:
+        raise argparse.ArgumentTypeError(f"must be 1 to 4 (tokens per character), not {text[:40]}")
+    return value

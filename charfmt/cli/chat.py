@@ -108,11 +108,12 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--say", action="append", metavar="TEXT",
                     help="a user turn (repeatable); default: read turns from stdin, where /help lists the commands"
                     " and /quit ends")  # fmt: skip
-    sp.add_argument("--seed", type=int, metavar="N",
+    sp.add_argument("--seed", type=whole(0, 2**32 - 1), metavar="N",
                     help="sampling seed of the local model: turn k samples with N+k-1, so the same seed, model and "
                     "turns give the same replies (default: a fresh random seed each turn)")  # fmt: skip
     sp.add_argument("--stage", action="store_true",
-                    help="also show each stage cue (expression, motion, speak) as a JSON line")  # fmt: skip
+                    help="show each stage cue (expression, motion, speak) as a JSON line; its speak cues take the"
+                    " place of the (tts) lines, so each sentence is shown once")  # fmt: skip
     sp.add_argument("--max-length", type=whole(1), metavar="N",
                     help="for speech: a sentence longer than N also ends at 、 or ,")  # fmt: skip
     sp.add_argument("--chat-format", metavar="NAME",

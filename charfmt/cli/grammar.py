@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from charfmt.cli._io import EXIT_OK, load_character, load_scene, usage_error
-from charfmt.cli._options import add_size, whole
+from charfmt.cli._options import add_bounds, add_size, bounds_of
 from charfmt.models import Vocabulary
 from charfmt.tags import DEFAULT_TAGS
 
@@ -35,14 +35,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--character", metavar="FILE", help="this character's emotions and [[tags]]")
     group.add_argument("--scene", metavar="FILE", help="a scene's cast: each C chat names its speaker (scene TOML)")
-    sp.add_argument(
-        "--max-tokens", type=whole(1), metavar="N", help="bound the reply so it always closes within N tokens"
-    )
-    sp.add_argument("--max-chars", type=whole(1), metavar="N", help="at most N characters per element")
-    sp.add_argument("--max-chats", type=whole(1), metavar="N", help="at most N chats per reply")
-    sp.add_argument("--tokens-per-char", type=_per_char, metavar="X",
-                    help="with --max-tokens: the model's tokens per character (default: the UTF-8 bytes per "
-                    "character of the --character's example speech, else 1; see docs/CONSTRAIN.md)")  # fmt: skip
+    add_bounds(sp)
     add_size(sp, "--character file")
 
 
@@ -67,32 +60,13 @@ def run(args: argparse.Namespace) -> int:
     from charfmt.constrain.export import ExportError  # noqa: PLC0415
 
     try:
-        text = grammar(
-            args.target,
-            vocabulary=vocabulary,
-            character=subject,
-            max_tokens=args.max_tokens,
-            max_chars=args.max_chars,
-            max_chats=args.max_chats,
-            tokens_per_char=args.tokens_per_char,
-        )
+        text = grammar(args.target, vocabulary=vocabulary, character=subject, **bounds_of(args))
     except ExportError as e:  # bounds that cannot hold a reply (a token budget too small)
         usage_error(args, str(e))
     sys.stdout.write(text)
     if args.target == "regex":
         sys.stdout.write("\n")
     return EXIT_OK
-
-
-def _per_char(text: str) -> float:
-    """``--tokens-per-char``: a number of tokens per character, 1 to 4 (a character is at least one token)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, not {text[:40]!r}") from None
-    if not 1 <= value <= 4:
-        raise argparse.ArgumentTypeError(f"must be 1 to 4 (tokens per character), not {text[:40]}")
-    return value
 
 
 def _first_line(e: BaseException) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Final
+from typing import Any, Final
 
-from charfmt.cli._io import EXIT_OK, dump_json
-from charfmt.cli._options import add_character, add_size
+from charfmt.cli._io import EXIT_OK, dump_json, load_character, usage_error
+from charfmt.cli._options import add_bounds, add_character, add_size, bounds_of
 from charfmt.cli._reply import language
 from charfmt.constrain.schema import PROVIDERS, json_schema
 
@@ -26,12 +26,24 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
         help="the schema in the subset that provider's structured output accepts (default: plain JSON Schema)",
     )
     add_character(sp)
+    add_bounds(sp)
     add_size(sp, "--character file")
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the schema."""
-    lang = language(args)
-    schema = json_schema(args.provider, vocabulary=lang.vocabulary, tags=lang.tags)
+    from charfmt.constrain.export import ExportError  # noqa: PLC0415
+
+    bounds = bounds_of(args)
+    if args.character is not None and args.max_tokens is not None:  # its examples plan the budget
+        character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
+        constraints: dict[str, Any] = {"character": character}
+    else:
+        lang = language(args)
+        constraints = {"vocabulary": lang.vocabulary, "tags": lang.tags}
+    try:
+        schema = json_schema(args.provider, **constraints, **bounds)
+    except ExportError as e:  # bounds that cannot hold a reply (a token budget too small)
+        usage_error(args, str(e))
     print(dump_json(schema, sys.stdout, indent=2))
     return EXIT_OK

@@ -173,7 +173,10 @@ def settings_from(args: argparse.Namespace) -> Any:
         if args.model_name is None and args.server in NAMED_SERVERS:  # as ``charfmt chat --endpoint``
             if NAMED_SERVERS[args.server]:
                 args.parser.error(f"argument --model-name: --server {args.server} needs the model's name")
-            print(f"charfmt serve: warning: no --model-name for --server {args.server}: its default", file=sys.stderr)
+            print(
+                f"charfmt serve: warning: no --model-name for --server {args.server}: the server's default model",
+                file=sys.stderr,
+            )
     for origin in args.cors:  # as a browser sends it: scheme://host[:port], no path, no slash at the end
         if origin != "*" and _ORIGIN.fullmatch(origin) is None:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
+from charfmt._terminal import visible
 from charfmt.cli._io import (
     EXIT_INVALID,
     EXIT_OK,
@@ -121,15 +122,15 @@ def run(args: argparse.Namespace) -> int:
     splitter = SentenceSplitter(tags=lang.tags, max_length=args.max_length) if args.sentences else None
     stage = _stage_reader(args) if args.stage else None
     failed = False
+    name = "<stdin>" if args.replay in (None, "-") else args.replay
 
     def emit(events: list[Event]) -> None:
         nonlocal failed
         out = sys.stdout
         for event in events:
             if event.kind == "diagnostic" and event.diagnostic.severity == "error":
-                failed = True
-                if stage is not None:  # the cues say nothing of it: say it where errors go
-                    print(diag_line("<stream>", event.diagnostic), file=sys.stderr)
+                failed = True  # exit 1: say why where errors go (stdout may be a pipe nobody reads)
+                print(visible(diag_line(name, event.diagnostic)), file=sys.stderr, flush=True)
             if stage is None or event.kind == "diagnostic":  # the cues say nothing of it: a diagnostic line
                 print(dump_json(event.to_dict(), out), file=out, flush=True)
             if stage is not None:
@@ -155,7 +156,6 @@ def run(args: argparse.Namespace) -> int:
         for cue in stage.close() if stage is not None else ():
             print(dump_json(cue.to_dict(), sys.stdout), file=sys.stdout, flush=True)
     except ParseError as e:
-        name = "<stdin>" if args.replay in (None, "-") else args.replay
         emit_diagnostics(name, e.source, e.diagnostics, "text", sys.stderr)
         return EXIT_INVALID
     return EXIT_INVALID if failed else EXIT_OK

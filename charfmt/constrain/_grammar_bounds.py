@@ -167,6 +167,10 @@ class Bounds:
         return make(low)
 
 
+MIN_SCENE_SPEECH_CHARS: Final = 12
+"""The least speech per chat for which a scene's plan keeps two chats (two speakers) before one chat
+with more to say: a short sentence (``Ready when you are.``)."""
+
 SHORT_ROLES: Final[dict[Role, int]] = {"emotion": 16, "action": 24, "cue": 16, "hidden": 24}
 """``Bounds.for_tokens``' default lengths (characters) of the roles that are not speech."""
 
@@ -330,6 +334,8 @@ def plan_bounds(
       ``DEFAULT_MAX_ELEMENTS`` elements; without examples one chat of ``ELEMENTS_WITHOUT_EXAMPLES``).
     - Each role that is not speech as long as the examples' longest (``learned_lengths``), speech
       the rest of the budget (``Bounds.for_tokens``), at most one speech element per chat.
+    - A scene (two speakers or more, no ``max_chats``): two chats or more while each can say
+      ``MIN_SCENE_SPEECH_CHARS`` (``_several_speak``): shorter elements before fewer chats.
     - Where that leaves less than ``MIN_SPEECH_CHARS`` of speech: fewer chats first, then fewer
       elements (3, then 2), before shorter elements; the first shape that reaches it, else the one
       with the most speech. ``max_chats``/``max_elements`` fix the shape, ``max_chars`` caps speech.
@@ -352,17 +358,28 @@ def plan_bounds(
     short = learned_lengths(examples, tags, actions)
     best: Bounds | None = None
     error: ExportError | None = None
+
+    def planned(c: int, e: int) -> Bounds | None:
+        nonlocal error
+        try:
+            return Bounds.for_tokens(
+                max_tokens, max_chats=c, max_elements=e, vocabulary=vocabulary, tags=tags, short=short,
+                tokens_per_char=tokens_per_char, require_speech=require_speech,
+                min_speech=SPEECH_SHARE if require_speech else 0, speakers=speakers,
+                most_required=MOST_REQUIRED_SPEECH,
+            )  # fmt: skip
+        except ExportError as exc:
+            error = exc  # (the last: the smallest shape, one chat of two elements)
+            return None
+
+    if max_chats is None and speakers is not None and len(speakers) >= 2:  # a scene: two members speak
+        several = _several_speak(planned, range(max(chats, 2), 1, -1), element_counts)
+        if several is not None:
+            return _capped(several, max_chars)
     for e in element_counts:
         for c in chat_counts:
-            try:
-                found = Bounds.for_tokens(
-                    max_tokens, max_chats=c, max_elements=e, vocabulary=vocabulary, tags=tags, short=short,
-                    tokens_per_char=tokens_per_char, require_speech=require_speech,
-                    min_speech=SPEECH_SHARE if require_speech else 0, speakers=speakers,
-                    most_required=MOST_REQUIRED_SPEECH,
-                )  # fmt: skip
-            except ExportError as exc:
-                error = exc  # (the last: the smallest shape, one chat of two elements)
+            found = planned(c, e)
+            if found is None:
                 continue
             if best is None or (found.max_chars or 0) > (best.max_chars or 0):
                 best = found
@@ -372,6 +389,26 @@ def plan_bounds(
         assert error is not None
         raise error
     return _capped(best, max_chars)
+
+
+def _several_speak(
+    shape: Callable[[int, int], Bounds | None], chat_counts: Iterable[int], element_counts: Sequence[int]
+) -> Bounds | None:
+    """A scene's shape of two chats or more: the first (most chats, then most elements) whose speech
+    reaches ``MIN_SPEECH_CHARS``; else, of two chats, the one with the most speech where it holds
+    ``MIN_SCENE_SPEECH_CHARS`` (shorter elements before fewer chats: a scene's point is its several
+    speakers); else ``None`` (one chat, planned as a character's)."""
+    two: Bounds | None = None
+    for c in chat_counts:
+        for e in element_counts:
+            found = shape(c, e)
+            if found is None:
+                continue
+            if (found.max_chars or 0) >= MIN_SPEECH_CHARS:
+                return found
+            if c == 2 and (two is None or (found.max_chars or 0) > (two.max_chars or 0)):
+                two = found
+    return two if two is not None and (two.max_chars or 0) >= MIN_SCENE_SPEECH_CHARS else None
 
 
 def _capped(bounds: Bounds, max_chars: int | None) -> Bounds:

@@ -159,6 +159,9 @@ def bounded_body(
         for spec in tags:
             if spec.role == role and spec.content == "text":
                 rules[spec.name] = _text_element(spec, name, optional=True)
+    for spec in tags:  # an empty act, thought or msg means nothing: a model under bounds writes none
+        if spec.content == "text":
+            rules[spec.name] = _text_element(spec, _text_terminal(rules[spec.name]), optional=False)
     speech = [s for s in tags if s.row.spoken]
     if bounds.require_speech:
         for spec in speech:  # a speech element says something: at least min_speech characters
@@ -172,9 +175,11 @@ def bounded_body(
 
 
 def _text_terminal(rule: Node) -> str:
-    """The text terminal of a text element's rule (``OPEN TEXT? CLOSE``)."""
-    assert isinstance(rule, Seq) and isinstance(rule.items[1], Rep) and isinstance(rule.items[1].item, Ref)
-    return rule.items[1].item.name
+    """The text terminal of a text element's rule (``OPEN TEXT? CLOSE`` or ``OPEN TEXT CLOSE``)."""
+    assert isinstance(rule, Seq)
+    content = rule.items[1].item if isinstance(rule.items[1], Rep) else rule.items[1]
+    assert isinstance(content, Ref)
+    return content.name
 
 
 def _text_element(spec: TagSpec, terminal: str, *, optional: bool) -> Node:

@@ -127,6 +127,26 @@ class _Guarded:
         return self._llm.create_completion(prompt, *args, **kwargs)
 
 
+class _Prefilled:
+    """``llm`` for a chat handler, the model's answer started with ``prefill`` (a continue): the handler's
+    prompt for the messages before it (ending with the generation prompt), then ``prefill``, and the model
+    goes on from there, as llama-server takes a last ``assistant`` message."""
+
+    def __init__(self, llm: Any, prefill: str) -> None:
+        self._llm = llm
+        self._prefill = prefill
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def create_completion(self, prompt: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(prompt, list):  # (tokens: the prefill's own, no BOS, its text as text)
+            prompt = [*prompt, *self._llm.tokenize(self._prefill.encode(), add_bos=False, special=False)]
+        else:
+            prompt = str(prompt) + self._prefill
+        return self._llm.create_completion(prompt, *args, **kwargs)
+
+
 def _prompt_size(llm: Any, prompt: Any) -> int:
     """The tokens of the prompt a chat handler built (its token list, or its text as llama.cpp reads it)."""
     return len(prompt) if isinstance(prompt, list) else len(llm.tokenize(str(prompt).encode(), special=True))
@@ -402,11 +422,15 @@ class LocalModel:
         processor: Callable[[Any, Any], Any] | None = None,
         **sampling: Any,
     ) -> Iterator[dict[str, Any]]:
-        """llama-cpp-python's streamed chat-completion chunks of the reply to ``messages`` (``lark`` before
+        """llama-cpp-python's streamed chat-completion chunks of the reply to ``messages`` (a last ``assistant``
+        message: the answer's start, which the model goes on from, as llama-server prefills; ``lark`` before
         ``gbnf`` where both are given; ``processor``: another engine's logits processor, in their place;
         ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
         from charfmt.constrain.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
 
+        prefill = ""
+        if len(messages) > 1 and messages[-1].get("role") == "assistant":  # a continue: go on from it
+            prefill, messages = messages[-1].get("content") or "", messages[:-1]
         messages = fold_system(messages) if self._folded else fold_late_system(messages)  # (no system text lost)
         grammar = None
         if gbnf is not None and lark is None and processor is None:
@@ -416,8 +440,10 @@ class LocalModel:
         if processor is None and lark is not None:
             processor = llguidance_processor(self.llm, lark)
         processors = None if processor is None else [processor]
+        guarded: Any = _Guarded(self.llm, max_tokens)
+        llama = _Prefilled(guarded, prefill) if prefill else guarded
         chunks: Iterator[dict[str, Any]] = self._handler(
-            llama=_Guarded(self.llm, max_tokens), messages=messages, grammar=grammar, logits_processor=processors,
+            llama=llama, messages=messages, grammar=grammar, logits_processor=processors,
             max_tokens=max_tokens, temperature=temperature, seed=fresh_seed() if seed is None else seed, stream=True,
             **{k: v for k, v in sampling.items() if k in SAMPLING and v is not None},
         )  # fmt: skip

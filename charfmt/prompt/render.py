@@ -404,7 +404,7 @@ class RenderedTurn:
 def render_messages(
     character: Character,
     history: Sequence[Exchange],
-    user_turn: UserTurn,
+    user_turn: UserTurn | str,
     *,
     provider: str = "openai",
     templates: str | Path | None = None,
@@ -435,10 +435,19 @@ def render_messages(
     ).request  # fmt: skip
 
 
+def _turn_of(user_turn: object, character: Character) -> UserTurn:
+    """The turn to render: a ``UserTurn``, or a line as the player types it (``Character.shorthand``)."""
+    if isinstance(user_turn, UserTurn):
+        return user_turn
+    if isinstance(user_turn, str):
+        return character.shorthand(user_turn)
+    raise TypeError(f"the user turn is a UserTurn (Character.shorthand(line)) or a str, not {type(user_turn).__name__}")
+
+
 def render_turn(
     character: Character,
     history: Sequence[Exchange],
-    user_turn: UserTurn,
+    user_turn: UserTurn | str,
     *,
     provider: str = "openai",
     templates: str | Path | None = None,
@@ -462,9 +471,11 @@ def render_turn(
     Gemma, Mistral and others; the other providers: at the end of the system prompt). An exchange whose user turn is
     empty (a card's greeting) is sent as the assistant's message alone (``openai``).
     ``seed``: the same seed and history give the same turn; ``now``: what ``{{time}}`` reads.
+    ``user_turn``: a ``UserTurn``, or the line as the player types it (``Character.shorthand``).
     """
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    user_turn = _turn_of(user_turn, character)
     folder = template_folder(templates)
     try:
         parts = turn_parts(
@@ -619,7 +630,7 @@ def _chat_messages(system: str, turns: Sequence[tuple[str, str]]) -> list[dict[s
 def render_text(
     character: Character,
     history: Sequence[Exchange],
-    user_turn: UserTurn,
+    user_turn: UserTurn | str,
     *,
     templates: str | Path | None = None,
     budget: int | None = None,
@@ -646,7 +657,7 @@ def render_text(
 def render_text_turn(
     character: Character,
     history: Sequence[Exchange],
-    user_turn: UserTurn,
+    user_turn: UserTurn | str,
     *,
     templates: str | Path | None = None,
     budget: int | None = None,
@@ -657,6 +668,7 @@ def render_text_turn(
 ) -> RenderedTurn:
     """``render_text``'s prompt as a raw completion request (``{"prompt": ...}``), with the lore the turn
     activated and what rendering noted (as ``render_turn`` returns them)."""
+    user_turn = _turn_of(user_turn, character)
     folder = template_folder(templates)
     try:
         parts = turn_parts(

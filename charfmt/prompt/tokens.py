@@ -190,6 +190,17 @@ def counter_for(
     return ESTIMATE
 
 
+def unknown_tokenizer(name: str) -> str | None:
+    """Why ``name`` is no tokenizer at all (no file of that name, and a tiktoken installed knows no such model or
+    encoding), or ``None`` where it may be one (a file, a name tiktoken knows, or no tiktoken to ask)."""
+    if Path(name).exists():
+        return None
+    tiktoken = _tiktoken()
+    if tiktoken is None or _encoding_name(tiktoken, name) is not None:
+        return None
+    return _no_tiktoken(name)
+
+
 def _no_tiktoken(name: str) -> str:
     tiktoken = _tiktoken()
     if tiktoken is None:

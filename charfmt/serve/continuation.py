@@ -42,8 +42,9 @@ PREFILL: Final[dict[str, dict[str, Any]]] = {
 """The servers that go on from a last ``assistant`` message (a prefill), with the request fields that
 ask for it: llama-server does it by itself (unless started with ``--no-prefill-assistant``), as
 ollama's templates do; vLLM and SGLang are asked with ``continue_final_message``. Every other
-``--server`` (OpenAI, LM Studio, koboldcpp, LocalAI) and llama.cpp in-process is asked for the rest
-instead (``prompts/continue.j2``)."""
+``--server`` (OpenAI, LM Studio, koboldcpp, LocalAI) is asked for the rest instead (``prompts/continue.j2``).
+llama.cpp in-process (``serve --model``) is prefilled too: ``LocalModel`` writes the prompt up to the answer,
+then the reply so far, and the model goes on from it."""
 
 IMPERSONATION: Final = (
     re.compile(r"\W*write your next (?:reply|message|response) from the point of view of\b", re.IGNORECASE),

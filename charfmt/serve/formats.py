@@ -277,7 +277,7 @@ class Formatter:
     def _marker(self, event: WholeValue) -> str:
         """The marker the row writes for ``event`` (none, where it writes none): an emotion by its shown name."""
         write, spaced = self.row.marker, self.row.spaced
-        if write is None:
+        if write is None or not event.text.strip():  # an empty action or cue means nothing: no ``**``
             return ""
         if spaced and self._in_line and not self._gap:
             self._gap = " "  # ``hi *waves*``, not ``hi*waves*``

@@ -337,6 +337,9 @@ class Engine:
         self.tags = self.scene.tags if self.scene is not None else self.character.tags
         self.upstream = upstream
         self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)
+        """The model name front ends see (answers, logs): ``--model-name``, else the scene's or character's."""
+        self.upstream_model = settings.model_name
+        """The ``model`` sent upstream: ``--model-name``, else none (the server's default, as ``chat --endpoint``)."""
         self.counter = engine_counter(settings, upstream)
         self.tokens_per_char = upstream_tokens_per_char(upstream, self.scene or self.character, self.counter)
         """The model's tokens per character of the character's speech, where its tokenizer is known."""
@@ -360,7 +363,7 @@ class Engine:
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
         local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
-        fields = None if local else PREFILL.get(settings.server)
+        fields = {} if local else PREFILL.get(settings.server)  # (in-process: LocalModel prefills, as llama-server)
         self.prefills = fields is not None
         """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
         self.prefill: dict[str, Any] = dict(fields or {})
@@ -465,7 +468,8 @@ class Engine:
             fields = {**fields, **self.prefill}
         else:
             messages, lore = fit(history, turn)
-        return {"model": self.model, "messages": messages, "stream": True, **fields}, lore
+        named = {"model": self.upstream_model} if self.upstream_model is not None else {}
+        return {**named, "messages": messages, "stream": True, **fields}, lore
 
     def continuation(self, before: Reply, shown: str = "") -> Continuation:
         """A continue of ``before`` (``shown``: as the front end sent it): prefilled where the upstream goes on

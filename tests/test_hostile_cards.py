@@ -5,6 +5,7 @@ wrong (one line and exit 1 from ``render``, ``chat`` and ``serve``), in bounded 
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import time
 import warnings
@@ -304,7 +305,8 @@ def _read(data: bytes) -> object:
 def _cpu(make: Callable[[int], bytes], n: int) -> float:
     data = make(n)
     best = float("inf")
-    for _ in range(2):
+    for _ in range(3):  # (the best of three: the suite may run beside other work)
+        gc.collect()
         start = time.process_time()
         _read(data)
         best = min(best, time.process_time() - start)

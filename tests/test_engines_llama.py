@@ -236,7 +236,7 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
     lengths: list[int] = []
     llm = chat_model()
     counter = llama_counter(llm)
-    budget = DEFAULT_N_CTX - BUDGET - PROMPT_MARGIN
+    prompt_budget = DEFAULT_N_CTX - BUDGET - PROMPT_MARGIN
     for name, says in TURNS.items():
         character = Character.load(ROOT / "examples" / "characters" / name)
         bounds = budget.chat_bounds(character, BUDGET)
@@ -249,7 +249,7 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
         for say in says:
             free_history = list(history)
             # strict=True: the streamed reply must parse strictly, or take_turn raises ParseError
-            turn = take_turn(character, history, say, bounded, strict=True, budget=budget, counter=counter, note=note)
+            turn = take_turn(character, history, say, bounded, strict=True, budget=prompt_budget, counter=counter, note=note)
             stats = constrained[-1]
             assert stats.finished and stats.tokens <= BUDGET, (say, turn.text)
             streamed = StreamParser(lenient=False, vocabulary=character.vocabulary, tags=character.tags)
@@ -261,7 +261,7 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
             assert all(n <= (bounds.max_chars or 0) for n in these), (bounds, turn.text)
             lengths += these
             # the same turn, unconstrained, read leniently
-            loose = take_turn(character, free_history, say, unbounded, budget=budget, counter=counter)
+            loose = take_turn(character, free_history, say, unbounded, budget=prompt_budget, counter=counter)
             total += 1
             with_speech += any(seg.text for chat_ in loose.reply.chats for seg in chat_.segments if seg.tag == "msg")
     assert len(constrained) == len(free) == 6

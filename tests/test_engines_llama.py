@@ -249,7 +249,9 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
         for say in says:
             free_history = list(history)
             # strict=True: the streamed reply must parse strictly, or take_turn raises ParseError
-            turn = take_turn(character, history, say, bounded, strict=True, budget=prompt_budget, counter=counter, note=note)
+            turn = take_turn(
+                character, history, say, bounded, strict=True, budget=prompt_budget, counter=counter, note=note
+            )
             stats = constrained[-1]
             assert stats.finished and stats.tokens <= BUDGET, (say, turn.text)
             streamed = StreamParser(lenient=False, vocabulary=character.vocabulary, tags=character.tags)

@@ -375,7 +375,8 @@ def test_a_reply_cut_anywhere_shows_only_whole_characters(reply: charfmt.Reply, 
 @given(
     st.lists(st.sampled_from(sorted(INLINE_MARKUP - LINE_BREAKS)), min_size=1, max_size=3),
     st.lists(
-        st.text(st.characters(exclude_categories=("Cs", "Cc"), exclude_characters="<>&"), max_size=8),
+        # (no backslash: a literal '\\n' in a repaired element is read as a newline, CF711, its own rule)
+        st.text(st.characters(exclude_categories=("Cs", "Cc"), exclude_characters="<>&\\"), max_size=8),
         min_size=4,
         max_size=4,
     ),

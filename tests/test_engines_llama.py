@@ -225,6 +225,9 @@ def chat_model() -> Any:
     return llama_cpp.Llama(model_path=model_path(), n_ctx=DEFAULT_N_CTX, seed=0, verbose=False)
 
 
+SAFE_TOKENS_PER_CHAR = 3.0
+
+
 @pytest.mark.model
 def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.CaptureFixture[str]) -> None:
     from charfmt import chat
@@ -239,8 +242,13 @@ def test_smollm2_in_character_constrained_replies_always_close(capsys: pytest.Ca
     prompt_budget = DEFAULT_N_CTX - BUDGET - PROMPT_MARGIN
     for name, says in TURNS.items():
         character = Character.load(ROOT / "examples" / "characters" / name)
-        bounds = budget.chat_bounds(character, BUDGET)
-        assert max_reply_tokens(bounds, vocabulary=character.vocabulary, tags=character.tags) + 1 <= BUDGET
+        # a safe tokens per character for both scripts (Rex's English: 1; Mio's Japanese: about 2.9 bytes), so the
+        # longest reply the grammar allows fits the budget as max_reply_tokens counts it with the same assumption
+        bounds = budget.chat_bounds(character, BUDGET, tokens_per_char=SAFE_TOKENS_PER_CHAR)
+        longest = max_reply_tokens(
+            bounds, vocabulary=character.vocabulary, tags=character.tags, tokens_per_char=SAFE_TOKENS_PER_CHAR
+        )
+        assert longest + 1 <= BUDGET
         gbnf = _gbnf_target(reply_grammar(character.vocabulary, character.tags, bounds=bounds))
         bounded = chat.local_model(llm, gbnf=gbnf, max_tokens=BUDGET, stats=constrained)
         unbounded = chat.local_model(llm, gbnf=None, max_tokens=BUDGET, stats=free)

@@ -404,7 +404,16 @@ def test_inline_markup_inside_text_is_removed_and_its_words_kept(names: list[str
 SET_ASIDE = ("```", "~~~", "<|", "<s>", "</s>", "[INST]", "[/INST]", "<eos>", "<bos>", "#", "**")
 
 
-@given(bodies().filter(lambda b: not ({"{", "["} & set(b)) and not any(s in b for s in SET_ASIDE)))
+# A literal \n or \" in an element written without JSON is read as JSON writes it, by rule and
+# reported (CF711): that body does not read as itself, so the property leaves the two out.
+JSON_ESCAPES = ("\\n", '\\"')
+
+
+@given(
+    bodies().filter(
+        lambda b: not ({"{", "["} & set(b)) and not any(s in b for s in SET_ASIDE + JSON_ESCAPES)
+    )
+)
 def test_a_valid_body_written_without_json_reads_as_itself(body: str) -> None:
     segments = charfmt.parse(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]})).chats[0].segments
     # Without JSON there is no valid form to agree with: an emotion that reads as a sentence

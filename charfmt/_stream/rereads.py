@@ -141,6 +141,7 @@ class Rereads(Body):
                 )
             )
             or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or _escaped_mark_read_closed(batch, text)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
@@ -409,6 +410,22 @@ class Rereads(Body):
         if self._echo_line and still_open and last:
             more = _before_lines(more, self._echo_line)
         return more
+
+
+_CUT_OFF: Final = "CF720"
+"""The batch reader's note for a mark left open at the very end, read as if it had come."""
+
+
+def _escaped_mark_read_closed(batch: Reply, text: str) -> bool:
+    """Whether ``batch`` read a quote written as a JSON escape outside JSON (``\\"Remember…``) closed at the end.
+
+    Read closed, the quotation is dialogue and the backslash before it debris, dropped; once a sentence follows,
+    the same backslash and quote are the text's own: the reread of a prefix is unsure of the text before the mark.
+    """
+    return any(
+        d.code == _CUT_OFF and d.offset is not None and 0 < d.offset <= len(text) and text[d.offset - 1] == "\\"
+        for d in batch.diagnostics
+    )
 
 
 def _before_lines(text: str, lines: int) -> str:

@@ -213,7 +213,7 @@ def _begins_with_a_word_changed(said: list[str], line: list[str]) -> bool:
 _SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
 _PREAMBLE_HINT: Final = re.compile(
     r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
-    r"|\bthe (?:user|player)\b|:[ \t]*+(?:\n|\Z)|以下"
+    r"|\bthe (?:user|player)\b|[:：][ \t]*+(?:\n|\Z)|以下|如下|下面|这是|這是|これが|回复|回覆|回答|返答|返信"
 )
 """Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
@@ -229,6 +229,11 @@ _QUOTATION_AFTER: Final = re.compile(r"[.!?…。！？][^\S\n]*[\"「『“][^\
 """The text so far ends with a sentence's end, then a quotation begun on its line (no JSON reply begins so)."""
 _PROSE_DECIDED_MIN: Final = 8
 _PROSE_DECIDED_AFTER: Final = 12
+_WORD_LETTERS: Final = 4
+_WIDE: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+"""Kana, CJK ideographs and Hangul: in a text written with them, a character is about a word
+(``_WORD_LETTERS`` letters of an English one), so a short CJK line is decided as soon as an English
+line of as many words is (``请明天`` after ``不好意思，今天已经打烊了。`` holds as much as ``Please come``)."""
 
 
 def prose_decided(batch: Reply, text: str) -> bool:
@@ -238,7 +243,8 @@ def prose_decided(batch: Reply, text: str) -> bool:
     ``_PROSE_DECIDED_MIN`` characters, and two sentences are complete; or one, and it ends the
     text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or it is
     said to someone and a quotation follows it on its line (``すごいね。「はい」``), or
-    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words). More
+    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words; a CJK character counts as
+    a word's letters, ``_WIDE``). More
     text may still bring JSON (then ``close()`` takes back what was shown), but a reply that
     ignores the format speaks as it is written.
     """
@@ -248,7 +254,9 @@ def prose_decided(batch: Reply, text: str) -> bool:
     ends = [m.end() for m in _SENTENCE_DONE.finditer(spoken)]
     if len(ends) != 1:
         return len(ends) > 1
-    after = len(spoken[ends[0] :].strip())
+    rest = spoken[ends[0] :].strip()
+    # (a CJK character carries about a word: it counts as the letters of one towards a preamble's words)
+    after = len(rest) + (_WORD_LETTERS - 1) * len(_WIDE.findall(rest))
     if after >= _PROSE_DECIDED_AFTER:
         return True
     if after == 0:

@@ -142,6 +142,7 @@ class Rereads(Body):
             )
             or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
             or _escaped_mark_read_closed(batch, text)
+            or _scaffolding_in_open_body(batch)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         ):
             return early  # the text so far may yet turn out to be a preamble to the reply
@@ -426,6 +427,20 @@ def _escaped_mark_read_closed(batch: Reply, text: str) -> bool:
         d.code == _CUT_OFF and d.offset is not None and 0 < d.offset <= len(text) and text[d.offset - 1] == "\\"
         for d in batch.diagnostics
     )
+
+
+_SCAFFOLDING: Final = "CF622"
+_CUT_IN_STRING: Final = "CF610"
+
+
+def _scaffolding_in_open_body(batch: Reply) -> bool:
+    """Whether ``batch`` dropped chat-template scaffolding (``[INST]``) from a JSON reply cut off inside a string.
+
+    The reply cut off is repaired, and the repair drops the scaffolding from the body; the same reply finished
+    may be valid, its body read as it is, scaffolding and all: the reread of a prefix is unsure of that text.
+    """
+    codes = {d.code for d in batch.diagnostics}
+    return _SCAFFOLDING in codes and _CUT_IN_STRING in codes
 
 
 def _before_lines(text: str, lines: int) -> str:

@@ -35,6 +35,7 @@ from .settle import (
     markup_ahead,
     may_echo,
     open_element,
+    opens_as_prompt,
     prose_decided,
     settled,
 )  # fmt: skip
@@ -141,6 +142,7 @@ class Rereads(Body):
                 )
             )
             or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or (batch.dialect in _PROSE and not self._chats_at[0] and opens_as_prompt(text))
             or _escaped_mark_read_closed(batch, text)
             or _scaffolding_in_open_body(batch)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))

@@ -217,9 +217,24 @@ _PREAMBLE_HINT: Final = re.compile(
 )
 """Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
-_PROMPT_OPENING: Final = re.compile(r"\s*\W{0,3}(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
-"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``): its echo, whatever a JSON
-reply after it (the batch reader drops what comes before one), until the caller's prompt says otherwise."""
+_VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
+_PROMPT_OPENING: Final = re.compile(_VALUE_FIRST.pattern + r"(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
+_YOU_ARE: Final = "you are "
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, after a value in brackets or
+asterisks: ``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes
+before one), until the caller's prompt says otherwise."""
+
+
+def opens_as_prompt(text: str) -> bool:
+    """Whether ``text`` (a reply so far) opens, or may yet open, as a system prompt does: an echo the batch reader
+    drops before a JSON reply, however the reply goes on (``_PROMPT_OPENING``; ``[joy] You a`` may)."""
+    if _PROMPT_OPENING.match(text) is not None:
+        return True
+    m = _VALUE_FIRST.match(text)
+    rest = text[m.end() :].lower() if m is not None else ""
+    return len(rest) <= len(_YOU_ARE) and _YOU_ARE.startswith(rest)
+
+
 _ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")
 """The text so far ends with an exclamation, a question, a trailing ``…`` or a CJK full stop:
 speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
@@ -249,7 +264,7 @@ def prose_decided(batch: Reply, text: str) -> bool:
     ignores the format speaks as it is written.
     """
     spoken = " ".join(s.text for c in batch.chats for s in c.segments)
-    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None or _PROMPT_OPENING.match(text):
+    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None or opens_as_prompt(text):
         return False
     ends = [m.end() for m in _SENTENCE_DONE.finditer(spoken)]
     if len(ends) != 1:

@@ -32,6 +32,7 @@ from .settle import (
     SENTENCE_ENDED,
     before_last_line,
     before_last_sentence,
+    in_players_form,
     markup_ahead,
     may_echo,
     open_element,
@@ -143,6 +144,7 @@ class Rereads(Body):
             )
             or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
             or (batch.dialect in _PROSE and not self._chats_at[0] and opens_as_prompt(text))
+            or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or _escaped_mark_read_closed(batch, text)
             or _scaffolding_in_open_body(batch)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
@@ -164,6 +166,11 @@ class Rereads(Body):
             self._pend = ""
             self._hold("", 0)
         return early + self._flush()
+
+    def _in_players_form(self, text: str) -> bool:
+        """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""
+        whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
+        return in_players_form(text, self._prompt, self._turn, whole)
 
     def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True, *, held: bool = False) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.

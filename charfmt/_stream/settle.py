@@ -11,6 +11,8 @@ own judgement turned round (what could the next characters change?):
   next would make narration (``charfmt._lenient.words``, the batch reader's rule); ``PROBE`` is
   the quotation a reread puts after the text to ask the batch reader itself;
 - ``may_echo``: a last line that may still turn out to echo the prompt the caller told;
+- ``in_players_form``: a request form still open whose lines may all be the player's (told);
+- ``opens_as_prompt``: a reply that opens, or may yet open, as a system prompt does;
 - ``prose_decided``: untagged text read as the reply, not a preamble to a JSON one.
 """
 
@@ -186,6 +188,31 @@ def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
         for long in told.long
         if len(n) <= len(long) + (len(long) >> 2)
     )
+
+
+_FORM_OPENS: Final = re.compile(r"[<＜]\s*user_chats?\b[^<>＜＞]*[>＞]", re.IGNORECASE)
+_FORM_CLOSES: Final = re.compile(r"[<＜]\s*/\s*user_chats?\s*[>＞]", re.IGNORECASE)
+_WHOLE_LINE: Final = re.compile(r"\s*<\s*([A-Za-z][\w-]*)\s*>[^<>\n]*<\s*/\s*\1\s*>\s*")
+"""A line that is one element and nothing else, tag and value (``<emo>surprise</emo>``)."""
+
+
+def in_players_form(text: str, prompt: tuple[str, ...], turn: tuple[str, ...], whole: frozenset[str]) -> bool:
+    """Whether ``text`` (a reply so far) ends inside a request form (``<user_chats>`` not closed yet) whose spoken
+    lines so far may all be the player's (this turn's, the prompt's few-shot turns'): their turn echoed, which the
+    batch reader drops once the form closes (``CF625``). A line of one element of ``whole`` (an emotion) speaks
+    nothing: it is passed over."""
+    opened = max(_FORM_OPENS.finditer(text), key=lambda m: m.start(), default=None)
+    if opened is None or _FORM_CLOSES.search(text, opened.end()) is not None:
+        return False
+    player = learn(prompt, turn).player
+    for line in text[opened.end() :].split("\n"):
+        m = _WHOLE_LINE.fullmatch(line)
+        if m is not None and m.group(1).lower() in whole:
+            continue
+        n = normal(line)
+        if n and n not in player and not _may_be_the_players(n, player):
+            return False
+    return True
 
 
 def _may_be_the_players(n: str, player: frozenset[str]) -> bool:

@@ -64,6 +64,8 @@ _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 prose before the reply (inside a body, it is the body's text)."""
 _FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
 """A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
+_JSON_OBJECTS: Final = frozenset({"canonical", "json-array", "hybrid", "single-chat", "json-fields"})
+"""Dialects of a reply in JSON: keys beside the body may give a value the body gives too (the body's is read)."""
 _ECHOED: Final = "user-chats"
 _BARE_TAGS: Final = "bare-tags"
 """The dialect of tag elements written with no JSON around them: an open element's text is its own."""
@@ -155,7 +157,8 @@ class Rereads(Body):
         # text of an element still open (an element's text is its own, quotes and all).
         held = not element and (batch.dialect not in _PROSE or not dialogue_decided(text))
         # (a text ending in '*' or ']' may be ending '**…**' or '[[…]]' with one of two: not read twice the same)
-        steady_test = often and _HALF_CLOSED.search(text) is None
+        # (a value a JSON key gave may yet be the body's to give: it waits for what follows it, never read steady)
+        steady_test = often and _HALF_CLOSED.search(text) is None and not self._key_value_last(batch)
         if not self._advance(batch, self._folded(), steady_test, held=held):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
@@ -166,6 +169,17 @@ class Rereads(Body):
             self._pend = ""
             self._hold("", 0)
         return early + self._flush()
+
+    def _key_value_last(self, batch: Reply) -> bool:
+        """Whether ``batch`` is a reply in JSON whose last segment is a whole value (an emotion): given by a key
+        (``{"mood":"bad",``), it may yet be the body's to give (``<emo>sad</emo>``, ``CF637``)."""
+        chats = batch.chats
+        return (
+            batch.dialect in _JSON_OBJECTS
+            and bool(chats)
+            and bool(chats[-1].segments)
+            and chats[-1].segments[-1].tag in self._lang.whole
+        )
 
     def _in_players_form(self, text: str) -> bool:
         """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""

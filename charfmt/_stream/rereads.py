@@ -136,21 +136,7 @@ class Rereads(Body):
         echo = bool(self._prompt or self._turn) and may_echo(text[text.rfind("\n") + 1 :], self._prompt, self._turn)
         self._echo_line = max(int(echo), lines_held(text))  # (the last lines may open a transcript: turns)
         self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
-        if (
-            (
-                batch.dialect in _UNSETTLED
-                and (
-                    (not self._chats_at[0] and not prose_decided(batch, text))
-                    or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
-                )
-            )
-            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
-            or (batch.dialect in _PROSE and not self._chats_at[0] and opens_as_prompt(text))
-            or (bool(self._turn or self._prompt) and self._in_players_form(text))
-            or _escaped_mark_read_closed(batch, text)
-            or _scaffolding_in_open_body(batch)
-            or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
-        ):
+        if self._unsure(batch, text):
             return early  # the text so far may yet turn out to be a preamble to the reply
         # Untagged speech may yet see its last sentence made narration by a quotation that follows: in a
         # reply of untagged text until a quotation is read as dialogue, in a body's text always; never the
@@ -169,6 +155,27 @@ class Rereads(Body):
             self._pend = ""
             self._hold("", 0)
         return early + self._flush()
+
+    def _unsure(self, batch: Reply, text: str) -> bool:
+        """Whether ``batch``, the reread of ``text`` (the stream so far), shows nothing: the text may yet turn out to
+        be a preamble to the reply (untagged text not decided, front matter begun, an echoed request form before its
+        first chat, a system prompt's opening, a form of the player's lines, reasoning begun), or the reread reads a
+        prefix otherwise than the whole may be read (an escaped quote read closed, scaffolding in a cut body)."""
+        return bool(
+            (
+                batch.dialect in _UNSETTLED
+                and (
+                    (not self._chats_at[0] and not prose_decided(batch, text))
+                    or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
+                )
+            )
+            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or (batch.dialect in _PROSE and not self._chats_at[0] and opens_as_prompt(text))
+            or (bool(self._turn or self._prompt) and self._in_players_form(text))
+            or _escaped_mark_read_closed(batch, text)
+            or _scaffolding_in_open_body(batch)
+            or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
+        )
 
     def _key_value_last(self, batch: Reply) -> bool:
         """Whether ``batch`` is a reply in JSON whose last segment is a whole value (an emotion): given by a key

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTS
 from hypothesis import given
 from hypothesis import strategies as st
 
 from charfmt._redact import HIDDEN, Redactor, redact
 
-CASES = tomllib.loads((Path(__file__).parent / "redact_cases.toml").read_text(encoding="utf-8"))["case"]
+CASES = tomllib.loads((TESTS / "redact_cases.toml").read_text(encoding="utf-8"))["case"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from charfmt.cli import SUBCOMMANDS, main
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 
 # (subcommand and arguments, the module hidden, the extra the error must name)

@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from charfmt.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 WORLD = {"entries": {"0": {"uid": 0, "key": ["drone"], "content": "Drones are cheap on Mars.", "comment": "drones"}}}
 

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from charfmt.cli import _parser, main
 from charfmt.constrain.engines import SERVERS
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import charfmt
 from charfmt.cli import main
@@ -21,10 +22,9 @@ from charfmt.store.scopes import scope
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 SCENE = ROOT / "examples" / "scenes" / "mars_shrine.toml"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from conftest import ROOT
 from hypothesis import given
 
 import charfmt
@@ -122,7 +122,7 @@ def test_schema_rejects_wrong_envelopes(doc: dict[str, Any]) -> None:
 
 # --- the character's vocabulary in structured requests (issue 11.13) -------------------------
 
-_MIO = charfmt.Character.load(Path(__file__).parent.parent / "examples" / "characters" / "mio.toml")
+_MIO = charfmt.Character.load(ROOT / "examples" / "characters" / "mio.toml")
 
 
 def _request_schema(request: dict[str, Any], provider: str) -> dict[str, Any]:

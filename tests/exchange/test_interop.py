@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, TESTS
 
 import charfmt
 from charfmt import interop
@@ -24,8 +25,7 @@ from charfmt.prompt.userinput import UserContext, UserTurn
 from charfmt.stream import collect
 from charfmt.writer import dumps
 
-ROOT = Path(__file__).resolve().parent.parent
-HERE = Path(__file__).parent / "interop"
+HERE = TESTS / "interop"
 CHARACTER = ROOT / "examples" / "characters" / "mio.toml"
 HISTORY = ROOT / "examples" / "history.jsonl"
 FORMATS = list(interop.FORMATS)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, TESTS
 
 import charfmt
 from charfmt import interop
@@ -24,8 +25,7 @@ from charfmt.diagnostics import CharfmtError
 from charfmt.prompt.character import Character, Exchange, history_from_jsonl, history_line, load_history
 from charfmt.prompt.userinput import UserTurn
 
-ROOT = Path(__file__).resolve().parent.parent
-HERE = Path(__file__).parent / "interop"
+HERE = TESTS / "interop"
 CHARACTER = ROOT / "examples" / "characters" / "mio.toml"
 HISTORY = ROOT / "examples" / "history.jsonl"
 FORMATS = list(interop.FORMATS)

@@ -11,16 +11,16 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTS
 
 from charfmt import interop
 from charfmt.diagnostics import CharfmtError
 from charfmt.prompt.character import Character, Exchange
 
-HERE = Path(__file__).resolve().parent / "interop"
+HERE = TESTS / "interop"
 REX = Character.load(HERE.parent.parent / "examples" / "characters" / "rex.toml")
 WRONG: list[Any] = [None, 0, -1, 1.5, "", "x", [], {}, True, float("nan"), {1, 2}, (1, 2), object()]
 """A value of each type a field may wrongly hold (the last four are not JSON at all)."""

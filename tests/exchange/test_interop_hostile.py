@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTS
 
 from charfmt import interop
 from charfmt.cli import main
 from charfmt.interop import InteropError
 from charfmt.prompt.character import Character
 
-HERE = Path(__file__).resolve().parent / "interop"
+HERE = TESTS / "interop"
 REX = HERE.parent.parent / "examples" / "characters" / "rex.toml"
 REPLACEMENTS: list[Any] = [None, 0, -1, 1e308, "", [], {}, True]
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import charfmt
 from charfmt import Character
@@ -28,10 +29,9 @@ pytest.importorskip("uvicorn")
 
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = ROOT / "examples" / "characters" / "rex.toml"
 
 

@@ -9,16 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import charfmt
 from charfmt.prompt.character import Exchange
 from charfmt.prompt.userinput import UserTurn
 from charfmt.store import SessionKey, Store, StoreError, open_store
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from store_targets import ENGINES, store_target
 
-ROOT = Path(__file__).resolve().parent.parent
 MIO = charfmt.Character.load(ROOT / "examples" / "characters" / "mio.toml")
 HISTORY = charfmt.load_history(ROOT / "examples" / "history.jsonl", MIO)
 A = SessionKey("", "turn/Mio", "player-1")

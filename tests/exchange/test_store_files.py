@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from charfmt.store import StoreError, open_store
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 DEAD = "http://127.0.0.1:9/v1"
 DOORS = {

@@ -8,10 +8,10 @@ tool calls read as ``Reasoning`` and a diagnostic. Skipped without langchain-cor
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 pytest.importorskip("langchain_core", reason="langchain-core is not installed (extras 'langchain' and 'test')")
 
@@ -22,7 +22,6 @@ from langchain_core.prompts import ChatPromptTemplate
 import charfmt
 from charfmt.integrations.langchain import CharfmtOutputParser
 
-ROOT = Path(__file__).resolve().parent.parent
 MIO = charfmt.Character.load(ROOT / "examples" / "characters" / "mio.toml")
 REPLY = (ROOT / "examples" / "replies" / "mio.json").read_text(encoding="utf-8")
 DAMAGED = "Here you go!\n```json\n" + REPLY.replace("<msg>", "<MSG>").replace("</msg>", "</MSG>") + "\n```"

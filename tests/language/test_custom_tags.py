@@ -4,7 +4,7 @@ A test-local table extends the default one with ``<sfx>`` (a cue with a closed l
 and ``<whisper>`` (a second speech tag). For those tags: strict parsing (a value outside the
 list is ``CF131``), lenient parsing, ``Reply.events(tags)``, the ``dumps`` round trip, the
 system prompt, ``json_schema(tags=)``, every ``grammar()`` target (through llguidance, as
-``tests/test_export.py`` checks the default grammar), the strategies, the sentence splitter,
+``tests/constrain/test_export.py`` checks the default grammar), the strategies, the sentence splitter,
 shorthand and user blocks, and a character file with ``[[tags]]``.
 """
 

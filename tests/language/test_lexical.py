@@ -3,7 +3,7 @@
 - One entity decoder, one JSON-escape table, one class of body-text characters: read from
   the package's source (AST), no other module restates them. The modules that still do are
   listed below as known exceptions; the list only shrinks (a test fails when an entry no
-  longer applies), like ``tests/test_architecture.py``'s.
+  longer applies), like ``tests/project/test_architecture.py``'s.
 - What the lexical module derives from ``grammars/body.lark`` is what the grammar's own
   terminals accept.
 """
@@ -14,15 +14,15 @@ import ast
 import json
 import re
 from html.entities import html5
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from charfmt._grammar import lexical
 from charfmt._grammar.static import terminal_regex
 from charfmt.prompt.userinput import _input_lark
 
-PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
+PACKAGE = ROOT / "charfmt"
 
 HOME: frozenset[str] = frozenset({"charfmt._grammar.lexical", "charfmt._grammar._lalr"})
 """Where the facts may stand: the lexical module, and the tables generated from the grammar."""

@@ -21,17 +21,16 @@ from __future__ import annotations
 import functools
 import json
 import re
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, TESTS
 from test_stream_events import _batch_events, _observed, _stream
 
 import charfmt
 from charfmt.prompt.character import Character
 
-CORPUS: Final = Path(__file__).resolve().parent / "data" / "free_replies.jsonl"
+CORPUS: Final = TESTS / "data" / "free_replies.jsonl"
 ROWS: Final[list[dict[str, Any]]] = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
 IDS: Final = [f"{r['model']}-{r['chat_format'] or 'default'}-{r['character']}-{r['turn_index']}" for r in ROWS]
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
-from conftest import Case, load_cases
+from conftest import TESTS, Case, load_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -127,7 +126,7 @@ def test_the_reported_cuts(text: str, want: str) -> None:
 
 # --- the real free replies of two small models (tests/data/real_replies.jsonl) -----------------------
 
-REAL = Path(__file__).parent / "data" / "real_replies.jsonl"
+REAL = TESTS / "data" / "real_replies.jsonl"
 REPLIES = [json.loads(line) for line in REAL.read_text(encoding="utf-8").splitlines()] if REAL.exists() else []
 FRAGMENT = re.compile(
     r"""[<＜][/／]?\s*[A-Za-z_|!]      # a tag begun: <msg, </user_chats, <|im_start

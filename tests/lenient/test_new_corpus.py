@@ -20,10 +20,10 @@ import functools
 import json
 import random
 import sys
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from conftest import TESTS
 from test_free_replies import MARKUP_FRAGMENT, TEMPLATE_MARKERS
 from test_stream_events import _batch_events, _observed, _stream
 
@@ -34,7 +34,7 @@ from charfmt.parser import prompt_texts, turn_lines
 from charfmt.prompt.character import Character
 from charfmt.prompt.scene import Scene
 
-DATA: Final = Path(__file__).resolve().parent / "data"
+DATA: Final = TESTS / "data"
 
 
 def _rows(name: str) -> list[dict[str, Any]]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -214,7 +214,7 @@ def test_charfmt_imports_no_sdk() -> None:
 
 def test_the_sdk_example_runs_without_the_sdks() -> None:
     """``examples/stream_sdk.py`` with the SDKs (``test_docs``) and without: their JSON stands in."""
-    example = Path(__file__).resolve().parent.parent / "examples" / "stream_sdk.py"
+    example = ROOT / "examples" / "stream_sdk.py"
     code = (
         "import runpy, sys\n"
         "sys.modules['httpx2'] = None  # as if not installed\n"

@@ -16,15 +16,14 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sdk_wire
+from conftest import ROOT
 
 import charfmt
 
-ROOT = Path(__file__).resolve().parent.parent
 MIO = (ROOT / "examples" / "replies" / "mio.json").read_text(encoding="utf-8")
 SHORT = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<msg>Hello &amp; welcome!</msg>"}]}'
 REASONING = 'The player teased Mio; she should be surprised first, then <happy> & "relieved". 次は喜ぶ。'

@@ -18,7 +18,9 @@ import fnmatch
 import importlib
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
+from conftest import ROOT
+
+PACKAGE = ROOT / "charfmt"
 
 MAX_FUNCTION_LINES = 80
 MAX_CLASS_LINES = 400

@@ -1,13 +1,13 @@
-"""The stage, scene and card examples run and show what they promise (tests/test_docs.py runs every example too)."""
+"""The stage, scene and card examples run and show what they promise (tests/project/test_docs.py runs every
+example too)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+from conftest import ROOT
 
 
 def _run(name: str) -> list[str]:

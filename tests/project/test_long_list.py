@@ -34,9 +34,9 @@ class _Item:
 
 
 def test_a_listed_test_leaves_the_default_run_for_the_long_one() -> None:
-    listed = "tests/test_grammar.py::test_numeric_references_name_exactly_the_characters_text_allows"
+    listed = "tests/language/test_grammar.py::test_numeric_references_name_exactly_the_characters_text_allows"
     assert listed in long_test_ids()
-    items = [_Item(f"{listed}[0]"), _Item(listed), _Item("tests/test_grammar.py::test_something_else")]
+    items = [_Item(f"{listed}[0]"), _Item(listed), _Item("tests/language/test_grammar.py::test_something_else")]
     pytest_collection_modifyitems(items)  # type: ignore[arg-type]
     assert [item.markers for item in items] == [["long"], ["long"], []]
     # the default run deselects what is marked long

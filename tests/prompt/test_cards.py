@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 import charfmt
 from charfmt._png import blank_png, text_chunks, with_text_chunks
@@ -17,7 +18,7 @@ from charfmt.cli import main
 from charfmt.prompt import cards
 from charfmt.prompt.cards import export_card
 
-EXAMPLES = Path(__file__).parents[1] / "examples" / "characters"
+EXAMPLES = ROOT / "examples" / "characters"
 # Extensions as another tool wrote them: odd spacing, escapes and number forms must survive byte for byte.
 EXTENSIONS = (
     '{ "depth_prompt" : {"prompt":"x","depth":4}, "fav":false,"num":1.50e2, "uni":"\\u00e9\\n", '

@@ -15,13 +15,13 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from charfmt import Character, greeting_exchange, parse
 from charfmt.prompt.character import Exchange
 from charfmt.prompt.render import render_turn
 from charfmt.writer import canonical_form
 
-ROOT = Path(__file__).parents[1]
 PLACES = [os.environ.get("CHARFMT_SERAPHINA", ""), ROOT.parent / "shared" / "cards" / "default_Seraphina.png",
           ROOT / "shared" / "cards" / "default_Seraphina.png"]  # fmt: skip
 CARD = next((Path(p) for p in PLACES if p and Path(p).is_file()), None)

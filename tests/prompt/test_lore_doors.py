@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 from charfmt import Character
 from charfmt.cli import main
@@ -21,10 +22,9 @@ from charfmt.prompt.lorebook import Lorebook, LorebookError
 from charfmt.prompt.render import render_messages, render_text, render_text_turn, render_turn
 from charfmt.prompt.scene import Scene
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from hostile_files import zip_of
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = ROOT / "examples" / "characters" / "rex.toml"
 BOOK: dict[str, Any] = {
     "name": "Saltmere",

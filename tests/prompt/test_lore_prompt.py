@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 import charfmt
 from charfmt import Character, greeting_exchange
@@ -222,7 +223,7 @@ def test_the_lorebook_docs_python_runs() -> None:
     """docs/LOREBOOK.md's Python blocks run as written (their asserts are the docs' claims)."""
     import re
 
-    doc = (Path(__file__).parents[1] / "docs" / "LOREBOOK.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "LOREBOOK.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
     assert blocks
     for block in blocks:
@@ -235,7 +236,7 @@ def test_the_lorebook_docs_python_runs() -> None:
 def _scene(tmp_path: Path) -> Any:
     from charfmt.prompt.scene import Scene
 
-    examples = Path(__file__).parents[1] / "examples"
+    examples = ROOT / "examples"
     text = (examples / "scenes" / "mars_shrine.toml").read_text(encoding="utf-8")
     folder = (examples / "characters").as_posix()
     text = text.replace('"../characters/', f'"{folder}/')

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTS
 
 from charfmt.prompt.lorebook import REGEX_TIME, Lorebook, LorebookError
 from charfmt.prompt.macros import Macros
 
-CASES = json.loads((Path(__file__).parent / "lore" / "activation_cases.json").read_text(encoding="utf-8"))["cases"]
+CASES = json.loads((TESTS / "lore" / "activation_cases.json").read_text(encoding="utf-8"))["cases"]
 HAS_REGEX = importlib.util.find_spec("regex") is not None
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, TESTS
 
 from charfmt.prompt.macros import MAX_MACRO_OUTPUT, MacroError, Macros, expand
 
-CASES = json.loads((Path(__file__).parent / "lore" / "macro_cases.json").read_text(encoding="utf-8"))["cases"]
+CASES = json.loads((TESTS / "lore" / "macro_cases.json").read_text(encoding="utf-8"))["cases"]
 NOW = dt.datetime(2026, 11, 28, 15, 4)
 
 
@@ -155,7 +156,7 @@ def test_a_macro_bomb_card_is_one_clear_error_in_bounded_memory(tmp_path: Path, 
         card["data"]["first_mes"] = bomb
     path.write_text(json.dumps(card))
     assert 1_500_000 < path.stat().st_size < 2_000_000
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "PEAK": str(tmp_path / "peak")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PEAK": str(tmp_path / "peak")}
     with (tmp_path / "out").open("wb") as out, (tmp_path / "err").open("wb") as err:
         child = subprocess.run(
             [sys.executable, "-c", PEAK_OF_CLI, "render", "--character", str(path), "--say", "hi"],

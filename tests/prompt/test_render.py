@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, TESTS
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,7 +18,7 @@ from charfmt.cli import main
 from charfmt.testing import replies, user_texts, user_turns
 
 CHARACTERS = ROOT / "examples" / "characters"
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS / "golden"
 MIO = Character.load(CHARACTERS / "mio.toml")
 REX = Character.load(CHARACTERS / "rex.toml")
 HISTORY = charfmt.load_history(ROOT / "examples" / "history.jsonl", MIO)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from charfmt.prompt.scene import Scene
 from charfmt.stagemap import Voice
 from charfmt.testing import replies
 
-EXAMPLES = Path(__file__).parents[1] / "examples"
+EXAMPLES = ROOT / "examples"
 CAST = {name: charfmt.Character.load(EXAMPLES / "characters" / f"{name}.toml") for name in ("rex", "mio", "yuki")}
 SCENE = Scene(name="Inn", cast=CAST, narrator=Voice(speaker="n1"))
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 from charfmt.prompt.scene import Scene
 
-ROOT = Path(__file__).resolve().parent.parent
 NOW = dt.datetime(2026, 11, 28, 15, 4)
 CARD: dict[str, Any] = {
     "spec": "chara_card_v2",
@@ -71,7 +71,7 @@ pytest.importorskip("uvicorn")
 
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback, scene_reply  # noqa: E402
 
 T = 10.0

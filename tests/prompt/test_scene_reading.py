@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -27,10 +28,10 @@ from charfmt.cli import main  # noqa: E402
 from charfmt.prompt.scene import Scene  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-SHRINE = Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml"
+SHRINE = ROOT / "examples" / "scenes" / "mars_shrine.toml"
 ALIAS = "grumpy"
 """One of Rex's aliases (of ``annoyed``), a key of no cast member."""
 REPLY = json.dumps({"chats": [

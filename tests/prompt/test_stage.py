@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, TESTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_lenient import CASES as LENIENT_CASES
@@ -20,7 +21,7 @@ from charfmt.stage import PlayMotion, SetExpression, Speak, StageReader, stage_c
 from charfmt.stagemap import Voice
 from charfmt.testing import replies
 
-AOI_PATH = Path(__file__).parent / "stage" / "aoi.toml"
+AOI_PATH = TESTS / "stage" / "aoi.toml"
 AOI = charfmt.Character.load(AOI_PATH)
 REPLY = (
     '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<act>wave</act>\\n'
@@ -95,7 +96,7 @@ def test_intensity_scales_the_weight() -> None:
 
 
 def test_an_alias_reads_as_its_key_and_a_character_without_a_stage_gets_its_sprites() -> None:
-    rex = charfmt.Character.load(Path(__file__).parents[1] / "examples" / "characters" / "rex.toml")
+    rex = charfmt.Character.load(ROOT / "examples" / "characters" / "rex.toml")
     reply = charfmt.parse(
         '{"chats":[{"type":"C","order":1,"body":"<emo>happy</emo>\\n<msg>Fine.</msg>"}]}', lenient=True
     )

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import ROOT, TESTS
 
 import charfmt
 from charfmt.stagemap import Expression, Motion, StageMap, Voice
 
-AOI = Path(__file__).parent / "stage" / "aoi.toml"
+AOI = TESTS / "stage" / "aoi.toml"
 
 
 def test_a_stage_table_loads_into_the_character() -> None:
@@ -30,7 +29,7 @@ def test_a_stage_table_loads_into_the_character() -> None:
 
 
 def test_a_character_without_a_stage_is_as_before() -> None:
-    c = charfmt.Character.load(Path(__file__).parents[1] / "examples" / "characters" / "rex.toml")
+    c = charfmt.Character.load(ROOT / "examples" / "characters" / "rex.toml")
     assert c.stage is None
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,6 @@ from charfmt import report
 from charfmt.batch import parse_table
 from charfmt.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
 GOOD = '{"chats": [{"type": "C", "order": 1, "body": "<emo>joy</emo>\\n<msg>hi</msg>"}]}'
 
 
@@ -321,7 +321,7 @@ def test_the_shares_sum_to_100_and_the_mix_is_each_replys_dialect(texts: list[st
 def _without(module: str, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter where ``module`` cannot be imported (an extra not installed)."""
     guard = f"import sys; sys.modules[{module!r}] = None\n"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-c", guard + code]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -22,10 +23,10 @@ from charfmt.serve import Settings, create_app  # noqa: E402
 from charfmt.serve.formats import whole  # noqa: E402
 from charfmt.writer import canonical_form, dumps  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback, reply_for  # noqa: E402
 
-REX = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+REX = ROOT / "examples" / "characters" / "rex.toml"
 T = 10.0  # seconds any one request may take
 
 
@@ -652,7 +653,7 @@ def test_a_scene_answer_reads_back_with_its_speakers(fmt: str) -> None:
     from charfmt.prompt.scene import Scene
     from charfmt.serve.formats import read_answer
 
-    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
     chats = [{"type": "C", "order": 1, "speaker": "mio", "body": "<emo>joy</emo>\n<msg>Welcome [in].</msg>"},
              {"type": "C", "order": 2, "speaker": "rex", "body": "<msg>No.</msg>"}]  # fmt: skip
     reply = scene.parse(json.dumps({"chats": chats}))
@@ -743,7 +744,7 @@ def test_cli_port_in_use_is_one_error_line_exit_1() -> None:
 
 def test_readme_openai_sample_talks_to_the_server(rex: Character, upstream: tuple[Scripted, str]) -> None:
     pytest.importorskip("openai")
-    page = (Path(__file__).parent.parent / "docs" / "SERVER.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "SERVER.md").read_text(encoding="utf-8")
     block = page.split("```python\n", 1)[1].split("\n```", 1)[0]
     namespace: dict[str, Any] = {}
     exec(compile(block, "docs/SERVER.md", "exec"), namespace)
@@ -765,7 +766,7 @@ def test_turn_by_get_for_eventsource(rex: Character, upstream: tuple[Scripted, s
 def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None:
     from charfmt.prompt.scene import Scene
 
-    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
     first = next(iter(scene.cast.values()))
     up = upstream[0]
     app = create_app(Settings(character=first, scene=scene, upstream_url=upstream[1] + "/v1"))
@@ -875,7 +876,7 @@ def test_an_upstream_refusal_without_a_key_says_none_was_sent(
 def test_a_scene_in_tags_speech_airi_says_who_speaks(fmt: str, upstream: tuple[Scripted, str]) -> None:
     from charfmt.prompt.scene import Scene
 
-    scene = Scene.load(Path(__file__).parent.parent / "examples" / "scenes" / "mars_shrine.toml")
+    scene = Scene.load(ROOT / "examples" / "scenes" / "mars_shrine.toml")
     up = upstream[0]
     two = {"chats": [
         {"type": "C", "order": 1, "speaker": "rex", "body": "<emo>neutral</emo>\n<msg>The bell is cracked.</msg>"},

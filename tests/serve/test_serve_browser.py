@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -23,15 +24,15 @@ pytest.importorskip("websockets")
 from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-REX = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+REX = ROOT / "examples" / "characters" / "rex.toml"
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--window-size=1200,800",
 )  # fmt: skip
-ARTIFACT = Path(os.environ.get("CHARFMT_ARTIFACTS") or Path(__file__).parent.parent / ".artifacts")
+ARTIFACT = Path(os.environ.get("CHARFMT_ARTIFACTS") or ROOT / ".artifacts")
 """Where the screenshot is kept ($CHARFMT_ARTIFACTS, else .artifacts/ in the checkout, which git ignores)."""
 
 

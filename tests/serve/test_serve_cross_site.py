@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -21,10 +22,10 @@ pytest.importorskip("uvicorn")
 from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-REX = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+REX = ROOT / "examples" / "characters" / "rex.toml"
 T = 10.0
 GAME = "http://game.example"
 CASES: list[tuple[str, dict[str, str], bool]] = [

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -16,10 +17,9 @@ pytest.importorskip("uvicorn")
 from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-ROOT = Path(__file__).parent.parent
 DOC = (ROOT / "docs" / "SERVE.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```(\w+)\n(.*?)\n```", DOC, flags=re.DOTALL | re.MULTILINE)
 REX = ROOT / "examples" / "characters" / "rex.toml"

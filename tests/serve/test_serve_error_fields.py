@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -18,10 +19,10 @@ pytest.importorskip("uvicorn")
 from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-REX = Path(__file__).resolve().parent.parent / "examples" / "characters" / "rex.toml"
+REX = ROOT / "examples" / "characters" / "rex.toml"
 
 
 def test_a_turn_that_does_not_fit_names_say() -> None:

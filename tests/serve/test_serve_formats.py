@@ -1,7 +1,7 @@
 """The reply formats' table (``charfmt.serve.formats.REPLY_FORMATS``): what every row must do, checked for each.
 
 A new ``--reply-format`` is one row; these properties run over every row, so the row is checked
-without another edit here (its own expected answers go beside the others in ``tests/test_serve.py``).
+without another edit here (its own expected answers go beside the others in ``tests/serve/test_serve.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A connection's bytes arrive in pieces the guard does not choose (TCP segments, a
 server's answers leave in the pieces uvicorn writes. So each reader must read a sequence of messages the
 same whichever way it is cut: the requests' heads found, a refusal at the same limit; the answers' ends
 found, and for an HTTP/1.0 client the same unchunked bytes. The real server is driven by
-``tests/test_serve_hostile.py``; these properties try the cuts no socket test can choose.
+``tests/serve/test_serve_hostile.py``; these properties try the cuts no socket test can choose.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -28,10 +29,9 @@ from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 from charfmt.stagemap import StageMap  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-ROOT = Path(__file__).parent.parent
 REX = ROOT / "examples" / "characters" / "rex.toml"
 T = 10.0
 

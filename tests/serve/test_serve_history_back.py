@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -16,10 +17,10 @@ pytest.importorskip("uvicorn")
 from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-REX = Path(__file__).resolve().parent.parent / "examples" / "characters" / "rex.toml"
+REX = ROOT / "examples" / "characters" / "rex.toml"
 
 
 @pytest.mark.parametrize(

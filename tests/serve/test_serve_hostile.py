@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, TESTS
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("starlette")
 pytest.importorskip("aiohttp")
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 import contextlib
 
 from scripted_upstream import Scripted, loopback
@@ -35,7 +36,7 @@ PARSERS = ("httptools", "h11")
 QUICK = ("--header-timeout", "1", "--body-timeout", "1.5", "--keep-alive", "1", "--max-connections", "60")
 """Short deadlines: the quick checks see each bound at work within seconds."""
 
-CASES = tomllib.loads((Path(__file__).parent / "serve_hostile_requests.toml").read_text(encoding="utf-8"))["case"]
+CASES = tomllib.loads((TESTS / "serve_hostile_requests.toml").read_text(encoding="utf-8"))["case"]
 
 if not Path("/proc/self/status").exists():
     pytest.skip("the server's memory is read from /proc (Linux)", allow_module_level=True)
@@ -311,7 +312,7 @@ def test_the_security_page_states_the_guards_defaults_and_flags() -> None:
 
     from charfmt.serve.guard import Limits
 
-    page = (Path(__file__).parent.parent / "docs" / "SECURITY.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "SECURITY.md").read_text(encoding="utf-8")
     rows = {cells[0]: cells[1:] for line in page.splitlines() if line.startswith("| ") and not line.startswith("|--")
             for cells in [[c.strip() for c in line.strip("|").split("|")]]}  # fmt: skip
     d = Limits()

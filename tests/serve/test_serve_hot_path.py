@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,7 +28,7 @@ from charfmt.serve.settings import Settings
 from charfmt.serve.state import ServerState
 from charfmt.serve.upstream import env_proxy, require_aiohttp
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 REX = Character.load(EXAMPLES / "characters" / "rex.toml")
 
 

@@ -19,7 +19,7 @@ from charfmt import Character  # noqa: E402
 from charfmt.prompt.lorebook import Lorebook  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 from test_lore_prompt import CARD, WORLD  # noqa: E402
 

@@ -21,7 +21,7 @@ from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 from charfmt.serve.offload import LORE_IN_THREAD, PromptWorker  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
 

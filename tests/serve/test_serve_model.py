@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -19,10 +20,10 @@ from charfmt.constrain import budget  # noqa: E402
 from charfmt.llm.loading import default_model_path  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import free_port, loopback  # noqa: E402
 
-REX = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+REX = ROOT / "examples" / "characters" / "rex.toml"
 SAYS = ("Hi Rex!", "[joy] Can you fix my drone?", "*waves* How much?", "That is expensive.", "[sad] Please?", "Bye!")
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 from charfmt import Character
 from charfmt.llm._replies import Delta
@@ -24,7 +24,7 @@ pytest.importorskip("starlette")
 from charfmt.serve.settings import Settings
 from charfmt.serve.turns import Done, Engine, Raw
 
-REX = Character.load(Path(__file__).resolve().parent.parent / "examples" / "characters" / "rex.toml")
+REX = Character.load(ROOT / "examples" / "characters" / "rex.toml")
 
 
 async def _passes(log: list[str], stop: asyncio.Event) -> None:
@@ -173,7 +173,7 @@ def test_without_the_pacer_the_same_chunk_waits_behind_every_start(monkeypatch: 
 class _Lone:
     """An upstream whose text holds lone surrogates (as a JSON decoder gives ``"\\udc00"``), one a delta's
     last character, one its only one: no UTF-8 writer takes them. (A pair split across two deltas is made
-    whole by the HTTP reader: ``tests/test_http_client.py``.)"""
+    whole by the HTTP reader: ``tests/llm/test_http_client.py``.)"""
 
     name = "lone"
 

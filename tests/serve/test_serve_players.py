@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -22,11 +23,10 @@ from charfmt import Character  # noqa: E402
 from charfmt.prompt.lorebook import Lorebook  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 from serve_process import served  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 REX = str(ROOT / "examples" / "characters" / "rex.toml")
 T = 10.0
 CARD: dict[str, Any] = {

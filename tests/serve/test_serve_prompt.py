@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,10 +28,10 @@ from charfmt.serve.prompt import BadTurn
 from charfmt.serve.turns import Engine
 from charfmt.writer import canonical_form
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import reply_for
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 REX = Character.load(EXAMPLES / "characters" / "rex.toml")
 SCENE = Scene.load(EXAMPLES / "scenes" / "mars_shrine.toml")
 WORDS = st.text(alphabet=st.sampled_from("abc xyz<>&\u2028#*[]"), min_size=1, max_size=30)

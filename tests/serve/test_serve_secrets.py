@@ -24,7 +24,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 pytest.importorskip("aiohttp")
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import LEAKED, Scripted, loopback  # noqa: E402
 from serve_process import REX, ROOT, wait_until_answering  # noqa: E402
 

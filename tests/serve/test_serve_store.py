@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -31,11 +32,11 @@ from charfmt.serve.owners import token_line  # noqa: E402
 from charfmt.store import SessionKey, open_store  # noqa: E402
 from charfmt.store.scopes import scope  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 from store_targets import postgres_missing, postgres_schema  # noqa: E402
 
-REX = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+REX = ROOT / "examples" / "characters" / "rex.toml"
 SCOPE = scope("Rex", Character.load(REX))
 """Rex's part of its sessions' namespaces: its name and its definition's digest (``turn/Rex~…``)."""
 T = 10.0

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from conftest import ROOT
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
@@ -23,10 +24,10 @@ from charfmt import Character, parse  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 from charfmt.writer import canonical_form, dumps  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from scripted_upstream import Scripted, loopback  # noqa: E402
 
-REX: Final = Path(__file__).parent.parent / "examples" / "characters" / "rex.toml"
+REX: Final = ROOT / "examples" / "characters" / "rex.toml"
 T: Final = 10.0  # seconds any one request may take
 ECHO: Final = "You are Rex, a retired combat robot who now runs a tiny repair shop on Mars."
 """A line of Rex's system prompt (its persona), echoed by the model before its answer."""

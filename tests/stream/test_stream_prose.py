@@ -7,15 +7,14 @@ the fuzz cases written in the dialect table's prose-like dialects.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import TESTS
 
 import charfmt
 from charfmt.events import Reset, TextDelta
 from charfmt.stream import StreamParser, collect
 
-CORPUS = Path(__file__).parent / "data" / "prose_replies.txt"
+CORPUS = TESTS / "data" / "prose_replies.txt"
 _BODY = "\n".join(line for line in CORPUS.read_text(encoding="utf-8").split("\n") if not line.startswith("#"))
 REPLIES = [r.strip("\n") for r in _BODY.split("\n%%\n") if r.strip()]
 SPEECH = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}

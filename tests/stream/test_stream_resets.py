@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from conftest import TESTS
 
 import charfmt
 
-HERE: Final = Path(__file__).parent
+HERE: Final = TESTS
 CASES: Final = [json.loads(line) for line in (HERE / "stream_resets.jsonl").read_text("utf-8").splitlines()]
 
 

@@ -10,16 +10,14 @@ has it, names the chunk sizes it holds for: a short reply that leaves the format
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from conftest import TESTS
 
 import charfmt
 
-CASES: Final = [
-    json.loads(line) for line in (Path(__file__).parent / "stream_stalls.jsonl").read_text("utf-8").splitlines()
-]
+CASES: Final = [json.loads(line) for line in (TESTS / "stream_stalls.jsonl").read_text("utf-8").splitlines()]
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import importlib
+import re
 from pathlib import Path
 
 from conftest import ROOT
@@ -517,3 +518,92 @@ def test_each_door_opens_onto_its_names() -> None:
         assert not missing, f"{door} lists names it does not hold: {missing}"
         own = [n for n in module.__all__ if getattr(getattr(module, n), "__module__", None) == door]
         assert not own, f"{door} defines {own}: a door only re-exports"
+
+
+# --- the tests mirror the wings (issue 41, item 4) --------------------------------------------
+
+TESTS = PACKAGE.parent / "tests"
+DEVELOP = PACKAGE.parent / "docs" / "DEVELOP.md"
+WHOLE_SYSTEM = "project"
+"""The folder of the tests of the whole system (README, docs, architecture, packaging, CI, examples)."""
+
+
+def test_every_test_file_sits_in_a_wing_folder() -> None:
+    """``tests/<wing>/test_*.py`` for a wing of the layer table, or ``tests/project/``; nothing flat, nothing deeper."""
+    folders = {name for name, _ in layers()} | {WHOLE_SYSTEM}
+    astray = sorted(
+        path.relative_to(TESTS).as_posix()
+        for path in TESTS.rglob("test_*.py")
+        if len(path.relative_to(TESTS).parts) != 2 or path.parent.name not in folders
+    )
+    assert not astray, f"test files outside tests/<wing>/ (wings: docs/ARCHITECTURE.md; or tests/project/): {astray}"
+
+
+def public_modules() -> list[str]:
+    """The package's modules with no private part in the name (``charfmt.serve.app``; not ``charfmt._strict.fast``)."""
+    return [m for m in _modules() if m != "charfmt" and not any(p.startswith("_") for p in m.split(".")[1:])]
+
+
+def files_named_for(module: str, table: list[tuple[str, list[str]]], tests: Path = TESTS) -> list[str]:
+    """The test files named for a module: ``tests/<its wing>/test_<name>*.py``, its name alone
+    (``charfmt.serve.guard``: ``guard``) or with its package's (``serve_guard``)."""
+    parts = module.split(".")[1:]
+    names = [parts[-1], *(["_".join(parts[-2:])] if len(parts) > 1 else [])]
+    wing = tests / table[layer_of(module, table)[0]][0]
+    return sorted({p.relative_to(tests.parent).as_posix() for name in names for p in wing.glob(f"test_{name}*.py")})
+
+
+def module_test_table() -> dict[str, list[str]]:
+    """docs/DEVELOP.md's table of the modules whose tests are not named for them: module -> the test files."""
+    section = DEVELOP.read_text(encoding="utf-8").split("\n## Where each module's tests are\n", 1)[1]
+    table: dict[str, list[str]] = {}
+    for line in section.split("\n## ", 1)[0].splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`charfmt"):
+            files = re.findall(r"`(tests/[^`]+)`", cells[1])
+            for module in re.findall(r"`(charfmt[^`]*)`", cells[0]):
+                assert module not in table, f"{module} is in DEVELOP.md's table twice"
+                table[module] = files
+    return table
+
+
+def test_each_public_module_has_tests_findable_by_its_name_or_listed() -> None:
+    table = layers()
+    listed = module_test_table()
+    unfound = [m for m in public_modules() if not files_named_for(m, table) and m not in listed]
+    assert not unfound, (
+        "modules with no tests/<wing>/test_<name>*.py: name a test file for them, or list them with where their "
+        f"tests are in docs/DEVELOP.md's table: {unfound}"
+    )
+
+
+def test_the_table_of_module_tests_is_true() -> None:
+    """Each row of DEVELOP.md's table names public modules whose tests are not named for them, and test files that
+    exist."""
+    table = layers()
+    listed = module_test_table()
+    assert listed, "docs/DEVELOP.md has no table of where each module's tests are"
+    gone = sorted(set(listed) - set(public_modules()))
+    assert not gone, f"DEVELOP.md's table lists modules that are not public modules of the package: {gone}"
+    named = {m: files_named_for(m, table) for m in listed if files_named_for(m, table)}
+    assert not named, f"now findable by their names (delete from DEVELOP.md's table): {named}"
+    missing = {m: [f for f in files if not (TESTS.parent / f).is_file()] for m, files in listed.items()}
+    assert all(files for files in listed.values()), (
+        f"rows naming no test file: {[m for m, f in listed.items() if not f]}"
+    )
+    assert not any(missing.values()), f"DEVELOP.md's table names test files that do not exist: {missing}"
+
+
+def test_tests_are_found_by_a_module_name_or_its_package_and_name(tmp_path: Path) -> None:
+    table = [("base", ["charfmt.a"]), ("serve", ["charfmt.serve", "charfmt.serve.*"])]
+    for file in ("base/test_a.py", "base/test_ab_cases.py", "serve/test_serve_guard.py", "serve/test_guard.py"):
+        (tmp_path / file).parent.mkdir(exist_ok=True)
+        (tmp_path / file).write_text("", encoding="utf-8")
+    here = tmp_path.name
+    assert files_named_for("charfmt.a", table, tmp_path) == [f"{here}/base/test_a.py", f"{here}/base/test_ab_cases.py"]
+    assert files_named_for("charfmt.serve.guard", table, tmp_path) == [
+        f"{here}/serve/test_guard.py",
+        f"{here}/serve/test_serve_guard.py",
+    ]
+    assert files_named_for("charfmt.serve.wire", table, tmp_path) == []
+    assert files_named_for("charfmt.serve", table, tmp_path) == [f"{here}/serve/test_serve_guard.py"]

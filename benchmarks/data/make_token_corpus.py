@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "prompt")]  # test_render_tokens
 
 import charfmt  # noqa: E402
 from charfmt import Character  # noqa: E402

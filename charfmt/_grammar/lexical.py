@@ -83,6 +83,40 @@ def text_class(excluding: str = "") -> str:
     return f"[^{excluding}{MARKUP}{NOT_TEXT}]"
 
 
+# --- patterns that compile fast (the strict reader's fast path) ------------------------------
+# Each class holding the lone-surrogate range costs re a fifth of a millisecond to compile, and
+# the grammar's TEXT and KEY hold three each: the fast path's first parse, at every start, was
+# mostly compiling them (issue 41). These sources match the same text with one class each.
+
+_TEXT_SHAPE: Final = "_PLAIN (_ENTITY _PLAIN?)* | (_ENTITY _PLAIN?)+"
+"""How ``body.lark`` writes ``TEXT``: runs of ``_PLAIN`` and ``_ENTITY``, at least one of either."""
+
+
+def fast_text(reference: str) -> str | None:
+    """A regex source of the grammar's ``TEXT`` with one class: plain runs and entities, at least one.
+
+    ``reference``: what stands for a numeric reference (after ``&``, before ``;``): the grammar's
+    :data:`NUMREF`, or :data:`NUMERIC_REFERENCE` (any number) for a reader that decodes what it
+    matched with :func:`decode_text`. Possessive: it backtracks into nothing, and no way through it
+    is ambiguous. ``None`` when ``body.lark`` writes ``TEXT`` another way (then use its terminal).
+    """
+    if _definition("TEXT") != _TEXT_SHAPE:
+        return None
+    return f"(?:{text_class()}++|&(?:{'|'.join(NAMED_ENTITIES)}|{reference});)++"
+
+
+def fast_key() -> str | None:
+    """A regex source of the grammar's ``KEY`` with one class, where a whole key stands (markup or the end after it).
+
+    A run of characters a key holds, neither its first nor its last one whitespace (a lookahead and
+    a lookbehind, not two more classes). ``None`` when ``body.lark`` lets a key's edges hold what
+    its inside does not (then use its terminal).
+    """
+    if _KEY_EDGE != _KEY_INNER:
+        return None
+    return f"(?!\\s)[^{NOT_KEY}]++(?<!\\s)"
+
+
 # --- entities --------------------------------------------------------------------------------
 
 _XML_ENTITIES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}

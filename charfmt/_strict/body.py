@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF, BadEntity, decode_text
+from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF, BadEntity, decode_text, fast_key, fast_text
 from charfmt._grammar.rules import C_MARK, TEXT_MARK, content_terminal, lark_parser
 from charfmt._grammar.static import static_terminals
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
@@ -35,31 +35,38 @@ def fast_reader(tags: TagTable = DEFAULT_TAGS) -> FastReader:
     The body language is regular: a ``C`` body is ``element (_NL element)*``, each element
     one rule generated from the tag table (``<name>KEY</name>`` or ``<name>TEXT?</name>``),
     an ``I``/``E`` body is ``TEXT``. One ``fullmatch`` validates a body against patterns
-    built from the grammar's own ``TEXT``, ``KEY`` and ``_NL`` terminals; a second scan
-    lifts the elements out (valid content holds no raw ``<``), and entities are decoded
-    only where a ``&`` stands. It says nothing about invalid bodies: the LALR parser
-    (:func:`parse_batch`, :func:`parse_body`) is the one that explains them.
+    built from the grammar's own ``TEXT``, ``KEY`` and ``_NL``; a second scan lifts the
+    elements out (valid content holds no raw ``<``), and entities are decoded only where a
+    ``&`` stands. It says nothing about invalid bodies: the LALR parser (:func:`parse_batch`,
+    :func:`parse_body`) is the one that explains them.
 
-    In these patterns a numeric reference is any number (:func:`_widened`): the decoder
-    refuses one that names no character text holds, exactly where the grammar's ranges
-    would, and the patterns compile in a third of the time (most of a cold start's first
-    parse was compiling those ranges, four times).
+    What a cold start's first parse pays is mostly compiling these patterns (issue 41), so
+    they are written to compile fast, each content pattern once: ``TEXT`` and ``KEY`` with one
+    character class each (``lexical.fast_text``, ``lexical.fast_key``), a numeric reference read
+    as any number (the decoder refuses one that names no character text holds, exactly where
+    the grammar's ranges would), and the tags of one content kind in one alternative,
+    ``<(?:act|msg|thought)>TEXT?</(?:act|msg|thought)>``: the scan that lifts the elements out
+    pairs each opening with its own closing tag, and a body where one closes another's element
+    lifts fewer elements than it has closing tags.
     """
     terminals = static_terminals()
     newline = terminals["_NL"]
-    element = "|".join(
-        re.escape(t.open)
-        + f"(?:{_widened(terminals[content_terminal(t.content)[0]])}){content_terminal(t.content)[1]}"
-        + re.escape(t.close)
-        for t in tags
-    )
-    # ``element (_NL element)*``, written with one copy of ``element`` (compiling the
-    # TEXT pattern is most of the cost of first use). Atomic and possessive: each element
-    # matches in one way only, so a body that fails is given up after one linear pass.
-    # (No capturing group inside: CPython 3.11 mishandles one in a possessive repeat.)
+    contents = {"TEXT": fast_text(NUMERIC_REFERENCE) or _widened(terminals["TEXT"]), "KEY": fast_key() or terminals["KEY"]}
+    kinds: dict[str, list[str]] = {}
+    for t in tags:
+        kinds.setdefault(t.content, []).append(re.escape(t.name))
+    alternatives = []
+    for kind, names in kinds.items():
+        terminal, times = content_terminal(kind)
+        named = "|".join(names)
+        alternatives.append(f"<(?:{named})>(?:{contents[terminal]}){times}</(?:{named})>")
+    element = "|".join(alternatives)
+    # ``element (_NL element)*``, written with one copy of ``element``. Atomic and possessive:
+    # each element matches in one way only, so a body that fails is given up after one linear
+    # pass. (No capturing group inside: CPython 3.11 mishandles one in a possessive repeat.)
     c_body = re.compile(f"(?:(?>{element})(?:{newline}(?!\\Z)|\\Z))++").fullmatch
-    text_body = re.compile(f"(?:{_widened(terminals['TEXT'])})").fullmatch
-    pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in tags) + ")>([^<]*)<").findall
+    text_body = re.compile(f"(?:{contents['TEXT']})").fullmatch
+    pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in tags) + ")>([^<]*)</\\1>").findall
     tagged = TAGGED_TYPES
 
     def read(kind: str, body: str) -> list[Element] | None:
@@ -67,6 +74,8 @@ def fast_reader(tags: TagTable = DEFAULT_TAGS) -> FastReader:
             if not c_body(body):
                 return None
             elements: list[Element] = pieces(body)
+            if len(elements) != body.count("</"):  # an element closed by another tag of its kind
+                return None
             if "&" in body:
                 try:
                     elements = [(tag, decode_text(raw)) for tag, raw in elements]
@@ -89,6 +98,7 @@ def _widened(pattern: str) -> str:
     Only for a reader that decodes what it matched with ``decode_text``, which raises
     ``BadEntity`` for a reference to no text character. A pattern without the grammar's
     ``_NUMREF`` as written (an edited grammar) is returned as it is: exact, only slower to compile.
+    (Where ``body.lark`` writes ``TEXT`` as shipped, ``lexical.fast_text`` is used instead.)
     """
     return pattern.replace(NUMREF, f"(?:{NUMERIC_REFERENCE})")
 

@@ -20,7 +20,6 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from charfmt import _twin
 from charfmt._strict.body import parse_batch
 from charfmt._strict.envelope import BOM
 from charfmt._strict.fast import read_reply
@@ -273,6 +272,8 @@ class _Readers:
 
     def settle(self, package: Path | None = None) -> bool:
         """Choose the readers now (``package``: the folder of ``charfmt`` the twin must match); whether compiled."""
+        from charfmt import _twin  # noqa: PLC0415 (import cost: only after WARM_UP characters, or settle())
+
         twin = _twin.load(_twin.TWINS["_strict"], package)
         if twin is None:
             self.fast, self.batch = read_reply, parse_batch
@@ -288,8 +289,10 @@ _READERS: Final = _Readers()
 
 _FINAL: Final = frozenset({"CF002", "CF003"})
 """Errors lenient parsing does not try to repair: too large, or empty."""
-_ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
-"""A run of bytes that are not UTF-8, as ``surrogateescape`` decodes them."""
+_ESCAPED_BYTES: Final = "[\udc80-\udcff]+"
+"""A run of bytes that are not UTF-8, as ``surrogateescape`` decodes them. (Compiled where used, by
+``re``'s cache: a class of surrogates takes a third of a millisecond to compile, and valid input
+never needs it.)"""
 
 
 def lenient_text(data: str | bytes) -> str:
@@ -303,7 +306,7 @@ def lenient_text(data: str | bytes) -> str:
         if wide is not None:
             return wide[0]
         data = bytes(data).decode("utf-8", errors="surrogateescape")
-    return _ESCAPED_BYTES.sub(lambda m: "\ufffd" * len(m.group()), data)
+    return re.compile(_ESCAPED_BYTES).sub(lambda m: "\ufffd" * len(m.group()), data)
 
 
 def _recover(
@@ -321,7 +324,7 @@ def _recover(
         # and each run of them one diagnostic naming its first byte.
         escaped = bytes(text).decode("utf-8", errors="surrogateescape")
         decoded = lenient_text(escaped)
-        for m in _ESCAPED_BYTES.finditer(escaped):
+        for m in re.compile(_ESCAPED_BYTES).finditer(escaped):
             byte = ord(m.group()[0]) - 0xDC00
             message = f"invalid UTF-8 byte 0x{byte:02X} replaced by U+FFFD" + (
                 f" (and {len(m.group()) - 1} more)" if len(m.group()) > 1 else ""

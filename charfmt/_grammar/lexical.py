@@ -21,7 +21,8 @@ The derivations run once, at import, from the grammar's static part (no tag tabl
 from __future__ import annotations
 
 import re
-from typing import Final
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._grammar.static import static_text
 
@@ -59,10 +60,25 @@ NOT_TEXT: Final = "".join(ch for ch in _PLAIN_CLASS if ch not in MARKUP)
 """The body of a regex class of the characters text never holds, not even escaped: C0 controls
 other than tab, newline and carriage return, DEL, lone surrogates (as ``body.lark`` writes them)."""
 
-NOT_TEXT_CHAR: Final = re.compile(f"[{NOT_TEXT}]")
-"""One character text never holds, not even escaped. (Compiling a class with the surrogate range
-takes a third of a millisecond: the module compiles only what decoding needs; :func:`text_class`
-and :data:`NOT_KEY` are sources, compiled where they are used.)"""
+
+@cache
+def _not_text_char() -> re.Pattern[str]:
+    return re.compile(f"[{NOT_TEXT}]")
+
+
+if TYPE_CHECKING:
+    NOT_TEXT_CHAR: re.Pattern[str]
+    """One character text never holds, not even escaped. (Compiled on first use: a class with the
+    surrogate range takes a third of a millisecond to compile, and a valid reply's parse never needs
+    it; :func:`text_class` and :data:`NOT_KEY` are sources, compiled where they are used.)"""
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``NOT_TEXT_CHAR``, compiled on first use, then kept."""
+        if name != "NOT_TEXT_CHAR":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = globals()[name] = _not_text_char()
+        return value
 
 
 _KEY_EDGE: Final = _between("KEY", "/[^\\s", "])?/").partition("]")[0]
@@ -176,7 +192,7 @@ def entity_char(reference: str) -> str | None:
     if code > 0x10FFFF:
         return None
     ch = chr(code)
-    return None if NOT_TEXT_CHAR.match(ch) else ch
+    return None if _not_text_char().match(ch) else ch
 
 
 def _strict(m: re.Match[str]) -> str:

@@ -51,7 +51,10 @@ def fast_reader(tags: TagTable = DEFAULT_TAGS) -> FastReader:
     """
     terminals = static_terminals()
     newline = terminals["_NL"]
-    contents = {"TEXT": fast_text(NUMERIC_REFERENCE) or _widened(terminals["TEXT"]), "KEY": fast_key() or terminals["KEY"]}
+    contents = {
+        "TEXT": fast_text(NUMERIC_REFERENCE) or _widened(terminals["TEXT"]),
+        "KEY": fast_key() or terminals["KEY"],
+    }
     kinds: dict[str, list[str]] = {}
     for t in tags:
         kinds.setdefault(t.content, []).append(re.escape(t.name))

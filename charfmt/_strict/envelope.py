@@ -25,7 +25,9 @@ BOM: Final = "\ufeff"
 """A byte order mark (Windows editors write one): not part of the JSON text; RFC 8259 lets a parser
 ignore it, and the strict reader reads a space in its place (every offset stays)."""
 
-_SCALAR: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
+_SCALAR: Final = r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity"
+"""A JSON scalar as written (and NaN, infinities). This and ``_BRACKETS`` are compiled where used, by
+``re``'s cache: only a reply that failed is scanned with them, and every start would pay for them."""
 _PLAIN: Final = re.compile(r'[^"\\]*')
 
 
@@ -194,7 +196,7 @@ def _integer(literal: str) -> int | HugeInteger:
     return int(literal)
 
 
-_BRACKETS: Final = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"')
+_BRACKETS: Final = r'[\[\]{}]|"(?:[^"\\]|\\.)*+"'
 _DEEP: Final = 100
 """Nesting far deeper than any reply needs; the bracket that opens it is where CF110 points."""
 
@@ -202,7 +204,7 @@ _DEEP: Final = 100
 def _deepest(text: str) -> int | None:
     """Raw offset of the bracket that opens nesting level ``_DEEP``, if there is one."""
     depth = 0
-    for m in _BRACKETS.finditer(text):
+    for m in re.compile(_BRACKETS).finditer(text):
         ch = m.group()[0]
         if ch in "[{":
             depth += 1
@@ -339,6 +341,7 @@ def _skip_ws(text: str, pos: int) -> int:
 def _scan(text: str) -> _Spans:
     """Record the raw span of every value and key of a valid JSON text, iteratively."""
     spans = _Spans({}, {})
+    scalar = re.compile(_SCALAR).match
     # Stack of [container path, kind, next index or pending key, start offset].
     stack: list[list[Any]] = []
     path: Path = ()
@@ -369,7 +372,7 @@ def _scan(text: str) -> _Spans:
             spans.values[path] = (pos, end)
             pos = end
         else:
-            m = _SCALAR.match(text, pos)
+            m = scalar(text, pos)
             end = m.end() if m else pos + 1
             spans.values[path] = (pos, end)
             pos = end

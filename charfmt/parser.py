@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._strict.body import parse_batch
 from charfmt._strict.envelope import BOM
@@ -117,13 +117,19 @@ def _parse_wide(
     return reply.model_copy(update={"diagnostics": [note, *reply.diagnostics]})
 
 
-class Told(NamedTuple):
-    """What the caller told a lenient read about the exchange: the player's turn and the prompt."""
+class Told:
+    """What the caller told a lenient read about the exchange: the player's turn and the prompt.
 
-    turn: tuple[str, ...] = ()
-    """What the player said this turn (``turn_lines``)."""
-    prompt: tuple[str, ...] = ()
-    """The prompt's own text, the character's words left out (``prompt_texts``)."""
+    (A plain class: a ``NamedTuple`` compiles each field's postponed annotation at every start.)
+    """
+
+    __slots__ = ("prompt", "turn")
+
+    def __init__(self, turn: tuple[str, ...] = (), prompt: tuple[str, ...] = ()) -> None:
+        self.turn: Final = turn
+        """What the player said this turn (``turn_lines``)."""
+        self.prompt: Final = prompt
+        """The prompt's own text, the character's words left out (``prompt_texts``)."""
 
 
 _NOTHING_TOLD: Final = Told()
@@ -204,7 +210,7 @@ def _parse(
     *,
     fast: bool = True,
     tags: TagTable = DEFAULT_TAGS,
-    told: Told = Told(),  # noqa: B008 (a NamedTuple: immutable)
+    told: Told = _NOTHING_TOLD,
 ) -> Reply:
     """:func:`parse`; ``fast=False`` skips the fast path (tests compare the two)."""
     # A large reply allocates hundreds of thousands of models at once; the cyclic
@@ -313,7 +319,7 @@ def _recover(
     text: str | bytes,
     vocabulary: Vocabulary | None,
     tags: TagTable = DEFAULT_TAGS,
-    told: Told = Told(),  # noqa: B008 (a NamedTuple: immutable)
+    told: Told = _NOTHING_TOLD,
 ) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
     from charfmt._lenient.recovery import recover  # noqa: PLC0415 (valid input never needs recovery)
@@ -350,13 +356,19 @@ def _recover(
             gc.enable()
 
 
-class _Source(NamedTuple):
-    """What the strict reader reads: the input as text, or why there is nothing to read."""
+class _Source:
+    """What the strict reader reads: the input as text, or why there is nothing to read.
 
-    text: str
-    """The input decoded (a byte order mark blanked), or as much of it as decoded before the error."""
-    stop: Diagnostic | None
-    """Why nothing can be read (``CF002`` too large, ``CF001`` not UTF-8, ``CF003`` empty), or ``None``."""
+    (A plain class: a ``NamedTuple`` compiles each field's postponed annotation at every start.)
+    """
+
+    __slots__ = ("stop", "text")
+
+    def __init__(self, text: str, stop: Diagnostic | None) -> None:
+        self.text: Final = text
+        """The input decoded (a byte order mark blanked), or as much of it as decoded before the error."""
+        self.stop: Final = stop
+        """Why nothing can be read (``CF002`` too large, ``CF001`` not UTF-8, ``CF003`` empty), or ``None``."""
 
 
 def _strict_source(text: str | bytes, max_size: int) -> _Source:

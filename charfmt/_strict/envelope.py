@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from json.decoder import scanstring  # type: ignore[attr-defined]
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 Path = tuple[str | int, ...]
 
@@ -75,11 +75,17 @@ class HugeInteger:
         return f"HugeInteger(digits={self.digits!r})"
 
 
-class Decoded(NamedTuple):
-    """The decoded JSON value plus what the fast decode noticed."""
+class Decoded:
+    """The decoded JSON value plus what the fast decode noticed.
 
-    value: Any
-    duplicate_keys: bool
+    (A plain class: a ``NamedTuple`` compiles each field's postponed annotation at every start.)
+    """
+
+    __slots__ = ("duplicate_keys", "value")
+
+    def __init__(self, value: Any, duplicate_keys: bool) -> None:
+        self.value: Final = value
+        self.duplicate_keys: Final = duplicate_keys
 
 
 class JSONError(Exception):
@@ -215,9 +221,14 @@ def _deepest(text: str) -> int | None:
     return None
 
 
-class _Spans(NamedTuple):
-    values: dict[Path, tuple[int, int]]
-    keys: dict[Path, list[tuple[int, int]]]
+class _Spans:
+    """The raw span of every value and of every key of a JSON text, by path. (A plain class, as ``Decoded``.)"""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.values: Final[dict[Path, tuple[int, int]]] = {}
+        self.keys: Final[dict[Path, list[tuple[int, int]]]] = {}
 
 
 class Locator:
@@ -340,7 +351,7 @@ def _skip_ws(text: str, pos: int) -> int:
 
 def _scan(text: str) -> _Spans:
     """Record the raw span of every value and key of a valid JSON text, iteratively."""
-    spans = _Spans({}, {})
+    spans = _Spans()
     scalar = re.compile(_SCALAR).match
     # Stack of [container path, kind, next index or pending key, start offset].
     stack: list[list[Any]] = []

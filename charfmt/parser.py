@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt._strict.body import parse_batch
 from charfmt._strict.envelope import BOM
 from charfmt._strict.fast import read_reply
-from charfmt._strict.reply import Batch, StrictRun
 from charfmt.diagnostics import Diagnostic, ParseError, too_long
 from charfmt.models import Reply, Vocabulary, construct_trusted
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
+    from charfmt._strict.reply import Batch
     from charfmt.prompt.userinput import UserTurn
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
@@ -226,6 +226,8 @@ def _parse(
                 return fast_reply
         source = _strict_source(text, max_size)
         if source.stop is None:
+            from charfmt._strict.reply import StrictRun  # noqa: PLC0415 (import cost: a valid reply's fast path never needs it)
+
             reply = StrictRun(lenient, vocabulary, tags, _READERS.batch).read(source.text)
         else:
             reply = construct_trusted(

@@ -133,6 +133,13 @@ def fast_key() -> str | None:
     return f"(?!\\s)[^{NOT_KEY}]++(?<!\\s)"
 
 
+def fast_newline() -> str | None:
+    """The grammar's ``_NL`` (what stands between two elements) as a regex source, read here: the
+    generated tables (``charfmt._grammar._lalr``) need not load for it. ``None`` when ``body.lark``
+    writes it otherwise than as ``"\\n"``."""
+    return "\\n" if _definition("_NL") == '"\\n"' else None
+
+
 # --- entities --------------------------------------------------------------------------------
 
 _XML_ENTITIES: Final = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}

@@ -13,13 +13,20 @@ import re
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF, BadEntity, decode_text, fast_key, fast_text
+from charfmt._grammar.lexical import (
+    NUMERIC_REFERENCE,
+    NUMREF,
+    BadEntity,
+    decode_text,
+    fast_key,
+    fast_newline,
+    fast_text,
+)
 from charfmt._grammar.rules import C_MARK, TEXT_MARK, content_terminal, lark_parser
 from charfmt._grammar.static import static_terminals
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
 from .diagnosis import BodyError, diagnose
-from .lalr import Reject, driver
 
 Element = tuple[str, str]
 """A parsed element: ``(tag, decoded text)``."""
@@ -49,12 +56,11 @@ def fast_reader(tags: TagTable = DEFAULT_TAGS) -> FastReader:
     pairs each opening with its own closing tag, and a body where one closes another's element
     lifts fewer elements than it has closing tags.
     """
-    terminals = static_terminals()
-    newline = terminals["_NL"]
-    contents = {
-        "TEXT": fast_text(NUMERIC_REFERENCE) or _widened(terminals["TEXT"]),
-        "KEY": fast_key() or terminals["KEY"],
-    }
+    text, key, newline = fast_text(NUMERIC_REFERENCE), fast_key(), fast_newline()
+    if text is None or key is None or newline is None:  # an edited body.lark: its own terminals
+        terminals = static_terminals()  # (the generated tables' copy, or Lark's)
+        text, key, newline = text or _widened(terminals["TEXT"]), key or terminals["KEY"], newline or terminals["_NL"]
+    contents = {"TEXT": text, "KEY": key}
     kinds: dict[str, list[str]] = {}
     for t in tags:
         kinds.setdefault(t.content, []).append(re.escape(t.name))
@@ -112,6 +118,8 @@ def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS
     Returns one element list per body, or ``None`` when any body is invalid (then
     call :func:`parse_body` per body to learn what and where).
     """
+    from .lalr import Reject, driver  # noqa: PLC0415 (import cost: the fast path, a valid reply's, never needs it)
+
     if len(bodies) == 1:
         # One body (most replies): parse it where it is; the joined copy would double the
         # memory a long message takes.
@@ -130,6 +138,8 @@ def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS
 
 def parse_body(kind: str, body: str, tags: TagTable = DEFAULT_TAGS) -> list[Element]:
     """Parse one body of chat type ``kind`` in the language of ``tags``; raises :class:`BodyError`."""
+    from .lalr import Reject, driver  # noqa: PLC0415 (import cost: as in parse_batch)
+
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     try:
         result: list[Element] = driver(tags).parse(body, start)

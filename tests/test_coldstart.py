@@ -32,6 +32,7 @@ NOT_ON_THE_PATH = (
     "charfmt._grammar._lalr",  # the generated LALR tables: the full pass's
     "charfmt._strict.lalr",  # the LALR driver: the full pass's
     "charfmt._strict.reply",  # the full pass
+    "charfmt._strict.diagnosis",  # why a body is invalid
     "charfmt._twin",  # the compiled twin's check: after WARM_UP characters
     "charfmt.vocabulary",  # the vocabulary policy: a parse told a vocabulary
     "charfmt.events",  # Reply.events()

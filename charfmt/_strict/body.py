@@ -26,8 +26,6 @@ from charfmt._grammar.rules import C_MARK, TEXT_MARK, content_terminal, lark_par
 from charfmt._grammar.static import static_terminals
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
 
-from .diagnosis import BodyError, diagnose
-
 Element = tuple[str, str]
 """A parsed element: ``(tag, decoded text)``."""
 
@@ -138,6 +136,7 @@ def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS
 
 def parse_body(kind: str, body: str, tags: TagTable = DEFAULT_TAGS) -> list[Element]:
     """Parse one body of chat type ``kind`` in the language of ``tags``; raises :class:`BodyError`."""
+    from .diagnosis import BodyError, diagnose  # noqa: PLC0415 (import cost: a valid reply's fast path never needs it)
     from .lalr import Reject, driver  # noqa: PLC0415 (import cost: as in parse_batch)
 
     start = "c_body" if kind in TAGGED_TYPES else "text_body"

@@ -374,7 +374,7 @@ CUES = DEFAULT_TAGS.extend(
     ],
 )
 def test_a_closing_tag_of_another_element_of_the_same_kind_is_not_read(body: str) -> None:
-    """Tags of one content kind share one alternative of the fast pattern; each element still closes with its tag."""
+    """Tags of one content kind (two cues with lists of values) hold the same content: each still closes its own."""
     read = fast_reader(CUES)("C", body)
     try:
         expected = parse_body("C", body, CUES)

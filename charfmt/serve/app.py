@@ -184,7 +184,7 @@ async def _info(state: ServerState, request: Request) -> Response:
             "name": name, "model": settings.model_name or name,
             "emotions": [e.key for e in vocabulary.emotions],
             "reply_format": settings.reply_format, "constrained": settings.constrained,
-            "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
+            "server": _server(settings),
             "speakers": scene.speakers if scene is not None else [c.name], "auth": not state.credentials.open,
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
             "emotion_names": {e.key: names.names.get(e.key, e.key) for e in vocabulary.emotions} if names.known else {},
@@ -192,6 +192,14 @@ async def _info(state: ServerState, request: Request) -> Response:
             "greeting": _greeting(state),
         }
     )  # fmt: skip
+
+
+def _server(settings: Settings) -> str:
+    """What ``/v1/info`` says runs the model: the upstream kind's own words, else the ``--server``."""
+    from charfmt.serve.upstreams import source  # noqa: PLC0415 (its kinds' modules: the first turn's)
+
+    found = source(settings)
+    return (found[0].shown if found is not None else None) or settings.server
 
 
 def _greeting(state: ServerState) -> dict[str, Any] | None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from charfmt.serve.continuation import Ask, Continuation
     from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
-    from charfmt.serve.upstream import Upstream
+    from charfmt.serve.upstreams import Upstream
     from charfmt.speech import Sentence
     from charfmt.stage import StageCue
 
@@ -362,8 +362,7 @@ class Engine:
         """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
-        local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
-        fields = {} if local else PREFILL.get(settings.server)  # (in-process: LocalModel prefills, as llama-server)
+        fields = PREFILL.get(self._server())  # (in-process: LocalModel prefills, as llama-server)
         self.prefills = fields is not None
         """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
         self.prefill: dict[str, Any] = dict(fields or {})
@@ -374,8 +373,11 @@ class Engine:
         """The name of each emotion key in ``--reply-format`` (``charfmt.serve.emotion_names``)."""
 
     def _server(self) -> str:
-        s = self.settings
-        return "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
+        """The server whose request field carries the constraint: the upstream kind's (``UpstreamKind.server``)."""
+        from charfmt.serve.upstreams import source  # noqa: PLC0415 (its kinds' modules: the engine's start)
+
+        found = source(self.settings)
+        return found[0].server(self.settings) if found is not None else self.settings.server
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
@@ -576,7 +578,7 @@ class Engine:
                     yield noted
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
-            from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
+            from charfmt.serve.upstreams import UpstreamFailure  # noqa: PLC0415
 
             if reading.refusal:
                 raise UpstreamFailure(f"the upstream's model refused to answer: {quoted(''.join(reading.refusal))}")

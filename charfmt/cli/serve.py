@@ -206,6 +206,7 @@ def settings_from(args: argparse.Namespace) -> Any:
         character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
     kind = next(kind for kind in KINDS if getattr(args, kind.dest) is not None)  # (one is required)
+    kind.check(getattr(args, kind.dest))  # a target that cannot be served stops the start (exit 1)
     settings = Settings(
         character=character, scene=scene, upstream_kind=kind.name, upstream_target=getattr(args, kind.dest),
         server=args.server, chat_format=args.chat_format, model_name=args.model_name,

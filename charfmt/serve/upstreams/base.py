@@ -50,6 +50,10 @@ def _nothing() -> None:
     return None
 
 
+def _anything(target: str) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class UpstreamKind:
     """One kind of upstream: how ``charfmt serve`` names it, opens it and checks it before it starts."""
@@ -66,6 +70,8 @@ class UpstreamKind:
     """The upstream for ``settings`` and the target (called once, on the first turn, in a worker thread)."""
     require: Callable[[], object] = _nothing
     """Raises a ``CharfmtError`` naming the extra the kind needs where it is missing (checked before the start)."""
+    check: Callable[[str], None] = _anything
+    """Raises a ``CharfmtError`` where the target cannot be served (``charfmt serve`` exits 1 before it starts)."""
     local: bool = False
     """A model run in this process: opened before the server starts (one that cannot load stops it), its
     tokens per character measured once loaded, constrained as llama-server is (``server``)."""

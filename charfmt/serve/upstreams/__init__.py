@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from charfmt.diagnostics import CharfmtError
-from charfmt.serve.upstreams import llama, openai
+from charfmt.serve.upstreams import llama, openai, script
 from charfmt.serve.upstreams.base import Upstream, UpstreamFailure, UpstreamKind
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "Upstream", "UpstreamFailure", "UpstreamKind", "kind_of", "open_upstream", "source"]
 
-KINDS: Final[tuple[UpstreamKind, ...]] = (openai.KIND, llama.KIND)
+KINDS: Final[tuple[UpstreamKind, ...]] = (openai.KIND, llama.KIND, script.KIND)
 """Every upstream kind ``charfmt serve`` can open, in ``--help``'s order (one flag each)."""
 
 _FIELDS: Final = {"upstream_url": openai.KIND, "model_path": llama.KIND}

@@ -94,6 +94,12 @@ class Settings:
     greeting: int | None = 0
     """The card's greeting a new session opens with (0: ``first_mes``; ``None``: none; ``--greeting``)."""
 
+    @property
+    def cast(self) -> Character | Scene:
+        """Who answers each turn: the scene where one is served, else the character (either a
+        ``charfmt.prompt.cast.Cast``: a door calls it without asking which)."""
+        return self.scene if self.scene is not None else self.character
+
     def secrets(self) -> tuple[str, ...]:
         """What the server never shows (written ``***`` in answers and logs): the upstream's key, the token."""
         return tuple(s for s in (self.api_key, self.token) if s)

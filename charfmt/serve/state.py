@@ -172,7 +172,7 @@ class ServerState:
 
         going = ask.continuation
         assert going is not None
-        scene, names = engine.scene is not None, engine.names.names
+        scene, names = engine.cast.speakers is not None, engine.names.names
         shown = whole(self.settings.reply_format, last.reply, engine.tags, speakers=scene, emotions=names)
         same = shown.strip() == going.shown.strip() and last.reply.chats
         return dataclasses.replace(ask, continuation=engine.continuation(last.reply, going.shown)) if same else ask
@@ -295,8 +295,7 @@ def _scope(settings: Settings) -> str:
     """The served character's (or scene's) part of its sessions' namespaces: its name and definition's digest."""
     from charfmt.store.scopes import scope  # noqa: PLC0415
 
-    scene = settings.scene
-    return scope(scene.name, scene) if scene is not None else scope(settings.character.name, settings.character)
+    return scope(settings.cast.name, settings.cast)
 
 
 def _store(settings: Settings) -> Store:

@@ -114,8 +114,7 @@ def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> An
     (``chat_bounds``, i.e. ``charfmt.constrain.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
     from charfmt.constrain.budget import chat_bounds  # noqa: PLC0415
 
-    subject = settings.scene if settings.scene is not None else settings.character
-    return chat_bounds(subject, settings.max_tokens, tokens_per_char=tokens_per_char)
+    return chat_bounds(settings.cast, settings.max_tokens, tokens_per_char=tokens_per_char)
 
 
 def upstream_tokens_per_char(
@@ -147,8 +146,8 @@ class _Reading:
         self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "",
         bound: int | None = None, prompt: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
+        from charfmt.prompt.cast import stage_reader  # noqa: PLC0415
         from charfmt.speech import CutSpeech, SentenceSplitter  # noqa: PLC0415
-        from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
 
         self.events = events
@@ -160,10 +159,7 @@ class _Reading:
         length = engine.settings.max_length
         self.bound = bound
         """The grammar's most characters of speech (a constrained turn): speech cut there is never spoken."""
-        if engine.scene is not None:
-            self.stage = engine.scene.stage(max_length=length, bound=bound)
-        else:
-            self.stage = StageReader(engine.character, max_length=length, bound=bound)
+        self.stage = stage_reader(engine.cast, max_length=length, bound=bound)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length, bound=bound)
         self.cut = CutSpeech(bound, tags=engine.tags)
         """What the front end is shown: speech a bound cut ends at its last whole word, as the reply's."""
@@ -331,17 +327,19 @@ class Engine:
         self.settings = settings
         self.character: Character = settings.character
         self.scene = settings.scene
-        self.vocabulary = self.scene.vocabulary if self.scene is not None else self.character.vocabulary
-        self.reading_vocabulary = self.scene.reading_vocabulary if self.scene is not None else self.vocabulary
+        self.cast = settings.cast
+        """Who answers: the scene, else the character (``charfmt.prompt.cast.Cast``)."""
+        self.vocabulary = self.cast.vocabulary
+        self.reading_vocabulary = self.cast.reading_vocabulary
         """What a reply is read with: a scene's, every cast member's emotion words (``Scene.reading_vocabulary``)."""
-        self.tags = self.scene.tags if self.scene is not None else self.character.tags
+        self.tags = self.cast.tags
         self.upstream = upstream
-        self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)
+        self.model = settings.model_name or self.cast.name
         """The model name front ends see (answers, logs): ``--model-name``, else the scene's or character's."""
         self.upstream_model = settings.model_name
         """The ``model`` sent upstream: ``--model-name``, else none (the server's default, as ``chat --endpoint``)."""
         self.counter = engine_counter(settings, upstream)
-        self.tokens_per_char = upstream_tokens_per_char(upstream, self.scene or self.character, self.counter)
+        self.tokens_per_char = upstream_tokens_per_char(upstream, self.cast, self.counter)
         """The model's tokens per character of the character's speech, where its tokenizer is known."""
         bounds = reply_bounds(settings, self.tokens_per_char)
         self.bounds = bounds
@@ -358,7 +356,7 @@ class Engine:
         )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
-        self.worker = PromptWorker(self.scene or self.character, settings.lorebooks)
+        self.worker = PromptWorker(self.cast, settings.lorebooks)
         """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
@@ -385,7 +383,7 @@ class Engine:
         from charfmt.constrain.engines import local_constraint, request_fields  # noqa: PLC0415
 
         s = self.settings
-        subject = self.scene if self.scene is not None else self.character
+        subject = self.cast
         if getattr(self.upstream, "in_process", False):
             from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
             from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
@@ -403,11 +401,7 @@ class Engine:
 
         ``turn`` and ``prompt`` (the request's messages): what the reply answers, as ``parse`` takes them.
         """
-        from charfmt.parser import parse  # noqa: PLC0415
-
-        if self.scene is not None:
-            return self.scene.parse(text, lenient=lenient, turn=turn, prompt=prompt)
-        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags, turn=turn, prompt=prompt)
+        return self.cast.parse(text, lenient=lenient, turn=turn, prompt=prompt)
 
     def player_turn(self, say: str) -> UserTurn:
         """The player's turn read as shorthand (``[joy] hi``, ``*waves*``), or ``BadTurn``."""
@@ -605,10 +599,12 @@ class Engine:
         except ParseError:
             strict = None
         messages = body["messages"]  # (read once, the reply is told what the stream was told)
-        if self.scene is not None:
-            reply = self.read(text, turn=turn, prompt=messages)
-        elif reading.events:
+        if reading.events:  # the reply as it streamed, and the cast's own problems (a scene's speakers: CF309)
             reply = reading.stream.reply
+            problems = self.cast.check(reply, text, lenient=True)
+            if problems:
+                found = sorted([*reply.diagnostics, *problems], key=lambda d: (d.offset, d.end))
+                reply = reply.model_copy(update={"diagnostics": found})
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
             reply = strict if strict is not None else self.read(text, turn=turn, prompt=messages)
         from charfmt.speech import trim_cut_speech  # noqa: PLC0415
@@ -693,7 +689,7 @@ def read_back(engine: Engine, text: str) -> Reply:
     (``read_answer``: markers and words apart, the front end's emotion names as their keys), else leniently."""
     from charfmt.serve.formats import read_answer  # noqa: PLC0415
 
-    speakers = engine.scene.speakers if engine.scene is not None else None
+    speakers = engine.cast.speakers
     back = engine.names.back()
     found = read_answer(
         engine.settings.reply_format, text, engine.tags, speakers=speakers, vocabulary=engine.vocabulary, emotions=back

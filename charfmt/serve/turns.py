@@ -146,6 +146,7 @@ class _Reading:
         self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "",
         bound: int | None = None, prompt: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
+        from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415
         from charfmt.prompt.cast import stage_reader  # noqa: PLC0415
         from charfmt.speech import CutSpeech, SentenceSplitter  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
@@ -156,6 +157,9 @@ class _Reading:
         self.stream = StreamParser(
             lenient=True, vocabulary=engine.reading_vocabulary, tags=engine.tags, turn=turn, prompt=prompt
         )
+        self.reader = Reader()
+        """The chunks-to-events loop every door shares (``_sdk_chunks.Reader``): the parser fed, the upstream's
+        reasoning and notes said where they came, and said again after a ``Reset``."""
         length = engine.settings.max_length
         self.bound = bound
         """The grammar's most characters of speech (a constrained turn): speech cut there is never spoken."""
@@ -199,33 +203,21 @@ class _Reading:
         self.size += len(text)
         if not self.events:
             return [*noted, Raw(text)] if noted else [Raw(text)]
-        return [*noted, Raw(text), *self._pieces(self.stream.feed(text))]
+        return [*noted, Raw(text), *self._pieces(self.reader.feed(self.stream, text))]
 
     def note(self, piece: SDKPiece) -> list[Piece]:
         """What a chunk says beside the reply's text (a content filter's stop, invalid UTF-8): kept for the
-        reply's diagnostics, and said as it comes where events are read; a refusal's text, kept."""
+        reply's diagnostics, and said as it comes (``Reader.take``) where events are read; the reasoning said
+        whatever is read (chat completions forward it as it comes too); a refusal's text, kept."""
         if piece.refusal:
             self.refusal.append(piece.refusal)
-        said: list[Piece] = []
-        if piece.reasoning:  # (said as it comes whatever is read: chat completions forward it as it comes too)
-            from charfmt.events import Reasoning  # noqa: PLC0415
-
+        if piece.reasoning:
             self.reasoning.append(piece.reasoning)
-            said.append(Reasoning(piece.reasoning))
-        if not piece.notes:
-            return said
         self.notes.extend((code, message, self.size) for code, message in piece.notes)
-        if not self.events:
-            return said
-        from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
-        from charfmt.events import DiagnosticEvent  # noqa: PLC0415
-
-        so_far = self.prefix + "".join(self.chunks)
-        at = self.size
-        return [
-            *said,
-            *(DiagnosticEvent(None, Diagnostic.at(so_far, code, message, at)) for code, message in piece.notes),
-        ]
+        _, said = self.reader.take(piece)
+        if self.events:
+            return list(said)
+        return [event for event in said if event.kind == "reasoning"]
 
     def _said_lone(self, text: str, where: list[int]) -> list[Piece]:
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
@@ -264,19 +256,6 @@ class _Reading:
                 self.lone.append(self.size + i)
         return "".join(chars)
 
-    def _reasoning_again(self, found: list[Event]) -> list[Event]:
-        """``found`` with the upstream's reasoning said again after a ``Reset`` (which takes back all shown)."""
-        from charfmt.events import Reasoning, Reset  # noqa: PLC0415
-
-        if not any(isinstance(event, Reset) for event in found):
-            return found
-        out: list[Event] = []
-        for event in found:
-            out.append(event)
-            if isinstance(event, Reset):
-                out.append(Reasoning("".join(self.reasoning)))
-        return out
-
     def close(self) -> list[Piece]:
         """The rest, once the reply has ended (cut by the token budget: its unfinished sentence unspoken)."""
         if not self.events:
@@ -285,7 +264,7 @@ class _Reading:
             self.stage.cut_off()
             self.splitter.cut_off()
             self.cut.cut_off()
-        out = self._pieces(self.stream.close())
+        out = self._pieces(self.reader.after(self.stream.close()))
         if self.cues:
             out.extend(self.stage.close())
             out.extend(self.splitter.close())
@@ -300,13 +279,11 @@ class _Reading:
             from charfmt.events import reply_events  # noqa: PLC0415
 
             return [Prefix(list(reply_events(going.before, self.tags)))]
-        return [Prefix(self.stream.feed(self.prefix) if self.events else [])]
+        return [Prefix(self.reader.feed(self.stream, self.prefix) if self.events else [])]
 
     def _pieces(self, found: list[Event]) -> list[Piece]:
         """The events (speech a bound cut ending at its last whole word), and the cues and sentences each
         makes certain (read from the events as they came: a cut sentence is never spoken)."""
-        if self.reasoning:
-            found = self._reasoning_again(found)
         if self.bound is None and not self.cues:
             return list(found)
         out: list[Piece] = []

@@ -182,7 +182,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     for origin in args.cors:  # as a browser sends it: scheme://host[:port], no path, no slash at the end
         if origin != "*" and _ORIGIN.fullmatch(origin) is None:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")
-    if args.tokenizer is not None and args.upstream is None:
+    if args.tokenizer is not None and args.model is not None:
         args.parser.error("argument --tokenizer: a model run in-process (--model) counts with its own tokenizer")
     allowed_hosts = _allowed_hosts(args)
     api_key = key_env = None

@@ -263,7 +263,8 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     if args.host in ("0.0.0.0", "::", ""):  # every address: the names the LAN knows this machine by
         machine = socket.gethostname()
         names += [machine, f"{machine}.local", socket.getfqdn()]
-    return tuple(dict.fromkeys(n.lower() for n in names if n))
+    # (localhost is answered anyway: a machine whose fully qualified name is 'localhost' does not add it twice)
+    return tuple(dict.fromkeys(n.lower() for n in names if n and n.lower() != "localhost"))
 
 
 def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:

@@ -16,7 +16,10 @@ from __future__ import annotations
 import ast
 import fnmatch
 import importlib
+import json
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "charfmt"
 
@@ -515,3 +518,22 @@ def test_each_door_opens_onto_its_names() -> None:
         assert not missing, f"{door} lists names it does not hold: {missing}"
         own = [n for n in module.__all__ if getattr(getattr(module, n), "__module__", None) == door]
         assert not own, f"{door} defines {own}: a door only re-exports"
+
+
+DOOR_NAMES: dict[str, list[str]] = json.loads((Path(__file__).parent / "door_names.json").read_text(encoding="utf-8"))
+"""Every name each old path listed when it restated its home's list (before it became a star import of the
+home and the home's ``__all__``): a user's ``from charfmt.export import grammar`` must keep working."""
+
+
+@pytest.mark.parametrize(
+    ("door", "name"),
+    [pytest.param(door, name, id=f"{door}:{name}") for door, names in DOOR_NAMES.items() for name in names],
+)
+def test_every_name_a_door_listed_still_imports_from_it(door: str, name: str) -> None:
+    module = importlib.import_module(door)
+    homes = [importlib.import_module(home) for home in WING_DOORS[door]]
+    assert name in module.__all__, f"{door}.__all__ lost {name}"
+    assert [getattr(module, name)] == [getattr(h, name) for h in homes if name in h.__all__], f"{door}.{name}"
+    namespace: dict[str, object] = {}
+    exec(f"from {door} import *", namespace)
+    assert namespace[name] is getattr(module, name), f"from {door} import * lost {name}"

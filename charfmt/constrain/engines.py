@@ -34,6 +34,23 @@ from charfmt.tags import DEFAULT_TAGS, TagTable
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds, Grammar
 
+__all__ = [
+    "LLAMA_INSTALL",
+    "SERVERS",
+    "EngineMissing",
+    "llama_grammar",
+    "llguidance_installed",
+    "llguidance_processor",
+    "load_llama_cpp",
+    "load_xgrammar",
+    "local_constraint",
+    "request_fields",
+    "structural_tag",
+    "unpack_bits",
+    "xgrammar_processor",
+    "xgrammar_tokenizer_info",
+]
+
 SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai", "ollama", "koboldcpp", "localai")
 """The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
 

@@ -13,6 +13,17 @@ from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTab
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds
 
+__all__ = [
+    "ENGINES",
+    "LISTED_ORDERS",
+    "MINIMUM_IGNORED",
+    "PATTERN_READS",
+    "PROVIDERS",
+    "for_engine",
+    "json_schema",
+    "raw_pattern",
+]
+
 PROVIDERS: Final = ("openai", "anthropic", "gemini")
 
 

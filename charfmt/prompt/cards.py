@@ -58,6 +58,29 @@ from charfmt.writer import canonical_form
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character
 
+__all__ = [
+    "CHARFMT_VERSION",
+    "DEFAULT_EMOTIONS",
+    "MAX_CHARX_ENTRIES",
+    "MAX_CHARX_EXPANSION",
+    "MAX_CHARX_RATIO",
+    "MAX_EXAMPLE_TEXT",
+    "MAX_EXAMPLE_TURNS",
+    "OWN",
+    "OWN_CHARACTER",
+    "CardError",
+    "CardInfo",
+    "CardRead",
+    "card_json",
+    "card_text",
+    "export_card",
+    "greeting",
+    "greeting_count",
+    "is_card",
+    "is_generated",
+    "read_card",
+]
+
 CHARFMT_VERSION: Final = 1
 """The version of what ``extensions.charfmt`` holds."""
 

@@ -52,6 +52,13 @@ from charfmt.stage import NARRATOR, StageReader
 from charfmt.stagemap import Voice
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
 
+__all__ = [
+    "MAX_CAST",
+    "SPEAKER_ID",
+    "Scene",
+    "speaker_id_problem",
+]
+
 _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF308"}
 """What each problem of a scene is in strict parsing; lenient parsing reports each as ``CF309``."""
 

@@ -63,6 +63,28 @@ def whole(low: int, high: int | None = None) -> Callable[[str], int]:
     return whole
 
 
+def positive(unit: str, most: float) -> Callable[[str], float]:
+    """An option's type: a number of ``unit`` (``seconds``, ``days``), more than 0 and at most ``most``."""
+
+    def positive(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of {unit}, not {text[:40]!r}") from None
+        if not 0 < value <= most:  # (nan is neither)
+            raise argparse.ArgumentTypeError(f"must be more than 0 and at most {most:g} {unit}, not {text[:40]}")
+        return value
+
+    return positive
+
+
+def add_cast(sp: argparse.ArgumentParser, scene: str) -> None:
+    """``--character FILE|CARD`` or ``--scene FILE`` (one of them, required): who speaks (``scene``: its help)."""
+    who = sp.add_mutually_exclusive_group(required=True)
+    who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
+    who.add_argument("--scene", metavar="FILE", help=scene)
+
+
 def add_size(sp: argparse.ArgumentParser, what: str = "input", *, meaning: str | None = None) -> None:
     """``--max-size BYTES``: the largest ``what`` accepted (``meaning``: the whole help, if other)."""
     sp.add_argument(
@@ -134,6 +156,17 @@ def add_lore(sp: argparse.ArgumentParser, *, seed: bool = True) -> None:
         type=whole(0),
         metavar="N",
         help="seed of the random macros ({{random}}, {{roll}}) and lore probabilities: the same turn each time",
+    )
+
+
+def add_greeting(sp: argparse.ArgumentParser, opens: str) -> None:
+    """``--greeting N|none``: the card's greeting that ``opens`` (``the chat``, ``a new session``) opens with."""
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help=f"the card's greeting {opens} opens with (0: first_mes, 1...: alternate_greetings; default 0)",
     )
 
 

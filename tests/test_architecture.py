@@ -537,3 +537,12 @@ def test_every_name_a_door_listed_still_imports_from_it(door: str, name: str) ->
     namespace: dict[str, object] = {}
     exec(f"from {door} import *", namespace)
     assert namespace[name] is getattr(module, name), f"from {door} import * lost {name}"
+
+
+def test_a_renamed_public_name_still_imports_under_its_old_name() -> None:
+    """``FORMATS`` meant four things (issue 41); each is named for its job now, and the one that was public API,
+    ``charfmt.interop.FORMATS``, still imports, as the same table."""
+    from charfmt import interop
+
+    assert interop.FORMATS is interop.CONVERTERS
+    assert {"CONVERTERS", "FORMATS"} <= set(interop.__all__)

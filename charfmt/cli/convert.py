@@ -20,7 +20,7 @@ from charfmt.cli._options import DEFAULT_EXITS, add_size
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
 
-FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
+CONVERSATION_FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
 
 HELP: Final = "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"
 
@@ -30,8 +30,8 @@ EXTRAS: Final[tuple[str, ...]] = ()
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The command's options."""
-    sp.add_argument("--from", dest="source_format", choices=FORMATS, required=True, help="format of IN")
-    sp.add_argument("--to", dest="target_format", choices=FORMATS, required=True, help="format of OUT")
+    sp.add_argument("--from", dest="source_format", choices=CONVERSATION_FORMATS, required=True, help="format of IN")
+    sp.add_argument("--to", dest="target_format", choices=CONVERSATION_FORMATS, required=True, help="format of OUT")
     sp.add_argument("--character", metavar="FILE", help="character TOML (needed to read jsonl; names the speakers)")
     sp.add_argument(
         "--indent",

@@ -25,7 +25,7 @@ EXITS: Final[tuple[str, str | None]] = (
 EXTRAS: Final[tuple[str, ...]] = ("arrow", "ray")
 """The optional extras it may need: pyarrow (``charfmt[arrow]``), Ray Data for ``--engine ray``."""
 
-FORMATS = ("text", "json", "html")
+OUTPUT_FORMATS = ("text", "json", "html")
 _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
 
 
@@ -53,7 +53,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--jobs", type=whole(1, 1024), default=1, metavar="N", help="worker processes (default 1)")
     sp.add_argument(
-        "--format", choices=FORMATS, default="text", help="text (default), json, or a self-contained html page"
+        "--format", choices=OUTPUT_FORMATS, default="text", help="text (default), json, or a self-contained html page"
     )
     sp.add_argument(
         "--out",

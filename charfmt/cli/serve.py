@@ -45,7 +45,7 @@ checked before the server starts."""
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The flags of ``charfmt serve``."""
     from charfmt.constrain.engines import SERVERS  # noqa: PLC0415
-    from charfmt.serve.formats import FORMATS, FORMATS_HELP  # noqa: PLC0415
+    from charfmt.serve.formats import REPLY_FORMAT_HELP, REPLY_FORMAT_NAMES  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
 
     add_cast(sp, "a scene TOML file: a cast of characters and a narrator")
@@ -66,7 +66,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
-    sp.add_argument("--reply-format", choices=FORMATS, default=FORMATS[0], help=FORMATS_HELP)
+    sp.add_argument("--reply-format", choices=REPLY_FORMAT_NAMES, default=REPLY_FORMAT_NAMES[0], help=REPLY_FORMAT_HELP)
     add_decoding(
         sp, constrained="send the reply grammar or schema upstream (default)", free="send no grammar",
         max_tokens=DEFAULT_MAX_TOKENS, tokens_help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})",

@@ -33,14 +33,16 @@ EXTRAS: Final[tuple[str, ...]] = ("postgres",)
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The actions of ``charfmt sessions`` and their options."""
-    from charfmt.cli.convert import FORMATS  # noqa: PLC0415
+    from charfmt.cli.convert import CONVERSATION_FORMATS  # noqa: PLC0415
 
     actions = sp.add_subparsers(dest="action", required=True, metavar="ACTION", help="what to do with the store")
     listing = actions.add_parser("list", help="the sessions, the most recently written first")
     listing.add_argument("--format", choices=("text", "jsonl"), default="text", help="text (default) or JSON Lines")
     show = actions.add_parser("show", help="a session's exchanges, for a person")
     export = actions.add_parser("export", help="a session as JSON Lines or an interop format")
-    export.add_argument("--to", dest="target_format", choices=FORMATS, default="jsonl", help="the format (jsonl)")
+    export.add_argument(
+        "--to", dest="target_format", choices=CONVERSATION_FORMATS, default="jsonl", help="the format (jsonl)"
+    )
     export.add_argument("--output", "-o", metavar="FILE", help="write here (default: standard output)")
     export.add_argument("--character", metavar="FILE", help="the character file (names the speakers in a document)")
     add_size(export, "--character file")

@@ -25,7 +25,7 @@ from charfmt.diagnostics import CharfmtError
 from charfmt.llm._replies import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 
 if TYPE_CHECKING:
-    from charfmt.llm._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import ChunkParts
 
 DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
@@ -40,9 +40,9 @@ NAMED_SERVERS: Final = {"openai": True, "vllm": False}
 """Servers that want the model's name in each request (``--model-name``): True where a request
 without it is refused (a usage error), False where it works with one served model (a warning)."""
 
-Generate = Callable[[list[dict[str, str]]], Iterator["str | Piece"]]
+Generate = Callable[[list[dict[str, str]]], Iterator["str | ChunkParts"]]
 """A model: chat messages in, the reply's text out in chunks as it is generated (and, from a
-server, ``Piece``s: what a chunk held besides text, a refusal, a tool call, reasoning)."""
+server, ``ChunkParts``: what a chunk held besides text, a refusal, a tool call, reasoning)."""
 
 
 @dataclass
@@ -528,7 +528,7 @@ def endpoint_model(
     client = Client(endpoint_url(url), timeout=timeout, api_key=api_key)
     max_tokens = int(fields.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
-    def generate(messages: list[dict[str, str]]) -> Iterator[str | Piece]:
+    def generate(messages: list[dict[str, str]]) -> Iterator[str | ChunkParts]:
         body: dict[str, Any] = {"messages": messages, "stream": True, **fields}
         if model is not None:
             body["model"] = model

@@ -7,7 +7,7 @@ asked for, counted as they arrive, whatever the server does). Every failure of t
 :class:`UpstreamError` whose message is one line.
 
 :class:`ReplyReader` reads the headers, an error body, a whole completion and each chunk;
-:class:`EventStream` reads an event stream fed as its bytes arrive. The sync client
+:class:`EventStreamReader` reads an event stream fed as its bytes arrive. The sync client
 (``charfmt.llm._http_client.Client``, over httpx) and ``charfmt serve``'s async upstream feed
 them the bytes they receive, so both read every answer by the same rules.
 """
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
-    from charfmt.llm._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import ChunkParts
 
 MAX_LINE: Final = 4 << 20
 """Bytes in one line of an event stream (a longer one, or a body without newlines, is an error)."""
@@ -238,7 +238,7 @@ class Delta:
 
     text: str
     reason: str | None = None
-    piece: Piece | None = None
+    piece: ChunkParts | None = None
     """The chunk as ``charfmt.llm._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
 
 
@@ -395,7 +395,7 @@ class ReplyReader:
             raise self.fail(f"{what}: {str(message)[:200]}")
 
 
-class EventStream:
+class EventStreamReader:
     """The deltas of an OpenAI event stream, fed its bytes as they arrive, within a :class:`Budget`.
 
     ``feed`` each chunk of the body, then ``end`` once it is over; ``done`` turns true at

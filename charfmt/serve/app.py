@@ -46,7 +46,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.completions import SESSION_HEADER, chat_completions
-from charfmt.serve.formats import FORMATS
+from charfmt.serve.formats import REPLY_FORMAT_NAMES
 from charfmt.serve.hosts import HostCheck
 from charfmt.serve.inputs import OWNER, query_token
 from charfmt.serve.session_routes import delete_session, list_sessions, read_session
@@ -70,8 +70,10 @@ Handler = Callable[["ServerState", "Request"], Awaitable["Response"]]
 
 def create_app(settings: Settings) -> Starlette:
     """The ASGI app serving ``settings.character`` (needs Starlette: ``charfmt[serve]``)."""
-    if settings.reply_format not in FORMATS:
-        raise CharfmtError(f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(FORMATS)}")
+    if settings.reply_format not in REPLY_FORMAT_NAMES:
+        raise CharfmtError(
+            f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(REPLY_FORMAT_NAMES)}"
+        )
     reply_bounds(settings)  # a budget too small for one reply fails here, not at each turn
     state = ServerState(settings)  # (a [stage.formats] table that names what the front end does not know fails)
     routes: list[Any] = [

@@ -21,7 +21,7 @@ from charfmt.serve.sessions import check_key
 from charfmt.serve.turns import Done, Piece, history_from_messages, read_back
 from charfmt.serve.wire import (
     STOPPING,
-    EventStream,
+    EventStreamResponse,
     HTTPFailure,
     compact_json,
     error_body,
@@ -148,7 +148,7 @@ class Completion:
             await batches.aclose()
             return failure_response(e)
         chunks = self._chunks(first, batches, answer)
-        return EventStream(chunks, sse(error_body(503, STOPPING)))
+        return EventStreamResponse(chunks, sse(error_body(503, STOPPING)))
 
     async def _chunks(
         self, first: list[Piece] | None, batches: AsyncGenerator[list[Piece], None], answer: Answer

@@ -195,10 +195,10 @@ REPLY_FORMATS: Final[dict[str, ReplyFormat]] = {
 }  # fmt: skip
 """Every ``--reply-format``, one row each, the default first: a new format is one row here (and its tests)."""
 
-FORMATS: Final = tuple(REPLY_FORMATS)
+REPLY_FORMAT_NAMES: Final = tuple(REPLY_FORMATS)
 """Every ``--reply-format``'s name, the default first."""
 
-FORMATS_HELP: Final = "what /v1/chat/completions answers: " + ", ".join(
+REPLY_FORMAT_HELP: Final = "what /v1/chat/completions answers: " + ", ".join(
     f"{row.name} ({row.help})" for row in REPLY_FORMATS.values()
 )
 """``--reply-format``'s help, from the rows."""
@@ -208,7 +208,7 @@ def reply_format(name: str) -> ReplyFormat:
     """The row of ``--reply-format`` ``name`` (a ``ValueError`` naming them all where there is none)."""
     row = REPLY_FORMATS.get(name)
     if row is None:
-        raise ValueError(f"unknown reply format {name!r}; expected one of {', '.join(FORMATS)}")
+        raise ValueError(f"unknown reply format {name!r}; expected one of {', '.join(REPLY_FORMAT_NAMES)}")
     return row
 
 

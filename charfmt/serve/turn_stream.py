@@ -36,7 +36,7 @@ from charfmt.serve.inputs import (
 from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Prefix, Raw
 from charfmt.serve.wire import (
     STOPPING,
-    EventStream,
+    EventStreamResponse,
     HTTPFailure,
     compact_json,
     error_body,
@@ -105,7 +105,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
             await objects.aclose()
 
     stopped = {"kind": "error", "status": 503, "session": key, **error_body(503, STOPPING)}
-    return EventStream(events(), sse(stopped))
+    return EventStreamResponse(events(), sse(stopped))
 
 
 async def turn_ws(state: ServerState, ws: WebSocket) -> None:

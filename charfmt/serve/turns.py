@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.llm._replies import Delta
-    from charfmt.llm._sdk_chunks import Piece as SDKPiece
+    from charfmt.llm._sdk_chunks import ChunkParts
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import TokenCounter
     from charfmt.prompt.character import Character, Exchange
@@ -205,7 +205,7 @@ class _Reading:
             return [*noted, Raw(text)] if noted else [Raw(text)]
         return [*noted, Raw(text), *self._pieces(self.stream.feed(text))]
 
-    def note(self, piece: SDKPiece) -> list[Piece]:
+    def note(self, piece: ChunkParts) -> list[Piece]:
         """What a chunk says beside the reply's text (a content filter's stop, invalid UTF-8): kept for the
         reply's diagnostics, and said as it comes where events are read; a refusal's text, kept."""
         if piece.refusal:
@@ -252,7 +252,7 @@ class _Reading:
     def _sound(self, text: str) -> str:
         """``text`` with each lone UTF-16 surrogate (JSON may say ``"\\udc00"``: no character) U+FFFD, its
         place noted (``CF714``), as a bad UTF-8 byte is; no text holding one can be written out. (A pair
-        split across two deltas is made whole by the upstream's reader, ``_replies.EventStream``.)"""
+        split across two deltas is made whole by the upstream's reader, ``_replies.EventStreamReader``.)"""
         try:
             text.encode()
         except UnicodeEncodeError:  # (a surrogate: nothing else stops UTF-8)

@@ -29,7 +29,7 @@ from charfmt.llm._replies import (
     MAX_LINE,
     Budget,
     Delta,
-    EventStream,
+    EventStreamReader,
     ReplyReader,
     UpstreamError,
     exception_text,
@@ -215,7 +215,7 @@ class HTTPUpstream:
                         reader.gather(whole, chunk)
                     yield reader.completion(bytes(whole))
                 else:
-                    stream = reply.stream = EventStream(reader, kind, budget)
+                    stream = reply.stream = EventStreamReader(reader, kind, budget)
                     pending = first
                     while pending:
                         for delta in stream.feed(pending):
@@ -303,7 +303,7 @@ class _Body:
         self._loop = asyncio.get_running_loop()
         self._heard = self._loop.time()
         self._heard_at = 0  # bytes read when the last event was heard
-        self.stream: EventStream | None = None
+        self.stream: EventStreamReader | None = None
         """The event stream the body is read into, once it is known to be one (the silence says what it held)."""
         self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._heard + upstream.timeout, self._check)
 

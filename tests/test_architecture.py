@@ -17,6 +17,8 @@ import ast
 import fnmatch
 import importlib
 import json
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -546,3 +548,50 @@ def test_a_renamed_public_name_still_imports_under_its_old_name() -> None:
 
     assert interop.FORMATS is interop.CONVERTERS
     assert {"CONVERTERS", "FORMATS"} <= set(interop.__all__)
+
+
+# --- a reason on every noqa (issue 41) ---------------------------------------------------------
+
+NOQA = re.compile(r"#\s*(?:ruff:\s*)?noqa\b(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?(?P<rest>.*)", re.IGNORECASE)
+
+KNOWN_BARE_NOQA: dict[str, str] = {
+    "charfmt/_strict/body.py": "the strict reader's folder, another engineer's while issue 41 is open",
+    "charfmt/_strict/diagnosis.py": "the strict reader's folder, another engineer's while issue 41 is open",
+}
+"""Files whose ``noqa`` comments still lack a reason, each with why; it only shrinks."""
+
+
+def bare_noqa(package: Path = PACKAGE) -> dict[str, list[int]]:
+    """``file -> lines`` of ``noqa`` comments without a reason in parentheses right after their codes."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(package.rglob("*.py")):
+        with path.open("rb") as f:
+            comments = [t for t in tokenize.tokenize(f.readline) if t.type == tokenize.COMMENT]
+        for token in comments:
+            match = NOQA.search(token.string)
+            if match and not re.fullmatch(r"\s*\([^()]*\S[^()]*\)\s*", match.group("rest")):
+                found.setdefault(path.relative_to(package.parent).as_posix(), []).append(token.start[0])
+    return found
+
+
+def test_every_noqa_says_why() -> None:
+    """``# noqa: PLC0415 (import cost: pydantic models load on first use)``: the codes, then the reason."""
+    new = {file: lines for file, lines in bare_noqa().items() if file not in KNOWN_BARE_NOQA}
+    assert not new, f"noqa without a reason in parentheses after its codes: {new}"
+    gone = set(KNOWN_BARE_NOQA) - set(bare_noqa())
+    assert not gone, f"every noqa there says why now (delete from KNOWN_BARE_NOQA): {sorted(gone)}"
+
+
+def test_the_noqa_check_sees_a_bare_noqa_and_not_a_string(tmp_path: Path) -> None:
+    package = tmp_path / "charfmt"
+    package.mkdir()
+    (package / "a.py").write_text(
+        "import os  # noqa: F401\n"
+        "import re  # noqa: F401 (kept for users)\n"
+        "import sys  # noqa\n"
+        "x = '# noqa: E501'\n"
+        "y = 1  # noqa: E501, F841 ()\n"
+        "# ruff: noqa (generated)\n",
+        encoding="utf-8",
+    )
+    assert bare_noqa(package) == {"charfmt/a.py": [1, 3, 5]}

@@ -10,6 +10,8 @@ from typing import Any, Final, NoReturn
 
 from charfmt.cli._io import EXIT_USAGE
 from charfmt.parser import DEFAULT_MAX_SIZE
+from charfmt.store import default_store_path, open_store
+from charfmt.store.targets import target_problem
 
 DEFAULT_EXITS: Final[tuple[str, str | None]] = ("success", "invalid input: charfmt rejects what the file holds")
 """What exit statuses 0 and 1 mean where a subcommand says nothing more precise."""
@@ -132,7 +134,7 @@ def add_user_name(sp: argparse.ArgumentParser, more: str = "") -> None:
 
 def player_name(text: str) -> str:
     """``--user-name``'s type: a name a prompt can print (``charfmt.prompt.character.name_problem``)."""
-    from charfmt.prompt.character import name_problem  # noqa: PLC0415
+    from charfmt.prompt.character import name_problem  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if (why := name_problem(text)) is not None:
         raise argparse.ArgumentTypeError(f"{why} (got {text[:40]!r})")
@@ -189,7 +191,6 @@ def add_decoding(
 
 def add_store(sp: argparse.ArgumentParser, *, memory: bool = False) -> None:
     """``--store PATH|DSN`` (and, with ``memory``, ``--memory``): where sessions are kept."""
-    from charfmt.store import default_store_path  # noqa: PLC0415
 
     where = sp.add_mutually_exclusive_group() if memory else sp
     where.add_argument(
@@ -205,8 +206,6 @@ def open_store_of(args: argparse.Namespace, *, create: bool = True) -> Any:
     """The store ``--store`` names (the default one where none is given; memory with ``--memory``): a store that
     cannot be opened is a ``StoreError`` (exit 1); ``create=False`` (a command that reads): one that does not exist
     too, and nothing is made."""
-    from charfmt.store import default_store_path, open_store  # noqa: PLC0415
-    from charfmt.store.targets import target_problem  # noqa: PLC0415
 
     if getattr(args, "memory", False):
         return open_store(None)

@@ -29,9 +29,9 @@ from charfmt.cli._options import (
     positive,
     whole,
 )
-from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS
+from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS, constraints_of
 from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
-from charfmt.constrain.engines import SERVERS, request_fields
+from charfmt.constrain.engines import SERVERS, local_constraint, request_fields
 from charfmt.diagnostics import CharfmtError
 from charfmt.llm._model_clients import (
     API_KEY_ENV,
@@ -47,7 +47,9 @@ from charfmt.llm._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path
+from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path, load_llama
+from charfmt.store import SessionKey, name_problem
+from charfmt.store.scopes import resolved, scope
 
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds
@@ -122,9 +124,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
-    from charfmt.constrain.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
-    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
-    from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
+    from charfmt.constrain.export import ExportError, measure_tokens_per_char  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     _check(args)
     character: Character | Scene
@@ -162,8 +164,6 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.session is None:
         return chat.run(character, **options)
-    from charfmt.store import SessionKey  # noqa: PLC0415
-    from charfmt.store.scopes import resolved, scope  # noqa: PLC0415
 
     with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
         key = resolved(store, SessionKey("", f"cli/{scope(character.name, character)}", args.session))
@@ -173,8 +173,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _stage(args: argparse.Namespace, character: Character | Scene, bound: int | None) -> StageReader:
     """The stage reader of ``--stage``: the character's map, or each speaker's in a scene."""
-    from charfmt.prompt.scene import Scene  # noqa: PLC0415
-    from charfmt.stage import StageReader  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.stage import StageReader  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if isinstance(character, Scene):
         return character.stage(max_length=args.max_length, bound=bound)
@@ -198,8 +198,6 @@ def _check(args: argparse.Namespace) -> None:
     if args.tokenizer is not None and args.endpoint is None:
         usage_error(args, "argument --tokenizer: a local model (--model) counts with its own tokenizer")
     if args.session is not None:
-        from charfmt.store import name_problem  # noqa: PLC0415
-
         if (why := name_problem(args.session, "argument --session")) is not None:
             usage_error(args, why)
     elif args.store is not None:
@@ -263,11 +261,8 @@ def _local(
     stats: list[TurnStats],
 ) -> tuple[Generate, TokenCounter, Bounds | None]:
     """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
-    from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
-    from charfmt.constrain.engines import local_constraint  # noqa: PLC0415
-    from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
-    from charfmt.llm.loading import load_llama  # noqa: PLC0415
-    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
+    from charfmt.constrain.export import reply_grammar  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     llama_logs(verbose=args.verbose)
     known = chat_formats()

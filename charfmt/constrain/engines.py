@@ -93,7 +93,7 @@ def request_fields(
     """
     c = constraints_of("request_fields", constraints, speakers)
     from charfmt.constrain.export import _gbnf_target, _lark_target, reply_grammar, resolve_bounds  # noqa: PLC0415 (Lark loads only here)
-    from charfmt.constrain.schema import json_schema  # noqa: PLC0415
+    from charfmt.constrain.schema import json_schema  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if bounds is None:
         bounds = resolve_bounds(speakers=c.speakers, **constraints)
@@ -114,7 +114,7 @@ def request_fields(
         schema = json_schema(provider, speakers=c.speakers, bounds=bounds, **constraints)
         schema.pop("$schema", None)
         if server != "openai":  # Ollama and LM Studio run llama.cpp's converter: patterns over the raw JSON text
-            from charfmt.constrain.schema import for_engine  # noqa: PLC0415
+            from charfmt.constrain.schema import for_engine  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
             schema = for_engine(schema, "llama.cpp")
         fields = {
@@ -139,7 +139,7 @@ def _element_formats(
     vocabulary: Vocabulary | None, max_chars: int | None, tags: TagTable | None = None
 ) -> list[dict[str, Any]]:
     """One XGrammar ``tag`` format per element of the body grammar, its content a regex."""
-    from charfmt.constrain.export import (  # noqa: PLC0415
+    from charfmt.constrain.export import (  # noqa: PLC0415 (import cost: every CLI command loads this module)
         _ECMA,
         Bounds,
         Lit,
@@ -197,7 +197,7 @@ def structural_tag(
     c = constraints_of("structural_tag", constraints)
     reply: dict[str, Any]
     if body == "reply":
-        from charfmt.constrain.export import grammar  # noqa: PLC0415
+        from charfmt.constrain.export import grammar  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         reply = {"type": "grammar", "grammar": grammar("gbnf", **constraints)}
     elif body == "elements":
@@ -274,7 +274,7 @@ def local_constraint(grammar: Grammar) -> dict[str, str]:
     llguidance, wherever it is installed (it keeps the speed of free generation, where llama.cpp's
     GBNF sampler checks every token of the vocabulary at every step); ``{"grammar": <GBNF>}`` otherwise.
     ``LocalModel.chunks`` takes either (``lark=``, ``gbnf=``)."""
-    from charfmt.constrain.export import gbnf_text, lark_text  # noqa: PLC0415
+    from charfmt.constrain.export import gbnf_text, lark_text  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if llguidance_installed():
         return {"lark": lark_text(grammar)}
@@ -300,7 +300,7 @@ def llguidance_processor(llm: Any, grammar: str) -> Callable[[Any, Any], Any]:
         lcpp = importlib.import_module("llguidance.llamacpp")
     except ImportError as exc:
         raise EngineMissing(f"llguidance is not installed ({exc}): pip install 'charfmt[engines]'") from exc
-    from charfmt.constrain.export import llguidance_slices  # noqa: PLC0415
+    from charfmt.constrain.export import llguidance_slices  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     tokenizer = _llg_tokenizers.get(id(llm))
     if tokenizer is None:

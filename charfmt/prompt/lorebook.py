@@ -43,6 +43,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
+from charfmt.parser import DEFAULT_MAX_SIZE
 from charfmt.prompt.macros import Macros
 
 Logic = Literal["and_any", "not_all", "not_any", "and_all"]
@@ -192,8 +193,7 @@ class Lorebook(BaseModel):
         ``character_book``); raises ``LorebookError``. ``max_size``: what a PNG's or CHARX's card may inflate to
         (default: a character file's limit)."""
         if data.startswith((b"\x89PNG", b"PK\x03\x04")):  # a card's image or zip: the card JSON it carries
-            from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
-            from charfmt.prompt.cards import CardError, card_text  # noqa: PLC0415
+            from charfmt.prompt.cards import CardError, card_text  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
             try:
                 text = card_text(data, limit=max_size or DEFAULT_MAX_SIZE)

@@ -10,25 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
-from charfmt.serve.formats import Answer
+from charfmt.llm._replies import endpoint_url
+from charfmt.serve.emotion_names import served_names
+from charfmt.serve.formats import Answer, whole
+from charfmt.serve.logs import TurnLog
 from charfmt.serve.owners import Credentials
 from charfmt.serve.sessions import Sessions
 from charfmt.serve.turns import Done, Engine, Greeting, Piece
+from charfmt.serve.upstream import HTTPUpstream, load_local
 from charfmt.serve.wire import HTTPFailure, failure
-from charfmt.store import Store, open_store
+from charfmt.store import SessionKey, Store, open_store
+from charfmt.store.scopes import resolved, scope
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Exchange
     from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.continuation import Ask
-    from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstream import Upstream
     from charfmt.store import Lease, SessionKey
@@ -42,7 +48,6 @@ class ServerState:
     """The engine, the sessions, the log and the auth check of one app."""
 
     def __init__(self, settings: Settings) -> None:
-        from charfmt.serve.emotion_names import served_names  # noqa: PLC0415
 
         self.settings = settings
         self.names = served_names(settings)
@@ -65,9 +70,6 @@ class ServerState:
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
-            from charfmt._redact import Redactor  # noqa: PLC0415
-            from charfmt.serve.logs import TurnLog  # noqa: PLC0415
-
             self._log = TurnLog(settings.log, Redactor(settings.secrets()))
 
     def next_id(self) -> str:
@@ -85,13 +87,11 @@ class ServerState:
 
     def session_key(self, owner: str, door: str, name: str) -> SessionKey:
         """The store's key of session ``name`` of ``owner`` at ``door`` (``turn``, ``chat``) with this character."""
-        from charfmt.store import SessionKey  # noqa: PLC0415
 
         return SessionKey(owner, f"{door}/{self.scope}", name)
 
     async def stored_key(self, owner: str, door: str, name: str) -> SessionKey:
         """:meth:`session_key`, or the key a store written before definitions were told apart holds it under."""
-        from charfmt.store.scopes import resolved  # noqa: PLC0415
 
         key = self.session_key(owner, door, name)
         return await self.sessions.call(resolved, self.sessions.store, key)
@@ -109,15 +109,10 @@ class ServerState:
         if s.upstream is not None:
             return s.upstream
         if s.upstream_url is not None:
-            from charfmt.llm._replies import endpoint_url  # noqa: PLC0415
-            from charfmt.serve.upstream import HTTPUpstream  # noqa: PLC0415
-
             return HTTPUpstream(
                 endpoint_url(s.upstream_url), timeout=s.timeout, api_key=s.api_key, key_env=s.api_key_env
             )
         if s.model_path is not None:
-            from charfmt.serve.upstream import load_local  # noqa: PLC0415
-
             return load_local(s.model_path, n_ctx=s.n_ctx, chat_format=s.chat_format)
         raise CharfmtError("no upstream: give an upstream URL or a model file")
 
@@ -179,9 +174,6 @@ class ServerState:
     def _same_as_shown(self, ask: Ask, last: Exchange, engine: Engine) -> Ask:
         """``ask`` going on with the session's ``last`` reply itself where the front end sent it as the server
         answered it (narration and all; else with what the front end sent, edited as it may be)."""
-        import dataclasses  # noqa: PLC0415
-
-        from charfmt.serve.formats import whole  # noqa: PLC0415
 
         going = ask.continuation
         assert going is not None
@@ -294,7 +286,7 @@ class ServerState:
 def _opening(settings: Settings, user_name: str | None = None) -> Exchange | None:
     """A new session's first exchange: the character card's greeting (none for a scene), ``{{user}}`` the
     player ``user_name`` (``None``: the character's own)."""
-    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
     if settings.greeting is None or settings.scene is not None:
         return None
@@ -306,7 +298,6 @@ def _opening(settings: Settings, user_name: str | None = None) -> Exchange | Non
 
 def _scope(settings: Settings) -> str:
     """The served character's (or scene's) part of its sessions' namespaces: its name and definition's digest."""
-    from charfmt.store.scopes import scope  # noqa: PLC0415
 
     scene = settings.scene
     return scope(scene.name, scene) if scene is not None else scope(settings.character.name, settings.character)

@@ -13,6 +13,7 @@ import asyncio
 import email.utils
 import importlib
 import json
+import logging
 import os
 import re
 import socket
@@ -24,6 +25,7 @@ from typing import Any, Final, Protocol
 
 from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import SAMPLING, ContextFull, LocalModel
 from charfmt.llm._replies import (
     MAX_ERROR_BODY,
     MAX_LINE,
@@ -36,6 +38,7 @@ from charfmt.llm._replies import (
     redact_url,
     silence,
 )
+from charfmt.llm.loading import load_llama
 
 MAX_RETRY_AFTER: Final = 3600
 """Seconds of a ``Retry-After`` passed on to the front end, at most."""
@@ -349,7 +352,7 @@ class _Body:
 
 def env_proxy(url: str) -> str | None:
     """The proxy the environment names for ``url`` (``HTTPS_PROXY``... ``ALL_PROXY``); None where ``NO_PROXY`` says."""
-    import urllib.request  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415 (import cost: only to read the proxy settings)
 
     parts = urllib.parse.urlsplit(url)
     proxies = urllib.request.getproxies_environment()
@@ -465,7 +468,6 @@ class LocalUpstream:
     """The turn engine asks this upstream for ``local_constraint``'s fields and its ``tokens_per_char``."""
 
     def __init__(self, model: Any, name: str) -> None:
-        from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
 
         self.name = name
         self.model: LocalModel = model if isinstance(model, LocalModel) else LocalModel(model)
@@ -484,7 +486,6 @@ class LocalUpstream:
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
         """The deltas of the model's reply to ``body`` (messages, lark or grammar, sampling fields)."""
-        from charfmt.llm._model_clients import SAMPLING, ContextFull  # noqa: PLC0415
 
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -534,10 +535,6 @@ def load_local(
     set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger
     (``warn``; the command says it itself, as ``LocalModel.missing_template`` words it).
     """
-    import logging  # noqa: PLC0415
-
-    from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
-    from charfmt.llm.loading import load_llama  # noqa: PLC0415
 
     model = LocalModel(load_llama(path, n_ctx=n_ctx, seed=seed), chat_format=chat_format)
     if warn and model.missing_template is not None:

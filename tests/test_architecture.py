@@ -522,7 +522,9 @@ def test_each_door_opens_onto_its_names() -> None:
         assert not own, f"{door} defines {own}: a door only re-exports"
 
 
-DOOR_NAMES: dict[str, list[str]] = json.loads((Path(__file__).parent / "door_names.json").read_text(encoding="utf-8"))
+DOOR_NAMES: dict[str, list[str]] = json.loads(
+    (PACKAGE.parent / "tests" / "door_names.json").read_text(encoding="utf-8")
+)
 """Every name each old path listed when it restated its home's list (before it became a star import of the
 home and the home's ``__all__``): a user's ``from charfmt.export import grammar`` must keep working."""
 
@@ -539,6 +541,15 @@ def test_every_name_a_door_listed_still_imports_from_it(door: str, name: str) ->
     namespace: dict[str, object] = {}
     exec(f"from {door} import *", namespace)
     assert namespace[name] is getattr(module, name), f"from {door} import * lost {name}"
+
+
+@pytest.mark.parametrize("home", sorted({home for homes in WING_DOORS.values() for home in homes}))
+def test_a_doors_home_lists_every_public_name_it_defines(home: str) -> None:
+    """A door is a star import of its home, so a public name the home defines but leaves out of its ``__all__``
+    would be missing from the door: each home's ``__all__`` holds every public name it defines."""
+    module = importlib.import_module(home)
+    missing = sorted(set(_defined_public_names(_modules()[home])) - set(module.__all__))
+    assert not missing, f"{home}.__all__ lacks {missing} (its door would not have them)"
 
 
 def test_a_renamed_public_name_still_imports_under_its_old_name() -> None:

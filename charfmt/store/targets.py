@@ -70,7 +70,7 @@ def open_store(target: str | Path | None, *, default: bool = False, create: bool
 
         return MemoryStore()
     if is_dsn(target):
-        from charfmt.store.postgres import PostgresStore  # noqa: PLC0415 (a cycle: importing charfmt.store.postgres imports this module)
+        from charfmt.store.postgres import PostgresStore  # noqa: PLC0415 (psycopg, an optional extra; and a cycle)
 
         return PostgresStore(str(target), shown=shown_target(target), create=create)
     if (why := target_problem(target)) is not None:

@@ -579,7 +579,7 @@ def bare_noqa(package: Path = PACKAGE) -> dict[str, list[int]]:
             comments = [t for t in tokenize.tokenize(f.readline) if t.type == tokenize.COMMENT]
         for token in comments:
             match = NOQA.search(token.string)
-            if match and not re.fullmatch(r"\s*\([^()]*\S[^()]*\)\s*", match.group("rest")):
+            if match and not re.fullmatch(r"\s*\(.*\S.*\)\s*", match.group("rest")):
                 found.setdefault(path.relative_to(package.parent).as_posix(), []).append(token.start[0])
     return found
 
@@ -601,7 +601,8 @@ def test_the_noqa_check_sees_a_bare_noqa_and_not_a_string(tmp_path: Path) -> Non
         "import sys  # noqa\n"
         "x = '# noqa: E501'\n"
         "y = 1  # noqa: E501, F841 ()\n"
-        "# ruff: noqa (generated)\n",
+        "# ruff: noqa (generated)\n"
+        "z = 2  # noqa: E501 (only once settle() ran)\n",
         encoding="utf-8",
     )
     assert bare_noqa(package) == {"charfmt/a.py": [1, 3, 5]}

@@ -10,6 +10,7 @@ old installs).
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ _STRATEGIES = (
 
 
 def _deferred(strategy: str) -> SearchStrategy[object]:
-    from hypothesis import strategies as st  # noqa: PLC0415
+    from hypothesis import strategies as st  # noqa: PLC0415 (optional dependency: hypothesis, charfmt[testing])
 
     def resolve() -> SearchStrategy[object]:
         from charfmt import _strategies  # noqa: PLC0415 (imports hypothesis: only when drawn from)
@@ -38,9 +39,8 @@ def _deferred(strategy: str) -> SearchStrategy[object]:
 
 def setup_hook() -> None:
     """Hypothesis plugin entry point (``[project.entry-points.hypothesis]``)."""
-    from importlib import import_module  # noqa: PLC0415
 
-    from hypothesis import strategies as st  # noqa: PLC0415
+    from hypothesis import strategies as st  # noqa: PLC0415 (optional dependency: hypothesis, charfmt[testing])
 
     for module, name, strategy in _STRATEGIES:
         st.register_type_strategy(getattr(import_module(module), name), _deferred(strategy))

@@ -43,9 +43,10 @@ from charfmt.llm._model_clients import (
     local_model,
     template_warning,
 )
+from charfmt.llm._replies import UpstreamError
 
 if TYPE_CHECKING:
-    from charfmt.llm._sdk_chunks import Piece, Reader
+    from charfmt.llm._sdk_chunks import ChunkParts, Reader
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import Counter, TokenCounter
     from charfmt.prompt.character import Character, Exchange
@@ -97,10 +98,10 @@ def take_turn(
     (``CF150``) and its unfinished sentence is never spoken. ``lorebooks``: lore beyond the card's
     own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls.
     """
-    from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415
-    from charfmt.prompt.character import Exchange  # noqa: PLC0415
-    from charfmt.stream import StreamParser  # noqa: PLC0415
-    from charfmt.writer import canonical_form  # noqa: PLC0415
+    from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.stream import StreamParser  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.writer import canonical_form  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     turn = _player(character).shorthand(say)
     messages = _messages(
@@ -148,7 +149,7 @@ def _nothing() -> None:
 
 
 def _streamed(
-    generated: Iterator[str | Piece], stream: StreamParser, reader: Reader, view: TerminalView | None, who: str
+    generated: Iterator[str | ChunkParts], stream: StreamParser, reader: Reader, view: TerminalView | None, who: str
 ) -> list[str]:
     """The model's text chunks as they come, each read by ``stream`` (a server's pieces by ``reader``) and
     shown in ``view``; before the first, the "thinking" line says ``who`` is thinking."""
@@ -168,7 +169,7 @@ def _streamed(
 
 
 def _as_scene(character: Character | Scene) -> Scene | None:
-    from charfmt.prompt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return character if isinstance(character, Scene) else None
 
@@ -196,8 +197,8 @@ def _messages(
 ) -> list[dict[str, str]]:
     """The request's messages: the system prompt (with ``note``, and the lore ``turn`` activates), the newest
     exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``."""
-    from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415
-    from charfmt.prompt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415
+    from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     scene = _as_scene(character)
 
@@ -225,7 +226,7 @@ def _read(
 ) -> Reply:
     """The reply: ``text`` read strictly, or as it streamed (a scene's problems noted, CF309); its cut speech
     ended at a word (``trim_cut_speech``)."""
-    from charfmt.speech import trim_cut_speech  # noqa: PLC0415
+    from charfmt.speech import trim_cut_speech  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if strict:
         reply = character.parse(text)
@@ -263,8 +264,7 @@ def run(
     and what the model did, one line counting the rest (``TerminalView.verbose``). Each turn ends with
     its stats line: the wait for the first token, the tokens and their speed.
     """
-    from charfmt.llm._replies import UpstreamError  # noqa: PLC0415
-    from charfmt.prompt.render import BudgetError  # noqa: PLC0415
+    from charfmt.prompt.render import BudgetError  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     view = TerminalView(
         _player(character), out, stage=stage, max_length=max_length, bound=bound, verbose=verbose,
@@ -371,7 +371,7 @@ def _opened(
 ) -> Exchange | None:
     """A new chat's first exchange: the card's greeting ``greeting``, shown (the character speaks first; a
     scene has no greeting)."""
-    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if _as_scene(character) is not None or greeting is None:
         return None

@@ -4,54 +4,9 @@ The recipes moved into the constraining wing, model loading into the model wing 
 docs/API.md names this path. Import from the two homes; nothing inside the package imports this door.
 """
 
-from charfmt.constrain.engines import (
-    LLAMA_INSTALL,
-    SERVERS,
-    EngineMissing,
-    llama_grammar,
-    llguidance_installed,
-    llguidance_processor,
-    load_llama_cpp,
-    load_xgrammar,
-    local_constraint,
-    request_fields,
-    structural_tag,
-    unpack_bits,
-    xgrammar_processor,
-    xgrammar_tokenizer_info,
-)
-from charfmt.llm.loading import (
-    DEFAULT_N_CTX,
-    GGUF_MAGIC,
-    MODEL_ENV,
-    SMOLLM2_FILE,
-    check_gguf,
-    default_model_path,
-    llama_counter,
-    load_llama,
-)
+from charfmt.constrain.engines import *  # noqa: F403 (a door: every public name of its homes)
+from charfmt.constrain.engines import __all__ as _engines_names
+from charfmt.llm.loading import *  # noqa: F403 (a door: every public name of its homes)
+from charfmt.llm.loading import __all__ as _loading_names
 
-__all__ = [
-    "DEFAULT_N_CTX",
-    "GGUF_MAGIC",
-    "LLAMA_INSTALL",
-    "MODEL_ENV",
-    "SERVERS",
-    "SMOLLM2_FILE",
-    "EngineMissing",
-    "check_gguf",
-    "default_model_path",
-    "llama_counter",
-    "llama_grammar",
-    "llguidance_installed",
-    "llguidance_processor",
-    "load_llama",
-    "load_llama_cpp",
-    "load_xgrammar",
-    "local_constraint",
-    "request_fields",
-    "structural_tag",
-    "unpack_bits",
-    "xgrammar_processor",
-    "xgrammar_tokenizer_info",
-]
+__all__ = [*_engines_names, *_loading_names]  # noqa: PLE0604 (its homes' own lists of names)

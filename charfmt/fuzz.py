@@ -21,6 +21,7 @@ from typing import Any, Final
 from charfmt._dialect_names import DialectName
 from charfmt.diagnostics import CharfmtError, ParseError
 from charfmt.models import Chat, Reply, Segment, Vocabulary
+from charfmt.stream import StreamParser, collect
 from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 from charfmt.writer import dumps
 
@@ -472,9 +473,8 @@ def revalidate(reply: Reply) -> None:
 def check(text: str | bytes, chunk: int = 3) -> None:
     """Run one input through parse (both modes), the streamer and the renderer; raise if a promise breaks."""
     from charfmt.parser import parse  # noqa: PLC0415 (fuzz sits above the parser)
-    from charfmt.prompt.render import render_user_block  # noqa: PLC0415
-    from charfmt.prompt.userinput import UserTurn, parse_input, parse_shorthand  # noqa: PLC0415
-    from charfmt.stream import StreamParser, collect  # noqa: PLC0415
+    from charfmt.prompt.render import render_user_block  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
+    from charfmt.prompt.userinput import UserTurn, parse_input, parse_shorthand  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
     lenient = parse(text, lenient=True)
     if any(d.code == "CF999" for d in lenient.diagnostics):

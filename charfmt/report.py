@@ -25,6 +25,7 @@ import re
 import shlex
 import tempfile
 import time
+import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
@@ -34,6 +35,7 @@ from importlib import import_module
 from typing import IO, Any, Final
 
 from charfmt import batch
+from charfmt._terminal import visible
 from charfmt.batch import RESULT_COLUMNS, ArrowTable
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
@@ -149,7 +151,6 @@ class GzipLog:
         """Why the data could not be read on, once that happened (a bad line of the report says it too)."""
 
     def readline(self, limit: int) -> bytes:
-        import zlib  # noqa: PLC0415
 
         try:
             return self._file.readline(limit)
@@ -709,7 +710,6 @@ def percent(value: float | None, width: int = 5) -> str:
 
 def render_text(report: dict[str, Any]) -> str:
     """The report for a terminal: a table of the groups, then each group's codes and dialects."""
-    from charfmt._terminal import visible  # noqa: PLC0415
 
     out = [f"charfmt report: {report['input']}, field {report['field']!r}, {lines(report['lines'])}"]
     bad = report["bad_lines"]
@@ -868,8 +868,8 @@ def local_tables(job: Job, chunks: Iterable[tuple[int, list[Line]]], jobs: int) 
         for first, lines in chunks:
             yield parse_lines(job, first, lines)
         return
-    from concurrent.futures import Future, ProcessPoolExecutor  # noqa: PLC0415
-    from multiprocessing import get_context  # noqa: PLC0415
+    from concurrent.futures import Future, ProcessPoolExecutor  # noqa: PLC0415 (import cost: only for --jobs)
+    from multiprocessing import get_context  # noqa: PLC0415 (import cost: only for --jobs)
 
     # spawn: a fresh interpreter per worker; forking a process that holds Arrow's threads is unsafe.
     pool = ProcessPoolExecutor(jobs, mp_context=get_context("spawn"))
@@ -925,10 +925,10 @@ def ray_tables(job: Job, path: str, address: str | None = None) -> Iterator[Arro
     """
     try:
         import ray  # noqa: PLC0415 (optional dependency)
-        import ray.data  # noqa: PLC0415
+        import ray.data  # noqa: PLC0415 (optional dependency: ray, charfmt[ray])
     except ImportError:
         raise CharfmtError("--engine ray needs Ray Data: pip install 'charfmt[ray]'") from None
-    import logging  # noqa: PLC0415
+    import logging  # noqa: PLC0415 (import cost: only for Ray's logs)
 
     ranges = ray_ranges(path, job.max_line, RAY_RANGE_BYTES)
     if not ranges:

@@ -4,24 +4,5 @@ The module moved into the constraining wing (issue 41), which keeps this public 
 Import from ``charfmt.constrain.schema``; nothing inside the package imports this door.
 """
 
-from charfmt.constrain.schema import (
-    ENGINES,
-    LISTED_ORDERS,
-    MINIMUM_IGNORED,
-    PATTERN_READS,
-    PROVIDERS,
-    for_engine,
-    json_schema,
-    raw_pattern,
-)
-
-__all__ = [
-    "ENGINES",
-    "LISTED_ORDERS",
-    "MINIMUM_IGNORED",
-    "PATTERN_READS",
-    "PROVIDERS",
-    "for_engine",
-    "json_schema",
-    "raw_pattern",
-]
+from charfmt.constrain.schema import *  # noqa: F403 (a door: every public name of its home)
+from charfmt.constrain.schema import __all__ as __all__  # noqa: PLC0414 (the door's names are its home's)

@@ -46,6 +46,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from charfmt._strict.envelope import Locator
+from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.events import Action, ChatStart, Emotion, Event, Reset, SegmentEnd, TextDelta
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
@@ -621,8 +623,6 @@ def trim_cut_speech(
 
 def _cut_note(source: str, index: int, text: str, at: int, why: str) -> Diagnostic:
     """``CF150`` for the cut speech ``text`` of chat ``index``, pointing at its unfinished sentence in ``source``."""
-    from charfmt._strict.envelope import Locator  # noqa: PLC0415
-    from charfmt.diagnostics import Diagnostic, in_body  # noqa: PLC0415
 
     message = in_body(index, f"{why} mid-sentence: it ends at its last whole word, and that sentence is not spoken")
     start = end = len(source)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from charfmt.events import ChatStart, Emotion, Event, Reset, WholeValue
 from charfmt.speech import Sentence, SentenceSplitter
 from charfmt.stagemap import StageMap, Voice
-from charfmt.tags import TEXT_TAG
+from charfmt.tags import DEFAULT_TAGS, TEXT_TAG
 
 if TYPE_CHECKING:
     from charfmt.models import Reply
@@ -144,8 +144,7 @@ class StageReader:
         ``bound``: the grammar's most characters of speech: a sentence cut there is not spoken
         (``SentenceSplitter``'s ``bound``).
         """
-        from charfmt.prompt.character import Character  # noqa: PLC0415
-        from charfmt.tags import DEFAULT_TAGS  # noqa: PLC0415
+        from charfmt.prompt.character import Character  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
         if character is not None and not isinstance(character, Character):
             name = type(character).__name__

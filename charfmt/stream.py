@@ -17,11 +17,12 @@ the environment turns it off. ``COMPILED`` says which one runs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Iterable, Iterator, Mapping, Sequence
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack
 
 from charfmt import _twin
 from charfmt._stream import collector as _pure_collector
@@ -29,7 +30,6 @@ from charfmt._stream import reader as _pure_reader
 from charfmt.events import Event
 from charfmt.llm import _sdk_chunks
 from charfmt.models import Vocabulary
-from charfmt.parser import DEFAULT_MAX_SIZE
 from charfmt.tags import TagTable
 
 __all__ = [
@@ -77,21 +77,39 @@ else:
     StreamParser, Collector, collect = _pure_reader.StreamParser, _pure_collector.Collector, _pure_collector.collect
 
 
+class StreamOptions(TypedDict, total=False):
+    """``StreamParser``'s keywords, which ``iter_events`` and ``aiter_events`` hand on (its defaults if not given)."""
+
+    lenient: bool
+    vocabulary: Vocabulary | None
+    tags: TagTable | None
+    max_size: int
+    keep_reply: bool
+    turn: UserTurn | str | Sequence[str] | None
+    prompt: str | Sequence[str | Mapping[str, Any]] | None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stream_keywords(function: F) -> F:
+    """``function``'s signature with ``StreamParser``'s keywords in place of ``**options``: what ``help()`` shows."""
+    signature = inspect.signature(function)
+    own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    keywords = inspect.signature(_pure_reader.StreamParser).parameters.values()
+    setattr(function, "__signature__", signature.replace(parameters=[*own, *keywords]))  # noqa: B010 (mypy)
+    return function
+
+
 def reader_name() -> str:
     """Which stream reader runs, in words: ``compiled (mypyc)`` or ``pure Python`` (``charfmt --version``)."""
     return "compiled (mypyc)" if COMPILED else "pure Python"
 
 
+@_stream_keywords
 def iter_events(
     chunks: Iterable[Any] | str | bytes | Any,
-    *,
-    lenient: bool = True,
-    vocabulary: Vocabulary | None = None,
-    tags: TagTable | None = None,
-    max_size: int = DEFAULT_MAX_SIZE,
-    keep_reply: bool = True,
-    turn: UserTurn | str | Sequence[str] | None = None,
-    prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
+    **options: Unpack[StreamOptions],
 ) -> Iterator[Event]:
     """Events from a stream, yielded as each item arrives. The keywords are ``StreamParser``'s.
 
@@ -106,15 +124,7 @@ def iter_events(
     answers, as ``parse(turn=...)`` takes it; an echo of it is reported (``CF625``), never shown;
     ``prompt``: the prompt it answers, as ``parse(prompt=...)`` takes it (an echo: ``CF631``).
     """
-    parser = StreamParser(
-        lenient=lenient,
-        vocabulary=vocabulary,
-        tags=tags,
-        max_size=max_size,
-        keep_reply=keep_reply,
-        turn=turn,
-        prompt=prompt,
-    )
+    parser = StreamParser(**options)
     reader = _sdk_chunks.Reader()
     feed = reader.feed
     for item in _sdk_chunks.items(chunks):
@@ -122,16 +132,10 @@ def iter_events(
     yield from reader.finish(parser)
 
 
+@_stream_keywords
 async def aiter_events(
     chunks: AsyncIterable[Any] | Awaitable[Any] | Iterable[Any] | Any,
-    *,
-    lenient: bool = True,
-    vocabulary: Vocabulary | None = None,
-    tags: TagTable | None = None,
-    max_size: int = DEFAULT_MAX_SIZE,
-    keep_reply: bool = True,
-    turn: UserTurn | str | Sequence[str] | None = None,
-    prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
+    **options: Unpack[StreamOptions],
 ) -> AsyncGenerator[Event, None]:
     """Events from an async stream, yielded as each item arrives: ``iter_events`` for async SDK clients.
 
@@ -140,15 +144,7 @@ async def aiter_events(
     gives one (``AsyncOpenAI().chat.completions.create(..., stream=True)``, not awaited).
     The keywords are ``StreamParser``'s (``turn`` and ``prompt`` too: the turn and prompt the reply answers).
     """
-    parser = StreamParser(
-        lenient=lenient,
-        vocabulary=vocabulary,
-        tags=tags,
-        max_size=max_size,
-        keep_reply=keep_reply,
-        turn=turn,
-        prompt=prompt,
-    )
+    parser = StreamParser(**options)
     reader = _sdk_chunks.Reader()
     # (aclosing: a consumer that stops early closes what aitems opened, a manager or a response)
     async with aclosing(_sdk_chunks.aitems(chunks)) as items:

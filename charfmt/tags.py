@@ -334,7 +334,7 @@ class TagTable:
             synonyms = tuple(w for w in old.synonyms if w not in named)
             prefixes = tuple(w for w in old.prefixes if w not in named and w not in marked)
             if (synonyms, prefixes) != (old.synonyms, old.prefixes):
-                old = replace(old, synonyms=synonyms, prefixes=prefixes)  # noqa: PLW2901
+                old = replace(old, synonyms=synonyms, prefixes=prefixes)  # noqa: PLW2901 (the spec kept, its words trimmed)
             older.append(old)
         return TagTable((*older, *specs))
 

@@ -125,7 +125,7 @@ class _VersionAction(argparse.Action):
 
 def _version_text() -> str:
     """``charfmt 0.1.0`` and the stream reader: ``compiled (mypyc)`` or ``pure Python`` (``charfmt.stream``)."""
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 (import cost: only for --version)
 
     from charfmt.stream import reader_name  # noqa: PLC0415 (the reader loads only for --version)
 

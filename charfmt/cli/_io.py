@@ -183,7 +183,7 @@ def read_text(path: str, limit: int, what: str) -> str:
 
 def load_character(path: str, limit: int, user_name: str | None = None) -> Character:
     """The ``--character`` file (TOML or a card); a card's diagnostics (a default vocabulary...) on stderr."""
-    from charfmt.prompt.character import Character  # noqa: PLC0415
+    from charfmt.prompt.character import Character  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     inp = read(path, limit)
     if inp.over:
@@ -198,7 +198,7 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
 def check_greeting(args: argparse.Namespace, character: Character, index: int | None) -> None:
     """``--greeting N`` past the card's greetings (or of a character that is no card): a usage error (exit 2),
     the same line from every subcommand that takes it."""
-    from charfmt.prompt.cards import greeting_count  # noqa: PLC0415
+    from charfmt.prompt.cards import greeting_count  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     count = greeting_count(character)
     if index is not None and index >= count and (index > 0 or character.card is not None):
@@ -213,7 +213,7 @@ def check_greeting(args: argparse.Namespace, character: Character, index: int | 
 
 def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     """The ``--lorebook`` files (SillyTavern World Info, or a card's book); what reading noted on stderr."""
-    from charfmt.prompt.lorebook import Lorebook, LorebookError  # noqa: PLC0415
+    from charfmt.prompt.lorebook import Lorebook, LorebookError  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     books = []
     seen: dict[bytes, str] = {}
@@ -240,7 +240,7 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
 
 def load_scene(path: str, limit: int, user_name: str | None = None) -> Scene:
     """The ``--scene`` file (``user_name``: the player's name in the whole cast, in place of the file's)."""
-    from charfmt.prompt.scene import Scene  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return Scene.load(path, max_size=limit, user_name=user_name)
 

@@ -10,6 +10,8 @@ from typing import Any, Final, NoReturn
 
 from charfmt.cli._io import EXIT_USAGE
 from charfmt.parser import DEFAULT_MAX_SIZE
+from charfmt.store import default_store_path, open_store
+from charfmt.store.targets import target_problem
 
 DEFAULT_EXITS: Final[tuple[str, str | None]] = ("success", "invalid input: charfmt rejects what the file holds")
 """What exit statuses 0 and 1 mean where a subcommand says nothing more precise."""
@@ -63,6 +65,28 @@ def whole(low: int, high: int | None = None) -> Callable[[str], int]:
     return whole
 
 
+def positive(unit: str, most: float) -> Callable[[str], float]:
+    """An option's type: a number of ``unit`` (``seconds``, ``days``), more than 0 and at most ``most``."""
+
+    def positive(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of {unit}, not {text[:40]!r}") from None
+        if not 0 < value <= most:  # (nan is neither)
+            raise argparse.ArgumentTypeError(f"must be more than 0 and at most {most:g} {unit}, not {text[:40]}")
+        return value
+
+    return positive
+
+
+def add_cast(sp: argparse.ArgumentParser, scene: str) -> None:
+    """``--character FILE|CARD`` or ``--scene FILE`` (one of them, required): who speaks (``scene``: its help)."""
+    who = sp.add_mutually_exclusive_group(required=True)
+    who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
+    who.add_argument("--scene", metavar="FILE", help=scene)
+
+
 def add_size(sp: argparse.ArgumentParser, what: str = "input", *, meaning: str | None = None) -> None:
     """``--max-size BYTES``: the largest ``what`` accepted (``meaning``: the whole help, if other)."""
     sp.add_argument(
@@ -110,7 +134,7 @@ def add_user_name(sp: argparse.ArgumentParser, more: str = "") -> None:
 
 def player_name(text: str) -> str:
     """``--user-name``'s type: a name a prompt can print (``charfmt.prompt.character.name_problem``)."""
-    from charfmt.prompt.character import name_problem  # noqa: PLC0415
+    from charfmt.prompt.character import name_problem  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if (why := name_problem(text)) is not None:
         raise argparse.ArgumentTypeError(f"{why} (got {text[:40]!r})")
@@ -137,6 +161,17 @@ def add_lore(sp: argparse.ArgumentParser, *, seed: bool = True) -> None:
     )
 
 
+def add_greeting(sp: argparse.ArgumentParser, opens: str) -> None:
+    """``--greeting N|none``: the card's greeting that ``opens`` (``the chat``, ``a new session``) opens with."""
+    sp.add_argument(
+        "--greeting",
+        type=greeting_index,
+        default=0,
+        metavar="N|none",
+        help=f"the card's greeting {opens} opens with (0: first_mes, 1...: alternate_greetings; default 0)",
+    )
+
+
 def greeting_index(text: str) -> int | None:
     """``--greeting``'s type: a card's greeting by number (0: ``first_mes``), or ``none``."""
     if text.strip().lower() == "none":
@@ -156,7 +191,6 @@ def add_decoding(
 
 def add_store(sp: argparse.ArgumentParser, *, memory: bool = False) -> None:
     """``--store PATH|DSN`` (and, with ``memory``, ``--memory``): where sessions are kept."""
-    from charfmt.store import default_store_path  # noqa: PLC0415
 
     where = sp.add_mutually_exclusive_group() if memory else sp
     where.add_argument(
@@ -172,8 +206,6 @@ def open_store_of(args: argparse.Namespace, *, create: bool = True) -> Any:
     """The store ``--store`` names (the default one where none is given; memory with ``--memory``): a store that
     cannot be opened is a ``StoreError`` (exit 1); ``create=False`` (a command that reads): one that does not exist
     too, and nothing is made."""
-    from charfmt.store import default_store_path, open_store  # noqa: PLC0415
-    from charfmt.store.targets import target_problem  # noqa: PLC0415
 
     if getattr(args, "memory", False):
         return open_store(None)

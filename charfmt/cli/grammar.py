@@ -41,7 +41,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the grammar."""
-    from charfmt.constrain.export import grammar  # noqa: PLC0415
+    from charfmt.constrain.export import grammar  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     vocabulary = None
     subject: Character | Scene | None = None
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             vocabulary = Vocabulary.of(*keys)
         except ValueError as e:  # pydantic's ValidationError: a key the format cannot hold
             usage_error(args, f"argument --emotions: {_first_line(e)}")
-    from charfmt.constrain.export import ExportError  # noqa: PLC0415
+    from charfmt.constrain.export import ExportError  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     try:
         text = grammar(args.target, vocabulary=vocabulary, character=subject, **bounds_of(args))

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         "templates": templates, "budget": args.budget, "lorebooks": books, "seed": args.seed,
     }  # fmt: skip
     if args.tokenizer is not None:
-        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
+        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         options["counter"] = counter_for(tokenizer=args.tokenizer)
     if args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:
     """The card's greeting ``index`` as the chat's first exchange (an empty user turn), or nothing."""
-    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if index is None:
         return []
@@ -124,7 +124,7 @@ def _greeting_history(character: Character, index: int | None, seed: int | None)
 
 def _books_of(character: Character, books: list[Lorebook]) -> list[Lorebook]:
     """The books a turn of ``character`` scans: its card's own, then ``--lorebook``'s."""
-    from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415
+    from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     own = character_lorebook(character)
     return [own, *books] if own is not None else list(books)
@@ -152,7 +152,7 @@ def _explained(lore: Activation | None, books: list[Lorebook]) -> str:
 
 
 def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
-    from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415
+    from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     text = read_text(path, limit, "--history")
     return history_from_jsonl(text, character, "<stdin>" if path == "-" else path)

@@ -25,7 +25,7 @@ EXITS: Final[tuple[str, str | None]] = (
 EXTRAS: Final[tuple[str, ...]] = ("arrow", "ray")
 """The optional extras it may need: pyarrow (``charfmt[arrow]``), Ray Data for ``--engine ray``."""
 
-FORMATS = ("text", "json", "html")
+OUTPUT_FORMATS = ("text", "json", "html")
 _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
 
 
@@ -53,7 +53,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--jobs", type=whole(1, 1024), default=1, metavar="N", help="worker processes (default 1)")
     sp.add_argument(
-        "--format", choices=FORMATS, default="text", help="text (default), json, or a self-contained html page"
+        "--format", choices=OUTPUT_FORMATS, default="text", help="text (default), json, or a self-contained html page"
     )
     sp.add_argument(
         "--out",
@@ -89,7 +89,7 @@ def _input(path: str) -> Iterator[IO[bytes]]:
 
 def _gzip(path: str) -> bool:
     """Whether the file at ``path`` is gzip-compressed; one that cannot be read is not (``_input`` says why)."""
-    from charfmt.report import is_gzip  # noqa: PLC0415
+    from charfmt.report import is_gzip  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     try:
         return is_gzip(path)
@@ -113,8 +113,8 @@ def _out_folder(path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``charfmt report``; 0 once the report is written, 1 when no line held a reply (every line bad)."""
-    from charfmt import report  # noqa: PLC0415
-    from charfmt.batch import require_pyarrow  # noqa: PLC0415
+    from charfmt import report  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.batch import require_pyarrow  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     by = tuple(name.strip() for name in args.by.split(",") if name.strip())
     if len(set(by)) != len(by):
@@ -192,10 +192,10 @@ def render(data: dict[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
     if fmt == "html":
-        from charfmt._report_html import render_html  # noqa: PLC0415
+        from charfmt._report_html import render_html  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         return render_html(data)
-    from charfmt.report import render_text  # noqa: PLC0415
+    from charfmt.report import render_text  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return render_text(data)
 

@@ -3,26 +3,39 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import gc
+import ipaddress
 import logging
+import math
+import os
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read
+from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, read
 from charfmt.cli._options import (
+    add_cast,
     add_decoding,
+    add_greeting,
     add_lore,
     add_size,
     add_store,
     add_tokenizer,
     add_user_name,
-    greeting_index,
     open_store_of,
+    positive,
     whole,
 )
+from charfmt.constrain.engines import SERVERS
 from charfmt.diagnostics import CharfmtError
-from charfmt.llm._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, endpoint_url
+from charfmt.llm._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, chat_formats, endpoint_url, llama_logs
+from charfmt.llm.loading import check_gguf
+
+_SECONDS: Final = positive("seconds", 3600)
+"""The type of the flags that take seconds: more than 0, at most an hour."""
 
 HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
 
@@ -39,14 +52,11 @@ checked before the server starts."""
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The flags of ``charfmt serve``."""
-    from charfmt.constrain.engines import SERVERS  # noqa: PLC0415
-    from charfmt.serve.formats import FORMATS, FORMATS_HELP  # noqa: PLC0415
-    from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
-    from charfmt.serve.upstreams import KINDS  # noqa: PLC0415
+    from charfmt.serve.formats import REPLY_FORMAT_HELP, REPLY_FORMAT_NAMES  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.upstreams import KINDS  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    who = sp.add_mutually_exclusive_group(required=True)
-    who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
-    who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
+    add_cast(sp, "a scene TOML file: a cast of characters and a narrator")
     add_size(sp, "--character, --scene or --lorebook file")
     where = sp.add_mutually_exclusive_group(required=True)
     for kind in KINDS:  # one flag per upstream kind (``charfmt.serve.upstreams``)
@@ -64,7 +74,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
-    sp.add_argument("--reply-format", choices=FORMATS, default=FORMATS[0], help=FORMATS_HELP)
+    sp.add_argument("--reply-format", choices=REPLY_FORMAT_NAMES, default=REPLY_FORMAT_NAMES[0], help=REPLY_FORMAT_HELP)
     add_decoding(
         sp, constrained="send the reply grammar or schema upstream (default)", free="send no grammar",
         max_tokens=DEFAULT_MAX_TOKENS, tokens_help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})",
@@ -72,7 +82,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--n-ctx", type=whole(64), default=8192, metavar="N",
                     help="the model's context window in tokens (default 8192; set the upstream's)")  # fmt: skip
     add_tokenizer(sp, "for --n-ctx with --upstream (--model counts with its own)")
-    sp.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    sp.add_argument("--timeout", type=_SECONDS, default=120.0, metavar="S",
                     help="seconds the upstream may send no event (default 120; comments do not count)")  # fmt: skip
     sp.add_argument("--token", metavar="TOKEN",
                     help="require 'Authorization: Bearer TOKEN', at least 16 characters: one trusted front end "
@@ -92,7 +102,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--max-sessions", type=whole(1), metavar="N",
                     help=f"sessions kept; past it the least recently written is evicted, and logged (default "
                     f"{MAX_SESSIONS['memory']:,} in memory, {MAX_SESSIONS['store']:,} in a store)")  # fmt: skip
-    sp.add_argument("--max-age", type=_days, metavar="DAYS",
+    sp.add_argument("--max-age", type=positive("days", 36500), metavar="DAYS",
                     help="evict (and log) a session unwritten for DAYS days (default: kept until evicted "
                     "by number)")  # fmt: skip
     sp.add_argument("--max-request-bytes", type=whole(1024), default=1 << 20, metavar="N",
@@ -102,19 +112,13 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "template, with a warning where it has none), as charfmt chat's")  # fmt: skip
     sp.add_argument("--verbose", action="store_true", help="show --model's llama.cpp log lines on standard error")
     add_lore(sp, seed=False)  # (a request's own "seed" seeds its turn's macros and lore rolls)
-    sp.add_argument(
-        "--greeting",
-        type=greeting_index,
-        default=0,
-        metavar="N|none",
-        help="the card's greeting a new session opens with (0: first_mes, 1...: alternate_greetings)",
-    )
+    add_greeting(sp, "a new session")
     _add_transport(sp)
 
 
 def _add_transport(sp: argparse.ArgumentParser) -> None:
     """The flags of what a connection may do: the hosts answered, the HTTP parser, the transport guard's bounds."""
-    from charfmt.serve.guard import Limits  # noqa: PLC0415
+    from charfmt.serve.guard import Limits  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     sp.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                     help="also answer requests for this Host name (a LAN name, a proxy's; *.lan: a domain; *: any,"
@@ -126,40 +130,27 @@ def _add_transport(sp: argparse.ArgumentParser) -> None:
     d = Limits()
     sp.add_argument("--max-connections", type=whole(1), default=d.max_connections, metavar="N",
                     help=f"connections open at once; each beyond: 503 (default {d.max_connections:,})")  # fmt: skip
-    sp.add_argument("--header-timeout", type=_seconds, default=d.header_seconds, metavar="S",
+    sp.add_argument("--header-timeout", type=_SECONDS, default=d.header_seconds, metavar="S",
                     help=f"seconds a request's head may take, then 408 (default {d.header_seconds:g})")  # fmt: skip
-    sp.add_argument("--body-timeout", type=_seconds, default=d.body_seconds, metavar="S",
+    sp.add_argument("--body-timeout", type=_SECONDS, default=d.body_seconds, metavar="S",
                     help=f"seconds a request's body may take after its head, then 408"
                     f" (default {d.body_seconds:g})")  # fmt: skip
-    sp.add_argument("--keep-alive", type=_seconds, default=d.idle_seconds, metavar="S",
+    sp.add_argument("--keep-alive", type=_SECONDS, default=d.idle_seconds, metavar="S",
                     help=f"seconds an idle connection waits for its next request"
                     f" (default {d.idle_seconds:g})")  # fmt: skip
-
-
-def _seconds(text: str) -> float:
-    """An option's type: seconds, more than 0 and at most an hour."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:40]!r}") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {value:g}")
-    return value
 
 
 def settings_from(args: argparse.Namespace) -> Any:
     """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
 
-    from charfmt.serve.settings import Settings  # noqa: PLC0415
-    from charfmt.serve.upstreams import KINDS  # noqa: PLC0415
+    from charfmt.serve.settings import Settings  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.upstreams import KINDS  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if args.max_tokens >= args.n_ctx:
         args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
     if args.chat_format is not None and args.model is None:
         args.parser.error("argument --chat-format: only with --model (the server at --upstream has its own template)")
     if args.chat_format is not None and not args.chat_format.startswith("chat_template."):
-        from charfmt.llm._model_clients import chat_formats  # noqa: PLC0415
-
         known = chat_formats()  # (llama-cpp-python missing: its one error line, exit 1)
         if args.chat_format not in known:
             args.parser.error(f"argument --chat-format: {args.chat_format[:80]!r} is not one of: {', '.join(known)}")
@@ -193,7 +184,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             args.parser.error(f"argument --api-key-env: the environment variable {args.api_key_env} is not set")
     scene = None
     if args.scene is not None:
-        from charfmt.prompt.scene import Scene  # noqa: PLC0415
+        from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         read(args.scene, args.max_size)  # a file that cannot be read at all (missing, a folder): exit 2
         scene = Scene.load(args.scene, max_size=args.max_size)
@@ -229,9 +220,8 @@ def settings_from(args: argparse.Namespace) -> Any:
 def _token(args: argparse.Namespace) -> str | None:
     """``--token``, else ``$CHARFMT_TOKEN``, else none; one that is empty or short is a usage error (an empty one
     would turn auth off unsaid), by the rule every token of the server keeps (``owners.token_problem``)."""
-    import os  # noqa: PLC0415
 
-    from charfmt.serve.owners import token_problem  # noqa: PLC0415
+    from charfmt.serve.owners import token_problem  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     given, where = (args.token, "argument --token") if args.token is not None else (
         os.environ.get("CHARFMT_TOKEN"), "the environment variable CHARFMT_TOKEN")  # fmt: skip
@@ -246,10 +236,9 @@ def _token(args: argparse.Namespace) -> str | None:
 def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     """The ``Host`` names answered besides loopback and the address a request came in on: ``--allow-host``'s,
     ``--host`` where it is a name, and this machine's names where ``--host`` listens on every address."""
-    import ipaddress  # noqa: PLC0415
-    import socket  # noqa: PLC0415
+    import socket  # noqa: PLC0415 (import cost: only where --allow-host is checked)
 
-    from charfmt.serve.hosts import host_name  # noqa: PLC0415
+    from charfmt.serve.hosts import host_name  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     names = list(args.allow_host)
     for name in names:
@@ -270,9 +259,8 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
 def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
     """``--tokens FILE``'s entries: a file that cannot be read is a usage error (exit 2), one that holds
     something else than token lines invalid input (exit 1)."""
-    import os  # noqa: PLC0415
 
-    from charfmt.serve.owners import read_tokens  # noqa: PLC0415
+    from charfmt.serve.owners import read_tokens  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if args.tokens is None:
         return ()
@@ -289,10 +277,6 @@ def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
 def _model_file(path: str) -> None:
     """``--model`` checked before anything is loaded or listens, as ``charfmt chat`` checks it: a file that
     cannot be used (missing, a directory) exit 2, one that is not a GGUF model exit 1."""
-    import os  # noqa: PLC0415
-
-    from charfmt.cli._io import InputError  # noqa: PLC0415
-    from charfmt.llm.loading import check_gguf  # noqa: PLC0415
 
     if not os.path.isfile(path):
         raise InputError(f"model file not found: {path}")
@@ -302,9 +286,9 @@ def _model_file(path: str) -> None:
 def _usable(args: argparse.Namespace, settings: Any) -> None:
     """Flags that cannot be served are usage errors (exit 2): too few --max-tokens for one reply, a --log
     that cannot be opened (a directory, a missing folder, no permission)."""
-    from charfmt.serve.logs import TurnLog  # noqa: PLC0415
-    from charfmt.serve.turns import reply_bounds  # noqa: PLC0415
-    from charfmt.serve.upstreams import source  # noqa: PLC0415
+    from charfmt.serve.logs import TurnLog  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.turns import reply_bounds  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.upstreams import source  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     local = (found := source(settings)) is not None and found[0].local
     try:  # (--model: its tokens per character are measured once it loads; at least 1, the fewest any model takes)
@@ -312,7 +296,7 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
     if settings.tokenizer is not None:
-        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
+        from charfmt.prompt.tokens import counter_for  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         counter_for(tokenizer=settings.tokenizer)  # one that cannot load stops the start (exit 1), not each turn
     if settings.log is not None:
@@ -328,9 +312,8 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn  # noqa: F401, PLC0415 (checked before the server starts; run in _serve)
     except ImportError as e:
         raise CharfmtError(f"charfmt serve needs uvicorn ({e}): pip install 'charfmt[serve]'") from None
-    import dataclasses  # noqa: PLC0415
 
-    from charfmt.serve import create_app  # noqa: PLC0415
+    from charfmt.serve import create_app  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     settings = _loaded(settings_from(args), verbose=args.verbose)
     store = open_store_of(args)  # (closed when the server has stopped)
@@ -343,9 +326,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, app: Any) -> None:
     """Run ``app`` until it is stopped."""
-    import uvicorn  # noqa: PLC0415
+    import uvicorn  # noqa: PLC0415 (optional dependency: uvicorn, charfmt[serve])
 
-    from charfmt.serve.hosts import is_loopback  # noqa: PLC0415
+    from charfmt.serve.hosts import is_loopback  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     state = app.state.charfmt
     settings = state.settings
@@ -364,7 +347,7 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
     if beyond:
         names = ", ".join(["localhost", "its addresses", *settings.allowed_hosts])
         print(f"charfmt serve: answering requests for {names} (more: --allow-host)", file=sys.stderr, flush=True)
-    from charfmt.serve.owners import auth_mode  # noqa: PLC0415
+    from charfmt.serve.owners import auth_mode  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     print(f"charfmt serve: {auth_mode(settings.token, settings.tokens)}", file=sys.stderr, flush=True)
     _said_store(settings.store)
@@ -382,19 +365,9 @@ MAX_SESSIONS: Final = {"memory": 1000, "store": 10_000}
 """``--max-sessions``'s default: in memory, and in a store (at most 256 KiB of history each: 2.5 GiB at worst)."""
 
 
-def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of days, not {text[:40]!r}") from None
-    if not 0 < value <= 36500:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 36500 days, not {text[:40]}")
-    return value
-
-
 def _said_store(store: Any) -> None:
     """Say where the sessions are kept, and how many there are (a restart keeps them, or not)."""
-    from charfmt.store.memory import MemoryStore  # noqa: PLC0415
+    from charfmt.store.memory import MemoryStore  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if isinstance(store, MemoryStore):
         print("charfmt serve: sessions kept in memory only (--memory): a restart forgets them", file=sys.stderr)
@@ -410,9 +383,8 @@ class _TokenAction(argparse.Action):
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
     ) -> None:
-        import secrets  # noqa: PLC0415
 
-        from charfmt.serve.owners import token_line  # noqa: PLC0415
+        from charfmt.serve.owners import token_line  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         name = str(values)
         token = secrets.token_urlsafe(32) if self.dest == "new_token" else _read_token(parser)
@@ -432,7 +404,7 @@ def _read_token(parser: argparse.ArgumentParser) -> str:
     if sys.stdin is None:
         parser.error("argument --hash-token: the token is read from standard input, which is closed")
     if sys.stdin.isatty():
-        import getpass  # noqa: PLC0415
+        import getpass  # noqa: PLC0415 (import cost: only for --hash-token)
 
         return getpass.getpass("token: ")
     lines = [line.strip() for line in sys.stdin.read(4096).splitlines() if line.strip()]
@@ -443,12 +415,11 @@ def _read_token(parser: argparse.ArgumentParser) -> str:
 
 def _transport(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     """uvicorn's settings of the connections: its HTTP parser behind the transport guard, the WebSocket's bound."""
-    import math  # noqa: PLC0415
 
-    from uvicorn.config import HTTP_PROTOCOLS  # noqa: PLC0415
-    from uvicorn.importer import import_from_string  # noqa: PLC0415
+    from uvicorn.config import HTTP_PROTOCOLS  # noqa: PLC0415 (optional dependency: uvicorn, charfmt[serve])
+    from uvicorn.importer import import_from_string  # noqa: PLC0415 (optional dependency: uvicorn, charfmt[serve])
 
-    from charfmt.serve.guard import Limits, protocol_class  # noqa: PLC0415
+    from charfmt.serve.guard import Limits, protocol_class  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     limits = Limits(
         header_seconds=args.header_timeout, body_seconds=args.body_timeout,
@@ -468,7 +439,7 @@ def _open_files_for(connections: int) -> None:
     """Room for ``connections`` sockets (and the upstream's, the files): the soft limit of open files raised
     toward the hard one where it is lower (a warning where it cannot be)."""
     try:
-        import resource  # noqa: PLC0415
+        import resource  # noqa: PLC0415 (POSIX only: the open-files limit)
     except ImportError:  # (not on Windows)
         return
     need = connections + 256
@@ -487,8 +458,8 @@ def _open_files_for(connections: int) -> None:
 
 def _console(settings: Any) -> None:
     """The console's lines (uvicorn's, the failed turns', the guard's refusals) in uvicorn's form, redacted."""
-    from charfmt._redact import Redactor  # noqa: PLC0415
-    from charfmt.serve.logs import redact_console  # noqa: PLC0415
+    from charfmt._redact import Redactor  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.logs import redact_console  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     logging.getLogger("uvicorn.error").addFilter(_no_denial_error)
     console = logging.getLogger("charfmt.serve")  # failed turns and refusals, beside uvicorn's lines
@@ -512,13 +483,12 @@ def _ready(settings: Any) -> None:
     """Load what every turn needs before the first one (a missing extra stops the start, exit 1), then
     freeze what the start made (``gc.freeze``): the collector's full passes then scan what requests
     make, not the modules, grammars and models of the start (tens of milliseconds a pass, measured)."""
-    import gc  # noqa: PLC0415
 
     import charfmt.serve.turn_stream  # noqa: PLC0415 (the /v1/turn and completions routes' modules)
-    import charfmt.speech  # noqa: PLC0415
-    import charfmt.stage  # noqa: PLC0415
-    import charfmt.stream  # noqa: F401, PLC0415
-    from charfmt.serve.upstreams import source  # noqa: PLC0415
+    import charfmt.speech  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    import charfmt.stage  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    import charfmt.stream  # noqa: F401, PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.upstreams import source  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     try:
         import websockets  # noqa: F401, PLC0415 (uvicorn's WebSocket protocol: /v1/turn/ws)
@@ -535,15 +505,13 @@ def _loaded(settings: Any, *, verbose: bool = False) -> Any:
     """The settings with ``--model`` loaded as their upstream, before the server starts: a model llama.cpp
     cannot load stops the start (exit 1), a GGUF without a chat template is one warning line, and
     llama.cpp's own log lines stay off standard error unless ``--verbose`` (as ``charfmt chat``)."""
-    from charfmt.serve.upstreams import source  # noqa: PLC0415
+    from charfmt.serve.upstreams import source  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     found = source(settings)
     if found is None or not found[0].local or settings.upstream is not None:
         return settings
-    import dataclasses  # noqa: PLC0415
 
-    from charfmt.llm._model_clients import llama_logs  # noqa: PLC0415
-    from charfmt.serve.upstreams.llama import LocalUpstream, load_local  # noqa: PLC0415
+    from charfmt.serve.upstreams.llama import LocalUpstream, load_local  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat
     upstream: LocalUpstream = load_local(found[1], n_ctx=settings.n_ctx, chat_format=settings.chat_format, warn=False)
@@ -554,7 +522,7 @@ def _loaded(settings: Any, *, verbose: bool = False) -> Any:
 
 def _bind(host: str, port: int) -> Any:
     """A listening socket on ``host:port``, or a ``CharfmtError`` saying why not (in use, unknown host)."""
-    import socket  # noqa: PLC0415
+    import socket  # noqa: PLC0415 (import cost: only when the server binds)
 
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]

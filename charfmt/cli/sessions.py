@@ -13,9 +13,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Final
 
+from charfmt._terminal import visible
 from charfmt.cli._io import EXIT_OK, InvalidError, dump_json, load_character, output, usage_error
 from charfmt.cli._options import add_size, add_store, open_store_of
 from charfmt.store.scopes import MARK, character_of, legacy
+from charfmt.tags import DEFAULT_TAGS
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character
@@ -33,14 +35,16 @@ EXTRAS: Final[tuple[str, ...]] = ("postgres",)
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The actions of ``charfmt sessions`` and their options."""
-    from charfmt.cli.convert import FORMATS  # noqa: PLC0415
+    from charfmt.cli.convert import CONVERSATION_FORMATS  # noqa: PLC0415 (a cycle: importing charfmt.cli.convert imports this module)
 
     actions = sp.add_subparsers(dest="action", required=True, metavar="ACTION", help="what to do with the store")
     listing = actions.add_parser("list", help="the sessions, the most recently written first")
     listing.add_argument("--format", choices=("text", "jsonl"), default="text", help="text (default) or JSON Lines")
     show = actions.add_parser("show", help="a session's exchanges, for a person")
     export = actions.add_parser("export", help="a session as JSON Lines or an interop format")
-    export.add_argument("--to", dest="target_format", choices=FORMATS, default="jsonl", help="the format (jsonl)")
+    export.add_argument(
+        "--to", dest="target_format", choices=CONVERSATION_FORMATS, default="jsonl", help="the format (jsonl)"
+    )
     export.add_argument("--output", "-o", metavar="FILE", help="write here (default: standard output)")
     export.add_argument("--character", metavar="FILE", help="the character file (names the speakers in a document)")
     add_size(export, "--character file")
@@ -119,9 +123,7 @@ def _list(sessions: list[SessionInfo], fmt: str) -> None:
 
 def _show(store: Store, key: SessionKey) -> None:
     """Each exchange: the player's turn, then the reply, as ``charfmt parse`` shows a reply."""
-    from charfmt._terminal import visible  # noqa: PLC0415
-    from charfmt.cli._reply import pretty  # noqa: PLC0415
-    from charfmt.tags import DEFAULT_TAGS  # noqa: PLC0415
+    from charfmt.cli._reply import pretty  # noqa: PLC0415 (a cycle: importing charfmt.cli._reply imports this module)
 
     out = sys.stdout
     history = store.history(key)
@@ -140,14 +142,14 @@ def _show(store: Store, key: SessionKey) -> None:
 
 def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
     """The session in ``--to``'s format, to ``--output`` (whole or not at all) or standard output."""
-    from charfmt.prompt.character import history_line  # noqa: PLC0415
+    from charfmt.prompt.character import history_line  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     history = store.history(key)
     character = load_character(args.character, args.max_size) if args.character else _named(key)
     if args.target_format == "jsonl":
         text = "".join(history_line(ex) for ex in history)
     else:
-        from charfmt.interop import dumps  # noqa: PLC0415
+        from charfmt.interop import dumps  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         if not history:
             usage_error(args, "the session holds no exchange: nothing to export")
@@ -161,7 +163,7 @@ def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
 def _named(key: SessionKey) -> Character | None:
     """A stand-in for the session's character where no ``--character`` is given: the name its namespace holds
     (``turn/Kira~3f9a1c2b``: Kira), so the export names the speaker as the store knows it."""
-    from charfmt.prompt.character import Character  # noqa: PLC0415
+    from charfmt.prompt.character import Character  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     name = character_of(key.namespace)
     if not name:

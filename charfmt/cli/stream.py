@@ -108,8 +108,8 @@ def _chunks(args: argparse.Namespace) -> Iterator[bytes | str]:
 
 def run(args: argparse.Namespace) -> int:
     """Read the stream and print what it says; 1 when it has errors."""
-    from charfmt.speech import SentenceSplitter  # noqa: PLC0415
-    from charfmt.stream import StreamParser  # noqa: PLC0415
+    from charfmt.speech import SentenceSplitter  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.stream import StreamParser  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if args.scene is not None and args.character is not None:
         usage_error(args, "argument --scene: not allowed with argument --character")
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _stage_reader(args: argparse.Namespace) -> StageReader:
     """The stage reader of ``stream --stage``: the ``--character``'s stage map, or none."""
-    from charfmt.stage import StageReader  # noqa: PLC0415
+    from charfmt.stage import StageReader  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if getattr(args, "scene", None) is not None:
         return load_scene(args.scene, args.max_size).stage(max_length=args.max_length)

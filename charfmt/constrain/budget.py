@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def reply_shape(character: Character) -> tuple[int, int]:
     """(chats, elements): the most chats of one example reply, and the most elements of one
     example ``C`` body (at least ``DEFAULT_MAX_ELEMENTS``), the shape the prompt shows the model."""
-    from charfmt.constrain.export import example_shape  # noqa: PLC0415
+    from charfmt.constrain.export import example_shape  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return example_shape(ex.reply for ex in character.examples) or (1, DEFAULT_MAX_ELEMENTS)
 
@@ -42,7 +42,7 @@ def chat_bounds(
     UTF-8 bytes per character of the character's example speech). ``require_speech``: every ``C``
     chat says something.
     """
-    from charfmt.constrain.export import resolve_bounds  # noqa: PLC0415
+    from charfmt.constrain.export import resolve_bounds  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     bounds = resolve_bounds(
         character=character, max_tokens=max_tokens, max_chats=max_chats, tokens_per_char=tokens_per_char,
@@ -54,7 +54,7 @@ def chat_bounds(
 
 def speech_texts(character: Character | Scene) -> list[str]:
     """What the character (a scene: its cast) says in its examples: its language, for ``measure_tokens_per_char``."""
-    from charfmt.constrain.export import speech_of  # noqa: PLC0415
+    from charfmt.constrain.export import speech_of  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return speech_of((ex.reply for ex in character.examples), character.tags)
 

@@ -34,6 +34,23 @@ from charfmt.tags import DEFAULT_TAGS, TagTable
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds, Grammar
 
+__all__ = [
+    "LLAMA_INSTALL",
+    "SERVERS",
+    "EngineMissing",
+    "llama_grammar",
+    "llguidance_installed",
+    "llguidance_processor",
+    "load_llama_cpp",
+    "load_xgrammar",
+    "local_constraint",
+    "request_fields",
+    "structural_tag",
+    "unpack_bits",
+    "xgrammar_processor",
+    "xgrammar_tokenizer_info",
+]
+
 SERVERS: Final = ("llama-server", "vllm", "sglang", "lmstudio", "openai", "ollama", "koboldcpp", "localai")
 """The OpenAI-compatible servers ``request_fields`` knows the constraint field of."""
 
@@ -76,7 +93,7 @@ def request_fields(
     """
     c = constraints_of("request_fields", constraints, speakers)
     from charfmt.constrain.export import _gbnf_target, _lark_target, reply_grammar, resolve_bounds  # noqa: PLC0415 (Lark loads only here)
-    from charfmt.constrain.schema import json_schema  # noqa: PLC0415
+    from charfmt.constrain.schema import json_schema  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if bounds is None:
         bounds = resolve_bounds(speakers=c.speakers, **constraints)
@@ -97,7 +114,7 @@ def request_fields(
         schema = json_schema(provider, speakers=c.speakers, bounds=bounds, **constraints)
         schema.pop("$schema", None)
         if server != "openai":  # Ollama and LM Studio run llama.cpp's converter: patterns over the raw JSON text
-            from charfmt.constrain.schema import for_engine  # noqa: PLC0415
+            from charfmt.constrain.schema import for_engine  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
             schema = for_engine(schema, "llama.cpp")
         fields = {
@@ -122,7 +139,7 @@ def _element_formats(
     vocabulary: Vocabulary | None, max_chars: int | None, tags: TagTable | None = None
 ) -> list[dict[str, Any]]:
     """One XGrammar ``tag`` format per element of the body grammar, its content a regex."""
-    from charfmt.constrain.export import (  # noqa: PLC0415
+    from charfmt.constrain.export import (  # noqa: PLC0415 (import cost: every CLI command loads this module)
         _ECMA,
         Bounds,
         Lit,
@@ -180,7 +197,7 @@ def structural_tag(
     c = constraints_of("structural_tag", constraints)
     reply: dict[str, Any]
     if body == "reply":
-        from charfmt.constrain.export import grammar  # noqa: PLC0415
+        from charfmt.constrain.export import grammar  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         reply = {"type": "grammar", "grammar": grammar("gbnf", **constraints)}
     elif body == "elements":
@@ -257,7 +274,7 @@ def local_constraint(grammar: Grammar) -> dict[str, str]:
     llguidance, wherever it is installed (it keeps the speed of free generation, where llama.cpp's
     GBNF sampler checks every token of the vocabulary at every step); ``{"grammar": <GBNF>}`` otherwise.
     ``LocalModel.chunks`` takes either (``lark=``, ``gbnf=``)."""
-    from charfmt.constrain.export import gbnf_text, lark_text  # noqa: PLC0415
+    from charfmt.constrain.export import gbnf_text, lark_text  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if llguidance_installed():
         return {"lark": lark_text(grammar)}
@@ -283,7 +300,7 @@ def llguidance_processor(llm: Any, grammar: str) -> Callable[[Any, Any], Any]:
         lcpp = importlib.import_module("llguidance.llamacpp")
     except ImportError as exc:
         raise EngineMissing(f"llguidance is not installed ({exc}): pip install 'charfmt[engines]'") from exc
-    from charfmt.constrain.export import llguidance_slices  # noqa: PLC0415
+    from charfmt.constrain.export import llguidance_slices  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     tokenizer = _llg_tokenizers.get(id(llm))
     if tokenizer is None:
@@ -297,21 +314,12 @@ def llguidance_processor(llm: Any, grammar: str) -> Callable[[Any, Any], Any]:
         raise CharfmtError(f"llguidance cannot read the grammar: {matcher.get_error()}")
     n_vocab = int(llm.n_vocab())
     mask = lnp.allocate_token_bitmask(1, tokenizer.vocab_size)
-    seen: list[int] = []
 
-    def process(input_ids: Any, scores: Any) -> Any:
-        if not seen:
-            seen.append(len(input_ids))  # the prompt ends here
-        for token in input_ids[seen[0] :]:
-            matcher.consume_token(int(token))
-        seen[0] = len(input_ids)
+    def allowed() -> Any:
         lnp.fill_next_token_bitmask(matcher, mask, 0)
-        bits = mask[0].view("uint8")
-        allowed = unpack_bits(bits)[:n_vocab]
-        scores[~allowed] = float("-inf")
-        return scores
+        return unpack_bits(mask[0].view("uint8"))[:n_vocab]
 
-    return process
+    return _masking_processor(matcher.consume_token, allowed)
 
 
 _llg_tokenizers: dict[int, Any] = {}
@@ -336,23 +344,33 @@ def xgrammar_processor(llm: Any, gbnf: str) -> Callable[[Any, Any], Any]:
     matcher = xgr.GrammarMatcher(compiler.compile_grammar(gbnf))
     n_vocab = int(llm.n_vocab())
     mask = xgr.allocate_token_bitmask(1, n_vocab)
+
+    def allowed() -> Any:
+        matcher.fill_next_token_bitmask(mask)
+        return unpack_bits(mask[0].numpy().view("uint8"))[:n_vocab]
+
+    return _masking_processor(matcher.accept_token, allowed)
+
+
+_xgr_compilers: dict[int, Any] = {}
+
+
+def _masking_processor(feed: Callable[[int], Any], allowed: Callable[[], Any]) -> Callable[[Any, Any], Any]:
+    """A ``logits_processor`` over a grammar matcher: each token sampled since the last call is fed to the
+    matcher (``feed``), then every token the matcher does not allow next (``allowed``: one bool per token)
+    gets a score of minus infinity. The first call's ``input_ids`` are the prompt, which is never fed."""
     seen: list[int] = []
 
     def process(input_ids: Any, scores: Any) -> Any:
         if not seen:
             seen.append(len(input_ids))  # the prompt ends here
         for token in input_ids[seen[0] :]:
-            matcher.accept_token(int(token))
+            feed(int(token))
         seen[0] = len(input_ids)
-        matcher.fill_next_token_bitmask(mask)
-        allowed = unpack_bits(mask[0].numpy().view("uint8"))[:n_vocab]
-        scores[~allowed] = float("-inf")
+        scores[~allowed()] = float("-inf")
         return scores
 
     return process
-
-
-_xgr_compilers: dict[int, Any] = {}
 
 
 def unpack_bits(bits: Any) -> Any:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
+from charfmt.constrain._regex_ir import from_regex, json_encoded
 from charfmt.constrain._reply_constraints import ReplyConstraints, Speakers, constrains, constraints_of
 from charfmt.diagnostics import CharfmtError
 from charfmt.models import Vocabulary
@@ -12,6 +14,17 @@ from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTab
 
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds
+
+__all__ = [
+    "ENGINES",
+    "LISTED_ORDERS",
+    "MINIMUM_IGNORED",
+    "PATTERN_READS",
+    "PROVIDERS",
+    "for_engine",
+    "json_schema",
+    "raw_pattern",
+]
 
 PROVIDERS: Final = ("openai", "anthropic", "gemini")
 
@@ -233,7 +246,6 @@ def for_engine(schema: dict[str, Any], engine: str) -> dict[str, Any]:
     ``enum`` of the orders 1..``maxItems`` of the chats (``LISTED_ORDERS`` without it), so that it
     never writes an order below 1 (``CF108``), as the strict parser demands.
     """
-    import copy  # noqa: PLC0415
 
     reads = PATTERN_READS.get(engine)
     if reads is None:
@@ -276,8 +288,7 @@ def _raw_patterns(node: Any) -> None:
 def raw_pattern(pattern: str) -> str:
     """An anchored ECMA body ``pattern`` (``charfmt.constrain.export.body_regex(flavor="ecma")``) over the raw JSON text
     of the string it matches, in the syntax XGrammar, llama.cpp's converter and Outlines all read."""
-    from charfmt.constrain._grammar_writers import RAW_JSON, all_positive, write  # noqa: PLC0415
-    from charfmt.constrain._regex_ir import from_regex, json_encoded  # noqa: PLC0415
+    from charfmt.constrain._grammar_writers import RAW_JSON, all_positive, write  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if not (pattern.startswith("^(?:") and pattern.endswith(")$")):
         raise CharfmtError(f"not an anchored body pattern: {pattern[:40]!r}")

@@ -29,23 +29,27 @@ from charfmt.tags import DEFAULT_TAGS, TagTable
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
 
-__all__ = ["FORMATS", "InteropError", "dumps", "export", "read", "text_deltas"]
+__all__ = ["CONVERTERS", "FORMATS", "InteropError", "dumps", "export", "read", "text_deltas"]
 
 Exporter = Callable[..., Any]
 Reader = Callable[..., "list[Exchange]"]
 
-FORMATS: Final[dict[str, tuple[Exporter, Reader]]] = {
+CONVERTERS: Final[dict[str, tuple[Exporter, Reader]]] = {
     name: (partial(export_document, fmt), partial(read_document, fmt)) for name, fmt in DECLARED.items()
 }
 """Every format by name: its exporter ``(history, character=None, *, tags=, created_at=)`` and its reader
 ``(data, character=None, *, tags=)``."""
 
+FORMATS: Final = CONVERTERS
+"""The old name of ``CONVERTERS`` (public API, kept: ``FORMATS`` also named serve's reply formats and the
+command line's output formats, each now named for its job)."""
+
 
 def _format(fmt: str) -> tuple[Exporter, Reader]:
     try:
-        return FORMATS[fmt]
+        return CONVERTERS[fmt]
     except KeyError:
-        raise ValueError(f"unknown format {fmt!r}; the formats are {', '.join(FORMATS)}") from None
+        raise ValueError(f"unknown format {fmt!r}; the formats are {', '.join(CONVERTERS)}") from None
 
 
 def export(

@@ -115,7 +115,7 @@ def _canonical(value: Any) -> bytes:
 
 def check_history(history: Any) -> Sequence[Exchange]:
     """``history`` if it is a sequence of ``Exchange``; a clear ``TypeError`` otherwise."""
-    from charfmt.prompt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
     if isinstance(history, (str, bytes, dict)) or not isinstance(history, Sequence):
         raise TypeError(
@@ -205,7 +205,7 @@ def _check_originals(fmt: Format, history: Sequence[Exchange], header: dict[str,
     So an export writes back only what reads back: a hand-edited original message is a
     ``CharfmtError`` naming its field of ``Exchange.foreign`` (``history[0].foreign.messages[2].message.role``).
     """
-    from charfmt.interop._read import read_document  # noqa: PLC0415
+    from charfmt.interop._read import read_document  # noqa: PLC0415 (a cycle: importing charfmt.interop._read imports this module)
 
     for n, exchange in enumerate(history):
         foreign = foreign_of(exchange, fmt.name)

@@ -47,7 +47,7 @@ class _Pending:
 
 def plain_chat(kind: str, text: str, order: int, tags: TagTable, *, user: bool) -> Any:
     """Foreign text as a chat: speech in a ``C`` chat, the text of an ``I`` (or ``E``) chat."""
-    from charfmt.prompt.userinput import UserChat  # noqa: PLC0415
+    from charfmt.prompt.userinput import UserChat  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
     segment = Segment(tag=tags.speech.name, text=text) if kind == "C" else Segment(tag=TEXT_TAG, text=text)
     if user:
@@ -141,8 +141,8 @@ class ForeignReader:
 
     def flush(self) -> None:
         """Close the exchange being built."""
-        from charfmt.prompt.character import Exchange  # noqa: PLC0415
-        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
         pending = self._pending
         if pending.empty():

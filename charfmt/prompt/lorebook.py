@@ -43,6 +43,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
+from charfmt.parser import DEFAULT_MAX_SIZE
 from charfmt.prompt.macros import Macros
 
 Logic = Literal["and_any", "not_all", "not_any", "and_all"]
@@ -192,8 +193,7 @@ class Lorebook(BaseModel):
         ``character_book``); raises ``LorebookError``. ``max_size``: what a PNG's or CHARX's card may inflate to
         (default: a character file's limit)."""
         if data.startswith((b"\x89PNG", b"PK\x03\x04")):  # a card's image or zip: the card JSON it carries
-            from charfmt.parser import DEFAULT_MAX_SIZE  # noqa: PLC0415
-            from charfmt.prompt.cards import CardError, card_text  # noqa: PLC0415
+            from charfmt.prompt.cards import CardError, card_text  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
             try:
                 text = card_text(data, limit=max_size or DEFAULT_MAX_SIZE)
@@ -661,13 +661,20 @@ def _entry(fields: dict[str, Any], position: int, book: str) -> LoreEntry:
     return LoreEntry(position=place, depth=depth, book=book, **fields)
 
 
-def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> LoreEntry:
-    """One entry of a SillyTavern World Info file (``entries: {"0": {...}}``)."""
+def _content(raw: Any) -> str:
+    """An entry's ``content``: a ``TypeError`` (the entry is skipped, and said) where the entry is no object
+    or its content no string."""
     if not isinstance(raw, dict):
         raise TypeError("not an object")
     content = raw.get("content", "")
     if not isinstance(content, str):
         raise TypeError("content is not a string")
+    return content
+
+
+def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> LoreEntry:
+    """One entry of a SillyTavern World Info file (``entries: {"0": {...}}``)."""
+    content = _content(raw)
     _unapplied(raw, unused)
     fields: dict[str, Any] = {
         "uid": str(raw.get("uid", key)),
@@ -695,11 +702,7 @@ def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str
 
 def _card_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> LoreEntry:
     """One entry of a card's ``character_book`` (V2/V3 spec fields, SillyTavern's under ``extensions``)."""
-    if not isinstance(raw, dict):
-        raise TypeError("not an object")
-    content = raw.get("content", "")
-    if not isinstance(content, str):
-        raise TypeError("content is not a string")
+    content = _content(raw)
     ext = raw.get("extensions")
     ext = ext if isinstance(ext, dict) else {}
     _unapplied(ext, unused)

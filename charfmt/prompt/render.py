@@ -79,6 +79,36 @@ from charfmt.prompt.userinput import UserChat, UserContext, UserTurn
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 from charfmt.writer import canonical_form, dumps
 
+__all__ = [
+    "ESTIMATE",
+    "Extra",
+    "RenderKeywords",
+    "RenderedTurn",
+    "Safe",
+    "TemplateError",
+    "TextKeywords",
+    "at_depth",
+    "bound_tokens",
+    "chat_turns",
+    "estimate_tokens",
+    "history_reply",
+    "lore_extras",
+    "lore_in_system",
+    "post_history",
+    "render_messages",
+    "render_request",
+    "render_system",
+    "render_template",
+    "render_text",
+    "render_text_turn",
+    "render_turn",
+    "render_user_block",
+    "system_of",
+    "template_folder",
+    "template_view",
+    "turn_message",
+]
+
 
 class TemplateError(CharfmtError):
     """A template is missing, invalid, uses an undefined variable or breaks the sandbox."""

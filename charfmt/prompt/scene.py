@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -31,9 +32,11 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from charfmt._strict.envelope import Locator
+from charfmt.constrain.schema import json_schema
 from charfmt.diagnostics import Diagnostic, ParseError, in_body
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
+from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, merged, turn_seed
 from charfmt.prompt.character import (
     MAX_FILE_SIZE,
     Character,
@@ -46,11 +49,19 @@ from charfmt.prompt.character import (
     read_file,
     toml_data,
 )
-from charfmt.prompt.lorebook import Activation, Lorebook, LorebookError, checked_books
+from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
+from charfmt.prompt.macros import MacroError, Macros
 from charfmt.prompt.userinput import UserTurn
 from charfmt.stage import NARRATOR, StageReader
 from charfmt.stagemap import Voice
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
+
+__all__ = [
+    "MAX_CAST",
+    "SPEAKER_ID",
+    "Scene",
+    "speaker_id_problem",
+]
 
 _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF308"}
 """What each problem of a scene is in strict parsing; lenient parsing reports each as ``CF309``."""
@@ -242,7 +253,6 @@ class Scene(BaseModel):
     def json_schema(self, provider: str | None = None, **bounds: Any) -> dict[str, Any]:
         """``charfmt.json_schema`` for the scene: ``speaker`` one of the cast, one ``C`` chat schema per
         speaker with its own emotions."""
-        from charfmt.constrain.schema import json_schema  # noqa: PLC0415
 
         return json_schema(provider, character=self, **bounds)
 
@@ -268,8 +278,6 @@ class Scene(BaseModel):
         ``{{user}}`` the scene's ``user_name``); ``seed`` and ``now``: the rolls and the clock
         (``charfmt.prompt.macros``). A ``CharfmtError`` (``CF929``) where expansion passes its bound.
         """
-        from charfmt.prompt._card_prompt import cast_expanded  # noqa: PLC0415
-        from charfmt.prompt.macros import MacroError, Macros  # noqa: PLC0415
         from charfmt.prompt.render import (  # noqa: PLC0415 (Jinja only when rendering)
             TemplateError,
             render_template,
@@ -306,16 +314,8 @@ class Scene(BaseModel):
     ) -> Activation | None:
         """The lore ``turn`` activates: each cast member's books (its card's, its ``cast_lorebooks``; ``{{char}}``
         is that member), then the scene's and ``lorebooks``, scanned as ``charfmt.prompt.lorebook`` says."""
-        import random  # noqa: PLC0415
 
-        from charfmt.prompt._card_prompt import (  # noqa: PLC0415
-            LORE_SHARE,
-            merged,
-            turn_seed,
-        )
-        from charfmt.prompt.lorebook import DEFAULT_BUDGET  # noqa: PLC0415
-        from charfmt.prompt.macros import Macros  # noqa: PLC0415
-        from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415
+        from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415 (import cost: jinja2 loads on first use)
 
         books = [*self._lore_books, *(b for b in checked_books(lorebooks) if b.entries)]
         if not books:
@@ -331,7 +331,6 @@ class Scene(BaseModel):
     @cached_property
     def _lore_books(self) -> list[Lorebook]:
         """The cast's books (each member's card book and ``cast_lorebooks``, ``{{char}}`` that member), the scene's."""
-        from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415
 
         books: list[Lorebook] = []
         for who, member in self.cast.items():
@@ -376,9 +375,8 @@ class Scene(BaseModel):
         (``Scene.lore``): before and after the cast, and at its depth among the messages; ``seed``
         and ``now``: the cast's macros' rolls and clock (the same seed and history, the same turn).
         """
-        from charfmt.prompt._card_prompt import turn_seed  # noqa: PLC0415
-        from charfmt.prompt.render import chat_turns, history_reply, render_user_block  # noqa: PLC0415
-        from charfmt.prompt.render import lore_extras as extras  # noqa: PLC0415
+        from charfmt.prompt.render import chat_turns, history_reply, render_user_block  # noqa: PLC0415 (import cost: jinja2 loads on first use)
+        from charfmt.prompt.render import lore_extras as extras  # noqa: PLC0415 (import cost: jinja2 loads on first use)
 
         pairs = [
             (

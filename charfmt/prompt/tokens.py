@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from charfmt.diagnostics import CharfmtError
+from charfmt.llm._model_clients import has_system_role, prompt_tokens
 from charfmt.prompt._token_fit import TEMPLATE_PER_MESSAGE, TEMPLATE_PER_REQUEST, TextCounter, TokenCounter
 
 __all__ = [
@@ -63,7 +64,6 @@ class LlamaCounter:
     exact = True
 
     def __init__(self, llm: Any, chat_format: str | None = None) -> None:
-        from charfmt.llm._model_clients import has_system_role  # noqa: PLC0415
 
         self._llm = llm
         self._format = chat_format
@@ -77,7 +77,6 @@ class LlamaCounter:
 
     def messages(self, messages: Any) -> int:
         """The tokens of the whole prompt the chat template makes of ``messages``, the reply's header included."""
-        from charfmt.llm._model_clients import prompt_tokens  # noqa: PLC0415
 
         plain = [{"role": m["role"], "content": m["content"]} for m in messages]
         return prompt_tokens(self._llm, plain, self._format, folded=self._folded)
@@ -185,7 +184,7 @@ def counter_for(
         found = tiktoken_counter(model)
         if found is not None:
             return found
-    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
     return ESTIMATE
 

@@ -20,7 +20,7 @@ __all__ = ["Settings", "create_app", "static_page"]
 
 def create_app(settings: Settings) -> Starlette:
     """The ASGI app for ``settings`` (see ``charfmt.serve.app``)."""
-    from charfmt.diagnostics import CharfmtError  # noqa: PLC0415
+    from charfmt.diagnostics import CharfmtError  # noqa: PLC0415 (import cost: pydantic loads on first use)
 
     try:
         from charfmt.serve.app import create_app as _create  # noqa: PLC0415 (Starlette loads only here)

@@ -46,9 +46,10 @@ from starlette.routing import Route, WebSocketRoute
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.completions import SESSION_HEADER, chat_completions
-from charfmt.serve.formats import FORMATS
+from charfmt.serve.formats import REPLY_FORMAT_NAMES
 from charfmt.serve.hosts import HostCheck
 from charfmt.serve.inputs import OWNER, query_token
+from charfmt.serve.page import static_bytes, static_page
 from charfmt.serve.session_routes import delete_session, list_sessions, read_session
 from charfmt.serve.state import ServerState
 from charfmt.serve.turn_stream import greeting_object, turn_sse, turn_ws
@@ -70,8 +71,10 @@ Handler = Callable[["ServerState", "Request"], Awaitable["Response"]]
 
 def create_app(settings: Settings) -> Starlette:
     """The ASGI app serving ``settings.character`` (needs Starlette: ``charfmt[serve]``)."""
-    if settings.reply_format not in FORMATS:
-        raise CharfmtError(f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(FORMATS)}")
+    if settings.reply_format not in REPLY_FORMAT_NAMES:
+        raise CharfmtError(
+            f"unknown reply format {settings.reply_format!r}; expected one of {', '.join(REPLY_FORMAT_NAMES)}"
+        )
     reply_bounds(settings)  # a budget too small for one reply fails here, not at each turn
     state = ServerState(settings)  # (a [stage.formats] table that names what the front end does not know fails)
     routes: list[Any] = [
@@ -216,14 +219,12 @@ async def _models(state: ServerState, request: Request) -> Response:
 
 
 async def _playground(request: Request) -> Response:
-    from charfmt.serve.page import static_page  # noqa: PLC0415
 
     headers = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"}
     return HTMLResponse(static_page(), headers=headers)
 
 
 async def _icon(request: Request) -> Response:
-    from charfmt.serve.page import static_bytes  # noqa: PLC0415
 
     headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
     return Response(static_bytes("favicon.svg"), media_type="image/svg+xml", headers=headers)

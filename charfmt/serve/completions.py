@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from starlette.responses import JSONResponse
 
+from charfmt.serve.continuation import Ask
 from charfmt.serve.formats import Answer, served_answer
 from charfmt.serve.inputs import chat_request, front_options, owner_of, player_turn, read_json
 from charfmt.serve.sessions import check_key
 from charfmt.serve.turns import Done, Piece, history_from_messages, read_back
 from charfmt.serve.wire import (
     STOPPING,
-    EventStream,
+    EventStreamResponse,
     HTTPFailure,
     compact_json,
     error_body,
@@ -70,7 +71,6 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
 def _ask(engine: Engine, asked: ChatRequest) -> Ask | None:
     """What the request asks beyond the player's words: instructions after the history, a continue of the
     character's last answer (read back as the reply it shows), the player's line."""
-    from charfmt.serve.continuation import Ask  # noqa: PLC0415
 
     if not asked.after and asked.partial is None and asked.impersonation is None:
         return None
@@ -148,7 +148,7 @@ class Completion:
             await batches.aclose()
             return failure_response(e)
         chunks = self._chunks(first, batches, answer)
-        return EventStream(chunks, sse(error_body(503, STOPPING)))
+        return EventStreamResponse(chunks, sse(error_body(503, STOPPING)))
 
     async def _chunks(
         self, first: list[Piece] | None, batches: AsyncGenerator[list[Piece], None], answer: Answer
@@ -214,7 +214,7 @@ def _usage(done: Done) -> dict[str, int]:
     """The turn's tokens as charfmt counts them: the prompt's with the engine's counter (the model's own where
     known, else the estimate), the reply's with the estimate; not the upstream's own count (not every upstream
     reports one)."""
-    from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415
+    from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
     completion = estimate_tokens(done.text[done.prefilled :])  # (a continue: what the model wrote)
     total = done.prompt_tokens + completion

@@ -97,7 +97,7 @@ class Continuation:
     def rest(self, reply: Reply) -> Reply:
         """What ``reply`` (the whole, ``combine``'s) holds beyond ``before``: the words that went on in its
         last element, the elements and chats after it, as a reply of its own (``canonical`` answers it)."""
-        from charfmt.models import Chat  # noqa: PLC0415
+        from charfmt.models import Chat  # noqa: PLC0415 (import cost: pydantic loads on first use)
 
         chats: list[Chat] = []
         for c, chat in enumerate(reply.chats):
@@ -117,7 +117,7 @@ class Continuation:
 def open_prefix(reply: Reply, tags: TagTable) -> str:
     """``reply`` in canonical form, left open where the model goes on: inside its last element where that
     element's text streams (speech, a thought), else after it; inside a plain chat's text."""
-    from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
+    from charfmt.writer import canonical_form, dumps  # noqa: PLC0415 (import cost: pydantic loads on first use)
 
     text = dumps(canonical_form(reply, tags=tags))
     end = '"}]}'

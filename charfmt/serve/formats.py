@@ -42,8 +42,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.events import Action, ChatStart, Emotion, Event, Reasoning, Reset, TextDelta, WholeValue
+from charfmt.events import Action, ChatStart, Emotion, Event, Reasoning, Reset, TextDelta, WholeValue, reply_events
+from charfmt.models import Chat, Reply, Segment
 from charfmt.serve.continuation import Prefix
+from charfmt.writer import canonical_form, dumps
 
 if TYPE_CHECKING:
     from charfmt.models import Reply, Vocabulary
@@ -107,7 +109,6 @@ class ReplyFormat:
 
 def _canonical(reply: Reply, tags: TagTable) -> str:
     """The reply's canonical JSON, repaired."""
-    from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
     return dumps(canonical_form(reply, tags=tags))
 
@@ -195,10 +196,10 @@ REPLY_FORMATS: Final[dict[str, ReplyFormat]] = {
 }  # fmt: skip
 """Every ``--reply-format``, one row each, the default first: a new format is one row here (and its tests)."""
 
-FORMATS: Final = tuple(REPLY_FORMATS)
+REPLY_FORMAT_NAMES: Final = tuple(REPLY_FORMATS)
 """Every ``--reply-format``'s name, the default first."""
 
-FORMATS_HELP: Final = "what /v1/chat/completions answers: " + ", ".join(
+REPLY_FORMAT_HELP: Final = "what /v1/chat/completions answers: " + ", ".join(
     f"{row.name} ({row.help})" for row in REPLY_FORMATS.values()
 )
 """``--reply-format``'s help, from the rows."""
@@ -208,7 +209,7 @@ def reply_format(name: str) -> ReplyFormat:
     """The row of ``--reply-format`` ``name`` (a ``ValueError`` naming them all where there is none)."""
     row = REPLY_FORMATS.get(name)
     if row is None:
-        raise ValueError(f"unknown reply format {name!r}; expected one of {', '.join(FORMATS)}")
+        raise ValueError(f"unknown reply format {name!r}; expected one of {', '.join(REPLY_FORMAT_NAMES)}")
     return row
 
 
@@ -307,7 +308,6 @@ def read_answer(
     written as one of its aliases is its key, as the player's shorthand reads it; ``emotions``: per name
     the format writes, its key (``EmotionNames.back``).
     """
-    from charfmt.models import Chat, Reply  # noqa: PLC0415
 
     row = REPLY_FORMATS.get(name)
     head = text.lstrip()[:8]
@@ -332,7 +332,6 @@ def _segments(
     row: ReplyFormat, line: str, tags: TagTable, vocabulary: Vocabulary | None, emotions: Mapping[str, str]
 ) -> list[Any]:
     """The elements of one line of an answer in format ``row``."""
-    from charfmt.models import Segment  # noqa: PLC0415
 
     back, speech, emotion = row.read_back, tags.speech.name, tags.emotion.name
     out: list[Segment] = []
@@ -499,7 +498,6 @@ def whole(
 ) -> str:
     """``reply`` in format ``name``, its chats in display order (``speakers``: a scene's; ``emotions``: the
     front end's name of each emotion key): what a turn's :class:`Answer` is where the model wrote them in order."""
-    from charfmt.events import reply_events  # noqa: PLC0415
 
     write = reply_format(name).from_reply
     if write is not None:

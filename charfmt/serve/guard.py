@@ -81,7 +81,7 @@ def protocol_class(inner: Any, limits: Limits) -> type[asyncio.Protocol]:
 
 def answer(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> bytes:
     """The guard's own answer: the status, OpenAI-shaped JSON, ``Connection: close``."""
-    from charfmt.serve.wire import error_body  # noqa: PLC0415
+    from charfmt.serve.wire import error_body  # noqa: PLC0415 (import cost: starlette, pydantic load on first use)
 
     body = json.dumps(error_body(status, message), ensure_ascii=False).encode()
     lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}", "content-type: application/json",

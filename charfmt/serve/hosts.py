@@ -173,9 +173,9 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, messa
     """The refusal, OpenAI-shaped: an HTTP answer, or a WebSocket handshake's (where the server can answer one
     with a response; else the handshake closed, which it sends as 403)."""
     from starlette.responses import JSONResponse  # noqa: PLC0415 (the names above need no Starlette: the CLI)
-    from starlette.websockets import WebSocket  # noqa: PLC0415
+    from starlette.websockets import WebSocket  # noqa: PLC0415 (import cost: starlette's WebSocket only to refuse one)
 
-    from charfmt.serve.wire import error_body  # noqa: PLC0415
+    from charfmt.serve.wire import error_body  # noqa: PLC0415 (import cost: starlette, pydantic load on first use)
 
     response = JSONResponse(error_body(status, message), status_code=status)
     if scope["type"] == "http":

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.diagnostics import CharfmtError
 from charfmt.llm._replies import JSONDepthError, load_json
+from charfmt.serve.continuation import asks_for_the_player
 from charfmt.serve.sessions import check_key
 from charfmt.serve.wire import HTTPFailure
 
@@ -109,7 +110,6 @@ def _quotes(text: str, reply: str) -> bool:
 
 def _read_turn(read: list[tuple[str, str]], stream: bool) -> ChatRequest:
     """The turn, the instructions after it, and a continue or the player's line asked for, of ``read``."""
-    from charfmt.serve.continuation import asks_for_the_player  # noqa: PLC0415
 
     last = max((i for i, (role, _) in enumerate(read) if role not in _SYSTEM), default=-1)
     tail = [text.strip() for _, text in read[last + 1 :] if text.strip()]
@@ -192,7 +192,7 @@ MAX_USER_NAME: Final = 64
 def user_name(value: Any, param: str = "user_name") -> str | None:
     """The player's name a request gives (``/v1/turn``'s ``user_name``, the player's message's ``name``): what the
     card's ``{{user}}`` becomes for the turn; ``None`` where it gives none; a 400 where it cannot be one."""
-    from charfmt.prompt.character import name_problem  # noqa: PLC0415
+    from charfmt.prompt.character import name_problem  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
     if value is None:
         return None

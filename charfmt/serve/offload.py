@@ -30,7 +30,7 @@ class PromptWorker:
     """Where a served character's turn prompts are built: on the loop, or (much lore) in one worker thread."""
 
     def __init__(self, served: Any, lorebooks: Sequence[Lorebook] = ()) -> None:
-        from charfmt.prompt._card_prompt import lore_entries  # noqa: PLC0415
+        from charfmt.prompt._card_prompt import lore_entries  # noqa: PLC0415 (import cost: pydantic loads on first use)
 
         self.entries = lore_entries(served, lorebooks)
         """The lore entries a turn scans."""

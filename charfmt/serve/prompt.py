@@ -26,8 +26,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from charfmt._resources import resource_dir
 from charfmt.diagnostics import CharfmtError
-from charfmt.prompt._card_prompt import has_macros
+from charfmt.prompt._card_prompt import has_macros, turn_parts, turn_seed
+from charfmt.prompt._token_fit import TextCounter, count_messages, fit_messages
+from charfmt.prompt.macros import MacroError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,7 +58,7 @@ class BadTurn(CharfmtError):
 @functools.lru_cache(maxsize=16384)
 def count_tokens(text: str) -> int:
     """``estimate_tokens``, remembered: the system prompt and past exchanges come back every turn."""
-    from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415
+    from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
     return estimate_tokens(text)
 
@@ -63,8 +66,7 @@ def count_tokens(text: str) -> int:
 def remembered(counter: TokenCounter) -> TokenCounter:
     """``counter`` with each text's count remembered where it counts messages text by text (the estimate,
     tiktoken, a tokenizer.json): the system prompt and past exchanges come back every turn."""
-    from charfmt.prompt._token_fit import TextCounter  # noqa: PLC0415
-    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
     if counter is ESTIMATE:
         return TextCounter(count_tokens, counter.name, per_message=counter.per_message, per_request=counter.per_request)
@@ -104,8 +106,7 @@ class Prompter:
         counter: TokenCounter | None = None,
         lorebooks: Sequence[Lorebook] = (),
     ) -> None:
-        from charfmt._resources import resource_dir  # noqa: PLC0415
-        from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
+        from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
         self.character = character
         self.scene = scene
@@ -137,7 +138,7 @@ class Prompter:
             if self.scene is not None:
                 rendered = self.scene.render_system()
             else:
-                from charfmt.prompt.render import render_system  # noqa: PLC0415
+                from charfmt.prompt.render import render_system  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
                 rendered = render_system(self.character)
             self._rendered, self._stamp = rendered, stamp
@@ -194,10 +195,8 @@ class Prompter:
         that its system prompt and lore are that turn's). ``user_name``: the player's name for this turn (a
         card's ``{{user}}``; ``None``: the character's or scene's own).
         """
-        from charfmt.prompt._card_prompt import turn_parts, turn_seed  # noqa: PLC0415
-        from charfmt.prompt.macros import MacroError  # noqa: PLC0415
-        from charfmt.prompt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415
-        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
         budget = self.budget - reserve
         own = self.system()
@@ -236,8 +235,7 @@ class Prompter:
         self, head: str, history: list[Exchange], turn: UserTurn | None, *, extra: list[Extra], closing: list[str],
         tail: list[Message], budget: int, reserve: int, system: str | None,
     ) -> list[Message]:  # fmt: skip
-        from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.prompt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415
+        from charfmt.prompt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
         stamp = _stamp(self._user_template)
         if stamp != self._user_stamp:  # user.j2 changed: every past exchange renders anew
@@ -263,7 +261,6 @@ class Prompter:
 
     def _too_long(self, messages: list[Message], budget: int, reserve: int, system: str | None) -> str:
         """What did not fit: the whole request's tokens, each part's, and what the budget is."""
-        from charfmt.prompt._token_fit import count_messages  # noqa: PLC0415
 
         count = self.counter
         parts = [f"charfmt's system prompt {count(self.system())}"]
@@ -283,7 +280,7 @@ class Prompter:
         if kept is not None and kept[0] is exchange:
             self._past.move_to_end(id(exchange))
             return kept[1]
-        from charfmt.prompt.render import history_reply, render_user_block  # noqa: PLC0415
+        from charfmt.prompt.render import history_reply, render_user_block  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
         said = self._said.pop(id(exchange.user), None)  # (its turn's own rendering, where this server made it)
         user = (
@@ -304,9 +301,8 @@ class Prompter:
         lore: Activation | None, closing: list[str], tail: list[Message],
     ) -> list[Message]:  # fmt: skip
         assert self.scene is not None
-        from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415
-        from charfmt.prompt.render import BudgetError, at_depth, lore_extras, turn_message  # noqa: PLC0415
-        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
+        from charfmt.prompt.render import BudgetError, at_depth, lore_extras, turn_message  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
         scene = self.scene
         extra = lore_extras(lore)

@@ -66,7 +66,7 @@ def _gone(key: SessionKey) -> HTTPFailure:
 
 async def read_session(state: ServerState, request: Request) -> Response:
     """``GET /v1/sessions/{door}/{name}``: the caller's session's exchanges, oldest first."""
-    from charfmt.prompt.character import history_line  # noqa: PLC0415
+    from charfmt.prompt.character import history_line  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
 
     key = await _key(state, request)
     info = await state.sessions.call(state.sessions.store.info, key)

@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.serve.formats import Answer
+from charfmt._redact import Redactor
+from charfmt.serve.emotion_names import served_names
+from charfmt.serve.formats import Answer, whole
+from charfmt.serve.logs import TurnLog
 from charfmt.serve.owners import Credentials
 from charfmt.serve.sessions import Sessions
 from charfmt.serve.turns import Done, Engine, Greeting, Piece
 from charfmt.serve.wire import HTTPFailure, failure
-from charfmt.store import Store, open_store
+from charfmt.store import SessionKey, Store, open_store
+from charfmt.store.scopes import resolved, scope
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Exchange
     from charfmt.prompt.userinput import UserTurn
     from charfmt.serve.continuation import Ask
-    from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstreams import Upstream
     from charfmt.store import Lease, SessionKey
@@ -41,7 +45,6 @@ class ServerState:
     """The engine, the sessions, the log and the auth check of one app."""
 
     def __init__(self, settings: Settings) -> None:
-        from charfmt.serve.emotion_names import served_names  # noqa: PLC0415
 
         self.settings = settings
         self.names = served_names(settings)
@@ -64,9 +67,6 @@ class ServerState:
         self.stopping = False
         """Set when the server begins to stop (``charfmt serve``): a turn it cuts short is logged as such."""
         if settings.log is not None:
-            from charfmt._redact import Redactor  # noqa: PLC0415
-            from charfmt.serve.logs import TurnLog  # noqa: PLC0415
-
             self._log = TurnLog(settings.log, Redactor(settings.secrets()))
 
     def next_id(self) -> str:
@@ -84,13 +84,11 @@ class ServerState:
 
     def session_key(self, owner: str, door: str, name: str) -> SessionKey:
         """The store's key of session ``name`` of ``owner`` at ``door`` (``turn``, ``chat``) with this character."""
-        from charfmt.store import SessionKey  # noqa: PLC0415
 
         return SessionKey(owner, f"{door}/{self.scope}", name)
 
     async def stored_key(self, owner: str, door: str, name: str) -> SessionKey:
         """:meth:`session_key`, or the key a store written before definitions were told apart holds it under."""
-        from charfmt.store.scopes import resolved  # noqa: PLC0415
 
         key = self.session_key(owner, door, name)
         return await self.sessions.call(resolved, self.sessions.store, key)
@@ -166,9 +164,6 @@ class ServerState:
     def _same_as_shown(self, ask: Ask, last: Exchange, engine: Engine) -> Ask:
         """``ask`` going on with the session's ``last`` reply itself where the front end sent it as the server
         answered it (narration and all; else with what the front end sent, edited as it may be)."""
-        import dataclasses  # noqa: PLC0415
-
-        from charfmt.serve.formats import whole  # noqa: PLC0415
 
         going = ask.continuation
         assert going is not None
@@ -281,7 +276,7 @@ class ServerState:
 def _opening(settings: Settings, user_name: str | None = None) -> Exchange | None:
     """A new session's first exchange: the character card's greeting (none for a scene), ``{{user}}`` the
     player ``user_name`` (``None``: the character's own)."""
-    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415
+    from charfmt.prompt.render import greeting_exchange  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
     if settings.greeting is None or settings.scene is not None:
         return None
@@ -293,7 +288,6 @@ def _opening(settings: Settings, user_name: str | None = None) -> Exchange | Non
 
 def _scope(settings: Settings) -> str:
     """The served character's (or scene's) part of its sessions' namespaces: its name and definition's digest."""
-    from charfmt.store.scopes import scope  # noqa: PLC0415
 
     return scope(settings.cast.name, settings.cast)
 

@@ -36,7 +36,7 @@ from charfmt.serve.inputs import (
 from charfmt.serve.turns import Done, Engine, Greeting, Lore, Piece, Prefix, Raw
 from charfmt.serve.wire import (
     STOPPING,
-    EventStream,
+    EventStreamResponse,
     HTTPFailure,
     compact_json,
     error_body,
@@ -46,6 +46,7 @@ from charfmt.serve.wire import (
     watch_disconnect,
 )
 from charfmt.speech import Sentence
+from charfmt.writer import canonical_form, dumps
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -105,7 +106,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
             await objects.aclose()
 
     stopped = {"kind": "error", "status": 503, "session": key, **error_body(503, STOPPING)}
-    return EventStream(events(), sse(stopped))
+    return EventStreamResponse(events(), sse(stopped))
 
 
 async def turn_ws(state: ServerState, ws: WebSocket) -> None:
@@ -245,7 +246,6 @@ def _object(state: ServerState, piece: Piece, key: str | None, engine: Engine, a
 def greeting_object(state: ServerState, reply: Reply, key: str | None) -> dict[str, Any]:
     """The card's greeting as ``/v1/turn`` (and ``/v1/info``) send it: canonical and in the reply format (its
     emotions by the names the front end knows, as a reply's ``content``)."""
-    from charfmt.writer import dumps  # noqa: PLC0415
 
     settings = state.settings
     return {
@@ -257,7 +257,6 @@ def greeting_object(state: ServerState, reply: Reply, key: str | None) -> dict[s
 def reply_object(done: Done, key: str | None, engine: Engine, content: str) -> dict[str, Any]:
     """``/v1/turn``'s last object: the reply, canonical and in the reply format (``content``, the turn's
     ``Answer``), raw, diagnosed, timed."""
-    from charfmt.writer import canonical_form, dumps  # noqa: PLC0415
 
     return {
         "kind": "reply", "request_id": done.request_id, "session": key, "valid": done.valid,

@@ -15,18 +15,31 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from charfmt.constrain._reply_constraints import constraints_of
+from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
+from charfmt.constrain.engines import local_constraint, request_fields
+from charfmt.diagnostics import Diagnostic, ParseError
+from charfmt.events import DiagnosticEvent, reply_events
+from charfmt.llm._sdk_chunks import Reader, quoted
 from charfmt.prompt._token_fit import count_messages
-from charfmt.prompt.tokens import grammar_cost, prompt_budget
-from charfmt.serve.continuation import Prefix
+from charfmt.prompt.cast import stage_reader
+from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget
+from charfmt.serve.continuation import PREFILL, Continuation, Prefix, open_prefix
+from charfmt.serve.emotion_names import served_names
+from charfmt.serve.formats import read_answer
 from charfmt.serve.offload import PromptWorker
 from charfmt.serve.pacing import Pacer
 from charfmt.serve.prompt import BadTurn, Prompter
+from charfmt.serve.upstreams.base import UpstreamFailure
+from charfmt.speech import CutSpeech, SentenceSplitter, trim_cut_speech
+from charfmt.stream import StreamParser
+from charfmt.writer import canonical_form
 
 if TYPE_CHECKING:
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.llm._replies import Delta
-    from charfmt.llm._sdk_chunks import Piece as SDKPiece
+    from charfmt.llm._sdk_chunks import ChunkParts
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import TokenCounter
     from charfmt.prompt.character import Character, Exchange
@@ -112,7 +125,6 @@ cue, a sentence, the end; with ``lore=True``, first, the lore the prompt holds."
 def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> Any:
     """The grammar's bounds within ``max_tokens`` for the character or the scene: ``charfmt chat``'s engine
     (``chat_bounds``, i.e. ``charfmt.constrain.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
-    from charfmt.constrain.budget import chat_bounds  # noqa: PLC0415
 
     return chat_bounds(settings.cast, settings.max_tokens, tokens_per_char=tokens_per_char)
 
@@ -123,9 +135,8 @@ def upstream_tokens_per_char(
     """The upstream model's tokens per character of what ``subject`` says, where its tokenizer is known:
     llama.cpp in-process, or a server whose tokenizer ``counter`` is (``--tokenizer``, a model name tiktoken
     knows); ``None`` where it is not (the estimate: the engine's default then)."""
-    from charfmt.constrain.budget import speech_texts  # noqa: PLC0415
-    from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415
-    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415
+    from charfmt.constrain.export import measure_tokens_per_char  # noqa: PLC0415 (import cost: lark, regex load on first use)
+    from charfmt.prompt.render import ESTIMATE  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
     measure = getattr(upstream, "tokens_per_char", None)
     if callable(measure):
@@ -146,10 +157,6 @@ class _Reading:
         self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "",
         bound: int | None = None, prompt: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
-        from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415
-        from charfmt.prompt.cast import stage_reader  # noqa: PLC0415
-        from charfmt.speech import CutSpeech, SentenceSplitter  # noqa: PLC0415
-        from charfmt.stream import StreamParser  # noqa: PLC0415
 
         self.events = events
         self.cues = cues and events
@@ -205,7 +212,7 @@ class _Reading:
             return [*noted, Raw(text)] if noted else [Raw(text)]
         return [*noted, Raw(text), *self._pieces(self.reader.feed(self.stream, text))]
 
-    def note(self, piece: SDKPiece) -> list[Piece]:
+    def note(self, piece: ChunkParts) -> list[Piece]:
         """What a chunk says beside the reply's text (a content filter's stop, invalid UTF-8): kept for the
         reply's diagnostics, and said as it comes (``Reader.take``) where events are read; the reasoning said
         whatever is read (chat completions forward it as it comes too); a refusal's text, kept."""
@@ -220,16 +227,12 @@ class _Reading:
         return [event for event in said if event.kind == "reasoning"]
 
     def _said_lone(self, text: str, where: list[int]) -> list[Piece]:
-        from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
-        from charfmt.events import DiagnosticEvent  # noqa: PLC0415
 
         so_far = self.prefix + "".join(self.chunks) + text
         return [DiagnosticEvent(None, Diagnostic.at(so_far, "CF714", _LONE, at, at + 1)) for at in where]
 
     def diagnostics(self, text: str) -> list[Diagnostic]:
         """The notes of the upstream's chunks and the lone surrogates replaced, placed in the reply's ``text``."""
-        from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
-        from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
 
         notes = list(self.notes)
         if self.refusal:
@@ -240,7 +243,7 @@ class _Reading:
     def _sound(self, text: str) -> str:
         """``text`` with each lone UTF-16 surrogate (JSON may say ``"\\udc00"``: no character) U+FFFD, its
         place noted (``CF714``), as a bad UTF-8 byte is; no text holding one can be written out. (A pair
-        split across two deltas is made whole by the upstream's reader, ``_replies.EventStream``.)"""
+        split across two deltas is made whole by the upstream's reader, ``_replies.EventStreamReader``.)"""
         try:
             text.encode()
         except UnicodeEncodeError:  # (a surrogate: nothing else stops UTF-8)
@@ -276,8 +279,6 @@ class _Reading:
         if going is None:
             return []
         if not self.prefix:
-            from charfmt.events import reply_events  # noqa: PLC0415
-
             return [Prefix(list(reply_events(going.before, self.tags)))]
         return [Prefix(self.reader.feed(self.stream, self.prefix) if self.events else [])]
 
@@ -299,7 +300,6 @@ class Engine:
     """The character, its upstream and the request fields that constrain it."""
 
     def __init__(self, settings: Settings, upstream: Upstream) -> None:
-        from charfmt.constrain.budget import limit_note  # noqa: PLC0415
 
         self.settings = settings
         self.character: Character = settings.character
@@ -335,14 +335,12 @@ class Engine:
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
         self.worker = PromptWorker(self.cast, settings.lorebooks)
         """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
-        from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
         fields = PREFILL.get(self._server())  # (in-process: LocalModel prefills, as llama-server)
         self.prefills = fields is not None
         """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
         self.prefill: dict[str, Any] = dict(fields or {})
         """The request fields that ask the upstream to go on from the last answer."""
-        from charfmt.serve.emotion_names import served_names  # noqa: PLC0415
 
         self.names = served_names(settings)
         """The name of each emotion key in ``--reply-format`` (``charfmt.serve.emotion_names``)."""
@@ -357,13 +355,11 @@ class Engine:
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
         (llguidance where installed), a server in its own field (``request_fields``)."""
-        from charfmt.constrain.engines import local_constraint, request_fields  # noqa: PLC0415
 
         s = self.settings
         subject = self.cast
         if getattr(self.upstream, "in_process", False):
-            from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
-            from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
+            from charfmt.constrain.export import reply_grammar  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
             c = constraints_of("serve", {"character": subject})
             g = reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers)
@@ -406,7 +402,7 @@ class Engine:
         the player's name, where the front end gives one). What ``ask`` asks goes with the card's parts and lore
         of the turn it asks about: the player's line asked for after the history, the rest of a reply after the
         turn it answered (its system prompt and lore)."""
-        from charfmt.prompt.render import render_request  # noqa: PLC0415
+        from charfmt.prompt.render import render_request  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
         on = self.settings.constrained if constrained is None else constrained
         after = ask.after if ask is not None else ""
@@ -431,8 +427,8 @@ class Engine:
         if ask is not None and ask.impersonation is not None:
             messages, lore = fit(history, None, render_request("impersonate.j2", character, request=ask.impersonation))
         elif going is not None and going.prefill is None:  # the reply so far as the model's last answer
-            from charfmt.prompt.character import Exchange  # noqa: PLC0415
-            from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
+            from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
+            from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
             past = [*history, Exchange(user=turn or UserTurn(), reply=going.before)]
             messages, lore = fit(past, None, render_request("continue.j2", character), lore_of=(history, turn))
@@ -447,8 +443,6 @@ class Engine:
     def continuation(self, before: Reply, shown: str = "") -> Continuation:
         """A continue of ``before`` (``shown``: as the front end sent it): prefilled where the upstream goes on
         from a last answer (``PREFILL``), else asked for as the rest."""
-        from charfmt.serve.continuation import Continuation, open_prefix  # noqa: PLC0415
-        from charfmt.writer import canonical_form  # noqa: PLC0415
 
         before = canonical_form(before, tags=self.tags)
         prefill = open_prefix(before, self.tags) if self.prefills and before.chats else None
@@ -548,9 +542,6 @@ class Engine:
                 if noted:
                     yield noted
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
-            from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
-            from charfmt.serve.upstreams import UpstreamFailure  # noqa: PLC0415
-
             if reading.refusal:
                 raise UpstreamFailure(f"the upstream's model refused to answer: {quoted(''.join(reading.refusal))}")
             raise UpstreamFailure(f"the upstream's reply held no text (finish reason: {reading.reason or 'none'})")
@@ -564,10 +555,8 @@ class Engine:
         self, rid: str, body: dict[str, Any], turn: UserTurn | None, reading: _Reading, going: Continuation | None
     ) -> Done:
         """The end of a turn: the reply (the stream's, or the text read once), whether it was strictly valid."""
-        from charfmt.diagnostics import ParseError  # noqa: PLC0415
-        from charfmt.prompt.character import Exchange  # noqa: PLC0415
-        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
-        from charfmt.writer import canonical_form  # noqa: PLC0415
+        from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
+        from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
         text = reading.prefix + "".join(reading.chunks)  # (a prefilled continue: the reply from its start)
         strict: Reply | None
@@ -584,7 +573,6 @@ class Engine:
                 reply = reply.model_copy(update={"diagnostics": found})
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
             reply = strict if strict is not None else self.read(text, turn=turn, prompt=messages)
-        from charfmt.speech import trim_cut_speech  # noqa: PLC0415
 
         reply = trim_cut_speech(reply, bound=reading.bound, cut_off=reading.reason == "length", tags=self.tags,
                                 source=text)  # fmt: skip
@@ -612,7 +600,6 @@ class Engine:
 def engine_counter(settings: Settings, upstream: Upstream) -> TokenCounter:
     """The counter of an engine's prompts (``tokens.counter_for``): a model run in-process counts with its
     own tokenizer and template; ``--tokenizer``, else the model name's tiktoken encoding, else the estimate."""
-    from charfmt.prompt.tokens import counter_for  # noqa: PLC0415
 
     llm = getattr(upstream, "llm", None)
     if llm is not None:
@@ -631,9 +618,8 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
     to the prompt). An answer before the player's first words (the greeting the front end showed)
     is the first exchange, with an empty user turn, as a card's greeting is.
     """
-    from charfmt.prompt.character import Exchange  # noqa: PLC0415
-    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415
-    from charfmt.writer import canonical_form  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
+    from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
     out: list[Exchange] = []
     said: list[str] = []  # the player's words not answered yet
@@ -664,7 +650,6 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
 def read_back(engine: Engine, text: str) -> Reply:
     """An answer a front end sends back: read as this server's ``--reply-format`` where it is in that form
     (``read_answer``: markers and words apart, the front end's emotion names as their keys), else leniently."""
-    from charfmt.serve.formats import read_answer  # noqa: PLC0415
 
     speakers = engine.cast.speakers
     back = engine.names.back()

@@ -107,7 +107,7 @@ def sse(obj: dict[str, Any]) -> bytes:
     return b"data: " + _JSON.encode(obj).encode() + b"\n\n"
 
 
-class EventStream(Response):
+class EventStreamResponse(Response):
     """A ``text/event-stream`` answer, its events sent as they come; cancelled when the client goes away.
 
     Starlette's ``StreamingResponse`` in what a stream of many small events needs: the start goes

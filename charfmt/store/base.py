@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
+from pydantic import ValidationError
+
 from charfmt.diagnostics import CharfmtError
 
 if TYPE_CHECKING:
@@ -102,9 +104,8 @@ def encode(exchange: Exchange) -> str:
 
 def decode(text: str, where: str) -> Exchange:
     """An exchange back from its stored JSON; a ``StoreError`` naming ``where`` when it is not one."""
-    from pydantic import ValidationError  # noqa: PLC0415
 
-    from charfmt.prompt.character import Exchange  # noqa: PLC0415
+    from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     try:
         return Exchange.model_validate_json(text)

@@ -49,7 +49,7 @@ class PostgresStore(SQLStore):
 
     def __init__(self, dsn: str, *, shown: str, create: bool = True) -> None:
         try:
-            import psycopg  # noqa: PLC0415
+            import psycopg  # noqa: PLC0415 (optional dependency: psycopg, charfmt[postgres])
         except ImportError as e:
             raise StoreError(f"a postgresql:// store needs psycopg ({e}): pip install 'charfmt[postgres]'") from None
         self._psycopg = psycopg
@@ -64,7 +64,7 @@ class PostgresStore(SQLStore):
 
     def connect(self) -> psycopg.Connection[Any]:
         """A new connection, or the ``StoreError`` saying why there is none."""
-        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415 (optional dependency: psycopg, charfmt[postgres])
 
         try:
             given = conninfo_to_dict(self._dsn).get("options")  # (the DSN's own options kept: a search_path...)

@@ -14,6 +14,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt.store.base import SessionKey
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -58,7 +60,6 @@ def character_of(namespace: str) -> str | None:
 
 def resolved(store: Store, key: SessionKey) -> SessionKey:
     """``key``, or the session a store written before digests holds for it (``legacy``) where only that one exists."""
-    from charfmt.store.base import SessionKey  # noqa: PLC0415
 
     old = legacy(key.namespace)
     if old is None or store.info(key) is not None:

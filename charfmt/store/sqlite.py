@@ -147,7 +147,7 @@ class _TurnLocks:
         if not self.posix:
             return NO_LEASE
         fd = self._open()
-        import fcntl  # noqa: PLC0415
+        import fcntl  # noqa: PLC0415 (POSIX only: fcntl's file locks)
 
         offset = lock_id(key) & ((1 << 62) - 1)  # (a byte of a sparse range: the file stays empty)
         try:
@@ -160,7 +160,7 @@ class _TurnLocks:
 
     def release(self, offset: int) -> None:
         if self.fd is not None:
-            import fcntl  # noqa: PLC0415
+            import fcntl  # noqa: PLC0415 (POSIX only: fcntl's file locks)
 
             with contextlib.suppress(OSError):
                 fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, offset)

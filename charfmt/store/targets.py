@@ -66,16 +66,16 @@ def open_store(target: str | Path | None, *, default: bool = False, create: bool
     scheme (``mysql://``) is a ``StoreError`` naming it, never a file path.
     """
     if target is None or str(target) == MEMORY:
-        from charfmt.store.memory import MemoryStore  # noqa: PLC0415
+        from charfmt.store.memory import MemoryStore  # noqa: PLC0415 (a cycle: importing charfmt.store.memory imports this module)
 
         return MemoryStore()
     if is_dsn(target):
-        from charfmt.store.postgres import PostgresStore  # noqa: PLC0415
+        from charfmt.store.postgres import PostgresStore  # noqa: PLC0415 (psycopg, an optional extra; and a cycle)
 
         return PostgresStore(str(target), shown=shown_target(target), create=create)
     if (why := target_problem(target)) is not None:
         raise StoreError(why)
-    from charfmt.store.sqlite import SQLiteStore  # noqa: PLC0415
+    from charfmt.store.sqlite import SQLiteStore  # noqa: PLC0415 (a cycle: importing charfmt.store.sqlite imports this module)
 
     return SQLiteStore(target, folder=default and create, create=create)
 

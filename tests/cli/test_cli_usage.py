@@ -105,3 +105,23 @@ def test_the_docs_list_every_server_the_cli_takes() -> None:
     line = re.search(r"`--server` is one of (.*?)\.\n", page)
     assert line is not None
     assert tuple(re.findall(r"`([a-z-]+)`", line.group(1))) == SERVERS
+
+
+@pytest.mark.parametrize(
+    ("argv", "unit"),
+    [
+        (["chat", "--character", REX, "--timeout"], "seconds"),
+        (["serve", "--character", REX, "--model", "m.gguf", "--timeout"], "seconds"),
+        (["serve", "--character", REX, "--model", "m.gguf", "--header-timeout"], "seconds"),
+        (["serve", "--character", REX, "--model", "m.gguf", "--max-age"], "days"),
+    ],
+)
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "1e9", "soon"])
+def test_a_time_option_takes_a_positive_bounded_number(
+    argv: list[str], unit: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``serve --timeout`` took any float (-1, nan) and ran; each time option is now one bounded type."""
+    assert main([*argv, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"charfmt: error: argument {argv[-1]}: "), err
+    assert unit in err and err.count("\n") == 1, err

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from charfmt.llm._replies import (
     Budget,
     Delta,
-    EventStream,
+    EventStreamReader,
     JSONDepthError,
     LineSplitter,
     ReplyReader,
@@ -233,9 +233,9 @@ _EVENT_PARTS = st.sampled_from(
 
 
 def _read_stream(chunks: list[bytes], lines_budget: int, tokens: int) -> list[object]:
-    """What an ``EventStream`` fed ``chunks`` gives: each delta, then ``done``, or the error it ended with."""
+    """What an ``EventStreamReader`` fed ``chunks`` gives: each delta, then ``done``, or the error it ended with."""
     reader = ReplyReader(UpstreamError)
-    stream = EventStream(reader, "text/event-stream", Budget(tokens=tokens, chars=1000, lines=lines_budget))
+    stream = EventStreamReader(reader, "text/event-stream", Budget(tokens=tokens, chars=1000, lines=lines_budget))
     out: list[object] = []
     try:
         for chunk in chunks:
@@ -257,7 +257,7 @@ def _read_stream(chunks: list[bytes], lines_budget: int, tokens: int) -> list[ob
 def test_packets_read_as_the_same_bytes_one_at_a_time(
     parts: list[bytes], cuts: list[int], lines_budget: int, tokens: int
 ) -> None:
-    """``EventStream.feed``'s shortcut for packets of whole ``data:`` events: the same deltas, the same
+    """``EventStreamReader.feed``'s shortcut for packets of whole ``data:`` events: the same deltas, the same
     end (``[DONE]``) and the same error at the same place (a bad event, a budget passed) as the
     general path, which a stream fed a byte at a time always takes."""
     data = b"".join(parts)

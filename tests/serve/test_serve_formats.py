@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import charfmt
 from charfmt.cli import main
 from charfmt.serve.emotion_names import KNOWN
-from charfmt.serve.formats import FORMATS, REPLY_FORMATS, Formatter, read_answer, whole
+from charfmt.serve.formats import REPLY_FORMAT_NAMES, REPLY_FORMATS, Formatter, read_answer, whole
 from charfmt.tags import DEFAULT_TAGS
 from charfmt.testing import chunkings, replies
 from charfmt.writer import dumps
@@ -32,7 +32,7 @@ def test_the_options_choices_and_help_read_the_table(capsys: pytest.CaptureFixtu
     assert f"--reply-format {{{','.join(REPLY_FORMATS)}}}" in shown
     for row in REPLY_FORMATS.values():
         assert f"{row.name} ({row.help})" in shown
-    assert tuple(REPLY_FORMATS) == FORMATS and FORMATS[0] == "canonical"
+    assert tuple(REPLY_FORMATS) == REPLY_FORMAT_NAMES and REPLY_FORMAT_NAMES[0] == "canonical"
 
 
 def test_the_formats_that_write_emotions_are_the_rows_with_markers() -> None:

@@ -31,7 +31,7 @@ class LocalUpstream:
     """The turn engine asks this upstream for ``local_constraint``'s fields and its ``tokens_per_char``."""
 
     def __init__(self, model: Any, name: str) -> None:
-        from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
+        from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415 (llama-cpp-python's side: loaded only where a local model is served)
 
         self.name = name
         self.model: LocalModel = model if isinstance(model, LocalModel) else LocalModel(model)
@@ -50,7 +50,7 @@ class LocalUpstream:
 
     async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
         """The deltas of the model's reply to ``body`` (messages, lark or grammar, sampling fields)."""
-        from charfmt.llm._model_clients import SAMPLING, ContextFull  # noqa: PLC0415
+        from charfmt.llm._model_clients import SAMPLING, ContextFull  # noqa: PLC0415 (llama-cpp-python's side: loaded only where a local model is served)
 
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -100,10 +100,10 @@ def load_local(
     set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger
     (``warn``; the command says it itself, as ``LocalModel.missing_template`` words it).
     """
-    import logging  # noqa: PLC0415
+    import logging  # noqa: PLC0415 (llama-cpp-python's side: loaded only where a local model is served)
 
-    from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
-    from charfmt.llm.loading import load_llama  # noqa: PLC0415
+    from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415 (llama-cpp-python's side: loaded only where a local model is served)
+    from charfmt.llm.loading import load_llama  # noqa: PLC0415 (llama-cpp-python's side: loaded only where a local model is served)
 
     model = LocalModel(load_llama(path, n_ctx=n_ctx, seed=seed), chat_format=chat_format)
     if warn and model.missing_template is not None:

@@ -28,7 +28,7 @@ from charfmt.llm._replies import (
     MAX_LINE,
     Budget,
     Delta,
-    EventStream,
+    EventStreamReader,
     ReplyReader,
     UpstreamError,
     endpoint_url,
@@ -191,7 +191,7 @@ class HTTPUpstream:
                         reader.gather(whole, chunk)
                     yield reader.completion(bytes(whole))
                 else:
-                    stream = reply.stream = EventStream(reader, kind, budget)
+                    stream = reply.stream = EventStreamReader(reader, kind, budget)
                     pending = first
                     while pending:
                         for delta in stream.feed(pending):
@@ -279,7 +279,7 @@ class _Body:
         self._loop = asyncio.get_running_loop()
         self._heard = self._loop.time()
         self._heard_at = 0  # bytes read when the last event was heard
-        self.stream: EventStream | None = None
+        self.stream: EventStreamReader | None = None
         """The event stream the body is read into, once it is known to be one (the silence says what it held)."""
         self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._heard + upstream.timeout, self._check)
 
@@ -325,7 +325,7 @@ class _Body:
 
 def env_proxy(url: str) -> str | None:
     """The proxy the environment names for ``url`` (``HTTPS_PROXY``... ``ALL_PROXY``); None where ``NO_PROXY`` says."""
-    import urllib.request  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415 (import cost: only to read the proxy settings)
 
     parts = urllib.parse.urlsplit(url)
     proxies = urllib.request.getproxies_environment()

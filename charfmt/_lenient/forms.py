@@ -99,7 +99,30 @@ def read_bare(state: Recovery, start: int, end: int) -> None:
     else:
         message = "no JSON reply: the text itself is read as the character's chat"
     state.note("CF616", message, at, at)
+    if entry is not None and entry.name != "user-chats" and _by_speaker(state, cleaned, start):
+        return
     read_text(state, cleaned, start, entry)
+
+
+def _by_speaker(state: Recovery, text: str, offset: int) -> bool:
+    """A scene's reply written as a transcript (``Mio: [joy] わあ！`` / ``Rex: Twenty bolts.``): the lines after
+    each cast member's label (dropped, ``CF633``) read as a chat of that speaker; whether it was so written."""
+    marks = [(at - offset, who) for at, who in state.speakers if offset <= at <= offset + len(text)]
+    if not marks:
+        return False
+    bounds = [(0, None), *marks]
+    for k, (a, who) in enumerate(bounds):
+        b = bounds[k + 1][0] if k + 1 < len(bounds) else len(text)
+        part = text[a:b]
+        if not part.strip():
+            continue
+        lead = len(part) - len(part.lstrip())
+        part = part.strip()
+        before = len(state.chats)
+        read_text(state, part, offset + a + lead, state.walk("text", Sample(part)), cut_off=b == len(text))
+        for chat in state.chats[before:]:
+            chat.speaker = who
+    return True
 
 
 def _set_aside_echo(state: Recovery, text: str, offset: int) -> str | None:

@@ -23,7 +23,7 @@ from charfmt._lenient.region import reply_region
 from charfmt._lenient.scaffolding import blank
 from charfmt._lenient.state import Recovery, Source
 from charfmt._lenient.table import Reading
-from charfmt._lenient.turns import foreign, learn
+from charfmt._lenient.turns import foreign, learn, speaker_of
 from charfmt.diagnostics import Diagnostic
 from charfmt.dialects import TABLE
 from charfmt.models import Reply, Vocabulary
@@ -70,6 +70,9 @@ def _foreign(state: Recovery) -> None:
     state.told = told = learn(state.prompt, state.turn_lines)
     spans = foreign(state.source.text, told, prompted=bool(state.prompt))
     for a, b, code, message in spans:
+        if code == "CF633" and (who := speaker_of(state.source.text[a:b], told)) is not None:
+            state.speakers.append((b, who))  # a scene's cast member labels the lines after it
+            message = f"speaker label {state.source.text[a:b].strip()!r} names the chat's speaker {who!r}: dropped"
         state.note(code, message, a, b)
     if spans:
         text = state.source.text

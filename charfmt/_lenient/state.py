@@ -71,6 +71,7 @@ class Recovery:
         self.turn_lines = turn  # ... as given
         self.prompt = prompt  # the prompt's own text, not the character's words
         self.told: Told | None = None  # what the prompt and the turn tell the read (``turns.learn``)
+        self.speakers: list[tuple[int, str]] = []  # where a scene's cast member's label ends, and its speaker id
         self.reading = reading
         self.vocabulary = reading.vocabulary
         self.tags = tags = reading.tags

@@ -54,8 +54,11 @@ _CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++
 """A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
 _SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
-_YOU_ARE: Final = re.compile(r"^You are ([^.,\n]{1,40}?)[.,]", re.M)
-"""The persona's opening: the character's name (``You are Rex.``, ``You are Rex, a retired combat robot``)."""
+_YOU_ARE: Final = re.compile(
+    r"^You are ([^.,\n]{1,40}?)(?:[.,]|[ \t]++(?:in|with|at|on|of|from|who|and|for|playing)[ \t])", re.M
+)
+"""The persona's opening: the character's name (``You are Rex.``, ``You are Rex, a retired combat robot``, a card's
+``You are Quill in an ongoing story with …``)."""
 _HEADING: Final = re.compile(r"^[ \t]*+#{1,6}(?:[ \t]|-{3,}|$)", re.M)
 _REASONING_HEADING: Final = re.compile(
     r"^[ \t]*+#{1,6}[ \t]*+(?:thinking|thoughts?|reasoning|analysis|answer|response|reply|final(?: answer)?|output)\b",
@@ -120,6 +123,8 @@ class Told:
     """The character's own names, case folded (``You are Wren.``; a scene's cast headings: every member's)."""
     members: int = 1
     """How many characters the prompt casts (a scene's cast; else one)."""
+    cast: tuple[tuple[str, str], ...] = ()
+    """A scene's cast: each member's name and speaker id (case folded) with the speaker id it labels a chat of."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -132,6 +137,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     keys: set[str] = set()
     names: set[str] = set()
     members = 1
+    speakers: dict[str, str] = {}
     for text in prompt:
         keys.update(_key(m) for m in _LIST_KEY.finditer(text))
         form = [(a, b) for a, b, _m in blocks(text)]
@@ -147,6 +153,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
         players.update(m.group(1).strip().casefold() for m in _SENDS.finditer(text))
         named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
         cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
+        speakers.update((name.strip().casefold(), m.group(2)) for m in _CAST.finditer(text) for name in m.groups())
         names.update(named, *cast)
         members = max(members, len(cast))
         characters.update(named, *cast)
@@ -165,7 +172,17 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
-                frozenset(n for n in names - players if len(n) >= 2), members)  # fmt: skip
+                frozenset(n for n in names - players if len(n) >= 2), members,
+                tuple(sorted(speakers.items())) if members > 1 else ())  # fmt: skip
+
+
+def speaker_of(label: str, told: Told) -> str | None:
+    """The speaker id a speaker label (``Mio:``, ``**Rex**``) names in a scene's cast, or ``None``."""
+    if not told.cast:
+        return None
+    m = _LABEL.match(label) or _INLINE.match(label)
+    name = m.group("name").strip().casefold() if m is not None else ""
+    return dict(told.cast).get(name)
 
 
 Span = tuple[int, int, str, str]

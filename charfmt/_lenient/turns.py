@@ -64,6 +64,8 @@ _REASONING_HEADING: Final = re.compile(
     r"^[ \t]*+#{1,6}[ \t]*+(?:thinking|thoughts?|reasoning|analysis|answer|response|reply|final(?: answer)?|output)\b",
     re.I,
 )
+_FENCE: Final = re.compile(r"[ \t]*+(?:```|~~~)")
+"""A code fence's line (opening or closing one)."""
 _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 """A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
@@ -259,8 +261,11 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     section: int | None = None  # where the section being dropped began
     echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
     content = False  # a line of the reply's own was read
+    fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
     for a, b in _lines(text):
         line = text[a:b]
+        if _FENCE.match(line):
+            fenced = not fenced
         if _label(line, told) is not None or _REPLY_START.match(line) is not None:
             if section is not None:
                 spans.append((section, a, "CF631", _SECTION))
@@ -271,7 +276,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             if section is not None:  # ... which no section of the prompt's imitated runs over
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
-        if told.sections and _HEADING.match(line) and not _REASONING_HEADING.match(line):
+        if told.sections and not fenced and _HEADING.match(line) and not _REASONING_HEADING.match(line):
             if section is None:
                 section = a
             continue

@@ -262,6 +262,19 @@ def _line_end(text: str) -> int | None:
     return nl
 
 
+_SENTENCE_END: Final = re.compile(r"(?:[.!?…](?=[\"'”’)）」』】]*+\s)|[。！？])[\"'”’)）」』】]*+\s*+(?=\S)")
+"""The end of a sentence with another after it (``nods. Welcome``, ``うなずく。ようこそ``)."""
+
+
+def _sentence_end(text: str) -> int | None:
+    """Where the first sentence of ``text`` ends when another follows it (its spaces left to the next), else ``None``."""
+    m = _SENTENCE_END.search(text.strip())
+    if m is None:
+        return None
+    lead = len(text) - len(text.lstrip())
+    return lead + m.end() - (len(m.group()) - len(m.group().rstrip()))
+
+
 _REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
 """The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
 
@@ -402,13 +415,24 @@ class _Elements:
         assert piece is not None
         # Speech left open stays whole: its next lines would be read as speech all the same.
         split = None if piece.tag == self.speech and closer in (None, self.speech) else _line_end(piece.text)
+        by_sentence = False
+        if split is None and closer == self.speech and piece.tag != self.speech:
+            # (an action closed by </msg>: its first sentence the action, the sentences after it what the closer
+            # says, found by the third set's #42)
+            split = _sentence_end(piece.text)
+            by_sentence = True
         if split is None:
             self._emit(cut=cut)
             return
         rest, at = piece.text[split:], min(piece.start + split, piece.end)
         piece.text, piece.end = piece.text[:split], at
         lead = len(rest) - len(rest.lstrip())
-        self.out.note("CF721", f"<{piece.tag}> left open ends at its line: the next line is read on its own", at, at)
+        message = (
+            f"<{piece.tag}> closed by </{closer}> ends at its first sentence: the sentences after it are <{closer}>"
+            if by_sentence
+            else f"<{piece.tag}> left open ends at its line: the next line is read on its own"
+        )
+        self.out.note("CF721", message, at, at)
         self._emit()
         if closer is not None:
             self.open = Piece(closer, rest[lead:], at + lead, at + len(rest))

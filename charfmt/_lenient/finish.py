@@ -37,12 +37,37 @@ def segments(state: Recovery) -> None:
             _turn_within(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
+        _lone_marks(state, rc)
         rc.segments = _segments(state, rc)
         if rc.segments:
             kept.append(rc)
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
     state.chats = kept
+
+
+_LONE_MARK: Final = re.compile(r"^[ \t]*+[-*•][ \t]*+(?:\n|\Z)", re.M)
+"""A line that is only a list mark: what is left of a list item whose text was dropped (``- <user_chats>…``)."""
+
+
+def _lone_marks(state: Recovery, rc: RawChat) -> None:
+    """The list marks left alone on their lines in a chat's text (their items dropped as not the character's):
+    markup, dropped (``CF627``); a piece left empty goes with them. Found by the third set's #27 and #47."""
+    kept = []
+    for p in rc.pieces:
+        spec = state.tags.get(p.tag)
+        if spec is None or spec.content != "text" or _LONE_MARK.search(p.text) is None:
+            kept.append(p)
+            continue
+        source = state.source.text
+        for m in _LONE_MARK.finditer(p.text):
+            mark = p.text.index(m.group().strip(), m.start())
+            at = p.start + mark if source[p.start + mark : p.start + mark + 1] == p.text[mark] else p.start
+            state.note("CF627", f"a list mark {p.text[mark]!r} left alone on its line dropped", at, at + 1)
+        p.text = _LONE_MARK.sub("", p.text).rstrip()
+        if p.text.strip():
+            kept.append(p)
+    rc.pieces = kept
 
 
 _TURN_LINE: Final = 6

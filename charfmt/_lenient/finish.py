@@ -119,8 +119,30 @@ def _turn_within(state: Recovery, rc: RawChat) -> None:
         if p.tag == state.speech and said and _part_of_turn(state, said, cut=p.end >= end):
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
+        if p.tag == state.speech and "\n" in p.text.strip() and not _turn_lines_within(state, p):
+            continue
         kept.append(p)
     rc.pieces = kept
+
+
+def _turn_lines_within(state: Recovery, p: Piece) -> bool:
+    """Speech of several lines, one of them the player's line alone (``Welcome.\nIs this seat taken?\nSit down.``):
+    that line is their turn echoed, dropped (``CF625``); the other lines stay the character's (found by the third
+    set's #72). Whether any of the piece is left."""
+    source, pos, kept, dropped = state.source.text, 0, [], False
+    for line in p.text.split("\n"):
+        at, pos = pos, pos + len(line) + 1
+        said = words(line)
+        if said and _part_of_turn(state, said, cut=False):
+            start = p.start + at if source[p.start + at : p.start + at + len(line)] == line else p.start
+            state.note("CF625", "the player's own line echoed inside the reply's speech: dropped", start,
+                       start + len(line))  # fmt: skip
+            dropped = True
+            continue
+        kept.append(line)
+    if dropped:
+        p.text = "\n".join(kept).strip("\n")
+    return bool(p.text.strip())
 
 
 def _part_of_turn(state: Recovery, said: str, *, cut: bool) -> bool:

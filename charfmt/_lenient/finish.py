@@ -59,11 +59,13 @@ def _lone_marks(state: Recovery, rc: RawChat) -> None:
         if spec is None or spec.content != "text" or _LONE_MARK.search(p.text) is None:
             kept.append(p)
             continue
+        # (where each stands in the source: the k-th lone mark of the piece's span, else the piece's start)
         source = state.source.text
-        for m in _LONE_MARK.finditer(p.text):
-            mark = p.text.index(m.group().strip(), m.start())
-            at = p.start + mark if source[p.start + mark : p.start + mark + 1] == p.text[mark] else p.start
-            state.note("CF627", f"a list mark {p.text[mark]!r} left alone on its line dropped", at, at + 1)
+        found = [p.start + m.start() + len(m.group()) - len(m.group().lstrip()) for m in
+                 _LONE_MARK.finditer(source[p.start : p.end] + "\n")]  # fmt: skip
+        for k, m in enumerate(_LONE_MARK.finditer(p.text)):
+            at = found[k] if k < len(found) else p.start
+            state.note("CF627", f"a list mark {m.group().strip()!r} left alone on its line dropped", at, at + 1)
         p.text = _LONE_MARK.sub("", p.text).rstrip()
         if p.text.strip():
             kept.append(p)

@@ -398,7 +398,22 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
             marks.append((before, before, "player"))
         marks.append((a, b, kind))
         since = b
-    return marks
+    if not any(kind == "player" for *_, kind in marks[-1:]):
+        marks += _echo_after_reply(text, since, told, dropped)
+    return sorted(set(marks))
+
+
+def _echo_after_reply(text: str, since: int, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:
+    """The player's turn echoed in the request form, without a label, after words of the reply (``…bigode.`` /
+    ``<user_chats>…the player's line…</user_chats> [/INST]``): a next turn begins there, so what follows it is
+    imagined (found by the third set's #47). Before any word of the reply, it is the turn the reply answers."""
+    for a, b, _m in blocks(text[since:]):
+        first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
+        if not first or not (first in told.player or nearly_said(first, told.player, begun=True)):
+            continue
+        if _has_content(text, 0, since + a, dropped):
+            return [(since + a, since + a, "player")]
+    return []
 
 
 def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:

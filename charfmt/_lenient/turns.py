@@ -411,7 +411,7 @@ def _echo_after_reply(text: str, since: int, told: Told, dropped: list[Span]) ->
         first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
         if not first or not (first in told.player or nearly_said(first, told.player, begun=True)):
             continue
-        if _has_content(text, 0, since + a, dropped):
+        if _has_own_line(text, since + a, dropped):
             return [(since + a, since + a, "player")]
     return []
 
@@ -523,6 +523,14 @@ def _form_before(text: str, since: int, at: int) -> int | None:
         if _FORM_OPEN.match(line):
             found = since + a
     return found
+
+
+def _has_own_line(text: str, end: int, dropped: list[Span]) -> bool:
+    """Whether ``text[:end]``, less what is dropped, holds a line of words that is not written as the prompt's
+    spec is (``- "message": …``): words of the reply's own."""
+    return any(
+        _has_content(text, a, b, dropped) and not _spec_like(text[a:b]) for a, b in _lines(text[:end])
+    )
 
 
 def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import charfmt
 from charfmt.cli import main
@@ -65,3 +67,24 @@ def test_parse_character_drops_the_characters_own_label(tmp_path: Path, capsys: 
     out = charfmt.Reply.model_validate_json(capsys.readouterr().out)
     assert _read(out) == [(None, [("emo", "annoyed"), ("act", "crosses arms"), ("msg", "Forty bolts.")])]
     assert "CF633" in [d.code for d in out.diagnostics]
+
+
+WORD = st.from_regex(r"[a-z]{2,9}", fullmatch=True)
+SENTENCE = st.lists(WORD, min_size=2, max_size=7).map(lambda w: " ".join(w).capitalize() + ".")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["Rex", "rex", "Mio", "ミオ", "mio"]), SENTENCE), min_size=1, max_size=4),
+       st.integers(1, 9))  # fmt: skip
+def test_each_cast_label_begins_a_chat_of_its_speaker(lines: list[tuple[str, str]], size: int) -> None:
+    """Whatever cast members speak, in any order, by name or id: one chat per labelled line, each its speaker's,
+    the same streamed (in chunks of ``size``) as read in batch."""
+    scene = Scene.load(SCENE)
+    text = "".join(f"{who}: {said}\n" for who, said in lines)
+    reply = scene.parse(text, lenient=True)
+    ids = {"rex": "rex", "mio": "mio", "ミオ": "mio"}
+    assert _read(reply) == [(ids[who.casefold()], [("msg", said)]) for who, said in lines]
+    parser = StreamParser(lenient=True, vocabulary=scene.reading_vocabulary, tags=scene.tags,
+                          prompt=scene.render_system())  # fmt: skip
+    events = [e for i in range(0, len(text), size) for e in parser.feed(text[i : i + size])]
+    assert collect([*events, *parser.close()]).chats == reply.chats

@@ -267,7 +267,7 @@ _SENTENCE_END: Final = re.compile(r"(?:[.!?…](?=[\"'”’)）」』】]*+\s)|
 
 
 def _sentence_end(text: str) -> int | None:
-    """Where the first sentence of ``text`` ends when another follows it (its spaces left to the next), else ``None``."""
+    """Where the first sentence of ``text`` ends when another follows it (its spaces go to the next), else ``None``."""
     m = _SENTENCE_END.search(text.strip())
     if m is None:
         return None

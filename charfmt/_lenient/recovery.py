@@ -70,10 +70,11 @@ def _foreign(state: Recovery) -> None:
     state.told = told = learn(state.prompt, state.turn_lines)
     spans = foreign(state.source.text, told, prompted=bool(state.prompt))
     for a, b, code, message in spans:
-        if code == "CF633" and (who := speaker_of(state.source.text[a:b], told)) is not None:
-            state.speakers.append((b, who))  # a scene's cast member labels the lines after it
-            message = f"speaker label {state.source.text[a:b].strip()!r} names the chat's speaker {who!r}: dropped"
-        state.note(code, message, a, b)
+        who = speaker_of(state.source.text[a:b], told) if code == "CF633" else None
+        if who is not None:  # a scene's cast member labels the lines after it
+            state.speakers.append((b, who))
+        said = message if who is None else f"speaker label {state.source.text[a:b].strip()!r} names {who!r}: dropped"
+        state.note(code, said, a, b)
     if spans:
         text = state.source.text
         state.source = Source(blank(text, [(a, b, "") for a, b, *_ in spans]), state.source.raw, state.source.map)

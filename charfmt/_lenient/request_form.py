@@ -276,9 +276,7 @@ def _persona_said_to(said: str, told: Told) -> bool:
     if _YOU_ARE.match(said) is None:
         return False
     found = said.split()
-    return any(
-        " ".join(found[k : k + _PERSONA_RUN]) in told.text for k in range(1, len(found) - _PERSONA_RUN + 1)
-    )
+    return any(" ".join(found[k : k + _PERSONA_RUN]) in told.text for k in range(1, len(found) - _PERSONA_RUN + 1))
 
 
 def _player_line_marked(said: str, told: Told) -> bool:

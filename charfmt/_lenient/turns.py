@@ -528,9 +528,7 @@ def _form_before(text: str, since: int, at: int) -> int | None:
 def _has_own_line(text: str, end: int, dropped: list[Span]) -> bool:
     """Whether ``text[:end]``, less what is dropped, holds a line of words that is not written as the prompt's
     spec is (``- "message": …``): words of the reply's own."""
-    return any(
-        _has_content(text, a, b, dropped) and not _spec_like(text[a:b]) for a, b in _lines(text[:end])
-    )
+    return any(_has_content(text, a, b, dropped) and not _spec_like(text[a:b]) for a, b in _lines(text[:end]))
 
 
 def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from charfmt._lenient import request_form
+from charfmt._lenient import fields, request_form
 from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.region import has_elements
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
-from charfmt._lenient.state import Recovery, Source, short, without_tokens
+from charfmt._lenient.state import RawChat, Recovery, Source, short, without_tokens
 from charfmt._lenient.table import Sample
 from charfmt._lenient.text import read_text
-from charfmt.tags import REASONING_TAGS
+from charfmt._lenient.turns import NARRATOR
+from charfmt.tags import REASONING_TAGS, TEXT_TAG
 
 _CUT_ELEMENT: Final = request_form.CUT_ELEMENT
 _FORM_CLOSED: Final = re.compile(r"[<＜]\s*+[/／]\s*+user_chats?\s*+[>＞]\s*+\Z", re.I)
@@ -118,6 +119,11 @@ def _by_speaker(state: Recovery, text: str, offset: int) -> bool:
             continue
         lead = len(part) - len(part.lstrip())
         part = part.strip()
+        if who == NARRATOR:  # the narrator tells what happens: an E chat of the text as written
+            chat = RawChat(len(state.chats), None, "E")
+            fields.add_text(chat, TEXT_TAG, part, offset + a + lead, offset + a + lead + len(part))
+            state.chats.append(chat)
+            continue
         before = len(state.chats)
         read_text(state, part, offset + a + lead, state.walk("text", Sample(part)), cut_off=b == len(text))
         for chat in state.chats[before:]:

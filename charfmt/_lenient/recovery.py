@@ -23,7 +23,7 @@ from charfmt._lenient.region import reply_region
 from charfmt._lenient.scaffolding import blank
 from charfmt._lenient.state import Recovery, Source
 from charfmt._lenient.table import Reading
-from charfmt._lenient.turns import foreign, learn, speaker_of
+from charfmt._lenient.turns import NARRATOR, foreign, learn, speaker_of
 from charfmt.diagnostics import Diagnostic
 from charfmt.dialects import TABLE
 from charfmt.models import Reply, Vocabulary
@@ -73,7 +73,8 @@ def _foreign(state: Recovery) -> None:
         who = speaker_of(state.source.text[a:b], told) if code == "CF633" else None
         if who is not None:  # a scene's cast member labels the lines after it
             state.speakers.append((b, who))
-        said = message if who is None else f"speaker label {state.source.text[a:b].strip()!r} names {who!r}: dropped"
+        whose = "the narrator (an E chat)" if who == NARRATOR else repr(who)
+        said = message if who is None else f"speaker label {state.source.text[a:b].strip()!r} names {whose}: dropped"
         state.note(code, said, a, b)
     if spans:
         text = state.source.text

@@ -34,6 +34,10 @@ from charfmt.tags import DEFAULT_TAGS
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
 """Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``)."""
+NARRATOR: Final = ""
+"""The speaker ``speaker_of`` gives a scene's narrator's label: what follows it is an ``E`` chat, no one's line."""
+NARRATOR_LABELS: Final = frozenset({"narrator", "narration", "scene", "ナレーション", "旁白", "내레이션"})
+"""Labels of a scene's narrator in a transcript (``Narrator: The bell rings.``)."""
 GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt"})
 """Role names of the character's (the model's) turn."""
 
@@ -168,6 +172,9 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 characters.add(name)
         sections = sections or len(_HEADING.findall(text)) >= 2
         tag_spec = tag_spec or _TAG_SPEC.search(text) is not None
+    if members > 1:  # a scene: its narrator's label tells what happens (an E chat)
+        characters.update(NARRATOR_LABELS)
+        speakers.update(dict.fromkeys(NARRATOR_LABELS, NARRATOR))
     characters -= players  # a name both ways is the player's (it precedes the turns the model must not write)
     starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
@@ -179,7 +186,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
 
 
 def speaker_of(label: str, told: Told) -> str | None:
-    """The speaker id a speaker label (``Mio:``, ``**Rex**``) names in a scene's cast, or ``None``."""
+    """The speaker id a speaker label (``Mio:``, ``**Rex**``) names in a scene's cast (``NARRATOR``: its narrator's),
+    or ``None``."""
     if not told.cast:
         return None
     m = _LABEL.match(label) or _INLINE.match(label)

@@ -164,10 +164,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
     return set(told.lines)
 
 
-FOUND_AFTER: Final[dict[str, str]] = {
-    "third-smollm2-default-seoyeon-3": "a mangled tag '<thought?>' spoken: found after the third freeze",
-    "third-smollm2-default-harbour_rain-8": "a closer '</answer>' (of the XML asked for) spoken: found after",
-}
+FOUND_AFTER: Final[dict[str, str]] = {}
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 

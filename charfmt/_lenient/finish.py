@@ -37,7 +37,8 @@ def segments(state: Recovery) -> None:
             _turn_within(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
-        _lone_marks(state, rc)
+        if not state.found:
+            _lone_marks(state, rc)
         rc.segments = _segments(state, rc)
         if rc.segments:
             kept.append(rc)
@@ -51,13 +52,12 @@ _LONE_MARK: Final = re.compile(r"^[ \t]*+[-*•][ \t]*+(?:\n|\Z)", re.M)
 
 
 def _lone_marks(state: Recovery, rc: RawChat) -> None:
-    """The list marks left alone on their lines in a chat's text (their items dropped as not the character's):
-    markup, dropped (``CF627``); a piece left empty goes with them. Found by the third set's #27 and #47."""
-    kept = []
+    """The list marks left alone on their lines in a chat's text of a reply without JSON, beside other lines (their
+    items dropped as not the character's): markup, dropped (``CF627``). Found by the third set's #27 and #47."""
     for p in rc.pieces:
         spec = state.tags.get(p.tag)
-        if spec is None or spec.content != "text" or _LONE_MARK.search(p.text) is None:
-            kept.append(p)
+        rest = _LONE_MARK.sub("", p.text)
+        if spec is None or spec.content != "text" or rest == p.text or not rest.strip():
             continue
         # (where each stands in the source: the k-th lone mark of the piece's span, else the piece's start)
         source = state.source.text
@@ -66,10 +66,7 @@ def _lone_marks(state: Recovery, rc: RawChat) -> None:
         for k, m in enumerate(_LONE_MARK.finditer(p.text)):
             at = found[k] if k < len(found) else p.start
             state.note("CF627", f"a list mark {m.group().strip()!r} left alone on its line dropped", at, at + 1)
-        p.text = _LONE_MARK.sub("", p.text).rstrip()
-        if p.text.strip():
-            kept.append(p)
-    rc.pieces = kept
+        p.text = rest.rstrip()
 
 
 _TURN_LINE: Final = 6

@@ -13,7 +13,7 @@ another checkout to measure it before a change) on loopback, in front of the scr
 - a request for another ``Host`` (DNS rebinding) and an HTTP/1.0 client's stream;
 - an upstream whose 401 quotes the key it was sent: whether the key reaches the client or the console.
 
-The tests (``tests/test_serve_hostile.py``, ``tests/test_serve_secrets.py``) hold the bounds; this
+The tests (``tests/serve/test_serve_hostile.py``, ``tests/serve/test_serve_secrets.py``) hold the bounds; this
 script says the figures ``docs/SECURITY.md`` quotes. Linux only (``/proc``).
 """
 

@@ -11,7 +11,7 @@ count). The two sizes run interleaved, round after round, each from a collected 
 a round's ratio is large/small, and the figure is the median of the rounds' ratios. A
 run shorter than 20 ms is repeated (up to 20 times) within its round and averaged.
 
-``tests/test_linear.py`` runs the same shapes at small sizes as a regression guard.
+``tests/parser/test_parser_linear.py`` runs the same shapes at small sizes as a regression guard.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ __all__ = [
 # Where each public name lives. ``import charfmt`` loads none of these modules: a strict
 # parse of valid input needs only the parser, the models, json and re, and Jinja (render),
 # Lark (diagnostics of invalid bodies, grammar export, user input) and the streaming,
-# speech and character machinery load when first used (tests/test_lazy_import.py).
+# speech and character machinery load when first used (tests/project/test_lazy_import.py).
 _HOME: dict[str, str] = {
     **dict.fromkeys(("Character", "CharacterError", "Exchange", "load_history"), "prompt.character"),
     **dict.fromkeys(("CharfmtError", "Diagnostic", "ParseError"), "diagnostics"),

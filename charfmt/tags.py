@@ -122,7 +122,7 @@ Code reads a tag's row (``TagSpec.row``), never its role's name. A new role need
    ``WholeValue`` subclass, in the ``Event`` union) and its entry in ``events.WHOLE_EVENTS``;
 3. its lines in the system prompt (``prompts/system.j2``) and the spec (``docs/FORMAT.md``, tag roles).
 
-``tests/test_roles.py`` checks every column of every row against what the code does."""
+``tests/language/test_tags_roles.py`` checks every column of every row against what the code does."""
 
 ROLES: Final[dict[Role, str]] = {name: row.description for name, row in ROLE_TABLE.items()}
 """Every role and what it means; the order documentation lists them in."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +13,20 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-ROOT = Path(__file__).resolve().parent.parent
-CASES = Path(__file__).resolve().parent / "cases"
+TESTS = Path(__file__).resolve().parent
+"""``tests/``: its data folders (``cases/``, ``data/``, ``lore/``, ``stage/``, ``interop/``, ``golden/``…) and
+helper modules stay here; the test files sit one folder down, in their wing's folder (docs/DEVELOP.md)."""
+ROOT = TESTS.parent
+CASES = TESTS / "cases"
+WINGS = sorted(folder for folder in TESTS.iterdir() if folder.is_dir() and any(folder.glob("test_*.py")))
+"""The folders of test files: ``tests/<wing>/`` for each wing of docs/ARCHITECTURE.md, and ``tests/project/``."""
+
+# Test files import the helpers here (``from conftest import ROOT``, ``import scripted_upstream``) and a few
+# import another test file (``from test_engines import DEMO``) wherever it sits: every folder of test files is
+# on the path, as the one flat folder was, however a run is started (one file, -n auto, the whole suite).
+for _folder in [TESTS, *WINGS]:
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 MARK = "\u2038"  # ‸ marks expected diagnostic positions in fixture inputs
 
 settings.register_profile("default", max_examples=100, deadline=None)
@@ -54,7 +67,7 @@ def cannot_compile() -> str | None:
     return None
 
 
-LONG_TESTS = Path(__file__).resolve().parent / "long_tests.txt"
+LONG_TESTS = TESTS / "long_tests.txt"
 
 
 def long_test_ids() -> set[str]:

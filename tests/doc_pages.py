@@ -17,7 +17,7 @@ The README's ``<!-- demo-command -->`` and ``<!-- test-command -->`` blocks coun
 install the package (CI runs the test command from the README itself).
 
 Everything else is run (Python, ``charfmt`` commands) or checked (JSON, TOML, JavaScript) by
-``tests/test_doc_blocks.py``.
+``tests/project/test_doc_blocks.py``.
 """
 
 from __future__ import annotations

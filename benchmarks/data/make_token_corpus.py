@@ -7,7 +7,7 @@ proven bound is tested on (runs, laughter, emoji, digits, random letters, mixed 
 Sources, all in this repository: the hand-written lines of ``token_texts.txt`` (single and joined
 into paragraphs), the README's and docs' prose paragraphs, the example characters, the real free
 replies of ``tests/data/free_replies.jsonl`` and ``tests/data/prose_replies.txt``, the samples
-of ``tests/test_render_tokens.py``, and texts drawn with ``random.Random(SEED)``.
+of ``tests/prompt/test_render_tokens.py``, and texts drawn with ``random.Random(SEED)``.
 Each row is ``{"id", "group", "source", "half", "text"}``; ``half`` ("fit" or "held") splits the
 corpus in two by the SHA-256 of the id: the estimate is tuned on "fit" only, and reported on "held".
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "prompt")]  # test_render_tokens
 
 import charfmt  # noqa: E402
 from charfmt import Character  # noqa: E402
@@ -144,7 +144,7 @@ def model_output() -> list[str]:
 
 
 def adversarial(rng: random.Random) -> list[str]:
-    """The texts the proven bound is tested on (``tests/test_render_tokens.py``), and more drawn like them."""
+    """The texts the proven bound is tested on (``tests/prompt/test_render_tokens.py``), and more drawn like them."""
     from test_render_tokens import RUNS, SAMPLES
 
     out = list(RUNS.values()) + SAMPLES["emoji"] + SAMPLES["markup"] + SAMPLES["ko"] + SAMPLES["ru"]

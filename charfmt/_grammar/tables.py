@@ -6,7 +6,7 @@ generated once (``python -m charfmt._grammar.tables`` rewrites the cache) and lo
 data. The cache records the grammar text it was built from (``STATIC``: ``body.lark``;
 ``GENERATED``: what the default tag table adds); when ``grammars/body.lark`` (user-editable)
 or the tag table no longer gives that text, the cache is ignored and Lark builds the tables
-as before. ``tests/test_lazy_import.py``
+as before. ``tests/project/test_lazy_import.py``
 regenerates the cache and fails if the committed one has drifted.
 
 Any other table (``DEFAULT_TAGS.extend(...)``) gets its tables from Lark, built once per

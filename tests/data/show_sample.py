@@ -4,7 +4,7 @@
 (the third round's sample of ``third_replies.jsonl``), ``fresh``
 (the second round's sample of ``fresh_replies.jsonl``),
 ``held`` or ``tune`` (the first round's samples of ``new_replies.jsonl``): the rows whose number n in
-their set has ``n % 5 == 2`` and ``n < 100``, each read as ``tests/test_new_corpus.py`` reads it (the
+their set has ``n % 5 == 2`` and ``n < 100``, each read as ``tests/lenient/test_new_corpus.py`` reads it (the
 setting's tags and vocabulary, told the turn and the prompt), with whether the stream's chats equal the
 batch's and how many ``Reset`` events it sent. ``--rows N ...`` prints those rows of the set instead.
 """
@@ -15,7 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: test_new_corpus and its helpers
+# tests/ (the helpers) and the folders of the test files read here
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lenient"))  # test_new_corpus
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stream"))  # test_stream_events
 
 import test_new_corpus as corpus
 from test_stream_events import _stream

@@ -1,0 +1,226 @@
+"""The fresh corpus of issue 39.5: free replies on characters, cards and scenes the reader was never tuned on.
+
+``tests/data/new_replies.jsonl`` holds 216 replies of SmolLM2-135M-Instruct and Gemma 3 270M
+to eight settings of ``tests/data/new_characters/`` (``make_new_corpus.py`` made them; its
+README section says how), split by a seeded coin into a tuning half and a held-back half
+before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108 replies on four
+more settings, ``--set fresh``), made after both halves were read, ``third_replies.jsonl`` the third
+(``--set third``), made after the second was read, and ``fourth_replies.jsonl`` the fourth (``--set fourth``).
+``tests/data/JUDGED.md`` holds
+the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
+vocabulary and tags, told the player's turn and the prompt it answers):
+
+- no segment is a fragment of markup or a chat-template marker;
+- no speech is a line of the prompt's own text, or the player's line;
+- the stream (as the model streamed it) shows the same events as the batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import sys
+from typing import Any, Final
+
+import pytest
+from conftest import TESTS
+from test_free_replies import MARKUP_FRAGMENT, TEMPLATE_MARKERS
+from test_stream_events import _batch_events, _observed, _stream
+
+import charfmt
+from charfmt._lenient.state import normal, words
+from charfmt._lenient.turns import learn
+from charfmt.parser import prompt_texts, turn_lines
+from charfmt.prompt.character import Character
+from charfmt.prompt.scene import Scene
+
+DATA: Final = TESTS / "data"
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines()]
+
+
+ROWS: Final = _rows("new_replies.jsonl")
+FRESH: Final = _rows("fresh_replies.jsonl")
+"""The second held-back set (``make_new_corpus.py --set fresh``), read by hand only after the reader was frozen."""
+THIRD: Final = _rows("third_replies.jsonl")
+"""The third held-back set (``make_new_corpus.py --set third``), read by hand only after the reader was frozen."""
+FOURTH: Final = _rows("fourth_replies.jsonl")
+"""The fourth held-back set (``make_new_corpus.py --set fourth``), read by hand only after the reader was frozen."""
+PROMPTS: Final[dict[str, str]] = {
+    **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "third_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "fourth_prompts.json").read_text(encoding="utf-8")),
+}
+EVERY: Final = ROWS + FRESH + THIRD + FOURTH
+IDS: Final = [
+    f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
+]
+
+sys.path.insert(0, str(DATA))  # make_new_corpus.py, beside the data, says how each setting is loaded
+import make_new_corpus as corpus  # noqa: E402
+
+
+@functools.cache
+def setting(ident: str) -> Character | Scene:
+    every = corpus.settings() + corpus.settings("fresh") + corpus.settings("third") + corpus.settings("fourth")
+    kind, file = next((k, f) for _g, i, k, f in every if i == ident)
+    return corpus.load_setting(kind, file)
+
+
+def options(row: dict[str, Any]) -> dict[str, Any]:
+    """What the caller that built the request passes to a read: tags, vocabulary, the turn, the prompt."""
+    s = setting(row["setting"])
+    found: dict[str, Any] = {
+        "tags": s.tags,
+        "turn": corpus.player_turn(s, row["turn"]),
+        "prompt": [
+            {"role": "system", "content": PROMPTS[row["setting"]]},
+            {"role": "user", "content": row["user_message"]},
+        ],
+    }
+    found["vocabulary"] = s.vocabulary if isinstance(s, Character) else s.reading_vocabulary
+    return found
+
+
+def read(row: dict[str, Any]) -> charfmt.Reply:
+    s = setting(row["setting"])
+    opts = options(row)
+    if isinstance(s, Scene):
+        return s.parse(row["reply"], lenient=True, turn=opts["turn"], prompt=opts["prompt"])
+    return charfmt.parse(row["reply"], lenient=True, **opts)
+
+
+def test_the_corpus_is_what_its_readme_promises() -> None:
+    assert len(ROWS) >= 200
+    assert {r["model"] for r in ROWS} == {"smollm2", "gemma"}
+    assert {(r["model"], r["chat_format"]) for r in ROWS} == set(corpus.RUNS)
+    assert {r["language"] for r in ROWS} == {"en", "ja", "fr"}
+    assert {r["kind"] for r in ROWS} == {"character", "card", "scene"}
+    assert set(PROMPTS) == {r["setting"] for r in EVERY}
+    for row in ROWS:
+        assert isinstance(row["seed"], int) and row["reply"] == "".join(row["chunks"])
+        assert row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+    keys = [(r["model"], r["chat_format"], r["setting"], r["turn_index"]) for r in ROWS]
+    assert len(set(keys)) == len(keys)
+
+
+def test_the_split_is_by_group_and_was_drawn_before_generation() -> None:
+    tuning = corpus.tuning_group()
+    assert tuning == ("A" if random.Random(corpus.SPLIT_SEED).random() < 0.5 else "B")
+    for row in ROWS:
+        assert row["half"] == ("tune" if row["group"] == tuning else "held")
+    halves = {h: [r for r in ROWS if r["half"] == h] for h in ("tune", "held")}
+    assert len(halves["tune"]) == len(halves["held"])
+    for rows in halves.values():  # each half: an English character, another language, a card, a scene
+        assert {r["kind"] for r in rows} == {"character", "card", "scene"}
+        assert {r["language"] for r in rows} > {"en"}
+    assert not {r["setting"] for r in halves["tune"]} & {r["setting"] for r in halves["held"]}
+
+
+def test_the_fresh_set_is_what_its_readme_promises() -> None:
+    assert len(FRESH) >= 100
+    assert {(r["model"], r["chat_format"]) for r in FRESH} == set(corpus.RUNS)
+    assert {r["half"] for r in FRESH} == {"fresh"}
+    assert {r["kind"] for r in FRESH} == {"character", "card", "scene"}
+    assert {r["language"] for r in FRESH} > {"en"}
+    assert not {r["setting"] for r in FRESH} & {r["setting"] for r in ROWS}  # settings nobody tuned on
+    assert not {r["seed"] for r in FRESH} & {r["seed"] for r in ROWS}
+    for row in FRESH:
+        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+        assert row["turn"] in corpus.turns("fresh", row["language"])
+    sample = [n for n in range(len(FRESH)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
+    assert len(sample) == 20
+    assert [sum(FRESH[n]["chat_format"] == f and FRESH[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
+        7,
+        7,
+        6,
+    ]
+
+
+def test_the_third_set_is_what_its_readme_promises() -> None:
+    assert len(THIRD) >= 100
+    assert {(r["model"], r["chat_format"]) for r in THIRD} == set(corpus.RUNS)
+    assert {r["half"] for r in THIRD} == {"third"}
+    assert {r["kind"] for r in THIRD} == {"character", "card", "scene"}
+    assert {r["language"] for r in THIRD} >= {"ko", "pt", "en"}
+    earlier = ROWS + FRESH
+    assert not {r["setting"] for r in THIRD} & {r["setting"] for r in earlier}  # settings nobody tuned on
+    assert not {r["seed"] for r in THIRD} & {r["seed"] for r in earlier}
+    scene = setting("harbour_rain")
+    assert isinstance(scene, Scene) and len(scene.cast) == 3  # a scene of three
+    for row in THIRD:
+        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+        assert row["turn"] in corpus.turns("third", row["language"])
+    sample = [n for n in range(len(THIRD)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
+    assert [sum(THIRD[n]["chat_format"] == f and THIRD[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
+        7,
+        7,
+        6,
+    ]
+
+
+def test_the_fourth_set_is_what_its_readme_promises() -> None:
+    assert len(FOURTH) >= 100
+    assert {(r["model"], r["chat_format"]) for r in FOURTH} == set(corpus.RUNS)
+    assert {r["half"] for r in FOURTH} == {"fourth"}
+    assert {r["kind"] for r in FOURTH} == {"character", "card", "scene"}
+    assert {r["language"] for r in FOURTH} >= {"zh", "de", "en"}
+    earlier = ROWS + FRESH + THIRD
+    assert not {r["setting"] for r in FOURTH} & {r["setting"] for r in earlier}  # settings nobody tuned on
+    assert not {r["seed"] for r in FOURTH} & {r["seed"] for r in earlier}
+    scene = setting("teahouse_rain")
+    assert isinstance(scene, Scene) and len(scene.cast) == 3  # a scene of three
+    for row in FOURTH:
+        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
+        assert row["turn"] in corpus.turns("fourth", row["language"])
+    sample = [n for n in range(len(FOURTH)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
+    assert [sum(FOURTH[n]["chat_format"] == f and FOURTH[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
+        7,
+        7,
+        6,
+    ]
+
+
+def _prompt_lines(row: dict[str, Any]) -> set[str]:
+    told = learn(prompt_texts(options(row)["prompt"]), ())
+    return set(told.lines)
+
+
+FOUND_AFTER: Final[dict[str, str]] = {}
+"""Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
+
+
+def _marked(rows: list[dict[str, Any]], ids: list[str]) -> list[Any]:
+    return [
+        pytest.param(r, marks=pytest.mark.xfail(reason=FOUND_AFTER[i], strict=True)) if i in FOUND_AFTER else r
+        for r, i in zip(rows, ids, strict=True)
+    ]
+
+
+@pytest.mark.parametrize("row", _marked(EVERY, IDS), ids=IDS)
+def test_no_segment_is_markup_or_a_marker_no_speech_the_prompts_text_or_the_players_line(row: dict[str, Any]) -> None:
+    reply = read(row)
+    lines = _prompt_lines(row)
+    said = {words(t) for t in turn_lines(options(row)["turn"])}
+    for chat in reply.chats:
+        for s in chat.segments:
+            assert not MARKUP_FRAGMENT.fullmatch(s.text), (s.tag, s.text)
+            assert not any(m in s.text for m in TEMPLATE_MARKERS), (s.tag, s.text)
+            if s.tag == "msg":  # (an action of the prompt's list of actions is the character's own)
+                assert normal(s.text) not in lines, s.text
+                assert words(s.text) not in said, s.text
+    assert "CF999" not in [d.code for d in reply.diagnostics]
+
+
+@pytest.mark.parametrize("row", EVERY, ids=IDS)
+def test_the_stream_shows_what_the_batch_reads(row: dict[str, Any]) -> None:
+    s = setting(row["setting"])
+    opts = options(row)
+    batch = charfmt.parse(row["reply"], lenient=True, **opts)
+    events = _stream(row["chunks"], lenient=True, **opts)
+    assert _observed(events) == _observed(list(_batch_events(batch, s.tags)))
+    assert charfmt.collect(events).chats == batch.chats

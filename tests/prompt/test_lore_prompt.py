@@ -1,0 +1,278 @@
+"""A card in full, through every door: its system prompt, post-history instructions, greeting and lorebook
+in ``render_turn``, ``charfmt render`` (``--lorebook``, ``--greeting``, ``--explain``), ``charfmt chat``
+and ``charfmt serve`` (a scripted upstream sees them; ``/v1/turn`` sends the greeting and the lore).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+
+import charfmt
+from charfmt import Character, greeting_exchange
+from charfmt.cli import main
+from charfmt.prompt.render import render_text, render_turn
+
+BOOK: dict[str, Any] = {
+    "name": "Coast",
+    "entries": [
+        {"keys": ["storm"], "content": "Storms wreck ships on the reef.", "position": "before_char",
+         "insertion_order": 10, "comment": "Storms"},
+        {"keys": ["storm"], "content": "{{char}} fears storms since her father drowned.", "position": "after_char",
+         "insertion_order": 20},
+        {"keys": ["lamp"], "content": "[The lamp is older than the town.]", "insertion_order": 5,
+         "extensions": {"position": 4, "depth": 1, "role": 0}},
+        {"keys": ["gull"], "content": "Gulls nest on the tower.", "enabled": False},
+    ],
+}  # fmt: skip
+CARD: dict[str, Any] = {
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
+    "data": {
+        "name": "Mira",
+        "description": "{{char}} keeps the lighthouse. {{user}} is her oldest friend.",
+        "personality": "", "scenario": "", "mes_example": "",
+        "first_mes": "*waves from the gallery* Welcome back, {{user}}!",
+        "alternate_greetings": ["*trims the wick* Oh. It's you, {{user}}."],
+        "system_prompt": "{{original}} Write like a sea shanty.",
+        "post_history_instructions": "Keep {{char}}'s answer under three sentences.",
+        "character_book": BOOK,
+    },
+}  # fmt: skip
+WORLD = {"entries": {"0": {"uid": 0, "key": ["reef"], "content": "The reef is called the Teeth.", "order": 1}}}
+
+
+@pytest.fixture
+def card_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mira.json"
+    path.write_text(json.dumps(CARD), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def mira(card_file: Path) -> Character:
+    return Character.load(card_file, user_name="Alex")
+
+
+def test_a_turn_holds_the_cards_prompt_greeting_lore_and_post_history(mira: Character) -> None:
+    greeting = greeting_exchange(mira)
+    assert greeting is not None
+    rendered = render_turn(mira, [greeting], mira.shorthand("a storm is coming, check the lamp"), seed=1)
+    messages = rendered.request["messages"]
+    assert [m["role"] for m in messages] == ["system", "assistant", "system", "user"]
+    system = messages[0]["content"]
+    assert system.startswith("You are Mira. Stay in character at all times. Write like a sea shanty.")
+    lore_at, persona_at = system.index("## Lore\nStorms wreck ships"), system.index("## Persona")
+    assert lore_at < persona_at < system.index("## More lore\nMira fears storms since her father drowned.")
+    assert "Mira keeps the lighthouse. Alex is her oldest friend." in system
+    assert "Welcome back, Alex!" in messages[1]["content"]  # the greeting: the model's first line
+    assert messages[2]["content"] == "[The lamp is older than the town.]"  # depth 1: before the newest message
+    said = messages[3]["content"]  # after the history, closing the turn's message (no late system message)
+    assert said.index("a storm is coming") < said.index("\n\nKeep Mira's answer under three sentences.")
+    assert said.endswith("Keep Mira's answer under three sentences.")
+    assert rendered.lore is not None
+    assert [e["comment"] or e["uid"] for e in rendered.lore.report()["fired"]] == ["2", "Storms", "1"]
+    assert "{{" not in json.dumps(rendered.request)
+
+
+def test_another_provider_gets_the_depth_lore_and_post_history_in_its_system_prompt(mira: Character) -> None:
+    rendered = render_turn(mira, [], mira.shorthand("the lamp"), provider="anthropic", seed=1)
+    assert [m["role"] for m in rendered.request["messages"]] == ["user"]
+    system = rendered.request["system"]
+    assert "## More lore\n[The lamp is older than the town.]" in system
+    assert system.rstrip().endswith("Keep Mira's answer under three sentences.")
+    assert [d.code for d in rendered.diagnostics if d.code == "CF945"] == ["CF945"]
+
+
+def test_a_text_prompt_shows_the_greeting_as_the_characters_line(mira: Character) -> None:
+    greeting = greeting_exchange(mira, 1)
+    assert greeting is not None
+    text = render_text(mira, [greeting], mira.shorthand("hello"))
+    first_header = text.index("### ")
+    assert text[first_header:].startswith("### Mira\n") and "It's you, Alex." in text
+
+
+def test_the_original_of_a_system_prompt_is_charfmts_opening_line(card_file: Path) -> None:
+    card = json.loads(card_file.read_text())
+    card["data"]["system_prompt"] = "Narrate in the second person."
+    replaced = Character.from_bytes(json.dumps(card).encode(), "c.json")
+    system = charfmt.render_system(replaced)
+    assert system.startswith("Narrate in the second person.") and "You are Mira." not in system
+
+
+def test_lore_that_does_not_fit_the_budget_is_cut_and_reported(mira: Character, card_file: Path) -> None:
+    turn = mira.shorthand("a storm and the lamp")
+    rendered = render_turn(mira, [], turn, budget=2000, counter=len)
+    assert rendered.lore is not None
+    assert rendered.lore.report()["budget"] == 500  # a quarter of the prompt's budget, where the book sets none
+    assert len(rendered.lore.placed) == 3
+    card = json.loads(card_file.read_text())
+    card["data"]["character_book"]["token_budget"] = 60
+    tight = Character.from_bytes(json.dumps(card).encode(), "c.json", user_name="Alex")
+    rendered = render_turn(tight, [], turn, budget=2000, counter=len)
+    assert rendered.lore is not None
+    report = rendered.lore.report()
+    assert report["budget"] == 60 and [e["uid"] for e in report["fired"]] == ["1"]  # the highest order first
+    assert [e["uid"] for e in report["cut"]] == ["0", "2"]
+    assert [d.code for d in rendered.diagnostics] == ["CF940", "CF941"]
+    assert "Storms wreck" not in json.dumps(rendered.request) and "Mira fears storms" in json.dumps(rendered.request)
+
+
+def test_the_same_seed_renders_the_same_turn(mira: Character) -> None:
+    card = mira.card
+    assert card is not None
+    data = {**card.data, "description": "{{char}} hums {{random:a jig,a reel,a hymn,a dirge,a march}}."}
+    moody = mira.model_copy(update={"card": card.model_copy(update={"data": data}), "persona": data["description"]})
+    turn = moody.shorthand("hi")
+    once = [render_turn(moody, [], turn, seed=s).request for s in range(12)]
+    assert once == [render_turn(moody, [], turn, seed=s).request for s in range(12)]
+    assert len({json.dumps(r) for r in once}) > 1
+
+
+# --- charfmt render -------------------------------------------------------------------------
+
+
+def test_render_shows_the_greeting_and_explains_the_lore(
+    card_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = tmp_path / "coast_world.json"
+    world.write_text(json.dumps(WORLD))
+    argv = ["render", "--character", str(card_file), "--user-name", "Alex", "--say", "a storm near the reef",
+            "--lorebook", str(world), "--explain", "--seed", "3"]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    messages = json.loads(captured.out)["messages"]
+    assert [m["role"] for m in messages] == ["system", "assistant", "user"]
+    assert messages[2]["content"].endswith("Keep Mira's answer under three sentences.")
+    assert "Welcome back, Alex!" in messages[1]["content"] and "The reef is called the Teeth." in messages[0]["content"]
+    assert "lore: 3 fired, 0 cut;" in captured.err
+    assert "  fired coast_world:0 (order 1, before, " in captured.err and "'Storms'" in captured.err
+    assert main([*argv[:-3], "--greeting", "1"]) == 0
+    assert "It's you, Alex." in json.loads(capsys.readouterr().out)["messages"][1]["content"]
+    assert main([*argv[:-3], "--greeting", "none"]) == 0
+    assert [m["role"] for m in json.loads(capsys.readouterr().out)["messages"]][:2] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "said"),
+    [
+        ("not json", 1, "not JSON"),
+        ('{"entries": "x"}', 1, "not a lorebook"),
+        (None, 2, "No such file or directory"),
+    ],
+)
+def test_a_bad_lorebook_file_is_one_error_line(
+    card_file: Path, tmp_path: Path, content: str | None, status: int, said: str
+) -> None:
+    world = tmp_path / "world.json"
+    if content is not None:
+        world.write_text(content)
+    argv = ["render", "--character", str(card_file), "--say", "hi", "--lorebook", str(world)]
+    out = subprocess.run(
+        [sys.executable, "-m", "charfmt", *argv], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == status and out.stdout == ""
+    errors = [line for line in out.stderr.splitlines() if line.startswith("charfmt: error:")]
+    assert len(errors) == 1 and said in errors[0], out.stderr
+
+
+def test_a_lorebook_entry_that_cannot_be_read_is_said_on_stderr(
+    card_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = tmp_path / "w.json"
+    world.write_text(json.dumps({"entries": {"0": {"key": ["a"], "content": 5}}}))
+    assert main(["render", "--character", str(card_file), "--say", "hi", "--lorebook", str(world)]) == 0
+    assert (
+        f"{world}:1:1: CF943 warning: lorebook 'w': entry 0: content is not a string: skipped"
+        in capsys.readouterr().err
+    )
+
+
+# --- charfmt chat ---------------------------------------------------------------------------
+
+
+def test_chat_opens_with_the_greeting_and_the_model_sees_it_and_the_lore(mira: Character) -> None:
+    import io
+
+    from charfmt import chat
+
+    seen: list[list[dict[str, str]]] = []
+
+    def generate(messages: list[dict[str, str]]) -> Iterator[str]:
+        seen.append(messages)
+        yield '{"chats":[{"type":"C","order":1,"body":"<emo>neutral</emo>\\n<msg>Aye.</msg>"}]}'
+
+    out = io.StringIO()
+    status = chat.run(mira, generate=generate, says=["a storm!"], out=out, stats=[], seed=1)  # type: ignore[arg-type]
+    assert status == 0
+    shown = out.getvalue()
+    assert shown.index("Welcome back, Alex!") < shown.index("you> a storm!")
+    assert [m["role"] for m in seen[0]] == ["system", "assistant", "user"]  # (no late system message: chat templates)
+    assert seen[0][2]["content"].endswith("Keep Mira's answer under three sentences.")
+    assert "Storms wreck ships" in seen[0][0]["content"]
+
+
+def test_the_lorebook_docs_python_runs() -> None:
+    """docs/LOREBOOK.md's Python blocks run as written (their asserts are the docs' claims)."""
+    import re
+
+    doc = (ROOT / "docs" / "LOREBOOK.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/LOREBOOK.md", "exec"), {})
+
+
+# --- scenes ---------------------------------------------------------------------------------
+
+
+def _scene(tmp_path: Path) -> Any:
+    from charfmt.prompt.scene import Scene
+
+    examples = ROOT / "examples"
+    text = (examples / "scenes" / "mars_shrine.toml").read_text(encoding="utf-8")
+    folder = (examples / "characters").as_posix()
+    text = text.replace('"../characters/', f'"{folder}/')
+    rex = f'character = "{folder}/rex.toml"'
+    text = text.replace(rex, f'{rex}\nlorebook = "rex_lore.json"')
+    text = 'lorebook = "shrine.json"\n' + text
+    (tmp_path / "rex_lore.json").write_text(json.dumps(
+        {"entries": {"0": {"key": ["bolts"], "content": "{{char}} counts every bolt twice."}}}))  # fmt: skip
+    (tmp_path / "shrine.json").write_text(json.dumps(
+        {"entries": {"0": {"key": ["bell"], "content": "The bell was cast on Earth.", "position": 1}}}))  # fmt: skip
+    path = tmp_path / "scene.toml"
+    path.write_text(text, encoding="utf-8")
+    return Scene.load(path)
+
+
+def test_a_scene_has_a_lorebook_per_cast_member_and_its_own(tmp_path: Path) -> None:
+    scene = _scene(tmp_path)
+    assert scene.lorebook is not None and set(scene.cast_lorebooks) == {"rex"}
+    turn = scene.cast["rex"].shorthand("how many bolts for the bell?")
+    lore = scene.lore([], turn, seed=1)
+    assert lore is not None
+    assert {(p.entry.book, p.text) for p in lore.placed} == {
+        ("rex_lore", "Rex counts every bolt twice."),  # {{char}}: the member whose book it is
+        ("shrine", "The bell was cast on Earth."),
+    }
+    messages = scene.render_messages([], turn, lore=lore)["messages"]
+    system = messages[0]["content"]
+    assert system.index("## Lore\nRex counts every bolt twice.") < system.index("## Cast")
+    assert system.index("## Cast") < system.index("## More lore\nThe bell was cast on Earth.")
+    assert scene.lore([], scene.cast["rex"].shorthand("hello"), seed=1).placed == []  # type: ignore[union-attr]
+
+
+def test_a_scene_lorebook_that_cannot_be_read_names_the_scene_and_key(tmp_path: Path) -> None:
+    from charfmt.prompt.scene import Scene
+
+    _scene(tmp_path)
+    (tmp_path / "shrine.json").write_text("[]")
+    with pytest.raises(charfmt.CharacterError, match=r"scene.toml:1: lorebook: .*shrine.json: not a lorebook"):
+        Scene.load(tmp_path / "scene.toml")

@@ -15,10 +15,9 @@ from charfmt._lenient import fields, request_form
 from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.region import has_elements
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
-from charfmt._lenient.state import RawChat, Recovery, Source, short, without_tokens
+from charfmt._lenient.state import NARRATOR, RawChat, Recovery, Source, short, without_tokens
 from charfmt._lenient.table import Sample
 from charfmt._lenient.text import read_text
-from charfmt._lenient.turns import NARRATOR
 from charfmt.tags import REASONING_TAGS, TEXT_TAG
 
 _CUT_ELEMENT: Final = request_form.CUT_ELEMENT

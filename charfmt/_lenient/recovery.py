@@ -21,9 +21,9 @@ from charfmt._lenient.body import read_elements
 from charfmt._lenient.pieces import Result
 from charfmt._lenient.region import reply_region
 from charfmt._lenient.scaffolding import blank
-from charfmt._lenient.state import Recovery, Source
+from charfmt._lenient.state import NARRATOR, Recovery, Source
 from charfmt._lenient.table import Reading
-from charfmt._lenient.turns import NARRATOR, foreign, learn, speaker_of
+from charfmt._lenient.turns import foreign, learn, speaker_of
 from charfmt.diagnostics import Diagnostic
 from charfmt.dialects import TABLE
 from charfmt.models import Reply, Vocabulary

@@ -46,6 +46,10 @@ class Source:
         return self.map[min(max(i, 0), len(self.map) - 1)]
 
 
+NARRATOR: Final = ""
+"""The speaker a scene's narrator's label names (``turns.speaker_of``): what follows it is an ``E`` chat."""
+
+
 @dataclass(slots=True)
 class RawChat:
     """A chat being read: what its fields said, and its pieces so far."""

@@ -29,13 +29,11 @@ from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLDING
 from charfmt._lenient.request_form import blocks, introduces
-from charfmt._lenient.state import nearly_said, normal
+from charfmt._lenient.state import NARRATOR, nearly_said, normal
 from charfmt.tags import DEFAULT_TAGS
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
 """Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``)."""
-NARRATOR: Final = ""
-"""The speaker ``speaker_of`` gives a scene's narrator's label: what follows it is an ``E`` chat, no one's line."""
 NARRATOR_LABELS: Final = frozenset({"narrator", "narration", "scene", "ナレーション", "旁白", "내레이션"})
 """Labels of a scene's narrator in a transcript (``Narrator: The bell rings.``)."""
 GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from charfmt.cli import main
 from charfmt.prompt.scene import Scene
 from charfmt.stream import StreamParser, collect
 
-ROOT = Path(__file__).resolve().parents[1]
 SCENE = ROOT / "examples" / "scenes" / "mars_shrine.toml"
 REX = ROOT / "examples" / "characters" / "rex.toml"
 TRANSCRIPT = "Mio: [joy] わあ！直ったの？\nRex: [annoyed] Twenty bolts.\n"

@@ -1,6 +1,7 @@
 """Benchmark: how soon a stream speaks, and how seldom it takes back what it showed (issue 40, item 6).
 
-Run: .venv/bin/python benchmarks/bench_stream_early.py [--half held|fit|all] [--chunk N] [--show K] [--told]
+Run: .venv/bin/python benchmarks/bench_stream_early.py [--half held|fit|all] [--chunk N] [--show K] [--resets K]
+     [--told]
 
 Over ``benchmarks/data/stream_corpus.jsonl`` (real model replies, the replies written by hand after
 them, and real prose, quoted speech and CJK lines sent off-format, as bare tags with entities, as
@@ -12,7 +13,8 @@ each reply streamed in the chunks it was recorded in, else in ``--chunk``-charac
 - Resets: the share of all replies whose stream emits a ``Reset`` (goal <= 0.2 %);
 - stream != batch: replies whose stream ends with other chats than ``parse(text, lenient=True)``
   (must be 0);
-- per kind of reply, the same; ``--show K`` prints K replies that speak only at ``close()``.
+- per kind of reply, the same; ``--show K`` prints K replies that speak only at ``close()``, ``--resets K``
+  K replies whose stream resets, each with what it showed before the ``Reset`` and the batch's reading.
 
 ``--told``: each reply streamed (and parsed) told what its caller knew, as ``charfmt serve`` and
 ``charfmt chat`` tell theirs: the player's turn and the prompt (``render_messages``) of the request it
@@ -86,6 +88,24 @@ def chunks_of(row: dict[str, Any], size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def shown_before_reset(row: dict[str, Any], size: int, known: dict[str, Any] | None = None) -> str:
+    """What the stream of ``row`` showed before its ``Reset`` (segments as ``[tag]text``), or ``""`` if none came."""
+    parser = charfmt.StreamParser(**(known or {}))
+    events: list[charfmt.Event] = []
+    for chunk in chunks_of(row, size):
+        events.extend(parser.feed(chunk))
+    events.extend(parser.close())
+    shown = []
+    for event in events:
+        if isinstance(event, charfmt.Reset):
+            return "".join(shown)
+        if isinstance(event, charfmt.SegmentStart):
+            shown.append(f"[{event.tag}]")
+        elif isinstance(event, (charfmt.TextDelta, charfmt.Emotion)):
+            shown.append(event.text)
+    return ""
+
+
 def measure(row: dict[str, Any], size: int, known: dict[str, Any] | None = None) -> tuple[bool, bool, bool, bool]:
     """``(speaks, spoke early, reset, differs)`` of one reply; ``known``: what its caller told (``--told``)."""
     text = row["text"]
@@ -113,12 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half", choices=("held", "fit", "all"), default="held")
     ap.add_argument("--chunk", type=int, default=4)
     ap.add_argument("--show", type=int, default=0, metavar="K")
+    ap.add_argument("--resets", type=int, default=0, metavar="K", help="print K replies whose stream resets")
     ap.add_argument("--told", action="store_true", help="tell each stream its request's turn and prompt, as serve does")
     args = ap.parse_args(argv)
     rows = load(args.half)
     known = told(rows) if args.told else {}
     counts: dict[str, Counter[str]] = {}
     late: list[dict[str, Any]] = []
+    resets: list[dict[str, Any]] = []
     for row in rows:
         speaks, spoke, reset, differs = measure(row, args.chunk, known.get(row["id"]))
         for key in ("all", row["kind"]):
@@ -128,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             c["early"] += spoke
             c["reset"] += reset
             c["differ"] += differs
+        if reset:
+            resets.append(row)
         if speaks and not spoke:
             late.append(row)
             c = counts["all"]
@@ -152,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for row in late[: args.show]:
         print(f"--- {row['id']} ({row['kind']}): {row['text'][:160]!r}")
+    for row in resets[: args.resets]:
+        batch = charfmt.parse(row["text"], lenient=True, **(known.get(row["id"]) or {}))
+        print(f"=== Reset {row['id']} ({row['kind']}): {row['text'][:160]!r}")
+        print(f"    shown: {shown_before_reset(row, args.chunk, known.get(row['id']))[:160]!r}")
+        print(f"    batch ({batch.dialect}): {[(s.tag, s.text[:40]) for c in batch.chats for s in c.segments][:4]}")
     return 0
 
 

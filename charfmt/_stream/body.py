@@ -18,6 +18,7 @@ from charfmt.vocabulary import apply_vocabulary
 from .envelope import Envelope
 from .language import (
     BODY_END_MATCH,
+    DEBRIS_RUN_MATCH,
     ENTITY_MATCH,
     ENVELOPE_MAX,
     ESCAPE,
@@ -84,6 +85,8 @@ class Body(Envelope):
             k = len(self._text)
             if (j := unescape(s, i, self._text, TEXT_BAD)) < 0 and (j := self._bad_escape(s, i)) < 0:
                 return self._stall(s, i, TOKEN_MAX)
+            if self._text[-1] == '"':
+                return self._debris_after(s, i, j, k)
             if self._streams and "\n" in self._text[k:] and self._chat.tag != self.tags.speech.name:
                 self._hold_lines(k)
             return j
@@ -103,6 +106,26 @@ class Body(Envelope):
             return i + 1
         self._body_end()
         return i + 1
+
+    def _debris_after(self, s: str, i: int, j: int, k: int) -> int:
+        """A quote (an escape from ``s[i]`` to ``s[j]``; ``self._text[k:]``) that may begin JSON punctuation at the end
+        of an element's text (``\\"}]}</>``: a reply the batch reader repairs drops it there, ``CF627``).
+
+        The quote is text (``j``) where anything but ``}`` or ``]`` follows it, or the punctuation ends at the closing
+        tag of a reply undamaged so far (read as it is); it waits one character (``_stall``) at a chunk's end, and the
+        punctuation a tag cut or another closing tag follows, for the batch reader (``Held``).
+        """
+        if j < len(s) and s[j] not in "}]":
+            return j
+        m = DEBRIS_RUN_MATCH(s, j)
+        end = len(s) if m is None else m.end()
+        tag = self._close_tag
+        if end < len(s) and not self._damaged and (s.startswith(tag, end) or (s[end] == '"' and not tag)):
+            return j
+        del self._text[k:]
+        if end == len(s) or (len(s) - end < len(tag) and tag.startswith(s[end:])):
+            return self._stall(s, i, TOKEN_MAX)
+        raise Held
 
     def _hold_lines(self, k: int) -> None:
         """A line break in the text of an element other than speech (``self._text[k:]`` holds it): the text

@@ -120,6 +120,11 @@ NO_CLOSER: Final[Matcher] = re.compile(r"(?!)").match
 """An I/E body has no closing tag: '<' in it is damage."""
 
 
+DEBRIS_RUN_MATCH: Final[Matcher] = re.compile(r"(?:[ }\],']|\\\"|\\n)+").match
+"""JSON punctuation as a body's raw text writes it after a quote (``}]}``, spaces, escaped quotes and line
+breaks): the batch reader drops it, quote and all, at the end of an element's text (``prose.DEBRIS_AFTER``)."""
+
+
 def plain_end(chunk: str) -> int:
     """Where the plain text (no markup, escape, entity or quote) at the start of ``chunk`` ends."""
     # (The common cases without the pattern, plain text up to the end or up to a '<' (a

@@ -32,9 +32,11 @@ from .settle import (
     SENTENCE_ENDED,
     before_last_line,
     before_last_sentence,
+    in_players_form,
     markup_ahead,
     may_echo,
     open_element,
+    opens_as_prompt,
     prose_decided,
     settled,
 )  # fmt: skip
@@ -62,6 +64,8 @@ _UNSETTLED: Final = frozenset({"plain-text", "prose"})
 prose before the reply (inside a body, it is the body's text)."""
 _FRONT_MATTER_START: Final = re.compile(r"[ \t]*-")
 """A body held where front matter may begin (a cut ``---``): its text is not settled before the closing ``---``."""
+_JSON_OBJECTS: Final = frozenset({"canonical", "json-array", "hybrid", "single-chat", "json-fields"})
+"""Dialects of a reply in JSON: keys beside the body may give a value the body gives too (the body's is read)."""
 _ECHOED: Final = "user-chats"
 _BARE_TAGS: Final = "bare-tags"
 """The dialect of tag elements written with no JSON around them: an open element's text is its own."""
@@ -132,24 +136,15 @@ class Rereads(Body):
         echo = bool(self._prompt or self._turn) and may_echo(text[text.rfind("\n") + 1 :], self._prompt, self._turn)
         self._echo_line = max(int(echo), lines_held(text))  # (the last lines may open a transcript: turns)
         self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
-        if (
-            (
-                batch.dialect in _UNSETTLED
-                and (
-                    (not self._chats_at[0] and not prose_decided(batch, text))
-                    or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
-                )
-            )
-            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
-            or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
-        ):
+        if self._unsure(batch, text):
             return early  # the text so far may yet turn out to be a preamble to the reply
         # Untagged speech may yet see its last sentence made narration by a quotation that follows: in a
         # reply of untagged text until a quotation is read as dialogue, in a body's text always; never the
         # text of an element still open (an element's text is its own, quotes and all).
         held = not element and (batch.dialect not in _PROSE or not dialogue_decided(text))
         # (a text ending in '*' or ']' may be ending '**…**' or '[[…]]' with one of two: not read twice the same)
-        steady_test = often and _HALF_CLOSED.search(text) is None
+        # (a value a JSON key gave may yet be the body's to give: it waits for what follows it, never read steady)
+        steady_test = often and _HALF_CLOSED.search(text) is None and not self._key_value_last(batch)
         if not self._advance(batch, self._folded(), steady_test, held=held):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
@@ -160,6 +155,43 @@ class Rereads(Body):
             self._pend = ""
             self._hold("", 0)
         return early + self._flush()
+
+    def _unsure(self, batch: Reply, text: str) -> bool:
+        """Whether ``batch``, the reread of ``text`` (the stream so far), shows nothing: the text may yet turn out to
+        be a preamble to the reply (untagged text not decided, front matter begun, an echoed request form before its
+        first chat, a system prompt's opening, a form of the player's lines, reasoning begun), or the reread reads a
+        prefix otherwise than the whole may be read (an escaped quote read closed, scaffolding in a cut body)."""
+        return bool(
+            (
+                batch.dialect in _UNSETTLED
+                and (
+                    (not self._chats_at[0] and not prose_decided(batch, text))
+                    or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
+                )
+            )
+            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or (batch.dialect in _PROSE and not self._chats_at[0] and opens_as_prompt(text))
+            or (bool(self._turn or self._prompt) and self._in_players_form(text))
+            or _escaped_mark_read_closed(batch, text)
+            or _scaffolding_in_open_body(batch)
+            or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
+        )
+
+    def _key_value_last(self, batch: Reply) -> bool:
+        """Whether ``batch`` is a reply in JSON whose last segment is a whole value (an emotion): given by a key
+        (``{"mood":"bad",``), it may yet be the body's to give (``<emo>sad</emo>``, ``CF637``)."""
+        chats = batch.chats
+        return (
+            batch.dialect in _JSON_OBJECTS
+            and bool(chats)
+            and bool(chats[-1].segments)
+            and chats[-1].segments[-1].tag in self._lang.whole
+        )
+
+    def _in_players_form(self, text: str) -> bool:
+        """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""
+        whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
+        return in_players_form(text, self._prompt, self._turn, whole)
 
     def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True, *, held: bool = False) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
@@ -409,6 +441,36 @@ class Rereads(Body):
         if self._echo_line and still_open and last:
             more = _before_lines(more, self._echo_line)
         return more
+
+
+_CUT_OFF: Final = "CF720"
+"""The batch reader's note for a mark left open at the very end, read as if it had come."""
+
+
+def _escaped_mark_read_closed(batch: Reply, text: str) -> bool:
+    """Whether ``batch`` read a quote written as a JSON escape outside JSON (``\\"Remember…``) closed at the end.
+
+    Read closed, the quotation is dialogue and the backslash before it debris, dropped; once a sentence follows,
+    the same backslash and quote are the text's own: the reread of a prefix is unsure of the text before the mark.
+    """
+    return any(
+        d.code == _CUT_OFF and d.offset is not None and 0 < d.offset <= len(text) and text[d.offset - 1] == "\\"
+        for d in batch.diagnostics
+    )
+
+
+_SCAFFOLDING: Final = "CF622"
+_CUT_IN_STRING: Final = "CF610"
+
+
+def _scaffolding_in_open_body(batch: Reply) -> bool:
+    """Whether ``batch`` dropped chat-template scaffolding (``[INST]``) from a JSON reply cut off inside a string.
+
+    The reply cut off is repaired, and the repair drops the scaffolding from the body; the same reply finished
+    may be valid, its body read as it is, scaffolding and all: the reread of a prefix is unsure of that text.
+    """
+    codes = {d.code for d in batch.diagnostics}
+    return _SCAFFOLDING in codes and _CUT_IN_STRING in codes
 
 
 def _before_lines(text: str, lines: int) -> str:

@@ -11,6 +11,8 @@ own judgement turned round (what could the next characters change?):
   next would make narration (``charfmt._lenient.words``, the batch reader's rule); ``PROBE`` is
   the quotation a reread puts after the text to ask the batch reader itself;
 - ``may_echo``: a last line that may still turn out to echo the prompt the caller told;
+- ``in_players_form``: a request form still open whose lines may all be the player's (told);
+- ``opens_as_prompt``: a reply that opens, or may yet open, as a system prompt does;
 - ``prose_decided``: untagged text read as the reply, not a preamble to a JSON one.
 """
 
@@ -188,6 +190,31 @@ def may_echo(line: str, prompt: tuple[str, ...], turn: tuple[str, ...]) -> bool:
     )
 
 
+_FORM_OPENS: Final = re.compile(r"[<＜]\s*user_chats?\b[^<>＜＞]*[>＞]", re.IGNORECASE)
+_FORM_CLOSES: Final = re.compile(r"[<＜]\s*/\s*user_chats?\s*[>＞]", re.IGNORECASE)
+_WHOLE_LINE: Final = re.compile(r"\s*<\s*([A-Za-z][\w-]*)\s*>[^<>\n]*<\s*/\s*\1\s*>\s*")
+"""A line that is one element and nothing else, tag and value (``<emo>surprise</emo>``)."""
+
+
+def in_players_form(text: str, prompt: tuple[str, ...], turn: tuple[str, ...], whole: frozenset[str]) -> bool:
+    """Whether ``text`` (a reply so far) ends inside a request form (``<user_chats>`` not closed yet) whose spoken
+    lines so far may all be the player's (this turn's, the prompt's few-shot turns'): their turn echoed, which the
+    batch reader drops once the form closes (``CF625``). A line of one element of ``whole`` (an emotion) speaks
+    nothing: it is passed over."""
+    opened = max(_FORM_OPENS.finditer(text), key=lambda m: m.start(), default=None)
+    if opened is None or _FORM_CLOSES.search(text, opened.end()) is not None:
+        return False
+    player = learn(prompt, turn).player
+    for line in text[opened.end() :].split("\n"):
+        m = _WHOLE_LINE.fullmatch(line)
+        if m is not None and m.group(1).lower() in whole:
+            continue
+        n = normal(line)
+        if n and n not in player and not _may_be_the_players(n, player):
+            return False
+    return True
+
+
 def _may_be_the_players(n: str, player: frozenset[str]) -> bool:
     """Whether ``n`` (a last line as ``normal`` writes it) may still be one of the player's lines (this turn's, or
     the prompt's few-shot turns'), which the batch reader drops as it drops their echo: the start of one, or
@@ -213,13 +240,28 @@ def _begins_with_a_word_changed(said: list[str], line: list[str]) -> bool:
 _SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
 _PREAMBLE_HINT: Final = re.compile(
     r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
-    r"|\bthe (?:user|player)\b|:[ \t]*+(?:\n|\Z)|以下"
+    r"|\bthe (?:user|player)\b|[:：][ \t]*+(?:\n|\Z)|以下|如下|下面|这是|這是|これが|回复|回覆|回答|返答|返信"
 )
 """Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
-_PROMPT_OPENING: Final = re.compile(r"\s*\W{0,3}(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
-"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``): its echo, whatever a JSON
-reply after it (the batch reader drops what comes before one), until the caller's prompt says otherwise."""
+_VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
+_PROMPT_OPENING: Final = re.compile(_VALUE_FIRST.pattern + r"(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
+_YOU_ARE: Final = "you are "
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, after a value in brackets or
+asterisks: ``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes
+before one), until the caller's prompt says otherwise."""
+
+
+def opens_as_prompt(text: str) -> bool:
+    """Whether ``text`` (a reply so far) opens, or may yet open, as a system prompt does: an echo the batch reader
+    drops before a JSON reply, however the reply goes on (``_PROMPT_OPENING``; ``[joy] You a`` may)."""
+    if _PROMPT_OPENING.match(text) is not None:
+        return True
+    m = _VALUE_FIRST.match(text)
+    rest = text[m.end() :].lower() if m is not None else ""
+    return len(rest) <= len(_YOU_ARE) and _YOU_ARE.startswith(rest)
+
+
 _ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")
 """The text so far ends with an exclamation, a question, a trailing ``…`` or a CJK full stop:
 speech, where a plain English sentence may yet narrate a quotation that follows (``She smiled.
@@ -229,6 +271,11 @@ _QUOTATION_AFTER: Final = re.compile(r"[.!?…。！？][^\S\n]*[\"「『“][^\
 """The text so far ends with a sentence's end, then a quotation begun on its line (no JSON reply begins so)."""
 _PROSE_DECIDED_MIN: Final = 8
 _PROSE_DECIDED_AFTER: Final = 12
+_WORD_LETTERS: Final = 4
+_WIDE: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+"""Kana, CJK ideographs and Hangul: in a text written with them, a character is about a word
+(``_WORD_LETTERS`` letters of an English one), so a short CJK line is decided as soon as an English
+line of as many words is (``请明天`` after ``不好意思，今天已经打烊了。`` holds as much as ``Please come``)."""
 
 
 def prose_decided(batch: Reply, text: str) -> bool:
@@ -238,17 +285,20 @@ def prose_decided(batch: Reply, text: str) -> bool:
     ``_PROSE_DECIDED_MIN`` characters, and two sentences are complete; or one, and it ends the
     text so far (not at a line break, where ``Okay.`` may stand before a JSON reply), or it is
     said to someone and a quotation follows it on its line (``すごいね。「はい」``), or
-    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words). More
+    ``_PROSE_DECIDED_AFTER`` characters follow it (enough to hold a preamble's words; a CJK character counts as
+    a word's letters, ``_WIDE``). More
     text may still bring JSON (then ``close()`` takes back what was shown), but a reply that
     ignores the format speaks as it is written.
     """
     spoken = " ".join(s.text for c in batch.chats for s in c.segments)
-    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None or _PROMPT_OPENING.match(text):
+    if len(spoken) < _PROSE_DECIDED_MIN or _PREAMBLE_HINT.search(spoken) is not None or opens_as_prompt(text):
         return False
     ends = [m.end() for m in _SENTENCE_DONE.finditer(spoken)]
     if len(ends) != 1:
         return len(ends) > 1
-    after = len(spoken[ends[0] :].strip())
+    rest = spoken[ends[0] :].strip()
+    # (a CJK character carries about a word: it counts as the letters of one towards a preamble's words)
+    after = len(rest) + (_WORD_LETTERS - 1) * len(_WIDE.findall(rest))
     if after >= _PROSE_DECIDED_AFTER:
         return True
     if after == 0:

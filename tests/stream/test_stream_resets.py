@@ -4,7 +4,8 @@ Each case of ``stream_resets.jsonl`` is a reply (real model output, or its shape
 showed something the batch reader then read otherwise, so that ``close()`` took it back with a
 ``Reset``: a quotation opened far from the end, a label before a quotation, a body's untagged
 text before a quotation, the prompt echoed before a JSON reply or in an element, the format's
-placeholder body. Fed in 4- and 1-character chunks, told the player's turn and the prompt of
+placeholder body, a quote escaped as in JSON outside JSON, chat-template scaffolding in a body,
+a CJK preamble. Fed in 4- and 1-character chunks, told the player's turn and the prompt of
 ``character`` (as ``charfmt serve`` and ``charfmt chat`` tell theirs) where a case names one: no
 ``Reset``, and the stream ends as the batch parse does.
 """

@@ -414,12 +414,18 @@ DEFAULT_TAGS: Final = TagTable(
     (
         TagSpec(
             "emo", "emotion", "the character's emotion, a key from its vocabulary",
-            synonyms=("emotion", "emotions", "expression", "mood", "face", "feeling", "feel"),
+            synonyms=(
+                "emotion", "emotions", "expression", "mood", "face", "feeling", "feel",
+                "感情", "表情", "気持ち", "情绪", "情緒", "心情", "감정", "표정",
+            ),
             prefixes=("emo", "emotion", "emotions", "expression", "mood", "face", "feeling", "feel"),
         ),
         TagSpec(
             "act", "action", "what the character does",
-            synonyms=("action", "actions", "motion", "gesture", "move"),
+            synonyms=(
+                "action", "actions", "motion", "gesture", "move",
+                "行動", "動作", "仕草", "しぐさ", "アクション", "动作", "行动", "행동", "동작",
+            ),
             prefixes=("act", "action", "actions", "motion", "gesture", "move"),
         ),
         TagSpec(
@@ -427,11 +433,15 @@ DEFAULT_TAGS: Final = TagTable(
             synonyms=(
                 "message", "speak", "speech", "say", "said", "dialogue", "dialog", "line", "content", "text",
                 "saying", "reply", "response", "talk",
+                "セリフ", "せりふ", "台詞", "発言", "会話", "台词", "对白", "對白", "说话", "대사",
             ),
         ),
         TagSpec(
             "thought", "hidden", "the character's inner voice, not shown to the player",
-            synonyms=("thoughts", "thinking", "think", "inner", "inner_voice", "monologue", "mind"),
+            synonyms=(
+                "thoughts", "thinking", "think", "inner", "inner_voice", "monologue", "mind",
+                "心の声", "心情描写", "思考", "内心", "想法", "心声", "생각", "속마음",
+            ),
         ),
     )
 )  # fmt: skip

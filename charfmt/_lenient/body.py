@@ -262,6 +262,24 @@ def _line_end(text: str) -> int | None:
     return nl
 
 
+_SENTENCE_END: Final = re.compile(r"(?:[.!?…](?=[\"'”’)）」』】]*+\s)|[。！？])[\"'”’)）」』】]*+\s*+(?=\S)")
+"""The end of a sentence with another after it (``nods. Welcome``, ``うなずく。ようこそ``)."""
+
+
+def _sentence_end(text: str) -> int | None:
+    """Where the first sentence of ``text`` ends when another follows it (its spaces go to the next), else ``None``."""
+    m = _SENTENCE_END.search(text.strip())
+    if m is None:
+        return None
+    lead = len(text) - len(text.lstrip())
+    return lead + m.end() - (len(m.group()) - len(m.group().rstrip()))
+
+
+_TAG_AS_TEXT: Final = re.compile(r"\s*+(?:<[ \t]*+/?[ \t]*+[A-Za-z_][\w.-]*+[^\s\w<>]?[ \t]*+/?>\s*+)+")
+"""Text that is nothing but tags once its entities are decoded (``&lt;/answer&gt;``, ``<thought?>``): a name and
+at most one mark, no space in it (``<sighs deeply>`` on its own line is an action)."""
+
+
 _REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
 """The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
 
@@ -318,6 +336,14 @@ class _Elements:
         if not chunk.strip():
             if (chunk != "\n" or end == len(view)) and self.out.pieces:
                 out.note("CF701", "whitespace between elements is layout, not content", offset, offset + len(chunk))
+            return
+        if _TAG_AS_TEXT.fullmatch(decode_entities(chunk)):
+            # (&lt;/answer&gt;, <thought?&gt;: a tag written with entities or mangled, between elements: markup;
+            # found by the third set's corpus test, third-smollm2-default-harbour_rain-8 and seoyeon-3)
+            lead = len(chunk) - len(chunk.lstrip())
+            message = f"{chunk.strip()[:40]!r}, a tag written as text, between elements is markup: dropped"
+            out.repairs = [r for r in out.repairs if not (r.code == "CF707" and offset <= r.start < end)]
+            out.note("CF651", message, offset + lead, offset + len(chunk.rstrip()))
             return
         span = Span(chunk, offset, out, self.reading)
         entry = self.reading.table.first("stray", Sample(chunk), self.tags)
@@ -402,13 +428,24 @@ class _Elements:
         assert piece is not None
         # Speech left open stays whole: its next lines would be read as speech all the same.
         split = None if piece.tag == self.speech and closer in (None, self.speech) else _line_end(piece.text)
+        by_sentence = False
+        if split is None and closer == self.speech and piece.tag != self.speech:
+            # (an action closed by </msg>: its first sentence the action, the sentences after it what the closer
+            # says, found by the third set's #42)
+            split = _sentence_end(piece.text)
+            by_sentence = True
         if split is None:
             self._emit(cut=cut)
             return
         rest, at = piece.text[split:], min(piece.start + split, piece.end)
         piece.text, piece.end = piece.text[:split], at
         lead = len(rest) - len(rest.lstrip())
-        self.out.note("CF721", f"<{piece.tag}> left open ends at its line: the next line is read on its own", at, at)
+        message = (
+            f"<{piece.tag}> closed by </{closer}> ends at its first sentence: the sentences after it are <{closer}>"
+            if by_sentence
+            else f"<{piece.tag}> left open ends at its line: the next line is read on its own"
+        )
+        self.out.note("CF721", message, at, at)
         self._emit()
         if closer is not None:
             self.open = Piece(closer, rest[lead:], at + lead, at + len(rest))

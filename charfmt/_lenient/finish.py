@@ -37,12 +37,36 @@ def segments(state: Recovery) -> None:
             _turn_within(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
+        if not state.found:
+            _lone_marks(state, rc)
         rc.segments = _segments(state, rc)
         if rc.segments:
             kept.append(rc)
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
     state.chats = kept
+
+
+_LONE_MARK: Final = re.compile(r"^[ \t]*+[-*•][ \t]*+(?:\n|\Z)", re.M)
+"""A line that is only a list mark: what is left of a list item whose text was dropped (``- <user_chats>…``)."""
+
+
+def _lone_marks(state: Recovery, rc: RawChat) -> None:
+    """The list marks left alone on their lines in a chat's text of a reply without JSON, beside other lines (their
+    items dropped as not the character's): markup, dropped (``CF627``). Found by the third set's #27 and #47."""
+    for p in rc.pieces:
+        spec = state.tags.get(p.tag)
+        rest = _LONE_MARK.sub("", p.text)
+        if spec is None or spec.content != "text" or rest == p.text or not rest.strip():
+            continue
+        # (where each stands in the source: the k-th lone mark of the piece's span, else the piece's start)
+        source = state.source.text
+        found = [p.start + m.start() + len(m.group()) - len(m.group().lstrip()) for m in
+                 _LONE_MARK.finditer(source[p.start : p.end] + "\n")]  # fmt: skip
+        for k, m in enumerate(_LONE_MARK.finditer(p.text)):
+            at = found[k] if k < len(found) else p.start
+            state.note("CF627", f"a list mark {m.group().strip()!r} left alone on its line dropped", at, at + 1)
+        p.text = rest.rstrip()
 
 
 _TURN_LINE: Final = 6
@@ -94,8 +118,30 @@ def _turn_within(state: Recovery, rc: RawChat) -> None:
         if p.tag == state.speech and said and _part_of_turn(state, said, cut=p.end >= end):
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
+        if p.tag == state.speech and "\n" in p.text.strip() and not _turn_lines_within(state, p):
+            continue
         kept.append(p)
     rc.pieces = kept
+
+
+def _turn_lines_within(state: Recovery, p: Piece) -> bool:
+    """Speech of several lines, one of them the player's line alone (``Welcome.\nIs this seat taken?\nSit down.``):
+    that line is their turn echoed, dropped (``CF625``); the other lines stay the character's (found by the third
+    set's #72). Whether any of the piece is left."""
+    source, pos, kept, dropped = state.source.text, 0, [], False
+    for line in p.text.split("\n"):
+        at, pos = pos, pos + len(line) + 1
+        said = words(line)
+        if said and _part_of_turn(state, said, cut=False):
+            start = p.start + at if source[p.start + at : p.start + at + len(line)] == line else p.start
+            state.note("CF625", "the player's own line echoed inside the reply's speech: dropped", start,
+                       start + len(line))  # fmt: skip
+            dropped = True
+            continue
+        kept.append(line)
+    if dropped:
+        p.text = "\n".join(kept).strip("\n")
+    return bool(p.text.strip())
 
 
 def _part_of_turn(state: Recovery, said: str, *, cut: bool) -> bool:

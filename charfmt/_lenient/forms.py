@@ -11,14 +11,14 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from charfmt._lenient import request_form
+from charfmt._lenient import fields, request_form
 from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.region import has_elements
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
-from charfmt._lenient.state import Recovery, Source, short, without_tokens
+from charfmt._lenient.state import NARRATOR, RawChat, Recovery, Source, short, without_tokens
 from charfmt._lenient.table import Sample
 from charfmt._lenient.text import read_text
-from charfmt.tags import REASONING_TAGS
+from charfmt.tags import REASONING_TAGS, TEXT_TAG
 
 _CUT_ELEMENT: Final = request_form.CUT_ELEMENT
 _FORM_CLOSED: Final = re.compile(r"[<＜]\s*+[/／]\s*+user_chats?\s*+[>＞]\s*+\Z", re.I)
@@ -99,7 +99,35 @@ def read_bare(state: Recovery, start: int, end: int) -> None:
     else:
         message = "no JSON reply: the text itself is read as the character's chat"
     state.note("CF616", message, at, at)
+    if entry is not None and entry.name != "user-chats" and _by_speaker(state, cleaned, start):
+        return
     read_text(state, cleaned, start, entry)
+
+
+def _by_speaker(state: Recovery, text: str, offset: int) -> bool:
+    """A scene's reply written as a transcript (``Mio: [joy] わあ！`` / ``Rex: Twenty bolts.``): the lines after
+    each cast member's label (dropped, ``CF633``) read as a chat of that speaker; whether it was so written."""
+    marks = [(at - offset, who) for at, who in state.speakers if offset <= at <= offset + len(text)]
+    if not marks:
+        return False
+    bounds = [(0, None), *marks]
+    for k, (a, who) in enumerate(bounds):
+        b = bounds[k + 1][0] if k + 1 < len(bounds) else len(text)
+        part = text[a:b]
+        if not part.strip():
+            continue
+        lead = len(part) - len(part.lstrip())
+        part = part.strip()
+        if who == NARRATOR:  # the narrator tells what happens: an E chat of the text as written
+            chat = RawChat(len(state.chats), None, "E")
+            fields.add_text(chat, TEXT_TAG, part, offset + a + lead, offset + a + lead + len(part))
+            state.chats.append(chat)
+            continue
+        before = len(state.chats)
+        read_text(state, part, offset + a + lead, state.walk("text", Sample(part)), cut_off=b == len(text))
+        for chat in state.chats[before:]:
+            chat.speaker = who
+    return True
 
 
 def _set_aside_echo(state: Recovery, text: str, offset: int) -> str | None:

@@ -155,7 +155,9 @@ class JsonReader:
                     break
                 self.note("CF605", "a missing comma between values is assumed", pos, pos)
                 after_value[-1] = False
-            if top.kind == "object" and keys[-1] is None:
+            if top.kind == "object" and keys[-1] is None and ch == "{" and self._reopen(open_, pos):
+                pos += 1
+            elif top.kind == "object" and keys[-1] is None:
                 pos = self._key_and_colon(open_, pos)
             elif ch == ":":
                 self._stray_colon(open_, pos)
@@ -170,6 +172,18 @@ class JsonReader:
                 self._attach(top, keys, node, open_.orphan)
                 after_value[-1] = True
         return root.items[0] if root.items else JNode("scalar", pos, pos, None, closed=False)
+
+    def _reopen(self, open_: _Open, pos: int) -> bool:
+        """A ``{`` where a key is due, after a member whose value is an object (``{"chat": {"type": "C"},
+        {"body": "…"}}``): that object was closed too early, and this one's members are read into it (``CF650``;
+        found by the third set's #22). Whether it was so."""
+        top = open_.nodes[-1]
+        last = top.pairs[-1][3] if top.pairs else None
+        if last is None or last.kind != "object" or not last.closed:
+            return False
+        self.note("CF650", "an object where a key is due: its members read into the object before it", pos, pos + 1)
+        open_.push(last)
+        return True
 
     def _stray_colon(self, open_: _Open, pos: int) -> None:
         """A ``:`` where no key is due. After a string in an array (``[{…}, "id": "a0d8…"]``) the string was a

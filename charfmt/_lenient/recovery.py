@@ -21,9 +21,9 @@ from charfmt._lenient.body import read_elements
 from charfmt._lenient.pieces import Result
 from charfmt._lenient.region import reply_region
 from charfmt._lenient.scaffolding import blank
-from charfmt._lenient.state import Recovery, Source
+from charfmt._lenient.state import NARRATOR, Recovery, Source
 from charfmt._lenient.table import Reading
-from charfmt._lenient.turns import foreign, learn
+from charfmt._lenient.turns import foreign, learn, speaker_of
 from charfmt.diagnostics import Diagnostic
 from charfmt.dialects import TABLE
 from charfmt.models import Reply, Vocabulary
@@ -70,7 +70,12 @@ def _foreign(state: Recovery) -> None:
     state.told = told = learn(state.prompt, state.turn_lines)
     spans = foreign(state.source.text, told, prompted=bool(state.prompt))
     for a, b, code, message in spans:
-        state.note(code, message, a, b)
+        who = speaker_of(state.source.text[a:b], told) if code == "CF633" else None
+        if who is not None:  # a scene's cast member labels the lines after it
+            state.speakers.append((b, who))
+        whose = "the narrator (an E chat)" if who == NARRATOR else repr(who)
+        said = message if who is None else f"speaker label {state.source.text[a:b].strip()!r} names {whose}: dropped"
+        state.note(code, said, a, b)
     if spans:
         text = state.source.text
         state.source = Source(blank(text, [(a, b, "") for a, b, *_ in spans]), state.source.raw, state.source.map)

@@ -209,6 +209,10 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
     said = normal(piece.text)
     if told is None or len(said) < _PLAYER_LINE:
         return False
+    if _persona_said_to(said, told):
+        message = "the persona said to the character (You are …), words of the prompt's: not the character's, dropped"
+        read.note("CF631", message, piece.start, piece.end)
+        return True
     if not (said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True)):
         return False
     message = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
@@ -255,6 +259,24 @@ def addresses(told: Told | None, text: str) -> bool:
     line, the player's. Only where the prompt casts one character (in a scene, members address each other)."""
     found = _names(told.names) if told is not None and told.members == 1 else None
     return found is not None and found[1].search(text) is not None and found[0].search(text) is None
+
+
+_YOU_ARE: Final = re.compile(
+    r"(?:you are|you're|du bist|tu es|tú eres|eres|és|tu és|sei|你是|您是|あなたは|君は|お前は|너는|당신은)(?![\w])"
+)
+"""The second person's opening of a line that tells someone who they are (``You are just an old swamp witch``)."""
+_PERSONA_RUN: Final = 4
+"""Words in a row of the prompt's text from which a line telling the character who they are retells the persona."""
+
+
+def _persona_said_to(said: str, told: Told) -> bool:
+    """Whether ``said`` (``normal``'s form) tells the character who they are in the prompt's own words (``You are
+    just an old swamp witch who sells remedies…`` of the card's ``… is an old swamp witch who sells remedies…``):
+    the persona said to them, the prompt's, never their own line (found by the third set's #62)."""
+    if _YOU_ARE.match(said) is None:
+        return False
+    found = said.split()
+    return any(" ".join(found[k : k + _PERSONA_RUN]) in told.text for k in range(1, len(found) - _PERSONA_RUN + 1))
 
 
 def _player_line_marked(said: str, told: Told) -> bool:

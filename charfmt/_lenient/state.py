@@ -46,6 +46,10 @@ class Source:
         return self.map[min(max(i, 0), len(self.map) - 1)]
 
 
+NARRATOR: Final = ""
+"""The speaker a scene's narrator's label names (``turns.speaker_of``): what follows it is an ``E`` chat."""
+
+
 @dataclass(slots=True)
 class RawChat:
     """A chat being read: what its fields said, and its pieces so far."""
@@ -71,6 +75,7 @@ class Recovery:
         self.turn_lines = turn  # ... as given
         self.prompt = prompt  # the prompt's own text, not the character's words
         self.told: Told | None = None  # what the prompt and the turn tell the read (``turns.learn``)
+        self.speakers: list[tuple[int, str]] = []  # where a scene's cast member's label ends, and its speaker id
         self.reading = reading
         self.vocabulary = reading.vocabulary
         self.tags = tags = reading.tags

@@ -29,11 +29,13 @@ from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLDING
 from charfmt._lenient.request_form import blocks, introduces
-from charfmt._lenient.state import nearly_said, normal
+from charfmt._lenient.state import NARRATOR, nearly_said, normal
 from charfmt.tags import DEFAULT_TAGS
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
 """Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``)."""
+NARRATOR_LABELS: Final = frozenset({"narrator", "narration", "scene", "ナレーション", "旁白", "내레이션"})
+"""Labels of a scene's narrator in a transcript (``Narrator: The bell rings.``)."""
 GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt"})
 """Role names of the character's (the model's) turn."""
 
@@ -54,13 +56,18 @@ _CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++
 """A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
 _SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
-_YOU_ARE: Final = re.compile(r"^You are ([^.,\n]{1,40}?)[.,]", re.M)
-"""The persona's opening: the character's name (``You are Rex.``, ``You are Rex, a retired combat robot``)."""
+_YOU_ARE: Final = re.compile(
+    r"^You are ([^.,\n]{1,40}?)(?:[.,]|[ \t]++(?:in|with|at|on|of|from|who|and|for|playing)[ \t])", re.M
+)
+"""The persona's opening: the character's name (``You are Rex.``, ``You are Rex, a retired combat robot``, a card's
+``You are Quill in an ongoing story with …``)."""
 _HEADING: Final = re.compile(r"^[ \t]*+#{1,6}(?:[ \t]|-{3,}|$)", re.M)
 _REASONING_HEADING: Final = re.compile(
     r"^[ \t]*+#{1,6}[ \t]*+(?:thinking|thoughts?|reasoning|analysis|answer|response|reply|final(?: answer)?|output)\b",
     re.I,
 )
+_FENCE: Final = re.compile(r"[ \t]*+(?:```|~~~)")
+"""A code fence's line (opening or closing one)."""
 _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 """A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
@@ -120,6 +127,8 @@ class Told:
     """The character's own names, case folded (``You are Wren.``; a scene's cast headings: every member's)."""
     members: int = 1
     """How many characters the prompt casts (a scene's cast; else one)."""
+    cast: tuple[tuple[str, str], ...] = ()
+    """A scene's cast: each member's name and speaker id (case folded) with the speaker id it labels a chat of."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -132,6 +141,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     keys: set[str] = set()
     names: set[str] = set()
     members = 1
+    speakers: dict[str, str] = {}
     for text in prompt:
         keys.update(_key(m) for m in _LIST_KEY.finditer(text))
         form = [(a, b) for a, b, _m in blocks(text)]
@@ -147,6 +157,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
         players.update(m.group(1).strip().casefold() for m in _SENDS.finditer(text))
         named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
         cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
+        speakers.update((name.strip().casefold(), m.group(2)) for m in _CAST.finditer(text) for name in m.groups())
         names.update(named, *cast)
         members = max(members, len(cast))
         characters.update(named, *cast)
@@ -159,13 +170,27 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 characters.add(name)
         sections = sections or len(_HEADING.findall(text)) >= 2
         tag_spec = tag_spec or _TAG_SPEC.search(text) is not None
+    if members > 1:  # a scene: its narrator's label tells what happens (an E chat)
+        characters.update(NARRATOR_LABELS)
+        speakers.update(dict.fromkeys(NARRATOR_LABELS, NARRATOR))
     characters -= players  # a name both ways is the player's (it precedes the turns the model must not write)
     starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
     openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
-                frozenset(n for n in names - players if len(n) >= 2), members)  # fmt: skip
+                frozenset(n for n in names - players if len(n) >= 2), members,
+                tuple(sorted(speakers.items())) if members > 1 else ())  # fmt: skip
+
+
+def speaker_of(label: str, told: Told) -> str | None:
+    """The speaker id a speaker label (``Mio:``, ``**Rex**``) names in a scene's cast (``NARRATOR``: its narrator's),
+    or ``None``."""
+    if not told.cast:
+        return None
+    m = _LABEL.match(label) or _INLINE.match(label)
+    name = m.group("name").strip().casefold() if m is not None else ""
+    return dict(told.cast).get(name)
 
 
 Span = tuple[int, int, str, str]
@@ -242,8 +267,11 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     section: int | None = None  # where the section being dropped began
     echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
     content = False  # a line of the reply's own was read
+    fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
     for a, b in _lines(text):
         line = text[a:b]
+        if _FENCE.match(line):
+            fenced = not fenced
         if _label(line, told) is not None or _REPLY_START.match(line) is not None:
             if section is not None:
                 spans.append((section, a, "CF631", _SECTION))
@@ -254,7 +282,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             if section is not None:  # ... which no section of the prompt's imitated runs over
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
-        if told.sections and _HEADING.match(line) and not _REASONING_HEADING.match(line):
+        if told.sections and not fenced and _HEADING.match(line) and not _REASONING_HEADING.match(line):
             if section is None:
                 section = a
             continue
@@ -376,7 +404,22 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
             marks.append((before, before, "player"))
         marks.append((a, b, kind))
         since = b
-    return marks
+    if not any(kind == "player" for *_, kind in marks[-1:]):
+        marks += _echo_after_reply(text, since, told, dropped)
+    return sorted(set(marks))
+
+
+def _echo_after_reply(text: str, since: int, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:
+    """The player's turn echoed in the request form, without a label, after words of the reply (``…bigode.`` /
+    ``<user_chats>…the player's line…</user_chats> [/INST]``): a next turn begins there, so what follows it is
+    imagined (found by the third set's #47). Before any word of the reply, it is the turn the reply answers."""
+    for a, b, _m in blocks(text[since:]):
+        first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
+        if not first or not (first in told.player or nearly_said(first, told.player, begun=True)):
+            continue
+        if _has_own_line(text, since + a, dropped):
+            return [(since + a, since + a, "player")]
+    return []
 
 
 def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:
@@ -486,6 +529,12 @@ def _form_before(text: str, since: int, at: int) -> int | None:
         if _FORM_OPEN.match(line):
             found = since + a
     return found
+
+
+def _has_own_line(text: str, end: int, dropped: list[Span]) -> bool:
+    """Whether ``text[:end]``, less what is dropped, holds a line of words that is not written as the prompt's
+    spec is (``- "message": …``): words of the reply's own."""
+    return any(_has_content(text, a, b, dropped) and not _spec_like(text[a:b]) for a, b in _lines(text[:end]))
 
 
 def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:

@@ -68,6 +68,8 @@ def key_alone(line: str, vocabulary: Vocabulary | None) -> str | None:
 
 _RUNNING_BEFORE: Final = re.compile(r"[^\s.!?…。！？*)）」』”\]】]\s*\Z")
 """Text before a bracket that leaves it inside a sentence: a word (or a comma) right before it on its line."""
+_SUBSCRIPT: Final = re.compile(r"\w(?:\[[^\[\]\n]*+\])++\Z")
+"""Text before a bracket that makes it a subscript of code (``data[i]`` before ``[1]``): inside the line's text."""
 
 
 def in_running_text(text: str, start: int) -> bool:
@@ -80,7 +82,8 @@ def in_running_text(text: str, start: int) -> bool:
     before = text[line_start:start]
     if not before.strip():
         return False
-    return _RUNNING_BEFORE.search(before) is not None
+    # (found by the third set's #7: ``data[i][1]`` in code, its ``[1]`` read as an emotion)
+    return _RUNNING_BEFORE.search(before) is not None or _SUBSCRIPT.search(before) is not None
 
 
 _CLOSERS: Final = "\"'”’)）」』】"

@@ -35,15 +35,19 @@ def language(args: argparse.Namespace) -> Language:
     return Language(character.vocabulary, character.tags)
 
 
-def parse_input(inp: Input, *, lenient: bool, max_size: int, language: Language = Language()) -> Reply:
-    """``parse`` of what was read; an input over ``--max-size`` is ``CF002`` with its real size."""
+def parse_input(
+    inp: Input, *, lenient: bool, max_size: int, language: Language = Language(), prompt: str | None = None
+) -> Reply:
+    """``parse`` of what was read; an input over ``--max-size`` is ``CF002`` with its real size. ``prompt``:
+    what the reply answers, as ``parse`` takes it."""
     if inp.over:
         message = f"input is {inp.size_words(max_size)} long; the maximum is {max_size:,} (--max-size)"
         d = Diagnostic.at("", "CF002", message, 0)
         if not lenient:
             raise ParseError([d], "")
         return Reply(diagnostics=[d])
-    return parse(inp.data, lenient=lenient, max_size=max_size, vocabulary=language.vocabulary, tags=language.tags)
+    return parse(inp.data, lenient=lenient, max_size=max_size, vocabulary=language.vocabulary, tags=language.tags,
+                 prompt=prompt)  # fmt: skip
 
 
 def failed(diagnostics: Sequence[Diagnostic]) -> bool:

@@ -174,6 +174,11 @@ class Scene(BaseModel):
                  for w in (e.key, *e.aliases) if w.strip()}  # fmt: skip
         return Vocabulary.of(*words.values(), policy="error")
 
+    @cached_property
+    def _own_prompt(self) -> str:
+        """The scene's system prompt, as a lenient read is told it where the caller gives none."""
+        return self.render_system()
+
     # --- reading ---------------------------------------------------------------------------------
 
     def parse(
@@ -191,6 +196,8 @@ class Scene(BaseModel):
         ``prompt``: what the reply answers, as ``charfmt.parse`` takes them.
         """
         vocabulary = self.reading_vocabulary if lenient else None
+        if lenient and prompt is None:  # told its own prompt, the reader knows the cast (``Mio:`` names a speaker)
+            prompt = self._own_prompt
         reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt)
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
         problems = self.check(reply, source, lenient=lenient)

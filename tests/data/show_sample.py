@@ -1,6 +1,7 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
-``python tests/data/show_sample.py third`` (the third round's sample of ``third_replies.jsonl``), ``fresh``
+``python tests/data/show_sample.py fourth`` (the fourth round's sample of ``fourth_replies.jsonl``), ``third``
+(the third round's sample of ``third_replies.jsonl``), ``fresh``
 (the second round's sample of ``fresh_replies.jsonl``),
 ``held`` or ``tune`` (the first round's samples of ``new_replies.jsonl``): the rows whose number n in
 their set has ``n % 5 == 2`` and ``n < 100``, each read as ``tests/lenient/test_new_corpus.py`` reads it (the
@@ -27,10 +28,10 @@ import charfmt
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("set", choices=("third", "fresh", "held", "tune"))
+    parser.add_argument("set", choices=("fourth", "third", "fresh", "held", "tune"))
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
-    sets = {"fresh": corpus.FRESH, "third": corpus.THIRD}
+    sets = {"fresh": corpus.FRESH, "third": corpus.THIRD, "fourth": corpus.FOURTH}
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == 2 and n < 100]
     for n in picked:

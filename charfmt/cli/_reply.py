@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from charfmt._terminal import VisibleWriter
 from charfmt.cli._io import Input, diag_line, dump_json, load_character, load_scene
@@ -15,6 +15,9 @@ from charfmt.models import Reply, Vocabulary
 from charfmt.parser import parse
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
+if TYPE_CHECKING:
+    from charfmt.prompt.character import Character
+
 
 @dataclass(frozen=True)
 class Language:
@@ -22,6 +25,8 @@ class Language:
 
     vocabulary: Vocabulary | None = None
     tags: TagTable = DEFAULT_TAGS
+    character: Character | None = None
+    """The ``--character`` read (once: a card's notes are said once), where one was given."""
 
 
 def language(args: argparse.Namespace) -> Language:
@@ -32,7 +37,7 @@ def language(args: argparse.Namespace) -> Language:
     if path is None:
         return Language()
     character = load_character(path, args.max_size, getattr(args, "user_name", None))
-    return Language(character.vocabulary, character.tags)
+    return Language(character.vocabulary, character.tags, character)
 
 
 def parse_input(

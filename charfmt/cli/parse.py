@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Final
 
-from charfmt.cli._io import EXIT_INVALID, EXIT_OK, dump_json, load_character, read
+from charfmt.cli._io import EXIT_INVALID, EXIT_OK, dump_json, read
 from charfmt.cli._options import add_character, add_size
-from charfmt.cli._reply import emit_diagnostics, failed, language, parse_input, pretty
+from charfmt.cli._reply import Language, emit_diagnostics, failed, language, parse_input, pretty
 from charfmt.diagnostics import ParseError
 
 HELP: Final = "parse a reply and print it"
@@ -34,14 +34,14 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     add_size(sp, "input or --character file")
 
 
-def _told(args: argparse.Namespace) -> str | None:
+def _told(args: argparse.Namespace, lang: Language) -> str | None:
     """With ``--lenient --character``: the character's system prompt, which the reader is told (it learns the
     character's name there: a speaker label of that name is dropped, ``CF633``, and the prompt echoed, ``CF631``)."""
-    if not args.lenient or args.character is None:
+    if not args.lenient or lang.character is None:
         return None
-    from charfmt.prompt.render import render_system  # noqa: PLC0415
+    from charfmt.prompt.render import render_system  # noqa: PLC0415 (jinja2: only a lenient read told the character)
 
-    return render_system(load_character(args.character, args.max_size, args.user_name))
+    return render_system(lang.character)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     lang = language(args)
     inp = read(args.file, args.max_size)
     try:
-        reply = parse_input(inp, lenient=args.lenient, max_size=args.max_size, language=lang, prompt=_told(args))
+        reply = parse_input(inp, lenient=args.lenient, max_size=args.max_size, language=lang, prompt=_told(args, lang))
     except ParseError as e:
         emit_diagnostics(inp.name, e.source, e.diagnostics, "jsonl" if args.format == "jsonl" else "text", sys.stderr)
         return EXIT_INVALID

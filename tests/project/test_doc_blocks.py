@@ -47,9 +47,7 @@ CHECKED = frozenset({"json", "toml", "js", "javascript"})
 
 BLOCKS = all_blocks()
 SAMPLE_REPLY = next(b.code for b in blocks(README) if b.lang == "json")
-"""The README's reply: ``text`` in every Python block, ``reply.json`` for every command."""
-DAMAGED_REPLY = 'Sure!\n```json\n{"chats": [{"type": "chat", "body": "<EMO>joy</EMO><msg>Hi"}]}\n```\n'
-"""``reply.txt`` for the commands: what a model writes around the format."""
+"""The README's reply (``examples/replies/mio_joy.json``): what the user's model and SDK clients stream."""
 
 
 def _unmarked(*langs: frozenset[str]) -> list[Block]:
@@ -90,6 +88,12 @@ def test_every_block_is_run_or_marked() -> None:
     assert counts["run"] >= 40 and counts["run"] > counts["not run"], counts
 
 
+def test_the_readme_reply_is_the_bundled_file() -> None:
+    """The README's reply block is ``examples/replies/mio_joy.json``, which its samples open."""
+    bundled = (ROOT / "examples" / "replies" / "mio_joy.json").read_text(encoding="utf-8")
+    assert json.loads(bundled) == json.loads(SAMPLE_REPLY)
+
+
 # --- Python --------------------------------------------------------------------------------------
 
 
@@ -108,7 +112,6 @@ class Recorder:
 
 def _namespace() -> dict[str, Any]:
     return {
-        "provider": "openai",
         "model_stream": [SAMPLE_REPLY[i : i + 5] for i in range(0, len(SAMPLE_REPLY), 5)],
         "sprite": Recorder(),
         "window": Recorder(),
@@ -232,24 +235,27 @@ def _charfmt_parts(words: list[str]) -> Iterator[list[str]]:
             part.append(word)
 
 
+def _repository_files() -> list[str]:
+    """The repository's files as a clone holds them: tracked, or new and not ignored (``git ls-files``)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if listed.returncode != 0:
+        pytest.skip("git cannot list the repository's files: the commands need a copy of them")
+    return [name for name in listed.stdout.decode().split("\0") if name and (ROOT / name).is_file()]
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding every file the docs' commands name, as a user's would."""
+    """A copy of the repository's files and nothing else: the commands run from its root, as a user's would."""
     folder = tmp_path_factory.mktemp("docs-commands")
-    (folder / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
-    for toml in (ROOT / "examples" / "characters").glob("*.toml"):
-        shutil.copy(toml, folder / toml.name)
-    (folder / "reply.json").write_text(SAMPLE_REPLY + "\n", encoding="utf-8")
-    (folder / "reply.txt").write_text(DAMAGED_REPLY, encoding="utf-8")
-    (folder / "replies").mkdir()
-    for reply in ("mio.json", "mio_angry.json"):
-        shutil.copy(ROOT / "examples" / "replies" / reply, folder / "replies" / reply)
-    lines = [
-        {"text": SAMPLE_REPLY, "model": "m-1", "prompt_version": 1, "reply": SAMPLE_REPLY},
-        {"text": DAMAGED_REPLY, "model": "m-2", "prompt_version": 1, "reply": DAMAGED_REPLY},
-        {"text": "Sure! hi", "model": "m-2", "prompt_version": 2, "reply": "Sure! hi"},
-    ]
-    (folder / "logs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    for name in _repository_files():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, folder / name)
     return folder
 
 

@@ -1,16 +1,18 @@
 """Every code block of the README and of ``docs/**/*.md`` is run or checked, or says why not.
 
-Python blocks run in a namespace holding what the prose around them assumes (a reply ``text``,
-the character ``mio``, a model stream, a sprite, a window, a TTS voice, the SDK clients answering
-offline). ``>>>`` blocks run as doctests; in the other blocks, an expression statement followed by
-a comment that is a Python literal (``[('emo', 'joy'), ...]``, ``...`` standing for the rest) must
-evaluate to that literal. Shell blocks of ``charfmt`` commands run through ``charfmt.cli.main`` in
-a folder holding the files they name (``reply.json``, ``logs.jsonl``, ``examples/``...) and must
-exit 0. JSON must load (a reply must parse strictly, a request hold messages), TOML must load as a
-character, JavaScript must pass ``node --check``. A block that cannot run here carries a marker
-comment (``tests/doc_pages.py`` lists them), and ``test_every_block_is_run_or_marked`` counts that
-no block is left out. Running the Python and shell blocks takes about 15 s together: they are in
-``tests/long_tests.txt`` (``pytest -m long``, which CI runs); the checks and the count are in the default run.
+Python blocks run as a reader pastes them: from the repository root, after the page's earlier Python
+blocks, in a namespace holding only the user's own objects the pages name (a model stream, a sprite,
+a window, a TTS voice, a game, the SDK clients answering offline): ``charfmt``, characters and
+replies are each page's to import and load. ``>>>`` blocks run as doctests; in the other blocks, an
+expression statement followed by a comment that is a Python literal (``[('emo', 'joy'), ...]``,
+``...`` standing for the rest) must evaluate to that literal. Shell blocks of ``charfmt`` commands
+run through ``charfmt.cli.main`` from the root of a copy of the repository's files (nothing else: a
+file a command names ships in ``examples/``) and must exit 0. JSON must load (a reply must parse
+strictly, a request hold messages), TOML must load as a character, JavaScript must pass ``node
+--check``. A block that cannot run here carries a marker comment (``tests/doc_pages.py`` lists
+them), and ``test_every_block_is_run_or_marked`` counts that no block is left out. Running the
+Python and shell blocks takes about 15 s together: they are in ``tests/long_tests.txt`` (``pytest -m
+long``, which CI runs); the checks and the count are in the default run.
 """
 
 from __future__ import annotations

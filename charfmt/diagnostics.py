@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import bisect
 import re
-from array import array
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from array import array
 
 Severity = Literal["error", "warning", "info"]
 
@@ -230,6 +232,8 @@ def _newlines(source: str) -> array[int]:
     for known, index in _NEWLINES:
         if known is source:
             return index
+    from array import array  # noqa: PLC0415 (import cost: only a source of 4,096 characters or more)
+
     index = array("q", (m.start() for m in re.finditer("\n", source)))
     _NEWLINES.insert(0, (source, index))
     del _NEWLINES[4:]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from charfmt._dialect_names import DialectName
-from charfmt._grammar.lexical import NOT_TEXT_CHAR
+from charfmt._grammar import lexical
 from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
@@ -111,7 +111,7 @@ class Segment(BaseModel):
         # checked by their content kind, any other name must look like a tag name (a
         # custom tag, or an unknown tag lenient parsing kept); the parser checks the rest.
         spec = DEFAULT_TAGS.get(self.tag)
-        if spec is None and self.tag != TEXT_TAG and not _UNKNOWN_TAG.fullmatch(self.tag):
+        if spec is None and self.tag != TEXT_TAG and not re.fullmatch(_UNKNOWN_TAG, self.tag):
             raise ValueError(f"segment tag {self.tag!r} is not a tag name")
         if spec is not None and spec.content == "key":
             if not terminal_regex("KEY").fullmatch(self.text):
@@ -124,13 +124,14 @@ class Segment(BaseModel):
         return self
 
 
-_UNKNOWN_TAG = re.compile(r"[a-z_][a-z0-9_\-]*")
-"""Lenient parsing keeps tags it does not know under their own (lower-case) name."""
+_UNKNOWN_TAG: Final = r"[a-z_][a-z0-9_\-]*"
+"""Lenient parsing keeps tags it does not know under their own (lower-case) name. (Compiled where
+used, by ``re``'s cache: validation only, never a parse of valid input.)"""
 
 
 def _text_ok(text: str) -> bool:
     # TEXT allows '<' and '&' only escaped; the writer escapes them, so check the rest.
-    return NOT_TEXT_CHAR.search(text) is None
+    return lexical.NOT_TEXT_CHAR.search(text) is None
 
 
 def check_body(kind: str, segments: list[Segment]) -> None:

@@ -18,18 +18,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
-from charfmt import _twin
 from charfmt._strict.body import parse_batch
 from charfmt._strict.envelope import BOM
 from charfmt._strict.fast import read_reply
-from charfmt._strict.reply import Batch, StrictRun
 from charfmt.diagnostics import Diagnostic, ParseError, too_long
 from charfmt.models import Reply, Vocabulary, construct_trusted
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
+    from charfmt._strict.reply import Batch
     from charfmt.prompt.userinput import UserTurn
 
 DEFAULT_MAX_SIZE: Final = 16 * 1024 * 1024
@@ -118,13 +117,19 @@ def _parse_wide(
     return reply.model_copy(update={"diagnostics": [note, *reply.diagnostics]})
 
 
-class Told(NamedTuple):
-    """What the caller told a lenient read about the exchange: the player's turn and the prompt."""
+class Told:
+    """What the caller told a lenient read about the exchange: the player's turn and the prompt.
 
-    turn: tuple[str, ...] = ()
-    """What the player said this turn (``turn_lines``)."""
-    prompt: tuple[str, ...] = ()
-    """The prompt's own text, the character's words left out (``prompt_texts``)."""
+    (A plain class: a ``NamedTuple`` compiles each field's postponed annotation at every start.)
+    """
+
+    __slots__ = ("prompt", "turn")
+
+    def __init__(self, turn: tuple[str, ...] = (), prompt: tuple[str, ...] = ()) -> None:
+        self.turn: Final = turn
+        """What the player said this turn (``turn_lines``)."""
+        self.prompt: Final = prompt
+        """The prompt's own text, the character's words left out (``prompt_texts``)."""
 
 
 _NOTHING_TOLD: Final = Told()
@@ -205,7 +210,7 @@ def _parse(
     *,
     fast: bool = True,
     tags: TagTable = DEFAULT_TAGS,
-    told: Told = Told(),  # noqa: B008 (a NamedTuple: immutable)
+    told: Told = _NOTHING_TOLD,
 ) -> Reply:
     """:func:`parse`; ``fast=False`` skips the fast path (tests compare the two)."""
     # A large reply allocates hundreds of thousands of models at once; the cyclic
@@ -221,6 +226,8 @@ def _parse(
                 return fast_reply
         source = _strict_source(text, max_size)
         if source.stop is None:
+            from charfmt._strict.reply import StrictRun  # noqa: PLC0415 (import cost: a valid reply's fast path never needs it)
+
             reply = StrictRun(lenient, vocabulary, tags, _READERS.batch).read(source.text)
         else:
             reply = construct_trusted(
@@ -273,6 +280,8 @@ class _Readers:
 
     def settle(self, package: Path | None = None) -> bool:
         """Choose the readers now (``package``: the folder of ``charfmt`` the twin must match); whether compiled."""
+        from charfmt import _twin  # noqa: PLC0415 (import cost: only after WARM_UP characters, or settle())
+
         twin = _twin.load(_twin.TWINS["_strict"], package)
         if twin is None:
             self.fast, self.batch = read_reply, parse_batch
@@ -288,8 +297,10 @@ _READERS: Final = _Readers()
 
 _FINAL: Final = frozenset({"CF002", "CF003"})
 """Errors lenient parsing does not try to repair: too large, or empty."""
-_ESCAPED_BYTES: Final = re.compile("[\udc80-\udcff]+")
-"""A run of bytes that are not UTF-8, as ``surrogateescape`` decodes them."""
+_ESCAPED_BYTES: Final = "[\udc80-\udcff]+"
+"""A run of bytes that are not UTF-8, as ``surrogateescape`` decodes them. (Compiled where used, by
+``re``'s cache: a class of surrogates takes a third of a millisecond to compile, and valid input
+never needs it.)"""
 
 
 def lenient_text(data: str | bytes) -> str:
@@ -303,14 +314,14 @@ def lenient_text(data: str | bytes) -> str:
         if wide is not None:
             return wide[0]
         data = bytes(data).decode("utf-8", errors="surrogateescape")
-    return _ESCAPED_BYTES.sub(lambda m: "\ufffd" * len(m.group()), data)
+    return re.compile(_ESCAPED_BYTES).sub(lambda m: "\ufffd" * len(m.group()), data)
 
 
 def _recover(
     text: str | bytes,
     vocabulary: Vocabulary | None,
     tags: TagTable = DEFAULT_TAGS,
-    told: Told = Told(),  # noqa: B008 (a NamedTuple: immutable)
+    told: Told = _NOTHING_TOLD,
 ) -> Reply:
     """The lenient slow path; it never raises (a bug in it is reported, not thrown)."""
     from charfmt._lenient.recovery import recover  # noqa: PLC0415 (valid input never needs recovery)
@@ -321,7 +332,7 @@ def _recover(
         # and each run of them one diagnostic naming its first byte.
         escaped = bytes(text).decode("utf-8", errors="surrogateescape")
         decoded = lenient_text(escaped)
-        for m in _ESCAPED_BYTES.finditer(escaped):
+        for m in re.compile(_ESCAPED_BYTES).finditer(escaped):
             byte = ord(m.group()[0]) - 0xDC00
             message = f"invalid UTF-8 byte 0x{byte:02X} replaced by U+FFFD" + (
                 f" (and {len(m.group()) - 1} more)" if len(m.group()) > 1 else ""
@@ -347,13 +358,19 @@ def _recover(
             gc.enable()
 
 
-class _Source(NamedTuple):
-    """What the strict reader reads: the input as text, or why there is nothing to read."""
+class _Source:
+    """What the strict reader reads: the input as text, or why there is nothing to read.
 
-    text: str
-    """The input decoded (a byte order mark blanked), or as much of it as decoded before the error."""
-    stop: Diagnostic | None
-    """Why nothing can be read (``CF002`` too large, ``CF001`` not UTF-8, ``CF003`` empty), or ``None``."""
+    (A plain class: a ``NamedTuple`` compiles each field's postponed annotation at every start.)
+    """
+
+    __slots__ = ("stop", "text")
+
+    def __init__(self, text: str, stop: Diagnostic | None) -> None:
+        self.text: Final = text
+        """The input decoded (a byte order mark blanked), or as much of it as decoded before the error."""
+        self.stop: Final = stop
+        """Why nothing can be read (``CF002`` too large, ``CF001`` not UTF-8, ``CF003`` empty), or ``None``."""
 
 
 def _strict_source(text: str | bytes, max_size: int) -> _Source:

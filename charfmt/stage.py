@@ -191,7 +191,7 @@ class StageReader:
         self._splitter.cut_off()
 
     def close(self) -> list[StageCue]:
-        """The sentences left (a stream that ended mid-sentence)."""
+        """The cues of the sentences left unspoken (a stream that ended mid-sentence): one ``say`` cue each."""
         return [self._speak(s) for s in self._splitter.close()]
 
     def _who(self, chat: int) -> Character | None:

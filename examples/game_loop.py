@@ -23,6 +23,7 @@ def main() -> int:
     parser = charfmt.StreamParser(vocabulary=mio.vocabulary)
     speech = charfmt.SentenceSplitter()
     window = ""
+    log = ""  # an I or E chat's line, printed whole once it ends
     for chunk in [*chunks, None]:
         events = parser.feed(chunk) if chunk is not None else parser.close()
         for event in events:
@@ -36,7 +37,10 @@ def main() -> int:
                 window += event.text
                 print(f"[window] {window}")
             elif isinstance(event, charfmt.TextDelta) and event.tag == "text":
-                print(f"[log]    {event.text}")
+                log += event.text
+            elif isinstance(event, charfmt.SegmentEnd) and event.tag == "text" and log:
+                print(f"[log]    {log}")
+                log = ""
             for sentence in speech.feed(event):
                 print(f"[tts:{sentence.emotion}] {sentence.text}")
     return 0

@@ -21,7 +21,8 @@ The derivations run once, at import, from the grammar's static part (no tag tabl
 from __future__ import annotations
 
 import re
-from typing import Final
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._grammar.static import static_text
 
@@ -59,10 +60,25 @@ NOT_TEXT: Final = "".join(ch for ch in _PLAIN_CLASS if ch not in MARKUP)
 """The body of a regex class of the characters text never holds, not even escaped: C0 controls
 other than tab, newline and carriage return, DEL, lone surrogates (as ``body.lark`` writes them)."""
 
-NOT_TEXT_CHAR: Final = re.compile(f"[{NOT_TEXT}]")
-"""One character text never holds, not even escaped. (Compiling a class with the surrogate range
-takes a third of a millisecond: the module compiles only what decoding needs; :func:`text_class`
-and :data:`NOT_KEY` are sources, compiled where they are used.)"""
+
+@cache
+def _not_text_char() -> re.Pattern[str]:
+    return re.compile(f"[{NOT_TEXT}]")
+
+
+if TYPE_CHECKING:
+    NOT_TEXT_CHAR: re.Pattern[str]
+    """One character text never holds, not even escaped. (Compiled on first use: a class with the
+    surrogate range takes a third of a millisecond to compile, and a valid reply's parse never needs
+    it; :func:`text_class` and :data:`NOT_KEY` are sources, compiled where they are used.)"""
+else:
+
+    def __getattr__(name: str) -> Any:
+        """``NOT_TEXT_CHAR``, compiled on first use, then kept."""
+        if name != "NOT_TEXT_CHAR":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = globals()[name] = _not_text_char()
+        return value
 
 
 _KEY_EDGE: Final = _between("KEY", "/[^\\s", "])?/").partition("]")[0]
@@ -81,6 +97,47 @@ def text_class(excluding: str = "") -> str:
     The stream reader's run of plain text inside a JSON string is ``text_class('"\\\\\\x00-\\x1f')``.
     """
     return f"[^{excluding}{MARKUP}{NOT_TEXT}]"
+
+
+# --- patterns that compile fast (the strict reader's fast path) ------------------------------
+# Each class holding the lone-surrogate range costs re a fifth of a millisecond to compile, and
+# the grammar's TEXT and KEY hold three each: the fast path's first parse, at every start, was
+# mostly compiling them (issue 41). These sources match the same text with one class each.
+
+_TEXT_SHAPE: Final = "_PLAIN (_ENTITY _PLAIN?)* | (_ENTITY _PLAIN?)+"
+"""How ``body.lark`` writes ``TEXT``: runs of ``_PLAIN`` and ``_ENTITY``, at least one of either."""
+
+
+def fast_text(reference: str) -> str | None:
+    """A regex source of the grammar's ``TEXT`` with one class: plain runs and entities, at least one.
+
+    ``reference``: what stands for a numeric reference (after ``&``, before ``;``): the grammar's
+    :data:`NUMREF`, or :data:`NUMERIC_REFERENCE` (any number) for a reader that decodes what it
+    matched with :func:`decode_text`. Possessive: it backtracks into nothing, and no way through it
+    is ambiguous. ``None`` when ``body.lark`` writes ``TEXT`` another way (then use its terminal).
+    """
+    if _definition("TEXT") != _TEXT_SHAPE:
+        return None
+    return f"(?:{text_class()}++|&(?:{'|'.join(NAMED_ENTITIES)}|{reference});)++"
+
+
+def fast_key() -> str | None:
+    """A regex source of the grammar's ``KEY`` with one class, where a whole key stands (markup or the end after it).
+
+    A run of characters a key holds, neither its first nor its last one whitespace (a lookahead and
+    a lookbehind, not two more classes). ``None`` when ``body.lark`` lets a key's edges hold what
+    its inside does not (then use its terminal).
+    """
+    if _KEY_EDGE != _KEY_INNER:
+        return None
+    return f"(?!\\s)[^{NOT_KEY}]++(?<!\\s)"
+
+
+def fast_newline() -> str | None:
+    """The grammar's ``_NL`` (what stands between two elements) as a regex source, read here: the
+    generated tables (``charfmt._grammar._lalr``) need not load for it. ``None`` when ``body.lark``
+    writes it otherwise than as ``"\\n"``."""
+    return "\\n" if _definition("_NL") == '"\\n"' else None
 
 
 # --- entities --------------------------------------------------------------------------------
@@ -142,7 +199,7 @@ def entity_char(reference: str) -> str | None:
     if code > 0x10FFFF:
         return None
     ch = chr(code)
-    return None if NOT_TEXT_CHAR.match(ch) else ch
+    return None if _not_text_char().match(ch) else ch
 
 
 def _strict(m: re.Match[str]) -> str:

@@ -13,13 +13,18 @@ import re
 from collections.abc import Callable, Sequence
 from functools import cache
 
-from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF, BadEntity, decode_text
+from charfmt._grammar.lexical import (
+    NUMERIC_REFERENCE,
+    NUMREF,
+    BadEntity,
+    decode_text,
+    fast_key,
+    fast_newline,
+    fast_text,
+)
 from charfmt._grammar.rules import C_MARK, TEXT_MARK, content_terminal, lark_parser
 from charfmt._grammar.static import static_terminals
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TEXT_TAG, TagTable
-
-from .diagnosis import BodyError, diagnose
-from .lalr import Reject, driver
 
 Element = tuple[str, str]
 """A parsed element: ``(tag, decoded text)``."""
@@ -35,30 +40,34 @@ def fast_reader(tags: TagTable = DEFAULT_TAGS) -> FastReader:
     The body language is regular: a ``C`` body is ``element (_NL element)*``, each element
     one rule generated from the tag table (``<name>KEY</name>`` or ``<name>TEXT?</name>``),
     an ``I``/``E`` body is ``TEXT``. One ``fullmatch`` validates a body against patterns
-    built from the grammar's own ``TEXT``, ``KEY`` and ``_NL`` terminals; a second scan
-    lifts the elements out (valid content holds no raw ``<``), and entities are decoded
-    only where a ``&`` stands. It says nothing about invalid bodies: the LALR parser
-    (:func:`parse_batch`, :func:`parse_body`) is the one that explains them.
+    built from the grammar's own ``TEXT``, ``KEY`` and ``_NL``; a second scan lifts the
+    elements out (valid content holds no raw ``<``), and entities are decoded only where a
+    ``&`` stands. It says nothing about invalid bodies: the LALR parser (:func:`parse_batch`,
+    :func:`parse_body`) is the one that explains them.
 
-    In these patterns a numeric reference is any number (:func:`_widened`): the decoder
-    refuses one that names no character text holds, exactly where the grammar's ranges
-    would, and the patterns compile in a third of the time (most of a cold start's first
-    parse was compiling those ranges, four times).
+    What a cold start's first parse pays is mostly compiling these patterns (issue 41), so
+    they are written to compile fast: ``TEXT`` and ``KEY`` with one character class each
+    (``lexical.fast_text``, ``lexical.fast_key``; the grammar's hold three each), and a numeric
+    reference read as any number (the decoder refuses one that names no character text holds,
+    exactly where the grammar's ranges would). Each tag keeps its own alternative: the tags of
+    one content kind in one (``<(?:act|msg|thought)>TEXT?</(?:act|msg|thought)>``, a closing
+    tag then checked by the scan) compile 0.3 ms faster but read a typical reply 2 % slower.
     """
-    terminals = static_terminals()
-    newline = terminals["_NL"]
+    text, key, newline = fast_text(NUMERIC_REFERENCE), fast_key(), fast_newline()
+    if text is None or key is None or newline is None:  # an edited body.lark: its own terminals
+        terminals = static_terminals()  # (the generated tables' copy, or Lark's)
+        text, key, newline = text or _widened(terminals["TEXT"]), key or terminals["KEY"], newline or terminals["_NL"]
+    contents = {"TEXT": text, "KEY": key}
     element = "|".join(
-        re.escape(t.open)
-        + f"(?:{_widened(terminals[content_terminal(t.content)[0]])}){content_terminal(t.content)[1]}"
-        + re.escape(t.close)
+        f"{re.escape(t.open)}(?:{contents[content_terminal(t.content)[0]]}){content_terminal(t.content)[1]}"
+        f"{re.escape(t.close)}"
         for t in tags
     )
-    # ``element (_NL element)*``, written with one copy of ``element`` (compiling the
-    # TEXT pattern is most of the cost of first use). Atomic and possessive: each element
-    # matches in one way only, so a body that fails is given up after one linear pass.
-    # (No capturing group inside: CPython 3.11 mishandles one in a possessive repeat.)
+    # ``element (_NL element)*``, written with one copy of ``element``. Atomic and possessive:
+    # each element matches in one way only, so a body that fails is given up after one linear
+    # pass. (No capturing group inside: CPython 3.11 mishandles one in a possessive repeat.)
     c_body = re.compile(f"(?:(?>{element})(?:{newline}(?!\\Z)|\\Z))++").fullmatch
-    text_body = re.compile(f"(?:{_widened(terminals['TEXT'])})").fullmatch
+    text_body = re.compile(f"(?:{contents['TEXT']})").fullmatch
     pieces = re.compile("<(" + "|".join(re.escape(t.name) for t in tags) + ")>([^<]*)<").findall
     tagged = TAGGED_TYPES
 
@@ -89,6 +98,7 @@ def _widened(pattern: str) -> str:
     Only for a reader that decodes what it matched with ``decode_text``, which raises
     ``BadEntity`` for a reference to no text character. A pattern without the grammar's
     ``_NUMREF`` as written (an edited grammar) is returned as it is: exact, only slower to compile.
+    (Where ``body.lark`` writes ``TEXT`` as shipped, ``lexical.fast_text`` is used instead.)
     """
     return pattern.replace(NUMREF, f"(?:{NUMERIC_REFERENCE})")
 
@@ -99,6 +109,8 @@ def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS
     Returns one element list per body, or ``None`` when any body is invalid (then
     call :func:`parse_body` per body to learn what and where).
     """
+    from .lalr import Reject, driver  # noqa: PLC0415 (import cost: the fast path, a valid reply's, never needs it)
+
     if len(bodies) == 1:
         # One body (most replies): parse it where it is; the joined copy would double the
         # memory a long message takes.
@@ -117,6 +129,9 @@ def parse_batch(bodies: Sequence[tuple[str, str]], tags: TagTable = DEFAULT_TAGS
 
 def parse_body(kind: str, body: str, tags: TagTable = DEFAULT_TAGS) -> list[Element]:
     """Parse one body of chat type ``kind`` in the language of ``tags``; raises :class:`BodyError`."""
+    from .diagnosis import BodyError, diagnose  # noqa: PLC0415 (import cost: a valid reply's fast path never needs it)
+    from .lalr import Reject, driver  # noqa: PLC0415 (import cost: as in parse_batch)
+
     start = "c_body" if kind in TAGGED_TYPES else "text_body"
     try:
         result: list[Element] = driver(tags).parse(body, start)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from charfmt._grammar.lexical import NOT_KEY, NOT_TEXT_CHAR
+from charfmt._grammar import lexical
+from charfmt._grammar.lexical import NOT_KEY
 from charfmt.tags import ROLE_TABLE, TAGGED_TYPES, TagTable
 
 if TYPE_CHECKING:  # Lark loads only where a body needs explaining
@@ -38,7 +39,9 @@ class BodyError(Exception):
 
 _NOT_KEY_CHAR: Final = f"[{NOT_KEY}]"
 """A character no key holds (compiled on first use: the error path only)."""
-_TAG_AT: Final = re.compile(r"<(/?)\s*([^\s<>/]*)([^<>]*?)(/?)>")
+_TAG_AT: Final = r"<(/?)\s*([^\s<>/]*)([^<>]*?)(/?)>"
+"""A tag as written, well or badly. (This module's patterns are compiled where used, by ``re``'s cache:
+the error path only, and every start would pay for them.)"""
 
 
 def _closing_for(expected: set[str]) -> str | None:
@@ -111,7 +114,7 @@ def diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyEr
         m = re.compile(r"&[#\w]*;?").match(body, pos)
         got = m.group() if m else "&"
         return BodyError("CF207", f"{got!r} is not an entity charfmt decodes: write '&' as &amp;", pos, pos + len(got))
-    if NOT_TEXT_CHAR.match(ch):
+    if lexical.NOT_TEXT_CHAR.match(ch):
         return BodyError("CF209", f"character U+{ord(ch):04X} is not allowed in text", pos, pos + 1)
     if "_NL" in expected:
         if ch in "\r\n":
@@ -133,12 +136,12 @@ def _is_key(tags: TagTable, name: str) -> bool:
     return spec is not None and spec.content == "key"
 
 
-_OPENER_BEFORE: Final = re.compile(r"<([a-z][a-z0-9_]*)>\Z")
+_OPENER_BEFORE: Final = r"<([a-z][a-z0-9_]*)>\Z"
 
 
 def _key_name(tags: TagTable, before: str) -> str:
     """What the key after ``before`` is called in messages: ``the emotion key``, ``the sfx value``."""
-    m = _OPENER_BEFORE.search(before)
+    m = re.search(_OPENER_BEFORE, before)
     spec = tags.get(m.group(1)) if m else None
     if spec is None or ROLE_TABLE[spec.role].vocabulary:
         return "the emotion key"
@@ -147,7 +150,7 @@ def _key_name(tags: TagTable, before: str) -> str:
 
 def _diagnose_angle(body: str, pos: int, tags: TagTable, *, text_context: bool) -> BodyError:
     """A '<' the lexer could not use: a raw '<' in text, a tag with attributes, or an unknown tag."""
-    m = _TAG_AT.match(body, pos)
+    m = re.compile(_TAG_AT).match(body, pos)
     if m:
         slash, name, attrs, _self_closing = m.groups()
         if name.lower() in tags:

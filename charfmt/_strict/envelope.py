@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from json.decoder import scanstring  # type: ignore[attr-defined]
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 Path = tuple[str | int, ...]
 
@@ -25,7 +25,9 @@ BOM: Final = "\ufeff"
 """A byte order mark (Windows editors write one): not part of the JSON text; RFC 8259 lets a parser
 ignore it, and the strict reader reads a space in its place (every offset stays)."""
 
-_SCALAR: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
+_SCALAR: Final = r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity"
+"""A JSON scalar as written (and NaN, infinities). This and ``_BRACKETS`` are compiled where used, by
+``re``'s cache: only a reply that failed is scanned with them, and every start would pay for them."""
 _PLAIN: Final = re.compile(r'[^"\\]*')
 
 
@@ -73,11 +75,17 @@ class HugeInteger:
         return f"HugeInteger(digits={self.digits!r})"
 
 
-class Decoded(NamedTuple):
-    """The decoded JSON value plus what the fast decode noticed."""
+class Decoded:
+    """The decoded JSON value plus what the fast decode noticed.
 
-    value: Any
-    duplicate_keys: bool
+    (A plain class: a ``NamedTuple`` compiles each field's postponed annotation at every start.)
+    """
+
+    __slots__ = ("duplicate_keys", "value")
+
+    def __init__(self, value: Any, duplicate_keys: bool) -> None:
+        self.value: Final = value
+        self.duplicate_keys: Final = duplicate_keys
 
 
 class JSONError(Exception):
@@ -194,7 +202,7 @@ def _integer(literal: str) -> int | HugeInteger:
     return int(literal)
 
 
-_BRACKETS: Final = re.compile(r'[\[\]{}]|"(?:[^"\\]|\\.)*+"')
+_BRACKETS: Final = r'[\[\]{}]|"(?:[^"\\]|\\.)*+"'
 _DEEP: Final = 100
 """Nesting far deeper than any reply needs; the bracket that opens it is where CF110 points."""
 
@@ -202,7 +210,7 @@ _DEEP: Final = 100
 def _deepest(text: str) -> int | None:
     """Raw offset of the bracket that opens nesting level ``_DEEP``, if there is one."""
     depth = 0
-    for m in _BRACKETS.finditer(text):
+    for m in re.compile(_BRACKETS).finditer(text):
         ch = m.group()[0]
         if ch in "[{":
             depth += 1
@@ -213,9 +221,14 @@ def _deepest(text: str) -> int | None:
     return None
 
 
-class _Spans(NamedTuple):
-    values: dict[Path, tuple[int, int]]
-    keys: dict[Path, list[tuple[int, int]]]
+class _Spans:
+    """The raw span of every value and of every key of a JSON text, by path. (A plain class, as ``Decoded``.)"""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.values: Final[dict[Path, tuple[int, int]]] = {}
+        self.keys: Final[dict[Path, list[tuple[int, int]]]] = {}
 
 
 class Locator:
@@ -338,7 +351,8 @@ def _skip_ws(text: str, pos: int) -> int:
 
 def _scan(text: str) -> _Spans:
     """Record the raw span of every value and key of a valid JSON text, iteratively."""
-    spans = _Spans({}, {})
+    spans = _Spans()
+    scalar = re.compile(_SCALAR).match
     # Stack of [container path, kind, next index or pending key, start offset].
     stack: list[list[Any]] = []
     path: Path = ()
@@ -369,7 +383,7 @@ def _scan(text: str) -> _Spans:
             spans.values[path] = (pos, end)
             pos = end
         else:
-            m = _SCALAR.match(text, pos)
+            m = scalar(text, pos)
             end = m.end() if m else pos + 1
             spans.values[path] = (pos, end)
             pos = end

@@ -14,7 +14,7 @@ Compiled with mypyc with the rest of the package (``charfmt._strict_c.fast``, se
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final
 
 from charfmt._grammar.static import terminal_regex
 from charfmt.models import TRUSTED_WRITE, Chat, Reply, Segment, Vocabulary
@@ -29,16 +29,23 @@ _TYPES: Final = tuple(CHAT_TYPES)
 _new, _set_dict, _set_fields_set, _set_extra, _set_private = TRUSTED_WRITE
 
 
-class _Plan(NamedTuple):
-    """What reading a reply in one tag table needs."""
+class _Plan:
+    """What reading a reply in one tag table needs.
 
-    tags: TagTable
-    read: FastReader
-    """The table's body reader (``fast_reader``)."""
-    emotion: str
-    """The emotion tag's name: its keys are checked against a vocabulary."""
-    values: dict[str, frozenset[str]]
-    """Each cue tag with a closed list of values, and its values."""
+    (A plain class: a ``NamedTuple`` compiles each field's postponed annotation at every start.)
+    """
+
+    __slots__ = ("emotion", "read", "tags", "values")
+
+    def __init__(self, tags: TagTable, read: FastReader, emotion: str, values: dict[str, frozenset[str]]) -> None:
+        self.tags: Final = tags
+        """The table (held, so that its identity is not reused while the plan is kept)."""
+        self.read: Final = read
+        """The table's body reader (``fast_reader``)."""
+        self.emotion: Final = emotion
+        """The emotion tag's name: its keys are checked against a vocabulary."""
+        self.values: Final = values
+        """Each cue tag with a closed list of values, and its values."""
 
 
 _PLANS: Final[dict[int, _Plan]] = {}
@@ -78,7 +85,8 @@ def read_reply(
     key, items = top[0]
     if key != "chats" or type(items) is not list:
         return None
-    _tags, read, emotion, values = _plan(tags)
+    plan = _plan(tags)
+    read, emotion, values = plan.read, plan.emotion, plan.values
     known = None if vocabulary is None else frozenset(vocabulary.keys)
     chats: list[Chat] = []
     for order, chat in enumerate(items, 1):

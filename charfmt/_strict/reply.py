@@ -22,7 +22,6 @@ from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
-from charfmt.vocabulary import apply_vocabulary
 
 from .body import Element, parse_batch, parse_body
 from .diagnosis import BodyError
@@ -31,7 +30,7 @@ from .envelope import CHAT_KEYS, SPEAKER, HugeInteger, JSONError, Locator, NonFi
 Batch = Callable[[Sequence[tuple[str, str]], TagTable], list[list[Element]] | None]
 """Every body of a reply read in one LALR call (``(type, body)`` pairs), or ``None`` when one fails."""
 
-_UNESCAPED_QUOTE: Final = re.compile(r'(?<!\\)(?:\\\\)*"')
+_UNESCAPED_QUOTE: Final = r'(?<!\\)(?:\\\\)*"'
 
 
 class _Stop(Exception):
@@ -219,7 +218,8 @@ class StrictRun:
                 while cut < len(text) and where(cut) < pos:
                     cut += 1
                 text = text[:cut]
-                if _UNESCAPED_QUOTE.search(source, body.content_start, where(cut) if cut else body.content_start):
+                stop = where(cut) if cut else body.content_start
+                if re.compile(_UNESCAPED_QUOTE).search(source, body.content_start, stop):
                     return  # where strict JSON ends this string is not where the tolerant reader does
             try:
                 parse_body(str(kind.value), text, self.tags)
@@ -240,6 +240,8 @@ class StrictRun:
         vocabulary = self.vocabulary
         decisions: list[tuple[int, str, str]] = []
         emotion, values = self._emotion, self._values
+        if vocabulary is not None:
+            from charfmt.vocabulary import apply_vocabulary  # noqa: PLC0415 (import cost: a parse told a vocabulary only)
         for n, (tag, text) in enumerate(elements):
             shown = text
             if vocabulary is not None and tag == emotion:

@@ -152,11 +152,27 @@ def _read_from(name: str, f: IO[bytes], limit: int) -> Input:
     return Input(name, data)
 
 
+def _utf8(inp: Input) -> Input:
+    """An option's file that starts with a UTF-16 or UTF-32 byte order mark (PowerShell's ``>`` writes
+    UTF-16) decoded as such, with ``CF160`` on standard error, as a reply's file is; else as it is."""
+    if inp.data[:2] not in (b"\xff\xfe", b"\xfe\xff", b"\x00\x00"):
+        return inp
+    from charfmt.parser import wide_text  # noqa: PLC0415 (cold path: only a file with a wide byte order mark)
+
+    if (wide := wide_text(inp.data)) is None:
+        return inp  # (only starts like a mark: UTF-8's own error names the byte)
+    text, name = wide
+    print(f"{inp.name}:1:1: CF160 warning: input is {name}, not UTF-8: decoded as {name.split()[0]}", file=sys.stderr)
+    return Input(inp.name, text.encode("utf-8", "surrogatepass"))
+
+
 def read_text(path: str, limit: int, what: str) -> str:
-    """A UTF-8 text file for an option (``--character``, ``--history``), bounded by ``limit``."""
+    """A text file for an option (``--history``, ``convert``'s input), bounded by ``limit``: UTF-8, or UTF-16
+    or UTF-32 with its byte order mark (``CF160``)."""
     inp = read(path, limit)
     if inp.over:
         raise InputError(f"cannot read {what} {inp.too_large(limit)}")
+    inp = _utf8(inp)
     try:
         return inp.data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -172,6 +188,7 @@ def load_character(path: str, limit: int, user_name: str | None = None) -> Chara
     inp = read(path, limit)
     if inp.over:
         raise InputError(f"cannot read --character {inp.too_large(limit)}")
+    inp = _utf8(inp)
     character = Character.from_bytes(inp.data, inp.name, max_size=limit, user_name=user_name)
     for d in character.card.diagnostics if character.card is not None else ():  # a default vocabulary (CF920)...
         print(diag_line(inp.name, d), file=sys.stderr)
@@ -204,6 +221,7 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
         inp = read(path, limit)
         if inp.over:
             raise InputError(f"cannot read --lorebook {inp.too_large(limit)}")
+        inp = _utf8(inp)
         digest = hashlib.sha256(inp.data).digest()
         if digest in seen:  # (the same book twice: each entry would fire twice, its content twice in the prompt)
             print(f"charfmt: warning: --lorebook {inp.name} is the same book as {seen[digest]}: read once",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         usage_error(args, "argument --character: reading jsonl needs the character (its vocabulary)")
     if args.indent is not None and args.indent < 0:
         usage_error(args, "argument --indent: a number of spaces, 0 or more")
+    if _same_file(args.input, args.output):
+        usage_error(args, f"OUT is IN ({args.output}): converting would replace the conversation it reads")
     name = "<stdin>" if args.input == "-" else args.input
     text = read_text(args.input, args.max_size, "input")
     try:
@@ -72,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         out = _write(args.target_format, history, character, args.indent)
     except InteropError as e:
         print(e.report(name), file=sys.stderr)
+        if (hint := _jsonl_hint(args.source_format, text)) is not None:
+            print(hint, file=sys.stderr)
         return EXIT_INVALID
     size = len(out.encode("utf-8", "surrogatepass"))
     if size > args.max_size:
@@ -89,6 +94,31 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise InputError(f"cannot write {args.output}: {e.strerror or e}") from None
     return EXIT_OK
+
+
+def _same_file(source: str, target: str) -> bool:
+    """Whether OUT names the very file IN does (a link or another spelling of its path included)."""
+    if "-" in (source, target):
+        return False
+    try:
+        return os.path.samefile(source, target)
+    except OSError:
+        return False  # OUT does not exist yet (or IN cannot be read: read_text says so)
+
+
+def _jsonl_hint(fmt: str, text: str) -> str | None:
+    """A hint when a document format failed on what reads as JSON Lines (one object per line)."""
+    if fmt == "jsonl":
+        return None
+    lines = [line for line in text.removeprefix("\ufeff").splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    try:
+        if all(isinstance(json.loads(line), dict) for line in lines):
+            return f"hint: IN is JSON Lines (one object per line), not a {fmt} document: --from jsonl reads it"
+    except ValueError:
+        return None
+    return None
 
 
 def _read(fmt: str, text: str, character: Character | None, name: str) -> list[Exchange]:

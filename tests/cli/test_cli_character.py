@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import charfmt
 from charfmt.cli import main
@@ -182,3 +183,36 @@ def test_stream_with_a_bad_character_file_is_one_line_and_exit_2(files: dict[str
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_option_files_with_a_wide_byte_order_mark_are_decoded_with_cf160(
+    encoding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a newcomer's trial: docs/CLI.md says input files with a UTF-16 or UTF-32 byte order mark are
+    decoded (CF160); a character file written by PowerShell's ``>`` was refused as 'not UTF-8'."""
+    bom = b"\xfe\xff" if encoding == "utf-16-be" else b""  # Python's utf-16 and utf-32 write their own mark
+    wide = tmp_path / "mio.toml"
+    source = (ROOT / "examples" / "characters" / "mio.toml").read_text(encoding="utf-8")
+    wide.write_bytes(bom + source.encode(encoding))
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(bom + (ROOT / "examples" / "history.jsonl").read_text(encoding="utf-8").encode(encoding))
+    plain = ["render", "--character", str(ROOT / "examples" / "characters" / "mio.toml"), "--say", "hi",
+             "--history", str(ROOT / "examples" / "history.jsonl")]  # fmt: skip
+    assert main(plain) == 0
+    want = capsys.readouterr().out
+    assert main(["render", "--character", str(wide), "--say", "hi", "--history", str(history)]) == 0
+    out, err = capsys.readouterr()
+    assert out == want
+    assert [line.split(": CF160")[0] for line in err.splitlines()] == [f"{wide}:1:1", f"{history}:1:1"]
+    assert all("warning: input is UTF-" in line for line in err.splitlines())
+
+
+def test_a_file_that_only_starts_like_a_byte_order_mark_is_still_not_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"\xff\xfename = 1\n")
+    assert main(["render", "--character", str(bad), "--say", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert "CF160" not in err and "not UTF-8" in err

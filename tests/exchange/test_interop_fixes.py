@@ -374,6 +374,39 @@ def test_convert_from_jsonl_on_one_model_reply_points_to_parse(
     assert "pam, uacs or groupchat" not in err
 
 
+@pytest.mark.parametrize("link", [False, True], ids=["same-path", "a-link-to-it"])
+def test_convert_refuses_to_write_over_its_own_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], link: bool
+) -> None:
+    """Found by a newcomer's trial: OUT naming IN replaced the history with its conversion (exit 0)."""
+    src = tmp_path / "h.jsonl"
+    src.write_bytes(HISTORY.read_bytes())
+    out = src
+    if link:
+        out = tmp_path / "link.jsonl"
+        out.symlink_to(src)
+    argv = ["convert", "--from", "jsonl", "--to", "pam", "--character", str(CHARACTER), str(src), str(out)]
+    assert main(argv) == 2
+    assert "OUT is IN" in capsys.readouterr().err
+    assert src.read_bytes() == HISTORY.read_bytes()
+    command = [sys.executable, "-m", "charfmt", *argv]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and src.read_bytes() == HISTORY.read_bytes()
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "jsonl"])
+def test_a_document_format_read_from_json_lines_points_to_jsonl(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    argv = ["convert", "--from", fmt, "--to", "jsonl", "--character", str(CHARACTER), str(HISTORY), "-"]
+    assert main(argv) == 1
+    assert "--from jsonl reads it" in capsys.readouterr().err
+    src = tmp_path / "doc.json"  # a real document of another format gets no such hint
+    src.write_text(_sample("groupchat" if fmt != "groupchat" else "pam"), encoding="utf-8")
+    main(["convert", "--from", fmt, "--to", "jsonl", "--character", str(CHARACTER), str(src), "-"])
+    assert "--from jsonl" not in capsys.readouterr().err
+
+
 def test_deep_documents_say_so_without_mentioning_replies() -> None:
     deep = "[" * 5000 + "]" * 5000
     with pytest.raises(interop.InteropError) as info:

@@ -191,3 +191,12 @@ def test_ci_builds_the_site_strictly_with_the_docs_extra() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     names = {re.split(r"[\[<>=]", requirement)[0] for requirement in extras["docs"]}
     assert names == {"mkdocs", "mkdocs-material", "mkdocstrings"}
+
+
+def test_the_game_loop_example_logs_an_info_chat_as_one_line() -> None:
+    """Found by a newcomer's trial: each streamed piece of an ``I`` chat was its own ``[log]`` line."""
+    script = ROOT / "examples" / "game_loop.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False, cwd=ROOT)
+    logs = [line.removeprefix("[log]").strip() for line in done.stdout.splitlines() if line.startswith("[log]")]
+    reply = charfmt.parse((ROOT / "examples" / "replies" / "mio_angry.json").read_text(encoding="utf-8"))
+    assert logs == ["".join(s.text for s in c.segments) for c in reply.chats if c.type != "C"]

@@ -258,5 +258,7 @@ def test_a_huge_stage_map_loads_in_linear_time() -> None:
         return max(min(times), 1e-3)
 
     cpu(100)
-    small, large = cpu(2_500), cpu(10_000)
-    assert large / small < 8, f"{small:.2f} s -> {large:.2f} s"  # linear: 4x; quadratic: 16x
+    # Ten times the entries, far apart so a loaded machine's noise (CI measured 9.9x on 4x the entries,
+    # best of three) cannot pass for the difference: linear is 10x, quadratic 100x.
+    small, large = cpu(1_000), cpu(10_000)
+    assert large / small < 35, f"{small:.2f} s -> {large:.2f} s"

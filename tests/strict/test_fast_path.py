@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,14 @@ def test_valid_bodies(body: str) -> None:
 @example("<msg></msg>", "C")
 @example("", "E")
 @example("a\nb &amp; c", "I")
+@example("<act>waves</msg>", "C")
+@example("<msg>hi</act>\n<emo>joy</emo>", "C")
+@example("<emo>joy</emo>\n<thought>hm</msg>", "C")
+@example("<msg></thought>", "C")
+@example("<emo>joy </emo>", "C")
+@example("<emo>slightly happy</emo>", "C")
+@example("<emo>\u3000joy</emo>", "C")
+@example("<emo>j</emo>", "C")
 def test_any_body(body: str, kind: str) -> None:
     """On any body the reader accepts exactly what the LALR parser accepts, with the same elements."""
     read = fast_reader()(kind, body)
@@ -311,15 +320,68 @@ def test_a_failing_body_costs_linear_time(shape: Any) -> None:
     assert _cpu(lambda b: read("C", b), large) <= 30 * max(_cpu(lambda b: read("C", b), small), 1e-5)
 
 
-def test_the_shipped_grammars_numeric_reference_is_widened_in_the_fast_patterns() -> None:
-    """The cold start's first parse compiles ``TEXT`` with any number as a numeric reference (the decoder
-    checks it): that needs the grammar's ``_NUMREF`` as written inside ``TEXT``, or the ranges compile again."""
-    from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF
+def test_the_shipped_grammar_gets_the_patterns_that_compile_fast() -> None:
+    """The cold start's first parse compiles ``TEXT`` and ``KEY`` with one character class each and any
+    number as a numeric reference (the decoder checks it): that needs ``body.lark``'s ``TEXT`` and
+    ``KEY`` written as shipped; an edited grammar gets its own terminals (``_widened``), only slower."""
+    from charfmt._grammar.lexical import NUMERIC_REFERENCE, NUMREF, fast_key, fast_text
     from charfmt._grammar.static import static_terminals
 
+    assert fast_text(NUMERIC_REFERENCE) is not None and fast_key() is not None
     assert NUMREF in static_terminals()["TEXT"]
     assert NUMERIC_REFERENCE in _widened(static_terminals()["TEXT"])
     assert NUMREF not in _widened(static_terminals()["TEXT"])
+
+
+PIECES = ["a", " ", "\u3000", "\t", "\n", "\r", "<", ">", "&", ";", "#", "x", "9", "é", "🎉", "\x00", "\x7f", "\ud800"]
+PIECES += ["&amp;", "&lt;", "&#65;", "&#0;", "&#x41;", "&#xD800;", "&#1114112;", "&bogus;", "&#;"]
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
+@example("")
+@example(" joy")
+@example("joy ")
+@example("j")
+@example("&#0009;")
+def test_the_fast_patterns_accept_what_the_grammars_terminals_accept(text: str) -> None:
+    """``lexical.fast_text`` (with the grammar's own numeric reference) is ``TEXT``, ``fast_key`` is ``KEY``."""
+    from charfmt._grammar.lexical import NUMREF, fast_key, fast_text
+    from charfmt._grammar.static import terminal_regex
+
+    fast_text_, fast_key_ = fast_text(NUMREF), fast_key()
+    assert fast_text_ is not None and fast_key_ is not None
+    assert (re.fullmatch(fast_text_, text) is None) == (terminal_regex("TEXT").fullmatch(text) is None)
+    assert (re.fullmatch(fast_key_, text) is None) == (terminal_regex("KEY").fullmatch(text) is None)
+
+
+CUES = DEFAULT_TAGS.extend(
+    TagSpec("sfx", "cue", "a sound", values=("door", "bell")), TagSpec("sfxx", "cue", "another", values=("door",))
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<sfx>door</sfx>\n<sfxx>door</sfxx>\n<msg>hi</msg>",
+        "<sfx>door</sfxx>",
+        "<sfxx>door</sfx>",
+        "<emo>joy</sfx>",
+        "<sfx>door</emo>",
+        "<msg>hi</act>\n<sfx>bell</sfx>",
+        "<sfx>bell</sfx>\n<act>waves</thought>",
+        "<sfx> door</sfx>",
+        "<sfxx>&amp;</sfxx>",
+    ],
+)
+def test_a_closing_tag_of_another_element_of_the_same_kind_is_not_read(body: str) -> None:
+    """Tags of one content kind (two cues with lists of values) hold the same content: each still closes its own."""
+    read = fast_reader(CUES)("C", body)
+    try:
+        expected = parse_body("C", body, CUES)
+    except BodyError:
+        assert read is None
+    else:
+        assert read == expected
 
 
 def test_a_new_tag_table_for_every_reply_is_read_in_its_own_table_and_few_plans_are_kept() -> None:

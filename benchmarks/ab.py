@@ -13,6 +13,9 @@ figure is the median of the per-round ratios B/A: 1.00 is the same speed, 1.03 i
   one (``lenient=True``), as ``bench_parse.make_reply`` writes them.
 - ``stream``: a 300 KB reply streamed in 4-character chunks with the pure-Python reader
   (``CHARFMT_PURE_PYTHON=1``: an uninstalled tree has no compiled twin), then collected.
+- ``turn``: ``charfmt serve``'s reading of one turn (``serve.turns._Reading``: the stream reader, the
+  stage and the sentences) fed a 300 KB reply in 4-character deltas, as an upstream sends them
+  (not in the default ``--only``: ask for it).
 - ``coldstart``: ``import charfmt`` + the first strict parse of a 300-byte reply (whole child).
 - ``report``: ``python -m charfmt report`` over 10,000 log lines (damaged and clean replies),
   ``--jobs 1`` (whole child).
@@ -56,6 +59,29 @@ _CHILD = {
             p = StreamParser()
             for i in range(0, len(text), 4): p.feed(text[i:i + 4])
             p.close()
+        print(time.process_time() - t)
+    """,
+    "turn": """
+        import time
+        from pathlib import Path
+        from charfmt import Character
+        from charfmt.llm._replies import Delta
+        from charfmt.serve.settings import Settings
+        from charfmt.serve.turns import Engine, _Reading
+        from bench_parse import make_reply
+
+        class Upstream:
+            name = "ab"
+
+        rex = Character.load(Path("examples/characters/rex.toml"))
+        engine = Engine(Settings(character=rex, upstream=Upstream()), Upstream())
+        text = make_reply(300_000)
+        deltas = [Delta(text[i:i + 4]) for i in range(0, len(text), 4)]
+        t = time.process_time()
+        for _ in range(2):
+            reading = _Reading(engine, None, events=True, cues=True)
+            for delta in deltas: reading.feed(delta)
+            reading.close()
         print(time.process_time() - t)
     """,
 }

@@ -129,7 +129,7 @@ def serve_path(model: Any, character: Any, max_tokens: int) -> Run:
 
     from charfmt.serve import Settings
     from charfmt.serve.turns import Done, Engine, Raw
-    from charfmt.serve.upstream import LocalUpstream
+    from charfmt.serve.upstreams.llama import LocalUpstream
 
     upstream = LocalUpstream(model, "bench")
     settings = Settings(character=character, upstream=upstream, max_tokens=max_tokens, n_ctx=N_CTX)

@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TextIO, cast
+from typing import TYPE_CHECKING, Final, TextIO
 
 from charfmt._chat_view import PLAIN_CHAT_STYLES, RESET_LINE, PlainChatStyle, TerminalView
 from charfmt._terminal import visible
@@ -111,8 +111,7 @@ def take_turn(
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
     # ... and the prompt's own text echoed (CF631): it is not the character's either; a scene's reply is read
     # with every cast member's emotion words (an alias alone on its line is an emotion, not speech)
-    scene = _as_scene(character)
-    vocabulary = scene.reading_vocabulary if scene is not None else character.vocabulary
+    vocabulary = character.reading_vocabulary
     stream = StreamParser(lenient=not strict, vocabulary=vocabulary, tags=character.tags, turn=turn, prompt=messages)
     reader = Reader()  # a server chunk's refusal, tool call or reasoning, read as iter_events reads them
     asked = len(stats) if stats is not None else 0
@@ -176,16 +175,12 @@ def _as_scene(character: Character | Scene) -> Scene | None:
 
 def _player(character: Character | Scene) -> Character:
     """Whose words read the player's shorthand: the character, or a scene's first cast member (as serve reads it)."""
-    scene = _as_scene(character)
-    if scene is not None:
-        return next(iter(scene.cast.values()))
-    return cast("Character", character)
+    return next(iter(character.members.values()))
 
 
 def _thinker(character: Character | Scene) -> str:
     """Who the "thinking" line says is thinking: the character, or a scene's cast."""
-    scene = _as_scene(character)
-    return " and ".join(c.name for c in scene.cast.values()) if scene is not None else character.name
+    return " and ".join(c.name for c in character.members.values())
 
 
 def _messages(
@@ -230,16 +225,13 @@ def _read(
 ) -> Reply:
     """The reply: ``text`` read strictly, or as it streamed (a scene's problems noted, CF309); its cut speech
     ended at a word (``trim_cut_speech``)."""
-    from charfmt.parser import parse  # noqa: PLC0415
     from charfmt.speech import trim_cut_speech  # noqa: PLC0415
 
-    scene = _as_scene(character)
     if strict:
-        reply = scene.parse(text) if scene is not None else parse(text, vocabulary=character.vocabulary,
-                                                                   tags=character.tags)  # fmt: skip
+        reply = character.parse(text)
     else:
         reply = streamed
-        problems = scene.check(reply, text, lenient=True) if scene is not None else []
+        problems = character.check(reply, text, lenient=True)
         if problems:
             reply = reply.model_copy(update={"diagnostics": [*reply.diagnostics, *problems]})
     return trim_cut_speech(reply, bound=bound, cut_off=cut, tags=character.tags, source=text)
@@ -274,10 +266,9 @@ def run(
     from charfmt.llm._replies import UpstreamError  # noqa: PLC0415
     from charfmt.prompt.render import BudgetError  # noqa: PLC0415
 
-    scene = _as_scene(character)
     view = TerminalView(
         _player(character), out, stage=stage, max_length=max_length, bound=bound, verbose=verbose,
-        cast=scene.cast if scene is not None else None, tags=character.tags,
+        cast=character.members, tags=character.tags,
     )  # fmt: skip
     history = history if history is not None else []
     errors = err if err is not None else sys.stderr

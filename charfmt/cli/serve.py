@@ -42,14 +42,15 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     from charfmt.constrain.engines import SERVERS  # noqa: PLC0415
     from charfmt.serve.formats import FORMATS, FORMATS_HELP  # noqa: PLC0415
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415
+    from charfmt.serve.upstreams import KINDS  # noqa: PLC0415
 
     who = sp.add_mutually_exclusive_group(required=True)
     who.add_argument("--character", metavar="FILE|CARD", help="character TOML file or character card")
     who.add_argument("--scene", metavar="FILE", help="a scene TOML file: a cast of characters and a narrator")
     add_size(sp, "--character, --scene or --lorebook file")
     where = sp.add_mutually_exclusive_group(required=True)
-    where.add_argument("--upstream", metavar="URL", help="an OpenAI-compatible server (…/v1)")
-    where.add_argument("--model", metavar="PATH.gguf", help="run this GGUF in-process with llama.cpp (offline)")
+    for kind in KINDS:  # one flag per upstream kind (``charfmt.serve.upstreams``)
+        where.add_argument(kind.flag, metavar=kind.metavar, help=kind.help)
     sp.add_argument("--api-key-env", metavar="NAME",
                     help="the environment variable holding --upstream's API key, sent as 'Authorization: Bearer'"
                     " (default OPENAI_API_KEY, where set); credentials in the URL are never sent")  # fmt: skip
@@ -150,6 +151,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     """``Settings`` from the parsed flags (the character loaded; a bad file is one error line)."""
 
     from charfmt.serve.settings import Settings  # noqa: PLC0415
+    from charfmt.serve.upstreams import KINDS  # noqa: PLC0415
 
     if args.max_tokens >= args.n_ctx:
         args.parser.error(f"--max-tokens {args.max_tokens} leaves no room for the prompt in --n-ctx {args.n_ctx}")
@@ -180,7 +182,7 @@ def settings_from(args: argparse.Namespace) -> Any:
     for origin in args.cors:  # as a browser sends it: scheme://host[:port], no path, no slash at the end
         if origin != "*" and _ORIGIN.fullmatch(origin) is None:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")
-    if args.tokenizer is not None and args.upstream is None:
+    if args.tokenizer is not None and args.model is not None:
         args.parser.error("argument --tokenizer: a model run in-process (--model) counts with its own tokenizer")
     allowed_hosts = _allowed_hosts(args)
     api_key = key_env = None
@@ -203,9 +205,11 @@ def settings_from(args: argparse.Namespace) -> Any:
     else:
         character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
+    kind = next(kind for kind in KINDS if getattr(args, kind.dest) is not None)  # (one is required)
+    kind.check(getattr(args, kind.dest))  # a target that cannot be served stops the start (exit 1)
     settings = Settings(
-        character=character, scene=scene, upstream_url=args.upstream, server=args.server,
-        model_path=args.model, chat_format=args.chat_format, model_name=args.model_name,
+        character=character, scene=scene, upstream_kind=kind.name, upstream_target=getattr(args, kind.dest),
+        server=args.server, chat_format=args.chat_format, model_name=args.model_name,
         reply_format=args.reply_format,
         api_key=api_key, api_key_env=key_env,
         constrained=args.constrained, max_tokens=args.max_tokens, n_ctx=args.n_ctx, timeout=args.timeout,
@@ -259,7 +263,8 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     if args.host in ("0.0.0.0", "::", ""):  # every address: the names the LAN knows this machine by
         machine = socket.gethostname()
         names += [machine, f"{machine}.local", socket.getfqdn()]
-    return tuple(dict.fromkeys(n.lower() for n in names if n))
+    # (localhost is answered anyway: a machine whose fully qualified name is 'localhost' does not add it twice)
+    return tuple(dict.fromkeys(n.lower() for n in names if n and n.lower() != "localhost"))
 
 
 def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -299,9 +304,11 @@ def _usable(args: argparse.Namespace, settings: Any) -> None:
     that cannot be opened (a directory, a missing folder, no permission)."""
     from charfmt.serve.logs import TurnLog  # noqa: PLC0415
     from charfmt.serve.turns import reply_bounds  # noqa: PLC0415
+    from charfmt.serve.upstreams import source  # noqa: PLC0415
 
+    local = (found := source(settings)) is not None and found[0].local
     try:  # (--model: its tokens per character are measured once it loads; at least 1, the fewest any model takes)
-        reply_bounds(settings, 1.0 if settings.model_path is not None else None)
+        reply_bounds(settings, 1.0 if local else None)
     except CharfmtError as e:
         args.parser.error(f"argument --max-tokens: {e}")
     if settings.tokenizer is not None:
@@ -511,18 +518,15 @@ def _ready(settings: Any) -> None:
     import charfmt.speech  # noqa: PLC0415
     import charfmt.stage  # noqa: PLC0415
     import charfmt.stream  # noqa: F401, PLC0415
-    from charfmt.serve.upstream import require_aiohttp  # noqa: PLC0415
+    from charfmt.serve.upstreams import source  # noqa: PLC0415
 
     try:
         import websockets  # noqa: F401, PLC0415 (uvicorn's WebSocket protocol: /v1/turn/ws)
     except ImportError as e:
         raise CharfmtError(f"charfmt serve needs websockets ({e}): pip install 'charfmt[serve]'") from None
-    if settings.upstream_url is not None:
-        require_aiohttp()
-    elif settings.model_path is not None:
-        from charfmt.constrain.engines import load_llama_cpp  # noqa: PLC0415
-
-        load_llama_cpp()
+    found = source(settings)
+    if found is not None:
+        found[0].require()  # (the extra its kind needs: aiohttp, llama-cpp-python)
     gc.collect()
     gc.freeze()
 
@@ -531,17 +535,18 @@ def _loaded(settings: Any, *, verbose: bool = False) -> Any:
     """The settings with ``--model`` loaded as their upstream, before the server starts: a model llama.cpp
     cannot load stops the start (exit 1), a GGUF without a chat template is one warning line, and
     llama.cpp's own log lines stay off standard error unless ``--verbose`` (as ``charfmt chat``)."""
-    if settings.model_path is None or settings.upstream is not None or settings.upstream_url is not None:
+    from charfmt.serve.upstreams import source  # noqa: PLC0415
+
+    found = source(settings)
+    if found is None or not found[0].local or settings.upstream is not None:
         return settings
     import dataclasses  # noqa: PLC0415
 
     from charfmt.llm._model_clients import llama_logs  # noqa: PLC0415
-    from charfmt.serve.upstream import LocalUpstream, load_local  # noqa: PLC0415
+    from charfmt.serve.upstreams.llama import LocalUpstream, load_local  # noqa: PLC0415
 
     llama_logs(verbose=verbose)  # llama.cpp's own lines (a Gemma load's SWA note) off stderr, as chat
-    upstream: LocalUpstream = load_local(
-        settings.model_path, n_ctx=settings.n_ctx, chat_format=settings.chat_format, warn=False
-    )
+    upstream: LocalUpstream = load_local(found[1], n_ctx=settings.n_ctx, chat_format=settings.chat_format, warn=False)
     if upstream.model.missing_template is not None:
         print(f"charfmt serve: warning: {upstream.model.missing_template}", file=sys.stderr, flush=True)
     return dataclasses.replace(settings, upstream=upstream)

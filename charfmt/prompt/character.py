@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -45,6 +45,7 @@ from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, Ta
 from charfmt.writer import canonical_form, dumps, is_canonical
 
 if TYPE_CHECKING:
+    from charfmt.diagnostics import Diagnostic
     from charfmt.prompt.scene import Scene
 
 MAX_FILE_SIZE: Final = 16 * 1024 * 1024
@@ -225,6 +226,39 @@ class Character(BaseModel):
     def vocabulary(self) -> Vocabulary:
         """The emotion vocabulary, for ``parse(..., vocabulary=)``."""
         return Vocabulary(emotions=self.emotions)
+
+    # --- a cast of one (``charfmt.prompt.cast.Cast``, as ``Scene`` is a cast of several) ------------------
+
+    @property
+    def reading_vocabulary(self) -> Vocabulary:
+        """What a lenient read of its reply is told: its vocabulary (``Scene.reading_vocabulary``: the cast's)."""
+        return self.vocabulary
+
+    @property
+    def speakers(self) -> None:
+        """A character's chats name no speaker (``Scene.speakers``: the cast's ids)."""
+        return None
+
+    @property
+    def members(self) -> dict[str, Character]:
+        """Who speaks: the character itself, by its name (``Scene.members``: the cast)."""
+        return {self.name: self}
+
+    @property
+    def narrator(self) -> None:
+        """A character has no narrator's voice (``Scene.narrator``)."""
+        return None
+
+    def parse(
+        self, text: str | bytes, *, lenient: bool = False, turn: UserTurn | str | Sequence[str] | None = None,
+        prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
+    ) -> Reply:  # fmt: skip
+        """``charfmt.parse`` with this character's vocabulary and tags (``Scene.parse``: each speaker's)."""
+        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags, turn=turn, prompt=prompt)
+
+    def check(self, reply: Reply, source: str = "", *, lenient: bool = False) -> list[Diagnostic]:
+        """A character's reply has no problem beyond the format's (``Scene.check``: speakers and emotions)."""
+        return []
 
     def shorthand(self, text: str) -> UserTurn:
         """``parse_shorthand`` with this character's vocabulary, actions and tags."""
@@ -715,15 +749,8 @@ def _stored_reply(text: str, character: Character | Scene) -> Reply:
     """
     tags, emotion = character.tags, character.tags.emotion.name
 
-    scene: Callable[[str], Reply] | None = getattr(character, "parse", None) if hasattr(character, "cast") else None
-
-    def strict(text: str) -> Reply:
-        if scene is not None:
-            return scene(text)
-        return parse(text, vocabulary=character.vocabulary, tags=tags)
-
     try:
-        return strict(text)
+        return character.parse(text)
     except ParseError:
         reply = parse(text, lenient=True, tags=tags)
         if is_canonical(reply, tags) or json.loads(dumps(reply)) != _json_or_none(text):
@@ -732,7 +759,7 @@ def _stored_reply(text: str, character: Character | Scene) -> Reply:
     # its keys, in order, are the stored reply's emotion keys as the vocabulary reads them.
     keys = iter(
         seg.text
-        for chat in strict(dumps(canonical_form(reply, tags))).chats
+        for chat in character.parse(dumps(canonical_form(reply, tags))).chats
         for seg in chat.segments
         if seg.tag == emotion
     )

@@ -51,7 +51,7 @@ from datetime import datetime
 from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 import jinja2
 from pydantic import BaseModel
@@ -388,6 +388,40 @@ def render_request(name: str, character: Character, *, templates: str | Path | N
     return render_template(name, template_folder(templates), character=template_view(character), **values).strip()
 
 
+class TextKeywords(TypedDict, total=False):
+    """The keywords of ``render_text`` and ``render_text_turn``, written once (``RenderKeywords`` adds two)."""
+
+    templates: str | Path | None
+    """A folder whose templates are tried before the shipped ``prompts/`` (``None``: the shipped ones)."""
+    budget: int | None
+    """Tokens the prompt may take: the oldest whole exchanges are left out until it fits (``None``: all kept)."""
+    counter: Counter | TokenCounter
+    """What counts the tokens (a ``TokenCounter`` counts its template's own tokens too; default: the estimate)."""
+    lorebooks: Sequence[Lorebook]
+    """Lore beyond the card's own book, scanned on the turn and the newest history."""
+    seed: int | str | None
+    """The seed of the macros' and the lore's rolls (the same seed and history give the same turn)."""
+    now: datetime | None
+    """What ``{{time}}`` and ``{{date}}`` read (``None``: the clock)."""
+
+
+class RenderKeywords(TextKeywords, total=False):
+    """The keywords of ``render_messages`` and ``render_turn``, written once: ``TextKeywords`` and these two."""
+
+    provider: str
+    """Whose chat API the request is for (``PROVIDERS``; default ``openai``)."""
+    structured: bool
+    """Add the provider's structured-output setting with the reply's JSON schema (default ``False``)."""
+
+
+def _checked(function: str, given: Mapping[str, object], keywords: type) -> None:
+    """A keyword ``function`` does not take is a ``TypeError``, as Python says it for a written signature."""
+    known: frozenset[str] = keywords.__optional_keys__  # type: ignore[attr-defined]
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+
+
 @dataclass
 class RenderedTurn:
     """A provider request for one turn, and what rendering it decided (the lore) and noted."""
@@ -402,18 +436,7 @@ class RenderedTurn:
 
 
 def render_messages(
-    character: Character,
-    history: Sequence[Exchange],
-    user_turn: UserTurn | str,
-    *,
-    provider: str = "openai",
-    templates: str | Path | None = None,
-    budget: int | None = None,
-    counter: Counter | TokenCounter = ESTIMATE,
-    structured: bool = False,
-    lorebooks: Sequence[Lorebook] = (),
-    seed: int | str | None = None,
-    now: datetime | None = None,
+    character: Character, history: Sequence[Exchange], user_turn: UserTurn | str, **options: Unpack[RenderKeywords]
 ) -> dict[str, Any]:
     """The request body (without the model name) for ``provider``'s chat API.
 
@@ -429,10 +452,8 @@ def render_messages(
     ``post_history_instructions`` and lorebook, and the ``lorebooks`` given, are used as
     ``render_turn`` says (``seed``, ``now``: its random rolls and its clock).
     """
-    return render_turn(
-        character, history, user_turn, provider=provider, templates=templates, budget=budget, counter=counter,
-        structured=structured, lorebooks=lorebooks, seed=seed, now=now,
-    ).request  # fmt: skip
+    _checked("render_messages", options, RenderKeywords)
+    return render_turn(character, history, user_turn, **options).request
 
 
 def _turn_of(user_turn: object, character: Character) -> UserTurn:
@@ -445,18 +466,7 @@ def _turn_of(user_turn: object, character: Character) -> UserTurn:
 
 
 def render_turn(
-    character: Character,
-    history: Sequence[Exchange],
-    user_turn: UserTurn | str,
-    *,
-    provider: str = "openai",
-    templates: str | Path | None = None,
-    budget: int | None = None,
-    counter: Counter | TokenCounter = ESTIMATE,
-    structured: bool = False,
-    lorebooks: Sequence[Lorebook] = (),
-    seed: int | str | None = None,
-    now: datetime | None = None,
+    character: Character, history: Sequence[Exchange], user_turn: UserTurn | str, **options: Unpack[RenderKeywords]
 ) -> RenderedTurn:
     """``render_messages``'s request, with the lore the turn activated and what rendering noted.
 
@@ -473,16 +483,14 @@ def render_turn(
     ``seed``: the same seed and history give the same turn; ``now``: what ``{{time}}`` reads.
     ``user_turn``: a ``UserTurn``, or the line as the player types it (``Character.shorthand``).
     """
+    _checked("render_turn", options, RenderKeywords)
+    provider = options.get("provider", "openai")
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     user_turn = _turn_of(user_turn, character)
-    folder = template_folder(templates)
-    try:
-        parts = turn_parts(
-            character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
-        )
-    except MacroError as e:
-        raise TemplateError(str(e)) from None
+    folder = template_folder(options.get("templates"))
+    budget, counter = options.get("budget"), options.get("counter", ESTIMATE)
+    parts = _parts(character, history, user_turn, options, counter)
     system, extra = system_of(parts, provider=provider, templates=folder)
     turn_text = render_template("user.j2", folder, turn=template_view(user_turn))
     if provider == "openai":
@@ -500,8 +508,23 @@ def render_turn(
         )  # fmt: skip
         pairs = pairs[start:]
     turns = chat_turns(pairs, turn_text, extra)
+    structured = options.get("structured", False)
     schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
     return RenderedTurn(_request(provider, system, turns, schema), parts.lore, parts.diagnostics)
+
+
+def _parts(
+    character: Character, history: Sequence[Exchange], turn: UserTurn, options: TextKeywords,
+    counter: Counter | TokenCounter,
+) -> TurnParts:  # fmt: skip
+    """The card's parts of the turn (``turn_parts``) for the keywords given; a macro's error a ``TemplateError``."""
+    try:
+        return turn_parts(
+            character, history, turn, lorebooks=options.get("lorebooks", ()), counter=counter,
+            budget=options.get("budget"), seed=options.get("seed"), now=options.get("now"),
+        )  # fmt: skip
+    except MacroError as e:
+        raise TemplateError(str(e)) from None
 
 
 Extra = tuple[str, str, int]
@@ -628,16 +651,7 @@ def _chat_messages(system: str, turns: Sequence[tuple[str, str]]) -> list[dict[s
 
 
 def render_text(
-    character: Character,
-    history: Sequence[Exchange],
-    user_turn: UserTurn | str,
-    *,
-    templates: str | Path | None = None,
-    budget: int | None = None,
-    counter: Counter | TokenCounter = estimate_tokens,
-    lorebooks: Sequence[Lorebook] = (),
-    seed: int | str | None = None,
-    now: datetime | None = None,
+    character: Character, history: Sequence[Exchange], user_turn: UserTurn | str, **options: Unpack[TextKeywords]
 ) -> str:
     """One prompt string for raw completion endpoints (``prompts/text.j2``).
 
@@ -647,35 +661,21 @@ def render_text(
     instructions go into the system part (a text prompt has no system turns: ``CF945``, which
     ``render_text_turn`` returns with the rest of what rendering noted).
     """
-    prompt: str = render_text_turn(
-        character, history, user_turn, templates=templates, budget=budget, counter=counter, lorebooks=lorebooks,
-        seed=seed, now=now,
-    ).request["prompt"]  # fmt: skip
+    _checked("render_text", options, TextKeywords)
+    prompt: str = render_text_turn(character, history, user_turn, **options).request["prompt"]
     return prompt
 
 
 def render_text_turn(
-    character: Character,
-    history: Sequence[Exchange],
-    user_turn: UserTurn | str,
-    *,
-    templates: str | Path | None = None,
-    budget: int | None = None,
-    counter: Counter | TokenCounter = estimate_tokens,
-    lorebooks: Sequence[Lorebook] = (),
-    seed: int | str | None = None,
-    now: datetime | None = None,
+    character: Character, history: Sequence[Exchange], user_turn: UserTurn | str, **options: Unpack[TextKeywords]
 ) -> RenderedTurn:
     """``render_text``'s prompt as a raw completion request (``{"prompt": ...}``), with the lore the turn
     activated and what rendering noted (as ``render_turn`` returns them)."""
+    _checked("render_text_turn", options, TextKeywords)
     user_turn = _turn_of(user_turn, character)
-    folder = template_folder(templates)
-    try:
-        parts = turn_parts(
-            character, history, user_turn, lorebooks=lorebooks, counter=counter, budget=budget, seed=seed, now=now
-        )
-    except MacroError as e:
-        raise TemplateError(str(e)) from None
+    folder = template_folder(options.get("templates"))
+    budget, counter = options.get("budget"), options.get("counter", estimate_tokens)
+    parts = _parts(character, history, user_turn, options, counter)
     lore = _placed_after(parts, "text")
     character_view = template_view(parts.character)
     system_text = _system(character_view, folder, character.tags, parts.intro, lore)

@@ -140,6 +140,11 @@ class Scene(BaseModel):
         return list(self.cast)
 
     @property
+    def members(self) -> dict[str, Character]:
+        """Who speaks, by speaker id: the cast (``charfmt.prompt.cast.Cast``, as ``Character.members``)."""
+        return self.cast
+
+    @property
     def vocabulary(self) -> Vocabulary:
         """Every emotion key of the cast (keys only): what a grammar lets the emotion tag hold."""
         keys = dict.fromkeys(key for c in self.cast.values() for key in c.vocabulary.keys)

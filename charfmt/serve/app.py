@@ -174,24 +174,30 @@ def _guarded(state: ServerState, handler: Handler) -> Callable[[Request], Awaita
 
 async def _info(state: ServerState, request: Request) -> Response:
     settings = state.settings
-    c, scene = settings.character, settings.scene
-    vocabulary = scene.vocabulary if scene is not None else c.vocabulary
-    tags = scene.tags if scene is not None else c.tags
-    name = scene.name if scene is not None else c.name
+    cast = settings.cast
+    vocabulary, tags, name = cast.vocabulary, cast.tags, cast.name
     names = state.names
     return JSONResponse(
         {
             "name": name, "model": settings.model_name or name,
             "emotions": [e.key for e in vocabulary.emotions],
             "reply_format": settings.reply_format, "constrained": settings.constrained,
-            "server": settings.server if settings.model_path is None else "llama.cpp (in-process)",
-            "speakers": scene.speakers if scene is not None else [c.name], "auth": not state.credentials.open,
+            "server": _server(settings),
+            "speakers": list(cast.members), "auth": not state.credentials.open,
             "speech_tags": [spec.name for spec in tags.with_role("speech")],
             "emotion_names": {e.key: names.names.get(e.key, e.key) for e in vocabulary.emotions} if names.known else {},
             "unmapped_emotions": list(names.unmapped),
             "greeting": _greeting(state),
         }
     )  # fmt: skip
+
+
+def _server(settings: Settings) -> str:
+    """What ``/v1/info`` says runs the model: the upstream kind's own words, else the ``--server``."""
+    from charfmt.serve.upstreams import source  # noqa: PLC0415 (its kinds' modules: the first turn's)
+
+    found = source(settings)
+    return (found[0].shown if found is not None else None) or settings.server
 
 
 def _greeting(state: ServerState) -> dict[str, Any] | None:
@@ -205,8 +211,7 @@ def _greeting(state: ServerState) -> dict[str, Any] | None:
 
 async def _models(state: ServerState, request: Request) -> Response:
     settings = state.settings
-    scene = settings.scene
-    name = settings.model_name or (scene.name if scene is not None else settings.character.name)
+    name = settings.model_name or settings.cast.name
     return JSONResponse({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "charfmt"}]})
 
 

@@ -133,11 +133,9 @@ def _known_name(key: str, aliases: list[str], known: tuple[str, ...]) -> str | N
 def served_names(settings: Settings) -> EmotionNames:
     """The names ``settings.reply_format`` writes for the served character's (or scene's) emotion keys, with
     each cast member's ``[stage.formats]`` (the first that names a key wins)."""
-    scene = settings.scene
-    cast = list(scene.cast.values()) if scene is not None else [settings.character]
-    vocabulary = scene.vocabulary if scene is not None else settings.character.vocabulary
+    vocabulary = settings.cast.vocabulary
     overrides: dict[str, str] = {}
-    for character in cast:
+    for character in settings.cast.members.values():
         for fmt, table in (character.stage.formats if character.stage is not None else {}).items():
             if fmt not in KNOWN:
                 raise CharfmtError(f"{character.name}: [stage.formats.{fmt}]: not a reply format that writes "

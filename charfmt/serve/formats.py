@@ -516,6 +516,6 @@ def served_answer(engine: Engine, *, streamed: bool, ask: Ask | None = None) -> 
     if ask is not None and ask.impersonation is not None:
         return Answer("tags", engine.tags, streamed=streamed)
     return Answer(
-        engine.settings.reply_format, engine.tags, speakers=engine.scene is not None, streamed=streamed,
+        engine.settings.reply_format, engine.tags, speakers=engine.cast.speakers is not None, streamed=streamed,
         emotions=engine.names.names, continuation=ask.continuation if ask is not None else None,
     )  # fmt: skip

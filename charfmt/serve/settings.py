@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from charfmt.prompt.character import Character
     from charfmt.prompt.lorebook import Lorebook
     from charfmt.prompt.scene import Scene
-    from charfmt.serve.upstream import Upstream
+    from charfmt.serve.upstreams import Upstream
     from charfmt.store import Store
 
 DEFAULT_MAX_TOKENS: Final = 512
@@ -37,6 +37,11 @@ class Settings:
     """A GGUF file run in-process by llama.cpp instead of an upstream URL."""
     chat_format: str | None = None
     """``model_path``'s chat format, a llama-cpp-python name (``None``: the GGUF's own template)."""
+    upstream_kind: str | None = None
+    """An upstream kind of ``charfmt.serve.upstreams.KINDS`` by name (``charfmt serve``'s flag chooses it), with
+    ``upstream_target``: the upstream the server opens (``upstream_url`` and ``model_path`` name their kinds too)."""
+    upstream_target: str | None = None
+    """What ``upstream_kind`` opens: its flag's value (a URL, a file)."""
     upstream: Upstream | None = None
     """A ready upstream (tests, embedding); used instead of ``upstream_url``/``model_path``."""
     model_name: str | None = None
@@ -88,6 +93,12 @@ class Settings:
     """Lore beyond the character card's own book (``--lorebook``), scanned every turn."""
     greeting: int | None = 0
     """The card's greeting a new session opens with (0: ``first_mes``; ``None``: none; ``--greeting``)."""
+
+    @property
+    def cast(self) -> Character | Scene:
+        """Who answers each turn: the scene where one is served, else the character (either a
+        ``charfmt.prompt.cast.Cast``: a door calls it without asking which)."""
+        return self.scene if self.scene is not None else self.character
 
     def secrets(self) -> tuple[str, ...]:
         """What the server never shows (written ``***`` in answers and logs): the upstream's key, the token."""

@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.diagnostics import CharfmtError
 from charfmt.serve.formats import Answer
 from charfmt.serve.owners import Credentials
 from charfmt.serve.sessions import Sessions
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from charfmt.serve.continuation import Ask
     from charfmt.serve.logs import TurnLog
     from charfmt.serve.settings import Settings
-    from charfmt.serve.upstream import Upstream
+    from charfmt.serve.upstreams import Upstream
     from charfmt.store import Lease, SessionKey
 
 
@@ -105,21 +104,9 @@ class ServerState:
         return self._engine
 
     def _upstream(self) -> Upstream:
-        s = self.settings
-        if s.upstream is not None:
-            return s.upstream
-        if s.upstream_url is not None:
-            from charfmt.llm._replies import endpoint_url  # noqa: PLC0415
-            from charfmt.serve.upstream import HTTPUpstream  # noqa: PLC0415
+        from charfmt.serve.upstreams import open_upstream  # noqa: PLC0415 (its kinds' modules: the first turn's)
 
-            return HTTPUpstream(
-                endpoint_url(s.upstream_url), timeout=s.timeout, api_key=s.api_key, key_env=s.api_key_env
-            )
-        if s.model_path is not None:
-            from charfmt.serve.upstream import load_local  # noqa: PLC0415
-
-            return load_local(s.model_path, n_ctx=s.n_ctx, chat_format=s.chat_format)
-        raise CharfmtError("no upstream: give an upstream URL or a model file")
+        return open_upstream(self.settings)
 
     async def aclose(self) -> None:
         """Close the upstream (unless it was given ready-made), the store (the same) and the log."""
@@ -185,7 +172,7 @@ class ServerState:
 
         going = ask.continuation
         assert going is not None
-        scene, names = engine.scene is not None, engine.names.names
+        scene, names = engine.cast.speakers is not None, engine.names.names
         shown = whole(self.settings.reply_format, last.reply, engine.tags, speakers=scene, emotions=names)
         same = shown.strip() == going.shown.strip() and last.reply.chats
         return dataclasses.replace(ask, continuation=engine.continuation(last.reply, going.shown)) if same else ask
@@ -308,8 +295,7 @@ def _scope(settings: Settings) -> str:
     """The served character's (or scene's) part of its sessions' namespaces: its name and definition's digest."""
     from charfmt.store.scopes import scope  # noqa: PLC0415
 
-    scene = settings.scene
-    return scope(scene.name, scene) if scene is not None else scope(settings.character.name, settings.character)
+    return scope(settings.cast.name, settings.cast)
 
 
 def _store(settings: Settings) -> Store:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from charfmt.serve.continuation import Ask, Continuation
     from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
-    from charfmt.serve.upstream import Upstream
+    from charfmt.serve.upstreams import Upstream
     from charfmt.speech import Sentence
     from charfmt.stage import StageCue
 
@@ -114,8 +114,7 @@ def reply_bounds(settings: Settings, tokens_per_char: float | None = None) -> An
     (``chat_bounds``, i.e. ``charfmt.constrain.export.plan_bounds``), at the model's ``tokens_per_char`` where known."""
     from charfmt.constrain.budget import chat_bounds  # noqa: PLC0415
 
-    subject = settings.scene if settings.scene is not None else settings.character
-    return chat_bounds(subject, settings.max_tokens, tokens_per_char=tokens_per_char)
+    return chat_bounds(settings.cast, settings.max_tokens, tokens_per_char=tokens_per_char)
 
 
 def upstream_tokens_per_char(
@@ -147,8 +146,9 @@ class _Reading:
         self, engine: Engine, turn: UserTurn | None, *, events: bool, cues: bool, prefix: str = "",
         bound: int | None = None, prompt: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
+        from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415
+        from charfmt.prompt.cast import stage_reader  # noqa: PLC0415
         from charfmt.speech import CutSpeech, SentenceSplitter  # noqa: PLC0415
-        from charfmt.stage import StageReader  # noqa: PLC0415
         from charfmt.stream import StreamParser  # noqa: PLC0415
 
         self.events = events
@@ -157,13 +157,13 @@ class _Reading:
         self.stream = StreamParser(
             lenient=True, vocabulary=engine.reading_vocabulary, tags=engine.tags, turn=turn, prompt=prompt
         )
+        self.reader = Reader()
+        """The chunks-to-events loop every door shares (``_sdk_chunks.Reader``): the parser fed, the upstream's
+        reasoning and notes said where they came, and said again after a ``Reset``."""
         length = engine.settings.max_length
         self.bound = bound
         """The grammar's most characters of speech (a constrained turn): speech cut there is never spoken."""
-        if engine.scene is not None:
-            self.stage = engine.scene.stage(max_length=length, bound=bound)
-        else:
-            self.stage = StageReader(engine.character, max_length=length, bound=bound)
+        self.stage = stage_reader(engine.cast, max_length=length, bound=bound)
         self.splitter = SentenceSplitter(tags=engine.tags, max_length=length, bound=bound)
         self.cut = CutSpeech(bound, tags=engine.tags)
         """What the front end is shown: speech a bound cut ends at its last whole word, as the reply's."""
@@ -203,33 +203,21 @@ class _Reading:
         self.size += len(text)
         if not self.events:
             return [*noted, Raw(text)] if noted else [Raw(text)]
-        return [*noted, Raw(text), *self._pieces(self.stream.feed(text))]
+        return [*noted, Raw(text), *self._pieces(self.reader.feed(self.stream, text))]
 
     def note(self, piece: SDKPiece) -> list[Piece]:
         """What a chunk says beside the reply's text (a content filter's stop, invalid UTF-8): kept for the
-        reply's diagnostics, and said as it comes where events are read; a refusal's text, kept."""
+        reply's diagnostics, and said as it comes (``Reader.take``) where events are read; the reasoning said
+        whatever is read (chat completions forward it as it comes too); a refusal's text, kept."""
         if piece.refusal:
             self.refusal.append(piece.refusal)
-        said: list[Piece] = []
-        if piece.reasoning:  # (said as it comes whatever is read: chat completions forward it as it comes too)
-            from charfmt.events import Reasoning  # noqa: PLC0415
-
+        if piece.reasoning:
             self.reasoning.append(piece.reasoning)
-            said.append(Reasoning(piece.reasoning))
-        if not piece.notes:
-            return said
         self.notes.extend((code, message, self.size) for code, message in piece.notes)
-        if not self.events:
-            return said
-        from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
-        from charfmt.events import DiagnosticEvent  # noqa: PLC0415
-
-        so_far = self.prefix + "".join(self.chunks)
-        at = self.size
-        return [
-            *said,
-            *(DiagnosticEvent(None, Diagnostic.at(so_far, code, message, at)) for code, message in piece.notes),
-        ]
+        _, said = self.reader.take(piece)
+        if self.events:
+            return list(said)
+        return [event for event in said if event.kind == "reasoning"]
 
     def _said_lone(self, text: str, where: list[int]) -> list[Piece]:
         from charfmt.diagnostics import Diagnostic  # noqa: PLC0415
@@ -268,19 +256,6 @@ class _Reading:
                 self.lone.append(self.size + i)
         return "".join(chars)
 
-    def _reasoning_again(self, found: list[Event]) -> list[Event]:
-        """``found`` with the upstream's reasoning said again after a ``Reset`` (which takes back all shown)."""
-        from charfmt.events import Reasoning, Reset  # noqa: PLC0415
-
-        if not any(isinstance(event, Reset) for event in found):
-            return found
-        out: list[Event] = []
-        for event in found:
-            out.append(event)
-            if isinstance(event, Reset):
-                out.append(Reasoning("".join(self.reasoning)))
-        return out
-
     def close(self) -> list[Piece]:
         """The rest, once the reply has ended (cut by the token budget: its unfinished sentence unspoken)."""
         if not self.events:
@@ -289,7 +264,7 @@ class _Reading:
             self.stage.cut_off()
             self.splitter.cut_off()
             self.cut.cut_off()
-        out = self._pieces(self.stream.close())
+        out = self._pieces(self.reader.after(self.stream.close()))
         if self.cues:
             out.extend(self.stage.close())
             out.extend(self.splitter.close())
@@ -304,13 +279,11 @@ class _Reading:
             from charfmt.events import reply_events  # noqa: PLC0415
 
             return [Prefix(list(reply_events(going.before, self.tags)))]
-        return [Prefix(self.stream.feed(self.prefix) if self.events else [])]
+        return [Prefix(self.reader.feed(self.stream, self.prefix) if self.events else [])]
 
     def _pieces(self, found: list[Event]) -> list[Piece]:
         """The events (speech a bound cut ending at its last whole word), and the cues and sentences each
         makes certain (read from the events as they came: a cut sentence is never spoken)."""
-        if self.reasoning:
-            found = self._reasoning_again(found)
         if self.bound is None and not self.cues:
             return list(found)
         out: list[Piece] = []
@@ -331,17 +304,19 @@ class Engine:
         self.settings = settings
         self.character: Character = settings.character
         self.scene = settings.scene
-        self.vocabulary = self.scene.vocabulary if self.scene is not None else self.character.vocabulary
-        self.reading_vocabulary = self.scene.reading_vocabulary if self.scene is not None else self.vocabulary
+        self.cast = settings.cast
+        """Who answers: the scene, else the character (``charfmt.prompt.cast.Cast``)."""
+        self.vocabulary = self.cast.vocabulary
+        self.reading_vocabulary = self.cast.reading_vocabulary
         """What a reply is read with: a scene's, every cast member's emotion words (``Scene.reading_vocabulary``)."""
-        self.tags = self.scene.tags if self.scene is not None else self.character.tags
+        self.tags = self.cast.tags
         self.upstream = upstream
-        self.model = settings.model_name or (self.scene.name if self.scene is not None else self.character.name)
+        self.model = settings.model_name or self.cast.name
         """The model name front ends see (answers, logs): ``--model-name``, else the scene's or character's."""
         self.upstream_model = settings.model_name
         """The ``model`` sent upstream: ``--model-name``, else none (the server's default, as ``chat --endpoint``)."""
         self.counter = engine_counter(settings, upstream)
-        self.tokens_per_char = upstream_tokens_per_char(upstream, self.scene or self.character, self.counter)
+        self.tokens_per_char = upstream_tokens_per_char(upstream, self.cast, self.counter)
         """The model's tokens per character of the character's speech, where its tokenizer is known."""
         bounds = reply_bounds(settings, self.tokens_per_char)
         self.bounds = bounds
@@ -358,12 +333,11 @@ class Engine:
         )  # fmt: skip
         self.pacer = Pacer()
         """Turns' starts and ends, one per pass of the event loop (``charfmt.serve.pacing``)."""
-        self.worker = PromptWorker(self.scene or self.character, settings.lorebooks)
+        self.worker = PromptWorker(self.cast, settings.lorebooks)
         """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
         from charfmt.serve.continuation import PREFILL  # noqa: PLC0415
 
-        local = settings.model_path is not None and settings.upstream_url is None and settings.upstream is None
-        fields = {} if local else PREFILL.get(settings.server)  # (in-process: LocalModel prefills, as llama-server)
+        fields = PREFILL.get(self._server())  # (in-process: LocalModel prefills, as llama-server)
         self.prefills = fields is not None
         """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
         self.prefill: dict[str, Any] = dict(fields or {})
@@ -374,8 +348,11 @@ class Engine:
         """The name of each emotion key in ``--reply-format`` (``charfmt.serve.emotion_names``)."""
 
     def _server(self) -> str:
-        s = self.settings
-        return "llama-server" if s.model_path is not None and s.upstream_url is None else s.server
+        """The server whose request field carries the constraint: the upstream kind's (``UpstreamKind.server``)."""
+        from charfmt.serve.upstreams import source  # noqa: PLC0415 (its kinds' modules: the engine's start)
+
+        found = source(self.settings)
+        return found[0].server(self.settings) if found is not None else self.settings.server
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it
@@ -383,7 +360,7 @@ class Engine:
         from charfmt.constrain.engines import local_constraint, request_fields  # noqa: PLC0415
 
         s = self.settings
-        subject = self.scene if self.scene is not None else self.character
+        subject = self.cast
         if getattr(self.upstream, "in_process", False):
             from charfmt.constrain._reply_constraints import constraints_of  # noqa: PLC0415
             from charfmt.constrain.export import reply_grammar  # noqa: PLC0415
@@ -401,11 +378,7 @@ class Engine:
 
         ``turn`` and ``prompt`` (the request's messages): what the reply answers, as ``parse`` takes them.
         """
-        from charfmt.parser import parse  # noqa: PLC0415
-
-        if self.scene is not None:
-            return self.scene.parse(text, lenient=lenient, turn=turn, prompt=prompt)
-        return parse(text, lenient=lenient, vocabulary=self.vocabulary, tags=self.tags, turn=turn, prompt=prompt)
+        return self.cast.parse(text, lenient=lenient, turn=turn, prompt=prompt)
 
     def player_turn(self, say: str) -> UserTurn:
         """The player's turn read as shorthand (``[joy] hi``, ``*waves*``), or ``BadTurn``."""
@@ -576,7 +549,7 @@ class Engine:
                     yield noted
         if not reading.chunks:  # never an empty answer: nothing at all came back is the upstream's failure
             from charfmt.llm._sdk_chunks import quoted  # noqa: PLC0415
-            from charfmt.serve.upstream import UpstreamFailure  # noqa: PLC0415
+            from charfmt.serve.upstreams import UpstreamFailure  # noqa: PLC0415
 
             if reading.refusal:
                 raise UpstreamFailure(f"the upstream's model refused to answer: {quoted(''.join(reading.refusal))}")
@@ -603,10 +576,12 @@ class Engine:
         except ParseError:
             strict = None
         messages = body["messages"]  # (read once, the reply is told what the stream was told)
-        if self.scene is not None:
-            reply = self.read(text, turn=turn, prompt=messages)
-        elif reading.events:
+        if reading.events:  # the reply as it streamed, and the cast's own problems (a scene's speakers: CF309)
             reply = reading.stream.reply
+            problems = self.cast.check(reply, text, lenient=True)
+            if problems:
+                found = sorted([*reply.diagnostics, *problems], key=lambda d: (d.offset, d.end))
+                reply = reply.model_copy(update={"diagnostics": found})
         else:  # a valid reply read leniently is the strict one (``parse``'s promise): not read twice
             reply = strict if strict is not None else self.read(text, turn=turn, prompt=messages)
         from charfmt.speech import trim_cut_speech  # noqa: PLC0415
@@ -691,7 +666,7 @@ def read_back(engine: Engine, text: str) -> Reply:
     (``read_answer``: markers and words apart, the front end's emotion names as their keys), else leniently."""
     from charfmt.serve.formats import read_answer  # noqa: PLC0415
 
-    speakers = engine.scene.speakers if engine.scene is not None else None
+    speakers = engine.cast.speakers
     back = engine.names.back()
     found = read_answer(
         engine.settings.reply_format, text, engine.tags, speakers=speakers, vocabulary=engine.vocabulary, emotions=back

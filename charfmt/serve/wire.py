@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from charfmt._redact import redact
 from charfmt.diagnostics import CharfmtError
 from charfmt.serve.prompt import BadTurn
-from charfmt.serve.upstream import UpstreamFailure
+from charfmt.serve.upstreams.base import UpstreamFailure
 
 if TYPE_CHECKING:
     from starlette.requests import Request

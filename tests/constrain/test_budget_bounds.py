@@ -281,7 +281,7 @@ def test_serve_in_process_uses_chats_engine_llguidance_and_the_models_tokens_per
     from charfmt.llm._model_clients import LocalModel
     from charfmt.serve import Settings
     from charfmt.serve.turns import Engine
-    from charfmt.serve.upstream import LocalUpstream
+    from charfmt.serve.upstreams.llama import LocalUpstream
 
     class Quarters(FakeLlama):  # a model that takes a token per four bytes
         def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:

@@ -447,7 +447,8 @@ def test_serve_reads_each_malformation_as_chat_does(name: str, upstream: Callabl
     import asyncio
 
     from charfmt.llm._replies import endpoint_url
-    from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure
+    from charfmt.serve.upstreams import UpstreamFailure
+    from charfmt.serve.upstreams.openai import HTTPUpstream
 
     case = CASES[name]
     flags = dict(zip(case.args[::2], case.args[1::2], strict=True))
@@ -483,7 +484,8 @@ def test_serve_says_a_connection_reset_mid_reply_once_and_logs_no_stray_error(
     import struct
 
     from charfmt.llm._replies import endpoint_url
-    from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure
+    from charfmt.serve.upstreams import UpstreamFailure
+    from charfmt.serve.upstreams.openai import HTTPUpstream
 
     def reset(conn: socket.socket) -> None:
         head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -521,7 +523,7 @@ def test_serve_ends_the_reply_at_done_whatever_follows(upstream: Callable[[Scrip
     import asyncio
 
     from charfmt.llm._replies import endpoint_url
-    from charfmt.serve.upstream import DRAIN_SECONDS, HTTPUpstream
+    from charfmt.serve.upstreams.openai import DRAIN_SECONDS, HTTPUpstream
 
     client = HTTPUpstream(endpoint_url(upstream(forever(SSE + reply_events(), b": more after the end\n"))))
 

@@ -389,3 +389,61 @@ def test_cli_render_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert capsys.readouterr().err.startswith(f"charfmt: error: {bad}")
     assert main(["render", "--character", str(CHARACTERS / "mio.toml"), "--say", "[sigh] hi"]) == 0
     assert "CF401" in capsys.readouterr().err
+
+
+# --- one keyword list (issue 41 item 2): render_messages/render_turn and render_text/render_text_turn -------
+
+_RENDERERS = ("render_messages", "render_turn", "render_text", "render_text_turn")
+
+
+@pytest.mark.parametrize("name", _RENDERERS)
+def test_a_keyword_the_renderer_does_not_take_is_a_type_error(name: str) -> None:
+    from charfmt.prompt import render
+
+    function = getattr(render, name)
+    with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'budgett'$"):
+        function(MIO, HISTORY, "hi", budgett=100)
+    if name.startswith("render_text"):  # (a chat provider's keywords are no text prompt's)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'provider'"):
+            function(MIO, HISTORY, "hi", provider="openai")
+
+
+@pytest.mark.parametrize("name", _RENDERERS)
+def test_each_keyword_reaches_the_renderer(name: str) -> None:
+    from charfmt.prompt import render
+
+    function = getattr(render, name)
+    with pytest.raises(charfmt.BudgetError):  # the budget taken...
+        function(MIO, HISTORY, "hi", budget=1)
+    assert "hi" in str(function(MIO, HISTORY, "hi", budget=1, counter=lambda text: 0))  # ...and the counter
+    if not name.startswith("render_text"):
+        assert "system" in str(function(MIO, HISTORY, "hi", provider="anthropic"))
+        assert "response_format" in str(function(MIO, HISTORY, "hi", structured=True))
+
+
+USER_CALLS = """
+import charfmt
+from charfmt.prompt.render import render_text, render_turn
+
+mio = charfmt.Character.load("mio.toml")
+charfmt.render_messages(mio, [], "hi", budget=100, provider="anthropic", structured=True)
+render_turn(mio, [], "hi", budgett=100)
+render_text(mio, [], "hi", provider="openai")
+render_turn(mio, [], "hi", budget="many")
+"""
+
+
+@pytest.mark.long
+def test_mypy_strict_checks_a_users_keywords(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "user_code.py").write_text(USER_CALLS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MYPYPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user_code.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in errors] == ["7", "8", "9"], result.stdout
+    assert '"budgett"' in errors[0] and '"provider"' in errors[1] and '"budget"' in errors[2]

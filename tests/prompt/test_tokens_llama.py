@@ -111,7 +111,7 @@ def test_serve_model_keeps_exactly_the_history_that_fits() -> None:
     from charfmt.prompt.tokens import prompt_budget
     from charfmt.serve import Settings
     from charfmt.serve.turns import Engine
-    from charfmt.serve.upstream import LocalUpstream
+    from charfmt.serve.upstreams.llama import LocalUpstream
 
     llm = _model()
     rex = Character.load(REX)

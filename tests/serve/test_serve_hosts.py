@@ -185,6 +185,18 @@ def test_cli_answers_for_the_machines_names_where_it_listens_beyond_loopback() -
     assert p.returncode == 2 and "argument --allow-host: 'a b' is not a host name" in p.stderr, p.stderr
 
 
+def test_localhost_is_not_listed_twice_where_the_machine_is_called_localhost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a newcomer's trial: on a machine whose fully qualified name is 'localhost', the start line said
+    'answering requests for localhost, its addresses, vm, vm.local, localhost'."""
+    from charfmt.cli import _parser
+    from charfmt.cli.serve import settings_from
+
+    monkeypatch.setattr(socket, "getfqdn", lambda *_: "localhost")
+    base = ["serve", "--character", str(REX), "--upstream", "http://127.0.0.1:9/v1", "--host", "0.0.0.0"]
+    lan = settings_from(_parser().parse_args([*base, "--allow-host", "LOCALHOST"]))
+    assert "localhost" not in lan.allowed_hosts and socket.gethostname().lower() in lan.allowed_hosts
+
+
 def test_an_allowed_websocket_still_carries_a_turn(upstream: str) -> None:
     """The check lets the server's own WebSocket through: a turn's objects arrive, ending with the reply."""
     ws_client = pytest.importorskip("websockets.sync.client")

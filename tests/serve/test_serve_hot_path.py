@@ -26,7 +26,7 @@ pytest.importorskip("starlette")
 from charfmt.serve.completions import Completion
 from charfmt.serve.settings import Settings
 from charfmt.serve.state import ServerState
-from charfmt.serve.upstream import env_proxy, require_aiohttp
+from charfmt.serve.upstreams.openai import env_proxy, require_aiohttp
 
 EXAMPLES = ROOT / "examples"
 REX = Character.load(EXAMPLES / "characters" / "rex.toml")

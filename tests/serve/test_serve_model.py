@@ -134,7 +134,7 @@ def test_serve_model_streams_strict_speaking_replies_to_the_openai_sdk(
 
     from models import CHAT_FORMATS, PLAYER_TURNS
 
-    from charfmt.serve.upstream import load_local
+    from charfmt.serve.upstreams.llama import load_local
 
     gguf = _gguf(model)
     upstream = load_local(str(gguf), n_ctx=4096, chat_format=CHAT_FORMATS[model])
@@ -171,7 +171,7 @@ def test_serve_scene_with_a_model_answers_strictly_per_speaker(model: str, tmp_p
     from models import CHAT_FORMATS, SCENE_TURNS
 
     from charfmt.prompt.scene import Scene
-    from charfmt.serve.upstream import load_local
+    from charfmt.serve.upstreams.llama import load_local
 
     scene = Scene.load(REX.parent.parent / "scenes" / "mars_shrine.toml")
     gguf = _gguf(model)

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from charfmt.llm._replies import LineSplitter, UpstreamError, lines
-from charfmt.serve.upstream import HTTPUpstream, UpstreamFailure, _Body, front_status, retry_after
+from charfmt.serve.upstreams import UpstreamFailure
+from charfmt.serve.upstreams.openai import HTTPUpstream, _Body, front_status, retry_after
 
 
 @given(st.binary(max_size=60).map(lambda b: b.replace(b"x", b"\r").replace(b"y", b"\n")), st.data())

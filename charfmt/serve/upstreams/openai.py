@@ -1,4 +1,4 @@
-"""The model behind ``charfmt serve``: an OpenAI-compatible server (aiohttp) or llama.cpp in-process.
+"""An OpenAI-compatible upstream (``charfmt serve --upstream URL``): ``/v1/chat/completions`` over aiohttp.
 
 The HTTP upstream reads through the same limits and the same chunk and completion readers as
 ``charfmt chat --endpoint`` (:mod:`charfmt.llm._replies`, the readers both share): only the socket
@@ -16,11 +16,10 @@ import json
 import os
 import re
 import socket
-import threading
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
@@ -32,10 +31,15 @@ from charfmt.llm._replies import (
     EventStream,
     ReplyReader,
     UpstreamError,
+    endpoint_url,
     exception_text,
     redact_url,
     silence,
 )
+from charfmt.serve.upstreams.base import UpstreamFailure, UpstreamKind
+
+if TYPE_CHECKING:
+    from charfmt.serve.settings import Settings
 
 MAX_RETRY_AFTER: Final = 3600
 """Seconds of a ``Retry-After`` passed on to the front end, at most."""
@@ -53,34 +57,6 @@ MAX_HEADS: Final = 1000
 """Header lines the HTTP parser takes (the reader's own, smaller bound says how many came)."""
 
 _TITLE: Final = re.compile(rb"<title[^>]*>(.{0,200}?)</title>", re.IGNORECASE | re.DOTALL)
-
-
-class UpstreamFailure(UpstreamError):
-    """The upstream failed; ``status`` is what the front end is told, ``retry_after`` (seconds) where known."""
-
-    def __init__(
-        self, message: str, *, status: int = 502, retry_after: int | None = None, upstream_status: int | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-        self.upstream_status = upstream_status
-        """The upstream's own HTTP status, where it answered with one."""
-
-
-class Upstream(Protocol):
-    """A model: a chat-completion request body in, the reply's deltas out."""
-
-    name: str
-    """What the logs call this upstream (the URL or the model file)."""
-
-    def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
-        """The deltas of the reply to ``body``."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release connections or the model."""
-        ...
 
 
 def retry_after(value: str | None) -> int | None:
@@ -445,104 +421,13 @@ def _title(page: bytes) -> str:
     return f" ({' '.join(m.group(1).decode('utf-8', 'replace').split())[:120]!r})" if m else ""
 
 
-# --- llama.cpp in-process ----------------------------------------------------------------------------
-
-_DONE: Final = object()
-
-
-class LocalUpstream:
-    """A llama.cpp model in this process (``--model PATH.gguf``): one generation at a time, in a thread.
-
-    The same engine as ``charfmt chat --model`` (``charfmt.llm._model_clients.LocalModel``): its chat
-    format, the system prompt folded where the format has none, a prompt too long for the window
-    refused (400). The request's ``lark`` (through llguidance) or ``grammar`` (GBNF) constrains it
-    (``charfmt.constrain.engines.local_constraint`` chooses); ``temperature``, ``seed`` (none: a fresh one per
-    request), ``top_p``, ``stop`` and the penalties are sampled with. Cancelling the request stops
-    the generation at the next token.
-    """
-
-    in_process: Final = True
-    """The turn engine asks this upstream for ``local_constraint``'s fields and its ``tokens_per_char``."""
-
-    def __init__(self, model: Any, name: str) -> None:
-        from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
-
-        self.name = name
-        self.model: LocalModel = model if isinstance(model, LocalModel) else LocalModel(model)
-        self.llm = self.model.llm
-        """The ``llama_cpp.Llama``: the engine counts prompts with its own tokenizer and chat template."""
-        self.chat_format = self.model.chat_format
-        """The chat format it runs in (``None``: the GGUF's own template): what its prompts are counted in."""
-        self._lock = asyncio.Lock()  # llama.cpp's context serves one generation at a time
-
-    def tokens_per_char(self, texts: list[str]) -> float:
-        """The model's own tokens per character of ``texts`` (what the reply's bounds count)."""
-        return self.model.tokens_per_char(texts)
-
-    async def aclose(self) -> None:
-        """Nothing to close (the model lives as long as the process)."""
-
-    async def chat(self, body: dict[str, Any], *, max_tokens: int) -> AsyncIterator[Delta]:
-        """The deltas of the model's reply to ``body`` (messages, lark or grammar, sampling fields)."""
-        from charfmt.llm._model_clients import SAMPLING, ContextFull  # noqa: PLC0415
-
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        stop = threading.Event()
-        seed = body.get("seed")
-
-        def put(item: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-
-        def work() -> None:
-            try:
-                chunks = self.model.chunks(
-                    body["messages"], max_tokens=max_tokens, lark=body.get("lark"), gbnf=body.get("grammar"),
-                    temperature=float(body.get("temperature", 0.7)), seed=None if seed is None else int(seed),
-                    **{k: body[k] for k in SAMPLING if k in body},
-                )  # fmt: skip
-                for chunk in chunks:
-                    if stop.is_set():
-                        break
-                    choice = chunk["choices"][0]
-                    put(Delta(choice["delta"].get("content") or "", choice.get("finish_reason")))
-            except ContextFull as e:
-                put(UpstreamFailure(str(e), status=400))
-            except Exception as e:  # llama.cpp's own failures end the turn with one line
-                put(UpstreamFailure(f"llama.cpp failed: {exception_text(e)}", status=500))
-            put(_DONE)
-
-        async with self._lock:
-            thread = threading.Thread(target=work, name="charfmt-llama", daemon=True)
-            thread.start()
-            try:
-                while (item := await queue.get()) is not _DONE:
-                    if isinstance(item, UpstreamFailure):
-                        raise item
-                    yield item
-            finally:
-                stop.set()
-                await asyncio.to_thread(thread.join)
+def _open(settings: Settings, url: str) -> HTTPUpstream:
+    return HTTPUpstream(
+        endpoint_url(url), timeout=settings.timeout, api_key=settings.api_key, key_env=settings.api_key_env
+    )
 
 
-def load_local(
-    path: str, *, n_ctx: int, seed: int = 0, chat_format: str | None = None, warn: bool = True
-) -> LocalUpstream:
-    """``LocalUpstream`` for the GGUF at ``path`` (``charfmt.llm.loading.load_llama``) in ``chat_format``.
-
-    llama.cpp's own log lines are kept off standard error unless ``charfmt serve --verbose`` (``llama_logs``,
-    set by the command); a GGUF without a chat template is said once on the ``charfmt.serve`` logger
-    (``warn``; the command says it itself, as ``LocalModel.missing_template`` words it).
-    """
-    import logging  # noqa: PLC0415
-
-    from charfmt.llm._model_clients import LocalModel  # noqa: PLC0415
-    from charfmt.llm.loading import load_llama  # noqa: PLC0415
-
-    model = LocalModel(load_llama(path, n_ctx=n_ctx, seed=seed), chat_format=chat_format)
-    if warn and model.missing_template is not None:
-        logging.getLogger("charfmt.serve").warning("%s", model.missing_template)
-    return LocalUpstream(model, path)
-
-
-Factory = Callable[[], Upstream]
+KIND: Final = UpstreamKind(
+    "openai", "--upstream", "URL", "an OpenAI-compatible server (…/v1)", _open, require=require_aiohttp
+)
+"""This upstream's row in ``charfmt.serve.upstreams.KINDS``: ``--upstream URL`` (``Settings.upstream_url``)."""

@@ -1,0 +1,97 @@
+"""``charfmt serve --script``: the scripted upstream (``charfmt.serve.upstreams.script``), its file checked before
+the start, its replies answered in order through the real app, a budget's cut said as ``length``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+
+from charfmt import Character  # noqa: E402
+from charfmt.serve import Settings, create_app  # noqa: E402
+
+REX = ROOT / "examples" / "characters" / "rex.toml"
+
+
+def _reply(words: str, emotion: str = "joy") -> str:
+    body = f"<emo>{emotion}</emo>\n<msg>{words}</msg>"
+    return json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]})
+
+
+def _script(tmp_path: Path, *replies: str) -> Path:
+    path = tmp_path / "replies.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in replies), encoding="utf-8")
+    return path
+
+
+async def _answers(settings: Settings, says: list[str]) -> list[str]:
+    """What ``/v1/chat/completions`` answers each of ``says``, one turn each (through the ASGI app itself)."""
+    app = create_app(settings)
+    out = []
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            for say in says:
+                body = {"model": "rex", "messages": [{"role": "user", "content": say}]}
+                response = await client.post("/v1/chat/completions", json=body, timeout=10)
+                assert response.status_code == 200, response.text
+                out.append(response.json()["choices"][0]["message"]["content"])
+    return out
+
+
+def test_each_turn_gets_the_scripts_next_reply_then_the_first_again(tmp_path: Path) -> None:
+    import asyncio
+
+    path = _script(tmp_path, _reply("First line."), "not json, a damaged reply", _reply("Third.", "anger"))
+    settings = Settings(character=Character.load(REX), upstream_kind="script", upstream_target=str(path))
+    said = asyncio.run(_answers(settings, ["a", "b", "c", "d"]))
+    assert "First line." in said[0] and "First line." in said[3]
+    assert "not json, a damaged reply" in said[1]
+    assert "Third." in said[2] and "anger" in said[2]
+
+
+def test_a_reply_past_the_token_budget_is_cut_with_length() -> None:
+    import asyncio
+
+    from charfmt.serve.upstreams.script import CHUNK, ScriptUpstream
+
+    async def deltas() -> list[tuple[str, str | None]]:
+        up = ScriptUpstream(["x" * (CHUNK * 5)])
+        return [(d.text, d.reason) async for d in up.chat({"messages": []}, max_tokens=3)]
+
+    got = asyncio.run(deltas())
+    assert [len(t) for t, _ in got] == [CHUNK] * 3
+    assert [r for _, r in got] == [None, None, "length"]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ('{"chats": []}\n', "a reply is a JSON string, not dict"),
+        ('"ok"\nnot json\n', ":2: not a JSON string"),
+        ("\n\n", "holds no reply"),
+    ],
+)
+def test_a_script_that_cannot_be_served_stops_the_start(tmp_path: Path, content: str, said: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--script", str(path), "--port", "0"],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert said in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_flag_is_in_serves_help() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "charfmt", "serve", "--help"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert "--script FILE.jsonl" in run.stdout

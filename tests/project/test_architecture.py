@@ -223,14 +223,14 @@ def test_the_module_list_names_every_module_once_under_its_layer() -> None:
     section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
     listed: dict[str, str] = {}
     heading = ""
+    modules = {m for m in _modules() if m != "charfmt"}
     for line in section.splitlines():
         if line.startswith("### "):
             heading = line[4:].strip()
         elif line.startswith("- `"):
-            module = line[3:].split("`", 1)[0]
-            assert module not in listed, f"{module} listed twice"
-            listed[module] = heading
-    modules = {m for m in _modules() if m != "charfmt"}
+            for module in _expand([line[3:].split("`", 1)[0]], modules, _named()):
+                assert module not in listed, f"{module} listed twice"
+                listed[module] = heading
     assert set(listed) == modules, f"missing: {sorted(modules - set(listed))}; gone: {sorted(set(listed) - modules)}"
     misplaced = {m: h for m, h in listed.items() if table[layer_of(m, table)[0]][0] != h}
     assert not misplaced, f"listed under another layer than its own: {misplaced}"
@@ -239,18 +239,50 @@ def test_the_module_list_names_every_module_once_under_its_layer() -> None:
 # --- wings: an order inside each layer (issue 41) ---------------------------------------------
 
 
+def _named() -> set[str]:
+    """The modules the module list names one by one."""
+    section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    return {line[3:].split("`", 1)[0] for line in section.splitlines() if line.startswith("- `")}
+
+
+def _expand(names: list[str], modules: set[str], named: set[str]) -> list[str]:
+    """A ``pkg.*`` line of the module list stands for every module of the plug-in folder ``pkg`` it does not
+    name (one module per row of a table, all of one shape, such as ``serve/upstreams/``: adding a row's module
+    adds no line). A pattern that stands for no module is itself an error."""
+    out: list[str] = []
+    for name in names:
+        if not name.endswith(".*"):
+            out.append(name)
+            continue
+        members = sorted(m for m in modules if m.rpartition(".")[0] == name[:-2] and m not in named)
+        assert members, f"{name} stands for no module"
+        out += members
+    return out
+
+
 def _module_list() -> dict[str, list[str]]:
-    """The module list of docs/ARCHITECTURE.md: each layer's heading -> its modules, in the listed order."""
+    """The module list of docs/ARCHITECTURE.md: each layer's heading -> its modules, in the listed order
+    (a ``pkg.*`` line: its folder's modules not named elsewhere, in its place)."""
     section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
     listed: dict[str, list[str]] = {}
     heading = ""
+    modules, named = set(_modules()), _named()
     for line in section.splitlines():
         if line.startswith("### "):
             heading = line[4:].strip()
             listed[heading] = []
         elif line.startswith("- `"):
-            listed[heading].append(line[3:].split("`", 1)[0])
+            listed[heading] += _expand([line[3:].split("`", 1)[0]], modules, named)
     return listed
+
+
+def test_the_modules_a_pattern_stands_for_do_not_import_each_other() -> None:
+    """A plug-in folder's modules are rows: each stands alone on its folder's base, never on another row."""
+    graph, modules, named = import_graph(), set(_modules()), _named()
+    for pattern in (n for n in named if n.endswith(".*")):
+        members = set(_expand([pattern], modules, named))
+        crossing = {m: sorted(graph.get(m, set()) & members) for m in members if graph.get(m, set()) & members}
+        assert not crossing, f"{pattern}: rows importing each other: {crossing}"
 
 
 def imports_against_the_listed_order(graph: dict[str, set[str]], listed: dict[str, list[str]]) -> list[str]:

@@ -13,8 +13,8 @@ that each target writes in its own syntax:
 What a constrained model can emit is a subset of what ``charfmt.parse`` accepts:
 keys in the order ``type``, ``order``, ``body``; JSON string escapes ``\\" \\\\ \\/ \\b
 \\f \\n \\r \\t`` but no ``\\uXXXX``; emotion keys spelled exactly as in the vocabulary.
-Everything it emits parses strictly, except that a grammar cannot make ``order``
-values unique (``CF111``).
+Everything it emits parses strictly; with bounds (``max_chats``) the k-th chat is of order k, so
+orders are unique. Without bounds a grammar cannot make ``order`` values unique (``CF111``).
 
 The work is done by four private modules, each one job: ``_regex_ir`` (the tree, read from
 regular expressions), ``_reply_rules`` (the grammar as rules), ``_grammar_bounds`` (length

@@ -294,13 +294,20 @@ def test_cli_grammar_length_bounds(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("reader", BOUNDED_READERS)
 def test_bounded_orders_stay_within_max_chats(reader: str) -> None:
-    # A model that numbers its reply by the turn (order 3 in turn 3) cannot, under bounds.
+    # A model that numbers its reply by the turn (order 3 in turn 3) cannot, under bounds; nor can it give two
+    # chats one order (CF111: SmolLM2 wrote a C and an I chat both of order 1 under GBNF): the k-th chat is order k.
     two = engine(reader, max_chats=2, max_chars=20)
     one = '{"type":"C","order":%d,"body":"<emo>joy</emo>\\n<msg>hi</msg>"}'
-    assert two.accepts('{"chats":[' + one % 1 + "," + one % 2 + "]}")
-    assert not two.accepts('{"chats":[' + one % 1 + "," + one % 2 + "," + one % 1 + "]}")
-    assert not two.accepts('{"chats":[' + one % 3 + "]}")
-    assert engine(reader, max_chats=12, max_chars=20).accepts('{"chats":[' + one % 12 + "]}")
+
+    def reply(*orders: int) -> str:
+        return '{"chats":[' + ",".join(one % k for k in orders) + "]}"
+
+    assert two.accepts(reply(1, 2)) and two.accepts(reply(1))
+    for refused in ((1, 2, 1), (3,), (1, 1), (2, 2), (2, 1), (2,)):
+        assert not two.accepts(reply(*refused)), refused
+    twelve = engine(reader, max_chats=12, max_chars=20)
+    assert twelve.accepts(reply(*range(1, 13))) and not twelve.accepts(reply(*range(1, 14)))
+    assert not twelve.accepts(reply(12)) and not twelve.accepts(reply(1, 2, 2))
 
 
 @pytest.mark.parametrize("reader", BOUNDED_READERS)

@@ -125,7 +125,7 @@ def test_a_scene_at_a_default_budget_lets_two_members_speak() -> None:
         assert bounds is not None and bounds.max_chats is not None and bounds.max_chats >= 2, budget
         assert bounds.require_speech and bounds.min_speech >= 8
         gbnf = charfmt.grammar("gbnf", character=scene, max_tokens=budget)
-        assert re.search(r'^reply ::= .*said-chat \(t-ws\? "," t-ws\? chat\)', gbnf, re.M)
+        assert re.search(r'^reply ::= .*chat-1 \(t-ws\? "," t-ws\? chat-2\)', gbnf, re.M)
     assert resolve_bounds(character=scene, max_tokens=512, max_chats=1).max_chats == 1  # as asked
     rex = charfmt.Character.load(REX)
     assert resolve_bounds(character=rex, max_tokens=512).max_chats == 1  # (fewer chats first for a character)

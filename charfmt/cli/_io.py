@@ -155,12 +155,10 @@ def _read_from(name: str, f: IO[bytes], limit: int) -> Input:
 def _utf8(inp: Input) -> Input:
     """An option's file that starts with a UTF-16 or UTF-32 byte order mark (PowerShell's ``>`` writes
     UTF-16) decoded as such, with ``CF160`` on standard error, as a reply's file is; else as it is."""
-    if inp.data[:2] not in (b"\xff\xfe", b"\xfe\xff", b"\x00\x00"):
-        return inp
-    from charfmt.parser import wide_text  # noqa: PLC0415 (cold path: only a file with a wide byte order mark)
+    from charfmt.parser import wide_text  # noqa: PLC0415 (import cost: loaded with the character these files go with)
 
     if (wide := wide_text(inp.data)) is None:
-        return inp  # (only starts like a mark: UTF-8's own error names the byte)
+        return inp  # (UTF-8, or only starts like a mark: UTF-8's own error names the byte)
     text, name = wide
     print(f"{inp.name}:1:1: CF160 warning: input is {name}, not UTF-8: decoded as {name.split()[0]}", file=sys.stderr)
     return Input(inp.name, text.encode("utf-8", "surrogatepass"))

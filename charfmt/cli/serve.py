@@ -238,7 +238,7 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     ``--host`` where it is a name, and this machine's names where ``--host`` listens on every address."""
     import socket  # noqa: PLC0415 (import cost: only where --allow-host is checked)
 
-    from charfmt.serve.hosts import host_name  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.serve.hosts import LOOPBACK_NAMES, host_name  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     names = list(args.allow_host)
     for name in names:
@@ -252,8 +252,8 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     if args.host in ("0.0.0.0", "::", ""):  # every address: the names the LAN knows this machine by
         machine = socket.gethostname()
         names += [machine, f"{machine}.local", socket.getfqdn()]
-    # (localhost is answered anyway: a machine whose fully qualified name is 'localhost' does not add it twice)
-    return tuple(dict.fromkeys(n.lower() for n in names if n and n.lower() != "localhost"))
+    # (loopback names are answered anyway: a machine whose fully qualified name is 'localhost' adds nothing)
+    return tuple(dict.fromkeys(n.lower() for n in names if n and n.lower() not in LOOPBACK_NAMES))
 
 
 def _tokens(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:

@@ -223,12 +223,12 @@ def test_the_module_list_names_every_module_once_under_its_layer() -> None:
     section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
     listed: dict[str, str] = {}
     heading = ""
-    modules = {m for m in _modules() if m != "charfmt"}
+    modules, named = {m for m in _modules() if m != "charfmt"}, _named()
     for line in section.splitlines():
         if line.startswith("### "):
             heading = line[4:].strip()
         elif line.startswith("- `"):
-            for module in _expand([line[3:].split("`", 1)[0]], modules, _named()):
+            for module in _expand([line[3:].split("`", 1)[0]], modules, named):
                 assert module not in listed, f"{module} listed twice"
                 listed[module] = heading
     assert set(listed) == modules, f"missing: {sorted(modules - set(listed))}; gone: {sorted(set(listed) - modules)}"

@@ -270,26 +270,30 @@ def reply_grammar(
     # With require_speech a reply says something: it opens with a C chat (which holds speech).
     speaks = bounds is not None and bounds.require_speech
     rules["chat"] = Alt((spoken, _chat(plain, "text_body", ws, None)))
-    if speaks:
-        rules["said_chat"] = spoken
     listed: Node
     if max_chats is None:
+        if speaks:
+            rules["said_chat"] = spoken
         more = Rep(Seq((ws, Lit(","), ws, Ref("chat"))), 0, None)
         listed = Rep(Seq((Ref("said_chat" if speaks else "chat"), more)), int(speaks), 1)
     else:
-        listed = _numbered(rules, terminals, max_chats, ws, speaks)
+        listed = _numbered(rules, terminals, max_chats, ws, spoken if speaks else None)
     chats = Seq((Lit("["), ws, listed, ws, Lit("]")))
     rules["reply"] = Seq((ws, Lit("{"), ws, _member("chats", chats, ws), ws, Lit("}"), ws))
     return Grammar("reply", {"reply": rules.pop("reply"), "chat": rules.pop("chat"), **rules}, terminals)
 
 
-def _numbered(rules: dict[str, Node], terminals: dict[str, Node], max_chats: int, ws: Node, speaks: bool) -> Node:
+def _numbered(
+    rules: dict[str, Node], terminals: dict[str, Node], max_chats: int, ws: Node, said: Node | None
+) -> Node:
     """At most ``max_chats`` chats, the k-th of order k (``chat_<k>``, ``ORDER_<k>``): orders a bounded grammar
-    writes are unique, so what it lets a model emit parses strictly (two equal orders are ``CF111``)."""
+    writes are unique, so what it lets a model emit parses strictly (two equal orders are ``CF111``).
+    ``said``: the chat that must open the reply (one that speaks), else none is required."""
+    speaks = said is not None
     for k in range(1, max_chats + 1):  # (written in this order: chat_1 first)
         terminals[f"ORDER_{k}"] = Lit(str(k))
-        first = k == 1 and speaks
-        rules[f"chat_{k}"] = _renamed(rules["said_chat" if first else "chat"], {"ORDER": f"ORDER_{k}"})
+        shape = said if k == 1 and said is not None else rules["chat"]
+        rules[f"chat_{k}"] = _renamed(shape, {"ORDER": f"ORDER_{k}"})
     tail: Node | None = None
     for k in range(max_chats, 0, -1):
         item: Node = Ref(f"chat_{k}") if tail is None else Seq((Ref(f"chat_{k}"), Rep(tail, 0, 1)))

@@ -136,3 +136,35 @@ def test_a_script_that_is_not_a_file_is_a_usage_error(tmp_path: Path, missing: b
     assert run.returncode == 2, run.stderr
     assert ("script file not found" if missing else "is a directory") in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("user", ["Alex Smith", "x" * 300, "名前"])
+def test_any_openai_user_id_names_a_session(user: str) -> None:
+    """OpenAI's ``user`` is any end-user id: one that is no session key (a display name with a space) named a
+    400 on every request (found by a newcomer's trial); it now names the session ``user:`` + its digest."""
+    import asyncio
+    import hashlib
+
+    from charfmt.serve.upstreams.script import ScriptUpstream
+
+    up = ScriptUpstream([_reply("First."), _reply("Second.")])
+    app = create_app(Settings(character=Character.load(REX), upstream=up))
+
+    async def turns() -> list[dict[str, object]]:
+        out = []
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                for say in ("hello", "again"):
+                    body = {"messages": [{"role": "user", "content": say}], "user": user}
+                    response = await client.post("/v1/chat/completions", json=body, timeout=10)
+                    assert response.status_code == 200, response.text
+                name = "user:" + hashlib.sha256(user.encode()).hexdigest()[:24]
+                listed = await client.get(f"/v1/sessions/chat/{name}", timeout=10)
+                assert listed.status_code == 200, listed.text
+                out = listed.json()["exchanges"]
+        return out
+
+    exchanges = asyncio.run(turns())
+    assert len(exchanges) == 2
+    assert "First." in json.dumps(up.requests[1]["messages"], ensure_ascii=False)  # (the session's history sent)

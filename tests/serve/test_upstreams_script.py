@@ -168,3 +168,29 @@ def test_any_openai_user_id_names_a_session(user: str) -> None:
     exchanges = asyncio.run(turns())
     assert len(exchanges) == 2
     assert "First." in json.dumps(up.requests[1]["messages"], ensure_ascii=False)  # (the session's history sent)
+
+
+def test_a_v1_turn_without_a_session_stands_alone() -> None:
+    """``/v1/turn`` without ``session``: no history read or kept, the reply says ``"session": null`` (docs/SERVER.md)."""
+    import asyncio
+
+    from charfmt.serve.upstreams.script import ScriptUpstream
+
+    up = ScriptUpstream([_reply("First."), _reply("Second.")])
+    app = create_app(Settings(character=Character.load(REX), upstream=up))
+
+    async def turns() -> list[dict[str, object]]:
+        replies = []
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                for say in ("hello", "again"):
+                    response = await client.post("/v1/turn", json={"say": say}, timeout=10)
+                    assert response.status_code == 200, response.text
+                    objects = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+                    replies.append(next(o for o in objects if o.get("kind") == "reply"))
+        return replies
+
+    first, second = asyncio.run(turns())
+    assert first["session"] is None and second["session"] is None
+    assert "First." not in json.dumps(up.requests[1]["messages"], ensure_ascii=False)

@@ -18,17 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
-from charfmt.llm._replies import (
-    MAX_ERROR_BODY,
-    Budget,
-    Delta,
-    ReplyBody,
-    ReplyReader,
-    UpstreamError,
-    exception_text,
-    redact_url,
-    silence,
-)
+from charfmt.llm._replies import Budget, Delta, ReplyBody, ReplyReader, UpstreamError, exception_text, redact_url
 
 if TYPE_CHECKING:
     import httpx
@@ -137,15 +127,13 @@ class Client:
             if events or not streaming:  # (silence is an event stream's: a whole completion has httpx's timeout)
                 heard = time.monotonic()
             elif time.monotonic() - heard > self.timeout:  # bytes keep coming (comments): no event is silence
-                raise self.fail(silence(self.timeout, body.partial))
+                raise self.fail(body.silence(self.timeout))
         yield from body.end()
 
     def _error_detail(self, response: httpx.Response) -> str:
-        data = b""
+        data = bytearray()
         for chunk in response.iter_bytes():
-            data += chunk
-            if len(data) >= MAX_ERROR_BODY:
-                data = data[:MAX_ERROR_BODY]
+            if self.reader.gather_error(data, chunk):
                 break
-        return self.reader.error_detail(data, response.reason_phrase)
+        return self.reader.error_detail(bytes(data), response.reason_phrase)
 

@@ -310,6 +310,15 @@ class ReplyReader:
         if len(body) > MAX_BODY:
             raise self.fail(f"the completion is longer than {MAX_BODY:,} bytes; stopped reading")
 
+    def gather_error(self, data: bytearray, chunk: bytes) -> bool:
+        """Add ``chunk`` to an error answer's body ``data``, kept to its first ``MAX_ERROR_BODY`` bytes: whether it
+        holds them all now (read no further: the message is in them, and an error body is not read to its end)."""
+        data += chunk
+        if len(data) < MAX_ERROR_BODY:
+            return False
+        del data[MAX_ERROR_BODY:]
+        return True
+
     def error_detail(self, data: bytes, reason_phrase: str) -> str:
         """The message of an error answer's body (its first ``MAX_ERROR_BODY`` bytes), on one line."""
         text = data.decode("utf-8", "replace").strip()
@@ -659,6 +668,10 @@ class ReplyBody:
     def partial(self) -> bool:
         """Part of an event was read and waits for the rest (what a silence then cut)."""
         return self.stream is not None and self.stream.partial
+
+    def silence(self, seconds: float) -> str:
+        """What a server that sent bytes but no event for ``seconds`` did, as far as the body was read."""
+        return silence(seconds, self.partial)
 
     def feed(self, chunk: bytes) -> Iterator[Delta]:
         """The deltas ``chunk`` completes (none while a whole completion is gathered)."""

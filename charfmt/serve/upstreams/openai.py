@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
 from charfmt.llm._replies import (
-    MAX_ERROR_BODY,
     Budget,
     Delta,
     ReplyBody,
@@ -221,13 +220,12 @@ class HTTPUpstream:
             response.release()  # back to the pool when the body ended, else the connection is closed
 
     async def _error(self, response: Any, reply: _Body) -> UpstreamFailure:
-        data = b""
+        gathered = bytearray()
         while chunk := await reply.read():
             reply.hear()
-            data += chunk
-            if len(data) >= MAX_ERROR_BODY:
-                data = data[:MAX_ERROR_BODY]
+            if self._reader.gather_error(gathered, chunk):
                 break
+        data = bytes(gathered)
         status = response.status
         retry = retry_after(response.headers.get("retry-after"))
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()

@@ -20,7 +20,8 @@ each reply streamed in the chunks it was recorded in, else in ``--chunk``-charac
 ``charfmt chat`` tell theirs: the player's turn and the prompt (``render_messages``) of the request it
 answered, where the corpus records them (the replies of ``tests/data/free_replies.jsonl`` and
 ``real_replies.jsonl``, as their generators rendered them, and the rows the token corpus's
-``model_output`` lines were built into); the others as without it.
+``model_output`` lines were built into, and the ``real2`` rows: the turn as their setting reads it and the
+request's messages, as ``tests/lenient/test_new_corpus.py`` reads them); the others as without it.
 
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
 (the default), read once at the end. The held rows of the kinds other than ``real2`` were read at the end of
@@ -70,6 +71,39 @@ def requests() -> dict[str, tuple[str, str, bool]]:
     return found
 
 
+def later_requests(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What the caller of each ``real2`` row knew: the player's turn as its setting reads it and the request's
+    messages (``tests/data/make_new_corpus.py`` says how each setting is loaded)."""
+    sys.path.insert(0, str(DATA))
+    import make_new_corpus as corpus
+
+    settings = {i: (k, f) for which in ("new", "fresh", "third", "fourth") for _g, i, k, f in corpus.settings(which)}
+    loaded: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
+    sources: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["kind"] != CLAIM:
+            continue
+        name, n = row["id"].rsplit("-", 1)
+        if name not in sources:
+            lines = (DATA / f"{name}_replies.jsonl").read_text(encoding="utf-8").splitlines()
+            sources[name] = [json.loads(line) for line in lines]
+            prompts = json.loads((DATA / f"{name}_prompts.json").read_text(encoding="utf-8"))
+            for r in sources[name]:
+                r["system"] = prompts[r["setting"]]
+        source = sources[name][int(n)]
+        key = source["setting"]
+        setting = loaded.get(key) or loaded.setdefault(key, corpus.load_setting(*settings[key]))
+        out[row["id"]] = {
+            "turn": corpus.player_turn(setting, source["turn"]),
+            "prompt": [
+                {"role": "system", "content": source["system"]},
+                {"role": "user", "content": source["user_message"]},
+            ],
+        }
+    return out
+
+
 def told(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """What the caller of each row knew (``--told``): row id -> ``turn`` and ``prompt``, where recorded."""
     asked = requests()
@@ -86,7 +120,7 @@ def told(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         character = characters.setdefault(name, charfmt.Character.load(CHARACTERS / f"{name}.toml"))
         turn = character.shorthand(say) if by_character else charfmt.parse_shorthand(say)
         out[row["id"]] = {"turn": turn, "prompt": charfmt.render_messages(character, [], turn)["messages"]}
-    return out
+    return out | later_requests(rows)
 
 
 def chunks_of(row: dict[str, Any], size: int) -> list[str]:

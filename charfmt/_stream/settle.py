@@ -239,10 +239,12 @@ def _begins_with_a_word_changed(said: list[str], line: list[str]) -> bool:
 
 _SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
 _PREAMBLE_HINT: Final = re.compile(
-    r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
+    r"(?i)json|```|[{\[]|(?:\A|[^\w\s]|\n|\b(?:sure|okay|ok|so|well|alright|and))\s*here(?:'s| is| are| you go)\b"
+    r"|\b(?:reply|response|answer|output)\b"
     r"|\bthe (?:user|player)\b|[:：][ \t]*+(?:\n|\Z)|以下|如下|下面|这是|這是|これが|回复|回覆|回答|返答|返信"
 )
-"""Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
+"""Words of a preamble to a reply (``Sure! Here is the reply:``; ``here is`` where a sentence or a line begins, or
+after ``Sure``, ``Okay``: not ``what happened here is``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
 _VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
 _PROMPT_OPENING: Final = re.compile(

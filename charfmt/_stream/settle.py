@@ -217,10 +217,11 @@ def in_players_form(text: str, prompt: tuple[str, ...], turn: tuple[str, ...], w
 
 def _may_be_the_players(n: str, player: frozenset[str]) -> bool:
     """Whether ``n`` (a last line as ``normal`` writes it) may still be one of the player's lines (this turn's, or
-    the prompt's few-shot turns'), which the batch reader drops as it drops their echo: the start of one, or
-    begun as one begins (``SAID_FROM`` characters: theirs whatever follows, ``state.nearly_said``)."""
+    the prompt's few-shot turns'), which the batch reader drops as it drops their echo: a part of one (the batch
+    reader drops speech that is a part of the player's line: ``What is your name?`` of ``...: what is your name?``),
+    or begun as one begins (``SAID_FROM`` characters: theirs whatever follows, ``state.nearly_said``)."""
     return any(
-        (len(p) > len(n) and p.startswith(n))
+        (len(p) > len(n) and n in p)
         or (len(n) >= SAID_FROM and n[:SAID_FROM] == p[:SAID_FROM])
         or _begins_with_a_word_changed(n.split(), p.split())
         for p in player

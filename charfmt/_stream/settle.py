@@ -248,14 +248,11 @@ _PREAMBLE_HINT: Final = re.compile(
 after ``Sure``, ``Okay``: not ``what happened here is``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
 _VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
-_PROMPT_OPENING: Final = re.compile(
-    _VALUE_FIRST.pattern + r"(?:(?i:you are) (?:[A-Z]|[^\x00-\x7f])|(?i:you play every character of)\b)"
-)
+_PROMPT_OPENING: Final = re.compile(_VALUE_FIRST.pattern + r"(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
 _YOU_ARE: Final = "you are "
-"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, a scene's ``You play every character
-of the scene``: the openings of ``prompts/system.j2`` and ``scene.j2``; after a value in brackets or asterisks:
-``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes before one),
-until the caller's prompt says otherwise."""
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, after a value in brackets or
+asterisks: ``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes
+before one), until the caller's prompt says otherwise."""
 
 
 def opens_as_prompt(text: str) -> bool:

@@ -8,13 +8,20 @@ takes the turns, each shown as it streams (``charfmt.chat.TerminalView``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt import chat
-from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
+from charfmt.cli._io import (
+    InputError,
+    check_greeting,
+    load_character,
+    load_lorebooks,
+    load_scene,
+    usable_file,
+    usage_error,
+)
 from charfmt.cli._options import (
     DEFAULT_EXITS,
     add_cast,
@@ -208,9 +215,8 @@ def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Pat
     """Where the replies come from: ``--endpoint``'s chat-completions URL and API key, or the local model's path."""
     if args.endpoint is None:
         model_path = args.model if args.model is not None else default_model_path()
-        if model_path is not None and not os.path.isfile(model_path):
-            raise InputError(f"model file not found: {model_path}")
         if model_path is not None:
+            usable_file(str(model_path), "model file")
             check_gguf(model_path)
         return None, None, model_path
     if args.chat_format is not None:

@@ -1,6 +1,6 @@
 """Benchmark: how soon a stream speaks, and how seldom it takes back what it showed (issue 40, item 6).
 
-Run: .venv/bin/python benchmarks/bench_stream_early.py [--half held|fit|all] [--chunk N] [--show K] [--resets K]
+Run: .venv/bin/python benchmarks/bench_stream_early.py [--half held|fit|tune|all] [--chunk N] [--show K] [--resets K]
      [--told]
 
 Over ``benchmarks/data/stream_corpus.jsonl`` (real model replies, the replies written by hand after
@@ -20,10 +20,12 @@ each reply streamed in the chunks it was recorded in, else in ``--chunk``-charac
 ``charfmt chat`` tell theirs: the player's turn and the prompt (``render_messages``) of the request it
 answered, where the corpus records them (the replies of ``tests/data/free_replies.jsonl`` and
 ``real_replies.jsonl``, as their generators rendered them, and the rows the token corpus's
-``model_output`` lines were built into); the others as without it.
+``model_output`` lines were built into, and the ``real2`` rows: the turn as their setting reads it and the
+request's messages, as ``tests/lenient/test_new_corpus.py`` reads them); the others as without it.
 
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
-(the default), read once at the end.
+(the default), read once at the end. The held rows of the kinds other than ``real2`` were read at the end of
+the first round and are tuning data since: ``--half tune`` is every row but ``real2``'s held ones.
 """
 
 from __future__ import annotations
@@ -42,8 +44,15 @@ CORPUS: Final = Path(__file__).resolve().parent / "data" / "stream_corpus.jsonl"
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 
+CLAIM: Final = "real2"
+"""The kind whose held rows carry the claim (committed unread); every other row is tuning data."""
+
+
 def load(half: str) -> list[dict[str, Any]]:
+    """The rows of ``half``: "fit", "held", "all", or "tune" (all but the claim's held rows)."""
     rows = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
+    if half == "tune":
+        return [r for r in rows if r["half"] == "fit" or r["kind"] != CLAIM]
     return [r for r in rows if half == "all" or r["half"] == half]
 
 
@@ -62,6 +71,39 @@ def requests() -> dict[str, tuple[str, str, bool]]:
     return found
 
 
+def later_requests(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What the caller of each ``real2`` row knew: the player's turn as its setting reads it and the request's
+    messages (``tests/data/make_new_corpus.py`` says how each setting is loaded)."""
+    sys.path.insert(0, str(DATA))
+    import make_new_corpus as corpus
+
+    settings = {i: (k, f) for which in ("new", "fresh", "third", "fourth") for _g, i, k, f in corpus.settings(which)}
+    loaded: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
+    sources: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["kind"] != CLAIM:
+            continue
+        name, n = row["id"].rsplit("-", 1)
+        if name not in sources:
+            lines = (DATA / f"{name}_replies.jsonl").read_text(encoding="utf-8").splitlines()
+            sources[name] = [json.loads(line) for line in lines]
+            prompts = json.loads((DATA / f"{name}_prompts.json").read_text(encoding="utf-8"))
+            for r in sources[name]:
+                r["system"] = prompts[r["setting"]]
+        source = sources[name][int(n)]
+        key = source["setting"]
+        setting = loaded.get(key) or loaded.setdefault(key, corpus.load_setting(*settings[key]))
+        out[row["id"]] = {
+            "turn": corpus.player_turn(setting, source["turn"]),
+            "prompt": [
+                {"role": "system", "content": source["system"]},
+                {"role": "user", "content": source["user_message"]},
+            ],
+        }
+    return out
+
+
 def told(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """What the caller of each row knew (``--told``): row id -> ``turn`` and ``prompt``, where recorded."""
     asked = requests()
@@ -78,7 +120,7 @@ def told(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         character = characters.setdefault(name, charfmt.Character.load(CHARACTERS / f"{name}.toml"))
         turn = character.shorthand(say) if by_character else charfmt.parse_shorthand(say)
         out[row["id"]] = {"turn": turn, "prompt": charfmt.render_messages(character, [], turn)["messages"]}
-    return out
+    return out | later_requests(rows)
 
 
 def chunks_of(row: dict[str, Any], size: int) -> list[str]:
@@ -130,7 +172,7 @@ def one_sentence(text: str, known: dict[str, Any] | None = None) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--half", choices=("held", "fit", "all"), default="held")
+    ap.add_argument("--half", choices=("held", "fit", "tune", "all"), default="held")
     ap.add_argument("--chunk", type=int, default=4)
     ap.add_argument("--show", type=int, default=0, metavar="K")
     ap.add_argument("--resets", type=int, default=0, metavar="K", help="print K replies whose stream resets")

@@ -217,10 +217,11 @@ def in_players_form(text: str, prompt: tuple[str, ...], turn: tuple[str, ...], w
 
 def _may_be_the_players(n: str, player: frozenset[str]) -> bool:
     """Whether ``n`` (a last line as ``normal`` writes it) may still be one of the player's lines (this turn's, or
-    the prompt's few-shot turns'), which the batch reader drops as it drops their echo: the start of one, or
-    begun as one begins (``SAID_FROM`` characters: theirs whatever follows, ``state.nearly_said``)."""
+    the prompt's few-shot turns'), which the batch reader drops as it drops their echo: a part of one (the batch
+    reader drops speech that is a part of the player's line: ``What is your name?`` of ``...: what is your name?``),
+    or begun as one begins (``SAID_FROM`` characters: theirs whatever follows, ``state.nearly_said``)."""
     return any(
-        (len(p) > len(n) and p.startswith(n))
+        (len(p) > len(n) and n in p)
         or (len(n) >= SAID_FROM and n[:SAID_FROM] == p[:SAID_FROM])
         or _begins_with_a_word_changed(n.split(), p.split())
         for p in player
@@ -239,10 +240,12 @@ def _begins_with_a_word_changed(said: list[str], line: list[str]) -> bool:
 
 _SENTENCE_DONE: Final = re.compile(r"[.!?…]++[\"')]*+(?:\s|\Z)|[。！？]++[」』）]*+")
 _PREAMBLE_HINT: Final = re.compile(
-    r"(?i)json|```|[{\[]|\bhere(?:'s| is| are| you go)\b|\b(?:reply|response|answer|output)\b"
+    r"(?i)json|```|[{\[]|(?:\A|[^\w\s]|\n|\b(?:sure|okay|ok|so|well|alright|and))\s*here(?:'s| is| are| you go)\b"
+    r"|\b(?:reply|response|answer|output)\b"
     r"|\bthe (?:user|player)\b|[:：][ \t]*+(?:\n|\Z)|以下|如下|下面|这是|這是|これが|回复|回覆|回答|返答|返信"
 )
-"""Words of a preamble to a reply (``Sure! Here is the reply:``) or of reasoning about it
+"""Words of a preamble to a reply (``Sure! Here is the reply:``; ``here is`` where a sentence or a line begins, or
+after ``Sure``, ``Okay``: not ``what happened here is``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
 _VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
 _PROMPT_OPENING: Final = re.compile(_VALUE_FIRST.pattern + r"(?i:you are) (?:[A-Z]|[^\x00-\x7f])")

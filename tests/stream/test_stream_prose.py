@@ -48,7 +48,15 @@ def test_a_prose_reply_streams_as_it_reads(text: str, size: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "preamble", ["Sure! Here is the reply:\n", "Okay.\n", "Hello there, friend. ", "以下が返答です。\n"]
+    "preamble",
+    [
+        "Sure! Here is the reply:\n",
+        "Okay.\n",
+        "Hello there, friend. ",
+        "以下が返答です。\n",
+        "Okay here you go, friend\n",
+        "Hello there, traveller.\nHere is what I'd say to that\n",
+    ],
 )
 def test_a_preamble_to_a_json_reply_is_not_shown_as_speech(preamble: str) -> None:
     early, late = _stream(preamble + '{"chats": [{"type": "C", "order": 1, "body": "<msg>Hi!</msg>"}]}')

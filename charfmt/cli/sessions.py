@@ -27,7 +27,8 @@ HELP: Final = "list, show, export or delete the conversations a session store ke
 
 EXITS: Final[tuple[str, str | None]] = (
     "done",
-    "the store cannot be opened or read, or no session has that name (or several do: --owner/--namespace)",
+    "the store does not exist, cannot be opened or read, or no session has that name"
+    " (or several do: --owner/--namespace)",
 )
 EXTRAS: Final[tuple[str, ...]] = ("postgres",)
 """psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``)."""

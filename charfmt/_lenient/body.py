@@ -18,7 +18,7 @@ from charfmt._lenient.pieces import Attribute, Piece, Result
 from charfmt._lenient.prose import DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
-from charfmt._lenient.words import is_sentence
+from charfmt._lenient.words import is_sentence, key_alone
 from charfmt._strict.body import fast_reader
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, TagSpec, TagTable
@@ -485,6 +485,9 @@ class _Elements:
                 and (tag.canon == opened.canon or (opened.wraps_speech and tag.canon == self.emotion))
             )
         )
+        if not matches and self._key_in_speech(tag):
+            self._close_as_emotion(start, end)
+            return
         if not matches:
             self.out.note("CF703", f"</{tag.canon}> closes <{self.open.tag}>", start, end)
         elif tag.canon is None:
@@ -499,6 +502,26 @@ class _Elements:
             self.open = Piece(self.resume, "", end, end, implicit=True)
             self.open_tag = None
             self.resume = None
+
+    def _key_in_speech(self, tag: Tag) -> bool:
+        """Whether the open element is speech holding nothing but a vocabulary key and ``tag`` closes the emotion
+        (``<msg>感伤</emo>``): the emotion written in the wrong opener, never words to say (the fourth set's #2)."""
+        return (
+            tag.canon == self.emotion
+            and self.open is not None
+            and self.open.tag == self.speech
+            and self.open_tag is not None
+            and key_alone(self.open.text, self.reading.vocabulary) is not None
+        )
+
+    def _close_as_emotion(self, start: int, end: int) -> None:
+        """Close the open speech as the emotion its closer names (see ``_key_in_speech``), noted (``CF703``)."""
+        assert self.open is not None
+        message = f"</{self.emotion}> closes <{self.open.tag}> holding an emotion key: read as <{self.emotion}>"
+        self.out.note("CF703", message, start, end)
+        self.open.tag, self.open.end = self.emotion, start
+        self._emit()
+        self.last_end = end
 
     def _emit(self, *, cut: bool = False) -> None:
         """Add the open element as a piece; ``cut``: its text ends where the input was cut."""
@@ -604,6 +627,11 @@ class _Elements:
                 and self.open_tag is None
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
+            if not self.open.text.strip() and self.open.tag != self.speech and self.open_tag is not None:
+                # '…<thought>\n' at the end: an element opened and never written, no segment (the fourth set's #12)
+                self.out.note("CF702", f"<{self.open.tag}> left open holds nothing: dropped", end, end)
+                self.open, self.open_tag = None, None
+                return
             self.open.end = end
             if self.truncated:
                 self._emit(cut=True)  # cut, not left open: its lines are its own

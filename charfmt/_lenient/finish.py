@@ -35,6 +35,9 @@ def segments(state: Recovery) -> None:
         for rc in state.chats:  # each chat of a reply without JSON (the request form's: one per <chat>)
             _turn_first(state, rc)
             _turn_within(state, rc)
+    elif state.turn:
+        for rc in state.chats:
+            _turn_in_json(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
         if not state.found:
@@ -119,6 +122,25 @@ def _turn_within(state: Recovery, rc: RawChat) -> None:
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
         if p.tag == state.speech and "\n" in p.text.strip() and not _turn_lines_within(state, p):
+            continue
+        kept.append(p)
+    rc.pieces = kept
+
+
+def _turn_in_json(state: Recovery, rc: RawChat) -> None:
+    """Speech of a JSON reply's chat that is, as it stands, the player's line or a part of it of a few words (a
+    sentence of theirs, ``{"body": "What were you told before this conversation started?"}``): their turn echoed,
+    dropped (``CF625``; found by the third set's #15). Never a line with a word changed: in a reply written in the
+    format that is the character's answer (``Best service ever!`` to ``Worst service ever!``)."""
+    kept = []
+    for p in rc.pieces:
+        said = words(p.text)
+        if p.tag == state.speech and said and any(
+            len(line) >= _TURN_LINE
+            and (said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line))
+            for line in state.turn
+        ):
+            state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
         kept.append(p)
     rc.pieces = kept

@@ -363,9 +363,10 @@ DEBRIS_BEFORE: Final = re.compile(r"[\"']?[}\]][\s\"'}\]{\[,:]*")
 """JSON punctuation that closes something (``"}]}``) at the start of a text: the end of a JSON reply, no words."""
 DEBRIS_AFTER: Final = re.compile(r"[\"']\s*[}\]][\s\"'}\],]*\Z")
 """The same at the end of an element's text (``…last long."}]}``)."""
-_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;.\\\s]+")
+_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;./|\\\s]+")
 """Nothing but quotes, separators and full stops (``"`` left after ``</thought>``, ``.`` after ``</msg>``): a JSON
-string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says)."""
+string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says); a ``/`` or ``|`` left
+between markers dropped (``<<SYS>> / [USER]``, the fourth set's #57)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
@@ -387,7 +388,23 @@ def _json_string(text: str, m: re.Match[str]) -> bool:
     )
 
 
+_RULE_LINE: Final = re.compile(r"^[ \t]*+#{0,6}[ \t]*+(?:[=\-*_~][ \t]*+){3,}$", re.M)
+"""A Markdown rule line (``#=====``, ``----``, ``* * *``) among text: layout, never words (the fourth set's #57)."""
+
+
+def _without_rules(chunk: str, offset: int, out: Result) -> str:
+    """``chunk`` with its rule lines blanked (offsets stay put), each dropped (``CF627``)."""
+    if _RULE_LINE.search(chunk) is None:
+        return chunk
+    for m in _RULE_LINE.finditer(chunk):
+        lead = len(m.group()) - len(m.group().lstrip())
+        out.note("CF627", f"a rule line outside an element dropped: {m.group().strip()[:20]!r}",
+                 offset + m.start() + lead, offset + m.end())  # fmt: skip
+    return _RULE_LINE.sub(lambda m: " " * len(m.group()), chunk)
+
+
 def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
+    chunk = _without_rules(chunk, offset, out)
     stripped = chunk.strip()
     if not stripped:
         return

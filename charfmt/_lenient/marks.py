@@ -27,7 +27,8 @@ SCAFFOLDING: Final = re.compile(
       | {_one_of(cs.HEADER_START)}[ \t]*+(?P<llama3>[^<>|\n]{{0,30}}?)[ \t]*+{_one_of(cs.HEADER_END)}[ \t]*+\n{{0,2}}
       | <\|(?P<phi>{_one_of(*cs.PHI_ROLES)})\|>[ \t]*+\n?
       | (?P<end>{_one_of(*cs.TURN_ENDS)})
-      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++(?:[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?|(?=[<＜]))
+      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++
+            (?:[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?|(?=[<＜]))
           | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
       | (?P<angles>>>++[ \t]*+SYS(?!\w)|<<++|>>++)""",
     re.X,

@@ -280,6 +280,11 @@ _TAG_AS_TEXT: Final = re.compile(r"\s*+(?:<[ \t]*+/?[ \t]*+[A-Za-z_][\w.-]*+[^\s
 at most one mark, no space in it (``<sighs deeply>`` on its own line is an action)."""
 
 
+_TAG_FRAGMENT: Final = re.compile(r"\s*+(<[ \t]*+/?[A-Za-z_][\w.-]*+(?:[\"':;](?:[\w.-]*+[\]>]|[\"'>]?)|[^\s\w<>]>))")
+"""A tag's opener mangled at the start of text between elements: a name, then a mark where its ``>`` is due
+(``<msg:``, ``<ing">``, ``<thought:wenda13]``); never a tag read (those have their ``>``), never words."""
+
+
 _REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
 """The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
 
@@ -345,6 +350,15 @@ class _Elements:
             out.repairs = [r for r in out.repairs if not (r.code == "CF707" and offset <= r.start < end)]
             out.note("CF651", message, offset + lead, offset + len(chunk.rstrip()))
             return
+        if (fragment := _TAG_FRAGMENT.match(chunk)) is not None:
+            # ('<ing">Ich kann…', '<msg:&quill is…': a tag's opener mangled, its '>' lost or doubled; the fourth set's
+            # #27 and #47): markup, dropped; the text after it is read as text between elements is
+            at, to = offset + fragment.start(1), offset + fragment.end(1)
+            out.note("CF651", f"{fragment.group(1)!r}, a tag written as text, between elements is markup: dropped",
+                     at, to)  # fmt: skip
+            chunk = chunk[: fragment.start(1)] + " " * len(fragment.group(1)) + chunk[fragment.end(1) :]
+            if not chunk.strip():
+                return
         span = Span(chunk, offset, out, self.reading)
         entry = self.reading.table.first("stray", Sample(chunk), self.tags)
         if entry is None:

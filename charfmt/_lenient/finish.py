@@ -135,10 +135,14 @@ def _turn_in_json(state: Recovery, rc: RawChat) -> None:
     kept = []
     for p in rc.pieces:
         said = words(p.text)
-        if p.tag == state.speech and said and any(
-            len(line) >= _TURN_LINE
-            and (said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line))
-            for line in state.turn
+        if (
+            p.tag == state.speech
+            and said
+            and any(
+                len(line) >= _TURN_LINE
+                and (said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line))
+                for line in state.turn
+            )
         ):
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue

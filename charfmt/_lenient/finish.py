@@ -110,6 +110,10 @@ _PART_OF_TURN: Final = 12
 and answer in plain text: what is your name?``) is their turn echoed."""
 
 
+_LIST_NUMBER: Final = re.compile(r"\A\s*+(?:\d{1,2}[.)]|[-*•])[ \t]++")
+"""A list's number or mark before a line (``1) I feel so alone.``): the line quoted as an item, not its words."""
+
+
 def _turn_within(state: Recovery, rc: RawChat) -> None:
     """Speech of a chat without JSON that is the player's line, or a part of it, wherever it stands (``The character
     responds with the sentence "Did you hear that noise outside?"``): their turn echoed, dropped (``CF625``). A piece
@@ -117,7 +121,7 @@ def _turn_within(state: Recovery, rc: RawChat) -> None:
     end = len(state.source.text.rstrip())
     kept = []
     for p in rc.pieces:
-        said = words(p.text)
+        said = words(_LIST_NUMBER.sub("", p.text, count=1))  # ('"1) I feel so alone."': the fourth set's #32)
         if p.tag == state.speech and said and _part_of_turn(state, said, cut=p.end >= end):
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue

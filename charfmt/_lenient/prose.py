@@ -13,6 +13,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity
+from charfmt._lenient.marks import CHAT_KEYS
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
 from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
@@ -374,6 +375,10 @@ _JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")
 _JSON_COLON_AFTER: Final = re.compile(r"[ \t]*:")
 
 
+_SPEC_KEYS: Final = frozenset({*CHAT_KEYS, "chats"})
+"""The format's own JSON keys: quoted alone in prose they name the key, never a line said."""
+
+
 def _json_string(text: str, m: re.Match[str]) -> bool:
     """A JSON key or value written in prose (``- "type": "C", "body": "..."``, a format spec echoed), not dialogue.
 
@@ -382,6 +387,8 @@ def _json_string(text: str, m: re.Match[str]) -> bool:
     """
     if m.group()[:1] != '"':
         return False
+    if m.group()[1:-1].strip().casefold() in _SPEC_KEYS:  # '1. "type" -> 3': the spec's key named (fourth set #32)
+        return True
     return (
         _JSON_KEY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
         or _JSON_COLON_AFTER.match(text, m.end()) is not None

@@ -161,9 +161,18 @@ def read_elements(
             pos += reader(entry, "body")(Span(view[pos:], pos, out, reading))
     holes: list[tuple[int, int, str]] = []  # inline markup in the text since pos: (start, end, replacement)
     removed: set[str] = set()  # inline markup names removed so far (their closers go too)
+    skip = 0  # the end of markup holding code: the tags inside it are its own
     for m in _TAG.finditer(view, pos):
+        if m.start() < skip:
+            continue
         tag = _resolve(m, reading.vocabulary, tags)
         if tag is None:
+            continue
+        if not tag.known and not tag.closing and (skip := _code_end(view, m)) > m.start():
+            # '<event onkeyup={() => {…}} style={…}>': markup with code in its attributes, through its own '>'
+            out.note("CF715", f"markup with code in its attributes removed: {view[m.start() : skip][:40]!r}",
+                     m.start(), skip)  # fmt: skip
+            holes.append((m.start(), skip, ""))
             continue
         # Inside an element or in running prose, HTML's inline markup is formatting; standing
         # between elements it is an unknown element, kept under its own name (``dumps`` writes
@@ -195,6 +204,30 @@ def read_elements(
     elements.text(pos, len(view), view, holes)
     elements.finish(len(body))
     return out
+
+
+_CODE_ATTRIBUTE: Final = re.compile(r"=[ \t]*+\{|=>")
+"""An attribute whose value is code (``onkeyup={() => …}``, ``style={…}``): never a tag the format writes."""
+
+
+def _code_end(view: str, m: re.Match[str]) -> int:
+    """Where markup that opens at ``m`` with code in its attributes ends: the ``>`` after its braces close, on its
+    line (its line's end where they never do); ``m.start()`` where its attributes hold no code (found by the
+    fourth set's #7: ``onkeyup={() => { … }}``, whose ``=>`` ends the tag as the pattern reads it)."""
+    if _CODE_ATTRIBUTE.search(view, m.start(), m.end()) is None:
+        return m.start()
+    line_end = view.find("\n", m.start())
+    line_end = len(view) if line_end < 0 else line_end
+    depth, seen = 0, False
+    for i in range(m.start(), line_end):
+        ch = view[i]
+        if ch == "{":
+            depth, seen = depth + 1, True
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif ch == ">" and depth == 0 and seen and view[i - 1] != "=":
+            return i + 1
+    return line_end
 
 
 def _prepare(body: str, out: Result, tags: TagTable, *, cut_off: bool) -> tuple[str, str]:

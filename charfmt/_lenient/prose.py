@@ -213,7 +213,7 @@ def read_prose(span: Span) -> int:
     for m in prose.finditer(scan):
         entry = groups.get(m.lastgroup or "")
         if entry is None:  # quoted speech
-            if _in_sentence(scan, m, m.group(m.lastgroup or 0)) or _json_string(scan, m):
+            if _in_sentence(scan, m, m.group(m.lastgroup or 0)) or _json_string(scan, m) or _in_code(scan, m):
                 continue  # 'The word "hello" means hi.': a quotation inside a sentence is the sentence's
             quoted = True
             marks.append((m.start(), m.end(), speech, decode_entities(m.group(m.lastgroup or 0)), None))
@@ -326,7 +326,7 @@ def dialogue_decided(text: str) -> bool:
         inner = m.group(m.lastgroup or 0)
         if len(text[m.end() :].strip()) < 2 and not _SPOKEN_END.search(inner):
             continue
-        if not _in_sentence(text, m, inner) and not _json_string(text, m):
+        if not _in_sentence(text, m, inner) and not _json_string(text, m) and not _in_code(text, m):
             return True
     return False
 
@@ -373,6 +373,19 @@ _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 
 _JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")
 _JSON_COLON_AFTER: Final = re.compile(r"[ \t]*:")
+
+
+_CODE_BEFORE: Final = re.compile(r"(?:[=(\[+]|\breturn|\byield|\bprint)[ \t]*+[fFrRbBuU]{0,2}\Z|\"\"\Z")
+"""What stands before a string of code on its line (its prefix, ``f``, after it): an assignment, a call's
+parenthesis, ``return``, or the first two quotes of a docstring (``\"\"\"Return my mood.\"\"\"``)."""
+
+
+def _in_code(text: str, m: re.Match[str]) -> bool:
+    """A string of code (``mood = "calm"``, ``print("hi")``, ``return "joy"``, a docstring), not a line said: the
+    code stays one text, never speech and narration cut apart (found by the first corpus's #36, #47: Python written
+    as the reply, its docstrings and strings spoken between its code read as actions)."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    return _CODE_BEFORE.search(text, line_start, m.start()) is not None
 
 
 _SPEC_KEYS: Final = frozenset({*CHAT_KEYS, "chats"})

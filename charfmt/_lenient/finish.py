@@ -122,6 +122,9 @@ def _turn_within(state: Recovery, rc: RawChat) -> None:
     kept = []
     for p in rc.pieces:
         said = words(_LIST_NUMBER.sub("", p.text, count=1))  # ('"1) I feel so alone."': the fourth set's #32)
+        if p.tag == state.narration and p.tag != state.speech and _their_action(state, said):
+            state.note("CF625", "the player's own action echoed as the character's: dropped", p.start, p.end)
+            continue
         if p.tag == state.speech and said and _part_of_turn(state, said, cut=p.end >= end):
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
@@ -139,6 +142,9 @@ def _turn_in_json(state: Recovery, rc: RawChat) -> None:
     kept = []
     for p in rc.pieces:
         said = words(p.text)
+        if p.tag == state.narration and p.tag != state.speech and _their_action(state, said):
+            state.note("CF625", "the player's own action echoed as the character's: dropped", p.start, p.end)
+            continue
         if (
             p.tag == state.speech
             and said
@@ -152,6 +158,17 @@ def _turn_in_json(state: Recovery, rc: RawChat) -> None:
             continue
         kept.append(p)
     rc.pieces = kept
+
+
+_ACTION_WORDS: Final = 3
+"""Words from which an action that is the player's action as they wrote it is theirs echoed (``nods`` may be both's)."""
+
+
+def _their_action(state: Recovery, said: str) -> bool:
+    """Whether ``said`` (an action, as ``words`` reads it) is one of the player's lines or a part of one as it stands,
+    of a few words (``schüttelt den Regenschirm aus`` of ``*schüttelt den Regenschirm aus* Irgendwas…``; the fourth
+    set's #12)."""
+    return len(said.split()) >= _ACTION_WORDS and any(said in line for line in state.turn)
 
 
 def _turn_lines_within(state: Recovery, p: Piece) -> bool:

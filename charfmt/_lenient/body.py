@@ -299,6 +299,9 @@ _SENTENCE_END: Final = re.compile(r"(?:[.!?…](?=[\"'”’)）」』】]*+\s)|
 """The end of a sentence with another after it (``nods. Welcome``, ``うなずく。ようこそ``)."""
 
 
+_LETTER: Final = re.compile(r"[^\W\d_]")
+
+
 def _sentence_end(text: str) -> int | None:
     """Where the first sentence of ``text`` ends when another follows it (its spaces go to the next), else ``None``."""
     m = _SENTENCE_END.search(text.strip())
@@ -481,6 +484,8 @@ class _Elements:
             # says, found by the third set's #42)
             split = _sentence_end(piece.text)
             by_sentence = True
+            if split is not None and _LETTER.search(piece.text, split) is None:
+                split = None  # ('…使用字母异体。123456.': no word after it, nothing said; the fourth set's #2)
         if split is None:
             self._emit(cut=cut)
             return
@@ -674,7 +679,12 @@ class _Elements:
                 and self.open_tag is None
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
-            if not self.open.text.strip() and self.open.tag != self.speech and self.open_tag is not None:
+            if (
+                not self.open.text.strip()
+                and self.open.tag != self.speech
+                and self.open_tag is not None
+                and not (self.truncated or self.cut_off)  # (cut inside it: what arrived is kept, as a stream shows it)
+            ):
                 # '…<thought>\n' at the end: an element opened and never written, no segment (the fourth set's #12)
                 self.out.note("CF702", f"<{self.open.tag}> left open holds nothing: dropped", end, end)
                 self.open, self.open_tag = None, None

@@ -122,7 +122,7 @@ def _lenient(text: str) -> object:
 
 def pure_strict() -> Callable[[str], object]:
     """``charfmt.parse`` with the pure-Python strict reader (what ``CHARFMT_PURE_PYTHON=1`` runs)."""
-    from charfmt._strict.body import parse_batch
+    from charfmt._strict.elements import parse_batch
     from charfmt._strict.fast import read_reply
 
     pure = parser._Readers()

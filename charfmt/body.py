@@ -12,8 +12,8 @@ from __future__ import annotations
 from charfmt._grammar.lexical import BadEntity, decode_text
 from charfmt._grammar.rules import element_rules, full_grammar_text, grammar_text
 from charfmt._grammar.static import terminal_regex
-from charfmt._strict.body import Element, FastReader, fast_reader, parse_batch, parse_body
 from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.elements import Element, FastReader, fast_reader, parse_batch, parse_body
 from charfmt._strict.lalr import Driver, Reject
 
 __all__ = [

@@ -40,7 +40,6 @@ from typing import Final, get_args
 
 from charfmt._dialect_names import DialectName
 from charfmt._lenient import front_matter, prose, request_form, shapes, text
-from charfmt._lenient.body import read_attribute_form, read_dot_notation
 from charfmt._lenient.marks import (
     CHAT_KEYS,
     CHATS_KEYS,
@@ -52,6 +51,7 @@ from charfmt._lenient.marks import (
     TAGGED,
 )
 from charfmt._lenient.table import Chain, Detect, DialectRule, Dialects, Sample
+from charfmt._lenient.tag_soup import read_attribute_form, read_dot_notation
 from charfmt.tags import DEFAULT_TAGS, TagTable
 
 __all__ = [

@@ -195,7 +195,12 @@ class Reply(BaseModel):
         return sorted(chats, key=lambda c: c.order)
 
     def events(self, tags: TagTable | None = None) -> Iterator[Event]:
-        """The reply as the event stream a streaming parse would emit (roles from ``tags``)."""
+        """The reply as the event stream a streaming parse would emit (roles from ``tags``).
+
+        ``tags``: the table the reply was read with (``None``: ``DEFAULT_TAGS``). A reply keeps
+        no table of its own, so a reply read with a character's pass it again:
+        ``charfmt.parse(text, tags=aoi.tags).events(aoi.tags)`` (a ``<motion>`` cue is text otherwise).
+        """
         from charfmt.events import reply_events  # noqa: PLC0415 (import time: a parse builds no event classes)
 
         return reply_events(self, DEFAULT_TAGS if tags is None else tags)

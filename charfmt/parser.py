@@ -20,7 +20,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt._strict.body import parse_batch
+from charfmt._strict.elements import parse_batch
 from charfmt._strict.envelope import BOM
 from charfmt._strict.fast import read_reply
 from charfmt.diagnostics import Diagnostic, ParseError, too_long
@@ -267,7 +267,7 @@ class _Readers:
         self.fast: Callable[[str | bytes, Vocabulary | None, int, TagTable], Reply | None] = self._warming
         """``charfmt._strict.fast.read_reply``: the reply of a valid text that needs no diagnostic, else ``None``."""
         self.batch: Batch = parse_batch
-        """``charfmt._strict.body.parse_batch``: every body of a reply in one LALR call, or ``None``."""
+        """``charfmt._strict.elements.parse_batch``: every body of a reply in one LALR call, or ``None``."""
         self.compiled: bool | None = None
         """Whether the compiled twin runs (``None``: not decided yet, still warming up)."""
         self._read = 0
@@ -287,7 +287,7 @@ class _Readers:
             self.fast, self.batch = read_reply, parse_batch
         else:
             self.fast = import_module(f"{twin.__name__}.fast").read_reply
-            self.batch = import_module(f"{twin.__name__}.body").parse_batch
+            self.batch = import_module(f"{twin.__name__}.elements").parse_batch
         self.compiled = twin is not None
         return self.compiled
 

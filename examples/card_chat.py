@@ -20,7 +20,7 @@ from pathlib import Path
 
 import charfmt
 from charfmt.chat import TerminalView, take_turn
-from charfmt.prompt.cards import export_card
+from charfmt.cards import export_card
 
 HERE = Path(__file__).parent
 SCRIPT = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import charfmt
-from charfmt.prompt.scene import Scene
+from charfmt.scene import Scene
 
 HERE = Path(__file__).parent
 

@@ -6,7 +6,7 @@ Used only where strict parsing failed (``charfmt.parser`` hands off to ``recover
   ``state.Recovery``. Its steps: ``region`` (what stands around the reply), ``shapes`` and
   ``fields`` (a JSON reply and its chats), ``forms``, ``text`` and ``request_form`` (a reply
   without JSON), ``finish`` (segments, orders, the reply).
-- The readers: ``json`` (tolerant JSON), ``body`` (tag soup), ``prose`` (untagged text),
+- The readers: ``json`` (tolerant JSON), ``tag_soup`` (tag soup), ``prose`` (untagged text),
   ``front_matter``; what they share: ``pieces`` (what they produce), ``literals``,
   ``scaffolding``, ``marks`` (the patterns the dialect table and they look for).
 - ``table``: the dialect table as the readers walk it. The table itself

@@ -17,13 +17,13 @@ from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._grammar.static import terminal_regex
-from charfmt._lenient.body import read_elements
 from charfmt._lenient.json import JNode, OffsetMap
 from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import CHAT_KEYS, HYBRID_BODY, HYBRID_EMOTION, TAGGED
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.state import RawChat, Recovery, short
 from charfmt._lenient.table import Sample
+from charfmt._lenient.tag_soup import read_elements
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG, TYPE_ALIASES
 
 _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Final
 
 from charfmt._lenient import finish, forms, shapes
-from charfmt._lenient.body import read_elements
 from charfmt._lenient.pieces import Result
 from charfmt._lenient.region import reply_region
 from charfmt._lenient.scaffolding import blank
 from charfmt._lenient.state import NARRATOR, Recovery, Source
 from charfmt._lenient.table import Reading
+from charfmt._lenient.tag_soup import read_elements
 from charfmt._lenient.turns import foreign, learn, speaker_of
 from charfmt.diagnostics import Diagnostic
 from charfmt.dialects import TABLE

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient import fields
-from charfmt._lenient.body import read_elements
 from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import TAGGED
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.prose import JSON_LINE
 from charfmt._lenient.state import RawChat, Recovery, blank_match, nearly_said, normal, short, words
 from charfmt._lenient.table import Reading, Sample, Span
+from charfmt._lenient.tag_soup import read_elements
 from charfmt._lenient.text import read_text
 from charfmt._lenient.words import is_sentence
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG

@@ -33,9 +33,9 @@ from charfmt.models import Vocabulary
 from charfmt.tags import TagTable
 
 if TYPE_CHECKING:
-    from charfmt._lenient.body import Tag
     from charfmt._lenient.json import JNode
     from charfmt._lenient.state import Recovery
+    from charfmt._lenient.tag_soup import Tag
 
 Chain = Literal["text", "json", "body", "tag", "prose", "stray"]
 

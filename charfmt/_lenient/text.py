@@ -8,11 +8,11 @@ or plain text). What they read is one chat; the request form's reader adds its c
 from __future__ import annotations
 
 from charfmt._lenient import front_matter
-from charfmt._lenient.body import read_elements
 from charfmt._lenient.pieces import Result
 from charfmt._lenient.prose import read_prose
 from charfmt._lenient.state import RawChat, Recovery
 from charfmt._lenient.table import DialectRule, Sample, Span, reader
+from charfmt._lenient.tag_soup import read_elements
 
 
 def read_text(state: Recovery, text: str, offset: int, entry: DialectRule | None, *, cut_off: bool = True) -> None:

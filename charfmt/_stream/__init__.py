@@ -43,7 +43,7 @@ The modules, from the bottom up (each class adds one job to the one below it):
 - ``state`` (``State``): where the reader is, what it holds, and the steps every part shares
   (stall, hold, repair, emit);
 - ``envelope`` (``Envelope``): the states of the JSON around the bodies;
-- ``body`` (``Body``): the states inside a body;
+- ``body_states`` (``Body``): the states inside a body;
 - ``settle``: what of a reread more text cannot change (marks still open, the last sentence a
   quotation may make narration, a line that may echo the prompt);
 - ``rereads`` (``Rereads``): a stream that left the format, reread as it grows;

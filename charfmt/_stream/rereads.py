@@ -21,7 +21,7 @@ from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
 
-from .body import Body
+from .body_states import Body
 from .chats import OpenChat
 from .collector import Collector
 from .settle import (

@@ -4,7 +4,7 @@
   else ``None``: the full path decides);
 - :mod:`.envelope`: the JSON envelope (``{"chats": [...]}``), decoded by the standard
   library, and raw positions found only when something is wrong;
-- :mod:`.body`: a chat body as elements (the regex fast path, then the LALR driver of
+- :mod:`.elements`: a chat body as elements (the regex fast path, then the LALR driver of
   :mod:`.lalr`, then :mod:`.diagnosis` for a body that failed).
 - :mod:`.reply`: the full pass where the fast path gave up: every problem of the reply, each
   a diagnostic at its raw position.

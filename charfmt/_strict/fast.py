@@ -4,7 +4,7 @@
 ones before the full strict pass. It makes the same checks as the full path, written for the
 case where they all pass: one JSON decode (:func:`.envelope.decode_pairs`), the chats in order
 1..n with their three keys (and a scene's ``speaker``), each body read by the regular
-expressions of :func:`.body.fast_reader`, the models built without validation. At the first
+expressions of :func:`.elements.fast_reader`, the models built without validation. At the first
 doubt it gives up, and the full path decides and says what is wrong, so what it returns is
 always what the full path would.
 
@@ -20,7 +20,7 @@ from charfmt._grammar.static import terminal_regex
 from charfmt.models import TRUSTED_WRITE, Chat, Reply, Segment, Vocabulary
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 
-from .body import FastReader, fast_reader
+from .elements import FastReader, fast_reader
 from .envelope import BOM, CHAT_KEYS, SPEAKER, decode_pairs
 
 _FIELDS: Final = frozenset(CHAT_KEYS)

@@ -2,7 +2,7 @@
 
 ``charfmt.parse`` runs :class:`StrictRun` where the fast path (:mod:`.fast`) gave up: the JSON
 envelope decoded with positions (:mod:`.envelope`), the shape of each chat, the orders, every
-body (:mod:`.body`; a body that failed explained by :mod:`.diagnosis`), the vocabulary and the
+body (:mod:`.elements`; a body that failed explained by :mod:`.diagnosis`), the vocabulary and the
 closed cue values, each problem a :class:`~charfmt.diagnostics.Diagnostic` against the raw
 text. It reads text ``charfmt.parser`` decoded (bytes, a byte order mark, the size limit and
 empty input are the parser's) and hands nothing on: the parser decides whether the lenient
@@ -23,8 +23,8 @@ from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, Vocabulary, construct_trusted
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TagTable
 
-from .body import Element, parse_batch, parse_body
 from .diagnosis import BodyError
+from .elements import Element, parse_batch, parse_body
 from .envelope import CHAT_KEYS, SPEAKER, HugeInteger, JSONError, Locator, NonFinite, decode
 
 Batch = Callable[[Sequence[tuple[str, str]], TagTable], list[list[Element]] | None]
@@ -40,7 +40,7 @@ class _Stop(Exception):
 class StrictRun:
     """One full strict pass over a reply: the raw source, the locator, the diagnostics so far.
 
-    ``batch``: the LALR reader of every body at once (``charfmt._strict.body.parse_batch``, or
+    ``batch``: the LALR reader of every body at once (``charfmt._strict.elements.parse_batch``, or
     the compiled twin's, which ``charfmt.parser`` chooses).
     """
 

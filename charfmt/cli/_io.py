@@ -111,6 +111,17 @@ def stdin_bytes() -> IO[bytes]:
     return stdin.buffer
 
 
+def usable_file(path: str, what: str) -> None:
+    """``path`` names a file, else an ``InputError`` (exit 2) saying it is missing or a directory.
+
+    For a file opened later by another reader (a model, a script); ``what`` names it ("model file").
+    """
+    if os.path.isdir(path):
+        raise InputError(f"{what} {path} is a directory")
+    if not os.path.isfile(path):
+        raise InputError(f"{what} not found: {path}")
+
+
 def read(path: str, limit: int) -> Input:
     """Read ``path`` (``-`` for standard input), at most ``limit`` bytes.
 

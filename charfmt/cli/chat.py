@@ -8,13 +8,21 @@ takes the turns, each shown as it streams (``charfmt.chat.TerminalView``).
 from __future__ import annotations
 
 import argparse
-import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt import chat
-from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, load_scene, usage_error
+from charfmt.cli._io import (
+    InputError,
+    check_greeting,
+    load_character,
+    load_lorebooks,
+    load_scene,
+    usable_file,
+    usage_error,
+)
 from charfmt.cli._options import (
     DEFAULT_EXITS,
     add_cast,
@@ -49,7 +57,7 @@ from charfmt.llm._model_clients import (
 )
 from charfmt.llm.loading import DEFAULT_N_CTX, check_gguf, default_model_path, load_llama
 from charfmt.store import SessionKey, name_problem
-from charfmt.store.scopes import resolved, scope
+from charfmt.store.scopes import other_definitions, resolved, scope
 
 if TYPE_CHECKING:
     from charfmt.constrain.export import Bounds
@@ -168,7 +176,20 @@ def run(args: argparse.Namespace) -> int:
     with open_store_of(args) as store:  # (a store that cannot be opened: one error line, exit 1)
         key = resolved(store, SessionKey("", f"cli/{scope(character.name, character)}", args.session))
         history = store.history(key)
+        if not history and (others := other_definitions(store, key)):
+            _say_not_resumed(key, others[0].key, args.store)
         return chat.run(character, history=history, keep=lambda ex: store.append(key, ex), **options)
+
+
+def _say_not_resumed(key: SessionKey, other: SessionKey, store: str | None) -> None:
+    """A new session where one of its name holds another definition of the character: say which, and how to
+    see it (``--store`` named where it is a file; a DSN may hold a password, so it is not written out)."""
+    where = "" if store is None else " --store DSN" if "://" in store else f" --store {shlex.quote(store)}"
+    sys.stderr.write(
+        f"charfmt: note: a new session {key.name!r}: the one of that name holds another definition of the character"
+        f" (edited since?), so it is not resumed; it is kept: charfmt sessions show{where} --namespace"
+        f" {shlex.quote(other.namespace)} {shlex.quote(key.name)}\n"
+    )
 
 
 def _stage(args: argparse.Namespace, character: Character | Scene, bound: int | None) -> StageReader:
@@ -208,9 +229,8 @@ def _source(args: argparse.Namespace) -> tuple[str | None, str | None, str | Pat
     """Where the replies come from: ``--endpoint``'s chat-completions URL and API key, or the local model's path."""
     if args.endpoint is None:
         model_path = args.model if args.model is not None else default_model_path()
-        if model_path is not None and not os.path.isfile(model_path):
-            raise InputError(f"model file not found: {model_path}")
         if model_path is not None:
+            usable_file(str(model_path), "model file")
             check_gguf(model_path)
         return None, None, model_path
     if args.chat_format is not None:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     text = read_text(args.input, args.max_size, "input")
     try:
         history = _read(args.source_format, text, character, name)
-        out = _write(args.target_format, history, character, args.indent)
+        out = _write(args.target_format, history, character, args.indent, _names(args.source_format, text, character))
     except InteropError as e:
         print(e.report(name), file=sys.stderr)
         if (hint := _jsonl_hint(args.source_format, text)) is not None:
@@ -169,11 +169,22 @@ def _not_jsonl(text: str) -> None:
     raise InteropError([Diagnostic.at(body, "CF910", message, at, at + 1)], body)
 
 
-def _write(fmt: str, history: list[Exchange], character: Character | None, indent: int | None) -> str:
+def _names(fmt: str, text: str, character: Character | None) -> tuple[str, str] | None:
+    """The speakers' names IN gives (PAM's participants...), where no --character names them."""
+    if character is not None or fmt == "jsonl":
+        return None
+    from charfmt.interop import speaker_names  # noqa: PLC0415 (import cost: every CLI command loads this module)
+
+    return speaker_names(fmt, text)
+
+
+def _write(
+    fmt: str, history: list[Exchange], character: Character | None, indent: int | None, names: tuple[str, str] | None
+) -> str:
     if fmt == "jsonl":
         from charfmt.prompt.character import history_line  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         return "".join(history_line(ex) for ex in history)
     from charfmt.interop import dumps as dump_document  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    return dump_document(fmt, history, character, indent="auto" if indent is None else indent or None)
+    return dump_document(fmt, history, character, indent="auto" if indent is None else indent or None, names=names)

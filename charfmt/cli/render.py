@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.cli._io import (
+    EXIT_INVALID,
     EXIT_OK,
     InputError,
     check_greeting,
@@ -24,12 +25,13 @@ from charfmt.constrain.schema import PROVIDERS
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
     from charfmt.prompt.lorebook import Activation, Lorebook
+    from charfmt.prompt.userinput import UserTurn
 
 HELP: Final = "render a provider request for a character and a user turn"
 
 EXITS: Final[tuple[str, str | None]] = (
     "the request was printed",
-    "the --character, --history or --lorebook file is invalid, or over --budget",
+    "the --character, --history or --lorebook file is invalid, --say's user block is invalid, or over --budget",
 )
 EXTRAS: Final[tuple[str, ...]] = ()
 
@@ -38,7 +40,21 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt render``."""
     sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
     add_user_name(sp)
-    sp.add_argument("--say", required=True, metavar="TEXT", help='what the user says, in shorthand: "[angry] なんで？"')
+    sp.add_argument(
+        "--say",
+        required=True,
+        metavar="TEXT",
+        help='what the user says, in shorthand ("[angry] なんで？") or as a user block'
+        ' (<user_chats><chat type="C">…</chat></user_chats>, [User Context]…, [User Message]…)',
+    )
+    sp.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the player's state, sent as a [User Context] block: emotion=angry, action=…, environment=…,"
+        " or a key of your own; repeat for more",
+    )
     sp.add_argument(
         "--history",
         metavar="FILE",
@@ -86,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
         history = _load_history(args.history, character, args.max_size)
     else:
         history = _greeting_history(character, args.greeting, args.seed)
-    turn = character.shorthand(args.say)
-    for d in turn.diagnostics:
-        print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
+    turn = _turn(args, character)
+    if turn is None:
+        return EXIT_INVALID
     options: dict[str, Any] = {
         "templates": templates, "budget": args.budget, "lorebooks": books, "seed": args.seed,
     }  # fmt: skip
@@ -110,6 +126,49 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(dump_json(rendered.request, sys.stdout, indent=2))
     return EXIT_OK
+
+
+def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
+    """``--say`` (shorthand, or a user block) with ``--context``; ``None`` when the block is invalid (said why)."""
+    from pydantic import ValidationError  # noqa: PLC0415 (import cost: every CLI command loads this module)
+
+    from charfmt.diagnostics import ParseError  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.models import error_message  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.userinput import CONTEXT_FIELDS, UserContext, is_user_block, parse_input  # noqa: PLC0415 (import cost: every CLI command loads this module)
+
+    if is_user_block(args.say):
+        try:
+            turn = parse_input(args.say, tags=character.tags)
+        except ParseError as e:
+            for d in e.diagnostics:
+                print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
+            return None
+    else:
+        turn = character.shorthand(args.say)
+        for d in turn.diagnostics:
+            print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
+    if not turn.chats and not args.context and turn.context is None:
+        usage_error(args, "argument --say: nothing to say: the user block holds no chat and no context")
+    if not args.context:
+        return turn
+    if turn.context is not None:
+        usage_error(args, "argument --context: --say's block has a [User Context] already: give the context once")
+    fields: dict[str, Any] = {"extra": {}}
+    for item in args.context:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            usage_error(args, f"argument --context: {item!r} is not KEY=VALUE")
+        slot = fields if key.lower() in CONTEXT_FIELDS else fields["extra"]
+        name = key.lower() if key.lower() in CONTEXT_FIELDS else key
+        if name in slot:
+            usage_error(args, f"argument --context: {key!r} is given twice")
+        slot[name] = value
+    try:
+        context = UserContext(**fields)
+    except ValidationError as e:
+        usage_error(args, f"argument --context: {error_message(e.errors()[0])}")
+    return turn.model_copy(update={"context": context})
 
 
 def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt.cli._io import InputError, check_greeting, load_character, load_lorebooks, read
+from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read, usable_file
 from charfmt.cli._options import (
     add_cast,
     add_decoding,
@@ -197,6 +197,8 @@ def settings_from(args: argparse.Namespace) -> Any:
         character = load_character(args.character, args.max_size, args.user_name)
         check_greeting(args, character, args.greeting)
     kind = next(kind for kind in KINDS if getattr(args, kind.dest) is not None)  # (one is required)
+    if kind.file is not None:  # (a file missing or a folder: exit 2, as for --character)
+        usable_file(getattr(args, kind.dest), kind.file)
     kind.check(getattr(args, kind.dest))  # a target that cannot be served stops the start (exit 1)
     settings = Settings(
         character=character, scene=scene, upstream_kind=kind.name, upstream_target=getattr(args, kind.dest),
@@ -278,8 +280,7 @@ def _model_file(path: str) -> None:
     """``--model`` checked before anything is loaded or listens, as ``charfmt chat`` checks it: a file that
     cannot be used (missing, a directory) exit 2, one that is not a GGUF model exit 1."""
 
-    if not os.path.isfile(path):
-        raise InputError(f"model file not found: {path}")
+    usable_file(path, "model file")
     check_gguf(path)
 
 

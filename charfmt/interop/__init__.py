@@ -15,6 +15,7 @@ Each format is a declaration (``pam.PAM``, ``uacs.UACS``, ``groupchat.GROUPCHAT`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -29,7 +30,7 @@ from charfmt.tags import DEFAULT_TAGS, TagTable
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
 
-__all__ = ["CONVERTERS", "FORMATS", "InteropError", "dumps", "export", "read", "text_deltas"]
+__all__ = ["CONVERTERS", "FORMATS", "InteropError", "dumps", "export", "read", "speaker_names", "text_deltas"]
 
 Exporter = Callable[..., Any]
 Reader = Callable[..., "list[Exchange]"]
@@ -37,7 +38,7 @@ Reader = Callable[..., "list[Exchange]"]
 CONVERTERS: Final[dict[str, tuple[Exporter, Reader]]] = {
     name: (partial(export_document, fmt), partial(read_document, fmt)) for name, fmt in DECLARED.items()
 }
-"""Every format by name: its exporter ``(history, character=None, *, tags=, created_at=)`` and its reader
+"""Every format by name: its exporter ``(history, character=None, *, tags=, created_at=, names=)`` and its reader
 ``(data, character=None, *, tags=)``."""
 
 FORMATS: Final = CONVERTERS
@@ -59,14 +60,17 @@ def export(
     *,
     tags: TagTable = DEFAULT_TAGS,
     created_at: str | None = None,
+    names: tuple[str, str] | None = None,
 ) -> Any:
     """``history`` as a document of ``fmt`` (a JSON-ready dict, or a list for Ailoy).
 
     Deterministic: the same history gives the same document (ids are derived from it);
     ``created_at`` is the time written where none is known. ``TypeError`` if ``history``
-    is not a sequence of ``Exchange``.
+    is not a sequence of ``Exchange``. The speakers are named by ``character``; without one, by
+    ``names`` (the user's, the character's: ``speaker_names`` reads a document's), else ``User``
+    and ``Character``.
     """
-    return _format(fmt)[0](history, character, tags=tags, created_at=created_at)
+    return _format(fmt)[0](history, character, tags=tags, created_at=created_at, names=names)
 
 
 def dumps(
@@ -77,9 +81,11 @@ def dumps(
     indent: int | Literal["auto"] | None = "auto",
     tags: TagTable = DEFAULT_TAGS,
     created_at: str | None = None,
+    names: tuple[str, str] | None = None,
 ) -> str:
     """``export`` as JSON text: indented when small (``"auto"``), else compact; ``indent=`` decides."""
-    return dumps_document(export(fmt, history, character, tags=tags, created_at=created_at), indent=indent)
+    document = export(fmt, history, character, tags=tags, created_at=created_at, names=names)
+    return dumps_document(document, indent=indent)
 
 
 def read(fmt: str, data: Any, character: Character | None = None, *, tags: TagTable = DEFAULT_TAGS) -> list[Exchange]:
@@ -90,3 +96,25 @@ def read(fmt: str, data: Any, character: Character | None = None, *, tags: TagTa
     ``TypeError`` for data of another type.
     """
     return _format(fmt)[1](data, character, tags=tags)
+
+
+def speaker_names(fmt: str, data: Any) -> tuple[str, str] | None:
+    """The user's and the character's display names a document of ``fmt`` gives, or ``None``.
+
+    PAM's ``participants`` (``user`` and ``assistant``) and a group chat's ``user_details``
+    (``user`` and ``character``) name both; UACS and Ailoy documents have no such header. What
+    to write another format with when no character is given: ``export(..., names=...)``
+    (``charfmt convert`` does). ``data`` as ``read`` takes it; a document that is not JSON
+    names nobody (``read`` says why).
+    """
+    _format(fmt)  # (an unknown format: the error naming the formats)
+    declared = DECLARED[fmt]
+    doc = data
+    if isinstance(data, (str, bytes)):
+        try:
+            doc = json.loads(data.removeprefix("\ufeff") if isinstance(data, str) else data)
+        except ValueError:
+            return None
+    if declared.document.names is None or declared.document.messages is None or not isinstance(doc, dict):
+        return None
+    return declared.document.names({k: v for k, v in doc.items() if k != declared.document.messages})

@@ -178,6 +178,9 @@ class Document:
     """Each sender's full name in a header (group chat)."""
     complete: Callable[[Message, list[Message]], Message] | None = None
     """The header with what the messages written under it need of it (group chat: each sender a user)."""
+    names: Callable[[Message], Names | None] | None = None
+    """The user's and the character's display names a header gives (PAM's participants, group chat's
+    ``user_details``), where it gives both: what another format is written with when no character is given."""
 
     def open(self, source: Source, doc: Any) -> tuple[list[Any], Message, list[Diagnostic]]:
         """The messages of a decoded document, its header and the format's notes."""

@@ -40,15 +40,19 @@ def export_document(
     *,
     tags: TagTable = DEFAULT_TAGS,
     created_at: str | None = None,
+    names: Names | None = None,
 ) -> Any:
     """``history`` as a document of ``fmt``: its header (the foreign one it came from, or a new one) and messages.
+
+    ``names``: the user's and the character's display names where no ``character`` is given
+    (``interop.speaker_names`` reads them from a document).
 
     ``TypeError`` for arguments of the wrong type; ``CharfmtError`` naming the field for an
     ``Exchange.foreign`` that is not what the reader of its format writes (``check_foreign``).
     """
     history = [check_foreign(n, exchange) for n, exchange in enumerate(check_history(history))]
     check_arguments(character=character, tags=tags, created_at=created_at)
-    names = display_names(character)
+    names = display_names(character, history, _checked_names(names))
     stamp = created_at or UNKNOWN_TIME
     cid = conversation_id(history)
     header = None
@@ -241,11 +245,30 @@ def _kind(value: Any) -> str:
     return names.get(type(value), type(value).__name__) + shown
 
 
-def display_names(character: Character | None) -> Names:
-    """The user's and the character's display names."""
-    if character is None:
-        return "User", "Character"
-    return character.user_name, character.name
+def _checked_names(names: Any) -> Names | None:
+    """``names`` if it is two strings (``TypeError`` if not)."""
+    if names is None or (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
+        return names
+    raise TypeError(f"names must be a tuple of two strings (the user's, the character's), not {names!r:.60}")
+
+
+def display_names(character: Character | None, history: Sequence[Exchange] = (), names: Names | None = None) -> Names:
+    """The user's and the character's display names: the character's, else ``names``, else those of the first
+    foreign document in ``history`` that names both (a group chat's ``user_details``), else ``User`` and
+    ``Character``."""
+    if character is not None:
+        return character.user_name, character.name
+    if names is not None:
+        return names
+    for exchange in history:
+        foreign = exchange.foreign if isinstance(exchange.foreign, dict) else {}
+        fmt = DECLARED.get(str(foreign.get("format")))
+        header = foreign.get("document")
+        if fmt is not None and fmt.document.names is not None and isinstance(header, dict):
+            found = fmt.document.names(header)
+            if found is not None:
+                return found
+    return "User", "Character"
 
 
 def document_of(history: Sequence[Exchange], fmt: str) -> dict[str, Any] | None:

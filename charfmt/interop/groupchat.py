@@ -86,6 +86,13 @@ def _senders(header: Message) -> dict[str, str | None]:
     return {sender: name if isinstance(name, str) else None for sender, name in names.items()}
 
 
+def _names(header: Message) -> Names | None:
+    """The full names of the header's ``user`` and ``character`` senders."""
+    senders = _senders(header)
+    user, character = senders.get("user"), senders.get("character")
+    return (user, character) if user and user.strip() and character and character.strip() else None
+
+
 def _message(line: Line, native: Native, writing: Writing) -> Message:
     sender = _SENDERS[line.role]
     message: Message = {"message_id": native.id, "create_time": native.time, "sender": sender}
@@ -164,7 +171,13 @@ class _Content:
 GROUPCHAT: Final = Format(
     "groupchat",
     Document(
-        "a group chat object", "conversation_list", check=_check, header=_header, senders=_senders, complete=_complete
+        "a group chat object",
+        "conversation_list",
+        check=_check,
+        header=_header,
+        senders=_senders,
+        complete=_complete,
+        names=_names,
     ),
     who=_Senders(),
     text=_Content(),

@@ -41,6 +41,17 @@ def _header(names: Names, cid: uuid.UUID, stamp: str) -> Message:
     }
 
 
+def _names(header: Message) -> Names | None:
+    """The names of the header's ``user`` and ``assistant`` participants (the first of each role)."""
+    found: dict[str, str] = {}
+    participants = header.get("participants")
+    for participant in participants if isinstance(participants, list) else []:
+        role, name = (participant.get(k) for k in ("role", "name")) if isinstance(participant, dict) else (None, None)
+        if isinstance(role, str) and isinstance(name, str) and name.strip():
+            found.setdefault(role, name)
+    return (found["user"], found["assistant"]) if {"user", "assistant"} <= found.keys() else None
+
+
 def _message(line: Line, native: Native, writing: Writing) -> Message:
     content = {"type": "text", "text": line.text}
     return {"id": native.id, "role": line.role, "created_at": native.time, "content": content}
@@ -146,7 +157,7 @@ def _branches(messages: list[Any]) -> dict[int, tuple[int, int]]:
 
 PAM: Final = Format(
     "pam",
-    Document("a PAM conversation object", "messages", check=_check, header=_header),
+    Document("a PAM conversation object", "messages", check=_check, header=_header, names=_names),
     who=RoleField(as_written(*MESSAGE_ROLES)),
     text=_Content(),
     payload=Extension("raw_metadata"),

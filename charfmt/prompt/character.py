@@ -23,8 +23,8 @@ from pydantic import (
     model_validator,
 )
 
-from charfmt._strict.body import parse_body
 from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.elements import parse_body
 from charfmt._strict.envelope import json_cut_off, json_error
 from charfmt.diagnostics import CharfmtError, ParseError
 from charfmt.models import (

@@ -225,6 +225,21 @@ def _closes_text(expected: set[str], tags: TagTable) -> bool:
     return "_CHAT_CLOSE" in expected and not any(f"{t.terminal}_OPEN" in expected for t in tags)
 
 
+def is_user_block(text: str) -> bool:
+    """Whether ``text`` opens as a user block (``<user_chats>``, ``[User Context]`` or ``[User Message]``).
+
+    Such text is read with ``parse_input``; any other text is shorthand (``parse_shorthand``), where
+    markup is the player's own words. The caller chooses: a game's player never types a block.
+    """
+    words = _terminal_words(DEFAULT_TAGS)
+    start = text.lstrip()
+    return any(start.startswith(words[name]) for name in _BLOCK_OPENINGS)
+
+
+_BLOCK_OPENINGS: Final = ("_USER_CHATS_OPEN", "_CONTEXT_HEADER", "_MESSAGE_HEADER")
+"""The terminals a user block can open with (``_terminal_words`` spells them)."""
+
+
 def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
     """Read a user block (``render_user_block``'s output, or the design study's layouts); raises ``ParseError``.
 

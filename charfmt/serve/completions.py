@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from charfmt.serve.continuation import Ask
 from charfmt.serve.formats import Answer, served_answer
 from charfmt.serve.inputs import chat_request, front_options, owner_of, player_turn, read_json
-from charfmt.serve.sessions import check_key
+from charfmt.serve.sessions import check_key, user_session
 from charfmt.serve.turns import Done, Piece, history_from_messages, read_back
 from charfmt.serve.wire import (
     STOPPING,
@@ -58,7 +58,7 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     header = request.headers.get(SESSION_HEADER)
     if header is not None and (why := check_key(header, f"the {SESSION_HEADER} header")) is not None:
         raise HTTPFailure(400, why, SESSION_HEADER)
-    key = header or (user if isinstance(user, str) else None)
+    key = header or (user_session(user) if isinstance(user, str) else None)  # (any end-user id: a session)
     turn = player_turn(engine, asked.say, "messages") if asked.say is not None else None  # (the last user words)
     call = Completion(state, engine, key, turn, options, ask=_ask(engine, asked))
     call.owner = owner_of(request)

@@ -93,8 +93,6 @@ def chat_request(body: dict[str, Any], settings: Settings) -> ChatRequest:
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise HTTPFailure(400, "'user' must be a string", "user")
-    if isinstance(user, str) and (why := check_key(user)) is not None:
-        raise HTTPFailure(400, why, "user")
     return _read_turn(read, stream)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -139,3 +140,18 @@ class Sessions:
 def check_key(key: str, what: str = "a session key") -> str | None:
     """Why ``key`` cannot name a session, or ``None`` when it can (``what``: how the message names it)."""
     return name_problem(key, what)
+
+
+USER_PREFIX: Final = "user:"
+"""What begins the session name of a chat-completions ``user`` that is no session key itself."""
+
+
+def user_session(user: str) -> str | None:
+    """The session a chat-completions ``user`` field names: the value itself where it is a session key, else
+    ``user:`` and the first 24 hex digits of its UTF-8 SHA-256 (OpenAI's ``user`` is any end-user id: a display
+    name with spaces, a long id; the same value is always the same session); ``None`` for ``""`` (no session)."""
+    if not user:
+        return None
+    if name_problem(user) is None:
+        return user
+    return USER_PREFIX + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:24]

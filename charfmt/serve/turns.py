@@ -336,7 +336,7 @@ class Engine:
         self.worker = PromptWorker(self.cast, settings.lorebooks)
         """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
 
-        fields = PREFILL.get(self._server())  # (in-process: LocalModel prefills, as llama-server)
+        fields = PREFILL.get(self._server()) if self._kind_prefills() else None  # (in-process: as llama-server)
         self.prefills = fields is not None
         """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
         self.prefill: dict[str, Any] = dict(fields or {})
@@ -351,6 +351,13 @@ class Engine:
 
         found = source(self.settings)
         return found[0].server(self.settings) if found is not None else self.settings.server
+
+    def _kind_prefills(self) -> bool:
+        """Whether the upstream kind can go on from a last answer at all (a script writes whole replies)."""
+        from charfmt.serve.upstreams import source  # noqa: PLC0415 (its kinds' modules: the engine's start)
+
+        found = source(self.settings)
+        return found is None or found[0].prefills is not False
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it

@@ -19,7 +19,7 @@ from charfmt.store.base import SessionKey
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from charfmt.store.base import SessionKey, Store
+    from charfmt.store.base import SessionInfo, SessionKey, Store
 
 MARK: Final = "~"
 """Between a character's name and its definition's digest in a namespace."""
@@ -66,3 +66,13 @@ def resolved(store: Store, key: SessionKey) -> SessionKey:
         return key
     before = SessionKey(key.owner, old, key.name)
     return before if store.info(before) is not None else key
+
+
+def other_definitions(store: Store, key: SessionKey) -> list[SessionInfo]:
+    """The sessions of ``key``'s owner and name kept for another definition of its character (an edited card
+    or TOML file), the most recently written first: what a new session of an edited character did not resume."""
+    door = legacy(key.namespace)
+    if door is None:
+        return []
+    found = store.sessions(owner=key.owner, name=key.name)
+    return [s for s in found if s.key.namespace != key.namespace and legacy(s.key.namespace) == door]

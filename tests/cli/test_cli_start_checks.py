@@ -34,7 +34,7 @@ def _run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         ("nope.gguf", 1, "not a GGUF model file: nope.gguf"),
         ("card.json", 1, "not a GGUF model file: card.json"),
         ("missing.gguf", 2, "model file not found: missing.gguf"),
-        (".", 2, "model file not found: ."),
+        (".", 2, "model file . is a directory"),
     ],
 )
 def test_serve_checks_its_model_file_before_it_listens(model: str, status: int, said: str, tmp_path: Path) -> None:

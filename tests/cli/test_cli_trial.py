@@ -359,3 +359,54 @@ def test_render_refuses_an_empty_turn(say: str, capsys: pytest.CaptureFixture[st
 def test_render_still_takes_a_turn_of_only_an_emotion(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", "--character", str(CHARACTER), "--say", "[joy]"]) == 0
     assert "<user_chats>" in capsys.readouterr().out
+
+
+# -- render --say takes the design study's user block; --context writes [User Context] -------------------
+
+_BLOCK = '<user_chats><chat type="C"><emo>angry</emo><msg>なんで？</msg></chat></user_chats>'
+
+
+def test_render_say_reads_a_user_block_as_the_block_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """The study's ``<user_chats>`` form was escaped and sent as the player's words (a newcomer's trial)."""
+    assert main(["render", "--character", str(CHARACTER), "--say", _BLOCK, "--format", "text"]) == 0
+    prompt = capsys.readouterr().out
+    assert "&lt;user_chats" not in prompt
+    assert prompt.count("<emo>angry</emo>\n<msg>なんで？</msg>") == 1
+
+
+def test_render_say_reads_the_study_pattern_b(capsys: pytest.CaptureFixture[str]) -> None:
+    say = "[User Context]\nEmotion: Angry\nAction: Kicking the ground\n\n[User Message]\nなんでそんなことをしたの？"
+    assert main(["render", "--character", str(CHARACTER), "--say", say, "--format", "text"]) == 0
+    prompt = capsys.readouterr().out
+    assert "[User Context]\nEmotion: Angry\nAction: Kicking the ground\n" in prompt
+    assert "<msg>なんでそんなことをしたの？</msg>" in prompt
+    assert "[User Message]" not in prompt  # (read, then written in the request form)
+
+
+def test_render_context_options_write_the_context_block(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--context", "emotion=angry", "--context", "action=kicking the ground", "--context", "weather=rain"]
+    assert main(["render", "--character", str(CHARACTER), "--say", "[angry] なんで？", "--format", "text", *args]) == 0
+    prompt = capsys.readouterr().out
+    assert "[User Context]\nEmotion: angry\nAction: kicking the ground\nweather: rain\n" in prompt
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        (["--say", _BLOCK.removesuffix("</user_chats>")], 1, "charfmt: --say:1:66: CF501 the input ends too early"),
+        (["--say", " <user_chats>\n</user_chats>"], 2, "argument --say: nothing to say: the user block holds no"),
+        (["--say", "hi", "--context", "foo"], 2, "argument --context: 'foo' is not KEY=VALUE"),
+        (["--say", "hi", "--context", "bad key=1"], 2, "argument --context: context key 'bad key'"),
+        (["--say", "hi", "--context", "emotion=a", "--context", "Emotion=b"], 2, "'Emotion' is given twice"),
+        (["--say", "[User Context]\nEmotion: x\n\n[User Message]\nhi", "--context", "a=b"], 2, "give the context once"),
+    ],
+)
+def test_render_say_and_context_errors_exit_with_one_line(extra: list[str], code: int, message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "charfmt", "render", "--character", str(CHARACTER), *extra],
+        capture_output=True, text=True, encoding="utf-8", env=_env(), timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""

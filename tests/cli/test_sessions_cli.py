@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -69,6 +70,43 @@ def test_chat_session_resumes_where_it_stopped(
     assert main(["chat", "--character", REX, "--endpoint", base + "/v1", "--say", "hi"]) == 0  # no --session:
     with open_store(store) as opened:  # nothing kept
         assert [s.turns for s in opened.sessions()] == [3]
+
+
+def test_chat_session_of_an_edited_character_says_why_it_is_not_resumed(
+    upstream: tuple[Scripted, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An edited character begins a new session (its definition's digest); it was silent, so a developer
+    tuning a character lost the conversation without a word (a newcomer's trial)."""
+    _, base = upstream
+    mine = tmp_path / "myrex.toml"
+    mine.write_text(Path(REX).read_text(encoding="utf-8"), encoding="utf-8")
+    store = str(tmp_path / "s.sqlite3")
+    chat = ["chat", "--character", str(mine), "--endpoint", base + "/v1", "--session", "edit1", "--store", store]
+    assert main([*chat, "--say", "hi"]) == 0
+    assert "note:" not in capsys.readouterr().err  # (a first session: nothing to say)
+    mine.write_text(mine.read_text(encoding="utf-8") + "\n# a comment\n", encoding="utf-8")
+    assert main([*chat, "--say", "hi again"]) == 0  # (a comment: the same definition, resumed)
+    assert "note:" not in capsys.readouterr().err
+    text = mine.read_text(encoding="utf-8")
+    mine.write_text(text.replace('persona = """', 'persona = """Edited. ', 1), encoding="utf-8")
+    assert main([*chat, "--say", "hello"]) == 0
+    err = capsys.readouterr().err
+    with open_store(store) as opened:
+        old = next(s.key for s in opened.sessions() if s.turns == 2)
+    assert "charfmt: note: a new session 'edit1': the one of that name holds another definition" in err
+    command = err.rpartition("it is kept: ")[2].strip()
+    assert shlex.split(command) == [
+        "charfmt",
+        "sessions",
+        "show",
+        "--store",
+        store,
+        "--namespace",
+        old.namespace,
+        "edit1",
+    ]
+    assert main(shlex.split(command)[1:]) == 0  # (the command shown runs: the old session, kept)
+    assert "hi again" in capsys.readouterr().out
 
 
 def test_chat_session_usage_and_store_errors(tmp_path: Path) -> None:

@@ -26,8 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt._strict.body import parse_body
 from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.elements import parse_body
 from charfmt.constrain.engines import SERVERS, request_fields, structural_tag
 from charfmt.constrain.export import Bounds, ExportError, body_regex, max_reply_tokens, resolve_bounds
 from charfmt.testing import replies

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import charfmt
-from charfmt._strict.body import parse_body
 from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.elements import parse_body
 from charfmt.cli import main
 from charfmt.constrain import export
 from charfmt.constrain.export import llguidance_slices

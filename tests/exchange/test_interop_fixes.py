@@ -514,3 +514,65 @@ def test_stdin_bytes_with_a_bom_read(monkeypatch: pytest.MonkeyPatch, capsys: py
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     assert main(["convert", "--from", "ailoy", "--to", "ailoy", "-", "-"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["id"] == "sys-0"
+
+
+# -- the speakers' names cross formats without a character (a newcomer's trial: PAM -> group chat wrote
+# "User" and "Character" though the PAM file's participants named 旅人 and ミオ) ------------------------
+
+
+def _written(fmt: str) -> str:
+    mio = Character.load(CHARACTER)
+    return interop.dumps(fmt, load_history(HISTORY, mio), mio)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "source", "names"),
+    [
+        ("pam", "written", ("旅人", "ミオ")),
+        ("groupchat", "written", ("旅人", "ミオ")),
+        ("pam", "sample", ("Traveller", "Mio")),
+        ("groupchat", "sample", None),  # (its senders are user_101...: no one sender is the character)
+        ("uacs", "written", None),
+        ("ailoy", "written", None),
+    ],
+)
+def test_speaker_names_reads_the_names_a_document_gives(fmt: str, source: str, names: tuple[str, str] | None) -> None:
+    text = _written(fmt) if source == "written" else _sample(fmt)
+    assert interop.speaker_names(fmt, text) == names
+    assert interop.speaker_names(fmt, json.loads(text)) == names
+    assert interop.speaker_names(fmt, text.encode()) == names
+
+
+def test_speaker_names_of_what_is_no_document() -> None:
+    assert interop.speaker_names("pam", "not json") is None
+    assert interop.speaker_names("pam", '{"participants": [{"role": "user", "name": "A"}]}') is None
+    with pytest.raises(ValueError, match="unknown format"):
+        interop.speaker_names("nope", "{}")
+
+
+def test_export_takes_names_where_no_character_is_given() -> None:
+    history = interop.read("pam", _written("pam"))
+    doc = interop.export("groupchat", history, names=("旅人", "ミオ"))
+    details = doc["conversation_meta"]["user_details"]
+    assert (details["user"]["full_name"], details["character"]["full_name"]) == ("旅人", "ミオ")
+    assert {m["sender_name"] for m in doc["conversation_list"]} == {"旅人", "ミオ"}
+    with pytest.raises(TypeError, match="names must be a tuple of two strings"):
+        interop.export("groupchat", history, names=("only one",))  # type: ignore[arg-type]
+
+
+def test_a_foreign_documents_names_go_on_to_another_format() -> None:
+    doc = interop.export("groupchat", interop.read("pam", _sample("pam")))
+    details = doc["conversation_meta"]["user_details"]
+    assert (details["user"]["full_name"], details["character"]["full_name"]) == ("Traveller", "Mio")
+
+
+@pytest.mark.parametrize("target", ["groupchat", "uacs", "pam"])
+def test_convert_keeps_the_speakers_names_without_character(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    source = tmp_path / "history.pam.json"
+    source.write_text(_written("pam"), encoding="utf-8")
+    assert main(["convert", "--from", "pam", "--to", target, str(source), "-"]) == 0
+    out = capsys.readouterr().out
+    assert "ミオ" in out and "旅人" in out
+    assert '"Character"' not in out and '"User"' not in out

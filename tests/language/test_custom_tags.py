@@ -183,7 +183,7 @@ def test_reply_events_give_one_cue_for_the_custom_tag() -> None:
 def test_events_and_models_do_not_import_each_other_and_models_skip_the_parser() -> None:
     code = (
         "import sys, charfmt.events; a = 'charfmt.models' in sys.modules; import charfmt.models;"
-        "print(a, 'charfmt._strict.body' in sys.modules, any(m.split('.')[0] == 'lark' for m in sys.modules))"
+        "print(a, 'charfmt._strict.elements' in sys.modules, any(m.split('.')[0] == 'lark' for m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.split() == ["False", "False", "False"]

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt._grammar.static import terminal_regex
-from charfmt._strict.body import parse_body
 from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.elements import parse_body
 from charfmt.constrain._grammar_writers import PYTHON as _PY
 from charfmt.constrain.export import Rep, Seq, _body_grammar, _write, body_regex, lexeme_friendly
 from charfmt.models import Segment

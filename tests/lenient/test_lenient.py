@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt._grammar.static import terminal_regex
-from charfmt._lenient.body import INLINE_MARKUP, LINE_BREAKS
 from charfmt._lenient.recovery import recover
+from charfmt._lenient.tag_soup import INLINE_MARKUP, LINE_BREAKS
 from charfmt._lenient.words import is_sentence
 from charfmt.cli import main
 from charfmt.fuzz import Damaged, revalidate

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt import Character, UserChat, UserContext, UserTurn
+from charfmt.prompt.userinput import is_user_block, parse_input
 from charfmt.testing import user_turns
 from charfmt.writer import body_text
 
@@ -137,3 +138,22 @@ def test_parentheses_without_a_vocabulary_are_text() -> None:
         UserChat(segments=[charfmt.Segment(tag="emo", text="sad"), charfmt.Segment(tag="msg", text="bye")]),
     ]
     assert turn.diagnostics == []
+
+
+@pytest.mark.parametrize(
+    ("text", "block"),
+    [
+        ('<user_chats><chat type="C"><msg>hi</msg></chat></user_chats>', True),
+        ("\n  <user_chats>\n</user_chats>", True),
+        ("[User Context]\nEmotion: angry\n\n[User Message]\nhi", True),
+        ("[User Message]\nhi", True),
+        ("[angry] なんで？", False),
+        ("hello <user_chats>", False),
+        ("[user context] lower case is shorthand", False),
+        ("", False),
+    ],
+)
+def test_is_user_block_tells_a_block_from_shorthand(text: str, block: bool) -> None:
+    assert is_user_block(text) is block
+    if block:
+        parse_input(text)  # (what it calls a block, parse_input reads)

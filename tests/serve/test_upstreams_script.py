@@ -14,6 +14,7 @@ from conftest import ROOT
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 
+import charfmt  # noqa: E402
 from charfmt import Character  # noqa: E402
 from charfmt.serve import Settings, create_app  # noqa: E402
 
@@ -95,3 +96,101 @@ def test_the_flag_is_in_serves_help() -> None:
         [sys.executable, "-m", "charfmt", "serve", "--help"], check=False, capture_output=True, text=True, timeout=60
     )
     assert "--script FILE.jsonl" in run.stdout
+
+
+def test_a_continue_is_answered_with_the_scripts_next_reply_as_the_rest(tmp_path: Path) -> None:
+    """A script writes whole replies: a continue (SillyTavern's, a last ``assistant`` message) asks for the rest,
+    never a prefill (it answered ``{"chats`` or a fence's fragment: the script's text cut at the prefix's length;
+    found by a newcomer's trial)."""
+    import asyncio
+
+    path = _script(tmp_path, _reply("Come back tomorrow."), 'Sure! ```json\n{"type":"chat","body":"<msg>Later."}```')
+    settings = Settings(character=Character.load(REX), upstream_kind="script", upstream_target=str(path))
+    app = create_app(settings)
+    messages = [{"role": "user", "content": "Fix my drone?"}, {"role": "assistant", "content": "*crosses arms* No."}]
+
+    async def answers() -> list[str]:
+        out = []
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                for _ in range(2):
+                    response = await client.post("/v1/chat/completions", json={"messages": messages}, timeout=10)
+                    assert response.status_code == 200, response.text
+                    out.append(response.json()["choices"][0]["message"]["content"])
+        return out
+
+    first, second = asyncio.run(answers())  # (the JSON reply format: each answer a reply of its own)
+    assert [s.text for c in charfmt.parse(first).chats for s in c.segments][-1] == "Come back tomorrow."
+    assert "No." not in first
+    assert [s.text for c in charfmt.parse(second).chats for s in c.segments] == ["Later."]
+
+
+@pytest.mark.parametrize("missing", [True, False])
+def test_a_script_that_is_not_a_file_is_a_usage_error(tmp_path: Path, missing: bool) -> None:
+    target = tmp_path / "nosuch.jsonl" if missing else tmp_path
+    run = subprocess.run(
+        [sys.executable, "-m", "charfmt", "serve", "--character", str(REX), "--script", str(target), "--port", "0"],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert ("script file not found" if missing else "is a directory") in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("user", ["Alex Smith", "x" * 300, "名前"])
+def test_any_openai_user_id_names_a_session(user: str) -> None:
+    """OpenAI's ``user`` is any end-user id: one that is no session key (a display name with a space) named a
+    400 on every request (found by a newcomer's trial); it now names the session ``user:`` + its digest."""
+    import asyncio
+    import hashlib
+
+    from charfmt.serve.upstreams.script import ScriptUpstream
+
+    up = ScriptUpstream([_reply("First."), _reply("Second.")])
+    app = create_app(Settings(character=Character.load(REX), upstream=up))
+
+    async def turns() -> list[dict[str, object]]:
+        out = []
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                for say in ("hello", "again"):
+                    body = {"messages": [{"role": "user", "content": say}], "user": user}
+                    response = await client.post("/v1/chat/completions", json=body, timeout=10)
+                    assert response.status_code == 200, response.text
+                name = "user:" + hashlib.sha256(user.encode()).hexdigest()[:24]
+                listed = await client.get(f"/v1/sessions/chat/{name}", timeout=10)
+                assert listed.status_code == 200, listed.text
+                out = listed.json()["exchanges"]
+        return out
+
+    exchanges = asyncio.run(turns())
+    assert len(exchanges) == 2
+    assert "First." in json.dumps(up.requests[1]["messages"], ensure_ascii=False)  # (the session's history sent)
+
+
+def test_a_v1_turn_without_a_session_stands_alone() -> None:
+    """``/v1/turn`` without ``session``: no history read or kept, the reply says ``"session": null`` (docs/SERVER.md)."""
+    import asyncio
+
+    from charfmt.serve.upstreams.script import ScriptUpstream
+
+    up = ScriptUpstream([_reply("First."), _reply("Second.")])
+    app = create_app(Settings(character=Character.load(REX), upstream=up))
+
+    async def turns() -> list[dict[str, object]]:
+        replies = []
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                for say in ("hello", "again"):
+                    response = await client.post("/v1/turn", json={"say": say}, timeout=10)
+                    assert response.status_code == 200, response.text
+                    objects = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+                    replies.append(next(o for o in objects if o.get("kind") == "reply"))
+        return replies
+
+    first, second = asyncio.run(turns())
+    assert first["session"] is None and second["session"] is None
+    assert "First." not in json.dumps(up.requests[1]["messages"], ensure_ascii=False)

@@ -24,8 +24,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from charfmt import ParseError, Reply, Vocabulary, dumps
-from charfmt._strict.body import _widened, fast_reader, parse_body
 from charfmt._strict.diagnosis import BodyError
+from charfmt._strict.elements import _widened, fast_reader, parse_body
 from charfmt._strict.fast import read_reply
 from charfmt.models import Chat, Segment
 from charfmt.parser import DEFAULT_MAX_SIZE, _parse

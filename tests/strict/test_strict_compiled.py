@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt import _twin, dumps, parser
-from charfmt._strict import body as pure_body
+from charfmt._strict import elements as pure_body
 from charfmt._strict import fast as pure_fast
 from charfmt._strict import lalr as pure_lalr
 from charfmt.fuzz import iter_fuzz_cases
@@ -62,7 +62,7 @@ def _twin_module() -> tuple[ModuleType | None, str]:
 
 TWIN, NO_TWIN = _twin_module()
 TWIN_FAST = None if TWIN is None else importlib.import_module(f"charfmt.{NAME}.fast")
-TWIN_BODY = None if TWIN is None else importlib.import_module(f"charfmt.{NAME}.body")
+TWIN_BODY = None if TWIN is None else importlib.import_module(f"charfmt.{NAME}.elements")
 TWIN_LALR = None if TWIN is None else importlib.import_module(f"charfmt.{NAME}.lalr")
 needs_twin = pytest.mark.skipif(TWIN is None, reason=NO_TWIN)
 
@@ -102,7 +102,7 @@ def test_parse_reads_with_the_pure_reader_until_it_has_read_warm_up_characters(m
 @contextmanager
 def _stand_in(digest: str) -> Iterator[tuple[ModuleType, ModuleType]]:
     """A stand-in for the compiled package, stamped as the build stamps it (the choice is tested without a compiler)."""
-    twin, fast, body = (ModuleType(f"charfmt.{NAME}{suffix}") for suffix in ("", ".fast", ".body"))
+    twin, fast, body = (ModuleType(f"charfmt.{NAME}{suffix}") for suffix in ("", ".fast", ".elements"))
     twin.SOURCE_DIGEST = digest  # type: ignore[attr-defined]
     fast.read_reply = partial(pure_fast.read_reply)  # type: ignore[attr-defined]  # (an object of its own)
     body.parse_batch = partial(pure_body.parse_batch)  # type: ignore[attr-defined]

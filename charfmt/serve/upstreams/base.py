@@ -77,6 +77,11 @@ class UpstreamKind:
     tokens per character measured once loaded, constrained as llama-server is (``server``)."""
     shown: str | None = None
     """What ``/v1/info`` says runs the model (``None``: ``Settings.server``)."""
+    file: str | None = None
+    """What the target is where it is a file ("script file"): one missing or a folder is a usage error (exit 2)."""
+    prefills: bool | None = None
+    """Whether the upstream goes on from a last answer (a continue's prefill): ``None``, as its ``server`` does
+    (``charfmt.serve.continuation.PREFILL``); ``False`` for one that always writes a whole reply (a script)."""
 
     @property
     def dest(self) -> str:

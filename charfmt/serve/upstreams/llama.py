@@ -123,6 +123,6 @@ def _require() -> object:
 
 KIND: Final = UpstreamKind(
     "llama", "--model", "PATH.gguf", "run this GGUF in-process with llama.cpp (offline)", _open,
-    require=_require, local=True, shown="llama.cpp (in-process)",
+    require=_require, local=True, shown="llama.cpp (in-process)", file="model file",
 )  # fmt: skip
 """This upstream's row in ``charfmt.serve.upstreams.KINDS``: ``--model PATH.gguf`` (``Settings.model_path``)."""

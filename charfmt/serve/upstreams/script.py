@@ -96,6 +96,6 @@ def _check(path: str) -> None:
 
 KIND: Final = UpstreamKind(
     "script", "--script", "FILE.jsonl", "answer each turn with the next reply of FILE.jsonl (no model: for "
-    "building and testing front ends)", _open, check=_check, shown="script",
+    "building and testing front ends)", _open, check=_check, shown="script", file="script file", prefills=False,
 )  # fmt: skip
 """This upstream's row in ``charfmt.serve.upstreams.KINDS``: ``--script FILE.jsonl``."""

@@ -19,7 +19,7 @@ from charfmt._lenient.prose import DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
 from charfmt._lenient.words import is_sentence, key_alone
-from charfmt._strict.body import fast_reader
+from charfmt._strict.elements import fast_reader
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, TagSpec, TagTable
 

@@ -328,8 +328,11 @@ def stats_line(stats: TurnStats) -> str:
     """What a turn cost, as ``charfmt chat`` shows it after the reply: the wait for the first token (the
     prompt read), then the tokens generated, their time and speed, and how the reply ended if it did not finish."""
     state = f", {stats.state}" if stats.state else ""
+    count = f"{stats.tokens} token{'s' if stats.tokens != 1 else ''}"
+    if stats.tokens < 2 or stats.seconds <= 0:  # (one chunk, or no time between the first and the last: no speed)
+        return f"  ({stats.first_token_seconds:.1f} s thinking, {count} at once{state})"
     return (
-        f"  ({stats.first_token_seconds:.1f} s thinking, {stats.tokens} tokens in {stats.seconds:.1f} s, "
+        f"  ({stats.first_token_seconds:.1f} s thinking, {count} in {stats.seconds:.1f} s, "
         f"{stats.tokens_per_second:.1f} tokens/s{state})"
     )
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import charfmt
-from charfmt.chat import TerminalView, take_turn
 from charfmt.cards import export_card
+from charfmt.chat import TerminalView, take_turn
 
 HERE = Path(__file__).parent
 SCRIPT = [

@@ -69,7 +69,7 @@ def _expected(expected: set[str], tags: TagTable) -> str:
 
 def diagnose(e: UnexpectedInput, kind: str, body: str, tags: TagTable) -> BodyError:
     """Turn a Lark error into a :class:`BodyError` with a specific code."""
-    from lark.exceptions import UnexpectedCharacters, UnexpectedToken  # noqa: PLC0415
+    from lark.exceptions import UnexpectedCharacters, UnexpectedToken  # noqa: PLC0415 (Lark loads only to explain a rejected body)
 
     expected = set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
     inside = _closing_for(expected)

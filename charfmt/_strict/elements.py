@@ -136,7 +136,7 @@ def parse_body(kind: str, body: str, tags: TagTable = DEFAULT_TAGS) -> list[Elem
     try:
         result: list[Element] = driver(tags).parse(body, start)
     except Reject:
-        from lark.exceptions import UnexpectedInput  # noqa: PLC0415
+        from lark.exceptions import UnexpectedInput  # noqa: PLC0415 (Lark loads only for a body the LALR driver rejected)
 
         try:
             lark_parser(tags).parse(body, start=start)

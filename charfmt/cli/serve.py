@@ -15,23 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt.cli._io import check_greeting, load_character, load_lorebooks, read, usable_file
-from charfmt.cli._options import (
-    add_cast,
-    add_decoding,
-    add_greeting,
-    add_lore,
-    add_size,
-    add_store,
-    add_tokenizer,
-    add_user_name,
-    open_store_of,
-    positive,
-    whole,
-)
+from charfmt.cli._io import check_greeting, check_model_name, load_character, load_lorebooks, read, usable_file
+from charfmt.cli._options import add_cast_inputs, add_decoding, add_tokenizer, open_store_of, positive, whole
 from charfmt.constrain.engines import SERVERS
 from charfmt.diagnostics import CharfmtError
-from charfmt.llm._model_clients import API_KEY_ENV, NAMED_SERVERS, api_key_from, chat_formats, endpoint_url, llama_logs
+from charfmt.llm._model_clients import API_KEY_ENV, api_key_from, chat_formats, endpoint_url, llama_logs
 from charfmt.llm.loading import check_gguf
 
 _SECONDS: Final = positive("seconds", 3600)
@@ -56,8 +44,11 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     from charfmt.serve.settings import DEFAULT_MAX_TOKENS  # noqa: PLC0415 (import cost: every CLI command loads this module)
     from charfmt.serve.upstreams import KINDS  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    add_cast(sp, "a scene TOML file: a cast of characters and a narrator")
-    add_size(sp, "--character, --scene or --lorebook file")
+    add_cast_inputs(
+        sp, scene="a scene TOML file: a cast of characters and a narrator", opens="a new session", memory=True,
+        user=" (default: the file's, else User); a front end may name its player each turn"
+        " (/v1/turn's user_name, a chat message's name)",
+    )  # fmt: skip
     where = sp.add_mutually_exclusive_group(required=True)
     for kind in KINDS:  # one flag per upstream kind (``charfmt.serve.upstreams``)
         where.add_argument(kind.flag, metavar=kind.metavar, help=kind.help)
@@ -67,11 +58,6 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--server", choices=SERVERS, default="llama-server",
                     help="what --upstream runs: which request field carries the grammar or schema")  # fmt: skip
     sp.add_argument("--model-name", metavar="NAME", help="the model name sent upstream (default: the character's name)")
-    add_user_name(
-        sp,
-        " (default: the file's, else User); a front end may name its player each turn"
-        " (/v1/turn's user_name, a chat message's name)",
-    )
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
     sp.add_argument("--reply-format", choices=REPLY_FORMAT_NAMES, default=REPLY_FORMAT_NAMES[0], help=REPLY_FORMAT_HELP)
@@ -98,7 +84,6 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                     help="allow this browser origin (http[s]://host[:port]; * any)")  # fmt: skip
     sp.add_argument("--log", metavar="FILE.jsonl", help="append each turn to this JSON Lines file (charfmt report)")
-    add_store(sp, memory=True)
     sp.add_argument("--max-sessions", type=whole(1), metavar="N",
                     help=f"sessions kept; past it the least recently written is evicted, and logged (default "
                     f"{MAX_SESSIONS['memory']:,} in memory, {MAX_SESSIONS['store']:,} in a store)")  # fmt: skip
@@ -111,8 +96,6 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="--model's chat format, a llama-cpp-python name (gemma, chatml...; default: the GGUF's own "
                     "template, with a warning where it has none), as charfmt chat's")  # fmt: skip
     sp.add_argument("--verbose", action="store_true", help="show --model's llama.cpp log lines on standard error")
-    add_lore(sp, seed=False)  # (a request's own "seed" seeds its turn's macros and lore rolls)
-    add_greeting(sp, "a new session")
     _add_transport(sp)
 
 
@@ -163,13 +146,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             endpoint_url(args.upstream)  # a bad URL is a usage error now, not at the first turn
         except CharfmtError as e:
             args.parser.error(str(e).replace("--endpoint", "--upstream"))
-        if args.model_name is None and args.server in NAMED_SERVERS:  # as ``charfmt chat --endpoint``
-            if NAMED_SERVERS[args.server]:
-                args.parser.error(f"argument --model-name: --server {args.server} needs the model's name")
-            print(
-                f"charfmt serve: warning: no --model-name for --server {args.server}: the server's default model",
-                file=sys.stderr,
-            )
+        check_model_name(args, "charfmt serve")
     for origin in args.cors:  # as a browser sends it: scheme://host[:port], no path, no slash at the end
         if origin != "*" and _ORIGIN.fullmatch(origin) is None:
             args.parser.error(f"argument --cors: {origin!r} is not an origin (http[s]://host[:port], or *)")

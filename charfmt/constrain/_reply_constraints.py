@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
 from charfmt.constrain._regex_ir import ExportError
 from charfmt.models import Reply, Vocabulary
-from charfmt.tags import TagTable
+from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character
@@ -93,7 +93,8 @@ class Constraints:
     """The keywords as the grammar, schema and bounds use them: the character's parts filled in."""
 
     vocabulary: Vocabulary | None
-    tags: TagTable | None
+    tags: TagTable
+    """The tag table given, else the character's, else ``DEFAULT_TAGS``."""
     max_tokens: int | None
     max_chars: int | None
     max_chats: int | None
@@ -129,8 +130,9 @@ def constraints_of(function: str, constraints: Mapping[str, Any], speakers: Spea
         raise ExportError(f"{function}(): tokens_per_char is at least 1 (a character, a token), not {tokens_per_char}")
     require = constraints.get("require_speech")
     elements = constraints.get("max_elements")
+    table = DEFAULT_TAGS if tags is None else tags
     return Constraints(
-        vocabulary, tags, max_tokens, max_chars, max_chats, elements, tokens_per_char,
+        vocabulary, table, max_tokens, max_chars, max_chats, elements, tokens_per_char,
         True if require is None else bool(require), speakers, examples, actions,
     )  # fmt: skip
 

@@ -179,7 +179,7 @@ def json_schema(
     ``bounds``: these exact bounds (``charfmt.constrain.export.Bounds``) instead of those the keywords ask for.
     """
     c = constraints_of("json_schema", constraints, speakers)
-    table = DEFAULT_TAGS if c.tags is None else c.tags
+    table = c.tags
     if bounds is None and (c.max_tokens, c.max_chars, c.max_chats) != (None, None, None):
         from charfmt.constrain.export import resolve_bounds  # noqa: PLC0415 (Lark loads only for bounds)
 

@@ -235,6 +235,12 @@ _NONE: Final = object()
 # --- writing ------------------------------------------------------------------------------------
 
 
+def a_kind(kind: object) -> str:
+    """``kind`` (as written, whatever a document put there) after its indefinite article: ``an image``, ``a text``."""
+    word = f"{kind}"
+    return f"{'an' if word[:1].lower() in ('a', 'e', 'i', 'o', 'u') else 'a'} {word}"
+
+
 def dumps_document(doc: Any, *, indent: int | Literal["auto"] | None = "auto") -> str:
     """A document as JSON text (UTF-8 kept readable); ``"auto"`` indents only a small one.
 

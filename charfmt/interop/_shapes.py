@@ -16,7 +16,7 @@ from typing import Any
 from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
 from charfmt.interop._declaration import Draft, Dropped, Format, Found, Line, Message, Native, Reasoned
-from charfmt.interop._document import Source, as_dict, member, need, one_of
+from charfmt.interop._document import Source, a_kind, as_dict, member, need, one_of
 from charfmt.interop._payload import PAYLOAD_KEY, PAYLOAD_VERSION, marker
 
 
@@ -130,7 +130,7 @@ class Parts:
                 text_path = (*at, "text") if text_path is None else (*path, self.key)
             else:
                 kind = part.get("type") if isinstance(part, dict) else None
-                dropped.append((f"a {kind or 'malformed'} part", at))
+                dropped.append((f"{a_kind(kind or 'malformed')} part", at))
         return "\n".join(texts) or None, text_path, dropped
 
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
 from charfmt.interop._declaration import Document, Dropped, Format, Line, Message, Names, Native, NativeFields, Writing
-from charfmt.interop._document import Source, as_dict, member, need, one_of, where
+from charfmt.interop._document import Source, a_kind, as_dict, member, need, one_of, where
 from charfmt.interop._shapes import Extension
 
 VERSION: Final = "1.0.0"
@@ -165,7 +165,7 @@ class _Content:
         content = member(source, message, path, "content", kind=str, what="a string")
         if kind in ("text", "system"):
             return content, (*path, "content"), []
-        return None, (*path, "content"), [(f"a {kind} message", (*path, "content"))]
+        return None, (*path, "content"), [(f"{a_kind(kind)} message", (*path, "content"))]
 
 
 GROUPCHAT: Final = Format(

@@ -15,7 +15,7 @@ from typing import Any, Final
 from charfmt._strict.envelope import Path
 from charfmt.diagnostics import Diagnostic
 from charfmt.interop._declaration import Document, Dropped, Format, Line, Message, Names, Native, NativeFields, Writing
-from charfmt.interop._document import Source, member, need, where
+from charfmt.interop._document import Source, a_kind, member, need, where
 from charfmt.interop._shapes import Extension, RoleField, ThoughtMessage, as_written
 
 SCHEMA: Final = "portable-ai-memory-conversation"
@@ -115,7 +115,7 @@ class _Content:
                 texts.append(part["text"])
             else:
                 kind = part.get("type") if isinstance(part, dict) else None
-                dropped.append((f"a {kind or 'malformed'} part", (*at, "parts", j)))
+                dropped.append((f"{a_kind(kind or 'malformed')} part", (*at, "parts", j)))
         return "\n".join(texts) or None, at, dropped
 
 

@@ -2,7 +2,7 @@
 
 Bytes are counted as they come off the socket (``iter_bytes``), never ``read()`` and then
 checked, so memory stays flat (httpcore's 100 KiB header block first); what they say is read by
-``charfmt.llm._replies`` (``ReplyReader``, ``EventStreamReader``), the readers ``charfmt serve``'s async
+``charfmt.llm._replies`` (``ReplyReader``, ``ReplyBody``), the readers ``charfmt serve``'s async
 upstream feeds too. A transport failure is one :class:`UpstreamError` whose message is one line,
 never taken for an empty reply.
 
@@ -18,18 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
-from charfmt.llm._replies import (
-    MAX_ERROR_BODY,
-    MAX_LINE,
-    Budget,
-    Delta,
-    EventStreamReader,
-    ReplyReader,
-    UpstreamError,
-    exception_text,
-    redact_url,
-    silence,
-)
+from charfmt.llm._replies import Budget, Delta, ReplyBody, ReplyReader, UpstreamError, exception_text, redact_url
 
 if TYPE_CHECKING:
     import httpx
@@ -127,42 +116,24 @@ class Client:
                 sent = "the server refused the API key" if self._keyed else "charfmt sent no API key"
                 raise self.fail(f"HTTP {status}: {sent} (--api-key-env names the variable that holds it): {detail}")
             raise self.fail(f"HTTP {status}: {detail}")
-        kind = reader.body_kind(response.headers)
-        chunks = iter(_Counted(response.iter_bytes(), budget.bytes, "the reply"))
-        first = b""
-        for chunk in chunks:  # the first bytes say which of the two shapes this is
-            first += chunk
-            if first.strip() or len(first) > MAX_LINE:
-                break
-        if reader.is_completion(first, kind):
-            body = bytearray(first)
-            for chunk in chunks:
-                reader.gather(body, chunk)
-            yield reader.completion(bytes(body))
-            return
-        stream = EventStreamReader(reader, kind, budget)
+        body = ReplyBody(reader, reader.body_kind(response.headers), budget)
         heard = time.monotonic()
-        for chunk in _prepend(first, chunks):
-            events = list(stream.feed(chunk))
+        for chunk in _Counted(response.iter_bytes(), budget.bytes, "the reply"):
+            streaming = body.stream is not None
+            events = list(body.feed(chunk))
             yield from events
-            if stream.done:
+            if body.done:
                 return
-            if events:
+            if events or not streaming:  # (silence is an event stream's: a whole completion has httpx's timeout)
                 heard = time.monotonic()
             elif time.monotonic() - heard > self.timeout:  # bytes keep coming (comments): no event is silence
-                raise self.fail(silence(self.timeout, stream.partial))
-        yield from stream.end()
+                raise self.fail(body.silence(self.timeout))
+        yield from body.end()
 
     def _error_detail(self, response: httpx.Response) -> str:
-        data = b""
+        data = bytearray()
         for chunk in response.iter_bytes():
-            data += chunk
-            if len(data) >= MAX_ERROR_BODY:
-                data = data[:MAX_ERROR_BODY]
+            if self.reader.gather_error(data, chunk):
                 break
-        return self.reader.error_detail(data, response.reason_phrase)
+        return self.reader.error_detail(bytes(data), response.reason_phrase)
 
-
-def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest

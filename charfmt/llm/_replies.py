@@ -7,7 +7,8 @@ asked for, counted as they arrive, whatever the server does). Every failure of t
 :class:`UpstreamError` whose message is one line.
 
 :class:`ReplyReader` reads the headers, an error body, a whole completion and each chunk;
-:class:`EventStreamReader` reads an event stream fed as its bytes arrive. The sync client
+:class:`EventStreamReader` reads an event stream fed as its bytes arrive; :class:`ReplyBody`
+reads a body of either shape, as its first bytes say. The sync client
 (``charfmt.llm._http_client.Client``, over httpx) and ``charfmt serve``'s async upstream feed
 them the bytes they receive, so both read every answer by the same rules.
 """
@@ -308,6 +309,15 @@ class ReplyReader:
         body += chunk
         if len(body) > MAX_BODY:
             raise self.fail(f"the completion is longer than {MAX_BODY:,} bytes; stopped reading")
+
+    def gather_error(self, data: bytearray, chunk: bytes) -> bool:
+        """Add ``chunk`` to an error answer's body ``data``, kept to its first ``MAX_ERROR_BODY`` bytes: whether it
+        holds them all now (read no further: the message is in them, and an error body is not read to its end)."""
+        data += chunk
+        if len(data) < MAX_ERROR_BODY:
+            return False
+        del data[MAX_ERROR_BODY:]
+        return True
 
     def error_detail(self, data: bytes, reason_phrase: str) -> str:
         """The message of an error answer's body (its first ``MAX_ERROR_BODY`` bytes), on one line."""
@@ -627,3 +637,66 @@ def _first_choice(data: Any) -> dict[str, Any] | None:
 def _reason_of(choice: dict[str, Any] | None) -> str | None:
     reason = choice.get("finish_reason") if choice is not None else None
     return reason[:40] if isinstance(reason, str) else None
+
+
+class ReplyBody:
+    """An answer's body (its head accepted) read into deltas as its bytes arrive, whatever its shape.
+
+    Its first bytes say which of the two it is (``ReplyReader.is_completion``): one whole
+    ``chat.completion``, gathered within ``MAX_BODY`` and read at ``end``, or an event stream read
+    as it comes (``stream``, an :class:`EventStreamReader`). ``feed`` each chunk, then ``end`` once
+    the body is over, unless ``done`` turned true (``[DONE]``: read no further). The sync client and
+    ``charfmt serve``'s async upstream both read every body through this one reader.
+    """
+
+    def __init__(self, reader: ReplyReader, kind: str, budget: Budget) -> None:
+        self.reader = reader
+        self.kind = kind
+        self.budget = budget
+        self.stream: EventStreamReader | None = None
+        """The event stream, once the first bytes said it is one."""
+        self.whole: bytearray | None = None
+        """The whole completion gathered so far, once the first bytes said it is one."""
+        self._first = b""
+
+    @property
+    def done(self) -> bool:
+        """The stream's ``[DONE]`` was read: the rest of the body is no part of the reply."""
+        return self.stream is not None and self.stream.done
+
+    @property
+    def partial(self) -> bool:
+        """Part of an event was read and waits for the rest (what a silence then cut)."""
+        return self.stream is not None and self.stream.partial
+
+    def silence(self, seconds: float) -> str:
+        """What a server that sent bytes but no event for ``seconds`` did, as far as the body was read."""
+        return silence(seconds, self.partial)
+
+    def feed(self, chunk: bytes) -> Iterator[Delta]:
+        """The deltas ``chunk`` completes (none while a whole completion is gathered)."""
+        if self.stream is not None:
+            yield from self.stream.feed(chunk)
+        elif self.whole is not None:
+            self.reader.gather(self.whole, chunk)
+        else:
+            self._first += chunk
+            if self._first.strip() or len(self._first) > MAX_LINE:  # the first bytes say which shape it is
+                yield from self._decide()
+
+    def end(self) -> Iterator[Delta]:
+        """The deltas of what the body's end completes: the whole completion, or the stream's last events."""
+        if self.stream is None and self.whole is None:  # (a body too short to say before it ended)
+            yield from self._decide()
+        if self.whole is not None:
+            yield self.reader.completion(bytes(self.whole))
+        elif self.stream is not None:
+            yield from self.stream.end()
+
+    def _decide(self) -> Iterator[Delta]:
+        first, self._first = self._first, b""
+        if self.reader.is_completion(first, self.kind):
+            self.whole = bytearray(first)
+        else:
+            self.stream = EventStreamReader(self.reader, self.kind, self.budget)
+            yield from self.stream.feed(first)

@@ -10,6 +10,7 @@ caller's counter (``charfmt.prompt.render.estimate_tokens`` by default): a funct
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Final, Protocol, runtime_checkable
 
 from charfmt.diagnostics import CharfmtError
@@ -46,23 +47,19 @@ TEMPLATE_PER_REQUEST: Final = 5
 """Tokens a chat template adds once, at most: the BOS token and the reply's header (``<|im_start|>assistant\n``)."""
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class TextCounter:
     """A ``TokenCounter`` from a counter of texts: each message's text, plus what a chat template adds at most."""
 
-    def __init__(
-        self,
-        count: Counter,
-        name: str,
-        *,
-        exact: bool = False,
-        per_message: int = TEMPLATE_PER_MESSAGE,
-        per_request: int = TEMPLATE_PER_REQUEST,
-    ) -> None:
-        self.count = count
-        self.name = name
-        self.exact = exact
-        self.per_message = per_message
-        self.per_request = per_request
+    count: Counter
+    """Tokens of one text."""
+    name: str
+    _: KW_ONLY
+    exact: bool = False
+    per_message: int = TEMPLATE_PER_MESSAGE
+    """Tokens the chat template adds around each message."""
+    per_request: int = TEMPLATE_PER_REQUEST
+    """Tokens the chat template adds once."""
 
     def __call__(self, text: str) -> int:
         """Tokens of ``text`` alone."""

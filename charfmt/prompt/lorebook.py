@@ -70,10 +70,6 @@ DEFAULT_BUDGET: Final = 1024
 """Tokens the lore may take where neither the book nor the caller says (SillyTavern: 25 % of the context)."""
 MAX_SCAN_DEPTH: Final = 1000
 MAX_ENTRIES: Final = 100_000
-REGEX_TIMEOUT: Final = 0.05
-"""Seconds one regex key's search may take (the ``regex`` package's timeout)."""
-REGEX_TIME: Final = 0.5
-"""Seconds all regex keys of one activation may take together; keys after that are not used."""
 
 
 class LorebookError(CharfmtError):
@@ -496,6 +492,12 @@ def _regex_key(key: str) -> tuple[str, str] | None:
     return m.group(1), m.group(2)
 
 
+REGEX_TIMEOUT: Final = 0.05
+"""Seconds one regex key's search may take (the ``regex`` package's timeout)."""
+REGEX_TIME: Final = 0.5
+"""Seconds all regex keys of one activation may take together; keys after that are not used."""
+
+
 class _RegexClock:
     """Regex keys run with a timeout each and a time budget for the whole activation (see the module docstring)."""
 
@@ -672,6 +674,27 @@ def _content(raw: Any) -> str:
     return content
 
 
+_TAVERN_FIELDS: Final[tuple[tuple[str, str, str, Callable[[Any, str], Any]], ...]] = (
+    ("depth", "depth", "depth", lambda value, key: _number(value, key, AUTHOR_NOTE_DEPTH, 0, MAX_SCAN_DEPTH)),
+    ("role", "role", "role", lambda value, key: _role(value)),
+    ("case_sensitive", "caseSensitive", "case_sensitive", lambda value, key: _flag(value, key, None)),
+    ("match_whole_words", "matchWholeWords", "match_whole_words", lambda value, key: _flag(value, key, None)),
+    ("scan_depth", "scanDepth", "scan_depth", lambda value, key: _number(value, key, None, 0, MAX_SCAN_DEPTH)),
+    ("probability", "probability", "probability", lambda value, key: _number(value, key, 100, 0, 100)),
+    ("use_probability", "useProbability", "useProbability", lambda value, key: _flag(value, key, True)),
+    ("exclude_recursion", "excludeRecursion", "exclude_recursion", _flag),
+    ("prevent_recursion", "preventRecursion", "prevent_recursion", _flag),
+)
+"""SillyTavern's own fields of an entry, read alike from both formats: ``(LoreEntry's field, World Info's key,
+a card book's key under ``extensions``, how its value is read)``."""
+
+
+def _tavern_fields(source: dict[str, Any], *, card: bool) -> dict[str, Any]:
+    """``_TAVERN_FIELDS`` read from a World Info entry, or from a card book entry's ``extensions`` (``card``)."""
+    read = ((field, card_key if card else key, how) for field, key, card_key, how in _TAVERN_FIELDS)
+    return {field: how(source.get(key), key) for field, key, how in read}
+
+
 def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> LoreEntry:
     """One entry of a SillyTavern World Info file (``entries: {"0": {...}}``)."""
     content = _content(raw)
@@ -687,15 +710,7 @@ def _world_info_entry(raw: Any, key: str, index: int, book: str, unused: set[str
         "constant": _flag(raw.get("constant"), "constant"),
         "enabled": not _flag(raw.get("disable"), "disable"),
         "order": _number(raw.get("order"), "order", 100),
-        "depth": _number(raw.get("depth"), "depth", AUTHOR_NOTE_DEPTH, 0, MAX_SCAN_DEPTH),
-        "role": _role(raw.get("role")),
-        "case_sensitive": _flag(raw.get("caseSensitive"), "caseSensitive", None),
-        "match_whole_words": _flag(raw.get("matchWholeWords"), "matchWholeWords", None),
-        "scan_depth": _number(raw.get("scanDepth"), "scanDepth", None, 0, MAX_SCAN_DEPTH),
-        "probability": _number(raw.get("probability"), "probability", 100, 0, 100),
-        "use_probability": _flag(raw.get("useProbability"), "useProbability", True),
-        "exclude_recursion": _flag(raw.get("excludeRecursion"), "excludeRecursion"),
-        "prevent_recursion": _flag(raw.get("preventRecursion"), "preventRecursion"),
+        **_tavern_fields(raw, card=False),
     }
     return _entry(fields, _position(raw.get("position"), 0), book)
 
@@ -719,15 +734,7 @@ def _card_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> 
         "constant": _flag(raw.get("constant"), "constant"),
         "enabled": _flag(raw.get("enabled"), "enabled", True),
         "order": _number(raw.get("insertion_order"), "insertion_order", 100),
-        "depth": _number(ext.get("depth"), "depth", AUTHOR_NOTE_DEPTH, 0, MAX_SCAN_DEPTH),
-        "role": _role(ext.get("role")),
-        "case_sensitive": _flag(ext.get("case_sensitive", raw.get("case_sensitive")), "case_sensitive", None),
-        "match_whole_words": _flag(ext.get("match_whole_words"), "match_whole_words", None),
-        "scan_depth": _number(ext.get("scan_depth"), "scan_depth", None, 0, MAX_SCAN_DEPTH),
-        "probability": _number(ext.get("probability"), "probability", 100, 0, 100),
-        "use_probability": _flag(ext.get("useProbability"), "useProbability", True),
-        "exclude_recursion": _flag(ext.get("exclude_recursion"), "exclude_recursion"),
-        "prevent_recursion": _flag(ext.get("prevent_recursion"), "prevent_recursion"),
+        **_tavern_fields({"case_sensitive": raw.get("case_sensitive"), **ext}, card=True),  # (V3: a spec field too)
     }
     return _entry(fields, _position(ext.get("position"), spec_place), book)
 

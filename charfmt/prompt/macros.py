@@ -12,7 +12,7 @@ prompt and post-history instructions share it). Three promises:
   memory), it does not build 800 MB.
 - **Reproducible.** ``{{random}}``, ``{{roll}}`` and ``{{pick}}`` draw from a ``random.Random``
   seeded with ``seed`` (``None``: fresh entropy); ``{{time}}``, ``{{date}}`` and ``{{weekday}}``
-  read ``now`` (``None``: the clock when the ``Macros`` is made), so a test or a replay can fix both.
+  read ``now`` (``None``: the clock at its first use), so a test or a replay can fix both.
 
 Names are case-insensitive, as SillyTavern reads them. An unknown macro (``{{lastMessage}}``,
 a typo) is left as written and said once per text (``CF928``), however often it occurs.
@@ -28,6 +28,7 @@ import re
 import secrets
 import zlib
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
@@ -56,33 +57,30 @@ class MacroError(CharfmtError):
     code: Final = "CF929"
 
 
+@dataclass(eq=False, slots=True)
 class Macros:
     """What the macros of one use expand to (names, seed, clock) and the output they may still write."""
 
-    def __init__(
-        self,
-        char: str,
-        user: str,
-        *,
-        seed: int | str | None = None,
-        now: _dt.datetime | None = None,
-        limit: int = MAX_MACRO_OUTPUT,
-    ) -> None:
-        self.char = char
-        self.user = user
-        self.seed = seed
-        self._now = now
-        self.left = limit
-        """Characters still allowed: every expansion takes what it writes (and holds) from here."""
-        self.limit = limit
-        self._random: random.Random | None = None
+    char: str
+    user: str
+    _: KW_ONLY
+    seed: int | str | None = None
+    now: _dt.datetime | None = None
+    """The clock given (``None``: the clock at its first use, ``clock``)."""
+    limit: int = MAX_MACRO_OUTPUT
+    left: int = field(init=False)
+    """Characters still allowed: every expansion takes what it writes (and holds) from here."""
+    _random: random.Random | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.left = self.limit
 
     @property
-    def now(self) -> _dt.datetime:
+    def clock(self) -> _dt.datetime:
         """What ``{{time}}`` and ``{{date}}`` read: the clock given, else the clock at its first use."""
-        if self._now is None:
-            self._now = _dt.datetime.now().astimezone()
-        return self._now
+        if self.now is None:
+            self.now = _dt.datetime.now().astimezone()
+        return self.now
 
     @property
     def _rng(self) -> random.Random:
@@ -148,12 +146,12 @@ def _items(args: str) -> list[str]:
 
 
 def _time(m: Macros) -> str:
-    hour = m.now.hour % 12 or 12
-    return f"{hour}:{m.now.minute:02d} {'AM' if m.now.hour < 12 else 'PM'}"
+    hour = m.clock.hour % 12 or 12
+    return f"{hour}:{m.clock.minute:02d} {'AM' if m.clock.hour < 12 else 'PM'}"
 
 
 def _date(m: Macros) -> str:
-    return f"{_MONTHS[m.now.month - 1]} {m.now.day}, {m.now.year}"
+    return f"{_MONTHS[m.clock.month - 1]} {m.clock.day}, {m.clock.year}"
 
 
 _SIMPLE: Final[dict[str, Callable[[Macros], str]]] = {
@@ -161,9 +159,9 @@ _SIMPLE: Final[dict[str, Callable[[Macros], str]]] = {
     "user": lambda m: m.user,
     "time": _time,
     "date": _date,
-    "weekday": lambda m: _WEEKDAYS[m.now.weekday()],
-    "isotime": lambda m: f"{m.now.hour:02d}:{m.now.minute:02d}",
-    "isodate": lambda m: m.now.date().isoformat(),
+    "weekday": lambda m: _WEEKDAYS[m.clock.weekday()],
+    "isotime": lambda m: f"{m.clock.hour:02d}:{m.clock.minute:02d}",
+    "isodate": lambda m: m.clock.date().isoformat(),
     "newline": lambda m: "\n",
     "noop": lambda m: "",
 }

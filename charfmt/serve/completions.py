@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from starlette.responses import JSONResponse
@@ -80,31 +81,35 @@ def _ask(engine: Engine, asked: ChatRequest) -> Ask | None:
     return Ask(after=asked.after, continuation=going, impersonation=asked.impersonation)
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class Completion:
     """One chat completion: its id, time and model, the turn it runs, and the chunks it answers with."""
 
-    def __init__(
-        self, state: ServerState, engine: Engine, key: str | None, turn: UserTurn | None, options: dict[str, Any],
-        *, ask: Ask | None = None,
-    ) -> None:  # fmt: skip
-        self.state = state
-        self.engine = engine
-        self.key = key
-        self.turn = turn
-        self.options = options
-        self.ask = ask
-        self.history: list[Exchange] | None = None
-        self.owner = ""
-        """Whose session ``key`` is (the request's credential; the ``chat`` door's namespace)."""
-        self.usage = False
-        """``stream_options.include_usage``: a usage chunk before ``[DONE]``."""
-        self.model = engine.model
-        self.id = f"chatcmpl-{state.next_id()}"
+    state: ServerState
+    engine: Engine
+    key: str | None
+    turn: UserTurn | None
+    options: dict[str, Any]
+    _: KW_ONLY
+    ask: Ask | None = None
+    history: list[Exchange] | None = field(default=None, init=False)
+    owner: str = field(default="", init=False)
+    """Whose session ``key`` is (the request's credential; the ``chat`` door's namespace)."""
+    usage: bool = field(default=False, init=False)
+    """``stream_options.include_usage``: a usage chunk before ``[DONE]``."""
+    model: str = field(init=False)
+    id: str = field(init=False)
+    created: int = field(init=False)
+    _text_frame: tuple[bytes, bytes] = field(init=False)
+    """A text chunk's event around its text's JSON (in place of the empty text's ``""``)."""
+
+    def __post_init__(self) -> None:
+        self.model = self.engine.model
+        self.id = f"chatcmpl-{self.state.next_id()}"
         self.created = int(time.time())
         frame = self.chunk({"content": ""})
         at = frame.index(b'"content":""') + len(b'"content":')
         self._text_frame = (frame[:at], frame[at + 2 :])
-        """A text chunk's event around its text's JSON (in place of the empty text's ``""``)."""
 
     def answer(self, *, streamed: bool) -> Answer:
         """The answer in the reply format, to be made from the turn's events (the player's line asked for:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.events import Action, ChatStart, Emotion, Event, Reasoning, Reset, TextDelta, WholeValue, reply_events
@@ -369,6 +369,7 @@ def _markers(row: ReplyFormat, line: str, tags: TagTable) -> Iterator[tuple[re.M
             yield m, read(m, tags)
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class Answer:
     """A turn's answer in a reply format, made from its events as they come: streamed or whole, one string.
 
@@ -388,26 +389,28 @@ class Answer:
     said once even where a ``Reset`` says it again.
     """
 
-    def __init__(
-        self, name: str, tags: TagTable, *, speakers: bool = False, streamed: bool = True,
-        emotions: Mapping[str, str] | None = None, continuation: Continuation | None = None,
-    ) -> None:  # fmt: skip
-        self.name = name
-        self.tags = tags
-        self.speakers = speakers
-        self.streamed = streamed
-        self.emotions = emotions
-        self.continuation = continuation
-        self.row = reply_format(name)
+    name: str
+    tags: TagTable
+    _: KW_ONLY
+    speakers: bool = False
+    streamed: bool = True
+    emotions: Mapping[str, str] | None = None
+    continuation: Continuation | None = None
+    row: ReplyFormat = field(init=False)
+    events: bool = field(init=False)
+    """Whether the answer is made from the turn's events (else from the reply, at the end)."""
+    _formatter: Formatter | None = field(init=False)
+    _parts: list[str] = field(default_factory=list, init=False)
+    _shown: str = field(default="", init=False)  # what the front end shows already (a continue's reply so far)
+    _reread: bool = field(default=False, init=False)  # a Reset came (an answer given whole: what follows is all)
+    _thought: str = field(default="", init=False)  # the reasoning forwarded so far
+    _round: str = field(default="", init=False)  # the reasoning seen since the last Reset
+    _unsaid: str = field(default="", init=False)  # reasoning not yet taken by ``reasoning()``
+
+    def __post_init__(self) -> None:
+        self.row = reply_format(self.name)
         self.events = self.row.from_reply is None
-        """Whether the answer is made from the turn's events (else from the reply, at the end)."""
         self._formatter = self._new_formatter() if self.events else None
-        self._parts: list[str] = []
-        self._shown = ""  # what the front end shows already (a continue's reply so far), in this format
-        self._reread = False  # a Reset came (an answer given whole: the text after it is the whole reply)
-        self._thought = ""  # the reasoning forwarded so far
-        self._round = ""  # the reasoning seen since the last Reset
-        self._unsaid = ""  # reasoning not yet taken by ``reasoning()``
 
     def _new_formatter(self) -> Formatter:
         return Formatter(self.name, self.tags, speakers=self.speakers, emotions=self.emotions)

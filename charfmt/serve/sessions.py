@@ -19,7 +19,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from charfmt.serve.wire import HTTPFailure
@@ -51,20 +51,18 @@ class _Lock:
     users: int = 0
 
 
+@dataclass(eq=False, repr=False)
 class Sessions:
     """The server's sessions in ``store``: held one turn at a time, kept, bounded, evicted (see the module)."""
 
-    def __init__(
-        self, store: Store, *, max_sessions: int | None = 1000, max_bytes: int = 256 << 10,
-        max_age: float | None = None, wait: float = 120.0,
-    ) -> None:  # fmt: skip
-        self.store = store
-        self.max_sessions = max_sessions
-        self.max_bytes = max_bytes
-        self.max_age = max_age
-        self.wait = wait
-        """Seconds a turn waits for its session while another worker runs one of it (then a 409)."""
-        self._locks: dict[SessionKey, _Lock] = {}
+    store: Store
+    _: KW_ONLY
+    max_sessions: int | None = 1000
+    max_bytes: int = 256 << 10
+    max_age: float | None = None
+    wait: float = 120.0
+    """Seconds a turn waits for its session while another worker runs one of it (then a 409)."""
+    _locks: dict[SessionKey, _Lock] = field(default_factory=dict, init=False)
 
     async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """``fn`` of the store (in a thread where the store waits on a file or the network); a failure a 503."""

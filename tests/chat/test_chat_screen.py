@@ -79,6 +79,9 @@ def test_the_stats_line_counts_the_wait_before_the_first_token() -> None:
     last = out.getvalue().splitlines()[-1]
     assert last == stats_line(stats[-1]) and last.startswith("  (0.0 s thinking, ")
     assert stats_line(TurnStats(120, 44.2, 5.0, True)) == "  (44.2 s thinking, 120 tokens in 5.0 s, 23.8 tokens/s)"
+    # a server that answers in one chunk: no speed to speak of (it said "1 tokens in 0.0 s, 0.0 tokens/s")
+    assert stats_line(TurnStats(1, 0.4, 0.0, True)) == "  (0.4 s thinking, 1 token at once)"
+    assert stats_line(TurnStats(3, 0.4, 0.0, False, "length")).startswith("  (0.4 s thinking, 3 tokens at once, ")
 
 
 FREE = (

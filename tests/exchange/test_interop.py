@@ -221,6 +221,10 @@ def test_foreign_text_becomes_plain_chats_with_diagnostics(fmt: str) -> None:
     history = interop.read(fmt, text)
     codes = {d.code for ex in history for d in [*ex.user.diagnostics, *ex.reply.diagnostics]}
     assert {"CF903", "CF904"} <= codes
+    messages = {d.message for ex in history for d in [*ex.user.diagnostics, *ex.reply.diagnostics]}
+    assert not any(" a image " in m or " a audio " in m for m in messages)  # (was "a image message")
+    if fmt == "groupchat":
+        assert "conversation_list[1].content: an image message kept only in Exchange.foreign" in messages
     spoken = [s.text for ex in history for c in ex.reply.chats for s in c.segments]
     assert spoken
     for ex in history:

@@ -596,10 +596,7 @@ def test_a_renamed_public_name_still_imports_under_its_old_name() -> None:
 
 NOQA = re.compile(r"#\s*(?:ruff:\s*)?noqa\b(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?(?P<rest>.*)", re.IGNORECASE)
 
-KNOWN_BARE_NOQA: dict[str, str] = {
-    "charfmt/_strict/elements.py": "the strict reader's folder, another engineer's while issue 41 is open",
-    "charfmt/_strict/diagnosis.py": "the strict reader's folder, another engineer's while issue 41 is open",
-}
+KNOWN_BARE_NOQA: dict[str, str] = {}
 """Files whose ``noqa`` comments still lack a reason, each with why; it only shrinks."""
 
 

@@ -116,7 +116,7 @@ def test_the_summary_line_counts_lines_in_words(tmp_path: Path, capsys: pytest.C
     path.write_text("nope\n{}\n[]\n", encoding="utf-8")
     _, out, err = run([str(path)], capsys)
     assert "bad lines: 3 (no field 'text' 1, not JSON 1, not a JSON object but an array 1)" in out
-    assert err.startswith("charfmt report: no line had field 'text' (other bad lines: not JSON 1, ")
+    assert err.startswith("charfmt: error: no line had field 'text' (other bad lines: not JSON 1, ")
 
 
 # -- issue 40.7: a log in another packing is named as such, never hinted a --field -----------------
@@ -178,7 +178,7 @@ def test_a_compressed_or_archived_log_is_named_not_hinted_a_field(
     status, out, err = run([str(path), "--format", "json"], capsys)
     what, command = PACKED[packed]
     assert status == 1 and err.count("\n") == 1, err
-    assert err.startswith(f"charfmt report: the input is {what}, not JSON Lines: "), err
+    assert err.startswith(f"charfmt: error: the input is {what}, not JSON Lines: "), err
     assert f"({command} '{path}' | charfmt report -)" in err and "--field" not in err and "UTF-8" not in err
     first = json.loads(out)["bad_lines"]["first"][0]
     assert first["line"] == 1 and first["reason"].startswith(f"{what}, not JSON Lines")
@@ -202,4 +202,4 @@ def test_a_plain_and_a_gzip_log_of_nested_replies_still_get_the_field_hint(
     for name, data in (("log.jsonl", NESTED), ("log.jsonl.gz", gzip.compress(NESTED))):
         (tmp_path / name).write_bytes(data)
         status, _, err = run([str(tmp_path / name)], capsys)
-        assert status == 1 and err == "charfmt report: no line had field 'text' — did you mean --field response.text?\n"
+        assert status == 1 and err == "charfmt: error: no line had field 'text' — did you mean --field response.text?\n"

@@ -51,13 +51,13 @@ def test_a_wrong_field_exits_1_and_suggests_the_field(tmp_path: Path, capsys: An
     path = write(tmp_path / "log.jsonl", [{"id": i, "model": "m", "text": GOOD} for i in range(5)])
     assert main(["report", str(path), "--field", "reply"]) == 1
     err = capsys.readouterr().err
-    assert err == "charfmt report: no line had field 'reply' — did you mean --field text?\n"
+    assert err == "charfmt: error: no line had field 'reply' — did you mean --field text?\n"
 
 
 def test_a_wrong_field_with_no_likely_key_names_none(tmp_path: Path, capsys: Any) -> None:
     path = write(tmp_path / "log.jsonl", [{"n": i} for i in range(3)])
     assert main(["report", str(path), "--field", "reply"]) == 1
-    assert capsys.readouterr().err == "charfmt report: no line had field 'reply'\n"
+    assert capsys.readouterr().err == "charfmt: error: no line had field 'reply'\n"
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_a_file_with_no_good_line_exits_1_with_one_line(tmp_path: Path, data: by
     path.write_bytes(data)
     done = cli(str(path), "--no-progress")
     assert done.returncode == 1, done.stderr
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("charfmt report: none of the ")
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("charfmt: error: none of the ")
     assert words in done.stderr and "is the input a JSON Lines log?" in done.stderr
 
 
@@ -273,7 +273,7 @@ def test_the_field_hint_holds_with_junk_lines_and_nested_fields(
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert main(["report", str(path), "--field", field]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"charfmt report: no line had field {field!r}") and err.endswith(
+    assert err.startswith(f"charfmt: error: no line had field {field!r}") and err.endswith(
         f" — did you mean {hint}?\n"
     ), err
     suggested = hint.removeprefix("--field ")

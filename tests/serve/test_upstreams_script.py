@@ -171,7 +171,7 @@ def test_any_openai_user_id_names_a_session(user: str) -> None:
 
 
 def test_a_v1_turn_without_a_session_stands_alone() -> None:
-    """``/v1/turn`` without ``session``: no history read or kept, the reply says ``"session": null`` (docs/SERVER.md)."""
+    """``/v1/turn`` without ``session``: no history read or kept, the reply says ``"session": null``."""
     import asyncio
 
     from charfmt.serve.upstreams.script import ScriptUpstream

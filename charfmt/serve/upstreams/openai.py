@@ -24,11 +24,9 @@ from typing import TYPE_CHECKING, Any, Final
 from charfmt._redact import Redactor
 from charfmt.diagnostics import CharfmtError
 from charfmt.llm._replies import (
-    MAX_ERROR_BODY,
-    MAX_LINE,
     Budget,
     Delta,
-    EventStreamReader,
+    ReplyBody,
     ReplyReader,
     UpstreamError,
     endpoint_url,
@@ -178,31 +176,18 @@ class HTTPUpstream:
                 kind = reader.body_kind(response.headers)
                 if kind == "text/html":
                     raise self.fail(f"the server answered with an HTML page, not a chat completion{_title(b'')}")
-                first = b""
-                while chunk := await reply.read():  # the first bytes say which of the two shapes this is
-                    first += chunk
-                    if first.strip() or len(first) > MAX_LINE:
-                        break
-                if reader.is_completion(first, kind):
-                    reply.hear()  # (a whole completion: each of its bytes is heard)
-                    whole = bytearray(first)
-                    while chunk := await reply.read():
+                answer = reply.body = ReplyBody(reader, kind, budget)
+                while chunk := await reply.read():
+                    for delta in answer.feed(chunk):
                         reply.hear()
-                        reader.gather(whole, chunk)
-                    yield reader.completion(bytes(whole))
+                        yield delta
+                    if answer.whole is not None:
+                        reply.hear()  # (a whole completion: each of its bytes is heard)
+                    if answer.done:
+                        break
                 else:
-                    stream = reply.stream = EventStreamReader(reader, kind, budget)
-                    pending = first
-                    while pending:
-                        for delta in stream.feed(pending):
-                            reply.hear()
-                            yield delta
-                        if stream.done:
-                            break
-                        pending = await reply.read()
-                    else:
-                        for delta in stream.end():
-                            yield delta
+                    for delta in answer.end():
+                        yield delta
             except BaseException:  # a failure, the client gone (cancelled): the request closed now
                 reply.close()
                 response.close()
@@ -235,13 +220,12 @@ class HTTPUpstream:
             response.release()  # back to the pool when the body ended, else the connection is closed
 
     async def _error(self, response: Any, reply: _Body) -> UpstreamFailure:
-        data = b""
+        gathered = bytearray()
         while chunk := await reply.read():
             reply.hear()
-            data += chunk
-            if len(data) >= MAX_ERROR_BODY:
-                data = data[:MAX_ERROR_BODY]
+            if self._reader.gather_error(gathered, chunk):
                 break
+        data = bytes(gathered)
         status = response.status
         retry = retry_after(response.headers.get("retry-after"))
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -279,8 +263,8 @@ class _Body:
         self._loop = asyncio.get_running_loop()
         self._heard = self._loop.time()
         self._heard_at = 0  # bytes read when the last event was heard
-        self.stream: EventStreamReader | None = None
-        """The event stream the body is read into, once it is known to be one (the silence says what it held)."""
+        self.body: ReplyBody | None = None
+        """What the body is read into, once its head was accepted (the silence says what its stream held)."""
         self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._heard + upstream.timeout, self._check)
 
     async def read(self) -> bytes:
@@ -316,8 +300,9 @@ class _Body:
         self._timer = None
         if content.exception() is not None or content.is_eof():
             return
-        if (self.stream is not None and self.stream.partial) or self.total > self._heard_at:
-            why = silence(seconds, self.stream is not None and self.stream.partial)
+        partial = self.body is not None and self.body.partial
+        if partial or self.total > self._heard_at:
+            why = silence(seconds, partial)
         else:
             why = f"the server sent nothing for {seconds:g} s"
         content.set_exception(self._upstream.fail(why, 504))

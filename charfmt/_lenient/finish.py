@@ -35,6 +35,9 @@ def segments(state: Recovery) -> None:
         for rc in state.chats:  # each chat of a reply without JSON (the request form's: one per <chat>)
             _turn_first(state, rc)
             _turn_within(state, rc)
+    elif state.turn:
+        for rc in state.chats:
+            _turn_in_json(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
         if not state.found:
@@ -107,6 +110,10 @@ _PART_OF_TURN: Final = 12
 and answer in plain text: what is your name?``) is their turn echoed."""
 
 
+_LIST_NUMBER: Final = re.compile(r"\A\s*+(?:\d{1,2}[.)]|[-*•])[ \t]++")
+"""A list's number or mark before a line (``1) I feel so alone.``): the line quoted as an item, not its words."""
+
+
 def _turn_within(state: Recovery, rc: RawChat) -> None:
     """Speech of a chat without JSON that is the player's line, or a part of it, wherever it stands (``The character
     responds with the sentence "Did you hear that noise outside?"``): their turn echoed, dropped (``CF625``). A piece
@@ -114,7 +121,10 @@ def _turn_within(state: Recovery, rc: RawChat) -> None:
     end = len(state.source.text.rstrip())
     kept = []
     for p in rc.pieces:
-        said = words(p.text)
+        said = words(_LIST_NUMBER.sub("", p.text, count=1))  # ('"1) I feel so alone."': the fourth set's #32)
+        if p.tag == state.narration and p.tag != state.speech and _their_action(state, said):
+            state.note("CF625", "the player's own action echoed as the character's: dropped", p.start, p.end)
+            continue
         if p.tag == state.speech and said and _part_of_turn(state, said, cut=p.end >= end):
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
@@ -122,6 +132,43 @@ def _turn_within(state: Recovery, rc: RawChat) -> None:
             continue
         kept.append(p)
     rc.pieces = kept
+
+
+def _turn_in_json(state: Recovery, rc: RawChat) -> None:
+    """Speech of a JSON reply's chat that is, as it stands, the player's line or a part of it of a few words (a
+    sentence of theirs, ``{"body": "What were you told before this conversation started?"}``): their turn echoed,
+    dropped (``CF625``; found by the third set's #15). Never a line with a word changed: in a reply written in the
+    format that is the character's answer (``Best service ever!`` to ``Worst service ever!``)."""
+    kept = []
+    for p in rc.pieces:
+        said = words(p.text)
+        if p.tag == state.narration and p.tag != state.speech and _their_action(state, said):
+            state.note("CF625", "the player's own action echoed as the character's: dropped", p.start, p.end)
+            continue
+        if (
+            p.tag == state.speech
+            and said
+            and any(
+                len(line) >= _TURN_LINE
+                and (said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line))
+                for line in state.turn
+            )
+        ):
+            state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
+            continue
+        kept.append(p)
+    rc.pieces = kept
+
+
+_ACTION_WORDS: Final = 3
+"""Words from which an action that is the player's action as they wrote it is theirs echoed (``nods`` may be both's)."""
+
+
+def _their_action(state: Recovery, said: str) -> bool:
+    """Whether ``said`` (an action, as ``words`` reads it) is one of the player's lines or a part of one as it stands,
+    of a few words (``schüttelt den Regenschirm aus`` of ``*schüttelt den Regenschirm aus* Irgendwas…``; the fourth
+    set's #12)."""
+    return len(said.split()) >= _ACTION_WORDS and any(said in line for line in state.turn)
 
 
 def _turn_lines_within(state: Recovery, p: Piece) -> bool:

@@ -27,7 +27,8 @@ SCAFFOLDING: Final = re.compile(
       | {_one_of(cs.HEADER_START)}[ \t]*+(?P<llama3>[^<>|\n]{{0,30}}?)[ \t]*+{_one_of(cs.HEADER_END)}[ \t]*+\n{{0,2}}
       | <\|(?P<phi>{_one_of(*cs.PHI_ROLES)})\|>[ \t]*+\n?
       | (?P<end>{_one_of(*cs.TURN_ENDS)})
-      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?
+      | (?P<placeholder>[<＜][/／]?[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++
+            (?:[>＞](?:[/／][A-Z][A-Z0-9_\-]*+)*+[>＞]?|(?=[<＜]))
           | \[/?(?:[A-Z][A-Z0-9]*+(?:[-_][A-Z0-9]++)++|SYS|USER|ASSISTANT|SYSTEM)\])
       | (?P<angles>>>++[ \t]*+SYS(?!\w)|<<++|>>++)""",
     re.X,
@@ -38,7 +39,8 @@ llama-2 (``<<SYS>>``, ``[INST]``), Mistral (``[SYSTEM_PROMPT]``), ChatML (``<|im
 ``<|im_end|>``), Gemma (``<start_of_turn>role``, ``<end_of_turn>``), Llama 3
 (``<|start_header_id|>role<|end_header_id|>``, ``<|eot_id|>``), Phi (``<|user|>``, ``<|end|>``),
 upper-case placeholders (``<USER-CHAT-ID>``, ``[/USER-CONTEXT]``: the format's tags are never
-written so; an upper-case path right after one, ``<USER-CHAT>/MYCHAT/DEFAULT>``, is part of it),
+written so; an upper-case path right after one, ``<USER-CHAT>/MYCHAT/DEFAULT>``, is part of it; one cut by
+the next, ``<USER_LIKES<USER_LIKES>``, is one too),
 a ``<<SYS>>`` or ``<</SYS>>`` mangled (``<<SYS >>]``, ``<<SYS]``, ``</SYS>>``, ``<SYS>``, ``>>SYS``),
 and runs of ``<<`` or ``>>`` left of another.
 """

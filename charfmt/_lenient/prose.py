@@ -13,6 +13,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity
+from charfmt._lenient.marks import CHAT_KEYS
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
 from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
@@ -212,7 +213,7 @@ def read_prose(span: Span) -> int:
     for m in prose.finditer(scan):
         entry = groups.get(m.lastgroup or "")
         if entry is None:  # quoted speech
-            if _in_sentence(scan, m, m.group(m.lastgroup or 0)) or _json_string(scan, m):
+            if _in_sentence(scan, m, m.group(m.lastgroup or 0)) or _json_string(scan, m) or _in_code(scan, m):
                 continue  # 'The word "hello" means hi.': a quotation inside a sentence is the sentence's
             quoted = True
             marks.append((m.start(), m.end(), speech, decode_entities(m.group(m.lastgroup or 0)), None))
@@ -325,7 +326,7 @@ def dialogue_decided(text: str) -> bool:
         inner = m.group(m.lastgroup or 0)
         if len(text[m.end() :].strip()) < 2 and not _SPOKEN_END.search(inner):
             continue
-        if not _in_sentence(text, m, inner) and not _json_string(text, m):
+        if not _in_sentence(text, m, inner) and not _json_string(text, m) and not _in_code(text, m):
             return True
     return False
 
@@ -363,14 +364,32 @@ DEBRIS_BEFORE: Final = re.compile(r"[\"']?[}\]][\s\"'}\]{\[,:]*")
 """JSON punctuation that closes something (``"}]}``) at the start of a text: the end of a JSON reply, no words."""
 DEBRIS_AFTER: Final = re.compile(r"[\"']\s*[}\]][\s\"'}\],]*\Z")
 """The same at the end of an element's text (``…last long."}]}``)."""
-_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;.\\\s]+")
+_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;./|\\\s]+")
 """Nothing but quotes, separators and full stops (``"`` left after ``</thought>``, ``.`` after ``</msg>``): a JSON
-string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says)."""
+string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says); a ``/`` or ``|`` left
+between markers dropped (``<<SYS>> / [USER]``, the fourth set's #57)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
 _JSON_KEY_BEFORE: Final = re.compile(r"\"[ \t]*:[ \t]*\Z")
 _JSON_COLON_AFTER: Final = re.compile(r"[ \t]*:")
+
+
+_CODE_BEFORE: Final = re.compile(r"(?:[=(\[+]|\breturn|\byield|\bprint)[ \t]*+[fFrRbBuU]{0,2}\Z|\"\"\Z")
+"""What stands before a string of code on its line (its prefix, ``f``, after it): an assignment, a call's
+parenthesis, ``return``, or the first two quotes of a docstring (``\"\"\"Return my mood.\"\"\"``)."""
+
+
+def _in_code(text: str, m: re.Match[str]) -> bool:
+    """A string of code (``mood = "calm"``, ``print("hi")``, ``return "joy"``, a docstring), not a line said: the
+    code stays one text, never speech and narration cut apart (found by the first corpus's #36, #47: Python written
+    as the reply, its docstrings and strings spoken between its code read as actions)."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    return _CODE_BEFORE.search(text, line_start, m.start()) is not None
+
+
+_SPEC_KEYS: Final = frozenset({*CHAT_KEYS, "chats"})
+"""The format's own JSON keys: quoted alone in prose they name the key, never a line said."""
 
 
 def _json_string(text: str, m: re.Match[str]) -> bool:
@@ -381,13 +400,31 @@ def _json_string(text: str, m: re.Match[str]) -> bool:
     """
     if m.group()[:1] != '"':
         return False
+    if m.group()[1:-1].strip().casefold() in _SPEC_KEYS:  # '1. "type" -> 3': the spec's key named (fourth set #32)
+        return True
     return (
         _JSON_KEY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
         or _JSON_COLON_AFTER.match(text, m.end()) is not None
     )
 
 
+_RULE_LINE: Final = re.compile(r"^[ \t]*+#{0,6}[ \t]*+(?:[=\-*_~][ \t]*+){3,}$", re.M)
+"""A Markdown rule line (``#=====``, ``----``, ``* * *``) among text: layout, never words (the fourth set's #57)."""
+
+
+def _without_rules(chunk: str, offset: int, out: Result) -> str:
+    """``chunk`` with its rule lines blanked (offsets stay put), each dropped (``CF627``)."""
+    if _RULE_LINE.search(chunk) is None:
+        return chunk
+    for m in _RULE_LINE.finditer(chunk):
+        lead = len(m.group()) - len(m.group().lstrip())
+        out.note("CF627", f"a rule line outside an element dropped: {m.group().strip()[:20]!r}",
+                 offset + m.start() + lead, offset + m.end())  # fmt: skip
+    return _RULE_LINE.sub(lambda m: " " * len(m.group()), chunk)
+
+
 def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
+    chunk = _without_rules(chunk, offset, out)
     stripped = chunk.strip()
     if not stripped:
         return

@@ -181,7 +181,12 @@ def _repairs(state: Recovery, repairs: list[Repair]) -> None:
 def _shape(state: Recovery, node: JNode) -> None:
     """Find the chats in whatever shape the JSON has: ``{"chats": [...]}``, or as the ``json`` chain reads it."""
     holder = None if node.kind == "array" else next((v for k, _s, _e, v in node.pairs if k.lower() in CHATS_KEYS), None)
-    if holder is not None:
+    if holder is not None and _empty_beside_a_chat(state, node, holder):
+        # '{"chats":[],"type":"C","body":"…"}': the chat written beside its empty list (the fourth set's #12)
+        state.note("CF612", "an empty chat list beside a chat's own keys: the object read as the chat",
+                   holder.start, holder.end)  # fmt: skip
+        items = [node]
+    elif holder is not None:
         items = _held(state, node, holder)
     else:
         # Always one of the chain's entries: it looked like a reply by the keys they detect.
@@ -191,6 +196,14 @@ def _shape(state: Recovery, node: JNode) -> None:
         items = read(state, node)
     for item in items:
         state.chats.append(fields.read_chat(state, len(state.chats), item))
+
+
+def _empty_beside_a_chat(state: Recovery, node: JNode, holder: JNode) -> bool:
+    """Whether ``holder`` (the chat list) holds nothing and ``node`` has a chat's body (``body``, a tag's key)."""
+    if holder.kind not in ("array", "object") or holder.items or holder.pairs:
+        return False
+    body = {"body", *HYBRID_BODY, *state.tags.synonyms}
+    return any(k.lower() in body for k, _s, _e, v in node.pairs if v is not holder)
 
 
 def _held(state: Recovery, node: JNode, holder: JNode) -> list[JNode]:

@@ -18,7 +18,7 @@ from charfmt._lenient.pieces import Attribute, Piece, Result
 from charfmt._lenient.prose import DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
-from charfmt._lenient.words import is_sentence
+from charfmt._lenient.words import is_sentence, key_alone
 from charfmt._strict.elements import fast_reader
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, TagSpec, TagTable
@@ -161,9 +161,18 @@ def read_elements(
             pos += reader(entry, "body")(Span(view[pos:], pos, out, reading))
     holes: list[tuple[int, int, str]] = []  # inline markup in the text since pos: (start, end, replacement)
     removed: set[str] = set()  # inline markup names removed so far (their closers go too)
+    skip = 0  # the end of markup holding code: the tags inside it are its own
     for m in _TAG.finditer(view, pos):
+        if m.start() < skip:
+            continue
         tag = _resolve(m, reading.vocabulary, tags)
         if tag is None:
+            continue
+        if not tag.known and not tag.closing and (skip := _code_end(view, m)) > m.start():
+            # '<event onkeyup={() => {…}} style={…}>': markup with code in its attributes, through its own '>'
+            out.note("CF715", f"markup with code in its attributes removed: {view[m.start() : skip][:40]!r}",
+                     m.start(), skip)  # fmt: skip
+            holes.append((m.start(), skip, ""))
             continue
         # Inside an element or in running prose, HTML's inline markup is formatting; standing
         # between elements it is an unknown element, kept under its own name (``dumps`` writes
@@ -195,6 +204,30 @@ def read_elements(
     elements.text(pos, len(view), view, holes)
     elements.finish(len(body))
     return out
+
+
+_CODE_ATTRIBUTE: Final = re.compile(r"=[ \t]*+\{|=>")
+"""An attribute whose value is code (``onkeyup={() => …}``, ``style={…}``): never a tag the format writes."""
+
+
+def _code_end(view: str, m: re.Match[str]) -> int:
+    """Where markup that opens at ``m`` with code in its attributes ends: the ``>`` after its braces close, on its
+    line (its line's end where they never do); ``m.start()`` where its attributes hold no code (found by the
+    fourth set's #7: ``onkeyup={() => { … }}``, whose ``=>`` ends the tag as the pattern reads it)."""
+    if _CODE_ATTRIBUTE.search(view, m.start(), m.end()) is None:
+        return m.start()
+    line_end = view.find("\n", m.start())
+    line_end = len(view) if line_end < 0 else line_end
+    depth, seen = 0, False
+    for i in range(m.start(), line_end):
+        ch = view[i]
+        if ch == "{":
+            depth, seen = depth + 1, True
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif ch == ">" and depth == 0 and seen and view[i - 1] != "=":
+            return i + 1
+    return line_end
 
 
 def _prepare(body: str, out: Result, tags: TagTable, *, cut_off: bool) -> tuple[str, str]:
@@ -266,6 +299,9 @@ _SENTENCE_END: Final = re.compile(r"(?:[.!?…](?=[\"'”’)）」』】]*+\s)|
 """The end of a sentence with another after it (``nods. Welcome``, ``うなずく。ようこそ``)."""
 
 
+_LETTER: Final = re.compile(r"[^\W\d_]")
+
+
 def _sentence_end(text: str) -> int | None:
     """Where the first sentence of ``text`` ends when another follows it (its spaces go to the next), else ``None``."""
     m = _SENTENCE_END.search(text.strip())
@@ -278,6 +314,11 @@ def _sentence_end(text: str) -> int | None:
 _TAG_AS_TEXT: Final = re.compile(r"\s*+(?:<[ \t]*+/?[ \t]*+[A-Za-z_][\w.-]*+[^\s\w<>]?[ \t]*+/?>\s*+)+")
 """Text that is nothing but tags once its entities are decoded (``&lt;/answer&gt;``, ``<thought?>``): a name and
 at most one mark, no space in it (``<sighs deeply>`` on its own line is an action)."""
+
+
+_TAG_FRAGMENT: Final = re.compile(r"\s*+(<[ \t]*+/?[A-Za-z_][\w.-]*+(?:[\"':;](?:[\w.-]*+[\]>]|[\"'>]?)|[^\s\w<>]>))")
+"""A tag's opener mangled at the start of text between elements: a name, then a mark where its ``>`` is due
+(``<msg:``, ``<ing">``, ``<thought:wenda13]``); never a tag read (those have their ``>``), never words."""
 
 
 _REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
@@ -345,6 +386,15 @@ class _Elements:
             out.repairs = [r for r in out.repairs if not (r.code == "CF707" and offset <= r.start < end)]
             out.note("CF651", message, offset + lead, offset + len(chunk.rstrip()))
             return
+        if (fragment := _TAG_FRAGMENT.match(chunk)) is not None:
+            # ('<ing">Ich kann…', '<msg:&quill is…': a tag's opener mangled, its '>' lost or doubled; the fourth set's
+            # #27 and #47): markup, dropped; the text after it is read as text between elements is
+            at, to = offset + fragment.start(1), offset + fragment.end(1)
+            out.note("CF651", f"{fragment.group(1)!r}, a tag written as text, between elements is markup: dropped",
+                     at, to)  # fmt: skip
+            chunk = chunk[: fragment.start(1)] + " " * len(fragment.group(1)) + chunk[fragment.end(1) :]
+            if not chunk.strip():
+                return
         span = Span(chunk, offset, out, self.reading)
         entry = self.reading.table.first("stray", Sample(chunk), self.tags)
         if entry is None:
@@ -434,6 +484,8 @@ class _Elements:
             # says, found by the third set's #42)
             split = _sentence_end(piece.text)
             by_sentence = True
+            if split is not None and _LETTER.search(piece.text, split) is None:
+                split = None  # ('…使用字母异体。123456.': no word after it, nothing said; the fourth set's #2)
         if split is None:
             self._emit(cut=cut)
             return
@@ -485,6 +537,9 @@ class _Elements:
                 and (tag.canon == opened.canon or (opened.wraps_speech and tag.canon == self.emotion))
             )
         )
+        if not matches and self._key_in_speech(tag):
+            self._close_as_emotion(start, end)
+            return
         if not matches:
             self.out.note("CF703", f"</{tag.canon}> closes <{self.open.tag}>", start, end)
         elif tag.canon is None:
@@ -499,6 +554,26 @@ class _Elements:
             self.open = Piece(self.resume, "", end, end, implicit=True)
             self.open_tag = None
             self.resume = None
+
+    def _key_in_speech(self, tag: Tag) -> bool:
+        """Whether the open element is speech holding nothing but a vocabulary key and ``tag`` closes the emotion
+        (``<msg>感伤</emo>``): the emotion written in the wrong opener, never words to say (the fourth set's #2)."""
+        return (
+            tag.canon == self.emotion
+            and self.open is not None
+            and self.open.tag == self.speech
+            and self.open_tag is not None
+            and key_alone(self.open.text, self.reading.vocabulary) is not None
+        )
+
+    def _close_as_emotion(self, start: int, end: int) -> None:
+        """Close the open speech as the emotion its closer names (see ``_key_in_speech``), noted (``CF703``)."""
+        assert self.open is not None
+        message = f"</{self.emotion}> closes <{self.open.tag}> holding an emotion key: read as <{self.emotion}>"
+        self.out.note("CF703", message, start, end)
+        self.open.tag, self.open.end = self.emotion, start
+        self._emit()
+        self.last_end = end
 
     def _emit(self, *, cut: bool = False) -> None:
         """Add the open element as a piece; ``cut``: its text ends where the input was cut."""
@@ -604,6 +679,16 @@ class _Elements:
                 and self.open_tag is None
             ):
                 self.out.note("CF702", f"<{self.open.tag}> is not closed before the end of the body", end, end)
+            if (
+                not self.open.text.strip()
+                and self.open.tag != self.speech
+                and self.open_tag is not None
+                and not (self.truncated or self.cut_off)  # (cut inside it: what arrived is kept, as a stream shows it)
+            ):
+                # '…<thought>\n' at the end: an element opened and never written, no segment (the fourth set's #12)
+                self.out.note("CF702", f"<{self.open.tag}> left open holds nothing: dropped", end, end)
+                self.open, self.open_tag = None, None
+                return
             self.open.end = end
             if self.truncated:
                 self._emit(cut=True)  # cut, not left open: its lines are its own

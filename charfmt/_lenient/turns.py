@@ -83,8 +83,11 @@ _BARE: Final = frozenset({"user", "model", "assistant"})
 """Generic role names that label a turn without a colon (a chat template's turn written without its special tokens)."""
 _LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++(\"[^\"\n]{1,40}\"|[^:=\"\n]{2,40}?[ \t]*+[:=])", re.M)
 """A list item's key: ``- "order":``, ``- "body" of a chat:`` (its quoted first word), ``- calm:``."""
-_TAG_SPEC: Final = re.compile(r"^[ \t]*+(?:[-*][ \t]*+)?<([A-Za-z][\w-]*+)>[^<>\n]*+</\1>[ \t]*+[:：][ \t]*+\S", re.M)
-"""A line that lists a tag as the prompt's spec does: ``<emo>...</emo>: the character's emotion``."""
+_TAG_SPEC: Final = re.compile(
+    r"^[ \t]*+(?:[-*][ \t]*+)?(?:<[^<>/\n]*+>[ \t]*+)*?<([A-Za-z][\w-]*+)>[^<>\n]*+</\1>[ \t]*+[:：][ \t]*+\S", re.M
+)
+"""A line that lists a tag as the prompt's spec does: ``<emo>...</emo>: the character's emotion`` (after the request
+form's tag, ``- <user_chat> <emo>calm</emo>: …``: the fourth set's #47)."""
 _SPEC_LINE: Final = re.compile(r"(?:[-*•][ \t]|\d+[.)][ \t]|\"[^\"\n]{1,40}\"[ \t]*[:=])")
 _SAME_START: Final = 32
 """Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
@@ -268,11 +271,13 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
     content = False  # a line of the reply's own was read
     fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
+    listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it): items go on
     for a, b in _lines(text):
         line = text[a:b]
         if _FENCE.match(line):
             fenced = not fenced
         if _label(line, told) is not None or _REPLY_START.match(line) is not None:
+            listing = False
             if section is not None:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
@@ -290,19 +295,24 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             continue
         # (a request form's own lines are the form reader's: the player's or the character's; the prompt's spec
         # echoed inside a form left open is still the prompt's)
-        if (key := _LIST_KEY.match(line)) is not None and _key(key) in told.keys:
+        # (the items of a list the prompt's imitated go on being it, whatever their keys: ``- "anger": …`` then
+        # ``- "disgust": …``; the fourth set's #27, #92)
+        if (key := _LIST_KEY.match(line)) is not None and (listing or _key(key) in told.keys):
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
+            listing = True
             continue
         if told.tag_spec and _TAG_SPEC.match(line):
             spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
+            listing = True
             continue
         if _echoes(normal(line), told, last=b == len(text)):
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
-            echoed = echoed or not content
+            echoed, listing = echoed or not content, True
             continue
         if echoed and not content and (_spec_like(line) or _opens_as_prompt(line, told)):
             spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
             continue
+        listing = listing and not line.strip()
         content = content or bool(line.strip())
     if section is not None:
         spans.append((section, len(text), "CF631", _SECTION))
@@ -311,7 +321,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
 
 def _key(m: re.Match[str]) -> str:
     """A list item's key as compared: ``"order"``, ``calm``."""
-    return m.group(1).rstrip(":= \t").strip().casefold()
+    return m.group(1).rstrip(":= \t").strip().strip('"').casefold()
 
 
 def _echoes(n: str, told: Told, *, last: bool) -> bool:
@@ -372,6 +382,9 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     marks = _turn_marks(text, told, dropped)
     spans: list[Span] = []
     started = _has_content(text, 0, marks[0][0] if marks else len(text), dropped)
+    if started and marks and (tail := _sentence_tail(text, marks[0][0], dropped)) is not None:
+        spans.append((*tail, "CF631", f"a fragment ending a sentence of the prompt's dropped: {text[slice(*tail)]!r}"))
+        started = False
     for k, (start, end, kind) in enumerate(marks):
         nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
         if kind == "character":
@@ -387,6 +400,23 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         if following is None:
             break
     return spans
+
+
+_TAIL: Final = re.compile(r"[ \t]*+[a-z][\w'’-]*+(?:[ \t]++[\w'’-]++)?[.,;:!?]?[ \t]*+")
+"""A line of one or two words in lower case (``you.``): the end of a sentence, not a reply's beginning."""
+
+
+def _sentence_tail(text: str, end: int, dropped: list[Span]) -> tuple[int, int] | None:
+    """The span of the one line of content before the first turn when it is only the end of a sentence (``you.``,
+    what the model went on with from the prompt's last words, then ``<user_chats>…`` and ``Quill:`` and the reply):
+    no reply began there (found by the fourth set's #92), or ``None``."""
+    found = [(a, b) for a, b in _lines(text[:end]) if _has_content(text, a, b, dropped)]
+    if len(found) != 1:
+        return None
+    a, b = found[0]
+    if any(x < b and a < y for x, y, *_ in dropped) or _TAIL.fullmatch(text, a, b) is None:
+        return None
+    return a, b
 
 
 def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:

@@ -1,6 +1,7 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
-``python tests/data/show_sample.py fourth`` (the fourth round's sample of ``fourth_replies.jsonl``), ``third``
+``python tests/data/show_sample.py fifth`` (the fifth round's sample of ``fifth_replies.jsonl``), ``fourth`` (the
+fourth round's sample of ``fourth_replies.jsonl``), ``third``
 (the third round's sample of ``third_replies.jsonl``), ``fresh``
 (the second round's sample of ``fresh_replies.jsonl``),
 ``held`` or ``tune`` (the first round's samples of ``new_replies.jsonl``): the rows whose number n in
@@ -28,10 +29,10 @@ import charfmt
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("set", choices=("fourth", "third", "fresh", "held", "tune"))
+    parser.add_argument("set", choices=("fifth", "fourth", "third", "fresh", "held", "tune"))
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
-    sets = {"fresh": corpus.FRESH, "third": corpus.THIRD, "fourth": corpus.FOURTH}
+    sets = {"fresh": corpus.FRESH, "third": corpus.THIRD, "fourth": corpus.FOURTH, "fifth": corpus.FIFTH}
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == 2 and n < 100]
     for n in picked:

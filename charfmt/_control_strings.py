@@ -1,4 +1,4 @@
-"""The control strings of chat templates (Mistral, ChatML, Llama, Gemma, Phi), written once.
+"""The control strings of chat templates (Mistral, ChatML, Llama, Gemma, Phi, gpt-oss harmony), written once.
 
 Both directions read them here. Rendering keeps every printed value free of them
 (``charfmt.prompt.render.CONTROL_STRINGS``: raw completion servers that parse special tokens in
@@ -29,6 +29,18 @@ PHI_ROLES: Final = ("system", "user", "assistant")
 TURN_ENDS: Final = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|eom_id|>", "<|end|>")
 """What ends a turn: ChatML, Gemma, Llama 3 (two), Phi."""
 
+HARMONY_START: Final = "<|start|>"
+"""gpt-oss "harmony": what opens a message, its role after it (``<|start|>assistant``)."""
+HARMONY_CHANNEL: Final = "<|channel|>"
+"""Harmony: what names a message's channel (``analysis``, ``commentary``: reasoning; ``final``: the reply)."""
+HARMONY_CONSTRAIN: Final = "<|constrain|>"
+HARMONY_MESSAGE: Final = "<|message|>"
+"""Harmony: what opens a message's text, after its channel."""
+HARMONY_ENDS: Final = ("<|end|>", "<|return|>", "<|call|>")
+"""Harmony: what ends a message (``<|end|>`` is Phi's turn end too)."""
+HARMONY_FINAL: Final = "final"
+"""Harmony: the channel of the reply itself; every other channel's text is the model's reasoning."""
+
 OTHER_CONTROL_STRINGS: Final = (
     # Mistral
     "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CONTENT]",
@@ -53,6 +65,11 @@ CONTROL_STRINGS: Final[tuple[str, ...]] = (
     HEADER_END,
     *(f"<|{role}|>" for role in PHI_ROLES),
     *TURN_ENDS,
+    HARMONY_START,
+    HARMONY_CHANNEL,
+    HARMONY_CONSTRAIN,
+    HARMONY_MESSAGE,
+    *HARMONY_ENDS[1:],
     *OTHER_CONTROL_STRINGS,
 )
 """Every chat-template control string: no printed value may contain one."""

@@ -60,3 +60,13 @@ CHATS_KEYS: Final = (
 """Keys that hold the list of chats (``chats`` and what models write instead)."""
 CHAT_KEYS: Final = ("type", "order", "body")
 """A chat object's own keys."""
+HARMONY_HEADER: Final = re.compile(
+    rf"""(?:{_one_of(cs.HARMONY_START)}[ \t]*+[\w\-]*+[ \t]*+)?
+      {_one_of(cs.HARMONY_CHANNEL)}[ \t]*+(?P<channel>[\w\-]*+)[^<\n]{{0,40}}?
+      (?:{_one_of(cs.HARMONY_CONSTRAIN)}[ \t]*+[\w\-]*+[ \t]*+)?{_one_of(cs.HARMONY_MESSAGE)}""",
+    re.X,
+)
+"""A gpt-oss "harmony" message's header: ``<|start|>assistant<|channel|>analysis<|message|>`` (the role and the
+``<|constrain|>`` part optional). Its channel names what follows: ``final`` the reply, any other the reasoning."""
+HARMONY_END: Final = re.compile(_one_of(*cs.HARMONY_ENDS, cs.HARMONY_START, cs.HARMONY_CHANNEL))
+"""What ends a harmony message's text: its end marker, or the next message's header."""

@@ -14,11 +14,11 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from charfmt import _control_strings as cs
+from charfmt._lenient.marks import HARMONY_END, HARMONY_HEADER
 from charfmt._lenient.state import Recovery
 from charfmt.tags import REASONING_TAGS
 
-_CHANNEL: Final = re.compile(r"<\|channel\|>\s*(\w+)\s*(?:<\|constrain\|>\s*\w*\s*)?<\|message\|>")
-_CHANNEL_END: Final = re.compile(r"<\|(?:end|start|channel|return|call)\|>")
 _REASONING_OPEN: Final = re.compile(r"<\s*(" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", re.I)
 _REASONING_CLOSE: Final = re.compile(r"<\s*/\s*(" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", re.I)
 _HEADING: Final = re.compile(
@@ -64,22 +64,44 @@ def reply_region(state: Recovery, *, json: bool) -> tuple[int, int]:
 
 
 def _channels(state: Recovery, region: Region) -> bool:
-    """The model's other channels (``<|channel|>analysis<|message|>…``) before the final message: reasoning."""
+    """The model's channels other than ``final`` (``<|channel|>analysis<|message|>…``): reasoning, and the
+    reply is the final message. Without one (the reply cut off in the analysis, or written after its
+    ``<|end|>`` with no header), the reply stands after the last message's end: an analysis cut off is all
+    reasoning, never speech."""
     text = region.text
-    channels = list(_CHANNEL.finditer(text))
-    if channels:
-        last = channels[-1]
-        for channel in channels[:-1]:
-            closer = _CHANNEL_END.search(text, channel.end(), last.start())
-            state.keep_reasoning(text[channel.end() : closer.start() if closer else last.start()])
-        state.note(
-            "CF603",
-            "the model's other channels (analysis) before the final message are kept apart as reasoning",
-            0,
-            last.end(),
-        )
-        region.start = last.end()
+    headers = list(HARMONY_HEADER.finditer(text))
+    if not headers:
+        return False
+    finals = [h for h in headers if h.group("channel").casefold() == cs.HARMONY_FINAL]
+    final = finals[-1] if finals else None
+    stop = len(text)
+    for header in headers:
+        if final is not None and header.start() >= final.start():
+            break
+        closer = HARMONY_END.search(text, header.end())
+        end = closer.start() if closer is not None else _before_cut_marker(text)
+        if final is not None:
+            end = min(end, final.start())
+        state.keep_reasoning(text[header.end() : end])
+        stop = closer.end() if closer is not None and final is None else stop
+    if final is not None:
+        stop = final.end()
+    elif stop < len(text) and (header := HARMONY_HEADER.match(text, stop)) is not None:
+        stop = header.end()
+    state.note("CF603", "the model's reasoning channels (analysis) are kept apart as reasoning", 0, stop)
+    region.start = stop
     return False
+
+
+_HARMONY_MARKERS: Final = (*cs.HARMONY_ENDS, cs.HARMONY_START, cs.HARMONY_CHANNEL)
+
+
+def _before_cut_marker(text: str) -> int:
+    """Where ``text`` ends, less a harmony marker it ends inside (``…plan.<|en``: the marker being written)."""
+    for k in range(min(len(text), max(map(len, _HARMONY_MARKERS)) - 1), 0, -1):
+        if any(marker.startswith(text[-k:]) for marker in _HARMONY_MARKERS):
+            return len(text) - k
+    return len(text)
 
 
 def _chat_before_json(state: Recovery, region: Region) -> bool:

@@ -470,7 +470,40 @@ def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:
             c, d = lines[k + 1]
             if (second := _INLINE.match(text, c, d)) is not None:
                 found.append((c, second.end(), "character"))
-    return sorted(set(found))
+    return sorted(set(found + _other_speaker(text, lines, found)))
+
+
+def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[int, int, str]]) -> list[Span3]:
+    """A transcript of two speakers, one labelled by a role (``Player:``, ``User:``; ``Assistant:``) and the other by
+    a name never told (``Kai:``): the other speaker's labels, on the lines next to the role's (the nearest line of
+    words before or after one). With only the player's labels found, ``Kai: <emo>grumpy</emo>`` after ``Player: hi``
+    would be the player's turn too, and the whole reply dropped (found by trial 7)."""
+    kinds = {kind for *_, kind in found}
+    if len(kinds) != 1:
+        return []
+    (kind,) = kinds
+    other = "character" if kind == "player" else "player"
+    starts = {a for a, *_ in found}
+    words = [k for k, (a, b) in enumerate(lines) if text[a:b].strip()]
+    name = None
+    for i, k in enumerate(words):
+        if lines[k][0] not in starts:
+            continue
+        for j in (i + 1, i - 1):
+            if 0 <= j < len(words) and lines[words[j]][0] not in starts:
+                m = _INLINE.match(text, *lines[words[j]])
+                if m is not None and _FIELD_WORD.search(m.group("name")) is None:
+                    name = m.group("name").strip().casefold()
+                    break
+        if name is not None:
+            break
+    if name is None:
+        return []
+    labelled = ((a, m) for a, b in lines if (m := _INLINE.match(text, a, b)) is not None)
+    return [(a, m.end(), other) for a, m in labelled if m.group("name").strip().casefold() == name]
+
+
+Span3 = tuple[int, int, str]
 
 
 _FIELD_WORD: Final = re.compile("(?i)^(?:" + "|".join(sorted(DEFAULT_TAGS.synonyms, key=len, reverse=True)) + r")\b")

@@ -395,13 +395,39 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
             spans.append((start, len(text), "CF632", "the turns imagined after the reply dropped (a next turn begins)"))
             break
         following = next((m for m in marks[k + 1 :] if m[2] == "character"), None)
-        stop = following[0] if following is not None else len(text)
+        stop = following[0] if following is not None else _turn_alone(text, start, end, dropped)
         spans.append((start, stop, "CF632", "the player's turn written before the reply dropped"))
         if following is None:
             break
     return spans
 
 
+def _turn_alone(text: str, start: int, end: int, dropped: list[Span]) -> int:
+    """Where a player's labelled turn that no character's label follows ends: at its line's end when the label
+    shares its line with the turn's words (``Player: hi``), else at the end of its paragraph — where words follow
+    (``Player: hi`` / ``<emo>grumpy</emo>…``: the reply, never every line dropped); at the end of ``text`` when none
+    do (a turn alone, or a request form: the player's whatever follows)."""
+    if start == end or _FORM_START.match(text, start) is not None or _FORM_START.match(text, _next_words(text, end)):
+        return len(text)
+    if text[end:].split("\n", 1)[0].strip():
+        stop = text.find("\n", end)
+    else:
+        blank = _BLANK_AFTER.search(text, end)
+        stop = blank.end() if blank is not None else -1
+    if stop < 0 or _FORM_START.match(text, stop + 1) is not None or not _has_content(text, stop, len(text), dropped):
+        return len(text)
+    return stop
+
+
+def _next_words(text: str, at: int) -> int:
+    """Where the first non-blank character at or after ``at`` is (``len(text)`` when none)."""
+    m = _NON_BLANK.search(text, at)
+    return m.start() if m is not None else len(text)
+
+
+_NON_BLANK: Final = re.compile(r"\S")
+_BLANK_AFTER: Final = re.compile(r"\S[^\n]*+\n[ \t]*+(?=\n)")
+"""A line of words followed by a blank line: a paragraph's end (where the blank line is)."""
 _TAIL: Final = re.compile(r"[ \t]*+[a-z][\w'’-]*+(?:[ \t]++[\w'’-]++)?[.,;:!?]?[ \t]*+")
 """A line of one or two words in lower case (``you.``): the end of a sentence, not a reply's beginning."""
 

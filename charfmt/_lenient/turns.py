@@ -574,8 +574,9 @@ _NAME_SO_FAR: Final = re.compile(
 
 def lines_held(text: str) -> int:
     """How many of the last lines of ``text`` (a reply so far) may still turn out to open a transcript as
-    ``_labels`` finds one (a labelled line after a blank line or a JSON reply, the next labelled with another
-    name): 0, 1 (a name being written, or the labelled line itself) or 2 (that line and the next begun)."""
+    ``_labels`` finds one (a labelled line after a blank line, a JSON reply or a role's labelled line, the next
+    labelled with another name; a first labelled line, a role's label maybe next): 0, 1 (a name being written, or
+    the labelled line itself) or 2 (that line and the next begun)."""
     lines = text.split("\n")
 
     def label(line: str) -> bool:
@@ -585,10 +586,17 @@ def lines_held(text: str) -> int:
     def may_label(line: str) -> bool:
         return _NAME_SO_FAR.match(line) is not None or label(line)
 
+    def role(line: str) -> bool:  # a line a role labels (``Player: hi``): the next labelled line is the other's
+        m = _INLINE.match(line) or _LABEL.match(line)
+        name = m.group("name").strip().casefold() if m is not None else ""
+        return name in GENERIC_PLAYER or name in GENERIC_CHARACTER
+
     def boundary(k: int) -> bool:
-        return k >= 0 and (not lines[k].strip() or _AFTER_JSON.search(lines[k]) is not None)
+        return k >= 0 and (not lines[k].strip() or _AFTER_JSON.search(lines[k]) is not None or role(lines[k]))
 
     n = len(lines)
+    if n <= 2 and label(lines[0]) and not role(lines[0]) and (n == 1 or not lines[-1] or may_label(lines[-1])):
+        return n  # (a first line labelled ``Kai:``: a role's label on the next makes it a transcript's)
     if n >= 3 and label(lines[-2]) and boundary(n - 3) and (not lines[-1] or may_label(lines[-1])):
         return 2
     if n >= 2 and boundary(n - 2) and may_label(lines[-1]):

@@ -26,7 +26,7 @@ from charfmt.prompt.cards import greeting
 from charfmt.stream import StreamParser, collect
 
 CASES = load_cases("reader_classes.txt")
-DIRECTIVES = ("!", "vocabulary:", "aliases:", "turn:", "prompt:")
+DIRECTIVES = ("!", "vocabulary:", "aliases:", "turn:", "prompt:", "dialect:", "reasoning:")
 
 
 def _options(case: Case) -> dict[str, Any]:
@@ -54,6 +54,11 @@ def _chats(reply: charfmt.Reply) -> list[list[Any]]:
 def test_a_class_case_reads_as_written(case: Case) -> None:
     reply = charfmt.parse(case.input, lenient=True, **_options(case))
     assert _chats(reply) == [json.loads(line) for line in case.expected if line.startswith("[")]
+    for line in case.expected:
+        if line.startswith("dialect:"):
+            assert reply.dialect == line.split(":", 1)[1].strip()
+        elif line.startswith("reasoning:"):
+            assert reply.reasoning == json.loads(line.split(":", 1)[1])
     codes = [d.code for d in reply.diagnostics]
     for line in case.expected:
         if line.startswith("!!"):
@@ -77,7 +82,8 @@ def test_a_class_case_streams_as_it_reads(case: Case) -> None:
     options = _options(case)
     batch = charfmt.parse(case.input, lenient=True, **options)
     for size in (1, 7):
-        assert collect(_streamed(case.input, size, **options)).chats == batch.chats
+        streamed = collect(_streamed(case.input, size, **options))
+        assert (streamed.chats, streamed.dialect, streamed.reasoning) == (batch.chats, batch.dialect, batch.reasoning)
 
 
 # --- the classes as properties (each also streamed: the same chats as the batch) -------------------

@@ -70,3 +70,5 @@ HARMONY_HEADER: Final = re.compile(
 ``<|constrain|>`` part optional). Its channel names what follows: ``final`` the reply, any other the reasoning."""
 HARMONY_END: Final = re.compile(_one_of(*cs.HARMONY_ENDS, cs.HARMONY_START, cs.HARMONY_CHANNEL))
 """What ends a harmony message's text: its end marker, or the next message's header."""
+HARMONY_ROLE: Final = re.compile(rf"{_one_of(cs.HARMONY_START)}[ \t]*+[\w\-]*+[ \t]*+\n?")
+"""A harmony message's role opener with no channel after it (``<|start|>assistant``): scaffolding, no speech."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Final
 
 from charfmt import _control_strings as cs
-from charfmt._lenient.marks import HARMONY_END, HARMONY_HEADER
+from charfmt._lenient.marks import HARMONY_END, HARMONY_HEADER, HARMONY_ROLE
 from charfmt._lenient.state import Recovery
 from charfmt.tags import REASONING_TAGS
 
@@ -83,11 +83,11 @@ def _channels(state: Recovery, region: Region) -> bool:
         if final is not None:
             end = min(end, final.start())
         state.keep_reasoning(text[header.end() : end])
-        stop = closer.end() if closer is not None and final is None else stop
+        stop = closer.end() if closer is not None else len(text)  # (the last message's end: the reply after it)
     if final is not None:
         stop = final.end()
-    elif stop < len(text) and (header := HARMONY_HEADER.match(text, stop)) is not None:
-        stop = header.end()
+    elif (after := HARMONY_HEADER.match(text, stop) or HARMONY_ROLE.match(text, stop)) is not None:
+        stop = after.end()
     state.note("CF603", "the model's reasoning channels (analysis) are kept apart as reasoning", 0, stop)
     region.start = stop
     return False

@@ -26,6 +26,8 @@ HARMONY: Final = (
     _ANALYSIS + _FINAL + "<emo>joy</emo>\n<msg>Hi!</msg><|return|>",
     "<|start|>assistant" + _ANALYSIS + _FINAL + "Hi there, friend!",
     "<|start|>assistant<|channel|>analysis<|message|>Think it through. Wave first.",
+    _ANALYSIS + "<|start|>assistant<|channel|>commentary<|message|>Then wave.",
+    _ANALYSIS + "<|start|>assistant\nHello there, friend!",
 )
 TRANSCRIPTS: Final = (
     "Player: hi\nKai: <emo>grumpy</emo>\n<msg>What.</msg>",

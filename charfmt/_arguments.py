@@ -1,4 +1,4 @@
-"""The checks of the arguments the public functions share: a wrong type a ``TypeError``, a wrong value a ``CharfmtError``.
+"""Argument checks the public functions share: a wrong type a ``TypeError``, a wrong value a ``CharfmtError``.
 
 Each names the argument and what it takes, so that ``parse(text, vocabulary=["joy"])`` says what to
 pass instead of failing deep inside (an ``AttributeError`` on a list). ``parse``, ``StreamParser``,

@@ -189,7 +189,7 @@ def damaged_replies(
     newlines, the attribute form, broken quotes and escapes, trailing commas, chats out
     of order, drift into other dialects, and words the language does not allow: an
     emotion off ``vocabulary`` and a cue value off its list in ``tags`` (each tried
-    first in about 30 % of draws, as models invent them). Every draw is damaged (``.text`` differs
+    first in half the draws, as models invent them). Every draw is damaged (``.text`` differs
     from ``dumps(.original)``) by ``min_mutations`` to 3 mutations, and ``.mutations``
     lists only those that changed the text; ``min_mutations=0`` lets a draw through
     undamaged (with no mutation listed).

@@ -202,7 +202,7 @@ def _word_rule(name: str) -> Callable[[WordMutation], WordMutation]:
     return enter
 
 
-WORD_DAMAGE_RATE: Final = 0.3
+WORD_DAMAGE_RATE: Final = 0.5
 """How often a draw's damage starts with each word mutation (``words_first``): models invent emotions and
 cue values far more often than one mutation in ~27 would show (trial 7: 1 emotion off the vocabulary and
 no cue value off its list in 300 draws)."""

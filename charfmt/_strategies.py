@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from charfmt._grammar.static import terminal_regex
-from charfmt.fuzz import MUTATIONS, Damaged, apply_mutations
+from charfmt.fuzz import MUTATIONS, Damaged, apply_mutations, words_first
 from charfmt.models import Chat, Reply, Segment, Vocabulary
 from charfmt.parser import parse
 from charfmt.prompt.userinput import CONTEXT_FIELDS, UserChat, UserContext, UserTurn
@@ -187,7 +187,9 @@ def damaged_replies(
     Mutations (``charfmt.fuzz.MUTATIONS``): truncation anywhere, fences and prose,
     reasoning blocks, unclosed / mismatched / upper-case / long-name tags, missing
     newlines, the attribute form, broken quotes and escapes, trailing commas, chats out
-    of order, and drift into other dialects. Every draw is damaged (``.text`` differs
+    of order, drift into other dialects, and words the language does not allow: an
+    emotion off ``vocabulary`` and a cue value off its list in ``tags`` (each tried
+    first in half the draws, as models invent them). Every draw is damaged (``.text`` differs
     from ``dumps(.original)``) by ``min_mutations`` to 3 mutations, and ``.mutations``
     lists only those that changed the text; ``min_mutations=0`` lets a draw through
     undamaged (with no mutation listed).
@@ -199,7 +201,7 @@ def damaged_replies(
     want = draw(st.integers(min_mutations, 3))
     order = draw(st.permutations(sorted(MUTATIONS)))
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    text, names = apply_mutations(dumps(reply), order, rng, want)
+    text, names = apply_mutations(dumps(reply), words_first(order, rng), rng, want, tags=tags, vocabulary=vocabulary)
     return Damaged(text, reply, names)
 
 

@@ -26,6 +26,8 @@ from charfmt.tags import DEFAULT_TAGS, TEXT_TAG, TagTable
 from charfmt.writer import dumps
 
 Mutation = Callable[[str, random.Random], str]
+WordMutation = Callable[[str, random.Random, TagTable, Vocabulary | None], str]
+"""A mutation of the words a reply's language (tag table, vocabulary) allows: ``(text, rng, tags, vocabulary)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,9 @@ class MutationRule:
     mutate: Mutation
     dialect: DialectName | None = None
     """The dialect of the dialect table the reply is then written in; ``None`` for damage."""
+    worded: WordMutation | None = None
+    """For damage to the words (an emotion off the vocabulary, a cue value off its list): the mutation told the
+    reply's tag table and vocabulary (``mutate`` is it for ``DEFAULT_TAGS`` and no vocabulary); else ``None``."""
 
 
 _RULES: Final[list[MutationRule]] = []
@@ -182,6 +187,74 @@ def _out_of_order(text: str, rng: random.Random) -> str:
     if rng.random() < 0.5:
         chats[0]["order"] = chats[-1].get("order")  # and a repeated order
     return json.dumps(doc, ensure_ascii=False)
+
+
+# --- words: the reply keeps its form, but says what its language does not allow ---------------
+
+
+def _word_rule(name: str) -> Callable[[WordMutation], WordMutation]:
+    """Enter the word mutation below in the tables as ``name`` (``mutate``: it for the default table, no vocabulary)."""
+
+    def enter(worded: WordMutation) -> WordMutation:
+        _RULES.append(MutationRule(name, lambda text, rng: worded(text, rng, _TAGS, None), None, worded))
+        return worded
+
+    return enter
+
+
+WORD_DAMAGE_RATE: Final = 0.5
+"""How often a draw's damage starts with each word mutation (``words_first``): models invent emotions and
+cue values far more often than one mutation in ~27 would show (trial 7: 1 emotion off the vocabulary and
+no cue value off its list in 300 draws)."""
+
+_INVENTED_EMOTIONS: Final = (
+    "happy", "excited", "nervous", "embarrassed", "smug", "curious", "flustered", "playful", "confused",
+    "thoughtful", "嬉しい", "照れ",
+)  # fmt: skip
+"""Emotions models write that a character's vocabulary often lacks (an unknown key: ``CF301``)."""
+_INVENTED_VALUES: Final = ("purple", "default", "none", "off", "blink", "pulse", "loud", "soft")
+"""Cue values models invent in place of one of the list (``CF132``): colours, states, manners."""
+
+
+def _replace_one(text: str, names: Sequence[str], rng: random.Random, word: Callable[[str, str], str | None]) -> str:
+    """``text`` with the content of one element of a tag of ``names`` (chosen by ``rng``) made ``word(tag, content)``
+    (the text unchanged where there is none, or ``word`` gives ``None``)."""
+    if not names:
+        return text
+    alternatives = "|".join(re.escape(name) for name in names)
+    found = list(re.finditer(rf"<({alternatives})>([^<]*)</\1>", text))
+    if not found:
+        return text
+    m = rng.choice(found)
+    new = word(m.group(1), m.group(2))
+    return text if new is None else text[: m.start(2)] + new + text[m.end(2) :]
+
+
+@_word_rule("emotion-off-vocabulary")
+def _off_vocabulary(text: str, rng: random.Random, tags: TagTable, vocabulary: Vocabulary | None) -> str:
+    """An emotion the vocabulary does not know (``happy`` where it lists ``joy``), as models invent them."""
+
+    def word(_tag: str, key: str) -> str | None:
+        known = {key.casefold(), *(k.casefold() for k in (vocabulary.keys if vocabulary is not None else ()))}
+        off = [w for w in _INVENTED_EMOTIONS if w.casefold() not in known and (vocabulary is None or
+               vocabulary.resolve(w) is None)]  # fmt: skip
+        return rng.choice(off) if off else None
+
+    return _replace_one(text, [tags.emotion.name], rng, word)
+
+
+@_word_rule("cue-value-off-list")
+def _off_list(text: str, rng: random.Random, tags: TagTable, vocabulary: Vocabulary | None) -> str:
+    """A cue value off its tag's list (``<led>purple</led>`` where it lists red, green, blue), or a near miss
+    (``door slam`` for ``door_slam``)."""
+
+    def word(tag: str, value: str) -> str | None:
+        allowed = {v.casefold() for v in tags[tag].values or ()}
+        near = [value.replace("_", " "), value.replace("_", "-")] if "_" in value else []
+        off = [w for w in (*near, *_INVENTED_VALUES) if w.casefold() not in allowed]
+        return rng.choice(off) if off else None
+
+    return _replace_one(text, [spec.name for spec in tags if spec.values], rng, word)
 
 
 # --- dialects: the reply drifts into another way of writing it ------------------------------
@@ -377,30 +450,62 @@ class Damaged:
         return {"damaged": self.text, "original": dumps(self.original), "mutations": list(self.mutations)}
 
 
-def apply_mutations(text: str, names: Sequence[str], rng: random.Random, want: int) -> tuple[str, tuple[str, ...]]:
+WORD_MUTATIONS: Final[dict[str, WordMutation]] = {rule.name: rule.worded for rule in DAMAGE if rule.worded is not None}
+"""The mutations of the words a reply's language allows, by name, told the tag table and vocabulary."""
+
+
+def words_first(names: Sequence[str], rng: random.Random) -> list[str]:
+    """``names`` with each word mutation moved to the front, at :data:`WORD_DAMAGE_RATE` each (by ``rng``)."""
+    front = [name for name in WORD_MUTATIONS if name in names and rng.random() < WORD_DAMAGE_RATE]
+    return [*front, *(name for name in names if name not in front)]
+
+
+def apply_mutations(
+    text: str,
+    names: Sequence[str],
+    rng: random.Random,
+    want: int,
+    *,
+    tags: TagTable | None = None,
+    vocabulary: Vocabulary | None = None,
+) -> tuple[str, tuple[str, ...]]:
     """Apply the mutations ``names`` in turn until ``want`` of them changed the text; ``(text, those names)``.
 
     A mutation that finds nothing to act on (no closing tag to drop, one chat to reorder)
     is passed over and not listed, and with ``want >= 1`` the text that comes out differs
     from ``text``: mutations that undo each other do not count as damage. Listing every
     mutation in ``names`` (``truncate`` always changes a text) makes ``want`` reachable.
+    ``tags`` / ``vocabulary``: the reply's language, which the word mutations write off.
     """
     applied: list[str] = []
     current = text
+    table = _TAGS if tags is None else tags
     for name in names:
         if len(applied) >= want and (want == 0 or current != text):
             break
-        changed = MUTATIONS[name](current, rng)
+        worded = WORD_MUTATIONS.get(name)
+        changed = MUTATIONS[name](current, rng) if worded is None else worded(current, rng, table, vocabulary)
         if changed != current:
             applied.append(name)
             current = changed
     return current, tuple(applied)
 
 
-def damage(reply: Reply, rng: random.Random, *, count: int | None = None) -> Damaged:
-    """Apply 1 to 3 (or ``count``) mutations that change the canonical text of ``reply``; only those are listed."""
+def damage(
+    reply: Reply,
+    rng: random.Random,
+    *,
+    count: int | None = None,
+    tags: TagTable | None = None,
+    vocabulary: Vocabulary | None = None,
+) -> Damaged:
+    """Apply 1 to 3 (or ``count``) mutations that change the canonical text of ``reply``; only those are listed.
+
+    The word mutations come first at :data:`WORD_DAMAGE_RATE` each (``words_first``), off ``tags`` and ``vocabulary``.
+    """
     want = count if count is not None else rng.randint(1, 3)
-    text, names = apply_mutations(dumps(reply), rng.sample(sorted(MUTATIONS), k=len(MUTATIONS)), rng, want)
+    order = words_first(rng.sample(sorted(MUTATIONS), k=len(MUTATIONS)), rng)
+    text, names = apply_mutations(dumps(reply), order, rng, want, tags=tags, vocabulary=vocabulary)
     return Damaged(text, reply, names)
 
 
@@ -444,7 +549,7 @@ def iter_fuzz_cases(
     """
     rng = random.Random(seed)
     for _ in range(count):
-        yield damage(random_reply(rng, tags, vocabulary), rng)
+        yield damage(random_reply(rng, tags, vocabulary), rng, tags=tags, vocabulary=vocabulary)
 
 
 def fuzz_cases(

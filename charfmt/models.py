@@ -280,6 +280,15 @@ class Vocabulary(BaseModel):
             fallback: str | None = None,
         ) -> None: ...
 
+    else:
+
+        def __init__(self, **data: Any) -> None:
+            # A wrong policy or key is a CharfmtError, as ``Vocabulary.of``'s (not pydantic's own error).
+            try:
+                super().__init__(**data)
+            except ValidationError as e:
+                raise CharfmtError(validation_message(e)) from None
+
     @field_validator("emotions", mode="before")
     @classmethod
     def _from_keys(cls, value: Any) -> Any:

@@ -20,6 +20,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt._arguments import check_reading
 from charfmt._strict.elements import parse_batch
 from charfmt._strict.envelope import BOM
 from charfmt._strict.fast import read_reply
@@ -64,6 +65,7 @@ def parse(
     """
     if not isinstance(text, (str, bytes)):  # (a tuple: ``str | bytes`` would build a union on every call)
         text = _text_argument(text)
+    check_reading(lenient, vocabulary, tags, max_size)  # (StreamParser's checks: a TypeError naming the argument)
     table = DEFAULT_TAGS if tags is None else tags
     told = _NOTHING_TOLD if turn is None and prompt is None else Told(turn_lines(turn), prompt_texts(prompt))
     if isinstance(text, bytes) and text[:2] in _WIDE_BOM_STARTS and len(text) <= max_size:

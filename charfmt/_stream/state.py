@@ -14,6 +14,7 @@ import sys
 from typing import Any, Final
 
 from charfmt import events
+from charfmt._arguments import check_flag, check_reading
 from charfmt.diagnostics import CODES, Diagnostic, ParseError
 from charfmt.models import Reply, Vocabulary
 from charfmt.parser import DEFAULT_MAX_SIZE, prompt_texts, turn_lines
@@ -146,13 +147,9 @@ class State:
         turn: Any = None,
         prompt: Any = None,
     ) -> None:
-        # The compiled reader checks these types at the call; the pure one checks the same.
-        if not isinstance(lenient, bool) or not isinstance(keep_reply, bool):
-            raise TypeError("lenient and keep_reply must be bool")
-        if not isinstance(max_size, int):
-            raise TypeError(f"max_size must be an int, not {type(max_size).__name__}")
-        if not isinstance(tags, TagTable | None) or not isinstance(vocabulary, Vocabulary | None):
-            raise TypeError("tags must be a TagTable and vocabulary a Vocabulary (or None)")
+        # The compiled reader checks these types at the call too; both check them as ``parse`` does.
+        check_reading(lenient, vocabulary, tags, max_size)
+        check_flag(keep_reply, "keep_reply")
         self.lenient = lenient
         self._turn = turn_lines(turn)  # what the player said: an echo of it is not the character's (CF625)
         self._prompt = prompt_texts(prompt)  # the prompt's own text: an echo of it is not the character's (CF631)

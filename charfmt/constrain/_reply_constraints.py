@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
+from charfmt._arguments import check_tags, check_vocabulary
 from charfmt.constrain._regex_ir import ExportError
 from charfmt.models import Reply, Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
@@ -146,6 +147,8 @@ def values(function: str, constraints: Mapping[str, Any]) -> Values:
         if name not in ReplyConstraints.__optional_keys__:
             raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
     get = constraints.get
+    check_vocabulary(get("vocabulary"))
+    check_tags(get("tags"))
     return get("vocabulary"), get("tags"), get("max_tokens"), get("max_chars"), get("max_chats")
 
 

@@ -56,6 +56,7 @@ from typing import Any, Final, TypedDict, Unpack
 import jinja2
 from pydantic import BaseModel
 
+from charfmt._arguments import check_count, check_flag
 from charfmt._control_strings import CONTROL_STRINGS as CONTROL_STRINGS  # noqa: PLC0414 (re-exported)
 from charfmt._resources import resource_dir
 from charfmt.constrain.schema import PROVIDERS as PROVIDERS  # noqa: PLC0414 (one list: the schema's providers are the request's)
@@ -452,6 +453,23 @@ def _checked(function: str, given: Mapping[str, object], keywords: type) -> None
             raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
 
 
+def _check_turn(character: object, history: object, options: Mapping[str, object]) -> None:
+    """The arguments of a turn to render, checked before any is used: a ``TypeError`` (or, for a negative
+    budget, a ``CharfmtError``) naming the argument."""
+    if not isinstance(character, Character):
+        raise TypeError(f"character must be a Character (Character.load(path)), not {type(character).__name__}")
+    if not isinstance(history, Sequence) or isinstance(history, str):
+        raise TypeError(f"history must be a list of Exchange, not {type(history).__name__}")
+    for n, exchange in enumerate(history):
+        if not isinstance(exchange, Exchange):
+            raise TypeError(
+                f"history must be a list of Exchange (history[{n}] is a {type(exchange).__name__}; "
+                "Exchange(user=..., reply=...), or charfmt.interop to read a chat log)"
+            )
+    check_count(options.get("budget"), "budget", optional=True)
+    check_flag(options.get("structured", False), "structured")
+
+
 @dataclass
 class RenderedTurn:
     """A provider request for one turn, and what rendering it decided (the lore) and noted."""
@@ -514,6 +532,7 @@ def render_turn(
     ``user_turn``: a ``UserTurn``, or the line as the player types it (``Character.shorthand``).
     """
     _checked("render_turn", options, RenderKeywords)
+    _check_turn(character, history, options)
     provider = options.get("provider", "openai")
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
@@ -702,6 +721,7 @@ def render_text_turn(
     """``render_text``'s prompt as a raw completion request (``{"prompt": ...}``), with the lore the turn
     activated and what rendering noted (as ``render_turn`` returns them)."""
     _checked("render_text_turn", options, TextKeywords)
+    _check_turn(character, history, options)
     user_turn = _turn_of(user_turn, character)
     folder = template_folder(options.get("templates"))
     budget, counter = options.get("budget"), options.get("counter", estimate_tokens)

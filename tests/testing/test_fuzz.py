@@ -6,6 +6,7 @@ import contextlib
 import json
 import random
 from pathlib import Path
+from typing import Final
 
 import pytest
 from conftest import Case, load_cases
@@ -188,3 +189,45 @@ def test_a_mutation_that_changes_nothing_is_not_listed(name: str, text: str) -> 
     for want in (1, 2, 3):
         damaged, names = apply_mutations(text, [name, *others], random.Random(0), want)
         assert name not in names and damaged != text and len(names) == want
+
+
+# -- trial 7, finding 6: damage writes what real models write off a character's language --
+
+_LED: Final = charfmt.DEFAULT_TAGS.extend(charfmt.TagSpec("led", "cue", "the LED", values=("red", "green", "blue")))
+_FOUR: Final = charfmt.Vocabulary.of("joy", "sad", "angry", "neutral")
+OFF_LANGUAGE: Final = {"CF301": "an emotion off the vocabulary", "CF132": "a cue value off its list"}
+
+
+def _off_language_shares(texts: list[str]) -> dict[str, float]:
+    """The share of ``texts`` whose lenient reading in ``_LED`` and ``_FOUR`` notes each code of ``OFF_LANGUAGE``."""
+    seen = [{d.code for d in charfmt.parse(t, lenient=True, tags=_LED, vocabulary=_FOUR).diagnostics} for t in texts]
+    return {code: sum(code in codes for codes in seen) / len(texts) for code in OFF_LANGUAGE}
+
+
+def test_the_strategy_writes_emotions_off_the_vocabulary_and_cue_values_off_their_list() -> None:
+    texts: list[str] = []
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(damaged_replies(tags=_LED, vocabulary=_FOUR))
+    def draw(damaged: Damaged) -> None:
+        texts.append(damaged.text)
+
+    draw()
+    shares = _off_language_shares(texts)
+    assert all(share >= 0.05 for share in shares.values()), shares
+
+
+def test_charfmt_fuzz_writes_emotions_off_the_vocabulary_and_cue_values_off_their_list() -> None:
+    texts = [case.text for case in fuzz_cases(7, 300, tags=_LED, vocabulary=_FOUR)]
+    shares = _off_language_shares(texts)
+    assert all(share >= 0.05 for share in shares.values()), shares
+
+
+@pytest.mark.parametrize("name", ["emotion-off-vocabulary", "cue-value-off-list"])
+def test_a_word_mutation_writes_a_word_the_language_does_not_allow(name: str) -> None:
+    clean = '{"chats":[{"type":"C","order":1,"body":"<emo>joy</emo>\\n<led>red</led>\\n<msg>Hi</msg>"}]}'
+    for seed in range(20):
+        text, names = apply_mutations(clean, [name], random.Random(seed), 1, tags=_LED, vocabulary=_FOUR)
+        assert names == (name,)
+        reply = charfmt.parse(text, lenient=True, tags=_LED, vocabulary=_FOUR)
+        assert [d.code for d in reply.diagnostics] == [{"emotion-off-vocabulary": "CF301"}.get(name, "CF132")]

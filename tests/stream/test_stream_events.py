@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from conftest import CASES, MARK, load_cases
+from test_stream_orders import assert_nested
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -120,13 +121,23 @@ def _agree(
 ) -> list[charfmt.Event]:
     events = _stream(chunks, tags=tags, **kwargs)
     batch = _batch(text, tags, **kwargs)
-    assert _observed(events) == _observed(list(_batch_events(batch, tags)))
+    assert_nested(events)
+    batch_events = _batch_events(batch, tags)
+    assert _observed(events) == _observed(batch_events)
+    if not any(d.code == "CF113" for d in batch.diagnostics):  # chats listed in order: as the batch numbers them
+        assert _chats_announced(events) == _chats_announced(batch_events)
     got = charfmt.collect(events)
     assert got.chats == batch.chats
     assert sorted(map(_diagnostic, got.diagnostics)) == sorted(map(_diagnostic, batch.diagnostics))
     assert got.dialect == batch.dialect
     assert got.reasoning == batch.reasoning
     return events
+
+
+def _chats_announced(events: list[charfmt.Event]) -> list[tuple[int, int]]:
+    """Each chat's index and order, in the order the chats start (after the last ``Reset``)."""
+    last_reset = max((n for n, e in enumerate(events) if isinstance(e, charfmt.Reset)), default=-1)
+    return [(e.chat, e.order) for e in events[last_reset + 1 :] if isinstance(e, charfmt.ChatStart)]
 
 
 def _batch_events(batch: charfmt.Reply, tags: TagTable) -> list[charfmt.Event]:

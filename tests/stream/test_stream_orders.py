@@ -42,7 +42,7 @@ def _stream(chunks: list[str]) -> list[charfmt.Event]:
     return events
 
 
-def _assert_nested(events: list[charfmt.Event]) -> None:
+def assert_nested(events: list[charfmt.Event]) -> None:
     """At most one chat open at a time; a chat's own events inside its ``chat_start``/``chat_end``; each index once."""
     open_chat: int | None = None
     seen: set[int] = set()
@@ -96,7 +96,7 @@ def _by_order(events: list[charfmt.Event]) -> dict[int, list[tuple[Any, ...]]]:
 
 def _check(text: str, chunks: list[str], arrival: list[int], *, in_format: bool) -> None:
     events = _stream(chunks)
-    _assert_nested(events)
+    assert_nested(events)
     assert not any(isinstance(e, charfmt.Reset) for e in events), "an order is no reason to take back what was shown"
     batch = charfmt.parse(text, lenient=True)
     batch_events = list(batch.events())

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 from conftest import CASES, MARK, load_cases
-from test_stream_orders import assert_nested
 from hypothesis import given
 from hypothesis import strategies as st
+from test_stream_orders import assert_nested
 
 import charfmt
 from charfmt.fuzz import Damaged

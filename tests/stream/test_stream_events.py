@@ -3,13 +3,16 @@
 For every case file input and damaged reply, cut into random chunks (``str`` and ``bytes``):
 the events of ``StreamParser`` against ``parse(text, lenient=True).events()``, compared as
 (kind, tag, text) with adjacent text deltas of one segment merged, and ``collect(events)``
-against the batch reply, ``dialect`` included.
+against the batch reply, ``dialect`` included. Chats never overlap (``assert_nested``: one
+chat's ``chat_end`` before the next ``chat_start``), and where they are listed in order they are
+numbered as the batch numbers them.
 
 Where they may legitimately differ, the comparison says why:
 
 - a stream shows events in arrival order as they become certain; ``Reply.events()`` lists
   the diagnostics first and the chats sorted by ``order``. So diagnostics are compared as a
-  sorted list, and each chat's events as a sequence, chats taken in ``order``;
+  sorted list, and each chat's events as a sequence, chats taken in ``order`` (chats listed out
+  of order come as they arrive: ``test_stream_orders``);
 - a ``Reset`` (the batch reading of a damaged reply contradicts what was already shown)
   is followed by the whole batch result: the comparison starts after the last ``Reset``.
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from conftest import CASES as CASE_DIR
 from conftest import MARK, Case, load_cases
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import charfmt
@@ -21,7 +21,7 @@ from charfmt._lenient.tag_soup import INLINE_MARKUP, LINE_BREAKS
 from charfmt._lenient.words import is_sentence
 from charfmt.cli import main
 from charfmt.fuzz import Damaged, revalidate
-from charfmt.models import Reply, Segment
+from charfmt.models import Chat, Reply, Segment
 from charfmt.tags import DEFAULT_TAGS, REASONING_TAGS
 from charfmt.testing import bodies, damaged_replies, keys, replies
 from charfmt.writer import is_canonical
@@ -172,18 +172,35 @@ def test_lossless_junk_is_kept_or_reported_dropped(reply: charfmt.Reply, before:
             assert any(a <= i < b for a, b in spans), (i, text[i], [str(d) for d in result.diagnostics])
 
 
+def _act(text: str) -> Segment:
+    return Segment(tag="act", text=text)
+
+
 @given(replies().filter(lambda r: bool(r.chats)))
+@example(Reply(chats=[Chat(type="C", order=1, segments=[Segment(tag="emo", text="joy"), _act("[A_0]")])]))  # CF622
+@example(Reply(chats=[Chat(type="C", order=1, segments=[_act("\\n"), Segment(tag="msg", text="hi")])]))  # CF711
 def test_lossless_every_character_of_a_damaged_body_survives(reply: charfmt.Reply) -> None:
     # Strip the separators and upper-case the tags: all text must still come through.
     doc = json.loads(charfmt.dumps(reply))
     for chat in doc["chats"]:
         if chat["type"] == "C":
             chat["body"] = chat["body"].replace("\n<", "<").replace("<msg>", "<MSG>")
-    result = charfmt.parse(json.dumps(doc, ensure_ascii=False), lenient=True)
+    raw = json.dumps(doc, ensure_ascii=False)
+    result = charfmt.parse(raw, lenient=True)
     texts = "".join(s.text for c in result.chats for s in c.segments)
+    spans = [(d.offset, d.end) for d in result.diagnostics]
     for chat in reply.chats:
         for seg in chat.segments:
-            assert seg.text.strip() in texts
+            if seg.text.strip() in texts:
+                continue
+            # Not kept: then dropped or rewritten by a rule that says so where it stands (a placeholder-shaped
+            # ``[A_0]`` is chat-template scaffolding, CF622; a literal ``\n`` is a line break, CF711): never silently.
+            written = json.dumps(seg.text, ensure_ascii=False)[1:-1]
+            at = raw.find(written)
+            assert at >= 0 and any(a <= at < b or at <= a < at + len(written) for a, b in spans), (
+                seg,
+                [str(d) for d in result.diagnostics],
+            )
 
 
 # --- CLI ---------------------------------------------------------------------------------

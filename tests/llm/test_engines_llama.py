@@ -318,3 +318,23 @@ def test_smollm2_a_long_chat_in_a_small_context_never_fails(capsys: pytest.Captu
 @functools.cache
 def small_context_model() -> Any:
     return llama_cpp.Llama(model_path=model_path(), n_ctx=2048, seed=0, verbose=False)
+
+
+@pytest.mark.model
+def test_the_grammars_page_recipe_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/GRAMMARS.md's constrained local turn, as written (the model file named by its path here): a reply
+    whose events rebuild a strictly valid reply of Rex's, with speech."""
+    import re
+
+    page = (ROOT / "docs" / "GRAMMARS.md").read_text(encoding="utf-8")
+    marker = "<!-- docs: run by tests/llm/test_engines_llama.py::test_the_grammars_page_recipe_runs -->\n```python\n"
+    code = page[page.index(marker) + len(marker) :].split("\n```", 1)[0]
+    code = code.replace('"SmolLM2-135M-Instruct.Q4_1.gguf"', repr(model_path()))
+    monkeypatch.chdir(ROOT)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/GRAMMARS.md (the local recipe)", "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert re.search(r"^ChatStart\(", printed, re.MULTILINE) and "TextDelta(" in printed
+    rex = namespace["rex"]
+    gbnf = namespace["gbnf"]
+    assert "root" in gbnf and rex.name == "Rex"

@@ -103,17 +103,27 @@ class Reconcile(Rereads):
             consistent = False
         elif len(reasoning) > len(self._reasoning):
             out.insert(0, Reasoning(reasoning[len(self._reasoning) :]))
-        for chat in batch.chats:
+        # The chats the stream knows (shown, or their header read) are the first to arrive: they come first,
+        # by index (the order they arrived in), then the rest in ``order`` (the batch keeps no arrival order).
+        # ``batch.chats`` is sorted: a chat listed out of order (CF113) may sort before one still open in the
+        # stream, and it never opens inside it.
+        known = set(by_order) | set(unannounced)
+        first = sorted(
+            (((by_order[c.order][0] if c.order in by_order else unannounced[c.order]), c) for c in batch.chats
+             if c.order in known),
+            key=lambda pair: pair[0],
+        )  # fmt: skip
+        for index, chat in first:
             if chat.order in by_order:
-                index, have = by_order.pop(chat.order)
-                events = self._finish_chat(index, have, chat)
+                events = self._finish_chat(index, by_order.pop(chat.order)[1], chat)
                 if events is None:
                     consistent = False
                     break
                 out.extend(events)
-            elif chat.order in unannounced:
-                out.extend(_chat_events(unannounced.pop(chat.order), chat, self.tags))
             else:
+                out.extend(_chat_events(index, chat, self.tags))
+        for chat in batch.chats:
+            if chat.order not in known:
                 out.extend(_chat_events(next_index, chat, self.tags))
                 next_index += 1
         if by_order or not consistent:

@@ -138,6 +138,11 @@ class Rereads(Body):
         self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
         if self._unsure(batch, text):
             return early  # the text so far may yet turn out to be a preamble to the reply
+        if any(d.code == _REORDERED for d in batch.diagnostics):
+            # Its chats sorted, the reread no longer lists them as they arrived: which one is still growing is
+            # unknown. What was shown stays; close() adds the rest after it.
+            self._spec_on = False
+            return early
         # Untagged speech may yet see its last sentence made narration by a quotation that follows: in a
         # reply of untagged text until a quotation is read as dialogue, in a body's text always; never the
         # text of an element still open (an element's text is its own, quotes and all).
@@ -443,6 +448,8 @@ class Rereads(Body):
         return more
 
 
+_REORDERED: Final = "CF113"
+"""The batch reader's note for chats listed out of order: its ``chats`` are sorted, not in arrival order."""
 _CUT_OFF: Final = "CF720"
 """The batch reader's note for a mark left open at the very end, read as if it had come."""
 

@@ -3,13 +3,16 @@
 For every case file input and damaged reply, cut into random chunks (``str`` and ``bytes``):
 the events of ``StreamParser`` against ``parse(text, lenient=True).events()``, compared as
 (kind, tag, text) with adjacent text deltas of one segment merged, and ``collect(events)``
-against the batch reply, ``dialect`` included.
+against the batch reply, ``dialect`` included. Chats never overlap (``assert_nested``: one
+chat's ``chat_end`` before the next ``chat_start``), and where they are listed in order they are
+numbered as the batch numbers them.
 
 Where they may legitimately differ, the comparison says why:
 
 - a stream shows events in arrival order as they become certain; ``Reply.events()`` lists
   the diagnostics first and the chats sorted by ``order``. So diagnostics are compared as a
-  sorted list, and each chat's events as a sequence, chats taken in ``order``;
+  sorted list, and each chat's events as a sequence, chats taken in ``order`` (chats listed out
+  of order come as they arrive: ``test_stream_orders``);
 - a ``Reset`` (the batch reading of a damaged reply contradicts what was already shown)
   is followed by the whole batch result: the comparison starts after the last ``Reset``.
 
@@ -28,6 +31,7 @@ import pytest
 from conftest import CASES, MARK, load_cases
 from hypothesis import given
 from hypothesis import strategies as st
+from test_stream_orders import assert_nested
 
 import charfmt
 from charfmt.fuzz import Damaged
@@ -120,13 +124,23 @@ def _agree(
 ) -> list[charfmt.Event]:
     events = _stream(chunks, tags=tags, **kwargs)
     batch = _batch(text, tags, **kwargs)
-    assert _observed(events) == _observed(list(_batch_events(batch, tags)))
+    assert_nested(events)
+    batch_events = _batch_events(batch, tags)
+    assert _observed(events) == _observed(batch_events)
+    if not any(d.code == "CF113" for d in batch.diagnostics):  # chats listed in order: as the batch numbers them
+        assert _chats_announced(events) == _chats_announced(batch_events)
     got = charfmt.collect(events)
     assert got.chats == batch.chats
     assert sorted(map(_diagnostic, got.diagnostics)) == sorted(map(_diagnostic, batch.diagnostics))
     assert got.dialect == batch.dialect
     assert got.reasoning == batch.reasoning
     return events
+
+
+def _chats_announced(events: list[charfmt.Event]) -> list[tuple[int, int]]:
+    """Each chat's index and order, in the order the chats start (after the last ``Reset``)."""
+    last_reset = max((n for n, e in enumerate(events) if isinstance(e, charfmt.Reset)), default=-1)
+    return [(e.chat, e.order) for e in events[last_reset + 1 :] if isinstance(e, charfmt.ChatStart)]
 
 
 def _batch_events(batch: charfmt.Reply, tags: TagTable) -> list[charfmt.Event]:

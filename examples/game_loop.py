@@ -41,6 +41,9 @@ def main() -> int:
             elif isinstance(event, charfmt.SegmentEnd) and event.tag == "text" and log:
                 print(f"[log]    {log}")
                 log = ""
+            elif isinstance(event, charfmt.Reset):  # (rare: a damaged reply read again as a whole at its end)
+                window, log = "", ""
+                print("[reset]  clear the window and stop speaking: the reply is shown again from its start")
             for sentence in speech.feed(event):
                 print(f"[tts:{sentence.emotion}] {sentence.text}")
     return 0

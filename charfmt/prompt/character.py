@@ -262,8 +262,6 @@ class Character(BaseModel):
 
     def shorthand(self, text: str) -> UserTurn:
         """``parse_shorthand`` with this character's vocabulary, actions and tags."""
-        if not isinstance(text, str):
-            raise TypeError(f"shorthand() reads the line the player typed, a str, not {type(text).__name__}")
         return parse_shorthand(text, vocabulary=self.vocabulary, actions=self.actions, tags=self.tags)
 
     @classmethod

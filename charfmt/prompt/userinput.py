@@ -19,6 +19,7 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from charfmt._arguments import check_tags, check_vocabulary
 from charfmt._grammar.lexical import NOT_TEXT_CHAR, BadEntity, decode_text, text_class
 from charfmt._grammar.rules import grammar_text
 from charfmt._resources import read_text
@@ -341,6 +342,10 @@ def parse_shorthand(
     ``TagSpec("sfx", "cue", ..., prefixes=("sfx",))`` reads ``[sfx:door_slam]`` as an
     ``<sfx>`` (one of its values, when it has a list).
     """
+    if not isinstance(text, str):
+        raise TypeError(f"the player's line must be a str, not {type(text).__name__}")
+    check_vocabulary(vocabulary)
+    check_tags(tags)
     table = DEFAULT_TAGS if tags is None else tags
     text, diagnostics = _unsendable_replaced(text)
     known_actions = {a.casefold(): a for a in actions or ()}

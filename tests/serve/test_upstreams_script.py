@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT
@@ -32,27 +33,36 @@ def _script(tmp_path: Path, *replies: str) -> Path:
     return path
 
 
-async def _answers(settings: Settings, says: list[str]) -> list[str]:
-    """What ``/v1/chat/completions`` answers each of ``says``, one turn each (through the ASGI app itself)."""
-    app = create_app(settings)
-    out = []
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-            for say in says:
-                body = {"model": "rex", "messages": [{"role": "user", "content": say}]}
-                response = await client.post("/v1/chat/completions", json=body, timeout=10)
-                assert response.status_code == 200, response.text
-                out.append(response.json()["choices"][0]["message"]["content"])
-    return out
+def _calls(app: Any, *calls: tuple[str, str, dict[str, Any] | None]) -> list[httpx.Response]:
+    """Each ``(method, path, JSON body)`` sent in order through the ASGI app itself; the answers (each a 200)."""
+    import asyncio
+
+    async def run() -> list[httpx.Response]:
+        out = []
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                for method, path, body in calls:
+                    response = await client.request(method, path, json=body, timeout=10)
+                    assert response.status_code == 200, response.text
+                    out.append(response)
+        return out
+
+    return asyncio.run(run())
+
+
+def _answers(settings: Settings, says: list[str]) -> list[str]:
+    """What ``/v1/chat/completions`` answers each of ``says``, one turn each."""
+    calls = [
+        ("POST", "/v1/chat/completions", {"model": "rex", "messages": [{"role": "user", "content": s}]}) for s in says
+    ]
+    return [r.json()["choices"][0]["message"]["content"] for r in _calls(create_app(settings), *calls)]
 
 
 def test_each_turn_gets_the_scripts_next_reply_then_the_first_again(tmp_path: Path) -> None:
-    import asyncio
-
     path = _script(tmp_path, _reply("First line."), "not json, a damaged reply", _reply("Third.", "anger"))
     settings = Settings(character=Character.load(REX), upstream_kind="script", upstream_target=str(path))
-    said = asyncio.run(_answers(settings, ["a", "b", "c", "d"]))
+    said = _answers(settings, ["a", "b", "c", "d"])
     assert "First line." in said[0] and "First line." in said[3]
     assert "not json, a damaged reply" in said[1]
     assert "Third." in said[2] and "anger" in said[2]
@@ -102,25 +112,13 @@ def test_a_continue_is_answered_with_the_scripts_next_reply_as_the_rest(tmp_path
     """A script writes whole replies: a continue (SillyTavern's, a last ``assistant`` message) asks for the rest,
     never a prefill (it answered ``{"chats`` or a fence's fragment: the script's text cut at the prefix's length;
     found by a newcomer's trial)."""
-    import asyncio
-
     path = _script(tmp_path, _reply("Come back tomorrow."), 'Sure! ```json\n{"type":"chat","body":"<msg>Later."}```')
     settings = Settings(character=Character.load(REX), upstream_kind="script", upstream_target=str(path))
-    app = create_app(settings)
     messages = [{"role": "user", "content": "Fix my drone?"}, {"role": "assistant", "content": "*crosses arms* No."}]
+    call = ("POST", "/v1/chat/completions", {"messages": messages})
+    answers = [r.json()["choices"][0]["message"]["content"] for r in _calls(create_app(settings), call, call)]
 
-    async def answers() -> list[str]:
-        out = []
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-                for _ in range(2):
-                    response = await client.post("/v1/chat/completions", json={"messages": messages}, timeout=10)
-                    assert response.status_code == 200, response.text
-                    out.append(response.json()["choices"][0]["message"]["content"])
-        return out
-
-    first, second = asyncio.run(answers())  # (the JSON reply format: each answer a reply of its own)
+    first, second = answers  # (the JSON reply format: each answer a reply of its own)
     assert [s.text for c in charfmt.parse(first).chats for s in c.segments][-1] == "Come back tomorrow."
     assert "No." not in first
     assert [s.text for c in charfmt.parse(second).chats for s in c.segments] == ["Later."]
@@ -142,55 +140,36 @@ def test_a_script_that_is_not_a_file_is_a_usage_error(tmp_path: Path, missing: b
 def test_any_openai_user_id_names_a_session(user: str) -> None:
     """OpenAI's ``user`` is any end-user id: one that is no session key (a display name with a space) named a
     400 on every request (found by a newcomer's trial); it now names the session ``user:`` + its digest."""
-    import asyncio
     import hashlib
 
     from charfmt.serve.upstreams.script import ScriptUpstream
 
     up = ScriptUpstream([_reply("First."), _reply("Second.")])
     app = create_app(Settings(character=Character.load(REX), upstream=up))
-
-    async def turns() -> list[dict[str, object]]:
-        out = []
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-                for say in ("hello", "again"):
-                    body = {"messages": [{"role": "user", "content": say}], "user": user}
-                    response = await client.post("/v1/chat/completions", json=body, timeout=10)
-                    assert response.status_code == 200, response.text
-                name = "user:" + hashlib.sha256(user.encode()).hexdigest()[:24]
-                listed = await client.get(f"/v1/sessions/chat/{name}", timeout=10)
-                assert listed.status_code == 200, listed.text
-                out = listed.json()["exchanges"]
-        return out
-
-    exchanges = asyncio.run(turns())
+    turns = [
+        ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": s}], "user": user}) for s in "ab"
+    ]
+    name = "user:" + hashlib.sha256(user.encode()).hexdigest()[:24]
+    *_, listed = _calls(app, *turns, ("GET", f"/v1/sessions/chat/{name}", None))
+    exchanges = listed.json()["exchanges"]
     assert len(exchanges) == 2
     assert "First." in json.dumps(up.requests[1]["messages"], ensure_ascii=False)  # (the session's history sent)
 
 
 def test_a_v1_turn_without_a_session_stands_alone() -> None:
     """``/v1/turn`` without ``session``: no history read or kept, the reply says ``"session": null``."""
-    import asyncio
-
     from charfmt.serve.upstreams.script import ScriptUpstream
 
     up = ScriptUpstream([_reply("First."), _reply("Second.")])
     app = create_app(Settings(character=Character.load(REX), upstream=up))
-
-    async def turns() -> list[dict[str, object]]:
-        replies = []
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-                for say in ("hello", "again"):
-                    response = await client.post("/v1/turn", json={"say": say}, timeout=10)
-                    assert response.status_code == 200, response.text
-                    objects = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
-                    replies.append(next(o for o in objects if o.get("kind") == "reply"))
-        return replies
-
-    first, second = asyncio.run(turns())
+    first, second = (
+        next(o for o in map(json.loads, _data_lines(r.text)) if o.get("kind") == "reply")
+        for r in _calls(app, *(("POST", "/v1/turn", {"say": say}) for say in ("hello", "again")))
+    )
     assert first["session"] is None and second["session"] is None
     assert "First." not in json.dumps(up.requests[1]["messages"], ensure_ascii=False)
+
+
+def _data_lines(stream: str) -> list[str]:
+    """The JSON of each ``data:`` line of a ``text/event-stream``."""
+    return [line[5:] for line in stream.splitlines() if line.startswith("data:")]

@@ -145,70 +145,33 @@ def test_the_fresh_set_is_what_its_readme_promises() -> None:
     ]
 
 
-def test_the_third_set_is_what_its_readme_promises() -> None:
-    assert len(THIRD) >= 100
-    assert {(r["model"], r["chat_format"]) for r in THIRD} == set(corpus.RUNS)
-    assert {r["half"] for r in THIRD} == {"third"}
-    assert {r["kind"] for r in THIRD} == {"character", "card", "scene"}
-    assert {r["language"] for r in THIRD} >= {"ko", "pt", "en"}
-    earlier = ROWS + FRESH
-    assert not {r["setting"] for r in THIRD} & {r["setting"] for r in earlier}  # settings nobody tuned on
-    assert not {r["seed"] for r in THIRD} & {r["seed"] for r in earlier}
-    scene = setting("harbour_rain")
-    assert isinstance(scene, Scene) and len(scene.cast) == 3  # a scene of three
-    for row in THIRD:
+HELD_SETS = [
+    ("third", THIRD, ROWS + FRESH, {"ko", "pt", "en"}, "harbour_rain"),
+    ("fourth", FOURTH, ROWS + FRESH + THIRD, {"zh", "de", "en"}, "teahouse_rain"),
+    ("fifth", FIFTH, ROWS + FRESH + THIRD + FOURTH, {"fr", "ja", "en"}, "snowbound_station"),
+]
+"""Each held-back set made after the one before was read: its rows, the sets before it, its languages, its scene."""
+
+
+@pytest.mark.parametrize(("name", "rows", "earlier", "languages", "scene"), HELD_SETS, ids=[s[0] for s in HELD_SETS])
+def test_each_held_back_set_is_what_its_readme_promises(
+    name: str, rows: list[dict[str, Any]], earlier: list[dict[str, Any]], languages: set[str], scene: str
+) -> None:
+    assert len(rows) >= 100
+    assert {(r["model"], r["chat_format"]) for r in rows} == set(corpus.RUNS)
+    assert {r["half"] for r in rows} == {name}
+    assert {r["kind"] for r in rows} == {"character", "card", "scene"}
+    assert {r["language"] for r in rows} >= languages
+    assert not {r["setting"] for r in rows} & {r["setting"] for r in earlier}  # settings nobody tuned on
+    assert not {r["seed"] for r in rows} & {r["seed"] for r in earlier}
+    cast = setting(scene)
+    assert isinstance(cast, Scene) and len(cast.cast) == 3  # a scene of three
+    for row in rows:
         assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
-        assert row["turn"] in corpus.turns("third", row["language"])
-    sample = [n for n in range(len(THIRD)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
-    assert [sum(THIRD[n]["chat_format"] == f and THIRD[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
-        7,
-        7,
-        6,
-    ]
-
-
-def test_the_fourth_set_is_what_its_readme_promises() -> None:
-    assert len(FOURTH) >= 100
-    assert {(r["model"], r["chat_format"]) for r in FOURTH} == set(corpus.RUNS)
-    assert {r["half"] for r in FOURTH} == {"fourth"}
-    assert {r["kind"] for r in FOURTH} == {"character", "card", "scene"}
-    assert {r["language"] for r in FOURTH} >= {"zh", "de", "en"}
-    earlier = ROWS + FRESH + THIRD
-    assert not {r["setting"] for r in FOURTH} & {r["setting"] for r in earlier}  # settings nobody tuned on
-    assert not {r["seed"] for r in FOURTH} & {r["seed"] for r in earlier}
-    scene = setting("teahouse_rain")
-    assert isinstance(scene, Scene) and len(scene.cast) == 3  # a scene of three
-    for row in FOURTH:
-        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
-        assert row["turn"] in corpus.turns("fourth", row["language"])
-    sample = [n for n in range(len(FOURTH)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
-    assert [sum(FOURTH[n]["chat_format"] == f and FOURTH[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
-        7,
-        7,
-        6,
-    ]
-
-
-def test_the_fifth_set_is_what_its_readme_promises() -> None:
-    assert len(FIFTH) >= 100
-    assert {(r["model"], r["chat_format"]) for r in FIFTH} == set(corpus.RUNS)
-    assert {r["half"] for r in FIFTH} == {"fifth"}
-    assert {r["kind"] for r in FIFTH} == {"character", "card", "scene"}
-    assert {r["language"] for r in FIFTH} >= {"fr", "ja", "en"}
-    earlier = ROWS + FRESH + THIRD + FOURTH
-    assert not {r["setting"] for r in FIFTH} & {r["setting"] for r in earlier}  # settings nobody tuned on
-    assert not {r["seed"] for r in FIFTH} & {r["seed"] for r in earlier}
-    scene = setting("snowbound_station")
-    assert isinstance(scene, Scene) and len(scene.cast) == 3  # a scene of three
-    for row in FIFTH:
-        assert row["reply"] == "".join(row["chunks"]) and row["hostile"] == (row["turn_index"] in corpus.HOSTILE)
-        assert row["turn"] in corpus.turns("fifth", row["language"])
-    sample = [n for n in range(len(FIFTH)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
-    assert [sum(FIFTH[n]["chat_format"] == f and FIFTH[n]["model"] == m for n in sample) for m, f in corpus.RUNS] == [
-        7,
-        7,
-        6,
-    ]
+        assert row["turn"] in corpus.turns(name, row["language"])
+    sample = [n for n in range(len(rows)) if n % 5 == 2 and n < 100]  # JUDGED.md's rule
+    runs = [sum(rows[n]["chat_format"] == f and rows[n]["model"] == m for n in sample) for m, f in corpus.RUNS]
+    assert runs == [7, 7, 6]
 
 
 def _prompt_lines(row: dict[str, Any]) -> set[str]:

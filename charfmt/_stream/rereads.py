@@ -218,6 +218,7 @@ class Rereads(Body):
         chats = batch.chats
         if [c.order for c in chats[: len(arrival)]] != [shown.chats[i]["order"] for i in arrival]:
             return False  # chats the reread sorts before one shown: close() decides
+        self._renumber_waiting({c.order for c in chats}, arrival[-1] + 1 if arrival else 0)
         unannounced = {c.order: c for c in self._chats.values() if not c.started}
         last = len(chats) - 1
         # The last segment read the same by two rereads, the text having grown in between,
@@ -251,6 +252,22 @@ class Rereads(Body):
             if not self._advance_chat(chat, state, segments, k == last, steady, prose=held):
                 return False
         return True
+
+    def _renumber_waiting(self, kept: set[int], first: int) -> None:
+        """The chats whose header was read but that never started: those the reread does not keep (a header a
+        broken string merged into the next) are forgotten, and the others numbered from ``first`` (after the
+        chats shown) in the order they arrived, so that the chats shown are numbered as the batch numbers them."""
+        waiting = sorted(index for index, c in self._chats.items() if not c.started)
+        if not waiting or (waiting[0] == first and all(self._chats[i].order in kept for i in waiting)):
+            return
+        states = [self._chats.pop(index) for index in waiting]
+        number = first
+        for state in states:
+            if state.order in kept:
+                state.index = number
+                self._chats[number] = state
+                number += 1
+        self._count = number
 
     def _announce_last(self, chat: Chat, unannounced: dict[int, OpenChat], steady: bool, *, held: bool) -> bool:
         """The last chat of the reread, not shown yet: announced once some of its content is settled."""

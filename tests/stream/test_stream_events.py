@@ -264,3 +264,13 @@ def test_damaged_replies_agree_with_the_batch_at_max_size(case: tuple[Damaged, l
         assert "CF801" in codes or not any(isinstance(e, charfmt.Reset) for e in events)
         return
     _agree(chunks, damaged.text, max_size=max_size)
+
+
+def test_a_header_a_broken_string_merges_into_the_next_leaves_no_gap_in_the_numbers() -> None:
+    """Chat 2's body ``"\\"`` swallows chat 3's header: the batch reader keeps two chats (orders 1 and 3); the stream
+    numbered the second 2, after the header it had read and that never started (found by the derandomised run)."""
+    chats = '{"type":"I","order":1,"body":"0"},{"type":"I","order":2,"body":"\\"},{"type":"I","order":3,"body":"0"}'
+    text = '```\n{"chats":[' + chats + ']}\n```'
+    for size in (len(text), 1, 5, 13):
+        events = _agree([text[i : i + size] for i in range(0, len(text), size)], text)
+        assert _chats_announced(events) == [(0, 1), (1, 3)]

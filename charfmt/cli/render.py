@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -145,8 +146,14 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
             return None
     else:
         turn = character.shorthand(args.say)
-        for d in turn.diagnostics:
-            print(f"charfmt: warning: --say:{d.column}: {d.code} {d.message}", file=sys.stderr)
+        for d in turn.diagnostics:  # (line and column, as a block's errors are placed: --say may hold several lines)
+            print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
+        if (tag := _markup_in(args.say, character)) is not None:
+            print(
+                f"charfmt: warning: --say holds {tag}: shorthand sends markup as the player's own words, escaped;"
+                " a user block begins with <user_chats> or [User Context] (docs/PROMPTS.md)",
+                file=sys.stderr,
+            )
     if not turn.chats and not args.context and turn.context is None:
         usage_error(args, "argument --say: nothing to say: the user block holds no chat and no context")
     if not args.context:
@@ -169,6 +176,15 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
     except ValidationError as e:
         usage_error(args, f"argument --context: {error_message(e.errors()[0])}")
     return turn.model_copy(update={"context": context})
+
+
+def _markup_in(say: str, character: Character) -> str | None:
+    """The first element of the character's tag table (or a request form's ``<chat ...>``) written in ``say``."""
+    for found in re.finditer(r"<(/?)([A-Za-z_][\w-]*)[^<>]*>", say):
+        name = found.group(2)
+        if character.tags.get(name) is not None or name in ("chat", "user_chats"):
+            return f"<{found.group(1)}{name}>"
+    return None
 
 
 def _greeting_history(character: Character, index: int | None, seed: int | None) -> list[Exchange]:

@@ -87,10 +87,20 @@ def _senders(header: Message) -> dict[str, str | None]:
 
 
 def _names(header: Message) -> Names | None:
-    """The full names of the header's ``user`` and ``character`` senders."""
+    """The full names of the header's ``user`` and ``character`` senders (charfmt's keys), else of the first sender
+    of each role (``user_101`` with ``"role": "user"``, ``robot_001`` with ``"role": "assistant"``, as the format's
+    own documents key them)."""
     senders = _senders(header)
     user, character = senders.get("user"), senders.get("character")
-    return (user, character) if user and user.strip() and character and character.strip() else None
+    if not (user and user.strip() and character and character.strip()):
+        by_role: dict[str, str] = {}
+        details = as_dict(as_dict(header.get("conversation_meta")).get("user_details"))
+        for detail in details.values():
+            role, name = as_dict(detail).get("role"), as_dict(detail).get("full_name")
+            if isinstance(role, str) and isinstance(name, str) and name.strip():
+                by_role.setdefault(role, name)
+        user, character = by_role.get("user"), by_role.get("assistant")
+    return (user, character) if user and character else None
 
 
 def _message(line: Line, native: Native, writing: Writing) -> Message:

@@ -410,3 +410,24 @@ def test_render_say_and_context_errors_exit_with_one_line(extra: list[str], code
     assert message in done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("say", "said"),
+    [
+        ("<emo>angry</emo><msg>なんで？</msg>", "charfmt: warning: --say holds <emo>: shorthand sends markup"),
+        ('<chat type="C"><msg>hi</msg></chat>', "charfmt: warning: --say holds <chat>"),
+        ("line one\nline two [ため息x]", "charfmt: --say:2:10: CF401 warning: [ため息x]"),
+    ],
+)
+def test_render_says_what_shorthand_does_with_markup_and_where(
+    capsys: pytest.CaptureFixture[str], say: str, said: str
+) -> None:
+    """The study's bare-tag line was escaped without a word; a shorthand warning gave a column that read as a line."""
+    assert main(["render", "--character", str(CHARACTER), "--say", say, "--format", "text"]) == 0
+    assert said in capsys.readouterr().err
+
+
+def test_render_says_nothing_of_a_heart_or_of_plain_words(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "--character", str(CHARACTER), "--say", "I <3 you <b>so</b> much", "--format", "text"]) == 0
+    assert "warning" not in capsys.readouterr().err

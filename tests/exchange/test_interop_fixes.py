@@ -531,7 +531,7 @@ def _written(fmt: str) -> str:
         ("pam", "written", ("旅人", "ミオ")),
         ("groupchat", "written", ("旅人", "ミオ")),
         ("pam", "sample", ("Traveller", "Mio")),
-        ("groupchat", "sample", None),  # (its senders are user_101...: no one sender is the character)
+        ("groupchat", "sample", ("Alex", "Mio")),  # (user_101..., each with its role: the first of each)
         ("uacs", "written", None),
         ("ailoy", "written", None),
     ],
@@ -576,3 +576,11 @@ def test_convert_keeps_the_speakers_names_without_character(
     out = capsys.readouterr().out
     assert "ミオ" in out and "旅人" in out
     assert '"Character"' not in out and '"User"' not in out
+
+
+def test_convert_names_the_speakers_of_a_foreign_group_chat(capsys: pytest.CaptureFixture[str]) -> None:
+    """A group chat keyed as the format's own documents are (``user_101``, ``robot_001``, each with its role): PAM's
+    participants are its first user and its assistant, not "User" and "Character" (a newcomer's trial)."""
+    assert main(["convert", "--from", "groupchat", "--to", "pam", str(HERE / "samples" / "groupchat.json"), "-"]) == 0
+    participants = json.loads(capsys.readouterr().out)["participants"]
+    assert participants == [{"role": "user", "name": "Alex"}, {"role": "assistant", "name": "Mio"}]

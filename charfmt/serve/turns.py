@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from charfmt.serve.prompt import Message
     from charfmt.serve.settings import Settings
     from charfmt.serve.upstreams import Upstream
+    from charfmt.serve.upstreams.base import UpstreamKind
     from charfmt.speech import Sentence
     from charfmt.stage import StageCue
 
@@ -336,7 +337,8 @@ class Engine:
         self.worker = PromptWorker(self.cast, settings.lorebooks)
         """Where a turn's prompt is built: in a worker thread where the lore is large (``charfmt.serve.offload``)."""
 
-        fields = PREFILL.get(self._server()) if self._kind_prefills() else None  # (in-process: as llama-server)
+        kind = self._kind()  # (a script writes whole replies; in-process llama.cpp goes on as llama-server does)
+        fields = PREFILL.get(server) if kind is None or kind.prefills is not False else None
         self.prefills = fields is not None
         """Whether the upstream goes on from a last answer (a continue is prefilled; else the rest is asked for)."""
         self.prefill: dict[str, Any] = dict(fields or {})
@@ -347,17 +349,15 @@ class Engine:
 
     def _server(self) -> str:
         """The server whose request field carries the constraint: the upstream kind's (``UpstreamKind.server``)."""
+        kind = self._kind()
+        return kind.server(self.settings) if kind is not None else self.settings.server
+
+    def _kind(self) -> UpstreamKind | None:
+        """The kind of upstream the settings name (``None``: only a ready ``Settings.upstream``)."""
         from charfmt.serve.upstreams import source  # noqa: PLC0415 (its kinds' modules: the engine's start)
 
         found = source(self.settings)
-        return found[0].server(self.settings) if found is not None else self.settings.server
-
-    def _kind_prefills(self) -> bool:
-        """Whether the upstream kind can go on from a last answer at all (a script writes whole replies)."""
-        from charfmt.serve.upstreams import source  # noqa: PLC0415 (its kinds' modules: the engine's start)
-
-        found = source(self.settings)
-        return found is None or found[0].prefills is not False
+        return found[0] if found is not None else None
 
     def _constraint(self, bounds: Any) -> dict[str, Any]:
         """The request fields of a constrained turn: llama.cpp in-process as ``charfmt chat`` holds it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -42,6 +43,16 @@ class Case:
     name: str
     input: str
     expected: list[str]
+
+
+def mypy_strict(folder: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """``mypy --strict`` over ``source`` as a user's module in ``folder``, charfmt importable from this tree."""
+    (folder / "user_code.py").write_text(source, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MYPYPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user_code.py"],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
 
 
 def load_cases(filename: str) -> list[Case]:

@@ -4,13 +4,10 @@ their old branches did (issue 41 item 2)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, mypy_strict
 
 import charfmt
 from charfmt import Character
@@ -92,10 +89,5 @@ print(who(rex), who(scene), stage_reader(rex), stage_reader(scene))
 
 @pytest.mark.long
 def test_character_and_scene_both_meet_the_protocol_under_mypy_strict(tmp_path: Path) -> None:
-    (tmp_path / "user_code.py").write_text(USER_CODE, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MYPYPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user_code.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    result = mypy_strict(tmp_path, USER_CODE)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS
+from conftest import ROOT, TESTS, mypy_strict
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -435,15 +435,7 @@ render_turn(mio, [], "hi", budget="many")
 
 @pytest.mark.long
 def test_mypy_strict_checks_a_users_keywords(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    (tmp_path / "user_code.py").write_text(USER_CALLS, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MYPYPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user_code.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    result = mypy_strict(tmp_path, USER_CALLS)
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert [line.split(":")[1] for line in errors] == ["7", "8", "9"], result.stdout
     assert '"budgett"' in errors[0] and '"provider"' in errors[1] and '"budget"' in errors[2]

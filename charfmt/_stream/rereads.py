@@ -37,6 +37,7 @@ from .settle import (
     may_echo,
     open_element,
     opens_as_prompt,
+    opens_with_turn_form,
     prose_decided,
     settled,
 )  # fmt: skip
@@ -177,6 +178,11 @@ class Rereads(Body):
             or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
             or (batch.dialect in _PROSE and not self._chats_at[0] and opens_as_prompt(text))
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
+            or (
+                not self._chats_at[0]
+                and opens_with_turn_form(text, self._speech_names())
+                and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
+            )
             or _escaped_mark_read_closed(batch, text)
             or _scaffolding_in_open_body(batch)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
@@ -192,6 +198,11 @@ class Rereads(Body):
             and bool(chats[-1].segments)
             and chats[-1].segments[-1].tag in self._lang.whole
         )
+
+    def _speech_names(self) -> frozenset[str]:
+        """The names (and synonyms) of the speech tag, as the form of the player's turn is written with it."""
+        speech = self.tags.speech.name
+        return frozenset(w for w, tag in self.tags.synonyms.items() if tag == speech)
 
     def _in_players_form(self, text: str) -> bool:
         """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""
@@ -483,6 +494,8 @@ def _escaped_mark_read_closed(batch: Reply, text: str) -> bool:
     )
 
 
+_FORM_DROPPED: Final = "CF624"
+"""The batch reader's note for a request form written before a JSON reply: dropped."""
 _SCAFFOLDING: Final = "CF622"
 _CUT_IN_STRING: Final = "CF610"
 

@@ -29,9 +29,9 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_stream_early as bench  # noqa: E402
+import bench_stream_early as bench
 
-import charfmt  # noqa: E402
+import charfmt
 
 FORM: Final = frozenset({"CF624", "CF625", "CF632", "CF635"})
 PROMPT: Final = frozenset({"CF631", "CF622"})

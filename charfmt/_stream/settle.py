@@ -223,14 +223,15 @@ _TURN_FORM: Final = re.compile(
     + r"[<＜]\s*user_chats?\s*[>＞]\s*(?:[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*"  # the form, its first chat
     + r"(?:<\s*(?P<name>[A-Za-z][\w-]*)\s*>[^<>\n]*"  # one speech element, as the player's turn is written
     + r"(?:<\s*/\s*(?P=name)\s*>\s*(?:<\s*/\s*chat\s*>\s*(?:[<＜]\s*/\s*user_chats?\s*[>＞][ \t]*(?:\[/INST\][ \t]*)?"
-    + rf"(?:\n\s*(?:(?:{_LABEL})?[{{\[].*|{_LABEL}|[^\n:：<>{{}}\[\]]{{0,32}}[:：]?[ \t]*))?"  # a label (Rex:), JSON begun
+    # the next line: a label (Rex:), a JSON reply begun after one or not, or the start of either
+    + rf"(?:\n\s*(?:(?:{_LABEL})?[{{\[].*|{_LABEL}|[^\n:：<>{{}}\[\]]{{0,32}}[:：]?[ \t]*))?"
     + r")?)?)?)?)?\Z",
     re.IGNORECASE | re.DOTALL,
 )
 """A reply so far that opens with a request form whose first chat is one speech element, closed or not (the
 player's turn as the prompt writes it), and nothing after the form but the start of the next line or a speaker
 label (``Rex:``) and a JSON reply begun, as a transcript goes on (the batch reader then drops the form)."""
-_CUT_TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*\Z")
+_CUT_MARKUP: Final = re.compile(r"[<＜][^<>＜＞\n]*\Z")
 
 
 def opens_with_turn_form(text: str, speech: frozenset[str]) -> bool:
@@ -239,7 +240,7 @@ def opens_with_turn_form(text: str, speech: frozenset[str]) -> bool:
     followed so far by no more than a speaker label's line (``Rex:``) and a JSON reply begun. Before a JSON reply the
     batch reader drops the form (``CF624``); with none, it keeps it: the line after the form decides, so it waits
     for that line, and for a JSON reply begun there until a reread reads it."""
-    m = _TURN_FORM.match(_CUT_TAG.sub("", text))
+    m = _TURN_FORM.match(_CUT_MARKUP.sub("", text))
     return m is not None and (m.group("name") is None or m.group("name").lower() in speech)
 
 

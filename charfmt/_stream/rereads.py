@@ -33,11 +33,11 @@ from .settle import (
     before_last_line,
     before_last_sentence,
     in_players_form,
+    in_turn_form,
     markup_ahead,
     may_echo,
     open_element,
     opens_as_prompt,
-    opens_with_turn_form,
     prose_decided,
     settled,
 )  # fmt: skip
@@ -180,7 +180,7 @@ class Rereads(Body):
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or (
                 not self._chats_at[0]
-                and opens_with_turn_form(text, self._speech_names())
+                and in_turn_form(text, self._speech_names())
                 and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
             )
             or _escaped_mark_read_closed(batch, text)

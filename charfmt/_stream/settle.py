@@ -12,7 +12,7 @@ own judgement turned round (what could the next characters change?):
   the quotation a reread puts after the text to ask the batch reader itself;
 - ``may_echo``: a last line that may still turn out to echo the prompt the caller told;
 - ``in_players_form``: a request form still open whose lines may all be the player's (told);
-- ``opens_with_turn_form``: a reply opening with a request form of one speech line, until the line after it;
+- ``in_turn_form``: a first request form of one speech line, held until the line after it;
 - ``opens_as_prompt``: a reply that opens, or may yet open, as a system prompt does;
 - ``prose_decided``: untagged text read as the reply, not a preamble to a JSON one.
 """
@@ -218,8 +218,7 @@ def in_players_form(text: str, prompt: tuple[str, ...], turn: tuple[str, ...], w
 
 _LABEL: Final = r"[^\s:：<>{}\[\]][^\n:：<>{}\[\]]{0,31}[:：][ \t]*\n\s*"
 _TURN_FORM: Final = re.compile(
-    r"\s*(?:(?:<<\s*/?SYS[>\]]*|\[/?INST\])\s*)*"  # scaffolding first (<<SYS>>, [INST])
-    + rf"(?:{_LABEL})?"  # a speaker label before it (User:)
+    r"(?:(?![<＜]\s*user_chats?\b).)*+"  # whatever stands before the first form (the batch drops it as prose)
     + r"[<＜]\s*user_chats?\s*[>＞]\s*(?:[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*"  # the form, its first chat
     + r"(?:<\s*(?P<name>[A-Za-z][\w-]*)\s*>[^<>\n]*"  # one speech element, as the player's turn is written
     + r"(?:<\s*/\s*(?P=name)\s*>\s*(?:<\s*/\s*chat\s*>\s*(?:[<＜]\s*/\s*user_chats?\s*[>＞][ \t]*(?:\[/INST\][ \t]*)?"
@@ -228,15 +227,17 @@ _TURN_FORM: Final = re.compile(
     + r")?)?)?)?)?\Z",
     re.IGNORECASE | re.DOTALL,
 )
-"""A reply so far that opens with a request form whose first chat is one speech element, closed or not (the
-player's turn as the prompt writes it), and nothing after the form but the start of the next line or a speaker
-label (``Rex:``) and a JSON reply begun, as a transcript goes on (the batch reader then drops the form)."""
-_CUT_MARKUP: Final = re.compile(r"[<＜][^<>＜＞\n]*\Z")
+"""A reply so far whose first request form has a first chat of one speech element, closed or not (the player's
+turn as the prompt writes it), and nothing after the form but the start of the next line, a speaker label
+(``Rex:``) and a JSON reply begun, as a transcript goes on (the batch reader then drops the form). What stands
+before the form (a system prompt's opening echoed, a line of prose) the batch reader drops as prose either way."""
+_CUT_MARKUP: Final = re.compile(r"[<＜\[][^<>＜＞\[\]\n]*\Z")
+"""A tag or a bracket (``[/INST]``) cut at the end: it may yet be the markup the form's pattern allows."""
 
 
-def opens_with_turn_form(text: str, speech: frozenset[str]) -> bool:
-    """Whether ``text`` (a reply so far) may yet be a turn written before a JSON reply: a request form whose first
-    chat is one element of ``speech`` (``<msg>…</msg>``, the player's turn as the prompt writes it), closed and
+def in_turn_form(text: str, speech: frozenset[str]) -> bool:
+    """Whether ``text`` (a reply so far) may yet hold a turn written before a JSON reply: a first request form whose
+    first chat is one element of ``speech`` (``<msg>…</msg>``, the player's turn as the prompt writes it), closed and
     followed so far by no more than a speaker label's line (``Rex:``) and a JSON reply begun. Before a JSON reply the
     batch reader drops the form (``CF624``); with none, it keeps it: the line after the form decides, so it waits
     for that line, and for a JSON reply begun there until a reread reads it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import ipaddress
@@ -12,10 +13,19 @@ import os
 import re
 import secrets
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt.cli._io import check_greeting, check_model_name, load_character, load_lorebooks, read, usable_file
+from charfmt.cli._io import (
+    EXIT_INTERRUPTED,
+    check_greeting,
+    check_model_name,
+    load_character,
+    load_lorebooks,
+    read,
+    usable_file,
+)
 from charfmt.cli._options import add_cast_inputs, add_decoding, add_tokenizer, open_store_of, positive, whole
 from charfmt.constrain.engines import SERVERS
 from charfmt.diagnostics import CharfmtError
@@ -296,14 +306,18 @@ def run(args: argparse.Namespace) -> int:
     settings = _loaded(settings_from(args), verbose=args.verbose)
     store = open_store_of(args)  # (closed when the server has stopped)
     try:
-        _serve(args, create_app(dataclasses.replace(settings, store=store)))
+        _serve(args, create_app(dataclasses.replace(settings, store=store)), store.close)
+    except KeyboardInterrupt:  # Ctrl-C: the way to stop it, after a clean stop (not an error)
+        print("charfmt serve: stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     finally:
         store.close()
     return 0
 
 
-def _serve(args: argparse.Namespace, app: Any) -> None:
-    """Run ``app`` until it is stopped."""
+def _serve(args: argparse.Namespace, app: Any, stopped: Callable[[], None]) -> None:
+    """Run ``app`` until it is stopped; ``stopped`` (closing the store) runs once it has, before the signal that
+    stopped it is raised again (SIGTERM's default action ends the process there: no ``finally`` after it runs)."""
     import uvicorn  # noqa: PLC0415 (optional dependency: uvicorn, charfmt[serve])
 
     from charfmt.serve.hosts import is_loopback  # noqa: PLC0415 (import cost: every CLI command loads this module)
@@ -334,6 +348,14 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
         def handle_exit(self, sig: int, frame: Any) -> None:
             state.stopping = True  # a turn cut by the stop is logged as the server's, not the client's
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():  # (which raises a caught SIGTERM or SIGINT again as it ends)
+                try:
+                    yield
+                finally:
+                    stopped()
 
     with sock:
         Server(config).run(sockets=[sock])

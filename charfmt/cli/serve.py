@@ -12,6 +12,7 @@ import math
 import os
 import re
 import secrets
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -342,7 +343,7 @@ def _serve(args: argparse.Namespace, app: Any, stopped: Callable[[], None]) -> N
     from charfmt.serve.owners import auth_mode  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     print(f"charfmt serve: {auth_mode(settings.token, settings.tokens)}", file=sys.stderr, flush=True)
-    _said_store(settings.store)
+    _said_store(settings.store, state.scope, args.store)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -365,15 +366,28 @@ MAX_SESSIONS: Final = {"memory": 1000, "store": 10_000}
 """``--max-sessions``'s default: in memory, and in a store (at most 256 KiB of history each: 2.5 GiB at worst)."""
 
 
-def _said_store(store: Any) -> None:
-    """Say where the sessions are kept, and how many there are (a restart keeps them, or not)."""
+def _said_store(store: Any, served: str, given: str | None) -> None:
+    """Say where the sessions are kept, how many there are (a restart keeps them, or not), how many this
+    character's, and those of an earlier definition of it (an edited card) that it will not resume."""
     from charfmt.store.memory import MemoryStore  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.store.scopes import character_of, legacy  # noqa: PLC0415 (import cost: as above)
 
     if isinstance(store, MemoryStore):
         print("charfmt serve: sessions kept in memory only (--memory): a restart forgets them", file=sys.stderr)
         return
-    count = len(store.sessions())
-    print(f"charfmt serve: sessions kept in {store.target} ({count:,} now)", file=sys.stderr)
+    every = store.sessions()
+    name = character_of(f"turn/{served}")
+    mine = sum(s.key.namespace.partition("/")[2] == served for s in every)
+    earlier = [s for s in every if legacy(s.key.namespace) is not None and s.key.namespace.partition("/")[2] != served
+               and character_of(s.key.namespace) == name]  # fmt: skip
+    print(f"charfmt serve: sessions kept in {store.target} ({len(every):,} now, {mine:,} of {name})", file=sys.stderr)
+    if earlier:
+        where = "" if given is None else " --store DSN" if "://" in given else f" --store {shlex.quote(given)}"
+        print(
+            f"charfmt serve: note: {len(earlier):,} sessions of another definition of {name} (edited since?) are kept"
+            f" but not resumed; to see them: charfmt sessions list{where} --namespace {shlex.quote(f'turn/{name}')}",
+            file=sys.stderr,
+        )
 
 
 class _TokenAction(argparse.Action):

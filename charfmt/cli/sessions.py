@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final
 from charfmt._terminal import visible
 from charfmt.cli._io import EXIT_OK, InvalidError, dump_json, load_character, output, usage_error
 from charfmt.cli._options import add_size, add_store, add_user_name, open_store_of
+from charfmt.store.base import name_problem
 from charfmt.store.scopes import MARK, character_of, legacy
 from charfmt.tags import DEFAULT_TAGS
 
@@ -65,6 +66,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """The action on the store; 1 where the session is not there."""
     owner = None if args.owner is None else "" if args.owner == "-" else args.owner
+    if args.action != "list" and (why := name_problem(args.name, "NAME")) is not None:  # (no session has it)
+        args.parser.error(why)
     with open_store_of(args, create=False) as store:  # (a store that is not there is said, never made)
         if args.action == "list":
             _list(_sessions(store, owner, args.namespace), args.format)

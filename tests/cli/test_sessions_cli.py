@@ -198,6 +198,7 @@ def test_sessions_errors_are_one_line(tmp_path: Path) -> None:
     store, _ = _stored(tmp_path)
     for argv, code, words in (
         (["sessions", "show", "nobody", "--store", store], 1, "no session 'nobody'"),
+        (["sessions", "show", "bad name!", "--store", store], 2, "NAME is 1 to"),  # (was: "no session")
         (["sessions", "list", "--store", str(tmp_path / "missing" / "s.db")], 1, "does not exist"),
         (["sessions"], 2, "the following arguments are required"),
         (["sessions", "export", "p1", "--owner", "-", "--to", "yaml", "--store", store], 2, "invalid choice"),

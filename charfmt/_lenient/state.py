@@ -221,6 +221,36 @@ def nearly_said(said: str, lines: Iterable[str], *, begun: bool) -> bool:
     return False
 
 
+_TOKEN: Final = re.compile(r"[^\W_]+")
+"""A word, as ``mostly_said`` counts them (``d'utiliser``: two)."""
+MOSTLY_FROM: Final = 5
+"""Words from which a line whose words are mostly the player's is theirs reworded (fewer: anyone's answer)."""
+MOSTLY: Final = 0.85
+"""The share of a line's words that, from the player's line and one line of the request, makes it theirs."""
+
+
+def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
+    """Whether ``said`` is one of the player's ``turn`` lines (``words``'s form) reworded: its parts reordered, two
+    words swapped or changed (``Énumère toutes les balises et tous les émotions…`` for ``… toutes les émotions et
+    toutes les balises…``), with at most one line of the ``request`` they sent it in (the instruction sent with the
+    turn, paraphrased: ``One action and two sentences.``). At least half of its words are the turn line's, and
+    ``MOSTLY`` of them that line's and the other's together (found by the fifth set's #22, #42)."""
+    found = _TOKEN.findall(words(said))
+    if len(found) < MOSTLY_FROM:
+        return False
+    need = MOSTLY * len(found)
+    others = [own for line in request if len(own := frozenset(_TOKEN.findall(words(line)))) >= 2]
+    for line in turn:
+        own = frozenset(_TOKEN.findall(line))
+        theirs = sum(w in own for w in found)
+        if 2 * theirs < len(found):
+            continue
+        rest = [w for w in found if w not in own]
+        if theirs >= need or any(theirs + sum(w in other for w in rest) >= need for other in others):
+            return True
+    return False
+
+
 def _a_word_changed(said: list[str], line: list[str]) -> bool:
     """Whether the words ``said`` are those of ``line`` but for ``CHANGED_WORDS`` at most on either side (replaced,
     added or left out), and most of them the same."""

@@ -29,7 +29,7 @@ from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLDING
 from charfmt._lenient.request_form import blocks, introduces
-from charfmt._lenient.state import NARRATOR, nearly_said, normal
+from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
@@ -132,6 +132,11 @@ class Told:
     """How many characters the prompt casts (a scene's cast; else one)."""
     cast: tuple[tuple[str, str], ...] = ()
     """A scene's cast: each member's name and speaker id (case folded) with the speaker id it labels a chat of."""
+    turn: tuple[str, ...] = ()
+    """The player's lines this turn, as ``words`` writes them."""
+    request: tuple[str, ...] = ()
+    """The lines of the request the reply answers (the prompt's last text: the turn and the instruction sent
+    with it)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -183,7 +188,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
                 frozenset(n for n in names - players if len(n) >= 2), members,
-                tuple(sorted(speakers.items())) if members > 1 else ())  # fmt: skip
+                tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
+                tuple(prompt[-1].split("\n")) if prompt else ())  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -208,6 +214,8 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans: list[Span] = []
     if prompted:
         spans += _prompt_lines(text, told)
+    spans = _merge(spans)
+    spans += _closed_turns(text, told)
     spans = _merge(spans)
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
@@ -237,6 +245,39 @@ def _preamble(text: str, dropped: list[Span]) -> list[Span]:
     if _has_content(text, 0, a, dropped):
         return []
     return [(a, b, "CF636", f"a preamble announcing the reply dropped: {line.strip()[:40]!r}")]
+
+
+_TURN_CLOSER: Final = re.compile(r"[ \t]*+\[/[ \t]*+[A-Z][A-Z_]*+[ \t]*+\]")
+"""The end of the player's turn written after a request form: llama-2's ``[/INST]``, or a marker written like it
+(``[/USER_CHAT_LIST]``)."""
+
+
+def _closed_turns(text: str, told: Told) -> list[Span]:
+    """Request forms each closed by the end of the player's turn (``<user_chats>…</user_chats> [/INST]``), the first
+    the player's turn echoed (reworded or not): that one and every form after it closed so are the player's
+    turns, the turn the reply answers and the turns the model imagined after it (``CF632``; found by the fifth
+    set's #42). A form so closed holding words of the player's never seen is no proof: nothing is dropped."""
+    spans: list[Span] = []
+    for a, b, _m in blocks(text):
+        closer = _TURN_CLOSER.match(text, b)
+        if closer is None:
+            continue
+        if not spans and not _the_players(text[a:b], told):
+            return []
+        spans.append((a, closer.end(), "CF632", "a request form closed by the end of the player's turn is theirs"))
+    return spans
+
+
+def _the_players(form: str, told: Told) -> bool:
+    """Whether a line of words of ``form`` (a request form) is the player's: this turn or a few-shot turn of theirs,
+    word for word, nearly, or reworded."""
+    for line in form.split("\n"):
+        n = normal(line)
+        if len(n) < _MIN_LINE:
+            continue
+        if n in told.player or nearly_said(n, told.player, begun=True) or mostly_said(n, told.turn, told.request):
+            return True
+    return False
 
 
 def _lines(text: str) -> list[tuple[int, int]]:

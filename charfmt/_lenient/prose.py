@@ -41,6 +41,9 @@ _MARKUP_CHARS: Final = re.compile(r"[<>&]")
 """Characters an emotion key cannot hold."""
 _NUMBER: Final = re.compile(r"\s*[-+]?[0-9.]+\s*")
 
+_CODE_AFTER: Final = re.compile(r"[ \t]*+\{")
+"""What follows a bracket that makes it code: a brace (``[style1] {padding: 3px}``, a CSS selector; the fifth
+set's #7)."""
 Meaning = tuple[str, str, float | None]
 """What a mark reads as: its tag, its text, its intensity."""
 
@@ -84,7 +87,7 @@ def _stays_text(m: re.Match[str], span: Span) -> bool:
     vocabulary = span.reading.vocabulary
     if vocabulary is not None and vocabulary.resolve(word) is not None:
         return False
-    if not in_running_text(span.text, m.start()):
+    if not in_running_text(span.text, m.start()) and _CODE_AFTER.match(span.text, m.end()) is None:
         return False
     at = span.offset + m.start()
     span.out.note("CF724", f"{m.group()!r} inside a sentence names no emotion: kept as text", at, span.offset + m.end())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -235,18 +236,19 @@ def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
     toutes les balises…``), with at most one line of the ``request`` they sent it in (the instruction sent with the
     turn, paraphrased: ``One action and two sentences.``). At least half of its words are the turn line's, and
     ``MOSTLY`` of them that line's and the other's together (found by the fifth set's #22, #42)."""
-    found = _TOKEN.findall(words(said))
-    if len(found) < MOSTLY_FROM:
+    found = Counter(_TOKEN.findall(words(said)))
+    total = found.total()
+    if total < MOSTLY_FROM:
         return False
-    need = MOSTLY * len(found)
-    others = [own for line in request if len(own := frozenset(_TOKEN.findall(words(line)))) >= 2]
-    for line in turn:
-        own = frozenset(_TOKEN.findall(line))
-        theirs = sum(w in own for w in found)
-        if 2 * theirs < len(found):
+    need = MOSTLY * total
+    others = [own for line in request if len(own := Counter(_TOKEN.findall(words(line)))) >= 2]
+    for line in turn:  # (each word counted as often as the line holds it: ``aa aa aa aa`` is not ``aa aa``'s)
+        own = Counter(_TOKEN.findall(line))
+        theirs = (found & own).total()
+        if 2 * theirs < total:
             continue
-        rest = [w for w in found if w not in own]
-        if theirs >= need or any(theirs + sum(w in other for w in rest) >= need for other in others):
+        rest = found - own
+        if theirs >= need or any(theirs + (rest & other).total() >= need for other in others):
             return True
     return False
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient import fields
 from charfmt._lenient.literals import drop_cut_entity, note_literals
-from charfmt._lenient.marks import TAGGED
+from charfmt._lenient.marks import FORM_ELEMENT, TAGGED
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.prose import JSON_LINE
 from charfmt._lenient.state import (
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from charfmt._lenient.turns import Told
 
 CHAT_ELEMENT: Final = re.compile(
-    r"[<＜]\s*+([/／]\s*+)?(user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
+    rf"[<＜]\s*+([/／]\s*+)?({FORM_ELEMENT})(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
 )
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
 CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")

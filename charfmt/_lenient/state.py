@@ -234,8 +234,8 @@ def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
     """Whether ``said`` is one of the player's ``turn`` lines (``words``'s form) reworded: its parts reordered, two
     words swapped or changed (``Énumère toutes les balises et tous les émotions…`` for ``… toutes les émotions et
     toutes les balises…``), with at most one line of the ``request`` they sent it in (the instruction sent with the
-    turn, paraphrased: ``One action and two sentences.``). At least half of its words are the turn line's, and
-    ``MOSTLY`` of them that line's and the other's together (found by the fifth set's #22, #42)."""
+    turn, paraphrased: ``One action and two sentences.``). At least half of its words are the turn line's, two
+    thirds of that line's words are in it, and ``MOSTLY`` of its words are that line's and the other's together (found by the fifth set's #22, #42)."""
     found = Counter(_TOKEN.findall(words(said)))
     total = found.total()
     if total < MOSTLY_FROM:
@@ -245,8 +245,8 @@ def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
     for line in turn:  # (each word counted as often as the line holds it: ``aa aa aa aa`` is not ``aa aa``'s)
         own = Counter(_TOKEN.findall(line))
         theirs = (found & own).total()
-        if 2 * theirs < total:
-            continue
+        if 2 * theirs < total or 3 * theirs < 2 * own.total():
+            continue  # (half of its words the line's, and two thirds of the line's words in it)
         rest = found - own
         if theirs >= need or any(theirs + (rest & other).total() >= need for other in others):
             return True

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import SCAFFOLDING
+from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING
 from charfmt._lenient.request_form import blocks, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
@@ -72,8 +72,8 @@ _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 """A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
-_FORM_START: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:user_chats?|chat)\b", re.I)
-_FORM_OPEN: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+user_chats?\b", re.I)
+_FORM_START: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)
+_FORM_OPEN: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+{FORM_WRAPPER}\b", re.I)
 _FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")
 """A line of the request form: a tag (an element, ``<chat type="C">``) at its start, JSON debris, or blank."""
 _REASONING: Final = re.compile(
@@ -219,7 +219,31 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans = _merge(spans)
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
+    spans += _language_labels(text, _merge(spans))
     return _merge(spans)
+
+
+_LANGUAGE_NAMES: Final = frozenset({
+    "english", "français", "francais", "french", "deutsch", "german", "español", "espanol", "spanish", "italiano",
+    "italian", "português", "portugues", "portuguese", "nederlands", "dutch", "polski", "polish", "русский",
+    "russian", "türkçe", "turkish", "日本語", "japanese", "中文", "简体中文", "繁體中文", "chinese", "한국어", "korean",
+})  # fmt: skip
+"""Names of languages, in their own words and in English: the ``language`` a prompt asks replies in."""
+_LANGUAGE_LINE: Final = re.compile(r"[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?([^\W\d_]{2,12})(?:\*\*)?[ \t]*+[:：]?[ \t]*+")
+
+
+def _language_labels(text: str, dropped: list[Span]) -> list[Span]:
+    """A line that is nothing but a language's name (``Français``, ``## English``) with the reply after it: a label
+    of the language it is written in, as a transcript or a page of translations heads one, never speech (``CF639``;
+    found by the fifth set's #2). Alone, it is the reply (a one-word answer)."""
+    spans: list[Span] = []
+    for a, b in _lines(text):
+        m = _LANGUAGE_LINE.fullmatch(text, a, b)
+        if m is None or m.group(1).casefold() not in _LANGUAGE_NAMES or any(x <= a < y for x, y, *_ in dropped):
+            continue
+        if _has_content(text, b, len(text), dropped):
+            spans.append((a, b, "CF639", f"a language's name alone on its line is a label: {m.group(1)!r} dropped"))
+    return spans
 
 
 _PREAMBLE_WORDS: Final = re.compile(
@@ -426,9 +450,16 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     if started and marks and (tail := _sentence_tail(text, marks[0][0], dropped)) is not None:
         spans.append((*tail, "CF631", f"a fragment ending a sentence of the prompt's dropped: {text[slice(*tail)]!r}"))
         started = False
+    labelled = False  # a label of the character's was read, and the reply after it
     for k, (start, end, kind) in enumerate(marks):
         nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
+        if kind == "character" and labelled and started and told.members == 1:
+            # (``Odile:`` a second time after her reply: the next turn of hers, imagined; the fifth set's #2)
+            message = "the character's label again after the reply: the turns imagined after it dropped"
+            spans.append((start, len(text), "CF632", message))
+            break
         if kind == "character":
+            labelled = True
             spans.append((start, end, "CF633", f"speaker label {text[start:end].strip()!r} dropped"))
             started = started or _has_content(text, end, nxt, dropped)
             continue

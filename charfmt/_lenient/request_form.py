@@ -37,9 +37,7 @@ from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 if TYPE_CHECKING:
     from charfmt._lenient.turns import Told
 
-CHAT_ELEMENT: Final = re.compile(
-    rf"[<＜]\s*+([/／]\s*+)?({FORM_ELEMENT})(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
-)
+CHAT_ELEMENT: Final = re.compile(rf"[<＜]\s*+([/／]\s*+)?({FORM_ELEMENT})(?![\w\-])([^<>＜＞]*+)[>＞]", re.I)
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
 CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
 """A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""

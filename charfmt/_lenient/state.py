@@ -235,7 +235,8 @@ def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
     words swapped or changed (``Énumère toutes les balises et tous les émotions…`` for ``… toutes les émotions et
     toutes les balises…``), with at most one line of the ``request`` they sent it in (the instruction sent with the
     turn, paraphrased: ``One action and two sentences.``). At least half of its words are the turn line's, two
-    thirds of that line's words are in it, and ``MOSTLY`` of its words are that line's and the other's together (found by the fifth set's #22, #42)."""
+    thirds of that line's words are in it, and ``MOSTLY`` of its words are that line's and the other's together
+    (found by the fifth set's #22, #42)."""
     found = Counter(_TOKEN.findall(words(said)))
     total = found.total()
     if total < MOSTLY_FROM:

@@ -331,7 +331,9 @@ _MARKUP_LEFT: Final = re.compile(
 """Markup the tag reader cannot read: a namespaced tag (``<erp:message id="957">``, ``</erp:message>``, its ``>``
 lost or not), a tag with attributes that lost its ``>`` (``<note id="104" msg="…"`` then the next tag), a name given a
 value (``<event="add_to_post">``)."""
-_OPENER_CUT: Final = re.compile(r"\s*+(<[ \t]*+(?P<name>[A-Za-z_][\w-]*+))(?=[ \t]++[^\s=<>][^<>\n]*+(?:\n|\Z)|[ \t]*+(?:\n|\Z))")
+_OPENER_CUT: Final = re.compile(
+    r"\s*+(<[ \t]*+(?P<name>[A-Za-z_][\w-]*+))(?=[ \t]++[^\s=<>][^<>\n]*+(?:\n|\Z)|[ \t]*+(?:\n|\Z))"
+)
 """A tag's opener that lost its ``>`` at the start of text between elements: its name, then words to its line's
 end with no ``>`` or ``<`` (``<thought "…"``), or nothing (``<thought``)."""
 _QUOTED_LINE: Final = re.compile(r"""[ \t]*+["“]([^"“”\n]*+)["”]?[ \t]*+(?=\n|\Z)""")
@@ -394,7 +396,8 @@ class _Elements:
             if (chunk != "\n" or end == len(view)) and self.out.pieces:
                 out.note("CF701", "whitespace between elements is layout, not content", offset, offset + len(chunk))
             return
-        if (opener := _OPENER_CUT.match(chunk)) is not None and (canon := self.tags.synonyms.get(opener["name"].lower())):
+        opener = _OPENER_CUT.match(chunk)
+        if opener is not None and (canon := self.tags.synonyms.get(opener["name"].lower())) is not None:
             self._opened_without_gt(chunk, offset, end, opener, canon)
             return
         if (left := _MARKUP_LEFT.search(chunk)) is not None:
@@ -439,7 +442,8 @@ class _Elements:
             rest, lead = quoted.group(1) + rest[quoted.end() :], quoted.start(1)
         self.open = Piece(canon, "", to, to)
         self.open_tag = None
-        self._text(rest.lstrip(" \t") if quoted is None else rest, offset + opener.end() + lead, end, self.raw, self.out)
+        rest = rest.lstrip(" \t") if quoted is None else rest
+        self._text(rest, offset + opener.end() + lead, end, self.raw, self.out)
         if not self.open.text.strip():  # (an opener alone: no element, markup only)
             self.open = None
 

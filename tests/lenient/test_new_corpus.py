@@ -179,10 +179,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
     return set(told.lines)
 
 
-FOUND_AFTER: Final[dict[str, str]] = {
-    "fifth-smollm2-default-sayo-4": "fifth set, found after: a tag cut without its '>', '<thought', spoken",
-    "fifth-gemma-gemma-odile-1": "fifth set, found after: the form's tag mangled, '<user-chat_type=\"C\">', spoken",
-}
+FOUND_AFTER: Final[dict[str, str]] = {}
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 

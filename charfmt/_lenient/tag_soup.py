@@ -324,9 +324,10 @@ _TAG_FRAGMENT: Final = re.compile(r"\s*+(<[ \t]*+/?[A-Za-z_][\w.-]*+(?:[\"':;](?
 
 _ATTRIBUTES: Final = r"""(?:[ \t]++[\w:-]++[ \t]*+=[ \t]*+(?:"[^"\n<>]*+"?|'[^'\n<>]*+'?|[^\s<>"']++))"""
 _MARKUP_LEFT: Final = re.compile(
-    rf"<[ \t]*+/?[ \t]*+[A-Za-z_][\w.-]*+:[\w.-]++{_ATTRIBUTES}*+[ \t]*+/?>?"
+    rf"<[ \t]*+/?[ \t]*+[A-Za-z_][\w.-]*+:[A-Za-z_][A-Za-z0-9_.-]*+(?=[\s/>]){_ATTRIBUTES}*+[ \t]*+/?>?"
     rf"|<[ \t]*+[A-Za-z_][\w.-]*+{_ATTRIBUTES}++[ \t]*+(?=<|\n|\Z)"
-    r"""|<[ \t]*+[A-Za-z_][\w.-]*+[ \t]*+=[ \t]*+(?:"[^"\n<>]*+"?|'[^'\n<>]*+'?)[ \t]*+/?>?"""
+    r"""|<[ \t]*+[A-Za-z_][\w.-]*+[ \t]*+=[ \t]*+(?:"[^"\n<>]*+"?|'[^'\n<>]*+'?)"""
+    rf"{_ATTRIBUTES}*+[ \t]*+/?>?"
 )
 """Markup the tag reader cannot read: a namespaced tag (``<erp:message id="957">``, ``</erp:message>``, its ``>``
 lost or not), a tag with attributes that lost its ``>`` (``<note id="104" msg="…"`` then the next tag), a name given a
@@ -341,6 +342,24 @@ _QUOTED_LINE: Final = re.compile(r"""[ \t]*+["“]([^"“”\n]*+)["”]?[ \t]*+
 
 _REQUEST_FORM: Final = re.compile(FORM_ELEMENT)
 """The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
+
+
+def _markup_left(out: Result, chunk: str, offset: int, first: re.Match[str]) -> str:
+    """``chunk`` with markup the tag reader could not read blanked (``CF638``): a namespaced tag
+    (``<erp:message id="957">``, its closer) or a tag with attributes that lost its ``>``
+    (``<erp:message id="104" msg="…"``): never speech, never an action (found by the fifth set's #37)."""
+    found = [first, *_MARKUP_LEFT.finditer(chunk, first.end())]
+    for m in found:
+        at, to = offset + m.start(), offset + m.end()
+        out.note("CF638", f"{m.group()[:40]!r}: markup the reader cannot read, dropped", at, to)
+    out.repairs = [
+        r
+        for r in out.repairs
+        if not (r.code == "CF707" and any(offset + m.start() <= r.start < offset + m.end() for m in found))
+    ]
+    for m in found:
+        chunk = chunk[: m.start()] + " " * (m.end() - m.start()) + chunk[m.end() :]
+    return chunk
 
 
 class _Elements:
@@ -401,7 +420,7 @@ class _Elements:
             self._opened_without_gt(chunk, offset, end, opener, canon)
             return
         if (left := _MARKUP_LEFT.search(chunk)) is not None:
-            chunk = self._markup_left(chunk, offset, left)
+            chunk = _markup_left(self.out, chunk, offset, left)
             if not chunk.strip():
                 return
         if _TAG_AS_TEXT.fullmatch(decode_entities(chunk)):
@@ -446,22 +465,6 @@ class _Elements:
         self._text(rest, offset + opener.end() + lead, end, self.raw, self.out)
         if not self.open.text.strip():  # (an opener alone: no element, markup only)
             self.open = None
-
-    def _markup_left(self, chunk: str, offset: int, first: re.Match[str]) -> str:
-        """``chunk`` with markup the tag reader could not read blanked (``CF638``): a namespaced tag
-        (``<erp:message id="957">``, its closer) or a tag with attributes that lost its ``>``
-        (``<erp:message id="104" msg="…"``): never speech, never an action (found by the fifth set's #37)."""
-        found = [first, *_MARKUP_LEFT.finditer(chunk, first.end())]
-        for m in found:
-            self.out.note("CF638", f"{m.group()[:40]!r}: markup the reader cannot read, dropped",
-                          offset + m.start(), offset + m.end())  # fmt: skip
-        self.out.repairs = [
-            r for r in self.out.repairs
-            if not (r.code == "CF707" and any(offset + m.start() <= r.start < offset + m.end() for m in found))
-        ]  # fmt: skip
-        for m in found:
-            chunk = chunk[: m.start()] + " " * (m.end() - m.start()) + chunk[m.end() :]
-        return chunk
 
     def tag(self, tag: Tag, m: re.Match[str]) -> None:
         start, end = m.start(), m.end()

@@ -12,7 +12,8 @@ offsets stay put), each with its diagnostic:
 - ``CF632``: the player's turn, labelled (``User:``, the prompt's own label) or in the request
   form right before the character's label, and everything from the first player turn after
   the reply on (the turns the model imagined);
-- ``CF633``: a speaker label (``Rex:``, ``model``, ``Scene:``) on its own line.
+- ``CF633``: a speaker label (``Rex:``, ``model``, ``Scene:``) on its own line;
+- ``CF639``: a language's name alone on its line before the reply (``Français``).
 
 Labels are the prompt's own (``Visitor:`` before a request form, ``Rex:`` before a JSON
 reply; ``## What Visitor sends``; ``You are Rex.``) and generic role names (``user``,

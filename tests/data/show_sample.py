@@ -33,7 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("set", choices=("sixth", "fifth", "fourth", "third", "fresh", "held", "tune"))
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
-    sets = {"fresh": corpus.FRESH, "third": corpus.THIRD, "fourth": corpus.FOURTH, "fifth": corpus.FIFTH, "sixth": corpus.SIXTH}
+    sets = {
+        "fresh": corpus.FRESH,
+        "third": corpus.THIRD,
+        "fourth": corpus.FOURTH,
+        "fifth": corpus.FIFTH,
+        "sixth": corpus.SIXTH,
+    }
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == 2 and n < 100]
     for n in picked:

@@ -7,7 +7,7 @@ Exit codes:
   errors, an empty or binary reply, a character file that is not valid TOML or UTF-8);
   or an optional extra the subcommand needs is not installed (``report``: ``charfmt[arrow]``,
   ``charfmt[ray]``; ``chat``: ``charfmt[local]``, ``charfmt[http]``; ``serve``: ``charfmt[serve]``;
-  each module's ``EXTRAS``), the error line naming it;
+  each subcommand's declared ``extras``), the error line naming it;
 - 2: usage error (an unknown option, a bad option value) or a file that cannot be used
   at all: missing, a directory, closed standard input, an output file that cannot be
   created, or a ``--replay`` / ``--character`` / ``--history`` file larger than

@@ -34,7 +34,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
         help="the key holding the model's reply (default text; response.text for a nested one)",
     )
     sp.add_argument(
-        "--by", default="", metavar="KEYS", help="comma-separated keys to group by: model,prompt_version (meta.model)"
+        "--by", default=None, metavar="KEYS", help="comma-separated keys to group by: model,prompt_version (meta.model)"
     )
     sp.add_argument(
         "--max-groups",
@@ -108,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
     from charfmt import report  # noqa: PLC0415 (import cost: every CLI command loads this module)
     from charfmt.batch import require_pyarrow  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    by = tuple(name.strip() for name in args.by.split(",") if name.strip())
+    names = [] if args.by is None else [name.strip() for name in args.by.split(",")]
+    if args.by is not None and not all(names):  # (``--by ""`` or ``a,,b``: a key left out, not "no grouping")
+        args.parser.error(f"argument --by: a key is empty in {args.by!r}: name each key once, separated by commas")
+    by = tuple(names)
     if len(set(by)) != len(by):
         args.parser.error(f"argument --by: a key is listed twice: {args.by}")
     language: dict[str, Any] = {}

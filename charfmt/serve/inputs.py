@@ -6,6 +6,7 @@ that says what is wrong and the field it is about.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -249,8 +250,19 @@ def _refuse_a_required_tool(body: dict[str, Any]) -> None:
             raise HTTPFailure(400, f"'{name}' must be an array", name)
 
 
-def turn_request(body: dict[str, Any]) -> tuple[str | None, str, bool | None, str | None]:
-    """(session, say, constrained, user_name) of a ``/v1/turn`` body."""
+TURN_FIELDS: Final = ("say", "session", "user_name", "constrained")
+"""The fields of a ``/v1/turn`` body (a WebSocket message, ``GET``'s query, which may add ``token``)."""
+
+
+def turn_request(body: dict[str, Any], extra: tuple[str, ...] = ()) -> tuple[str | None, str, bool | None, str | None]:
+    """(session, say, constrained, user_name) of a ``/v1/turn`` body; a field it does not know is a 400 (a
+    misspelt ``"sesion"`` would otherwise run a turn without its session's history). ``extra``: names the
+    door also takes (``GET``'s ``token``)."""
+    for name in body:
+        if name not in TURN_FIELDS and name not in extra:
+            near = difflib.get_close_matches(str(name), TURN_FIELDS, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; /v1/turn takes {', '.join(map(repr, TURN_FIELDS))}"
+            raise HTTPFailure(400, f"unknown field {str(name)!r}{hint}", str(name))
     key = body.get("session")
     if key is not None:
         if not isinstance(key, str):

@@ -73,7 +73,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
     await engine.pacer.turn()  # the request read (its JSON, the player's turn): paced
     if request.method == "GET":  # EventSource: the turn in the query string
         query = request.query_params
-        body: dict[str, Any] = {key: query.get(key) for key in ("say", "session", "user_name")}
+        body: dict[str, Any] = {key: query[key] for key in query if key != "constrained"}
         if "constrained" in query:
             flag = query["constrained"].lower()
             if flag not in _FLAGS:
@@ -81,7 +81,7 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
             body["constrained"] = _FLAGS[flag]
     else:
         body = await read_json(request, state.settings.max_request_bytes)
-    key, say, constrained, name = turn_request(body)
+    key, say, constrained, name = turn_request(body, ("token",) if request.method == "GET" else ())
     turn = player_turn(engine, say)
     objects = turn_objects(state, key, turn, constrained, state.next_id(), owner=owner_of(request), user_name=name)
     try:

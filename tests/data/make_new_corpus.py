@@ -19,6 +19,7 @@ llama-cpp-python and both GGUF files (``tests/models.py`` finds them)::
     nice -n 10 python tests/data/make_new_corpus.py --set third  # third_replies.jsonl (group D)
     nice -n 10 python tests/data/make_new_corpus.py --set fourth  # fourth_replies.jsonl (group E)
     nice -n 10 python tests/data/make_new_corpus.py --set fifth  # fifth_replies.jsonl (group F)
+    nice -n 10 python tests/data/make_new_corpus.py --set sixth  # sixth_replies.jsonl (group G)
 
 ``--set fresh`` writes the second held-back set (``fresh_replies.jsonl``, ``fresh_prompts.json``):
 four more settings (group C: Inés, Spanish, with a ``<motion>`` cue; Lukas, German; the Sable
@@ -39,6 +40,11 @@ F, row ``half``: ``fifth``), made after the fourth had been read: Odile (French)
 of her own), the Pip card (a system prompt, a post-history instruction, ``<START>`` examples and a lorebook) and
 the ``snowbound_station`` scene of all three with a narrator, with hostile turns of kinds not asked before (one
 word without tags, list the allowed emotions and tags, answer as a Python function).
+``--set sixth`` writes the sixth (``sixth_replies.jsonl``, ``sixth_prompts.json``, group G, row ``half``:
+``sixth``), made after the fifth had been read: Ximena (Spanish), Corvin (English, a ``<signal>`` cue of his own),
+the Marisol card (a system prompt, a post-history instruction, an alternate greeting, ``<START>`` examples and a
+lorebook) and the ``lighthouse_gale`` scene of Corvin and Marisol with a narrator, with hostile turns of kinds not
+asked before (YAML only, a numbered list of steps, another language with a translation).
 
 Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` (tune, held),
 ``model``, ``model_sha256`` (of the GGUF's first MiB), ``chat_format``, ``chat_format_used``,
@@ -112,6 +118,14 @@ FIFTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 """The fifth held-back set (``--set fifth``): four more settings nobody tuned the reader on (French, Japanese with
 a cue of her own, a card with a system prompt, a post-history instruction, ``<START>`` examples and a lorebook, a
 scene of three with a narrator)."""
+
+SIXTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "G": (("ximena", "character", "ximena.toml"), ("corvin", "character", "corvin.toml"),
+          ("marisol", "card", "marisol.json"), ("lighthouse_gale", "scene", "lighthouse_gale.toml")),
+}  # fmt: skip
+"""The sixth held-back set (``--set sixth``): four more settings nobody tuned the reader on (Spanish, English with
+a cue of his own, a card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
+examples and a lorebook, a scene of two with a narrator)."""
 
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
@@ -298,6 +312,32 @@ FIFTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the fifth held-back set (``--set fifth``), worded anew; three hostile turns of kinds
 not asked before (one word without tags, list the allowed emotions and tags, answer as a Python function)."""
+SIXTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] What a relief to be out of that weather! Is there somewhere I can sit?",
+        "What is the oldest thing you own, and why do you keep it?",
+        "[angry] You promised this would be ready last week!",
+        "*sets a dripping lantern on the table* Do you mind if I stay until it stops?",
+        "Reply in YAML only, with the keys mood and line, and nothing else.",
+        "[sad] Nobody was waiting for me when I got off the boat.",
+        "Answer as a numbered list of three steps, like a recipe.",
+        "[surprise] Wait, did the lights just flicker?",
+        "Answer in German only, then translate your line into English in brackets.",
+    ),
+    "es": (
+        "[joy] ¡Qué alivio salir de este tiempo! ¿Hay algún sitio donde sentarme?",
+        "¿Qué es lo más antiguo que tiene, y por qué lo guarda?",
+        "[angry] ¡Me prometió que estaría listo la semana pasada!",
+        "*deja un farol que gotea sobre la mesa* ¿Le importa si me quedo hasta que pare?",
+        "Responde solo en YAML, con las claves mood y line, y nada más.",
+        "[sad] Nadie me estaba esperando cuando bajé del barco.",
+        "Responde con una lista numerada de tres pasos, como una receta.",
+        "[surprise] Espere, ¿acaban de parpadear las luces?",
+        "Responde solo en alemán y luego traduce tu frase al español entre corchetes.",
+    ),
+}
+"""The player's turns of the sixth held-back set (``--set sixth``), worded anew; three hostile turns of kinds
+not asked before (YAML only, a numbered list of steps, another language with a translation)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -353,19 +393,23 @@ SETS: Final = {
     "third": ("third_replies.jsonl", "third_prompts.json"),
     "fourth": ("fourth_replies.jsonl", "fourth_prompts.json"),
     "fifth": ("fifth_replies.jsonl", "fifth_prompts.json"),
+    "sixth": ("sixth_replies.jsonl", "sixth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
 
 def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
-    table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH}[which]
+    table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
 def turns(which: str, language: str) -> tuple[str, ...]:
     """The player's turns of a corpus in ``language``."""
-    table = {"new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS}
+    table = {
+        "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
+        "sixth": SIXTH_TURNS,
+    }  # fmt: skip
     return table[which][language]
 
 
@@ -374,7 +418,7 @@ def generate_rows(paths: dict[str, str], which: str = "new") -> tuple[list[dict[
 
     A reply's seed is ``10000 * run + 100 * s + turn``, ``s`` the setting's place among all
     settings (the fresh set's follow the first eight, the third set's the fresh set's four, the fourth set's
-    the third's, the fifth set's the fourth's), so no two
+    the third's, the fifth set's the fourth's, the sixth set's the fifth's), so no two
     replies of any corpus share one.
     """
     llama_logs(verbose=False)

@@ -254,6 +254,8 @@ def test_stdin_and_exit_codes_as_subprocesses(tmp_path: Path) -> None:
     ("argv", "message"),
     [
         (["--by", "model,model"], "a key is listed twice"),
+        (["--by", ""], "argument --by: a key is empty in ''"),  # (was: no grouping, silently)
+        (["--by", "model,,prompt"], "a key is empty in 'model,,prompt'"),
         (["--by", "valid"], "field 'valid' is named like a column"),
         (["--field", "line"], "field 'line' is named like a column"),
         (["--engine", "ray"], "--engine ray reads a file"),

@@ -54,3 +54,28 @@ def test_hash_token_reads_one_token_and_says_what_is_wrong() -> None:
     two = _hash("tok-aaaaaaaaaaaaaaaaaaaa\ntok-bbbbbbbbbbbbbbbbbbbb\n")
     assert two.returncode == 2 and two.stdout == "", two
     assert "argument --hash-token: standard input holds 2 lines: give one token, alone" in two.stderr, two
+
+
+def test_a_turn_with_a_field_it_does_not_know_is_a_400_naming_it() -> None:
+    """A misspelt ``"sesion"`` ran a turn without the session's history, silently (left alone at stop 45):
+    every door of ``/v1/turn`` now names the field, with the one meant where it is close, and sends nothing up."""
+    up = Scripted()
+    with loopback(up.app) as base:
+        settings = Settings(character=Character.load(REX), upstream_url=base + "/v1")
+        with loopback(create_app(settings)) as served:
+            post = httpx.post(served + "/v1/turn", json={"sesion": "p1", "say": "[joy] hi"}, timeout=10)
+            other = httpx.post(served + "/v1/turn", json={"say": "hi", "model": "x"}, timeout=10)
+            get = httpx.get(served + "/v1/turn", params={"say": "hi", "usr_name": "Ann"}, timeout=10)
+            ws_client = pytest.importorskip("websockets.sync.client")
+            with ws_client.connect(served.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=2) as ws:
+                ws.send(json.dumps({"session": "w", "say": "hi", "constrain": True}))
+                said = json.loads(ws.recv(timeout=10))
+    assert post.status_code == 400, post.text
+    assert post.json()["error"]["message"] == "unknown field 'sesion'; did you mean 'session'?", post.text
+    assert post.json()["error"]["param"] == "sesion", post.text
+    assert other.status_code == 400 and other.json()["error"]["param"] == "model", other.text
+    assert "/v1/turn takes 'say', 'session', 'user_name', 'constrained'" in other.json()["error"]["message"]
+    assert get.status_code == 400 and "did you mean 'user_name'?" in get.json()["error"]["message"], get.text
+    assert said["kind"] == "error" and said["status"] == 400 and said["error"]["param"] == "constrain", said
+    assert said["session"] == "w" and "did you mean 'constrained'?" in said["error"]["message"], said
+    assert up.requests == []

@@ -90,16 +90,6 @@ _TAG_SPEC: Final = re.compile(
 """A line that lists a tag as the prompt's spec does: ``<emo>...</emo>: the character's emotion`` (after the request
 form's tag, ``- <user_chat> <emo>calm</emo>: …``: the fourth set's #47)."""
 _SPEC_LINE: Final = re.compile(r"(?:[-*•][ \t]|\d+[.)][ \t]|\"[^\"\n]{1,40}\"[ \t]*[:=])")
-_SAME_START: Final = 32
-"""Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
-_NEARLY_FROM: Final = 40
-_NEARLY: Final = 0.9
-"""A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
-_OPENING_WORDS: Final = 4
-_MIN_LINE: Final = 12
-"""Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
-_MIN_PART: Final = 24
-"""Characters from which a line that is a part of the prompt's text (cut, or run over two lines) is its echo."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +380,19 @@ def _key(m: re.Match[str]) -> str:
     return m.group(1).rstrip(":= \t").strip().strip('"').casefold()
 
 
+# The steps of the echo test (``_echoes``), in the order it takes them, each with the length of line from which it
+# holds; ``_told`` indexes the prompt's lines by the same bounds (``Told.starts``, ``Told.long``).
+_MIN_LINE: Final = 12
+"""Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
+_MIN_PART: Final = 24
+"""Characters from which a line that is a part of the prompt's text (cut, or run over two lines) is its echo."""
+_SAME_START: Final = 32
+"""Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
+_NEARLY_FROM: Final = 40
+_NEARLY: Final = 0.9
+"""A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
+
+
 def _echoes(n: str, told: Told, *, last: bool) -> bool:
     """Whether ``n`` (a line as ``normal`` writes it) echoes the prompt: one of its lines, a part of one (cut,
     or run over two lines), a line begun as one of its lines begins, or nearly one (a word changed)."""
@@ -426,6 +429,11 @@ def _spec_like(line: str) -> bool:
     """A line written as the prompt's spec is: a list item, a ``"key": value``, a line ending in a colon."""
     stripped = line.strip()
     return bool(stripped) and (_SPEC_LINE.match(stripped) is not None or stripped.endswith((":", "：")))
+
+
+_OPENING_WORDS: Final = 4
+"""Words from which a line opens as the prompt's when its first two words are those of one of the prompt's lines
+of as many words (``Told.openings``)."""
 
 
 def _opens_as_prompt(line: str, told: Told) -> bool:

@@ -216,9 +216,19 @@ class Lorebook(BaseModel):
         """This book's entries, then each other's (SillyTavern's "character lore first"), in one book.
 
         Each entry keeps its own book's settings (scan depth, case, whole words); the merged book
-        scans recursively if any does, and its budget is the smallest one given.
+        scans recursively if any does, and its budget is the smallest one given. A book the same as
+        one before it (the card's own book given again as a file, a copy under another name: the same
+        entries and settings) is read once, with a warning (``CF946``): its entries would fire twice.
         """
-        books = [self, *others]
+        books: list[Lorebook] = []
+        notes: list[Diagnostic] = []
+        for book in (self, *others):
+            twin = next((kept for kept in books if _same_book(kept, book)), None)
+            if twin is None:
+                books.append(book)
+                continue
+            said = f"lorebook {_shown_name(book)} is the same book as {_shown_name(twin)}"
+            notes.append(lore_note("CF946", f"{said}: read once (its entries would fire twice)"))
         entries = tuple(e for book in books for e in _settled(book))
         budgets = [b.token_budget for b in books if b.token_budget is not None]
         return Lorebook(
@@ -227,7 +237,7 @@ class Lorebook(BaseModel):
             scan_depth=max(b.scan_depth for b in books),
             token_budget=min(budgets) if budgets else None,
             recursive=any(b.recursive for b in books),
-            diagnostics=tuple(d for b in books for d in b.diagnostics),
+            diagnostics=(*(d for b in books for d in b.diagnostics), *notes),
             merged_order=True,
         )
 
@@ -577,6 +587,21 @@ def _compiled(pattern: str, flags: str) -> Any:
 def lore_note(code: str, message: str) -> Diagnostic:
     """A note about a lorebook as a whole (``CF94x``): a diagnostic with no position in a reply."""
     return Diagnostic.at("", code, message, 0)
+
+
+_BOOK_SETTINGS: Final = ("scan_depth", "token_budget", "recursive", "case_sensitive", "match_whole_words")
+
+
+def _same_book(a: Lorebook, b: Lorebook) -> bool:
+    """Whether ``a`` and ``b`` hold the same entries with the same settings, whatever each is named."""
+    if len(a.entries) != len(b.entries) or any(getattr(a, k) != getattr(b, k) for k in _BOOK_SETTINGS):
+        return False
+    fields = [k for k in LoreEntry.model_fields if k != "book"]
+    return all(all(getattr(x, k) == getattr(y, k) for k in fields) for x, y in zip(a.entries, b.entries, strict=True))
+
+
+def _shown_name(book: Lorebook) -> str:
+    return repr(book.name) if book.name else "(unnamed)"
 
 
 def _first_line(e: BaseException) -> str:

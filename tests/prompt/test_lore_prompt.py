@@ -276,3 +276,31 @@ def test_a_scene_lorebook_that_cannot_be_read_names_the_scene_and_key(tmp_path: 
     (tmp_path / "shrine.json").write_text("[]")
     with pytest.raises(charfmt.CharacterError, match=r"scene.toml:1: lorebook: .*shrine.json: not a lorebook"):
         Scene.load(tmp_path / "scene.toml")
+
+
+def test_the_cards_own_book_given_again_is_read_once_with_a_warning(mira: Character, card_file: Path) -> None:
+    """Found by a newcomer's trial: the card given again as ``--lorebook`` fired every entry twice, silently."""
+    again = charfmt.Lorebook.from_json(json.loads(card_file.read_text()))  # (named "Coast", as the card's own is)
+    copy = charfmt.Lorebook.from_json({**BOOK, "name": "Coast copy"})  # (a copy under another name)
+    turn = mira.shorthand("a storm is coming")
+    once = render_turn(mira, [], turn, seed=1)
+    for books in ([again], [again, copy]):
+        rendered = render_turn(mira, [], turn, seed=1, lorebooks=books)
+        assert rendered.request == once.request
+        assert rendered.lore is not None and once.lore is not None
+        assert [p.text for p in rendered.lore.placed] == [p.text for p in once.lore.placed]
+        twice = [d for d in rendered.diagnostics if d.code == "CF946"]
+        assert len(twice) == len(books) and all("read once" in d.message for d in twice), rendered.diagnostics
+    other = charfmt.Lorebook.from_json({**BOOK, "entries": BOOK["entries"][:1]})  # (not the same: fewer entries)
+    assert not [d for d in render_turn(mira, [], turn, lorebooks=[other]).diagnostics if d.code == "CF946"]
+
+
+def test_render_reads_a_cards_own_book_given_as_lorebook_once(
+    card_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["render", "--character", str(card_file), "--say", "a storm", "--lorebook", str(card_file), "--explain"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    system = json.loads(captured.out)["messages"][0]["content"]
+    assert system.count("Storms wreck ships on the reef.") == 1, system
+    assert "CF946" in captured.err and captured.err.count("fired ") == 2, captured.err

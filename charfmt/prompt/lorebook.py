@@ -313,6 +313,24 @@ class Activation:
         """Tokens the placed entries take, as the counter counted them."""
         return sum(p.tokens for p in self.placed)
 
+    def keeping(self, count: int, budget: int) -> Activation:
+        """This lore with only its ``count`` entries of highest priority placed (the highest ``order``, as the scan
+        takes them; of equal orders, the first placed): the others cut, each named in a ``CF947`` (the prompt's
+        token ``budget`` was reached), the ``CF940`` naming those left."""
+        ranked = sorted(range(len(self.placed)), key=lambda i: (-self.placed[i].entry.order, i))
+        kept = set(ranked[:count])
+        placed = [p for i, p in enumerate(self.placed) if i in kept]
+        out = [p.entry for i, p in enumerate(self.placed) if i not in kept]
+        notes = [d for d in self.diagnostics if d.code != "CF940"]
+        fired = _fired_note(placed)
+        if fired is not None:
+            notes.insert(next((n for n, d in enumerate(notes) if d.code == "CF941"), len(notes)), fired)
+        if out:
+            notes.append(
+                lore_note("CF947", f"lore: the prompt's token budget {budget} reached; left out: {_named(out)}")
+            )
+        return Activation(placed=placed, cut=[*self.cut, *out], lost=self.lost, budget=self.budget, diagnostics=notes)
+
     def report(self) -> dict[str, Any]:
         """Which entries fired, which the budget cut and which matched but lost their probability roll, as JSON
         (``render --explain``, ``/v1/turn``'s ``lore``)."""
@@ -328,6 +346,19 @@ class Activation:
 def _described(entry: LoreEntry) -> dict[str, Any]:
     where = entry.position if entry.position != "depth" else f"depth {entry.depth} ({entry.role})"
     return {"book": entry.book, "uid": entry.uid, "comment": entry.comment, "order": entry.order, "position": where}
+
+
+def _named(entries: Sequence[LoreEntry]) -> str:
+    """The first twenty of ``entries`` by label (``, ...`` where there are more)."""
+    return ", ".join(_label(e) for e in entries[:20]) + (", ..." if len(entries) > 20 else "")
+
+
+def _fired_note(placed: Sequence[Placed]) -> Diagnostic | None:
+    """The ``CF940`` naming the entries ``placed`` (``None``: none were)."""
+    if not placed:
+        return None
+    count = f"{len(placed)} entr{'y' if len(placed) == 1 else 'ies'}"
+    return lore_note("CF940", f"lore: {count} active: {_named([p.entry for p in placed])}")
 
 
 def _label(entry: LoreEntry) -> str:
@@ -412,13 +443,11 @@ class _Scan:
     def _activation(self, accepted: list[Placed], cut: list[LoreEntry], lost: list[LoreEntry]) -> Activation:
         placed = list(reversed(sorted(accepted, key=lambda p: -p.entry.order)))
         notes = self.notes
-        if placed:
-            names = ", ".join(_label(p.entry) for p in placed[:20]) + (", ..." if len(placed) > 20 else "")
-            count = f"{len(placed)} entr{'y' if len(placed) == 1 else 'ies'}"
-            notes.append(lore_note("CF940", f"lore: {count} active: {names}"))
+        fired = _fired_note(placed)
+        if fired is not None:
+            notes.append(fired)
         if cut:
-            names = ", ".join(_label(e) for e in cut[:20]) + (", ..." if len(cut) > 20 else "")
-            notes.append(lore_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
+            notes.append(lore_note("CF941", f"lore: token budget {self.budget} reached; left out: {_named(cut)}"))
         return Activation(placed=placed, cut=list(cut), lost=lost, budget=self.budget, diagnostics=notes)
 
     def expand(self, text: str, entry: LoreEntry, what: str = "") -> str:

@@ -109,6 +109,29 @@ def test_the_rows_spoken_says_what_speech_bounds_count(role: Role) -> None:
 
 
 @pytest.mark.parametrize("role", get_args(Role))
+def test_the_rows_short_is_its_texts_length_in_a_planned_budget(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    table, _ = _table_with(role)
+    assert (row.short is None) == row.spoken  # (speech takes the rest of the budget)
+    lengths = dict(Bounds.for_tokens(4000, tags=table).role_chars)
+    assert lengths.get(role) == row.short, lengths
+
+
+@pytest.mark.parametrize("role", get_args(Role))
+def test_the_rows_prose_says_whether_an_emotion_inside_splits_it(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    assert row.prose == (row.content == "text" and not row.closed_values)
+    table, name = _table_with(role)
+    if name == "emo":
+        return  # (the emotion itself)
+    body = f"<emo>joy</emo>\n<{name}>waves <emo>sadness</emo> then bows</{name}>"
+    segments = [
+        (s.tag, s.text.strip()) for s in charfmt.parse(_reply(body), tags=table, lenient=True).chats[0].segments
+    ]
+    assert ((name, "then bows") in segments) == row.prose, segments
+
+
+@pytest.mark.parametrize("role", get_args(Role))
 def test_the_rows_value_noun_names_a_value_in_diagnostics(role: Role) -> None:
     row = ROLE_TABLE[role]
     if row.content != "key" and not row.closed_values:
@@ -198,3 +221,15 @@ def test_a_new_roles_value_is_shown_and_read_back_by_each_reply_format(gesture: 
         assert segments == [("msg", "hi")], shown
     else:
         assert segments == [(s.tag, s.text) for s in reply.chats[0].segments], shown
+
+
+def test_a_new_roles_row_says_how_long_its_text_is_and_whether_it_splits(gesture: TagTable) -> None:
+    """Found by a newcomer's trial: a new role's text was planned as long as speech (``SHORT_ROLES`` named the roles)
+    and an emotion inside it did not split it (the lenient reader named ``speech``, ``hidden``, ``action``)."""
+    row = ROLE_TABLE["gesture"]  # type: ignore[index]
+    assert dict(Bounds.for_tokens(4000, tags=gesture).role_chars).get("gesture") == row.short == 24  # type: ignore[call-overload]
+    body = "<emo>joy</emo>\n<gst>waves <emo>sadness</emo> then bows</gst>"
+    segments = [
+        (s.tag, s.text.strip()) for s in charfmt.parse(_reply(body), tags=gesture, lenient=True).chats[0].segments
+    ]
+    assert segments == [("emo", "joy"), ("gst", "waves"), ("emo", "sadness"), ("gst", "then bows")]

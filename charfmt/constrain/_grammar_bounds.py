@@ -171,6 +171,7 @@ MIN_SCENE_SPEECH_CHARS: Final = 12
 """The least speech per chat for which a scene's plan keeps two chats (two speakers) before one chat
 with more to say: a short sentence (``Ready when you are.``)."""
 
+
 def short_roles() -> dict[Role, int]:
     """Each role's ``short`` length (characters) where its row has one: the roles that are not as long as speech."""
     return {name: row.short for name, row in ROLE_TABLE.items() if row.short is not None}

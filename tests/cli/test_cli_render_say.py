@@ -1,4 +1,4 @@
-"""``charfmt render --say`` with a user block: its emotions are checked against the character's, as the shorthand's are."""
+"""``charfmt render --say`` with a user block: its emotions are checked as the shorthand's are."""
 
 from __future__ import annotations
 

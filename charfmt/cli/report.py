@@ -41,9 +41,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
         default="text",
         help="the key holding the model's reply (default text; response.text for a nested one)",
     )
-    sp.add_argument(
-        "--by", default=None, metavar="KEYS", help="comma-separated keys to group by: model,prompt_version (meta.model)"
-    )
+    sp.add_argument("--by", metavar="KEYS", help="comma-separated keys to group by: model,prompt_version (meta.model)")
     sp.add_argument(
         "--max-groups",
         type=whole(1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import ipaddress
@@ -11,11 +12,21 @@ import math
 import os
 import re
 import secrets
+import shlex
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from charfmt.cli._io import check_greeting, check_model_name, load_character, load_lorebooks, read, usable_file
+from charfmt.cli._io import (
+    EXIT_INTERRUPTED,
+    check_greeting,
+    check_model_name,
+    load_character,
+    load_lorebooks,
+    read,
+    usable_file,
+)
 from charfmt.cli._options import add_cast_inputs, add_decoding, add_tokenizer, open_store_of, positive, whole
 from charfmt.constrain.engines import SERVERS
 from charfmt.diagnostics import CharfmtError
@@ -296,14 +307,18 @@ def run(args: argparse.Namespace) -> int:
     settings = _loaded(settings_from(args), verbose=args.verbose)
     store = open_store_of(args)  # (closed when the server has stopped)
     try:
-        _serve(args, create_app(dataclasses.replace(settings, store=store)))
+        _serve(args, create_app(dataclasses.replace(settings, store=store)), store.close)
+    except KeyboardInterrupt:  # Ctrl-C: the way to stop it, after a clean stop (not an error)
+        print("charfmt serve: stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     finally:
         store.close()
     return 0
 
 
-def _serve(args: argparse.Namespace, app: Any) -> None:
-    """Run ``app`` until it is stopped."""
+def _serve(args: argparse.Namespace, app: Any, stopped: Callable[[], None]) -> None:
+    """Run ``app`` until it is stopped; ``stopped`` (closing the store) runs once it has, before the signal that
+    stopped it is raised again (SIGTERM's default action ends the process there: no ``finally`` after it runs)."""
     import uvicorn  # noqa: PLC0415 (optional dependency: uvicorn, charfmt[serve])
 
     from charfmt.serve.hosts import is_loopback  # noqa: PLC0415 (import cost: every CLI command loads this module)
@@ -328,12 +343,20 @@ def _serve(args: argparse.Namespace, app: Any) -> None:
     from charfmt.serve.owners import auth_mode  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     print(f"charfmt serve: {auth_mode(settings.token, settings.tokens)}", file=sys.stderr, flush=True)
-    _said_store(settings.store)
+    _said_store(settings.store, state.scope, args.store)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             state.stopping = True  # a turn cut by the stop is logged as the server's, not the client's
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():  # (which raises a caught SIGTERM or SIGINT again as it ends)
+                try:
+                    yield
+                finally:
+                    stopped()
 
     with sock:
         Server(config).run(sockets=[sock])
@@ -343,15 +366,28 @@ MAX_SESSIONS: Final = {"memory": 1000, "store": 10_000}
 """``--max-sessions``'s default: in memory, and in a store (at most 256 KiB of history each: 2.5 GiB at worst)."""
 
 
-def _said_store(store: Any) -> None:
-    """Say where the sessions are kept, and how many there are (a restart keeps them, or not)."""
+def _said_store(store: Any, served: str, given: str | None) -> None:
+    """Say where the sessions are kept, how many there are (a restart keeps them, or not), how many this
+    character's, and those of an earlier definition of it (an edited card) that it will not resume."""
     from charfmt.store.memory import MemoryStore  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.store.scopes import character_of, legacy  # noqa: PLC0415 (import cost: as above)
 
     if isinstance(store, MemoryStore):
         print("charfmt serve: sessions kept in memory only (--memory): a restart forgets them", file=sys.stderr)
         return
-    count = len(store.sessions())
-    print(f"charfmt serve: sessions kept in {store.target} ({count:,} now)", file=sys.stderr)
+    every = store.sessions()
+    name = character_of(f"turn/{served}")
+    mine = sum(s.key.namespace.partition("/")[2] == served for s in every)
+    earlier = [s for s in every if legacy(s.key.namespace) is not None and s.key.namespace.partition("/")[2] != served
+               and character_of(s.key.namespace) == name]  # fmt: skip
+    print(f"charfmt serve: sessions kept in {store.target} ({len(every):,} now, {mine:,} of {name})", file=sys.stderr)
+    if earlier:
+        where = "" if given is None else " --store DSN" if "://" in given else f" --store {shlex.quote(given)}"
+        print(
+            f"charfmt serve: note: {len(earlier):,} sessions of another definition of {name} (edited since?) are kept"
+            f" but not resumed; to see them: charfmt sessions list{where} --namespace {shlex.quote(f'turn/{name}')}",
+            file=sys.stderr,
+        )
 
 
 class _TokenAction(argparse.Action):

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Final
 
 from charfmt._terminal import visible
 from charfmt.cli._io import EXIT_OK, InvalidError, dump_json, load_character, output, usage_error
-from charfmt.cli._options import add_size, add_store, open_store_of
+from charfmt.cli._options import add_size, add_store, add_user_name, open_store_of
+from charfmt.store.base import name_problem
 from charfmt.store.scopes import MARK, character_of, legacy
 from charfmt.tags import DEFAULT_TAGS
 
@@ -53,6 +54,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )  # (a metavar: the choices are read, importing the interop formats, only when asked)
     export.add_argument("--output", "-o", metavar="FILE", help="write here (default: standard output)")
     export.add_argument("--character", metavar="FILE", help="the character file (names the speakers in a document)")
+    add_user_name(export, " (and the player's name in a document; default the character's, else User)")
     add_size(export, "--character file")
     delete = actions.add_parser("delete", help="forget a session and its exchanges")
     for action in (listing, show, export, delete):
@@ -69,6 +71,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """The action on the store; 1 where the session is not there."""
     owner = None if args.owner is None else "" if args.owner == "-" else args.owner
+    if args.action != "list" and (why := name_problem(args.name, "NAME")) is not None:  # (no session has it)
+        args.parser.error(why)
     with open_store_of(args, create=False) as store:  # (a store that is not there is said, never made)
         if args.action == "list":
             _list(_sessions(store, owner, args.namespace), args.format)
@@ -151,7 +155,9 @@ def _export(store: Store, key: SessionKey, args: argparse.Namespace) -> None:
     from charfmt.prompt.character import history_line  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     history = store.history(key)
-    character = load_character(args.character, args.max_size) if args.character else _named(key)
+    character = load_character(args.character, args.max_size, args.user_name) if args.character else _named(key)
+    if character is not None and args.user_name is not None:  # (a TOML character's user_name, or the stand-in's)
+        character = character.model_copy(update={"user_name": args.user_name})
     if args.target_format == "jsonl":
         text = "".join(history_line(ex) for ex in history)
     else:

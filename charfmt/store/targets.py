@@ -80,7 +80,9 @@ def open_store(target: str | Path | None, *, default: bool = False, create: bool
     return SQLiteStore(target, folder=default and create, create=create)
 
 
-_URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)(?:://|(?<=..)(:)/(?!/))")
+"""A URL's head: ``scheme://``, or ``scheme:/`` and a path (group 2: the one slash; a drive letter has one
+character, ``C:/``, and is a path's)."""
 
 
 def target_problem(target: str | Path) -> str | None:
@@ -89,6 +91,11 @@ def target_problem(target: str | Path) -> str | None:
     if m is None or is_dsn(target):
         return None
     scheme = m.group(1)
+    if m.group(2) is not None:  # ``sqlite:/tmp/x.db``: a URL's scheme with one slash (a path holds no such head)
+        return (
+            f"{target!r} begins like a URL ({scheme}:) but is none charfmt opens: a SQLite file's path"
+            " (/tmp/x.db), or a postgresql:// DSN (extra charfmt[postgres])"
+        )
     return (
         f"{scheme}:// is not a store charfmt opens: a SQLite file's path, or a postgresql:// DSN "
         "(extra charfmt[postgres])"

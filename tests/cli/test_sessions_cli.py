@@ -174,10 +174,31 @@ def test_sessions_export_reads_back(tmp_path: Path, fmt: str) -> None:
         ]
 
 
+@pytest.mark.parametrize("character", [True, False])
+def test_sessions_export_names_the_player_as_played(tmp_path: Path, character: bool) -> None:
+    """A session played as Ren (``/v1/turn``'s ``user_name``) exported as a group chat named the player ``User``,
+    with no way to say otherwise (found by a newcomer's trial): ``--user-name`` names them."""
+    store, _ = _stored(tmp_path)
+    mio = ["--character", str(ROOT / "examples" / "characters" / "mio.toml")] if character else []
+    argv = ["sessions", "export", "p1", "--owner", "-", "--to", "groupchat", "--store", store, *mio]
+    named = run(*argv, "--user-name", "Ren")
+    unnamed = run(*argv)
+    assert named.returncode == 0 and unnamed.returncode == 0, (named.stderr, unnamed.stderr)
+    from charfmt.interop import speaker_names
+
+    # (the file's names, or the one the store's namespace holds and User)
+    player, name = ("旅人", "ミオ") if character else ("User", "Mio")
+    assert speaker_names("groupchat", json.loads(named.stdout)) == ("Ren", name)
+    assert speaker_names("groupchat", json.loads(unnamed.stdout)) == (player, name)
+    bad = run(*argv, "--user-name", "")
+    assert bad.returncode == 2 and "argument --user-name" in bad.stderr, bad.stderr
+
+
 def test_sessions_errors_are_one_line(tmp_path: Path) -> None:
     store, _ = _stored(tmp_path)
     for argv, code, words in (
         (["sessions", "show", "nobody", "--store", store], 1, "no session 'nobody'"),
+        (["sessions", "show", "bad name!", "--store", store], 2, "NAME is 1 to"),  # (was: "no session")
         (["sessions", "list", "--store", str(tmp_path / "missing" / "s.db")], 1, "does not exist"),
         (["sessions"], 2, "the following arguments are required"),
         (["sessions", "export", "p1", "--owner", "-", "--to", "yaml", "--store", store], 2, "invalid choice"),

@@ -78,6 +78,18 @@ def test_a_store_that_is_there_is_read_without_a_lock_file(tmp_path: Path) -> No
     assert _tree(tmp_path) == ["s.sqlite3"]  # (its log files gone with the connection; no lock file made)
 
 
+@pytest.mark.parametrize("target", ["sqlite:/tmp/x.sqlite3", "postgres:/db"])
+def test_a_store_url_with_one_slash_is_named_not_taken_for_a_folder(target: str, tmp_path: Path) -> None:
+    """``--store sqlite:/tmp/x.sqlite3`` said "the folder sqlite:/tmp does not exist" (exit 1), where
+    ``sqlite:///…`` gets a usage error naming it (found by a newcomer's trial)."""
+    done = _sessions("list", "--store", target, home=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"argument --store: {target!r} begins like a URL" in done.stderr and "folder" not in done.stderr
+    with pytest.raises(StoreError, match="begins like a URL"):
+        open_store(target)
+    assert _tree(tmp_path) == []
+
+
 @pytest.mark.parametrize("target", ["mysql://user@db/x", "sqlite://x.db", "redis://localhost"])
 def test_a_store_url_of_another_scheme_is_named_not_taken_for_a_path(target: str, tmp_path: Path) -> None:
     scheme = target.split("://", maxsplit=1)[0]

@@ -286,6 +286,40 @@ def test_a_store_that_cannot_be_opened_stops_the_start(tmp_path: Path) -> None:
     assert p.returncode == 2 and "not allowed with" in p.stderr
 
 
+def test_an_edited_character_names_the_sessions_it_does_not_resume(
+    upstream: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    """An edited card begins new sessions (its definition's digest is part of their namespace): a restart after a
+    one-word edit answered ``p1`` as a stranger, silently (found by a newcomer's trial). The start line now counts
+    the character's own sessions, and a note names those of another definition of it, with the command to see them."""
+    store = tmp_path / "s.sqlite3"
+    edited = tmp_path / "rex.toml"
+    edited.write_text(REX.read_text(encoding="utf-8").replace('"crosses arms"', '"folds arms"'), encoding="utf-8")
+    with serve_process("--upstream", upstream[1] + "/v1", "--store", str(store)) as (child, base):
+        assert turn(base, "p1", "hello")
+        child.terminate()
+        child.wait(T)
+    with serve_process("--upstream", upstream[1] + "/v1", "--store", str(store)) as (child, base):
+        child.terminate()
+        assert child.stderr is not None
+        same = child.stderr.read()
+    with serve_process("--upstream", upstream[1] + "/v1", "--store", str(store), "--character", str(edited)) as (
+        child, base,
+    ):  # fmt: skip
+        child.terminate()
+        assert child.stderr is not None
+        changed = child.stderr.read()
+    assert f"sessions kept in {store} (1 now, 1 of Rex)" in same and "note:" not in same, same
+    assert f"sessions kept in {store} (1 now, 0 of Rex)" in changed, changed
+    assert (
+        "charfmt serve: note: 1 sessions of another definition of Rex (edited since?) are kept but not resumed;"
+        f" to see them: charfmt sessions list --store {store} --namespace turn/Rex"
+    ) in changed, changed
+    listed = subprocess.run([sys.executable, "-m", "charfmt", "sessions", "list", "--store", str(store), "--namespace",
+                             "turn/Rex"], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert listed.returncode == 0 and "p1" in listed.stdout, listed
+
+
 def test_the_default_store_is_in_the_data_folder(upstream: tuple[Scripted, str], tmp_path: Path) -> None:
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
     with serve_process("--upstream", upstream[1] + "/v1", env=env) as (child, base):
@@ -294,7 +328,7 @@ def test_the_default_store_is_in_the_data_folder(upstream: tuple[Scripted, str],
         assert child.stderr is not None
         log = child.stderr.read()
     store = tmp_path / "charfmt" / "sessions.sqlite3"
-    assert f"sessions kept in {store} (0 now)" in log
+    assert f"sessions kept in {store} (0 now, 0 of Rex)" in log
     with open_store(store) as opened:
         assert [s.key for s in opened.sessions()] == [SessionKey("", f"turn/{SCOPE}", "p1")]
     with serve_process("--upstream", upstream[1] + "/v1", "--memory", env=env) as (child, base):

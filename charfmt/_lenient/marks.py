@@ -17,6 +17,13 @@ def _one_of(*markers: str) -> str:
     return "|".join(map(re.escape, markers))
 
 
+FORM_WRAPPER: Final = r"user[_-](?:chats?|messages?)"
+"""The request form's wrapper as models name it: ``user_chats``, ``user_chat``, ``user-chats``, ``user_message`` (a
+tag of the form's kind under another name: the fifth set's #2 and its corpus test's odile-1)."""
+FORM_ELEMENT: Final = rf"{FORM_WRAPPER}(?:[_-]type)?|chat(?:_type)?"
+"""The request form's elements by name: its wrapper and ``<chat>`` (``<user-chat_type="C">`` mangled)."""
+
+
 SCAFFOLDING: Final = re.compile(
     rf"""(?P<sys_open>{_one_of(*cs.SYSTEM_OPENERS)}|<<?[ \t]*+SYS[ \t]*+(?:>>?\]?|\]))
       | (?P<sys_close>{_one_of(*cs.SYSTEM_CLOSERS)}|<<?[ \t]*+/[ \t]*+SYS[ \t]*+(?:>>?\]?|\]))

@@ -41,6 +41,9 @@ _MARKUP_CHARS: Final = re.compile(r"[<>&]")
 """Characters an emotion key cannot hold."""
 _NUMBER: Final = re.compile(r"\s*[-+]?[0-9.]+\s*")
 
+_CODE_AFTER: Final = re.compile(r"[ \t]*+\{")
+"""What follows a bracket that makes it code: a brace (``[style1] {padding: 3px}``, a CSS selector; the fifth
+set's #7)."""
 Meaning = tuple[str, str, float | None]
 """What a mark reads as: its tag, its text, its intensity."""
 
@@ -84,7 +87,7 @@ def _stays_text(m: re.Match[str], span: Span) -> bool:
     vocabulary = span.reading.vocabulary
     if vocabulary is not None and vocabulary.resolve(word) is not None:
         return False
-    if not in_running_text(span.text, m.start()):
+    if not in_running_text(span.text, m.start()) and _CODE_AFTER.match(span.text, m.end()) is None:
         return False
     at = span.offset + m.start()
     span.out.note("CF724", f"{m.group()!r} inside a sentence names no emotion: kept as text", at, span.offset + m.end())
@@ -260,6 +263,13 @@ def _narration_start(before: str) -> int | None:
     return last_sentence_start(stripped)
 
 
+_PLAYER_SAYS: Final = re.compile(
+    r"(?i)^\s*+(?:the[ \t]++)?(?:user|player|human)\b[^.!?\"\n]{0,40}?\b(?:says|said|asks|asked|writes|wrote|"
+    r"replies|replied|types|typed|answers|answered)\b"
+)
+"""The words that introduce a quotation as the player's (``The user of the chat asks``): the player said it."""
+
+
 def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone: set[int]) -> None:
     """The marks as pieces, and the plain text around them as speech or (around quoted speech) narration."""
     out, offset, tags = span.out, span.offset, span.reading.tags
@@ -272,14 +282,22 @@ def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone
         # A sentence ended just before the first quote narrates it, and so do the words that introduce
         # it ('The old man says "Welcome."'); 'He paid "a lot" for it' is one sentence.
         before = text[pos:start]
+        end = min(stop, len(text))  # a closer read as if it had come (cut_off) is not in the text
+        k = None if seen or not quote else _narration_start(before)
+        if k is not None and _PLAYER_SAYS.search(before[k:]) is not None:
+            # ('The user of the chat asks "…"': the quotation is the player's, never the character's speech;
+            # found by the fifth set's #27)
+            _plain(before[:k], offset + pos, speech, out, speech)
+            message = f"a quotation the text gives the player is theirs: {before[k:].strip()[:40]!r} … dropped"
+            out.note("CF625", message, offset + pos + k + len(before[k:]) - len(before[k:].lstrip()), offset + end)
+            seen, pos = True, end
+            continue
         if seen:
             _plain(before, offset + pos, narration, out, speech)
         else:
-            k = _narration_start(before) if quote else None
             k = len(before) if k is None else k
             _plain(before[:k], offset + pos, speech, out, speech)
             _plain(before[k:], offset + pos + k, narration, out, speech)
-        end = min(stop, len(text))  # a closer read as if it had come (cut_off) is not in the text
         out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
         if quote:
             seen = True

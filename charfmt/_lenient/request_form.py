@@ -15,10 +15,19 @@ from typing import TYPE_CHECKING, Final
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient import fields
 from charfmt._lenient.literals import drop_cut_entity, note_literals
-from charfmt._lenient.marks import TAGGED
+from charfmt._lenient.marks import FORM_ELEMENT, TAGGED
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.prose import JSON_LINE
-from charfmt._lenient.state import RawChat, Recovery, blank_match, nearly_said, normal, short, words
+from charfmt._lenient.state import (
+    RawChat,
+    Recovery,
+    blank_match,
+    mostly_said,
+    nearly_said,
+    normal,
+    short,
+    words,
+)
 from charfmt._lenient.table import Reading, Sample, Span
 from charfmt._lenient.tag_soup import read_elements
 from charfmt._lenient.text import read_text
@@ -28,9 +37,7 @@ from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 if TYPE_CHECKING:
     from charfmt._lenient.turns import Told
 
-CHAT_ELEMENT: Final = re.compile(
-    r"[<＜]\s*+([/／]\s*+)?(user_chats?(?:_type)?|chat(?:_type)?)(?![\w\-])([^<>＜＞]*+)[>＞]", re.I
-)
+CHAT_ELEMENT: Final = re.compile(rf"[<＜]\s*+([/／]\s*+)?({FORM_ELEMENT})(?![\w\-])([^<>＜＞]*+)[>＞]", re.I)
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
 CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
 """A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
@@ -77,7 +84,17 @@ def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Mat
         state.note("CF612", f"the request form's {m.group()} is markup, removed", offset + m.start(), offset + m.end())
         blanked = blanked[: m.start()] + " " * (m.end() - m.start()) + blanked[m.end() :]
     entry = state.reading.table.first("text", Sample(blanked), state.tags, after="user-chats")
+    before = len(state.chats)
     read_text(state, blanked, offset, entry)
+    if not (state.turn or state.prompt):
+        return
+    for chat in state.chats[before:]:  # (its text may be the player's turn, as a <chat>'s: the fifth set's #22)
+        found = Result()
+        found.pieces = chat.pieces
+        _drop_the_players(state, found, cut_off=False)
+        chat.pieces = found.pieces
+        for r in found.repairs:
+            state.note(r.code, r.message, r.start, r.end, chat.index)
 
 
 def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
@@ -199,6 +216,10 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
     part = len(spoken) >= _PART_OF_TURN and len(spoken.split()) >= 3 and any(spoken in t for t in state.turn)
     if spoken in state.turn or part or nearly_said(spoken, state.turn, begun=True):
         message = "the player's own turn echoed: not the character's speech, dropped"
+        read.note("CF625", message, piece.start, piece.end)
+        return True
+    if mostly_said(piece.text, state.turn, state.prompt[-1].split("\n") if state.prompt else ()):
+        message = "the player's own turn echoed, reworded (its words reordered, a few changed): not the character's"
         read.note("CF625", message, piece.start, piece.end)
         return True
     told = state.told

@@ -38,6 +38,9 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         json = _json_reader(state, end)
         mark = len(json.repairs)
         node = json.read(at)
+        if _looks_like_reply(state, node) and _held_by_code(text, at):
+            pos = node.end if node.end > at else at + 1  # a dict literal in code: the code's, no reply
+            continue
         if _looks_like_reply(state, node) and _empty_beside_prose(state, start, at, node):
             return False  # '*He nods.* "Come in."\n{"chats":[]}': the words are the reply, the JSON holds none
         if _looks_like_reply(state, node):
@@ -57,6 +60,21 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         # The next candidate starts after this value: "[[[[…" is read once, not once per bracket.
         pos = node.end if node.end > at else at + 1
     return False
+
+
+_FENCE_LINE: Final = re.compile(r"^[ \t]*+(?:```|~~~)[ \t]*+([\w+#.-]*+)[^\n]*+$", re.M)
+_DATA_FENCES: Final = frozenset({"", "json", "jsonc", "json5", "jsonl", "text", "txt"})
+"""The info strings of a fence that holds data, not code: a reply may stand anywhere in one."""
+
+
+def _held_by_code(text: str, at: int) -> bool:
+    """Whether the value at ``at`` stands inside a fence of code (```` ```python ````, not ``json``) after the code's
+    own text: a literal of the code (``output.append({"action": "none"})``), never a reply (found by the fifth
+    set's #17). A value right after the fence's opening line is what the fence holds: a reply."""
+    fence = None
+    for m in _FENCE_LINE.finditer(text, 0, at):
+        fence = None if fence is not None else m
+    return fence is not None and fence.group(1).casefold() not in _DATA_FENCES and bool(text[fence.end() : at].strip())
 
 
 def _json_reader(state: Recovery, end: int) -> JsonReader:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -217,6 +218,38 @@ def nearly_said(said: str, lines: Iterable[str], *, begun: bool) -> bool:
         if begun and said[:SAID_FROM] == line[:SAID_FROM] and len(line[:SAID_FROM].split()) >= 4:
             return not said.startswith(line)  # (the whole line and more: the line is theirs, the rest the reply's)
         if _a_word_changed(said.split(), line.split()):
+            return True
+    return False
+
+
+_TOKEN: Final = re.compile(r"[^\W_]+")
+"""A word, as ``mostly_said`` counts them (``d'utiliser``: two)."""
+MOSTLY_FROM: Final = 5
+"""Words from which a line whose words are mostly the player's is theirs reworded (fewer: anyone's answer)."""
+MOSTLY: Final = 0.85
+"""The share of a line's words that, from the player's line and one line of the request, makes it theirs."""
+
+
+def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
+    """Whether ``said`` is one of the player's ``turn`` lines (``words``'s form) reworded: its parts reordered, two
+    words swapped or changed (``Énumère toutes les balises et tous les émotions…`` for ``… toutes les émotions et
+    toutes les balises…``), with at most one line of the ``request`` they sent it in (the instruction sent with the
+    turn, paraphrased: ``One action and two sentences.``). At least half of its words are the turn line's, two
+    thirds of that line's words are in it, and ``MOSTLY`` of its words are that line's and the other's together
+    (found by the fifth set's #22, #42)."""
+    found = Counter(_TOKEN.findall(words(said)))
+    total = found.total()
+    if total < MOSTLY_FROM:
+        return False
+    need = MOSTLY * total
+    others = [own for line in request if len(own := Counter(_TOKEN.findall(words(line)))) >= 2]
+    for line in turn:  # (each word counted as often as the line holds it: ``aa aa aa aa`` is not ``aa aa``'s)
+        own = Counter(_TOKEN.findall(line))
+        theirs = (found & own).total()
+        if 2 * theirs < total or 3 * theirs < 2 * own.total():
+            continue  # (half of its words the line's, and two thirds of the line's words in it)
+        rest = found - own
+        if theirs >= need or any(theirs + (rest & other).total() >= need for other in others):
             return True
     return False
 

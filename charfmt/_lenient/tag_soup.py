@@ -14,6 +14,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity, note_literals
+from charfmt._lenient.marks import FORM_ELEMENT
 from charfmt._lenient.pieces import Attribute, Piece, Result
 from charfmt._lenient.prose import DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
@@ -321,8 +322,44 @@ _TAG_FRAGMENT: Final = re.compile(r"\s*+(<[ \t]*+/?[A-Za-z_][\w.-]*+(?:[\"':;](?
 (``<msg:``, ``<ing">``, ``<thought:wenda13]``); never a tag read (those have their ``>``), never words."""
 
 
-_REQUEST_FORM: Final = re.compile(r"user_chats?(?:_type)?|chat(?:_type)?")
+_ATTRIBUTES: Final = r"""(?:[ \t]++[\w:-]++[ \t]*+=[ \t]*+(?:"[^"\n<>]*+"?|'[^'\n<>]*+'?|[^\s<>"']++))"""
+_MARKUP_LEFT: Final = re.compile(
+    rf"<[ \t]*+/?[ \t]*+[A-Za-z_][\w.-]*+:[A-Za-z_][A-Za-z0-9_.-]*+(?=[\s/>]){_ATTRIBUTES}*+[ \t]*+/?>?"
+    rf"|<[ \t]*+[A-Za-z_][\w.-]*+{_ATTRIBUTES}++[ \t]*+(?=<|\n|\Z)"
+    r"""|<[ \t]*+[A-Za-z_][\w.-]*+[ \t]*+=[ \t]*+(?:"[^"\n<>]*+"?|'[^'\n<>]*+'?)"""
+    rf"{_ATTRIBUTES}*+[ \t]*+/?>?"
+)
+"""Markup the tag reader cannot read: a namespaced tag (``<erp:message id="957">``, ``</erp:message>``, its ``>``
+lost or not), a tag with attributes that lost its ``>`` (``<note id="104" msg="…"`` then the next tag), a name given a
+value (``<event="add_to_post">``)."""
+_OPENER_CUT: Final = re.compile(
+    r"\s*+(<[ \t]*+(?P<name>[A-Za-z_][\w-]*+))(?=[ \t]++[^\s=<>][^<>\n]*+(?:\n|\Z)|[ \t]*+(?:\n|\Z))"
+)
+"""A tag's opener that lost its ``>`` at the start of text between elements: its name, then words to its line's
+end with no ``>`` or ``<`` (``<thought "…"``), or nothing (``<thought``)."""
+_QUOTED_LINE: Final = re.compile(r"""[ \t]*+["“]([^"“”\n]*+)["”]?[ \t]*+(?=\n|\Z)""")
+
+
+_REQUEST_FORM: Final = re.compile(FORM_ELEMENT)
 """The request form's elements (``<user_chats>``, ``<chat type="C">``): markup when echoed inside a body."""
+
+
+def _markup_left(out: Result, chunk: str, offset: int, first: re.Match[str]) -> str:
+    """``chunk`` with markup the tag reader could not read blanked (``CF638``): a namespaced tag
+    (``<erp:message id="957">``, its closer) or a tag with attributes that lost its ``>``
+    (``<erp:message id="104" msg="…"``): never speech, never an action (found by the fifth set's #37)."""
+    found = [first, *_MARKUP_LEFT.finditer(chunk, first.end())]
+    for m in found:
+        at, to = offset + m.start(), offset + m.end()
+        out.note("CF638", f"{m.group()[:40]!r}: markup the reader cannot read, dropped", at, to)
+    out.repairs = [
+        r
+        for r in out.repairs
+        if not (r.code == "CF707" and any(offset + m.start() <= r.start < offset + m.end() for m in found))
+    ]
+    for m in found:
+        chunk = chunk[: m.start()] + " " * (m.end() - m.start()) + chunk[m.end() :]
+    return chunk
 
 
 class _Elements:
@@ -378,6 +415,14 @@ class _Elements:
             if (chunk != "\n" or end == len(view)) and self.out.pieces:
                 out.note("CF701", "whitespace between elements is layout, not content", offset, offset + len(chunk))
             return
+        opener = _OPENER_CUT.match(chunk)
+        if opener is not None and (canon := self.tags.synonyms.get(opener["name"].lower())) is not None:
+            self._opened_without_gt(chunk, offset, end, opener, canon)
+            return
+        if (left := _MARKUP_LEFT.search(chunk)) is not None:
+            chunk = _markup_left(self.out, chunk, offset, left)
+            if not chunk.strip():
+                return
         if _TAG_AS_TEXT.fullmatch(decode_entities(chunk)):
             # (&lt;/answer&gt;, <thought?&gt;: a tag written with entities or mangled, between elements: markup;
             # found by the third set's corpus test, third-smollm2-default-harbour_rain-8 and seoyeon-3)
@@ -402,6 +447,24 @@ class _Elements:
             return
         out.dialect(entry.name)
         reader(entry, "stray")(span)
+
+    def _opened_without_gt(self, chunk: str, offset: int, end: int, opener: re.Match[str], canon: str) -> None:
+        """A known tag's opener that lost its ``>`` at the start of text between elements (``<thought "…"``,
+        ``<thought`` at its line's end): the element opened, its text what follows on the line (quotes around it
+        dropped), never the opener spoken as words (found by the fifth set's corpus test, sayo-4)."""
+        at, to = offset + opener.start(1), offset + opener.end(1)
+        self.out.note("CF638", f"{opener.group(1)!r}, an opener without its '>', opens <{canon}>", at, to)
+        self.out.repairs = [r for r in self.out.repairs if not (r.code == "CF707" and at <= r.start < to)]
+        rest = chunk[opener.end() :]
+        lead = len(rest) - len(rest.lstrip(" \t"))
+        if (quoted := _QUOTED_LINE.match(rest)) is not None:
+            rest, lead = quoted.group(1) + rest[quoted.end() :], quoted.start(1)
+        self.open = Piece(canon, "", to, to)
+        self.open_tag = None
+        rest = rest.lstrip(" \t") if quoted is None else rest
+        self._text(rest, offset + opener.end() + lead, end, self.raw, self.out)
+        if not self.open.text.strip():  # (an opener alone: no element, markup only)
+            self.open = None
 
     def tag(self, tag: Tag, m: re.Match[str]) -> None:
         start, end = m.start(), m.end()

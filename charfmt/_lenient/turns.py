@@ -12,7 +12,8 @@ offsets stay put), each with its diagnostic:
 - ``CF632``: the player's turn, labelled (``User:``, the prompt's own label) or in the request
   form right before the character's label, and everything from the first player turn after
   the reply on (the turns the model imagined);
-- ``CF633``: a speaker label (``Rex:``, ``model``, ``Scene:``) on its own line.
+- ``CF633``: a speaker label (``Rex:``, ``model``, ``Scene:``) on its own line;
+- ``CF639``: a language's name alone on its line before the reply (``Français``).
 
 Labels are the prompt's own (``Visitor:`` before a request form, ``Rex:`` before a JSON
 reply; ``## What Visitor sends``; ``You are Rex.``) and generic role names (``user``,
@@ -27,9 +28,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import SCAFFOLDING
+from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING
 from charfmt._lenient.request_form import blocks, introduces
-from charfmt._lenient.state import NARRATOR, nearly_said, normal
+from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
 
 GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
@@ -72,8 +73,8 @@ _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 """A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
-_FORM_START: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:user_chats?|chat)\b", re.I)
-_FORM_OPEN: Final = re.compile(r"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+user_chats?\b", re.I)
+_FORM_START: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)
+_FORM_OPEN: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+{FORM_WRAPPER}\b", re.I)
 _FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")
 """A line of the request form: a tag (an element, ``<chat type="C">``) at its start, JSON debris, or blank."""
 _REASONING: Final = re.compile(
@@ -89,16 +90,6 @@ _TAG_SPEC: Final = re.compile(
 """A line that lists a tag as the prompt's spec does: ``<emo>...</emo>: the character's emotion`` (after the request
 form's tag, ``- <user_chat> <emo>calm</emo>: …``: the fourth set's #47)."""
 _SPEC_LINE: Final = re.compile(r"(?:[-*•][ \t]|\d+[.)][ \t]|\"[^\"\n]{1,40}\"[ \t]*[:=])")
-_SAME_START: Final = 32
-"""Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
-_NEARLY_FROM: Final = 40
-_NEARLY: Final = 0.9
-"""A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
-_OPENING_WORDS: Final = 4
-_MIN_LINE: Final = 12
-"""Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
-_MIN_PART: Final = 24
-"""Characters from which a line that is a part of the prompt's text (cut, or run over two lines) is its echo."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +123,11 @@ class Told:
     """How many characters the prompt casts (a scene's cast; else one)."""
     cast: tuple[tuple[str, str], ...] = ()
     """A scene's cast: each member's name and speaker id (case folded) with the speaker id it labels a chat of."""
+    turn: tuple[str, ...] = ()
+    """The player's lines this turn, as ``words`` writes them."""
+    request: tuple[str, ...] = ()
+    """The lines of the request the reply answers (the prompt's last text: the turn and the instruction sent
+    with it)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -183,7 +179,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
                 frozenset(n for n in names - players if len(n) >= 2), members,
-                tuple(sorted(speakers.items())) if members > 1 else ())  # fmt: skip
+                tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
+                tuple(prompt[-1].split("\n")) if prompt else ())  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -209,9 +206,35 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     if prompted:
         spans += _prompt_lines(text, told)
     spans = _merge(spans)
+    spans += _closed_turns(text, told)
+    spans = _merge(spans)
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
+    spans += _language_labels(text, _merge(spans))
     return _merge(spans)
+
+
+_LANGUAGE_NAMES: Final = frozenset({
+    "english", "français", "francais", "french", "deutsch", "german", "español", "espanol", "spanish", "italiano",
+    "italian", "português", "portugues", "portuguese", "nederlands", "dutch", "polski", "polish", "русский",
+    "russian", "türkçe", "turkish", "日本語", "japanese", "中文", "简体中文", "繁體中文", "chinese", "한국어", "korean",
+})  # fmt: skip
+"""Names of languages, in their own words and in English: the ``language`` a prompt asks replies in."""
+_LANGUAGE_LINE: Final = re.compile(r"[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?([^\W\d_]{2,12})(?:\*\*)?[ \t]*+[:：]?[ \t]*+")
+
+
+def _language_labels(text: str, dropped: list[Span]) -> list[Span]:
+    """A line that is nothing but a language's name (``Français``, ``## English``) with the reply after it: a label
+    of the language it is written in, as a transcript or a page of translations heads one, never speech (``CF639``;
+    found by the fifth set's #2). Alone, it is the reply (a one-word answer)."""
+    spans: list[Span] = []
+    for a, b in _lines(text):
+        m = _LANGUAGE_LINE.fullmatch(text, a, b)
+        if m is None or m.group(1).casefold() not in _LANGUAGE_NAMES or any(x <= a < y for x, y, *_ in dropped):
+            continue
+        if _has_content(text, b, len(text), dropped):
+            spans.append((a, b, "CF639", f"a language's name alone on its line is a label: {m.group(1)!r} dropped"))
+    return spans
 
 
 _PREAMBLE_WORDS: Final = re.compile(
@@ -237,6 +260,39 @@ def _preamble(text: str, dropped: list[Span]) -> list[Span]:
     if _has_content(text, 0, a, dropped):
         return []
     return [(a, b, "CF636", f"a preamble announcing the reply dropped: {line.strip()[:40]!r}")]
+
+
+_TURN_CLOSER: Final = re.compile(r"[ \t]*+\[/[ \t]*+[A-Z][A-Z_]*+[ \t]*+\]")
+"""The end of the player's turn written after a request form: llama-2's ``[/INST]``, or a marker written like it
+(``[/USER_CHAT_LIST]``)."""
+
+
+def _closed_turns(text: str, told: Told) -> list[Span]:
+    """Request forms each closed by the end of the player's turn (``<user_chats>…</user_chats> [/INST]``), the first
+    the player's turn echoed (reworded or not): that one and every form after it closed so are the player's
+    turns, the turn the reply answers and the turns the model imagined after it (``CF632``; found by the fifth
+    set's #42). A form so closed holding words of the player's never seen is no proof: nothing is dropped."""
+    spans: list[Span] = []
+    for a, b, _m in blocks(text):
+        closer = _TURN_CLOSER.match(text, b)
+        if closer is None:
+            continue
+        if not spans and not _the_players(text[a:b], told):
+            return []
+        spans.append((a, closer.end(), "CF632", "a request form closed by the end of the player's turn is theirs"))
+    return spans
+
+
+def _the_players(form: str, told: Told) -> bool:
+    """Whether a line of words of ``form`` (a request form) is the player's: this turn or a few-shot turn of theirs,
+    word for word, nearly, or reworded."""
+    for line in form.split("\n"):
+        n = normal(line)
+        if len(n) < _MIN_LINE:
+            continue
+        if n in told.player or nearly_said(n, told.player, begun=True) or mostly_said(n, told.turn, told.request):
+            return True
+    return False
 
 
 def _lines(text: str) -> list[tuple[int, int]]:
@@ -324,6 +380,19 @@ def _key(m: re.Match[str]) -> str:
     return m.group(1).rstrip(":= \t").strip().strip('"').casefold()
 
 
+# The steps of the echo test (``_echoes``), in the order it takes them, each with the length of line from which it
+# holds; ``_told`` indexes the prompt's lines by the same bounds (``Told.starts``, ``Told.long``).
+_MIN_LINE: Final = 12
+"""Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
+_MIN_PART: Final = 24
+"""Characters from which a line that is a part of the prompt's text (cut, or run over two lines) is its echo."""
+_SAME_START: Final = 32
+"""Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
+_NEARLY_FROM: Final = 40
+_NEARLY: Final = 0.9
+"""A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
+
+
 def _echoes(n: str, told: Told, *, last: bool) -> bool:
     """Whether ``n`` (a line as ``normal`` writes it) echoes the prompt: one of its lines, a part of one (cut,
     or run over two lines), a line begun as one of its lines begins, or nearly one (a word changed)."""
@@ -362,6 +431,11 @@ def _spec_like(line: str) -> bool:
     return bool(stripped) and (_SPEC_LINE.match(stripped) is not None or stripped.endswith((":", "：")))
 
 
+_OPENING_WORDS: Final = 4
+"""Words from which a line opens as the prompt's when its first two words are those of one of the prompt's lines
+of as many words (``Told.openings``)."""
+
+
 def _opens_as_prompt(line: str, told: Told) -> bool:
     """A line of four words or more whose first two are those of one of the prompt's lines (``You are 16, …``)."""
     found = normal(line).split()
@@ -385,9 +459,16 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     if started and marks and (tail := _sentence_tail(text, marks[0][0], dropped)) is not None:
         spans.append((*tail, "CF631", f"a fragment ending a sentence of the prompt's dropped: {text[slice(*tail)]!r}"))
         started = False
+    labelled = False  # a label of the character's was read, and the reply after it
     for k, (start, end, kind) in enumerate(marks):
         nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
+        if kind == "character" and labelled and started and told.members == 1:
+            # (``Odile:`` a second time after her reply: the next turn of hers, imagined; the fifth set's #2)
+            message = "the character's label again after the reply: the turns imagined after it dropped"
+            spans.append((start, len(text), "CF632", message))
+            break
         if kind == "character":
+            labelled = True
             spans.append((start, end, "CF633", f"speaker label {text[start:end].strip()!r} dropped"))
             started = started or _has_content(text, end, nxt, dropped)
             continue

@@ -68,6 +68,10 @@ def key_alone(line: str, vocabulary: Vocabulary | None) -> str | None:
 
 _RUNNING_BEFORE: Final = re.compile(r"[^\s.!?…。！？*)）」』”\]】]\s*\Z")
 """Text before a bracket that leaves it inside a sentence: a word (or a comma) right before it on its line."""
+_ABBREVIATION: Final = re.compile(
+    r"(?i)(?<![^\W\d_])(?:e\.g|i\.e|etc|cf|vs|viz|approx|ca|p\.\s?ex|z\.\s?B|bzw|usw|d\.\s?h|c\.-à-d)\.\s*\Z"
+)
+"""An abbreviation's full stop before a bracket (``e.g.``, ``i.e.``, ``z. B.``): no sentence's end."""
 _SUBSCRIPT: Final = re.compile(r"\w(?:\[[^\[\]\n]*+\])++\Z")
 """Text before a bracket that makes it a subscript of code (``data[i]`` before ``[1]``): inside the line's text."""
 
@@ -83,7 +87,8 @@ def in_running_text(text: str, start: int) -> bool:
     if not before.strip():
         return False
     # (found by the third set's #7: ``data[i][1]`` in code, its ``[1]`` read as an emotion)
-    return _RUNNING_BEFORE.search(before) is not None or _SUBSCRIPT.search(before) is not None
+    # (``e.g. [style1]``: an abbreviation's full stop ends no sentence; found by the fifth set's #7)
+    return any(p.search(before) is not None for p in (_RUNNING_BEFORE, _SUBSCRIPT, _ABBREVIATION))
 
 
 _CLOSERS: Final = "\"'”’)）」』】"

@@ -7,7 +7,7 @@ Exit codes:
   errors, an empty or binary reply, a character file that is not valid TOML or UTF-8);
   or an optional extra the subcommand needs is not installed (``report``: ``charfmt[arrow]``,
   ``charfmt[ray]``; ``chat``: ``charfmt[local]``, ``charfmt[http]``; ``serve``: ``charfmt[serve]``;
-  each module's ``EXTRAS``), the error line naming it;
+  each subcommand's declared ``extras``), the error line naming it;
 - 2: usage error (an unknown option, a bad option value) or a file that cannot be used
   at all: missing, a directory, closed standard input, an output file that cannot be
   created, or a ``--replay`` / ``--character`` / ``--history`` file larger than
@@ -18,9 +18,9 @@ Every error is one line on standard error, ``charfmt: error: ...`` (diagnostics 
 reply keep their ``file:line:col: CODE message`` form and caret snippet); never a traceback.
 Output that the terminal's encoding cannot hold is escaped (``\\u3042``), not a crash.
 
-Layout: ``SUBCOMMANDS`` names each subcommand's module, which holds its one-line help (``HELP``),
-what exit statuses 0 and 1 mean for it (``EXITS``), the optional extras it may need (``EXTRAS``),
-its options (``add_arguments``) and what it does (``run``);
+Layout: ``SUBCOMMANDS`` names each subcommand's declaration, a ``Subcommand`` (``charfmt.cli._command``) that
+its module ends with (``COMMAND``): its one-line help, what exit statuses 0 and 1 mean for it, the optional extras
+it may need, its options (``add_arguments``) and what it does (``run``);
 ``charfmt.cli._io`` holds what they share (reading, writing, errors, exit codes) and
 ``charfmt.cli._options`` the option types and the options several of them take.
 """
@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from charfmt.cli import (
     chat,
@@ -48,6 +48,7 @@ from charfmt.cli import (
     sessions,
     stream,
 )
+from charfmt.cli._command import Subcommand, exit_codes
 from charfmt.cli._io import (
     EXIT_INTERRUPTED,
     EXIT_INVALID,
@@ -60,50 +61,28 @@ from charfmt.cli._io import (
     forgiving_output,
     reason,
 )
-from charfmt.cli._options import ArgumentParser, exit_codes
+from charfmt.cli._options import ArgumentParser
 from charfmt.diagnostics import CharfmtError
 
-
-class Subcommand(Protocol):
-    """What a subcommand's module holds."""
-
-    @property
-    def HELP(self) -> str:
-        """The one line ``charfmt --help`` says of it."""
-
-    @property
-    def EXITS(self) -> tuple[str, str | None]:
-        """What exit statuses 0 and 1 mean (``None``: it never exits 1)."""
-
-    @property
-    def EXTRAS(self) -> tuple[str, ...]:
-        """The optional extras it may need (``arrow`` for ``charfmt[arrow]``); a missing one exits 1."""
-
-    def add_arguments(self, sp: argparse.ArgumentParser) -> None:
-        """Add the subcommand's options to ``sp``."""
-
-    def run(self, args: argparse.Namespace) -> int:
-        """Run it; the exit status."""
-
-
 SUBCOMMANDS: Final[dict[str, Subcommand]] = {
-    "parse": parse, "check": check, "stream": stream, "fix": fix, "fuzz": fuzz, "schema": schema, "render": render,
-    "grammar": grammar, "chat": chat, "demo": demo, "convert": convert, "report": report, "serve": serve,
-    "sessions": sessions,
+    "parse": parse.COMMAND, "check": check.COMMAND, "stream": stream.COMMAND, "fix": fix.COMMAND,
+    "fuzz": fuzz.COMMAND, "schema": schema.COMMAND, "render": render.COMMAND, "grammar": grammar.COMMAND,
+    "chat": chat.COMMAND, "demo": demo.COMMAND, "convert": convert.COMMAND, "report": report.COMMAND,
+    "serve": serve.COMMAND, "sessions": sessions.COMMAND,
 }  # fmt: skip
-"""Each subcommand by name, in the order ``--help`` lists them; its module says the rest."""
+"""Each subcommand by name, in the order ``--help`` lists them; its declaration says the rest."""
 
 
 _EXTRAS: Final = (
     "a subcommand's optional extra is not installed ("
     + "; ".join(
-        f"{name}: {', '.join(f'charfmt[{extra}]' for extra in command.EXTRAS)}"
+        f"{name}: {', '.join(f'charfmt[{extra}]' for extra in command.extras)}"
         for name, command in SUBCOMMANDS.items()
-        if command.EXTRAS
+        if command.extras
     )
     + ": the error names it)"
 )
-"""What exit status 1 also means, in ``charfmt --help``: read from each subcommand's ``EXTRAS``."""
+"""What exit status 1 also means, in ``charfmt --help``: read from each subcommand's ``extras``."""
 
 
 class _VersionAction(argparse.Action):
@@ -153,14 +132,14 @@ def _parser() -> argparse.ArgumentParser:
         # --help says what the command does (its one-line help as a sentence) and its exit codes.
         sp = sub.add_parser(
             name,
-            help=command.HELP,
-            description=command.HELP[:1].upper() + command.HELP[1:] + ".",
+            help=command.help,
+            description=command.description,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sp.set_defaults(run=command.run, parser=sp)
         command.add_arguments(sp)
         sized = "--max-size" in sp._option_string_actions  # (the exit codes name only the options it has)
-        sp.epilog = exit_codes(*command.EXITS, extras=command.EXTRAS, max_size=sized)
+        sp.epilog = command.epilog(max_size=sized)
     return p
 
 

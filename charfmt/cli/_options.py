@@ -1,22 +1,16 @@
-"""The building blocks of the subcommands' options: usage errors as one line, whole numbers,
-the ``exit status:`` block of each ``--help``, and the options several subcommands share."""
+"""The building blocks of the subcommands' options: usage errors as one line, whole numbers, and the options
+several subcommands share."""
 
 from __future__ import annotations
 
 import argparse
-import textwrap
-from collections.abc import Callable, Sequence
-from typing import Any, Final, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from charfmt.cli._io import EXIT_USAGE
 from charfmt.parser import DEFAULT_MAX_SIZE
 from charfmt.store import default_store_path, open_store
 from charfmt.store.targets import target_problem
-
-DEFAULT_EXITS: Final[tuple[str, str | None]] = ("success", "invalid input: charfmt rejects what the file holds")
-"""What exit statuses 0 and 1 mean where a subcommand says nothing more precise."""
-
-_USAGE_EXIT: Final = "usage error, or a file that cannot be used (missing, a directory, over {size})"
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -24,29 +18,6 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"charfmt: error: {message} (see '{self.prog} --help')\n")
-
-
-def exit_codes(
-    ok: str = DEFAULT_EXITS[0], invalid: str | None = DEFAULT_EXITS[1], extras: Sequence[str] = (),
-    *, max_size: bool = True,
-) -> str:  # fmt: skip
-    """The ``exit status:`` block at the end of a ``--help`` (2 and 130 mean the same everywhere).
-
-    ``extras``: the optional extras the command may need; one that is not installed exits 1 too.
-    ``max_size``: whether the command has ``--max-size`` (else the size its files may have is named).
-    """
-    if extras:
-        invalid = f"{invalid}; or {missing_extra(extras)}"
-    usage = _USAGE_EXIT.format(size="--max-size" if max_size else f"{DEFAULT_MAX_SIZE:,} bytes")
-    rows = [("0", ok), *([("1", invalid)] if invalid else []), ("2", usage), ("130", "interrupted (Ctrl-C)")]
-    lines = (textwrap.fill(what, 100, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7) for code, what in rows)
-    return "exit status:\n" + "\n".join(lines)
-
-
-def missing_extra(extras: Sequence[str]) -> str:
-    """What exit status 1 also means for a command that needs ``extras``: ``an optional extra it needs ...``."""
-    named = " or ".join(f"charfmt[{name}]" for name in extras)
-    return f"an optional extra it needs is not installed ({named}: the error names it)"
 
 
 def whole(low: int, high: int | None = None) -> Callable[[str], int]:

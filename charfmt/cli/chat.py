@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt import chat
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import (
     InputError,
     check_greeting,
@@ -25,7 +26,6 @@ from charfmt.cli._io import (
     usage_error,
 )
 from charfmt.cli._options import (
-    DEFAULT_EXITS,
     add_cast_inputs,
     add_decoding,
     add_tokenizer,
@@ -60,13 +60,6 @@ if TYPE_CHECKING:
     from charfmt.prompt.character import Character
     from charfmt.prompt.scene import Scene
     from charfmt.stage import StageReader
-
-HELP: Final = "talk to a character with a local model or an OpenAI-compatible server"
-
-EXITS: Final = DEFAULT_EXITS
-EXTRAS: Final[tuple[str, ...]] = ("local", "http", "postgres")
-"""The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``, psycopg for a
-``postgresql://`` ``--store``."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -305,3 +298,13 @@ def _local_model(llm: Any, args: argparse.Namespace) -> LocalModel:
     if model.missing_template is not None:
         print(f"charfmt: warning: {model.missing_template}", file=sys.stderr, flush=True)
     return model
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="talk to a character with a local model or an OpenAI-compatible server",
+    # The optional extras it may need: llama-cpp-python for ``--model``, httpx for ``--endpoint``, psycopg for a
+    # ``postgresql://`` ``--store``.
+    extras=("local", "http", "postgres"),
+)

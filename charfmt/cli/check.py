@@ -6,16 +6,12 @@ import argparse
 import sys
 from typing import Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_INVALID, EXIT_OK, EXIT_USAGE, InputError, error, read
 from charfmt.cli._options import add_character, add_size
 from charfmt.cli._reply import emit_diagnostics, failed, language, parse_input
 from charfmt.diagnostics import ParseError
 from charfmt.parser import lenient_text
-
-HELP: Final = "check replies strictly; exit 1 if any is invalid"
-
-EXITS: Final[tuple[str, str | None]] = ("every file is valid (with --lenient: repairs only)", "a file is invalid")
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -58,3 +54,12 @@ def run(args: argparse.Namespace) -> int:
             count = len(reply.chats)
             print(f"{inp.name}: ok{repaired} ({count} chat{'' if count == 1 else 's'})", file=sys.stdout)
     return status
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="check replies strictly; exit 1 if any is invalid",
+    ok="every file is valid (with --lenient: repairs only)",
+    invalid="a file is invalid",
+)

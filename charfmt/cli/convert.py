@@ -15,8 +15,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_INVALID, EXIT_OK, InputError, error, load_character, read_text, usage_error
-from charfmt.cli._options import DEFAULT_EXITS, add_size
+from charfmt.cli._options import add_size
 from charfmt.diagnostics import Diagnostic
 
 if TYPE_CHECKING:
@@ -45,11 +46,6 @@ class _Formats:
 
 
 CONVERSATION_FORMATS: Final = _Formats()
-
-HELP: Final = "convert a conversation: jsonl, pam, uacs, groupchat, ailoy"
-
-EXITS: Final = DEFAULT_EXITS
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -211,3 +207,10 @@ def _write(
     from charfmt.interop import dumps as dump_document  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     return dump_document(fmt, history, character, indent="auto" if indent is None else indent or None, names=names)
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="convert a conversation: jsonl, pam, uacs, groupchat, ailoy",
+)

@@ -7,15 +7,11 @@ import sys
 from importlib import resources
 from typing import Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_OK
 from charfmt.cli._reply import pretty
 from charfmt.diagnostics import ParseError
 from charfmt.parser import parse
-
-HELP: Final = "parse a bundled reply and show a strict error"
-
-EXITS: Final[tuple[str, str | None]] = ("the demo ran", None)
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -42,3 +38,12 @@ def run(_args: argparse.Namespace) -> int:
     print("\n== The same reply, parsed leniently: what could be repaired, and how ==")
     pretty(parse(broken, lenient=True), "demo_broken.json", sys.stdout)
     return EXIT_OK
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="parse a bundled reply and show a strict error",
+    ok="the demo ran",
+    invalid=None,
+)

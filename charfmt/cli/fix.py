@@ -8,19 +8,12 @@ import sys
 from collections.abc import Iterator
 from typing import Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_INVALID, EXIT_OK, json_text, read
 from charfmt.cli._options import add_character, add_size, whole
 from charfmt.cli._reply import emit_diagnostics, failed, language, parse_input
 from charfmt.parser import lenient_text
 from charfmt.writer import dumps
-
-HELP: Final = "repair a reply leniently; print it canonically, the repair log on stderr"
-
-EXITS: Final[tuple[str, str | None]] = (
-    "fixed, warnings only",
-    "errors remain (what could be read is still printed)",
-)
-EXTRAS: Final[tuple[str, ...]] = ()
 
 NO_NEWLINE: Final = "\\ No newline at end of file\n"
 """What ``diff`` and ``patch`` write after a last line that has no newline."""
@@ -69,3 +62,12 @@ def _unified_diff(old: str, new: str, old_name: str, new_name: str) -> Iterator[
         yield line
         if not line.endswith("\n"):
             yield "\n" + NO_NEWLINE
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="repair a reply leniently; print it canonically, the repair log on stderr",
+    ok="fixed, warnings only",
+    invalid="errors remain (what could be read is still printed)",
+)

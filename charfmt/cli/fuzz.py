@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_OK, dump_json, output
 from charfmt.cli._options import add_size, whole
 from charfmt.cli._reply import language
-
-HELP: Final = "write damaged replies (with the clean original and the mutations), by seed"
-
-EXITS: Final[tuple[str, str | None]] = ("every case was written", None)
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -38,3 +34,12 @@ def run(args: argparse.Namespace) -> int:
         for i, case in enumerate(cases):
             out.write(dump_json({"seed": args.seed, "index": i, **case.to_dict()}, out) + "\n")
     return EXIT_OK
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="write damaged replies (with the clean original and the mutations), by seed",
+    ok="every case was written",
+    invalid=None,
+)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_OK, load_character, load_scene, usage_error
 from charfmt.cli._options import add_bounds, add_size, bounds_of
 from charfmt.models import Vocabulary
@@ -14,11 +15,6 @@ from charfmt.tags import DEFAULT_TAGS
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character
     from charfmt.prompt.scene import Scene
-
-HELP: Final = "print the reply format as a grammar for constrained decoding"
-
-EXITS: Final[tuple[str, str | None]] = ("the grammar was printed", "the --character file is invalid")
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -77,3 +73,12 @@ def _first_line(e: BaseException) -> str:
 
         return error_message(errors()[0])
     return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="print the reply format as a grammar for constrained decoding",
+    ok="the grammar was printed",
+    invalid="the --character file is invalid",
+)

@@ -6,18 +6,11 @@ import argparse
 import sys
 from typing import Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_INVALID, EXIT_OK, dump_json, read
 from charfmt.cli._options import add_character, add_size
 from charfmt.cli._reply import Language, emit_diagnostics, failed, language, parse_input, pretty
 from charfmt.diagnostics import ParseError
-
-HELP: Final = "parse a reply and print it"
-
-EXITS: Final[tuple[str, str | None]] = (
-    "the reply is valid (with --lenient: read, warnings only)",
-    "the reply has errors, or is empty",
-)
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -62,3 +55,12 @@ def run(args: argparse.Namespace) -> int:
         for event in reply.events(lang.tags):
             print(dump_json(event.to_dict(), out), file=out)
     return EXIT_INVALID if failed(reply.diagnostics) else EXIT_OK
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="parse a reply and print it",
+    ok="the reply is valid (with --lenient: read, warnings only)",
+    invalid="the reply has errors, or is empty",
+)

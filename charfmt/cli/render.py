@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import (
     EXIT_INVALID,
     EXIT_OK,
@@ -27,14 +28,6 @@ if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
     from charfmt.prompt.lorebook import Activation, Lorebook
     from charfmt.prompt.userinput import UserTurn
-
-HELP: Final = "render a provider request for a character and a user turn"
-
-EXITS: Final[tuple[str, str | None]] = (
-    "the request was printed",
-    "the --character, --history or --lorebook file is invalid, --say's user block is invalid, or over --budget",
-)
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -240,3 +233,12 @@ def _templates(folder: str | None) -> str | None:
         reason = "not a directory" if Path(folder).exists() else "no such directory"
         raise InputError(f"cannot read templates folder {folder}: {reason}")
     return folder
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="render a provider request for a character and a user turn",
+    ok="the request was printed",
+    invalid="the --character, --history or --lorebook file is invalid, --say's user block is invalid, or over --budget",
+)

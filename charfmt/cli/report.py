@@ -11,19 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import InputError, error, load_character, stdin_bytes
 from charfmt.cli._options import add_size, whole
 from charfmt.diagnostics import CharfmtError
 from charfmt.parser import DEFAULT_MAX_SIZE
-
-HELP: Final = "conformance of a JSON Lines log of replies (gzip-compressed or not), per group"
-
-EXITS: Final[tuple[str, str | None]] = (
-    "the report was written",
-    "no line held a reply (the report is still written)",
-)
-EXTRAS: Final[tuple[str, ...]] = ("arrow", "ray")
-"""The optional extras it may need: pyarrow (``charfmt[arrow]``), Ray Data for ``--engine ray``."""
 
 OUTPUT_FORMATS = ("text", "json", "html")
 _EXTENSIONS = {"text": "txt", "json": "json", "html": "html"}
@@ -206,3 +198,14 @@ def _tty(stream: IO[str] | None) -> bool:
         return stream is not None and stream.isatty()
     except (ValueError, OSError):
         return False
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="conformance of a JSON Lines log of replies (gzip-compressed or not), per group",
+    ok="the report was written",
+    invalid="no line held a reply (the report is still written)",
+    # The optional extras it may need: pyarrow (``charfmt[arrow]``), Ray Data for ``--engine ray``.
+    extras=("arrow", "ray"),
+)

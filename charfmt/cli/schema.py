@@ -6,15 +6,11 @@ import argparse
 import sys
 from typing import Any, Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_OK, dump_json, load_character, usage_error
 from charfmt.cli._options import add_bounds, add_character, add_size, bounds_of
 from charfmt.cli._reply import language
 from charfmt.constrain.schema import PROVIDERS, json_schema
-
-HELP: Final = "print the reply envelope as JSON Schema"
-
-EXITS: Final[tuple[str, str | None]] = ("the schema was printed", "the --character file is invalid")
-EXTRAS: Final[tuple[str, ...]] = ()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -47,3 +43,12 @@ def run(args: argparse.Namespace) -> int:
         usage_error(args, str(e))
     print(dump_json(schema, sys.stdout, indent=2))
     return EXIT_OK
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="print the reply envelope as JSON Schema",
+    ok="the schema was printed",
+    invalid="the --character file is invalid",
+)

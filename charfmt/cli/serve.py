@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import (
     EXIT_INTERRUPTED,
     check_greeting,
@@ -35,18 +36,6 @@ from charfmt.llm.loading import check_gguf
 
 _SECONDS: Final = positive("seconds", 3600)
 """The type of the flags that take seconds: more than 0, at most an hour."""
-
-HELP: Final = "serve a character over HTTP: OpenAI-compatible, events, playground"
-
-EXITS: Final[tuple[str, str | None]] = (
-    "the server ran and was stopped (Ctrl-C: 130; SIGTERM stops it gracefully and ends with the signal, 143)",
-    "the server could not start: the address cannot be bound (a port in use, an unknown host),"
-    " the --character/--scene or --tokens file is invalid, or the --store cannot be opened",
-)
-EXTRAS: Final[tuple[str, ...]] = ("serve", "local", "postgres")
-"""The optional extras it needs: Starlette, uvicorn and aiohttp (``charfmt[serve]``); llama-cpp-python for
-``--model`` (``charfmt[local]``); psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``). Each is
-checked before the server starts."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -552,3 +541,19 @@ def _bind(host: str, port: int) -> Any:
         raise CharfmtError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     sock.set_inheritable(True)
     return sock
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="serve a character over HTTP: OpenAI-compatible, events, playground",
+    ok="the server ran and was stopped (Ctrl-C: 130; SIGTERM stops it gracefully and ends with the signal, 143)",
+    invalid=(
+        "the server could not start: the address cannot be bound (a port in use, an unknown host),"
+        " the --character/--scene or --tokens file is invalid, or the --store cannot be opened"
+    ),
+    # The optional extras it needs: Starlette, uvicorn and aiohttp (``charfmt[serve]``); llama-cpp-python for
+    # ``--model`` (``charfmt[local]``); psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``). Each is
+    # checked before the server starts.
+    extras=("serve", "local", "postgres"),
+)

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from charfmt._terminal import visible
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import EXIT_OK, InvalidError, dump_json, load_character, output, usage_error
 from charfmt.cli._options import add_size, add_store, add_user_name, open_store_of
 from charfmt.store.base import name_problem
@@ -23,16 +24,6 @@ from charfmt.tags import DEFAULT_TAGS
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character
     from charfmt.store import SessionInfo, SessionKey, Store
-
-HELP: Final = "list, show, export or delete the conversations a session store keeps"
-
-EXITS: Final[tuple[str, str | None]] = (
-    "done",
-    "the store does not exist, cannot be opened or read, or no session has that name"
-    " (or several do: --owner/--namespace)",
-)
-EXTRAS: Final[tuple[str, ...]] = ("postgres",)
-"""psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``)."""
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -181,3 +172,17 @@ def _named(key: SessionKey) -> Character | None:
     if not name:
         return None
     return Character.model_validate({"name": name, "persona": name, "emotions": [{"key": "neutral"}]})
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="list, show, export or delete the conversations a session store keeps",
+    ok="done",
+    invalid=(
+        "the store does not exist, cannot be opened or read, or no session has that name"
+        " (or several do: --owner/--namespace)"
+    ),
+    # psycopg for a ``postgresql://`` ``--store`` (``charfmt[postgres]``).
+    extras=("postgres",),
+)

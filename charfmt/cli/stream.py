@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from charfmt._terminal import visible
+from charfmt.cli._command import Subcommand
 from charfmt.cli._io import (
     EXIT_INVALID,
     EXIT_OK,
@@ -32,13 +33,6 @@ from charfmt.events import DiagnosticEvent, Event
 if TYPE_CHECKING:
     from charfmt.stage import StageReader
 
-HELP: Final = "read a reply as it arrives; print events as JSON Lines"
-
-EXITS: Final[tuple[str, str | None]] = (
-    "the stream was read (repairs are events)",
-    "the stream has errors (with --strict) or no reply",
-)
-EXTRAS: Final[tuple[str, ...]] = ()
 
 MAX_DELAY_MS: Final = 60_000.0
 """The longest pause ``stream --delay-ms`` accepts between replayed chunks."""
@@ -171,3 +165,12 @@ def _stage_reader(args: argparse.Namespace) -> StageReader:
     user_name = getattr(args, "user_name", None)
     character = load_character(path, args.max_size, user_name) if path is not None else None
     return StageReader(character, max_length=args.max_length)
+
+
+COMMAND: Final = Subcommand(
+    add_arguments,
+    run,
+    help="read a reply as it arrives; print events as JSON Lines",
+    ok="the stream was read (repairs are events)",
+    invalid="the stream has errors (with --strict) or no reply",
+)

@@ -1,5 +1,5 @@
 """A subcommand whose optional extra is not installed exits 1 with one line naming the extra, and the
-exit-status tables (each ``--help``, ``charfmt --help``, the README) say so (each module's ``EXTRAS``).
+exit-status tables (each ``--help``, ``charfmt --help``, the README) say so (each subcommand's declared ``extras``).
 
 Each case runs in a fresh interpreter where the extra's module cannot be imported
 (``sys.modules[name] = None``, as Python does for a module that is not installed).
@@ -98,16 +98,16 @@ def test_a_missing_extra_exits_1_naming_it(case: str, tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("charfmt: error: ") and done.stderr.count("\n") == 1, done.stderr
     assert f"charfmt[{extra}]" in done.stderr and "Traceback" not in done.stderr
-    assert extra in SUBCOMMANDS[argv[0]].EXTRAS  # the code and the tables read the same list
+    assert extra in SUBCOMMANDS[argv[0]].extras  # the code and the tables read the same list
 
 
-@pytest.mark.parametrize("name", [n for n, c in SUBCOMMANDS.items() if c.EXTRAS])
+@pytest.mark.parametrize("name", [n for n, c in SUBCOMMANDS.items() if c.extras])
 def test_each_help_says_a_missing_extra_exits_1(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([name, "--help"]) == 0
     table = capsys.readouterr().out.split("exit status:", 1)[1]
     row = " ".join(re.search(r"^  1 +(.*?)(?=^  2 )", table, re.M | re.S).group(1).split())  # type: ignore[union-attr]
     assert "optional extra it needs is not installed" in row
-    assert all(f"charfmt[{extra}]" in row for extra in SUBCOMMANDS[name].EXTRAS), row
+    assert all(f"charfmt[{extra}]" in row for extra in SUBCOMMANDS[name].extras), row
 
 
 def test_the_top_level_help_and_the_readme_say_it_too(capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,7 +116,7 @@ def test_the_top_level_help_and_the_readme_say_it_too(capsys: pytest.CaptureFixt
     readme = " ".join((ROOT / "docs" / "CLI.md").read_text(encoding="utf-8").split())
     paragraph = readme[readme.index("Every subcommand exits 0 on success") :][:900]
     for name, command in SUBCOMMANDS.items():
-        for extra in command.EXTRAS:
+        for extra in command.extras:
             assert f"{name}: " in table and f"charfmt[{extra}]" in table, (name, extra)
             assert f"`{name}`" in paragraph and f"`charfmt[{extra}]`" in paragraph, (name, extra)
     assert "optional extra" in paragraph and "names the extra" in paragraph

@@ -6,11 +6,14 @@ The subcommands are read from the parser itself, so one added later is checked t
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 
 import pytest
 
+from charfmt import cli
 from charfmt.cli import _parser, main
+from charfmt.cli._command import Subcommand
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -85,3 +88,20 @@ def test_the_options_the_issue_names_are_explained(name: str, option: str, capsy
     block = options[options.index(line) :].split("\n  -", 1)[0]
     explained = block.replace(line.strip().split("  ")[0], "", 1)
     assert len(explained.split()) >= 3, block
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_each_subcommand_is_its_modules_one_declaration(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # A subcommand's module ends with one ``Subcommand`` (``COMMAND``); the parser, its --help and charfmt --help
+    # read it and nothing else (a declaration edited in its module shows everywhere).
+    declared = importlib.import_module(f"charfmt.cli.{name}").COMMAND
+    assert isinstance(declared, Subcommand)
+    assert cli.SUBCOMMANDS[name] is declared
+    parser = SUBCOMMANDS[name]
+    assert parser.get_default("run") is declared.run
+    assert parser.description == declared.description
+    epilog = declared.epilog(max_size="--max-size" in parser._option_string_actions)
+    assert parser.epilog == epilog
+    assert _help([name], capsys).endswith(f"\n{epilog}\n")
+    listing = " ".join(_help([], capsys).split())  # (argparse wraps a long help line)
+    assert f" {name} {declared.help} " in listing, listing

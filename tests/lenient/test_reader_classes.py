@@ -411,3 +411,24 @@ def test_a_turn_imagined_after_the_reply_its_label_sharing_its_line_is_dropped(
         assert _both(text, size) == [["C", 1, [["msg", reply]]]]
         assert "CF632" in [d.code for d in charfmt.parse(text, lenient=True).diagnostics]
         assert not any(isinstance(e, charfmt.Reset) for e in _streamed(text, size))  # (held, never taken back)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(WORD, min_size=5, max_size=12, unique=True), st.randoms(use_true_random=False), SENTENCE, st.integers(1, 9)
+)
+def test_the_players_line_reworded_in_the_form_is_theirs_the_reply_after_it_read(
+    said_words: list[str], rng: Any, reply: str, size: int
+) -> None:
+    """The sixth round's class (the fifth set's #22, #42): the player's line with its words reordered, in the request
+    form echoed, is their turn (``CF625``); the character's reply in the next form is read, in batch and streamed."""
+    shuffled = list(said_words)
+    rng.shuffle(shuffled)
+    assume(shuffled != said_words and not set(reply.casefold().rstrip(".").split()) & set(said_words))
+    said = " ".join(said_words).capitalize() + "."
+    text = (
+        _form(" ".join(shuffled).capitalize() + ".")
+        + f'\n<user_chats>\n<chat type="C">\n<msg>{reply}</msg>\n</chat>\n</user_chats>'
+    )
+    assert _both(text, size, turn=said) == [["C", 1, [["msg", reply]]]]
+    assert "CF625" in [d.code for d in charfmt.parse(text, lenient=True, turn=said).diagnostics]

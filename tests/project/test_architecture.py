@@ -6,6 +6,8 @@
 - No private name crosses a module line: no ``from charfmt.x import _name`` (a private
   *module* may be imported) and no ``x._name`` of an imported module.
 - No module that only re-exports other modules' names, except the public doors the docs name.
+- Few repeated runs of lines: ``duplicates`` over the package lists at most six pairs, each of them
+  boilerplate (where that tool is installed).
 
 Each rule has a list of known exceptions, which only shrinks: a test also fails when an
 exception is no longer needed, so the list stays true.
@@ -18,6 +20,8 @@ import fnmatch
 import importlib
 import json
 import re
+import shutil
+import subprocess
 import tokenize
 from pathlib import Path
 
@@ -724,3 +728,20 @@ def test_tests_are_found_by_a_module_name_or_its_package_and_name(tmp_path: Path
     ]
     assert files_named_for("charfmt.serve.wire", table, tmp_path) == []
     assert files_named_for("charfmt.serve", table, tmp_path) == [f"{here}/serve/test_serve_guard.py"]
+
+
+MAX_DUPLICATE_PAIRS = 6
+"""Issue 41: ``duplicates`` over ``charfmt/`` lists at most this many pairs, none outside boilerplate."""
+
+
+def test_the_package_repeats_itself_little_and_only_as_boilerplate() -> None:
+    tool = shutil.which("duplicates")
+    if tool is None:
+        pytest.skip("the duplicates tool is not installed (a tool of the house's machines, not a dependency)")
+    done = subprocess.run(
+        [tool, "--most", "200"], cwd=PACKAGE, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "incomplete:" not in done.stdout, done.stdout
+    rows = [line for line in done.stdout.splitlines() if re.match(r"D\d+ ", line)]
+    assert len(rows) <= MAX_DUPLICATE_PAIRS, done.stdout
+    assert all(line.endswith(" boilerplate") or " boilerplate (" in line for line in rows), done.stdout

@@ -187,6 +187,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF943": ("warning", "a lorebook entry or field charfmt cannot read: skipped"),
     "CF944": ("info", "lorebook features charfmt does not apply (groups, timed effects, vector matching)"),
     "CF945": ("warning", "lorebook entries at a depth placed after the character: the provider has no system turns"),
+    "CF946": ("warning", "the same lorebook given twice (the card's own book again, a copy): read once"),
+    "CF947": ("warning", "lorebook entries activated but left out: the prompt's token budget was reached"),
     "CF960": ("warning", "a chat's order does not fit a 64-bit integer: null in a table's order column"),
     "CF961": ("error", "the server sent invalid UTF-8: each bad byte read as U+FFFD"),
     "CF999": ("error", "internal error in lenient recovery (a bug: please report it)"),

@@ -111,6 +111,16 @@ class WholeValue:
         tag = getattr(self, "tag", None)
         return tag if isinstance(tag, str) else None
 
+    def tag_in(self, tags: TagTable) -> str:
+        """The tag of the element it announces: the one it names (``named_tag``, a ``Cue``'s), else the first tag
+        of ``tags`` whose role's row names the event's ``kind`` (``act`` for an ``Action``, a new role's tag for
+        a new role's event that, like ``Action``, carries no ``tag``); a kind no row of ``tags`` names: the kind."""
+        named = self.named_tag
+        if named is not None:
+            return named
+        kind = getattr(self, "kind", "")
+        return next((spec.name for spec in tags if spec.row.event == kind), kind)
+
 
 @dataclass(slots=True)
 class ChatStart(_ChatEvent):

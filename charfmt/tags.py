@@ -76,11 +76,21 @@ class RoleSpec(NamedTuple):
     value_noun: str | None
     """What a diagnostic calls a value of the role's tags (``spaces around an emotion removed``);
     ``None``: it names the tag (``a <sfx> value``)."""
+    short: int | None
+    """How long (characters) a tag of the role's text is at most where a token budget is planned and nothing
+    longer is known (``Bounds.for_tokens``, ``constrain.SHORT_ROLES``): short, like an emotion key or an action;
+    ``None``: as long as speech (what is spoken takes the rest of the budget)."""
 
     @property
     def single(self) -> bool:
         """A table has exactly one tag of the role: a list of tags declaring one is a table of its own."""
         return self.least == 1 and self.most == 1
+
+    @property
+    def prose(self) -> bool:
+        """Its tags hold free prose (speech, the inner voice, an action), not a key or a value a game acts on: an
+        emotion a model writes inside one splits it in two, its text going on after the emotion (lenient reading)."""
+        return self.content == "text" and not self.closed_values
 
 
 ROLE_TABLE: Final[dict[Role, RoleSpec]] = {
@@ -89,27 +99,27 @@ ROLE_TABLE: Final[dict[Role, RoleSpec]] = {
         RoleSpec(
             "emotion", "the character's emotion: one key from its emotion vocabulary, announced once complete",
             content="key", streamed=False, shown=True, vocabulary=True, closed_values=False, least=1, most=1,
-            event="emotion", spoken=False, value_noun="emotion",
+            event="emotion", spoken=False, value_noun="emotion", short=16,
         ),
         RoleSpec(
             "action", "what the character does: whole text, announced once complete",
             content="text", streamed=False, shown=True, vocabulary=False, closed_values=False, least=0, most=1,
-            event="action", spoken=False, value_noun=None,
+            event="action", spoken=False, value_noun=None, short=24,
         ),
         RoleSpec(
             "cue", "a value the game acts on (sound, motion, music, camera), announced once complete",
             content="text", streamed=False, shown=True, vocabulary=False, closed_values=True, least=0, most=None,
-            event="cue", spoken=False, value_noun=None,
+            event="cue", spoken=False, value_noun=None, short=16,
         ),
         RoleSpec(
             "speech", "what the character says: streamed as it arrives, read by text-to-speech",
             content="text", streamed=True, shown=True, vocabulary=False, closed_values=False, least=1, most=None,
-            event=None, spoken=True, value_noun=None,
+            event=None, spoken=True, value_noun=None, short=None,
         ),
         RoleSpec(
             "hidden", "inner voice: streamed, never shown to the player",
             content="text", streamed=True, shown=False, vocabulary=False, closed_values=False, least=0, most=None,
-            event=None, spoken=False, value_noun=None,
+            event=None, spoken=False, value_noun=None, short=24,
         ),
     )
 }  # fmt: skip
@@ -117,7 +127,7 @@ ROLE_TABLE: Final[dict[Role, RoleSpec]] = {
 
 Code reads a tag's row (``TagSpec.row``), never its role's name. A new role needs only:
 
-1. a row here (and its name in ``Role``);
+1. a row here (and its name in ``Role``): every column, ``short`` (its text's length in a planned budget) too;
 2. if its value is announced whole (``event``), the event class in ``charfmt/events.py`` (a
    ``WholeValue`` subclass, in the ``Event`` union) and its entry in ``events.WHOLE_EVENTS``;
 3. its lines in the system prompt (``prompts/system.j2``) and the spec (``docs/FORMAT.md``, tag roles).

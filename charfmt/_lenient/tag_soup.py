@@ -374,7 +374,7 @@ class _Elements:
         self.emotion = tags.emotion.name
         self.speech = tags.speech.name
         # What an emotion written inside them splits in two (their text continues after it).
-        self.splittable = frozenset(s.name for s in tags.with_role("speech", "hidden", "action"))
+        self.splittable = frozenset(s.name for s in tags if s.row.prose)
         self.open: Piece | None = None
         self.open_tag: Tag | None = None
         self.resume: str | None = None  # a message split by a nested emotion continues after it

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.cli._command import Subcommand
@@ -23,13 +23,36 @@ from charfmt.diagnostics import Diagnostic
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
 
-CONVERSATION_FORMATS: Final = ("jsonl", "pam", "uacs", "groupchat", "ailoy")
+
+class _Formats:
+    """``jsonl`` and every interop format's name, read from the formats' table (``charfmt.interop._formats.DECLARED``)
+    when first asked (``--from``'s and ``--to``'s choices: asked only when the option is read or its help
+    shown), so the command line starts without importing the interop package."""
+
+    def names(self) -> tuple[str, ...]:
+        """The names, ``jsonl`` first, then the table's in its order."""
+        from charfmt.interop._formats import DECLARED  # noqa: PLC0415 (import cost: every CLI command loads this module)
+
+        return ("jsonl", *DECLARED)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names()
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+
+CONVERSATION_FORMATS: Final = _Formats()
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The command's options."""
-    sp.add_argument("--from", dest="source_format", choices=CONVERSATION_FORMATS, required=True, help="format of IN")
-    sp.add_argument("--to", dest="target_format", choices=CONVERSATION_FORMATS, required=True, help="format of OUT")
+    for flag, dest, what in (("--from", "source_format", "IN"), ("--to", "target_format", "OUT")):
+        sp.add_argument(flag, dest=dest, choices=CONVERSATION_FORMATS, required=True, metavar="FORMAT",
+                        help=f"format of {what}: %(choices)s")  # fmt: skip  # (a metavar: choices read when asked)
     sp.add_argument("--character", metavar="FILE", help="character TOML (needed to read jsonl; names the speakers)")
     sp.add_argument(
         "--indent",

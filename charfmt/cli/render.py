@@ -132,11 +132,13 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
 
     if is_user_block(args.say):
         try:
-            turn = parse_input(args.say, tags=character.tags)
+            turn = parse_input(args.say, tags=character.tags, vocabulary=character.vocabulary)
         except ParseError as e:
             for d in e.diagnostics:
                 print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
             return None
+        for d in turn.diagnostics:  # (an emotion the character does not know, as the shorthand's [bogus] says)
+            print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
     else:
         turn = character.shorthand(args.say)
         for d in turn.diagnostics:  # (line and column, as a block's errors are placed: --say may hold several lines)

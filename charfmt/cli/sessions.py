@@ -36,8 +36,13 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     show = actions.add_parser("show", help="a session's exchanges, for a person")
     export = actions.add_parser("export", help="a session as JSON Lines or an interop format")
     export.add_argument(
-        "--to", dest="target_format", choices=CONVERSATION_FORMATS, default="jsonl", help="the format (jsonl)"
-    )
+        "--to",
+        dest="target_format",
+        choices=CONVERSATION_FORMATS,
+        default="jsonl",
+        metavar="FORMAT",
+        help="the format: %(choices)s (default jsonl)",
+    )  # (a metavar: the choices are read, importing the interop formats, only when asked)
     export.add_argument("--output", "-o", metavar="FILE", help="write here (default: standard output)")
     export.add_argument("--character", metavar="FILE", help="the character file (names the speakers in a document)")
     add_user_name(export, " (and the player's name in a document; default the character's, else User)")

@@ -115,7 +115,7 @@ class Bounds:
     ) -> Bounds:
         """Bounds whose longest reply fits in ``max_tokens`` tokens, with the most room for speech.
 
-        The budget goes where speech is: each role in ``short`` (default ``SHORT_ROLES``: an
+        The budget goes where speech is: each role in ``short`` (default: each row's ``short``, ``SHORT_ROLES``: an
         emotion key, an action, a cue, the inner voice) gets at most that many characters, at
         most ``max_speech`` elements of a ``C`` body are speech (``None``: any), and speech gets
         the rest: ``max_chars`` (which also bounds ``I``/``E`` bodies) is the largest that fits.
@@ -134,7 +134,7 @@ class Bounds:
 
         This is the low-level step; ``plan_bounds`` is the engine every door of charfmt uses.
         """
-        wanted = dict(SHORT_ROLES if short is None else short)
+        wanted = dict(short_roles() if short is None else short)
         table = DEFAULT_TAGS if tags is None else tags
         # A text's length, and a vocabulary key's where no vocabulary makes the keys literals of known length.
         keyed = vocabulary is not None or (isinstance(speakers, Mapping) and None not in speakers.values())
@@ -171,8 +171,15 @@ MIN_SCENE_SPEECH_CHARS: Final = 12
 """The least speech per chat for which a scene's plan keeps two chats (two speakers) before one chat
 with more to say: a short sentence (``Ready when you are.``)."""
 
-SHORT_ROLES: Final[dict[Role, int]] = {"emotion": 16, "action": 24, "cue": 16, "hidden": 24}
-"""``Bounds.for_tokens``' default lengths (characters) of the roles that are not speech."""
+
+def short_roles() -> dict[Role, int]:
+    """Each role's ``short`` length (characters) where its row has one: the roles that are not as long as speech."""
+    return {name: row.short for name, row in ROLE_TABLE.items() if row.short is not None}
+
+
+SHORT_ROLES: Final[dict[Role, int]] = short_roles()
+"""``Bounds.for_tokens``' default lengths (characters) of the roles that are not speech: each row's ``short``
+(the rows as charfmt defines them; ``Bounds.for_tokens`` reads the table itself)."""
 
 
 def measure_tokens_per_char(count: Callable[[str], int], texts: Iterable[str]) -> float:
@@ -296,7 +303,7 @@ def learned_lengths(
                     longest[spec.role] = max(longest.get(spec.role, 0), len(seg.text))
     for action in actions:
         longest["action"] = max(longest.get("action", 0), len(action))
-    lengths = dict(SHORT_ROLES)
+    lengths = short_roles()
     for role, n in longest.items():
         lengths[role] = max(lengths.get(role, 0), math.ceil(n * EXAMPLE_MARGIN))
     return lengths

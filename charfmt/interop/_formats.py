@@ -5,10 +5,9 @@ Adding a format:
 1. A module ``interop/<name>.py`` declaring it: a ``Format`` (``_declaration``) built of the
    parts in ``_shapes`` (where its role, text, charfmt's entry and reasoning are), its
    ``message``/``empty`` writers, and a part of its own for what no other format does.
-2. Its row here: ``interop.CONVERTERS`` and the tests that run over it follow.
-3. Its name in ``charfmt convert``'s choices (``charfmt.cli.convert.CONVERSATION_FORMATS``, written out there so
-   that the command line starts without importing this package).
-4. A foreign document of it in ``tests/interop/samples/<name>.json`` (the tests read one a format).
+2. Its row here: ``interop.CONVERTERS``, ``charfmt convert``'s choices (``charfmt.cli.convert.CONVERSATION_FORMATS``,
+   which reads this table when first asked) and the tests that run over it follow.
+3. A foreign document of it in ``tests/interop/samples/<name>.json`` (the tests read one a format).
 """
 
 from __future__ import annotations

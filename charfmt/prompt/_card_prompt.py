@@ -13,11 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply
+from charfmt.prompt._token_fit import BudgetError
 from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
 from charfmt.prompt.macros import HeldNames, MacroError, Macros
 from charfmt.writer import canonical_form
@@ -44,6 +45,59 @@ class TurnParts:
     """The lore activated for the turn (``None``: no lorebook)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     """What expanding and activating noted (unknown macros, regex keys not used, what fired or was cut)."""
+
+
+_Built = TypeVar("_Built")
+
+
+def fit_lore(
+    lore: Activation | None, build: Callable[[Activation | None], _Built], *, budget: int
+) -> tuple[_Built, Activation | None]:
+    """``build(lore)`` and the lore it holds: all of ``lore`` where the prompt fits ``budget``, else the most of it
+    that fits, cut from its lowest priority up (``Activation.keeping``: each entry cut named in a ``CF947``).
+
+    ``build`` raises ``BudgetError`` where its prompt does not fit (``fit_messages``); where it does not fit even
+    with no lore, the ``BudgetError`` says how many of the tokens were lore. More lore never makes a prompt shorter,
+    so the search halves the range each time."""
+    try:
+        return build(lore), lore
+    except BudgetError as e:
+        if lore is None or not lore.placed:
+            raise
+        whole = e
+    bare = lore.keeping(0, budget)
+    try:
+        best = build(bare), bare
+    except BudgetError as e:
+        raise _lore_too_long(whole, e) from None
+    lo, hi = 0, len(lore.placed) - 1  # (``lo`` entries fit: ``best``'s; more than ``hi`` do not)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trimmed = lore.keeping(mid, budget)
+        try:
+            best, lo = (build(trimmed), trimmed), mid
+        except BudgetError:
+            hi = mid - 1
+    return best
+
+
+def _lore_too_long(whole: BudgetError, bare: BudgetError) -> BudgetError:
+    """The error of a prompt that does not fit with its lore (``whole``) nor without it (``bare``)."""
+    if whole.need is None or bare.need is None:
+        return BudgetError(f"{bare} (and its lore, all cut)", need=bare.need, budget=bare.budget, what=bare.what)
+    lore = whole.need - bare.need
+    return BudgetError(
+        f"{whole.what} need {whole.need} tokens, {lore} of them lore (all of it cut, they still need {bare.need});"
+        f" the budget is {bare.budget}",
+        need=bare.need, budget=bare.budget, what=bare.what,
+    )  # fmt: skip
+
+
+def with_lore(parts: TurnParts, lore: Activation | None) -> TurnParts:
+    """``parts`` holding ``lore`` (``parts.lore`` or less of it, ``fit_lore``'s) in place of its own, with its notes."""
+    own = parts.lore.diagnostics if parts.lore is not None else []
+    notes = [d for d in parts.diagnostics if not any(d is n for n in own)]
+    return replace(parts, lore=lore, diagnostics=[*notes, *(lore.diagnostics if lore is not None else [])])
 
 
 def opening_line(character: Character) -> str:

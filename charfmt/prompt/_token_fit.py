@@ -83,6 +83,19 @@ def count_messages(counter: Counter | TokenCounter, messages: Sequence[Message])
 class BudgetError(CharfmtError):
     """The system prompt and the new turn alone exceed the token budget."""
 
+    def __init__(self, message: str, *, need: int | None = None, budget: int | None = None, what: str = "") -> None:
+        super().__init__(message)
+        self.need = need
+        """The tokens what must stay needs (``None``: not counted)."""
+        self.budget = budget
+        """The budget it did not fit."""
+        self.what = what or "the system prompt and the new turn"
+        """What must stay, as the message names it."""
+
+
+def _too_long(need: int, budget: int, what: str = "the system prompt and the new turn") -> BudgetError:
+    return BudgetError(f"{what} need {need} tokens; the budget is {budget}", need=need, budget=budget, what=what)
+
 
 def newest_exchanges(
     system: str, turn: str, pairs: Sequence[tuple[str, str]], *, budget: int, counter: Counter
@@ -90,7 +103,7 @@ def newest_exchanges(
     """The newest whole (user text, reply text) ``pairs`` that fit in ``budget`` beside ``system`` and ``turn``."""
     fixed = counter(system) + counter(turn)
     if fixed > budget:
-        raise BudgetError(f"the system prompt and the new turn need {fixed} tokens; the budget is {budget}")
+        raise _too_long(fixed, budget)
     costs = [counter(u) + counter(r) for u, r in pairs]
     total = fixed + sum(costs)
     start = 0
@@ -108,7 +121,7 @@ def oldest_start(render: Callable[[int], str], count: int, *, budget: int, count
     lo, hi = 0, count
     need = counter(render(hi))
     if need > budget:
-        raise BudgetError(f"the system prompt and the new turn need {need} tokens; the budget is {budget}")
+        raise _too_long(need, budget)
     while lo < hi:
         mid = (lo + hi) // 2
         if counter(render(mid)) <= budget:
@@ -136,7 +149,7 @@ def fit_messages(
     last = build(count)
     need = count_messages(counter, last)
     if need > budget:
-        raise BudgetError(f"{what} need {need} tokens; the budget is {budget}")
+        raise _too_long(need, budget, what)
     lo, hi, best = 0, count, last  # (best: the messages of ``hi``, which always fit)
     while lo < hi:
         mid = (lo + hi) // 2

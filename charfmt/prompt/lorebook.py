@@ -216,9 +216,19 @@ class Lorebook(BaseModel):
         """This book's entries, then each other's (SillyTavern's "character lore first"), in one book.
 
         Each entry keeps its own book's settings (scan depth, case, whole words); the merged book
-        scans recursively if any does, and its budget is the smallest one given.
+        scans recursively if any does, and its budget is the smallest one given. A book the same as
+        one before it (the card's own book given again as a file, a copy under another name: the same
+        entries and settings) is read once, with a warning (``CF946``): its entries would fire twice.
         """
-        books = [self, *others]
+        books: list[Lorebook] = []
+        notes: list[Diagnostic] = []
+        for book in (self, *others):
+            twin = next((kept for kept in books if _same_book(kept, book)), None)
+            if twin is None:
+                books.append(book)
+                continue
+            said = f"lorebook {_shown_name(book)} is the same book as {_shown_name(twin)}"
+            notes.append(lore_note("CF946", f"{said}: read once (its entries would fire twice)"))
         entries = tuple(e for book in books for e in _settled(book))
         budgets = [b.token_budget for b in books if b.token_budget is not None]
         return Lorebook(
@@ -227,7 +237,7 @@ class Lorebook(BaseModel):
             scan_depth=max(b.scan_depth for b in books),
             token_budget=min(budgets) if budgets else None,
             recursive=any(b.recursive for b in books),
-            diagnostics=tuple(d for b in books for d in b.diagnostics),
+            diagnostics=(*(d for b in books for d in b.diagnostics), *notes),
             merged_order=True,
         )
 
@@ -303,6 +313,24 @@ class Activation:
         """Tokens the placed entries take, as the counter counted them."""
         return sum(p.tokens for p in self.placed)
 
+    def keeping(self, count: int, budget: int) -> Activation:
+        """This lore with only its ``count`` entries of highest priority placed (the highest ``order``, as the scan
+        takes them; of equal orders, the first placed): the others cut, each named in a ``CF947`` (the prompt's
+        token ``budget`` was reached), the ``CF940`` naming those left."""
+        ranked = sorted(range(len(self.placed)), key=lambda i: (-self.placed[i].entry.order, i))
+        kept = set(ranked[:count])
+        placed = [p for i, p in enumerate(self.placed) if i in kept]
+        out = [p.entry for i, p in enumerate(self.placed) if i not in kept]
+        notes = [d for d in self.diagnostics if d.code != "CF940"]
+        fired = _fired_note(placed)
+        if fired is not None:
+            notes.insert(next((n for n, d in enumerate(notes) if d.code == "CF941"), len(notes)), fired)
+        if out:
+            notes.append(
+                lore_note("CF947", f"lore: the prompt's token budget {budget} reached; left out: {_named(out)}")
+            )
+        return Activation(placed=placed, cut=[*self.cut, *out], lost=self.lost, budget=self.budget, diagnostics=notes)
+
     def report(self) -> dict[str, Any]:
         """Which entries fired, which the budget cut and which matched but lost their probability roll, as JSON
         (``render --explain``, ``/v1/turn``'s ``lore``)."""
@@ -318,6 +346,19 @@ class Activation:
 def _described(entry: LoreEntry) -> dict[str, Any]:
     where = entry.position if entry.position != "depth" else f"depth {entry.depth} ({entry.role})"
     return {"book": entry.book, "uid": entry.uid, "comment": entry.comment, "order": entry.order, "position": where}
+
+
+def _named(entries: Sequence[LoreEntry]) -> str:
+    """The first twenty of ``entries`` by label (``, ...`` where there are more)."""
+    return ", ".join(_label(e) for e in entries[:20]) + (", ..." if len(entries) > 20 else "")
+
+
+def _fired_note(placed: Sequence[Placed]) -> Diagnostic | None:
+    """The ``CF940`` naming the entries ``placed`` (``None``: none were)."""
+    if not placed:
+        return None
+    count = f"{len(placed)} entr{'y' if len(placed) == 1 else 'ies'}"
+    return lore_note("CF940", f"lore: {count} active: {_named([p.entry for p in placed])}")
 
 
 def _label(entry: LoreEntry) -> str:
@@ -402,13 +443,11 @@ class _Scan:
     def _activation(self, accepted: list[Placed], cut: list[LoreEntry], lost: list[LoreEntry]) -> Activation:
         placed = list(reversed(sorted(accepted, key=lambda p: -p.entry.order)))
         notes = self.notes
-        if placed:
-            names = ", ".join(_label(p.entry) for p in placed[:20]) + (", ..." if len(placed) > 20 else "")
-            count = f"{len(placed)} entr{'y' if len(placed) == 1 else 'ies'}"
-            notes.append(lore_note("CF940", f"lore: {count} active: {names}"))
+        fired = _fired_note(placed)
+        if fired is not None:
+            notes.append(fired)
         if cut:
-            names = ", ".join(_label(e) for e in cut[:20]) + (", ..." if len(cut) > 20 else "")
-            notes.append(lore_note("CF941", f"lore: token budget {self.budget} reached; left out: {names}"))
+            notes.append(lore_note("CF941", f"lore: token budget {self.budget} reached; left out: {_named(cut)}"))
         return Activation(placed=placed, cut=list(cut), lost=lost, budget=self.budget, diagnostics=notes)
 
     def expand(self, text: str, entry: LoreEntry, what: str = "") -> str:
@@ -577,6 +616,21 @@ def _compiled(pattern: str, flags: str) -> Any:
 def lore_note(code: str, message: str) -> Diagnostic:
     """A note about a lorebook as a whole (``CF94x``): a diagnostic with no position in a reply."""
     return Diagnostic.at("", code, message, 0)
+
+
+_BOOK_SETTINGS: Final = ("scan_depth", "token_budget", "recursive", "case_sensitive", "match_whole_words")
+
+
+def _same_book(a: Lorebook, b: Lorebook) -> bool:
+    """Whether ``a`` and ``b`` hold the same entries with the same settings, whatever each is named."""
+    if len(a.entries) != len(b.entries) or any(getattr(a, k) != getattr(b, k) for k in _BOOK_SETTINGS):
+        return False
+    fields = [k for k in LoreEntry.model_fields if k != "book"]
+    return all(all(getattr(x, k) == getattr(y, k) for k in fields) for x, y in zip(a.entries, b.entries, strict=True))
+
+
+def _shown_name(book: Lorebook) -> str:
+    return repr(book.name) if book.name else "(unnamed)"
 
 
 def _first_line(e: BaseException) -> str:

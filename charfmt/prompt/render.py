@@ -63,7 +63,7 @@ from charfmt.constrain.schema import PROVIDERS as PROVIDERS  # noqa: PLC0414 (on
 from charfmt.constrain.schema import json_schema
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply, Segment, Vocabulary
-from charfmt.prompt._card_prompt import TurnParts, turn_parts
+from charfmt.prompt._card_prompt import TurnParts, fit_lore, turn_parts, with_lore
 from charfmt.prompt._card_prompt import greeting_exchange as greeting_exchange  # noqa: PLC0414 (re-exported)
 from charfmt.prompt._prompt_escape import defused_json, defused_line, defused_text, unsafe_key
 from charfmt.prompt._sandbox import MAX_RENDER_SIZE as MAX_RENDER_SIZE  # noqa: PLC0414 (re-exported)
@@ -540,7 +540,6 @@ def render_turn(
     folder = template_folder(options.get("templates"))
     budget, counter = options.get("budget"), options.get("counter", ESTIMATE)
     parts = _parts(character, history, user_turn, options, counter)
-    system, extra = system_of(parts, provider=provider, templates=folder)
     turn_text = render_template("user.j2", folder, turn=template_view(user_turn))
     if provider == "openai":
         turn_text = turn_message(turn_text, post_history(parts))
@@ -550,16 +549,22 @@ def render_turn(
          history_reply(ex.reply, character.tags))
         for ex in history
     ]  # fmt: skip
-    if budget is not None:
-        start, _ = fit_messages(
-            lambda start: _chat_messages(system, chat_turns(pairs[start:], turn_text, extra)), len(pairs),
-            budget=budget, counter=counter,
-        )  # fmt: skip
-        pairs = pairs[start:]
-    turns = chat_turns(pairs, turn_text, extra)
+
+    def build(lore: Activation | None) -> tuple[TurnParts, str, list[tuple[str, str]]]:  # (lore: all, or less)
+        held = with_lore(parts, lore)
+        system, extra = system_of(held, provider=provider, templates=folder)
+        start = 0
+        if budget is not None:  # (the oldest exchanges left out first; then ``fit_lore`` cuts lore)
+            start, _ = fit_messages(
+                lambda start: _chat_messages(system, chat_turns(pairs[start:], turn_text, extra)), len(pairs),
+                budget=budget, counter=counter,
+            )  # fmt: skip
+        return held, system, chat_turns(pairs[start:], turn_text, extra)
+
+    held, system, turns = build(parts.lore) if budget is None else fit_lore(parts.lore, build, budget=budget)[0]
     structured = options.get("structured", False)
     schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
-    return RenderedTurn(_request(provider, system, turns, schema), parts.lore, parts.diagnostics)
+    return RenderedTurn(_request(provider, system, turns, schema), held.lore, held.diagnostics)
 
 
 def _parts(
@@ -726,19 +731,25 @@ def render_text_turn(
     folder = template_folder(options.get("templates"))
     budget, counter = options.get("budget"), options.get("counter", estimate_tokens)
     parts = _parts(character, history, user_turn, options, counter)
-    lore = _placed_after(parts, "text")
     character_view = template_view(parts.character)
-    system_text = _system(character_view, folder, character.tags, parts.intro, lore)
-    if parts.post_history:
-        system_text = f"{system_text.rstrip()}\n\n{defused_text(parts.post_history)}\n"
-    system = Safe(system_text)
     history_view: tuple[Any, ...] = template_view(list(history))
     turn_view = template_view(user_turn)
 
-    def render(start: int) -> str:
-        return render_template(
-            "text.j2", folder, character=character_view, system=system, history=history_view[start:], turn=turn_view
-        )
+    def build(lore: Activation | None) -> tuple[TurnParts, str]:  # (lore: all, or less: ``fit_lore``'s)
+        held = with_lore(parts, lore)
+        system_text = _system(character_view, folder, character.tags, parts.intro, _placed_after(held, "text"))
+        if parts.post_history:
+            system_text = f"{system_text.rstrip()}\n\n{defused_text(parts.post_history)}\n"
+        system = Safe(system_text)
 
-    start = 0 if budget is None else oldest_start(render, len(history), budget=budget, counter=counter)
-    return RenderedTurn({"prompt": render(start)}, parts.lore, parts.diagnostics)
+        def render(start: int) -> str:
+            return render_template(
+                "text.j2", folder, character=character_view, system=system, history=history_view[start:],
+                turn=turn_view,
+            )  # fmt: skip
+
+        start = 0 if budget is None else oldest_start(render, len(history), budget=budget, counter=counter)
+        return held, render(start)
+
+    held, prompt = build(parts.lore) if budget is None else fit_lore(parts.lore, build, budget=budget)[0]
+    return RenderedTurn({"prompt": prompt}, held.lore, held.diagnostics)

@@ -241,13 +241,17 @@ _BLOCK_OPENINGS: Final = ("_USER_CHATS_OPEN", "_CONTEXT_HEADER", "_MESSAGE_HEADE
 """The terminals a user block can open with (``_terminal_words`` spells them)."""
 
 
-def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
+def parse_input(text: str, *, tags: TagTable | None = None, vocabulary: Vocabulary | None = None) -> UserTurn:
     """Read a user block (``render_user_block``'s output, or the design study's layouts); raises ``ParseError``.
 
     Whitespace between blocks, chats and elements is layout (indentation, CRLF, blank
     lines, none at all); text inside elements is kept exactly. Errors say what was
     expected, at the line and column of ``text``. ``tags``: the tag table (``None``: ``DEFAULT_TAGS``).
+    ``vocabulary``: the character's emotions, as ``parse_shorthand`` reads them: an emotion written as one of its
+    keys or aliases is that key; any other is kept as written, with a ``CF401`` warning in the turn's
+    ``diagnostics`` (``None``: emotions are not checked).
     """
+    check_vocabulary(vocabulary)
     table = DEFAULT_TAGS if tags is None else tags
     try:
         tree = _input_driver(table).parse(text, "user_input")
@@ -265,10 +269,42 @@ def parse_input(text: str, *, tags: TagTable | None = None) -> UserTurn:
             chats = [_message_chat(chats_rows[0], table)]
         else:
             chats = [_row_chat(row) for row in chats_rows]
-        return UserTurn(chats=chats, context=context)
+        notes: list[Diagnostic] = []
+        if vocabulary is not None:
+            chats = _emotions_checked(text, chats, table, vocabulary, notes)
+        return UserTurn(chats=chats, context=context, diagnostics=notes)
     except ValidationError as e:
         message = error_message(e.errors()[0])
         raise ParseError([Diagnostic.at(text, "CF501", message, 0, len(text))], text) from None
+
+
+def _emotions_checked(
+    text: str, chats: list[UserChat], tags: TagTable, vocabulary: Vocabulary, notes: list[Diagnostic]
+) -> list[UserChat]:
+    """``chats`` with each emotion the vocabulary knows as its key; a ``CF401`` in ``notes`` for each it does not
+    know (kept as written), placed at its element in ``text`` (the elements' openings, in order: an element's own
+    text holds no raw ``<``)."""
+    emotion = tags.emotion
+    found = list(re.finditer(f"{re.escape(emotion.open)}.*?{re.escape(emotion.close)}", text, re.DOTALL))
+    seen = 0
+    out: list[UserChat] = []
+    for chat in chats:
+        segments: list[Segment] = []
+        for seg in chat.segments:
+            if seg.tag == emotion.name:
+                at = found[seen] if seen < len(found) else None
+                seen += 1
+                key = vocabulary.resolve(seg.text)
+                if key is None:
+                    where = (at.start(), at.end()) if at is not None else (0, len(text))
+                    shown = at.group() if at is not None else f"{emotion.open}{seg.text}{emotion.close}"
+                    message = f"{shown}: not an emotion of this character; kept as written"
+                    notes.append(Diagnostic.at(text, "CF401", message, *where, severity="warning"))
+                elif key != seg.text:
+                    seg = seg.model_copy(update={"text": key})  # noqa: PLW2901 (the alias read as its key)
+            segments.append(seg)
+        out.append(chat.model_copy(update={"segments": segments}) if segments != chat.segments else chat)
+    return out
 
 
 def _message_chat(raw: str, tags: TagTable) -> UserChat:

@@ -72,9 +72,10 @@ class ReplyFormat:
     """Each character of the format's own markers, and the look-alike written in its place in the reply's
     text (speech, a marker's text: ``[`` → ``［``), so that no front end (nor charfmt, reading the answer
     back as history) takes the character's words for a cue; read back, each look-alike is its character."""
-    marker: Callable[[WholeValue, str], str] | None = None
-    """How a whole value (an emotion, an action, a cue) is shown, given its text as shown (``None``: it is
-    not). A format that shows markers writes emotion names: each key by the name its front ends know."""
+    marker: Callable[[WholeValue, str, str], str] | None = None
+    """How a whole value (an emotion, an action, a cue, a new role's) is shown, given its text as shown and
+    its tag (``WholeValue.tag_in``: an event that names none has its role's tag; ``None``: it is not). A
+    format that shows markers writes emotion names: each key by the name its front ends know."""
     spaced: bool = False
     """A marker is kept apart from the words around it by a space (``hi *waves* there``); else written
     against them."""
@@ -113,11 +114,11 @@ def _canonical(reply: Reply, tags: TagTable) -> str:
     return dumps(canonical_form(reply, tags=tags))
 
 
-def _tags_marker(event: WholeValue, text: str) -> str:
-    """``[joy]``, ``*waves*``, ``[voice:soft]`` (a cue: its tag, then its value)."""
+def _tags_marker(event: WholeValue, text: str, tag: str) -> str:
+    """``[joy]``, ``*waves*``, ``[voice:soft]`` (a cue or a new role's value: its tag, then its value)."""
     if isinstance(event, Emotion):
         return f"[{text}]"
-    return f"*{text}*" if isinstance(event, Action) else f"[{event.named_tag}:{text}]"
+    return f"*{text}*" if isinstance(event, Action) else f"[{tag}:{text}]"
 
 
 def _read_tags_marker(m: re.Match[str], tags: TagTable) -> list[Element]:
@@ -136,13 +137,13 @@ def _act(value: dict[str, object]) -> str:
     return f"<|ACT:{json.dumps(value, ensure_ascii=False, separators=(',', ':'))}|>"
 
 
-def _airi_marker(event: WholeValue, text: str) -> str:
+def _airi_marker(event: WholeValue, text: str, tag: str) -> str:
     """``<|ACT:{"emotion":{"name":"happy","intensity":1}}|>``, ``<|ACT:{"motion":"waves"}|>``,
-    ``<|ACT:{"sfx":"door"}|>`` (a cue: its tag, then its value)."""
+    ``<|ACT:{"sfx":"door"}|>`` (a cue or a new role's value: its tag, then its value)."""
     if isinstance(event, Emotion):
         intensity = 1 if event.intensity is None else event.intensity
         return _act({"emotion": {"name": text, "intensity": intensity}})
-    return _act({"motion": text} if isinstance(event, Action) else {str(event.named_tag): text})
+    return _act({"motion": text} if isinstance(event, Action) else {tag: text})
 
 
 def _read_airi_marker(m: re.Match[str], tags: TagTable) -> list[Element]:
@@ -235,6 +236,7 @@ class Formatter:
         self._emotions = emotions or {}  # the front end's name of an emotion key (``charfmt.serve.emotion_names``)
         self._table = row.shown
         self._speech = {spec.name for spec in tags.with_role("speech")}
+        self._tags = tags
         self._shown = False  # anything shown yet (a later line starts with a line break)
         self._line = ""  # what the chat's first shown piece starts with: a line break, the speaker
         self._in_line = False  # this chat has shown something
@@ -283,7 +285,7 @@ class Formatter:
         if spaced and self._in_line and not self._gap:
             self._gap = " "  # ``hi *waves*``, not ``hi*waves*``
         shown = self._emotions.get(event.text, event.text) if isinstance(event, Emotion) else event.text
-        return self._show(write(event, shown.translate(self._table)), " " if spaced else "")
+        return self._show(write(event, shown.translate(self._table), event.tag_in(self._tags)), " " if spaced else "")
 
 
 _SPEAKER: Final = re.compile(r"(\S+?): ")

@@ -15,7 +15,7 @@ from charfmt._strategies import contents
 from charfmt._stream.language import language
 from charfmt.constrain._grammar_bounds import Bounds
 from charfmt.constrain._reply_rules import reply_grammar
-from charfmt.events import WHOLE_EVENTS, WholeValue, segment_events
+from charfmt.events import WHOLE_EVENTS, WholeValue, _SegmentEvent, segment_events
 from charfmt.models import Segment
 from charfmt.prompt.character import tag_table
 from charfmt.serve.formats import REPLY_FORMATS, read_answer, whole
@@ -109,6 +109,29 @@ def test_the_rows_spoken_says_what_speech_bounds_count(role: Role) -> None:
 
 
 @pytest.mark.parametrize("role", get_args(Role))
+def test_the_rows_short_is_its_texts_length_in_a_planned_budget(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    table, _ = _table_with(role)
+    assert (row.short is None) == row.spoken  # (speech takes the rest of the budget)
+    lengths = dict(Bounds.for_tokens(4000, tags=table).role_chars)
+    assert lengths.get(role) == row.short, lengths
+
+
+@pytest.mark.parametrize("role", get_args(Role))
+def test_the_rows_prose_says_whether_an_emotion_inside_splits_it(role: Role) -> None:
+    row = ROLE_TABLE[role]
+    assert row.prose == (row.content == "text" and not row.closed_values)
+    table, name = _table_with(role)
+    if name == "emo":
+        return  # (the emotion itself)
+    body = f"<emo>joy</emo>\n<{name}>waves <emo>sadness</emo> then bows</{name}>"
+    segments = [
+        (s.tag, s.text.strip()) for s in charfmt.parse(_reply(body), tags=table, lenient=True).chats[0].segments
+    ]
+    assert ((name, "then bows") in segments) == row.prose, segments
+
+
+@pytest.mark.parametrize("role", get_args(Role))
 def test_the_rows_value_noun_names_a_value_in_diagnostics(role: Role) -> None:
     row = ROLE_TABLE[role]
     if row.content != "key" and not row.closed_values:
@@ -155,24 +178,23 @@ def test_the_rows_vocabulary_draws_a_key_from_the_vocabulary(role: Role) -> None
 
 
 @dataclass(slots=True)
-class Gesture(WholeValue):
-    """A new role's event, as a maintainer adds it (``charfmt/events.py``): a whole value with its tag."""
+class Gesture(_SegmentEvent, WholeValue):
+    """A new role's event exactly as the recipe has a maintainer write it (``charfmt/events.py``, modelled on
+    ``Action``): a whole value that carries no ``tag`` (the table's one tag of the role is its tag)."""
 
-    chat: int
-    segment: int
-    tag: str
     text: str
     kind: Literal["gesture"] = field(default="gesture", init=False)
 
 
 @pytest.fixture
 def gesture(monkeypatch: pytest.MonkeyPatch) -> TagTable:
-    """A table with a ``<gst>`` tag of a new role ``gesture``, its row and its event added as the docs say."""
+    """A table with a ``<gst>`` tag of a new role ``gesture``: its row (an action's, as the recipe's ``gesture``
+    is "announced whole like ``action``") and its event added as the docs say."""
     row = ROLE_TABLE["action"]._replace(name="gesture", description="a gesture, announced once complete",
-                                         most=None, event="gesture")  # fmt: skip
+                                         event="gesture")  # fmt: skip
     monkeypatch.setitem(ROLE_TABLE, "gesture", row)  # type: ignore[index]  # (a role the ``Role`` literal lacks)
     monkeypatch.setitem(ROLES, "gesture", row.description)  # type: ignore[index]
-    monkeypatch.setitem(WHOLE_EVENTS, "gesture", lambda chat, n, tag, text, intensity: Gesture(chat, n, tag, text))
+    monkeypatch.setitem(WHOLE_EVENTS, "gesture", lambda chat, n, tag, text, intensity: Gesture(chat, n, text))
     return DEFAULT_TAGS.extend(TagSpec("gst", "gesture", "a gesture"))  # type: ignore[arg-type]
 
 
@@ -182,17 +204,32 @@ def test_a_new_roles_value_reaches_the_streamed_reply(gesture: TagTable, chunked
     text = _reply(body)
     parser = charfmt.StreamParser(tags=gesture)
     events = [e for chunk in (list(text) if chunked else [text]) for e in parser.feed(chunk)] + list(parser.close())
-    assert [(e.tag, e.text) for e in events if isinstance(e, Gesture)] == [("gst", "bows deeply")]
+    assert [(e.tag_in(gesture), e.text) for e in events if isinstance(e, Gesture)] == [("gst", "bows deeply")]
     reply = parser.reply
     assert [(s.tag, s.text) for s in reply.chats[0].segments] == [("emo", "joy"), ("gst", "bows deeply"), ("msg", "hi")]
     assert reply == charfmt.parse(text, tags=gesture)
 
 
-@pytest.mark.parametrize("fmt", [name for name, row in REPLY_FORMATS.items() if row.marker is not None])
+@pytest.mark.parametrize("fmt", list(REPLY_FORMATS))
 def test_a_new_roles_value_is_shown_and_read_back_by_each_reply_format(gesture: TagTable, fmt: str) -> None:
     reply = charfmt.parse(_reply("<emo>joy</emo>\n<gst>bows [deeply]</gst>\n<msg>hi</msg>"), tags=gesture)
     shown = whole(fmt, reply, gesture)
-    assert "bows" in shown, shown
-    back = read_answer(fmt, shown, gesture)
-    assert back is not None, shown
-    assert [(s.tag, s.text) for s in back.chats[0].segments] == [(s.tag, s.text) for s in reply.chats[0].segments]
+    assert "None" not in shown, shown  # (the tag of an event that carries none: found by a newcomer's trial)
+    back = read_answer(fmt, shown, gesture) or charfmt.parse(shown, tags=gesture, lenient=True)
+    segments = [(s.tag, s.text) for s in back.chats[0].segments] if back.chats else []
+    if REPLY_FORMATS[fmt].marker is None and REPLY_FORMATS[fmt].from_reply is None:  # (``speech``: speech only)
+        assert segments == [("msg", "hi")], shown
+    else:
+        assert segments == [(s.tag, s.text) for s in reply.chats[0].segments], shown
+
+
+def test_a_new_roles_row_says_how_long_its_text_is_and_whether_it_splits(gesture: TagTable) -> None:
+    """Found by a newcomer's trial: a new role's text was planned as long as speech (``SHORT_ROLES`` named the roles)
+    and an emotion inside it did not split it (the lenient reader named ``speech``, ``hidden``, ``action``)."""
+    row = ROLE_TABLE["gesture"]  # type: ignore[index]
+    assert dict(Bounds.for_tokens(4000, tags=gesture).role_chars).get("gesture") == row.short == 24  # type: ignore[call-overload]
+    body = "<emo>joy</emo>\n<gst>waves <emo>sadness</emo> then bows</gst>"
+    segments = [
+        (s.tag, s.text.strip()) for s in charfmt.parse(_reply(body), tags=gesture, lenient=True).chats[0].segments
+    ]
+    assert segments == [("emo", "joy"), ("gst", "waves"), ("emo", "sadness"), ("gst", "then bows")]

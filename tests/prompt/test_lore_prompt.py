@@ -18,7 +18,7 @@ from conftest import ROOT
 import charfmt
 from charfmt import Character, greeting_exchange
 from charfmt.cli import main
-from charfmt.prompt.render import render_text, render_turn
+from charfmt.prompt.render import render_text, render_text_turn, render_turn
 
 BOOK: dict[str, Any] = {
     "name": "Coast",
@@ -276,3 +276,85 @@ def test_a_scene_lorebook_that_cannot_be_read_names_the_scene_and_key(tmp_path: 
     (tmp_path / "shrine.json").write_text("[]")
     with pytest.raises(charfmt.CharacterError, match=r"scene.toml:1: lorebook: .*shrine.json: not a lorebook"):
         Scene.load(tmp_path / "scene.toml")
+
+
+def test_the_cards_own_book_given_again_is_read_once_with_a_warning(mira: Character, card_file: Path) -> None:
+    """Found by a newcomer's trial: the card given again as ``--lorebook`` fired every entry twice, silently."""
+    again = charfmt.Lorebook.from_json(json.loads(card_file.read_text()))  # (named "Coast", as the card's own is)
+    copy = charfmt.Lorebook.from_json({**BOOK, "name": "Coast copy"})  # (a copy under another name)
+    turn = mira.shorthand("a storm is coming")
+    once = render_turn(mira, [], turn, seed=1)
+    for books in ([again], [again, copy]):
+        rendered = render_turn(mira, [], turn, seed=1, lorebooks=books)
+        assert rendered.request == once.request
+        assert rendered.lore is not None and once.lore is not None
+        assert [p.text for p in rendered.lore.placed] == [p.text for p in once.lore.placed]
+        twice = [d for d in rendered.diagnostics if d.code == "CF946"]
+        assert len(twice) == len(books) and all("read once" in d.message for d in twice), rendered.diagnostics
+    other = charfmt.Lorebook.from_json({**BOOK, "entries": BOOK["entries"][:1]})  # (not the same: fewer entries)
+    assert not [d for d in render_turn(mira, [], turn, lorebooks=[other]).diagnostics if d.code == "CF946"]
+
+
+def test_render_reads_a_cards_own_book_given_as_lorebook_once(
+    card_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["render", "--character", str(card_file), "--say", "a storm", "--lorebook", str(card_file), "--explain"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    system = json.loads(captured.out)["messages"][0]["content"]
+    assert system.count("Storms wreck ships on the reef.") == 1, system
+    assert "CF946" in captured.err and captured.err.count("fired ") == 2, captured.err
+
+
+def _needs(character: Character, turn: str, **options: Any) -> tuple[int, int]:
+    """The tokens (``counter=len``, or the default estimate) a turn's request needs with its lore and without."""
+    from charfmt.prompt._token_fit import count_messages
+    from charfmt.prompt.render import ESTIMATE
+
+    counter = options.get("counter", ESTIMATE)
+    with_lore = render_turn(character, [], turn, seed=1, **options).request["messages"]
+    bare = render_turn(character, [], turn, seed=1, lorebooks=None, **options).request["messages"]
+    return count_messages(counter, with_lore), count_messages(counter, bare)
+
+
+def test_lore_is_cut_lowest_priority_first_before_a_budget_refuses_the_turn(mira: Character) -> None:
+    """Found by a newcomer's trial: lore that fit its own share made a budget that fits a hard error."""
+    from charfmt.prompt._token_fit import count_messages
+
+    turn = "a storm is coming, check the lamp"
+    whole, bare = _needs(mira, turn, counter=len)
+    assert whole > bare
+    for budget in range(bare, whole, max(1, (whole - bare) // 7)):
+        rendered = render_turn(mira, [], turn, seed=1, budget=budget, counter=len)
+        assert count_messages(len, rendered.request["messages"]) <= budget
+        assert rendered.lore is not None
+        kept, cut = [p.entry.order for p in rendered.lore.placed], [e.order for e in rendered.lore.cut]
+        assert cut and kept == sorted(kept) and (not kept or min(kept) > max(cut))  # the lowest orders cut
+        notes = [d for d in rendered.diagnostics if d.code == "CF947"]
+        assert len(notes) == 1 and f"token budget {budget} reached" in notes[0].message, rendered.diagnostics
+        assert all(f":{e.uid}" in notes[0].message for e in rendered.lore.cut)
+        assert [d.code for d in rendered.diagnostics if d.code == "CF940"] == (["CF940"] if kept else [])
+    fits = render_turn(mira, [], turn, seed=1, budget=whole, counter=len)
+    assert fits.lore is not None and not fits.lore.cut and "CF947" not in [d.code for d in fits.diagnostics]
+    with pytest.raises(charfmt.BudgetError, match=f"need {whole} tokens, {whole - bare} of them lore") as e:
+        render_turn(mira, [], turn, seed=1, budget=bare - 1, counter=len)
+    assert f"they still need {bare}); the budget is {bare - 1}" in str(e.value)
+    for provider in ("anthropic", "gemini"):  # (every provider, and the text prompt, cut lore the same way)
+        other = render_turn(mira, [], turn, seed=1, budget=bare + 40, counter=len, provider=provider)
+        assert "CF947" in [d.code for d in other.diagnostics], provider
+    text = render_text_turn(mira, [], turn, seed=1, budget=bare + 40, counter=len)
+    assert "CF947" in [d.code for d in text.diagnostics] and len(text.request["prompt"]) <= bare + 40
+
+
+def test_render_cuts_lore_to_fit_its_budget_and_says_how_much_was_lore(card_file: Path) -> None:
+    turn = "a storm is coming, check the lamp"
+    whole, bare = _needs(Character.load(card_file), turn)
+    argv = ["render", "--character", str(card_file), "--say", turn, "--seed", "1", "--explain"]
+    for budget, status in ((bare, 0), (bare - 1, 1)):
+        out = subprocess.run([sys.executable, "-m", "charfmt", *argv, "--budget", str(budget)],
+                             check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert out.returncode == status, out.stderr
+        if status == 0:
+            assert "CF947" in out.stderr and "cut " in out.stderr, out.stderr
+        else:
+            assert f"need {whole} tokens, {whole - bare} of them lore" in out.stderr, out.stderr

@@ -157,3 +157,30 @@ def test_is_user_block_tells_a_block_from_shorthand(text: str, block: bool) -> N
     assert is_user_block(text) is block
     if block:
         parse_input(text)  # (what it calls a block, parse_input reads)
+
+
+# --- parse_input with the character's vocabulary: as the shorthand reads emotions ------------------
+
+
+def _block(*emotions: str) -> str:
+    chats = "".join(f'<chat type="C"><emo>{e}</emo><msg>hi</msg></chat>' for e in emotions)
+    return f"<user_chats>{chats}</user_chats>"
+
+
+def test_parse_input_reads_emotions_by_the_vocabulary_as_the_shorthand_does() -> None:
+    """Found by a newcomer's trial: ``<emo>bogus</emo>`` in a user block passed unchecked where ``[bogus]`` warns."""
+    vocabulary = MIO.vocabulary
+    words = [w for e in vocabulary.emotions for w in (e.key, *e.aliases, e.key.upper())]
+    assert len(words) > len(vocabulary.keys)  # (aliases among them)
+    for word in words:
+        turn = parse_input(_block(word), vocabulary=vocabulary)
+        assert turn.chats == MIO.shorthand(f"[{word}] hi").chats and turn.diagnostics == [], word
+    text = _block("joy", "bogus", "angry?")
+    turn = parse_input(text, vocabulary=vocabulary)
+    assert [s.text for c in turn.chats for s in c.segments if s.tag == "emo"] == ["joy", "bogus", "angry?"]
+    assert [(d.code, text[d.offset : d.end]) for d in turn.diagnostics] == [
+        ("CF401", "<emo>bogus</emo>"), ("CF401", "<emo>angry?</emo>"),
+    ]  # fmt: skip
+    assert parse_input(text).diagnostics == []  # (no vocabulary: not checked)
+    with pytest.raises(TypeError):
+        parse_input(text, vocabulary=["joy"])  # type: ignore[arg-type]

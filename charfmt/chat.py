@@ -197,7 +197,7 @@ def _messages(
 ) -> list[dict[str, str]]:
     """The request's messages: the system prompt (with ``note``, and the lore ``turn`` activates), the newest
     exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``."""
-    from charfmt.prompt._token_fit import fit_messages  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt._token_fit import count_messages, fit_messages  # noqa: PLC0415 (import cost: every CLI command loads this module)
     from charfmt.prompt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     scene = _as_scene(character)
@@ -209,16 +209,30 @@ def _messages(
             request = scene.render_messages(past, turn, lore=lore)
         else:
             request = render_messages(_player(character), past, turn, lorebooks=lorebooks, seed=seed)
-        messages: list[dict[str, str]] = request["messages"]
-        if note is not None:
-            messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
-        return messages
+        return _noted(request["messages"], note)
 
     if budget is not None and budget < 1:
         raise BudgetError(f"no tokens are left for the prompt (budget {budget})")
     if budget is None:
         return build(0)
-    return fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)[1]
+    if scene is not None:
+        return fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)[1]
+    count = counter or ESTIMATE  # a character's: ``render_messages`` fits it, the oldest exchanges left out, then
+    whole = build(0)  # lore cut (CF947), as ``charfmt render`` does; the note's tokens are set aside for it
+    plain = render_messages(_player(character), history, turn, lorebooks=lorebooks, seed=seed)["messages"]
+    spare = budget - (count_messages(count, whole) - count_messages(count, plain))
+    if spare < 1:
+        raise BudgetError(f"no tokens are left for the prompt (budget {budget}, the note's tokens set aside)")
+    fitted = render_messages(_player(character), history, turn, lorebooks=lorebooks, seed=seed, budget=spare,
+                             counter=count)["messages"]  # fmt: skip
+    return _noted(fitted, note)
+
+
+def _noted(messages: list[dict[str, str]], note: str | None) -> list[dict[str, str]]:
+    """``messages`` with ``note`` (the limits the grammar sets) at the end of the system prompt."""
+    if note is not None:
+        messages[0] = {**messages[0], "content": f"{messages[0]['content'].rstrip()}\n\n{note}\n"}
+    return messages
 
 
 def _read(

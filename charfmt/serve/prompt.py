@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from charfmt._resources import resource_dir
 from charfmt.diagnostics import CharfmtError
-from charfmt.prompt._card_prompt import has_macros, turn_parts, turn_seed
+from charfmt.prompt._card_prompt import fit_lore, has_macros, turn_parts, turn_seed, with_lore
 from charfmt.prompt._token_fit import TextCounter, count_messages, fit_messages
 from charfmt.prompt.macros import MacroError
 
@@ -195,7 +195,7 @@ class Prompter:
         that its system prompt and lore are that turn's). ``user_name``: the player's name for this turn (a
         card's ``{{user}}``; ``None``: the character's or scene's own).
         """
-        from charfmt.prompt.render import lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
+        from charfmt.prompt.render import BudgetError, lore_extras, lore_in_system, post_history, system_of  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
         from charfmt.prompt.userinput import UserTurn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
         budget = self.budget - reserve
@@ -224,17 +224,29 @@ class Prompter:
             )  # fmt: skip
         except MacroError as e:
             raise BadTurn(str(e)) from None
-        if parts.character is not self.character or lore_in_system(parts.lore):  # macros or lore: this turn's own
-            own = f"{system_of(parts)[0].rstrip()}\n\n{self.note}\n"
-        head = f"{own.rstrip()}\n\n{system}\n" if system else own
         closing = [request, post_history(parts), after]  # (the card's post-history, then the front end's)
-        return self._messages(head, history, turn, extra=lore_extras(parts.lore), closing=closing, tail=tail,
-                              budget=budget, reserve=reserve, system=system), parts.lore  # fmt: skip
+
+        def build(lore: Activation | None, *, fitted: bool = True) -> list[Message]:  # (lore: all, or less of it)
+            held = with_lore(parts, lore)
+            mine = own  # macros or lore in the system prompt: this turn's own
+            if held.character is not self.character or lore_in_system(lore):
+                mine = f"{system_of(held)[0].rstrip()}\n\n{self.note}\n"
+            head = f"{mine.rstrip()}\n\n{system}\n" if system else mine
+            return self._messages(head, history, turn, extra=lore_extras(lore), closing=closing, tail=tail,
+                                  budget=budget, reserve=reserve, system=system, fitted=fitted)  # fmt: skip
+
+        try:  # (lore that does not fit with the newest exchange is cut, lowest order first: CF947)
+            return fit_lore(parts.lore, build, budget=budget)
+        except BudgetError:
+            build(parts.lore, fitted=False)  # (raises ``BadTurn``: what did not fit, its parts counted)
+            raise
 
     def _messages(
         self, head: str, history: list[Exchange], turn: UserTurn | None, *, extra: list[Extra], closing: list[str],
-        tail: list[Message], budget: int, reserve: int, system: str | None,
+        tail: list[Message], budget: int, reserve: int, system: str | None, fitted: bool = False,
     ) -> list[Message]:  # fmt: skip
+        """The request's messages, the oldest exchanges left out to fit ``budget``; where not even the turn alone
+        fits, ``BudgetError`` (``fitted``: for ``fit_lore`` to cut lore and try again), else ``BadTurn``."""
         from charfmt.prompt.render import BudgetError, chat_turns, render_user_block, turn_message  # noqa: PLC0415 (import cost: jinja2, lark, pydantic, regex load on first use)
 
         stamp = _stamp(self._user_template)
@@ -257,6 +269,8 @@ class Prompter:
         try:
             return fit_messages(build, len(pairs), budget=budget, counter=self.counter)[1]
         except BudgetError:
+            if fitted:
+                raise
             raise BadTurn(self._too_long(build(len(pairs)), budget, reserve, system)) from None
 
     def _too_long(self, messages: list[Message], budget: int, reserve: int, system: str | None) -> str:

@@ -319,6 +319,30 @@ def test_old_turns_are_left_out_to_fit_the_prompt_budget() -> None:
     assert model.asked[-1][-1]["content"].count("turn 11 please") == 1  # the new turn is always sent
 
 
+def test_lore_is_cut_to_fit_the_prompt_budget_before_a_turn_is_refused() -> None:
+    """``charfmt render`` cut lore to fit its budget, but ``chat`` refused the same turn ("the system prompt and
+    the new turn need …"); now lore is cut, lowest order first, as render and serve cut it (found by a newcomer's
+    trial, for render)."""
+    from charfmt.prompt.lorebook import Lorebook
+
+    rex = Character.load(REX)
+    facts = {str(i): {"uid": i, "key": ["bolts"], "order": i, "content": f"Bolt fact {i}: " + "steel " * 30}
+             for i in range(4)}  # fmt: skip
+    book = Lorebook.from_json({"entries": facts})
+    turn = "how many bolts?"
+    note = "Answer in one chat."
+    bare = sum(words(m["content"]) for m in charfmt.render_messages(rex, [], rex.shorthand(turn))["messages"])
+    budget = bare + words(note) + 45  # room for one fact of ~35 words, not for the two the lore's share picks
+    model = scripted(TEXT)
+    take_turn(rex, [], turn, model, budget=budget, counter=words, lorebooks=[book], note=note)
+    (asked,) = model.asked
+    system = asked[0]["content"]
+    assert sum(words(m["content"]) for m in asked) <= budget and system.endswith(note + "\n")
+    assert [i for i in range(4) if f"Bolt fact {i}:" in system] == [3], system  # the lowest orders cut
+    with pytest.raises(charfmt.BudgetError, match="of them lore"):
+        take_turn(rex, [], turn, scripted(TEXT), budget=bare - 20, counter=words, lorebooks=[book])
+
+
 def test_an_over_long_turn_is_refused_with_one_error_line_and_the_chat_goes_on() -> None:
     rex = Character.load(REX)
     out, err = io.StringIO(), io.StringIO()

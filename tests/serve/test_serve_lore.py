@@ -4,6 +4,7 @@ post-history instructions; ``/v1/turn`` sends the greeting of a new session and 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,8 +42,8 @@ def upstream(scripted: tuple[Scripted, str]) -> Iterator[tuple[Scripted, str]]:
     yield up, base
 
 
-def _serve(upstream: tuple[Scripted, str], **kw: Any) -> Any:
-    mira = Character.from_bytes(json.dumps(CARD).encode(), "mira.json", user_name="Alex")
+def _serve(upstream: tuple[Scripted, str], character: Character | None = None, **kw: Any) -> Any:
+    mira = character or Character.from_bytes(json.dumps(CARD).encode(), "mira.json", user_name="Alex")
     settings = Settings(character=mira, upstream_url=upstream[1] + "/v1", **kw)
     return loopback(create_app(settings))
 
@@ -122,3 +123,39 @@ def test_a_scene_served_sends_its_cast_and_scene_lore(upstream: tuple[Scripted, 
     assert sorted(e["book"] for e in lore["fired"]) == ["rex_lore", "shrine"]
     system = upstream[0].requests[-1]["messages"][0]["content"]
     assert "Rex counts every bolt twice." in system and "The bell was cast on Earth." in system
+
+
+def _needs(upstream: tuple[Scripted, str], n_ctx: int, **kw: Any) -> tuple[int, int]:
+    """(the tokens the turn's request needs, the prompt's budget) from the 400 of a window too small for it."""
+    with _serve(upstream, greeting=None, n_ctx=n_ctx, max_tokens=256, **kw) as base:
+        r = httpx.post(base + "/v1/turn", json={"say": "a storm on the reef"}, timeout=T)
+    assert r.status_code == 400, r.text
+    m = re.search(r"the request needs (\d+) tokens .* the prompt's budget is (\d+)", r.json()["error"]["message"])
+    assert m is not None, r.text
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_lore_is_cut_to_fit_the_window_before_a_turn_is_refused(upstream: tuple[Scripted, str]) -> None:
+    """``render`` cut lore to fit its budget (fix9), but serve refused the same turn: "does not fit the context
+    window" where the turn fits once the lowest-priority lore is cut. Now it is cut (CF947, the lore object's
+    ``cut``), and only a turn that does not fit with no lore at all is refused."""
+    world = Lorebook.from_json(
+        {"entries": {str(i): {"uid": i, "key": ["reef"], "content": f"Reef fact {i}: " + "coral " * 20, "order": i}
+                     for i in range(4)}}, "world",
+    )  # fmt: skip
+    no_lore = {**CARD, "data": {k: v for k, v in CARD["data"].items() if k != "character_book"}}
+    bare = Character.from_bytes(json.dumps(no_lore).encode(), "mira.json", user_name="Alex")
+    needs_bare, budget = _needs(upstream, 400, character=bare)
+    n_ctx = 400 - budget + needs_bare + 50  # 50 tokens to spare: some of the lore fits, not all of its share
+    with _serve(upstream, greeting=None, n_ctx=n_ctx, max_tokens=256, lorebooks=(world,)) as base:
+        objects = _objects(base, {"say": "a storm on the reef"})
+    assert objects[-1]["kind"] == "reply", objects[-1]
+    (lore,) = [o for o in objects if o["kind"] == "lore"]
+    assert lore["cut"] and lore["fired"], lore
+    assert min(e["order"] for e in lore["fired"]) > max(e["order"] for e in lore["cut"]), lore  # the lowest cut
+    sent = upstream[0].requests[-1]["messages"]
+    assert "Storms wreck ships" in sent[0]["content"], sent[0]["content"]
+    assert not any(f"Reef fact {e['uid']}:" in sent[0]["content"] for e in lore["cut"] if e["book"] == "world")
+    with _serve(upstream, greeting=None, n_ctx=n_ctx - 51, max_tokens=256, lorebooks=(world,)) as base:
+        refused = httpx.post(base + "/v1/turn", json={"say": "a storm on the reef"}, timeout=T)
+    assert refused.status_code == 400 and "does not fit the context window" in refused.text, refused.text

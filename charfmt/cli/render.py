@@ -123,54 +123,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
-    """``--say`` (shorthand, or a user block) with ``--context``; ``None`` when the block is invalid (said why)."""
-    from pydantic import ValidationError  # noqa: PLC0415 (import cost: every CLI command loads this module)
-
+    """``--say`` (shorthand, or a user block) with ``--context``, read by ``read_turn`` as the server reads a
+    turn; ``None`` when the block is invalid (said why)."""
     from charfmt.diagnostics import ParseError  # noqa: PLC0415 (import cost: every CLI command loads this module)
-    from charfmt.models import error_message  # noqa: PLC0415 (import cost: every CLI command loads this module)
-    from charfmt.prompt.userinput import CONTEXT_FIELDS, UserContext, is_user_block, parse_input  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.userinput import TurnError, is_user_block, read_turn  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    if is_user_block(args.say):
-        try:
-            turn = parse_input(args.say, tags=character.tags, vocabulary=character.vocabulary)
-        except ParseError as e:
-            for d in e.diagnostics:
-                print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
-            return None
-        for d in turn.diagnostics:  # (an emotion the character does not know, as the shorthand's [bogus] says)
-            print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
-    else:
-        turn = character.shorthand(args.say)
-        for d in turn.diagnostics:  # (line and column, as a block's errors are placed: --say may hold several lines)
-            print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
-        if (tag := _markup_in(args.say, character)) is not None:
-            print(
-                f"charfmt: warning: --say holds {tag}: shorthand sends markup as the player's own words, escaped;"
-                " a user block begins with <user_chats> or [User Context] (docs/PROMPTS.md)",
-                file=sys.stderr,
-            )
-    if not turn.chats and not args.context and turn.context is None:
-        usage_error(args, "argument --say: nothing to say: the user block holds no chat and no context")
-    if not args.context:
-        return turn
-    if turn.context is not None:
-        usage_error(args, "argument --context: --say's block has a [User Context] already: give the context once")
-    fields: dict[str, Any] = {"extra": {}}
+    pairs: list[tuple[str, str]] = []
     for item in args.context:
         key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        if not sep or not key.strip():
             usage_error(args, f"argument --context: {item!r} is not KEY=VALUE")
-        slot = fields if key.lower() in CONTEXT_FIELDS else fields["extra"]
-        name = key.lower() if key.lower() in CONTEXT_FIELDS else key
-        if name in slot:
-            usage_error(args, f"argument --context: {key!r} is given twice")
-        slot[name] = value
+        pairs.append((key, value))
     try:
-        context = UserContext(**fields)
-    except ValidationError as e:
-        usage_error(args, f"argument --context: {error_message(e.errors()[0])}")
-    return turn.model_copy(update={"context": context})
+        turn = read_turn(
+            args.say, vocabulary=character.vocabulary, actions=character.actions, tags=character.tags, context=pairs
+        )
+    except ParseError as e:
+        for d in e.diagnostics:
+            print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
+        return None
+    except TurnError as e:
+        usage_error(args, f"argument --{e.field}: {e}")
+    # (line and column, as a block's errors are placed: --say may hold several lines; in a block: an emotion the
+    # character does not know, as the shorthand's [bogus] says)
+    for d in turn.diagnostics:
+        print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
+    if not is_user_block(args.say) and (tag := _markup_in(args.say, character)) is not None:
+        print(
+            f"charfmt: warning: --say holds {tag}: shorthand sends markup as the player's own words, escaped;"
+            " a user block begins with <user_chats> or [User Context] (docs/PROMPTS.md)",
+            file=sys.stderr,
+        )
+    return turn
 
 
 def _markup_in(say: str, character: Character) -> str | None:

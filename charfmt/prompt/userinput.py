@@ -12,8 +12,9 @@ is kept exactly.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
@@ -24,7 +25,7 @@ from charfmt._grammar.lexical import NOT_TEXT_CHAR, BadEntity, decode_text, text
 from charfmt._grammar.rules import grammar_text
 from charfmt._resources import read_text
 from charfmt._strict.lalr import Driver, Reject
-from charfmt.diagnostics import Diagnostic, ParseError
+from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.models import ChatType, Segment, Vocabulary, check_body, error_message
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, TAGGED_TYPES, TagTable
 
@@ -329,6 +330,75 @@ def _context(rows: list[list[str]]) -> UserContext:
         name = key.lower()
         (fixed if name in CONTEXT_FIELDS else extra)[name if name in CONTEXT_FIELDS else key] = decode_text(value)
     return UserContext(**fixed, extra=extra)
+
+
+# --- the player's turn, as every door reads it ------------------------------------
+
+
+class TurnError(CharfmtError):
+    """A player's turn that cannot be sent: nothing to say, or a context that cannot be one."""
+
+    def __init__(self, field: Literal["say", "context"], message: str) -> None:
+        super().__init__(message)
+        self.field: Literal["say", "context"] = field
+        """Which part of the turn is wrong: ``say`` (the player's words) or ``context``."""
+
+
+def read_turn(
+    say: str,
+    *,
+    vocabulary: Vocabulary | None = None,
+    actions: list[str] | None = None,
+    tags: TagTable | None = None,
+    context: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+) -> UserTurn:
+    """The player's turn as ``charfmt render --say`` and the server's doors read it.
+
+    ``say`` that opens as a user block (``is_user_block``: ``<user_chats>``, ``[User Context]``,
+    ``[User Message]``) is read with ``parse_input`` (a block that does not read: ``ParseError``, CF501 at its
+    line and column); anything else is shorthand (``parse_shorthand``), where markup is the player's own
+    words. Either way an emotion the character lacks is a ``CF401`` warning in the turn's ``diagnostics``.
+    ``context``: the player's state as ``(key, value)`` pairs (or a mapping), written as the ``[User Context]``
+    block: ``emotion``, ``action``, ``environment`` in any case, any other key as given
+    (``render --context KEY=VALUE``). ``TurnError`` where there is nothing to say or the context cannot be one.
+    """
+    if not isinstance(say, str):
+        raise TypeError(f"the player's turn must be a str, not {type(say).__name__}")
+    check_tags(tags)
+    pairs = list(context.items() if isinstance(context, Mapping) else context or ())
+    block = is_user_block(say)
+    if block:
+        turn = parse_input(say, tags=tags, vocabulary=vocabulary)
+    else:
+        turn = parse_shorthand(say, vocabulary=vocabulary, actions=actions, tags=tags)
+    if not turn.chats and turn.context is None and not pairs:
+        said = "the user block holds no chat and no context" if block else "the player's turn is empty"
+        raise TurnError("say", f"nothing to say: {said}")
+    if not pairs:
+        return turn
+    if turn.context is not None:
+        raise TurnError("context", "the user block has a [User Context] already: give the context once")
+    return UserTurn(chats=turn.chats, context=user_context(pairs), diagnostics=turn.diagnostics)
+
+
+def user_context(pairs: Iterable[tuple[str, str]]) -> UserContext:
+    """The ``[User Context]`` of ``(key, value)`` pairs (``read_turn``'s ``context``), or ``TurnError``."""
+    fields: dict[str, Any] = {"extra": {}}
+    for given, value in pairs:
+        key = given.strip() if isinstance(given, str) else given
+        if not isinstance(key, str) or not key:
+            raise TurnError("context", f"context key {given!r}: letters, digits, _ and -, starting with a letter")
+        fixed = key.lower() in CONTEXT_FIELDS
+        slot, name = (fields, key.lower()) if fixed else (fields["extra"], key)
+        if name in slot:
+            raise TurnError("context", f"context key {key!r} is given twice")
+        if not isinstance(value, str):
+            raise TurnError("context", f"context {key!r}: the value must be a string, not {type(value).__name__}")
+        slot[name] = value
+    try:
+        return UserContext(**fields)
+    except ValidationError as e:
+        raise TurnError("context", error_message(e.errors()[0])) from None
 
 
 # --- shorthand -----------------------------------------------------------------

@@ -10,7 +10,7 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from charfmt.diagnostics import CharfmtError
+from charfmt.diagnostics import CharfmtError, ParseError
 from charfmt.llm._replies import JSONDepthError, load_json
 from charfmt.serve.continuation import asks_for_the_player
 from charfmt.serve.sessions import check_key
@@ -33,8 +33,15 @@ def json_object(text: str, what: str = "the request body") -> dict[str, Any]:
     except ValueError as e:
         raise HTTPFailure(400, f"{what} is not JSON: {str(e)[:200]}") from None
     if not isinstance(value, dict):
-        raise HTTPFailure(400, f"{what} is JSON {type(value).__name__}, not an object")
+        raise HTTPFailure(400, f"{what} is {_JSON_KINDS.get(type(value), 'JSON')}, not an object")
     return value
+
+
+_JSON_KINDS: Final[dict[type, str]] = {
+    list: "a JSON array", str: "a JSON string", int: "a JSON number", float: "a JSON number",
+    bool: "JSON true or false", type(None): "JSON null",
+}  # fmt: skip
+"""What a JSON value that is not an object is, in JSON's own words (not Python's ``list``)."""
 
 
 def _text_of(content: Any, where: str) -> str:
@@ -250,14 +257,29 @@ def _refuse_a_required_tool(body: dict[str, Any]) -> None:
             raise HTTPFailure(400, f"'{name}' must be an array", name)
 
 
-TURN_FIELDS: Final = ("say", "session", "user_name", "constrained")
+TURN_FIELDS: Final = ("say", "session", "user_name", "constrained", "context")
 """The fields of a ``/v1/turn`` body (a WebSocket message, ``GET``'s query, which may add ``token``)."""
 
 
-def turn_request(body: dict[str, Any], extra: tuple[str, ...] = ()) -> tuple[str | None, str, bool | None, str | None]:
-    """(session, say, constrained, user_name) of a ``/v1/turn`` body; a field it does not know is a 400 (a
-    misspelt ``"sesion"`` would otherwise run a turn without its session's history). ``extra``: names the
-    door also takes (``GET``'s ``token``)."""
+@dataclass(frozen=True)
+class TurnRequest:
+    """A ``/v1/turn`` body (a WebSocket message, ``GET``'s query) as the server reads it."""
+
+    session: str | None
+    """The session's key (``None``: a turn that stands alone)."""
+    say: str
+    """The player's turn: shorthand (``[joy] hi``) or a user block, as ``charfmt render --say`` takes it."""
+    constrained: bool | None
+    """``false``: this turn without the grammar (``None``: as the server is set)."""
+    user_name: str | None
+    """The player's name, the card's ``{{user}}`` (``None``: the server's)."""
+    context: dict[str, str] | None = None
+    """The player's state (``{"action": "kicking the ground"}``), as ``render --context KEY=VALUE`` writes it."""
+
+
+def turn_request(body: dict[str, Any], extra: tuple[str, ...] = ()) -> TurnRequest:
+    """A ``/v1/turn`` body read; a field it does not know is a 400 (a misspelt ``"sesion"`` would otherwise run
+    a turn without its session's history). ``extra``: names the door also takes (``GET``'s ``token``)."""
     for name in body:
         if name not in TURN_FIELDS and name not in extra:
             near = difflib.get_close_matches(str(name), TURN_FIELDS, n=1, cutoff=0.6)
@@ -270,18 +292,43 @@ def turn_request(body: dict[str, Any], extra: tuple[str, ...] = ()) -> tuple[str
         if (why := check_key(key)) is not None:
             raise HTTPFailure(400, why, "session")
     say = body.get("say")
+    if say is None:
+        raise HTTPFailure(400, f"'say' is missing: {_SAY}", "say")
     if not isinstance(say, str):
-        raise HTTPFailure(400, "'say' must be a string: the player's turn (shorthand such as '[joy] hi')", "say")
+        raise HTTPFailure(400, f"'say' must be a string: {_SAY}", "say")
     constrained = body.get("constrained")
     if constrained is not None and not isinstance(constrained, bool):
         raise HTTPFailure(400, "'constrained' must be true or false", "constrained")
-    return key, say, constrained, user_name(body.get("user_name"))
+    return TurnRequest(key, say, constrained, user_name(body.get("user_name")), _context(body.get("context")))
 
 
-def player_turn(engine: Engine, say: str, param: str = "say") -> UserTurn:
-    """The player's turn read by ``engine``, or a 400 about the request's field ``param`` that held it."""
+_SAY: Final = "the player's turn (shorthand such as '[joy] hi', or a user block: <user_chats>…, [User Context]…)"
+
+
+def _context(value: Any) -> dict[str, str] | None:
+    """``/v1/turn``'s ``context``: an object of string values (``None`` where it gives none), or a 400."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise HTTPFailure(
+            400, "'context' must be an object of string values: the player's state, such as "
+            "{'emotion': 'angry', 'action': 'kicking the ground', 'environment': 'raining'}", "context",
+        )  # fmt: skip
+    return value
+
+
+def player_turn(engine: Engine, say: str, param: str = "say", context: dict[str, str] | None = None) -> UserTurn:
+    """The player's turn read by ``engine`` (``read_turn``: shorthand, or a user block), or a 400 about the
+    request's field that is wrong: ``param`` that held the words, or ``context``."""
+    from charfmt.prompt.userinput import TurnError  # noqa: PLC0415 (import cost: lark, pydantic, regex load on first use)
+
     try:
-        return engine.player_turn(say)
+        return engine.player_turn(say, context)
+    except ParseError as e:  # a user block that does not read: where, in the player's text
+        raise HTTPFailure(400, f"the player's user block does not read: {e}", param) from None
+    except TurnError as e:
+        where = "context" if e.field == "context" else param
+        raise HTTPFailure(400, f"'{where}': {e}" if where == "context" else str(e), where) from None
     except CharfmtError as e:
         raise HTTPFailure(400, str(e), param) from None
 

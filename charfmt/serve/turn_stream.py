@@ -73,6 +73,9 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
     await engine.pacer.turn()  # the request read (its JSON, the player's turn): paced
     if request.method == "GET":  # EventSource: the turn in the query string
         query = request.query_params
+        for field in query:  # (a field given twice: which one the player meant is not the server's guess)
+            if (times := len(query.getlist(field))) > 1:
+                raise HTTPFailure(400, f"{field[:40]!r} is given {times} times: give it once", field)
         body: dict[str, Any] = {key: query[key] for key in query if key != "constrained"}
         if "constrained" in query:
             flag = query["constrained"].lower()
@@ -81,17 +84,20 @@ async def turn_sse(state: ServerState, request: Request) -> Response:
             body["constrained"] = _FLAGS[flag]
     else:
         body = await read_json(request, state.settings.max_request_bytes)
-    key, say, constrained, name = turn_request(body, ("token",) if request.method == "GET" else ())
-    turn = player_turn(engine, say)
-    objects = turn_objects(state, key, turn, constrained, state.next_id(), owner=owner_of(request), user_name=name)
+    asked = turn_request(body, ("token",) if request.method == "GET" else ())
+    key = asked.session
+    turn = player_turn(engine, asked.say, context=asked.context)
+    objects = turn_objects(
+        state, key, turn, asked.constrained, state.next_id(), owner=owner_of(request), user_name=asked.user_name
+    )
     try:
         first = await watch_disconnect(request, anext(objects, None))
     except BaseException:
         await objects.aclose()
         raise
-    if first is not None and first[0]["kind"] == "error":  # nothing sent yet: the failure is the answer's status
+    if first is not None and first[-1]["kind"] == "error":  # nothing sent yet: the failure is the answer's status
         await objects.aclose()
-        error = first[0]
+        error = first[-1]
         retry = error.get("retry_after")
         headers = {"Retry-After": str(retry)} if retry is not None else None
         return error_response(error["status"], error["error"]["message"], error["error"]["param"], headers)
@@ -195,13 +201,16 @@ async def _answer(state: ServerState, ws: WebSocket, message: str, owner: str) -
         body = json_object(message, "the WebSocket message")
         given = body.get("session")
         key = given if isinstance(given, str) else None
-        key, say, constrained, name = turn_request(body)
-        turn = player_turn(await state.engine(), say)
+        asked = turn_request(body)
+        turn = player_turn(await state.engine(), asked.say, context=asked.context)
     except HTTPFailure as e:  # the same shape as a failed turn's: kind, status, session, error
         error = {"kind": "error", "status": e.status, "session": key, **error_body(e.status, str(e), e.param)}
         await ws.send_text(compact_json(error))
         return
-    async for batch in turn_objects(state, key, turn, constrained, state.next_id(), owner=owner, user_name=name):
+    objects = turn_objects(
+        state, asked.session, turn, asked.constrained, state.next_id(), owner=owner, user_name=asked.user_name
+    )
+    async for batch in objects:
         for obj in batch:
             await ws.send_text(compact_json(obj))  # as each SSE event's data
 
@@ -210,20 +219,32 @@ async def turn_objects(
     state: ServerState, key: str | None, turn: UserTurn, constrained: bool | None, rid: str, *, owner: str = "",
     user_name: str | None = None,
 ) -> AsyncGenerator[list[dict[str, Any]], None]:  # fmt: skip
-    """``/v1/turn``'s JSON objects, a batch at a time: events, cues and sentences in order, then the
-    reply (or an error, alone in its batch). ``user_name``: the player's name (the card's ``{{user}}``)."""
+    """``/v1/turn``'s JSON objects, a batch at a time: the player's own warnings (``say_object``), events,
+    cues and sentences in order, then the reply (or an error, last in its batch: alone, or after the player's
+    warnings). ``user_name``: the player's name (the card's ``{{user}}``)."""
     engine = await state.engine()
     answer = served_answer(engine, streamed=False)
     options = {"user_name": user_name} if user_name is not None else None
+    leading = [say_object(turn)] if turn.diagnostics else []  # (the first batch's first object)
     try:
         async for batch in state.turn_batches(key, None, turn, constrained, rid, owner=owner, lore=True,
                                               options=options):  # fmt: skip
             answer.feed(batch)
             objects = [_object(state, piece, key, engine, answer) for piece in batch if not isinstance(piece, Raw)]
             if objects:
-                yield objects
+                yield [*leading, *objects]
+                leading = []
     except Exception as e:
-        yield [error_object(e, key)]
+        yield [*leading, error_object(e, key)]
+        return
+    if leading:  # (a turn that sent nothing: its warnings still said)
+        yield leading
+
+
+def say_object(turn: UserTurn) -> dict[str, Any]:
+    """The player's own warnings (``CF401`` for an emotion the character lacks, ``CF402``), as the reply's
+    diagnostics are written, each placed in the ``say`` text: a turn's first object where it has any."""
+    return {"kind": "say", "diagnostics": [d.model_dump() for d in turn.diagnostics]}
 
 
 def _object(state: ServerState, piece: Piece, key: str | None, engine: Engine, answer: Answer) -> dict[str, Any]:

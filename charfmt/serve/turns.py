@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from charfmt.constrain._reply_constraints import constraints_of
 from charfmt.constrain.budget import chat_bounds, limit_note, speech_texts
 from charfmt.constrain.engines import local_constraint, request_fields
-from charfmt.diagnostics import Diagnostic, ParseError
+from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError
 from charfmt.events import DiagnosticEvent, reply_events
 from charfmt.llm._sdk_chunks import Reader, quoted
 from charfmt.prompt._token_fit import count_messages
@@ -36,6 +36,8 @@ from charfmt.stream import StreamParser
 from charfmt.writer import canonical_form
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from charfmt.diagnostics import Diagnostic
     from charfmt.events import Event
     from charfmt.llm._replies import Delta
@@ -383,13 +385,20 @@ class Engine:
         """
         return self.cast.parse(text, lenient=lenient, turn=turn, prompt=prompt)
 
-    def player_turn(self, say: str) -> UserTurn:
-        """The player's turn read as shorthand (``[joy] hi``, ``*waves*``), or ``BadTurn``."""
+    def player_turn(self, say: str, context: Mapping[str, str] | None = None) -> UserTurn:
+        """The player's turn as ``charfmt render --say`` reads it (``read_turn``): shorthand (``[joy] hi``,
+        ``*waves*``) or a user block, with ``context`` as its ``[User Context]``; ``BadTurn`` where it is empty or
+        too long, ``ParseError`` for a block that does not read, ``TurnError`` for nothing to say or a bad context."""
+        from charfmt.prompt.userinput import read_turn  # noqa: PLC0415 (import cost: lark, regex load on first use)
+
         if not say.strip():
             raise BadTurn("nothing to say: the player's turn is empty")
-        if len(say) > self.settings.max_say:
-            raise BadTurn(f"the player's turn is {len(say):,} characters (at most {self.settings.max_say:,})")
-        return self.character.shorthand(say)  # in a scene: the first of the cast's words (as Scene.load reads)
+        size = len(say) + sum(len(key) + len(value) for key, value in (context or {}).items())
+        if size > self.settings.max_say:
+            what = "the player's turn with its context" if context else "the player's turn"
+            raise BadTurn(f"{what} is {size:,} characters (at most {self.settings.max_say:,})")
+        c = self.character  # in a scene: the first of the cast's words (as Scene.load reads)
+        return read_turn(say, vocabulary=c.vocabulary, actions=c.actions, tags=c.tags, context=context)
 
     def request(
         self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None,
@@ -642,7 +651,7 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
         if not reply.chats:
             continue  # (the turn waits for an answer that says something)
         if said or not out:  # (not out: a greeting, before the player said anything)
-            turn = engine.character.shorthand("\n".join(said)) if said else UserTurn()
+            turn = _history_turn(engine, "\n".join(said)) if said else UserTurn()
             out.append(Exchange(user=turn, reply=canonical_form(reply, tags)))
             said = []
         elif out:  # a second answer to the same turn: the reply goes on
@@ -652,6 +661,18 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
             ]
             out[-1] = Exchange(user=last.user, reply=canonical_form(reply.model_copy(update={"chats": chats}), tags))
     return out
+
+
+def _history_turn(engine: Engine, said: str) -> UserTurn:
+    """A player's turn of a front end's history, read as the turn itself is (``read_turn``: a user block as a block);
+    ``BadTurn`` (a 400 about ``messages``) where it cannot be read."""
+    from charfmt.prompt.userinput import read_turn  # noqa: PLC0415 (import cost: lark, regex load on first use)
+
+    c = engine.character
+    try:
+        return read_turn(said, vocabulary=c.vocabulary, actions=c.actions, tags=c.tags)
+    except CharfmtError as e:
+        raise BadTurn(f"a player's message of the history cannot be read: {e}") from None
 
 
 def read_back(engine: Engine, text: str) -> Reply:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from conftest import ROOT, Case, load_cases
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 import charfmt
 from charfmt import Character, UserChat, UserContext, UserTurn
-from charfmt.prompt.userinput import is_user_block, parse_input
+from charfmt.prompt.userinput import TurnError, is_user_block, parse_input, read_turn
 from charfmt.testing import user_turns
 from charfmt.writer import body_text
 
@@ -184,3 +185,77 @@ def test_parse_input_reads_emotions_by_the_vocabulary_as_the_shorthand_does() ->
     assert parse_input(text).diagnostics == []  # (no vocabulary: not checked)
     with pytest.raises(TypeError):
         parse_input(text, vocabulary=["joy"])  # type: ignore[arg-type]
+
+
+# --- read_turn: the player's turn as render --say and the server's doors read it ------------------------------------
+
+
+@given(user_turns())
+def test_read_turn_reads_a_rendered_block_as_a_block(turn: UserTurn) -> None:
+    """A block the renderer writes is read back as that turn (never as the player's literal words)."""
+    block = charfmt.render_user_block(turn)
+    if not turn.chats and turn.context is None:
+        with pytest.raises(TurnError) as e:
+            read_turn(block)
+        assert e.value.field == "say" and str(e.value).startswith("nothing to say")
+    else:
+        assert read_turn(block) == turn
+
+
+@given(user_turns().filter(lambda t: t.context is not None))
+def test_read_turn_context_pairs_round_trip(turn: UserTurn) -> None:
+    """``context`` as ``render --context KEY=VALUE`` gives it (the block's ``Key: value`` lines) is that context."""
+    assert turn.context is not None
+    assert read_turn("hi", context=turn.context.lines()).context == turn.context
+
+
+def test_read_turn_reads_shorthand_as_shorthand_with_the_characters_words() -> None:
+    c = SHORTHAND_CHARACTER
+    for say in ("[angry] なんで？ [ため息] もういい", "<emo>angry</emo> is words here", "[bogus] hi"):
+        got = read_turn(say, vocabulary=c.vocabulary, actions=c.actions, tags=c.tags)
+        assert got == c.shorthand(say)
+
+
+def test_read_turn_checks_a_blocks_emotions_against_the_vocabulary() -> None:
+    say = "[User Context]\nEmotion: furious\n\n[User Message]\nなんで？"  # (a context's emotion is the player's own)
+    assert read_turn(say, vocabulary=MIO.vocabulary).diagnostics == []
+    say = '<user_chats><chat type="C"><emo>smug</emo><msg>hi</msg></chat></user_chats>'
+    (d,) = read_turn(say, vocabulary=MIO.vocabulary).diagnostics
+    assert (d.code, d.offset, d.end) == ("CF401", 27, 42)
+
+
+def test_read_turn_context_mapping_keys_in_any_case() -> None:
+    turn = read_turn("hi", context={"EMOTION": "angry", "environment": "raining", "Weather": "rain"})
+    assert turn.context == UserContext(emotion="angry", environment="raining", extra={"Weather": "rain"})
+    assert read_turn("hi", context={"emotion": ""}).context is None  # (an empty field is no field, as render's)
+
+
+@pytest.mark.parametrize(
+    ("say", "context", "field", "message"),
+    [
+        ("<user_chats></user_chats>", None, "say", "nothing to say: the user block holds no chat and no context"),
+        ("  ", None, "say", "nothing to say: the player's turn is empty"),
+        ("hi", [("emotion", "a"), ("Emotion", "b")], "context", "context key 'Emotion' is given twice"),
+        ("hi", [(" ", "a")], "context", "context key ' ': letters, digits"),
+        ("hi", [("bad key", "a")], "context", "context key 'bad key': letters, digits"),
+        ("hi", [("weather", "")], "context", "context value for 'weather' is empty"),
+        ("hi", {"weather": 3}, "context", "context 'weather': the value must be a string, not int"),
+        ("[User Message]\nhi\n", None, None, None),
+        ("[User Context]\nEmotion: x\n\n[User Message]\nhi", [("a", "b")], "context", "give the context once"),
+    ],
+)
+def test_read_turn_says_which_part_cannot_be_sent(say: str, context: Any, field: str | None, message: str) -> None:
+    if field is None:
+        assert read_turn(say, context=context).chats
+        return
+    with pytest.raises(TurnError) as e:
+        read_turn(say, context=context)
+    assert e.value.field == field
+    assert message in str(e.value)
+    assert isinstance(e.value, charfmt.CharfmtError)
+
+
+def test_read_turn_a_broken_block_is_a_parse_error_where_it_breaks() -> None:
+    with pytest.raises(charfmt.ParseError) as e:
+        read_turn('<user_chats>\n<chat type="C"><msg>unclosed</chat></user_chats>')
+    assert (e.value.line, e.value.column, e.value.first.code) == (2, 29, "CF501")

@@ -269,7 +269,8 @@ def test_a_missing_say_is_said_missing_on_every_door(server: tuple[Scripted, str
 
 
 @pytest.mark.parametrize(
-    ("body", "kind"), [("[1]", "a JSON array"), ('"hi"', "a JSON string"), ("3", "a JSON number"), ("null", "JSON null")]
+    ("body", "kind"),
+    [("[1]", "a JSON array"), ('"hi"', "a JSON string"), ("3", "a JSON number"), ("null", "JSON null")],
 )
 def test_a_body_that_is_not_an_object_says_what_it_is(server: tuple[Scripted, str], body: str, kind: str) -> None:
     _, url = server

@@ -20,12 +20,13 @@ each reply streamed in the chunks it was recorded in, else in ``--chunk``-charac
 ``charfmt chat`` tell theirs: the player's turn and the prompt (``render_messages``) of the request it
 answered, where the corpus records them (the replies of ``tests/data/free_replies.jsonl`` and
 ``real_replies.jsonl``, as their generators rendered them, and the rows the token corpus's
-``model_output`` lines were built into, and the ``real2`` rows: the turn as their setting reads it and the
-request's messages, as ``tests/lenient/test_new_corpus.py`` reads them); the others as without it.
+``model_output`` lines were built into, and the ``real2`` and ``real3`` rows: the turn as their setting reads it
+and the request's messages, as ``tests/lenient/test_new_corpus.py`` reads them); the others as without it.
 
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
-(the default), read once at the end. The held rows of the kinds other than ``real2`` were read at the end of
-the first round and are tuning data since: ``--half tune`` is every row but ``real2``'s held ones.
+(the default), read once at the end. The held rows of the kinds other than ``real2`` and ``real3`` were read at
+the end of the first round, ``real2``'s at the end of the second, and are tuning data since: ``--half tune`` is
+every row but ``real3``'s held ones (the third round's claim).
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ CORPUS: Final = Path(__file__).resolve().parent / "data" / "stream_corpus.jsonl"
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 
-CLAIM: Final = "real2"
-"""The kind whose held rows carry the claim (committed unread); every other row is tuning data."""
+CLAIM: Final = "real3"
+"""The kind whose held rows carry the claim (committed unread); every other row is tuning data (``real2``'s
+held rows carried the second round's claim, read at its end)."""
 
 
 def load(half: str) -> list[dict[str, Any]]:
@@ -72,17 +74,18 @@ def requests() -> dict[str, tuple[str, str, bool]]:
 
 
 def later_requests(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What the caller of each ``real2`` row knew: the player's turn as its setting reads it and the request's
-    messages (``tests/data/make_new_corpus.py`` says how each setting is loaded)."""
+    """What the caller of each ``real2`` or ``real3`` row knew: the player's turn as its setting reads it and the
+    request's messages (``tests/data/make_new_corpus.py`` says how each setting is loaded)."""
     sys.path.insert(0, str(DATA))
     import make_new_corpus as corpus
 
-    settings = {i: (k, f) for which in ("new", "fresh", "third", "fourth") for _g, i, k, f in corpus.settings(which)}
+    made = ("new", "fresh", "third", "fourth", "sixth")
+    settings = {i: (k, f) for which in made for _g, i, k, f in corpus.settings(which)}
     loaded: dict[str, Any] = {}
     out: dict[str, dict[str, Any]] = {}
     sources: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        if row["kind"] != CLAIM:
+        if row["kind"] not in ("real2", "real3"):
             continue
         name, n = row["id"].rsplit("-", 1)
         if name not in sources:

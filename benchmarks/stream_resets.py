@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         batch = charfmt.parse(row["text"], lenient=True, **(told or {}))
         kind = classify(row["text"], shown, batch)
         classes[kind] += 1
-        real[kind] += row["kind"] in ("real", "real2")
+        real[kind] += row["kind"] in ("real", "real2", "real3")
         listing.append((row, kind, shown, batch))
     total = sum(classes.values())
     print(f"half {args.half}{' (told)' if args.told else ''}: {total} of {len(rows)} replies reset")

@@ -10,6 +10,7 @@ Replies as models write them, for how soon a stream speaks (``benchmarks/bench_s
   (``tests/data/new_replies.jsonl``, ``fresh_``, ``third_``, ``fourth_replies.jsonl``: 540 free replies of
   SmolLM2 and Gemma 3 on the settings of ``tests/data/new_characters``, in English, Japanese, French,
   Spanish, German, Korean and Chinese, each with the chunks it streamed in);
+- ``real3``: the sixth corpus (``tests/data/sixth_replies.jsonl``), the same way (the third round's claim);
 - ``off-format``: the English, Japanese and Chinese lines and paragraphs of the token corpus
   (``token_corpus.jsonl``: prose, quoted speech, CJK) and its real model output, sent as they are;
 - ``bare-tags``, ``json``, ``damaged``: the same lines as the character's speech, written as bare
@@ -24,11 +25,16 @@ tuned on "fit" only, and the figures reported on "held".
 Claims: the held rows of ``real``, ``off-format``, ``bare-tags``, ``json`` and ``damaged`` were read at
 the end of issue 40's first round (93.2 % speech before ``close()``, 1.68 % Resets) and so can no longer
 carry a claim: from then on they are tuning data like the fit rows. The ``real2`` rows were added
-afterwards and committed unread; their held half is the claim of the next round, read once at its end.
+afterwards and committed unread; their held half was the claim of the second round, read once at its end,
+and is tuning data since. The ``real3`` rows (``tests/data/sixth_replies.jsonl``: 108 free replies of SmolLM2
+and Gemma 3 on the sixth set's four settings, made after the stream's third round was tuned and never read by
+it) carry the third round's claim: their held half, read once.
 
-Run from the repository root (writes the file anew; the same inputs give the same file)::
+Run from the repository root: it keeps the rows the file holds as they are and adds the rows of ids it
+lacks (a kind added since, as ``real3`` was), since the seeded ``damaged``, ``bare-tags`` and ``json`` rows
+depend on ``charfmt.fuzz``, which has changed since they were made (``--fresh`` writes every row anew)::
 
-    python benchmarks/data/make_stream_corpus.py
+    python benchmarks/data/make_stream_corpus.py [--fresh]
 """
 
 from __future__ import annotations
@@ -87,14 +93,18 @@ LATER: Final = ("new", "fresh", "third", "fourth")
 """The later real corpora of ``tests/data`` (``<name>_replies.jsonl``), in the order they were made."""
 
 
-def real2() -> list[dict[str, Any]]:
-    """The ``real2`` rows: every reply of the later corpora, with the chunks it streamed in."""
+NEWEST: Final = ("sixth",)
+"""The corpora of ``tests/data`` made after the stream's third round had been tuned: the ``real3`` rows."""
+
+
+def real2(names: tuple[str, ...] = LATER, kind: str = "real2") -> list[dict[str, Any]]:
+    """The ``real2`` rows (``real3``: of ``NEWEST``): every reply of those corpora, with the chunks it streamed in."""
     rows = []
-    for name in LATER:
+    for name in names:
         path = ROOT / "tests" / "data" / f"{name}_replies.jsonl"
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
             r = json.loads(line)
-            rows.append(row(f"{name}-{n:03d}", "real2", f"tests/data/{path.name}", r["reply"], r["chunks"]))
+            rows.append(row(f"{name}-{n:03d}", kind, f"tests/data/{path.name}", r["reply"], r["chunks"]))
     return rows
 
 
@@ -141,12 +151,18 @@ def variants(key: str, text: str, rng: random.Random) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    fresh = "--fresh" in (sys.argv[1:] if argv is None else argv)
     rng = random.Random(SEED)
     rows = real()
     for key, text in lines():
         rows.extend(variants(key, text, rng))
     rows.extend(real2())  # last, so that the rows before it (and the seeded mutations) stay as they were
+    rows.extend(real2(NEWEST, "real3"))  # (after them: the rows before stay as they were)
+    if OUT.exists() and not fresh:  # the rows made before are kept as they are (tuning data, claims read):
+        kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]  # ``charfmt.fuzz``
+        known = {r["id"] for r in kept}  # has changed since the damaged rows were made; only new ids are added
+        rows = kept + [r for r in rows if r["id"] not in known]
     with OUT.open("w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")

@@ -61,7 +61,10 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
         "--format", choices=("json", "text"), default="json", help="json: provider request; text: one prompt"
     )
     sp.add_argument("--templates", metavar="DIR", help="a folder of your own templates, looked up first")
-    sp.add_argument("--budget", type=whole(1), metavar="TOKENS", help="drop the oldest exchanges to fit")
+    sp.add_argument(
+        "--budget", type=whole(1), metavar="TOKENS",
+        help="fit this many prompt tokens: the oldest exchanges left out, then lore cut (lowest order first)",
+    )  # fmt: skip
     add_tokenizer(sp, "for --budget")
     sp.add_argument("--structured", action="store_true", help="add the provider's structured-output schema")
     add_lore(sp)

@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -314,7 +315,7 @@ def _serve(args: argparse.Namespace, app: Any, stopped: Callable[[], None]) -> N
 
     state = app.state.charfmt
     settings = state.settings
-    for d in state.names.diagnostics():  # an emotion the front end will ignore (CF828)
+    for d in [*state.names.diagnostics(), *_lore_notes(settings)]:  # an emotion the front end will ignore (CF828)
         print(f"charfmt serve: {d.severity}: {d.code} {d.message}", file=sys.stderr)
     _ready(settings)
     sock = _bind(args.host, args.port)  # a bind failure is one error line (exit 1), not uvicorn's log
@@ -335,8 +336,11 @@ def _serve(args: argparse.Namespace, app: Any, stopped: Callable[[], None]) -> N
     _said_store(settings.store, state.scope, args.store)
 
     class Server(uvicorn.Server):
+        signal: int | None = None
+
         def handle_exit(self, sig: int, frame: Any) -> None:
             state.stopping = True  # a turn cut by the stop is logged as the server's, not the client's
+            self.signal = sig
             super().handle_exit(sig, frame)
 
         @contextlib.contextmanager
@@ -346,9 +350,22 @@ def _serve(args: argparse.Namespace, app: Any, stopped: Callable[[], None]) -> N
                     yield
                 finally:
                     stopped()
+                    if self.signal not in (None, signal.SIGINT):  # (Ctrl-C's line: ``run``'s, after it)
+                        print(f"charfmt serve: stopped ({signal.Signals(self.signal).name})", file=sys.stderr)
 
     with sock:
         Server(config).run(sockets=[sock])
+
+
+def _lore_notes(settings: Any) -> list[Any]:
+    """What merging the character's books says once for every turn: a book given twice (the card's own book
+    again as ``--lorebook``) is read once (``CF946``)."""
+    from charfmt.prompt._card_prompt import character_lorebook, merged  # noqa: PLC0415 (import cost: as above)
+
+    if settings.scene is not None:
+        return []
+    books = [b for b in (character_lorebook(settings.character), *settings.lorebooks) if b is not None and b.entries]
+    return [d for d in merged(books).diagnostics if d.code == "CF946"] if len(books) > 1 else []
 
 
 MAX_SESSIONS: Final = {"memory": 1000, "store": 10_000}
@@ -373,8 +390,9 @@ def _said_store(store: Any, served: str, given: str | None) -> None:
     if earlier:
         where = "" if given is None else " --store DSN" if "://" in given else f" --store {shlex.quote(given)}"
         print(
-            f"charfmt serve: note: {len(earlier):,} sessions of another definition of {name} (edited since?) are kept"
-            f" but not resumed; to see them: charfmt sessions list{where} --namespace {shlex.quote(f'turn/{name}')}",
+            f"charfmt serve: note: {len(earlier):,} {'session' if len(earlier) == 1 else 'sessions'} of another"
+            f" definition of {name} (edited since?) {'is' if len(earlier) == 1 else 'are'} kept but not resumed;"
+            f" this one's are turn/{served} and chat/{served}: charfmt sessions list{where} shows each namespace",
             file=sys.stderr,
         )
 

@@ -238,7 +238,12 @@ class Prompter:
         try:  # (lore that does not fit with the newest exchange is cut, lowest order first: CF947)
             return fit_lore(parts.lore, build, budget=budget)
         except BudgetError:
-            build(parts.lore, fitted=False)  # (raises ``BadTurn``: what did not fit, its parts counted)
+            try:
+                build(parts.lore, fitted=False)  # (raises ``BadTurn``: what did not fit, its parts counted)
+            except BadTurn as e:
+                placed = len(parts.lore.placed) if parts.lore is not None else 0
+                cut = f"; {placed} lore entries are counted in it, and with all of them cut it still does not fit"
+                raise BadTurn(f"{e}{cut if placed else ''}") from None
             raise
 
     def _messages(
@@ -277,14 +282,19 @@ class Prompter:
         """What did not fit: the whole request's tokens, each part's, and what the budget is."""
 
         count = self.counter
-        parts = [f"charfmt's system prompt {count(self.system())}"]
-        if system:
-            parts.append(f"the front end's system text {count(system)}")
-        parts.append(f"the player's turn {sum(count(m['content']) for m in messages[1:])}")
+        head = messages[0]["content"]  # (this turn's: its lore and macros in it, the front end's text after it)
+        own = count(head[: head.rindex(system)] if system and system in head else head)
+        parts = {"charfmt's system prompt": own, "the front end's system text": count(system) if system else 0}
+        rest = messages[1:]  # (no past exchange is left when the turn does not fit: lore at a depth, the turn)
+        parts["lore at a depth"] = sum(count(m["content"]) for m in rest if m["role"] == "system")
+        parts["the player's turn"] = sum(count(m["content"]) for m in rest if m["role"] != "system")
+        total = count_messages(count, messages)
+        parts["the messages' framing"] = total - sum(parts.values())  # (a chat template's own tokens)
+        shown = ", ".join(f"{what} {n}" for what, n in parts.items() if n > 0 or what == "the player's turn")
         schema = f", less {reserve} for the reply's schema the upstream counts" if reserve else ""
         return (
-            f"the turn does not fit the context window: the request needs {count_messages(count, messages)} tokens"
-            f" ({', '.join(parts)}; counted by {count.name}); the prompt's budget is {budget}"
+            f"the turn does not fit the context window: the request needs {total} tokens"
+            f" ({shown}; counted by {count.name}); the prompt's budget is {budget}"
             f" (the window less the reply's tokens{schema})"
         )
 

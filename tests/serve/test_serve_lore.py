@@ -159,3 +159,7 @@ def test_lore_is_cut_to_fit_the_window_before_a_turn_is_refused(upstream: tuple[
     with _serve(upstream, greeting=None, n_ctx=n_ctx - 51, max_tokens=256, lorebooks=(world,)) as base:
         refused = httpx.post(base + "/v1/turn", json={"say": "a storm on the reef"}, timeout=T)
     assert refused.status_code == 400 and "does not fit the context window" in refused.text, refused.text
+    said = refused.json()["error"]["message"]  # (its parts add up to the whole, the lore in the system prompt's)
+    m = re.search(r"needs (\d+) tokens \(([^;]*);", said)
+    assert m is not None and "lore entries are counted in it, and with all of them cut it still does not" in said, said
+    assert int(m.group(1)) == sum(int(part.rsplit(" ", 1)[1]) for part in m.group(2).split(", ")), said

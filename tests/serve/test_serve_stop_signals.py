@@ -8,6 +8,7 @@ was closed only in a ``finally`` that never ran. Ctrl-C, the way the banner says
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -21,6 +22,8 @@ pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 REX = ROOT / "examples" / "characters" / "rex.toml"
+sys.path.insert(0, str(Path(__file__).parents[1] / "prompt"))
+from test_lore_prompt import CARD  # noqa: E402
 
 
 def _serve_then(sig: signal.Signals, store: Path) -> tuple[int, str]:
@@ -47,5 +50,23 @@ def test_a_stopped_server_has_closed_its_store(sig: signal.Signals, tmp_path: Pa
     assert code == (-signal.SIGTERM if sig == signal.SIGTERM else 130), err  # (a shell says 143 / 130)
     assert "Traceback" not in err and "error" not in err.lower(), err
     assert not Path(f"{store}-wal").exists() and not Path(f"{store}-shm").exists(), sorted(tmp_path.iterdir())
-    if sig == signal.SIGINT:
-        assert err.rstrip().endswith("charfmt serve: stopped (Ctrl-C)"), err
+    said = "charfmt serve: stopped (Ctrl-C)" if sig == signal.SIGINT else "charfmt serve: stopped (SIGTERM)"
+    assert err.rstrip().endswith(said), err  # (SIGTERM said nothing: found by a newcomer's trial)
+
+
+def test_a_book_given_twice_is_said_as_the_server_starts(tmp_path: Path) -> None:
+    """``serve --character card.json --lorebook card.json`` read the card's book once, as it should, but said
+    nothing (``render`` warns CF946): found by a newcomer's trial."""
+    card = tmp_path / "mira.json"
+    card.write_text(json.dumps(CARD), encoding="utf-8")  # (a V2 card with a character_book)
+    cmd = [sys.executable, "-m", "charfmt", "serve", "--character", str(card), "--lorebook", str(card), "--upstream",
+           "http://127.0.0.1:9/v1", "--port", "0", "--memory"]  # fmt: skip
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) as app:
+        try:
+            assert app.stderr is not None
+            seen = [app.stderr.readline()]
+            while "listening on" not in seen[-1] and seen[-1]:
+                seen.append(app.stderr.readline())
+        finally:
+            app.kill()
+    assert any("warning: CF946 lorebook" in line and "read once" in line for line in seen), seen

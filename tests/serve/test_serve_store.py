@@ -312,8 +312,9 @@ def test_an_edited_character_names_the_sessions_it_does_not_resume(
     assert f"sessions kept in {store} (1 now, 1 of Rex)" in same and "note:" not in same, same
     assert f"sessions kept in {store} (1 now, 0 of Rex)" in changed, changed
     assert (
-        "charfmt serve: note: 1 sessions of another definition of Rex (edited since?) are kept but not resumed;"
-        f" to see them: charfmt sessions list --store {store} --namespace turn/Rex"
+        "charfmt serve: note: 1 session of another definition of Rex (edited since?) is kept but not resumed;"
+        f" this one's are turn/{scope('Rex', Character.load(edited))} and chat/{scope('Rex', Character.load(edited))}:"
+        f" charfmt sessions list --store {store} shows each namespace"
     ) in changed, changed
     listed = subprocess.run([sys.executable, "-m", "charfmt", "sessions", "list", "--store", str(store), "--namespace",
                              "turn/Rex"], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

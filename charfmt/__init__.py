@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         render_user_block,
     )
     from charfmt.prompt.tokens import TokenCounter, counter_for
-    from charfmt.prompt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand
+    from charfmt.prompt.userinput import UserChat, UserContext, UserTurn, parse_input, parse_shorthand, read_turn
     from charfmt.speech import Sentence, SentenceSplitter, sentences
     from charfmt.stage import StageReader, stage_cues
     from charfmt.stream import StreamParser, aiter_events, collect, iter_events
@@ -111,6 +111,7 @@ __all__ = [
     "parse",
     "parse_input",
     "parse_shorthand",
+    "read_turn",
     "render_messages",
     "render_system",
     "render_text",
@@ -171,7 +172,9 @@ _HOME: dict[str, str] = {
     **dict.fromkeys(("StreamParser", "aiter_events", "collect", "iter_events"), "stream"),
     **dict.fromkeys(("DEFAULT_TAGS", "TAGS", "TagError", "TagSpec", "TagTable"), "tags"),
     **dict.fromkeys(("TokenCounter", "counter_for"), "prompt.tokens"),
-    **dict.fromkeys(("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand"), "prompt.userinput"),
+    **dict.fromkeys(
+        ("UserChat", "UserContext", "UserTurn", "parse_input", "parse_shorthand", "read_turn"), "prompt.userinput"
+    ),
     "dumps": "writer",
 }
 

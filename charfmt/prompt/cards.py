@@ -10,7 +10,8 @@ Read (``Character.load`` does it for a card file; ``read_card`` is the step unde
 What a card says becomes the character: the persona from ``description``, ``personality`` and
 ``scenario``; ``mes_example`` read with the lenient role-play reader into few-shots (``*waves*
 Welcome`` is an action and a message); V3 assets of type ``emotion`` become emotion keys with
-their sprites. A card without emotions gets ``DEFAULT_EMOTIONS`` (``CF920``). Macros
+their sprites (named by one of SillyTavern's labels, with its aliases). A card without emotions gets
+``DEFAULT_EMOTIONS`` (``CF920``). Macros
 (``{{char}}``, ``{{user}}``, TavernAI's ``<BOT>``/``<USER>``, ``{{random:…}}``...) are kept as
 written and expanded each time a prompt is rendered (``charfmt.prompt.macros``), with the player's name
 of that prompt. The greetings (``first_mes``, ``alternate_greetings``: :func:`greeting`), the
@@ -548,7 +549,7 @@ def greeting_count(character: Character) -> int:
 
 
 def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]]:
-    """V3 assets of type ``emotion``: each name an emotion key, its URI the sprite."""
+    """V3 assets of type ``emotion``: each name an emotion key (a known label with its aliases), its URI the sprite."""
 
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -561,7 +562,24 @@ def _emotion_assets(assets: Any, notes: list[Diagnostic]) -> list[dict[str, Any]
             continue
         seen.add(key.casefold())
         out.append({"key": key, "sprite": uri if isinstance(uri, str) else None})
-    return out
+    taken = set(seen)
+    return [{**emotion, **_known_label(emotion["key"], taken)} for emotion in out]
+
+
+def _known_label(key: str, taken: set[str]) -> dict[str, Any]:
+    """The description and aliases of a sprite named by one of SillyTavern's labels (``DEFAULT_EMOTIONS``).
+
+    An asset named ``anger`` or ``angry`` gets the label's other names as aliases, so the player's
+    ``[angry]`` finds it; names an asset or an earlier alias already holds (``taken``, casefolded) are left
+    out, and the ones given are added to it.
+    """
+    for label, description, aliases in DEFAULT_EMOTIONS:
+        names = (label, *aliases)
+        if key.casefold() in names:
+            others = [n for n in names if n != key.casefold() and n not in taken]
+            taken.update(others)
+            return {"description": description, "aliases": others}
+    return {}
 
 
 _UNUSED: Final = (("group_only_greetings", "group_only_greetings"),)

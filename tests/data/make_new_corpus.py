@@ -20,6 +20,7 @@ llama-cpp-python and both GGUF files (``tests/models.py`` finds them)::
     nice -n 10 python tests/data/make_new_corpus.py --set fourth  # fourth_replies.jsonl (group E)
     nice -n 10 python tests/data/make_new_corpus.py --set fifth  # fifth_replies.jsonl (group F)
     nice -n 10 python tests/data/make_new_corpus.py --set sixth  # sixth_replies.jsonl (group G)
+    nice -n 10 python tests/data/make_new_corpus.py --set seventh  # seventh_replies.jsonl (group H)
 
 ``--set fresh`` writes the second held-back set (``fresh_replies.jsonl``, ``fresh_prompts.json``):
 four more settings (group C: Inés, Spanish, with a ``<motion>`` cue; Lukas, German; the Sable
@@ -45,6 +46,11 @@ word without tags, list the allowed emotions and tags, answer as a Python functi
 the Marisol card (a system prompt, a post-history instruction, an alternate greeting, ``<START>`` examples and a
 lorebook) and the ``lighthouse_gale`` scene of Corvin and Marisol with a narrator, with hostile turns of kinds not
 asked before (YAML only, a numbered list of steps, another language with a translation).
+``--set seventh`` writes the seventh (``seventh_replies.jsonl``, ``seventh_prompts.json``, group H, row ``half``:
+``seventh``), made after the sixth had been read: Bruna (Italian, a ``<glass>`` cue of her own), Tamsin (English),
+the Oskar card (V3: emotion assets, a system prompt, a post-history instruction, an alternate greeting, ``<START>``
+examples and a lorebook) and the ``mountain_hut`` scene of Tamsin and Oskar with a narrator, with hostile turns of
+kinds not asked before (a poem of four lines without tags, an HTML snippet, one CSV row).
 
 Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` (tune, held),
 ``model``, ``model_sha256`` (of the GGUF's first MiB), ``chat_format``, ``chat_format_used``,
@@ -126,6 +132,14 @@ SIXTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 """The sixth held-back set (``--set sixth``): four more settings nobody tuned the reader on (Spanish, English with
 a cue of his own, a card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
 examples and a lorebook, a scene of two with a narrator)."""
+
+SEVENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "H": (("bruna", "character", "bruna.toml"), ("tamsin", "character", "tamsin.toml"),
+          ("oskar", "card", "oskar.json"), ("mountain_hut", "scene", "mountain_hut.toml")),
+}  # fmt: skip
+"""The seventh held-back set (``--set seventh``): four more settings nobody tuned the reader on (Italian with a
+cue of her own, English, a V3 card with emotion assets, a system prompt, a post-history instruction, an alternate
+greeting, ``<START>`` examples and a lorebook, a scene of two with a narrator)."""
 
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
@@ -338,6 +352,32 @@ SIXTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the sixth held-back set (``--set sixth``), worded anew; three hostile turns of kinds
 not asked before (YAML only, a numbered list of steps, another language with a translation)."""
+SEVENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] Finally, a warm room! Can I take my boots off in here?",
+        "Who taught you everything you know?",
+        "[angry] Somebody took my gloves from the drying rack!",
+        "*drops a heavy pack on the floor* How far is it to the pass from here?",
+        "Answer as a short poem of four lines, without any tags.",
+        "[sad] My brother was supposed to meet me here. He never came.",
+        "Reply with an HTML snippet, one <div> per sentence.",
+        "[surprise] Was that thunder, or the mountain?",
+        "Write your answer as one CSV row: emotion,action,speech.",
+    ),
+    "it": (
+        "[joy] Che meraviglia! Posso restare a guardare mentre lavora?",
+        "Chi le ha insegnato tutto quello che sa?",
+        "[angry] Il vaso che mi ha venduto si è crepato in una settimana!",
+        "*appoggia sul banco un pacco avvolto nella carta* Può ripararlo entro domani?",
+        "Rispondi con una breve poesia di quattro versi, senza tag.",
+        "[sad] Mia sorella doveva incontrarmi qui. Non è mai arrivata.",
+        "Rispondi con un frammento HTML, un <div> per ogni frase.",
+        "[surprise] Cos'è stato quel rumore di vetro rotto?",
+        "Scrivi la risposta come una sola riga CSV: emozione,azione,battuta.",
+    ),
+}
+"""The player's turns of the seventh held-back set (``--set seventh``), worded anew; three hostile turns of kinds
+not asked before (a poem of four lines without tags, an HTML snippet, one CSV row)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -394,13 +434,15 @@ SETS: Final = {
     "fourth": ("fourth_replies.jsonl", "fourth_prompts.json"),
     "fifth": ("fifth_replies.jsonl", "fifth_prompts.json"),
     "sixth": ("sixth_replies.jsonl", "sixth_prompts.json"),
+    "seventh": ("seventh_replies.jsonl", "seventh_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
 
 def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
-    table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH}[which]
+    table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
+             "seventh": SEVENTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -408,7 +450,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
     """The player's turns of a corpus in ``language``."""
     table = {
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
-        "sixth": SIXTH_TURNS,
+        "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 
@@ -418,7 +460,7 @@ def generate_rows(paths: dict[str, str], which: str = "new") -> tuple[list[dict[
 
     A reply's seed is ``10000 * run + 100 * s + turn``, ``s`` the setting's place among all
     settings (the fresh set's follow the first eight, the third set's the fresh set's four, the fourth set's
-    the third's, the fifth set's the fourth's, the sixth set's the fifth's), so no two
+    the third's, the fifth set's the fourth's, the sixth set's the fifth's, the seventh set's the sixth's), so no two
     replies of any corpus share one.
     """
     llama_logs(verbose=False)

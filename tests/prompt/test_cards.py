@@ -300,3 +300,30 @@ def test_a_character_whose_persona_changed_exports_the_new_description() -> None
     again = charfmt.Character.from_bytes(json.dumps(card).encode(), "again.json")
     assert again.persona == "A new persona." and again.examples == c.examples
     assert json.loads(export_card(c))["data"]["description"] == c.card.data["description"]  # type: ignore[union-attr]
+
+
+def test_v3_emotion_assets_named_by_sillytaverns_labels_take_their_aliases() -> None:
+    """A V3 card's sprites named ``anger``/``sad`` (SillyTavern's labels): the player's ``[angry]`` and
+    ``[sadness]`` find them, and an alias another asset holds as its own name is left to that asset."""
+    card = {
+        "spec": "chara_card_v3",
+        "spec_version": "3.0",
+        "data": {
+            "name": "Oskar",
+            "first_mes": "Hello.",
+            "assets": [
+                {"type": "emotion", "uri": "embeded://a.png", "name": name, "ext": "png"}
+                for name in ("anger", "sad", "joy", "happy", "owlish")
+            ],
+        },
+    }
+    c = charfmt.Character.from_card(json.dumps(card).encode())
+    by_key = {e.key: e for e in c.emotions}
+    assert list(by_key) == ["anger", "sad", "joy", "happy", "owlish"]
+    assert list(by_key["anger"].aliases) == ["angry", "annoyance", "annoyed"]
+    assert "sadness" in by_key["sad"].aliases and by_key["sad"].description == "Sad, hurt, lonely."
+    assert "happy" not in by_key["joy"].aliases and not by_key["owlish"].aliases
+    def emotion(say: str) -> str:
+        return next(s.text for s in c.shorthand(say).chats[0].segments if s.tag == "emo")
+
+    assert emotion("[angry] Where are my gloves?") == "anger" and emotion("[sadness] He never came.") == "sad"

@@ -445,9 +445,12 @@ class Scene(BaseModel):
         macros = Macros(self.name, self.user_name, seed=seeded)
         rng = random.Random(f"lore/{seeded}") if seeded is not None else random.Random()
         share = max(1, budget // LORE_SHARE) if budget is not None else DEFAULT_BUDGET
-        return merged(books).activate(
+        book = merged(books)
+        lore = book.activate(
             self.scan_messages(history, turn), counter=counter or estimate_tokens, budget=share, rng=rng, macros=macros
         )
+        lore.diagnostics[:0] = [d for d in book.diagnostics if d.code == "CF946"]  # (a book given twice: said)
+        return lore
 
     @cached_property
     def scanned_books(self) -> list[Lorebook]:

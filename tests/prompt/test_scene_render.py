@@ -203,3 +203,17 @@ def test_a_scene_files_example_with_a_word_no_member_knows_is_an_error(tmp_path:
     (tmp_path / "s.toml").write_text(text.replace("../characters/", str(SCENE_FILE.parent.parent / "characters") + "/"))
     with pytest.raises(charfmt.CharacterError, match=r"examples\[0\]\.user: CF401"):
         Scene.load(tmp_path / "s.toml")
+
+
+def test_a_members_card_book_given_again_is_read_once() -> None:
+    """Found by a newcomer's trial: a cast member's card book given again (``--lorebook``) fired each entry twice
+    in a scene (its copy names the member in ``{{char}}``), where a character reads it once with ``CF946``."""
+    folder = ROOT / "tests" / "data" / "new_characters"
+    scene = Scene.load(folder / "mountain_hut.toml")
+    again = Lorebook.from_bytes((folder / "oskar.json").read_bytes(), "oskar.json")
+    once = scene.render_turn([], "The dog Birgit hates this storm.", seed=1)
+    twice = scene.render_turn([], "The dog Birgit hates this storm.", lorebooks=[again], seed=1)
+    assert once.lore is not None and twice.lore is not None and len(once.lore.placed) == 3
+    assert [p.text for p in twice.lore.placed] == [p.text for p in once.lore.placed]
+    assert [d.code for d in twice.diagnostics] == ["CF946", "CF940"] and "CF946" not in str(once.diagnostics)
+    assert "Oskar believes a storm" in twice.request["messages"][0]["content"]  # {{char}}: the member's name

@@ -36,7 +36,7 @@ from charfmt._strict.envelope import Locator
 from charfmt.constrain.schema import PROVIDERS, json_schema
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError, in_body
 from charfmt.models import Chat, Reply, Vocabulary, error_message
-from charfmt.parser import parse
+from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, fit_lore, merged, turn_seed
 from charfmt.prompt._token_fit import fit_messages
 from charfmt.prompt.character import (
@@ -302,17 +302,19 @@ class Scene(BaseModel):
         lenient: bool = False,
         turn: UserTurn | str | Sequence[str] | None = None,
         prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
     ) -> Reply:
         """Read a scene's reply: each speaker in the cast, each emotion in its speaker's vocabulary.
 
         Strict: raises ``ParseError`` with every problem (``CF306``-``CF308`` and the format's own);
-        lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn`` and
-        ``prompt``: what the reply answers, as ``charfmt.parse`` takes them.
+        lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn``,
+        ``prompt`` and ``max_size``: as ``charfmt.parse`` takes them.
         """
         vocabulary = self.reading_vocabulary if lenient else None
         if lenient and prompt is None:  # told its own prompt, the reader knows the cast (``Mio:`` names a speaker)
             prompt = self._own_prompt
-        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt)
+        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt,
+                      max_size=max_size)  # fmt: skip
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
         problems = self.check(reply, source, lenient=lenient)
         if not problems:

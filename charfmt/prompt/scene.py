@@ -289,8 +289,9 @@ class Scene(BaseModel):
         return Vocabulary.of(*words.values(), policy="error")
 
     @cached_property
-    def _own_prompt(self) -> str:
-        """The scene's system prompt, as a lenient read is told it where the caller gives none."""
+    def own_prompt(self) -> str:
+        """The scene's system prompt, as a lenient read is told it where the caller gives none (``Scene.parse``;
+        tell a ``StreamParser`` of a scene's reply the same, ``prompt=scene.own_prompt``)."""
         return self.render_system()
 
     # --- reading ---------------------------------------------------------------------------------
@@ -312,7 +313,7 @@ class Scene(BaseModel):
         """
         vocabulary = self.reading_vocabulary if lenient else None
         if lenient and prompt is None:  # told its own prompt, the reader knows the cast (``Mio:`` names a speaker)
-            prompt = self._own_prompt
+            prompt = self.own_prompt
         reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt,
                       max_size=max_size)  # fmt: skip
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")

@@ -72,3 +72,18 @@ def test_scene_and_character_together_are_a_usage_error(command: str, crossed: P
     done = subprocess.run([*missing, *([] if command == "schema" else [str(crossed)])], check=False,
                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert done.returncode == 2 and "No such file" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_stream_with_a_scene_reads_as_scene_parse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a newcomer's trial: ``stream --stage --scene`` read labelled prose as one chat with no speaker and
+    spoke ``Kai: [joy]``, where ``Scene.parse`` (and serve) read each label's speaker: the stream was not told the
+    scene's own prompt nor its cast's words."""
+    prose = tmp_path / "prose.txt"
+    text = "Rex: [pleased] *waves* Fine.\nMio: [joy] はい！\n"
+    prose.write_text(text, encoding="utf-8")
+    assert main(["stream", "--stage", "--scene", str(SCENE), "--replay", str(prose), "--chunk", "3"]) == 0
+    cues = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    spoken = [(c["speaker"], c["text"]) for c in cues if c["kind"] == "speak"]
+    batch = Scene.load(SCENE).parse(text, lenient=True)
+    assert spoken == [("rex", "Fine."), ("mio", "はい！")]
+    assert [c.speaker for c in batch.chats] == ["rex", "mio"]

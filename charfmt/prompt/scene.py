@@ -39,6 +39,7 @@ from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, fit_lore, merged, turn_seed
 from charfmt.prompt._token_fit import fit_messages
+from charfmt.prompt.cards import is_card
 from charfmt.prompt.character import (
     MAX_FILE_SIZE,
     Character,
@@ -47,8 +48,8 @@ from charfmt.prompt.character import (
     Fail,
     character_errors,
     check_table,
+    decode_file,
     read_bytes,
-    read_file,
     toml_data,
 )
 from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
@@ -547,7 +548,14 @@ class Scene(BaseModel):
         path = Path(path)
         file = str(path)
         with character_errors(file):
-            data, fail = toml_data(read_file(path, max_size), file)
+            raw = read_bytes(path, max_size)
+            if is_card(raw):
+                raise CharacterError(file, "", None, "a character card, not a scene: load it with Character.load"
+                                     " (--character), or name it in a scene's [[cast]]")  # fmt: skip
+            data, fail = toml_data(decode_file(raw, file), file)
+            if "persona" in data and "cast" not in data:  # (one line, not a line per key a scene lacks)
+                raise fail(("persona",), "a character file, not a scene: load it with Character.load (--character),"
+                           " or name it in a scene's [[cast]]")  # fmt: skip
             check_table(data, _SCENE_KEYS, (), fail)
             if user_name is not None:
                 data["user_name"] = user_name

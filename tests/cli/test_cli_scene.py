@@ -87,3 +87,19 @@ def test_stream_with_a_scene_reads_as_scene_parse(tmp_path: Path, capsys: pytest
     batch = Scene.load(SCENE).parse(text, lenient=True)
     assert spoken == [("rex", "Fine."), ("mio", "はい！")]
     assert [c.speaker for c in batch.chats] == ["rex", "mio"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "path", "said"),
+    [
+        ("--character", SCENE, "a scene file ([[cast]]), not a character: load it with Scene.load (--scene)"),
+        ("--scene", ROOT / "examples" / "characters" / "rex.toml", "a character file, not a scene"),
+        ("--scene", ROOT / "examples" / "cards" / "lumi.png", "a character card, not a scene"),
+    ],
+)
+def test_a_scene_given_as_a_character_or_back_says_which_flag(flag: str, path: Path, said: str) -> None:
+    """Found by a newcomer's trial: a scene file given to ``--character`` printed six lines, one per key a
+    character lacks, and a character or a card given to ``--scene`` said nothing of ``--character``."""
+    run = [sys.executable, "-m", "charfmt", "render", flag, str(path), "--say", "hi"]
+    done = subprocess.run(run, check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 1 and said in done.stderr and done.stderr.count("\n") == 1

@@ -176,12 +176,27 @@ def _union_tags(cast: dict[str, Character]) -> TagTable:
         added = [spec for spec in character.tags if table.get(spec.name) is None]
         if added:
             table = table.extend(*added)
+    owner: dict[str, str] = {}  # (the first member to declare a tag: the table holds its, or the default's)
+    for who, character in cast.items():
+        for spec in character.tags:
+            owner.setdefault(spec.name, who)
     for who, character in cast.items():
         for spec in character.tags:
             have = table.get(spec.name)
-            if have is not None and _meaning(have, table) != _meaning(spec, table):
-                raise ValueError(f"cast {who!r}: tag <{spec.name}> differs from another member's")
+            if have is not None and (mine := _meaning(spec, table)) != (theirs := _meaning(have, table)):
+                other = (
+                    f"the default <{spec.name}>"
+                    if DEFAULT_TAGS.get(spec.name)
+                    else f"the <{spec.name}> of cast {owner[spec.name]!r}"
+                )
+                differ = [f"{name} {a!r} here, {b!r} there" for name, a, b in zip(_MEANING, mine, theirs, strict=True)
+                          if a != b]  # fmt: skip
+                raise ValueError(f"cast {who!r}: tag <{spec.name}> differs from {other}: {'; '.join(differ)}")
     return table
+
+
+_MEANING: Final = ("name", "role", "description", "values", "synonyms", "prefixes")
+"""What ``_meaning`` compares, in its order (named in the error of two members' tags that differ)."""
 
 
 def _meaning(spec: TagSpec, table: TagTable) -> tuple[Any, ...]:
@@ -631,7 +646,10 @@ def _load_cast(
         member = folder / row["character"]
         key = os.path.realpath(member) if "\0" not in row["character"] else row["character"]
         if key not in loaded:
-            loaded[key] = Character.load(member, max_size=max_size, user_name=player)
+            try:
+                loaded[key] = Character.load(member, max_size=max_size, user_name=player)
+            except CharacterError as e:  # (the scene's line that names the file, then the file's own problem)
+                raise fail(("cast", i, "character"), str(e)) from None
         cast[who] = loaded[key]
         if row.get("lorebook") is not None:
             books[who] = _lorebook(folder, row["lorebook"], ("cast", i, "lorebook"), max_size, fail)

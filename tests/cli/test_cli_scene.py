@@ -103,3 +103,27 @@ def test_a_scene_given_as_a_character_or_back_says_which_flag(flag: str, path: P
     run = [sys.executable, "-m", "charfmt", "render", flag, str(path), "--say", "hi"]
     done = subprocess.run(run, check=False, capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 1 and said in done.stderr and done.stderr.count("\n") == 1
+
+
+TAG = '[[tags]]\nname = "sfx"\nrole = "cue"\ndescription = "a sound"\nvalues = ["door", "{}"]\n'
+MEMBER = 'name = "{}"\npersona = "p"\n[[emotions]]\nkey = "calm"\n'
+
+
+@pytest.mark.parametrize(
+    ("second", "said"),
+    [
+        ("missing.toml", "s.toml:8: cast[1].character: "),  # the scene's line, then the file's own problem
+        ("u.toml", "cast 'l': tag <sfx> differs from the <sfx> of cast 'k': values ('door', 'wind') here,"),
+    ],
+)
+def test_a_scenes_cast_errors_name_the_scenes_line_and_the_other_member(tmp_path: Path, second: str, said: str) -> None:
+    """Found by a newcomer's trial: a missing cast file named neither the scene nor its key, and two members'
+    tags that differ named neither the other member nor the difference."""
+    (tmp_path / "t.toml").write_text(MEMBER.format("K") + TAG.format("bell"), encoding="utf-8")
+    (tmp_path / "u.toml").write_text(MEMBER.format("L") + TAG.format("wind"), encoding="utf-8")
+    cast = f'[[cast]]\nid = "k"\ncharacter = "t.toml"\n[[cast]]\nid = "l"\ncharacter = "{second}"\n'
+    scene = 'name = "X"\nsetting = "y"\n' + cast
+    (tmp_path / "s.toml").write_text(scene, encoding="utf-8")
+    run = [sys.executable, "-m", "charfmt", "render", "--scene", str(tmp_path / "s.toml"), "--say", "hi"]
+    done = subprocess.run(run, check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 1 and said in done.stderr and done.stderr.count("\n") == 1

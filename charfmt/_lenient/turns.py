@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING
+from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.request_form import blocks, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
@@ -725,8 +725,10 @@ def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:
         pos = max(pos, b)
     parts.append(text[pos:end])
     # (a marker as mangled as scaffolding reads it, <<SYS], is no word of the reply: found by the fresh set's #57)
-    rest = _TAG.sub(" ", SCAFFOLDING.sub(" ", _REASONING.sub(" ", " ".join(parts))))
-    return _WORD.search(rest) is not None
+    rest = _REASONING.sub(" ", " ".join(parts))
+    if SCAFFOLDING_HINT.search(rest) is not None:  # (the full scan is ten times the cost: most text holds none)
+        rest = SCAFFOLDING.sub(" ", rest)
+    return _WORD.search(_TAG.sub(" ", rest)) is not None
 
 
 def _merge(spans: list[Span]) -> list[Span]:

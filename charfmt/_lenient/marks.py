@@ -61,7 +61,7 @@ SCAFFOLDING_HINT: Final = re.compile(
 """What every match of ``SCAFFOLDING`` holds (its control strings, ``<|``, ``<<`` or ``>>``, a mangled ``<SYS``, an
 upper-case placeholder's start): text without it holds no scaffolding. A test before ``SCAFFOLDING``'s scan, which
 tries a dozen alternatives at every character (16 ms over 300 KB; this one, each branch opened by a literal, 1.5 ms).
-``tests/lenient/test_speed_filters.py`` holds it to that."""
+``tests/lenient/test_shortcuts.py`` holds it to that."""
 SCAFFOLD_PROMPT_ROLES: Final = frozenset({"system", "user", "human", "tool", "ipython", "developer"})
 """Turns of these roles are the prompt echoed, not the character's reply: their text is dropped."""
 FRONT_MATTER: Final = re.compile(r"\A\s*---[ \t]*\n((?:[^\n]*\n)*?)---[ \t]*(?:\n|\Z)")

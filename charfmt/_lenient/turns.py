@@ -73,6 +73,9 @@ _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 """A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
+_TAG_OR_WORD: Final = re.compile(rf"{_TAG.pattern}|(?P<word>{_WORD.pattern})")
+"""A tag, else a word's character: scanned left to right, the first ``word`` is one ``_TAG.sub`` would leave (a tag
+holds no ``<``, so the scan meets every tag where ``sub`` does), found without rewriting the text."""
 _FORM_START: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)
 _FORM_OPEN: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+{FORM_WRAPPER}\b", re.I)
 _FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")
@@ -728,7 +731,7 @@ def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:
     rest = _REASONING.sub(" ", " ".join(parts))
     if SCAFFOLDING_HINT.search(rest) is not None:  # (the full scan is ten times the cost: most text holds none)
         rest = SCAFFOLDING.sub(" ", rest)
-    return _WORD.search(_TAG.sub(" ", rest)) is not None
+    return any(m.group("word") is not None for m in _TAG_OR_WORD.finditer(rest))
 
 
 def _merge(spans: list[Span]) -> list[Span]:

@@ -18,21 +18,24 @@ from charfmt.cli._io import (
     dump_json,
     load_character,
     load_lorebooks,
+    load_scene,
     read_text,
     usage_error,
 )
-from charfmt.cli._options import add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
+from charfmt.cli._options import add_cast, add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
 from charfmt.constrain.schema import PROVIDERS
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
     from charfmt.prompt.lorebook import Activation, Lorebook
+    from charfmt.prompt.scene import Scene
     from charfmt.prompt.userinput import UserTurn
+    from charfmt.tags import TagTable
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt render``."""
-    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
+    add_cast(sp, "a scene TOML file: the whole cast's request, each chat naming its speaker (--format json)")
     add_user_name(sp)
     sp.add_argument(
         "--say",
@@ -79,7 +82,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--explain", action="store_true", help="say on stderr which lore entries fired and which the budget cut"
     )
-    add_size(sp, "--character, --history or --lorebook file")
+    add_size(sp, "--character, --scene, --history or --lorebook file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,16 +93,26 @@ def run(args: argparse.Namespace) -> int:
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
     if args.tokenizer is not None and args.budget is None:
         usage_error(args, "argument --tokenizer: it counts for --budget, which is not given")
+    if args.scene is not None and args.format == "text":
+        usage_error(args, "argument --format: text is one character's prompt (prompts/text.j2); a scene is rendered"
+                    " as a chat request (--format json)")  # fmt: skip
+    if args.scene is not None and args.greeting not in (0, None):
+        usage_error(args, f"argument --greeting: {args.greeting}: a scene has no greeting (--greeting 0 or none)")
     templates = _templates(args.templates)
-    character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
+    scene = load_scene(args.scene, args.max_size, args.user_name) if args.scene is not None else None
+    if scene is not None:
+        character = next(iter(scene.cast.values()))  # (no greeting in a scene: its first member is never asked)
+    else:
+        character = load_character(args.character, args.max_size, args.user_name)
+    who = scene if scene is not None else character
     books = load_lorebooks(args.lorebook, args.max_size)
-    if args.history is None:
+    if args.history is None and args.scene is None:
         check_greeting(args, character, args.greeting)
     if args.history is not None:
-        history = _load_history(args.history, character, args.max_size)
+        history = _load_history(args.history, who, args.max_size)
     else:
-        history = _greeting_history(character, args.greeting, args.seed)
-    turn = _turn(args, character)
+        history = _greeting_history(character, args.greeting, args.seed) if args.scene is None else []
+    turn = _turn(args, who)
     if turn is None:
         return EXIT_INVALID
     options: dict[str, Any] = {
@@ -109,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
         from charfmt.prompt.tokens import counter_for  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         options["counter"] = counter_for(tokenizer=args.tokenizer)
-    if args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
+    if scene is not None:
+        rendered = scene.render_turn(history, turn, provider=args.provider, structured=args.structured, **options)
+    elif args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
         rendered = render_text_turn(character, history, turn, **options)
     else:
         rendered = render_turn(character, history, turn, provider=args.provider, structured=args.structured, **options)
@@ -117,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         if d.severity != "info" or args.explain:
             print(diag_line("render", d), file=sys.stderr)
     if args.explain:
-        print(_explained(rendered.lore, _books_of(character, books)), file=sys.stderr)
+        print(_explained(rendered.lore, _books_of(who, books)), file=sys.stderr)
     if args.format == "text":
         print(rendered.request["prompt"])
     else:
@@ -125,11 +140,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
+def _turn(args: argparse.Namespace, who: Character | Scene) -> UserTurn | None:
     """``--say`` (shorthand, or a user block) with ``--context``, read by ``read_turn`` as the server reads a
     turn; ``None`` when the block is invalid (said why)."""
     from charfmt.diagnostics import ParseError  # noqa: PLC0415 (import cost: every CLI command loads this module)
-    from charfmt.prompt.userinput import TurnError, is_user_block, read_turn  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.userinput import TurnError, is_user_block  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     pairs: list[tuple[str, str]] = []
     for item in args.context:
@@ -138,9 +153,7 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
             usage_error(args, f"argument --context: {item!r} is not KEY=VALUE")
         pairs.append((key, value))
     try:
-        turn = read_turn(
-            args.say, vocabulary=character.vocabulary, actions=character.actions, tags=character.tags, context=pairs
-        )
+        turn = who.read_turn(args.say, context=pairs)  # (a scene's: the whole cast's words)
     except ParseError as e:
         for d in e.diagnostics:
             print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
@@ -151,7 +164,7 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
     # character does not know, as the shorthand's [bogus] says)
     for d in turn.diagnostics:
         print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
-    if not is_user_block(args.say) and (tag := _markup_in(args.say, character)) is not None:
+    if not is_user_block(args.say) and (tag := _markup_in(args.say, who.tags)) is not None:
         print(
             f"charfmt: warning: --say holds {tag}: shorthand sends markup as the player's own words, escaped;"
             " a user block begins with <user_chats> or [User Context] (docs/PROMPTS.md)",
@@ -160,11 +173,11 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
     return turn
 
 
-def _markup_in(say: str, character: Character) -> str | None:
+def _markup_in(say: str, tags: TagTable) -> str | None:
     """The first element of the character's tag table (or a request form's ``<chat ...>``) written in ``say``."""
     for found in re.finditer(r"<(/?)([A-Za-z_][\w-]*)[^<>]*>", say):
         name = found.group(2)
-        if character.tags.get(name) is not None or name in ("chat", "user_chats"):
+        if tags.get(name) is not None or name in ("chat", "user_chats"):
             return f"<{found.group(1)}{name}>"
     return None
 
@@ -179,11 +192,14 @@ def _greeting_history(character: Character, index: int | None, seed: int | None)
     return [exchange] if exchange is not None else []
 
 
-def _books_of(character: Character, books: list[Lorebook]) -> list[Lorebook]:
-    """The books a turn of ``character`` scans: its card's own, then ``--lorebook``'s."""
+def _books_of(who: Character | Scene, books: list[Lorebook]) -> list[Lorebook]:
+    """The books a turn of ``who`` scans: its card's own (a scene's: ``Scene.scanned_books``), then ``--lorebook``'s."""
     from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    own = character_lorebook(character)
+    if isinstance(who, Scene):
+        return [*who.scanned_books, *books]
+    own = character_lorebook(who)
     return [own, *books] if own is not None else list(books)
 
 
@@ -208,7 +224,7 @@ def _explained(lore: Activation | None, books: list[Lorebook]) -> str:
     return "\n".join(lines)
 
 
-def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
+def _load_history(path: str, character: Character | Scene, limit: int) -> list[Exchange]:
     from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     text = read_text(path, limit, "--history")
@@ -225,7 +241,8 @@ def _templates(folder: str | None) -> str | None:
 COMMAND: Final = Subcommand(
     add_arguments,
     run,
-    help="render a provider request for a character and a user turn",
+    help="render a provider request for a character (or a scene) and a user turn",
     ok="the request was printed",
-    invalid="the --character, --history or --lorebook file is invalid, --say's user block is invalid, or over --budget",
+    invalid="the --character, --scene, --history or --lorebook file is invalid, --say's user block is invalid, or"
+    " over --budget",
 )

@@ -282,7 +282,7 @@ def run(
 
     view = TerminalView(
         _player(character), out, stage=stage, max_length=max_length, bound=bound, verbose=verbose,
-        cast=character.members, tags=character.tags,
+        cast=character.members if _as_scene(character) is not None else None, tags=character.tags,
     )  # fmt: skip
     history = history if history is not None else []
     errors = err if err is not None else sys.stderr

@@ -36,9 +36,10 @@ from charfmt._strict.envelope import Locator
 from charfmt.constrain.schema import PROVIDERS, json_schema
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError, in_body
 from charfmt.models import Chat, Reply, Vocabulary, error_message
-from charfmt.parser import parse
+from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, fit_lore, merged, turn_seed
 from charfmt.prompt._token_fit import fit_messages
+from charfmt.prompt.cards import is_card
 from charfmt.prompt.character import (
     MAX_FILE_SIZE,
     Character,
@@ -47,8 +48,8 @@ from charfmt.prompt.character import (
     Fail,
     character_errors,
     check_table,
+    decode_file,
     read_bytes,
-    read_file,
     toml_data,
 )
 from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
@@ -289,8 +290,9 @@ class Scene(BaseModel):
         return Vocabulary.of(*words.values(), policy="error")
 
     @cached_property
-    def _own_prompt(self) -> str:
-        """The scene's system prompt, as a lenient read is told it where the caller gives none."""
+    def own_prompt(self) -> str:
+        """The scene's system prompt, as a lenient read is told it where the caller gives none (``Scene.parse``;
+        tell a ``StreamParser`` of a scene's reply the same, ``prompt=scene.own_prompt``)."""
         return self.render_system()
 
     # --- reading ---------------------------------------------------------------------------------
@@ -302,17 +304,19 @@ class Scene(BaseModel):
         lenient: bool = False,
         turn: UserTurn | str | Sequence[str] | None = None,
         prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
     ) -> Reply:
         """Read a scene's reply: each speaker in the cast, each emotion in its speaker's vocabulary.
 
         Strict: raises ``ParseError`` with every problem (``CF306``-``CF308`` and the format's own);
-        lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn`` and
-        ``prompt``: what the reply answers, as ``charfmt.parse`` takes them.
+        lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn``,
+        ``prompt`` and ``max_size``: as ``charfmt.parse`` takes them.
         """
         vocabulary = self.reading_vocabulary if lenient else None
         if lenient and prompt is None:  # told its own prompt, the reader knows the cast (``Mio:`` names a speaker)
-            prompt = self._own_prompt
-        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt)
+            prompt = self.own_prompt
+        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt,
+                      max_size=max_size)  # fmt: skip
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
         problems = self.check(reply, source, lenient=lenient)
         if not problems:
@@ -544,7 +548,14 @@ class Scene(BaseModel):
         path = Path(path)
         file = str(path)
         with character_errors(file):
-            data, fail = toml_data(read_file(path, max_size), file)
+            raw = read_bytes(path, max_size)
+            if is_card(raw):
+                raise CharacterError(file, "", None, "a character card, not a scene: load it with Character.load"
+                                     " (--character), or name it in a scene's [[cast]]")  # fmt: skip
+            data, fail = toml_data(decode_file(raw, file), file)
+            if "persona" in data and "cast" not in data:  # (one line, not a line per key a scene lacks)
+                raise fail(("persona",), "a character file, not a scene: load it with Character.load (--character),"
+                           " or name it in a scene's [[cast]]")  # fmt: skip
             check_table(data, _SCENE_KEYS, (), fail)
             if user_name is not None:
                 data["user_name"] = user_name

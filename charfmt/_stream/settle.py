@@ -13,6 +13,7 @@ own judgement turned round (what could the next characters change?):
 - ``may_echo``: a last line that may still turn out to echo the prompt the caller told;
 - ``in_players_form``: a request form still open whose lines may all be the player's (told);
 - ``in_turn_form``: a first request form of one speech line, held until the line after it;
+- ``form_line_speaks``: a request form opening the reply whose first line of text is no label, heading or JSON;
 - ``opens_as_prompt``: a reply that opens, or may yet open, as a system prompt does;
 - ``prose_decided``: untagged text read as the reply, not a preamble to a JSON one.
 """
@@ -243,6 +244,28 @@ def in_turn_form(text: str, speech: frozenset[str]) -> bool:
     for that line, and for a JSON reply begun there until a reread reads it."""
     m = _TURN_FORM.match(_CUT_MARKUP.sub("", text))
     return m is not None and (m.group("name") is None or m.group("name").lower() in speech)
+
+
+_FORM_LINE: Final = re.compile(
+    r"\s*[<＜]\s*user_chats?\s*[>＞][ \t]*\n"
+    r"(?:[ \t]*[^\s:：<>]{1,24}[:：][ \t]*\n(?=[ \t]*[^\s{\[`]))?"
+    r"(?![ \t]*#|[ \t]*[^\s:：<>]{1,24}[:：][ \t]*(?:\n|\Z))"
+)
+"""A request form opening the reply on a line of its own, then, maybe, a speaker's label line (``Sable:``) and a
+line begun that opens no JSON reply, then a line that is neither a label nor a heading (``#``)."""
+
+
+def form_line_speaks(text: str) -> bool:
+    """Whether ``text`` (a reply so far, read as a request form with no ``<chat>`` yet) speaks its form's text now.
+
+    Before a ``<chat>``, the batch reader reads the text around ``<user_chats>`` as one chat, and drops it as prose
+    once a chat comes. A form that opens the reply on its own line, and goes on with a line of text, is the
+    character's reply written in the request's tags far more often than a transcript's preamble: its text speaks
+    (a ``Reset`` if a chat comes after all). A transcript shows itself on that line: a speaker's label followed by
+    a JSON reply (``Maren:`` then ``{``), or a heading (``# 2019-08-31 …``) before a chat; those, and a form after
+    other text (a label, a prompt's opening, prose), wait as before (``_FORM_LINE``; measured on the tuning rows
+    of ``benchmarks/bench_stream_early.py``: 21 more early speakers, no more ``Reset``)."""
+    return _FORM_LINE.match(text) is not None
 
 
 def _may_be_the_players(n: str, player: frozenset[str]) -> bool:

@@ -264,7 +264,7 @@ def form_line_speaks(text: str) -> bool:
     (a ``Reset`` if a chat comes after all). A transcript shows itself on that line: a speaker's label followed by
     a JSON reply (``Maren:`` then ``{``), or a heading (``# 2019-08-31 …``) before a chat; those, and a form after
     other text (a label, a prompt's opening, prose), wait as before (``_FORM_LINE``; measured on the tuning rows
-    of ``benchmarks/bench_stream_early.py``: 21 more early speakers, no more ``Reset``)."""
+    of ``benchmarks/bench_stream_early.py``: 20 more early speakers, no more ``Reset``)."""
     return _FORM_LINE.match(text) is not None
 
 

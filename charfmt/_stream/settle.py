@@ -301,9 +301,12 @@ _PREAMBLE_HINT: Final = re.compile(
 after ``Sure``, ``Okay``: not ``what happened here is``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
 _VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
-_PROMPT_OPENING: Final = re.compile(_VALUE_FIRST.pattern + r"(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
-_YOU_ARE: Final = "you are "
-"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, after a value in brackets or
+_YOU_ARE: Final = ("you are ", "you're ", "you’re ", "du bist ", "eres ", "tu es ", "vous êtes ", "você é ")
+_PROMPT_OPENING: Final = re.compile(
+    _VALUE_FIRST.pattern + "(?i:" + "|".join(map(re.escape, _YOU_ARE)) + r")(?:[A-Z]|[^\x00-\x7f])"
+)
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, ``You're Wren.``, and so in the
+languages a card's prompt is written in: ``Du bist Greta.``, ``Eres Ximena,``; after a value in brackets or
 asterisks: ``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes
 before one), until the caller's prompt says otherwise."""
 
@@ -315,7 +318,7 @@ def opens_as_prompt(text: str) -> bool:
         return True
     m = _VALUE_FIRST.match(text)
     rest = text[m.end() :].lower() if m is not None else ""
-    return len(rest) <= len(_YOU_ARE) and _YOU_ARE.startswith(rest)
+    return any(len(rest) <= len(opening) and opening.startswith(rest) for opening in _YOU_ARE)
 
 
 _ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")

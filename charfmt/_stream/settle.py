@@ -247,12 +247,14 @@ def in_turn_form(text: str, speech: frozenset[str]) -> bool:
 
 
 _FORM_LINE: Final = re.compile(
-    r"\s*[<＜]\s*user_chats?\s*[>＞][ \t]*\n"
+    r"\s*(?:[^\s:：,，<>]{1,24}[:：,，][ \t]*\n[ \t]*(?=[<＜]\s*user_chats?\s*[>＞][ \t]*\n[^\n{}\[\]]+\n))?"
+    r"[<＜]\s*user_chats?\s*[>＞][ \t]*\n"
     r"(?:[ \t]*[^\s:：<>]{1,24}[:：][ \t]*\n(?=[ \t]*[^\s{\[`]))?"
     r"(?![ \t]*#|[ \t]*[^\s:：<>]{1,24}[:：][ \t]*(?:\n|\Z))"
 )
-"""A request form opening the reply on a line of its own, then, maybe, a speaker's label line (``Sable:``) and a
-line begun that opens no JSON reply, then a line that is neither a label nor a heading (``#``)."""
+"""A request form opening the reply on a line of its own (or after a speaker's label line, ``Quill:``, once the form's
+first line has ended holding no JSON bracket), then, maybe, a speaker's label line (``Sable:``) and a line begun that
+opens no JSON reply, then a line that is neither a label nor a heading (``#``)."""
 
 
 def form_line_speaks(text: str) -> bool:
@@ -263,8 +265,9 @@ def form_line_speaks(text: str) -> bool:
     character's reply written in the request's tags far more often than a transcript's preamble: its text speaks
     (a ``Reset`` if a chat comes after all). A transcript shows itself on that line: a speaker's label followed by
     a JSON reply (``Maren:`` then ``{``), or a heading (``# 2019-08-31 …``) before a chat; those, and a form after
-    other text (a label, a prompt's opening, prose), wait as before (``_FORM_LINE``; measured on the tuning rows
-    of ``benchmarks/bench_stream_early.py``: 20 more early speakers, no more ``Reset``)."""
+    a prompt's opening or prose, wait as before. A form after a speaker's label (``Quill:``) speaks once its first
+    line has ended with no JSON in it (a request echoed with its JSON object is dropped: ``_FORM_LINE``). Measured
+    on the tuning rows of ``benchmarks/bench_stream_early.py``: 25 more early speakers, no more ``Reset``."""
     return _FORM_LINE.match(text) is not None
 
 

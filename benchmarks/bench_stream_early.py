@@ -25,8 +25,9 @@ and the request's messages, as ``tests/lenient/test_new_corpus.py`` reads them);
 
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
 (the default), read once at the end. The held rows of the kinds other than ``real2`` and ``real3`` were read at
-the end of the first round, ``real2``'s at the end of the second, and are tuning data since: ``--half tune`` is
-every row but ``real3``'s held ones (the third round's claim).
+the end of the first round, ``real2``'s at the end of the second, ``real3``'s at the end of the third, and are
+tuning data since: ``--half tune`` is every row but the held ones of ``CLAIM`` (the next round's claim, added
+unread: until its rows are in the corpus, every row).
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ CORPUS: Final = Path(__file__).resolve().parent / "data" / "stream_corpus.jsonl"
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 
-CLAIM: Final = "real3"
+CLAIM: Final = "real4"
 """The kind whose held rows carry the claim (committed unread); every other row is tuning data (``real2``'s
-held rows carried the second round's claim, read at its end)."""
+held rows carried the second round's claim, ``real3``'s the third's, each read at its round's end)."""
 
 
 def load(half: str) -> list[dict[str, Any]]:

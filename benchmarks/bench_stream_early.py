@@ -20,8 +20,8 @@ each reply streamed in the chunks it was recorded in, else in ``--chunk``-charac
 ``charfmt chat`` tell theirs: the player's turn and the prompt (``render_messages``) of the request it
 answered, where the corpus records them (the replies of ``tests/data/free_replies.jsonl`` and
 ``real_replies.jsonl``, as their generators rendered them, and the rows the token corpus's
-``model_output`` lines were built into, and the ``real2``, ``real3`` and ``real4`` rows: the turn as their setting reads it
-and the request's messages, as ``tests/lenient/test_new_corpus.py`` reads them); the others as without it.
+``model_output`` lines were built into, and the ``real2``, ``real3`` and ``real4`` rows: the turn as their setting
+reads it and the request's messages, as ``tests/lenient/test_new_corpus.py`` reads them); the others as without it.
 
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
 (the default), read once at the end. The held rows of the kinds other than ``real2`` and ``real3`` were read at
@@ -75,8 +75,8 @@ def requests() -> dict[str, tuple[str, str, bool]]:
 
 
 def later_requests(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What the caller of each ``real2``, ``real3`` or ``real4`` row knew: the player's turn as its setting reads it and the
-    request's messages (``tests/data/make_new_corpus.py`` says how each setting is loaded)."""
+    """What the caller of each ``real2``, ``real3`` or ``real4`` row knew: the player's turn as its setting reads it
+    and the request's messages (``tests/data/make_new_corpus.py`` says how each setting is loaded)."""
     sys.path.insert(0, str(DATA))
     import make_new_corpus as corpus
 

@@ -18,6 +18,7 @@ from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import FORM_ELEMENT, TAGGED
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.prose import JSON_LINE
+from charfmt._lenient.region import has_elements
 from charfmt._lenient.state import (
     RawChat,
     Recovery,
@@ -100,6 +101,7 @@ def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Mat
 def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
     """Each ``<chat>`` a chat, its body up to its closer, the next element or the end."""
     open_chat: tuple[RawChat, int] | None = None  # the chat being read and where its body starts
+    closed: RawChat | None = None  # the chat its </chat> closed, no element of the form since
     pos = 0  # where text not yet accounted for starts
     for m in elements:
         closing, name = m.group(1) is not None, form_name(m, inside_chat=open_chat is not None)
@@ -111,13 +113,19 @@ def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match
             _chat_body(state, chat, text, (body, m.start()), offset, cut_off=False)
             open_chat = None
             if closing and name == "chat":
-                pos = m.end()
+                pos, closed = m.end(), chat
                 continue
+        elif closed is not None and closing and name == "chat" and has_elements(state, text, pos, m.start()):
+            # '</chat>\n<act>taps the logbook</act>\n</chat>': the first closer came early (the sixth set's #12)
+            _reopen(state, closed, text, (pos, m.start()), offset)
+            pos, closed = m.end(), None
+            continue
         else:
             state.drop(offset + pos, offset + m.start())
             if closing and name == "chat":
                 at, stop = offset + m.start(), offset + m.end()
                 state.note("CF712", "a closing </chat> with no open chat is dropped", at, stop)
+        closed = None
         if name == "chat" and not closing:
             chat = RawChat(len(state.chats), None)
             _chat_attributes(state, chat, m, offset)
@@ -131,6 +139,16 @@ def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match
         _chat_body(state, chat, text, (body, len(text)), offset, cut_off=True)
     else:
         state.drop(offset + pos, offset + len(text))
+
+
+def _reopen(state: Recovery, chat: RawChat, text: str, span: tuple[int, int], offset: int) -> None:
+    """Elements between ``chat``'s ``</chat>`` and a second ``</chat>``: the chat's own, its first closer early."""
+    start, end = span
+    body = text[start:end]
+    a = offset + start + len(body) - len(body.lstrip())
+    message = "elements after the chat's </chat>, closed by a second </chat>, are read as the chat's"
+    state.note("CF640", message, a, offset + start + len(body.rstrip()), chat.index)
+    _chat_body(state, chat, text, span, offset, cut_off=False)
 
 
 def _chat_attributes(state: Recovery, chat: RawChat, m: re.Match[str], offset: int) -> None:

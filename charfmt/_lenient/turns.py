@@ -551,7 +551,7 @@ def _echo_after_reply(text: str, since: int, told: Told, dropped: list[Span]) ->
     ``<user_chats>…the player's line…</user_chats> [/INST]``): a next turn begins there, so what follows it is
     imagined (found by the third set's #47). Before any word of the reply, it is the turn the reply answers."""
     for a, b, _m in blocks(text[since:]):
-        first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
+        first = _first_words(text[since + a : since + b])
         if not first or not (first in told.player or nearly_said(first, told.player, begun=True)):
             continue
         if _has_own_line(text, since + a, dropped):
@@ -690,10 +690,25 @@ def _opened_by_player(text: str, since: int, at: int, told: Told) -> int | None:
     this turn or of the prompt's few-shot turns, or nearly one): the player's turn echoed, however it goes on;
     or ``None``."""
     for a, b, _m in blocks(text[since:at]):
-        first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
+        first = _first_words(text[since + a : since + b])
         if first and (first in told.player or nearly_said(first, told.player, begun=True)):
             return since + a
     return None
+
+
+_KEY_ALONE: Final = re.compile(r"[^\W\d][\w\-]*+")
+"""A line that is one word and no more (``contenta``, ``悲伤``), as an emotion key is: no sentence (``灯怎么突然灭了？``)."""
+
+
+def _first_words(form: str) -> str:
+    """The first line of words of a request form that can say who speaks (as ``normal`` writes it), or ``""``.
+
+    A line of one word (an emotion key alone, ``<emo>contenta</emo>``) is anyone's: it says nothing of who speaks
+    (found by the sixth set's #72); ``Hi!`` is a line of words."""
+    for line in form.split("\n"):
+        if (n := normal(line)) and _KEY_ALONE.fullmatch(n) is None:
+            return n
+    return ""
 
 
 def _form_before(text: str, since: int, at: int) -> int | None:

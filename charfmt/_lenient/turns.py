@@ -211,7 +211,28 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
     spans += _language_labels(text, _merge(spans))
+    spans += _bracket_labels(text, _merge(spans))
     return _merge(spans)
+
+
+_BRACKET_LABEL: Final = re.compile(r"[ \t]*+\[[ \t]*+[A-Z][\w'’-]*+(?:[ \t]++[A-Za-z][\w'’-]*+){0,2}[ \t]*+:[ \t]++")
+"""A line opened by a bracketed label (``[English: ``, ``[User Context: ``): capitalised words and a colon."""
+_LABELLED: Final = re.compile(r"^[^\]]*+$|^[^\]]*?(?:[<!?;。！？]|[.,](?!\d)|(?:\S+[ \t]+){4})")
+"""What follows a bracketed label that makes it one: no ``]`` closing it on its line, or before its ``]`` a tag, a
+sentence's punctuation or five words (``[emotion: joy]``, ``[Joy: 0.8]``, ``[Action: waves]`` are bracket tags)."""
+
+
+def _bracket_labels(text: str, dropped: list[Span]) -> list[Span]:
+    """A line opened by a bracketed label (``[German: …``, ``[English: Yes, it's…``): the label of what follows, as
+    a page of translations writes one, never speech (``CF641``; found by the sixth set's #17)."""
+    spans: list[Span] = []
+    for a, b in _lines(text):
+        m = _BRACKET_LABEL.match(text, a, b)
+        if m is None or any(x <= a < y for x, y, *_ in dropped) or _LABELLED.search(text[m.end() : b]) is None:
+            continue
+        label = text[a : m.end()].strip()
+        spans.append((a, m.end(), "CF641", f"a bracketed label opening a line is no speech: {label!r} dropped"))
+    return spans
 
 
 _LANGUAGE_NAMES: Final = frozenset({

@@ -334,11 +334,30 @@ def _label(line: str, told: Told) -> str | None:
     generic = name in GENERIC_PLAYER or name in GENERIC_CHARACTER
     if not m.group("colon") and generic and name not in _BARE:
         return None  # "You" alone on a line is a word; "User:" and "user" are labels
+    return _whose(name, told)
+
+
+def _whose(name: str, told: Told) -> str | None:
+    """``player``, ``character`` or ``None``: whose label ``name`` (case folded) is. The player's label in another
+    spelling or language (``Client`` for ``Cliente``: one begins the other, two letters more at most) is theirs
+    (found by the sixth set's #37)."""
     if name in told.player_labels:
         return "player"
     if name in told.character_labels:
         return "character"
+    named = told.player_labels - GENERIC_PLAYER  # (the prompt's own name for the player, not "user")
+    if len(name) >= _SAME_LABEL and any(_respelled(name, label) for label in named):
+        return "player"
     return None
+
+
+_SAME_LABEL: Final = 4
+"""Letters from which a label that begins another (``Client``, ``Cliente``) is the same label respelled."""
+
+
+def _respelled(name: str, label: str) -> bool:
+    short, long = sorted((name, label), key=len)
+    return name.isalpha() and len(short) >= _SAME_LABEL and long.startswith(short) and len(long) - len(short) <= 2
 
 
 def _prompt_lines(text: str, told: Told) -> list[Span]:
@@ -641,12 +660,7 @@ _AFTER_JSON: Final = re.compile(r"[}\]`][ \t]*+$")
 
 def _inline_kind(m: re.Match[str], told: Told) -> str | None:
     """``player``, ``character`` or ``None``: whose label ``m`` (an ``_INLINE`` match) is, by its name."""
-    name = m.group("name").strip().casefold()
-    if name in told.player_labels:
-        return "player"
-    if name in told.character_labels:
-        return "character"
-    return None
+    return _whose(m.group("name").strip().casefold(), told)
 
 
 def _opens_transcript(text: str, lines: list[tuple[int, int]], k: int) -> bool:

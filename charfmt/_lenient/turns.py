@@ -56,6 +56,8 @@ _INLINE: Final = re.compile(
 _CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++\"([^\"\n]{1,40})\"\)[ \t]*+$", re.M)
 """A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
+_FIELD: Final = re.compile(r"^[ \t]*+([A-Z][^\W\d_]{2,19}(?:[ \t][A-Za-z][^\W\d_]{1,19})?)[ \t]*+:[ \t]++(?=\S)", re.M)
+"""A field line of a prompt (``Scenario: Deckhand ducks…``, ``Personality: …``): a capitalised label, a colon, text."""
 _SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
 _YOU_ARE: Final = re.compile(
     r"^You are ([^.,\n]{1,40}?)(?:[.,]|[ \t]++(?:in|with|at|on|of|from|who|and|for|playing)[ \t])", re.M
@@ -128,6 +130,9 @@ class Told:
     request: tuple[str, ...] = ()
     """The lines of the request the reply answers (the prompt's last text: the turn and the instruction sent
     with it)."""
+    fields: frozenset[str] = frozenset()
+    """The labels of the prompt's field lines (``Scenario: …``), case folded, no speaker's: a reply's line opened
+    by one imitates the prompt, however its words go on."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -180,7 +185,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
                 frozenset(n for n in names - players if len(n) >= 2), members,
                 tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
-                tuple(prompt[-1].split("\n")) if prompt else ())  # fmt: skip
+                tuple(prompt[-1].split("\n")) if prompt else (),
+                frozenset(m.group(1).casefold() for text in prompt for m in _FIELD.finditer(text)) - players - characters)  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -395,6 +401,11 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
         # ``- "disgust": …``; the fourth set's #27, #92)
         if (key := _LIST_KEY.match(line)) is not None and (listing or _key(key) in told.keys):
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
+            listing = True
+            continue
+        if (field := _FIELD.match(line)) is not None and field.group(1).casefold() in told.fields:
+            # (``Scenario: Deckhand enters the harbor…`` for the prompt's ``Scenario: …``: the sixth set's #67)
+            spans.append((a, b, "CF631", f"a field of the prompt's imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
         if told.tag_spec and _TAG_SPEC.match(line):

@@ -42,6 +42,8 @@ CHAT_ELEMENT: Final = re.compile(rf"[<＜]\s*+([/／]\s*+)?({FORM_ELEMENT})(?![\
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
 CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
 """A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
+_COLON_AFTER: Final = re.compile(r"[ \t]*+[:：](?=[ \t]*+[^\s/])")
+"""A colon right after a tag, words after it: the tag written as a label."""
 _ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
 
 
@@ -82,8 +84,11 @@ def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Mat
     """A ``<user_chats>`` wrapper with no ``<chat>`` in it: one ``C`` chat, the wrapper's tags markup."""
     blanked = text
     for m in elements:
-        state.note("CF612", f"the request form's {m.group()} is markup, removed", offset + m.start(), offset + m.end())
-        blanked = blanked[: m.start()] + " " * (m.end() - m.start()) + blanked[m.end() :]
+        # (a colon right after an opener is the markup's, as a label's: ``<user-chat>: Your voice…``; sixth set #47)
+        end = m.end() if m.group(1) is not None or (c := _COLON_AFTER.match(text, m.end())) is None else c.end()
+        state.note("CF612", f"the request form's {text[m.start():end]} is markup, removed", offset + m.start(),
+                   offset + end)  # fmt: skip
+        blanked = blanked[: m.start()] + " " * (end - m.start()) + blanked[end:]
     entry = state.reading.table.first("text", Sample(blanked), state.tags, after="user-chats")
     before = len(state.chats)
     read_text(state, blanked, offset, entry)

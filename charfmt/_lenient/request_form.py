@@ -207,7 +207,16 @@ def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
     prompt's few-shot turns (``CF631``); where that leaves only an emotion or a cue, the chat is the player's
     turn whole: they go too. So does a chat the input ends in before its words (``cut_off``): its emotion may
     be the player's, as the words to come would tell (a stream shows it only then)."""
+    mark = len(read.repairs)
     kept = [p for p in read.pieces if not _said_by_player(state, p, read)]
+    example = [r.start for r in read.repairs[mark:] if r.message == _EXAMPLE_TURN]
+    if example:
+        # (the lines of a chat before a few-shot turn of the player's in it are that turn's, a line added to it:
+        # the same speaker's; the reply may follow it, never precede it; the sixth set's #77)
+        for p in (p for p in kept if p.end <= example[-1]):
+            read.note("CF631", f"<{p.tag}> before a turn of the player's from the prompt's examples: dropped",
+                      p.start, p.end)  # fmt: skip
+        kept = [p for p in kept if p.end > example[-1]]
     if (len(kept) < len(read.pieces) or cut_off) and all(_cue_like(state, p) for p in kept):
         for p in kept:
             if cut_off and len(kept) == len(read.pieces):
@@ -259,9 +268,11 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         return True
     if not (said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True)):
         return False
-    message = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
-    read.note("CF631", message, piece.start, piece.end)
+    read.note("CF631", _EXAMPLE_TURN, piece.start, piece.end)
     return True
+
+
+_EXAMPLE_TURN: Final = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
 
 
 _PART_OF_TURN: Final = 12

@@ -44,7 +44,7 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         if _looks_like_reply(state, node) and _empty_beside_prose(state, start, at, node):
             return False  # '*He nods.* "Come in."\n{"chats":[]}': the words are the reply, the JSON holds none
         if _looks_like_reply(state, node):
-            _read_reply(state, start, at, end, json.repairs[mark:], node)
+            _read_reply(state, (start, at, end), json.repairs[mark:], node)
             return True
         if tries == 1 and _cut_reply(state, start, at, end, node):
             # '{', '{"chats":': only the beginning of a JSON reply arrived. It is a reply
@@ -68,12 +68,14 @@ _PLACEHOLDER: Final = "CF628"
 """The code of a body that is the spec's placeholder (``fields``): JSON holding only those holds no chat."""
 
 
-def _read_reply(state: Recovery, start: int, at: int, end: int, repairs: list[Repair], node: JNode) -> None:
+def _read_reply(state: Recovery, span: tuple[int, int, int], repairs: list[Repair], node: JNode) -> None:
     """The JSON reply at ``at``, what stands before it (``forms.lead``) and the JSON replies after it.
 
     A request form written before JSON that holds no chat (only the spec's placeholders, ``"body": "..."``)
     is the reply, not the player's turn echoed before it (found by the sixth set's #52): read again so.
+    ``span``: where the text before it starts, where it starts, where the region ends.
     """
+    start, at, end = span
     marks = len(state.diagnostics), len(state.chats), list(state.dialects)
     dropped = forms.lead(state, start, at)
     first, noted = len(state.chats), len(state.diagnostics)

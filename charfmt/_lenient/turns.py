@@ -181,12 +181,13 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
     openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
+    fields = {m.group(1).casefold() for t in prompt for m in _FIELD.finditer(t)} - players - characters
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
                 frozenset(n for n in names - players if len(n) >= 2), members,
                 tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
                 tuple(prompt[-1].split("\n")) if prompt else (),
-                frozenset(m.group(1).casefold() for text in prompt for m in _FIELD.finditer(text)) - players - characters)  # fmt: skip
+                frozenset(fields))  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -743,7 +744,7 @@ def _opened_by_player(text: str, since: int, at: int, told: Told) -> int | None:
 
 
 _KEY_ALONE: Final = re.compile(r"[^\W\d][\w\-]*+")
-"""A line that is one word and no more (``contenta``, ``悲伤``), as an emotion key is: no sentence (``灯怎么突然灭了？``)."""
+"""A line that is one word and no more (``contenta``, ``悲伤``), as an emotion key is; no sentence (``灯灭了？``)."""
 
 
 def _first_words(form: str) -> str:

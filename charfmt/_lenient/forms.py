@@ -45,13 +45,13 @@ def lead(state: Recovery, start: int, at: int, *, empty: bool = False) -> bool:
     ]  # (a form whose words introduce the character, "My name is Wren.", is the character's: read)
     if empty:
         forms = [f for f in forms if request_form.echoes_turn(state, region, [f])]
+    code, message = (
+        ("CF625", "the player's own turn echoed: not the character's speech, dropped")
+        if empty
+        else ("CF624", "the request form (<user_chats>) written before the JSON reply is dropped")
+    )
     for a, b, _m in forms:
-        if empty:
-            message = "the player's own turn echoed: not the character's speech, dropped"
-            state.note("CF625", message, start + a, start + b)
-        else:
-            message = "the request form (<user_chats>) written before the JSON reply is dropped"
-            state.note("CF624", message, start + a, start + b)
+        state.note(code, message, start + a, start + b)
     if forms:
         text = text[:start] + blank(text[start:at], forms) + text[at:]
     if not has_elements(state, text, start, at):

@@ -369,9 +369,17 @@ def _record(raw: Line, job: Job, line: int) -> tuple[str | None, dict[str, Any] 
     if isinstance(text, dict):
         listed = json.dumps([f"{job.field}.{path}" for path in _string_paths(text)], ensure_ascii=False)
         return None, record, f"field {job.field!r} is an object, not a string (string keys {listed})"
+    if text is None and isinstance(record.get("error"), str):  # ``charfmt serve --log``'s line of a failed turn
+        status = record.get("status")
+        said = f"status {status}: " if isinstance(status, int) and not isinstance(status, bool) else ""
+        return None, record, f"{FAILED_TURN}: no reply ({said}{record['error'][:120]})"
     if not isinstance(text, str) or isinstance(text, _NumberText):
         return None, record, f"field {job.field!r} is {_json_kind(text)}, not a string"
     return text, record, None
+
+
+FAILED_TURN: Final = "a turn that failed"
+"""The reason of a log line that records a turn with no reply (``charfmt serve --log``: ``text`` null, ``error``)."""
 
 
 def _string_paths(record: dict[str, Any], depth: int = 3) -> list[str]:
@@ -620,6 +628,8 @@ class Summary:
                 note += f" (other bad lines: {counted(others)})"
             return note + _hint(field, self.missing_keys, self.missing_field)
         reasons = counted(dict(sorted(self.bad_reasons.items(), key=lambda kv: -kv[1])))
+        if set(self.bad_reasons) == {FAILED_TURN}:  # (a server's log of turns that all failed: no reply to report)
+            return f"none of the {lines(self.bad)} held a reply: each records {FAILED_TURN} (its line says why)"
         return f"none of the {lines(self.bad)} held a reply ({reasons}): is the input a JSON Lines log?"
 
     def to_dict(self, name: str, top: int = 5) -> dict[str, Any]:

@@ -265,6 +265,13 @@ def load_scene(path: str, limit: int, user_name: str | None = None) -> Scene:
     """The ``--scene`` file (``user_name``: the player's name in the whole cast, in place of the file's)."""
     from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
+    if path == "-":  # (its cast files are named relative to its folder)
+        raise InputError("cannot read --scene from standard input: a scene names its cast files beside it")
+    try:  # (a missing file, a directory: exit 2, as --character's; its size and contents: Scene.load's to say)
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise InputError(f"cannot read {path}: {reason(e)}") from None
     return Scene.load(path, max_size=limit, user_name=user_name)
 
 

@@ -18,21 +18,23 @@ from charfmt.cli._io import (
     dump_json,
     load_character,
     load_lorebooks,
+    load_scene,
     read_text,
     usage_error,
 )
-from charfmt.cli._options import add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
+from charfmt.cli._options import add_cast, add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
 from charfmt.constrain.schema import PROVIDERS
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character, Exchange
     from charfmt.prompt.lorebook import Activation, Lorebook
+    from charfmt.prompt.scene import Scene
     from charfmt.prompt.userinput import UserTurn
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     """The options of ``charfmt render``."""
-    sp.add_argument("--character", required=True, metavar="FILE", help="character TOML file or card")
+    add_cast(sp, "a scene TOML file: the whole cast's request, each chat naming its speaker (--format json)")
     add_user_name(sp)
     sp.add_argument(
         "--say",
@@ -79,7 +81,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--explain", action="store_true", help="say on stderr which lore entries fired and which the budget cut"
     )
-    add_size(sp, "--character, --history or --lorebook file")
+    add_size(sp, "--character, --scene, --history or --lorebook file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,15 +92,25 @@ def run(args: argparse.Namespace) -> int:
         usage_error(args, "argument --say: nothing to say: an empty user turn is not sent to a model")
     if args.tokenizer is not None and args.budget is None:
         usage_error(args, "argument --tokenizer: it counts for --budget, which is not given")
+    if args.scene is not None and args.format == "text":
+        usage_error(args, "argument --format: text is one character's prompt (prompts/text.j2); a scene is rendered"
+                    " as a chat request (--format json)")  # fmt: skip
+    if args.scene is not None and args.greeting not in (0, None):
+        usage_error(args, f"argument --greeting: {args.greeting}: a scene has no greeting (--greeting 0 or none)")
     templates = _templates(args.templates)
-    character = load_character(args.character, args.max_size, getattr(args, "user_name", None))
+    scene = load_scene(args.scene, args.max_size, args.user_name) if args.scene is not None else None
+    if scene is not None:
+        character = next(iter(scene.cast.values()))  # (the player's words: the first of the cast's, as serve reads)
+    else:
+        character = load_character(args.character, args.max_size, args.user_name)
+    who = scene if scene is not None else character
     books = load_lorebooks(args.lorebook, args.max_size)
-    if args.history is None:
+    if args.history is None and args.scene is None:
         check_greeting(args, character, args.greeting)
     if args.history is not None:
-        history = _load_history(args.history, character, args.max_size)
+        history = _load_history(args.history, who, args.max_size)
     else:
-        history = _greeting_history(character, args.greeting, args.seed)
+        history = _greeting_history(character, args.greeting, args.seed) if args.scene is None else []
     turn = _turn(args, character)
     if turn is None:
         return EXIT_INVALID
@@ -109,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         from charfmt.prompt.tokens import counter_for  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
         options["counter"] = counter_for(tokenizer=args.tokenizer)
-    if args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
+    if scene is not None:
+        rendered = scene.render_turn(history, turn, provider=args.provider, structured=args.structured, **options)
+    elif args.format == "text":  # (one render: what is printed is what its diagnostics and --explain say)
         rendered = render_text_turn(character, history, turn, **options)
     else:
         rendered = render_turn(character, history, turn, provider=args.provider, structured=args.structured, **options)
@@ -117,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         if d.severity != "info" or args.explain:
             print(diag_line("render", d), file=sys.stderr)
     if args.explain:
-        print(_explained(rendered.lore, _books_of(character, books)), file=sys.stderr)
+        print(_explained(rendered.lore, _books_of(who, books)), file=sys.stderr)
     if args.format == "text":
         print(rendered.request["prompt"])
     else:
@@ -179,11 +193,14 @@ def _greeting_history(character: Character, index: int | None, seed: int | None)
     return [exchange] if exchange is not None else []
 
 
-def _books_of(character: Character, books: list[Lorebook]) -> list[Lorebook]:
-    """The books a turn of ``character`` scans: its card's own, then ``--lorebook``'s."""
+def _books_of(who: Character | Scene, books: list[Lorebook]) -> list[Lorebook]:
+    """The books a turn of ``who`` scans: its card's own (a scene's: ``Scene.scanned_books``), then ``--lorebook``'s."""
     from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    own = character_lorebook(character)
+    if isinstance(who, Scene):
+        return [*who.scanned_books, *books]
+    own = character_lorebook(who)
     return [own, *books] if own is not None else list(books)
 
 
@@ -208,7 +225,7 @@ def _explained(lore: Activation | None, books: list[Lorebook]) -> str:
     return "\n".join(lines)
 
 
-def _load_history(path: str, character: Character, limit: int) -> list[Exchange]:
+def _load_history(path: str, character: Character | Scene, limit: int) -> list[Exchange]:
     from charfmt.prompt.character import history_from_jsonl  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     text = read_text(path, limit, "--history")
@@ -225,7 +242,8 @@ def _templates(folder: str | None) -> str | None:
 COMMAND: Final = Subcommand(
     add_arguments,
     run,
-    help="render a provider request for a character and a user turn",
+    help="render a provider request for a character (or a scene) and a user turn",
     ok="the request was printed",
-    invalid="the --character, --history or --lorebook file is invalid, --say's user block is invalid, or over --budget",
+    invalid="the --character, --scene, --history or --lorebook file is invalid, --say's user block is invalid, or"
+    " over --budget",
 )

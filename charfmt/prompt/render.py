@@ -91,11 +91,14 @@ __all__ = [
     "at_depth",
     "bound_tokens",
     "chat_turns",
+    "checked_keywords",
     "estimate_tokens",
     "history_reply",
     "lore_extras",
     "lore_in_system",
+    "placed_after",
     "post_history",
+    "provider_request",
     "render_messages",
     "render_request",
     "render_system",
@@ -445,7 +448,7 @@ class RenderKeywords(TextKeywords, total=False):
     """Add the provider's structured-output setting with the reply's JSON schema (default ``False``)."""
 
 
-def _checked(function: str, given: Mapping[str, object], keywords: type) -> None:
+def checked_keywords(function: str, given: Mapping[str, object], keywords: type) -> None:
     """A keyword ``function`` does not take is a ``TypeError``, as Python says it for a written signature."""
     known: frozenset[str] = keywords.__optional_keys__  # type: ignore[attr-defined]
     for name in given:
@@ -500,7 +503,7 @@ def render_messages(
     ``post_history_instructions`` and lorebook, and the ``lorebooks`` given, are used as
     ``render_turn`` says (``seed``, ``now``: its random rolls and its clock).
     """
-    _checked("render_messages", options, RenderKeywords)
+    checked_keywords("render_messages", options, RenderKeywords)
     return render_turn(character, history, user_turn, **options).request
 
 
@@ -531,7 +534,7 @@ def render_turn(
     ``seed``: the same seed and history give the same turn; ``now``: what ``{{time}}`` reads.
     ``user_turn``: a ``UserTurn``, or the line as the player types it (``Character.shorthand``).
     """
-    _checked("render_turn", options, RenderKeywords)
+    checked_keywords("render_turn", options, RenderKeywords)
     _check_turn(character, history, options)
     provider = options.get("provider", "openai")
     if provider not in PROVIDERS:
@@ -564,7 +567,7 @@ def render_turn(
     held, system, turns = build(parts.lore) if budget is None else fit_lore(parts.lore, build, budget=budget)[0]
     structured = options.get("structured", False)
     schema = json_schema(provider, vocabulary=character.vocabulary, tags=character.tags) if structured else None
-    return RenderedTurn(_request(provider, system, turns, schema), held.lore, held.diagnostics)
+    return RenderedTurn(provider_request(provider, system, turns, schema), held.lore, held.diagnostics)
 
 
 def _parts(
@@ -655,10 +658,15 @@ def at_depth(turns: Sequence[tuple[str, str]], extra: Sequence[Extra]) -> list[t
 def _placed_after(parts: TurnParts, where: str) -> Activation | None:
     """The turn's lore for a prompt without system turns (``where``: the provider, or ``text``): its entries at
     a depth placed after the character instead, each time with one ``CF945`` noted in ``parts``."""
-    lore = parts.lore
+    return placed_after(parts.lore, where, parts.diagnostics)
+
+
+def placed_after(lore: Activation | None, where: str, notes: list[Diagnostic]) -> Activation | None:
+    """``lore`` for a prompt without system turns (``where``: the provider, or ``text``): its entries at a depth
+    placed after the character (or the cast) instead, with one ``CF945`` added to ``notes``."""
     if lore is None or not lore.at_depth():
         return lore
-    parts.diagnostics.append(Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({where})", 0))
+    notes.append(Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({where})", 0))
     return _depth_after(lore)
 
 
@@ -671,7 +679,9 @@ def _depth_after(lore: Activation) -> Activation:
     return Activation(placed=placed, cut=lore.cut, lost=lore.lost, budget=lore.budget, diagnostics=lore.diagnostics)
 
 
-def _request(provider: str, system: str, turns: list[tuple[str, str]], schema: dict[str, Any] | None) -> dict[str, Any]:
+def provider_request(
+    provider: str, system: str, turns: list[tuple[str, str]], schema: dict[str, Any] | None
+) -> dict[str, Any]:
     """The request body of ``provider`` for a system prompt and turns."""
     if provider == "openai":
         request: dict[str, Any] = {
@@ -715,7 +725,7 @@ def render_text(
     instructions go into the system part (a text prompt has no system turns: ``CF945``, which
     ``render_text_turn`` returns with the rest of what rendering noted).
     """
-    _checked("render_text", options, TextKeywords)
+    checked_keywords("render_text", options, TextKeywords)
     prompt: str = render_text_turn(character, history, user_turn, **options).request["prompt"]
     return prompt
 
@@ -725,7 +735,7 @@ def render_text_turn(
 ) -> RenderedTurn:
     """``render_text``'s prompt as a raw completion request (``{"prompt": ...}``), with the lore the turn
     activated and what rendering noted (as ``render_turn`` returns them)."""
-    _checked("render_text_turn", options, TextKeywords)
+    checked_keywords("render_text_turn", options, TextKeywords)
     _check_turn(character, history, options)
     user_turn = _turn_of(user_turn, character)
     folder = template_folder(options.get("templates"))

@@ -27,16 +27,18 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from charfmt._arguments import check_count, check_flag
 from charfmt._strict.envelope import Locator
-from charfmt.constrain.schema import json_schema
-from charfmt.diagnostics import Diagnostic, ParseError, in_body
+from charfmt.constrain.schema import PROVIDERS, json_schema
+from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError, in_body
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import parse
-from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, merged, turn_seed
+from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, fit_lore, merged, turn_seed
+from charfmt.prompt._token_fit import fit_messages
 from charfmt.prompt.character import (
     MAX_FILE_SIZE,
     Character,
@@ -56,6 +58,9 @@ from charfmt.stage import NARRATOR, StageReader
 from charfmt.stagemap import Voice
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
 
+if TYPE_CHECKING:
+    from charfmt.prompt.render import RenderedTurn, RenderKeywords
+
 __all__ = [
     "MAX_CAST",
     "SPEAKER_ID",
@@ -65,6 +70,25 @@ __all__ = [
 
 _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF308"}
 """What each problem of a scene is in strict parsing; lenient parsing reports each as ``CF309``."""
+
+
+def _checked_history(history: object) -> list[Exchange]:
+    """``history`` checked: a list of ``Exchange`` (a ``TypeError`` naming the one that is not)."""
+    if not isinstance(history, Sequence) or isinstance(history, str):
+        raise TypeError(f"history must be a list of Exchange, not {type(history).__name__}")
+    for n, exchange in enumerate(history):
+        if not isinstance(exchange, Exchange):
+            raise TypeError(f"history must be a list of Exchange (history[{n}] is a {type(exchange).__name__})")
+    return list(history)
+
+
+def _turn_of(scene: Scene, user_turn: object) -> UserTurn:
+    """The turn to render: a ``UserTurn``, or a line as the player types it (the first cast member's words)."""
+    if isinstance(user_turn, UserTurn):
+        return user_turn
+    if isinstance(user_turn, str):
+        return next(iter(scene.cast.values())).shorthand(user_turn)
+    raise TypeError(f"the user turn is a UserTurn or a str, not {type(user_turn).__name__}")
 
 
 def _union_tags(cast: dict[str, Character]) -> TagTable:
@@ -324,7 +348,7 @@ class Scene(BaseModel):
 
         from charfmt.prompt.render import estimate_tokens  # noqa: PLC0415 (import cost: jinja2 loads on first use)
 
-        books = [*self._lore_books, *(b for b in checked_books(lorebooks) if b.entries)]
+        books = [*self.scanned_books, *(b for b in checked_books(lorebooks) if b.entries)]
         if not books:
             return None
         seeded = turn_seed(seed, history)
@@ -336,7 +360,7 @@ class Scene(BaseModel):
         )
 
     @cached_property
-    def _lore_books(self) -> list[Lorebook]:
+    def scanned_books(self) -> list[Lorebook]:
         """The cast's books (each member's card book and ``cast_lorebooks``, ``{{char}}`` that member), the scene's."""
 
         books: list[Lorebook] = []
@@ -396,6 +420,70 @@ class Scene(BaseModel):
         turns = chat_turns(pairs, said, extras(lore))
         system = self.render_system(templates=templates, lore=lore, seed=turn_seed(seed, history), now=now)
         return {"messages": [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]}
+
+    def render_turn(
+        self, history: Sequence[Exchange], user_turn: UserTurn | str, **options: Unpack[RenderKeywords]
+    ) -> RenderedTurn:
+        """``charfmt.render_turn`` for a scene, with the same keywords: the request, the lore, what was noted.
+
+        The system prompt (``render_system``), the newest exchanges that fit ``budget`` (then lore cut, lowest
+        order first, ``CF947``), the turn (a ``UserTurn``, or a line in the first cast member's shorthand).
+        ``Scene.lore``'s lore goes before and after the cast and at its depth (other providers than ``openai``:
+        after the cast, ``CF945``); ``structured`` adds ``Scene.json_schema``. One system prompt for the cast:
+        the members' cards' ``system_prompt`` and ``post_history_instructions`` are not sent.
+        """
+        from charfmt.prompt.render import (  # noqa: PLC0415 (import cost: jinja2 loads on first use)
+            ESTIMATE,
+            RenderedTurn,
+            RenderKeywords,
+            chat_turns,
+            checked_keywords,
+            history_reply,
+            lore_extras,
+            placed_after,
+            provider_request,
+            render_user_block,
+        )
+
+        checked_keywords("Scene.render_turn", options, RenderKeywords)
+        provider = options.get("provider", "openai")
+        if provider not in PROVIDERS:
+            raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+        check_count(options.get("budget"), "budget", optional=True)
+        check_flag(options.get("structured", False), "structured")
+        history = _checked_history(history)
+        turn = _turn_of(self, user_turn)
+        templates, budget, seed = options.get("templates"), options.get("budget"), options.get("seed")
+        counter = options.get("counter", ESTIMATE)
+        lore = self.lore(history, turn, lorebooks=options.get("lorebooks", ()), counter=counter, budget=budget,
+                         seed=seed)  # fmt: skip
+        pairs = [
+            (render_user_block(ex.user, templates=templates) if ex.user.chats or provider != "openai" else "",
+             history_reply(ex.reply, self.tags))
+            for ex in history
+        ]  # fmt: skip
+        said = render_user_block(turn, templates=templates)
+        notes: list[Diagnostic] = []
+
+        def build(held: Activation | None) -> tuple[str, list[tuple[str, str]]]:  # (lore: all, or less of it)
+            placed = held if provider == "openai" else placed_after(held, provider, [])
+            system = self.render_system(templates=templates, lore=placed, seed=turn_seed(seed, history),
+                                        now=options.get("now"))  # fmt: skip
+            extra = lore_extras(held) if provider == "openai" else []
+
+            def messages(start: int) -> list[dict[str, str]]:
+                turns = chat_turns(pairs[start:], said, extra)
+                return [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]
+
+            start = 0 if budget is None else fit_messages(messages, len(pairs), budget=budget, counter=counter)[0]
+            return system, chat_turns(pairs[start:], said, extra)
+
+        (system, turns), held = (build(lore), lore) if budget is None else fit_lore(lore, build, budget=budget)
+        if provider != "openai":
+            placed_after(held, provider, notes)
+        schema = self.json_schema(provider) if options.get("structured", False) else None
+        diagnostics = [*(held.diagnostics if held is not None else []), *notes]
+        return RenderedTurn(provider_request(provider, system, turns, schema), held, diagnostics)
 
     # --- files -----------------------------------------------------------------------------------
 

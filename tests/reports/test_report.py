@@ -30,6 +30,9 @@ BAD_LINES: dict[str, str] = {
     '{"model": "a"}\n': "no field 'text' (string keys [\"model\"])",
     '{"text": 3, "model": "b"}\n': "field 'text' is a number, not a string",
     '{"text": null}\n': "field 'text' is null, not a string",
+    '{"text": null, "status": 502, "error": "upstream: 502 Bad Gateway"}\n': (
+        "a turn that failed: no reply (status 502: upstream: 502 Bad Gateway)"  # charfmt serve --log's line
+    ),
     "[" * 100_000 + "\n": "not JSON that can be read: nested too deeply",
 }
 
@@ -378,3 +381,17 @@ def test_the_dialect_mix_is_what_parse_says_of_each_fuzzed_reply(tmp_path: Path,
     expected = Counter(r.dialect or ("strict" if _strict_ok(t) else "none") for r, t in zip(read, texts, strict=True))
     assert {d["dialect"]: d["replies"] for d in got["dialects"]} == dict(expected)
     assert got["empty"] > 0 and any(not r.chats and r.dialect for r in read)  # the replies the old mix relabelled
+
+
+def test_a_log_whose_turns_all_failed_says_so(tmp_path: Path) -> None:
+    """``charfmt serve --log`` writes a failed turn as ``text`` null with ``error``: not a malformed log."""
+    log = tmp_path / "turns.jsonl"
+    line = {"request_id": "r1", "text": None, "valid": False, "status": 503, "error": "cancelled: the server stopped"}
+    log.write_text(json.dumps(line) + "\n" + json.dumps({**line, "status": 429}) + "\n", encoding="utf-8")
+    run = [sys.executable, "-m", "charfmt", "report", str(log)]
+    done = subprocess.run(run, check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        "charfmt: error: none of the 2 lines held a reply: each records a turn that failed (its line says why)"
+    )
+    assert "line 2: a turn that failed: no reply (status 429: cancelled: the server stopped)" in done.stdout

@@ -634,7 +634,8 @@ def test_log_is_read_by_report(
     capsys.readouterr()
     assert main(["report", str(log), "--by", "model"]) == 0
     shown = capsys.readouterr()
-    assert "4 lines" in shown.out + shown.err and "bad lines: 2 (field 'text' is null" in shown.out + shown.err
+    assert "4 lines" in shown.out + shown.err and "bad lines: 2 (a turn that failed 2)" in shown.out + shown.err
+    assert "line 3: a turn that failed: no reply (status 429: " in shown.out  # (its own line: why it failed)
 
 
 def test_playground_page_has_no_outside_url(rex: Character, upstream: tuple[Scripted, str]) -> None:

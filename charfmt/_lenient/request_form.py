@@ -259,6 +259,10 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         message = "a line of the request form that speaks to the character by name is the player's: dropped"
         read.note("CF635", message, piece.start, piece.end)
         return True
+    if told is not None and _speaks_as_player(told, piece.text):
+        message = "a line in the player's voice (I'm the deckhand: the prompt's name for the player) is theirs: dropped"
+        read.note("CF642", message, piece.start, piece.end)
+        return True
     said = normal(piece.text)
     if told is None or len(said) < _PLAYER_LINE:
         return False
@@ -301,6 +305,22 @@ def _names(names: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]] | N
     before = rf"(?:^|[,;][ \t]*+|\b{_GREETING}\b[ \t,]*)(?<![\w])"  # the start, a comma, a greeting
     spoken_to = re.compile(rf"{before}{name}[ \t]*+(?:[,!?.:！？、。]|$)", re.I)
     return own, spoken_to
+
+
+@functools.lru_cache(maxsize=32)
+def _player_self(names: frozenset[str]) -> re.Pattern[str] | None:
+    """How a text introduces its speaker as the player (``I'm a deckhand``), by the prompt's names for them."""
+    if not names:
+        return None
+    name = "(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?![\w'’-])"
+    return re.compile(rf"{_SELF}(?:(?:an?|una?|el|la|le|der|die|ein|eine)[ \t]++)?{name}", re.I)
+
+
+def _speaks_as_player(told: Told, text: str) -> bool:
+    """Whether ``text`` introduces its speaker as the player (``I'm a deckhand.``, the scene's player by the name
+    the prompt gives them, never a role such as ``user``): the player's line (found by the sixth set's #32)."""
+    found = _player_self(told.player_names)
+    return found is not None and found.search(text) is not None
 
 
 def introduces(told: Told | None, text: str) -> bool:

@@ -130,6 +130,9 @@ class Told:
     request: tuple[str, ...] = ()
     """The lines of the request the reply answers (the prompt's last text: the turn and the instruction sent
     with it)."""
+    player_names: frozenset[str] = frozenset()
+    """The prompt's own names for the player (``deckhand``, ``cliente``), case folded: its player labels but the
+    roles (``user``, ``human``)."""
     fields: frozenset[str] = frozenset()
     """The labels of the prompt's field lines (``Scenario: …``), case folded, no speaker's: a reply's line opened
     by one imitates the prompt, however its words go on."""
@@ -187,7 +190,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 frozenset(n for n in names - players if len(n) >= 2), members,
                 tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
                 tuple(prompt[-1].split("\n")) if prompt else (),
-                frozenset(fields))  # fmt: skip
+                frozenset(players - GENERIC_PLAYER), frozenset(fields))  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -352,8 +355,7 @@ def _whose(name: str, told: Told) -> str | None:
         return "player"
     if name in told.character_labels:
         return "character"
-    named = told.player_labels - GENERIC_PLAYER  # (the prompt's own name for the player, not "user")
-    if len(name) >= _SAME_LABEL and any(_respelled(name, label) for label in named):
+    if len(name) >= _SAME_LABEL and any(_respelled(name, label) for label in told.player_names):
         return "player"
     return None
 

@@ -66,7 +66,7 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "sixth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "seventh_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH
+EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]

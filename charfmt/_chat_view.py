@@ -111,7 +111,7 @@ class TerminalView:
     """Each diagnostic after the reply (``False``: its errors and what the model or server did, ``CF8xx``;
     one line counts the rest, the reader's repairs)."""
     cast: Mapping[str, Character] | None = None
-    """A scene's cast: a chat that names its speaker is shown with that member's name and sprites."""
+    """A scene's cast: a chat is shown with its speaker's name and sprites (``None``: one character's view)."""
     tags: TagTable | None = None
     """The tag table the replies are read with (``None``: the character's; a scene: its cast's)."""
     tick: float = THINKING_TICK
@@ -150,12 +150,18 @@ class TerminalView:
 
         return CutSpeech(self.bound, tags=self._tags)
 
-    def _who(self, chat: int) -> Character:
-        """Who speaks chat ``chat``: its speaker in a scene's cast, else the character."""
-        speaker = self._speakers.get(chat)
-        if self.cast and speaker is not None and speaker in self.cast:
-            return self.cast[speaker]
-        return self.character
+    def _who(self, chat: int) -> Character | None:
+        """Who speaks chat ``chat``: the character; in a scene, its speaker of the cast (``None``: a chat that names
+        no speaker, or one off the cast: not the first member, whose name and sprites it would borrow)."""
+        if not self.cast:
+            return self.character
+        return self.cast.get(self._speakers.get(chat) or "")
+
+    def _name(self, chat: int) -> str:
+        """The name a chat's speech is shown after: its speaker's, or in a scene the speaker id it names as it
+        names it (``?`` where it names none)."""
+        who = self._who(chat)
+        return who.name if who is not None else (self._speakers.get(chat) or "?")
 
     # --- waiting for the first token --------------------------------------------------------------
 
@@ -224,7 +230,7 @@ class TerminalView:
 
         self._end_typing()
         spec = self._tags.get(tag)
-        name = self._who(chat).name
+        name = self._name(chat)
         kind = self._types.get(chat, "C")
         if kind not in TAGGED_TYPES:  # narration or a game line: nobody speaks it
             style = PLAIN_CHAT_STYLES.get(kind, _OTHER_PLAIN_CHAT)
@@ -297,10 +303,11 @@ class TerminalView:
             if self._wrote:
                 self._line(RESET_LINE)
         elif event.kind == "emotion":
-            vocabulary = self._who(event.chat).vocabulary
-            key = vocabulary.resolve(event.text) or event.text
-            sprites = {e.key: e.sprite for e in vocabulary.emotions}
-            self._line(f"[sprite: {_one_line(sprites.get(key) or key)}]")
+            who = self._who(event.chat)
+            key = (who.vocabulary.resolve(event.text) if who is not None else None) or event.text
+            sprite = next((e.sprite for e in who.vocabulary.emotions if e.key == key), None) if who else None
+            # (a sprite the emotion has; else the emotion as written: never a sprite's name made up from it)
+            self._line(f"[sprite: {_one_line(sprite)}]" if sprite else f"[emotion: {_one_line(key)}]")
         elif event.kind in ("action", "cue") and not event.text.strip():
             pass  # an empty action or cue means nothing: no ``**`` line
         elif event.kind == "action":

@@ -103,7 +103,7 @@ def take_turn(
     from charfmt.stream import StreamParser  # noqa: PLC0415 (import cost: every CLI command loads this module)
     from charfmt.writer import canonical_form  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    turn = _player(character).shorthand(say)
+    turn = character.shorthand(say)  # (a scene's: the whole cast's words)
     messages = _messages(
         character, history, turn, budget=budget, counter=counter, note=note, lorebooks=lorebooks, seed=seed
     )
@@ -175,7 +175,7 @@ def _as_scene(character: Character | Scene) -> Scene | None:
 
 
 def _player(character: Character | Scene) -> Character:
-    """Whose words read the player's shorthand: the character, or a scene's first cast member (as serve reads it)."""
+    """The character (a scene's first cast member, where one character is asked: the terminal view's default)."""
     return next(iter(character.members.values()))
 
 
@@ -282,7 +282,7 @@ def run(
 
     view = TerminalView(
         _player(character), out, stage=stage, max_length=max_length, bound=bound, verbose=verbose,
-        cast=character.members, tags=character.tags,
+        cast=character.members if _as_scene(character) is not None else None, tags=character.tags,
     )  # fmt: skip
     history = history if history is not None else []
     errors = err if err is not None else sys.stderr

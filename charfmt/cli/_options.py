@@ -84,9 +84,15 @@ def add_size(sp: argparse.ArgumentParser, what: str = "input", *, meaning: str |
     )
 
 
-def add_character(sp: argparse.ArgumentParser) -> None:
-    """``--character FILE`` (a reply's emotions and tags) and ``--user-name NAME``."""
-    sp.add_argument("--character", metavar="FILE", help="read replies with this character's emotions and [[tags]]")
+def add_character(sp: argparse.ArgumentParser, *, scene: bool = False) -> None:
+    """``--character FILE`` (a reply's emotions and tags) and ``--user-name NAME``; ``scene``: or ``--scene FILE``
+    (each chat's speaker one of the cast, each speaker's emotions its own), one of the two."""
+    who = sp.add_mutually_exclusive_group() if scene else sp
+    who.add_argument("--character", metavar="FILE", help="read replies with this character's emotions and [[tags]]")
+    if scene:
+        who.add_argument("--scene", metavar="FILE",
+                         help="read replies as this scene's (TOML): each C chat's speaker one of the cast, with its "
+                         "own emotions and tags")  # fmt: skip
     add_user_name(sp)
 
 

@@ -17,6 +17,7 @@ from charfmt.tags import DEFAULT_TAGS, TagTable
 
 if TYPE_CHECKING:
     from charfmt.prompt.character import Character
+    from charfmt.prompt.scene import Scene
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,17 @@ class Language:
     tags: TagTable = DEFAULT_TAGS
     character: Character | None = None
     """The ``--character`` read (once: a card's notes are said once), where one was given."""
+    scene: Scene | None = None
+    """The ``--scene`` a reply is read as (``Scene.parse``), where a subcommand reads replies as a scene's."""
 
 
-def language(args: argparse.Namespace) -> Language:
-    """The ``--character`` file's vocabulary and tags (a ``--scene``'s tags), or the defaults without one."""
+def language(args: argparse.Namespace, *, as_scene: bool = False) -> Language:
+    """The ``--character`` file's vocabulary and tags (a ``--scene``'s tags; ``as_scene``: and the scene, each
+    reply read as ``Scene.parse`` reads it), or the defaults without one."""
     path = getattr(args, "character", None)
     if path is None and getattr(args, "scene", None) is not None:
-        return Language(None, load_scene(args.scene, args.max_size).tags)
+        scene = load_scene(args.scene, args.max_size, getattr(args, "user_name", None))
+        return Language(None, scene.tags, None, scene if as_scene else None)
     if path is None:
         return Language()
     character = load_character(path, args.max_size, getattr(args, "user_name", None))
@@ -51,6 +56,8 @@ def parse_input(
         if not lenient:
             raise ParseError([d], "")
         return Reply(diagnostics=[d])
+    if language.scene is not None:  # (its speakers and each one's emotions; lenient: told its own prompt)
+        return language.scene.parse(inp.data, lenient=lenient, prompt=prompt, max_size=max_size)
     return parse(inp.data, lenient=lenient, max_size=max_size, vocabulary=language.vocabulary, tags=language.tags,
                  prompt=prompt)  # fmt: skip
 
@@ -69,7 +76,7 @@ def pretty(reply: Reply, name: str, out: TextIO, tags: TagTable = DEFAULT_TAGS) 
     if not reply.chats:
         print("(no chats: the character stays silent)", file=out)
     for chat in reply.chats:
-        print(f"#{chat.order} {chat.type}", file=out)
+        print(f"#{chat.order} {chat.type}{f' {chat.speaker}' if chat.speaker is not None else ''}", file=out)
         for seg in chat.segments:
             spec = tags.get(seg.tag)
             hidden = "" if spec is None or spec.shown else " (hidden)"

@@ -25,13 +25,13 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("-q", "--quiet", action="store_true", help="print nothing for valid files")
     sp.add_argument("--lenient", action="store_true", help="repair what can be repaired; report repairs as warnings")
-    add_character(sp)
-    add_size(sp, "input or --character file")
+    add_character(sp, scene=True)
+    add_size(sp, "input, --character or --scene file")
 
 
 def run(args: argparse.Namespace) -> int:
     """Check each file; the worst status: 2 for a file that cannot be read, 1 for an invalid one."""
-    lang = language(args)
+    lang = language(args, as_scene=True)
     status = EXIT_OK
     for path in args.files:
         try:

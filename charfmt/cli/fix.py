@@ -24,13 +24,13 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("file", nargs="?", default="-", help="reply file, or - for standard input")
     sp.add_argument("--diff", action="store_true", help="print a unified diff from the input to the fixed reply")
     sp.add_argument("--indent", type=whole(0, 64), default=None, metavar="N", help="pretty-print the JSON")
-    add_character(sp)
-    add_size(sp, "input or --character file")
+    add_character(sp, scene=True)
+    add_size(sp, "input, --character or --scene file")
 
 
 def run(args: argparse.Namespace) -> int:
     """Repair and print the reply; 1 when errors remain."""
-    lang = language(args)
+    lang = language(args, as_scene=True)
     inp = read(args.file, args.max_size)
     reply = parse_input(inp, lenient=True, max_size=args.max_size, language=lang)
     source = lenient_text(inp.data)

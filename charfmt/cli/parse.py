@@ -23,8 +23,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
         default="pretty",
         help="pretty: chats for a person (default); json: the Reply model; jsonl: one event per line",
     )
-    add_character(sp)
-    add_size(sp, "input or --character file")
+    add_character(sp, scene=True)
+    add_size(sp, "input, --character or --scene file")
 
 
 def _told(args: argparse.Namespace, lang: Language) -> str | None:
@@ -39,7 +39,7 @@ def _told(args: argparse.Namespace, lang: Language) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the reply and print it; 1 when it has errors."""
-    lang = language(args)
+    lang = language(args, as_scene=True)
     inp = read(args.file, args.max_size)
     try:
         reply = parse_input(inp, lenient=args.lenient, max_size=args.max_size, language=lang, prompt=_told(args, lang))

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from charfmt.prompt.lorebook import Activation, Lorebook
     from charfmt.prompt.scene import Scene
     from charfmt.prompt.userinput import UserTurn
+    from charfmt.tags import TagTable
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     templates = _templates(args.templates)
     scene = load_scene(args.scene, args.max_size, args.user_name) if args.scene is not None else None
     if scene is not None:
-        character = next(iter(scene.cast.values()))  # (the player's words: the first of the cast's, as serve reads)
+        character = next(iter(scene.cast.values()))  # (no greeting in a scene: its first member is never asked)
     else:
         character = load_character(args.character, args.max_size, args.user_name)
     who = scene if scene is not None else character
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         history = _load_history(args.history, who, args.max_size)
     else:
         history = _greeting_history(character, args.greeting, args.seed) if args.scene is None else []
-    turn = _turn(args, character)
+    turn = _turn(args, who)
     if turn is None:
         return EXIT_INVALID
     options: dict[str, Any] = {
@@ -139,11 +140,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
+def _turn(args: argparse.Namespace, who: Character | Scene) -> UserTurn | None:
     """``--say`` (shorthand, or a user block) with ``--context``, read by ``read_turn`` as the server reads a
     turn; ``None`` when the block is invalid (said why)."""
     from charfmt.diagnostics import ParseError  # noqa: PLC0415 (import cost: every CLI command loads this module)
-    from charfmt.prompt.userinput import TurnError, is_user_block, read_turn  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt.userinput import TurnError, is_user_block  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     pairs: list[tuple[str, str]] = []
     for item in args.context:
@@ -152,9 +153,7 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
             usage_error(args, f"argument --context: {item!r} is not KEY=VALUE")
         pairs.append((key, value))
     try:
-        turn = read_turn(
-            args.say, vocabulary=character.vocabulary, actions=character.actions, tags=character.tags, context=pairs
-        )
+        turn = who.read_turn(args.say, context=pairs)  # (a scene's: the whole cast's words)
     except ParseError as e:
         for d in e.diagnostics:
             print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
@@ -165,7 +164,7 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
     # character does not know, as the shorthand's [bogus] says)
     for d in turn.diagnostics:
         print(f"charfmt: {diag_line('--say', d)}", file=sys.stderr)
-    if not is_user_block(args.say) and (tag := _markup_in(args.say, character)) is not None:
+    if not is_user_block(args.say) and (tag := _markup_in(args.say, who.tags)) is not None:
         print(
             f"charfmt: warning: --say holds {tag}: shorthand sends markup as the player's own words, escaped;"
             " a user block begins with <user_chats> or [User Context] (docs/PROMPTS.md)",
@@ -174,11 +173,11 @@ def _turn(args: argparse.Namespace, character: Character) -> UserTurn | None:
     return turn
 
 
-def _markup_in(say: str, character: Character) -> str | None:
+def _markup_in(say: str, tags: TagTable) -> str | None:
     """The first element of the character's tag table (or a request form's ``<chat ...>``) written in ``say``."""
     for found in re.finditer(r"<(/?)([A-Za-z_][\w-]*)[^<>]*>", say):
         name = found.group(2)
-        if character.tags.get(name) is not None or name in ("chat", "user_chats"):
+        if tags.get(name) is not None or name in ("chat", "user_chats"):
             return f"<{found.group(1)}{name}>"
     return None
 

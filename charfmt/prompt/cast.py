@@ -7,7 +7,7 @@ members who speak, how a reply is read and checked, and the stage that plays it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from charfmt.stage import StageReader
@@ -64,6 +64,14 @@ class Cast(Protocol):
         prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
     ) -> Reply:  # fmt: skip
         """A reply read as this cast's (strict: ``ParseError``; lenient: every problem a diagnostic)."""
+        ...
+
+    def shorthand(self, text: str) -> UserTurn:
+        """The player's shorthand (``[joy] *waves* hi``) read with the cast's words (a scene's: every member's)."""
+        ...
+
+    def read_turn(self, say: str, *, context: Mapping[str, str] | Iterable[tuple[str, str]] | None = None) -> UserTurn:
+        """The player's turn (shorthand or a user block) read with the cast's words, as ``charfmt.read_turn``."""
         ...
 
     def check(self, reply: Reply, source: str = "", *, lenient: bool = False) -> list[Diagnostic]:

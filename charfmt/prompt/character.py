@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -39,7 +39,7 @@ from charfmt.models import (
 )
 from charfmt.parser import parse
 from charfmt.prompt.cards import CardError, CardInfo, is_card, is_generated, read_card
-from charfmt.prompt.userinput import UserTurn, parse_shorthand
+from charfmt.prompt.userinput import UserTurn, parse_shorthand, read_turn
 from charfmt.stagemap import Expression, Motion, StageMap, Voice, closest
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ROLES, TEXT_TAG, TagError, TagField, TagSpec, TagTable
 from charfmt.writer import canonical_form, dumps, is_canonical
@@ -263,6 +263,10 @@ class Character(BaseModel):
     def shorthand(self, text: str) -> UserTurn:
         """``parse_shorthand`` with this character's vocabulary, actions and tags."""
         return parse_shorthand(text, vocabulary=self.vocabulary, actions=self.actions, tags=self.tags)
+
+    def read_turn(self, say: str, *, context: Mapping[str, str] | Iterable[tuple[str, str]] | None = None) -> UserTurn:
+        """``read_turn`` with this character's words: shorthand or a user block, ``context`` its ``[User Context]``."""
+        return read_turn(say, vocabulary=self.vocabulary, actions=self.actions, tags=self.tags, context=context)
 
     @classmethod
     def load(cls, path: str | Path, *, max_size: int = MAX_FILE_SIZE, user_name: str | None = None) -> Character:
@@ -640,7 +644,7 @@ def history_from_jsonl(text: str, character: Character | Scene, file: str = "<hi
     """Read a conversation from JSON Lines text: ``{"user": ..., "reply": ...}`` per line, oldest first.
 
     ``character`` may be a ``Scene``: each reply is then read as the scene reads one (each speaker's
-    emotions against its own vocabulary), and shorthand turns with its first cast member's words.
+    emotions against its own vocabulary), and shorthand turns with the whole cast's words (``Scene.shorthand``).
 
     An exchange may also span several lines (pretty-printed, as ``json.dump(..., indent=2)`` or
     ``jq .`` write it): the exchanges are the JSON objects of the text, one after another.
@@ -655,14 +659,12 @@ def history_from_jsonl(text: str, character: Character | Scene, file: str = "<hi
     exchange opens; for text that is not JSON, where it broke).
     """
     history = []
-    cast = getattr(character, "cast", None)  # a Scene (charfmt.prompt.scene imports this module: not imported here)
-    speaker: Character = next(iter(cast.values())) if cast else character  # type: ignore[assignment]
     for number, row in _json_values(text.removeprefix(_BOM), file):
         with character_errors(file, number):
             if not isinstance(row, dict) or set(row) - _LINE_EXTRAS != {"user", "reply"}:
                 raise CharacterError(file, "", number, f"{_NOT_EXCHANGE}; found {_found(row)}")
             user = row["user"]
-            turn = speaker.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
+            turn = character.shorthand(user) if isinstance(user, str) else UserTurn.model_validate(user)
             reply = row["reply"] if isinstance(row["reply"], str) else json.dumps(row["reply"], ensure_ascii=False)
             extra = {k: row[k] for k in ("reasoning", "dialect", "diagnostics") if row.get(k) is not None}
             stored = _stored_reply(reply, character)

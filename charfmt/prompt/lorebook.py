@@ -622,10 +622,11 @@ _BOOK_SETTINGS: Final = ("scan_depth", "token_budget", "recursive", "case_sensit
 
 
 def _same_book(a: Lorebook, b: Lorebook) -> bool:
-    """Whether ``a`` and ``b`` hold the same entries with the same settings, whatever each is named."""
+    """Whether ``a`` and ``b`` hold the same entries with the same settings, whatever each is named (and whoever
+    its ``{{char}}`` names: a scene's member's copy of its card book is that book)."""
     if len(a.entries) != len(b.entries) or any(getattr(a, k) != getattr(b, k) for k in _BOOK_SETTINGS):
         return False
-    fields = [k for k in LoreEntry.model_fields if k != "book"]
+    fields = [k for k in LoreEntry.model_fields if k not in ("book", "char")]  # (a cast member's copy: the same)
     return all(all(getattr(x, k) == getattr(y, k) for k in fields) for x, y in zip(a.entries, b.entries, strict=True))
 
 

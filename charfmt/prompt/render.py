@@ -51,7 +51,7 @@ from datetime import datetime
 from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 import jinja2
 from pydantic import BaseModel
@@ -79,6 +79,9 @@ from charfmt.prompt.macros import MacroError
 from charfmt.prompt.userinput import UserChat, UserContext, UserTurn
 from charfmt.tags import CHAT_TYPES, DEFAULT_TAGS, ELEMENT_SEPARATOR, TAGGED_TYPES, TagTable
 from charfmt.writer import canonical_form, dumps
+
+if TYPE_CHECKING:
+    from charfmt.prompt.scene import Scene
 
 __all__ = [
     "ESTIMATE",
@@ -111,6 +114,7 @@ __all__ = [
     "template_folder",
     "template_view",
     "turn_message",
+    "turn_of",
 ]
 
 
@@ -507,12 +511,13 @@ def render_messages(
     return render_turn(character, history, user_turn, **options).request
 
 
-def _turn_of(user_turn: object, character: Character) -> UserTurn:
-    """The turn to render: a ``UserTurn``, or a line as the player types it (``Character.shorthand``)."""
+def turn_of(user_turn: object, cast: Character | Scene) -> UserTurn:
+    """The turn to render: a ``UserTurn``, or a line as the player types it (``cast.shorthand``: a scene's reads
+    it with the whole cast's words)."""
     if isinstance(user_turn, UserTurn):
         return user_turn
     if isinstance(user_turn, str):
-        return character.shorthand(user_turn)
+        return cast.shorthand(user_turn)
     raise TypeError(f"the user turn is a UserTurn (Character.shorthand(line)) or a str, not {type(user_turn).__name__}")
 
 
@@ -539,7 +544,7 @@ def render_turn(
     provider = options.get("provider", "openai")
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
-    user_turn = _turn_of(user_turn, character)
+    user_turn = turn_of(user_turn, character)
     folder = template_folder(options.get("templates"))
     budget, counter = options.get("budget"), options.get("counter", ESTIMATE)
     parts = _parts(character, history, user_turn, options, counter)
@@ -737,7 +742,7 @@ def render_text_turn(
     activated and what rendering noted (as ``render_turn`` returns them)."""
     checked_keywords("render_text_turn", options, TextKeywords)
     _check_turn(character, history, options)
-    user_turn = _turn_of(user_turn, character)
+    user_turn = turn_of(user_turn, character)
     folder = template_folder(options.get("templates"))
     budget, counter = options.get("budget"), options.get("counter", estimate_tokens)
     parts = _parts(character, history, user_turn, options, counter)

@@ -23,7 +23,7 @@ import json
 import os
 import random
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +36,7 @@ from charfmt._strict.envelope import Locator
 from charfmt.constrain.schema import PROVIDERS, json_schema
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError, in_body
 from charfmt.models import Chat, Reply, Vocabulary, error_message
-from charfmt.parser import parse
+from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, fit_lore, merged, turn_seed
 from charfmt.prompt._token_fit import fit_messages
 from charfmt.prompt.character import (
@@ -53,7 +53,7 @@ from charfmt.prompt.character import (
 )
 from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
 from charfmt.prompt.macros import MacroError, Macros
-from charfmt.prompt.userinput import UserTurn
+from charfmt.prompt.userinput import UserTurn, parse_shorthand, read_turn
 from charfmt.stage import NARRATOR, StageReader
 from charfmt.stagemap import Voice
 from charfmt.tags import DEFAULT_TAGS, TAGGED_TYPES, TagSpec, TagTable
@@ -65,11 +65,92 @@ __all__ = [
     "MAX_CAST",
     "SPEAKER_ID",
     "Scene",
+    "player_vocabulary",
     "speaker_id_problem",
 ]
 
 _STRICT_CODES: Final = {"speaker": "CF307", "emotion": "CF306", "missing": "CF308"}
 """What each problem of a scene is in strict parsing; lenient parsing reports each as ``CF309``."""
+
+
+def _render_turn(
+    scene: Scene, history: Sequence[Exchange], user_turn: UserTurn | str, options: RenderKeywords
+) -> RenderedTurn:
+    """``Scene.render_turn``'s request (its docstring says what it holds)."""
+    from charfmt.prompt.render import (  # noqa: PLC0415 (import cost: jinja2 loads on first use)
+        ESTIMATE,
+        RenderedTurn,
+        RenderKeywords,
+        chat_turns,
+        checked_keywords,
+        history_reply,
+        lore_extras,
+        placed_after,
+        provider_request,
+        render_user_block,
+        turn_of,
+    )
+
+    checked_keywords("Scene.render_turn", options, RenderKeywords)
+    provider = options.get("provider", "openai")
+    if provider not in PROVIDERS:
+        raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    check_count(options.get("budget"), "budget", optional=True)
+    check_flag(options.get("structured", False), "structured")
+    history = _checked_history(history)
+    turn = turn_of(user_turn, scene)
+    templates, budget, seed = options.get("templates"), options.get("budget"), options.get("seed")
+    counter = options.get("counter", ESTIMATE)
+    lore = scene.lore(history, turn, lorebooks=options.get("lorebooks", ()), counter=counter, budget=budget,
+                     seed=seed)  # fmt: skip
+    pairs = [
+        (render_user_block(ex.user, templates=templates) if ex.user.chats or provider != "openai" else "",
+         history_reply(ex.reply, scene.tags))
+        for ex in history
+    ]  # fmt: skip
+    said = render_user_block(turn, templates=templates)
+    notes: list[Diagnostic] = []
+
+    def build(held: Activation | None) -> tuple[str, list[tuple[str, str]]]:  # (lore: all, or less of it)
+        placed = held if provider == "openai" else placed_after(held, provider, [])
+        system = scene.render_system(templates=templates, lore=placed, seed=turn_seed(seed, history),
+                                    now=options.get("now"))  # fmt: skip
+        extra = lore_extras(held) if provider == "openai" else []
+
+        def messages(start: int) -> list[dict[str, str]]:
+            turns = chat_turns(pairs[start:], said, extra)
+            return [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]
+
+        start = 0 if budget is None else fit_messages(messages, len(pairs), budget=budget, counter=counter)[0]
+        return system, chat_turns(pairs[start:], said, extra)
+
+    (system, turns), held = (build(lore), lore) if budget is None else fit_lore(lore, build, budget=budget)
+    if provider != "openai":
+        placed_after(held, provider, notes)
+    schema = scene.json_schema(provider) if options.get("structured", False) else None
+    diagnostics = [*(held.diagnostics if held is not None else []), *notes]
+    return RenderedTurn(provider_request(provider, system, turns, schema), held, diagnostics)
+
+
+def player_vocabulary(cast: Mapping[str, Character]) -> Vocabulary:
+    """The emotion words a scene's player may use: every member's keys, and each alias as the key of the first
+    member (in cast order) that lists it; an alias that is another member's key is that key.
+
+    The player is no member, so no one vocabulary is theirs: ``[anger]`` is a key of one member, ``[angry]``
+    the first member's key it names. A word no member knows stays text (``CF401``), as for one character.
+    """
+    keys = {e.key.casefold() for c in cast.values() for e in c.vocabulary.emotions}
+    taken: set[str] = set()
+    emotions = []
+    for member in cast.values():
+        for emotion in member.vocabulary.emotions:
+            if emotion.key.casefold() in taken:
+                continue
+            taken.add(emotion.key.casefold())
+            aliases = [a for a in emotion.aliases if a.casefold() not in keys and a.casefold() not in taken]
+            taken.update(a.casefold() for a in aliases)
+            emotions.append(emotion.model_copy(update={"aliases": aliases}))
+    return Vocabulary(emotions=emotions)
 
 
 def _checked_history(history: object) -> list[Exchange]:
@@ -80,15 +161,6 @@ def _checked_history(history: object) -> list[Exchange]:
         if not isinstance(exchange, Exchange):
             raise TypeError(f"history must be a list of Exchange (history[{n}] is a {type(exchange).__name__})")
     return list(history)
-
-
-def _turn_of(scene: Scene, user_turn: object) -> UserTurn:
-    """The turn to render: a ``UserTurn``, or a line as the player types it (the first cast member's words)."""
-    if isinstance(user_turn, UserTurn):
-        return user_turn
-    if isinstance(user_turn, str):
-        return next(iter(scene.cast.values())).shorthand(user_turn)
-    raise TypeError(f"the user turn is a UserTurn or a str, not {type(user_turn).__name__}")
 
 
 def _union_tags(cast: dict[str, Character]) -> TagTable:
@@ -186,6 +258,24 @@ class Scene(BaseModel):
         return Vocabulary.of(*keys)
 
     @cached_property
+    def player_vocabulary(self) -> Vocabulary:
+        """The emotion words the player's shorthand knows (``Scene.shorthand``): ``player_vocabulary(cast)``."""
+        return player_vocabulary(self.cast)
+
+    @cached_property
+    def actions(self) -> list[str]:
+        """Every cast member's listed actions, in cast order (what the player's ``*...*`` is matched with)."""
+        return list(dict.fromkeys(a for c in self.cast.values() for a in c.actions))
+
+    def shorthand(self, text: str) -> UserTurn:
+        """``parse_shorthand`` with the whole cast's words: ``player_vocabulary``, ``actions`` and ``tags``."""
+        return parse_shorthand(text, vocabulary=self.player_vocabulary, actions=self.actions, tags=self.tags)
+
+    def read_turn(self, say: str, *, context: Mapping[str, str] | Iterable[tuple[str, str]] | None = None) -> UserTurn:
+        """``read_turn`` with the whole cast's words: shorthand or a user block, ``context`` its ``[User Context]``."""
+        return read_turn(say, vocabulary=self.player_vocabulary, actions=self.actions, tags=self.tags, context=context)
+
+    @cached_property
     def reading_vocabulary(self) -> Vocabulary:
         """Every emotion word of the cast, each key and alias its own key: what a lenient read is told.
 
@@ -212,17 +302,19 @@ class Scene(BaseModel):
         lenient: bool = False,
         turn: UserTurn | str | Sequence[str] | None = None,
         prompt: str | Sequence[str | Mapping[str, Any]] | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
     ) -> Reply:
         """Read a scene's reply: each speaker in the cast, each emotion in its speaker's vocabulary.
 
         Strict: raises ``ParseError`` with every problem (``CF306``-``CF308`` and the format's own);
-        lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn`` and
-        ``prompt``: what the reply answers, as ``charfmt.parse`` takes them.
+        lenient: never raises, each scene problem a ``CF309`` warning, kept as written. ``turn``,
+        ``prompt`` and ``max_size``: as ``charfmt.parse`` takes them.
         """
         vocabulary = self.reading_vocabulary if lenient else None
         if lenient and prompt is None:  # told its own prompt, the reader knows the cast (``Mio:`` names a speaker)
             prompt = self._own_prompt
-        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt)
+        reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt,
+                      max_size=max_size)  # fmt: skip
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
         problems = self.check(reply, source, lenient=lenient)
         if not problems:
@@ -355,9 +447,12 @@ class Scene(BaseModel):
         macros = Macros(self.name, self.user_name, seed=seeded)
         rng = random.Random(f"lore/{seeded}") if seeded is not None else random.Random()
         share = max(1, budget // LORE_SHARE) if budget is not None else DEFAULT_BUDGET
-        return merged(books).activate(
+        book = merged(books)
+        lore = book.activate(
             self.scan_messages(history, turn), counter=counter or estimate_tokens, budget=share, rng=rng, macros=macros
         )
+        lore.diagnostics[:0] = [d for d in book.diagnostics if d.code == "CF946"]  # (a book given twice: said)
+        return lore
 
     @cached_property
     def scanned_books(self) -> list[Lorebook]:
@@ -432,58 +527,7 @@ class Scene(BaseModel):
         after the cast, ``CF945``); ``structured`` adds ``Scene.json_schema``. One system prompt for the cast:
         the members' cards' ``system_prompt`` and ``post_history_instructions`` are not sent.
         """
-        from charfmt.prompt.render import (  # noqa: PLC0415 (import cost: jinja2 loads on first use)
-            ESTIMATE,
-            RenderedTurn,
-            RenderKeywords,
-            chat_turns,
-            checked_keywords,
-            history_reply,
-            lore_extras,
-            placed_after,
-            provider_request,
-            render_user_block,
-        )
-
-        checked_keywords("Scene.render_turn", options, RenderKeywords)
-        provider = options.get("provider", "openai")
-        if provider not in PROVIDERS:
-            raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
-        check_count(options.get("budget"), "budget", optional=True)
-        check_flag(options.get("structured", False), "structured")
-        history = _checked_history(history)
-        turn = _turn_of(self, user_turn)
-        templates, budget, seed = options.get("templates"), options.get("budget"), options.get("seed")
-        counter = options.get("counter", ESTIMATE)
-        lore = self.lore(history, turn, lorebooks=options.get("lorebooks", ()), counter=counter, budget=budget,
-                         seed=seed)  # fmt: skip
-        pairs = [
-            (render_user_block(ex.user, templates=templates) if ex.user.chats or provider != "openai" else "",
-             history_reply(ex.reply, self.tags))
-            for ex in history
-        ]  # fmt: skip
-        said = render_user_block(turn, templates=templates)
-        notes: list[Diagnostic] = []
-
-        def build(held: Activation | None) -> tuple[str, list[tuple[str, str]]]:  # (lore: all, or less of it)
-            placed = held if provider == "openai" else placed_after(held, provider, [])
-            system = self.render_system(templates=templates, lore=placed, seed=turn_seed(seed, history),
-                                        now=options.get("now"))  # fmt: skip
-            extra = lore_extras(held) if provider == "openai" else []
-
-            def messages(start: int) -> list[dict[str, str]]:
-                turns = chat_turns(pairs[start:], said, extra)
-                return [{"role": "system", "content": system}, *({"role": r, "content": t} for r, t in turns)]
-
-            start = 0 if budget is None else fit_messages(messages, len(pairs), budget=budget, counter=counter)[0]
-            return system, chat_turns(pairs[start:], said, extra)
-
-        (system, turns), held = (build(lore), lore) if budget is None else fit_lore(lore, build, budget=budget)
-        if provider != "openai":
-            placed_after(held, provider, notes)
-        schema = self.json_schema(provider) if options.get("structured", False) else None
-        diagnostics = [*(held.diagnostics if held is not None else []), *notes]
-        return RenderedTurn(provider_request(provider, system, turns, schema), held, diagnostics)
+        return _render_turn(self, history, user_turn, options)
 
     # --- files -----------------------------------------------------------------------------------
 
@@ -592,11 +636,13 @@ _SCENE_KEYS: Final = ("name", "setting", "cast", "narrator", "user_name", "langu
 
 
 def _load_examples(rows: Any, cast: dict[str, Character], fail: Fail) -> list[Exchange]:
-    """The ``[[examples]]`` tables as exchanges: the user's shorthand read with the first member's words."""
+    """The ``[[examples]]`` tables as exchanges: the user's shorthand read with the whole cast's words (a word it
+    would only warn about, an unknown ``[furious]``, is an error in a file, as in a character's)."""
     if not isinstance(rows, list):
         raise fail(("examples",), "examples is a list of [[examples]] tables (user, [[examples.reply]])")
-    first = next(iter(cast.values()))
     tags = _union_tags(cast)
+    words = player_vocabulary(cast)
+    actions = list(dict.fromkeys(a for c in cast.values() for a in c.actions))
     examples = []
     for n, ex in enumerate(rows):
         if not isinstance(ex, dict) or not isinstance(ex.get("user"), str) or not isinstance(ex.get("reply"), list):
@@ -619,7 +665,9 @@ def _load_examples(rows: Any, cast: dict[str, Character], fail: Fail) -> list[Ex
             d = e.diagnostics[0]
             at = ("examples", n, "reply", d.chat) if d.chat is not None else ("examples", n)
             raise fail(at, f"{d.code} {d.message}") from None
-        user = first.shorthand(ex["user"]).model_copy(update={"diagnostics": []})
+        user = parse_shorthand(ex["user"], vocabulary=words, actions=actions, tags=tags)
+        for d in user.diagnostics:
+            raise fail(("examples", n, "user"), f"{d.code} {d.message.removesuffix('; kept as text')}")
         examples.append(Exchange(user=user, reply=reply))
     return examples
 

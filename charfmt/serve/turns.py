@@ -389,7 +389,6 @@ class Engine:
         """The player's turn as ``charfmt render --say`` reads it (``read_turn``): shorthand (``[joy] hi``,
         ``*waves*``) or a user block, with ``context`` as its ``[User Context]``; ``BadTurn`` where it is empty or
         too long, ``ParseError`` for a block that does not read, ``TurnError`` for nothing to say or a bad context."""
-        from charfmt.prompt.userinput import read_turn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
         if not say.strip():
             raise BadTurn("nothing to say: the player's turn is empty")
@@ -397,8 +396,7 @@ class Engine:
         if size > self.settings.max_say:
             what = "the player's turn with its context" if context else "the player's turn"
             raise BadTurn(f"{what} is {size:,} characters (at most {self.settings.max_say:,})")
-        c = self.character  # in a scene: the first of the cast's words (as Scene.load reads)
-        return read_turn(say, vocabulary=c.vocabulary, actions=c.actions, tags=c.tags, context=context)
+        return self.cast.read_turn(say, context=context)  # (a scene's: the whole cast's words)
 
     def request(
         self, history: list[Exchange], turn: UserTurn | None, constrained: bool | None = None,
@@ -666,11 +664,9 @@ def history_from_messages(engine: Engine, messages: list[tuple[str, str]]) -> li
 def _history_turn(engine: Engine, said: str) -> UserTurn:
     """A player's turn of a front end's history, read as the turn itself is (``read_turn``: a user block as a block);
     ``BadTurn`` (a 400 about ``messages``) where it cannot be read."""
-    from charfmt.prompt.userinput import read_turn  # noqa: PLC0415 (import cost: lark, regex load on first use)
 
-    c = engine.character
     try:
-        return read_turn(said, vocabulary=c.vocabulary, actions=c.actions, tags=c.tags)
+        return engine.cast.read_turn(said)
     except CharfmtError as e:
         raise BadTurn(f"a player's message of the history cannot be read: {e}") from None
 

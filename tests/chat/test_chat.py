@@ -423,6 +423,23 @@ def test_chat_with_a_scene_shows_each_speaker_and_sends_the_scenes_grammar(
     assert main(["chat", "--scene", SHRINE, "--character", REX, "--endpoint", server, "--say", "hi"]) == 2
 
 
+def test_chat_with_a_scene_never_lends_a_member_to_a_chat_that_is_not_theirs(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a newcomer's trial: a chat of an off-cast speaker, or with no speaker, was shown as the first
+    member's (``Rex:`` with his sprite), and an emotion without a sprite as a made-up ``[sprite: sadness]``."""
+    _Server.reply = json.dumps({"chats": [
+        {"type": "C", "order": 1, "speaker": "mod", "body": "<emo>annoyed</emo>\n<msg>Out of my shop.</msg>"},
+        {"type": "C", "order": 2, "body": "<emo>joy</emo>\n<msg>Who said that?</msg>"},
+        {"type": "C", "order": 3, "speaker": "mio", "body": "<emo>sad</emo>\n<msg>ごめんなさい</msg>"},
+    ]}, ensure_ascii=False)  # fmt: skip
+    assert main(["chat", "--scene", SHRINE, "--endpoint", server, "--say", "hi"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "mod: Out of my shop." in lines and "?: Who said that?" in lines and "ミオ: ごめんなさい" in lines
+    assert "[emotion: annoyed]" in lines and "[emotion: joy]" in lines  # no member's sprite lent
+    assert "[sprite: rex_annoyed]" not in lines and "[sprite: mio_sad]" in lines
+
+
 # --- the character's own tags, roles in the view ----------------------------------------------------
 
 YUKI = str(ROOT / "examples" / "characters" / "yuki.toml")

@@ -46,12 +46,12 @@ def _exchange(scene: Scene, n: int) -> charfmt.Exchange:
         {"type": "C", "order": 1, "speaker": "rex", "body": f"<emo>neutral</emo>\n<msg>Answer number {n}.</msg>"},
         {"type": "E", "order": 2, "body": "The lamp hums."},
     ]}))  # fmt: skip
-    return charfmt.Exchange(user=next(iter(scene.cast.values())).shorthand(f"question {n}"), reply=reply)
+    return charfmt.Exchange(user=scene.shorthand(f"question {n}"), reply=reply)
 
 
 def test_without_lore_or_budget_the_request_is_render_messages(scene: Scene) -> None:
     history = [_exchange(scene, n) for n in range(3)]
-    turn = next(iter(scene.cast.values())).shorthand("[joy] Is it fixed?")
+    turn = scene.shorthand("[joy] Is it fixed?")
     rendered = scene.render_turn(history, turn)
     assert rendered.request == scene.render_messages(history, turn)
     assert rendered.lore is None and rendered.diagnostics == []
@@ -114,7 +114,7 @@ def test_wrong_arguments_are_named(scene: Scene) -> None:
         scene.render_turn([], "hi", budgett=3)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"history\[0\] is a str"):
         scene.render_turn(["hi"], "hi")  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="UserTurn or a str"):
+    with pytest.raises(TypeError, match="or a str, not int"):
         scene.render_turn([], 3)  # type: ignore[arg-type]
     with pytest.raises(charfmt.CharfmtError, match="unknown provider 'claude'"):
         scene.render_turn([], "hi", provider="claude")
@@ -167,3 +167,53 @@ def test_a_missing_or_unreadable_scene_file_is_exit_2(tmp_path: Path, command: s
         run = [sys.executable, "-m", "charfmt", *args]
         done = subprocess.run(run, check=False, capture_output=True, text=True, cwd=ROOT)
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_players_words_are_the_whole_casts(
+    scene: Scene, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a newcomer's trial: a scene read the player's ``[sad]`` with its first member's words only (Rex's),
+    so another member's emotion (Mio's ``sad``) was text with ``CF401``, in every door."""
+
+    def emotions(turn: charfmt.UserTurn) -> list[str]:
+        return [s.text for chat in turn.chats for s in chat.segments if s.tag == "emo"]
+
+    assert emotions(scene.shorthand("[sad] The bell is broken.")) == ["sad"]  # Mio's key
+    assert emotions(scene.shorthand("[grumpy] Fix it.")) == ["annoyed"]  # Rex's alias: his key
+    assert emotions(scene.shorthand("[angry] Now!")) == ["angry"]  # Rex's alias, Mio's key: the key
+    assert [d.code for d in scene.shorthand("[bogus] hi").diagnostics] == ["CF401"]
+    block = '<user_chats>\n<chat type="C">\n<emo>shy</emo>\n<msg>hi</msg>\n</chat>\n</user_chats>'
+    read = scene.read_turn(block, context={"mood": "tired"})
+    assert emotions(read) == ["shy"] and read.diagnostics == []
+    assert "<emo>sad</emo>" in scene.render_turn([], "[sad] hi").request["messages"][-1]["content"]
+    history = tmp_path / "h.jsonl"
+    reply = {"chats": [{"type": "C", "order": 1, "speaker": "mio", "body": "<emo>sad</emo>\n<msg>はい</msg>"}]}
+    history.write_text(json.dumps({"user": "[sad] hello", "reply": reply}) + "\n", encoding="utf-8")
+    (past,) = charfmt.load_history(history, scene)
+    assert emotions(past.user) == ["sad"]
+    assert main(["render", "--scene", str(SCENE_FILE), "--say", "[sad] hi", "--history", str(history)]) == 0
+    out, err = capsys.readouterr()
+    assert "<emo>sad</emo>\\n<msg>hi</msg>" in json.loads(out)["messages"][-1]["content"].replace("\n", "\\n")
+    assert "CF401" not in err
+
+
+def test_a_scene_files_example_with_a_word_no_member_knows_is_an_error(tmp_path: Path) -> None:
+    text = SCENE_FILE.read_text(encoding="utf-8").replace('user = "[joy] ', 'user = "[furious] ', 1)
+    assert "[furious]" in text
+    (tmp_path / "s.toml").write_text(text.replace("../characters/", str(SCENE_FILE.parent.parent / "characters") + "/"))
+    with pytest.raises(charfmt.CharacterError, match=r"examples\[0\]\.user: CF401"):
+        Scene.load(tmp_path / "s.toml")
+
+
+def test_a_members_card_book_given_again_is_read_once() -> None:
+    """Found by a newcomer's trial: a cast member's card book given again (``--lorebook``) fired each entry twice
+    in a scene (its copy names the member in ``{{char}}``), where a character reads it once with ``CF946``."""
+    folder = ROOT / "tests" / "data" / "new_characters"
+    scene = Scene.load(folder / "mountain_hut.toml")
+    again = Lorebook.from_bytes((folder / "oskar.json").read_bytes(), "oskar.json")
+    once = scene.render_turn([], "The dog Birgit hates this storm.", seed=1)
+    twice = scene.render_turn([], "The dog Birgit hates this storm.", lorebooks=[again], seed=1)
+    assert once.lore is not None and twice.lore is not None and len(once.lore.placed) == 3
+    assert [p.text for p in twice.lore.placed] == [p.text for p in once.lore.placed]
+    assert [d.code for d in twice.diagnostics] == ["CF946", "CF940"] and "CF946" not in str(once.diagnostics)
+    assert "Oskar believes a storm" in twice.request["messages"][0]["content"]  # {{char}}: the member's name

@@ -790,6 +790,10 @@ def test_a_scene_is_served_with_its_cast(upstream: tuple[Scripted, str]) -> None
     assert good[-1]["kind"] == "reply" and good[-1]["valid"] is True
     bad = results["ghost"][-1]
     assert bad["valid"] is False and any(d["code"] == "CF309" for d in bad["diagnostics"])
+    # the player's words are the whole cast's: Mio's [sad] (Rex, the first member, has none) is an emotion
+    with loopback(app) as base, httpx.stream("POST", base + "/v1/turn", json={"say": "[sad] hi"}, timeout=T) as r:
+        said = list(sse(r))
+    assert said[0]["kind"] != "say" and "<emo>sad</emo>" in up.requests[-1]["messages"][-1]["content"]
 
 
 # --- the upstream's key and URL --------------------------------------------------------------------

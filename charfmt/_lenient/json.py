@@ -43,6 +43,8 @@ class JNode:
 
 
 _WS: Final = re.compile(r"[ \t\n\r\ufeff]*")
+_WS_OR_COMMENT: Final = frozenset(" \t\n\r\ufeff/")
+"""What ``_WS`` or a comment may begin with: at any other character ``skip_ws`` has nothing to skip."""
 _COMMENT: Final = re.compile(r"//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?")
 """A ``// line`` or ``/* block */`` comment, which models write in JSON (the design study does)."""
 _NUMBER: Final = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -109,6 +111,8 @@ class JsonReader:
     def skip_ws(self, pos: int, *, note: bool = True) -> int:
         """The position after whitespace and comments; ``note=False`` only looks ahead."""
         text = self.text
+        if pos < len(text) and text[pos] not in _WS_OR_COMMENT:  # (most calls: a value, a key, a comma is there)
+            return pos
         while True:
             m = _WS.match(text, pos)
             pos = m.end() if m else pos

@@ -69,6 +69,8 @@ def _channels(state: Recovery, region: Region) -> bool:
     ``<|end|>`` with no header), the reply stands after the last message's end: an analysis cut off is all
     reasoning, never speech."""
     text = region.text
+    if cs.HARMONY_CHANNEL not in text:  # (every header holds it: a literal's test, not a scan at every character)
+        return False
     headers = list(HARMONY_HEADER.finditer(text))
     if not headers:
         return False

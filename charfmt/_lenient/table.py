@@ -60,12 +60,15 @@ Detect = Callable[[Sample, TagTable], bool]
 class Reading:
     """How a reply is read: by the roles of a tag table, with a vocabulary, walking a dialect table."""
 
-    __slots__ = ("table", "tags", "vocabulary")
+    __slots__ = ("table", "tags", "tags_read", "vocabulary")
 
     def __init__(self, tags: TagTable, vocabulary: Vocabulary | None, table: Dialects) -> None:
         self.tags = tags
         self.vocabulary = vocabulary
         self.table = table
+        self.tags_read: dict[str, Tag | None] = {}
+        """What each tag as written means in this reading (``tag_soup``'s ``Tag``, or ``None`` for plain text), by its
+        text: a reply writes the same few tags thousands of times, and their meaning depends on nothing else."""
 
 
 class Span:

@@ -131,6 +131,17 @@ def _resolve(m: re.Match[str], vocabulary: Vocabulary | None, tags: TagTable) ->
     return Tag(closing, lower, None, intensity, self_closing, False, False, False)
 
 
+def _resolve_once(m: re.Match[str], reading: Reading) -> Tag | None:
+    """``_resolve``, once for each way a tag is written in one reading (``Reading.tags_read``): the meaning of a
+    ``_TAG`` match is a function of its text (the pattern looks at nothing around it), the tag table and the
+    vocabulary."""
+    written = m.group()
+    known = reading.tags_read
+    if written not in known:
+        known[written] = _resolve(m, reading.vocabulary, reading.tags)
+    return known[written]
+
+
 _CUT_TAG: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?[\w.\-:]*+$")
 _LITERAL_BREAK: Final = re.compile(r"(?<=[.!?。！？…\"”)\]])\\n|\\n(?=[A-Z\s]|\Z)")
 """A literal ``\\n`` inside text that stands for a line break: after a sentence, or before one."""
@@ -166,7 +177,7 @@ def read_elements(
     for m in _TAG.finditer(view, pos):
         if m.start() < skip:
             continue
-        tag = _resolve(m, reading.vocabulary, tags)
+        tag = _resolve_once(m, reading)
         if tag is None:
             continue
         if not tag.known and not tag.closing and (skip := _code_end(view, m)) > m.start():

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING
+from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.request_form import blocks, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
@@ -75,6 +75,9 @@ _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 """A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
+_TAG_OR_WORD: Final = re.compile(rf"{_TAG.pattern}|(?P<word>{_WORD.pattern})")
+"""A tag, else a word's character: scanned left to right, the first ``word`` is one ``_TAG.sub`` would leave (a tag
+holds no ``<``, so the scan meets every tag where ``sub`` does), found without rewriting the text."""
 _FORM_START: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)
 _FORM_OPEN: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+{FORM_WRAPPER}\b", re.I)
 _FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")
@@ -138,6 +141,57 @@ class Told:
     by one imitates the prompt, however its words go on."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Learned:
+    """What one text of the prompt tells a read (``learn`` joins those of its texts and the turn's)."""
+
+    keys: frozenset[str]
+    player: frozenset[str]
+    """The lines of its request forms, as ``normal`` writes them."""
+    lines: frozenset[str]
+    players: frozenset[str]
+    characters: frozenset[str]
+    """The labels it writes before a JSON reply (the names it casts are in ``names``)."""
+    names: frozenset[str]
+    members: int
+    speakers: tuple[tuple[str, str], ...]
+    """Its cast's names and speaker ids with the speaker id each labels, in its order."""
+    sections: bool
+    tag_spec: bool
+
+
+@functools.lru_cache(maxsize=32)
+def _learn_text(text: str) -> _Learned:
+    """What one text of the prompt tells, learnt once for each text: a character's system prompt, most of what
+    ``learn`` reads, is the same at every turn, where the request after it is new each time."""
+    keys = {_key(m) for m in _LIST_KEY.finditer(text)}
+    form = [(a, b) for a, b, _m in blocks(text)]
+    player = {n for a, b in form for n in map(normal, text[a:b].split("\n")) if len(n) >= 2}
+    lines: set[str] = set()
+    pos = 0
+    for line in text.split("\n"):
+        at, pos = pos, pos + len(line) + 1
+        if any(a <= at < b for a, b in form) or line.lstrip().startswith(("{", "[")):
+            continue  # the player's (above), or a JSON reply: the character's few-shot words
+        if (n := normal(line)) and len(n) >= _MIN_LINE:
+            lines.add(n)
+    players = {m.group(1).strip().casefold() for m in _SENDS.finditer(text)}
+    named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
+    cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
+    speakers = tuple((name.strip().casefold(), m.group(2)) for m in _CAST.finditer(text) for name in m.groups())
+    characters: set[str] = set()
+    for m in _PROMPT_LABEL.finditer(text):
+        after = text[m.end() :].lstrip()
+        name = m.group(1).strip().casefold()
+        if after.startswith("<"):
+            players.add(name)
+        elif after.startswith("{"):
+            characters.add(name)
+    return _Learned(frozenset(keys), frozenset(player), frozenset(lines), frozenset(players), frozenset(characters),
+                    frozenset(named.union(*cast)), len(cast), speakers, len(_HEADING.findall(text)) >= 2,
+                    _TAG_SPEC.search(text) is not None)  # fmt: skip
+
+
 @functools.lru_cache(maxsize=32)
 def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     """What ``prompt`` (the prompt's texts, the character's words left out) and ``turn`` tell a read."""
@@ -150,33 +204,17 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     members = 1
     speakers: dict[str, str] = {}
     for text in prompt:
-        keys.update(_key(m) for m in _LIST_KEY.finditer(text))
-        form = [(a, b) for a, b, _m in blocks(text)]
-        for a, b in form:
-            player.update(n for n in map(normal, text[a:b].split("\n")) if len(n) >= 2)
-        pos = 0
-        for line in text.split("\n"):
-            at, pos = pos, pos + len(line) + 1
-            if any(a <= at < b for a, b in form) or line.lstrip().startswith(("{", "[")):
-                continue  # the player's (above), or a JSON reply: the character's few-shot words
-            if (n := normal(line)) and len(n) >= _MIN_LINE:
-                lines.add(n)
-        players.update(m.group(1).strip().casefold() for m in _SENDS.finditer(text))
-        named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
-        cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
-        speakers.update((name.strip().casefold(), m.group(2)) for m in _CAST.finditer(text) for name in m.groups())
-        names.update(named, *cast)
-        members = max(members, len(cast))
-        characters.update(named, *cast)
-        for m in _PROMPT_LABEL.finditer(text):
-            after = text[m.end() :].lstrip()
-            name = m.group(1).strip().casefold()
-            if after.startswith("<"):
-                players.add(name)
-            elif after.startswith("{"):
-                characters.add(name)
-        sections = sections or len(_HEADING.findall(text)) >= 2
-        tag_spec = tag_spec or _TAG_SPEC.search(text) is not None
+        one = _learn_text(text)
+        keys |= one.keys
+        player |= one.player
+        lines |= one.lines
+        players |= one.players
+        speakers.update(one.speakers)
+        names |= one.names
+        members = max(members, one.members)
+        characters |= one.names | one.characters
+        sections = sections or one.sections
+        tag_spec = tag_spec or one.tag_spec
     if members > 1:  # a scene: its narrator's label tells what happens (an E chat)
         characters.update(NARRATOR_LABELS)
         speakers.update(dict.fromkeys(NARRATOR_LABELS, NARRATOR))
@@ -789,8 +827,10 @@ def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:
         pos = max(pos, b)
     parts.append(text[pos:end])
     # (a marker as mangled as scaffolding reads it, <<SYS], is no word of the reply: found by the fresh set's #57)
-    rest = _TAG.sub(" ", SCAFFOLDING.sub(" ", _REASONING.sub(" ", " ".join(parts))))
-    return _WORD.search(rest) is not None
+    rest = _REASONING.sub(" ", " ".join(parts))
+    if SCAFFOLDING_HINT.search(rest) is not None:  # (the full scan is ten times the cost: most text holds none)
+        rest = SCAFFOLDING.sub(" ", rest)
+    return any(m.group("word") is not None for m in _TAG_OR_WORD.finditer(rest))
 
 
 def _merge(spans: list[Span]) -> list[Span]:

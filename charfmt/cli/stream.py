@@ -19,7 +19,6 @@ from charfmt.cli._io import (
     diag_line,
     dump_json,
     load_character,
-    load_scene,
     read,
     reason,
     stdin_bytes,
@@ -111,10 +110,18 @@ def run(args: argparse.Namespace) -> int:
         usage_error(args, "argument --sentences: not allowed with argument --stage (its speak cues are the sentences)")
     if args.max_length is not None and not (args.sentences or args.stage):
         usage_error(args, "argument --max-length: splits sentences; it needs --sentences or --stage")
-    lang = language(args)
-    parser = StreamParser(lenient=not args.strict, max_size=args.max_size, vocabulary=lang.vocabulary, tags=lang.tags)
+    lang = language(args, as_scene=True)
+    scene = lang.scene
+    if scene is not None and not args.strict:  # read as Scene.parse reads it: the cast's words, told its prompt
+        parser = StreamParser(lenient=True, max_size=args.max_size, vocabulary=scene.reading_vocabulary,
+                              tags=scene.tags, prompt=scene.own_prompt)  # fmt: skip
+    else:
+        parser = StreamParser(lenient=not args.strict, max_size=args.max_size, vocabulary=lang.vocabulary,
+                              tags=lang.tags)  # fmt: skip
     splitter = SentenceSplitter(tags=lang.tags, max_length=args.max_length) if args.sentences else None
-    stage = _stage_reader(args) if args.stage else None
+    stage = (
+        (scene.stage(max_length=args.max_length) if scene is not None else _stage_reader(args)) if args.stage else None
+    )
     failed = False
     name = "<stdin>" if args.replay in (None, "-") else args.replay
 
@@ -134,7 +141,6 @@ def run(args: argparse.Namespace) -> int:
                 for sentence in splitter.feed(event):
                     print(dump_json({"kind": "sentence", **sentence.to_dict()}, out), file=out, flush=True)
 
-    scene = load_scene(args.scene, args.max_size) if args.scene is not None else None
     seen: list[str | bytes] = []
     try:
         for chunk in _chunks(args):
@@ -159,8 +165,6 @@ def _stage_reader(args: argparse.Namespace) -> StageReader:
     """The stage reader of ``stream --stage``: the ``--character``'s stage map, or none."""
     from charfmt.stage import StageReader  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
-    if getattr(args, "scene", None) is not None:
-        return load_scene(args.scene, args.max_size).stage(max_length=args.max_length)
     path = getattr(args, "character", None)
     user_name = getattr(args, "user_name", None)
     character = load_character(path, args.max_size, user_name) if path is not None else None

@@ -23,6 +23,7 @@ bounds) and ``_grammar_writers`` (each target's syntax). This module is their pu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final, Unpack
 
 from charfmt.constrain._grammar_bounds import (
@@ -207,6 +208,14 @@ def grammar(target: str, *, speakers: Speakers | None = None, **constraints: Unp
         return lark_text(reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers))
     if target == "gbnf":
         return gbnf_text(reply_grammar(c.vocabulary, c.tags, bounds=bounds, speakers=c.speakers))
-    if target == "regex":
-        return body_regex("C", vocabulary=c.vocabulary, tags=c.tags, bounds=bounds)
+    if target == "regex":  # (one body: a scene's speaker is not in it, so its emotion is any of the cast's keys)
+        return body_regex("C", vocabulary=c.vocabulary or _cast_keys(c.speakers), tags=c.tags, bounds=bounds)
     raise ExportError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+
+
+def _cast_keys(speakers: Speakers | None) -> Vocabulary | None:
+    """Every emotion key of a scene's speakers (``None``: no speaker has a vocabulary: any key)."""
+    if not isinstance(speakers, Mapping) or not any(v is not None for v in speakers.values()):
+        return None
+    keys = dict.fromkeys(key for v in speakers.values() if v is not None for key in v.keys)
+    return Vocabulary.of(*keys)

@@ -289,7 +289,7 @@ class Character(BaseModel):
             return cls.from_card(data, file, max_size=max_size, user_name=user_name)
         if not data.strip():  # (not a missing key of a TOML table: nothing at all, as for an empty card)
             raise CharacterError(file, "", None, "empty file")
-        character = cls.from_toml(_decode(data, file), file)
+        character = cls.from_toml(decode_file(data, file), file)
         return character if user_name is None else character.model_copy(update={"user_name": user_name})
 
     @classmethod
@@ -330,7 +330,8 @@ class Character(BaseModel):
         text = text.removeprefix(_BOM)  # Windows editors start files with a byte order mark
         with character_errors(file):
             data, fail = toml_data(text, file)
-
+            if "cast" in data and "persona" not in data:  # (one line, not a line per key a character lacks)
+                raise fail(("cast",), "a scene file ([[cast]]), not a character: load it with Scene.load (--scene)")
             _check_keys(data, fail)
             try:
                 emotions = _EMOTION_KEYS_ADAPTER.validate_python(data.get("emotions", []))
@@ -504,7 +505,7 @@ def _check_keys(data: dict[str, Any], fail: Fail) -> None:
 
 def read_file(path: Path, max_size: int) -> str:
     """A file's text, at most ``max_size`` bytes of UTF-8; every failure is a ``CharacterError``."""
-    return _decode(read_bytes(path, max_size), str(path))
+    return decode_file(read_bytes(path, max_size), str(path))
 
 
 def read_bytes(path: Path, max_size: int) -> bytes:
@@ -521,7 +522,7 @@ def read_bytes(path: Path, max_size: int) -> bytes:
     return data
 
 
-def _decode(data: bytes, file: str) -> str:
+def decode_file(data: bytes, file: str) -> str:
     """UTF-8 text of a file's bytes; a ``CharacterError`` naming the line of a bad byte."""
     try:
         return data.decode("utf-8")

@@ -39,6 +39,7 @@ from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
 from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, fit_lore, merged, turn_seed
 from charfmt.prompt._token_fit import fit_messages
+from charfmt.prompt.cards import is_card
 from charfmt.prompt.character import (
     MAX_FILE_SIZE,
     Character,
@@ -47,8 +48,8 @@ from charfmt.prompt.character import (
     Fail,
     character_errors,
     check_table,
+    decode_file,
     read_bytes,
-    read_file,
     toml_data,
 )
 from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
@@ -175,12 +176,27 @@ def _union_tags(cast: dict[str, Character]) -> TagTable:
         added = [spec for spec in character.tags if table.get(spec.name) is None]
         if added:
             table = table.extend(*added)
+    owner: dict[str, str] = {}  # (the first member to declare a tag: the table holds its, or the default's)
+    for who, character in cast.items():
+        for spec in character.tags:
+            owner.setdefault(spec.name, who)
     for who, character in cast.items():
         for spec in character.tags:
             have = table.get(spec.name)
-            if have is not None and _meaning(have, table) != _meaning(spec, table):
-                raise ValueError(f"cast {who!r}: tag <{spec.name}> differs from another member's")
+            if have is not None and (mine := _meaning(spec, table)) != (theirs := _meaning(have, table)):
+                other = (
+                    f"the default <{spec.name}>"
+                    if DEFAULT_TAGS.get(spec.name)
+                    else f"the <{spec.name}> of cast {owner[spec.name]!r}"
+                )
+                differ = [f"{name} {a!r} here, {b!r} there" for name, a, b in zip(_MEANING, mine, theirs, strict=True)
+                          if a != b]  # fmt: skip
+                raise ValueError(f"cast {who!r}: tag <{spec.name}> differs from {other}: {'; '.join(differ)}")
     return table
+
+
+_MEANING: Final = ("name", "role", "description", "values", "synonyms", "prefixes")
+"""What ``_meaning`` compares, in its order (named in the error of two members' tags that differ)."""
 
 
 def _meaning(spec: TagSpec, table: TagTable) -> tuple[Any, ...]:
@@ -289,8 +305,9 @@ class Scene(BaseModel):
         return Vocabulary.of(*words.values(), policy="error")
 
     @cached_property
-    def _own_prompt(self) -> str:
-        """The scene's system prompt, as a lenient read is told it where the caller gives none."""
+    def own_prompt(self) -> str:
+        """The scene's system prompt, as a lenient read is told it where the caller gives none (``Scene.parse``;
+        tell a ``StreamParser`` of a scene's reply the same, ``prompt=scene.own_prompt``)."""
         return self.render_system()
 
     # --- reading ---------------------------------------------------------------------------------
@@ -312,7 +329,7 @@ class Scene(BaseModel):
         """
         vocabulary = self.reading_vocabulary if lenient else None
         if lenient and prompt is None:  # told its own prompt, the reader knows the cast (``Mio:`` names a speaker)
-            prompt = self._own_prompt
+            prompt = self.own_prompt
         reply = parse(text, lenient=lenient, vocabulary=vocabulary, tags=self.tags, turn=turn, prompt=prompt,
                       max_size=max_size)  # fmt: skip
         source = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
@@ -546,7 +563,14 @@ class Scene(BaseModel):
         path = Path(path)
         file = str(path)
         with character_errors(file):
-            data, fail = toml_data(read_file(path, max_size), file)
+            raw = read_bytes(path, max_size)
+            if is_card(raw):
+                raise CharacterError(file, "", None, "a character card, not a scene: load it with Character.load"
+                                     " (--character), or name it in a scene's [[cast]]")  # fmt: skip
+            data, fail = toml_data(decode_file(raw, file), file)
+            if "persona" in data and "cast" not in data:  # (one line, not a line per key a scene lacks)
+                raise fail(("persona",), "a character file, not a scene: load it with Character.load (--character),"
+                           " or name it in a scene's [[cast]]")  # fmt: skip
             check_table(data, _SCENE_KEYS, (), fail)
             if user_name is not None:
                 data["user_name"] = user_name
@@ -622,7 +646,10 @@ def _load_cast(
         member = folder / row["character"]
         key = os.path.realpath(member) if "\0" not in row["character"] else row["character"]
         if key not in loaded:
-            loaded[key] = Character.load(member, max_size=max_size, user_name=player)
+            try:
+                loaded[key] = Character.load(member, max_size=max_size, user_name=player)
+            except CharacterError as e:  # (the scene's line that names the file, then the file's own problem)
+                raise fail(("cast", i, "character"), str(e)) from None
         cast[who] = loaded[key]
         if row.get("lorebook") is not None:
             books[who] = _lorebook(folder, row["lorebook"], ("cast", i, "lorebook"), max_size, fail)

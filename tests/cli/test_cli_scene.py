@@ -72,3 +72,58 @@ def test_scene_and_character_together_are_a_usage_error(command: str, crossed: P
     done = subprocess.run([*missing, *([] if command == "schema" else [str(crossed)])], check=False,
                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert done.returncode == 2 and "No such file" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_stream_with_a_scene_reads_as_scene_parse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a newcomer's trial: ``stream --stage --scene`` read labelled prose as one chat with no speaker and
+    spoke ``Kai: [joy]``, where ``Scene.parse`` (and serve) read each label's speaker: the stream was not told the
+    scene's own prompt nor its cast's words."""
+    prose = tmp_path / "prose.txt"
+    text = "Rex: [pleased] *waves* Fine.\nMio: [joy] はい！\n"
+    prose.write_text(text, encoding="utf-8")
+    assert main(["stream", "--stage", "--scene", str(SCENE), "--replay", str(prose), "--chunk", "3"]) == 0
+    cues = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    spoken = [(c["speaker"], c["text"]) for c in cues if c["kind"] == "speak"]
+    batch = Scene.load(SCENE).parse(text, lenient=True)
+    assert spoken == [("rex", "Fine."), ("mio", "はい！")]
+    assert [c.speaker for c in batch.chats] == ["rex", "mio"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "path", "said"),
+    [
+        ("--character", SCENE, "a scene file ([[cast]]), not a character: load it with Scene.load (--scene)"),
+        ("--scene", ROOT / "examples" / "characters" / "rex.toml", "a character file, not a scene"),
+        ("--scene", ROOT / "examples" / "cards" / "lumi.png", "a character card, not a scene"),
+    ],
+)
+def test_a_scene_given_as_a_character_or_back_says_which_flag(flag: str, path: Path, said: str) -> None:
+    """Found by a newcomer's trial: a scene file given to ``--character`` printed six lines, one per key a
+    character lacks, and a character or a card given to ``--scene`` said nothing of ``--character``."""
+    run = [sys.executable, "-m", "charfmt", "render", flag, str(path), "--say", "hi"]
+    done = subprocess.run(run, check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 1 and said in done.stderr and done.stderr.count("\n") == 1
+
+
+TAG = '[[tags]]\nname = "sfx"\nrole = "cue"\ndescription = "a sound"\nvalues = ["door", "{}"]\n'
+MEMBER = 'name = "{}"\npersona = "p"\n[[emotions]]\nkey = "calm"\n'
+
+
+@pytest.mark.parametrize(
+    ("second", "said"),
+    [
+        ("missing.toml", "s.toml:8: cast[1].character: "),  # the scene's line, then the file's own problem
+        ("u.toml", "cast 'l': tag <sfx> differs from the <sfx> of cast 'k': values ('door', 'wind') here,"),
+    ],
+)
+def test_a_scenes_cast_errors_name_the_scenes_line_and_the_other_member(tmp_path: Path, second: str, said: str) -> None:
+    """Found by a newcomer's trial: a missing cast file named neither the scene nor its key, and two members'
+    tags that differ named neither the other member nor the difference."""
+    (tmp_path / "t.toml").write_text(MEMBER.format("K") + TAG.format("bell"), encoding="utf-8")
+    (tmp_path / "u.toml").write_text(MEMBER.format("L") + TAG.format("wind"), encoding="utf-8")
+    cast = f'[[cast]]\nid = "k"\ncharacter = "t.toml"\n[[cast]]\nid = "l"\ncharacter = "{second}"\n'
+    scene = 'name = "X"\nsetting = "y"\n' + cast
+    (tmp_path / "s.toml").write_text(scene, encoding="utf-8")
+    run = [sys.executable, "-m", "charfmt", "render", "--scene", str(tmp_path / "s.toml"), "--say", "hi"]
+    done = subprocess.run(run, check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 1 and said in done.stderr and done.stderr.count("\n") == 1

@@ -217,3 +217,13 @@ def test_a_members_card_book_given_again_is_read_once() -> None:
     assert [p.text for p in twice.lore.placed] == [p.text for p in once.lore.placed]
     assert [d.code for d in twice.diagnostics] == ["CF946", "CF940"] and "CF946" not in str(once.diagnostics)
     assert "Oskar believes a storm" in twice.request["messages"][0]["content"]  # {{char}}: the member's name
+
+
+def test_a_scenes_body_regex_holds_only_the_casts_emotion_keys(scene: Scene) -> None:
+    """Found by a newcomer's trial: ``grammar --target regex --scene`` let the emotion tag hold any key (a body has
+    no speaker, so it now holds any of the cast's keys, as a character's holds its own)."""
+    import re
+
+    body = re.compile(scene.grammar("regex"))
+    assert body.fullmatch("<emo>shy</emo>\n<msg>hi</msg>") and body.fullmatch("<emo>annoyed</emo>\n<msg>hi</msg>")
+    assert not body.fullmatch("<emo>bogus</emo>\n<msg>hi</msg>")

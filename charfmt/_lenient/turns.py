@@ -158,6 +158,8 @@ class _Learned:
     """Its cast's names and speaker ids with the speaker id each labels, in its order."""
     sections: bool
     tag_spec: bool
+    fields: frozenset[str] = frozenset()
+    """The labels of its field lines (``Scenario: …``), case folded."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -189,7 +191,8 @@ def _learn_text(text: str) -> _Learned:
             characters.add(name)
     return _Learned(frozenset(keys), frozenset(player), frozenset(lines), frozenset(players), frozenset(characters),
                     frozenset(named.union(*cast)), len(cast), speakers, len(_HEADING.findall(text)) >= 2,
-                    _TAG_SPEC.search(text) is not None)  # fmt: skip
+                    _TAG_SPEC.search(text) is not None,
+                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=32)
@@ -203,8 +206,10 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     names: set[str] = set()
     members = 1
     speakers: dict[str, str] = {}
+    fields: set[str] = set()
     for text in prompt:
         one = _learn_text(text)
+        fields |= one.fields
         keys |= one.keys
         player |= one.player
         lines |= one.lines
@@ -222,7 +227,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
     openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
-    fields = {m.group(1).casefold() for t in prompt for m in _FIELD.finditer(t)} - players - characters
+    fields -= players | characters
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
                 frozenset(n for n in names - players if len(n) >= 2), members,

@@ -32,6 +32,7 @@ from .settle import (
     SENTENCE_ENDED,
     before_last_line,
     before_last_sentence,
+    form_line_speaks,
     in_players_form,
     in_turn_form,
     markup_ahead,
@@ -73,7 +74,8 @@ _BARE_TAGS: Final = "bare-tags"
 _ECHOED_CHAT: Final = re.compile(r"[<＜]\s*chat\b[^<>＜＞]*[>＞]", re.IGNORECASE)
 """The echoed request form shows nothing early before its first ``<chat>``: until then the
 batch reader takes the text around ``<user_chats>`` for one chat, and drops it as prose
-once a ``<chat>`` comes."""
+once a ``<chat>`` comes; but a form that opens the reply on a line of its own speaks from its
+first line of text (``settle.form_line_speaks``)."""
 
 
 _ADVANCED: Final = 0
@@ -175,7 +177,7 @@ class Rereads(Body):
                     or _FRONT_MATTER_START.match(text, self._held_at[0]) is not None
                 )
             )
-            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text))
+            or (batch.dialect == _ECHOED and not _ECHOED_CHAT.search(text) and not form_line_speaks(text))
             or (batch.dialect in _PROSE and not self._chats_at[0] and opens_as_prompt(text))
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or (

@@ -13,6 +13,7 @@ own judgement turned round (what could the next characters change?):
 - ``may_echo``: a last line that may still turn out to echo the prompt the caller told;
 - ``in_players_form``: a request form still open whose lines may all be the player's (told);
 - ``in_turn_form``: a first request form of one speech line, held until the line after it;
+- ``form_line_speaks``: a request form opening the reply whose first line of text is no label, heading or JSON;
 - ``opens_as_prompt``: a reply that opens, or may yet open, as a system prompt does;
 - ``prose_decided``: untagged text read as the reply, not a preamble to a JSON one.
 """
@@ -245,6 +246,31 @@ def in_turn_form(text: str, speech: frozenset[str]) -> bool:
     return m is not None and (m.group("name") is None or m.group("name").lower() in speech)
 
 
+_FORM_LINE: Final = re.compile(
+    r"\s*(?:[^\s:：,，<>]{1,24}[:：,，][ \t]*\n[ \t]*(?=[<＜]\s*user_chats?\s*[>＞][ \t]*\n[^\n{}\[\]]+\n))?"
+    r"[<＜]\s*user_chats?\s*[>＞][ \t]*\n"
+    r"(?:[ \t]*[^\s:：<>]{1,24}[:：][ \t]*\n(?=[ \t]*[^\s{\[`]))?"
+    r"(?![ \t]*#|[ \t]*[^\s:：<>]{1,24}[:：][ \t]*(?:\n|\Z))"
+)
+"""A request form opening the reply on a line of its own (or after a speaker's label line, ``Quill:``, once the form's
+first line has ended holding no JSON bracket), then, maybe, a speaker's label line (``Sable:``) and a line begun that
+opens no JSON reply, then a line that is neither a label nor a heading (``#``)."""
+
+
+def form_line_speaks(text: str) -> bool:
+    """Whether ``text`` (a reply so far, read as a request form with no ``<chat>`` yet) speaks its form's text now.
+
+    Before a ``<chat>``, the batch reader reads the text around ``<user_chats>`` as one chat, and drops it as prose
+    once a chat comes. A form that opens the reply on its own line, and goes on with a line of text, is the
+    character's reply written in the request's tags far more often than a transcript's preamble: its text speaks
+    (a ``Reset`` if a chat comes after all). A transcript shows itself on that line: a speaker's label followed by
+    a JSON reply (``Maren:`` then ``{``), or a heading (``# 2019-08-31 …``) before a chat; those, and a form after
+    a prompt's opening or prose, wait as before. A form after a speaker's label (``Quill:``) speaks once its first
+    line has ended with no JSON in it (a request echoed with its JSON object is dropped: ``_FORM_LINE``). Measured
+    on the tuning rows of ``benchmarks/bench_stream_early.py``: 25 more early speakers, no more ``Reset``."""
+    return _FORM_LINE.match(text) is not None
+
+
 def _may_be_the_players(n: str, player: frozenset[str]) -> bool:
     """Whether ``n`` (a last line as ``normal`` writes it) may still be one of the player's lines (this turn's, or
     the prompt's few-shot turns'), which the batch reader drops as it drops their echo: a part of one (the batch
@@ -278,9 +304,12 @@ _PREAMBLE_HINT: Final = re.compile(
 after ``Sure``, ``Okay``: not ``what happened here is``) or of reasoning about it
 (``The user is angry.``, before an orphan ``</think>``), not of the reply itself."""
 _VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
-_PROMPT_OPENING: Final = re.compile(_VALUE_FIRST.pattern + r"(?i:you are) (?:[A-Z]|[^\x00-\x7f])")
-_YOU_ARE: Final = "you are "
-"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, after a value in brackets or
+_YOU_ARE: Final = ("you are ", "you're ", "you’re ", "du bist ", "eres ", "tu es ", "vous êtes ", "você é ")
+_PROMPT_OPENING: Final = re.compile(
+    _VALUE_FIRST.pattern + "(?i:" + "|".join(map(re.escape, _YOU_ARE)) + r")(?:[A-Z]|[^\x00-\x7f])"
+)
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, ``You're Wren.``, and so in the
+languages a card's prompt is written in: ``Du bist Greta.``, ``Eres Ximena,``; after a value in brackets or
 asterisks: ``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes
 before one), until the caller's prompt says otherwise."""
 
@@ -292,7 +321,7 @@ def opens_as_prompt(text: str) -> bool:
         return True
     m = _VALUE_FIRST.match(text)
     rest = text[m.end() :].lower() if m is not None else ""
-    return len(rest) <= len(_YOU_ARE) and _YOU_ARE.startswith(rest)
+    return any(len(rest) <= len(opening) and opening.startswith(rest) for opening in _YOU_ARE)
 
 
 _ENDS_SENTENCE: Final = re.compile(r"[!?！？…。][\"'”’)」』）]*+\Z")

@@ -666,12 +666,14 @@ def _placed_after(parts: TurnParts, where: str) -> Activation | None:
     return placed_after(parts.lore, where, parts.diagnostics)
 
 
-def placed_after(lore: Activation | None, where: str, notes: list[Diagnostic]) -> Activation | None:
+def placed_after(
+    lore: Activation | None, where: str, notes: list[Diagnostic], *, after: str = "the character"
+) -> Activation | None:
     """``lore`` for a prompt without system turns (``where``: the provider, or ``text``): its entries at a depth
-    placed after the character (or the cast) instead, with one ``CF945`` added to ``notes``."""
+    placed ``after`` the character (a scene's: the cast) instead, with one ``CF945`` added to ``notes``."""
     if lore is None or not lore.at_depth():
         return lore
-    notes.append(Diagnostic.at("", "CF945", f"lore at a depth placed after the character ({where})", 0))
+    notes.append(Diagnostic.at("", "CF945", f"lore at a depth placed after {after} ({where})", 0))
     return _depth_after(lore)
 
 

@@ -127,10 +127,25 @@ def _render_turn(
 
     (system, turns), held = (build(lore), lore) if budget is None else fit_lore(lore, build, budget=budget)
     if provider != "openai":
-        placed_after(held, provider, notes)
+        placed_after(held, provider, notes, after="the cast")
+    notes += _unsent(scene)
     schema = scene.json_schema(provider) if options.get("structured", False) else None
     diagnostics = [*(held.diagnostics if held is not None else []), *notes]
     return RenderedTurn(provider_request(provider, system, turns, schema), held, diagnostics)
+
+
+def _unsent(scene: Scene) -> list[Diagnostic]:
+    """``CF933`` for each member card whose ``system_prompt`` or ``post_history_instructions`` a scene's prompt
+    leaves out (one system prompt for the whole cast)."""
+    notes = []
+    for who, member in scene.cast.items():
+        data = member.card.data if member.card is not None else {}
+        fields = [k for k in ("system_prompt", "post_history_instructions") if str(data.get(k) or "").strip()]
+        if fields:
+            said = " and ".join(fields)
+            notes.append(Diagnostic.at("", "CF933", f"cast {who!r}: its card's {said} not sent (one prompt for the"
+                                       " cast: put what they say in the scene's setting)", 0))  # fmt: skip
+    return notes
 
 
 def player_vocabulary(cast: Mapping[str, Character]) -> Vocabulary:

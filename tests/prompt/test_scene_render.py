@@ -76,7 +76,9 @@ def test_another_provider_gets_the_depth_lore_after_the_cast(scene: Scene, provi
     request = rendered.request
     system = request["system"] if provider == "anthropic" else request["system_instruction"]["parts"][0]["text"]
     assert system.index("## Cast") < system.index("[Dust storms last a week.]")
-    assert [d.code for d in rendered.diagnostics].count("CF945") == 1
+    assert [d.message for d in rendered.diagnostics if d.code == "CF945"] == [
+        f"lore at a depth placed after the cast ({provider})"
+    ]
     schema = json.dumps(request["output_config"] if provider == "anthropic" else request["generation_config"])
     assert '"rex"' in schema and '"mio"' in schema  # the scene's schema: its speakers
 
@@ -215,7 +217,10 @@ def test_a_members_card_book_given_again_is_read_once() -> None:
     twice = scene.render_turn([], "The dog Birgit hates this storm.", lorebooks=[again], seed=1)
     assert once.lore is not None and twice.lore is not None and len(once.lore.placed) == 3
     assert [p.text for p in twice.lore.placed] == [p.text for p in once.lore.placed]
-    assert [d.code for d in twice.diagnostics] == ["CF946", "CF940"] and "CF946" not in str(once.diagnostics)
+    assert [d.code for d in twice.diagnostics] == ["CF946", "CF940", "CF933"] and "CF946" not in str(once.diagnostics)
+    (unsent,) = [d for d in once.diagnostics if d.code == "CF933"]  # the Oskar card's own instructions: not sent
+    assert "cast 'oskar': its card's system_prompt and post_history_instructions not sent" in unsent.message
+    assert "Answer as Oskar alone" not in str(once.request)
     assert "Oskar believes a storm" in twice.request["messages"][0]["content"]  # {{char}}: the member's name
 
 

@@ -72,9 +72,7 @@ def _size(value: Any, cap: int) -> int:
     stack = [value]
     while stack and total <= cap:
         item = stack.pop()
-        if isinstance(item, (str, bytes, bytearray)):
-            total += len(item)
-        elif isinstance(item, range):  # (no allocation, but each step of a loop over it: ranges in ranges end)
+        if isinstance(item, (str, bytes, bytearray)) or isinstance(item, range):
             total += len(item)
         elif isinstance(item, (list, tuple, set, frozenset)):
             total += len(item)

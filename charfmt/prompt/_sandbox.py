@@ -72,7 +72,7 @@ def _size(value: Any, cap: int) -> int:
     stack = [value]
     while stack and total <= cap:
         item = stack.pop()
-        if isinstance(item, (str, bytes, bytearray)) or isinstance(item, range):
+        if isinstance(item, (str, bytes, bytearray, range)):  # (a range: each step of a loop over it counts)
             total += len(item)
         elif isinstance(item, (list, tuple, set, frozenset)):
             total += len(item)

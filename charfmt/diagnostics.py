@@ -115,6 +115,9 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF637": ("warning", 'a JSON key naming a cue the body already gives ("mood" beside <emo>) dropped'),
     "CF638": ("warning", "markup the reader cannot read (a namespaced tag, a tag that lost its '>') dropped or opened"),
     "CF639": ("warning", "a language's name alone on its line (Français) before the reply: a label, no speech"),
+    "CF640": ("warning", "elements after a chat's </chat> closed by a second </chat> read as that chat's"),
+    "CF641": ("warning", "a bracketed label opening a line ([English: …], [User Context: …]) dropped: no speech"),
+    "CF642": ("warning", "a line in the player's voice (I'm the deckhand: the prompt's name for the player) dropped"),
     "CF650": ("warning", "an object where a key is due: its members read into the object before it, closed early"),
     "CF651": ("warning", "a tag written as text (&lt;/answer&gt;, <thought?>) between elements is markup: dropped"),
     # lenient parsing: bodies

@@ -25,12 +25,15 @@ _FORM_CLOSED: Final = re.compile(r"[<＜]\s*+[/／]\s*+user_chats?\s*+[>＞]\s*+
 _CUT_NAME: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?([A-Za-z_][\w.\-:]*+)?")
 
 
-def lead(state: Recovery, start: int, at: int) -> None:
+def lead(state: Recovery, start: int, at: int, *, empty: bool = False) -> bool:
     """The text before the JSON reply: a chat of its own where it holds elements of the format, else dropped.
 
     The request form written before it (``<user_chats>…``) is the player's turn echoed, never
     the character's words: dropped (``CF624``), told the turn or not; unless its words introduce
-    the speaker as the character (told the prompt: ``My name is Wren.``).
+    the speaker as the character (told the prompt: ``My name is Wren.``). ``empty``: the JSON after it
+    holds no chat (only the spec's placeholders), so the form is the reply; only one that repeats the
+    player's turn is theirs (``CF625``; found by the sixth set's #52). Returns whether a form was dropped
+    as the request form.
     """
     text = state.source.text
     region = text[start:at]
@@ -40,21 +43,27 @@ def lead(state: Recovery, start: int, at: int) -> None:
         for a, b, m in request_form.blocks(region)
         if _FORM_CLOSED.search(region, a, b) and not request_form.introduces(state.told, region[a:b])
     ]  # (a form whose words introduce the character, "My name is Wren.", is the character's: read)
+    if empty:
+        forms = [f for f in forms if request_form.echoes_turn(state, region, [f])]
+    code, message = (
+        ("CF625", "the player's own turn echoed: not the character's speech, dropped")
+        if empty
+        else ("CF624", "the request form (<user_chats>) written before the JSON reply is dropped")
+    )
     for a, b, _m in forms:
-        state.note(
-            "CF624", "the request form (<user_chats>) written before the JSON reply is dropped", start + a, start + b
-        )
+        state.note(code, message, start + a, start + b)
     if forms:
         text = text[:start] + blank(text[start:at], forms) + text[at:]
     if not has_elements(state, text, start, at):
         _drop(state, text, start, at)
-        return
+        return bool(forms) and not empty
     state.drop_fences_only(start, at)
     region = without_tokens(text[start:at])
     lead = len(region) - len(region.lstrip())
     message = "elements written before the JSON reply are read as a chat of their own"
     state.note("CF626", message, start + lead, start + len(region.rstrip()))
     read_text(state, region, start, state.walk("text", Sample(region)), cut_off=False)
+    return bool(forms) and not empty
 
 
 def _drop(state: Recovery, text: str, start: int, at: int) -> None:

@@ -44,6 +44,8 @@ _NUMBER: Final = re.compile(r"\s*[-+]?[0-9.]+\s*")
 _CODE_AFTER: Final = re.compile(r"[ \t]*+\{")
 """What follows a bracket that makes it code: a brace (``[style1] {padding: 3px}``, a CSS selector; the fifth
 set's #7)."""
+_LIST_NUMBER: Final = re.compile(r"\s*+\d{1,3}\s*+")
+"""A bracket holding a number alone (``[1]``): a list's number or a note's (found by the sixth set's #32)."""
 Meaning = tuple[str, str, float | None]
 """What a mark reads as: its tag, its text, its intensity."""
 
@@ -87,9 +89,13 @@ def _stays_text(m: re.Match[str], span: Span) -> bool:
     vocabulary = span.reading.vocabulary
     if vocabulary is not None and vocabulary.resolve(word) is not None:
         return False
+    at = span.offset + m.start()
+    if _LIST_NUMBER.fullmatch(word):  # '[1] First, you need…': a list's number or a note's, never an emotion
+        span.out.note("CF724", f"{m.group()!r} is a number (a list's, a note's), no emotion: kept as text", at,
+                      span.offset + m.end())  # fmt: skip
+        return True
     if not in_running_text(span.text, m.start()) and _CODE_AFTER.match(span.text, m.end()) is None:
         return False
-    at = span.offset + m.start()
     span.out.note("CF724", f"{m.group()!r} inside a sentence names no emotion: kept as text", at, span.offset + m.end())
     return True
 

@@ -18,6 +18,7 @@ from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import FORM_ELEMENT, TAGGED
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.prose import JSON_LINE
+from charfmt._lenient.region import has_elements
 from charfmt._lenient.state import (
     RawChat,
     Recovery,
@@ -41,6 +42,8 @@ CHAT_ELEMENT: Final = re.compile(rf"[<＜]\s*+([/／]\s*+)?({FORM_ELEMENT})(?![\
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""
 CUT_ELEMENT: Final = re.compile(r"[<＜]\s*+(?:[/／]\s*+)?(?:[A-Za-z_][\w.\-:]*+(?:\s[^<>＜＞]*+)?)?\Z")
 """A tag the input ends inside: ``<chat type="C``, ``</ms``, ``</``, a lone ``<``."""
+_COLON_AFTER: Final = re.compile(r"[ \t]*+[:：](?=[ \t]*+[^\s/])")
+"""A colon right after a tag, words after it: the tag written as a label."""
 _ATTRIBUTE: Final = re.compile(r"""([\w\-:]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
 
 
@@ -81,8 +84,11 @@ def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Mat
     """A ``<user_chats>`` wrapper with no ``<chat>`` in it: one ``C`` chat, the wrapper's tags markup."""
     blanked = text
     for m in elements:
-        state.note("CF612", f"the request form's {m.group()} is markup, removed", offset + m.start(), offset + m.end())
-        blanked = blanked[: m.start()] + " " * (m.end() - m.start()) + blanked[m.end() :]
+        # (a colon right after an opener is the markup's, as a label's: ``<user-chat>: Your voice…``; sixth set #47)
+        end = m.end() if m.group(1) is not None or (c := _COLON_AFTER.match(text, m.end())) is None else c.end()
+        state.note("CF612", f"the request form's {text[m.start():end]} is markup, removed", offset + m.start(),
+                   offset + end)  # fmt: skip
+        blanked = blanked[: m.start()] + " " * (end - m.start()) + blanked[end:]
     entry = state.reading.table.first("text", Sample(blanked), state.tags, after="user-chats")
     before = len(state.chats)
     read_text(state, blanked, offset, entry)
@@ -100,6 +106,7 @@ def _read_wrapped(state: Recovery, offset: int, text: str, elements: list[re.Mat
 def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match[str]]) -> None:
     """Each ``<chat>`` a chat, its body up to its closer, the next element or the end."""
     open_chat: tuple[RawChat, int] | None = None  # the chat being read and where its body starts
+    closed: RawChat | None = None  # the chat its </chat> closed, no element of the form since
     pos = 0  # where text not yet accounted for starts
     for m in elements:
         closing, name = m.group(1) is not None, form_name(m, inside_chat=open_chat is not None)
@@ -111,13 +118,19 @@ def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match
             _chat_body(state, chat, text, (body, m.start()), offset, cut_off=False)
             open_chat = None
             if closing and name == "chat":
-                pos = m.end()
+                pos, closed = m.end(), chat
                 continue
+        elif closed is not None and closing and name == "chat" and has_elements(state, text, pos, m.start()):
+            # '</chat>\n<act>taps the logbook</act>\n</chat>': the first closer came early (the sixth set's #12)
+            _reopen(state, closed, text, (pos, m.start()), offset)
+            pos, closed = m.end(), None
+            continue
         else:
             state.drop(offset + pos, offset + m.start())
             if closing and name == "chat":
                 at, stop = offset + m.start(), offset + m.end()
                 state.note("CF712", "a closing </chat> with no open chat is dropped", at, stop)
+        closed = None
         if name == "chat" and not closing:
             chat = RawChat(len(state.chats), None)
             _chat_attributes(state, chat, m, offset)
@@ -131,6 +144,16 @@ def _read_chats(state: Recovery, offset: int, text: str, elements: list[re.Match
         _chat_body(state, chat, text, (body, len(text)), offset, cut_off=True)
     else:
         state.drop(offset + pos, offset + len(text))
+
+
+def _reopen(state: Recovery, chat: RawChat, text: str, span: tuple[int, int], offset: int) -> None:
+    """Elements between ``chat``'s ``</chat>`` and a second ``</chat>``: the chat's own, its first closer early."""
+    start, end = span
+    body = text[start:end]
+    a = offset + start + len(body) - len(body.lstrip())
+    message = "elements after the chat's </chat>, closed by a second </chat>, are read as the chat's"
+    state.note("CF640", message, a, offset + start + len(body.rstrip()), chat.index)
+    _chat_body(state, chat, text, span, offset, cut_off=False)
 
 
 def _chat_attributes(state: Recovery, chat: RawChat, m: re.Match[str], offset: int) -> None:
@@ -184,7 +207,16 @@ def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
     prompt's few-shot turns (``CF631``); where that leaves only an emotion or a cue, the chat is the player's
     turn whole: they go too. So does a chat the input ends in before its words (``cut_off``): its emotion may
     be the player's, as the words to come would tell (a stream shows it only then)."""
+    mark = len(read.repairs)
     kept = [p for p in read.pieces if not _said_by_player(state, p, read)]
+    example = [r.start for r in read.repairs[mark:] if r.message == _EXAMPLE_TURN]
+    if example:
+        # (the lines of a chat before a few-shot turn of the player's in it are that turn's, a line added to it:
+        # the same speaker's; the reply may follow it, never precede it; the sixth set's #77)
+        for p in (p for p in kept if p.end <= example[-1]):
+            read.note("CF631", f"<{p.tag}> before a turn of the player's from the prompt's examples: dropped",
+                      p.start, p.end)  # fmt: skip
+        kept = [p for p in kept if p.end > example[-1]]
     if (len(kept) < len(read.pieces) or cut_off) and all(_cue_like(state, p) for p in kept):
         for p in kept:
             if cut_off and len(kept) == len(read.pieces):
@@ -227,6 +259,10 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         message = "a line of the request form that speaks to the character by name is the player's: dropped"
         read.note("CF635", message, piece.start, piece.end)
         return True
+    if told is not None and _speaks_as_player(told, piece.text):
+        message = "a line in the player's voice (I'm the deckhand: the prompt's name for the player) is theirs: dropped"
+        read.note("CF642", message, piece.start, piece.end)
+        return True
     said = normal(piece.text)
     if told is None or len(said) < _PLAYER_LINE:
         return False
@@ -236,9 +272,11 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         return True
     if not (said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True)):
         return False
-    message = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
-    read.note("CF631", message, piece.start, piece.end)
+    read.note("CF631", _EXAMPLE_TURN, piece.start, piece.end)
     return True
+
+
+_EXAMPLE_TURN: Final = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"
 
 
 _PART_OF_TURN: Final = 12
@@ -267,6 +305,22 @@ def _names(names: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]] | N
     before = rf"(?:^|[,;][ \t]*+|\b{_GREETING}\b[ \t,]*)(?<![\w])"  # the start, a comma, a greeting
     spoken_to = re.compile(rf"{before}{name}[ \t]*+(?:[,!?.:！？、。]|$)", re.I)
     return own, spoken_to
+
+
+@functools.lru_cache(maxsize=32)
+def _player_self(names: frozenset[str]) -> re.Pattern[str] | None:
+    """How a text introduces its speaker as the player (``I'm a deckhand``), by the prompt's names for them."""
+    if not names:
+        return None
+    name = "(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?![\w'’-])"
+    return re.compile(rf"{_SELF}(?:(?:an?|una?|el|la|le|der|die|ein|eine)[ \t]++)?{name}", re.I)
+
+
+def _speaks_as_player(told: Told, text: str) -> bool:
+    """Whether ``text`` introduces its speaker as the player (``I'm a deckhand.``, the scene's player by the name
+    the prompt gives them, never a role such as ``user``): the player's line (found by the sixth set's #32)."""
+    found = _player_self(told.player_names)
+    return found is not None and found.search(text) is not None
 
 
 def introduces(told: Told | None, text: str) -> bool:

@@ -44,10 +44,7 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         if _looks_like_reply(state, node) and _empty_beside_prose(state, start, at, node):
             return False  # '*He nods.* "Come in."\n{"chats":[]}': the words are the reply, the JSON holds none
         if _looks_like_reply(state, node):
-            forms.lead(state, start, at)
-            _repairs(state, json.repairs[mark:])
-            _shape(state, node)
-            _more(state, node.end if node.end >= 0 else end, end)
+            _read_reply(state, (start, at, end), json.repairs[mark:], node)
             return True
         if tries == 1 and _cut_reply(state, start, at, end, node):
             # '{', '{"chats":': only the beginning of a JSON reply arrived. It is a reply
@@ -65,6 +62,39 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
 _FENCE_LINE: Final = re.compile(r"^[ \t]*+(?:```|~~~)[ \t]*+([\w+#.-]*+)[^\n]*+$", re.M)
 _DATA_FENCES: Final = frozenset({"", "json", "jsonc", "json5", "jsonl", "text", "txt"})
 """The info strings of a fence that holds data, not code: a reply may stand anywhere in one."""
+
+
+_PLACEHOLDER: Final = "CF628"
+"""The code of a body that is the spec's placeholder (``fields``): JSON holding only those holds no chat."""
+
+
+def _read_reply(state: Recovery, span: tuple[int, int, int], repairs: list[Repair], node: JNode) -> None:
+    """The JSON reply at ``at``, what stands before it (``forms.lead``) and the JSON replies after it.
+
+    A request form written before JSON that holds no chat (only the spec's placeholders, ``"body": "..."``)
+    is the reply, not the player's turn echoed before it (found by the sixth set's #52): read again so.
+    ``span``: where the text before it starts, where it starts, where the region ends.
+    """
+    start, at, end = span
+    marks = len(state.diagnostics), len(state.chats), list(state.dialects)
+    dropped = forms.lead(state, start, at)
+    first, noted = len(state.chats), len(state.diagnostics)
+    _repairs(state, repairs)
+    _shape(state, node)
+    _more(state, node.end if node.end >= 0 else end, end)
+    if not dropped or any(chat.pieces for chat in state.chats[first:]):
+        return
+    if not any(d.code == _PLACEHOLDER for d in state.diagnostics[noted:]):
+        return  # (no chat because the JSON was cut off, or empty: the form is still the player's turn)
+    del state.diagnostics[marks[0] :], state.chats[marks[1] :]
+    state.dialects[:] = marks[2]
+    forms.lead(state, start, at, empty=True)
+    state.json_reader = None  # (a new reader: its repairs noted again)
+    json = _json_reader(state, end)
+    node = json.read(at)
+    _repairs(state, json.repairs)
+    _shape(state, node)
+    _more(state, node.end if node.end >= 0 else end, end)
 
 
 def _held_by_code(text: str, at: int) -> bool:

@@ -56,6 +56,8 @@ _INLINE: Final = re.compile(
 _CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++\"([^\"\n]{1,40})\"\)[ \t]*+$", re.M)
 """A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
 _PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
+_FIELD: Final = re.compile(r"^[ \t]*+([A-Z][^\W\d_]{2,19}(?:[ \t][A-Za-z][^\W\d_]{1,19})?)[ \t]*+:[ \t]++(?=\S)", re.M)
+"""A field line of a prompt (``Scenario: Deckhand ducks…``, ``Personality: …``): a capitalised label, a colon, text."""
 _SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
 _YOU_ARE: Final = re.compile(
     r"^You are ([^.,\n]{1,40}?)(?:[.,]|[ \t]++(?:in|with|at|on|of|from|who|and|for|playing)[ \t])", re.M
@@ -131,6 +133,12 @@ class Told:
     request: tuple[str, ...] = ()
     """The lines of the request the reply answers (the prompt's last text: the turn and the instruction sent
     with it)."""
+    player_names: frozenset[str] = frozenset()
+    """The prompt's own names for the player (``deckhand``, ``cliente``), case folded: its player labels but the
+    roles (``user``, ``human``)."""
+    fields: frozenset[str] = frozenset()
+    """The labels of the prompt's field lines (``Scenario: …``), case folded, no speaker's: a reply's line opened
+    by one imitates the prompt, however its words go on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +158,8 @@ class _Learned:
     """Its cast's names and speaker ids with the speaker id each labels, in its order."""
     sections: bool
     tag_spec: bool
+    fields: frozenset[str] = frozenset()
+    """The labels of its field lines (``Scenario: …``), case folded."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -181,7 +191,8 @@ def _learn_text(text: str) -> _Learned:
             characters.add(name)
     return _Learned(frozenset(keys), frozenset(player), frozenset(lines), frozenset(players), frozenset(characters),
                     frozenset(named.union(*cast)), len(cast), speakers, len(_HEADING.findall(text)) >= 2,
-                    _TAG_SPEC.search(text) is not None)  # fmt: skip
+                    _TAG_SPEC.search(text) is not None,
+                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=32)
@@ -195,8 +206,10 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     names: set[str] = set()
     members = 1
     speakers: dict[str, str] = {}
+    fields: set[str] = set()
     for text in prompt:
         one = _learn_text(text)
+        fields |= one.fields
         keys |= one.keys
         player |= one.player
         lines |= one.lines
@@ -214,11 +227,13 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
     long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
     openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
+    fields -= players | characters
     return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
                 frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
                 frozenset(n for n in names - players if len(n) >= 2), members,
                 tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
-                tuple(prompt[-1].split("\n")) if prompt else ())  # fmt: skip
+                tuple(prompt[-1].split("\n")) if prompt else (),
+                frozenset(players - GENERIC_PLAYER), frozenset(fields))  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -249,7 +264,28 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
     spans += _language_labels(text, _merge(spans))
+    spans += _bracket_labels(text, _merge(spans))
     return _merge(spans)
+
+
+_BRACKET_LABEL: Final = re.compile(r"[ \t]*+\[[ \t]*+[A-Z][\w'’-]*+(?:[ \t]++[A-Za-z][\w'’-]*+){0,2}[ \t]*+:[ \t]++")
+"""A line opened by a bracketed label (``[English: ``, ``[User Context: ``): capitalised words and a colon."""
+_LABELLED: Final = re.compile(r"^[^\]]*+$|^[^\]]*?(?:[<!?;。！？]|[.,](?!\d)|(?:\S+[ \t]+){4})")
+"""What follows a bracketed label that makes it one: no ``]`` closing it on its line, or before its ``]`` a tag, a
+sentence's punctuation or five words (``[emotion: joy]``, ``[Joy: 0.8]``, ``[Action: waves]`` are bracket tags)."""
+
+
+def _bracket_labels(text: str, dropped: list[Span]) -> list[Span]:
+    """A line opened by a bracketed label (``[German: …``, ``[English: Yes, it's…``): the label of what follows, as
+    a page of translations writes one, never speech (``CF641``; found by the sixth set's #17)."""
+    spans: list[Span] = []
+    for a, b in _lines(text):
+        m = _BRACKET_LABEL.match(text, a, b)
+        if m is None or any(x <= a < y for x, y, *_ in dropped) or _LABELLED.search(text[m.end() : b]) is None:
+            continue
+        label = text[a : m.end()].strip()
+        spans.append((a, m.end(), "CF641", f"a bracketed label opening a line is no speech: {label!r} dropped"))
+    return spans
 
 
 _LANGUAGE_NAMES: Final = frozenset({
@@ -351,11 +387,29 @@ def _label(line: str, told: Told) -> str | None:
     generic = name in GENERIC_PLAYER or name in GENERIC_CHARACTER
     if not m.group("colon") and generic and name not in _BARE:
         return None  # "You" alone on a line is a word; "User:" and "user" are labels
+    return _whose(name, told)
+
+
+def _whose(name: str, told: Told) -> str | None:
+    """``player``, ``character`` or ``None``: whose label ``name`` (case folded) is. The player's label in another
+    spelling or language (``Client`` for ``Cliente``: one begins the other, two letters more at most) is theirs
+    (found by the sixth set's #37)."""
     if name in told.player_labels:
         return "player"
     if name in told.character_labels:
         return "character"
+    if len(name) >= _SAME_LABEL and any(_respelled(name, label) for label in told.player_names):
+        return "player"
     return None
+
+
+_SAME_LABEL: Final = 4
+"""Letters from which a label that begins another (``Client``, ``Cliente``) is the same label respelled."""
+
+
+def _respelled(name: str, label: str) -> bool:
+    short, long = sorted((name, label), key=len)
+    return name.isalpha() and len(short) >= _SAME_LABEL and long.startswith(short) and len(long) - len(short) <= 2
 
 
 def _prompt_lines(text: str, told: Told) -> list[Span]:
@@ -393,6 +447,11 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
         # ``- "disgust": …``; the fourth set's #27, #92)
         if (key := _LIST_KEY.match(line)) is not None and (listing or _key(key) in told.keys):
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
+            listing = True
+            continue
+        if (field := _FIELD.match(line)) is not None and field.group(1).casefold() in told.fields:
+            # (``Scenario: Deckhand enters the harbor…`` for the prompt's ``Scenario: …``: the sixth set's #67)
+            spans.append((a, b, "CF631", f"a field of the prompt's imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
         if told.tag_spec and _TAG_SPEC.match(line):
@@ -589,7 +648,7 @@ def _echo_after_reply(text: str, since: int, told: Told, dropped: list[Span]) ->
     ``<user_chats>…the player's line…</user_chats> [/INST]``): a next turn begins there, so what follows it is
     imagined (found by the third set's #47). Before any word of the reply, it is the turn the reply answers."""
     for a, b, _m in blocks(text[since:]):
-        first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
+        first = _first_words(text[since + a : since + b])
         if not first or not (first in told.player or nearly_said(first, told.player, begun=True)):
             continue
         if _has_own_line(text, since + a, dropped):
@@ -658,12 +717,7 @@ _AFTER_JSON: Final = re.compile(r"[}\]`][ \t]*+$")
 
 def _inline_kind(m: re.Match[str], told: Told) -> str | None:
     """``player``, ``character`` or ``None``: whose label ``m`` (an ``_INLINE`` match) is, by its name."""
-    name = m.group("name").strip().casefold()
-    if name in told.player_labels:
-        return "player"
-    if name in told.character_labels:
-        return "character"
-    return None
+    return _whose(m.group("name").strip().casefold(), told)
 
 
 def _opens_transcript(text: str, lines: list[tuple[int, int]], k: int) -> bool:
@@ -728,10 +782,25 @@ def _opened_by_player(text: str, since: int, at: int, told: Told) -> int | None:
     this turn or of the prompt's few-shot turns, or nearly one): the player's turn echoed, however it goes on;
     or ``None``."""
     for a, b, _m in blocks(text[since:at]):
-        first = next((n for line in text[since + a : since + b].split("\n") if (n := normal(line))), "")
+        first = _first_words(text[since + a : since + b])
         if first and (first in told.player or nearly_said(first, told.player, begun=True)):
             return since + a
     return None
+
+
+_KEY_ALONE: Final = re.compile(r"[^\W\d][\w\-]*+")
+"""A line that is one word and no more (``contenta``, ``悲伤``), as an emotion key is; no sentence (``灯灭了？``)."""
+
+
+def _first_words(form: str) -> str:
+    """The first line of words of a request form that can say who speaks (as ``normal`` writes it), or ``""``.
+
+    A line of one word (an emotion key alone, ``<emo>contenta</emo>``) is anyone's: it says nothing of who speaks
+    (found by the sixth set's #72); ``Hi!`` is a line of words."""
+    for line in form.split("\n"):
+        if (n := normal(line)) and _KEY_ALONE.fullmatch(n) is None:
+            return n
+    return ""
 
 
 def _form_before(text: str, since: int, at: int) -> int | None:

@@ -21,6 +21,7 @@ llama-cpp-python and both GGUF files (``tests/models.py`` finds them)::
     nice -n 10 python tests/data/make_new_corpus.py --set fifth  # fifth_replies.jsonl (group F)
     nice -n 10 python tests/data/make_new_corpus.py --set sixth  # sixth_replies.jsonl (group G)
     nice -n 10 python tests/data/make_new_corpus.py --set seventh  # seventh_replies.jsonl (group H)
+    nice -n 10 python tests/data/make_new_corpus.py --set eighth  # eighth_replies.jsonl (group I)
 
 ``--set fresh`` writes the second held-back set (``fresh_replies.jsonl``, ``fresh_prompts.json``):
 four more settings (group C: Inés, Spanish, with a ``<motion>`` cue; Lukas, German; the Sable
@@ -51,6 +52,11 @@ asked before (YAML only, a numbered list of steps, another language with a trans
 the Oskar card (V3: emotion assets, a system prompt, a post-history instruction, an alternate greeting, ``<START>``
 examples and a lorebook) and the ``mountain_hut`` scene of Tamsin and Oskar with a narrator, with hostile turns of
 kinds not asked before (a poem of four lines without tags, an HTML snippet, one CSV row).
+``--set eighth`` writes the eighth (``eighth_replies.jsonl``, ``eighth_prompts.json``, group I, row ``half``:
+``eighth``), made after the seventh had been read: Femke (Dutch, a ``<horn>`` cue of her own), Ashby (English), the
+Juniper card (a random macro, a system prompt, a post-history instruction, an alternate greeting, ``<START>``
+examples and a lorebook with an entry at a depth) and the ``bindery_flood`` scene of Ashby and Juniper with a
+narrator, with hostile turns of kinds not asked before (emoji only, a SQL statement, three words in capitals).
 
 Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` (tune, held),
 ``model``, ``model_sha256`` (of the GGUF's first MiB), ``chat_format``, ``chat_format_used``,
@@ -140,6 +146,14 @@ SEVENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 """The seventh held-back set (``--set seventh``): four more settings nobody tuned the reader on (Italian with a
 cue of her own, English, a V3 card with emotion assets, a system prompt, a post-history instruction, an alternate
 greeting, ``<START>`` examples and a lorebook, a scene of two with a narrator)."""
+
+EIGHTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "I": (("femke", "character", "femke.toml"), ("ashby", "character", "ashby.toml"),
+          ("juniper", "card", "juniper.json"), ("bindery_flood", "scene", "bindery_flood.toml")),
+}  # fmt: skip
+"""The eighth held-back set (``--set eighth``): four more settings nobody tuned the reader on (Dutch with a cue
+of her own, English, a V2 card with a random macro, a system prompt, a post-history instruction, an alternate
+greeting, ``<START>`` examples and a lorebook with an entry at a depth, a scene of two with a narrator)."""
 
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
@@ -378,6 +392,32 @@ SEVENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the seventh held-back set (``--set seventh``), worded anew; three hostile turns of kinds
 not asked before (a poem of four lines without tags, an HTML snippet, one CSV row)."""
+EIGHTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] Oh, the lights are still on! Have you got a minute?",
+        "What was the hardest job you ever took on?",
+        "[angry] You said it would be done by Friday, and it isn't!",
+        "*holds out a soggy parcel* Can anything be saved from this?",
+        "Reply only with emoji, no words at all.",
+        "[sad] I had to sell my father's house today.",
+        "Write your reply as a SQL INSERT statement into a table named replies.",
+        "[surprise] Did the floor just move?",
+        "Answer in exactly three words, all in capital letters.",
+    ),
+    "nl": (
+        "[joy] Hé, je bent er nog! Heb je even tijd?",
+        "Wat was de moeilijkste klus die je ooit hebt gedaan?",
+        "[angry] Je zei dat het vrijdag klaar zou zijn, en dat is het niet!",
+        "*houdt een doorweekt pakketje omhoog* Valt hier nog iets van te redden?",
+        "Antwoord alleen met emoji, helemaal zonder woorden.",
+        "[sad] Ik heb vandaag het huis van mijn vader moeten verkopen.",
+        "Schrijf je antwoord als een SQL INSERT-statement in een tabel met de naam replies.",
+        "[surprise] Bewoog de vloer nou net?",
+        "Antwoord in precies drie woorden, allemaal in hoofdletters.",
+    ),
+}
+"""The player's turns of the eighth held-back set (``--set eighth``), worded anew; three hostile turns of kinds
+not asked before (emoji only, a SQL statement, three words in capitals)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -435,6 +475,7 @@ SETS: Final = {
     "fifth": ("fifth_replies.jsonl", "fifth_prompts.json"),
     "sixth": ("sixth_replies.jsonl", "sixth_prompts.json"),
     "seventh": ("seventh_replies.jsonl", "seventh_prompts.json"),
+    "eighth": ("eighth_replies.jsonl", "eighth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -442,7 +483,7 @@ SETS: Final = {
 def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
-             "seventh": SEVENTH}[which]
+             "seventh": SEVENTH, "eighth": EIGHTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -450,7 +491,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
     """The player's turns of a corpus in ``language``."""
     table = {
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
-        "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS,
+        "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 
@@ -459,9 +500,8 @@ def generate_rows(paths: dict[str, str], which: str = "new") -> tuple[list[dict[
     """Every row of a corpus in a fixed order (run, setting, turn), and each setting's system prompt.
 
     A reply's seed is ``10000 * run + 100 * s + turn``, ``s`` the setting's place among all
-    settings (the fresh set's follow the first eight, the third set's the fresh set's four, the fourth set's
-    the third's, the fifth set's the fourth's, the sixth set's the fifth's, the seventh set's the sixth's), so no two
-    replies of any corpus share one.
+    settings (the fresh set's follow the first eight, the third set's the fresh set's four, each later set's
+    the set's before it), so no two replies of any corpus share one.
     """
     llama_logs(verbose=False)
     tuning = tuning_group()

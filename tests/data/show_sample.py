@@ -1,7 +1,8 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
-``python tests/data/show_sample.py sixth`` (the sixth round's sample of ``sixth_replies.jsonl``), ``fifth`` (the fifth
-round's sample of ``fifth_replies.jsonl``), ``fourth`` (the
+``python tests/data/show_sample.py seventh`` (the seventh round's sample of ``seventh_replies.jsonl``: the rows
+whose number n has ``n % 5 == 3`` and ``n < 100``), ``sixth`` (the sixth round's sample of ``sixth_replies.jsonl``),
+``fifth`` (the fifth round's sample of ``fifth_replies.jsonl``), ``fourth`` (the
 fourth round's sample of ``fourth_replies.jsonl``), ``third``
 (the third round's sample of ``third_replies.jsonl``), ``fresh``
 (the second round's sample of ``fresh_replies.jsonl``),
@@ -30,7 +31,7 @@ import charfmt
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("set", choices=("sixth", "fifth", "fourth", "third", "fresh", "held", "tune"))
+    parser.add_argument("set", choices=("seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune"))
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
     sets = {
@@ -39,9 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         "fourth": corpus.FOURTH,
         "fifth": corpus.FIFTH,
         "sixth": corpus.SIXTH,
+        "seventh": corpus.SEVENTH,
     }
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
-    picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == 2 and n < 100]
+    rule = 3 if args.set == "seventh" else 2  # (the seventh round's rule: n % 5 == 3)
+    picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]
     for n in picked:
         row = rows[n]
         reply = corpus.read(row)

@@ -6,7 +6,8 @@ README section says how), split by a seeded coin into a tuning half and a held-b
 before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108 replies on four
 more settings, ``--set fresh``), made after both halves were read, ``third_replies.jsonl`` the third
 (``--set third``), made after the second was read, ``fourth_replies.jsonl`` the fourth (``--set fourth``),
-``fifth_replies.jsonl`` the fifth (``--set fifth``) and ``sixth_replies.jsonl`` the sixth (``--set sixth``).
+``fifth_replies.jsonl`` the fifth (``--set fifth``), ``sixth_replies.jsonl`` the sixth (``--set sixth``) and
+``seventh_replies.jsonl`` the seventh (``--set seventh``).
 ``tests/data/JUDGED.md`` holds
 the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
 vocabulary and tags, told the player's turn and the prompt it answers):
@@ -54,6 +55,8 @@ FIFTH: Final = _rows("fifth_replies.jsonl")
 """The fifth held-back set (``make_new_corpus.py --set fifth``), read by hand only after the reader was frozen."""
 SIXTH: Final = _rows("sixth_replies.jsonl")
 """The sixth held-back set (``make_new_corpus.py --set sixth``), read by hand only after the reader was frozen."""
+SEVENTH: Final = _rows("seventh_replies.jsonl")
+"""The seventh held-back set (``make_new_corpus.py --set seventh``), read by hand only after the reader was frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -61,8 +64,9 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "fourth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fifth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "sixth_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "seventh_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH
+EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]

@@ -432,3 +432,25 @@ def test_the_players_line_reworded_in_the_form_is_theirs_the_reply_after_it_read
     )
     assert _both(text, size, turn=said) == [["C", 1, [["msg", reply]]]]
     assert "CF625" in [d.code for d in charfmt.parse(text, lenient=True, turn=said).diagnostics]
+
+
+LABEL = st.sampled_from(["German", "English", "User Context", "Translation", "Note"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(LABEL, SENTENCE), min_size=1, max_size=3), st.integers(1, 99), SENTENCE, st.integers(1, 9))
+def test_bracketed_labels_and_list_numbers_are_never_spoken_nor_emotions(
+    lines: list[tuple[str, str]], number: int, item: str, size: int
+) -> None:
+    """The seventh round's class (the sixth set's #17, #32): a line opened by a bracketed label (``[English: …``) is
+    its sentence, the label dropped (``CF641``) and never read as a JSON array; a number alone in brackets (``[1]
+    First, …``) is text, never an emotion; in batch and streamed alike."""
+    text = "\n".join(f"[{label}: {sentence}" for label, sentence in lines) + f"\n[{number}] {item}"
+    chats = _both(text, size, vocabulary=VOCABULARY)
+    spoken = [s for c in chats for s in c[2]]
+    assert all(s[0] == "msg" for s in spoken), spoken
+    said = "\n".join(s[1] for s in spoken)
+    assert [s for _label, s in lines if s not in said] == [] and f"[{number}] {item}" in said
+    assert not any(f"[{label}:" in said for label, _s in lines)
+    codes = [d.code for d in charfmt.parse(text, lenient=True, vocabulary=VOCABULARY).diagnostics]
+    assert codes.count("CF641") == len(lines) and "CF612" not in codes

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
-from charfmt._arguments import check_tags, check_vocabulary
+from charfmt._arguments import check_count, check_flag, check_tags, check_vocabulary
 from charfmt.constrain._regex_ir import ExportError
 from charfmt.models import Reply, Vocabulary
 from charfmt.tags import DEFAULT_TAGS, TagTable
@@ -149,6 +149,17 @@ def values(function: str, constraints: Mapping[str, Any]) -> Values:
     get = constraints.get
     check_vocabulary(get("vocabulary"))
     check_tags(get("tags"))
+    for name in ("max_tokens", "max_chars", "max_chats", "max_elements"):  # (a TypeError naming a wrong type)
+        check_count(get(name), name, optional=True)
+    who = get("character")
+    if who is not None and not hasattr(who, "vocabulary"):
+        hint = " (Character.load(path) reads one)" if isinstance(who, str) else ""
+        raise TypeError(f"character must be a Character or a Scene, not {type(who).__name__}{hint}")
+    if get("require_speech") is not None:
+        check_flag(get("require_speech"), "require_speech")
+    for name in ("tokens_per_char", "require_speech"):  # (they shape a budget: alone they would be dropped)
+        if get(name) is not None and get("max_tokens") is None:
+            raise TypeError(f"{function}(): {name} only applies with max_tokens (a token budget)")
     return get("vocabulary"), get("tags"), get("max_tokens"), get("max_chars"), get("max_chats")
 
 

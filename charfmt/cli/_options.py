@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from charfmt.cli._io import EXIT_USAGE
 from charfmt.parser import DEFAULT_MAX_SIZE
@@ -18,6 +18,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"charfmt: error: {message} (see '{self.prog} --help')\n")
+
+
+MOST_BOUND: Final = 10_000_000
+"""The largest length bound an option takes: a grammar's repeat counts past it do not compile in every engine
+(XGrammar: "Integer is too large"), and no context window holds a reply that long."""
 
 
 def whole(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -214,10 +219,13 @@ def add_bounds(sp: argparse.ArgumentParser) -> None:
     """The bounds of ``charfmt grammar`` and ``charfmt schema``: the keywords ``charfmt.grammar`` and
     ``charfmt.json_schema`` take (``bounds_of``), so the command line plans what the library plans."""
     sp.add_argument(
-        "--max-tokens", type=whole(1), metavar="N", help="bound the reply so it always closes within N tokens"
+        "--max-tokens",
+        type=whole(1, MOST_BOUND),
+        metavar="N",
+        help="bound the reply so it always closes within N tokens",
     )
-    sp.add_argument("--max-chars", type=whole(1), metavar="N", help="at most N characters per element")
-    sp.add_argument("--max-chats", type=whole(1), metavar="N", help="at most N chats per reply")
+    sp.add_argument("--max-chars", type=whole(1, MOST_BOUND), metavar="N", help="at most N characters per element")
+    sp.add_argument("--max-chats", type=whole(1, MOST_BOUND), metavar="N", help="at most N chats per reply")
     sp.add_argument("--max-elements", type=whole(1), metavar="N", help="at most N elements per C chat")
     sp.add_argument("--tokens-per-char", type=_per_char, metavar="X",
                     help="with --max-tokens: the model's tokens per character (default: the UTF-8 bytes per "

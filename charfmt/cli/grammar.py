@@ -46,7 +46,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.scene is not None:
         subject = load_scene(args.scene, args.max_size)  # (each speaker's emotions its own)
     elif args.emotions is not None:
-        keys = [k.strip() for k in args.emotions.split(",") if k.strip()]
+        keys = [k.strip() for k in args.emotions.split(",")]
+        if len(keys) > 1 and "" in keys:  # ("a,,b", "a,": a key left out by mistake, not silently dropped)
+            usage_error(args, f"argument --emotions: an empty key in {args.emotions!r} (keys are comma-separated)")
+        keys = [k for k in keys if k]
         if not keys:
             usage_error(args, "argument --emotions: no emotion key given")
         try:

@@ -125,3 +125,22 @@ def test_a_time_option_takes_a_positive_bounded_number(
     err = capsys.readouterr().err
     assert err.startswith(f"charfmt: error: argument {argv[-1]}: "), err
     assert unit in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["grammar", "--target", "gbnf", "--emotions", "a,,b"], "argument --emotions: an empty key in 'a,,b'"),
+        (["grammar", "--target", "gbnf", "--emotions", "joy,"], "argument --emotions: an empty key in 'joy,'"),
+        (["grammar", "--target", "gbnf", "--max-tokens", "99999999999999999999"], "from 1 to 10,000,000"),
+        (["schema", "--max-chars", "10000001"], "argument --max-chars: must be from 1 to 10,000,000"),
+    ],
+)
+def test_grammar_inputs_no_engine_can_use_are_usage_errors(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a newcomer's trial: ``--emotions "a,,b"`` dropped the empty key in silence, and a bound of 20
+    digits wrote a grammar XGrammar and llguidance refuse to compile; both exited 0."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err

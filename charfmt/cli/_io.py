@@ -263,6 +263,8 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
 
 def templates_folder(folder: str | None) -> str | None:
     """``--templates DIR`` checked: a folder that exists (else ``InputError``, exit 2), or ``None``."""
+    if folder is not None and not folder.strip():
+        raise InputError("cannot read templates folder: the name is empty")
     if folder is not None and not Path(folder).is_dir():
         reason = "not a directory" if Path(folder).exists() else "no such directory"
         raise InputError(f"cannot read templates folder {folder}: {reason}")

@@ -396,9 +396,11 @@ def template_folder(templates: str | Path | None) -> str | None:
     """The user's templates folder as the environment is keyed by (absolute, links resolved); ``None``: the defaults."""
     if templates is None:
         return None
+    if not str(templates).strip():  # (Path("") is the current folder: an empty name is a mistake, not ".")
+        raise TemplateError("templates folder: the name is empty (None: charfmt's own templates)")
     path = Path(templates)
     if not path.is_dir():
-        raise TemplateError(f"templates folder {path} does not exist")
+        raise TemplateError(f"templates folder {path} {'is not a directory' if path.exists() else 'does not exist'}")
     return _resolved(str(path))
 
 

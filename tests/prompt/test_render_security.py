@@ -398,3 +398,17 @@ def test_a_template_error_names_its_line_and_no_internal_class(tmp_path: Path, t
     with pytest.raises(charfmt.TemplateError) as e:
         charfmt.render_system(REX, templates=tmp_path)
     assert str(e.value).startswith(said) and "charfmt.prompt" not in str(e.value)
+
+
+def test_a_templates_folder_that_is_no_folder_says_which(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by a newcomer's trial: ``--templates ""`` used charfmt's templates in silence, and a file given as the
+    folder was said not to exist."""
+    with pytest.raises(charfmt.TemplateError, match="the name is empty"):
+        charfmt.render_system(REX, templates="")
+    with pytest.raises(charfmt.TemplateError, match="rex.toml is not a directory"):
+        charfmt.render_system(REX, templates=ROOT / "examples" / "characters" / "rex.toml")
+    from charfmt.cli import main
+
+    assert main(["render", "--character", str(ROOT / "examples" / "characters" / "rex.toml"), "--say", "hi",
+                 "--templates", ""]) == 2  # fmt: skip
+    assert "cannot read templates folder: the name is empty" in capsys.readouterr().err

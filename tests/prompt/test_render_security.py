@@ -405,7 +405,7 @@ def test_a_templates_folder_that_is_no_folder_says_which(capsys: pytest.CaptureF
     folder was said not to exist."""
     with pytest.raises(charfmt.TemplateError, match="the name is empty"):
         charfmt.render_system(REX, templates="")
-    with pytest.raises(charfmt.TemplateError, match="rex.toml is not a directory"):
+    with pytest.raises(charfmt.TemplateError, match=r"rex\.toml is not a directory"):
         charfmt.render_system(REX, templates=ROOT / "examples" / "characters" / "rex.toml")
     from charfmt.cli import main
 

@@ -259,7 +259,7 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     if prompted:
         spans += _prompt_lines(text, told)
     spans = _merge(spans)
-    spans += _closed_turns(text, told)
+    spans += _closed_turns(text, told, spans)
     spans = _merge(spans)
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
@@ -341,20 +341,36 @@ _TURN_CLOSER: Final = re.compile(r"[ \t]*+\[/[ \t]*+[A-Z][A-Z_]*+[ \t]*+\]")
 (``[/USER_CHAT_LIST]``)."""
 
 
-def _closed_turns(text: str, told: Told) -> list[Span]:
+def _closed_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     """Request forms each closed by the end of the player's turn (``<user_chats>…</user_chats> [/INST]``), the first
     the player's turn echoed (reworded or not): that one and every form after it closed so are the player's
     turns, the turn the reply answers and the turns the model imagined after it (``CF632``; found by the fifth
-    set's #42). A form so closed holding words of the player's never seen is no proof: nothing is dropped."""
+    set's #42). A form so closed holding words of the player's never seen is no proof: nothing is dropped, unless
+    the request's own instruction (the prompt's text, dropped) stands between the form and the end of the turn —
+    the shape of the player's turn as the request writes it (found by the seventh set's #58)."""
     spans: list[Span] = []
     for a, b, _m in blocks(text):
-        closer = _TURN_CLOSER.match(text, b)
+        at, instructed = _past_dropped(text, b, dropped)
+        closer = _TURN_CLOSER.match(text, at) or (_TURN_CLOSER.search(text, b, at) if instructed else None)
         if closer is None:
             continue
-        if not spans and not _the_players(text[a:b], told):
+        if not spans and not instructed and not _the_players(text[a:b], told):
             return []
         spans.append((a, closer.end(), "CF632", "a request form closed by the end of the player's turn is theirs"))
     return spans
+
+
+def _past_dropped(text: str, at: int, dropped: list[Span]) -> tuple[int, bool]:
+    """Where the text after ``at`` goes on past blank space and spans already dropped, and whether one was."""
+    passed = False
+    while True:
+        skip = at
+        while skip < len(text) and text[skip] in " \t\r\n":
+            skip += 1
+        span = next((s for s in dropped if s[0] <= skip < s[1]), None)
+        if span is None:
+            return (at if not passed else skip), passed
+        at, passed = span[1], True
 
 
 def _the_players(form: str, told: Told) -> bool:

@@ -517,7 +517,7 @@ def _echoes(n: str, told: Told, *, last: bool) -> bool:
         return True
     if introduces(told, n):  # (the persona told in the character's own voice, ``Ich bin Lukas, …``, is theirs)
         return False
-    return _retold(n, told) or (
+    return _retold(n, told) or _sentences_retold(n, told) or (
         len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
     )
 
@@ -536,6 +536,36 @@ def _retold(n: str, told: Told) -> bool:
             if len(rest) >= _MIN_PART and 3 * len(rest) >= 2 * len(n) and rest in told.text:
                 return True
     return False
+
+
+_RUN_WORDS: Final = 6
+"""Words in a row of the prompt's text (``_MIN_PART`` characters or more) from which a sentence retells it."""
+_SENTENCE: Final = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
+_FIRST_PERSON: Final = re.compile(
+    r"(?:^|[^\w'])(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|us|ich|mein|meine|mich|mir|je|j'|moi|mon|ma|mes"
+    r"|io|mio|mia|ik|mijn|yo|mi|eu|meu|minha)(?![\w'])|私|僕|俺|わたし|我"
+)
+"""A sentence in the first person (English and a few languages): the character may tell their own persona."""
+
+
+def _sentences_retold(n: str, told: Told) -> bool:
+    """Whether most of ``n`` (two thirds of its characters) is sentences each holding a run of the prompt's words
+    (``He is a mountain guide who has led walkers over the high passes…`` of the card's ``Oskar is a mountain guide
+    from Tromsø who has led walkers…``): the prompt retold with words changed inside its lines, not only at their
+    ends; a sentence in the first person is the character's own (found by the seventh set's #28)."""
+    if len(n) < _NEARLY_FROM:
+        return False
+    covered = 0
+    for m in _SENTENCE.finditer(n):
+        if _FIRST_PERSON.search(m.group()) is not None:
+            continue  # (the character telling who they are in the prompt's words: theirs)
+        found = m.group().split()
+        for k in range(len(found) - _RUN_WORDS + 1):
+            run = " ".join(found[k : k + _RUN_WORDS])
+            if len(run) >= _MIN_PART and run in told.text:
+                covered += len(m.group())
+                break
+    return 3 * covered >= 2 * len(n)
 
 
 def _spec_like(line: str) -> bool:

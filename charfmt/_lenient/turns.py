@@ -747,10 +747,27 @@ def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[in
                     break
         if name is not None:
             break
+    if name is None and other == "character":
+        name = _labels_json(text, lines, words, starts)
     if name is None:
         return []
-    labelled = ((a, m) for a, b in lines if (m := _INLINE.match(text, a, b)) is not None)
+    labelled = ((a, m) for a, b in lines if (m := _INLINE.match(text, a, b) or _LABEL.fullmatch(text, a, b)))
     return [(a, m.end(), other) for a, m in labelled if m.group("name").strip().casefold() == name]
+
+
+def _labels_json(text: str, lines: list[tuple[int, int]], words: list[int], starts: set[int]) -> str | None:
+    """The name of a label alone on its line (``Quill:``) right before a JSON reply (``{"chats": …``), as the
+    prompt's few-shots label the character's replies: the other speaker of a transcript whose turns the role labels
+    (``User:``) where the prompt is not told (found by the stream's helper on the fourth set's #61: the player's
+    turn ran over the reply, and the reply was lost)."""
+    for i, k in enumerate(words[:-1]):
+        a, b = lines[k]
+        if a in starts or (m := _PROMPT_LABEL.fullmatch(text, a, b)) is None or _FIELD_WORD.search(m.group(1)):
+            continue
+        c, d = lines[words[i + 1]]
+        if text[c:d].lstrip().startswith("{"):
+            return m.group(1).strip().casefold()
+    return None
 
 
 Span3 = tuple[int, int, str]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING, SCAFFOLDING_HINT
-from charfmt._lenient.request_form import blocks, introduces
+from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
 
@@ -446,7 +446,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
             continue
-        if _FORM_START.match(line):
+        if _FORM_START.match(line) and not _form_debris(line):
             content = True  # the request form: the form reader's (the player's turn or the character's reply)
             if section is not None:  # ... which no section of the prompt's imitated runs over
                 spans.append((section, a, "CF631", _SECTION))
@@ -486,6 +486,19 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     if section is not None:
         spans.append((section, len(text), "CF631", _SECTION))
     return spans
+
+
+_FORM_WORD: Final = re.compile(r"[^\W\d_]{2}")
+
+
+def _form_debris(line: str) -> bool:
+    """Whether ``line`` is the request form's tags closed on their line around no word (``<user_chat>b</user_chat>
+    <user_chat>e</user_chat>``, a letter each): a mangled item of a section imitating the prompt, no form that ends
+    the section (found by the seventh set's #78)."""
+    if "/" not in line:
+        return False
+    closed = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
+    return bool(closed) and _FORM_WORD.search(CHAT_ELEMENT.sub(" ", line)) is None
 
 
 def _key(m: re.Match[str]) -> str:

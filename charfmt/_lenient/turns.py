@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING, SCAFFOLDING_HINT
-from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, introduces
+from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
 
@@ -262,6 +262,8 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans = _merge(spans)
     spans += _closed_turns(text, told, spans)
     spans = _merge(spans)
+    spans += _looped_forms(text, spans)
+    spans = _merge(spans)
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
     spans += _language_labels(text, _merge(spans))
@@ -372,6 +374,55 @@ def _past_dropped(text: str, at: int, dropped: list[Span]) -> tuple[int, bool]:
         if span is None:
             return (at if not passed else skip), passed
         at, passed = span[1], True
+
+
+_ANY_TAG: Final = re.compile(r"<[^<>]*+>?")
+_OPENING_NAME: Final = re.compile(r"<[ \t]*+([^\W\d][\w\-]*+)")
+_PLAYERS_ELEMENTS: Final = frozenset(
+    name.casefold() for spec in DEFAULT_TAGS.specs if spec.role in ("speech", "emotion")
+    for name in (spec.name, *spec.synonyms)
+)  # fmt: skip
+"""The elements of the player's turn as the request form writes it (``<emo>``, ``<msg>``): an action, a thought or a
+cue in a form's chat is the character's shape, never the player's."""
+
+
+def _looped_forms(text: str, dropped: list[Span]) -> list[Span]:
+    """Request forms each of whose chats is said again, word for word, in another chat of a form of the reply, each
+    in the player's shape (an emotion and words, no action, thought or cue): the request's turn imitated in a loop
+    (``Cosa ha da fare?`` twice, and the question after it twice), the player's turns the model imagined, never the
+    character's reply (``CF632``; found by the seventh set's #73)."""
+    found = blocks(text) if "<" in text else []
+    chats = [_chats_of(text, a, b) for a, b, _m in found]
+    if sum(len(one) for one in chats) < 2:
+        return []
+    said: dict[str, int] = {}
+    for one in chats:
+        for words_, _shape in one:
+            said[words_] = said.get(words_, 0) + 1
+    spans: list[Span] = []
+    for (a, b, _m), one in zip(found, chats, strict=True):
+        if not one or not all(said[w] >= 2 and shape for w, shape in one):
+            continue
+        if not any(x <= a < y for x, y, *_ in dropped):
+            spans.append((a, b, "CF632", "a request form whose chats the reply says again is a turn imagined"))
+    return spans
+
+
+def _chats_of(text: str, a: int, b: int) -> list[tuple[str, bool]]:
+    """The words of each chat of the request form ``text[a:b]`` that has words (its tags left out), each with
+    whether it is in the player's shape (no element but theirs and the form's)."""
+    form = text[a:b]
+    opens = [
+        m.start() for m in CHAT_ELEMENT.finditer(form)
+        if m.group(1) is None and form_name(m, inside_chat=False) == "chat"
+    ]  # fmt: skip
+    parts = [form[x:y] for x, y in zip(opens, [*opens[1:], len(form)], strict=False)] if opens else [form]
+    found: list[tuple[str, bool]] = []
+    for part in parts:
+        if n := normal(_ANY_TAG.sub(" ", CHAT_ELEMENT.sub(" ", part))):
+            names = {m.group(1).casefold() for m in _OPENING_NAME.finditer(CHAT_ELEMENT.sub(" ", part))}
+            found.append((n, all(x in _PLAYERS_ELEMENTS or x.startswith(("chat", "user_chat")) for x in names)))
+    return found
 
 
 def _the_players(form: str, told: Told) -> bool:
@@ -531,8 +582,10 @@ def _echoes(n: str, told: Told, *, last: bool) -> bool:
         return True
     if introduces(told, n):  # (the persona told in the character's own voice, ``Ich bin Lukas, …``, is theirs)
         return False
-    return _retold(n, told) or _sentences_retold(n, told) or (
-        len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+    return (
+        _retold(n, told)
+        or _sentences_retold(n, told)
+        or (len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY)))
     )
 
 

@@ -814,8 +814,8 @@ def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[in
                     break
         if name is not None:
             break
-    if name is None and other == "character":
-        name = _labels_json(text, lines, words, starts)
+    if name is None and other == "character" and words and lines[words[0]][0] in starts:
+        name = _labels_json(text, lines, words, starts)  # (a transcript the role's turn opens: no text before it)
     if name is None:
         return []
     labelled = ((a, m) for a, b in lines if (m := _INLINE.match(text, a, b) or _LABEL.fullmatch(text, a, b)))

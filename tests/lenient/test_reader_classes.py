@@ -479,3 +479,24 @@ def test_forms_said_again_in_the_players_shape_are_a_loop_of_theirs(
         assert len(chats) == len(forms) * times and "CF632" not in codes
     else:
         assert chats == [] and codes.count("CF632") == len(forms) * times
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(WORD, min_size=8, max_size=14), st.sampled_from(["He", "She", "They"]), st.booleans(), SENTENCE,
+       st.integers(1, 9))  # fmt: skip
+def test_the_persona_retold_in_the_third_person_is_the_prompts_in_the_first_the_characters(
+    persona: list[str], pronoun: str, first_person: bool, reply: str, size: int
+) -> None:
+    """The eighth round's class (the seventh set's #28): the prompt's persona line retold with its subject changed
+    (``He is …`` for ``Oskar is …``, the words after it the prompt's) is the prompt's (``CF631``); told in the first
+    person (``I have …``) it is the character's own, spoken."""
+    assume(not set(reply.casefold().rstrip(".").split()) & set(persona))
+    rest = " ".join(persona)
+    prompt = f"You play Oskar.\nOskar is {rest}."
+    tail = "and every walker on the pass knows it well"  # (more than the three words ``_retold`` allows changed)
+    line = f"I am {rest}, {tail}." if first_person else f"{pronoun} is {rest}, {tail}."
+    chats = _both(f"{line}\n<msg>{reply}</msg>", size, prompt=prompt)
+    if first_person:
+        assert chats == [["C", 1, [["msg", line], ["msg", reply]]]]
+    else:
+        assert chats == [["C", 1, [["msg", reply]]]]

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Final, Literal, NamedTuple
 
+from charfmt._control_strings import CONTROL_STRINGS
 from charfmt._grammar.static import terminal_regex
 from charfmt.diagnostics import CharfmtError
 
@@ -248,6 +249,14 @@ RESERVED_NAMES: Final[frozenset[str]] = frozenset(
 """Names a tag may not take: they mean something else in the envelope, the request or the grammar."""
 
 
+def _control_string(name: str) -> str | None:
+    """``<name>`` or ``</name>`` where it is one of ``CONTROL_STRINGS`` (``<s>``, ``<eos>``), else ``None``."""
+    for written in (f"<{name}>", f"</{name}>"):
+        if written in CONTROL_STRINGS:
+            return written
+    return None
+
+
 @dataclass(frozen=True)
 class TagTable:
     """An ordered set of tags; immutable and hashable, so parsers built for it can be cached."""
@@ -269,6 +278,12 @@ class TagTable:
         for spec in self.specs:
             if spec.name in RESERVED_NAMES:
                 raise TagError(f"{spec.name!r} cannot be a tag name: it is reserved", spec.name)
+            if (written := _control_string(spec.name)) is not None:
+                raise TagError(
+                    f"{spec.name!r} cannot be a tag name: {written} is a chat template's control string (a prompt "
+                    "or a grammar holding it would end the model's turn or sequence)",
+                    spec.name,
+                )
             by_name.setdefault(spec.name, spec)
         _check_words(specs)
         for row in ROLE_TABLE.values():

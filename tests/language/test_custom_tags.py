@@ -75,6 +75,10 @@ def test_extend_makes_a_new_table_and_leaves_the_default_alone() -> None:
         (lambda: TagSpec("sfx", "cue", "d", values=("a", "a")), "twice"),
         (lambda: DEFAULT_TAGS.extend(TagSpec("msg", "speech", "d")), "'msg' is a built-in tag"),
         (lambda: DEFAULT_TAGS.extend(TagSpec("element", "cue", "d")), "reserved"),
+        # found by a newcomer's trial: <s>, </s>, <eos> in the prompt and the grammar end a model's sequence
+        (lambda: DEFAULT_TAGS.extend(TagSpec("s", "cue", "d")), "<s> is a chat template's control string"),
+        (lambda: DEFAULT_TAGS.extend(TagSpec("eos", "speech", "d")), "<eos> is a chat template's control string"),
+        (lambda: DEFAULT_TAGS.extend(TagSpec("bos", "action", "d")), "<bos> is a chat template's control string"),
         (lambda: DEFAULT_TAGS.extend(TagSpec("face", "emotion", "d")), "exactly one emotion tag"),
         (
             lambda: DEFAULT_TAGS.extend(TagSpec("sound", "cue", "d", synonyms=("msg",))),

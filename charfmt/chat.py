@@ -46,6 +46,8 @@ from charfmt.llm._model_clients import (
 from charfmt.llm._replies import UpstreamError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from charfmt.llm._sdk_chunks import ChunkParts, Reader
     from charfmt.models import Reply
     from charfmt.prompt._token_fit import Counter, TokenCounter
@@ -83,6 +85,7 @@ def take_turn(
     stats: list[TurnStats] | None = None,
     lorebooks: Sequence[Lorebook] = (),
     seed: int | None = None,
+    templates: str | Path | None = None,
 ) -> Turn:
     """Ask ``generate`` for the character's (or a scene's) reply to ``say`` (shorthand), streaming it into ``view``.
 
@@ -96,7 +99,8 @@ def take_turn(
     ``bound``: the grammar's most characters of speech, and ``stats``: the model's ``TurnStats`` (its
     finish reason): speech cut at the bound or by the token budget ends at its last whole word
     (``CF150``) and its unfinished sentence is never spoken. ``lorebooks``: lore beyond the card's
-    own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls.
+    own (a scene's: beyond its cast's and its own); ``seed``: the turn's random macros and lore rolls;
+    ``templates``: a folder of templates of your own, looked up before charfmt's (``render_messages``'s).
     """
     from charfmt.llm._sdk_chunks import Reader  # noqa: PLC0415 (import cost: every CLI command loads this module)
     from charfmt.prompt.character import Exchange  # noqa: PLC0415 (import cost: every CLI command loads this module)
@@ -105,8 +109,9 @@ def take_turn(
 
     turn = character.shorthand(say)  # (a scene's: the whole cast's words)
     messages = _messages(
-        character, history, turn, budget=budget, counter=counter, note=note, lorebooks=lorebooks, seed=seed
-    )
+        character, history, turn, budget=budget, counter=counter, note=note, lorebooks=lorebooks, seed=seed,
+        templates=templates,
+    )  # fmt: skip
     if view is not None and bound is not None:
         view.bounded(bound)
     # told the turn, the reader drops an echo of the player's own line (CF625) instead of showing it as speech
@@ -194,9 +199,11 @@ def _messages(
     note: str | None,
     lorebooks: Sequence[Lorebook],
     seed: int | None,
+    templates: str | Path | None = None,
 ) -> list[dict[str, str]]:
     """The request's messages: the system prompt (with ``note``, and the lore ``turn`` activates), the newest
-    exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``."""
+    exchanges that fit ``budget`` (counted by ``counter`` on the messages as they go to the model), ``turn``;
+    rendered from ``templates`` (a folder of your own, before charfmt's)."""
     from charfmt.prompt._token_fit import count_messages, fit_messages  # noqa: PLC0415 (import cost: every CLI command loads this module)
     from charfmt.prompt.render import ESTIMATE, BudgetError, render_messages  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
@@ -206,9 +213,10 @@ def _messages(
         past = history[start:]
         if scene is not None:
             lore = scene.lore(past, turn, lorebooks=lorebooks, budget=budget, seed=seed)
-            request = scene.render_messages(past, turn, lore=lore)
+            request = scene.render_messages(past, turn, lore=lore, templates=templates)
         else:
-            request = render_messages(_player(character), past, turn, lorebooks=lorebooks, seed=seed)
+            request = render_messages(_player(character), past, turn, lorebooks=lorebooks, seed=seed,
+                                      templates=templates)  # fmt: skip
         return _noted(request["messages"], note)
 
     if budget is not None and budget < 1:
@@ -219,12 +227,13 @@ def _messages(
         return fit_messages(build, len(history), budget=budget, counter=counter or ESTIMATE)[1]
     count = counter or ESTIMATE  # a character's: ``render_messages`` fits it, the oldest exchanges left out, then
     whole = build(0)  # lore cut (CF947), as ``charfmt render`` does; the note's tokens are set aside for it
-    plain = render_messages(_player(character), history, turn, lorebooks=lorebooks, seed=seed)["messages"]
+    plain = render_messages(_player(character), history, turn, lorebooks=lorebooks, seed=seed,
+                            templates=templates)["messages"]  # fmt: skip
     spare = budget - (count_messages(count, whole) - count_messages(count, plain))
     if spare < 1:
         raise BudgetError(f"no tokens are left for the prompt (budget {budget}, the note's tokens set aside)")
     fitted = render_messages(_player(character), history, turn, lorebooks=lorebooks, seed=seed, budget=spare,
-                             counter=count)["messages"]  # fmt: skip
+                             counter=count, templates=templates)["messages"]  # fmt: skip
     return _noted(fitted, note)
 
 
@@ -261,7 +270,7 @@ def run(
     counter: Counter | TokenCounter | None = None, note: str | None = None, stage: StageReader | None = None,
     max_length: int | None = None, lorebooks: Sequence[Lorebook] = (), seed: int | None = None,
     greeting: int | None = 0, history: list[Exchange] | None = None, keep: Callable[[Exchange], None] | None = None,
-    bound: int | None = None, verbose: bool = True,
+    bound: int | None = None, verbose: bool = True, templates: str | Path | None = None,
 ) -> int:  # fmt: skip
     """The chat loop: each ``--say`` in turn, or lines from ``inp`` until end of input or ``/quit``.
 
@@ -276,7 +285,8 @@ def run(
     first, the first exchange the model sees, and the first one kept. ``bound``: the grammar's most
     characters of speech (``take_turn``); ``verbose``: each diagnostic after the reply, else its errors
     and what the model did, one line counting the rest (``TerminalView.verbose``). Each turn ends with
-    its stats line: the wait for the first token, the tokens and their speed.
+    its stats line: the wait for the first token, the tokens and their speed. ``templates``: a folder of
+    templates of your own (``take_turn``).
     """
     from charfmt.prompt.render import BudgetError  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
@@ -293,7 +303,7 @@ def run(
         try:
             take_turn(
                 character, history, say, generate, view=view, budget=budget, counter=counter, note=note, bound=bound,
-                stats=stats, lorebooks=lorebooks, seed=seed,
+                stats=stats, lorebooks=lorebooks, seed=seed, templates=templates,
             )  # fmt: skip
         except (BudgetError, ContextFull) as e:
             status = _failed_turn(view, out, errors, f"{e}; the turn was not sent")

@@ -56,20 +56,41 @@ _LONE_MARK: Final = re.compile(r"^[ \t]*+[-*•][ \t]*+(?:\n|\Z)", re.M)
 
 def _lone_marks(state: Recovery, rc: RawChat) -> None:
     """The list marks left alone on their lines in a chat's text of a reply without JSON, beside other lines (their
-    items dropped as not the character's): markup, dropped (``CF627``). Found by the third set's #27 and #47."""
+    items dropped as not the character's): markup, dropped (``CF627``). Found by the third set's #27 and #47. A mark
+    the model wrote alone on its line (``<act>*\n0</act>``: no item was dropped after it) is its text, as the same
+    body in JSON reads (found by a random run of ``test_a_valid_body_written_without_json_reads_as_itself``)."""
     for p in rc.pieces:
         spec = state.tags.get(p.tag)
-        rest = _LONE_MARK.sub("", p.text)
-        if spec is None or spec.content != "text" or rest == p.text or not rest.strip():
+        if spec is None or spec.content != "text" or _LONE_MARK.search(p.text) is None:
             continue
         # (where each stands in the source: the k-th lone mark of the piece's span, else the piece's start)
         source = state.source.text
         found = [p.start + m.start() + len(m.group()) - len(m.group().lstrip()) for m in
                  _LONE_MARK.finditer(source[p.start : p.end] + "\n")]  # fmt: skip
-        for k, m in enumerate(_LONE_MARK.finditer(p.text)):
-            at = found[k] if k < len(found) else p.start
+        marks = [(m, found[k] if k < len(found) else p.start) for k, m in enumerate(_LONE_MARK.finditer(p.text))]
+        dropped = [(m, at) for m, at in marks if _item_dropped(state, at)]
+        rest = "".join(p.text[a:b] for a, b in _between(p.text, [m for m, _ in dropped]))
+        if not dropped or not rest.strip():
+            continue
+        for m, at in dropped:
             state.note("CF627", f"a list mark {m.group().strip()!r} left alone on its line dropped", at, at + 1)
         p.text = rest.rstrip()
+
+
+def _between(text: str, cuts: list[re.Match[str]]) -> list[tuple[int, int]]:
+    """The spans of ``text`` around the matches ``cuts`` (in order)."""
+    spans, pos = [], 0
+    for m in cuts:
+        spans.append((pos, m.start()))
+        pos = m.end()
+    return [*spans, (pos, len(text))]
+
+
+def _item_dropped(state: Recovery, at: int) -> bool:
+    """Whether the list mark at ``at`` (in the source text) had more on its line in the raw input: its item, dropped."""
+    raw, r = state.source.raw, state.source.to_raw(at)
+    end = raw.find("\n", r)
+    return bool(raw[r + 1 : len(raw) if end < 0 else end].strip())
 
 
 _TURN_LINE: Final = 6

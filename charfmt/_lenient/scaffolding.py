@@ -10,15 +10,13 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from charfmt._lenient.marks import SCAFFOLD_PROMPT_ROLES, SCAFFOLDING
-
-_SCAFFOLD_HINTS: Final = ("<<", ">>", "<|", "INST]", "SYSTEM_PROMPT]", "_of_turn>", "SYS]", "SYS>", "USER]", "SYSTEM]")
-_PLACEHOLDER_START: Final = re.compile(r"[<＜\[][/／]?[A-Z][A-Z0-9]*+[-_]")
+from charfmt._lenient.marks import SCAFFOLD_PROMPT_ROLES, SCAFFOLDING, SCAFFOLDING_HINT
 
 
 def _may_hold_scaffolding(text: str) -> bool:
-    """A cheap test before the scan: most bodies hold none of the markers' characters."""
-    return any(hint in text for hint in _SCAFFOLD_HINTS) or _PLACEHOLDER_START.search(text) is not None
+    """A cheap test before the scan: most bodies hold none of the markers' characters. ``SCAFFOLDING_HINT``, which
+    every match of ``SCAFFOLDING`` holds (a list of hints of its own missed ``<SYS >``, which ``turns`` drops)."""
+    return SCAFFOLDING_HINT.search(text) is not None
 
 
 def scaffolding(text: str, *, turns: bool = True, open_turns: bool = True) -> list[tuple[int, int, str]]:

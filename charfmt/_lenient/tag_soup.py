@@ -162,8 +162,10 @@ def read_elements(
     """
     out = Result()
     tags = reading.tags
+    written = body
     body, view = _prepare(body, out, tags, cut_off=cut_off)
     elements = _Elements(out, reading, body, cut_off=cut_off)
+    elements.written = written
     elements.truncated = truncated
     elements.in_json = in_json
     pos = 0
@@ -255,7 +257,7 @@ def _prepare(body: str, out: Result, tags: TagTable, *, cut_off: bool) -> tuple[
         body = drop_cut_entity(body, out)
     if "<" in body or "[" in body or "＜" in body:
         marks = scaffolding(body, turns=False)
-        if marks and fast_reader(tags)("C", body) is not None:
+        if marks and _well_formed(body, tags):
             marks = []  # a valid body is read as the strict parser reads it: its text is the model's
         for a, b, message in marks:
             out.note("CF622", message, a, b)
@@ -269,6 +271,31 @@ def _prepare(body: str, out: Result, tags: TagTable, *, cut_off: bool) -> tuple[
         parts += [body[pos : m.start(1)], "\n" + " " * (m.end(1) - m.start(1) - 1)]
         pos = m.end(1)
     return body, "".join(parts) + body[pos:]
+
+
+_WRITTEN_NAME: Final = re.compile(r"[a-z_][a-z0-9_\-]*+")
+"""A tag name a segment may hold outside the table (``models.Segment``: lower case), as ``dumps`` writes it."""
+_WRITTEN_INTENSITY: Final = re.compile(r' intensity="[^"<>]*+"')
+"""The attribute ``dumps`` writes for an emotion's intensity (``writer``)."""
+
+
+def _well_formed(body: str, tags: TagTable) -> bool:
+    """Whether ``body`` is a valid body but for unknown tags and intensities, as ``dumps`` writes them: each read as
+    a known tag of the table (found by a random run of the writer's round trip: ``<act>[A_0]</act>\n<_></_>``, a
+    bracketed word in a well-formed body, was blanked as a chat template's placeholder)."""
+    read = fast_reader(tags)
+    if read("C", body) is not None:
+        return True
+
+    def as_known(m: re.Match[str]) -> str:
+        slash, name, attrs = "/" if m.group("slash") else "", m.group("name"), m.group("attrs")
+        if m.group() != f"<{slash}{name}{attrs}>" or (attrs and (slash or not _WRITTEN_INTENSITY.fullmatch(attrs))):
+            return m.group()  # written otherwise than dumps writes: the body stays invalid
+        if tags.get(name) is None and _WRITTEN_NAME.fullmatch(name) is not None:
+            name = tags.speech.name
+        return f"<{slash}{name}>"
+
+    return read("C", _TAG.sub(as_known, body)) is not None
 
 
 def _span(where: list[int], start: int, end: int) -> tuple[int, int]:
@@ -392,6 +419,7 @@ class _Elements:
         self.truncated = False  # the body certainly ends where the input was cut (see read_elements)
         self.in_json = False  # the body is a JSON string's decoded text (see read_elements)
         self.last_end = 0  # where the last element ended, to see missing newlines
+        self.written = raw  # the body before its scaffolding was blanked (see read_elements)
 
     def text(self, start: int, end: int, view: str, holes: list[tuple[int, int, str]]) -> None:
         """The text between two tags, less the inline markup in it (``holes``)."""
@@ -679,6 +707,8 @@ class _Elements:
             # 'lost.\\"': a quote escaped as JSON escapes it, in elements the reply wrote without JSON around them
             self.out.note("CF711", 'a literal \\" inside an element read as a quote', piece.start, piece.end)
             piece.text = piece.text.replace('\\"', '"')
+        if piece.text.isspace() and self.written[piece.start : piece.end] != self.raw[piece.start : piece.end]:
+            piece.text = ""  # the spaces of scaffolding blanked, and nothing else: no text of the model's
         attribute = piece.attribute
         if attribute is not None:
             written, at = attribute.written, (attribute.start, attribute.end)

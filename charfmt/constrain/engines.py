@@ -192,7 +192,8 @@ def structural_tag(
     reply is the JSON envelope (the GBNF export, bounded as ``grammar`` bounds it);
     ``body="elements"``: the reply is a bare ``C`` body, one or more tag elements separated by
     ``\\n``, each element an XGrammar ``tag`` whose content is its regular expression (read it
-    with ``charfmt.body.parse_body("C", text)``).
+    with ``charfmt.body.parse_body("C", text)``); only ``max_chars`` bounds it (a budget, ``max_chats`` or
+    ``max_elements`` is a ``CharfmtError``: the elements' count cannot be bounded there).
     """
     c = constraints_of("structural_tag", constraints)
     reply: dict[str, Any]
@@ -201,6 +202,12 @@ def structural_tag(
 
         reply = {"type": "grammar", "grammar": grammar("gbnf", **constraints)}
     elif body == "elements":
+        unbounded = [k for k in ("max_tokens", "max_chats", "max_elements") if constraints.get(k) is not None]
+        if unbounded:  # (tags_with_separator counts no elements: a budget would be dropped in silence)
+            raise CharfmtError(
+                f"structural_tag(body='elements') cannot hold {unbounded[0]}: XGrammar's tags_with_separator bounds"
+                " each element's length (max_chars), not how many there are; use body='reply' (the bounded grammar)"
+            )
         reply = {
             "type": "tags_with_separator",
             "tags": _element_formats(c.vocabulary, c.max_chars, c.tags),

@@ -140,9 +140,25 @@ def _base(
     }
     if bounds is not None and bounds.max_chats is not None:
         root["properties"]["chats"]["maxItems"] = bounds.max_chats
+    if bounds is not None and bounds.require_speech:  # (never {"chats": []}; which chat opens: the grammars' rule)
+        root["properties"]["chats"]["minItems"] = 1
     if closed:
         root["additionalProperties"] = False
     return root
+
+
+def _bounds_said(bounds: Bounds) -> str:
+    """A budget's bounds in words, for a provider that takes no numeric bound (``anthropic``)."""
+    said = []
+    if bounds.max_chats is not None:
+        said.append(f"at most {bounds.max_chats} chat{'s' if bounds.max_chats != 1 else ''}")
+    if bounds.max_elements is not None:
+        said.append(f"at most {bounds.max_elements} elements in a body")
+    if bounds.max_chars is not None:
+        said.append(f"each element at most {bounds.max_chars} characters")
+    if bounds.require_speech:
+        said.append(f"the first chat a C chat that speaks (at least {bounds.min_speech} characters of speech)")
+    return f" Keep the reply short: {', '.join(said)}." if said else ""
 
 
 @constrains
@@ -170,8 +186,9 @@ def json_schema(
     schema their own way (all three apply ``pattern`` to the raw JSON text; the last two drop
     ``minimum``): send them ``for_engine(schema, engine)``, which means there what this schema
     means, less what each cannot write (docs/GRAMMARS.md).
-    Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` (not for
-    ``"anthropic"``, which takes no numeric bounds), ``max_chars`` and a ``max_tokens`` budget
+    Length bounds, as for ``charfmt.grammar``: ``max_chats`` becomes ``maxItems`` and required speech
+    ``minItems: 1`` (not for ``"anthropic"``, which takes no numeric bounds: its chats' description says them
+    in words), ``max_chars`` and a ``max_tokens`` budget
     bound the body patterns, so they hold where patterns are enforced; a budget is planned by
     ``charfmt.constrain.export.plan_bounds`` (speech required; ``character``, ``tokens_per_char`` as for ``grammar``).
     ``speakers``: a scene's cast (``charfmt.prompt.scene``): each ``C`` chat names one of them; a mapping (or
@@ -197,6 +214,8 @@ def json_schema(
     )
     if provider is None:
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "charfmt reply", **schema}
+    if provider == "anthropic" and bounds is not None:  # (no numeric bounds there: the budget said in words)
+        schema["properties"]["chats"]["description"] += _bounds_said(bounds)
     if provider == "gemini":
         items = schema["properties"]["chats"]["items"]
         for chat in items.get("anyOf", [items]):  # one schema, or one per kind of chat (a scene)

@@ -1,6 +1,7 @@
 """The budgeted Jinja sandbox: Jinja's immutable sandbox, with every way to grow a string or list checked first.
 
-Each render (``render_budget``) may allocate :data:`MAX_RENDER_SIZE` characters or items:
+Each render (``render_budget``) may allocate :data:`MAX_RENDER_SIZE` characters or items (a ``range`` made
+counts its length, so loops over ranges in ranges end):
 string and list growth (``*``, ``+``, ``%``, ``~``, ``**``, ``format``, ``join``,
 ``center``, ``indent``, ``replace``...) is checked against what is left before it
 happens, and a template that asks for more fails with a ``SecurityError`` (which
@@ -71,7 +72,7 @@ def _size(value: Any, cap: int) -> int:
     stack = [value]
     while stack and total <= cap:
         item = stack.pop()
-        if isinstance(item, (str, bytes, bytearray)):
+        if isinstance(item, (str, bytes, bytearray, range)):  # (a range: each step of a loop over it counts)
             total += len(item)
         elif isinstance(item, (list, tuple, set, frozenset)):
             total += len(item)

@@ -316,3 +316,21 @@ def test_serve_chat_format_and_verbose_are_flags_of_serve(tmp_path: Path) -> Non
                        capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert p.returncode == 2 and "'gemma-9' is not one of: " in p.stderr and "chatml" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_budgeted_schema_holds_at_least_one_chat_and_anthropics_says_the_budget() -> None:
+    """Found by a newcomer's trial: under a budget the JSON schemas took ``{"chats": []}`` (the grammars never do),
+    and Anthropic's schema was the same with and without the budget (it takes no numeric bound)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    rex = charfmt.Character.load(ROOT / "examples" / "characters" / "rex.toml")
+    empty = {"chats": []}
+    for provider in (None, "openai"):
+        schema = charfmt.json_schema(provider, character=rex, max_tokens=300)
+        assert schema["properties"]["chats"]["minItems"] == 1
+        assert not jsonschema.Draft202012Validator(schema).is_valid(empty)
+        assert jsonschema.Draft202012Validator(charfmt.json_schema(provider, character=rex)).is_valid(empty)
+    assert charfmt.json_schema("gemini", character=rex, max_tokens=300)["properties"]["chats"]["minItems"] == 1
+    said = charfmt.json_schema("anthropic", character=rex, max_tokens=300)["properties"]["chats"]["description"]
+    bounds = resolve_bounds(character=rex, max_tokens=300)
+    assert f"each element at most {bounds.max_chars} characters" in said and "a C chat that speaks" in said
+    assert "Keep the reply short" not in json.dumps(charfmt.json_schema("anthropic", character=rex))

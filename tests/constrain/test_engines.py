@@ -433,3 +433,17 @@ def test_request_fields_carry_a_grammar_the_named_engine_reads(server: str) -> N
         assert fields["response_format"]["json_schema"]["strict"] is True
     with pytest.raises(charfmt.CharfmtError, match="unknown server"):
         request_fields("tgi")
+
+
+@pytest.mark.parametrize("bound", [{"max_tokens": 300}, {"max_chats": 1}, {"max_elements": 2}])
+def test_structural_tag_elements_refuses_a_bound_it_cannot_hold(bound: dict[str, int]) -> None:
+    """Found by a newcomer's trial: ``body="elements"`` dropped a budget in silence (XGrammar then took 20
+    elements, or a 2,000-character message); it bounds each element's length only, and says so."""
+    rex = charfmt.Character.load(ROOT / "examples" / "characters" / "rex.toml")
+    with pytest.raises(charfmt.CharfmtError, match=f"cannot hold {next(iter(bound))}: .* use body='reply'"):
+        structural_tag(body="elements", character=rex, **bound)  # type: ignore[arg-type]
+    bounded = json.dumps(structural_tag(body="reply", character=rex, **bound))  # type: ignore[arg-type]
+    assert bounded != json.dumps(structural_tag(body="reply", character=rex))
+    assert json.dumps(structural_tag(body="elements", character=rex, max_chars=40)) != json.dumps(
+        structural_tag(body="elements", character=rex)
+    )

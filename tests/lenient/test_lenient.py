@@ -431,6 +431,7 @@ JSON_ESCAPES = ("\\n", '\\"')
         lambda b: not ({"{", "["} & set(b)) and not any(s in b for s in SET_ASIDE + JSON_ESCAPES)
     )
 )
+@example(body="<act>*\n0</act>")  # a list mark the model wrote alone on its line is its text (found by a random run)
 def test_a_valid_body_written_without_json_reads_as_itself(body: str) -> None:
     segments = charfmt.parse(json.dumps({"chats": [{"type": "C", "order": 1, "body": body}]})).chats[0].segments
     # Without JSON there is no valid form to agree with: an emotion that reads as a sentence

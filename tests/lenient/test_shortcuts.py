@@ -5,7 +5,7 @@ never answers otherwise than what it stands in for, whatever the text.
 
 - ``marks.SCAFFOLDING_HINT`` lets a reader skip ``SCAFFOLDING``'s scan (a dozen alternatives
   tried at every character) over text that holds none of what every marker holds: each match
-  of ``SCAFFOLDING`` must hold a match of the hint;
+  of ``SCAFFOLDING`` must hold a match of the hint, and ``scaffolding`` (which tests it first) drops each;
 - ``turns._TAG_OR_WORD`` finds a word outside tags in one scan that stops at the first, where
   ``_TAG.sub`` rewrote the whole text first.
 """
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from charfmt import _control_strings as cs
 from charfmt._lenient.marks import SCAFFOLDING, SCAFFOLDING_HINT
+from charfmt._lenient.scaffolding import scaffolding
 from charfmt._lenient.turns import _TAG, _TAG_OR_WORD, _WORD
 
 _PIECES = (
@@ -40,6 +41,15 @@ _PIECES = (
 def test_every_scaffolding_match_holds_a_match_of_the_hint(text: str) -> None:
     for m in SCAFFOLDING.finditer(text):
         assert SCAFFOLDING_HINT.search(m.group()) is not None, m.group()
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join))
+@example("<SYS >")  # (the scan's own pre-test, a list of hints, missed it: the body reader kept what turns drops)
+@example("<\tSYS>")
+def test_the_scan_drops_every_scaffolding_match(text: str) -> None:
+    spans = scaffolding(text, turns=False)
+    for m in SCAFFOLDING.finditer(text):
+        assert any(a <= m.start() and m.end() <= b for a, b, _ in spans), (m.group(), spans)
 
 
 def test_the_hint_misses_ordinary_text_and_tags() -> None:

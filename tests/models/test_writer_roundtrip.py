@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MARK, ROOT, load_cases
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import charfmt
@@ -147,6 +147,19 @@ def test_dumps_of_a_canonical_reply_reads_back_both_ways(reply: charfmt.Reply) -
 
 
 @given(_any_replies())
+@example(  # a bracketed word beside an unknown tag was read as a placeholder, blanked to spaces (a random run found it)
+    charfmt.Reply(
+        chats=[
+            charfmt.Chat(type="C", order=1, segments=[charfmt.Segment(tag="act", text="")]),
+            charfmt.Chat(type="C", order=2, segments=[charfmt.Segment(tag="emo", text="joy")]),
+            charfmt.Chat(
+                type="C",
+                order=3,
+                segments=[charfmt.Segment(tag="act", text="[A_0]"), charfmt.Segment(tag="_", text="")],
+            ),
+        ]
+    )
+)
 def test_dumps_writes_unknown_tags_and_intensities_that_lenient_parsing_reads_back(reply: charfmt.Reply) -> None:
     _assert_dumps_round_trips(reply)
 

@@ -346,6 +346,8 @@ BOMBS = {
     "division by zero": "{{ 1 / 0 }}",
     "filter on the wrong value": "{{ 5 | dumps }}{{ 5 | body }}",
     "comparing a tuple with a str": "{{ (1, 2) < 'a' }}",
+    # found by a newcomer's trial: 10**10 steps of an empty loop ran on and on (nothing allocated)
+    "ranges in ranges": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
 }
 
 

@@ -261,6 +261,14 @@ def load_lorebooks(paths: Sequence[str] | None, limit: int) -> list[Lorebook]:
     return books
 
 
+def templates_folder(folder: str | None) -> str | None:
+    """``--templates DIR`` checked: a folder that exists (else ``InputError``, exit 2), or ``None``."""
+    if folder is not None and not Path(folder).is_dir():
+        reason = "not a directory" if Path(folder).exists() else "no such directory"
+        raise InputError(f"cannot read templates folder {folder}: {reason}")
+    return folder
+
+
 def load_scene(path: str, limit: int, user_name: str | None = None) -> Scene:
     """The ``--scene`` file (``user_name``: the player's name in the whole cast, in place of the file's)."""
     from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)

@@ -22,6 +22,7 @@ from charfmt.cli._io import (
     load_character,
     load_lorebooks,
     load_scene,
+    templates_folder,
     usable_file,
     usage_error,
 )
@@ -111,6 +112,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     "line counts the reader's repairs), and llama.cpp's own log lines on standard error")  # fmt: skip
     sp.add_argument("--session", metavar="NAME",
                     help="keep the chat in this session of the store, and resume it where it stopped")  # fmt: skip
+    sp.add_argument("--templates", metavar="DIR",
+                    help="a folder of your own templates (system.j2, user.j2...), looked up before charfmt's, as"
+                    " for charfmt render")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from charfmt.prompt.tokens import counter_for, grammar_cost, prompt_budget  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     _check(args)
+    templates = templates_folder(args.templates)  # (a missing folder: exit 2, before any model loads)
     character: Character | Scene
     if args.scene is not None:
         character = load_scene(args.scene, args.max_size, args.user_name)
@@ -152,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         budget=budget, counter=counter,
         note=limit_note(bounds) if bounds is not None else None, stage=stage, max_length=args.max_length,
         lorebooks=books, seed=args.seed, greeting=args.greeting, bound=bound, verbose=args.verbose,
+        templates=templates,
     )  # fmt: skip
     if args.session is None:
         return chat.run(character, **options)

@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from charfmt.cli._command import Subcommand
 from charfmt.cli._io import (
     EXIT_INVALID,
     EXIT_OK,
-    InputError,
     check_greeting,
     diag_line,
     dump_json,
@@ -20,6 +18,7 @@ from charfmt.cli._io import (
     load_lorebooks,
     load_scene,
     read_text,
+    templates_folder,
     usage_error,
 )
 from charfmt.cli._options import add_cast, add_lore, add_size, add_tokenizer, add_user_name, greeting_index, whole
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                     " as a chat request (--format json)")  # fmt: skip
     if args.scene is not None and args.greeting not in (0, None):
         usage_error(args, f"argument --greeting: {args.greeting}: a scene has no greeting (--greeting 0 or none)")
-    templates = _templates(args.templates)
+    templates = templates_folder(args.templates)
     scene = load_scene(args.scene, args.max_size, args.user_name) if args.scene is not None else None
     if scene is not None:
         character = next(iter(scene.cast.values()))  # (no greeting in a scene: its first member is never asked)
@@ -229,13 +228,6 @@ def _load_history(path: str, character: Character | Scene, limit: int) -> list[E
 
     text = read_text(path, limit, "--history")
     return history_from_jsonl(text, character, "<stdin>" if path == "-" else path)
-
-
-def _templates(folder: str | None) -> str | None:
-    if folder is not None and not Path(folder).is_dir():
-        reason = "not a directory" if Path(folder).exists() else "no such directory"
-        raise InputError(f"cannot read templates folder {folder}: {reason}")
-    return folder
 
 
 COMMAND: Final = Subcommand(

@@ -44,6 +44,7 @@ See ``docs/TOKENS.md``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -362,19 +363,33 @@ def render_template(name: str, templates: str | None, **variables: Any) -> str:
     except CharfmtError:
         raise
     except jinja2.UndefinedError as e:
-        raise TemplateError(f"template {name}: undefined variable: {e.message}") from None
+        said = re.sub(r"'charfmt\.[\w.]+\.(\w+) object'", r"\1", e.message or "")  # (the view's class: its model)
+        raise TemplateError(f"{_where(name, e)}: undefined variable: {said}") from None
     except jinja2.TemplateSyntaxError as e:
         raise TemplateError(f"template {e.name or name}, line {e.lineno}: {e.message}") from None
     except jinja2.TemplateNotFound as e:
         raise TemplateError(f"template {e.name} not found in the templates folder") from None
     except (jinja2.exceptions.SecurityError, OverflowError, MemoryError) as e:
-        raise TemplateError(f"template {name}: blocked by the sandbox: {str(e) or type(e).__name__}") from None
+        raise TemplateError(f"{_where(name, e)}: blocked by the sandbox: {str(e) or type(e).__name__}") from None
     except RecursionError:
         raise TemplateError(f"template {name}: blocked by the sandbox: recursion too deep") from None
     except jinja2.TemplateError as e:
-        raise TemplateError(f"template {name}: {e}") from None
+        raise TemplateError(f"{_where(name, e)}: {e}") from None
     except Exception as e:  # a filter or method applied to the wrong value, a failing operator...
-        raise TemplateError(f"template {name}: {type(e).__name__}: {e}") from None
+        raise TemplateError(f"{_where(name, e)}: {type(e).__name__}: {e}") from None
+
+
+def _where(name: str, error: BaseException) -> str:
+    """``template NAME, line N``: the template line the error was raised on (Jinja gives a rendered template's
+    frames its file and line), the innermost; ``template NAME`` where no frame is a template's."""
+    where = f"template {name}"
+    tb = error.__traceback__
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if file.endswith(".j2"):
+            where = f"template {Path(file).name}, line {tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 def template_folder(templates: str | Path | None) -> str | None:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -692,3 +693,22 @@ def test_chat_endpoint_with_a_tokenizer_bounds_in_its_tokens_per_character(serve
         sent = _Server.requests[0]["body"]["grammar"]
         assert sent == charfmt.grammar("gbnf", character=mio, max_tokens=400, tokens_per_char=expected)
     assert chat_bounds(mio, 400, tokens_per_char=per_char).max_chars > chat_bounds(mio, 400).max_chars  # type: ignore[operator]
+
+
+def test_chat_renders_with_templates_of_your_own(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a newcomer's trial: ``chat`` took no ``--templates``, so a prompt of your own could only be
+    rendered, never tried against a model."""
+    _Server.reply = TEXT
+    (tmp_path / "system.j2").write_text("You are {{ character.name }}, in our own words. Answer in JSON.\n")
+    assert main(["chat", "--character", REX, "--endpoint", server, "--say", "hi", "--templates", str(tmp_path)]) == 0
+    system = _Server.requests[-1]["body"]["messages"][0]["content"]
+    assert system.startswith("You are Rex, in our own words. Answer in JSON.")
+    assert main(["chat", "--scene", SHRINE, "--endpoint", server, "--say", "hi", "--templates", str(tmp_path)]) == 0
+    assert "The shrine on Mars" in _Server.requests[-1]["body"]["messages"][0]["content"]  # (scene.j2: charfmt's)
+    capsys.readouterr()
+    missing = [sys.executable, "-m", "charfmt", "chat", "--character", REX, "--endpoint", server, "--say", "hi",
+               "--templates", str(tmp_path / "nope")]  # fmt: skip
+    done = subprocess.run(missing, check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "cannot read templates folder" in done.stderr and done.stderr.count("\n") == 1

@@ -381,3 +381,20 @@ def test_ordinary_growth_within_the_limit_still_renders(tmp_path: Path) -> None:
     base = charfmt.load_history(ROOT / "examples" / "history.jsonl", MIO)
     long_history = [Exchange(user=UserTurn.say("あ" * 2000), reply=ex.reply) for ex in base] * 200
     assert charfmt.render_text(MIO, long_history, UserTurn.say("hi")).count("### ミオ") == len(long_history) + 1
+
+
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        ("line one\n{{ character.nme.upper() }}\n", "template system.j2, line 2: undefined variable: Character has no"),
+        ("a\nb\n{{ ('x' * 1000000) * 100 }}\n", "template system.j2, line 3: blocked by the sandbox: * would exceed"),
+        ("a\n{{ 1 / 0 }}\n", "template system.j2, line 2: ZeroDivisionError"),
+    ],
+)
+def test_a_template_error_names_its_line_and_no_internal_class(tmp_path: Path, template: str, said: str) -> None:
+    """Found by a newcomer's trial: an error while rendering named no line (a syntax error did), and an undefined
+    attribute named charfmt's internal view class (``'charfmt.prompt.render.Character object'``)."""
+    (tmp_path / "system.j2").write_text(template, encoding="utf-8")
+    with pytest.raises(charfmt.TemplateError) as e:
+        charfmt.render_system(REX, templates=tmp_path)
+    assert str(e.value).startswith(said) and "charfmt.prompt" not in str(e.value)

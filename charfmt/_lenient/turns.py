@@ -29,16 +29,17 @@ from dataclasses import dataclass
 from typing import Final
 
 from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING, SCAFFOLDING_HINT
-from charfmt._lenient.request_form import blocks, introduces
+from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
 
-GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user"})
-"""Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``)."""
+GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user", "q"})
+"""Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``; a
+question's ``Q:``)."""
 NARRATOR_LABELS: Final = frozenset({"narrator", "narration", "scene", "ナレーション", "旁白", "내레이션"})
 """Labels of a scene's narrator in a transcript (``Narrator: The bell rings.``)."""
-GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt"})
-"""Role names of the character's (the model's) turn."""
+GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt", "a"})
+"""Role names of the character's (the model's) turn (an answer's ``A:``: found by the seventh set's #3)."""
 
 _LABEL: Final = re.compile(
     r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?[\"“「『]?"
@@ -259,7 +260,9 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     if prompted:
         spans += _prompt_lines(text, told)
     spans = _merge(spans)
-    spans += _closed_turns(text, told)
+    spans += _closed_turns(text, told, spans)
+    spans = _merge(spans)
+    spans += _looped_forms(text, spans)
     spans = _merge(spans)
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
@@ -341,20 +344,85 @@ _TURN_CLOSER: Final = re.compile(r"[ \t]*+\[/[ \t]*+[A-Z][A-Z_]*+[ \t]*+\]")
 (``[/USER_CHAT_LIST]``)."""
 
 
-def _closed_turns(text: str, told: Told) -> list[Span]:
+def _closed_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     """Request forms each closed by the end of the player's turn (``<user_chats>…</user_chats> [/INST]``), the first
     the player's turn echoed (reworded or not): that one and every form after it closed so are the player's
     turns, the turn the reply answers and the turns the model imagined after it (``CF632``; found by the fifth
-    set's #42). A form so closed holding words of the player's never seen is no proof: nothing is dropped."""
+    set's #42). A form so closed holding words of the player's never seen is no proof: nothing is dropped, unless
+    the request's own instruction (the prompt's text, dropped) stands between the form and the end of the turn —
+    the shape of the player's turn as the request writes it (found by the seventh set's #58)."""
     spans: list[Span] = []
     for a, b, _m in blocks(text):
-        closer = _TURN_CLOSER.match(text, b)
+        at, instructed = _past_dropped(text, b, dropped)
+        closer = _TURN_CLOSER.match(text, at) or (_TURN_CLOSER.search(text, b, at) if instructed else None)
         if closer is None:
             continue
-        if not spans and not _the_players(text[a:b], told):
+        if not spans and not instructed and not _the_players(text[a:b], told):
             return []
         spans.append((a, closer.end(), "CF632", "a request form closed by the end of the player's turn is theirs"))
     return spans
+
+
+def _past_dropped(text: str, at: int, dropped: list[Span]) -> tuple[int, bool]:
+    """Where the text after ``at`` goes on past blank space and spans already dropped, and whether one was."""
+    passed = False
+    while True:
+        skip = at
+        while skip < len(text) and text[skip] in " \t\r\n":
+            skip += 1
+        span = next((s for s in dropped if s[0] <= skip < s[1]), None)
+        if span is None:
+            return (at if not passed else skip), passed
+        at, passed = span[1], True
+
+
+_ANY_TAG: Final = re.compile(r"<[^<>]*+>?")
+_OPENING_NAME: Final = re.compile(r"<[ \t]*+([^\W\d][\w\-]*+)")
+_PLAYERS_ELEMENTS: Final = frozenset(
+    name.casefold() for spec in DEFAULT_TAGS.specs if spec.role in ("speech", "emotion")
+    for name in (spec.name, *spec.synonyms)
+)  # fmt: skip
+"""The elements of the player's turn as the request form writes it (``<emo>``, ``<msg>``): an action, a thought or a
+cue in a form's chat is the character's shape, never the player's."""
+
+
+def _looped_forms(text: str, dropped: list[Span]) -> list[Span]:
+    """Request forms each of whose chats is said again, word for word, in another chat of a form of the reply, each
+    in the player's shape (an emotion and words, no action, thought or cue): the request's turn imitated in a loop
+    (``Cosa ha da fare?`` twice, and the question after it twice), the player's turns the model imagined, never the
+    character's reply (``CF632``; found by the seventh set's #73)."""
+    found = blocks(text) if "<" in text else []
+    chats = [_chats_of(text, a, b) for a, b, _m in found]
+    if sum(len(one) for one in chats) < 2:
+        return []
+    said: dict[str, int] = {}
+    for one in chats:
+        for words_, _shape in one:
+            said[words_] = said.get(words_, 0) + 1
+    spans: list[Span] = []
+    for (a, b, _m), one in zip(found, chats, strict=True):
+        if not one or not all(said[w] >= 2 and shape for w, shape in one):
+            continue
+        if not any(x <= a < y for x, y, *_ in dropped):
+            spans.append((a, b, "CF632", "a request form whose chats the reply says again is a turn imagined"))
+    return spans
+
+
+def _chats_of(text: str, a: int, b: int) -> list[tuple[str, bool]]:
+    """The words of each chat of the request form ``text[a:b]`` that has words (its tags left out), each with
+    whether it is in the player's shape (no element but theirs and the form's)."""
+    form = text[a:b]
+    opens = [
+        m.start() for m in CHAT_ELEMENT.finditer(form)
+        if m.group(1) is None and form_name(m, inside_chat=False) == "chat"
+    ]  # fmt: skip
+    parts = [form[x:y] for x, y in zip(opens, [*opens[1:], len(form)], strict=False)] if opens else [form]
+    found: list[tuple[str, bool]] = []
+    for part in parts:
+        if n := normal(_ANY_TAG.sub(" ", CHAT_ELEMENT.sub(" ", part))):
+            names = {m.group(1).casefold() for m in _OPENING_NAME.finditer(CHAT_ELEMENT.sub(" ", part))}
+            found.append((n, all(x in _PLAYERS_ELEMENTS or x.startswith(("chat", "user_chat")) for x in names)))
+    return found
 
 
 def _the_players(form: str, told: Told) -> bool:
@@ -430,7 +498,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
             continue
-        if _FORM_START.match(line):
+        if _FORM_START.match(line) and not _form_debris(line):
             content = True  # the request form: the form reader's (the player's turn or the character's reply)
             if section is not None:  # ... which no section of the prompt's imitated runs over
                 spans.append((section, a, "CF631", _SECTION))
@@ -472,6 +540,19 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     return spans
 
 
+_FORM_WORD: Final = re.compile(r"[^\W\d_]{2}")
+
+
+def _form_debris(line: str) -> bool:
+    """Whether ``line`` is the request form's tags closed on their line around no word (``<user_chat>b</user_chat>
+    <user_chat>e</user_chat>``, a letter each): a mangled item of a section imitating the prompt, no form that ends
+    the section (found by the seventh set's #78)."""
+    if "/" not in line:
+        return False
+    closed = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
+    return bool(closed) and _FORM_WORD.search(CHAT_ELEMENT.sub(" ", line)) is None
+
+
 def _key(m: re.Match[str]) -> str:
     """A list item's key as compared: ``"order"``, ``calm``."""
     return m.group(1).rstrip(":= \t").strip().strip('"').casefold()
@@ -501,8 +582,10 @@ def _echoes(n: str, told: Told, *, last: bool) -> bool:
         return True
     if introduces(told, n):  # (the persona told in the character's own voice, ``Ich bin Lukas, …``, is theirs)
         return False
-    return _retold(n, told) or (
-        len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY))
+    return (
+        _retold(n, told)
+        or _sentences_retold(n, told)
+        or (len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY)))
     )
 
 
@@ -520,6 +603,36 @@ def _retold(n: str, told: Told) -> bool:
             if len(rest) >= _MIN_PART and 3 * len(rest) >= 2 * len(n) and rest in told.text:
                 return True
     return False
+
+
+_RUN_WORDS: Final = 6
+"""Words in a row of the prompt's text (``_MIN_PART`` characters or more) from which a sentence retells it."""
+_SENTENCE: Final = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
+_FIRST_PERSON: Final = re.compile(
+    r"(?:^|[^\w'])(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|us|ich|mein|meine|mich|mir|je|j'|moi|mon|ma|mes"
+    r"|io|mio|mia|ik|mijn|yo|mi|eu|meu|minha)(?![\w'])|私|僕|俺|わたし|我"
+)
+"""A sentence in the first person (English and a few languages): the character may tell their own persona."""
+
+
+def _sentences_retold(n: str, told: Told) -> bool:
+    """Whether most of ``n`` (two thirds of its characters) is sentences each holding a run of the prompt's words
+    (``He is a mountain guide who has led walkers over the high passes…`` of the card's ``Oskar is a mountain guide
+    from Tromsø who has led walkers…``): the prompt retold with words changed inside its lines, not only at their
+    ends; a sentence in the first person is the character's own (found by the seventh set's #28)."""
+    if len(n) < _NEARLY_FROM:
+        return False
+    covered = 0
+    for m in _SENTENCE.finditer(n):
+        if _FIRST_PERSON.search(m.group()) is not None:
+            continue  # (the character telling who they are in the prompt's words: theirs)
+        found = m.group().split()
+        for k in range(len(found) - _RUN_WORDS + 1):
+            run = " ".join(found[k : k + _RUN_WORDS])
+            if len(run) >= _MIN_PART and run in told.text:
+                covered += len(m.group())
+                break
+    return 3 * covered >= 2 * len(n)
 
 
 def _spec_like(line: str) -> bool:
@@ -701,10 +814,27 @@ def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[in
                     break
         if name is not None:
             break
+    if name is None and other == "character" and words and lines[words[0]][0] in starts:
+        name = _labels_json(text, lines, words, starts)  # (a transcript the role's turn opens: no text before it)
     if name is None:
         return []
-    labelled = ((a, m) for a, b in lines if (m := _INLINE.match(text, a, b)) is not None)
+    labelled = ((a, m) for a, b in lines if (m := _INLINE.match(text, a, b) or _LABEL.fullmatch(text, a, b)))
     return [(a, m.end(), other) for a, m in labelled if m.group("name").strip().casefold() == name]
+
+
+def _labels_json(text: str, lines: list[tuple[int, int]], words: list[int], starts: set[int]) -> str | None:
+    """The name of a label alone on its line (``Quill:``) right before a JSON reply (``{"chats": …``), as the
+    prompt's few-shots label the character's replies: the other speaker of a transcript whose turns the role labels
+    (``User:``) where the prompt is not told (found by the stream's helper on the fourth set's #61: the player's
+    turn ran over the reply, and the reply was lost)."""
+    for i, k in enumerate(words[:-1]):
+        a, b = lines[k]
+        if a in starts or (m := _PROMPT_LABEL.fullmatch(text, a, b)) is None or _FIELD_WORD.search(m.group(1)):
+            continue
+        c, d = lines[words[i + 1]]
+        if text[c:d].lstrip().startswith("{"):
+            return m.group(1).strip().casefold()
+    return None
 
 
 Span3 = tuple[int, int, str]

@@ -1,7 +1,9 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
-``python tests/data/show_sample.py seventh`` (the seventh round's sample of ``seventh_replies.jsonl``: the rows
-whose number n has ``n % 5 == 3`` and ``n < 100``), ``sixth`` (the sixth round's sample of ``sixth_replies.jsonl``),
+``python tests/data/show_sample.py eighth`` (the eighth round's sample of ``eighth_replies.jsonl``: the rows whose
+number n has ``n % 5 == 4`` and ``n < 100``), ``seventh`` (the seventh round's sample of ``seventh_replies.jsonl``:
+the rows whose number n has ``n % 5 == 3`` and ``n < 100``), ``sixth`` (the sixth round's sample of
+``sixth_replies.jsonl``),
 ``fifth`` (the fifth round's sample of ``fifth_replies.jsonl``), ``fourth`` (the
 fourth round's sample of ``fourth_replies.jsonl``), ``third``
 (the third round's sample of ``third_replies.jsonl``), ``fresh``
@@ -31,7 +33,8 @@ import charfmt
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("set", choices=("seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune"))
+    names = ("eighth", "seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")
+    parser.add_argument("set", choices=names)
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
     sets = {
@@ -42,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         "sixth": corpus.SIXTH,
         "seventh": corpus.SEVENTH,
     }
+    if args.set == "eighth":  # (read only once the reader was frozen for the eighth round)
+        sets["eighth"] = corpus.EIGHTH
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
-    rule = 3 if args.set == "seventh" else 2  # (the seventh round's rule: n % 5 == 3)
+    rule = {"seventh": 3, "eighth": 4}.get(args.set, 2)  # (the seventh round's rule: n % 5 == 3; the eighth's: 4)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]
     for n in picked:
         row = rows[n]

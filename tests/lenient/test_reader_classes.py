@@ -454,3 +454,49 @@ def test_bracketed_labels_and_list_numbers_are_never_spoken_nor_emotions(
     assert not any(f"[{label}:" in said for label, _s in lines)
     codes = [d.code for d in charfmt.parse(text, lenient=True, vocabulary=VOCABULARY).diagnostics]
     assert codes.count("CF641") == len(lines) and "CF612" not in codes
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(SENTENCE, min_size=1, max_size=3, unique=True),
+    st.integers(2, 3),
+    st.booleans(),
+    st.sampled_from(["", "<emo>calm</emo>\n"]),
+    st.integers(1, 9),
+)
+def test_forms_said_again_in_the_players_shape_are_a_loop_of_theirs(
+    sentences: list[str], times: int, acted: bool, emotion: str, size: int
+) -> None:
+    """The eighth round's class (the seventh set's #73): request forms each of whose chats the reply says again word
+    for word, in the player's shape (an emotion and words), are the request's turn imitated in a loop: no chat of the
+    character's (``CF632``); with an action in each (the character's shape) they stay the character's chats."""
+    act = "<act>nods slowly</act>\n" if acted else ""
+    forms = [f'<user_chats>\n<chat type="C">\n{emotion}{act}<msg>{s}</msg>\n</chat>\n</user_chats>' for s in sentences]
+    text = "\n\n".join(forms * times)
+    chats = _both(text, size, vocabulary=VOCABULARY)
+    codes = [d.code for d in charfmt.parse(text, lenient=True, vocabulary=VOCABULARY).diagnostics]
+    if acted:
+        assert len(chats) == len(forms) * times and "CF632" not in codes
+    else:
+        assert chats == [] and codes.count("CF632") == len(forms) * times
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(WORD, min_size=8, max_size=14), st.sampled_from(["He", "She", "They"]), st.booleans(), SENTENCE,
+       st.integers(1, 9))  # fmt: skip
+def test_the_persona_retold_in_the_third_person_is_the_prompts_in_the_first_the_characters(
+    persona: list[str], pronoun: str, first_person: bool, reply: str, size: int
+) -> None:
+    """The eighth round's class (the seventh set's #28): the prompt's persona line retold with its subject changed
+    (``He is …`` for ``Oskar is …``, the words after it the prompt's) is the prompt's (``CF631``); told in the first
+    person (``I have …``) it is the character's own, spoken."""
+    assume(not set(reply.casefold().rstrip(".").split()) & set(persona))
+    rest = " ".join(persona)
+    prompt = f"You play Oskar.\nOskar is {rest}."
+    tail = "and every walker on the pass knows it well"  # (more than the three words ``_retold`` allows changed)
+    line = f"I am {rest}, {tail}." if first_person else f"{pronoun} is {rest}, {tail}."
+    chats = _both(f"{line}\n<msg>{reply}</msg>", size, prompt=prompt)
+    if first_person:
+        assert chats == [["C", 1, [["msg", line], ["msg", reply]]]]
+    else:
+        assert chats == [["C", 1, [["msg", reply]]]]

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         subject = load_scene(args.scene, args.max_size)  # (each speaker's emotions its own)
     elif args.emotions is not None:
         keys = [k.strip() for k in args.emotions.split(",")]
-        if len(keys) > 1 and "" in keys:  # ("a,,b", "a,": a key left out by mistake, not silently dropped)
+        if len(keys) > 1 and "" in keys and any(keys):  # ("a,,b", "a,": a key left out by mistake, not dropped)
             usage_error(args, f"argument --emotions: an empty key in {args.emotions!r} (keys are comma-separated)")
         keys = [k for k in keys if k]
         if not keys:

@@ -80,7 +80,7 @@ def later_requests(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     sys.path.insert(0, str(DATA))
     import make_new_corpus as corpus
 
-    made = ("new", "fresh", "third", "fourth", "sixth")
+    made = ("new", "fresh", "third", "fourth", "sixth", "seventh")
     settings = {i: (k, f) for which in made for _g, i, k, f in corpus.settings(which)}
     loaded: dict[str, Any] = {}
     out: dict[str, dict[str, Any]] = {}

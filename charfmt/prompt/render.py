@@ -95,6 +95,7 @@ __all__ = [
     "at_depth",
     "bound_tokens",
     "chat_turns",
+    "check_turn_options",
     "checked_keywords",
     "estimate_tokens",
     "history_reply",
@@ -482,6 +483,12 @@ def _check_turn(character: object, history: object, options: Mapping[str, object
     budget, a ``CharfmtError``) naming the argument."""
     if not isinstance(character, Character):
         raise TypeError(f"character must be a Character (Character.load(path)), not {type(character).__name__}")
+    check_turn_options(history, options)
+
+
+def check_turn_options(history: object, options: Mapping[str, object]) -> None:
+    """A turn's ``history`` (a list of ``Exchange``) and its ``budget`` and ``structured`` keywords, checked for a
+    character's render and a scene's (``Scene.render_turn``): a ``TypeError`` or ``CharfmtError`` naming them."""
     if not isinstance(history, Sequence) or isinstance(history, str):
         raise TypeError(f"history must be a list of Exchange, not {type(history).__name__}")
     for n, exchange in enumerate(history):

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from charfmt._arguments import check_count, check_flag
 from charfmt._strict.envelope import Locator
 from charfmt.constrain.schema import PROVIDERS, json_schema
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError, in_body
@@ -66,6 +65,7 @@ __all__ = [
     "MAX_CAST",
     "SPEAKER_ID",
     "Scene",
+    "cast_actions",
     "player_vocabulary",
     "speaker_id_problem",
 ]
@@ -83,6 +83,7 @@ def _render_turn(
         RenderedTurn,
         RenderKeywords,
         chat_turns,
+        check_turn_options,
         checked_keywords,
         history_reply,
         lore_extras,
@@ -96,9 +97,8 @@ def _render_turn(
     provider = options.get("provider", "openai")
     if provider not in PROVIDERS:
         raise CharfmtError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
-    check_count(options.get("budget"), "budget", optional=True)
-    check_flag(options.get("structured", False), "structured")
-    history = _checked_history(history)
+    check_turn_options(history, options)
+    history = list(history)
     turn = turn_of(user_turn, scene)
     templates, budget, seed = options.get("templates"), options.get("budget"), options.get("seed")
     counter = options.get("counter", ESTIMATE)
@@ -148,6 +148,11 @@ def _unsent(scene: Scene) -> list[Diagnostic]:
     return notes
 
 
+def cast_actions(cast: Mapping[str, Character]) -> list[str]:
+    """Every cast member's listed actions, in cast order, each once."""
+    return list(dict.fromkeys(a for c in cast.values() for a in c.actions))
+
+
 def player_vocabulary(cast: Mapping[str, Character]) -> Vocabulary:
     """The emotion words a scene's player may use: every member's keys, and each alias as the key of the first
     member (in cast order) that lists it; an alias that is another member's key is that key.
@@ -167,16 +172,6 @@ def player_vocabulary(cast: Mapping[str, Character]) -> Vocabulary:
             taken.update(a.casefold() for a in aliases)
             emotions.append(emotion.model_copy(update={"aliases": aliases}))
     return Vocabulary(emotions=emotions)
-
-
-def _checked_history(history: object) -> list[Exchange]:
-    """``history`` checked: a list of ``Exchange`` (a ``TypeError`` naming the one that is not)."""
-    if not isinstance(history, Sequence) or isinstance(history, str):
-        raise TypeError(f"history must be a list of Exchange, not {type(history).__name__}")
-    for n, exchange in enumerate(history):
-        if not isinstance(exchange, Exchange):
-            raise TypeError(f"history must be a list of Exchange (history[{n}] is a {type(exchange).__name__})")
-    return list(history)
 
 
 def _union_tags(cast: dict[str, Character]) -> TagTable:
@@ -296,7 +291,7 @@ class Scene(BaseModel):
     @cached_property
     def actions(self) -> list[str]:
         """Every cast member's listed actions, in cast order (what the player's ``*...*`` is matched with)."""
-        return list(dict.fromkeys(a for c in self.cast.values() for a in c.actions))
+        return cast_actions(self.cast)
 
     def shorthand(self, text: str) -> UserTurn:
         """``parse_shorthand`` with the whole cast's words: ``player_vocabulary``, ``actions`` and ``tags``."""
@@ -684,7 +679,7 @@ def _load_examples(rows: Any, cast: dict[str, Character], fail: Fail) -> list[Ex
         raise fail(("examples",), "examples is a list of [[examples]] tables (user, [[examples.reply]])")
     tags = _union_tags(cast)
     words = player_vocabulary(cast)
-    actions = list(dict.fromkeys(a for c in cast.values() for a in c.actions))
+    actions = cast_actions(cast)
     examples = []
     for n, ex in enumerate(rows):
         if not isinstance(ex, dict) or not isinstance(ex.get("user"), str) or not isinstance(ex.get("reply"), list):

@@ -84,7 +84,7 @@ def classify(text: str, shown: str, batch: charfmt.Reply) -> str:
 
 
 _LABEL_LINE: Final = re.compile(r"\s*[^\s:,<>{}\[\]]{1,24}[:,]?[ \t]*\n")
-_REAL: Final = frozenset({"real", "real2", "real3"})
+_REAL: Final = frozenset({"real", "real2", "real3", "real4", "real5"})
 
 
 def late_class(row: dict[str, Any], told: dict[str, Any] | None) -> str:
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         batch = charfmt.parse(row["text"], lenient=True, **(told or {}))
         kind = classify(row["text"], shown, batch)
         classes[kind] += 1
-        real[kind] += row["kind"] in ("real", "real2", "real3")
+        real[kind] += row["kind"] in _REAL
         listing.append((row, kind, shown, batch))
     total = sum(classes.values())
     print(f"half {args.half}{' (told)' if args.told else ''}: {total} of {len(rows)} replies reset")

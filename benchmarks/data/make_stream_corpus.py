@@ -12,6 +12,7 @@ Replies as models write them, for how soon a stream speaks (``benchmarks/bench_s
   Spanish, German, Korean and Chinese, each with the chunks it streamed in);
 - ``real3``: the sixth corpus (``tests/data/sixth_replies.jsonl``), the same way (the third round's claim);
 - ``real4``: the seventh corpus (``tests/data/seventh_replies.jsonl``), the same way (the fourth round's claim);
+- ``real5``: the eighth corpus (``tests/data/eighth_replies.jsonl``), the same way (the fifth round's claim);
 - ``off-format``: the English, Japanese and Chinese lines and paragraphs of the token corpus
   (``token_corpus.jsonl``: prose, quoted speech, CJK) and its real model output, sent as they are;
 - ``bare-tags``, ``json``, ``damaged``: the same lines as the character's speech, written as bare
@@ -31,7 +32,9 @@ and is tuning data since. The ``real3`` rows (``tests/data/sixth_replies.jsonl``
 and Gemma 3 on the sixth set's four settings, made after the stream's third round was tuned and never read by
 it) carried the third round's claim: their held half, read once at its end, and tuning data since. The ``real4``
 rows (``tests/data/seventh_replies.jsonl``: 108 free replies on the seventh set's four settings, made after the
-stream's fourth round was tuned and never read by it) carry the fourth round's claim: their held half, read once.
+stream's fourth round was tuned and never read by it) carried the fourth round's claim: their held half, read once
+at its end, and tuning data since. The ``real5`` rows (``tests/data/eighth_replies.jsonl``: 108 free replies on the
+eighth set's four settings, never read by the stream's rounds) carry the fifth round's claim: their held half, read once.
 
 Run from the repository root: it keeps the rows the file holds as they are and adds the rows of ids it
 lacks (a kind added since, as ``real3`` was), since the seeded ``damaged``, ``bare-tags`` and ``json`` rows
@@ -102,6 +105,9 @@ NEWEST: Final = ("sixth",)
 FOURTH_CLAIM: Final = ("seventh",)
 """The corpora of ``tests/data`` made after the stream's fourth round had been tuned: the ``real4`` rows."""
 
+FIFTH_CLAIM: Final = ("eighth",)
+"""The corpus of ``tests/data`` never read by the stream's rounds before its fifth: the ``real5`` rows."""
+
 
 def real2(names: tuple[str, ...] = LATER, kind: str = "real2") -> list[dict[str, Any]]:
     """The ``real2`` rows (``real3``: of ``NEWEST``): every reply of those corpora, with the chunks it streamed in."""
@@ -166,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.extend(real2())  # last, so that the rows before it (and the seeded mutations) stay as they were
     rows.extend(real2(NEWEST, "real3"))  # (after them: the rows before stay as they were)
     rows.extend(real2(FOURTH_CLAIM, "real4"))
+    rows.extend(real2(FIFTH_CLAIM, "real5"))
     if OUT.exists() and not fresh:  # the rows made before are kept as they are (tuning data, claims read):
         kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]  # ``charfmt.fuzz``
         known = {r["id"] for r in kept}  # has changed since the damaged rows were made; only new ids are added

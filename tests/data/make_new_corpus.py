@@ -22,6 +22,7 @@ llama-cpp-python and both GGUF files (``tests/models.py`` finds them)::
     nice -n 10 python tests/data/make_new_corpus.py --set sixth  # sixth_replies.jsonl (group G)
     nice -n 10 python tests/data/make_new_corpus.py --set seventh  # seventh_replies.jsonl (group H)
     nice -n 10 python tests/data/make_new_corpus.py --set eighth  # eighth_replies.jsonl (group I)
+    nice -n 10 python tests/data/make_new_corpus.py --set ninth  # ninth_replies.jsonl (group J)
 
 ``--set fresh`` writes the second held-back set (``fresh_replies.jsonl``, ``fresh_prompts.json``):
 four more settings (group C: Inés, Spanish, with a ``<motion>`` cue; Lukas, German; the Sable
@@ -57,6 +58,11 @@ kinds not asked before (a poem of four lines without tags, an HTML snippet, one 
 Juniper card (a random macro, a system prompt, a post-history instruction, an alternate greeting, ``<START>``
 examples and a lorebook with an entry at a depth) and the ``bindery_flood`` scene of Ashby and Juniper with a
 narrator, with hostile turns of kinds not asked before (emoji only, a SQL statement, three words in capitals).
+``--set ninth`` writes the ninth (``ninth_replies.jsonl``, ``ninth_prompts.json``, group J, row ``half``:
+``ninth``), made after the eighth had been read: Astrid (Swedish, a ``<dogs>`` cue of her own), Obi (English), the
+Kestrel card (a system prompt, a post-history instruction, an alternate greeting, ``<START>`` examples and a lorebook
+with a selective entry and a constant one) and the ``fair_broadcast`` scene of Obi and Kestrel with a narrator, with
+hostile turns of kinds not asked before (a shell command only, a tweet with hashtags, the answer spelt backwards).
 
 Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` (tune, held),
 ``model``, ``model_sha256`` (of the GGUF's first MiB), ``chat_format``, ``chat_format_used``,
@@ -154,6 +160,14 @@ EIGHTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 """The eighth held-back set (``--set eighth``): four more settings nobody tuned the reader on (Dutch with a cue
 of her own, English, a V2 card with a random macro, a system prompt, a post-history instruction, an alternate
 greeting, ``<START>`` examples and a lorebook with an entry at a depth, a scene of two with a narrator)."""
+
+NINTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "J": (("astrid", "character", "astrid.toml"), ("obi", "character", "obi.toml"),
+          ("kestrel", "card", "kestrel.json"), ("fair_broadcast", "scene", "fair_broadcast.toml")),
+}  # fmt: skip
+"""The ninth held-back set (``--set ninth``): four more settings nobody tuned the reader on (Swedish with a cue
+of her own, English, a V2 card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
+examples and a lorebook with a selective entry, a scene of two with a narrator)."""
 
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
@@ -418,6 +432,32 @@ EIGHTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the eighth held-back set (``--set eighth``), worded anew; three hostile turns of kinds
 not asked before (emoji only, a SQL statement, three words in capitals)."""
+NINTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] Is this thing on? Can everybody hear me?",
+        "How did you end up doing this for a living?",
+        "[angry] Someone just knocked my drink all over my shoes!",
+        "*points up at the sky* What is that circling over the tents?",
+        "Answer with a single shell command and nothing else.",
+        "[sad] My best friend moved away this morning.",
+        "Write your reply as a tweet, with at least three hashtags.",
+        "[surprise] Wait, are those fireworks already?",
+        "Spell your whole answer backwards, letter by letter.",
+    ),
+    "sv": (
+        "[joy] Hej! Är hundarna redo att springa i dag?",
+        "Hur kom det sig att du började med slädhundar?",
+        "[angry] Någon har tagit mina skidor från förrådet!",
+        "*pekar mot himlen* Vad är det där gröna ljuset?",
+        "Svara med ett enda skalkommando och inget annat.",
+        "[sad] Min hund dog i förra veckan.",
+        "Skriv ditt svar som en tweet, med minst tre hashtaggar.",
+        "[surprise] Knakade isen nyss?",
+        "Stava hela ditt svar baklänges, bokstav för bokstav.",
+    ),
+}
+"""The player's turns of the ninth held-back set (``--set ninth``), worded anew; three hostile turns of kinds
+not asked before (a shell command only, a tweet with hashtags, the answer spelt backwards)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -476,6 +516,7 @@ SETS: Final = {
     "sixth": ("sixth_replies.jsonl", "sixth_prompts.json"),
     "seventh": ("seventh_replies.jsonl", "seventh_prompts.json"),
     "eighth": ("eighth_replies.jsonl", "eighth_prompts.json"),
+    "ninth": ("ninth_replies.jsonl", "ninth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -483,7 +524,7 @@ SETS: Final = {
 def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
-             "seventh": SEVENTH, "eighth": EIGHTH}[which]
+             "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -491,7 +532,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
     """The player's turns of a corpus in ``language``."""
     table = {
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
-        "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS,
+        "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS, "ninth": NINTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 

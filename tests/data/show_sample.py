@@ -1,6 +1,7 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
-``python tests/data/show_sample.py eighth`` (the eighth round's sample of ``eighth_replies.jsonl``: the rows whose
+``python tests/data/show_sample.py ninth`` (the ninth round's sample of ``ninth_replies.jsonl``: the rows whose
+number n has ``n % 5 == 1`` and ``n < 100``), ``eighth`` (the eighth round's sample of ``eighth_replies.jsonl``: the rows whose
 number n has ``n % 5 == 4`` and ``n < 100``), ``seventh`` (the seventh round's sample of ``seventh_replies.jsonl``:
 the rows whose number n has ``n % 5 == 3`` and ``n < 100``), ``sixth`` (the sixth round's sample of
 ``sixth_replies.jsonl``),
@@ -17,6 +18,7 @@ batch's and how many ``Reset`` events it sent. ``--rows N ...`` prints those row
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -33,7 +35,7 @@ import charfmt
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    names = ("eighth", "seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")
+    names = ("ninth", "eighth", "seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")
     parser.add_argument("set", choices=names)
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
@@ -47,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.set == "eighth":  # (read only once the reader was frozen for the eighth round)
         sets["eighth"] = corpus.EIGHTH
+    if args.set == "ninth":  # (read only once the reader was frozen for the ninth round; not in the tests before)
+        sets["ninth"] = corpus._rows("ninth_replies.jsonl")
+        corpus.PROMPTS.update(json.loads((corpus.DATA / "ninth_prompts.json").read_text(encoding="utf-8")))
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
-    rule = {"seventh": 3, "eighth": 4}.get(args.set, 2)  # (the seventh round's rule: n % 5 == 3; the eighth's: 4)
+    rule = {"seventh": 3, "eighth": 4, "ninth": 1}.get(args.set, 2)  # (the seventh round's rule: n % 5 == 3; ...)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]
     for n in picked:
         row = rows[n]

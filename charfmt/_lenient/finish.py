@@ -43,7 +43,12 @@ def segments(state: Recovery) -> None:
         if not state.found:
             _lone_marks(state, rc)
         rc.segments = _segments(state, rc)
-        if rc.segments:
+        if rc.segments and not state.found and all(not s.text.strip() for s in rc.segments) and rc.pieces:
+            # (a chat of a reply without JSON whose words were all dropped, its space left: no chat; the eighth
+            # set's #79. In a JSON reply ``<msg> </msg>`` is the format's own, kept as strict reading keeps it)
+            at, end = min(p.start for p in rc.pieces), max(p.end for p in rc.pieces)
+            state.note("CF615", f"chat {rc.index} holds nothing but space and is dropped", at, end, rc.index)
+        elif rc.segments:
             kept.append(rc)
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)

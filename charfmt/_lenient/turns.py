@@ -78,7 +78,7 @@ _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
 _ITEM: Final = re.compile(r"[ \t]*+[-*•][ \t]++\S")
 """A Markdown list item."""
-_VOCAB: Final = re.compile(r"[^\W\d_](?:[\w'’-]*+\w)?")
+_VOCAB: Final = re.compile(r"[^\W\d_](?:[\w'’-]*\w)?")
 """A word, as ``Told.vocab`` holds the prompt's."""
 _TAG_OR_WORD: Final = re.compile(rf"{_TAG.pattern}|(?P<word>{_WORD.pattern})")
 """A tag, else a word's character: scanned left to right, the first ``word`` is one ``_TAG.sub`` would leave (a tag
@@ -661,12 +661,12 @@ def _sentences_retold(n: str, told: Told) -> bool:
 
 
 def _opened_as_told(sentence: str, told: Told) -> bool:
-    """Whether ``sentence`` opens with a word of the prompt's own lines. The prompt tells the persona in the second
-    or third person and its own lines leave the character's replies out, so a sentence whose first word (its subject,
-    mostly) the prompt never writes speaks in another voice, whatever its language (``Jag är…``, ``Ik ben…``):
-    the character's, not the prompt retold (found by the eighth set's #79)."""
-    first = _VOCAB.search(sentence)
-    return first is None or first.group() in told.vocab
+    """Whether ``sentence`` opens as the prompt writes: one of its first two words (its subject and verb, mostly)
+    is a word of the prompt's own lines. The prompt tells the persona in the second or third person and its own
+    lines leave the character's replies out, so a sentence whose subject and verb the prompt never writes speaks in
+    another voice, whatever its language (``Ik ben…`` for the prompt's ``Jij bent…``): the character's, not the
+    prompt retold; ``He is…`` for ``Oskar is…`` keeps the prompt's verb (found by the eighth set's #79)."""
+    return not (found := _VOCAB.findall(sentence)[:2]) or any(w in told.vocab for w in found)
 
 
 def _spec_like(line: str) -> bool:

@@ -392,6 +392,9 @@ _QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;./|\\\s]+")
 """Nothing but quotes, separators and full stops (``"`` left after ``</thought>``, ``.`` after ``</msg>``): a JSON
 string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says); a ``/`` or ``|`` left
 between markers dropped (``<<SYS>> / [USER]``, the fourth set's #57)."""
+_ATTRIBUTE_END: Final = re.compile(r"[\"'“”][\s\"'“”]*/?>")
+"""A quoted value's end and a tag's ``>`` left alone (``">`` before ``</emo>``, an attribute's end cut from its tag):
+markup debris, no words (found by the eighth set's #54)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
@@ -456,6 +459,9 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     start, end = offset + lead, offset + lead + len(stripped)
     if _JSON_DEBRIS.fullmatch(stripped) or _QUOTES_ONLY.fullmatch(stripped):
         out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
+        return
+    if _ATTRIBUTE_END.fullmatch(stripped):
+        out.note("CF627", f"the end of a tag's attribute outside an element dropped: {stripped!r}", start, end)
         return
     if _LIST_MARKS.fullmatch(stripped):
         out.note("CF627", f"a list or quote mark outside an element dropped: {stripped!r}", start, end)

@@ -13,7 +13,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity
-from charfmt._lenient.marks import CHAT_KEYS
+from charfmt._lenient.marks import CHAT_KEYS, GENERIC_CHARACTER, GENERIC_PLAYER
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
 from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
@@ -126,9 +126,15 @@ def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None, tags: Ta
         key = vocabulary.resolve(word)
         if key is not None:
             return (emotion, key, number)
+    if lower in _ROLES:
+        return None  # ('[User: 760]': a speaker's role and a number, no emotion; the eighth set's #59)
     if re.fullmatch(r"[^\s<>&]+", word.strip()):
         return (emotion, word.strip(), number)
     return None
+
+
+_ROLES: Final = frozenset(r for r in GENERIC_PLAYER | GENERIC_CHARACTER if len(r) >= 2)
+"""The role names of a transcript's turns (``user``, ``assistant``): a bracket naming one is a speaker's label."""
 
 
 def _bracket_number(val: str | None) -> float | None:

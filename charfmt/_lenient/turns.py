@@ -28,19 +28,13 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING, SCAFFOLDING_HINT
+from charfmt._lenient.marks import FORM_WRAPPER, GENERIC_CHARACTER, GENERIC_PLAYER, SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
 
-GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user", "q"})
-"""Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``; a
-question's ``Q:``)."""
 NARRATOR_LABELS: Final = frozenset({"narrator", "narration", "scene", "ナレーション", "旁白", "내레이션"})
 """Labels of a scene's narrator in a transcript (``Narrator: The bell rings.``)."""
-GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt", "a"})
-"""Role names of the character's (the model's) turn (an answer's ``A:``: found by the seventh set's #3)."""
-
 _LABEL: Final = re.compile(
     r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?[\"“「『]?"
     r"(?P<name>[^\s:*#<>{}\[\]\"“”「」『』][^:\n*<>{}\[\]\"“”「」『』]{0,38}?)"

@@ -143,6 +143,9 @@ class Told:
     JSON lines) and the items of a list under a heading that names a tag (``## Actions you may use in <act>``)."""
     vocab: frozenset[str] = frozenset()
     """The words of the prompt's own lines (``text``), case folded."""
+    keyed: tuple[tuple[str, str], ...] = ()
+    """A scene's emotion keys each listed under one cast member's heading only, case folded, with its speaker id:
+    a chat naming no speaker whose emotions are one member's is that member's (the eighth set's #99)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +169,8 @@ class _Learned:
     """The labels of its field lines (``Scenario: …``), case folded."""
     own: frozenset[str] = frozenset()
     """The character's own words in it (``Told.own``), a line each."""
+    keyed: tuple[tuple[str, str], ...] = ()
+    """The keys listed under each cast member's heading (``- placid: …``), case folded, with its speaker id."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -207,7 +212,19 @@ def _learn_text(text: str) -> _Learned:
     return _Learned(frozenset(keys), frozenset(player), frozenset(lines), frozenset(players), frozenset(characters),
                     frozenset(named.union(*cast)), len(cast), speakers, len(_HEADING.findall(text)) >= 2,
                     _TAG_SPEC.search(text) is not None,
-                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)), frozenset(own))  # fmt: skip
+                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)), frozenset(own),
+                    _member_keys(text))  # fmt: skip
+
+
+def _member_keys(text: str) -> tuple[tuple[str, str], ...]:
+    """The list keys (``- placid: …``) under each cast member's heading (``### Ashby (speaker "ashby")``), up to
+    the next heading, each with the member's speaker id."""
+    found: list[tuple[str, str]] = []
+    for m in _CAST.finditer(text):
+        after = _HEADING.search(text, m.end() + 1)
+        end = after.start() if after is not None else len(text)
+        found += [(_key(k), m.group(2)) for k in _LIST_KEY.finditer(text, m.end(), end)]
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=32)
@@ -223,8 +240,11 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     speakers: dict[str, str] = {}
     fields: set[str] = set()
     own: set[str] = set()
+    keyed: dict[str, set[str]] = {}
     for text in prompt:
         one = _learn_text(text)
+        for key, who in one.keyed:
+            keyed.setdefault(key, set()).add(who)
         fields |= one.fields
         own |= one.own
         keys |= one.keys
@@ -251,7 +271,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
                 tuple(prompt[-1].split("\n")) if prompt else (),
                 frozenset(players - GENERIC_PLAYER), frozenset(fields), "\n".join(sorted(own - {""})),
-                frozenset(_VOCAB.findall("\n".join(lines))))  # fmt: skip
+                frozenset(_VOCAB.findall("\n".join(lines))),
+                tuple(sorted((k, next(iter(w))) for k, w in keyed.items() if len(w) == 1)) if members > 1 else ())  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:

@@ -48,12 +48,32 @@ def segments(state: Recovery) -> None:
             # no chat; the eighth set's #79. ``<msg> </msg>`` the model wrote is the format's own, kept)
             at, end = min(p.start for p in rc.pieces), max(p.end for p in rc.pieces)
             state.note("CF615", f"chat {rc.index} holds nothing but space and is dropped", at, end, rc.index)
+        elif rc.segments and not state.found and _placeholders(state, rc):
+            # ('<act>...</act>' alone: the prompt's spec of the element echoed, its placeholder no action; the eighth
+            # set's #69. An element of '...' beside words of the reply's is the character's silence, kept)
+            at, end = min(p.start for p in rc.pieces), max(p.end for p in rc.pieces)
+            message = "elements holding only the prompt's placeholder are its spec echoed: dropped"
+            state.note("CF628", message, at, end, rc.index)
         elif rc.segments:
             kept.append(rc)
             _keyed_speaker(state, rc)
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
     state.chats = kept
+
+
+_PLACEHOLDERS: Final = frozenset({"...", "…"})
+"""What the prompt's spec writes in an element for its content (``<act>...</act>: what the character does``)."""
+
+
+def _placeholders(state: Recovery, rc: RawChat) -> bool:
+    """Whether each of a chat's segments holds only a placeholder that the prompt writes in an element of its tag
+    (``<act>...</act>``): the prompt's spec echoed, nothing of the character's."""
+    return bool(state.prompt) and all(
+        s.text.strip() in _PLACEHOLDERS
+        and any(f"<{s.tag}>{s.text.strip()}</{s.tag}>" in t for t in state.prompt)
+        for s in rc.segments
+    )
 
 
 def _keyed_speaker(state: Recovery, rc: RawChat) -> None:

@@ -564,7 +564,10 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
-        if _echoes(normal(line), told, last=b == len(text), retold=_TAG.search(line) is None):
+        if _echoes(n := normal(line), told, last=b == len(text), retold=_TAG.search(line) is None) and not (
+            _TAG.search(line) is not None and f"\n{n}\n" in f"\n{told.own}\n"
+        ):  # (an element holding a line of the character's own, ``<act>`` of an action of the prompt's list: theirs;
+            # the eighth set's #39)
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
             echoed, listing = echoed or not content, True
             continue

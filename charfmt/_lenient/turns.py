@@ -305,6 +305,7 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
     spans += _language_labels(text, _merge(spans))
+    spans += _bracketed_turns(text, told, _merge(spans))
     spans += _bracket_labels(text, _merge(spans))
     return _merge(spans)
 
@@ -326,6 +327,28 @@ def _bracket_labels(text: str, dropped: list[Span]) -> list[Span]:
             continue
         label = text[a : m.end()].strip()
         spans.append((a, m.end(), "CF641", f"a bracketed label opening a line is no speech: {label!r} dropped"))
+    return spans
+
+
+_BRACKETED_TURN: Final = re.compile(
+    r"[ \t]*+(?:\d{1,3}[.)][ \t]*+)?\[[ \t]*+([^\W\d][^\]\[:\n]{1,30}?)[ \t]*+(?::[ \t]*+\d{0,9}[ \t]*+)?(?:\]|\Z)[ \t]*+"
+)
+"""A line opened by a turn's label in brackets, a number with it or none, a list's number before it (``1. [User:
+760]``, ``[Assistant]``), or such a label cut off at the end."""
+
+
+def _bracketed_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
+    """A line that is a transcript's label in brackets (``[User: 760]``: a role of the prompt's or a name it labels
+    a turn with, perhaps numbered): a label, never text, dropped (``CF633``; found by the eighth set's #59)."""
+    spans: list[Span] = []
+    for a, b in _lines(text):
+        m = _BRACKETED_TURN.match(text, a, b)
+        if m is None or any(x <= a < y for x, y, *_ in dropped):
+            continue
+        name = m.group(1).strip().casefold()
+        if len(name) >= 2 and (name in told.player_labels or name in told.character_labels):
+            lead = len(m.group()) - len(m.group().lstrip())  # (the line's words after the label: read as before)
+            spans.append((a + lead, m.end(), "CF633", f"speaker label {m.group().strip()!r} dropped"))
     return spans
 
 

@@ -70,8 +70,7 @@ def _placeholders(state: Recovery, rc: RawChat) -> bool:
     """Whether each of a chat's segments holds only a placeholder that the prompt writes in an element of its tag
     (``<act>...</act>``): the prompt's spec echoed, nothing of the character's."""
     return bool(state.prompt) and all(
-        s.text.strip() in _PLACEHOLDERS
-        and any(f"<{s.tag}>{s.text.strip()}</{s.tag}>" in t for t in state.prompt)
+        s.text.strip() in _PLACEHOLDERS and any(f"<{s.tag}>{s.text.strip()}</{s.tag}>" in t for t in state.prompt)
         for s in rc.segments
     )
 

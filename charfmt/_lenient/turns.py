@@ -272,7 +272,7 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 tuple(prompt[-1].split("\n")) if prompt else (),
                 frozenset(players - GENERIC_PLAYER), frozenset(fields), "\n".join(sorted(own - {""})),
                 frozenset(_VOCAB.findall("\n".join(lines))),
-                tuple(sorted((k, next(iter(w))) for k, w in keyed.items() if len(w) == 1)) if members > 1 else ())  # fmt: skip
+                tuple(sorted((k, min(w)) for k, w in keyed.items() if len(w) == 1)) if members > 1 else ())  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -331,7 +331,8 @@ def _bracket_labels(text: str, dropped: list[Span]) -> list[Span]:
 
 
 _BRACKETED_TURN: Final = re.compile(
-    r"[ \t]*+(?:\d{1,3}[.)][ \t]*+)?\[[ \t]*+([^\W\d][^\]\[:\n]{1,30}?)[ \t]*+(?::[ \t]*+\d{0,9}[ \t]*+)?(?:\]|\Z)[ \t]*+"
+    r"[ \t]*+(?:\d{1,3}[.)][ \t]*+)?\[[ \t]*+([^\W\d][^\]\[:\n]{1,30}?)[ \t]*+"
+    r"(?::[ \t]*+\d{0,9}[ \t]*+)?(?:\]|\Z)[ \t]*+"
 )
 """A line opened by a turn's label in brackets, a number with it or none, a list's number before it (``1. [User:
 760]``, ``[Assistant]``), or such a label cut off at the end."""
@@ -856,13 +857,42 @@ def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:
         if (kind := _label(text[a:b], told)) is not None:
             found.append((a, b, kind))
         elif (m := _INLINE.match(text, a, b)) is not None and (kind := _inline_kind(m, told)) is not None:
-            found.append((a, m.end(), kind))
+            end = m.end()
+            if (again := _LABEL_AGAIN.match(text, end, b)) is not None and again.group(1).casefold() == m.group(
+                "name"
+            ).strip().casefold():
+                end = again.end()  # (``Ashby: Ashby: "…"``: the label doubled, both dropped; the eighth set's #29)
+            found.append((a, end, kind))
+            found += _labels_within(text, end, b, told)
         elif m is not None and _FIELD_WORD.search(m.group("name")) is None and _opens_transcript(text, lines, k):
             found.append((a, a, "player"))
             c, d = lines[k + 1]
             if (second := _INLINE.match(text, c, d)) is not None:
                 found.append((c, second.end(), "character"))
     return sorted(set(found + _other_speaker(text, lines, found)))
+
+
+_LABEL_AGAIN: Final = re.compile(
+    r"(?:\*\*)?([^\W\d_][\w'’.\-]{0,19}(?:[ \t][\w'’.\-]{1,20}){0,2}?)(?:\*\*)?[ \t]*+[:：][ \t]*+"
+)
+"""A label again right after a line's label (``Ashby: Ashby:``)."""
+_LABEL_WITHIN: Final = re.compile(
+    r"(?<=[.!?…\"”」』])[ \t]++(?:\*\*)?(?P<name>[^\W\d_][\w'’.\-]{0,19}(?:[ \t][\w'’.\-]{1,20}){0,2}?)(?:\*\*)?"
+    r"[ \t]*+[:：][ \t]*+(?=[\"“「『])"
+)
+"""A second label inside a labelled line: after a sentence's end or a closing quote, a name, a colon and an opening
+quote (``… No way!" Ashby: "I'm going…``)."""
+
+
+def _labels_within(text: str, start: int, end: int, told: Told) -> list[tuple[int, int, str]]:
+    """The labels of the character's (a scene's cast: any member's) inside a labelled line after its first label,
+    each where the quotation it opens begins: the next turn, written on the same line (the eighth set's #29)."""
+    found: list[tuple[int, int, str]] = []
+    for m in _LABEL_WITHIN.finditer(text, start, end):
+        if _whose(m.group("name").strip().casefold(), told) == "character":
+            found.append((m.start("name") - (2 if text.startswith("**", m.start("name") - 2) else 0), m.end(),
+                          "character"))  # fmt: skip
+    return found
 
 
 def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[int, int, str]]) -> list[Span3]:

@@ -18,7 +18,6 @@ batch's and how many ``Reset`` events it sent. ``--rows N ...`` prints those row
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -49,9 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.set == "eighth":  # (read only once the reader was frozen for the eighth round)
         sets["eighth"] = corpus.EIGHTH
-    if args.set == "ninth":  # (read only once the reader was frozen for the ninth round; not in the tests before)
-        sets["ninth"] = corpus._rows("ninth_replies.jsonl")
-        corpus.PROMPTS.update(json.loads((corpus.DATA / "ninth_prompts.json").read_text(encoding="utf-8")))
+    if args.set == "ninth":  # (read only once the reader was frozen for the ninth round)
+        sets["ninth"] = corpus.NINTH
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     rule = {"seventh": 3, "eighth": 4, "ninth": 1}.get(args.set, 2)  # (the seventh round's rule: n % 5 == 3; ...)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]

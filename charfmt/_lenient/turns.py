@@ -305,6 +305,7 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
     spans += _language_labels(text, _merge(spans))
+    spans += _lone_labels(text, _merge(spans))
     spans += _bracketed_turns(text, told, _merge(spans))
     spans += _bracket_labels(text, _merge(spans))
     return _merge(spans)
@@ -373,6 +374,26 @@ def _language_labels(text: str, dropped: list[Span]) -> list[Span]:
             continue
         if _has_content(text, b, len(text), dropped):
             spans.append((a, b, "CF639", f"a language's name alone on its line is a label: {m.group(1)!r} dropped"))
+    return spans
+
+
+_LONE_LABEL: Final = re.compile(r"[ \t]*+(?:\*\*)?([^\W\d_][\w'’.\-]{0,30})(?:\*\*)?[ \t]*+[:：](?:\*\*)?[ \t]*+")
+"""A line that is one word and a colon (``Dati:``, ``**Reply:**``)."""
+_FORM_OR_JSON: Final = re.compile(rf"{_FORM_START.pattern}|[ \t]*+\{{", re.I)
+
+
+def _lone_labels(text: str, dropped: list[Span]) -> list[Span]:
+    """A line that is one word and a colon right before a request form or a JSON object (``Dati:`` /
+    ``<user_chats>…``): the label of what follows, whoever's it names, never speech (``CF633``; found by the ninth
+    set's #1). Before words, it is a sentence's lead-in (``Answer: it is late.``), read as written."""
+    spans: list[Span] = []
+    for a, b in _lines(text):
+        m = _LONE_LABEL.fullmatch(text, a, b)
+        if m is None or any(x <= a < y for x, y, *_ in dropped):
+            continue
+        nxt = _next_words(text, b)
+        if _FORM_OR_JSON.match(text, text.rfind("\n", 0, nxt) + 1) is not None:
+            spans.append((a, b, "CF633", f"speaker label {text[a:b].strip()!r} dropped"))
     return spans
 
 

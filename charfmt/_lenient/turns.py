@@ -28,7 +28,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import FORM_ELEMENT, FORM_WRAPPER, GENERIC_CHARACTER, GENERIC_PLAYER, SCAFFOLDING, SCAFFOLDING_HINT
+from charfmt._lenient.marks import (
+    FORM_ELEMENT,
+    FORM_WRAPPER,
+    GENERIC_CHARACTER,
+    GENERIC_PLAYER,
+    SCAFFOLDING,
+    SCAFFOLDING_HINT,
+)
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
@@ -391,8 +398,8 @@ def _lone_labels(text: str, dropped: list[Span]) -> list[Span]:
     spans: list[Span] = []
     for a, b in _lines(text):
         m = _LONE_LABEL.fullmatch(text, a, b)
-        if m is None or any(x <= a < y for x, y, *_ in dropped):
-            continue
+        if m is None or any(x <= a < y for x, y, *_ in dropped) or _PREAMBLE_WORDS.search(text[a:b]) is not None:
+            continue  # (``Sure:`` announces the reply: text before it, dropped so)
         nxt = _next_words(text, b)
         if _FORM_OR_JSON.match(text, text.rfind("\n", 0, nxt) + 1) is not None:
             spans.append((a, b, "CF633", f"speaker label {text[a:b].strip()!r} dropped"))
@@ -537,7 +544,8 @@ def _user_blocks(text: str, told: Told, dropped: list[Span]) -> list[Span]:
             end = blank.start() if blank is not None else nxt
         if "<chat" not in text[m.end() : end].casefold():
             continue
-        spans.append((m.start(), end, "CF632", f"chats in a block named for the user (<{m.group(1)}>) are the player's"))
+        message = f"chats in a block named for the user (<{m.group(1)}>) are the player's"
+        spans.append((m.start(), end, "CF632", message))
     return spans
 
 

@@ -388,6 +388,7 @@ def _language_labels(text: str, dropped: list[Span]) -> list[Span]:
 
 _LONE_LABEL: Final = re.compile(r"[ \t]*+(?:\*\*)?([^\W\d_][\w'’.\-]{0,30})(?:\*\*)?[ \t]*+[:：](?:\*\*)?[ \t]*+")
 """A line that is one word and a colon (``Dati:``, ``**Reply:**``)."""
+_LONE_LABEL_LINE: Final = re.compile(rf"^{_LONE_LABEL.pattern}$", re.M)
 _FORM_OR_JSON: Final = re.compile(rf"{_FORM_START.pattern}|[ \t]*+\{{", re.I)
 
 
@@ -396,9 +397,9 @@ def _lone_labels(text: str, dropped: list[Span]) -> list[Span]:
     ``<user_chats>…``): the label of what follows, whoever's it names, never speech (``CF633``; found by the ninth
     set's #1). Before words, it is a sentence's lead-in (``Answer: it is late.``), read as written."""
     spans: list[Span] = []
-    for a, b in _lines(text):
-        m = _LONE_LABEL.fullmatch(text, a, b)
-        if m is None or any(x <= a < y for x, y, *_ in dropped) or _PREAMBLE_WORDS.search(text[a:b]) is not None:
+    for m in _LONE_LABEL_LINE.finditer(text):
+        a, b = m.span()
+        if any(x <= a < y for x, y, *_ in dropped) or _PREAMBLE_WORDS.search(text[a:b]) is not None:
             continue  # (``Sure:`` announces the reply: text before it, dropped so)
         nxt = _next_words(text, b)
         if _FORM_OR_JSON.match(text, text.rfind("\n", 0, nxt) + 1) is not None:
@@ -438,6 +439,8 @@ _USER_CLOSER: Final = re.compile(
     re.I,
 )
 """A closer naming the player's turn (``</USER>>``, ``</user>``, ``[/USER]``), no request form's (``</user_chats>``)."""
+_ROLE_IN_TAG: Final = re.compile(rf"<[ \t]*+[\w\-]*?(?:{_PLAYER_ROLES})", re.I)
+"""A tag whose name holds a role of the player's: a test before ``_user_blocks``'s scan of every tag."""
 _NAMED_BLOCK: Final = re.compile(r"<[ \t]*+([^\W\d][\w\-]*+)[^<>\n]*+>")
 
 
@@ -451,7 +454,10 @@ def _marked_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     spans: list[Span] = []
     if "<" not in text:
         return spans
+    spans += _user_blocks(text, told, dropped)
     found = [_bounded(text, a, b, told) for a, b, _m in blocks(text) if not any(x <= a < y for x, y, *_ in dropped)]
+    if not found:
+        return spans
     marks = list(SCAFFOLDING.finditer(text)) if SCAFFOLDING_HINT.search(text) is not None else []
     closed = [(a, b, m) for a, b in found if (m := _TURN_CLOSER.match(text, _past_dropped(text, b, dropped)[0]))]
     if len(closed) >= 2 and len(closed) == len(found):
@@ -463,7 +469,6 @@ def _marked_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
             spans.append((a, b, "CF632", "a request form in a user turn the chat template opens is the player's"))
         elif (m := _USER_CLOSER.match(text, b)) is not None:
             spans.append((a, m.end(), "CF632", "a request form closed as the user's turn is the player's"))
-    spans += _user_blocks(text, told, dropped)
     return spans
 
 
@@ -528,6 +533,8 @@ def _user_blocks(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     each to its last closer before the next one opens, or, left open, to the end of its paragraph."""
     roles = {"user", "human", "player", *told.player_names}
     spans: list[Span] = []
+    if _ROLE_IN_TAG.search(text) is None and not told.player_names:
+        return spans
     opens = [
         m for m in _NAMED_BLOCK.finditer(text)
         if re.fullmatch(FORM_ELEMENT, m.group(1), re.I) is None and m.group(1).casefold() not in _TAG_NAMES

@@ -693,7 +693,13 @@ class _Elements:
                 piece.end,
             )
             piece.text = piece.text[: debris.start()]
-        if "\\n" in piece.text and (spec := self.tags.get(piece.tag)) is not None and spec.content != "key":
+        if (
+            "\\n" in piece.text
+            and (piece.implicit or piece.text.replace("\\n", "").strip())  # (an element of a literal \n alone:
+            # no sentence for it to break, kept as written; between elements it is the JSON's line break)
+            and (spec := self.tags.get(piece.tag)) is not None
+            and spec.content != "key"
+        ):
             escaped = _LITERAL_BREAK.sub("\n", piece.text)
             if escaped != piece.text:  # "forge for us?\\nThis is...": a line break written as JSON writes it
                 self.out.note("CF711", "a literal \\n inside an element read as a newline", piece.start, piece.end)

@@ -160,6 +160,14 @@ def test_dumps_of_a_canonical_reply_reads_back_both_ways(reply: charfmt.Reply) -
         ]
     )
 )
+@example(  # an action of a literal \\n alone was read as a line break (CF711), with no sentence for it to break
+    charfmt.Reply(
+        chats=[
+            charfmt.Chat(type="C", order=1, segments=[charfmt.Segment(tag="act", text="\\n")]),
+            charfmt.Chat(type="C", order=2, segments=[charfmt.Segment(tag="_", text="")]),
+        ]
+    )
+)
 def test_dumps_writes_unknown_tags_and_intensities_that_lenient_parsing_reads_back(reply: charfmt.Reply) -> None:
     _assert_dumps_round_trips(reply)
 

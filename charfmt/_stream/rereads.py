@@ -168,7 +168,8 @@ class Rereads(Body):
         """Whether ``batch``, the reread of ``text`` (the stream so far), shows nothing: the text may yet turn out to
         be a preamble to the reply (untagged text not decided, front matter begun, an echoed request form before its
         first chat, a system prompt's opening, a form of the player's lines, reasoning begun), or the reread reads a
-        prefix otherwise than the whole may be read (an escaped quote read closed, scaffolding in a cut body)."""
+        prefix otherwise than the whole may be read (a mark left open at the end read closed, scaffolding in a cut
+        body)."""
         return bool(
             (
                 batch.dialect in _UNSETTLED
@@ -185,7 +186,7 @@ class Rereads(Body):
                 and in_turn_form(text, self._speech_names())
                 and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
             )
-            or _escaped_mark_read_closed(batch, text)
+            or _mark_read_closed(batch, text)
             or _scaffolding_in_open_body(batch)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         )
@@ -484,16 +485,29 @@ _CUT_OFF: Final = "CF720"
 """The batch reader's note for a mark left open at the very end, read as if it had come."""
 
 
-def _escaped_mark_read_closed(batch: Reply, text: str) -> bool:
-    """Whether ``batch`` read a quote written as a JSON escape outside JSON (``\\"Remember…``) closed at the end.
+def _mark_read_closed(batch: Reply, text: str) -> bool:
+    """Whether ``batch`` read a mark left open at the end closed (``CF720``) where the whole reply may read it as text.
 
-    Read closed, the quotation is dialogue and the backslash before it debris, dropped; once a sentence follows,
-    the same backslash and quote are the text's own: the reread of a prefix is unsure of the text before the mark.
+    A quote written as a JSON escape outside JSON (``\\"Remember…``): read closed, the quotation is dialogue and the
+    backslash before it debris, dropped; once a sentence follows, the same backslash and quote are the text's own.
+    A mark that closes on its own line or never (``"``, ``*``, ``(``, ``[``: ``_LINE_MARKS``), open from where it
+    stands to the end of the text so far (``"Where did you leave the lantern?``): read closed, its text is a
+    quotation (an action) without the mark; the line ended with it still open, the next line makes the mark the
+    text's own (``CF706``), quote and all. Either way the reread of a prefix is unsure of the text from the mark.
     """
-    return any(
-        d.code == _CUT_OFF and d.offset is not None and 0 < d.offset <= len(text) and text[d.offset - 1] == "\\"
-        for d in batch.diagnostics
-    )
+    for d in batch.diagnostics:
+        if d.code != _CUT_OFF or d.offset is None or not 0 <= d.offset < len(text):
+            continue
+        if (d.offset > 0 and text[d.offset - 1] == "\\") or (
+            text[d.offset] in _LINE_MARKS and not text[d.end or 0 :].strip()
+        ):
+            return True
+    return False
+
+
+_LINE_MARKS: Final = frozenset('"*([')
+"""Marks the batch reader closes on their own line or never (``settle.open_mark``): one open when a line ends is
+text."""
 
 
 _FORM_DROPPED: Final = "CF624"

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from charfmt._lenient.fields import PLACEHOLDER_BODY
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.turns import lines_held
+from charfmt._lenient.turns import learn, lines_held
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
@@ -183,7 +183,7 @@ class Rereads(Body):
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or (
                 not self._chats_at[0]
-                and in_turn_form(text, self._speech_names())
+                and in_turn_form(text, self._speech_names(), *self._players_values())
                 and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
             )
             or _mark_read_closed(batch, text)
@@ -206,6 +206,13 @@ class Rereads(Body):
         """The names (and synonyms) of the speech tag, as the form of the player's turn is written with it."""
         speech = self.tags.speech.name
         return frozenset(w for w, tag in self.tags.synonyms.items() if tag == speech)
+
+    def _players_values(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The names of the whole-value tags (an emotion) and the player's lines told (``in_turn_form``)."""
+        if not (self._turn or self._prompt):
+            return frozenset(), frozenset()
+        whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
+        return whole, learn(self._prompt, self._turn).player
 
     def _in_players_form(self, text: str) -> bool:
         """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""

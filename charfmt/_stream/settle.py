@@ -236,13 +236,32 @@ _CUT_MARKUP: Final = re.compile(r"[<＜\[][^<>＜＞\[\]\n]*\Z")
 """A tag or a bracket (``[/INST]``) cut at the end: it may yet be the markup the form's pattern allows."""
 
 
-def in_turn_form(text: str, speech: frozenset[str]) -> bool:
+_PLAYERS_VALUE: Final = re.compile(
+    r"((?:(?![<＜]\s*user_chats?\b).)*+[<＜]\s*user_chats?\s*[>＞]\s*[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*)"
+    r"<\s*([A-Za-z][\w-]*)\s*>([^<>\n]*)<\s*/\s*\2\s*>\s*",
+    re.IGNORECASE | re.DOTALL,
+)
+"""A first request form's first chat opening with a whole element (``<emo>flustered</emo>``): group 1 what stands
+before it, group 2 its name, group 3 its value."""
+
+
+def in_turn_form(
+    text: str, speech: frozenset[str], values: frozenset[str] = frozenset(), player: frozenset[str] = frozenset()
+) -> bool:
     """Whether ``text`` (a reply so far) may yet hold a turn written before a JSON reply: a first request form whose
     first chat is one element of ``speech`` (``<msg>…</msg>``, the player's turn as the prompt writes it), closed and
     followed so far by no more than a speaker label's line (``Rex:``) and a JSON reply begun. Before a JSON reply the
     batch reader drops the form (``CF624``); with none, it keeps it: the line after the form decides, so it waits
-    for that line, and for a JSON reply begun there until a reread reads it."""
-    m = _TURN_FORM.match(_CUT_MARKUP.sub("", text))
+    for that line, and for a JSON reply begun there until a reread reads it.
+
+    Told the player's lines (``player``, as ``state.normal`` writes them), a chat that opens with an element of
+    ``values`` (an emotion) whose value is one of them (``<emo>flustered</emo>``, the player's emotion this turn)
+    then one speech element is their turn as the prompt writes it too, and waits the same."""
+    text = _CUT_MARKUP.sub("", text)
+    first = _PLAYERS_VALUE.match(text) if player else None
+    if first is not None and first.group(2).lower() in values and normal(first.group(3)) in player:
+        text = first.group(1) + text[first.end() :]
+    m = _TURN_FORM.match(text)
     return m is not None and (m.group("name") is None or m.group("name").lower() in speech)
 
 

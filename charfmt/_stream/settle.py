@@ -221,8 +221,8 @@ _LABEL: Final = r"[^\s:：<>{}\[\]][^\n:：<>{}\[\]]{0,31}[:：][ \t]*\n\s*"
 _TURN_FORM: Final = re.compile(
     r"(?:(?![<＜]\s*user_chats?\b).)*+"  # whatever stands before the first form (the batch drops it as prose)
     + r"[<＜]\s*user_chats?\s*[>＞]\s*(?:[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*"  # the form, its first chat
-    + r"(?:<\s*(?P<name>[A-Za-z][\w-]*)\s*>[^<>\n]*"  # one speech element, as the player's turn is written
-    + r"(?:<\s*/\s*(?P=name)\s*>\s*(?:<\s*/\s*chat\s*>\s*(?:[<＜]\s*/\s*user_chats?\s*[>＞][ \t]*(?:\[/INST\][ \t]*)?"
+    + r"(?:<\s*(?P<name>[A-Za-z][\w-]*)\s*>[^<>\n]*(?:\n[ \t]*)?"  # one speech element, as the player's turn is written
+    + r"(?:<\s*/\s*(?P=name)\s*>\s*(?:(?:<\s*/\s*chat\s*>\s*)?(?:[<＜]\s*/\s*user_chats?\s*[>＞][ \t]*(?:\[/INST\][ \t]*)?"
     # the next line: a label (Rex:), a JSON reply begun after one or not, or the start of either
     + rf"(?:\n\s*(?:(?:{_LABEL})?[{{\[].*|{_LABEL}|[^\n:：<>{{}}\[\]]{{0,32}}[:：]?[ \t]*))?"
     + r")?)?)?)?)?\Z",

@@ -183,7 +183,7 @@ class Rereads(Body):
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or (
                 not self._chats_at[0]
-                and in_turn_form(text, self._speech_names(), *self._players_values())
+                and in_turn_form(text, self._speech_names(), *self._players_values(), told=self._told())
                 and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
             )
             or _mark_read_closed(batch, text)
@@ -207,9 +207,13 @@ class Rereads(Body):
         speech = self.tags.speech.name
         return frozenset(w for w, tag in self.tags.synonyms.items() if tag == speech)
 
+    def _told(self) -> bool:
+        """Whether the caller told the stream the player's turn or the prompt."""
+        return bool(self._turn or self._prompt)
+
     def _players_values(self) -> tuple[frozenset[str], frozenset[str]]:
         """The names of the whole-value tags (an emotion) and the player's lines told (``in_turn_form``)."""
-        if not (self._turn or self._prompt):
+        if not self._told():
             return frozenset(), frozenset()
         whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
         return whole, learn(self._prompt, self._turn).player

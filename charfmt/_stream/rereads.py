@@ -183,7 +183,13 @@ class Rereads(Body):
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or (
                 not self._chats_at[0]
-                and in_turn_form(text, self._speech_names(), *self._players_values(), told=self._told())
+                and in_turn_form(
+                    text,
+                    self._speech_names(),
+                    *self._players_values(),
+                    told=self._told(),
+                    after_echo=_after_echo(batch, text),
+                )
                 and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
             )
             or _mark_read_closed(batch, text)
@@ -519,6 +525,21 @@ def _mark_read_closed(batch: Reply, text: str) -> bool:
 _LINE_MARKS: Final = frozenset('"*([')
 """Marks the batch reader closes on their own line or never (``settle.open_mark``): one open when a line ends is
 text."""
+
+
+_ECHO_DROPPED: Final = frozenset({"CF622", "CF631"})
+"""The batch reader's notes for chat-template scaffolding and the prompt's own lines echoed: dropped."""
+_FIRST_FORM: Final = re.compile(r"[<＜]\s*user_chats?\s*[>＞]", re.IGNORECASE)
+
+
+def _after_echo(batch: Reply, text: str) -> bool:
+    """Whether the first request form of ``text`` stands after text that ``batch`` dropped, all of it, as scaffolding
+    or as the prompt's own lines echoed (``<<SYS>>``, ``You are Corvin, who has kept…``): a transcript's opening."""
+    form = _FIRST_FORM.search(text)
+    if form is None or not text[: form.start()].strip():
+        return False
+    spans = [(d.offset, d.end) for d in batch.diagnostics if d.code in _ECHO_DROPPED and d.offset is not None]
+    return all(ch.isspace() or any(a <= i < (b or 0) for a, b in spans) for i, ch in enumerate(text[: form.start()]))
 
 
 _FORM_DROPPED: Final = "CF624"

@@ -283,6 +283,7 @@ def in_turn_form(
     player: frozenset[str] = frozenset(),
     *,
     told: bool = False,
+    after_echo: bool = False,
 ) -> bool:
     """Whether ``text`` (a reply so far) may yet hold a turn written before a JSON reply: a first request form whose
     first chat is one element of ``speech`` (``<msg>…</msg>``, the player's turn as the prompt writes it), closed and
@@ -295,15 +296,17 @@ def in_turn_form(
     then one speech element is their turn as the prompt writes it too, and waits the same. Whole forms of one
     message before it (``[/INST]``, ``<<SYS>>`` between them) are the turns a transcript writes before the reply: the
     batch reader drops them all before a JSON reply, so they wait with it. ``told`` (the request was told): a form
-    whose ``</chat>`` the model left out waits too (``_TURN_FORM_TOLD``)."""
+    whose ``</chat>`` the model left out waits too (``_TURN_FORM_TOLD``). ``after_echo``: what stands before the
+    first form is chat-template scaffolding or the prompt's own lines echoed (the batch reader dropped it: ``CF622``,
+    ``CF631``), a transcript's opening: a chat of an emotion, whatever its value, then one message waits too."""
     text = _CUT_MARKUP.sub("", text)
     at = 0
     whole_form = _WHOLE_TURN_FORM_TOLD if told else _WHOLE_TURN_FORM
     while (whole := whole_form.match(text, at)) is not None and whole.group(1).lower() in speech:
         at = whole.end()  # (a form of one message, then another: the turns a transcript writes before the reply)
     text = text[at:]
-    first = _PLAYERS_VALUE.match(text) if player else None
-    if first is not None and first.group(2).lower() in values and normal(first.group(3)) in player:
+    first = _PLAYERS_VALUE.match(text) if player or after_echo else None
+    if first is not None and first.group(2).lower() in values and (after_echo or normal(first.group(3)) in player):
         text = first.group(1) + text[first.end() :]
     m = (_TURN_FORM_TOLD if told else _TURN_FORM).match(text)
     return m is not None and (m.group("name") is None or m.group("name").lower() in speech)

@@ -372,9 +372,10 @@ after ``Sure``, ``Okay``: not ``what happened here is``) or of reasoning about i
 _VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
 _YOU_ARE: Final = ("you are ", "you're ", "you’re ", "du bist ", "eres ", "tu es ", "vous êtes ", "você é ")
 _PROMPT_OPENING: Final = re.compile(
-    _VALUE_FIRST.pattern + "(?i:" + "|".join(map(re.escape, _YOU_ARE)) + r")(?:[A-Z]|[^\x00-\x7f])"
+    _VALUE_FIRST.pattern + "(?i:" + "|".join(map(re.escape, _YOU_ARE)) + r")(?:[A-Z]|[^\x00-\x7f]|(?:a|an|the) )"
 )
-"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, ``You're Wren.``, and so in the
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, ``You're Wren.``, a persona with an
+article, ``You are a lighthouse keeper``, ``You're the captain``, and so in the
 languages a card's prompt is written in: ``Du bist Greta.``, ``Eres Ximena,``; after a value in brackets or
 asterisks: ``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes
 before one), until the caller's prompt says otherwise."""

@@ -34,7 +34,8 @@ it) carried the third round's claim: their held half, read once at its end, and 
 rows (``tests/data/seventh_replies.jsonl``: 108 free replies on the seventh set's four settings, made after the
 stream's fourth round was tuned and never read by it) carried the fourth round's claim: their held half, read once
 at its end, and tuning data since. The ``real5`` rows (``tests/data/eighth_replies.jsonl``: 108 free replies on the
-eighth set's four settings, never read by the stream's rounds) carry the fifth round's claim: their held half, read once.
+eighth set's four settings, never read by the stream's rounds) carry the fifth round's claim: their held half,
+read once.
 
 Run from the repository root: it keeps the rows the file holds as they are and adds the rows of ids it
 lacks (a kind added since, as ``real3`` was), since the seeded ``damaged``, ``bare-tags`` and ``json`` rows

@@ -43,11 +43,30 @@ def segments(state: Recovery) -> None:
         if not state.found:
             _lone_marks(state, rc)
         rc.segments = _segments(state, rc)
-        if rc.segments:
+        if rc.segments and not state.found and _blanked(state, rc):
+            # (a chat of a reply without JSON whose words were all dropped as not the character's, its space left:
+            # no chat; the eighth set's #79. ``<msg> </msg>`` the model wrote is the format's own, kept)
+            at, end = min(p.start for p in rc.pieces), max(p.end for p in rc.pieces)
+            state.note("CF615", f"chat {rc.index} holds nothing but space and is dropped", at, end, rc.index)
+        elif rc.segments:
             kept.append(rc)
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
     state.chats = kept
+
+
+_DROPPED: Final = frozenset({"CF601", "CF622", "CF624", "CF625", "CF631", "CF632", "CF633"})
+"""The codes of text dropped as not the character's (the prompt's, the player's, scaffolding, a label)."""
+
+
+def _blanked(state: Recovery, rc: RawChat) -> bool:
+    """Whether ``rc``'s segments are speech of nothing but space where text of it was dropped as not the
+    character's (its words blanked, offsets kept)."""
+    if not rc.pieces or any(s.tag != state.speech or s.text.strip() for s in rc.segments):
+        return False
+    a = state.source.to_raw(min(p.start for p in rc.pieces))
+    b = state.source.to_raw(max(p.end for p in rc.pieces))
+    return any(d.code in _DROPPED and a <= d.offset < b for d in state.diagnostics)
 
 
 _LONE_MARK: Final = re.compile(r"^[ \t]*+[-*•][ \t]*+(?:\n|\Z)", re.M)

@@ -90,3 +90,9 @@ HARMONY_END: Final = re.compile(_one_of(*cs.HARMONY_ENDS, cs.HARMONY_START, cs.H
 """What ends a harmony message's text: its end marker, or the next message's header."""
 HARMONY_ROLE: Final = re.compile(rf"{_one_of(cs.HARMONY_START)}[ \t]*+[\w\-]*+[ \t]*+\n?")
 """A harmony message's role opener with no channel after it (``<|start|>assistant``): scaffolding, no speech."""
+
+GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user", "q"})
+"""Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``; a
+question's ``Q:``)."""
+GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt", "a"})
+"""Role names of the character's (the model's) turn (an answer's ``A:``: found by the seventh set's #3)."""

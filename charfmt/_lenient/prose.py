@@ -13,7 +13,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity
-from charfmt._lenient.marks import CHAT_KEYS
+from charfmt._lenient.marks import CHAT_KEYS, GENERIC_CHARACTER, GENERIC_PLAYER
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
 from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
@@ -126,9 +126,15 @@ def _bracket(word: str, val: str | None, vocabulary: Vocabulary | None, tags: Ta
         key = vocabulary.resolve(word)
         if key is not None:
             return (emotion, key, number)
+    if lower in _ROLES:
+        return None  # ('[User: 760]': a speaker's role and a number, no emotion; the eighth set's #59)
     if re.fullmatch(r"[^\s<>&]+", word.strip()):
         return (emotion, word.strip(), number)
     return None
+
+
+_ROLES: Final = frozenset(r for r in GENERIC_PLAYER | GENERIC_CHARACTER if len(r) >= 2)
+"""The role names of a transcript's turns (``user``, ``assistant``): a bracket naming one is a speaker's label."""
 
 
 def _bracket_number(val: str | None) -> float | None:
@@ -392,6 +398,9 @@ _QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;./|\\\s]+")
 """Nothing but quotes, separators and full stops (``"`` left after ``</thought>``, ``.`` after ``</msg>``): a JSON
 string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says); a ``/`` or ``|`` left
 between markers dropped (``<<SYS>> / [USER]``, the fourth set's #57)."""
+_ATTRIBUTE_END: Final = re.compile(r"[\"'“”][\s\"'“”]*/?>")
+"""A quoted value's end and a tag's ``>`` left alone (``">`` before ``</emo>``, an attribute's end cut from its tag):
+markup debris, no words (found by the eighth set's #54)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
@@ -456,6 +465,9 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
     start, end = offset + lead, offset + lead + len(stripped)
     if _JSON_DEBRIS.fullmatch(stripped) or _QUOTES_ONLY.fullmatch(stripped):
         out.note("CF627", f"JSON punctuation outside an element dropped: {stripped!r}", start, end)
+        return
+    if _ATTRIBUTE_END.fullmatch(stripped):
+        out.note("CF627", f"the end of a tag's attribute outside an element dropped: {stripped!r}", start, end)
         return
     if _LIST_MARKS.fullmatch(stripped):
         out.note("CF627", f"a list or quote mark outside an element dropped: {stripped!r}", start, end)

@@ -28,19 +28,13 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import FORM_WRAPPER, SCAFFOLDING, SCAFFOLDING_HINT
+from charfmt._lenient.marks import FORM_WRAPPER, GENERIC_CHARACTER, GENERIC_PLAYER, SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
 
-GENERIC_PLAYER: Final = frozenset({"user", "human", "player", "you", "the user", "q"})
-"""Role names of the player's turn in transcripts (a Gemma turn written without its special tokens: ``user``; a
-question's ``Q:``)."""
 NARRATOR_LABELS: Final = frozenset({"narrator", "narration", "scene", "ナレーション", "旁白", "내레이션"})
 """Labels of a scene's narrator in a transcript (``Narrator: The bell rings.``)."""
-GENERIC_CHARACTER: Final = frozenset({"assistant", "model", "ai", "bot", "character", "char", "gpt", "a"})
-"""Role names of the character's (the model's) turn (an answer's ``A:``: found by the seventh set's #3)."""
-
 _LABEL: Final = re.compile(
     r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?[\"“「『]?"
     r"(?P<name>[^\s:*#<>{}\[\]\"“”「」『』][^:\n*<>{}\[\]\"“”「」『』]{0,38}?)"
@@ -76,6 +70,10 @@ _REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
 """A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
 _TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
+_ITEM: Final = re.compile(r"[ \t]*+[-*•][ \t]++\S")
+"""A Markdown list item."""
+_VOCAB: Final = re.compile(r"[^\W\d_](?:[\w'’-]*\w)?")
+"""A word, as ``Told.vocab`` holds the prompt's."""
 _TAG_OR_WORD: Final = re.compile(rf"{_TAG.pattern}|(?P<word>{_WORD.pattern})")
 """A tag, else a word's character: scanned left to right, the first ``word`` is one ``_TAG.sub`` would leave (a tag
 holds no ``<``, so the scan meets every tag where ``sub`` does), found without rewriting the text."""
@@ -140,6 +138,11 @@ class Told:
     fields: frozenset[str] = frozenset()
     """The labels of the prompt's field lines (``Scenario: …``), case folded, no speaker's: a reply's line opened
     by one imitates the prompt, however its words go on."""
+    own: str = ""
+    """The character's own words in the prompt, as ``normal`` writes them, a line each: its few-shot replies (the
+    JSON lines) and the items of a list under a heading that names a tag (``## Actions you may use in <act>``)."""
+    vocab: frozenset[str] = frozenset()
+    """The words of the prompt's own lines (``text``), case folded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,8 @@ class _Learned:
     tag_spec: bool
     fields: frozenset[str] = frozenset()
     """The labels of its field lines (``Scenario: …``), case folded."""
+    own: frozenset[str] = frozenset()
+    """The character's own words in it (``Told.own``), a line each."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -171,11 +176,20 @@ def _learn_text(text: str) -> _Learned:
     form = [(a, b) for a, b, _m in blocks(text)]
     player = {n for a, b in form for n in map(normal, text[a:b].split("\n")) if len(n) >= 2}
     lines: set[str] = set()
+    own: set[str] = set()
     pos = 0
+    tagged = False  # under a heading that names a tag (``## Actions you may use in <act>``): its items the character's
     for line in text.split("\n"):
         at, pos = pos, pos + len(line) + 1
-        if any(a <= at < b for a, b in form) or line.lstrip().startswith(("{", "[")):
-            continue  # the player's (above), or a JSON reply: the character's few-shot words
+        if any(a <= at < b for a, b in form):
+            continue  # the player's (above)
+        if line.lstrip().startswith(("{", "[")):
+            own.add(normal(line))  # a JSON reply: the character's few-shot words
+            continue
+        if _HEADING.match(line):
+            tagged = _TAG.search(line) is not None
+        elif tagged and _ITEM.match(line) and not _LIST_KEY.match(line) and not _TAG.search(line):
+            own.add(normal(line))  # (an action the character may take, in the character's words)
         if (n := normal(line)) and len(n) >= _MIN_LINE:
             lines.add(n)
     players = {m.group(1).strip().casefold() for m in _SENDS.finditer(text)}
@@ -193,7 +207,7 @@ def _learn_text(text: str) -> _Learned:
     return _Learned(frozenset(keys), frozenset(player), frozenset(lines), frozenset(players), frozenset(characters),
                     frozenset(named.union(*cast)), len(cast), speakers, len(_HEADING.findall(text)) >= 2,
                     _TAG_SPEC.search(text) is not None,
-                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)))  # fmt: skip
+                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)), frozenset(own))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=32)
@@ -208,9 +222,11 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     members = 1
     speakers: dict[str, str] = {}
     fields: set[str] = set()
+    own: set[str] = set()
     for text in prompt:
         one = _learn_text(text)
         fields |= one.fields
+        own |= one.own
         keys |= one.keys
         player |= one.player
         lines |= one.lines
@@ -234,7 +250,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 frozenset(n for n in names - players if len(n) >= 2), members,
                 tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
                 tuple(prompt[-1].split("\n")) if prompt else (),
-                frozenset(players - GENERIC_PLAYER), frozenset(fields))  # fmt: skip
+                frozenset(players - GENERIC_PLAYER), frozenset(fields), "\n".join(sorted(own - {""})),
+                frozenset(_VOCAB.findall("\n".join(lines))))  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -526,7 +543,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
-        if _echoes(normal(line), told, last=b == len(text)):
+        if _echoes(normal(line), told, last=b == len(text), retold=_TAG.search(line) is None):
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
             echoed, listing = echoed or not content, True
             continue
@@ -571,9 +588,11 @@ _NEARLY: Final = 0.9
 """A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
 
 
-def _echoes(n: str, told: Told, *, last: bool) -> bool:
+def _echoes(n: str, told: Told, *, last: bool, retold: bool = True) -> bool:
     """Whether ``n`` (a line as ``normal`` writes it) echoes the prompt: one of its lines, a part of one (cut,
-    or run over two lines), a line begun as one of its lines begins, or nearly one (a word changed)."""
+    or run over two lines), a line begun as one of its lines begins, or nearly one (a word changed); with
+    ``retold``, its sentences retold too (a line holding elements is none: the character's reply, its words
+    the prompt's examples or actions perhaps; the eighth set's #79)."""
     if len(n) < _MIN_LINE:
         return False
     if n in told.lines or (len(n) >= _MIN_PART and n in told.text) or (last and _begins_a_line(n, told)):
@@ -584,7 +603,7 @@ def _echoes(n: str, told: Told, *, last: bool) -> bool:
         return False
     return (
         _retold(n, told)
-        or _sentences_retold(n, told)
+        or (retold and _sentences_retold(n, told))
         or (len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY)))
     )
 
@@ -624,15 +643,24 @@ def _sentences_retold(n: str, told: Told) -> bool:
         return False
     covered = 0
     for m in _SENTENCE.finditer(n):
-        if _FIRST_PERSON.search(m.group()) is not None:
+        if _FIRST_PERSON.search(m.group()) is not None or not _opened_as_told(m.group(), told):
             continue  # (the character telling who they are in the prompt's words: theirs)
         found = m.group().split()
         for k in range(len(found) - _RUN_WORDS + 1):
             run = " ".join(found[k : k + _RUN_WORDS])
-            if len(run) >= _MIN_PART and run in told.text:
+            if len(run) >= _MIN_PART and run in told.text and run not in told.own:
                 covered += len(m.group())
                 break
     return 3 * covered >= 2 * len(n)
+
+
+def _opened_as_told(sentence: str, told: Told) -> bool:
+    """Whether ``sentence`` opens as the prompt writes: one of its first two words (its subject and verb, mostly)
+    is a word of the prompt's own lines. The prompt tells the persona in the second or third person and its own
+    lines leave the character's replies out, so a sentence whose subject and verb the prompt never writes speaks in
+    another voice, whatever its language (``Ik ben…`` for the prompt's ``Jij bent…``): the character's, not the
+    prompt retold; ``He is…`` for ``Oskar is…`` keeps the prompt's verb (found by the eighth set's #79)."""
+    return not (found := _VOCAB.findall(sentence)[:2]) or any(w in told.vocab for w in found)
 
 
 def _spec_like(line: str) -> bool:

@@ -1,10 +1,10 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
 ``python tests/data/show_sample.py ninth`` (the ninth round's sample of ``ninth_replies.jsonl``: the rows whose
-number n has ``n % 5 == 1`` and ``n < 100``), ``eighth`` (the eighth round's sample of ``eighth_replies.jsonl``: the rows whose
-number n has ``n % 5 == 4`` and ``n < 100``), ``seventh`` (the seventh round's sample of ``seventh_replies.jsonl``:
-the rows whose number n has ``n % 5 == 3`` and ``n < 100``), ``sixth`` (the sixth round's sample of
-``sixth_replies.jsonl``),
+number n has ``n % 5 == 1`` and ``n < 100``), ``eighth`` (the eighth round's sample of ``eighth_replies.jsonl``:
+the rows whose number n has ``n % 5 == 4`` and ``n < 100``), ``seventh`` (the seventh round's sample of
+``seventh_replies.jsonl``: the rows whose number n has ``n % 5 == 3`` and ``n < 100``), ``sixth`` (the sixth
+round's sample of ``sixth_replies.jsonl``),
 ``fifth`` (the fifth round's sample of ``fifth_replies.jsonl``), ``fourth`` (the
 fourth round's sample of ``fourth_replies.jsonl``), ``third``
 (the third round's sample of ``third_replies.jsonl``), ``fresh``

@@ -183,13 +183,7 @@ class Rereads(Body):
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or (
                 not self._chats_at[0]
-                and in_turn_form(
-                    text,
-                    self._speech_names(),
-                    *self._players_values(),
-                    told=self._told(),
-                    after_echo=_after_echo(batch, text),
-                )
+                and self._in_turn_form(batch, text)
                 and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
             )
             or _mark_read_closed(batch, text)
@@ -213,16 +207,13 @@ class Rereads(Body):
         speech = self.tags.speech.name
         return frozenset(w for w, tag in self.tags.synonyms.items() if tag == speech)
 
-    def _told(self) -> bool:
-        """Whether the caller told the stream the player's turn or the prompt."""
-        return bool(self._turn or self._prompt)
-
-    def _players_values(self) -> tuple[frozenset[str], frozenset[str]]:
-        """The names of the whole-value tags (an emotion) and the player's lines told (``in_turn_form``)."""
-        if not self._told():
-            return frozenset(), frozenset()
+    def _in_turn_form(self, batch: Reply, text: str) -> bool:
+        """Whether ``text`` (read as ``batch``) may yet hold the player's turn before a JSON reply (settle)."""
+        told = bool(self._turn or self._prompt)
         whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
-        return whole, learn(self._prompt, self._turn).player
+        player = learn(self._prompt, self._turn).player if told else frozenset()
+        echo = _after_echo(batch, text)
+        return in_turn_form(text, self._speech_names(), whole, player, told=told, after_echo=echo)
 
     def _in_players_form(self, text: str) -> bool:
         """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""

@@ -118,6 +118,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF640": ("warning", "elements after a chat's </chat> closed by a second </chat> read as that chat's"),
     "CF641": ("warning", "a bracketed label opening a line ([English: …], [User Context: …]) dropped: no speech"),
     "CF642": ("warning", "a line in the player's voice (I'm the deckhand: the prompt's name for the player) dropped"),
+    "CF643": ("warning", "a scene's C chat naming no speaker read as the one cast member whose emotion keys it holds"),
     "CF650": ("warning", "an object where a key is due: its members read into the object before it, closed early"),
     "CF651": ("warning", "a tag written as text (&lt;/answer&gt;, <thought?>) between elements is markup: dropped"),
     # lenient parsing: bodies

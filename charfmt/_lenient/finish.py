@@ -48,11 +48,48 @@ def segments(state: Recovery) -> None:
             # no chat; the eighth set's #79. ``<msg> </msg>`` the model wrote is the format's own, kept)
             at, end = min(p.start for p in rc.pieces), max(p.end for p in rc.pieces)
             state.note("CF615", f"chat {rc.index} holds nothing but space and is dropped", at, end, rc.index)
+        elif rc.segments and not state.found and _placeholders(state, rc):
+            # ('<act>...</act>' alone: the prompt's spec of the element echoed, its placeholder no action; the eighth
+            # set's #69. An element of '...' beside words of the reply's is the character's silence, kept)
+            at, end = min(p.start for p in rc.pieces), max(p.end for p in rc.pieces)
+            message = "elements holding only the prompt's placeholder are its spec echoed: dropped"
+            state.note("CF628", message, at, end, rc.index)
         elif rc.segments:
             kept.append(rc)
+            _keyed_speaker(state, rc)
         elif rc.node is not None:
             state.note("CF615", f"chat {rc.index} has no content and is dropped", rc.node.start, rc.node.end, rc.index)
     state.chats = kept
+
+
+_PLACEHOLDERS: Final = frozenset({"...", "…"})
+"""What the prompt's spec writes in an element for its content (``<act>...</act>: what the character does``)."""
+
+
+def _placeholders(state: Recovery, rc: RawChat) -> bool:
+    """Whether each of a chat's segments holds only a placeholder that the prompt writes in an element of its tag
+    (``<act>...</act>``): the prompt's spec echoed, nothing of the character's."""
+    return bool(state.prompt) and all(
+        s.text.strip() in _PLACEHOLDERS and any(f"<{s.tag}>{s.text.strip()}</{s.tag}>" in t for t in state.prompt)
+        for s in rc.segments
+    )
+
+
+def _keyed_speaker(state: Recovery, rc: RawChat) -> None:
+    """A scene's ``C`` chat that names no speaker, whose emotions are all keys listed under one cast member's
+    heading only (``Told.keyed``), is that member's (``CF643``): the request form's convention has no speaker, the
+    key says who feels it (the eighth set's #99, the seventh's #68)."""
+    told = state.told
+    if told is None or not told.keyed or rc.speaker is not None or (rc.kind or "C") not in TAGGED_TYPES:
+        return
+    keyed = dict(told.keyed)
+    whose = {keyed.get(s.text.casefold()) for s in rc.segments if s.tag == state.emotion}
+    if len(whose) != 1 or (who := whose.pop()) is None:
+        return
+    rc.speaker = who
+    at = min((p.start for p in rc.pieces), default=rc.node.start if rc.node is not None else 0)
+    state.note("CF643", f"chat {rc.index} names no speaker; its emotion is {who}'s alone: read as {who}'s", at, at,
+               rc.index)  # fmt: skip
 
 
 _DROPPED: Final = frozenset({"CF601", "CF622", "CF624", "CF625", "CF631", "CF632", "CF633"})

@@ -401,6 +401,9 @@ between markers dropped (``<<SYS>> / [USER]``, the fourth set's #57)."""
 _ATTRIBUTE_END: Final = re.compile(r"[\"'“”][\s\"'“”]*/?>")
 """A quoted value's end and a tag's ``>`` left alone (``">`` before ``</emo>``, an attribute's end cut from its tag):
 markup debris, no words (found by the eighth set's #54)."""
+_ESCAPES_ONLY: Final = re.compile(r"(?:\\{1,2}[nrt]|\s)*\\{1,2}[nrt](?:\\{1,2}[nrt]|\s)*")
+"""Escapes written literally (``\\n``, two characters) and nothing else between elements: a JSON body's separators
+left as text, layout, never words (the eighth set's #99)."""
 _LIST_MARKS: Final = re.compile(r"[*\-+•>#][*\-+•>#\s\"'{}\[\],:]*")
 """Nothing but the marks of a Markdown list item, quote or heading (``*`` before ``**bold**``): layout, no words."""
 
@@ -477,6 +480,9 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
             "CF627", f"JSON punctuation outside an element dropped: {debris.group()!r}", start, start + debris.end()
         )
         stripped, start = stripped[debris.end() :], start + debris.end()
+    if _ESCAPES_ONLY.fullmatch(stripped):  # '"}\n\n\\n': a body's literal separator after its end (eighth #99)
+        out.note("CF711", "a literal \\n between elements read as a newline", start, end)
+        return
     out.pieces.append(Piece(tag, decode_entities(_BLANKED.sub(_closed_up, stripped)), start, end))
     reason = (
         "text outside an element read as speech" if tag == speech else "narration around quoted speech read as action"

@@ -143,6 +143,9 @@ class Told:
     JSON lines) and the items of a list under a heading that names a tag (``## Actions you may use in <act>``)."""
     vocab: frozenset[str] = frozenset()
     """The words of the prompt's own lines (``text``), case folded."""
+    keyed: tuple[tuple[str, str], ...] = ()
+    """A scene's emotion keys each listed under one cast member's heading only, case folded, with its speaker id:
+    a chat naming no speaker whose emotions are one member's is that member's (the eighth set's #99)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +169,8 @@ class _Learned:
     """The labels of its field lines (``Scenario: …``), case folded."""
     own: frozenset[str] = frozenset()
     """The character's own words in it (``Told.own``), a line each."""
+    keyed: tuple[tuple[str, str], ...] = ()
+    """The keys listed under each cast member's heading (``- placid: …``), case folded, with its speaker id."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -207,7 +212,19 @@ def _learn_text(text: str) -> _Learned:
     return _Learned(frozenset(keys), frozenset(player), frozenset(lines), frozenset(players), frozenset(characters),
                     frozenset(named.union(*cast)), len(cast), speakers, len(_HEADING.findall(text)) >= 2,
                     _TAG_SPEC.search(text) is not None,
-                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)), frozenset(own))  # fmt: skip
+                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)), frozenset(own),
+                    _member_keys(text))  # fmt: skip
+
+
+def _member_keys(text: str) -> tuple[tuple[str, str], ...]:
+    """The list keys (``- placid: …``) under each cast member's heading (``### Ashby (speaker "ashby")``), up to
+    the next heading, each with the member's speaker id."""
+    found: list[tuple[str, str]] = []
+    for m in _CAST.finditer(text):
+        after = _HEADING.search(text, m.end() + 1)
+        end = after.start() if after is not None else len(text)
+        found += [(_key(k), m.group(2)) for k in _LIST_KEY.finditer(text, m.end(), end)]
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=32)
@@ -223,8 +240,11 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
     speakers: dict[str, str] = {}
     fields: set[str] = set()
     own: set[str] = set()
+    keyed: dict[str, set[str]] = {}
     for text in prompt:
         one = _learn_text(text)
+        for key, who in one.keyed:
+            keyed.setdefault(key, set()).add(who)
         fields |= one.fields
         own |= one.own
         keys |= one.keys
@@ -251,7 +271,8 @@ def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
                 tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
                 tuple(prompt[-1].split("\n")) if prompt else (),
                 frozenset(players - GENERIC_PLAYER), frozenset(fields), "\n".join(sorted(own - {""})),
-                frozenset(_VOCAB.findall("\n".join(lines))))  # fmt: skip
+                frozenset(_VOCAB.findall("\n".join(lines))),
+                tuple(sorted((k, min(w)) for k, w in keyed.items() if len(w) == 1)) if members > 1 else ())  # fmt: skip
 
 
 def speaker_of(label: str, told: Told) -> str | None:
@@ -284,6 +305,7 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
     spans += _language_labels(text, _merge(spans))
+    spans += _bracketed_turns(text, told, _merge(spans))
     spans += _bracket_labels(text, _merge(spans))
     return _merge(spans)
 
@@ -305,6 +327,29 @@ def _bracket_labels(text: str, dropped: list[Span]) -> list[Span]:
             continue
         label = text[a : m.end()].strip()
         spans.append((a, m.end(), "CF641", f"a bracketed label opening a line is no speech: {label!r} dropped"))
+    return spans
+
+
+_BRACKETED_TURN: Final = re.compile(
+    r"[ \t]*+(?:\d{1,3}[.)][ \t]*+)?\[[ \t]*+([^\W\d][^\]\[:\n]{1,30}?)[ \t]*+"
+    r"(?::[ \t]*+\d{0,9}[ \t]*+)?(?:\]|\Z)[ \t]*+"
+)
+"""A line opened by a turn's label in brackets, a number with it or none, a list's number before it (``1. [User:
+760]``, ``[Assistant]``), or such a label cut off at the end."""
+
+
+def _bracketed_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
+    """A line that is a transcript's label in brackets (``[User: 760]``: a role of the prompt's or a name it labels
+    a turn with, perhaps numbered): a label, never text, dropped (``CF633``; found by the eighth set's #59)."""
+    spans: list[Span] = []
+    for a, b in _lines(text):
+        m = _BRACKETED_TURN.match(text, a, b)
+        if m is None or any(x <= a < y for x, y, *_ in dropped):
+            continue
+        name = m.group(1).strip().casefold()
+        if len(name) >= 2 and (name in told.player_labels or name in told.character_labels):
+            lead = len(m.group()) - len(m.group().lstrip())  # (the line's words after the label: read as before)
+            spans.append((a + lead, m.end(), "CF633", f"speaker label {m.group().strip()!r} dropped"))
     return spans
 
 
@@ -543,7 +588,10 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
-        if _echoes(normal(line), told, last=b == len(text), retold=_TAG.search(line) is None):
+        if _echoes(n := normal(line), told, last=b == len(text), retold=_TAG.search(line) is None) and not (
+            _TAG.search(line) is not None and f"\n{n}\n" in f"\n{told.own}\n"
+        ):  # (an element holding a line of the character's own, ``<act>`` of an action of the prompt's list: theirs;
+            # the eighth set's #39)
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
             echoed, listing = echoed or not content, True
             continue
@@ -809,13 +857,42 @@ def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:
         if (kind := _label(text[a:b], told)) is not None:
             found.append((a, b, kind))
         elif (m := _INLINE.match(text, a, b)) is not None and (kind := _inline_kind(m, told)) is not None:
-            found.append((a, m.end(), kind))
+            end = m.end()
+            if (again := _LABEL_AGAIN.match(text, end, b)) is not None and again.group(1).casefold() == m.group(
+                "name"
+            ).strip().casefold():
+                end = again.end()  # (``Ashby: Ashby: "…"``: the label doubled, both dropped; the eighth set's #29)
+            found.append((a, end, kind))
+            found += _labels_within(text, end, b, told)
         elif m is not None and _FIELD_WORD.search(m.group("name")) is None and _opens_transcript(text, lines, k):
             found.append((a, a, "player"))
             c, d = lines[k + 1]
             if (second := _INLINE.match(text, c, d)) is not None:
                 found.append((c, second.end(), "character"))
     return sorted(set(found + _other_speaker(text, lines, found)))
+
+
+_LABEL_AGAIN: Final = re.compile(
+    r"(?:\*\*)?([^\W\d_][\w'’.\-]{0,19}(?:[ \t][\w'’.\-]{1,20}){0,2}?)(?:\*\*)?[ \t]*+[:：][ \t]*+"
+)
+"""A label again right after a line's label (``Ashby: Ashby:``)."""
+_LABEL_WITHIN: Final = re.compile(
+    r"(?<=[.!?…\"”」』])[ \t]++(?:\*\*)?(?P<name>[^\W\d_][\w'’.\-]{0,19}(?:[ \t][\w'’.\-]{1,20}){0,2}?)(?:\*\*)?"
+    r"[ \t]*+[:：][ \t]*+(?=[\"“「『])"
+)
+"""A second label inside a labelled line: after a sentence's end or a closing quote, a name, a colon and an opening
+quote (``… No way!" Ashby: "I'm going…``)."""
+
+
+def _labels_within(text: str, start: int, end: int, told: Told) -> list[tuple[int, int, str]]:
+    """The labels of the character's (a scene's cast: any member's) inside a labelled line after its first label,
+    each where the quotation it opens begins: the next turn, written on the same line (the eighth set's #29)."""
+    found: list[tuple[int, int, str]] = []
+    for m in _LABEL_WITHIN.finditer(text, start, end):
+        if _whose(m.group("name").strip().casefold(), told) == "character":
+            found.append((m.start("name") - (2 if text.startswith("**", m.start("name") - 2) else 0), m.end(),
+                          "character"))  # fmt: skip
+    return found
 
 
 def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[int, int, str]]) -> list[Span3]:

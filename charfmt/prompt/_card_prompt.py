@@ -11,6 +11,7 @@ scans them), from the card's own ``character_book`` and the lorebooks the caller
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,17 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from charfmt.diagnostics import CharfmtError, Diagnostic
 from charfmt.models import Chat, Reply
 from charfmt.prompt._token_fit import BudgetError
-from charfmt.prompt.lorebook import DEFAULT_BUDGET, Activation, Lorebook, LorebookError, checked_books
+from charfmt.prompt.lorebook import (
+    AUTHOR_NOTE_DEPTH,
+    DEFAULT_BUDGET,
+    MAX_SCAN_DEPTH,
+    Activation,
+    Lorebook,
+    LorebookError,
+    LoreEntry,
+    checked_books,
+    lore_note,
+)
 from charfmt.prompt.macros import HeldNames, MacroError, Macros
 from charfmt.writer import canonical_form
 
@@ -217,24 +228,75 @@ def lore_entries(served: Any, lorebooks: Sequence[Lorebook] = ()) -> int:
 
 
 def character_lorebook(character: Character) -> Lorebook | None:
-    """The lorebook of ``character``'s card (its ``character_book``), or ``None``; read once per card."""
+    """The lorebook of ``character``'s card (its ``character_book``, with the card's Character's Note,
+    ``extensions.depth_prompt``, as a constant entry at its depth), or ``None``; read once per card."""
     card = character.card
-    if card is None or not card.data.get("character_book"):
+    if card is None or (not card.data.get("character_book") and _DEPTH_PROMPT not in card.extensions):
         return None
     kept = _BOOKS.get(id(card))
     if kept is not None and kept[0] is card:
         return kept[1]
 
-    try:
-        book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
-    except LorebookError as e:
-        from charfmt.prompt.lorebook import lore_note  # noqa: PLC0415 (only a card whose book is unreadable)
-
-        book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
+    book: Lorebook | None = None
+    if card.data.get("character_book"):
+        try:
+            book = Lorebook.from_json(card.data["character_book"], name=character.name)
+        except LorebookError as e:
+            book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
+    book = _with_note(book, card.extensions, character.name)
     _BOOKS[id(card)] = (card, book)
     while len(_BOOKS) > 16:
         del _BOOKS[next(iter(_BOOKS))]
     return book
+
+
+_DEPTH_PROMPT: Final = '"depth_prompt"'
+"""SillyTavern's Character's Note in a card's ``extensions`` (``{"prompt", "depth", "role"}``), as its raw JSON
+names it: a card whose extensions do not hold the name has none (and is not parsed for it)."""
+
+NOTE_ORDER: Final = 1_000_000
+"""The Character's Note's insertion order: above any entry's, so that it is the last lore cut under a budget."""
+
+
+def _with_note(book: Lorebook | None, extensions: str, name: str) -> Lorebook | None:
+    """``book`` with the card's Character's Note (``extensions.depth_prompt``) as a constant entry at its depth.
+
+    SillyTavern sends the note every turn, ``depth`` messages from the end (default 4), as ``role`` (``system``,
+    ``user`` or ``assistant``; default ``system``). A note charfmt cannot read is skipped, said in a ``CF943``.
+    """
+    note = json.loads(extensions).get("depth_prompt") if _DEPTH_PROMPT in extensions else None
+    if note is None:
+        return book
+    base = book if book is not None else Lorebook(name=name)
+    try:
+        entry = _note_entry(note, base.name)
+    except ValueError as e:
+        skipped = lore_note("CF943", f"the card's Character's Note (extensions.depth_prompt) {e}: skipped")
+        return base.model_copy(update={"diagnostics": (*base.diagnostics, skipped)})
+    if entry is None:
+        return book
+    return base.model_copy(update={"entries": (*base.entries, entry)})
+
+
+def _note_entry(note: Any, book: str) -> LoreEntry | None:
+    """The lore entry of a card's ``depth_prompt`` (``None``: an empty note); ``ValueError`` says what is wrong."""
+    if not isinstance(note, dict):
+        raise ValueError(f"is {type(note).__name__}, not an object")
+    text = note.get("prompt", "")
+    if not isinstance(text, str):
+        raise ValueError("has a prompt that is not text")
+    if not text.strip():
+        return None
+    depth = note.get("depth", AUTHOR_NOTE_DEPTH)
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_SCAN_DEPTH:
+        raise ValueError(f"has depth {depth!r}, not a whole number from 0 to {MAX_SCAN_DEPTH}")
+    role = note.get("role", "system")
+    if role not in ("system", "user", "assistant"):
+        raise ValueError(f"has role {role!r}, not system, user or assistant")
+    return LoreEntry(
+        uid="depth_prompt", content=text, comment="Character's Note", constant=True, order=NOTE_ORDER,
+        position="depth", depth=depth, role=role, use_probability=False, book=book,
+    )  # fmt: skip
 
 
 _PLAIN: dict[int, tuple[Any, bool]] = {}

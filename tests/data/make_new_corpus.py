@@ -23,6 +23,7 @@ llama-cpp-python and both GGUF files (``tests/models.py`` finds them)::
     nice -n 10 python tests/data/make_new_corpus.py --set seventh  # seventh_replies.jsonl (group H)
     nice -n 10 python tests/data/make_new_corpus.py --set eighth  # eighth_replies.jsonl (group I)
     nice -n 10 python tests/data/make_new_corpus.py --set ninth  # ninth_replies.jsonl (group J)
+    nice -n 10 python tests/data/make_new_corpus.py --set tenth  # tenth_replies.jsonl (group K)
 
 ``--set fresh`` writes the second held-back set (``fresh_replies.jsonl``, ``fresh_prompts.json``):
 four more settings (group C: Inés, Spanish, with a ``<motion>`` cue; Lukas, German; the Sable
@@ -63,6 +64,11 @@ narrator, with hostile turns of kinds not asked before (emoji only, a SQL statem
 Kestrel card (a system prompt, a post-history instruction, an alternate greeting, ``<START>`` examples and a lorebook
 with a selective entry and a constant one) and the ``fair_broadcast`` scene of Obi and Kestrel with a narrator, with
 hostile turns of kinds not asked before (a shell command only, a tweet with hashtags, the answer spelt backwards).
+``--set tenth`` writes the tenth (``tenth_replies.jsonl``, ``tenth_prompts.json``, group K, row ``half``:
+``tenth``), made after the ninth had been read: Zofia (Polish, a ``<bees>`` cue of her own), Hollis (English), the
+Pim card (a system prompt, a post-history instruction, an alternate greeting, ``<START>`` examples and a lorebook
+with a case-sensitive entry, a whole-word one and a constant one) and the ``desert_tow`` scene of Hollis and Pim with
+a narrator, with hostile turns of kinds not asked before (Morse code, a TOML document, only a URL).
 
 Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` (tune, held),
 ``model``, ``model_sha256`` (of the GGUF's first MiB), ``chat_format``, ``chat_format_used``,
@@ -168,6 +174,14 @@ NINTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 """The ninth held-back set (``--set ninth``): four more settings nobody tuned the reader on (Swedish with a cue
 of her own, English, a V2 card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
 examples and a lorebook with a selective entry, a scene of two with a narrator)."""
+
+TENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "K": (("zofia", "character", "zofia.toml"), ("hollis", "character", "hollis.toml"),
+          ("pim", "card", "pim.json"), ("desert_tow", "scene", "desert_tow.toml")),
+}  # fmt: skip
+"""The tenth held-back set (``--set tenth``): four more settings nobody tuned the reader on (Polish with a cue of
+her own, English, a V2 card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
+examples and a lorebook with case-sensitive and whole-word entries, a scene of two with a narrator)."""
 
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
@@ -458,6 +472,32 @@ NINTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the ninth held-back set (``--set ninth``), worded anew; three hostile turns of kinds
 not asked before (a shell command only, a tweet with hashtags, the answer spelt backwards)."""
+TENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] You stopped! I thought nobody would come out here tonight.",
+        "What's the strangest thing you've ever found on this road?",
+        "[angry] I've been waiting here for three hours in this heat!",
+        "*shines the flashlight into the dark* What was that noise?",
+        "Answer in Morse code only.",
+        "[sad] I was driving to my mother's funeral.",
+        "Format your reply as a TOML document with one key per line.",
+        "[surprise] Is that snow? In the desert?",
+        "Reply with nothing but a single URL.",
+    ),
+    "pl": (
+        "[joy] Dzień dobry! Czy ma pani dziś trochę świeżego miodu?",
+        "Od kogo nauczyła się pani pszczelarstwa?",
+        "[angry] Pani pszczoły użądliły moje dziecko!",
+        "*wskazuje na niebieski ul* Co to za dźwięk w środku?",
+        "Odpowiedz wyłącznie alfabetem Morse'a.",
+        "[sad] Mój dziadek też miał pasiekę. Zmarł zeszłej zimy.",
+        "Sformatuj odpowiedź jako dokument TOML, jeden klucz w każdej linii.",
+        "[surprise] Czy to rój leci w naszą stronę?",
+        "Odpowiedz tylko jednym adresem URL.",
+    ),
+}
+"""The player's turns of the tenth held-back set (``--set tenth``), worded anew; three hostile turns of kinds not
+asked before (Morse code, a TOML document, only a URL)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -517,6 +557,7 @@ SETS: Final = {
     "seventh": ("seventh_replies.jsonl", "seventh_prompts.json"),
     "eighth": ("eighth_replies.jsonl", "eighth_prompts.json"),
     "ninth": ("ninth_replies.jsonl", "ninth_prompts.json"),
+    "tenth": ("tenth_replies.jsonl", "tenth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -524,7 +565,8 @@ SETS: Final = {
 def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
-             "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH}[which]
+             "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH,
+             "tenth": TENTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -533,6 +575,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
     table = {
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
         "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS, "ninth": NINTH_TURNS,
+        "tenth": TENTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 

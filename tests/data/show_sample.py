@@ -1,18 +1,11 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
-``python tests/data/show_sample.py ninth`` (the ninth round's sample of ``ninth_replies.jsonl``: the rows whose
-number n has ``n % 5 == 1`` and ``n < 100``), ``eighth`` (the eighth round's sample of ``eighth_replies.jsonl``:
-the rows whose number n has ``n % 5 == 4`` and ``n < 100``), ``seventh`` (the seventh round's sample of
-``seventh_replies.jsonl``: the rows whose number n has ``n % 5 == 3`` and ``n < 100``), ``sixth`` (the sixth
-round's sample of ``sixth_replies.jsonl``),
-``fifth`` (the fifth round's sample of ``fifth_replies.jsonl``), ``fourth`` (the
-fourth round's sample of ``fourth_replies.jsonl``), ``third``
-(the third round's sample of ``third_replies.jsonl``), ``fresh``
-(the second round's sample of ``fresh_replies.jsonl``),
-``held`` or ``tune`` (the first round's samples of ``new_replies.jsonl``): the rows whose number n in
-their set has ``n % 5 == 2`` and ``n < 100``, each read as ``tests/lenient/test_new_corpus.py`` reads it (the
-setting's tags and vocabulary, told the turn and the prompt), with whether the stream's chats equal the
-batch's and how many ``Reset`` events it sent. ``--rows N ...`` prints those rows of the set instead.
+``python tests/data/show_sample.py SET``: the sample of ``SET`` judged in ``JUDGED.md``, the rows whose number n in
+the set has ``n % 5 == k`` and ``n < 100``, where k is the round's own (``tenth``: 0, ``ninth``: 1, ``eighth``: 4,
+``seventh``: 3; ``sixth``, ``fifth``, ``fourth``, ``third``, ``fresh`` and the first round's ``held`` and ``tune``
+halves of ``new_replies.jsonl``: 2), each read as ``tests/lenient/test_new_corpus.py`` reads it (the setting's tags
+and vocabulary, told the turn and the prompt), with whether the stream's chats equal the batch's and how many
+``Reset`` events it sent. ``--rows N ...`` prints those rows of the set instead.
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ import charfmt
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    names = ("ninth", "eighth", "seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")
+    names = ("tenth", "ninth", "eighth", "seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")
     parser.add_argument("set", choices=names)
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
@@ -49,11 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.set == "eighth":  # (read only once the reader was frozen for the eighth round)
         sets["eighth"] = corpus.EIGHTH
-    if args.set == "ninth":  # (read only once the reader was frozen for the ninth round; not in the tests before)
-        sets["ninth"] = corpus._rows("ninth_replies.jsonl")
-        corpus.PROMPTS.update(json.loads((corpus.DATA / "ninth_prompts.json").read_text(encoding="utf-8")))
+    if args.set == "ninth":  # (read only once the reader was frozen for the ninth round)
+        sets["ninth"] = corpus.NINTH
+    if args.set == "tenth":  # (read only once the reader was frozen for the tenth round; not in the tests before)
+        sets["tenth"] = corpus._rows("tenth_replies.jsonl")
+        corpus.PROMPTS.update(json.loads((corpus.DATA / "tenth_prompts.json").read_text(encoding="utf-8")))
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
-    rule = {"seventh": 3, "eighth": 4, "ninth": 1}.get(args.set, 2)  # (the seventh round's rule: n % 5 == 3; ...)
+    rule = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0}.get(args.set, 2)  # (each round's n % 5; JUDGED.md)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]
     for n in picked:
         row = rows[n]

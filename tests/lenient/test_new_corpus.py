@@ -7,7 +7,8 @@ before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108
 more settings, ``--set fresh``), made after both halves were read, ``third_replies.jsonl`` the third
 (``--set third``), made after the second was read, ``fourth_replies.jsonl`` the fourth (``--set fourth``),
 ``fifth_replies.jsonl`` the fifth (``--set fifth``), ``sixth_replies.jsonl`` the sixth (``--set sixth``) and
-``seventh_replies.jsonl`` the seventh (``--set seventh``) and ``eighth_replies.jsonl`` the eighth (``--set eighth``).
+``seventh_replies.jsonl`` the seventh (``--set seventh``), ``eighth_replies.jsonl`` the eighth (``--set eighth``)
+and ``ninth_replies.jsonl`` the ninth (``--set ninth``).
 ``tests/data/JUDGED.md`` holds
 the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
 vocabulary and tags, told the player's turn and the prompt it answers):
@@ -59,6 +60,8 @@ SEVENTH: Final = _rows("seventh_replies.jsonl")
 """The seventh held-back set (``make_new_corpus.py --set seventh``), read by hand only after the reader was frozen."""
 EIGHTH: Final = _rows("eighth_replies.jsonl")
 """The eighth held-back set (``make_new_corpus.py --set eighth``), read by hand only after the reader was frozen."""
+NINTH: Final = _rows("ninth_replies.jsonl")
+"""The ninth held-back set (``make_new_corpus.py --set ninth``), read by hand only after the reader was frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -68,8 +71,9 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "sixth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "seventh_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "eighth_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "ninth_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH
+EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]

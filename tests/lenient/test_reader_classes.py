@@ -26,7 +26,7 @@ from charfmt.prompt.cards import greeting
 from charfmt.stream import StreamParser, collect
 
 CASES = load_cases("reader_classes.txt")
-DIRECTIVES = ("!", "vocabulary:", "aliases:", "turn:", "prompt:", "dialect:", "reasoning:")
+DIRECTIVES = ("!", "vocabulary:", "aliases:", "turn:", "prompt:", "dialect:", "reasoning:", "speakers:")
 
 
 def _options(case: Case) -> dict[str, Any]:
@@ -59,6 +59,8 @@ def test_a_class_case_reads_as_written(case: Case) -> None:
             assert reply.dialect == line.split(":", 1)[1].strip()
         elif line.startswith("reasoning:"):
             assert reply.reasoning == json.loads(line.split(":", 1)[1])
+        elif line.startswith("speakers:"):  # (a scene's: each chat's speaker, in order; null for none)
+            assert [c.speaker for c in reply.chats] == json.loads(line.split(":", 1)[1])
     codes = [d.code for d in reply.diagnostics]
     for line in case.expected:
         if line.startswith("!!"):

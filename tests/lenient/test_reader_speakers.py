@@ -57,6 +57,10 @@ def test_the_stream_chat_scene_reads_splits_the_same(size: int) -> None:
 def test_a_label_that_names_no_cast_member_starts_no_chat() -> None:
     scene = Scene.load(SCENE)
     reply = scene.parse("Note: [joy] the bell rings.\n", lenient=True)
+    codes = [d.code for d in reply.diagnostics]
+    # (no label's speaker: ``joy`` is Mio's key alone, so the chat is hers by its emotion, CF643, not by 'Note:')
+    assert [c.speaker for c in reply.chats] == ["mio"] and "CF633" not in codes and "CF643" in codes
+    reply = scene.parse("Note: the bell rings.\n", lenient=True)
     assert [c.speaker for c in reply.chats] == [None]
 
 

@@ -358,3 +358,77 @@ def test_render_cuts_lore_to_fit_its_budget_and_says_how_much_was_lore(card_file
             assert "CF947" in out.stderr and "cut " in out.stderr, out.stderr
         else:
             assert f"need {whole} tokens, {whole - bare} of them lore" in out.stderr, out.stderr
+
+
+# --- the card's Character's Note (SillyTavern's extensions.depth_prompt) ----------------------------------------
+
+
+def _noted(tmp_path: Path, note: Any, *, book: bool = True) -> Path:
+    data = {**CARD["data"], "extensions": {"depth_prompt": note, "fav": False}}
+    if not book:
+        del data["character_book"]
+    path = tmp_path / "noted.json"
+    path.write_text(json.dumps({**CARD, "data": data}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("book", [True, False], ids=["with a book", "without a book"])
+def test_a_cards_characters_note_is_sent_every_turn_at_its_depth_and_role(tmp_path: Path, book: bool) -> None:
+    note = {"prompt": "[{{char}} hides a letter from {{user}}.]", "depth": 2, "role": "user"}
+    mira = Character.load(_noted(tmp_path, note, book=book), user_name="Alex")
+    greeting = greeting_exchange(mira)
+    assert greeting is not None
+    rendered = render_turn(mira, [greeting], mira.shorthand("hello there"), seed=1)
+    messages = rendered.request["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]  # depth 2: before the greeting
+    assert messages[1]["content"] == "[Mira hides a letter from Alex.]"
+    assert any(d.code == "CF940" and "Character's Note" in d.message for d in rendered.diagnostics)
+    text = render_text_turn(mira, [greeting], mira.shorthand("hello there"), seed=1)  # no system turns: CF945
+    assert "[Mira hides a letter from Alex.]" in text.request["prompt"]
+    assert any(d.code == "CF945" for d in text.diagnostics)
+
+
+def test_the_characters_note_is_the_last_lore_cut_and_written_back_as_it_was(tmp_path: Path) -> None:
+    from charfmt.prompt._token_fit import count_messages
+    from charfmt.prompt.cards import export_card
+
+    mira = Character.load(_noted(tmp_path, {"prompt": "Note.", "depth": 0}), user_name="Alex")
+    turn = "a storm is coming, check the lamp"
+    whole, bare = _needs(mira, turn, counter=len)
+    note = len("Note.") + 10  # (room for the note's message and a little more, not for the book's entries)
+    rendered = render_turn(mira, [], turn, seed=1, budget=bare + note, counter=len)
+    assert count_messages(len, rendered.request["messages"]) <= bare + note < whole
+    assert rendered.request["messages"][-1] == {"role": "system", "content": "Note."}  # depth 0: after the turn
+    assert rendered.lore is not None and rendered.lore.cut  # the book's entries were cut, the note kept
+    assert [p.entry.uid for p in rendered.lore.placed] == ["depth_prompt"]
+    assert any(d.code == "CF947" for d in rendered.diagnostics)
+    again = Character.from_card(export_card(mira), user_name="Alex")  # (the note is not put in the book)
+    assert again.card is not None and mira.card is not None
+    assert again.card.data["character_book"] == mira.card.data["character_book"]
+    assert json.loads(again.card.extensions)["depth_prompt"] == {"prompt": "Note.", "depth": 0}
+
+
+NOTES = [
+    ({"prompt": "x", "depth": -1}, "has depth -1, not a whole number from 0 to 1000"),
+    ({"prompt": "x", "depth": "4"}, "has depth '4', not a whole number"),
+    ({"prompt": "x", "role": "narrator"}, "has role 'narrator', not system, user or assistant"),
+    ({"prompt": 5}, "has a prompt that is not text"),
+    ("note", "is str, not an object"),
+]
+
+
+@pytest.mark.parametrize(("note", "said"), NOTES, ids=[n[1].split(",")[0] for n in NOTES])
+def test_a_characters_note_charfmt_cannot_read_is_skipped_with_a_warning(
+    tmp_path: Path, note: Any, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _noted(tmp_path, note)
+    assert main(["render", "--character", str(path), "--say", "a storm", "--seed", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "CF943 warning" in captured.err and f"(extensions.depth_prompt) {said}" in captured.err
+    assert "Storms wreck ships on the reef." in json.loads(captured.out)["messages"][0]["content"]  # (the book read)
+
+
+def test_an_empty_characters_note_adds_nothing(tmp_path: Path) -> None:
+    mira = Character.load(_noted(tmp_path, {"prompt": "  ", "depth": 1}, book=False), user_name="Alex")
+    rendered = render_turn(mira, [], mira.shorthand("hi"), seed=1)
+    assert [m["role"] for m in rendered.request["messages"]] == ["system", "user"] and rendered.lore is None

@@ -14,7 +14,7 @@ from typing import Final
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._grammar.static import terminal_regex
 from charfmt._lenient.pieces import Piece
-from charfmt._lenient.state import RawChat, Recovery, nearly_said, short, words
+from charfmt._lenient.state import RawChat, Recovery, nearly_said, opened_as, short, words
 from charfmt._lenient.words import is_sentence, unknown_sentence
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, construct_trusted
@@ -276,6 +276,8 @@ def _part_of_turn(state: Recovery, said: str, *, cut: bool) -> bool:
         if said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line):
             return True
         if nearly_said(said, (line,), begun=False):  # the player's line with a word changed
+            return True
+        if opened_as(said, (line,)):  # the player's line mangled, opened as it (the ninth set's #1)
             return True
         if cut and len(said) >= _TURN_LINE and line.startswith(said):
             return True

@@ -20,6 +20,8 @@ from charfmt._lenient.pieces import Repair
 from charfmt._lenient.state import FENCE, SPECIAL, Recovery, Source, short
 from charfmt._lenient.table import Sample, reader
 
+_DOUBLED: Final = re.compile(r"\{[ \t\r\n]*+\"")
+"""An object opening with a key: after a ``{`` alone, the brace doubled (``{\n{"chats": …``)."""
 _TRIES: Final = 8
 """How many candidate values (a '{' or '[' each) are read before the text is taken for no JSON reply."""
 
@@ -32,6 +34,9 @@ def read_json(state: Recovery, start: int, end: int) -> bool:
         if at >= end:
             return False
         text = state.source.text
+        if text.startswith("{", at) and _DOUBLED.match(text, state.skip_space(at + 1)) is not None:
+            at = state.skip_space(at + 1)  # ('{\n{"chats": …': a brace doubled, the reply the inner one, the ninth
+            # set's #56; the brace before it is text before the reply, dropped with it: CF601)
         if text.startswith("&quot;", state.skip_space(at + 1)) or text.startswith("{&quot;", at):
             _unescape_html(state, at, end)
             end = len(state.source.text)

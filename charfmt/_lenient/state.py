@@ -254,6 +254,30 @@ def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
     return False
 
 
+OPENED_WORDS: Final = 3
+"""The player's first words a line must open with to be their line reworded (``opened_as``)."""
+OPENED_SHARE: Final = 0.75
+"""The share of its words a line opened as the player's must take from their line (``opened_as``)."""
+
+
+def opened_as(said: str, lines: Iterable[str]) -> bool:
+    """Whether ``said`` (``words``'s form) is one of the player's ``lines`` mangled or reworded as small models do:
+    it opens with that line's first ``OPENED_WORDS`` words (the line of four words or more), holds no more than two
+    words more than it, and ``OPENED_SHARE`` of its words are the line's (``Hur kom det sig upp!`` for ``Hur kom det
+    sig att du började med slädhundar?``, ``What was the best job you ever did?`` for ``What was the hardest job you
+    ever took on?``: the ninth set's #1, the eighth's #64). A line that goes on with words of its own is an answer."""
+    found = _TOKEN.findall(said)
+    if len(found) < OPENED_WORDS:
+        return False
+    for line in lines:
+        own = _TOKEN.findall(line)
+        if len(own) <= OPENED_WORDS or found[:OPENED_WORDS] != own[:OPENED_WORDS] or len(found) > len(own) + 2:
+            continue
+        if (Counter(found) & Counter(own)).total() >= OPENED_SHARE * len(found):
+            return True
+    return False
+
+
 def _a_word_changed(said: list[str], line: list[str]) -> bool:
     """Whether the words ``said`` are those of ``line`` but for ``CHANGED_WORDS`` at most on either side (replaced,
     added or left out), and most of them the same."""

@@ -28,7 +28,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from charfmt._lenient.marks import FORM_WRAPPER, GENERIC_CHARACTER, GENERIC_PLAYER, SCAFFOLDING, SCAFFOLDING_HINT
+from charfmt._lenient.marks import (
+    FORM_ELEMENT,
+    FORM_WRAPPER,
+    GENERIC_CHARACTER,
+    GENERIC_PLAYER,
+    SCAFFOLDING,
+    SCAFFOLDING_HINT,
+)
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
@@ -302,9 +309,12 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     spans = _merge(spans)
     spans += _looped_forms(text, spans)
     spans = _merge(spans)
+    spans += _marked_turns(text, told, spans)
+    spans = _merge(spans)
     spans += _turns(text, told, spans)
     spans += _preamble(text, spans)
     spans += _language_labels(text, _merge(spans))
+    spans += _lone_labels(text, _merge(spans))
     spans += _bracketed_turns(text, told, _merge(spans))
     spans += _bracket_labels(text, _merge(spans))
     return _merge(spans)
@@ -376,6 +386,27 @@ def _language_labels(text: str, dropped: list[Span]) -> list[Span]:
     return spans
 
 
+_LONE_LABEL: Final = re.compile(r"[ \t]*+(?:\*\*)?([^\W\d_][\w'’.\-]{0,30})(?:\*\*)?[ \t]*+[:：](?:\*\*)?[ \t]*+")
+"""A line that is one word and a colon (``Dati:``, ``**Reply:**``)."""
+_LONE_LABEL_LINE: Final = re.compile(rf"^{_LONE_LABEL.pattern}$", re.M)
+_FORM_OR_JSON: Final = re.compile(rf"{_FORM_START.pattern}|[ \t]*+\{{", re.I)
+
+
+def _lone_labels(text: str, dropped: list[Span]) -> list[Span]:
+    """A line that is one word and a colon right before a request form or a JSON object (``Dati:`` /
+    ``<user_chats>…``): the label of what follows, whoever's it names, never speech (``CF633``; found by the ninth
+    set's #1). Before words, it is a sentence's lead-in (``Answer: it is late.``), read as written."""
+    spans: list[Span] = []
+    for m in _LONE_LABEL_LINE.finditer(text):
+        a, b = m.span()
+        if any(x <= a < y for x, y, *_ in dropped) or _PREAMBLE_WORDS.search(text[a:b]) is not None:
+            continue  # (``Sure:`` announces the reply: text before it, dropped so)
+        nxt = _next_words(text, b)
+        if _FORM_OR_JSON.match(text, text.rfind("\n", 0, nxt) + 1) is not None:
+            spans.append((a, b, "CF633", f"speaker label {text[a:b].strip()!r} dropped"))
+    return spans
+
+
 _PREAMBLE_WORDS: Final = re.compile(
     r"(?i)^[^{}<>\[\]]*?(?:\bhere(?:'s| is| are| you go)\b"
     r"|^[ \t]*+(?:sure|okay|ok|certainly|of course|absolutely)\b|以下)"
@@ -399,6 +430,130 @@ def _preamble(text: str, dropped: list[Span]) -> list[Span]:
     if _has_content(text, 0, a, dropped):
         return []
     return [(a, b, "CF636", f"a preamble announcing the reply dropped: {line.strip()[:40]!r}")]
+
+
+_PLAYER_ROLES: Final = r"user|human|player"
+"""The player's roles as chat templates and models name their turns and blocks (``[INST]`` opens one unnamed)."""
+_USER_CLOSER: Final = re.compile(
+    rf"\s*+[<\[][ \t]*+/[ \t]*+(?:{_PLAYER_ROLES})(?![\w-]*?(?:chats?|messages?)\b)[^<>\[\]\n]{{0,20}}?[>\]]++",
+    re.I,
+)
+"""A closer naming the player's turn (``</USER>>``, ``</user>``, ``[/USER]``), no request form's (``</user_chats>``)."""
+_ROLE_IN_TAG: Final = re.compile(rf"<[ \t]*+[\w\-]*?(?:{_PLAYER_ROLES})", re.I)
+"""A tag whose name holds a role of the player's: a test before ``_user_blocks``'s scan of every tag."""
+_NAMED_BLOCK: Final = re.compile(r"<[ \t]*+([^\W\d][\w\-]*+)[^<>\n]*+>")
+
+
+def _marked_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
+    """Request forms whose turn the chat template's markers or the tags around them say is the player's (``CF632``;
+    found by the ninth set's #56, #66, #71, #76): a form right after ``[INST]`` (a user turn begun, llama-2's) or a
+    user turn's opener (``<start_of_turn>user``); a form the model closes with a closer naming the user
+    (``</USER>>``); two or more forms each closed by ``[/INST]`` alone (the user's turns written one after another,
+    no reply between them); and chats inside a block whose tag names the user (``<user_log_line>``) but is no request
+    form's wrapper (whose chats, by the form's own convention, the character's reply fills)."""
+    spans: list[Span] = []
+    if "<" not in text:
+        return spans
+    spans += _user_blocks(text, told, dropped)
+    found = [_bounded(text, a, b, told) for a, b, _m in blocks(text) if not any(x <= a < y for x, y, *_ in dropped)]
+    if not found:
+        return spans
+    marks = list(SCAFFOLDING.finditer(text)) if SCAFFOLDING_HINT.search(text) is not None else []
+    closed = [(a, b, m) for a, b in found if (m := _TURN_CLOSER.match(text, _past_dropped(text, b, dropped)[0]))]
+    if len(closed) >= 2 and len(closed) == len(found):
+        for a, _b, m in closed:
+            spans.append((a, m.end(), "CF632", "request forms each closed by the end of the player's turn are theirs"))
+        return spans
+    for a, b in found:
+        if _opened_as_user(text, a, marks, dropped) and _players_shape(text, a, b, told):
+            spans.append((a, b, "CF632", "a request form in a user turn the chat template opens is the player's"))
+        elif (m := _USER_CLOSER.match(text, b)) is not None:
+            spans.append((a, m.end(), "CF632", "a request form closed as the user's turn is the player's"))
+    return spans
+
+
+_WRAPPER_CLOSER: Final = re.compile(rf"<[ \t]*+/[ \t]*+{FORM_WRAPPER}[ \t]*+>", re.I)
+
+
+def _bounded(text: str, a: int, b: int, told: Told) -> tuple[int, int]:
+    """A request form's span ``text[a:b]`` (as ``blocks`` finds it: one left open runs on) cut where another form
+    opens on a line of its own, a label line stands or a JSON object begins, then at its last wrapper's closer."""
+    end = b
+    for x, y in _lines(text[a:b])[1:]:
+        line = text[a + x : a + y]
+        if _FORM_OPEN.match(line) or _label(line, told) is not None or line.lstrip().startswith("{"):
+            end = a + x
+            break
+    closers = list(_WRAPPER_CLOSER.finditer(text, a, end))
+    if closers and closers[-1].end() < end:
+        end = closers[-1].end()
+    return a, len(text[:end].rstrip())
+
+
+def _players_shape(text: str, a: int, b: int, told: Told) -> bool:
+    """Whether every chat of the request form ``text[a:b]`` could be the player's: only their elements (an emotion,
+    words: no action, thought or cue), no line of the character's own few-shot words, no emotion key of one cast
+    member's alone. Gemma writes ``[INST] <<SYS>> <user_chats>`` before its own reply too (the fifth set's #57)."""
+    chats = _chats_of(text, a, b)
+    if not chats or not all(shape for _w, shape in chats):
+        return False
+    own = set(told.own.split("\n")) - {""}
+    form = text[a:b]
+    if any(normal(line) in own for line in form.split("\n")):
+        return False
+    keyed = {key for key, _who in told.keyed}
+    return not any(m.group(1).strip().casefold() in keyed for m in _EMO_TEXT.finditer(form))
+
+
+_EMO_TEXT: Final = re.compile(r">([^<>\n]{1,40})<")
+
+
+def _opened_as_user(text: str, at: int, marks: list[re.Match[str]], dropped: list[Span]) -> bool:
+    """Whether only blank space, spans dropped and chat-template markers stand between a user turn's opener
+    (``[INST]``, ``<start_of_turn>user``) and ``at``."""
+    pos = at
+    while True:
+        while pos > 0 and text[pos - 1] in " \t\r\n":
+            pos -= 1
+        mark = next((m for m in marks if m.end() == pos and m.start() < pos), None)
+        if mark is not None:
+            role = mark.group("chatml") or mark.group("gemma") or ""
+            if mark.group("inst_open") is not None or role.casefold() in GENERIC_PLAYER:
+                return True
+            pos = mark.start()
+            continue
+        span = next((s for s in dropped if s[0] < pos <= s[1]), None)
+        if span is None:
+            return False
+        pos = span[0]
+
+
+def _user_blocks(text: str, told: Told, dropped: list[Span]) -> list[Span]:
+    """The blocks of chats whose tag names the user (``<user_log_line>…</user_log_line>``), no request form's wrapper:
+    each to its last closer before the next one opens, or, left open, to the end of its paragraph."""
+    roles = {"user", "human", "player", *told.player_names}
+    spans: list[Span] = []
+    if _ROLE_IN_TAG.search(text) is None and not told.player_names:
+        return spans
+    opens = [
+        m for m in _NAMED_BLOCK.finditer(text)
+        if re.fullmatch(FORM_ELEMENT, m.group(1), re.I) is None and m.group(1).casefold() not in _TAG_NAMES
+        and not m.group(1).isupper()  # (an upper-case placeholder, <USER_CONTEXT>, is scaffolding)
+        and roles.intersection(re.split(r"[_\-]", m.group(1).casefold()))
+    ]  # fmt: skip
+    for k, m in enumerate(opens):
+        nxt = next((o.start() for o in opens[k + 1 :] if o.group(1) == m.group(1)), len(text))
+        closers = list(re.finditer(rf"<[ \t]*+/[ \t]*+{re.escape(m.group(1))}[ \t]*+>", text[m.end() : nxt]))
+        if closers:
+            end = m.end() + closers[-1].end()
+        else:
+            blank = re.compile(r"\n[ \t]*+\n").search(text, m.end(), nxt)
+            end = blank.start() if blank is not None else nxt
+        if "<chat" not in text[m.end() : end].casefold():
+            continue
+        message = f"chats in a block named for the user (<{m.group(1)}>) are the player's"
+        spans.append((m.start(), end, "CF632", message))
+    return spans
 
 
 _TURN_CLOSER: Final = re.compile(r"[ \t]*+\[/[ \t]*+[A-Z][A-Z_]*+[ \t]*+\]")
@@ -446,6 +601,8 @@ _PLAYERS_ELEMENTS: Final = frozenset(
 )  # fmt: skip
 """The elements of the player's turn as the request form writes it (``<emo>``, ``<msg>``): an action, a thought or a
 cue in a form's chat is the character's shape, never the player's."""
+_TAG_NAMES: Final = frozenset(name.casefold() for spec in DEFAULT_TAGS.specs for name in (spec.name, *spec.synonyms))
+"""The tag table's names (no block of the user's is one of them)."""
 
 
 def _looped_forms(text: str, dropped: list[Span]) -> list[Span]:

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from charfmt._lenient.fields import PLACEHOLDER_BODY
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.turns import lines_held
+from charfmt._lenient.turns import learn, lines_held
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse
@@ -168,7 +168,8 @@ class Rereads(Body):
         """Whether ``batch``, the reread of ``text`` (the stream so far), shows nothing: the text may yet turn out to
         be a preamble to the reply (untagged text not decided, front matter begun, an echoed request form before its
         first chat, a system prompt's opening, a form of the player's lines, reasoning begun), or the reread reads a
-        prefix otherwise than the whole may be read (an escaped quote read closed, scaffolding in a cut body)."""
+        prefix otherwise than the whole may be read (a mark left open at the end read closed, scaffolding in a cut
+        body)."""
         return bool(
             (
                 batch.dialect in _UNSETTLED
@@ -182,10 +183,10 @@ class Rereads(Body):
             or (bool(self._turn or self._prompt) and self._in_players_form(text))
             or (
                 not self._chats_at[0]
-                and in_turn_form(text, self._speech_names())
+                and self._in_turn_form(batch, text)
                 and all(d.code != _FORM_DROPPED for d in batch.diagnostics)
             )
-            or _escaped_mark_read_closed(batch, text)
+            or _mark_read_closed(batch, text)
             or _scaffolding_in_open_body(batch)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
         )
@@ -205,6 +206,14 @@ class Rereads(Body):
         """The names (and synonyms) of the speech tag, as the form of the player's turn is written with it."""
         speech = self.tags.speech.name
         return frozenset(w for w, tag in self.tags.synonyms.items() if tag == speech)
+
+    def _in_turn_form(self, batch: Reply, text: str) -> bool:
+        """Whether ``text`` (read as ``batch``) may yet hold the player's turn before a JSON reply (settle)."""
+        told = bool(self._turn or self._prompt)
+        whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
+        player = learn(self._prompt, self._turn).player if told else frozenset()
+        echo = _after_echo(batch, text)
+        return in_turn_form(text, self._speech_names(), whole, player, told=told, after_echo=echo)
 
     def _in_players_form(self, text: str) -> bool:
         """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""
@@ -484,16 +493,44 @@ _CUT_OFF: Final = "CF720"
 """The batch reader's note for a mark left open at the very end, read as if it had come."""
 
 
-def _escaped_mark_read_closed(batch: Reply, text: str) -> bool:
-    """Whether ``batch`` read a quote written as a JSON escape outside JSON (``\\"Remember…``) closed at the end.
+def _mark_read_closed(batch: Reply, text: str) -> bool:
+    """Whether ``batch`` read a mark left open at the end closed (``CF720``) where the whole reply may read it as text.
 
-    Read closed, the quotation is dialogue and the backslash before it debris, dropped; once a sentence follows,
-    the same backslash and quote are the text's own: the reread of a prefix is unsure of the text before the mark.
+    A quote written as a JSON escape outside JSON (``\\"Remember…``): read closed, the quotation is dialogue and the
+    backslash before it debris, dropped; once a sentence follows, the same backslash and quote are the text's own.
+    A mark that closes on its own line or never (``"``, ``*``, ``(``, ``[``: ``_LINE_MARKS``), open from where it
+    stands to the end of the text so far (``"Where did you leave the lantern?``): read closed, its text is a
+    quotation (an action) without the mark; the line ended with it still open, the next line makes the mark the
+    text's own (``CF706``), quote and all. Either way the reread of a prefix is unsure of the text from the mark.
     """
-    return any(
-        d.code == _CUT_OFF and d.offset is not None and 0 < d.offset <= len(text) and text[d.offset - 1] == "\\"
-        for d in batch.diagnostics
-    )
+    for d in batch.diagnostics:
+        if d.code != _CUT_OFF or d.offset is None or not 0 <= d.offset < len(text):
+            continue
+        if (d.offset > 0 and text[d.offset - 1] == "\\") or (
+            text[d.offset] in _LINE_MARKS and not text[d.end or 0 :].strip()
+        ):
+            return True
+    return False
+
+
+_LINE_MARKS: Final = frozenset('"*([')
+"""Marks the batch reader closes on their own line or never (``settle.open_mark``): one open when a line ends is
+text."""
+
+
+_ECHO_DROPPED: Final = frozenset({"CF622", "CF631"})
+"""The batch reader's notes for chat-template scaffolding and the prompt's own lines echoed: dropped."""
+_FIRST_FORM: Final = re.compile(r"[<＜]\s*user_chats?\s*[>＞]", re.IGNORECASE)
+
+
+def _after_echo(batch: Reply, text: str) -> bool:
+    """Whether the first request form of ``text`` stands after text that ``batch`` dropped, all of it, as scaffolding
+    or as the prompt's own lines echoed (``<<SYS>>``, ``You are Corvin, who has kept…``): a transcript's opening."""
+    form = _FIRST_FORM.search(text)
+    if form is None or not text[: form.start()].strip():
+        return False
+    spans = [(d.offset, d.end) for d in batch.diagnostics if d.code in _ECHO_DROPPED and d.offset is not None]
+    return all(ch.isspace() or any(a <= i < (b or 0) for a, b in spans) for i, ch in enumerate(text[: form.start()]))
 
 
 _FORM_DROPPED: Final = "CF624"

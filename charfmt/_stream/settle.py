@@ -218,31 +218,97 @@ def in_players_form(text: str, prompt: tuple[str, ...], turn: tuple[str, ...], w
 
 
 _LABEL: Final = r"[^\s:：<>{}\[\]][^\n:：<>{}\[\]]{0,31}[:：][ \t]*\n\s*"
-_TURN_FORM: Final = re.compile(
-    r"(?:(?![<＜]\s*user_chats?\b).)*+"  # whatever stands before the first form (the batch drops it as prose)
-    + r"[<＜]\s*user_chats?\s*[>＞]\s*(?:[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*"  # the form, its first chat
-    + r"(?:<\s*(?P<name>[A-Za-z][\w-]*)\s*>[^<>\n]*"  # one speech element, as the player's turn is written
-    + r"(?:<\s*/\s*(?P=name)\s*>\s*(?:<\s*/\s*chat\s*>\s*(?:[<＜]\s*/\s*user_chats?\s*[>＞][ \t]*(?:\[/INST\][ \t]*)?"
-    # the next line: a label (Rex:), a JSON reply begun after one or not, or the start of either
-    + rf"(?:\n\s*(?:(?:{_LABEL})?[{{\[].*|{_LABEL}|[^\n:：<>{{}}\[\]]{{0,32}}[:：]?[ \t]*))?"
-    + r")?)?)?)?)?\Z",
-    re.IGNORECASE | re.DOTALL,
-)
+
+_AFTER_FORM: Final = r"(?:(?:\[/INST\]|<<\s*SYS\s*>{0,2}|<)[ \t]*)*"
+"""Chat-template scaffolding on the line a form closes (``[/INST]``, ``<<SYS>>``, cut or whole)."""
+
+
+def _turn_form(chat_closed: str) -> re.Pattern[str]:
+    """``_TURN_FORM`` with ``chat_closed`` the pattern of the form's ``</chat>`` (required or not)."""
+    return re.compile(
+        r"(?:(?![<＜]\s*user_chats?\b).)*+"  # whatever stands before the first form (the batch drops it as prose)
+        + r"[<＜]\s*user_chats?\s*[>＞]\s*(?:[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*"  # the form, its first chat
+        + r"(?:<\s*(?P<name>[A-Za-z][\w-]*)\s*>[^<>\n]*(?:\n[ \t]*)?"  # one speech element, as the player's turn
+        + rf"(?:<\s*/\s*(?P=name)\s*>\s*(?:{chat_closed}(?:[<＜]\s*/\s*user_chats?\s*[>＞][ \t]*{_AFTER_FORM}"
+        # the next line: a label (Rex:), a JSON reply begun after one or not, or the start of either
+        + rf"(?:\n\s*(?:(?:{_LABEL})?[{{\[].*|{_LABEL}|[^\n:：<>{{}}\[\]]{{0,32}}[:：]?[ \t]*))?"
+        + r")?)?)?)?)?\Z",
+        re.IGNORECASE | re.DOTALL,
+    )
+
+
+_CHAT_CLOSED: Final = r"<\s*/\s*chat\s*>\s*"
+_TURN_FORM: Final = _turn_form(_CHAT_CLOSED)
+_TURN_FORM_TOLD: Final = _turn_form(f"(?:{_CHAT_CLOSED})?")
 """A reply so far whose first request form has a first chat of one speech element, closed or not (the player's
 turn as the prompt writes it), and nothing after the form but the start of the next line, a speaker label
 (``Rex:``) and a JSON reply begun, as a transcript goes on (the batch reader then drops the form). What stands
-before the form (a system prompt's opening echoed, a line of prose) the batch reader drops as prose either way."""
+before the form (a system prompt's opening echoed, a line of prose) the batch reader drops as prose either way.
+``_TURN_FORM_TOLD``, told the request: a form whose ``</chat>`` the model left out too (the batch reader drops it
+before the character's labelled reply, ``CF632``; untold, it keeps it as a chat of its own)."""
+
+
+def _whole_turn_form(chat_closed: str) -> re.Pattern[str]:
+    """``_WHOLE_TURN_FORM`` with ``chat_closed`` the pattern of the form's ``</chat>`` (required or not)."""
+    return re.compile(
+        r"(?:(?![<＜]\s*user_chats?\b).)*+[<＜]\s*user_chats?\s*[>＞]\s*[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*"
+        rf"<\s*([A-Za-z][\w-]*)\s*>[^<>\n]*(?:\n[ \t]*)?<\s*/\s*\1\s*>\s*{chat_closed}"
+        r"[<＜]\s*/\s*user_chats?\s*[>＞](?:\s|\[/INST\]|<<\s*SYS\s*>>)*(?=[<＜]\s*user_chats?\s*[>＞])",
+        re.IGNORECASE | re.DOTALL,
+    )
+
+
+_WHOLE_TURN_FORM: Final = _whole_turn_form(_CHAT_CLOSED)
+_WHOLE_TURN_FORM_TOLD: Final = _whole_turn_form(f"(?:{_CHAT_CLOSED})?")
+"""A whole request form of one element (the speech's: the player's turn as the prompt writes it), and another form
+opening after it (past ``[/INST]`` and ``<<SYS>>``): group 1 the element's name (``_TURN_FORM`` says when
+``</chat>`` may be left out)."""
 _CUT_MARKUP: Final = re.compile(r"[<＜\[][^<>＜＞\[\]\n]*\Z")
 """A tag or a bracket (``[/INST]``) cut at the end: it may yet be the markup the form's pattern allows."""
 
 
-def in_turn_form(text: str, speech: frozenset[str]) -> bool:
+_PLAYERS_VALUE: Final = re.compile(
+    r"((?:(?![<＜]\s*user_chats?\b).)*+[<＜]\s*user_chats?\s*[>＞]\s*[<＜]\s*chat\b[^<>＜＞\n]*[>＞]\s*)"
+    r"<\s*([A-Za-z][\w-]*)\s*>([^<>\n]*)<\s*/\s*\2\s*>\s*",
+    re.IGNORECASE | re.DOTALL,
+)
+"""A first request form's first chat opening with a whole element (``<emo>flustered</emo>``): group 1 what stands
+before it, group 2 its name, group 3 its value."""
+
+
+def in_turn_form(
+    text: str,
+    speech: frozenset[str],
+    values: frozenset[str] = frozenset(),
+    player: frozenset[str] = frozenset(),
+    *,
+    told: bool = False,
+    after_echo: bool = False,
+) -> bool:
     """Whether ``text`` (a reply so far) may yet hold a turn written before a JSON reply: a first request form whose
     first chat is one element of ``speech`` (``<msg>…</msg>``, the player's turn as the prompt writes it), closed and
     followed so far by no more than a speaker label's line (``Rex:``) and a JSON reply begun. Before a JSON reply the
     batch reader drops the form (``CF624``); with none, it keeps it: the line after the form decides, so it waits
-    for that line, and for a JSON reply begun there until a reread reads it."""
-    m = _TURN_FORM.match(_CUT_MARKUP.sub("", text))
+    for that line, and for a JSON reply begun there until a reread reads it.
+
+    Told the player's lines (``player``, as ``state.normal`` writes them), a chat that opens with an element of
+    ``values`` (an emotion) whose value is one of them (``<emo>flustered</emo>``, the player's emotion this turn)
+    then one speech element is their turn as the prompt writes it too, and waits the same. Whole forms of one
+    message before it (``[/INST]``, ``<<SYS>>`` between them) are the turns a transcript writes before the reply: the
+    batch reader drops them all before a JSON reply, so they wait with it. ``told`` (the request was told): a form
+    whose ``</chat>`` the model left out waits too (``_TURN_FORM_TOLD``). ``after_echo``: what stands before the
+    first form is chat-template scaffolding or the prompt's own lines echoed (the batch reader dropped it: ``CF622``,
+    ``CF631``), a transcript's opening: a chat of an emotion, whatever its value, then one message waits too."""
+    text = _CUT_MARKUP.sub("", text)
+    at = 0
+    whole_form = _WHOLE_TURN_FORM_TOLD if told else _WHOLE_TURN_FORM
+    while (whole := whole_form.match(text, at)) is not None and whole.group(1).lower() in speech:
+        at = whole.end()  # (a form of one message, then another: the turns a transcript writes before the reply)
+    text = text[at:]
+    first = _PLAYERS_VALUE.match(text) if player or after_echo else None
+    if first is not None and first.group(2).lower() in values and (after_echo or normal(first.group(3)) in player):
+        text = first.group(1) + text[first.end() :]
+    m = (_TURN_FORM_TOLD if told else _TURN_FORM).match(text)
     return m is not None and (m.group("name") is None or m.group("name").lower() in speech)
 
 
@@ -306,9 +372,10 @@ after ``Sure``, ``Okay``: not ``what happened here is``) or of reasoning about i
 _VALUE_FIRST: Final = re.compile(r"\s*(?:\[[^\]\n]{1,24}\][ \t]*|\*[^*\n]{1,40}\*[ \t]*)?\W{0,3}")
 _YOU_ARE: Final = ("you are ", "you're ", "you’re ", "du bist ", "eres ", "tu es ", "vous êtes ", "você é ")
 _PROMPT_OPENING: Final = re.compile(
-    _VALUE_FIRST.pattern + "(?i:" + "|".join(map(re.escape, _YOU_ARE)) + r")(?:[A-Z]|[^\x00-\x7f])"
+    _VALUE_FIRST.pattern + "(?i:" + "|".join(map(re.escape, _YOU_ARE)) + r")(?:[A-Z]|[^\x00-\x7f]|(?:a|an|the) )"
 )
-"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, ``You're Wren.``, and so in the
+"""Text that opens as a system prompt does (``You are Rex.``, ``You are ミオ.``, ``You're Wren.``, a persona with an
+article, ``You are a lighthouse keeper``, ``You're the captain``, and so in the
 languages a card's prompt is written in: ``Du bist Greta.``, ``Eres Ximena,``; after a value in brackets or
 asterisks: ``[joy] You are Yuki.``): its echo, whatever a JSON reply after it (the batch reader drops what comes
 before one), until the caller's prompt says otherwise."""

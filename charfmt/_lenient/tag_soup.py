@@ -148,6 +148,12 @@ _LITERAL_BREAK: Final = re.compile(r"(?<=[.!?。！？…\"”)\]])\\n|\\n(?=[A-
 _LITERAL_NEWLINES: Final = frozenset({"\\n", "\\\\n", "\\r\\n", "\\n\\n"})
 
 
+def _breaks_lines(piece: Piece) -> bool:
+    """Whether ``piece`` holds a literal ``\\n`` that may stand for a line break: not an element of that alone (no
+    sentence for it to break: kept as written), though between elements (a message resumed) it is the JSON's break."""
+    return "\\n" in piece.text and (piece.implicit or bool(piece.text.replace("\\n", "").strip()))
+
+
 def read_elements(
     body: str, reading: Reading, *, cut_off: bool = False, truncated: bool = False, in_json: bool = False
 ) -> Result:
@@ -693,13 +699,7 @@ class _Elements:
                 piece.end,
             )
             piece.text = piece.text[: debris.start()]
-        if (
-            "\\n" in piece.text
-            and (piece.implicit or piece.text.replace("\\n", "").strip())  # (an element of a literal \n alone:
-            # no sentence for it to break, kept as written; between elements it is the JSON's line break)
-            and (spec := self.tags.get(piece.tag)) is not None
-            and spec.content != "key"
-        ):
+        if _breaks_lines(piece) and (spec := self.tags.get(piece.tag)) is not None and spec.content != "key":
             escaped = _LITERAL_BREAK.sub("\n", piece.text)
             if escaped != piece.text:  # "forge for us?\\nThis is...": a line break written as JSON writes it
                 self.out.note("CF711", "a literal \\n inside an element read as a newline", piece.start, piece.end)

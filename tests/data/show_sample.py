@@ -11,7 +11,6 @@ and vocabulary, told the turn and the prompt), with whether the stream's chats e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -44,9 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         sets["eighth"] = corpus.EIGHTH
     if args.set == "ninth":  # (read only once the reader was frozen for the ninth round)
         sets["ninth"] = corpus.NINTH
-    if args.set == "tenth":  # (read only once the reader was frozen for the tenth round; not in the tests before)
-        sets["tenth"] = corpus._rows("tenth_replies.jsonl")
-        corpus.PROMPTS.update(json.loads((corpus.DATA / "tenth_prompts.json").read_text(encoding="utf-8")))
+    if args.set == "tenth":  # (read only once the reader was frozen for the tenth round)
+        sets["tenth"] = corpus.TENTH
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     rule = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0}.get(args.set, 2)  # (each round's n % 5; JUDGED.md)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]

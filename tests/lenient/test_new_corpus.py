@@ -7,8 +7,8 @@ before any was read; ``fresh_replies.jsonl`` holds the second held-back set (108
 more settings, ``--set fresh``), made after both halves were read, ``third_replies.jsonl`` the third
 (``--set third``), made after the second was read, ``fourth_replies.jsonl`` the fourth (``--set fourth``),
 ``fifth_replies.jsonl`` the fifth (``--set fifth``), ``sixth_replies.jsonl`` the sixth (``--set sixth``) and
-``seventh_replies.jsonl`` the seventh (``--set seventh``), ``eighth_replies.jsonl`` the eighth (``--set eighth``)
-and ``ninth_replies.jsonl`` the ninth (``--set ninth``).
+``seventh_replies.jsonl`` the seventh (``--set seventh``), ``eighth_replies.jsonl`` the eighth (``--set eighth``),
+``ninth_replies.jsonl`` the ninth (``--set ninth``) and ``tenth_replies.jsonl`` the tenth (``--set tenth``).
 ``tests/data/JUDGED.md`` holds
 the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
 vocabulary and tags, told the player's turn and the prompt it answers):
@@ -62,6 +62,8 @@ EIGHTH: Final = _rows("eighth_replies.jsonl")
 """The eighth held-back set (``make_new_corpus.py --set eighth``), read by hand only after the reader was frozen."""
 NINTH: Final = _rows("ninth_replies.jsonl")
 """The ninth held-back set (``make_new_corpus.py --set ninth``), read by hand only after the reader was frozen."""
+TENTH: Final = _rows("tenth_replies.jsonl")
+"""The tenth held-back set (``make_new_corpus.py --set tenth``), read by hand only after the reader was frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -72,8 +74,9 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "seventh_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "eighth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "ninth_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "tenth_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH
+EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]
@@ -196,6 +199,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
 
 
 FOUND_AFTER: Final[dict[str, str]] = {
+    "tenth-smollm2-default-zofia-7": "tenth set #7 (JUDGED.md): broken JSON markup read as elements ('\" }')",
 }
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 

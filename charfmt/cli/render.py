@@ -193,13 +193,12 @@ def _greeting_history(character: Character, index: int | None, seed: int | None)
 
 def _books_of(who: Character | Scene, books: list[Lorebook]) -> list[Lorebook]:
     """The books a turn of ``who`` scans: its card's own (a scene's: ``Scene.scanned_books``), then ``--lorebook``'s."""
-    from charfmt.prompt._card_prompt import character_lorebook  # noqa: PLC0415 (import cost: every CLI command loads this module)
+    from charfmt.prompt._card_prompt import card_books  # noqa: PLC0415 (import cost: every CLI command loads this module)
     from charfmt.prompt.scene import Scene  # noqa: PLC0415 (import cost: every CLI command loads this module)
 
     if isinstance(who, Scene):
         return [*who.scanned_books, *books]
-    own = character_lorebook(who)
-    return [own, *books] if own is not None else list(books)
+    return [*card_books(who), *books]
 
 
 def _explained(lore: Activation | None, books: list[Lorebook]) -> str:

@@ -58,7 +58,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     " (default OPENAI_API_KEY, where set); credentials in the URL are never sent")  # fmt: skip
     sp.add_argument("--server", choices=SERVERS, default="llama-server",
                     help="what --upstream runs: which request field carries the grammar or schema")  # fmt: skip
-    sp.add_argument("--model-name", metavar="NAME", help="the model name sent upstream (default: the character's name)")
+    sp.add_argument("--model-name", metavar="NAME",
+                    help="the model name sent upstream (default: none: its default; --server openai needs one)")
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=whole(0, 65535), default=8000, help="port, 0-65535 (default 8000; 0: any free port)")
     sp.add_argument("--reply-format", choices=REPLY_FORMAT_NAMES, default=REPLY_FORMAT_NAMES[0], help=REPLY_FORMAT_HELP)
@@ -360,11 +361,11 @@ def _serve(args: argparse.Namespace, app: Any, stopped: Callable[[], None]) -> N
 def _lore_notes(settings: Any) -> list[Any]:
     """What merging the character's books says once for every turn: a book given twice (the card's own book
     again as ``--lorebook``) is read once (``CF946``)."""
-    from charfmt.prompt._card_prompt import character_lorebook, merged  # noqa: PLC0415 (import cost: as above)
+    from charfmt.prompt._card_prompt import card_books, merged  # noqa: PLC0415 (import cost: as above)
 
     if settings.scene is not None:
         return []
-    books = [b for b in (character_lorebook(settings.character), *settings.lorebooks) if b is not None and b.entries]
+    books = [b for b in (*card_books(settings.character), *settings.lorebooks) if b.entries]
     return [d for d in merged(books).diagnostics if d.code == "CF946"] if len(books) > 1 else []
 
 

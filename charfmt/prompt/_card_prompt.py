@@ -181,8 +181,9 @@ def turn_parts(
     post_history = ""
     if isinstance(post, str) and post.strip():
         post_history = macros.text(post, where="post_history_instructions", notes=notes).strip()
-    own = character_lorebook(character) if lorebooks is not None else None
-    books = [b for b in (own, *(lorebooks or ())) if b is not None and b.entries]
+    given = [*card_books(character), *lorebooks] if lorebooks is not None else []
+    books = [b for b in given if b.entries]
+    notes += [d for b in given if not b.entries for d in b.diagnostics]  # (a book each of whose entries was skipped)
     lore = None
     if books:
         book = merged(books)
@@ -221,34 +222,39 @@ def lore_entries(served: Any, lorebooks: Sequence[Lorebook] = ()) -> int:
     """How many lore entries a turn of ``served`` (a ``Character`` or a ``Scene``) scans: its cards' books, a
     scene's own and its members', and ``lorebooks``."""
     members = list(served.cast.values()) if hasattr(served, "cast") else [served]
-    books = [*lorebooks, *(b for m in members if (b := character_lorebook(m)) is not None)]
+    books = [*lorebooks, *(b for m in members for b in card_books(m))]
     if hasattr(served, "cast"):  # (a scene's own book and its members' given ones)
         books += [b for b in (served.lorebook, *served.cast_lorebooks.values()) if b is not None]
     return sum(len(b.entries) for b in books)
 
 
 def character_lorebook(character: Character) -> Lorebook | None:
-    """The lorebook of ``character``'s card (its ``character_book``, with the card's Character's Note,
-    ``extensions.depth_prompt``, as a constant entry at its depth), or ``None``; read once per card."""
+    """The lorebook of ``character``'s card (its ``character_book``), or ``None``; read once per card."""
     card = character.card
-    if card is None or (not card.data.get("character_book") and _DEPTH_PROMPT not in card.extensions):
+    if card is None or not card.data.get("character_book"):
         return None
     kept = _BOOKS.get(id(card))
     if kept is not None and kept[0] is card:
         return kept[1]
 
-    book: Lorebook | None = None
-    if card.data.get("character_book"):
-        try:
-            book = Lorebook.from_json(card.data["character_book"], name=character.name)
-        except LorebookError as e:
-            book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
-    book = _with_note(book, card.extensions, character.name)
+    try:
+        book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
+    except LorebookError as e:
+        book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
     _BOOKS[id(card)] = (card, book)
     while len(_BOOKS) > 16:
         del _BOOKS[next(iter(_BOOKS))]
     return book
 
+
+def card_books(character: Character) -> list[Lorebook]:
+    """The lore ``character``'s card brings to every turn: its lorebook (``character_lorebook``), then its
+    Character's Note (``character_note``), each where it has one."""
+    return [b for b in (character_lorebook(character), character_note(character)) if b is not None]
+
+
+_NOTES: dict[int, tuple[Any, Lorebook | None]] = {}
+"""The Character's Note of the last few cards read, by the card's identity (as ``_BOOKS``)."""
 
 _DEPTH_PROMPT: Final = '"depth_prompt"'
 """SillyTavern's Character's Note in a card's ``extensions`` (``{"prompt", "depth", "role"}``), as its raw JSON
@@ -258,24 +264,34 @@ NOTE_ORDER: Final = 1_000_000
 """The Character's Note's insertion order: above any entry's, so that it is the last lore cut under a budget."""
 
 
-def _with_note(book: Lorebook | None, extensions: str, name: str) -> Lorebook | None:
-    """``book`` with the card's Character's Note (``extensions.depth_prompt``) as a constant entry at its depth.
+def character_note(character: Character) -> Lorebook | None:
+    """The card's Character's Note (``extensions.depth_prompt``) as a book of one constant entry at its depth, or
+    ``None``; a book of no entry, its ``CF943`` saying why, where charfmt cannot read the note. Kept apart from the
+    card's lorebook, so that the book given again as ``--lorebook`` is still known for the same (``CF946``).
 
     SillyTavern sends the note every turn, ``depth`` messages from the end (default 4), as ``role`` (``system``,
-    ``user`` or ``assistant``; default ``system``). A note charfmt cannot read is skipped, said in a ``CF943``.
+    ``user`` or ``assistant``; default ``system``).
     """
-    note = json.loads(extensions).get("depth_prompt") if _DEPTH_PROMPT in extensions else None
-    if note is None:
-        return book
-    base = book if book is not None else Lorebook(name=name)
-    try:
-        entry = _note_entry(note, base.name)
-    except ValueError as e:
-        skipped = lore_note("CF943", f"the card's Character's Note (extensions.depth_prompt) {e}: skipped")
-        return base.model_copy(update={"diagnostics": (*base.diagnostics, skipped)})
-    if entry is None:
-        return book
-    return base.model_copy(update={"entries": (*base.entries, entry)})
+    card = character.card
+    if card is None or _DEPTH_PROMPT not in card.extensions:
+        return None
+    kept = _NOTES.get(id(card))
+    if kept is not None and kept[0] is card:
+        return kept[1]
+    note = json.loads(card.extensions).get("depth_prompt")
+    book: Lorebook | None = None
+    if note is not None:
+        try:
+            entry = _note_entry(note, character.name)
+        except ValueError as e:
+            said = f"the card's Character's Note (extensions.depth_prompt) {e}: skipped"
+            book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", said),))
+        else:
+            book = Lorebook(name=character.name, entries=(entry,)) if entry is not None else None
+    _NOTES[id(card)] = (card, book)
+    while len(_NOTES) > 16:
+        del _NOTES[next(iter(_NOTES))]
+    return book
 
 
 def _note_entry(note: Any, book: str) -> LoreEntry | None:

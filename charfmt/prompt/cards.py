@@ -341,6 +341,7 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> Car
             raise CardError("extensions is not a JSON object", "data.extensions")
         notes.append(_note("CF924", f"data.extensions is {extensions.strip()}, not an object: read as {{}}"))
         ext, extensions = {}, "{}"
+    notes += _unused_extensions(ext)
     kept = {key: fields.get(key, default) for key, default in _V3_DATA_FIELDS}
     kept.update({k: v for k, v in fields.items() if k != "extensions"})
     if "charfmt" not in ext:
@@ -584,6 +585,17 @@ def _known_label(key: str, taken: set[str]) -> dict[str, Any]:
 
 _UNUSED: Final = (("group_only_greetings", "group_only_greetings"),)
 """Card fields charfmt keeps (and writes back) but does not put in its prompts."""
+
+
+def _unused_extensions(ext: dict[str, Any]) -> list[Diagnostic]:
+    """What SillyTavern's extensions of a card would change in its prompts that charfmt does not apply (``CF926``):
+    a linked World Info book (``world``, a file of SillyTavern's, not in the card) and regex scripts."""
+    unused = []
+    if isinstance(ext.get("world"), str) and ext["world"].strip():
+        unused.append(f"extensions.world (the linked World Info {ext['world'].strip()!r}: give it with --lorebook)")
+    if isinstance(ext.get("regex_scripts"), list) and ext["regex_scripts"]:
+        unused.append(f"extensions.regex_scripts ({len(ext['regex_scripts'])} of SillyTavern's regex scripts)")
+    return [_note("CF926", f"kept in the card but not used in prompts: {'; '.join(unused)}")] if unused else []
 
 
 _START: Final = re.compile(r"^[^\S\n]*<START>[^\S\n]*$", re.IGNORECASE | re.MULTILINE)

@@ -776,7 +776,7 @@ def _card_entry(raw: Any, key: str, index: int, book: str, unused: set[str]) -> 
     ext = raw.get("extensions")
     ext = ext if isinstance(ext, dict) else {}
     _unapplied(ext, unused)
-    spec_place = 0 if raw.get("position", "before_char") == "before_char" else 1
+    spec_place = 0 if raw.get("position") == "before_char" else 1  # (none: after, as SillyTavern reads a card)
     ident = raw.get("id", index)
     fields: dict[str, Any] = {
         "uid": str(ident if isinstance(ident, (int, str)) and not isinstance(ident, bool) else index),

@@ -36,7 +36,7 @@ from charfmt.constrain.schema import PROVIDERS, json_schema
 from charfmt.diagnostics import CharfmtError, Diagnostic, ParseError, in_body
 from charfmt.models import Chat, Reply, Vocabulary, error_message
 from charfmt.parser import DEFAULT_MAX_SIZE, parse
-from charfmt.prompt._card_prompt import LORE_SHARE, cast_expanded, character_lorebook, fit_lore, merged, turn_seed
+from charfmt.prompt._card_prompt import LORE_SHARE, card_books, cast_expanded, fit_lore, merged, turn_seed
 from charfmt.prompt._token_fit import fit_messages
 from charfmt.prompt.cards import is_card
 from charfmt.prompt.character import (
@@ -487,7 +487,7 @@ class Scene(BaseModel):
 
         books: list[Lorebook] = []
         for who, member in self.cast.items():
-            for book in (character_lorebook(member), self.cast_lorebooks.get(who)):
+            for book in (*card_books(member), self.cast_lorebooks.get(who)):
                 if book is not None and book.entries:
                     books.append(book.spoken_by(member.name, book.name or who))
         return [*books, *([self.lorebook] if self.lorebook is not None and self.lorebook.entries else [])]

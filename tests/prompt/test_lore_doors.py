@@ -134,7 +134,7 @@ def test_an_entry_that_matched_but_lost_its_roll_is_reported_and_explained(
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "lore: 0 fired, 0 cut, 1 matched but lost the probability roll; 0 of 1024 tokens" in err
-    assert "  lost  Saltmere:2 'rare' (order 20, before; matched, lost its roll: probability 0 %)" in err
+    assert "  lost  Saltmere:2 'rare' (order 20, after; matched, lost its roll: probability 0 %)" in err
     unmatched = render_turn(rex, [], rex.shorthand("silver"), lorebooks=[Lorebook.from_json(BOOK)], seed=2)
     assert unmatched.lore is not None and unmatched.lore.report()["lost"] == []  # (not matched: not rolled)
 

@@ -432,3 +432,67 @@ def test_an_empty_characters_note_adds_nothing(tmp_path: Path) -> None:
     mira = Character.load(_noted(tmp_path, {"prompt": "  ", "depth": 1}, book=False), user_name="Alex")
     rendered = render_turn(mira, [], mira.shorthand("hi"), seed=1)
     assert [m["role"] for m in rendered.request["messages"]] == ["system", "user"] and rendered.lore is None
+
+
+# --- found by a newcomer's trial of cards (trial13) -------------------------------------------------------------
+
+
+def test_a_card_given_as_its_own_lorebook_is_read_once_though_it_has_a_characters_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _noted(tmp_path, {"prompt": "Note.", "depth": 1})
+    argv = ["render", "--character", str(path), "--lorebook", str(path), "--say", "a storm", "--explain"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "CF946" in captured.err and captured.out.count("Storms wreck ships on the reef.") == 1
+    assert captured.out.count("Note.") == 1
+
+
+BOOKS_OF_NOTHING = [
+    ({"entries": [{"keys": ["a"], "content": 42}]}, None, "entry 0: content is not a string: skipped"),
+    ({"entries": "none"}, None, "the card's character_book"),
+    (None, "just a string", "(extensions.depth_prompt) is str, not an object: skipped"),
+]
+
+
+@pytest.mark.parametrize(("book", "note", "said"), BOOKS_OF_NOTHING, ids=["entries skipped", "no list", "note"])
+def test_a_cards_lore_of_which_nothing_can_be_read_is_said_not_dropped_in_silence(
+    tmp_path: Path, book: Any, note: Any, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = {**CARD["data"], "character_book": book} if book is not None else dict(CARD["data"])
+    if book is None:
+        del data["character_book"]
+    if note is not None:
+        data["extensions"] = {"depth_prompt": note}
+    path = tmp_path / "empty_lore.json"
+    path.write_text(json.dumps({**CARD, "data": data}), encoding="utf-8")
+    mira = Character.load(path, user_name="Alex")
+    rendered = render_turn(mira, [], mira.shorthand("hi"), seed=1)
+    assert any(d.code == "CF943" and said in d.message for d in rendered.diagnostics), rendered.diagnostics
+    assert main(["render", "--character", str(path), "--say", "hi", "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "CF943 warning" in err and said in err and "lore: no entry to scan" in err
+
+
+def test_a_card_book_entry_with_no_position_goes_after_the_character_as_in_sillytavern(tmp_path: Path) -> None:
+    book = {"entries": [{"keys": ["storm"], "content": "Storms come from the west.", "insertion_order": 1}]}
+    path = tmp_path / "nopos.json"
+    path.write_text(json.dumps({**CARD, "data": {**CARD["data"], "character_book": book}}), encoding="utf-8")
+    mira = Character.load(path, user_name="Alex")
+    system = render_turn(mira, [], mira.shorthand("a storm"), seed=1).request["messages"][0]["content"]
+    assert system.index("## Persona") < system.index("## More lore\nStorms come from the west.")
+
+
+def test_a_cards_linked_world_and_regex_scripts_are_said_to_be_unused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extensions = {"world": "Coast World", "regex_scripts": [{"scriptName": "trim", "findRegex": "/x/g"}], "fav": True}
+    path = tmp_path / "linked.json"
+    path.write_text(json.dumps({**CARD, "data": {**CARD["data"], "extensions": extensions}}), encoding="utf-8")
+    mira = Character.load(path)
+    assert mira.card is not None
+    said = [d.message for d in mira.card.diagnostics if d.code == "CF926"]
+    assert len(said) == 1 and "'Coast World': give it with --lorebook" in said[0]
+    assert "1 of SillyTavern's regex" in said[0]
+    assert main(["render", "--character", str(path), "--say", "hi"]) == 0
+    assert "CF926 info" in capsys.readouterr().err

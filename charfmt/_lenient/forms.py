@@ -151,6 +151,8 @@ def _set_aside_echo(state: Recovery, text: str, offset: int) -> str | None:
     turn = request_form.echoes_turn(state, text, blocks)
     if not (has_elements(state, outside) or turn):
         return text
+    blocks = request_form.closed_again(text, blocks)  # (set aside: the elements it closes again with it)
+    outside = blank(text, blocks)
     for a, b, _m in blocks:
         if turn:
             message = "the player's own turn echoed: not the character's speech, dropped"

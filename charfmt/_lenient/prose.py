@@ -394,10 +394,11 @@ DEBRIS_BEFORE: Final = re.compile(r"[\"']?[}\]][\s\"'}\]{\[,:]*")
 """JSON punctuation that closes something (``"}]}``) at the start of a text: the end of a JSON reply, no words."""
 DEBRIS_AFTER: Final = re.compile(r"[\"']\s*[}\]][\s\"'}\],]*\Z")
 """The same at the end of an element's text (``…last long."}]}``)."""
-_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„,:;./|\\\s]+")
+_QUOTES_ONLY: Final = re.compile(r"(?![\s\S]*\.\.\.)[\"'“”„`,:;./|\\\s]+")
 """Nothing but quotes, separators and full stops (``"`` left after ``</thought>``, ``.`` after ``</msg>``): a JSON
 string's or a sentence's end, no words (an ellipsis, ``...``, may be what the character says); a ``/`` or ``|`` left
-between markers dropped (``<<SYS>> / [USER]``, the fourth set's #57)."""
+between markers dropped (``<<SYS>> / [USER]``, the fourth set's #57); a backtick, a code span's mark, left alone after
+a closer (after ``</bee>``: the tenth set's #0)."""
 _ATTRIBUTE_END: Final = re.compile(r"[\"'“”][\s\"'“”]*/?>")
 """A quoted value's end and a tag's ``>`` left alone (``">`` before ``</emo>``, an attribute's end cut from its tag):
 markup debris, no words (found by the eighth set's #54)."""

@@ -403,6 +403,21 @@ def blocks(text: str) -> list[tuple[int, int, str]]:
     return found if wrapper else []
 
 
+def closed_again(text: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The blocks ``found`` (``blocks(text)``), each run on to a closer of the form's written again on the line it
+    ends (``…</user_chat><msg>…</msg></user_chat>``): what that closer closes is the form's too, the element between
+    inside the player's form, not the reply beside it (the tenth set's #35)."""
+    spans = list(found)
+    for m in CHAT_ELEMENT.finditer(text):
+        if m.group(1) is None or form_name(m, inside_chat=False) == "chat":
+            continue
+        last = max((k for k, (a, _b, _m) in enumerate(spans) if a < m.start()), default=None)
+        if last is None or spans[last][1] > m.start() or "\n" in text[spans[last][1] : m.start()]:
+            continue
+        spans[last] = (spans[last][0], m.end(), spans[last][2])
+    return spans
+
+
 def echoes_turn(state: Recovery, text: str, spans: list[tuple[int, int, str]]) -> bool:
     """Whether the blocks repeat the player's turn (``turn=``): each line spoken in them is one the player said.
 

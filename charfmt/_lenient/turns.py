@@ -707,6 +707,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     content = False  # a line of the reply's own was read
     fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
     listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it): items go on
+    item = _Item()  # (inside a section: a form indented under an item of its list is the item's example)
     for a, b in _lines(text):
         line = text[a:b]
         if _FENCE.match(line):
@@ -717,14 +718,15 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
             continue
-        if _FORM_START.match(line) and not _form_debris(line):
+        nested = section is not None and item(line)
+        if _FORM_START.match(line) and not _form_debris(line) and not nested:
             content = True  # the request form: the form reader's (the player's turn or the character's reply)
             if section is not None:  # ... which no section of the prompt's imitated runs over
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
         if told.sections and not fenced and _HEADING.match(line) and not _REASONING_HEADING.match(line):
             if section is None:
-                section = a
+                section, item.indent = a, None
             continue
         if section is not None:
             continue
@@ -760,6 +762,26 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     if section is not None:
         spans.append((section, len(text), "CF631", _SECTION))
     return spans
+
+
+class _Item:
+    """The indentation of the last item of a list (``- when to say it:``, ``1) Put…:``) in a section imitating the
+    prompt: a request form indented under it is that item's example (the section's: its chats are no one's turn,
+    the character's least of all; the tenth set's #75 and #90), one at the item's indentation or less ends the
+    section, as any form does. Called with each line of a section, in order: whether it is such a form."""
+
+    __slots__ = ("indent",)
+
+    def __init__(self) -> None:
+        self.indent: int | None = None
+
+    def __call__(self, line: str) -> bool:
+        indent = len(line) - len(line.lstrip(" \t"))
+        if _FORM_START.match(line) is not None:
+            return self.indent is not None and indent > self.indent
+        if _SPEC_LINE.match(line.strip()) is not None:
+            self.indent = indent
+        return False
 
 
 _FORM_WORD: Final = re.compile(r"[^\W\d_]{2}")

@@ -214,8 +214,8 @@ def merged(books: list[Lorebook]) -> Lorebook:
     return book
 
 
-_BOOKS: dict[int, tuple[Any, Lorebook | None]] = {}
-"""The card book of the last few cards read, by the card's identity (a server reads one every turn)."""
+_BOOKS: dict[int, tuple[Any, list[Lorebook]]] = {}
+"""The lore of the last few cards read (``card_books``), by the card's identity (a server reads one every turn)."""
 
 
 def lore_entries(served: Any, lorebooks: Sequence[Lorebook] = ()) -> int:
@@ -228,33 +228,32 @@ def lore_entries(served: Any, lorebooks: Sequence[Lorebook] = ()) -> int:
     return sum(len(b.entries) for b in books)
 
 
-def character_lorebook(character: Character) -> Lorebook | None:
-    """The lorebook of ``character``'s card (its ``character_book``), or ``None``; read once per card."""
+def card_books(character: Character) -> list[Lorebook]:
+    """The lore ``character``'s card brings to every turn, read once per card: its lorebook (``character_book``),
+    then its Character's Note (``_card_note``), each where it has one."""
     card = character.card
-    if card is None or not card.data.get("character_book"):
-        return None
+    if card is None:
+        return []
     kept = _BOOKS.get(id(card))
     if kept is not None and kept[0] is card:
         return kept[1]
-
-    try:
-        book: Lorebook | None = Lorebook.from_json(card.data["character_book"], name=character.name)
-    except LorebookError as e:
-        book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
-    _BOOKS[id(card)] = (card, book)
+    read = (_card_lorebook(card.data, character.name), _card_note(card.extensions, character.name))
+    books = [b for b in read if b is not None]
+    _BOOKS[id(card)] = (card, books)
     while len(_BOOKS) > 16:
         del _BOOKS[next(iter(_BOOKS))]
-    return book
+    return books
 
 
-def card_books(character: Character) -> list[Lorebook]:
-    """The lore ``character``'s card brings to every turn: its lorebook (``character_lorebook``), then its
-    Character's Note (``character_note``), each where it has one."""
-    return [b for b in (character_lorebook(character), character_note(character)) if b is not None]
+def _card_lorebook(data: dict[str, Any], name: str) -> Lorebook | None:
+    """A card's ``character_book`` read (a book of no entry, its ``CF943`` saying why, where it is not one)."""
+    if not data.get("character_book"):
+        return None
+    try:
+        return Lorebook.from_json(data["character_book"], name=name)
+    except LorebookError as e:
+        return Lorebook(name=name, diagnostics=(lore_note("CF943", f"the card's character_book: {e}"),))
 
-
-_NOTES: dict[int, tuple[Any, Lorebook | None]] = {}
-"""The Character's Note of the last few cards read, by the card's identity (as ``_BOOKS``)."""
 
 _DEPTH_PROMPT: Final = '"depth_prompt"'
 """SillyTavern's Character's Note in a card's ``extensions`` (``{"prompt", "depth", "role"}``), as its raw JSON
@@ -264,34 +263,23 @@ NOTE_ORDER: Final = 1_000_000
 """The Character's Note's insertion order: above any entry's, so that it is the last lore cut under a budget."""
 
 
-def character_note(character: Character) -> Lorebook | None:
-    """The card's Character's Note (``extensions.depth_prompt``) as a book of one constant entry at its depth, or
+def _card_note(extensions: str, name: str) -> Lorebook | None:
+    """A card's Character's Note (``extensions.depth_prompt``) as a book of one constant entry at its depth, or
     ``None``; a book of no entry, its ``CF943`` saying why, where charfmt cannot read the note. Kept apart from the
     card's lorebook, so that the book given again as ``--lorebook`` is still known for the same (``CF946``).
 
     SillyTavern sends the note every turn, ``depth`` messages from the end (default 4), as ``role`` (``system``,
     ``user`` or ``assistant``; default ``system``).
     """
-    card = character.card
-    if card is None or _DEPTH_PROMPT not in card.extensions:
+    note = json.loads(extensions).get("depth_prompt") if _DEPTH_PROMPT in extensions else None
+    if note is None:
         return None
-    kept = _NOTES.get(id(card))
-    if kept is not None and kept[0] is card:
-        return kept[1]
-    note = json.loads(card.extensions).get("depth_prompt")
-    book: Lorebook | None = None
-    if note is not None:
-        try:
-            entry = _note_entry(note, character.name)
-        except ValueError as e:
-            said = f"the card's Character's Note (extensions.depth_prompt) {e}: skipped"
-            book = Lorebook(name=character.name, diagnostics=(lore_note("CF943", said),))
-        else:
-            book = Lorebook(name=character.name, entries=(entry,)) if entry is not None else None
-    _NOTES[id(card)] = (card, book)
-    while len(_NOTES) > 16:
-        del _NOTES[next(iter(_NOTES))]
-    return book
+    try:
+        entry = _note_entry(note, name)
+    except ValueError as e:
+        said = f"the card's Character's Note (extensions.depth_prompt) {e}: skipped"
+        return Lorebook(name=name, diagnostics=(lore_note("CF943", said),))
+    return Lorebook(name=name, entries=(entry,)) if entry is not None else None
 
 
 def _note_entry(note: Any, book: str) -> LoreEntry | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import re
+from collections.abc import Container, Mapping
 from typing import Any, Final
 
 from charfmt._lenient.fields import PLACEHOLDER_BODY
@@ -210,15 +211,13 @@ class Rereads(Body):
     def _in_turn_form(self, batch: Reply, text: str) -> bool:
         """Whether ``text`` (read as ``batch``) may yet hold the player's turn before a JSON reply (settle)."""
         told = bool(self._turn or self._prompt)
-        whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
         player = learn(self._prompt, self._turn).player if told else frozenset()
-        echo = _after_echo(batch, text)
+        echo, whole = _after_echo(batch, text), _synonyms(self.tags.synonyms, self._lang.whole)
         return in_turn_form(text, self._speech_names(), whole, player, told=told, after_echo=echo)
 
     def _in_players_form(self, text: str) -> bool:
         """Whether ``text`` ends inside a request form whose spoken lines so far may all be the player's (told)."""
-        whole = frozenset(w for w, tag in self.tags.synonyms.items() if tag in self._lang.whole)
-        return in_players_form(text, self._prompt, self._turn, whole)
+        return in_players_form(text, self._prompt, self._turn, _synonyms(self.tags.synonyms, self._lang.whole))
 
     def _advance(self, batch: Reply, shown: Collector, steady_test: bool = True, *, held: bool = False) -> bool:
         """Emit what ``batch`` (a reread of the text so far) settles beyond ``shown``; ``False`` if it contradicts it.
@@ -531,6 +530,11 @@ def _after_echo(batch: Reply, text: str) -> bool:
         return False
     spans = [(d.offset, d.end) for d in batch.diagnostics if d.code in _ECHO_DROPPED and d.offset is not None]
     return all(ch.isspace() or any(a <= i < (b or 0) for a, b in spans) for i, ch in enumerate(text[: form.start()]))
+
+
+def _synonyms(synonyms: Mapping[str, str], tags: Container[str]) -> frozenset[str]:
+    """The names (and synonyms) of ``tags`` (those whose value is whole: an emotion), as a form's chat writes them."""
+    return frozenset(w for w, tag in synonyms.items() if tag in tags)
 
 
 _FORM_DROPPED: Final = "CF624"

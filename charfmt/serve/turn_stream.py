@@ -210,9 +210,10 @@ async def _answer(state: ServerState, ws: WebSocket, message: str, owner: str) -
     objects = turn_objects(
         state, asked.session, turn, asked.constrained, state.next_id(), owner=owner, user_name=asked.user_name
     )
-    async for batch in objects:
-        for obj in batch:
-            await ws.send_text(compact_json(obj))  # as each SSE event's data
+    async with contextlib.aclosing(objects):  # (a send that fails or a cancel leaves it at a yield: closed now,
+        async for batch in objects:  # and with it the upstream request, not whenever the collector finds it)
+            for obj in batch:
+                await ws.send_text(compact_json(obj))  # as each SSE event's data
 
 
 async def turn_objects(

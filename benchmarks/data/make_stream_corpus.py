@@ -13,6 +13,8 @@ Replies as models write them, for how soon a stream speaks (``benchmarks/bench_s
 - ``real3``: the sixth corpus (``tests/data/sixth_replies.jsonl``), the same way (the third round's claim);
 - ``real4``: the seventh corpus (``tests/data/seventh_replies.jsonl``), the same way (the fourth round's claim);
 - ``real5``: the eighth corpus (``tests/data/eighth_replies.jsonl``), the same way (the fifth round's claim);
+- ``real6``: the ninth and tenth corpora (``tests/data/ninth_``, ``tenth_replies.jsonl``), the same way (the
+  sixth round's claim);
 - ``off-format``: the English, Japanese and Chinese lines and paragraphs of the token corpus
   (``token_corpus.jsonl``: prose, quoted speech, CJK) and its real model output, sent as they are;
 - ``bare-tags``, ``json``, ``damaged``: the same lines as the character's speech, written as bare
@@ -34,8 +36,10 @@ it) carried the third round's claim: their held half, read once at its end, and 
 rows (``tests/data/seventh_replies.jsonl``: 108 free replies on the seventh set's four settings, made after the
 stream's fourth round was tuned and never read by it) carried the fourth round's claim: their held half, read once
 at its end, and tuning data since. The ``real5`` rows (``tests/data/eighth_replies.jsonl``: 108 free replies on the
-eighth set's four settings, never read by the stream's rounds) carry the fifth round's claim: their held half,
-read once.
+eighth set's four settings, never read by the stream's rounds) carried the fifth round's claim: their held half,
+read once at its end, and tuning data since. The ``real6`` rows (``tests/data/ninth_`` and ``tenth_replies.jsonl``:
+216 free replies on eight settings, read by the lenient reader's rounds but never by the stream's) carry the
+sixth round's claim: their held half, read once.
 
 Run from the repository root: it keeps the rows the file holds as they are and adds the rows of ids it
 lacks (a kind added since, as ``real3`` was), since the seeded ``damaged``, ``bare-tags`` and ``json`` rows
@@ -109,6 +113,9 @@ FOURTH_CLAIM: Final = ("seventh",)
 FIFTH_CLAIM: Final = ("eighth",)
 """The corpus of ``tests/data`` never read by the stream's rounds before its fifth: the ``real5`` rows."""
 
+SIXTH_CLAIM: Final = ("ninth", "tenth")
+"""The corpora of ``tests/data`` never read by the stream's rounds before its sixth: the ``real6`` rows."""
+
 
 def real2(names: tuple[str, ...] = LATER, kind: str = "real2") -> list[dict[str, Any]]:
     """The ``real2`` rows (``real3``: of ``NEWEST``): every reply of those corpora, with the chunks it streamed in."""
@@ -174,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.extend(real2(NEWEST, "real3"))  # (after them: the rows before stay as they were)
     rows.extend(real2(FOURTH_CLAIM, "real4"))
     rows.extend(real2(FIFTH_CLAIM, "real5"))
+    rows.extend(real2(SIXTH_CLAIM, "real6"))
     if OUT.exists() and not fresh:  # the rows made before are kept as they are (tuning data, claims read):
         kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]  # ``charfmt.fuzz``
         known = {r["id"] for r in kept}  # has changed since the damaged rows were made; only new ids are added

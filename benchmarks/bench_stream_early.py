@@ -26,8 +26,9 @@ reads it and the request's messages, as ``tests/lenient/test_new_corpus.py`` rea
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
 (the default), read once at the end. The held rows of the kinds other than ``real2`` to ``real6`` were read at
 the end of the first round, ``real2``'s at the end of the second, ``real3``'s at the end of the third, ``real4``'s
-at the end of the fourth, ``real5``'s at the end of the fifth, and are tuning data since: ``--half tune`` is every row but the held ones of ``CLAIM``
-(the next round's claim, added unread: until its rows are in the corpus, every row).
+at the end of the fourth, ``real5``'s at the end of the fifth, and are tuning data since: ``--half tune`` is every
+row but the held ones of ``CLAIM`` (the next round's claim, added unread: until its rows are in the corpus, every
+row).
 """
 
 from __future__ import annotations

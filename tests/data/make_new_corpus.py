@@ -82,7 +82,8 @@ Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` 
 ``max_tokens``, ``temperature``, ``finish_reason``, ``user_message`` (the rendered turn, the
 request's last message), ``reply`` (the raw text) and ``chunks`` (as streamed). The system
 prompt of each setting is in ``new_prompts.json`` (``{setting: system prompt}``): a row's
-request is ``[system, user_message]`` (``messages(row)``). CPU generation with llama.cpp is
+request is ``[system, *between, user_message]`` (``between``, where a row has it: the messages between the two, a
+card's Character's Note; the eleventh set's rows on). CPU generation with llama.cpp is
 deterministic for one seed and one build, so a rerun on the same build writes the same file.
 """
 
@@ -568,7 +569,8 @@ def player_turn(setting: Character | Scene, say: str) -> UserTurn:
 
 
 def request(setting: Character | Scene, say: str) -> list[dict[str, str]]:
-    """The request's messages for one turn, no history: ``[system, user]``."""
+    """The request's messages for one turn, no history: ``[system, user]``, or with a card's Character's Note
+    between them."""
     turn = player_turn(setting, say)
     if isinstance(setting, Scene):
         return list(setting.render_messages([], turn)["messages"])
@@ -660,7 +662,8 @@ def generate_rows(paths: dict[str, str], which: str = "new") -> tuple[list[dict[
                     "language": language, "turn_index": i, "turn": say, "hostile": i in HOSTILE, "seed": seed,
                     "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE,
                     "finish_reason": stats[-1].reason if stats else None,
-                    "user_message": messages[-1]["content"], "reply": "".join(chunks), "chunks": chunks,
+                    "between": messages[1:-1], "user_message": messages[-1]["content"],
+                    "reply": "".join(chunks), "chunks": chunks,
                 })  # fmt: skip
                 print(f"{len(rows):3} {model} {chat_format} {ident} {i}", file=sys.stderr, flush=True)
     return rows, prompts

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             reset_by_code[code] += reset
             if len(examples[code]) < args.list:
                 examples[code].append(
-                    f"  {row['id']} ({row['kind']}), line end {end} of {len(row['text'])}: {part[0]} {part[1][:60]!r}"
+                    f"  {row['id']} ({row['kind']}), prefix of {end} of {len(row['text'])}: {part[0]} {part[1][:60]!r}"
                     f" -> whole: {said[0][0] + ' ' + repr(said[0][1][:60]) if said else '(no such segment)'}"
                 )
     print(

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--told", action="store_true", help="tell each reading its request's turn and prompt")
     ap.add_argument("--all-kinds", action="store_true", help="every kind, not the real ones only")
     ap.add_argument("--list", type=int, default=0, metavar="K", help="print K retroactive replies per code")
-    ap.add_argument("--at", choices=("lines", "chunks"), default="lines", help="read the prefixes at line or chunk ends")
+    ap.add_argument("--at", choices=("lines", "chunks"), default="lines", help="prefixes at line or chunk ends")
     ap.add_argument("--gaps", action="store_true", help="list the stream's Resets no prefix foresaw, and late replies")
     args = ap.parse_args(argv)
     rows = [r for r in bench.load(args.half) if args.all_kinds or r["kind"] in _REAL]
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         told = known.get(row["id"])
         j = judge(row, told, chunks=args.at == "chunks")
-        speaks, spoke, reset, _differs = bench.measure(row, 4, told)
+        _speaks, spoke, reset, _differs = bench.measure(row, 4, told)
         for key in ("all", row["kind"]):
             c = counts[key]
             c["replies"] += 1
@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         n, s = max(c["replies"], 1), max(c["speaks"], 1)
         print(
             f"  {key:<8} {c['replies']:>7} {c['speaks']:>5} | {100 * c['ok'] / s:8.1f}% {100 * c['clean'] / s:14.1f}%"
-            f" {c['retro']:>4} {100 * c['retro'] / n:6.2f}% | {100 * c['early'] / s:11.1f}% {100 * c['reset'] / n:11.2f}%"
+            f" {c['retro']:>4} {100 * c['retro'] / n:6.2f}% |"
+            f" {100 * c['early'] / s:11.1f}% {100 * c['reset'] / n:11.2f}%"
             f" {c['reset, retro']:>13}"
         )
     print("  (prefix ok, ok never retro, stream early: % of the replies that speak; retro, stream Reset: % of all)")

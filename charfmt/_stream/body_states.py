@@ -284,7 +284,7 @@ class Body(Envelope):
             self._state = TEXT
             # (the text of an element other than speech waits after its first sentence's end: _hold_lines)
             self._sentences = streams and tag != self.tags.speech.name
-            self._streams, self._live = streams, streams and not self._sentences
+            self._streams = self._live = streams
 
     def _whole(self, m: re.Match[str]) -> bool:
         """A whole element as the table writes it (``<emo>joy</emo>``) in one match; ``False``: token by token."""

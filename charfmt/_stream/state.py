@@ -240,7 +240,7 @@ class State:
         chat.had_text = True
         self._out.append(TextDelta(chat.index, chat.segment, chat.tag, "".join(self._text)))
         self._text.clear()
-        self._live = not self._pend and not self._sentences
+        self._live = not self._pend
 
     def _here(self, s: str, i: int) -> tuple[int, int, int]:
         """Raw offset, line and column of ``s[i]`` (``s`` starts at the first unconsumed character)."""

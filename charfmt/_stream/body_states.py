@@ -232,7 +232,9 @@ class Body(Envelope):
         if m is None:
             return -1
         if m.group(1) is None:
-            if self._text and not self._streams and self._chat.tag != self.tags.speech.name:
+            tag = self._chat.tag
+            held = self._lang.element[tag][3] and not self._streams
+            if self._text and tag != self.tags.speech.name and _splits("".join(self._text), held):
                 raise Held  # text held after a line or a sentence: the batch reader splits it there (CF721)
             self._repair()  # another element's closing tag (CF703)
         self._segment_end()
@@ -369,3 +371,10 @@ class Body(Envelope):
             chat.closed_segments = 1
             self._streams = self._live = False
         self._state = CHAT_END
+
+
+def _splits(text: str, held: bool) -> bool:
+    """Whether ``text``, not shown yet of an element other than speech that another element's closing tag ends, may be
+    split by the batch reader at a line or a sentence (``CF721``): text of a streamed element held after one
+    (``held``), or a whole value's text (an action) holding one."""
+    return held or "\n" in text or SENTENCE_MARK.search(text) is not None

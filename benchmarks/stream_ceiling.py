@@ -1,10 +1,11 @@
 """How far a stream that cannot see the future can go: each reply's prefixes read by the batch reader.
 
-Run: .venv/bin/python benchmarks/stream_ceiling.py [--half fit|tune] [--told] [--at lines|chunks] [--all-kinds]
+Run: .venv/bin/python benchmarks/stream_ceiling.py [--half fit|tune|held] [--told] [--at lines|chunks] [--all-kinds]
      [--list K] [--gaps]
 
 Over the real kinds (``real`` to ``real6``; ``--all-kinds``: every kind) of the tuning rows of
-``benchmarks/data/stream_corpus.jsonl`` (``--half tune`` or ``fit``; never the claim's held rows), each reply's
+``benchmarks/data/stream_corpus.jsonl`` (``--half tune`` or ``fit``; ``held``: the held rows, the claim's among
+them, read with the claim at a round's end and never while tuning), each reply's
 prefixes that end a line (up to and including a ``\\n``, the whole reply excluded) are read with
 ``charfmt.parse(prefix, lenient=True)`` (``--told``: told the request's turn and prompt, as
 ``bench_stream_early.py --told`` tells the stream), and their speech (the segments of the speech tags and untagged
@@ -113,7 +114,7 @@ def judge(row: dict[str, Any], known: dict[str, Any] | None, *, chunks: bool = F
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--half", choices=("fit", "tune"), default="tune")
+    ap.add_argument("--half", choices=("fit", "tune", "held"), default="tune")
     ap.add_argument("--told", action="store_true", help="tell each reading its request's turn and prompt")
     ap.add_argument("--all-kinds", action="store_true", help="every kind, not the real ones only")
     ap.add_argument("--list", type=int, default=0, metavar="K", help="print K retroactive replies per code")

@@ -708,8 +708,10 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
     listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it): items go on
     item = _Item()  # (inside a section: a form indented under an item of its list is the item's example)
+    wrapped = ""  # the line before, echoed whole or as the start of one of the prompt's lines: it may go on here
     for a, b in _lines(text):
         line = text[a:b]
+        before, wrapped = wrapped, ""
         if _FENCE.match(line):
             fenced = not fenced
         if _label(line, told) is not None or _REPLY_START.match(line) is not None:
@@ -719,7 +721,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 section = None
             continue
         nested = section is not None and item(line)
-        if _FORM_START.match(line) and not _form_debris(line) and not nested:
+        if _FORM_START.match(line) and not _form_debris(line) and not nested and not _form_named(line, section):
             content = True  # the request form: the form reader's (the player's turn or the character's reply)
             if section is not None:  # ... which no section of the prompt's imitated runs over
                 spans.append((section, a, "CF631", _SECTION))
@@ -747,12 +749,17 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
+        if before and (n := normal(line)) and f"{before} {n}" in told.text and _TAG.search(line) is None:
+            # (a line of the prompt's wrapped over two lines, its end alone on the second: the eighth set's #94)
+            spans.append((a, b, "CF631", f"the end of a line of the prompt's echoed: {line.strip()[:40]!r} dropped"))
+            continue
         if _echoes(n := normal(line), told, last=b == len(text), retold=_TAG.search(line) is None) and not (
             _TAG.search(line) is not None and f"\n{n}\n" in f"\n{told.own}\n"
         ):  # (an element holding a line of the character's own, ``<act>`` of an action of the prompt's list: theirs;
             # the eighth set's #39)
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
             echoed, listing = echoed or not content, True
+            wrapped = n if n in told.text else ""
             continue
         if echoed and not content and (_spec_like(line) or _opens_as_prompt(line, told)):
             spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
@@ -795,6 +802,16 @@ def _form_debris(line: str) -> bool:
         return False
     closed = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
     return bool(closed) and _FORM_WORD.search(CHAT_ELEMENT.sub(" ", line)) is None
+
+
+def _form_named(line: str, section: int | None) -> bool:
+    """Whether ``line``, in a section imitating the prompt, names a tag of the form in words: the form's element
+    closed on its line and words of a sentence right after its closer (``* <user_chat>token</user_chat> for the
+    current user. This is…``), an item of the section's list, no form that ends the section (the eighth set's #94)."""
+    if section is None or "/" not in line:
+        return False
+    closers = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
+    return bool(closers) and _FORM_WORD.search(line[closers[-1].end() :].split("<", 1)[0]) is not None
 
 
 def _key(m: re.Match[str]) -> str:

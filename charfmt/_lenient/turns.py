@@ -941,6 +941,16 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     if started and marks and (tail := _sentence_tail(text, marks[0][0], dropped)) is not None:
         spans.append((*tail, "CF631", f"a fragment ending a sentence of the prompt's dropped: {text[slice(*tail)]!r}"))
         started = False
+    elif (
+        started
+        and marks
+        and marks[0][2] == "player"
+        and any(kind == "character" for *_, kind in marks[1:])
+        and (lead := _lead_in(text, marks[0][0], dropped)) is not None
+    ):
+        message = f"a lead-in or a title before the turns written after it, no reply: {text[slice(*lead)].strip()!r}"
+        spans.append((*lead, "CF601", message))
+        started = False
     labelled = False  # a label of the character's was read, and the reply after it
     for k, (start, end, kind) in enumerate(marks):
         nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
@@ -1006,6 +1016,37 @@ def _sentence_tail(text: str, end: int, dropped: list[Span]) -> tuple[int, int] 
     if any(x < b and a < y for x, y, *_ in dropped) or _TAIL.fullmatch(text, a, b) is None:
         return None
     return a, b
+
+
+_LEAD_WORDS: Final = 12
+"""Words at most of a lead-in ending in a colon (``The default for this example is:``)."""
+_TITLE_WORDS: Final = 3
+"""Words at most of a title (``The Fairgoer``) or of a word in a tag (``<user_chat>hollis</user_chat>``)."""
+_SENTENCE_END: Final = re.compile(r"[.!?…。！？\"”」』)]\Z")
+
+
+def _lead_in(text: str, end: int, dropped: list[Span]) -> tuple[int, int] | None:
+    """The span of the one line of content before the first turn, a player's, when it only leads to the turns after
+    it, a character's labelled reply among them: a lead-in ending in a colon (``Looks like a puppet:``, ``The
+    default for this example is:``), a title of a few words with no sentence's end (``The Fairgoer``), or a word
+    or two in a tag (``<user_chat>hollis</user_chat>``). No reply began there (found by the tenth set's #20, #53,
+    #68 and the ninth set's #99), or ``None``."""
+    found = [(a, b) for a, b in _lines(text[:end]) if _has_content(text, a, b, dropped)]
+    if len(found) != 1:
+        return None
+    a, b = found[0]
+    if any(x < b and a < y for x, y, *_ in dropped):
+        return None
+    line = text[a:b]
+    said = _TAG.sub(" ", line).split()
+    if not said:
+        return None
+    if said[-1].endswith((":", "：")):
+        return (a, b) if len(said) <= _LEAD_WORDS else None
+    if len(said) > _TITLE_WORDS or _SENTENCE_END.search(said[-1]) is not None:
+        return None
+    titled = all(w[:1].isupper() or not w[:1].isalpha() for w in said)
+    return (a, b) if titled or _TAG.search(line) is not None else None
 
 
 def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:

@@ -104,6 +104,7 @@ def later_requests(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "turn": corpus.player_turn(setting, source["turn"]),
             "prompt": [
                 {"role": "system", "content": source["system"]},
+                *source.get("between", ()),  # (a card's Character's Note, where the request had one)
                 {"role": "user", "content": source["user_message"]},
             ],
         }

@@ -190,6 +190,7 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
         "warning",
         "a scene's member card's system_prompt or post_history_instructions not sent: one prompt for the cast",
     ),
+    "CF934": ("warning", "an item of a card's list field (a greeting, a tag) is not text: kept in the card, not used"),
     "CF940": ("info", "lorebook entries activated for this turn (named in the message)"),
     "CF941": ("warning", "lorebook entries activated but left out: the lorebook's token budget was reached"),
     "CF942": ("warning", "a lorebook regex key is not used: invalid, needs the regex package, or ran out of time"),

@@ -28,6 +28,7 @@ from .language import (
     KEY_RUN_MATCH,
     NO_CLOSER,
     PLAIN_MATCH,
+    SENTENCE_MARK,
     TEXT_BAD,
     TOKEN_MAX,
     XML_ENTITIES,
@@ -73,7 +74,7 @@ class Body(Envelope):
             m = PLAIN_MATCH(s, i)
             if m is None:
                 raise Held  # a raw control character or a lone surrogate: not JSON text
-            self._text.append(m.group())
+            self._plain(m.group())
             return m.end()
         if c == "<":
             if self._closer is NO_CLOSER:
@@ -127,16 +128,28 @@ class Body(Envelope):
             return self._stall(s, i, TOKEN_MAX)
         raise Held
 
+    def _plain(self, run: str) -> None:
+        """A run of plain text of the open element: in one other than speech, what follows a sentence's end waits."""
+        if self._sentences and (end := SENTENCE_MARK.search(run)) is not None:
+            self._text.append(run[: end.end()])
+            self._hold_lines(len(self._text))
+            if end.end() < len(run):
+                self._text.append(run[end.end() :])
+        else:
+            self._text.append(run)
+
     def _hold_lines(self, k: int) -> None:
-        """A line break in the text of an element other than speech (``self._text[k:]`` holds it): the text
-        before it is shown, the rest waits for the closing tag. Such an element left open ends at its line (the
-        batch reader's ``CF721``), so what follows the break is the element's only once its closing tag comes."""
+        """A line break or a sentence's end in the text of an element other than speech (``self._text[k:]`` holds
+        what follows it): the text before it is shown, the rest waits for the closing tag. Such an element left open
+        ends at its line (the batch reader's ``CF721``), and one closed by the speech's closing tag (``<act>nods.
+        Welcome!</msg>``) at its first sentence, the sentences after it speech: what follows the break or the
+        sentence is the element's only once its own closing tag comes."""
         rest = self._text[k:]
         del self._text[k:]
         if self._text:
             self._emit_text()
         self._text.extend(rest)
-        self._streams = self._live = False
+        self._streams = self._live = self._sentences = False
 
     def _key(self, s: str, i: int) -> int:
         """An emotion's key: announced whole once it is complete."""
@@ -195,7 +208,7 @@ class Body(Envelope):
         self._segment_start(written, after)
         run = name + 1
         if self._state == TEXT and m.end(run) > m.start(run):  # the plain text after it, where it holds text
-            self._text.append(m.group(run))
+            self._plain(m.group(run))
             return m.end()
         return m.start(run)
 
@@ -219,6 +232,10 @@ class Body(Envelope):
         if m is None:
             return -1
         if m.group(1) is None:
+            tag = self._chat.tag
+            held = self._lang.element[tag][3] and not self._streams
+            if self._text and tag != self.tags.speech.name and _splits("".join(self._text), held):
+                raise Held  # text held after a line or a sentence: the batch reader splits it there (CF721)
             self._repair()  # another element's closing tag (CF703)
         self._segment_end()
         return m.end()
@@ -267,6 +284,8 @@ class Body(Envelope):
                 self._start(chat)
             self._out.append(SegmentStart(chat.index, chat.segment, tag))
             self._state = TEXT
+            # (the text of an element other than speech waits after its first sentence's end: _hold_lines)
+            self._sentences = streams and tag != self.tags.speech.name
             self._streams = self._live = streams
 
     def _whole(self, m: re.Match[str]) -> bool:
@@ -333,7 +352,7 @@ class Body(Envelope):
         self._out.append(SegmentEnd(chat.index, chat.segment, chat.tag))
         chat.closed_segments = chat.segment + 1
         self._state = AFTER
-        self._streams = self._live = False
+        self._streams = self._live = self._sentences = False
 
     def _body_end(self) -> None:
         chat = self._chat
@@ -352,3 +371,10 @@ class Body(Envelope):
             chat.closed_segments = 1
             self._streams = self._live = False
         self._state = CHAT_END
+
+
+def _splits(text: str, held: bool) -> bool:
+    """Whether ``text``, not shown yet of an element other than speech that another element's closing tag ends, may be
+    split by the batch reader at a line or a sentence (``CF721``): text of a streamed element held after one
+    (``held``), or a whole value's text (an action) holding one."""
+    return held or "\n" in text or SENTENCE_MARK.search(text) is not None

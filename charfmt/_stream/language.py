@@ -120,6 +120,12 @@ NO_CLOSER: Final[Matcher] = re.compile(r"(?!)").match
 """An I/E body has no closing tag: '<' in it is damage."""
 
 
+SENTENCE_MARK: Final = re.compile(r"[.!?…。！？]")
+"""Where a sentence may end: in an element other than speech, what follows waits for the element's closing tag
+(the batch reader ends one closed by the speech's closing tag at its first sentence: ``tag_soup._sentence_end``)."""
+SENTENCE_MARK_SEARCH: Final[Callable[[str], re.Match[str] | None]] = SENTENCE_MARK.search
+
+
 DEBRIS_RUN_MATCH: Final[Matcher] = re.compile(r"(?:[ }\],']|\\\"|\\n)+").match
 """JSON punctuation as a body's raw text writes it after a quote (``}]}``, spaces, escaped quotes and line
 breaks): the batch reader drops it, quote and all, at the end of an element's text (``prose.DEBRIS_AFTER``)."""

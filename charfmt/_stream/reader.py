@@ -19,7 +19,7 @@ from charfmt.events import Event
 from charfmt.models import Reply
 
 from .kept import KEPT_RUN, compact
-from .language import ENVELOPE_MAX, HEADER_QUOTES, TOKEN_MAX, plain_end
+from .language import ENVELOPE_MAX, HEADER_QUOTES, SENTENCE_MARK_SEARCH, TOKEN_MAX, plain_end
 from .reconcile import Reconcile
 from .state import DONE, HELD, TOP, Held, TextDelta
 
@@ -70,7 +70,12 @@ class StreamParser(Reconcile):
                     self._kept_mark = compact(kept, self._kept_mark)
             # The common cases, inside a message: the chunk is decided text, or decided text
             # and the start of the closing tag.
-            if self._live and self._plain_or_cut(chunk):
+            # (in an element other than speech, a sentence's end may end what shows: read it token by token)
+            if (
+                self._live
+                and (not self._sentences or SENTENCE_MARK_SEARCH(chunk) is None)
+                and self._plain_or_cut(chunk)
+            ):
                 if pend := self._pend:
                     chunk = chunk[: -len(pend)]
                     if not chunk:

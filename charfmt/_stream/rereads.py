@@ -33,6 +33,7 @@ from .settle import (
     SENTENCE_ENDED,
     before_last_line,
     before_last_sentence,
+    first_sentence,
     form_line_speaks,
     in_players_form,
     in_turn_form,
@@ -137,6 +138,7 @@ class Rereads(Body):
                 gc.enable()
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         element, clean = open_element(text, self.tags)
+        self._open_other = bool(element) and element != self.tags.speech.name
         echo = bool(self._prompt or self._turn) and may_echo(text[text.rfind("\n") + 1 :], self._prompt, self._turn)
         self._echo_line = max(int(echo), lines_held(text))  # (the last lines may open a transcript: turns)
         self._open_tag, self._open_clean = (element, clean) if batch.dialect == _BARE_TAGS else ("", False)
@@ -467,6 +469,8 @@ class Rereads(Body):
         if seg.tag in self._lang.whole:
             return True
         text = settled(seg.text, in_element=in_element)
+        if self._open_other and last:
+            text = first_sentence(text)
         return not (self._spoken(seg, n, text) if held else text)
 
     def _showable(
@@ -483,6 +487,8 @@ class Rereads(Body):
             more = self._spoken(seg, n, more)
         if self._echo_line and still_open and last:
             more = _before_lines(more, self._echo_line)
+        if self._open_other and still_open and last:
+            more = first_sentence(more)
         return more
 
 

@@ -7,6 +7,7 @@ own judgement turned round (what could the next characters change?):
 - ``settled``: a segment's text up to a mark still open (a quote, an asterisk, a bracket:
   ``open_mark``) or a character near its end that may begin markup (a tag, an entity);
 - ``open_element``: the element a text ends inside (its text is its own, quotes and all);
+- ``first_sentence``: the text of an element other than speech still open, up to its first sentence's end;
 - ``before_last_sentence``: untagged speech less its last sentence, which a quotation coming
   next would make narration (``charfmt._lenient.words``, the batch reader's rule); ``PROBE`` is
   the quotation a reread puts after the text to ask the batch reader itself;
@@ -30,6 +31,8 @@ from charfmt._lenient.turns import learn
 from charfmt._lenient.words import said_to_someone, speech_whatever_follows
 from charfmt.models import Reply
 from charfmt.tags import TagTable
+
+from .language import SENTENCE_MARK
 
 _UNSURE: Final = re.compile(r"<(?=[A-Za-z/!?]|\s*\Z)|&(?=[#\w]*\Z)|[\\*\[`\"(){}#|\ufffd「『“（【]")
 """Characters that may begin markup a later character completes (a tag, an entity, an escape,
@@ -146,6 +149,14 @@ def before_last_sentence(text: str) -> str:
     whatever follows): a quotation coming next may make it narration, or the words still to come may introduce
     one (``words.speech_whatever_follows``, the batch reader's own rule)."""
     return text[: speech_whatever_follows(text)].rstrip()
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence: the text of an element other than speech still open, which its
+    closing tag may yet end there (``</msg>`` after ``<act>nods. Welcome!``: the sentences after the first are speech,
+    the batch reader's ``CF721``; ``<emo>`` holding sentences, read as speech, too)."""
+    m = SENTENCE_MARK.search(text)
+    return text if m is None else text[: m.end()]
 
 
 def before_last_line(text: str) -> str:

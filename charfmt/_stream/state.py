@@ -107,6 +107,7 @@ class State:
         "_live",
         "_need",
         "_open_clean",
+        "_open_other",
         "_open_tag",
         "_orders",
         "_out",
@@ -119,6 +120,7 @@ class State:
         "_prompt",
         "_reasoning",
         "_room",
+        "_sentences",
         "_spec_at",
         "_spec_last",
         "_spec_on",
@@ -166,6 +168,7 @@ class State:
         self._spec_last: tuple[int, int, str, str] | None = None  # its last segment: order, index, tag, text
         self._open_tag = ""  # the tag of a bare-tags element the last reread ended inside (see Rereads)
         self._open_clean = False  # ... and whether its raw text so far is all settled
+        self._open_other = False  # the last reread ended inside an element other than speech, in any dialect
         self._held_back = False  # the last reread held back a sentence the next characters settle (Rereads)
         self._echo_line = 0  # how many last lines of the last reread may still be an echo or open a transcript
         self._probe_raw: str | bytes = ""  # the text of the last reread, for its probe (see Rereads._keeps)
@@ -202,6 +205,7 @@ class State:
         self._text: list[str] = []  # decoded text of the open segment not yet emitted
         self._streams = False  # the open segment's text goes out as deltas
         self._live = False  # ... and its chat is announced: a plain chunk is one delta
+        self._sentences = False  # ... an element other than speech: its text after a sentence's end waits
         self._out: list[events.Event] = []
         self._closed = False
         self._held_at = (0, 1, 1)  # where the input left the format
@@ -275,7 +279,7 @@ class State:
                 self._emit_text()
             self._held_at = self._here(s, i)
             self._state = HELD
-            self._live = self._streams = False
+            self._live = self._streams = self._sentences = False
         self._pend = ""
         return len(s)
 

@@ -330,6 +330,11 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> Car
         value = fields.get(key, default)
         if not isinstance(value, type(default)):
             raise CardError(f"{key} is not a {'list' if isinstance(default, list) else 'string'}", f"data.{key}")
+        odd = [n for n, item in enumerate(value) if not isinstance(item, str)] if isinstance(value, list) else []
+        if odd:
+            more = f" and {len(odd) - 5} more" if len(odd) > 5 else ""
+            places = ", ".join(f"data.{key}[{n}]" for n in odd[:5]) + more
+            notes.append(_note("CF934", f"{places} not text: kept in the card, not used"))
     if not fields.get("name", "").strip():
         raise CardError("the card has no name", "data.name")
     try:

@@ -69,6 +69,12 @@ hostile turns of kinds not asked before (a shell command only, a tweet with hash
 Pim card (a system prompt, a post-history instruction, an alternate greeting, ``<START>`` examples and a lorebook
 with a case-sensitive entry, a whole-word one and a constant one) and the ``desert_tow`` scene of Hollis and Pim with
 a narrator, with hostile turns of kinds not asked before (Morse code, a TOML document, only a URL).
+``--set eleventh`` writes the eleventh (``eleventh_replies.jsonl``, ``eleventh_prompts.json``, group L, row
+``half``: ``eleventh``), made after the tenth had been read: Nesrin (Turkish, a ``<gulls>`` cue of her own), Ruthie
+(English), the Bramble card (a system prompt, a post-history instruction, an alternate greeting, ``<START>``
+examples, a Character's Note at a depth and a lorebook with a disabled entry and a constant one after the
+character) and the ``rink_blackout`` scene of Ruthie and Bramble with a narrator, with hostile turns of kinds not
+asked before (a LaTeX document, a git commit message, a recipe).
 
 Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` (tune, held),
 ``model``, ``model_sha256`` (of the GGUF's first MiB), ``chat_format``, ``chat_format_used``,
@@ -76,7 +82,8 @@ Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` 
 ``max_tokens``, ``temperature``, ``finish_reason``, ``user_message`` (the rendered turn, the
 request's last message), ``reply`` (the raw text) and ``chunks`` (as streamed). The system
 prompt of each setting is in ``new_prompts.json`` (``{setting: system prompt}``): a row's
-request is ``[system, user_message]`` (``messages(row)``). CPU generation with llama.cpp is
+request is ``[system, *between, user_message]`` (``between``, where a row has it: the messages between the two, a
+card's Character's Note; the eleventh set's rows on). CPU generation with llama.cpp is
 deterministic for one seed and one build, so a rerun on the same build writes the same file.
 """
 
@@ -182,6 +189,14 @@ TENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 """The tenth held-back set (``--set tenth``): four more settings nobody tuned the reader on (Polish with a cue of
 her own, English, a V2 card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
 examples and a lorebook with case-sensitive and whole-word entries, a scene of two with a narrator)."""
+
+ELEVENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "L": (("nesrin", "character", "nesrin.toml"), ("ruthie", "character", "ruthie.toml"),
+          ("bramble", "card", "bramble.json"), ("rink_blackout", "scene", "rink_blackout.toml")),
+}  # fmt: skip
+"""The eleventh held-back set (``--set eleventh``): four more settings nobody tuned the reader on (Turkish with a cue
+of her own, English, a V2 card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
+examples, a Character's Note and a lorebook with a disabled entry, a scene of two with a narrator)."""
 
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
@@ -498,6 +513,32 @@ TENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the tenth held-back set (``--set tenth``), worded anew; three hostile turns of kinds not
 asked before (Morse code, a TOML document, only a URL)."""
+ELEVENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] The lights are back! Play something we can all skate to!",
+        "Who taught you how to pick the right song for a crowd?",
+        "[angry] Somebody just stole my skates from the cubby!",
+        "*holds up a glowing bead from the floor* Is this yours?",
+        "Write your whole answer as a LaTeX document.",
+        "[sad] This is the last night before they tear the place down.",
+        "Reply only with a git commit message for what you just did.",
+        "[surprise] Did the disco ball just start turning by itself?",
+        "Give me your answer as a recipe, with ingredients and steps.",
+    ),
+    "tr": (
+        "[joy] Merhaba! Bugün deniz ne kadar güzel, değil mi?",
+        "Vapurda çay satmayı kimden öğrendin?",
+        "[angry] Biri cüzdanımı çaldı, hem de güvertede!",
+        "*Kız Kulesi'ni gösterir* Orada bir ışık yanıp sönüyor, gördün mü?",
+        "Bütün cevabını bir LaTeX belgesi olarak yaz.",
+        "[sad] Annem bu sabah memleketine döndü, yalnız kaldım.",
+        "Sadece az önce yaptığın şey için bir git commit mesajı yaz.",
+        "[surprise] Yunuslar mı o? Vapurun yanında mı yüzüyorlar?",
+        "Cevabını malzemeleri ve adımlarıyla bir yemek tarifi olarak ver.",
+    ),
+}
+"""The player's turns of the eleventh held-back set (``--set eleventh``), worded anew; three hostile turns of kinds
+not asked before (a LaTeX document, a git commit message, a recipe)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -528,7 +569,8 @@ def player_turn(setting: Character | Scene, say: str) -> UserTurn:
 
 
 def request(setting: Character | Scene, say: str) -> list[dict[str, str]]:
-    """The request's messages for one turn, no history: ``[system, user]``."""
+    """The request's messages for one turn, no history: ``[system, user]``, or with a card's Character's Note
+    between them."""
     turn = player_turn(setting, say)
     if isinstance(setting, Scene):
         return list(setting.render_messages([], turn)["messages"])
@@ -558,6 +600,7 @@ SETS: Final = {
     "eighth": ("eighth_replies.jsonl", "eighth_prompts.json"),
     "ninth": ("ninth_replies.jsonl", "ninth_prompts.json"),
     "tenth": ("tenth_replies.jsonl", "tenth_prompts.json"),
+    "eleventh": ("eleventh_replies.jsonl", "eleventh_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -566,7 +609,7 @@ def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
              "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH,
-             "tenth": TENTH}[which]
+             "tenth": TENTH, "eleventh": ELEVENTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -575,7 +618,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
     table = {
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
         "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS, "ninth": NINTH_TURNS,
-        "tenth": TENTH_TURNS,
+        "tenth": TENTH_TURNS, "eleventh": ELEVENTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 
@@ -619,7 +662,8 @@ def generate_rows(paths: dict[str, str], which: str = "new") -> tuple[list[dict[
                     "language": language, "turn_index": i, "turn": say, "hostile": i in HOSTILE, "seed": seed,
                     "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE,
                     "finish_reason": stats[-1].reason if stats else None,
-                    "user_message": messages[-1]["content"], "reply": "".join(chunks), "chunks": chunks,
+                    "between": messages[1:-1], "user_message": messages[-1]["content"],
+                    "reply": "".join(chunks), "chunks": chunks,
                 })  # fmt: skip
                 print(f"{len(rows):3} {model} {chat_format} {ident} {i}", file=sys.stderr, flush=True)
     return rows, prompts

@@ -100,6 +100,7 @@ def options(row: dict[str, Any]) -> dict[str, Any]:
         "turn": corpus.player_turn(s, row["turn"]),
         "prompt": [
             {"role": "system", "content": PROMPTS[row["setting"]]},
+            *row.get("between", ()),  # (a card's Character's Note, where the request had one)
             {"role": "user", "content": row["user_message"]},
         ],
     }

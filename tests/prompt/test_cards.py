@@ -241,6 +241,15 @@ def test_nulls_in_a_card_read_as_empty_and_a_broken_ccv3_falls_back_to_chara() -
     assert "CF925" in [d.code for d in fallback.card.diagnostics]
 
 
+def test_an_item_of_a_list_field_that_is_not_text_is_said_and_kept() -> None:
+    data = {**DATA, "alternate_greetings": ["*waves* Hello again.", 7, None], "tags": ["ok", {"x": 1}]}
+    ch = charfmt.Character.from_bytes(_card("chara_card_v2", data).encode(), "odd.json")
+    assert ch.card is not None and ch.card.data["alternate_greetings"] == ["*waves* Hello again.", 7, None]
+    said = [d.message for d in ch.card.diagnostics if d.code == "CF934"]
+    assert len(said) == 2
+    assert "data.alternate_greetings[1], data.alternate_greetings[2]" in said[0] and "data.tags[1]" in said[1]
+
+
 def test_what_reading_a_card_noted_reaches_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "plain.json"
     path.write_text(_card("chara_card_v2", DATA), encoding="utf-8")

@@ -103,7 +103,8 @@ CODES: Final[dict[str, tuple[Severity, str]]] = {
     "CF628": ("warning", "a body of '...' (the format spec's placeholder, echoed from the prompt) dropped"),
     "CF629": (
         "warning",
-        'a body left open runs into the next reply ({"chats": on a later line): it ends at its line break',
+        'a body left open runs into the next reply ({"chats": on a later line), ending at its line break, or into'
+        " a request form written after it, ending before the form's lines",
     ),
     "CF630": ("warning", "the request form's <user_chats> or <chat> inside a body dropped: markup, never a segment"),
     "CF631": ("warning", "the prompt's own text echoed (a line of it, or a section written like it) dropped"),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from charfmt._grammar.lexical import JSON_ESCAPES
+from charfmt._lenient.marks import FORM_ELEMENT, FORM_WRAPPER
 from charfmt._lenient.pieces import Repair
 
 
@@ -67,6 +68,16 @@ _NEXT_REPLY: Final = re.compile(r"(?<=\n)[^\n\"{]{0,40}\{\s*\"chats\"\s*:")
 _LABEL: Final = re.compile(r"[^\W\d][\w ]{0,30}:[ \t]*(?:\n|\Z)")
 """A speaker label on a line of its own (``User:``, ``Rex:``): prose between replies."""
 _TAG_START: Final = re.compile(r"<\s*+/?\s*+[A-Za-z]")
+_FORM_CLOSER_LINE: Final = rf"[ \t]*[<＜]\s*+[/／]\s*+(?:{FORM_ELEMENT})(?![\w\-])[^<>＜＞\n]*[>＞]"
+_NEXT_FORM: Final = re.compile(
+    rf"(?<=\n)(?:(?:[^\W\d][\w ]{{0,30}}:|{_FORM_CLOSER_LINE})?[ \t]*\n)*"
+    rf"[ \t]*[<＜]\s*+{FORM_WRAPPER}(?![\w\-])[^<>＜＞\n]*[>＞]",
+    re.I,
+)
+"""The request form's wrapper opened on a line of its own, with the lines right before it that hold only a speaker
+label (``Scene:``, or the blanks a label dropped leaves), a closer of the form's elements (``</chat>``,
+``</user_chats>``: the model wrote its body as a form) or nothing: the player's turn written after a reply (the tenth
+set's #65)."""
 
 
 class _Open:
@@ -102,6 +113,7 @@ class JsonReader:
         self.repairs: list[Repair] = []
         self._noted: set[tuple[str, int]] = set()
         self._replies: list[int] | None = None  # where a reply begins on a line of its own (found once)
+        self._forms: list[int] | None = None  # where a request form begins on a line of its own (found once)
 
     def note(self, code: str, message: str, start: int, end: int) -> None:
         if (code, start) not in self._noted:
@@ -341,8 +353,9 @@ class JsonReader:
         decoded = 0  # characters in parts so far
         escapes: array[int] | None = None  # where decoded and raw offsets part: see JNode.escapes
         broken = False  # a raw line break was read (and did not end the string)
-        while i < n:
-            m = plain.match(text, i)
+        stop = n  # where the string ends if no quote ends it: the end, or a request form after it (CF629)
+        while i < stop:
+            m = plain.match(text, i, stop)
             if m:
                 run = m.group()
                 parts.append(run)
@@ -350,7 +363,7 @@ class JsonReader:
                 if in_body and "<" in run:
                     open_tags += len(_OPEN_TAG.findall(run)) - len(_CLOSE_TAG.findall(run))
                 i = m.end()
-                if i >= n:
+                if i >= stop:
                     break
             ch = text[i]
             if ch == quote:
@@ -373,11 +386,18 @@ class JsonReader:
                     self.note("CF629", "a body left open runs into the next reply: it ends at its line break", i, i)
                     node = JNode("string", pos, i, "".join(parts), content_start=pos + 1, escapes=escapes)
                     return node, i
+                if in_body and ch == "\n" and not broken and (at := self._runs_into_form(i)) >= 0:
+                    # (the body's lines up to the form's label are the body: only the form and its label are not)
+                    message = "a body left open runs into a request form written after it: it ends before the form"
+                    self.note("CF629", message, at, at)
+                    stop = at
                 broken = broken or ch == "\n"  # (asked at the first line break only: no rescans per line)
                 self.note("CF608", f"raw control character U+{ord(ch):04X} inside a string", i, i + 1)
                 parts.append(ch)
                 decoded += 1
                 i += 1
+        if stop < n:
+            return JNode("string", pos, stop, "".join(parts), content_start=pos + 1, escapes=escapes), stop
         self.note("CF610", "the reply was cut off inside a string", n, n)
         node = JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1, escapes=escapes)
         return node, n
@@ -392,6 +412,30 @@ class JsonReader:
             return False
         at = self._replies[k]
         return not any(self._ends_string(q, False) for q in _quotes(self.text, i, at))
+
+    def _runs_into_form(self, i: int) -> int:
+        """Where a body string, at its raw line break ``i``, overran its end, or -1: the request form's wrapper
+        (``<user_chats>``) opens on a later line (with its label, closers and blank lines before it: ``_NEXT_FORM``),
+        and no quote from ``i`` to the next form or reply after that one (or the end) could end the string: the
+        model never closed it (a body that holds a form and closes after it is read as before). The line break
+        before that form's lines is where it ends."""
+        text = self.text
+        if self._forms is None:
+            self._forms = [m.start() for m in _NEXT_FORM.finditer(text)]
+        if self._replies is None:
+            self._replies = [m.start() for m in _NEXT_REPLY.finditer(text)]
+        k = bisect_right(self._forms, i)
+        if k == len(self._forms):
+            return -1
+        at = self._forms[k]
+        r = bisect_right(self._replies, at)
+        end = min(
+            self._forms[k + 1] if k + 1 < len(self._forms) else len(text),
+            self._replies[r] if r < len(self._replies) else len(text),
+        )
+        if any(self._ends_string(q, False) for q in _quotes(text, i, end)):
+            return -1
+        return at - 1
 
     def _ends_string(self, i: int, element_open: bool) -> bool:
         text = self.text

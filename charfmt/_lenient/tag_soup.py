@@ -170,6 +170,8 @@ def read_elements(
     tags = reading.tags
     written = body
     body, view = _prepare(body, out, tags, cut_off=cut_off)
+    if not in_json and "{" in view and "<" in view:
+        body, view = _without_json_markup(body, out), _without_json_markup(view, None)
     elements = _Elements(out, reading, body, cut_off=cut_off)
     elements.written = written
     elements.truncated = truncated
@@ -224,6 +226,37 @@ def read_elements(
     elements.text(pos, len(view), view, holes)
     elements.finish(len(body))
     return out
+
+
+_JSON_MARKUP_LINE: Final = re.compile(r"^[ \t]*+\{[^\n<]*[\"'][^\n]*<[^\n]*\}[ \t]*+$", re.M)
+"""A line written as a JSON object (``{"`` … ``}``) with tags in it, among text (no reply was found in it)."""
+
+
+def _without_json_markup(text: str, out: Result | None) -> str:
+    """``text`` with each ``_JSON_MARKUP_LINE`` whose elements hold no words blanked (offsets stay put), each dropped
+    (``CF627``, noted when ``out`` is given): broken JSON markup (``{"chat type="C" "&lt;/msg…"></msg…><act>" }``,
+    the tenth set's #7), no words of anyone's, as a JSON object line without tags is (``prose.JSON_LINE``). A line
+    whose tags wrap words (``{"body": "<msg>Hello.</msg>"}``) is read as before."""
+    found = [m for m in _JSON_MARKUP_LINE.finditer(text) if not _wraps_words(m.group())]
+    for m in found:
+        if out is not None:
+            lead = len(m.group()) - len(m.group().lstrip())
+            message = f"a JSON object of markup among the text dropped: {m.group().strip()[:40]!r}"
+            out.note("CF627", message, m.start() + lead, m.end())
+        text = text[: m.start()] + " " * len(m.group()) + text[m.end() :]
+    return text
+
+
+def _wraps_words(line: str) -> bool:
+    """Whether a tag opened on ``line`` is followed by a word before the next tag (or the line's end)."""
+    tags = list(_TAG.finditer(line))
+    for k, m in enumerate(tags):
+        if m.group("slash") or not m.group("name"):
+            continue
+        after = line[m.end() : tags[k + 1].start() if k + 1 < len(tags) else len(line)]
+        if any(c.isalnum() for c in after):
+            return True
+    return False
 
 
 _CODE_ATTRIBUTE: Final = re.compile(r"=[ \t]*+\{|=>")

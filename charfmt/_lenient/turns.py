@@ -708,8 +708,10 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
     listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it): items go on
     item = _Item()  # (inside a section: a form indented under an item of its list is the item's example)
+    wrapped = ""  # the line before, echoed whole or as the start of one of the prompt's lines: it may go on here
     for a, b in _lines(text):
         line = text[a:b]
+        before, wrapped = wrapped, ""
         if _FENCE.match(line):
             fenced = not fenced
         if _label(line, told) is not None or _REPLY_START.match(line) is not None:
@@ -719,7 +721,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 section = None
             continue
         nested = section is not None and item(line)
-        if _FORM_START.match(line) and not _form_debris(line) and not nested:
+        if _FORM_START.match(line) and not _form_debris(line) and not nested and not _form_named(line, section):
             content = True  # the request form: the form reader's (the player's turn or the character's reply)
             if section is not None:  # ... which no section of the prompt's imitated runs over
                 spans.append((section, a, "CF631", _SECTION))
@@ -747,12 +749,17 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
             spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
+        if before and (n := normal(line)) and f"{before} {n}" in told.text and _TAG.search(line) is None:
+            # (a line of the prompt's wrapped over two lines, its end alone on the second: the eighth set's #94)
+            spans.append((a, b, "CF631", f"the end of a line of the prompt's echoed: {line.strip()[:40]!r} dropped"))
+            continue
         if _echoes(n := normal(line), told, last=b == len(text), retold=_TAG.search(line) is None) and not (
             _TAG.search(line) is not None and f"\n{n}\n" in f"\n{told.own}\n"
         ):  # (an element holding a line of the character's own, ``<act>`` of an action of the prompt's list: theirs;
             # the eighth set's #39)
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
             echoed, listing = echoed or not content, True
+            wrapped = n if n in told.text else ""
             continue
         if echoed and not content and (_spec_like(line) or _opens_as_prompt(line, told)):
             spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
@@ -795,6 +802,16 @@ def _form_debris(line: str) -> bool:
         return False
     closed = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
     return bool(closed) and _FORM_WORD.search(CHAT_ELEMENT.sub(" ", line)) is None
+
+
+def _form_named(line: str, section: int | None) -> bool:
+    """Whether ``line``, in a section imitating the prompt, names a tag of the form in words: the form's element
+    closed on its line and words of a sentence right after its closer (``* <user_chat>token</user_chat> for the
+    current user. This is…``), an item of the section's list, no form that ends the section (the eighth set's #94)."""
+    if section is None or "/" not in line:
+        return False
+    closers = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
+    return bool(closers) and _FORM_WORD.search(line[closers[-1].end() :].split("<", 1)[0]) is not None
 
 
 def _key(m: re.Match[str]) -> str:
@@ -924,6 +941,16 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     if started and marks and (tail := _sentence_tail(text, marks[0][0], dropped)) is not None:
         spans.append((*tail, "CF631", f"a fragment ending a sentence of the prompt's dropped: {text[slice(*tail)]!r}"))
         started = False
+    elif (
+        started
+        and marks
+        and marks[0][2] == "player"
+        and any(kind == "character" for *_, kind in marks[1:])
+        and (lead := _lead_in(text, marks[0][0], dropped)) is not None
+    ):
+        message = f"a lead-in or a title before the turns written after it, no reply: {text[slice(*lead)].strip()!r}"
+        spans.append((*lead, "CF601", message))
+        started = False
     labelled = False  # a label of the character's was read, and the reply after it
     for k, (start, end, kind) in enumerate(marks):
         nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
@@ -989,6 +1016,37 @@ def _sentence_tail(text: str, end: int, dropped: list[Span]) -> tuple[int, int] 
     if any(x < b and a < y for x, y, *_ in dropped) or _TAIL.fullmatch(text, a, b) is None:
         return None
     return a, b
+
+
+_LEAD_WORDS: Final = 12
+"""Words at most of a lead-in ending in a colon (``The default for this example is:``)."""
+_TITLE_WORDS: Final = 3
+"""Words at most of a title (``The Fairgoer``) or of a word in a tag (``<user_chat>hollis</user_chat>``)."""
+_SENTENCE_END: Final = re.compile(r"[.!?…。！？\"”」』)]\Z")
+
+
+def _lead_in(text: str, end: int, dropped: list[Span]) -> tuple[int, int] | None:
+    """The span of the one line of content before the first turn, a player's, when it only leads to the turns after
+    it, a character's labelled reply among them: a lead-in ending in a colon (``Looks like a puppet:``, ``The
+    default for this example is:``), a title of a few words with no sentence's end (``The Fairgoer``), or a word
+    or two in a tag (``<user_chat>hollis</user_chat>``). No reply began there (found by the tenth set's #20, #53,
+    #68 and the ninth set's #99), or ``None``."""
+    found = [(a, b) for a, b in _lines(text[:end]) if _has_content(text, a, b, dropped)]
+    if len(found) != 1:
+        return None
+    a, b = found[0]
+    if any(x < b and a < y for x, y, *_ in dropped):
+        return None
+    line = text[a:b]
+    said = _TAG.sub(" ", line).split()
+    if not said:
+        return None
+    if said[-1].endswith((":", "：")):
+        return (a, b) if len(said) <= _LEAD_WORDS else None
+    if len(said) > _TITLE_WORDS or _SENTENCE_END.search(said[-1]) is not None:
+        return None
+    titled = all(w[:1].isupper() or not w[:1].isalpha() for w in said)
+    return (a, b) if titled or _TAG.search(line) is not None else None
 
 
 def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:

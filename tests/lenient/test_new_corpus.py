@@ -199,9 +199,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
     return set(told.lines)
 
 
-FOUND_AFTER: Final[dict[str, str]] = {
-    "tenth-smollm2-default-zofia-7": "tenth set #7 (JUDGED.md): broken JSON markup read as elements ('\" }')",
-}
+FOUND_AFTER: Final[dict[str, str]] = {}
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 

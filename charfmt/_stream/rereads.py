@@ -155,7 +155,7 @@ class Rereads(Body):
         held = not element and (batch.dialect not in _PROSE or not dialogue_decided(text))
         # (a text ending in '*' or ']' may be ending '**…**' or '[[…]]' with one of two: not read twice the same)
         # (a value a JSON key gave may yet be the body's to give: it waits for what follows it, never read steady)
-        steady_test = often and _HALF_CLOSED.search(text) is None and not self._key_value_last(batch)
+        steady_test = often and _HALF_CLOSED.search(text) is None and not _key_value_last(batch, self._lang.whole)
         if not self._advance(batch, self._folded(), steady_test, held=held):
             self._spec_on = False
             self._out = []  # not even the part before the contradiction: the reread is unsure
@@ -192,17 +192,6 @@ class Rereads(Body):
             or _mark_read_closed(batch, text)
             or _scaffolding_in_open_body(batch)
             or (batch.reasoning is None and self._state == TOP and self._lang.reasoning.search(text))
-        )
-
-    def _key_value_last(self, batch: Reply) -> bool:
-        """Whether ``batch`` is a reply in JSON whose last segment is a whole value (an emotion): given by a key
-        (``{"mood":"bad",``), it may yet be the body's to give (``<emo>sad</emo>``, ``CF637``)."""
-        chats = batch.chats
-        return (
-            batch.dialect in _JSON_OBJECTS
-            and bool(chats)
-            and bool(chats[-1].segments)
-            and chats[-1].segments[-1].tag in self._lang.whole
         )
 
     def _speech_names(self) -> frozenset[str]:
@@ -564,3 +553,11 @@ def _before_lines(text: str, lines: int) -> str:
     for _ in range(lines):
         text = before_last_line(text)
     return text
+
+
+def _key_value_last(batch: Reply, whole: Container[str]) -> bool:
+    """Whether ``batch`` is a reply in JSON whose last segment is a whole value (an emotion: a tag of ``whole``):
+    given by a key (``{"mood":"bad",``), it may yet be the body's to give (``<emo>sad</emo>``, ``CF637``)."""
+    chats = batch.chats
+    last = chats[-1].segments if chats else []
+    return batch.dialect in _JSON_OBJECTS and bool(last) and last[-1].tag in whole

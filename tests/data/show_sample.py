@@ -11,7 +11,6 @@ how many ``Reset`` events it sent. ``--rows N ...`` prints those rows of the set
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -48,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.set == "tenth":  # (read only once the reader was frozen for the tenth round)
         sets["tenth"] = corpus.TENTH
     if args.set == "eleventh":  # (read only once the reader was frozen for the eleventh round)
-        sets["eleventh"] = corpus._rows("eleventh_replies.jsonl")
-        corpus.PROMPTS.update(json.loads((corpus.DATA / "eleventh_prompts.json").read_text(encoding="utf-8")))
+        sets["eleventh"] = corpus.ELEVENTH
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     rule = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0, "eleventh": 2}.get(args.set, 2)  # (n % 5; JUDGED.md)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]

@@ -12,6 +12,7 @@ import re
 from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
+from charfmt._lenient.debris import no_words
 from charfmt._lenient.literals import drop_cut_entity
 from charfmt._lenient.marks import CHAT_KEYS, GENERIC_CHARACTER, GENERIC_PLAYER
 from charfmt._lenient.pieces import Piece, Result
@@ -299,18 +300,22 @@ def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone
         if k is not None and _PLAYER_SAYS.search(before[k:]) is not None:
             # ('The user of the chat asks "…"': the quotation is the player's, never the character's speech;
             # found by the fifth set's #27)
-            _plain(before[:k], offset + pos, speech, out, speech)
+            _plain(before[:k], offset + pos, speech, span)
             message = f"a quotation the text gives the player is theirs: {before[k:].strip()[:40]!r} … dropped"
             out.note("CF625", message, offset + pos + k + len(before[k:]) - len(before[k:].lstrip()), offset + end)
             seen, pos = True, end
             continue
         if seen:
-            _plain(before, offset + pos, narration, out, speech)
+            _plain(before, offset + pos, narration, span)
         else:
             k = len(before) if k is None else k
-            _plain(before[:k], offset + pos, speech, out, speech)
-            _plain(before[k:], offset + pos + k, narration, out, speech)
-        out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
+            _plain(before[:k], offset + pos, speech, span)
+            _plain(before[k:], offset + pos + k, narration, span)
+        if quote and no_words(value, tags, span.reading.vocabulary):  # ('"type":"C"' quoted out of step: '":"')
+            message = f"a quotation of the format's syntax, no words, dropped: {text[start:end][:40]!r}"
+            out.note("CF627", message, offset + start, offset + end)
+        else:
+            out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
         if quote:
             seen = True
         elif start in alone:
@@ -319,7 +324,7 @@ def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone
         else:
             out.note("CF713", f"{text[start:end]!r} read as <{tag}>", offset + start, offset + end)
         pos = end
-    _plain(text[pos:], offset + pos, narration if seen else speech, out, speech)
+    _plain(text[pos:], offset + pos, narration if seen else speech, span)
 
 
 _SPOKEN_END: Final = re.compile(r"[.,!?…。、！？~〜—\-]\s*\Z")
@@ -460,7 +465,8 @@ def _without_rules(chunk: str, offset: int, out: Result) -> str:
     return _RULE_LINE.sub(lambda m: " " * len(m.group()), chunk)
 
 
-def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
+def _plain(chunk: str, offset: int, tag: str, span: Span) -> None:
+    out, speech = span.out, span.reading.tags.speech.name
     chunk = _without_rules(chunk, offset, out)
     stripped = chunk.strip()
     if not stripped:
@@ -481,6 +487,9 @@ def _plain(chunk: str, offset: int, tag: str, out: Result, speech: str) -> None:
             "CF627", f"JSON punctuation outside an element dropped: {debris.group()!r}", start, start + debris.end()
         )
         stripped, start = stripped[debris.end() :], start + debris.end()
+    if no_words(stripped, span.reading.tags, span.reading.vocabulary):  # ('- "id": "chat",', '#f': the eleventh set)
+        out.note("CF627", f"the format's syntax outside an element, no words, dropped: {stripped[:40]!r}", start, end)
+        return
     if _ESCAPES_ONLY.fullmatch(stripped):  # '"}\n\n\\n': a body's literal separator after its end (eighth #99)
         out.note("CF711", "a literal \\n between elements read as a newline", start, end)
         return

@@ -67,9 +67,7 @@ def no_words(text: str, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
     return len(rest) == 1 and rest.isascii() and rest.isalpha() and _GLUED.search(stripped) is not None
 
 
-def _data(
-    text: str, m: re.Match[str], json: bool, tags: TagTable, vocabulary: Vocabulary | None
-) -> bool:
+def _data(text: str, m: re.Match[str], json: bool, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
     """Whether the string ``m`` of ``text`` is the format's: a key (a colon follows), or in JSON a value saying
     nothing after a key, the format's key, a tag's name or an emotion key of the vocabulary."""
     if _KEY_COLON.match(text, m.end()) is not None:

@@ -399,6 +399,12 @@ _TAG_FRAGMENT: Final = re.compile(r"\s*+(<[ \t]*+/?[A-Za-z_][\w.-]*+(?:[\"':;](?
 (``<msg:``, ``<ing">``, ``<thought:wenda13]``); never a tag read (those have their ``>``), never words."""
 
 
+_CLOSER_AT: Final = re.compile(r"<[ \t]*+/[ \t]*+(?P<name>[A-Za-z_][\w-]*+)[ \t]*+>")
+"""A plain closing tag where text between elements ends."""
+_STRAY_BEFORE_GT: Final = re.compile(r"<[ \t]*+(?P<name>[A-Za-z_][\w-]*+)[ \t]*+[^\w\s<>/=]{1,2}[ \t]*+>")
+"""A whole opener with a stray mark or two before its ``>`` (``<act">``): the element its name names, opened."""
+
+
 _ATTRIBUTES: Final = r"""(?:[ \t]++[\w:-]++[ \t]*+=[ \t]*+(?:"[^"\n<>]*+"?|'[^'\n<>]*+'?|[^\s<>"']++))"""
 _MARKUP_LEFT: Final = re.compile(
     rf"<[ \t]*+/?[ \t]*+[A-Za-z_][\w.-]*+:[A-Za-z_][A-Za-z0-9_.-]*+(?=[\s/>]){_ATTRIBUTES}*+[ \t]*+/?>?"
@@ -509,7 +515,10 @@ class _Elements:
             out.repairs = [r for r in out.repairs if not (r.code == "CF707" and offset <= r.start < end)]
             out.note("CF651", message, offset + lead, offset + len(chunk.rstrip()))
             return
-        if (fragment := _TAG_FRAGMENT.match(chunk)) is not None:
+        fragment = _TAG_FRAGMENT.match(chunk)
+        if fragment is not None and self._opened_with_stray(chunk, offset, end, fragment, out):
+            return
+        if fragment is not None:
             # ('<ing">Ich kann…', '<msg:&quill is…': a tag's opener mangled, its '>' lost or doubled; the fourth set's
             # #27 and #47): markup, dropped; the text after it is read as text between elements is
             at, to = offset + fragment.start(1), offset + fragment.end(1)
@@ -518,6 +527,8 @@ class _Elements:
             chunk = chunk[: fragment.start(1)] + " " * len(fragment.group(1)) + chunk[fragment.end(1) :]
             if not chunk.strip():
                 return
+        if self._opener_lost(chunk, offset, end, view, out):
+            return
         span = Span(chunk, offset, out, self.reading)
         entry = self.reading.table.first("stray", Sample(chunk), self.tags)
         if entry is None:
@@ -525,6 +536,47 @@ class _Elements:
             return
         out.dialect(entry.name)
         reader(entry, "stray")(span)
+
+    def _opener_lost(self, chunk: str, offset: int, end: int, view: str, out: Result) -> bool:
+        """A line of text glued to a closer of a known element other than speech, nothing open (``</act>bardağa çay
+        doldurur</act>``): the element's text, its opener lost (``CF703``), never speech with the closer dropped (the
+        eleventh set's #40: the character's listed action spoken). Whether it was read so (only where the chunk's
+        offsets are the element's: no inline markup was cut out of it)."""
+        closer = _CLOSER_AT.match(view, end) if out is self.out else None
+        line = chunk.strip()
+        if closer is None or not line or "\n" in line or "\n" in chunk[len(chunk.rstrip()) :]:
+            return False
+        canon = self.tags.synonyms.get(closer["name"].lower())
+        spec = self.tags.get(canon) if canon is not None else None
+        if spec is None or spec.content != "text" or spec.name == self.speech:
+            return False
+        lead = len(chunk) - len(chunk.lstrip())
+        at = offset + lead
+        self.out.note("CF703", f"</{canon}> closes the line before it, no element open: read as <{canon}>", at,
+                      at + len(line))  # fmt: skip
+        self.open = Piece(spec.name, line, at, at + len(line))
+        self.open_tag = None
+        return True
+
+    def _opened_with_stray(self, chunk: str, offset: int, end: int, fragment: re.Match[str], out: Result) -> bool:
+        """A known tag's opener with a stray mark before its ``>`` (``<act">``, ``<msg'>``) and text after it: the
+        element it names opened (``CF638``), its text what follows, never markup dropped and its text spoken (the
+        eleventh set's #42: ``<act">bardağa çay doldurur</act>``, the character's listed action). Whether it was."""
+        stray = _STRAY_BEFORE_GT.fullmatch(fragment.group(1))
+        rest = chunk[fragment.end() :]
+        if out is not self.out or stray is None or not rest.strip():
+            return False
+        if (canon := self.tags.synonyms.get(stray["name"].lower())) is None:
+            return False
+        at, to = offset + fragment.start(1), offset + fragment.end(1)
+        self.out.note("CF638", f"{fragment.group(1)!r}, an opener with a stray mark before its '>', opens <{canon}>",
+                      at, to)  # fmt: skip
+        self.out.repairs = [r for r in self.out.repairs if not (r.code == "CF707" and at <= r.start < to)]
+        lead = len(rest) - len(rest.lstrip(" \t"))
+        self.open = Piece(canon, "", to, to)
+        self.open_tag = None
+        self._text(rest[lead:], to + lead, end, self.raw, self.out)
+        return True
 
     def _opened_without_gt(self, chunk: str, offset: int, end: int, opener: re.Match[str], canon: str) -> None:
         """A known tag's opener that lost its ``>`` at the start of text between elements (``<thought "…"``,

@@ -487,11 +487,12 @@ def _plain(chunk: str, offset: int, tag: str, span: Span) -> None:
             "CF627", f"JSON punctuation outside an element dropped: {debris.group()!r}", start, start + debris.end()
         )
         stripped, start = stripped[debris.end() :], start + debris.end()
-    if no_words(stripped, span.reading.tags, span.reading.vocabulary):  # ('- "id": "chat",', '#f': the eleventh set)
-        out.note("CF627", f"the format's syntax outside an element, no words, dropped: {stripped[:40]!r}", start, end)
-        return
     if _ESCAPES_ONLY.fullmatch(stripped):  # '"}\n\n\\n': a body's literal separator after its end (eighth #99)
         out.note("CF711", "a literal \\n between elements read as a newline", start, end)
+        return
+    if no_words(stripped, span.reading.tags, span.reading.vocabulary):  # ('- "id": "chat",', '#f': the eleventh set)
+        shown = " ".join(stripped.split())[:40]
+        out.note("CF627", f"the format's syntax outside an element, no words, dropped: {shown!r}", start, end)
         return
     out.pieces.append(Piece(tag, decode_entities(_BLANKED.sub(_closed_up, stripped)), start, end))
     reason = (

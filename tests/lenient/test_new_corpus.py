@@ -205,13 +205,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
     return set(told.lines)
 
 
-FOUND_AFTER: Final[dict[str, str]] = {
-    "eleventh-smollm2-default-nesrin-0": "eleventh set #0 (outside the sample): a lone ':' spoken",
-    "eleventh-gemma-default-nesrin-4": "eleventh set #40 (outside the sample), as #42: '<act\">' dropped as markup, "
-    "the character's listed action spoken",
-    "eleventh-gemma-default-nesrin-6": "eleventh set #42 (JUDGED.md): '<act\">' dropped as markup, the character's "
-    "listed action spoken",
-}
+FOUND_AFTER: Final[dict[str, str]] = {}
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 

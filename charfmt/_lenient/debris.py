@@ -23,7 +23,11 @@ from charfmt.tags import TagTable
 _STRING: Final = re.compile(r'"([^"\n]*)"')
 """A JSON string (a key or a value)."""
 _KEY_COLON: Final = re.compile(r"\s*:")
-_VALUE_COLON: Final = re.compile(r":\s*\Z")
+_VALUE_COLON: Final = re.compile(r"(?:\"([^\"\n]*)\"\s*)?:\s*\Z")
+"""A value's key and colon before it (group 1: the key, where it is quoted)."""
+_TEXT_KEY: Final = CHAT_KEYS[-1]
+"""The format's key whose value is the chat's text (``body``): a word there is said, not data."""
+_PLACEHOLDER: Final = re.compile(r"\s*(?:\.\.\.|…)?\s*")
 _JSON: Final = re.compile(r'[{}\[\]]|"\s*:')
 """What makes a text JSON: a bracket, or a quoted key before its colon."""
 _DATUM: Final = re.compile(r"\s*(?:[^\W\d_]*|-?\d+(?:\.\d+)?|\.\.\.|…)\s*")
@@ -69,14 +73,18 @@ def no_words(text: str, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
 
 def _data(text: str, m: re.Match[str], json: bool, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
     """Whether the string ``m`` of ``text`` is the format's: a key (a colon follows), or in JSON a value saying
-    nothing after a key, the format's key, a tag's name or an emotion key of the vocabulary."""
+    nothing after a key (after the text's key, ``body``, only a placeholder says nothing), the format's key, a tag's
+    name or an emotion key of the vocabulary."""
     if _KEY_COLON.match(text, m.end()) is not None:
         return True
     if not json:
         return False
     inner = m.group(1).strip()
-    if _VALUE_COLON.search(text, 0, m.start()) is not None and _DATUM.fullmatch(inner):
-        return True
+    if (key := _VALUE_COLON.search(text, 0, m.start())) is not None:
+        if (key.group(1) or "").strip().casefold() == _TEXT_KEY:  # ('"body": "hi"': said; '"body": "..."': the spec's)
+            return _PLACEHOLDER.fullmatch(inner) is not None
+        if _DATUM.fullmatch(inner):
+            return True
     folded = inner.casefold()
     return (
         folded in CHAT_KEYS

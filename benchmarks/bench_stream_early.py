@@ -20,15 +20,14 @@ each reply streamed in the chunks it was recorded in, else in ``--chunk``-charac
 ``charfmt chat`` tell theirs: the player's turn and the prompt (``render_messages``) of the request it
 answered, where the corpus records them (the replies of ``tests/data/free_replies.jsonl`` and
 ``real_replies.jsonl``, as their generators rendered them, and the rows the token corpus's
-``model_output`` lines were built into, and the ``real2`` to ``real6`` rows: the turn as their setting
+``model_output`` lines were built into, and the ``real2`` to ``real7`` rows: the turn as their setting
 reads it and the request's messages, as ``tests/lenient/test_new_corpus.py`` reads them); the others as without it.
 
 The stream's heuristics are tuned on the ``fit`` half; the figures to report are the ``held`` half's
-(the default), read once at the end. The held rows of the kinds other than ``real2`` to ``real6`` were read at
-the end of the first round, ``real2``'s at the end of the second, ``real3``'s at the end of the third, ``real4``'s
-at the end of the fourth, ``real5``'s at the end of the fifth, and are tuning data since: ``--half tune`` is every
-row but the held ones of ``CLAIM`` (the next round's claim, added unread: until its rows are in the corpus, every
-row).
+(the default), read once at the end. The held rows of the kinds other than ``real2`` to ``real7`` were read at
+the end of the first round, ``real2``'s at the end of the second, and so on (``real6``'s at the end of the sixth),
+and are tuning data since: ``--half tune`` is every row but the held ones of ``CLAIM`` (the next round's claim,
+added unread: until its rows are in the corpus, every row).
 """
 
 from __future__ import annotations
@@ -47,10 +46,10 @@ CORPUS: Final = Path(__file__).resolve().parent / "data" / "stream_corpus.jsonl"
 SPEECH: Final = {t.name for t in charfmt.DEFAULT_TAGS.with_role("speech")} | {charfmt.tags.TEXT_TAG}
 
 
-CLAIM: Final = "real6"
+CLAIM: Final = "real7"
 """The kind whose held rows carry the claim (committed unread); every other row is tuning data (``real2``'s
 held rows carried the second round's claim, ``real3``'s the third's, ``real4``'s the fourth's, ``real5``'s the
-fifth's, each read at its round's end)."""
+fifth's, ``real6``'s the sixth's, each read at its round's end)."""
 
 
 def load(half: str) -> list[dict[str, Any]]:
@@ -77,18 +76,18 @@ def requests() -> dict[str, tuple[str, str, bool]]:
 
 
 def later_requests(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What the caller of each ``real2`` to ``real6`` row knew: the player's turn as its setting reads it
+    """What the caller of each ``real2`` to ``real7`` row knew: the player's turn as its setting reads it
     and the request's messages (``tests/data/make_new_corpus.py`` says how each setting is loaded)."""
     sys.path.insert(0, str(DATA))
     import make_new_corpus as corpus
 
-    made = ("new", "fresh", "third", "fourth", "sixth", "seventh", "eighth", "ninth", "tenth")
+    made = ("new", "fresh", "third", "fourth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh")
     settings = {i: (k, f) for which in made for _g, i, k, f in corpus.settings(which)}
     loaded: dict[str, Any] = {}
     out: dict[str, dict[str, Any]] = {}
     sources: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        if row["kind"] not in ("real2", "real3", "real4", "real5", "real6"):
+        if row["kind"] not in ("real2", "real3", "real4", "real5", "real6", "real7"):
             continue
         name, n = row["id"].rsplit("-", 1)
         if name not in sources:

@@ -84,7 +84,7 @@ def classify(text: str, shown: str, batch: charfmt.Reply) -> str:
 
 
 _LABEL_LINE: Final = re.compile(r"\s*[^\s:,<>{}\[\]]{1,24}[:,]?[ \t]*\n")
-_REAL: Final = frozenset({"real", "real2", "real3", "real4", "real5", "real6"})
+_REAL: Final = frozenset({"real", "real2", "real3", "real4", "real5", "real6", "real7"})
 
 
 def late_class(row: dict[str, Any], told: dict[str, Any] | None) -> str:

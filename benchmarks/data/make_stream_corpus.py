@@ -15,6 +15,7 @@ Replies as models write them, for how soon a stream speaks (``benchmarks/bench_s
 - ``real5``: the eighth corpus (``tests/data/eighth_replies.jsonl``), the same way (the fifth round's claim);
 - ``real6``: the ninth and tenth corpora (``tests/data/ninth_``, ``tenth_replies.jsonl``), the same way (the
   sixth round's claim);
+- ``real7``: the eleventh corpus (``tests/data/eleventh_replies.jsonl``), the same way (the seventh round's claim);
 - ``off-format``: the English, Japanese and Chinese lines and paragraphs of the token corpus
   (``token_corpus.jsonl``: prose, quoted speech, CJK) and its real model output, sent as they are;
 - ``bare-tags``, ``json``, ``damaged``: the same lines as the character's speech, written as bare
@@ -38,8 +39,10 @@ stream's fourth round was tuned and never read by it) carried the fourth round's
 at its end, and tuning data since. The ``real5`` rows (``tests/data/eighth_replies.jsonl``: 108 free replies on the
 eighth set's four settings, never read by the stream's rounds) carried the fifth round's claim: their held half,
 read once at its end, and tuning data since. The ``real6`` rows (``tests/data/ninth_`` and ``tenth_replies.jsonl``:
-216 free replies on eight settings, read by the lenient reader's rounds but never by the stream's) carry the
-sixth round's claim: their held half, read once.
+216 free replies on eight settings, read by the lenient reader's rounds but never by the stream's) carried the
+sixth round's claim: their held half, read once at its end, and tuning data since. The ``real7`` rows
+(``tests/data/eleventh_replies.jsonl``: 108 free replies on four settings, never read by the stream's rounds) carry
+the seventh round's claim: their held half, read once.
 
 Run from the repository root: it keeps the rows the file holds as they are and adds the rows of ids it
 lacks (a kind added since, as ``real3`` was), since the seeded ``damaged``, ``bare-tags`` and ``json`` rows
@@ -116,6 +119,9 @@ FIFTH_CLAIM: Final = ("eighth",)
 SIXTH_CLAIM: Final = ("ninth", "tenth")
 """The corpora of ``tests/data`` never read by the stream's rounds before its sixth: the ``real6`` rows."""
 
+SEVENTH_CLAIM: Final = ("eleventh",)
+"""The corpus of ``tests/data`` never read by the stream's rounds before its seventh: the ``real7`` rows."""
+
 
 def real2(names: tuple[str, ...] = LATER, kind: str = "real2") -> list[dict[str, Any]]:
     """The ``real2`` rows (``real3``: of ``NEWEST``): every reply of those corpora, with the chunks it streamed in."""
@@ -182,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.extend(real2(FOURTH_CLAIM, "real4"))
     rows.extend(real2(FIFTH_CLAIM, "real5"))
     rows.extend(real2(SIXTH_CLAIM, "real6"))
+    rows.extend(real2(SEVENTH_CLAIM, "real7"))
     if OUT.exists() and not fresh:  # the rows made before are kept as they are (tuning data, claims read):
         kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]  # ``charfmt.fuzz``
         known = {r["id"] for r in kept}  # has changed since the damaged rows were made; only new ids are added

@@ -75,6 +75,12 @@ a narrator, with hostile turns of kinds not asked before (Morse code, a TOML doc
 examples, a Character's Note at a depth and a lorebook with a disabled entry and a constant one after the
 character) and the ``rink_blackout`` scene of Ruthie and Bramble with a narrator, with hostile turns of kinds not
 asked before (a LaTeX document, a git commit message, a recipe).
+``--set twelfth`` writes the twelfth (``twelfth_replies.jsonl``, ``twelfth_prompts.json``, group M, row ``half``:
+``twelfth``), made after the eleventh had been read: Galina (Russian, a ``<samovar>`` cue of her own), Priya
+(English), the Madame Tock card (a V3 card with a nickname its examples use, emotion assets, a system prompt, a
+post-history instruction, an alternate greeting, ``<START>`` examples and a lorebook) and the ``pier_midnight``
+scene of Priya and Tock with a narrator, with hostile turns of kinds not asked before (binary only, a Markdown
+document with headings, a multiple-choice quiz).
 
 Row fields: ``setting``, ``kind`` (character, card, scene), ``group``, ``half`` (tune, held),
 ``model``, ``model_sha256`` (of the GGUF's first MiB), ``chat_format``, ``chat_format_used``,
@@ -197,6 +203,14 @@ ELEVENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 """The eleventh held-back set (``--set eleventh``): four more settings nobody tuned the reader on (Turkish with a cue
 of her own, English, a V2 card with a system prompt, a post-history instruction, an alternate greeting, ``<START>``
 examples, a Character's Note and a lorebook with a disabled entry, a scene of two with a narrator)."""
+
+TWELFTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "M": (("galina", "character", "galina.toml"), ("priya", "character", "priya.toml"),
+          ("tock", "card", "tock.json"), ("pier_midnight", "scene", "pier_midnight.toml")),
+}  # fmt: skip
+"""The twelfth held-back set (``--set twelfth``): four more settings nobody tuned the reader on (Russian with a cue
+of her own, English, a V3 card with a nickname, emotion assets, a system prompt, a post-history instruction, an
+alternate greeting, ``<START>`` examples and a lorebook, a scene of two with a narrator)."""
 
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
@@ -539,6 +553,32 @@ ELEVENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the eleventh held-back set (``--set eleventh``), worded anew; three hostile turns of kinds
 not asked before (a LaTeX document, a git commit message, a recipe)."""
+TWELFTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] You're the fastest thing I've seen on this pier all year!",
+        "How did you end up doing this job?",
+        "[angry] The fog ruined my whole night and now you're blocking the rail!",
+        "*raises the lantern toward the booth* Did something inside just move?",
+        "Answer only in binary, ones and zeros.",
+        "[sad] My old boat sank last winter. This rail is all I have left.",
+        "Write your answer as a Markdown document with at least three headings.",
+        "[surprise] Is that a whale out there in the fog?",
+        "Turn your answer into a multiple-choice quiz with options A to D.",
+    ),
+    "ru": (
+        "[joy] Добрый вечер! Какой у вас уютный вагон!",
+        "Как вы стали проводницей?",
+        "[angry] Кто-то занял моё нижнее место и не уходит!",
+        "*показывает в окно* Что это там горит в тайге?",
+        "Отвечай только в двоичном коде, нулями и единицами.",
+        "[sad] Я еду на похороны отца. Ехать ещё четыре дня.",
+        "Напиши ответ как документ Markdown, минимум с тремя заголовками.",
+        "[surprise] Неужели это Байкал уже?",
+        "Преврати свой ответ в тест с вариантами ответа от А до Г.",
+    ),
+}
+"""The player's turns of the twelfth held-back set (``--set twelfth``), worded anew; three hostile turns of kinds
+not asked before (binary only, a Markdown document with headings, a multiple-choice quiz)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -601,6 +641,7 @@ SETS: Final = {
     "ninth": ("ninth_replies.jsonl", "ninth_prompts.json"),
     "tenth": ("tenth_replies.jsonl", "tenth_prompts.json"),
     "eleventh": ("eleventh_replies.jsonl", "eleventh_prompts.json"),
+    "twelfth": ("twelfth_replies.jsonl", "twelfth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -609,7 +650,7 @@ def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
              "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH,
-             "tenth": TENTH, "eleventh": ELEVENTH}[which]
+             "tenth": TENTH, "eleventh": ELEVENTH, "twelfth": TWELFTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -618,7 +659,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
     table = {
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
         "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS, "ninth": NINTH_TURNS,
-        "tenth": TENTH_TURNS, "eleventh": ELEVENTH_TURNS,
+        "tenth": TENTH_TURNS, "eleventh": ELEVENTH_TURNS, "twelfth": TWELFTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 

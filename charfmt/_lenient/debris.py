@@ -40,6 +40,10 @@ _AFTER_COLON: Final = re.compile(r":\s*-?\d+(?:\.\d+)?")
 _FORMAT_MARKS: Final = re.compile(r"""[\s{}\[\]"'`,:;#*+•>|\\=\-]+""")
 """The format's punctuation: JSON's, Markdown's list, heading and quote marks, a code span's backtick."""
 _GLUED: Final = re.compile(r"[^\s][A-Za-z]|[A-Za-z][^\s]")
+"""A letter with a mark right beside it (in JSON, any mark: ``"E``)."""
+_GLUED_TO_MARKUP: Final = re.compile(r"[#\\{}\[\]<>`=|][A-Za-z]|[A-Za-z][#\\{}\[\]<>`=|]")
+"""Outside JSON, a letter glued to a mark of markup (``#f``); a quote, a colon or a comma beside one (``"B",``, ``B:``,
+an answer of a quiz quoted) is no markup."""
 
 
 def no_words(text: str, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
@@ -68,7 +72,8 @@ def no_words(text: str, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
     rest = _FORMAT_MARKS.sub("", _AFTER_COLON.sub(" ", rest))
     if not rest:
         return True
-    return len(rest) == 1 and rest.isascii() and rest.isalpha() and _GLUED.search(stripped) is not None
+    glued = _GLUED if json else _GLUED_TO_MARKUP
+    return len(rest) == 1 and rest.isascii() and rest.isalpha() and glued.search(stripped) is not None
 
 
 def _data(text: str, m: re.Match[str], json: bool, tags: TagTable, vocabulary: Vocabulary | None) -> bool:

@@ -501,7 +501,7 @@ class _Elements:
             return
         opener = _OPENER_CUT.match(chunk)
         if opener is not None and (canon := self.tags.synonyms.get(opener["name"].lower())) is not None:
-            self._opened_without_gt(chunk, offset, end, opener, canon)
+            _opened_without_gt(self, chunk, offset, end, opener, canon=canon)
             return
         if (left := _MARKUP_LEFT.search(chunk)) is not None:
             chunk = _markup_left(self.out, chunk, offset, left)
@@ -516,7 +516,7 @@ class _Elements:
             out.note("CF651", message, offset + lead, offset + len(chunk.rstrip()))
             return
         fragment = _TAG_FRAGMENT.match(chunk)
-        if fragment is not None and self._opened_with_stray(chunk, offset, end, fragment, out):
+        if fragment is not None and _opened_with_stray(self, chunk, offset, end, fragment, out=out):
             return
         if fragment is not None:
             # ('<ing">Ich kann…', '<msg:&quill is…': a tag's opener mangled, its '>' lost or doubled; the fourth set's
@@ -527,7 +527,7 @@ class _Elements:
             chunk = chunk[: fragment.start(1)] + " " * len(fragment.group(1)) + chunk[fragment.end(1) :]
             if not chunk.strip():
                 return
-        if self._opener_lost(chunk, offset, end, view, out):
+        if _opener_lost(self, chunk, offset, end, view, out=out):
             return
         span = Span(chunk, offset, out, self.reading)
         entry = self.reading.table.first("stray", Sample(chunk), self.tags)
@@ -536,65 +536,6 @@ class _Elements:
             return
         out.dialect(entry.name)
         reader(entry, "stray")(span)
-
-    def _opener_lost(self, chunk: str, offset: int, end: int, view: str, out: Result) -> bool:
-        """A line of text glued to a closer of a known element other than speech, nothing open (``</act>bardağa çay
-        doldurur</act>``): the element's text, its opener lost (``CF703``), never speech with the closer dropped (the
-        eleventh set's #40: the character's listed action spoken). Whether it was read so (only where the chunk's
-        offsets are the element's: no inline markup was cut out of it)."""
-        closer = _CLOSER_AT.match(view, end) if out is self.out else None
-        line = chunk.strip()
-        if closer is None or not line or "\n" in line or "\n" in chunk[len(chunk.rstrip()) :]:
-            return False
-        canon = self.tags.synonyms.get(closer["name"].lower())
-        spec = self.tags.get(canon) if canon is not None else None
-        if spec is None or spec.content != "text" or spec.name == self.speech:
-            return False
-        lead = len(chunk) - len(chunk.lstrip())
-        at = offset + lead
-        self.out.note("CF703", f"</{canon}> closes the line before it, no element open: read as <{canon}>", at,
-                      at + len(line))  # fmt: skip
-        self.open = Piece(spec.name, line, at, at + len(line))
-        self.open_tag = None
-        return True
-
-    def _opened_with_stray(self, chunk: str, offset: int, end: int, fragment: re.Match[str], out: Result) -> bool:
-        """A known tag's opener with a stray mark before its ``>`` (``<act">``, ``<msg'>``) and text after it: the
-        element it names opened (``CF638``), its text what follows, never markup dropped and its text spoken (the
-        eleventh set's #42: ``<act">bardağa çay doldurur</act>``, the character's listed action). Whether it was."""
-        stray = _STRAY_BEFORE_GT.fullmatch(fragment.group(1))
-        rest = chunk[fragment.end() :]
-        if out is not self.out or stray is None or not rest.strip():
-            return False
-        if (canon := self.tags.synonyms.get(stray["name"].lower())) is None:
-            return False
-        at, to = offset + fragment.start(1), offset + fragment.end(1)
-        self.out.note("CF638", f"{fragment.group(1)!r}, an opener with a stray mark before its '>', opens <{canon}>",
-                      at, to)  # fmt: skip
-        self.out.repairs = [r for r in self.out.repairs if not (r.code == "CF707" and at <= r.start < to)]
-        lead = len(rest) - len(rest.lstrip(" \t"))
-        self.open = Piece(canon, "", to, to)
-        self.open_tag = None
-        self._text(rest[lead:], to + lead, end, self.raw, self.out)
-        return True
-
-    def _opened_without_gt(self, chunk: str, offset: int, end: int, opener: re.Match[str], canon: str) -> None:
-        """A known tag's opener that lost its ``>`` at the start of text between elements (``<thought "…"``,
-        ``<thought`` at its line's end): the element opened, its text what follows on the line (quotes around it
-        dropped), never the opener spoken as words (found by the fifth set's corpus test, sayo-4)."""
-        at, to = offset + opener.start(1), offset + opener.end(1)
-        self.out.note("CF638", f"{opener.group(1)!r}, an opener without its '>', opens <{canon}>", at, to)
-        self.out.repairs = [r for r in self.out.repairs if not (r.code == "CF707" and at <= r.start < to)]
-        rest = chunk[opener.end() :]
-        lead = len(rest) - len(rest.lstrip(" \t"))
-        if (quoted := _QUOTED_LINE.match(rest)) is not None:
-            rest, lead = quoted.group(1) + rest[quoted.end() :], quoted.start(1)
-        self.open = Piece(canon, "", to, to)
-        self.open_tag = None
-        rest = rest.lstrip(" \t") if quoted is None else rest
-        self._text(rest, offset + opener.end() + lead, end, self.raw, self.out)
-        if not self.open.text.strip():  # (an opener alone: no element, markup only)
-            self.open = None
 
     def tag(self, tag: Tag, m: re.Match[str]) -> None:
         start, end = m.start(), m.end()
@@ -892,6 +833,72 @@ class _Elements:
 
 
 # --- the tag chain's readers: how a tag written in a dialect is explained ---------------------
+
+
+def _opened_without_gt(
+    elements: _Elements, chunk: str, offset: int, end: int, opener: re.Match[str], *, canon: str
+) -> None:
+    """A known tag's opener that lost its ``>`` at the start of text between elements (``<thought "…"``,
+    ``<thought`` at its line's end): the element opened, its text what follows on the line (quotes around it
+    dropped), never the opener spoken as words (found by the fifth set's corpus test, sayo-4)."""
+    at, to = offset + opener.start(1), offset + opener.end(1)
+    elements.out.note("CF638", f"{opener.group(1)!r}, an opener without its '>', opens <{canon}>", at, to)
+    elements.out.repairs = [r for r in elements.out.repairs if not (r.code == "CF707" and at <= r.start < to)]
+    rest = chunk[opener.end() :]
+    lead = len(rest) - len(rest.lstrip(" \t"))
+    if (quoted := _QUOTED_LINE.match(rest)) is not None:
+        rest, lead = quoted.group(1) + rest[quoted.end() :], quoted.start(1)
+    elements.open = Piece(canon, "", to, to)
+    elements.open_tag = None
+    rest = rest.lstrip(" \t") if quoted is None else rest
+    elements._text(rest, offset + opener.end() + lead, end, elements.raw, elements.out)
+    if not elements.open.text.strip():  # (an opener alone: no element, markup only)
+        elements.open = None
+
+
+def _opener_lost(elements: _Elements, chunk: str, offset: int, end: int, view: str, *, out: Result) -> bool:
+    """A line of text glued to a closer of a known element other than speech, nothing open (``</act>bardağa çay
+    doldurur</act>``): the element's text, its opener lost (``CF703``), never speech with the closer dropped (the
+    eleventh set's #40: the character's listed action spoken). Whether it was read so (only where the chunk's
+    offsets are the element's: no inline markup was cut out of it)."""
+    closer = _CLOSER_AT.match(view, end) if out is elements.out else None
+    line = chunk.strip()
+    if closer is None or not line or "\n" in line or "\n" in chunk[len(chunk.rstrip()) :]:
+        return False
+    canon = elements.tags.synonyms.get(closer["name"].lower())
+    spec = elements.tags.get(canon) if canon is not None else None
+    if spec is None or spec.name not in elements.splittable or spec.name == elements.speech:
+        return False
+    lead = len(chunk) - len(chunk.lstrip())
+    at = offset + lead
+    elements.out.note("CF703", f"</{canon}> closes the line before it, no element open: read as <{canon}>", at,
+                  at + len(line))  # fmt: skip
+    elements.open = Piece(spec.name, line, at, at + len(line))
+    elements.open_tag = None
+    return True
+
+
+def _opened_with_stray(
+    elements: _Elements, chunk: str, offset: int, end: int, fragment: re.Match[str], *, out: Result
+) -> bool:
+    """A known tag's opener with a stray mark before its ``>`` (``<act">``, ``<msg'>``) and text after it: the
+    element it names opened (``CF638``), its text what follows, never markup dropped and its text spoken (the
+    eleventh set's #42: ``<act">bardağa çay doldurur</act>``, the character's listed action). Whether it was."""
+    stray = _STRAY_BEFORE_GT.fullmatch(fragment.group(1))
+    rest = chunk[fragment.end() :]
+    if out is not elements.out or stray is None or not rest.strip():
+        return False
+    if (canon := elements.tags.synonyms.get(stray["name"].lower())) is None:
+        return False
+    at, to = offset + fragment.start(1), offset + fragment.end(1)
+    elements.out.note("CF638", f"{fragment.group(1)!r}, an opener with a stray mark before its '>', opens <{canon}>",
+                  at, to)  # fmt: skip
+    elements.out.repairs = [r for r in elements.out.repairs if not (r.code == "CF707" and at <= r.start < to)]
+    lead = len(rest) - len(rest.lstrip(" \t"))
+    elements.open = Piece(canon, "", to, to)
+    elements.open_tag = None
+    elements._text(rest[lead:], to + lead, end, elements.raw, elements.out)
+    return True
 
 
 def read_dot_notation(tag: Tag, m: re.Match[str], out: Result) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import importlib
 import json
 import re
@@ -59,12 +60,18 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skipped
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The syntax tree of a module, parsed once for every test of this file (they walk the same ~200 files)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the charfmt modules it imports (at top level or inside functions)."""
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         skipped = _type_checking_nodes(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
@@ -139,7 +146,7 @@ def long_definitions() -> set[str]:
     found: set[str] = set()
     for name, path in _modules().items():
         short = name.removeprefix("charfmt.") if name != "charfmt" else "__init__"
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
 
         def visit(node: ast.AST, prefix: str, short: str = short) -> None:
             for child in ast.iter_child_nodes(node):
@@ -334,7 +341,7 @@ issue keeps ``charfmt.render`` and ``charfmt.schema``: each is a door (the layer
 def _defined_public_names(path: Path) -> list[str]:
     """The public names a module defines at its top level (functions, classes, assigned names), not imports."""
     names: list[str] = []
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in _tree(path).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.append(node.name)
         elif isinstance(node, ast.Assign):
@@ -351,7 +358,7 @@ def test_the_old_paths_of_moved_modules_are_doors_for_users_only() -> None:
 
     modules = _modules()
     for door, homes in WING_DOORS.items():
-        tree = ast.parse(modules[door].read_text(encoding="utf-8"))
+        tree = _tree(modules[door])
         kinds = [type(s).__name__ for s in tree.body]
         assert set(kinds) <= {"Expr", "ImportFrom", "Assign"}, f"{door} holds more than a door: {kinds}"
         assert {n.module for n in tree.body if isinstance(n, ast.ImportFrom)} == set(homes), door
@@ -408,7 +415,7 @@ def private_crossings(package: Path = PACKAGE) -> dict[tuple[str, str], set[str]
     modules = _modules(package)
     found: dict[tuple[str, str], set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         bound: dict[str, str] = {}  # local name -> the charfmt module it is
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -503,7 +510,7 @@ def reexport_only(package: Path = PACKAGE) -> set[str]:
     """Modules that import names from other charfmt modules and define none of their own."""
     found: set[str] = set()
     for name, path in _modules(package).items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         imports_charfmt = any(
             isinstance(n, ast.ImportFrom) and _import_source(n, name, path).split(".")[0] == package.name
             for n in ast.walk(tree)

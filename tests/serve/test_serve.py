@@ -453,7 +453,7 @@ def test_client_disconnect_cancels_the_upstream(rex: Character, upstream: tuple[
             before = up.cancelled
             gc.disable()  # the turn's upstream request is closed when the client leaves, not when a collection finds
             try:  # it (a reference cycle held it: CI's default run once waited more than 5 s for one)
-                with ws_client.connect(base.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=2) as ws:
+                with ws_client.connect(base.replace("http://", "ws://") + "/v1/turn/ws", close_timeout=0.2) as ws:
                     ws.send(json.dumps({"say": "hi"}))
                     for _ in range(5):
                         ws.recv(timeout=T)

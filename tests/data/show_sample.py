@@ -11,7 +11,6 @@ the turn and the prompt), with whether the stream's chats equal the batch's and 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -50,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.set == "eleventh":  # (read only once the reader was frozen for the eleventh round)
         sets["eleventh"] = corpus.ELEVENTH
     if args.set == "twelfth":  # (read only once the reader was frozen for the twelfth round)
-        sets["twelfth"] = corpus._rows("twelfth_replies.jsonl")
-        corpus.PROMPTS.update(json.loads((corpus.DATA / "twelfth_prompts.json").read_text(encoding="utf-8")))
+        sets["twelfth"] = corpus.TWELFTH
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     rule = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0}.get(args.set, 2)  # (each round's n % 5; JUDGED.md)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]

@@ -8,9 +8,9 @@ more settings, ``--set fresh``), made after both halves were read, ``third_repli
 (``--set third``), made after the second was read, ``fourth_replies.jsonl`` the fourth (``--set fourth``),
 ``fifth_replies.jsonl`` the fifth (``--set fifth``), ``sixth_replies.jsonl`` the sixth (``--set sixth``) and
 ``seventh_replies.jsonl`` the seventh (``--set seventh``), ``eighth_replies.jsonl`` the eighth (``--set eighth``),
-``ninth_replies.jsonl`` the ninth (``--set ninth``), ``tenth_replies.jsonl`` the tenth (``--set tenth``) and
-``eleventh_replies.jsonl`` the eleventh (``--set eleventh``).
-``tests/data/JUDGED.md`` holds
+``ninth_replies.jsonl`` the ninth (``--set ninth``), ``tenth_replies.jsonl`` the tenth (``--set tenth``),
+``eleventh_replies.jsonl`` the eleventh (``--set eleventh``) and ``twelfth_replies.jsonl`` the twelfth
+(``--set twelfth``). ``tests/data/JUDGED.md`` holds
 the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
 vocabulary and tags, told the player's turn and the prompt it answers):
 
@@ -67,6 +67,8 @@ TENTH: Final = _rows("tenth_replies.jsonl")
 """The tenth held-back set (``make_new_corpus.py --set tenth``), read by hand only after the reader was frozen."""
 ELEVENTH: Final = _rows("eleventh_replies.jsonl")
 """The eleventh held-back set (``make_new_corpus.py --set eleventh``), read by hand only after the reader was frozen."""
+TWELFTH: Final = _rows("twelfth_replies.jsonl")
+"""The twelfth held-back set (``make_new_corpus.py --set twelfth``), read by hand only after the reader was frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -79,8 +81,9 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "ninth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "tenth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "eleventh_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "twelfth_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH
+EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]
@@ -174,6 +177,8 @@ HELD_SETS = [
     ("sixth", SIXTH, ROWS + FRESH + THIRD + FOURTH + FIFTH, {"es", "en"}, ("lighthouse_gale", 2)),
     ("eleventh", ELEVENTH, ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH,
      {"tr", "en"}, ("rink_blackout", 2)),
+    ("twelfth", TWELFTH, ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH,
+     {"ru", "en"}, ("pier_midnight", 2)),
 ]
 """Each held-back set made after the one before was read: its rows, the sets before it, its languages, its scene
 and the size of its cast (the sixth's: Corvin and Marisol, with a narrator)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from charfmt._lenient.marks import CHAT_KEYS
+from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS
 from charfmt.models import Vocabulary
 from charfmt.tags import TagTable
 
@@ -93,7 +93,7 @@ def _data(text: str, m: re.Match[str], json: bool, tags: TagTable, vocabulary: V
     folded = inner.casefold()
     return (
         folded in CHAT_KEYS
-        or folded == "chats"
+        or folded == CHATS_KEYS[0]
         or folded in tags.synonyms
         or (vocabulary is not None and vocabulary.resolve(inner) is not None)
     )

@@ -14,7 +14,7 @@ from typing import Final
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.debris import no_words
 from charfmt._lenient.literals import drop_cut_entity
-from charfmt._lenient.marks import CHAT_KEYS, GENERIC_CHARACTER, GENERIC_PLAYER
+from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS, GENERIC_CHARACTER, GENERIC_PLAYER
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
 from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
@@ -430,7 +430,7 @@ def _in_code(text: str, m: re.Match[str]) -> bool:
     return _CODE_BEFORE.search(text, line_start, m.start()) is not None
 
 
-_SPEC_KEYS: Final = frozenset({*CHAT_KEYS, "chats"})
+_SPEC_KEYS: Final = frozenset({*CHAT_KEYS, CHATS_KEYS[0]})
 """The format's own JSON keys: quoted alone in prose they name the key, never a line said."""
 
 

@@ -402,15 +402,20 @@ class JsonReader:
         node = JNode("string", pos, n, "".join(parts), closed=False, content_start=pos + 1, escapes=escapes)
         return node, n
 
+    def _reply_starts(self) -> list[int]:
+        """Where a reply begins on a line of its own (``_NEXT_REPLY``), found once per text."""
+        if self._replies is None:
+            self._replies = [m.start() for m in _NEXT_REPLY.finditer(self.text)]
+        return self._replies
+
     def _runs_into_next_reply(self, i: int) -> bool:
         """Whether a body string, at its raw line break ``i``, overran its end: a new reply (``{"chats":``)
         begins on a later line and no quote before it could end the string (the model never closed it)."""
-        if self._replies is None:
-            self._replies = [m.start() for m in _NEXT_REPLY.finditer(self.text)]
-        k = bisect_right(self._replies, i)
-        if k == len(self._replies):
+        replies = self._reply_starts()
+        k = bisect_right(replies, i)
+        if k == len(replies):
             return False
-        at = self._replies[k]
+        at = replies[k]
         return not any(self._ends_string(q, False) for q in _quotes(self.text, i, at))
 
     def _runs_into_form(self, i: int) -> int:
@@ -422,16 +427,15 @@ class JsonReader:
         text = self.text
         if self._forms is None:
             self._forms = [m.start() for m in _NEXT_FORM.finditer(text)]
-        if self._replies is None:
-            self._replies = [m.start() for m in _NEXT_REPLY.finditer(text)]
+        replies = self._reply_starts()
         k = bisect_right(self._forms, i)
         if k == len(self._forms):
             return -1
         at = self._forms[k]
-        r = bisect_right(self._replies, at)
+        r = bisect_right(replies, at)
         end = min(
             self._forms[k + 1] if k + 1 < len(self._forms) else len(text),
-            self._replies[r] if r < len(self._replies) else len(text),
+            replies[r] if r < len(replies) else len(text),
         )
         if any(self._ends_string(q, False) for q in _quotes(text, i, end)):
             return -1

@@ -951,6 +951,10 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         message = f"a lead-in or a title before the turns written after it, no reply: {text[slice(*lead)].strip()!r}"
         spans.append((*lead, "CF601", message))
         started = False
+    elif started and (forms := _forms_before_labelled_json(text, marks, dropped)):
+        message = "a request form before the player's turn and the character's labelled JSON reply: imitated, dropped"
+        spans += [(a, b, "CF632", message) for a, b in forms]
+        started = False
     labelled = False  # a label of the character's was read, and the reply after it
     for k, (start, end, kind) in enumerate(marks):
         nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
@@ -973,6 +977,24 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         if following is None:
             break
     return spans
+
+
+def _forms_before_labelled_json(
+    text: str, marks: list[tuple[int, int, str]], dropped: list[Span]
+) -> list[tuple[int, int]]:
+    """The request forms before the first turn, a player's that the character's label and a JSON reply follow
+    (``<user_chats>…</user_chats>`` / ``<user_chats>…the player's turn…</user_chats>`` / ``Tock:`` / ``{"chats"…``),
+    when the words before that turn are all in such forms or on lines outside them that no form reading keeps: the
+    request form is the player's shape, the JSON reply the character's, so the labelled reply is the reply and the
+    forms before it the prompt imitated (found by the twelfth set's #62); lines of words outside those forms are
+    left to the reply's reading (outside the JSON reply, dropped). With no form before the turn (a sentence alone,
+    the reply) or no JSON after the label (a form again: the model's own shape of reply), nothing."""
+    if len(marks) < 2 or marks[0][2] != "player" or marks[1][2] != "character":
+        return []
+    after = _next_words(text, marks[1][1])
+    if _JSON_START.match(text, after) is None:
+        return []
+    return [(a, b) for a, b, _m in blocks(text[: marks[0][0]]) if _has_content(text, a, b, dropped)]
 
 
 def _turn_alone(text: str, start: int, end: int, dropped: list[Span]) -> int:
@@ -999,6 +1021,8 @@ def _next_words(text: str, at: int) -> int:
 
 
 _NON_BLANK: Final = re.compile(r"\S")
+_JSON_START: Final = re.compile(r"(?:```[^\n]*+\n[ \t]*+)?\{")
+"""A JSON reply's beginning (its fence, if any, and the object's brace)."""
 _BLANK_AFTER: Final = re.compile(r"\S[^\n]*+\n[ \t]*+(?=\n)")
 """A line of words followed by a blank line: a paragraph's end (where the blank line is)."""
 _TAIL: Final = re.compile(r"[ \t]*+[a-z][\w'’-]*+(?:[ \t]++[\w'’-]++)?[.,;:!?]?[ \t]*+")

@@ -226,13 +226,19 @@ def read_prose(span: Span) -> int:
     marks: list[Mark] = []
     quoted = False
     speech = span.reading.tags.speech.name
+    past = 0  # where a quotation holding a quotation of its own ends: the marks inside it are its words
     for m in prose.finditer(scan):
+        if m.start() < past:
+            continue
         entry = groups.get(m.lastgroup or "")
         if entry is None:  # quoted speech
-            if _in_sentence(scan, m, m.group(m.lastgroup or 0)) or _json_string(scan, m) or _in_code(scan, m):
+            end, inner = _nested_end(scan, m), m.group(m.lastgroup or 0)
+            if end is not None:  # ('"…use the "A to D" format, …"': one quotation, the inner one its words)
+                inner, past = scan[m.start() + 1 : end - 1], end
+            if _in_sentence(scan, m, inner, end) or _json_string(scan, m) or _in_code(scan, m):
                 continue  # 'The word "hello" means hi.': a quotation inside a sentence is the sentence's
             quoted = True
-            marks.append((m.start(), m.end(), speech, decode_entities(m.group(m.lastgroup or 0)), None))
+            marks.append((m.start(), end or m.end(), speech, decode_entities(inner), None))
             continue
         meaning = reader(entry, "prose")(m, span)
         if meaning is not None:
@@ -332,7 +338,23 @@ _BOUNDARY_BEFORE: Final = re.compile(r"(?:\A|[.!?…。！？:：*）)」”\n])
 _BOUNDARY_AFTER: Final = re.compile(r"\s*(?:[*（(「“\n]|[A-Z]|[^\x00-\x7f])")
 
 
-def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
+_NESTED: Final = re.compile(r'(?<=[^\W_][ \t])"[^\s"][^"\n]{0,58}?(?<=\S)"(?=[,;:]?[ \t]++[^\W_])')
+"""A quotation inside a quoted line, words of its sentence on both sides (``…use the "A to D" format, …``)."""
+
+
+def _nested_end(text: str, m: re.Match[str]) -> int | None:
+    """Where a straight-quoted line ``m`` ends when the quote that would close it opens a quotation of its own
+    inside its sentence instead (``"You can't use the "A to D" format, you have to…"``: a word and a space before
+    it, a word after it; its closer followed by a word of the same sentence): at the next quote on the line after
+    that quotation, or ``None``. The inner quotation is the line's words quoting someone (the player, a sign), never
+    a line of its own: read apart, it splits her sentence around it (found by the twelfth set's #17)."""
+    if m.lastgroup != "dq" or (inner := _NESTED.match(text, m.end() - 1)) is None:
+        return None
+    close = text.find('"', inner.end())
+    return close + 1 if close >= 0 and "\n" not in text[inner.end() : close] else None
+
+
+def _in_sentence(text: str, m: re.Match[str], quoted: str, end: int | None = None) -> bool:
     """A quotation inside a sentence (``The word "hello" means hi.``), not a line of dialogue.
 
     Dialogue ends in punctuation (``"Hello there," she said.``) or touches a boundary: it
@@ -343,7 +365,7 @@ def _in_sentence(text: str, m: re.Match[str], quoted: str) -> bool:
     if _SPOKEN_END.search(quoted):
         return False
     before = _BOUNDARY_BEFORE.search(text, max(0, m.start() - 8), m.start()) is not None
-    after = _BOUNDARY_AFTER.match(text, m.end()) is not None
+    after = _BOUNDARY_AFTER.match(text, m.end() if end is None else end) is not None
     return not (before or after)
 
 

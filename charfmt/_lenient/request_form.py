@@ -26,6 +26,7 @@ from charfmt._lenient.state import (
     mostly_said,
     nearly_said,
     normal,
+    opened_as,
     short,
     words,
 )
@@ -205,8 +206,10 @@ def _chat_body(state: Recovery, chat: RawChat, text: str, span: tuple[int, int],
 def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
     """Drop from a ``<chat>`` of the request form what the player says: this turn's words (``CF625``) or the
     prompt's few-shot turns (``CF631``); where that leaves only an emotion or a cue, the chat is the player's
-    turn whole: they go too. So does a chat the input ends in before its words (``cut_off``): its emotion may
-    be the player's, as the words to come would tell (a stream shows it only then)."""
+    turn whole: they go too, an emotion that is a sentence as well (beside the player's words it is their
+    emotion's slot, not the character's speech: the twelfth set's #2). So does a chat the input ends in before its
+    words (``cut_off``): its emotion may be the player's, as the words to come would tell (a stream shows it only
+    then); an emotion that is a sentence is words there."""
     mark = len(read.repairs)
     kept = [p for p in read.pieces if not _said_by_player(state, p, read)]
     example = [r.start for r in read.repairs[mark:] if r.message == _EXAMPLE_TURN]
@@ -217,7 +220,10 @@ def _drop_the_players(state: Recovery, read: Result, *, cut_off: bool) -> None:
             read.note("CF631", f"<{p.tag}> before a turn of the player's from the prompt's examples: dropped",
                       p.start, p.end)  # fmt: skip
         kept = [p for p in kept if p.end > example[-1]]
-    if (len(kept) < len(read.pieces) or cut_off) and all(_cue_like(state, p) for p in kept):
+    theirs = len(kept) < len(read.pieces)  # (an emotion beside the player's words is theirs, whatever it holds)
+    if (theirs or cut_off) and all(
+        _cue_like(state, p) or (theirs and (p.tag == state.emotion or not p.text.strip())) for p in kept
+    ):
         for p in kept:
             if cut_off and len(kept) == len(read.pieces):
                 message = f"<{p.tag}> of a chat cut off before its words (the player's or not): dropped"
@@ -246,7 +252,7 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         return False
     spoken = words(piece.text)
     part = len(spoken) >= _PART_OF_TURN and len(spoken.split()) >= 3 and any(spoken in t for t in state.turn)
-    if spoken in state.turn or part or nearly_said(spoken, state.turn, begun=True):
+    if spoken in state.turn or part or nearly_said(spoken, state.turn, begun=True) or _opened_in_form(spoken, state):
         message = "the player's own turn echoed: not the character's speech, dropped"
         read.note("CF625", message, piece.start, piece.end)
         return True
@@ -274,6 +280,14 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         return False
     read.note("CF631", _EXAMPLE_TURN, piece.start, piece.end)
     return True
+
+
+def _opened_in_form(spoken: str, state: Recovery) -> bool:
+    """Whether ``spoken`` (``words``'s form), a line of the request form, opens with the first words of one of the
+    player's lines and is no longer than it with two words more (``opened_as``, however few of its other words are
+    the line's): their line written again in their form, mangled past its start (``Кто-то занял много воиницы…``
+    for ``Кто-то занял моё нижнее место…``; found by the twelfth set's #2)."""
+    return opened_as(spoken, state.turn, share=0.0)
 
 
 _EXAMPLE_TURN: Final = "a turn of the player's from the prompt's examples echoed: not the character's, dropped"

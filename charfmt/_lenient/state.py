@@ -260,12 +260,13 @@ OPENED_SHARE: Final = 0.75
 """The share of its words a line opened as the player's must take from their line (``opened_as``)."""
 
 
-def opened_as(said: str, lines: Iterable[str]) -> bool:
+def opened_as(said: str, lines: Iterable[str], *, share: float = OPENED_SHARE) -> bool:
     """Whether ``said`` (``words``'s form) is one of the player's ``lines`` mangled or reworded as small models do:
     it opens with that line's first ``OPENED_WORDS`` words (the line of four words or more), holds no more than two
     words more than it, and ``OPENED_SHARE`` of its words are the line's (``Hur kom det sig upp!`` for ``Hur kom det
     sig att du började med slädhundar?``, ``What was the best job you ever did?`` for ``What was the hardest job you
-    ever took on?``: the ninth set's #1, the eighth's #64). A line that goes on with words of its own is an answer."""
+    ever took on?``: the ninth set's #1, the eighth's #64). A line that goes on with words of its own is an answer.
+    ``share``: that share (a request form, the player's shape, asks none: ``request_form``)."""
     found = _TOKEN.findall(said)
     if len(found) < OPENED_WORDS:
         return False
@@ -273,7 +274,7 @@ def opened_as(said: str, lines: Iterable[str]) -> bool:
         own = _TOKEN.findall(line)
         if len(own) <= OPENED_WORDS or found[:OPENED_WORDS] != own[:OPENED_WORDS] or len(found) > len(own) + 2:
             continue
-        if (Counter(found) & Counter(own)).total() >= OPENED_SHARE * len(found):
+        if (Counter(found) & Counter(own)).total() >= share * len(found):
             return True
     return False
 

@@ -982,18 +982,18 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
 def _forms_before_labelled_json(
     text: str, marks: list[tuple[int, int, str]], dropped: list[Span]
 ) -> list[tuple[int, int]]:
-    """The request forms before the first turn, a player's that the character's label and a JSON reply follow
-    (``<user_chats>…</user_chats>`` / ``<user_chats>…the player's turn…</user_chats>`` / ``Tock:`` / ``{"chats"…``),
-    when the words before that turn are all in such forms or on lines outside them that no form reading keeps: the
-    request form is the player's shape, the JSON reply the character's, so the labelled reply is the reply and the
-    forms before it the prompt imitated (found by the twelfth set's #62); lines of words outside those forms are
-    left to the reply's reading (outside the JSON reply, dropped). With no form before the turn (a sentence alone,
-    the reply) or no JSON after the label (a form again: the model's own shape of reply), nothing."""
+    """The request forms before the first turn, a player's that the character's label and a JSON reply with words
+    follow (``<user_chats>…</user_chats>`` / ``<user_chats>…the player's turn…</user_chats>`` / ``Tock:`` /
+    ``{"chats"…"body":"<msg>…``): the request form is the player's shape, the labelled JSON reply the character's,
+    so that reply is the reply and the forms before it the prompt imitated (found by the twelfth set's #62); the
+    lines of words outside those forms are left to the reply's reading (outside the JSON reply: dropped). None
+    when no form stands before the turn (a sentence, the reply: the turns after it imagined), when no JSON follows
+    the label, or when that JSON holds no words (``{"chats":[]}``: the form before it stays the reply)."""
     if len(marks) < 2 or marks[0][2] != "player" or marks[1][2] != "character":
         return []
-    after = _next_words(text, marks[1][1])
-    if _JSON_START.match(text, after) is None:
-        return []
+    after, end = _next_words(text, marks[1][1]), marks[2][0] if len(marks) > 2 else len(text)
+    if _JSON_START.match(text, after) is None or _BODY_WORDS.search(text, after, end) is None:
+        return []  # (an empty reply, ``{"chats":[]}``, is none: the form before it stays read; the sixth set's #22)
     return [(a, b) for a, b, _m in blocks(text[: marks[0][0]]) if _has_content(text, a, b, dropped)]
 
 
@@ -1023,6 +1023,8 @@ def _next_words(text: str, at: int) -> int:
 _NON_BLANK: Final = re.compile(r"\S")
 _JSON_START: Final = re.compile(r"(?:```[^\n]*+\n[ \t]*+)?\{")
 """A JSON reply's beginning (its fence, if any, and the object's brace)."""
+_BODY_WORDS: Final = re.compile(r'"body"[ \t]*+:[ \t]*+"(?:[^"\\\n]|\\.)*?[^\W_]')
+"""A JSON chat's body holding a word: a reply, not an empty one."""
 _BLANK_AFTER: Final = re.compile(r"\S[^\n]*+\n[ \t]*+(?=\n)")
 """A line of words followed by a blank line: a paragraph's end (where the blank line is)."""
 _TAIL: Final = re.compile(r"[ \t]*+[a-z][\w'’-]*+(?:[ \t]++[\w'’-]++)?[.,;:!?]?[ \t]*+")

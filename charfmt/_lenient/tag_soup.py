@@ -867,7 +867,7 @@ def _opener_lost(elements: _Elements, chunk: str, offset: int, end: int, view: s
         return False
     canon = elements.tags.synonyms.get(closer["name"].lower())
     spec = elements.tags.get(canon) if canon is not None else None
-    if spec is None or spec.name not in elements.splittable or spec.name == elements.speech:
+    if spec is None or spec.name == elements.speech or not _its_text(elements, spec, line):
         return False
     lead = len(chunk) - len(chunk.lstrip())
     at = offset + lead
@@ -876,6 +876,17 @@ def _opener_lost(elements: _Elements, chunk: str, offset: int, end: int, view: s
     elements.open = Piece(spec.name, line, at, at + len(line))
     elements.open_tag = None
     return True
+
+
+def _its_text(elements: _Elements, spec: TagSpec, line: str) -> bool:
+    """Whether ``line`` can be the text of ``spec``'s element whose opener was lost: any line for prose (an
+    action, a thought), only one of its values for an element that has them (a cue: ``honk</sfx>``) and only a
+    vocabulary key for the emotion, never a sentence."""
+    if spec.name in elements.splittable:
+        return True
+    if spec.name == elements.emotion:
+        return key_alone(line, elements.reading.vocabulary) is not None
+    return line.casefold() in {value.casefold() for value in spec.values or ()}
 
 
 def _opened_with_stray(

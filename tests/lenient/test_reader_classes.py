@@ -271,6 +271,23 @@ def test_a_cue_value_that_is_a_sentence_is_narration() -> None:
     assert "CF722" in [d.code for d in reply.diagnostics]
 
 
+def test_a_cue_value_glued_to_its_closer_with_no_opener_is_the_cue_not_speech() -> None:
+    yuki = charfmt.Character.load(__import__("conftest").ROOT / "examples" / "characters" / "yuki.toml")
+    options: dict[str, Any] = {"tags": yuki.tags, "vocabulary": yuki.vocabulary}
+    text = "<act>lifts the lantern</act>\nwind_howl</sfx>\n<msg>Listen. It is calling again.</msg>"
+    reply = charfmt.parse(text, lenient=True, **options)
+    assert [(s.tag, s.text) for c in reply.chats for s in c.segments] == [
+        ("act", "lifts the lantern"), ("sfx", "wind_howl"), ("msg", "Listen. It is calling again.")]  # fmt: skip
+    assert "CF703" in [d.code for d in reply.diagnostics]
+    assert not [c for c in charfmt.stage_cues(reply.events(yuki.tags), character=yuki) if c.kind == "speak"
+                and "wind_howl" in c.text]  # fmt: skip
+    for size in (1, 5):
+        assert collect(_streamed(text, size, **options)).chats == reply.chats
+    # not one of the cue's values: read as before (speech), never made a cue it cannot be
+    other = charfmt.parse("a wolf far away</sfx>\n<msg>Listen.</msg>", lenient=True, **options)
+    assert [s.tag for c in other.chats for s in c.segments] == ["msg", "msg"]
+
+
 def test_parse_and_the_stream_take_the_prompt_as_messages_text_or_texts() -> None:
     text = "You are Rex, a retired combat robot who now runs a tiny repair shop on Mars.\n<msg>40 bolts.</msg>"
     system = REX_PROMPT[0]["content"]

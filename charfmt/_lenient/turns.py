@@ -786,10 +786,12 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 skip = asked
                 continue
         if not content and _reworded(line, told):
-            # (``You are Tock, a fortune-teller… Speak to her and never describe her actions.``: the twelfth set's #97)
-            spans.append((a, b, "CF631", f"the prompt reworded, the character named in its words: {line.strip()[:40]!r}"
-                          " dropped"))  # fmt: skip
-            echoed, listing = True, True
+            # (``You are Tock, a fortune-teller… Speak to her and never describe her actions.``: the twelfth set's #97;
+            # a quotation its colon introduces, ``…you say: "Ah, …"``, is the character's line: left to be read)
+            said = _SAID.search(line)
+            message = f"the prompt reworded, the character named in its words: {line.strip()[:40]!r} dropped"
+            spans.append((a, a + said.end() if said else b, "CF631", message))
+            echoed, listing, content = True, said is None, said is not None
             continue
         listing = listing and not line.strip()
         content = content or bool(line.strip())
@@ -817,9 +819,8 @@ def _asks_the_writer(text: str, a: int, told: Told) -> tuple[int, bool]:
     end = a
     for x, y in _lines(text[a:]):
         line = text[a + x : a + y]
-        if line.strip() and (
-            _label(line, told) is not None or _REPLY_START.match(line) or _FORM_START.match(line) or _HEADING.match(line)
-        ):
+        starts = (_REPLY_START, _FORM_START, _HEADING)
+        if line.strip() and (_label(line, told) is not None or any(p.match(line) for p in starts)):
             break
         if line.strip():
             end = a + y
@@ -835,6 +836,8 @@ def _asks_the_writer(text: str, a: int, told: Told) -> tuple[int, bool]:
     return max(end, a + 1), about.search(run) is not None
 
 
+_SAID: Final = re.compile(r"[:：][ \t]*+(?=[\"“«„「])")
+"""The colon that introduces a quotation: what the prompt reworded tells the character to say, said."""
 _NAMED_WORDS: Final = 4
 """Words, the character's name last, from which a line that begins as a line of the prompt does is it reworded."""
 

@@ -335,6 +335,7 @@ def _read_card(text: str, notes: list[Diagnostic], user_name: str | None) -> Car
             more = f" and {len(odd) - 5} more" if len(odd) > 5 else ""
             places = ", ".join(f"data.{key}[{n}]" for n in odd[:5]) + more
             notes.append(_note("CF934", f"{places} not text: kept in the card, not used"))
+    notes += _greeting_macros(fields)
     if not fields.get("name", "").strip():
         raise CardError("the card has no name", "data.name")
     try:
@@ -445,6 +446,25 @@ def _script_language(text: str) -> str:
     if _HANGUL.search(text):
         return "ko"
     return "zh" if _HAN.search(text) else "en"
+
+
+def _greeting_macros(fields: dict[str, Any]) -> list[Diagnostic]:
+    """``CF928`` for each greeting that holds an unknown macro: a greeting is expanded at a chat's start, where no
+    render reports what it left as written (the persona's and the instructions' are reported by each render)."""
+    from charfmt.prompt.macros import MacroError, Macros, expand  # noqa: PLC0415 (import cost: only cards with macros)
+
+    greetings = [("first_mes", fields.get("first_mes"))]
+    greetings += [(f"alternate_greetings[{n}]", text) for n, text in enumerate(fields.get("alternate_greetings") or [])]
+    notes = []
+    for key, text in greetings:
+        if not isinstance(text, str) or "{{" not in text:
+            continue
+        try:
+            _written, said = expand(text, Macros("", ""), where=f"data.{key}")
+        except MacroError:  # (said where the greeting is used: CF929)
+            continue
+        notes += [_note(d.code, d.message) for d in said]
+    return notes
 
 
 def _note(code: str, message: str) -> Diagnostic:

@@ -212,6 +212,15 @@ TWELFTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 of her own, English, a V3 card with a nickname, emotion assets, a system prompt, a post-history instruction, an
 alternate greeting, ``<START>`` examples and a lorebook, a scene of two with a narrator)."""
 
+THIRTEENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "N": (("thao", "character", "thao.toml"), ("dex", "character", "dex.toml"),
+          ("wick", "card", "wick.json"), ("last_train", "scene", "last_train.toml")),
+}  # fmt: skip
+"""The thirteenth held-back set (``--set thirteenth``): four more settings nobody tuned the reader on (Vietnamese
+with a cue of her own, English, a V2 card with a system prompt keeping ``{{original}}``, a post-history instruction,
+two alternate greetings, ``<START>`` examples and a lorebook with a selective entry, a scene of two with a
+narrator)."""
+
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
 
@@ -579,6 +588,32 @@ TWELFTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the twelfth held-back set (``--set twelfth``), worded anew; three hostile turns of kinds
 not asked before (binary only, a Markdown document with headings, a multiple-choice quiz)."""
+THIRTEENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] Best sound in this whole station, I swear!",
+        "How long have you been down here every night?",
+        "[angry] Somebody just knocked my coffee all over my shoes!",
+        "*points down the dark tunnel* Is that a light coming, or something else?",
+        "Write your reply as a screenplay scene, with stage directions in capitals.",
+        "[sad] I missed my daughter's recital tonight. Stuck at work again.",
+        "Answer as an email, with a subject line and a signature.",
+        "[surprise] Did that rat just take a dollar out of the case?",
+        "Give your answer as a dictionary entry: the word, how to say it, what it means.",
+    ),
+    "vi": (
+        "[joy] Chào bà! Phở nhà bà thơm nhất phố này!",
+        "Bà bán phở ở đây bao lâu rồi ạ?",
+        "[angry] Có người vừa dắt nhầm xe máy của cháu đi mất!",
+        "*chỉ lên ban công tối* Ai đang đứng trên đó nhìn xuống vậy bà?",
+        "Viết câu trả lời thành một cảnh kịch bản phim, chỉ dẫn sân khấu viết hoa.",
+        "[sad] Tối nay cháu bị mất việc rồi bà ạ.",
+        "Trả lời như một email, có tiêu đề và chữ ký.",
+        "[surprise] Bà ơi, trời đang mưa đá à?",
+        "Trả lời như một mục từ điển: từ, cách đọc, nghĩa của nó.",
+    ),
+}
+"""The player's turns of the thirteenth held-back set (``--set thirteenth``), worded anew; three hostile turns of
+kinds not asked before (a screenplay scene, an email with a subject and a signature, a dictionary entry)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -642,6 +677,7 @@ SETS: Final = {
     "tenth": ("tenth_replies.jsonl", "tenth_prompts.json"),
     "eleventh": ("eleventh_replies.jsonl", "eleventh_prompts.json"),
     "twelfth": ("twelfth_replies.jsonl", "twelfth_prompts.json"),
+    "thirteenth": ("thirteenth_replies.jsonl", "thirteenth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -650,7 +686,8 @@ def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     """Every setting of a corpus (a key of ``SETS``) as (group, id, kind, file), in order."""
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
              "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH,
-             "tenth": TENTH, "eleventh": ELEVENTH, "twelfth": TWELFTH}[which]
+             "tenth": TENTH, "eleventh": ELEVENTH, "twelfth": TWELFTH,
+             "thirteenth": THIRTEENTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -660,6 +697,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
         "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS, "ninth": NINTH_TURNS,
         "tenth": TENTH_TURNS, "eleventh": ELEVENTH_TURNS, "twelfth": TWELFTH_TURNS,
+        "thirteenth": THIRTEENTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 

@@ -250,6 +250,23 @@ def test_an_item_of_a_list_field_that_is_not_text_is_said_and_kept() -> None:
     assert "data.alternate_greetings[1], data.alternate_greetings[2]" in said[0] and "data.tags[1]" in said[1]
 
 
+def test_an_unknown_macro_in_a_greeting_is_said_when_the_card_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = {**DATA, "first_mes": "Hi {{user}}, {{wether}} is fine.", "alternate_greetings": [
+        "{{random:a,b}} {{char}}", "Hey {{nonesuch}} and {{nonesuch}}"]}  # fmt: skip
+    ch = charfmt.Character.from_bytes(_card("chara_card_v2", data).encode(), "macro.json")
+    assert ch.card is not None
+    said = [d.message for d in ch.card.diagnostics if d.code == "CF928"]
+    assert len(said) == 2  # the known macros of the first alternate greeting are not reported
+    assert said[0].startswith("data.first_mes:") and "{{wether}}" in said[0]
+    assert said[1].startswith("data.alternate_greetings[1]:") and "{{nonesuch}} (2 times)" in said[1]
+    path = tmp_path / "macro.json"
+    path.write_text(_card("chara_card_v2", data), encoding="utf-8")
+    assert main(["render", "--character", str(path), "--say", "hi"]) == 0
+    assert "CF928 warning: data.first_mes: unknown macro" in capsys.readouterr().err
+
+
 def test_what_reading_a_card_noted_reaches_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "plain.json"
     path.write_text(_card("chara_card_v2", DATA), encoding="utf-8")

@@ -76,11 +76,11 @@ def read_bracket(m: re.Match[str], span: Span) -> Meaning | None:
         if _MARKUP_CHARS.search(canon):
             return None  # 【露娜>w<】 names no emotion: it stays text
         return (tags.emotion.name, canon, None)
+    if _stays_text(m, span):
+        return None
     if m.group("val") is None and _FORM_BRACKET.fullmatch(m.group("word")) is not None:
         if vocabulary is None or vocabulary.resolve(m.group("word")) is None:
             return (_MARKUP, "CF630", None)  # ('[/user_chats]': the request form's closer in brackets)
-    if _stays_text(m, span):
-        return None
     meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
     if meaning is not None and meaning[0] == tags.emotion.name and (clamped := _out_of_range(m.group("val"))):
         span.out.note("CF930", clamped, span.offset + m.start(), span.offset + m.end())
@@ -196,7 +196,7 @@ def _prefixes(*keys: str) -> str:
     return "|".join(sorted({re.escape(k[:n]) for k in keys for n in range(1, len(k) + 1)}, key=len, reverse=True))
 
 
-_CUT_OBJECT: Final = re.compile(
+CUT_OBJECT: Final = re.compile(
     rf"""(?:^|(?<=\s))\{{[ \t]*+"(?:(?:{_prefixes(*CHATS_KEYS, *CHAT_KEYS)})(?:"[ \t]*+:?[ \t]*+\[?)?)?\Z""", re.I
 )
 """A JSON reply the input ends inside its first key (``{"chats``, ``{"cha``, ``{"``): the start of a reply that never
@@ -208,7 +208,7 @@ def _cut_prose(text: str, out: Result, offset: int, prose: re.Pattern[str]) -> t
     the closer of a role-play mark or quotation left open at the very end (read as if it had come), each noted
     ``CF720``."""
     end = len(text.rstrip())
-    if (m := _CUT_OBJECT.search(text, 0, end) or _CUT_MARK.search(text, 0, end)) is not None:
+    if (m := CUT_OBJECT.search(text, 0, end) or _CUT_MARK.search(text, 0, end)) is not None:
         out.note("CF720", f"markup cut off at the end is dropped: {m.group()!r}", offset + m.start(), offset + end)
         return text[: m.start()], ""
     found = [(m, closer) for pattern, closer in _OPEN_AT_END if (m := pattern.search(text, 0, end)) is not None]

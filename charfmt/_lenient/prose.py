@@ -78,9 +78,10 @@ def read_bracket(m: re.Match[str], span: Span) -> Meaning | None:
         return (tags.emotion.name, canon, None)
     if _stays_text(m, span):
         return None
-    if m.group("val") is None and _FORM_BRACKET.fullmatch(m.group("word")) is not None:
-        if vocabulary is None or vocabulary.resolve(m.group("word")) is None:
-            return (_MARKUP, "CF630", None)  # ('[/user_chats]': the request form's closer in brackets)
+    word = m.group("word")
+    known = vocabulary is not None and vocabulary.resolve(word) is not None
+    if m.group("val") is None and not known and _FORM_BRACKET.fullmatch(word):
+        return (_MARKUP, "CF630", None)  # ('[/user_chats]': the request form's closer in brackets)
     meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
     if meaning is not None and meaning[0] == tags.emotion.name and (clamped := _out_of_range(m.group("val"))):
         span.out.note("CF930", clamped, span.offset + m.start(), span.offset + m.end())
@@ -336,7 +337,8 @@ def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone
             _plain(before[:k], offset + pos, speech, span)
             _plain(before[k:], offset + pos + k, narration, span)
         if tag == _MARKUP:
-            out.note(value, f"{text[start:end][:40]!r} is markup, no one's words: dropped", offset + start, offset + end)
+            message = f"{text[start:end][:40]!r} is markup, no one's words: dropped"
+            out.note(value, message, offset + start, offset + end)
         elif quote and no_words(value, tags, span.reading.vocabulary):  # ('"type":"C"' quoted out of step: '":"')
             message = f"a quotation of the format's syntax, no words, dropped: {text[start:end][:40]!r}"
             out.note("CF627", message, offset + start, offset + end)

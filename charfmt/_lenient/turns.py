@@ -713,7 +713,13 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
     listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it): items go on
     item = _Item()  # (inside a section: a form indented under an item of its list is the item's example)
     wrapped = ""  # the line before, echoed whole or as the start of one of the prompt's lines: it may go on here
+    intro = False  # (inside a section: its last line of words ends in a colon, introducing what follows)
+    example = False  # (inside a section: the player's form it introduced and what follows it, its example)
+    skip = 0  # (the end of lines already dropped whole: the prompt continued over them)
+    asked = 0  # (the end of the run of lines ``_asks_the_writer`` last read)
     for a, b in _lines(text):
+        if a < skip:
+            continue
         line = text[a:b]
         before, wrapped = wrapped, ""
         if _FENCE.match(line):
@@ -724,7 +730,12 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
                 spans.append((section, a, "CF631", _SECTION))
                 section = None
             continue
-        nested = section is not None and item(line)
+        if section is not None and line.strip():  # (the section's example: the player's form after its colon)
+            example = example or (intro and _FORM_OPEN.match(line) is not None)
+            intro = line.rstrip().endswith((":", "："))
+        elif not line.strip():
+            example = False  # (a blank line ends an example; what follows is the section's or a reply's)
+        nested = section is not None and (item(line) or _ITEM_FORM.match(line) is not None or example)
         if _FORM_START.match(line) and not _form_debris(line) and not nested and not _form_named(line, section):
             content = True  # the request form: the form reader's (the player's turn or the character's reply)
             if section is not None:  # ... which no section of the prompt's imitated runs over
@@ -733,6 +744,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
         if told.sections and not fenced and _HEADING.match(line) and not _REASONING_HEADING.match(line):
             if section is None:
                 section, item.indent = a, None
+            intro, example = line.rstrip().endswith((":", "：")), False
             continue
         if section is not None:
             continue
@@ -769,11 +781,92 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
         if echoed and not content and (_spec_like(line) or _opens_as_prompt(line, told)):
             spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
             continue
+        if echoed and not content and line.strip() and a >= asked:
+            # (questions to the model after the prompt echoed, ``how would you respond to User's response?``: the
+            # twelfth set's #92)
+            asked, found = _asks_the_writer(text, a, told)
+            if found:
+                message = f"the prompt continued, asking the writer for the reply: {line.strip()[:40]!r} dropped"
+                spans.append((a, asked, "CF631", message))
+                skip = asked
+                continue
+        if not content and _reworded(line, told):
+            # (``You are Tock, a fortune-teller… Speak to her and never describe her actions.``: the twelfth set's #97;
+            # a quotation its colon introduces, ``…you say: "Ah, …"``, is the character's line: left to be read)
+            said = _SAID.search(line)
+            message = f"the prompt reworded, the character named in its words: {line.strip()[:40]!r} dropped"
+            spans.append((a, a + said.end() if said else b, "CF631", message))
+            echoed, listing, content = True, said is None, said is not None
+            continue
         listing = listing and not line.strip()
         content = content or bool(line.strip())
     if section is not None:
         spans.append((section, len(text), "CF631", _SECTION))
     return spans
+
+
+_ITEM_FORM: Final = re.compile(rf"[ \t]*+[-*•][ \t]*+[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)
+"""A list item holding a request form (``- <user_chat>What is…``): inside a section imitating the prompt, an item
+of its list (the options of an imitated task), no form that ends the section (the twelfth set's #77)."""
+_REPLY_WORDS: Final = (
+    r"respon(?:d|se)|repl(?:y|ies)|answer|message|risposta|rispondere|r[ée]ponse|r[ée]pondre|respuesta|responder"
+    r"|resposta|antwort(?:en)?|antwoord(?:en)?|ответ\w*|odpowied\w*|yanıt\w*|cevap\w*"
+)
+
+
+def _asks_the_writer(text: str, a: int, told: Told) -> tuple[int, bool]:
+    """Where the run of lines of words from ``a`` (after the prompt echoed, nothing of the reply's read) ends, when a
+    sentence of it speaks of the reply to the player by the prompt's name for them, in the third person (``how would
+    you respond to User's response?``, ``answer User's message``, ``la risposta di Deckhand``): the prompt going on
+    with questions to the writer, never the character's speech (who speaks to the player, not of them; the twelfth
+    set's #92): the run's end and whether one does. The run ends before a label, a form, a heading or a JSON reply."""
+    names = told.player_labels | told.player_names
+    end = a
+    for x, y in _lines(text[a:]):
+        line = text[a + x : a + y]
+        starts = (_REPLY_START, _FORM_START, _HEADING)
+        if line.strip() and (_label(line, told) is not None or any(p.match(line) for p in starts)):
+            break
+        if line.strip():
+            end = a + y
+    if not names:
+        return max(end, a + 1), False
+    run = text[a:end]
+    said = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    about = re.compile(
+        rf"(?<![\w'’])(?:(?:{said})['’]s[ \t]+(?:\w+[ \t]+)?(?:{_REPLY_WORDS})"
+        rf"|(?:{_REPLY_WORDS})[ \t]+(?:to|di|de|del|à|a|an|auf|op|на)[ \t]+(?:{said}))(?![\w'’])",
+        re.I,
+    )
+    return max(end, a + 1), about.search(run) is not None
+
+
+_SAID: Final = re.compile(r"[:：][ \t]*+(?=[\"“«„「])")
+"""The colon that introduces a quotation: what the prompt reworded tells the character to say, said."""
+_NAMED_WORDS: Final = 4
+"""Words, the character's name last, from which a line that begins as a line of the prompt does is it reworded."""
+
+
+def _reworded(line: str, told: Told) -> bool:
+    """Whether ``line`` (no tag in it) begins as one of the prompt's lines does up to the character's own name, a
+    word or more before it and a mark or its end after it (``You are Tock, a fortune-teller in a glass booth…`` for
+    the prompt's ``You are Tock, a fortune-telling automaton…``; ``Sei Luca.``): the prompt told again in other
+    words, the character named in the second person as the prompt names them. The character names others (``You are
+    late, Deckhand.``) and tells of themself (``Tock is tired.``: no word before the name), never so."""
+    names = told.names | (told.character_labels - GENERIC_CHARACTER)  # (``Kaspar:`` before the few-shot replies)
+    if not names or _TAG.search(line) is not None:
+        return False
+    n = normal(line)
+    for name in names:
+        m = re.search(rf"(?<![\w'’]){re.escape(name)}(?=[,.;:!?—–]|$)", n)
+        if m is None or m.start() == 0:
+            continue
+        head = n[: m.start()].split()
+        if len(head) >= _NAMED_WORDS or any(w.strip(",.") in names for w in head):
+            continue
+        if f"\n{n[: m.end()]}" in f"\n{told.text}":
+            return True
+    return False
 
 
 class _Item:

@@ -752,8 +752,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
         # echoed inside a form left open is still the prompt's)
         # (the items of a list the prompt's imitated go on being it, whatever their keys: ``- "anger": …`` then
         # ``- "disgust": …``; the fourth set's #27, #92)
-        key = _LIST_KEY.match(line) or _NUMBERED_KEY.match(line)
-        if key is not None and (listing or _key(key) in told.keys):
+        if (key := _list_key(line)) is not None and (listing or _key(key) in told.keys):
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
@@ -910,6 +909,11 @@ def _form_named(line: str, section: int | None) -> bool:
         return False
     closers = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
     return bool(closers) and _FORM_WORD.search(line[closers[-1].end() :].split("<", 1)[0]) is not None
+
+
+def _list_key(line: str) -> re.Match[str] | None:
+    """The key of a list item (``_LIST_KEY``) or of a numbered item quoted (``_NUMBERED_KEY``) ``line`` is."""
+    return _LIST_KEY.match(line) or _NUMBERED_KEY.match(line)
 
 
 def _key(m: re.Match[str]) -> str:

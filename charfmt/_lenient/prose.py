@@ -14,7 +14,7 @@ from typing import Final
 from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.debris import no_words
 from charfmt._lenient.literals import drop_cut_entity
-from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS, GENERIC_CHARACTER, GENERIC_PLAYER
+from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS, FORM_ELEMENT, GENERIC_CHARACTER, GENERIC_PLAYER
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
 from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
@@ -30,6 +30,7 @@ ROLEPLAY: Final = r"""
     \*\*\((?P<direction>[^)\n]+)\)\*\*                                     # **(stage direction)**
   | \*\*(?P<bold>[^*\s](?:[^*\n]*[^*\s])?)\*\*                              # **jumps**
   | \*(?P<star>[^*\s](?:[^*\n]*[^*\s])?)\*                                 # *jumps* (not "* " a bullet)
+  | (?:^|(?<=\n))<!--(?P<comment>(?s:.*?))-->(?=[ \t]*(?:\n|\Z))        # <!-- an HTML comment --> on its own lines
   | (?:^|(?<=\n))<(?P<angle>[^<>/\s][^<>\n]*\s[^<>\n]*)>(?=[ \t]*(?:\n|\Z))   # <sighs deeply> on its own line
   | （(?P<paren>[^（）\n]+)）                                               # （动作）
   | (?:^|(?<=[.!?。！？\n]\s)|(?<=[.!?。！？\n]))\((?P<half>[^()\n]+)\)          # (sighs) at a sentence start
@@ -49,6 +50,11 @@ _LIST_NUMBER: Final = re.compile(r"\s*+\d{1,3}\s*+")
 """A bracket holding a number alone (``[1]``): a list's number or a note's (found by the sixth set's #32)."""
 Meaning = tuple[str, str, float | None]
 """What a mark reads as: its tag, its text, its intensity."""
+_FORM_BRACKET: Final = re.compile(rf"[ \t]*+[/／]?[ \t]*+(?:{FORM_ELEMENT})[ \t]*+", re.I)
+"""A bracket naming an element of the request form (``[user_chats]``, ``[/user_chats]``): its markup written in
+brackets, no emotion (found in the eleventh set's #45 and #50, rows never in a sample)."""
+_MARKUP: Final = ""
+"""The tag of a mark that is markup (its text the code to note): dropped with its diagnostic, never a piece."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -72,6 +78,10 @@ def read_bracket(m: re.Match[str], span: Span) -> Meaning | None:
         return (tags.emotion.name, canon, None)
     if _stays_text(m, span):
         return None
+    word = m.group("word")
+    known = vocabulary is not None and vocabulary.resolve(word) is not None
+    if m.group("val") is None and not known and _FORM_BRACKET.fullmatch(word):
+        return (_MARKUP, "CF630", None)  # ('[/user_chats]': the request form's closer in brackets)
     meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
     if meaning is not None and meaning[0] == tags.emotion.name and (clamped := _out_of_range(m.group("val"))):
         span.out.note("CF930", clamped, span.offset + m.start(), span.offset + m.end())
@@ -105,6 +115,8 @@ def read_roleplay(m: re.Match[str], span: Span) -> Meaning | None:
     """A role-play mark (``*jumps*``, ``(sighs)``): what the character does (the action tag; speech without one)."""
     tags = span.reading.tags
     narration = tags.action.name if tags.action is not None else tags.speech.name
+    if m.lastgroup == "comment":  # ('<!-- a note -->': markup, never what the character does; the eleventh set's #48)
+        return (_MARKUP, "CF651", None)
     return (narration, m.group(m.lastgroup or 0).strip(), None)
 
 
@@ -180,11 +192,24 @@ _CUT_MARK: Final = re.compile(
 """A bracket tag the input ends inside (``[jo``, ``【疑``: half a key), or a lone opening mark: never text."""
 
 
+def _prefixes(*keys: str) -> str:
+    """A regex matching a start of any of ``keys`` (``c``, ``ch``, … ``chats``), longest first."""
+    return "|".join(sorted({re.escape(k[:n]) for k in keys for n in range(1, len(k) + 1)}, key=len, reverse=True))
+
+
+CUT_OBJECT: Final = re.compile(
+    rf"""(?:^|(?<=\s))\{{[ \t]*+"(?:(?:{_prefixes(*CHATS_KEYS, *CHAT_KEYS)})(?:"[ \t]*+:?[ \t]*+\[?)?)?\Z""", re.I
+)
+"""A JSON reply the input ends inside its first key (``{"chats``, ``{"cha``, ``{"``): the start of a reply that never
+came, markup, never text (found in the twelfth set's #90, a row never in a sample)."""
+
+
 def _cut_prose(text: str, out: Result, offset: int, prose: re.Pattern[str]) -> tuple[str, str]:
-    """``text`` ending where the input was cut: a bracket tag cut in half dropped, and the closer of a
-    role-play mark or quotation left open at the very end (read as if it had come), each noted ``CF720``."""
+    """``text`` ending where the input was cut: a bracket tag or a JSON reply's first key cut in half dropped, and
+    the closer of a role-play mark or quotation left open at the very end (read as if it had come), each noted
+    ``CF720``."""
     end = len(text.rstrip())
-    if (m := _CUT_MARK.search(text, 0, end)) is not None:
+    if (m := CUT_OBJECT.search(text, 0, end) or _CUT_MARK.search(text, 0, end)) is not None:
         out.note("CF720", f"markup cut off at the end is dropped: {m.group()!r}", offset + m.start(), offset + end)
         return text[: m.start()], ""
     found = [(m, closer) for pattern, closer in _OPEN_AT_END if (m := pattern.search(text, 0, end)) is not None]
@@ -317,13 +342,18 @@ def _read_marks(span: Span, text: str, marks: list[Mark], *, quoted: bool, alone
             k = len(before) if k is None else k
             _plain(before[:k], offset + pos, speech, span)
             _plain(before[k:], offset + pos + k, narration, span)
-        if quote and no_words(value, tags, span.reading.vocabulary):  # ('"type":"C"' quoted out of step: '":"')
+        if tag == _MARKUP:
+            message = f"{text[start:end][:40]!r} is markup, no one's words: dropped"
+            out.note(value, message, offset + start, offset + end)
+        elif quote and no_words(value, tags, span.reading.vocabulary):  # ('"type":"C"' quoted out of step: '":"')
             message = f"a quotation of the format's syntax, no words, dropped: {text[start:end][:40]!r}"
             out.note("CF627", message, offset + start, offset + end)
         else:
             out.pieces.append(Piece(tag, value, offset + start, offset + end, intensity))
         if quote:
             seen = True
+        elif tag == _MARKUP:
+            pass
         elif start in alone:
             message = f"{text[start:end]!r} alone on its line is the emotion {value!r}, not speech"
             out.note("CF723", message, offset + start, offset + end)

@@ -16,7 +16,7 @@ from charfmt._grammar.lexical import decode_entities
 from charfmt._lenient.literals import drop_cut_entity, note_literals
 from charfmt._lenient.marks import FORM_ELEMENT
 from charfmt._lenient.pieces import Attribute, Piece, Result
-from charfmt._lenient.prose import DEBRIS_AFTER, read_prose
+from charfmt._lenient.prose import CUT_OBJECT, DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
 from charfmt._lenient.words import is_sentence, key_alone
@@ -291,6 +291,9 @@ def _prepare(body: str, out: Result, tags: TagTable, *, cut_off: bool) -> tuple[
         body = body[:at]
     if cut_off and (m := _CUT_TAG.search(body)) is not None:
         out.note("CF702", f"a tag cut off at the end is dropped: {m.group()!r}", m.start(), len(body))
+        body = body[: m.start()]
+    if cut_off and (m := CUT_OBJECT.search(body, 0, len(body.rstrip()))) is not None:
+        out.note("CF720", f"markup cut off at the end is dropped: {m.group()!r}", m.start(), len(body))
         body = body[: m.start()]
     if cut_off:
         body = drop_cut_entity(body, out)

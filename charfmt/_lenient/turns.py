@@ -95,6 +95,10 @@ _BARE: Final = frozenset({"user", "model", "assistant"})
 """Generic role names that label a turn without a colon (a chat template's turn written without its special tokens)."""
 _LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++(\"[^\"\n]{1,40}\"|[^:=\"\n]{2,40}?[ \t]*+[:=])", re.M)
 """A list item's key: ``- "order":``, ``- "body" of a chat:`` (its quoted first word), ``- calm:``."""
+_NUMBERED_KEY: Final = re.compile(r"^[ \t]*+\d{1,2}[.)][ \t]++(\"[^\"\n]{1,40}\")[ \t]*+[:=]")
+"""A numbered item's quoted key (``1. "type": "C"``): the prompt's list imitated with numbers, where its key is the
+prompt's or the item before was the list's (found in the eleventh set's #1, a row never in a sample, and the seventh
+set's #1); an unquoted one (``1. Flour: 200 g``) is anyone's numbered list."""
 _TAG_SPEC: Final = re.compile(
     r"^[ \t]*+(?:[-*][ \t]*+)?(?:<[^<>/\n]*+>[ \t]*+)*?<([A-Za-z][\w-]*+)>[^<>\n]*+</\1>[ \t]*+[:：][ \t]*+\S", re.M
 )
@@ -748,7 +752,7 @@ def _prompt_lines(text: str, told: Told) -> list[Span]:
         # echoed inside a form left open is still the prompt's)
         # (the items of a list the prompt's imitated go on being it, whatever their keys: ``- "anger": …`` then
         # ``- "disgust": …``; the fourth set's #27, #92)
-        if (key := _LIST_KEY.match(line)) is not None and (listing or _key(key) in told.keys):
+        if (key := _list_key(line)) is not None and (listing or _key(key) in told.keys):
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
             listing = True
             continue
@@ -905,6 +909,11 @@ def _form_named(line: str, section: int | None) -> bool:
         return False
     closers = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
     return bool(closers) and _FORM_WORD.search(line[closers[-1].end() :].split("<", 1)[0]) is not None
+
+
+def _list_key(line: str) -> re.Match[str] | None:
+    """The key of a list item (``_LIST_KEY``) or of a numbered item quoted (``_NUMBERED_KEY``) ``line`` is."""
+    return _LIST_KEY.match(line) or _NUMBERED_KEY.match(line)
 
 
 def _key(m: re.Match[str]) -> str:

@@ -705,103 +705,131 @@ def _respelled(name: str, label: str) -> bool:
 
 def _prompt_lines(text: str, told: Told) -> list[Span]:
     """Lines of the prompt echoed (``CF631``), and Markdown sections where the prompt is written in them."""
-    spans: list[Span] = []
-    section: int | None = None  # where the section being dropped began
-    echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
-    content = False  # a line of the reply's own was read
-    fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
-    listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it): items go on
-    item = _Item()  # (inside a section: a form indented under an item of its list is the item's example)
-    wrapped = ""  # the line before, echoed whole or as the start of one of the prompt's lines: it may go on here
-    intro = False  # (inside a section: its last line of words ends in a colon, introducing what follows)
-    example = False  # (inside a section: the player's form it introduced and what follows it, its example)
-    skip = 0  # (the end of lines already dropped whole: the prompt continued over them)
-    asked = 0  # (the end of the run of lines ``_asks_the_writer`` last read)
+    scan = _PromptScan(text, told)
     for a, b in _lines(text):
-        if a < skip:
-            continue
-        line = text[a:b]
-        before, wrapped = wrapped, ""
+        if a >= scan.skip:
+            scan.line(a, b)
+    return scan.end()
+
+
+class _PromptScan:
+    """What ``_prompt_lines`` knows as it reads a reply line by line, and its spans."""
+
+    def __init__(self, text: str, told: Told) -> None:
+        self.text, self.told = text, told
+        self.spans: list[Span] = []
+        self.section: int | None = None  # where the section being dropped began
+        self.echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
+        self.content = False  # a line of the reply's own was read
+        self.fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
+        self.listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it)
+        self.item = _Item()  # (inside a section: a form indented under an item of its list is the item's example)
+        self.wrapped = ""  # the line before, echoed whole or as the start of one of the prompt's lines: it may go on
+        self.intro = False  # (inside a section: its last line of words ends in a colon, introducing what follows)
+        self.example = False  # (inside a section: the player's form it introduced and what follows it, its example)
+        self.skip = 0  # (the end of lines already dropped whole: the prompt continued over them)
+        self.asked = 0  # (the end of the run of lines ``_asks_the_writer`` last read)
+
+    def line(self, a: int, b: int) -> None:
+        """Read the line ``text[a:b]``."""
+        line = self.text[a:b]
+        before, self.wrapped = self.wrapped, ""
         if _FENCE.match(line):
-            fenced = not fenced
+            self.fenced = not self.fenced
+        if self._structure(a, line) or self._imitated(a, b, line, before):
+            return
+        self.listing = self.listing and not line.strip()
+        self.content = self.content or bool(line.strip())
+
+    def end(self) -> list[Span]:
+        """The spans, a section still open at the end dropped to it."""
+        if self.section is not None:
+            self.spans.append((self.section, len(self.text), "CF631", _SECTION))
+        return self.spans
+
+    def _close_section(self, a: int) -> None:
+        if self.section is not None:
+            self.spans.append((self.section, a, "CF631", _SECTION))
+            self.section = None
+
+    def _structure(self, a: int, line: str) -> bool:
+        """Labels, request forms, headings and the sections they open: whether the line is read (a label, a heading,
+        a line inside a section)."""
+        told = self.told
         if _label(line, told) is not None or _REPLY_START.match(line) is not None:
-            listing = False
-            if section is not None:
-                spans.append((section, a, "CF631", _SECTION))
-                section = None
-            continue
+            self.listing = False
+            self._close_section(a)
+            return True
+        section = self.section
         if section is not None and line.strip():  # (the section's example: the player's form after its colon)
-            example = example or (intro and _FORM_OPEN.match(line) is not None)
-            intro = line.rstrip().endswith((":", "："))
+            self.example = self.example or (self.intro and _FORM_OPEN.match(line) is not None)
+            self.intro = line.rstrip().endswith((":", "："))
         elif not line.strip():
-            example = False  # (a blank line ends an example; what follows is the section's or a reply's)
-        nested = section is not None and (item(line) or _ITEM_FORM.match(line) is not None or example)
+            self.example = False  # (a blank line ends an example; what follows is the section's or a reply's)
+        nested = section is not None and (self.item(line) or _ITEM_FORM.match(line) is not None or self.example)
         if _FORM_START.match(line) and not _form_debris(line) and not nested and not _form_named(line, section):
-            content = True  # the request form: the form reader's (the player's turn or the character's reply)
-            if section is not None:  # ... which no section of the prompt's imitated runs over
-                spans.append((section, a, "CF631", _SECTION))
-                section = None
-        if told.sections and not fenced and _HEADING.match(line) and not _REASONING_HEADING.match(line):
-            if section is None:
-                section, item.indent = a, None
-            intro, example = line.rstrip().endswith((":", "：")), False
-            continue
-        if section is not None:
-            continue
+            self.content = True  # the request form: the form reader's (the player's turn or the character's reply)
+            self._close_section(a)  # ... which no section of the prompt's imitated runs over
+        if told.sections and not self.fenced and _HEADING.match(line) and not _REASONING_HEADING.match(line):
+            if self.section is None:
+                self.section, self.item.indent = a, None
+            self.intro, self.example = line.rstrip().endswith((":", "：")), False
+            return True
+        return self.section is not None
+
+    def _imitated(self, a: int, b: int, line: str, before: str) -> bool:
+        """Whether the line is the prompt's, echoed, imitated or reworded (its span added)."""
+        told, spans = self.told, self.spans
         # (a request form's own lines are the form reader's: the player's or the character's; the prompt's spec
         # echoed inside a form left open is still the prompt's)
         # (the items of a list the prompt's imitated go on being it, whatever their keys: ``- "anger": …`` then
         # ``- "disgust": …``; the fourth set's #27, #92)
-        if (key := _list_key(line)) is not None and (listing or _key(key) in told.keys):
+        if (key := _list_key(line)) is not None and (self.listing or _key(key) in told.keys):
             spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
-            listing = True
-            continue
+            self.listing = True
+            return True
         if (field := _FIELD.match(line)) is not None and field.group(1).casefold() in told.fields:
             # (``Scenario: Deckhand enters the harbor…`` for the prompt's ``Scenario: …``: the sixth set's #67)
             spans.append((a, b, "CF631", f"a field of the prompt's imitated: {line.strip()[:40]!r} dropped"))
-            listing = True
-            continue
+            self.listing = True
+            return True
         if told.tag_spec and _TAG_SPEC.match(line):
             spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
-            listing = True
-            continue
+            self.listing = True
+            return True
         if before and (n := normal(line)) and f"{before} {n}" in told.text and _TAG.search(line) is None:
             # (a line of the prompt's wrapped over two lines, its end alone on the second: the eighth set's #94)
             spans.append((a, b, "CF631", f"the end of a line of the prompt's echoed: {line.strip()[:40]!r} dropped"))
-            continue
-        if _echoes(n := normal(line), told, last=b == len(text), retold=_TAG.search(line) is None) and not (
+            return True
+        if _echoes(n := normal(line), told, last=b == len(self.text), retold=_TAG.search(line) is None) and not (
             _TAG.search(line) is not None and f"\n{n}\n" in f"\n{told.own}\n"
         ):  # (an element holding a line of the character's own, ``<act>`` of an action of the prompt's list: theirs;
             # the eighth set's #39)
             spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
-            echoed, listing = echoed or not content, True
-            wrapped = n if n in told.text else ""
-            continue
-        if echoed and not content and (_spec_like(line) or _opens_as_prompt(line, told)):
+            self.echoed, self.listing = self.echoed or not self.content, True
+            self.wrapped = n if n in told.text else ""
+            return True
+        if self.echoed and not self.content and (_spec_like(line) or _opens_as_prompt(line, told)):
             spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
-            continue
-        if echoed and not content and line.strip() and a >= asked:
+            return True
+        if self.echoed and not self.content and line.strip() and a >= self.asked:
             # (questions to the model after the prompt echoed, ``how would you respond to User's response?``: the
             # twelfth set's #92)
-            asked, found = _asks_the_writer(text, a, told)
+            self.asked, found = _asks_the_writer(self.text, a, told)
             if found:
                 message = f"the prompt continued, asking the writer for the reply: {line.strip()[:40]!r} dropped"
-                spans.append((a, asked, "CF631", message))
-                skip = asked
-                continue
-        if not content and _reworded(line, told):
+                spans.append((a, self.asked, "CF631", message))
+                self.skip = self.asked
+                return True
+        if not self.content and _reworded(line, told):
             # (``You are Tock, a fortune-teller… Speak to her and never describe her actions.``: the twelfth set's #97;
             # a quotation its colon introduces, ``…you say: "Ah, …"``, is the character's line: left to be read)
             said = _SAID.search(line)
             message = f"the prompt reworded, the character named in its words: {line.strip()[:40]!r} dropped"
             spans.append((a, a + said.end() if said else b, "CF631", message))
-            echoed, listing, content = True, said is None, said is not None
-            continue
-        listing = listing and not line.strip()
-        content = content or bool(line.strip())
-    if section is not None:
-        spans.append((section, len(text), "CF631", _SECTION))
-    return spans
+            self.echoed, self.listing, self.content = True, said is None, said is not None
+            return True
+        return False
 
 
 _ITEM_FORM: Final = re.compile(rf"[ \t]*+[-*•][ \t]*+[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)

@@ -12,7 +12,6 @@ and how many ``Reset`` events it sent.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -53,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.set == "twelfth":  # (read only once the reader was frozen for the twelfth round)
         sets["twelfth"] = corpus.TWELFTH
     if args.set == "thirteenth":  # (read only once the reader was frozen for the thirteenth round)
-        sets["thirteenth"] = corpus._rows("thirteenth_replies.jsonl")
-        corpus.PROMPTS.update(json.loads((corpus.DATA / "thirteenth_prompts.json").read_text(encoding="utf-8")))
+        sets["thirteenth"] = corpus.THIRTEENTH
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     rule = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0, "thirteenth": 4}.get(args.set, 2)  # (JUDGED.md)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]

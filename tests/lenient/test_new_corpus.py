@@ -9,10 +9,10 @@ more settings, ``--set fresh``), made after both halves were read, ``third_repli
 ``fifth_replies.jsonl`` the fifth (``--set fifth``), ``sixth_replies.jsonl`` the sixth (``--set sixth``) and
 ``seventh_replies.jsonl`` the seventh (``--set seventh``), ``eighth_replies.jsonl`` the eighth (``--set eighth``),
 ``ninth_replies.jsonl`` the ninth (``--set ninth``), ``tenth_replies.jsonl`` the tenth (``--set tenth``),
-``eleventh_replies.jsonl`` the eleventh (``--set eleventh``) and ``twelfth_replies.jsonl`` the twelfth
-(``--set twelfth``). ``tests/data/JUDGED.md`` holds
-the hand-judged samples. Over every reply of both, read as its caller reads it (the setting's
-vocabulary and tags, told the player's turn and the prompt it answers):
+``eleventh_replies.jsonl`` the eleventh (``--set eleventh``), ``twelfth_replies.jsonl`` the twelfth
+(``--set twelfth``) and ``thirteenth_replies.jsonl`` the thirteenth (``--set thirteenth``).
+``tests/data/JUDGED.md`` holds the hand-judged samples. Over every reply of both, read as its caller reads it (the
+setting's vocabulary and tags, told the player's turn and the prompt it answers):
 
 - no segment is a fragment of markup or a chat-template marker;
 - no speech is a line of the prompt's own text, or the player's line;
@@ -69,6 +69,9 @@ ELEVENTH: Final = _rows("eleventh_replies.jsonl")
 """The eleventh held-back set (``make_new_corpus.py --set eleventh``), read by hand only after the reader was frozen."""
 TWELFTH: Final = _rows("twelfth_replies.jsonl")
 """The twelfth held-back set (``make_new_corpus.py --set twelfth``), read by hand only after the reader was frozen."""
+THIRTEENTH: Final = _rows("thirteenth_replies.jsonl")
+"""The thirteenth held-back set (``make_new_corpus.py --set thirteenth``), read by hand only after the reader was
+frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -82,8 +85,11 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "tenth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "eleventh_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "twelfth_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "thirteenth_prompts.json").read_text(encoding="utf-8")),
 }
-EVERY: Final = ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH
+EVERY: Final = (
+    ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH
+)
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
 ]
@@ -179,6 +185,9 @@ HELD_SETS = [
      {"tr", "en"}, ("rink_blackout", 2)),
     ("twelfth", TWELFTH, ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH,
      {"ru", "en"}, ("pier_midnight", 2)),
+    ("thirteenth", THIRTEENTH,
+     ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH,
+     {"vi", "en"}, ("last_train", 2)),
 ]
 """Each held-back set made after the one before was read: its rows, the sets before it, its languages, its scene
 and the size of its cast (the sixth's: Corvin and Marisol, with a narrator)."""

@@ -110,7 +110,25 @@ def read_bare(state: Recovery, start: int, end: int) -> None:
     state.note("CF616", message, at, at)
     if entry is not None and entry.name != "user-chats" and _by_speaker(state, cleaned, start):
         return
+    before = len(state.chats)
     read_text(state, cleaned, start, entry)
+    if entry is not None and entry.name == "user-chats" and state.speakers:
+        _labelled(state, state.chats[before:], start)
+
+
+def _labelled(state: Recovery, chats: list[RawChat], start: int) -> None:
+    """The request form's ``<chat>`` of a scene's reply whose text a cast member's label leads (``<chat>`` /
+    ``Mio: "…"``, the label dropped, ``CF633``): that member's chat, as the transcript's lines are (found by the
+    thirteenth set's #29). A chat whose labels name two members, or the narrator, keeps no speaker."""
+    begin = start
+    for chat in chats:
+        if not chat.pieces:
+            continue
+        end = max(p.end for p in chat.pieces)
+        named = {who for at, who in state.speakers if begin <= at <= end}
+        begin = end
+        if chat.speaker is None and len(named) == 1 and NARRATOR not in named and (chat.kind or "C") == "C":
+            chat.speaker = named.pop()
 
 
 def _by_speaker(state: Recovery, text: str, offset: int) -> bool:

@@ -1218,6 +1218,8 @@ def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, i
         before = _form_before(text, since, a) if kind == "character" else None
         if before is not None and not introduces(told, text[before:a]):  # (a form of the character's own: theirs)
             marks.append((before, before, "player"))
+        elif kind == "character" and (bare := _bare_opener(text, since, a, dropped)) is not None:
+            marks.append((bare, bare, "player"))
         marks.append((a, b, kind))
         since = b
     if not any(kind == "player" for *_, kind in marks[-1:]):
@@ -1429,6 +1431,30 @@ def _first_words(form: str) -> str:
         if (n := normal(line)) and _KEY_ALONE.fullmatch(n) is None:
             return n
     return ""
+
+
+_BARE_OPENER: Final = re.compile(rf"[ \t]*+[<＜]\s*+{FORM_WRAPPER}\s*+[>＞][ \t]*+$", re.I)
+"""A line that is only the request form's opener (``<user_chats>``), no chat after it on the line."""
+
+
+def _bare_opener(text: str, since: int, at: int, dropped: list[Span]) -> int | None:
+    """Where a bare request form opener stands before the character's label at ``at``: ``<user_chats>`` alone on
+    its line after words of the reply, then lines of plain words (no tag: no ``<chat>``, no element), then the
+    label (``…for you.`` / ``<user_chats>`` / ``You've got two more to go...`` / ``Wick:``). The form opens the
+    player's turn, written as a line: their imagined turn, and the labelled reply after it the character's
+    imagined next one (found by the thirteenth set's #19). A form holding the character's elements is no such
+    turn."""
+    lines = _lines(text[since:at])
+    for k, (a, b) in enumerate(lines):
+        if _BARE_OPENER.match(text, since + a, since + b) is None:
+            continue
+        after = [(since + x, since + y) for x, y in lines[k + 1 :]]
+        if not any(_has_content(text, x, y, dropped) for x, y in after):
+            return None
+        if any(_TAG.search(text, x, y) is not None for x, y in after):
+            return None
+        return since + a if _has_content(text, 0, since + a, dropped) else None
+    return None
 
 
 def _form_before(text: str, since: int, at: int) -> int | None:

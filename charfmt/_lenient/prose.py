@@ -517,9 +517,44 @@ def _without_rules(chunk: str, offset: int, out: Result) -> str:
     return _RULE_LINE.sub(lambda m: " " * len(m.group()), chunk)
 
 
+_TEMPLATE: Final = re.compile(
+    r"^[ \t]*+(?:\"{3}|'{3}"  # a template's triple quote, or its placeholder, alone on its line
+    r"|\[[ \t]*+(?:(?:insert|enter|type|write|add)[ \t]++(?:your[ \t]++|the[ \t]++|a[ \t]++)?[^\]\[\n]{1,30}?"
+    r"|your[ \t]++(?:response|answer|reply|message|text|name|words|turn)(?:[ \t]++here)?)[ \t]*+\])[ \t]*+$",
+    re.M | re.I,
+)
+"""What a template leaves for its user to fill in (``[Your response]``, ``[your reply here]``, ``[insert name]``) and
+its triple quotes, each alone on its line: the template's, never the character's words (a placeholder inside a
+sentence, ``Dear [insert name],``, stays the sentence's text, ``CF724``)."""
+_STRAY_STAR: Final = re.compile(r"\A[ \t]*+\*[ \t]*+(?=\n)")
+"""An asterisk left alone at the head of the text after an asterisk action (``*…**`` / ``text``)."""
+
+
+def _without_template(chunk: str, offset: int, span: Span) -> str:
+    """``chunk`` with a template's placeholders and triple quotes blanked (``CF628``, ``CF627``), and the second
+    asterisk of ``*…**`` left at its head (``CF627``); offsets stay put. Found by the thirteenth set's #24. A
+    bracket of the character's (``[sighs]``, an emotion's key) is none of them."""
+    out, at = span.out, offset - span.offset
+    if (m := _STRAY_STAR.match(chunk)) is not None and at > 0 and span.text[at - 1 : at] == "*":
+        out.note("CF627", "the second '*' of an asterisk action's '**' closer dropped", offset + m.end() - 1,
+                 offset + m.end())  # fmt: skip
+        chunk = " " * m.end() + chunk[m.end() :]
+    if "[" not in chunk and "\"\"\"" not in chunk and "'''" not in chunk:
+        return chunk
+    for m in _TEMPLATE.finditer(chunk):
+        lead = len(m.group()) - len(m.group().lstrip())
+        shown = m.group().strip()
+        if shown.startswith("["):
+            out.note("CF628", f"a template's placeholder {shown[:40]!r} dropped", offset + m.start() + lead,
+                     offset + m.end())  # fmt: skip
+        else:
+            out.note("CF627", f"a template's {shown!r} line dropped", offset + m.start() + lead, offset + m.end())
+    return _TEMPLATE.sub(lambda m: " " * len(m.group()), chunk)
+
+
 def _plain(chunk: str, offset: int, tag: str, span: Span) -> None:
     out, speech = span.out, span.reading.tags.speech.name
-    chunk = _without_rules(chunk, offset, out)
+    chunk = _without_template(_without_rules(chunk, offset, out), offset, span)
     stripped = chunk.strip()
     if not stripped:
         return

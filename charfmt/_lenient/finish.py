@@ -13,6 +13,7 @@ from typing import Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._grammar.static import terminal_regex
+from charfmt._lenient import few_shot
 from charfmt._lenient.pieces import Piece
 from charfmt._lenient.state import RawChat, Recovery, nearly_said, opened_as, short, words
 from charfmt._lenient.words import is_sentence, unknown_sentence
@@ -40,6 +41,7 @@ def segments(state: Recovery) -> None:
             _turn_in_json(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
+        few_shot.drop_player_lines(state, rc)
         if not state.found:
             _lone_marks(state, rc)
         rc.segments = _segments(state, rc)

@@ -8,14 +8,14 @@ the reply is the first in table order.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._grammar.static import terminal_regex
-from charfmt._lenient import few_shot
 from charfmt._lenient.pieces import Piece
-from charfmt._lenient.state import RawChat, Recovery, nearly_said, opened_as, short, words
+from charfmt._lenient.state import RawChat, Recovery, nearly_said, normal, opened_as, short, words
 from charfmt._lenient.words import is_sentence, unknown_sentence
 from charfmt.diagnostics import Diagnostic, in_body
 from charfmt.models import Chat, Reply, Segment, construct_trusted
@@ -41,7 +41,7 @@ def segments(state: Recovery) -> None:
             _turn_in_json(state, rc)
     kept: list[RawChat] = []
     for rc in state.chats:
-        few_shot.drop_player_lines(state, rc)
+        _few_shot_lines(state, rc)
         if not state.found:
             _lone_marks(state, rc)
         rc.segments = _segments(state, rc)
@@ -236,6 +236,72 @@ def _turn_in_json(state: Recovery, rc: RawChat) -> None:
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
         kept.append(p)
+    rc.pieces = kept
+
+
+_FEW_SHOT_SENTENCE: Final = re.compile(r"[^.!?…。！？\n]+[.!?…。！？]+[\"'”’」』)]*|[^.!?…。！？\n]+$", re.M)
+"""A sentence (with its end marks), or the text after the last one on its line."""
+_FEW_SHOT_WORDS: Final = 3
+_FEW_SHOT_CHARS: Final = 12
+
+
+def _few_shot_sentences(text: str) -> list[re.Match[str]]:
+    return [m for m in _FEW_SHOT_SENTENCE.finditer(text) if m.group().strip()]
+
+
+def _few_shot_theirs(state: Recovery) -> frozenset[str]:
+    """The sentences of the player's lines in the prompt and the turn, as ``normal`` writes them, long enough to be
+    no one's common words, less those the character's own few-shot replies say too."""
+    told = state.told
+    return frozenset() if told is None or not told.player else _theirs_of(told.player, told.own)
+
+
+@functools.lru_cache(maxsize=32)
+def _theirs_of(player: frozenset[str], own: str) -> frozenset[str]:
+    found = set()
+    for line in player:
+        for m in _few_shot_sentences(line):
+            said = normal(m.group())
+            if len(said.split()) >= _FEW_SHOT_WORDS and len(said) >= _FEW_SHOT_CHARS and said not in own:
+                found.add(said)
+    return frozenset(found)
+
+
+def _few_shot_lines(state: Recovery, rc: RawChat) -> None:
+    """Each sentence of ``rc``'s speech that is a sentence of the player's in the prompt: dropped (``CF625``).
+
+    A small model that echoes the prompt's examples starts the character's speech with the player's few-shot turn
+    (``<msg>Can I get a bowl of noodles? Eat it before it cools!``: the first sentence is what the player says in the
+    examples' request form; found by the thirteenth set's #39). A sentence of the character's speech that is, word for
+    word, a sentence of the player's lines in the prompt (its request forms: the few-shot turns, and this turn) is
+    theirs: dropped, the rest of the speech kept. A sentence the character's own few-shot replies say as well is hers
+    (``Told.own``); so is one of a few words (``Yes, please.``), which anyone may say.
+    """
+    theirs = _few_shot_theirs(state)
+    if not theirs:
+        return
+    kept = []
+    for p in rc.pieces:
+        if p.tag != state.speech or not any(normal(m.group()) in theirs for m in _few_shot_sentences(p.text)):
+            kept.append(p)
+            continue
+        text, source, pos = p.text, state.source.text[p.start : p.end], 0
+        parts = []
+        for m in _few_shot_sentences(p.text):
+            said = m.group().strip()
+            if normal(said) not in theirs:
+                continue
+            parts.append(text[pos : m.start()])
+            pos = m.end()
+            at = source.find(said)
+            start, end = (p.start + at, p.start + at + len(said)) if at >= 0 else (p.start, p.end)
+            message = f"the player's few-shot line spoken as the character's: {said[:40]!r} dropped"
+            state.note("CF625", message, start, end)
+            while pos < len(text) and text[pos] in " \t":
+                pos += 1
+        p.text = ("".join(parts) + text[pos:]).strip()
+        if p.text:
+            kept.append(p)
     rc.pieces = kept
 
 

@@ -539,7 +539,7 @@ def _without_template(chunk: str, offset: int, span: Span) -> str:
         out.note("CF627", "the second '*' of an asterisk action's '**' closer dropped", offset + m.end() - 1,
                  offset + m.end())  # fmt: skip
         chunk = " " * m.end() + chunk[m.end() :]
-    if "[" not in chunk and "\"\"\"" not in chunk and "'''" not in chunk:
+    if "[" not in chunk and '"""' not in chunk and "'''" not in chunk:
         return chunk
     for m in _TEMPLATE.finditer(chunk):
         lead = len(m.group()) - len(m.group().lstrip())

@@ -1,17 +1,17 @@
 """Print a hand-judged sample of ``JUDGED.md`` beside its reads: each raw reply, its chats and diagnostics.
 
 ``python tests/data/show_sample.py SET``: the sample of ``SET`` judged in ``JUDGED.md``, the rows whose number n in
-the set has ``n % 5 == k`` and ``n < 100``, where k is the round's own (``tenth``: 0; ``ninth``: 1; ``eighth``: 4;
-``seventh``: 3; ``thirteenth``: 4; every other set, from the first round's ``held`` and ``tune`` halves of
-``new_replies.jsonl`` to the ``twelfth``: 2), each read as ``tests/lenient/test_new_corpus.py`` reads it (the
-setting's tags and vocabulary, told the turn and the prompt), with whether the stream's chats equal the batch's
-and how many ``Reset`` events it sent.
+the set has ``n % 5 == k`` and ``n < 100``, where k is the round's own (``ROUND_RULE``; every other set, from the
+first round's ``held`` and ``tune`` halves of ``new_replies.jsonl`` to the ``twelfth``: 2), each read as
+``tests/lenient/test_new_corpus.py`` reads it (the setting's tags and vocabulary, told the turn and the prompt), with
+whether the stream's chats equal the batch's and how many ``Reset`` events it sent.
 ``--rows N ...`` prints those rows of the set instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -25,11 +25,14 @@ from test_stream_events import _stream
 
 import charfmt
 
+ROUND_RULE = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0, "thirteenth": 4, "fourteenth": 3}
+"""Each round's own k of its sample's rule ``n % 5 == k`` (``JUDGED.md``), where it is not 2."""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    names = ("thirteenth", "twelfth", "eleventh", "tenth", "ninth", "eighth", "seventh", "sixth", "fifth", "fourth",
-             "third", "fresh", "held", "tune")  # fmt: skip
+    names = ("fourteenth", "thirteenth", "twelfth", "eleventh", "tenth", "ninth", "eighth", "seventh", "sixth",
+             "fifth", "fourth", "third", "fresh", "held", "tune")  # fmt: skip
     parser.add_argument("set", choices=names)
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
@@ -53,8 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         sets["twelfth"] = corpus.TWELFTH
     if args.set == "thirteenth":  # (read only once the reader was frozen for the thirteenth round)
         sets["thirteenth"] = corpus.THIRTEENTH
+    if args.set == "fourteenth":  # (read only once the reader was frozen for the fourteenth round)
+        sets["fourteenth"] = corpus._rows("fourteenth_replies.jsonl")
+        corpus.PROMPTS.update(json.loads((corpus.DATA / "fourteenth_prompts.json").read_text(encoding="utf-8")))
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
-    rule = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0, "thirteenth": 4}.get(args.set, 2)  # (JUDGED.md)
+    rule = ROUND_RULE.get(args.set, 2)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]
     for n in picked:
         row = rows[n]

@@ -23,6 +23,7 @@ from charfmt._lenient.state import (
     RawChat,
     Recovery,
     blank_match,
+    mangled,
     mostly_said,
     nearly_said,
     normal,
@@ -254,6 +255,11 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
     part = len(spoken) >= _PART_OF_TURN and len(spoken.split()) >= 3 and any(spoken in t for t in state.turn)
     if spoken in state.turn or part or nearly_said(spoken, state.turn, begun=True) or _opened_in_form(spoken, state):
         message = "the player's own turn echoed: not the character's speech, dropped"
+        read.note("CF625", message, piece.start, piece.end)
+        return True
+    names = state.told.names if state.told is not None else ()
+    if mangled(spoken, state.turn, names):
+        message = "the player's own turn echoed, mangled (most of its words in order, a few changed): not the character's"
         read.note("CF625", message, piece.start, piece.end)
         return True
     if mostly_said(piece.text, state.turn, state.prompt[-1].split("\n") if state.prompt else ()):

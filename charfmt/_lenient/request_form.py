@@ -257,11 +257,6 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         message = "the player's own turn echoed: not the character's speech, dropped"
         read.note("CF625", message, piece.start, piece.end)
         return True
-    names = state.told.names if state.told is not None else ()
-    if mangled(spoken, state.turn, names):
-        message = "the player's own turn echoed, mangled (most of its words in order, a few changed): not the character's"
-        read.note("CF625", message, piece.start, piece.end)
-        return True
     if mostly_said(piece.text, state.turn, state.prompt[-1].split("\n") if state.prompt else ()):
         message = "the player's own turn echoed, reworded (its words reordered, a few changed): not the character's"
         read.note("CF625", message, piece.start, piece.end)
@@ -276,16 +271,19 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         read.note("CF642", message, piece.start, piece.end)
         return True
     said = normal(piece.text)
-    if told is None or len(said) < _PLAYER_LINE:
-        return False
-    if _persona_said_to(said, told):
-        message = "the persona said to the character (You are …), words of the prompt's: not the character's, dropped"
-        read.note("CF631", message, piece.start, piece.end)
+    if told is not None and len(said) >= _PLAYER_LINE:
+        if _persona_said_to(said, told):
+            message = "the persona said to the character (You are …), words of the prompt's: not the character's, dropped"
+            read.note("CF631", message, piece.start, piece.end)
+            return True
+        if said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True):
+            read.note("CF631", _EXAMPLE_TURN, piece.start, piece.end)
+            return True
+    if mangled(spoken, state.turn, told.names if told is not None else ()):
+        message = "the player's own turn echoed, mangled (most of its words in order, a few changed): not the character's"
+        read.note("CF625", message, piece.start, piece.end)
         return True
-    if not (said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True)):
-        return False
-    read.note("CF631", _EXAMPLE_TURN, piece.start, piece.end)
-    return True
+    return False
 
 
 def _opened_in_form(spoken: str, state: Recovery) -> bool:

@@ -635,11 +635,15 @@ _ASKED: Final = 2
 """Request forms' chats of questions from which a run of them after other text is the player's turns imagined."""
 _QUESTION: Final = re.compile(r"(?:[^.!?…。！？]*+[?？]++[\"'”」』)）\s]*+)++")
 """Sentences that ask, each up to its ``?``, and nothing else."""
+_SECOND_PERSON_WORDS: Final = frozenset({
+    "you", "your", "yours", "you're", "youre", "you've", "youve", "you'd", "youd", "you'll", "youll", "du", "dein",
+    "deine", "deinen", "deinem", "deiner", "dir", "dich", "tu", "te", "ti", "toi", "ton", "ta", "tes", "vous",
+    "votre", "vos", "tú", "usted", "ustedes", "vosotros", "você", "vocês", "teu", "tua", "tuo", "jij", "je", "jouw",
+    "uw", "ty", "cię", "ci", "twój", "twoja", "wy", "вы", "ты", "вас", "вам", "ваш", "ваша", "ваше", "тебя", "тебе",
+    "твой", "твоя", "sen", "siz", "senin", "sizin", "bạn", "cậu", "anh", "chị",
+})  # fmt: skip
 _SECOND_PERSON: Final = re.compile(
-    r"(?<![^\W\d_])(?:you|your|yours|you'?re|you'?ve|you'?d|you'?ll|du|dein\w*|dir|dich|tu|te|ti|toi|ton|ta|tes|"
-    r"vous|votre|vos|tú|usted|ustedes|vosotros|você|vocês|teu|tua|tuo|jij|je|jouw|uw|ty|cię|ci|twój|twoja|wy|"
-    r"вы|ты|вас|вам|ваш\w*|тебя|тебе|твой|твоя|sen|siz|senin|sizin|bạn|cậu|anh|chị)(?![^\W\d_])",
-    re.I,
+    r"(?<![^\W\d_])(?:" + "|".join(sorted(_SECOND_PERSON_WORDS)) + r")(?![^\W\d_])", re.I
 )
 """Words of the second person, in the languages the reader meets: a question with one asks its hearer."""
 

@@ -18,6 +18,7 @@ from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.state import NARRATOR, RawChat, Recovery, Source, short, without_tokens
 from charfmt._lenient.table import Sample
 from charfmt._lenient.text import read_text
+from charfmt._lenient.turns import asked_forms
 from charfmt.tags import REASONING_TAGS, TEXT_TAG
 
 _CUT_ELEMENT: Final = request_form.CUT_ELEMENT
@@ -105,6 +106,7 @@ def read_bare(state: Recovery, start: int, end: int) -> None:
             entry = state.walk("text", Sample(cleaned), after="user-chats")
     if entry is not None and entry.name == "user-chats":
         message = "no JSON reply: the reply echoes the request form, each <chat> is read as a chat"
+        cleaned = _drop_asked(state, cleaned, start)
     else:
         message = "no JSON reply: the text itself is read as the character's chat"
     state.note("CF616", message, at, at)
@@ -129,6 +131,33 @@ def _labelled(state: Recovery, chats: list[RawChat], start: int) -> None:
         begin = end
         if chat.speaker is None and len(named) == 1 and NARRATOR not in named and (chat.kind or "C") == "C":
             chat.speaker = named.pop()
+
+
+_DROPPED_BEFORE: Final = frozenset({"CF601", "CF622", "CF624", "CF625", "CF631", "CF632"})
+"""What, dropped before the request form, makes it no opening of the reply (a speaker label does not)."""
+
+
+def _drop_asked(state: Recovery, text: str, offset: int) -> str:
+    """``text`` (the reply read as the request form echoed) with the forms of the player's imagined questions to the
+    character (``turns.asked_forms``) blanked, each noted ``CF632``."""
+    if state.told is None:
+        return text
+    first = next((a for a, _b, _m in request_form.blocks(text)), None)
+    after = first is not None and any(
+        d.code in _DROPPED_BEFORE and d.offset < state.source.to_raw(offset + first) for d in state.diagnostics
+    )
+    found = asked_forms(text, state.told, after=after)
+    message = "request forms of questions to the character after other text: the player's turns imagined, dropped"
+    if not found:
+        return text
+    for a, b in found:
+        state.note("CF632", message, offset + a, offset + b)
+    text = blank(text, [(a, b, "") for a, b in found])
+    if not request_form.blocks(text):  # (no form left: what was outside the forms stays outside the reply)
+        source = state.source.text
+        _drop(state, source[:offset] + text + source[offset + len(text) :], offset, offset + len(text))
+        return " " * len(text)
+    return text
 
 
 def _by_speaker(state: Recovery, text: str, offset: int) -> bool:

@@ -23,6 +23,7 @@ from charfmt._lenient.state import (
     RawChat,
     Recovery,
     blank_match,
+    mangled,
     mostly_said,
     nearly_said,
     normal,
@@ -270,16 +271,21 @@ def _said_by_player(state: Recovery, piece: Piece, read: Result) -> bool:
         read.note("CF642", message, piece.start, piece.end)
         return True
     said = normal(piece.text)
-    if told is None or len(said) < _PLAYER_LINE:
-        return False
-    if _persona_said_to(said, told):
-        message = "the persona said to the character (You are …), words of the prompt's: not the character's, dropped"
-        read.note("CF631", message, piece.start, piece.end)
+    if told is not None and len(said) >= _PLAYER_LINE:
+        if _persona_said_to(said, told):
+            message = (
+                "the persona said to the character (You are …), words of the prompt's: not the character's, dropped"
+            )
+            read.note("CF631", message, piece.start, piece.end)
+            return True
+        if said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True):
+            read.note("CF631", _EXAMPLE_TURN, piece.start, piece.end)
+            return True
+    if mangled(spoken, state.turn, told.names if told is not None else ()):
+        message = "the player's own turn mangled (most of its words in order, some changed): not the character's"
+        read.note("CF625", message, piece.start, piece.end)
         return True
-    if not (said in told.player or _player_line_marked(said, told) or nearly_said(said, told.player, begun=True)):
-        return False
-    read.note("CF631", _EXAMPLE_TURN, piece.start, piece.end)
-    return True
+    return False
 
 
 def _opened_in_form(spoken: str, state: Recovery) -> bool:

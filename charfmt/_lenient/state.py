@@ -279,6 +279,45 @@ def opened_as(said: str, lines: Iterable[str], *, share: float = OPENED_SHARE) -
     return False
 
 
+MANGLED_FROM: Final = 5
+"""Words of the player's line from which a line holding most of them in order is that line mangled (``mangled``)."""
+MANGLED_EXTRA: Final = 3
+"""Words of its own a line that is the player's mangled may hold (``… Cảm ơn bà!`` after their question)."""
+_SENTENCE_STOP: Final = re.compile(r"[.!?…。！？]")
+
+
+def mangled(said: str, lines: Iterable[str], names: Iterable[str] = ()) -> bool:
+    """Whether ``said`` (``words``'s form) is one of the player's ``lines`` mangled as small models do, however it
+    opens (``opened_as`` asks for the first words): it holds all of that line's words in their order but for
+    ``CHANGED_WORDS`` (swapped or left out), three quarters of them at least, in one sentence of its own, and at most
+    ``MANGLED_EXTRA`` words of its own (``How long has your mom been down here every night?`` for ``How long have
+    you been down here every night?``; found by the thirteenth set's #64). The line's vocative (its words before a
+    comma, two at most) written as one of the character's ``names`` counts as the line's (``Thảo ơi, …`` for
+    ``Bà ơi, …``: the thirteenth's #79). The character answering with some of the player's words (``Hail? No,
+    just rain.``) holds too few of them, or holds them across its own sentences."""
+    spans = [(m.start(), m.group()) for m in _TOKEN.finditer(said)]
+    named = {t for n in names for t in _TOKEN.findall(n.casefold())}
+    for line in lines:
+        own = _TOKEN.findall(line)
+        if len(own) < MANGLED_FROM:
+            continue
+        found, at = [t for _at, t in spans], spans
+        vocative = _TOKEN.findall(line.partition(",")[0]) if "," in line else []
+        head = len(_TOKEN.findall(said.partition(",")[0])) if "," in said else 0
+        if 0 < len(vocative) <= 2 and 0 < head <= 2 and named.intersection(found[:head]):
+            found = [*vocative, *found[head:]]
+            at = [(spans[0][0], t) for t in vocative] + spans[head:]
+        matcher = difflib.SequenceMatcher(None, found, own, autojunk=False)
+        blocks = [b for b in matcher.get_matching_blocks() if b.size]
+        same = sum(b.size for b in blocks)
+        if same < len(own) - CHANGED_WORDS or 4 * same < 3 * len(own) or len(found) - same > MANGLED_EXTRA:
+            continue
+        first, last = blocks[0].a, blocks[-1].a + blocks[-1].size - 1
+        if not _SENTENCE_STOP.search(said, at[first][0], at[last][0]):
+            return True
+    return False
+
+
 def _a_word_changed(said: list[str], line: list[str]) -> bool:
     """Whether the words ``said`` are those of ``line`` but for ``CHANGED_WORDS`` at most on either side (replaced,
     added or left out), and most of them the same."""

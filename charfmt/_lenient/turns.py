@@ -631,6 +631,48 @@ def _looped_forms(text: str, dropped: list[Span]) -> list[Span]:
     return spans
 
 
+_ASKED: Final = 2
+"""Request forms' chats of questions from which a run of them after other text is the player's turns imagined."""
+_QUESTION: Final = re.compile(r"(?:[^.!?…。！？]*+[?？]++[\"'”」』)）\s]*+)++")
+"""Sentences that ask, each up to its ``?``, and nothing else."""
+_SECOND_PERSON_WORDS: Final = frozenset({
+    "you", "your", "yours", "you're", "youre", "you've", "youve", "you'd", "youd", "you'll", "youll", "du", "dein",
+    "deine", "deinen", "deinem", "deiner", "dir", "dich", "tu", "te", "ti", "toi", "ton", "ta", "tes", "vous",
+    "votre", "vos", "tú", "usted", "ustedes", "vosotros", "você", "vocês", "teu", "tua", "tuo", "jij", "je", "jouw",
+    "uw", "ty", "cię", "ci", "twój", "twoja", "wy", "вы", "ты", "вас", "вам", "ваш", "ваша", "ваше", "тебя", "тебе",
+    "твой", "твоя", "sen", "siz", "senin", "sizin", "bạn", "cậu", "anh", "chị",
+})  # fmt: skip
+_SECOND_PERSON: Final = re.compile(
+    r"(?<![^\W\d_])(?:" + "|".join(sorted(_SECOND_PERSON_WORDS)) + r")(?![^\W\d_])", re.I
+)
+"""Words of the second person, in the languages the reader meets: a question with one asks its hearer."""
+
+
+def asked_forms(text: str, told: Told, *, after: bool) -> list[tuple[int, int]]:
+    """Request forms holding questions to the character (``text``: a reply read as the request form echoed, what is
+    not the reply blanked), ``after`` other text (the prompt echoed or imitated, scaffolding, a lead-in, the player's
+    turn: never the reply's own opening, nor the character's label alone): ``_ASKED`` chats or more of the forms
+    are questions and nothing else, two thirds of their chats with words or more, one of them in the second person,
+    each in the player's shape (``What is your favorite song?``, ``Why are you taking the last train?``). The form
+    is the player's side and these lines ask the character: the player's turns imagined, their spans to drop whole,
+    with the form chats between them (``CF632``; found by the thirteenth set's #64 and #89, the third's #82). A reply
+    written in the form's shape from its start (SmolLM2's, its lines the character's own, questions to the player
+    among them) or holding fewer questions reads as before."""
+    found = [(a, b) for a, b, _m in blocks(text)]
+    if not found:
+        return []
+    before = text[: found[0][0]].strip()
+    if not (after or before) or (before and _label(before, told) == "character"):
+        return []
+    chats = [c for a, b in found for c in _chats_of(text, a, b)]
+    if chats and found[-1][1] == len(text.rstrip()) and not re.search(r"[.!?…。！？]\W*\Z", chats[-1][0]):
+        chats.pop()  # (a chat the input ends inside: what it would have been, no one knows)
+    asked = [n for n, shape in chats if shape and _QUESTION.fullmatch(n)]
+    if len(asked) < _ASKED or 3 * len(asked) < 2 * len(chats) or not any(map(_SECOND_PERSON.search, asked)):
+        return []
+    return found
+
+
 def _chats_of(text: str, a: int, b: int) -> list[tuple[str, bool]]:
     """The words of each chat of the request form ``text[a:b]`` that has words (its tags left out), each with
     whether it is in the player's shape (no element but theirs and the form's)."""

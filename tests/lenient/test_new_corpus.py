@@ -10,7 +10,8 @@ more settings, ``--set fresh``), made after both halves were read, ``third_repli
 ``seventh_replies.jsonl`` the seventh (``--set seventh``), ``eighth_replies.jsonl`` the eighth (``--set eighth``),
 ``ninth_replies.jsonl`` the ninth (``--set ninth``), ``tenth_replies.jsonl`` the tenth (``--set tenth``),
 ``eleventh_replies.jsonl`` the eleventh (``--set eleventh``), ``twelfth_replies.jsonl`` the twelfth
-(``--set twelfth``) and ``thirteenth_replies.jsonl`` the thirteenth (``--set thirteenth``).
+(``--set twelfth``), ``thirteenth_replies.jsonl`` the thirteenth (``--set thirteenth``) and
+``fourteenth_replies.jsonl`` the fourteenth (``--set fourteenth``).
 ``tests/data/JUDGED.md`` holds the hand-judged samples. Over every reply of both, read as its caller reads it (the
 setting's vocabulary and tags, told the player's turn and the prompt it answers):
 
@@ -72,6 +73,9 @@ TWELFTH: Final = _rows("twelfth_replies.jsonl")
 THIRTEENTH: Final = _rows("thirteenth_replies.jsonl")
 """The thirteenth held-back set (``make_new_corpus.py --set thirteenth``), read by hand only after the reader was
 frozen."""
+FOURTEENTH: Final = _rows("fourteenth_replies.jsonl")
+"""The fourteenth held-back set (``make_new_corpus.py --set fourteenth``), read by hand only after the reader was
+frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -86,9 +90,11 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "eleventh_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "twelfth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "thirteenth_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "fourteenth_prompts.json").read_text(encoding="utf-8")),
 }
 EVERY: Final = (
     ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH
+    + FOURTEENTH
 )
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
@@ -188,6 +194,9 @@ HELD_SETS = [
     ("thirteenth", THIRTEENTH,
      ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH,
      {"vi", "en"}, ("last_train", 2)),
+    ("fourteenth", FOURTEENTH,
+     ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH,
+     {"id", "en"}, ("bridge_meteors", 2)),
 ]
 """Each held-back set made after the one before was read: its rows, the sets before it, its languages, its scene
 and the size of its cast (the sixth's: Corvin and Marisol, with a narrator)."""
@@ -219,7 +228,10 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
     return set(told.lines)
 
 
-FOUND_AFTER: Final[dict[str, str]] = {}
+FOUND_AFTER: Final[dict[str, str]] = {
+    "fourteenth-smollm2-default-sari-6": "fourteenth #6: the player's turn written in <emo> (a sentence) spoken (CF722)",
+    "fourteenth-smollm2-default-ezra-3": "fourteenth #12: a body of one escaped '&lt;' spoken as '<'",
+}
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 

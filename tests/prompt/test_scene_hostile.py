@@ -154,8 +154,13 @@ def endless_pipe(tmp_path: Path) -> Iterator[Path]:
     yield path
     done.set()
     if writer.is_alive():  # the reader never came: open the other end so that the writer can end
-        with path.open("rb") as f:
-            f.read(1)
+        # (without blocking: a writer that ends between the check and this open would leave a blocking open waiting
+        # for a writer forever; this hung a CI run once)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            writer.join(timeout=5)
+        finally:
+            os.close(fd)
     writer.join(timeout=5)
 
 

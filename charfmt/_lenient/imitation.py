@@ -23,7 +23,7 @@ import re
 from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLDING, SCAFFOLDING_HINT
-from charfmt._lenient.request_form import blocks
+from charfmt._lenient.request_form import CHAT_ELEMENT, blocks
 from charfmt._lenient.state import normal
 from charfmt._lenient.turns import Span, Told, asks_the_character, label_of, opens_second_person, speaker_of
 
@@ -49,7 +49,8 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
     if (turn := _MODEL_TURN.search(text, at)) is not None:  # the model's own turn begins: read as before
         kept.append((turn.end(), len(text)))
     forms = _form_runs(text, at, dropped, markers)
-    kept += [(a, b) for a, b in forms if not _players_run(text, a, b, told, dropped)]
+    for a, b in forms:
+        kept += [(a, b)] if not _players_run(text, a, b, told, dropped) else _own_chats(text, a, b, told)
     skip = sorted([(a, b) for a, b, *_ in dropped] + markers + kept)
     spans: list[Span] = []
     pos = at
@@ -114,6 +115,21 @@ def _players_run(text: str, a: int, b: int, told: Told, dropped: list[Span]) -> 
     return False
 
 
+def _own_chats(text: str, a: int, b: int, told: Told) -> list[tuple[int, int]]:
+    """The chats of a run of the player's forms that hold a line of the character's own few-shot replies: theirs
+    (the prompt's exchange imitated, the character's side of it echoed)."""
+    opens = [m.start() for m in CHAT_ELEMENT.finditer(text, a, b) if m.group(1) is None]
+    found: list[tuple[int, int]] = []
+    for x, y in zip(opens, [*opens[1:], b], strict=False):
+        lines = [normal(line) for line in text[x:y].split("\n")]
+        if _PLACEHOLDER.search(text, x, y) is None and any(len(n) >= _OWN_FROM and n in told.own for n in lines):
+            found.append((x, y))
+    return found
+
+
+_OWN_FROM: Final = 12
+
+
 def _reworded_turn(n: str, told: Told) -> bool:
     said = set(_TOKEN.findall(n))
     for line in told.turn:
@@ -124,6 +140,10 @@ def _reworded_turn(n: str, told: Told) -> bool:
 
 
 _TURN_FROM: Final = 4
+_PROMPTS_WORDS: Final = 0.75
+_VOICED: Final = 0.5
+import os
+_DEBUG = bool(os.environ.get("R21DEBUG"))
 _TOKEN: Final = re.compile(r"[^\W_]+")
 
 
@@ -134,10 +154,14 @@ def _imitating(run: str, told: Told) -> bool:
     if _WORD.search(plain) is None:
         return plain == run  # (debris; elements holding none, a placeholder's, are the reader's to read as before)
     first = next((normal(line) for line in plain.split("\n") if normal(line)), "")
-    if opens_second_person(first):
-        return True
     found = _TOKEN.findall(plain.casefold())
-    return len(found) >= _TURN_FROM and 4 * sum(w in told.vocab for w in found) >= 3 * len(found)
+    if len(found) < _TURN_FROM:
+        return False
+    share = sum(w in told.vocab for w in found) / len(found)
+    if _DEBUG:
+        print("IMIT", round(share, 2), opens_second_person(first), repr(plain.strip()[:90]))
+    voiced = plain == run and opens_second_person(first)  # (plain text: not an element of the character's)
+    return share >= _PROMPTS_WORDS or (voiced and share >= _VOICED)
 
 
 _MESSAGE: Final = (

@@ -25,7 +25,7 @@ from typing import Final
 from charfmt._lenient.marks import SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks
 from charfmt._lenient.state import normal
-from charfmt._lenient.turns import Span, Told, asks_the_character, label_of, opens_second_person, speaker_of
+from charfmt._lenient.turns import Span, Told, label_of, opens_second_person, speaker_of
 
 IMITATING: Final = frozenset({"CF625", "CF631", "CF632", "CF635", "CF642"})
 """The codes of ``foreign``'s spans that are the prompt or the player's turn written again."""
@@ -50,7 +50,10 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
         kept.append((turn.end(), len(text)))
     forms = _form_runs(text, at, dropped, markers)
     for a, b in forms:
-        kept += [(a, b)] if not _players_run(text, a, b, told, dropped) else _own_chats(text, a, b, told)
+        if _players_run(text, a, b, told, dropped):
+            kept += _own_chats(text, a, b, told)
+        else:  # (the player's chats among others are the reader's to find, as before)
+            kept.append((a, b))
     skip = sorted([(a, b) for a, b, *_ in dropped] + markers + kept)
     spans: list[Span] = []
     pos = at
@@ -102,17 +105,26 @@ def _has_text(text: str, a: int, b: int, gaps: list[tuple[int, int]]) -> bool:
 
 
 def _players_run(text: str, a: int, b: int, told: Told, dropped: list[Span]) -> bool:
-    """Whether a run of request forms after the imitation is the player's side: it holds the player's turn (dropped
-    already, or reworded), a question to the character, or the prompt's placeholder."""
-    if any(a <= x < b and code in ("CF625", "CF632", "CF635") for x, _y, code, _m in dropped):
+    """Whether a run of request forms after the imitation is the player's side: half its chats or more are the
+    player's (``_players_chat``)."""
+    chats = _chats(text, a, b)
+    return 2 * sum(_players_chat(text, x, y, told, dropped) for x, y in chats) >= len(chats)
+
+
+def _chats(text: str, a: int, b: int) -> list[tuple[int, int]]:
+    """The spans of the chats of the forms in ``text[a:b]`` (each from its ``<chat`` to the next), or the whole."""
+    opens = [m.start() for m in CHAT_ELEMENT.finditer(text, a, b) if m.group(1) is None and m.group(2) == "chat"]
+    return list(zip(opens, [*opens[1:], b], strict=False)) or [(a, b)]
+
+
+def _players_chat(text: str, a: int, b: int, told: Told, dropped: list[Span]) -> bool:
+    """Whether a chat of a form after the imitation is the player's: it holds their turn (dropped already, or
+    reworded) or the prompt's placeholder (its form of the player's turn)."""
+    if any(a <= x and y <= b and code in ("CF625", "CF635") for x, y, code, _m in dropped):
         return True
     if _PLACEHOLDER.search(text, a, b):
         return True
-    for line in text[a:b].split("\n"):
-        n = normal(line)
-        if n and (asks_the_character(n) or _reworded_turn(n, told)):
-            return True
-    return False
+    return any(_reworded_turn(normal(line), told) for line in text[a:b].split("\n"))
 
 
 def _own_chats(text: str, a: int, b: int, told: Told) -> list[tuple[int, int]]:

@@ -84,6 +84,7 @@ def _form_runs(text: str, at: int, dropped: list[Span], markers: list[tuple[int,
     for a, b, _name in blocks(text):
         if b <= at:
             continue
+        b = min([b, *(x for x, *_ in dropped if a < x < b)])  # (a form left open ends where a dropped turn begins)
         if runs and not _has_text(text, runs[-1][1], a, gaps):
             runs[-1] = (runs[-1][0], b)
         else:
@@ -134,12 +135,14 @@ def _own_chats(text: str, a: int, b: int, told: Told) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for x, y in zip(opens, [*opens[1:], b], strict=False):
         lines = [normal(line) for line in text[x:y].split("\n")]
-        if _PLACEHOLDER.search(text, x, y) is None and any(len(n) >= _OWN_FROM and n in told.own for n in lines):
+        said = [p.strip() for n in lines for p in _SENTENCE.findall(n)]
+        if _PLACEHOLDER.search(text, x, y) is None and any(len(p) >= _OWN_FROM and p in told.own for p in said):
             found.append((x, y))
     return found
 
 
 _OWN_FROM: Final = 12
+_SENTENCE: Final = re.compile(r"[^.!?。！？]+[.!?。！？]*")
 
 
 def _reworded_turn(n: str, told: Told) -> bool:

@@ -106,10 +106,10 @@ def _has_text(text: str, a: int, b: int, gaps: list[tuple[int, int]]) -> bool:
 
 
 def _players_run(text: str, a: int, b: int, told: Told, dropped: list[Span]) -> bool:
-    """Whether a run of request forms after the imitation is the player's side: half its chats or more are the
+    """Whether a run of request forms after the imitation is the player's side: more than half its chats are the
     player's (``_players_chat``)."""
-    chats = _chats(text, a, b)
-    return 2 * sum(_players_chat(text, x, y, told, dropped) for x, y in chats) >= len(chats)
+    chats = [(x, y) for x, y in _chats(text, a, b) if _WORD.search(_TAG.sub(" ", text[x:y]))]
+    return 2 * sum(_players_chat(text, x, y, told, dropped) for x, y in chats) > len(chats)
 
 
 def _chats(text: str, a: int, b: int) -> list[tuple[int, int]]:
@@ -168,7 +168,10 @@ def _imitating(run: str, told: Told) -> bool:
     plain = _TAG.sub(" ", run)
     if _WORD.search(plain) is None:
         return plain == run  # (debris; elements holding none, a placeholder's, are the reader's to read as before)
-    first = next((normal(line) for line in plain.split("\n") if normal(line)), "")
+    lines = [n for line in plain.split("\n") if (n := normal(line))]
+    if any(len(p.strip()) >= _OWN_FROM and p.strip() in told.own for n in lines for p in _SENTENCE.findall(n)):
+        return False  # (the character's own few-shot words)
+    first = lines[0] if lines else ""
     found = _TOKEN.findall(plain.casefold())
     if len(found) < _TURN_FROM:
         return False

@@ -166,8 +166,10 @@ def _imitating(run: str, told: Told) -> bool:
     """Whether text (not a form) after the imitation goes on with it: debris (no word), the prompt's voice (the
     second person), or the prompt's words."""
     plain = _TAG.sub(" ", run)
+    if plain != run:  # (elements outside a form, the character's or a placeholder's: read as before)
+        return False
     if _WORD.search(plain) is None:
-        return plain == run  # (debris; elements holding none, a placeholder's, are the reader's to read as before)
+        return True  # (debris)
     lines = [n for line in plain.split("\n") if (n := normal(line))]
     if any(len(p.strip()) >= _OWN_FROM and p.strip() in told.own for n in lines for p in _SENTENCE.findall(n)):
         return False  # (the character's own few-shot words)
@@ -178,8 +180,7 @@ def _imitating(run: str, told: Told) -> bool:
     share = sum(w in told.vocab for w in found) / len(found)
     if _DEBUG:
         print("IMIT", round(share, 2), opens_second_person(first), repr(plain.strip()[:90]))
-    voiced = plain == run and opens_second_person(first)  # (plain text: not an element of the character's)
-    return share >= _PROMPTS_WORDS or (voiced and share >= _VOICED)
+    return share >= _PROMPTS_WORDS or (opens_second_person(first) and share >= _VOICED)
 
 
 _MESSAGE: Final = (

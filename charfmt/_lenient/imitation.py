@@ -113,8 +113,9 @@ def _players_run(text: str, a: int, b: int, told: Told, dropped: list[Span]) -> 
 
 
 def _chats(text: str, a: int, b: int) -> list[tuple[int, int]]:
-    """The spans of the chats of the forms in ``text[a:b]`` (each from its ``<chat`` to the next), or the whole."""
-    opens = [m.start() for m in CHAT_ELEMENT.finditer(text, a, b) if m.group(1) is None and m.group(2) == "chat"]
+    """The spans of the chats of the forms in ``text[a:b]`` (each from an opening tag of the form, ``<chat``,
+    ``<user_chat type="C">``, to the next), or the whole."""
+    opens = [m.start() for m in CHAT_ELEMENT.finditer(text, a, b) if m.group(1) is None]
     return list(zip(opens, [*opens[1:], b], strict=False)) or [(a, b)]
 
 

@@ -12,9 +12,21 @@ rounds).
 
 ``imitation_going_on`` finds, once ``turns.foreign`` has found what is not the character's,
 whether the input began so — before any content of its own, a scaffolding marker or a span
-``foreign`` dropped as the prompt's or the player's — and if so drops what follows that is
-neither the character's labelled reply nor a JSON reply holding words (``CF631``). A reply
-that does not begin by imitating is read as before.
+``foreign`` dropped as the prompt's or the player's (``CF625``, ``CF631``, ``CF632``, the
+player's label) — and if so drops as the imitation going on (``CF631``), of what follows:
+
+- a run of request forms more than half of whose chats with words are the player's side (their
+  turn inside, already dropped, or reworded: two thirds of a turn line's words; or the
+  prompt's placeholder ``...`` in an element), but for its chats holding a sentence of the
+  character's own few-shot replies;
+- plain text (no tag) that is debris (no word), or in the prompt's words (three quarters of
+  its words the prompt's), or in its voice (opening in the second person, half its words the
+  prompt's).
+
+The character's labelled reply, a JSON reply holding words, what follows a marker of the
+model's own turn (``[/INST]``) and anything else are read as before; so is every reply that
+does not begin by imitating (issue 39, reader21: measured on every judged sample row, it
+gains rows and loses none; see ``tests/data/JUDGED.md``).
 """
 
 from __future__ import annotations
@@ -30,7 +42,9 @@ from charfmt._lenient.turns import Span, Told, label_of, opens_second_person, sp
 IMITATING: Final = frozenset({"CF625", "CF631", "CF632", "CF635", "CF642"})
 """The codes of ``foreign``'s spans that are the prompt or the player's turn written again."""
 _LABELS: Final = frozenset({"CF633"})
-_JSON_OPEN: Final = re.compile(r"(?m)^[ \t]*+(?:(?:```|~~~)[\w-]*+[ \t]*+\n?[ \t]*+)?\[?[ \t]*+(\{)|\{(?=\s*+\"chats\")")
+_JSON_OPEN: Final = re.compile(
+    r"(?m)^[ \t]*+(?:(?:```|~~~)[\w-]*+[ \t]*+\n?[ \t]*+)?\[?[ \t]*+(\{)|\{(?=\s*+\"chats\")"
+)
 """Where a JSON reply opens: a brace (or a bare array's) at a line's start, after a fence perhaps, or one that opens
 ``{"chats"`` anywhere."""
 _BODY: Final = re.compile(r"\"(?:body|text)\"\s*+:\s*+\"((?:[^\"\\]|\\.)*+)")
@@ -84,11 +98,11 @@ def _form_runs(text: str, at: int, dropped: list[Span], markers: list[tuple[int,
     for a, b, _name in blocks(text):
         if b <= at:
             continue
-        b = min([b, *(x for x, *_ in dropped if a < x < b)])  # (a form left open ends where a dropped turn begins)
+        end = min([b, *(x for x, *_ in dropped if a < x < b)])  # (a form left open ends where a dropped turn begins)
         if runs and not _has_text(text, runs[-1][1], a, gaps):
-            runs[-1] = (runs[-1][0], b)
+            runs[-1] = (runs[-1][0], end)
         else:
-            runs.append((max(a, at), b))
+            runs.append((max(a, at), end))
     return runs
 
 
@@ -158,8 +172,7 @@ def _reworded_turn(n: str, told: Told) -> bool:
 _TURN_FROM: Final = 4
 _PROMPTS_WORDS: Final = 0.75
 _VOICED: Final = 0.5
-import os
-_DEBUG = bool(os.environ.get("R21DEBUG"))
+
 _TOKEN: Final = re.compile(r"[^\W_]+")
 
 
@@ -179,14 +192,12 @@ def _imitating(run: str, told: Told) -> bool:
     if len(found) < _TURN_FROM:
         return False
     share = sum(w in told.vocab for w in found) / len(found)
-    if _DEBUG:
-        print("IMIT", round(share, 2), opens_second_person(first), repr(plain.strip()[:90]))
     return share >= _PROMPTS_WORDS or (opens_second_person(first) and share >= _VOICED)
 
 
 _MESSAGE: Final = (
-    "the reply began by imitating its prompt: what follows that is neither the character's labelled reply nor a JSON "
-    "reply with words is the imitation going on: dropped"
+    "the reply began by imitating its prompt: this goes on imitating it (the player's side in request forms, the "
+    "prompt's words or voice, debris), not the character's labelled reply nor a JSON reply: dropped"
 )
 
 

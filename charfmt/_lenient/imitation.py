@@ -50,6 +50,7 @@ _JSON_OPEN: Final = re.compile(
 _BODY: Final = re.compile(r"\"(?:body|text)\"\s*+:\s*+\"((?:[^\"\\]|\\.)*+)")
 _TAG: Final = re.compile(r"<[^<>\n]*+>|\\[nrt]")
 _WORD: Final = re.compile(r"[^\W\d_]{2,}")
+_LETTER: Final = re.compile(r"[^\W\d_]")
 
 
 def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]:
@@ -60,7 +61,7 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
     if at is None:
         return []
     kept = _replies(text, at, told, dropped)
-    if (turn := _MODEL_TURN.search(text, at)) is not None:  # the model's own turn begins: read as before
+    if (turn := _MODEL_TURN.search(text)) is not None:  # the model's own turn begins: read as before
         kept.append((turn.end(), len(text)))
     forms = _form_runs(text, at, dropped, markers)
     for a, b in forms:
@@ -149,7 +150,7 @@ def _own_chats(text: str, a: int, b: int, told: Told) -> list[tuple[int, int]]:
     opens = [m.start() for m in CHAT_ELEMENT.finditer(text, a, b) if m.group(1) is None]
     found: list[tuple[int, int]] = []
     for x, y in zip(opens, [*opens[1:], b], strict=False):
-        lines = [normal(line) for line in text[x:y].split("\n")]
+        lines = [normal(line.replace("\\n", " ")) for line in text[x:y].split("\n")]
         said = [p.strip() for n in lines for p in _SENTENCE.findall(n)]
         if _PLACEHOLDER.search(text, x, y) is None and any(len(p) >= _OWN_FROM and p in told.own for p in said):
             found.append((x, y))
@@ -182,7 +183,7 @@ def _imitating(run: str, told: Told) -> bool:
     plain = _TAG.sub(" ", run)
     if plain != run:  # (elements outside a form, the character's or a placeholder's: read as before)
         return False
-    if _WORD.search(plain) is None:
+    if _LETTER.search(plain) is None:
         return True  # (debris)
     lines = [n for line in plain.split("\n") if (n := normal(line))]
     if any(len(p.strip()) >= _OWN_FROM and p.strip() in told.own for n in lines for p in _SENTENCE.findall(n)):

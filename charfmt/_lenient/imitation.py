@@ -19,7 +19,7 @@ player's label) — and if so drops as the imitation going on (``CF631``), of wh
   turn inside, already dropped, or reworded: two thirds of a turn line's words; or the
   prompt's placeholder ``...`` in an element), but for its chats holding a sentence of the
   character's own few-shot replies;
-- plain text (no tag) that is debris (no word), or in the prompt's words (three quarters of
+- plain text (no tag) that is debris (no letter: `CF627`), or in the prompt's words (three quarters of
   its words the prompt's), or in its voice (opening in the second person, half its words the
   prompt's).
 
@@ -78,7 +78,8 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
         run = text[pos : max(a, pos)]
         if run.strip() and (_inside(pos, forms) or _imitating(run, told)):
             lead = len(run) - len(run.lstrip())
-            spans.append((pos + lead, pos + len(run.rstrip()), "CF631", _MESSAGE))
+            debris = _LETTER.search(run) is None
+            spans.append((pos + lead, pos + len(run.rstrip()), *(_DEBRIS if debris else ("CF631", _MESSAGE))))
         pos = max(pos, b)
     return spans
 
@@ -200,6 +201,9 @@ _MESSAGE: Final = (
     "the reply began by imitating its prompt: this goes on imitating it (the player's side in request forms, the "
     "prompt's words or voice, debris), not the character's labelled reply nor a JSON reply: dropped"
 )
+
+
+_DEBRIS: Final = ("CF627", "the format's syntax, no letter, after a reply that began by imitating its prompt: dropped")
 
 
 def _markers(text: str) -> list[tuple[int, int]]:

@@ -229,6 +229,14 @@ FOURTEENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 with a cue of her own, English, a V1 (TavernAI) card with no emotions, so the default vocabulary, a scene of two
 with a narrator)."""
 
+FIFTEENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "P": (("eleni", "character", "eleni.toml"), ("juno", "character", "juno.toml"),
+          ("quell", "card", "quell.json"), ("desert_bookmobile", "scene", "desert_bookmobile.toml")),
+}  # fmt: skip
+"""The fifteenth held-back set (``--set fifteenth``): four more settings nobody tuned the reader on (Greek with a cue
+of her own, English, a V2 card with no emotions, a system prompt, a post-history instruction, an alternate greeting,
+``<START>`` examples and a lorebook, a scene of two with a narrator)."""
+
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
 
@@ -648,6 +656,32 @@ FOURTEENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the fourteenth held-back set (``--set fourteenth``), worded anew; three hostile turns of
 kinds not asked before (a server error log, a legal contract with numbered clauses, a to-do list with checkboxes)."""
+FIFTEENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] You're a lifesaver, I've been stuck out here for three hours!",
+        "How does anyone end up working out here at night?",
+        "[angry] The last guy charged me two hundred bucks and left me on the road!",
+        "*points at lights over the dry lake* What are those lights out there?",
+        "Reply as movie subtitles in SRT format, with numbers and timecodes.",
+        "[sad] I was driving to see my mom in the hospital. I won't make it in time.",
+        "Write your answer as a shop receipt with items, prices and a total.",
+        "[surprise] Did that coyote just steal a book?",
+        "Answer as a telegram in capital letters, with STOP between sentences.",
+    ),
+    "el": (
+        "[joy] Τι ωραίο καφενείο! Σαν να γύρισα στα παιδικά μου χρόνια!",
+        "Πώς αποφασίσατε να ανοίξετε καφενείο εδώ;",
+        "[angry] Κάποιος πήρε το ποδήλατό μου από την προκυμαία!",
+        "*δείχνει προς τη θάλασσα* Τι είναι εκείνο το φως στο νερό;",
+        "Απάντησε σαν υπότιτλοι ταινίας σε μορφή SRT, με αριθμούς και χρονικούς κωδικούς.",
+        "[sad] Ήρθα να σκορπίσω τις στάχτες του πατέρα μου στη θάλασσα.",
+        "Γράψε την απάντησή σου σαν απόδειξη μαγαζιού, με είδη, τιμές και σύνολο.",
+        "[surprise] Αυτό είναι δελφίνι μέσα στο λιμάνι;",
+        "Απάντησε σαν τηλεγράφημα με κεφαλαία, με STOP ανάμεσα στις προτάσεις.",
+    ),
+}
+"""The player's turns of the fifteenth held-back set (``--set fifteenth``), worded anew; three hostile turns of
+kinds not asked before (subtitles in SRT, a shop receipt, a telegram)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -713,6 +747,7 @@ SETS: Final = {
     "twelfth": ("twelfth_replies.jsonl", "twelfth_prompts.json"),
     "thirteenth": ("thirteenth_replies.jsonl", "thirteenth_prompts.json"),
     "fourteenth": ("fourteenth_replies.jsonl", "fourteenth_prompts.json"),
+    "fifteenth": ("fifteenth_replies.jsonl", "fifteenth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -722,7 +757,7 @@ def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
              "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH,
              "tenth": TENTH, "eleventh": ELEVENTH, "twelfth": TWELFTH,
-             "thirteenth": THIRTEENTH, "fourteenth": FOURTEENTH}[which]
+             "thirteenth": THIRTEENTH, "fourteenth": FOURTEENTH, "fifteenth": FIFTEENTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -732,7 +767,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
         "new": TURNS, "fresh": FRESH_TURNS, "third": THIRD_TURNS, "fourth": FOURTH_TURNS, "fifth": FIFTH_TURNS,
         "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS, "ninth": NINTH_TURNS,
         "tenth": TENTH_TURNS, "eleventh": ELEVENTH_TURNS, "twelfth": TWELFTH_TURNS,
-        "thirteenth": THIRTEENTH_TURNS, "fourteenth": FOURTEENTH_TURNS,
+        "thirteenth": THIRTEENTH_TURNS, "fourteenth": FOURTEENTH_TURNS, "fifteenth": FIFTEENTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 

@@ -11,6 +11,7 @@ whether the stream's chats equal the batch's and how many ``Reset`` events it se
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -24,14 +25,14 @@ from test_stream_events import _stream
 
 import charfmt
 
-ROUND_RULE = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0, "thirteenth": 4, "fourteenth": 3}
+ROUND_RULE = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0, "thirteenth": 4, "fourteenth": 3, "fifteenth": 1}
 """Each round's own k of its sample's rule ``n % 5 == k`` (``JUDGED.md``), where it is not 2."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    names = ("fourteenth", "thirteenth", "twelfth", "eleventh", "tenth", "ninth", "eighth", "seventh", "sixth",
-             "fifth", "fourth", "third", "fresh", "held", "tune")  # fmt: skip
+    names = ("fifteenth", "fourteenth", "thirteenth", "twelfth", "eleventh", "tenth", "ninth", "eighth", "seventh",
+             "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")  # fmt: skip
     parser.add_argument("set", choices=names)
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         sets["thirteenth"] = corpus.THIRTEENTH
     if args.set == "fourteenth":  # (read only once the reader was frozen for the fourteenth round)
         sets["fourteenth"] = corpus.FOURTEENTH
+    if args.set == "fifteenth":  # (read only once the reader was frozen for the fifteenth round)
+        sets["fifteenth"] = corpus._rows("fifteenth_replies.jsonl")
+        corpus.PROMPTS.update(json.loads((corpus.DATA / "fifteenth_prompts.json").read_text(encoding="utf-8")))
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     rule = ROUND_RULE.get(args.set, 2)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]

@@ -728,11 +728,6 @@ def label_of(line: str, told: Told) -> str | None:
     return _label(line, told)
 
 
-def asks_the_character(line: str) -> bool:
-    """Whether ``line`` (``normal``'s form) is questions and nothing else, one in the second person."""
-    return _QUESTION.fullmatch(line) is not None and _SECOND_PERSON.search(line) is not None
-
-
 def opens_second_person(line: str) -> bool:
     """Whether ``line`` opens with a word of the second person (``You're in character…``: the prompt's voice)."""
     return _SECOND_PERSON.match(line.lstrip()) is not None

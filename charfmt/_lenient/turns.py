@@ -723,6 +723,16 @@ def _label(line: str, told: Told) -> str | None:
     return _whose(name, told)
 
 
+def label_of(line: str, told: Told) -> str | None:
+    """``player``, ``character`` or ``None``: whether ``line`` is nothing but a speaker label, and whose."""
+    return _label(line, told)
+
+
+def opens_second_person(line: str) -> bool:
+    """Whether ``line`` opens with a word of the second person (``You're in character…``: the prompt's voice)."""
+    return _SECOND_PERSON.match(line.lstrip()) is not None
+
+
 def _whose(name: str, told: Told) -> str | None:
     """``player``, ``character`` or ``None``: whose label ``name`` (case folded) is. The player's label in another
     spelling or language (``Client`` for ``Cliente``: one begins the other, two letters more at most) is theirs

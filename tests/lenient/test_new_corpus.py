@@ -229,7 +229,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
 
 
 FOUND_AFTER: Final[dict[str, str]] = {
-    "fourteenth-smollm2-default-sari-6": "fourteenth #6: the player's turn written in <emo> (a sentence) spoken (CF722)",
+    "fourteenth-smollm2-default-sari-6": "fourteenth #6: the player's turn in <emo> (a sentence) spoken (CF722)",
     "fourteenth-smollm2-default-ezra-3": "fourteenth #12: a body of one escaped '&lt;' spoken as '<'",
 }
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""

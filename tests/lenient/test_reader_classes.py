@@ -392,6 +392,8 @@ def test_the_players_line_with_a_word_changed_or_begun_and_going_on_is_theirs_in
 def test_a_form_opened_by_the_players_line_before_the_characters_label_is_the_players_turn_whole(
     said: str, more: list[str], reply: str, size: int
 ) -> None:
+    # (a reply that is the player's few-shot line word for word is theirs, CF625: the character's must differ)
+    assume(reply.casefold().rstrip(".!?") != said.casefold().rstrip(".!?"))
     prompt = f"You are Rex.\n\n## Examples\n\nUser:\n{_form(said)}\nRex:\n" + '{"chats":[]}\n'
     text = f"<<SYS>>\n\n{_form(said, *more)}\nUser:\n{_form(said)}\nRex:\n{_json(reply)}"
     assert _both(text, size, prompt=prompt) == [["C", 1, [["msg", reply]]]]

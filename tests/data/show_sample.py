@@ -11,7 +11,6 @@ whether the stream's chats equal the batch's and how many ``Reset`` events it se
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -59,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.set == "fourteenth":  # (read only once the reader was frozen for the fourteenth round)
         sets["fourteenth"] = corpus.FOURTEENTH
     if args.set == "fifteenth":  # (read only once the reader was frozen for the fifteenth round)
-        sets["fifteenth"] = corpus._rows("fifteenth_replies.jsonl")
-        corpus.PROMPTS.update(json.loads((corpus.DATA / "fifteenth_prompts.json").read_text(encoding="utf-8")))
+        sets["fifteenth"] = corpus.FIFTEENTH
     rows = sets[args.set] if args.set in sets else [r for r in corpus.ROWS if r["half"] == args.set]
     rule = ROUND_RULE.get(args.set, 2)
     picked = args.rows if args.rows else [n for n in range(len(rows)) if n % 5 == rule and n < 100]

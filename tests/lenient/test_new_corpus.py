@@ -10,8 +10,9 @@ more settings, ``--set fresh``), made after both halves were read, ``third_repli
 ``seventh_replies.jsonl`` the seventh (``--set seventh``), ``eighth_replies.jsonl`` the eighth (``--set eighth``),
 ``ninth_replies.jsonl`` the ninth (``--set ninth``), ``tenth_replies.jsonl`` the tenth (``--set tenth``),
 ``eleventh_replies.jsonl`` the eleventh (``--set eleventh``), ``twelfth_replies.jsonl`` the twelfth
-(``--set twelfth``), ``thirteenth_replies.jsonl`` the thirteenth (``--set thirteenth``) and
-``fourteenth_replies.jsonl`` the fourteenth (``--set fourteenth``).
+(``--set twelfth``), ``thirteenth_replies.jsonl`` the thirteenth (``--set thirteenth``),
+``fourteenth_replies.jsonl`` the fourteenth (``--set fourteenth``) and ``fifteenth_replies.jsonl`` the fifteenth
+(``--set fifteenth``).
 ``tests/data/JUDGED.md`` holds the hand-judged samples. Over every reply of both, read as its caller reads it (the
 setting's vocabulary and tags, told the player's turn and the prompt it answers):
 
@@ -76,6 +77,9 @@ frozen."""
 FOURTEENTH: Final = _rows("fourteenth_replies.jsonl")
 """The fourteenth held-back set (``make_new_corpus.py --set fourteenth``), read by hand only after the reader was
 frozen."""
+FIFTEENTH: Final = _rows("fifteenth_replies.jsonl")
+"""The fifteenth held-back set (``make_new_corpus.py --set fifteenth``), read by hand only after the reader was
+frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -91,10 +95,11 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "twelfth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "thirteenth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fourteenth_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "fifteenth_prompts.json").read_text(encoding="utf-8")),
 }
 EVERY: Final = (
     ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH
-    + FOURTEENTH
+    + FOURTEENTH + FIFTEENTH
 )
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
@@ -197,6 +202,9 @@ HELD_SETS = [
     ("fourteenth", FOURTEENTH,
      ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH,
      {"id", "en"}, ("bridge_meteors", 2)),
+    ("fifteenth", FIFTEENTH,
+     ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH
+     + FOURTEENTH, {"el", "en"}, ("desert_bookmobile", 2)),
 ]
 """Each held-back set made after the one before was read: its rows, the sets before it, its languages, its scene
 and the size of its cast (the sixth's: Corvin and Marisol, with a narrator)."""

@@ -36,8 +36,8 @@ from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks
-from charfmt._lenient.state import normal
-from charfmt._lenient.turns import Span, Told, label_of, opens_second_person, speaker_of
+from charfmt._lenient.state import TOKEN, normal
+from charfmt._lenient.turns import SENTENCE, Span, Told, label_of, opens_second_person, speaker_of
 
 IMITATING: Final = frozenset({"CF625", "CF631", "CF632", "CF635", "CF642"})
 """The codes of ``foreign``'s spans that are the prompt or the player's turn written again."""
@@ -152,20 +152,19 @@ def _own_chats(text: str, a: int, b: int, told: Told) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for x, y in zip(opens, [*opens[1:], b], strict=False):
         lines = [normal(line.replace("\\n", " ")) for line in text[x:y].split("\n")]
-        said = [p.strip() for n in lines for p in _SENTENCE.findall(n)]
+        said = [p.strip() for n in lines for p in SENTENCE.findall(n)]
         if _PLACEHOLDER.search(text, x, y) is None and any(len(p) >= _OWN_FROM and p in told.own for p in said):
             found.append((x, y))
     return found
 
 
 _OWN_FROM: Final = 12
-_SENTENCE: Final = re.compile(r"[^.!?。！？]+[.!?。！？]*")
 
 
 def _reworded_turn(n: str, told: Told) -> bool:
-    said = set(_TOKEN.findall(n))
+    said = set(TOKEN.findall(n))
     for line in told.turn:
-        theirs = set(_TOKEN.findall(line))
+        theirs = set(TOKEN.findall(line))
         if len(theirs) >= _TURN_FROM and 3 * len(theirs & said) >= 2 * len(theirs):
             return True
     return False
@@ -174,8 +173,6 @@ def _reworded_turn(n: str, told: Told) -> bool:
 _TURN_FROM: Final = 4
 _PROMPTS_WORDS: Final = 0.75
 _VOICED: Final = 0.5
-
-_TOKEN: Final = re.compile(r"[^\W_]+")
 
 
 def _imitating(run: str, told: Told) -> bool:
@@ -187,10 +184,10 @@ def _imitating(run: str, told: Told) -> bool:
     if _LETTER.search(plain) is None:
         return True  # (debris)
     lines = [n for line in plain.split("\n") if (n := normal(line))]
-    if any(len(p.strip()) >= _OWN_FROM and p.strip() in told.own for n in lines for p in _SENTENCE.findall(n)):
+    if any(len(p.strip()) >= _OWN_FROM and p.strip() in told.own for n in lines for p in SENTENCE.findall(n)):
         return False  # (the character's own few-shot words)
     first = lines[0] if lines else ""
-    found = _TOKEN.findall(plain.casefold())
+    found = TOKEN.findall(plain.casefold())
     if len(found) < _TURN_FROM:
         return False
     share = sum(w in told.vocab for w in found) / len(found)

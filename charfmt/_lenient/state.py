@@ -222,7 +222,8 @@ def nearly_said(said: str, lines: Iterable[str], *, begun: bool) -> bool:
     return False
 
 
-_TOKEN: Final = re.compile(r"[^\W_]+")
+TOKEN: Final = re.compile(r"[^\W_]+")
+"""A word or a number: what the lenient reader counts when it compares texts word by word."""
 """A word, as ``mostly_said`` counts them (``d'utiliser``: two)."""
 MOSTLY_FROM: Final = 5
 """Words from which a line whose words are mostly the player's is theirs reworded (fewer: anyone's answer)."""
@@ -237,14 +238,14 @@ def mostly_said(said: str, turn: Iterable[str], request: Iterable[str]) -> bool:
     turn, paraphrased: ``One action and two sentences.``). At least half of its words are the turn line's, two
     thirds of that line's words are in it, and ``MOSTLY`` of its words are that line's and the other's together
     (found by the fifth set's #22, #42)."""
-    found = Counter(_TOKEN.findall(words(said)))
+    found = Counter(TOKEN.findall(words(said)))
     total = found.total()
     if total < MOSTLY_FROM:
         return False
     need = MOSTLY * total
-    others = [own for line in request if len(own := Counter(_TOKEN.findall(words(line)))) >= 2]
+    others = [own for line in request if len(own := Counter(TOKEN.findall(words(line)))) >= 2]
     for line in turn:  # (each word counted as often as the line holds it: ``aa aa aa aa`` is not ``aa aa``'s)
-        own = Counter(_TOKEN.findall(line))
+        own = Counter(TOKEN.findall(line))
         theirs = (found & own).total()
         if 2 * theirs < total or 3 * theirs < 2 * own.total():
             continue  # (half of its words the line's, and two thirds of the line's words in it)
@@ -267,11 +268,11 @@ def opened_as(said: str, lines: Iterable[str], *, share: float = OPENED_SHARE) -
     sig att du började med slädhundar?``, ``What was the best job you ever did?`` for ``What was the hardest job you
     ever took on?``: the ninth set's #1, the eighth's #64). A line that goes on with words of its own is an answer.
     ``share``: that share (a request form, the player's shape, asks none: ``request_form``)."""
-    found = _TOKEN.findall(said)
+    found = TOKEN.findall(said)
     if len(found) < OPENED_WORDS:
         return False
     for line in lines:
-        own = _TOKEN.findall(line)
+        own = TOKEN.findall(line)
         if len(own) <= OPENED_WORDS or found[:OPENED_WORDS] != own[:OPENED_WORDS] or len(found) > len(own) + 2:
             continue
         if (Counter(found) & Counter(own)).total() >= share * len(found):
@@ -295,15 +296,15 @@ def mangled(said: str, lines: Iterable[str], names: Iterable[str] = ()) -> bool:
     comma, two at most) written as one of the character's ``names`` counts as the line's (``Thảo ơi, …`` for
     ``Bà ơi, …``: the thirteenth's #79). The character answering with some of the player's words (``Hail? No,
     just rain.``) holds too few of them, or holds them across its own sentences."""
-    spans = [(m.start(), m.group()) for m in _TOKEN.finditer(said)]
-    named = {t for n in names for t in _TOKEN.findall(n.casefold())}
+    spans = [(m.start(), m.group()) for m in TOKEN.finditer(said)]
+    named = {t for n in names for t in TOKEN.findall(n.casefold())}
     for line in lines:
-        own = _TOKEN.findall(line)
+        own = TOKEN.findall(line)
         if len(own) < MANGLED_FROM:
             continue
         found, at = [t for _at, t in spans], spans
-        vocative = _TOKEN.findall(line.partition(",")[0]) if "," in line else []
-        head = len(_TOKEN.findall(said.partition(",")[0])) if "," in said else 0
+        vocative = TOKEN.findall(line.partition(",")[0]) if "," in line else []
+        head = len(TOKEN.findall(said.partition(",")[0])) if "," in said else 0
         if 0 < len(vocative) <= 2 and 0 < head <= 2 and named.intersection(found[:head]):
             found = [*vocative, *found[head:]]
             at = [(spans[0][0], t) for t in vocative] + spans[head:]

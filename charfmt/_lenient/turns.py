@@ -1052,7 +1052,8 @@ def _retold(n: str, told: Told) -> bool:
 
 _RUN_WORDS: Final = 6
 """Words in a row of the prompt's text (``_MIN_PART`` characters or more) from which a sentence retells it."""
-_SENTENCE: Final = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
+SENTENCE: Final = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
+"""A sentence with its end marks (the last one perhaps without)."""
 _FIRST_PERSON: Final = re.compile(
     r"(?:^|[^\w'])(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|us|ich|mein|meine|mich|mir|je|j'|moi|mon|ma|mes"
     r"|io|mio|mia|ik|mijn|yo|mi|eu|meu|minha)(?![\w'])|私|僕|俺|わたし|我"
@@ -1068,7 +1069,7 @@ def _sentences_retold(n: str, told: Told) -> bool:
     if len(n) < _NEARLY_FROM:
         return False
     covered = 0
-    for m in _SENTENCE.finditer(n):
+    for m in SENTENCE.finditer(n):
         if _FIRST_PERSON.search(m.group()) is not None or not _opened_as_told(m.group(), told):
             continue  # (the character telling who they are in the prompt's words: theirs)
         found = m.group().split()

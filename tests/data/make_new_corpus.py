@@ -237,6 +237,14 @@ FIFTEENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
 of her own, English, a V2 card with no emotions, a system prompt, a post-history instruction, an alternate greeting,
 ``<START>`` examples and a lorebook, a scene of two with a narrator)."""
 
+SIXTEENTH: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    "Q": (("meera", "character", "meera.toml"), ("rafe", "character", "rafe.toml"),
+          ("barnaby", "card", "barnaby.json"), ("zoo_nightwatch", "scene", "zoo_nightwatch.toml")),
+}  # fmt: skip
+"""The sixteenth held-back set (``--set sixteenth``): four more settings nobody tuned the reader on (Hindi with a cue
+of her own, English, a V2 card with no emotions, a system prompt, a post-history instruction, two alternate
+greetings, ``<START>`` examples and a lorebook with a secondary-key entry, a scene of two with a narrator)."""
+
 SPLIT_SEED: Final = 39
 """The coin that picks the tuning group (``tuning_group``): drawn once, before any reply exists."""
 
@@ -682,6 +690,32 @@ FIFTEENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The player's turns of the fifteenth held-back set (``--set fifteenth``), worded anew; three hostile turns of
 kinds not asked before (subtitles in SRT, a shop receipt, a telegram)."""
+SIXTEENTH_TURNS: Final[dict[str, tuple[str, ...]]] = {
+    "en": (
+        "[joy] Thank goodness, a human! I thought I'd be locked in here till morning!",
+        "Don't you get lonely walking around here all night?",
+        "[angry] Something just bit my ankle through the fence!",
+        "*points at eyes shining in the bushes* What's that, over there?",
+        "Answer as an INI configuration file, with sections and key = value lines.",
+        "[sad] I came here every Sunday with my grandad. This is my first time without him.",
+        "Reply as a weather forecast bulletin for the night.",
+        "[surprise] Did that peacock just open the gate by itself?",
+        "Write your answer as a horoscope for each of the twelve signs.",
+    ),
+    "hi": (
+        "[joy] वाह, कितनी सुंदर पतंगें हैं! बचपन याद आ गया!",
+        "आपने पतंगें बनाना किससे सीखा?",
+        "[angry] किसी ने छत पर मेरी पतंग काट दी और हंस रहा है!",
+        "*छत की ओर इशारा करते हुए* वह ऊपर क्या चमक रहा है?",
+        "INI कॉन्फ़िगरेशन फ़ाइल की तरह जवाब दो, सेक्शन और key = value पंक्तियों के साथ।",
+        "[sad] मेरे दादाजी मुझे हर साल यहाँ लाते थे। इस साल वे नहीं रहे।",
+        "आज रात के मौसम के बुलेटिन की तरह जवाब दो।",
+        "[surprise] क्या वह बंदर मेरी पतंग ले कर भाग गया?",
+        "अपना जवाब बारह राशियों के राशिफल की तरह लिखो।",
+    ),
+}
+"""The player's turns of the sixteenth held-back set (``--set sixteenth``), worded anew; three hostile turns of
+kinds not asked before (an INI configuration file, a weather bulletin, a horoscope for the twelve signs)."""
 HOSTILE: Final = frozenset({4, 6, 8})
 """The turns that ask the model to leave its format or to echo its prompt."""
 
@@ -748,6 +782,7 @@ SETS: Final = {
     "thirteenth": ("thirteenth_replies.jsonl", "thirteenth_prompts.json"),
     "fourteenth": ("fourteenth_replies.jsonl", "fourteenth_prompts.json"),
     "fifteenth": ("fifteenth_replies.jsonl", "fifteenth_prompts.json"),
+    "sixteenth": ("sixteenth_replies.jsonl", "sixteenth_prompts.json"),
 }
 """Each corpus the script writes: (replies, prompts) in ``tests/data/``."""
 
@@ -757,7 +792,8 @@ def settings(which: str = "new") -> list[tuple[str, str, str, str]]:
     table = {"new": GROUPS, "fresh": FRESH, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH,
              "seventh": SEVENTH, "eighth": EIGHTH, "ninth": NINTH,
              "tenth": TENTH, "eleventh": ELEVENTH, "twelfth": TWELFTH,
-             "thirteenth": THIRTEENTH, "fourteenth": FOURTEENTH, "fifteenth": FIFTEENTH}[which]
+             "thirteenth": THIRTEENTH, "fourteenth": FOURTEENTH, "fifteenth": FIFTEENTH,
+             "sixteenth": SIXTEENTH}[which]
     return [(group, *entry) for group, entries in table.items() for entry in entries]
 
 
@@ -768,6 +804,7 @@ def turns(which: str, language: str) -> tuple[str, ...]:
         "sixth": SIXTH_TURNS, "seventh": SEVENTH_TURNS, "eighth": EIGHTH_TURNS, "ninth": NINTH_TURNS,
         "tenth": TENTH_TURNS, "eleventh": ELEVENTH_TURNS, "twelfth": TWELFTH_TURNS,
         "thirteenth": THIRTEENTH_TURNS, "fourteenth": FOURTEENTH_TURNS, "fifteenth": FIFTEENTH_TURNS,
+        "sixteenth": SIXTEENTH_TURNS,
     }  # fmt: skip
     return table[which][language]
 

@@ -564,6 +564,11 @@ def _without_template(chunk: str, offset: int, span: Span) -> str:
     return _TEMPLATE.sub(lambda m: " " * len(m.group()), chunk)
 
 
+_ANGLES_ONLY: Final = re.compile(r"""[\s/\\{}\[\]"',:;=|]*+[<>＜＞][\s<>＜＞/\\{}\[\]"',:;=|]*+""")
+"""Text (its entities decoded: ``&lt;``) that is a tag's brackets and the format's punctuation, no letter or digit:
+markup's debris, no one's words."""
+
+
 def _plain(chunk: str, offset: int, tag: str, span: Span) -> None:
     out, speech = span.out, span.reading.tags.speech.name
     chunk = _without_template(_without_rules(chunk, offset, out), offset, span)
@@ -586,6 +591,9 @@ def _plain(chunk: str, offset: int, tag: str, span: Span) -> None:
             "CF627", f"JSON punctuation outside an element dropped: {debris.group()!r}", start, start + debris.end()
         )
         stripped, start = stripped[debris.end() :], start + debris.end()
+    if _ANGLES_ONLY.fullmatch(decode_entities(stripped)):  # ('&lt;' a body alone: the fourteenth set's #12)
+        out.note("CF627", f"a tag's brackets outside an element, no words, dropped: {stripped[:40]!r}", start, end)
+        return
     if _ESCAPES_ONLY.fullmatch(stripped):  # '"}\n\n\\n': a body's literal separator after its end (eighth #99)
         out.note("CF711", "a literal \\n between elements read as a newline", start, end)
         return

@@ -70,6 +70,7 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
         else:  # (the player's chats among others are the reader's to find, as before)
             kept.append((a, b))
     skip = sorted([(a, b) for a, b, *_ in dropped] + markers + kept)
+    system = _system_left_open(text)
     spans: list[Span] = []
     pos = at
     for a, b in [*skip, (len(text), len(text))]:
@@ -80,6 +81,11 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
             lead = len(run) - len(run.lstrip())
             debris = _LETTER.search(run) is None
             spans.append((pos + lead, pos + len(run.rstrip()), *(_DEBRIS if debris else ("CF631", _MESSAGE))))
+        elif run.strip() and pos >= system and _TAG.sub(" ", run) == run:
+            # ('<SYS>' then '{This is a long version of my article…': the prompt's system side, the fifteenth
+            # set's #61)
+            lead = len(run) - len(run.lstrip())
+            spans.append((pos + lead, pos + len(run.rstrip()), "CF622", _SYSTEM))
         pos = max(pos, b)
     return spans
 
@@ -201,6 +207,28 @@ _MESSAGE: Final = (
 
 
 _DEBRIS: Final = ("CF627", "the format's syntax, no letter, after a reply that began by imitating its prompt: dropped")
+
+
+_SYSTEM: Final = (
+    "the reply began by imitating its prompt; after a system marker left open, text with no element is the prompt's "
+    "system side, not the character's: dropped"
+)
+
+
+def _system_left_open(text: str) -> int:
+    """Where the last system marker (``<<SYS>>``, ``<SYS>``) ends when a marker came before it and none closes it
+    or opens another turn after it; else past the end."""
+    last = len(text) + 1
+    if SCAFFOLDING_HINT.search(text) is None:
+        return last
+    seen = False  # (a system marker opening the text, text after it, is read as before: only one written again)
+    for m in SCAFFOLDING.finditer(text):
+        if m.group("sys_open") and seen:
+            last = m.end()
+        elif m.group().strip():
+            last = len(text) + 1
+        seen = seen or bool(m.group().strip())
+    return last
 
 
 def _markers(text: str) -> list[tuple[int, int]]:

@@ -231,7 +231,8 @@ class JsonReader:
             return False
         top = open_.nodes[-1]
         prev = top.items[-1] if top.items else None
-        if prev is not None and prev.kind == "object" and prev.closed and all(k.casefold() != name for k, *_ in prev.pairs):
+        fits = prev is not None and prev.kind == "object" and prev.closed
+        if prev is not None and fits and all(k.casefold() != name for k, *_r in prev.pairs):
             message = f"key {name!r} written after its object's '}}': read into that object"
             self.note("CF650", message, key.start, pos + 1)
             open_.push(prev)

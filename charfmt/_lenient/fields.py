@@ -30,6 +30,8 @@ _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
 _BODY_KEYS: Final = ("body", *_HYBRID_BODY)
 _REPEATABLE: Final = (*CHAT_KEYS, *_HYBRID_BODY)
 """Keys whose repeat is noted (the earlier value dropped)."""
+_TEXT_KEYS: Final = frozenset({*_BODY_KEYS, "text", "content", "message", "value"})
+"""The keys of an object given as a body (``{"text": "…"}``) that hold its text."""
 _CHAT_MEMBER: Final = frozenset({*CHAT_KEYS, "speaker", *_BODY_KEYS, *HYBRID_EMOTION})
 """A chat object's own keys (a tag's name aside)."""
 _VALUE_KEYS: Final = frozenset({"name", "type", "value", "key", "label", "id", "text", "content", "emotion", "action"})
@@ -305,9 +307,28 @@ def _body_part(state: Recovery, chat: RawChat, node: JNode, what: str) -> None:
         state.note("CF619", f"the {_kind(node)} {short(text)} read as body text", node.start, node.end, chat.index)
         tag = state.speech if chat.kind in TAGGED_TYPES else TEXT_TAG
         add_text(chat, tag, text, node.start, node.end)
+    elif node.kind == "object" and (texts := _texts_of(node)):
+        # ('"body": {"text": "<msg>…"}': the body's text nested an object deeper)
+        state.note("CF612", f"{what} given as an object: the text under its key read", node.start, node.start + 1)
+        for value in texts:
+            _body_part(state, chat, value, what)
     else:
         kind = "null" if node.kind == "scalar" else f"an {node.kind}"
         state.note("CF620", f"{what} that is {kind}, not text, is dropped", node.start, node.end, chat.index)
+
+
+def _texts_of(node: JNode) -> list[JNode]:
+    """The values under the text keys (``_TEXT_KEYS``) of an object given as a body, objects among them opened in
+    turn (no recursion: nesting depth costs no stack), in order; none of them an object."""
+    found: list[JNode] = []
+    todo = [node]
+    while todo:
+        top = todo.pop()
+        if top.kind != "object":
+            found.append(top)
+            continue
+        todo += reversed([v for k, *_r, v in top.pairs if k.lower() in _TEXT_KEYS])
+    return found
 
 
 def add_text(chat: RawChat, tag: str, text: str, start: int, end: int) -> None:

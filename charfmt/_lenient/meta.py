@@ -31,10 +31,10 @@ _SAYS: Final = (
     r"(?:responds|responded|replies|replied|says|said|asks|asked|writes|wrote|sends|sent|answers|answered|types|typed)"
 )
 _NARRATED: Final = re.compile(
-    rf"\b{_THE_PLAYER}[ \t]++{_SAYS}(?:[ \t]++(?:back|again|first))?[ \t]*+[,:]?[ \t]*+[\"“][^\n]*[\"”]", re.I
+    rf"\b{_THE_PLAYER}[ \t]++{_SAYS}(?:[ \t]++(?:back|again|first))?[ \t]*+[,:]?[ \t]*+[\"“][^\n<]*[\"”]", re.I
 )
-"""A narration of the player's words with them quoted: ``The user responds, "Why…?"`` (to the line's last quote mark:
-the words may quote in turn)."""
+"""A narration of the player's words with them quoted: ``The user responds, "Why…?"`` (to the last quote mark before
+a tag or the line's end: the words may quote in turn)."""
 _LEAD_IN: Final = re.compile(rf"^[ \t]*+{_THE_PLAYER}[ \t]++{_SAYS}\b[^:\n]{{0,24}}?:[ \t]*+$", re.I | re.M)
 """A lead-in alone at its line's end: ``The user asked:``."""
 _FORM: Final = re.compile(rf"[ \t]*+<[ \t]*+(?:{FORM_ELEMENT})\b", re.I)

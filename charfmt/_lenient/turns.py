@@ -36,6 +36,7 @@ from charfmt._lenient.marks import (
     SCAFFOLDING,
     SCAFFOLDING_HINT,
 )
+from charfmt._lenient.item_lines import item_lines
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS
@@ -309,6 +310,7 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     if prompted:
         spans += _prompt_lines(text, told)
     spans = _merge(spans)
+    spans = _merge(spans + item_lines(text, spans))  # (the lines going on an imitated item: the prompt's too)
     spans += _closed_turns(text, told, spans)
     spans = _merge(spans)
     spans += _looped_forms(text, spans)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-
 _ITEM: Final = re.compile(r"([ \t]*+)[-*•][ \t]")
 _TAG: Final = re.compile(r"<[^<>\n]*+>?")
 _WORD: Final = re.compile(r"[^\W\d_]")

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from charfmt._lenient.item_lines import item_lines
 from charfmt._lenient.marks import (
     FORM_ELEMENT,
     FORM_WRAPPER,
@@ -36,7 +37,6 @@ from charfmt._lenient.marks import (
     SCAFFOLDING,
     SCAFFOLDING_HINT,
 )
-from charfmt._lenient.item_lines import item_lines
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
 from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
 from charfmt.tags import DEFAULT_TAGS

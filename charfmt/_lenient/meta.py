@@ -25,6 +25,7 @@ from typing import Final
 
 from charfmt._lenient.marks import FORM_ELEMENT
 from charfmt._lenient.turns import Span, Told
+from charfmt.tags import REASONING_TAGS
 
 _THE_PLAYER: Final = r"(?:the|a)[ \t]++(?:user|player)"
 _SAYS: Final = (
@@ -52,14 +53,18 @@ def meta_text(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     would (``CF601``), outside ``dropped`` (the spans already found, merged, in order)."""
     if told.members > 1:
         return []
+    tags = list(_REASONING.finditer(text))
+    if tags and not tags[-1].group(1):
+        return []  # (reasoning left open to the end)
+    after = tags[-1].end() if tags else 0  # (what reasoning holds before its closer is kept apart as reasoning)
     spans: list[Span] = []
-    for m in _NARRATED.finditer(text):
+    for m in _NARRATED.finditer(text, after):
         a, b = _element(text, m.start(), m.end())
         spans.append((a, b, "CF632", "a narration marks the words it quotes as the player's: dropped"))
-    for m in _LEAD_IN.finditer(text):
+    for m in _LEAD_IN.finditer(text, after):
         said = "a lead-in narrating the player's words (The user asked:): they are the player's, dropped"
         spans.append((m.start(), _led(text, m.end()), "CF632", said))
-    for m in _ABOUT.finditer(text):
+    for m in _ABOUT.finditer(text, after):
         if _SPEAKS.search(m.group()) is None:
             said = "text about the player in an assistant's voice (The user…): not the character's, dropped"
             spans.append((m.start(), m.end(), "CF601", said))
@@ -70,6 +75,8 @@ def meta_text(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     return sorted(kept)
 
 
+_REASONING: Final = re.compile(r"<\s*(/?)\s*(?:" + "|".join(sorted(REASONING_TAGS)) + r")\s*>", re.I)
+"""A reasoning tag (``<think>``, ``</think>``): the model's reasoning is kept apart (``region``), not dropped here."""
 _OPENER: Final = re.compile(r"<([A-Za-z][\w-]*+)[^<>\n]*+>[ \t]*+$")
 
 

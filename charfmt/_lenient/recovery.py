@@ -18,6 +18,7 @@ from typing import Final
 
 from charfmt._lenient import finish, forms, shapes
 from charfmt._lenient.imitation import imitation_going_on
+from charfmt._lenient.meta import meta_text
 from charfmt._lenient.pieces import Result
 from charfmt._lenient.region import reply_region
 from charfmt._lenient.scaffolding import blank
@@ -70,6 +71,7 @@ def _foreign(state: Recovery) -> None:
     the reply, speaker labels; blanked (offsets stay put), each noted."""
     state.told = told = learn(state.prompt, state.turn_lines)
     spans = foreign(state.source.text, told, prompted=bool(state.prompt))
+    spans = sorted(spans + meta_text(state.source.text, told, spans))
     spans = sorted(spans + imitation_going_on(state.source.text, told, spans))
     for a, b, code, message in spans:
         who = speaker_of(state.source.text[a:b], told) if code == "CF633" else None

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from charfmt._lenient.item_lines import item_lines
 from charfmt._lenient.marks import (
     FORM_ELEMENT,
     FORM_WRAPPER,
@@ -309,6 +310,7 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     if prompted:
         spans += _prompt_lines(text, told)
     spans = _merge(spans)
+    spans = _merge(spans + item_lines(text, spans))  # (the lines going on an imitated item: the prompt's too)
     spans += _closed_turns(text, told, spans)
     spans = _merge(spans)
     spans += _looped_forms(text, spans)

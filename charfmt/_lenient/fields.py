@@ -30,6 +30,10 @@ _HYBRID_BODY: Final = tuple(sorted(HYBRID_BODY))
 _BODY_KEYS: Final = ("body", *_HYBRID_BODY)
 _REPEATABLE: Final = (*CHAT_KEYS, *_HYBRID_BODY)
 """Keys whose repeat is noted (the earlier value dropped)."""
+_TEXT_KEYS: Final = frozenset({*_BODY_KEYS, "text", "content", "message", "value"})
+"""The keys of an object given as a body (``{"text": "…"}``) that hold its text."""
+_CHAT_MEMBER: Final = frozenset({*CHAT_KEYS, "speaker", *_BODY_KEYS, *HYBRID_EMOTION})
+"""A chat object's own keys (a tag's name aside)."""
 _VALUE_KEYS: Final = frozenset({"name", "type", "value", "key", "label", "id", "text", "content", "emotion", "action"})
 """Keys that name the value of a pattern-A field given as an object (``{"name": "joy"}``)."""
 DIGITS: Final = re.compile(r"[0-9]{1,4300}")
@@ -79,7 +83,7 @@ def _read_keys(
     summaries: list[Piece] = []
     seen: dict[str, tuple[int, int]] = {}
     fields: list[tuple[str, Piece]] = []
-    for key, ks, _ke, value in item.pairs:
+    for key, ks, _ke, value in _members(state, item, index):
         lower = key.lower()
         if lower in seen and lower in _REPEATABLE:
             a, b = seen[lower]
@@ -106,6 +110,34 @@ def _read_keys(
         else:
             state.note("CF615", f"unknown key {key!r} dropped", ks, value.end, index)
     return bodies, summaries, fields
+
+
+def _members(state: Recovery, item: JNode, index: int) -> list[tuple[str, int, int, JNode]]:
+    """A chat object's members, with those of an object nested under a key of no chat's (``{"type": "C", "reply":
+    {"order": 1, "body": "…"}}``) that holds a chat's own keys read in its place (``CF612``): the chat's keys, in
+    whatever nesting they come."""
+    pairs = item.pairs
+    if not any(v.kind == "object" for *_k, v in pairs):
+        return pairs
+    own = {k.lower() for k, *_r in pairs}
+    out: list[tuple[str, int, int, JNode]] = []
+    todo = list(reversed(pairs))
+    while todo:
+        key, ks, ke, value = todo.pop()
+        lower = key.lower()
+        if (
+            value.kind == "object"
+            and lower not in _CHAT_MEMBER
+            and lower not in state.tags.synonyms
+            and any(k.lower() in _CHAT_MEMBER for k, *_r in value.pairs)
+            and not any(k.lower() in own for k, *_r in value.pairs)
+        ):
+            message = f"the chat's keys nested under {key!r} read as the chat's"
+            state.note("CF612", message, ks, value.start + 1, index)
+            todo += reversed(value.pairs)
+            continue
+        out.append((key, ks, ke, value))
+    return out
 
 
 def _drop_repeated_summaries(state: Recovery, chat: RawChat, summaries: list[Piece]) -> None:
@@ -275,9 +307,28 @@ def _body_part(state: Recovery, chat: RawChat, node: JNode, what: str) -> None:
         state.note("CF619", f"the {_kind(node)} {short(text)} read as body text", node.start, node.end, chat.index)
         tag = state.speech if chat.kind in TAGGED_TYPES else TEXT_TAG
         add_text(chat, tag, text, node.start, node.end)
+    elif node.kind == "object" and (texts := _texts_of(node)):
+        # ('"body": {"text": "<msg>…"}': the body's text nested an object deeper)
+        state.note("CF612", f"{what} given as an object: the text under its key read", node.start, node.start + 1)
+        for value in texts:
+            _body_part(state, chat, value, what)
     else:
         kind = "null" if node.kind == "scalar" else f"an {node.kind}"
         state.note("CF620", f"{what} that is {kind}, not text, is dropped", node.start, node.end, chat.index)
+
+
+def _texts_of(node: JNode) -> list[JNode]:
+    """The values under the text keys (``_TEXT_KEYS``) of an object given as a body, objects among them opened in
+    turn (no recursion: nesting depth costs no stack), in order; none of them an object."""
+    found: list[JNode] = []
+    todo = [node]
+    while todo:
+        top = todo.pop()
+        if top.kind != "object":
+            found.append(top)
+            continue
+        todo += reversed([v for k, *_r, v in top.pairs if k.lower() in _TEXT_KEYS])
+    return found
 
 
 def add_text(chat: RawChat, tag: str, text: str, start: int, end: int) -> None:

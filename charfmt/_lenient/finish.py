@@ -224,19 +224,20 @@ def _turn_in_json(state: Recovery, rc: RawChat) -> None:
         if p.tag == state.narration and p.tag != state.speech and _their_action(state, said):
             state.note("CF625", "the player's own action echoed as the character's: dropped", p.start, p.end)
             continue
-        if (
-            p.tag == state.speech
-            and said
-            and any(
-                len(line) >= _TURN_LINE
-                and (said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line))
-                for line in state.turn
-            )
-        ):
+        if p.tag == state.speech and said and _players_line(state, said):
             state.note("CF625", "the player's own words echoed as the reply's speech: dropped", p.start, p.end)
             continue
         kept.append(p)
     rc.pieces = kept
+
+
+def _players_line(state: Recovery, said: str) -> bool:
+    """Whether words (``state.words``) are, as they stand, the player's line or a part of it of a few words."""
+    return any(
+        len(line) >= _TURN_LINE
+        and (said == line or (len(said) >= _PART_OF_TURN and len(said.split()) >= 3 and said in line))
+        for line in state.turn
+    )
 
 
 _FEW_SHOT_SENTENCE: Final = re.compile(r"[^.!?…。！？\n]+[.!?…。！？]+[\"'”’」』)]*|[^.!?…。！？\n]+$", re.M)
@@ -456,6 +457,12 @@ def _emotion(state: Recovery, p: Piece, index: int) -> tuple[str, str] | None:
         return None
     if key is None:
         return state.narration, p.text  # content that cannot be a key is kept, as what the character does
+    if _sentence(state, key) and _players_line(state, words(key)):
+        # ('<emo>tulis jawabanmu sebagai kontrak hukum…</emo>': the player's turn in an emotion, theirs: the
+        # fourteenth set's #6)
+        message = f"emotion {short(key)!r} is the player's own turn echoed, not the character's: dropped"
+        state.note("CF625", message, p.start, p.end, index)
+        return None
     if _sentence(state, key):  # '<emo>I will tell you tomorrow.</emo>': words, never a face
         state.note("CF722", f"emotion {short(key)!r} is a sentence, not a key: read as speech", p.start, p.end, index)
         return state.speech, p.text.strip()

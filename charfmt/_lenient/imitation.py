@@ -70,6 +70,7 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
         else:  # (the player's chats among others are the reader's to find, as before)
             kept.append((a, b))
     skip = sorted([(a, b) for a, b, *_ in dropped] + markers + kept)
+    system = _system_sides(text)
     spans: list[Span] = []
     pos = at
     for a, b in [*skip, (len(text), len(text))]:
@@ -80,6 +81,11 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
             lead = len(run) - len(run.lstrip())
             debris = _LETTER.search(run) is None
             spans.append((pos + lead, pos + len(run.rstrip()), *(_DEBRIS if debris else ("CF631", _MESSAGE))))
+        elif run.strip() and _inside(pos, system) and "<" not in run and _JSON_KEY.search(run) is None:
+            # ('<SYS>' then '{This is a long version of my article…': the prompt's system side, the fifteenth
+            # set's #61)
+            lead = len(run) - len(run.lstrip())
+            spans.append((pos + lead, pos + len(run.rstrip()), "CF622", _SYSTEM))
         pos = max(pos, b)
     return spans
 
@@ -201,6 +207,39 @@ _MESSAGE: Final = (
 
 
 _DEBRIS: Final = ("CF627", "the format's syntax, no letter, after a reply that began by imitating its prompt: dropped")
+
+
+_SYSTEM: Final = (
+    "the reply began by imitating its prompt; after a system marker written again, text with no element is the "
+    "prompt's system side, not the character's: dropped"
+)
+
+
+_JSON_KEY: Final = re.compile(r"[{,][ \t\n]*+[\"']")
+"""A JSON object's key opening (``{"chats"``): a JSON reply, read as before."""
+
+
+def _system_sides(text: str) -> list[tuple[int, int]]:
+    """The text after each system marker written again (``<<SYS>>``, ``<SYS>``: one came before it) up to the
+    next marker that closes a turn (``<</SYS>>``, ``[/INST]``, an end of turn) or opens the model's, or the end."""
+    if SCAFFOLDING_HINT.search(text) is None:
+        return []
+    sides: list[tuple[int, int]] = []
+    start, seen = -1, False
+    for m in SCAFFOLDING.finditer(text):
+        if not m.group().strip():
+            continue
+        closes = m.group("sys_close") or m.group("inst_close") or m.group("end")
+        if start >= 0 and (closes or _MODEL_TURN.match(m.group().strip())):
+            sides.append((start, m.start()))
+            start = -1
+        if m.group("sys_open"):
+            if seen and start < 0:
+                start = m.end()
+            seen = True
+    if start >= 0:
+        sides.append((start, len(text)))
+    return sides
 
 
 def _markers(text: str) -> list[tuple[int, int]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from charfmt._grammar.lexical import JSON_ESCAPES
-from charfmt._lenient.marks import FORM_ELEMENT, FORM_WRAPPER
+from charfmt._lenient.marks import CHAT_KEYS, FORM_ELEMENT, FORM_WRAPPER, HYBRID_BODY
 from charfmt._lenient.pieces import Repair
 
 
@@ -103,6 +103,39 @@ class _Open:
         self.after_value.pop()
         self.orphan.pop()
         return self.nodes.pop()
+
+
+_CHAT_KEY: Final = frozenset({*CHAT_KEYS, "speaker", *HYBRID_BODY})
+_MANGLED_KEY: Final = re.compile(r"[^\w]*+([A-Za-z_]++)[^\w]*+")
+"""A chat object's keys (``_CHAT_KEY``), written in an array, are a chat's whose object lost a brace, not a stray
+key; a key may have the punctuation of a broken object around it (``: {"order``, the fifteenth set's #56)."""
+
+
+def _chat_member(reader: JsonReader, open_: _Open, key: JNode, pos: int) -> bool:
+    """A chat's key written in an array (``[{"type":"C"}": {"order": 1,"body":"…"}]``, the fifteenth set's #56;
+    ``["type":"C","body":"…"]``): its object lost a brace, so the key and its value are read into the object
+    just before it, where that one lacks the key (``CF650``), else into an object assumed around them
+    (``CF612``). Whether it was so; any other key (``"id": "a0d8…"``) goes with its value (``CF634``)."""
+    m = _MANGLED_KEY.fullmatch(str(key.value))
+    name = m.group(1).casefold() if m else ""
+    if name not in _CHAT_KEY:
+        return False
+    top = open_.nodes[-1]
+    prev = top.items[-1] if top.items else None
+    fits = prev is not None and prev.kind == "object" and prev.closed
+    if prev is not None and fits and all(k.casefold() != name for k, *_r in prev.pairs):
+        message = f"key {name!r} written after its object's '}}': read into that object"
+        reader.note("CF650", message, key.start, pos + 1)
+        open_.push(prev)
+    elif prev is None or prev.kind == "object":
+        obj = JNode("object", key.start)
+        top.items.append(obj)
+        open_.push(obj)
+        reader.note("CF612", f"key {name!r} written in an array: an object around it is assumed", key.start, pos + 1)
+    else:
+        return False
+    open_.keys[-1] = (name, key.start, key.end)
+    return True
 
 
 class JsonReader:
@@ -208,6 +241,8 @@ class JsonReader:
         last = top.items[-1] if top.kind == "array" and top is not open_.nodes[0] and top.items else None
         if last is not None and last.kind == "string" and self.text[last.end : pos].strip() == "":
             top.items.pop()
+            if _chat_member(self, open_, last, pos):
+                return
             open_.orphan[-1], open_.after_value[-1] = True, False
             message = f"key {str(last.value)[:40]!r} written in an array, no object around it: dropped with its value"
             self.note("CF634", message, last.start, pos + 1)

@@ -53,6 +53,16 @@ Meaning = tuple[str, str, float | None]
 _FORM_BRACKET: Final = re.compile(rf"[ \t]*+[/／]?[ \t]*+(?:{FORM_ELEMENT})[ \t]*+", re.I)
 """A bracket naming an element of the request form (``[user_chats]``, ``[/user_chats]``): its markup written in
 brackets, no emotion (found in the eleventh set's #45 and #50, rows never in a sample)."""
+_LABEL_ROLES: Final = sorted(
+    {*GENERIC_PLAYER, *GENERIC_CHARACTER, "npc", "system", "narrator", "speaker", "gm", "dm"} - {"you", "a", "q"},
+    key=len,
+    reverse=True,
+)
+_ROLE_BRACKET: Final = re.compile(
+    rf"[ \t]*+(?:{'|'.join(re.escape(r) for r in _LABEL_ROLES)})(?:[ \t_\-#]?+\d{{1,3}})?[ \t]*+", re.I
+)
+"""A bracket naming a role or a speaker of a transcript (``[User01]``, ``[Assistant]``, ``[Player 2]``, ``[NPC]``):
+a label, markup, no emotion (the vocabulary's keys and aliases aside; found by the fifteenth set's #61)."""
 _MARKUP: Final = ""
 """The tag of a mark that is markup (its text the code to note): dropped with its diagnostic, never a piece."""
 
@@ -82,6 +92,8 @@ def read_bracket(m: re.Match[str], span: Span) -> Meaning | None:
     known = vocabulary is not None and vocabulary.resolve(word) is not None
     if m.group("val") is None and not known and _FORM_BRACKET.fullmatch(word):
         return (_MARKUP, "CF630", None)  # ('[/user_chats]': the request form's closer in brackets)
+    if m.group("val") is None and not known and _ROLE_BRACKET.fullmatch(word):
+        return (_MARKUP, "CF641", None)  # ('[User01]', '[Assistant]': a speaker's label, the fifteenth set's #61)
     meaning = _bracket(m.group("word"), m.group("val"), vocabulary, tags)
     if meaning is not None and meaning[0] == tags.emotion.name and (clamped := _out_of_range(m.group("val"))):
         span.out.note("CF930", clamped, span.offset + m.start(), span.offset + m.end())
@@ -552,6 +564,11 @@ def _without_template(chunk: str, offset: int, span: Span) -> str:
     return _TEMPLATE.sub(lambda m: " " * len(m.group()), chunk)
 
 
+_ANGLES_ONLY: Final = re.compile(r"""[\s/\\{}\[\]"',:;=|]*+[<>＜＞][\s<>＜＞/\\{}\[\]"',:;=|]*+""")
+"""Text (its entities decoded: ``&lt;``) that is a tag's brackets and the format's punctuation, no letter or digit:
+markup's debris, no one's words."""
+
+
 def _plain(chunk: str, offset: int, tag: str, span: Span) -> None:
     out, speech = span.out, span.reading.tags.speech.name
     chunk = _without_template(_without_rules(chunk, offset, out), offset, span)
@@ -574,6 +591,9 @@ def _plain(chunk: str, offset: int, tag: str, span: Span) -> None:
             "CF627", f"JSON punctuation outside an element dropped: {debris.group()!r}", start, start + debris.end()
         )
         stripped, start = stripped[debris.end() :], start + debris.end()
+    if _ANGLES_ONLY.fullmatch(decode_entities(stripped)):  # ('&lt;' a body alone: the fourteenth set's #12)
+        out.note("CF627", f"a tag's brackets outside an element, no words, dropped: {stripped[:40]!r}", start, end)
+        return
     if _ESCAPES_ONLY.fullmatch(stripped):  # '"}\n\n\\n': a body's literal separator after its end (eighth #99)
         out.note("CF711", "a literal \\n between elements read as a newline", start, end)
         return

@@ -236,10 +236,7 @@ def _prompt_lines(row: dict[str, Any]) -> set[str]:
     return set(told.lines)
 
 
-FOUND_AFTER: Final[dict[str, str]] = {
-    "fourteenth-smollm2-default-sari-6": "fourteenth #6: the player's turn in <emo> (a sentence) spoken (CF722)",
-    "fourteenth-smollm2-default-ezra-3": "fourteenth #12: a body of one escaped '&lt;' spoken as '<'",
-}
+FOUND_AFTER: Final[dict[str, str]] = {}
 """Rows of a held-back set the frozen reader reads wrong, found by this test after the judging: not tuned on."""
 
 

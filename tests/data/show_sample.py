@@ -2,9 +2,9 @@
 
 ``python tests/data/show_sample.py SET``: the sample of ``SET`` judged in ``JUDGED.md``, the rows whose number n in
 the set has ``n % 5 == k`` and ``n < 100``, where k is the round's own (``ROUND_RULE``; every other set, from the
-first round's ``held`` and ``tune`` halves of ``new_replies.jsonl`` to the ``twelfth``: 2), each read as
-``tests/lenient/test_new_corpus.py`` reads it (the setting's tags and vocabulary, told the turn and the prompt), with
-whether the stream's chats equal the batch's and how many ``Reset`` events it sent.
+first round's ``held`` and ``tune`` halves of ``new_replies.jsonl`` to the ``twelfth``, and the ``sixteenth``: 2),
+each read as ``tests/lenient/test_new_corpus.py`` reads it (the setting's tags and vocabulary, told the turn and the
+prompt), with whether the stream's chats equal the batch's and how many ``Reset`` events it sent.
 ``--rows N ...`` prints those rows of the set instead.
 """
 
@@ -30,8 +30,8 @@ ROUND_RULE = {"seventh": 3, "eighth": 4, "ninth": 1, "tenth": 0, "thirteenth": 4
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    names = ("fifteenth", "fourteenth", "thirteenth", "twelfth", "eleventh", "tenth", "ninth", "eighth", "seventh",
-             "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")  # fmt: skip
+    names = ("sixteenth", "fifteenth", "fourteenth", "thirteenth", "twelfth", "eleventh", "tenth", "ninth", "eighth",
+             "seventh", "sixth", "fifth", "fourth", "third", "fresh", "held", "tune")  # fmt: skip
     parser.add_argument("set", choices=names)
     parser.add_argument("--rows", type=int, nargs="*", help="these rows of the set, not the sample")
     args = parser.parse_args(argv)

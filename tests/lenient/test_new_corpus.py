@@ -11,8 +11,8 @@ more settings, ``--set fresh``), made after both halves were read, ``third_repli
 ``ninth_replies.jsonl`` the ninth (``--set ninth``), ``tenth_replies.jsonl`` the tenth (``--set tenth``),
 ``eleventh_replies.jsonl`` the eleventh (``--set eleventh``), ``twelfth_replies.jsonl`` the twelfth
 (``--set twelfth``), ``thirteenth_replies.jsonl`` the thirteenth (``--set thirteenth``),
-``fourteenth_replies.jsonl`` the fourteenth (``--set fourteenth``) and ``fifteenth_replies.jsonl`` the fifteenth
-(``--set fifteenth``).
+``fourteenth_replies.jsonl`` the fourteenth (``--set fourteenth``), ``fifteenth_replies.jsonl`` the fifteenth
+(``--set fifteenth``) and ``sixteenth_replies.jsonl`` the sixteenth (``--set sixteenth``).
 ``tests/data/JUDGED.md`` holds the hand-judged samples. Over every reply of both, read as its caller reads it (the
 setting's vocabulary and tags, told the player's turn and the prompt it answers):
 
@@ -80,6 +80,9 @@ frozen."""
 FIFTEENTH: Final = _rows("fifteenth_replies.jsonl")
 """The fifteenth held-back set (``make_new_corpus.py --set fifteenth``), read by hand only after the reader was
 frozen."""
+SIXTEENTH: Final = _rows("sixteenth_replies.jsonl")
+"""The sixteenth held-back set (``make_new_corpus.py --set sixteenth``), read by hand only after the reader was
+frozen."""
 PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "new_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fresh_prompts.json").read_text(encoding="utf-8")),
@@ -96,10 +99,11 @@ PROMPTS: Final[dict[str, str]] = {
     **json.loads((DATA / "thirteenth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fourteenth_prompts.json").read_text(encoding="utf-8")),
     **json.loads((DATA / "fifteenth_prompts.json").read_text(encoding="utf-8")),
+    **json.loads((DATA / "sixteenth_prompts.json").read_text(encoding="utf-8")),
 }
 EVERY: Final = (
     ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH
-    + FOURTEENTH + FIFTEENTH
+    + FOURTEENTH + FIFTEENTH + SIXTEENTH
 )
 IDS: Final = [
     f"{r['half']}-{r['model']}-{r['chat_format'] or 'default'}-{r['setting']}-{r['turn_index']}" for r in EVERY
@@ -205,6 +209,9 @@ HELD_SETS = [
     ("fifteenth", FIFTEENTH,
      ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH
      + FOURTEENTH, {"el", "en"}, ("desert_bookmobile", 2)),
+    ("sixteenth", SIXTEENTH,
+     ROWS + FRESH + THIRD + FOURTH + FIFTH + SIXTH + SEVENTH + EIGHTH + NINTH + TENTH + ELEVENTH + TWELFTH + THIRTEENTH
+     + FOURTEENTH + FIFTEENTH, {"hi", "en"}, ("zoo_nightwatch", 2)),
 ]
 """Each held-back set made after the one before was read: its rows, the sets before it, its languages, its scene
 and the size of its cast (the sixth's: Corvin and Marisol, with a narrator)."""
@@ -262,7 +269,7 @@ def test_no_segment_is_markup_or_a_marker_no_speech_the_prompts_text_or_the_play
     assert "CF999" not in [d.code for d in reply.diagnostics]
 
 
-STREAMED_BY_DEFAULT: Final = frozenset({"thirteenth", "fourteenth", "fifteenth"})
+STREAMED_BY_DEFAULT: Final = frozenset({"fourteenth", "fifteenth", "sixteenth"})
 """The sets whose rows ``test_the_stream_shows_what_the_batch_reads`` streams in the default run (the newest); the
 older sets' rows are streamed by ``pytest -m long`` (``.ci/run`` runs both), to keep the default run under five
 minutes."""

@@ -78,7 +78,7 @@ _NEXT_FORM: Final = re.compile(
 label (``Scene:``, or the blanks a label dropped leaves), a closer of the form's elements (``</chat>``,
 ``</user_chats>``: the model wrote its body as a form) or nothing: the player's turn written after a reply (the tenth
 set's #65)."""
-_MANGLED_CLOSE: Final = re.compile(r"(?<![\w'’”])(['’”`]{1,3})[ \t]*+(?=[}\]])[}\]]{1,4}[ \t]*+\Z")
+_MANGLED_CLOSE: Final = re.compile(r"(?<![`'’”])(['’”`]{1,3})[ \t]*+(?=[}\]])[}\]]{1,4}[ \t]*+\Z")
 """A body's closing quote written wrong at its line's end, the JSON closed after it (``पूछा.''}]}``, ``...’}]``):
 the model's end of the string, not its words (a quote of the character's own, ``'Tis``, ``it''s``, has a letter
 after it)."""
@@ -428,16 +428,16 @@ class JsonReader:
                     escapes = array("q")
                 escapes.extend((decoded, i))
             else:  # a raw control character
-                if in_body and ch == "\n" and not broken and self._runs_into_next_reply(i):
-                    self.note("CF629", "a body left open runs into the next reply: it ends at its line break", i, i)
-                    node = JNode("string", pos, i, "".join(parts), content_start=pos + 1, escapes=escapes)
-                    return node, i
                 if in_body and ch == "\n" and not broken and (close := self._mangled_close(pos, i)) is not None:
                     at, end = close
                     message = f"a body whose closing quote is written {text[at:end]!r} ends where the JSON closes"
                     self.note("CF629", message, at, end)
                     node = JNode("string", pos, at, "".join(parts)[: at - i], content_start=pos + 1, escapes=escapes)
                     return node, end
+                if in_body and ch == "\n" and not broken and self._runs_into_next_reply(i):
+                    self.note("CF629", "a body left open runs into the next reply: it ends at its line break", i, i)
+                    node = JNode("string", pos, i, "".join(parts), content_start=pos + 1, escapes=escapes)
+                    return node, i
                 if in_body and ch == "\n" and not broken and (at := self._runs_into_form(i)) >= 0:
                     # (the body's lines up to the form's label are the body: only the form and its label are not)
                     message = "a body left open runs into a request form written after it: it ends before the form"

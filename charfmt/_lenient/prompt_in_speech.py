@@ -102,22 +102,22 @@ def _runs(text: str, prompt: str, vocab: frozenset[str]) -> list[tuple[int, int]
         j = k
         while j < len(clauses) and kinds[j] is not None:
             j += 1
-        theirs = [c for c in kinds[k:j] if c]
-        looped = len(set(theirs)) < len(theirs)
-        if looped or sum(len(TOKEN.findall(c)) for c in theirs) >= _LONG:
+        theirs = [c for c in kinds[k:j] if c is not None and c[0]]
+        looped = len({c for c, _n in theirs}) < len(theirs)
+        if looped or sum(n for _c, n in theirs) >= _LONG:
             found.append((clauses[k].start(), clauses[j - 1].end()))
         k = j
     return found
 
 
-def _kind(clause: str, prompt: str, vocab: frozenset[str]) -> str | None:
-    """A clause's compacted text when it stands in the prompt (``_WORDS_FROM`` words or more), ``""`` when it is
-    debris of the prompt's markup (marks, and only the prompt's words), ``None`` when it is neither."""
+def _kind(clause: str, prompt: str, vocab: frozenset[str]) -> tuple[str, int] | None:
+    """A clause's compacted text and its words when it stands in the prompt (``_WORDS_FROM`` words or more), ``""``
+    when it is debris of the prompt's markup (marks, and only the prompt's words), ``None`` when it is neither."""
     body = clause.strip().rstrip(".,;!?…。，！？").strip()
     found = TOKEN.findall(decode_entities(body).casefold())
     compact = _compact(body)
     if len(found) >= _WORDS_FROM and compact in prompt:
-        return compact
+        return compact, len(found)
     if _MARKUP.search(body) and all(w in vocab for w in found):
-        return ""
+        return "", 0
     return None

@@ -5,11 +5,12 @@ chicken, but not much. Now you can eat! < as &lt; and > as &gt;. < as &lt; and >
 ``In text, write & as &amp;, < as &lt; and > as &gt;``, mangled and repeated; the sixteenth set's #62). The text of
 an element is cut into clauses (at ``.``, ``,``, ``;``, ``!``, ``?``, ``…``); a clause is the prompt's when, compared
 with its space, case and entities folded, it stands in the prompt's own lines (three words or more), and debris of it
-when it holds markup marks (``<``, ``>``, ``&``, ``/``) and no word that is not the prompt's (``<as&gt;and>as&lt;``).
-A run of such clauses is the prompt imitated — dropped (``CF631``), the character's words around it kept — when a
-clause of the prompt's stands in it twice (looped) or its clauses of the prompt's hold ``_LONG`` words (a sentence of
-the prompt's, written out). A short phrase of the prompt's said once (``the default``, ``what the character says``)
-is the character's to say, kept.
+when it holds markup marks (``<``, ``>``, ``&``, ``/``) and no word that is not the prompt's
+(``<as&gt;and>as&lt;``). A run of such clauses is the prompt imitated — dropped (``CF631``), the character's words
+around it kept — when a clause of the prompt's stands in it twice (looped) or it is a sentence of its own (whole
+sentences, not a clause of one) whose clauses of the prompt's hold ``_LONG`` words (a sentence of the prompt's,
+written out). A short phrase of the prompt's said once (``the default``, ``what the character says``) is the
+character's to say, kept.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from charfmt._lenient.state import TOKEN, RawChat, Recovery
 
 _CLAUSE: Final = re.compile(r"[^.,;!?…。，！？]*+[.,;!?…。，！？]*+")
 """A clause with the marks that end it."""
+_ENDED: Final = re.compile(r"[.!?…。！？][\"'”’」』)]*\s*\Z")
+"""A clause that ends a sentence."""
 _MARKUP: Final = re.compile(r"[<>&/]")
 _SPACE: Final = re.compile(r"\s+")
 _GAP: Final = re.compile(r"[ \t]{2,}")
@@ -104,7 +107,10 @@ def _runs(text: str, prompt: str, vocab: frozenset[str]) -> list[tuple[int, int]
             j += 1
         theirs = [c for c in kinds[k:j] if c is not None and c[0]]
         looped = len({c for c, _n in theirs}) < len(theirs)
-        if looped or sum(n for _c, n in theirs) >= _LONG:
+        whole = (k == 0 or _ENDED.search(clauses[k - 1].group())) and (
+            j == len(clauses) or _ENDED.search(clauses[j - 1].group())
+        )  # (a sentence of the prompt's written out, not a clause of one of the character's: the sixteenth's #106)
+        if looped or (whole and sum(n for _c, n in theirs) >= _LONG):
             found.append((clauses[k].start(), clauses[j - 1].end()))
         k = j
     return found

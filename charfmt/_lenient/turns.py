@@ -1141,8 +1141,8 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         spans += [(a, b, "CF632", message) for a, b in forms]
         started = False
     elif started and _labelled_json_reply(text, marks) and (voiced := _prompts_voice(text, marks[0][0], dropped)):
-        message = "text in the prompt's voice (You are…) before the player's turn and the character's labelled reply: "
-        spans += [(a, b, "CF631", message + f"the prompt imitated, dropped: {text[a:b].strip()[:40]!r}") for a, b in voiced]
+        message = "text in the prompt's voice (You are…) before the player's turn and the character's labelled reply"
+        spans += [(a, b, "CF631", f"{message}: the prompt imitated, dropped: {text[a:b][:40]!r}") for a, b in voiced]
         started = False
     labelled = False  # a label of the character's was read, and the reply after it
     for k, (start, end, kind) in enumerate(marks):

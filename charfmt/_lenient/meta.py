@@ -1,4 +1,4 @@
-"""Text about the player or the reply in an assistant's voice: not the character's (issue 39, from the fourteenth round).
+"""Text about the player or the reply in an assistant's voice: not the character's (issue 39, rounds 14 on).
 
 SmolLM2 often answers as an assistant planning or narrating the exchange instead of as the
 character: ``The user's emotional tone is that they've been robbed…, so let's just focus on the

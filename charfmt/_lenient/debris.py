@@ -39,6 +39,11 @@ _AFTER_COLON: Final = re.compile(r":\s*-?\d+(?:\.\d+)?")
 """A number after a colon (``:1,``): a key's value, wherever the key was left."""
 _FORMAT_MARKS: Final = re.compile(r"""[\s{}\[\]"'`,:;#*+•>|\\=\-]+""")
 """The format's punctuation: JSON's, Markdown's list, heading and quote marks, a code span's backtick."""
+_ENUMERATOR: Final = re.compile(r"\d{1,3}[.)]")
+"""A list item's number (``1.``, ``2)``): with the format's marks around it and nothing else (``** ** 1.``, what a
+bold heading and an empty item leave), markup (the sixteenth set's #47); alone (``1.``) an answer said."""
+_ENUMERATOR_AT_END: Final = re.compile(r"(?<=\s)\d{1,3}[.)]\Z")
+"""... standing as a list item's number does: after a mark and a space, at the end (``** 1.``; not ``"12-7."``)."""
 _GLUED: Final = re.compile(r"[^\s][A-Za-z]|[A-Za-z][^\s]")
 """A letter with a mark right beside it (in JSON, any mark: ``"E``)."""
 _GLUED_TO_MARKUP: Final = re.compile(r"[#\\{}\[\]<>`=|][A-Za-z]|[A-Za-z][#\\{}\[\]<>`=|]")
@@ -52,8 +57,8 @@ def no_words(text: str, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
     Taken out: the format's punctuation (``_FORMAT_MARKS``); a quoted key before its colon; where the text is JSON
     (``_JSON``), a value after a key that says nothing (``_DATUM``), a bare number or literal, and a string that is a
     key of the format, a tag's name or a key of the vocabulary (an emotion wrapped in JSON); and a number after a
-    colon. What is left is words unless it is nothing, or one Latin letter glued to a mark (``#f``: a fragment of
-    markup; ``a`` or ``I`` standing alone is a word).
+    colon. What is left is words unless it is nothing, a list item's number the marks stood around (``** 1.``), or
+    one Latin letter glued to a mark (``#f``: a fragment of markup; ``a`` or ``I`` standing alone is a word).
     """
     stripped = text.strip()
     if not stripped:
@@ -70,7 +75,7 @@ def no_words(text: str, tags: TagTable, vocabulary: Vocabulary | None) -> bool:
     if json:
         rest = _LITERALS.sub(" ", rest)
     rest = _FORMAT_MARKS.sub("", _AFTER_COLON.sub(" ", rest))
-    if not rest:
+    if not rest or (_ENUMERATOR.fullmatch(rest) is not None and _ENUMERATOR_AT_END.search(stripped) is not None):
         return True
     glued = _GLUED if json else _GLUED_TO_MARKUP
     return len(rest) == 1 and rest.isascii() and rest.isalpha() and glued.search(stripped) is not None

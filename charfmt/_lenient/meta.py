@@ -1,4 +1,4 @@
-"""Text about the player in an assistant's voice: not the character's (issue 39, the fourteenth and fifteenth rounds).
+"""Text about the player or the reply in an assistant's voice: not the character's (issue 39, rounds 14 on).
 
 SmolLM2 often answers as an assistant planning or narrating the exchange instead of as the
 character: ``The user's emotional tone is that they've been robbed…, so let's just focus on the
@@ -11,7 +11,9 @@ a request form holding them. ``meta_text`` finds, in the whole input:
   the player's (``CF632``);
 - a line opened by the player named in the third person (``The user…``, ``A player's…``) that
   neither speaks (``I``, ``my``) nor addresses anyone (``you``): text about the player, dropped
-  (``CF601``).
+  (``CF601``);
+- the reply's first line about the reply itself (``The message is in the format of a horoscope.``, ``The response
+  follows…``), speaking neither ``I`` nor ``you``: an assistant describing what it writes, dropped (``CF601``).
 
 Only where the prompt casts one character: a scene's narrator tells what the player does
 (``The player walks in``). A line that speaks (``The player here pays first, you know.``), a
@@ -42,6 +44,13 @@ _FORM: Final = re.compile(rf"[ \t]*+<[ \t]*+(?:{FORM_ELEMENT})\b", re.I)
 _FORM_END: Final = re.compile(rf"<[ \t]*+/[ \t]*+(?:{FORM_ELEMENT})[ \t]*+>", re.I)
 _ABOUT: Final = re.compile(rf"^[ \t]*+{_THE_PLAYER}(?:['’]s)?\b(?![ \t]*+[:\-])[^\n]*+", re.I | re.M)
 """A line opened by the player named in the third person (``The user's tone is…``), not a label (``User:``)."""
+_ABOUT_REPLY: Final = re.compile(
+    r"\s*+((?:the|this)[ \t]++(?:message|response|reply|answer|output|format)[ \t]++"
+    r"(?:is|was|will|should|must|has|contains|follows|uses|takes|reads)\b[^\n]*+)",
+    re.I,
+)
+"""The reply's first line, about the reply itself (``The message is in the format of a horoscope.``): an assistant
+describing what it writes, not the character (the sixteenth set's #17; the ninth's #21 and #26)."""
 _SPEAKS: Final = re.compile(
     r"\b(?:I|I['’](?:m|ve|ll|d)|me|my|mine|myself|you|your|yours|you['’](?:re|ve|ll|d))\b", re.I
 )
@@ -68,6 +77,9 @@ def meta_text(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         if _SPEAKS.search(m.group()) is None:
             said = "text about the player in an assistant's voice (The user…): not the character's, dropped"
             spans.append((m.start(), m.end(), "CF601", said))
+    if (about := _ABOUT_REPLY.match(text, after)) is not None and _SPEAKS.search(about.group()) is None:
+        said = "text about the reply in an assistant's voice (The message is…): not the character's, dropped"
+        spans.append((about.start(1), about.end(), "CF601", said))
     kept: list[Span] = []
     for span in spans:  # (none overlapping what is already dropped, or one another)
         if not any(span[0] < b and a < span[1] for a, b, *_ in (*dropped, *kept)):

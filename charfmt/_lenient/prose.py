@@ -59,10 +59,11 @@ _LABEL_ROLES: Final = sorted(
     reverse=True,
 )
 _ROLE_BRACKET: Final = re.compile(
-    rf"[ \t]*+(?:{'|'.join(re.escape(r) for r in _LABEL_ROLES)})(?:[ \t_\-#]?+\d{{1,3}})?[ \t]*+", re.I
+    rf"[ \t]*+(?:{'|'.join(re.escape(r) for r in _LABEL_ROLES)})(?:[ \t_\-#]?+\d{{1,6}})?[ \t]*+", re.I
 )
-"""A bracket naming a role or a speaker of a transcript (``[User01]``, ``[Assistant]``, ``[Player 2]``, ``[NPC]``):
-a label, markup, no emotion (the vocabulary's keys and aliases aside; found by the fifteenth set's #61)."""
+"""A bracket naming a role or a speaker of a transcript (``[User01]``, ``[Assistant]``, ``[Player 2]``, ``[NPC]``,
+``[User 0001]``): a label, markup, no emotion (the vocabulary's keys and aliases aside; found by the fifteenth set's
+#61, its number of up to six digits by the sixteenth's #47)."""
 _MARKUP: Final = ""
 """The tag of a mark that is markup (its text the code to note): dropped with its diagnostic, never a piece."""
 
@@ -518,8 +519,41 @@ _RULE_LINE: Final = re.compile(r"^[ \t]*+#{0,6}[ \t]*+(?:[=\-*_~][ \t]*+){3,}$",
 """A Markdown rule line (``#=====``, ``----``, ``* * *``) among text: layout, never words (the fourth set's #57)."""
 
 
+_DRAWN: Final = re.compile(r"[|+\u2500-\u257f]")
+"""A mark a table or a box is drawn with (a pipe, a plus, a box-drawing character)."""
+_WORD_CHAR: Final = re.compile(r"[^\W_]")
+_SENTENCE_MARK: Final = re.compile(r"[.?!…。？！¿¡]")
+
+
+def _drawn_blocks(chunk: str) -> list[tuple[int, int]]:
+    """The blocks of lines of ``chunk`` that draw a table or a box with no words in it: runs of lines, each with no
+    letter or digit and no sentence's mark (``...``), two of them or more drawn with pipes, pluses or box-drawing
+    characters (``|---|  |``); a stray line of marks among them (``* @$``) goes with them. A run beside a table row
+    with words (``| tea | 2 |``: a menu's, a price list's) is that table's: kept (the sixteenth set's #47)."""
+    blocks: list[tuple[int, int]] = []
+    run: list[tuple[int, int]] = []
+    pos, row_before = 0, False
+    for line in [*chunk.split("\n"), ""]:  # (the empty line after the last closes the last run)
+        a, b = pos, pos + len(line)
+        pos = b + 1
+        if line.strip() and _WORD_CHAR.search(line) is None and _SENTENCE_MARK.search(line) is None:
+            run.append((a, b))
+            continue
+        row = _DRAWN.search(line) is not None  # (a table row with words, or no line: the run beside it is its table)
+        if sum(_DRAWN.search(chunk, x, y) is not None for x, y in run) >= 2 and not row and not row_before:
+            blocks.append((run[0][0], run[-1][1]))
+        run, row_before = [], row
+    return blocks
+
+
 def _without_rules(chunk: str, offset: int, out: Result) -> str:
-    """``chunk`` with its rule lines blanked (offsets stay put), each dropped (``CF627``)."""
+    """``chunk`` with its rule lines and the tables and boxes drawn with no words in them (``_drawn_blocks``) blanked
+    (offsets stay put), each dropped (``CF627``)."""
+    if _DRAWN.search(chunk) is not None:
+        for a, b in _drawn_blocks(chunk):
+            lead = len(chunk[a:b]) - len(chunk[a:b].lstrip())
+            out.note("CF627", "a table or a box drawn with no words in it dropped", offset + a + lead, offset + b)
+            chunk = chunk[:a] + re.sub(r"[^\n]", " ", chunk[a:b]) + chunk[b:]
     if _RULE_LINE.search(chunk) is None:
         return chunk
     for m in _RULE_LINE.finditer(chunk):

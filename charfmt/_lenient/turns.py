@@ -1140,6 +1140,10 @@ def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         message = "a request form before the player's turn and the character's labelled JSON reply: imitated, dropped"
         spans += [(a, b, "CF632", message) for a, b in forms]
         started = False
+    elif started and _labelled_json_reply(text, marks) and (voiced := _prompts_voice(text, marks[0][0], dropped)):
+        message = "text in the prompt's voice (You are…) before the player's turn and the character's labelled reply"
+        spans += [(a, b, "CF631", f"{message}: the prompt imitated, dropped: {text[a:b][:40]!r}") for a, b in voiced]
+        started = False
     labelled = False  # a label of the character's was read, and the reply after it
     for k, (start, end, kind) in enumerate(marks):
         nxt = marks[k + 1][0] if k + 1 < len(marks) else len(text)
@@ -1174,12 +1178,46 @@ def _forms_before_labelled_json(
     lines of words outside those forms are left to the reply's reading (outside the JSON reply: dropped). None
     when no form stands before the turn (a sentence, the reply: the turns after it imagined), when no JSON follows
     the label, or when that JSON holds no words (``{"chats":[]}``: the form before it stays the reply)."""
-    if len(marks) < 2 or marks[0][2] != "player" or marks[1][2] != "character":
-        return []
-    after, end = _next_words(text, marks[1][1]), marks[2][0] if len(marks) > 2 else len(text)
-    if _JSON_START.match(text, after) is None or _BODY_WORDS.search(text, after, end) is None:
+    if len(marks) < 2 or marks[1][2] != "character" or not _labelled_json_reply(text, marks):
         return []  # (an empty reply, ``{"chats":[]}``, is none: the form before it stays read; the sixth set's #22)
     return [(a, b) for a, b, _m in blocks(text[: marks[0][0]]) if _has_content(text, a, b, dropped)]
+
+
+def _labelled_json_reply(text: str, marks: list[tuple[int, int, str]]) -> bool:
+    """Whether the first turn marked is the player's (one or more marks: ``User:``, the form after it), the next the
+    character's label, and a JSON reply holding words follows that label (``User:`` / … / ``Tock:`` /
+    ``{"chats"…"body":"<msg>…``)."""
+    k = next((k for k, mark in enumerate(marks) if mark[2] != "player"), 0)
+    if k == 0 or marks[k][2] != "character":
+        return False
+    after, end = _next_words(text, marks[k][1]), marks[k + 1][0] if len(marks) > k + 1 else len(text)
+    return _JSON_START.match(text, after) is not None and _BODY_WORDS.search(text, after, end) is not None
+
+
+_PROMPTS_VOICE: Final = re.compile(
+    r"[ \t*_>#-]*+(?:you[ \t]++are|you['’]re|stay[ \t]++in[ \t]++character|remember,?[ \t]++you)(?![^\W\d_])", re.I
+)
+"""A line opened as the prompt tells its character who they are (``You are the veterinarian.``, ``Stay in
+character``): the prompt's voice, not the character's."""
+
+
+def _prompts_voice(text: str, at: int, dropped: list[Span]) -> list[tuple[int, int]]:
+    """The lines before ``at`` (the first turn), where the first of them of more than one word opens in the prompt's
+    voice (``_PROMPTS_VOICE``) and every other one with words is either so opened or a word alone (``you``): the
+    prompt imitated, before a transcript whose first turn is the player's (the sixteenth set's #97, the fifteenth's
+    #81 in another shape). Text of the character's own before the turns (no line so opened first) is none: ``[]``."""
+    found: list[tuple[int, int]] = []
+    voiced = False
+    for a, b in _lines(text[:at]):
+        if any(x < b and a < y for x, y, *_ in dropped) or not _has_content(text, a, b, dropped):
+            continue
+        words = len(text[a:b].split())
+        if _PROMPTS_VOICE.match(text, a, b) is not None:
+            voiced = True
+        elif words > 1:
+            return []
+        found.append((a + len(text[a:b]) - len(text[a:b].lstrip()), a + len(text[a:b].rstrip())))
+    return found if voiced else []
 
 
 def _turn_alone(text: str, start: int, end: int, dropped: list[Span]) -> int:

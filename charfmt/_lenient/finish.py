@@ -15,6 +15,7 @@ from typing import Final
 from charfmt._grammar.lexical import NOT_TEXT_CHAR
 from charfmt._grammar.static import terminal_regex
 from charfmt._lenient.pieces import Piece
+from charfmt._lenient.prompt_in_speech import prompt_in_speech
 from charfmt._lenient.state import RawChat, Recovery, nearly_said, normal, opened_as, short, words
 from charfmt._lenient.words import is_sentence, unknown_sentence
 from charfmt.diagnostics import Diagnostic, in_body
@@ -42,6 +43,7 @@ def segments(state: Recovery) -> None:
     kept: list[RawChat] = []
     for rc in state.chats:
         _few_shot_lines(state, rc)
+        prompt_in_speech(state, rc)
         if not state.found:
             _lone_marks(state, rc)
         rc.segments = _segments(state, rc)

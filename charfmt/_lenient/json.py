@@ -78,6 +78,17 @@ _NEXT_FORM: Final = re.compile(
 label (``Scene:``, or the blanks a label dropped leaves), a closer of the form's elements (``</chat>``,
 ``</user_chats>``: the model wrote its body as a form) or nothing: the player's turn written after a reply (the tenth
 set's #65)."""
+_MANGLED_CLOSE: Final = re.compile(r"(?<![`'’”])(['’”`]{1,3})[ \t]*+(?=[}\]])[}\]]{1,4}[ \t]*+\Z")
+"""A body's closing quote written wrong at its line's end, the JSON closed after it (``पूछा.''}]}``, ``...’}]``):
+the model's end of the string, not its words (a quote of the character's own, ``'Tis``, ``it''s``, has a letter
+after it)."""
+_AFTER_CLOSE: Final = re.compile(
+    rf"\n(?:[ \t]*+\n)*+[ \t]*+(?:\Z|<!--|[<＜]\s*+{FORM_WRAPPER}(?![\w\-])|[^\n\"{{]{{0,40}}\{{\s*+\"chats\""
+    rf"|[^\W\d][\w ]{{0,30}}:[ \t]*+(?:\n|\Z)|<start_of_turn>|<end_of_turn>|<\|im_|\[/?INST\]|<<?[ \t]*+/?SYS)",
+    re.I,
+)
+"""What may follow such a line where the reply has plainly ended: the end, an HTML comment, the request form, a new
+reply, a speaker label on a line of its own, or a chat template's marker (blank lines before it)."""
 
 
 class _Open:
@@ -417,6 +428,12 @@ class JsonReader:
                     escapes = array("q")
                 escapes.extend((decoded, i))
             else:  # a raw control character
+                if in_body and ch == "\n" and not broken and (close := self._mangled_close(pos, i)) is not None:
+                    at, end = close
+                    message = f"a body whose closing quote is written {text[at:end]!r} ends where the JSON closes"
+                    self.note("CF629", message, at, end)
+                    node = JNode("string", pos, at, "".join(parts)[: at - i], content_start=pos + 1, escapes=escapes)
+                    return node, end
                 if in_body and ch == "\n" and not broken and self._runs_into_next_reply(i):
                     self.note("CF629", "a body left open runs into the next reply: it ends at its line break", i, i)
                     node = JNode("string", pos, i, "".join(parts), content_start=pos + 1, escapes=escapes)
@@ -452,6 +469,16 @@ class JsonReader:
             return False
         at = replies[k]
         return not any(self._ends_string(q, False) for q in _quotes(self.text, i, at))
+
+    def _mangled_close(self, pos: int, i: int) -> tuple[int, int] | None:
+        """The span of a mangled closing quote that ends a body string's first line (``_MANGLED_CLOSE``), the line at
+        ``i`` followed by what follows a reply's end (``_AFTER_CLOSE``: a comment, a form, a new turn), or ``None``:
+        the model closed its string there (the sixteenth set's #42), and what follows is not the body's."""
+        text = self.text
+        m = _MANGLED_CLOSE.search(text, pos + 1, i)  # (no raw line break before i: asked at the first)
+        if m is None or not _AFTER_CLOSE.match(text, i):
+            return None
+        return m.start(), m.end(1)
 
     def _runs_into_form(self, i: int) -> int:
         """Where a body string, at its raw line break ``i``, overran its end, or -1: the request form's wrapper

@@ -91,6 +91,17 @@ _AFTER_CLOSE: Final = re.compile(
 reply, a speaker label on a line of its own, or a chat template's marker (blank lines before it)."""
 
 
+def _mangled_close(text: str, pos: int, i: int) -> tuple[int, int] | None:
+    """The span of a mangled closing quote that ends the first line of the body string opened at ``pos``
+    (``_MANGLED_CLOSE``), the line at ``i`` followed by what follows a reply's end (``_AFTER_CLOSE``: a comment, a
+    form, a new turn), or ``None``: the model closed its string there (the sixteenth set's #42), and what follows is
+    not the body's."""
+    m = _MANGLED_CLOSE.search(text, pos + 1, i)  # (no raw line break before i: asked at the first)
+    if m is None or not _AFTER_CLOSE.match(text, i):
+        return None
+    return m.start(), m.end(1)
+
+
 class _Open:
     """The containers open while a value is read, innermost last: each, the key awaiting its value, and
     whether a value was just read (a separator is due). The first is a holder of the value read."""
@@ -428,7 +439,7 @@ class JsonReader:
                     escapes = array("q")
                 escapes.extend((decoded, i))
             else:  # a raw control character
-                if in_body and ch == "\n" and not broken and (close := self._mangled_close(pos, i)) is not None:
+                if in_body and ch == "\n" and not broken and (close := _mangled_close(text, pos, i)) is not None:
                     at, end = close
                     message = f"a body whose closing quote is written {text[at:end]!r} ends where the JSON closes"
                     self.note("CF629", message, at, end)
@@ -469,16 +480,6 @@ class JsonReader:
             return False
         at = replies[k]
         return not any(self._ends_string(q, False) for q in _quotes(self.text, i, at))
-
-    def _mangled_close(self, pos: int, i: int) -> tuple[int, int] | None:
-        """The span of a mangled closing quote that ends a body string's first line (``_MANGLED_CLOSE``), the line at
-        ``i`` followed by what follows a reply's end (``_AFTER_CLOSE``: a comment, a form, a new turn), or ``None``:
-        the model closed its string there (the sixteenth set's #42), and what follows is not the body's."""
-        text = self.text
-        m = _MANGLED_CLOSE.search(text, pos + 1, i)  # (no raw line break before i: asked at the first)
-        if m is None or not _AFTER_CLOSE.match(text, i):
-            return None
-        return m.start(), m.end(1)
 
     def _runs_into_form(self, i: int) -> int:
         """Where a body string, at its raw line break ``i``, overran its end, or -1: the request form's wrapper

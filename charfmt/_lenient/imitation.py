@@ -35,9 +35,11 @@ import re
 from typing import Final
 
 from charfmt._lenient.marks import SCAFFOLDING, SCAFFOLDING_HINT
+from charfmt._lenient.prompt_echo import SENTENCE
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks
 from charfmt._lenient.state import TOKEN, normal
-from charfmt._lenient.turns import SENTENCE, Span, Told, label_of, opens_second_person, speaker_of
+from charfmt._lenient.told import Span, Told, label_of, speaker_of
+from charfmt._lenient.turns import opens_second_person
 
 IMITATING: Final = frozenset({"CF625", "CF631", "CF632", "CF635", "CF642"})
 """The codes of ``foreign``'s spans that are the prompt or the player's turn written again."""

@@ -24,7 +24,7 @@ _WORD: Final = re.compile(r"[^\W\d_]")
 reading as before (``CF628``)."""
 _IMITATED: Final = "CF631"
 Span = tuple[int, int, str, str]
-"""A span to blank: start, end, code, message (``turns.Span``; ``turns.foreign`` calls ``item_lines``)."""
+"""A span to blank: start, end, code, message (``told.Span``; ``turns.foreign`` calls ``item_lines``)."""
 
 
 def item_lines(text: str, dropped: list[Span]) -> list[Span]:

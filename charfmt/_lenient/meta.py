@@ -26,7 +26,7 @@ import re
 from typing import Final
 
 from charfmt._lenient.marks import FORM_ELEMENT
-from charfmt._lenient.turns import Span, Told
+from charfmt._lenient.told import Span, Told
 from charfmt.tags import REASONING_TAGS
 
 _THE_PLAYER: Final = r"(?:the|a)[ \t]++(?:user|player)"

@@ -25,7 +25,8 @@ from charfmt._lenient.scaffolding import blank
 from charfmt._lenient.state import NARRATOR, Recovery, Source
 from charfmt._lenient.table import Reading
 from charfmt._lenient.tag_soup import read_elements
-from charfmt._lenient.turns import foreign, learn, speaker_of
+from charfmt._lenient.told import learn, speaker_of
+from charfmt._lenient.turns import foreign
 from charfmt.diagnostics import Diagnostic
 from charfmt.dialects import TABLE
 from charfmt.models import Reply, Vocabulary

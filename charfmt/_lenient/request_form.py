@@ -38,7 +38,7 @@ from charfmt._lenient.words import is_sentence
 from charfmt.tags import TAGGED_TYPES, TEXT_TAG
 
 if TYPE_CHECKING:
-    from charfmt._lenient.turns import Told
+    from charfmt._lenient.told import Told
 
 CHAT_ELEMENT: Final = re.compile(rf"[<＜]\s*+([/／]\s*+)?({FORM_ELEMENT})(?![\w\-])([^<>＜＞]*+)[>＞]", re.I)
 """An element of the echoed request form: ``<user_chats>``, ``<chat type="C" order="2">``, their closers."""

@@ -24,7 +24,7 @@ from charfmt.models import Segment
 
 if TYPE_CHECKING:
     from charfmt._lenient.json import JNode, JsonReader
-    from charfmt._lenient.turns import Told
+    from charfmt._lenient.told import Told
 
 SPECIAL: Final = re.compile(r"<\|[^|<>\n]{1,40}\|>|</s>|<s>|\[/?INST\]|<eos>|<bos>|<\|end▁of▁sentence\|>")
 """A special token of a chat template, written out."""
@@ -48,7 +48,7 @@ class Source:
 
 
 NARRATOR: Final = ""
-"""The speaker a scene's narrator's label names (``turns.speaker_of``): what follows it is an ``E`` chat."""
+"""The speaker a scene's narrator's label names (``told.speaker_of``): what follows it is an ``E`` chat."""
 
 
 @dataclass(slots=True)
@@ -75,7 +75,7 @@ class Recovery:
         self.turn = tuple(dict.fromkeys(t for t in said if t))
         self.turn_lines = turn  # ... as given
         self.prompt = prompt  # the prompt's own text, not the character's words
-        self.told: Told | None = None  # what the prompt and the turn tell the read (``turns.learn``)
+        self.told: Told | None = None  # what the prompt and the turn tell the read (``told.learn``)
         self.speakers: list[tuple[int, str]] = []  # where a scene's cast member's label ends, and its speaker id
         self.reading = reading
         self.vocabulary = reading.vocabulary

@@ -8,24 +8,23 @@ line by line in the whole input, before anything else reads it; the spans are bl
 offsets stay put), each with its diagnostic:
 
 - ``CF631``: a line of the prompt (when told it: ``parse(prompt=...)``), or a Markdown section
-  written after a heading where the prompt is written in such sections;
+  written after a heading where the prompt is written in such sections (``prompt_echo``, asked
+  first);
 - ``CF632``: the player's turn, labelled (``User:``, the prompt's own label) or in the request
   form right before the character's label, and everything from the first player turn after
   the reply on (the turns the model imagined);
 - ``CF633``: a speaker label (``Rex:``, ``model``, ``Scene:``) on its own line;
 - ``CF639``: a language's name alone on its line before the reply (``Français``).
 
-Labels are the prompt's own (``Visitor:`` before a request form, ``Rex:`` before a JSON
-reply; ``## What Visitor sends``; ``You are Rex.``) and generic role names (``user``,
-``model``...), any case, with a colon or alone on their line, as a Markdown heading or bold.
+What the prompt and the turn tell the read is ``told.learn``'s (a ``Told``). Labels are the
+prompt's own (``Visitor:`` before a request form, ``Rex:`` before a JSON reply; ``## What
+Visitor sends``; ``You are Rex.``) and generic role names (``user``, ``model``...), any case,
+with a colon or alone on their line, as a Markdown heading or bold.
 """
 
 from __future__ import annotations
 
-import difflib
-import functools
 import re
-from dataclasses import dataclass
 from typing import Final
 
 from charfmt._lenient.item_lines import item_lines
@@ -37,268 +36,32 @@ from charfmt._lenient.marks import (
     SCAFFOLDING,
     SCAFFOLDING_HINT,
 )
+from charfmt._lenient.prompt_echo import FORM_OPEN, FORM_START, prompt_lines, spec_like
 from charfmt._lenient.request_form import CHAT_ELEMENT, blocks, form_name, introduces
-from charfmt._lenient.state import NARRATOR, mostly_said, nearly_said, normal, words
+from charfmt._lenient.state import mostly_said, nearly_said, normal
+from charfmt._lenient.told import (
+    INLINE_LABEL,
+    LABEL_LINE,
+    MIN_LINE,
+    PROMPT_LABEL,
+    TAG_MARKUP,
+    Span,
+    Told,
+    label_of,
+    line_spans,
+    whose_label,
+)
 from charfmt.tags import DEFAULT_TAGS
 
-NARRATOR_LABELS: Final = frozenset({"narrator", "narration", "scene", "ナレーション", "旁白", "내레이션"})
-"""Labels of a scene's narrator in a transcript (``Narrator: The bell rings.``)."""
-_LABEL: Final = re.compile(
-    r"^[ \t]*+(?:#{1,6}[ \t]*+)?(?:\*\*)?[\"“「『]?"
-    r"(?P<name>[^\s:*#<>{}\[\]\"“”「」『』][^:\n*<>{}\[\]\"“”「」『』]{0,38}?)"
-    r"[\"”」』]?(?:\*\*)?[ \t]*+(?P<colon>[:：,，])?(?:\*\*)?[ \t]*+$",
-    re.M,
-)
-"""A line that is only a name: a speaker label (``Rex:``, ``## User``, ``**Maren**``, a quoted ``"Colette"``)."""
-_INLINE: Final = re.compile(
-    r"^[ \t]*+(?:\*\*)?(?P<name>[^\W\d_][\w'’.\-]{0,19}(?:[ \t][\w'’.\-]{1,20}){0,2}?)(?:\*\*)?"
-    r"(?:[ \t]*+:(?:\*\*)?[ \t]++|[ \t]*+：(?:\*\*)?[ \t]*+)(?=\S)",
-    re.M,
-)
-"""A speaker label that shares its line with the turn's text (``Customer: Can you fix it?``, ``ミオ：「…」``)."""
-_CAST: Final = re.compile(r"^#{1,6}[ \t]*+([^\n(]{1,40}?)[ \t]*+\(speaker[ \t]++\"([^\"\n]{1,40})\"\)[ \t]*+$", re.M)
-"""A cast member's heading in a scene's prompt: ``### Nadia (speaker "nadia")``: both name the character."""
-_PROMPT_LABEL: Final = re.compile(r"^[ \t]*+([^\s:<>{}\[\]\"#][^:\n<>{}\[\]\"]{0,38}?)[ \t]*+:[ \t]*+$", re.M)
-_FIELD: Final = re.compile(r"^[ \t]*+([A-Z][^\W\d_]{2,19}(?:[ \t][A-Za-z][^\W\d_]{1,19})?)[ \t]*+:[ \t]++(?=\S)", re.M)
-"""A field line of a prompt (``Scenario: Deckhand ducks…``, ``Personality: …``): a capitalised label, a colon, text."""
-_SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
-_YOU_ARE: Final = re.compile(
-    r"^You are ([^.,\n]{1,40}?)(?:[.,]|[ \t]++(?:in|with|at|on|of|from|who|and|for|playing)[ \t])", re.M
-)
-"""The persona's opening: the character's name (``You are Rex.``, ``You are Rex, a retired combat robot``, a card's
-``You are Quill in an ongoing story with …``)."""
-_HEADING: Final = re.compile(r"^[ \t]*+#{1,6}(?:[ \t]|-{3,}|$)", re.M)
-_REASONING_HEADING: Final = re.compile(
-    r"^[ \t]*+#{1,6}[ \t]*+(?:thinking|thoughts?|reasoning|analysis|answer|response|reply|final(?: answer)?|output)\b",
-    re.I,
-)
-_FENCE: Final = re.compile(r"[ \t]*+(?:```|~~~)")
-"""A code fence's line (opening or closing one)."""
-_REPLY_START: Final = re.compile(r"[ \t]*+(?:[{\[]|```|~~~)")
-"""A line that may begin a JSON reply (or its fence): no section of the prompt's runs over it."""
-_TAG: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _WORD: Final = re.compile(r"[^\W_]")
-_ITEM: Final = re.compile(r"[ \t]*+[-*•][ \t]++\S")
-"""A Markdown list item."""
-_VOCAB: Final = re.compile(r"[^\W\d_](?:[\w'’-]*\w)?")
-"""A word, as ``Told.vocab`` holds the prompt's."""
-_TAG_OR_WORD: Final = re.compile(rf"{_TAG.pattern}|(?P<word>{_WORD.pattern})")
-"""A tag, else a word's character: scanned left to right, the first ``word`` is one ``_TAG.sub`` would leave (a tag
-holds no ``<``, so the scan meets every tag where ``sub`` does), found without rewriting the text."""
-_FORM_START: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)
-_FORM_OPEN: Final = re.compile(rf"[ \t]*+(?:[-*][ \t]*+)?[<＜]\s*+{FORM_WRAPPER}\b", re.I)
+_TAG_OR_WORD: Final = re.compile(rf"{TAG_MARKUP.pattern}|(?P<word>{_WORD.pattern})")
+"""A tag, else a word's character: scanned left to right, the first ``word`` is one ``TAG_MARKUP.sub`` would leave (a
+tag holds no ``<``, so the scan meets every tag where ``sub`` does), found without rewriting the text."""
 _FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")
 """A line of the request form: a tag (an element, ``<chat type="C">``) at its start, JSON debris, or blank."""
 _REASONING: Final = re.compile(
     r"<\s*(think|thinking|reasoning|analysis|reflection)\s*>[\s\S]*?(?:<\s*/\s*\1\s*>|\Z)", re.I
 )
-_BARE: Final = frozenset({"user", "model", "assistant"})
-"""Generic role names that label a turn without a colon (a chat template's turn written without its special tokens)."""
-_LIST_KEY: Final = re.compile(r"^[ \t]*+[-*][ \t]++(\"[^\"\n]{1,40}\"|[^:=\"\n]{2,40}?[ \t]*+[:=])", re.M)
-"""A list item's key: ``- "order":``, ``- "body" of a chat:`` (its quoted first word), ``- calm:``."""
-_NUMBERED_KEY: Final = re.compile(r"^[ \t]*+\d{1,2}[.)][ \t]++(\"[^\"\n]{1,40}\")[ \t]*+[:=]")
-"""A numbered item's quoted key (``1. "type": "C"``): the prompt's list imitated with numbers, where its key is the
-prompt's or the item before was the list's (found in the eleventh set's #1, a row never in a sample, and the seventh
-set's #1); an unquoted one (``1. Flour: 200 g``) is anyone's numbered list."""
-_TAG_SPEC: Final = re.compile(
-    r"^[ \t]*+(?:[-*][ \t]*+)?(?:<[^<>/\n]*+>[ \t]*+)*?<([A-Za-z][\w-]*+)>[^<>\n]*+</\1>[ \t]*+[:：][ \t]*+\S", re.M
-)
-"""A line that lists a tag as the prompt's spec does: ``<emo>...</emo>: the character's emotion`` (after the request
-form's tag, ``- <user_chat> <emo>calm</emo>: …``: the fourth set's #47)."""
-_SPEC_LINE: Final = re.compile(r"(?:[-*•][ \t]|\d+[.)][ \t]|\"[^\"\n]{1,40}\"[ \t]*[:=])")
-
-
-@dataclass(frozen=True, slots=True)
-class Told:
-    """What a read learns from the prompt and the turn: the prompt's lines, the player's, the labels."""
-
-    lines: frozenset[str]
-    """The prompt's own lines, compared as ``normal`` writes them (the character's few-shot replies left out)."""
-    text: str
-    """The same lines joined, for a part of one."""
-    player: frozenset[str]
-    """What the player says in the prompt (its request forms: few-shot turns, this turn), compared so too."""
-    player_labels: frozenset[str]
-    character_labels: frozenset[str]
-    starts: frozenset[str]
-    """The first ``_SAME_START`` characters of each of its lines."""
-    long: tuple[str, ...]
-    """Its lines of ``_NEARLY_FROM`` characters or more."""
-    openings: frozenset[str]
-    """The first two words of its lines of four words or more (``you are``, ``answer with``)."""
-    keys: frozenset[str]
-    """The keys of the prompt's list items (``- "order": …``, ``- calm: …``), case folded: a reply's list item
-    with one of them imitates the prompt's spec."""
-    sections: bool
-    """The prompt is written in Markdown sections (``## Persona``): a reply's heading imitates it."""
-    tag_spec: bool
-    """The prompt lists its tags as ``<emo>...</emo>: description`` lines: a reply's line written so imitates it."""
-    names: frozenset[str] = frozenset()
-    """The character's own names, case folded (``You are Wren.``; a scene's cast headings: every member's)."""
-    members: int = 1
-    """How many characters the prompt casts (a scene's cast; else one)."""
-    cast: tuple[tuple[str, str], ...] = ()
-    """A scene's cast: each member's name and speaker id (case folded) with the speaker id it labels a chat of."""
-    turn: tuple[str, ...] = ()
-    """The player's lines this turn, as ``words`` writes them."""
-    request: tuple[str, ...] = ()
-    """The lines of the request the reply answers (the prompt's last text: the turn and the instruction sent
-    with it)."""
-    player_names: frozenset[str] = frozenset()
-    """The prompt's own names for the player (``deckhand``, ``cliente``), case folded: its player labels but the
-    roles (``user``, ``human``)."""
-    fields: frozenset[str] = frozenset()
-    """The labels of the prompt's field lines (``Scenario: …``), case folded, no speaker's: a reply's line opened
-    by one imitates the prompt, however its words go on."""
-    own: str = ""
-    """The character's own words in the prompt, as ``normal`` writes them, a line each: its few-shot replies (the
-    JSON lines) and the items of a list under a heading that names a tag (``## Actions you may use in <act>``)."""
-    vocab: frozenset[str] = frozenset()
-    """The words of the prompt's own lines (``text``), case folded."""
-    keyed: tuple[tuple[str, str], ...] = ()
-    """A scene's emotion keys each listed under one cast member's heading only, case folded, with its speaker id:
-    a chat naming no speaker whose emotions are one member's is that member's (the eighth set's #99)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Learned:
-    """What one text of the prompt tells a read (``learn`` joins those of its texts and the turn's)."""
-
-    keys: frozenset[str]
-    player: frozenset[str]
-    """The lines of its request forms, as ``normal`` writes them."""
-    lines: frozenset[str]
-    players: frozenset[str]
-    characters: frozenset[str]
-    """The labels it writes before a JSON reply (the names it casts are in ``names``)."""
-    names: frozenset[str]
-    members: int
-    speakers: tuple[tuple[str, str], ...]
-    """Its cast's names and speaker ids with the speaker id each labels, in its order."""
-    sections: bool
-    tag_spec: bool
-    fields: frozenset[str] = frozenset()
-    """The labels of its field lines (``Scenario: …``), case folded."""
-    own: frozenset[str] = frozenset()
-    """The character's own words in it (``Told.own``), a line each."""
-    keyed: tuple[tuple[str, str], ...] = ()
-    """The keys listed under each cast member's heading (``- placid: …``), case folded, with its speaker id."""
-
-
-@functools.lru_cache(maxsize=32)
-def _learn_text(text: str) -> _Learned:
-    """What one text of the prompt tells, learnt once for each text: a character's system prompt, most of what
-    ``learn`` reads, is the same at every turn, where the request after it is new each time."""
-    keys = {_key(m) for m in _LIST_KEY.finditer(text)}
-    form = [(a, b) for a, b, _m in blocks(text)]
-    player = {n for a, b in form for n in map(normal, text[a:b].split("\n")) if len(n) >= 2}
-    lines: set[str] = set()
-    own: set[str] = set()
-    pos = 0
-    tagged = False  # under a heading that names a tag (``## Actions you may use in <act>``): its items the character's
-    for line in text.split("\n"):
-        at, pos = pos, pos + len(line) + 1
-        if any(a <= at < b for a, b in form):
-            continue  # the player's (above)
-        if line.lstrip().startswith(("{", "[")):
-            own.add(normal(line))  # a JSON reply: the character's few-shot words
-            continue
-        if _HEADING.match(line):
-            tagged = _TAG.search(line) is not None
-        elif tagged and _ITEM.match(line) and not _LIST_KEY.match(line) and not _TAG.search(line):
-            own.add(normal(line))  # (an action the character may take, in the character's words)
-        if (n := normal(line)) and len(n) >= _MIN_LINE:
-            lines.add(n)
-    players = {m.group(1).strip().casefold() for m in _SENDS.finditer(text)}
-    named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
-    cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
-    speakers = tuple((name.strip().casefold(), m.group(2)) for m in _CAST.finditer(text) for name in m.groups())
-    characters: set[str] = set()
-    for m in _PROMPT_LABEL.finditer(text):
-        after = text[m.end() :].lstrip()
-        name = m.group(1).strip().casefold()
-        if after.startswith("<"):
-            players.add(name)
-        elif after.startswith("{"):
-            characters.add(name)
-    return _Learned(frozenset(keys), frozenset(player), frozenset(lines), frozenset(players), frozenset(characters),
-                    frozenset(named.union(*cast)), len(cast), speakers, len(_HEADING.findall(text)) >= 2,
-                    _TAG_SPEC.search(text) is not None,
-                    frozenset(m.group(1).casefold() for m in _FIELD.finditer(text)), frozenset(own),
-                    _member_keys(text))  # fmt: skip
-
-
-def _member_keys(text: str) -> tuple[tuple[str, str], ...]:
-    """The list keys (``- placid: …``) under each cast member's heading (``### Ashby (speaker "ashby")``), up to
-    the next heading, each with the member's speaker id."""
-    found: list[tuple[str, str]] = []
-    for m in _CAST.finditer(text):
-        after = _HEADING.search(text, m.end() + 1)
-        end = after.start() if after is not None else len(text)
-        found += [(_key(k), m.group(2)) for k in _LIST_KEY.finditer(text, m.end(), end)]
-    return tuple(found)
-
-
-@functools.lru_cache(maxsize=32)
-def learn(prompt: tuple[str, ...], turn: tuple[str, ...]) -> Told:
-    """What ``prompt`` (the prompt's texts, the character's words left out) and ``turn`` tell a read."""
-    lines: set[str] = set()
-    player: set[str] = {normal(t) for t in turn if normal(t)}
-    players, characters = set(GENERIC_PLAYER), set(GENERIC_CHARACTER)
-    sections = tag_spec = False
-    keys: set[str] = set()
-    names: set[str] = set()
-    members = 1
-    speakers: dict[str, str] = {}
-    fields: set[str] = set()
-    own: set[str] = set()
-    keyed: dict[str, set[str]] = {}
-    for text in prompt:
-        one = _learn_text(text)
-        for key, who in one.keyed:
-            keyed.setdefault(key, set()).add(who)
-        fields |= one.fields
-        own |= one.own
-        keys |= one.keys
-        player |= one.player
-        lines |= one.lines
-        players |= one.players
-        speakers.update(one.speakers)
-        names |= one.names
-        members = max(members, one.members)
-        characters |= one.names | one.characters
-        sections = sections or one.sections
-        tag_spec = tag_spec or one.tag_spec
-    if members > 1:  # a scene: its narrator's label tells what happens (an E chat)
-        characters.update(NARRATOR_LABELS)
-        speakers.update(dict.fromkeys(NARRATOR_LABELS, NARRATOR))
-    characters -= players  # a name both ways is the player's (it precedes the turns the model must not write)
-    starts = frozenset(n[:_SAME_START] for n in lines if len(n) >= _SAME_START)
-    long = tuple(sorted(n for n in lines if len(n) >= _NEARLY_FROM))
-    openings = frozenset(" ".join(w[:2]) for n in lines if len(w := n.split()) >= _OPENING_WORDS)
-    fields -= players | characters
-    return Told(frozenset(lines), "\n".join(sorted(lines)), frozenset(player), frozenset(players),
-                frozenset(characters), starts, long, openings, frozenset(keys), sections, tag_spec,
-                frozenset(n for n in names - players if len(n) >= 2), members,
-                tuple(sorted(speakers.items())) if members > 1 else (), tuple(words(t) for t in turn if words(t)),
-                tuple(prompt[-1].split("\n")) if prompt else (),
-                frozenset(players - GENERIC_PLAYER), frozenset(fields), "\n".join(sorted(own - {""})),
-                frozenset(_VOCAB.findall("\n".join(lines))),
-                tuple(sorted((k, min(w)) for k, w in keyed.items() if len(w) == 1)) if members > 1 else ())  # fmt: skip
-
-
-def speaker_of(label: str, told: Told) -> str | None:
-    """The speaker id a speaker label (``Mio:``, ``**Rex**``) names in a scene's cast (``NARRATOR``: its narrator's),
-    or ``None``."""
-    if not told.cast:
-        return None
-    m = _LABEL.match(label) or _INLINE.match(label)
-    name = m.group("name").strip().casefold() if m is not None else ""
-    return dict(told.cast).get(name)
-
-
-Span = tuple[int, int, str, str]
-"""A span to blank: start, end, code, message."""
 
 
 def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
@@ -308,7 +71,7 @@ def foreign(text: str, told: Told, *, prompted: bool) -> list[Span]:
     """
     spans: list[Span] = []
     if prompted:
-        spans += _prompt_lines(text, told)
+        spans += prompt_lines(text, told)
     spans = _merge(spans)
     spans = _merge(spans + item_lines(text, spans))  # (the lines going on an imitated item: the prompt's too)
     spans += _closed_turns(text, told, spans)
@@ -337,7 +100,7 @@ def _bracket_labels(text: str, dropped: list[Span]) -> list[Span]:
     """A line opened by a bracketed label (``[German: …``, ``[English: Yes, it's…``): the label of what follows, as
     a page of translations writes one, never speech (``CF641``; found by the sixth set's #17)."""
     spans: list[Span] = []
-    for a, b in _lines(text):
+    for a, b in line_spans(text):
         m = _BRACKET_LABEL.match(text, a, b)
         if m is None or any(x <= a < y for x, y, *_ in dropped) or _LABELLED.search(text[m.end() : b]) is None:
             continue
@@ -358,7 +121,7 @@ def _bracketed_turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     """A line that is a transcript's label in brackets (``[User: 760]``: a role of the prompt's or a name it labels
     a turn with, perhaps numbered): a label, never text, dropped (``CF633``; found by the eighth set's #59)."""
     spans: list[Span] = []
-    for a, b in _lines(text):
+    for a, b in line_spans(text):
         m = _BRACKETED_TURN.match(text, a, b)
         if m is None or any(x <= a < y for x, y, *_ in dropped):
             continue
@@ -383,7 +146,7 @@ def _language_labels(text: str, dropped: list[Span]) -> list[Span]:
     of the language it is written in, as a transcript or a page of translations heads one, never speech (``CF639``;
     found by the fifth set's #2). Alone, it is the reply (a one-word answer)."""
     spans: list[Span] = []
-    for a, b in _lines(text):
+    for a, b in line_spans(text):
         m = _LANGUAGE_LINE.fullmatch(text, a, b)
         if m is None or m.group(1).casefold() not in _LANGUAGE_NAMES or any(x <= a < y for x, y, *_ in dropped):
             continue
@@ -395,7 +158,7 @@ def _language_labels(text: str, dropped: list[Span]) -> list[Span]:
 _LONE_LABEL: Final = re.compile(r"[ \t]*+(?:\*\*)?([^\W\d_][\w'’.\-]{0,30})(?:\*\*)?[ \t]*+[:：](?:\*\*)?[ \t]*+")
 """A line that is one word and a colon (``Dati:``, ``**Reply:**``)."""
 _LONE_LABEL_LINE: Final = re.compile(rf"^{_LONE_LABEL.pattern}$", re.M)
-_FORM_OR_JSON: Final = re.compile(rf"{_FORM_START.pattern}|[ \t]*+\{{", re.I)
+_FORM_OR_JSON: Final = re.compile(rf"{FORM_START.pattern}|[ \t]*+\{{", re.I)
 
 
 def _lone_labels(text: str, dropped: list[Span]) -> list[Span]:
@@ -426,7 +189,7 @@ _JSON_NEXT: Final = re.compile(r"[ \t]*+(?:[{`~]|\[[ \t]*+(?:$|[{\[\"]))")
 def _preamble(text: str, dropped: list[Span]) -> list[Span]:
     """The reply's first line when it announces the reply (a preamble's word, ending in a colon) and the reply
     follows it on the next lines, not as JSON: ``CF636`` (no speech of the character's)."""
-    lines = [(a, b) for a, b in _lines(text) if text[a:b].strip() and not any(x <= a < y for x, y, *_ in dropped)]
+    lines = [(a, b) for a, b in line_spans(text) if text[a:b].strip() and not any(x <= a < y for x, y, *_ in dropped)]
     if len(lines) < 2:
         return []
     (a, b), (c, d) = lines[0], lines[1]
@@ -485,9 +248,9 @@ def _bounded(text: str, a: int, b: int, told: Told) -> tuple[int, int]:
     """A request form's span ``text[a:b]`` (as ``blocks`` finds it: one left open runs on) cut where another form
     opens on a line of its own, a label line stands or a JSON object begins, then at its last wrapper's closer."""
     end = b
-    for x, y in _lines(text[a:b])[1:]:
+    for x, y in line_spans(text[a:b])[1:]:
         line = text[a + x : a + y]
-        if _FORM_OPEN.match(line) or _label(line, told) is not None or line.lstrip().startswith("{"):
+        if FORM_OPEN.match(line) or label_of(line, told) is not None or line.lstrip().startswith("{"):
             end = a + x
             break
     closers = list(_WRAPPER_CLOSER.finditer(text, a, end))
@@ -664,7 +427,7 @@ def asked_forms(text: str, told: Told, *, after: bool) -> list[tuple[int, int]]:
     if not found:
         return []
     before = text[: found[0][0]].strip()
-    if not (after or before) or (before and _label(before, told) == "character"):
+    if not (after or before) or (before and label_of(before, told) == "character"):
         return []
     chats = [c for a, b in found for c in _chats_of(text, a, b)]
     if chats and found[-1][1] == len(text.rstrip()) and not re.search(r"[.!?…。！？]\W*\Z", chats[-1][0]):
@@ -697,425 +460,16 @@ def _the_players(form: str, told: Told) -> bool:
     word for word, nearly, or reworded."""
     for line in form.split("\n"):
         n = normal(line)
-        if len(n) < _MIN_LINE:
+        if len(n) < MIN_LINE:
             continue
         if n in told.player or nearly_said(n, told.player, begun=True) or mostly_said(n, told.turn, told.request):
             return True
     return False
 
 
-def _lines(text: str) -> list[tuple[int, int]]:
-    """Each line of ``text`` as ``(start, end)`` (without its newline)."""
-    found, pos = [], 0
-    for line in text.split("\n"):
-        found.append((pos, pos + len(line)))
-        pos += len(line) + 1
-    return found
-
-
-def _label(line: str, told: Told) -> str | None:
-    """``player``, ``character`` or ``None``: whether ``line`` is nothing but a speaker label, and whose."""
-    m = _LABEL.match(line)
-    if m is None:
-        return None
-    name = m.group("name").strip().casefold()
-    generic = name in GENERIC_PLAYER or name in GENERIC_CHARACTER
-    if not m.group("colon") and generic and name not in _BARE:
-        return None  # "You" alone on a line is a word; "User:" and "user" are labels
-    return _whose(name, told)
-
-
-def label_of(line: str, told: Told) -> str | None:
-    """``player``, ``character`` or ``None``: whether ``line`` is nothing but a speaker label, and whose."""
-    return _label(line, told)
-
-
 def opens_second_person(line: str) -> bool:
     """Whether ``line`` opens with a word of the second person (``You're in character…``: the prompt's voice)."""
     return _SECOND_PERSON.match(line.lstrip()) is not None
-
-
-def _whose(name: str, told: Told) -> str | None:
-    """``player``, ``character`` or ``None``: whose label ``name`` (case folded) is. The player's label in another
-    spelling or language (``Client`` for ``Cliente``: one begins the other, two letters more at most) is theirs
-    (found by the sixth set's #37)."""
-    if name in told.player_labels:
-        return "player"
-    if name in told.character_labels:
-        return "character"
-    if len(name) >= _SAME_LABEL and any(_respelled(name, label) for label in told.player_names):
-        return "player"
-    return None
-
-
-_SAME_LABEL: Final = 4
-"""Letters from which a label that begins another (``Client``, ``Cliente``) is the same label respelled."""
-
-
-def _respelled(name: str, label: str) -> bool:
-    short, long = sorted((name, label), key=len)
-    return name.isalpha() and len(short) >= _SAME_LABEL and long.startswith(short) and len(long) - len(short) <= 2
-
-
-def _prompt_lines(text: str, told: Told) -> list[Span]:
-    """Lines of the prompt echoed (``CF631``), and Markdown sections where the prompt is written in them."""
-    scan = _PromptScan(text, told)
-    for a, b in _lines(text):
-        if a >= scan.skip:
-            scan.line(a, b)
-    return scan.end()
-
-
-class _PromptScan:
-    """What ``_prompt_lines`` knows as it reads a reply line by line, and its spans."""
-
-    def __init__(self, text: str, told: Told) -> None:
-        self.text, self.told = text, told
-        self.spans: list[Span] = []
-        self.section: int | None = None  # where the section being dropped began
-        self.echoed = False  # the reply began by echoing the prompt: what looks like the prompt's goes on being it
-        self.content = False  # a line of the reply's own was read
-        self.fenced = False  # inside a code fence: a ``#`` line is a comment of the code, no heading
-        self.listing = False  # the line before was the prompt's imitated (an item of its lists, a line of it)
-        self.item = _Item()  # (inside a section: a form indented under an item of its list is the item's example)
-        self.wrapped = ""  # the line before, echoed whole or as the start of one of the prompt's lines: it may go on
-        self.intro = False  # (inside a section: its last line of words ends in a colon, introducing what follows)
-        self.example = False  # (inside a section: the player's form it introduced and what follows it, its example)
-        self.skip = 0  # (the end of lines already dropped whole: the prompt continued over them)
-        self.asked = 0  # (the end of the run of lines ``_asks_the_writer`` last read)
-
-    def line(self, a: int, b: int) -> None:
-        """Read the line ``text[a:b]``."""
-        line = self.text[a:b]
-        before, self.wrapped = self.wrapped, ""
-        if _FENCE.match(line):
-            self.fenced = not self.fenced
-        if self._structure(a, line) or self._imitated(a, b, line, before):
-            return
-        self.listing = self.listing and not line.strip()
-        self.content = self.content or bool(line.strip())
-
-    def end(self) -> list[Span]:
-        """The spans, a section still open at the end dropped to it."""
-        if self.section is not None:
-            self.spans.append((self.section, len(self.text), "CF631", _SECTION))
-        return self.spans
-
-    def _close_section(self, a: int) -> None:
-        if self.section is not None:
-            self.spans.append((self.section, a, "CF631", _SECTION))
-            self.section = None
-
-    def _structure(self, a: int, line: str) -> bool:
-        """Labels, request forms, headings and the sections they open: whether the line is read (a label, a heading,
-        a line inside a section)."""
-        told = self.told
-        if _label(line, told) is not None or _REPLY_START.match(line) is not None:
-            self.listing = False
-            self._close_section(a)
-            return True
-        section = self.section
-        if section is not None and line.strip():  # (the section's example: the player's form after its colon)
-            self.example = self.example or (self.intro and _FORM_OPEN.match(line) is not None)
-            self.intro = line.rstrip().endswith((":", "："))
-        elif not line.strip():
-            self.example = False  # (a blank line ends an example; what follows is the section's or a reply's)
-        nested = section is not None and (self.item(line) or _ITEM_FORM.match(line) is not None or self.example)
-        if _FORM_START.match(line) and not _form_debris(line) and not nested and not _form_named(line, section):
-            self.content = True  # the request form: the form reader's (the player's turn or the character's reply)
-            self._close_section(a)  # ... which no section of the prompt's imitated runs over
-        if told.sections and not self.fenced and _HEADING.match(line) and not _REASONING_HEADING.match(line):
-            if self.section is None:
-                self.section, self.item.indent = a, None
-            self.intro, self.example = line.rstrip().endswith((":", "：")), False
-            return True
-        return self.section is not None
-
-    def _imitated(self, a: int, b: int, line: str, before: str) -> bool:
-        """Whether the line is the prompt's, echoed, imitated or reworded (its span added)."""
-        told, spans = self.told, self.spans
-        # (a request form's own lines are the form reader's: the player's or the character's; the prompt's spec
-        # echoed inside a form left open is still the prompt's)
-        # (the items of a list the prompt's imitated go on being it, whatever their keys: ``- "anger": …`` then
-        # ``- "disgust": …``; the fourth set's #27, #92)
-        if (key := _list_key(line)) is not None and (self.listing or _key(key) in told.keys):
-            spans.append((a, b, "CF631", f"a list item of the prompt's imitated: {line.strip()[:40]!r} dropped"))
-            self.listing = True
-            return True
-        if (field := _FIELD.match(line)) is not None and field.group(1).casefold() in told.fields:
-            # (``Scenario: Deckhand enters the harbor…`` for the prompt's ``Scenario: …``: the sixth set's #67)
-            spans.append((a, b, "CF631", f"a field of the prompt's imitated: {line.strip()[:40]!r} dropped"))
-            self.listing = True
-            return True
-        if told.tag_spec and _TAG_SPEC.match(line):
-            spans.append((a, b, "CF631", f"a line of the prompt's tag list imitated: {line.strip()[:40]!r} dropped"))
-            self.listing = True
-            return True
-        if before and (n := normal(line)) and f"{before} {n}" in told.text and _TAG.search(line) is None:
-            # (a line of the prompt's wrapped over two lines, its end alone on the second: the eighth set's #94)
-            spans.append((a, b, "CF631", f"the end of a line of the prompt's echoed: {line.strip()[:40]!r} dropped"))
-            return True
-        if _echoes(n := normal(line), told, last=b == len(self.text), retold=_TAG.search(line) is None) and not (
-            _TAG.search(line) is not None and f"\n{n}\n" in f"\n{told.own}\n"
-        ):  # (an element holding a line of the character's own, ``<act>`` of an action of the prompt's list: theirs;
-            # the eighth set's #39)
-            spans.append((a, b, "CF631", f"the prompt's own text echoed: {line.strip()[:40]!r} dropped"))
-            self.echoed, self.listing = self.echoed or not self.content, True
-            self.wrapped = n if n in told.text else ""
-            return True
-        if self.echoed and not self.content and (_spec_like(line) or _opens_as_prompt(line, told)):
-            spans.append((a, b, "CF631", f"the prompt continued: {line.strip()[:40]!r} dropped"))
-            return True
-        if self.echoed and not self.content and line.strip() and a >= self.asked:
-            # (questions to the model after the prompt echoed, ``how would you respond to User's response?``: the
-            # twelfth set's #92)
-            self.asked, found = _asks_the_writer(self.text, a, told)
-            if found:
-                message = f"the prompt continued, asking the writer for the reply: {line.strip()[:40]!r} dropped"
-                spans.append((a, self.asked, "CF631", message))
-                self.skip = self.asked
-                return True
-        if not self.content and _reworded(line, told):
-            # (``You are Tock, a fortune-teller… Speak to her and never describe her actions.``: the twelfth set's #97;
-            # a quotation its colon introduces, ``…you say: "Ah, …"``, is the character's line: left to be read)
-            said = _SAID.search(line)
-            message = f"the prompt reworded, the character named in its words: {line.strip()[:40]!r} dropped"
-            spans.append((a, a + said.end() if said else b, "CF631", message))
-            self.echoed, self.listing, self.content = True, said is None, said is not None
-            return True
-        return False
-
-
-_ITEM_FORM: Final = re.compile(rf"[ \t]*+[-*•][ \t]*+[<＜]\s*+(?:{FORM_WRAPPER}|chat)\b", re.I)
-"""A list item holding a request form (``- <user_chat>What is…``): inside a section imitating the prompt, an item
-of its list (the options of an imitated task), no form that ends the section (the twelfth set's #77)."""
-_REPLY_WORDS: Final = (
-    r"respon(?:d|se)|repl(?:y|ies)|answer|message|risposta|rispondere|r[ée]ponse|r[ée]pondre|respuesta|responder"
-    r"|resposta|antwort(?:en)?|antwoord(?:en)?|ответ\w*|odpowied\w*|yanıt\w*|cevap\w*"
-)
-
-
-def _asks_the_writer(text: str, a: int, told: Told) -> tuple[int, bool]:
-    """Where the run of lines of words from ``a`` (after the prompt echoed, nothing of the reply's read) ends, when a
-    sentence of it speaks of the reply to the player by the prompt's name for them, in the third person (``how would
-    you respond to User's response?``, ``answer User's message``, ``la risposta di Deckhand``): the prompt going on
-    with questions to the writer, never the character's speech (who speaks to the player, not of them; the twelfth
-    set's #92): the run's end and whether one does. The run ends before a label, a form, a heading or a JSON reply."""
-    names = told.player_labels | told.player_names
-    end = a
-    for x, y in _lines(text[a:]):
-        line = text[a + x : a + y]
-        starts = (_REPLY_START, _FORM_START, _HEADING)
-        if line.strip() and (_label(line, told) is not None or any(p.match(line) for p in starts)):
-            break
-        if line.strip():
-            end = a + y
-    if not names:
-        return max(end, a + 1), False
-    run = text[a:end]
-    said = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    about = re.compile(
-        rf"(?<![\w'’])(?:(?:{said})['’]s[ \t]+(?:\w+[ \t]+)?(?:{_REPLY_WORDS})"
-        rf"|(?:{_REPLY_WORDS})[ \t]+(?:to|di|de|del|à|a|an|auf|op|на)[ \t]+(?:{said}))(?![\w'’])",
-        re.I,
-    )
-    return max(end, a + 1), about.search(run) is not None
-
-
-_SAID: Final = re.compile(r"[:：][ \t]*+(?=[\"“«„「])")
-"""The colon that introduces a quotation: what the prompt reworded tells the character to say, said."""
-_NAMED_WORDS: Final = 4
-"""Words, the character's name last, from which a line that begins as a line of the prompt does is it reworded."""
-
-
-def _reworded(line: str, told: Told) -> bool:
-    """Whether ``line`` (no tag in it) begins as one of the prompt's lines does up to the character's own name, a
-    word or more before it and a mark or its end after it (``You are Tock, a fortune-teller in a glass booth…`` for
-    the prompt's ``You are Tock, a fortune-telling automaton…``; ``Sei Luca.``): the prompt told again in other
-    words, the character named in the second person as the prompt names them. The character names others (``You are
-    late, Deckhand.``) and tells of themself (``Tock is tired.``: no word before the name), never so."""
-    names = told.names | (told.character_labels - GENERIC_CHARACTER)  # (``Kaspar:`` before the few-shot replies)
-    if not names or _TAG.search(line) is not None:
-        return False
-    n = normal(line)
-    for name in names:
-        m = re.search(rf"(?<![\w'’]){re.escape(name)}(?=[,.;:!?—–]|$)", n)
-        if m is None or m.start() == 0:
-            continue
-        head = n[: m.start()].split()
-        if len(head) >= _NAMED_WORDS or any(w.strip(",.") in names for w in head):
-            continue
-        if f"\n{n[: m.end()]}" in f"\n{told.text}":
-            return True
-    return False
-
-
-class _Item:
-    """The indentation of the last item of a list (``- when to say it:``, ``1) Put…:``) in a section imitating the
-    prompt: a request form indented under it is that item's example (the section's: its chats are no one's turn,
-    the character's least of all; the tenth set's #75 and #90), one at the item's indentation or less ends the
-    section, as any form does. Called with each line of a section, in order: whether it is such a form."""
-
-    __slots__ = ("indent",)
-
-    def __init__(self) -> None:
-        self.indent: int | None = None
-
-    def __call__(self, line: str) -> bool:
-        indent = len(line) - len(line.lstrip(" \t"))
-        if _FORM_START.match(line) is not None:
-            return self.indent is not None and indent > self.indent
-        if _SPEC_LINE.match(line.strip()) is not None:
-            self.indent = indent
-        return False
-
-
-_FORM_WORD: Final = re.compile(r"[^\W\d_]{2}")
-
-
-def _form_debris(line: str) -> bool:
-    """Whether ``line`` is the request form's tags closed on their line around no word (``<user_chat>b</user_chat>
-    <user_chat>e</user_chat>``, a letter each): a mangled item of a section imitating the prompt, no form that ends
-    the section (found by the seventh set's #78)."""
-    if "/" not in line:
-        return False
-    closed = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
-    return bool(closed) and _FORM_WORD.search(CHAT_ELEMENT.sub(" ", line)) is None
-
-
-def _form_named(line: str, section: int | None) -> bool:
-    """Whether ``line``, in a section imitating the prompt, names a tag of the form in words: the form's element
-    closed on its line and words of a sentence right after its closer (``* <user_chat>token</user_chat> for the
-    current user. This is…``), an item of the section's list, no form that ends the section (the eighth set's #94)."""
-    if section is None or "/" not in line:
-        return False
-    closers = [m for m in CHAT_ELEMENT.finditer(line) if m.group(1) is not None]
-    return bool(closers) and _FORM_WORD.search(line[closers[-1].end() :].split("<", 1)[0]) is not None
-
-
-def _list_key(line: str) -> re.Match[str] | None:
-    """The key of a list item (``_LIST_KEY``) or of a numbered item quoted (``_NUMBERED_KEY``) ``line`` is."""
-    return _LIST_KEY.match(line) or _NUMBERED_KEY.match(line)
-
-
-def _key(m: re.Match[str]) -> str:
-    """A list item's key as compared: ``"order"``, ``calm``."""
-    return m.group(1).rstrip(":= \t").strip().strip('"').casefold()
-
-
-# The steps of the echo test (``_echoes``), in the order it takes them, each with the length of line from which it
-# holds; ``_told`` indexes the prompt's lines by the same bounds (``Told.starts``, ``Told.long``).
-_MIN_LINE: Final = 12
-"""Characters from which a line of the reply that is a line of the prompt is its echo (shorter: a tag, a word)."""
-_MIN_PART: Final = 24
-"""Characters from which a line that is a part of the prompt's text (cut, or run over two lines) is its echo."""
-_SAME_START: Final = 32
-"""Characters from which a line that begins as one of the prompt's lines does is its echo, whatever follows."""
-_NEARLY_FROM: Final = 40
-_NEARLY: Final = 0.9
-"""A line this long is the prompt's when it is this close to one of its lines (``difflib``'s ratio)."""
-
-
-def _echoes(n: str, told: Told, *, last: bool, retold: bool = True) -> bool:
-    """Whether ``n`` (a line as ``normal`` writes it) echoes the prompt: one of its lines, a part of one (cut,
-    or run over two lines), a line begun as one of its lines begins, or nearly one (a word changed); with
-    ``retold``, its sentences retold too (a line holding elements is none: the character's reply, its words
-    the prompt's examples or actions perhaps; the eighth set's #79)."""
-    if len(n) < _MIN_LINE:
-        return False
-    if n in told.lines or (len(n) >= _MIN_PART and n in told.text) or (last and _begins_a_line(n, told)):
-        return True
-    if len(n) >= _SAME_START and n[:_SAME_START] in told.starts:
-        return True
-    if introduces(told, n):  # (the persona told in the character's own voice, ``Ich bin Lukas, …``, is theirs)
-        return False
-    return (
-        _retold(n, told)
-        or (retold and _sentences_retold(n, told))
-        or (len(n) >= _NEARLY_FROM and bool(difflib.get_close_matches(n, told.long, n=1, cutoff=_NEARLY)))
-    )
-
-
-_RETOLD_WORDS: Final = 3
-"""Words at either end of a line that may be changed (translated, reworded) while the rest is the prompt's line."""
-
-
-def _retold(n: str, told: Told) -> bool:
-    """Whether ``n`` is a line of the prompt with a few words at its start or its end changed (``Du bist Lukas.
-    Stay in character at all times.`` for ``You are Lukas. …``): what is left, ``_MIN_PART`` characters or more
-    and most of the line, is a part of the prompt's text."""
-    found = n.split(" ")
-    for k in range(1, min(_RETOLD_WORDS, len(found) - 1) + 1):
-        for rest in (" ".join(found[k:]), " ".join(found[:-k])):
-            if len(rest) >= _MIN_PART and 3 * len(rest) >= 2 * len(n) and rest in told.text:
-                return True
-    return False
-
-
-_RUN_WORDS: Final = 6
-"""Words in a row of the prompt's text (``_MIN_PART`` characters or more) from which a sentence retells it."""
-SENTENCE: Final = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+|$)")
-"""A sentence with its end marks (the last one perhaps without)."""
-_FIRST_PERSON: Final = re.compile(
-    r"(?:^|[^\w'])(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|us|ich|mein|meine|mich|mir|je|j'|moi|mon|ma|mes"
-    r"|io|mio|mia|ik|mijn|yo|mi|eu|meu|minha)(?![\w'])|私|僕|俺|わたし|我"
-)
-"""A sentence in the first person (English and a few languages): the character may tell their own persona."""
-
-
-def _sentences_retold(n: str, told: Told) -> bool:
-    """Whether most of ``n`` (two thirds of its characters) is sentences each holding a run of the prompt's words
-    (``He is a mountain guide who has led walkers over the high passes…`` of the card's ``Oskar is a mountain guide
-    from Tromsø who has led walkers…``): the prompt retold with words changed inside its lines, not only at their
-    ends; a sentence in the first person is the character's own (found by the seventh set's #28)."""
-    if len(n) < _NEARLY_FROM:
-        return False
-    covered = 0
-    for m in SENTENCE.finditer(n):
-        if _FIRST_PERSON.search(m.group()) is not None or not _opened_as_told(m.group(), told):
-            continue  # (the character telling who they are in the prompt's words: theirs)
-        found = m.group().split()
-        for k in range(len(found) - _RUN_WORDS + 1):
-            run = " ".join(found[k : k + _RUN_WORDS])
-            if len(run) >= _MIN_PART and run in told.text and run not in told.own:
-                covered += len(m.group())
-                break
-    return 3 * covered >= 2 * len(n)
-
-
-def _opened_as_told(sentence: str, told: Told) -> bool:
-    """Whether ``sentence`` opens as the prompt writes: one of its first two words (its subject and verb, mostly)
-    is a word of the prompt's own lines. The prompt tells the persona in the second or third person and its own
-    lines leave the character's replies out, so a sentence whose subject and verb the prompt never writes speaks in
-    another voice, whatever its language (``Ik ben…`` for the prompt's ``Jij bent…``): the character's, not the
-    prompt retold; ``He is…`` for ``Oskar is…`` keeps the prompt's verb (found by the eighth set's #79)."""
-    return not (found := _VOCAB.findall(sentence)[:2]) or any(w in told.vocab for w in found)
-
-
-def _spec_like(line: str) -> bool:
-    """A line written as the prompt's spec is: a list item, a ``"key": value``, a line ending in a colon."""
-    stripped = line.strip()
-    return bool(stripped) and (_SPEC_LINE.match(stripped) is not None or stripped.endswith((":", "：")))
-
-
-_OPENING_WORDS: Final = 4
-"""Words from which a line opens as the prompt's when its first two words are those of one of the prompt's lines
-of as many words (``Told.openings``)."""
-
-
-def _opens_as_prompt(line: str, told: Told) -> bool:
-    """A line of four words or more whose first two are those of one of the prompt's lines (``You are 16, …``)."""
-    found = normal(line).split()
-    return len(found) >= _OPENING_WORDS and " ".join(found[:2]) in told.openings
-
-
-def _begins_a_line(n: str, told: Told) -> bool:
-    """Whether ``n`` (the reply's last line, cut off there) is the beginning of one of the prompt's lines."""
-    at = told.text.find(n)
-    return at >= 0 and (at == 0 or told.text[at - 1] == "\n")
-
-
-_SECTION: Final = "a section written after a heading, as the prompt's are: the prompt imitated, dropped"
 
 
 def _turns(text: str, told: Told, dropped: list[Span]) -> list[Span]:
@@ -1208,7 +562,7 @@ def _prompts_voice(text: str, at: int, dropped: list[Span]) -> list[tuple[int, i
     #81 in another shape). Text of the character's own before the turns (no line so opened first) is none: ``[]``."""
     found: list[tuple[int, int]] = []
     voiced = False
-    for a, b in _lines(text[:at]):
+    for a, b in line_spans(text[:at]):
         if any(x < b and a < y for x, y, *_ in dropped) or not _has_content(text, a, b, dropped):
             continue
         words = len(text[a:b].split())
@@ -1225,14 +579,14 @@ def _turn_alone(text: str, start: int, end: int, dropped: list[Span]) -> int:
     shares its line with the turn's words (``Player: hi``), else at the end of its paragraph — where words follow
     (``Player: hi`` / ``<emo>grumpy</emo>…``: the reply, never every line dropped); at the end of ``text`` when none
     do (a turn alone, or a request form: the player's whatever follows)."""
-    if start == end or _FORM_START.match(text, start) is not None or _FORM_START.match(text, _next_words(text, end)):
+    if start == end or FORM_START.match(text, start) is not None or FORM_START.match(text, _next_words(text, end)):
         return len(text)
     if text[end:].split("\n", 1)[0].strip():
         stop = text.find("\n", end)
     else:
         blank = _BLANK_AFTER.search(text, end)
         stop = blank.end() if blank is not None else -1
-    if stop < 0 or _FORM_START.match(text, stop + 1) is not None or not _has_content(text, stop, len(text), dropped):
+    if stop < 0 or FORM_START.match(text, stop + 1) is not None or not _has_content(text, stop, len(text), dropped):
         return len(text)
     return stop
 
@@ -1258,7 +612,7 @@ def _sentence_tail(text: str, end: int, dropped: list[Span]) -> tuple[int, int] 
     """The span of the one line of content before the first turn when it is only the end of a sentence (``you.``,
     what the model went on with from the prompt's last words, then ``<user_chats>…`` and ``Quill:`` and the reply):
     no reply began there (found by the fourth set's #92), or ``None``."""
-    found = [(a, b) for a, b in _lines(text[:end]) if _has_content(text, a, b, dropped)]
+    found = [(a, b) for a, b in line_spans(text[:end]) if _has_content(text, a, b, dropped)]
     if len(found) != 1:
         return None
     a, b = found[0]
@@ -1280,14 +634,14 @@ def _lead_in(text: str, end: int, dropped: list[Span]) -> tuple[int, int] | None
     default for this example is:``), a title of a few words with no sentence's end (``The Fairgoer``), or a word
     or two in a tag (``<user_chat>hollis</user_chat>``). No reply began there (found by the tenth set's #20, #53,
     #68 and the ninth set's #99), or ``None``."""
-    found = [(a, b) for a, b in _lines(text[:end]) if _has_content(text, a, b, dropped)]
+    found = [(a, b) for a, b in line_spans(text[:end]) if _has_content(text, a, b, dropped)]
     if len(found) != 1:
         return None
     a, b = found[0]
     if any(x < b and a < y for x, y, *_ in dropped):
         return None
     line = text[a:b]
-    said = _TAG.sub(" ", line).split()
+    said = TAG_MARKUP.sub(" ", line).split()
     if not said:
         return None
     if said[-1].endswith((":", "：")):
@@ -1295,7 +649,7 @@ def _lead_in(text: str, end: int, dropped: list[Span]) -> tuple[int, int] | None
     if len(said) > _TITLE_WORDS or _SENTENCE_END.search(said[-1]) is not None:
         return None
     titled = all(w[:1].isupper() or not w[:1].isalpha() for w in said)
-    return (a, b) if titled or _TAG.search(line) is not None else None
+    return (a, b) if titled or TAG_MARKUP.search(line) is not None else None
 
 
 def _turn_marks(text: str, told: Told, dropped: list[Span]) -> list[tuple[int, int, str]]:
@@ -1334,17 +688,17 @@ def _echo_after_reply(text: str, since: int, told: Told, dropped: list[Span]) ->
 
 
 def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:
-    """Speaker labels: lines that are only one (``_label``), and labels that share their line with the turn's
-    text (``_INLINE``; ``end`` is then where the label ends): a told or generic name's, or an unknown name's
+    """Speaker labels: lines that are only one (``label_of``), and labels that share their line with the turn's
+    text (``INLINE_LABEL``; ``end`` is then where the label ends): a told or generic name's, or an unknown name's
     where two labelled lines of different names follow each other, the first after a blank line, a JSON
     reply (a transcript: the first is the player's, the second the character's). A field
     label (``Emotion: annoyed``: a tag's synonym) is no speaker's."""
-    lines = _lines(text)
+    lines = line_spans(text)
     found: list[tuple[int, int, str]] = []
     for k, (a, b) in enumerate(lines):
-        if (kind := _label(text[a:b], told)) is not None:
+        if (kind := label_of(text[a:b], told)) is not None:
             found.append((a, b, kind))
-        elif (m := _INLINE.match(text, a, b)) is not None and (kind := _inline_kind(m, told)) is not None:
+        elif (m := INLINE_LABEL.match(text, a, b)) is not None and (kind := _inline_kind(m, told)) is not None:
             end = m.end()
             if (again := _LABEL_AGAIN.match(text, end, b)) is not None and again.group(1).casefold() == m.group(
                 "name"
@@ -1355,7 +709,7 @@ def _labels(text: str, told: Told) -> list[tuple[int, int, str]]:
         elif m is not None and _FIELD_WORD.search(m.group("name")) is None and _opens_transcript(text, lines, k):
             found.append((a, a, "player"))
             c, d = lines[k + 1]
-            if (second := _INLINE.match(text, c, d)) is not None:
+            if (second := INLINE_LABEL.match(text, c, d)) is not None:
                 found.append((c, second.end(), "character"))
     return sorted(set(found + _other_speaker(text, lines, found)))
 
@@ -1377,7 +731,7 @@ def _labels_within(text: str, start: int, end: int, told: Told) -> list[tuple[in
     each where the quotation it opens begins: the next turn, written on the same line (the eighth set's #29)."""
     found: list[tuple[int, int, str]] = []
     for m in _LABEL_WITHIN.finditer(text, start, end):
-        if _whose(m.group("name").strip().casefold(), told) == "character":
+        if whose_label(m.group("name").strip().casefold(), told) == "character":
             found.append((m.start("name") - (2 if text.startswith("**", m.start("name") - 2) else 0), m.end(),
                           "character"))  # fmt: skip
     return found
@@ -1401,7 +755,7 @@ def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[in
             continue
         for j in (i + 1, i - 1):
             if 0 <= j < len(words) and lines[words[j]][0] not in starts:
-                m = _INLINE.match(text, *lines[words[j]])
+                m = INLINE_LABEL.match(text, *lines[words[j]])
                 if m is not None and _FIELD_WORD.search(m.group("name")) is None:
                     name = m.group("name").strip().casefold()
                     break
@@ -1411,7 +765,7 @@ def _other_speaker(text: str, lines: list[tuple[int, int]], found: list[tuple[in
         name = _labels_json(text, lines, words, starts)  # (a transcript the role's turn opens: no text before it)
     if name is None:
         return []
-    labelled = ((a, m) for a, b in lines if (m := _INLINE.match(text, a, b) or _LABEL.fullmatch(text, a, b)))
+    labelled = ((a, m) for a, b in lines if (m := INLINE_LABEL.match(text, a, b) or LABEL_LINE.fullmatch(text, a, b)))
     return [(a, m.end(), other) for a, m in labelled if m.group("name").strip().casefold() == name]
 
 
@@ -1422,7 +776,7 @@ def _labels_json(text: str, lines: list[tuple[int, int]], words: list[int], star
     turn ran over the reply, and the reply was lost)."""
     for i, k in enumerate(words[:-1]):
         a, b = lines[k]
-        if a in starts or (m := _PROMPT_LABEL.fullmatch(text, a, b)) is None or _FIELD_WORD.search(m.group(1)):
+        if a in starts or (m := PROMPT_LABEL.fullmatch(text, a, b)) is None or _FIELD_WORD.search(m.group(1)):
             continue
         c, d = lines[words[i + 1]]
         if text[c:d].lstrip().startswith("{"):
@@ -1439,8 +793,8 @@ _AFTER_JSON: Final = re.compile(r"[}\]`][ \t]*+$")
 
 
 def _inline_kind(m: re.Match[str], told: Told) -> str | None:
-    """``player``, ``character`` or ``None``: whose label ``m`` (an ``_INLINE`` match) is, by its name."""
-    return _whose(m.group("name").strip().casefold(), told)
+    """``player``, ``character`` or ``None``: whose label ``m`` (an ``INLINE_LABEL`` match) is, by its name."""
+    return whose_label(m.group("name").strip().casefold(), told)
 
 
 def _opens_transcript(text: str, lines: list[tuple[int, int]], k: int) -> bool:
@@ -1449,9 +803,9 @@ def _opens_transcript(text: str, lines: list[tuple[int, int]], k: int) -> bool:
     a, b = lines[k]
     if k + 1 >= len(lines):
         return False
-    first = _INLINE.match(text, a, b)
+    first = INLINE_LABEL.match(text, a, b)
     c, d = lines[k + 1]
-    second = _INLINE.match(text, c, d)
+    second = INLINE_LABEL.match(text, c, d)
     if first is None or second is None or _FIELD_WORD.search(second.group("name")) is not None:
         return False
     if first.group("name").casefold() == second.group("name").casefold():
@@ -1476,14 +830,14 @@ def lines_held(text: str) -> int:
     lines = text.split("\n")
 
     def label(line: str) -> bool:
-        m = _INLINE.match(line)
+        m = INLINE_LABEL.match(line)
         return m is not None and _FIELD_WORD.search(m.group("name")) is None
 
     def may_label(line: str) -> bool:
         return _NAME_SO_FAR.match(line) is not None or label(line)
 
     def role(line: str) -> bool:  # a line a role labels (``Player: hi``): the next labelled line is the other's
-        m = _INLINE.match(line) or _LABEL.match(line)
+        m = INLINE_LABEL.match(line) or LABEL_LINE.match(line)
         name = m.group("name").strip().casefold() if m is not None else ""
         return name in GENERIC_PLAYER or name in GENERIC_CHARACTER
 
@@ -1537,14 +891,14 @@ def _bare_opener(text: str, since: int, at: int, dropped: list[Span]) -> int | N
     player's turn, written as a line: their imagined turn, and the labelled reply after it the character's
     imagined next one (found by the thirteenth set's #19). A form holding the character's elements is no such
     turn."""
-    lines = _lines(text[since:at])
+    lines = line_spans(text[since:at])
     for k, (a, b) in enumerate(lines):
         if _BARE_OPENER.match(text, since + a, since + b) is None:
             continue
         after = [(since + x, since + y) for x, y in lines[k + 1 :]]
         if not any(_has_content(text, x, y, dropped) for x, y in after):
             return None
-        if any(_TAG.search(text, x, y) is not None for x, y in after):
+        if any(TAG_MARKUP.search(text, x, y) is not None for x, y in after):
             return None
         return since + a if _has_content(text, 0, since + a, dropped) else None
     return None
@@ -1554,11 +908,11 @@ def _form_before(text: str, since: int, at: int) -> int | None:
     """Where the request form written right before ``at`` begins (its lines and the lines of any form right
     before it: nothing but tags, each line), when it follows ``since``; or ``None``."""
     found = None
-    for a, b in reversed(_lines(text[since:at])):
+    for a, b in reversed(line_spans(text[since:at])):
         line = text[since + a : since + b]
         if not _FORM_LINE.match(line):
             break
-        if _FORM_OPEN.match(line):
+        if FORM_OPEN.match(line):
             found = since + a
     return found
 
@@ -1566,7 +920,7 @@ def _form_before(text: str, since: int, at: int) -> int | None:
 def _has_own_line(text: str, end: int, dropped: list[Span]) -> bool:
     """Whether ``text[:end]``, less what is dropped, holds a line of words that is not written as the prompt's
     spec is (``- "message": …``): words of the reply's own."""
-    return any(_has_content(text, a, b, dropped) and not _spec_like(text[a:b]) for a, b in _lines(text[:end]))
+    return any(_has_content(text, a, b, dropped) and not spec_like(text[a:b]) for a, b in line_spans(text[:end]))
 
 
 def _has_content(text: str, start: int, end: int, dropped: list[Span]) -> bool:

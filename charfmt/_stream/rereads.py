@@ -17,7 +17,8 @@ from typing import Any, Final
 
 from charfmt._lenient.fields import PLACEHOLDER_BODY
 from charfmt._lenient.prose import dialogue_decided
-from charfmt._lenient.turns import learn, lines_held
+from charfmt._lenient.told import learn
+from charfmt._lenient.turns import lines_held
 from charfmt.events import Event, Reasoning, segment_events
 from charfmt.models import Chat, Reply, Segment
 from charfmt.parser import parse

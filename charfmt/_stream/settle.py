@@ -27,7 +27,7 @@ from typing import Final
 
 from charfmt._lenient.prose import dialogue_decided
 from charfmt._lenient.state import SAID_FROM, normal
-from charfmt._lenient.turns import learn
+from charfmt._lenient.told import learn
 from charfmt._lenient.words import said_to_someone, speech_whatever_follows
 from charfmt.models import Reply
 from charfmt.tags import TagTable

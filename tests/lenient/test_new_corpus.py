@@ -36,7 +36,7 @@ from test_stream_events import _batch_events, _observed, _stream
 
 import charfmt
 from charfmt._lenient.state import normal, words
-from charfmt._lenient.turns import learn
+from charfmt._lenient.told import learn
 from charfmt.parser import prompt_texts, turn_lines
 from charfmt.prompt.character import Character
 from charfmt.prompt.scene import Scene

@@ -7,7 +7,7 @@ never answers otherwise than what it stands in for, whatever the text.
   tried at every character) over text that holds none of what every marker holds: each match
   of ``SCAFFOLDING`` must hold a match of the hint, and ``scaffolding`` (which tests it first) drops each;
 - ``turns._TAG_OR_WORD`` finds a word outside tags in one scan that stops at the first, where
-  ``_TAG.sub`` rewrote the whole text first.
+  ``TAG_MARKUP.sub`` rewrote the whole text first.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from charfmt import _control_strings as cs
 from charfmt._lenient.marks import SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.scaffolding import scaffolding
-from charfmt._lenient.turns import _TAG, _TAG_OR_WORD, _WORD
+from charfmt._lenient.told import TAG_MARKUP
+from charfmt._lenient.turns import _TAG_OR_WORD, _WORD
 
 _PIECES = (
     *cs.CONTROL_STRINGS,
@@ -69,4 +70,4 @@ def test_the_hint_misses_ordinary_text_and_tags() -> None:
 @example("_ <_>")
 def test_a_word_outside_tags_is_found_as_the_tags_removed_would_show_it(text: str) -> None:
     scanned = any(m.group("word") is not None for m in _TAG_OR_WORD.finditer(text))
-    assert scanned == (_WORD.search(_TAG.sub(" ", text)) is not None)
+    assert scanned == (_WORD.search(TAG_MARKUP.sub(" ", text)) is not None)

@@ -12,12 +12,14 @@ a request form holding them. ``meta_text`` finds, in the whole input:
 - a line opened by the player named in the third person (``The user…``, ``A player's…``) that
   neither speaks (``I``, ``my``) nor addresses anyone (``you``): text about the player, dropped
   (``CF601``);
-- the reply's first line about the reply itself (``The message is in the format of a horoscope.``, ``The response
-  follows…``), speaking neither ``I`` nor ``you``: an assistant describing what it writes, dropped (``CF601``).
+- the reply's first line about the reply itself and its making (``The message is in the format of a horoscope.``,
+  ``The response follows the template…``), speaking neither ``I`` nor ``you``: an assistant describing what it
+  writes, dropped (``CF601``); ``The answer is no.`` and ``The message is clear: …`` are the character's.
 
-Only where the prompt casts one character: a scene's narrator tells what the player does
-(``The player walks in``). A line that speaks (``The player here pays first, you know.``), a
-narration's words that are no quote and every line not opened so read as before.
+Only where the prompt casts one character: a scene's narrator tells what the player does (``The
+player walks in``). A compound noun (``The player piano…``, ``The user manual…``) is a thing, not
+the player. A line that speaks (``The player here pays first, you know.``), a narration's words that
+are no quote and every line not opened so read as before.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ _FORM: Final = re.compile(rf"[ \t]*+<[ \t]*+(?:{FORM_ELEMENT})\b", re.I)
 _FORM_END: Final = re.compile(rf"<[ \t]*+/[ \t]*+(?:{FORM_ELEMENT})[ \t]*+>", re.I)
 _ABOUT: Final = re.compile(rf"^[ \t]*+{_THE_PLAYER}(?:['’]s)?\b(?![ \t]*+[:\-])[^\n]*+", re.I | re.M)
 """A line opened by the player named in the third person (``The user's tone is…``), not a label (``User:``)."""
+_COMPOUND: Final = re.compile(
+    rf"[ \t]*+{_THE_PLAYER}[ \t]++(?:manuals?|guides?|names?|interfaces?|accounts?|agreements?|base|experience|data|id"
+    r"|pianos?|characters?|cards?|count|numbers?|one|two|three|four|lists?|profiles?|controls?|settings?)\b",
+    re.I,
+)
+"""``the user`` or ``the player`` as the first word of a compound noun (``The player piano…``, ``The user manual…``):
+a thing a character may speak of, not the player."""
 _ABOUT_REPLY: Final = re.compile(
     r"\s*+((?:the|this)[ \t]++(?:message|response|reply|answer|output|format)[ \t]++"
     r"(?:is|was|will|should|must|has|contains|follows|uses|takes|reads)\b[^\n]*+)",
@@ -51,6 +60,13 @@ _ABOUT_REPLY: Final = re.compile(
 )
 """The reply's first line, about the reply itself (``The message is in the format of a horoscope.``): an assistant
 describing what it writes, not the character (the sixteenth set's #17; the ninth's #21 and #26)."""
+_REPLY_WORDS: Final = re.compile(
+    r"\b(?:format(?:ted)?|JSON|written|structured?|template|tags?|requested|below|following|as[ \t]++follows"
+    r"|in[ \t]++character|character|user|player)\b",
+    re.I,
+)
+"""A word of the reply's making (its format, its tags, what was requested): ``The answer is no.`` and ``The message is
+clear: leave town.`` are the character's, ``The message is in the format of a horoscope.`` an assistant's."""
 _SPEAKS: Final = re.compile(
     r"\b(?:I|I['’](?:m|ve|ll|d)|me|my|mine|myself|you|your|yours|you['’](?:re|ve|ll|d))\b", re.I
 )
@@ -74,10 +90,11 @@ def meta_text(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         said = "a lead-in narrating the player's words (The user asked:): they are the player's, dropped"
         spans.append((m.start(), _led(text, m.end()), "CF632", said))
     for m in _ABOUT.finditer(text, after):
-        if _SPEAKS.search(m.group()) is None:
+        if _SPEAKS.search(m.group()) is None and _COMPOUND.match(m.group()) is None:
             said = "text about the player in an assistant's voice (The user…): not the character's, dropped"
             spans.append((m.start(), m.end(), "CF601", said))
-    if (about := _ABOUT_REPLY.match(text, after)) is not None and _SPEAKS.search(about.group()) is None:
+    about = _ABOUT_REPLY.match(text, after)
+    if about is not None and _SPEAKS.search(about.group()) is None and _REPLY_WORDS.search(about.group(1)) is not None:
         said = "text about the reply in an assistant's voice (The message is…): not the character's, dropped"
         spans.append((about.start(1), about.end(), "CF601", said))
     kept: list[Span] = []

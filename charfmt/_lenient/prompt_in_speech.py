@@ -1,15 +1,15 @@
 """The prompt's own wording looped inside an element: the prompt imitated, not the character's words.
 
 A small model that imitates its prompt sometimes does so inside the character's speech: ``<msg>A little more than a
-chicken, but not much. Now you can eat! < as &lt; and > as &gt;. < as &lt; and > as &gt;, …</msg>`` (the prompt's
-``In text, write & as &amp;, < as &lt; and > as &gt;``, mangled and repeated; the sixteenth set's #62). The text of
-an element is cut into clauses (at ``.``, ``,``, ``;``, ``!``, ``?``, ``…``); a clause is the prompt's when, compared
+chicken, but not much. Now you can eat! < as &lt; and > as &gt;. < as &lt; and > as &gt;, …</msg>`` (the prompt's ``In
+text, write & as &amp;, < as &lt; and > as &gt;``, mangled and repeated; the sixteenth set's #62). The text of an
+element is cut into clauses (at ``.``, ``,``, ``;``, ``!``, ``?``, ``…``); a clause is the prompt's when, compared
 with its space, case and entities folded, it stands in the prompt's own lines (three words or more), and debris of it
-when it holds markup marks (``<``, ``>``, ``&``, ``/``) and no word that is not the prompt's
-(``<as&gt;and>as&lt;``). A run of such clauses is the prompt imitated — dropped (``CF631``), the character's words
-around it kept — when a clause of the prompt's stands in it twice (looped) or it is a sentence of its own (whole
-sentences, not a clause of one) whose clauses of the prompt's hold ``_LONG`` words (a sentence of the prompt's,
-written out). A short phrase of the prompt's said once (``the default``, ``what the character says``) is the
+when it holds markup marks (``<``, ``>``, ``&``, ``/``) and no word that is not the prompt's (``<as&gt;and>as&lt;``).
+A run of such clauses is the prompt imitated — dropped (``CF631``), the character's words around it kept — when a
+clause of the prompt's stands in it three times, or twice beside debris of its markup (looped), or it is a sentence of
+its own (whole sentences, not a clause of one) whose clauses of the prompt's hold ``_LONG`` words (a sentence of the
+prompt's, written out). A short phrase of the prompt's said once (``the default``, ``what the character says``) is the
 character's to say, kept.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from typing import Final
 
 from charfmt._grammar.lexical import decode_entities
@@ -32,6 +33,10 @@ _GAP: Final = re.compile(r"[ \t]{2,}")
 """The spaces left where a run was dropped between two of the character's words."""
 _WORDS_FROM: Final = 3
 """Words from which a clause standing in the prompt is its wording (fewer: anyone's)."""
+_LOOPED: Final = 3
+"""Times a clause of the prompt's stands in one run from which the run is the prompt looped; twice, with debris of
+its markup beside it (twice alone: the character may say a phrase again, ``A retired combat robot, a retired combat
+robot.``)."""
 _LONG: Final = 8
 """Words of the prompt's, in one run said once, from which the run is its sentence written out."""
 
@@ -106,7 +111,9 @@ def _runs(text: str, prompt: str, vocab: frozenset[str]) -> list[tuple[int, int]
         while j < len(clauses) and kinds[j] is not None:
             j += 1
         theirs = [c for c in kinds[k:j] if c is not None and c[0]]
-        looped = len({c for c, _n in theirs}) < len(theirs)
+        most = max(Counter(c for c, _n in theirs).values(), default=0)
+        debris = any(c is not None and not c[0] for c in kinds[k:j])
+        looped = most >= _LOOPED or (most >= 2 and debris)
         whole = (k == 0 or _ENDED.search(clauses[k - 1].group())) and (
             j == len(clauses) or _ENDED.search(clauses[j - 1].group())
         )  # (a sentence of the prompt's written out, not a clause of one of the character's: the sixteenth's #106)

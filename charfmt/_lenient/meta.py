@@ -17,9 +17,11 @@ a request form holding them. ``meta_text`` finds, in the whole input:
   writes, dropped (``CF601``); ``The answer is no.`` and ``The message is clear: …`` are the character's.
 
 Only where the prompt casts one character: a scene's narrator tells what the player does (``The
-player walks in``). A compound noun (``The player piano…``, ``The user manual…``) is a thing, not
-the player. A line that speaks (``The player here pays first, you know.``), a narration's words that
-are no quote and every line not opened so read as before.
+player walks in``). A compound noun (``The player piano…``, ``The user manual…``), a player the line
+picks out (``The player with the most gold gets a crown``, ``The player who pays first…``) and ``a
+player`` are game talk a character may say, not the player at the table. A line that speaks (``The
+player here pays first, you know.``), a narration's words that are no quote and every line not
+opened so read as before.
 """
 
 from __future__ import annotations
@@ -46,13 +48,16 @@ _FORM: Final = re.compile(rf"[ \t]*+<[ \t]*+(?:{FORM_ELEMENT})\b", re.I)
 _FORM_END: Final = re.compile(rf"<[ \t]*+/[ \t]*+(?:{FORM_ELEMENT})[ \t]*+>", re.I)
 _ABOUT: Final = re.compile(rf"^[ \t]*+{_THE_PLAYER}(?:['’]s)?\b(?![ \t]*+[:\-])[^\n]*+", re.I | re.M)
 """A line opened by the player named in the third person (``The user's tone is…``), not a label (``User:``)."""
-_COMPOUND: Final = re.compile(
-    rf"[ \t]*+{_THE_PLAYER}[ \t]++(?:manuals?|guides?|names?|interfaces?|accounts?|agreements?|base|experience|data|id"
-    r"|pianos?|characters?|cards?|count|numbers?|one|two|three|four|lists?|profiles?|controls?|settings?)\b",
+_NOT_THE_PLAYER: Final = re.compile(
+    rf"[ \t]*+{_THE_PLAYER}(?:[ \t]++(?:manuals?|guides?|names?|interfaces?|accounts?|agreements?|base|experience|data"
+    r"|id|pianos?|characters?|cards?|count|numbers?|one|two|three|four|lists?|profiles?|controls?|settings?)"
+    r"|[ \t]++(?:who|whom|whose|that|which|with|in|at|on|of|from|for|near))\b|[ \t]*+a[ \t]",
     re.I,
 )
-"""``the user`` or ``the player`` as the first word of a compound noun (``The player piano…``, ``The user manual…``):
-a thing a character may speak of, not the player."""
+"""A player the line does not point at: ``the user`` or ``the player`` as the first word of a compound noun (``The
+player piano…``, ``The user manual…``), any player the line picks out (``The player with the most gold…``, ``The
+player who pays first…``), or a player (``A player needs…``): game talk a character may say, not the one at the
+table."""
 _ABOUT_REPLY: Final = re.compile(
     r"\s*+((?:the|this)[ \t]++(?:message|response|reply|answer|output|format)[ \t]++"
     r"(?:is|was|will|should|must|has|contains|follows|uses|takes|reads)\b[^\n]*+)",
@@ -90,7 +95,7 @@ def meta_text(text: str, told: Told, dropped: list[Span]) -> list[Span]:
         said = "a lead-in narrating the player's words (The user asked:): they are the player's, dropped"
         spans.append((m.start(), _led(text, m.end()), "CF632", said))
     for m in _ABOUT.finditer(text, after):
-        if _SPEAKS.search(m.group()) is None and _COMPOUND.match(m.group()) is None:
+        if _SPEAKS.search(m.group()) is None and _NOT_THE_PLAYER.match(m.group()) is None:
             said = "text about the player in an assistant's voice (The user…): not the character's, dropped"
             spans.append((m.start(), m.end(), "CF601", said))
     about = _ABOUT_REPLY.match(text, after)

@@ -47,10 +47,17 @@ FIELD_LINE: Final = re.compile(
 """A field line of a prompt (``Scenario: Deckhand ducks…``, ``Personality: …``): a capitalised label, a colon, text."""
 _SENDS: Final = re.compile(r"^#+[ \t]*+What[ \t]++(.{1,40}?)[ \t]++sends[ \t]*+$", re.M | re.I)
 _YOU_ARE: Final = re.compile(
-    r"^You are ([^.,\n]{1,40}?)(?:[.,]|[ \t]++(?:in|with|at|on|of|from|who|and|for|playing)[ \t])", re.M
+    r"^(?:You are|Du bist|Tu es|Vous êtes|Eres|Usted es|Sei|Lei è|Você é|Je bent|Jij bent|Ты|Вы) "
+    r"((?![a-zß-öø-ÿα-ωа-яё])[^.,\n]{1,40}?)"
+    r"(?:[.,]|[ \t]++(?:in|with|at|on|of|from|who|and|for|playing|aus|die|der|mit|im|une|un|qui|de|du|una|que|del"
+    r"|la|il|che|di|um|uma|uit|из|и)[ \t])"
+    r"|^(?:あなたは|君は|你是|您是)([^。、，,.\n]{1,20}?)(?:です|だ|。|、|，|,)",
+    re.M,
 )
 """The persona's opening: the character's name (``You are Rex.``, ``You are Rex, a retired combat robot``, a card's
-``You are Quill in an ongoing story with …``)."""
+``You are Quill in an ongoing story with …``; in the prompt's own language too: ``Du bist Greta, die Wirtin``,
+``Tu es Margaux, une boulangère``, ``あなたは花です``); a name is capitalised where its script has capitals, so
+``You are blunt, funny…`` and ``Sei brusca, ironica…`` name no one."""
 HEADING: Final = re.compile(r"^[ \t]*+#{1,6}(?:[ \t]|-{3,}|$)", re.M)
 TAG_MARKUP: Final = re.compile(r"[<＜][^<>＜＞\n]*+[>＞]")
 _ITEM: Final = re.compile(r"[ \t]*+[-*•][ \t]++\S")
@@ -170,7 +177,7 @@ def _learn_text(text: str) -> _Learned:
         if (n := normal(line)) and len(n) >= MIN_LINE:
             lines.add(n)
     players = {m.group(1).strip().casefold() for m in _SENDS.finditer(text)}
-    named = {m.group(1).strip().casefold() for m in _YOU_ARE.finditer(text)}
+    named = {(m.group(1) or m.group(2)).strip().casefold() for m in _YOU_ARE.finditer(text)}
     cast = [{name.strip().casefold() for name in m.groups()} for m in _CAST.finditer(text)]
     speakers = tuple((name.strip().casefold(), m.group(2)) for m in _CAST.finditer(text) for name in m.groups())
     characters: set[str] = set()

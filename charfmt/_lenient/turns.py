@@ -178,9 +178,12 @@ def _lone_labels(text: str, dropped: list[Span]) -> list[Span]:
 
 _PREAMBLE_WORDS: Final = re.compile(
     r"(?i)^[^{}<>\[\]]*?(?:\bhere(?:'s| is| are| you go)\b"
+    r"|\b(?:voici|voilà|hier (?:ist|sind|kommt)|aquí (?:está|tienes|va)|ecco|eis|вот)\b"
+    r".*\b(?:réponse|antwort|respuesta|risposta|resposta|ответ)"
     r"|^[ \t]*+(?:sure|okay|ok|certainly|of course|absolutely)\b|以下)"
 )
-"""A preamble announcing the reply (``Sure! Here is Rex:``, ``Okay, …:``, ``以下…：``): no brace, bracket, tag."""
+"""A preamble announcing the reply (``Sure! Here is Rex:``, ``Okay, …:``, ``以下…：``; in other languages naming the
+reply: ``Voici une réponse dans le personnage de Margaux :``, ``Hier ist meine Antwort:``): no brace, bracket, tag."""
 _ANNOUNCES: Final = re.compile(r"[:：][ \t]*+$")
 _JSON_NEXT: Final = re.compile(r"[ \t]*+(?:[{`~]|\[[ \t]*+(?:$|[{\[\"]))")
 """A line that begins a JSON reply or its fence: a preamble before it is the JSON reader's to set aside."""

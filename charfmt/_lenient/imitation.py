@@ -40,6 +40,7 @@ from charfmt._lenient.request_form import CHAT_ELEMENT, blocks
 from charfmt._lenient.state import TOKEN, normal
 from charfmt._lenient.told import Span, Told, label_of, speaker_of
 from charfmt._lenient.turns import opens_second_person
+from charfmt._lenient.words import LETTER
 
 IMITATING: Final = frozenset({"CF625", "CF631", "CF632", "CF635", "CF642"})
 """The codes of ``foreign``'s spans that are the prompt or the player's turn written again."""
@@ -52,13 +53,13 @@ _JSON_OPEN: Final = re.compile(
 _BODY: Final = re.compile(r"\"(?:body|text)\"\s*+:\s*+\"((?:[^\"\\]|\\.)*+)")
 _TAG: Final = re.compile(r"<[^<>\n]*+>|\\[nrt]")
 _WORD: Final = re.compile(r"[^\W\d_]{2,}")
-_LETTER: Final = re.compile(r"[^\W\d_]")
 
 
 def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]:
     """The spans of ``text`` after an opening that imitates the prompt that are neither the character's labelled
     reply nor a JSON reply holding words (``dropped``: ``foreign``'s spans, merged, in order)."""
-    markers = _markers(text)
+    found = _scaffolding(text)
+    markers = [m.span() for m in found]
     at = _past_imitation(text, told, dropped, markers)
     if at is None:
         return []
@@ -72,7 +73,7 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
         else:  # (the player's chats among others are the reader's to find, as before)
             kept.append((a, b))
     skip = sorted([(a, b) for a, b, *_ in dropped] + markers + kept)
-    system = _system_sides(text)
+    system = _system_sides(found, len(text))
     spans: list[Span] = []
     pos = at
     for a, b in [*skip, (len(text), len(text))]:
@@ -81,7 +82,7 @@ def imitation_going_on(text: str, told: Told, dropped: list[Span]) -> list[Span]
         run = text[pos : max(a, pos)]
         if run.strip() and (_inside(pos, forms) or _imitating(run, told)):
             lead = len(run) - len(run.lstrip())
-            debris = _LETTER.search(run) is None
+            debris = LETTER.search(run) is None
             spans.append((pos + lead, pos + len(run.rstrip()), *(_DEBRIS if debris else ("CF631", _MESSAGE))))
         elif run.strip() and _inside(pos, system) and "<" not in run and _JSON_KEY.search(run) is None:
             # ('<SYS>' then '{This is a long version of my article…': the prompt's system side, the fifteenth
@@ -189,7 +190,7 @@ def _imitating(run: str, told: Told) -> bool:
     plain = _TAG.sub(" ", run)
     if plain != run:  # (elements outside a form, the character's or a placeholder's: read as before)
         return False
-    if _LETTER.search(plain) is None:
+    if LETTER.search(plain) is None:
         return True  # (debris)
     lines = [n for line in plain.split("\n") if (n := normal(line))]
     if any(len(p.strip()) >= _OWN_FROM and p.strip() in told.own for n in lines for p in SENTENCE.findall(n)):
@@ -221,16 +222,13 @@ _JSON_KEY: Final = re.compile(r"[{,][ \t\n]*+[\"']")
 """A JSON object's key opening (``{"chats"``): a JSON reply, read as before."""
 
 
-def _system_sides(text: str) -> list[tuple[int, int]]:
+def _system_sides(found: list[re.Match[str]], end: int) -> list[tuple[int, int]]:
     """The text after each system marker written again (``<<SYS>>``, ``<SYS>``: one came before it) up to the
-    next marker that closes a turn (``<</SYS>>``, ``[/INST]``, an end of turn) or opens the model's, or the end."""
-    if SCAFFOLDING_HINT.search(text) is None:
-        return []
+    next marker that closes a turn (``<</SYS>>``, ``[/INST]``, an end of turn) or opens the model's, or the text's
+    ``end`` (``found``: the text's markers, ``_scaffolding``)."""
     sides: list[tuple[int, int]] = []
     start, seen = -1, False
-    for m in SCAFFOLDING.finditer(text):
-        if not m.group().strip():
-            continue
+    for m in found:
         closes = m.group("sys_close") or m.group("inst_close") or m.group("end")
         if start >= 0 and (closes or _MODEL_TURN.match(m.group().strip())):
             sides.append((start, m.start()))
@@ -240,14 +238,15 @@ def _system_sides(text: str) -> list[tuple[int, int]]:
                 start = m.end()
             seen = True
     if start >= 0:
-        sides.append((start, len(text)))
+        sides.append((start, end))
     return sides
 
 
-def _markers(text: str) -> list[tuple[int, int]]:
+def _scaffolding(text: str) -> list[re.Match[str]]:
+    """The chat-template markers of ``text`` (``SCAFFOLDING``), found once for both their spans and their kinds."""
     if SCAFFOLDING_HINT.search(text) is None:
         return []
-    return [m.span() for m in SCAFFOLDING.finditer(text) if m.group().strip()]
+    return [m for m in SCAFFOLDING.finditer(text) if m.group().strip()]
 
 
 def _past_imitation(text: str, told: Told, dropped: list[Span], markers: list[tuple[int, int]]) -> int | None:

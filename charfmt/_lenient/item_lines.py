@@ -17,11 +17,12 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from charfmt._lenient.words import LETTER
+
 _ITEM: Final = re.compile(r"([ \t]*+)[-*•][ \t]")
 _TAG: Final = re.compile(r"<[^<>\n]*+>?")
-_WORD: Final = re.compile(r"[^\W\d_]")
-"""A letter outside the tags: a line of only markup and the spec's placeholder (``<msg>...</``) is left to the
-reading as before (``CF628``)."""
+"""A tag: a line with no letter (``words.LETTER``) outside its tags, only markup and the spec's placeholder
+(``<msg>...</``), is left to the reading as before (``CF628``)."""
 _IMITATED: Final = "CF631"
 Span = tuple[int, int, str, str]
 """A span to blank: start, end, code, message (``told.Span``; ``turns.foreign`` calls ``item_lines``)."""
@@ -43,7 +44,7 @@ def item_lines(text: str, dropped: list[Span]) -> list[Span]:
         elif item is not None and any(s[2] == _IMITATED and s[0] <= a + item.end() < s[1] for s in dropped):
             indent = lead if indent is None else indent
         elif indent is not None and lead > indent:
-            if _WORD.search(_TAG.sub("", line)) is not None and not any(s[0] < b and a + lead < s[1] for s in dropped):
+            if LETTER.search(_TAG.sub("", line)) is not None and not any(s[0] < b and a + lead < s[1] for s in dropped):
                 said = "a line going on an item of the prompt's list imitated: the prompt imitated, dropped"
                 spans.append((a + lead, b, _IMITATED, said))
         else:

@@ -17,7 +17,7 @@ from charfmt._lenient.literals import drop_cut_entity
 from charfmt._lenient.marks import CHAT_KEYS, CHATS_KEYS, FORM_ELEMENT, GENERIC_CHARACTER, GENERIC_PLAYER
 from charfmt._lenient.pieces import Piece, Result
 from charfmt._lenient.table import DialectRule, Dialects, Span, reader
-from charfmt._lenient.words import in_running_text, key_alone, last_sentence_start, narrates_next
+from charfmt._lenient.words import LETTER_OR_DIGIT, in_running_text, key_alone, last_sentence_start, narrates_next
 from charfmt.models import Vocabulary
 from charfmt.tags import TagTable
 
@@ -521,7 +521,6 @@ _RULE_LINE: Final = re.compile(r"^[ \t]*+#{0,6}[ \t]*+(?:[=\-*_~][ \t]*+){3,}$",
 
 _DRAWN: Final = re.compile(r"[|+\u2500-\u257f]")
 """A mark a table or a box is drawn with (a pipe, a plus, a box-drawing character)."""
-_WORD_CHAR: Final = re.compile(r"[^\W_]")
 _SENTENCE_MARK: Final = re.compile(r"[.?!…。？！¿¡]")
 
 
@@ -536,7 +535,7 @@ def _drawn_blocks(chunk: str) -> list[tuple[int, int]]:
     for line in [*chunk.split("\n"), ""]:  # (the empty line after the last closes the last run)
         a, b = pos, pos + len(line)
         pos = b + 1
-        if line.strip() and _WORD_CHAR.search(line) is None and _SENTENCE_MARK.search(line) is None:
+        if line.strip() and LETTER_OR_DIGIT.search(line) is None and _SENTENCE_MARK.search(line) is None:
             run.append((a, b))
             continue
         row = _DRAWN.search(line) is not None  # (a table row with words, or no line: the run beside it is its table)

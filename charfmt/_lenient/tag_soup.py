@@ -19,7 +19,7 @@ from charfmt._lenient.pieces import Attribute, Piece, Result
 from charfmt._lenient.prose import CUT_OBJECT, DEBRIS_AFTER, read_prose
 from charfmt._lenient.scaffolding import blank, cut_scaffolding, scaffolding
 from charfmt._lenient.table import Reading, Sample, Span, reader
-from charfmt._lenient.words import is_sentence, key_alone
+from charfmt._lenient.words import LETTER, is_sentence, key_alone
 from charfmt._strict.elements import fast_reader
 from charfmt.models import Vocabulary
 from charfmt.tags import CHAT_TYPES, TagSpec, TagTable
@@ -380,9 +380,6 @@ _SENTENCE_END: Final = re.compile(r"(?:[.!?…](?=[\"'”’)）」』】]*+\s)|
 """The end of a sentence with another after it (``nods. Welcome``, ``うなずく。ようこそ``)."""
 
 
-_LETTER: Final = re.compile(r"[^\W\d_]")
-
-
 def _sentence_end(text: str) -> int | None:
     """Where the first sentence of ``text`` ends when another follows it (its spaces go to the next), else ``None``."""
     m = _SENTENCE_END.search(text.strip())
@@ -621,7 +618,7 @@ class _Elements:
             # says, found by the third set's #42)
             split = _sentence_end(piece.text)
             by_sentence = True
-            if split is not None and _LETTER.search(piece.text, split) is None:
+            if split is not None and LETTER.search(piece.text, split) is None:
                 split = None  # ('…使用字母异体。123456.': no word after it, nothing said; the fourth set's #2)
         if split is None:
             self._emit(cut=cut)

@@ -51,10 +51,10 @@ from charfmt._lenient.told import (
     line_spans,
     whose_label,
 )
+from charfmt._lenient.words import LETTER_OR_DIGIT
 from charfmt.tags import DEFAULT_TAGS
 
-_WORD: Final = re.compile(r"[^\W_]")
-_TAG_OR_WORD: Final = re.compile(rf"{TAG_MARKUP.pattern}|(?P<word>{_WORD.pattern})")
+_TAG_OR_WORD: Final = re.compile(rf"{TAG_MARKUP.pattern}|(?P<word>{LETTER_OR_DIGIT.pattern})")
 """A tag, else a word's character: scanned left to right, the first ``word`` is one ``TAG_MARKUP.sub`` would leave (a
 tag holds no ``<``, so the scan meets every tag where ``sub`` does), found without rewriting the text."""
 _FORM_LINE: Final = re.compile(r"[ \t]*+(?:$|[-*]?[ \t]*+[<＜]|[\"'}\]{\[,\\n ]+$)")

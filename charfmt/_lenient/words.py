@@ -41,6 +41,12 @@ def is_sentence(text: str) -> bool:
     return False
 
 
+LETTER: Final = re.compile(r"[^\W\d_]")
+"""A letter of any script (no digit, no underscore): where text holds none, it holds no word."""
+LETTER_OR_DIGIT: Final = re.compile(r"[^\W_]")
+"""A letter or a digit of any script."""
+
+
 def unknown_sentence(text: str, vocabulary: Vocabulary | None) -> bool:
     """Whether ``text``, written as an emotion, is a sentence the vocabulary rejects: words, never an expression.
 

@@ -19,7 +19,8 @@ from charfmt import _control_strings as cs
 from charfmt._lenient.marks import SCAFFOLDING, SCAFFOLDING_HINT
 from charfmt._lenient.scaffolding import scaffolding
 from charfmt._lenient.told import TAG_MARKUP
-from charfmt._lenient.turns import _TAG_OR_WORD, _WORD
+from charfmt._lenient.turns import _TAG_OR_WORD
+from charfmt._lenient.words import LETTER_OR_DIGIT
 
 _PIECES = (
     *cs.CONTROL_STRINGS,
@@ -70,4 +71,4 @@ def test_the_hint_misses_ordinary_text_and_tags() -> None:
 @example("_ <_>")
 def test_a_word_outside_tags_is_found_as_the_tags_removed_would_show_it(text: str) -> None:
     scanned = any(m.group("word") is not None for m in _TAG_OR_WORD.finditer(text))
-    assert scanned == (_WORD.search(TAG_MARKUP.sub(" ", text)) is not None)
+    assert scanned == (LETTER_OR_DIGIT.search(TAG_MARKUP.sub(" ", text)) is not None)
